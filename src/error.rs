@@ -1,0 +1,73 @@
+//! The library's error type. Every error says where (file and line, field, store path) and
+//! what was expected, because its reader is usually a person fixing an input file.
+
+use std::path::PathBuf;
+
+/// Errors returned by loci.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A line of an input file could not be used. `line` is 1-based.
+    #[error("{file}:{line}: {field}: {message}")]
+    Input {
+        file: String,
+        line: usize,
+        field: String,
+        message: String,
+    },
+    /// An event of a batch passed to [`crate::Store::ingest`] is invalid. `event` is its
+    /// 0-based position in the batch, `assertion` the position of the offending assertion.
+    #[error("event {event}{}: {field}: {message}", assertion.map(|a| format!(", assertion {a}")).unwrap_or_default())]
+    InvalidEvent {
+        event: usize,
+        assertion: Option<usize>,
+        field: String,
+        message: String,
+    },
+    /// A caller argument is out of its domain.
+    #[error("invalid argument {name}: {message}")]
+    InvalidArgument { name: String, message: String },
+    /// Something the caller named does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The store directory is missing, not a loci store, or of another format version.
+    #[error("store {path}: {message}")]
+    Store { path: PathBuf, message: String },
+    /// A stored record could not be decoded (corruption or a format this build does not know).
+    #[error("corrupt record in table {table}: {message}")]
+    Corrupt {
+        table: &'static str,
+        message: String,
+    },
+    /// The storage backend failed.
+    #[error("storage backend {backend}: {message}")]
+    Backend {
+        backend: &'static str,
+        message: String,
+    },
+    /// The full-text index failed.
+    #[error("full-text index: {0}")]
+    Text(String),
+    #[error("i/o on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn text(e: impl std::fmt::Display) -> Self {
+        Error::Text(e.to_string())
+    }
+}

@@ -1,0 +1,550 @@
+//! The in-memory adjacency: every live edge appears in the lists of both its endpoints, so the
+//! graph is traversable in both directions. Built at open from the edges table and kept current
+//! by the store on every commit.
+//!
+//! Why not a `petgraph::Graph`: its edges form linked lists threaded through one big array, so a
+//! k-hop expansion chases a pointer (and usually a cache miss) per edge. Here each node owns one
+//! contiguous list of 16-byte entries that carry what a filter needs (relation, direction,
+//! confidence), so an expansion reads each list front to back without touching edge records.
+//! The petgraph traits are implemented on [`Adjacency`], so petgraph's algorithms (Dijkstra, A*,
+//! BFS, ...) run on it directly.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+use petgraph::visit::{
+    Data, EdgeRef, GraphBase, IntoEdgeReferences, IntoEdges, IntoNeighbors, NodeCount,
+    NodeIndexable, Visitable,
+};
+
+use crate::model::{EdgeId, NodeId};
+
+/// Bit of [`AdjEntry::rel_dir`] set when the entry is the incoming side of its edge.
+const INCOMING: u32 = 1 << 31;
+
+/// One side of an edge, stored in the list of the node it leaves from (outgoing) or arrives at
+/// (incoming).
+#[derive(Copy, Clone, Debug, PartialEq)]
+#[repr(C)]
+pub struct AdjEntry {
+    /// The node at the other end.
+    pub node: u32,
+    pub edge: u32,
+    pub confidence: f32,
+    /// Interned relation id in the low 31 bits; [`INCOMING`] in the top bit.
+    rel_dir: u32,
+}
+
+impl AdjEntry {
+    pub fn new(node: NodeId, edge: EdgeId, relation: u32, confidence: f32, incoming: bool) -> Self {
+        AdjEntry {
+            node: node.0,
+            edge: edge.0,
+            confidence,
+            rel_dir: relation | if incoming { INCOMING } else { 0 },
+        }
+    }
+    pub fn relation(&self) -> u32 {
+        self.rel_dir & !INCOMING
+    }
+    pub fn is_incoming(&self) -> bool {
+        self.rel_dir & INCOMING != 0
+    }
+    pub fn neighbor(&self) -> NodeId {
+        NodeId(self.node)
+    }
+    pub fn edge_id(&self) -> EdgeId {
+        EdgeId(self.edge)
+    }
+}
+
+/// Which edge directions a traversal follows.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum Direction {
+    Outgoing,
+    Incoming,
+    #[default]
+    Both,
+}
+
+/// A set of interned ids (relations or labels) as a bitset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IdSet {
+    bits: Vec<u64>,
+}
+
+impl IdSet {
+    pub fn insert(&mut self, id: u32) {
+        let word = id as usize / 64;
+        if self.bits.len() <= word {
+            self.bits.resize(word + 1, 0);
+        }
+        self.bits[word] |= 1 << (id % 64);
+    }
+    #[inline]
+    pub fn contains(&self, id: u32) -> bool {
+        self.bits
+            .get(id as usize / 64)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+}
+
+/// What a traversal may follow. Filters apply while expanding, so a pruned edge never leads
+/// anywhere.
+#[derive(Clone, Debug, Default)]
+pub struct TraversalFilter {
+    /// Edges below this confidence are not followed.
+    pub min_confidence: f32,
+    /// Only these relations (interned ids), when set.
+    pub relations: Option<IdSet>,
+    /// Only into nodes with these labels (interned ids), when set.
+    pub labels: Option<IdSet>,
+    pub direction: Direction,
+}
+
+impl TraversalFilter {
+    #[inline]
+    fn admits(&self, e: &AdjEntry, node_labels: &[u32]) -> bool {
+        if e.confidence < self.min_confidence {
+            return false;
+        }
+        match self.direction {
+            Direction::Outgoing if e.is_incoming() => return false,
+            Direction::Incoming if !e.is_incoming() => return false,
+            _ => {}
+        }
+        if let Some(rels) = &self.relations {
+            if !rels.contains(e.relation()) {
+                return false;
+            }
+        }
+        if let Some(labels) = &self.labels {
+            if !labels.contains(node_labels[e.node as usize]) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// A node reached by an expansion: how many hops away, and the edge it was first reached by.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Reached {
+    pub node: NodeId,
+    pub hops: u8,
+    pub via: AdjEntry,
+    /// The node the `via` edge was followed from.
+    pub parent: NodeId,
+}
+
+/// String interner for relation and label names (ids are in-memory only; disk keeps names).
+#[derive(Clone, Debug, Default)]
+pub struct Interner {
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl Interner {
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+    pub fn get(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+    /// The set of the ids of `names`; names never interned match nothing.
+    pub fn set_of<S: AsRef<str>>(&self, names: &[S]) -> IdSet {
+        let mut set = IdSet::default();
+        for n in names {
+            if let Some(id) = self.get(n.as_ref()) {
+                set.insert(id);
+            }
+        }
+        set
+    }
+}
+
+/// Reusable per-thread traversal state, so an expansion allocates nothing in the steady state.
+#[derive(Default)]
+struct Scratch {
+    /// `stamp[n] == generation` marks `n` as visited in the current traversal.
+    stamp: Vec<u32>,
+    generation: u32,
+    frontier: Vec<u32>,
+    next: Vec<u32>,
+}
+
+impl Scratch {
+    fn begin(&mut self, nodes: usize) {
+        if self.stamp.len() < nodes {
+            self.stamp.resize(nodes, 0);
+        }
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: old stamps could collide with the new generation.
+            self.stamp.iter_mut().for_each(|s| *s = 0);
+            self.generation = 1;
+        }
+        self.frontier.clear();
+        self.next.clear();
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Adjacency lists of all nodes, plus each node's interned label.
+#[derive(Clone, Debug, Default)]
+pub struct Adjacency {
+    lists: Vec<Vec<AdjEntry>>,
+    /// Interned label per node; `u32::MAX` for a retracted or never-created slot.
+    labels: Vec<u32>,
+    live_nodes: usize,
+    live_edges: usize,
+}
+
+impl Adjacency {
+    /// Makes room for node ids below `bound`.
+    pub fn reserve_nodes(&mut self, bound: usize) {
+        if self.lists.len() < bound {
+            self.lists.resize_with(bound, Vec::new);
+            self.labels.resize(bound, u32::MAX);
+        }
+    }
+
+    pub fn set_node(&mut self, node: NodeId, label: u32) {
+        self.reserve_nodes(node.0 as usize + 1);
+        if self.labels[node.0 as usize] == u32::MAX {
+            self.live_nodes += 1;
+        }
+        self.labels[node.0 as usize] = label;
+    }
+
+    /// Removes a node slot; its edges must have been removed first.
+    pub fn remove_node(&mut self, node: NodeId) {
+        if let Some(l) = self.labels.get_mut(node.0 as usize) {
+            if *l != u32::MAX {
+                self.live_nodes -= 1;
+            }
+            *l = u32::MAX;
+            self.lists[node.0 as usize] = Vec::new();
+        }
+    }
+
+    pub fn contains_node(&self, node: NodeId) -> bool {
+        self.labels
+            .get(node.0 as usize)
+            .is_some_and(|l| *l != u32::MAX)
+    }
+
+    pub fn label_of(&self, node: NodeId) -> Option<u32> {
+        self.labels
+            .get(node.0 as usize)
+            .copied()
+            .filter(|l| *l != u32::MAX)
+    }
+
+    /// Adds both sides of an edge.
+    pub fn add_edge(&mut self, edge: EdgeId, from: NodeId, to: NodeId, relation: u32, conf: f32) {
+        self.reserve_nodes(from.0.max(to.0) as usize + 1);
+        self.lists[from.0 as usize].push(AdjEntry::new(to, edge, relation, conf, false));
+        self.lists[to.0 as usize].push(AdjEntry::new(from, edge, relation, conf, true));
+        self.live_edges += 1;
+    }
+
+    /// Removes both sides of an edge.
+    pub fn remove_edge(&mut self, edge: EdgeId, from: NodeId, to: NodeId) {
+        let mut removed = false;
+        for n in [from, to] {
+            if let Some(list) = self.lists.get_mut(n.0 as usize) {
+                if let Some(i) = list.iter().position(|e| e.edge == edge.0) {
+                    // Order within a list carries no meaning, so swap_remove is fine.
+                    list.swap_remove(i);
+                    removed = true;
+                }
+            }
+        }
+        if removed {
+            self.live_edges -= 1;
+        }
+    }
+
+    /// Updates the confidence stored on both sides of an edge.
+    pub fn set_confidence(&mut self, edge: EdgeId, from: NodeId, to: NodeId, conf: f32) {
+        for n in [from, to] {
+            if let Some(list) = self.lists.get_mut(n.0 as usize) {
+                list.iter_mut()
+                    .filter(|e| e.edge == edge.0)
+                    .for_each(|e| e.confidence = conf);
+            }
+        }
+    }
+
+    /// The entries of a node (outgoing and incoming).
+    pub fn entries(&self, node: NodeId) -> &[AdjEntry] {
+        self.lists
+            .get(node.0 as usize)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// Upper bound of node ids.
+    pub fn node_bound(&self) -> usize {
+        self.lists.len()
+    }
+    pub fn node_count(&self) -> usize {
+        self.live_nodes
+    }
+    pub fn edge_count(&self) -> usize {
+        self.live_edges
+    }
+
+    /// Heap bytes held by the adjacency (lists and labels), for memory reports.
+    pub fn heap_bytes(&self) -> usize {
+        self.lists.capacity() * std::mem::size_of::<Vec<AdjEntry>>()
+            + self
+                .lists
+                .iter()
+                .map(|l| l.capacity() * std::mem::size_of::<AdjEntry>())
+                .sum::<usize>()
+            + self.labels.capacity() * 4
+    }
+
+    /// Breadth-first expansion up to `depth` hops from `start`, calling `visit` once for every
+    /// distinct node reached (not `start` itself), nearest first.
+    pub fn expand_with(
+        &self,
+        start: NodeId,
+        depth: u8,
+        filter: &TraversalFilter,
+        mut visit: impl FnMut(Reached),
+    ) {
+        if !self.contains_node(start) || depth == 0 {
+            return;
+        }
+        SCRATCH.with(|cell| {
+            let mut s = cell.borrow_mut();
+            let s = &mut *s;
+            s.begin(self.lists.len());
+            let gen = s.generation;
+            s.stamp[start.0 as usize] = gen;
+            s.frontier.push(start.0);
+            for hop in 1..=depth {
+                let last = hop == depth;
+                for i in 0..s.frontier.len() {
+                    let from = s.frontier[i];
+                    for e in &self.lists[from as usize] {
+                        let stamp = &mut s.stamp[e.node as usize];
+                        if *stamp == gen || !filter.admits(e, &self.labels) {
+                            continue;
+                        }
+                        *stamp = gen;
+                        if !last {
+                            s.next.push(e.node);
+                        }
+                        visit(Reached {
+                            node: NodeId(e.node),
+                            hops: hop,
+                            via: *e,
+                            parent: NodeId(from),
+                        });
+                    }
+                }
+                std::mem::swap(&mut s.frontier, &mut s.next);
+                s.next.clear();
+                if s.frontier.is_empty() {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// The distinct nodes within `depth` hops of `start` (not `start`), nearest first.
+    pub fn khop(&self, start: NodeId, depth: u8, filter: &TraversalFilter) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        self.expand_with(start, depth, filter, |r| out.push(r.node));
+        out
+    }
+
+    /// How many distinct nodes lie within `depth` hops of `start` (not counting `start`).
+    pub fn khop_count(&self, start: NodeId, depth: u8, filter: &TraversalFilter) -> usize {
+        let mut n = 0;
+        self.expand_with(start, depth, filter, |_| n += 1);
+        n
+    }
+}
+
+// --- petgraph integration -------------------------------------------------------------------
+//
+// petgraph's algorithms see the adjacency as a directed multigraph in which every edge can be
+// walked both ways: `neighbors`/`edges` of a node yield its outgoing and incoming entries, with
+// `source` the node itself and `target` the other end.
+
+impl GraphBase for Adjacency {
+    type NodeId = NodeId;
+    type EdgeId = EdgeId;
+}
+
+impl Data for Adjacency {
+    type NodeWeight = ();
+    type EdgeWeight = AdjEntry;
+}
+
+/// An adjacency entry seen from one of its endpoints, for petgraph.
+#[derive(Copy, Clone, Debug)]
+pub struct AdjEdgeRef<'a> {
+    source: NodeId,
+    entry: &'a AdjEntry,
+}
+
+impl<'a> EdgeRef for AdjEdgeRef<'a> {
+    type NodeId = NodeId;
+    type EdgeId = EdgeId;
+    type Weight = AdjEntry;
+    fn source(&self) -> NodeId {
+        self.source
+    }
+    fn target(&self) -> NodeId {
+        NodeId(self.entry.node)
+    }
+    fn weight(&self) -> &AdjEntry {
+        self.entry
+    }
+    fn id(&self) -> EdgeId {
+        EdgeId(self.entry.edge)
+    }
+}
+
+impl<'a> IntoNeighbors for &'a Adjacency {
+    type Neighbors = Box<dyn Iterator<Item = NodeId> + 'a>;
+    fn neighbors(self, a: NodeId) -> Self::Neighbors {
+        Box::new(self.entries(a).iter().map(|e| NodeId(e.node)))
+    }
+}
+
+impl<'a> IntoEdgeReferences for &'a Adjacency {
+    type EdgeRef = AdjEdgeRef<'a>;
+    type EdgeReferences = Box<dyn Iterator<Item = AdjEdgeRef<'a>> + 'a>;
+    /// Every edge once, from its source.
+    fn edge_references(self) -> Self::EdgeReferences {
+        Box::new(self.lists.iter().enumerate().flat_map(|(n, list)| {
+            list.iter()
+                .filter(|e| !e.is_incoming())
+                .map(move |entry| AdjEdgeRef {
+                    source: NodeId(n as u32),
+                    entry,
+                })
+        }))
+    }
+}
+
+impl<'a> IntoEdges for &'a Adjacency {
+    type Edges = Box<dyn Iterator<Item = AdjEdgeRef<'a>> + 'a>;
+    fn edges(self, a: NodeId) -> Self::Edges {
+        Box::new(
+            self.entries(a)
+                .iter()
+                .map(move |entry| AdjEdgeRef { source: a, entry }),
+        )
+    }
+}
+
+impl NodeIndexable for Adjacency {
+    fn node_bound(&self) -> usize {
+        self.lists.len()
+    }
+    fn to_index(&self, a: NodeId) -> usize {
+        a.0 as usize
+    }
+    fn from_index(&self, i: usize) -> NodeId {
+        NodeId(i as u32)
+    }
+}
+
+impl NodeCount for Adjacency {
+    fn node_count(&self) -> usize {
+        self.live_nodes
+    }
+}
+
+impl Visitable for Adjacency {
+    type Map = HashSet<NodeId>;
+    fn visit_map(&self) -> HashSet<NodeId> {
+        HashSet::new()
+    }
+    fn reset_map(&self, map: &mut HashSet<NodeId>) {
+        map.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain() -> Adjacency {
+        // 0 -a-> 1 -b-> 2 -a-> 3, plus a weak 0 -a-> 4
+        let mut g = Adjacency::default();
+        for n in 0..5 {
+            g.set_node(NodeId(n), 0);
+        }
+        g.add_edge(EdgeId(0), NodeId(0), NodeId(1), 0, 0.9);
+        g.add_edge(EdgeId(1), NodeId(1), NodeId(2), 1, 0.9);
+        g.add_edge(EdgeId(2), NodeId(2), NodeId(3), 0, 0.9);
+        g.add_edge(EdgeId(3), NodeId(0), NodeId(4), 0, 0.1);
+        g
+    }
+
+    #[test]
+    fn khop_respects_depth_and_filters() {
+        let g = chain();
+        let all = TraversalFilter::default();
+        assert_eq!(g.khop(NodeId(0), 1, &all), vec![NodeId(1), NodeId(4)]);
+        assert_eq!(g.khop_count(NodeId(0), 3, &all), 4);
+        let strong = TraversalFilter {
+            min_confidence: 0.5,
+            ..Default::default()
+        };
+        assert_eq!(g.khop_count(NodeId(0), 3, &strong), 3);
+        let mut only_a = IdSet::default();
+        only_a.insert(0);
+        let rel = TraversalFilter {
+            relations: Some(only_a),
+            ..Default::default()
+        };
+        // relation b is pruned during expansion, so 2 and 3 are unreachable
+        assert_eq!(g.khop(NodeId(0), 3, &rel), vec![NodeId(1), NodeId(4)]);
+        // both directions by default, outgoing only when asked
+        assert_eq!(g.khop(NodeId(3), 1, &all), vec![NodeId(2)]);
+        let out = TraversalFilter {
+            direction: Direction::Outgoing,
+            ..Default::default()
+        };
+        assert!(g.khop(NodeId(3), 1, &out).is_empty());
+    }
+
+    #[test]
+    fn remove_edge_and_petgraph_dijkstra() {
+        let mut g = chain();
+        let d = petgraph::algo::dijkstra(&g, NodeId(0), None, |_| 1u32);
+        assert_eq!(d[&NodeId(3)], 3);
+        g.remove_edge(EdgeId(1), NodeId(1), NodeId(2));
+        assert_eq!(g.edge_count(), 3);
+        let d = petgraph::algo::dijkstra(&g, NodeId(0), None, |_| 1u32);
+        assert!(!d.contains_key(&NodeId(3)));
+    }
+}

@@ -1,0 +1,580 @@
+//! JSON Lines readers: events, graph assertions, passages and triples become event drafts that
+//! remember which file and line each came from, so that an error found anywhere (in parsing, or
+//! later by the projection) names the file, the line and the field.
+//!
+//! Formats (one JSON object per line; blank lines are skipped):
+//! - `events`: `{"ts", "kind", "actor"?, "place"?, "anchor"?, "payload"?, "salience"?,
+//!   "evidence"?, "assert"?: [assertion...]}`
+//! - `graph`: one assertion per line: `{"op": "node", "key", "label"?, "name"?, "aliases"?,
+//!   "props"?, "anchor"?, "salience"?, "pinned"?}`, `{"op": "edge", "from", "rel", "to",
+//!   "confidence"?, "props"?, "valid_from"?, "valid_to"?}`, `{"op": "retract_node", "key"}`,
+//!   `{"op": "retract_edge", "from", "rel", "to"}`; every 1024 lines form one IMPORT event.
+//! - `passages`: `{"id", "title", "text"}` (the datasets' corpus files): one Passage node each.
+//! - `triples`: `{"doc", "s", "p", "o"}`: entities resolved by normalised name, an `s -p-> o`
+//!   edge and `doc -MENTIONS->` edges to both entities, one EXTRACTION event per passage.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr;
+
+use rayon::prelude::*;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::{
+    kinds, labels, normalize_name, relations, Anchor, Assertion, EdgeUpsert, EventDraft,
+    NodeUpsert, Props, Value,
+};
+use crate::store::{Commit, Store};
+
+/// Graph lines per IMPORT event.
+pub const GRAPH_LINES_PER_EVENT: usize = 1024;
+
+/// Input formats.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Format {
+    Events,
+    Graph,
+    Passages,
+    Triples,
+}
+
+impl FromStr for Format {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "events" => Ok(Format::Events),
+            "graph" => Ok(Format::Graph),
+            "passages" => Ok(Format::Passages),
+            "triples" => Ok(Format::Triples),
+            other => Err(Error::InvalidArgument {
+                name: "format".into(),
+                message: format!(
+                    "unknown format {other:?}, expected events|graph|passages|triples"
+                ),
+            }),
+        }
+    }
+}
+
+/// An assertion as written in JSON.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum AssertionLine {
+    Node(NodeUpsert),
+    Edge(EdgeUpsert),
+    RetractNode {
+        key: String,
+    },
+    RetractEdge {
+        from: String,
+        #[serde(alias = "rel")]
+        relation: String,
+        to: String,
+    },
+}
+
+impl From<AssertionLine> for Assertion {
+    fn from(a: AssertionLine) -> Self {
+        match a {
+            AssertionLine::Node(n) => Assertion::UpsertNode(n),
+            AssertionLine::Edge(e) => Assertion::UpsertEdge(e),
+            AssertionLine::RetractNode { key } => Assertion::RetractNode { key },
+            AssertionLine::RetractEdge { from, relation, to } => {
+                Assertion::RetractEdge { from, relation, to }
+            }
+        }
+    }
+}
+
+impl From<Assertion> for AssertionLine {
+    fn from(a: Assertion) -> Self {
+        match a {
+            Assertion::UpsertNode(n) => AssertionLine::Node(n),
+            Assertion::UpsertEdge(e) => AssertionLine::Edge(e),
+            Assertion::RetractNode { key } => AssertionLine::RetractNode { key },
+            Assertion::RetractEdge { from, relation, to } => {
+                AssertionLine::RetractEdge { from, relation, to }
+            }
+        }
+    }
+}
+
+fn half() -> f32 {
+    0.5
+}
+
+fn is_null(v: &Value) -> bool {
+    *v == Value::Null
+}
+
+/// An event as written in JSON (the `events` format).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventLine {
+    pub ts: i64,
+    pub kind: String,
+    #[serde(default)]
+    pub actor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<Anchor>,
+    #[serde(default, skip_serializing_if = "is_null")]
+    pub payload: Value,
+    #[serde(default = "half")]
+    pub salience: f32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<String>,
+    #[serde(default, rename = "assert", skip_serializing_if = "Vec::is_empty")]
+    pub assertions: Vec<AssertionLine>,
+}
+
+impl From<EventLine> for EventDraft {
+    fn from(l: EventLine) -> Self {
+        EventDraft {
+            ts: l.ts,
+            actor: l.actor,
+            place: l.place,
+            anchor: l.anchor,
+            kind: l.kind,
+            payload: l.payload,
+            salience: l.salience,
+            evidence: l.evidence,
+            assertions: l.assertions.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<EventDraft> for EventLine {
+    fn from(d: EventDraft) -> Self {
+        EventLine {
+            ts: d.ts,
+            kind: d.kind,
+            actor: d.actor,
+            place: d.place,
+            anchor: d.anchor,
+            payload: d.payload,
+            salience: d.salience,
+            evidence: d.evidence,
+            assertions: d.assertions.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct PassageLine {
+    id: String,
+    title: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct TripleLine {
+    doc: String,
+    s: String,
+    p: String,
+    o: String,
+    #[serde(default)]
+    confidence: Option<f32>,
+}
+
+/// Where an event draft came from.
+#[derive(Clone, Debug)]
+struct Origin {
+    file: String,
+    line: usize,
+    /// The line of each assertion, when assertions come from other lines than the event.
+    assertion_lines: Vec<usize>,
+    /// The input field to name for an assertion's error, when it differs from the model's.
+    assertion_fields: Vec<Option<&'static str>>,
+    /// Prefix of assertion field paths (`assert[3].` for the events format).
+    nested_assertions: bool,
+}
+
+/// Event drafts read from files, each remembering its origin.
+#[derive(Clone, Debug, Default)]
+pub struct SourceBatch {
+    pub events: Vec<EventDraft>,
+    origins: Vec<Origin>,
+    /// Input lines read.
+    pub lines: usize,
+}
+
+impl SourceBatch {
+    pub fn append(&mut self, other: SourceBatch) {
+        self.events.extend(other.events);
+        self.origins.extend(other.origins);
+        self.lines += other.lines;
+    }
+
+    /// Splits into batches of at most `n` events (keeping origins).
+    pub fn chunks(self, n: usize) -> Vec<SourceBatch> {
+        let n = n.max(1);
+        let mut out = Vec::new();
+        let mut events = self.events.into_iter();
+        let mut origins = self.origins.into_iter();
+        loop {
+            let ev: Vec<_> = events.by_ref().take(n).collect();
+            if ev.is_empty() {
+                break;
+            }
+            let or: Vec<_> = origins.by_ref().take(ev.len()).collect();
+            let lines = or.len();
+            out.push(SourceBatch {
+                events: ev,
+                origins: or,
+                lines,
+            });
+        }
+        out
+    }
+
+    /// Turns a store error about event `i` into one naming the file, line and input field.
+    fn locate(&self, err: Error) -> Error {
+        match err {
+            Error::InvalidEvent {
+                event,
+                assertion,
+                field,
+                message,
+            } => match self.origins.get(event) {
+                Some(o) => {
+                    let line = assertion
+                        .and_then(|a| o.assertion_lines.get(a).copied())
+                        .unwrap_or(o.line);
+                    let field = match assertion {
+                        Some(a) => match o.assertion_fields.get(a).copied().flatten() {
+                            Some(f) => f.to_string(),
+                            None if o.nested_assertions => format!("assert[{a}].{field}"),
+                            None => field,
+                        },
+                        None => field,
+                    };
+                    Error::Input {
+                        file: o.file.clone(),
+                        line,
+                        field,
+                        message,
+                    }
+                }
+                None => Error::InvalidEvent {
+                    event,
+                    assertion,
+                    field,
+                    message,
+                },
+            },
+            other => other,
+        }
+    }
+
+    /// Commits the whole batch atomically; errors name file, line and field.
+    pub fn commit(self, store: &Store) -> Result<Commit> {
+        let origins = SourceBatch {
+            events: Vec::new(),
+            origins: self.origins,
+            lines: self.lines,
+        };
+        store.ingest(self.events).map_err(|e| origins.locate(e))
+    }
+}
+
+/// Guesses the format from the first non-blank line's fields.
+pub fn detect_format(path: &Path, content: &str) -> Result<Format> {
+    let file = path.display().to_string();
+    let Some((i, first)) = content
+        .lines()
+        .enumerate()
+        .find(|(_, l)| !l.trim().is_empty())
+    else {
+        return Err(Error::Input {
+            file,
+            line: 1,
+            field: "format".into(),
+            message: "empty file: cannot detect its format (give --format)".into(),
+        });
+    };
+    let v: serde_json::Value = serde_json::from_str(first).map_err(|e| Error::Input {
+        file: file.clone(),
+        line: i + 1,
+        field: "json".into(),
+        message: e.to_string(),
+    })?;
+    let has = |k: &str| v.get(k).is_some();
+    Ok(if has("op") {
+        Format::Graph
+    } else if has("kind") && has("ts") {
+        Format::Events
+    } else if has("s") && has("p") && has("o") {
+        Format::Triples
+    } else if has("title") && has("text") {
+        Format::Passages
+    } else {
+        return Err(Error::Input {
+            file,
+            line: i + 1,
+            field: "format".into(),
+            message: "cannot tell the format: expected \"op\" (graph), \"kind\"+\"ts\" (events), \
+                      \"s\"+\"p\"+\"o\" (triples) or \"title\"+\"text\" (passages); give --format"
+                .into(),
+        });
+    })
+}
+
+/// Parses every non-blank line as `T` (in parallel); the first bad line's error wins.
+fn parse_lines<T: DeserializeOwned + Send>(file: &str, content: &str) -> Result<Vec<(usize, T)>> {
+    let lines: Vec<(usize, &str)> = content
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l))
+        .collect();
+    lines
+        .par_iter()
+        .map(|(n, l)| {
+            serde_json::from_str::<T>(l)
+                .map(|v| (*n, v))
+                .map_err(|e| Error::Input {
+                    file: file.to_string(),
+                    line: *n,
+                    field: json_error_field(&e),
+                    message: e.to_string(),
+                })
+        })
+        .collect()
+}
+
+/// The field a serde_json error is about, when its message names one.
+fn json_error_field(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    for marker in ["missing field `", "unknown field `", "unknown variant `"] {
+        if let Some(rest) = msg.split(marker).nth(1) {
+            if let Some(name) = rest.split('`').next() {
+                return if marker.starts_with("unknown variant") {
+                    "op".into()
+                } else {
+                    name.to_string()
+                };
+            }
+        }
+    }
+    "json".into()
+}
+
+fn origin(file: &str, line: usize) -> Origin {
+    Origin {
+        file: file.to_string(),
+        line,
+        assertion_lines: Vec::new(),
+        assertion_fields: Vec::new(),
+        nested_assertions: false,
+    }
+}
+
+/// Reads one file into event drafts. `format` is detected when `None`.
+pub fn read_file(path: &Path, format: Option<Format>) -> Result<SourceBatch> {
+    let content = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let format = match format {
+        Some(f) => f,
+        None => detect_format(path, &content)?,
+    };
+    read_str(&path.display().to_string(), &content, format)
+}
+
+/// Reads JSON Lines `content` (named `file` in errors) into event drafts.
+pub fn read_str(file: &str, content: &str, format: Format) -> Result<SourceBatch> {
+    let mut batch = SourceBatch::default();
+    match format {
+        Format::Events => {
+            for (line, ev) in parse_lines::<EventLine>(file, content)? {
+                let mut o = origin(file, line);
+                o.nested_assertions = true;
+                batch.events.push(ev.into());
+                batch.origins.push(o);
+                batch.lines += 1;
+            }
+        }
+        Format::Graph => {
+            let lines = parse_lines::<AssertionLine>(file, content)?;
+            batch.lines = lines.len();
+            for chunk in lines.chunks(GRAPH_LINES_PER_EVENT) {
+                let first = chunk[0].0;
+                let last = chunk[chunk.len() - 1].0;
+                let mut ev = EventDraft::new(0, "import", kinds::IMPORT);
+                ev.payload = Value::Map(Props::from([
+                    ("source".to_string(), Value::from(file)),
+                    ("first_line".to_string(), Value::Int(first as i64)),
+                    ("last_line".to_string(), Value::Int(last as i64)),
+                ]));
+                ev.assertions = chunk.iter().map(|(_, a)| a.clone().into()).collect();
+                let mut o = origin(file, first);
+                o.assertion_lines = chunk.iter().map(|(n, _)| *n).collect();
+                batch.events.push(ev);
+                batch.origins.push(o);
+            }
+        }
+        Format::Passages => {
+            for (line, p) in parse_lines::<PassageLine>(file, content)? {
+                if p.id.trim().is_empty() {
+                    return Err(Error::Input {
+                        file: file.into(),
+                        line,
+                        field: "id".into(),
+                        message: "empty passage id".into(),
+                    });
+                }
+                let mut ev = EventDraft::new(0, "import", kinds::PASSAGE);
+                ev.evidence = vec![p.id.clone()];
+                ev.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+                    key: p.id,
+                    label: Some(labels::PASSAGE.into()),
+                    name: Some(p.title),
+                    props: Props::from([("text".to_string(), Value::Str(p.text))]),
+                    ..Default::default()
+                })];
+                batch.events.push(ev);
+                batch.origins.push(origin(file, line));
+                batch.lines += 1;
+            }
+        }
+        Format::Triples => {
+            let lines = parse_lines::<TripleLine>(file, content)?;
+            batch.lines = lines.len();
+            // One event per passage, in order of the passage's first triple.
+            let mut by_doc: Vec<(String, Vec<(usize, TripleLine)>)> = Vec::new();
+            let mut pos: HashMap<String, usize> = HashMap::new();
+            for (line, t) in lines {
+                let i = *pos.entry(t.doc.clone()).or_insert_with(|| {
+                    by_doc.push((t.doc.clone(), Vec::new()));
+                    by_doc.len() - 1
+                });
+                by_doc[i].1.push((line, t));
+            }
+            for (doc, triples) in by_doc {
+                let mut ev = EventDraft::new(0, "import", kinds::EXTRACTION);
+                ev.evidence = vec![doc.clone()];
+                ev.payload = Value::Map(Props::from([(
+                    "doc".to_string(),
+                    Value::from(doc.as_str()),
+                )]));
+                let mut o = origin(file, triples[0].0);
+                for (line, t) in triples {
+                    let mut entity = |surface: &str, field: &'static str| -> Result<String> {
+                        let norm = normalize_name(surface);
+                        if norm.is_empty() {
+                            return Err(Error::Input {
+                                file: file.into(),
+                                line,
+                                field: field.into(),
+                                message: format!(
+                                    "entity name {surface:?} has no letters or digits"
+                                ),
+                            });
+                        }
+                        let key = format!("ent:{norm}");
+                        ev.assertions.push(Assertion::UpsertNode(NodeUpsert {
+                            key: key.clone(),
+                            label: Some(labels::ENTITY.into()),
+                            aliases: vec![surface.trim().to_string()],
+                            ..Default::default()
+                        }));
+                        o.assertion_lines.push(line);
+                        o.assertion_fields.push(Some(field));
+                        Ok(key)
+                    };
+                    let s = entity(&t.s, "s")?;
+                    let obj = entity(&t.o, "o")?;
+                    let mut push_edge = |from: &str, rel: &str, to: &str, field, conf| {
+                        ev.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
+                            from: from.to_string(),
+                            relation: rel.to_string(),
+                            to: to.to_string(),
+                            confidence: conf,
+                            ..Default::default()
+                        }));
+                        o.assertion_lines.push(line);
+                        o.assertion_fields.push(Some(field));
+                    };
+                    push_edge(&s, t.p.trim(), &obj, "p", t.confidence);
+                    push_edge(&doc, relations::MENTIONS, &s, "doc", None);
+                    push_edge(&doc, relations::MENTIONS, &obj, "doc", None);
+                }
+                batch.events.push(ev);
+                batch.origins.push(o);
+            }
+        }
+    }
+    Ok(batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_formats() {
+        let p = Path::new("x.jsonl");
+        assert_eq!(
+            detect_format(p, "\n{\"op\":\"node\",\"key\":\"a\"}").unwrap(),
+            Format::Graph
+        );
+        assert_eq!(
+            detect_format(p, "{\"ts\":1,\"kind\":\"K\"}").unwrap(),
+            Format::Events
+        );
+        assert_eq!(
+            detect_format(p, "{\"doc\":\"p\",\"s\":1,\"p\":2,\"o\":3}").unwrap(),
+            Format::Triples
+        );
+        assert_eq!(
+            detect_format(p, "{\"id\":\"p\",\"title\":\"t\",\"text\":\"x\"}").unwrap(),
+            Format::Passages
+        );
+        let e = detect_format(p, "{\"x\":1}").unwrap_err().to_string();
+        assert!(e.starts_with("x.jsonl:1: format:"), "{e}");
+    }
+
+    #[test]
+    fn parse_errors_name_line_and_field() {
+        let content = "{\"ts\":1,\"kind\":\"K\"}\n\n{\"ts\":2}\n";
+        let e = read_str("f.jsonl", content, Format::Events)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("f.jsonl:3: kind: missing field `kind`"),
+            "{e}"
+        );
+        let e = read_str("g.jsonl", "{\"op\":\"nod\",\"key\":\"a\"}", Format::Graph)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("g.jsonl:1: op:"), "{e}");
+        let e = read_str(
+            "h.jsonl",
+            "{\"ts\":1,\"kind\":\"K\",\"colour\":2}",
+            Format::Events,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("h.jsonl:1: colour: unknown field"), "{e}");
+    }
+}
+#[cfg(test)]
+mod assertion_json_tests {
+    use super::*;
+    #[test]
+    fn assertion_lines_read_with_op_tag() {
+        let a: AssertionLine =
+            serde_json::from_str(r#"{"op":"edge","from":"a","rel":"R","to":"b","confidence":0.5}"#)
+                .unwrap();
+        assert!(
+            matches!(a, AssertionLine::Edge(ref e) if e.relation == "R" && e.confidence == Some(0.5))
+        );
+        let bad = serde_json::from_str::<AssertionLine>(r#"{"op":"node","key":"a","colour":1}"#);
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("unknown field `colour`"));
+    }
+}

@@ -1,0 +1,46 @@
+//! # loci
+//!
+//! A memory for autonomous agents: an append-only event log from which a property graph
+//! (nodes, typed edges with confidence, validity and provenance), an in-memory adjacency and a
+//! full-text index are derived, and from which they can be rebuilt exactly.
+//!
+//! Modules, in data-flow order:
+//! - [`model`]: nodes, edges, events and the assertions events carry;
+//! - [`codec`], [`storage`]: versioned records in ordered tables behind one [`Backend`] trait
+//!   (redb, sled);
+//! - `projection`: the deterministic function from events to graph changes;
+//! - [`graph`]: the in-memory adjacency and traversals; [`text`]: the tantivy index;
+//! - [`store`]: the [`Store`] tying them together (ingest, reads, replay verification);
+//! - [`ingest`]: JSON Lines readers for events, graphs, passages and triples;
+//! - [`world`]: the deterministic synthetic block world; [`queries`]: the seed questions.
+//!
+//! ```no_run
+//! use loci::{BackendKind, Store, EventDraft};
+//! # fn main() -> loci::Result<()> {
+//! let store = Store::create("/tmp/my-store", BackendKind::Redb)?;
+//! let commit = store.ingest(vec![EventDraft::new(0, "bot", "OBSERVATION")])?;
+//! assert_eq!(commit.last_seq, 1);
+//! # Ok(()) }
+//! ```
+
+pub mod codec;
+pub mod error;
+pub mod graph;
+pub mod ingest;
+pub mod model;
+mod projection;
+pub mod queries;
+pub mod storage;
+pub mod store;
+pub mod text;
+pub mod world;
+
+pub use error::{Error, Result};
+pub use graph::{Direction, TraversalFilter};
+pub use model::{
+    Assertion, Edge, EdgeId, EdgeUpsert, Event, EventDraft, Node, NodeId, NodeUpsert, Value,
+};
+pub use projection::Counters;
+pub use storage::{Backend, BackendKind};
+pub use store::{Commit, ExpandOptions, Neighbor, Stats, Store, VerifyReport};
+pub use text::{Hit, SearchFilter, Target};

@@ -1,0 +1,520 @@
+//! The data model: nodes, edges, events and the graph assertions events carry.
+//!
+//! These are the types persisted in the store (through [`crate::codec`]) and returned by the
+//! read API. Labels, relations and event kinds are open sets of strings; the constants in
+//! [`labels`], [`relations`] and [`kinds`] name the ones the synthetic world and the built-in
+//! queries use.
+//!
+//! Times: `ts`, `valid_from`, `valid_to`, `last_seen`, `created` and `updated` are *world*
+//! time (whatever clock the agent uses: game ticks, unix milliseconds); `recorded` and
+//! `recorded_at` are wall-clock milliseconds at which the store appended the event. Both are
+//! fixed in the log, so replay derives the same values.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Dense identifier of a node inside one store, assigned by the projection in order of first
+/// appearance and never reused, so replay assigns the same ids.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeId(pub u32);
+
+/// Dense identifier of an edge inside one store (same rules as [`NodeId`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EdgeId(pub u32);
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "n{}", self.0)
+    }
+}
+
+impl fmt::Display for EdgeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "e{}", self.0)
+    }
+}
+
+/// Property map of a node or edge.
+pub type Props = BTreeMap<String, Value>;
+
+/// A JSON-like property value.
+///
+/// In human-readable formats (JSON) it reads and writes as plain JSON; in binary formats
+/// (postcard, on disk) it is a tagged enum, because postcard cannot describe itself.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Value {
+    #[default]
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    List(Vec<Value>),
+    Map(BTreeMap<String, Value>),
+}
+
+impl Value {
+    /// The string inside, if this is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The number inside as f64, if this is a number.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// The integer inside, if this is an integer (or a float with no fraction).
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            Value::Float(f) if f.fract() == 0.0 => Some(*f as i64),
+            _ => None,
+        }
+    }
+
+    /// Appends every string found in this value (recursively) to `out`, space separated.
+    /// This is the text the full-text index sees for properties and payloads.
+    pub fn collect_text(&self, out: &mut String) {
+        match self {
+            Value::Str(s) => {
+                if !out.is_empty() {
+                    out.push(' ');
+                }
+                out.push_str(s);
+            }
+            Value::List(items) => items.iter().for_each(|v| v.collect_text(out)),
+            Value::Map(map) => map.values().for_each(|v| v.collect_text(out)),
+            _ => {}
+        }
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::Str(s.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Str(s)
+    }
+}
+impl From<i64> for Value {
+    fn from(i: i64) -> Self {
+        Value::Int(i)
+    }
+}
+impl From<f64> for Value {
+    fn from(f: f64) -> Self {
+        Value::Float(f)
+    }
+}
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Bool(b)
+    }
+}
+
+/// The binary (tagged) form of [`Value`].
+#[derive(Serialize, Deserialize)]
+enum TaggedValue {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    List(Vec<Value>),
+    Map(BTreeMap<String, Value>),
+}
+
+#[derive(Serialize)]
+enum TaggedValueRef<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'a str),
+    List(&'a [Value]),
+    Map(&'a BTreeMap<String, Value>),
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            match self {
+                Value::Null => s.serialize_unit(),
+                Value::Bool(b) => s.serialize_bool(*b),
+                Value::Int(i) => s.serialize_i64(*i),
+                Value::Float(f) => s.serialize_f64(*f),
+                Value::Str(v) => s.serialize_str(v),
+                Value::List(v) => v.serialize(s),
+                Value::Map(v) => v.serialize(s),
+            }
+        } else {
+            let tagged = match self {
+                Value::Null => TaggedValueRef::Null,
+                Value::Bool(b) => TaggedValueRef::Bool(*b),
+                Value::Int(i) => TaggedValueRef::Int(*i),
+                Value::Float(f) => TaggedValueRef::Float(*f),
+                Value::Str(v) => TaggedValueRef::Str(v),
+                Value::List(v) => TaggedValueRef::List(v),
+                Value::Map(v) => TaggedValueRef::Map(v),
+            };
+            tagged.serialize(s)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            d.deserialize_any(ValueVisitor)
+        } else {
+            Ok(match TaggedValue::deserialize(d)? {
+                TaggedValue::Null => Value::Null,
+                TaggedValue::Bool(b) => Value::Bool(b),
+                TaggedValue::Int(i) => Value::Int(i),
+                TaggedValue::Float(f) => Value::Float(f),
+                TaggedValue::Str(v) => Value::Str(v),
+                TaggedValue::List(v) => Value::List(v),
+                TaggedValue::Map(v) => Value::Map(v),
+            })
+        }
+    }
+}
+
+struct ValueVisitor;
+
+impl<'de> Visitor<'de> for ValueVisitor {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        Value::deserialize(d)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Int(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        i64::try_from(v)
+            .map(Value::Int)
+            .or(Ok(Value::Float(v as f64)))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::Float(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::Str(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::Str(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::List(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = BTreeMap::new();
+        while let Some((k, v)) = map.next_entry::<String, Value>()? {
+            out.insert(k, v);
+        }
+        Ok(Value::Map(out))
+    }
+}
+
+/// Where something is in the block world: a chunk, and optionally the exact block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anchor {
+    pub cx: i32,
+    pub cz: i32,
+    pub block: Option<[i32; 3]>,
+}
+
+/// A node of the semantic graph, as derived from the log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: NodeId,
+    /// The caller's stable key ("home_base", "p00042", "ent:barack obama").
+    pub key: String,
+    /// Open set: Place, NPC, Item, Region, Bot, Entity, Passage, ...
+    pub label: String,
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub props: Props,
+    pub anchor: Option<Anchor>,
+    pub salience: f32,
+    pub pinned: bool,
+    /// World time of the first event that asserted the node.
+    pub created: i64,
+    /// World time of the last event that asserted the node.
+    pub updated: i64,
+}
+
+/// An edge of the semantic graph, as derived from the log. Its identity is
+/// `(from, relation, to)`: asserting the same triple again re-confirms it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Edge {
+    pub id: EdgeId,
+    pub from: NodeId,
+    /// Open set: OFFERS, CONTAINS, SLEPT_AT, LOCATED_IN, ...
+    pub relation: String,
+    pub to: NodeId,
+    pub props: Props,
+    /// Belief in the edge, in [0, 1]; the latest assertion's value.
+    pub confidence: f32,
+    /// World-time validity; `None` is unbounded.
+    pub valid_from: Option<i64>,
+    pub valid_to: Option<i64>,
+    /// Wall-clock ms at which the first supporting event was recorded.
+    pub recorded: i64,
+    /// World time of the latest supporting event.
+    pub last_seen: i64,
+    /// Sequence numbers of the events that asserted or re-confirmed the edge, oldest first.
+    pub evidence: Vec<u64>,
+}
+
+impl Edge {
+    /// Whether the edge holds at world time `t`.
+    pub fn valid_at(&self, t: i64) -> bool {
+        self.valid_from.is_none_or(|f| f <= t) && self.valid_to.is_none_or(|u| t < u)
+    }
+}
+
+/// Upsert of a node. Fields left `None` keep their current value (or the default on creation:
+/// label `Entity`, name the first alias or else the key, salience 0.5);
+/// aliases are added to the existing set; properties are merged key by key, a `null` value
+/// removing the key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeUpsert {
+    pub key: String,
+    pub label: Option<String>,
+    pub name: Option<String>,
+    pub aliases: Vec<String>,
+    pub props: Props,
+    pub anchor: Option<Anchor>,
+    pub salience: Option<f32>,
+    pub pinned: Option<bool>,
+}
+
+/// Upsert of an edge identified by `(from, relation, to)` (node keys). Like [`NodeUpsert`],
+/// `None` keeps the current value; each upsert adds its event to the edge's evidence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct EdgeUpsert {
+    pub from: String,
+    #[serde(alias = "rel")]
+    pub relation: String,
+    pub to: String,
+    pub confidence: Option<f32>,
+    pub props: Props,
+    pub valid_from: Option<i64>,
+    pub valid_to: Option<i64>,
+}
+
+/// A change to the graph carried by an event.
+///
+/// Retraction says an assertion was wrong and removes it; a fact that *stopped* holding is an
+/// upsert that sets `valid_to`, so its history stays queryable.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Assertion {
+    UpsertNode(NodeUpsert),
+    UpsertEdge(EdgeUpsert),
+    /// Removes the node and every edge incident to it.
+    RetractNode {
+        key: String,
+    },
+    RetractEdge {
+        from: String,
+        relation: String,
+        to: String,
+    },
+}
+
+/// An event as submitted: everything but the sequence number and record time, which the store
+/// assigns when it appends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventDraft {
+    pub ts: i64,
+    pub actor: String,
+    pub place: Option<String>,
+    pub anchor: Option<Anchor>,
+    pub kind: String,
+    pub payload: Value,
+    pub salience: f32,
+    /// Ids of the observations (or source documents) the event rests on.
+    pub evidence: Vec<String>,
+    pub assertions: Vec<Assertion>,
+}
+
+impl EventDraft {
+    /// A draft with the given time, actor and kind, and nothing else.
+    pub fn new(ts: i64, actor: impl Into<String>, kind: impl Into<String>) -> Self {
+        EventDraft {
+            ts,
+            actor: actor.into(),
+            place: None,
+            anchor: None,
+            kind: kind.into(),
+            payload: Value::Null,
+            salience: 0.5,
+            evidence: Vec::new(),
+            assertions: Vec::new(),
+        }
+    }
+}
+
+/// An event of the append-only log: the source of truth.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the log, from 1, without gaps.
+    pub seq: u64,
+    /// Wall-clock ms at which the store appended it.
+    pub recorded_at: i64,
+    pub ts: i64,
+    pub actor: String,
+    pub place: Option<String>,
+    pub anchor: Option<Anchor>,
+    pub kind: String,
+    pub payload: Value,
+    pub salience: f32,
+    pub evidence: Vec<String>,
+    pub assertions: Vec<Assertion>,
+}
+
+impl Event {
+    pub(crate) fn from_draft(seq: u64, recorded_at: i64, d: EventDraft) -> Self {
+        Event {
+            seq,
+            recorded_at,
+            ts: d.ts,
+            actor: d.actor,
+            place: d.place,
+            anchor: d.anchor,
+            kind: d.kind,
+            payload: d.payload,
+            salience: d.salience,
+            evidence: d.evidence,
+            assertions: d.assertions,
+        }
+    }
+
+    /// The text the full-text index holds for this event: kind, actor, place and payload strings.
+    pub fn text(&self) -> String {
+        let mut out = format!("{} {}", self.kind, self.actor);
+        if let Some(p) = &self.place {
+            out.push(' ');
+            out.push_str(p);
+        }
+        self.payload.collect_text(&mut out);
+        out
+    }
+}
+
+/// Normalises an entity name for resolution: lowercase, punctuation dropped, whitespace folded.
+/// "The  U.S. Army" and "the us army" resolve to the same node.
+pub fn normalize_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut pending_space = false;
+    for c in name.chars() {
+        if c.is_alphanumeric() {
+            if pending_space && !out.is_empty() {
+                out.push(' ');
+            }
+            pending_space = false;
+            out.extend(c.to_lowercase());
+        } else if c.is_whitespace() || c == '-' || c == '_' || c == '/' {
+            pending_space = true;
+        }
+        // Other punctuation (periods, apostrophes, commas) is dropped without a break, so
+        // "U.S." and "US" normalise alike.
+    }
+    out
+}
+
+/// Node labels used by the synthetic world and built-in queries.
+pub mod labels {
+    pub const PLACE: &str = "Place";
+    pub const NPC: &str = "NPC";
+    pub const ITEM: &str = "Item";
+    pub const REGION: &str = "Region";
+    pub const BOT: &str = "Bot";
+    pub const ENTITY: &str = "Entity";
+    pub const PASSAGE: &str = "Passage";
+}
+
+/// Relations used by the synthetic world, the dataset loaders and built-in queries.
+pub mod relations {
+    pub const OFFERS: &str = "OFFERS";
+    pub const CONTAINS: &str = "CONTAINS";
+    pub const SLEPT_AT: &str = "SLEPT_AT";
+    pub const LOCATED_IN: &str = "LOCATED_IN";
+    pub const HOME: &str = "HOME";
+    pub const PATH: &str = "PATH";
+    pub const DIED_AT: &str = "DIED_AT";
+    pub const DROPPED: &str = "DROPPED";
+    pub const MENTIONS: &str = "MENTIONS";
+}
+
+/// Event kinds used by the synthetic world and the dataset loaders.
+pub mod kinds {
+    pub const DISCOVERY: &str = "DISCOVERY";
+    pub const TRADE: &str = "TRADE";
+    pub const COMBAT: &str = "COMBAT";
+    pub const DEATH: &str = "DEATH";
+    pub const SLEEP: &str = "SLEEP";
+    pub const BUILD: &str = "BUILD";
+    pub const OBSERVATION: &str = "OBSERVATION";
+    pub const IMPORT: &str = "IMPORT";
+    pub const PASSAGE: &str = "PASSAGE";
+    pub const EXTRACTION: &str = "EXTRACTION";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_is_plain_json_and_tagged_postcard() {
+        let v: Value = serde_json::from_str(r#"{"a":[1,2.5,"x",null,true]}"#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            r#"{"a":[1,2.5,"x",null,true]}"#
+        );
+        let bytes = postcard::to_allocvec(&v).unwrap();
+        let back: Value = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn names_normalise() {
+        assert_eq!(normalize_name("  The U.S.  Army "), "the us army");
+        assert_eq!(normalize_name("Saint-Louis"), "saint louis");
+        assert_eq!(normalize_name("O'Brien"), "obrien");
+        assert_eq!(normalize_name("..."), "");
+    }
+}

@@ -1,0 +1,391 @@
+//! The projection: the one deterministic function from events to graph changes.
+//!
+//! Live ingest and replay both run [`project_batch`]: it validates a batch of events against the
+//! state before it and collects every change in an [`Overlay`] without touching that state. Only
+//! when the whole batch is valid (and, live, durably committed) is the overlay applied, so a bad
+//! line anywhere leaves nothing half-written.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::{
+    Assertion, Edge, EdgeId, EdgeUpsert, Event, Node, NodeId, NodeUpsert, Props, Value,
+};
+
+/// Id counters and log position; persisted in the meta table with every batch so that ids are
+/// never reused, even after a retraction of the highest id.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub next_node: u32,
+    pub next_edge: u32,
+    pub last_seq: u64,
+}
+
+/// What the projection reads of the state a batch applies to.
+pub(crate) trait ProjectionBase {
+    fn node_id(&self, key: &str) -> Option<NodeId>;
+    fn node(&self, id: NodeId) -> Option<&Node>;
+    fn edge_id(&self, from: NodeId, relation: &str, to: NodeId) -> Option<EdgeId>;
+    /// The full edge record (may read storage).
+    fn edge(&self, id: EdgeId) -> Result<Option<Edge>>;
+    /// Ids of the live edges incident to `node`.
+    fn incident_edges(&self, node: NodeId) -> Vec<EdgeId>;
+    fn counters(&self) -> Counters;
+}
+
+/// The changes of one batch, keyed by id; `None` is a removal.
+#[derive(Debug, Default)]
+pub(crate) struct Overlay {
+    pub counters: Counters,
+    pub nodes: BTreeMap<NodeId, Option<Node>>,
+    pub edges: BTreeMap<EdgeId, Option<Edge>>,
+    pub events: Vec<Event>,
+    new_node_keys: HashMap<String, NodeId>,
+    new_edge_keys: HashMap<(NodeId, String, NodeId), EdgeId>,
+}
+
+/// Where an error happened, for [`Error::InvalidEvent`].
+#[derive(Clone, Copy)]
+struct At {
+    event: usize,
+    assertion: Option<usize>,
+}
+
+impl At {
+    fn err(self, field: &str, message: impl Into<String>) -> Error {
+        Error::InvalidEvent {
+            event: self.event,
+            assertion: self.assertion,
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Overlay {
+    fn new(counters: Counters) -> Self {
+        Overlay {
+            counters,
+            ..Default::default()
+        }
+    }
+
+    fn node_id<B: ProjectionBase>(&self, base: &B, key: &str) -> Option<NodeId> {
+        if let Some(id) = self.new_node_keys.get(key) {
+            return matches!(self.nodes.get(id), Some(Some(_))).then_some(*id);
+        }
+        let id = base.node_id(key)?;
+        match self.nodes.get(&id) {
+            Some(None) => None,
+            _ => Some(id),
+        }
+    }
+
+    fn node<B: ProjectionBase>(&self, base: &B, id: NodeId) -> Option<Node> {
+        match self.nodes.get(&id) {
+            Some(n) => n.clone(),
+            None => base.node(id).cloned(),
+        }
+    }
+
+    fn edge_id<B: ProjectionBase>(
+        &self,
+        base: &B,
+        from: NodeId,
+        relation: &str,
+        to: NodeId,
+    ) -> Option<EdgeId> {
+        if let Some(id) = self.new_edge_keys.get(&(from, relation.to_string(), to)) {
+            return matches!(self.edges.get(id), Some(Some(_))).then_some(*id);
+        }
+        let id = base.edge_id(from, relation, to)?;
+        match self.edges.get(&id) {
+            Some(None) => None,
+            _ => Some(id),
+        }
+    }
+
+    fn edge<B: ProjectionBase>(&self, base: &B, id: EdgeId) -> Result<Option<Edge>> {
+        match self.edges.get(&id) {
+            Some(e) => Ok(e.clone()),
+            None => base.edge(id),
+        }
+    }
+
+    fn resolve<B: ProjectionBase>(
+        &self,
+        base: &B,
+        at: At,
+        field: &str,
+        key: &str,
+    ) -> Result<NodeId> {
+        self.node_id(base, key)
+            .ok_or_else(|| at.err(field, format!("unknown node {key:?}")))
+    }
+
+    fn upsert_node<B: ProjectionBase>(
+        &mut self,
+        base: &B,
+        at: At,
+        ev: &Event,
+        up: &NodeUpsert,
+    ) -> Result<()> {
+        if up.key.trim().is_empty() {
+            return Err(at.err("key", "empty node key"));
+        }
+        if let Some(label) = &up.label {
+            if label.trim().is_empty() {
+                return Err(at.err("label", "empty label"));
+            }
+        }
+        if let Some(s) = up.salience {
+            check_unit(at, "salience", s)?;
+        }
+        let existing = self
+            .node_id(base, &up.key)
+            .and_then(|id| self.node(base, id));
+        let node = match existing {
+            Some(mut n) => {
+                if let Some(l) = &up.label {
+                    n.label.clone_from(l);
+                }
+                if let Some(name) = &up.name {
+                    n.name.clone_from(name);
+                }
+                add_aliases(&mut n.aliases, &n.name, &up.aliases);
+                merge_props(&mut n.props, &up.props);
+                if up.anchor.is_some() {
+                    n.anchor = up.anchor;
+                }
+                if let Some(s) = up.salience {
+                    n.salience = s;
+                }
+                if let Some(p) = up.pinned {
+                    n.pinned = p;
+                }
+                n.updated = n.updated.max(ev.ts);
+                n
+            }
+            None => {
+                let id = NodeId(self.counters.next_node);
+                self.counters.next_node = self
+                    .counters
+                    .next_node
+                    .checked_add(1)
+                    .ok_or_else(|| at.err("key", "node id space exhausted"))?;
+                self.new_node_keys.insert(up.key.clone(), id);
+                let name = up
+                    .name
+                    .clone()
+                    .or_else(|| up.aliases.first().cloned())
+                    .unwrap_or_else(|| up.key.clone());
+                let mut aliases = Vec::new();
+                add_aliases(&mut aliases, &name, &up.aliases);
+                let mut props = Props::new();
+                merge_props(&mut props, &up.props);
+                Node {
+                    id,
+                    key: up.key.clone(),
+                    label: up
+                        .label
+                        .clone()
+                        .unwrap_or_else(|| crate::model::labels::ENTITY.to_string()),
+                    name,
+                    aliases,
+                    props,
+                    anchor: up.anchor,
+                    salience: up.salience.unwrap_or(0.5),
+                    pinned: up.pinned.unwrap_or(false),
+                    created: ev.ts,
+                    updated: ev.ts,
+                }
+            }
+        };
+        self.nodes.insert(node.id, Some(node));
+        Ok(())
+    }
+
+    fn upsert_edge<B: ProjectionBase>(
+        &mut self,
+        base: &B,
+        at: At,
+        ev: &Event,
+        up: &EdgeUpsert,
+    ) -> Result<()> {
+        if up.relation.trim().is_empty() {
+            return Err(at.err("relation", "empty relation"));
+        }
+        if let Some(c) = up.confidence {
+            check_unit(at, "confidence", c)?;
+        }
+        let from = self.resolve(base, at, "from", &up.from)?;
+        let to = self.resolve(base, at, "to", &up.to)?;
+        let existing = match self.edge_id(base, from, &up.relation, to) {
+            Some(id) => self.edge(base, id)?,
+            None => None,
+        };
+        let edge = match existing {
+            Some(mut e) => {
+                if let Some(c) = up.confidence {
+                    e.confidence = c;
+                }
+                merge_props(&mut e.props, &up.props);
+                if up.valid_from.is_some() {
+                    e.valid_from = up.valid_from;
+                }
+                if up.valid_to.is_some() {
+                    e.valid_to = up.valid_to;
+                }
+                e.last_seen = e.last_seen.max(ev.ts);
+                if e.evidence.last() != Some(&ev.seq) {
+                    e.evidence.push(ev.seq);
+                }
+                e
+            }
+            None => {
+                let id = EdgeId(self.counters.next_edge);
+                self.counters.next_edge = self
+                    .counters
+                    .next_edge
+                    .checked_add(1)
+                    .ok_or_else(|| at.err("relation", "edge id space exhausted"))?;
+                self.new_edge_keys
+                    .insert((from, up.relation.clone(), to), id);
+                let mut props = Props::new();
+                merge_props(&mut props, &up.props);
+                Edge {
+                    id,
+                    from,
+                    relation: up.relation.clone(),
+                    to,
+                    props,
+                    confidence: up.confidence.unwrap_or(1.0),
+                    valid_from: up.valid_from,
+                    valid_to: up.valid_to,
+                    recorded: ev.recorded_at,
+                    last_seen: ev.ts,
+                    evidence: vec![ev.seq],
+                }
+            }
+        };
+        if let (Some(f), Some(t)) = (edge.valid_from, edge.valid_to) {
+            if f > t {
+                return Err(at.err(
+                    "valid_to",
+                    format!("validity ends ({t}) before it starts ({f})"),
+                ));
+            }
+        }
+        self.edges.insert(edge.id, Some(edge));
+        Ok(())
+    }
+
+    fn retract_node<B: ProjectionBase>(&mut self, base: &B, at: At, key: &str) -> Result<()> {
+        let id = self.resolve(base, at, "key", key)?;
+        let mut incident: Vec<EdgeId> = base
+            .incident_edges(id)
+            .into_iter()
+            .filter(|e| !matches!(self.edges.get(e), Some(None)))
+            .collect();
+        incident.extend(
+            self.edges
+                .values()
+                .flatten()
+                .filter(|e| e.from == id || e.to == id)
+                .map(|e| e.id),
+        );
+        incident.sort_unstable();
+        incident.dedup();
+        for e in incident {
+            self.edges.insert(e, None);
+        }
+        self.nodes.insert(id, None);
+        Ok(())
+    }
+
+    fn retract_edge<B: ProjectionBase>(
+        &mut self,
+        base: &B,
+        at: At,
+        from: &str,
+        relation: &str,
+        to: &str,
+    ) -> Result<()> {
+        let f = self.resolve(base, at, "from", from)?;
+        let t = self.resolve(base, at, "to", to)?;
+        let id = self
+            .edge_id(base, f, relation, t)
+            .ok_or_else(|| at.err("relation", format!("no edge {from} -{relation}-> {to}")))?;
+        self.edges.insert(id, None);
+        Ok(())
+    }
+}
+
+fn check_unit(at: At, field: &str, v: f32) -> Result<()> {
+    if v.is_finite() && (0.0..=1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(at.err(field, format!("{v} is outside [0, 1]")))
+    }
+}
+
+fn add_aliases(aliases: &mut Vec<String>, name: &str, new: &[String]) {
+    for a in new {
+        if a != name && !a.trim().is_empty() && !aliases.contains(a) {
+            aliases.push(a.clone());
+        }
+    }
+}
+
+fn merge_props(into: &mut Props, from: &Props) {
+    for (k, v) in from {
+        if *v == Value::Null {
+            into.remove(k);
+        } else {
+            into.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// Validates and projects `events` (already numbered) against `base`. `first_index` is the
+/// position of `events[0]` in the caller's batch, for error messages.
+pub(crate) fn project_batch<B: ProjectionBase>(
+    base: &B,
+    events: Vec<Event>,
+    first_index: usize,
+) -> Result<Overlay> {
+    let mut ov = Overlay::new(base.counters());
+    for (i, ev) in events.iter().enumerate() {
+        let event = first_index + i;
+        let at = At {
+            event,
+            assertion: None,
+        };
+        if ev.kind.trim().is_empty() {
+            return Err(at.err("kind", "empty event kind"));
+        }
+        check_unit(at, "salience", ev.salience)?;
+        for (a, assertion) in ev.assertions.iter().enumerate() {
+            let at = At {
+                event,
+                assertion: Some(a),
+            };
+            match assertion {
+                Assertion::UpsertNode(up) => ov.upsert_node(base, at, ev, up)?,
+                Assertion::UpsertEdge(up) => ov.upsert_edge(base, at, ev, up)?,
+                Assertion::RetractNode { key } => ov.retract_node(base, at, key)?,
+                Assertion::RetractEdge { from, relation, to } => {
+                    ov.retract_edge(base, at, from, relation, to)?
+                }
+            }
+        }
+        if let Some(place) = &ev.place {
+            ov.resolve(base, at, "place", place)?;
+        }
+        ov.counters.last_seq = ev.seq;
+    }
+    ov.events = events;
+    Ok(ov)
+}

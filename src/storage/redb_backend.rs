@@ -1,0 +1,118 @@
+//! The redb backend: one redb table per [`Table`], every batch one write transaction committed
+//! with `Durability::Immediate` (fsync before `commit` returns).
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::{Backend, BackendKind, Op, ScanVisitor, Table, WriteBatch};
+use crate::error::{Error, Result};
+
+type Bytes = &'static [u8];
+
+fn definition(table: Table) -> TableDefinition<'static, Bytes, Bytes> {
+    TableDefinition::new(table.name())
+}
+
+fn err(e: impl std::fmt::Display) -> Error {
+    Error::Backend {
+        backend: "redb",
+        message: e.to_string(),
+    }
+}
+
+/// A store's redb database.
+pub struct RedbBackend {
+    db: Database,
+}
+
+impl RedbBackend {
+    /// Opens or creates the database file at `path` and makes sure every table exists, so that
+    /// readers never meet a missing table.
+    pub fn open(path: &Path) -> Result<Self> {
+        let db = Database::create(path).map_err(err)?;
+        Self::from_database(db)
+    }
+
+    /// Wraps an already opened database (used by failure-injection tests with their own
+    /// storage backend).
+    pub fn from_database(db: Database) -> Result<Self> {
+        let txn = db.begin_write().map_err(err)?;
+        for table in Table::ALL {
+            txn.open_table(definition(table)).map_err(err)?;
+        }
+        txn.commit().map_err(err)?;
+        Ok(RedbBackend { db })
+    }
+}
+
+impl Backend for RedbBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Redb
+    }
+
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let t = txn.open_table(definition(table)).map_err(err)?;
+        Ok(t.get(key).map_err(err)?.map(|v| v.value().to_vec()))
+    }
+
+    fn scan(
+        &self,
+        table: Table,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let t = txn.open_table(definition(table)).map_err(err)?;
+        let iter = match end {
+            Some(end) => t.range::<&[u8]>(start..end),
+            None => t.range::<&[u8]>(start..),
+        }
+        .map_err(err)?;
+        for entry in iter {
+            let (k, v) = entry.map_err(err)?;
+            if !visit(k.value(), v.value())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let t = txn.open_table(definition(table)).map_err(err)?;
+        let last = t
+            .last()
+            .map_err(err)?
+            .map(|(k, v)| (k.value().to_vec(), v.value().to_vec()));
+        Ok(last)
+    }
+
+    fn commit(&self, batch: WriteBatch) -> Result<()> {
+        let txn = self.db.begin_write().map_err(err)?;
+        {
+            // Open each table once per batch; ops are grouped by table in first-use order.
+            let mut tables = Vec::with_capacity(Table::ALL.len());
+            for table in Table::ALL {
+                tables.push(txn.open_table(definition(table)).map_err(err)?);
+            }
+            let index = |t: Table| Table::ALL.iter().position(|x| *x == t).unwrap_or(0);
+            for op in &batch.ops {
+                match op {
+                    Op::Put(t, k, v) => {
+                        tables[index(*t)]
+                            .insert(k.as_slice(), v.as_slice())
+                            .map_err(err)?;
+                    }
+                    Op::Delete(t, k) => {
+                        tables[index(*t)].remove(k.as_slice()).map_err(err)?;
+                    }
+                }
+            }
+        }
+        // Durability::Immediate is redb's default: commit returns after the fsync.
+        txn.commit().map_err(err)
+    }
+}

@@ -1,0 +1,1021 @@
+//! The store: the event log and every view derived from it, behind one handle.
+//!
+//! Write path (one writer at a time): number the drafts, project them against the current state
+//! into an overlay (nothing changes yet), commit log records and derived records in one atomic,
+//! durable backend batch, then apply the overlay to the in-memory state under the write lock and
+//! finally update the full-text index (which records the log position it reached, and is caught
+//! up on the next open if the process dies first). Readers take the read lock, so they see the
+//! state before or after a batch, never inside one.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{decode, encode};
+use crate::error::{Error, Result};
+use crate::graph::{Adjacency, Direction, Interner, TraversalFilter};
+use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
+use crate::projection::{project_batch, Counters, Overlay, ProjectionBase};
+use crate::storage::{Backend, BackendKind, Table, WriteBatch};
+use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
+
+/// Format of the store directory (manifest and table layout).
+pub const STORE_FORMAT: u32 = 1;
+const MANIFEST: &str = "loci.json";
+const META_COUNTERS: &[u8] = b"counters";
+const META_FORMAT: &[u8] = b"format";
+const META_BACKEND: &[u8] = b"backend";
+/// Events per projection chunk when replaying the log.
+const REPLAY_CHUNK: usize = 4096;
+
+#[derive(Serialize, Deserialize)]
+struct Manifest {
+    format: u32,
+    backend: BackendKind,
+}
+
+/// The compact in-memory form of an edge: what filters and traversals need.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EdgeCore {
+    pub from: NodeId,
+    pub to: NodeId,
+    /// Interned relation id (see [`GraphRead::relation_name`]).
+    pub relation: u32,
+    pub confidence: f32,
+    /// `i64::MIN` when unbounded.
+    pub valid_from: i64,
+    /// `i64::MAX` when unbounded.
+    pub valid_to: i64,
+    pub last_seen: i64,
+}
+
+/// The derived in-memory state: nodes, compact edges, adjacency and key maps.
+#[derive(Default)]
+pub(crate) struct State {
+    nodes: Vec<Option<Node>>,
+    node_keys: HashMap<String, NodeId>,
+    edges: Vec<Option<EdgeCore>>,
+    edge_keys: HashMap<(NodeId, u32, NodeId), EdgeId>,
+    /// Full edge records; kept only by replay, whose state has no storage behind it.
+    full_edges: Option<Vec<Option<Edge>>>,
+    relations: Interner,
+    labels: Interner,
+    adj: Adjacency,
+    counters: Counters,
+}
+
+impl State {
+    fn in_memory() -> Self {
+        State {
+            full_edges: Some(Vec::new()),
+            ..Default::default()
+        }
+    }
+
+    fn put_node(&mut self, n: Node) {
+        let idx = n.id.0 as usize;
+        if self.nodes.len() <= idx {
+            self.nodes.resize(idx + 1, None);
+        }
+        let label = self.labels.intern(&n.label);
+        self.adj.set_node(n.id, label);
+        if let Some(old) = &self.nodes[idx] {
+            if old.key != n.key {
+                self.node_keys.remove(&old.key);
+            }
+        }
+        self.node_keys.insert(n.key.clone(), n.id);
+        self.nodes[idx] = Some(n);
+    }
+
+    fn put_edge(&mut self, e: &Edge) {
+        let idx = e.id.0 as usize;
+        if self.edges.len() <= idx {
+            self.edges.resize(idx + 1, None);
+        }
+        let relation = self.relations.intern(&e.relation);
+        let core = EdgeCore {
+            from: e.from,
+            to: e.to,
+            relation,
+            confidence: e.confidence,
+            valid_from: e.valid_from.unwrap_or(i64::MIN),
+            valid_to: e.valid_to.unwrap_or(i64::MAX),
+            last_seen: e.last_seen,
+        };
+        self.adj
+            .add_edge(e.id, e.from, e.to, relation, e.confidence);
+        self.edge_keys.insert((e.from, relation, e.to), e.id);
+        self.edges[idx] = Some(core);
+    }
+
+    fn remove_edge(&mut self, id: EdgeId) {
+        if let Some(old) = self.edges.get_mut(id.0 as usize).and_then(Option::take) {
+            self.adj.remove_edge(id, old.from, old.to);
+            self.edge_keys.remove(&(old.from, old.relation, old.to));
+        }
+    }
+
+    /// Applies a projected batch.
+    fn apply(&mut self, ov: &Overlay) {
+        // Edges first: a retracted node's edges leave both endpoint lists before the node slot
+        // is cleared.
+        for (id, e) in &ov.edges {
+            self.remove_edge(*id);
+            if let Some(full) = &mut self.full_edges {
+                let idx = id.0 as usize;
+                if full.len() <= idx {
+                    full.resize(idx + 1, None);
+                }
+                full[idx] = e.clone();
+            }
+            if let Some(e) = e {
+                self.put_edge(e);
+            }
+        }
+        for (id, n) in &ov.nodes {
+            match n {
+                Some(n) => self.put_node(n.clone()),
+                None => {
+                    if let Some(old) = self.nodes.get_mut(id.0 as usize).and_then(Option::take) {
+                        self.node_keys.remove(&old.key);
+                    }
+                    self.adj.remove_node(*id);
+                }
+            }
+        }
+        self.counters = ov.counters;
+    }
+
+    fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id.0 as usize).and_then(Option::as_ref)
+    }
+}
+
+/// The state seen by the projection: the in-memory state, plus storage for full edge records.
+struct LiveBase<'a> {
+    state: &'a State,
+    backend: Option<&'a dyn Backend>,
+}
+
+impl ProjectionBase for LiveBase<'_> {
+    fn node_id(&self, key: &str) -> Option<NodeId> {
+        self.state.node_keys.get(key).copied()
+    }
+    fn node(&self, id: NodeId) -> Option<&Node> {
+        self.state.node(id)
+    }
+    fn edge_id(&self, from: NodeId, relation: &str, to: NodeId) -> Option<EdgeId> {
+        let rel = self.state.relations.get(relation)?;
+        self.state.edge_keys.get(&(from, rel, to)).copied()
+    }
+    fn edge(&self, id: EdgeId) -> Result<Option<Edge>> {
+        if let Some(full) = &self.state.full_edges {
+            return Ok(full.get(id.0 as usize).cloned().flatten());
+        }
+        match self.backend {
+            Some(b) => b
+                .get(Table::Edges, &id.0.to_be_bytes())?
+                .map(|v| decode(Table::Edges.name(), &v))
+                .transpose(),
+            None => Ok(None),
+        }
+    }
+    fn incident_edges(&self, node: NodeId) -> Vec<EdgeId> {
+        self.state
+            .adj
+            .entries(node)
+            .iter()
+            .map(|e| e.edge_id())
+            .collect()
+    }
+    fn counters(&self) -> Counters {
+        self.state.counters
+    }
+}
+
+fn time_key(ts: i64, seq: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    // Flipping the sign bit makes big-endian byte order equal numeric order for i64.
+    k[..8].copy_from_slice(&((ts as u64) ^ (1 << 63)).to_be_bytes());
+    k[8..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+impl Overlay {
+    /// The backend records of this batch: log, time index, derived nodes and edges, counters.
+    fn write_batch(&self) -> WriteBatch {
+        let mut batch = WriteBatch::default();
+        let events: Vec<_> = self
+            .events
+            .par_iter()
+            .map(|e| (e.seq, e.ts, encode(e)))
+            .collect();
+        for (seq, ts, bytes) in events {
+            batch.put(Table::Log, seq.to_be_bytes().to_vec(), bytes);
+            batch.put(Table::EventTime, time_key(ts, seq).to_vec(), Vec::new());
+        }
+        for (id, n) in &self.nodes {
+            match n {
+                Some(n) => batch.put(Table::Nodes, id.0.to_be_bytes().to_vec(), encode(n)),
+                None => batch.delete(Table::Nodes, id.0.to_be_bytes().to_vec()),
+            }
+        }
+        let edges: Vec<_> = self
+            .edges
+            .par_iter()
+            .map(|(id, e)| (*id, e.as_ref().map(encode)))
+            .collect();
+        for (id, e) in edges {
+            match e {
+                Some(bytes) => batch.put(Table::Edges, id.0.to_be_bytes().to_vec(), bytes),
+                None => batch.delete(Table::Edges, id.0.to_be_bytes().to_vec()),
+            }
+        }
+        batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&self.counters));
+        batch
+    }
+
+    /// The full-text changes of this batch, given the state before it.
+    fn text_changes(&self, before: &State) -> (Vec<TextDoc>, Vec<String>) {
+        let mut upserts: Vec<TextDoc> = self.events.iter().map(TextDoc::for_event).collect();
+        let mut deletes = Vec::new();
+        for (id, n) in &self.nodes {
+            match n {
+                Some(n) => upserts.push(TextDoc::for_node(n)),
+                None => {
+                    if let Some(old) = before.node(*id) {
+                        deletes.push(node_doc_key(&old.key));
+                    }
+                }
+            }
+        }
+        (upserts, deletes)
+    }
+}
+
+/// What one committed batch did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Commit {
+    /// Sequence numbers of the batch's events (`first_seq..=last_seq`); empty batch: 0, 0.
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub events: usize,
+    pub nodes_upserted: usize,
+    pub nodes_removed: usize,
+    pub edges_upserted: usize,
+    pub edges_removed: usize,
+}
+
+/// Options of a neighbourhood expansion by names (resolved against the store's interners).
+#[derive(Clone, Debug, Default)]
+pub struct ExpandOptions {
+    pub min_confidence: f32,
+    /// Only these relations, when not empty.
+    pub relations: Vec<String>,
+    /// Only into nodes with these labels, when not empty.
+    pub labels: Vec<String>,
+    pub direction: Direction,
+}
+
+/// A node reached by [`Store::neighbors`], with the edge it was reached by.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Neighbor {
+    pub node: NodeId,
+    pub key: String,
+    pub name: String,
+    pub label: String,
+    pub hops: u8,
+    pub edge: EdgeId,
+    pub relation: String,
+    pub confidence: f32,
+    /// True when the edge points at the node it was followed from.
+    pub incoming: bool,
+    /// The node the edge was followed from.
+    pub parent: NodeId,
+}
+
+/// Sizes and counts of a store.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    pub backend: BackendKind,
+    pub events: u64,
+    pub nodes: usize,
+    pub edges: usize,
+    pub relations: usize,
+    pub labels: usize,
+    pub text_docs: u64,
+    pub text_indexed_seq: u64,
+    pub disk_bytes_backend: u64,
+    pub disk_bytes_text: u64,
+    /// Heap bytes of the adjacency lists (an exact count of the traversal structure).
+    pub adjacency_bytes: usize,
+}
+
+/// The outcome of [`Store::verify`].
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerifyReport {
+    pub events_replayed: u64,
+    pub nodes: usize,
+    pub edges: usize,
+    pub text_docs: usize,
+    /// Every difference found between the replayed views and the live ones (at most 100).
+    pub differences: Vec<String>,
+    /// Differences beyond the first 100.
+    pub more_differences: usize,
+}
+
+impl VerifyReport {
+    pub fn ok(&self) -> bool {
+        self.differences.is_empty()
+    }
+    fn differ(&mut self, msg: String) {
+        if self.differences.len() < 100 {
+            self.differences.push(msg);
+        } else {
+            self.more_differences += 1;
+        }
+    }
+}
+
+/// A consistent read view of the graph (holds the read lock while alive).
+pub struct GraphRead<'a> {
+    state: RwLockReadGuard<'a, State>,
+}
+
+impl GraphRead<'_> {
+    pub fn adjacency(&self) -> &Adjacency {
+        &self.state.adj
+    }
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.state.node(id)
+    }
+    pub fn node_id(&self, key: &str) -> Option<NodeId> {
+        self.state.node_keys.get(key).copied()
+    }
+    pub fn edge_core(&self, id: EdgeId) -> Option<&EdgeCore> {
+        self.state.edges.get(id.0 as usize).and_then(Option::as_ref)
+    }
+    pub fn relation_name(&self, id: u32) -> &str {
+        self.state.relations.name(id)
+    }
+    pub fn label_name(&self, id: u32) -> &str {
+        self.state.labels.name(id)
+    }
+    /// All live nodes, in id order.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.state.nodes.iter().flatten()
+    }
+    /// All live edges (compact form) with their ids, in id order.
+    pub fn edges(&self) -> impl Iterator<Item = (EdgeId, &EdgeCore)> {
+        self.state
+            .edges
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|e| (EdgeId(i as u32), e)))
+    }
+    /// Resolves option names into a traversal filter.
+    pub fn filter(&self, opts: &ExpandOptions) -> TraversalFilter {
+        TraversalFilter {
+            min_confidence: opts.min_confidence,
+            relations: (!opts.relations.is_empty())
+                .then(|| self.state.relations.set_of(&opts.relations)),
+            labels: (!opts.labels.is_empty()).then(|| self.state.labels.set_of(&opts.labels)),
+            direction: opts.direction,
+        }
+    }
+}
+
+/// An open loci store.
+pub struct Store {
+    dir: PathBuf,
+    backend: Box<dyn Backend>,
+    state: RwLock<State>,
+    text: TextIndex,
+    writer: Mutex<()>,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn dir_size(path: &Path) -> u64 {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => m.len(),
+        Ok(m) if m.is_dir() => std::fs::read_dir(path)
+            .map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum())
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+impl Store {
+    /// Creates a new store in `dir` (which must not hold one already) with the given backend.
+    pub fn create(dir: impl AsRef<Path>, backend: BackendKind) -> Result<Store> {
+        let dir = dir.as_ref();
+        let manifest_path = dir.join(MANIFEST);
+        if manifest_path.exists() {
+            return Err(Error::Store {
+                path: dir.to_path_buf(),
+                message: "a loci store already exists here".into(),
+            });
+        }
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let b = backend.open(dir)?;
+        let mut batch = WriteBatch::default();
+        batch.put(Table::Meta, META_FORMAT.to_vec(), encode(&STORE_FORMAT));
+        batch.put(Table::Meta, META_BACKEND.to_vec(), encode(&backend));
+        batch.put(
+            Table::Meta,
+            META_COUNTERS.to_vec(),
+            encode(&Counters::default()),
+        );
+        b.commit(batch)?;
+        drop(b);
+        // The manifest is written last and atomically (rename), so a directory with a manifest
+        // always has initialised tables behind it.
+        let manifest = serde_json::to_vec_pretty(&Manifest {
+            format: STORE_FORMAT,
+            backend,
+        })
+        .map_err(|e| Error::Store {
+            path: dir.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let tmp = dir.join("loci.json.tmp");
+        std::fs::write(&tmp, manifest).map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, &manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
+        Self::open(dir)
+    }
+
+    /// Opens an existing store: loads the derived graph from storage and brings the full-text
+    /// index up to the log.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
+        let dir = dir.as_ref().to_path_buf();
+        let store_err = |message: String| Error::Store {
+            path: dir.clone(),
+            message,
+        };
+        let manifest_path = dir.join(MANIFEST);
+        let raw = std::fs::read(&manifest_path).map_err(|e| {
+            store_err(format!(
+                "not a loci store (no readable {MANIFEST}: {e}); create one with `loci init`"
+            ))
+        })?;
+        let manifest: Manifest =
+            serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))?;
+        if manifest.format != STORE_FORMAT {
+            return Err(store_err(format!(
+                "store format {} but this build reads format {STORE_FORMAT}",
+                manifest.format
+            )));
+        }
+        let backend = manifest.backend.open(&dir)?;
+        let meta = |key: &[u8]| backend.get(Table::Meta, key);
+        match meta(META_FORMAT)? {
+            Some(v) if decode::<u32>("meta", &v)? == STORE_FORMAT => {}
+            other => {
+                return Err(store_err(format!(
+                    "meta table has format {:?}, expected {STORE_FORMAT}",
+                    other.map(|v| decode::<u32>("meta", &v))
+                )))
+            }
+        }
+        let counters: Counters = match meta(META_COUNTERS)? {
+            Some(v) => decode("meta", &v)?,
+            None => return Err(store_err("meta table has no counters".into())),
+        };
+        let mut state = Self::load_state(&*backend)?;
+        state.counters = counters;
+
+        let (text, indexed) = TextIndex::open(&dir.join("text"))?;
+        let store = Store {
+            dir,
+            backend,
+            state: RwLock::new(state),
+            text,
+            writer: Mutex::new(()),
+        };
+        let from = indexed.unwrap_or(0);
+        if indexed.is_none() || from < counters.last_seq {
+            tracing::info!(
+                from,
+                to = counters.last_seq,
+                "bringing the full-text index up to the log"
+            );
+            store.catch_up_text(from)?;
+        } else if from > counters.last_seq {
+            // The index claims events the log does not have: rebuild it from the log.
+            store.text.clear()?;
+            store.catch_up_text(0)?;
+        }
+        Ok(store)
+    }
+
+    fn load_state(backend: &dyn Backend) -> Result<State> {
+        let mut state = State::default();
+        backend.scan(Table::Nodes, &[], None, &mut |_, v| {
+            state.put_node(decode(Table::Nodes.name(), v)?);
+            Ok(true)
+        })?;
+        // Decoding dominates opening a large store, so edges are decoded in parallel chunks
+        // and inserted in id order.
+        let mut raw: Vec<Vec<u8>> = Vec::new();
+        let mut chunk_err = None;
+        let flush = |raw: &mut Vec<Vec<u8>>, state: &mut State| -> Result<()> {
+            let edges: Result<Vec<Edge>> = raw
+                .par_iter()
+                .map(|v| decode(Table::Edges.name(), v))
+                .collect();
+            for e in edges? {
+                state.put_edge(&e);
+            }
+            raw.clear();
+            Ok(())
+        };
+        backend.scan(Table::Edges, &[], None, &mut |_, v| {
+            raw.push(v.to_vec());
+            if raw.len() >= 65536 {
+                if let Err(e) = flush(&mut raw, &mut state) {
+                    chunk_err = Some(e);
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })?;
+        if let Some(e) = chunk_err {
+            return Err(e);
+        }
+        flush(&mut raw, &mut state)?;
+        Ok(state)
+    }
+
+    /// Brings the full-text index from log position `from` to the end of the log.
+    fn catch_up_text(&self, from: u64) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.read_state();
+        let mut docs = Vec::new();
+        let mut touched = BTreeSet::new();
+        if from == 0 {
+            // Rebuild: every live node, whatever the log says about it.
+            touched.extend(state.nodes.iter().flatten().map(|n| n.key.clone()));
+        }
+        self.scan_log(from + 1, |ev| {
+            docs.push(TextDoc::for_event(&ev));
+            for a in &ev.assertions {
+                match a {
+                    Assertion::UpsertNode(u) => touched.insert(u.key.clone()),
+                    Assertion::RetractNode { key } => touched.insert(key.clone()),
+                    _ => false,
+                };
+            }
+            Ok(true)
+        })?;
+        let mut deletes = Vec::new();
+        for key in touched {
+            match state.node_keys.get(&key).and_then(|id| state.node(*id)) {
+                Some(n) => docs.push(TextDoc::for_node(n)),
+                None => deletes.push(node_doc_key(&key)),
+            }
+        }
+        self.text.apply(&docs, &deletes, state.counters.last_seq)
+    }
+
+    fn read_state(&self) -> RwLockReadGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state half-applied in a way a read
+        // could misinterpret more than the panic itself, so poisoning is ignored.
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The directory of the store.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn backend_kind(&self) -> BackendKind {
+        self.backend.kind()
+    }
+
+    /// Appends `drafts` to the log as one atomic, durable batch and updates every derived view.
+    /// An invalid draft fails the whole batch ([`Error::InvalidEvent`] names it) and changes
+    /// nothing.
+    pub fn ingest(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
+        if drafts.is_empty() {
+            return Ok(Commit::default());
+        }
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let (overlay, batch, text_docs, text_deletes) = {
+            let state = self.read_state();
+            let base = LiveBase {
+                state: &state,
+                backend: Some(&*self.backend),
+            };
+            let first = state.counters.last_seq + 1;
+            let now = now_ms();
+            let events = drafts
+                .into_iter()
+                .enumerate()
+                .map(|(i, d)| Event::from_draft(first + i as u64, now, d))
+                .collect();
+            let overlay = project_batch(&base, events, 0)?;
+            let batch = overlay.write_batch();
+            let (docs, deletes) = overlay.text_changes(&state);
+            (overlay, batch, docs, deletes)
+        };
+        self.backend.commit(batch)?;
+        let commit = Commit {
+            first_seq: overlay.events[0].seq,
+            last_seq: overlay.counters.last_seq,
+            events: overlay.events.len(),
+            nodes_upserted: overlay.nodes.values().filter(|n| n.is_some()).count(),
+            nodes_removed: overlay.nodes.values().filter(|n| n.is_none()).count(),
+            edges_upserted: overlay.edges.values().filter(|e| e.is_some()).count(),
+            edges_removed: overlay.edges.values().filter(|e| e.is_none()).count(),
+        };
+        self.state
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .apply(&overlay);
+        // The batch is durable whatever happens now; a failed index update is repaired from the
+        // log on the next open, so it is reported but does not fail the commit.
+        if let Err(e) = self.text.apply(&text_docs, &text_deletes, commit.last_seq) {
+            tracing::warn!(error = %e, "full-text update failed; it will catch up on next open");
+        }
+        Ok(commit)
+    }
+
+    /// A consistent read view of the graph.
+    pub fn graph(&self) -> GraphRead<'_> {
+        GraphRead {
+            state: self.read_state(),
+        }
+    }
+
+    pub fn node(&self, id: NodeId) -> Option<Node> {
+        self.read_state().node(id).cloned()
+    }
+
+    pub fn node_by_key(&self, key: &str) -> Option<Node> {
+        let state = self.read_state();
+        state
+            .node_keys
+            .get(key)
+            .and_then(|id| state.node(*id))
+            .cloned()
+    }
+
+    /// The full edge record (read from storage).
+    pub fn edge(&self, id: EdgeId) -> Result<Option<Edge>> {
+        self.backend
+            .get(Table::Edges, &id.0.to_be_bytes())?
+            .map(|v| decode(Table::Edges.name(), &v))
+            .transpose()
+    }
+
+    /// The live edge `from -relation-> to`, by node keys.
+    pub fn edge_between(&self, from: &str, relation: &str, to: &str) -> Result<Option<Edge>> {
+        let id = {
+            let state = self.read_state();
+            let base = LiveBase {
+                state: &state,
+                backend: None,
+            };
+            match (base.node_id(from), base.node_id(to)) {
+                (Some(f), Some(t)) => base.edge_id(f, relation, t),
+                _ => None,
+            }
+        };
+        match id {
+            Some(id) => self.edge(id),
+            None => Ok(None),
+        }
+    }
+
+    pub fn event(&self, seq: u64) -> Result<Option<Event>> {
+        self.backend
+            .get(Table::Log, &seq.to_be_bytes())?
+            .map(|v| decode(Table::Log.name(), &v))
+            .transpose()
+    }
+
+    /// Calls `visit` with each event from sequence `from` on, in log order, until it returns
+    /// `false`.
+    pub fn scan_log(&self, from: u64, mut visit: impl FnMut(Event) -> Result<bool>) -> Result<()> {
+        self.backend
+            .scan(Table::Log, &from.to_be_bytes(), None, &mut |_, v| {
+                visit(decode(Table::Log.name(), v)?)
+            })
+    }
+
+    /// Events whose world time lies in `[from, to]`, in time order (ties by sequence).
+    pub fn events_between(&self, from: i64, to: i64) -> Result<Vec<Event>> {
+        let mut seqs = Vec::new();
+        let end = time_key(to, u64::MAX);
+        self.backend
+            .scan(Table::EventTime, &time_key(from, 0), None, &mut |k, _| {
+                if k > end.as_slice() {
+                    return Ok(false);
+                }
+                let mut seq = [0u8; 8];
+                seq.copy_from_slice(&k[8..16]);
+                seqs.push(u64::from_be_bytes(seq));
+                Ok(true)
+            })?;
+        seqs.into_iter()
+            .filter_map(|s| self.event(s).transpose())
+            .collect()
+    }
+
+    /// Full-text search over nodes and events.
+    pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
+        self.text.search(text, filter, limit)
+    }
+
+    /// The full-text index (for analysis of query text, document counts).
+    pub fn text_index(&self) -> &TextIndex {
+        &self.text
+    }
+
+    /// Nodes within `depth` hops of `start`, nearest first, following only edges `opts` admits.
+    pub fn neighbors(&self, start: NodeId, depth: u8, opts: &ExpandOptions) -> Vec<Neighbor> {
+        let g = self.graph();
+        let filter = g.filter(opts);
+        let mut out = Vec::new();
+        g.adjacency().expand_with(start, depth, &filter, |r| {
+            if let Some(n) = g.node(r.node) {
+                out.push(Neighbor {
+                    node: r.node,
+                    key: n.key.clone(),
+                    name: n.name.clone(),
+                    label: n.label.clone(),
+                    hops: r.hops,
+                    edge: r.via.edge_id(),
+                    relation: g.relation_name(r.via.relation()).to_string(),
+                    confidence: r.via.confidence,
+                    incoming: r.via.is_incoming(),
+                    parent: r.parent,
+                });
+            }
+        });
+        out
+    }
+
+    pub fn stats(&self) -> Stats {
+        let state = self.read_state();
+        let backend_path = match self.backend.kind() {
+            BackendKind::Redb => self.dir.join("data.redb"),
+            BackendKind::Sled => self.dir.join("sled"),
+        };
+        Stats {
+            backend: self.backend.kind(),
+            events: state.counters.last_seq,
+            nodes: state.adj.node_count(),
+            edges: state.adj.edge_count(),
+            relations: state.relations.len(),
+            labels: state.labels.len(),
+            text_docs: self.text.num_docs(),
+            text_indexed_seq: self.text.indexed_seq(),
+            disk_bytes_backend: dir_size(&backend_path),
+            disk_bytes_text: dir_size(&self.dir.join("text")),
+            adjacency_bytes: state.adj.heap_bytes(),
+        }
+    }
+
+    /// Replays the whole log into fresh views and compares them with the live ones: stored
+    /// nodes and edges, counters, the in-memory graph and adjacency, the time index and the
+    /// full-text index. Writers wait while it runs.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut report = VerifyReport::default();
+        let mut replayed = State::in_memory();
+        let mut expected_text: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut expected_times = Vec::new();
+        let mut chunk: Vec<Event> = Vec::with_capacity(REPLAY_CHUNK);
+        let mut replay_error = None;
+        let mut position = 0usize;
+        let mut flush = |chunk: &mut Vec<Event>, replayed: &mut State| -> Result<()> {
+            let events = std::mem::take(chunk);
+            let n = events.len();
+            let base = LiveBase {
+                state: replayed,
+                backend: None,
+            };
+            let ov = project_batch(&base, events, position)?;
+            position += n;
+            replayed.apply(&ov);
+            Ok(())
+        };
+        let mut expected_seq = 1;
+        self.scan_log(1, |ev| {
+            if ev.seq != expected_seq {
+                replay_error = Some(format!(
+                    "log gap: expected seq {expected_seq}, found {}",
+                    ev.seq
+                ));
+                return Ok(false);
+            }
+            expected_seq += 1;
+            let doc = TextDoc::for_event(&ev);
+            expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
+            expected_times.push(time_key(ev.ts, ev.seq));
+            chunk.push(ev);
+            if chunk.len() == REPLAY_CHUNK {
+                if let Err(e) = flush(&mut chunk, &mut replayed) {
+                    replay_error = Some(format!("replay failed: {e}"));
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })?;
+        if replay_error.is_none() {
+            if let Err(e) = flush(&mut chunk, &mut replayed) {
+                replay_error = Some(format!("replay failed: {e}"));
+            }
+        }
+        if let Some(msg) = replay_error {
+            report.differ(msg);
+            return Ok(report);
+        }
+        report.events_replayed = replayed.counters.last_seq;
+        for n in replayed.nodes.iter().flatten() {
+            let doc = TextDoc::for_node(n);
+            expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
+        }
+
+        // Stored counters and derived tables.
+        let stored_counters: Option<Counters> = self
+            .backend
+            .get(Table::Meta, META_COUNTERS)?
+            .map(|v| decode("meta", &v))
+            .transpose()?;
+        if stored_counters != Some(replayed.counters) {
+            report.differ(format!(
+                "counters: stored {stored_counters:?}, replayed {:?}",
+                replayed.counters
+            ));
+        }
+        let mut stored_nodes = BTreeMap::new();
+        self.backend.scan(Table::Nodes, &[], None, &mut |_, v| {
+            let n: Node = decode(Table::Nodes.name(), v)?;
+            stored_nodes.insert(n.id, n);
+            Ok(true)
+        })?;
+        let replayed_nodes: BTreeMap<NodeId, &Node> =
+            replayed.nodes.iter().flatten().map(|n| (n.id, n)).collect();
+        compare_maps(
+            &mut report,
+            "stored node",
+            &stored_nodes.iter().map(|(k, v)| (*k, v)).collect(),
+            &replayed_nodes,
+        );
+        report.nodes = replayed_nodes.len();
+
+        let mut stored_edges = BTreeMap::new();
+        self.backend.scan(Table::Edges, &[], None, &mut |_, v| {
+            let e: Edge = decode(Table::Edges.name(), v)?;
+            stored_edges.insert(e.id, e);
+            Ok(true)
+        })?;
+        let replayed_edges: BTreeMap<EdgeId, &Edge> = replayed
+            .full_edges
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|e| (e.id, e))
+            .collect();
+        compare_maps(
+            &mut report,
+            "stored edge",
+            &stored_edges.iter().map(|(k, v)| (*k, v)).collect(),
+            &replayed_edges,
+        );
+        report.edges = replayed_edges.len();
+
+        let mut stored_times = Vec::new();
+        self.backend
+            .scan(Table::EventTime, &[], None, &mut |k, _| {
+                stored_times.push(k.to_vec());
+                Ok(true)
+            })?;
+        expected_times.sort_unstable();
+        if stored_times.len() != expected_times.len()
+            || stored_times
+                .iter()
+                .zip(&expected_times)
+                .any(|(a, b)| a.as_slice() != b.as_slice())
+        {
+            report.differ(format!(
+                "event time index: {} entries stored, {} expected (or keys differ)",
+                stored_times.len(),
+                expected_times.len()
+            ));
+        }
+
+        // The live in-memory views.
+        let live = self.read_state();
+        if live.counters != replayed.counters {
+            report.differ(format!(
+                "live counters {:?}, replayed {:?}",
+                live.counters, replayed.counters
+            ));
+        }
+        let live_nodes: BTreeMap<NodeId, &Node> =
+            live.nodes.iter().flatten().map(|n| (n.id, n)).collect();
+        compare_maps(&mut report, "live node", &live_nodes, &replayed_nodes);
+        if live.node_keys.len() != replayed.node_keys.len() {
+            report.differ(format!(
+                "live key map has {} keys, replayed {}",
+                live.node_keys.len(),
+                replayed.node_keys.len()
+            ));
+        }
+        for (id, e) in &replayed_edges {
+            let live_core = live.edges.get(id.0 as usize).and_then(Option::as_ref);
+            let ok = live_core.is_some_and(|c| {
+                c.from == e.from
+                    && c.to == e.to
+                    && live.relations.name(c.relation) == e.relation
+                    && c.confidence == e.confidence
+                    && c.last_seen == e.last_seen
+                    && c.valid_from == e.valid_from.unwrap_or(i64::MIN)
+                    && c.valid_to == e.valid_to.unwrap_or(i64::MAX)
+            });
+            if !ok {
+                report.differ(format!("live edge {id}: {live_core:?}, replayed {e:?}"));
+            }
+        }
+        let live_edge_count = live.edges.iter().flatten().count();
+        if live_edge_count != replayed_edges.len() {
+            report.differ(format!(
+                "live graph has {live_edge_count} edges, replayed {}",
+                replayed_edges.len()
+            ));
+        }
+        let bound = live.adj.node_bound().max(replayed.adj.node_bound());
+        for n in 0..bound as u32 {
+            let key = |s: &State| {
+                let mut v: Vec<(u32, u32, bool, u32)> = s
+                    .adj
+                    .entries(NodeId(n))
+                    .iter()
+                    .map(|e| (e.edge, e.node, e.is_incoming(), e.confidence.to_bits()))
+                    .collect();
+                v.sort_unstable();
+                v
+            };
+            if key(&live) != key(&replayed) {
+                report.differ(format!("adjacency of node {} differs", NodeId(n)));
+            }
+        }
+        drop(live);
+
+        // The full-text index.
+        let actual_text = self.text.digests()?;
+        report.text_docs = expected_text.len();
+        if self.text.indexed_seq() != replayed.counters.last_seq {
+            report.differ(format!(
+                "full-text index is at seq {}, log at {}",
+                self.text.indexed_seq(),
+                replayed.counters.last_seq
+            ));
+        }
+        for (r, d) in &expected_text {
+            match actual_text.get(r) {
+                Some(a) if a == d => {}
+                Some(_) => report.differ(format!("full-text document {r:#x} has other content")),
+                None => report.differ(format!("full-text document {r:#x} missing")),
+            }
+        }
+        for r in actual_text
+            .keys()
+            .filter(|r| !expected_text.contains_key(r))
+        {
+            report.differ(format!("full-text document {r:#x} should not exist"));
+        }
+        Ok(report)
+    }
+}
+
+fn compare_maps<K: Ord + std::fmt::Display + Copy, V: PartialEq + std::fmt::Debug>(
+    report: &mut VerifyReport,
+    what: &str,
+    actual: &BTreeMap<K, &V>,
+    expected: &BTreeMap<K, &V>,
+) {
+    for (k, e) in expected {
+        match actual.get(k) {
+            Some(a) if a == e => {}
+            Some(a) => report.differ(format!("{what} {k}: is {a:?}, replay gives {e:?}")),
+            None => report.differ(format!("{what} {k}: missing, replay gives {e:?}")),
+        }
+    }
+    for k in actual.keys().filter(|k| !expected.contains_key(k)) {
+        report.differ(format!("{what} {k}: present, but replay removes it"));
+    }
+}

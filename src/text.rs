@@ -1,0 +1,458 @@
+//! The full-text index: tantivy over node names, aliases and text properties (so passages too)
+//! and over event text. It is a derived view like the graph: every tantivy commit carries the
+//! last applied log sequence in its payload, and on open the store replays what the index has
+//! not seen yet (or rebuilds it when it is missing or unreadable).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Mutex;
+
+use tantivy::collector::TopDocs;
+use tantivy::directory::MmapDirectory;
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, STRING,
+};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use crate::error::{Error, Result};
+use crate::model::{Event, Node, NodeId};
+
+/// Version of the index layout; a different one in the commit payload forces a rebuild.
+const TEXT_FORMAT: u32 = 1;
+const REF_EVENT: u64 = 1 << 63;
+
+/// What a hit points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase", tag = "type", content = "id")]
+pub enum Target {
+    Node(NodeId),
+    /// An event, by sequence number.
+    Event(u64),
+}
+
+impl Target {
+    fn to_ref(self) -> u64 {
+        match self {
+            Target::Node(n) => n.0 as u64,
+            Target::Event(seq) => REF_EVENT | seq,
+        }
+    }
+    fn from_ref(r: u64) -> Self {
+        if r & REF_EVENT != 0 {
+            Target::Event(r & !REF_EVENT)
+        } else {
+            Target::Node(NodeId(r as u32))
+        }
+    }
+}
+
+/// A ranked full-text hit.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Hit {
+    pub target: Target,
+    /// BM25 score.
+    pub score: f32,
+}
+
+/// Which documents a search may return.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SearchFilter {
+    /// Only nodes with one of these labels, or events of one of these kinds. Both empty: any.
+    pub labels: Vec<String>,
+    pub kinds: Vec<String>,
+    /// Only nodes (`Some(true)`) or only events (`Some(false)`).
+    pub nodes_only: Option<bool>,
+    /// World-time range, inclusive: node `updated` time, event `ts`.
+    pub time: Option<(i64, i64)>,
+}
+
+/// One document as the index holds it, for indexing and for verification.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct TextDoc {
+    pub key: String,
+    pub target: Target,
+    pub tags: Vec<String>,
+    pub ts: i64,
+    pub text: String,
+}
+
+impl TextDoc {
+    pub fn for_node(n: &Node) -> Self {
+        let mut text = n.name.clone();
+        for a in &n.aliases {
+            text.push(' ');
+            text.push_str(a);
+        }
+        for v in n.props.values() {
+            v.collect_text(&mut text);
+        }
+        TextDoc {
+            key: node_doc_key(&n.key),
+            target: Target::Node(n.id),
+            tags: vec!["doc:node".into(), format!("label:{}", n.label)],
+            ts: n.updated,
+            text,
+        }
+    }
+
+    pub fn for_event(e: &Event) -> Self {
+        TextDoc {
+            key: event_doc_key(e.seq),
+            target: Target::Event(e.seq),
+            tags: vec!["doc:event".into(), format!("kind:{}", e.kind)],
+            ts: e.ts,
+            text: e.text(),
+        }
+    }
+
+    /// A stable 64-bit digest of everything indexed (FNV-1a), compared by `replay --verify`.
+    pub fn digest(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                h ^= *b as u64;
+                h = h.wrapping_mul(0x100_0000_01b3);
+            }
+            h ^= 0xff;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        };
+        eat(self.key.as_bytes());
+        for t in &self.tags {
+            eat(t.as_bytes());
+        }
+        eat(&self.ts.to_le_bytes());
+        eat(self.text.as_bytes());
+        h
+    }
+}
+
+pub(crate) fn node_doc_key(key: &str) -> String {
+    format!("n:{key}")
+}
+fn event_doc_key(seq: u64) -> String {
+    format!("e:{seq}")
+}
+
+struct Fields {
+    key: Field,
+    reference: Field,
+    tag: Field,
+    ts: Field,
+    text: Field,
+    digest: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let key = b.add_text_field("key", STRING);
+    let reference = b.add_u64_field("ref", NumericOptions::default().set_fast());
+    let tag = b.add_text_field("tag", STRING);
+    let ts = b.add_i64_field("ts", NumericOptions::default().set_indexed().set_fast());
+    let text = b.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("en_stem")
+                .set_index_option(IndexRecordOption::WithFreqs),
+        ),
+    );
+    let digest = b.add_u64_field("digest", NumericOptions::default().set_fast());
+    (
+        b.build(),
+        Fields {
+            key,
+            reference,
+            tag,
+            ts,
+            text,
+            digest,
+        },
+    )
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Payload {
+    format: u32,
+    seq: u64,
+}
+
+/// The tantivy index of one store.
+pub struct TextIndex {
+    index: Index,
+    reader: IndexReader,
+    writer: Mutex<IndexWriter>,
+    fields: Fields,
+    indexed_seq: std::sync::atomic::AtomicU64,
+}
+
+fn terr(e: impl std::fmt::Display) -> Error {
+    Error::text(e)
+}
+
+impl TextIndex {
+    /// Opens the index in `dir`, creating it when missing. Returns the index and the last log
+    /// sequence it has applied; `None` when it had to be created anew (or its layout is of
+    /// another version), so the caller must rebuild it from the store.
+    pub fn open(dir: &Path) -> Result<(Self, Option<u64>)> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let (schema, fields) = schema();
+        let mmap = MmapDirectory::open(dir).map_err(terr)?;
+        let existing = Index::exists(&mmap).map_err(terr)?;
+        let opened = if existing {
+            Index::open(mmap.clone())
+                .ok()
+                .filter(|i| i.schema() == schema)
+        } else {
+            None
+        };
+        let (index, mut seq) = match opened {
+            Some(index) => {
+                let payload = index.load_metas().map_err(terr)?.payload;
+                let seq = payload
+                    .and_then(|p| serde_json::from_str::<Payload>(&p).ok())
+                    .filter(|p| p.format == TEXT_FORMAT)
+                    .map(|p| p.seq);
+                (index, seq)
+            }
+            None => {
+                // Missing, or written by another layout: start over in place.
+                if existing {
+                    clear_dir(dir)?;
+                }
+                let mmap = MmapDirectory::open(dir).map_err(terr)?;
+                (
+                    Index::create(mmap, schema, Default::default()).map_err(terr)?,
+                    None,
+                )
+            }
+        };
+        let writer: IndexWriter = index
+            .writer_with_num_threads(2, 64 * 1024 * 1024)
+            .map_err(terr)?;
+        if seq.is_none() {
+            // An index with no readable payload cannot say what it holds: empty it.
+            writer.delete_all_documents().map_err(terr)?;
+            seq = None;
+        }
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(terr)?;
+        let t = TextIndex {
+            index,
+            reader,
+            writer: Mutex::new(writer),
+            fields,
+            indexed_seq: Default::default(),
+        };
+        t.indexed_seq
+            .store(seq.unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
+        Ok((t, seq))
+    }
+
+    /// The last log sequence the committed index reflects.
+    pub fn indexed_seq(&self) -> u64 {
+        self.indexed_seq.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Applies document changes and commits them with `seq` as the applied log position.
+    pub(crate) fn apply(&self, upserts: &[TextDoc], deletes: &[String], seq: u64) -> Result<()> {
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| Error::text("writer lock poisoned"))?;
+        for key in deletes {
+            w.delete_term(Term::from_field_text(self.fields.key, key));
+        }
+        for d in upserts {
+            w.delete_term(Term::from_field_text(self.fields.key, &d.key));
+            let mut doc = TantivyDocument::default();
+            doc.add_text(self.fields.key, &d.key);
+            doc.add_u64(self.fields.reference, d.target.to_ref());
+            for t in &d.tags {
+                doc.add_text(self.fields.tag, t);
+            }
+            doc.add_i64(self.fields.ts, d.ts);
+            doc.add_text(self.fields.text, &d.text);
+            doc.add_u64(self.fields.digest, d.digest());
+            w.add_document(doc).map_err(terr)?;
+        }
+        let mut prepared = w.prepare_commit().map_err(terr)?;
+        prepared.set_payload(
+            &serde_json::to_string(&Payload {
+                format: TEXT_FORMAT,
+                seq,
+            })
+            .map_err(terr)?,
+        );
+        prepared.commit().map_err(terr)?;
+        drop(w);
+        self.reader.reload().map_err(terr)?;
+        self.indexed_seq
+            .store(seq, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Empties the index (before a full rebuild).
+    pub(crate) fn clear(&self) -> Result<()> {
+        let w = self
+            .writer
+            .lock()
+            .map_err(|_| Error::text("writer lock poisoned"))?;
+        w.delete_all_documents().map_err(terr)?;
+        Ok(())
+    }
+
+    /// The query terms of `text`, as the index's analyser produces them.
+    pub fn analyze(&self, text: &str) -> Result<Vec<String>> {
+        let mut analyzer = self
+            .index
+            .tokenizer_for_field(self.fields.text)
+            .map_err(terr)?;
+        let mut out = Vec::new();
+        let mut stream = analyzer.token_stream(text);
+        stream.process(&mut |t| {
+            if !out.contains(&t.text) {
+                out.push(t.text.clone());
+            }
+        });
+        Ok(out)
+    }
+
+    /// BM25 search: documents matching any term of `text`, within `filter`, best first.
+    pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
+        let terms = self.analyze(text)?;
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let text_query: Box<dyn Query> = if terms.len() == 1 {
+            Box::new(TermQuery::new(
+                Term::from_field_text(self.fields.text, &terms[0]),
+                IndexRecordOption::WithFreqs,
+            ))
+        } else {
+            Box::new(BooleanQuery::new(
+                terms
+                    .iter()
+                    .map(|t| {
+                        let q: Box<dyn Query> = Box::new(TermQuery::new(
+                            Term::from_field_text(self.fields.text, t),
+                            IndexRecordOption::WithFreqs,
+                        ));
+                        (Occur::Should, q)
+                    })
+                    .collect(),
+            ))
+        };
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, text_query)];
+        let tag_query = |tags: Vec<String>| -> Box<dyn Query> {
+            let qs = tags
+                .into_iter()
+                .map(|t| {
+                    let q: Box<dyn Query> = Box::new(TermQuery::new(
+                        Term::from_field_text(self.fields.tag, &t),
+                        IndexRecordOption::Basic,
+                    ));
+                    (Occur::Should, q)
+                })
+                .collect();
+            Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(qs)), 0.0))
+        };
+        let mut tags: Vec<String> = filter.labels.iter().map(|l| format!("label:{l}")).collect();
+        tags.extend(filter.kinds.iter().map(|k| format!("kind:{k}")));
+        if !tags.is_empty() {
+            clauses.push((Occur::Must, tag_query(tags)));
+        }
+        if let Some(nodes) = filter.nodes_only {
+            let t = if nodes { "doc:node" } else { "doc:event" };
+            clauses.push((Occur::Must, tag_query(vec![t.to_string()])));
+        }
+        if let Some((lo, hi)) = filter.time {
+            let q = RangeQuery::new(
+                Bound::Included(Term::from_field_i64(self.fields.ts, lo)),
+                Bound::Included(Term::from_field_i64(self.fields.ts, hi)),
+            );
+            clauses.push((
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(Box::new(q), 0.0)),
+            ));
+        }
+        let query: Box<dyn Query> = if clauses.len() == 1 {
+            clauses
+                .pop()
+                .map(|(_, q)| q)
+                .unwrap_or_else(|| unreachable!())
+        } else {
+            Box::new(BooleanQuery::new(clauses))
+        };
+        let searcher = self.reader.searcher();
+        let top = searcher
+            .search(&query, &TopDocs::with_limit(limit).order_by_score())
+            .map_err(terr)?;
+        let mut out = Vec::with_capacity(top.len());
+        let mut columns: Vec<Option<_>> = vec![None; searcher.segment_readers().len()];
+        for (score, addr) in top {
+            let col = match &columns[addr.segment_ord as usize] {
+                Some(c) => c,
+                None => {
+                    let c = searcher.segment_readers()[addr.segment_ord as usize]
+                        .fast_fields()
+                        .u64("ref")
+                        .map_err(terr)?;
+                    columns[addr.segment_ord as usize] = Some(c);
+                    columns[addr.segment_ord as usize]
+                        .as_ref()
+                        .unwrap_or_else(|| unreachable!())
+                }
+            };
+            if let Some(r) = col.first(addr.doc_id) {
+                out.push(Hit {
+                    target: Target::from_ref(r),
+                    score,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every live document as (target, digest), for verification.
+    pub(crate) fn digests(&self) -> Result<BTreeMap<u64, u64>> {
+        let searcher = self.reader.searcher();
+        let mut out = BTreeMap::new();
+        for seg in searcher.segment_readers() {
+            let refs = seg.fast_fields().u64("ref").map_err(terr)?;
+            let digests = seg.fast_fields().u64("digest").map_err(terr)?;
+            for doc in seg.doc_ids_alive() {
+                if let (Some(r), Some(d)) = (refs.first(doc), digests.first(doc)) {
+                    out.insert(r, d);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn target_ref(t: Target) -> u64 {
+        t.to_ref()
+    }
+
+    /// Number of live documents.
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+}
+
+fn clear_dir(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        let r = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        r.map_err(|e| Error::io(&path, e))?;
+    }
+    Ok(())
+}
