@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bench;
 pub mod codec;
 pub mod error;
 pub mod graph;

@@ -732,6 +732,15 @@ impl Store {
             .collect()
     }
 
+    /// World time of the latest event (by `ts`), the store's notion of "now".
+    pub fn latest_event_time(&self) -> Result<Option<i64>> {
+        Ok(self.backend.last(Table::EventTime)?.map(|(k, _)| {
+            let mut ts = [0u8; 8];
+            ts.copy_from_slice(&k[..8]);
+            (u64::from_be_bytes(ts) ^ (1 << 63)) as i64
+        }))
+    }
+
     /// Full-text search over nodes and events.
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
         self.text.search(text, filter, limit)

@@ -1,1 +1,774 @@
+//! The synthetic block world: a deterministic (seeded) generator of regions, places (home
+//! bases, beds, chests, villages, trading posts, ore veins, caves, portals), villagers with
+//! trade offers, paths with distance/light/risk, and a bot's event history over several days,
+//! together with the ground-truth answers to the seed questions.
+//!
+//! The generator writes only events (the log is the source of truth), so ingesting its output
+//! exercises the same path as a real agent. Randomness comes from a local SplitMix64, so a seed
+//! gives the same world on every platform and every version of every dependency.
+//!
+//! Scripted facts the ground truth rests on (everything else is random filler that never
+//! contradicts them):
+//! - home moved once: the first base's HOME edge gets `valid_to`; the second is home now;
+//! - three fletchers offer an emerald for sticks: one traded with this morning, one seen on the
+//!   first day, one known only from a rumour (confidence 0.3, below the 0.5 a trade needs);
+//! - the night before last the bot died at an ore vein and dropped iron, torches and a diamond;
+//! - last night it fought a skeleton at a cave, then slept in its bed.
 
+use serde::{Deserialize, Serialize};
+
+use crate::model::{
+    kinds, labels, relations, Anchor, Assertion, EdgeUpsert, EventDraft, NodeUpsert, Props, Value,
+};
+
+/// Ticks in a day; night runs from [`NIGHT_START`] to the end of the day.
+pub const DAY: i64 = 24_000;
+pub const NIGHT_START: i64 = 13_000;
+/// The bot's node key.
+pub const BOT: &str = "bot";
+
+/// SplitMix64: tiny, fast, and fixed forever (unlike a library's default generator).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// Generator settings.
+#[derive(Clone, Debug)]
+pub struct WorldConfig {
+    pub seed: u64,
+    /// Size: 1 is the demo world (a few hundred facts); the number of regions grows linearly.
+    pub scale: u32,
+    /// Days of history (at least 4, for the scripted last nights).
+    pub days: u32,
+}
+
+impl Default for WorldConfig {
+    fn default() -> Self {
+        WorldConfig {
+            seed: 42,
+            scale: 1,
+            days: 6,
+        }
+    }
+}
+
+/// A trade the ground truth expects, best first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExpectedTrade {
+    pub villager: String,
+    pub place: String,
+    pub last_seen: i64,
+}
+
+/// Ground truth for the seed questions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroundTruth {
+    /// Where is home: the current home base.
+    pub home: String,
+    /// The home it replaced (its HOME edge has ended).
+    pub former_home: String,
+    /// Where to trade sticks for emeralds: offers with confidence >= 0.5, most recent first.
+    pub sticks_for_emeralds: Vec<ExpectedTrade>,
+    /// Villagers said to make that offer with too little confidence to count.
+    pub low_confidence_offers: Vec<String>,
+    /// What happened last night: the window and the observation ids of its events, in order.
+    pub last_night_from: i64,
+    pub last_night_to: i64,
+    pub last_night: Vec<String>,
+    pub last_night_kinds: Vec<String>,
+    /// Where did I last die and what did I drop.
+    pub last_death_place: String,
+    pub last_death_ts: i64,
+    pub last_death_dropped: Vec<(String, i64)>,
+    pub last_death_observation: String,
+}
+
+/// A generated world: its events in log order and the ground truth.
+#[derive(Clone, Debug)]
+pub struct World {
+    pub events: Vec<EventDraft>,
+    pub truth: GroundTruth,
+}
+
+const ITEMS: &[&str] = &[
+    "emerald",
+    "stick",
+    "iron_ingot",
+    "diamond",
+    "bread",
+    "wheat",
+    "coal",
+    "torch",
+    "cobblestone",
+    "string",
+    "arrow",
+    "wool",
+    "book",
+    "paper",
+    "carrot",
+    "leather",
+];
+const NAME_A: &[&str] = &[
+    "Oak", "Birch", "Stone", "Mossy", "Amber", "Frost", "Sun", "Willow", "Iron", "Red",
+];
+const NAME_B: &[&str] = &[
+    "ridge", "brook", "vale", "field", "hollow", "crest", "moor", "ford", "glen", "shore",
+];
+const MOBS: &[&str] = &["zombie", "skeleton", "spider", "creeper"];
+const PROFESSIONS: &[&str] = &["farmer", "librarian", "toolsmith", "shepherd", "butcher"];
+
+fn item_key(item: &str) -> String {
+    format!("item:{item}")
+}
+
+struct Place {
+    key: String,
+    kind: &'static str,
+    region: usize,
+    anchor: Anchor,
+}
+
+struct Builder {
+    rng: Rng,
+    events: Vec<EventDraft>,
+    obs: u64,
+    places: Vec<Place>,
+    /// Places discovered so far per region, for path building.
+    known: Vec<Vec<usize>>,
+}
+
+fn node(key: &str, label: &str, name: &str) -> NodeUpsert {
+    NodeUpsert {
+        key: key.into(),
+        label: Some(label.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    }
+}
+
+fn edge(from: &str, rel: &str, to: &str, confidence: f32) -> EdgeUpsert {
+    EdgeUpsert {
+        from: from.into(),
+        relation: rel.into(),
+        to: to.into(),
+        confidence: Some(confidence),
+        ..Default::default()
+    }
+}
+
+fn props(pairs: &[(&str, Value)]) -> Props {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+impl Builder {
+    fn event(
+        &mut self,
+        ts: i64,
+        kind: &str,
+        place: Option<&str>,
+        payload: Value,
+    ) -> &mut EventDraft {
+        self.obs += 1;
+        let mut ev = EventDraft::new(ts, BOT, kind);
+        ev.place = place.map(str::to_string);
+        ev.anchor = place.and_then(|p| self.places.iter().find(|x| x.key == p).map(|x| x.anchor));
+        ev.payload = payload;
+        ev.evidence = vec![format!("obs-{}", self.obs)];
+        ev.salience = match kind {
+            kinds::DEATH => 1.0,
+            kinds::COMBAT | kinds::TRADE => 0.7,
+            _ => 0.5,
+        };
+        self.events.push(ev);
+        self.events.last_mut().unwrap_or_else(|| unreachable!())
+    }
+
+    fn place_name(&mut self, kind: &str) -> String {
+        let a = *self.rng.pick(NAME_A);
+        let b = *self.rng.pick(NAME_B);
+        let kind = kind.replace('_', " ");
+        format!("{a}{b} {kind}")
+    }
+
+    /// Creates a place (not yet discovered).
+    fn add_place(&mut self, key: String, kind: &'static str, region: usize) -> usize {
+        let (rx, rz) = ((region % 16) as i32 * 24, (region / 16) as i32 * 24);
+        let cx = rx + self.rng.below(20) as i32;
+        let cz = rz + self.rng.below(20) as i32;
+        let y = match kind {
+            "cave" | "ore_vein" => 12 + self.rng.below(30) as i32,
+            _ => 62 + self.rng.below(8) as i32,
+        };
+        let anchor = Anchor {
+            cx,
+            cz,
+            block: Some([
+                cx * 16 + self.rng.below(16) as i32,
+                y,
+                cz * 16 + self.rng.below(16) as i32,
+            ]),
+        };
+        self.places.push(Place {
+            key,
+            kind,
+            region,
+            anchor,
+        });
+        self.places.len() - 1
+    }
+
+    fn distance(&self, a: usize, b: usize) -> f64 {
+        let (pa, pb) = (self.places[a].anchor.block, self.places[b].anchor.block);
+        match (pa, pb) {
+            (Some(x), Some(y)) => {
+                let d: f64 = (0..3).map(|i| ((x[i] - y[i]) as f64).powi(2)).sum();
+                d.sqrt()
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// A DISCOVERY event for place `p`: the place, its region, paths to up to two known
+    /// places nearby, and what is there (contents, villagers).
+    fn discover(&mut self, ts: i64, p: usize, extra: Vec<Assertion>) {
+        let (key, kind, region) = {
+            let pl = &self.places[p];
+            (pl.key.clone(), pl.kind, pl.region)
+        };
+        let name = self.place_name(kind);
+        let mut up = node(&key, labels::PLACE, &name);
+        up.anchor = Some(self.places[p].anchor);
+        up.props = props(&[("type", Value::from(kind))]);
+        let mut assertions = vec![
+            Assertion::UpsertNode(up),
+            Assertion::UpsertEdge(edge(
+                &key,
+                relations::LOCATED_IN,
+                &format!("region:{region}"),
+                1.0,
+            )),
+        ];
+        let mut near: Vec<usize> = self.known[region].clone();
+        near.sort_by(|a, b| self.distance(p, *a).total_cmp(&self.distance(p, *b)));
+        for &q in near.iter().take(2) {
+            let dark = matches!(kind, "cave" | "ore_vein")
+                || matches!(self.places[q].kind, "cave" | "ore_vein");
+            let light = if dark {
+                self.rng.below(5) as i64
+            } else {
+                8 + self.rng.below(8) as i64
+            };
+            let risk = if dark {
+                0.5 + self.rng.unit() * 0.5
+            } else {
+                self.rng.unit() * 0.3
+            };
+            let mut e = edge(&key, relations::PATH, &self.places[q].key.clone(), 1.0);
+            e.props = props(&[
+                (
+                    "distance",
+                    Value::Float((self.distance(p, q) * 10.0).round() / 10.0),
+                ),
+                ("light", Value::Int(light)),
+                ("risk", Value::Float((risk * 100.0).round() / 100.0)),
+            ]);
+            assertions.push(Assertion::UpsertEdge(e));
+        }
+        assertions.extend(extra);
+        self.known[region].push(p);
+        let payload = Value::Map(props(&[
+            ("found", Value::from(kind)),
+            ("name", Value::from(name.as_str())),
+        ]));
+        let ev = self.event(ts, kinds::DISCOVERY, None, payload);
+        ev.assertions = assertions;
+        // The place exists once the event's assertions apply, so the event may name it.
+        ev.place = Some(key);
+    }
+}
+
+fn offer(
+    villager: &str,
+    give: &str,
+    give_count: i64,
+    want: &str,
+    want_count: i64,
+    conf: f32,
+) -> Assertion {
+    let mut e = edge(villager, relations::OFFERS, &item_key(give), conf);
+    e.props = props(&[
+        ("give", Value::from(give)),
+        ("give_count", Value::Int(give_count)),
+        ("want", Value::from(want)),
+        ("want_count", Value::Int(want_count)),
+    ]);
+    Assertion::UpsertEdge(e)
+}
+
+/// Generates the world for `config`.
+pub fn generate(config: &WorldConfig) -> World {
+    let days = config.days.max(4) as i64;
+    let regions = 2 + config.scale as usize;
+    let mut b = Builder {
+        rng: Rng::new(config.seed),
+        events: Vec::new(),
+        obs: 0,
+        places: Vec::new(),
+        known: vec![Vec::new(); regions],
+    };
+
+    // Day 0, dawn: the bot wakes at spawn, knowing its kind of world.
+    let mut genesis = Vec::new();
+    let mut bot = node(BOT, labels::BOT, "Steve-bot");
+    bot.pinned = Some(true);
+    genesis.push(Assertion::UpsertNode(bot));
+    for item in ITEMS {
+        genesis.push(Assertion::UpsertNode(node(
+            &item_key(item),
+            labels::ITEM,
+            &item.replace('_', " "),
+        )));
+    }
+    for r in 0..regions {
+        let name = format!("{}{} region", b.rng.pick(NAME_A), b.rng.pick(NAME_B));
+        genesis.push(Assertion::UpsertNode(node(
+            &format!("region:{r}"),
+            labels::REGION,
+            &name,
+        )));
+    }
+    let ev = b.event(
+        0,
+        kinds::OBSERVATION,
+        None,
+        Value::from("woke up at the world spawn"),
+    );
+    ev.assertions = genesis;
+
+    // The places of each region; region 0 holds the scripted ones.
+    let spawn_bed = b.add_place("bed:spawn".into(), "bed", 0);
+    let home1 = b.add_place("base:first".into(), "base", 0);
+    let home2 = b.add_place("base:second".into(), "base", 1);
+    let home_bed = b.add_place("bed:second".into(), "bed", 1);
+    let death_vein = b.add_place("vein:deep".into(), "ore_vein", 0);
+    let fight_cave = b.add_place("cave:last_night".into(), "cave", 1);
+    let mut filler = Vec::new();
+    for r in 0..regions {
+        for (kind, n) in [
+            ("village", 1),
+            ("trading_post", 1),
+            ("chest", 3),
+            ("ore_vein", 2),
+            ("cave", 1),
+        ] {
+            for i in 0..n {
+                filler.push(b.add_place(format!("{kind}:{r}:{i}"), kind, r));
+            }
+        }
+        if r % 2 == 1 {
+            filler.push(b.add_place(format!("portal:{r}"), "portal", r));
+        }
+    }
+
+    // Day 0: spawn bed, first home.
+    b.discover(100, spawn_bed, vec![]);
+    b.discover(
+        400,
+        home1,
+        vec![Assertion::UpsertEdge(edge(
+            BOT,
+            relations::HOME,
+            "base:first",
+            1.0,
+        ))],
+    );
+    let ev = b.event(
+        500,
+        kinds::BUILD,
+        Some("base:first"),
+        Value::from("built a shelter and chose it as home"),
+    );
+    ev.assertions = vec![Assertion::UpsertEdge(edge(
+        BOT,
+        relations::HOME,
+        "base:first",
+        1.0,
+    ))];
+
+    // Fletchers: the scripted emerald-for-sticks offers.
+    let fletcher_posts = [
+        ("npc:fletcher:0", "trading_post:0:0"),
+        ("npc:fletcher:1", "village:1:0"),
+        ("npc:fletcher:rumour", "village:0:0"),
+    ];
+
+    // Spread filler discoveries over the days' mornings.
+    let per_day = filler.len().div_ceil(days as usize);
+    let mut villager_count = 0usize;
+    let mut trade_partners: Vec<(String, String)> = Vec::new();
+    for day in 0..days {
+        let base_ts = day * DAY;
+        let todays = filler
+            .iter()
+            .skip(day as usize * per_day)
+            .take(per_day)
+            .copied()
+            .collect::<Vec<_>>();
+        for (i, p) in todays.into_iter().enumerate() {
+            let ts = base_ts + 1000 + i as i64 * (8000 / per_day.max(1) as i64);
+            let kind = b.places[p].kind;
+            let key = b.places[p].key.clone();
+            let mut extra = Vec::new();
+            match kind {
+                "chest" => {
+                    for _ in 0..3 {
+                        let item = *b.rng.pick(ITEMS);
+                        let mut e = edge(&key, relations::CONTAINS, &item_key(item), 1.0);
+                        e.props = props(&[("count", Value::Int(1 + b.rng.below(32) as i64))]);
+                        extra.push(Assertion::UpsertEdge(e));
+                    }
+                }
+                "village" | "trading_post" => {
+                    let n = if kind == "village" { 3 } else { 2 };
+                    for _ in 0..n {
+                        villager_count += 1;
+                        let v = format!("npc:villager:{villager_count}");
+                        let prof = *b.rng.pick(PROFESSIONS);
+                        let mut up = node(&v, labels::NPC, &format!("{prof} villager"));
+                        up.props = props(&[("profession", Value::from(prof))]);
+                        extra.push(Assertion::UpsertNode(up));
+                        extra.push(Assertion::UpsertEdge(edge(
+                            &v,
+                            relations::LOCATED_IN,
+                            &key,
+                            1.0,
+                        )));
+                        for _ in 0..2 {
+                            // Random offers never sell emeralds for sticks: that trade is scripted.
+                            let (give, want) = loop {
+                                let g = *b.rng.pick(ITEMS);
+                                let w = *b.rng.pick(ITEMS);
+                                if g != w && !(g == "emerald" && w == "stick") {
+                                    break (g, w);
+                                }
+                            };
+                            let conf = 0.6 + (b.rng.below(40) as f32) / 100.0;
+                            extra.push(offer(
+                                &v,
+                                give,
+                                1 + b.rng.below(3) as i64,
+                                want,
+                                1 + b.rng.below(20) as i64,
+                                conf,
+                            ));
+                            if b.rng.chance(0.2) {
+                                trade_partners.push((v.clone(), key.clone()));
+                            }
+                        }
+                    }
+                    for (f, post) in fletcher_posts {
+                        if post == key && !f.ends_with("rumour") {
+                            let mut up = node(f, labels::NPC, "fletcher villager");
+                            up.props = props(&[("profession", Value::from("fletcher"))]);
+                            extra.push(Assertion::UpsertNode(up));
+                            extra.push(Assertion::UpsertEdge(edge(
+                                f,
+                                relations::LOCATED_IN,
+                                &key,
+                                1.0,
+                            )));
+                            extra.push(offer(f, "emerald", 1, "stick", 32, 0.9));
+                        }
+                    }
+                }
+                _ => {}
+            }
+            b.discover(ts, p, extra);
+            if key == "village:0:0" {
+                // Hearsay: someone says a fletcher here pays emeralds for sticks. Weak belief.
+                let mut up = node(
+                    "npc:fletcher:rumour",
+                    labels::NPC,
+                    "fletcher villager (rumoured)",
+                );
+                up.props = props(&[("profession", Value::from("fletcher"))]);
+                let ev = b.event(
+                    ts + 50,
+                    kinds::OBSERVATION,
+                    Some(&key),
+                    Value::from("a player in chat said a fletcher here pays an emerald for sticks"),
+                );
+                ev.assertions = vec![
+                    Assertion::UpsertNode(up),
+                    Assertion::UpsertEdge(edge(
+                        "npc:fletcher:rumour",
+                        relations::LOCATED_IN,
+                        &key,
+                        0.3,
+                    )),
+                    offer("npc:fletcher:rumour", "emerald", 1, "stick", 20, 0.3),
+                ];
+            }
+        }
+        // Midday: an ordinary trade now and then (re-confirms the offer).
+        if !trade_partners.is_empty() && day > 0 {
+            let (v, place) = b.rng.pick(&trade_partners).clone();
+            let ev = b.event(
+                base_ts + 9500,
+                kinds::TRADE,
+                Some(&place),
+                Value::Map(props(&[("with", Value::from(v.as_str()))])),
+            );
+            ev.assertions = vec![Assertion::UpsertEdge(EdgeUpsert {
+                from: v,
+                relation: relations::LOCATED_IN.into(),
+                to: place,
+                confidence: Some(1.0),
+                ..Default::default()
+            })];
+        }
+        // Day days/2: the bot moves house.
+        if day == days / 2 {
+            b.discover(base_ts + 10_000, home2, vec![]);
+            b.discover(base_ts + 10_200, home_bed, vec![]);
+            let ev = b.event(
+                base_ts + 10_500,
+                kinds::BUILD,
+                Some("base:second"),
+                Value::from("moved into a bigger base by the river"),
+            );
+            let mut old = edge(BOT, relations::HOME, "base:first", 1.0);
+            old.valid_to = Some(base_ts + 10_500);
+            let mut new = edge(BOT, relations::HOME, "base:second", 1.0);
+            new.valid_from = Some(base_ts + 10_500);
+            ev.assertions = vec![Assertion::UpsertEdge(old), Assertion::UpsertEdge(new)];
+        }
+        let night = base_ts + NIGHT_START;
+        let bed = if day >= days / 2 {
+            "bed:second"
+        } else {
+            "bed:spawn"
+        };
+        if day == days - 2 {
+            // The scripted death, the night before last.
+            b.discover(night - 2000, death_vein, vec![]);
+            let ev = b.event(
+                night + 1200,
+                kinds::COMBAT,
+                Some("vein:deep"),
+                Value::Map(props(&[
+                    ("mob", Value::from("creeper")),
+                    ("outcome", Value::from("lost")),
+                ])),
+            );
+            ev.assertions = vec![];
+            let dropped = [("iron_ingot", 5i64), ("torch", 12), ("diamond", 1)];
+            let items: Vec<Value> = dropped
+                .iter()
+                .map(|(i, c)| {
+                    Value::Map(props(&[
+                        ("item", Value::from(*i)),
+                        ("count", Value::Int(*c)),
+                    ]))
+                })
+                .collect();
+            let ev = b.event(
+                night + 1300,
+                kinds::DEATH,
+                Some("vein:deep"),
+                Value::Map(props(&[
+                    ("cause", Value::from("blown up by a creeper")),
+                    ("dropped", Value::List(items)),
+                ])),
+            );
+            let mut assertions = vec![Assertion::UpsertEdge(edge(
+                BOT,
+                relations::DIED_AT,
+                "vein:deep",
+                1.0,
+            ))];
+            for (item, count) in dropped {
+                let mut e = edge("vein:deep", relations::DROPPED, &item_key(item), 1.0);
+                e.props = props(&[("count", Value::Int(count))]);
+                e.valid_from = Some(night + 1300);
+                assertions.push(Assertion::UpsertEdge(e));
+            }
+            ev.assertions = assertions;
+        } else if day == days - 1 {
+            // Last night, scripted: a skeleton at a cave, then bed.
+            b.discover(night - 1500, fight_cave, vec![]);
+            b.event(
+                night + 800,
+                kinds::COMBAT,
+                Some("cave:last_night"),
+                Value::Map(props(&[
+                    ("mob", Value::from("skeleton")),
+                    ("outcome", Value::from("won")),
+                ])),
+            );
+            let ev = b.event(
+                night + 2500,
+                kinds::SLEEP,
+                Some(bed),
+                Value::from("slept through the rest of the night"),
+            );
+            ev.assertions = vec![Assertion::UpsertEdge(edge(
+                BOT,
+                relations::SLEPT_AT,
+                bed,
+                1.0,
+            ))];
+        } else if day < days - 2 && b.rng.chance(0.3) {
+            // A random earlier death somewhere already known, dropping a few things.
+            let p = b.known[b.rng.below(b.known.len() as u64) as usize].clone();
+            if let Some(&p) = p.first() {
+                let key = b.places[p].key.clone();
+                let mob = *b.rng.pick(MOBS);
+                b.event(
+                    night + 600,
+                    kinds::COMBAT,
+                    Some(&key),
+                    Value::Map(props(&[
+                        ("mob", Value::from(mob)),
+                        ("outcome", Value::from("lost")),
+                    ])),
+                );
+                let item = *b.rng.pick(ITEMS);
+                let count = 1 + b.rng.below(16) as i64;
+                let dropped = Value::List(vec![Value::Map(props(&[
+                    ("item", Value::from(item)),
+                    ("count", Value::Int(count)),
+                ]))]);
+                let ev = b.event(
+                    night + 700,
+                    kinds::DEATH,
+                    Some(&key),
+                    Value::Map(props(&[
+                        ("cause", Value::from(format!("killed by a {mob}"))),
+                        ("dropped", dropped),
+                    ])),
+                );
+                let mut e = edge(&key, relations::DROPPED, &item_key(item), 1.0);
+                e.props = props(&[("count", Value::Int(count))]);
+                e.valid_from = Some(night + 700);
+                ev.assertions = vec![
+                    Assertion::UpsertEdge(edge(BOT, relations::DIED_AT, &key, 1.0)),
+                    Assertion::UpsertEdge(e),
+                ];
+            }
+        } else {
+            let ev = b.event(
+                night + 500,
+                kinds::SLEEP,
+                Some(bed),
+                Value::from("slept until morning"),
+            );
+            ev.assertions = vec![Assertion::UpsertEdge(edge(
+                BOT,
+                relations::SLEPT_AT,
+                bed,
+                1.0,
+            ))];
+        }
+    }
+
+    // The last morning: trade sticks for an emerald with the first fletcher.
+    let end = days * DAY;
+    let ev = b.event(
+        end + 2000,
+        kinds::TRADE,
+        Some("trading_post:0:0"),
+        Value::Map(props(&[
+            ("with", Value::from("npc:fletcher:0")),
+            ("gave", Value::from("32 stick")),
+            ("got", Value::from("1 emerald")),
+        ])),
+    );
+    ev.assertions = vec![offer("npc:fletcher:0", "emerald", 1, "stick", 32, 0.95)];
+
+    // Ground truth, from what was scripted.
+    let last_night_from = (days - 1) * DAY + NIGHT_START;
+    let last_night_to = days * DAY;
+    let window: Vec<&EventDraft> = b
+        .events
+        .iter()
+        .filter(|e| e.ts >= last_night_from && e.ts < last_night_to)
+        .collect();
+    let fletcher_seen = |f: &str| {
+        b.events
+            .iter()
+            .filter(|e| {
+                e.assertions.iter().any(|a| matches!(a, Assertion::UpsertEdge(x) if x.from == f && x.relation == relations::OFFERS))
+            })
+            .map(|e| e.ts)
+            .max()
+            .unwrap_or(0)
+    };
+    let truth = GroundTruth {
+        home: "base:second".into(),
+        former_home: "base:first".into(),
+        sticks_for_emeralds: vec![
+            ExpectedTrade {
+                villager: "npc:fletcher:0".into(),
+                place: "trading_post:0:0".into(),
+                last_seen: fletcher_seen("npc:fletcher:0"),
+            },
+            ExpectedTrade {
+                villager: "npc:fletcher:1".into(),
+                place: "village:1:0".into(),
+                last_seen: fletcher_seen("npc:fletcher:1"),
+            },
+        ],
+        low_confidence_offers: vec!["npc:fletcher:rumour".into()],
+        last_night_from,
+        last_night_to,
+        last_night: window.iter().map(|e| e.evidence[0].clone()).collect(),
+        last_night_kinds: window.iter().map(|e| e.kind.clone()).collect(),
+        last_death_place: "vein:deep".into(),
+        last_death_ts: (days - 2) * DAY + NIGHT_START + 1300,
+        last_death_dropped: vec![
+            ("iron_ingot".into(), 5),
+            ("torch".into(), 12),
+            ("diamond".into(), 1),
+        ],
+        last_death_observation: b
+            .events
+            .iter()
+            .rfind(|e| e.kind == kinds::DEATH)
+            .map(|e| e.evidence[0].clone())
+            .unwrap_or_default(),
+    };
+    World {
+        events: b.events,
+        truth,
+    }
+}

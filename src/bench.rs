@@ -1,0 +1,289 @@
+//! Benchmark workloads shared by `loci bench graph` and the criterion benches: a deterministic
+//! scale-free graph (preferential attachment, several relations, random confidences) written as
+//! IMPORT events, and the measurements the foundation's speed goals name.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::graph::TraversalFilter;
+use crate::model::{kinds, Assertion, EdgeUpsert, EventDraft, NodeId, NodeUpsert, Props, Value};
+use crate::storage::BackendKind;
+use crate::store::Store;
+use crate::text::SearchFilter;
+use crate::world::Rng;
+
+/// Shape of the benchmark graph.
+#[derive(Clone, Debug)]
+pub struct GraphSpec {
+    pub nodes: u32,
+    pub edges: u32,
+    pub relations: u32,
+    pub seed: u64,
+}
+
+impl Default for GraphSpec {
+    fn default() -> Self {
+        GraphSpec {
+            nodes: 200_000,
+            edges: 1_000_000,
+            relations: 8,
+            seed: 7,
+        }
+    }
+}
+
+const SYLLABLES: &[&str] = &[
+    "ka", "lo", "mi", "ra", "ven", "tor", "sil", "an", "dor", "el", "qua", "zin", "bar", "fen",
+    "gol", "hu", "ist", "jor", "kel", "mar", "nor", "ost", "pel", "rin",
+];
+
+/// A pseudo-word from a Zipf-like vocabulary of about 14k words (some frequent, most rare),
+/// so searches see realistic posting-list lengths.
+fn word(rng: &mut Rng) -> String {
+    // Squaring a uniform number skews toward small ids: frequent words.
+    let id = ((rng.unit() * rng.unit()) * 13_824.0) as usize;
+    let n = SYLLABLES.len();
+    format!(
+        "{}{}{}",
+        SYLLABLES[id % n],
+        SYLLABLES[(id / n) % n],
+        SYLLABLES[(id / n / n) % n]
+    )
+}
+
+/// A short document title of 2 to 5 words.
+pub fn short_text(rng: &mut Rng) -> String {
+    let words = 2 + rng.below(4);
+    (0..words).map(|_| word(rng)).collect::<Vec<_>>().join(" ")
+}
+
+fn node_key(i: u32) -> String {
+    format!("n{i}")
+}
+
+/// The node upserts of the benchmark graph.
+pub fn graph_nodes(spec: &GraphSpec) -> Vec<NodeUpsert> {
+    let mut rng = Rng::new(spec.seed);
+    (0..spec.nodes)
+        .map(|i| NodeUpsert {
+            key: node_key(i),
+            label: Some(if i % 10 == 0 { "Place" } else { "Entity" }.into()),
+            name: Some(short_text(&mut rng)),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The edge upserts of the benchmark graph: preferential attachment (a target is, half the
+/// time, the endpoint of a random earlier edge, so degrees follow a power law), no duplicate
+/// `(from, relation, to)`, no self-loops.
+pub fn graph_edges(spec: &GraphSpec) -> Vec<EdgeUpsert> {
+    let mut rng = Rng::new(spec.seed ^ 0xED6E);
+    let mut seen = HashSet::with_capacity(spec.edges as usize);
+    let mut endpoints: Vec<u32> = Vec::with_capacity(spec.edges as usize * 2);
+    let mut out = Vec::with_capacity(spec.edges as usize);
+    let n = spec.nodes.max(2) as u64;
+    while out.len() < spec.edges as usize {
+        let i = out.len() as u64;
+        let from = if i < n { i as u32 } else { rng.below(n) as u32 };
+        let to = if endpoints.is_empty() || rng.chance(0.5) {
+            rng.below(n) as u32
+        } else {
+            endpoints[rng.below(endpoints.len() as u64) as usize]
+        };
+        let rel = rng.below(spec.relations.max(1) as u64) as u32;
+        if from == to || !seen.insert((from, rel, to)) {
+            continue;
+        }
+        endpoints.push(from);
+        endpoints.push(to);
+        out.push(EdgeUpsert {
+            from: node_key(from),
+            relation: format!("R{rel}"),
+            to: node_key(to),
+            confidence: Some((rng.below(1000) as f32) / 1000.0),
+            ..Default::default()
+        });
+    }
+    out
+}
+
+/// Wraps assertions into IMPORT events of `per_event` assertions each.
+pub fn import_events(assertions: Vec<Assertion>, per_event: usize) -> Vec<EventDraft> {
+    let mut out = Vec::new();
+    let mut it = assertions.into_iter().peekable();
+    while it.peek().is_some() {
+        let mut ev = EventDraft::new(0, "bench", kinds::IMPORT);
+        ev.payload = Value::Map(Props::from([("source".to_string(), Value::from("bench"))]));
+        ev.assertions = it.by_ref().take(per_event).collect();
+        out.push(ev);
+    }
+    out
+}
+
+/// Builds the benchmark graph into `store`: nodes in one batch, then edges in batches of
+/// `edges_per_batch`. Returns (node seconds, edge seconds).
+pub fn build(store: &Store, spec: &GraphSpec, edges_per_batch: usize) -> Result<(f64, f64)> {
+    let nodes = graph_nodes(spec);
+    let t = Instant::now();
+    store.ingest(import_events(
+        nodes.into_iter().map(Assertion::UpsertNode).collect(),
+        1024,
+    ))?;
+    let node_s = t.elapsed().as_secs_f64();
+    let edges = graph_edges(spec);
+    let batches: Vec<Vec<EventDraft>> = edges
+        .chunks(edges_per_batch.max(1))
+        .map(|c| import_events(c.iter().cloned().map(Assertion::UpsertEdge).collect(), 1024))
+        .collect();
+    let t = Instant::now();
+    for b in batches {
+        store.ingest(b)?;
+    }
+    Ok((node_s, t.elapsed().as_secs_f64()))
+}
+
+/// Median and 95th percentile, in microseconds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Latency {
+    pub p50_us: f64,
+    pub p95_us: f64,
+}
+
+fn latency(mut samples: Vec<f64>) -> Latency {
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    Latency {
+        p50_us: at(0.5),
+        p95_us: at(0.95),
+    }
+}
+
+/// Everything `loci bench graph` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct GraphReport {
+    pub backend: BackendKind,
+    pub nodes: usize,
+    pub edges: usize,
+    pub ingest_nodes_s: f64,
+    pub ingest_edges_s: f64,
+    pub ingest_edges_per_s: f64,
+    pub open_s: f64,
+    pub two_hop_conf_0_5: Latency,
+    pub two_hop_mean_nodes: f64,
+    pub three_hop_count: Latency,
+    pub three_hop_mean_nodes: f64,
+    pub search_top10: Latency,
+    pub disk_bytes_backend: u64,
+    pub disk_bytes_text: u64,
+    pub disk_bytes_per_edge: f64,
+    pub adjacency_bytes_per_edge: f64,
+}
+
+/// Times `f` over `samples` calls, in microseconds each.
+fn sample(samples: usize, mut f: impl FnMut(usize)) -> Latency {
+    let mut out = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let t = Instant::now();
+        f(i);
+        out.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    latency(out)
+}
+
+/// Random start nodes for traversal benchmarks.
+pub fn random_starts(spec: &GraphSpec, n: usize) -> Vec<NodeId> {
+    let mut rng = Rng::new(spec.seed ^ 0x5eed);
+    (0..n)
+        .map(|_| NodeId(rng.below(spec.nodes as u64) as u32))
+        .collect()
+}
+
+/// Query strings for search benchmarks: one or two words of the node vocabulary.
+pub fn search_queries(spec: &GraphSpec, n: usize) -> Vec<String> {
+    let mut rng = Rng::new(spec.seed ^ 0xabc);
+    (0..n)
+        .map(|_| {
+            if rng.chance(0.5) {
+                word(&mut rng)
+            } else {
+                format!("{} {}", word(&mut rng), word(&mut rng))
+            }
+        })
+        .collect()
+}
+
+/// Builds, reopens and measures a benchmark store in `dir`.
+pub fn run_graph_bench(
+    dir: &Path,
+    backend: BackendKind,
+    spec: &GraphSpec,
+    edges_per_batch: usize,
+) -> Result<GraphReport> {
+    let (ingest_nodes_s, ingest_edges_s) = {
+        let store = Store::create(dir, backend)?;
+        build(&store, spec, edges_per_batch)?
+    };
+    let t = Instant::now();
+    let store = Store::open(dir)?;
+    let open_s = t.elapsed().as_secs_f64();
+    let stats = store.stats();
+    let starts = random_starts(spec, 20_000);
+    let g = store.graph();
+    let conf = TraversalFilter {
+        min_confidence: 0.5,
+        ..Default::default()
+    };
+    let all = TraversalFilter::default();
+    let mut reached2 = 0usize;
+    let two = sample(starts.len(), |i| {
+        reached2 += g.adjacency().khop(starts[i], 2, &conf).len();
+    });
+    let mut reached3 = 0usize;
+    let three = sample(2_000, |i| {
+        reached3 += g.adjacency().khop_count(starts[i], 3, &all);
+    });
+    drop(g);
+    let queries = search_queries(spec, 5_000);
+    let filter = SearchFilter::default();
+    let search = sample(queries.len(), |i| {
+        let _ = store.search(&queries[i], &filter, 10);
+    });
+    let edges = stats.edges.max(1) as f64;
+    Ok(GraphReport {
+        backend,
+        nodes: stats.nodes,
+        edges: stats.edges,
+        ingest_nodes_s,
+        ingest_edges_s,
+        ingest_edges_per_s: stats.edges as f64 / ingest_edges_s,
+        open_s,
+        two_hop_conf_0_5: two,
+        two_hop_mean_nodes: reached2 as f64 / starts.len() as f64,
+        three_hop_count: three,
+        three_hop_mean_nodes: reached3 as f64 / 2_000.0,
+        search_top10: search,
+        disk_bytes_backend: stats.disk_bytes_backend,
+        disk_bytes_text: stats.disk_bytes_text,
+        disk_bytes_per_edge: stats.disk_bytes_backend as f64 / edges,
+        adjacency_bytes_per_edge: stats.adjacency_bytes as f64 / edges,
+    })
+}
+
+/// Resident set size of this process, in bytes (Linux; 0 elsewhere).
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
