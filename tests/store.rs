@@ -1,0 +1,664 @@
+//! Store behaviour, run against every backend: projection rules, atomic batches, retraction,
+//! replay verification, full-text catch-up, reader isolation, and dataset ingest.
+
+use std::path::Path;
+
+use loci::ingest::{self, Format};
+use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Props, Value};
+use loci::storage::{BackendKind, Table, WriteBatch};
+use loci::{Error, SearchFilter, Store, Target};
+
+fn node(key: &str, label: &str, name: &str) -> Assertion {
+    Assertion::UpsertNode(NodeUpsert {
+        key: key.into(),
+        label: Some(label.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    })
+}
+
+fn edge(from: &str, rel: &str, to: &str, conf: f32) -> Assertion {
+    Assertion::UpsertEdge(EdgeUpsert {
+        from: from.into(),
+        relation: rel.into(),
+        to: to.into(),
+        confidence: Some(conf),
+        ..Default::default()
+    })
+}
+
+fn event(ts: i64, kind: &str, assertions: Vec<Assertion>) -> EventDraft {
+    let mut e = EventDraft::new(ts, "bot", kind);
+    e.assertions = assertions;
+    e
+}
+
+fn assert_verified(store: &Store) {
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "replay differs: {:#?}", report.differences);
+}
+
+fn village(store: &Store) {
+    store
+        .ingest(vec![
+            event(
+                10,
+                "DISCOVERY",
+                vec![
+                    node("village", "Place", "Oakvale village"),
+                    node("smith", "NPC", "toolsmith"),
+                    node("emerald", "Item", "emerald"),
+                    edge("smith", "LOCATED_IN", "village", 1.0),
+                ],
+            ),
+            event(20, "TRADE", vec![edge("smith", "OFFERS", "emerald", 0.8)]),
+        ])
+        .unwrap();
+}
+
+fn projection_rules(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    village(&store);
+    let offer = store
+        .edge_between("smith", "OFFERS", "emerald")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (offer.confidence, offer.last_seen, offer.evidence.clone()),
+        (0.8, 20, vec![2])
+    );
+    // Re-assertion: confidence replaced, evidence appended, last_seen advanced, props merged.
+    let mut up = EdgeUpsert {
+        from: "smith".into(),
+        relation: "OFFERS".into(),
+        to: "emerald".into(),
+        confidence: Some(0.6),
+        ..Default::default()
+    };
+    up.props = Props::from([
+        ("price".to_string(), Value::Int(3)),
+        ("note".to_string(), Value::from("x")),
+    ]);
+    store
+        .ingest(vec![event(
+            50,
+            "TRADE",
+            vec![Assertion::UpsertEdge(up.clone())],
+        )])
+        .unwrap();
+    up.confidence = None;
+    up.props = Props::from([("note".to_string(), Value::Null)]);
+    store
+        .ingest(vec![event(40, "TRADE", vec![Assertion::UpsertEdge(up)])])
+        .unwrap();
+    let offer = store
+        .edge_between("smith", "OFFERS", "emerald")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        offer.confidence, 0.6,
+        "an upsert without confidence keeps it"
+    );
+    assert_eq!(offer.evidence, vec![2, 3, 4]);
+    assert_eq!(
+        offer.last_seen, 50,
+        "last_seen is the latest world time, not the latest event"
+    );
+    assert_eq!(
+        offer.props,
+        Props::from([("price".to_string(), Value::Int(3))]),
+        "null removes a property"
+    );
+    // Node merge: aliases accumulate, name stays unless given.
+    store
+        .ingest(vec![event(
+            60,
+            "OBSERVATION",
+            vec![Assertion::UpsertNode(NodeUpsert {
+                key: "smith".into(),
+                aliases: vec!["Bob".into(), "toolsmith".into()],
+                ..Default::default()
+            })],
+        )])
+        .unwrap();
+    let smith = store.node_by_key("smith").unwrap();
+    assert_eq!(
+        (
+            smith.name.as_str(),
+            smith.aliases.clone(),
+            smith.created,
+            smith.updated
+        ),
+        ("toolsmith", vec!["Bob".to_string()], 10, 60)
+    );
+    // A node created from aliases alone is named by its first alias.
+    store
+        .ingest(vec![event(
+            70,
+            "OBSERVATION",
+            vec![Assertion::UpsertNode(NodeUpsert {
+                key: "ent:x".into(),
+                aliases: vec!["Mr X".into()],
+                ..Default::default()
+            })],
+        )])
+        .unwrap();
+    let x = store.node_by_key("ent:x").unwrap();
+    assert_eq!(
+        (x.name.as_str(), x.label.as_str(), x.aliases.len()),
+        ("Mr X", "Entity", 0)
+    );
+    assert_verified(&store);
+}
+
+fn failed_batch_changes_nothing(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    village(&store);
+    let before = store.stats();
+    let err = store
+        .ingest(vec![
+            event(30, "DISCOVERY", vec![node("mine", "Place", "deep mine")]),
+            event(31, "TRADE", vec![edge("smith", "OFFERS", "diamond", 0.5)]),
+        ])
+        .unwrap_err();
+    match err {
+        Error::InvalidEvent {
+            event,
+            assertion,
+            field,
+            message,
+        } => {
+            assert_eq!((event, assertion, field.as_str()), (1, Some(0), "to"));
+            assert!(message.contains("diamond"), "{message}");
+        }
+        other => panic!("unexpected {other}"),
+    }
+    let err = store
+        .ingest(vec![event(
+            30,
+            "TRADE",
+            vec![edge("smith", "OFFERS", "emerald", 1.5)],
+        )])
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("confidence: 1.5 is outside [0, 1]"),
+        "{err}"
+    );
+    let mut bad_place = event(30, "SLEEP", vec![]);
+    bad_place.place = Some("nowhere".into());
+    assert!(store
+        .ingest(vec![bad_place])
+        .unwrap_err()
+        .to_string()
+        .contains("place"));
+    let after = store.stats();
+    assert_eq!(
+        (after.events, after.nodes, after.edges),
+        (before.events, before.nodes, before.edges)
+    );
+    assert!(store.node_by_key("mine").is_none());
+    let filter = SearchFilter::default();
+    assert!(
+        store.search("deep mine", &filter, 5).unwrap().is_empty(),
+        "nothing of the failed batch is indexed"
+    );
+    assert_eq!(store.event(3).unwrap(), None, "no log record was written");
+    // The next good batch continues the sequence without a gap.
+    let c = store.ingest(vec![event(40, "SLEEP", vec![])]).unwrap();
+    assert_eq!((c.first_seq, c.last_seq), (3, 3));
+    assert_verified(&store);
+}
+
+fn retraction_and_stable_ids(kind: BackendKind, dir: &Path) {
+    {
+        let store = Store::create(dir, kind).unwrap();
+        village(&store);
+        store
+            .ingest(vec![event(
+                30,
+                "OBSERVATION",
+                vec![
+                    node("ghost", "NPC", "wandering trader"),
+                    edge("ghost", "OFFERS", "emerald", 0.9),
+                    edge("ghost", "LOCATED_IN", "village", 0.9),
+                ],
+            )])
+            .unwrap();
+        let ghost = store.node_by_key("ghost").unwrap().id;
+        assert_eq!(store.graph().adjacency().entries(ghost).len(), 2);
+        store
+            .ingest(vec![event(
+                40,
+                "OBSERVATION",
+                vec![
+                    Assertion::RetractNode {
+                        key: "ghost".into(),
+                    },
+                    Assertion::RetractEdge {
+                        from: "smith".into(),
+                        relation: "LOCATED_IN".into(),
+                        to: "village".into(),
+                    },
+                ],
+            )])
+            .unwrap();
+        assert!(store.node_by_key("ghost").is_none());
+        assert!(store
+            .edge_between("smith", "LOCATED_IN", "village")
+            .unwrap()
+            .is_none());
+        let village_id = store.node_by_key("village").unwrap().id;
+        assert!(
+            store.graph().adjacency().entries(village_id).is_empty(),
+            "incident edges left both lists"
+        );
+        assert!(store
+            .search(
+                "wandering trader",
+                &SearchFilter {
+                    nodes_only: Some(true),
+                    ..Default::default()
+                },
+                5
+            )
+            .unwrap()
+            .is_empty());
+        // Retracting what does not exist is an error, not a silent no-op.
+        let e = store
+            .ingest(vec![event(
+                41,
+                "X",
+                vec![Assertion::RetractNode {
+                    key: "ghost".into(),
+                }],
+            )])
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown node \"ghost\""), "{e}");
+        assert_verified(&store);
+    }
+    // Ids are never reused, even for the highest retracted id, across a reopen.
+    let store = Store::open(dir).unwrap();
+    store
+        .ingest(vec![event(
+            50,
+            "OBSERVATION",
+            vec![node("ghost", "NPC", "back again")],
+        )])
+        .unwrap();
+    assert_eq!(
+        store.node_by_key("ghost").unwrap().id.0,
+        4,
+        "ids 0..=3 were used before"
+    );
+    assert_verified(&store);
+}
+
+fn reopen_restores_everything(kind: BackendKind, dir: &Path) {
+    let (nodes, edges, hits) = {
+        let store = Store::create(dir, kind).unwrap();
+        village(&store);
+        let g = store.graph();
+        let nodes: Vec<_> = g.nodes().cloned().collect();
+        let edges: Vec<_> = g
+            .edges()
+            .map(|(id, e)| {
+                (
+                    id,
+                    e.from,
+                    e.to,
+                    e.confidence,
+                    g.relation_name(e.relation).to_string(),
+                )
+            })
+            .collect();
+        drop(g);
+        (
+            nodes,
+            edges,
+            store
+                .search("toolsmith", &SearchFilter::default(), 5)
+                .unwrap(),
+        )
+    };
+    let store = Store::open(dir).unwrap();
+    assert_eq!(store.backend_kind(), kind);
+    let g = store.graph();
+    assert_eq!(g.nodes().cloned().collect::<Vec<_>>(), nodes);
+    let reopened: Vec<_> = g
+        .edges()
+        .map(|(id, e)| {
+            (
+                id,
+                e.from,
+                e.to,
+                e.confidence,
+                g.relation_name(e.relation).to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(reopened, edges);
+    drop(g);
+    assert_eq!(
+        store
+            .search("toolsmith", &SearchFilter::default(), 5)
+            .unwrap(),
+        hits
+    );
+    assert_verified(&store);
+}
+
+fn search_filters(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    village(&store);
+    let mut death = event(500, "DEATH", vec![]);
+    death.payload = Value::from("fell into lava near the village");
+    store.ingest(vec![death]).unwrap();
+    let f = SearchFilter::default();
+    let hits = store.search("village", &f, 10).unwrap();
+    assert!(hits.iter().any(|h| h.target == Target::Event(3)));
+    assert!(hits.iter().any(|h| matches!(h.target, Target::Node(_))));
+    assert!(
+        hits.windows(2).all(|w| w[0].score >= w[1].score),
+        "ranked by score"
+    );
+    let only_places = SearchFilter {
+        labels: vec!["Place".into()],
+        ..Default::default()
+    };
+    let hits = store.search("village", &only_places, 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(
+        hits[0].target,
+        Target::Node(store.node_by_key("village").unwrap().id)
+    );
+    let deaths = SearchFilter {
+        kinds: vec!["DEATH".into()],
+        ..Default::default()
+    };
+    assert_eq!(store.search("lava", &deaths, 10).unwrap().len(), 1);
+    let early = SearchFilter {
+        time: Some((0, 100)),
+        ..Default::default()
+    };
+    assert!(store.search("lava", &early, 10).unwrap().is_empty());
+    // Stemming: "villages" finds "village".
+    assert!(!store
+        .search("villages", &only_places, 10)
+        .unwrap()
+        .is_empty());
+    assert!(store.search("", &f, 10).unwrap().is_empty());
+    assert!(
+        store.search("?!", &f, 10).unwrap().is_empty(),
+        "punctuation alone is no query, and no error"
+    );
+    assert_eq!(
+        store
+            .events_between(15, 25)
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect::<Vec<_>>(),
+        vec![2]
+    );
+    assert_eq!(store.latest_event_time().unwrap(), Some(500));
+}
+
+fn text_index_catches_up_and_rebuilds(kind: BackendKind, dir: &Path) {
+    let text = dir.join("text");
+    let saved = dir.join("..").join(format!("saved-text-{}", kind));
+    {
+        let store = Store::create(dir, kind).unwrap();
+        village(&store);
+    }
+    // Keep the index as of seq 2, then write more.
+    copy_dir(&text, &saved);
+    {
+        let store = Store::open(dir).unwrap();
+        store
+            .ingest(vec![event(
+                30,
+                "DISCOVERY",
+                vec![node("mine", "Place", "deep mine")],
+            )])
+            .unwrap();
+    }
+    // Put the stale index back: the store must replay seq 3 into it on open.
+    std::fs::remove_dir_all(&text).unwrap();
+    copy_dir(&saved, &text);
+    {
+        let store = Store::open(dir).unwrap();
+        assert_eq!(store.text_index().indexed_seq(), 3);
+        let hits = store.search("mine", &SearchFilter::default(), 5).unwrap();
+        let mine = store.node_by_key("mine").unwrap().id;
+        assert_eq!(
+            hits.iter().map(|h| h.target).collect::<Vec<_>>(),
+            vec![Target::Node(mine)],
+            "seq 3 was replayed into the index"
+        );
+        assert_verified(&store);
+    }
+    // No index at all: rebuilt from the log.
+    std::fs::remove_dir_all(&text).unwrap();
+    let store = Store::open(dir).unwrap();
+    assert_eq!(
+        store
+            .search("toolsmith", &SearchFilter::default(), 5)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_verified(&store);
+    std::fs::remove_dir_all(&saved).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn verify_detects_tampering(kind: BackendKind, dir: &Path) {
+    {
+        let store = Store::create(dir, kind).unwrap();
+        village(&store);
+        assert_verified(&store);
+    }
+    {
+        // Change a derived record behind the store's back.
+        let backend = kind.open(dir).unwrap();
+        let mut w = WriteBatch::default();
+        w.delete(Table::Edges, 1u32.to_be_bytes().to_vec());
+        backend.commit(w).unwrap();
+    }
+    let store = Store::open(dir).unwrap();
+    let report = store.verify().unwrap();
+    assert!(!report.ok());
+    assert!(
+        report
+            .differences
+            .iter()
+            .any(|d| d.contains("stored edge e1: missing")),
+        "{:#?}",
+        report.differences
+    );
+}
+
+fn readers_never_see_half_a_batch(kind: BackendKind, dir: &Path) {
+    let store = std::sync::Arc::new(Store::create(dir, kind).unwrap());
+    store
+        .ingest(vec![event(
+            0,
+            "GENESIS",
+            (0..100)
+                .map(|i| node(&format!("n{i}"), "Entity", "x"))
+                .collect(),
+        )])
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, stop) = (store.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut checks = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let g = store.graph();
+                    let n = g.edges().count();
+                    assert_eq!(n % 10, 0, "saw {n} edges: part of a batch");
+                    assert_eq!(g.adjacency().edge_count(), n);
+                    for (_, e) in g.edges() {
+                        assert!(g.node(e.from).is_some() && g.node(e.to).is_some());
+                    }
+                    checks += 1;
+                }
+                checks
+            })
+        })
+        .collect();
+    for b in 0..30 {
+        let edges = (0..10)
+            .map(|i| {
+                edge(
+                    &format!("n{}", (b * 10 + i) % 100),
+                    &format!("R{b}"),
+                    &format!("n{}", (b + i + 1) % 100),
+                    0.5,
+                )
+            })
+            .collect();
+        store.ingest(vec![event(b as i64, "BATCH", edges)]).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    assert_eq!(store.stats().edges, 300);
+}
+
+fn dataset_ingest_resolves_entities(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    let passages =
+        "{\"id\":\"p1\",\"title\":\"Obama\",\"text\":\"Barack Obama was born in Honolulu.\"}\n\
+                    {\"id\":\"p2\",\"title\":\"Honolulu\",\"text\":\"Honolulu is in Hawaii.\"}\n";
+    ingest::read_str("corpus.jsonl", passages, Format::Passages)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let triples = "{\"doc\":\"p1\",\"s\":\"Barack Obama\",\"p\":\"born in\",\"o\":\"Honolulu\"}\n\
+                   {\"doc\":\"p2\",\"s\":\"honolulu \",\"p\":\"located in\",\"o\":\"Hawaii\"}\n\
+                   {\"doc\":\"p2\",\"s\":\"Barack  Obama.\",\"p\":\"visited\",\"o\":\"Hawaii\"}\n";
+    let c = ingest::read_str("triples.jsonl", triples, Format::Triples)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    assert_eq!(c.events, 2, "one extraction event per passage");
+    let obama = store.node_by_key("ent:barack obama").unwrap();
+    assert_eq!(obama.name, "Barack Obama");
+    assert_eq!(obama.aliases, vec!["Barack  Obama.".to_string()]);
+    let honolulu = store.node_by_key("ent:honolulu").unwrap();
+    assert_eq!(
+        honolulu.aliases,
+        vec!["honolulu".to_string()],
+        "trimmed surface form kept as alias"
+    );
+    let born = store
+        .edge_between("ent:barack obama", "born in", "ent:honolulu")
+        .unwrap()
+        .unwrap();
+    let ev = store.event(born.evidence[0]).unwrap().unwrap();
+    assert_eq!(
+        ev.evidence,
+        vec!["p1".to_string()],
+        "the edge's event cites its passage"
+    );
+    assert!(store
+        .edge_between("p2", "MENTIONS", "ent:hawaii")
+        .unwrap()
+        .is_some());
+    // A triple citing a passage that is not in the store fails the batch, naming line and field.
+    let bad = "{\"doc\":\"p1\",\"s\":\"a\",\"p\":\"r\",\"o\":\"b\"}\n{\"doc\":\"p9\",\"s\":\"a\",\"p\":\"r\",\"o\":\"b\"}\n";
+    let before = store.stats();
+    let err = ingest::read_str("bad.jsonl", bad, Format::Triples)
+        .unwrap()
+        .commit(&store)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("bad.jsonl:2: doc: unknown node \"p9\""),
+        "{err}"
+    );
+    assert_eq!(store.stats().edges, before.edges);
+    assert!(
+        store.node_by_key("ent:a").is_none(),
+        "line 1 of the failed batch left nothing"
+    );
+    let err = ingest::read_str(
+        "bad.jsonl",
+        "{\"doc\":\"p1\",\"s\":\"!!\",\"p\":\"r\",\"o\":\"b\"}",
+        Format::Triples,
+    )
+    .unwrap_err();
+    assert!(err.to_string().starts_with("bad.jsonl:1: s:"), "{err}");
+    assert_verified(&store);
+}
+
+fn graph_format_errors_name_lines(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    let lines = "{\"op\":\"node\",\"key\":\"a\"}\n{\"op\":\"node\",\"key\":\"b\"}\n\n{\"op\":\"edge\",\"from\":\"a\",\"rel\":\"R\",\"to\":\"b\",\"confidence\":2}\n";
+    let err = ingest::read_str("g.jsonl", lines, Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "g.jsonl:4: confidence: 2 is outside [0, 1]"
+    );
+    let events = "{\"ts\":1,\"kind\":\"K\",\"assert\":[{\"op\":\"node\",\"key\":\"a\"},{\"op\":\"edge\",\"from\":\"a\",\"rel\":\"R\",\"to\":\"zz\"}]}\n";
+    let err = ingest::read_str("e.jsonl", events, Format::Events)
+        .unwrap()
+        .commit(&store)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "e.jsonl:1: assert[1].to: unknown node \"zz\""
+    );
+    assert_eq!(store.stats().events, 0);
+}
+
+macro_rules! store_suite {
+    ($module:ident, $kind:expr, [$($test:ident),* $(,)?]) => {
+        mod $module {
+            $(
+                #[test]
+                fn $test() {
+                    let dir = tempfile::tempdir().unwrap();
+                    super::$test($kind, &dir.path().join("store"));
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! all_backends {
+    ($($test:ident),* $(,)?) => {
+        store_suite!(redb, loci::BackendKind::Redb, [$($test),*]);
+        store_suite!(sled, loci::BackendKind::Sled, [$($test),*]);
+    };
+}
+
+all_backends!(
+    projection_rules,
+    failed_batch_changes_nothing,
+    retraction_and_stable_ids,
+    reopen_restores_everything,
+    search_filters,
+    text_index_catches_up_and_rebuilds,
+    verify_detects_tampering,
+    readers_never_see_half_a_batch,
+    dataset_ingest_resolves_entities,
+    graph_format_errors_name_lines,
+);
