@@ -456,6 +456,42 @@ pub fn normalize_name(name: &str) -> String {
     out
 }
 
+/// A crude English singular of one normalised word or phrase (its last word): "sticks" ->
+/// "stick", "berries" -> "berry", "boxes" -> "box". Enough to match item names and aliases
+/// without a lexicon; words ending in "ss" or "us" are left alone.
+pub fn singular(name: &str) -> String {
+    let (head, last) = match name.rsplit_once(' ') {
+        Some((h, l)) => (Some(h), l),
+        None => (None, name),
+    };
+    let one = if last.len() > 3 && last.ends_with("ies") {
+        format!("{}y", &last[..last.len() - 3])
+    } else if last.len() > 3
+        && ["ches", "shes", "xes", "sses", "zes"]
+            .iter()
+            .any(|s| last.ends_with(s))
+    {
+        last[..last.len() - 2].to_string()
+    } else if last.len() > 2
+        && last.ends_with('s')
+        && !last.ends_with("ss")
+        && !last.ends_with("us")
+    {
+        last[..last.len() - 1].to_string()
+    } else {
+        last.to_string()
+    };
+    match head {
+        Some(h) => format!("{h} {one}"),
+        None => one,
+    }
+}
+
+/// Whether two names denote the same thing after normalisation and singularisation.
+pub fn same_name(a: &str, b: &str) -> bool {
+    singular(&normalize_name(a)) == singular(&normalize_name(b))
+}
+
 /// Node labels used by the synthetic world and built-in queries.
 pub mod labels {
     pub const PLACE: &str = "Place";
@@ -516,5 +552,23 @@ mod tests {
         assert_eq!(normalize_name("Saint-Louis"), "saint louis");
         assert_eq!(normalize_name("O'Brien"), "obrien");
         assert_eq!(normalize_name("..."), "");
+    }
+
+    #[test]
+    fn singulars() {
+        for (p, s) in [
+            ("sticks", "stick"),
+            ("berries", "berry"),
+            ("boxes", "box"),
+            ("iron ingots", "iron ingot"),
+            ("glass", "glass"),
+            ("cactus", "cactus"),
+            ("torch", "torch"),
+            ("torches", "torch"),
+        ] {
+            assert_eq!(singular(p), s);
+        }
+        assert!(same_name("Sticks", "stick"));
+        assert!(!same_name("stick", "stack"));
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::graph::Direction;
-use crate::model::{normalize_name, relations, EdgeId, Event, Node, Value};
+use crate::model::{relations, same_name, EdgeId, Event, Node, Value};
 use crate::store::{ExpandOptions, Store};
 use crate::text::{SearchFilter, Target};
 use crate::world::{DAY, NIGHT_START};
@@ -163,7 +163,6 @@ pub fn where_is_home(store: &Store, actor: &str, now: Option<i64>) -> Result<Opt
 /// Finds an item node by name: exact normalised name or alias first, else the best full-text hit
 /// among Item nodes.
 pub fn find_item(store: &Store, name: &str) -> Result<Option<Node>> {
-    let wanted = normalize_name(name);
     let filter = SearchFilter {
         labels: vec![crate::model::labels::ITEM.into()],
         nodes_only: Some(true),
@@ -177,9 +176,9 @@ pub fn find_item(store: &Store, name: &str) -> Result<Option<Node>> {
             Target::Event(_) => None,
         })
         .collect();
-    let exact = nodes.iter().find(|n| {
-        normalize_name(&n.name) == wanted || n.aliases.iter().any(|a| normalize_name(a) == wanted)
-    });
+    let exact = nodes
+        .iter()
+        .find(|n| same_name(&n.name, name) || n.aliases.iter().any(|a| same_name(a, name)));
     Ok(exact.or(nodes.first()).cloned())
 }
 
@@ -198,7 +197,6 @@ pub fn find_trade(
     let Some(item) = find_item(store, want)? else {
         return Ok(Vec::new());
     };
-    let give_norm = normalize_name(give);
     let opts = ExpandOptions {
         relations: vec![relations::OFFERS.into()],
         direction: Direction::Incoming,
@@ -211,7 +209,7 @@ pub fn find_trade(
             continue;
         };
         let wants = prop_str(&edge.props, "want").unwrap_or_default();
-        if normalize_name(wants) != give_norm {
+        if !same_name(wants, give) {
             continue;
         }
         let located = ExpandOptions {

@@ -1,0 +1,141 @@
+//! The synthetic world: deterministic for a seed, valid input for the store, and its ground
+//! truth is what the seed-question queries answer, across seeds, scales and backends.
+
+use loci::ingest::{self, EventLine, Format};
+use loci::queries;
+use loci::world::{self, WorldConfig, BOT};
+use loci::{BackendKind, Store};
+
+#[test]
+fn same_seed_same_world_other_seed_other_world() {
+    let a = world::generate(&WorldConfig {
+        seed: 9,
+        scale: 2,
+        days: 6,
+    });
+    let b = world::generate(&WorldConfig {
+        seed: 9,
+        scale: 2,
+        days: 6,
+    });
+    let c = world::generate(&WorldConfig {
+        seed: 10,
+        scale: 2,
+        days: 6,
+    });
+    assert_eq!(a.events, b.events);
+    assert_eq!(a.truth, b.truth);
+    assert_ne!(a.events, c.events);
+    let big = world::generate(&WorldConfig {
+        seed: 9,
+        scale: 40,
+        days: 6,
+    });
+    assert!(
+        big.events.len() > 5 * a.events.len(),
+        "scale grows the world"
+    );
+}
+
+#[test]
+fn world_json_lines_round_trip_through_the_reader() {
+    let w = world::generate(&WorldConfig::default());
+    let text: String = w
+        .events
+        .iter()
+        .map(|e| serde_json::to_string(&EventLine::from(e.clone())).unwrap() + "\n")
+        .collect();
+    let batch = ingest::read_str("world.jsonl", &text, Format::Events).unwrap();
+    assert_eq!(batch.events, w.events);
+}
+
+fn check_answers(seed: u64, scale: u32, backend: BackendKind) {
+    let w = world::generate(&WorldConfig {
+        seed,
+        scale,
+        days: 6,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), backend).unwrap();
+    store.ingest(w.events.clone()).unwrap();
+    let ctx = format!("seed {seed} scale {scale} {backend}");
+
+    let home = queries::where_is_home(&store, BOT, None)
+        .unwrap()
+        .expect("a home");
+    assert_eq!(home.place.key, w.truth.home, "{ctx}");
+    // Before the move, the former home was home: validity is respected, not just recency.
+    let before_move = home.since.unwrap() - 1;
+    let old = queries::where_is_home(&store, BOT, Some(before_move))
+        .unwrap()
+        .unwrap();
+    assert_eq!(old.place.key, w.truth.former_home, "{ctx}");
+    assert!(!home.provenance.events.is_empty() && !home.provenance.observations.is_empty());
+
+    let trades = queries::find_trade(&store, "emerald", "sticks", 0.5).unwrap();
+    let got: Vec<(&str, Option<&str>, i64)> = trades
+        .iter()
+        .map(|t| {
+            (
+                t.villager.as_str(),
+                t.place.as_ref().map(|p| p.key.as_str()),
+                t.last_seen,
+            )
+        })
+        .collect();
+    let want: Vec<(&str, Option<&str>, i64)> = w
+        .truth
+        .sticks_for_emeralds
+        .iter()
+        .map(|t| (t.villager.as_str(), Some(t.place.as_str()), t.last_seen))
+        .collect();
+    assert_eq!(got, want, "{ctx}");
+    let all = queries::find_trade(&store, "emerald", "stick", 0.0).unwrap();
+    assert!(
+        all.iter()
+            .any(|t| w.truth.low_confidence_offers.contains(&t.villager)),
+        "{ctx}: the rumour exists, below 0.5"
+    );
+
+    let night = queries::last_night(&store, None).unwrap();
+    assert_eq!(
+        (night.from, night.to),
+        (w.truth.last_night_from, w.truth.last_night_to),
+        "{ctx}"
+    );
+    let obs: Vec<String> = night
+        .events
+        .iter()
+        .flat_map(|e| e.observations.clone())
+        .collect();
+    assert_eq!(obs, w.truth.last_night, "{ctx}");
+    let kinds: Vec<String> = night.events.iter().map(|e| e.kind.clone()).collect();
+    assert_eq!(kinds, w.truth.last_night_kinds, "{ctx}");
+
+    let death = queries::last_death(&store, BOT).unwrap().expect("a death");
+    assert_eq!(death.place.key, w.truth.last_death_place, "{ctx}");
+    assert_eq!(death.ts, w.truth.last_death_ts, "{ctx}");
+    assert_eq!(death.dropped, w.truth.last_death_dropped, "{ctx}");
+    assert_eq!(
+        death.provenance.observations,
+        vec![w.truth.last_death_observation.clone()],
+        "{ctx}"
+    );
+
+    assert!(store.verify().unwrap().ok(), "{ctx}");
+}
+
+#[test]
+fn seed_questions_match_ground_truth_redb() {
+    for seed in [1, 42, 777] {
+        for scale in [1, 4] {
+            check_answers(seed, scale, BackendKind::Redb);
+        }
+    }
+}
+
+#[test]
+fn seed_questions_match_ground_truth_sled() {
+    check_answers(42, 1, BackendKind::Sled);
+    check_answers(5, 3, BackendKind::Sled);
+}
