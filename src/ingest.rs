@@ -163,6 +163,27 @@ impl From<EventDraft> for EventLine {
     }
 }
 
+impl EventLine {
+    /// The event as one line of the `events` format. Assertion fields that are null or empty
+    /// are left out (the reader defaults them), so files stay readable.
+    pub fn to_json_line(&self) -> String {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(serde_json::Value::Array(items)) = v.get_mut("assert") {
+            for item in items {
+                if let serde_json::Value::Object(fields) = item {
+                    fields.retain(|_, f| match f {
+                        serde_json::Value::Null => false,
+                        serde_json::Value::Array(a) => !a.is_empty(),
+                        serde_json::Value::Object(o) => !o.is_empty(),
+                        _ => true,
+                    });
+                }
+            }
+        }
+        v.to_string()
+    }
+}
+
 #[derive(Deserialize)]
 struct PassageLine {
     id: String,

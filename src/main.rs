@@ -431,8 +431,7 @@ fn write_events(path: &Path, events: &[loci::EventDraft]) -> Result<()> {
     let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = std::io::BufWriter::new(f);
     for e in events {
-        serde_json::to_writer(&mut w, &ingest::EventLine::from(e.clone()))?;
-        w.write_all(b"\n")?;
+        writeln!(w, "{}", ingest::EventLine::from(e.clone()).to_json_line())?;
     }
     w.flush()?;
     Ok(())

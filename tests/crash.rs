@@ -27,8 +27,7 @@ fn write_round_file(path: &Path, round: usize) -> usize {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     for (j, mut e) in w.events.into_iter().enumerate() {
         e.evidence = vec![format!("round{round}-event{j}")];
-        serde_json::to_writer(&mut f, &EventLine::from(e)).unwrap();
-        f.write_all(b"\n").unwrap();
+        writeln!(f, "{}", EventLine::from(e).to_json_line()).unwrap();
     }
     f.flush().unwrap();
     std::fs::read_to_string(path).unwrap().lines().count()
@@ -100,15 +99,16 @@ fn crash_rounds(backend: BackendKind) {
         }
         if exited.is_none() {
             child.kill().unwrap(); // SIGKILL
-            child.wait().unwrap();
             kills_mid_ingest += 1;
         }
+        // Reaps the child (returns at once when it had already exited).
+        let status = child.wait().unwrap();
         let lines = reader.join().unwrap();
-        if let Some(s) = exited {
+        if exited.is_some() {
             let mut err = String::new();
             std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
             assert!(
-                s.success(),
+                status.success(),
                 "round {round}: ingest failed on its own: {err}"
             );
         }

@@ -5,6 +5,7 @@ use loci::ingest::{self, EventLine, Format};
 use loci::queries;
 use loci::world::{self, WorldConfig, BOT};
 use loci::{BackendKind, Store};
+use std::path::Path;
 
 #[test]
 fn same_seed_same_world_other_seed_other_world() {
@@ -43,7 +44,7 @@ fn world_json_lines_round_trip_through_the_reader() {
     let text: String = w
         .events
         .iter()
-        .map(|e| serde_json::to_string(&EventLine::from(e.clone())).unwrap() + "\n")
+        .map(|e| EventLine::from(e.clone()).to_json_line() + "\n")
         .collect();
     let batch = ingest::read_str("world.jsonl", &text, Format::Events).unwrap();
     assert_eq!(batch.events, w.events);
@@ -138,4 +139,28 @@ fn seed_questions_match_ground_truth_redb() {
 fn seed_questions_match_ground_truth_sled() {
     check_answers(42, 1, BackendKind::Sled);
     check_answers(5, 3, BackendKind::Sled);
+}
+
+#[test]
+fn committed_fixture_is_reproduced_exactly() {
+    let w = world::generate(&WorldConfig {
+        seed: 42,
+        scale: 1,
+        days: 6,
+    });
+    let lines: String = w
+        .events
+        .iter()
+        .map(|e| EventLine::from(e.clone()).to_json_line() + "\n")
+        .collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets");
+    let fixture = std::fs::read_to_string(root.join("world-seed42.jsonl")).unwrap();
+    assert!(
+        fixture == lines,
+        "datasets/world-seed42.jsonl differs from the generator (see datasets/README.md)"
+    );
+    let answers: world::GroundTruth =
+        serde_json::from_slice(&std::fs::read(root.join("world-seed42.answers.json")).unwrap())
+            .unwrap();
+    assert_eq!(answers, w.truth);
 }

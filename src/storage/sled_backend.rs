@@ -38,8 +38,26 @@ pub struct SledBackend {
 
 impl SledBackend {
     pub fn open(path: &Path) -> Result<Self> {
-        let db = sled::Config::new().path(path).open().map_err(err)?;
-        Ok(SledBackend { db })
+        // Every commit flushes, so sled's periodic background flusher adds nothing; worse, its
+        // thread keeps the database (and its file lock) alive after the handle is dropped, so
+        // the same process could not reopen the store.
+        let config = sled::Config::new().path(path).flush_every_ms(None);
+        // sled frees a dropped database (and its file lock) through deferred, epoch-based
+        // reclamation, so a reopen right after a drop in the same process can find the lock
+        // still held. Retry for a short while before reporting a lock held by someone else.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        loop {
+            match config.open() {
+                Ok(db) => return Ok(SledBackend { db }),
+                Err(e)
+                    if e.to_string().contains("could not acquire lock")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(err(e)),
+            }
+        }
     }
 }
 
