@@ -483,15 +483,18 @@ pub fn read_str(file: &str, content: &str, format: Format) -> Result<SourceBatch
                 let mut o = origin(file, triples[0].0);
                 for (line, t) in triples {
                     let mut entity = |surface: &str, field: &'static str| -> Result<String> {
-                        let norm = normalize_name(surface);
+                        let mut norm = normalize_name(surface);
+                        if norm.is_empty() {
+                            // Names of symbols only ("$", "%") are real entities in extracted
+                            // triples: they keep their (trimmed, lowercased) surface form.
+                            norm = surface.trim().to_lowercase();
+                        }
                         if norm.is_empty() {
                             return Err(Error::Input {
                                 file: file.into(),
                                 line,
                                 field: field.into(),
-                                message: format!(
-                                    "entity name {surface:?} has no letters or digits"
-                                ),
+                                message: "empty entity name".into(),
                             });
                         }
                         let key = format!("ent:{norm}");
