@@ -172,6 +172,9 @@ pub struct GraphReport {
     pub ingest_nodes_s: f64,
     pub ingest_edges_s: f64,
     pub ingest_edges_per_s: f64,
+    /// Reopening in the process that built the store. For sled this includes waiting for the
+    /// dropped database to release its file lock (sled frees it asynchronously); the CLI also
+    /// reports the open time of a fresh process.
     pub open_s: f64,
     pub two_hop_conf_0_5: Latency,
     pub two_hop_mean_nodes: f64,

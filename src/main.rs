@@ -386,10 +386,10 @@ fn run(cli: Cli) -> Result<()> {
             let bar = spinner(&format!("building {nodes} nodes, {edges} edges ({b})"));
             let report = loci::bench::run_graph_bench(&dir, backend(&b)?, &spec, edges_per_batch)?;
             bar.finish_and_clear();
-            // Resident memory of a fresh process that only opens the store.
-            let rss = child_rss(&dir).ok();
+            let fresh = child_open(&dir).ok();
             let mut v = serde_json::to_value(&report)?;
-            if let Some((full, empty)) = rss {
+            if let Some((full, secs, empty)) = fresh {
+                v["open_fresh_process_s"] = secs.into();
                 v["rss_open_bytes"] = full.into();
                 v["rss_empty_store_bytes"] = empty.into();
                 v["rss_bytes_per_edge"] =
@@ -404,20 +404,25 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
-/// RSS of `loci stats` on `dir` and on an empty store, each in a fresh process.
-fn child_rss(dir: &Path) -> Result<(u64, u64)> {
+/// Resident memory and wall time of `loci stats` (which opens the store) on `dir`, and the
+/// resident memory of the same on an empty store, each in a fresh process: what a user who
+/// opens the store pays.
+fn child_open(dir: &Path) -> Result<(u64, f64, u64)> {
     let exe = std::env::current_exe()?;
-    let rss_of = |d: &Path| -> Result<u64> {
+    let run = |d: &Path| -> Result<(u64, f64)> {
+        let t = Instant::now();
         let out = std::process::Command::new(&exe)
             .args(["stats", "--json", "--store"])
             .arg(d)
             .output()?;
+        let secs = t.elapsed().as_secs_f64();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-        Ok(v["rss_bytes"].as_u64().unwrap_or(0))
+        Ok((v["rss_bytes"].as_u64().unwrap_or(0), secs))
     };
     let empty = tempfile::tempdir()?;
     Store::create(empty.path().join("s"), BackendKind::Redb)?;
-    Ok((rss_of(dir)?, rss_of(&empty.path().join("s"))?))
+    let (full, secs) = run(dir)?;
+    Ok((full, secs, run(&empty.path().join("s"))?.0))
 }
 
 fn spinner(msg: &str) -> ProgressBar {

@@ -182,7 +182,9 @@ struct Payload {
 pub struct TextIndex {
     index: Index,
     reader: IndexReader,
-    writer: Mutex<IndexWriter>,
+    /// Created on the first write: its indexing arena is tens of megabytes that a store opened
+    /// only for reading never needs.
+    writer: Mutex<Option<IndexWriter>>,
     fields: Fields,
     indexed_seq: std::sync::atomic::AtomicU64,
 }
@@ -207,7 +209,7 @@ impl TextIndex {
         } else {
             None
         };
-        let (index, mut seq) = match opened {
+        let (index, seq) = match opened {
             Some(index) => {
                 let payload = index.load_metas().map_err(terr)?.payload;
                 let seq = payload
@@ -228,14 +230,6 @@ impl TextIndex {
                 )
             }
         };
-        let writer: IndexWriter = index
-            .writer_with_num_threads(2, 64 * 1024 * 1024)
-            .map_err(terr)?;
-        if seq.is_none() {
-            // An index with no readable payload cannot say what it holds: empty it.
-            writer.delete_all_documents().map_err(terr)?;
-            seq = None;
-        }
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -244,12 +238,15 @@ impl TextIndex {
         let t = TextIndex {
             index,
             reader,
-            writer: Mutex::new(writer),
+            writer: Mutex::new(None),
             fields,
             indexed_seq: Default::default(),
         };
-        t.indexed_seq
-            .store(seq.unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
+        match seq {
+            Some(s) => t.indexed_seq.store(s, std::sync::atomic::Ordering::SeqCst),
+            // An index with no readable payload cannot say what it holds: empty it.
+            None => t.clear()?,
+        }
         Ok((t, seq))
     }
 
@@ -258,52 +255,61 @@ impl TextIndex {
         self.indexed_seq.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Applies document changes and commits them with `seq` as the applied log position.
-    pub(crate) fn apply(&self, upserts: &[TextDoc], deletes: &[String], seq: u64) -> Result<()> {
-        let mut w = self
+    /// Runs `f` with the index writer, creating it on first use.
+    fn with_writer<T>(&self, f: impl FnOnce(&mut IndexWriter) -> Result<T>) -> Result<T> {
+        let mut guard = self
             .writer
             .lock()
             .map_err(|_| Error::text("writer lock poisoned"))?;
-        for key in deletes {
-            w.delete_term(Term::from_field_text(self.fields.key, key));
-        }
-        for d in upserts {
-            w.delete_term(Term::from_field_text(self.fields.key, &d.key));
-            let mut doc = TantivyDocument::default();
-            doc.add_text(self.fields.key, &d.key);
-            doc.add_u64(self.fields.reference, d.target.to_ref());
-            for t in &d.tags {
-                doc.add_text(self.fields.tag, t);
+        let writer = match guard.take() {
+            Some(w) => w,
+            None => self
+                .index
+                .writer_with_num_threads(2, 64 * 1024 * 1024)
+                .map_err(terr)?,
+        };
+        let writer = guard.insert(writer);
+        f(writer)
+    }
+
+    /// Applies document changes and commits them with `seq` as the applied log position.
+    pub(crate) fn apply(&self, upserts: &[TextDoc], deletes: &[String], seq: u64) -> Result<()> {
+        self.with_writer(|w| {
+            for key in deletes {
+                w.delete_term(Term::from_field_text(self.fields.key, key));
             }
-            doc.add_i64(self.fields.ts, d.ts);
-            doc.add_text(self.fields.text, &d.text);
-            doc.add_u64(self.fields.digest, d.digest());
-            w.add_document(doc).map_err(terr)?;
-        }
-        let mut prepared = w.prepare_commit().map_err(terr)?;
-        prepared.set_payload(
-            &serde_json::to_string(&Payload {
+            for d in upserts {
+                w.delete_term(Term::from_field_text(self.fields.key, &d.key));
+                let mut doc = TantivyDocument::default();
+                doc.add_text(self.fields.key, &d.key);
+                doc.add_u64(self.fields.reference, d.target.to_ref());
+                for t in &d.tags {
+                    doc.add_text(self.fields.tag, t);
+                }
+                doc.add_i64(self.fields.ts, d.ts);
+                doc.add_text(self.fields.text, &d.text);
+                doc.add_u64(self.fields.digest, d.digest());
+                w.add_document(doc).map_err(terr)?;
+            }
+            let mut prepared = w.prepare_commit().map_err(terr)?;
+            let payload = serde_json::to_string(&Payload {
                 format: TEXT_FORMAT,
                 seq,
             })
-            .map_err(terr)?,
-        );
-        prepared.commit().map_err(terr)?;
-        drop(w);
+            .map_err(terr)?;
+            prepared.set_payload(&payload);
+            prepared.commit().map_err(terr)?;
+            Ok(())
+        })?;
         self.reader.reload().map_err(terr)?;
         self.indexed_seq
             .store(seq, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 
-    /// Empties the index (before a full rebuild).
+    /// Empties the index (before a full rebuild); takes effect with the next commit.
     pub(crate) fn clear(&self) -> Result<()> {
-        let w = self
-            .writer
-            .lock()
-            .map_err(|_| Error::text("writer lock poisoned"))?;
-        w.delete_all_documents().map_err(terr)?;
-        Ok(())
+        self.with_writer(|w| w.delete_all_documents().map(|_| ()).map_err(terr))
     }
 
     /// The query terms of `text`, as the index's analyser produces them.
