@@ -212,6 +212,57 @@ impl Builder {
         self.events.last_mut().unwrap_or_else(|| unreachable!())
     }
 
+    /// A COMBAT event at `place`.
+    fn combat(&mut self, ts: i64, place: &str, mob: &str, outcome: &str) {
+        let payload = Value::Map(props(&[
+            ("mob", Value::from(mob)),
+            ("outcome", Value::from(outcome)),
+        ]));
+        self.event(ts, kinds::COMBAT, Some(place), payload);
+    }
+
+    /// A DEATH event at `place`: the bot's DIED_AT edge and a DROPPED edge per item left there.
+    fn death(&mut self, ts: i64, place: &str, cause: &str, dropped: &[(&str, i64)]) {
+        let items = dropped
+            .iter()
+            .map(|(i, c)| {
+                Value::Map(props(&[
+                    ("item", Value::from(*i)),
+                    ("count", Value::Int(*c)),
+                ]))
+            })
+            .collect();
+        let payload = Value::Map(props(&[
+            ("cause", Value::from(cause)),
+            ("dropped", Value::List(items)),
+        ]));
+        let mut assertions = vec![Assertion::UpsertEdge(edge(
+            BOT,
+            relations::DIED_AT,
+            place,
+            1.0,
+        ))];
+        for (item, count) in dropped {
+            let mut e = edge(place, relations::DROPPED, &item_key(item), 1.0);
+            e.props = props(&[("count", Value::Int(*count))]);
+            e.valid_from = Some(ts);
+            assertions.push(Assertion::UpsertEdge(e));
+        }
+        self.event(ts, kinds::DEATH, Some(place), payload)
+            .assertions = assertions;
+    }
+
+    /// A SLEEP event in `bed`, re-confirming the SLEPT_AT edge.
+    fn sleep(&mut self, ts: i64, bed: &str, text: &str) {
+        let ev = self.event(ts, kinds::SLEEP, Some(bed), Value::from(text));
+        ev.assertions = vec![Assertion::UpsertEdge(edge(
+            BOT,
+            relations::SLEPT_AT,
+            bed,
+            1.0,
+        ))];
+    }
+
     fn place_name(&mut self, kind: &str) -> String {
         let a = *self.rng.pick(NAME_A);
         let b = *self.rng.pick(NAME_B);
@@ -581,123 +632,36 @@ pub fn generate(config: &WorldConfig) -> World {
         if day == days - 2 {
             // The scripted death, the night before last.
             b.discover(night - 2000, death_vein, vec![]);
-            let ev = b.event(
-                night + 1200,
-                kinds::COMBAT,
-                Some("vein:deep"),
-                Value::Map(props(&[
-                    ("mob", Value::from("creeper")),
-                    ("outcome", Value::from("lost")),
-                ])),
-            );
-            ev.assertions = vec![];
-            let dropped = [("iron_ingot", 5i64), ("torch", 12), ("diamond", 1)];
-            let items: Vec<Value> = dropped
-                .iter()
-                .map(|(i, c)| {
-                    Value::Map(props(&[
-                        ("item", Value::from(*i)),
-                        ("count", Value::Int(*c)),
-                    ]))
-                })
-                .collect();
-            let ev = b.event(
+            b.combat(night + 1200, "vein:deep", "creeper", "lost");
+            b.death(
                 night + 1300,
-                kinds::DEATH,
-                Some("vein:deep"),
-                Value::Map(props(&[
-                    ("cause", Value::from("blown up by a creeper")),
-                    ("dropped", Value::List(items)),
-                ])),
-            );
-            let mut assertions = vec![Assertion::UpsertEdge(edge(
-                BOT,
-                relations::DIED_AT,
                 "vein:deep",
-                1.0,
-            ))];
-            for (item, count) in dropped {
-                let mut e = edge("vein:deep", relations::DROPPED, &item_key(item), 1.0);
-                e.props = props(&[("count", Value::Int(count))]);
-                e.valid_from = Some(night + 1300);
-                assertions.push(Assertion::UpsertEdge(e));
-            }
-            ev.assertions = assertions;
+                "blown up by a creeper",
+                &[("iron_ingot", 5), ("torch", 12), ("diamond", 1)],
+            );
         } else if day == days - 1 {
             // Last night, scripted: a skeleton at a cave, then bed.
             b.discover(night - 1500, fight_cave, vec![]);
-            b.event(
-                night + 800,
-                kinds::COMBAT,
-                Some("cave:last_night"),
-                Value::Map(props(&[
-                    ("mob", Value::from("skeleton")),
-                    ("outcome", Value::from("won")),
-                ])),
-            );
-            let ev = b.event(
-                night + 2500,
-                kinds::SLEEP,
-                Some(bed),
-                Value::from("slept through the rest of the night"),
-            );
-            ev.assertions = vec![Assertion::UpsertEdge(edge(
-                BOT,
-                relations::SLEPT_AT,
-                bed,
-                1.0,
-            ))];
+            b.combat(night + 800, "cave:last_night", "skeleton", "won");
+            b.sleep(night + 2500, bed, "slept through the rest of the night");
         } else if day < days - 2 && b.rng.chance(0.3) {
             // A random earlier death somewhere already known, dropping a few things.
             let p = b.known[b.rng.below(b.known.len() as u64) as usize].clone();
             if let Some(&p) = p.first() {
                 let key = b.places[p].key.clone();
                 let mob = *b.rng.pick(MOBS);
-                b.event(
-                    night + 600,
-                    kinds::COMBAT,
-                    Some(&key),
-                    Value::Map(props(&[
-                        ("mob", Value::from(mob)),
-                        ("outcome", Value::from("lost")),
-                    ])),
-                );
+                b.combat(night + 600, &key, mob, "lost");
                 let item = *b.rng.pick(ITEMS);
                 let count = 1 + b.rng.below(16) as i64;
-                let dropped = Value::List(vec![Value::Map(props(&[
-                    ("item", Value::from(item)),
-                    ("count", Value::Int(count)),
-                ]))]);
-                let ev = b.event(
+                b.death(
                     night + 700,
-                    kinds::DEATH,
-                    Some(&key),
-                    Value::Map(props(&[
-                        ("cause", Value::from(format!("killed by a {mob}"))),
-                        ("dropped", dropped),
-                    ])),
+                    &key,
+                    &format!("killed by a {mob}"),
+                    &[(item, count)],
                 );
-                let mut e = edge(&key, relations::DROPPED, &item_key(item), 1.0);
-                e.props = props(&[("count", Value::Int(count))]);
-                e.valid_from = Some(night + 700);
-                ev.assertions = vec![
-                    Assertion::UpsertEdge(edge(BOT, relations::DIED_AT, &key, 1.0)),
-                    Assertion::UpsertEdge(e),
-                ];
             }
         } else {
-            let ev = b.event(
-                night + 500,
-                kinds::SLEEP,
-                Some(bed),
-                Value::from("slept until morning"),
-            );
-            ev.assertions = vec![Assertion::UpsertEdge(edge(
-                BOT,
-                relations::SLEPT_AT,
-                bed,
-                1.0,
-            ))];
+            b.sleep(night + 500, bed, "slept until morning");
         }
     }
 
