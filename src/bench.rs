@@ -290,3 +290,171 @@ pub fn rss_bytes() -> u64 {
         .map(|kb| kb * 1024)
         .unwrap_or(0)
 }
+
+// --- retrieval benchmark ---------------------------------------------------------------------
+
+/// A benchmark question: its text and the passages that support its answer.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct Question {
+    pub id: String,
+    pub question: String,
+    pub gold_ids: Vec<String>,
+}
+
+/// Reads a questions file (`{"id", "question", "gold_ids", ...}` per line).
+pub fn read_questions(path: &Path) -> Result<Vec<Question>> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str::<Question>(l).map_err(|e| crate::Error::Input {
+                file: path.display().to_string(),
+                line: i + 1,
+                field: "json".into(),
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Recall and latency of one ranking over a question set.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RecallMetrics {
+    #[serde(rename = "recall@2")]
+    pub recall_2: f64,
+    #[serde(rename = "recall@5")]
+    pub recall_5: f64,
+    #[serde(rename = "all_recall@5")]
+    pub all_recall_5: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+}
+
+/// Accumulates per-question rankings into [`RecallMetrics`].
+#[derive(Default)]
+pub struct RecallAccumulator {
+    r2: f64,
+    r5: f64,
+    all5: f64,
+    n: usize,
+    latencies_ms: Vec<f64>,
+}
+
+impl RecallAccumulator {
+    pub fn add(&mut self, ranked: &[String], gold: &[String], latency_ms: f64) {
+        let hits = |k: usize| {
+            gold.iter()
+                .filter(|g| ranked.iter().take(k).any(|r| r == *g))
+                .count()
+        };
+        let g = gold.len().max(1) as f64;
+        self.r2 += hits(2) as f64 / g;
+        self.r5 += hits(5) as f64 / g;
+        if hits(5) == gold.len() {
+            self.all5 += 1.0;
+        }
+        self.n += 1;
+        self.latencies_ms.push(latency_ms);
+    }
+
+    pub fn finish(mut self) -> RecallMetrics {
+        let n = self.n.max(1) as f64;
+        self.latencies_ms.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            if self.latencies_ms.is_empty() {
+                0.0
+            } else {
+                self.latencies_ms[((self.latencies_ms.len() - 1) as f64 * q).round() as usize]
+            }
+        };
+        RecallMetrics {
+            recall_2: self.r2 / n,
+            recall_5: self.r5 / n,
+            all_recall_5: self.all5 / n,
+            p50_ms: at(0.5),
+            p95_ms: at(0.95),
+        }
+    }
+}
+
+/// What `loci bench retrieval` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct RetrievalReport {
+    pub n: usize,
+    pub loci: RecallMetrics,
+    pub bm25: RecallMetrics,
+    pub build_s: f64,
+    pub passages: usize,
+    pub nodes: usize,
+    pub edges: usize,
+}
+
+/// Builds a fresh store in `dir` from a passage corpus (and triples, when given), extracts the
+/// text graph, and runs every question through loci's ranking and a BM25-only ranking of the
+/// same passages. `progress` is called after each question.
+pub fn run_retrieval_bench(
+    dir: &Path,
+    corpus: &Path,
+    questions: &Path,
+    triples: Option<&Path>,
+    opts: &crate::retrieval::RetrieveOptions,
+    progress: &dyn Fn(usize, usize),
+) -> Result<RetrievalReport> {
+    use crate::ingest::{read_file, Format};
+    use crate::retrieval::{Retriever, SnippetKind};
+    let questions = read_questions(questions)?;
+    let t = Instant::now();
+    let store = Store::create(dir, BackendKind::Redb)?;
+    let passages = read_file(corpus, Some(Format::Passages))?;
+    let n_passages = passages.events.len();
+    passages.commit(&store)?;
+    if let Some(tr) = triples {
+        read_file(tr, Some(Format::Triples))?.commit(&store)?;
+    }
+    store.ingest(crate::extract::extract_mentions(&store)?)?;
+    let retriever = Retriever::new(&store)?;
+    let build_s = t.elapsed().as_secs_f64();
+
+    let mut loci = RecallAccumulator::default();
+    let mut bm25 = RecallAccumulator::default();
+    let passage_opts = crate::retrieval::RetrieveOptions {
+        k: 5,
+        kinds: vec![SnippetKind::Passage],
+        ..opts.clone()
+    };
+    let text_filter = SearchFilter {
+        labels: vec![crate::model::labels::PASSAGE.into()],
+        ..Default::default()
+    };
+    for (i, q) in questions.iter().enumerate() {
+        let t = Instant::now();
+        let pack = retriever.retrieve(&q.question, &passage_opts)?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let ranked: Vec<String> = pack.snippets.iter().map(|s| s.id.clone()).collect();
+        loci.add(&ranked, &q.gold_ids, ms);
+
+        let t = Instant::now();
+        let hits = store.search(&q.question, &text_filter, 5)?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let ranked: Vec<String> = hits
+            .iter()
+            .filter_map(|h| match h.target {
+                crate::text::Target::Node(n) => store.node(n).map(|n| n.key),
+                crate::text::Target::Event(_) => None,
+            })
+            .collect();
+        bm25.add(&ranked, &q.gold_ids, ms);
+        progress(i + 1, questions.len());
+    }
+    let stats = store.stats();
+    Ok(RetrievalReport {
+        n: questions.len(),
+        loci: loci.finish(),
+        bm25: bm25.finish(),
+        build_s,
+        passages: n_passages,
+        nodes: stats.nodes,
+        edges: stats.edges,
+    })
+}

@@ -21,6 +21,10 @@ use crate::model::{EdgeId, NodeId};
 
 /// Bit of [`AdjEntry::rel_dir`] set when the entry is the incoming side of its edge.
 const INCOMING: u32 = 1 << 31;
+/// Bit of [`AdjEntry::rel_dir`] set when the edge has a validity bound, so that time filters
+/// need to read the edge only for such edges.
+const BOUNDED: u32 = 1 << 30;
+const FLAGS: u32 = INCOMING | BOUNDED;
 
 /// One side of an edge, stored in the list of the node it leaves from (outgoing) or arrives at
 /// (incoming).
@@ -31,7 +35,7 @@ pub struct AdjEntry {
     pub node: u32,
     pub edge: u32,
     pub confidence: f32,
-    /// Interned relation id in the low 31 bits; [`INCOMING`] in the top bit.
+    /// Interned relation id in the low 30 bits; [`INCOMING`] and [`BOUNDED`] above.
     rel_dir: u32,
 }
 
@@ -45,7 +49,11 @@ impl AdjEntry {
         }
     }
     pub fn relation(&self) -> u32 {
-        self.rel_dir & !INCOMING
+        self.rel_dir & !FLAGS
+    }
+    /// Whether the edge has a `valid_from` or `valid_to`.
+    pub fn is_bounded(&self) -> bool {
+        self.rel_dir & BOUNDED != 0
     }
     pub fn is_incoming(&self) -> bool {
         self.rel_dir & INCOMING != 0
@@ -97,12 +105,20 @@ pub struct TraversalFilter {
     pub min_confidence: f32,
     /// Only these relations (interned ids), when set.
     pub relations: Option<IdSet>,
+    /// Never these relations (interned ids).
+    pub deny_relations: Option<IdSet>,
     /// Only into nodes with these labels (interned ids), when set.
     pub labels: Option<IdSet>,
     pub direction: Direction,
 }
 
 impl TraversalFilter {
+    /// Whether a traversal may follow `e` in `adj`.
+    #[inline]
+    pub fn admits_entry(&self, e: &AdjEntry, adj: &Adjacency) -> bool {
+        self.admits(e, &adj.labels)
+    }
+
     #[inline]
     fn admits(&self, e: &AdjEntry, node_labels: &[u32]) -> bool {
         if e.confidence < self.min_confidence {
@@ -115,6 +131,11 @@ impl TraversalFilter {
         }
         if let Some(rels) = &self.relations {
             if !rels.contains(e.relation()) {
+                return false;
+            }
+        }
+        if let Some(rels) = &self.deny_relations {
+            if rels.contains(e.relation()) {
                 return false;
             }
         }
@@ -261,9 +282,27 @@ impl Adjacency {
 
     /// Adds both sides of an edge.
     pub fn add_edge(&mut self, edge: EdgeId, from: NodeId, to: NodeId, relation: u32, conf: f32) {
+        self.add_edge_with_bounds(edge, from, to, relation, conf, false);
+    }
+
+    /// Adds both sides of an edge, marking whether it has a validity bound.
+    pub fn add_edge_with_bounds(
+        &mut self,
+        edge: EdgeId,
+        from: NodeId,
+        to: NodeId,
+        relation: u32,
+        conf: f32,
+        bounded: bool,
+    ) {
         self.reserve_nodes(from.0.max(to.0) as usize + 1);
-        self.lists[from.0 as usize].push(AdjEntry::new(to, edge, relation, conf, false));
-        self.lists[to.0 as usize].push(AdjEntry::new(from, edge, relation, conf, true));
+        let flag = if bounded { BOUNDED } else { 0 };
+        let mut out = AdjEntry::new(to, edge, relation, conf, false);
+        let mut inc = AdjEntry::new(from, edge, relation, conf, true);
+        out.rel_dir |= flag;
+        inc.rel_dir |= flag;
+        self.lists[from.0 as usize].push(out);
+        self.lists[to.0 as usize].push(inc);
         self.live_edges += 1;
     }
 

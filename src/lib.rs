@@ -26,11 +26,13 @@
 pub mod bench;
 pub mod codec;
 pub mod error;
+pub mod extract;
 pub mod graph;
 pub mod ingest;
 pub mod model;
 mod projection;
 pub mod queries;
+pub mod retrieval;
 pub mod storage;
 pub mod store;
 pub mod text;
@@ -42,6 +44,7 @@ pub use model::{
     Assertion, Edge, EdgeId, EdgeUpsert, Event, EventDraft, Node, NodeId, NodeUpsert, Value,
 };
 pub use projection::Counters;
+pub use retrieval::{ContextPack, RetrieveOptions, Retriever, Snippet, SnippetKind};
 pub use storage::{Backend, BackendKind};
 pub use store::{Commit, ExpandOptions, Neighbor, Stats, Store, VerifyReport};
 pub use text::{Hit, SearchFilter, Target};

@@ -10,8 +10,12 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use loci::ingest::{self, Format, SourceBatch};
+use loci::retrieval::RankingMode;
 use loci::world::{self, WorldConfig};
-use loci::{queries, BackendKind, ExpandOptions, SearchFilter, Store, Target};
+use loci::{
+    queries, BackendKind, ExpandOptions, RetrieveOptions, Retriever, SearchFilter, SnippetKind,
+    Store, Target,
+};
 
 #[derive(Parser)]
 #[command(
@@ -56,6 +60,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Build entities and MENTIONS edges from the text of every passage (titles, title
+    /// mentions, capitalised names, years), one EXTRACTION event per passage.
+    Extract {
+        #[command(flatten)]
+        store: StoreArg,
+        #[arg(long)]
+        json: bool,
+    },
     /// Full-text search over nodes and events.
     Search {
         #[command(flatten)]
@@ -90,6 +102,41 @@ enum Command {
         /// Only these relations (repeatable).
         #[arg(long)]
         relation: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Retrieve a context pack for a question: ranked snippets with provenance, and why.
+    Query {
+        #[command(flatten)]
+        store: StoreArg,
+        question: String,
+        /// Snippets at most.
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// Token budget of the rendered snippets.
+        #[arg(long)]
+        budget: Option<usize>,
+        #[arg(long, default_value = "approx", value_parser = ["approx", "cl100k_base"])]
+        tokenizer: String,
+        #[arg(long, default_value_t = 0.0)]
+        min_confidence: f32,
+        /// Only these relations (repeatable).
+        #[arg(long)]
+        relation: Vec<String>,
+        /// Never these relations (repeatable).
+        #[arg(long)]
+        deny_relation: Vec<String>,
+        /// Only these kinds of snippets (repeatable): fact, passage, event, entity.
+        #[arg(long, value_parser = ["fact", "passage", "event", "entity"])]
+        kind: Vec<String>,
+        /// Judge validity at this world time (default: the latest event).
+        #[arg(long)]
+        as_of: Option<i64>,
+        /// Also use facts whose validity has ended.
+        #[arg(long)]
+        include_ended: bool,
+        #[arg(long, default_value = "fused", value_parser = ["fused", "text", "graph"])]
+        mode: String,
         #[arg(long)]
         json: bool,
     },
@@ -141,6 +188,21 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Passage recall of loci and of BM25 on a question set (formats: ../shared/datasets).
+    Retrieval {
+        #[arg(long)]
+        corpus: PathBuf,
+        #[arg(long)]
+        questions: PathBuf,
+        #[arg(long)]
+        triples: Option<PathBuf>,
+        /// Retrieval option NAME=VALUE (repeatable; see RetrieveOptions::set).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Also write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Ingest, open, traversal and search on a synthetic scale-free graph.
     Graph {
         #[arg(long, default_value_t = 200_000)]
@@ -277,6 +339,67 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
+        Command::Extract { store, json } => {
+            let s = open(&store)?;
+            let c = s.ingest(loci::extract::extract_mentions(&s)?)?;
+            if json {
+                print_json(&c)?;
+            } else {
+                println!(
+                    "extracted from {} passages: {} entities and {} mentions upserted",
+                    c.events, c.nodes_upserted, c.edges_upserted
+                );
+            }
+        }
+        Command::Query {
+            store,
+            question,
+            k,
+            budget,
+            tokenizer,
+            min_confidence,
+            relation,
+            deny_relation,
+            kind,
+            as_of,
+            include_ended,
+            mode,
+            json,
+        } => {
+            let s = open(&store)?;
+            let kinds = kind
+                .iter()
+                .map(|k| match k.as_str() {
+                    "fact" => SnippetKind::Fact,
+                    "passage" => SnippetKind::Passage,
+                    "event" => SnippetKind::Event,
+                    _ => SnippetKind::Entity,
+                })
+                .collect();
+            let opts = RetrieveOptions {
+                k,
+                budget,
+                token_counter: tokenizer,
+                min_confidence,
+                relations: relation,
+                deny_relations: deny_relation,
+                kinds,
+                as_of,
+                include_ended,
+                mode: match mode.as_str() {
+                    "text" => RankingMode::Text,
+                    "graph" => RankingMode::Graph,
+                    _ => RankingMode::Fused,
+                },
+                ..Default::default()
+            };
+            let pack = Retriever::new(&s)?.retrieve(&question, &opts)?;
+            if json {
+                print_json(&pack)?;
+            } else {
+                print_pack(&pack);
+            }
+        }
         Command::Stats { store, json } => {
             let s = open(&store)?;
             let stats = s.stats();
@@ -368,6 +491,42 @@ fn run(cli: Cli) -> Result<()> {
             backend: b,
             json,
         } => demo(seed, scale, backend(&b)?, json)?,
+        Command::Bench(BenchCommand::Retrieval {
+            corpus,
+            questions,
+            triples,
+            set,
+            json,
+        }) => {
+            let mut opts = RetrieveOptions::default();
+            for kv in &set {
+                let Some((k, v)) = kv.split_once('=') else {
+                    bail!("--set takes NAME=VALUE, got {kv:?}");
+                };
+                opts.set(k, v)?;
+            }
+            let tmp = tempfile::tempdir()?;
+            let bar = ProgressBar::new(0).with_style(
+                ProgressStyle::with_template("questions {pos}/{len} {wide_bar} {elapsed}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            let report = loci::bench::run_retrieval_bench(
+                &tmp.path().join("store"),
+                &corpus,
+                &questions,
+                triples.as_deref(),
+                &opts,
+                &|done, total| {
+                    bar.set_length(total as u64);
+                    bar.set_position(done as u64);
+                },
+            )?;
+            bar.finish_and_clear();
+            print_json(&report)?;
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+        }
         Command::Bench(BenchCommand::Graph {
             nodes,
             edges,
@@ -491,6 +650,54 @@ fn ingest_cmd(
     }
     bar.finish_and_clear();
     Ok(())
+}
+
+fn print_pack(pack: &loci::ContextPack) {
+    println!("question: {}", pack.question);
+    for seed in &pack.seeds {
+        println!(
+            "  seed {} ({}): {}, weight {:.3}",
+            seed.key, seed.name, seed.source, seed.weight
+        );
+    }
+    for (i, s) in pack.snippets.iter().enumerate() {
+        println!(
+            "\n{:>2}. [{:?} {}] score {:.3} (text {:.2}, graph {:.2}, confidence {:.2}, recency {:.2}, salience {:.2}), {} tokens",
+            i + 1, s.kind, s.id, s.score, s.parts.text, s.parts.graph, s.parts.confidence, s.parts.recency, s.parts.salience, s.tokens
+        );
+        let mut text: String = s.text.chars().take(300).collect();
+        if text.len() < s.text.len() {
+            text.push_str("...");
+        }
+        println!("    {text}");
+        for w in &s.why {
+            println!("    why: {w}");
+        }
+        let p = &s.provenance;
+        if !(p.edges.is_empty() && p.events.is_empty() && p.passages.is_empty()) {
+            println!(
+                "    provenance: edges {:?}, events {:?}, passages {:?}",
+                p.edges, p.events, p.passages
+            );
+        }
+    }
+    let budget = pack
+        .budget
+        .map(|b| b.to_string())
+        .unwrap_or("unlimited".into());
+    println!(
+        "\n{} tokens of {budget} ({}); {} cut; {} us",
+        pack.tokens_used,
+        pack.token_counter,
+        pack.cut.len(),
+        pack.elapsed_us
+    );
+    for c in &pack.cut {
+        println!(
+            "  cut {:?} {} ({} tokens, score {:.3})",
+            c.kind, c.id, c.tokens, c.score
+        );
+    }
 }
 
 fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {

@@ -106,8 +106,9 @@ impl State {
             valid_to: e.valid_to.unwrap_or(i64::MAX),
             last_seen: e.last_seen,
         };
+        let bounded = e.valid_from.is_some() || e.valid_to.is_some();
         self.adj
-            .add_edge(e.id, e.from, e.to, relation, e.confidence);
+            .add_edge_with_bounds(e.id, e.from, e.to, relation, e.confidence, bounded);
         self.edge_keys.insert((e.from, relation, e.to), e.id);
         self.edges[idx] = Some(core);
     }
@@ -276,6 +277,8 @@ pub struct ExpandOptions {
     pub min_confidence: f32,
     /// Only these relations, when not empty.
     pub relations: Vec<String>,
+    /// Never these relations.
+    pub deny_relations: Vec<String>,
     /// Only into nodes with these labels, when not empty.
     pub labels: Vec<String>,
     pub direction: Direction,
@@ -359,6 +362,14 @@ impl GraphRead<'_> {
     pub fn edge_core(&self, id: EdgeId) -> Option<&EdgeCore> {
         self.state.edges.get(id.0 as usize).and_then(Option::as_ref)
     }
+    /// The interned id of a relation name, if any edge ever used it.
+    pub fn relation_id(&self, name: &str) -> Option<u32> {
+        self.state.relations.get(name)
+    }
+    /// The name of an interned relation id, if it exists.
+    pub fn relation_name_checked(&self, id: u32) -> Option<&str> {
+        (id < self.state.relations.len() as u32).then(|| self.state.relations.name(id))
+    }
     pub fn relation_name(&self, id: u32) -> &str {
         self.state.relations.name(id)
     }
@@ -383,6 +394,8 @@ impl GraphRead<'_> {
             min_confidence: opts.min_confidence,
             relations: (!opts.relations.is_empty())
                 .then(|| self.state.relations.set_of(&opts.relations)),
+            deny_relations: (!opts.deny_relations.is_empty())
+                .then(|| self.state.relations.set_of(&opts.deny_relations)),
             labels: (!opts.labels.is_empty()).then(|| self.state.labels.set_of(&opts.labels)),
             direction: opts.direction,
         }

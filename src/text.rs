@@ -20,7 +20,155 @@ use crate::error::{Error, Result};
 use crate::model::{Event, Node, NodeId};
 
 /// Version of the index layout; a different one in the commit payload forces a rebuild.
-const TEXT_FORMAT: u32 = 1;
+const TEXT_FORMAT: u32 = 2;
+/// Name of loci's text analyser in tantivy's tokenizer registry.
+const ANALYZER: &str = "loci_en";
+
+/// English function words, left out of the index and of queries: in a question they match
+/// nearly every passage and only dilute BM25 (the classic English stopword list).
+const STOPWORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "me",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+/// Lowercase, ASCII-fold, drop stopwords, stem (English).
+fn analyzer() -> tantivy::tokenizer::TextAnalyzer {
+    use tantivy::tokenizer::{
+        AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
+        StopWordFilter, TextAnalyzer,
+    };
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .filter(StopWordFilter::remove(
+            STOPWORDS.iter().map(|w| w.to_string()),
+        ))
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
 const REF_EVENT: u64 = 1 << 63;
 
 /// What a hit points at.
@@ -154,7 +302,7 @@ fn schema() -> (Schema, Fields) {
         "text",
         TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
-                .set_tokenizer("en_stem")
+                .set_tokenizer(ANALYZER)
                 .set_index_option(IndexRecordOption::WithFreqs),
         ),
     );
@@ -230,6 +378,8 @@ impl TextIndex {
                 )
             }
         };
+        // Custom analysers live in the index handle, not on disk: register on every open.
+        index.tokenizers().register(ANALYZER, analyzer());
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)

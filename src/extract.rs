@@ -1,0 +1,407 @@
+//! A graph from plain text, without an LLM: for every Passage node, entity nodes and
+//! `passage -MENTIONS-> entity` edges for
+//! - the passage's own title (confidence 1.0),
+//! - other passages' titles found in its text (0.9): the links that let a question about one
+//!   page reach the page of something it mentions,
+//! - capitalised spans, i.e. probable proper names (0.6),
+//! - years (0.3; they connect many passages, so they carry little weight).
+//!
+//! Each passage's mentions are asserted by one EXTRACTION event whose evidence is the passage
+//! id, so every edge has its provenance. Entities are keyed `ent:<normalised name>`, the key the
+//! triple loader uses, so extracted and given entities coincide.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::Result;
+use crate::model::{
+    kinds, labels, normalize_name, relations, Assertion, EdgeUpsert, EventDraft, NodeUpsert, Props,
+    Value,
+};
+use crate::store::Store;
+
+/// Longest title, in words, looked for inside passage text.
+const MAX_TITLE_WORDS: usize = 8;
+
+/// Words that start sentences or join names but are not names themselves.
+const STOP: &[&str] = &[
+    "a", "an", "the", "he", "she", "it", "its", "his", "her", "they", "their", "this", "that",
+    "these", "those", "in", "on", "at", "of", "for", "to", "from", "by", "with", "and", "or",
+    "but", "as", "after", "before", "during", "since", "when", "while", "there", "here", "we",
+    "you", "i", "is", "was", "are", "were", "be", "been", "also", "however", "although", "born",
+    "died", "who", "which", "what", "where", "some", "many", "most", "one", "two", "both", "all",
+    "if", "then", "than", "so", "not", "no", "yes", "film", "series", "album", "song",
+];
+
+/// Lowercase words that may sit inside a name ("Prince of Orange", "Leonardo da Vinci").
+const CONNECTORS: &[&str] = &[
+    "of", "de", "da", "del", "la", "le", "von", "van", "der", "den", "du", "y", "the", "and",
+];
+
+/// A mention: entity key, surface form, how it was found, the words around it.
+type Found = (String, String, Via, String);
+
+/// How a mention was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Via {
+    Title,
+    TitleMatch,
+    Capitalised,
+    Year,
+}
+
+impl Via {
+    fn confidence(self) -> f32 {
+        match self {
+            Via::Title => 1.0,
+            Via::TitleMatch => 0.9,
+            Via::Capitalised => 0.6,
+            Via::Year => 0.3,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Via::Title => "title",
+            Via::TitleMatch => "title-match",
+            Via::Capitalised => "capitalised",
+            Via::Year => "year",
+        }
+    }
+}
+
+/// Words on each side of a mention kept as its context.
+const CONTEXT_BEFORE: usize = 5;
+const CONTEXT_AFTER: usize = 3;
+
+/// A word of the text with its normalised form.
+struct Word<'a> {
+    raw: &'a str,
+    norm: String,
+    capitalised: bool,
+    sentence_start: bool,
+    /// Punctuation right before or after the word ends any name running through it.
+    break_before: bool,
+    break_after: bool,
+}
+
+fn words(text: &str) -> Vec<Word<'_>> {
+    let mut out = Vec::new();
+    let mut sentence_start = true;
+    for raw in text.split(|c: char| c.is_whitespace() || c == '/' || c == '—' || c == '–') {
+        let trimmed = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        if trimmed.is_empty() {
+            if raw.contains(['.', '!', '?']) {
+                sentence_start = true;
+            }
+            if let Some(last) = out.last_mut() {
+                let w: &mut Word = last;
+                w.break_after = true;
+            }
+            continue;
+        }
+        // "Billy's" and "Lee Hall's" name Billy and Lee Hall.
+        let trimmed = trimmed
+            .strip_suffix("'s")
+            .or_else(|| trimmed.strip_suffix("’s"))
+            .unwrap_or(trimmed);
+        let norm = normalize_name(trimmed);
+        let first = trimmed.chars().next().unwrap_or(' ');
+        let lead = raw.chars().next().is_some_and(|c| !c.is_alphanumeric());
+        let tail = raw.chars().last().is_some_and(|c| !c.is_alphanumeric()) || raw.ends_with("'s");
+        out.push(Word {
+            raw: trimmed,
+            norm,
+            capitalised: first.is_uppercase() || first.is_ascii_digit(),
+            sentence_start,
+            break_before: lead,
+            break_after: tail && !(raw.ends_with('.') && is_initial(trimmed)),
+        });
+        // A word followed by sentence punctuation ends the sentence ("1953." but not "U.S").
+        sentence_start = raw.ends_with(['.', '!', '?']) && !is_initial(trimmed);
+    }
+    out
+}
+
+/// The words around `ws[i..j]`, as the mention's context.
+fn context(ws: &[Word<'_>], i: usize, j: usize) -> String {
+    let from = i.saturating_sub(CONTEXT_BEFORE);
+    let to = (j + CONTEXT_AFTER).min(ws.len());
+    ws[from..to]
+        .iter()
+        .map(|w| w.raw)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn is_initial(w: &str) -> bool {
+    w.chars().count() == 1
+}
+
+fn title_key(title: &str) -> String {
+    format!("ent:{}", normalize_name(title))
+}
+
+/// The title without a trailing parenthetical disambiguation: "Inherent Vice (Film)" ->
+/// "Inherent Vice".
+pub fn strip_disambiguation(title: &str) -> &str {
+    match title.rfind(" (") {
+        Some(i) if title.ends_with(')') => title[..i].trim(),
+        _ => title,
+    }
+}
+
+/// Builds the EXTRACTION events for every passage in `store` (none for a store without
+/// passages). Mentions the store already holds are not asserted again.
+pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
+    let g = store.graph();
+    let passages: Vec<(String, String, String)> = g
+        .nodes()
+        .filter(|n| n.label == labels::PASSAGE)
+        .map(|n| {
+            let text = n
+                .props
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            (n.key.clone(), n.name.clone(), text)
+        })
+        .collect();
+    // Existing mentions, so that given (e.g. triple) mentions keep their confidence.
+    let existing: HashSet<(String, String)> = passages
+        .iter()
+        .filter_map(|(key, _, _)| g.node_id(key).map(|id| (key, id)))
+        .flat_map(|(key, id)| {
+            g.adjacency()
+                .entries(id)
+                .iter()
+                .filter(|e| {
+                    !e.is_incoming() && g.relation_name(e.relation()) == relations::MENTIONS
+                })
+                .filter_map(|e| g.node(e.neighbor()).map(|n| (key.clone(), n.key.clone())))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    drop(g);
+
+    // Every title, by normalised full form and by its form without disambiguation.
+    let mut titles: HashMap<String, Vec<(String, String)>> = HashMap::new();
+    for (_, title, _) in &passages {
+        let entry = (title_key(title), title.clone());
+        for form in [title.as_str(), strip_disambiguation(title)] {
+            let norm = normalize_name(form);
+            if norm.is_empty()
+                || (!norm.contains(' ') && (norm.len() < 3 || STOP.contains(&norm.as_str())))
+            {
+                continue;
+            }
+            let list = titles.entry(norm).or_default();
+            if !list.contains(&entry) {
+                list.push(entry.clone());
+            }
+        }
+    }
+
+    let mut events = Vec::with_capacity(passages.len());
+    for (key, title, text) in &passages {
+        let mut found: Vec<Found> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut add =
+            |ent: String, surface: &str, via: Via, ctx: String, found: &mut Vec<Found>| {
+                if seen.insert(ent.clone()) {
+                    found.push((ent, surface.to_string(), via, ctx));
+                }
+            };
+        if !normalize_name(title).is_empty() {
+            add(
+                title_key(title),
+                title,
+                Via::Title,
+                String::new(),
+                &mut found,
+            );
+        }
+        let ws = words(text);
+        let mut covered = vec![false; ws.len()];
+        // Titles of other passages, longest match first.
+        let mut i = 0;
+        while i < ws.len() {
+            let mut matched = 0;
+            if ws[i].capitalised {
+                for n in (1..=MAX_TITLE_WORDS.min(ws.len() - i)).rev() {
+                    let phrase = ws[i..i + n]
+                        .iter()
+                        .map(|w| w.norm.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    if let Some(list) = titles.get(&phrase) {
+                        let surface = ws[i..i + n]
+                            .iter()
+                            .map(|w| w.raw)
+                            .collect::<Vec<_>>()
+                            .join(" ");
+                        for (ent, _) in list {
+                            add(
+                                ent.clone(),
+                                &surface,
+                                Via::TitleMatch,
+                                context(&ws, i, i + n),
+                                &mut found,
+                            );
+                        }
+                        matched = n;
+                        break;
+                    }
+                }
+            }
+            if matched > 0 {
+                covered[i..i + matched].iter_mut().for_each(|c| *c = true);
+                i += matched;
+            } else {
+                i += 1;
+            }
+        }
+        // Capitalised spans not already covered by a title.
+        let mut i = 0;
+        while i < ws.len() {
+            let w = &ws[i];
+            let starts = !covered[i]
+                && w.raw.chars().next().is_some_and(char::is_uppercase)
+                && !(STOP.contains(&w.norm.as_str()));
+            if !starts {
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < ws.len() && !covered[j] && !ws[j - 1].break_after && !ws[j].break_before {
+                let x = &ws[j];
+                let capital =
+                    x.raw.chars().next().is_some_and(char::is_uppercase) && !x.sentence_start;
+                // A connector continues a name only when a capitalised word follows it.
+                let connector = CONNECTORS.contains(&x.raw)
+                    && j + 1 < ws.len()
+                    && ws[j + 1].raw.chars().next().is_some_and(char::is_uppercase);
+                if !(capital || connector) {
+                    break;
+                }
+                j += 1;
+            }
+            let single_sentence_start = j == i + 1 && w.sentence_start;
+            if !single_sentence_start && w.norm.len() > 1 {
+                let surface = ws[i..j].iter().map(|w| w.raw).collect::<Vec<_>>().join(" ");
+                let norm = normalize_name(&surface);
+                if norm.len() > 2 {
+                    add(
+                        format!("ent:{norm}"),
+                        &surface,
+                        Via::Capitalised,
+                        context(&ws, i, j),
+                        &mut found,
+                    );
+                }
+            }
+            i = j;
+        }
+        // Years.
+        for (i, w) in ws.iter().enumerate() {
+            if w.raw.len() == 4 && w.raw.chars().all(|c| c.is_ascii_digit()) {
+                if let Ok(y) = w.raw.parse::<u32>() {
+                    if (1000..=2100).contains(&y) {
+                        add(
+                            format!("date:{y}"),
+                            w.raw,
+                            Via::Year,
+                            context(&ws, i, i + 1),
+                            &mut found,
+                        );
+                    }
+                }
+            }
+        }
+
+        let mut ev = EventDraft::new(0, "extractor", kinds::EXTRACTION);
+        ev.evidence = vec![key.clone()];
+        ev.payload = Value::Map(Props::from([
+            ("doc".to_string(), Value::from(key.as_str())),
+            ("extractor".to_string(), Value::from("text")),
+        ]));
+        for (ent, surface, via, ctx) in found {
+            if existing.contains(&(key.clone(), ent.clone())) {
+                continue;
+            }
+            let node = match via {
+                Via::Title => {
+                    let stripped = strip_disambiguation(&surface);
+                    NodeUpsert {
+                        key: ent.clone(),
+                        label: Some(labels::ENTITY.into()),
+                        aliases: if stripped != surface {
+                            vec![stripped.to_string()]
+                        } else {
+                            Vec::new()
+                        },
+                        name: Some(surface),
+                        ..Default::default()
+                    }
+                }
+                Via::Year => NodeUpsert {
+                    key: ent.clone(),
+                    label: Some("Date".into()),
+                    name: Some(surface),
+                    ..Default::default()
+                },
+                // Names found in text never rename an entity: they become aliases (the first
+                // one names a new entity).
+                Via::TitleMatch | Via::Capitalised => NodeUpsert {
+                    key: ent.clone(),
+                    label: Some(labels::ENTITY.into()),
+                    aliases: vec![surface],
+                    ..Default::default()
+                },
+            };
+            ev.assertions.push(Assertion::UpsertNode(node));
+            ev.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
+                from: key.clone(),
+                relation: relations::MENTIONS.into(),
+                to: ent,
+                confidence: Some(via.confidence()),
+                props: if ctx.is_empty() {
+                    Props::from([("via".to_string(), Value::from(via.name()))])
+                } else {
+                    Props::from([
+                        ("via".to_string(), Value::from(via.name())),
+                        ("context".to_string(), Value::Str(ctx)),
+                    ])
+                },
+                ..Default::default()
+            }));
+        }
+        if !ev.assertions.is_empty() {
+            events.push(ev);
+        }
+    }
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_know_sentences_and_capitals() {
+        let ws =
+            words("Warbeck was born in Southampton, Hampshire. He wrote scores for the U.S. Army.");
+        let raw: Vec<&str> = ws.iter().map(|w| w.raw).collect();
+        assert_eq!(
+            raw[..6],
+            ["Warbeck", "was", "born", "in", "Southampton", "Hampshire"]
+        );
+        assert!(ws[0].sentence_start && !ws[4].sentence_start);
+        assert!(ws[6].sentence_start, "He starts a sentence");
+        assert_eq!(
+            strip_disambiguation("Inherent Vice (Film)"),
+            "Inherent Vice"
+        );
+        assert_eq!(strip_disambiguation("Fox (band)"), "Fox");
+        assert_eq!(strip_disambiguation("Plain"), "Plain");
+    }
+}

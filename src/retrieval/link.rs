@@ -1,0 +1,256 @@
+//! Seed linking: finds the entities a question names. Every node's name and aliases enter a
+//! dictionary under several keys, each with a match quality, so near-duplicate names link
+//! without an LLM: the normalised form (case, punctuation, whitespace; 1.0), without a leading
+//! "the" (0.9), without a parenthetical disambiguation (0.9), with initials run together
+//! ("J. R. R. Tolkien" = "JRR Tolkien"; 0.85), and singular ("sticks" = "stick"; 0.7). The
+//! question's word n-grams are matched longest first; a match is weighted by its quality and by
+//! the node's inverse frequency (rare entities say more than hubs).
+
+use std::collections::HashMap;
+
+use crate::extract::strip_disambiguation;
+use crate::model::{normalize_name, singular, NodeId};
+use crate::store::GraphRead;
+
+/// Longest name, in words, the linker looks for.
+const MAX_WORDS: usize = 10;
+
+/// Question words that never link on their own.
+const STOP: &[&str] = &[
+    "a", "an", "the", "who", "whom", "whose", "what", "which", "where", "when", "why", "how", "is",
+    "was", "are", "were", "be", "been", "did", "do", "does", "of", "in", "on", "at", "to", "for",
+    "from", "by", "with", "and", "or", "as", "that", "this", "it", "its", "he", "she", "his",
+    "her", "their", "they", "first", "same", "both", "many", "much", "there", "name", "born",
+    "died", "die", "place", "country", "city", "film", "movie", "song", "person", "year", "date",
+    "one", "other", "than", "more", "most", "i", "me", "my", "can", "could", "would",
+];
+
+/// One entity the question names.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Link {
+    pub node: NodeId,
+    /// The words of the question that matched.
+    pub phrase: String,
+    /// Match quality in (0, 1].
+    pub quality: f32,
+    /// Inverse frequency of the node.
+    pub idf: f32,
+    /// quality * idf: the seed weight before normalisation.
+    pub weight: f32,
+}
+
+/// The name dictionary of one store state.
+pub struct EntityIndex {
+    dict: HashMap<String, Vec<(NodeId, f32)>>,
+    idf: HashMap<NodeId, f32>,
+}
+
+/// "j r r tolkien" -> "jrr tolkien": runs of single letters become one word.
+fn collapse_initials(norm: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut run = String::new();
+    for w in norm.split(' ') {
+        if w.chars().count() == 1 && w.chars().all(char::is_alphabetic) {
+            run.push_str(w);
+        } else {
+            if !run.is_empty() {
+                out.push(std::mem::take(&mut run));
+            }
+            out.push(w.to_string());
+        }
+    }
+    if !run.is_empty() {
+        out.push(run);
+    }
+    out.join(" ")
+}
+
+/// The dictionary keys of a surface form, with their qualities.
+fn keys(surface: &str) -> Vec<(String, f32)> {
+    let norm = normalize_name(surface);
+    let mut out = vec![(norm.clone(), 1.0)];
+    if let Some(rest) = norm.strip_prefix("the ") {
+        out.push((rest.to_string(), 0.9));
+    }
+    let stripped = normalize_name(strip_disambiguation(surface));
+    if stripped != norm {
+        out.push((stripped, 0.9));
+    }
+    let collapsed = collapse_initials(&norm);
+    if collapsed != norm {
+        out.push((collapsed, 0.85));
+    }
+    let one = singular(&norm);
+    if one != norm {
+        out.push((one, 0.7));
+    }
+    out.retain(|(k, _)| !k.is_empty() && !(STOP.contains(&k.as_str())) && k.len() > 1);
+    out
+}
+
+/// One word of a question: its normalised form, and whether it looks like part of a name
+/// (capitalised but not the question's first word, or containing a digit).
+struct QWord {
+    norm: String,
+    named: bool,
+}
+
+/// Splits a question into words for matching; possessives are dropped ("Murry's" -> "Murry").
+fn question_words(question: &str) -> Vec<QWord> {
+    let mut out = Vec::new();
+    for (i, raw) in question
+        .split(|c: char| c.is_whitespace() || c == '-' || c == '/')
+        .filter(|w| !w.is_empty())
+        .enumerate()
+    {
+        let w = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        let w = w
+            .strip_suffix("'s")
+            .or_else(|| w.strip_suffix("’s"))
+            .or_else(|| w.strip_suffix("'S"))
+            .unwrap_or(w);
+        let norm = normalize_name(w);
+        if norm.is_empty() {
+            continue;
+        }
+        let first = w.chars().next().unwrap_or(' ');
+        let named = (i > 0 && first.is_uppercase()) || w.chars().any(|c| c.is_ascii_digit());
+        for part in norm.split(' ') {
+            out.push(QWord {
+                norm: part.to_string(),
+                named,
+            });
+        }
+    }
+    out
+}
+
+impl EntityIndex {
+    /// Builds the dictionary from every live node (passages by title).
+    pub fn build(g: &GraphRead<'_>) -> Self {
+        let mut dict: HashMap<String, Vec<(NodeId, f32)>> = HashMap::new();
+        let mut idf = HashMap::new();
+        let n = g.adjacency().node_count().max(1) as f32;
+        for node in g.nodes() {
+            let degree = g.adjacency().entries(node.id).len() as f32;
+            idf.insert(node.id, (1.0 + n / (1.0 + degree)).ln());
+            let surfaces = std::iter::once(&node.name).chain(node.aliases.iter());
+            for surface in surfaces {
+                for (key, quality) in keys(surface) {
+                    let list = dict.entry(key).or_default();
+                    match list.iter_mut().find(|(id, _)| *id == node.id) {
+                        Some((_, q)) => *q = q.max(quality),
+                        None => list.push((node.id, quality)),
+                    }
+                }
+            }
+        }
+        EntityIndex { dict, idf }
+    }
+
+    /// Inverse frequency of a node (0 for an unknown node).
+    pub fn idf(&self, node: NodeId) -> f32 {
+        self.idf.get(&node).copied().unwrap_or(0.0)
+    }
+
+    /// The entities named in `question`: longest matches first, without overlap; each matched
+    /// phrase links every node it names.
+    ///
+    /// When the question writes names with capitals, only spans holding a capitalised word or a
+    /// number link: "the *director* of film Blood Street" links Blood Street, not some entity
+    /// called Director. An all-lowercase question links any span.
+    pub fn link(&self, question: &str) -> Vec<Link> {
+        let words = question_words(question);
+        let cased = words.iter().any(|w| w.named);
+        let mut out: Vec<Link> = Vec::new();
+        let mut i = 0;
+        while i < words.len() {
+            let mut matched = 0;
+            for n in (1..=MAX_WORDS.min(words.len() - i)).rev() {
+                let span = &words[i..i + n];
+                if span.iter().all(|w| STOP.contains(&w.norm.as_str()))
+                    || (cased && !span.iter().any(|w| w.named))
+                {
+                    continue;
+                }
+                let phrase = span
+                    .iter()
+                    .map(|w| w.norm.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let hits = self.dict.get(&phrase).map(|h| (h, 1.0)).or_else(|| {
+                    let one = singular(&phrase);
+                    (one != phrase)
+                        .then(|| self.dict.get(&one).map(|h| (h, 0.7)))
+                        .flatten()
+                });
+                if let Some((nodes, scale)) = hits {
+                    // A phrase links the nodes it names best: an exact name beats a node that
+                    // only shares a weaker key (a singular, a stripped article) with it.
+                    let best = nodes.iter().map(|(_, q)| *q).fold(0.0f32, f32::max);
+                    for (node, q) in nodes.iter().filter(|(_, q)| *q >= best) {
+                        let quality = q * scale;
+                        let idf = self.idf(*node);
+                        match out.iter_mut().find(|l| l.node == *node) {
+                            Some(l) if l.weight >= quality * idf => {}
+                            Some(l) => {
+                                l.quality = quality;
+                                l.weight = quality * idf;
+                                l.phrase.clone_from(&phrase);
+                            }
+                            None => out.push(Link {
+                                node: *node,
+                                phrase: phrase.clone(),
+                                quality,
+                                idf,
+                                weight: quality * idf,
+                            }),
+                        }
+                    }
+                    matched = n;
+                    break;
+                }
+            }
+            i += matched.max(1);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_duplicate_keys() {
+        let k = keys("The J. R. R. Tolkien Society (UK)");
+        let forms: Vec<&str> = k.iter().map(|(k, _)| k.as_str()).collect();
+        assert!(forms.contains(&"the j r r tolkien society uk"));
+        assert!(forms.contains(&"j r r tolkien society uk"));
+        assert!(forms.contains(&"the j r r tolkien society"));
+        assert!(forms.contains(&"the jrr tolkien society uk"));
+        assert_eq!(collapse_initials("j r r tolkien"), "jrr tolkien");
+        let q = question_words("Why did John Middleton Murry's wife die in 1923?");
+        let norms: Vec<&str> = q.iter().map(|w| w.norm.as_str()).collect();
+        assert_eq!(
+            norms,
+            [
+                "why",
+                "did",
+                "john",
+                "middleton",
+                "murry",
+                "wife",
+                "die",
+                "in",
+                "1923"
+            ]
+        );
+        let named: Vec<bool> = q.iter().map(|w| w.named).collect();
+        assert_eq!(
+            named,
+            [false, false, true, true, true, false, false, false, true]
+        );
+        assert!(keys("The").is_empty());
+    }
+}

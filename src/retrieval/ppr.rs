@@ -1,0 +1,159 @@
+//! Personalized PageRank by local push (Andersen, Chung and Lang 2006), over the adjacency with
+//! confidence-weighted transitions. Work is bounded by `1 / (epsilon * alpha)` edge visits,
+//! whatever the graph's size, so the cost depends on the neighbourhood of the seeds.
+//!
+//! Filters (relation, label, direction, minimum confidence) apply during the push: a pruned
+//! edge carries no mass, and a node's out-weight counts only admitted edges.
+
+use std::cell::RefCell;
+
+use crate::graph::{AdjEntry, Adjacency, TraversalFilter};
+use crate::model::NodeId;
+
+/// Push parameters.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct PushParams {
+    /// Teleport (restart) probability: the share of a node's residual it keeps.
+    pub alpha: f32,
+    /// Residual threshold per unit of weighted degree; smaller is more exact and slower.
+    pub epsilon: f32,
+}
+
+impl Default for PushParams {
+    fn default() -> Self {
+        // alpha 0.3 reaches the second and third hop that multi-hop questions need; on the dev
+        // splits recall was flat between 0.3 and 0.5 on MuSiQue and best at 0.3 on 2Wiki.
+        PushParams {
+            alpha: 0.3,
+            epsilon: 1e-4,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Scratch {
+    estimate: Vec<f32>,
+    residual: Vec<f32>,
+    stamp: Vec<u32>,
+    generation: u32,
+    touched: Vec<u32>,
+    queue: Vec<u32>,
+    queued: Vec<bool>,
+}
+
+impl Scratch {
+    fn begin(&mut self, n: usize) {
+        if self.stamp.len() < n {
+            self.stamp.resize(n, 0);
+            self.estimate.resize(n, 0.0);
+            self.residual.resize(n, 0.0);
+            self.queued.resize(n, false);
+        }
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.stamp.iter_mut().for_each(|s| *s = 0);
+            self.generation = 1;
+        }
+        self.touched.clear();
+        self.queue.clear();
+    }
+
+    #[inline]
+    fn touch(&mut self, n: u32) {
+        let i = n as usize;
+        if self.stamp[i] != self.generation {
+            self.stamp[i] = self.generation;
+            self.estimate[i] = 0.0;
+            self.residual[i] = 0.0;
+            self.queued[i] = false;
+            self.touched.push(n);
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Approximate personalized PageRank from `seeds` (node, weight; weights are normalised to sum
+/// to 1). `weight` maps an admitted entry to its transition weight (e.g. its confidence).
+/// Returns every node with a positive estimate, unordered.
+pub fn personalized_pagerank(
+    adj: &Adjacency,
+    seeds: &[(NodeId, f32)],
+    params: PushParams,
+    filter: &TraversalFilter,
+    weight: impl Fn(&AdjEntry) -> f32,
+) -> Vec<(NodeId, f32)> {
+    let total: f32 = seeds.iter().map(|(_, w)| w.max(0.0)).sum();
+    if total <= 0.0 {
+        return Vec::new();
+    }
+    let labels_ok = |n: u32| adj.contains_node(NodeId(n));
+    SCRATCH.with(|cell| {
+        let mut s = cell.borrow_mut();
+        let s = &mut *s;
+        s.begin(adj.node_bound());
+        // A node is pushed once its residual reaches epsilon times its degree (the entry count,
+        // which needs no scan), as in the unweighted algorithm; the push itself spreads mass by
+        // weight.
+        let threshold = |n: u32| params.epsilon * adj.entries(NodeId(n)).len().max(1) as f32;
+        for (n, w) in seeds {
+            if *w > 0.0 && labels_ok(n.0) {
+                s.touch(n.0);
+                s.residual[n.0 as usize] += w / total;
+                if !s.queued[n.0 as usize] {
+                    s.queued[n.0 as usize] = true;
+                    s.queue.push(n.0);
+                }
+            }
+        }
+        let mut head = 0;
+        while head < s.queue.len() {
+            let u = s.queue[head];
+            head += 1;
+            let ui = u as usize;
+            s.queued[ui] = false;
+            let r = s.residual[ui];
+            let entries = adj.entries(NodeId(u));
+            let mut out_weight = 0.0f32;
+            for e in entries {
+                if filter.admits_entry(e, adj) {
+                    out_weight += weight(e);
+                }
+            }
+            if out_weight <= 0.0 {
+                // A dead end keeps its mass.
+                s.estimate[ui] += r;
+                s.residual[ui] = 0.0;
+                continue;
+            }
+            s.estimate[ui] += params.alpha * r;
+            s.residual[ui] = 0.0;
+            let spread = (1.0 - params.alpha) * r / out_weight;
+            for e in entries {
+                if !filter.admits_entry(e, adj) {
+                    continue;
+                }
+                let v = e.node;
+                s.touch(v);
+                let vi = v as usize;
+                s.residual[vi] += spread * weight(e);
+                if !s.queued[vi] && s.residual[vi] >= threshold(v) {
+                    s.queued[vi] = true;
+                    s.queue.push(v);
+                }
+            }
+            // Keep the queue from growing without bound on long runs.
+            if head > 4096 && head * 2 > s.queue.len() {
+                s.queue.drain(..head);
+                head = 0;
+            }
+        }
+        s.touched
+            .iter()
+            .filter(|n| s.estimate[**n as usize] > 0.0)
+            .map(|n| (NodeId(*n), s.estimate[*n as usize]))
+            .collect()
+    })
+}
