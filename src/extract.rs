@@ -204,6 +204,7 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
     let mut events = Vec::with_capacity(passages.len());
     for (key, title, text) in &passages {
         let mut found: Vec<Found> = Vec::new();
+        let mut shares: HashMap<String, f32> = HashMap::new();
         let mut seen: HashSet<String> = HashSet::new();
         let mut add =
             |ent: String, surface: &str, via: Via, ctx: String, found: &mut Vec<Found>| {
@@ -239,7 +240,17 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
                             .map(|w| w.raw)
                             .collect::<Vec<_>>()
                             .join(" ");
-                        for (ent, _) in list {
+                        // An ambiguous match ("Glimmer" for "Glimmer (film)" and "Glimmer
+                        // (band)") means the passage's own subject when it is one of them;
+                        // otherwise each reading gets an equal share of the confidence.
+                        let own = title_key(title);
+                        let readings: Vec<&String> = if list.iter().any(|(e, _)| *e == own) {
+                            vec![&own]
+                        } else {
+                            list.iter().map(|(e, _)| e).collect()
+                        };
+                        let share = 1.0 / readings.len() as f32;
+                        for ent in readings {
                             add(
                                 ent.clone(),
                                 &surface,
@@ -247,6 +258,7 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
                                 context(&ws, i, i + n),
                                 &mut found,
                             );
+                            shares.insert(ent.clone(), share);
                         }
                         matched = n;
                         break;
@@ -325,6 +337,7 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
             ("extractor".to_string(), Value::from("text")),
         ]));
         for (ent, surface, via, ctx) in found {
+            let confidence = via.confidence() * shares.get(&ent).copied().unwrap_or(1.0);
             if existing.contains(&(key.clone(), ent.clone())) {
                 continue;
             }
@@ -363,7 +376,7 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
                 from: key.clone(),
                 relation: relations::MENTIONS.into(),
                 to: ent,
-                confidence: Some(via.confidence()),
+                confidence: Some(confidence),
                 props: if ctx.is_empty() {
                     Props::from([("via".to_string(), Value::from(via.name()))])
                 } else {

@@ -43,7 +43,13 @@ pub struct Link {
 pub struct EntityIndex {
     dict: HashMap<String, Vec<(NodeId, f32)>>,
     idf: HashMap<NodeId, f32>,
+    /// Words of a name's parenthetical disambiguation ("Glimmer (film)" -> ["film"]).
+    disambiguation: HashMap<NodeId, Vec<String>>,
 }
+
+/// Quality kept by a match through a disambiguation-stripped key when the question does not
+/// say the disambiguating word ("Glimmer" for "Glimmer (band)" in a question about a film).
+const UNCONFIRMED_DISAMBIGUATION: f32 = 0.5;
 
 /// "j r r tolkien" -> "jrr tolkien": runs of single letters become one word.
 fn collapse_initials(norm: &str) -> String {
@@ -130,10 +136,16 @@ impl EntityIndex {
     pub fn build(g: &GraphRead<'_>) -> Self {
         let mut dict: HashMap<String, Vec<(NodeId, f32)>> = HashMap::new();
         let mut idf = HashMap::new();
+        let mut disambiguation = HashMap::new();
         let n = g.adjacency().node_count().max(1) as f32;
         for node in g.nodes() {
             let degree = g.adjacency().entries(node.id).len() as f32;
             idf.insert(node.id, (1.0 + n / (1.0 + degree)).ln());
+            let stripped = strip_disambiguation(&node.name);
+            if stripped.len() < node.name.len() {
+                let words = normalize_name(&node.name[stripped.len()..]);
+                disambiguation.insert(node.id, words.split(' ').map(str::to_string).collect());
+            }
             let surfaces = std::iter::once(&node.name).chain(node.aliases.iter());
             for surface in surfaces {
                 for (key, quality) in keys(surface) {
@@ -145,7 +157,11 @@ impl EntityIndex {
                 }
             }
         }
-        EntityIndex { dict, idf }
+        EntityIndex {
+            dict,
+            idf,
+            disambiguation,
+        }
     }
 
     /// Inverse frequency of a node (0 for an unknown node).
@@ -161,6 +177,7 @@ impl EntityIndex {
     /// called Director. An all-lowercase question links any span.
     pub fn link(&self, question: &str) -> Vec<Link> {
         let words = question_words(question);
+        let words_all: Vec<String> = words.iter().map(|w| w.norm.clone()).collect();
         let cased = words.iter().any(|w| w.named);
         let mut out: Vec<Link> = Vec::new();
         let mut i = 0;
@@ -185,10 +202,24 @@ impl EntityIndex {
                         .flatten()
                 });
                 if let Some((nodes, scale)) = hits {
+                    // A name whose disambiguation the question does not echo is a weaker reading
+                    // of the phrase: "film Glimmer" is "Glimmer (film)" before "Glimmer (band)".
+                    let confirmed = |node: &NodeId| match self.disambiguation.get(node) {
+                        Some(words) if !phrase.contains(words.join(" ").as_str()) => {
+                            if words.iter().any(|d| words_all.contains(d)) {
+                                1.0
+                            } else {
+                                UNCONFIRMED_DISAMBIGUATION
+                            }
+                        }
+                        _ => 1.0,
+                    };
+                    let scored: Vec<(NodeId, f32)> =
+                        nodes.iter().map(|(n, q)| (*n, q * confirmed(n))).collect();
                     // A phrase links the nodes it names best: an exact name beats a node that
                     // only shares a weaker key (a singular, a stripped article) with it.
-                    let best = nodes.iter().map(|(_, q)| *q).fold(0.0f32, f32::max);
-                    for (node, q) in nodes.iter().filter(|(_, q)| *q >= best) {
+                    let best = scored.iter().map(|(_, q)| *q).fold(0.0f32, f32::max);
+                    for (node, q) in scored.iter().filter(|(_, q)| *q >= best) {
                         let quality = q * scale;
                         let idf = self.idf(*node);
                         match out.iter_mut().find(|l| l.node == *node) {

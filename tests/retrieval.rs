@@ -1,0 +1,429 @@
+//! Retrieval: multi-hop passage ranking on a small corpus written here, token budgets, filters
+//! and validity on the synthetic world, the pack's JSON shape, and the benchmark runner.
+
+use std::io::Write;
+
+use loci::ingest::{self, Format};
+use loci::retrieval::{RankingMode, RetrieveOptions, Retriever, SnippetKind};
+use loci::world::{self, WorldConfig};
+use loci::{BackendKind, Store};
+
+/// Passages of a made-up film world: the film names its composer, whose own page says where he
+/// was born; distractors share words with the question.
+const CORPUS: &[(&str, &str, &str)] = &[
+    ("p1", "Glimmer (film)", "Glimmer is a 1999 drama film directed by Orla Venn with music composed by Tomas Brill. It was shot in Galway."),
+    ("p2", "Tomas Brill", "Tomas Brill (1950 – 2011) was a Danish musician. Brill was born in Aarhus and wrote scores for the stage."),
+    ("p3", "Orla Venn", "Orla Venn is an Irish director born in Cork. Venn studied in Dublin."),
+    ("p4", "Glimmer (band)", "Glimmer is a rock band from Leeds, formed in 2004."),
+    ("p5", "Nina Sol", "Nina Sol is a composer born in Oslo who wrote music for many films."),
+    ("p6", "Pavel Ostrov", "Pavel Ostrov is a film composer, born in Kyiv, known for his music for drama films."),
+    ("p7", "Aarhus", "Aarhus is the second-largest city in Denmark."),
+    ("p8", "Film music", "Film music is composed for a film; a composer of film music was born to write scores."),
+];
+
+/// Forty more films, each with a director and a composer who have pages of their own, so that
+/// the question's words match many passages and only the graph tells them apart.
+fn filler() -> Vec<(String, String, String)> {
+    const A: &[&str] = &["Mar", "Tel", "Or", "Vin", "Sal", "Dun", "Kir", "Bel"];
+    const B: &[&str] = &["ova", "ström", "ez", "ani", "ley", "berg", "ic", "ton"];
+    let name = |i: usize, j: usize| {
+        format!(
+            "{}{} {}{}",
+            A[i % 8],
+            B[j % 8],
+            A[(i + j + 3) % 8],
+            B[(i * 3 + j) % 8]
+        )
+    };
+    let mut out = Vec::new();
+    for i in 0..40 {
+        let (director, composer) = (name(i, i / 8), name(i + 5, i / 8 + 2));
+        let film = format!("Tale of {}{}", A[i % 8], i);
+        out.push((format!("f{i}"), format!("{film} (film)"), format!("{film} is a drama film directed by {director}. The music was composed by {composer}.")));
+        out.push((
+            format!("c{i}"),
+            composer.clone(),
+            format!("{composer} is a composer born in the city of Port {i}."),
+        ));
+        out.push((
+            format!("d{i}"),
+            director.clone(),
+            format!("{director} is a film director born in Bay {i}."),
+        ));
+    }
+    out
+}
+
+fn corpus_jsonl() -> String {
+    let fixed = CORPUS
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()));
+    fixed
+        .chain(filler())
+        .map(|(id, title, text)| {
+            serde_json::json!({"id": id, "title": title, "text": text}).to_string() + "\n"
+        })
+        .collect()
+}
+
+fn film_store(dir: &std::path::Path) -> Store {
+    let store = Store::create(dir.join("s"), BackendKind::Redb).unwrap();
+    ingest::read_str("corpus.jsonl", &corpus_jsonl(), Format::Passages)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    store
+        .ingest(loci::extract::extract_mentions(&store).unwrap())
+        .unwrap();
+    store
+}
+
+fn passages(opts: RetrieveOptions) -> RetrieveOptions {
+    RetrieveOptions {
+        kinds: vec![SnippetKind::Passage],
+        ..opts
+    }
+}
+
+#[test]
+fn second_hop_passage_is_reached_through_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = film_store(dir.path());
+    let r = Retriever::new(&store).unwrap();
+    let q = "Where was the composer of film Glimmer born?";
+    let links: Vec<String> = r.link(q).iter().map(|l| l.phrase.clone()).collect();
+    assert!(
+        links.iter().all(|p| p == "glimmer"),
+        "only the capitalised name links: {links:?}"
+    );
+
+    let pack = r
+        .retrieve(
+            q,
+            &passages(RetrieveOptions {
+                k: 3,
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+    let ids: Vec<&str> = pack.snippets.iter().map(|s| s.id.as_str()).collect();
+    assert!(
+        ids.contains(&"p1") && ids.contains(&"p2"),
+        "film and composer pages in the top 3: {ids:?}"
+    );
+    let composer = pack.snippets.iter().find(|s| s.id == "p2").unwrap();
+    assert!(
+        composer
+            .why
+            .iter()
+            .any(|w| w.starts_with("path:") && w.contains("Tomas Brill")),
+        "{:?}",
+        composer.why
+    );
+    assert_eq!(composer.provenance.passages, vec!["p2".to_string()]);
+
+    // Text alone ranks the pages that merely share words with the question above it.
+    let text = r
+        .retrieve(
+            q,
+            &passages(RetrieveOptions {
+                k: 3,
+                mode: RankingMode::Text,
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+    assert!(
+        !text.snippets.iter().any(|s| s.id == "p2"),
+        "BM25 alone should not find the second hop here"
+    );
+}
+
+#[test]
+fn the_budget_is_never_exceeded_and_cuts_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = film_store(dir.path());
+    let r = Retriever::new(&store).unwrap();
+    for counter in ["approx", "cl100k_base"] {
+        let all = r
+            .retrieve(
+                "composer film Glimmer",
+                &RetrieveOptions {
+                    k: 8,
+                    token_counter: counter.into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let total: usize = all.snippets.iter().map(|s| s.tokens).sum();
+        assert_eq!(all.tokens_used, total);
+        assert!(all.cut.is_empty());
+        for budget in [0, 10, 40, total / 2, total] {
+            let pack = r
+                .retrieve(
+                    "composer film Glimmer",
+                    &RetrieveOptions {
+                        k: 8,
+                        budget: Some(budget),
+                        token_counter: counter.into(),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            assert!(
+                pack.tokens_used <= budget,
+                "{counter}: {} > {budget}",
+                pack.tokens_used
+            );
+            assert_eq!(
+                pack.snippets.len() + pack.cut.len(),
+                all.snippets.len(),
+                "{counter} {budget}: every ranked snippet is either kept or cut"
+            );
+            let counted: usize = pack.snippets.iter().map(|s| s.tokens).sum();
+            assert_eq!(counted, pack.tokens_used);
+            // The counter measures the text as sent.
+            let recount: usize = pack
+                .snippets
+                .iter()
+                .map(|s| {
+                    loci::retrieval::tokens::counter(counter)
+                        .unwrap()
+                        .count(&s.text)
+                })
+                .sum();
+            assert_eq!(recount, pack.tokens_used);
+        }
+    }
+    let err = r
+        .retrieve(
+            "x",
+            &RetrieveOptions {
+                token_counter: "gpt9".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("unknown counter"), "{err}");
+    assert!(r
+        .retrieve(
+            "x",
+            &RetrieveOptions {
+                k: 0,
+                ..Default::default()
+            }
+        )
+        .is_err());
+}
+
+fn world_store(dir: &std::path::Path) -> (Store, world::World) {
+    let w = world::generate(&WorldConfig::default());
+    let store = Store::create(dir.join("w"), BackendKind::Redb).unwrap();
+    store.ingest(w.events.clone()).unwrap();
+    (store, w)
+}
+
+#[test]
+fn agent_memory_facts_respect_confidence_and_validity() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, w) = world_store(dir.path());
+    let r = Retriever::new(&store).unwrap();
+    let facts = |q: &str, opts: RetrieveOptions| {
+        r.retrieve(
+            q,
+            &RetrieveOptions {
+                kinds: vec![SnippetKind::Fact],
+                k: 30,
+                ..opts
+            },
+        )
+        .unwrap()
+    };
+    let offers = RetrieveOptions {
+        relations: vec!["OFFERS".into()],
+        ..Default::default()
+    };
+    let pack = facts(
+        "where can I trade sticks for emeralds fletcher",
+        RetrieveOptions {
+            min_confidence: 0.5,
+            ..offers.clone()
+        },
+    );
+    assert!(!pack.snippets.is_empty());
+    assert!(pack
+        .snippets
+        .iter()
+        .all(|s| s.text.contains(" OFFERS ") && s.parts.confidence >= 0.5));
+    let best = pack
+        .snippets
+        .iter()
+        .find(|s| s.text.contains("emerald") && s.text.contains("stick"))
+        .expect("a fletcher's offer");
+    assert!(!best.provenance.edges.is_empty() && !best.provenance.events.is_empty());
+    let rumour = store
+        .edge_between("npc:fletcher:rumour", "OFFERS", "item:emerald")
+        .unwrap()
+        .unwrap();
+    assert!(
+        !pack
+            .snippets
+            .iter()
+            .any(|s| s.provenance.edges.contains(&rumour.id)),
+        "below min_confidence"
+    );
+    let loose = facts(
+        "fletcher emerald stick rumour",
+        RetrieveOptions {
+            min_confidence: 0.0,
+            ..offers
+        },
+    );
+    assert!(
+        loose
+            .snippets
+            .iter()
+            .any(|s| s.provenance.edges.contains(&rumour.id)),
+        "without the filter the rumour is there"
+    );
+
+    // Home: the ended HOME edge is excluded unless asked for.
+    let home = RetrieveOptions {
+        relations: vec!["HOME".into()],
+        ..Default::default()
+    };
+    let current = facts("Steve-bot home base", home.clone());
+    let keys = |p: &loci::ContextPack| {
+        p.snippets
+            .iter()
+            .map(|s| s.text.clone())
+            .collect::<Vec<_>>()
+    };
+    let first = store.node_by_key(&w.truth.former_home).unwrap().name;
+    let second = store.node_by_key(&w.truth.home).unwrap().name;
+    assert!(
+        keys(&current).iter().any(|t| t.contains(&second)),
+        "{:?}",
+        keys(&current)
+    );
+    assert!(
+        !keys(&current).iter().any(|t| t.contains(&first)),
+        "{:?}",
+        keys(&current)
+    );
+    let all = facts(
+        "Steve-bot home base",
+        RetrieveOptions {
+            include_ended: true,
+            ..home.clone()
+        },
+    );
+    assert!(keys(&all).iter().any(|t| t.contains(&first)));
+    let past = facts(
+        "Steve-bot home base",
+        RetrieveOptions {
+            as_of: Some(1000),
+            ..home
+        },
+    );
+    assert!(
+        keys(&past).iter().any(|t| t.contains(&first))
+            && !keys(&past).iter().any(|t| t.contains(&second))
+    );
+
+    // Events come with their text and provenance; the time window filters them.
+    let events = r
+        .retrieve(
+            "creeper death",
+            &RetrieveOptions {
+                kinds: vec![SnippetKind::Event],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(events
+        .snippets
+        .iter()
+        .any(|s| s.text.contains("DEATH") && s.provenance.events.len() == 1));
+    let none = r
+        .retrieve(
+            "creeper death",
+            &RetrieveOptions {
+                kinds: vec![SnippetKind::Event],
+                time: Some((0, 10)),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(none.snippets.is_empty());
+}
+
+#[test]
+fn pack_serialises_with_parts_and_provenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let pack = Retriever::new(&store)
+        .unwrap()
+        .retrieve("emerald stick trade", &RetrieveOptions::default())
+        .unwrap();
+    let v = serde_json::to_value(&pack).unwrap();
+    let s = &v["snippets"][0];
+    for key in [
+        "kind",
+        "id",
+        "text",
+        "score",
+        "parts",
+        "provenance",
+        "why",
+        "tokens",
+    ] {
+        assert!(!s[key].is_null(), "snippet lacks {key}: {s}");
+    }
+    for key in ["text", "graph", "confidence", "recency", "salience"] {
+        assert!(s["parts"][key].is_number());
+    }
+    for key in ["edges", "events", "passages"] {
+        assert!(s["provenance"][key].is_array());
+    }
+    assert!(v["tokens_used"].is_number() && v["cut"].is_array() && v["seeds"].is_array());
+    let scores: Vec<f64> = v["snippets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "rank order");
+}
+
+#[test]
+fn retrieval_benchmark_reports_both_rankings() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus.jsonl");
+    std::fs::write(&corpus, corpus_jsonl()).unwrap();
+    let questions = dir.path().join("questions.jsonl");
+    let mut f = std::fs::File::create(&questions).unwrap();
+    writeln!(f, "{}", serde_json::json!({"id": "q1", "question": "Where was the composer of film Glimmer born?", "gold_ids": ["p1", "p2"]})).unwrap();
+    writeln!(f, "{}", serde_json::json!({"id": "q2", "question": "Where was the director of film Glimmer born?", "gold_ids": ["p1", "p3"]})).unwrap();
+    drop(f);
+    let report = loci::bench::run_retrieval_bench(
+        &dir.path().join("s"),
+        &corpus,
+        &questions,
+        None,
+        &RetrieveOptions::default(),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert_eq!(report.n, 2);
+    assert_eq!(report.passages, CORPUS.len() + filler().len());
+    assert_eq!(report.loci.recall_5, 1.0, "{report:?}");
+    assert!(report.loci.recall_5 >= report.bm25.recall_5);
+    let v = serde_json::to_value(&report).unwrap();
+    for side in ["loci", "bm25"] {
+        for key in ["recall@2", "recall@5", "all_recall@5", "p50_ms", "p95_ms"] {
+            assert!(v[side][key].is_number(), "{side}.{key}");
+        }
+    }
+    assert!(v["build_s"].is_number());
+}
