@@ -181,6 +181,10 @@ pub struct GraphReport {
     pub three_hop_count: Latency,
     pub three_hop_mean_nodes: f64,
     pub search_top10: Latency,
+    /// Personalized PageRank by push from one random seed, default parameters (alpha 0.3,
+    /// epsilon 1e-4), confidence-weighted.
+    pub ppr_one_seed: Latency,
+    pub ppr_mean_nodes: f64,
     pub disk_bytes_backend: u64,
     pub disk_bytes_text: u64,
     pub disk_bytes_per_edge: f64,
@@ -250,6 +254,18 @@ pub fn run_graph_bench(
     let three = sample(2_000, |i| {
         reached3 += g.adjacency().khop_count(starts[i], 3, &all);
     });
+    let params = crate::retrieval::PushParams::default();
+    let mut ppr_nodes = 0usize;
+    let ppr = sample(2_000, |i| {
+        ppr_nodes += crate::retrieval::personalized_pagerank(
+            g.adjacency(),
+            &[(starts[i], 1.0)],
+            params,
+            &all,
+            |e| e.confidence.max(1e-3),
+        )
+        .len();
+    });
     drop(g);
     let queries = search_queries(spec, 5_000);
     let filter = SearchFilter::default();
@@ -270,6 +286,8 @@ pub fn run_graph_bench(
         three_hop_count: three,
         three_hop_mean_nodes: reached3 as f64 / 2_000.0,
         search_top10: search,
+        ppr_one_seed: ppr,
+        ppr_mean_nodes: ppr_nodes as f64 / 2_000.0,
         disk_bytes_backend: stats.disk_bytes_backend,
         disk_bytes_text: stats.disk_bytes_text,
         disk_bytes_per_edge: stats.disk_bytes_backend as f64 / edges,
