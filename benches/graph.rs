@@ -49,9 +49,13 @@ fn queries(c: &mut Criterion) {
         g.bench_function("ppr_push_one_seed_eps_1e-4", |b| {
             b.iter(|| {
                 i = (i + 1) % starts.len();
-                loci::retrieval::personalized_pagerank(adj, &[(starts[i], 1.0)], params, &all, |e| {
-                    e.confidence.max(1e-3)
-                })
+                loci::retrieval::personalized_pagerank(
+                    adj,
+                    &[(starts[i], 1.0)],
+                    params,
+                    &all,
+                    |e| e.confidence.max(1e-3),
+                )
             })
         });
         let mut i = 0;

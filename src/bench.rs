@@ -431,6 +431,7 @@ pub fn run_retrieval_bench(
         read_file(tr, Some(Format::Triples))?.commit(&store)?;
     }
     store.ingest(crate::extract::extract_mentions(&store)?)?;
+    store.ingest(crate::extract::alias_links(&store)?)?;
     let retriever = Retriever::new(&store)?;
     let build_s = t.elapsed().as_secs_f64();
 

@@ -418,3 +418,112 @@ mod tests {
         assert_eq!(strip_disambiguation("Plain"), "Plain");
     }
 }
+
+/// The key under which near-duplicate entity names meet: normalised (case, punctuation,
+/// whitespace), without a leading "the", initials run together, and, for names written in
+/// lowercase only (common nouns), singular. Capitalised names keep their plural form: "Williams"
+/// is not "William".
+pub fn canonical_name(name: &str) -> String {
+    let norm = normalize_name(name);
+    let norm = norm.strip_prefix("the ").unwrap_or(&norm).to_string();
+    let collapsed = crate::retrieval::link::collapse_initials(&norm);
+    if name.chars().any(char::is_uppercase) {
+        collapsed
+    } else {
+        crate::model::singular(&collapsed)
+    }
+}
+
+/// SAME_AS edges between entities whose names share a [`canonical_name`] (and are both
+/// capitalised or both lowercase), so
+/// that noisy extractions of one thing ("The Beatles", "Beatles", "the beatles") connect in
+/// the graph. Each group is joined to its first member (lowest id) by one ALIAS event.
+/// Passages are not entities and are left out; existing SAME_AS edges are not re-asserted.
+pub fn alias_links(store: &Store) -> Result<Vec<EventDraft>> {
+    let g = store.graph();
+    let same_as = g.relation_id(relations::SAME_AS);
+    let mut groups: HashMap<String, Vec<(crate::model::NodeId, String)>> = HashMap::new();
+    for n in g.nodes().filter(|n| n.label != labels::PASSAGE) {
+        // Names only: aliases gathered from text can be shared by different things ("Glimmer"
+        // for the film and for the band) and would chain them together. Numbers are dates or
+        // amounts, never near-duplicates of each other. A capitalised name and a lowercase one
+        // are a proper noun and a common noun ("The Doctor", "doctor"), so the case class is
+        // part of the key.
+        let key = canonical_name(&n.name);
+        if key.len() <= 2 || key.chars().all(|c| c.is_ascii_digit() || c == ' ') {
+            continue;
+        }
+        let class = if n.name.chars().any(char::is_uppercase) {
+            "N"
+        } else {
+            "n"
+        };
+        groups
+            .entry(format!("{class}:{key}"))
+            .or_default()
+            .push((n.id, n.key.clone()));
+    }
+    let mut pairs: Vec<(String, String, String)> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut sorted: Vec<_> = groups.into_iter().filter(|(_, v)| v.len() > 1).collect();
+    sorted.sort();
+    for (key, mut members) in sorted {
+        members.sort();
+        members.dedup();
+        let (head_id, head) = members[0].clone();
+        for (id, member) in members.into_iter().skip(1) {
+            let linked = same_as.is_some_and(|rel| {
+                g.adjacency()
+                    .entries(id)
+                    .iter()
+                    .any(|e| e.relation() == rel && e.neighbor() == head_id)
+            });
+            if !linked && seen.insert((member.clone(), head.clone())) {
+                pairs.push((member, head.clone(), key.clone()));
+            }
+        }
+    }
+    drop(g);
+    if pairs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ev = EventDraft::new(0, "extractor", kinds::EXTRACTION);
+    ev.payload = Value::Map(Props::from([(
+        "extractor".to_string(),
+        Value::from("aliases"),
+    )]));
+    ev.assertions = pairs
+        .into_iter()
+        .map(|(from, to, key)| {
+            Assertion::UpsertEdge(EdgeUpsert {
+                from,
+                relation: relations::SAME_AS.into(),
+                to,
+                confidence: Some(0.8),
+                props: Props::from([("key".to_string(), Value::Str(key))]),
+                ..Default::default()
+            })
+        })
+        .collect();
+    Ok(vec![ev])
+}
+
+#[cfg(test)]
+mod alias_tests {
+    use super::canonical_name;
+
+    #[test]
+    fn canonical_names() {
+        assert_eq!(
+            canonical_name("The Beatles"),
+            canonical_name("the  Beatles.")
+        );
+        assert_ne!(canonical_name("The Beatles"), canonical_name("beatle"));
+        assert_eq!(
+            canonical_name("J. R. R. Tolkien"),
+            canonical_name("JRR Tolkien")
+        );
+        assert_ne!(canonical_name("Williams"), canonical_name("William"));
+        assert_eq!(canonical_name("sticks"), canonical_name("stick"));
+    }
+}

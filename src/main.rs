@@ -342,12 +342,13 @@ fn run(cli: Cli) -> Result<()> {
         Command::Extract { store, json } => {
             let s = open(&store)?;
             let c = s.ingest(loci::extract::extract_mentions(&s)?)?;
+            let a = s.ingest(loci::extract::alias_links(&s)?)?;
             if json {
-                print_json(&c)?;
+                print_json(&serde_json::json!({"mentions": c, "aliases": a}))?;
             } else {
                 println!(
-                    "extracted from {} passages: {} entities and {} mentions upserted",
-                    c.events, c.nodes_upserted, c.edges_upserted
+                    "extracted from {} passages: {} entities and {} mentions upserted; {} SAME_AS links between near-duplicate names",
+                    c.events, c.nodes_upserted, c.edges_upserted, a.edges_upserted
                 );
             }
         }

@@ -514,6 +514,7 @@ pub mod relations {
     pub const DIED_AT: &str = "DIED_AT";
     pub const DROPPED: &str = "DROPPED";
     pub const MENTIONS: &str = "MENTIONS";
+    pub const SAME_AS: &str = "SAME_AS";
 }
 
 /// Event kinds used by the synthetic world and the dataset loaders.

@@ -178,9 +178,21 @@ fn extract_query_and_retrieval_bench() {
     let store = tmp.path().join("store");
     let corpus = tmp.path().join("corpus.jsonl");
     let passages = [
-        ("p1", "Glimmer (film)", "Glimmer is a 1999 film directed by Orla Venn with music composed by Tomas Brill."),
-        ("p2", "Tomas Brill", "Tomas Brill was a Danish musician born in Aarhus."),
-        ("p3", "Orla Venn", "Orla Venn is an Irish director born in Cork."),
+        (
+            "p1",
+            "Glimmer (film)",
+            "Glimmer is a 1999 film directed by Orla Venn with music composed by Tomas Brill.",
+        ),
+        (
+            "p2",
+            "Tomas Brill",
+            "Tomas Brill was a Danish musician born in Aarhus.",
+        ),
+        (
+            "p3",
+            "Orla Venn",
+            "Orla Venn is an Irish director born in Cork.",
+        ),
     ];
     let lines: String = passages
         .iter()
@@ -190,27 +202,80 @@ fn extract_query_and_retrieval_bench() {
     ok(&["init", "--store", p(&store)]);
     ok(&["ingest", "--store", p(&store), p(&corpus)]);
     let c = json(&["extract", "--store", p(&store), "--json"]);
-    assert_eq!(c["events"], 3);
-    assert!(c["edges_upserted"].as_u64().unwrap() >= 5);
+    assert_eq!(c["mentions"]["events"], 3);
+    assert!(c["mentions"]["edges_upserted"].as_u64().unwrap() >= 5);
 
-    let pack = json(&["query", "--store", p(&store), "Where was the composer of film Glimmer born?", "--kind", "passage", "--k", "2", "--json"]);
-    let ids: Vec<&str> = pack["snippets"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    let pack = json(&[
+        "query",
+        "--store",
+        p(&store),
+        "Where was the composer of film Glimmer born?",
+        "--kind",
+        "passage",
+        "--k",
+        "2",
+        "--json",
+    ]);
+    let ids: Vec<&str> = pack["snippets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids.len(), 2);
     assert!(ids.contains(&"p1"), "{ids:?}");
-    let budgeted = json(&["query", "--store", p(&store), "Glimmer", "--budget", "20", "--tokenizer", "cl100k_base", "--json"]);
+    let budgeted = json(&[
+        "query",
+        "--store",
+        p(&store),
+        "Glimmer",
+        "--budget",
+        "20",
+        "--tokenizer",
+        "cl100k_base",
+        "--json",
+    ]);
     assert!(budgeted["tokens_used"].as_u64().unwrap() <= 20);
     assert_eq!(budgeted["token_counter"], "cl100k_base");
-    let text = ok(&["query", "--store", p(&store), "Where was the composer of film Glimmer born?"]);
-    assert!(text.contains("why: seed: question names \"glimmer\""), "{text}");
+    let text = ok(&[
+        "query",
+        "--store",
+        p(&store),
+        "Where was the composer of film Glimmer born?",
+    ]);
+    assert!(
+        text.contains("why: seed: question names \"glimmer\""),
+        "{text}"
+    );
 
     let questions = tmp.path().join("q.jsonl");
     std::fs::write(&questions, "{\"id\":\"q\",\"question\":\"Where was the composer of film Glimmer born?\",\"gold_ids\":[\"p1\",\"p2\"]}\n").unwrap();
     let out = tmp.path().join("report.json");
-    ok(&["bench", "retrieval", "--corpus", p(&corpus), "--questions", p(&questions), "--json", p(&out), "--set", "alpha=0.3"]);
+    ok(&[
+        "bench",
+        "retrieval",
+        "--corpus",
+        p(&corpus),
+        "--questions",
+        p(&questions),
+        "--json",
+        p(&out),
+        "--set",
+        "alpha=0.3",
+    ]);
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(report["n"], 1);
     assert!(report["loci"]["recall@5"].as_f64().unwrap() > 0.99);
-    let bad = loci(&["bench", "retrieval", "--corpus", p(&corpus), "--questions", p(&questions), "--set", "alpha=2"]);
+    let bad = loci(&[
+        "bench",
+        "retrieval",
+        "--corpus",
+        p(&corpus),
+        "--questions",
+        p(&questions),
+        "--set",
+        "alpha=2",
+    ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("alpha"));
 }

@@ -427,3 +427,61 @@ fn retrieval_benchmark_reports_both_rankings() {
     }
     assert!(v["build_s"].is_number());
 }
+
+#[test]
+fn near_duplicate_entities_are_joined_and_khop_expansion_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let passages = "{\"id\":\"a\",\"title\":\"A\",\"text\":\"x\"}\n{\"id\":\"b\",\"title\":\"B\",\"text\":\"y\"}\n";
+    ingest::read_str("p.jsonl", passages, Format::Passages)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let triples = "{\"doc\":\"a\",\"s\":\"The Beatles\",\"p\":\"formed in\",\"o\":\"Liverpool\"}\n\
+                   {\"doc\":\"b\",\"s\":\"Beatles\",\"p\":\"recorded\",\"o\":\"Abbey Road\"}\n\
+                   {\"doc\":\"b\",\"s\":\"William\",\"p\":\"met\",\"o\":\"Williams\"}\n";
+    ingest::read_str("t.jsonl", triples, Format::Triples)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    store
+        .ingest(loci::extract::alias_links(&store).unwrap())
+        .unwrap();
+    assert!(
+        store
+            .edge_between("ent:the beatles", "SAME_AS", "ent:beatles")
+            .unwrap()
+            .is_some()
+            || store
+                .edge_between("ent:beatles", "SAME_AS", "ent:the beatles")
+                .unwrap()
+                .is_some()
+    );
+    assert!(store
+        .edge_between("ent:williams", "SAME_AS", "ent:william")
+        .unwrap()
+        .is_none());
+    assert!(
+        loci::extract::alias_links(&store).unwrap().is_empty(),
+        "links are not asserted twice"
+    );
+    assert!(store.verify().unwrap().ok());
+
+    // Through the alias link, a question about Liverpool reaches Abbey Road by k-hop expansion.
+    let r = Retriever::new(&store).unwrap();
+    let mut opts = RetrieveOptions {
+        kinds: vec![SnippetKind::Entity],
+        k: 10,
+        max_hops: 4,
+        ..Default::default()
+    };
+    opts.set("hop_decay", "0.5").unwrap();
+    let pack = r.retrieve("Liverpool", &opts).unwrap();
+    assert!(
+        pack.snippets
+            .iter()
+            .any(|s| s.text.starts_with("Abbey Road")),
+        "{:?}",
+        pack.snippets.iter().map(|s| &s.text).collect::<Vec<_>>()
+    );
+}

@@ -52,7 +52,7 @@ pub struct EntityIndex {
 const UNCONFIRMED_DISAMBIGUATION: f32 = 0.5;
 
 /// "j r r tolkien" -> "jrr tolkien": runs of single letters become one word.
-fn collapse_initials(norm: &str) -> String {
+pub fn collapse_initials(norm: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut run = String::new();
     for w in norm.split(' ') {
