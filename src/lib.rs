@@ -32,6 +32,7 @@ pub mod ingest;
 pub mod model;
 mod projection;
 pub mod queries;
+pub mod query;
 pub mod retrieval;
 pub mod storage;
 pub mod store;

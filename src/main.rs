@@ -140,6 +140,32 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a planner query: a saved query (a `.gq` file, or a name from --queries), or inline
+    /// text given with --query.
+    Run {
+        #[command(flatten)]
+        store: StoreArg,
+        /// A `.gq` file or the name of a saved query.
+        saved: Option<String>,
+        /// Query text instead of a saved query.
+        #[arg(long)]
+        query: Option<String>,
+        /// NAME=VALUE (repeatable).
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// Where saved queries are found by name.
+        #[arg(long, default_value = "queries")]
+        queries: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the saved queries of a directory with their parameters.
+    Queries {
+        #[arg(long, default_value = "queries")]
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Counts and sizes of a store.
     Stats {
         #[command(flatten)]
@@ -223,6 +249,14 @@ enum BenchCommand {
 }
 
 fn main() {
+    // Like other command-line tools, stop quietly when the reader of our output goes away
+    // (`loci ... | head`) instead of failing on the broken pipe.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE at start-up, before any thread
+    // exists, is what C programs get by default.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
@@ -399,6 +433,80 @@ fn run(cli: Cli) -> Result<()> {
                 print_json(&pack)?;
             } else {
                 print_pack(&pack);
+            }
+        }
+        Command::Run {
+            store,
+            saved,
+            query,
+            params,
+            queries,
+            json,
+        } => {
+            let args: Vec<(String, String)> = params
+                .iter()
+                .map(|kv| {
+                    kv.split_once('=')
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .ok_or_else(|| anyhow::anyhow!("--param takes NAME=VALUE, got {kv:?}"))
+                })
+                .collect::<Result<_>>()?;
+            let s = open(&store)?;
+            let (text, result) = match (saved, query) {
+                (Some(_), Some(_)) => bail!("give a saved query or --query, not both"),
+                (None, None) => bail!("give a saved query (file or name) or --query TEXT"),
+                (None, Some(text)) => {
+                    let params = loci::query::params_from_pairs(&args)?;
+                    let r = loci::query::run(&s, &text, &params);
+                    (text, r)
+                }
+                (Some(name), None) => {
+                    let q = if name.ends_with(".gq") || Path::new(&name).is_file() {
+                        loci::query::SavedQuery::load(Path::new(&name))?
+                    } else {
+                        let all = loci::query::SavedQueries::load(&queries)?;
+                        all.get(&name).cloned().ok_or_else(|| {
+                            anyhow::anyhow!("no saved query {name:?} in {}", queries.display())
+                        })?
+                    };
+                    let r = q.run(&s, &args);
+                    (q.prepared.text.clone(), r)
+                }
+            };
+            let result = result.map_err(|e| anyhow::anyhow!("{}", e.render(&text)))?;
+            if json {
+                print_json(&result)?;
+            } else {
+                println!("{}", result.columns.join(" | "));
+                for row in &result.rows {
+                    let cells: Vec<String> = row
+                        .iter()
+                        .map(|v| match v {
+                            serde_json::Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        })
+                        .collect();
+                    println!("{}", cells.join(" | "));
+                }
+                println!("({} rows, {} us)", result.rows.len(), result.elapsed_us);
+            }
+        }
+        Command::Queries { dir, json } => {
+            let all = loci::query::SavedQueries::load(&dir)?;
+            if json {
+                print_json(&all.list())?;
+            } else {
+                for q in all.list() {
+                    let params: Vec<String> = q
+                        .params
+                        .iter()
+                        .map(|p| match &p.default {
+                            Some(d) => format!("{}: {:?} = {d}", p.name, p.ty),
+                            None => format!("{}: {:?}", p.name, p.ty),
+                        })
+                        .collect();
+                    println!("{}({})\n    {}", q.name, params.join(", "), q.description);
+                }
             }
         }
         Command::Stats { store, json } => {

@@ -379,3 +379,251 @@ pub fn last_death(store: &Store, actor: &str) -> Result<Option<DeathAnswer>> {
         provenance: provenance(store, vec![edge.id], vec![seq])?,
     }))
 }
+
+/// A cost overlay on PATH edges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Overlay {
+    /// Blocks walked (the `distance` property).
+    Distance,
+    /// Danger (the `risk` property, 0..1).
+    Risk,
+    /// How dark the way is: 15 minus the `light` property (0 lit .. 15 pitch black).
+    Darkness,
+    /// Steps.
+    Hops,
+}
+
+impl std::str::FromStr for Overlay {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "distance" => Ok(Overlay::Distance),
+            "risk" => Ok(Overlay::Risk),
+            "darkness" => Ok(Overlay::Darkness),
+            "hops" => Ok(Overlay::Hops),
+            other => Err(Error::InvalidArgument {
+                name: "overlay".into(),
+                message: format!("{other:?}: expected distance, risk, darkness or hops"),
+            }),
+        }
+    }
+}
+
+/// A route along PATH edges.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Route {
+    pub place: PlaceRef,
+    pub cost: f64,
+    /// Place keys from start to end.
+    pub path: Vec<String>,
+    pub edges: Vec<EdgeId>,
+}
+
+struct PathCosts {
+    /// Per PATH edge: distance, darkness, risk.
+    costs: std::collections::HashMap<EdgeId, (f64, f64, f64)>,
+}
+
+impl PathCosts {
+    fn load(store: &Store) -> Result<Self> {
+        let ids: Vec<EdgeId> = {
+            let g = store.graph();
+            let Some(rel) = g.relation_id(relations::PATH) else {
+                return Ok(PathCosts {
+                    costs: Default::default(),
+                });
+            };
+            g.edges()
+                .filter(|(_, e)| e.relation == rel)
+                .map(|(id, _)| id)
+                .collect()
+        };
+        let mut costs = std::collections::HashMap::new();
+        for id in ids {
+            if let Some(e) = store.edge(id)? {
+                let num = |k: &str| e.props.get(k).and_then(Value::as_f64);
+                costs.insert(
+                    id,
+                    (
+                        num("distance").unwrap_or(0.0),
+                        15.0 - num("light").unwrap_or(0.0),
+                        num("risk").unwrap_or(0.0),
+                    ),
+                );
+            }
+        }
+        Ok(PathCosts { costs })
+    }
+
+    fn cost(&self, e: EdgeId, overlay: Overlay) -> f64 {
+        let (d, dark, risk) = self.costs.get(&e).copied().unwrap_or((0.0, 15.0, 0.0));
+        match overlay {
+            Overlay::Distance => d,
+            Overlay::Risk => risk,
+            Overlay::Darkness => dark,
+            Overlay::Hops => 1.0,
+        }
+    }
+}
+
+/// Cheapest route from `from` to any place satisfying `is_goal`, along PATH edges (walked in
+/// either direction) no darker than `max_darkness`, by A* (petgraph) with `overlay` costs.
+fn route(
+    store: &Store,
+    costs: &PathCosts,
+    from: &str,
+    overlay: Overlay,
+    max_darkness: f64,
+    is_goal: impl Fn(&Node) -> bool,
+) -> Result<Option<Route>> {
+    use petgraph::visit::{EdgeFiltered, EdgeRef};
+    let start = node_or_missing(store, from)?;
+    let g = store.graph();
+    let allowed = |e: crate::graph::AdjEdgeRef<'_>| {
+        costs
+            .costs
+            .get(&e.id())
+            .is_some_and(|(_, dark, _)| *dark <= max_darkness)
+    };
+    let filtered = EdgeFiltered::from_fn(g.adjacency(), allowed);
+    let found = petgraph::algo::astar(
+        &filtered,
+        start.id,
+        |n| n != start.id && g.node(n).is_some_and(&is_goal),
+        |e| costs.cost(e.id(), overlay),
+        |_| 0.0,
+    );
+    let Some((cost, nodes)) = found else {
+        return Ok(None);
+    };
+    // Recover the edges: between consecutive nodes, the cheapest allowed PATH edge.
+    let mut edges = Vec::new();
+    for w in nodes.windows(2) {
+        let best = g
+            .adjacency()
+            .entries(w[0])
+            .iter()
+            .filter(|e| {
+                e.neighbor() == w[1]
+                    && costs
+                        .costs
+                        .get(&e.edge_id())
+                        .is_some_and(|(_, d, _)| *d <= max_darkness)
+            })
+            .min_by(|a, b| {
+                costs
+                    .cost(a.edge_id(), overlay)
+                    .total_cmp(&costs.cost(b.edge_id(), overlay))
+            });
+        if let Some(e) = best {
+            edges.push(e.edge_id());
+        }
+    }
+    let keys = nodes
+        .iter()
+        .filter_map(|n| g.node(*n).map(|x| x.key.clone()))
+        .collect();
+    let end = nodes.last().and_then(|n| g.node(*n)).map(PlaceRef::from);
+    Ok(end.map(|place| Route {
+        place,
+        cost,
+        path: keys,
+        edges,
+    }))
+}
+
+/// The nearest place of `place_type` (the `type` property) from the place `from`, by `overlay`
+/// cost, using only PATH edges at most `max_darkness` dark (15 allows every path).
+pub fn nearest_place(
+    store: &Store,
+    from: &str,
+    place_type: &str,
+    overlay: Overlay,
+    max_darkness: f64,
+) -> Result<Option<Route>> {
+    let costs = PathCosts::load(store)?;
+    route(store, &costs, from, overlay, max_darkness, |n| {
+        n.label == crate::model::labels::PLACE
+            && n.props.get("type").and_then(Value::as_str) == Some(place_type)
+    })
+}
+
+/// Places with the `type` property `place_type`, by name.
+pub fn places_by_type(store: &Store, place_type: &str) -> Vec<PlaceRef> {
+    let g = store.graph();
+    let mut out: Vec<PlaceRef> = g
+        .nodes()
+        .filter(|n| {
+            n.label == crate::model::labels::PLACE
+                && n.props.get("type").and_then(Value::as_str) == Some(place_type)
+        })
+        .map(PlaceRef::from)
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name).then(a.key.cmp(&b.key)));
+    out
+}
+
+/// Where and when `entity` was last seen: the place linked to it by its most recently confirmed
+/// edge (any relation, either direction), with the edge's provenance.
+pub fn last_seen(store: &Store, entity: &str) -> Result<Option<(PlaceRef, i64, Provenance)>> {
+    let node = node_or_missing(store, entity)?;
+    let best = {
+        let g = store.graph();
+        g.adjacency()
+            .entries(node.id)
+            .iter()
+            .filter(|e| {
+                g.node(e.neighbor())
+                    .is_some_and(|n| n.label == crate::model::labels::PLACE)
+            })
+            .filter_map(|e| {
+                g.edge_core(e.edge_id())
+                    .map(|c| (c.last_seen, e.edge_id(), e.neighbor()))
+            })
+            .max()
+    };
+    let Some((ts, edge, place)) = best else {
+        return Ok(None);
+    };
+    let evidence = store.edge(edge)?.map(|e| e.evidence).unwrap_or_default();
+    let place = store
+        .node(place)
+        .ok_or_else(|| Error::NotFound(format!("node {place}")))?;
+    Ok(Some((
+        PlaceRef::from(&place),
+        ts,
+        provenance(store, vec![edge], evidence)?,
+    )))
+}
+
+/// [`find_trade`], each offer with the cheapest route from `from` to the villager's place
+/// (`route_cost`, by `overlay`), ranked by recency and then by route cost.
+pub fn find_trade_from(
+    store: &Store,
+    want: &str,
+    give: &str,
+    min_confidence: f32,
+    from: &str,
+    overlay: Overlay,
+) -> Result<Vec<(TradeAnswer, Option<f64>)>> {
+    let costs = PathCosts::load(store)?;
+    let mut out = Vec::new();
+    for t in find_trade(store, want, give, min_confidence)? {
+        let cost = match &t.place {
+            Some(p) if p.key == from => Some(0.0),
+            Some(p) => {
+                route(store, &costs, from, overlay, 15.0, |n| n.key == p.key)?.map(|r| r.cost)
+            }
+            None => None,
+        };
+        out.push((t, cost));
+    }
+    out.sort_by(|(a, ca), (b, cb)| {
+        b.last_seen.cmp(&a.last_seen).then(
+            ca.unwrap_or(f64::INFINITY)
+                .total_cmp(&cb.unwrap_or(f64::INFINITY)),
+        )
+    });
+    Ok(out)
+}

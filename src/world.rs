@@ -330,7 +330,18 @@ impl Builder {
         ];
         let mut near: Vec<usize> = self.known[region].clone();
         near.sort_by(|a, b| self.distance(p, *a).total_cmp(&self.distance(p, *b)));
-        for &q in near.iter().take(2) {
+        let mut links: Vec<usize> = near.into_iter().take(2).collect();
+        // The first place found in a region is reached by a road from the nearest known place
+        // of the previous region, so the regions form one connected map.
+        if self.known[region].is_empty() && region > 0 {
+            if let Some(&q) = self.known[region - 1]
+                .iter()
+                .min_by(|a, b| self.distance(p, **a).total_cmp(&self.distance(p, **b)))
+            {
+                links.push(q);
+            }
+        }
+        for &q in links.iter() {
             let dark = matches!(kind, "cave" | "ore_vein")
                 || matches!(self.places[q].kind, "cave" | "ore_vein");
             let light = if dark {

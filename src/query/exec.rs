@@ -1,0 +1,941 @@
+//! Executor: runs a plan's operators over rows of slots, then orders, projects, de-duplicates
+//! and limits. Read-only. Row count and time are bounded; exceeding a bound is an error, never
+//! a silently truncated answer.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
+use super::parser::{BinOp, Dir, Expr, Literal};
+use super::plan::{Op, Plan};
+use super::{Limits, QueryError, QueryResult};
+use crate::model::{same_name, Edge, EdgeId, Event, NodeId, Value};
+use crate::store::{GraphRead, Store};
+use crate::text::{SearchFilter, Target};
+
+/// Functions the language knows.
+pub const FUNCTIONS: &[&str] = &[
+    "confidence",
+    "provenance",
+    "path_cost",
+    "path_max",
+    "length",
+    "nodes",
+    "relationships",
+    "id",
+    "type",
+    "label",
+    "labels",
+    "coalesce",
+    "tolower",
+    "toupper",
+    "size",
+    "abs",
+    "last_seen",
+];
+
+/// A value during execution.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Val {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    List(Vec<Val>),
+    Map(BTreeMap<String, Val>),
+    Node(NodeId),
+    Edge(EdgeId),
+    Event(u64),
+    Path(Vec<NodeId>, Vec<EdgeId>),
+}
+
+impl Val {
+    /// A parameter or property value as a query value.
+    pub fn from_value(v: &Value) -> Val {
+        match v {
+            Value::Null => Val::Null,
+            Value::Bool(b) => Val::Bool(*b),
+            Value::Int(i) => Val::Int(*i),
+            Value::Float(f) => Val::Float(*f),
+            Value::Str(s) => Val::Str(s.clone()),
+            Value::List(l) => Val::List(l.iter().map(Val::from_value).collect()),
+            Value::Map(m) => Val::Map(
+                m.iter()
+                    .map(|(k, v)| (k.clone(), Val::from_value(v)))
+                    .collect(),
+            ),
+        }
+    }
+    fn num(&self) -> Option<f64> {
+        match self {
+            Val::Int(i) => Some(*i as f64),
+            Val::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+    fn truthy(&self) -> Option<bool> {
+        match self {
+            Val::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+struct Ctx<'a> {
+    store: &'a Store,
+    g: &'a GraphRead<'a>,
+    params: &'a HashMap<String, Val>,
+    edges: HashMap<EdgeId, Option<Edge>>,
+    events: HashMap<u64, Option<Event>>,
+    slots: &'a [String],
+}
+
+impl<'a> Ctx<'a> {
+    fn edge(&mut self, id: EdgeId) -> Result<Option<&Edge>, QueryError> {
+        if !self.edges.contains_key(&id) {
+            let e = self.store.edge(id)?;
+            self.edges.insert(id, e);
+        }
+        Ok(self.edges.get(&id).and_then(Option::as_ref))
+    }
+    fn event(&mut self, seq: u64) -> Result<Option<&Event>, QueryError> {
+        if !self.events.contains_key(&seq) {
+            let e = self.store.event(seq)?;
+            self.events.insert(seq, e);
+        }
+        Ok(self.events.get(&seq).and_then(Option::as_ref))
+    }
+
+    fn prop(&mut self, v: &Val, name: &str) -> Result<Val, QueryError> {
+        Ok(match v {
+            Val::Node(id) => {
+                let Some(n) = self.g.node(*id) else {
+                    return Ok(Val::Null);
+                };
+                let anchor = n.anchor;
+                match name {
+                    "key" => Val::Str(n.key.clone()),
+                    "name" => Val::Str(n.name.clone()),
+                    "label" => Val::Str(n.label.clone()),
+                    "aliases" => Val::List(n.aliases.iter().cloned().map(Val::Str).collect()),
+                    "salience" => Val::Float(widen(n.salience)),
+                    "pinned" => Val::Bool(n.pinned),
+                    "created" => Val::Int(n.created),
+                    "updated" => Val::Int(n.updated),
+                    "cx" => anchor.map_or(Val::Null, |a| Val::Int(a.cx as i64)),
+                    "cz" => anchor.map_or(Val::Null, |a| Val::Int(a.cz as i64)),
+                    "x" | "y" | "z" => {
+                        let i = match name {
+                            "x" => 0,
+                            "y" => 1,
+                            _ => 2,
+                        };
+                        anchor
+                            .and_then(|a| a.block)
+                            .map_or(Val::Null, |b| Val::Int(b[i] as i64))
+                    }
+                    other => n.props.get(other).map_or(Val::Null, Val::from_value),
+                }
+            }
+            Val::Edge(id) => {
+                if let Some(c) = self.g.edge_core(*id) {
+                    let bound = |x: i64, none: i64| if x == none { Val::Null } else { Val::Int(x) };
+                    match name {
+                        "confidence" => return Ok(Val::Float(widen(c.confidence))),
+                        "last_seen" => return Ok(Val::Int(c.last_seen)),
+                        "valid_from" => return Ok(bound(c.valid_from, i64::MIN)),
+                        "valid_to" => return Ok(bound(c.valid_to, i64::MAX)),
+                        "type" | "relation" => {
+                            return Ok(Val::Str(self.g.relation_name(c.relation).to_string()))
+                        }
+                        _ => {}
+                    }
+                }
+                match self.edge(*id)? {
+                    Some(e) => match name {
+                        "recorded" => Val::Int(e.recorded),
+                        "evidence" => {
+                            Val::List(e.evidence.iter().map(|s| Val::Int(*s as i64)).collect())
+                        }
+                        other => e.props.get(other).map_or(Val::Null, Val::from_value),
+                    },
+                    None => Val::Null,
+                }
+            }
+            Val::Event(seq) => match self.event(*seq)? {
+                Some(e) => match name {
+                    "seq" => Val::Int(e.seq as i64),
+                    "ts" => Val::Int(e.ts),
+                    "kind" => Val::Str(e.kind.clone()),
+                    "actor" => Val::Str(e.actor.clone()),
+                    "place" => e.place.clone().map_or(Val::Null, Val::Str),
+                    "salience" => Val::Float(widen(e.salience)),
+                    "evidence" => Val::List(e.evidence.iter().cloned().map(Val::Str).collect()),
+                    "payload" => Val::from_value(&e.payload),
+                    "text" => Val::Str(e.text()),
+                    "recorded_at" => Val::Int(e.recorded_at),
+                    other => match &e.payload {
+                        Value::Map(m) => m.get(other).map_or(Val::Null, Val::from_value),
+                        _ => Val::Null,
+                    },
+                },
+                None => Val::Null,
+            },
+            Val::Map(m) => m.get(name).cloned().unwrap_or(Val::Null),
+            Val::Path(_, edges) if name == "length" => Val::Int(edges.len() as i64),
+            _ => Val::Null,
+        })
+    }
+
+    fn eval(&mut self, e: &Expr, row: &[Val]) -> Result<Val, QueryError> {
+        Ok(match e {
+            Expr::Lit(l) => match l {
+                Literal::Null => Val::Null,
+                Literal::Bool(b) => Val::Bool(*b),
+                Literal::Int(i) => Val::Int(*i),
+                Literal::Float(f) => Val::Float(*f),
+                Literal::Str(s) => Val::Str(s.clone()),
+            },
+            Expr::Param(p) => self.params.get(p).cloned().ok_or_else(|| {
+                QueryError::Param(format!("${p} has no value: pass --param {p}=..."))
+            })?,
+            Expr::Var(v) => match self.slots.iter().position(|s| s == v) {
+                Some(i) => row[i].clone(),
+                None => return Err(QueryError::Plan(format!("unknown variable {v}"))),
+            },
+            Expr::Prop(x, name) => {
+                let v = self.eval(x, row)?;
+                self.prop(&v, name)?
+            }
+            Expr::List(items) => Val::List(
+                items
+                    .iter()
+                    .map(|i| self.eval(i, row))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Expr::Not(x) => match self.eval(x, row)?.truthy() {
+                Some(b) => Val::Bool(!b),
+                None => Val::Null,
+            },
+            Expr::Neg(x) => match self.eval(x, row)? {
+                Val::Int(i) => Val::Int(i.wrapping_neg()),
+                Val::Float(f) => Val::Float(-f),
+                _ => Val::Null,
+            },
+            Expr::IsNull(x, negated) => Val::Bool((self.eval(x, row)? == Val::Null) != *negated),
+            Expr::Bin(op, a, b) => {
+                let a = self.eval(a, row)?;
+                // AND/OR short-circuit with three-valued logic.
+                match op {
+                    BinOp::And if a.truthy() == Some(false) => return Ok(Val::Bool(false)),
+                    BinOp::Or if a.truthy() == Some(true) => return Ok(Val::Bool(true)),
+                    _ => {}
+                }
+                let b = self.eval(b, row)?;
+                binary(*op, &a, &b)
+            }
+            Expr::Call(name, args) => {
+                let vals: Vec<Val> = args
+                    .iter()
+                    .map(|a| self.eval(a, row))
+                    .collect::<Result<_, _>>()?;
+                self.call(name, vals)?
+            }
+        })
+    }
+
+    fn call(&mut self, name: &str, args: Vec<Val>) -> Result<Val, QueryError> {
+        let arity = |n: usize| -> Result<(), QueryError> {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(QueryError::Plan(format!(
+                    "{name}() takes {n} argument(s), got {}",
+                    args.len()
+                )))
+            }
+        };
+        let edges_of = |v: &Val| -> Vec<EdgeId> {
+            match v {
+                Val::Edge(e) => vec![*e],
+                Val::Path(_, es) => es.clone(),
+                Val::List(items) => items
+                    .iter()
+                    .filter_map(|i| if let Val::Edge(e) = i { Some(*e) } else { None })
+                    .collect(),
+                _ => Vec::new(),
+            }
+        };
+        Ok(match name {
+            "confidence" => {
+                arity(1)?;
+                let edges = edges_of(&args[0]);
+                if edges.is_empty() {
+                    Val::Null
+                } else {
+                    // A path is as believable as the product of its edges.
+                    let mut c = 1.0f64;
+                    for e in edges {
+                        c *= self.g.edge_core(e).map_or(0.0, |x| widen(x.confidence));
+                    }
+                    Val::Float(c)
+                }
+            }
+            "last_seen" => {
+                arity(1)?;
+                self.prop(&args[0], "last_seen")?
+            }
+            "provenance" => {
+                arity(1)?;
+                let mut seqs = Vec::new();
+                for e in edges_of(&args[0]) {
+                    if let Some(edge) = self.edge(e)? {
+                        for s in &edge.evidence {
+                            if !seqs.contains(s) {
+                                seqs.push(*s);
+                            }
+                        }
+                    }
+                }
+                Val::List(seqs.into_iter().map(|s| Val::Int(s as i64)).collect())
+            }
+            "path_cost" | "path_max" => {
+                arity(2)?;
+                let Val::Str(overlay) = &args[1] else {
+                    return Err(QueryError::Plan(format!(
+                        "{name}(p, overlay): overlay is a string such as 'distance', 'risk', 'darkness' or 'hops'"
+                    )));
+                };
+                let mut costs = Vec::new();
+                for e in edges_of(&args[0]) {
+                    costs.push(match overlay.as_str() {
+                        "hops" => 1.0,
+                        // Darkness is what the light level lacks (0 lit .. 15 pitch black); an
+                        // unknown light level counts as dark.
+                        "darkness" => {
+                            15.0 - self.prop(&Val::Edge(e), "light")?.num().unwrap_or(0.0)
+                        }
+                        other => self.prop(&Val::Edge(e), other)?.num().unwrap_or(0.0),
+                    });
+                }
+                if name == "path_cost" {
+                    Val::Float(costs.iter().sum())
+                } else {
+                    costs
+                        .into_iter()
+                        .reduce(f64::max)
+                        .map_or(Val::Null, Val::Float)
+                }
+            }
+            "length" => {
+                arity(1)?;
+                match &args[0] {
+                    Val::Path(_, es) => Val::Int(es.len() as i64),
+                    Val::List(l) => Val::Int(l.len() as i64),
+                    Val::Edge(_) => Val::Int(1),
+                    _ => Val::Null,
+                }
+            }
+            "nodes" => {
+                arity(1)?;
+                match &args[0] {
+                    Val::Path(ns, _) => Val::List(ns.iter().map(|n| Val::Node(*n)).collect()),
+                    _ => Val::Null,
+                }
+            }
+            "relationships" => {
+                arity(1)?;
+                Val::List(edges_of(&args[0]).into_iter().map(Val::Edge).collect())
+            }
+            "id" => {
+                arity(1)?;
+                match &args[0] {
+                    Val::Node(n) => self
+                        .g
+                        .node(*n)
+                        .map_or(Val::Null, |n| Val::Str(n.key.clone())),
+                    Val::Edge(e) => Val::Str(e.to_string()),
+                    Val::Event(s) => Val::Int(*s as i64),
+                    _ => Val::Null,
+                }
+            }
+            "type" => {
+                arity(1)?;
+                self.prop(&args[0], "type")?
+            }
+            "label" => {
+                arity(1)?;
+                self.prop(&args[0], "label")?
+            }
+            "labels" => {
+                arity(1)?;
+                match self.prop(&args[0], "label")? {
+                    Val::Str(s) => Val::List(vec![Val::Str(s)]),
+                    _ => Val::Null,
+                }
+            }
+            "coalesce" => args
+                .into_iter()
+                .find(|a| *a != Val::Null)
+                .unwrap_or(Val::Null),
+            "tolower" | "toupper" => {
+                arity(1)?;
+                match &args[0] {
+                    Val::Str(s) if name == "tolower" => Val::Str(s.to_lowercase()),
+                    Val::Str(s) => Val::Str(s.to_uppercase()),
+                    _ => Val::Null,
+                }
+            }
+            "size" => {
+                arity(1)?;
+                match &args[0] {
+                    Val::Str(s) => Val::Int(s.chars().count() as i64),
+                    Val::List(l) => Val::Int(l.len() as i64),
+                    _ => Val::Null,
+                }
+            }
+            "abs" => {
+                arity(1)?;
+                match &args[0] {
+                    Val::Int(i) => Val::Int(i.wrapping_abs()),
+                    Val::Float(f) => Val::Float(f.abs()),
+                    _ => Val::Null,
+                }
+            }
+            other => return Err(QueryError::Plan(format!("unknown function {other}()"))),
+        })
+    }
+}
+
+/// An f32 as the f64 with the same shortest decimal form (0.95f32 -> 0.95, not 0.949999988).
+fn widen(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(x as f64)
+}
+
+fn compare(a: &Val, b: &Val) -> Option<std::cmp::Ordering> {
+    match (a, b) {
+        (Val::Str(x), Val::Str(y)) => Some(x.cmp(y)),
+        (Val::Bool(x), Val::Bool(y)) => Some(x.cmp(y)),
+        _ => match (a.num(), b.num()) {
+            (Some(x), Some(y)) => x.partial_cmp(&y),
+            _ => None,
+        },
+    }
+}
+
+fn equal(a: &Val, b: &Val) -> Option<bool> {
+    match (a, b) {
+        (Val::Null, _) | (_, Val::Null) => None,
+        _ => match (a.num(), b.num()) {
+            (Some(x), Some(y)) => Some(x == y),
+            _ => Some(a == b),
+        },
+    }
+}
+
+fn binary(op: BinOp, a: &Val, b: &Val) -> Val {
+    use std::cmp::Ordering::*;
+    let ord = |want: &[std::cmp::Ordering]| {
+        compare(a, b).map_or(Val::Null, |o| Val::Bool(want.contains(&o)))
+    };
+    match op {
+        BinOp::And => match (a.truthy(), b.truthy()) {
+            (Some(false), _) | (_, Some(false)) => Val::Bool(false),
+            (Some(true), Some(true)) => Val::Bool(true),
+            _ => Val::Null,
+        },
+        BinOp::Or => match (a.truthy(), b.truthy()) {
+            (Some(true), _) | (_, Some(true)) => Val::Bool(true),
+            (Some(false), Some(false)) => Val::Bool(false),
+            _ => Val::Null,
+        },
+        BinOp::Eq => equal(a, b).map_or(Val::Null, Val::Bool),
+        BinOp::Ne => equal(a, b).map_or(Val::Null, |x| Val::Bool(!x)),
+        BinOp::Lt => ord(&[Less]),
+        BinOp::Le => ord(&[Less, Equal]),
+        BinOp::Gt => ord(&[Greater]),
+        BinOp::Ge => ord(&[Greater, Equal]),
+        BinOp::In => match b {
+            Val::List(items) => {
+                if *a == Val::Null {
+                    Val::Null
+                } else {
+                    Val::Bool(items.iter().any(|i| equal(a, i) == Some(true)))
+                }
+            }
+            _ => Val::Null,
+        },
+        BinOp::StartsWith | BinOp::EndsWith | BinOp::Contains => match (a, b) {
+            (Val::Str(x), Val::Str(y)) => Val::Bool(match op {
+                BinOp::StartsWith => x.starts_with(y.as_str()),
+                BinOp::EndsWith => x.ends_with(y.as_str()),
+                _ => x.contains(y.as_str()),
+            }),
+            _ => Val::Null,
+        },
+        BinOp::Add => match (a, b) {
+            (Val::Int(x), Val::Int(y)) => x.checked_add(*y).map_or(Val::Null, Val::Int),
+            (Val::Str(x), Val::Str(y)) => Val::Str(format!("{x}{y}")),
+            (Val::List(x), Val::List(y)) => Val::List(x.iter().chain(y).cloned().collect()),
+            _ => num_op(a, b, |x, y| x + y),
+        },
+        BinOp::Sub => match (a, b) {
+            (Val::Int(x), Val::Int(y)) => x.checked_sub(*y).map_or(Val::Null, Val::Int),
+            _ => num_op(a, b, |x, y| x - y),
+        },
+        BinOp::Mul => match (a, b) {
+            (Val::Int(x), Val::Int(y)) => x.checked_mul(*y).map_or(Val::Null, Val::Int),
+            _ => num_op(a, b, |x, y| x * y),
+        },
+        BinOp::Div => match (a, b) {
+            (Val::Int(_), Val::Int(0)) => Val::Null,
+            (Val::Int(x), Val::Int(y)) => x.checked_div(*y).map_or(Val::Null, Val::Int),
+            _ => num_op(a, b, |x, y| x / y),
+        },
+        BinOp::Mod => match (a, b) {
+            (Val::Int(_), Val::Int(0)) => Val::Null,
+            (Val::Int(x), Val::Int(y)) => x.checked_rem(*y).map_or(Val::Null, Val::Int),
+            _ => num_op(a, b, |x, y| x % y),
+        },
+    }
+}
+
+fn num_op(a: &Val, b: &Val, f: impl Fn(f64, f64) -> f64) -> Val {
+    match (a.num(), b.num()) {
+        (Some(x), Some(y)) => {
+            let r = f(x, y);
+            if r.is_finite() {
+                Val::Float(r)
+            } else {
+                Val::Null
+            }
+        }
+        _ => Val::Null,
+    }
+}
+
+fn to_json(ctx: &mut Ctx<'_>, v: &Val) -> Result<serde_json::Value, QueryError> {
+    use serde_json::json;
+    Ok(match v {
+        Val::Null => serde_json::Value::Null,
+        Val::Bool(b) => json!(b),
+        Val::Int(i) => json!(i),
+        Val::Float(f) => json!(f),
+        Val::Str(s) => json!(s),
+        Val::List(l) => serde_json::Value::Array(
+            l.iter()
+                .map(|x| to_json(ctx, x))
+                .collect::<Result<_, _>>()?,
+        ),
+        Val::Map(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, x) in m {
+                out.insert(k.clone(), to_json(ctx, x)?);
+            }
+            serde_json::Value::Object(out)
+        }
+        Val::Node(n) => match ctx.g.node(*n) {
+            Some(n) => json!({"key": n.key, "name": n.name, "label": n.label}),
+            None => serde_json::Value::Null,
+        },
+        Val::Edge(e) => match ctx.g.edge_core(*e) {
+            Some(c) => json!({
+                "id": e.to_string(),
+                "from": ctx.g.node(c.from).map(|n| n.key.clone()),
+                "type": ctx.g.relation_name(c.relation),
+                "to": ctx.g.node(c.to).map(|n| n.key.clone()),
+                "confidence": c.confidence,
+            }),
+            None => serde_json::Value::Null,
+        },
+        Val::Event(seq) => match ctx.event(*seq)? {
+            Some(e) => json!({"seq": e.seq, "ts": e.ts, "kind": e.kind, "place": e.place}),
+            None => serde_json::Value::Null,
+        },
+        Val::Path(ns, es) => json!({
+            "nodes": ns.iter().map(|n| ctx.g.node(*n).map(|x| x.key.clone())).collect::<Vec<_>>(),
+            "edges": es.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        }),
+    })
+}
+
+struct Guard {
+    started: Instant,
+    limits: Limits,
+}
+
+impl Guard {
+    fn rows(&self, n: usize) -> Result<(), QueryError> {
+        if n > self.limits.max_rows {
+            return Err(QueryError::LimitExceeded(format!(
+                "more than {} intermediate rows; narrow the pattern or raise the row limit",
+                self.limits.max_rows
+            )));
+        }
+        if self.started.elapsed() > self.limits.timeout {
+            return Err(QueryError::LimitExceeded(format!(
+                "ran longer than {} ms; narrow the pattern or raise the time limit",
+                self.limits.timeout.as_millis()
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn contains_edge(v: &Val, e: EdgeId) -> bool {
+    match v {
+        Val::Edge(x) => *x == e,
+        Val::Path(_, es) => es.contains(&e),
+        _ => false,
+    }
+}
+
+/// Runs `plan` against `store`.
+pub fn execute(
+    store: &Store,
+    plan: &Plan,
+    params: &HashMap<String, Val>,
+    limits: Limits,
+) -> Result<QueryResult, QueryError> {
+    for p in &plan.params {
+        if !params.contains_key(p) {
+            return Err(QueryError::Param(format!(
+                "${p} has no value: pass --param {p}=..."
+            )));
+        }
+    }
+    let guard = Guard {
+        started: Instant::now(),
+        limits,
+    };
+    let g = store.graph();
+    let mut ctx = Ctx {
+        store,
+        g: &g,
+        params,
+        edges: HashMap::new(),
+        events: HashMap::new(),
+        slots: &plan.slots,
+    };
+    let width = plan.slots.len();
+    let mut rows: Vec<Vec<Val>> = vec![vec![Val::Null; width]];
+    let mut examined = 0usize;
+    for op in &plan.ops {
+        let mut next: Vec<Vec<Val>> = Vec::new();
+        match op {
+            Op::Search { slot, text, limit } => {
+                for row in &rows {
+                    let Val::Str(t) = ctx.eval(text, row)? else {
+                        return Err(QueryError::Param("SEARCH ... FOR takes a string".into()));
+                    };
+                    let filter = SearchFilter {
+                        nodes_only: Some(true),
+                        ..Default::default()
+                    };
+                    for h in store.search(&t, &filter, *limit as usize)? {
+                        if let Target::Node(n) = h.target {
+                            let mut r = row.clone();
+                            r[*slot] = Val::Node(n);
+                            next.push(r);
+                        }
+                    }
+                }
+            }
+            Op::LookupKey { slot, key } => {
+                for row in &rows {
+                    if let Val::Str(k) = ctx.eval(key, row)? {
+                        if let Some(n) = g.node_id(&k) {
+                            let mut r = row.clone();
+                            r[*slot] = Val::Node(n);
+                            next.push(r);
+                        }
+                    }
+                }
+            }
+            Op::LookupName { slot, name } => {
+                for row in &rows {
+                    let Val::Str(wanted) = ctx.eval(name, row)? else {
+                        continue;
+                    };
+                    // Through the full-text index; exact (normalised) names only.
+                    let filter = SearchFilter {
+                        nodes_only: Some(true),
+                        ..Default::default()
+                    };
+                    let mut seen = HashSet::new();
+                    for h in store.search(&wanted, &filter, 50)? {
+                        let Target::Node(n) = h.target else { continue };
+                        let Some(node) = g.node(n) else { continue };
+                        let named = same_name(&node.name, &wanted)
+                            || node.aliases.iter().any(|a| same_name(a, &wanted));
+                        if named && seen.insert(n) {
+                            let mut r = row.clone();
+                            r[*slot] = Val::Node(n);
+                            next.push(r);
+                        }
+                    }
+                }
+            }
+            Op::ScanLabel { slot, labels } => {
+                for row in &rows {
+                    for n in g.nodes().filter(|n| labels.contains(&n.label)) {
+                        let mut r = row.clone();
+                        r[*slot] = Val::Node(n.id);
+                        next.push(r);
+                        guard.rows(next.len())?;
+                    }
+                }
+            }
+            Op::ScanAll { slot } => {
+                for row in &rows {
+                    for n in g.nodes() {
+                        let mut r = row.clone();
+                        r[*slot] = Val::Node(n.id);
+                        next.push(r);
+                        guard.rows(next.len())?;
+                    }
+                }
+            }
+            Op::ScanEvents { slot, from, to } => {
+                for row in &rows {
+                    let bound = |e: &Option<Expr>,
+                                 ctx: &mut Ctx<'_>,
+                                 default: i64|
+                     -> Result<i64, QueryError> {
+                        match e {
+                            Some(e) => Ok(ctx.eval(e, row)?.num().map_or(default, |x| x as i64)),
+                            None => Ok(default),
+                        }
+                    };
+                    let lo = bound(from, &mut ctx, i64::MIN)?;
+                    let hi = bound(to, &mut ctx, i64::MAX)?;
+                    for ev in store.events_between(lo, hi)? {
+                        let seq = ev.seq;
+                        ctx.events.insert(seq, Some(ev));
+                        let mut r = row.clone();
+                        r[*slot] = Val::Event(seq);
+                        next.push(r);
+                        guard.rows(next.len())?;
+                    }
+                }
+            }
+            Op::CheckNode {
+                slot,
+                labels,
+                props,
+            } => {
+                'rows: for row in rows.drain(..) {
+                    let v = row[*slot].clone();
+                    if !labels.is_empty() {
+                        let label = ctx.prop(&v, "label")?;
+                        if !labels.iter().any(|l| Val::Str(l.clone()) == label) {
+                            continue;
+                        }
+                    }
+                    for (k, e) in props {
+                        let want = ctx.eval(e, &row)?;
+                        let have = ctx.prop(&v, k)?;
+                        if equal(&have, &want) != Some(true) {
+                            continue 'rows;
+                        }
+                    }
+                    next.push(row);
+                }
+            }
+            Op::Expand {
+                from,
+                rel,
+                to,
+                types,
+                dir,
+                min,
+                max,
+                to_bound,
+                props,
+                distinct_from,
+            } => {
+                let type_ids: Option<Vec<u32>> = (!types.is_empty())
+                    .then(|| types.iter().filter_map(|t| g.relation_id(t)).collect());
+                for row in &rows {
+                    let Val::Node(start) = row[*from] else {
+                        continue;
+                    };
+                    let admits = |e: &crate::graph::AdjEntry| -> bool {
+                        let dir_ok = match dir {
+                            Dir::Right => !e.is_incoming(),
+                            Dir::Left => e.is_incoming(),
+                            Dir::Either => true,
+                        };
+                        dir_ok
+                            && type_ids
+                                .as_ref()
+                                .is_none_or(|ids| ids.contains(&e.relation()))
+                            && !distinct_from
+                                .iter()
+                                .any(|s| contains_edge(&row[*s], e.edge_id()))
+                    };
+                    // Depth-first over trails (no edge twice) of min..=max hops.
+                    let mut stack: Vec<(Vec<NodeId>, Vec<EdgeId>)> =
+                        vec![(vec![start], Vec::new())];
+                    while let Some((nodes, edges)) = stack.pop() {
+                        examined += 1;
+                        let here = *nodes.last().unwrap_or(&start);
+                        if edges.len() as u32 >= *min {
+                            let end_ok = match &row[*to] {
+                                Val::Node(b) if *to_bound => *b == here,
+                                _ => true,
+                            };
+                            let mut props_ok = true;
+                            if !props.is_empty() {
+                                for (k, e) in props {
+                                    let want = ctx.eval(e, row)?;
+                                    for edge in &edges {
+                                        if equal(&ctx.prop(&Val::Edge(*edge), k)?, &want)
+                                            != Some(true)
+                                        {
+                                            props_ok = false;
+                                        }
+                                    }
+                                }
+                            }
+                            if end_ok && props_ok {
+                                let mut r = row.clone();
+                                r[*rel] = if *min == 1 && *max == 1 {
+                                    Val::Edge(edges[0])
+                                } else {
+                                    Val::Path(nodes.clone(), edges.clone())
+                                };
+                                r[*to] = Val::Node(here);
+                                next.push(r);
+                                guard.rows(next.len())?;
+                            }
+                        }
+                        if edges.len() as u32 >= *max {
+                            continue;
+                        }
+                        for e in g.adjacency().entries(here) {
+                            if admits(e) && !edges.contains(&e.edge_id()) {
+                                let mut ns = nodes.clone();
+                                ns.push(e.neighbor());
+                                let mut es = edges.clone();
+                                es.push(e.edge_id());
+                                stack.push((ns, es));
+                            }
+                        }
+                        if examined.is_multiple_of(4096) {
+                            guard.rows(next.len())?;
+                        }
+                    }
+                }
+                // Depth-first order is not a contract; keep rows in a stable order.
+                if *min != 1 || *max != 1 {
+                    next.reverse();
+                }
+            }
+            Op::BindPath { slot, nodes, rels } => {
+                for mut row in rows.drain(..) {
+                    let mut ns: Vec<NodeId> = Vec::new();
+                    let mut es: Vec<EdgeId> = Vec::new();
+                    if let Val::Node(n) = row[nodes[0]] {
+                        ns.push(n);
+                    }
+                    for (i, r) in rels.iter().enumerate() {
+                        match &row[*r] {
+                            Val::Edge(e) => {
+                                es.push(*e);
+                                if let Val::Node(n) = row[nodes[i + 1]] {
+                                    ns.push(n);
+                                }
+                            }
+                            Val::Path(pn, pe) => {
+                                es.extend(pe);
+                                ns.extend(pn.iter().skip(1));
+                            }
+                            _ => {}
+                        }
+                    }
+                    row[*slot] = Val::Path(ns, es);
+                    next.push(row);
+                }
+            }
+            Op::Filter(e) => {
+                for row in rows.drain(..) {
+                    if ctx.eval(e, &row)?.truthy() == Some(true) {
+                        next.push(row);
+                    }
+                }
+            }
+        }
+        guard.rows(next.len())?;
+        rows = next;
+    }
+    examined += rows.len();
+
+    // ORDER BY on the matched rows (nulls last), then projection, DISTINCT and LIMIT.
+    if !plan.order.is_empty() {
+        let mut keyed: Vec<(Vec<Val>, Vec<Val>)> = Vec::with_capacity(rows.len());
+        for row in rows {
+            let keys = plan
+                .order
+                .iter()
+                .map(|(e, _)| ctx.eval(e, &row))
+                .collect::<Result<Vec<_>, _>>()?;
+            keyed.push((keys, row));
+        }
+        keyed.sort_by(|(a, _), (b, _)| {
+            for (i, (_, desc)) in plan.order.iter().enumerate() {
+                let o = match (&a[i], &b[i]) {
+                    (Val::Null, Val::Null) => std::cmp::Ordering::Equal,
+                    (Val::Null, _) => std::cmp::Ordering::Greater,
+                    (_, Val::Null) => std::cmp::Ordering::Less,
+                    (x, y) => {
+                        let o = compare(x, y).unwrap_or(std::cmp::Ordering::Equal);
+                        if *desc {
+                            o.reverse()
+                        } else {
+                            o
+                        }
+                    }
+                };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+        rows = keyed.into_iter().map(|(_, r)| r).collect();
+    }
+    let limit = match &plan.limit {
+        Some(e) => match ctx.eval(e, &[])? {
+            Val::Int(n) if n >= 0 => Some(n as usize),
+            other => {
+                return Err(QueryError::Param(format!(
+                    "LIMIT takes a non-negative integer, got {other:?}"
+                )))
+            }
+        },
+        None => None,
+    };
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for row in &rows {
+        if limit.is_some_and(|l| out.len() >= l) {
+            break;
+        }
+        let mut vals = Vec::with_capacity(plan.returns.len());
+        for (_, e) in &plan.returns {
+            let v = ctx.eval(e, row)?;
+            vals.push(to_json(&mut ctx, &v)?);
+        }
+        if plan.distinct && !seen.insert(serde_json::to_string(&vals).unwrap_or_default()) {
+            continue;
+        }
+        out.push(vals);
+    }
+    Ok(QueryResult {
+        columns: plan.returns.iter().map(|(a, _)| a.clone()).collect(),
+        rows: out,
+        rows_examined: examined,
+        elapsed_us: guard.started.elapsed().as_micros() as u64,
+    })
+}

@@ -1,0 +1,212 @@
+//! Planner queries: a small, strict, read-only Cypher/GQL-style language. Parser, planner and
+//! executor are kept apart (`parser` → `plan` → `exec`), as are saved queries (`saved`).
+//!
+//! ```text
+//! MATCH (b:Bot {key: $bot})-[h:HOME]->(p:Place)
+//! WHERE h.valid_to IS NULL
+//! RETURN p.name AS home, confidence(h) AS confidence, provenance(h) AS events
+//! ```
+//!
+//! Extensions to openCypher, marked as such in the grammar: `SEARCH var FOR text [LIMIT n]`
+//! binds `var` to full-text hits; `confidence(e)`, `provenance(e)` (supporting event sequence
+//! numbers) and `path_cost(p, overlay)` (sum of an edge property, `darkness` = 15 - light, or
+//! `hops`) are functions; events are nodes with the virtual label `Event`.
+
+pub mod exec;
+pub mod parser;
+pub mod plan;
+pub mod saved;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use exec::Val;
+pub use parser::{parse, ParseError, Query, Span};
+pub use plan::{plan, Plan, PlanLimits};
+pub use saved::{ParamSpec, ParamType, SavedQueries, SavedQuery};
+
+use crate::store::Store;
+
+/// What can go wrong with a query.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueryError {
+    /// The text does not parse. `line` and `column` are 1-based.
+    #[error("line {line}, column {column}: expected {expected}, found {found}")]
+    Parse {
+        line: usize,
+        column: usize,
+        span: Span,
+        found: String,
+        expected: String,
+    },
+    /// The query parses but cannot be planned (unknown variable or function, hop limit).
+    #[error("{0}")]
+    Plan(String),
+    /// A parameter is missing or of the wrong type.
+    #[error("parameter: {0}")]
+    Param(String),
+    /// The query would exceed a row, hop or time limit.
+    #[error("limit exceeded: {0}")]
+    LimitExceeded(String),
+    #[error(transparent)]
+    Store(#[from] crate::Error),
+}
+
+impl QueryError {
+    fn from_parse(e: ParseError, text: &str) -> Self {
+        let (line, column) = e.position(text);
+        QueryError::Parse {
+            line,
+            column,
+            span: e.span,
+            found: e.found,
+            expected: e.expected,
+        }
+    }
+
+    /// The error with the offending line of `text` and a caret under the span, for people.
+    pub fn render(&self, text: &str) -> String {
+        match self {
+            QueryError::Parse { line, span, .. } => {
+                let src = text.lines().nth(line - 1).unwrap_or("");
+                let line_start: usize = text.lines().take(line - 1).map(|l| l.len() + 1).sum();
+                let col = span.start.saturating_sub(line_start).min(src.len());
+                let width = span
+                    .end
+                    .saturating_sub(span.start)
+                    .clamp(1, src.len().saturating_sub(col).max(1));
+                format!(
+                    "{self}\n  {src}\n  {}{}",
+                    " ".repeat(col),
+                    "^".repeat(width)
+                )
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Execution limits.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Limits {
+    /// Intermediate rows at most.
+    pub max_rows: usize,
+    /// Wall-clock time at most.
+    pub timeout: Duration,
+    /// Hops of one quantified relation at most (also the bound of an open `*`).
+    pub max_hops: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_rows: 1_000_000,
+            timeout: Duration::from_secs(10),
+            max_hops: 8,
+        }
+    }
+}
+
+/// A query's answer: named columns and rows of JSON values (nodes as `{key, name, label}`,
+/// edges as `{id, from, type, to, confidence}`, events as `{seq, ts, kind, place}`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueryResult {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<serde_json::Value>>,
+    /// Rows and traversal steps the executor looked at.
+    pub rows_examined: usize,
+    pub elapsed_us: u64,
+}
+
+/// A parsed and planned query, ready to run many times with different parameters.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub text: String,
+    pub query: Query,
+    pub plan: Plan,
+    limits: Limits,
+}
+
+/// Parses and plans `text`.
+pub fn prepare(text: &str, limits: Limits) -> Result<Prepared, QueryError> {
+    let query = parse(text).map_err(|e| QueryError::from_parse(e, text))?;
+    let plan = plan::plan(
+        &query,
+        PlanLimits {
+            max_hops: limits.max_hops,
+        },
+    )?;
+    Ok(Prepared {
+        text: text.to_string(),
+        query,
+        plan,
+        limits,
+    })
+}
+
+impl Prepared {
+    /// Runs the query with parameters.
+    pub fn run(
+        &self,
+        store: &Store,
+        params: &HashMap<String, Val>,
+    ) -> Result<QueryResult, QueryError> {
+        exec::execute(store, &self.plan, params, self.limits)
+    }
+}
+
+/// Parses, plans and runs `text` once.
+pub fn run(
+    store: &Store,
+    text: &str,
+    params: &HashMap<String, Val>,
+) -> Result<QueryResult, QueryError> {
+    prepare(text, Limits::default())?.run(store, params)
+}
+
+/// Reads a command-line parameter value by type; `None` guesses (integer, number, true/false,
+/// else string).
+pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
+    match ty {
+        Some(ParamType::String) => Ok(Val::Str(raw.to_string())),
+        Some(ParamType::Int) => raw
+            .parse()
+            .map(Val::Int)
+            .map_err(|_| format!("{raw:?} is not an integer")),
+        Some(ParamType::Float) => raw
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(Val::Float)
+            .ok_or_else(|| format!("{raw:?} is not a number")),
+        Some(ParamType::Bool) => match raw {
+            "true" => Ok(Val::Bool(true)),
+            "false" => Ok(Val::Bool(false)),
+            _ => Err(format!("{raw:?} is not true or false")),
+        },
+        None => Ok(if let Ok(i) = raw.parse::<i64>() {
+            Val::Int(i)
+        } else if let Some(f) = raw.parse::<f64>().ok().filter(|f| f.is_finite()) {
+            Val::Float(f)
+        } else if raw == "true" || raw == "false" {
+            Val::Bool(raw == "true")
+        } else {
+            Val::Str(raw.to_string())
+        }),
+    }
+}
+
+/// Parameters from `NAME=VALUE` strings.
+pub fn params_from_pairs(pairs: &[(String, String)]) -> Result<HashMap<String, Val>, QueryError> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            parse_param(v, None)
+                .map(|v| (k.clone(), v))
+                .map_err(QueryError::Param)
+        })
+        .collect()
+}

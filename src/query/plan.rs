@@ -1,0 +1,529 @@
+//! Planner: AST to a linear plan of operators over rows of variable slots. Each pattern is
+//! anchored at its most selective node (a variable already bound, a `key`, a `name` found
+//! through the full-text index, a label, or else every node) and expanded outward in both
+//! directions; node constraints become filters, `WHERE` a final filter. Events are queryable as
+//! nodes with the virtual label `Event`; `ts` bounds in `WHERE` are pushed into the time index.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::parser::{BinOp, Dir, Expr, NodePat, Query, RelPat};
+use super::QueryError;
+
+/// The virtual label of events.
+pub const EVENT_LABEL: &str = "Event";
+
+/// One operator of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Op {
+    /// Bind `slot` to the best full-text hits (nodes) for `text`.
+    Search {
+        slot: usize,
+        text: Expr,
+        limit: u64,
+    },
+    /// Bind `slot` to the node with this key.
+    LookupKey {
+        slot: usize,
+        key: Expr,
+    },
+    /// Bind `slot` to nodes whose name (or alias) equals `name`, found through the full-text
+    /// index.
+    LookupName {
+        slot: usize,
+        name: Expr,
+    },
+    ScanLabel {
+        slot: usize,
+        labels: Vec<String>,
+    },
+    ScanAll {
+        slot: usize,
+    },
+    /// Bind `slot` to events with `from <= ts <= to`.
+    ScanEvents {
+        slot: usize,
+        from: Option<Expr>,
+        to: Option<Expr>,
+    },
+    /// Keep rows whose node in `slot` has one of `labels` (when any) and these properties.
+    CheckNode {
+        slot: usize,
+        labels: Vec<String>,
+        props: Vec<(String, Expr)>,
+    },
+    /// Follow edges from the node in `from` to `to`, binding the edge (or, for a quantified
+    /// relation, the path segment) to `rel`. Edges already bound in `distinct_from` are not
+    /// reused (trail semantics across the whole pattern).
+    Expand {
+        from: usize,
+        rel: usize,
+        to: usize,
+        types: Vec<String>,
+        dir: Dir,
+        min: u32,
+        max: u32,
+        to_bound: bool,
+        props: Vec<(String, Expr)>,
+        distinct_from: Vec<usize>,
+    },
+    /// Bind `slot` to the path through these node and relation slots, in pattern order.
+    BindPath {
+        slot: usize,
+        nodes: Vec<usize>,
+        rels: Vec<usize>,
+    },
+    Filter(Expr),
+}
+
+/// A planned query.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Plan {
+    /// Variable name of each slot (hidden slots start with a space).
+    pub slots: Vec<String>,
+    pub ops: Vec<Op>,
+    pub distinct: bool,
+    pub returns: Vec<(String, Expr)>,
+    pub order: Vec<(Expr, bool)>,
+    pub limit: Option<Expr>,
+    /// Parameters the query uses.
+    pub params: Vec<String>,
+}
+
+/// Planning limits.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PlanLimits {
+    /// Largest hop count of a quantified relation (also the bound of an open `*`).
+    pub max_hops: u32,
+}
+
+impl Default for PlanLimits {
+    fn default() -> Self {
+        PlanLimits { max_hops: 8 }
+    }
+}
+
+/// One relation of a pattern to expand: from the node in `from` over `rel` to `to`, written
+/// right to left when `flip`.
+struct Step<'a> {
+    from: usize,
+    rel: &'a RelPat,
+    rel_slot: usize,
+    to: usize,
+    to_node: &'a NodePat,
+    flip: bool,
+}
+
+struct Planner {
+    slots: Vec<String>,
+    index: HashMap<String, usize>,
+    kinds: HashMap<usize, Kind>,
+    ops: Vec<Op>,
+    bound: Vec<bool>,
+    limits: PlanLimits,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Node,
+    Rel,
+    Path,
+}
+
+fn plan_err(message: impl Into<String>) -> QueryError {
+    QueryError::Plan(message.into())
+}
+
+impl Planner {
+    fn slot(&mut self, name: Option<&str>, kind: Kind) -> Result<usize, QueryError> {
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => format!(" anon{}", self.slots.len()),
+        };
+        if let Some(&s) = self.index.get(&name) {
+            if self.kinds.get(&s) != Some(&kind) {
+                return Err(plan_err(format!(
+                    "variable {name} is used both as a node and as a relation or path"
+                )));
+            }
+            return Ok(s);
+        }
+        let s = self.slots.len();
+        self.slots.push(name.clone());
+        self.index.insert(name, s);
+        self.kinds.insert(s, kind);
+        self.bound.push(false);
+        Ok(s)
+    }
+
+    fn access(&self, slot: usize, node: &NodePat) -> u8 {
+        if self.bound[slot] {
+            0
+        } else if node.props.iter().any(|(k, _)| k == "key") {
+            1
+        } else if node.props.iter().any(|(k, _)| k == "name") {
+            2
+        } else if !node.labels.is_empty() {
+            3
+        } else {
+            4
+        }
+    }
+
+    fn bind_node(&mut self, slot: usize, node: &NodePat, ts_bounds: &(Option<Expr>, Option<Expr>)) {
+        let is_event = node.labels.iter().any(|l| l == EVENT_LABEL);
+        let mut props = node.props.clone();
+        if self.bound[slot] {
+            // Already bound (by SEARCH or an earlier pattern): only its constraints remain.
+        } else if is_event {
+            self.ops.push(Op::ScanEvents {
+                slot,
+                from: ts_bounds.0.clone(),
+                to: ts_bounds.1.clone(),
+            });
+        } else if let Some(i) = props.iter().position(|(k, _)| k == "key") {
+            let (_, key) = props.remove(i);
+            self.ops.push(Op::LookupKey { slot, key });
+        } else if let Some(i) = props.iter().position(|(k, _)| k == "name") {
+            let (_, name) = props.remove(i);
+            self.ops.push(Op::LookupName { slot, name });
+        } else if !node.labels.is_empty() {
+            self.ops.push(Op::ScanLabel {
+                slot,
+                labels: node.labels.clone(),
+            });
+            if props.is_empty() {
+                self.bound[slot] = true;
+                return;
+            }
+            self.ops.push(Op::CheckNode {
+                slot,
+                labels: Vec::new(),
+                props,
+            });
+            self.bound[slot] = true;
+            return;
+        } else {
+            self.ops.push(Op::ScanAll { slot });
+        }
+        let labels = if is_event {
+            Vec::new()
+        } else {
+            node.labels.clone()
+        };
+        if !labels.is_empty() || !props.is_empty() {
+            self.ops.push(Op::CheckNode {
+                slot,
+                labels,
+                props,
+            });
+        }
+        self.bound[slot] = true;
+    }
+
+    fn expand(&mut self, step: Step<'_>, trail: &[usize]) -> Result<(), QueryError> {
+        let Step {
+            from,
+            rel,
+            rel_slot,
+            to,
+            to_node,
+            flip,
+        } = step;
+        if to_node.labels.iter().any(|l| l == EVENT_LABEL) {
+            return Err(plan_err(
+                "events have no relations: an (:Event) node cannot be part of a path",
+            ));
+        }
+        let max = match rel.max {
+            Some(m) => m,
+            None => self.limits.max_hops,
+        };
+        if max > self.limits.max_hops {
+            return Err(plan_err(format!(
+                "a relation may span at most {} hops, this one asks for {max}",
+                self.limits.max_hops
+            )));
+        }
+        let dir = match (rel.dir, flip) {
+            (Dir::Right, true) => Dir::Left,
+            (Dir::Left, true) => Dir::Right,
+            (d, _) => d,
+        };
+        let to_bound = self.bound[to];
+        self.ops.push(Op::Expand {
+            from,
+            rel: rel_slot,
+            to,
+            types: rel.types.clone(),
+            dir,
+            min: rel.min,
+            max,
+            to_bound,
+            props: rel.props.clone(),
+            distinct_from: trail
+                .iter()
+                .copied()
+                .filter(|s| *s != rel_slot && self.bound[*s])
+                .collect(),
+        });
+        self.bound[rel_slot] = true;
+        if !to_node.labels.is_empty() || !to_node.props.is_empty() {
+            self.ops.push(Op::CheckNode {
+                slot: to,
+                labels: to_node.labels.clone(),
+                props: to_node.props.clone(),
+            });
+        }
+        self.bound[to] = true;
+        Ok(())
+    }
+}
+
+/// `ts` bounds on `var` that `WHERE` states as top-level conjuncts with constant sides.
+fn ts_bounds(filter: Option<&Expr>, var: &str) -> (Option<Expr>, Option<Expr>) {
+    let mut lower = None;
+    let mut upper = None;
+    fn walk(e: &Expr, var: &str, lower: &mut Option<Expr>, upper: &mut Option<Expr>) {
+        match e {
+            Expr::Bin(BinOp::And, a, b) => {
+                walk(a, var, lower, upper);
+                walk(b, var, lower, upper);
+            }
+            Expr::Bin(op @ (BinOp::Ge | BinOp::Gt | BinOp::Le | BinOp::Lt), a, b) => {
+                let is_ts = |x: &Expr| matches!(x, Expr::Prop(v, p) if p == "ts" && matches!(&**v, Expr::Var(n) if n == var));
+                let constant = |x: &Expr| !mentions_vars(x);
+                // Strict bounds are widened to inclusive ones; the WHERE filter still applies.
+                if is_ts(a) && constant(b) {
+                    match op {
+                        BinOp::Ge | BinOp::Gt => *lower = Some((**b).clone()),
+                        _ => *upper = Some((**b).clone()),
+                    }
+                } else if is_ts(b) && constant(a) {
+                    match op {
+                        BinOp::Le | BinOp::Lt => *lower = Some((**a).clone()),
+                        _ => *upper = Some((**a).clone()),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(f) = filter {
+        walk(f, var, &mut lower, &mut upper);
+    }
+    (lower, upper)
+}
+
+fn mentions_vars(e: &Expr) -> bool {
+    match e {
+        Expr::Var(_) => true,
+        Expr::Lit(_) | Expr::Param(_) => false,
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => mentions_vars(x),
+        Expr::Call(_, args) | Expr::List(args) => args.iter().any(mentions_vars),
+        Expr::Bin(_, a, b) => mentions_vars(a) || mentions_vars(b),
+    }
+}
+
+fn collect_params(e: &Expr, out: &mut Vec<String>) {
+    match e {
+        Expr::Param(p) => {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        Expr::Lit(_) | Expr::Var(_) => {}
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => {
+            collect_params(x, out)
+        }
+        Expr::Call(_, args) | Expr::List(args) => args.iter().for_each(|a| collect_params(a, out)),
+        Expr::Bin(_, a, b) => {
+            collect_params(a, out);
+            collect_params(b, out);
+        }
+    }
+}
+
+fn check_vars(
+    e: &Expr,
+    known: &HashMap<String, usize>,
+    aliases: &[String],
+) -> Result<(), QueryError> {
+    match e {
+        Expr::Var(v) if !known.contains_key(v) && !aliases.contains(v) => Err(plan_err(format!(
+            "unknown variable {v}: bind it in MATCH or SEARCH first"
+        ))),
+        Expr::Var(_) | Expr::Lit(_) | Expr::Param(_) => Ok(()),
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => {
+            check_vars(x, known, aliases)
+        }
+        Expr::Call(name, args) => {
+            if !super::exec::FUNCTIONS.contains(&name.as_str()) {
+                return Err(plan_err(format!(
+                    "unknown function {name}(); known: {}",
+                    super::exec::FUNCTIONS.join(", ")
+                )));
+            }
+            args.iter().try_for_each(|a| check_vars(a, known, aliases))
+        }
+        Expr::List(args) => args.iter().try_for_each(|a| check_vars(a, known, aliases)),
+        Expr::Bin(_, a, b) => {
+            check_vars(a, known, aliases)?;
+            check_vars(b, known, aliases)
+        }
+    }
+}
+
+/// Plans a parsed query.
+pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
+    let mut p = Planner {
+        slots: Vec::new(),
+        index: HashMap::new(),
+        kinds: HashMap::new(),
+        ops: Vec::new(),
+        bound: Vec::new(),
+        limits,
+    };
+    for s in &q.searches {
+        let slot = p.slot(Some(&s.var), Kind::Node)?;
+        p.ops.push(Op::Search {
+            slot,
+            text: s.text.clone(),
+            limit: s.limit.unwrap_or(10),
+        });
+        p.bound[slot] = true;
+    }
+    // Every relation of the query keeps its own slot, so trail semantics can see them all.
+    let mut trail: Vec<usize> = Vec::new();
+    for path in &q.patterns {
+        let mut node_slots = vec![p.slot(path.start.var.as_deref(), Kind::Node)?];
+        let mut rel_slots = Vec::new();
+        for (rel, node) in &path.steps {
+            rel_slots.push(p.slot(rel.var.as_deref(), Kind::Rel)?);
+            node_slots.push(p.slot(node.var.as_deref(), Kind::Node)?);
+        }
+        let nodes: Vec<&NodePat> = std::iter::once(&path.start)
+            .chain(path.steps.iter().map(|(_, n)| n))
+            .collect();
+        let anchor = (0..nodes.len())
+            .min_by_key(|&i| (p.access(node_slots[i], nodes[i]), i))
+            .unwrap_or(0);
+        let var = nodes[anchor].var.clone().unwrap_or_default();
+        let bounds = ts_bounds(q.filter.as_ref(), &var);
+        p.bind_node(node_slots[anchor], nodes[anchor], &bounds);
+        for i in anchor..path.steps.len() {
+            let (rel, _) = &path.steps[i];
+            p.expand(
+                Step {
+                    from: node_slots[i],
+                    rel,
+                    rel_slot: rel_slots[i],
+                    to: node_slots[i + 1],
+                    to_node: nodes[i + 1],
+                    flip: false,
+                },
+                &trail,
+            )?;
+            trail.push(rel_slots[i]);
+        }
+        for i in (0..anchor).rev() {
+            let (rel, _) = &path.steps[i];
+            p.expand(
+                Step {
+                    from: node_slots[i + 1],
+                    rel,
+                    rel_slot: rel_slots[i],
+                    to: node_slots[i],
+                    to_node: nodes[i],
+                    flip: true,
+                },
+                &trail,
+            )?;
+            trail.push(rel_slots[i]);
+        }
+        if let Some(v) = &path.var {
+            let slot = p.slot(Some(v), Kind::Path)?;
+            p.ops.push(Op::BindPath {
+                slot,
+                nodes: node_slots.clone(),
+                rels: rel_slots.clone(),
+            });
+            p.bound[slot] = true;
+        }
+    }
+    let aliases: Vec<String> = q.items.iter().map(|i| i.alias.clone()).collect();
+    if let Some(f) = &q.filter {
+        check_vars(f, &p.index, &[])?;
+        p.ops.push(Op::Filter(f.clone()));
+    }
+    for item in &q.items {
+        check_vars(&item.expr, &p.index, &[])?;
+    }
+    // ORDER BY may name a RETURN alias: it is replaced by the aliased expression.
+    let order: Vec<(Expr, bool)> = q
+        .order
+        .iter()
+        .map(|(e, desc)| {
+            let e = match e {
+                Expr::Var(v) if !p.index.contains_key(v) => q
+                    .items
+                    .iter()
+                    .find(|i| &i.alias == v)
+                    .map(|i| i.expr.clone())
+                    .unwrap_or_else(|| e.clone()),
+                other => other.clone(),
+            };
+            (e, *desc)
+        })
+        .collect();
+    for (e, _) in &order {
+        check_vars(e, &p.index, &aliases)?;
+    }
+    if let Some(l) = &q.limit {
+        if mentions_vars(l) {
+            return Err(plan_err("LIMIT takes a number or a parameter"));
+        }
+    }
+    let mut params = Vec::new();
+    for s in &q.searches {
+        collect_params(&s.text, &mut params);
+    }
+    for op in &p.ops {
+        match op {
+            Op::LookupKey { key: e, .. } | Op::LookupName { name: e, .. } | Op::Filter(e) => {
+                collect_params(e, &mut params)
+            }
+            Op::CheckNode { props, .. } | Op::Expand { props, .. } => props
+                .iter()
+                .for_each(|(_, e)| collect_params(e, &mut params)),
+            Op::ScanEvents { from, to, .. } => from
+                .iter()
+                .chain(to.iter())
+                .for_each(|e| collect_params(e, &mut params)),
+            _ => {}
+        }
+    }
+    for i in &q.items {
+        collect_params(&i.expr, &mut params);
+    }
+    for (e, _) in &order {
+        collect_params(e, &mut params);
+    }
+    if let Some(l) = &q.limit {
+        collect_params(l, &mut params);
+    }
+    Ok(Plan {
+        slots: p.slots,
+        ops: p.ops,
+        distinct: q.distinct,
+        returns: q
+            .items
+            .iter()
+            .map(|i| (i.alias.clone(), i.expr.clone()))
+            .collect(),
+        order,
+        limit: q.limit.clone(),
+        params,
+    })
+}

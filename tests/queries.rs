@@ -1,0 +1,347 @@
+//! The planner query language: every saved query in `queries/` parses, plans (its plan is
+//! snapshotted) and answers the synthetic world as the ground truth and the library calls do;
+//! errors name spans; limits stop runaway queries; the parser never panics.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use loci::queries::{self as lib, Overlay};
+use loci::query::{self, Limits, QueryError, SavedQueries, Val};
+use loci::world::{self, WorldConfig, DAY};
+use loci::{BackendKind, Store};
+use proptest::prelude::*;
+
+fn saved() -> SavedQueries {
+    SavedQueries::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("queries"))
+        .expect("every saved query loads")
+}
+
+fn world_store(dir: &Path) -> (Store, world::World) {
+    let w = world::generate(&WorldConfig::default());
+    let store = Store::create(dir.join("w"), BackendKind::Redb).unwrap();
+    store.ingest(w.events.clone()).unwrap();
+    (store, w)
+}
+
+fn args(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn col<'a>(r: &'a query::QueryResult, name: &str) -> Vec<&'a serde_json::Value> {
+    let i = r
+        .columns
+        .iter()
+        .position(|c| c == name)
+        .unwrap_or_else(|| panic!("no column {name}"));
+    r.rows.iter().map(|row| &row[i]).collect()
+}
+
+#[test]
+fn saved_query_plans_are_stable() {
+    let all = saved();
+    assert!(
+        all.list().len() >= 9,
+        "the design's composite queries are saved"
+    );
+    for q in all.list() {
+        insta::assert_json_snapshot!(format!("plan_{}", q.name), q.prepared.plan);
+    }
+}
+
+#[test]
+fn saved_queries_answer_the_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, w) = world_store(dir.path());
+    let all = saved();
+    let run = |name: &str, a: &[(&str, &str)]| {
+        all.run_saved(&store, name, &args(a))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+
+    let home = run("where_is_home", &[]);
+    assert_eq!(col(&home, "home"), vec![&serde_json::json!(w.truth.home)]);
+    assert!(!col(&home, "events")[0].as_array().unwrap().is_empty());
+
+    let trades = run("find_trade", &[]);
+    let expected: Vec<serde_json::Value> = w
+        .truth
+        .sticks_for_emeralds
+        .iter()
+        .map(|t| serde_json::json!(t.villager))
+        .collect();
+    assert_eq!(
+        col(&trades, "villager"),
+        expected.iter().collect::<Vec<_>>()
+    );
+    let places: Vec<serde_json::Value> = w
+        .truth
+        .sticks_for_emeralds
+        .iter()
+        .map(|t| serde_json::json!(t.place))
+        .collect();
+    assert_eq!(col(&trades, "place"), places.iter().collect::<Vec<_>>());
+    let loose = run("find_trade", &[("min_confidence", "0.1")]);
+    assert_eq!(loose.rows.len(), 3, "the rumour appears below the floor");
+
+    let death = run("last_death", &[]);
+    assert_eq!(
+        col(&death, "place"),
+        vec![&serde_json::json!(w.truth.last_death_place)]
+    );
+    assert_eq!(
+        col(&death, "ts"),
+        vec![&serde_json::json!(w.truth.last_death_ts)]
+    );
+    let dropped: Vec<(String, i64)> = col(&death, "dropped")[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["item"].as_str().unwrap().to_string(),
+                d["count"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(dropped, w.truth.last_death_dropped);
+
+    let day = (w.truth.last_night_to / DAY).to_string();
+    let night = run("last_night", &[("day", &day)]);
+    let obs: Vec<String> = col(&night, "observations")
+        .iter()
+        .map(|o| o[0].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(obs, w.truth.last_night);
+
+    let villages = run("places_by_type", &[("type", "village")]);
+    let expected: Vec<String> = lib::places_by_type(&store, "village")
+        .into_iter()
+        .map(|p| p.key)
+        .collect();
+    let got: Vec<String> = col(&villages, "place")
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(got, expected);
+    assert!(!got.is_empty());
+
+    let trades_tl = run("timeline", &[("kind", "TRADE")]);
+    let ts: Vec<i64> = col(&trades_tl, "ts")
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert!(!ts.is_empty() && ts.windows(2).all(|p| p[0] <= p[1]));
+    assert!(col(&trades_tl, "kind").iter().all(|k| *k == "TRADE"));
+    let window = run(
+        "timeline",
+        &[
+            ("from", &w.truth.last_night_from.to_string()),
+            ("to", &(w.truth.last_night_to - 1).to_string()),
+        ],
+    );
+    assert_eq!(window.rows.len(), w.truth.last_night.len());
+
+    let seen = run("last_seen", &[("entity", "npc:fletcher:0")]);
+    let (place, ts, _) = lib::last_seen(&store, "npc:fletcher:0").unwrap().unwrap();
+    assert_eq!(col(&seen, "place"), vec![&serde_json::json!(place.key)]);
+    assert_eq!(col(&seen, "last_seen"), vec![&serde_json::json!(ts)]);
+
+    let near = run("neighbors", &[("node", "bot"), ("depth", "2")]);
+    let mut expected: Vec<String> = store
+        .neighbors(store.node_by_key("bot").unwrap().id, 2, &Default::default())
+        .into_iter()
+        .map(|n| n.key)
+        .collect();
+    expected.sort();
+    let got: Vec<String> = col(&near, "node")
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(got, expected);
+
+    // The nearest chest by the query language and by A* agree, with and without a light limit.
+    for max_dark in ["15", "7", "3"] {
+        let q = run(
+            "nearest_place",
+            &[
+                ("from", &w.truth.home),
+                ("type", "chest"),
+                ("max_darkness", max_dark),
+            ],
+        );
+        let route = lib::nearest_place(
+            &store,
+            &w.truth.home,
+            "chest",
+            Overlay::Distance,
+            max_dark.parse().unwrap(),
+        )
+        .unwrap();
+        match route {
+            Some(r) => {
+                assert_eq!(q.rows.len(), 1, "darkness {max_dark}");
+                let dist = col(&q, "distance")[0].as_f64().unwrap();
+                assert!(
+                    (dist - r.cost).abs() < 1e-6,
+                    "darkness {max_dark}: query {dist}, A* {}",
+                    r.cost
+                );
+                assert_eq!(r.path.first(), Some(&w.truth.home));
+            }
+            None => assert!(
+                q.rows.is_empty(),
+                "darkness {max_dark}: the query found a route A* did not"
+            ),
+        }
+    }
+    // Ranking trades by recency then route cost from home.
+    let ranked = lib::find_trade_from(
+        &store,
+        "emerald",
+        "stick",
+        0.5,
+        &w.truth.home,
+        Overlay::Distance,
+    )
+    .unwrap();
+    assert_eq!(ranked.len(), 2);
+    assert!(ranked.iter().all(|(_, c)| c.is_some()));
+}
+
+#[test]
+fn errors_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let none = HashMap::new();
+    let text = "MATCH (a:Place)\nWHERE a.type = \nRETURN a";
+    match query::run(&store, text, &none).unwrap_err() {
+        QueryError::Parse {
+            line,
+            column,
+            found,
+            expected,
+            ..
+        } => {
+            assert_eq!(
+                (line, column, found.as_str(), expected.as_str()),
+                (3, 1, "keyword RETURN", "an expression")
+            );
+        }
+        other => panic!("{other}"),
+    }
+    let rendered = query::prepare(text, Limits::default())
+        .unwrap_err()
+        .render(text);
+    assert!(rendered.ends_with("RETURN a\n  ^^^^^^"), "{rendered}");
+    let e = query::run(&store, "MATCH (a) RETURN b", &none).unwrap_err();
+    assert!(e.to_string().contains("unknown variable b"), "{e}");
+    let e = query::run(&store, "MATCH (a) RETURN frobnicate(a)", &none).unwrap_err();
+    assert!(e.to_string().contains("unknown function frobnicate"), "{e}");
+    let e = query::run(&store, "MATCH (a {key: $k}) RETURN a", &none).unwrap_err();
+    assert!(matches!(e, QueryError::Param(_)), "{e}");
+    let e = query::run(&store, "MATCH (a)-[*1..20]-(b) RETURN b", &none).unwrap_err();
+    assert!(e.to_string().contains("at most 8 hops"), "{e}");
+    let e = query::run(&store, "MATCH (a)-[r]-(b) RETURN a", &none);
+    assert!(e.is_ok());
+    let tight = Limits {
+        max_rows: 50,
+        ..Limits::default()
+    };
+    let e = query::prepare("MATCH (a)-[*1..4]-(b) RETURN b", tight)
+        .unwrap()
+        .run(&store, &none)
+        .unwrap_err();
+    assert!(matches!(e, QueryError::LimitExceeded(_)), "{e}");
+    assert!(e.to_string().contains("50 intermediate rows"));
+    // Typed parameters of saved queries.
+    let all = saved();
+    let e = all.run_saved(&store, "last_night", &[]).unwrap_err();
+    assert!(e.to_string().contains("needs --param day"), "{e}");
+    let e = all
+        .run_saved(&store, "last_night", &args(&[("day", "soon")]))
+        .unwrap_err();
+    assert!(e.to_string().contains("not an integer"), "{e}");
+    let e = all
+        .run_saved(&store, "where_is_home", &args(&[("colour", "red")]))
+        .unwrap_err();
+    assert!(e.to_string().contains("has no parameter colour"), "{e}");
+    assert!(all.run_saved(&store, "nope", &[]).is_err());
+    // Three-valued logic: comparisons with null are not true, IS NULL is.
+    let mut p = HashMap::new();
+    p.insert("k".to_string(), Val::Str("bot".into()));
+    let r = query::run(&store, "MATCH (b {key: $k})-[h:HOME]->(x) WHERE h.valid_to > 0 OR h.valid_to IS NULL RETURN x.key ORDER BY x.key", &p).unwrap();
+    assert_eq!(r.rows.len(), 2);
+    let r = query::run(
+        &store,
+        "MATCH (b {key: $k})-[h:HOME]->(x) WHERE NOT h.valid_to > 0 RETURN x.key",
+        &p,
+    )
+    .unwrap();
+    assert!(r.rows.is_empty(), "NOT null is null, not true");
+}
+
+#[test]
+fn saved_query_files_report_their_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.gq"),
+        "// name: a\n// description: x\nMATCH (n) RETURN n\n",
+    )
+    .unwrap();
+    assert_eq!(SavedQueries::load(dir.path()).unwrap().list().len(), 1);
+    std::fs::write(
+        dir.path().join("b.gq"),
+        "// name: b\n// description: x\nMATCH (n {key: $k}) RETURN n\n",
+    )
+    .unwrap();
+    let e = SavedQueries::load(dir.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("b.gq:1: param: $k is used but not declared"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.path().join("b.gq"),
+        "// name: b\n// description: x\n// param: k: colour\nMATCH (n) RETURN n\n",
+    )
+    .unwrap();
+    let e = SavedQueries::load(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("b.gq:3: param: type \"colour\""), "{e}");
+    std::fs::write(
+        dir.path().join("b.gq"),
+        "// name: b\n// description: x\nMATCH (n)\nRETURN n ORDER\n",
+    )
+    .unwrap();
+    let e = SavedQueries::load(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("b.gq:4: query:"), "{e}");
+    std::fs::write(
+        dir.path().join("b.gq"),
+        "// name: a\n// description: x\nMATCH (n) RETURN n\n",
+    )
+    .unwrap();
+    let e = SavedQueries::load(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("is also the name of"), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn parser_never_panics_on_arbitrary_text(s in "\\PC{0,80}") {
+        let _ = query::parse(&s);
+    }
+
+    #[test]
+    fn parser_never_panics_on_mangled_queries(cut in 0usize..400, insert in "[()\\[\\]{}<>:|.*$'\"=,-]{0,3}") {
+        for q in saved().list() {
+            let text = &q.prepared.text;
+            let mut at = cut.min(text.len());
+            while !text.is_char_boundary(at) { at -= 1; }
+            let mangled = format!("{}{}{}", &text[..at], insert, &text[at..]);
+            let _ = query::parse(&mangled);
+            let _ = query::prepare(&mangled, Limits::default());
+        }
+    }
+}
