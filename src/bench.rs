@@ -2,7 +2,7 @@
 //! scale-free graph (preferential attachment, several relations, random confidences) written as
 //! IMPORT events, and the measurements the foundation's speed goals name.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Instant;
 
@@ -475,5 +475,341 @@ pub fn run_retrieval_bench(
         passages: n_passages,
         nodes: stats.nodes,
         edges: stats.edges,
+    })
+}
+
+// --- MetaQA benchmark ------------------------------------------------------------------------
+
+/// The KB relation between a movie and the other kind of a MetaQA question type
+/// (`movie_to_director` ...).
+fn metaqa_relation(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "director" => "directed_by",
+        "writer" => "written_by",
+        "actor" => "starred_actors",
+        "year" => "release_year",
+        "language" => "in_language",
+        "genre" => "has_genre",
+        "tag" | "tags" => "has_tags",
+        "imdbrating" => "has_imdb_rating",
+        "imdbvotes" => "has_imdb_votes",
+        _ => return None,
+    })
+}
+
+/// The planner query of a question type: from the topic entity, located by name, along the
+/// relation path the type names, to answers other than the topic. `movie_to_director_to_movie`
+/// becomes `MATCH (t {name: $topic})-[:directed_by]->(x1)<-[:directed_by]-(x2) WHERE x2 <> t
+/// RETURN DISTINCT x2.name AS answer`.
+pub fn metaqa_query(qtype: &str) -> Result<String> {
+    let kinds: Vec<&str> = qtype.split("_to_").collect();
+    let bad = || crate::Error::InvalidArgument {
+        name: "qtype".into(),
+        message: format!("{qtype:?} is not a MetaQA question type (kind_to_kind...)"),
+    };
+    if kinds.len() < 2 {
+        return Err(bad());
+    }
+    let mut pattern = String::from("(t {name: $topic})");
+    for (i, pair) in kinds.windows(2).enumerate() {
+        let step = match (pair[0], pair[1]) {
+            ("movie", other) => format!("-[:{}]->", metaqa_relation(other).ok_or_else(bad)?),
+            (other, "movie") => format!("<-[:{}]-", metaqa_relation(other).ok_or_else(bad)?),
+            _ => return Err(bad()),
+        };
+        pattern.push_str(&format!("{step}(x{})", i + 1));
+    }
+    let last = kinds.len() - 1;
+    Ok(format!(
+        "MATCH {pattern} WHERE x{last} <> t RETURN DISTINCT x{last}.name AS answer"
+    ))
+}
+
+/// Loads a MetaQA KB (`subject|relation|object` lines) into `store`: one node per distinct
+/// entity string (key and name), one edge per triple.
+pub fn load_metaqa_kb(store: &Store, kb: &Path) -> Result<(usize, usize)> {
+    let text = std::fs::read_to_string(kb).map_err(|e| crate::Error::io(kb, e))?;
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut nodes = Vec::new();
+    let mut edges = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parts: Vec<&str> = line.split('|').collect();
+        if parts.len() != 3 || parts.iter().any(|p| p.trim().is_empty()) {
+            return Err(crate::Error::Input {
+                file: kb.display().to_string(),
+                line: i + 1,
+                field: "triple".into(),
+                message: format!("expected subject|relation|object, got {line:?}"),
+            });
+        }
+        for e in [parts[0], parts[2]] {
+            if seen.insert(e) {
+                nodes.push(Assertion::UpsertNode(NodeUpsert {
+                    key: e.to_string(),
+                    label: Some(crate::model::labels::ENTITY.into()),
+                    name: Some(e.to_string()),
+                    ..Default::default()
+                }));
+            }
+        }
+        edges.push(Assertion::UpsertEdge(EdgeUpsert {
+            from: parts[0].to_string(),
+            relation: parts[1].to_string(),
+            to: parts[2].to_string(),
+            ..Default::default()
+        }));
+    }
+    let (n, e) = (nodes.len(), edges.len());
+    nodes.extend(edges);
+    store.ingest(import_events(nodes, 1024))?;
+    Ok((n, e))
+}
+
+/// One MetaQA question: text, topic entity (in brackets in the text), answers.
+#[derive(Clone, Debug)]
+pub struct MetaqaQuestion {
+    pub text: String,
+    pub topic: String,
+    pub answers: Vec<String>,
+}
+
+/// Reads `question<TAB>answer|answer...` lines.
+pub fn read_metaqa_questions(path: &Path) -> Result<Vec<MetaqaQuestion>> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    let bad = |i: usize, m: &str| crate::Error::Input {
+        file: path.display().to_string(),
+        line: i + 1,
+        field: "question".into(),
+        message: m.to_string(),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let (q, a) = l
+                .split_once('\t')
+                .ok_or_else(|| bad(i, "expected question<TAB>answers"))?;
+            let open = q
+                .find('[')
+                .ok_or_else(|| bad(i, "no [topic entity] in the question"))?;
+            let close = q[open..]
+                .find(']')
+                .ok_or_else(|| bad(i, "unclosed [topic entity]"))?
+                + open;
+            Ok(MetaqaQuestion {
+                text: q.replace(['[', ']'], ""),
+                topic: q[open + 1..close].to_string(),
+                answers: a.split('|').map(str::to_string).collect(),
+            })
+        })
+        .collect()
+}
+
+/// Planner-mode figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PlannerMetrics {
+    #[serde(rename = "hits@1")]
+    pub hits_1: f64,
+    pub f1: f64,
+    #[serde(rename = "hits@1_answerable")]
+    pub hits_1_answerable: f64,
+    pub f1_answerable: f64,
+    pub n_answerable: usize,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+}
+
+/// Retrieval-mode figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MetaqaRetrievalMetrics {
+    #[serde(rename = "answer_recall@10")]
+    pub answer_recall_10: f64,
+    pub p50_ms: f64,
+    /// Questions run in retrieval mode (all, unless limited).
+    pub n: usize,
+}
+
+/// What `loci bench metaqa` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct MetaqaReport {
+    pub n: usize,
+    pub planner: PlannerMetrics,
+    pub retrieval: MetaqaRetrievalMetrics,
+    pub load_s: f64,
+    pub entities: usize,
+    pub triples: usize,
+}
+
+fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Runs the MetaQA benchmark in a fresh store in `dir`. `retrieval_limit` caps the questions
+/// run in retrieval mode (every question when `None`).
+pub fn run_metaqa_bench(
+    dir: &Path,
+    kb: &Path,
+    questions: &Path,
+    qtypes: &Path,
+    answerable: Option<&Path>,
+    retrieval_limit: Option<usize>,
+    progress: &dyn Fn(usize, usize),
+) -> Result<MetaqaReport> {
+    let qs = read_metaqa_questions(questions)?;
+    let types: Vec<String> = std::fs::read_to_string(qtypes)
+        .map_err(|e| crate::Error::io(qtypes, e))?
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect();
+    if types.len() < qs.len() {
+        return Err(crate::Error::Input {
+            file: qtypes.display().to_string(),
+            line: types.len() + 1,
+            field: "qtype".into(),
+            message: format!("{} question types for {} questions", types.len(), qs.len()),
+        });
+    }
+    let answerable: Option<HashSet<usize>> = match answerable {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| crate::Error::io(p, e))?
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect(),
+        ),
+        None => None,
+    };
+    let t = Instant::now();
+    let store = Store::create(dir, BackendKind::Redb)?;
+    let (entities, triples) = load_metaqa_kb(&store, kb)?;
+    let load_s = t.elapsed().as_secs_f64();
+
+    let mut prepared: HashMap<String, crate::query::Prepared> = HashMap::new();
+    let (mut hits, mut f1, mut hits_a, mut f1_a, mut n_a) = (0.0, 0.0, 0.0, 0.0, 0usize);
+    let mut lat = Vec::with_capacity(qs.len());
+    let retrieval_n = retrieval_limit.unwrap_or(qs.len()).min(qs.len());
+    let total = qs.len() + retrieval_n;
+    for (i, q) in qs.iter().enumerate() {
+        let qtype = &types[i];
+        if !prepared.contains_key(qtype) {
+            let text = metaqa_query(qtype)?;
+            let p = crate::query::prepare(&text, crate::query::Limits::default()).map_err(|e| {
+                crate::Error::InvalidArgument {
+                    name: "qtype".into(),
+                    message: e.to_string(),
+                }
+            })?;
+            prepared.insert(qtype.clone(), p);
+        }
+        let params =
+            HashMap::from([("topic".to_string(), crate::query::Val::Str(q.topic.clone()))]);
+        let t = Instant::now();
+        let result =
+            prepared[qtype]
+                .run(&store, &params)
+                .map_err(|e| crate::Error::InvalidArgument {
+                    name: "query".into(),
+                    message: e.to_string(),
+                })?;
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+        let got: Vec<String> = result
+            .rows
+            .iter()
+            .filter_map(|r| r[0].as_str().map(str::to_string))
+            .collect();
+        let gold: HashSet<&str> = q.answers.iter().map(String::as_str).collect();
+        let h = got.first().is_some_and(|a| gold.contains(a.as_str())) as u8 as f64;
+        let correct = got.iter().filter(|a| gold.contains(a.as_str())).count() as f64;
+        let f = if correct == 0.0 {
+            0.0
+        } else {
+            let (p, r) = (correct / got.len() as f64, correct / gold.len() as f64);
+            2.0 * p * r / (p + r)
+        };
+        hits += h;
+        f1 += f;
+        if answerable.as_ref().is_some_and(|a| a.contains(&i)) {
+            hits_a += h;
+            f1_a += f;
+            n_a += 1;
+        }
+        if i % 256 == 0 {
+            progress(i + 1, total);
+        }
+    }
+    let n = qs.len().max(1) as f64;
+
+    // Retrieval mode: the question text alone.
+    let retriever = crate::retrieval::Retriever::new(&store)?;
+    let opts = crate::retrieval::RetrieveOptions {
+        k: 20,
+        kinds: vec![
+            crate::retrieval::SnippetKind::Entity,
+            crate::retrieval::SnippetKind::Fact,
+        ],
+        ..Default::default()
+    };
+    let mut recall = 0.0;
+    let mut rlat = Vec::with_capacity(retrieval_n);
+    for (i, q) in qs.iter().take(retrieval_n).enumerate() {
+        let t = Instant::now();
+        let pack = retriever.retrieve(&q.text, &opts)?;
+        rlat.push(t.elapsed().as_secs_f64() * 1e3);
+        let mut names: Vec<String> = Vec::new();
+        let add = |name: String, names: &mut Vec<String>| {
+            if name != q.topic && !names.contains(&name) {
+                names.push(name);
+            }
+        };
+        for s in &pack.snippets {
+            match s.kind {
+                crate::retrieval::SnippetKind::Entity => add(s.id.clone(), &mut names),
+                _ => {
+                    for e in &s.provenance.edges {
+                        if let Some(edge) = store.edge(*e)? {
+                            for n in [edge.from, edge.to] {
+                                if let Some(node) = store.node(n) {
+                                    add(node.key, &mut names);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        names.truncate(10);
+        let found = q.answers.iter().filter(|a| names.contains(a)).count() as f64;
+        recall += found / q.answers.len().max(1) as f64;
+        if i % 256 == 0 {
+            progress(qs.len() + i + 1, total);
+        }
+    }
+    let na = n_a.max(1) as f64;
+    Ok(MetaqaReport {
+        n: qs.len(),
+        planner: PlannerMetrics {
+            hits_1: hits / n,
+            f1: f1 / n,
+            hits_1_answerable: hits_a / na,
+            f1_answerable: f1_a / na,
+            n_answerable: n_a,
+            p50_ms: percentile(lat.clone(), 0.5),
+            p95_ms: percentile(lat, 0.95),
+        },
+        retrieval: MetaqaRetrievalMetrics {
+            answer_recall_10: recall / retrieval_n.max(1) as f64,
+            p50_ms: percentile(rlat, 0.5),
+            n: retrieval_n,
+        },
+        load_s,
+        entities,
+        triples,
     })
 }

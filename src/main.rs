@@ -214,6 +214,22 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// MetaQA: planner path queries (Hits@1, F1) and retrieval (answer recall@10).
+    Metaqa {
+        #[arg(long)]
+        kb: PathBuf,
+        #[arg(long)]
+        questions: PathBuf,
+        #[arg(long)]
+        qtypes: PathBuf,
+        #[arg(long)]
+        answerable: Option<PathBuf>,
+        /// Run retrieval mode on the first N questions only.
+        #[arg(long)]
+        retrieval_limit: Option<usize>,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Passage recall of loci and of BM25 on a question set (formats: ../shared/datasets).
     Retrieval {
         #[arg(long)]
@@ -600,6 +616,37 @@ fn run(cli: Cli) -> Result<()> {
             backend: b,
             json,
         } => demo(seed, scale, backend(&b)?, json)?,
+        Command::Bench(BenchCommand::Metaqa {
+            kb,
+            questions,
+            qtypes,
+            answerable,
+            retrieval_limit,
+            json,
+        }) => {
+            let tmp = tempfile::tempdir()?;
+            let bar = ProgressBar::new(0).with_style(
+                ProgressStyle::with_template("questions {pos}/{len} {wide_bar} {elapsed}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            let report = loci::bench::run_metaqa_bench(
+                &tmp.path().join("store"),
+                &kb,
+                &questions,
+                &qtypes,
+                answerable.as_deref(),
+                retrieval_limit,
+                &|done, total| {
+                    bar.set_length(total as u64);
+                    bar.set_position(done as u64);
+                },
+            )?;
+            bar.finish_and_clear();
+            print_json(&report)?;
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+        }
         Command::Bench(BenchCommand::Retrieval {
             corpus,
             questions,

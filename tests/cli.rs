@@ -279,3 +279,107 @@ fn extract_query_and_retrieval_bench() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("alpha"));
 }
+
+#[test]
+fn saved_queries_run_and_metaqa_bench() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    ok(&["init", "--store", p(&store)]);
+    ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        root.join("datasets/world-seed42.jsonl").to_str().unwrap(),
+    ]);
+    let truth: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("datasets/world-seed42.answers.json")).unwrap(),
+    )
+    .unwrap();
+    let queries = root.join("queries");
+    let list = json(&["queries", "--dir", p(&queries), "--json"]);
+    assert!(list
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|q| q["name"] == "find_trade" && q["params"][0]["name"] == "want"));
+    let home = json(&[
+        "run",
+        "--store",
+        p(&store),
+        "where_is_home",
+        "--queries",
+        p(&queries),
+        "--json",
+    ]);
+    assert_eq!(home["rows"][0][0], truth["home"]);
+    let file = queries.join("last_death.gq");
+    let death = json(&["run", "--store", p(&store), p(&file), "--json"]);
+    assert_eq!(death["rows"][0][0], truth["last_death_place"]);
+    let inline = json(&[
+        "run",
+        "--store",
+        p(&store),
+        "--query",
+        "MATCH (b {key: $k})-[:HOME]->(p) RETURN p.key ORDER BY p.key",
+        "--param",
+        "k=bot",
+        "--json",
+    ]);
+    assert_eq!(inline["rows"].as_array().unwrap().len(), 2);
+    let bad = loci(&[
+        "run",
+        "--store",
+        p(&store),
+        "--query",
+        "MATCH (a) RETURN a ORDER",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("line 1, column 25: expected BY, found end of query") && err.contains('^'),
+        "{err}"
+    );
+    let missing = loci(&[
+        "run",
+        "--store",
+        p(&store),
+        "last_night",
+        "--queries",
+        p(&queries),
+    ]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("needs --param day"));
+
+    // A tiny MetaQA-shaped benchmark.
+    let kb = tmp.path().join("kb.txt");
+    std::fs::write(&kb, "Heat|directed_by|Michael Mann\nCollateral|directed_by|Michael Mann\nHeat|starred_actors|Al Pacino\nCollateral|release_year|2004\n").unwrap();
+    let qa = tmp.path().join("qa.txt");
+    std::fs::write(
+        &qa,
+        "who directed [Heat]\tMichael Mann\nwhat films share directors with [Heat]\tCollateral\n",
+    )
+    .unwrap();
+    let qt = tmp.path().join("qt.txt");
+    std::fs::write(&qt, "movie_to_director\nmovie_to_director_to_movie\n").unwrap();
+    let out = tmp.path().join("mq.json");
+    ok(&[
+        "bench",
+        "metaqa",
+        "--kb",
+        p(&kb),
+        "--questions",
+        p(&qa),
+        "--qtypes",
+        p(&qt),
+        "--json",
+        p(&out),
+    ]);
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(r["n"], 2);
+    assert_eq!(r["planner"]["hits@1"], 1.0);
+    assert_eq!(r["planner"]["f1"], 1.0);
+    for key in ["hits@1_answerable", "p50_ms", "p95_ms"] {
+        assert!(r["planner"][key].is_number());
+    }
+    assert!(r["retrieval"]["answer_recall@10"].is_number() && r["load_s"].is_number());
+}

@@ -345,3 +345,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn metaqa_question_types_become_path_queries() {
+    let q = loci::bench::metaqa_query("movie_to_director_to_movie").unwrap();
+    assert_eq!(q, "MATCH (t {name: $topic})-[:directed_by]->(x1)<-[:directed_by]-(x2) WHERE x2 <> t RETURN DISTINCT x2.name AS answer");
+    assert!(query::prepare(
+        &loci::bench::metaqa_query("actor_to_movie_to_writer").unwrap(),
+        Limits::default()
+    )
+    .is_ok());
+    assert!(loci::bench::metaqa_query("movie_to_spaceship").is_err());
+    assert!(
+        loci::bench::metaqa_query("actor_to_director").is_err(),
+        "one side of every hop is a movie"
+    );
+}
