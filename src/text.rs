@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::model::{Event, Node, NodeId};
 
 /// Version of the index layout; a different one in the commit payload forces a rebuild.
-const TEXT_FORMAT: u32 = 2;
+const TEXT_FORMAT: u32 = 3;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
 const ANALYZER: &str = "loci_en";
 
@@ -224,6 +224,20 @@ pub(crate) struct TextDoc {
     pub tags: Vec<String>,
     pub ts: i64,
     pub text: String,
+    /// Exact lookup forms of a node's name and aliases (see [`name_form`]).
+    pub names: Vec<String>,
+}
+
+/// The exact-lookup form of a name: normalised (case, punctuation, whitespace), or, for a name
+/// of symbols only ("$"), trimmed and lowercased. Names made only of stopwords ("Her", "Are
+/// You Here") have no analysed terms, so they are found through this form.
+pub fn name_form(name: &str) -> String {
+    let norm = crate::model::normalize_name(name);
+    if norm.is_empty() {
+        name.trim().to_lowercase()
+    } else {
+        norm
+    }
 }
 
 impl TextDoc {
@@ -236,12 +250,20 @@ impl TextDoc {
         for v in n.props.values() {
             v.collect_text(&mut text);
         }
+        let mut names: Vec<String> = std::iter::once(&n.name)
+            .chain(n.aliases.iter())
+            .map(|a| name_form(a))
+            .filter(|f| !f.is_empty())
+            .collect();
+        names.sort();
+        names.dedup();
         TextDoc {
             key: node_doc_key(&n.key),
             target: Target::Node(n.id),
             tags: vec!["doc:node".into(), format!("label:{}", n.label)],
             ts: n.updated,
             text,
+            names,
         }
     }
 
@@ -252,6 +274,7 @@ impl TextDoc {
             tags: vec!["doc:event".into(), format!("kind:{}", e.kind)],
             ts: e.ts,
             text: e.text(),
+            names: Vec::new(),
         }
     }
 
@@ -272,6 +295,9 @@ impl TextDoc {
         }
         eat(&self.ts.to_le_bytes());
         eat(self.text.as_bytes());
+        for n in &self.names {
+            eat(n.as_bytes());
+        }
         h
     }
 }
@@ -285,6 +311,7 @@ fn event_doc_key(seq: u64) -> String {
 
 struct Fields {
     key: Field,
+    name: Field,
     reference: Field,
     tag: Field,
     ts: Field,
@@ -295,6 +322,7 @@ struct Fields {
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let key = b.add_text_field("key", STRING);
+    let name = b.add_text_field("name", STRING);
     let reference = b.add_u64_field("ref", NumericOptions::default().set_fast());
     let tag = b.add_text_field("tag", STRING);
     let ts = b.add_i64_field("ts", NumericOptions::default().set_indexed().set_fast());
@@ -311,6 +339,7 @@ fn schema() -> (Schema, Fields) {
         b.build(),
         Fields {
             key,
+            name,
             reference,
             tag,
             ts,
@@ -438,6 +467,9 @@ impl TextIndex {
                 }
                 doc.add_i64(self.fields.ts, d.ts);
                 doc.add_text(self.fields.text, &d.text);
+                for n in &d.names {
+                    doc.add_text(self.fields.name, n);
+                }
                 doc.add_u64(self.fields.digest, d.digest());
                 w.add_document(doc).map_err(terr)?;
             }
@@ -569,6 +601,33 @@ impl TextIndex {
                     target: Target::from_ref(r),
                     score,
                 });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Nodes whose name or an alias has exactly this [`name_form`], best-known first.
+    pub fn lookup_name(&self, name: &str, limit: usize) -> Result<Vec<NodeId>> {
+        let form = name_form(name);
+        if form.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let q = TermQuery::new(
+            Term::from_field_text(self.fields.name, &form),
+            IndexRecordOption::Basic,
+        );
+        let searcher = self.reader.searcher();
+        let top = searcher
+            .search(&q, &TopDocs::with_limit(limit).order_by_score())
+            .map_err(terr)?;
+        let mut out = Vec::with_capacity(top.len());
+        for (_, addr) in top {
+            let refs = searcher.segment_readers()[addr.segment_ord as usize]
+                .fast_fields()
+                .u64("ref")
+                .map_err(terr)?;
+            if let Some(Target::Node(n)) = refs.first(addr.doc_id).map(Target::from_ref) {
+                out.push(n);
             }
         }
         Ok(out)

@@ -269,6 +269,24 @@ fn errors_and_limits() {
         .unwrap_err();
     assert!(e.to_string().contains("has no parameter colour"), "{e}");
     assert!(all.run_saved(&store, "nope", &[]).is_err());
+    let r = query::run(
+        &store,
+        "MATCH (b {key: 'bot'}) RETURN degree(b) AS d",
+        &none,
+    )
+    .unwrap();
+    let expected = store
+        .graph()
+        .adjacency()
+        .entries(store.node_by_key("bot").unwrap().id)
+        .len();
+    assert_eq!(r.rows[0][0], serde_json::json!(expected));
+    let r = query::run(&store, "SEARCH v FOR 'fletcher' LIMIT 20 MATCH (v:NPC)-[o:OFFERS]->(i:Item) RETURN DISTINCT v.key AS v ORDER BY v", &none).unwrap();
+    assert!(
+        r.rows.iter().any(|row| row[0] == "npc:fletcher:0"),
+        "{:?}",
+        r.rows
+    );
     // Three-valued logic: comparisons with null are not true, IS NULL is.
     let mut p = HashMap::new();
     p.insert("k".to_string(), Val::Str("bot".into()));

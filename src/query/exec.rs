@@ -31,6 +31,7 @@ pub const FUNCTIONS: &[&str] = &[
     "size",
     "abs",
     "last_seen",
+    "degree",
 ];
 
 /// A value during execution.
@@ -374,6 +375,13 @@ impl<'a> Ctx<'a> {
                     _ => Val::Null,
                 }
             }
+            "degree" => {
+                arity(1)?;
+                match &args[0] {
+                    Val::Node(n) => Val::Int(self.g.adjacency().entries(*n).len() as i64),
+                    _ => Val::Null,
+                }
+            }
             "coalesce" => args
                 .into_iter()
                 .find(|a| *a != Val::Null)
@@ -657,18 +665,27 @@ pub fn execute(
                     let Val::Str(wanted) = ctx.eval(name, row)? else {
                         continue;
                     };
-                    // Through the full-text index; exact (normalised) names only.
-                    let filter = SearchFilter {
-                        nodes_only: Some(true),
-                        ..Default::default()
-                    };
+                    // Through the full-text index: the exact name form first; when nothing
+                    // bears it, analysed search filtered to names equal up to plural.
+                    let mut found = store.text_index().lookup_name(&wanted, 1000)?;
+                    if found.is_empty() {
+                        let filter = SearchFilter {
+                            nodes_only: Some(true),
+                            ..Default::default()
+                        };
+                        for h in store.search(&wanted, &filter, 50)? {
+                            let Target::Node(n) = h.target else { continue };
+                            let Some(node) = g.node(n) else { continue };
+                            if same_name(&node.name, &wanted)
+                                || node.aliases.iter().any(|a| same_name(a, &wanted))
+                            {
+                                found.push(n);
+                            }
+                        }
+                    }
                     let mut seen = HashSet::new();
-                    for h in store.search(&wanted, &filter, 50)? {
-                        let Target::Node(n) = h.target else { continue };
-                        let Some(node) = g.node(n) else { continue };
-                        let named = same_name(&node.name, &wanted)
-                            || node.aliases.iter().any(|a| same_name(a, &wanted));
-                        if named && seen.insert(n) {
+                    for n in found {
+                        if seen.insert(n) {
                             let mut r = row.clone();
                             r[*slot] = Val::Node(n);
                             next.push(r);
