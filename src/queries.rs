@@ -272,9 +272,36 @@ fn summarize(ev: &Event) -> String {
 
 /// The entries of every event with world time in `[from, to)`, in time order.
 pub fn timeline(store: &Store, from: i64, to: i64) -> Result<Vec<TimelineEntry>> {
-    Ok(store
-        .events_between(from, to.saturating_sub(1))?
+    timeline_where(store, from, to, &TimelineFilter::default())
+}
+
+/// Which events a timeline keeps (`None` keeps any).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TimelineFilter {
+    pub place: Option<String>,
+    pub actor: Option<String>,
+    pub kind: Option<String>,
+}
+
+/// `timeline(from, to, place, actor, kind)`: the events with world time in `[from, to)` that
+/// match `filter`, in time order.
+pub fn timeline_where(
+    store: &Store,
+    from: i64,
+    to: i64,
+    filter: &TimelineFilter,
+) -> Result<Vec<TimelineEntry>> {
+    let events = store.events_between(from, to.saturating_sub(1))?;
+    Ok(events
         .into_iter()
+        .filter(|ev| {
+            filter
+                .place
+                .as_ref()
+                .is_none_or(|p| ev.place.as_ref() == Some(p))
+                && filter.actor.as_ref().is_none_or(|a| &ev.actor == a)
+                && filter.kind.as_ref().is_none_or(|k| &ev.kind == k)
+        })
         .map(|ev| TimelineEntry {
             seq: ev.seq,
             ts: ev.ts,

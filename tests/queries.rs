@@ -135,6 +135,34 @@ fn saved_queries_answer_the_world() {
         .collect();
     assert!(!ts.is_empty() && ts.windows(2).all(|p| p[0] <= p[1]));
     assert!(col(&trades_tl, "kind").iter().all(|k| *k == "TRADE"));
+    let lib_trades = lib::timeline_where(
+        &store,
+        0,
+        i64::MAX,
+        &lib::TimelineFilter {
+            kind: Some("TRADE".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        lib_trades.iter().map(|e| e.ts).collect::<Vec<_>>(),
+        ts,
+        "library and saved query agree"
+    );
+    let at_home = run("timeline", &[("place", &w.truth.home)]);
+    let lib_home = lib::timeline_where(
+        &store,
+        0,
+        i64::MAX,
+        &lib::TimelineFilter {
+            place: Some(w.truth.home.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(at_home.rows.len(), lib_home.len());
+    assert!(!lib_home.is_empty());
     let window = run(
         "timeline",
         &[
