@@ -280,6 +280,39 @@ fn main() {
     }
 }
 
+/// `NAME=VALUE` flag values as pairs.
+fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> {
+    raw.iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => Ok((k.to_string(), v.to_string())),
+            None => bail!("{flag} takes NAME=VALUE, got {kv:?}"),
+        })
+        .collect()
+}
+
+/// The progress bar of a benchmark over questions (hidden when stderr is not a terminal).
+fn question_bar() -> ProgressBar {
+    ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("questions {pos}/{len} {wide_bar} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    )
+}
+
+fn advance(bar: &ProgressBar, done: usize, total: usize) {
+    bar.set_length(total as u64);
+    bar.set_position(done as u64);
+}
+
+/// Prints a benchmark report and, when asked, writes it as JSON to a file too.
+fn emit_report(report: &impl serde::Serialize, json: Option<&Path>) -> Result<()> {
+    print_json(report)?;
+    if let Some(path) = json {
+        std::fs::write(path, serde_json::to_string_pretty(report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn print_json(v: &impl serde::Serialize) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
@@ -459,14 +492,7 @@ fn run(cli: Cli) -> Result<()> {
             queries,
             json,
         } => {
-            let args: Vec<(String, String)> = params
-                .iter()
-                .map(|kv| {
-                    kv.split_once('=')
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .ok_or_else(|| anyhow::anyhow!("--param takes NAME=VALUE, got {kv:?}"))
-                })
-                .collect::<Result<_>>()?;
+            let args = name_values("--param", &params)?;
             let s = open(&store)?;
             let (text, result) = match (saved, query) {
                 (Some(_), Some(_)) => bail!("give a saved query or --query, not both"),
@@ -625,10 +651,7 @@ fn run(cli: Cli) -> Result<()> {
             json,
         }) => {
             let tmp = tempfile::tempdir()?;
-            let bar = ProgressBar::new(0).with_style(
-                ProgressStyle::with_template("questions {pos}/{len} {wide_bar} {elapsed}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
+            let bar = question_bar();
             let report = loci::bench::run_metaqa_bench(
                 &tmp.path().join("store"),
                 &kb,
@@ -636,16 +659,10 @@ fn run(cli: Cli) -> Result<()> {
                 &qtypes,
                 answerable.as_deref(),
                 retrieval_limit,
-                &|done, total| {
-                    bar.set_length(total as u64);
-                    bar.set_position(done as u64);
-                },
+                &|done, total| advance(&bar, done, total),
             )?;
             bar.finish_and_clear();
-            print_json(&report)?;
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-            }
+            emit_report(&report, json.as_deref())?;
         }
         Command::Bench(BenchCommand::Retrieval {
             corpus,
@@ -655,33 +672,21 @@ fn run(cli: Cli) -> Result<()> {
             json,
         }) => {
             let mut opts = RetrieveOptions::default();
-            for kv in &set {
-                let Some((k, v)) = kv.split_once('=') else {
-                    bail!("--set takes NAME=VALUE, got {kv:?}");
-                };
-                opts.set(k, v)?;
+            for (k, v) in name_values("--set", &set)? {
+                opts.set(&k, &v)?;
             }
             let tmp = tempfile::tempdir()?;
-            let bar = ProgressBar::new(0).with_style(
-                ProgressStyle::with_template("questions {pos}/{len} {wide_bar} {elapsed}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
+            let bar = question_bar();
             let report = loci::bench::run_retrieval_bench(
                 &tmp.path().join("store"),
                 &corpus,
                 &questions,
                 triples.as_deref(),
                 &opts,
-                &|done, total| {
-                    bar.set_length(total as u64);
-                    bar.set_position(done as u64);
-                },
+                &|done, total| advance(&bar, done, total),
             )?;
             bar.finish_and_clear();
-            print_json(&report)?;
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-            }
+            emit_report(&report, json.as_deref())?;
         }
         Command::Bench(BenchCommand::Graph {
             nodes,
@@ -710,10 +715,7 @@ fn run(cli: Cli) -> Result<()> {
                 v["rss_bytes_per_edge"] =
                     ((full.saturating_sub(empty)) as f64 / report.edges.max(1) as f64).into();
             }
-            print_json(&v)?;
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&v)?)?;
-            }
+            emit_report(&v, json.as_deref())?;
         }
     }
     Ok(())
