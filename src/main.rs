@@ -919,7 +919,21 @@ fn demo(seed: u64, scale: u32, backend: BackendKind, json: bool) -> Result<()> {
 
     let t = Instant::now();
     let home = queries::where_is_home(&store, world::BOT, None)?;
-    let trades = queries::find_trade(&store, "emerald", "stick", 0.5)?;
+    // Ranked by recency, then by the walk from home; the home is the answer above.
+    let from = home
+        .as_ref()
+        .map(|h| h.place.key.clone())
+        .unwrap_or_default();
+    let ranked = queries::find_trade_from(
+        &store,
+        "emerald",
+        "stick",
+        0.5,
+        &from,
+        queries::Overlay::Distance,
+    )?;
+    let trades: Vec<queries::TradeAnswer> = ranked.iter().map(|(t, _)| t.clone()).collect();
+    let walk: Vec<Option<f64>> = ranked.iter().map(|(_, c)| *c).collect();
     let night = queries::last_night(&store, None)?;
     let death = queries::last_death(&store, world::BOT)?;
     let answer_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -930,6 +944,7 @@ fn demo(seed: u64, scale: u32, backend: BackendKind, json: bool) -> Result<()> {
             "store": {"backend": backend, "events": commit.events, "nodes": stats.nodes, "edges": stats.edges, "build_s": build_s},
             "where_is_home": home,
             "trade_sticks_for_emeralds": trades,
+            "trade_walk_from_home": walk,
             "last_night": night,
             "last_death": death,
             "ground_truth": w.truth,
@@ -962,10 +977,13 @@ fn demo(seed: u64, scale: u32, backend: BackendKind, json: bool) -> Result<()> {
         ),
         None => println!("  no answer"),
     }
-    println!("\nQ: where can I trade sticks for emeralds? (offers with confidence >= 0.5, most recent first)");
+    println!("\nQ: where can I trade sticks for emeralds? (offers with confidence >= 0.5; most recent first, then nearest)");
     for (i, t) in trades.iter().enumerate() {
+        let route = walk[i]
+            .map(|c| format!("{c:.0} blocks from home"))
+            .unwrap_or("no known path".into());
         println!(
-            "  {}. {} ({}) at {}: {} {} for {} {}, confidence {:.2}, last seen t={}\n     provenance: edge {}, events {:?}",
+            "  {}. {} ({}) at {} ({route}): {} {} for {} {}, confidence {:.2}, last seen t={}\n     provenance: edge {}, events {:?}",
             i + 1, t.villager_name, t.villager,
             t.place.as_ref().map(|p| format!("{} ({})", p.name, p.key)).unwrap_or("?".into()),
             t.gives_count, t.gives, t.wants_count, t.wants, t.confidence, t.last_seen,
