@@ -159,6 +159,8 @@ struct Builder {
     events: Vec<EventDraft>,
     obs: u64,
     places: Vec<Place>,
+    /// Place key -> index in `places`.
+    place_index: std::collections::HashMap<String, usize>,
     /// Places discovered so far per region, for path building.
     known: Vec<Vec<usize>>,
 }
@@ -200,7 +202,7 @@ impl Builder {
         self.obs += 1;
         let mut ev = EventDraft::new(ts, BOT, kind);
         ev.place = place.map(str::to_string);
-        ev.anchor = place.and_then(|p| self.places.iter().find(|x| x.key == p).map(|x| x.anchor));
+        ev.anchor = place.and_then(|p| self.place_index.get(p).map(|i| self.places[*i].anchor));
         ev.payload = payload;
         ev.evidence = vec![format!("obs-{}", self.obs)];
         ev.salience = match kind {
@@ -288,6 +290,7 @@ impl Builder {
                 cz * 16 + self.rng.below(16) as i32,
             ]),
         };
+        self.place_index.insert(key.clone(), self.places.len());
         self.places.push(Place {
             key,
             kind,
@@ -405,6 +408,7 @@ pub fn generate(config: &WorldConfig) -> World {
         events: Vec::new(),
         obs: 0,
         places: Vec::new(),
+        place_index: Default::default(),
         known: vec![Vec::new(); regions],
     };
 
