@@ -225,6 +225,29 @@ fn saved_queries_answer_the_world() {
             ),
         }
     }
+    // The saved query ranks by recency then walk, as the library call does, with the same walks.
+    let near = run("find_trade_near", &[("from", &w.truth.home)]);
+    let lib_near = lib::find_trade_from(
+        &store,
+        "emerald",
+        "stick",
+        0.5,
+        &w.truth.home,
+        Overlay::Distance,
+    )
+    .unwrap();
+    let names: Vec<&str> = col(&near, "villager")
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let lib_names: Vec<&str> = lib_near.iter().map(|(t, _)| t.villager.as_str()).collect();
+    assert_eq!(names, lib_names);
+    for (row, (_, cost)) in col(&near, "walk").iter().zip(&lib_near) {
+        assert!(
+            (row.as_f64().unwrap() - cost.unwrap()).abs() < 1e-6,
+            "walk {row} vs A* {cost:?}"
+        );
+    }
     // Ranking trades by recency then route cost from home.
     let ranked = lib::find_trade_from(
         &store,
@@ -315,6 +338,43 @@ fn errors_and_limits() {
         "{:?}",
         r.rows
     );
+    // Aggregates group by the other returned items; ORDER BY may name an aggregate's alias.
+    let r = query::run(&store, "MATCH (p:Place) RETURN p.type AS type, count(*) AS n, collect(p.key) AS keys ORDER BY n DESC, type", &none).unwrap();
+    let total: i64 = r.rows.iter().map(|row| row[1].as_i64().unwrap()).sum();
+    assert_eq!(
+        total as usize,
+        store.graph().nodes().filter(|n| n.label == "Place").count()
+    );
+    assert!(r
+        .rows
+        .iter()
+        .all(|row| row[2].as_array().unwrap().len() as i64 == row[1].as_i64().unwrap()));
+    assert!(r
+        .rows
+        .windows(2)
+        .all(|w| w[0][1].as_i64() >= w[1][1].as_i64()));
+    let r = query::run(&store, "MATCH (b {key: 'bot'})-[e]-(x) RETURN count(e) AS n, min(e.last_seen) AS first, max(e.last_seen) AS last, avg(confidence(e)) AS c", &none).unwrap();
+    assert_eq!(r.rows.len(), 1);
+    assert!(r.rows[0][1].as_i64() <= r.rows[0][2].as_i64());
+    let r = query::run(
+        &store,
+        "MATCH (x:Nothing) RETURN count(*) AS n, sum(x.salience) AS s",
+        &none,
+    )
+    .unwrap();
+    assert_eq!(
+        r.rows,
+        vec![vec![serde_json::json!(0), serde_json::json!(0)]],
+        "no rows: one row of empty aggregates"
+    );
+    for bad in [
+        "MATCH (a) WHERE count(a) > 1 RETURN a",
+        "MATCH (a) RETURN count(a) + 1",
+        "MATCH (a) RETURN a.key, count(a) ORDER BY a.name",
+        "MATCH (a) RETURN min(max(a.salience))",
+    ] {
+        assert!(query::run(&store, bad, &none).is_err(), "{bad}");
+    }
     // Three-valued logic: comparisons with null are not true, IS NULL is.
     let mut p = HashMap::new();
     p.insert("k".to_string(), Val::Str("bot".into()));

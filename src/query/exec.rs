@@ -32,7 +32,112 @@ pub const FUNCTIONS: &[&str] = &[
     "abs",
     "last_seen",
     "degree",
+    "count",
+    "min",
+    "max",
+    "sum",
+    "avg",
+    "collect",
 ];
+
+/// Functions that aggregate the rows of a group.
+pub const AGGREGATES: &[&str] = &["count", "min", "max", "sum", "avg", "collect"];
+
+fn is_aggregate(e: &Expr) -> bool {
+    matches!(e, Expr::Call(name, _) if AGGREGATES.contains(&name.as_str()))
+}
+
+/// The running value of one aggregate over a group.
+enum Acc {
+    Count(i64),
+    Min(Option<Val>),
+    Max(Option<Val>),
+    Sum(f64, bool),
+    Avg(f64, usize),
+    Collect(Vec<Val>),
+}
+
+impl Acc {
+    fn new(name: &str) -> Acc {
+        match name {
+            "count" => Acc::Count(0),
+            "min" => Acc::Min(None),
+            "max" => Acc::Max(None),
+            "sum" => Acc::Sum(0.0, true),
+            "avg" => Acc::Avg(0.0, 0),
+            _ => Acc::Collect(Vec::new()),
+        }
+    }
+    /// Adds one row's value; nulls are skipped, as in Cypher.
+    fn add(&mut self, v: Val) {
+        if v == Val::Null {
+            return;
+        }
+        match self {
+            Acc::Count(n) => *n += 1,
+            Acc::Min(m) => {
+                if m.as_ref()
+                    .is_none_or(|x| compare(&v, x) == Some(std::cmp::Ordering::Less))
+                {
+                    *m = Some(v);
+                }
+            }
+            Acc::Max(m) => {
+                if m.as_ref()
+                    .is_none_or(|x| compare(&v, x) == Some(std::cmp::Ordering::Greater))
+                {
+                    *m = Some(v);
+                }
+            }
+            Acc::Sum(total, ints) => {
+                if let Some(x) = v.num() {
+                    *total += x;
+                    *ints &= matches!(v, Val::Int(_));
+                }
+            }
+            Acc::Avg(total, n) => {
+                if let Some(x) = v.num() {
+                    *total += x;
+                    *n += 1;
+                }
+            }
+            Acc::Collect(items) => items.push(v),
+        }
+    }
+    fn finish(self) -> Val {
+        match self {
+            Acc::Count(n) => Val::Int(n),
+            Acc::Min(m) | Acc::Max(m) => m.unwrap_or(Val::Null),
+            Acc::Sum(t, true) => Val::Int(t as i64),
+            Acc::Sum(t, false) => Val::Float(t),
+            Acc::Avg(_, 0) => Val::Null,
+            Acc::Avg(t, n) => Val::Float(t / n as f64),
+            Acc::Collect(items) => Val::List(items),
+        }
+    }
+}
+
+fn order_cmp(a: &[Val], b: &[Val], desc: &[bool]) -> std::cmp::Ordering {
+    for (i, d) in desc.iter().enumerate() {
+        let o = match (&a[i], &b[i]) {
+            (Val::Null, Val::Null) => std::cmp::Ordering::Equal,
+            (Val::Null, _) => std::cmp::Ordering::Greater,
+            (_, Val::Null) => std::cmp::Ordering::Less,
+            (x, y) => {
+                let o = compare(x, y).unwrap_or(std::cmp::Ordering::Equal);
+                if *d {
+                    o.reverse()
+                } else {
+                    o
+                }
+            }
+        };
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    std::cmp::Ordering::Equal
+}
 
 /// A value during execution.
 #[derive(Clone, Debug, PartialEq)]
@@ -409,6 +514,11 @@ impl<'a> Ctx<'a> {
                     Val::Float(f) => Val::Float(f.abs()),
                     _ => Val::Null,
                 }
+            }
+            agg if AGGREGATES.contains(&agg) => {
+                return Err(QueryError::Plan(format!(
+                    "{agg}() aggregates rows: use it as a whole RETURN item"
+                )))
             }
             other => return Err(QueryError::Plan(format!("unknown function {other}()"))),
         })
@@ -888,40 +998,6 @@ pub fn execute(
     }
     examined += rows.len();
 
-    // ORDER BY on the matched rows (nulls last), then projection, DISTINCT and LIMIT.
-    if !plan.order.is_empty() {
-        let mut keyed: Vec<(Vec<Val>, Vec<Val>)> = Vec::with_capacity(rows.len());
-        for row in rows {
-            let keys = plan
-                .order
-                .iter()
-                .map(|(e, _)| ctx.eval(e, &row))
-                .collect::<Result<Vec<_>, _>>()?;
-            keyed.push((keys, row));
-        }
-        keyed.sort_by(|(a, _), (b, _)| {
-            for (i, (_, desc)) in plan.order.iter().enumerate() {
-                let o = match (&a[i], &b[i]) {
-                    (Val::Null, Val::Null) => std::cmp::Ordering::Equal,
-                    (Val::Null, _) => std::cmp::Ordering::Greater,
-                    (_, Val::Null) => std::cmp::Ordering::Less,
-                    (x, y) => {
-                        let o = compare(x, y).unwrap_or(std::cmp::Ordering::Equal);
-                        if *desc {
-                            o.reverse()
-                        } else {
-                            o
-                        }
-                    }
-                };
-                if o != std::cmp::Ordering::Equal {
-                    return o;
-                }
-            }
-            std::cmp::Ordering::Equal
-        });
-        rows = keyed.into_iter().map(|(_, r)| r).collect();
-    }
     let limit = match &plan.limit {
         Some(e) => match ctx.eval(e, &[])? {
             Val::Int(n) if n >= 0 => Some(n as usize),
@@ -933,6 +1009,25 @@ pub fn execute(
         },
         None => None,
     };
+    if plan.returns.iter().any(|(_, e)| is_aggregate(e)) {
+        return aggregate(&mut ctx, plan, rows, limit, examined, &guard);
+    }
+
+    // ORDER BY on the matched rows (nulls last), then projection, DISTINCT and LIMIT.
+    if !plan.order.is_empty() {
+        let mut keyed: Vec<(Vec<Val>, Vec<Val>)> = Vec::with_capacity(rows.len());
+        for row in rows {
+            let keys = plan
+                .order
+                .iter()
+                .map(|(e, _)| ctx.eval(e, &row))
+                .collect::<Result<Vec<_>, _>>()?;
+            keyed.push((keys, row));
+        }
+        let desc: Vec<bool> = plan.order.iter().map(|(_, d)| *d).collect();
+        keyed.sort_by(|(a, _), (b, _)| order_cmp(a, b, &desc));
+        rows = keyed.into_iter().map(|(_, r)| r).collect();
+    }
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for row in &rows {
@@ -948,6 +1043,118 @@ pub fn execute(
             continue;
         }
         out.push(vals);
+    }
+    Ok(QueryResult {
+        columns: plan.returns.iter().map(|(a, _)| a.clone()).collect(),
+        rows: out,
+        rows_examined: examined,
+        elapsed_us: guard.started.elapsed().as_micros() as u64,
+    })
+}
+
+/// RETURN with aggregates: rows grouped by the non-aggregate items (in order of first
+/// appearance), then ORDER BY over the returned columns, then LIMIT.
+fn aggregate(
+    ctx: &mut Ctx<'_>,
+    plan: &Plan,
+    rows: Vec<Vec<Val>>,
+    limit: Option<usize>,
+    examined: usize,
+    guard: &Guard,
+) -> Result<QueryResult, QueryError> {
+    let mut groups: Vec<(Vec<Val>, Vec<Acc>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for row in &rows {
+        let mut key = Vec::new();
+        for (_, e) in plan.returns.iter().filter(|(_, e)| !is_aggregate(e)) {
+            key.push(ctx.eval(e, row)?);
+        }
+        let id = format!("{key:?}");
+        let g = match index.get(&id) {
+            Some(g) => *g,
+            None => {
+                let accs = plan
+                    .returns
+                    .iter()
+                    .filter_map(|(_, e)| match e {
+                        Expr::Call(name, _) if is_aggregate(e) => Some(Acc::new(name)),
+                        _ => None,
+                    })
+                    .collect();
+                groups.push((key, accs));
+                index.insert(id, groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        let aggs = plan.returns.iter().filter(|(_, e)| is_aggregate(e));
+        for (i, (_, e)) in aggs.enumerate() {
+            let Expr::Call(_, args) = e else { continue };
+            // count(*) counts rows: any non-null stands for the row.
+            let v = match args.first() {
+                Some(a) => ctx.eval(a, row)?,
+                None => Val::Bool(true),
+            };
+            groups[g].1[i].add(v);
+        }
+    }
+    // Only aggregates and no rows: one row of empty aggregates (count 0), as in Cypher.
+    if groups.is_empty() && plan.returns.iter().all(|(_, e)| is_aggregate(e)) {
+        let accs = plan
+            .returns
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Expr::Call(name, _) => Some(Acc::new(name)),
+                _ => None,
+            })
+            .collect();
+        groups.push((Vec::new(), accs));
+    }
+    let mut out_rows: Vec<Vec<Val>> = groups
+        .into_iter()
+        .map(|(key, accs)| {
+            let mut keys = key.into_iter();
+            let mut accs = accs.into_iter();
+            plan.returns
+                .iter()
+                .map(|(_, e)| {
+                    if is_aggregate(e) {
+                        accs.next().map_or(Val::Null, Acc::finish)
+                    } else {
+                        keys.next().unwrap_or(Val::Null)
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let mut columns = Vec::new();
+    for (e, desc) in &plan.order {
+        let i = plan
+            .returns
+            .iter()
+            .position(|(_, r)| r == e)
+            .ok_or_else(|| {
+                QueryError::Plan("with aggregates, ORDER BY may only name returned columns".into())
+            })?;
+        columns.push((i, *desc));
+    }
+    if !columns.is_empty() {
+        let desc: Vec<bool> = columns.iter().map(|(_, d)| *d).collect();
+        out_rows.sort_by(|a, b| {
+            let ka: Vec<Val> = columns.iter().map(|(i, _)| a[*i].clone()).collect();
+            let kb: Vec<Val> = columns.iter().map(|(i, _)| b[*i].clone()).collect();
+            order_cmp(&ka, &kb, &desc)
+        });
+    }
+    if let Some(l) = limit {
+        out_rows.truncate(l);
+    }
+    let mut out = Vec::with_capacity(out_rows.len());
+    for r in &out_rows {
+        out.push(
+            r.iter()
+                .map(|v| to_json(ctx, v))
+                .collect::<Result<Vec<_>, _>>()?,
+        );
     }
     Ok(QueryResult {
         columns: plan.returns.iter().map(|(a, _)| a.clone()).collect(),

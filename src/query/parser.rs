@@ -19,8 +19,11 @@
 //! add      := mul (('+'|'-') mul)*;  mul := unary (('*'|'/'|'%') unary)*
 //! unary    := '-' unary | postfix;   postfix := atom ('.' name)*
 //! atom     := int | float | string | TRUE | FALSE | NULL | $param | var | name '(' args ')'
-//!           | '[' [expr (',' expr)*] ']' | '(' expr ')'
+//!           | count '(' '*' ')' | '[' [expr (',' expr)*] ']' | '(' expr ')'
 //! ```
+//!
+//! Aggregates (`count`, `min`, `max`, `sum`, `avg`, `collect`) are whole RETURN items; the
+//! other items group the rows, as in Cypher.
 
 use serde::Serialize;
 
@@ -918,6 +921,12 @@ impl<'a> Parser<'a> {
                 }
                 self.bump();
                 if self.eat_sym("(") {
+                    // count(*): every row of the group.
+                    if self.is_sym("*") && matches!(self.peek_at(1), Tok::Sym(")")) {
+                        self.bump();
+                        self.bump();
+                        return Ok(Expr::Call(s.to_ascii_lowercase(), Vec::new()));
+                    }
                     let mut args = Vec::new();
                     if !self.eat_sym(")") {
                         loop {

@@ -326,6 +326,20 @@ fn mentions_vars(e: &Expr) -> bool {
     }
 }
 
+fn contains_aggregate(e: &Expr) -> bool {
+    match e {
+        Expr::Call(name, args) => {
+            super::exec::AGGREGATES.contains(&name.as_str()) || args.iter().any(contains_aggregate)
+        }
+        Expr::Lit(_) | Expr::Param(_) | Expr::Var(_) => false,
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => {
+            contains_aggregate(x)
+        }
+        Expr::List(items) => items.iter().any(contains_aggregate),
+        Expr::Bin(_, a, b) => contains_aggregate(a) || contains_aggregate(b),
+    }
+}
+
 fn collect_params(e: &Expr, out: &mut Vec<String>) {
     match e {
         Expr::Param(p) => {
@@ -455,10 +469,39 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
     let aliases: Vec<String> = q.items.iter().map(|i| i.alias.clone()).collect();
     if let Some(f) = &q.filter {
         check_vars(f, &p.index, &[])?;
+        if contains_aggregate(f) {
+            return Err(plan_err(
+                "aggregates (count, min, ...) belong in RETURN, not WHERE",
+            ));
+        }
         p.ops.push(Op::Filter(f.clone()));
     }
     for item in &q.items {
         check_vars(&item.expr, &p.index, &[])?;
+        match &item.expr {
+            Expr::Call(name, args) if super::exec::AGGREGATES.contains(&name.as_str()) => {
+                let ok = if name == "count" {
+                    args.len() <= 1
+                } else {
+                    args.len() == 1
+                };
+                if !ok {
+                    return Err(plan_err(format!(
+                        "{name}() takes one argument (count also takes *)"
+                    )));
+                }
+                if args.iter().any(contains_aggregate) {
+                    return Err(plan_err("aggregates cannot be nested"));
+                }
+            }
+            e if contains_aggregate(e) => {
+                return Err(plan_err(format!(
+                    "{}: an aggregate must be a whole RETURN item",
+                    item.alias
+                )))
+            }
+            _ => {}
+        }
     }
     // ORDER BY may name a RETURN alias: it is replaced by the aliased expression.
     let order: Vec<(Expr, bool)> = q
