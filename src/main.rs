@@ -937,6 +937,17 @@ fn demo(seed: u64, scale: u32, backend: BackendKind, json: bool) -> Result<()> {
     let night = queries::last_night(&store, None)?;
     let death = queries::last_death(&store, world::BOT)?;
     let answer_ms = t.elapsed().as_secs_f64() * 1e3;
+    // What an LLM router gets for the same question: ranked snippets under a token budget.
+    let pack_question = "where can I trade sticks for emeralds?";
+    let pack = Retriever::new(&store)?.retrieve(
+        pack_question,
+        &RetrieveOptions {
+            k: 6,
+            budget: Some(160),
+            min_confidence: 0.5,
+            ..Default::default()
+        },
+    )?;
     let verify = store.verify()?;
 
     if json {
@@ -949,6 +960,7 @@ fn demo(seed: u64, scale: u32, backend: BackendKind, json: bool) -> Result<()> {
             "last_death": death,
             "ground_truth": w.truth,
             "answers_ms": answer_ms,
+            "context_pack": pack,
             "replay_verified": verify.ok(),
         }));
     }
@@ -1036,6 +1048,18 @@ fn demo(seed: u64, scale: u32, backend: BackendKind, json: bool) -> Result<()> {
         }
         None => println!("  no recorded death"),
     }
+    println!(
+        "\nContext pack for an LLM router: {pack_question:?} (budget 160 tokens, confidence >= 0.5)"
+    );
+    for s in &pack.snippets {
+        println!("  [{:?}, score {:.2}] {}", s.kind, s.score, s.text);
+    }
+    println!(
+        "  {} tokens used, {} snippets cut; retrieved in {} us",
+        pack.tokens_used,
+        pack.cut.len(),
+        pack.elapsed_us
+    );
     println!(
         "\nanswered in {answer_ms:.2} ms; replay --verify: {}",
         if verify.ok() { "OK" } else { "MISMATCH" }
