@@ -178,17 +178,25 @@ fn saved_queries_answer_the_world() {
     assert_eq!(col(&seen, "last_seen"), vec![&serde_json::json!(ts)]);
 
     let near = run("neighbors", &[("node", "bot"), ("depth", "2")]);
-    let mut expected: Vec<String> = store
+    let expected: HashMap<String, i64> = store
         .neighbors(store.node_by_key("bot").unwrap().id, 2, &Default::default())
         .into_iter()
-        .map(|n| n.key)
+        .map(|n| (n.key, n.hops as i64))
         .collect();
-    expected.sort();
-    let got: Vec<String> = col(&near, "node")
+    let got: HashMap<String, i64> = col(&near, "node")
         .iter()
-        .map(|v| v.as_str().unwrap().to_string())
+        .zip(col(&near, "hops"))
+        .map(|(k, h)| (k.as_str().unwrap().to_string(), h.as_i64().unwrap()))
         .collect();
-    assert_eq!(got, expected);
+    assert_eq!(
+        got, expected,
+        "the same nodes at the same (shortest) hop counts as the BFS"
+    );
+    let hops: Vec<i64> = col(&near, "hops")
+        .iter()
+        .map(|h| h.as_i64().unwrap())
+        .collect();
+    assert!(hops.windows(2).all(|w| w[0] <= w[1]));
 
     // The nearest chest by the query language and by A* agree, with and without a light limit.
     for max_dark in ["15", "7", "3"] {

@@ -424,13 +424,16 @@ impl<'a> Ctx<'a> {
                         other => self.prop(&Val::Edge(e), other)?.num().unwrap_or(0.0),
                     });
                 }
+                // Sums of decimal properties carry binary noise (0.1 + 0.2); nine decimals is
+                // far below any cost a planner compares.
+                let tidy = |x: f64| (x * 1e9).round() / 1e9;
                 if name == "path_cost" {
-                    Val::Float(costs.iter().sum())
+                    Val::Float(tidy(costs.iter().sum()))
                 } else {
                     costs
                         .into_iter()
                         .reduce(f64::max)
-                        .map_or(Val::Null, Val::Float)
+                        .map_or(Val::Null, |x| Val::Float(tidy(x)))
                 }
             }
             "length" => {
