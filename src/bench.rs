@@ -154,13 +154,19 @@ pub struct Latency {
     pub p95_us: f64,
 }
 
-fn latency(mut samples: Vec<f64>) -> Latency {
+/// The median and 95th percentile of `samples` (nearest rank); zeros when there are none.
+fn p50_p95(mut samples: Vec<f64>) -> (f64, f64) {
+    if samples.is_empty() {
+        return (0.0, 0.0);
+    }
     samples.sort_by(f64::total_cmp);
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    Latency {
-        p50_us: at(0.5),
-        p95_us: at(0.95),
-    }
+    (at(0.5), at(0.95))
+}
+
+fn latency(samples: Vec<f64>) -> Latency {
+    let (p50_us, p95_us) = p50_p95(samples);
+    Latency { p50_us, p95_us }
 }
 
 /// Everything `loci bench graph` reports.
@@ -376,22 +382,15 @@ impl RecallAccumulator {
         self.latencies_ms.push(latency_ms);
     }
 
-    pub fn finish(mut self) -> RecallMetrics {
+    pub fn finish(self) -> RecallMetrics {
         let n = self.n.max(1) as f64;
-        self.latencies_ms.sort_by(f64::total_cmp);
-        let at = |q: f64| {
-            if self.latencies_ms.is_empty() {
-                0.0
-            } else {
-                self.latencies_ms[((self.latencies_ms.len() - 1) as f64 * q).round() as usize]
-            }
-        };
+        let (p50_ms, p95_ms) = p50_p95(self.latencies_ms);
         RecallMetrics {
             recall_2: self.r2 / n,
             recall_5: self.r5 / n,
             all_recall_5: self.all5 / n,
-            p50_ms: at(0.5),
-            p95_ms: at(0.95),
+            p50_ms,
+            p95_ms,
         }
     }
 }
@@ -643,14 +642,6 @@ pub struct MetaqaReport {
     pub triples: usize,
 }
 
-fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * q).round() as usize]
-}
-
 /// Runs the MetaQA benchmark in a fresh store in `dir`. `retrieval_limit` caps the questions
 /// run in retrieval mode (every question when `None`).
 pub fn run_metaqa_bench(
@@ -792,6 +783,7 @@ pub fn run_metaqa_bench(
         }
     }
     let na = n_a.max(1) as f64;
+    let (p50_ms, p95_ms) = p50_p95(lat);
     Ok(MetaqaReport {
         n: qs.len(),
         planner: PlannerMetrics {
@@ -800,12 +792,12 @@ pub fn run_metaqa_bench(
             hits_1_answerable: hits_a / na,
             f1_answerable: f1_a / na,
             n_answerable: n_a,
-            p50_ms: percentile(lat.clone(), 0.5),
-            p95_ms: percentile(lat, 0.95),
+            p50_ms,
+            p95_ms,
         },
         retrieval: MetaqaRetrievalMetrics {
             answer_recall_10: recall / retrieval_n.max(1) as f64,
-            p50_ms: percentile(rlat, 0.5),
+            p50_ms: p50_p95(rlat).0,
             n: retrieval_n,
         },
         load_s,
