@@ -580,30 +580,11 @@ impl TextIndex {
         let top = searcher
             .search(&query, &TopDocs::with_limit(limit).order_by_score())
             .map_err(terr)?;
-        let mut out = Vec::with_capacity(top.len());
-        let mut columns: Vec<Option<_>> = vec![None; searcher.segment_readers().len()];
-        for (score, addr) in top {
-            let col = match &columns[addr.segment_ord as usize] {
-                Some(c) => c,
-                None => {
-                    let c = searcher.segment_readers()[addr.segment_ord as usize]
-                        .fast_fields()
-                        .u64("ref")
-                        .map_err(terr)?;
-                    columns[addr.segment_ord as usize] = Some(c);
-                    columns[addr.segment_ord as usize]
-                        .as_ref()
-                        .unwrap_or_else(|| unreachable!())
-                }
-            };
-            if let Some(r) = col.first(addr.doc_id) {
-                out.push(Hit {
-                    target: Target::from_ref(r),
-                    score,
-                });
-            }
-        }
-        Ok(out)
+        Ok(self
+            .targets(&searcher, top)?
+            .into_iter()
+            .map(|(score, target)| Hit { target, score })
+            .collect())
     }
 
     /// Nodes whose name or an alias has exactly this [`name_form`], best-known first.
@@ -620,14 +601,38 @@ impl TextIndex {
         let top = searcher
             .search(&q, &TopDocs::with_limit(limit).order_by_score())
             .map_err(terr)?;
+        Ok(self
+            .targets(&searcher, top)?
+            .into_iter()
+            .filter_map(|(_, t)| match t {
+                Target::Node(n) => Some(n),
+                Target::Event(_) => None,
+            })
+            .collect())
+    }
+
+    /// What the top documents point at, read from the `ref` fast field (one column per
+    /// segment, opened once).
+    fn targets(
+        &self,
+        searcher: &tantivy::Searcher,
+        top: Vec<(f32, tantivy::DocAddress)>,
+    ) -> Result<Vec<(f32, Target)>> {
+        let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
+            vec![None; searcher.segment_readers().len()];
         let mut out = Vec::with_capacity(top.len());
-        for (_, addr) in top {
-            let refs = searcher.segment_readers()[addr.segment_ord as usize]
-                .fast_fields()
-                .u64("ref")
-                .map_err(terr)?;
-            if let Some(Target::Node(n)) = refs.first(addr.doc_id).map(Target::from_ref) {
-                out.push(n);
+        for (score, addr) in top {
+            let slot = &mut columns[addr.segment_ord as usize];
+            if slot.is_none() {
+                *slot = Some(
+                    searcher.segment_readers()[addr.segment_ord as usize]
+                        .fast_fields()
+                        .u64("ref")
+                        .map_err(terr)?,
+                );
+            }
+            if let Some(r) = slot.as_ref().and_then(|c| c.first(addr.doc_id)) {
+                out.push((score, Target::from_ref(r)));
             }
         }
         Ok(out)
