@@ -437,6 +437,12 @@ impl std::str::FromStr for Overlay {
     }
 }
 
+/// How dark a step is: what its light level (0 pitch black .. 15 fully lit) lacks; a step of
+/// unknown light counts as fully dark. The `darkness` overlay of routes and of `path_cost`.
+pub fn darkness(light: Option<f64>) -> f64 {
+    15.0 - light.unwrap_or(0.0)
+}
+
 /// A route along PATH edges.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Route {
@@ -474,7 +480,7 @@ impl PathCosts {
                     id,
                     (
                         num("distance").unwrap_or(0.0),
-                        15.0 - num("light").unwrap_or(0.0),
+                        darkness(num("light")),
                         num("risk").unwrap_or(0.0),
                     ),
                 );

@@ -416,10 +416,9 @@ impl<'a> Ctx<'a> {
                 for e in edges_of(&args[0]) {
                     costs.push(match overlay.as_str() {
                         "hops" => 1.0,
-                        // Darkness is what the light level lacks (0 lit .. 15 pitch black); an
-                        // unknown light level counts as dark.
+                        // The same overlay as the place-graph routes of `crate::queries`.
                         "darkness" => {
-                            15.0 - self.prop(&Val::Edge(e), "light")?.num().unwrap_or(0.0)
+                            crate::queries::darkness(self.prop(&Val::Edge(e), "light")?.num())
                         }
                         other => self.prop(&Val::Edge(e), other)?.num().unwrap_or(0.0),
                     });
