@@ -406,36 +406,21 @@ fn saved_query_files_report_their_errors() {
     )
     .unwrap();
     assert_eq!(SavedQueries::load(dir.path()).unwrap().list().len(), 1);
-    std::fs::write(
-        dir.path().join("b.gq"),
-        "// name: b\n// description: x\nMATCH (n {key: $k}) RETURN n\n",
-    )
-    .unwrap();
-    let e = SavedQueries::load(dir.path()).unwrap_err().to_string();
+    // Each case: a second file, b.gq, that must make the directory fail to load.
+    let error_for = |content: &str| {
+        std::fs::write(dir.path().join("b.gq"), content).unwrap();
+        SavedQueries::load(dir.path()).unwrap_err().to_string()
+    };
+    let e = error_for("// name: b\n// description: x\nMATCH (n {key: $k}) RETURN n\n");
     assert!(
         e.contains("b.gq:1: param: $k is used but not declared"),
         "{e}"
     );
-    std::fs::write(
-        dir.path().join("b.gq"),
-        "// name: b\n// description: x\n// param: k: colour\nMATCH (n) RETURN n\n",
-    )
-    .unwrap();
-    let e = SavedQueries::load(dir.path()).unwrap_err().to_string();
+    let e = error_for("// name: b\n// description: x\n// param: k: colour\nMATCH (n) RETURN n\n");
     assert!(e.contains("b.gq:3: param: type \"colour\""), "{e}");
-    std::fs::write(
-        dir.path().join("b.gq"),
-        "// name: b\n// description: x\nMATCH (n)\nRETURN n ORDER\n",
-    )
-    .unwrap();
-    let e = SavedQueries::load(dir.path()).unwrap_err().to_string();
+    let e = error_for("// name: b\n// description: x\nMATCH (n)\nRETURN n ORDER\n");
     assert!(e.contains("b.gq:4: query:"), "{e}");
-    std::fs::write(
-        dir.path().join("b.gq"),
-        "// name: a\n// description: x\nMATCH (n) RETURN n\n",
-    )
-    .unwrap();
-    let e = SavedQueries::load(dir.path()).unwrap_err().to_string();
+    let e = error_for("// name: a\n// description: x\nMATCH (n) RETURN n\n");
     assert!(e.contains("is also the name of"), "{e}");
 }
 
