@@ -156,6 +156,14 @@ impl State {
     }
 }
 
+/// The full record of an edge, from the edges table.
+fn read_edge(backend: &dyn Backend, id: EdgeId) -> Result<Option<Edge>> {
+    backend
+        .get(Table::Edges, &id.0.to_be_bytes())?
+        .map(|v| decode(Table::Edges.name(), &v))
+        .transpose()
+}
+
 /// The state seen by the projection: the in-memory state, plus storage for full edge records.
 struct LiveBase<'a> {
     state: &'a State,
@@ -178,10 +186,7 @@ impl ProjectionBase for LiveBase<'_> {
             return Ok(full.get(id.0 as usize).cloned().flatten());
         }
         match self.backend {
-            Some(b) => b
-                .get(Table::Edges, &id.0.to_be_bytes())?
-                .map(|v| decode(Table::Edges.name(), &v))
-                .transpose(),
+            Some(b) => read_edge(b, id),
             None => Ok(None),
         }
     }
@@ -685,10 +690,7 @@ impl Store {
 
     /// The full edge record (read from storage).
     pub fn edge(&self, id: EdgeId) -> Result<Option<Edge>> {
-        self.backend
-            .get(Table::Edges, &id.0.to_be_bytes())?
-            .map(|v| decode(Table::Edges.name(), &v))
-            .transpose()
+        read_edge(&*self.backend, id)
     }
 
     /// The live edge `from -relation-> to`, by node keys.
