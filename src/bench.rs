@@ -497,9 +497,13 @@ fn metaqa_relation(kind: &str) -> Option<&'static str> {
 }
 
 /// The planner query of a question type: from the topic entity, located by name, along the
-/// relation path the type names, to answers other than the topic. `movie_to_director_to_movie`
-/// becomes `MATCH (t {name: $topic})-[:directed_by]->(x1)<-[:directed_by]-(x2) WHERE x2 <> t
-/// RETURN DISTINCT x2.name AS answer`.
+/// relation path the type names, to answers other than the topic, the best supported first.
+/// An answer's support is the evidence behind it: the supporting events of each path that
+/// reaches it, summed over those paths. It matters where the KB merges several same-titled
+/// films into one entity: a fact every version holds was observed once per version and ranks
+/// above a fact of one version. `movie_to_director_to_movie` becomes
+/// `MATCH p = (t {name: $topic})-[:directed_by]->(x1)<-[:directed_by]-(x2) WHERE x2 <> t
+/// RETURN x2.name AS answer, sum(size(provenance(p))) AS support ORDER BY support DESC`.
 pub fn metaqa_query(qtype: &str) -> Result<String> {
     let kinds: Vec<&str> = qtype.split("_to_").collect();
     let bad = || crate::Error::InvalidArgument {
@@ -519,18 +523,27 @@ pub fn metaqa_query(qtype: &str) -> Result<String> {
         pattern.push_str(&format!("{step}(x{})", i + 1));
     }
     let last = kinds.len() - 1;
+    // Ties keep the order in which the KB listed the facts.
     Ok(format!(
-        "MATCH {pattern} WHERE x{last} <> t RETURN DISTINCT x{last}.name AS answer"
+        "MATCH p = {pattern} WHERE x{last} <> t \
+         RETURN x{last}.name AS answer, sum(size(provenance(p))) AS support ORDER BY support DESC"
     ))
 }
 
 /// Loads a MetaQA KB (`subject|relation|object` lines) into `store`: one node per distinct
-/// entity string (key and name), one edge per triple.
+/// entity string (key and name), one edge per distinct triple. Every line is one observation:
+/// the KB lists a fact once per film record that holds it (same-titled films share one name), so
+/// a repeated line is recorded as further evidence for the edge, in an event of its own, rather
+/// than dropped. Returns (entities, lines).
 pub fn load_metaqa_kb(store: &Store, kb: &Path) -> Result<(usize, usize)> {
+    const PER_EVENT: usize = 1024;
     let text = std::fs::read_to_string(kb).map_err(|e| crate::Error::io(kb, e))?;
     let mut seen: HashSet<&str> = HashSet::new();
     let mut nodes = Vec::new();
-    let mut edges = Vec::new();
+    let mut events: Vec<EventDraft> = Vec::new();
+    let mut current: Vec<Assertion> = Vec::new();
+    let mut in_current: HashSet<(&str, &str, &str)> = HashSet::new();
+    let mut lines = 0;
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -544,6 +557,7 @@ pub fn load_metaqa_kb(store: &Store, kb: &Path) -> Result<(usize, usize)> {
                 message: format!("expected subject|relation|object, got {line:?}"),
             });
         }
+        lines += 1;
         for e in [parts[0], parts[2]] {
             if seen.insert(e) {
                 nodes.push(Assertion::UpsertNode(NodeUpsert {
@@ -554,17 +568,26 @@ pub fn load_metaqa_kb(store: &Store, kb: &Path) -> Result<(usize, usize)> {
                 }));
             }
         }
-        edges.push(Assertion::UpsertEdge(EdgeUpsert {
+        // One event supports an edge once, so a line repeated within the batch starts the next.
+        let triple = (parts[0], parts[1], parts[2]);
+        if current.len() == PER_EVENT || in_current.contains(&triple) {
+            events.extend(import_events(std::mem::take(&mut current), PER_EVENT));
+            in_current.clear();
+        }
+        in_current.insert(triple);
+        current.push(Assertion::UpsertEdge(EdgeUpsert {
             from: parts[0].to_string(),
             relation: parts[1].to_string(),
             to: parts[2].to_string(),
             ..Default::default()
         }));
     }
-    let (n, e) = (nodes.len(), edges.len());
-    nodes.extend(edges);
-    store.ingest(import_events(nodes, 1024))?;
-    Ok((n, e))
+    events.extend(import_events(current, PER_EVENT));
+    let n = nodes.len();
+    let mut all = import_events(nodes, PER_EVENT);
+    all.extend(events);
+    store.ingest(all)?;
+    Ok((n, lines))
 }
 
 /// One MetaQA question: text, topic entity (in brackets in the text), answers.

@@ -448,7 +448,11 @@ proptest! {
 #[test]
 fn metaqa_question_types_become_path_queries() {
     let q = loci::bench::metaqa_query("movie_to_director_to_movie").unwrap();
-    assert_eq!(q, "MATCH (t {name: $topic})-[:directed_by]->(x1)<-[:directed_by]-(x2) WHERE x2 <> t RETURN DISTINCT x2.name AS answer");
+    assert_eq!(
+        q,
+        "MATCH p = (t {name: $topic})-[:directed_by]->(x1)<-[:directed_by]-(x2) WHERE x2 <> t \
+         RETURN x2.name AS answer, sum(size(provenance(p))) AS support ORDER BY support DESC"
+    );
     assert!(query::prepare(
         &loci::bench::metaqa_query("actor_to_movie_to_writer").unwrap(),
         Limits::default()
@@ -459,4 +463,45 @@ fn metaqa_question_types_become_path_queries() {
         loci::bench::metaqa_query("actor_to_director").is_err(),
         "one side of every hop is a movie"
     );
+}
+
+#[test]
+fn metaqa_repeated_kb_lines_are_evidence_and_rank_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Two same-titled films merged under one name: both are Adventure, one also Fantasy. The
+    // single Fantasy line comes first, so only the evidence count can put Adventure on top.
+    let kb = tmp.path().join("kb.txt");
+    std::fs::write(
+        &kb,
+        "King Kong|has_genre|Fantasy\nKing Kong|has_genre|Adventure\n\
+         King Kong|release_year|1933\nKing Kong|has_genre|Adventure\nKing Kong|release_year|2005\n",
+    )
+    .unwrap();
+    let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+    assert_eq!(loci::bench::load_metaqa_kb(&store, &kb).unwrap(), (5, 5));
+    let evidence = |rel: &str, to: &str| {
+        store
+            .edge_between("King Kong", rel, to)
+            .unwrap()
+            .unwrap()
+            .evidence
+            .len()
+    };
+    assert_eq!(evidence("has_genre", "Adventure"), 2);
+    assert_eq!(evidence("has_genre", "Fantasy"), 1);
+    assert_eq!(
+        store.stats().edges,
+        4,
+        "a repeated line is evidence, not a second edge"
+    );
+
+    let q = query::prepare(
+        &loci::bench::metaqa_query("movie_to_genre").unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let params = HashMap::from([("topic".to_string(), Val::Str("King Kong".into()))]);
+    let r = q.run(&store, &params).unwrap();
+    assert_eq!(col(&r, "answer"), ["Adventure", "Fantasy"]);
+    assert_eq!(col(&r, "support"), [2, 1]);
 }
