@@ -24,6 +24,11 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).unwrap()
 }
 
+/// `f` of every item of a JSON array (which `list` must be).
+fn each<'a, T>(list: &'a serde_json::Value, f: impl Fn(&'a serde_json::Value) -> T) -> Vec<T> {
+    list.as_array().unwrap().iter().map(f).collect()
+}
+
 fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
@@ -64,12 +69,7 @@ fn world_ingest_search_neighbors_stats_replay() {
         "NPC",
         "--json",
     ]);
-    let keys: Vec<&str> = hits
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["key"].as_str().unwrap())
-        .collect();
+    let keys = each(&hits, |h| h["key"].as_str().unwrap());
     assert!(keys.contains(&"npc:fletcher:0"), "{keys:?}");
 
     let n = json(&[
@@ -152,19 +152,10 @@ fn demo_answers_match_ground_truth() {
     let v = json(&["demo", "--json"]);
     let truth = &v["ground_truth"];
     assert_eq!(v["where_is_home"]["place"]["key"], truth["home"]);
-    let trades: Vec<&serde_json::Value> = v["trade_sticks_for_emeralds"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| &t["villager"])
-        .collect();
-    let expected: Vec<&serde_json::Value> = truth["sticks_for_emeralds"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| &t["villager"])
-        .collect();
-    assert_eq!(trades, expected);
+    assert_eq!(
+        each(&v["trade_sticks_for_emeralds"], |t| &t["villager"]),
+        each(&truth["sticks_for_emeralds"], |t| &t["villager"])
+    );
     assert_eq!(v["last_death"]["place"]["key"], truth["last_death_place"]);
     assert_eq!(v["replay_verified"], true);
     let text = ok(&["demo"]);
@@ -216,12 +207,7 @@ fn extract_query_and_retrieval_bench() {
         "2",
         "--json",
     ]);
-    let ids: Vec<&str> = pack["snippets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap())
-        .collect();
+    let ids = each(&pack["snippets"], |s| s["id"].as_str().unwrap());
     assert_eq!(ids.len(), 2);
     assert!(ids.contains(&"p1"), "{ids:?}");
     let budgeted = json(&[

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use loci::ingest::{self, Format};
-use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Props, Value};
+use loci::model::{Assertion, EdgeId, EdgeUpsert, EventDraft, NodeId, NodeUpsert, Props, Value};
 use loci::storage::{BackendKind, Table, WriteBatch};
 use loci::{Error, SearchFilter, Store, Target};
 
@@ -294,39 +294,10 @@ fn retraction_and_stable_ids(kind: BackendKind, dir: &Path) {
     assert_verified(&store);
 }
 
-fn reopen_restores_everything(kind: BackendKind, dir: &Path) {
-    let (nodes, edges, hits) = {
-        let store = Store::create(dir, kind).unwrap();
-        village(&store);
-        let g = store.graph();
-        let nodes: Vec<_> = g.nodes().cloned().collect();
-        let edges: Vec<_> = g
-            .edges()
-            .map(|(id, e)| {
-                (
-                    id,
-                    e.from,
-                    e.to,
-                    e.confidence,
-                    g.relation_name(e.relation).to_string(),
-                )
-            })
-            .collect();
-        drop(g);
-        (
-            nodes,
-            edges,
-            store
-                .search("toolsmith", &SearchFilter::default(), 5)
-                .unwrap(),
-        )
-    };
-    let store = Store::open(dir).unwrap();
-    assert_eq!(store.backend_kind(), kind);
+/// Every edge as (id, from, to, confidence, relation name), in id order.
+fn edge_rows(store: &Store) -> Vec<(EdgeId, NodeId, NodeId, f32, String)> {
     let g = store.graph();
-    assert_eq!(g.nodes().cloned().collect::<Vec<_>>(), nodes);
-    let reopened: Vec<_> = g
-        .edges()
+    g.edges()
         .map(|(id, e)| {
             (
                 id,
@@ -336,9 +307,26 @@ fn reopen_restores_everything(kind: BackendKind, dir: &Path) {
                 g.relation_name(e.relation).to_string(),
             )
         })
-        .collect();
-    assert_eq!(reopened, edges);
-    drop(g);
+        .collect()
+}
+
+fn reopen_restores_everything(kind: BackendKind, dir: &Path) {
+    let (nodes, edges, hits) = {
+        let store = Store::create(dir, kind).unwrap();
+        village(&store);
+        let nodes: Vec<_> = store.graph().nodes().cloned().collect();
+        (
+            nodes,
+            edge_rows(&store),
+            store
+                .search("toolsmith", &SearchFilter::default(), 5)
+                .unwrap(),
+        )
+    };
+    let store = Store::open(dir).unwrap();
+    assert_eq!(store.backend_kind(), kind);
+    assert_eq!(store.graph().nodes().cloned().collect::<Vec<_>>(), nodes);
+    assert_eq!(edge_rows(&store), edges);
     assert_eq!(
         store
             .search("toolsmith", &SearchFilter::default(), 5)
