@@ -54,6 +54,19 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Another process (or another handle in this one) holds the store.
+    #[error("store {path} is locked by {}", holder.map(|p| format!("process {p}")).unwrap_or_else(|| "another process".into()))]
+    Locked { path: PathBuf, holder: Option<u32> },
+}
+
+/// An I/O error of no particular file (a caller's own reader or writer).
+impl From<std::io::Error> for Error {
+    fn from(source: std::io::Error) -> Self {
+        Error::Io {
+            path: PathBuf::new(),
+            source,
+        }
+    }
 }
 
 /// Result with [`Error`].

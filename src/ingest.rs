@@ -214,6 +214,10 @@ struct Origin {
     nested_assertions: bool,
 }
 
+/// The model's fields that identify an assertion's nodes and relation: an input format that
+/// spells them differently names its own field in errors about them.
+const KEY_FIELDS: &[&str] = &["key", "from", "to", "relation", "label", "name"];
+
 /// Event drafts read from files, each remembering its origin.
 #[derive(Clone, Debug, Default)]
 pub struct SourceBatch {
@@ -266,10 +270,12 @@ impl SourceBatch {
                         .and_then(|a| o.assertion_lines.get(a).copied())
                         .unwrap_or(o.line);
                     let field = match assertion {
+                        // The input's own name for a key field (a triple's `s`, `p`, `o`); a
+                        // field the input spells like the model (`confidence`) keeps its name.
                         Some(a) => match o.assertion_fields.get(a).copied().flatten() {
-                            Some(f) => f.to_string(),
-                            None if o.nested_assertions => format!("assert[{a}].{field}"),
-                            None => field,
+                            Some(f) if KEY_FIELDS.contains(&field.as_str()) => f.to_string(),
+                            _ if o.nested_assertions => format!("assert[{a}].{field}"),
+                            _ => field,
                         },
                         None => field,
                     };
@@ -305,21 +311,22 @@ impl SourceBatch {
 /// Guesses the format from the first non-blank line's fields.
 pub fn detect_format(path: &Path, content: &str) -> Result<Format> {
     let file = path.display().to_string();
-    let Some((i, first)) = content
-        .lines()
-        .enumerate()
-        .find(|(_, l)| !l.trim().is_empty())
-    else {
-        return Err(Error::Input {
+    match Lines::new(&file, content.as_bytes()).next_line()? {
+        Some((line, text)) => detect_format_of_line(&file, line, &text),
+        None => Err(Error::Input {
             file,
             line: 1,
             field: "format".into(),
             message: "empty file: cannot detect its format (give --format)".into(),
-        });
-    };
+        }),
+    }
+}
+
+/// The format a first line's fields say.
+fn detect_format_of_line(file: &str, line: usize, first: &str) -> Result<Format> {
     let v: serde_json::Value = serde_json::from_str(first).map_err(|e| Error::Input {
-        file: file.clone(),
-        line: i + 1,
+        file: file.to_string(),
+        line,
         field: "json".into(),
         message: e.to_string(),
     })?;
@@ -334,8 +341,8 @@ pub fn detect_format(path: &Path, content: &str) -> Result<Format> {
         Format::Passages
     } else {
         return Err(Error::Input {
-            file,
-            line: i + 1,
+            file: file.to_string(),
+            line,
             field: "format".into(),
             message: "cannot tell the format: expected \"op\" (graph), \"kind\"+\"ts\" (events), \
                       \"s\"+\"p\"+\"o\" (triples) or \"title\"+\"text\" (passages); give --format"
@@ -344,25 +351,35 @@ pub fn detect_format(path: &Path, content: &str) -> Result<Format> {
     })
 }
 
-/// Parses every non-blank line as `T` (in parallel); the first bad line's error wins.
-fn parse_lines<T: DeserializeOwned + Send>(file: &str, content: &str) -> Result<Vec<(usize, T)>> {
-    let lines: Vec<(usize, &str)> = content
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| (i + 1, l))
-        .collect();
+/// Parses every line as `T` (in parallel); the first bad line's error wins.
+fn parse_lines<T: DeserializeOwned + Send>(file: &str, lines: &[Line]) -> Result<Vec<(usize, T)>> {
     lines
         .par_iter()
         .map(|(n, l)| {
-            serde_json::from_str::<T>(l)
+            let mut de = serde_json::Deserializer::from_str(l);
+            let trailing = |e: serde_json::Error| Error::Input {
+                file: file.to_string(),
+                line: *n,
+                field: "json".into(),
+                message: e.to_string(),
+            };
+            serde_path_to_error::deserialize::<_, T>(&mut de)
                 .map(|v| (*n, v))
-                .map_err(|e| Error::Input {
-                    file: file.to_string(),
-                    line: *n,
-                    field: json_error_field(&e),
-                    message: e.to_string(),
+                .map_err(|e| {
+                    let path = e.path().to_string();
+                    let inner = e.into_inner();
+                    Error::Input {
+                        file: file.to_string(),
+                        line: *n,
+                        field: if path.is_empty() || path == "." {
+                            json_error_field(&inner)
+                        } else {
+                            path
+                        },
+                        message: inner.to_string(),
+                    }
                 })
+                .and_then(|v| de.end().map(|()| v).map_err(trailing))
         })
         .collect()
 }
@@ -394,18 +411,164 @@ fn origin(file: &str, line: usize) -> Origin {
     }
 }
 
+/// A numbered (1-based), non-blank input line.
+type Line = (usize, String);
+
+/// Longest input line accepted: a bound on what one line can make us allocate.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// The non-blank lines of a JSON Lines input, numbered, as they are read: a byte-order mark
+/// before the first line is skipped, `\r\n` endings are accepted, and a line that is not
+/// UTF-8 or longer than [`MAX_LINE_BYTES`] is an error naming its line.
+pub struct Lines<R> {
+    reader: R,
+    file: String,
+    line: usize,
+    buf: Vec<u8>,
+}
+
+impl<R: std::io::BufRead> Lines<R> {
+    pub fn new(file: &str, reader: R) -> Self {
+        Lines {
+            reader,
+            file: file.to_string(),
+            line: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    fn error(&self, field: &str, message: String) -> Error {
+        Error::Input {
+            file: self.file.clone(),
+            line: self.line,
+            field: field.into(),
+            message,
+        }
+    }
+
+    /// The next non-blank line, or `None` at the end.
+    pub fn next_line(&mut self) -> Result<Option<Line>> {
+        use std::io::{BufRead, Read};
+        loop {
+            self.buf.clear();
+            self.line += 1;
+            let limit = MAX_LINE_BYTES as u64 + 2;
+            let n = (&mut self.reader)
+                .take(limit)
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|e| self.error("line", format!("cannot read: {e}")))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if self.buf.len() > MAX_LINE_BYTES && !self.buf.ends_with(b"\n") {
+                return Err(self.error(
+                    "line",
+                    format!("longer than {MAX_LINE_BYTES} bytes (is this a JSON Lines file?)"),
+                ));
+            }
+            let mut bytes: &[u8] = &self.buf;
+            if self.line == 1 {
+                bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            }
+            let text = std::str::from_utf8(bytes).map_err(|e| {
+                self.error(
+                    "line",
+                    format!(
+                        "not UTF-8 text (invalid byte at column {}); is this a JSON Lines file?",
+                        e.valid_up_to() + 1
+                    ),
+                )
+            })?;
+            let text = text.trim_end_matches(['\n', '\r']);
+            if !text.trim().is_empty() {
+                return Ok(Some((self.line, text.to_string())));
+            }
+        }
+    }
+}
+
+/// Opens `path` for line reading; the error names the file once.
+fn open_lines(path: &Path) -> Result<Lines<std::io::BufReader<std::fs::File>>> {
+    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(Error::Input {
+            file: path.display().to_string(),
+            line: 0,
+            field: "file".into(),
+            message: "is a directory, expected a JSON Lines file".into(),
+        });
+    }
+    Ok(Lines::new(
+        &path.display().to_string(),
+        std::io::BufReader::with_capacity(1 << 20, f),
+    ))
+}
+
 /// Reads one file into event drafts. `format` is detected when `None`.
 pub fn read_file(path: &Path, format: Option<Format>) -> Result<SourceBatch> {
-    let content = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut all = SourceBatch::default();
+    read_file_in_rounds(path, format, usize::MAX, &mut |b| {
+        all.append(b);
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+/// Reads one file in rounds of about `round_events` events, handing each round's drafts to
+/// `sink` before reading on, so memory is bounded by the round, not the file. Triples are the
+/// exception: a passage's triples may be anywhere in the file and form one event, so a
+/// triples file is read whole. Returns the number of input lines read.
+pub fn read_file_in_rounds(
+    path: &Path,
+    format: Option<Format>,
+    round_events: usize,
+    sink: &mut dyn FnMut(SourceBatch) -> Result<()>,
+) -> Result<usize> {
+    let file = path.display().to_string();
+    let mut lines = open_lines(path)?;
+    let Some(first) = lines.next_line()? else {
+        return Ok(0);
+    };
     let format = match format {
         Some(f) => f,
-        None => detect_format(path, &content)?,
+        None => detect_format_of_line(&file, first.0, &first.1)?,
     };
-    read_str(&path.display().to_string(), &content, format)
+    let round_lines = match format {
+        Format::Triples => usize::MAX,
+        Format::Graph => round_events.max(1).saturating_mul(GRAPH_LINES_PER_EVENT),
+        Format::Events | Format::Passages => round_events.max(1),
+    };
+    let mut total = 0;
+    let mut round: Vec<Line> = vec![first];
+    loop {
+        let next = lines.next_line()?;
+        let end = next.is_none();
+        if let Some(l) = next {
+            round.push(l);
+        }
+        if round.len() >= round_lines || (end && !round.is_empty()) {
+            total += round.len();
+            sink(read_lines(&file, &round, format)?)?;
+            round.clear();
+        }
+        if end {
+            return Ok(total);
+        }
+    }
 }
 
 /// Reads JSON Lines `content` (named `file` in errors) into event drafts.
 pub fn read_str(file: &str, content: &str, format: Format) -> Result<SourceBatch> {
+    let mut lines = Lines::new(file, content.as_bytes());
+    let mut all = Vec::new();
+    while let Some(l) = lines.next_line()? {
+        all.push(l);
+    }
+    read_lines(file, &all, format)
+}
+
+/// Turns parsed lines of one format into event drafts.
+fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatch> {
     let mut batch = SourceBatch::default();
     match format {
         Format::Events => {

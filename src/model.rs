@@ -217,9 +217,13 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Value::Int(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        i64::try_from(v)
-            .map(Value::Int)
-            .or(Ok(Value::Float(v as f64)))
+        // A silent conversion to a float would change the number; say so instead.
+        i64::try_from(v).map(Value::Int).map_err(|_| {
+            E::custom(format!(
+                "integer {v} is larger than {} (the largest integer kept exactly); write it as a string",
+                i64::MAX
+            ))
+        })
     }
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
         Ok(Value::Float(v))

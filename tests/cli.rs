@@ -69,7 +69,7 @@ fn world_ingest_search_neighbors_stats_replay() {
         "NPC",
         "--json",
     ]);
-    let keys = each(&hits, |h| h["key"].as_str().unwrap());
+    let keys = each(&hits, |h| h["id"].as_str().unwrap());
     assert!(keys.contains(&"npc:fletcher:0"), "{keys:?}");
 
     let n = json(&[
@@ -105,11 +105,11 @@ fn world_ingest_search_neighbors_stats_replay() {
     let out = ok(&["replay", "--verify", "--store", p(&store)]);
     assert!(out.contains("OK: live state equals replay"), "{out}");
 
-    // A bad file: exit code 2, error names file, line and field, store unchanged.
+    // A bad file: exit code 3 (bad input), error names file, line and field, store unchanged.
     let bad = tmp.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"ts\":1,\"kind\":\"TRADE\",\"assert\":[{\"op\":\"edge\",\"from\":\"bot\",\"rel\":\"OWES\",\"to\":\"nobody\"}]}\n").unwrap();
     let out = loci(&["ingest", "--store", p(&store), p(&events), p(&bad)]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
@@ -131,13 +131,13 @@ fn errors_are_clear() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
     let out = loci(&["stats", "--store", p(&store)]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(4), "a missing store is not found");
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a loci store"));
     ok(&["init", "--store", p(&store)]);
     let out = loci(&["init", "--store", p(&store)]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
     let out = loci(&["neighbors", "--store", p(&store), "nothing-here"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no node has key \"nothing-here\""));
     let bad = tmp.path().join("x.jsonl");
     std::fs::write(&bad, "{\"ts\":1,\"kind\":\"K\"}\nnot json\n").unwrap();
@@ -244,7 +244,7 @@ fn extract_query_and_retrieval_bench() {
         p(&corpus),
         "--questions",
         p(&questions),
-        "--json",
+        "--out",
         p(&out),
         "--set",
         "alpha=0.3",
@@ -262,7 +262,7 @@ fn extract_query_and_retrieval_bench() {
         "--set",
         "alpha=2",
     ]);
-    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("alpha"));
 }
 
@@ -283,7 +283,7 @@ fn saved_queries_run_and_metaqa_bench() {
     )
     .unwrap();
     let queries = root.join("queries");
-    let list = json(&["queries", "--dir", p(&queries), "--json"]);
+    let list = json(&["queries", "--queries", p(&queries), "--json"]);
     assert!(list
         .as_array()
         .unwrap()
@@ -320,7 +320,7 @@ fn saved_queries_run_and_metaqa_bench() {
         "--query",
         "MATCH (a) RETURN a ORDER",
     ]);
-    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(bad.status.code(), Some(3));
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(
         err.contains("line 1, column 25: expected BY, found end of query") && err.contains('^'),
@@ -357,7 +357,7 @@ fn saved_queries_run_and_metaqa_bench() {
         p(&qa),
         "--qtypes",
         p(&qt),
-        "--json",
+        "--out",
         p(&out),
     ]);
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -368,4 +368,302 @@ fn saved_queries_run_and_metaqa_bench() {
         assert!(r["planner"][key].is_number());
     }
     assert!(r["retrieval"]["answer_recall@10"].is_number() && r["load_s"].is_number());
+}
+
+/// A store holding the committed synthetic-world fixture.
+fn world_store(tmp: &Path) -> std::path::PathBuf {
+    let store = tmp.join("store");
+    ok(&["init", "--store", p(&store)]);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
+    ok(&["ingest", "--store", p(&store), p(&fixture)]);
+    store
+}
+
+/// Runs loci with its standard output a pipe whose reader has already gone away.
+fn with_closed_stdout(args: &[&str]) -> Output {
+    use std::process::Stdio;
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn closed_stdout_is_a_quiet_end_of_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    for args in [
+        vec!["search", "--store", p(&store), "emerald", "--limit", "50"],
+        vec!["stats", "--store", p(&store)],
+        vec!["replay", "--verify", "--store", p(&store)],
+        vec!["queries"],
+        vec!["completions", "bash"],
+    ] {
+        let out = with_closed_stdout(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "loci {args:?}: {err}");
+        assert!(!err.contains("panicked"), "loci {args:?}: {err}");
+    }
+    // The store is intact after all of them.
+    assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
+}
+
+#[test]
+fn ingest_finishes_when_stdout_closes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
+    let lines = std::fs::read_to_string(&fixture).unwrap().lines().count() as u64;
+    let out = with_closed_stdout(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--commit-every",
+        "1",
+        p(&fixture),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("standard output was closed"), "{err}");
+    let stats = json(&["stats", "--store", p(&store), "--json"]);
+    assert_eq!(
+        stats["events"].as_u64().unwrap(),
+        lines,
+        "every event committed"
+    );
+}
+
+#[test]
+fn saved_queries_are_built_in_and_work_from_any_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let list = Command::new(BIN)
+        .args(["queries", "--json"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let names = each(&list, |q| q["name"].as_str().unwrap().to_string());
+    assert!(names.contains(&"where_is_home".to_string()), "{names:?}");
+    let home = Command::new(BIN)
+        .args(["run", "--store", p(&store), "where_is_home", "--json"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(
+        home.status.success(),
+        "{}",
+        String::from_utf8_lossy(&home.stderr)
+    );
+    // A user's own directory adds queries (and may refine a built-in one).
+    let mine = tmp.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(
+        mine.join("count_nodes.gq"),
+        "// name: count_nodes\n// description: How many nodes.\nMATCH (n) RETURN count(n) AS n\n",
+    )
+    .unwrap();
+    let list = json(&["queries", "--queries", p(&mine), "--json"]);
+    let names = each(&list, |q| q["name"].as_str().unwrap().to_string());
+    assert!(
+        names.contains(&"count_nodes".to_string()) && names.contains(&"find_trade".to_string())
+    );
+    // An unknown name: not found (4), with the error said once.
+    let out = loci(&["run", "--store", p(&store), "no_such_query"]);
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("no saved query").count(), 1, "{err}");
+}
+
+#[test]
+fn exit_codes_tell_failures_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    // Usage.
+    assert_eq!(loci(&["search"]).status.code(), Some(2));
+    // Bad input: a query that does not parse, a bad parameter.
+    let q = loci(&["run", "--store", p(&store), "--query", "MATCH (a RETURN a"]);
+    assert_eq!(q.status.code(), Some(3));
+    let q = loci(&[
+        "run",
+        "--store",
+        p(&store),
+        "last_night",
+        "--param",
+        "day=x",
+    ]);
+    assert_eq!(q.status.code(), Some(3));
+    // Not found: a missing input file, a missing store.
+    let f = loci(&["ingest", "--store", p(&store), "/no/such/file.jsonl"]);
+    assert_eq!(f.status.code(), Some(4));
+    let s = loci(&["stats", "--store", "/no/such/store"]);
+    assert_eq!(s.status.code(), Some(4));
+    // Corrupt: a store whose manifest is garbage.
+    let bad = tmp.path().join("bad-store");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::write(bad.join("loci.json"), "garbage").unwrap();
+    assert_eq!(loci(&["stats", "--store", p(&bad)]).status.code(), Some(6));
+}
+
+#[test]
+fn store_comes_from_loci_store_variable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let out = Command::new(BIN)
+        .args(["stats", "--json"])
+        .env("LOCI_STORE", &store)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["events"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn negative_times_are_values_not_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let out = ok(&[
+        "search",
+        "--store",
+        p(&store),
+        "emerald",
+        "--from",
+        "-5",
+        "--to",
+        "-1",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|h| h["kind"] == "node" || h["ts"].as_i64().unwrap() <= -1));
+}
+
+#[test]
+fn search_rows_use_the_pack_vocabulary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let rows = json(&["search", "--store", p(&store), "fletcher", "--json"]);
+    assert!(!rows.as_array().unwrap().is_empty());
+    for r in rows.as_array().unwrap() {
+        assert!(r.get("type").is_none(), "{r}");
+        assert!(r["kind"] == "node" || r["kind"] == "event", "{r}");
+        assert!(r["id"].is_string(), "{r}");
+        // Scores keep the digits of an f32, not the noise of its widening.
+        let score = r["score"].to_string();
+        assert!(score.len() < 12, "{score}");
+    }
+}
+
+#[test]
+fn odd_input_files_are_read_or_rejected_with_their_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let write = |name: &str, bytes: &[u8]| {
+        let f = tmp.path().join(name);
+        std::fs::write(&f, bytes).unwrap();
+        f
+    };
+    // A byte-order mark and CRLF line endings are accepted.
+    let bom = write(
+        "bom.jsonl",
+        b"\xEF\xBB\xBF{\"ts\":1,\"kind\":\"K\"}\r\n{\"ts\":2,\"kind\":\"K\"}\r\n",
+    );
+    assert!(ok(&["ingest", "--store", p(&store), p(&bom)]).contains("committed events 1..=2"));
+    // Invalid UTF-8: its line, and the OS message is not repeated.
+    let bin = write(
+        "bin.jsonl",
+        b"{\"ts\":1,\"kind\":\"K\"}\n\xFF\xFE\x00binary\n",
+    );
+    let out = loci(&["ingest", "--store", p(&store), p(&bin)]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:2: line: not UTF-8", bin.display())),
+        "{err}"
+    );
+    // An empty file commits nothing and says so.
+    let empty = write("empty.jsonl", b"");
+    let out = ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--format",
+        "events",
+        p(&empty),
+    ]);
+    assert!(out.contains("nothing to commit"), "{out}");
+    // A wrong type names its field; an integer beyond i64 is refused, not rounded.
+    let wrong = write("wrong.jsonl", b"{\"ts\":\"soon\",\"kind\":\"K\"}\n");
+    let err = String::from_utf8_lossy(
+        &loci(&[
+            "ingest",
+            "--store",
+            p(&store),
+            "--format",
+            "events",
+            p(&wrong),
+        ])
+        .stderr,
+    )
+    .to_string();
+    assert!(err.contains("wrong.jsonl:1: ts: invalid type"), "{err}");
+    let big = write(
+        "big.jsonl",
+        b"{\"ts\":1,\"kind\":\"K\",\"payload\":{\"n\":18446744073709551615}}\n",
+    );
+    let err = String::from_utf8_lossy(&loci(&["ingest", "--store", p(&store), p(&big)]).stderr)
+        .to_string();
+    assert!(
+        err.contains("big.jsonl:1: payload") && err.contains("write it as a string"),
+        "{err}"
+    );
+    // A triple's bad confidence names `confidence`, not `p`.
+    let triples = write(
+        "t.jsonl",
+        b"{\"doc\":\"d1\",\"s\":\"A\",\"p\":\"knows\",\"o\":\"B\",\"confidence\":7}\n",
+    );
+    ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--format",
+        "passages",
+        p(&write(
+            "d.jsonl",
+            b"{\"id\":\"d1\",\"title\":\"D\",\"text\":\"x\"}\n",
+        )),
+    ]);
+    let err = String::from_utf8_lossy(&loci(&["ingest", "--store", p(&store), p(&triples)]).stderr)
+        .to_string();
+    assert!(err.contains("t.jsonl:1: confidence:"), "{err}");
+    // The store holds exactly the two good events and the passage.
+    let stats = json(&["stats", "--store", p(&store), "--json"]);
+    assert_eq!(stats["events"], 3);
+}
+
+#[test]
+fn demo_exit_code_says_whether_answers_match() {
+    let out = loci(&["demo", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["matches_ground_truth"], true);
+    assert_eq!(out.status.code(), Some(0));
 }

@@ -64,6 +64,11 @@ impl SavedQuery {
     /// Reads, parses and plans a saved query file; every error names the file and line.
     pub fn load(path: &Path) -> Result<SavedQuery, Error> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses and plans the text of a saved query; `path` names it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<SavedQuery, Error> {
         let mut name = None;
         let mut description = String::new();
         let mut params = Vec::new();
@@ -101,8 +106,8 @@ impl SavedQuery {
                 "missing `// description: ...` header line",
             ));
         }
-        let prepared = prepare(&text, Limits::default()).map_err(|e| match &e {
-            QueryError::Parse { line, .. } => bad(path, *line, "query", e.render(&text)),
+        let prepared = prepare(text, Limits::default()).map_err(|e| match &e {
+            QueryError::Parse { line, .. } => bad(path, *line, "query", e.render(text)),
             other => bad(path, 1, "query", other.to_string()),
         })?;
         for p in &prepared.plan.params {
@@ -209,6 +214,36 @@ fn parse_param_spec(spec: &str) -> Result<ParamSpec, String> {
     Ok(ParamSpec { name, ty, default })
 }
 
+/// The saved queries that ship inside loci (the repository's `queries/` directory, compiled
+/// in so that they work from any directory): file name and text.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("find_trade.gq", include_str!("../../queries/find_trade.gq")),
+    (
+        "find_trade_near.gq",
+        include_str!("../../queries/find_trade_near.gq"),
+    ),
+    ("last_death.gq", include_str!("../../queries/last_death.gq")),
+    ("last_night.gq", include_str!("../../queries/last_night.gq")),
+    ("last_seen.gq", include_str!("../../queries/last_seen.gq")),
+    (
+        "nearest_place.gq",
+        include_str!("../../queries/nearest_place.gq"),
+    ),
+    ("neighbors.gq", include_str!("../../queries/neighbors.gq")),
+    (
+        "places_by_type.gq",
+        include_str!("../../queries/places_by_type.gq"),
+    ),
+    ("timeline.gq", include_str!("../../queries/timeline.gq")),
+    (
+        "where_is_home.gq",
+        include_str!("../../queries/where_is_home.gq"),
+    ),
+];
+
+/// Where built-in queries say they come from (their `path`).
+pub const BUILTIN_DIR: &str = "<built-in>";
+
 /// The saved queries of a directory, by name.
 #[derive(Clone, Debug, Default)]
 pub struct SavedQueries {
@@ -216,6 +251,54 @@ pub struct SavedQueries {
 }
 
 impl SavedQueries {
+    /// The queries that ship inside loci.
+    pub fn builtin() -> Result<SavedQueries, Error> {
+        let mut all = SavedQueries::default();
+        for (file, text) in BUILTIN {
+            all.add(
+                SavedQuery::parse(&Path::new(BUILTIN_DIR).join(file), text)?,
+                false,
+            )?;
+        }
+        Ok(all)
+    }
+
+    /// The built-in queries, then every `*.gq` file of `dir` (if given); a user's query of the
+    /// same name as a built-in one replaces it, so a user can refine a shipped query.
+    pub fn builtin_and(dir: Option<&Path>) -> Result<SavedQueries, Error> {
+        let mut all = Self::builtin()?;
+        if let Some(dir) = dir {
+            for q in Self::load(dir)?.queries {
+                all.add(q, true)?;
+            }
+        }
+        Ok(all)
+    }
+
+    /// Adds `q`; a name already taken is an error unless `replace_builtin` and the holder is
+    /// built in.
+    fn add(&mut self, q: SavedQuery, replace_builtin: bool) -> Result<(), Error> {
+        match self.queries.iter().position(|x| x.name == q.name) {
+            Some(i) if replace_builtin && self.queries[i].path.starts_with(BUILTIN_DIR) => {
+                self.queries[i] = q;
+            }
+            Some(i) => {
+                return Err(bad(
+                    &q.path,
+                    1,
+                    "name",
+                    format!(
+                        "{} is also the name of {}",
+                        q.name,
+                        self.queries[i].path.display()
+                    ),
+                ))
+            }
+            None => self.queries.push(q),
+        }
+        Ok(())
+    }
+
     /// Loads every `*.gq` file of `dir` (sorted by file name); any bad file is an error.
     pub fn load(dir: &Path) -> Result<SavedQueries, Error> {
         let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -224,20 +307,11 @@ impl SavedQueries {
             .filter(|p| p.extension().is_some_and(|x| x == "gq"))
             .collect();
         paths.sort();
-        let mut queries: Vec<SavedQuery> = Vec::new();
+        let mut all = SavedQueries::default();
         for p in paths {
-            let q = SavedQuery::load(&p)?;
-            if let Some(other) = queries.iter().find(|x| x.name == q.name) {
-                return Err(bad(
-                    &p,
-                    1,
-                    "name",
-                    format!("{} is also the name of {}", q.name, other.path.display()),
-                ));
-            }
-            queries.push(q);
+            all.add(SavedQuery::load(&p)?, false)?;
         }
-        Ok(SavedQueries { queries })
+        Ok(all)
     }
 
     /// Every saved query (name, description, parameters), for a router.
@@ -267,5 +341,29 @@ impl SavedQueries {
             ))
         })?;
         q.run(store, args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file of `queries/` ships in the binary, and nothing else does: a query added to
+    /// the directory but not to [`BUILTIN`] would work from the repository root only.
+    #[test]
+    fn builtin_queries_are_exactly_the_queries_directory() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".gq"))
+            .collect();
+        files.sort();
+        let builtin: Vec<String> = BUILTIN.iter().map(|(f, _)| f.to_string()).collect();
+        assert_eq!(files, builtin);
+        for (file, text) in BUILTIN {
+            assert_eq!(&std::fs::read_to_string(dir.join(file)).unwrap(), text);
+        }
+        assert_eq!(SavedQueries::builtin().unwrap().list().len(), BUILTIN.len());
     }
 }

@@ -1,0 +1,326 @@
+//! Every flag of the command line. One vocabulary across commands: `--store DIR` (or
+//! `LOCI_STORE`), `--limit N` for how many results, `--queries DIR` for a user's saved
+//! queries, `--json` (a flag: print JSON instead of text), `--out FILE` (also write a report
+//! there).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const EXIT_CODES: &str = "Exit codes: 0 success; 1 replay --verify found a difference; \
+2 usage error; 3 bad input (file line, query, parameter); 4 not found; 5 store locked by \
+another process; 6 corrupt store; 7 query limit exceeded; 8 other failure (I/O, disk full).
+
+Environment: LOCI_STORE is the default --store; LOCI_LOG filters logs (e.g. loci=debug).";
+
+#[derive(Parser)]
+#[command(
+    name = "loci",
+    version,
+    about = "Memory for autonomous agents: an event-sourced property graph with full-text search",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args)]
+pub struct LogArgs {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+}
+
+#[derive(Args, Clone)]
+pub struct StoreArg {
+    /// Store directory.
+    #[arg(long, value_name = "DIR", env = "LOCI_STORE")]
+    pub store: PathBuf,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Create a new, empty store.
+    Init(InitArgs),
+    /// Append JSON Lines files to the log as one atomic batch (or one per --commit-every events).
+    Ingest(IngestArgs),
+    /// Build entities and MENTIONS edges from the text of every passage (titles, title
+    /// mentions, capitalised names, years), one EXTRACTION event per passage.
+    Extract(ExtractArgs),
+    /// Full-text search over nodes and events.
+    Search(SearchArgs),
+    /// Nodes within N hops of a node (by key, or the best name match).
+    Neighbors(NeighborsArgs),
+    /// Retrieve a context pack for a question: ranked snippets with provenance, and why.
+    Query(QueryArgs),
+    /// Run a planner query: a saved query (by name, or a `.gq` file), or inline text given
+    /// with --query.
+    Run(RunArgs),
+    /// List the saved queries (built in, and those of --queries DIR) with their parameters.
+    Queries(QueriesArgs),
+    /// Counts and sizes of a store.
+    Stats(StatsArgs),
+    /// Rebuild every derived view from the log and compare it with the live state.
+    Replay(ReplayArgs),
+    /// Write the synthetic world as event JSON Lines (and its ground truth).
+    World(WorldArgs),
+    /// Build the synthetic world in a temporary store and answer the seed questions.
+    Demo(DemoArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Args)]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Storage backend, recorded in the store.
+    #[arg(long, default_value = "redb", value_parser = ["redb", "sled"])]
+    pub backend: String,
+}
+
+#[derive(Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Input format; detected from the first line when not given.
+    #[arg(long, value_parser = ["events", "graph", "passages", "triples"])]
+    pub format: Option<String>,
+    /// Commit every N events as its own atomic batch (default: everything in one batch).
+    #[arg(long, value_name = "N")]
+    pub commit_every: Option<usize>,
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ExtractArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    pub text: String,
+    /// Hits at most.
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Only nodes with this label (repeatable).
+    #[arg(long)]
+    pub label: Vec<String>,
+    /// Only events of this kind (repeatable).
+    #[arg(long)]
+    pub kind: Vec<String>,
+    /// Only documents with world time >= T.
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub from: Option<i64>,
+    /// Only documents with world time <= T.
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub to: Option<i64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct NeighborsArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    pub node: String,
+    #[arg(long, default_value_t = 1)]
+    pub depth: u8,
+    #[arg(long, default_value_t = 0.0)]
+    pub min_confidence: f32,
+    /// Only these relations (repeatable).
+    #[arg(long)]
+    pub relation: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    pub question: String,
+    /// Snippets at most.
+    #[arg(long, alias = "k", default_value_t = 10)]
+    pub limit: usize,
+    /// Token budget of the rendered snippets.
+    #[arg(long)]
+    pub budget: Option<usize>,
+    #[arg(long, default_value = "approx", value_parser = ["approx", "cl100k_base"])]
+    pub tokenizer: String,
+    #[arg(long, default_value_t = 0.0)]
+    pub min_confidence: f32,
+    /// Only these relations (repeatable).
+    #[arg(long)]
+    pub relation: Vec<String>,
+    /// Never these relations (repeatable).
+    #[arg(long)]
+    pub deny_relation: Vec<String>,
+    /// Only these kinds of snippets (repeatable): fact, passage, event, entity.
+    #[arg(long, value_parser = ["fact", "passage", "event", "entity"])]
+    pub kind: Vec<String>,
+    /// Judge validity at this world time (default: the latest event).
+    #[arg(long, allow_negative_numbers = true)]
+    pub as_of: Option<i64>,
+    /// Also use facts whose validity has ended.
+    #[arg(long)]
+    pub include_ended: bool,
+    #[arg(long, default_value = "fused", value_parser = ["fused", "text", "graph"])]
+    pub mode: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// A saved query's name, or a `.gq` file.
+    pub saved: Option<String>,
+    /// Query text instead of a saved query.
+    #[arg(long)]
+    pub query: Option<String>,
+    /// NAME=VALUE (repeatable).
+    #[arg(long = "param", value_name = "NAME=VALUE", allow_hyphen_values = true)]
+    pub params: Vec<String>,
+    /// A directory of the user's own saved queries (`*.gq`), besides the built-in ones.
+    #[arg(long, value_name = "DIR")]
+    pub queries: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct QueriesArgs {
+    /// A directory of the user's own saved queries (`*.gq`), besides the built-in ones.
+    #[arg(long, alias = "dir", value_name = "DIR")]
+    pub queries: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Required: compare, report differences, exit 1 on any.
+    #[arg(long)]
+    pub verify: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct WorldArgs {
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 1)]
+    pub scale: u32,
+    #[arg(long, default_value_t = 6)]
+    pub days: u32,
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub answers: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct DemoArgs {
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 1)]
+    pub scale: u32,
+    #[arg(long, default_value = "redb", value_parser = ["redb", "sled"])]
+    pub backend: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What every benchmark report takes: `--json` prints the report as JSON (text otherwise),
+/// `--out FILE` also writes the JSON there.
+#[derive(Args)]
+pub struct ReportArgs {
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// MetaQA: planner path queries (Hits@1, F1) and retrieval (answer recall@10).
+    Metaqa {
+        #[arg(long)]
+        kb: PathBuf,
+        #[arg(long)]
+        questions: PathBuf,
+        #[arg(long)]
+        qtypes: PathBuf,
+        #[arg(long)]
+        answerable: Option<PathBuf>,
+        /// Run retrieval mode on the first N questions only.
+        #[arg(long)]
+        retrieval_limit: Option<usize>,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
+    /// Passage recall of loci and of BM25 on a question set (formats: ../shared/datasets).
+    Retrieval {
+        #[arg(long)]
+        corpus: PathBuf,
+        #[arg(long)]
+        questions: PathBuf,
+        #[arg(long)]
+        triples: Option<PathBuf>,
+        /// Retrieval option NAME=VALUE (repeatable; see RetrieveOptions::set).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
+    /// Ingest, open, traversal and search on a synthetic scale-free graph.
+    Graph {
+        #[arg(long, default_value_t = 200_000)]
+        nodes: u32,
+        #[arg(long, default_value_t = 1_000_000)]
+        edges: u32,
+        #[arg(long, default_value = "redb", value_parser = ["redb", "sled"])]
+        backend: String,
+        #[arg(long, default_value_t = 100_000)]
+        edges_per_batch: usize,
+        /// Where to build the store (default: a temporary directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
+}

@@ -1,0 +1,152 @@
+//! `bench`: the benchmark reports. Each prints its report (text, or JSON with `--json`) and
+//! with `--out FILE` also writes the JSON there.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use loci::{BackendKind, RetrieveOptions, Store};
+
+use super::args::{BenchCommand, ReportArgs};
+use super::exit::Code;
+use super::output::{print_json, print_report};
+use super::read::name_values;
+use super::write::backend;
+
+/// The progress bar of a benchmark over questions (hidden when stderr is not a terminal).
+fn question_bar() -> ProgressBar {
+    ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("questions {pos}/{len} {wide_bar} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    )
+}
+
+fn advance(bar: &ProgressBar, done: usize, total: usize) {
+    bar.set_length(total as u64);
+    bar.set_position(done as u64);
+}
+
+fn spinner(msg: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_message(msg.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+/// Prints a report and, when asked, writes it as JSON to a file too.
+fn emit(report: &impl serde::Serialize, how: &ReportArgs) -> Result<()> {
+    let v = serde_json::to_value(report)?;
+    if let Some(path) = &how.out {
+        std::fs::write(path, serde_json::to_string_pretty(&v)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if how.json {
+        print_json(&v)
+    } else {
+        print_report(&v)
+    }
+}
+
+pub fn run(b: BenchCommand) -> Result<Code> {
+    match b {
+        BenchCommand::Metaqa {
+            kb,
+            questions,
+            qtypes,
+            answerable,
+            retrieval_limit,
+            report,
+        } => {
+            let tmp = tempfile::tempdir()?;
+            let bar = question_bar();
+            let r = loci::bench::run_metaqa_bench(
+                &tmp.path().join("store"),
+                &kb,
+                &questions,
+                &qtypes,
+                answerable.as_deref(),
+                retrieval_limit,
+                &|done, total| advance(&bar, done, total),
+            )?;
+            bar.finish_and_clear();
+            emit(&r, &report)?;
+        }
+        BenchCommand::Retrieval {
+            corpus,
+            questions,
+            triples,
+            set,
+            report,
+        } => {
+            let mut opts = RetrieveOptions::default();
+            for (k, v) in name_values("--set", &set)? {
+                opts.set(&k, &v)?;
+            }
+            let tmp = tempfile::tempdir()?;
+            let bar = question_bar();
+            let r = loci::bench::run_retrieval_bench(
+                &tmp.path().join("store"),
+                &corpus,
+                &questions,
+                triples.as_deref(),
+                &opts,
+                &|done, total| advance(&bar, done, total),
+            )?;
+            bar.finish_and_clear();
+            emit(&r, &report)?;
+        }
+        BenchCommand::Graph {
+            nodes,
+            edges,
+            backend: b,
+            edges_per_batch,
+            dir,
+            report,
+        } => {
+            let tmp = tempfile::tempdir()?;
+            let dir = dir.unwrap_or_else(|| tmp.path().join("bench"));
+            let spec = loci::bench::GraphSpec {
+                nodes,
+                edges,
+                ..Default::default()
+            };
+            let bar = spinner(&format!("building {nodes} nodes, {edges} edges ({b})"));
+            let r = loci::bench::run_graph_bench(&dir, backend(&b)?, &spec, edges_per_batch)?;
+            bar.finish_and_clear();
+            let fresh = child_open(&dir).ok();
+            let mut v = serde_json::to_value(&r)?;
+            if let Some((full, secs, empty)) = fresh {
+                v["open_fresh_process_s"] = secs.into();
+                v["rss_open_bytes"] = full.into();
+                v["rss_empty_store_bytes"] = empty.into();
+                v["rss_bytes_per_edge"] =
+                    ((full.saturating_sub(empty)) as f64 / r.edges.max(1) as f64).into();
+            }
+            emit(&v, &report)?;
+        }
+    }
+    Ok(Code::Ok)
+}
+
+/// Resident memory and wall time of `loci stats` (which opens the store) on `dir`, and the
+/// resident memory of the same on an empty store, each in a fresh process: what a user who
+/// opens the store pays.
+fn child_open(dir: &Path) -> Result<(u64, f64, u64)> {
+    let exe = std::env::current_exe()?;
+    let run = |d: &Path| -> Result<(u64, f64)> {
+        let t = Instant::now();
+        let out = std::process::Command::new(&exe)
+            .args(["stats", "--json", "--store"])
+            .arg(d)
+            .output()?;
+        let secs = t.elapsed().as_secs_f64();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        Ok((v["rss_bytes"].as_u64().unwrap_or(0), secs))
+    };
+    let empty = tempfile::tempdir()?;
+    Store::create(empty.path().join("s"), BackendKind::Redb)?;
+    let (full, secs) = run(dir)?;
+    Ok((full, secs, run(&empty.path().join("s"))?.0))
+}

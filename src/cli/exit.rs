@@ -1,0 +1,103 @@
+//! Exit codes: one per kind of failure, so that a script (or an agent shelling out) can tell a
+//! bad input from a locked or corrupt store without parsing messages. Documented in the README
+//! and in `loci --help`.
+
+use std::process::ExitCode;
+
+/// The documented exit codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// Success (also when the reader of standard output went away early).
+    Ok = 0,
+    /// The command ran and found a problem: `replay --verify` reported a difference.
+    Mismatch = 1,
+    /// A usage error: unknown flag, missing argument (clap's own code).
+    Usage = 2,
+    /// An input was rejected: a bad line of a file, a query that does not parse, a bad
+    /// parameter or option value.
+    BadInput = 3,
+    /// Something named does not exist: a node, a saved query, a file, a store.
+    NotFound = 4,
+    /// The store is held by another process.
+    Locked = 5,
+    /// The store is damaged or of a format this build does not read.
+    Corrupt = 6,
+    /// A query hit its row, hop or time limit.
+    LimitExceeded = 7,
+    /// Anything else: an I/O failure, a full disk, a backend failure.
+    Failure = 8,
+}
+
+impl From<Code> for ExitCode {
+    fn from(c: Code) -> Self {
+        ExitCode::from(c as u8)
+    }
+}
+
+/// An error the CLI itself raises, with its exit code.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub code: Code,
+    pub message: String,
+}
+
+/// `Err(CliError)` with a code, like `anyhow::bail!`.
+macro_rules! fail {
+    ($code:expr, $($arg:tt)*) => {
+        return Err(anyhow::Error::new($crate::cli::exit::CliError {
+            code: $code,
+            message: format!($($arg)*),
+        }))
+    };
+}
+pub(crate) use fail;
+
+/// The exit code of an error: the first error in its chain that has a known kind decides.
+pub fn code_of(e: &anyhow::Error) -> Code {
+    for cause in e.chain() {
+        if let Some(c) = cause.downcast_ref::<CliError>() {
+            return c.code;
+        }
+        if let Some(q) = cause.downcast_ref::<loci::query::QueryError>() {
+            return match q {
+                loci::query::QueryError::Store(s) => library_code(s),
+                loci::query::QueryError::LimitExceeded(_) => Code::LimitExceeded,
+                _ => Code::BadInput,
+            };
+        }
+        if let Some(l) = cause.downcast_ref::<loci::Error>() {
+            return library_code(l);
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return io_code(io);
+        }
+        if cause.downcast_ref::<serde_json::Error>().is_some() {
+            return Code::BadInput;
+        }
+    }
+    Code::Failure
+}
+
+fn io_code(io: &std::io::Error) -> Code {
+    match io.kind() {
+        std::io::ErrorKind::NotFound => Code::NotFound,
+        std::io::ErrorKind::InvalidData => Code::BadInput,
+        _ => Code::Failure,
+    }
+}
+
+fn library_code(e: &loci::Error) -> Code {
+    use loci::Error as E;
+    match e {
+        E::Input { .. } | E::InvalidEvent { .. } | E::InvalidArgument { .. } => Code::BadInput,
+        E::NotFound(_) => Code::NotFound,
+        E::Locked { .. } => Code::Locked,
+        // A store directory that is not there was named wrongly; one that is there but does
+        // not read is damaged (or of another format).
+        E::Store { path, .. } if !path.exists() => Code::NotFound,
+        E::Corrupt { .. } | E::Store { .. } => Code::Corrupt,
+        E::Io { source, .. } => io_code(source),
+        _ => Code::Failure,
+    }
+}

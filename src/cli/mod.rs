@@ -1,0 +1,109 @@
+//! The command line: flags (clap) resolved into library calls, one module per command group,
+//! output as text for people or `--json` for programs.
+//!
+//! - [`args`]: every flag, with one vocabulary across commands (`--store`, `--limit`,
+//!   `--queries`, `--json`, `--out`);
+//! - [`write`]: init, ingest, extract; [`read`]: search, neighbors, query, run, queries,
+//!   stats, replay; [`demo`]: world and demo; [`bench`]: the benchmark reports;
+//! - [`output`]: how results reach standard output; [`exit`]: the exit codes.
+
+mod args;
+mod bench;
+mod demo;
+pub(crate) mod exit;
+pub(crate) mod output;
+mod read;
+mod write;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{CommandFactory, Parser};
+
+pub use args::Cli;
+use args::Command;
+use exit::Code;
+
+/// Runs the command line and turns the outcome into an exit code. The store and every other
+/// resource are dropped before this returns, so a process never exits with a store open.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log);
+    match run(cli) {
+        Ok(code) => code.into(),
+        // The reader of our output went away (`loci ... | head`): the output was not wanted
+        // any more, which is not a failure of ours.
+        Err(e) if output::is_broken_pipe(&e) => Code::Ok.into(),
+        Err(e) => {
+            let code = exit::code_of(&e);
+            eprintln!("error: {}", render(&e));
+            code.into()
+        }
+    }
+}
+
+/// An error and its causes, each said once (a cause whose text the outer message already
+/// contains is not repeated).
+fn render(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !out.contains(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    out
+}
+
+/// Logs go to standard error: warnings by default, `-v` info, `-vv` debug, `-vvv` trace, `-q`
+/// errors only; `LOCI_LOG` (tracing's filter syntax, e.g. `loci=debug`) overrides both.
+fn init_logging(flags: &args::LogArgs) {
+    let level = if flags.quiet {
+        "error"
+    } else {
+        match flags.verbose {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        }
+    };
+    let filter = std::env::var("LOCI_LOG")
+        .ok()
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn run(cli: Cli) -> Result<Code> {
+    match cli.command {
+        Command::Init(a) => write::init(a),
+        Command::Ingest(a) => write::ingest(a),
+        Command::Extract(a) => write::extract(a),
+        Command::Search(a) => read::search(a),
+        Command::Neighbors(a) => read::neighbors(a),
+        Command::Query(a) => read::query(a),
+        Command::Run(a) => read::run_query(a),
+        Command::Queries(a) => read::list_queries(a),
+        Command::Stats(a) => read::stats(a),
+        Command::Replay(a) => read::replay(a),
+        Command::World(a) => demo::world(a),
+        Command::Demo(a) => demo::demo(a),
+        Command::Bench(b) => bench::run(b),
+        Command::Completions { shell } => {
+            // Into a buffer first: the generator panics on a failed write.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "loci", &mut script);
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            out.write_all(&script)?;
+            out.flush()?;
+            Ok(Code::Ok)
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Everything the binary prints: standard output written through `outln!` so that a closed
+//! pipe (`loci search ... | head -1`) is an ordinary end of output instead of a panic or a
+//! signal, and the small formatters that keep printed values meant for people (no Rust debug
+//! text, no float noise).
+
+use std::io::Write;
+
+use anyhow::Result;
+
+/// `writeln!` to standard output, returning the error (a closed pipe included) to the caller.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        {
+            use std::io::Write as _;
+            writeln!(std::io::stdout().lock(), $($arg)*)?;
+        }
+    };
+}
+pub(crate) use outln;
+
+/// Pretty JSON of `v` on standard output.
+pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// True when `e` (anywhere in its chain) is a write to a reader that went away.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(|j| j.io_error_kind())
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// An f32 as a JSON number with the digits it was written with (`0.95`, not the
+/// `0.949999988079071` of its f64 widening).
+pub fn f32_json(x: f32) -> serde_json::Value {
+    x.to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(serde_json::Value::Null, serde_json::Value::Number)
+}
+
+/// A list of numbers as `1, 2, 3` (or `none`).
+pub fn list<T: std::fmt::Display>(items: &[T]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A block position as `(x, y, z)`, or `unknown position`.
+pub fn block(b: Option<[i32; 3]>) -> String {
+    match b {
+        Some([x, y, z]) => format!("({x}, {y}, {z})"),
+        None => "unknown position".to_string(),
+    }
+}
+
+/// A report as indented `key: value` lines, for people (the same data as `--json`).
+pub fn print_report(v: &serde_json::Value) -> Result<()> {
+    fn walk(v: &serde_json::Value, indent: usize, out: &mut impl Write) -> std::io::Result<()> {
+        let pad = "  ".repeat(indent);
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    match x {
+                        serde_json::Value::Object(_) => {
+                            writeln!(out, "{pad}{k}:")?;
+                            walk(x, indent + 1, out)?;
+                        }
+                        serde_json::Value::Array(a) if a.iter().any(|i| i.is_object()) => {
+                            writeln!(out, "{pad}{k}:")?;
+                            for (i, item) in a.iter().enumerate() {
+                                writeln!(out, "{pad}  [{i}]")?;
+                                walk(item, indent + 2, out)?;
+                            }
+                        }
+                        other => writeln!(out, "{pad}{k}: {}", scalar(other))?,
+                    }
+                }
+            }
+            other => writeln!(out, "{pad}{}", scalar(other))?,
+        }
+        Ok(())
+    }
+    fn scalar(v: &serde_json::Value) -> String {
+        match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => "-".into(),
+            serde_json::Value::Array(a) => a.iter().map(scalar).collect::<Vec<_>>().join(", "),
+            other => other.to_string(),
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    walk(v, 0, &mut out)?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,448 @@
+//! Commands that read: `search`, `neighbors`, `query`, `run`, `queries`, `stats`, `replay`.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+
+use loci::query::{SavedQueries, SavedQuery};
+use loci::retrieval::RankingMode;
+use loci::{ExpandOptions, RetrieveOptions, Retriever, SearchFilter, SnippetKind, Store, Target};
+
+use super::args::{
+    NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs,
+};
+use super::exit::{fail, Code};
+use super::output::{f32_json, list, outln, print_json};
+use super::write::open;
+
+/// `NAME=VALUE` flag values as pairs.
+pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> {
+    raw.iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => Ok((k.to_string(), v.to_string())),
+            None => fail!(Code::BadInput, "{flag} takes NAME=VALUE, got {kv:?}"),
+        })
+        .collect()
+}
+
+pub fn search(a: SearchArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let time = match (a.from, a.to) {
+        (None, None) => None,
+        (f, t) => Some((f.unwrap_or(i64::MIN), t.unwrap_or(i64::MAX))),
+    };
+    let filter = SearchFilter {
+        labels: a.label,
+        kinds: a.kind,
+        nodes_only: None,
+        time,
+    };
+    let hits = s.search(&a.text, &filter, a.limit)?;
+    let rows: Vec<serde_json::Value> = hits
+        .iter()
+        .map(|h| describe_target(&s, h.target, h.score))
+        .collect::<Result<_>>()?;
+    if a.json {
+        print_json(&rows)?;
+    } else if rows.is_empty() {
+        outln!("no hits");
+    } else {
+        for (i, r) in rows.iter().enumerate() {
+            outln!(
+                "{:>3}. {:>7.3}  {}",
+                i + 1,
+                r["score"].as_f64().unwrap_or(0.0),
+                r["text"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(Code::Ok)
+}
+
+/// A search hit as JSON, in the vocabulary of the context pack: `kind` says what it is, `id`
+/// is the node's key or `event:<seq>` (strings, as snippet ids are).
+fn describe_target(s: &Store, t: Target, score: f32) -> Result<serde_json::Value> {
+    Ok(match t {
+        Target::Node(id) => {
+            let n = s.node(id);
+            serde_json::json!({
+                "kind": "node",
+                "id": n.as_ref().map(|n| n.key.clone()),
+                "node": id.0,
+                "score": f32_json(score),
+                "label": n.as_ref().map(|n| n.label.clone()),
+                "text": n.as_ref().map(|n| format!("[{}] {} ({})", n.label, n.name, n.key)),
+            })
+        }
+        Target::Event(seq) => {
+            let e = s.event(seq)?;
+            serde_json::json!({
+                "kind": "event",
+                "id": format!("event:{seq}"),
+                "seq": seq,
+                "score": f32_json(score),
+                "event_kind": e.as_ref().map(|e| e.kind.clone()),
+                "ts": e.as_ref().map(|e| e.ts),
+                "text": e.as_ref().map(|e| format!("[event {seq} at t={}] {}", e.ts, e.text())),
+            })
+        }
+    })
+}
+
+pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
+    if !(0.0..=1.0).contains(&a.min_confidence) {
+        fail!(
+            Code::BadInput,
+            "--min-confidence must be in [0, 1], got {}",
+            a.min_confidence
+        );
+    }
+    let s = open(&a.store)?;
+    let start = resolve_node(&s, &a.node)?;
+    let opts = ExpandOptions {
+        min_confidence: a.min_confidence,
+        relations: a.relation,
+        ..Default::default()
+    };
+    let found = s.neighbors(start.id, a.depth, &opts);
+    if a.json {
+        print_json(&serde_json::json!({"start": start.key, "neighbors": found}))?;
+    } else {
+        outln!(
+            "{} ({}, {}): {} nodes within {} hops",
+            start.key,
+            start.name,
+            start.label,
+            found.len(),
+            a.depth
+        );
+        for n in found {
+            let arrow = if n.incoming { "<-" } else { "->" };
+            outln!(
+                "  hop {} {arrow}{}{arrow} {} ({}, {})  confidence {}  edge {}",
+                n.hops,
+                n.relation,
+                n.key,
+                n.name,
+                n.label,
+                n.confidence,
+                n.edge.0
+            );
+        }
+    }
+    Ok(Code::Ok)
+}
+
+fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
+    if let Some(n) = s.node_by_key(key_or_name) {
+        return Ok(n);
+    }
+    let filter = SearchFilter {
+        nodes_only: Some(true),
+        ..Default::default()
+    };
+    for h in s.search(key_or_name, &filter, 1)? {
+        if let Target::Node(id) = h.target {
+            if let Some(n) = s.node(id) {
+                eprintln!(
+                    "note: no node has key {key_or_name:?}; using best name match {:?} ({})",
+                    n.key, n.name
+                );
+                return Ok(n);
+            }
+        }
+    }
+    fail!(
+        Code::NotFound,
+        "no node has key {key_or_name:?} and no node name matches it"
+    )
+}
+
+pub fn query(a: QueryArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let kinds = a
+        .kind
+        .iter()
+        .map(|k| match k.as_str() {
+            "fact" => SnippetKind::Fact,
+            "passage" => SnippetKind::Passage,
+            "event" => SnippetKind::Event,
+            _ => SnippetKind::Entity,
+        })
+        .collect();
+    let opts = RetrieveOptions {
+        k: a.limit,
+        budget: a.budget,
+        token_counter: a.tokenizer,
+        min_confidence: a.min_confidence,
+        relations: a.relation,
+        deny_relations: a.deny_relation,
+        kinds,
+        as_of: a.as_of,
+        include_ended: a.include_ended,
+        mode: match a.mode.as_str() {
+            "text" => RankingMode::Text,
+            "graph" => RankingMode::Graph,
+            _ => RankingMode::Fused,
+        },
+        ..Default::default()
+    };
+    let pack = Retriever::new(&s)?.retrieve(&a.question, &opts)?;
+    if a.json {
+        print_json(&pack)?;
+    } else {
+        print_pack(&pack)?;
+    }
+    Ok(Code::Ok)
+}
+
+fn kind_name(k: SnippetKind) -> &'static str {
+    match k {
+        SnippetKind::Fact => "fact",
+        SnippetKind::Passage => "passage",
+        SnippetKind::Event => "event",
+        _ => "entity",
+    }
+}
+
+fn print_pack(pack: &loci::ContextPack) -> Result<()> {
+    outln!("question: {}", pack.question);
+    for seed in &pack.seeds {
+        outln!(
+            "  seed {} ({}): {}, weight {:.3}",
+            seed.key,
+            seed.name,
+            seed.source,
+            seed.weight
+        );
+    }
+    for (i, s) in pack.snippets.iter().enumerate() {
+        let p = &s.parts;
+        outln!(
+            "\n{:>2}. [{} {}] score {:.3} (text {:.2}, graph {:.2}, confidence {:.2}, recency {:.2}, salience {:.2}), {} tokens",
+            i + 1, kind_name(s.kind), s.id, s.score, p.text, p.graph, p.confidence, p.recency, p.salience, s.tokens
+        );
+        let mut text: String = s.text.chars().take(300).collect();
+        if text.len() < s.text.len() {
+            text.push_str("...");
+        }
+        outln!("    {text}");
+        for w in &s.why {
+            outln!("    why: {w}");
+        }
+        let p = &s.provenance;
+        if !(p.edges.is_empty() && p.events.is_empty() && p.passages.is_empty()) {
+            let edges: Vec<u32> = p.edges.iter().map(|e| e.0).collect();
+            outln!(
+                "    provenance: edges {}; events {}; passages {}",
+                list(&edges),
+                list(&p.events),
+                list(&p.passages)
+            );
+        }
+    }
+    let budget = pack
+        .budget
+        .map(|b| b.to_string())
+        .unwrap_or("unlimited".into());
+    outln!(
+        "\n{} tokens of {budget} ({}); {} cut; {} us",
+        pack.tokens_used,
+        pack.token_counter,
+        pack.cut.len(),
+        pack.elapsed_us
+    );
+    for c in &pack.cut {
+        outln!(
+            "  cut {} {} ({} tokens, score {:.3})",
+            kind_name(c.kind),
+            c.id,
+            c.tokens,
+            c.score
+        );
+    }
+    Ok(())
+}
+
+/// The saved queries: built in, then those of `dir`.
+fn saved_queries(dir: Option<&Path>) -> Result<SavedQueries> {
+    Ok(SavedQueries::builtin_and(dir)?)
+}
+
+pub fn run_query(a: RunArgs) -> Result<Code> {
+    let args = name_values("--param", &a.params)?;
+    let (text, result) = match (a.saved, a.query) {
+        (Some(_), Some(_)) => fail!(Code::Usage, "give a saved query or --query, not both"),
+        (None, None) => fail!(
+            Code::Usage,
+            "give a saved query (name or .gq file) or --query TEXT"
+        ),
+        (None, Some(text)) => {
+            let params = loci::query::params_from_pairs(&args)?;
+            let s = open(&a.store)?;
+            let r = loci::query::run(&s, &text, &params);
+            (text, r)
+        }
+        (Some(name), None) => {
+            let q = if name.ends_with(".gq") || Path::new(&name).is_file() {
+                SavedQuery::load(Path::new(&name))?
+            } else {
+                let all = saved_queries(a.queries.as_deref())?;
+                match all.get(&name) {
+                    Some(q) => q.clone(),
+                    None => fail!(
+                        Code::NotFound,
+                        "no saved query {name:?}; saved queries: {}",
+                        all.list()
+                            .iter()
+                            .map(|q| q.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                }
+            };
+            let s = open(&a.store)?;
+            let r = q.run(&s, &args);
+            (q.prepared.text.clone(), r)
+        }
+    };
+    let result = match result {
+        Ok(r) => r,
+        // A store failure keeps its own kind (and exit code); a query failure is shown
+        // against the query text.
+        Err(loci::query::QueryError::Store(inner)) => return Err(inner.into()),
+        Err(e) => {
+            let code = match &e {
+                loci::query::QueryError::LimitExceeded(_) => Code::LimitExceeded,
+                _ => Code::BadInput,
+            };
+            fail!(code, "{}", e.render(&text))
+        }
+    };
+    if a.json {
+        print_json(&result)?;
+    } else {
+        outln!("{}", result.columns.join(" | "));
+        for row in &result.rows {
+            let cells: Vec<String> = row.iter().map(cell).collect();
+            outln!("{}", cells.join(" | "));
+        }
+        outln!("({} rows, {} us)", result.rows.len(), result.elapsed_us);
+    }
+    Ok(Code::Ok)
+}
+
+/// A result cell for people: strings bare, lists and maps as JSON, null as `-`.
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+pub fn list_queries(a: QueriesArgs) -> Result<Code> {
+    let all = saved_queries(a.queries.as_deref())?;
+    if a.json {
+        print_json(&all.list())?;
+    } else {
+        for q in all.list() {
+            let params: Vec<String> = q
+                .params
+                .iter()
+                .map(|p| {
+                    let ty = serde_json::to_value(p.ty)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    match &p.default {
+                        Some(d) => format!("{}: {ty} = {d}", p.name),
+                        None => format!("{}: {ty}", p.name),
+                    }
+                })
+                .collect();
+            outln!("{}({})\n    {}", q.name, params.join(", "), q.description);
+        }
+    }
+    Ok(Code::Ok)
+}
+
+pub fn stats(a: StatsArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let stats = s.stats();
+    let rss = loci::bench::rss_bytes();
+    if a.json {
+        let mut v = serde_json::to_value(&stats)?;
+        v["rss_bytes"] = rss.into();
+        print_json(&v)?;
+    } else {
+        outln!("backend      {}", stats.backend);
+        outln!("events       {}", stats.events);
+        outln!("nodes        {}", stats.nodes);
+        outln!("edges        {}", stats.edges);
+        outln!("relations    {}", stats.relations);
+        outln!("labels       {}", stats.labels);
+        outln!(
+            "text docs    {} (indexed to seq {})",
+            stats.text_docs,
+            stats.text_indexed_seq
+        );
+        outln!(
+            "disk         {} bytes in {}, {} bytes of full-text index",
+            stats.disk_bytes_backend,
+            stats.backend,
+            stats.disk_bytes_text
+        );
+        outln!(
+            "memory       {} bytes of adjacency, {rss} bytes resident",
+            stats.adjacency_bytes
+        );
+    }
+    Ok(Code::Ok)
+}
+
+/// `replay --verify`: the exit code says whether the live state equals the replay; the store
+/// is closed before the process exits either way.
+pub fn replay(a: ReplayArgs) -> Result<Code> {
+    if !a.verify {
+        fail!(
+            Code::Usage,
+            "replay needs --verify (replay never rewrites the live store)"
+        );
+    }
+    let s = open(&a.store)?;
+    let t = Instant::now();
+    let report = s.verify()?;
+    if a.json {
+        print_json(&report)?;
+    } else {
+        outln!(
+            "replayed {} events into {} nodes, {} edges, {} text documents in {:.2}s",
+            report.events_replayed,
+            report.nodes,
+            report.edges,
+            report.text_docs,
+            t.elapsed().as_secs_f64()
+        );
+        for d in &report.differences {
+            outln!("DIFFERENCE: {d}");
+        }
+        if report.more_differences > 0 {
+            outln!("... and {} more differences", report.more_differences);
+        }
+        outln!(
+            "{}",
+            if report.ok() {
+                "OK: live state equals replay"
+            } else {
+                "MISMATCH"
+            }
+        );
+    }
+    Ok(if report.ok() {
+        Code::Ok
+    } else {
+        Code::Mismatch
+    })
+}

@@ -1,0 +1,144 @@
+//! Commands that write: `init`, `ingest`, `extract`.
+
+use std::io::Write;
+
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use loci::ingest::{self, Format, SourceBatch};
+use loci::{BackendKind, Commit, Store};
+
+use super::args::{ExtractArgs, IngestArgs, InitArgs, StoreArg};
+use super::exit::Code;
+use super::output::{outln, print_json};
+
+pub fn open(store: &StoreArg) -> Result<Store> {
+    Ok(Store::open(&store.store)?)
+}
+
+pub fn backend(name: &str) -> Result<BackendKind> {
+    Ok(name.parse()?)
+}
+
+pub fn init(a: InitArgs) -> Result<Code> {
+    let s = Store::create(&a.store.store, backend(&a.backend)?)?;
+    outln!(
+        "created {} store at {}",
+        s.backend_kind(),
+        a.store.store.display()
+    );
+    Ok(Code::Ok)
+}
+
+/// The `committed ...` lines of an ingest. They are a report, not the work: when the reader
+/// of standard output goes away, the ingest goes on (and says so on stderr at the end), so
+/// that `loci ingest ... | head -2` never stops half-way without a word.
+struct CommitReport {
+    json: bool,
+    closed: bool,
+    printed: usize,
+}
+
+impl CommitReport {
+    fn line(&mut self, c: &Commit) {
+        if self.closed {
+            return;
+        }
+        let text = if self.json {
+            serde_json::to_string(c).unwrap_or_default()
+        } else {
+            format!(
+                "committed events {}..={} ({} events; {} nodes and {} edges upserted, {} nodes and {} edges removed)",
+                c.first_seq, c.last_seq, c.events, c.nodes_upserted, c.edges_upserted, c.nodes_removed, c.edges_removed
+            )
+        };
+        // Flushed line by line: a reader (or the crash test) may rely on every printed line
+        // being committed.
+        let mut out = std::io::stdout().lock();
+        match writeln!(out, "{text}").and_then(|()| out.flush()) {
+            Ok(()) => self.printed += 1,
+            Err(e) => {
+                tracing::debug!("standard output closed: {e}");
+                self.closed = true;
+            }
+        }
+    }
+}
+
+/// Rounds of reading when commits are smaller than this: parsing runs in parallel over a
+/// round, and memory is bounded by it.
+const MIN_ROUND_EVENTS: usize = 4096;
+
+pub fn ingest(a: IngestArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let format: Option<Format> = a.format.as_deref().map(str::parse).transpose()?;
+    let mut report = CommitReport {
+        json: a.json,
+        closed: false,
+        printed: 0,
+    };
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("ingesting {msg} {pos} events {per_sec}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut committed = 0usize;
+    match a.commit_every {
+        // Streamed: each round of the file is committed in batches of `n` before the next is
+        // read.
+        Some(n) => {
+            let n = n.max(1);
+            for f in &a.files {
+                bar.set_message(f.display().to_string());
+                ingest::read_file_in_rounds(f, format, n.max(MIN_ROUND_EVENTS), &mut |round| {
+                    for b in round.chunks(n) {
+                        let c = b.commit(&s)?;
+                        committed += c.events;
+                        bar.inc(c.events as u64);
+                        report.line(&c);
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        // One atomic batch: everything is read before anything is written.
+        None => {
+            let mut all = SourceBatch::default();
+            for f in &a.files {
+                bar.set_message(format!("reading {}", f.display()));
+                all.append(ingest::read_file(f, format)?);
+            }
+            if !all.events.is_empty() {
+                bar.set_message("committing".to_string());
+                let c = all.commit(&s)?;
+                committed += c.events;
+                report.line(&c);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if committed == 0 && !report.closed {
+        outln!("nothing to commit: the input holds no events");
+    }
+    if report.closed {
+        eprintln!(
+            "note: standard output was closed after {} lines; the ingest went on and committed {committed} events",
+            report.printed
+        );
+    }
+    Ok(Code::Ok)
+}
+
+pub fn extract(a: ExtractArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let c = s.ingest(loci::extract::extract_mentions(&s)?)?;
+    let al = s.ingest(loci::extract::alias_links(&s)?)?;
+    if a.json {
+        print_json(&serde_json::json!({"mentions": c, "aliases": al}))?;
+    } else {
+        outln!(
+            "extracted from {} passages: {} entities and {} mentions upserted; {} SAME_AS links between near-duplicate names",
+            c.events, c.nodes_upserted, c.edges_upserted, al.edges_upserted
+        );
+    }
+    Ok(Code::Ok)
+}
