@@ -185,6 +185,7 @@ impl EventLine {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PassageLine {
     id: String,
     title: String,
@@ -192,6 +193,7 @@ struct PassageLine {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct TripleLine {
     doc: String,
     s: String,
@@ -212,7 +214,12 @@ struct Origin {
     assertion_fields: Vec<Option<&'static str>>,
     /// Prefix of assertion field paths (`assert[3].` for the events format).
     nested_assertions: bool,
+    /// The input's names of model fields (a passage's `key` is its `id`).
+    renames: &'static [(&'static str, &'static str)],
 }
+
+/// How the passages format names the fields of the node it becomes.
+const PASSAGE_FIELDS: &[(&str, &str)] = &[("key", "id"), ("name", "title")];
 
 /// The model's fields that identify an assertion's nodes and relation: an input format that
 /// spells them differently names its own field in errors about them.
@@ -279,6 +286,11 @@ impl SourceBatch {
                         },
                         None => field,
                     };
+                    let field = o
+                        .renames
+                        .iter()
+                        .find(|(model, _)| *model == field)
+                        .map_or(field.clone(), |(_, input)| input.to_string());
                     Error::Input {
                         file: o.file.clone(),
                         line,
@@ -408,6 +420,7 @@ fn origin(file: &str, line: usize) -> Origin {
         assertion_lines: Vec::new(),
         assertion_fields: Vec::new(),
         nested_assertions: false,
+        renames: &[],
     }
 }
 
@@ -619,7 +632,10 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
                     ..Default::default()
                 })];
                 batch.events.push(ev);
-                batch.origins.push(origin(file, line));
+                batch.origins.push(Origin {
+                    renames: PASSAGE_FIELDS,
+                    ..origin(file, line)
+                });
                 batch.lines += 1;
             }
         }
@@ -747,6 +763,33 @@ mod tests {
         assert!(e.contains("h.jsonl:1: colour: unknown field"), "{e}");
     }
 }
+#[cfg(test)]
+mod strictness_tests {
+    use super::*;
+
+    /// Passages and triples refuse fields they do not know, as events and graph lines do: a
+    /// misspelt field is a mistake to report, not data to drop.
+    #[test]
+    fn passages_and_triples_reject_unknown_fields() {
+        let e = read_str(
+            "p.jsonl",
+            "{\"id\":\"a\",\"title\":\"t\",\"text\":\"x\",\"txet\":1}",
+            Format::Passages,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("p.jsonl:1: txet: unknown field"), "{e}");
+        let e = read_str(
+            "t.jsonl",
+            "{\"doc\":\"a\",\"s\":\"x\",\"p\":\"r\",\"o\":\"y\",\"conf\":1}",
+            Format::Triples,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("t.jsonl:1: conf: unknown field"), "{e}");
+    }
+}
+
 #[cfg(test)]
 mod assertion_json_tests {
     use super::*;

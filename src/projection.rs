@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::model::{
     Assertion, Edge, EdgeId, EdgeUpsert, Event, Node, NodeId, NodeUpsert, Props, Value,
+    MAX_KEY_BYTES, MAX_LABEL_BYTES, MAX_NAME_BYTES,
 };
 
 /// Id counters and log position; persisted in the meta table with every batch so that ids are
@@ -135,10 +136,18 @@ impl Overlay {
         if up.key.trim().is_empty() {
             return Err(at.err("key", "empty node key"));
         }
+        check_len(at, "key", &up.key, MAX_KEY_BYTES)?;
         if let Some(label) = &up.label {
             if label.trim().is_empty() {
                 return Err(at.err("label", "empty label"));
             }
+            check_len(at, "label", label, MAX_LABEL_BYTES)?;
+        }
+        if let Some(name) = &up.name {
+            check_len(at, "name", name, MAX_NAME_BYTES)?;
+        }
+        for alias in &up.aliases {
+            check_len(at, "aliases", alias, MAX_NAME_BYTES)?;
         }
         if let Some(s) = up.salience {
             check_unit(at, "salience", s)?;
@@ -217,6 +226,7 @@ impl Overlay {
         if up.relation.trim().is_empty() {
             return Err(at.err("relation", "empty relation"));
         }
+        check_len(at, "relation", &up.relation, MAX_LABEL_BYTES)?;
         if let Some(c) = up.confidence {
             check_unit(at, "confidence", c)?;
         }
@@ -323,6 +333,18 @@ impl Overlay {
     }
 }
 
+/// Refuses a string longer than `max` bytes (see the limits in `model`).
+fn check_len(at: At, field: &str, v: &str, max: usize) -> Result<()> {
+    if v.len() <= max {
+        Ok(())
+    } else {
+        Err(at.err(
+            field,
+            format!("{} bytes long; at most {max} bytes are allowed", v.len()),
+        ))
+    }
+}
+
 fn check_unit(at: At, field: &str, v: f32) -> Result<()> {
     if v.is_finite() && (0.0..=1.0).contains(&v) {
         Ok(())
@@ -366,6 +388,8 @@ pub(crate) fn project_batch<B: ProjectionBase>(
         if ev.kind.trim().is_empty() {
             return Err(at.err("kind", "empty event kind"));
         }
+        check_len(at, "kind", &ev.kind, MAX_LABEL_BYTES)?;
+        check_len(at, "actor", &ev.actor, MAX_KEY_BYTES)?;
         check_unit(at, "salience", ev.salience)?;
         for (a, assertion) in ev.assertions.iter().enumerate() {
             let at = At {

@@ -1,0 +1,59 @@
+//! Limits on what one event may carry: keys, names and labels longer than the full-text index
+//! can hold are refused at ingest with a located error, and the store is left unchanged.
+
+use loci::ingest::{self, Format};
+use loci::model::{MAX_KEY_BYTES, MAX_NAME_BYTES};
+use loci::{Assertion, BackendKind, EventDraft, NodeUpsert, Store};
+
+fn node_event(key: &str, name: Option<&str>) -> EventDraft {
+    let mut e = EventDraft::new(1, "bot", "OBSERVATION");
+    e.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+        key: key.to_string(),
+        name: name.map(str::to_string),
+        ..Default::default()
+    })];
+    e
+}
+
+#[test]
+fn over_long_keys_and_names_are_refused_at_ingest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+    // A key past tantivy's 65,529-byte term limit used to vanish from the index silently.
+    let long_key = "k".repeat(70_000);
+    let err = store.ingest(vec![node_event(&long_key, None)]).unwrap_err();
+    assert!(err.to_string().contains("key: 70000 bytes long"), "{err}");
+    let just_over = "k".repeat(MAX_KEY_BYTES + 1);
+    assert!(store.ingest(vec![node_event(&just_over, None)]).is_err());
+    let at_limit = "k".repeat(MAX_KEY_BYTES);
+    store.ingest(vec![node_event(&at_limit, None)]).unwrap();
+    let long_name = "é".repeat(MAX_NAME_BYTES);
+    let err = store
+        .ingest(vec![node_event("n", Some(&long_name))])
+        .unwrap_err();
+    assert!(err.to_string().contains("name:"), "{err}");
+    // Nothing of the failed batches was written.
+    assert_eq!(store.stats().events, 1);
+    assert!(store.node_by_key("n").is_none());
+    assert!(store.verify().unwrap().ok());
+}
+
+#[test]
+fn over_long_passage_title_names_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+    let title = "T".repeat(100_000);
+    let content = format!(
+        "{{\"id\":\"ok\",\"title\":\"fine\",\"text\":\"x\"}}\n{{\"id\":\"p2\",\"title\":\"{title}\",\"text\":\"x\"}}\n"
+    );
+    let err = ingest::read_str("c.jsonl", &content, Format::Passages)
+        .unwrap()
+        .commit(&store)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("c.jsonl:2: title: 100000 bytes long"),
+        "{err}"
+    );
+    assert_eq!(store.stats().events, 0);
+}
