@@ -309,6 +309,107 @@ impl SourceBatch {
         }
     }
 
+    /// Puts every passage of the batch (and the triples that cite it) under `namespace`:
+    /// passage `p1` becomes `NS/p1`, so two corpora that both number their passages from
+    /// `p00000` can share a store.
+    pub fn namespaced(mut self, namespace: &str) -> SourceBatch {
+        let ns = |k: &str| format!("{namespace}/{k}");
+        for ev in &mut self.events {
+            if ev.kind != kinds::PASSAGE && ev.kind != kinds::EXTRACTION {
+                continue;
+            }
+            let Some(doc) = ev.evidence.first().cloned() else {
+                continue;
+            };
+            for a in &mut ev.assertions {
+                match a {
+                    Assertion::UpsertNode(n) if n.key == doc => n.key = ns(&doc),
+                    Assertion::UpsertEdge(e) => {
+                        if e.from == doc {
+                            e.from = ns(&doc);
+                        }
+                        if e.to == doc {
+                            e.to = ns(&doc);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Value::Map(m) = &mut ev.payload {
+                if m.get("doc").and_then(Value::as_str) == Some(doc.as_str()) {
+                    m.insert("doc".into(), Value::from(ns(&doc).as_str()));
+                }
+            }
+            ev.evidence[0] = ns(&doc);
+        }
+        self
+    }
+
+    /// Checks the batch's passages against the store and against each other. A passage the
+    /// store (or the batch) already holds with the same title and text is dropped, so that
+    /// ingesting a corpus again adds nothing; one whose id holds *another* passage is an error
+    /// naming its line, unless `replace`, since two corpora numbering their passages alike
+    /// would otherwise overwrite each other silently. Returns how many passages were dropped.
+    pub fn dedupe_passages(&mut self, store: &Store, replace: bool) -> Result<usize> {
+        let mut seen: HashMap<String, (String, String, usize)> = HashMap::new();
+        let mut keep = vec![true; self.events.len()];
+        for (i, ev) in self.events.iter().enumerate() {
+            if ev.kind != kinds::PASSAGE {
+                continue;
+            }
+            let Some(Assertion::UpsertNode(up)) = ev.assertions.first() else {
+                continue;
+            };
+            let title = up.name.clone().unwrap_or_default();
+            let text = up
+                .props
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let line = self.origins.get(i).map_or(0, |o| o.line);
+            let earlier = seen.get(&up.key).cloned().or_else(|| {
+                store.node_by_key(&up.key).map(|n| {
+                    let t = n.props.get("text").and_then(Value::as_str).unwrap_or("");
+                    (n.name.clone(), t.to_string(), 0)
+                })
+            });
+            match earlier {
+                Some((t, x, _)) if t == title && x == text => keep[i] = false,
+                Some((t, _, at)) if !replace => {
+                    let file = self
+                        .origins
+                        .get(i)
+                        .map_or(String::new(), |o| o.file.clone());
+                    let holder = if at > 0 {
+                        format!("line {at} of this input")
+                    } else {
+                        "the store".to_string()
+                    };
+                    return Err(Error::Input {
+                        file,
+                        line,
+                        field: "id".into(),
+                        message: format!(
+                            "passage id {:?} already holds another passage ({t:?}, from {holder}); give a --namespace to keep both, or --replace to overwrite it",
+                            up.key
+                        ),
+                    });
+                }
+                _ => {}
+            }
+            seen.insert(up.key.clone(), (title, text, line));
+        }
+        let dropped = keep.iter().filter(|k| !**k).count();
+        if dropped > 0 {
+            let mut k = keep.iter();
+            self.events.retain(|_| *k.next().unwrap_or(&true));
+            let mut k = keep.iter();
+            self.origins.retain(|_| *k.next().unwrap_or(&true));
+        }
+        Ok(dropped)
+    }
+
     /// Commits the whole batch atomically; errors name file, line and field.
     pub fn commit(self, store: &Store) -> Result<Commit> {
         let origins = SourceBatch {

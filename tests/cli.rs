@@ -667,3 +667,55 @@ fn demo_exit_code_says_whether_answers_match() {
     assert_eq!(v["matches_ground_truth"], true);
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn passage_ids_never_collide_silently() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let a = tmp.path().join("a.jsonl");
+    let b = tmp.path().join("b.jsonl");
+    std::fs::write(
+        &a,
+        "{\"id\":\"p0\",\"title\":\"Alpha\",\"text\":\"first corpus\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "{\"id\":\"p0\",\"title\":\"Beta\",\"text\":\"second corpus\"}\n",
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&a)]);
+    // The same file again: nothing new (no doubled events or hits).
+    let again = ok(&["ingest", "--store", p(&store), p(&a)]);
+    assert!(again.contains("skipped 1 passages"), "{again}");
+    assert_eq!(
+        json(&["stats", "--store", p(&store), "--json"])["events"],
+        1
+    );
+    // Another corpus numbering its passages alike: refused, naming the line and the way out.
+    let out = loci(&["ingest", "--store", p(&store), p(&b)]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:1: id: passage id \"p0\" already holds another passage",
+            b.display()
+        )),
+        "{err}"
+    );
+    // Under a namespace both live; --replace overwrites.
+    ok(&["ingest", "--store", p(&store), "--namespace", "beta", p(&b)]);
+    let hits = json(&["search", "--store", p(&store), "corpus", "--json"]);
+    let ids = each(&hits, |h| h["id"].as_str().unwrap().to_string());
+    assert!(
+        ids.contains(&"p0".to_string()) && ids.contains(&"beta/p0".to_string()),
+        "{ids:?}"
+    );
+    ok(&["ingest", "--store", p(&store), "--replace", p(&b)]);
+    let hits = json(&["search", "--store", p(&store), "first", "--json"]);
+    assert!(each(&hits, |h| h["id"].as_str().unwrap().to_string())
+        .iter()
+        .all(|i| i != "p0"));
+    assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
+}

@@ -101,6 +101,12 @@ pub struct IngestArgs {
     /// Commit every N events as its own atomic batch (default: everything in one batch).
     #[arg(long, value_name = "N")]
     pub commit_every: Option<usize>,
+    /// Put passages (and the triples citing them) under NS: passage `p1` becomes `NS/p1`.
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Let a passage overwrite another passage stored under the same id.
+    #[arg(long)]
+    pub replace: bool,
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     #[arg(long)]

@@ -9,7 +9,7 @@ use loci::ingest::{self, Format, SourceBatch};
 use loci::{BackendKind, Commit, Store};
 
 use super::args::{ExtractArgs, IngestArgs, InitArgs, StoreArg};
-use super::exit::Code;
+use super::exit::{fail, Code};
 use super::output::{outln, print_json};
 
 pub fn open(store: &StoreArg) -> Result<Store> {
@@ -70,8 +70,26 @@ impl CommitReport {
 const MIN_ROUND_EVENTS: usize = 4096;
 
 pub fn ingest(a: IngestArgs) -> Result<Code> {
+    if let Some(ns) = &a.namespace {
+        if ns.is_empty() || ns.contains('/') || ns.trim() != ns {
+            fail!(
+                Code::BadInput,
+                "--namespace {ns:?}: use a non-empty name without '/' or surrounding spaces"
+            );
+        }
+    }
     let s = open(&a.store)?;
     let format: Option<Format> = a.format.as_deref().map(str::parse).transpose()?;
+    let mut skipped = 0usize;
+    // Namespacing and the passage check, applied to every batch before it is committed.
+    let mut prepare = |b: SourceBatch| -> loci::Result<SourceBatch> {
+        let mut b = match &a.namespace {
+            Some(ns) => b.namespaced(ns),
+            None => b,
+        };
+        skipped += b.dedupe_passages(&s, a.replace)?;
+        Ok(b)
+    };
     let mut report = CommitReport {
         json: a.json,
         closed: false,
@@ -90,7 +108,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
             for f in &a.files {
                 bar.set_message(f.display().to_string());
                 ingest::read_file_in_rounds(f, format, n.max(MIN_ROUND_EVENTS), &mut |round| {
-                    for b in round.chunks(n) {
+                    for b in prepare(round)?.chunks(n) {
                         let c = b.commit(&s)?;
                         committed += c.events;
                         bar.inc(c.events as u64);
@@ -107,6 +125,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
                 bar.set_message(format!("reading {}", f.display()));
                 all.append(ingest::read_file(f, format)?);
             }
+            let all = prepare(all)?;
             if !all.events.is_empty() {
                 bar.set_message("committing".to_string());
                 let c = all.commit(&s)?;
@@ -116,7 +135,10 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
         }
     }
     bar.finish_and_clear();
-    if committed == 0 && !report.closed {
+    if skipped > 0 && !report.closed {
+        outln!("skipped {skipped} passages the store already holds with the same title and text");
+    }
+    if committed == 0 && skipped == 0 && !report.closed {
         outln!("nothing to commit: the input holds no events");
     }
     if report.closed {
