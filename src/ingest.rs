@@ -628,6 +628,9 @@ pub fn read_file(path: &Path, format: Option<Format>) -> Result<SourceBatch> {
     Ok(all)
 }
 
+/// Fewest lines parsed per round of [`read_file_in_rounds`].
+pub const MIN_ROUND_LINES: usize = 16 * 1024;
+
 /// Reads one file in rounds of about `round_events` events, handing each round's drafts to
 /// `sink` before reading on, so memory is bounded by the round, not the file. Triples are the
 /// exception: a passage's triples may be anywhere in the file and form one event, so a
@@ -647,11 +650,14 @@ pub fn read_file_in_rounds(
         Some(f) => f,
         None => detect_format_of_line(&file, first.0, &first.1)?,
     };
+    // At least MIN_ROUND_LINES per round, so that parsing runs in parallel over a good many
+    // lines even when commits are small.
     let round_lines = match format {
         Format::Triples => usize::MAX,
-        Format::Graph => round_events.max(1).saturating_mul(GRAPH_LINES_PER_EVENT),
-        Format::Events | Format::Passages => round_events.max(1),
-    };
+        Format::Graph => round_events.saturating_mul(GRAPH_LINES_PER_EVENT),
+        Format::Events | Format::Passages => round_events,
+    }
+    .max(MIN_ROUND_LINES);
     let mut total = 0;
     let mut round: Vec<Line> = vec![first];
     loop {

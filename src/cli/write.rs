@@ -65,10 +65,6 @@ impl CommitReport {
     }
 }
 
-/// Rounds of reading when commits are smaller than this: parsing runs in parallel over a
-/// round, and memory is bounded by it.
-const MIN_ROUND_EVENTS: usize = 4096;
-
 pub fn ingest(a: IngestArgs) -> Result<Code> {
     if let Some(ns) = &a.namespace {
         if ns.is_empty() || ns.contains('/') || ns.trim() != ns {
@@ -107,7 +103,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
             let n = n.max(1);
             for f in &a.files {
                 bar.set_message(f.display().to_string());
-                ingest::read_file_in_rounds(f, format, n.max(MIN_ROUND_EVENTS), &mut |round| {
+                ingest::read_file_in_rounds(f, format, n, &mut |round| {
                     for b in prepare(round)?.chunks(n) {
                         let c = b.commit(&s)?;
                         committed += c.events;

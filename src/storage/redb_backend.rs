@@ -21,6 +21,9 @@ fn err(e: impl std::fmt::Display) -> Error {
     }
 }
 
+/// redb's page cache, in bytes.
+const REDB_CACHE_BYTES: usize = 64 << 20;
+
 /// A store's redb database.
 pub struct RedbBackend {
     db: Database,
@@ -30,7 +33,12 @@ impl RedbBackend {
     /// Opens or creates the database file at `path` and makes sure every table exists, so that
     /// readers never meet a missing table.
     pub fn open(path: &Path) -> Result<Self> {
-        let db = Database::create(path).map_err(err)?;
+        // redb's default page cache is 1 GiB, which a long ingest fills: loci keeps what reads
+        // need in memory itself, so a small cache bounds ingest memory at little read cost.
+        let db = redb::Builder::new()
+            .set_cache_size(REDB_CACHE_BYTES)
+            .create(path)
+            .map_err(err)?;
         Self::from_database(db)
     }
 
