@@ -455,7 +455,7 @@ proptest! {
     ) {
         let body = parts.concat().repeat(repeat);
         let text = format!("MATCH (n) WHERE {body}1{tail} RETURN n.x.y");
-        let result = on_small_stack(move || {
+        let result = on_thread_stack(move || {
             let r = query::prepare(&text, Limits::default()).map(|p| format!("{:?}", p.plan).len());
             (r.is_ok(), text)
         });
@@ -525,9 +525,9 @@ fn metaqa_repeated_kb_lines_are_evidence_and_rank_answers() {
 }
 
 /// Runs `f` on a thread with 2 MiB of stack, the default of a spawned thread (an embedding
-/// agent's worker, say), in a debug build: deep
-/// recursion anywhere in parsing, planning or printing aborts the whole process there.
-fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+/// agent's worker, say), in a debug build: deep recursion anywhere in parsing, planning,
+/// execution or printing aborts the whole process there.
+fn on_thread_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(f)
@@ -561,7 +561,7 @@ fn parser_bounds_nesting_depth_with_a_located_error() {
         ),
     ];
     for text in deep_inputs {
-        let e = on_small_stack({
+        let e = on_thread_stack({
             let text = text.clone();
             move || query::parse(&text).unwrap_err()
         });
@@ -573,7 +573,7 @@ fn parser_bounds_nesting_depth_with_a_located_error() {
             .contains("at most 128 levels"));
     }
     // Past the length bound, the length error comes first, still without recursion.
-    let e = on_small_stack(|| {
+    let e = on_thread_stack(|| {
         query::parse(&format!(
             "MATCH (n) WHERE {}true RETURN n",
             "NOT ".repeat(100_000)
@@ -601,14 +601,14 @@ fn long_operator_chains_are_bounded_before_they_reach_recursive_walks() {
         };
         let chain = vec![operand; 5_000].join(&format!(" {op} "));
         let text = format!("MATCH (n) WHERE {chain} RETURN n");
-        let e = on_small_stack(move || query::parse(&text).map(|q| format!("{q:?}").len()));
+        let e = on_thread_stack(move || query::parse(&text).map(|q| format!("{q:?}").len()));
         assert!(
             e.unwrap_err().expected.contains("levels of nesting"),
             "{op}"
         );
     }
     let props = format!("MATCH (n) RETURN n{}", ".a".repeat(30_000));
-    assert!(on_small_stack(move || query::parse(&props).is_err()));
+    assert!(on_thread_stack(move || query::parse(&props).is_err()));
     // A chain under the bound plans and runs on a small stack.
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = world_store(dir.path());
@@ -624,6 +624,41 @@ fn long_operator_chains_are_bounded_before_they_reach_recursive_walks() {
     })
     .unwrap();
     assert_eq!(r.rows, vec![vec![serde_json::json!("bot")]]);
+}
+
+#[test]
+fn plans_are_bounded_and_the_deepest_plan_runs_on_a_thread_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let store = std::sync::Arc::new(store);
+    // One lookup per pattern, each keeping its one row: the executor's deepest hand-off.
+    let patterns = |n: usize| {
+        (0..n)
+            .map(|i| format!("(x{i} {{key: 'bot'}})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let text = format!(
+        "MATCH {} RETURN x0.key AS k LIMIT 1",
+        patterns(query::plan::MAX_OPS)
+    );
+    let s = store.clone();
+    let r = on_thread_stack(move || query::run(&s, &text, &HashMap::new()).map(|r| r.rows));
+    assert_eq!(r.unwrap(), vec![vec![serde_json::json!("bot")]]);
+    // The deepest plan that streams: sixteen scans of every node, each filling a batch before
+    // handing it on, one level per operator (and far too many rows to run otherwise).
+    let scans = (0..16)
+        .map(|i| format!("(x{i})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = format!("MATCH {scans} RETURN x15.key AS k LIMIT 1");
+    let s = store.clone();
+    let r = on_thread_stack(move || query::run(&s, &text, &HashMap::new()).unwrap());
+    assert_eq!(r.rows.len(), 1);
+    assert!(r.rows_scanned <= 16 * 64, "{}", r.rows_scanned);
+    let text = format!("MATCH {} RETURN x0.key", patterns(query::plan::MAX_OPS + 1));
+    let e = query::prepare(&text, Limits::default()).unwrap_err();
+    assert!(e.to_string().contains("at most 128 are allowed"), "{e}");
 }
 
 #[test]

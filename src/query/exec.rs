@@ -852,6 +852,9 @@ fn contains_edge(v: &Val, e: EdgeId) -> bool {
 
 /// Rows handed from one operator to the next at a time when LIMIT may end the query early.
 const BATCH: usize = 64;
+/// Streaming hands each batch on by recursion, one level per operator; longer plans (rare:
+/// each relation or node constraint is one operator) run operator after operator instead.
+const STREAM_MAX_OPS: usize = 16;
 
 /// Whether the operators upstream should keep producing rows.
 #[derive(PartialEq)]
@@ -881,14 +884,30 @@ struct Run<'a, 'p> {
 }
 
 impl Run<'_, '_> {
-    /// Hands `rows` to operator `i` (or to the answer, past the last one).
-    fn feed(&mut self, i: usize, rows: Vec<Vec<Val>>) -> Result<Flow, QueryError> {
-        if rows.is_empty() {
-            return Ok(Flow::More);
+    /// Hands `rows` to operator `i` and what it produces on to the next ones (or to the
+    /// answer, past the last one). Recursive only through full batches when streaming, so at
+    /// most [`STREAM_MAX_OPS`] deep.
+    fn feed(&mut self, mut i: usize, mut rows: Vec<Vec<Val>>) -> Result<Flow, QueryError> {
+        loop {
+            if rows.is_empty() {
+                return Ok(Flow::More);
+            }
+            if i == self.plan.ops.len() {
+                return self.answer(rows);
+            }
+            match self.step(i, rows)? {
+                Some(next) => {
+                    rows = next;
+                    i += 1;
+                }
+                None => return Ok(Flow::Stop),
+            }
         }
-        if i == self.plan.ops.len() {
-            return self.answer(rows);
-        }
+    }
+
+    /// Runs operator `i` over `rows`: the rows it produced and has not yet handed on, or `None`
+    /// when the answer is complete.
+    fn step(&mut self, i: usize, rows: Vec<Vec<Val>>) -> Result<Option<Vec<Vec<Val>>>, QueryError> {
         let plan = self.plan;
         let guard = self.guard;
         let store = self.store;
@@ -919,7 +938,7 @@ impl Run<'_, '_> {
                         next.reverse();
                     }
                     if self.feed(i + 1, std::mem::take(&mut next))? == Flow::Stop {
-                        return Ok(Flow::Stop);
+                        return Ok(None);
                     }
                 }
             }};
@@ -1166,7 +1185,7 @@ impl Run<'_, '_> {
         if quantified {
             next.reverse();
         }
-        self.feed(i + 1, next)
+        Ok(Some(next))
     }
 
     /// Sequence numbers of the events with `from <= ts <= to`, in time order (ties by
@@ -1291,7 +1310,8 @@ pub fn execute(
     };
     let aggregates = plan.returns.iter().any(|(_, e)| is_aggregate(e));
     // Only an answer that needs no row but the first few can stop the scans early.
-    let streaming = limit.is_some() && plan.order.is_empty() && !aggregates;
+    let streaming =
+        limit.is_some() && plan.order.is_empty() && !aggregates && plan.ops.len() <= STREAM_MAX_OPS;
     let mut run = Run {
         ctx,
         store,
