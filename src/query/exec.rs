@@ -220,6 +220,9 @@ impl InKey {
     }
 }
 
+/// Event records kept at once by one execution.
+const EVENT_CACHE: usize = 4096;
+
 /// Lists longer than this on the right of `IN` are looked up through a set.
 const IN_SET_MIN: usize = 16;
 
@@ -235,7 +238,7 @@ impl<'a> Ctx<'a> {
         if !self.events.contains_key(&seq) {
             // Rows of an event scan visit each event once or twice in a row; a bounded cache
             // keeps those hits without holding the whole log.
-            if self.events.len() >= 4096 {
+            if self.events.len() >= EVENT_CACHE {
                 self.events.clear();
             }
             let e = self.store.event(seq)?;
@@ -1206,12 +1209,15 @@ impl Run<'_, '_> {
         let lo = bound(from, i64::MIN)?;
         let hi = bound(to, i64::MAX)?;
         if from.is_some() || to.is_some() {
-            return Ok(self
-                .store
-                .events_between(lo, hi)?
-                .into_iter()
-                .map(|ev| ev.seq)
-                .collect());
+            // A time window is usually short: its records, read anyway, fill the cache.
+            let mut seqs = Vec::new();
+            for ev in self.store.events_between(lo, hi)? {
+                seqs.push(ev.seq);
+                if self.ctx.events.len() < EVENT_CACHE {
+                    self.ctx.events.insert(ev.seq, Some(ev));
+                }
+            }
+            return Ok(seqs);
         }
         // The whole log, one record decoded at a time, ordered as the time index orders.
         let guard = self.guard;
