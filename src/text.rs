@@ -510,8 +510,17 @@ impl TextIndex {
         Ok(out)
     }
 
-    /// BM25 search: documents matching any term of `text`, within `filter`, best first.
+    /// Most hits one [`TextIndex::search`] returns.
+    pub const MAX_SEARCH_HITS: usize = 100_000;
+
+    /// BM25 search: documents matching any term of `text`, within `filter`, best first. At
+    /// most [`Self::MAX_SEARCH_HITS`] hits, whatever `limit` asks.
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
+        // The collector allocates for `limit` hits up front: a caller's huge limit must not
+        // become a huge allocation, so it is bounded by the documents there are to find.
+        let limit = limit
+            .min(Self::MAX_SEARCH_HITS)
+            .min(self.reader.searcher().num_docs() as usize);
         let terms = self.analyze(text)?;
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());

@@ -17,7 +17,11 @@ fn saved() -> SavedQueries {
 }
 
 fn world_store(dir: &Path) -> (Store, world::World) {
-    let w = world::generate(&WorldConfig::default());
+    world_store_with(dir, &WorldConfig::default())
+}
+
+fn world_store_with(dir: &Path, config: &WorldConfig) -> (Store, world::World) {
+    let w = world::generate(config);
     let store = Store::create(dir.join("w"), BackendKind::Redb).unwrap();
     store.ingest(w.events.clone()).unwrap();
     (store, w)
@@ -434,6 +438,29 @@ proptest! {
             let _ = query::prepare(&mangled, Limits::default());
         }
     }
+
+    /// Deep nesting of every recursive form, mixed, on a small stack: an error at the depth
+    /// bound, never an overflow.
+    #[test]
+    fn parser_never_overflows_on_deep_nesting(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                Just("("), Just("["), Just("NOT "), Just("-"), Just("f("), Just("1 OR "),
+                Just("1 AND "), Just("1 + "), Just("1 * "), Just("[1, "), Just("{a: "),
+            ],
+            1..40,
+        ),
+        repeat in 1usize..400,
+        tail in "[)\\]} 1a.]{0,8}",
+    ) {
+        let body = parts.concat().repeat(repeat);
+        let text = format!("MATCH (n) WHERE {body}1{tail} RETURN n.x.y");
+        let result = on_thread_stack(move || {
+            let r = query::prepare(&text, Limits::default()).map(|p| format!("{:?}", p.plan).len());
+            (r.is_ok(), text)
+        });
+        let _ = result;
+    }
 }
 
 #[test]
@@ -495,4 +522,350 @@ fn metaqa_repeated_kb_lines_are_evidence_and_rank_answers() {
     let r = q.run(&store, &params).unwrap();
     assert_eq!(col(&r, "answer"), ["Adventure", "Fantasy"]);
     assert_eq!(col(&r, "support"), [2, 1]);
+}
+
+/// Runs `f` on a thread with 2 MiB of stack, the default of a spawned thread (an embedding
+/// agent's worker, say), in a debug build: deep recursion anywhere in parsing, planning,
+/// execution or printing aborts the whole process there.
+fn on_thread_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+#[test]
+fn parser_bounds_nesting_depth_with_a_located_error() {
+    // Each under the length bound, so only the depth bound can stop it.
+    let deep_inputs = vec![
+        format!(
+            "MATCH (n) WHERE {}1{} RETURN n",
+            "(".repeat(5000),
+            ")".repeat(5000)
+        ),
+        format!("MATCH (n) WHERE {}true RETURN n", "NOT ".repeat(15_000)),
+        format!("MATCH (n) RETURN {}1", "-".repeat(60_000)),
+        format!(
+            "MATCH (n) RETURN {}1{}",
+            "[".repeat(30_000),
+            "]".repeat(30_000)
+        ),
+        format!("MATCH (n) RETURN {}", "[".repeat(60_000)),
+        format!("MATCH (n) RETURN f({}", "g(".repeat(30_000)),
+        format!(
+            "MATCH (n {{a: {}1{}}}) RETURN n",
+            "(".repeat(5000),
+            ")".repeat(5000)
+        ),
+    ];
+    for text in deep_inputs {
+        let e = on_thread_stack({
+            let text = text.clone();
+            move || query::parse(&text).unwrap_err()
+        });
+        assert!(e.expected.contains("levels of nesting"), "{e:?}");
+        assert!(e.span.start > 0 && e.span.end <= text.len(), "{e:?}");
+        assert!(query::prepare(&text, Limits::default())
+            .unwrap_err()
+            .to_string()
+            .contains("at most 128 levels"));
+    }
+    // Past the length bound, the length error comes first, still without recursion.
+    let e = on_thread_stack(|| {
+        query::parse(&format!(
+            "MATCH (n) WHERE {}true RETURN n",
+            "NOT ".repeat(100_000)
+        ))
+    });
+    assert!(e.unwrap_err().expected.contains("at most 65536 bytes"));
+    // Just inside the bound still parses.
+    let ok = format!(
+        "MATCH (n) WHERE {}1{} = 1 RETURN n",
+        "(".repeat(100),
+        ")".repeat(100)
+    );
+    assert!(query::parse(&ok).is_ok());
+}
+
+#[test]
+fn long_operator_chains_are_bounded_before_they_reach_recursive_walks() {
+    // Parsed in a loop, a chain still builds a left-deep tree that evaluation, Debug, Clone and
+    // Drop walk recursively.
+    for op in ["OR", "AND", "+", "*"] {
+        let operand = if op == "OR" || op == "AND" {
+            "1 = 1"
+        } else {
+            "1"
+        };
+        let chain = vec![operand; 5_000].join(&format!(" {op} "));
+        let text = format!("MATCH (n) WHERE {chain} RETURN n");
+        let e = on_thread_stack(move || query::parse(&text).map(|q| format!("{q:?}").len()));
+        assert!(
+            e.unwrap_err().expected.contains("levels of nesting"),
+            "{op}"
+        );
+    }
+    let props = format!("MATCH (n) RETURN n{}", ".a".repeat(30_000));
+    assert!(on_thread_stack(move || query::parse(&props).is_err()));
+    // A chain under the bound plans and runs on a small stack.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let chain = vec!["n.key = 'bot'"; 100].join(" OR ");
+    let text = format!("MATCH (n) WHERE {chain} RETURN n.key AS k");
+    let r = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn_scoped(s, || query::run(&store, &text, &HashMap::new()))
+            .unwrap()
+            .join()
+            .unwrap()
+    })
+    .unwrap();
+    assert_eq!(r.rows, vec![vec![serde_json::json!("bot")]]);
+}
+
+#[test]
+fn plans_are_bounded_and_the_deepest_plan_runs_on_a_thread_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let store = std::sync::Arc::new(store);
+    // One lookup per pattern, each keeping its one row: the executor's deepest hand-off.
+    let patterns = |n: usize| {
+        (0..n)
+            .map(|i| format!("(x{i} {{key: 'bot'}})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let text = format!(
+        "MATCH {} RETURN x0.key AS k LIMIT 1",
+        patterns(query::plan::MAX_OPS)
+    );
+    let s = store.clone();
+    let r = on_thread_stack(move || query::run(&s, &text, &HashMap::new()).map(|r| r.rows));
+    assert_eq!(r.unwrap(), vec![vec![serde_json::json!("bot")]]);
+    // The deepest plan that streams: sixteen scans of every node, each filling a batch before
+    // handing it on, one level per operator (and far too many rows to run otherwise).
+    let scans = (0..16)
+        .map(|i| format!("(x{i})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = format!("MATCH {scans} RETURN x15.key AS k LIMIT 1");
+    let s = store.clone();
+    let r = on_thread_stack(move || query::run(&s, &text, &HashMap::new()).unwrap());
+    assert_eq!(r.rows.len(), 1);
+    assert!(r.rows_scanned <= 16 * 64, "{}", r.rows_scanned);
+    let text = format!("MATCH {} RETURN x0.key", patterns(query::plan::MAX_OPS + 1));
+    let e = query::prepare(&text, Limits::default()).unwrap_err();
+    assert!(e.to_string().contains("at most 128 are allowed"), "{e}");
+}
+
+#[test]
+fn query_text_length_is_bounded() {
+    let text = format!(
+        "MATCH (n) WHERE n.key IN [{}] RETURN n",
+        "'é', ".repeat(20_000)
+    );
+    assert!(text.len() > query::MAX_QUERY_BYTES);
+    let e = query::parse(&text).unwrap_err();
+    assert!(e.expected.contains("at most 65536 bytes"), "{e:?}");
+    assert!(text.is_char_boundary(e.span.start) && e.span.end == text.len());
+    let _ = e.position(&text);
+}
+
+#[test]
+fn search_limit_is_clamped_not_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let filter = loci::text::SearchFilter::default();
+    for limit in [u32::MAX as usize, 10_000_000_000, usize::MAX] {
+        let hits = store.search("fletcher", &filter, limit).unwrap();
+        assert!(!hits.is_empty());
+    }
+    let none = HashMap::new();
+    for text in [
+        "SEARCH v FOR 'fletcher' LIMIT 4294967295 MATCH (v) RETURN v.key",
+        "SEARCH v FOR 'fletcher' LIMIT 9223372036854775807 MATCH (v) RETURN v.key",
+        "MATCH (v) RETURN v.key LIMIT 9223372036854775807",
+    ] {
+        let r = query::run(&store, text, &none).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(!r.rows.is_empty(), "{text}");
+    }
+}
+
+#[test]
+fn time_limit_stops_aggregation_sort_and_projection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    // Each of the thousands of pairs of nodes lowercases 4 MiB: far longer than the limit,
+    // while the scans themselves (where the limit used to be checked) are quick.
+    let big = Val::Str("A".repeat(4 << 20));
+    let params = HashMap::from([("big".to_string(), big)]);
+    let limits = Limits {
+        timeout: std::time::Duration::from_millis(100),
+        ..Limits::default()
+    };
+    for text in [
+        "MATCH (n), (m) RETURN count(*) AS c, sum(size(tolower($big))) AS s",
+        "MATCH (n), (m) RETURN n.key AS k ORDER BY size(tolower($big)) + size(n.key)",
+        "MATCH (n), (m) RETURN size(tolower($big)) AS s",
+        "MATCH (n), (m) WHERE size(tolower($big)) > 0 RETURN n.key",
+    ] {
+        let e = query::prepare(text, limits)
+            .unwrap()
+            .run(&store, &params)
+            .unwrap_err();
+        assert!(matches!(e, QueryError::LimitExceeded(_)), "{text}: {e}");
+    }
+}
+
+#[test]
+fn in_against_a_large_literal_list_keeps_list_semantics() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let none = HashMap::new();
+    let mut keys: Vec<String> = (0..5_000).map(|i| format!("'n:{i}'")).collect();
+    keys.push("'bot'".into());
+    let text =
+        format!(
+        "MATCH (n) WHERE n.key IN [{}] RETURN n.key AS k, 2.0 IN [{}] AS two, null IN [{}] AS nul",
+        keys.join(","),
+        (0..100).map(|i| i.to_string()).collect::<Vec<_>>().join(","),
+        keys[..50].join(","),
+    );
+    let r = query::run(&store, &text, &none).unwrap();
+    assert_eq!(
+        r.rows,
+        vec![vec![
+            serde_json::json!("bot"),
+            serde_json::json!(true),
+            serde_json::Value::Null
+        ]]
+    );
+    // A list too long to write in a query arrives as a parameter.
+    let mut list: Vec<Val> = (0..20_000).map(|i| Val::Str(format!("nope:{i}"))).collect();
+    list.push(Val::Str("bot".into()));
+    list.push(Val::Int(7));
+    let params = HashMap::from([("keys".to_string(), Val::List(list))]);
+    let r = query::run(
+        &store,
+        "MATCH (n) WHERE n.key IN $keys RETURN n.key, 7.0 IN $keys, 'x' IN $keys, [1] IN $keys",
+        &params,
+    )
+    .unwrap();
+    assert_eq!(
+        r.rows,
+        vec![vec![
+            serde_json::json!("bot"),
+            serde_json::json!(true),
+            serde_json::json!(false),
+            serde_json::json!(false)
+        ]]
+    );
+}
+
+#[test]
+fn scans_with_limit_stop_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = WorldConfig {
+        scale: 12,
+        days: 200,
+        ..WorldConfig::default()
+    };
+    let (store, _) = world_store_with(dir.path(), &big);
+    let none = HashMap::new();
+    let events = store.events_between(i64::MIN, i64::MAX).unwrap().len();
+    let nodes = store.graph().nodes().count();
+    assert!(
+        events > 500 && nodes > 200,
+        "{events} events, {nodes} nodes"
+    );
+    let r = query::run(&store, "MATCH (e:Event) RETURN e.seq LIMIT 1", &none).unwrap();
+    assert_eq!(r.rows.len(), 1);
+    assert!(r.rows_scanned <= 100, "{}", r.rows_scanned);
+    let r = query::run(&store, "MATCH (n) RETURN n.key LIMIT 2", &none).unwrap();
+    assert_eq!(r.rows.len(), 2);
+    assert!(r.rows_scanned <= 100, "{}", r.rows_scanned);
+    // ORDER BY needs every row; the answer is the same as without streaming.
+    let r = query::run(
+        &store,
+        "MATCH (e:Event) RETURN e.seq ORDER BY e.seq DESC LIMIT 1",
+        &none,
+    )
+    .unwrap();
+    assert_eq!(r.rows_scanned, events);
+    assert_eq!(r.rows[0][0], serde_json::json!(events as u64));
+    let all = query::run(&store, "MATCH (n:Place) RETURN n.key", &none).unwrap();
+    let first = query::run(&store, "MATCH (n:Place) RETURN n.key LIMIT 3", &none).unwrap();
+    assert_eq!(first.rows, all.rows[..3]);
+}
+
+#[test]
+fn prop_reads_user_properties_shadowed_by_built_in_fields() {
+    use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let props: loci::model::Props = ["x", "y", "z", "key", "name"]
+        .iter()
+        .map(|k| (k.to_string(), Value::Str(format!("user {k}"))))
+        .collect();
+    let mut ev = EventDraft::new(1, "bot", "NOTE");
+    ev.payload = Value::Map([("seq".to_string(), Value::Int(99))].into());
+    ev.assertions = vec![
+        Assertion::UpsertNode(NodeUpsert {
+            key: "chest:1".into(),
+            label: Some("Chest".into()),
+            name: Some("Chest".into()),
+            props: props.clone(),
+            ..Default::default()
+        }),
+        Assertion::UpsertNode(NodeUpsert {
+            key: "bot".into(),
+            ..Default::default()
+        }),
+        Assertion::UpsertEdge(EdgeUpsert {
+            from: "bot".into(),
+            relation: "OWNS".into(),
+            to: "chest:1".into(),
+            props: [("type".to_string(), Value::Str("user type".into()))].into(),
+            ..Default::default()
+        }),
+    ];
+    store.ingest(vec![ev]).unwrap();
+    let none = HashMap::new();
+    let r = query::run(
+        &store,
+        "MATCH (b)-[o:OWNS]->(c:Chest) RETURN c.key, prop(c, 'key'), c.x, prop(c, 'x'), \
+         prop(c, 'y'), prop(c, 'z'), prop(c, 'name'), prop(c, 'absent'), type(o), prop(o, 'type')",
+        &none,
+    )
+    .unwrap();
+    assert_eq!(
+        r.rows,
+        vec![vec![
+            serde_json::json!("chest:1"),
+            serde_json::json!("user key"),
+            serde_json::Value::Null,
+            serde_json::json!("user x"),
+            serde_json::json!("user y"),
+            serde_json::json!("user z"),
+            serde_json::json!("user name"),
+            serde_json::Value::Null,
+            serde_json::json!("OWNS"),
+            serde_json::json!("user type"),
+        ]]
+    );
+    let r = query::run(
+        &store,
+        "MATCH (e:Event) RETURN e.seq, prop(e, 'seq')",
+        &none,
+    )
+    .unwrap();
+    assert_eq!(
+        r.rows,
+        vec![vec![serde_json::json!(1), serde_json::json!(99)]]
+    );
+    let e = query::run(&store, "MATCH (c) RETURN prop(c, 1)", &none).unwrap_err();
+    assert!(e.to_string().contains("prop(x, name)"), "{e}");
 }

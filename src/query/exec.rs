@@ -18,6 +18,7 @@ pub const FUNCTIONS: &[&str] = &[
     "provenance",
     "path_cost",
     "path_max",
+    "prop",
     "length",
     "nodes",
     "relationships",
@@ -193,8 +194,37 @@ struct Ctx<'a> {
     params: &'a HashMap<String, Val>,
     edges: HashMap<EdgeId, Option<Edge>>,
     events: HashMap<u64, Option<Event>>,
+    /// Large literal lists on the right of `IN`, as sets, by the address of the list's
+    /// expression in the plan (which outlives the execution).
+    in_sets: HashMap<usize, std::rc::Rc<HashSet<InKey>>>,
     slots: &'a [String],
 }
+
+/// A scalar as `IN` compares it: numbers by value whatever their type, as [`equal`] does.
+#[derive(Hash, PartialEq, Eq)]
+enum InKey {
+    Str(String),
+    Num(u64),
+    Bool(bool),
+}
+
+impl InKey {
+    fn of(v: &Val) -> Option<InKey> {
+        Some(match v {
+            Val::Str(s) => InKey::Str(s.clone()),
+            Val::Bool(b) => InKey::Bool(*b),
+            // 0.0 and -0.0 are equal numbers with different bits.
+            Val::Int(_) | Val::Float(_) => InKey::Num((v.num()? + 0.0).to_bits()),
+            _ => return None,
+        })
+    }
+}
+
+/// Event records kept at once by one execution.
+const EVENT_CACHE: usize = 4096;
+
+/// Lists longer than this on the right of `IN` are looked up through a set.
+const IN_SET_MIN: usize = 16;
 
 impl<'a> Ctx<'a> {
     fn edge(&mut self, id: EdgeId) -> Result<Option<&Edge>, QueryError> {
@@ -206,6 +236,11 @@ impl<'a> Ctx<'a> {
     }
     fn event(&mut self, seq: u64) -> Result<Option<&Event>, QueryError> {
         if !self.events.contains_key(&seq) {
+            // Rows of an event scan visit each event once or twice in a row; a bounded cache
+            // keeps those hits without holding the whole log.
+            if self.events.len() >= EVENT_CACHE {
+                self.events.clear();
+            }
             let e = self.store.event(seq)?;
             self.events.insert(seq, e);
         }
@@ -268,6 +303,8 @@ impl<'a> Ctx<'a> {
                     None => Val::Null,
                 }
             }
+            // Every event row comes from a scan of existing events: its number needs no record.
+            Val::Event(seq) if name == "seq" => Val::Int(*seq as i64),
             Val::Event(seq) => match self.event(*seq)? {
                 Some(e) => match name {
                     "seq" => Val::Int(e.seq as i64),
@@ -329,6 +366,15 @@ impl<'a> Ctx<'a> {
                 _ => Val::Null,
             },
             Expr::IsNull(x, negated) => Val::Bool((self.eval(x, row)? == Val::Null) != *negated),
+            Expr::Bin(BinOp::In, a, b) if self.in_set(b).is_some() => {
+                let a = self.eval(a, row)?;
+                let set = self.in_set(b).unwrap_or_default();
+                if a == Val::Null {
+                    Val::Null
+                } else {
+                    Val::Bool(InKey::of(&a).is_some_and(|k| set.contains(&k)))
+                }
+            }
             Expr::Bin(op, a, b) => {
                 let a = self.eval(a, row)?;
                 // AND/OR short-circuit with three-valued logic.
@@ -348,6 +394,56 @@ impl<'a> Ctx<'a> {
                 self.call(name, vals)?
             }
         })
+    }
+
+    /// The set of a long list of literals, built on first use: `x IN [10,000 keys]` must not
+    /// rebuild and scan the list for every row. `None` for other lists, which stay lists.
+    fn in_set(&mut self, list: &Expr) -> Option<std::rc::Rc<HashSet<InKey>>> {
+        let at = list as *const Expr as usize;
+        if let Some(set) = self.in_sets.get(&at) {
+            return Some(set.clone());
+        }
+        let items = match list {
+            Expr::List(items) if items.len() > IN_SET_MIN => items,
+            // A list parameter is as constant as a literal, and as costly to copy per row.
+            Expr::Param(p) => match self.params.get(p) {
+                Some(Val::List(vals)) if vals.len() > IN_SET_MIN => {
+                    let set = vals
+                        .iter()
+                        .filter(|v| **v != Val::Null)
+                        .map(InKey::of)
+                        .collect::<Option<HashSet<_>>>()?;
+                    let set = std::rc::Rc::new(set);
+                    self.in_sets.insert(at, set.clone());
+                    return Some(set);
+                }
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let mut set = HashSet::with_capacity(items.len());
+        for i in items {
+            match i {
+                // A null item never equals anything, so it is not part of the set.
+                Expr::Lit(Literal::Null) => {}
+                Expr::Lit(Literal::Str(s)) => {
+                    set.insert(InKey::Str(s.clone()));
+                }
+                Expr::Lit(Literal::Bool(b)) => {
+                    set.insert(InKey::Bool(*b));
+                }
+                Expr::Lit(Literal::Int(x)) => {
+                    set.insert(InKey::of(&Val::Int(*x))?);
+                }
+                Expr::Lit(Literal::Float(x)) => {
+                    set.insert(InKey::of(&Val::Float(*x))?);
+                }
+                _ => return None,
+            }
+        }
+        let set = std::rc::Rc::new(set);
+        self.in_sets.insert(at, set.clone());
+        Some(set)
     }
 
     fn call(&mut self, name: &str, args: Vec<Val>) -> Result<Val, QueryError> {
@@ -385,6 +481,32 @@ impl<'a> Ctx<'a> {
                         c *= self.g.edge_core(e).map_or(0.0, |x| widen(x.confidence));
                     }
                     Val::Float(c)
+                }
+            }
+            "prop" => {
+                arity(2)?;
+                let Val::Str(key) = &args[1] else {
+                    return Err(QueryError::Plan(
+                        "prop(x, name): name is a property name as a string".into(),
+                    ));
+                };
+                // User properties only, never a built-in field of the same name.
+                match &args[0] {
+                    Val::Node(n) => self
+                        .g
+                        .node(*n)
+                        .and_then(|n| n.props.get(key))
+                        .map_or(Val::Null, Val::from_value),
+                    Val::Edge(e) => self
+                        .edge(*e)?
+                        .and_then(|e| e.props.get(key))
+                        .map_or(Val::Null, Val::from_value),
+                    Val::Event(s) => match self.event(*s)?.map(|e| &e.payload) {
+                        Some(Value::Map(m)) => m.get(key).map_or(Val::Null, Val::from_value),
+                        _ => Val::Null,
+                    },
+                    Val::Map(m) => m.get(key).cloned().unwrap_or(Val::Null),
+                    _ => Val::Null,
                 }
             }
             "last_seen" => {
@@ -682,6 +804,7 @@ fn to_json(ctx: &mut Ctx<'_>, v: &Val) -> Result<serde_json::Value, QueryError> 
 struct Guard {
     started: Instant,
     limits: Limits,
+    ticks: std::cell::Cell<u32>,
 }
 
 impl Guard {
@@ -692,13 +815,33 @@ impl Guard {
                 self.limits.max_rows
             )));
         }
-        if self.started.elapsed() > self.limits.timeout {
+        self.time()
+    }
+
+    fn timed_out(&self) -> bool {
+        self.started.elapsed() > self.limits.timeout
+    }
+
+    fn time(&self) -> Result<(), QueryError> {
+        if self.timed_out() {
             return Err(QueryError::LimitExceeded(format!(
                 "ran longer than {} ms; narrow the pattern or raise the time limit",
                 self.limits.timeout.as_millis()
             )));
         }
         Ok(())
+    }
+
+    /// Called once per row by every loop over rows: a single row's work is bounded, so looking
+    /// at the clock every few rows bounds the overrun without paying for it on each row.
+    fn tick(&self) -> Result<(), QueryError> {
+        let t = self.ticks.get().wrapping_add(1);
+        self.ticks.set(t);
+        if t.is_multiple_of(16) {
+            self.time()
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -710,71 +853,136 @@ fn contains_edge(v: &Val, e: EdgeId) -> bool {
     }
 }
 
-/// Runs `plan` against `store`.
-pub fn execute(
-    store: &Store,
-    plan: &Plan,
-    params: &HashMap<String, Val>,
-    limits: Limits,
-) -> Result<QueryResult, QueryError> {
-    for p in &plan.params {
-        if !params.contains_key(p) {
-            return Err(QueryError::Param(format!(
-                "${p} has no value: pass --param {p}=..."
-            )));
+/// Rows handed from one operator to the next at a time when LIMIT may end the query early.
+const BATCH: usize = 64;
+/// Streaming hands each batch on by recursion, one level per operator; longer plans (rare:
+/// each relation or node constraint is one operator) run operator after operator instead.
+const STREAM_MAX_OPS: usize = 16;
+
+/// Whether the operators upstream should keep producing rows.
+#[derive(PartialEq)]
+enum Flow {
+    More,
+    Stop,
+}
+
+/// One execution: operators pass rows depth-first, a batch at a time when the answer can stop
+/// early (LIMIT without ORDER BY or aggregates), else the whole output of one operator at once.
+struct Run<'a, 'p> {
+    ctx: Ctx<'a>,
+    store: &'a Store,
+    plan: &'p Plan,
+    guard: &'p Guard,
+    batch: usize,
+    /// Rows each operator has produced so far, for the row limit.
+    produced: Vec<usize>,
+    examined: usize,
+    scanned: usize,
+    /// Streaming: the projected answer so far.
+    limit: Option<usize>,
+    out: Vec<Vec<serde_json::Value>>,
+    seen: HashSet<String>,
+    /// Not streaming: every matched row.
+    matched: Vec<Vec<Val>>,
+}
+
+impl Run<'_, '_> {
+    /// Hands `rows` to operator `i` and what it produces on to the next ones (or to the
+    /// answer, past the last one). Recursive only through full batches when streaming, so at
+    /// most [`STREAM_MAX_OPS`] deep.
+    fn feed(&mut self, mut i: usize, mut rows: Vec<Vec<Val>>) -> Result<Flow, QueryError> {
+        loop {
+            if rows.is_empty() {
+                return Ok(Flow::More);
+            }
+            if i == self.plan.ops.len() {
+                return self.answer(rows);
+            }
+            match self.step(i, rows)? {
+                Some(next) => {
+                    rows = next;
+                    i += 1;
+                }
+                None => return Ok(Flow::Stop),
+            }
         }
     }
-    let guard = Guard {
-        started: Instant::now(),
-        limits,
-    };
-    let g = store.graph();
-    let mut ctx = Ctx {
-        store,
-        g: &g,
-        params,
-        edges: HashMap::new(),
-        events: HashMap::new(),
-        slots: &plan.slots,
-    };
-    let width = plan.slots.len();
-    let mut rows: Vec<Vec<Val>> = vec![vec![Val::Null; width]];
-    let mut examined = 0usize;
-    for op in &plan.ops {
+
+    /// Runs operator `i` over `rows`: the rows it produced and has not yet handed on, or `None`
+    /// when the answer is complete.
+    fn step(&mut self, i: usize, rows: Vec<Vec<Val>>) -> Result<Option<Vec<Vec<Val>>>, QueryError> {
+        let plan = self.plan;
+        let guard = self.guard;
+        let store = self.store;
+        let g = self.ctx.g;
+        let source = matches!(
+            plan.ops[i],
+            Op::Search { .. }
+                | Op::LookupKey { .. }
+                | Op::LookupName { .. }
+                | Op::ScanLabel { .. }
+                | Op::ScanAll { .. }
+                | Op::ScanEvents { .. }
+        );
+        let quantified = matches!(plan.ops[i], Op::Expand { min, max, .. } if min != 1 || max != 1);
         let mut next: Vec<Vec<Val>> = Vec::new();
-        match op {
+        // Adds a produced row; a full batch goes on downstream at once.
+        macro_rules! emit {
+            ($row:expr) => {{
+                next.push($row);
+                self.produced[i] += 1;
+                if source {
+                    self.scanned += 1;
+                }
+                guard.rows(self.produced[i])?;
+                if next.len() >= self.batch {
+                    // Depth-first order is not a contract; keep rows in a stable order.
+                    if quantified {
+                        next.reverse();
+                    }
+                    if self.feed(i + 1, std::mem::take(&mut next))? == Flow::Stop {
+                        return Ok(None);
+                    }
+                }
+            }};
+        }
+        match &plan.ops[i] {
             Op::Search { slot, text, limit } => {
                 for row in &rows {
-                    let Val::Str(t) = ctx.eval(text, row)? else {
+                    guard.tick()?;
+                    let Val::Str(t) = self.ctx.eval(text, row)? else {
                         return Err(QueryError::Param("SEARCH ... FOR takes a string".into()));
                     };
                     let filter = SearchFilter {
                         nodes_only: Some(true),
                         ..Default::default()
                     };
-                    for h in store.search(&t, &filter, *limit as usize)? {
+                    let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
+                    for h in store.search(&t, &filter, limit)? {
                         if let Target::Node(n) = h.target {
                             let mut r = row.clone();
                             r[*slot] = Val::Node(n);
-                            next.push(r);
+                            emit!(r);
                         }
                     }
                 }
             }
             Op::LookupKey { slot, key } => {
                 for row in &rows {
-                    if let Val::Str(k) = ctx.eval(key, row)? {
+                    guard.tick()?;
+                    if let Val::Str(k) = self.ctx.eval(key, row)? {
                         if let Some(n) = g.node_id(&k) {
                             let mut r = row.clone();
                             r[*slot] = Val::Node(n);
-                            next.push(r);
+                            emit!(r);
                         }
                     }
                 }
             }
             Op::LookupName { slot, name } => {
                 for row in &rows {
-                    let Val::Str(wanted) = ctx.eval(name, row)? else {
+                    guard.tick()?;
+                    let Val::Str(wanted) = self.ctx.eval(name, row)? else {
                         continue;
                     };
                     // Through the full-text index: the exact name form first; when nothing
@@ -800,7 +1008,7 @@ pub fn execute(
                         if seen.insert(n) {
                             let mut r = row.clone();
                             r[*slot] = Val::Node(n);
-                            next.push(r);
+                            emit!(r);
                         }
                     }
                 }
@@ -810,8 +1018,7 @@ pub fn execute(
                     for n in g.nodes().filter(|n| labels.contains(&n.label)) {
                         let mut r = row.clone();
                         r[*slot] = Val::Node(n.id);
-                        next.push(r);
-                        guard.rows(next.len())?;
+                        emit!(r);
                     }
                 }
             }
@@ -820,31 +1027,17 @@ pub fn execute(
                     for n in g.nodes() {
                         let mut r = row.clone();
                         r[*slot] = Val::Node(n.id);
-                        next.push(r);
-                        guard.rows(next.len())?;
+                        emit!(r);
                     }
                 }
             }
             Op::ScanEvents { slot, from, to } => {
                 for row in &rows {
-                    let bound = |e: &Option<Expr>,
-                                 ctx: &mut Ctx<'_>,
-                                 default: i64|
-                     -> Result<i64, QueryError> {
-                        match e {
-                            Some(e) => Ok(ctx.eval(e, row)?.num().map_or(default, |x| x as i64)),
-                            None => Ok(default),
-                        }
-                    };
-                    let lo = bound(from, &mut ctx, i64::MIN)?;
-                    let hi = bound(to, &mut ctx, i64::MAX)?;
-                    for ev in store.events_between(lo, hi)? {
-                        let seq = ev.seq;
-                        ctx.events.insert(seq, Some(ev));
+                    let seqs = self.event_seqs(from.as_ref(), to.as_ref(), row)?;
+                    for seq in seqs {
                         let mut r = row.clone();
                         r[*slot] = Val::Event(seq);
-                        next.push(r);
-                        guard.rows(next.len())?;
+                        emit!(r);
                     }
                 }
             }
@@ -853,22 +1046,23 @@ pub fn execute(
                 labels,
                 props,
             } => {
-                'rows: for row in rows.drain(..) {
+                'rows: for row in rows {
+                    guard.tick()?;
                     let v = row[*slot].clone();
                     if !labels.is_empty() {
-                        let label = ctx.prop(&v, "label")?;
+                        let label = self.ctx.prop(&v, "label")?;
                         if !labels.iter().any(|l| Val::Str(l.clone()) == label) {
                             continue;
                         }
                     }
                     for (k, e) in props {
-                        let want = ctx.eval(e, &row)?;
-                        let have = ctx.prop(&v, k)?;
+                        let want = self.ctx.eval(e, &row)?;
+                        let have = self.ctx.prop(&v, k)?;
                         if equal(&have, &want) != Some(true) {
                             continue 'rows;
                         }
                     }
-                    next.push(row);
+                    emit!(row);
                 }
             }
             Op::Expand {
@@ -907,7 +1101,8 @@ pub fn execute(
                     let mut stack: Vec<(Vec<NodeId>, Vec<EdgeId>)> =
                         vec![(vec![start], Vec::new())];
                     while let Some((nodes, edges)) = stack.pop() {
-                        examined += 1;
+                        self.examined += 1;
+                        guard.tick()?;
                         let here = *nodes.last().unwrap_or(&start);
                         if edges.len() as u32 >= *min {
                             let end_ok = match &row[*to] {
@@ -917,9 +1112,9 @@ pub fn execute(
                             let mut props_ok = true;
                             if !props.is_empty() {
                                 for (k, e) in props {
-                                    let want = ctx.eval(e, row)?;
+                                    let want = self.ctx.eval(e, row)?;
                                     for edge in &edges {
-                                        if equal(&ctx.prop(&Val::Edge(*edge), k)?, &want)
+                                        if equal(&self.ctx.prop(&Val::Edge(*edge), k)?, &want)
                                             != Some(true)
                                         {
                                             props_ok = false;
@@ -935,8 +1130,7 @@ pub fn execute(
                                     Val::Path(nodes.clone(), edges.clone())
                                 };
                                 r[*to] = Val::Node(here);
-                                next.push(r);
-                                guard.rows(next.len())?;
+                                emit!(r);
                             }
                         }
                         if edges.len() as u32 >= *max {
@@ -951,18 +1145,12 @@ pub fn execute(
                                 stack.push((ns, es));
                             }
                         }
-                        if examined.is_multiple_of(4096) {
-                            guard.rows(next.len())?;
-                        }
                     }
-                }
-                // Depth-first order is not a contract; keep rows in a stable order.
-                if *min != 1 || *max != 1 {
-                    next.reverse();
                 }
             }
             Op::BindPath { slot, nodes, rels } => {
-                for mut row in rows.drain(..) {
+                for mut row in rows {
+                    guard.tick()?;
                     let mut ns: Vec<NodeId> = Vec::new();
                     let mut es: Vec<EdgeId> = Vec::new();
                     if let Val::Node(n) = row[nodes[0]] {
@@ -984,25 +1172,140 @@ pub fn execute(
                         }
                     }
                     row[*slot] = Val::Path(ns, es);
-                    next.push(row);
+                    emit!(row);
                 }
             }
             Op::Filter(e) => {
-                for row in rows.drain(..) {
-                    if ctx.eval(e, &row)?.truthy() == Some(true) {
-                        next.push(row);
+                for row in rows {
+                    guard.tick()?;
+                    if self.ctx.eval(e, &row)?.truthy() == Some(true) {
+                        emit!(row);
                     }
                 }
             }
         }
-        guard.rows(next.len())?;
-        rows = next;
+        guard.time()?;
+        if quantified {
+            next.reverse();
+        }
+        Ok(Some(next))
     }
-    examined += rows.len();
 
+    /// Sequence numbers of the events with `from <= ts <= to`, in time order (ties by
+    /// sequence). Only numbers are kept: a row needs an event's record when it reads a field,
+    /// and holding every record of a long log at once is what made whole-log scans costly.
+    fn event_seqs(
+        &mut self,
+        from: Option<&Expr>,
+        to: Option<&Expr>,
+        row: &[Val],
+    ) -> Result<Vec<u64>, QueryError> {
+        let mut bound = |e: Option<&Expr>, default: i64| -> Result<i64, QueryError> {
+            match e {
+                Some(e) => Ok(self.ctx.eval(e, row)?.num().map_or(default, |x| x as i64)),
+                None => Ok(default),
+            }
+        };
+        let lo = bound(from, i64::MIN)?;
+        let hi = bound(to, i64::MAX)?;
+        if from.is_some() || to.is_some() {
+            // A time window is usually short: its records, read anyway, fill the cache.
+            let mut seqs = Vec::new();
+            for ev in self.store.events_between(lo, hi)? {
+                seqs.push(ev.seq);
+                if self.ctx.events.len() < EVENT_CACHE {
+                    self.ctx.events.insert(ev.seq, Some(ev));
+                }
+            }
+            return Ok(seqs);
+        }
+        // The whole log, one record decoded at a time, ordered as the time index orders.
+        let guard = self.guard;
+        let mut keyed: Vec<(i64, u64)> = Vec::new();
+        self.store.scan_log(0, |ev| {
+            keyed.push((ev.ts, ev.seq));
+            Ok(!(keyed.len().is_multiple_of(1024) && guard.timed_out()))
+        })?;
+        guard.time()?;
+        keyed.sort_unstable();
+        Ok(keyed.into_iter().map(|(_, s)| s).collect())
+    }
+
+    /// Rows that matched every operator: projected at once when streaming, else kept.
+    fn answer(&mut self, rows: Vec<Vec<Val>>) -> Result<Flow, QueryError> {
+        self.examined += rows.len();
+        let Some(limit) = self.limit.filter(|_| self.batch != usize::MAX) else {
+            self.matched.extend(rows);
+            return Ok(Flow::More);
+        };
+        for row in &rows {
+            if self.out.len() >= limit {
+                break;
+            }
+            self.guard.tick()?;
+            let vals = project(&mut self.ctx, self.plan, row)?;
+            if self.plan.distinct
+                && !self
+                    .seen
+                    .insert(serde_json::to_string(&vals).unwrap_or_default())
+            {
+                continue;
+            }
+            self.out.push(vals);
+        }
+        Ok(if self.out.len() >= limit {
+            Flow::Stop
+        } else {
+            Flow::More
+        })
+    }
+}
+
+fn project(
+    ctx: &mut Ctx<'_>,
+    plan: &Plan,
+    row: &[Val],
+) -> Result<Vec<serde_json::Value>, QueryError> {
+    let mut vals = Vec::with_capacity(plan.returns.len());
+    for (_, e) in &plan.returns {
+        let v = ctx.eval(e, row)?;
+        vals.push(to_json(ctx, &v)?);
+    }
+    Ok(vals)
+}
+
+/// Runs `plan` against `store`.
+pub fn execute(
+    store: &Store,
+    plan: &Plan,
+    params: &HashMap<String, Val>,
+    limits: Limits,
+) -> Result<QueryResult, QueryError> {
+    for p in &plan.params {
+        if !params.contains_key(p) {
+            return Err(QueryError::Param(format!(
+                "${p} has no value: pass --param {p}=..."
+            )));
+        }
+    }
+    let guard = Guard {
+        started: Instant::now(),
+        limits,
+        ticks: std::cell::Cell::new(0),
+    };
+    let g = store.graph();
+    let mut ctx = Ctx {
+        store,
+        g: &g,
+        params,
+        edges: HashMap::new(),
+        events: HashMap::new(),
+        in_sets: HashMap::new(),
+        slots: &plan.slots,
+    };
     let limit = match &plan.limit {
         Some(e) => match ctx.eval(e, &[])? {
-            Val::Int(n) if n >= 0 => Some(n as usize),
+            Val::Int(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
             other => {
                 return Err(QueryError::Param(format!(
                     "LIMIT takes a non-negative integer, got {other:?}"
@@ -1011,14 +1314,52 @@ pub fn execute(
         },
         None => None,
     };
-    if plan.returns.iter().any(|(_, e)| is_aggregate(e)) {
-        return aggregate(&mut ctx, plan, rows, limit, examined, &guard);
+    let aggregates = plan.returns.iter().any(|(_, e)| is_aggregate(e));
+    // Only an answer that needs no row but the first few can stop the scans early.
+    let streaming =
+        limit.is_some() && plan.order.is_empty() && !aggregates && plan.ops.len() <= STREAM_MAX_OPS;
+    let mut run = Run {
+        ctx,
+        store,
+        plan,
+        guard: &guard,
+        batch: if streaming { BATCH } else { usize::MAX },
+        produced: vec![0; plan.ops.len()],
+        examined: 0,
+        scanned: 0,
+        limit,
+        out: Vec::new(),
+        seen: HashSet::new(),
+        matched: Vec::new(),
+    };
+    let width = plan.slots.len();
+    run.feed(0, vec![vec![Val::Null; width]])?;
+    let Run {
+        mut ctx,
+        examined,
+        scanned,
+        out,
+        matched: mut rows,
+        ..
+    } = run;
+    if streaming {
+        return Ok(QueryResult {
+            columns: plan.returns.iter().map(|(a, _)| a.clone()).collect(),
+            rows: out,
+            rows_examined: examined,
+            rows_scanned: scanned,
+            elapsed_us: guard.started.elapsed().as_micros() as u64,
+        });
+    }
+    if aggregates {
+        return aggregate(&mut ctx, plan, rows, limit, (examined, scanned), &guard);
     }
 
     // ORDER BY on the matched rows (nulls last), then projection, DISTINCT and LIMIT.
     if !plan.order.is_empty() {
         let mut keyed: Vec<(Vec<Val>, Vec<Val>)> = Vec::with_capacity(rows.len());
         for row in rows {
+            guard.tick()?;
             let keys = plan
                 .order
                 .iter()
@@ -1027,7 +1368,10 @@ pub fn execute(
             keyed.push((keys, row));
         }
         let desc: Vec<bool> = plan.order.iter().map(|(_, d)| *d).collect();
+        guard.time()?;
+        // At most `max_rows` rows of precomputed keys: bounded work, checked on either side.
         keyed.sort_by(|(a, _), (b, _)| order_cmp(a, b, &desc));
+        guard.time()?;
         rows = keyed.into_iter().map(|(_, r)| r).collect();
     }
     let mut out = Vec::new();
@@ -1036,11 +1380,8 @@ pub fn execute(
         if limit.is_some_and(|l| out.len() >= l) {
             break;
         }
-        let mut vals = Vec::with_capacity(plan.returns.len());
-        for (_, e) in &plan.returns {
-            let v = ctx.eval(e, row)?;
-            vals.push(to_json(&mut ctx, &v)?);
-        }
+        guard.tick()?;
+        let vals = project(&mut ctx, plan, row)?;
         if plan.distinct && !seen.insert(serde_json::to_string(&vals).unwrap_or_default()) {
             continue;
         }
@@ -1050,6 +1391,7 @@ pub fn execute(
         columns: plan.returns.iter().map(|(a, _)| a.clone()).collect(),
         rows: out,
         rows_examined: examined,
+        rows_scanned: scanned,
         elapsed_us: guard.started.elapsed().as_micros() as u64,
     })
 }
@@ -1061,12 +1403,13 @@ fn aggregate(
     plan: &Plan,
     rows: Vec<Vec<Val>>,
     limit: Option<usize>,
-    examined: usize,
+    (examined, scanned): (usize, usize),
     guard: &Guard,
 ) -> Result<QueryResult, QueryError> {
     let mut groups: Vec<(Vec<Val>, Vec<Acc>)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for row in &rows {
+        guard.tick()?;
         let mut key = Vec::new();
         for (_, e) in plan.returns.iter().filter(|(_, e)| !is_aggregate(e)) {
             key.push(ctx.eval(e, row)?);
@@ -1141,17 +1484,20 @@ fn aggregate(
     }
     if !columns.is_empty() {
         let desc: Vec<bool> = columns.iter().map(|(_, d)| *d).collect();
+        guard.time()?;
         out_rows.sort_by(|a, b| {
             let ka: Vec<Val> = columns.iter().map(|(i, _)| a[*i].clone()).collect();
             let kb: Vec<Val> = columns.iter().map(|(i, _)| b[*i].clone()).collect();
             order_cmp(&ka, &kb, &desc)
         });
+        guard.time()?;
     }
     if let Some(l) = limit {
         out_rows.truncate(l);
     }
     let mut out = Vec::with_capacity(out_rows.len());
     for r in &out_rows {
+        guard.tick()?;
         out.push(
             r.iter()
                 .map(|v| to_json(ctx, v))
@@ -1162,6 +1508,7 @@ fn aggregate(
         columns: plan.returns.iter().map(|(a, _)| a.clone()).collect(),
         rows: out,
         rows_examined: examined,
+        rows_scanned: scanned,
         elapsed_us: guard.started.elapsed().as_micros() as u64,
     })
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use exec::Val;
-pub use parser::{parse, ParseError, Query, Span};
+pub use parser::{parse, ParseError, Query, Span, MAX_DEPTH, MAX_QUERY_BYTES};
 pub use plan::{plan, Plan, PlanLimits};
 pub use saved::{ParamSpec, ParamType, SavedQueries, SavedQuery};
 
@@ -118,6 +118,9 @@ pub struct QueryResult {
     pub rows: Vec<Vec<serde_json::Value>>,
     /// Rows and traversal steps the executor looked at.
     pub rows_examined: usize,
+    /// Rows the scans and lookups that start each pattern produced: with LIMIT and no ORDER BY
+    /// or aggregate, scans stop once the answer is complete, so this stays near the limit.
+    pub rows_scanned: usize,
     pub elapsed_us: u64,
 }
 

@@ -24,8 +24,23 @@
 //!
 //! Aggregates (`count`, `min`, `max`, `sum`, `avg`, `collect`) are whole RETURN items; the
 //! other items group the rows, as in Cypher.
+//!
+//! `n.x` reads a built-in field first (`key`, `name`, `label`, `x`/`y`/`z` of the anchor block,
+//! ...); `prop(n, 'x')` reads the user property `x` of a node, edge or event payload only, so a
+//! property that shares a built-in field's name stays readable (loci extension).
+//!
+//! Limits: a query is at most [`MAX_QUERY_BYTES`] (64 KiB) long and nests at most
+//! [`MAX_DEPTH`] (128) levels, counting parentheses, lists, call arguments, `NOT`, unary `-`,
+//! `.` property chains and each further operand of a chained `OR`/`AND`/`+`/`*`. Deeper text is
+//! a parse error at the token that goes too deep; the bound keeps every recursive walk of the
+//! tree (planning, evaluation, printing, dropping) within a small thread stack.
 
 use serde::Serialize;
+
+/// Longest query text accepted, in bytes.
+pub const MAX_QUERY_BYTES: usize = 64 * 1024;
+/// Deepest expression nesting accepted (see the module documentation for what counts).
+pub const MAX_DEPTH: usize = 128;
 
 /// Byte range in the query text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
@@ -353,14 +368,32 @@ struct Parser<'a> {
     text: &'a str,
     toks: Vec<(Tok, Span)>,
     pos: usize,
+    /// Current expression nesting, bounded by [`MAX_DEPTH`].
+    depth: usize,
 }
 
 /// Parses query text.
 pub fn parse(text: &str) -> Result<Query, ParseError> {
+    if text.len() > MAX_QUERY_BYTES {
+        let mut start = MAX_QUERY_BYTES;
+        // Spans are sliced by `position`, so they must fall on character boundaries.
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        return Err(ParseError {
+            span: Span {
+                start,
+                end: text.len(),
+            },
+            found: format!("a query of {} bytes", text.len()),
+            expected: format!("a query of at most {MAX_QUERY_BYTES} bytes"),
+        });
+    }
     let mut p = Parser {
         text,
         toks: lex(text)?,
         pos: 0,
+        depth: 0,
     };
     p.query()
 }
@@ -388,6 +421,17 @@ impl<'a> Parser<'a> {
             found: self.peek().describe(),
             expected: expected.to_string(),
         })
+    }
+    /// One level deeper; an error at the current token past [`MAX_DEPTH`]. Callers restore
+    /// `depth` on success only: an error ends the parse.
+    fn deeper(&mut self) -> Result<(), ParseError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.err(&format!(
+                "at most {MAX_DEPTH} levels of nesting (parentheses, lists, NOT, '-', chained operators)"
+            ));
+        }
+        Ok(())
     }
     fn is_kw(&self, kw: &str) -> bool {
         matches!(self.peek(), Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
@@ -754,23 +798,39 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
+    // A chain `a OR b OR c` is parsed in a loop but builds a left-deep tree, so each further
+    // operand counts as a level: the tree's depth, not the parser's, is what later walks recurse
+    // over.
     fn expr(&mut self) -> Result<Expr, ParseError> {
+        let outer = self.depth;
+        self.deeper()?;
         let mut left = self.and()?;
-        while self.eat_kw("OR") {
+        while self.is_kw("OR") {
+            self.deeper()?;
+            self.bump();
             left = Expr::Bin(BinOp::Or, Box::new(left), Box::new(self.and()?));
         }
+        self.depth = outer;
         Ok(left)
     }
     fn and(&mut self) -> Result<Expr, ParseError> {
+        let outer = self.depth;
         let mut left = self.not()?;
-        while self.eat_kw("AND") {
+        while self.is_kw("AND") {
+            self.deeper()?;
+            self.bump();
             left = Expr::Bin(BinOp::And, Box::new(left), Box::new(self.not()?));
         }
+        self.depth = outer;
         Ok(left)
     }
     fn not(&mut self) -> Result<Expr, ParseError> {
-        if self.eat_kw("NOT") {
-            return Ok(Expr::Not(Box::new(self.not()?)));
+        if self.is_kw("NOT") {
+            self.deeper()?;
+            self.bump();
+            let e = Expr::Not(Box::new(self.not()?));
+            self.depth -= 1;
+            return Ok(e);
         }
         self.cmp()
     }
@@ -817,21 +877,30 @@ impl<'a> Parser<'a> {
         Ok(left)
     }
     fn add(&mut self) -> Result<Expr, ParseError> {
+        let outer = self.depth;
         let mut left = self.mul()?;
         loop {
+            if self.is_sym("+") || self.is_sym("-") {
+                self.deeper()?;
+            }
             let op = if self.eat_sym("+") {
                 BinOp::Add
             } else if self.eat_sym("-") {
                 BinOp::Sub
             } else {
+                self.depth = outer;
                 return Ok(left);
             };
             left = Expr::Bin(op, Box::new(left), Box::new(self.mul()?));
         }
     }
     fn mul(&mut self) -> Result<Expr, ParseError> {
+        let outer = self.depth;
         let mut left = self.unary()?;
         loop {
+            if self.is_sym("*") || self.is_sym("/") || self.is_sym("%") {
+                self.deeper()?;
+            }
             let op = if self.eat_sym("*") {
                 BinOp::Mul
             } else if self.eat_sym("/") {
@@ -839,19 +908,28 @@ impl<'a> Parser<'a> {
             } else if self.eat_sym("%") {
                 BinOp::Mod
             } else {
+                self.depth = outer;
                 return Ok(left);
             };
             left = Expr::Bin(op, Box::new(left), Box::new(self.unary()?));
         }
     }
     fn unary(&mut self) -> Result<Expr, ParseError> {
-        if self.eat_sym("-") {
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+        if self.is_sym("-") {
+            self.deeper()?;
+            self.bump();
+            let e = Expr::Neg(Box::new(self.unary()?));
+            self.depth -= 1;
+            return Ok(e);
         }
+        let outer = self.depth;
         let mut e = self.atom()?;
-        while self.eat_sym(".") {
+        while self.is_sym(".") {
+            self.deeper()?;
+            self.bump();
             e = Expr::Prop(Box::new(e), self.any_name("a property name after '.'")?);
         }
+        self.depth = outer;
         Ok(e)
     }
     fn atom(&mut self) -> Result<Expr, ParseError> {

@@ -91,6 +91,9 @@ pub struct Plan {
     pub params: Vec<String>,
 }
 
+/// Most operators of one plan.
+pub const MAX_OPS: usize = 128;
+
 /// Planning limits.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct PlanLimits {
@@ -404,7 +407,12 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         p.ops.push(Op::Search {
             slot,
             text: s.text.clone(),
-            limit: s.limit.unwrap_or(10),
+            // The index returns no more than this whatever is asked; a smaller plan value keeps
+            // a huge LIMIT from reaching any allocation sized by it.
+            limit: s
+                .limit
+                .unwrap_or(10)
+                .min(crate::text::TextIndex::MAX_SEARCH_HITS as u64),
         });
         p.bound[slot] = true;
     }
@@ -465,6 +473,14 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
             });
             p.bound[slot] = true;
         }
+    }
+    // The executor passes rows from operator to operator by recursion, one level each.
+    if p.ops.len() > MAX_OPS {
+        return Err(plan_err(format!(
+            "the query needs {} steps to match its patterns, at most {MAX_OPS} are allowed: \
+             split it or use fewer relations",
+            p.ops.len()
+        )));
     }
     let aliases: Vec<String> = q.items.iter().map(|i| i.alias.clone()).collect();
     if let Some(f) = &q.filter {
