@@ -143,10 +143,21 @@ fn title_key(title: &str) -> String {
 /// The title without a trailing parenthetical disambiguation: "Inherent Vice (Film)" ->
 /// "Inherent Vice".
 pub fn strip_disambiguation(title: &str) -> &str {
-    match title.rfind(" (") {
-        Some(i) if title.ends_with(')') => title[..i].trim(),
-        _ => title,
+    match split_disambiguation(title) {
+        Some((name, _)) => name,
+        None => title,
     }
+}
+
+/// The title's name and its parenthetical disambiguation, both trimmed: " Beyoncé (album) " ->
+/// ("Beyoncé", "album"). Both come from offsets into the same string, so callers never need to
+/// slice one string by a length measured on another (a trimmed copy is shorter, and the
+/// difference can land inside a multi-byte character).
+pub fn split_disambiguation(title: &str) -> Option<(&str, &str)> {
+    let title = title.trim_end();
+    let open = title.rfind(" (")?;
+    let inner = title.strip_suffix(')')?.get(open + 2..)?;
+    Some((title[..open].trim(), inner.trim()))
 }
 
 /// Builds the EXTRACTION events for every passage in `store` (none for a store without
@@ -347,7 +358,7 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
                     NodeUpsert {
                         key: ent.clone(),
                         label: Some(labels::ENTITY.into()),
-                        aliases: if stripped != surface {
+                        aliases: if stripped != surface && !stripped.is_empty() {
                             vec![stripped.to_string()]
                         } else {
                             Vec::new()
@@ -416,6 +427,14 @@ mod tests {
         );
         assert_eq!(strip_disambiguation("Fox (band)"), "Fox");
         assert_eq!(strip_disambiguation("Plain"), "Plain");
+        assert_eq!(
+            split_disambiguation(" Beyoncé (album) "),
+            Some(("Beyoncé", "album"))
+        );
+        for odd in ["()", " ( ) ", " (", "(é)", "é (", "🎵 (🎶)"] {
+            let _ = split_disambiguation(odd);
+            let _ = strip_disambiguation(odd);
+        }
     }
 }
 
