@@ -19,7 +19,10 @@ pub mod link;
 pub mod ppr;
 pub mod tokens;
 
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use ordered_float::OrderedFloat;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -546,7 +549,10 @@ impl<'s> Retriever<'s> {
                 .max(1e-6)
         };
         let (max_passage_bm25, max_other_bm25) = (best(&passage_hits), best(&other_hits));
-        let mut text_node: HashMap<NodeId, f32> = HashMap::new();
+        // Every map on the ranking path is ordered by node id: float sums and the push order of
+        // the seeds depend on iteration order, and a hash map's order changes with each
+        // instance, which made identical calls return different scores and ranks.
+        let mut text_node: BTreeMap<NodeId, f32> = BTreeMap::new();
         let mut text_event: Vec<(u64, f32)> = Vec::new();
         for h in &passage_hits {
             if let Target::Node(n) = h.target {
@@ -585,7 +591,7 @@ impl<'s> Retriever<'s> {
 
         // 2. Seeds: linked entities and text hits.
         let links = self.index.link(question);
-        let mut seeds: HashMap<NodeId, f32> = HashMap::new();
+        let mut seeds: BTreeMap<NodeId, f32> = BTreeMap::new();
         let link_total: f32 = links.iter().map(|l| l.weight).sum();
         let text_total: f32 = text_node.values().sum();
         let text_share = if links.is_empty() {
@@ -622,8 +628,8 @@ impl<'s> Retriever<'s> {
         };
 
         // 3. Expansion.
-        let graph_scores: HashMap<NodeId, f32> = if opts.mode == RankingMode::Text {
-            HashMap::new()
+        let graph_scores: BTreeMap<NodeId, f32> = if opts.mode == RankingMode::Text {
+            BTreeMap::new()
         } else {
             match opts.expansion {
                 Expansion::PageRank(params) => {
@@ -632,7 +638,7 @@ impl<'s> Retriever<'s> {
                         .collect()
                 }
                 Expansion::KHop { decay } => {
-                    let mut scores: HashMap<NodeId, f32> = HashMap::new();
+                    let mut scores: BTreeMap<NodeId, f32> = BTreeMap::new();
                     for (seed, w) in &seed_list {
                         *scores.entry(*seed).or_default() += w;
                         let mut reach: HashMap<NodeId, f32> = HashMap::from([(*seed, *w)]);
@@ -680,7 +686,7 @@ impl<'s> Retriever<'s> {
         let in_window = |t: i64| opts.time.is_none_or(|(a, b)| a <= t && t <= b);
 
         let mut candidates: Vec<Candidate> = Vec::new();
-        let mut passage_nodes: HashSet<NodeId> = HashSet::new();
+        let mut passage_nodes: BTreeSet<NodeId> = BTreeSet::new();
         if wants(SnippetKind::Passage) {
             passage_nodes.extend(text_node.keys().copied().filter(|n| is_passage(*n)));
             passage_nodes.extend(graph_scores.keys().copied().filter(|n| is_passage(*n)));
@@ -708,7 +714,7 @@ impl<'s> Retriever<'s> {
             .filter(|(n, _)| !is_passage(**n))
             .map(|(n, s)| (*n, *s))
             .collect();
-        top_nodes.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        top_nodes.sort_by_key(|&(n, s)| (Reverse(OrderedFloat(s)), n));
         top_nodes.truncate(opts.k.max(10) * 3);
         if wants(SnippetKind::Fact) {
             let mut seen_edges = HashSet::new();
@@ -801,17 +807,21 @@ impl<'s> Retriever<'s> {
             }
         }
         candidates.retain(|c| c.score > 0.0);
-        candidates.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(a.node.cmp(&b.node))
-                .then(a.edge.cmp(&b.edge))
-                .then(a.event.cmp(&b.event))
+        // Equal scores are common (every entity one hop from a lone seed); the tie is broken by
+        // what the candidate is, so the order never depends on how candidates were gathered.
+        candidates.sort_by_key(|c| {
+            (
+                Reverse(OrderedFloat(c.score)),
+                c.kind as u8,
+                c.node,
+                c.edge,
+                c.event,
+            )
         });
         candidates.truncate(opts.k);
 
         // 5. Render, explain and pack.
-        let seed_set: HashSet<NodeId> = seeds.keys().copied().collect();
+        let seed_set: BTreeSet<NodeId> = seeds.keys().copied().collect();
         let mut snippets = Vec::new();
         let mut cut = Vec::new();
         let mut used = 0usize;
@@ -844,7 +854,11 @@ impl<'s> Retriever<'s> {
                     })
                 })
                 .collect();
-            v.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+            v.sort_by(|a, b| {
+                OrderedFloat(b.weight)
+                    .cmp(&OrderedFloat(a.weight))
+                    .then_with(|| a.key.cmp(&b.key))
+            });
             v
         };
         Ok(ContextPack {
@@ -863,8 +877,8 @@ impl<'s> Retriever<'s> {
         &self,
         c: &Candidate,
         links: &[Link],
-        text_node: &HashMap<NodeId, f32>,
-        seeds: &HashSet<NodeId>,
+        text_node: &BTreeMap<NodeId, f32>,
+        seeds: &BTreeSet<NodeId>,
         opts: &RetrieveOptions,
     ) -> Result<Snippet> {
         let mut why = Vec::new();
@@ -994,7 +1008,7 @@ impl<'s> Retriever<'s> {
     fn explain_path(
         &self,
         target: NodeId,
-        seeds: &HashSet<NodeId>,
+        seeds: &BTreeSet<NodeId>,
         max_hops: u8,
     ) -> Option<String> {
         let g = self.store.graph();
