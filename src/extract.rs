@@ -136,8 +136,11 @@ fn is_initial(w: &str) -> bool {
     w.chars().count() == 1
 }
 
+/// Prefix of the keys of entities named by text (extraction, triples): their key is their name.
+pub const ENTITY_KEY_PREFIX: &str = "ent:";
+
 fn title_key(title: &str) -> String {
-    format!("ent:{}", normalize_name(title))
+    format!("{ENTITY_KEY_PREFIX}{}", normalize_name(title))
 }
 
 /// The title without a trailing parenthetical disambiguation: "Inherent Vice (Film)" ->
@@ -457,12 +460,16 @@ pub fn canonical_name(name: &str) -> String {
 /// capitalised or both lowercase), so
 /// that noisy extractions of one thing ("The Beatles", "Beatles", "the beatles") connect in
 /// the graph. Each group is joined to its first member (lowest id) by one ALIAS event.
-/// Passages are not entities and are left out; existing SAME_AS edges are not re-asserted.
+/// Only name-keyed entities take part (passages and nodes with keys of their own are left
+/// out); existing SAME_AS edges are not re-asserted.
 pub fn alias_links(store: &Store) -> Result<Vec<EventDraft>> {
     let g = store.graph();
     let same_as = g.relation_id(relations::SAME_AS);
     let mut groups: HashMap<String, Vec<(crate::model::NodeId, String)>> = HashMap::new();
-    for n in g.nodes().filter(|n| n.label != labels::PASSAGE) {
+    // Only nodes keyed by their name (`ent:<name>`, as text extraction and triples key them)
+    // can be noisy copies of one thing. A node with a key of its own from structured input
+    // (`npc:fletcher:0`, `npc:fletcher:1`) is distinct by that key, whatever it is called.
+    for n in g.nodes().filter(|n| n.key.starts_with(ENTITY_KEY_PREFIX)) {
         // Names only: aliases gathered from text can be shared by different things ("Glimmer"
         // for the film and for the band) and would chain them together. Numbers are dates or
         // amounts, never near-duplicates of each other. A capitalised name and a lowercase one
