@@ -23,6 +23,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use ordered_float::OrderedFloat;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -328,13 +329,42 @@ pub struct SeedReport {
     pub weight: f32,
 }
 
-/// The retrieval engine over one store state. Build it once and reuse it for many questions;
-/// rebuild it after the store changes (it holds the entity dictionary).
+/// The retrieval engine over a store. Build it once and reuse it for many questions: it holds
+/// the entity dictionary and edge terms, and rebuilds them itself when the store has moved on
+/// since they were built (a stale dictionary would silently never link names ingested later).
 pub struct Retriever<'s> {
     store: &'s Store,
+    derived: RwLock<Arc<Derived>>,
+}
+
+/// What the engine derives from one store state.
+struct Derived {
     index: EntityIndex,
     terms: EdgeTerms,
     built_at: u64,
+}
+
+impl Derived {
+    fn build(store: &Store) -> Result<Self> {
+        // Read the position first: a batch landing during the build leaves `built_at` behind
+        // what was read, which costs one more rebuild, never a missed batch.
+        let built_at = applied_seq(store);
+        let g = store.graph();
+        let index = EntityIndex::build(&g);
+        drop(g);
+        Ok(Derived {
+            index,
+            terms: EdgeTerms::build(store)?,
+            built_at,
+        })
+    }
+}
+
+/// The last event sequence number whose changes are in both the graph and the text index
+/// (the index is committed after the graph is updated). An atomic read: cheap enough to check
+/// on every call, unlike `Store::stats`, which measures the disk.
+fn applied_seq(store: &Store) -> u64 {
+    store.text_index().indexed_seq()
 }
 
 /// The analysed words of every relation name and of every mention context, as term ids, so
@@ -479,25 +509,46 @@ fn describe_props(props: &crate::model::Props) -> String {
 impl<'s> Retriever<'s> {
     /// Builds the engine (the entity dictionary) for the store's current state.
     pub fn new(store: &'s Store) -> Result<Self> {
-        let g = store.graph();
-        let index = EntityIndex::build(&g);
-        drop(g);
         Ok(Retriever {
             store,
-            index,
-            terms: EdgeTerms::build(store)?,
-            built_at: store.stats().events,
+            derived: RwLock::new(Arc::new(Derived::build(store)?)),
         })
     }
 
-    /// The log position the engine was built at.
+    /// The log position the engine's dictionary was last built at.
     pub fn built_at(&self) -> u64 {
-        self.built_at
+        self.snapshot().built_at
     }
 
-    /// The entities linked in `question`.
+    fn snapshot(&self) -> Arc<Derived> {
+        // A poisoned lock only means another thread panicked while holding it; the Arc inside
+        // is always a complete build, so it is still safe to use.
+        self.derived
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The derived state for the store as it is now, rebuilt first if the store has applied
+    /// events since the last build.
+    fn current(&self) -> Result<Arc<Derived>> {
+        let d = self.snapshot();
+        if d.built_at == applied_seq(self.store) {
+            return Ok(d);
+        }
+        let fresh = Arc::new(Derived::build(self.store)?);
+        let mut slot = self.derived.write().unwrap_or_else(|e| e.into_inner());
+        if slot.built_at < fresh.built_at {
+            *slot = fresh.clone();
+        }
+        Ok(fresh)
+    }
+
+    /// The entities linked in `question` (with the dictionary of the last build if a rebuild
+    /// fails).
     pub fn link(&self, question: &str) -> Vec<Link> {
-        self.index.link(question)
+        let d = self.current().unwrap_or_else(|_| self.snapshot());
+        d.index.link(question)
     }
 
     /// Retrieves a context pack for `question`.
@@ -523,6 +574,7 @@ impl<'s> Retriever<'s> {
                     opts.token_counter
                 ),
             })?;
+        let derived = self.current()?;
         let now = match opts.as_of {
             Some(t) => t,
             None => self.store.latest_event_time()?.unwrap_or(0),
@@ -590,7 +642,7 @@ impl<'s> Retriever<'s> {
         };
 
         // 2. Seeds: linked entities and text hits.
-        let links = self.index.link(question);
+        let links = derived.index.link(question);
         let mut seeds: BTreeMap<NodeId, f32> = BTreeMap::new();
         let link_total: f32 = links.iter().map(|l| l.weight).sum();
         let text_total: f32 = text_node.values().sum();
@@ -616,14 +668,14 @@ impl<'s> Retriever<'s> {
             let named = text_index.analyze(&l.phrase)?;
             relation_words.retain(|w| !named.contains(w));
         }
-        let query_terms = self.terms.lookup(&relation_words);
+        let query_terms = derived.terms.lookup(&relation_words);
         let boost = opts.relation_boost;
         let weight = |e: &AdjEntry| -> f32 {
             if !edge_ok(e) {
                 return 0.0;
             }
             let base = e.confidence.max(1e-3);
-            let shared = self.terms.overlap(e, &query_terms);
+            let shared = derived.terms.overlap(e, &query_terms);
             base * (1.0 + boost * shared as f32)
         };
 
