@@ -632,3 +632,55 @@ fn alias_links_never_join_distinct_world_nodes() {
         .collect();
     assert!(joined.is_empty(), "{joined:?}");
 }
+
+#[test]
+fn bm25_baseline_ignores_everything_but_passages() {
+    let dir = tempfile::tempdir().unwrap();
+    // The bench's store: passages, then the extracted entities that share their words.
+    let store = film_store(dir.path());
+    // The same passages with nothing extracted.
+    let only = Store::create(dir.path().join("only"), BackendKind::Redb).unwrap();
+    ingest::read_str("corpus.jsonl", &corpus_jsonl(), Format::Passages)
+        .unwrap()
+        .commit(&only)
+        .unwrap();
+    let passage_filter = loci::text::SearchFilter {
+        labels: vec!["Passage".into()],
+        ..Default::default()
+    };
+    let shared = |s: &Store, q: &str| -> Vec<(String, f32)> {
+        s.search(q, &passage_filter, 10)
+            .unwrap()
+            .into_iter()
+            .filter_map(|h| match h.target {
+                loci::text::Target::Node(n) => s.node(n).map(|n| (n.key, h.score)),
+                loci::text::Target::Event(_) => None,
+            })
+            .collect()
+    };
+    let (with_entities, without) = (
+        loci::bench::PassageBm25::build(&store).unwrap(),
+        loci::bench::PassageBm25::build(&only).unwrap(),
+    );
+    let mut shared_index_moves = false;
+    for q in [
+        "Where was the composer of film Glimmer born?",
+        "Tomas Brill Aarhus",
+        "drama film directed by",
+    ] {
+        // The baseline's ranking and scores do not depend on what else the store holds.
+        assert_eq!(
+            with_entities.search(q, 10).unwrap(),
+            without.search(q, 10).unwrap(),
+            "{q}"
+        );
+        // A passage-filtered search of the shared index does: extraction's entity documents
+        // change IDF and the average length. That is the skew the baseline must not have.
+        let (a, b) = (shared(&store, q), shared(&only, q));
+        shared_index_moves |= a
+            .iter()
+            .zip(&b)
+            .any(|((_, x), (_, y))| (x - y).abs() > 1e-3);
+    }
+    assert!(shared_index_moves);
+}
