@@ -519,6 +519,20 @@ impl PassageBm25 {
     }
 }
 
+/// The timed top 5 followed by what the deeper ranking adds after it (the deeper ranking's first
+/// five are the same passages: candidates are ranked before they are cut to k).
+fn extend_ranking(mut top5: Vec<String>, top10: Vec<String>) -> Vec<String> {
+    for key in top10 {
+        if top5.len() >= 10 {
+            break;
+        }
+        if !top5.contains(&key) {
+            top5.push(key);
+        }
+    }
+    top5
+}
+
 /// Builds a fresh store in `dir` from a passage corpus (and triples, when given), extracts the
 /// text graph, and runs every question through loci's ranking and a BM25-only ranking of the
 /// same passages. `progress` is called after each question.
@@ -549,28 +563,38 @@ pub fn run_retrieval_bench(
 
     let mut loci = RecallAccumulator::default();
     let mut bm25 = RecallAccumulator::default();
-    // Ten passages, for recall@10; the first five are those a k of 5 returns (candidates are
-    // ranked before they are cut to k).
-    let passage_opts = crate::retrieval::RetrieveOptions {
-        k: 10,
+    // Latency is measured on the top 5 (what recall@5 and the published figures use); the top
+    // 10 for recall@10 come from a second, untimed call, since rendering twice as many snippets
+    // (with their explanation paths) would inflate the timing.
+    let opts_at = |k: usize| crate::retrieval::RetrieveOptions {
+        k,
         kinds: vec![SnippetKind::Passage],
         ..opts.clone()
     };
+    let (at5, at10) = (opts_at(5), opts_at(10));
+    let keys = |pack: crate::retrieval::ContextPack| -> Vec<String> {
+        pack.snippets.into_iter().map(|s| s.id).collect()
+    };
     for (i, q) in questions.iter().enumerate() {
         let t = Instant::now();
-        let pack = retriever.retrieve(&q.question, &passage_opts)?;
+        let top5 = keys(retriever.retrieve(&q.question, &at5)?);
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        let ranked: Vec<String> = pack.snippets.iter().map(|s| s.id.clone()).collect();
-        loci.add(&ranked, &q.gold_ids, ms);
+        let top10 = keys(retriever.retrieve(&q.question, &at10)?);
+        loci.add(&extend_ranking(top5, top10), &q.gold_ids, ms);
 
         let t = Instant::now();
-        let ranked: Vec<String> = baseline
-            .search(&q.question, 10)?
+        let top5: Vec<String> = baseline
+            .search(&q.question, 5)?
             .into_iter()
             .map(|(k, _)| k)
             .collect();
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        bm25.add(&ranked, &q.gold_ids, ms);
+        let top10 = baseline
+            .search(&q.question, 10)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        bm25.add(&extend_ranking(top5, top10), &q.gold_ids, ms);
         progress(i + 1, questions.len());
     }
     let stats = store.stats();
