@@ -448,7 +448,10 @@ impl PassageBm25 {
         let mut writer: tantivy::IndexWriter = index.writer(50_000_000).map_err(terr)?;
         let mut keys = Vec::new();
         let g = store.graph();
-        for n in g.nodes().filter(|n| n.label == crate::model::labels::PASSAGE) {
+        for n in g
+            .nodes()
+            .filter(|n| n.label == crate::model::labels::PASSAGE)
+        {
             let mut doc = tantivy::TantivyDocument::default();
             doc.add_text(text, &crate::text::TextDoc::for_node(n).text);
             doc.add_u64(ord, keys.len() as u64);

@@ -542,7 +542,10 @@ fn linking_never_panics_on_awkward_names() {
         r.retrieve(q, &RetrieveOptions::default()).unwrap();
     }
     let pack = r
-        .retrieve("Who recorded Beyoncé?", &passages(RetrieveOptions::default()))
+        .retrieve(
+            "Who recorded Beyoncé?",
+            &passages(RetrieveOptions::default()),
+        )
         .unwrap();
     assert!(
         pack.seeds.iter().any(|s| s.name.contains("Beyoncé")),
@@ -597,7 +600,9 @@ fn retriever_sees_names_ingested_after_it_was_built() {
         .unwrap()
         .commit(&store)
         .unwrap();
-    let pack = r.retrieve(q, &passages(RetrieveOptions::default())).unwrap();
+    let pack = r
+        .retrieve(q, &passages(RetrieveOptions::default()))
+        .unwrap();
     assert!(
         pack.seeds.iter().any(|s| s.key == "late"),
         "the new passage's title links: {:?}",
@@ -612,8 +617,7 @@ fn alias_links_never_join_distinct_world_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = world_store(dir.path());
     let g = store.graph();
-    let world_keys: std::collections::HashSet<String> =
-        g.nodes().map(|n| n.key.clone()).collect();
+    let world_keys: std::collections::HashSet<String> = g.nodes().map(|n| n.key.clone()).collect();
     drop(g);
     // The world does have distinct nodes sharing a display name; that is what this guards.
     let drafts = loci::extract::extract_mentions(&store).unwrap();
