@@ -136,17 +136,31 @@ fn is_initial(w: &str) -> bool {
     w.chars().count() == 1
 }
 
+/// Prefix of the keys of entities named by text (extraction, triples): their key is their name.
+pub const ENTITY_KEY_PREFIX: &str = "ent:";
+
 fn title_key(title: &str) -> String {
-    format!("ent:{}", normalize_name(title))
+    format!("{ENTITY_KEY_PREFIX}{}", normalize_name(title))
 }
 
 /// The title without a trailing parenthetical disambiguation: "Inherent Vice (Film)" ->
 /// "Inherent Vice".
 pub fn strip_disambiguation(title: &str) -> &str {
-    match title.rfind(" (") {
-        Some(i) if title.ends_with(')') => title[..i].trim(),
-        _ => title,
+    match split_disambiguation(title) {
+        Some((name, _)) => name,
+        None => title,
     }
+}
+
+/// The title's name and its parenthetical disambiguation, both trimmed: " Beyoncé (album) " ->
+/// ("Beyoncé", "album"). Both come from offsets into the same string, so callers never need to
+/// slice one string by a length measured on another (a trimmed copy is shorter, and the
+/// difference can land inside a multi-byte character).
+pub fn split_disambiguation(title: &str) -> Option<(&str, &str)> {
+    let title = title.trim_end();
+    let open = title.rfind(" (")?;
+    let inner = title.strip_suffix(')')?.get(open + 2..)?;
+    Some((title[..open].trim(), inner.trim()))
 }
 
 /// Builds the EXTRACTION events for every passage in `store` (none for a store without
@@ -347,7 +361,7 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
                     NodeUpsert {
                         key: ent.clone(),
                         label: Some(labels::ENTITY.into()),
-                        aliases: if stripped != surface {
+                        aliases: if stripped != surface && !stripped.is_empty() {
                             vec![stripped.to_string()]
                         } else {
                             Vec::new()
@@ -416,6 +430,14 @@ mod tests {
         );
         assert_eq!(strip_disambiguation("Fox (band)"), "Fox");
         assert_eq!(strip_disambiguation("Plain"), "Plain");
+        assert_eq!(
+            split_disambiguation(" Beyoncé (album) "),
+            Some(("Beyoncé", "album"))
+        );
+        for odd in ["()", " ( ) ", " (", "(é)", "é (", "🎵 (🎶)"] {
+            let _ = split_disambiguation(odd);
+            let _ = strip_disambiguation(odd);
+        }
     }
 }
 
@@ -438,12 +460,16 @@ pub fn canonical_name(name: &str) -> String {
 /// capitalised or both lowercase), so
 /// that noisy extractions of one thing ("The Beatles", "Beatles", "the beatles") connect in
 /// the graph. Each group is joined to its first member (lowest id) by one ALIAS event.
-/// Passages are not entities and are left out; existing SAME_AS edges are not re-asserted.
+/// Only name-keyed entities take part (passages and nodes with keys of their own are left
+/// out); existing SAME_AS edges are not re-asserted.
 pub fn alias_links(store: &Store) -> Result<Vec<EventDraft>> {
     let g = store.graph();
     let same_as = g.relation_id(relations::SAME_AS);
     let mut groups: HashMap<String, Vec<(crate::model::NodeId, String)>> = HashMap::new();
-    for n in g.nodes().filter(|n| n.label != labels::PASSAGE) {
+    // Only nodes keyed by their name (`ent:<name>`, as text extraction and triples key them)
+    // can be noisy copies of one thing. A node with a key of its own from structured input
+    // (`npc:fletcher:0`, `npc:fletcher:1`) is distinct by that key, whatever it is called.
+    for n in g.nodes().filter(|n| n.key.starts_with(ENTITY_KEY_PREFIX)) {
         // Names only: aliases gathered from text can be shared by different things ("Glimmer"
         // for the film and for the band) and would chain them together. Numbers are dates or
         // amounts, never near-duplicates of each other. A capitalised name and a lowercase one

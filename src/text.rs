@@ -154,7 +154,7 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// Lowercase, ASCII-fold, drop stopwords, stem (English).
-fn analyzer() -> tantivy::tokenizer::TextAnalyzer {
+pub(crate) fn analyzer() -> tantivy::tokenizer::TextAnalyzer {
     use tantivy::tokenizer::{
         AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
         StopWordFilter, TextAnalyzer,

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::extract::strip_disambiguation;
+use crate::extract::{split_disambiguation, strip_disambiguation};
 use crate::model::{normalize_name, singular, NodeId};
 use crate::store::GraphRead;
 
@@ -141,10 +141,11 @@ impl EntityIndex {
         for node in g.nodes() {
             let degree = g.adjacency().entries(node.id).len() as f32;
             idf.insert(node.id, (1.0 + n / (1.0 + degree)).ln());
-            let stripped = strip_disambiguation(&node.name);
-            if stripped.len() < node.name.len() {
-                let words = normalize_name(&node.name[stripped.len()..]);
-                disambiguation.insert(node.id, words.split(' ').map(str::to_string).collect());
+            if let Some((_, inner)) = split_disambiguation(&node.name) {
+                let words = normalize_name(inner);
+                if !words.is_empty() {
+                    disambiguation.insert(node.id, words.split(' ').map(str::to_string).collect());
+                }
             }
             let surfaces = std::iter::once(&node.name).chain(node.aliases.iter());
             for surface in surfaces {

@@ -19,7 +19,11 @@ pub mod link;
 pub mod ppr;
 pub mod tokens;
 
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use ordered_float::OrderedFloat;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -325,13 +329,42 @@ pub struct SeedReport {
     pub weight: f32,
 }
 
-/// The retrieval engine over one store state. Build it once and reuse it for many questions;
-/// rebuild it after the store changes (it holds the entity dictionary).
+/// The retrieval engine over a store. Build it once and reuse it for many questions: it holds
+/// the entity dictionary and edge terms, and rebuilds them itself when the store has moved on
+/// since they were built (a stale dictionary would silently never link names ingested later).
 pub struct Retriever<'s> {
     store: &'s Store,
+    derived: RwLock<Arc<Derived>>,
+}
+
+/// What the engine derives from one store state.
+struct Derived {
     index: EntityIndex,
     terms: EdgeTerms,
     built_at: u64,
+}
+
+impl Derived {
+    fn build(store: &Store) -> Result<Self> {
+        // Read the position first: a batch landing during the build leaves `built_at` behind
+        // what was read, which costs one more rebuild, never a missed batch.
+        let built_at = applied_seq(store);
+        let g = store.graph();
+        let index = EntityIndex::build(&g);
+        drop(g);
+        Ok(Derived {
+            index,
+            terms: EdgeTerms::build(store)?,
+            built_at,
+        })
+    }
+}
+
+/// The last event sequence number whose changes are in both the graph and the text index
+/// (the index is committed after the graph is updated). An atomic read: cheap enough to check
+/// on every call, unlike `Store::stats`, which measures the disk.
+fn applied_seq(store: &Store) -> u64 {
+    store.text_index().indexed_seq()
 }
 
 /// The analysed words of every relation name and of every mention context, as term ids, so
@@ -476,25 +509,46 @@ fn describe_props(props: &crate::model::Props) -> String {
 impl<'s> Retriever<'s> {
     /// Builds the engine (the entity dictionary) for the store's current state.
     pub fn new(store: &'s Store) -> Result<Self> {
-        let g = store.graph();
-        let index = EntityIndex::build(&g);
-        drop(g);
         Ok(Retriever {
             store,
-            index,
-            terms: EdgeTerms::build(store)?,
-            built_at: store.stats().events,
+            derived: RwLock::new(Arc::new(Derived::build(store)?)),
         })
     }
 
-    /// The log position the engine was built at.
+    /// The log position the engine's dictionary was last built at.
     pub fn built_at(&self) -> u64 {
-        self.built_at
+        self.snapshot().built_at
     }
 
-    /// The entities linked in `question`.
+    fn snapshot(&self) -> Arc<Derived> {
+        // A poisoned lock only means another thread panicked while holding it; the Arc inside
+        // is always a complete build, so it is still safe to use.
+        self.derived
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The derived state for the store as it is now, rebuilt first if the store has applied
+    /// events since the last build.
+    fn current(&self) -> Result<Arc<Derived>> {
+        let d = self.snapshot();
+        if d.built_at == applied_seq(self.store) {
+            return Ok(d);
+        }
+        let fresh = Arc::new(Derived::build(self.store)?);
+        let mut slot = self.derived.write().unwrap_or_else(|e| e.into_inner());
+        if slot.built_at < fresh.built_at {
+            *slot = fresh.clone();
+        }
+        Ok(fresh)
+    }
+
+    /// The entities linked in `question` (with the dictionary of the last build if a rebuild
+    /// fails).
     pub fn link(&self, question: &str) -> Vec<Link> {
-        self.index.link(question)
+        let d = self.current().unwrap_or_else(|_| self.snapshot());
+        d.index.link(question)
     }
 
     /// Retrieves a context pack for `question`.
@@ -520,6 +574,7 @@ impl<'s> Retriever<'s> {
                     opts.token_counter
                 ),
             })?;
+        let derived = self.current()?;
         let now = match opts.as_of {
             Some(t) => t,
             None => self.store.latest_event_time()?.unwrap_or(0),
@@ -546,7 +601,10 @@ impl<'s> Retriever<'s> {
                 .max(1e-6)
         };
         let (max_passage_bm25, max_other_bm25) = (best(&passage_hits), best(&other_hits));
-        let mut text_node: HashMap<NodeId, f32> = HashMap::new();
+        // Every map on the ranking path is ordered by node id: float sums and the push order of
+        // the seeds depend on iteration order, and a hash map's order changes with each
+        // instance, which made identical calls return different scores and ranks.
+        let mut text_node: BTreeMap<NodeId, f32> = BTreeMap::new();
         let mut text_event: Vec<(u64, f32)> = Vec::new();
         for h in &passage_hits {
             if let Target::Node(n) = h.target {
@@ -584,8 +642,8 @@ impl<'s> Retriever<'s> {
         };
 
         // 2. Seeds: linked entities and text hits.
-        let links = self.index.link(question);
-        let mut seeds: HashMap<NodeId, f32> = HashMap::new();
+        let links = derived.index.link(question);
+        let mut seeds: BTreeMap<NodeId, f32> = BTreeMap::new();
         let link_total: f32 = links.iter().map(|l| l.weight).sum();
         let text_total: f32 = text_node.values().sum();
         let text_share = if links.is_empty() {
@@ -610,20 +668,20 @@ impl<'s> Retriever<'s> {
             let named = text_index.analyze(&l.phrase)?;
             relation_words.retain(|w| !named.contains(w));
         }
-        let query_terms = self.terms.lookup(&relation_words);
+        let query_terms = derived.terms.lookup(&relation_words);
         let boost = opts.relation_boost;
         let weight = |e: &AdjEntry| -> f32 {
             if !edge_ok(e) {
                 return 0.0;
             }
             let base = e.confidence.max(1e-3);
-            let shared = self.terms.overlap(e, &query_terms);
+            let shared = derived.terms.overlap(e, &query_terms);
             base * (1.0 + boost * shared as f32)
         };
 
         // 3. Expansion.
-        let graph_scores: HashMap<NodeId, f32> = if opts.mode == RankingMode::Text {
-            HashMap::new()
+        let graph_scores: BTreeMap<NodeId, f32> = if opts.mode == RankingMode::Text {
+            BTreeMap::new()
         } else {
             match opts.expansion {
                 Expansion::PageRank(params) => {
@@ -632,7 +690,7 @@ impl<'s> Retriever<'s> {
                         .collect()
                 }
                 Expansion::KHop { decay } => {
-                    let mut scores: HashMap<NodeId, f32> = HashMap::new();
+                    let mut scores: BTreeMap<NodeId, f32> = BTreeMap::new();
                     for (seed, w) in &seed_list {
                         *scores.entry(*seed).or_default() += w;
                         let mut reach: HashMap<NodeId, f32> = HashMap::from([(*seed, *w)]);
@@ -680,7 +738,7 @@ impl<'s> Retriever<'s> {
         let in_window = |t: i64| opts.time.is_none_or(|(a, b)| a <= t && t <= b);
 
         let mut candidates: Vec<Candidate> = Vec::new();
-        let mut passage_nodes: HashSet<NodeId> = HashSet::new();
+        let mut passage_nodes: BTreeSet<NodeId> = BTreeSet::new();
         if wants(SnippetKind::Passage) {
             passage_nodes.extend(text_node.keys().copied().filter(|n| is_passage(*n)));
             passage_nodes.extend(graph_scores.keys().copied().filter(|n| is_passage(*n)));
@@ -708,7 +766,7 @@ impl<'s> Retriever<'s> {
             .filter(|(n, _)| !is_passage(**n))
             .map(|(n, s)| (*n, *s))
             .collect();
-        top_nodes.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        top_nodes.sort_by_key(|&(n, s)| (Reverse(OrderedFloat(s)), n));
         top_nodes.truncate(opts.k.max(10) * 3);
         if wants(SnippetKind::Fact) {
             let mut seen_edges = HashSet::new();
@@ -801,17 +859,21 @@ impl<'s> Retriever<'s> {
             }
         }
         candidates.retain(|c| c.score > 0.0);
-        candidates.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(a.node.cmp(&b.node))
-                .then(a.edge.cmp(&b.edge))
-                .then(a.event.cmp(&b.event))
+        // Equal scores are common (every entity one hop from a lone seed); the tie is broken by
+        // what the candidate is, so the order never depends on how candidates were gathered.
+        candidates.sort_by_key(|c| {
+            (
+                Reverse(OrderedFloat(c.score)),
+                c.kind as u8,
+                c.node,
+                c.edge,
+                c.event,
+            )
         });
         candidates.truncate(opts.k);
 
         // 5. Render, explain and pack.
-        let seed_set: HashSet<NodeId> = seeds.keys().copied().collect();
+        let seed_set: BTreeSet<NodeId> = seeds.keys().copied().collect();
         let mut snippets = Vec::new();
         let mut cut = Vec::new();
         let mut used = 0usize;
@@ -844,7 +906,11 @@ impl<'s> Retriever<'s> {
                     })
                 })
                 .collect();
-            v.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+            v.sort_by(|a, b| {
+                OrderedFloat(b.weight)
+                    .cmp(&OrderedFloat(a.weight))
+                    .then_with(|| a.key.cmp(&b.key))
+            });
             v
         };
         Ok(ContextPack {
@@ -863,8 +929,8 @@ impl<'s> Retriever<'s> {
         &self,
         c: &Candidate,
         links: &[Link],
-        text_node: &HashMap<NodeId, f32>,
-        seeds: &HashSet<NodeId>,
+        text_node: &BTreeMap<NodeId, f32>,
+        seeds: &BTreeSet<NodeId>,
         opts: &RetrieveOptions,
     ) -> Result<Snippet> {
         let mut why = Vec::new();
@@ -994,7 +1060,7 @@ impl<'s> Retriever<'s> {
     fn explain_path(
         &self,
         target: NodeId,
-        seeds: &HashSet<NodeId>,
+        seeds: &BTreeSet<NodeId>,
         max_hops: u8,
     ) -> Option<String> {
         let g = self.store.graph();

@@ -77,7 +77,7 @@ thread_local! {
 
 /// Approximate personalized PageRank from `seeds` (node, weight; weights are normalised to sum
 /// to 1). `weight` maps an admitted entry to its transition weight (e.g. its confidence).
-/// Returns every node with a positive estimate, unordered.
+/// Returns every node with a positive estimate, in node id order.
 pub fn personalized_pagerank(
     adj: &Adjacency,
     seeds: &[(NodeId, f32)],
@@ -150,11 +150,16 @@ pub fn personalized_pagerank(
                 head = 0;
             }
         }
-        s.touched
+        let mut out: Vec<(NodeId, f32)> = s
+            .touched
             .iter()
             .filter(|n| s.estimate[**n as usize] > 0.0)
             .map(|n| (NodeId(*n), s.estimate[*n as usize]))
-            .collect()
+            .collect();
+        // Touch order follows the queue; id order gives callers a layout that does not depend
+        // on how the seeds were listed.
+        out.sort_unstable_by_key(|(n, _)| *n);
+        out
     })
 }
 
