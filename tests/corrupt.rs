@@ -1,0 +1,306 @@
+//! Damaged store files: a small store (both backends) is copied, bytes of a backend file in the
+//! copy are flipped, zeroed or cut off, and the copy is opened and read (stats, log, search,
+//! neighbours, a query, verify). Every call must return a value or a typed error: never panic
+//! or abort (loci runs inside its caller's process). And when open and verify both succeed, every
+//! read must equal the original's: damage may be refused, never served as data.
+//!
+//! The default run does a modest number of trials per backend; `LOCI_CORRUPT_TRIALS=1000` (or
+//! the ignored `*_many` tests) does more, and `LOCI_CORRUPT_SEED` replays a run.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use loci::model::NodeId;
+use loci::world::{self, Rng, WorldConfig};
+use loci::{BackendKind, Error, ExpandOptions, SearchFilter, Store};
+
+const BIN: &str = env!("CARGO_BIN_EXE_loci");
+
+fn build(kind: BackendKind, dir: &Path) {
+    let w = world::generate(&WorldConfig {
+        seed: 42,
+        scale: 1,
+        days: 4,
+    });
+    let store = Store::create(dir, kind).unwrap();
+    // Several commits, so the files hold several versions and free space.
+    let mut events = w.events;
+    while !events.is_empty() {
+        let rest = events.split_off(events.len().min(40));
+        store.ingest(events).unwrap();
+        events = rest;
+    }
+}
+
+/// Everything a reader can see, as comparable text.
+#[derive(Debug, PartialEq)]
+struct Reads {
+    counts: (u64, usize, usize, u64),
+    log: Vec<String>,
+    search: Vec<String>,
+    neighbors: Vec<String>,
+    query: Vec<String>,
+}
+
+fn reads(store: &Store) -> Result<Reads, String> {
+    let s = store.stats();
+    let mut log = Vec::new();
+    store
+        .scan_log(0, |e| {
+            log.push(format!("{e:?}"));
+            Ok(true)
+        })
+        .map_err(|e| e.to_string())?;
+    let search = store
+        .search("emerald village", &SearchFilter::default(), 20)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|h| format!("{:?}", h.target))
+        .collect();
+    let neighbors = if s.nodes > 0 {
+        store
+            .neighbors(NodeId(0), 2, &ExpandOptions::default())
+            .iter()
+            .map(|n| format!("{n:?}"))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let query = loci::query::run(
+        store,
+        "MATCH (p:Place) RETURN p.key AS k ORDER BY k",
+        &HashMap::new(),
+    )
+    .map_err(|e| e.to_string())?
+    .rows
+    .iter()
+    .map(|r| format!("{r:?}"))
+    .collect();
+    Ok(Reads {
+        counts: (s.events, s.nodes, s.edges, s.text_docs),
+        log,
+        search,
+        neighbors,
+        query,
+    })
+}
+
+fn backend_files(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_file() {
+        if std::fs::metadata(path).map(|m| m.len() > 0).unwrap_or(false) {
+            out.push(path.to_path_buf());
+        }
+    } else if let Ok(rd) = std::fs::read_dir(path) {
+        let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for e in entries {
+            backend_files(&e, out);
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+/// Damages one backend file of the store in `dir`; returns what was done.
+fn damage(kind: BackendKind, dir: &Path, rng: &mut Rng) -> String {
+    let mut files = Vec::new();
+    backend_files(&kind.path_in(dir), &mut files);
+    let file = rng.pick(&files).clone();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let len = bytes.len();
+    let what = match rng.below(4) {
+        0 => {
+            let n = 1 + rng.below(8) as usize;
+            for _ in 0..n {
+                let i = rng.below(len as u64) as usize;
+                bytes[i] ^= 1 << rng.below(8);
+            }
+            format!("{n} bit flips")
+        }
+        1 => {
+            let i = rng.below(len as u64) as usize;
+            bytes[i] ^= 0xff;
+            format!("byte {i} inverted")
+        }
+        2 => {
+            let at = rng.below(len as u64) as usize;
+            bytes.truncate(at);
+            format!("truncated to {at}")
+        }
+        _ => {
+            let start = rng.below(len as u64) as usize & !4095;
+            let end = (start + 4096).min(len);
+            bytes[start..end].fill(0);
+            format!("page at {start} zeroed")
+        }
+    };
+    std::fs::write(&file, bytes).unwrap();
+    format!("{}: {what}", file.strip_prefix(dir).unwrap().display())
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    open_errors: usize,
+    read_errors: usize,
+    verify_differs: usize,
+    verified_equal: usize,
+    panics: Vec<String>,
+    wrong_answers: Vec<String>,
+    other_errors: Vec<String>,
+}
+
+fn typed(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Corrupt { .. }
+            | Error::Backend { .. }
+            | Error::Store { .. }
+            | Error::Io { .. }
+            | Error::Text(_)
+    )
+}
+
+fn trials(kind: BackendKind, default_trials: usize) -> Tally {
+    let n: usize = std::env::var("LOCI_CORRUPT_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default_trials);
+    let seed: u64 = std::env::var("LOCI_CORRUPT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
+    let mut rng = Rng::new(seed ^ kind as u64);
+    let tmp = tempfile::tempdir().unwrap();
+    let original = tmp.path().join("original");
+    build(kind, &original);
+    let expected = {
+        let store = Store::open(&original).unwrap();
+        assert!(store.verify().unwrap().ok());
+        reads(&store).unwrap()
+    };
+    let mut tally = Tally::default();
+    for trial in 0..n {
+        let dir = tmp.path().join(format!("trial{trial}"));
+        copy_dir(&original, &dir);
+        let what = damage(kind, &dir, &mut rng);
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+            let store = match Store::open(&dir) {
+                Ok(s) => s,
+                Err(e) if typed(&e) => {
+                    tally.open_errors += 1;
+                    return Ok(());
+                }
+                Err(e) => return Err(format!("untyped open error: {e}")),
+            };
+            let got = reads(&store);
+            match store.verify() {
+                Ok(report) if report.ok() => match got {
+                    Ok(got) if got == expected => tally.verified_equal += 1,
+                    Ok(got) => {
+                        return Err(format!(
+                            "verify passed but reads differ: {:?} vs {:?}",
+                            got.counts, expected.counts
+                        ))
+                    }
+                    // An error is no wrong answer.
+                    Err(_) => tally.read_errors += 1,
+                },
+                Ok(_) => tally.verify_differs += 1,
+                Err(e) if typed(&e) => tally.read_errors += 1,
+                Err(e) => return Err(format!("untyped verify error: {e}")),
+            }
+            Ok(())
+        }));
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(wrong)) => tally
+                .wrong_answers
+                .push(format!("trial {trial} ({what}): {wrong}")),
+            Err(_) => tally.panics.push(format!("trial {trial}: {what}")),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    println!("{kind}: {n} trials, seed {seed}: {tally:#?}");
+    tally
+}
+
+fn check(kind: BackendKind, default_trials: usize) {
+    let t = trials(kind, default_trials);
+    assert!(t.panics.is_empty(), "{kind}: panics escaped: {:#?}", t.panics);
+    assert!(
+        t.wrong_answers.is_empty(),
+        "{kind}: wrong answers: {:#?}",
+        t.wrong_answers
+    );
+    assert!(t.other_errors.is_empty());
+}
+
+#[test]
+fn corrupt_redb_store_never_panics_or_lies() {
+    check(BackendKind::Redb, 60);
+}
+
+#[test]
+fn corrupt_sled_store_never_panics_or_lies() {
+    check(BackendKind::Sled, 60);
+}
+
+#[test]
+#[ignore = "1,000 trials per backend; run with --ignored"]
+fn corrupt_store_many() {
+    for kind in BackendKind::ALL {
+        check(kind, 1000);
+    }
+}
+
+/// Through the binary, to catch aborts (which `catch_unwind` cannot): `loci stats` on damaged
+/// copies must exit with a status, never by a signal.
+#[test]
+fn corrupt_store_never_aborts_the_binary() {
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    for kind in BackendKind::ALL {
+        let original = tmp.path().join(format!("original-{kind}"));
+        build(kind, &original);
+        let mut rng = Rng::new(11 ^ kind as u64);
+        for trial in 0..8 {
+            let dir = tmp.path().join(format!("{kind}-{trial}"));
+            copy_dir(&original, &dir);
+            let what = damage(kind, &dir, &mut rng);
+            for args in [&["stats"][..], &["replay", "--verify"][..]] {
+                let out = Command::new(BIN)
+                    .args(args)
+                    .arg("--store")
+                    .arg(&dir)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.signal().is_none(),
+                    "{kind} trial {trial} ({what}): loci {args:?} died by signal {:?}:\n{}",
+                    out.status.signal(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                // A panic escaping to main would exit with 101.
+                assert_ne!(
+                    out.status.code(),
+                    Some(101),
+                    "{kind} trial {trial} ({what}): loci {args:?} panicked:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
