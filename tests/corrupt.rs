@@ -440,3 +440,63 @@ fn verify_detects_extra_text_document() {
         report.differences
     );
 }
+
+/// A backend that panics on its first read, as redb does on some damaged pages.
+struct PanicsOnce(std::sync::atomic::AtomicBool);
+
+impl loci::Backend for PanicsOnce {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Redb
+    }
+    fn get(&self, _: loci::storage::Table, _: &[u8]) -> loci::Result<Option<Vec<u8>>> {
+        if !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("index out of bounds in a damaged page");
+        }
+        Ok(Some(b"would be read from a half-updated handle".to_vec()))
+    }
+    fn scan(
+        &self,
+        _: loci::storage::Table,
+        _: &[u8],
+        _: Option<&[u8]>,
+        _: &mut loci::storage::ScanVisitor<'_>,
+    ) -> loci::Result<()> {
+        Ok(())
+    }
+    fn last(&self, _: loci::storage::Table) -> loci::Result<Option<(Vec<u8>, Vec<u8>)>> {
+        Ok(None)
+    }
+    fn commit(&self, _: loci::storage::WriteBatch) -> loci::Result<()> {
+        Ok(())
+    }
+}
+
+/// After a panic inside the backend, the handle's state is unknown: the guard reports the
+/// panic as a typed error naming the file, and refuses every later call.
+#[test]
+fn guarded_backend_stays_disabled_after_panic() {
+    use loci::storage::{Guarded, Table, WriteBatch};
+    use loci::Backend;
+    let g = Guarded::new(
+        Box::new(PanicsOnce(Default::default())),
+        PathBuf::from("/somewhere/data.redb"),
+    );
+    match g.get(Table::Log, b"k") {
+        Err(Error::Corrupt { table, message }) => {
+            assert_eq!(table, "log");
+            assert!(message.contains("/somewhere/data.redb"), "{message}");
+            assert!(message.contains("index out of bounds"), "{message}");
+        }
+        other => panic!("expected a corrupt error, got {other:?}"),
+    }
+    assert!(matches!(g.get(Table::Log, b"k"), Err(Error::Backend { .. })));
+    assert!(matches!(g.last(Table::Log), Err(Error::Backend { .. })));
+    assert!(matches!(
+        g.commit(WriteBatch::default()),
+        Err(Error::Backend { .. })
+    ));
+    assert!(matches!(
+        g.scan(Table::Log, b"", None, &mut |_, _| Ok(true)),
+        Err(Error::Backend { .. })
+    ));
+}
