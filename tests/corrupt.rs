@@ -127,6 +127,18 @@ fn backend_files(path: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+fn snapshot_files(path: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    backend_files(path, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let bytes = std::fs::read(&f).unwrap_or_default();
+            (f, bytes)
+        })
+        .collect()
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
@@ -179,6 +191,8 @@ fn damage(kind: BackendKind, dir: &Path, rng: &mut Rng) -> String {
 #[derive(Default, Debug)]
 struct Tally {
     open_errors: usize,
+    /// Opens that failed but changed the backend's files (redb repairs, sled recovers).
+    failed_open_wrote: usize,
     read_errors: usize,
     verify_differs: usize,
     verified_equal: usize,
@@ -221,11 +235,15 @@ fn trials(kind: BackendKind, default_trials: usize) -> Tally {
         let dir = tmp.path().join(format!("trial{trial}"));
         copy_dir(&original, &dir);
         let what = damage(kind, &dir, &mut rng);
+        let damaged = snapshot_files(&kind.path_in(&dir));
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
             let store = match Store::open(&dir) {
                 Ok(s) => s,
                 Err(e) if typed(&e) => {
                     tally.open_errors += 1;
+                    if snapshot_files(&kind.path_in(&dir)) != damaged {
+                        tally.failed_open_wrote += 1;
+                    }
                     return Ok(());
                 }
                 Err(e) => return Err(format!("untyped open error: {e}")),
