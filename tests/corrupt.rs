@@ -53,7 +53,10 @@ fn assert_same(got: &Reads, expected: &Reads, what: &str) {
     assert_eq!(got.counts, expected.counts, "{what}: counts");
     assert!(got.log == expected.log, "{what}: log differs");
     assert_eq!(got.search, expected.search, "{what}: search");
-    assert!(got.neighbors == expected.neighbors, "{what}: neighbours differ");
+    assert!(
+        got.neighbors == expected.neighbors,
+        "{what}: neighbours differ"
+    );
     assert_eq!(got.query, expected.query, "{what}: query rows");
 }
 
@@ -115,7 +118,10 @@ fn reads(store: &Store) -> Result<Reads, String> {
 
 fn backend_files(path: &Path, out: &mut Vec<PathBuf>) {
     if path.is_file() {
-        if std::fs::metadata(path).map(|m| m.len() > 0).unwrap_or(false) {
+        if std::fs::metadata(path)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false)
+        {
             out.push(path.to_path_buf());
         }
     } else if let Ok(rd) = std::fs::read_dir(path) {
@@ -282,7 +288,11 @@ fn trials(kind: BackendKind, default_trials: usize) -> Tally {
 
 fn check(kind: BackendKind, default_trials: usize) {
     let t = trials(kind, default_trials);
-    assert!(t.panics.is_empty(), "{kind}: panics escaped: {:#?}", t.panics);
+    assert!(
+        t.panics.is_empty(),
+        "{kind}: panics escaped: {:#?}",
+        t.panics
+    );
     assert!(
         t.wrong_answers.is_empty(),
         "{kind}: wrong answers: {:#?}",
@@ -507,7 +517,10 @@ fn guarded_backend_stays_disabled_after_panic() {
         }
         other => panic!("expected a corrupt error, got {other:?}"),
     }
-    assert!(matches!(g.get(Table::Log, b"k"), Err(Error::Backend { .. })));
+    assert!(matches!(
+        g.get(Table::Log, b"k"),
+        Err(Error::Backend { .. })
+    ));
     assert!(matches!(g.last(Table::Log), Err(Error::Backend { .. })));
     assert!(matches!(
         g.commit(WriteBatch::default()),

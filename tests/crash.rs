@@ -86,7 +86,12 @@ fn crash_rounds(backend: BackendKind) {
         let events_in_file = write_round_file(&file, round);
         let commits_in_file = events_in_file.div_ceil(COMMIT_EVERY) as u64;
         let mut child = Command::new(BIN)
-            .args(["ingest", "--commit-every", &COMMIT_EVERY.to_string(), "--store"])
+            .args([
+                "ingest",
+                "--commit-every",
+                &COMMIT_EVERY.to_string(),
+                "--store",
+            ])
             .arg(&store_dir)
             .arg(&file)
             .stdout(Stdio::piped())
@@ -171,7 +176,11 @@ fn crash_rounds(backend: BackendKind) {
         let last = store.stats().events;
         let last_acked = ranges.last().map(|r| r.1).unwrap_or(before);
         if let Some(&(first, _)) = ranges.first() {
-            assert_eq!(first, before + 1, "round {round}: the first batch starts the round");
+            assert_eq!(
+                first,
+                before + 1,
+                "round {round}: the first batch starts the round"
+            );
         }
         assert!(
             last >= last_acked,
@@ -194,7 +203,8 @@ fn crash_rounds(backend: BackendKind) {
         }
         // Commits are whole batches: the log ends at a batch boundary.
         assert!(
-            (last - before) % COMMIT_EVERY as u64 == 0 || last - before == events_in_file as u64,
+            (last - before).is_multiple_of(COMMIT_EVERY as u64)
+                || last - before == events_in_file as u64,
             "round {round}: the log ends inside a batch ({} events of the round)",
             last - before
         );

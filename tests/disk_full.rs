@@ -44,12 +44,21 @@ fn mount(dir: &Path, opts: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Unmounts even when an assertion fails.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
 #[test]
 #[ignore = "needs root: mounts small tmpfs file systems"]
 fn sled_open_on_a_full_disk_writes_nothing_and_the_store_survives() {
     let tmp = tempfile::tempdir().unwrap();
     let mut inputs = Vec::new();
-    for seed in 0..6 {
+    for seed in 0..12 {
         let path = tmp.path().join(format!("w{seed}.jsonl"));
         let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
         for e in world::generate(&WorldConfig {
@@ -68,14 +77,21 @@ fn sled_open_on_a_full_disk_writes_nothing_and_the_store_survives() {
     for size_kb in (6000..10000).step_by(500) {
         let mnt = tmp.path().join(format!("mnt{size_kb}"));
         std::fs::create_dir_all(&mnt).unwrap();
-        assert!(mount(&mnt, &format!("size={size_kb}k")), "mount failed (not root?)");
+        assert!(
+            mount(&mnt, &format!("size={size_kb}k")),
+            "mount failed (not root?)"
+        );
+        let _unmount = Unmount(mnt.clone());
         let store = mnt.join("s");
         assert!(loci(&["init", "--backend", "sled"], &store, &[])
             .status
             .success());
         // Fill the disk.
         let out = loci(&["ingest", "--commit-every", "50"], &store, &inputs);
-        assert!(!out.status.success(), "{size_kb}k: the disk did not fill up");
+        assert!(
+            !out.status.success(),
+            "{size_kb}k: the disk did not fill up"
+        );
 
         let mut before = BTreeMap::new();
         files(&store.join("sled"), &mut before);
@@ -84,7 +100,10 @@ fn sled_open_on_a_full_disk_writes_nothing_and_the_store_survives() {
             refused += 1;
             let mut after = BTreeMap::new();
             files(&store.join("sled"), &mut after);
-            assert!(before == after, "{size_kb}k: a failed open wrote to sled's files");
+            assert!(
+                before == after,
+                "{size_kb}k: a failed open wrote to sled's files"
+            );
         }
 
         assert!(mount(&mnt, "remount,size=64m"));
@@ -96,7 +115,6 @@ fn sled_open_on_a_full_disk_writes_nothing_and_the_store_survives() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        Command::new("umount").arg(&mnt).status().unwrap();
     }
     assert!(refused > 0, "no open met a full disk");
 }

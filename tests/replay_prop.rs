@@ -142,19 +142,20 @@ impl Model {
                 ..Default::default()
             }),
             Op::RetractNode(n) => Assertion::RetractNode { key: nth_node(*n) },
-            Op::RetractEdge(n) => match self.edges.keys().nth(*n as usize % self.edges.len().max(1))
-            {
-                Some((f, r, t)) => Assertion::RetractEdge {
-                    from: f.clone(),
-                    relation: r.clone(),
-                    to: t.clone(),
-                },
-                None => Assertion::RetractEdge {
-                    from: nth_node(*n),
-                    relation: "R0".into(),
-                    to: nth_node(*n),
-                },
-            },
+            Op::RetractEdge(n) => {
+                match self.edges.keys().nth(*n as usize % self.edges.len().max(1)) {
+                    Some((f, r, t)) => Assertion::RetractEdge {
+                        from: f.clone(),
+                        relation: r.clone(),
+                        to: t.clone(),
+                    },
+                    None => Assertion::RetractEdge {
+                        from: nth_node(*n),
+                        relation: "R0".into(),
+                        to: nth_node(*n),
+                    },
+                }
+            }
             Op::Invalid(n) if n % 2 == 0 => Assertion::UpsertEdge(EdgeUpsert {
                 from: nth_node(*n),
                 relation: "R0".into(),
@@ -172,13 +173,19 @@ impl Model {
         let g = store.graph();
         let mut m = Model::default();
         for n in g.nodes() {
-            m.nodes
-                .insert(n.key.clone(), (n.label.clone(), n.name.clone(), n.aliases.clone()));
+            m.nodes.insert(
+                n.key.clone(),
+                (n.label.clone(), n.name.clone(), n.aliases.clone()),
+            );
         }
         for (_, e) in g.edges() {
             let key = |id| g.node(id).unwrap().key.clone();
             m.edges.insert(
-                (key(e.from), g.relation_name(e.relation).to_string(), key(e.to)),
+                (
+                    key(e.from),
+                    g.relation_name(e.relation).to_string(),
+                    key(e.to),
+                ),
                 e.confidence,
             );
         }
@@ -251,7 +258,11 @@ fn run_assertions(kind: BackendKind, batches: &[Vec<Vec<Assertion>>]) {
             .collect();
         let before = store.stats().events;
         let result = store.ingest(events);
-        assert_eq!(result.is_ok(), valid, "batch {b}: {result:?} but the model says valid={valid}");
+        assert_eq!(
+            result.is_ok(),
+            valid,
+            "batch {b}: {result:?} but the model says valid={valid}"
+        );
         if valid {
             model = expected;
         } else {
@@ -407,7 +418,11 @@ fn regression_51ac7672() {
     ];
     let batches: Vec<Vec<Vec<Assertion>>> = case
         .iter()
-        .map(|b| b.iter().map(|e| e.iter().map(|o| old(*o)).collect()).collect())
+        .map(|b| {
+            b.iter()
+                .map(|e| e.iter().map(|o| old(*o)).collect())
+                .collect()
+        })
         .collect();
     for kind in BackendKind::ALL {
         run_assertions(kind, &batches);

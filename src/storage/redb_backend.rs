@@ -48,7 +48,10 @@ impl RedbBackend {
                 .collect();
             names
         };
-        if Table::ALL.iter().all(|t| names.iter().any(|n| n == t.name())) {
+        if Table::ALL
+            .iter()
+            .all(|t| names.iter().any(|n| n == t.name()))
+        {
             return Ok(RedbBackend { db });
         }
         let txn = db.begin_write().map_err(err)?;

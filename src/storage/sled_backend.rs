@@ -203,7 +203,10 @@ impl Backend for SledBackend {
                 Op::Delete(t, k) => b.remove(full_key(t, &k)),
             }
         }
-        let result = self.db.apply_batch(b).and_then(|_| self.db.flush().map(|_| ()));
+        let result = self
+            .db
+            .apply_batch(b)
+            .and_then(|_| self.db.flush().map(|_| ()));
         if result.is_err() {
             self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
         }
