@@ -259,10 +259,29 @@ fn trials(kind: BackendKind, default_trials: usize) -> Tally {
                 Ok(report) if report.ok() => match got {
                     Ok(got) if got == expected => tally.verified_equal += 1,
                     Ok(got) => {
+                        let mut diff = Vec::new();
+                        if got.log != expected.log {
+                            let i = (0..got.log.len().min(expected.log.len()))
+                                .find(|&i| got.log[i] != expected.log[i]);
+                            diff.push(format!(
+                                "log (first at {i:?}: {:?} vs {:?})",
+                                i.map(|i| &got.log[i]),
+                                i.map(|i| &expected.log[i])
+                            ));
+                        }
+                        if got.search != expected.search {
+                            diff.push("search".into());
+                        }
+                        if got.neighbors != expected.neighbors {
+                            diff.push("neighbours".into());
+                        }
+                        if got.query != expected.query {
+                            diff.push("query".into());
+                        }
                         return Err(format!(
-                            "verify passed but reads differ: {:?} vs {:?}",
-                            got.counts, expected.counts
-                        ))
+                            "verify passed but reads differ: {got:?} vs {expected:?}: {}",
+                            diff.join("; ")
+                        ));
                     }
                     // An error is no wrong answer.
                     Err(_) => tally.read_errors += 1,
@@ -311,6 +330,9 @@ fn corrupt_sled_store_never_panics_or_lies() {
     check(BackendKind::Sled, 60);
 }
 
+/// Known to fail for redb (3 of 1,000 at seed 7): a flipped bit inside a log record that no
+/// derived view mirrors passes verify, since log records carry no checksum (docs/design.md,
+/// "Damaged files").
 #[test]
 #[ignore = "1,000 trials per backend; run with --ignored"]
 fn corrupt_store_many() {
