@@ -388,6 +388,20 @@ impl TextIndex {
         };
         let (index, seq) = match opened {
             Some(index) => {
+                // A damaged segment would otherwise surface later, in the middle of a search
+                // or a verify. Every file carries a checksum footer; checking them costs one
+                // read of the index on open.
+                let damaged = index.validate_checksum().map_err(terr)?;
+                if !damaged.is_empty() {
+                    let mut names: Vec<_> =
+                        damaged.iter().map(|p| p.display().to_string()).collect();
+                    names.sort();
+                    return Err(Error::text(format!(
+                        "{}: damaged files (checksum mismatch): {}",
+                        dir.display(),
+                        names.join(", ")
+                    )));
+                }
                 let payload = index.load_metas().map_err(terr)?.payload;
                 let seq = payload
                     .and_then(|p| serde_json::from_str::<Payload>(&p).ok())
@@ -673,7 +687,8 @@ impl TextIndex {
     }
 }
 
-fn clear_dir(dir: &Path) -> Result<()> {
+/// Removes everything inside `dir` (a damaged or outdated index before it is created anew).
+pub(crate) fn clear_dir(dir: &Path) -> Result<()> {
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let path = entry.map_err(|e| Error::io(dir, e))?.path();
         let r = if path.is_dir() {

@@ -16,6 +16,8 @@ use loci::world::{self, Rng, WorldConfig};
 use loci::{BackendKind, Store};
 
 const BIN: &str = env!("CARGO_BIN_EXE_loci");
+const COMMIT_EVERY: usize = 7;
+const STORE_ROUNDS: usize = 20;
 
 /// Writes the world's events with a unique evidence tag per event, so each can be recognised.
 fn write_round_file(path: &Path, round: usize) -> usize {
@@ -55,24 +57,41 @@ fn crash_rounds(backend: BackendKind) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(12);
+    let rounds = rounds.max(2);
     println!("crash test {backend}: seed {seed}, {rounds} rounds");
     let mut rng = Rng::new(seed ^ backend as u64);
     let tmp = tempfile::tempdir().unwrap();
-    let store_dir = tmp.path().join("store");
-    let status = Command::new(BIN)
-        .args(["init", "--backend", backend.name(), "--store"])
-        .arg(&store_dir)
-        .status()
-        .unwrap();
-    assert!(status.success());
-
     let mut kills_mid_ingest = 0;
+    let mut kills_after_ack = 0;
     let mut durable_unacked = 0;
+    // Events in the log before the current round: the round's j-th event gets seq before+j+1.
+    let mut before = 0u64;
+    let mut store_dir = tmp.path().join("store");
     for round in 0..rounds {
+        // A fresh store every few rounds, so that long runs do not verify an ever longer log.
+        if round % STORE_ROUNDS == 0 {
+            if round > 0 {
+                std::fs::remove_dir_all(&store_dir).unwrap();
+            }
+            store_dir = tmp.path().join(format!("store{round}"));
+            let status = Command::new(BIN)
+                .args(["init", "--backend", backend.name(), "--store"])
+                .arg(&store_dir)
+                .output()
+                .unwrap();
+            assert!(status.status.success());
+            before = 0;
+        }
         let file = tmp.path().join(format!("round{round}.jsonl"));
         let events_in_file = write_round_file(&file, round);
+        let commits_in_file = events_in_file.div_ceil(COMMIT_EVERY) as u64;
         let mut child = Command::new(BIN)
-            .args(["ingest", "--commit-every", "7", "--store"])
+            .args([
+                "ingest",
+                "--commit-every",
+                &COMMIT_EVERY.to_string(),
+                "--store",
+            ])
             .arg(&store_dir)
             .arg(&file)
             .stdout(Stdio::piped())
@@ -80,31 +99,54 @@ fn crash_rounds(backend: BackendKind) {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
-        });
-        // Kill anywhere from before the store opens to after the last commit.
-        let delay = Duration::from_micros(rng.below(2_500_000));
-        let started = Instant::now();
-        let mut exited = None;
-        while started.elapsed() < delay {
-            if let Some(s) = child.try_wait().unwrap() {
-                exited = Some(s);
-                break;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
             }
-            std::thread::sleep(Duration::from_millis(2));
+        });
+        // Kill relative to the acknowledged commits, not to wall time (ingest is much shorter
+        // than any fixed window): after the k-th `committed` line (k = 0: while the store is
+        // opening or writing its first batch), plus a small random delay that lands the kill
+        // anywhere inside the next commit.
+        let k = rng.below(commits_in_file + 1);
+        let delay = Duration::from_micros(rng.below(if k == 0 { 300_000 } else { 20_000 }));
+        let mut lines = Vec::new();
+        let mut exited = None;
+        let mut seen = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while seen < k {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(line) => {
+                    seen += u64::from(line.starts_with("committed events "));
+                    lines.push(line);
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    assert!(Instant::now() < deadline, "round {round}: ingest hangs");
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        let waited = Instant::now();
+        while exited.is_none() && waited.elapsed() < delay {
+            exited = child.try_wait().unwrap();
+            std::thread::sleep(Duration::from_micros(200));
         }
         if exited.is_none() {
+            exited = child.try_wait().unwrap();
+        }
+        let killed = exited.is_none();
+        if killed {
             child.kill().unwrap(); // SIGKILL
             kills_mid_ingest += 1;
         }
         // Reaps the child (returns at once when it had already exited).
         let status = child.wait().unwrap();
-        let lines = reader.join().unwrap();
-        if exited.is_some() {
+        reader.join().unwrap();
+        lines.extend(rx.try_iter());
+        if !killed {
             let mut err = String::new();
             std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
             assert!(
@@ -113,6 +155,9 @@ fn crash_rounds(backend: BackendKind) {
             );
         }
         let ranges = acked(&lines);
+        if killed && !ranges.is_empty() {
+            kills_after_ack += 1;
+        }
 
         // The binary must accept the store and verify it.
         let verify = Command::new(BIN)
@@ -122,50 +167,72 @@ fn crash_rounds(backend: BackendKind) {
             .unwrap();
         assert!(
             verify.status.success(),
-            "round {round} (killed after {delay:?}): replay --verify failed:\n{}\n{}",
+            "round {round} (killed after commit {k} + {delay:?}): replay --verify failed:\n{}\n{}",
             String::from_utf8_lossy(&verify.stdout),
             String::from_utf8_lossy(&verify.stderr)
         );
 
-        // Every acknowledged event is present, with its content.
         let store = Store::open(&store_dir).unwrap();
+        let last = store.stats().events;
+        let last_acked = ranges.last().map(|r| r.1).unwrap_or(before);
         if let Some(&(first, _)) = ranges.first() {
-            for &(a, b) in &ranges {
-                for seq in a..=b {
-                    let ev = store.event(seq).unwrap().unwrap_or_else(|| {
-                        panic!("round {round}: acknowledged event {seq} is missing")
-                    });
-                    let j = seq - first;
-                    assert_eq!(
-                        ev.evidence,
-                        vec![format!("round{round}-event{j}")],
-                        "round {round}: event {seq}"
-                    );
-                }
-            }
-            let last_acked = ranges.last().map(|r| r.1).unwrap_or(0);
-            let last = store.stats().events;
-            assert!(last >= last_acked);
-            if last > last_acked {
-                durable_unacked += 1;
-            }
-            if exited.is_some() {
-                assert_eq!(
-                    last_acked - first + 1,
-                    events_in_file as u64,
-                    "a clean exit acknowledges every event"
-                );
-            }
+            assert_eq!(
+                first,
+                before + 1,
+                "round {round}: the first batch starts the round"
+            );
+        }
+        assert!(
+            last >= last_acked,
+            "round {round}: acknowledged up to {last_acked}, log ends at {last}"
+        );
+        // Every durable event (acknowledged or not) is the file's event at its position, with
+        // its content; none is missing, none is extra, none belongs to another line.
+        assert!(last - before <= events_in_file as u64);
+        for seq in before + 1..=last {
+            let ev = store
+                .event(seq)
+                .unwrap()
+                .unwrap_or_else(|| panic!("round {round}: durable event {seq} is missing"));
+            let j = seq - before - 1;
+            assert_eq!(
+                ev.evidence,
+                vec![format!("round{round}-event{j}")],
+                "round {round}: event {seq}"
+            );
+        }
+        // Commits are whole batches: the log ends at a batch boundary.
+        assert!(
+            (last - before).is_multiple_of(COMMIT_EVERY as u64)
+                || last - before == events_in_file as u64,
+            "round {round}: the log ends inside a batch ({} events of the round)",
+            last - before
+        );
+        if last > last_acked {
+            durable_unacked += 1;
+        }
+        if !killed {
+            assert_eq!(
+                last_acked - before,
+                events_in_file as u64,
+                "a clean exit acknowledges every event"
+            );
         }
         assert!(store.verify().unwrap().ok());
+        drop(store);
+        std::fs::remove_file(&file).unwrap();
+        before = last;
     }
     println!(
-        "crash test {backend}: {kills_mid_ingest} of {rounds} rounds killed mid-run; \
+        "crash test {backend}: {kills_mid_ingest} of {rounds} rounds killed mid-run, \
+         {kills_after_ack} of them after at least one acknowledged commit; \
          {durable_unacked} left a commit that was durable but not yet acknowledged"
     );
+    // Before, kills were drawn over 0-2.5 s while ingest takes about 0.5 s: only 1-2 of 12
+    // rounds killed after an acknowledged commit, the case this test exists for.
     assert!(
-        kills_mid_ingest > 0,
-        "no round was killed: the delays are too long to test anything"
+        kills_after_ack * 2 >= rounds,
+        "only {kills_after_ack} of {rounds} rounds killed after an acknowledged commit"
     );
 }
 

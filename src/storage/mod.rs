@@ -3,6 +3,7 @@
 //! point reads and ordered range scans. The conformance suite in `tests/conformance.rs` runs
 //! unchanged against every backend.
 
+mod guard;
 mod redb_backend;
 mod sled_backend;
 
@@ -12,6 +13,7 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
+pub use guard::Guarded;
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;
 
@@ -128,12 +130,25 @@ impl BackendKind {
         }
     }
 
-    /// Opens (creating when missing) this backend's files inside `dir`.
+    /// The file (redb) or directory (sled) holding this backend's data inside `dir`.
+    pub fn path_in(self, dir: &Path) -> std::path::PathBuf {
+        match self {
+            BackendKind::Redb => dir.join("data.redb"),
+            BackendKind::Sled => dir.join("sled"),
+        }
+    }
+
+    /// Opens (creating when missing) this backend's files inside `dir`. The handle is
+    /// [`Guarded`]: a panic inside the backend comes back as an error.
     pub fn open(self, dir: &Path) -> Result<Box<dyn Backend>> {
-        Ok(match self {
-            BackendKind::Redb => Box::new(RedbBackend::open(&dir.join("data.redb"))?),
-            BackendKind::Sled => Box::new(SledBackend::open(&dir.join("sled"))?),
-        })
+        let path = self.path_in(dir);
+        let inner: Box<dyn Backend> = guard::open_guarded(self, &path, || {
+            Ok(match self {
+                BackendKind::Redb => Box::new(RedbBackend::open(&path)?) as Box<dyn Backend>,
+                BackendKind::Sled => Box::new(SledBackend::open(&path)?),
+            })
+        })?;
+        Ok(Box::new(Guarded::new(inner, path)))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
 use super::{Backend, BackendKind, Op, ScanVisitor, Table, WriteBatch};
 use crate::error::{Error, Result};
@@ -45,6 +45,23 @@ impl RedbBackend {
     /// Wraps an already opened database (used by failure-injection tests with their own
     /// storage backend).
     pub fn from_database(db: Database) -> Result<Self> {
+        // An existing store already has every table: do not write on open (a write that then
+        // fails, e.g. on a full disk, is a risk the open has no need for).
+        let names: Vec<String> = {
+            let read = db.begin_read().map_err(err)?;
+            let names = read
+                .list_tables()
+                .map_err(err)?
+                .map(|t| t.name().to_string())
+                .collect();
+            names
+        };
+        if Table::ALL
+            .iter()
+            .all(|t| names.iter().any(|n| n == t.name()))
+        {
+            return Ok(RedbBackend { db });
+        }
         let txn = db.begin_write().map_err(err)?;
         for table in Table::ALL {
             txn.open_table(definition(table)).map_err(err)?;

@@ -34,10 +34,72 @@ fn full_key(table: Table, key: &[u8]) -> Vec<u8> {
 /// A store's sled database.
 pub struct SledBackend {
     db: sled::Db,
+    path: std::path::PathBuf,
+    /// Set when a commit failed. sled applies a batch in memory before `flush` makes it
+    /// durable, and cannot take it back: after a failed flush its reads would serve the failed
+    /// batch (and a later flush would persist it). The handle refuses everything instead; a
+    /// reopen reads what is on disk.
+    failed: std::sync::atomic::AtomicBool,
+}
+
+/// Bytes that must be free on the file system before sled is opened: a margin for the segment
+/// and header writes of recovery, plus twice the snapshot sled may rewrite.
+fn required_free_bytes(path: &Path) -> u64 {
+    let snapshots: u64 = std::fs::read_dir(path)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("snap."))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
+    4 * 1024 * 1024 + 2 * snapshots
+}
+
+/// Free bytes (for an unprivileged user) on the file system holding `path` or, when it does
+/// not exist yet, its nearest existing ancestor. `None` when it cannot be told.
+#[cfg(unix)]
+fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let c = std::ffi::CString::new(existing.as_os_str().as_bytes()).ok()?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+#[cfg(not(unix))]
+fn free_bytes(_: &Path) -> Option<u64> {
+    None
 }
 
 impl SledBackend {
+    /// Opens (creating when missing) the sled database in `path`.
+    ///
+    /// sled 0.34 writes while it opens (recovery rewrites the tail of its log and may write a
+    /// new snapshot), and a write that fails for lack of space leaves the files unreadable
+    /// ("Read corrupted data") for good. So this refuses to open with little free space, before
+    /// sled touches anything: a full disk then costs a retry, not the store.
     pub fn open(path: &Path) -> Result<Self> {
+        if let Some(free) = free_bytes(path) {
+            let needed = required_free_bytes(path);
+            if free < needed {
+                return Err(Error::Backend {
+                    backend: "sled",
+                    // The guard around every backend prefixes the path.
+                    message: format!(
+                        "only {free} bytes free on its file system, {needed} needed: sled \
+                         writes while opening and a write that fails for lack of space leaves \
+                         its files unreadable, so the store is not opened; free some space and \
+                         retry (nothing was written)"
+                    ),
+                });
+            }
+        }
         // Every commit flushes, so sled's periodic background flusher adds nothing; worse, its
         // thread keeps the database (and its file lock) alive after the handle is dropped, so
         // the same process could not reopen the store.
@@ -48,7 +110,13 @@ impl SledBackend {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
         loop {
             match config.open() {
-                Ok(db) => return Ok(SledBackend { db }),
+                Ok(db) => {
+                    return Ok(SledBackend {
+                        db,
+                        path: path.to_path_buf(),
+                        failed: Default::default(),
+                    })
+                }
                 Err(e)
                     if e.to_string().contains("could not acquire lock")
                         && std::time::Instant::now() < deadline =>
@@ -61,12 +129,29 @@ impl SledBackend {
     }
 }
 
+impl SledBackend {
+    fn usable(&self) -> Result<()> {
+        if self.failed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Backend {
+                backend: "sled",
+                message: format!(
+                    "{}: an earlier commit failed to reach disk and sled cannot undo it in \
+                     memory, so this handle is closed; reopen the store to read what is durable",
+                    self.path.display()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Backend for SledBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Sled
     }
 
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.usable()?;
         Ok(self
             .db
             .get(full_key(table, key))
@@ -81,6 +166,7 @@ impl Backend for SledBackend {
         end: Option<&[u8]>,
         visit: &mut ScanVisitor<'_>,
     ) -> Result<()> {
+        self.usable()?;
         let lo = full_key(table, start);
         let iter = match end {
             Some(end) => self.db.range(lo..full_key(table, end)),
@@ -97,6 +183,7 @@ impl Backend for SledBackend {
     }
 
     fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.usable()?;
         let mut iter = self.db.range(vec![prefix(table)]..vec![prefix(table) + 1]);
         match iter.next_back() {
             Some(entry) => {
@@ -108,6 +195,7 @@ impl Backend for SledBackend {
     }
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
+        self.usable()?;
         let mut b = sled::Batch::default();
         for op in batch.ops {
             match op {
@@ -115,8 +203,13 @@ impl Backend for SledBackend {
                 Op::Delete(t, k) => b.remove(full_key(t, &k)),
             }
         }
-        self.db.apply_batch(b).map_err(err)?;
-        self.db.flush().map_err(err)?;
-        Ok(())
+        let result = self
+            .db
+            .apply_batch(b)
+            .and_then(|_| self.db.flush().map(|_| ()));
+        if result.is_err() {
+            self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        result.map_err(err)
     }
 }

@@ -1,0 +1,160 @@
+//! A panic barrier around a backend. redb and sled can panic (index out of bounds, failed
+//! asserts, unwraps) on files damaged by a bad disk or a stray write instead of returning an
+//! error. loci runs inside its caller's process, so such a panic would kill the agent. Every
+//! call into a backend goes through [`Guarded`], which turns a panic into a typed error that
+//! names the file, and refuses all later calls: after a panic the library's in-memory state
+//! (locks, caches, half-updated pages) is unknown, so calling it again could panic again or
+//! return wrong data.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{Backend, BackendKind, ScanVisitor, Table, WriteBatch};
+use crate::error::{Error, Result};
+
+fn panic_message(p: &(dyn Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+/// Runs `f`, turning a panic into [`Error::Backend`] that names `path`. Used for opening, where
+/// there is no handle yet to disable.
+pub(crate) fn open_guarded<T>(
+    kind: BackendKind,
+    path: &Path,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Err(Error::Backend { backend, message })) => Err(Error::Backend {
+            backend,
+            message: format!("{}: open: {message}", path.display()),
+        }),
+        Ok(r) => r,
+        Err(p) => Err(Error::Backend {
+            backend: kind.name(),
+            message: format!(
+                "{} panicked while opening {} (the file is probably damaged): {}",
+                kind.name(),
+                path.display(),
+                panic_message(&*p)
+            ),
+        }),
+    }
+}
+
+/// A backend whose panics become errors; see the module documentation.
+pub struct Guarded {
+    /// `None` only during drop.
+    inner: Option<Box<dyn Backend>>,
+    kind: BackendKind,
+    path: PathBuf,
+    poisoned: AtomicBool,
+}
+
+impl Guarded {
+    pub fn new(inner: Box<dyn Backend>, path: PathBuf) -> Self {
+        Guarded {
+            kind: inner.kind(),
+            inner: Some(inner),
+            path,
+            poisoned: AtomicBool::new(false),
+        }
+    }
+
+    fn call<T>(
+        &self,
+        what: &str,
+        table: Option<Table>,
+        f: impl FnOnce(&dyn Backend) -> Result<T>,
+    ) -> Result<T> {
+        let inner = match &self.inner {
+            Some(inner) if !self.poisoned.load(Ordering::SeqCst) => inner,
+            _ => {
+                return Err(Error::Backend {
+                    backend: self.kind.name(),
+                    message: format!(
+                        "{} is disabled after an earlier panic inside {} (damaged file?); \
+                         reopen the store",
+                        self.path.display(),
+                        self.kind.name()
+                    ),
+                })
+            }
+        };
+        match catch_unwind(AssertUnwindSafe(|| f(&**inner))) {
+            // The backends' own errors do not say which file they concern.
+            Ok(Err(Error::Backend { backend, message })) => Err(Error::Backend {
+                backend,
+                message: format!("{}: {what}: {message}", self.path.display()),
+            }),
+            Ok(r) => r,
+            Err(p) => {
+                self.poisoned.store(true, Ordering::SeqCst);
+                let message = format!(
+                    "{} panicked in {what} on {} (the file is probably damaged): {}",
+                    self.kind.name(),
+                    self.path.display(),
+                    panic_message(&*p)
+                );
+                Err(match table {
+                    Some(t) => Error::Corrupt {
+                        table: t.name(),
+                        message,
+                    },
+                    None => Error::Backend {
+                        backend: self.kind.name(),
+                        message,
+                    },
+                })
+            }
+        }
+    }
+}
+
+impl Backend for Guarded {
+    fn kind(&self) -> BackendKind {
+        self.kind
+    }
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.call("get", Some(table), |b| b.get(table, key))
+    }
+    fn scan(
+        &self,
+        table: Table,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        self.call("scan", Some(table), |b| b.scan(table, start, end, visit))
+    }
+    fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.call("last", Some(table), |b| b.last(table))
+    }
+    fn commit(&self, batch: WriteBatch) -> Result<()> {
+        self.call("commit", None, |b| b.commit(batch))
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            if self.poisoned.load(Ordering::SeqCst) {
+                // Its destructor may flush or check invariants that the panic left broken;
+                // leaking the handle (and its file lock, until the process exits) is safer than
+                // running it.
+                std::mem::forget(inner);
+            } else {
+                // A destructor that panics (e.g. flushing to a damaged file) must not take the
+                // caller down either.
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(inner)));
+            }
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! Damaged store files: a small store (both backends) is copied, bytes of a backend file in the
+//! copy are flipped, zeroed or cut off, and the copy is opened and read (stats, log, search,
+//! neighbours, a query, verify). Every call must return a value or a typed error: never panic
+//! or abort (loci runs inside its caller's process). And when open and verify both succeed, every
+//! read must equal the original's: damage may be refused, never served as data.
+//!
+//! The default run does a modest number of trials per backend; `LOCI_CORRUPT_TRIALS=1000` (or
+//! the ignored `*_many` tests) does more, and `LOCI_CORRUPT_SEED` replays a run.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use loci::model::NodeId;
+use loci::world::{self, Rng, WorldConfig};
+use loci::{BackendKind, Error, ExpandOptions, SearchFilter, Store};
+
+const BIN: &str = env!("CARGO_BIN_EXE_loci");
+
+fn build(kind: BackendKind, dir: &Path) {
+    let w = world::generate(&WorldConfig {
+        seed: 42,
+        scale: 1,
+        days: 4,
+    });
+    let store = Store::create(dir, kind).unwrap();
+    // Several commits, so the files hold several versions and free space.
+    let mut events = w.events;
+    while !events.is_empty() {
+        let rest = events.split_off(events.len().min(40));
+        store.ingest(events).unwrap();
+        events = rest;
+    }
+}
+
+impl std::fmt::Debug for Reads {
+    // Only sizes: a full dump of the log drowns the one field that differs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "counts {:?}, {} log entries, {} hits, {} neighbours, {} rows",
+            self.counts,
+            self.log.len(),
+            self.search.len(),
+            self.neighbors.len(),
+            self.query.len()
+        )
+    }
+}
+
+fn assert_same(got: &Reads, expected: &Reads, what: &str) {
+    assert_eq!(got.counts, expected.counts, "{what}: counts");
+    assert!(got.log == expected.log, "{what}: log differs");
+    assert_eq!(got.search, expected.search, "{what}: search");
+    assert!(
+        got.neighbors == expected.neighbors,
+        "{what}: neighbours differ"
+    );
+    assert_eq!(got.query, expected.query, "{what}: query rows");
+}
+
+/// Everything a reader can see, as comparable text.
+#[derive(PartialEq)]
+struct Reads {
+    counts: (u64, usize, usize, u64),
+    log: Vec<String>,
+    search: Vec<String>,
+    neighbors: Vec<String>,
+    query: Vec<String>,
+}
+
+fn reads(store: &Store) -> Result<Reads, String> {
+    let s = store.stats();
+    let mut log = Vec::new();
+    store
+        .scan_log(0, |e| {
+            log.push(format!("{e:?}"));
+            Ok(true)
+        })
+        .map_err(|e| e.to_string())?;
+    // Every hit, as a set: ties in BM25 order depend on the segment layout, which a rebuild
+    // changes.
+    let mut search: Vec<String> = store
+        .search("emerald village", &SearchFilter::default(), 10_000)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|h| format!("{:?}", h.target))
+        .collect();
+    search.sort();
+    let neighbors = if s.nodes > 0 {
+        store
+            .neighbors(NodeId(0), 2, &ExpandOptions::default())
+            .iter()
+            .map(|n| format!("{n:?}"))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let query = loci::query::run(
+        store,
+        "MATCH (p:Place) RETURN p.key AS k ORDER BY k",
+        &HashMap::new(),
+    )
+    .map_err(|e| e.to_string())?
+    .rows
+    .iter()
+    .map(|r| format!("{r:?}"))
+    .collect();
+    Ok(Reads {
+        counts: (s.events, s.nodes, s.edges, s.text_docs),
+        log,
+        search,
+        neighbors,
+        query,
+    })
+}
+
+fn backend_files(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_file() {
+        if std::fs::metadata(path)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false)
+        {
+            out.push(path.to_path_buf());
+        }
+    } else if let Ok(rd) = std::fs::read_dir(path) {
+        let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for e in entries {
+            backend_files(&e, out);
+        }
+    }
+}
+
+fn snapshot_files(path: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    backend_files(path, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let bytes = std::fs::read(&f).unwrap_or_default();
+            (f, bytes)
+        })
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+/// Damages one backend file of the store in `dir`; returns what was done.
+fn damage(kind: BackendKind, dir: &Path, rng: &mut Rng) -> String {
+    let mut files = Vec::new();
+    backend_files(&kind.path_in(dir), &mut files);
+    let file = rng.pick(&files).clone();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let len = bytes.len();
+    let what = match rng.below(4) {
+        0 => {
+            let n = 1 + rng.below(8) as usize;
+            for _ in 0..n {
+                let i = rng.below(len as u64) as usize;
+                bytes[i] ^= 1 << rng.below(8);
+            }
+            format!("{n} bit flips")
+        }
+        1 => {
+            let i = rng.below(len as u64) as usize;
+            bytes[i] ^= 0xff;
+            format!("byte {i} inverted")
+        }
+        2 => {
+            let at = rng.below(len as u64) as usize;
+            bytes.truncate(at);
+            format!("truncated to {at}")
+        }
+        _ => {
+            let start = rng.below(len as u64) as usize & !4095;
+            let end = (start + 4096).min(len);
+            bytes[start..end].fill(0);
+            format!("page at {start} zeroed")
+        }
+    };
+    std::fs::write(&file, bytes).unwrap();
+    format!("{}: {what}", file.strip_prefix(dir).unwrap().display())
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    open_errors: usize,
+    /// Opens that failed but changed the backend's files (redb repairs, sled recovers).
+    failed_open_wrote: usize,
+    read_errors: usize,
+    verify_differs: usize,
+    verified_equal: usize,
+    panics: Vec<String>,
+    wrong_answers: Vec<String>,
+    other_errors: Vec<String>,
+}
+
+fn typed(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Corrupt { .. }
+            | Error::Backend { .. }
+            | Error::Store { .. }
+            | Error::Io { .. }
+            | Error::Text(_)
+    )
+}
+
+fn trials(kind: BackendKind, default_trials: usize) -> Tally {
+    let n: usize = std::env::var("LOCI_CORRUPT_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default_trials);
+    let seed: u64 = std::env::var("LOCI_CORRUPT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
+    let mut rng = Rng::new(seed ^ kind as u64);
+    let tmp = tempfile::tempdir().unwrap();
+    let original = tmp.path().join("original");
+    build(kind, &original);
+    let expected = {
+        let store = Store::open(&original).unwrap();
+        assert!(store.verify().unwrap().ok());
+        reads(&store).unwrap()
+    };
+    let mut tally = Tally::default();
+    for trial in 0..n {
+        let dir = tmp.path().join(format!("trial{trial}"));
+        copy_dir(&original, &dir);
+        let what = damage(kind, &dir, &mut rng);
+        let damaged = snapshot_files(&kind.path_in(&dir));
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+            let store = match Store::open(&dir) {
+                Ok(s) => s,
+                Err(e) if typed(&e) => {
+                    tally.open_errors += 1;
+                    if snapshot_files(&kind.path_in(&dir)) != damaged {
+                        tally.failed_open_wrote += 1;
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(format!("untyped open error: {e}")),
+            };
+            let got = reads(&store);
+            match store.verify() {
+                Ok(report) if report.ok() => match got {
+                    Ok(got) if got == expected => tally.verified_equal += 1,
+                    Ok(got) => {
+                        let mut diff = Vec::new();
+                        if got.log != expected.log {
+                            let i = (0..got.log.len().min(expected.log.len()))
+                                .find(|&i| got.log[i] != expected.log[i]);
+                            diff.push(format!(
+                                "log (first at {i:?}: {:?} vs {:?})",
+                                i.map(|i| &got.log[i]),
+                                i.map(|i| &expected.log[i])
+                            ));
+                        }
+                        if got.search != expected.search {
+                            diff.push("search".into());
+                        }
+                        if got.neighbors != expected.neighbors {
+                            diff.push("neighbours".into());
+                        }
+                        if got.query != expected.query {
+                            diff.push("query".into());
+                        }
+                        return Err(format!(
+                            "verify passed but reads differ: {got:?} vs {expected:?}: {}",
+                            diff.join("; ")
+                        ));
+                    }
+                    // An error is no wrong answer.
+                    Err(_) => tally.read_errors += 1,
+                },
+                Ok(_) => tally.verify_differs += 1,
+                Err(e) if typed(&e) => tally.read_errors += 1,
+                Err(e) => return Err(format!("untyped verify error: {e}")),
+            }
+            Ok(())
+        }));
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(wrong)) => tally
+                .wrong_answers
+                .push(format!("trial {trial} ({what}): {wrong}")),
+            Err(_) => tally.panics.push(format!("trial {trial}: {what}")),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    println!("{kind}: {n} trials, seed {seed}: {tally:#?}");
+    tally
+}
+
+fn check(kind: BackendKind, default_trials: usize) {
+    let t = trials(kind, default_trials);
+    assert!(
+        t.panics.is_empty(),
+        "{kind}: panics escaped: {:#?}",
+        t.panics
+    );
+    assert!(
+        t.wrong_answers.is_empty(),
+        "{kind}: wrong answers: {:#?}",
+        t.wrong_answers
+    );
+    assert!(t.other_errors.is_empty());
+}
+
+#[test]
+fn corrupt_redb_store_never_panics_or_lies() {
+    check(BackendKind::Redb, 60);
+}
+
+#[test]
+fn corrupt_sled_store_never_panics_or_lies() {
+    check(BackendKind::Sled, 60);
+}
+
+/// Known to fail for redb (3 of 1,000 at seed 7): a flipped bit inside a log record that no
+/// derived view mirrors passes verify, since log records carry no checksum (docs/design.md,
+/// "Damaged files").
+#[test]
+#[ignore = "1,000 trials per backend; run with --ignored"]
+fn corrupt_store_many() {
+    for kind in BackendKind::ALL {
+        check(kind, 1000);
+    }
+}
+
+/// Through the binary, to catch aborts (which `catch_unwind` cannot): `loci stats` on damaged
+/// copies must exit with a status, never by a signal.
+#[test]
+fn corrupt_store_never_aborts_the_binary() {
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    for kind in BackendKind::ALL {
+        let original = tmp.path().join(format!("original-{kind}"));
+        build(kind, &original);
+        let mut rng = Rng::new(11 ^ kind as u64);
+        for trial in 0..8 {
+            let dir = tmp.path().join(format!("{kind}-{trial}"));
+            copy_dir(&original, &dir);
+            let what = damage(kind, &dir, &mut rng);
+            for args in [&["stats"][..], &["replay", "--verify"][..]] {
+                let out = Command::new(BIN)
+                    .args(args)
+                    .arg("--store")
+                    .arg(&dir)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.signal().is_none(),
+                    "{kind} trial {trial} ({what}): loci {args:?} died by signal {:?}:\n{}",
+                    out.status.signal(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                // A panic escaping to main would exit with 101.
+                assert_ne!(
+                    out.status.code(),
+                    Some(101),
+                    "{kind} trial {trial} ({what}): loci {args:?} panicked:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+fn small_store(kind: BackendKind, dir: &Path) -> Reads {
+    build(kind, dir);
+    let store = Store::open(dir).unwrap();
+    assert!(!store.stats().text_rebuilt);
+    reads(&store).unwrap()
+}
+
+/// The full-text index is derived from the log: a damaged segment file must not make the store
+/// unusable (before: every command failed until `text/` was deleted by hand); it is rebuilt,
+/// and the store says so.
+fn damaged_text_segment_is_rebuilt_from_log(kind: BackendKind) {
+    let tmp = tempfile::tempdir().unwrap();
+    let original = tmp.path().join("original");
+    let expected = small_store(kind, &original);
+    let mut segments = Vec::new();
+    backend_files(&original.join("text"), &mut segments);
+    segments.retain(|p| {
+        let name = p.file_name().unwrap().to_string_lossy();
+        !name.starts_with('.') && name.ends_with(".idx")
+            || name.ends_with(".store")
+            || name.ends_with(".term")
+            || name.ends_with(".fast")
+            || name.ends_with(".pos")
+    });
+    assert!(!segments.is_empty());
+    for (i, seg) in segments.iter().enumerate() {
+        for cut in [false, true] {
+            let dir = tmp.path().join(format!("t{i}-{cut}"));
+            copy_dir(&original, &dir);
+            let target = dir.join(seg.strip_prefix(&original).unwrap());
+            let mut bytes = std::fs::read(&target).unwrap();
+            if cut {
+                bytes.truncate(bytes.len() / 2);
+            } else {
+                let mid = bytes.len() / 2;
+                bytes[mid] ^= 0x55;
+            }
+            std::fs::write(&target, bytes).unwrap();
+            let store = Store::open(&dir)
+                .unwrap_or_else(|e| panic!("{}: open failed: {e}", target.display()));
+            assert!(store.stats().text_rebuilt, "{}", target.display());
+            assert_same(
+                &reads(&store).unwrap(),
+                &expected,
+                &target.display().to_string(),
+            );
+            let report = store.verify().unwrap();
+            assert!(report.ok(), "{:#?}", report.differences);
+            drop(store);
+            // Rebuilt once: the next open finds a sound index.
+            assert!(!Store::open(&dir).unwrap().stats().text_rebuilt);
+        }
+    }
+}
+
+#[test]
+fn damaged_text_segment_is_rebuilt_from_log_redb() {
+    damaged_text_segment_is_rebuilt_from_log(BackendKind::Redb);
+}
+
+#[test]
+fn damaged_text_segment_is_rebuilt_from_log_sled() {
+    damaged_text_segment_is_rebuilt_from_log(BackendKind::Sled);
+}
+
+/// A second live document for a target that already has one (what a delete by key leaves
+/// behind when tantivy dropped the over-long key term) collapses with the first in a
+/// per-target comparison; verify must count documents to see it.
+#[test]
+fn verify_detects_extra_text_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    small_store(BackendKind::Redb, &dir);
+    {
+        let index = tantivy::Index::open_in_dir(dir.join("text")).unwrap();
+        index.tokenizers().register(
+            "loci_en",
+            tantivy::tokenizer::TextAnalyzer::from(tantivy::tokenizer::SimpleTokenizer::default()),
+        );
+        let schema = index.schema();
+        let field = |n: &str| schema.get_field(n).unwrap();
+        let payload = index.load_metas().unwrap().payload.unwrap();
+        let reader = index.reader().unwrap();
+        let searcher = reader.searcher();
+        let seg = &searcher.segment_readers()[0];
+        let doc = seg.doc_ids_alive().next().unwrap();
+        let r = seg.fast_fields().u64("ref").unwrap().first(doc).unwrap();
+        let d = seg.fast_fields().u64("digest").unwrap().first(doc).unwrap();
+        let mut writer: tantivy::IndexWriter = index.writer(15_000_000).unwrap();
+        let mut ghost = tantivy::TantivyDocument::default();
+        ghost.add_text(field("key"), "ghost-of-a-long-key");
+        ghost.add_u64(field("ref"), r);
+        ghost.add_u64(field("digest"), d);
+        writer.add_document(ghost).unwrap();
+        let mut prepared = writer.prepare_commit().unwrap();
+        prepared.set_payload(&payload);
+        prepared.commit().unwrap();
+    }
+    let store = Store::open(&dir).unwrap();
+    let report = store.verify().unwrap();
+    assert!(
+        report
+            .differences
+            .iter()
+            .any(|d| d.contains("live documents")),
+        "verify missed the extra document: {:#?}",
+        report.differences
+    );
+}
+
+/// A backend that panics on its first read, as redb does on some damaged pages.
+struct PanicsOnce(std::sync::atomic::AtomicBool);
+
+impl loci::Backend for PanicsOnce {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Redb
+    }
+    fn get(&self, _: loci::storage::Table, _: &[u8]) -> loci::Result<Option<Vec<u8>>> {
+        if !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("index out of bounds in a damaged page");
+        }
+        Ok(Some(b"would be read from a half-updated handle".to_vec()))
+    }
+    fn scan(
+        &self,
+        _: loci::storage::Table,
+        _: &[u8],
+        _: Option<&[u8]>,
+        _: &mut loci::storage::ScanVisitor<'_>,
+    ) -> loci::Result<()> {
+        Ok(())
+    }
+    fn last(&self, _: loci::storage::Table) -> loci::Result<Option<(Vec<u8>, Vec<u8>)>> {
+        Ok(None)
+    }
+    fn commit(&self, _: loci::storage::WriteBatch) -> loci::Result<()> {
+        Ok(())
+    }
+}
+
+/// After a panic inside the backend, the handle's state is unknown: the guard reports the
+/// panic as a typed error naming the file, and refuses every later call.
+#[test]
+fn guarded_backend_stays_disabled_after_panic() {
+    use loci::storage::{Guarded, Table, WriteBatch};
+    use loci::Backend;
+    let g = Guarded::new(
+        Box::new(PanicsOnce(Default::default())),
+        PathBuf::from("/somewhere/data.redb"),
+    );
+    match g.get(Table::Log, b"k") {
+        Err(Error::Corrupt { table, message }) => {
+            assert_eq!(table, "log");
+            assert!(message.contains("/somewhere/data.redb"), "{message}");
+            assert!(message.contains("index out of bounds"), "{message}");
+        }
+        other => panic!("expected a corrupt error, got {other:?}"),
+    }
+    assert!(matches!(
+        g.get(Table::Log, b"k"),
+        Err(Error::Backend { .. })
+    ));
+    assert!(matches!(g.last(Table::Log), Err(Error::Backend { .. })));
+    assert!(matches!(
+        g.commit(WriteBatch::default()),
+        Err(Error::Backend { .. })
+    ));
+    assert!(matches!(
+        g.scan(Table::Log, b"", None, &mut |_, _| Ok(true)),
+        Err(Error::Backend { .. })
+    ));
+}

@@ -1,0 +1,102 @@
+//! sled when a commit cannot reach disk. The file-size limit of this process (RLIMIT_FSIZE,
+//! with SIGXFSZ ignored) makes sled's writes fail like a full disk would; that limit is
+//! process-wide, which is why this is the only test in this file.
+//!
+//! A failed commit must come back as an error and leave the previous state: in this process
+//! (sled has already applied the batch in memory, so the handle must refuse to serve it) and
+//! after reopening.
+
+use loci::model::{Assertion, EventDraft, NodeUpsert};
+use loci::world::{self, WorldConfig};
+use loci::{BackendKind, Store};
+
+fn set_file_size_limit(bytes: Option<u64>) {
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain libc calls with valid pointers.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut current), 0);
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let limit = libc::rlimit {
+            rlim_cur: bytes.map(|b| b as libc::rlim_t).unwrap_or(current.rlim_max),
+            rlim_max: current.rlim_max,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+}
+
+fn largest_file(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn failed_sled_commit_is_an_error_and_leaves_the_previous_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let store = Store::create(&dir, BackendKind::Sled).unwrap();
+    let mut first = EventDraft::new(1, "bot", "OBSERVATION");
+    first.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+        key: "home".into(),
+        name: Some("home".into()),
+        ..Default::default()
+    })];
+    store.ingest(vec![first]).unwrap();
+
+    let w = world::generate(&WorldConfig {
+        seed: 5,
+        scale: 8,
+        days: 6,
+    });
+    // sled writes into space it already allocated until that runs out: commit until one fails.
+    set_file_size_limit(Some(largest_file(&dir.join("sled"))));
+    let mut before = store.stats();
+    let mut err = None;
+    for _ in 0..50 {
+        before = store.stats();
+        if let Err(e) = store.ingest(w.events.clone()) {
+            err = Some(e);
+            break;
+        }
+    }
+    set_file_size_limit(None);
+    let err = err.expect("a commit beyond the file size limit must fail");
+    println!("failed commit after {} events: {err}", before.events);
+    let failed_first = before.events + 1;
+
+    // In this process: nothing of the failed batch is visible, through any read.
+    let after = store.stats();
+    assert_eq!(
+        (after.events, after.nodes, after.edges),
+        (before.events, before.nodes, before.edges)
+    );
+    assert!(
+        !matches!(store.event(failed_first), Ok(Some(_))),
+        "the failed batch's first event is served from sled's memory"
+    );
+    // The handle stays closed even with space again: sled would now persist the failed batch.
+    assert!(store.ingest(w.events[..1].to_vec()).is_err());
+    drop(store);
+
+    // After reopening: exactly the previous state, and the store works again.
+    let store = Store::open(&dir).unwrap();
+    let reopened = store.stats();
+    assert_eq!(
+        (reopened.events, reopened.nodes, reopened.edges),
+        (before.events, before.nodes, before.edges)
+    );
+    assert!(store.event(failed_first).unwrap().is_none());
+    assert!(store.event(before.events).unwrap().is_some());
+    assert!(store.verify().unwrap().ok());
+    store.ingest(w.events[..3].to_vec()).unwrap();
+    assert_eq!(store.stats().events, before.events + 3);
+    assert!(store.verify().unwrap().ok());
+}
