@@ -445,7 +445,10 @@ impl PassageBm25 {
         index
             .tokenizers()
             .register(ANALYZER, crate::text::analyzer());
-        let mut writer: tantivy::IndexWriter = index.writer(50_000_000).map_err(terr)?;
+        // One indexing thread: one segment, documents in node order, so ties in score break the
+        // same way on every run.
+        let mut writer: tantivy::IndexWriter =
+            index.writer_with_num_threads(1, 50_000_000).map_err(terr)?;
         let mut keys = Vec::new();
         let g = store.graph();
         for n in g

@@ -222,7 +222,11 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
         let mut seen: HashSet<String> = HashSet::new();
         let mut add =
             |ent: String, surface: &str, via: Via, ctx: String, found: &mut Vec<Found>| {
-                if seen.insert(ent.clone()) {
+                // A name too long to be a key (see `model::MAX_KEY_BYTES`) is not an entity
+                // worth linking; skipping it keeps the passage's other mentions.
+                let fits = ent.len() <= crate::model::MAX_KEY_BYTES
+                    && surface.len() <= crate::model::MAX_NAME_BYTES;
+                if fits && seen.insert(ent.clone()) {
                     found.push((ent, surface.to_string(), via, ctx));
                 }
             };

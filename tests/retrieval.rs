@@ -502,8 +502,8 @@ fn awkward_titles() -> Vec<String> {
         "".into(),
         "   ".into(),
         "Ωμέγα (γράμμα)".into(),
-        format!("{} (long)", "é".repeat(50_000)),
-        format!(" {} ", "x🎵 ".repeat(25_000)),
+        format!("{} (long)", "é".repeat(2_000)),
+        format!(" {} ", "x🎵 ".repeat(500)),
     ]
 }
 
