@@ -428,18 +428,11 @@ pub struct PassageBm25 {
 impl PassageBm25 {
     /// Indexes, in memory, every passage node of `store`.
     pub fn build(store: &Store) -> Result<Self> {
-        use tantivy::schema::{IndexRecordOption, NumericOptions, TextFieldIndexing, TextOptions};
-        const ANALYZER: &str = "loci_en";
+        use crate::text::{analysed_text_options, ANALYZER};
+        use tantivy::schema::NumericOptions;
         let terr = |e: tantivy::TantivyError| crate::error::Error::text(e);
         let mut b = tantivy::schema::Schema::builder();
-        let text = b.add_text_field(
-            "text",
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer(ANALYZER)
-                    .set_index_option(IndexRecordOption::WithFreqs),
-            ),
-        );
+        let text = b.add_text_field("text", analysed_text_options());
         let ord = b.add_u64_field("ord", NumericOptions::default().set_fast());
         let index = tantivy::Index::create_in_ram(b.build());
         index
@@ -475,8 +468,6 @@ impl PassageBm25 {
     /// The `limit` best passages for `question` as (key, BM25 score) (any analysed term may
     /// match, as in `Store::search`), best first; ties in score keep tantivy's document order.
     pub fn search(&self, question: &str, limit: usize) -> Result<Vec<(String, f32)>> {
-        use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
-        use tantivy::schema::IndexRecordOption;
         let terr = |e: tantivy::TantivyError| crate::error::Error::text(e);
         let mut terms = Vec::new();
         {
@@ -489,18 +480,7 @@ impl PassageBm25 {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let query = BooleanQuery::new(
-            terms
-                .iter()
-                .map(|t| {
-                    let q: Box<dyn Query> = Box::new(TermQuery::new(
-                        tantivy::Term::from_field_text(self.text, t),
-                        IndexRecordOption::WithFreqs,
-                    ));
-                    (Occur::Should, q)
-                })
-                .collect(),
-        );
+        let query = crate::text::any_term_query(self.text, &terms);
         let searcher = self.reader.searcher();
         let top = searcher
             .search(

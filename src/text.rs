@@ -22,7 +22,7 @@ use crate::model::{Event, Node, NodeId};
 /// Version of the index layout; a different one in the commit payload forces a rebuild.
 const TEXT_FORMAT: u32 = 3;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
-const ANALYZER: &str = "loci_en";
+pub(crate) const ANALYZER: &str = "loci_en";
 
 /// English function words, left out of the index and of queries: in a question they match
 /// nearly every passage and only dilute BM25 (the classic English stopword list).
@@ -319,6 +319,31 @@ struct Fields {
     digest: Field,
 }
 
+/// The options of an analysed, BM25-scored text field (English stemming, term frequencies).
+pub(crate) fn analysed_text_options() -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    )
+}
+
+/// A BM25 query matching documents whose `field` holds any of `terms` (already analysed).
+pub(crate) fn any_term_query(field: Field, terms: &[String]) -> Box<dyn Query> {
+    let term = |t: &str| -> Box<dyn Query> {
+        Box::new(TermQuery::new(
+            Term::from_field_text(field, t),
+            IndexRecordOption::WithFreqs,
+        ))
+    };
+    match terms {
+        [one] => term(one),
+        _ => Box::new(BooleanQuery::new(
+            terms.iter().map(|t| (Occur::Should, term(t))).collect(),
+        )),
+    }
+}
+
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let key = b.add_text_field("key", STRING);
@@ -326,14 +351,7 @@ fn schema() -> (Schema, Fields) {
     let reference = b.add_u64_field("ref", NumericOptions::default().set_fast());
     let tag = b.add_text_field("tag", STRING);
     let ts = b.add_i64_field("ts", NumericOptions::default().set_indexed().set_fast());
-    let text = b.add_text_field(
-        "text",
-        TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(ANALYZER)
-                .set_index_option(IndexRecordOption::WithFreqs),
-        ),
-    );
+    let text = b.add_text_field("text", analysed_text_options());
     let digest = b.add_u64_field("digest", NumericOptions::default().set_fast());
     (
         b.build(),
@@ -539,25 +557,7 @@ impl TextIndex {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let text_query: Box<dyn Query> = if terms.len() == 1 {
-            Box::new(TermQuery::new(
-                Term::from_field_text(self.fields.text, &terms[0]),
-                IndexRecordOption::WithFreqs,
-            ))
-        } else {
-            Box::new(BooleanQuery::new(
-                terms
-                    .iter()
-                    .map(|t| {
-                        let q: Box<dyn Query> = Box::new(TermQuery::new(
-                            Term::from_field_text(self.fields.text, t),
-                            IndexRecordOption::WithFreqs,
-                        ));
-                        (Occur::Should, q)
-                    })
-                    .collect(),
-            ))
-        };
+        let text_query = any_term_query(self.fields.text, &terms);
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, text_query)];
         let tag_query = |tags: Vec<String>| -> Box<dyn Query> {
             let qs = tags

@@ -66,15 +66,20 @@ fn corpus_jsonl() -> String {
         .collect()
 }
 
-fn film_store(dir: &std::path::Path) -> Store {
-    let store = Store::create(dir.join("s"), BackendKind::Redb).unwrap();
-    ingest::read_str("corpus.jsonl", &corpus_jsonl(), Format::Passages)
+/// Ingests passages (JSON Lines named `file`) into `store` and extracts their mentions.
+fn ingest_passages_and_extract(store: &Store, file: &str, jsonl: &str) {
+    ingest::read_str(file, jsonl, Format::Passages)
         .unwrap()
-        .commit(&store)
+        .commit(store)
         .unwrap();
     store
-        .ingest(loci::extract::extract_mentions(&store).unwrap())
+        .ingest(loci::extract::extract_mentions(store).unwrap())
         .unwrap();
+}
+
+fn film_store(dir: &std::path::Path) -> Store {
+    let store = Store::create(dir.join("s"), BackendKind::Redb).unwrap();
+    ingest_passages_and_extract(&store, "corpus.jsonl", &corpus_jsonl());
     store
 }
 
@@ -520,13 +525,7 @@ fn linking_never_panics_on_awkward_names() {
                 + "\n"
         })
         .collect();
-    ingest::read_str("awkward.jsonl", &lines, Format::Passages)
-        .unwrap()
-        .commit(&store)
-        .unwrap();
-    store
-        .ingest(loci::extract::extract_mentions(&store).unwrap())
-        .unwrap();
+    ingest_passages_and_extract(&store, "awkward.jsonl", &lines);
     store
         .ingest(loci::extract::alias_links(&store).unwrap())
         .unwrap();

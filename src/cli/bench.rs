@@ -10,10 +10,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use loci::{BackendKind, RetrieveOptions, Store};
 
 use super::args::{BenchCommand, ReportArgs};
+use super::backend;
 use super::exit::Code;
 use super::output::{print_json, print_report};
 use super::read::name_values;
-use super::write::backend;
 
 /// The progress bar of a benchmark over questions (hidden when stderr is not a terminal).
 fn question_bar() -> ProgressBar {

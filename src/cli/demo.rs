@@ -13,9 +13,9 @@ use loci::world::{self, WorldConfig};
 use loci::{RetrieveOptions, Retriever, Store};
 
 use super::args::{DemoArgs, WorldArgs};
+use super::backend;
 use super::exit::Code;
-use super::output::{block, f32_json, list, outln, print_json};
-use super::write::backend;
+use super::output::{block, list, outln, print_json};
 
 pub fn world(a: WorldArgs) -> Result<Code> {
     let w = world::generate(&WorldConfig {
@@ -165,7 +165,7 @@ pub fn demo(a: DemoArgs) -> Result<Code> {
             h.place.name,
             h.place.key,
             block(h.place.anchor.and_then(|a| a.block)),
-            f32_json(h.confidence),
+            h.confidence,
             h.since
                 .map(|s| format!("t={s}"))
                 .unwrap_or("the start".into()),
@@ -192,7 +192,7 @@ pub fn demo(a: DemoArgs) -> Result<Code> {
             t.gives,
             t.wants_count,
             t.wants,
-            f32_json(t.confidence),
+            t.confidence,
             t.last_seen,
             provenance(&t.provenance)
         );

@@ -80,6 +80,15 @@ fn init_logging(flags: &args::LogArgs) {
         .try_init();
 }
 
+/// The store a command names.
+fn open(store: &args::StoreArg) -> Result<loci::Store> {
+    Ok(loci::Store::open(&store.store)?)
+}
+
+fn backend(name: &str) -> Result<loci::BackendKind> {
+    Ok(name.parse()?)
+}
+
 fn run(cli: Cli) -> Result<Code> {
     match cli.command {
         Command::Init(a) => write::init(a),

@@ -13,8 +13,8 @@ use super::args::{
     NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs,
 };
 use super::exit::{fail, Code};
+use super::open;
 use super::output::{f32_json, list, outln, print_json};
-use super::write::open;
 
 /// `NAME=VALUE` flag values as pairs.
 pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> {
@@ -307,19 +307,11 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
             (q.prepared.text.clone(), r)
         }
     };
-    let result = match result {
-        Ok(r) => r,
-        // A store failure keeps its own kind (and exit code); a query failure is shown
-        // against the query text.
-        Err(loci::query::QueryError::Store(inner)) => return Err(inner.into()),
-        Err(e) => {
-            let code = match &e {
-                loci::query::QueryError::LimitExceeded(_) => Code::LimitExceeded,
-                _ => Code::BadInput,
-            };
-            fail!(code, "{}", e.render(&text))
-        }
-    };
+    // Shown against the query text; the exit code comes from the error's kind (exit::code_of).
+    let result = result.map_err(|e| {
+        let shown = e.render(&text);
+        anyhow::Error::new(e).context(shown)
+    })?;
     if a.json {
         print_json(&result)?;
     } else {

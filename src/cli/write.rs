@@ -6,19 +6,12 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use loci::ingest::{self, Format, SourceBatch};
-use loci::{BackendKind, Commit, Store};
+use loci::{Commit, Store};
 
-use super::args::{ExtractArgs, IngestArgs, InitArgs, StoreArg};
+use super::args::{ExtractArgs, IngestArgs, InitArgs};
 use super::exit::{fail, Code};
 use super::output::{outln, print_json};
-
-pub fn open(store: &StoreArg) -> Result<Store> {
-    Ok(Store::open(&store.store)?)
-}
-
-pub fn backend(name: &str) -> Result<BackendKind> {
-    Ok(name.parse()?)
-}
+use super::{backend, open};
 
 pub fn init(a: InitArgs) -> Result<Code> {
     let s = Store::create(&a.store.store, backend(&a.backend)?)?;
