@@ -1,43 +1,132 @@
-//! Versioned record encoding. Every stored value is one format byte followed by its postcard
-//! encoding; a reader refuses a version it does not know instead of misreading it.
+//! Versioned record encoding. Every stored value is one format byte followed by its encoding;
+//! a reader refuses a version it does not know instead of misreading it.
+//!
+//! - Format 2 (written by this build): `[2][crc32 of the body, little-endian][postcard body]`.
+//!   The checksum is what turns a flipped byte inside a record into a [`Error::Corrupt`]
+//!   instead of a plausible but wrong value: redb checksums its pages only in some paths, and a
+//!   byte-flip trial showed decodable-but-wrong log records without it.
+//! - Format 1 (stores written before idempotency keys): `[1][postcard body]`, no checksum, and
+//!   events without an idempotency key. Still read; never written.
 
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::model::{Anchor, Assertion, Event, Value};
 
 /// Version byte of every record this build writes. Bump it (and keep a reader for the old one)
 /// when a persisted type changes shape.
-pub const RECORD_FORMAT: u8 = 1;
+pub const RECORD_FORMAT: u8 = 2;
 
-/// Encodes `value` as a versioned record.
+/// The oldest record format this build still reads.
+const FORMAT_WITHOUT_CHECKSUM: u8 = 1;
+
+/// Encodes `value` as a versioned, checksummed record.
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     // Serialising our own model types into a Vec cannot fail: no type of ours has a
     // serialiser that errors, and a Vec grows as needed.
-    postcard::to_extend(value, vec![RECORD_FORMAT]).expect("postcard encoding into a Vec")
+    let mut out = postcard::to_extend(value, vec![RECORD_FORMAT, 0, 0, 0, 0])
+        .expect("postcard encoding into a Vec");
+    let crc = crc32fast::hash(&out[5..]);
+    out[1..5].copy_from_slice(&crc.to_le_bytes());
+    out
 }
 
-/// Decodes a versioned record, naming `table` in the error.
-pub fn decode<T: DeserializeOwned>(table: &'static str, bytes: &[u8]) -> Result<T> {
+/// The record's body, checked, and its format.
+fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, &'a [u8])> {
+    let corrupt = |message: String| Error::Corrupt { table, message };
     match bytes.split_first() {
-        Some((&RECORD_FORMAT, rest)) => postcard::from_bytes(rest).map_err(|e| Error::Corrupt {
+        Some((&RECORD_FORMAT, rest)) => {
+            if rest.len() < 4 {
+                return Err(corrupt(format!(
+                    "record of {} bytes is shorter than its checksum",
+                    bytes.len()
+                )));
+            }
+            let (crc, body) = rest.split_at(4);
+            let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+            let actual = crc32fast::hash(body);
+            if stored != actual {
+                return Err(corrupt(format!(
+                    "checksum mismatch (stored {stored:08x}, computed {actual:08x})"
+                )));
+            }
+            Ok((RECORD_FORMAT, body))
+        }
+        Some((&FORMAT_WITHOUT_CHECKSUM, rest)) => Ok((FORMAT_WITHOUT_CHECKSUM, rest)),
+        Some((v, _)) => Err(corrupt(format!(
+            "record format {v}, this build reads formats {FORMAT_WITHOUT_CHECKSUM} to {RECORD_FORMAT}"
+        ))),
+        None => Err(corrupt("empty record".into())),
+    }
+}
+
+fn postcard_body<T: DeserializeOwned>(table: &'static str, body: &[u8]) -> Result<T> {
+    // postcard ignores trailing bytes; a record with some is not one this build wrote.
+    let (value, rest) = postcard::take_from_bytes(body).map_err(|e| Error::Corrupt {
+        table,
+        message: e.to_string(),
+    })?;
+    if !rest.is_empty() {
+        return Err(Error::Corrupt {
             table,
-            message: e.to_string(),
-        }),
-        Some((v, _)) => Err(Error::Corrupt {
-            table,
-            message: format!("record format {v}, this build reads format {RECORD_FORMAT}"),
-        }),
-        None => Err(Error::Corrupt {
-            table,
-            message: "empty record".into(),
-        }),
+            message: format!("{} unexpected bytes after the record", rest.len()),
+        });
+    }
+    Ok(value)
+}
+
+/// Decodes a versioned record of a type whose shape did not change between formats, naming
+/// `table` in the error. Events have their own reader, [`decode_event`].
+pub fn decode<T: DeserializeOwned>(table: &'static str, bytes: &[u8]) -> Result<T> {
+    let (_, body) = body(table, bytes)?;
+    postcard_body(table, body)
+}
+
+/// An event as format 1 stored it: no idempotency key.
+#[derive(Deserialize)]
+struct EventFormat1 {
+    seq: u64,
+    recorded_at: i64,
+    ts: i64,
+    actor: String,
+    place: Option<String>,
+    anchor: Option<Anchor>,
+    kind: String,
+    payload: Value,
+    salience: f32,
+    evidence: Vec<String>,
+    assertions: Vec<Assertion>,
+}
+
+/// Decodes a log record of any readable format.
+pub fn decode_event(table: &'static str, bytes: &[u8]) -> Result<Event> {
+    match body(table, bytes)? {
+        (FORMAT_WITHOUT_CHECKSUM, body) => {
+            let e: EventFormat1 = postcard_body(table, body)?;
+            Ok(Event {
+                seq: e.seq,
+                recorded_at: e.recorded_at,
+                ts: e.ts,
+                actor: e.actor,
+                place: e.place,
+                anchor: e.anchor,
+                kind: e.kind,
+                payload: e.payload,
+                salience: e.salience,
+                evidence: e.evidence,
+                assertions: e.assertions,
+                idempotency_key: None,
+            })
+        }
+        (_, body) => postcard_body(table, body),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::EventDraft;
 
     #[test]
     fn refuses_unknown_version() {
@@ -46,5 +135,74 @@ mod tests {
         bytes[0] = 9;
         let err = decode::<u64>("t", &bytes).unwrap_err().to_string();
         assert!(err.contains("format 9"), "{err}");
+    }
+
+    #[test]
+    fn checksum_catches_any_flipped_byte_of_a_record() {
+        let mut draft = EventDraft::new(7, "steve", "trade");
+        draft.payload = Value::from("three emeralds for sixteen sticks");
+        let event = Event::from_draft(3, 1000, draft);
+        let bytes = encode(&event);
+        assert_eq!(decode_event("log", &bytes).unwrap(), event);
+        for i in 1..bytes.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut damaged = bytes.clone();
+                damaged[i] ^= bit;
+                let err = decode_event("log", &damaged)
+                    .expect_err(&format!("byte {i} bit {bit:#x} flipped was accepted"));
+                assert!(matches!(err, Error::Corrupt { table: "log", .. }), "{err}");
+            }
+        }
+        // A truncated record or one with bytes appended is refused too.
+        assert!(decode_event("log", &bytes[..bytes.len() - 1]).is_err());
+        assert!(decode_event("log", &bytes[..3]).is_err());
+    }
+
+    #[test]
+    fn reads_format_1_records_written_before_checksums_and_idempotency_keys() {
+        // Format 1 bytes as the previous build wrote them: format byte, then postcard.
+        let mut draft = EventDraft::new(-5, "alex", "death");
+        draft.place = Some("place:cave".into());
+        draft.evidence = vec!["obs:1".into()];
+        let event = Event::from_draft(9, 123, draft);
+        let old = EventFormat1Writer::from(&event);
+        let bytes = postcard::to_extend(&old, vec![1u8]).unwrap();
+        assert_eq!(decode_event("log", &bytes).unwrap(), event);
+        let n = postcard::to_extend(&42u32, vec![1u8]).unwrap();
+        assert_eq!(decode::<u32>("meta", &n).unwrap(), 42);
+    }
+
+    /// The format-1 shape, for writing test records.
+    #[derive(Serialize)]
+    struct EventFormat1Writer<'a> {
+        seq: u64,
+        recorded_at: i64,
+        ts: i64,
+        actor: &'a str,
+        place: &'a Option<String>,
+        anchor: &'a Option<Anchor>,
+        kind: &'a str,
+        payload: &'a Value,
+        salience: f32,
+        evidence: &'a [String],
+        assertions: &'a [Assertion],
+    }
+
+    impl<'a> From<&'a Event> for EventFormat1Writer<'a> {
+        fn from(e: &'a Event) -> Self {
+            EventFormat1Writer {
+                seq: e.seq,
+                recorded_at: e.recorded_at,
+                ts: e.ts,
+                actor: &e.actor,
+                place: &e.place,
+                anchor: &e.anchor,
+                kind: &e.kind,
+                payload: &e.payload,
+                salience: e.salience,
+                evidence: &e.evidence,
+                assertions: &e.assertions,
+            }
+        }
     }
 }

@@ -129,6 +129,9 @@ pub struct EventLine {
     pub evidence: Vec<String>,
     #[serde(default, rename = "assert", skip_serializing_if = "Vec::is_empty")]
     pub assertions: Vec<AssertionLine>,
+    /// Applied once: a line whose key the store already holds is skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 impl From<EventLine> for EventDraft {
@@ -143,6 +146,7 @@ impl From<EventLine> for EventDraft {
             salience: l.salience,
             evidence: l.evidence,
             assertions: l.assertions.into_iter().map(Into::into).collect(),
+            idempotency_key: l.idempotency_key,
         }
     }
 }
@@ -159,6 +163,7 @@ impl From<EventDraft> for EventLine {
             salience: d.salience,
             evidence: d.evidence,
             assertions: d.assertions.into_iter().map(Into::into).collect(),
+            idempotency_key: d.idempotency_key,
         }
     }
 }
@@ -190,6 +195,8 @@ struct PassageLine {
     id: String,
     title: String,
     text: String,
+    #[serde(default)]
+    idempotency_key: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -201,6 +208,9 @@ struct TripleLine {
     o: String,
     #[serde(default)]
     confidence: Option<f32>,
+    /// A keyed triple becomes an event of its own, so that the key covers exactly its line.
+    #[serde(default)]
+    idempotency_key: Option<String>,
 }
 
 /// Where an event draft came from.
@@ -730,6 +740,7 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
                     });
                 }
                 let mut ev = EventDraft::new(0, "import", kinds::PASSAGE);
+                ev.idempotency_key = p.idempotency_key;
                 ev.evidence = vec![p.id.clone()];
                 ev.assertions = vec![Assertion::UpsertNode(NodeUpsert {
                     key: p.id,
@@ -749,10 +760,15 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
         Format::Triples => {
             let lines = parse_lines::<TripleLine>(file, content)?;
             batch.lines = lines.len();
-            // One event per passage, in order of the passage's first triple.
+            // One event per passage, in order of the passage's first triple; a keyed triple is
+            // an event of its own.
             let mut by_doc: Vec<(String, Vec<(usize, TripleLine)>)> = Vec::new();
             let mut pos: HashMap<String, usize> = HashMap::new();
             for (line, t) in lines {
+                if t.idempotency_key.is_some() {
+                    by_doc.push((t.doc.clone(), vec![(line, t)]));
+                    continue;
+                }
                 let i = *pos.entry(t.doc.clone()).or_insert_with(|| {
                     by_doc.push((t.doc.clone(), Vec::new()));
                     by_doc.len() - 1
@@ -761,6 +777,7 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
             }
             for (doc, triples) in by_doc {
                 let mut ev = EventDraft::new(0, "import", kinds::EXTRACTION);
+                ev.idempotency_key = triples[0].1.idempotency_key.clone();
                 ev.evidence = vec![doc.clone()];
                 ev.payload = Value::Map(Props::from([(
                     "doc".to_string(),

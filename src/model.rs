@@ -373,6 +373,9 @@ pub struct EventDraft {
     /// Ids of the observations (or source documents) the event rests on.
     pub evidence: Vec<String>,
     pub assertions: Vec<Assertion>,
+    /// A caller's key for this event: a draft whose key the store already holds is skipped,
+    /// so a retried batch is applied once (see [`crate::Store::ingest`]).
+    pub idempotency_key: Option<String>,
 }
 
 impl EventDraft {
@@ -388,6 +391,7 @@ impl EventDraft {
             salience: 0.5,
             evidence: Vec::new(),
             assertions: Vec::new(),
+            idempotency_key: None,
         }
     }
 }
@@ -408,6 +412,8 @@ pub struct Event {
     pub salience: f32,
     pub evidence: Vec<String>,
     pub assertions: Vec<Assertion>,
+    /// The key the event was submitted with, if any (at most one event of a store has it).
+    pub idempotency_key: Option<String>,
 }
 
 impl Event {
@@ -424,6 +430,7 @@ impl Event {
             salience: d.salience,
             evidence: d.evidence,
             assertions: d.assertions,
+            idempotency_key: d.idempotency_key,
         }
     }
 

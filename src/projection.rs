@@ -391,6 +391,12 @@ pub(crate) fn project_batch<B: ProjectionBase>(
         check_len(at, "kind", &ev.kind, MAX_LABEL_BYTES)?;
         check_len(at, "actor", &ev.actor, MAX_KEY_BYTES)?;
         check_unit(at, "salience", ev.salience)?;
+        if let Some(key) = &ev.idempotency_key {
+            if key.is_empty() {
+                return Err(at.err("idempotency_key", "empty idempotency key"));
+            }
+            check_len(at, "idempotency_key", key, MAX_KEY_BYTES)?;
+        }
         for (a, assertion) in ev.assertions.iter().enumerate() {
             let at = At {
                 event,

@@ -14,7 +14,7 @@ use std::sync::{Mutex, RwLock, RwLockReadGuard};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{decode, encode};
+use crate::codec::{decode, decode_event, encode};
 use crate::error::{Error, Result};
 use crate::graph::{Adjacency, Direction, Interner, TraversalFilter};
 use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
@@ -224,6 +224,15 @@ impl Overlay {
             batch.put(Table::Log, seq.to_be_bytes().to_vec(), bytes);
             batch.put(Table::EventTime, time_key(ts, seq).to_vec(), Vec::new());
         }
+        for e in &self.events {
+            if let Some(key) = &e.idempotency_key {
+                batch.put(
+                    Table::Idempotency,
+                    key.as_bytes().to_vec(),
+                    e.seq.to_be_bytes().to_vec(),
+                );
+            }
+        }
         for (id, n) in &self.nodes {
             match n {
                 Some(n) => batch.put(Table::Nodes, id.0.to_be_bytes().to_vec(), encode(n)),
@@ -274,6 +283,36 @@ pub struct Commit {
     pub nodes_removed: usize,
     pub edges_upserted: usize,
     pub edges_removed: usize,
+    /// Drafts skipped because the store already held their idempotency key (or an earlier
+    /// draft of the same batch carried it).
+    pub skipped: usize,
+}
+
+/// Where the drafts kept by [`Store::drop_applied`] stood in the caller's batch, so that an
+/// error about a kept draft names the caller's position.
+#[derive(Default)]
+struct Positions {
+    kept: Vec<usize>,
+    skipped: usize,
+}
+
+impl Positions {
+    fn original(&self, err: Error) -> Error {
+        match err {
+            Error::InvalidEvent {
+                event,
+                assertion,
+                field,
+                message,
+            } => Error::InvalidEvent {
+                event: self.kept.get(event).copied().unwrap_or(event),
+                assertion,
+                field,
+                message,
+            },
+            other => other,
+        }
+    }
 }
 
 /// Options of a neighbourhood expansion by names (resolved against the store's interners).
@@ -333,6 +372,7 @@ pub struct VerifyReport {
     pub nodes: usize,
     pub edges: usize,
     pub text_docs: usize,
+    pub idempotency_keys: usize,
     /// Every difference found between the replayed views and the live ones (at most 100).
     pub differences: Vec<String>,
     /// Differences beyond the first 100.
@@ -655,11 +695,24 @@ impl Store {
     /// Appends `drafts` to the log as one atomic, durable batch and updates every derived view.
     /// An invalid draft fails the whole batch ([`Error::InvalidEvent`] names it) and changes
     /// nothing.
+    ///
+    /// A draft with an [`EventDraft::idempotency_key`] the store already holds is skipped and
+    /// counted in [`Commit::skipped`], so an agent can retry a batch whose acknowledgement it
+    /// lost. A key reused for *different* content is an error, not a skip: it means two
+    /// distinct events were given one key, and dropping either would lose it silently.
     pub fn ingest(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
         if drafts.is_empty() {
             return Ok(Commit::default());
         }
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let (drafts, positions) = self.drop_applied(drafts)?;
+        let skipped = positions.skipped;
+        if drafts.is_empty() {
+            return Ok(Commit {
+                skipped,
+                ..Commit::default()
+            });
+        }
         let (overlay, batch, text_docs, text_deletes) = {
             let state = self.read_state();
             let base = LiveBase {
@@ -673,7 +726,7 @@ impl Store {
                 .enumerate()
                 .map(|(i, d)| Event::from_draft(first + i as u64, now, d))
                 .collect();
-            let overlay = project_batch(&base, events, 0)?;
+            let overlay = project_batch(&base, events, 0).map_err(|e| positions.original(e))?;
             let batch = overlay.write_batch();
             let (docs, deletes) = overlay.text_changes(&state);
             (overlay, batch, docs, deletes)
@@ -687,6 +740,7 @@ impl Store {
             nodes_removed: overlay.nodes.values().filter(|n| n.is_none()).count(),
             edges_upserted: overlay.edges.values().filter(|e| e.is_some()).count(),
             edges_removed: overlay.edges.values().filter(|e| e.is_none()).count(),
+            skipped,
         };
         self.state
             .write()
@@ -698,6 +752,71 @@ impl Store {
             tracing::warn!(error = %e, "full-text update failed; it will catch up on next open");
         }
         Ok(commit)
+    }
+
+    /// Splits off the drafts whose idempotency key was already applied (by the store or by an
+    /// earlier draft of the batch). Called under the writer lock, so no other batch can apply
+    /// a key between this check and the commit.
+    fn drop_applied(&self, drafts: Vec<EventDraft>) -> Result<(Vec<EventDraft>, Positions)> {
+        let mut kept = Vec::with_capacity(drafts.len());
+        let mut positions = Positions::default();
+        let mut in_batch: HashMap<String, usize> = HashMap::new();
+        for (i, draft) in drafts.into_iter().enumerate() {
+            let Some(key) = draft.idempotency_key.clone() else {
+                positions.kept.push(i);
+                kept.push(draft);
+                continue;
+            };
+            let conflict = |message: String| Error::InvalidEvent {
+                event: i,
+                assertion: None,
+                field: "idempotency_key".into(),
+                message,
+            };
+            if let Some(&j) = in_batch.get(&key) {
+                let earlier: &EventDraft = &kept[j];
+                if *earlier != draft {
+                    return Err(conflict(format!(
+                        "key {key:?} is also given to event {} of this batch, with other content",
+                        positions.kept[j]
+                    )));
+                }
+                positions.skipped += 1;
+                continue;
+            }
+            if let Some(seq) = self.applied_key(&key)? {
+                let stored = self.event(seq)?.ok_or_else(|| Error::Corrupt {
+                    table: Table::Idempotency.name(),
+                    message: format!("key {key:?} points at event {seq}, which the log lacks"),
+                })?;
+                if Event::from_draft(stored.seq, stored.recorded_at, draft) != stored {
+                    return Err(conflict(format!(
+                        "key {key:?} was already used by event {seq}, with other content"
+                    )));
+                }
+                positions.skipped += 1;
+                continue;
+            }
+            in_batch.insert(key, kept.len());
+            positions.kept.push(i);
+            kept.push(draft);
+        }
+        Ok((kept, positions))
+    }
+
+    /// The sequence number of the event that carried idempotency `key`, if any.
+    pub fn applied_key(&self, key: &str) -> Result<Option<u64>> {
+        self.backend
+            .get(Table::Idempotency, key.as_bytes())?
+            .map(|v| {
+                <[u8; 8]>::try_from(v.as_slice())
+                    .map(u64::from_be_bytes)
+                    .map_err(|_| Error::Corrupt {
+                        table: Table::Idempotency.name(),
+                        message: format!("value of {} bytes, expected 8", v.len()),
+                    })
+            })
+            .transpose()
     }
 
     /// A consistent read view of the graph.
@@ -747,7 +866,7 @@ impl Store {
     pub fn event(&self, seq: u64) -> Result<Option<Event>> {
         self.backend
             .get(Table::Log, &seq.to_be_bytes())?
-            .map(|v| decode(Table::Log.name(), &v))
+            .map(|v| decode_event(Table::Log.name(), &v))
             .transpose()
     }
 
@@ -756,7 +875,7 @@ impl Store {
     pub fn scan_log(&self, from: u64, mut visit: impl FnMut(Event) -> Result<bool>) -> Result<()> {
         self.backend
             .scan(Table::Log, &from.to_be_bytes(), None, &mut |_, v| {
-                visit(decode(Table::Log.name(), v)?)
+                visit(decode_event(Table::Log.name(), v)?)
             })
     }
 
@@ -853,6 +972,8 @@ impl Store {
         let mut replayed = State::in_memory();
         let mut expected_text: BTreeMap<u64, u64> = BTreeMap::new();
         let mut expected_times = Vec::new();
+        let mut expected_keys: BTreeMap<String, u64> = BTreeMap::new();
+        let mut duplicate_keys = Vec::new();
         let mut chunk: Vec<Event> = Vec::with_capacity(REPLAY_CHUNK);
         let mut replay_error = None;
         let mut position = 0usize;
@@ -881,6 +1002,11 @@ impl Store {
             let doc = TextDoc::for_event(&ev);
             expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
             expected_times.push(time_key(ev.ts, ev.seq));
+            if let Some(key) = &ev.idempotency_key {
+                if let Some(first) = expected_keys.insert(key.clone(), ev.seq) {
+                    duplicate_keys.push((key.clone(), first, ev.seq));
+                }
+            }
             chunk.push(ev);
             if chunk.len() == REPLAY_CHUNK {
                 if let Err(e) = flush(&mut chunk, &mut replayed) {
@@ -973,6 +1099,38 @@ impl Store {
                 expected_times.len()
             ));
         }
+
+        for (key, first, again) in duplicate_keys {
+            report.differ(format!(
+                "idempotency key {key:?} carried by events {first} and {again}"
+            ));
+        }
+        let mut stored_keys = BTreeMap::new();
+        self.backend
+            .scan(Table::Idempotency, &[], None, &mut |k, v| {
+                stored_keys.insert(String::from_utf8_lossy(k).into_owned(), v.to_vec());
+                Ok(true)
+            })?;
+        for (key, seq) in &expected_keys {
+            match stored_keys.get(key) {
+                Some(v) if v.as_slice() == seq.to_be_bytes() => {}
+                Some(v) => report.differ(format!(
+                    "idempotency key {key:?}: stored {v:?}, the log says event {seq}"
+                )),
+                None => report.differ(format!(
+                    "idempotency key {key:?} of event {seq} missing from its table"
+                )),
+            }
+        }
+        for key in stored_keys
+            .keys()
+            .filter(|k| !expected_keys.contains_key(*k))
+        {
+            report.differ(format!(
+                "idempotency key {key:?} is stored, but no event carries it"
+            ));
+        }
+        report.idempotency_keys = expected_keys.len();
 
         // The live in-memory views.
         let live = self.read_state();

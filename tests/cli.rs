@@ -719,3 +719,35 @@ fn passage_ids_never_collide_silently() {
         .all(|i| i != "p0"));
     assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
 }
+
+#[test]
+fn reingesting_keyed_events_reports_them_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let file = tmp.path().join("events.jsonl");
+    std::fs::write(
+        &file,
+        "{\"ts\":1,\"kind\":\"DEATH\",\"idempotency_key\":\"d1\"}\n{\"ts\":2,\"kind\":\"TRADE\",\"idempotency_key\":\"t1\"}\n",
+    )
+    .unwrap();
+    ok(&["init", "--store", p(&store)]);
+    let first = ok(&["ingest", "--store", p(&store), p(&file)]);
+    assert!(first.contains("committed events 1..=2"), "{first}");
+    for extra in [&[][..], &["--commit-every", "1"][..]] {
+        let mut args = vec!["ingest", "--store", p(&store), p(&file)];
+        args.extend_from_slice(extra);
+        let again = ok(&args);
+        assert_eq!(
+            again.trim(),
+            "skipped 2 events whose idempotency key the store already holds",
+            "{extra:?}"
+        );
+    }
+    let stats = json(&["stats", "--store", p(&store), "--json"]);
+    assert_eq!(stats["events"], 2);
+    let c = json(&["ingest", "--store", p(&store), p(&file), "--json"]);
+    assert_eq!(
+        (c["events"].as_u64(), c["skipped"].as_u64()),
+        (Some(0), Some(2))
+    );
+}

@@ -627,6 +627,190 @@ fn graph_format_errors_name_lines(kind: BackendKind, dir: &Path) {
     assert_eq!(store.stats().events, 0);
 }
 
+fn keyed(ts: i64, key: &str, assertions: Vec<Assertion>) -> EventDraft {
+    let mut e = event(ts, "SIGHTING", assertions);
+    e.idempotency_key = Some(key.into());
+    e
+}
+
+fn search_count(store: &Store, text: &str) -> usize {
+    store
+        .search(text, &SearchFilter::default(), 100)
+        .unwrap()
+        .len()
+}
+
+fn retried_batches_apply_once(kind: BackendKind, dir: &Path) {
+    let batch = || {
+        vec![
+            keyed(1, "obs-1", vec![node("creeper", "Mob", "creeper")]),
+            keyed(2, "obs-2", vec![node("cave", "Place", "dark cave")]),
+            event(3, "NOTE", vec![]),
+        ]
+    };
+    {
+        let store = Store::create(dir, kind).unwrap();
+        let first = store.ingest(batch()).unwrap();
+        assert_eq!((first.events, first.skipped), (3, 0));
+        // Events are indexed by kind: both keyed events are hits.
+        assert_eq!(search_count(&store, "sighting"), 2);
+        let hits = search_count(&store, "creeper");
+        // The agent lost the acknowledgement and retries: only the unkeyed event is new.
+        let retry = store.ingest(batch()).unwrap();
+        assert_eq!((retry.events, retry.skipped), (1, 2));
+        assert_eq!(search_count(&store, "creeper"), hits);
+        assert_eq!(search_count(&store, "sighting"), 2);
+        assert_eq!(store.stats().events, 4);
+        assert_eq!(store.applied_key("obs-2").unwrap(), Some(2));
+        assert_eq!(store.applied_key("obs-9").unwrap(), None);
+        assert_eq!(
+            store.event(2).unwrap().unwrap().idempotency_key.as_deref(),
+            Some("obs-2")
+        );
+        assert_verified(&store);
+    }
+    // The keys survive a reopen; a batch mixing old and new keys applies only the new ones,
+    // and a key repeated inside one batch with the same content counts once.
+    let store = Store::open(dir).unwrap();
+    let c = store
+        .ingest(vec![
+            keyed(2, "obs-2", vec![node("cave", "Place", "dark cave")]),
+            keyed(5, "obs-3", vec![node("zombie", "Mob", "zombie")]),
+            keyed(5, "obs-3", vec![node("zombie", "Mob", "zombie")]),
+        ])
+        .unwrap();
+    assert_eq!((c.events, c.skipped, c.first_seq, c.last_seq), (1, 2, 5, 5));
+    let all_skipped = store
+        .ingest(vec![keyed(
+            5,
+            "obs-3",
+            vec![node("zombie", "Mob", "zombie")],
+        )])
+        .unwrap();
+    assert_eq!((all_skipped.events, all_skipped.skipped), (0, 1));
+    assert_eq!(store.stats().events, 5);
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:#?}", report.differences);
+    assert_eq!(report.idempotency_keys, 3);
+}
+
+fn reused_key_with_other_content_is_refused(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    store
+        .ingest(vec![keyed(1, "k", vec![node("a", "Item", "apple")])])
+        .unwrap();
+    // Same key, other content: two distinct events were given one key; refusing beats
+    // dropping one of them silently. The error names the caller's position (1, not 0: the
+    // first draft is new) and the field, and the batch writes nothing.
+    let err = store
+        .ingest(vec![
+            event(2, "NOTE", vec![]),
+            keyed(1, "k", vec![node("a", "Item", "golden apple")]),
+        ])
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("event 1: idempotency_key:") && msg.contains("already used by event 1"),
+        "{msg}"
+    );
+    let err = store
+        .ingest(vec![keyed(3, "n", vec![]), keyed(4, "n", vec![])])
+        .unwrap_err();
+    assert!(err.to_string().contains("also given to event 0"), "{err}");
+    // A projection error of a draft after a skipped one still names the caller's position.
+    let err = store
+        .ingest(vec![
+            keyed(1, "k", vec![node("a", "Item", "apple")]),
+            event(2, "NOTE", vec![edge("a", "R", "nowhere", 0.5)]),
+        ])
+        .unwrap_err();
+    assert!(
+        err.to_string().starts_with("event 1, assertion 0:"),
+        "{err}"
+    );
+    let err = store.ingest(vec![keyed(1, "", vec![])]).unwrap_err();
+    assert!(err.to_string().contains("empty idempotency key"), "{err}");
+    let long = "k".repeat(loci::model::MAX_KEY_BYTES + 1);
+    let err = store.ingest(vec![keyed(1, &long, vec![])]).unwrap_err();
+    assert!(
+        err.to_string().contains("idempotency_key: 1025 bytes long"),
+        "{err}"
+    );
+    assert_eq!(store.stats().events, 1);
+    assert_verified(&store);
+}
+
+fn idempotency_keys_in_input_files(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    let events = "{\"ts\":1,\"kind\":\"DEATH\",\"idempotency_key\":\"run1/1\"}\n{\"ts\":2,\"kind\":\"RESPAWN\"}\n";
+    let passages = "{\"id\":\"p1\",\"title\":\"Oakvale\",\"text\":\"a village\",\"idempotency_key\":\"p/1\"}\n";
+    let triples = "{\"doc\":\"p1\",\"s\":\"Oakvale\",\"p\":\"has\",\"o\":\"smith\",\"idempotency_key\":\"t/1\"}\n{\"doc\":\"p1\",\"s\":\"Oakvale\",\"p\":\"near\",\"o\":\"river\",\"idempotency_key\":\"t/2\"}\n{\"doc\":\"p1\",\"s\":\"smith\",\"p\":\"sells\",\"o\":\"axe\"}\n";
+    let read = |name: &str, text: &str, format| ingest::read_str(name, text, format).unwrap();
+    // A keyed triple is an event of its own; the unkeyed ones of a passage share one.
+    assert_eq!(read("t.jsonl", triples, Format::Triples).events.len(), 3);
+    for (name, text, format, new) in [
+        ("e.jsonl", events, Format::Events, 2),
+        ("p.jsonl", passages, Format::Passages, 1),
+        ("t.jsonl", triples, Format::Triples, 3),
+    ] {
+        let c = read(name, text, format).commit(&store).unwrap();
+        assert_eq!((c.events, c.skipped), (new, 0), "{name}");
+    }
+    let events_before = store.stats().events;
+    for (name, text, format, skipped) in [
+        ("e.jsonl", events, Format::Events, 1),
+        ("p.jsonl", passages, Format::Passages, 1),
+        ("t.jsonl", triples, Format::Triples, 2),
+    ] {
+        let c = read(name, text, format).commit(&store).unwrap();
+        assert_eq!(c.skipped, skipped, "{name}");
+    }
+    // The unkeyed event line and the unkeyed triple were applied again, nothing else.
+    assert_eq!(store.stats().events, events_before + 2);
+    let long = format!(
+        "{{\"ts\":1,\"kind\":\"K\"}}\n{{\"ts\":1,\"kind\":\"K\",\"idempotency_key\":\"{}\"}}\n",
+        "x".repeat(2000)
+    );
+    let err = read("long.jsonl", &long, Format::Events)
+        .commit(&store)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("long.jsonl:2: idempotency_key: 2000 bytes long"),
+        "{err}"
+    );
+    assert_verified(&store);
+}
+
+fn verify_detects_a_damaged_idempotency_table(kind: BackendKind, dir: &Path) {
+    {
+        let store = Store::create(dir, kind).unwrap();
+        store
+            .ingest(vec![keyed(1, "a", vec![]), keyed(2, "b", vec![])])
+            .unwrap();
+        assert_verified(&store);
+    }
+    {
+        let backend = kind.open(dir).unwrap();
+        let mut w = WriteBatch::default();
+        w.delete(Table::Idempotency, b"a".to_vec());
+        w.put(
+            Table::Idempotency,
+            b"ghost".to_vec(),
+            7u64.to_be_bytes().to_vec(),
+        );
+        backend.commit(w).unwrap();
+    }
+    let store = Store::open(dir).unwrap();
+    let report = store.verify().unwrap();
+    let all = report.differences.join("\n");
+    assert!(all.contains("key \"a\" of event 1 missing"), "{all}");
+    assert!(
+        all.contains("key \"ghost\" is stored, but no event carries it"),
+        "{all}"
+    );
+}
+
 macro_rules! store_suite {
     ($module:ident, $kind:expr, [$($test:ident),* $(,)?]) => {
         mod $module {
@@ -659,4 +843,8 @@ all_backends!(
     readers_never_see_half_a_batch,
     dataset_ingest_resolves_entities,
     graph_format_errors_name_lines,
+    retried_batches_apply_once,
+    reused_key_with_other_content_is_refused,
+    idempotency_keys_in_input_files,
+    verify_detects_a_damaged_idempotency_table,
 );

@@ -39,6 +39,10 @@ impl CommitReport {
         }
         let text = if self.json {
             serde_json::to_string(c).unwrap_or_default()
+        } else if c.events == 0 {
+            // Every event of the batch was applied before (idempotency keys): the total of
+            // skipped events is said once at the end.
+            return;
         } else {
             format!(
                 "committed events {}..={} ({} events; {} nodes and {} edges upserted, {} nodes and {} edges removed)",
@@ -89,6 +93,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut committed = 0usize;
+    let mut already_applied = 0usize;
     match a.commit_every {
         // Streamed: each round of the file is committed in batches of `n` before the next is
         // read.
@@ -100,6 +105,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
                     for b in prepare(round)?.chunks(n) {
                         let c = b.commit(&s)?;
                         committed += c.events;
+                        already_applied += c.skipped;
                         bar.inc(c.events as u64);
                         report.line(&c);
                     }
@@ -119,16 +125,34 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
                 bar.set_message("committing".to_string());
                 let c = all.commit(&s)?;
                 committed += c.events;
+                already_applied += c.skipped;
                 report.line(&c);
             }
         }
     }
     bar.finish_and_clear();
+    // In --json mode standard output holds only the commits' JSON lines; the notes go to
+    // stderr so that a reader can parse every line.
+    let note = |text: String| -> Result<()> {
+        if a.json {
+            eprintln!("{text}");
+        } else {
+            outln!("{text}");
+        }
+        Ok(())
+    };
     if skipped > 0 && !report.closed {
-        outln!("skipped {skipped} passages the store already holds with the same title and text");
+        note(format!(
+            "skipped {skipped} passages the store already holds with the same title and text"
+        ))?;
     }
-    if committed == 0 && skipped == 0 && !report.closed {
-        outln!("nothing to commit: the input holds no events");
+    if already_applied > 0 && !report.closed {
+        note(format!(
+            "skipped {already_applied} events whose idempotency key the store already holds"
+        ))?;
+    }
+    if committed == 0 && skipped == 0 && already_applied == 0 && !report.closed {
+        note("nothing to commit: the input holds no events".to_string())?;
     }
     if report.closed {
         eprintln!(

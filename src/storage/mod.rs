@@ -32,15 +32,18 @@ pub enum Table {
     Edges,
     /// Derived time index of the log: (ts with its sign bit flipped, seq) -> nothing.
     EventTime,
+    /// Derived map of idempotency keys: key (UTF-8) -> seq (u64) of the event that carried it.
+    Idempotency,
 }
 
 impl Table {
-    pub const ALL: [Table; 5] = [
+    pub const ALL: [Table; 6] = [
         Table::Meta,
         Table::Log,
         Table::Nodes,
         Table::Edges,
         Table::EventTime,
+        Table::Idempotency,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +53,7 @@ impl Table {
             Table::Nodes => "nodes",
             Table::Edges => "edges",
             Table::EventTime => "event_time",
+            Table::Idempotency => "idempotency",
         }
     }
 }

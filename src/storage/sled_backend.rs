@@ -21,6 +21,7 @@ fn prefix(table: Table) -> u8 {
         Table::Nodes => b'n',
         Table::Edges => b'e',
         Table::EventTime => b't',
+        Table::Idempotency => b'i',
     }
 }
 
