@@ -420,6 +420,12 @@ impl SourceBatch {
         Ok(dropped)
     }
 
+    /// Checks the whole batch against the store without writing (see [`Store::check`]);
+    /// errors name file, line and field.
+    pub fn check(&self, store: &Store) -> Result<Commit> {
+        store.check(self.events.clone()).map_err(|e| self.locate(e))
+    }
+
     /// Commits the whole batch atomically; errors name file, line and field.
     pub fn commit(self, store: &Store) -> Result<Commit> {
         let origins = SourceBatch {
@@ -689,7 +695,13 @@ pub fn read_file_in_rounds(
 
 /// Reads JSON Lines `content` (named `file` in errors) into event drafts.
 pub fn read_str(file: &str, content: &str, format: Format) -> Result<SourceBatch> {
-    let mut lines = Lines::new(file, content.as_bytes());
+    read_bytes(file, content.as_bytes(), format)
+}
+
+/// Reads JSON Lines bytes (named `file` in errors; lines that are not UTF-8 are errors naming
+/// their line) into event drafts.
+pub fn read_bytes(file: &str, content: &[u8], format: Format) -> Result<SourceBatch> {
+    let mut lines = Lines::new(file, content);
     let mut all = Vec::new();
     while let Some(l) = lines.next_line()? {
         all.push(l);

@@ -315,6 +315,22 @@ impl Positions {
     }
 }
 
+impl Commit {
+    /// The report of a projected, non-empty batch.
+    fn of(overlay: &Overlay, skipped: usize) -> Commit {
+        Commit {
+            first_seq: overlay.events.first().map_or(0, |e| e.seq),
+            last_seq: overlay.counters.last_seq,
+            events: overlay.events.len(),
+            nodes_upserted: overlay.nodes.values().filter(|n| n.is_some()).count(),
+            nodes_removed: overlay.nodes.values().filter(|n| n.is_none()).count(),
+            edges_upserted: overlay.edges.values().filter(|e| e.is_some()).count(),
+            edges_removed: overlay.edges.values().filter(|e| e.is_none()).count(),
+            skipped,
+        }
+    }
+}
+
 /// Options of a neighbourhood expansion by names (resolved against the store's interners).
 #[derive(Clone, Debug, Default)]
 pub struct ExpandOptions {
@@ -715,33 +731,13 @@ impl Store {
         }
         let (overlay, batch, text_docs, text_deletes) = {
             let state = self.read_state();
-            let base = LiveBase {
-                state: &state,
-                backend: Some(&*self.backend),
-            };
-            let first = state.counters.last_seq + 1;
-            let now = now_ms();
-            let events = drafts
-                .into_iter()
-                .enumerate()
-                .map(|(i, d)| Event::from_draft(first + i as u64, now, d))
-                .collect();
-            let overlay = project_batch(&base, events, 0).map_err(|e| positions.original(e))?;
+            let overlay = self.project(&state, drafts, &positions)?;
             let batch = overlay.write_batch();
             let (docs, deletes) = overlay.text_changes(&state);
             (overlay, batch, docs, deletes)
         };
         self.backend.commit(batch)?;
-        let commit = Commit {
-            first_seq: overlay.events[0].seq,
-            last_seq: overlay.counters.last_seq,
-            events: overlay.events.len(),
-            nodes_upserted: overlay.nodes.values().filter(|n| n.is_some()).count(),
-            nodes_removed: overlay.nodes.values().filter(|n| n.is_none()).count(),
-            edges_upserted: overlay.edges.values().filter(|e| e.is_some()).count(),
-            edges_removed: overlay.edges.values().filter(|e| e.is_none()).count(),
-            skipped,
-        };
+        let commit = Commit::of(&overlay, skipped);
         self.state
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -752,6 +748,45 @@ impl Store {
             tracing::warn!(error = %e, "full-text update failed; it will catch up on next open");
         }
         Ok(commit)
+    }
+
+    /// Checks `drafts` as [`Store::ingest`] would, and reports what it would commit, without
+    /// writing anything: a dry run for an input file.
+    pub fn check(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
+        if drafts.is_empty() {
+            return Ok(Commit::default());
+        }
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let (drafts, positions) = self.drop_applied(drafts)?;
+        if drafts.is_empty() {
+            return Ok(Commit {
+                skipped: positions.skipped,
+                ..Commit::default()
+            });
+        }
+        let overlay = self.project(&self.read_state(), drafts, &positions)?;
+        Ok(Commit::of(&overlay, positions.skipped))
+    }
+
+    /// Numbers the kept drafts after the log's end and projects them against `state`.
+    fn project(
+        &self,
+        state: &State,
+        drafts: Vec<EventDraft>,
+        positions: &Positions,
+    ) -> Result<Overlay> {
+        let base = LiveBase {
+            state,
+            backend: Some(&*self.backend),
+        };
+        let first = state.counters.last_seq + 1;
+        let now = now_ms();
+        let events = drafts
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| Event::from_draft(first + i as u64, now, d))
+            .collect();
+        project_batch(&base, events, 0).map_err(|e| positions.original(e))
     }
 
     /// Splits off the drafts whose idempotency key was already applied (by the store or by an

@@ -547,7 +547,9 @@ pub fn generate(config: &WorldConfig) -> World {
                                     break (g, w);
                                 }
                             };
-                            let conf = 0.6 + (b.rng.below(40) as f32) / 100.0;
+                            // Whole hundredths, computed in integers: 0.6 + 0.33 in f32 is 0.93000007, which every
+                            // reader of a confidence would then see.
+                            let conf = (60 + b.rng.below(40)) as f32 / 100.0;
                             extra.push(offer(
                                 &v,
                                 give,

@@ -751,3 +751,56 @@ fn reingesting_keyed_events_reports_them_skipped() {
         (Some(0), Some(2))
     );
 }
+
+#[test]
+fn ingest_check_reports_without_writing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let good = tmp.path().join("good.jsonl");
+    let bad = tmp.path().join("bad.jsonl");
+    std::fs::write(
+        &good,
+        "{\"ts\":1,\"kind\":\"SEEN\",\"assert\":[{\"op\":\"node\",\"key\":\"cow\"}],\"idempotency_key\":\"s1\"}\n{\"ts\":2,\"kind\":\"SEEN\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &bad,
+        "{\"ts\":1,\"kind\":\"SEEN\"}\n{\"ts\":2,\"kind\":\"SEEN\",\"assert\":[{\"op\":\"edge\",\"from\":\"cow\",\"rel\":\"IN\",\"to\":\"barn\"}]}\n",
+    )
+    .unwrap();
+    ok(&["init", "--store", p(&store)]);
+    let out = ok(&["ingest", "--store", p(&store), "--check", p(&good)]);
+    assert!(
+        out.contains("nothing written. Would commit 2 events (1 nodes"),
+        "{out}"
+    );
+    assert_eq!(
+        json(&["stats", "--store", p(&store), "--json"])["events"],
+        0
+    );
+    let out = loci(&["ingest", "--store", p(&store), "--check", p(&bad)]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.jsonl:2: assert[0].from: unknown node \"cow\""),
+        "{err}"
+    );
+    // After the real ingest the check sees the applied key.
+    ok(&["ingest", "--store", p(&store), p(&good)]);
+    let c = json(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--check",
+        "--json",
+        p(&good),
+    ]);
+    assert_eq!(
+        (c["events"].as_u64(), c["skipped"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        json(&["stats", "--store", p(&store), "--json"])["events"],
+        2
+    );
+}

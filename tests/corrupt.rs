@@ -330,9 +330,8 @@ fn corrupt_sled_store_never_panics_or_lies() {
     check(BackendKind::Sled, 60);
 }
 
-/// Known to fail for redb (3 of 1,000 at seed 7): a flipped bit inside a log record that no
-/// derived view mirrors passes verify, since log records carry no checksum (docs/design.md,
-/// "Damaged files").
+/// Before records carried a CRC (format 2), 3 of 1,000 redb trials at seed 7 served a damaged
+/// log record that verify could not see (docs/design.md, "Damaged files"); now 0 of 1,000.
 #[test]
 #[ignore = "1,000 trials per backend; run with --ignored"]
 fn corrupt_store_many() {

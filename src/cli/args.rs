@@ -107,6 +107,9 @@ pub struct IngestArgs {
     /// Let a passage overwrite another passage stored under the same id.
     #[arg(long)]
     pub replace: bool,
+    /// Check the input against the store and say what would be committed; write nothing.
+    #[arg(long, conflicts_with = "commit_every")]
+    pub check: bool,
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     #[arg(long)]

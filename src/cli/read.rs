@@ -218,10 +218,28 @@ fn print_pack(pack: &loci::ContextPack) -> Result<()> {
         );
     }
     for (i, s) in pack.snippets.iter().enumerate() {
+        // Only the parts that contributed: a passage has no confidence, and "confidence 0.00"
+        // would read as a claim that it is false.
         let p = &s.parts;
+        let parts: Vec<String> = [
+            ("text", p.text),
+            ("graph", p.graph),
+            ("confidence", p.confidence),
+            ("recency", p.recency),
+            ("salience", p.salience),
+        ]
+        .iter()
+        .filter(|(_, v)| *v > 0.0)
+        .map(|(name, v)| format!("{name} {v:.2}"))
+        .collect();
         outln!(
-            "\n{:>2}. [{} {}] score {:.3} (text {:.2}, graph {:.2}, confidence {:.2}, recency {:.2}, salience {:.2}), {} tokens",
-            i + 1, kind_name(s.kind), s.id, s.score, p.text, p.graph, p.confidence, p.recency, p.salience, s.tokens
+            "\n{:>2}. [{} {}] score {:.3} ({}), {} tokens",
+            i + 1,
+            kind_name(s.kind),
+            s.id,
+            s.score,
+            parts.join(", "),
+            s.tokens
         );
         let mut text: String = s.text.chars().take(300).collect();
         if text.len() < s.text.len() {
@@ -232,14 +250,18 @@ fn print_pack(pack: &loci::ContextPack) -> Result<()> {
             outln!("    why: {w}");
         }
         let p = &s.provenance;
-        if !(p.edges.is_empty() && p.events.is_empty() && p.passages.is_empty()) {
-            let edges: Vec<u32> = p.edges.iter().map(|e| e.0).collect();
-            outln!(
-                "    provenance: edges {}; events {}; passages {}",
-                list(&edges),
-                list(&p.events),
-                list(&p.passages)
-            );
+        let edges: Vec<u32> = p.edges.iter().map(|e| e.0).collect();
+        let sources: Vec<String> = [
+            ("edges", list(&edges)),
+            ("events", list(&p.events)),
+            ("passages", list(&p.passages)),
+        ]
+        .into_iter()
+        .filter(|(_, l)| l != "none")
+        .map(|(name, l)| format!("{name} {l}"))
+        .collect();
+        if !sources.is_empty() {
+            outln!("    provenance: {}", sources.join("; "));
         }
     }
     let budget = pack
@@ -325,12 +347,33 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
     Ok(Code::Ok)
 }
 
-/// A result cell for people: strings bare, lists and maps as JSON, null as `-`.
+/// A result cell for people: strings bare, lists and maps as JSON, null as `-`, numbers
+/// without binary noise.
 fn cell(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => "-".into(),
+        serde_json::Value::Number(n) if n.is_f64() => n.as_f64().map_or(n.to_string(), human_float),
         other => other.to_string(),
+    }
+}
+
+/// A float at 12 significant digits, trailing zeros dropped: arithmetic on stored f32s gives
+/// f64s like 2.7900002099999996, whose last digits are noise to a reader (`--json` keeps them).
+fn human_float(f: f64) -> String {
+    if f == 0.0 || !f.is_finite() {
+        return f.to_string();
+    }
+    let magnitude = f.abs().log10().floor() as i32;
+    if !(-6..15).contains(&magnitude) {
+        return format!("{f:e}");
+    }
+    let decimals = (11 - magnitude).clamp(0, 17) as usize;
+    let s = format!("{f:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
 }
 
@@ -437,4 +480,19 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
     } else {
         Code::Mismatch
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_float;
+
+    #[test]
+    fn floats_for_people_drop_binary_noise() {
+        assert_eq!(human_float(2.7900002099999996), "2.79000021");
+        assert_eq!(human_float(0.95), "0.95");
+        assert_eq!(human_float(-3.0), "-3");
+        assert_eq!(human_float(1234.5), "1234.5");
+        assert_eq!(human_float(1e-9), "1e-9");
+        assert_eq!(human_float(0.1 + 0.2), "0.3");
+    }
 }

@@ -92,6 +92,9 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
         ProgressStyle::with_template("ingesting {msg} {pos} events {per_sec}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    if a.check {
+        return check(&a, &s, format, prepare);
+    }
     let mut committed = 0usize;
     let mut already_applied = 0usize;
     match a.commit_every {
@@ -158,6 +161,31 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
         eprintln!(
             "note: standard output was closed after {} lines; the ingest went on and committed {committed} events",
             report.printed
+        );
+    }
+    Ok(Code::Ok)
+}
+
+/// `ingest --check`: the whole input as one batch, projected against the store and reported,
+/// never written.
+fn check(
+    a: &IngestArgs,
+    s: &Store,
+    format: Option<Format>,
+    mut prepare: impl FnMut(SourceBatch) -> loci::Result<SourceBatch>,
+) -> Result<Code> {
+    let mut all = SourceBatch::default();
+    for f in &a.files {
+        all.append(ingest::read_file(f, format)?);
+    }
+    let all = prepare(all)?;
+    let c = all.check(s)?;
+    if a.json {
+        print_json(&c)?;
+    } else {
+        outln!(
+            "check passed; nothing written. Would commit {} events ({} nodes and {} edges upserted, {} nodes and {} edges removed); {} events skipped by idempotency key",
+            c.events, c.nodes_upserted, c.edges_upserted, c.nodes_removed, c.edges_removed, c.skipped
         );
     }
     Ok(Code::Ok)

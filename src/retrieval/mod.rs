@@ -306,6 +306,9 @@ pub struct ContextPack {
     pub cut: Vec<Cut>,
     /// The seeds linked in the question.
     pub seeds: Vec<SeedReport>,
+    /// Time taken; left out of the JSON form, so the same store and question give the same
+    /// bytes.
+    #[serde(skip)]
     pub elapsed_us: u64,
 }
 
@@ -946,7 +949,7 @@ impl<'s> Retriever<'s> {
                     let body = n.props.get("text").and_then(Value::as_str).unwrap_or("");
                     format!("{}: {}", n.name, body)
                 } else {
-                    format!("{} ({}){}", n.name, n.label, describe_props(&n.props))
+                    self.describe_entity(&n)
                 };
                 (n.key.clone(), text, Some(n.id))
             }
@@ -970,14 +973,20 @@ impl<'s> Retriever<'s> {
                         t.map(|x| x.to_string()).unwrap_or_default()
                     ),
                 };
+                // World time 0 is what imported facts carry (a corpus has no world clock):
+                // "last seen 0" would tell the reader nothing.
+                let seen = if e.last_seen == 0 {
+                    String::new()
+                } else {
+                    format!(", last seen t={}", e.last_seen)
+                };
                 let text = format!(
-                    "{} {} {}{} (confidence {:.2}, last seen {}{validity})",
+                    "{} {} {}{} (confidence {:.2}{seen}{validity})",
                     name(e.from),
                     e.relation,
                     name(e.to),
                     describe_props(&e.props),
                     e.confidence,
-                    e.last_seen
                 );
                 provenance.edges.push(e.id);
                 for seq in e.evidence.iter().rev().take(3) {
@@ -1054,6 +1063,40 @@ impl<'s> Retriever<'s> {
             why,
             tokens: 0,
         })
+    }
+
+    /// An entity as a line of context: name, label, properties, and its most confident facts,
+    /// since a name alone ("fletcher villager (NPC)") answers nothing.
+    fn describe_entity(&self, n: &crate::model::Node) -> String {
+        const FACTS: usize = 3;
+        let g = self.store.graph();
+        let mut facts: Vec<(OrderedFloat<f32>, u32, String)> = g
+            .adjacency()
+            .entries(n.id)
+            .iter()
+            .filter_map(|a| {
+                let other = g.node(NodeId(a.node))?;
+                let rel = g.relation_name(a.relation());
+                let text = if a.is_incoming() {
+                    format!("{} {rel} it", other.name)
+                } else {
+                    format!("{rel} {}", other.name)
+                };
+                Some((OrderedFloat(a.confidence), a.edge, text))
+            })
+            .collect();
+        // Most confident first; ties by edge id, so the line is the same on every call.
+        facts.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        let mut text = format!("{} ({}){}", n.name, n.label, describe_props(&n.props));
+        if !facts.is_empty() {
+            let shown: Vec<&str> = facts.iter().take(FACTS).map(|f| f.2.as_str()).collect();
+            text.push_str(": ");
+            text.push_str(&shown.join("; "));
+            if facts.len() > FACTS {
+                text.push_str(&format!("; {} more", facts.len() - FACTS));
+            }
+        }
+        text
     }
 
     /// The shortest path from any seed to `target`, rendered with names and relations.
