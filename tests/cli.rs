@@ -804,3 +804,21 @@ fn ingest_check_reports_without_writing() {
         2
     );
 }
+
+#[test]
+fn query_json_is_byte_identical_across_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let args = [
+        "query",
+        "--store",
+        p(&store),
+        "who trades emeralds for sticks",
+        "--json",
+    ];
+    let first = ok(&args);
+    assert!(!first.contains("elapsed_us"), "{first}");
+    for _ in 0..3 {
+        assert_eq!(ok(&args), first);
+    }
+}
