@@ -5,7 +5,7 @@
 //! cargo run --example context_pack
 
 use loci::ingest::{self, Format};
-use loci::retrieval::{RetrieveOptions, Retriever, SnippetKind};
+use loci::retrieval::{RetrieveOptions, Retriever, SnippetKind, Tokenizer};
 use loci::{BackendKind, Store};
 
 const CORPUS: &str = r#"{"id": "p1", "title": "Glimmer (film)", "text": "Glimmer is a 1999 drama film directed by Orla Venn with music composed by Tomas Brill."}
@@ -26,13 +26,11 @@ fn main() -> loci::Result<()> {
     store.ingest(loci::extract::alias_links(&store)?)?;
 
     let retriever = Retriever::new(&store)?;
-    let opts = RetrieveOptions {
-        k: 3,
-        budget: Some(80),
-        kinds: vec![SnippetKind::Passage],
-        token_counter: "cl100k_base".into(),
-        ..Default::default()
-    };
+    let opts = RetrieveOptions::default()
+        .with_k(3)
+        .with_budget(80)
+        .with_kinds([SnippetKind::Passage])
+        .with_token_counter(Tokenizer::Cl100kBase);
     let pack = retriever.retrieve("Where was the composer of film Glimmer born?", &opts)?;
     for s in &pack.snippets {
         println!("{:.3} {} ({} tokens): {}", s.score, s.id, s.tokens, s.text);

@@ -66,10 +66,7 @@ fn main() -> loci::Result<()> {
 
     // Two hops out from the emerald, following only confident edges.
     let emerald = store.node_by_key("item:emerald").expect("just ingested");
-    let opts = ExpandOptions {
-        min_confidence: 0.5,
-        ..Default::default()
-    };
+    let opts = ExpandOptions::default().with_min_confidence(0.5);
     for n in store.neighbors(emerald.id, 2, &opts) {
         println!(
             "hop {}: {} via {} (confidence {:.2})",

@@ -45,7 +45,7 @@ pub use model::{
     Assertion, Edge, EdgeId, EdgeUpsert, Event, EventDraft, Node, NodeId, NodeUpsert, Value,
 };
 pub use projection::Counters;
-pub use retrieval::{ContextPack, RetrieveOptions, Retriever, Snippet, SnippetKind};
+pub use retrieval::{ContextPack, RetrieveOptions, Retriever, Snippet, SnippetKind, Tokenizer};
 pub use storage::{Backend, BackendKind};
 pub use store::{Commit, ExpandOptions, Neighbor, Stats, Store, VerifyReport};
 pub use text::{Hit, SearchFilter, Target};

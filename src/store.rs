@@ -273,7 +273,7 @@ impl Overlay {
 }
 
 /// What one committed batch did.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Commit {
     /// Sequence numbers of the batch's events (`first_seq..=last_seq`); empty batch: 0, 0.
     pub first_seq: u64,
@@ -332,7 +332,9 @@ impl Commit {
 }
 
 /// Options of a neighbourhood expansion by names (resolved against the store's interners).
+/// Build from [`Default`] with the `with_*` methods; new options may be added.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct ExpandOptions {
     pub min_confidence: f32,
     /// Only these relations, when not empty.
@@ -344,8 +346,37 @@ pub struct ExpandOptions {
     pub direction: Direction,
 }
 
+impl ExpandOptions {
+    pub fn with_min_confidence(mut self, min: f32) -> Self {
+        self.min_confidence = min;
+        self
+    }
+    pub fn with_relations(
+        mut self,
+        relations: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.relations = relations.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn with_deny_relations(
+        mut self,
+        relations: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.deny_relations = relations.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn with_labels(mut self, labels: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.labels = labels.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn with_direction(mut self, direction: Direction) -> Self {
+        self.direction = direction;
+        self
+    }
+}
+
 /// A node reached by [`Store::neighbors`], with the edge it was reached by.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Neighbor {
     pub node: NodeId,
     pub key: String,
@@ -362,7 +393,7 @@ pub struct Neighbor {
 }
 
 /// Sizes and counts of a store.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Stats {
     pub backend: BackendKind,
     pub events: u64,
@@ -382,7 +413,7 @@ pub struct Stats {
 }
 
 /// The outcome of [`Store::verify`].
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct VerifyReport {
     pub events_replayed: u64,
     pub nodes: usize,

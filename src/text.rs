@@ -172,7 +172,7 @@ pub(crate) fn analyzer() -> tantivy::tokenizer::TextAnalyzer {
 const REF_EVENT: u64 = 1 << 63;
 
 /// What a hit points at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase", tag = "type", content = "id")]
 pub enum Target {
     Node(NodeId),
@@ -197,15 +197,17 @@ impl Target {
 }
 
 /// A ranked full-text hit.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Hit {
     pub target: Target,
     /// BM25 score.
     pub score: f32,
 }
 
-/// Which documents a search may return.
+/// Which documents a search may return. Build from [`Default`] with the `with_*` methods; new
+/// filters may be added.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SearchFilter {
     /// Only nodes with one of these labels, or events of one of these kinds. Both empty: any.
     pub labels: Vec<String>,
@@ -214,6 +216,25 @@ pub struct SearchFilter {
     pub nodes_only: Option<bool>,
     /// World-time range, inclusive: node `updated` time, event `ts`.
     pub time: Option<(i64, i64)>,
+}
+
+impl SearchFilter {
+    pub fn with_labels(mut self, labels: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.labels = labels.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn with_kinds(mut self, kinds: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.kinds = kinds.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn with_nodes_only(mut self, nodes_only: bool) -> Self {
+        self.nodes_only = Some(nodes_only);
+        self
+    }
+    pub fn with_time(mut self, from: i64, to: i64) -> Self {
+        self.time = Some((from, to));
+        self
+    }
 }
 
 /// One document as the index holds it, for indexing and for verification.

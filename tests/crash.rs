@@ -48,7 +48,7 @@ fn acked(lines: &[String]) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn crash_rounds(backend: BackendKind) {
+fn crash_rounds(backend: BackendKind, default_rounds: usize) {
     let seed: u64 = std::env::var("LOCI_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -56,7 +56,7 @@ fn crash_rounds(backend: BackendKind) {
     let rounds: usize = std::env::var("LOCI_CRASH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
+        .unwrap_or(default_rounds);
     let rounds = rounds.max(2);
     println!("crash test {backend}: seed {seed}, {rounds} rounds");
     let mut rng = Rng::new(seed ^ backend as u64);
@@ -238,10 +238,19 @@ fn crash_rounds(backend: BackendKind) {
 
 #[test]
 fn crash_consistency_redb() {
-    crash_rounds(BackendKind::Redb);
+    crash_rounds(BackendKind::Redb, 12);
 }
 
 #[test]
 fn crash_consistency_sled() {
-    crash_rounds(BackendKind::Sled);
+    crash_rounds(BackendKind::Sled, 12);
+}
+
+/// The long run outside the default suite: 1,000 kill -9 rounds per backend.
+#[test]
+#[ignore = "1,000 rounds per backend (tens of minutes); run with --ignored"]
+fn crash_consistency_many() {
+    for backend in BackendKind::ALL {
+        crash_rounds(backend, 1000);
+    }
 }

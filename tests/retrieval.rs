@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use loci::ingest::{self, Format};
-use loci::retrieval::{RankingMode, RetrieveOptions, Retriever, SnippetKind};
+use loci::retrieval::{RankingMode, RetrieveOptions, Retriever, SnippetKind, Tokenizer};
 use loci::world::{self, WorldConfig};
 use loci::{BackendKind, Store};
 
@@ -84,10 +84,7 @@ fn film_store(dir: &std::path::Path) -> Store {
 }
 
 fn passages(opts: RetrieveOptions) -> RetrieveOptions {
-    RetrieveOptions {
-        kinds: vec![SnippetKind::Passage],
-        ..opts
-    }
+    opts.with_kinds([SnippetKind::Passage])
 }
 
 #[test]
@@ -103,13 +100,7 @@ fn second_hop_passage_is_reached_through_the_graph() {
     );
 
     let pack = r
-        .retrieve(
-            q,
-            &passages(RetrieveOptions {
-                k: 3,
-                ..Default::default()
-            }),
-        )
+        .retrieve(q, &passages(RetrieveOptions::default().with_k(3)))
         .unwrap();
     let ids: Vec<&str> = pack.snippets.iter().map(|s| s.id.as_str()).collect();
     assert!(
@@ -131,11 +122,11 @@ fn second_hop_passage_is_reached_through_the_graph() {
     let text = r
         .retrieve(
             q,
-            &passages(RetrieveOptions {
-                k: 3,
-                mode: RankingMode::Text,
-                ..Default::default()
-            }),
+            &passages(
+                RetrieveOptions::default()
+                    .with_k(3)
+                    .with_mode(RankingMode::Text),
+            ),
         )
         .unwrap();
     assert!(
@@ -149,15 +140,13 @@ fn the_budget_is_never_exceeded_and_cuts_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     let store = film_store(dir.path());
     let r = Retriever::new(&store).unwrap();
-    for counter in ["approx", "cl100k_base"] {
+    for counter in Tokenizer::ALL {
         let all = r
             .retrieve(
                 "composer film Glimmer",
-                &RetrieveOptions {
-                    k: 8,
-                    token_counter: counter.into(),
-                    ..Default::default()
-                },
+                &RetrieveOptions::default()
+                    .with_k(8)
+                    .with_token_counter(counter),
             )
             .unwrap();
         let total: usize = all.snippets.iter().map(|s| s.tokens).sum();
@@ -167,12 +156,10 @@ fn the_budget_is_never_exceeded_and_cuts_are_reported() {
             let pack = r
                 .retrieve(
                     "composer film Glimmer",
-                    &RetrieveOptions {
-                        k: 8,
-                        budget: Some(budget),
-                        token_counter: counter.into(),
-                        ..Default::default()
-                    },
+                    &RetrieveOptions::default()
+                        .with_k(8)
+                        .with_budget(budget)
+                        .with_token_counter(counter),
                 )
                 .unwrap();
             assert!(
@@ -191,33 +178,16 @@ fn the_budget_is_never_exceeded_and_cuts_are_reported() {
             let recount: usize = pack
                 .snippets
                 .iter()
-                .map(|s| {
-                    loci::retrieval::tokens::counter(counter)
-                        .unwrap()
-                        .count(&s.text)
-                })
+                .map(|s| counter.counter().count(&s.text))
                 .sum();
+            assert_eq!(pack.token_counter, counter);
             assert_eq!(recount, pack.tokens_used);
         }
     }
-    let err = r
-        .retrieve(
-            "x",
-            &RetrieveOptions {
-                token_counter: "gpt9".into(),
-                ..Default::default()
-            },
-        )
-        .unwrap_err();
+    let err = "gpt9".parse::<Tokenizer>().unwrap_err();
     assert!(err.to_string().contains("unknown counter"), "{err}");
     assert!(r
-        .retrieve(
-            "x",
-            &RetrieveOptions {
-                k: 0,
-                ..Default::default()
-            }
-        )
+        .retrieve("x", &RetrieveOptions::default().with_k(0))
         .is_err());
 }
 
@@ -234,26 +204,13 @@ fn agent_memory_facts_respect_confidence_and_validity() {
     let (store, w) = world_store(dir.path());
     let r = Retriever::new(&store).unwrap();
     let facts = |q: &str, opts: RetrieveOptions| {
-        r.retrieve(
-            q,
-            &RetrieveOptions {
-                kinds: vec![SnippetKind::Fact],
-                k: 30,
-                ..opts
-            },
-        )
-        .unwrap()
+        r.retrieve(q, &opts.with_kinds([SnippetKind::Fact]).with_k(30))
+            .unwrap()
     };
-    let offers = RetrieveOptions {
-        relations: vec!["OFFERS".into()],
-        ..Default::default()
-    };
+    let offers = RetrieveOptions::default().with_relations(["OFFERS"]);
     let pack = facts(
         "where can I trade sticks for emeralds fletcher",
-        RetrieveOptions {
-            min_confidence: 0.5,
-            ..offers.clone()
-        },
+        offers.clone().with_min_confidence(0.5),
     );
     assert!(!pack.snippets.is_empty());
     assert!(pack
@@ -279,10 +236,7 @@ fn agent_memory_facts_respect_confidence_and_validity() {
     );
     let loose = facts(
         "fletcher emerald stick rumour",
-        RetrieveOptions {
-            min_confidence: 0.0,
-            ..offers
-        },
+        offers.with_min_confidence(0.0),
     );
     assert!(
         loose
@@ -293,10 +247,7 @@ fn agent_memory_facts_respect_confidence_and_validity() {
     );
 
     // Home: the ended HOME edge is excluded unless asked for.
-    let home = RetrieveOptions {
-        relations: vec!["HOME".into()],
-        ..Default::default()
-    };
+    let home = RetrieveOptions::default().with_relations(["HOME"]);
     let current = facts("Steve-bot home base", home.clone());
     let keys = |p: &loci::ContextPack| {
         p.snippets
@@ -316,21 +267,9 @@ fn agent_memory_facts_respect_confidence_and_validity() {
         "{:?}",
         keys(&current)
     );
-    let all = facts(
-        "Steve-bot home base",
-        RetrieveOptions {
-            include_ended: true,
-            ..home.clone()
-        },
-    );
+    let all = facts("Steve-bot home base", home.clone().with_include_ended(true));
     assert!(keys(&all).iter().any(|t| t.contains(&first)));
-    let past = facts(
-        "Steve-bot home base",
-        RetrieveOptions {
-            as_of: Some(1000),
-            ..home
-        },
-    );
+    let past = facts("Steve-bot home base", home.with_as_of(1000));
     assert!(
         keys(&past).iter().any(|t| t.contains(&first))
             && !keys(&past).iter().any(|t| t.contains(&second))
@@ -340,10 +279,7 @@ fn agent_memory_facts_respect_confidence_and_validity() {
     let events = r
         .retrieve(
             "creeper death",
-            &RetrieveOptions {
-                kinds: vec![SnippetKind::Event],
-                ..Default::default()
-            },
+            &RetrieveOptions::default().with_kinds([SnippetKind::Event]),
         )
         .unwrap();
     assert!(events
@@ -353,11 +289,9 @@ fn agent_memory_facts_respect_confidence_and_validity() {
     let none = r
         .retrieve(
             "creeper death",
-            &RetrieveOptions {
-                kinds: vec![SnippetKind::Event],
-                time: Some((0, 10)),
-                ..Default::default()
-            },
+            &RetrieveOptions::default()
+                .with_kinds([SnippetKind::Event])
+                .with_time(0, 10),
         )
         .unwrap();
     assert!(none.snippets.is_empty());
@@ -474,12 +408,10 @@ fn near_duplicate_entities_are_joined_and_khop_expansion_works() {
 
     // Through the alias link, a question about Liverpool reaches Abbey Road by k-hop expansion.
     let r = Retriever::new(&store).unwrap();
-    let mut opts = RetrieveOptions {
-        kinds: vec![SnippetKind::Entity],
-        k: 10,
-        max_hops: 4,
-        ..Default::default()
-    };
+    let mut opts = RetrieveOptions::default()
+        .with_kinds([SnippetKind::Entity])
+        .with_k(10)
+        .with_max_hops(4);
     opts.set("hop_decay", "0.5").unwrap();
     let pack = r.retrieve("Liverpool", &opts).unwrap();
     assert!(
@@ -645,10 +577,7 @@ fn bm25_baseline_ignores_everything_but_passages() {
         .unwrap()
         .commit(&only)
         .unwrap();
-    let passage_filter = loci::text::SearchFilter {
-        labels: vec!["Passage".into()],
-        ..Default::default()
-    };
+    let passage_filter = loci::text::SearchFilter::default().with_labels(["Passage"]);
     let shared = |s: &Store, q: &str| -> Vec<(String, f32)> {
         s.search(q, &passage_filter, 10)
             .unwrap()
@@ -684,4 +613,34 @@ fn bm25_baseline_ignores_everything_but_passages() {
             .any(|((_, x), (_, y))| (x - y).abs() > 1e-3);
     }
     assert!(shared_index_moves);
+}
+
+#[test]
+fn packs_and_options_read_back_from_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = film_store(dir.path());
+    let r = Retriever::new(&store).unwrap();
+    let pack = r
+        .retrieve(
+            "Where was the composer of film Glimmer born?",
+            &RetrieveOptions::default().with_budget(60),
+        )
+        .unwrap();
+    assert!(!pack.snippets.is_empty() && !pack.cut.is_empty());
+    // A client that stores or forwards a pack reads it back whole.
+    let json = serde_json::to_string(&pack).unwrap();
+    let back: loci::ContextPack = serde_json::from_str(&json).unwrap();
+    assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    assert_eq!(back.snippets, pack.snippets);
+    // Options from a configuration file: what it leaves out keeps its default.
+    let opts: RetrieveOptions =
+        serde_json::from_str(r#"{"k": 3, "token_counter": "cl100k_base", "kinds": ["passage"]}"#)
+            .unwrap();
+    assert_eq!(opts.k, 3);
+    assert_eq!(opts.token_counter, Tokenizer::Cl100kBase);
+    assert_eq!(opts.kinds, vec![SnippetKind::Passage]);
+    assert_eq!(opts.max_hops, RetrieveOptions::default().max_hops);
+    let stats_json = serde_json::to_string(&store.stats()).unwrap();
+    let stats: loci::Stats = serde_json::from_str(&stats_json).unwrap();
+    assert_eq!(stats.events, store.stats().events);
 }

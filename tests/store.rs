@@ -256,10 +256,7 @@ fn retraction_and_stable_ids(kind: BackendKind, dir: &Path) {
         assert!(store
             .search(
                 "wandering trader",
-                &SearchFilter {
-                    nodes_only: Some(true),
-                    ..Default::default()
-                },
+                &SearchFilter::default().with_nodes_only(true),
                 5
             )
             .unwrap()
@@ -350,25 +347,16 @@ fn search_filters(kind: BackendKind, dir: &Path) {
         hits.windows(2).all(|w| w[0].score >= w[1].score),
         "ranked by score"
     );
-    let only_places = SearchFilter {
-        labels: vec!["Place".into()],
-        ..Default::default()
-    };
+    let only_places = SearchFilter::default().with_labels(["Place"]);
     let hits = store.search("village", &only_places, 10).unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(
         hits[0].target,
         Target::Node(store.node_by_key("village").unwrap().id)
     );
-    let deaths = SearchFilter {
-        kinds: vec!["DEATH".into()],
-        ..Default::default()
-    };
+    let deaths = SearchFilter::default().with_kinds(["DEATH"]);
     assert_eq!(store.search("lava", &deaths, 10).unwrap().len(), 1);
-    let early = SearchFilter {
-        time: Some((0, 100)),
-        ..Default::default()
-    };
+    let early = SearchFilter::default().with_time(0, 100);
     assert!(store.search("lava", &early, 10).unwrap().is_empty());
     // Stemming: "villages" finds "village".
     assert!(!store

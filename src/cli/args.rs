@@ -175,8 +175,9 @@ pub struct QueryArgs {
     /// Token budget of the rendered snippets.
     #[arg(long)]
     pub budget: Option<usize>,
-    #[arg(long, default_value = "approx", value_parser = ["approx", "cl100k_base"])]
-    pub tokenizer: String,
+    /// How the budget counts tokens: approx or cl100k_base.
+    #[arg(long, default_value = "approx")]
+    pub tokenizer: loci::retrieval::Tokenizer,
     #[arg(long, default_value_t = 0.0)]
     pub min_confidence: f32,
     /// Only these relations (repeatable).

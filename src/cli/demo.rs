@@ -99,12 +99,10 @@ pub fn demo(a: DemoArgs) -> Result<Code> {
     let pack_question = "where can I trade sticks for emeralds?";
     let pack = Retriever::new(&store)?.retrieve(
         pack_question,
-        &RetrieveOptions {
-            k: 6,
-            budget: Some(160),
-            min_confidence: 0.5,
-            ..Default::default()
-        },
+        &RetrieveOptions::default()
+            .with_k(6)
+            .with_budget(160)
+            .with_min_confidence(0.5),
     )?;
     let verify = store.verify()?;
 

@@ -32,12 +32,10 @@ pub fn search(a: SearchArgs) -> Result<Code> {
         (None, None) => None,
         (f, t) => Some((f.unwrap_or(i64::MIN), t.unwrap_or(i64::MAX))),
     };
-    let filter = SearchFilter {
-        labels: a.label,
-        kinds: a.kind,
-        nodes_only: None,
-        time,
-    };
+    let mut filter = SearchFilter::default()
+        .with_labels(a.label)
+        .with_kinds(a.kind);
+    filter.time = time;
     let hits = s.search(&a.text, &filter, a.limit)?;
     let rows: Vec<serde_json::Value> = hits
         .iter()
@@ -100,11 +98,9 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
     }
     let s = open(&a.store)?;
     let start = resolve_node(&s, &a.node)?;
-    let opts = ExpandOptions {
-        min_confidence: a.min_confidence,
-        relations: a.relation,
-        ..Default::default()
-    };
+    let opts = ExpandOptions::default()
+        .with_min_confidence(a.min_confidence)
+        .with_relations(a.relation);
     let found = s.neighbors(start.id, a.depth, &opts);
     if a.json {
         print_json(&serde_json::json!({"start": start.key, "neighbors": found}))?;
@@ -138,10 +134,7 @@ fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
     if let Some(n) = s.node_by_key(key_or_name) {
         return Ok(n);
     }
-    let filter = SearchFilter {
-        nodes_only: Some(true),
-        ..Default::default()
-    };
+    let filter = SearchFilter::default().with_nodes_only(true);
     for h in s.search(key_or_name, &filter, 1)? {
         if let Target::Node(id) = h.target {
             if let Some(n) = s.node(id) {
@@ -161,7 +154,7 @@ fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
 
 pub fn query(a: QueryArgs) -> Result<Code> {
     let s = open(&a.store)?;
-    let kinds = a
+    let kinds: Vec<SnippetKind> = a
         .kind
         .iter()
         .map(|k| match k.as_str() {
@@ -171,23 +164,21 @@ pub fn query(a: QueryArgs) -> Result<Code> {
             _ => SnippetKind::Entity,
         })
         .collect();
-    let opts = RetrieveOptions {
-        k: a.limit,
-        budget: a.budget,
-        token_counter: a.tokenizer,
-        min_confidence: a.min_confidence,
-        relations: a.relation,
-        deny_relations: a.deny_relation,
-        kinds,
-        as_of: a.as_of,
-        include_ended: a.include_ended,
-        mode: match a.mode.as_str() {
+    let mut opts = RetrieveOptions::default()
+        .with_k(a.limit)
+        .with_token_counter(a.tokenizer)
+        .with_min_confidence(a.min_confidence)
+        .with_relations(a.relation)
+        .with_deny_relations(a.deny_relation)
+        .with_kinds(kinds)
+        .with_include_ended(a.include_ended)
+        .with_mode(match a.mode.as_str() {
             "text" => RankingMode::Text,
             "graph" => RankingMode::Graph,
             _ => RankingMode::Fused,
-        },
-        ..Default::default()
-    };
+        });
+    opts.budget = a.budget;
+    opts.as_of = a.as_of;
     let pack = Retriever::new(&s)?.retrieve(&a.question, &opts)?;
     if a.json {
         print_json(&pack)?;

@@ -20,7 +20,7 @@ pub mod saved;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use exec::Val;
 pub use parser::{parse, ParseError, Query, Span, MAX_DEPTH, MAX_QUERY_BYTES};
@@ -90,7 +90,7 @@ impl QueryError {
 }
 
 /// Execution limits.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
     /// Intermediate rows at most.
     pub max_rows: usize,
@@ -112,7 +112,7 @@ impl Default for Limits {
 
 /// A query's answer: named columns and rows of JSON values (nodes as `{key, name, label}`,
 /// edges as `{id, from, type, to, confidence}`, events as `{seq, ts, kind, place}`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueryResult {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<serde_json::Value>>,

@@ -26,7 +26,7 @@ use ordered_float::OrderedFloat;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::graph::{AdjEntry, Direction, TraversalFilter};
@@ -36,13 +36,13 @@ use crate::text::{SearchFilter, Target};
 
 pub use link::{EntityIndex, Link};
 pub use ppr::{personalized_pagerank, PushParams};
-pub use tokens::{ApproxTokens, Cl100kTokens, TokenCounter};
+pub use tokens::{ApproxTokens, Cl100kTokens, TokenCounter, Tokenizer};
 
 /// Decades of PPR mass the graph score part spans (see `retrieve`).
 const GRAPH_DECADES: f32 = 4.0;
 
 /// What a snippet is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SnippetKind {
     Fact,
@@ -52,7 +52,7 @@ pub enum SnippetKind {
 }
 
 /// How candidates are ranked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RankingMode {
     /// Graph and text evidence fused by [`FusionWeights`].
@@ -65,7 +65,7 @@ pub enum RankingMode {
 }
 
 /// How the graph is expanded from the seeds.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Expansion {
     /// Personalized PageRank by push.
     PageRank(PushParams),
@@ -91,7 +91,7 @@ impl Default for Expansion {
 /// The defaults were chosen on the dev splits of MuSiQue and 2WikiMultiHopQA: passage ranking
 /// is dominated by the graph (a passage is good because the question's entities lead to it),
 /// with BM25 as a tie-breaker; recall was flat for text weights 0.05 to 0.15.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FusionWeights {
     pub text: f32,
     pub graph: f32,
@@ -115,8 +115,21 @@ impl Default for FusionWeights {
     }
 }
 
-/// Options of [`Retriever::retrieve`].
-#[derive(Clone, Debug, Serialize)]
+/// Options of [`Retriever::retrieve`]. New options may be added in any release, so build them
+/// from [`Default`] with the `with_*` methods (or assign fields), not a struct literal:
+///
+/// ```
+/// use loci::retrieval::{RetrieveOptions, Tokenizer};
+/// let opts = RetrieveOptions::default()
+///     .with_k(5)
+///     .with_budget(800)
+///     .with_token_counter(Tokenizer::Cl100kBase)
+///     .with_min_confidence(0.5);
+/// assert_eq!((opts.k, opts.budget), (5, Some(800)));
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[non_exhaustive]
+#[serde(default)]
 pub struct RetrieveOptions {
     /// Snippets to return at most.
     pub k: usize,
@@ -156,8 +169,8 @@ pub struct RetrieveOptions {
     /// Billy Elliot" follows "music *composed* by Stephen Warbeck" rather than the other
     /// thirty names in that passage.
     pub relation_boost: f32,
-    /// Token counter: `approx` or `cl100k_base`.
-    pub token_counter: String,
+    /// How the budget counts tokens.
+    pub token_counter: Tokenizer,
 }
 
 impl Default for RetrieveOptions {
@@ -182,12 +195,71 @@ impl Default for RetrieveOptions {
             text_seed_share: 0.1,
             recency_half_life: 24_000.0 * 7.0,
             relation_boost: 1.0,
-            token_counter: "approx".into(),
+            token_counter: Tokenizer::Approx,
         }
     }
 }
 
 impl RetrieveOptions {
+    pub fn with_k(mut self, k: usize) -> Self {
+        self.k = k;
+        self
+    }
+    pub fn with_budget(mut self, tokens: usize) -> Self {
+        self.budget = Some(tokens);
+        self
+    }
+    pub fn with_token_counter(mut self, counter: Tokenizer) -> Self {
+        self.token_counter = counter;
+        self
+    }
+    pub fn with_min_confidence(mut self, min: f32) -> Self {
+        self.min_confidence = min;
+        self
+    }
+    pub fn with_relations(
+        mut self,
+        relations: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.relations = relations.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn with_deny_relations(
+        mut self,
+        relations: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.deny_relations = relations.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn with_labels(mut self, labels: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.labels = labels.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn with_kinds(mut self, kinds: impl IntoIterator<Item = SnippetKind>) -> Self {
+        self.kinds = kinds.into_iter().collect();
+        self
+    }
+    pub fn with_time(mut self, from: i64, to: i64) -> Self {
+        self.time = Some((from, to));
+        self
+    }
+    pub fn with_as_of(mut self, t: i64) -> Self {
+        self.as_of = Some(t);
+        self
+    }
+    pub fn with_include_ended(mut self, include: bool) -> Self {
+        self.include_ended = include;
+        self
+    }
+    pub fn with_max_hops(mut self, hops: u8) -> Self {
+        self.max_hops = hops;
+        self
+    }
+    pub fn with_mode(mut self, mode: RankingMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
     /// Sets an option by name (for command lines and configuration files): `mode`
     /// (fused, text, graph) and the numbers `k`,
     /// `min_confidence`, `max_hops`, `alpha`, `epsilon`, `hop_decay` (switches to k-hop
@@ -250,7 +322,7 @@ impl RetrieveOptions {
 }
 
 /// The parts of a snippet's score, each in [0, 1].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScoreParts {
     pub text: f32,
     pub graph: f32,
@@ -260,7 +332,7 @@ pub struct ScoreParts {
 }
 
 /// What a snippet rests on.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SnippetProvenance {
     pub edges: Vec<EdgeId>,
     /// Event sequence numbers.
@@ -270,7 +342,7 @@ pub struct SnippetProvenance {
 }
 
 /// One ranked piece of context.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Snippet {
     pub kind: SnippetKind,
     /// Passage or node key, `e<id>` for a fact, `event:<seq>` for an event.
@@ -286,7 +358,7 @@ pub struct Snippet {
 }
 
 /// A snippet left out because it did not fit the budget.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cut {
     pub id: String,
     pub kind: SnippetKind,
@@ -295,13 +367,13 @@ pub struct Cut {
 }
 
 /// The answer to a retrieval call.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ContextPack {
     pub question: String,
     pub snippets: Vec<Snippet>,
     pub budget: Option<usize>,
     pub tokens_used: usize,
-    pub token_counter: String,
+    pub token_counter: Tokenizer,
     /// Ranked snippets (within the first k) that did not fit the budget.
     pub cut: Vec<Cut>,
     /// The seeds linked in the question.
@@ -324,7 +396,7 @@ impl ContextPack {
 }
 
 /// A seed, as reported in a pack.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SeedReport {
     pub key: String,
     pub name: String,
@@ -569,14 +641,7 @@ impl<'s> Retriever<'s> {
                 message: format!("{} is outside [0, 1]", opts.min_confidence),
             });
         }
-        let counter: Box<dyn TokenCounter> =
-            tokens::counter(&opts.token_counter).ok_or_else(|| Error::InvalidArgument {
-                name: "token_counter".into(),
-                message: format!(
-                    "unknown counter {:?}, expected approx or cl100k_base",
-                    opts.token_counter
-                ),
-            })?;
+        let counter = opts.token_counter.counter();
         let derived = self.current()?;
         let now = match opts.as_of {
             Some(t) => t,
@@ -921,7 +986,7 @@ impl<'s> Retriever<'s> {
             snippets,
             budget: opts.budget,
             tokens_used: used,
-            token_counter: counter.name().to_string(),
+            token_counter: opts.token_counter,
             cut,
             seeds: seeds_report,
             elapsed_us: started.elapsed().as_micros() as u64,

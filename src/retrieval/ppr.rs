@@ -11,7 +11,7 @@ use crate::graph::{AdjEntry, Adjacency, TraversalFilter};
 use crate::model::NodeId;
 
 /// Push parameters.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PushParams {
     /// Teleport (restart) probability: the share of a node's residual it keeps.
     pub alpha: f32,

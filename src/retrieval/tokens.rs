@@ -61,12 +61,58 @@ impl TokenCounter for Cl100kTokens {
     }
 }
 
-/// A counter by name: `approx` or `cl100k_base` (alias `cl100k`).
-pub fn counter(name: &str) -> Option<Box<dyn TokenCounter>> {
-    match name {
-        "approx" => Some(Box::new(ApproxTokens)),
-        "cl100k_base" | "cl100k" => Some(Box::new(Cl100kTokens)),
-        _ => None,
+/// The token counters loci ships, by name: what an option or a pack names.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[non_exhaustive]
+pub enum Tokenizer {
+    /// [`ApproxTokens`].
+    #[default]
+    #[serde(rename = "approx")]
+    Approx,
+    /// [`Cl100kTokens`].
+    #[serde(rename = "cl100k_base", alias = "cl100k")]
+    Cl100kBase,
+}
+
+impl Tokenizer {
+    pub const ALL: [Tokenizer; 2] = [Tokenizer::Approx, Tokenizer::Cl100kBase];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tokenizer::Approx => "approx",
+            Tokenizer::Cl100kBase => "cl100k_base",
+        }
+    }
+
+    /// The counter itself.
+    pub fn counter(self) -> &'static dyn TokenCounter {
+        match self {
+            Tokenizer::Approx => &ApproxTokens,
+            Tokenizer::Cl100kBase => &Cl100kTokens,
+        }
+    }
+}
+
+impl std::fmt::Display for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Tokenizer {
+    type Err = crate::Error;
+    /// `approx` or `cl100k_base` (alias `cl100k`).
+    fn from_str(name: &str) -> crate::Result<Self> {
+        match name {
+            "approx" => Ok(Tokenizer::Approx),
+            "cl100k_base" | "cl100k" => Ok(Tokenizer::Cl100kBase),
+            other => Err(crate::Error::InvalidArgument {
+                name: "token_counter".into(),
+                message: format!("unknown counter {other:?}, expected approx or cl100k_base"),
+            }),
+        }
     }
 }
 
@@ -84,5 +130,21 @@ mod tests {
         assert!(approx <= bpe * 2, "approx {approx} far above bpe {bpe}");
         assert_eq!(ApproxTokens.count(""), 0);
         assert_eq!(Cl100kTokens.count("hello world"), 2);
+    }
+
+    #[test]
+    fn tokenizer_names_round_trip() {
+        for t in Tokenizer::ALL {
+            assert_eq!(t.name().parse::<Tokenizer>().unwrap(), t);
+            assert_eq!(t.counter().name(), t.name());
+            let json = serde_json::to_string(&t).unwrap();
+            assert_eq!(json, format!("\"{}\"", t.name()));
+            assert_eq!(serde_json::from_str::<Tokenizer>(&json).unwrap(), t);
+        }
+        assert_eq!(
+            "cl100k".parse::<Tokenizer>().unwrap(),
+            Tokenizer::Cl100kBase
+        );
+        assert!("gpt2".parse::<Tokenizer>().is_err());
     }
 }
