@@ -15,7 +15,11 @@ use loci::ingest::EventLine;
 use loci::world::{self, Rng, WorldConfig};
 use loci::{BackendKind, Store};
 
-const BIN: &str = env!("CARGO_BIN_EXE_loci");
+/// The binary under test; `LOCI_TEST_BIN` points a long run at a copy, so that rebuilding the
+/// workspace meanwhile does not pull the binary from under it.
+fn bin() -> std::ffi::OsString {
+    std::env::var_os("LOCI_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_loci").into())
+}
 const COMMIT_EVERY: usize = 7;
 const STORE_ROUNDS: usize = 20;
 
@@ -74,7 +78,7 @@ fn crash_rounds(backend: BackendKind, default_rounds: usize) {
                 std::fs::remove_dir_all(&store_dir).unwrap();
             }
             store_dir = tmp.path().join(format!("store{round}"));
-            let status = Command::new(BIN)
+            let status = Command::new(bin())
                 .args(["init", "--backend", backend.name(), "--store"])
                 .arg(&store_dir)
                 .output()
@@ -85,7 +89,7 @@ fn crash_rounds(backend: BackendKind, default_rounds: usize) {
         let file = tmp.path().join(format!("round{round}.jsonl"));
         let events_in_file = write_round_file(&file, round);
         let commits_in_file = events_in_file.div_ceil(COMMIT_EVERY) as u64;
-        let mut child = Command::new(BIN)
+        let mut child = Command::new(bin())
             .args([
                 "ingest",
                 "--commit-every",
@@ -160,7 +164,7 @@ fn crash_rounds(backend: BackendKind, default_rounds: usize) {
         }
 
         // The binary must accept the store and verify it.
-        let verify = Command::new(BIN)
+        let verify = Command::new(bin())
             .args(["replay", "--verify", "--store"])
             .arg(&store_dir)
             .output()
