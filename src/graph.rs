@@ -97,12 +97,40 @@ impl IdSet {
     }
 }
 
+/// Decay of confidence with world time, resolved for one traversal: the half-life of each
+/// interned relation id (`f64::INFINITY`: never decays) and the time the traversal believes at.
+/// See `dynamics::decay`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DecayFilter {
+    pub now: i64,
+    pub half_lives: Vec<f64>,
+}
+
+impl DecayFilter {
+    /// The effective confidence of an entry last seen at `last_seen`.
+    #[inline]
+    pub fn effective(&self, e: &AdjEntry, last_seen: i64) -> f32 {
+        let h = self
+            .half_lives
+            .get(e.relation() as usize)
+            .copied()
+            .unwrap_or(f64::INFINITY);
+        if h.is_infinite() || self.now <= last_seen {
+            return e.confidence;
+        }
+        let age = (self.now as f64) - (last_seen as f64);
+        (e.confidence as f64 * 0.5f64.powf(age / h)) as f32
+    }
+}
+
 /// What a traversal may follow. Filters apply while expanding, so a pruned edge never leads
 /// anywhere.
 #[derive(Clone, Debug, Default)]
 pub struct TraversalFilter {
-    /// Edges below this confidence are not followed.
+    /// Edges below this confidence are not followed (effective confidence when `decay` is set).
     pub min_confidence: f32,
+    /// Judge `min_confidence` against confidence decayed to `decay.now`.
+    pub decay: Option<DecayFilter>,
     /// Only these relations (interned ids), when set.
     pub relations: Option<IdSet>,
     /// Never these relations (interned ids).
@@ -116,13 +144,22 @@ impl TraversalFilter {
     /// Whether a traversal may follow `e` in `adj`.
     #[inline]
     pub fn admits_entry(&self, e: &AdjEntry, adj: &Adjacency) -> bool {
-        self.admits(e, &adj.labels)
+        self.admits(e, adj)
     }
 
     #[inline]
-    fn admits(&self, e: &AdjEntry, node_labels: &[u32]) -> bool {
+    fn admits(&self, e: &AdjEntry, adj: &Adjacency) -> bool {
         if e.confidence < self.min_confidence {
             return false;
+        }
+        // Decay only lowers confidence, so the stored value is checked first (cheap) and the
+        // decayed one only for edges that pass it.
+        if self.min_confidence > 0.0 {
+            if let Some(d) = &self.decay {
+                if d.effective(e, adj.last_seen(e.edge_id())) < self.min_confidence {
+                    return false;
+                }
+            }
         }
         match self.direction {
             Direction::Outgoing if e.is_incoming() => return false,
@@ -140,7 +177,7 @@ impl TraversalFilter {
             }
         }
         if let Some(labels) = &self.labels {
-            if !labels.contains(node_labels[e.node as usize]) {
+            if !labels.contains(adj.labels[e.node as usize]) {
                 return false;
             }
         }
@@ -233,6 +270,8 @@ thread_local! {
 #[derive(Clone, Debug, Default)]
 pub struct Adjacency {
     lists: Vec<Vec<AdjEntry>>,
+    /// World time each edge was last seen, by edge id, for decay (0 when never set).
+    last_seen: Vec<i64>,
     /// Interned label per node; `u32::MAX` for a retracted or never-created slot.
     labels: Vec<u32>,
     live_nodes: usize,
@@ -362,6 +401,22 @@ impl Adjacency {
                 .map(|l| l.capacity() * std::mem::size_of::<AdjEntry>())
                 .sum::<usize>()
             + self.labels.capacity() * 4
+            + self.last_seen.capacity() * 8
+    }
+
+    /// Records when edge `edge` was last seen (the store calls this for every edge it puts).
+    pub fn set_last_seen(&mut self, edge: EdgeId, ts: i64) {
+        let i = edge.0 as usize;
+        if self.last_seen.len() <= i {
+            self.last_seen.resize(i + 1, 0);
+        }
+        self.last_seen[i] = ts;
+    }
+
+    /// When edge `edge` was last seen (0 when never recorded).
+    #[inline]
+    pub fn last_seen(&self, edge: EdgeId) -> i64 {
+        self.last_seen.get(edge.0 as usize).copied().unwrap_or(0)
     }
 
     /// Breadth-first expansion up to `depth` hops from `start`, calling `visit` once for every
@@ -389,7 +444,7 @@ impl Adjacency {
                     let from = s.frontier[i];
                     for e in &self.lists[from as usize] {
                         let stamp = &mut s.stamp[e.node as usize];
-                        if *stamp == gen || !filter.admits(e, &self.labels) {
+                        if *stamp == gen || !filter.admits(e, self) {
                             continue;
                         }
                         *stamp = gen;

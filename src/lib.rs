@@ -12,6 +12,7 @@
 //! - [`graph`]: the in-memory adjacency and traversals; [`text`]: the tantivy index;
 //! - [`store`]: the [`Store`] tying them together (ingest, reads, replay verification);
 //! - [`ingest`]: JSON Lines readers for events, graphs, passages and triples;
+//! - [`dynamics`]: how belief changes with time (decay of confidence, computed on read);
 //! - [`world`]: the deterministic synthetic block world; [`queries`]: the seed questions.
 //!
 //! ```no_run
@@ -25,6 +26,7 @@
 
 pub mod bench;
 pub mod codec;
+pub mod dynamics;
 pub mod error;
 pub mod extract;
 pub mod graph;

@@ -9,14 +9,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, decode_event, encode};
+use crate::dynamics::DecayPolicy;
 use crate::error::{Error, Result};
-use crate::graph::{Adjacency, Direction, Interner, TraversalFilter};
+use crate::graph::{Adjacency, DecayFilter, Direction, Interner, TraversalFilter};
 use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
 use crate::projection::{project_batch, Counters, Overlay, ProjectionBase};
 use crate::storage::{Backend, BackendKind, Table, WriteBatch};
@@ -65,6 +66,8 @@ pub(crate) struct State {
     labels: Interner,
     adj: Adjacency,
     counters: Counters,
+    /// The latest world time of any event: "now" for decay, unless a reader gives its own.
+    latest_ts: Option<i64>,
 }
 
 impl State {
@@ -109,6 +112,7 @@ impl State {
         let bounded = e.valid_from.is_some() || e.valid_to.is_some();
         self.adj
             .add_edge_with_bounds(e.id, e.from, e.to, relation, e.confidence, bounded);
+        self.adj.set_last_seen(e.id, e.last_seen);
         self.edge_keys.insert((e.from, relation, e.to), e.id);
         self.edges[idx] = Some(core);
     }
@@ -122,6 +126,9 @@ impl State {
 
     /// Applies a projected batch.
     fn apply(&mut self, ov: &Overlay) {
+        if let Some(t) = ov.events.iter().map(|e| e.ts).max() {
+            self.latest_ts = Some(self.latest_ts.map_or(t, |l| l.max(t)));
+        }
         // Edges first: a retracted node's edges leave both endpoint lists before the node slot
         // is cleared.
         for (id, e) in &ov.edges {
@@ -201,6 +208,12 @@ impl ProjectionBase for LiveBase<'_> {
     fn counters(&self) -> Counters {
         self.state.counters
     }
+}
+
+/// The world time of an `event_time` key.
+fn time_of_key(k: &[u8]) -> Option<i64> {
+    let ts: [u8; 8] = k.get(..8)?.try_into().ok()?;
+    Some((u64::from_be_bytes(ts) ^ (1 << 63)) as i64)
 }
 
 fn time_key(ts: i64, seq: u64) -> [u8; 16] {
@@ -344,6 +357,10 @@ pub struct ExpandOptions {
     /// Only into nodes with these labels, when not empty.
     pub labels: Vec<String>,
     pub direction: Direction,
+    /// The world time confidence is judged at (default: the latest event time).
+    pub now: Option<i64>,
+    /// Filter by stored confidence, without decay.
+    pub raw_confidence: bool,
 }
 
 impl ExpandOptions {
@@ -373,6 +390,14 @@ impl ExpandOptions {
         self.direction = direction;
         self
     }
+    pub fn with_now(mut self, now: i64) -> Self {
+        self.now = Some(now);
+        self
+    }
+    pub fn with_raw_confidence(mut self, raw: bool) -> Self {
+        self.raw_confidence = raw;
+        self
+    }
 }
 
 /// A node reached by [`Store::neighbors`], with the edge it was reached by.
@@ -385,7 +410,10 @@ pub struct Neighbor {
     pub hops: u8,
     pub edge: EdgeId,
     pub relation: String,
+    /// The edge's effective confidence at the expansion's `now` (see `dynamics::decay`).
     pub confidence: f32,
+    /// The confidence as stored, before decay.
+    pub stored_confidence: f32,
     /// True when the edge points at the node it was followed from.
     pub incoming: bool,
     /// The node the edge was followed from.
@@ -442,9 +470,41 @@ impl VerifyReport {
 /// A consistent read view of the graph (holds the read lock while alive).
 pub struct GraphRead<'a> {
     state: RwLockReadGuard<'a, State>,
+    decay: Arc<DecayPolicy>,
 }
 
 impl GraphRead<'_> {
+    /// The latest world time of any event (`None` for an empty log): the default "now".
+    pub fn latest_event_time(&self) -> Option<i64> {
+        self.state.latest_ts
+    }
+
+    /// The decay policy this view judges confidence by.
+    pub fn decay_policy(&self) -> &DecayPolicy {
+        &self.decay
+    }
+
+    /// The decay policy resolved for a traversal believing at `now`.
+    pub fn decay_filter(&self, now: i64) -> DecayFilter {
+        let names: Vec<&str> = (0..self.state.relations.len() as u32)
+            .map(|id| self.state.relations.name(id))
+            .collect();
+        self.decay.resolve(now, &names)
+    }
+
+    /// The effective confidence of edge `id` at world time `now` (default: the latest event
+    /// time), or `None` when there is no such live edge.
+    pub fn effective_confidence(&self, id: EdgeId, now: Option<i64>) -> Option<f32> {
+        let c = self.edge_core(id)?;
+        let now = now.or(self.state.latest_ts).unwrap_or(c.last_seen);
+        Some(self.decay.effective(
+            self.state.relations.name(c.relation),
+            c.confidence,
+            c.last_seen,
+            now,
+        ))
+    }
+
     pub fn adjacency(&self) -> &Adjacency {
         &self.state.adj
     }
@@ -485,8 +545,13 @@ impl GraphRead<'_> {
     }
     /// Resolves option names into a traversal filter.
     pub fn filter(&self, opts: &ExpandOptions) -> TraversalFilter {
+        let now = opts.now.or(self.state.latest_ts);
         TraversalFilter {
             min_confidence: opts.min_confidence,
+            decay: match now {
+                Some(now) if !opts.raw_confidence => Some(self.decay_filter(now)),
+                _ => None,
+            },
             relations: (!opts.relations.is_empty())
                 .then(|| self.state.relations.set_of(&opts.relations)),
             deny_relations: (!opts.deny_relations.is_empty())
@@ -505,7 +570,11 @@ pub struct Store {
     text: TextIndex,
     writer: Mutex<()>,
     text_rebuilt: bool,
+    decay: RwLock<Arc<DecayPolicy>>,
 }
+
+/// The store's decay policy file, when it has one (see [`Store::set_decay_policy`]).
+const DECAY_FILE: &str = "decay.json";
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -602,6 +671,15 @@ impl Store {
         };
         let mut state = Self::load_state(&*backend)?;
         state.counters = counters;
+        state.latest_ts = backend
+            .last(Table::EventTime)?
+            .and_then(|(k, _)| time_of_key(&k));
+        let decay_path = dir.join(DECAY_FILE);
+        let decay = if decay_path.exists() {
+            DecayPolicy::from_file(&decay_path)?
+        } else {
+            DecayPolicy::default()
+        };
 
         let (text, indexed, text_rebuilt) = Self::open_text(&dir.join("text"))?;
         let store = Store {
@@ -611,6 +689,7 @@ impl Store {
             text,
             writer: Mutex::new(()),
             text_rebuilt,
+            decay: RwLock::new(Arc::new(decay)),
         };
         let from = indexed.unwrap_or(0);
         if indexed.is_none() || from < counters.last_seq {
@@ -889,7 +968,31 @@ impl Store {
     pub fn graph(&self) -> GraphRead<'_> {
         GraphRead {
             state: self.read_state(),
+            decay: self.decay_policy(),
         }
+    }
+
+    /// The policy by which edge confidence decays on read (the default, or the store's
+    /// `decay.json`).
+    pub fn decay_policy(&self) -> Arc<DecayPolicy> {
+        self.decay.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the decay policy and saves it in the store directory (`decay.json`), so later
+    /// opens use it too. A policy is a way of reading, not a change of memory: it is not an
+    /// event, and replay does not depend on it.
+    pub fn set_decay_policy(&self, policy: DecayPolicy) -> Result<()> {
+        policy.validate()?;
+        let path = self.dir.join(DECAY_FILE);
+        let tmp = self.dir.join("decay.json.tmp");
+        let json = serde_json::to_vec_pretty(&policy).map_err(|e| Error::InvalidArgument {
+            name: "decay policy".into(),
+            message: e.to_string(),
+        })?;
+        std::fs::write(&tmp, json).map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+        *self.decay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
+        Ok(())
     }
 
     pub fn node(&self, id: NodeId) -> Option<Node> {
@@ -966,11 +1069,7 @@ impl Store {
 
     /// World time of the latest event (by `ts`), the store's notion of "now".
     pub fn latest_event_time(&self) -> Result<Option<i64>> {
-        Ok(self.backend.last(Table::EventTime)?.map(|(k, _)| {
-            let mut ts = [0u8; 8];
-            ts.copy_from_slice(&k[..8]);
-            (u64::from_be_bytes(ts) ^ (1 << 63)) as i64
-        }))
+        Ok(self.read_state().latest_ts)
     }
 
     /// Full-text search over nodes and events.
@@ -998,7 +1097,11 @@ impl Store {
                     hops: r.hops,
                     edge: r.via.edge_id(),
                     relation: g.relation_name(r.via.relation()).to_string(),
-                    confidence: r.via.confidence,
+                    confidence: g
+                        .effective_confidence(r.via.edge_id(), opts.now)
+                        .filter(|_| !opts.raw_confidence)
+                        .unwrap_or(r.via.confidence),
+                    stored_confidence: r.via.confidence,
                     incoming: r.via.is_incoming(),
                     parent: r.parent,
                 });

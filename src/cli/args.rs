@@ -160,6 +160,12 @@ pub struct NeighborsArgs {
     /// Only these relations (repeatable).
     #[arg(long)]
     pub relation: Vec<String>,
+    /// Judge confidence decayed to this world time (default: the latest event).
+    #[arg(long, allow_negative_numbers = true)]
+    pub now: Option<i64>,
+    /// Filter by stored confidence, without decay.
+    #[arg(long)]
+    pub raw_confidence: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -189,12 +195,15 @@ pub struct QueryArgs {
     /// Only these kinds of snippets (repeatable): fact, passage, event, entity.
     #[arg(long, value_parser = ["fact", "passage", "event", "entity"])]
     pub kind: Vec<String>,
-    /// Judge validity at this world time (default: the latest event).
+    /// Judge validity, and decay confidence, at this world time (default: the latest event).
     #[arg(long, allow_negative_numbers = true)]
     pub as_of: Option<i64>,
     /// Also use facts whose validity has ended.
     #[arg(long)]
     pub include_ended: bool,
+    /// Judge and rank facts by stored confidence, without decay.
+    #[arg(long)]
+    pub raw_confidence: bool,
     #[arg(long, default_value = "fused", value_parser = ["fused", "text", "graph"])]
     pub mode: String,
     #[arg(long)]

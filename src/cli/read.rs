@@ -98,9 +98,11 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
     }
     let s = open(&a.store)?;
     let start = resolve_node(&s, &a.node)?;
-    let opts = ExpandOptions::default()
+    let mut opts = ExpandOptions::default()
         .with_min_confidence(a.min_confidence)
-        .with_relations(a.relation);
+        .with_relations(a.relation)
+        .with_raw_confidence(a.raw_confidence);
+    opts.now = a.now;
     let found = s.neighbors(start.id, a.depth, &opts);
     if a.json {
         print_json(&serde_json::json!({"start": start.key, "neighbors": found}))?;
@@ -115,8 +117,13 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
         );
         for n in found {
             let arrow = if n.incoming { "<-" } else { "->" };
+            let stored = if (n.stored_confidence - n.confidence).abs() >= 0.005 {
+                format!(" (stored {:.2})", n.stored_confidence)
+            } else {
+                String::new()
+            };
             outln!(
-                "  hop {} {arrow}{}{arrow} {} ({}, {})  confidence {}  edge {}",
+                "  hop {} {arrow}{}{arrow} {} ({}, {})  confidence {:.2}{stored}  edge {}",
                 n.hops,
                 n.relation,
                 n.key,
@@ -172,6 +179,7 @@ pub fn query(a: QueryArgs) -> Result<Code> {
         .with_deny_relations(a.deny_relation)
         .with_kinds(kinds)
         .with_include_ended(a.include_ended)
+        .with_raw_confidence(a.raw_confidence)
         .with_mode(match a.mode.as_str() {
             "text" => RankingMode::Text,
             "graph" => RankingMode::Graph,

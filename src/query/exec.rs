@@ -475,10 +475,11 @@ impl<'a> Ctx<'a> {
                 if edges.is_empty() {
                     Val::Null
                 } else {
-                    // A path is as believable as the product of its edges.
+                    // A path is as believable as the product of its edges, each decayed to
+                    // the latest event time (`e.confidence` reads the stored value).
                     let mut c = 1.0f64;
                     for e in edges {
-                        c *= self.g.edge_core(e).map_or(0.0, |x| widen(x.confidence));
+                        c *= self.g.effective_confidence(e, None).map_or(0.0, widen);
                     }
                     Val::Float(c)
                 }

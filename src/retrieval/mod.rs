@@ -171,6 +171,10 @@ pub struct RetrieveOptions {
     pub relation_boost: f32,
     /// How the budget counts tokens.
     pub token_counter: Tokenizer,
+    /// Judge and rank facts by their stored confidence, without decay (see
+    /// `dynamics::decay`); by default confidence is decayed to `as_of` (or the latest event
+    /// time).
+    pub raw_confidence: bool,
 }
 
 impl Default for RetrieveOptions {
@@ -196,6 +200,7 @@ impl Default for RetrieveOptions {
             recency_half_life: 24_000.0 * 7.0,
             relation_boost: 1.0,
             token_counter: Tokenizer::Approx,
+            raw_confidence: false,
         }
     }
 }
@@ -257,6 +262,10 @@ impl RetrieveOptions {
     }
     pub fn with_mode(mut self, mode: RankingMode) -> Self {
         self.mode = mode;
+        self
+    }
+    pub fn with_raw_confidence(mut self, raw: bool) -> Self {
+        self.raw_confidence = raw;
         self
     }
 
@@ -689,13 +698,23 @@ impl<'s> Retriever<'s> {
         }
 
         let g = self.store.graph();
-        let filter = g.filter(&ExpandOptions {
-            min_confidence: opts.min_confidence,
-            relations: opts.relations.clone(),
-            deny_relations: opts.deny_relations.clone(),
-            labels: Vec::new(),
-            direction: Direction::Both,
-        });
+        let filter = g.filter(
+            &ExpandOptions::default()
+                .with_min_confidence(opts.min_confidence)
+                .with_relations(opts.relations.iter().cloned())
+                .with_deny_relations(opts.deny_relations.iter().cloned())
+                .with_direction(Direction::Both)
+                .with_now(now)
+                .with_raw_confidence(opts.raw_confidence),
+        );
+        // Every use of an edge's confidence (expansion weights, the fact's score part, its
+        // text) sees it decayed to `now`, as the filter does.
+        let confidence_of = |e: &AdjEntry| -> f32 {
+            match &filter.decay {
+                Some(d) => d.effective(e, g.adjacency().last_seen(e.edge_id())),
+                None => e.confidence,
+            }
+        };
         let label_ok = |n: NodeId| -> bool {
             let Some(node) = g.node(n) else { return false };
             (opts.labels.is_empty() || opts.labels.contains(&node.label))
@@ -742,7 +761,7 @@ impl<'s> Retriever<'s> {
             if !edge_ok(e) {
                 return 0.0;
             }
-            let base = e.confidence.max(1e-3);
+            let base = confidence_of(e).max(1e-3);
             let shared = derived.terms.overlap(e, &query_terms);
             base * (1.0 + boost * shared as f32)
         };
@@ -768,7 +787,7 @@ impl<'s> Retriever<'s> {
                                     return;
                                 }
                                 let parent = reach.get(&r.parent).copied().unwrap_or(0.0);
-                                let s = parent * decay * r.via.confidence;
+                                let s = parent * decay * confidence_of(&r.via);
                                 reach.insert(r.node, s);
                                 *scores.entry(r.node).or_default() += s;
                             });
@@ -861,7 +880,7 @@ impl<'s> Retriever<'s> {
                     }
                     let parts = ScoreParts {
                         graph: graph_part((a + b) / 2.0, max_entity),
-                        confidence: core.confidence,
+                        confidence: confidence_of(e),
                         recency: recency(core.last_seen),
                         text: text_node
                             .get(&core.from)
@@ -1045,13 +1064,20 @@ impl<'s> Retriever<'s> {
                 } else {
                     format!(", last seen t={}", e.last_seen)
                 };
+                // A decayed fact says what it was believed at when last seen, so the reader can
+                // tell "doubtful" from "old".
+                let decayed = if (c.parts.confidence - e.confidence).abs() >= 0.005 {
+                    format!(", {:.2} when last seen", e.confidence)
+                } else {
+                    String::new()
+                };
                 let text = format!(
-                    "{} {} {}{} (confidence {:.2}{seen}{validity})",
+                    "{} {} {}{} (confidence {:.2}{decayed}{seen}{validity})",
                     name(e.from),
                     e.relation,
                     name(e.to),
                     describe_props(&e.props),
-                    e.confidence,
+                    c.parts.confidence,
                 );
                 provenance.edges.push(e.id);
                 for seq in e.evidence.iter().rev().take(3) {

@@ -1,0 +1,184 @@
+//! Memory dynamics: confidence that decays with world time unless re-seen, computed on read.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use loci::dynamics::decay::DAY;
+use loci::dynamics::DecayPolicy;
+use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert};
+use loci::retrieval::{RetrieveOptions, Retriever, SnippetKind};
+use loci::{BackendKind, ExpandOptions, Store};
+
+const WEEK: i64 = 7 * DAY as i64;
+
+fn node(key: &str, label: &str, name: &str) -> Assertion {
+    Assertion::UpsertNode(NodeUpsert {
+        key: key.into(),
+        label: Some(label.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    })
+}
+
+fn edge(from: &str, rel: &str, to: &str, conf: f32) -> Assertion {
+    Assertion::UpsertEdge(EdgeUpsert {
+        from: from.into(),
+        relation: rel.into(),
+        to: to.into(),
+        confidence: Some(conf),
+        ..Default::default()
+    })
+}
+
+fn event(ts: i64, assertions: Vec<Assertion>) -> EventDraft {
+    let mut e = EventDraft::new(ts, "bot", "OBSERVATION");
+    e.assertions = assertions;
+    e
+}
+
+/// A fletcher who offered emeralds a week before the latest event, and a home that does not
+/// decay.
+fn village(dir: &Path) -> Store {
+    let store = Store::create(dir, BackendKind::Redb).unwrap();
+    store
+        .ingest(vec![event(
+            0,
+            vec![
+                node("bot", "Bot", "Steve-bot"),
+                node("fletcher", "NPC", "fletcher villager"),
+                node("emerald", "Item", "emerald"),
+                node("base", "Place", "first base"),
+                edge("fletcher", "OFFERS", "emerald", 0.8),
+                edge("bot", "HOME", "base", 0.9),
+            ],
+        )])
+        .unwrap();
+    store.ingest(vec![event(WEEK, vec![])]).unwrap();
+    store
+}
+
+fn neighbor_conf(store: &Store, key: &str, opts: &ExpandOptions) -> HashMap<String, (f32, f32)> {
+    let id = store.node_by_key(key).unwrap().id;
+    store
+        .neighbors(id, 1, opts)
+        .into_iter()
+        .map(|n| (n.relation, (n.confidence, n.stored_confidence)))
+        .collect()
+}
+
+#[test]
+fn confidence_halves_per_half_life_unless_the_relation_lasts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = village(&dir.path().join("s"));
+    let seen = neighbor_conf(&store, "fletcher", &ExpandOptions::default());
+    let (effective, stored) = seen["OFFERS"];
+    assert!((effective - 0.4).abs() < 1e-4, "{effective}");
+    assert_eq!(stored, 0.8);
+    let home = neighbor_conf(&store, "bot", &ExpandOptions::default())["HOME"];
+    assert_eq!(home, (0.9, 0.9), "HOME never decays");
+    // The filter judges the decayed value; raw confidence and an earlier `now` do not decay.
+    let strict = ExpandOptions::default().with_min_confidence(0.5);
+    assert!(!neighbor_conf(&store, "fletcher", &strict).contains_key("OFFERS"));
+    assert!(neighbor_conf(
+        &store,
+        "fletcher",
+        &strict.clone().with_raw_confidence(true)
+    )
+    .contains_key("OFFERS"));
+    let then = neighbor_conf(&store, "fletcher", &strict.with_now(0));
+    assert_eq!(then["OFFERS"], (0.8, 0.8));
+}
+
+#[test]
+fn an_event_that_sees_the_edge_again_restores_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = village(&dir.path().join("s"));
+    let before = store.stats();
+    // Reads write nothing.
+    for _ in 0..3 {
+        neighbor_conf(&store, "fletcher", &ExpandOptions::default());
+    }
+    assert_eq!(store.stats().events, before.events);
+    store
+        .ingest(vec![event(
+            WEEK,
+            vec![edge("fletcher", "OFFERS", "emerald", 0.8)],
+        )])
+        .unwrap();
+    let (effective, _) = neighbor_conf(&store, "fletcher", &ExpandOptions::default())["OFFERS"];
+    assert_eq!(effective, 0.8);
+    assert!(store.verify().unwrap().ok());
+}
+
+#[test]
+fn queries_read_decayed_and_stored_confidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = village(&dir.path().join("s"));
+    let r = loci::query::run(
+        &store,
+        "MATCH (v)-[o:OFFERS]->(i) RETURN confidence(o) AS now, o.confidence AS stored",
+        &HashMap::new(),
+    )
+    .unwrap();
+    let row = &r.rows[0];
+    assert!((row[0].as_f64().unwrap() - 0.4).abs() < 1e-4, "{row:?}");
+    assert_eq!(row[1].as_f64().unwrap(), 0.8);
+}
+
+#[test]
+fn retrieval_filters_and_ranks_by_decayed_confidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = village(&dir.path().join("s"));
+    let r = Retriever::new(&store).unwrap();
+    let facts = |opts: RetrieveOptions| {
+        r.retrieve(
+            "fletcher emerald",
+            &opts.with_kinds([SnippetKind::Fact]).with_k(5),
+        )
+        .unwrap()
+        .snippets
+    };
+    let strict = RetrieveOptions::default().with_min_confidence(0.5);
+    assert!(
+        !facts(strict.clone())
+            .iter()
+            .any(|s| s.text.contains("OFFERS")),
+        "the week-old offer is below 0.5 now"
+    );
+    let raw = facts(strict.clone().with_raw_confidence(true));
+    let offer = raw.iter().find(|s| s.text.contains("OFFERS")).unwrap();
+    assert_eq!(offer.parts.confidence, 0.8);
+    let loose = facts(RetrieveOptions::default());
+    let offer = loose.iter().find(|s| s.text.contains("OFFERS")).unwrap();
+    assert!((offer.parts.confidence - 0.4).abs() < 1e-4);
+    assert!(
+        offer.text.contains("(confidence 0.40, 0.80 when last seen"),
+        "{}",
+        offer.text
+    );
+    let then = facts(strict.with_as_of(0));
+    assert!(then.iter().any(|s| s.text.contains("OFFERS")));
+}
+
+#[test]
+fn a_store_keeps_its_decay_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    {
+        let store = village(&path);
+        store
+            .set_decay_policy(DecayPolicy::default().with_half_life("OFFERS", None))
+            .unwrap();
+        let bad = DecayPolicy::default().with_half_life("OFFERS", Some(0.0));
+        assert!(store.set_decay_policy(bad).is_err());
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.decay_policy().half_life("OFFERS"), None);
+    let (effective, _) = neighbor_conf(&store, "fletcher", &ExpandOptions::default())["OFFERS"];
+    assert_eq!(effective, 0.8);
+    // A damaged policy file is an error naming it, not a silent default.
+    std::fs::write(path.join("decay.json"), "{").unwrap();
+    drop(store);
+    let err = Store::open(&path).err().unwrap().to_string();
+    assert!(err.contains("decay.json"), "{err}");
+}
