@@ -1,7 +1,9 @@
 //! Versioned record encoding. Every stored value is one format byte followed by its encoding;
 //! a reader refuses a version it does not know instead of misreading it.
 //!
-//! - Format 2 (written by this build): `[2][crc32 of the body, little-endian][postcard body]`.
+//! - Format 3 (written by this build): `[3][crc32 of the body, little-endian][postcard body]`;
+//!   edges carry their salience.
+//! - Format 2: the same layout; edges without salience (read as 0.5).
 //!   The checksum is what turns a flipped byte inside a record into a [`Error::Corrupt`]
 //!   instead of a plausible but wrong value: redb checksums its pages only in some paths, and a
 //!   byte-flip trial showed decodable-but-wrong log records without it.
@@ -12,14 +14,16 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::{Anchor, Assertion, Event, Value};
+use crate::model::{Anchor, Assertion, Edge, EdgeId, Event, NodeId, Props, Value};
 
 /// Version byte of every record this build writes. Bump it (and keep a reader for the old one)
 /// when a persisted type changes shape.
-pub const RECORD_FORMAT: u8 = 2;
+pub const RECORD_FORMAT: u8 = 3;
 
 /// The oldest record format this build still reads.
 const FORMAT_WITHOUT_CHECKSUM: u8 = 1;
+/// Checksummed records whose edges carry no salience.
+const FORMAT_EDGES_WITHOUT_SALIENCE: u8 = 2;
 
 /// Encodes `value` as a versioned, checksummed record.
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
@@ -36,7 +40,7 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, &'a [u8])> {
     let corrupt = |message: String| Error::Corrupt { table, message };
     match bytes.split_first() {
-        Some((&RECORD_FORMAT, rest)) => {
+        Some((&v @ (FORMAT_EDGES_WITHOUT_SALIENCE | RECORD_FORMAT), rest)) => {
             if rest.len() < 4 {
                 return Err(corrupt(format!(
                     "record of {} bytes is shorter than its checksum",
@@ -51,7 +55,7 @@ fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, &'a [u8])> {
                     "checksum mismatch (stored {stored:08x}, computed {actual:08x})"
                 )));
             }
-            Ok((RECORD_FORMAT, body))
+            Ok((v, body))
         }
         Some((&FORMAT_WITHOUT_CHECKSUM, rest)) => Ok((FORMAT_WITHOUT_CHECKSUM, rest)),
         Some((v, _)) => Err(corrupt(format!(
@@ -123,6 +127,47 @@ pub fn decode_event(table: &'static str, bytes: &[u8]) -> Result<Event> {
     }
 }
 
+/// An edge as formats 1 and 2 stored it: no salience.
+#[derive(Deserialize)]
+struct EdgeWithoutSalience {
+    id: EdgeId,
+    from: NodeId,
+    relation: String,
+    to: NodeId,
+    props: Props,
+    confidence: f32,
+    valid_from: Option<i64>,
+    valid_to: Option<i64>,
+    recorded: i64,
+    last_seen: i64,
+    evidence: Vec<u64>,
+}
+
+/// Decodes an edge record of any readable format.
+pub fn decode_edge(table: &'static str, bytes: &[u8]) -> Result<Edge> {
+    match body(table, bytes)? {
+        (RECORD_FORMAT, body) => postcard_body(table, body),
+        (_, body) => {
+            let e: EdgeWithoutSalience = postcard_body(table, body)?;
+            Ok(Edge {
+                id: e.id,
+                from: e.from,
+                relation: e.relation,
+                to: e.to,
+                props: e.props,
+                confidence: e.confidence,
+                valid_from: e.valid_from,
+                valid_to: e.valid_to,
+                recorded: e.recorded,
+                last_seen: e.last_seen,
+                evidence: e.evidence,
+                // What every node and event had before salience was scored.
+                salience: 0.5,
+            })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +201,63 @@ mod tests {
         // A truncated record or one with bytes appended is refused too.
         assert!(decode_event("log", &bytes[..bytes.len() - 1]).is_err());
         assert!(decode_event("log", &bytes[..3]).is_err());
+    }
+
+    #[test]
+    fn reads_format_2_edges_without_salience() {
+        let edge = Edge {
+            id: EdgeId(4),
+            from: NodeId(1),
+            relation: "OFFERS".into(),
+            to: NodeId(2),
+            props: Props::new(),
+            confidence: 0.9,
+            valid_from: None,
+            valid_to: Some(7),
+            recorded: 11,
+            last_seen: 12,
+            evidence: vec![1, 3],
+            salience: 0.8,
+        };
+        assert_eq!(decode_edge("edges", &encode(&edge)).unwrap(), edge);
+        #[derive(Serialize)]
+        struct Old<'a>(
+            EdgeId,
+            NodeId,
+            &'a str,
+            NodeId,
+            &'a Props,
+            f32,
+            Option<i64>,
+            Option<i64>,
+            i64,
+            i64,
+            &'a [u64],
+        );
+        let old = Old(
+            edge.id,
+            edge.from,
+            &edge.relation,
+            edge.to,
+            &edge.props,
+            0.9,
+            None,
+            Some(7),
+            11,
+            12,
+            &edge.evidence,
+        );
+        let mut bytes = postcard::to_extend(&old, vec![2u8, 0, 0, 0, 0]).unwrap();
+        let crc = crc32fast::hash(&bytes[5..]);
+        bytes[1..5].copy_from_slice(&crc.to_le_bytes());
+        let read = decode_edge("edges", &bytes).unwrap();
+        assert_eq!(
+            read,
+            Edge {
+                salience: 0.5,
+                ..edge
+            }
+        );
     }
 
     #[test]

@@ -101,10 +101,6 @@ impl From<Assertion> for AssertionLine {
     }
 }
 
-fn half() -> f32 {
-    0.5
-}
-
 fn is_null(v: &Value) -> bool {
     *v == Value::Null
 }
@@ -123,8 +119,8 @@ pub struct EventLine {
     pub anchor: Option<Anchor>,
     #[serde(default, skip_serializing_if = "is_null")]
     pub payload: Value,
-    #[serde(default = "half")]
-    pub salience: f32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salience: Option<f32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
     #[serde(default, rename = "assert", skip_serializing_if = "Vec::is_empty")]

@@ -299,6 +299,8 @@ pub struct Edge {
     pub last_seen: i64,
     /// Sequence numbers of the events that asserted or re-confirmed the edge, oldest first.
     pub evidence: Vec<u64>,
+    /// The highest salience of the events that asserted it (see `dynamics::salience`).
+    pub salience: f32,
 }
 
 impl Edge {
@@ -369,7 +371,9 @@ pub struct EventDraft {
     pub anchor: Option<Anchor>,
     pub kind: String,
     pub payload: Value,
-    pub salience: f32,
+    /// How much the event matters, in [0, 1]; `None` lets the store score it
+    /// (`dynamics::salience`) when it is ingested.
+    pub salience: Option<f32>,
     /// Ids of the observations (or source documents) the event rests on.
     pub evidence: Vec<String>,
     pub assertions: Vec<Assertion>,
@@ -378,7 +382,28 @@ pub struct EventDraft {
     pub idempotency_key: Option<String>,
 }
 
+/// The indexed text of an event (see [`Event::text`]).
+fn event_text(kind: &str, actor: &str, place: Option<&str>, payload: &Value) -> String {
+    let mut out = format!("{kind} {actor}");
+    if let Some(p) = place {
+        out.push(' ');
+        out.push_str(p);
+    }
+    payload.collect_text(&mut out);
+    out
+}
+
 impl EventDraft {
+    /// The text the event will be indexed with.
+    pub fn text(&self) -> String {
+        event_text(
+            &self.kind,
+            &self.actor,
+            self.place.as_deref(),
+            &self.payload,
+        )
+    }
+
     /// A draft with the given time, actor and kind, and nothing else.
     pub fn new(ts: i64, actor: impl Into<String>, kind: impl Into<String>) -> Self {
         EventDraft {
@@ -388,7 +413,7 @@ impl EventDraft {
             anchor: None,
             kind: kind.into(),
             payload: Value::Null,
-            salience: 0.5,
+            salience: None,
             evidence: Vec::new(),
             assertions: Vec::new(),
             idempotency_key: None,
@@ -427,7 +452,9 @@ impl Event {
             anchor: d.anchor,
             kind: d.kind,
             payload: d.payload,
-            salience: d.salience,
+            // Scored by the store before an event is made; 0.5 only for a caller that builds
+            // events itself.
+            salience: d.salience.unwrap_or(0.5),
             evidence: d.evidence,
             assertions: d.assertions,
             idempotency_key: d.idempotency_key,
@@ -436,13 +463,12 @@ impl Event {
 
     /// The text the full-text index holds for this event: kind, actor, place and payload strings.
     pub fn text(&self) -> String {
-        let mut out = format!("{} {}", self.kind, self.actor);
-        if let Some(p) = &self.place {
-            out.push(' ');
-            out.push_str(p);
-        }
-        self.payload.collect_text(&mut out);
-        out
+        event_text(
+            &self.kind,
+            &self.actor,
+            self.place.as_deref(),
+            &self.payload,
+        )
     }
 }
 

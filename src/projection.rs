@@ -168,8 +168,11 @@ impl Overlay {
                 if up.anchor.is_some() {
                     n.anchor = up.anchor;
                 }
-                if let Some(s) = up.salience {
-                    n.salience = s;
+                // An explicit salience is the caller's word; otherwise a node is as salient as
+                // the most salient event that asserted it.
+                match up.salience {
+                    Some(s) => n.salience = s,
+                    None => n.salience = n.salience.max(ev.salience),
                 }
                 if let Some(p) = up.pinned {
                     n.pinned = p;
@@ -205,7 +208,7 @@ impl Overlay {
                     aliases,
                     props,
                     anchor: up.anchor,
-                    salience: up.salience.unwrap_or(0.5),
+                    salience: up.salience.unwrap_or(ev.salience),
                     pinned: up.pinned.unwrap_or(false),
                     created: ev.ts,
                     updated: ev.ts,
@@ -249,6 +252,7 @@ impl Overlay {
                     e.valid_to = up.valid_to;
                 }
                 e.last_seen = e.last_seen.max(ev.ts);
+                e.salience = e.salience.max(ev.salience);
                 if e.evidence.last() != Some(&ev.seq) {
                     e.evidence.push(ev.seq);
                 }
@@ -277,6 +281,7 @@ impl Overlay {
                     recorded: ev.recorded_at,
                     last_seen: ev.ts,
                     evidence: vec![ev.seq],
+                    salience: ev.salience,
                 }
             }
         };

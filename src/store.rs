@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{decode, decode_event, encode};
-use crate::dynamics::DecayPolicy;
+use crate::codec::{decode, decode_edge, decode_event, encode};
+use crate::dynamics::salience::{words_of, SalienceInputs};
+use crate::dynamics::{DecayPolicy, SaliencePolicy};
 use crate::error::{Error, Result};
 use crate::graph::{Adjacency, DecayFilter, Direction, Interner, TraversalFilter};
 use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
@@ -29,6 +30,11 @@ const MANIFEST: &str = "loci.json";
 const META_COUNTERS: &[u8] = b"counters";
 const META_FORMAT: &[u8] = b"format";
 const META_BACKEND: &[u8] = b"backend";
+const META_PROJECTION: &[u8] = b"projection";
+/// Version of the rules that derive nodes and edges from the log (`projection`). A store whose
+/// derived tables were made by other rules has them rebuilt from its log when it is opened.
+/// 2: node and edge salience derive from the events that assert them.
+pub const PROJECTION_VERSION: u32 = 2;
 /// Events per projection chunk when replaying the log.
 const REPLAY_CHUNK: usize = 4096;
 
@@ -51,6 +57,8 @@ pub struct EdgeCore {
     /// `i64::MAX` when unbounded.
     pub valid_to: i64,
     pub last_seen: i64,
+    /// The highest salience of the events that asserted the edge.
+    pub salience: f32,
 }
 
 /// The derived in-memory state: nodes, compact edges, adjacency and key maps.
@@ -108,6 +116,7 @@ impl State {
             valid_from: e.valid_from.unwrap_or(i64::MIN),
             valid_to: e.valid_to.unwrap_or(i64::MAX),
             last_seen: e.last_seen,
+            salience: e.salience,
         };
         let bounded = e.valid_from.is_some() || e.valid_to.is_some();
         self.adj
@@ -167,7 +176,7 @@ impl State {
 fn read_edge(backend: &dyn Backend, id: EdgeId) -> Result<Option<Edge>> {
     backend
         .get(Table::Edges, &id.0.to_be_bytes())?
-        .map(|v| decode(Table::Edges.name(), &v))
+        .map(|v| decode_edge(Table::Edges.name(), &v))
         .transpose()
 }
 
@@ -571,7 +580,11 @@ pub struct Store {
     writer: Mutex<()>,
     text_rebuilt: bool,
     decay: RwLock<Arc<DecayPolicy>>,
+    salience: RwLock<Arc<SaliencePolicy>>,
 }
+
+/// The store's salience policy file, when it has one (see [`Store::set_salience_policy`]).
+const SALIENCE_FILE: &str = "salience.json";
 
 /// The store's decay policy file, when it has one (see [`Store::set_decay_policy`]).
 const DECAY_FILE: &str = "decay.json";
@@ -581,6 +594,18 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Writes `value` as pretty JSON to `path` through a temporary file and a rename, so a reader
+/// never sees half a file.
+fn write_json_atomically(path: &Path, value: &impl Serialize) -> Result<()> {
+    let json = serde_json::to_vec_pretty(value).map_err(|e| Error::InvalidArgument {
+        name: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, json).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
 
 fn dir_size(path: &Path) -> u64 {
@@ -609,6 +634,11 @@ impl Store {
         let mut batch = WriteBatch::default();
         batch.put(Table::Meta, META_FORMAT.to_vec(), encode(&STORE_FORMAT));
         batch.put(Table::Meta, META_BACKEND.to_vec(), encode(&backend));
+        batch.put(
+            Table::Meta,
+            META_PROJECTION.to_vec(),
+            encode(&PROJECTION_VERSION),
+        );
         batch.put(
             Table::Meta,
             META_COUNTERS.to_vec(),
@@ -669,6 +699,17 @@ impl Store {
             Some(v) => decode("meta", &v)?,
             None => return Err(store_err("meta table has no counters".into())),
         };
+        let projection: Option<u32> = meta(META_PROJECTION)?
+            .map(|v| decode("meta", &v))
+            .transpose()?;
+        if projection != Some(PROJECTION_VERSION) {
+            tracing::info!(
+                from = ?projection,
+                to = PROJECTION_VERSION,
+                "derivation rules changed: rebuilding nodes and edges from the log"
+            );
+            Self::rebuild_derived(&*backend, &dir)?;
+        }
         let mut state = Self::load_state(&*backend)?;
         state.counters = counters;
         state.latest_ts = backend
@@ -680,6 +721,12 @@ impl Store {
         } else {
             DecayPolicy::default()
         };
+        let salience_path = dir.join(SALIENCE_FILE);
+        let salience = if salience_path.exists() {
+            SaliencePolicy::from_file(&salience_path)?
+        } else {
+            SaliencePolicy::default()
+        };
 
         let (text, indexed, text_rebuilt) = Self::open_text(&dir.join("text"))?;
         let store = Store {
@@ -690,6 +737,7 @@ impl Store {
             writer: Mutex::new(()),
             text_rebuilt,
             decay: RwLock::new(Arc::new(decay)),
+            salience: RwLock::new(Arc::new(salience)),
         };
         let from = indexed.unwrap_or(0);
         if indexed.is_none() || from < counters.last_seq {
@@ -705,6 +753,41 @@ impl Store {
             store.catch_up_text(0)?;
         }
         Ok(store)
+    }
+
+    /// Replaces the stored nodes and edges with the replay of the log under this build's rules,
+    /// in one atomic batch, and records the rules' version. Node and edge ids and the
+    /// counters come out as before, since they are assigned by the same replay.
+    fn rebuild_derived(backend: &dyn Backend, dir: &Path) -> Result<()> {
+        let state = match replay_log(backend, |_| {})? {
+            Ok(state) => state,
+            Err(msg) => {
+                return Err(Error::Store {
+                    path: dir.to_path_buf(),
+                    message: format!("cannot rebuild the derived tables from the log: {msg}"),
+                })
+            }
+        };
+        let mut batch = WriteBatch::default();
+        for table in [Table::Nodes, Table::Edges] {
+            backend.scan(table, &[], None, &mut |k, _| {
+                batch.delete(table, k.to_vec());
+                Ok(true)
+            })?;
+        }
+        for n in state.nodes.iter().flatten() {
+            batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(n));
+        }
+        for e in state.full_edges.iter().flatten().flatten() {
+            batch.put(Table::Edges, e.id.0.to_be_bytes().to_vec(), encode(e));
+        }
+        batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&state.counters));
+        batch.put(
+            Table::Meta,
+            META_PROJECTION.to_vec(),
+            encode(&PROJECTION_VERSION),
+        );
+        backend.commit(batch)
     }
 
     /// Opens the full-text index; when it cannot be opened (damaged segment, truncated
@@ -747,7 +830,7 @@ impl Store {
         let flush = |raw: &mut Vec<Vec<u8>>, state: &mut State| -> Result<()> {
             let edges: Result<Vec<Edge>> = raw
                 .par_iter()
-                .map(|v| decode(Table::Edges.name(), v))
+                .map(|v| decode_edge(Table::Edges.name(), v))
                 .collect();
             for e in edges? {
                 state.put_edge(&e);
@@ -841,6 +924,8 @@ impl Store {
         }
         let (overlay, batch, text_docs, text_deletes) = {
             let state = self.read_state();
+            let mut drafts = drafts;
+            self.score_salience(&state, &mut drafts)?;
             let overlay = self.project(&state, drafts, &positions)?;
             let batch = overlay.write_batch();
             let (docs, deletes) = overlay.text_changes(&state);
@@ -874,8 +959,100 @@ impl Store {
                 ..Commit::default()
             });
         }
-        let overlay = self.project(&self.read_state(), drafts, &positions)?;
+        let state = self.read_state();
+        let mut drafts = drafts;
+        self.score_salience(&state, &mut drafts)?;
+        let overlay = self.project(&state, drafts, &positions)?;
         Ok(Commit::of(&overlay, positions.skipped))
+    }
+
+    /// Gives every draft without a salience the score of the store's policy
+    /// (`dynamics::salience`), judged against `state` and the text index as they are before
+    /// the batch plus the batch's earlier drafts, so a file scores the same however it is split
+    /// into batches (up to index terms of node names, which enter the index at commit).
+    fn score_salience(&self, state: &State, drafts: &mut [EventDraft]) -> Result<()> {
+        let policy = self.salience_policy();
+        let mut created: HashMap<String, String> = HashMap::new();
+        let mut seen_terms: BTreeSet<String> = BTreeSet::new();
+        let label_of = |key: &str, created: &HashMap<String, String>| -> Option<String> {
+            state
+                .node_keys
+                .get(key)
+                .and_then(|id| state.node(*id))
+                .map(|n| n.label.clone())
+                .or_else(|| created.get(key).cloned())
+        };
+        for d in drafts.iter_mut() {
+            let mut new_labels = Vec::new();
+            let mut touched = Vec::new();
+            let mut rels = Vec::new();
+            for a in &d.assertions {
+                match a {
+                    Assertion::UpsertNode(up) => match label_of(&up.key, &created) {
+                        Some(l) => touched.push(up.label.clone().unwrap_or(l)),
+                        None => {
+                            let l = up
+                                .label
+                                .clone()
+                                .unwrap_or_else(|| crate::model::labels::ENTITY.to_string());
+                            created.insert(up.key.clone(), l.clone());
+                            new_labels.push(l.clone());
+                            touched.push(l);
+                        }
+                    },
+                    Assertion::UpsertEdge(e) => {
+                        rels.push(e.relation.clone());
+                        touched.extend(label_of(&e.from, &created));
+                        touched.extend(label_of(&e.to, &created));
+                    }
+                    Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
+                }
+            }
+            let text = d.text();
+            let terms = self.text.analyze(&text)?;
+            if d.salience.is_none() {
+                let mut unseen = 0;
+                for t in &terms {
+                    if !seen_terms.contains(t) && self.text.doc_freq(t)? == 0 {
+                        unseen += 1;
+                    }
+                }
+                let words = words_of(&text);
+                let inputs = SalienceInputs {
+                    kind: &d.kind,
+                    words: &words,
+                    unseen_share: if terms.is_empty() {
+                        0.0
+                    } else {
+                        unseen as f32 / terms.len() as f32
+                    },
+                    new_node_labels: new_labels.iter().map(String::as_str).collect(),
+                    touched_labels: touched.iter().map(String::as_str).collect(),
+                    relations: rels.iter().map(String::as_str).collect(),
+                };
+                d.salience = Some(policy.score(&inputs));
+            }
+            seen_terms.extend(terms);
+        }
+        Ok(())
+    }
+
+    /// The policy that scores the salience of events ingested without one (the default, or the
+    /// store's `salience.json`).
+    pub fn salience_policy(&self) -> Arc<SaliencePolicy> {
+        self.salience
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces the salience policy and saves it in the store directory (`salience.json`).
+    /// It scores events ingested from now on; the scores of logged events never change.
+    pub fn set_salience_policy(&self, policy: SaliencePolicy) -> Result<()> {
+        policy.validate()?;
+        write_json_atomically(&self.dir.join(SALIENCE_FILE), &policy)?;
+        *self.salience.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
+        Ok(())
     }
 
     /// Numbers the kept drafts after the log's end and projects them against `state`.
@@ -934,7 +1111,11 @@ impl Store {
                     table: Table::Idempotency.name(),
                     message: format!("key {key:?} points at event {seq}, which the log lacks"),
                 })?;
-                if Event::from_draft(stored.seq, stored.recorded_at, draft) != stored {
+                // A draft without a salience was scored at ingest: its retry matches whatever
+                // score the stored event got.
+                let mut again = draft;
+                again.salience = again.salience.or(Some(stored.salience));
+                if Event::from_draft(stored.seq, stored.recorded_at, again) != stored {
                     return Err(conflict(format!(
                         "key {key:?} was already used by event {seq}, with other content"
                     )));
@@ -983,14 +1164,7 @@ impl Store {
     /// event, and replay does not depend on it.
     pub fn set_decay_policy(&self, policy: DecayPolicy) -> Result<()> {
         policy.validate()?;
-        let path = self.dir.join(DECAY_FILE);
-        let tmp = self.dir.join("decay.json.tmp");
-        let json = serde_json::to_vec_pretty(&policy).map_err(|e| Error::InvalidArgument {
-            name: "decay policy".into(),
-            message: e.to_string(),
-        })?;
-        std::fs::write(&tmp, json).map_err(|e| Error::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+        write_json_atomically(&self.dir.join(DECAY_FILE), &policy)?;
         *self.decay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
         Ok(())
     }
@@ -1138,37 +1312,12 @@ impl Store {
     pub fn verify(&self) -> Result<VerifyReport> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut report = VerifyReport::default();
-        let mut replayed = State::in_memory();
         let mut expected_text: BTreeMap<u64, u64> = BTreeMap::new();
         let mut expected_times = Vec::new();
         let mut expected_keys: BTreeMap<String, u64> = BTreeMap::new();
         let mut duplicate_keys = Vec::new();
-        let mut chunk: Vec<Event> = Vec::with_capacity(REPLAY_CHUNK);
-        let mut replay_error = None;
-        let mut position = 0usize;
-        let mut flush = |chunk: &mut Vec<Event>, replayed: &mut State| -> Result<()> {
-            let events = std::mem::take(chunk);
-            let n = events.len();
-            let base = LiveBase {
-                state: replayed,
-                backend: None,
-            };
-            let ov = project_batch(&base, events, position)?;
-            position += n;
-            replayed.apply(&ov);
-            Ok(())
-        };
-        let mut expected_seq = 1;
-        self.scan_log(1, |ev| {
-            if ev.seq != expected_seq {
-                replay_error = Some(format!(
-                    "log gap: expected seq {expected_seq}, found {}",
-                    ev.seq
-                ));
-                return Ok(false);
-            }
-            expected_seq += 1;
-            let doc = TextDoc::for_event(&ev);
+        let replayed = replay_log(&*self.backend, |ev| {
+            let doc = TextDoc::for_event(ev);
             expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
             expected_times.push(time_key(ev.ts, ev.seq));
             if let Some(key) = &ev.idempotency_key {
@@ -1176,24 +1325,14 @@ impl Store {
                     duplicate_keys.push((key.clone(), first, ev.seq));
                 }
             }
-            chunk.push(ev);
-            if chunk.len() == REPLAY_CHUNK {
-                if let Err(e) = flush(&mut chunk, &mut replayed) {
-                    replay_error = Some(format!("replay failed: {e}"));
-                    return Ok(false);
-                }
-            }
-            Ok(true)
         })?;
-        if replay_error.is_none() {
-            if let Err(e) = flush(&mut chunk, &mut replayed) {
-                replay_error = Some(format!("replay failed: {e}"));
+        let replayed = match replayed {
+            Ok(state) => state,
+            Err(msg) => {
+                report.differ(msg);
+                return Ok(report);
             }
-        }
-        if let Some(msg) = replay_error {
-            report.differ(msg);
-            return Ok(report);
-        }
+        };
         report.events_replayed = replayed.counters.last_seq;
         for n in replayed.nodes.iter().flatten() {
             let doc = TextDoc::for_node(n);
@@ -1230,7 +1369,7 @@ impl Store {
 
         let mut stored_edges = BTreeMap::new();
         self.backend.scan(Table::Edges, &[], None, &mut |_, v| {
-            let e: Edge = decode(Table::Edges.name(), v)?;
+            let e: Edge = decode_edge(Table::Edges.name(), v)?;
             stored_edges.insert(e.id, e);
             Ok(true)
         })?;
@@ -1327,6 +1466,7 @@ impl Store {
                     && live.relations.name(c.relation) == e.relation
                     && c.confidence == e.confidence
                     && c.last_seen == e.last_seen
+                    && c.salience == e.salience
                     && c.valid_from == e.valid_from.unwrap_or(i64::MIN)
                     && c.valid_to == e.valid_to.unwrap_or(i64::MAX)
             });
@@ -1394,6 +1534,61 @@ impl Store {
         }
         Ok(report)
     }
+}
+
+/// Replays the whole log into a fresh in-memory state, calling `visit` with each event. The
+/// inner error says why the log cannot be replayed (a gap, an event the projection refuses);
+/// the outer one is a storage failure.
+fn replay_log(
+    backend: &dyn Backend,
+    mut visit: impl FnMut(&Event),
+) -> Result<std::result::Result<State, String>> {
+    let mut replayed = State::in_memory();
+    let mut chunk: Vec<Event> = Vec::with_capacity(REPLAY_CHUNK);
+    let mut failure = None;
+    let mut position = 0usize;
+    let mut flush = |chunk: &mut Vec<Event>, replayed: &mut State| -> Result<()> {
+        let events = std::mem::take(chunk);
+        let n = events.len();
+        let base = LiveBase {
+            state: replayed,
+            backend: None,
+        };
+        let ov = project_batch(&base, events, position)?;
+        position += n;
+        replayed.apply(&ov);
+        Ok(())
+    };
+    let mut expected_seq = 1;
+    backend.scan(Table::Log, &1u64.to_be_bytes(), None, &mut |_, v| {
+        let ev = decode_event(Table::Log.name(), v)?;
+        if ev.seq != expected_seq {
+            failure = Some(format!(
+                "log gap: expected seq {expected_seq}, found {}",
+                ev.seq
+            ));
+            return Ok(false);
+        }
+        expected_seq += 1;
+        visit(&ev);
+        chunk.push(ev);
+        if chunk.len() == REPLAY_CHUNK {
+            if let Err(e) = flush(&mut chunk, &mut replayed) {
+                failure = Some(format!("replay failed: {e}"));
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })?;
+    if failure.is_none() {
+        if let Err(e) = flush(&mut chunk, &mut replayed) {
+            failure = Some(format!("replay failed: {e}"));
+        }
+    }
+    Ok(match failure {
+        Some(msg) => Err(msg),
+        None => Ok(replayed),
+    })
 }
 
 fn compare_maps<K: Ord + std::fmt::Display + Copy, V: PartialEq + std::fmt::Debug>(

@@ -563,6 +563,12 @@ impl TextIndex {
         Ok(out)
     }
 
+    /// How many indexed documents contain `term` (an analysed term, see [`Self::analyze`]).
+    pub fn doc_freq(&self, term: &str) -> Result<u64> {
+        let t = tantivy::Term::from_field_text(self.fields.text, term);
+        self.reader.searcher().doc_freq(&t).map_err(terr)
+    }
+
     /// Most hits one [`TextIndex::search`] returns.
     pub const MAX_SEARCH_HITS: usize = 100_000;
 

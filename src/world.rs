@@ -205,11 +205,7 @@ impl Builder {
         ev.anchor = place.and_then(|p| self.place_index.get(p).map(|i| self.places[*i].anchor));
         ev.payload = payload;
         ev.evidence = vec![format!("obs-{}", self.obs)];
-        ev.salience = match kind {
-            kinds::DEATH => 1.0,
-            kinds::COMBAT | kinds::TRADE => 0.7,
-            _ => 0.5,
-        };
+        // Salience is left to the store's formula (survival, novelty, social value).
         self.events.push(ev);
         self.events.last_mut().unwrap_or_else(|| unreachable!())
     }

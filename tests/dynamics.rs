@@ -182,3 +182,120 @@ fn a_store_keeps_its_decay_policy() {
     let err = Store::open(&path).err().unwrap().to_string();
     assert!(err.contains("decay.json"), "{err}");
 }
+
+#[test]
+fn events_are_scored_and_nodes_and_edges_take_their_most_salient_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let mut walk = event(1, vec![node("field", "Place", "wheat field")]);
+    walk.kind = "MOVE".into();
+    let mut again = event(2, vec![node("field", "Place", "wheat field")]);
+    again.kind = "MOVE".into();
+    let mut death = EventDraft::new(3, "bot", "DEATH");
+    death.payload = loci::Value::from("fell into lava");
+    let mut trade = event(
+        4,
+        vec![
+            node("smith", "NPC", "toolsmith"),
+            node("iron", "Item", "iron ingot"),
+            edge("smith", "OFFERS", "iron", 0.9),
+        ],
+    );
+    trade.kind = "TRADE".into();
+    let mut pinned_low = event(5, vec![]);
+    pinned_low.salience = Some(0.05);
+    death.assertions = vec![Assertion::UpsertEdge(EdgeUpsert {
+        from: "field".into(),
+        relation: "DIED_AT".into(),
+        to: "field".into(),
+        ..Default::default()
+    })];
+    store
+        .ingest(vec![walk, again, death, trade, pinned_low])
+        .unwrap();
+    let s = |seq| store.event(seq).unwrap().unwrap().salience;
+    // A first sighting is novel; the same sighting again is routine.
+    assert!(s(1) > s(2), "{} {}", s(1), s(2));
+    assert!(s(3) > 0.9, "death: {}", s(3));
+    assert!(s(4) > s(2), "trade with first sightings: {}", s(4));
+    assert_eq!(s(5), 0.05, "an explicit salience is kept");
+    let field = store.node_by_key("field").unwrap();
+    assert_eq!(field.salience, s(1).max(s(2)));
+    let offer = store
+        .edge_between("smith", "OFFERS", "iron")
+        .unwrap()
+        .unwrap();
+    assert_eq!(offer.salience, s(4));
+    // Salience is a fact's score part in retrieval.
+    let r = Retriever::new(&store).unwrap();
+    let pack = r
+        .retrieve(
+            "toolsmith iron",
+            &RetrieveOptions::default().with_kinds([SnippetKind::Fact]),
+        )
+        .unwrap();
+    let fact = pack
+        .snippets
+        .iter()
+        .find(|x| x.text.contains("OFFERS"))
+        .unwrap();
+    assert_eq!(fact.parts.salience, s(4));
+    assert!(store.verify().unwrap().ok());
+}
+
+#[test]
+fn a_store_derived_by_older_rules_is_rebuilt_from_its_log_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let (node_salience, edge_salience) = {
+        let store = village(&path);
+        let n = store.node_by_key("fletcher").unwrap().salience;
+        let e = store
+            .edge_between("fletcher", "OFFERS", "emerald")
+            .unwrap()
+            .unwrap()
+            .salience;
+        (n, e)
+    };
+    {
+        // What a build before salience left: no projection version, and nodes at the old
+        // default.
+        let backend = BackendKind::Redb.open(&path).unwrap();
+        let mut w = loci::storage::WriteBatch::default();
+        w.delete(loci::storage::Table::Meta, b"projection".to_vec());
+        let store_nodes = {
+            let mut v = Vec::new();
+            backend
+                .scan(loci::storage::Table::Nodes, &[], None, &mut |k, val| {
+                    v.push((k.to_vec(), val.to_vec()));
+                    Ok(true)
+                })
+                .unwrap();
+            v
+        };
+        for (k, val) in store_nodes {
+            let mut n: loci::Node = loci::codec::decode("nodes", &val).unwrap();
+            n.salience = 0.5;
+            w.put(loci::storage::Table::Nodes, k, loci::codec::encode(&n));
+        }
+        backend.commit(w).unwrap();
+    }
+    assert_ne!(
+        node_salience, 0.5,
+        "the test must change what the rebuild restores"
+    );
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        store.node_by_key("fletcher").unwrap().salience,
+        node_salience
+    );
+    assert_eq!(
+        store
+            .edge_between("fletcher", "OFFERS", "emerald")
+            .unwrap()
+            .unwrap()
+            .salience,
+        edge_salience
+    );
+    assert!(store.verify().unwrap().ok());
+}

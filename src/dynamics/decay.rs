@@ -16,6 +16,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+
 use crate::graph::DecayFilter;
 use crate::model::relations;
 

@@ -11,3 +11,17 @@ pub mod salience;
 
 pub use decay::DecayPolicy;
 pub use salience::SaliencePolicy;
+
+/// Reads a policy file (JSON); errors name the file, its line and `what`.
+fn read_policy<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    what: &str,
+) -> crate::Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| crate::Error::Input {
+        file: path.display().to_string(),
+        line: e.line(),
+        field: what.into(),
+        message: e.to_string(),
+    })
+}

@@ -28,6 +28,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{kinds, labels, relations};
 
+/// The lowercase words of `text`, split on anything that is not a letter or digit.
+pub fn words_of(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
 /// Weights and tables of the salience formula (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -74,9 +82,27 @@ impl Default for SaliencePolicy {
                 ("HUNGER", 0.5),
             ]),
             danger_words: words(&[
-                "death", "died", "dead", "killed", "kill", "damage", "hurt", "hunger", "starving",
-                "lava", "drowned", "drowning", "fell", "creeper", "zombie", "skeleton", "poison",
-                "fire", "explosion", "attack", "attacked",
+                "death",
+                "died",
+                "dead",
+                "killed",
+                "kill",
+                "damage",
+                "hurt",
+                "hunger",
+                "starving",
+                "lava",
+                "drowned",
+                "drowning",
+                "fell",
+                "creeper",
+                "zombie",
+                "skeleton",
+                "poison",
+                "fire",
+                "explosion",
+                "attack",
+                "attacked",
             ]),
             danger_word_factor: 0.6,
             social_kinds: table(&[
@@ -98,10 +124,10 @@ impl Default for SaliencePolicy {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SalienceInputs<'a> {
     pub kind: &'a str,
-    /// The event's analysed words (lowercase).
+    /// The event's words, lowercase, as written (danger words are matched against these).
     pub words: &'a [String],
-    /// Of those, how many the store has never indexed.
-    pub unseen_words: usize,
+    /// The share of the event's index terms that no indexed document has yet, in [0, 1].
+    pub unseen_share: f32,
     /// Labels of the nodes the event creates (first sightings).
     pub new_node_labels: Vec<&'a str>,
     /// Labels of every node the event's assertions touch.
@@ -119,6 +145,13 @@ pub struct SalienceFactors {
 }
 
 impl SaliencePolicy {
+    /// Reads a policy from a JSON file; what it leaves out keeps its default.
+    pub fn from_file(path: &std::path::Path) -> crate::Result<Self> {
+        let policy: SaliencePolicy = super::read_policy(path, "salience policy")?;
+        policy.validate()?;
+        Ok(policy)
+    }
+
     /// Checks that every weight and factor lies in [0, 1].
     pub fn validate(&self) -> crate::Result<()> {
         let mut all: Vec<(&str, f32)> = vec![
@@ -165,15 +198,10 @@ impl SaliencePolicy {
             1 => 0.7,
             _ => 1.0,
         };
-        let rare = if x.words.is_empty() {
-            0.0
-        } else {
-            x.unseen_words.min(x.words.len()) as f32 / x.words.len() as f32
-        };
+        let rare = x.unseen_share.clamp(0.0, 1.0);
         let novelty = 1.0 - (1.0 - sighting) * (1.0 - 0.5 * rare);
         let social = self.social_kinds.get(x.kind).copied().unwrap_or_else(|| {
-            if x
-                .relations
+            if x.relations
                 .iter()
                 .any(|r| self.social_relations.iter().any(|s| s == r))
             {
@@ -235,7 +263,10 @@ mod tests {
             words: &w,
             ..Default::default()
         });
-        assert!(death > trade && trade > routine, "{death} {trade} {routine}");
+        assert!(
+            death > trade && trade > routine,
+            "{death} {trade} {routine}"
+        );
         // Danger words count when the kind says nothing.
         let lava = words(&["fell", "into", "lava"]);
         let scare = p.score(&SalienceInputs {
@@ -260,7 +291,7 @@ mod tests {
             ..seen.clone()
         };
         let rare = SalienceInputs {
-            unseen_words: 4,
+            unseen_share: 1.0,
             ..seen.clone()
         };
         assert_eq!(p.factors(&seen).novelty, 0.0);
@@ -282,7 +313,7 @@ mod tests {
         let everything = SalienceInputs {
             kind: "DEATH",
             words: &w,
-            unseen_words: 9,
+            unseen_share: 1.0,
             new_node_labels: vec!["Place", "NPC", "Item"],
             touched_labels: vec!["NPC"],
             relations: vec!["OFFERS"],

@@ -284,6 +284,7 @@ impl<'a> Ctx<'a> {
                     match name {
                         "confidence" => return Ok(Val::Float(widen(c.confidence))),
                         "last_seen" => return Ok(Val::Int(c.last_seen)),
+                        "salience" => return Ok(Val::Float(widen(c.salience))),
                         "valid_from" => return Ok(bound(c.valid_from, i64::MIN)),
                         "valid_to" => return Ok(bound(c.valid_to, i64::MAX)),
                         "type" | "relation" => {

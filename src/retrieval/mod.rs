@@ -84,9 +84,13 @@ impl Default for Expansion {
 /// mass, see [`RetrieveOptions`]).
 ///
 /// - passage: `graph * ppr + text * bm25`
-/// - fact: `graph * ppr + confidence * confidence + recency * recency + text * endpoint bm25`
+/// - fact: `graph * ppr + confidence * confidence + recency * recency + text * endpoint bm25
+///   + salience * salience`
 /// - event: `event_text * bm25 + salience * salience + recency * recency`
-/// - entity: `graph * ppr + text * bm25`
+/// - entity: `graph * ppr + text * bm25 + salience * salience`
+///
+/// Salience is the event's score, or for a node or edge the highest of the events that assert
+/// it (`dynamics::salience`); confidence is decayed to the reading time (`dynamics::decay`).
 ///
 /// The defaults were chosen on the dev splits of MuSiQue and 2WikiMultiHopQA: passage ranking
 /// is dominated by the graph (a passage is good because the question's entities lead to it),
@@ -562,11 +566,12 @@ fn fuse(kind: SnippetKind, p: &ScoreParts, w: &FusionWeights, mode: RankingMode)
                     + w.confidence * p.confidence
                     + w.recency * p.recency
                     + w.text * p.text
+                    + w.salience * p.salience
             }
             SnippetKind::Event => {
                 w.event_text * p.text + w.salience * p.salience + w.recency * p.recency
             }
-            SnippetKind::Entity => w.graph * p.graph + w.text * p.text,
+            SnippetKind::Entity => w.graph * p.graph + w.text * p.text + w.salience * p.salience,
         },
     }
 }
@@ -887,7 +892,7 @@ impl<'s> Retriever<'s> {
                             .copied()
                             .unwrap_or(0.0)
                             .max(text_node.get(&core.to).copied().unwrap_or(0.0)),
-                        salience: 0.0,
+                        salience: core.salience,
                     };
                     candidates.push(Candidate {
                         kind: SnippetKind::Fact,
@@ -908,6 +913,7 @@ impl<'s> Retriever<'s> {
                 let parts = ScoreParts {
                     graph: graph_part(*s, max_entity),
                     text: text_node.get(n).copied().unwrap_or(0.0),
+                    salience: g.node(*n).map_or(0.0, |x| x.salience),
                     ..Default::default()
                 };
                 candidates.push(Candidate {
