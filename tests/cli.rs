@@ -822,3 +822,67 @@ fn query_json_is_byte_identical_across_runs() {
         assert_eq!(ok(&args), first);
     }
 }
+
+#[test]
+fn closed_stderr_is_no_panic_after_a_commit() {
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let world = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
+    // `2>&1 | head -c 100` closes both: the ingest's notes on stderr must not panic it.
+    let mut child = Command::new(BIN)
+        .args([
+            "ingest",
+            "--store",
+            p(&store),
+            "--commit-every",
+            "1",
+            p(&world),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let stats = json(&["stats", "--store", p(&store), "--json"]);
+    assert_eq!(stats["events"], 49);
+    // A failure whose message cannot be written still exits with its code.
+    let mut child = Command::new(BIN)
+        .args(["neighbors", "--store", p(&store), "no such node"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    assert_eq!(child.wait().unwrap().code(), Some(4));
+}
+
+#[test]
+fn neighbors_json_prints_confidences_without_float_noise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let out = ok(&[
+        "neighbors",
+        "--store",
+        p(&store),
+        "npc:fletcher:rumour",
+        "--json",
+    ]);
+    assert!(out.contains("\"stored_confidence\": 0.3,"), "{out}");
+    assert!(!out.contains("0.3000000"), "{out}");
+    let run = ok(&[
+        "run",
+        "--store",
+        p(&store),
+        "--json",
+        "--query",
+        "MATCH (v {key: 'npc:fletcher:rumour'})-[o:OFFERS]->(i) RETURN o",
+    ]);
+    assert!(run.contains("\"confidence\": 0.3"), "{run}");
+    assert!(!run.contains("0.3000000"), "{run}");
+}

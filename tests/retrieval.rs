@@ -644,3 +644,28 @@ fn packs_and_options_read_back_from_json() {
     let stats: loci::Stats = serde_json::from_str(&stats_json).unwrap();
     assert_eq!(stats.events, store.stats().events);
 }
+
+#[test]
+fn extreme_world_times_do_not_overflow_recency() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let lines = "{\"ts\":-9223372036854775808,\"kind\":\"NOTE\",\"actor\":\"bot\",\"payload\":\"time unknown\"}\n{\"ts\":0,\"kind\":\"NOTE\",\"actor\":\"bot\",\"payload\":\"hello time\"}\n{\"ts\":9223372036854775807,\"kind\":\"NOTE\",\"actor\":\"bot\",\"payload\":\"end of time\"}\n";
+    ingest::read_str("e.jsonl", lines, Format::Events)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let r = Retriever::new(&store).unwrap();
+    for as_of in [None, Some(i64::MIN), Some(i64::MAX), Some(0)] {
+        let mut opts = RetrieveOptions::default();
+        opts.as_of = as_of;
+        let pack = r.retrieve("time", &opts).unwrap();
+        assert!(!pack.snippets.is_empty());
+        for s in &pack.snippets {
+            assert!(
+                (0.0..=1.0).contains(&s.parts.recency),
+                "{as_of:?}: {}",
+                s.parts.recency
+            );
+        }
+    }
+}

@@ -15,7 +15,7 @@ use loci::{RetrieveOptions, Retriever, Store};
 use super::args::{DemoArgs, WorldArgs};
 use super::backend;
 use super::exit::Code;
-use super::output::{block, list, outln, print_json};
+use super::output::{block, errln, list, outln, print_json};
 
 pub fn world(a: WorldArgs) -> Result<Code> {
     let w = world::generate(&WorldConfig {
@@ -253,7 +253,7 @@ pub fn demo(a: DemoArgs) -> Result<Code> {
         if verify.ok() { "OK" } else { "MISMATCH" }
     );
     if !all_ok {
-        eprintln!("error: an answer differs from the ground truth (exit code 1)");
+        errln!("error: an answer differs from the ground truth (exit code 1)");
     }
     Ok(code)
 }

@@ -12,6 +12,7 @@ mod bench;
 mod demo;
 pub(crate) mod exit;
 pub(crate) mod output;
+use output::errln;
 mod read;
 mod write;
 
@@ -36,7 +37,7 @@ pub fn main() -> ExitCode {
         Err(e) if output::is_broken_pipe(&e) => Code::Ok.into(),
         Err(e) => {
             let code = exit::code_of(&e);
-            eprintln!("error: {}", render(&e));
+            errln!("error: {}", render(&e));
             code.into()
         }
     }

@@ -18,6 +18,18 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
+/// `eprintln!` that never panics: when stderr is a closed pipe (`2>&1 | head`), a note or an
+/// error message is lost, but the command still finishes and exits with its code.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+        }
+    };
+}
+pub(crate) use errln;
+
 /// Pretty JSON of `v` on standard output.
 pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
     let mut out = std::io::stdout().lock();

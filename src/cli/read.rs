@@ -14,7 +14,7 @@ use super::args::{
 };
 use super::exit::{fail, Code};
 use super::open;
-use super::output::{f32_json, list, outln, print_json};
+use super::output::{errln, f32_json, list, outln, print_json};
 
 /// `NAME=VALUE` flag values as pairs.
 pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> {
@@ -105,7 +105,16 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
     opts.now = a.now;
     let found = s.neighbors(start.id, a.depth, &opts);
     if a.json {
-        print_json(&serde_json::json!({"start": start.key, "neighbors": found}))?;
+        // A struct, not `json!`: `json!` widens each f32 to an f64 (0.3 -> 0.30000001192092896).
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            start: &'a str,
+            neighbors: &'a [loci::Neighbor],
+        }
+        print_json(&Out {
+            start: &start.key,
+            neighbors: &found,
+        })?;
     } else {
         outln!(
             "{} ({}, {}): {} nodes within {} hops",
@@ -145,9 +154,10 @@ fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
     for h in s.search(key_or_name, &filter, 1)? {
         if let Target::Node(id) = h.target {
             if let Some(n) = s.node(id) {
-                eprintln!(
+                errln!(
                     "note: no node has key {key_or_name:?}; using best name match {:?} ({})",
-                    n.key, n.name
+                    n.key,
+                    n.name
                 );
                 return Ok(n);
             }

@@ -10,7 +10,7 @@ use loci::{Commit, Store};
 
 use super::args::{ExtractArgs, IngestArgs, InitArgs};
 use super::exit::{fail, Code};
-use super::output::{outln, print_json};
+use super::output::{errln, outln, print_json};
 use super::{backend, open};
 
 pub fn init(a: InitArgs) -> Result<Code> {
@@ -138,7 +138,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
     // stderr so that a reader can parse every line.
     let note = |text: String| -> Result<()> {
         if a.json {
-            eprintln!("{text}");
+            errln!("{text}");
         } else {
             outln!("{text}");
         }
@@ -158,7 +158,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
         note("nothing to commit: the input holds no events".to_string())?;
     }
     if report.closed {
-        eprintln!(
+        errln!(
             "note: standard output was closed after {} lines; the ingest went on and committed {committed} events",
             report.printed
         );

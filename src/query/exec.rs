@@ -53,9 +53,16 @@ enum Acc {
     Count(i64),
     Min(Option<Val>),
     Max(Option<Val>),
-    Sum(f64, bool),
+    Sum(Sum),
     Avg(f64, usize),
     Collect(Vec<Val>),
+}
+
+/// A running sum: exact while every value is an integer, a float once one is not.
+#[derive(Clone, Copy)]
+enum Sum {
+    Ints(i128),
+    Floats(f64),
 }
 
 impl Acc {
@@ -64,7 +71,7 @@ impl Acc {
             "count" => Acc::Count(0),
             "min" => Acc::Min(None),
             "max" => Acc::Max(None),
-            "sum" => Acc::Sum(0.0, true),
+            "sum" => Acc::Sum(Sum::Ints(0)),
             "avg" => Acc::Avg(0.0, 0),
             _ => Acc::Collect(Vec::new()),
         }
@@ -90,11 +97,15 @@ impl Acc {
                     *m = Some(v);
                 }
             }
-            Acc::Sum(total, ints) => {
-                if let Some(x) = v.num() {
-                    *total += x;
-                    *ints &= matches!(v, Val::Int(_));
-                }
+            Acc::Sum(total) => {
+                *total = match (*total, &v) {
+                    // Integers add exactly (in i128, so no row order overflows early); the sum
+                    // is null when the result does not fit an i64.
+                    (Sum::Ints(t), Val::Int(i)) => Sum::Ints(t.saturating_add(*i as i128)),
+                    (Sum::Ints(t), Val::Float(f)) => Sum::Floats(t as f64 + f),
+                    (Sum::Floats(t), _) => Sum::Floats(t + v.num().unwrap_or(0.0)),
+                    (t, _) => t,
+                };
             }
             Acc::Avg(total, n) => {
                 if let Some(x) = v.num() {
@@ -109,8 +120,8 @@ impl Acc {
         match self {
             Acc::Count(n) => Val::Int(n),
             Acc::Min(m) | Acc::Max(m) => m.unwrap_or(Val::Null),
-            Acc::Sum(t, true) => Val::Int(t as i64),
-            Acc::Sum(t, false) => Val::Float(t),
+            Acc::Sum(Sum::Ints(t)) => i64::try_from(t).map_or(Val::Null, Val::Int),
+            Acc::Sum(Sum::Floats(t)) => Val::Float(t),
             Acc::Avg(_, 0) => Val::Null,
             Acc::Avg(t, n) => Val::Float(t / n as f64),
             Acc::Collect(items) => Val::List(items),
@@ -125,7 +136,7 @@ fn order_cmp(a: &[Val], b: &[Val], desc: &[bool]) -> std::cmp::Ordering {
             (Val::Null, _) => std::cmp::Ordering::Greater,
             (_, Val::Null) => std::cmp::Ordering::Less,
             (x, y) => {
-                let o = compare(x, y).unwrap_or(std::cmp::Ordering::Equal);
+                let o = sort_order(x, y);
                 if *d {
                     o.reverse()
                 } else {
@@ -138,6 +149,82 @@ fn order_cmp(a: &[Val], b: &[Val], desc: &[bool]) -> std::cmp::Ordering {
         }
     }
     std::cmp::Ordering::Equal
+}
+
+/// The total order ORDER BY sorts by: values of different types are ordered by type (booleans,
+/// numbers, strings, lists, maps, nodes, edges, events, paths, null), values of one type by
+/// value, numbers exactly (an integer against a float by mathematical value), NaN after every
+/// other number. A sort needs a total order: "incomparable" treated as equal made the standard
+/// sort panic on mixed columns.
+fn sort_order(a: &Val, b: &Val) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    fn rank(v: &Val) -> u8 {
+        match v {
+            Val::Bool(_) => 0,
+            Val::Int(_) | Val::Float(_) => 1,
+            Val::Str(_) => 2,
+            Val::List(_) => 3,
+            Val::Map(_) => 4,
+            Val::Node(_) => 5,
+            Val::Edge(_) => 6,
+            Val::Event(_) => 7,
+            Val::Path(..) => 8,
+            Val::Null => 9,
+        }
+    }
+    match (a, b) {
+        (Val::Bool(x), Val::Bool(y)) => x.cmp(y),
+        (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
+            compare_numbers(a, b).unwrap_or_else(|| {
+                // Only NaN is unordered: it goes after every number, and equals itself.
+                let nan = |v: &Val| matches!(v, Val::Float(f) if f.is_nan());
+                nan(a).cmp(&nan(b))
+            })
+        }
+        (Val::Str(x), Val::Str(y)) => x.cmp(y),
+        (Val::List(x), Val::List(y)) => x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| sort_order(p, q))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or_else(|| x.len().cmp(&y.len())),
+        (Val::Map(x), Val::Map(y)) => x
+            .iter()
+            .zip(y)
+            .map(|((kp, p), (kq, q))| kp.cmp(kq).then_with(|| sort_order(p, q)))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or_else(|| x.len().cmp(&y.len())),
+        (Val::Node(x), Val::Node(y)) => x.cmp(y),
+        (Val::Edge(x), Val::Edge(y)) => x.cmp(y),
+        (Val::Event(x), Val::Event(y)) => x.cmp(y),
+        (Val::Path(n1, e1), Val::Path(n2, e2)) => n1.cmp(n2).then_with(|| e1.cmp(e2)),
+        _ => rank(a).cmp(&rank(b)),
+    }
+}
+
+/// Two numbers compared by mathematical value: integers exactly (not through f64, which
+/// cannot tell 2^53 + 1 from 2^53), an integer against a float without rounding either. `None`
+/// when either is NaN or not a number.
+fn compare_numbers(a: &Val, b: &Val) -> Option<std::cmp::Ordering> {
+    use std::cmp::Ordering;
+    let int_vs_float = |i: i64, f: f64| -> Option<Ordering> {
+        if f.is_nan() {
+            return None;
+        }
+        match (i as f64).partial_cmp(&f)? {
+            // Equal as floats: `f` is then a whole number within i64's range give or take the
+            // rounding of `i`, so it converts to i128 exactly and the integers decide.
+            Ordering::Equal => Some((i as i128).cmp(&(f as i128))),
+            o => Some(o),
+        }
+    };
+    match (a, b) {
+        (Val::Int(x), Val::Int(y)) => Some(x.cmp(y)),
+        (Val::Float(x), Val::Float(y)) => x.partial_cmp(y),
+        (Val::Int(i), Val::Float(f)) => int_vs_float(*i, *f),
+        (Val::Float(f), Val::Int(i)) => int_vs_float(*i, *f).map(Ordering::reverse),
+        _ => None,
+    }
 }
 
 /// A value during execution.
@@ -362,7 +449,7 @@ impl<'a> Ctx<'a> {
                 None => Val::Null,
             },
             Expr::Neg(x) => match self.eval(x, row)? {
-                Val::Int(i) => Val::Int(i.wrapping_neg()),
+                Val::Int(i) => i.checked_neg().map_or(Val::Null, Val::Int),
                 Val::Float(f) => Val::Float(-f),
                 _ => Val::Null,
             },
@@ -636,7 +723,7 @@ impl<'a> Ctx<'a> {
             "abs" => {
                 arity(1)?;
                 match &args[0] {
-                    Val::Int(i) => Val::Int(i.wrapping_abs()),
+                    Val::Int(i) => i.checked_abs().map_or(Val::Null, Val::Int),
                     Val::Float(f) => Val::Float(f.abs()),
                     _ => Val::Null,
                 }
@@ -660,20 +747,17 @@ fn compare(a: &Val, b: &Val) -> Option<std::cmp::Ordering> {
     match (a, b) {
         (Val::Str(x), Val::Str(y)) => Some(x.cmp(y)),
         (Val::Bool(x), Val::Bool(y)) => Some(x.cmp(y)),
-        _ => match (a.num(), b.num()) {
-            (Some(x), Some(y)) => x.partial_cmp(&y),
-            _ => None,
-        },
+        _ => compare_numbers(a, b),
     }
 }
 
 fn equal(a: &Val, b: &Val) -> Option<bool> {
     match (a, b) {
         (Val::Null, _) | (_, Val::Null) => None,
-        _ => match (a.num(), b.num()) {
-            (Some(x), Some(y)) => Some(x == y),
-            _ => Some(a == b),
-        },
+        (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
+            Some(compare_numbers(a, b) == Some(std::cmp::Ordering::Equal))
+        }
+        _ => Some(a == b),
     }
 }
 
@@ -788,7 +872,7 @@ fn to_json(ctx: &mut Ctx<'_>, v: &Val) -> Result<serde_json::Value, QueryError> 
                 "from": ctx.g.node(c.from).map(|n| n.key.clone()),
                 "type": ctx.g.relation_name(c.relation),
                 "to": ctx.g.node(c.to).map(|n| n.key.clone()),
-                "confidence": c.confidence,
+                "confidence": widen(c.confidence),
             }),
             None => serde_json::Value::Null,
         },

@@ -825,7 +825,9 @@ impl<'s> Retriever<'s> {
             }
         };
         let recency = |t: i64| -> f32 {
-            (0.5f64).powf(((now - t).max(0)) as f64 / opts.recency_half_life) as f32
+            // In f64: world times at the ends of i64 must not overflow a subtraction.
+            let age = (now as f64 - t as f64).max(0.0);
+            (0.5f64).powf(age / opts.recency_half_life) as f32
         };
         let in_window = |t: i64| opts.time.is_none_or(|(a, b)| a <= t && t <= b);
 
