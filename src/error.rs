@@ -54,6 +54,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The store was opened read-only ([`crate::Store::open_read_only`]) and cannot write.
+    #[error("store {path} is open read-only (another process may be writing it); writes need `Store::open`")]
+    ReadOnly { path: PathBuf },
     /// Another process (or another handle in this one) holds the store.
     #[error("store {path} is locked by {}", holder.map(|p| format!("process {p}")).unwrap_or_else(|| "another process".into()))]
     Locked { path: PathBuf, holder: Option<u32> },

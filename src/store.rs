@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Adjacency, DecayFilter, Direction, Interner, TraversalFilter};
 use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
 use crate::projection::{project_batch, Counters, Overlay, ProjectionBase};
-use crate::storage::{Backend, BackendKind, Table, WriteBatch};
+use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
 
 /// Format of the store directory (manifest and table layout).
@@ -581,6 +581,40 @@ pub struct Store {
     text_rebuilt: bool,
     decay: RwLock<Arc<DecayPolicy>>,
     salience: RwLock<Arc<SaliencePolicy>>,
+    /// The writer lock; `None` for a read-only handle.
+    lock: Option<StoreLock>,
+}
+
+/// Reads and checks the manifest of the store in `dir`.
+fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let store_err = |message: String| Error::Store {
+        path: dir.to_path_buf(),
+        message,
+    };
+    let manifest_path = dir.join(MANIFEST);
+    let raw = std::fs::read(&manifest_path).map_err(|e| {
+        store_err(format!(
+            "not a loci store (no readable {MANIFEST}: {e}); create one with `loci init`"
+        ))
+    })?;
+    let manifest: Manifest =
+        serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))?;
+    if manifest.format != STORE_FORMAT {
+        return Err(store_err(format!(
+            "store format {} but this build reads format {STORE_FORMAT}",
+            manifest.format
+        )));
+    }
+    Ok(manifest)
+}
+
+/// A policy from its file in the store directory, or the default when there is none.
+fn read_policy<P: Default>(path: &Path, read: impl FnOnce(&Path) -> Result<P>) -> Result<P> {
+    if path.exists() {
+        read(path)
+    } else {
+        Ok(P::default())
+    }
 }
 
 /// The store's salience policy file, when it has one (see [`Store::set_salience_policy`]).
@@ -630,6 +664,7 @@ impl Store {
             });
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lock = StoreLock::acquire(dir)?;
         let b = backend.open(dir)?;
         let mut batch = WriteBatch::default();
         batch.put(Table::Meta, META_FORMAT.to_vec(), encode(&STORE_FORMAT));
@@ -659,32 +694,109 @@ impl Store {
         let tmp = dir.join("loci.json.tmp");
         std::fs::write(&tmp, manifest).map_err(|e| Error::io(&tmp, e))?;
         std::fs::rename(&tmp, &manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
-        Self::open(dir)
+        let manifest = read_manifest(dir)?;
+        Self::open_with(dir.to_path_buf(), manifest, Some(lock))
     }
 
-    /// Opens an existing store: loads the derived graph from storage and brings the full-text
-    /// index up to the log.
+    /// Opens an existing store for writing: takes the store's writer lock (a second writer gets
+    /// [`Error::Locked`] naming the holder's pid), loads the derived graph from storage, and
+    /// brings the full-text index up to the log.
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
         let dir = dir.as_ref().to_path_buf();
+        let manifest = read_manifest(&dir)?;
+        let lock = StoreLock::acquire(&dir)?;
+        Self::open_with(dir, manifest, Some(lock))
+    }
+
+    /// Opens an existing store for reading only, beside a writer in another process (redb; a
+    /// sled store held by a writer is [`Error::Locked`]). Nothing on disk changes: a full-text
+    /// index behind the log is used as it is (a writer is mid-batch, or died before indexing;
+    /// the next writer catches it up), and what only a writer can repair is an error. The
+    /// graph is as of the open; writes return [`Error::ReadOnly`].
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store> {
+        let dir = dir.as_ref().to_path_buf();
+        let manifest = read_manifest(&dir)?;
+        Self::open_with(dir, manifest, None)
+    }
+
+    /// For readers: opens for writing when no other process holds the store (so that the
+    /// text index can be repaired), read-only when one does.
+    pub fn open_for_reading(dir: impl AsRef<Path>) -> Result<Store> {
+        match Self::open(dir.as_ref()) {
+            Err(Error::Locked { .. }) => Self::open_read_only(dir),
+            other => other,
+        }
+    }
+
+    /// Whether this handle refuses writes (see [`Store::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.lock.is_none()
+    }
+
+    fn open_with(dir: PathBuf, manifest: Manifest, lock: Option<StoreLock>) -> Result<Store> {
+        let read_only = lock.is_none();
+        let backend = if read_only {
+            manifest.backend.open_read_only(&dir)?
+        } else {
+            manifest.backend.open(&dir)?
+        };
+        let counters = Self::check_meta(&*backend, &dir, read_only)?;
+        let mut state = Self::load_state(&*backend)?;
+        state.counters = counters;
+        state.latest_ts = backend
+            .last(Table::EventTime)?
+            .and_then(|(k, _)| time_of_key(&k));
+        let decay = read_policy(&dir.join(DECAY_FILE), DecayPolicy::from_file)?;
+        let salience = read_policy(&dir.join(SALIENCE_FILE), SaliencePolicy::from_file)?;
+        let (text, indexed, text_rebuilt) = if read_only {
+            let (text, seq) = TextIndex::open_read_only(&dir.join("text"))?;
+            (text, Some(seq), false)
+        } else {
+            Self::open_text(&dir.join("text"))?
+        };
+        let store = Store {
+            dir,
+            backend,
+            state: RwLock::new(state),
+            text,
+            writer: Mutex::new(()),
+            text_rebuilt,
+            decay: RwLock::new(Arc::new(decay)),
+            salience: RwLock::new(Arc::new(salience)),
+            lock,
+        };
+        let from = indexed.unwrap_or(0);
+        if read_only {
+            if from != counters.last_seq {
+                tracing::warn!(
+                    indexed = from,
+                    log = counters.last_seq,
+                    "read-only open: the full-text index is not at the log's end; searches see it as it is"
+                );
+            }
+        } else if indexed.is_none() || from < counters.last_seq {
+            tracing::info!(
+                from,
+                to = counters.last_seq,
+                "bringing the full-text index up to the log"
+            );
+            store.catch_up_text(from)?;
+        } else if from > counters.last_seq {
+            // The index claims events the log does not have: rebuild it from the log.
+            store.text.clear()?;
+            store.catch_up_text(0)?;
+        }
+        Ok(store)
+    }
+
+    /// Checks the meta table (format, counters) and the derivation rules' version, rebuilding
+    /// the derived tables when they were made by other rules (a writer only). Returns the
+    /// counters.
+    fn check_meta(backend: &dyn Backend, dir: &Path, read_only: bool) -> Result<Counters> {
         let store_err = |message: String| Error::Store {
-            path: dir.clone(),
+            path: dir.to_path_buf(),
             message,
         };
-        let manifest_path = dir.join(MANIFEST);
-        let raw = std::fs::read(&manifest_path).map_err(|e| {
-            store_err(format!(
-                "not a loci store (no readable {MANIFEST}: {e}); create one with `loci init`"
-            ))
-        })?;
-        let manifest: Manifest =
-            serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))?;
-        if manifest.format != STORE_FORMAT {
-            return Err(store_err(format!(
-                "store format {} but this build reads format {STORE_FORMAT}",
-                manifest.format
-            )));
-        }
-        let backend = manifest.backend.open(&dir)?;
         let meta = |key: &[u8]| backend.get(Table::Meta, key);
         match meta(META_FORMAT)? {
             Some(v) if decode::<u32>("meta", &v)? == STORE_FORMAT => {}
@@ -703,56 +815,19 @@ impl Store {
             .map(|v| decode("meta", &v))
             .transpose()?;
         if projection != Some(PROJECTION_VERSION) {
+            if read_only {
+                return Err(store_err(format!(
+                    "its nodes and edges were derived by older rules ({projection:?}, this build uses {PROJECTION_VERSION}); open it for writing once to rebuild them"
+                )));
+            }
             tracing::info!(
                 from = ?projection,
                 to = PROJECTION_VERSION,
                 "derivation rules changed: rebuilding nodes and edges from the log"
             );
-            Self::rebuild_derived(&*backend, &dir)?;
+            Self::rebuild_derived(backend, dir)?;
         }
-        let mut state = Self::load_state(&*backend)?;
-        state.counters = counters;
-        state.latest_ts = backend
-            .last(Table::EventTime)?
-            .and_then(|(k, _)| time_of_key(&k));
-        let decay_path = dir.join(DECAY_FILE);
-        let decay = if decay_path.exists() {
-            DecayPolicy::from_file(&decay_path)?
-        } else {
-            DecayPolicy::default()
-        };
-        let salience_path = dir.join(SALIENCE_FILE);
-        let salience = if salience_path.exists() {
-            SaliencePolicy::from_file(&salience_path)?
-        } else {
-            SaliencePolicy::default()
-        };
-
-        let (text, indexed, text_rebuilt) = Self::open_text(&dir.join("text"))?;
-        let store = Store {
-            dir,
-            backend,
-            state: RwLock::new(state),
-            text,
-            writer: Mutex::new(()),
-            text_rebuilt,
-            decay: RwLock::new(Arc::new(decay)),
-            salience: RwLock::new(Arc::new(salience)),
-        };
-        let from = indexed.unwrap_or(0);
-        if indexed.is_none() || from < counters.last_seq {
-            tracing::info!(
-                from,
-                to = counters.last_seq,
-                "bringing the full-text index up to the log"
-            );
-            store.catch_up_text(from)?;
-        } else if from > counters.last_seq {
-            // The index claims events the log does not have: rebuild it from the log.
-            store.text.clear()?;
-            store.catch_up_text(0)?;
-        }
-        Ok(store)
+        Ok(counters)
     }
 
     /// Replaces the stored nodes and edges with the replay of the log under this build's rules,
@@ -892,6 +967,16 @@ impl Store {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `Err(ReadOnly)` for a read-only handle.
+    fn writable(&self) -> Result<()> {
+        match self.lock {
+            Some(_) => Ok(()),
+            None => Err(Error::ReadOnly {
+                path: self.dir.clone(),
+            }),
+        }
+    }
+
     /// The directory of the store.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -910,6 +995,7 @@ impl Store {
     /// lost. A key reused for *different* content is an error, not a skip: it means two
     /// distinct events were given one key, and dropping either would lose it silently.
     pub fn ingest(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
+        self.writable()?;
         if drafts.is_empty() {
             return Ok(Commit::default());
         }
@@ -1049,6 +1135,7 @@ impl Store {
     /// Replaces the salience policy and saves it in the store directory (`salience.json`).
     /// It scores events ingested from now on; the scores of logged events never change.
     pub fn set_salience_policy(&self, policy: SaliencePolicy) -> Result<()> {
+        self.writable()?;
         policy.validate()?;
         write_json_atomically(&self.dir.join(SALIENCE_FILE), &policy)?;
         *self.salience.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
@@ -1163,6 +1250,7 @@ impl Store {
     /// opens use it too. A policy is a way of reading, not a change of memory: it is not an
     /// event, and replay does not depend on it.
     pub fn set_decay_policy(&self, policy: DecayPolicy) -> Result<()> {
+        self.writable()?;
         policy.validate()?;
         write_json_atomically(&self.dir.join(DECAY_FILE), &policy)?;
         *self.decay.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);

@@ -414,7 +414,26 @@ impl TextIndex {
     /// sequence it has applied; `None` when it had to be created anew (or its layout is of
     /// another version), so the caller must rebuild it from the store.
     pub fn open(dir: &Path) -> Result<(Self, Option<u64>)> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        Self::open_as(dir, false)
+    }
+
+    /// Opens an existing, complete index without changing anything on disk (for a store opened
+    /// read-only beside a writer); an index that is missing, of another layout or damaged is an
+    /// error, since rebuilding it means writing.
+    pub fn open_read_only(dir: &Path) -> Result<(Self, u64)> {
+        match Self::open_as(dir, true)? {
+            (t, Some(seq)) => Ok((t, seq)),
+            (_, None) => Err(Error::text(format!(
+                "{}: the index must be rebuilt, which a read-only open cannot do; open the store for writing once",
+                dir.display()
+            ))),
+        }
+    }
+
+    fn open_as(dir: &Path, read_only: bool) -> Result<(Self, Option<u64>)> {
+        if !read_only {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
         let (schema, fields) = schema();
         let mmap = MmapDirectory::open(dir).map_err(terr)?;
         let existing = Index::exists(&mmap).map_err(terr)?;
@@ -448,6 +467,12 @@ impl TextIndex {
                     .map(|p| p.seq);
                 (index, seq)
             }
+            None if read_only => {
+                return Err(Error::text(format!(
+                    "{}: missing or of another layout, and a read-only open cannot rebuild it; open the store for writing once",
+                    dir.display()
+                )))
+            }
             None => {
                 // Missing, or written by another layout: start over in place.
                 if existing {
@@ -476,6 +501,8 @@ impl TextIndex {
         };
         match seq {
             Some(s) => t.indexed_seq.store(s, std::sync::atomic::Ordering::SeqCst),
+            // A read-only caller is told (`None`) and refuses; it must not write.
+            None if read_only => {}
             // An index with no readable payload cannot say what it holds: empty it.
             None => t.clear()?,
         }

@@ -92,7 +92,7 @@ fn library_code(e: &loci::Error) -> Code {
     match e {
         E::Input { .. } | E::InvalidEvent { .. } | E::InvalidArgument { .. } => Code::BadInput,
         E::NotFound(_) => Code::NotFound,
-        E::Locked { .. } => Code::Locked,
+        E::Locked { .. } | E::ReadOnly { .. } => Code::Locked,
         // A store directory that is not there was named wrongly; one that is there but does
         // not read is damaged (or of another format).
         E::Store { path, .. } if !path.exists() => Code::NotFound,

@@ -82,8 +82,15 @@ fn init_logging(flags: &args::LogArgs) {
 }
 
 /// The store a command names.
+/// Opens the store for a command that writes (or, like `replay --verify`, needs it still).
 fn open(store: &args::StoreArg) -> Result<loci::Store> {
     Ok(loci::Store::open(&store.store)?)
+}
+
+/// Opens the store for a command that only reads: read-only beside a writer in another process
+/// (redb), so that queries run during an ingest.
+fn open_for_reading(store: &args::StoreArg) -> Result<loci::Store> {
+    Ok(loci::Store::open_for_reading(&store.store)?)
 }
 
 fn backend(name: &str) -> Result<loci::BackendKind> {

@@ -13,8 +13,8 @@ use super::args::{
     NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs,
 };
 use super::exit::{fail, Code};
-use super::open;
 use super::output::{errln, f32_json, list, outln, print_json};
+use super::{open, open_for_reading};
 
 /// `NAME=VALUE` flag values as pairs.
 pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> {
@@ -27,7 +27,7 @@ pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> 
 }
 
 pub fn search(a: SearchArgs) -> Result<Code> {
-    let s = open(&a.store)?;
+    let s = open_for_reading(&a.store)?;
     let time = match (a.from, a.to) {
         (None, None) => None,
         (f, t) => Some((f.unwrap_or(i64::MIN), t.unwrap_or(i64::MAX))),
@@ -96,7 +96,7 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
             a.min_confidence
         );
     }
-    let s = open(&a.store)?;
+    let s = open_for_reading(&a.store)?;
     let start = resolve_node(&s, &a.node)?;
     let mut opts = ExpandOptions::default()
         .with_min_confidence(a.min_confidence)
@@ -170,7 +170,7 @@ fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
 }
 
 pub fn query(a: QueryArgs) -> Result<Code> {
-    let s = open(&a.store)?;
+    let s = open_for_reading(&a.store)?;
     let kinds: Vec<SnippetKind> = a
         .kind
         .iter()
@@ -311,7 +311,7 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
         ),
         (None, Some(text)) => {
             let params = loci::query::params_from_pairs(&args)?;
-            let s = open(&a.store)?;
+            let s = open_for_reading(&a.store)?;
             let r = loci::query::run(&s, &text, &params);
             (text, r)
         }
@@ -333,7 +333,7 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
                     ),
                 }
             };
-            let s = open(&a.store)?;
+            let s = open_for_reading(&a.store)?;
             let r = q.run(&s, &args);
             (q.prepared.text.clone(), r)
         }
@@ -413,7 +413,7 @@ pub fn list_queries(a: QueriesArgs) -> Result<Code> {
 }
 
 pub fn stats(a: StatsArgs) -> Result<Code> {
-    let s = open(&a.store)?;
+    let s = open_for_reading(&a.store)?;
     let stats = s.stats();
     let rss = loci::bench::rss_bytes();
     if a.json {

@@ -4,6 +4,7 @@
 //! unchanged against every backend.
 
 mod guard;
+mod lock;
 mod redb_backend;
 mod sled_backend;
 
@@ -14,6 +15,7 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 
 pub use guard::Guarded;
+pub use lock::{StoreLock, LOCK_FILE};
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;
 
@@ -145,14 +147,48 @@ impl BackendKind {
     /// Opens (creating when missing) this backend's files inside `dir`. The handle is
     /// [`Guarded`]: a panic inside the backend comes back as an error.
     pub fn open(self, dir: &Path) -> Result<Box<dyn Backend>> {
+        self.open_as(dir, false)
+    }
+
+    /// Opens this backend's existing files inside `dir` for reading only, beside a writer in
+    /// another process where the backend allows it (redb does; sled keeps its files to one
+    /// process, so a sled store held by a writer is [`Error::Locked`]).
+    pub fn open_read_only(self, dir: &Path) -> Result<Box<dyn Backend>> {
+        self.open_as(dir, true)
+    }
+
+    fn open_as(self, dir: &Path, read_only: bool) -> Result<Box<dyn Backend>> {
         let path = self.path_in(dir);
         let inner: Box<dyn Backend> = guard::open_guarded(self, &path, || {
-            Ok(match self {
-                BackendKind::Redb => Box::new(RedbBackend::open(&path)?) as Box<dyn Backend>,
-                BackendKind::Sled => Box::new(SledBackend::open(&path)?),
+            Ok(match (self, read_only) {
+                (BackendKind::Redb, false) => {
+                    Box::new(RedbBackend::open(&path)?) as Box<dyn Backend>
+                }
+                (BackendKind::Redb, true) => Box::new(RedbBackend::open_read_only(&path)?),
+                (BackendKind::Sled, _) => Box::new(SledBackend::open(&path)?),
             })
-        })?;
+        })
+        .map_err(|e| locked_by_another_process(e, dir))?;
         Ok(Box::new(Guarded::new(inner, path)))
+    }
+}
+
+/// A backend's own "the file is in use" error as [`Error::Locked`], naming the holder when the
+/// store's lock file says who it is: the backend's words ("Database already open. Cannot
+/// acquire lock.", sled's `WouldBlock`) tell a user neither what to do nor who to ask.
+fn locked_by_another_process(e: Error, dir: &Path) -> Error {
+    let text = e.to_string();
+    let in_use = text.contains("already open")
+        || text.contains("could not acquire lock")
+        || text.contains("WouldBlock")
+        || text.contains("Resource temporarily unavailable");
+    if in_use {
+        Error::Locked {
+            path: dir.to_path_buf(),
+            holder: StoreLock::holder(dir),
+        }
+    } else {
+        e
     }
 }
 

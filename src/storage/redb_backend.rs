@@ -1,9 +1,17 @@
 //! The redb backend: one redb table per [`Table`], every batch one write transaction committed
 //! with `Durability::Immediate` (fsync before `commit` returns).
+//!
+//! The database is opened in redb's `SingleWriter` mode: one process writes, and any number of
+//! other processes may open it read-only at the same time ([`RedbBackend::open_read_only`]) and
+//! read its committed state. (The default, `ExclusiveWriter`, would make every reader wait for
+//! the writer to exit.)
 
 use std::path::Path;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use redb::{
+    ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition, TableHandle,
+};
 
 use super::{Backend, BackendKind, Op, ScanVisitor, Table, WriteBatch};
 use crate::error::{Error, Result};
@@ -24,22 +32,47 @@ fn err(e: impl std::fmt::Display) -> Error {
 /// redb's page cache, in bytes.
 const REDB_CACHE_BYTES: usize = 64 << 20;
 
-/// A store's redb database.
+/// A store's redb database, opened for writing or read-only.
 pub struct RedbBackend {
-    db: Database,
+    db: Db,
+}
+
+enum Db {
+    Write(Database),
+    Read(ReadOnlyDatabase),
+}
+
+impl Db {
+    fn begin_read(&self) -> Result<ReadTransaction> {
+        match self {
+            Db::Write(db) => db.begin_read().map_err(err),
+            Db::Read(db) => db.begin_read().map_err(err),
+        }
+    }
+}
+
+fn builder() -> redb::Builder {
+    let mut b = redb::Builder::new();
+    // redb's default page cache is 1 GiB, which a long ingest fills: loci keeps what reads
+    // need in memory itself, so a small cache bounds ingest memory at little read cost.
+    b.set_cache_size(REDB_CACHE_BYTES)
+        .set_concurrency_mode(ConcurrencyMode::SingleWriter);
+    b
 }
 
 impl RedbBackend {
     /// Opens or creates the database file at `path` and makes sure every table exists, so that
     /// readers never meet a missing table.
     pub fn open(path: &Path) -> Result<Self> {
-        // redb's default page cache is 1 GiB, which a long ingest fills: loci keeps what reads
-        // need in memory itself, so a small cache bounds ingest memory at little read cost.
-        let db = redb::Builder::new()
-            .set_cache_size(REDB_CACHE_BYTES)
-            .create(path)
-            .map_err(err)?;
+        let db = builder().create(path).map_err(err)?;
         Self::from_database(db)
+    }
+
+    /// Opens an existing database read-only, beside a writer in another process if there is
+    /// one. Commits refuse; reads see the state committed when each read began.
+    pub fn open_read_only(path: &Path) -> Result<Self> {
+        let db = builder().open_read_only(path).map_err(err)?;
+        Ok(RedbBackend { db: Db::Read(db) })
     }
 
     /// Wraps an already opened database (used by failure-injection tests with their own
@@ -60,14 +93,14 @@ impl RedbBackend {
             .iter()
             .all(|t| names.iter().any(|n| n == t.name()))
         {
-            return Ok(RedbBackend { db });
+            return Ok(RedbBackend { db: Db::Write(db) });
         }
         let txn = db.begin_write().map_err(err)?;
         for table in Table::ALL {
             txn.open_table(definition(table)).map_err(err)?;
         }
         txn.commit().map_err(err)?;
-        Ok(RedbBackend { db })
+        Ok(RedbBackend { db: Db::Write(db) })
     }
 }
 
@@ -77,7 +110,7 @@ impl Backend for RedbBackend {
     }
 
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let txn = self.db.begin_read().map_err(err)?;
+        let txn = self.db.begin_read()?;
         let t = txn.open_table(definition(table)).map_err(err)?;
         Ok(t.get(key).map_err(err)?.map(|v| v.value().to_vec()))
     }
@@ -89,7 +122,7 @@ impl Backend for RedbBackend {
         end: Option<&[u8]>,
         visit: &mut ScanVisitor<'_>,
     ) -> Result<()> {
-        let txn = self.db.begin_read().map_err(err)?;
+        let txn = self.db.begin_read()?;
         let t = txn.open_table(definition(table)).map_err(err)?;
         let iter = match end {
             Some(end) => t.range::<&[u8]>(start..end),
@@ -106,7 +139,7 @@ impl Backend for RedbBackend {
     }
 
     fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let txn = self.db.begin_read().map_err(err)?;
+        let txn = self.db.begin_read()?;
         let t = txn.open_table(definition(table)).map_err(err)?;
         let last = t
             .last()
@@ -116,7 +149,13 @@ impl Backend for RedbBackend {
     }
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
-        let txn = self.db.begin_write().map_err(err)?;
+        let Db::Write(db) = &self.db else {
+            return Err(Error::Backend {
+                backend: "redb",
+                message: "the database is open read-only".into(),
+            });
+        };
+        let txn = db.begin_write().map_err(err)?;
         {
             // Open each table once per batch; ops are grouped by table in first-use order.
             let mut tables = Vec::with_capacity(Table::ALL.len());

@@ -1,0 +1,105 @@
+//! The store directory's writer lock: one process writes a store at a time, and a second one is
+//! told which process holds it instead of meeting a backend's raw "already open".
+//!
+//! The lock is an OS advisory lock on `DIR/lock` (`flock` on Unix), held for the life of the
+//! writing [`crate::Store`], with the holder's pid written inside for the message. The OS drops
+//! the lock when the process ends however it ends, so a file left behind by a killed process
+//! never blocks anyone: only the lock, not the file's existence, means "held".
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Name of the lock file inside a store directory.
+pub const LOCK_FILE: &str = "lock";
+
+/// A held writer lock; released when dropped.
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl StoreLock {
+    /// Takes the writer lock of the store in `dir`, without waiting: `Error::Locked` names the
+    /// process that holds it.
+    pub fn acquire(dir: &Path) -> Result<StoreLock> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    path: dir.to_path_buf(),
+                    holder: read_pid(&mut file),
+                })
+            }
+            Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+        }
+        // The pid is only for messages: a failure to write it does not undo the lock.
+        let pid = std::process::id().to_string();
+        let written = file
+            .set_len(0)
+            .and_then(|()| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| file.write_all(pid.as_bytes()))
+            .and_then(|()| file.flush());
+        if let Err(e) = written {
+            tracing::debug!(error = %e, "could not record the lock holder's pid");
+        }
+        Ok(StoreLock { _file: file, path })
+    }
+
+    /// The process holding the writer lock of `dir`, if one does (`None` also when the holder
+    /// did not record its pid).
+    pub fn holder(dir: &Path) -> Option<u32> {
+        let mut file = File::open(dir.join(LOCK_FILE)).ok()?;
+        match file.try_lock_shared() {
+            // Nobody holds it exclusively.
+            Ok(()) => {
+                let _ = file.unlock();
+                None
+            }
+            Err(_) => read_pid(&mut file),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn read_pid(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.take(32).read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_writer_is_told_the_holder_and_a_dropped_lock_frees_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = StoreLock::acquire(dir.path()).unwrap();
+        match StoreLock::acquire(dir.path()) {
+            Err(Error::Locked { holder, .. }) => assert_eq!(holder, Some(std::process::id())),
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        assert_eq!(StoreLock::holder(dir.path()), Some(std::process::id()));
+        drop(first);
+        assert_eq!(StoreLock::holder(dir.path()), None);
+        // The file is still there; only the lock meant "held".
+        assert!(dir.path().join(LOCK_FILE).exists());
+        StoreLock::acquire(dir.path()).unwrap();
+    }
+}

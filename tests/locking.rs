@@ -1,0 +1,151 @@
+//! One writer per store, readers beside it: a second writer is told which process holds the
+//! store (exit 5 from the CLI), read-only handles share a redb store with its writer, and a lock
+//! left by a dead process never blocks.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use loci::model::{EventDraft, NodeUpsert};
+use loci::{Assertion, BackendKind, Error, SearchFilter, Store};
+
+const BIN: &str = env!("CARGO_BIN_EXE_loci");
+
+fn sighting(ts: i64, key: &str) -> EventDraft {
+    let mut e = EventDraft::new(ts, "bot", "SIGHTING");
+    e.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+        key: key.into(),
+        label: Some("Item".into()),
+        name: Some(key.into()),
+        ..Default::default()
+    })];
+    e
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn a_second_writer_is_told_who_holds_the_store() {
+    for kind in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let writer = Store::create(&path, kind).unwrap();
+        match Store::open(&path) {
+            Err(Error::Locked { holder, .. }) => assert_eq!(holder, Some(std::process::id())),
+            Err(e) => panic!("{kind}: expected Locked, got {e}"),
+            Ok(_) => panic!("{kind}: a second writer opened"),
+        }
+        let msg = Store::open(&path).err().unwrap().to_string();
+        assert!(
+            msg.contains(&format!("locked by process {}", std::process::id())),
+            "{msg}"
+        );
+        drop(writer);
+        Store::open(&path).unwrap();
+    }
+}
+
+#[test]
+fn readers_share_a_redb_store_with_its_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let writer = Store::create(&path, BackendKind::Redb).unwrap();
+    writer.ingest(vec![sighting(1, "emerald")]).unwrap();
+    let reader = Store::open_read_only(&path).unwrap();
+    assert!(reader.is_read_only() && !writer.is_read_only());
+    assert!(reader.node_by_key("emerald").is_some());
+    let hits = reader
+        .search("emerald", &SearchFilter::default(), 10)
+        .unwrap();
+    assert!(!hits.is_empty());
+    assert!(matches!(
+        reader.ingest(vec![sighting(2, "x")]),
+        Err(Error::ReadOnly { .. })
+    ));
+    // The writer goes on; a reader opened later sees its commit.
+    writer.ingest(vec![sighting(2, "diamond")]).unwrap();
+    let later = Store::open_for_reading(&path).unwrap();
+    assert!(later.is_read_only(), "the writer still holds the store");
+    assert!(later.node_by_key("diamond").is_some());
+    drop((reader, later, writer));
+    let alone = Store::open_for_reading(&path).unwrap();
+    assert!(!alone.is_read_only(), "nobody holds it: a writable handle");
+}
+
+#[test]
+fn a_sled_store_held_by_a_writer_is_locked_for_readers_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let _writer = Store::create(&path, BackendKind::Sled).unwrap();
+    match Store::open_for_reading(&path) {
+        Err(Error::Locked { holder, .. }) => assert_eq!(holder, Some(std::process::id())),
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("sled cannot share its files"),
+    }
+}
+
+#[test]
+fn a_lock_file_without_a_live_holder_does_not_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    drop(Store::create(&path, BackendKind::Redb).unwrap());
+    // What a killed writer leaves: the file with its pid, and no lock (the OS released it).
+    std::fs::write(path.join("lock"), "999999").unwrap();
+    let s = Store::open(&path).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(path.join("lock")).unwrap(),
+        std::process::id().to_string()
+    );
+    drop(s);
+}
+
+#[test]
+fn the_cli_reads_during_a_write_and_exits_5_for_a_second_writer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s");
+    let file = tmp.path().join("e.jsonl");
+    std::fs::write(&file, "{\"ts\":5,\"kind\":\"NOTE\",\"payload\":\"ruby\"}\n").unwrap();
+    let writer = Store::create(&path, BackendKind::Redb).unwrap();
+    writer.ingest(vec![sighting(1, "emerald")]).unwrap();
+    let out = Command::new(BIN)
+        .args(["ingest", "--store", p(&path), p(&file)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("locked by process {}", std::process::id())),
+        "{err}"
+    );
+    // Four readers at once, beside the writer: all answer.
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(BIN)
+                .args(["search", "--store", p(&path), "emerald"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in readers {
+        let out = r.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("emerald"));
+    }
+    drop(writer);
+    let out = Command::new(BIN)
+        .args(["ingest", "--store", p(&path), p(&file)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
