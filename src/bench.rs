@@ -430,7 +430,7 @@ impl PassageBm25 {
     pub fn build(store: &Store) -> Result<Self> {
         use crate::text::{analysed_text_options, ANALYZER};
         use tantivy::schema::NumericOptions;
-        let terr = |e: tantivy::TantivyError| crate::error::Error::text(e);
+        let terr = |e: tantivy::TantivyError| crate::error::Error::text_source(e);
         let mut b = tantivy::schema::Schema::builder();
         let text = b.add_text_field("text", analysed_text_options());
         let ord = b.add_u64_field("ord", NumericOptions::default().set_fast());
@@ -468,7 +468,7 @@ impl PassageBm25 {
     /// The `limit` best passages for `question` as (key, BM25 score) (any analysed term may
     /// match, as in `Store::search`), best first; ties in score keep tantivy's document order.
     pub fn search(&self, question: &str, limit: usize) -> Result<Vec<(String, f32)>> {
-        let terr = |e: tantivy::TantivyError| crate::error::Error::text(e);
+        let terr = |e: tantivy::TantivyError| crate::error::Error::text_source(e);
         let mut terms = Vec::new();
         {
             let mut a = self.analyzer.lock().unwrap_or_else(|e| e.into_inner());

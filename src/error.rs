@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+/// A dependency's error kept as the source of one of ours.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Errors returned by loci.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -39,15 +42,22 @@ pub enum Error {
         table: &'static str,
         message: String,
     },
-    /// The storage backend failed.
+    /// The storage backend failed. `source` is the backend's own error when there is one (a
+    /// panic caught at the boundary, or a refusal of loci's, has none).
     #[error("storage backend {backend}: {message}")]
     Backend {
         backend: &'static str,
         message: String,
+        #[source]
+        source: Option<BoxError>,
     },
-    /// The full-text index failed.
-    #[error("full-text index: {0}")]
-    Text(String),
+    /// The full-text index failed; `source` is tantivy's error when there is one.
+    #[error("full-text index: {message}")]
+    Text {
+        message: String,
+        #[source]
+        source: Option<BoxError>,
+    },
     #[error("i/o on {path}: {source}")]
     Io {
         path: PathBuf,
@@ -83,7 +93,40 @@ impl Error {
         }
     }
 
-    pub(crate) fn text(e: impl std::fmt::Display) -> Self {
-        Error::Text(e.to_string())
+    /// A full-text error of loci's own (no underlying error).
+    pub(crate) fn text(message: impl std::fmt::Display) -> Self {
+        Error::Text {
+            message: message.to_string(),
+            source: None,
+        }
+    }
+
+    /// A full-text error caused by `e` (tantivy's), kept as the source.
+    pub(crate) fn text_source(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Text {
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// A backend error of loci's own (a refusal, a caught panic).
+    pub(crate) fn backend(backend: &'static str, message: impl Into<String>) -> Self {
+        Error::Backend {
+            backend,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A backend error caused by `e` (the backend's own), kept as the source.
+    pub(crate) fn backend_source(
+        backend: &'static str,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        }
     }
 }

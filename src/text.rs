@@ -405,8 +405,8 @@ pub struct TextIndex {
     indexed_seq: std::sync::atomic::AtomicU64,
 }
 
-fn terr(e: impl std::fmt::Display) -> Error {
-    Error::text(e)
+fn terr(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::text_source(e)
 }
 
 impl TextIndex {

@@ -214,7 +214,7 @@ fn typed(e: &Error) -> bool {
             | Error::Backend { .. }
             | Error::Store { .. }
             | Error::Io { .. }
-            | Error::Text(_)
+            | Error::Text { .. }
     )
 }
 
@@ -551,4 +551,40 @@ fn guarded_backend_stays_disabled_after_panic() {
         g.scan(Table::Log, b"", None, &mut |_, _| Ok(true)),
         Err(Error::Backend { .. })
     ));
+}
+
+/// Errors from redb, sled and tantivy keep the dependency's error as their source, so a caller
+/// can inspect it (not only read a flattened string).
+#[test]
+fn backend_and_index_errors_keep_their_sources() {
+    use std::error::Error as _;
+    for kind in BackendKind::ALL {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        drop(Store::create(&dir, kind).unwrap());
+        let data = kind.path_in(&dir);
+        if data.is_dir() {
+            for f in std::fs::read_dir(&data).unwrap().flatten() {
+                if f.path().is_file() {
+                    std::fs::write(f.path(), vec![0xAB; 4096]).unwrap();
+                }
+            }
+        } else {
+            std::fs::write(&data, vec![0xAB; 4096]).unwrap();
+        }
+        match Store::open(&dir) {
+            Err(e @ Error::Backend { .. }) => {
+                assert!(e.source().is_some(), "{kind}: {e} has no source");
+                assert!(e.to_string().contains(&data.display().to_string()), "{e}");
+            }
+            Err(e) => println!("{kind}: other typed error {e}"),
+            Ok(_) => panic!("{kind}: a garbage file opened"),
+        }
+    }
+    let missing = tempfile::tempdir().unwrap().path().join("no-index");
+    let e = loci::text::TextIndex::open_read_only(&missing)
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::Text { .. }), "{e}");
+    assert!(e.source().is_some(), "{e}");
 }

@@ -32,13 +32,19 @@ pub(crate) fn open_guarded<T>(
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Err(Error::Backend { backend, message })) => Err(Error::Backend {
+        Ok(Err(Error::Backend {
+            backend,
+            message,
+            source,
+        })) => Err(Error::Backend {
             backend,
             message: format!("{}: open: {message}", path.display()),
+            source,
         }),
         Ok(r) => r,
         Err(p) => Err(Error::Backend {
             backend: kind.name(),
+            source: None,
             message: format!(
                 "{} panicked while opening {} (the file is probably damaged): {}",
                 kind.name(),
@@ -79,6 +85,7 @@ impl Guarded {
             _ => {
                 return Err(Error::Backend {
                     backend: self.kind.name(),
+                    source: None,
                     message: format!(
                         "{} is disabled after an earlier panic inside {} (damaged file?); \
                          reopen the store",
@@ -90,9 +97,14 @@ impl Guarded {
         };
         match catch_unwind(AssertUnwindSafe(|| f(&**inner))) {
             // The backends' own errors do not say which file they concern.
-            Ok(Err(Error::Backend { backend, message })) => Err(Error::Backend {
+            Ok(Err(Error::Backend {
+                backend,
+                message,
+                source,
+            })) => Err(Error::Backend {
                 backend,
                 message: format!("{}: {what}: {message}", self.path.display()),
+                source,
             }),
             Ok(r) => r,
             Err(p) => {
@@ -110,6 +122,7 @@ impl Guarded {
                     },
                     None => Error::Backend {
                         backend: self.kind.name(),
+                        source: None,
                         message,
                     },
                 })

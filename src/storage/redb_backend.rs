@@ -22,11 +22,8 @@ fn definition(table: Table) -> TableDefinition<'static, Bytes, Bytes> {
     TableDefinition::new(table.name())
 }
 
-fn err(e: impl std::fmt::Display) -> Error {
-    Error::Backend {
-        backend: "redb",
-        message: e.to_string(),
-    }
+fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::backend_source("redb", e)
 }
 
 /// redb's page cache, in bytes.
@@ -150,10 +147,7 @@ impl Backend for RedbBackend {
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
         let Db::Write(db) = &self.db else {
-            return Err(Error::Backend {
-                backend: "redb",
-                message: "the database is open read-only".into(),
-            });
+            return Err(Error::backend("redb", "the database is open read-only"));
         };
         let txn = db.begin_write().map_err(err)?;
         {

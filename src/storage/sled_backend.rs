@@ -7,11 +7,8 @@ use std::path::Path;
 use super::{Backend, BackendKind, Op, ScanVisitor, Table, WriteBatch};
 use crate::error::{Error, Result};
 
-fn err(e: impl std::fmt::Display) -> Error {
-    Error::Backend {
-        backend: "sled",
-        message: e.to_string(),
-    }
+fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::backend_source("sled", e)
 }
 
 fn prefix(table: Table) -> u8 {
@@ -91,6 +88,7 @@ impl SledBackend {
             if free < needed {
                 return Err(Error::Backend {
                     backend: "sled",
+                    source: None,
                     // The guard around every backend prefixes the path.
                     message: format!(
                         "only {free} bytes free on its file system, {needed} needed: sled \
@@ -135,6 +133,7 @@ impl SledBackend {
         if self.failed.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::Backend {
                 backend: "sled",
+                source: None,
                 message: format!(
                     "{}: an earlier commit failed to reach disk and sled cannot undo it in \
                      memory, so this handle is closed; reopen the store to read what is durable",
