@@ -886,3 +886,71 @@ fn neighbors_json_prints_confidences_without_float_noise() {
     assert!(run.contains("\"confidence\": 0.3"), "{run}");
     assert!(!run.contains("0.3000000"), "{run}");
 }
+
+/// Splits a shell command line on spaces, keeping double-quoted words whole.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// The README's first-session example, run as written (its store in a temporary directory):
+/// every output line it shows must be a line the command prints.
+#[test]
+fn readme_first_session_runs_as_written() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme
+        .find("<!-- readme-example")
+        .expect("the example marker");
+    let block = &readme[start..];
+    let block = &block[block.find("```console\n").unwrap() + 11..];
+    let block = &block[..block.find("```").unwrap()];
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("loci-demo");
+    let mut commands: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+    for line in block.lines() {
+        let line = line.replace("/tmp/loci-demo", p(&store));
+        match line.strip_prefix("$ loci ") {
+            Some(cmd) => commands.push((shell_words(cmd), Vec::new())),
+            None => commands.last_mut().unwrap().1.push(line),
+        }
+    }
+    assert!(commands.len() >= 4);
+    for (args, shown) in commands {
+        let out = Command::new(BIN)
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed = String::from_utf8_lossy(&out.stdout);
+        let printed: Vec<&str> = printed.lines().map(str::trim_end).collect();
+        for line in shown {
+            assert!(
+                printed.contains(&line.trim_end()),
+                "{args:?} did not print {line:?}; it printed:\n{}",
+                printed.join("\n")
+            );
+        }
+    }
+}
