@@ -631,7 +631,7 @@ pub fn last_seen(store: &Store, entity: &str) -> Result<Option<(PlaceRef, i64, P
 }
 
 /// [`find_trade`], each offer with the cheapest route from `from` to the villager's place
-/// (`route_cost`, by `overlay`), ranked by recency and then by route cost.
+/// (`route_cost`, by `overlay`), ranked by recency, then by route cost, then by villager key.
 pub fn find_trade_from(
     store: &Store,
     want: &str,
@@ -652,11 +652,16 @@ pub fn find_trade_from(
         };
         out.push((t, cost));
     }
+    // Most recent first, then nearest, then by villager key, so that ties come out the same
+    // on every call.
     out.sort_by(|(a, ca), (b, cb)| {
-        b.last_seen.cmp(&a.last_seen).then(
-            ca.unwrap_or(f64::INFINITY)
-                .total_cmp(&cb.unwrap_or(f64::INFINITY)),
-        )
+        b.last_seen
+            .cmp(&a.last_seen)
+            .then(
+                ca.unwrap_or(f64::INFINITY)
+                    .total_cmp(&cb.unwrap_or(f64::INFINITY)),
+            )
+            .then_with(|| a.villager.cmp(&b.villager))
     });
     Ok(out)
 }

@@ -202,7 +202,8 @@ fn saved_queries_answer_the_world() {
         .collect();
     assert!(hops.windows(2).all(|w| w[0] <= w[1]));
 
-    // The nearest chest by the query language and by A* agree, with and without a light limit.
+    // The nearest chest by the query language and by A* agree, with and without a light limit
+    // (`darkness_limits_change_the_route` checks that the limit changes the answer).
     for max_dark in ["15", "7", "3"] {
         let q = run(
             "nearest_place",
@@ -237,6 +238,7 @@ fn saved_queries_answer_the_world() {
             ),
         }
     }
+
     // The saved query ranks by recency then walk, as the library call does, with the same walks.
     let near = run("find_trade_near", &[("from", &w.truth.home)]);
     let lib_near = lib::find_trade_from(
@@ -991,4 +993,117 @@ fn integers_compare_and_add_exactly() {
     assert_eq!(sum, vec![serde_json::json!(101)]);
     let sum = first_column(&store, "MATCH (e:Event) RETURN sum(9007199254740993)");
     assert_eq!(sum, vec![serde_json::json!(27021597764222979i64)]);
+}
+
+/// A start with two chests: a near one down a dark tunnel (darkness 12) and a far one along a
+/// lit road (darkness 2). The light limit decides which is "nearest", or that none is reachable,
+/// and the saved query agrees with A* at every limit.
+#[test]
+fn darkness_limits_change_the_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let graph = [
+        r#"{"op":"node","key":"camp","label":"Place","props":{"type":"base"}}"#,
+        r#"{"op":"node","key":"tunnel_chest","label":"Place","props":{"type":"chest"}}"#,
+        r#"{"op":"node","key":"road_chest","label":"Place","props":{"type":"chest"}}"#,
+        r#"{"op":"edge","from":"camp","rel":"PATH","to":"tunnel_chest","props":{"distance":20.0,"light":3}}"#,
+        r#"{"op":"edge","from":"camp","rel":"PATH","to":"road_chest","props":{"distance":90.0,"light":13}}"#,
+    ]
+    .join("\n");
+    loci::ingest::read_str("g.jsonl", &graph, loci::ingest::Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let saved = saved();
+    let mut seen = Vec::new();
+    for (max_dark, expected) in [
+        (15.0, Some("tunnel_chest")),
+        (12.0, Some("tunnel_chest")),
+        (11.0, Some("road_chest")),
+        (2.0, Some("road_chest")),
+        (1.0, None),
+    ] {
+        let q = saved
+            .get("nearest_place")
+            .unwrap()
+            .run(
+                &store,
+                &args(&[
+                    ("from", "camp"),
+                    ("type", "chest"),
+                    ("max_darkness", &max_dark.to_string()),
+                ]),
+            )
+            .unwrap();
+        let got = col(&q, "place")
+            .first()
+            .and_then(|v| v.as_str().map(str::to_string));
+        assert_eq!(got.as_deref(), expected, "darkness {max_dark}");
+        let astar = lib::nearest_place(&store, "camp", "chest", Overlay::Distance, max_dark)
+            .unwrap()
+            .map(|r| r.path.last().cloned().unwrap());
+        assert_eq!(astar.as_deref(), expected, "A* at darkness {max_dark}");
+        seen.push(got);
+    }
+    seen.dedup();
+    assert_eq!(seen.len(), 3, "three different answers: {seen:?}");
+}
+
+/// Three fletchers confirmed by one event (a tie on recency): the walk decides between the near
+/// one and the far ones, and the villager key between the two far ones, in the library call and
+/// in the saved query alike.
+#[test]
+fn trade_ties_break_by_walk_then_villager_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let offer = |v: &str| {
+        format!(
+            r#"{{"op":"edge","from":"{v}","rel":"OFFERS","to":"item:emerald","confidence":0.9,"props":{{"give":"emerald","give_count":1,"want":"stick","want_count":32}}}}"#
+        )
+    };
+    let mut lines = vec![
+        r#"{"op":"node","key":"camp","label":"Place","props":{"type":"base"}}"#.to_string(),
+        r#"{"op":"node","key":"near_post","label":"Place","props":{"type":"trading_post"}}"#.to_string(),
+        r#"{"op":"node","key":"far_post","label":"Place","props":{"type":"trading_post"}}"#.to_string(),
+        r#"{"op":"node","key":"item:emerald","label":"Item","name":"emerald"}"#.to_string(),
+        r#"{"op":"edge","from":"camp","rel":"PATH","to":"near_post","props":{"distance":10.0,"light":15}}"#.to_string(),
+        r#"{"op":"edge","from":"camp","rel":"PATH","to":"far_post","props":{"distance":50.0,"light":15}}"#.to_string(),
+    ];
+    for (v, post) in [
+        ("npc:c", "far_post"),
+        ("npc:b", "near_post"),
+        ("npc:a", "far_post"),
+    ] {
+        lines.push(format!(
+            r#"{{"op":"node","key":"{v}","label":"NPC","name":"fletcher"}}"#
+        ));
+        lines.push(format!(
+            r#"{{"op":"edge","from":"{v}","rel":"LOCATED_IN","to":"{post}"}}"#
+        ));
+        lines.push(offer(v));
+    }
+    loci::ingest::read_str("g.jsonl", &lines.join("\n"), loci::ingest::Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let expected = ["npc:b", "npc:a", "npc:c"];
+    for _ in 0..3 {
+        let lib_order: Vec<String> =
+            lib::find_trade_from(&store, "emerald", "stick", 0.5, "camp", Overlay::Distance)
+                .unwrap()
+                .into_iter()
+                .map(|(t, _)| t.villager)
+                .collect();
+        assert_eq!(lib_order, expected);
+        let q = saved()
+            .get("find_trade_near")
+            .unwrap()
+            .run(&store, &args(&[("from", "camp")]))
+            .unwrap();
+        let order: Vec<&str> = col(&q, "villager")
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(order, expected);
+    }
 }
