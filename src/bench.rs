@@ -275,9 +275,16 @@ pub fn run_graph_bench(
     drop(g);
     let queries = search_queries(spec, 5_000);
     let filter = SearchFilter::default();
+    // A search that fails is not a fast search: the run stops with the first error.
+    let mut search_error = None;
     let search = sample(queries.len(), |i| {
-        let _ = store.search(&queries[i], &filter, 10);
+        if let Err(e) = store.search(&queries[i], &filter, 10) {
+            search_error.get_or_insert(e);
+        }
     });
+    if let Some(e) = search_error {
+        return Err(e);
+    }
     let edges = stats.edges.max(1) as f64;
     Ok(GraphReport {
         backend,
@@ -369,7 +376,12 @@ pub struct RecallAccumulator {
 }
 
 impl RecallAccumulator {
+    /// Adds one question. A question without gold passages has nothing to recall and is not
+    /// counted (counting it would make recall 0 and "all found" 1 at once).
     pub fn add(&mut self, ranked: &[String], gold: &[String], latency_ms: f64) {
+        if gold.is_empty() {
+            return;
+        }
         let hits = |k: usize| {
             gold.iter()
                 .filter(|g| ranked.iter().take(k).any(|r| r == *g))
@@ -748,6 +760,28 @@ pub fn read_metaqa_questions(path: &Path) -> Result<Vec<MetaqaQuestion>> {
         .collect()
 }
 
+/// Hits@1 and F1 of one question's ranked answers against its gold answers: Hits@1 is 1 when
+/// the first answer is gold; F1 is that of the answer set (a repeated answer counts once).
+pub fn answer_scores(got: &[String], gold: &[String]) -> (f64, f64) {
+    let gold: HashSet<&str> = gold.iter().map(String::as_str).collect();
+    let got: Vec<&str> = {
+        let mut seen = HashSet::new();
+        got.iter()
+            .map(String::as_str)
+            .filter(|a| seen.insert(*a))
+            .collect()
+    };
+    let hit = got.first().is_some_and(|a| gold.contains(a)) as u8 as f64;
+    let correct = got.iter().filter(|a| gold.contains(*a)).count() as f64;
+    let f1 = if correct == 0.0 {
+        0.0
+    } else {
+        let (p, r) = (correct / got.len() as f64, correct / gold.len() as f64);
+        2.0 * p * r / (p + r)
+    };
+    (hit, f1)
+}
+
 /// Planner-mode figures.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct PlannerMetrics {
@@ -856,15 +890,7 @@ pub fn run_metaqa_bench(
             .iter()
             .filter_map(|r| r[0].as_str().map(str::to_string))
             .collect();
-        let gold: HashSet<&str> = q.answers.iter().map(String::as_str).collect();
-        let h = got.first().is_some_and(|a| gold.contains(a.as_str())) as u8 as f64;
-        let correct = got.iter().filter(|a| gold.contains(a.as_str())).count() as f64;
-        let f = if correct == 0.0 {
-            0.0
-        } else {
-            let (p, r) = (correct / got.len() as f64, correct / gold.len() as f64);
-            2.0 * p * r / (p + r)
-        };
+        let (h, f) = answer_scores(&got, &q.answers);
         hits += h;
         f1 += f;
         if answerable.as_ref().is_some_and(|a| a.contains(&i)) {
@@ -945,4 +971,76 @@ pub fn run_metaqa_bench(
         entities,
         triples,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(xs: &[&str]) -> Vec<String> {
+        xs.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn recall_counts_partial_hits_at_each_cutoff() {
+        let mut acc = RecallAccumulator::default();
+        // Gold a, b, c found at ranks 1, 3 and 6.
+        acc.add(
+            &ids(&["a", "x", "b", "y", "z", "c"]),
+            &ids(&["a", "b", "c"]),
+            4.0,
+        );
+        // A perfect single-passage question.
+        acc.add(&ids(&["q"]), &ids(&["q"]), 2.0);
+        // Nothing to recall: not counted.
+        acc.add(&ids(&["q"]), &[], 100.0);
+        // A complete miss.
+        acc.add(&ids(&["x", "y"]), &ids(&["m", "n"]), 6.0);
+        let m = acc.finish();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(
+            close(m.recall_2, (1.0 / 3.0 + 1.0 + 0.0) / 3.0),
+            "{}",
+            m.recall_2
+        );
+        assert!(
+            close(m.recall_5, (2.0 / 3.0 + 1.0 + 0.0) / 3.0),
+            "{}",
+            m.recall_5
+        );
+        assert!(
+            close(m.recall_10, (1.0 + 1.0 + 0.0) / 3.0),
+            "{}",
+            m.recall_10
+        );
+        assert!(close(m.all_recall_5, 1.0 / 3.0), "{}", m.all_recall_5);
+        // Nearest-rank percentiles of 2, 4, 6 ms.
+        assert_eq!((m.p50_ms, m.p95_ms), (4.0, 6.0));
+    }
+
+    #[test]
+    fn answer_scores_on_imperfect_answers() {
+        let gold = ids(&["a", "b"]);
+        assert_eq!(answer_scores(&ids(&["a", "b"]), &gold), (1.0, 1.0));
+        // Right answer second: no hit; precision 1/2, recall 1/2.
+        let (h, f) = answer_scores(&ids(&["x", "a"]), &gold);
+        assert_eq!(h, 0.0);
+        assert!((f - 0.5).abs() < 1e-12, "{f}");
+        // One of two gold answers, first: a hit; precision 1, recall 1/2, F1 2/3.
+        let (h, f) = answer_scores(&ids(&["a"]), &gold);
+        assert_eq!(h, 1.0);
+        assert!((f - 2.0 / 3.0).abs() < 1e-12, "{f}");
+        // A repeated answer counts once.
+        let (_, f) = answer_scores(&ids(&["a", "a", "a"]), &gold);
+        assert!((f - 2.0 / 3.0).abs() < 1e-12, "{f}");
+        assert_eq!(answer_scores(&[], &gold), (0.0, 0.0));
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        assert_eq!(p50_p95(vec![5.0, 1.0, 3.0, 2.0, 4.0]), (3.0, 5.0));
+        assert_eq!(p50_p95(Vec::new()), (0.0, 0.0));
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(p50_p95(hundred), (51.0, 95.0));
+    }
 }

@@ -157,33 +157,59 @@ fn commits_survive_reopen(kind: BackendKind, dir: &Path) {
 
 fn concurrent_readers_see_whole_values(kind: BackendKind, dir: &Path) {
     // One writer keeps rewriting one large value; readers must always see one whole version
-    // (all bytes equal), never a mix.
+    // (all bytes equal), never a mix, and never an older version after a newer one. Each reader
+    // reads before the writer starts and until it has seen the last version, so every reader
+    // provably read during the writes.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const LAST: u8 = 49;
     let b: std::sync::Arc<dyn Backend> = std::sync::Arc::from(kind.open(dir).unwrap());
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut w = WriteBatch::default();
+    w.put(Table::Nodes, b"big".to_vec(), vec![0; 64 * 1024]);
+    b.commit(w).unwrap();
+    let started = std::sync::Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
         .map(|_| {
             let b = b.clone();
-            let stop = stop.clone();
+            let started = started.clone();
             std::thread::spawn(move || {
-                let mut reads = 0;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    if let Some(v) = b.get(Table::Nodes, b"big").unwrap() {
-                        assert!(v.iter().all(|x| *x == v[0]), "torn value");
-                        reads += 1;
+                let mut reads = 0usize;
+                let mut versions: Vec<u8> = Vec::new();
+                loop {
+                    let v = b.get(Table::Nodes, b"big").unwrap().expect("the value");
+                    assert!(v.iter().all(|x| *x == v[0]), "torn value");
+                    if reads == 0 {
+                        started.fetch_add(1, Ordering::SeqCst);
+                    }
+                    reads += 1;
+                    if versions.last() != Some(&v[0]) {
+                        assert!(
+                            versions.last().is_none_or(|last| *last < v[0]),
+                            "version {} after {:?}",
+                            v[0],
+                            versions.last()
+                        );
+                        versions.push(v[0]);
+                    }
+                    if v[0] == LAST {
+                        return (reads, versions);
                     }
                 }
-                reads
             })
         })
         .collect();
-    for round in 0..50u8 {
+    while started.load(Ordering::SeqCst) < 2 {
+        std::thread::yield_now();
+    }
+    for round in 1..=LAST {
         let mut w = WriteBatch::default();
         w.put(Table::Nodes, b"big".to_vec(), vec![round; 64 * 1024]);
         b.commit(w).unwrap();
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for r in readers {
-        r.join().unwrap();
+        let (reads, versions) = r.join().unwrap();
+        assert!(reads >= 2, "{kind}: {reads} reads");
+        assert_eq!(versions.first(), Some(&0), "{kind}: read before the writes");
+        assert_eq!(versions.last(), Some(&LAST), "{kind}: read the last write");
     }
 }
 

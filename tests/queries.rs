@@ -325,18 +325,7 @@ fn errors_and_limits() {
         .unwrap_err();
     assert!(e.to_string().contains("has no parameter colour"), "{e}");
     assert!(all.run_saved(&store, "nope", &[]).is_err());
-    let r = query::run(
-        &store,
-        "MATCH (b {key: 'bot'}) RETURN degree(b) AS d",
-        &none,
-    )
-    .unwrap();
-    let expected = store
-        .graph()
-        .adjacency()
-        .entries(store.node_by_key("bot").unwrap().id)
-        .len();
-    assert_eq!(r.rows[0][0], serde_json::json!(expected));
+    // `degree` is checked against hand-counted edges in `degree_counts_live_edges_both_ways`.
     let r = query::run(&store, "SEARCH v FOR 'fletcher' LIMIT 20 MATCH (v:NPC)-[o:OFFERS]->(i:Item) RETURN DISTINCT v.key AS v ORDER BY v", &none).unwrap();
     assert!(
         r.rows.iter().any(|row| row[0] == "npc:fletcher:0"),
@@ -1106,4 +1095,56 @@ fn trade_ties_break_by_walk_then_villager_key() {
             .collect();
         assert_eq!(order, expected);
     }
+}
+
+/// `degree` against edges counted by hand: a hub with two edges out and one in, its leaves, and
+/// a node with none; a retracted edge no longer counts.
+#[test]
+fn degree_counts_live_edges_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let graph = [
+        r#"{"op":"node","key":"hub"}"#,
+        r#"{"op":"node","key":"a"}"#,
+        r#"{"op":"node","key":"b"}"#,
+        r#"{"op":"node","key":"c"}"#,
+        r#"{"op":"node","key":"z"}"#,
+        r#"{"op":"edge","from":"hub","rel":"R","to":"a"}"#,
+        r#"{"op":"edge","from":"hub","rel":"S","to":"b"}"#,
+        r#"{"op":"edge","from":"c","rel":"R","to":"hub"}"#,
+        r#"{"op":"edge","from":"a","rel":"R","to":"b"}"#,
+    ]
+    .join("\n");
+    loci::ingest::read_str("g.jsonl", &graph, loci::ingest::Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let degrees = |store: &Store| -> Vec<(String, i64)> {
+        query::run(
+            store,
+            "MATCH (n) RETURN n.key, degree(n) ORDER BY n.key",
+            &std::collections::HashMap::new(),
+        )
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_i64().unwrap()))
+        .collect()
+    };
+    let expect = |pairs: &[(&str, i64)]| -> Vec<(String, i64)> {
+        pairs.iter().map(|(k, d)| (k.to_string(), *d)).collect()
+    };
+    assert_eq!(
+        degrees(&store),
+        expect(&[("a", 2), ("b", 2), ("c", 1), ("hub", 3), ("z", 0)])
+    );
+    let retract = r#"{"op":"retract_edge","from":"hub","rel":"S","to":"b"}"#;
+    loci::ingest::read_str("r.jsonl", retract, loci::ingest::Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    assert_eq!(
+        degrees(&store),
+        expect(&[("a", 2), ("b", 1), ("c", 1), ("hub", 2), ("z", 0)])
+    );
 }
