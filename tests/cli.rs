@@ -954,3 +954,20 @@ fn readme_first_session_runs_as_written() {
         }
     }
 }
+
+#[test]
+fn a_store_file_that_is_not_a_database_exits_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    std::fs::write(store.join("data.redb"), vec![0x5a; 8192]).unwrap();
+    let out = loci(&["stats", "--store", p(&store)]);
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("data.redb"), "{err}");
+}

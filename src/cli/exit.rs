@@ -98,6 +98,57 @@ fn library_code(e: &loci::Error) -> Code {
         E::Store { path, .. } if !path.exists() => Code::NotFound,
         E::Corrupt { .. } | E::Store { .. } => Code::Corrupt,
         E::Io { source, .. } => io_code(source),
+        E::Backend {
+            source: Some(source),
+            ..
+        }
+        | E::Text {
+            source: Some(source),
+            ..
+        } if reports_damage(&**source) => Code::Corrupt,
         _ => Code::Failure,
     }
+}
+/// Whether a backend's or tantivy's own error says that what it read is damaged (rather than
+/// that reading it failed): the store is then corrupt, not the machine out of something.
+fn reports_damage(e: &(dyn std::error::Error + 'static)) -> bool {
+    use redb::StorageError;
+    let redb_storage = e.downcast_ref::<StorageError>().or_else(|| {
+        match e.downcast_ref::<redb::DatabaseError>() {
+            Some(redb::DatabaseError::Storage(s)) => return Some(s),
+            Some(_) => return None,
+            None => {}
+        }
+        match e.downcast_ref::<redb::TransactionError>() {
+            Some(redb::TransactionError::Storage(s)) => return Some(s),
+            Some(_) => return None,
+            None => {}
+        }
+        match e.downcast_ref::<redb::TableError>() {
+            Some(redb::TableError::Storage(s)) => return Some(s),
+            Some(_) => return None,
+            None => {}
+        }
+        match e.downcast_ref::<redb::CommitError>() {
+            Some(redb::CommitError::Storage(s)) => Some(s),
+            _ => None,
+        }
+    });
+    match redb_storage {
+        Some(StorageError::Corrupted(_)) => return true,
+        // redb's word for a file that is not a redb database at all.
+        Some(StorageError::Io(io)) => return io.kind() == std::io::ErrorKind::InvalidData,
+        Some(_) => return false,
+        None => {}
+    }
+    if let Some(redb::Error::Corrupted(_)) = e.downcast_ref::<redb::Error>() {
+        return true;
+    }
+    if let Some(sled::Error::Corruption { .. }) = e.downcast_ref::<sled::Error>() {
+        return true;
+    }
+    matches!(
+        e.downcast_ref::<tantivy::TantivyError>(),
+        Some(tantivy::TantivyError::DataCorruption(_))
+    )
 }
