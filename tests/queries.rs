@@ -1148,3 +1148,43 @@ fn degree_counts_live_edges_both_ways() {
         expect(&[("a", 2), ("b", 1), ("c", 1), ("hub", 2), ("z", 0)])
     );
 }
+
+/// Rows are bounded by the row limit, but a row can be large: results (returned values and
+/// `collect` lists) have a byte budget, and passing it is a limit error, not an abort.
+#[test]
+fn large_results_hit_a_byte_limit_not_the_allocator() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let big = "abc ".repeat(25_000);
+    let lines: Vec<String> = (0..20)
+        .map(|i| format!(r#"{{"op":"node","key":"n{i}","label":"Fat","props":{{"t":"{big}"}}}}"#))
+        .collect();
+    loci::ingest::read_str("g.jsonl", &lines.join("\n"), loci::ingest::Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let limits = query::Limits {
+        max_result_bytes: 4 << 20,
+        ..Default::default()
+    };
+    let none = std::collections::HashMap::new();
+    for q in [
+        "MATCH (a:Fat), (b:Fat) RETURN collect(prop(a, 't')) AS c",
+        "MATCH (a:Fat), (b:Fat) RETURN prop(a, 't')",
+    ] {
+        let err = query::prepare(q, limits)
+            .unwrap()
+            .run(&store, &none)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("results larger than"),
+            "{q}: {err}"
+        );
+    }
+    // Within the budget the same shapes answer.
+    let ok = query::prepare("MATCH (a:Fat) RETURN collect(a.key) AS c", limits)
+        .unwrap()
+        .run(&store, &none)
+        .unwrap();
+    assert_eq!(ok.rows[0][0].as_array().unwrap().len(), 20);
+}

@@ -891,9 +891,24 @@ struct Guard {
     started: Instant,
     limits: Limits,
     ticks: std::cell::Cell<u32>,
+    /// Bytes of result values so far (see [`Limits::max_result_bytes`]).
+    bytes: std::cell::Cell<usize>,
 }
 
 impl Guard {
+    /// Counts `v` against the result byte budget.
+    fn spend(&self, v: &Val) -> Result<(), QueryError> {
+        let total = self.bytes.get().saturating_add(approx_bytes(v));
+        self.bytes.set(total);
+        if total > self.limits.max_result_bytes {
+            return Err(QueryError::LimitExceeded(format!(
+                "results larger than {} bytes; return fewer or smaller values",
+                self.limits.max_result_bytes
+            )));
+        }
+        Ok(())
+    }
+
     fn rows(&self, n: usize) -> Result<(), QueryError> {
         if n > self.limits.max_rows {
             return Err(QueryError::LimitExceeded(format!(
@@ -1329,7 +1344,7 @@ impl Run<'_, '_> {
                 break;
             }
             self.guard.tick()?;
-            let vals = project(&mut self.ctx, self.plan, row)?;
+            let vals = project(&mut self.ctx, self.plan, row, self.guard)?;
             if self.plan.distinct
                 && !self
                     .seen
@@ -1351,13 +1366,33 @@ fn project(
     ctx: &mut Ctx<'_>,
     plan: &Plan,
     row: &[Val],
+    guard: &Guard,
 ) -> Result<Vec<serde_json::Value>, QueryError> {
     let mut vals = Vec::with_capacity(plan.returns.len());
     for (_, e) in &plan.returns {
         let v = ctx.eval(e, row)?;
+        guard.spend(&v)?;
         vals.push(to_json(ctx, &v)?);
     }
     Ok(vals)
+}
+
+/// About how many bytes a value takes once returned (its strings, plus a little per value).
+fn approx_bytes(v: &Val) -> usize {
+    match v {
+        Val::Str(s) => s.len() + 8,
+        Val::List(items) => 8 + items.iter().map(approx_bytes).sum::<usize>(),
+        Val::Map(m) => {
+            8 + m
+                .iter()
+                .map(|(k, x)| k.len() + approx_bytes(x))
+                .sum::<usize>()
+        }
+        Val::Path(ns, es) => 16 + 48 * (ns.len() + es.len()),
+        // Nodes, edges and events come out as small objects.
+        Val::Node(_) | Val::Edge(_) | Val::Event(_) => 64,
+        _ => 8,
+    }
 }
 
 /// Runs `plan` against `store`.
@@ -1378,6 +1413,7 @@ pub fn execute(
         started: Instant::now(),
         limits,
         ticks: std::cell::Cell::new(0),
+        bytes: std::cell::Cell::new(0),
     };
     let g = store.graph();
     let mut ctx = Ctx {
@@ -1467,7 +1503,7 @@ pub fn execute(
             break;
         }
         guard.tick()?;
-        let vals = project(&mut ctx, plan, row)?;
+        let vals = project(&mut ctx, plan, row, &guard)?;
         if plan.distinct && !seen.insert(serde_json::to_string(&vals).unwrap_or_default()) {
             continue;
         }
@@ -1525,6 +1561,9 @@ fn aggregate(
                 Some(a) => ctx.eval(a, row)?,
                 None => Val::Bool(true),
             };
+            if matches!(groups[g].1[i], Acc::Collect(_)) {
+                guard.spend(&v)?;
+            }
             groups[g].1[i].add(v);
         }
     }

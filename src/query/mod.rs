@@ -98,6 +98,10 @@ pub struct Limits {
     pub timeout: Duration,
     /// Hops of one quantified relation at most (also the bound of an open `*`).
     pub max_hops: u32,
+    /// Bytes of result values (returned rows and `collect` lists, approximately) at most: rows
+    /// are bounded by `max_rows`, but one row can hold a megabyte, and a million of them would
+    /// exhaust memory long before the time limit.
+    pub max_result_bytes: usize,
 }
 
 impl Default for Limits {
@@ -106,6 +110,7 @@ impl Default for Limits {
             max_rows: 1_000_000,
             timeout: Duration::from_secs(10),
             max_hops: 8,
+            max_result_bytes: 256 << 20,
         }
     }
 }
