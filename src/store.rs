@@ -741,11 +741,8 @@ impl Store {
             manifest.backend.open(&dir)?
         };
         let counters = Self::check_meta(&*backend, &dir, read_only)?;
-        let mut state = Self::load_state(&*backend)?;
-        state.counters = counters;
-        state.latest_ts = backend
-            .last(Table::EventTime)?
-            .and_then(|(k, _)| time_of_key(&k));
+        let state = Self::load_consistent(&*backend, &dir, counters, read_only)?;
+        let counters = state.counters;
         let decay = read_policy(&dir.join(DECAY_FILE), DecayPolicy::from_file)?;
         let salience = read_policy(&dir.join(SALIENCE_FILE), SaliencePolicy::from_file)?;
         let (text, indexed, text_rebuilt) = if read_only {
@@ -787,6 +784,43 @@ impl Store {
             store.catch_up_text(0)?;
         }
         Ok(store)
+    }
+
+    /// Loads the derived state as of one commit. The load is several reads; beside a writer in
+    /// another process (a read-only handle) a commit could land between them and mix two
+    /// states, so the counters, which every commit rewrites, are read again afterwards and the
+    /// load is repeated until they did not move.
+    fn load_consistent(
+        backend: &dyn Backend,
+        dir: &Path,
+        mut counters: Counters,
+        read_only: bool,
+    ) -> Result<State> {
+        const ATTEMPTS: usize = 20;
+        for _ in 0..ATTEMPTS {
+            let mut state = Self::load_state(backend)?;
+            state.counters = counters;
+            state.latest_ts = backend
+                .last(Table::EventTime)?
+                .and_then(|(k, _)| time_of_key(&k));
+            if !read_only {
+                // The writer lock is ours: nothing else commits.
+                return Ok(state);
+            }
+            let after: Option<Counters> = backend
+                .get(Table::Meta, META_COUNTERS)?
+                .map(|v| decode("meta", &v))
+                .transpose()?;
+            match after {
+                Some(a) if a == counters => return Ok(state),
+                Some(a) => counters = a,
+                None => break,
+            }
+        }
+        Err(Error::Locked {
+            path: dir.to_path_buf(),
+            holder: StoreLock::holder(dir),
+        })
     }
 
     /// Checks the meta table (format, counters) and the derivation rules' version, rebuilding

@@ -149,3 +149,47 @@ fn the_cli_reads_during_a_write_and_exits_5_for_a_second_writer() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A read-only open during a stream of commits loads one commit's state, never a mix: in a
+/// chain grown one node and one edge per batch, every reader sees exactly one edge fewer than
+/// nodes, and every edge's endpoints.
+#[test]
+fn a_reader_opened_during_commits_sees_one_commit() {
+    use loci::model::EdgeUpsert;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let writer = std::sync::Arc::new(Store::create(&path, BackendKind::Redb).unwrap());
+    writer.ingest(vec![sighting(0, "k0")]).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let w = {
+        let (writer, stop) = (writer.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 1;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 2000 {
+                let mut e = sighting(i, &format!("k{i}"));
+                e.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
+                    from: format!("k{}", i - 1),
+                    relation: "NEXT".into(),
+                    to: format!("k{i}"),
+                    ..Default::default()
+                }));
+                writer.ingest(vec![e]).unwrap();
+                i += 1;
+            }
+            i
+        })
+    };
+    for _ in 0..100 {
+        let r = Store::open_read_only(&path).unwrap();
+        let g = r.graph();
+        let nodes = g.nodes().count();
+        let edges: Vec<_> = g.edges().collect();
+        assert_eq!(edges.len() + 1, nodes, "a mixed state");
+        for (_, e) in edges {
+            assert!(g.node(e.from).is_some() && g.node(e.to).is_some());
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = w.join().unwrap();
+    assert!(written > 1, "the writer committed during the reads");
+}
