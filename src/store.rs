@@ -608,6 +608,25 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
     Ok(manifest)
 }
 
+/// Opens the text index read-only while another process may be writing it. The writer deletes
+/// segment files once a merge has replaced them, so an open that read the previous list of
+/// segments can find one gone: it is tried again with the new list. (Once open, the segments
+/// are mapped, and a later deletion does not affect them.)
+fn open_text_beside_writer(dir: &Path) -> Result<(TextIndex, u64)> {
+    const ATTEMPTS: u32 = 20;
+    let mut attempt = 0;
+    loop {
+        match TextIndex::open_read_only(dir) {
+            Err(e @ Error::Text { .. }) if attempt + 1 < ATTEMPTS => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "text index changed while opening; again");
+                std::thread::sleep(std::time::Duration::from_millis(5 * attempt as u64));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A policy from its file in the store directory, or the default when there is none.
 fn read_policy<P: Default>(path: &Path, read: impl FnOnce(&Path) -> Result<P>) -> Result<P> {
     if path.exists() {
@@ -746,7 +765,7 @@ impl Store {
         let decay = read_policy(&dir.join(DECAY_FILE), DecayPolicy::from_file)?;
         let salience = read_policy(&dir.join(SALIENCE_FILE), SaliencePolicy::from_file)?;
         let (text, indexed, text_rebuilt) = if read_only {
-            let (text, seq) = TextIndex::open_read_only(&dir.join("text"))?;
+            let (text, seq) = open_text_beside_writer(&dir.join("text"))?;
             (text, Some(seq), false)
         } else {
             Self::open_text(&dir.join("text"))?
