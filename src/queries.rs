@@ -576,8 +576,10 @@ pub fn nearest_place(
     max_darkness: f64,
 ) -> Result<Option<Route>> {
     let costs = PathCosts::load(store)?;
+    // The start itself is never the answer: "the nearest base" from a base is another one.
     route(store, &costs, from, overlay, max_darkness, |n| {
-        n.label == crate::model::labels::PLACE
+        n.key != from
+            && n.label == crate::model::labels::PLACE
             && n.props.get("type").and_then(Value::as_str) == Some(place_type)
     })
 }

@@ -1188,3 +1188,57 @@ fn large_results_hit_a_byte_limit_not_the_allocator() {
         .unwrap();
     assert_eq!(ok.rows[0][0].as_array().unwrap().len(), 20);
 }
+
+#[test]
+fn zero_hop_paths_cost_zero_and_nearest_place_excludes_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let graph = [
+        r#"{"op":"node","key":"home","label":"Place","props":{"type":"base"}}"#,
+        r#"{"op":"node","key":"other","label":"Place","props":{"type":"base"}}"#,
+        r#"{"op":"node","key":"mid","label":"Place","props":{"type":"village"}}"#,
+        r#"{"op":"edge","from":"home","rel":"PATH","to":"mid","props":{"distance":40.0,"light":15}}"#,
+        r#"{"op":"edge","from":"mid","rel":"PATH","to":"other","props":{"distance":60.0,"light":15}}"#,
+    ]
+    .join("\n");
+    loci::ingest::read_str("g.jsonl", &graph, loci::ingest::Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let zero = first_column(
+        &store,
+        "MATCH route = (a {key: 'home'})-[:PATH*0..1]-(b {key: 'home'}) RETURN path_cost(route, 'distance')",
+    );
+    assert_eq!(serde_json::to_string(&zero).unwrap(), "[0.0]", "not -0.0");
+    // The nearest other base, not a walk there and back.
+    let q = saved()
+        .get("nearest_place")
+        .unwrap()
+        .run(&store, &args(&[("from", "home"), ("type", "base")]))
+        .unwrap();
+    assert_eq!(col(&q, "place"), vec![&serde_json::json!("other")]);
+    assert_eq!(col(&q, "distance"), vec![&serde_json::json!(100.0)]);
+    let a_star = lib::nearest_place(&store, "home", "base", Overlay::Distance, 15.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(a_star.path.last().map(String::as_str), Some("other"));
+}
+
+#[test]
+fn unknown_string_escapes_are_errors_with_a_span() {
+    let ok = query::parse(r#"MATCH (n) RETURN 'a\nb', 'it\'s', 'back\\slash', 'tab\t', "q\"""#);
+    assert!(ok.is_ok(), "{ok:?}");
+    for bad in [
+        r"MATCH (n) RETURN 'a\u0000b'",
+        r"MATCH (n) RETURN '\x'",
+        r"MATCH (n) RETURN 'a\ b'",
+    ] {
+        let e = query::parse(bad).unwrap_err();
+        assert!(e.expected.contains("escape"), "{bad}: {e:?}");
+        assert!(
+            e.span.start >= 17 && e.span.end <= bad.len(),
+            "{bad}: {:?}",
+            e.span
+        );
+    }
+}

@@ -636,7 +636,8 @@ impl<'a> Ctx<'a> {
                 }
                 // Sums of decimal properties carry binary noise (0.1 + 0.2); nine decimals is
                 // far below any cost a planner compares.
-                let tidy = |x: f64| (x * 1e9).round() / 1e9;
+                // Adding 0.0 turns the -0.0 of an empty sum (a path of no steps) into 0.0.
+                let tidy = |x: f64| (x * 1e9).round() / 1e9 + 0.0;
                 if name == "path_cost" {
                     Val::Float(tidy(costs.iter().sum()))
                 } else {

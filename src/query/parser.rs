@@ -206,10 +206,22 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                 }
                 if ch == '\\' && i + 1 < bytes.len() {
                     let next = text[i + 1..].chars().next().unwrap_or(' ');
+                    // Only the escapes the grammar documents; any other is a mistake (`\u0000`
+                    // silently becoming "u0000" would match nothing, and say nothing).
                     s.push(match next {
                         'n' => '\n',
                         't' => '\t',
-                        other => other,
+                        '\\' | '\'' | '"' => next,
+                        _ => {
+                            return Err(ParseError {
+                                span: Span {
+                                    start: i,
+                                    end: i + 1 + next.len_utf8(),
+                                },
+                                found: format!("the escape \\{next}"),
+                                expected: "a string escape: \\n, \\t, \\\\, \\' or \\\"".into(),
+                            })
+                        }
                     });
                     i += 1 + next.len_utf8();
                     continue;
