@@ -22,6 +22,9 @@
 //!           | count '(' '*' ')' | '[' [expr (',' expr)*] ']' | '(' expr ')'
 //! ```
 //!
+//! Strings are in single or double quotes; the escapes are `\n`, `\t`, `\\`, `\'` and `\"`,
+//! and any other backslash sequence is a parse error.
+//!
 //! Aggregates (`count`, `min`, `max`, `sum`, `avg`, `collect`) are whole RETURN items; the
 //! other items group the rows, as in Cypher.
 //!
