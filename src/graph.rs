@@ -131,6 +131,8 @@ pub struct TraversalFilter {
     pub min_confidence: f32,
     /// Judge `min_confidence` against confidence decayed to `decay.now`.
     pub decay: Option<DecayFilter>,
+    /// Never these edges (ids), e.g. those not valid at the traversal's time.
+    pub deny_edges: Option<IdSet>,
     /// Only these relations (interned ids), when set.
     pub relations: Option<IdSet>,
     /// Never these relations (interned ids).
@@ -159,6 +161,11 @@ impl TraversalFilter {
                 if d.effective(e, adj.last_seen(e.edge_id())) < self.min_confidence {
                     return false;
                 }
+            }
+        }
+        if let Some(deny) = &self.deny_edges {
+            if e.is_bounded() && deny.contains(e.edge) {
+                return false;
             }
         }
         match self.direction {

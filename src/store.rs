@@ -18,7 +18,7 @@ use crate::codec::{decode, decode_edge, decode_event, encode};
 use crate::dynamics::salience::{words_of, SalienceInputs};
 use crate::dynamics::{DecayPolicy, SaliencePolicy};
 use crate::error::{Error, Result};
-use crate::graph::{Adjacency, DecayFilter, Direction, Interner, TraversalFilter};
+use crate::graph::{Adjacency, DecayFilter, Direction, IdSet, Interner, TraversalFilter};
 use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
 use crate::projection::{project_batch, Counters, Overlay, ProjectionBase};
 use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
@@ -76,6 +76,8 @@ pub(crate) struct State {
     counters: Counters,
     /// The latest world time of any event: "now" for decay, unless a reader gives its own.
     latest_ts: Option<i64>,
+    /// Edges with a validity bound, so that "valid now" filters look only at them.
+    bounded_edges: BTreeSet<EdgeId>,
 }
 
 impl State {
@@ -119,6 +121,9 @@ impl State {
             salience: e.salience,
         };
         let bounded = e.valid_from.is_some() || e.valid_to.is_some();
+        if bounded {
+            self.bounded_edges.insert(e.id);
+        }
         self.adj
             .add_edge_with_bounds(e.id, e.from, e.to, relation, e.confidence, bounded);
         self.adj.set_last_seen(e.id, e.last_seen);
@@ -127,6 +132,7 @@ impl State {
     }
 
     fn remove_edge(&mut self, id: EdgeId) {
+        self.bounded_edges.remove(&id);
         if let Some(old) = self.edges.get_mut(id.0 as usize).and_then(Option::take) {
             self.adj.remove_edge(id, old.from, old.to);
             self.edge_keys.remove(&(old.from, old.relation, old.to));
@@ -370,6 +376,8 @@ pub struct ExpandOptions {
     pub now: Option<i64>,
     /// Filter by stored confidence, without decay.
     pub raw_confidence: bool,
+    /// Also follow edges whose validity has ended (or not begun) at `now`.
+    pub include_ended: bool,
 }
 
 impl ExpandOptions {
@@ -405,6 +413,10 @@ impl ExpandOptions {
     }
     pub fn with_raw_confidence(mut self, raw: bool) -> Self {
         self.raw_confidence = raw;
+        self
+    }
+    pub fn with_include_ended(mut self, include: bool) -> Self {
+        self.include_ended = include;
         self
     }
 }
@@ -501,6 +513,19 @@ impl GraphRead<'_> {
         self.decay.resolve(now, &names)
     }
 
+    /// The edges whose validity does not hold at world time `now` (ended, or not yet begun).
+    pub fn invalid_edges_at(&self, now: i64) -> IdSet {
+        let mut set = IdSet::default();
+        for id in &self.state.bounded_edges {
+            if let Some(c) = self.edge_core(*id) {
+                if !(c.valid_from <= now && now < c.valid_to) {
+                    set.insert(id.0);
+                }
+            }
+        }
+        set
+    }
+
     /// The effective confidence of edge `id` at world time `now` (default: the latest event
     /// time), or `None` when there is no such live edge.
     pub fn effective_confidence(&self, id: EdgeId, now: Option<i64>) -> Option<f32> {
@@ -559,6 +584,10 @@ impl GraphRead<'_> {
             min_confidence: opts.min_confidence,
             decay: match now {
                 Some(now) if !opts.raw_confidence => Some(self.decay_filter(now)),
+                _ => None,
+            },
+            deny_edges: match now {
+                Some(now) if !opts.include_ended => Some(self.invalid_edges_at(now)),
                 _ => None,
             },
             relations: (!opts.relations.is_empty())

@@ -299,3 +299,53 @@ fn a_store_derived_by_older_rules_is_rebuilt_from_its_log_on_open() {
     );
     assert!(store.verify().unwrap().ok());
 }
+
+#[test]
+fn neighbors_follow_only_facts_valid_at_their_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let bounded = |to: &str, from_t: Option<i64>, to_t: Option<i64>| {
+        Assertion::UpsertEdge(EdgeUpsert {
+            from: "bot".into(),
+            relation: "HOME".into(),
+            to: to.into(),
+            valid_from: from_t,
+            valid_to: to_t,
+            ..Default::default()
+        })
+    };
+    store
+        .ingest(vec![event(
+            200,
+            vec![
+                node("bot", "Bot", "Steve-bot"),
+                node("old", "Place", "first base"),
+                node("new", "Place", "second base"),
+                node("later", "Place", "planned base"),
+                bounded("old", None, Some(100)),
+                bounded("new", Some(100), None),
+                bounded("later", Some(500), None),
+            ],
+        )])
+        .unwrap();
+    let homes = |opts: &ExpandOptions| -> Vec<String> {
+        let id = store.node_by_key("bot").unwrap().id;
+        let mut v: Vec<String> = store
+            .neighbors(id, 1, opts)
+            .into_iter()
+            .map(|n| n.key)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(homes(&ExpandOptions::default()), vec!["new"]);
+    assert_eq!(homes(&ExpandOptions::default().with_now(50)), vec!["old"]);
+    assert_eq!(
+        homes(&ExpandOptions::default().with_now(600)),
+        vec!["later", "new"]
+    );
+    assert_eq!(
+        homes(&ExpandOptions::default().with_include_ended(true)),
+        vec!["later", "new", "old"]
+    );
+}

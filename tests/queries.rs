@@ -182,8 +182,14 @@ fn saved_queries_answer_the_world() {
     assert_eq!(col(&seen, "last_seen"), vec![&serde_json::json!(ts)]);
 
     let near = run("neighbors", &[("node", "bot"), ("depth", "2")]);
+    // The saved query is structural (every edge, whatever its validity), like the library
+    // call with ended facts included.
     let expected: HashMap<String, i64> = store
-        .neighbors(store.node_by_key("bot").unwrap().id, 2, &Default::default())
+        .neighbors(
+            store.node_by_key("bot").unwrap().id,
+            2,
+            &loci::ExpandOptions::default().with_include_ended(true),
+        )
         .into_iter()
         .map(|n| (n.key, n.hops as i64))
         .collect();

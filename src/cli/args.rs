@@ -166,6 +166,9 @@ pub struct NeighborsArgs {
     /// Filter by stored confidence, without decay.
     #[arg(long)]
     pub raw_confidence: bool,
+    /// Also follow facts whose validity has ended (or not begun) at that time.
+    #[arg(long)]
+    pub include_ended: bool,
     #[arg(long)]
     pub json: bool,
 }

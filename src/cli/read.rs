@@ -101,7 +101,8 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
     let mut opts = ExpandOptions::default()
         .with_min_confidence(a.min_confidence)
         .with_relations(a.relation)
-        .with_raw_confidence(a.raw_confidence);
+        .with_raw_confidence(a.raw_confidence)
+        .with_include_ended(a.include_ended);
     opts.now = a.now;
     let found = s.neighbors(start.id, a.depth, &opts);
     if a.json {

@@ -710,7 +710,8 @@ impl<'s> Retriever<'s> {
                 .with_deny_relations(opts.deny_relations.iter().cloned())
                 .with_direction(Direction::Both)
                 .with_now(now)
-                .with_raw_confidence(opts.raw_confidence),
+                .with_raw_confidence(opts.raw_confidence)
+                .with_include_ended(opts.include_ended),
         );
         // Every use of an edge's confidence (expansion weights, the fact's score part, its
         // text) sees it decayed to `now`, as the filter does.
