@@ -1248,3 +1248,32 @@ fn unknown_string_escapes_are_errors_with_a_span() {
         );
     }
 }
+
+#[test]
+fn untyped_parameters_keep_codes_and_quoted_values_as_strings() {
+    use loci::query::{parse_param, Val};
+    let s = |x: &str| Val::Str(x.to_string());
+    assert_eq!(parse_param("007", None).unwrap(), s("007"));
+    assert_eq!(parse_param("+5", None).unwrap(), s("+5"));
+    assert_eq!(parse_param("\"42\"", None).unwrap(), s("42"));
+    assert_eq!(parse_param("\"true\"", None).unwrap(), s("true"));
+    assert_eq!(parse_param("42", None).unwrap(), Val::Int(42));
+    assert_eq!(parse_param("0", None).unwrap(), Val::Int(0));
+    assert_eq!(parse_param("-3", None).unwrap(), Val::Int(-3));
+    assert_eq!(parse_param("0.5", None).unwrap(), Val::Float(0.5));
+    assert_eq!(parse_param("true", None).unwrap(), Val::Bool(true));
+    // A node keyed "007" is found by an inline query's untyped parameter.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    loci::ingest::read_str(
+        "g.jsonl",
+        r#"{"op":"node","key":"007"}"#,
+        loci::ingest::Format::Graph,
+    )
+    .unwrap()
+    .commit(&store)
+    .unwrap();
+    let params = query::params_from_pairs(&[("k".to_string(), "007".to_string())]).unwrap();
+    let r = query::run(&store, "MATCH (n {key: $k}) RETURN n.key", &params).unwrap();
+    assert_eq!(r.rows.len(), 1);
+}

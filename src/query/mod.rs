@@ -195,6 +195,13 @@ pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
             "false" => Ok(Val::Bool(false)),
             _ => Err(format!("{raw:?} is not true or false")),
         },
+        // A value in double quotes is a string whatever it looks like (`"007"`, `"true"`);
+        // so is a number written with a leading zero or a plus sign, which no one writes for
+        // a number but keys and codes often have.
+        None if raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"') => {
+            Ok(Val::Str(raw[1..raw.len() - 1].to_string()))
+        }
+        None if looks_like_a_code(raw) => Ok(Val::Str(raw.to_string())),
         None => Ok(if let Ok(i) = raw.parse::<i64>() {
             Val::Int(i)
         } else if let Some(f) = raw.parse::<f64>().ok().filter(|f| f.is_finite()) {
@@ -205,6 +212,16 @@ pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
             Val::Str(raw.to_string())
         }),
     }
+}
+
+/// `007`, `+5`, `00.5`: digits that a person would not write for a number.
+fn looks_like_a_code(raw: &str) -> bool {
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    raw.starts_with('+')
+        || (digits.len() > 1
+            && digits.starts_with('0')
+            && !digits.starts_with("0.")
+            && digits.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
 /// Parameters from `NAME=VALUE` strings.
