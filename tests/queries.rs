@@ -405,9 +405,23 @@ fn saved_query_files_report_their_errors() {
     };
     let e = error_for("// name: b\n// description: x\nMATCH (n {key: $k}) RETURN n\n");
     assert!(
-        e.contains("b.gq:1: param: $k is used but not declared"),
+        e.contains("b.gq:3: param: $k is used but not declared"),
         "{e}"
     );
+    // Errors name the line of the header they are about, not line 1.
+    let e = error_for(
+        "// description: x\n// param: x: int = 1\n// param: x: string = a\n// name: b\nMATCH (n) RETURN $x\n",
+    );
+    assert!(
+        e.contains("b.gq:3: param: x is already declared on line 2"),
+        "{e}"
+    );
+    let e = error_for("// description: x\n// name: b c\nMATCH (n) RETURN n\n");
+    assert!(e.contains("b.gq:2: name:"), "{e}");
+    let e = error_for(
+        "// name: b\n// description: x\n\n// param: d: int = soon\nMATCH (n) RETURN $d\n",
+    );
+    assert!(e.contains("b.gq:4: param: default of d"), "{e}");
     let e = error_for("// name: b\n// description: x\n// param: k: colour\nMATCH (n) RETURN n\n");
     assert!(e.contains("b.gq:3: param: type \"colour\""), "{e}");
     let e = error_for("// name: b\n// description: x\nMATCH (n)\nRETURN n ORDER\n");

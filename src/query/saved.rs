@@ -71,29 +71,44 @@ impl SavedQuery {
     pub fn parse(path: &Path, text: &str) -> Result<SavedQuery, Error> {
         let mut name = None;
         let mut description = String::new();
-        let mut params = Vec::new();
+        // Each parameter with the line that declares it, for errors about it.
+        let mut params: Vec<ParamSpec> = Vec::new();
+        let mut param_lines: Vec<usize> = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let Some(rest) = line.trim().strip_prefix("//") else {
                 continue;
             };
             let rest = rest.trim();
             if let Some(v) = rest.strip_prefix("name:") {
-                name = Some(v.trim().to_string());
+                name = Some((v.trim().to_string(), i + 1));
             } else if let Some(v) = rest.strip_prefix("description:") {
                 if !description.is_empty() {
                     description.push(' ');
                 }
                 description.push_str(v.trim());
             } else if let Some(v) = rest.strip_prefix("param:") {
-                params.push(parse_param_spec(v).map_err(|m| bad(path, i + 1, "param", m))?);
+                let spec = parse_param_spec(v).map_err(|m| bad(path, i + 1, "param", m))?;
+                if let Some(j) = params.iter().position(|p| p.name == spec.name) {
+                    return Err(bad(
+                        path,
+                        i + 1,
+                        "param",
+                        format!(
+                            "{} is already declared on line {}",
+                            spec.name, param_lines[j]
+                        ),
+                    ));
+                }
+                params.push(spec);
+                param_lines.push(i + 1);
             }
         }
-        let name =
+        let (name, name_line) =
             name.ok_or_else(|| bad(path, 1, "name", "missing `// name: ...` header line"))?;
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(bad(
                 path,
-                1,
+                name_line,
                 "name",
                 format!("{name:?}: use letters, digits and _"),
             ));
@@ -112,18 +127,28 @@ impl SavedQuery {
         })?;
         for p in &prepared.plan.params {
             if !params.iter().any(|s: &ParamSpec| &s.name == p) {
+                let used_on = text
+                    .lines()
+                    .position(|l| !l.trim().starts_with("//") && l.contains(&format!("${p}")))
+                    .map_or(1, |i| i + 1);
                 return Err(bad(
                     path,
-                    1,
+                    used_on,
                     "param",
                     format!("${p} is used but not declared with `// param: {p}: TYPE`"),
                 ));
             }
         }
-        for spec in &params {
+        for (spec, line) in params.iter().zip(&param_lines) {
             if let Some(d) = &spec.default {
-                parse_param(d, Some(spec.ty))
-                    .map_err(|m| bad(path, 1, "param", format!("default of {}: {m}", spec.name)))?;
+                parse_param(d, Some(spec.ty)).map_err(|m| {
+                    bad(
+                        path,
+                        *line,
+                        "param",
+                        format!("default of {}: {m}", spec.name),
+                    )
+                })?;
             }
         }
         Ok(SavedQuery {
