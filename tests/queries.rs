@@ -1291,3 +1291,20 @@ fn untyped_parameters_keep_codes_and_quoted_values_as_strings() {
     let r = query::run(&store, "MATCH (n {key: $k}) RETURN n.key", &params).unwrap();
     assert_eq!(r.rows.len(), 1);
 }
+
+#[test]
+fn a_variable_bound_twice_is_a_plan_error() {
+    for q in [
+        "SEARCH v FOR 'fletcher' SEARCH v FOR 'emerald' MATCH (v) RETURN v.key",
+        "MATCH p = (a)-->(b), p = (c)-->(d) RETURN p",
+    ] {
+        let e = query::prepare(q, query::Limits::default()).err().unwrap();
+        assert!(e.to_string().contains("give each its own"), "{q}: {e}");
+    }
+    // Reusing a node variable across patterns is a join, and stays allowed.
+    assert!(query::prepare(
+        "SEARCH v FOR 'x' MATCH (v)-->(a), (v)-->(b) RETURN a, b",
+        query::Limits::default()
+    )
+    .is_ok());
+}

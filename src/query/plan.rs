@@ -404,6 +404,14 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
     };
     for s in &q.searches {
         let slot = p.slot(Some(&s.var), Kind::Node)?;
+        if p.bound[slot] {
+            // A second SEARCH into the same variable would silently keep only the rows both
+            // searches share (a join nobody asked for).
+            return Err(plan_err(format!(
+                "variable {} is bound by two SEARCH clauses; give each its own variable",
+                s.var
+            )));
+        }
         p.ops.push(Op::Search {
             slot,
             text: s.text.clone(),
@@ -466,6 +474,11 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         }
         if let Some(v) = &path.var {
             let slot = p.slot(Some(v), Kind::Path)?;
+            if p.bound[slot] {
+                return Err(plan_err(format!(
+                    "path variable {v} names two patterns; give each its own"
+                )));
+            }
             p.ops.push(Op::BindPath {
                 slot,
                 nodes: node_slots.clone(),
