@@ -54,7 +54,7 @@ fn queries(c: &mut Criterion) {
                     &[(starts[i], 1.0)],
                     params,
                     &all,
-                    |e| e.confidence.max(1e-3),
+                    |_, e| e.confidence.max(1e-3),
                 )
             })
         });

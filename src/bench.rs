@@ -268,7 +268,7 @@ pub fn run_graph_bench(
             &[(starts[i], 1.0)],
             params,
             &all,
-            |e| e.confidence.max(1e-3),
+            |_, e| e.confidence.max(1e-3),
         )
         .len();
     });

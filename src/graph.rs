@@ -89,6 +89,11 @@ impl IdSet {
         }
         self.bits[word] |= 1 << (id % 64);
     }
+    pub fn remove(&mut self, id: u32) {
+        if let Some(w) = self.bits.get_mut(id as usize / 64) {
+            *w &= !(1 << (id % 64));
+        }
+    }
     #[inline]
     pub fn contains(&self, id: u32) -> bool {
         self.bits
@@ -104,22 +109,30 @@ impl IdSet {
 pub struct DecayFilter {
     pub now: i64,
     pub half_lives: Vec<f64>,
+    /// An edge with a pinned endpoint decays no lower than this (nor above its stored value).
+    pub pinned_floor: f32,
 }
 
 impl DecayFilter {
-    /// The effective confidence of an entry last seen at `last_seen`.
+    /// The effective confidence of `e`, an entry in the list of node `from`, in `adj`.
     #[inline]
-    pub fn effective(&self, e: &AdjEntry, last_seen: i64) -> f32 {
+    pub fn effective(&self, from: u32, e: &AdjEntry, adj: &Adjacency) -> f32 {
         let h = self
             .half_lives
             .get(e.relation() as usize)
             .copied()
             .unwrap_or(f64::INFINITY);
+        let last_seen = adj.last_seen(e.edge_id());
         if h.is_infinite() || self.now <= last_seen {
             return e.confidence;
         }
         let age = (self.now as f64) - (last_seen as f64);
-        (e.confidence as f64 * 0.5f64.powf(age / h)) as f32
+        let decayed = (e.confidence as f64 * 0.5f64.powf(age / h)) as f32;
+        if adj.is_pinned(from) || adj.is_pinned(e.node) {
+            decayed.max(e.confidence.min(self.pinned_floor))
+        } else {
+            decayed
+        }
     }
 }
 
@@ -145,12 +158,13 @@ pub struct TraversalFilter {
 impl TraversalFilter {
     /// Whether a traversal may follow `e` in `adj`.
     #[inline]
-    pub fn admits_entry(&self, e: &AdjEntry, adj: &Adjacency) -> bool {
-        self.admits(e, adj)
+    /// Whether a traversal may follow `e`, an entry in the list of node `from`, in `adj`.
+    pub fn admits_entry(&self, from: u32, e: &AdjEntry, adj: &Adjacency) -> bool {
+        self.admits(from, e, adj)
     }
 
     #[inline]
-    fn admits(&self, e: &AdjEntry, adj: &Adjacency) -> bool {
+    fn admits(&self, from: u32, e: &AdjEntry, adj: &Adjacency) -> bool {
         if e.confidence < self.min_confidence {
             return false;
         }
@@ -158,7 +172,7 @@ impl TraversalFilter {
         // decayed one only for edges that pass it.
         if self.min_confidence > 0.0 {
             if let Some(d) = &self.decay {
-                if d.effective(e, adj.last_seen(e.edge_id())) < self.min_confidence {
+                if d.effective(from, e, adj) < self.min_confidence {
                     return false;
                 }
             }
@@ -279,6 +293,8 @@ pub struct Adjacency {
     lists: Vec<Vec<AdjEntry>>,
     /// World time each edge was last seen, by edge id, for decay (0 when never set).
     last_seen: Vec<i64>,
+    /// Pinned nodes, whose edges decay no lower than a floor.
+    pinned: IdSet,
     /// Interned label per node; `u32::MAX` for a retracted or never-created slot.
     labels: Vec<u32>,
     live_nodes: usize,
@@ -420,6 +436,20 @@ impl Adjacency {
         self.last_seen[i] = ts;
     }
 
+    /// Marks node `node` pinned or not.
+    pub fn set_pinned(&mut self, node: NodeId, pinned: bool) {
+        if pinned {
+            self.pinned.insert(node.0);
+        } else {
+            self.pinned.remove(node.0);
+        }
+    }
+
+    #[inline]
+    pub fn is_pinned(&self, node: u32) -> bool {
+        self.pinned.contains(node)
+    }
+
     /// When edge `edge` was last seen (0 when never recorded).
     #[inline]
     pub fn last_seen(&self, edge: EdgeId) -> i64 {
@@ -451,7 +481,7 @@ impl Adjacency {
                     let from = s.frontier[i];
                     for e in &self.lists[from as usize] {
                         let stamp = &mut s.stamp[e.node as usize];
-                        if *stamp == gen || !filter.admits(e, self) {
+                        if *stamp == gen || !filter.admits(from, e, self) {
                             continue;
                         }
                         *stamp = gen;

@@ -125,9 +125,11 @@ pub fn where_is_home(store: &Store, actor: &str, now: Option<i64>) -> Result<Opt
         Some(t) => t,
         None => store.latest_event_time()?.unwrap_or(0),
     };
+    // Validity is judged at `now`, here and by the traversal.
     let opts = ExpandOptions {
         relations: vec![relations::HOME.into()],
         direction: Direction::Outgoing,
+        now: Some(now),
         ..Default::default()
     };
     let mut best = None;

@@ -95,6 +95,7 @@ impl State {
         }
         let label = self.labels.intern(&n.label);
         self.adj.set_node(n.id, label);
+        self.adj.set_pinned(n.id, n.pinned);
         if let Some(old) = &self.nodes[idx] {
             if old.key != n.key {
                 self.node_keys.remove(&old.key);
@@ -166,6 +167,7 @@ impl State {
                     if let Some(old) = self.nodes.get_mut(id.0 as usize).and_then(Option::take) {
                         self.node_keys.remove(&old.key);
                     }
+                    self.adj.set_pinned(*id, false);
                     self.adj.remove_node(*id);
                 }
             }
@@ -531,12 +533,15 @@ impl GraphRead<'_> {
     pub fn effective_confidence(&self, id: EdgeId, now: Option<i64>) -> Option<f32> {
         let c = self.edge_core(id)?;
         let now = now.or(self.state.latest_ts).unwrap_or(c.last_seen);
-        Some(self.decay.effective(
-            self.state.relations.name(c.relation),
-            c.confidence,
-            c.last_seen,
-            now,
-        ))
+        let relation = self.state.relations.name(c.relation);
+        let pinned = self.state.adj.is_pinned(c.from.0) || self.state.adj.is_pinned(c.to.0);
+        Some(if pinned {
+            self.decay
+                .effective_pinned(relation, c.confidence, c.last_seen, now)
+        } else {
+            self.decay
+                .effective(relation, c.confidence, c.last_seen, now)
+        })
     }
 
     pub fn adjacency(&self) -> &Adjacency {
@@ -1243,6 +1248,29 @@ impl Store {
             .map(|(i, d)| Event::from_draft(first + i as u64, now, d))
             .collect();
         project_batch(&base, events, 0).map_err(|e| positions.original(e))
+    }
+
+    /// Pins (or unpins) the nodes with these keys, as one event (kind `PIN` or `UNPIN`, at the
+    /// latest event time so it does not move "now"): a pinned node's edges decay no lower than
+    /// the decay policy's floor. A key the store does not hold is [`Error::NotFound`] and
+    /// nothing is written.
+    pub fn pin(&self, keys: &[&str], pinned: bool) -> Result<Commit> {
+        if let Some(missing) = keys.iter().find(|k| self.node_by_key(k).is_none()) {
+            return Err(Error::NotFound(format!("node {missing:?}")));
+        }
+        let ts = self.latest_event_time()?.unwrap_or(0);
+        let mut draft = EventDraft::new(ts, "user", if pinned { "PIN" } else { "UNPIN" });
+        draft.assertions = keys
+            .iter()
+            .map(|k| {
+                Assertion::UpsertNode(crate::model::NodeUpsert {
+                    key: k.to_string(),
+                    pinned: Some(pinned),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        self.ingest(vec![draft])
     }
 
     /// Splits off the drafts whose idempotency key was already applied (by the store or by an

@@ -971,3 +971,28 @@ fn a_store_file_that_is_not_a_database_exits_corrupt() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("data.redb"), "{err}");
 }
+
+#[test]
+fn pin_and_unpin_nodes_by_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let out = ok(&["pin", "--store", p(&store), "npc:fletcher:1", "bot"]);
+    assert!(out.starts_with("pinned 2 nodes (event "), "{out}");
+    let r = json(&[
+        "run",
+        "--store",
+        p(&store),
+        "--json",
+        "--query",
+        "MATCH (n) WHERE n.pinned = true RETURN n.key ORDER BY n.key",
+    ]);
+    let keys: Vec<&str> = each(&r["rows"], |row| row[0].as_str().unwrap());
+    assert!(
+        keys.contains(&"npc:fletcher:1") && keys.contains(&"bot"),
+        "{keys:?}"
+    );
+    ok(&["unpin", "--store", p(&store), "npc:fletcher:1"]);
+    let out = loci(&["pin", "--store", p(&store), "no:such:node"]);
+    assert_eq!(out.status.code(), Some(4));
+    ok(&["replay", "--store", p(&store), "--verify"]);
+}

@@ -349,3 +349,63 @@ fn neighbors_follow_only_facts_valid_at_their_time() {
         vec!["later", "new", "old"]
     );
 }
+
+#[test]
+fn pinned_facts_decay_no_lower_than_the_floor_and_pins_are_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = village(&dir.path().join("s"));
+    let strict = ExpandOptions::default().with_min_confidence(0.5);
+    let offer =
+        |store: &Store| neighbor_conf(store, "fletcher", &ExpandOptions::default())["OFFERS"].0;
+    assert!((offer(&store) - 0.4).abs() < 1e-4);
+    let events = store.stats().events;
+    let latest = store.latest_event_time().unwrap();
+    store.pin(&["fletcher"], true).unwrap();
+    assert_eq!(store.stats().events, events + 1, "a pin is an event");
+    assert_eq!(
+        store.latest_event_time().unwrap(),
+        latest,
+        "and does not move now"
+    );
+    assert!(store.node_by_key("fletcher").unwrap().pinned);
+    // 0.8 decayed to 0.4, held at the 0.5 floor; so the filter keeps it.
+    assert_eq!(offer(&store), 0.5);
+    assert!(neighbor_conf(&store, "fletcher", &strict).contains_key("OFFERS"));
+    let r = loci::query::run(
+        &store,
+        "MATCH (v)-[o:OFFERS]->(i) RETURN confidence(o)",
+        &HashMap::new(),
+    )
+    .unwrap();
+    assert_eq!(r.rows[0][0].as_f64().unwrap(), 0.5);
+    // A floor never raises a fact above what was stored.
+    store
+        .set_decay_policy(DecayPolicy {
+            pinned_floor: 0.9,
+            ..DecayPolicy::default()
+        })
+        .unwrap();
+    assert_eq!(offer(&store), 0.8);
+    store.pin(&["fletcher"], false).unwrap();
+    assert!((offer(&store) - 0.4).abs() < 1e-4);
+    assert!(matches!(
+        store.pin(&["fletcher", "nobody"], true),
+        Err(loci::Error::NotFound(_))
+    ));
+    assert!(
+        !store.node_by_key("fletcher").unwrap().pinned,
+        "nothing written"
+    );
+    assert!(store.verify().unwrap().ok());
+    // Reopened, the pins are replayed from the log.
+    store.pin(&["emerald"], true).unwrap();
+    let path = store.dir().to_path_buf();
+    drop(store);
+    let again = Store::open(&path).unwrap();
+    assert!(again.node_by_key("emerald").unwrap().pinned);
+    assert_eq!(
+        neighbor_conf(&again, "emerald", &ExpandOptions::default())["OFFERS"].0,
+        0.8,
+        "the floor of 0.9 stops at the stored 0.8"
+    );
+}

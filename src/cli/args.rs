@@ -53,6 +53,10 @@ pub enum Command {
     /// Build entities and MENTIONS edges from the text of every passage (titles, title
     /// mentions, capitalised names, years), one EXTRACTION event per passage.
     Extract(ExtractArgs),
+    /// Pin nodes (by key): their facts decay no lower than the decay policy's floor.
+    Pin(PinArgs),
+    /// Unpin nodes (by key).
+    Unpin(PinArgs),
     /// Full-text search over nodes and events.
     Search(SearchArgs),
     /// Nodes within N hops of a node (by key, or the best name match).
@@ -112,6 +116,17 @@ pub struct IngestArgs {
     pub check: bool,
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct PinArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Node keys.
+    #[arg(required = true)]
+    pub keys: Vec<String>,
     #[arg(long)]
     pub json: bool,
 }

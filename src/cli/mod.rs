@@ -102,6 +102,8 @@ fn run(cli: Cli) -> Result<Code> {
         Command::Init(a) => write::init(a),
         Command::Ingest(a) => write::ingest(a),
         Command::Extract(a) => write::extract(a),
+        Command::Pin(a) => write::pin(a, true),
+        Command::Unpin(a) => write::pin(a, false),
         Command::Search(a) => read::search(a),
         Command::Neighbors(a) => read::neighbors(a),
         Command::Query(a) => read::query(a),

@@ -1,4 +1,4 @@
-//! Commands that write: `init`, `ingest`, `extract`.
+//! Commands that write: `init`, `ingest`, `extract`, `pin`/`unpin`.
 
 use std::io::Write;
 
@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use loci::ingest::{self, Format, SourceBatch};
 use loci::{Commit, Store};
 
-use super::args::{ExtractArgs, IngestArgs, InitArgs};
+use super::args::{ExtractArgs, IngestArgs, InitArgs, PinArgs};
 use super::exit::{fail, Code};
 use super::output::{errln, outln, print_json};
 use super::{backend, open};
@@ -201,6 +201,24 @@ pub fn extract(a: ExtractArgs) -> Result<Code> {
         outln!(
             "extracted from {} passages: {} entities and {} mentions upserted; {} SAME_AS links between near-duplicate names",
             c.events, c.nodes_upserted, c.edges_upserted, al.edges_upserted
+        );
+    }
+    Ok(Code::Ok)
+}
+
+/// `pin` and `unpin`: one event that sets the nodes' `pinned` flag.
+pub fn pin(a: PinArgs, pinned: bool) -> Result<Code> {
+    let s = open(&a.store)?;
+    let keys: Vec<&str> = a.keys.iter().map(String::as_str).collect();
+    let c = s.pin(&keys, pinned)?;
+    if a.json {
+        print_json(&c)?;
+    } else {
+        outln!(
+            "{} {} nodes (event {})",
+            if pinned { "pinned" } else { "unpinned" },
+            keys.len(),
+            c.last_seq
         );
     }
     Ok(Code::Ok)

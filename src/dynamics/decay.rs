@@ -34,6 +34,14 @@ pub struct DecayPolicy {
     pub default_half_life: HalfLife,
     /// Half-lives by relation name.
     pub relations: BTreeMap<String, HalfLife>,
+    /// An edge touching a pinned node decays no lower than this (and never above its stored
+    /// confidence): what the agent pinned stays believable.
+    #[serde(default = "default_pinned_floor")]
+    pub pinned_floor: f32,
+}
+
+fn default_pinned_floor() -> f32 {
+    0.5
 }
 
 impl Default for DecayPolicy {
@@ -67,6 +75,7 @@ impl Default for DecayPolicy {
         DecayPolicy {
             default_half_life: Some(7.0 * DAY),
             relations: r,
+            pinned_floor: default_pinned_floor(),
         }
     }
 }
@@ -77,6 +86,7 @@ impl DecayPolicy {
         DecayPolicy {
             default_half_life: None,
             relations: BTreeMap::new(),
+            pinned_floor: default_pinned_floor(),
         }
     }
 
@@ -99,8 +109,28 @@ impl DecayPolicy {
         effective(confidence, last_seen, now, self.half_life(relation))
     }
 
-    /// Checks that every half-life is a positive, finite number of ticks.
+    /// `effective`, for an edge with a pinned endpoint: never below the floor (nor above the
+    /// stored confidence).
+    pub fn effective_pinned(
+        &self,
+        relation: &str,
+        confidence: f32,
+        last_seen: i64,
+        now: i64,
+    ) -> f32 {
+        self.effective(relation, confidence, last_seen, now)
+            .max(confidence.min(self.pinned_floor))
+    }
+
+    /// Checks that every half-life is a positive, finite number of ticks, and the floor a
+    /// confidence.
     pub fn validate(&self) -> Result<()> {
+        if !(self.pinned_floor.is_finite() && (0.0..=1.0).contains(&self.pinned_floor)) {
+            return Err(Error::InvalidArgument {
+                name: "pinned_floor".into(),
+                message: format!("{} is outside [0, 1]", self.pinned_floor),
+            });
+        }
         let bad = |name: &str, h: f64| Error::InvalidArgument {
             name: format!("half_life of {name}"),
             message: format!("{h} is not a positive, finite number of world ticks"),
@@ -142,6 +172,7 @@ impl DecayPolicy {
                 .iter()
                 .map(|r| self.half_life(r).unwrap_or(f64::INFINITY))
                 .collect(),
+            pinned_floor: self.pinned_floor,
         }
     }
 }

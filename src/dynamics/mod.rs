@@ -4,7 +4,8 @@
 //! - [`salience`]: how much an event matters (survival, novelty, social value), scored at
 //!   ingest and stored in the log; nodes and edges take it from the events that assert them;
 //! - [`decay`]: an edge's *effective* confidence fades with the world time since it was last
-//!   seen, per relation, and is restored when an event re-confirms it.
+//!   seen, per relation, and is restored when an event re-confirms it; a fact touching a pinned
+//!   node (`Store::pin`, a `PIN` event) decays no lower than a floor.
 
 pub mod decay;
 pub mod salience;

@@ -715,9 +715,9 @@ impl<'s> Retriever<'s> {
         );
         // Every use of an edge's confidence (expansion weights, the fact's score part, its
         // text) sees it decayed to `now`, as the filter does.
-        let confidence_of = |e: &AdjEntry| -> f32 {
+        let confidence_of = |from: u32, e: &AdjEntry| -> f32 {
             match &filter.decay {
-                Some(d) => d.effective(e, g.adjacency().last_seen(e.edge_id())),
+                Some(d) => d.effective(from, e, g.adjacency()),
                 None => e.confidence,
             }
         };
@@ -763,11 +763,11 @@ impl<'s> Retriever<'s> {
         }
         let query_terms = derived.terms.lookup(&relation_words);
         let boost = opts.relation_boost;
-        let weight = |e: &AdjEntry| -> f32 {
+        let weight = |from: u32, e: &AdjEntry| -> f32 {
             if !edge_ok(e) {
                 return 0.0;
             }
-            let base = confidence_of(e).max(1e-3);
+            let base = confidence_of(from, e).max(1e-3);
             let shared = derived.terms.overlap(e, &query_terms);
             base * (1.0 + boost * shared as f32)
         };
@@ -793,7 +793,7 @@ impl<'s> Retriever<'s> {
                                     return;
                                 }
                                 let parent = reach.get(&r.parent).copied().unwrap_or(0.0);
-                                let s = parent * decay * confidence_of(&r.via);
+                                let s = parent * decay * confidence_of(r.parent.0, &r.via);
                                 reach.insert(r.node, s);
                                 *scores.entry(r.node).or_default() += s;
                             });
@@ -869,7 +869,7 @@ impl<'s> Retriever<'s> {
             for (n, _) in &top_nodes {
                 for e in g.adjacency().entries(*n) {
                     if Some(e.relation()) == mentions
-                        || !filter.admits_entry(e, g.adjacency())
+                        || !filter.admits_entry(n.0, e, g.adjacency())
                         || !edge_ok(e)
                         || !seen_edges.insert(e.edge)
                         || is_passage(e.neighbor())
@@ -888,7 +888,7 @@ impl<'s> Retriever<'s> {
                     }
                     let parts = ScoreParts {
                         graph: graph_part((a + b) / 2.0, max_entity),
-                        confidence: confidence_of(e),
+                        confidence: confidence_of(n.0, e),
                         recency: recency(core.last_seen),
                         text: text_node
                             .get(&core.from)

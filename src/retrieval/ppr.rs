@@ -76,14 +76,15 @@ thread_local! {
 }
 
 /// Approximate personalized PageRank from `seeds` (node, weight; weights are normalised to sum
-/// to 1). `weight` maps an admitted entry to its transition weight (e.g. its confidence).
+/// to 1). `weight` maps an admitted entry (and the node whose list holds it) to its transition
+/// weight (e.g. its confidence).
 /// Returns every node with a positive estimate, in node id order.
 pub fn personalized_pagerank(
     adj: &Adjacency,
     seeds: &[(NodeId, f32)],
     params: PushParams,
     filter: &TraversalFilter,
-    weight: impl Fn(&AdjEntry) -> f32,
+    weight: impl Fn(u32, &AdjEntry) -> f32,
 ) -> Vec<(NodeId, f32)> {
     let total: f32 = seeds.iter().map(|(_, w)| w.max(0.0)).sum();
     if total <= 0.0 {
@@ -118,8 +119,8 @@ pub fn personalized_pagerank(
             let entries = adj.entries(NodeId(u));
             let mut out_weight = 0.0f32;
             for e in entries {
-                if filter.admits_entry(e, adj) {
-                    out_weight += weight(e);
+                if filter.admits_entry(u, e, adj) {
+                    out_weight += weight(u, e);
                 }
             }
             if out_weight <= 0.0 {
@@ -132,13 +133,13 @@ pub fn personalized_pagerank(
             s.residual[ui] = 0.0;
             let spread = (1.0 - params.alpha) * r / out_weight;
             for e in entries {
-                if !filter.admits_entry(e, adj) {
+                if !filter.admits_entry(u, e, adj) {
                     continue;
                 }
                 let v = e.node;
                 s.touch(v);
                 let vi = v as usize;
-                s.residual[vi] += spread * weight(e);
+                s.residual[vi] += spread * weight(u, e);
                 if !s.queued[vi] && s.residual[vi] >= threshold(v) {
                     s.queued[vi] = true;
                     s.queue.push(v);
@@ -202,7 +203,7 @@ mod tests {
             &[(NodeId(0), 1.0)],
             params,
             &TraversalFilter::default(),
-            |e| e.confidence,
+            |_, e| e.confidence,
         ));
         let total: f32 = s.iter().sum();
         assert!(total > 0.99 && total <= 1.0001, "{total}");
@@ -229,10 +230,10 @@ mod tests {
             &[(NodeId(0), 1.0)],
             params,
             &only0,
-            |e| e.confidence,
+            |_, e| e.confidence,
         ));
         assert_eq!(s[5], 0.0, "relation 1 is pruned during the push");
-        let towards_2 = |e: &AdjEntry| {
+        let towards_2 = |_: u32, e: &AdjEntry| {
             if e.node == 2 || e.node == 0 {
                 10.0
             } else {
@@ -248,7 +249,8 @@ mod tests {
         ));
         assert!(s[2] > 3.0 * s[1], "{s:?}");
         assert!(
-            personalized_pagerank(&g, &[], params, &TraversalFilter::default(), |_| 1.0).is_empty()
+            personalized_pagerank(&g, &[], params, &TraversalFilter::default(), |_, _| 1.0)
+                .is_empty()
         );
     }
 }

@@ -34,15 +34,25 @@ impl StoreLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(Error::Locked {
-                    path: dir.to_path_buf(),
-                    holder: read_pid(&mut file),
-                })
+        // A lock can outlive its holder's release for a moment: a child process forked by any
+        // thread of the holder shares the lock's file description until it execs. So a busy
+        // lock is tried again for about half a second before it is reported.
+        let mut wait_ms = 2;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) if wait_ms <= 256 => {
+                    std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+                    wait_ms *= 2;
+                }
+                Err(TryLockError::WouldBlock) => {
+                    return Err(Error::Locked {
+                        path: dir.to_path_buf(),
+                        holder: read_pid(&mut file),
+                    })
+                }
+                Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
             }
-            Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
         }
         // The pid is only for messages: a failure to write it does not undo the lock.
         let pid = std::process::id().to_string();
