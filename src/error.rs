@@ -36,6 +36,12 @@ pub enum Error {
     /// The store directory is missing, not a loci store, or of another format version.
     #[error("store {path}: {message}")]
     Store { path: PathBuf, message: String },
+    /// The directory holds no loci store (no manifest).
+    #[error("store {path}: not a loci store (no readable loci.json: {reason}); create one with `loci init`")]
+    NotAStore { path: PathBuf, reason: String },
+    /// `Store::create` on a directory that already holds a store.
+    #[error("store {path}: a loci store already exists here")]
+    AlreadyExists { path: PathBuf },
     /// A stored record could not be decoded (corruption or a format this build does not know).
     #[error("corrupt record in table {table}: {message}")]
     Corrupt {

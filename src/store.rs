@@ -560,6 +560,10 @@ impl GraphRead<'_> {
     pub fn relation_id(&self, name: &str) -> Option<u32> {
         self.state.relations.get(name)
     }
+    /// The interned id of a label name, if any node ever had it.
+    pub fn label_id(&self, name: &str) -> Option<u32> {
+        self.state.labels.get(name)
+    }
     /// The name of an interned relation id, if it exists.
     pub fn relation_name_checked(&self, id: u32) -> Option<&str> {
         (id < self.state.relations.len() as u32).then(|| self.state.relations.name(id))
@@ -626,10 +630,9 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
         message,
     };
     let manifest_path = dir.join(MANIFEST);
-    let raw = std::fs::read(&manifest_path).map_err(|e| {
-        store_err(format!(
-            "not a loci store (no readable {MANIFEST}: {e}); create one with `loci init`"
-        ))
+    let raw = std::fs::read(&manifest_path).map_err(|e| Error::NotAStore {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
     })?;
     let manifest: Manifest =
         serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))?;
@@ -711,9 +714,8 @@ impl Store {
         let dir = dir.as_ref();
         let manifest_path = dir.join(MANIFEST);
         if manifest_path.exists() {
-            return Err(Error::Store {
+            return Err(Error::AlreadyExists {
                 path: dir.to_path_buf(),
-                message: "a loci store already exists here".into(),
             });
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;

@@ -513,6 +513,22 @@ fn exit_codes_tell_failures_apart() {
     std::fs::create_dir(&bad).unwrap();
     std::fs::write(bad.join("loci.json"), "garbage").unwrap();
     assert_eq!(loci(&["stats", "--store", p(&bad)]).status.code(), Some(6));
+    // A directory that holds no store is "not found", not "corrupt"; a second init of the
+    // same store is bad input.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = loci(&["stats", "--store", p(&empty)]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !empty.join("lock").exists(),
+        "reading a non-store leaves nothing behind"
+    );
+    assert_eq!(loci(&["init", "--store", p(&store)]).status.code(), Some(3));
 }
 
 #[test]
@@ -995,4 +1011,44 @@ fn pin_and_unpin_nodes_by_key() {
     let out = loci(&["pin", "--store", p(&store), "no:such:node"]);
     assert_eq!(out.status.code(), Some(4));
     ok(&["replay", "--store", p(&store), "--verify"]);
+}
+
+#[test]
+fn misspelt_filters_are_noted_not_silent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let out = loci(&[
+        "neighbors",
+        "--store",
+        p(&store),
+        "bot",
+        "--relation",
+        "home",
+    ]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no edge of this store has relation \"home\""),
+        "{err}"
+    );
+    let out = loci(&["search", "--store", p(&store), "fletcher", "--label", "npc"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no node of this store has label \"npc\""),
+        "{err}"
+    );
+    // Known names say nothing.
+    let out = loci(&[
+        "neighbors",
+        "--store",
+        p(&store),
+        "bot",
+        "--relation",
+        "HOME",
+    ]);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -213,6 +213,7 @@ fn typed(e: &Error) -> bool {
         Error::Corrupt { .. }
             | Error::Backend { .. }
             | Error::Store { .. }
+            | Error::NotAStore { .. }
             | Error::Io { .. }
             | Error::Text { .. }
     )

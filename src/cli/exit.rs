@@ -91,7 +91,8 @@ fn library_code(e: &loci::Error) -> Code {
     use loci::Error as E;
     match e {
         E::Input { .. } | E::InvalidEvent { .. } | E::InvalidArgument { .. } => Code::BadInput,
-        E::NotFound(_) => Code::NotFound,
+        E::NotFound(_) | E::NotAStore { .. } => Code::NotFound,
+        E::AlreadyExists { .. } => Code::BadInput,
         E::Locked { .. } | E::ReadOnly { .. } => Code::Locked,
         // A store directory that is not there was named wrongly; one that is there but does
         // not read is damaged (or of another format).

@@ -28,6 +28,7 @@ pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> 
 
 pub fn search(a: SearchArgs) -> Result<Code> {
     let s = open_for_reading(&a.store)?;
+    warn_unknown_names(&s, &[], &a.label);
     let time = match (a.from, a.to) {
         (None, None) => None,
         (f, t) => Some((f.unwrap_or(i64::MIN), t.unwrap_or(i64::MAX))),
@@ -56,6 +57,21 @@ pub fn search(a: SearchArgs) -> Result<Code> {
         }
     }
     Ok(Code::Ok)
+}
+
+/// Says on stderr which of the relation and label names given on the command line no edge or
+/// node of the store has: names are case-sensitive, and a misspelt filter would otherwise just
+/// match nothing, silently.
+fn warn_unknown_names(s: &Store, relations: &[String], labels: &[String]) {
+    let g = s.graph();
+    for r in relations.iter().filter(|r| g.relation_id(r).is_none()) {
+        errln!(
+            "note: no edge of this store has relation {r:?} (relation names are case-sensitive)"
+        );
+    }
+    for l in labels.iter().filter(|l| g.label_id(l).is_none()) {
+        errln!("note: no node of this store has label {l:?} (labels are case-sensitive)");
+    }
 }
 
 /// A search hit as JSON, in the vocabulary of the context pack: `kind` says what it is, `id`
@@ -97,6 +113,7 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
         );
     }
     let s = open_for_reading(&a.store)?;
+    warn_unknown_names(&s, &a.relation, &[]);
     let start = resolve_node(&s, &a.node)?;
     let mut opts = ExpandOptions::default()
         .with_min_confidence(a.min_confidence)
@@ -172,6 +189,7 @@ fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
 
 pub fn query(a: QueryArgs) -> Result<Code> {
     let s = open_for_reading(&a.store)?;
+    warn_unknown_names(&s, &a.relation, &[]);
     let kinds: Vec<SnippetKind> = a
         .kind
         .iter()
