@@ -654,14 +654,36 @@ impl TextIndex {
             Box::new(BooleanQuery::new(clauses))
         };
         let searcher = self.reader.searcher();
-        let top = searcher
-            .search(&query, &TopDocs::with_limit(limit).order_by_score())
-            .map_err(terr)?;
-        Ok(self
+        // Equal scores come out of tantivy in segment order, which background merges decide,
+        // so two builds of one log could cut a tie differently. More than `limit` hits are
+        // collected, until no tie crosses the cut, and ties are ordered by their target.
+        let most = Self::MAX_SEARCH_HITS.min(searcher.num_docs() as usize);
+        let mut want = limit.saturating_mul(2).saturating_add(16).min(most);
+        let top = loop {
+            let top = searcher
+                .search(&query, &TopDocs::with_limit(want).order_by_score())
+                .map_err(terr)?;
+            let settled = top.len() < want
+                || want >= most
+                || top.len() <= limit
+                || top[want - 1].0 < top[limit - 1].0;
+            if settled {
+                break top;
+            }
+            want = want.saturating_mul(4).min(most);
+        };
+        let mut hits: Vec<Hit> = self
             .targets(&searcher, top)?
             .into_iter()
             .map(|(score, target)| Hit { target, score })
-            .collect())
+            .collect();
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| Self::target_ref(a.target).cmp(&Self::target_ref(b.target)))
+        });
+        hits.truncate(limit);
+        Ok(hits)
     }
 
     /// Nodes whose name or an alias has exactly this [`name_form`], best-known first.
