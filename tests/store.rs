@@ -873,3 +873,24 @@ fn search_ties_break_by_target(kind: BackendKind, dir: &Path) {
     assert!(hits.windows(2).all(|w| w[0].score == w[1].score), "all tie");
     assert_eq!(keys, ["n00", "n01", "n02", "n03", "n04"]);
 }
+
+/// `analyze` gives each distinct term once, in first-seen order, and scales to an event with a
+/// hundred thousand distinct words (it compared every word with every earlier one before).
+#[test]
+fn analysed_terms_are_distinct_in_first_seen_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let terms = store
+        .text_index()
+        .analyze("Creepers blew up; the creeper BLEW the wall")
+        .unwrap();
+    let again: std::collections::HashSet<&String> = terms.iter().collect();
+    assert_eq!(again.len(), terms.len(), "{terms:?}");
+    assert_eq!(
+        terms.first().map(String::as_str),
+        Some("creeper"),
+        "{terms:?}"
+    );
+    let many: String = (0..100_000).map(|i| format!("w{i} ")).collect();
+    assert_eq!(store.text_index().analyze(&many).unwrap().len(), 100_000);
+}
