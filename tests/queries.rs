@@ -1308,3 +1308,31 @@ fn a_variable_bound_twice_is_a_plan_error() {
     )
     .is_ok());
 }
+
+#[test]
+fn parse_error_carets_count_characters_and_long_lines_are_windowed() {
+    let q = "MATCH (n {name: '🎵é'}) RETURN n.x +";
+    let e = query::prepare(q, query::Limits::default()).err().unwrap();
+    let shown = e.render(q);
+    let lines: Vec<&str> = shown.lines().collect();
+    let (src, caret) = (lines[1], lines[2]);
+    let caret_col = caret.chars().position(|c| c == '^').unwrap();
+    // The caret stands one character after the `+` that ends the query.
+    let plus_col = src.chars().position(|c| c == '+').unwrap();
+    assert_eq!(caret_col, plus_col + 1, "{shown}");
+    // A long one-line query is shown as a window around the error, not whole.
+    // (Too many chained ORs: the error is at the '.' of the operand past the nesting limit.)
+    let long = format!(
+        "MATCH (n) WHERE {} RETURN n.x",
+        "n.x = 1 OR ".repeat(5000) + "true"
+    );
+    let e = query::prepare(&long, query::Limits::default())
+        .err()
+        .unwrap();
+    let shown = e.render(&long);
+    assert!(shown.len() < 1000, "{} bytes", shown.len());
+    let lines: Vec<&str> = shown.lines().collect();
+    let caret_col = lines[2].chars().position(|c| c == '^').unwrap();
+    assert!(lines[0].contains("found '.'"), "{shown}");
+    assert_eq!(lines[1].chars().nth(caret_col), Some('.'), "{shown}");
+}

@@ -73,14 +73,33 @@ impl QueryError {
             QueryError::Parse { line, span, .. } => {
                 let src = text.lines().nth(line - 1).unwrap_or("");
                 let line_start: usize = text.lines().take(line - 1).map(|l| l.len() + 1).sum();
-                let col = span.start.saturating_sub(line_start).min(src.len());
-                let width = span
-                    .end
-                    .saturating_sub(span.start)
-                    .clamp(1, src.len().saturating_sub(col).max(1));
+                // Columns count characters, not bytes, so the caret stands under the error
+                // after an emoji or an accent.
+                let snap = |mut i: usize| {
+                    i = i.min(src.len());
+                    while i > 0 && !src.is_char_boundary(i) {
+                        i -= 1;
+                    }
+                    i
+                };
+                let start = snap(span.start.saturating_sub(line_start));
+                let end = snap(span.end.saturating_sub(line_start)).max(start);
+                let col = src[..start].chars().count();
+                let width = src[start..end].chars().count().max(1);
+                // A window of the line around the error: a 64 KiB one-line query must not be
+                // echoed whole.
+                const CONTEXT: usize = 60;
+                let total = src.chars().count();
+                let from = col.saturating_sub(CONTEXT);
+                let shown: String = src.chars().skip(from).take(2 * CONTEXT).collect();
+                let shown_len = shown.chars().count();
+                let lead = if from > 0 { "..." } else { "" };
+                let tail = if from + shown_len < total { "..." } else { "" };
+                let offset = lead.len() + (col - from);
+                let width = width.min(shown_len.saturating_sub(col - from).max(1));
                 format!(
-                    "{self}\n  {src}\n  {}{}",
-                    " ".repeat(col),
+                    "{self}\n  {lead}{shown}{tail}\n  {}{}",
+                    " ".repeat(offset),
                     "^".repeat(width)
                 )
             }
