@@ -1052,3 +1052,24 @@ fn misspelt_filters_are_noted_not_silent() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn world_size_flags_are_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("w.jsonl");
+    for args in [
+        ["--scale", "1000000"],
+        ["--scale", "0"],
+        ["--days", "99999999"],
+    ] {
+        let mut all = vec!["world", "--out", p(&out)];
+        all.extend_from_slice(&args);
+        let r = loci(&all);
+        assert_eq!(r.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&r.stderr).contains("is not in"),
+            "{args:?}"
+        );
+    }
+    assert!(!out.exists());
+}

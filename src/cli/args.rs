@@ -279,9 +279,11 @@ pub struct ReplayArgs {
 pub struct WorldArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    #[arg(long, default_value_t = 1)]
+    /// Villages, caves and villagers multiply by this (1 to 1,000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub scale: u32,
-    #[arg(long, default_value_t = 6)]
+    /// Days of history (1 to 10,000).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub days: u32,
     #[arg(long)]
     pub out: PathBuf,
@@ -293,7 +295,8 @@ pub struct WorldArgs {
 pub struct DemoArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    #[arg(long, default_value_t = 1)]
+    /// Villages, caves and villagers multiply by this (1 to 1,000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub scale: u32,
     #[arg(long, default_value = "redb", value_parser = ["redb", "sled"])]
     pub backend: String,
