@@ -613,8 +613,15 @@ impl<R: std::io::BufRead> Lines<R> {
     }
 }
 
-/// Opens `path` for line reading; the error names the file once.
-fn open_lines(path: &Path) -> Result<Lines<std::io::BufReader<std::fs::File>>> {
+/// Opens `path` for line reading (`-` is standard input, named `<stdin>` in errors); the error
+/// names the file once.
+fn open_lines(path: &Path) -> Result<Lines<Box<dyn std::io::BufRead>>> {
+    if path == Path::new("-") {
+        return Ok(Lines::new(
+            "<stdin>",
+            Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin())),
+        ));
+    }
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
         return Err(Error::Input {
@@ -626,7 +633,7 @@ fn open_lines(path: &Path) -> Result<Lines<std::io::BufReader<std::fs::File>>> {
     }
     Ok(Lines::new(
         &path.display().to_string(),
-        std::io::BufReader::with_capacity(1 << 20, f),
+        Box::new(std::io::BufReader::with_capacity(1 << 20, f)),
     ))
 }
 
@@ -653,8 +660,8 @@ pub fn read_file_in_rounds(
     round_events: usize,
     sink: &mut dyn FnMut(SourceBatch) -> Result<()>,
 ) -> Result<usize> {
-    let file = path.display().to_string();
     let mut lines = open_lines(path)?;
+    let file = lines.file.clone();
     let Some(first) = lines.next_line()? else {
         return Ok(0);
     };

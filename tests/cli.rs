@@ -1073,3 +1073,44 @@ fn world_size_flags_are_bounded() {
     }
     assert!(!out.exists());
 }
+
+#[test]
+fn ingest_reads_standard_input_as_dash() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let run = |input: &str, extra: &[&str]| {
+        let mut args = vec!["ingest", "--store", p(&store)];
+        args.extend_from_slice(extra);
+        args.push("-");
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(
+        "{\"ts\":1,\"kind\":\"NOTE\"}\n{\"ts\":2,\"kind\":\"NOTE\"}\n",
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("committed events 1..=2"));
+    let out = run("{\"ts\":1}\n", &["--format", "events"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("<stdin>:1: kind:"));
+}
