@@ -658,14 +658,32 @@ impl TextIndex {
             Box::new(BooleanQuery::new(clauses))
         };
         let searcher = self.reader.searcher();
-        // Equal scores come out of tantivy in segment order, which background merges decide,
-        // so two builds of one log could cut a tie differently. More than `limit` hits are
-        // collected, until no tie crosses the cut, and ties are ordered by their target.
+        Ok(self
+            .top_by_score_then_target(&searcher, &*query, limit)?
+            .into_iter()
+            .map(|(score, target)| Hit { target, score })
+            .collect())
+    }
+
+    /// The `limit` best documents of `query`, by score and then by target. Equal scores come
+    /// out of tantivy in segment order, which background merges decide, so two builds of one
+    /// log could cut a tie differently: more than `limit` hits are collected, until no tie
+    /// crosses the cut, and ties are ordered by their target.
+    fn top_by_score_then_target(
+        &self,
+        searcher: &tantivy::Searcher,
+        query: &dyn Query,
+        limit: usize,
+    ) -> Result<Vec<(f32, Target)>> {
         let most = Self::MAX_SEARCH_HITS.min(searcher.num_docs() as usize);
+        let limit = limit.min(most);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         let mut want = limit.saturating_mul(2).saturating_add(16).min(most);
         let top = loop {
             let top = searcher
-                .search(&query, &TopDocs::with_limit(want).order_by_score())
+                .search(query, &TopDocs::with_limit(want).order_by_score())
                 .map_err(terr)?;
             let settled = top.len() < want
                 || want >= most
@@ -676,15 +694,10 @@ impl TextIndex {
             }
             want = want.saturating_mul(4).min(most);
         };
-        let mut hits: Vec<Hit> = self
-            .targets(&searcher, top)?
-            .into_iter()
-            .map(|(score, target)| Hit { target, score })
-            .collect();
+        let mut hits = self.targets(searcher, top)?;
         hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| Self::target_ref(a.target).cmp(&Self::target_ref(b.target)))
+            b.0.total_cmp(&a.0)
+                .then_with(|| Self::target_ref(a.1).cmp(&Self::target_ref(b.1)))
         });
         hits.truncate(limit);
         Ok(hits)
@@ -701,11 +714,8 @@ impl TextIndex {
             IndexRecordOption::Basic,
         );
         let searcher = self.reader.searcher();
-        let top = searcher
-            .search(&q, &TopDocs::with_limit(limit).order_by_score())
-            .map_err(terr)?;
         Ok(self
-            .targets(&searcher, top)?
+            .top_by_score_then_target(&searcher, &q, limit)?
             .into_iter()
             .filter_map(|(_, t)| match t {
                 Target::Node(n) => Some(n),

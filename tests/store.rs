@@ -872,6 +872,15 @@ fn search_ties_break_by_target(kind: BackendKind, dir: &Path) {
         .collect();
     assert!(hits.windows(2).all(|w| w[0].score == w[1].score), "all tie");
     assert_eq!(keys, ["n00", "n01", "n02", "n03", "n04"]);
+    // The exact-name lookup that anchors planner queries cuts its ties the same way.
+    let named: Vec<String> = store
+        .text_index()
+        .lookup_name("Copper Widget", 3)
+        .unwrap()
+        .into_iter()
+        .map(|id| store.node(id).unwrap().key)
+        .collect();
+    assert_eq!(named, ["n00", "n01", "n02"]);
 }
 
 /// `analyze` gives each distinct term once, in first-seen order, and scales to an event with a
