@@ -127,6 +127,31 @@ pub fn decode_event(table: &'static str, bytes: &[u8]) -> Result<Event> {
     }
 }
 
+/// The leading fields of an event record, every format alike: enough to find the few events
+/// a pass over the log looks for (deletions) without decoding every payload.
+#[derive(Deserialize)]
+struct EventHead<'a> {
+    seq: u64,
+    _recorded_at: i64,
+    _ts: i64,
+    _actor: &'a str,
+    #[serde(borrow)]
+    _place: Option<&'a str>,
+    _anchor: Option<Anchor>,
+    kind: &'a str,
+}
+
+/// The sequence number and kind of a log record, without decoding the rest of it.
+pub fn peek_event_kind<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u64, &'a str)> {
+    let (_, body) = body(table, bytes)?;
+    let (head, _): (EventHead<'a>, _) =
+        postcard::take_from_bytes(body).map_err(|e| Error::Corrupt {
+            table,
+            message: e.to_string(),
+        })?;
+    Ok((head.seq, head.kind))
+}
+
 /// An edge as formats 1 and 2 stored it: no salience.
 #[derive(Deserialize)]
 struct EdgeWithoutSalience {
@@ -201,6 +226,19 @@ mod tests {
         // A truncated record or one with bytes appended is refused too.
         assert!(decode_event("log", &bytes[..bytes.len() - 1]).is_err());
         assert!(decode_event("log", &bytes[..3]).is_err());
+    }
+
+    #[test]
+    fn peeking_an_event_kind_matches_the_full_decode() {
+        let mut draft = EventDraft::new(-5, "steve", "DELETE");
+        draft.place = Some("home".into());
+        draft.payload = Value::from("x");
+        let event = Event::from_draft(9, 1000, draft);
+        let bytes = encode(&event);
+        assert_eq!(peek_event_kind("log", &bytes).unwrap(), (9, "DELETE"));
+        let mut damaged = bytes.clone();
+        damaged[7] ^= 1;
+        assert!(peek_event_kind("log", &damaged).is_err());
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! - [`graph`]: the in-memory adjacency and traversals; [`text`]: the tantivy index;
 //! - [`store`]: the [`Store`] tying them together (ingest, reads, replay verification);
 //! - [`ingest`]: JSON Lines readers for events, graphs, passages and triples;
-//! - [`dynamics`]: how belief changes with time (decay of confidence, computed on read);
+//! - [`dynamics`]: how memory changes with time: salience, decay of confidence (computed on
+//!   read), deletion and forgetting as events, consolidation into summaries;
 //! - [`world`]: the deterministic synthetic block world; [`queries`]: the seed questions.
 //!
 //! ```no_run
@@ -41,6 +42,7 @@ pub mod store;
 pub mod text;
 pub mod world;
 
+pub use dynamics::deletion::{DeleteReport, DeleteRequest};
 pub use error::{Error, Result};
 pub use graph::{Direction, TraversalFilter};
 pub use model::{
@@ -49,5 +51,5 @@ pub use model::{
 pub use projection::Counters;
 pub use retrieval::{ContextPack, RetrieveOptions, Retriever, Snippet, SnippetKind, Tokenizer};
 pub use storage::{Backend, BackendKind};
-pub use store::{Commit, ExpandOptions, Neighbor, Stats, Store, VerifyReport};
+pub use store::{Commit, CompactReport, ExpandOptions, Neighbor, Stats, Store, VerifyReport};
 pub use text::{Hit, SearchFilter, Target};

@@ -376,12 +376,51 @@ fn merge_props(into: &mut Props, from: &Props) {
     }
 }
 
+/// How strictly [`project_batch`] treats assertions about nodes and edges that do not exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Missing {
+    /// An error: live ingest refuses an event that names an unknown node.
+    Refuse,
+    /// Skipped: replay of a log with deleted events, where a later event can name a node that
+    /// only a deleted event created. Such an assertion never took effect on the state as it
+    /// is after the deletion, which is what this replay computes (see `dynamics::deletion`).
+    Skip,
+}
+
+impl Overlay {
+    /// Whether `assertion` names a node or edge that does not exist (before it applies).
+    fn names_missing<B: ProjectionBase>(&self, base: &B, assertion: &Assertion) -> bool {
+        let missing = |key: &str| self.node_id(base, key).is_none();
+        match assertion {
+            Assertion::UpsertNode(_) => false,
+            Assertion::UpsertEdge(up) => missing(&up.from) || missing(&up.to),
+            Assertion::RetractNode { key } => missing(key),
+            Assertion::RetractEdge { from, relation, to } => {
+                match (self.node_id(base, from), self.node_id(base, to)) {
+                    (Some(f), Some(t)) => self.edge_id(base, f, relation, t).is_none(),
+                    _ => true,
+                }
+            }
+        }
+    }
+}
+
 /// Validates and projects `events` (already numbered) against `base`. `first_index` is the
 /// position of `events[0]` in the caller's batch, for error messages.
 pub(crate) fn project_batch<B: ProjectionBase>(
     base: &B,
     events: Vec<Event>,
     first_index: usize,
+) -> Result<Overlay> {
+    project_batch_with(base, events, first_index, Missing::Refuse)
+}
+
+/// [`project_batch`], with a choice of what an assertion about a missing node does.
+pub(crate) fn project_batch_with<B: ProjectionBase>(
+    base: &B,
+    events: Vec<Event>,
+    first_index: usize,
+    on_missing: Missing,
 ) -> Result<Overlay> {
     let mut ov = Overlay::new(base.counters());
     for (i, ev) in events.iter().enumerate() {
@@ -407,6 +446,9 @@ pub(crate) fn project_batch<B: ProjectionBase>(
                 event,
                 assertion: Some(a),
             };
+            if on_missing == Missing::Skip && ov.names_missing(base, assertion) {
+                continue;
+            }
             match assertion {
                 Assertion::UpsertNode(up) => ov.upsert_node(base, at, ev, up)?,
                 Assertion::UpsertEdge(up) => ov.upsert_edge(base, at, ev, up)?,
@@ -417,7 +459,9 @@ pub(crate) fn project_batch<B: ProjectionBase>(
             }
         }
         if let Some(place) = &ev.place {
-            ov.resolve(base, at, "place", place)?;
+            if on_missing == Missing::Refuse {
+                ov.resolve(base, at, "place", place)?;
+            }
         }
         ov.counters.last_seq = ev.seq;
     }

@@ -326,7 +326,7 @@ impl TextDoc {
 pub(crate) fn node_doc_key(key: &str) -> String {
     format!("n:{key}")
 }
-fn event_doc_key(seq: u64) -> String {
+pub(crate) fn event_doc_key(seq: u64) -> String {
     format!("e:{seq}")
 }
 

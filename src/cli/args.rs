@@ -57,6 +57,13 @@ pub enum Command {
     Pin(PinArgs),
     /// Unpin nodes (by key).
     Unpin(PinArgs),
+    /// Delete events (by sequence number) and nodes (by key, with every event that names
+    /// them), as one deletion event; edges keep the support of their other events.
+    Delete(DeleteArgs),
+    /// Rewrite the store's files without the text of deleted events (tombstones stay).
+    Compact(CompactArgs),
+    /// Summarise every closed day (and its episodes) and week into SUMMARY events.
+    Consolidate(ConsolidateArgs),
     /// Full-text search over nodes and events.
     Search(SearchArgs),
     /// Nodes within N hops of a node (by key, or the best name match).
@@ -127,6 +134,42 @@ pub struct PinArgs {
     /// Node keys.
     #[arg(required = true)]
     pub keys: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Sequence numbers of events to delete.
+    #[arg(long = "event", value_name = "SEQ")]
+    pub events: Vec<u64>,
+    /// Keys of nodes to delete, with every event that names them.
+    #[arg(long = "node", value_name = "KEY")]
+    pub nodes: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ConsolidateArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Consolidate periods that ended before this world time (default: the latest event's).
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub until: Option<i64>,
+    /// Print every summary of the store (latest per period), not only the new ones.
+    #[arg(long)]
+    pub all: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
     #[arg(long)]
     pub json: bool,
 }

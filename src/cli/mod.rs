@@ -11,6 +11,7 @@ mod args;
 mod bench;
 mod demo;
 pub(crate) mod exit;
+mod memory;
 pub(crate) mod output;
 use output::errln;
 mod read;
@@ -104,6 +105,9 @@ fn run(cli: Cli) -> Result<Code> {
         Command::Extract(a) => write::extract(a),
         Command::Pin(a) => write::pin(a, true),
         Command::Unpin(a) => write::pin(a, false),
+        Command::Delete(a) => memory::delete(a),
+        Command::Compact(a) => memory::compact(a),
+        Command::Consolidate(a) => memory::consolidate(a),
         Command::Search(a) => read::search(a),
         Command::Neighbors(a) => read::neighbors(a),
         Command::Query(a) => read::query(a),

@@ -5,9 +5,14 @@
 //!   ingest and stored in the log; nodes and edges take it from the events that assert them;
 //! - [`decay`]: an edge's *effective* confidence fades with the world time since it was last
 //!   seen, per relation, and is restored when an event re-confirms it; a fact touching a pinned
-//!   node (`Store::pin`, a `PIN` event) decays no lower than a floor.
+//!   node (`Store::pin`, a `PIN` event) decays no lower than a floor;
+//! - [`deletion`]: deleting and forgetting events as events of the log, with their support
+//!   withdrawn from every edge, and compaction that leaves tombstones in their place;
+//! - [`consolidate`]: raw events rolled up into SUMMARY events (episodes, days, weeks).
 
+pub mod consolidate;
 pub mod decay;
+pub mod deletion;
 pub mod salience;
 
 pub use decay::DecayPolicy;

@@ -14,15 +14,22 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{decode, decode_edge, decode_event, encode};
+use crate::codec::{decode, decode_edge, decode_event, encode, peek_event_kind};
+use crate::dynamics::deletion;
 use crate::dynamics::salience::{words_of, SalienceInputs};
 use crate::dynamics::{DecayPolicy, SaliencePolicy};
 use crate::error::{Error, Result};
 use crate::graph::{Adjacency, DecayFilter, Direction, IdSet, Interner, TraversalFilter};
 use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
-use crate::projection::{project_batch, Counters, Overlay, ProjectionBase};
+use crate::projection::{
+    project_batch, project_batch_with, Counters, Missing, Overlay, ProjectionBase,
+};
 use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
+
+mod deleting;
+
+pub use deleting::CompactReport;
 
 /// Format of the store directory (manifest and table layout).
 pub const STORE_FORMAT: u32 = 1;
@@ -31,6 +38,8 @@ const META_COUNTERS: &[u8] = b"counters";
 const META_FORMAT: &[u8] = b"format";
 const META_BACKEND: &[u8] = b"backend";
 const META_PROJECTION: &[u8] = b"projection";
+/// The sequence numbers of deleted events (derived from the log's deletion events).
+const META_DELETED: &[u8] = b"deleted";
 /// Version of the rules that derive nodes and edges from the log (`projection`). A store whose
 /// derived tables were made by other rules has them rebuilt from its log when it is opened.
 /// 2: node and edge salience derive from the events that assert them.
@@ -78,6 +87,8 @@ pub(crate) struct State {
     latest_ts: Option<i64>,
     /// Edges with a validity bound, so that "valid now" filters look only at them.
     bounded_edges: BTreeSet<EdgeId>,
+    /// Events deleted by deletion events (`dynamics::deletion`): out of every view.
+    deleted: BTreeSet<u64>,
 }
 
 impl State {
@@ -225,6 +236,30 @@ impl ProjectionBase for LiveBase<'_> {
     fn counters(&self) -> Counters {
         self.state.counters
     }
+}
+
+/// Refuses drafts of a kind only the store writes (deletions, tombstones).
+fn refuse_reserved_kinds(drafts: &[EventDraft]) -> Result<()> {
+    match drafts
+        .iter()
+        .position(|d| deletion::RESERVED_KINDS.contains(&d.kind.as_str()))
+    {
+        Some(i) => Err(Error::InvalidEvent {
+            event: i,
+            assertion: None,
+            field: "kind".into(),
+            message: format!(
+                "{:?} is a kind only the store writes (use `loci delete` to delete events)",
+                drafts[i].kind
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The deleted set as stored in the meta table.
+fn deleted_list(state: &State) -> Vec<u64> {
+    state.deleted.iter().copied().collect()
 }
 
 /// The world time of an `event_time` key.
@@ -471,6 +506,9 @@ pub struct VerifyReport {
     pub edges: usize,
     pub text_docs: usize,
     pub idempotency_keys: usize,
+    /// Events deleted by deletion events (out of every view).
+    #[serde(default)]
+    pub events_deleted: usize,
     /// Every difference found between the replayed views and the live ones (at most 100).
     pub differences: Vec<String>,
     /// Differences beyond the first 100.
@@ -760,6 +798,7 @@ impl Store {
         let dir = dir.as_ref().to_path_buf();
         let manifest = read_manifest(&dir)?;
         let lock = StoreLock::acquire(&dir)?;
+        deleting::recover_compaction(&dir, manifest.backend)?;
         Self::open_with(dir, manifest, Some(lock))
     }
 
@@ -855,6 +894,13 @@ impl Store {
         for _ in 0..ATTEMPTS {
             let mut state = Self::load_state(backend)?;
             state.counters = counters;
+            state.deleted = backend
+                .get(Table::Meta, META_DELETED)?
+                .map(|v| decode::<Vec<u64>>("meta", &v))
+                .transpose()?
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
             state.latest_ts = backend
                 .last(Table::EventTime)?
                 .and_then(|(k, _)| time_of_key(&k));
@@ -923,7 +969,7 @@ impl Store {
     /// in one atomic batch, and records the rules' version. Node and edge ids and the
     /// counters come out as before, since they are assigned by the same replay.
     fn rebuild_derived(backend: &dyn Backend, dir: &Path) -> Result<()> {
-        let state = match replay_log(backend, |_| {})? {
+        let state = match replay_log(backend, |_, _| {})? {
             Ok(state) => state,
             Err(msg) => {
                 return Err(Error::Store {
@@ -946,6 +992,11 @@ impl Store {
             batch.put(Table::Edges, e.id.0.to_be_bytes().to_vec(), encode(e));
         }
         batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&state.counters));
+        batch.put(
+            Table::Meta,
+            META_DELETED.to_vec(),
+            encode(&deleted_list(&state)),
+        );
         batch.put(
             Table::Meta,
             META_PROJECTION.to_vec(),
@@ -1025,6 +1076,14 @@ impl Store {
         let state = self.read_state();
         let mut docs = Vec::new();
         let mut touched = BTreeSet::new();
+        if from > 0 && self.log_has_deletion_after(from)? {
+            // A deletion renumbers nodes and takes events out: only a rebuild is sure to
+            // leave nothing of them behind.
+            drop(state);
+            drop(_w);
+            self.text.clear()?;
+            return self.catch_up_text(0);
+        }
         if from == 0 {
             // Rebuild: every live node, whatever the log says about it.
             touched.extend(state.nodes.iter().flatten().map(|n| n.key.clone()));
@@ -1048,6 +1107,17 @@ impl Store {
             }
         }
         self.text.apply(&docs, &deletes, state.counters.last_seq)
+    }
+
+    /// Whether a deletion event follows log position `from`.
+    fn log_has_deletion_after(&self, from: u64) -> Result<bool> {
+        let mut found = false;
+        self.backend
+            .scan(Table::Log, &(from + 1).to_be_bytes(), None, &mut |_, v| {
+                found = peek_event_kind(Table::Log.name(), v)?.1 == deletion::DELETE;
+                Ok(!found)
+            })?;
+        Ok(found)
     }
 
     fn read_state(&self) -> RwLockReadGuard<'_, State> {
@@ -1088,7 +1158,39 @@ impl Store {
         if drafts.is_empty() {
             return Ok(Commit::default());
         }
+        refuse_reserved_kinds(&drafts)?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.ingest_locked(drafts)
+    }
+
+    /// Ingests the drafts that `build` makes, given the sequence number the first of them will
+    /// get, as one batch: nothing else can append between the numbering and the commit, so
+    /// drafts can refer to each other by number (a summary to its children). `build` must not
+    /// return drafts that carry an idempotency key, which could be skipped and shift the
+    /// numbering.
+    pub(crate) fn ingest_with(
+        &self,
+        build: impl FnOnce(u64) -> Result<Vec<EventDraft>>,
+    ) -> Result<Commit> {
+        self.writable()?;
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let first = self.read_state().counters.last_seq + 1;
+        let drafts = build(first)?;
+        if drafts.iter().any(|d| d.idempotency_key.is_some()) {
+            return Err(Error::InvalidArgument {
+                name: "drafts".into(),
+                message: "numbered drafts cannot carry idempotency keys".into(),
+            });
+        }
+        refuse_reserved_kinds(&drafts)?;
+        if drafts.is_empty() {
+            return Ok(Commit::default());
+        }
+        self.ingest_locked(drafts)
+    }
+
+    /// [`Store::ingest`] under the writer lock.
+    fn ingest_locked(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
         let (drafts, positions) = self.drop_applied(drafts)?;
         let skipped = positions.skipped;
         if drafts.is_empty() {
@@ -1126,6 +1228,7 @@ impl Store {
         if drafts.is_empty() {
             return Ok(Commit::default());
         }
+        refuse_reserved_kinds(&drafts)?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (drafts, positions) = self.drop_applied(drafts)?;
         if drafts.is_empty() {
@@ -1306,7 +1409,12 @@ impl Store {
                 continue;
             }
             if let Some(seq) = self.applied_key(&key)? {
-                let stored = self.event(seq)?.ok_or_else(|| Error::Corrupt {
+                if self.read_state().deleted.contains(&seq) {
+                    // Applied, then deleted: a retry must not bring it back.
+                    positions.skipped += 1;
+                    continue;
+                }
+                let stored = self.raw_event(seq)?.ok_or_else(|| Error::Corrupt {
                     table: Table::Idempotency.name(),
                     message: format!("key {key:?} points at event {seq}, which the log lacks"),
                 })?;
@@ -1406,7 +1514,16 @@ impl Store {
         }
     }
 
+    /// The event with sequence number `seq`; `None` when the log has none or it was deleted.
     pub fn event(&self, seq: u64) -> Result<Option<Event>> {
+        if self.read_state().deleted.contains(&seq) {
+            return Ok(None);
+        }
+        self.raw_event(seq)
+    }
+
+    /// The log record at `seq`, deleted or not.
+    fn raw_event(&self, seq: u64) -> Result<Option<Event>> {
         self.backend
             .get(Table::Log, &seq.to_be_bytes())?
             .map(|v| decode_event(Table::Log.name(), &v))
@@ -1414,10 +1531,15 @@ impl Store {
     }
 
     /// Calls `visit` with each event from sequence `from` on, in log order, until it returns
-    /// `false`.
+    /// `false`. Deleted events are left out.
     pub fn scan_log(&self, from: u64, mut visit: impl FnMut(Event) -> Result<bool>) -> Result<()> {
+        let deleted = self.read_state().deleted.clone();
         self.backend
-            .scan(Table::Log, &from.to_be_bytes(), None, &mut |_, v| {
+            .scan(Table::Log, &from.to_be_bytes(), None, &mut |k, v| {
+                let seq = k.try_into().map(u64::from_be_bytes).unwrap_or(0);
+                if deleted.contains(&seq) {
+                    return Ok(true);
+                }
                 visit(decode_event(Table::Log.name(), v)?)
             })
     }
@@ -1439,6 +1561,41 @@ impl Store {
         seqs.into_iter()
             .filter_map(|s| self.event(s).transpose())
             .collect()
+    }
+
+    /// The events of one kind, in log order, deleted ones left out. Only the kind of each
+    /// record is decoded until one matches, so a pass for a rare kind (summaries) is cheap.
+    pub fn events_of_kind(&self, kind: &str) -> Result<Vec<Event>> {
+        let deleted = self.read_state().deleted.clone();
+        let mut out = Vec::new();
+        self.backend
+            .scan(Table::Log, &1u64.to_be_bytes(), None, &mut |_, v| {
+                let (seq, k) = peek_event_kind(Table::Log.name(), v)?;
+                if k == kind && !deleted.contains(&seq) {
+                    out.push(decode_event(Table::Log.name(), v)?);
+                }
+                Ok(true)
+            })?;
+        Ok(out)
+    }
+
+    /// `(ts, seq)` of the events whose world time lies in `[from, to]`, in time order, from
+    /// the time index alone (nothing decoded). Deleted events are not in it.
+    pub fn event_times(&self, from: i64, to: i64) -> Result<Vec<(i64, u64)>> {
+        let mut out = Vec::new();
+        let end = time_key(to, u64::MAX);
+        self.backend
+            .scan(Table::EventTime, &time_key(from, 0), None, &mut |k, _| {
+                if k > end.as_slice() {
+                    return Ok(false);
+                }
+                let seq = k.get(8..16).and_then(|b| <[u8; 8]>::try_from(b).ok());
+                if let (Some(ts), Some(seq)) = (time_of_key(k), seq) {
+                    out.push((ts, u64::from_be_bytes(seq)));
+                }
+                Ok(true)
+            })?;
+        Ok(out)
     }
 
     /// World time of the latest event (by `ts`), the store's notion of "now".
@@ -1516,10 +1673,12 @@ impl Store {
         let mut expected_times = Vec::new();
         let mut expected_keys: BTreeMap<String, u64> = BTreeMap::new();
         let mut duplicate_keys = Vec::new();
-        let replayed = replay_log(&*self.backend, |ev| {
-            let doc = TextDoc::for_event(ev);
-            expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
-            expected_times.push(time_key(ev.ts, ev.seq));
+        let replayed = replay_log(&*self.backend, |ev, deleted| {
+            if !deleted {
+                let doc = TextDoc::for_event(ev);
+                expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
+                expected_times.push(time_key(ev.ts, ev.seq));
+            }
             if let Some(key) = &ev.idempotency_key {
                 if let Some(first) = expected_keys.insert(key.clone(), ev.seq) {
                     duplicate_keys.push((key.clone(), first, ev.seq));
@@ -1551,6 +1710,23 @@ impl Store {
                 replayed.counters
             ));
         }
+        let stored_deleted: BTreeSet<u64> = self
+            .backend
+            .get(Table::Meta, META_DELETED)?
+            .map(|v| decode::<Vec<u64>>("meta", &v))
+            .transpose()?
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        if stored_deleted != replayed.deleted {
+            report.differ(format!(
+                "deleted events: stored {} ({:?}...), the log's deletion events give {}",
+                stored_deleted.len(),
+                stored_deleted.iter().take(5).collect::<Vec<_>>(),
+                replayed.deleted.len()
+            ));
+        }
+        report.events_deleted = replayed.deleted.len();
         let mut stored_nodes = BTreeMap::new();
         self.backend.scan(Table::Nodes, &[], None, &mut |_, v| {
             let n: Node = decode(Table::Nodes.name(), v)?;
@@ -1642,6 +1818,13 @@ impl Store {
 
         // The live in-memory views.
         let live = self.read_state();
+        if live.deleted != replayed.deleted {
+            report.differ(format!(
+                "live view has {} deleted events, replay {}",
+                live.deleted.len(),
+                replayed.deleted.len()
+            ));
+        }
         if live.counters != replayed.counters {
             report.differ(format!(
                 "live counters {:?}, replayed {:?}",
@@ -1736,42 +1919,87 @@ impl Store {
     }
 }
 
-/// Replays the whole log into a fresh in-memory state, calling `visit` with each event. The
-/// inner error says why the log cannot be replayed (a gap, an event the projection refuses);
-/// the outer one is a storage failure.
+/// The events that the log's deletion events delete: the first pass of a replay. Only the
+/// kind of each record is decoded, except for deletion events.
+fn deleted_in_log(backend: &dyn Backend) -> Result<BTreeSet<u64>> {
+    let mut deleted = BTreeSet::new();
+    backend.scan(Table::Log, &1u64.to_be_bytes(), None, &mut |_, v| {
+        let (_, kind) = peek_event_kind(Table::Log.name(), v)?;
+        if kind == deletion::DELETE {
+            deleted.extend(deletion::deleted_by(&decode_event(Table::Log.name(), v)?));
+        }
+        Ok(true)
+    })?;
+    Ok(deleted)
+}
+
+/// Replays the whole log into a fresh in-memory state, calling `visit` with each event and
+/// whether it is deleted. The inner error says why the log cannot be replayed (a gap, an event
+/// the projection refuses); the outer one is a storage failure.
 fn replay_log(
     backend: &dyn Backend,
-    mut visit: impl FnMut(&Event),
+    visit: impl FnMut(&Event, bool),
 ) -> Result<std::result::Result<State, String>> {
+    let deleted = deleted_in_log(backend)?;
+    replay_excluding(backend, deleted, visit, Vec::new())
+}
+
+/// Replays the log, and then `extra` (events about to be appended), with the events in
+/// `deleted` left out (see `dynamics::deletion` for what that means for the rest).
+fn replay_excluding(
+    backend: &dyn Backend,
+    deleted: BTreeSet<u64>,
+    mut visit: impl FnMut(&Event, bool),
+    extra: Vec<Event>,
+) -> Result<std::result::Result<State, String>> {
+    let on_missing = if deleted.is_empty() {
+        Missing::Refuse
+    } else {
+        Missing::Skip
+    };
     let mut replayed = State::in_memory();
     let mut chunk: Vec<Event> = Vec::with_capacity(REPLAY_CHUNK);
     let mut failure = None;
     let mut position = 0usize;
     let mut flush = |chunk: &mut Vec<Event>, replayed: &mut State| -> Result<()> {
         let events = std::mem::take(chunk);
+        let Some(last) = events.last().map(|e| e.seq) else {
+            return Ok(());
+        };
         let n = events.len();
+        let kept: Vec<Event> = events
+            .into_iter()
+            .filter(|e| !deleted.contains(&e.seq))
+            .collect();
         let base = LiveBase {
             state: replayed,
             backend: None,
         };
-        let ov = project_batch(&base, events, position)?;
+        let ov = project_batch_with(&base, kept, position, on_missing)?;
         position += n;
         replayed.apply(&ov);
+        replayed.counters.last_seq = last;
         Ok(())
     };
     let mut expected_seq = 1;
-    backend.scan(Table::Log, &1u64.to_be_bytes(), None, &mut |_, v| {
-        let ev = decode_event(Table::Log.name(), v)?;
+    let mut take = |ev: Event, chunk: &mut Vec<Event>| -> std::result::Result<(), String> {
         if ev.seq != expected_seq {
-            failure = Some(format!(
+            return Err(format!(
                 "log gap: expected seq {expected_seq}, found {}",
                 ev.seq
             ));
-            return Ok(false);
         }
         expected_seq += 1;
-        visit(&ev);
+        visit(&ev, deleted.contains(&ev.seq));
         chunk.push(ev);
+        Ok(())
+    };
+    backend.scan(Table::Log, &1u64.to_be_bytes(), None, &mut |_, v| {
+        let ev = decode_event(Table::Log.name(), v)?;
+        if let Err(msg) = take(ev, &mut chunk) {
+            failure = Some(msg);
+            return Ok(false);
+        }
         if chunk.len() == REPLAY_CHUNK {
             if let Err(e) = flush(&mut chunk, &mut replayed) {
                 failure = Some(format!("replay failed: {e}"));
@@ -1781,13 +2009,24 @@ fn replay_log(
         Ok(true)
     })?;
     if failure.is_none() {
+        for ev in extra {
+            if let Err(msg) = take(ev, &mut chunk) {
+                failure = Some(msg);
+                break;
+            }
+        }
+    }
+    if failure.is_none() {
         if let Err(e) = flush(&mut chunk, &mut replayed) {
             failure = Some(format!("replay failed: {e}"));
         }
     }
     Ok(match failure {
         Some(msg) => Err(msg),
-        None => Ok(replayed),
+        None => {
+            replayed.deleted = deleted;
+            Ok(replayed)
+        }
     })
 }
 

@@ -1,0 +1,89 @@
+//! Commands that change what the memory holds over time: `consolidate`, `delete`, `compact`.
+
+use anyhow::Result;
+
+use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+use loci::DeleteRequest;
+
+use super::args::{CompactArgs, ConsolidateArgs, DeleteArgs};
+use super::exit::Code;
+use super::open;
+use super::output::{outln, print_json};
+
+/// `delete`: one deletion event for the listed events and nodes.
+pub fn delete(a: DeleteArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let mut request = DeleteRequest::events(a.events);
+    request.nodes = a.nodes;
+    let r = s.delete(&request)?;
+    if a.json {
+        print_json(&r)?;
+    } else {
+        outln!(
+            "deleted {} events (deletion event {}): {} nodes and {} edges removed, {} edges kept with less support",
+            r.deleted.len(),
+            r.seq,
+            r.nodes_removed,
+            r.edges_removed,
+            r.edges_weakened
+        );
+        outln!("their text stays in the store's files until `loci compact`");
+    }
+    Ok(Code::Ok)
+}
+
+/// `compact`: rewrite the files without the text of deleted events.
+pub fn compact(a: CompactArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let (_store, r) = s.compact()?;
+    if a.json {
+        print_json(&r)?;
+    } else {
+        outln!(
+            "compacted: {} deleted events now tombstones ({} in all); {} -> {} bytes",
+            r.tombstones_written,
+            r.deleted_events,
+            r.bytes_before,
+            r.bytes_after
+        );
+    }
+    Ok(Code::Ok)
+}
+
+/// `consolidate`: summaries of every closed day and week, with the rule-based summariser.
+pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let mut opts = ConsolidateOptions::default();
+    opts.until = a.until;
+    let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;
+    let shown: Vec<_> = consolidate::summaries(&s)?
+        .into_iter()
+        .filter(|x| a.all || (r.first_seq..=r.last_seq).contains(&x.seq))
+        .collect();
+    if a.json {
+        print_json(&serde_json::json!({"report": r, "summaries": shown}))?;
+        return Ok(Code::Ok);
+    }
+    outln!(
+        "consolidated {} events: {} episode, {} day and {} week summaries ({} replace earlier ones)",
+        r.events_consolidated,
+        r.episodes,
+        r.days,
+        r.weeks,
+        r.superseded
+    );
+    for x in shown
+        .iter()
+        .filter(|x| x.level != consolidate::Level::Episode)
+    {
+        outln!(
+            "[{} {}..{}, event {}] {}",
+            x.level.name(),
+            x.start,
+            x.end,
+            x.seq,
+            x.text
+        );
+    }
+    Ok(Code::Ok)
+}

@@ -1,0 +1,916 @@
+//! Consolidation: raw events become SUMMARY events, written back to the log, as a hierarchy of
+//! time-ranged chunks.
+//!
+//! - An **episode** is a run of events inside one day, ended by a `SLEEP` event or by a gap of
+//!   more than [`ConsolidationPolicy::episode_gap`] ticks of world time;
+//! - a **day** (`[d * day, (d + 1) * day - 1]`) rolls up its episodes;
+//! - a **week** ([`ConsolidationPolicy::week_days`] days) rolls up its days.
+//!
+//! A summary's payload holds its level, its time range `[start, end]`, the sequence numbers of
+//! its children (events for an episode, episode summaries for a day, day summaries for a
+//! week), a [`Digest`] (counts and names, computed by loci) and the text a [`Summarizer`] wrote
+//! from it. The built-in [`RuleSummarizer`] writes plain sentences without a model; a caller
+//! can plug in its own (an LLM) through the trait.
+//!
+//! Only closed periods are consolidated (a day once some event lies after it), so a summary
+//! never misses events still to come in order. Running consolidation again with no new events
+//! adds nothing; an event that arrives late, into a period already summarised, makes that
+//! period summarised again, and the new summary names the one it `supersedes`.
+//!
+//! A day summary re-asserts the edges its events asserted (those still in the graph, with no
+//! new values), so it becomes part of their support: when forgetting evicts the raw events,
+//! the facts stay, resting on the summary. Its world time is the start of its range, so it never
+//! moves an edge's `last_seen` (and decay) forward.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dynamics::decay::DAY;
+use crate::dynamics::deletion;
+use crate::error::{Error, Result};
+use crate::model::{kinds, Assertion, EdgeUpsert, Event, EventDraft, Value};
+use crate::store::Store;
+
+/// Kind of a summary event.
+pub const SUMMARY: &str = "SUMMARY";
+
+/// Kinds that are bookkeeping, not experience: never summarised.
+const NOT_SUMMARISED: [&str; 5] = [
+    SUMMARY,
+    deletion::DELETE,
+    deletion::TOMBSTONE,
+    "PIN",
+    "UNPIN",
+];
+
+/// Most salient moments a chunk's digest names (a merged digest: twice as many).
+const NOTABLE_PER_CHUNK: usize = 2;
+
+/// Longest list a digest keeps (places, trades, ...), so summaries stay short.
+const DIGEST_LIST_CAP: usize = 12;
+
+/// The level of a summary in the hierarchy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Episode,
+    Day,
+    Week,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Episode => "episode",
+            Level::Day => "day",
+            Level::Week => "week",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Level> {
+        match s {
+            "episode" => Some(Level::Episode),
+            "day" => Some(Level::Day),
+            "week" => Some(Level::Week),
+            _ => None,
+        }
+    }
+}
+
+/// The periods of consolidation, in world-time ticks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsolidationPolicy {
+    /// Length of a day.
+    pub day: i64,
+    /// Days per week.
+    pub week_days: i64,
+    /// A pause longer than this inside a day starts a new episode.
+    pub episode_gap: i64,
+}
+
+impl Default for ConsolidationPolicy {
+    fn default() -> Self {
+        ConsolidationPolicy {
+            day: DAY as i64,
+            week_days: 7,
+            episode_gap: DAY as i64 / 8,
+        }
+    }
+}
+
+impl ConsolidationPolicy {
+    fn validate(&self) -> Result<()> {
+        let bad = |name: &str, message: &str| {
+            Err(Error::InvalidArgument {
+                name: name.into(),
+                message: message.into(),
+            })
+        };
+        if self.day < 1 {
+            return bad("day", "must be at least 1 tick");
+        }
+        if !(1..=366).contains(&self.week_days) {
+            return bad("week_days", "must be between 1 and 366");
+        }
+        if self.episode_gap < 1 {
+            return bad("episode_gap", "must be at least 1 tick");
+        }
+        Ok(())
+    }
+    fn day_of(&self, ts: i64) -> i64 {
+        ts.div_euclid(self.day)
+    }
+    fn day_range(&self, day: i64) -> (i64, i64) {
+        let start = day.saturating_mul(self.day);
+        (start, start.saturating_add(self.day - 1))
+    }
+    fn week_of_day(&self, day: i64) -> i64 {
+        day.div_euclid(self.week_days)
+    }
+}
+
+/// Counts and names of a chunk, computed by loci whatever writes the text.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Digest {
+    pub events: usize,
+    /// Events per kind.
+    pub kinds: BTreeMap<String, usize>,
+    /// Place name -> events there.
+    pub places: BTreeMap<String, usize>,
+    /// "fletcher villager at Oakridge village".
+    pub trades: Vec<String>,
+    /// "creeper (lost)".
+    pub fights: Vec<String>,
+    /// Where the agent died.
+    pub deaths: Vec<String>,
+    /// "iron ingot x5".
+    pub dropped: Vec<String>,
+    pub slept_at: Vec<String>,
+    /// People and villagers met (traded with, or first seen).
+    pub people: Vec<String>,
+    /// Places and things first seen.
+    pub found: Vec<String>,
+    /// What observations and other events without a field of their own said.
+    pub notes: Vec<String>,
+    /// The text of the most salient events.
+    pub notable: Vec<String>,
+}
+
+fn push_capped(list: &mut Vec<String>, item: String) {
+    if !item.is_empty() && list.len() < DIGEST_LIST_CAP && !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+impl Digest {
+    /// The digest of raw events; `name` turns a node key into its name.
+    pub fn of_events(events: &[Event], name: &dyn Fn(&str) -> String) -> Digest {
+        let mut d = Digest {
+            events: events.len(),
+            ..Digest::default()
+        };
+        for ev in events {
+            *d.kinds.entry(ev.kind.clone()).or_default() += 1;
+            let place = ev.place.as_deref().map(name);
+            if let Some(p) = &place {
+                *d.places.entry(p.clone()).or_default() += 1;
+            }
+            let at = place
+                .as_ref()
+                .map(|p| format!(" at {p}"))
+                .unwrap_or_default();
+            let field = |k: &str| match &ev.payload {
+                Value::Map(m) => m.get(k).and_then(Value::as_str).map(str::to_string),
+                _ => None,
+            };
+            match ev.kind.as_str() {
+                kinds::TRADE => {
+                    let with = field("with").map(|w| name(&w)).unwrap_or_default();
+                    push_capped(&mut d.trades, format!("{with}{at}").trim().to_string());
+                    if !with.is_empty() {
+                        push_capped(&mut d.people, with);
+                    }
+                }
+                kinds::COMBAT => {
+                    let mob = field("mob").unwrap_or_else(|| "something".into());
+                    let fight = match field("outcome") {
+                        Some(o) => format!("{mob} ({o})"),
+                        None => mob,
+                    };
+                    push_capped(&mut d.fights, fight);
+                }
+                kinds::DEATH => {
+                    push_capped(
+                        &mut d.deaths,
+                        place.clone().unwrap_or_else(|| "somewhere".into()),
+                    );
+                }
+                kinds::SLEEP => {
+                    if let Some(p) = &place {
+                        push_capped(&mut d.slept_at, p.clone());
+                    }
+                }
+                kinds::DISCOVERY | kinds::BUILD => {}
+                _ => push_capped(&mut d.notes, readable_payload(ev, name)),
+            }
+            for a in &ev.assertions {
+                match a {
+                    Assertion::UpsertEdge(up)
+                        if up.relation == crate::model::relations::DROPPED =>
+                    {
+                        let count = up.props.get("count").and_then(Value::as_i64);
+                        let item = name(&up.to);
+                        push_capped(
+                            &mut d.dropped,
+                            match count {
+                                Some(c) if c > 1 => format!("{item} x{c}"),
+                                _ => item,
+                            },
+                        );
+                    }
+                    Assertion::UpsertNode(up) if up.label.is_some() && up.name.is_some() => {
+                        // A node upsert with a label and a name is a sighting; the world and
+                        // the loaders send them when something is first seen.
+                        let label = up.label.as_deref().unwrap_or_default();
+                        let n = up.name.clone().unwrap_or_default();
+                        if ["NPC", "Person"].contains(&label) {
+                            push_capped(&mut d.people, n);
+                        } else if ["Place", "Region"].contains(&label) {
+                            push_capped(&mut d.found, n);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut by_salience: Vec<&Event> = events.iter().collect();
+        by_salience.sort_by(|a, b| b.salience.total_cmp(&a.salience).then(a.seq.cmp(&b.seq)));
+        for ev in by_salience.into_iter().take(NOTABLE_PER_CHUNK) {
+            push_capped(&mut d.notable, readable_payload(ev, name));
+        }
+        d
+    }
+}
+
+/// The strings of an event's payload, with node keys ("npc:villager:3") read as the node's
+/// name.
+fn readable_payload(ev: &Event, name: &dyn Fn(&str) -> String) -> String {
+    let mut text = String::new();
+    ev.payload.collect_text(&mut text);
+    text.split(' ')
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            if w.contains(':') {
+                name(w)
+            } else {
+                w.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Digest {
+    /// The digest of several chunks together (a week from its days).
+    pub fn merge(parts: &[Digest]) -> Digest {
+        let mut d = Digest::default();
+        for p in parts {
+            d.events += p.events;
+            for (k, n) in &p.kinds {
+                *d.kinds.entry(k.clone()).or_default() += n;
+            }
+            for (k, n) in &p.places {
+                *d.places.entry(k.clone()).or_default() += n;
+            }
+            for (into, from) in [
+                (&mut d.trades, &p.trades),
+                (&mut d.fights, &p.fights),
+                (&mut d.deaths, &p.deaths),
+                (&mut d.dropped, &p.dropped),
+                (&mut d.slept_at, &p.slept_at),
+                (&mut d.people, &p.people),
+                (&mut d.found, &p.found),
+                (&mut d.notes, &p.notes),
+            ] {
+                for item in from {
+                    push_capped(into, item.clone());
+                }
+            }
+        }
+        // The most notable moment of each part, then the next, up to a few in all.
+        for round in 0..NOTABLE_PER_CHUNK {
+            for p in parts {
+                if d.notable.len() < NOTABLE_PER_CHUNK * 2 {
+                    if let Some(n) = p.notable.get(round) {
+                        push_capped(&mut d.notable, n.clone());
+                    }
+                }
+            }
+        }
+        d
+    }
+}
+
+/// What a summariser is given for one chunk.
+pub struct Chunk<'a> {
+    pub level: Level,
+    pub start: i64,
+    pub end: i64,
+    /// The day (for days and episodes) or week number.
+    pub number: i64,
+    pub digest: &'a Digest,
+    /// The raw events (episode, day) or the child summaries (week).
+    pub events: &'a [Event],
+    /// How many children the summary has.
+    pub children: usize,
+}
+
+/// Writes the text of a summary. The built-in one is [`RuleSummarizer`]; an LLM can be
+/// plugged in by implementing this.
+pub trait Summarizer {
+    fn summarize(&self, chunk: &Chunk<'_>) -> Result<String>;
+}
+
+/// Sentences from the digest, without a model: counts, places, trades, fights, deaths and what
+/// was dropped, sleep, people met, things found, and the most salient moments.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RuleSummarizer;
+
+fn list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+impl Summarizer for RuleSummarizer {
+    fn summarize(&self, c: &Chunk<'_>) -> Result<String> {
+        let d = c.digest;
+        let mut out = match c.level {
+            Level::Episode => format!(
+                "Episode of day {} (ticks {} to {}): {} events.",
+                c.number, c.start, c.end, d.events
+            ),
+            Level::Day => format!(
+                "Day {} (ticks {} to {}): {} events in {} episodes.",
+                c.number, c.start, c.end, d.events, c.children
+            ),
+            Level::Week => format!(
+                "Week {} (ticks {} to {}): {} events over {} days.",
+                c.number, c.start, c.end, d.events, c.children
+            ),
+        };
+        let mut sentence = |s: String| {
+            out.push(' ');
+            out.push_str(&s);
+        };
+        if !d.places.is_empty() {
+            let mut places: Vec<(&String, &usize)> = d.places.iter().collect();
+            places.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let named: Vec<String> = places
+                .iter()
+                .take(6)
+                .map(|(p, n)| {
+                    if **n > 1 {
+                        format!("{p} ({n})")
+                    } else {
+                        p.to_string()
+                    }
+                })
+                .collect();
+            sentence(format!("Was at {}.", list(&named)));
+        }
+        if !d.found.is_empty() {
+            sentence(format!("Found {}.", list(&d.found)));
+        }
+        if !d.trades.is_empty() {
+            let n = d.kinds.get(kinds::TRADE).copied().unwrap_or(d.trades.len());
+            sentence(format!(
+                "Traded {n} time{}: with {}.",
+                if n == 1 { "" } else { "s" },
+                list(&d.trades)
+            ));
+        }
+        if !d.fights.is_empty() {
+            sentence(format!("Fought {}.", list(&d.fights)));
+        }
+        if !d.deaths.is_empty() {
+            let n = d.kinds.get(kinds::DEATH).copied().unwrap_or(d.deaths.len());
+            let mut s = format!(
+                "Died {n} time{} at {}",
+                if n == 1 { "" } else { "s" },
+                list(&d.deaths)
+            );
+            if !d.dropped.is_empty() {
+                s.push_str(&format!(", dropping {}", list(&d.dropped)));
+            }
+            s.push('.');
+            sentence(s);
+        }
+        if !d.slept_at.is_empty() {
+            sentence(format!("Slept at {}.", list(&d.slept_at)));
+        }
+        if !d.people.is_empty() {
+            sentence(format!("Met {}.", list(&d.people)));
+        }
+        let covered = [kinds::TRADE, kinds::COMBAT, kinds::DEATH, kinds::SLEEP];
+        let others: Vec<String> = d
+            .kinds
+            .iter()
+            .filter(|(k, _)| !covered.contains(&k.as_str()))
+            .map(|(k, n)| format!("{n} {}", k.to_lowercase()))
+            .collect();
+        if !others.is_empty() {
+            sentence(format!("Also {}.", list(&others)));
+        }
+        if !d.notes.is_empty() {
+            sentence(format!("Noted: {}.", d.notes.join("; ")));
+        }
+        let notable: Vec<&String> = d.notable.iter().filter(|n| !d.notes.contains(n)).collect();
+        if !notable.is_empty() {
+            let notable: Vec<&str> = notable.iter().map(|n| n.as_str()).collect();
+            sentence(format!("Notable: {}.", notable.join("; ")));
+        }
+        Ok(out)
+    }
+}
+
+/// A summary event, read back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub seq: u64,
+    pub level: Level,
+    pub start: i64,
+    pub end: i64,
+    pub children: Vec<u64>,
+    pub text: String,
+    pub digest: Digest,
+    /// The earlier summary of the same range that this one replaces.
+    pub supersedes: Option<u64>,
+}
+
+impl Summary {
+    /// The summary an event carries, if it is a well-formed summary event.
+    pub fn of_event(ev: &Event) -> Option<Summary> {
+        if ev.kind != SUMMARY {
+            return None;
+        }
+        let Value::Map(m) = &ev.payload else {
+            return None;
+        };
+        let children = match m.get("children") {
+            Some(Value::List(items)) => items
+                .iter()
+                .filter_map(Value::as_i64)
+                .filter_map(|s| u64::try_from(s).ok())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let digest = m
+            .get("digest")
+            .and_then(|v| serde_json::to_value(v).ok())
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        Some(Summary {
+            seq: ev.seq,
+            level: Level::parse(m.get("level")?.as_str()?)?,
+            start: m.get("start")?.as_i64()?,
+            end: m.get("end")?.as_i64()?,
+            children,
+            text: m
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            digest,
+            supersedes: m
+                .get("supersedes")
+                .and_then(Value::as_i64)
+                .and_then(|s| u64::try_from(s).ok()),
+        })
+    }
+
+    /// The summary event's draft.
+    fn draft(
+        level: Level,
+        (start, end): (i64, i64),
+        children: &[u64],
+        text: String,
+        digest: &Digest,
+        supersedes: Option<u64>,
+        salience: f32,
+    ) -> EventDraft {
+        let mut m = BTreeMap::new();
+        m.insert("level".to_string(), Value::from(level.name()));
+        m.insert("start".to_string(), Value::Int(start));
+        m.insert("end".to_string(), Value::Int(end));
+        m.insert(
+            "children".to_string(),
+            Value::List(children.iter().map(|s| Value::Int(*s as i64)).collect()),
+        );
+        m.insert("text".to_string(), Value::from(text));
+        let digest = serde_json::to_value(digest)
+            .ok()
+            .and_then(|v| serde_json::from_value::<Value>(v).ok())
+            .unwrap_or_default();
+        m.insert("digest".to_string(), digest);
+        if let Some(s) = supersedes {
+            m.insert("supersedes".to_string(), Value::Int(s as i64));
+        }
+        let mut d = EventDraft::new(start, "loci", SUMMARY);
+        d.payload = Value::Map(m);
+        d.salience = Some(salience);
+        d
+    }
+}
+
+/// Options of [`consolidate`].
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ConsolidateOptions {
+    pub policy: ConsolidationPolicy,
+    /// Consolidate periods that ended before this world time (default: the latest event's).
+    pub until: Option<i64>,
+}
+
+impl ConsolidateOptions {
+    pub fn with_policy(mut self, policy: ConsolidationPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+    pub fn with_until(mut self, until: i64) -> Self {
+        self.until = Some(until);
+        self
+    }
+}
+
+/// What a consolidation wrote.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConsolidateReport {
+    pub episodes: usize,
+    pub days: usize,
+    pub weeks: usize,
+    /// Raw events read into new day summaries.
+    pub events_consolidated: usize,
+    /// Summaries that replace earlier ones (late events).
+    pub superseded: usize,
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+/// Whether an event is experience to be summarised.
+fn summarised(ev: &Event) -> bool {
+    !NOT_SUMMARISED.contains(&ev.kind.as_str())
+}
+
+/// Splits a day's events (in time order) into episodes.
+fn episodes(events: &[Event], gap: i64) -> Vec<&[Event]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 0..events.len() {
+        let ends_here = events[i].kind == kinds::SLEEP
+            || events
+                .get(i + 1)
+                .is_some_and(|next| next.ts.saturating_sub(events[i].ts) > gap);
+        if ends_here || i + 1 == events.len() {
+            out.push(&events[start..=i]);
+            start = i + 1;
+        }
+    }
+    out
+}
+
+/// The latest summary of each `(level, start)`.
+fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), Summary>> {
+    let mut latest = BTreeMap::new();
+    for ev in store.events_of_kind(SUMMARY)? {
+        if let Some(s) = Summary::of_event(&ev) {
+            latest.insert((s.level, s.start), s);
+        }
+    }
+    Ok(latest)
+}
+
+/// Consolidates every closed period not yet summarised (or with events that arrived after its
+/// summary), days first and then weeks, one atomic batch per day and per week.
+pub fn consolidate(
+    store: &Store,
+    summarizer: &dyn Summarizer,
+    opts: &ConsolidateOptions,
+) -> Result<ConsolidateReport> {
+    let policy = &opts.policy;
+    policy.validate()?;
+    let mut report = ConsolidateReport::default();
+    let Some(now) = opts.until.or(store.latest_event_time()?) else {
+        return Ok(report);
+    };
+    let mut latest = latest_summaries(store)?;
+    let summary_seqs: BTreeSet<u64> = latest.values().map(|s| s.seq).collect();
+
+    // Days with events after their summary (or without one), from the time index alone.
+    let mut newest_in_day: BTreeMap<i64, u64> = BTreeMap::new();
+    for (ts, seq) in store.event_times(i64::MIN, now)? {
+        if summary_seqs.contains(&seq) {
+            continue;
+        }
+        let day = policy.day_of(ts);
+        if policy.day_range(day).1 >= now {
+            continue;
+        }
+        let newest = newest_in_day.entry(day).or_default();
+        *newest = (*newest).max(seq);
+    }
+    for (day, newest) in newest_in_day {
+        let (start, _) = policy.day_range(day);
+        let previous = latest.get(&(Level::Day, start)).map(|s| s.seq);
+        if previous.is_some_and(|p| p > newest) {
+            continue;
+        }
+        if let Some(day_summary) =
+            consolidate_day(store, summarizer, policy, day, previous, &mut report)?
+        {
+            latest.insert((Level::Day, start), day_summary);
+        }
+    }
+
+    // Weeks whose days changed since their summary.
+    let mut days_of_week: BTreeMap<i64, Vec<&Summary>> = BTreeMap::new();
+    for s in latest.values().filter(|s| s.level == Level::Day) {
+        days_of_week
+            .entry(policy.week_of_day(policy.day_of(s.start)))
+            .or_default()
+            .push(s);
+    }
+    let mut weeks = Vec::new();
+    for (week, days) in days_of_week {
+        let start = policy.day_range(week.saturating_mul(policy.week_days)).0;
+        let end = policy
+            .day_range(week.saturating_mul(policy.week_days) + policy.week_days - 1)
+            .1;
+        if end >= now {
+            continue;
+        }
+        let previous = latest.get(&(Level::Week, start)).map(|s| s.seq);
+        let newest_day = days.iter().map(|d| d.seq).max().unwrap_or(0);
+        if previous.is_some_and(|p| p > newest_day) {
+            continue;
+        }
+        weeks.push((
+            week,
+            (start, end),
+            days.iter().map(|d| d.seq).collect::<Vec<_>>(),
+            previous,
+        ));
+    }
+    for (week, range, day_seqs, previous) in weeks {
+        consolidate_week(
+            store,
+            summarizer,
+            week,
+            range,
+            &day_seqs,
+            previous,
+            &mut report,
+        )?;
+    }
+    Ok(report)
+}
+
+/// Writes the episode summaries and the day summary of one closed day, as one batch.
+fn consolidate_day(
+    store: &Store,
+    summarizer: &dyn Summarizer,
+    policy: &ConsolidationPolicy,
+    day: i64,
+    previous: Option<u64>,
+    report: &mut ConsolidateReport,
+) -> Result<Option<Summary>> {
+    let range = policy.day_range(day);
+    let events: Vec<Event> = store
+        .events_between(range.0, range.1)?
+        .into_iter()
+        .filter(summarised)
+        .collect();
+    if events.is_empty() {
+        return Ok(None);
+    }
+    let name = |key: &str| {
+        store
+            .node_by_key(key)
+            .map(|n| n.name)
+            .unwrap_or_else(|| key.to_string())
+    };
+    let parts = episodes(&events, policy.episode_gap);
+    // The texts are written before the store is locked for the batch: a summariser may be
+    // slow (a model), and only the numbering needs the lock.
+    let mut episode_drafts = Vec::with_capacity(parts.len());
+    let mut digests = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let digest = Digest::of_events(part, &name);
+        let r = (part[0].ts, part[part.len() - 1].ts);
+        let text = summarizer.summarize(&Chunk {
+            level: Level::Episode,
+            start: r.0,
+            end: r.1,
+            number: day,
+            digest: &digest,
+            events: part,
+            children: part.len(),
+        })?;
+        let children: Vec<u64> = part.iter().map(|e| e.seq).collect();
+        episode_drafts.push(Summary::draft(
+            Level::Episode,
+            r,
+            &children,
+            text,
+            &digest,
+            None,
+            max_salience(part),
+        ));
+        digests.push(digest);
+    }
+    let digest = Digest::merge(&digests);
+    let text = summarizer.summarize(&Chunk {
+        level: Level::Day,
+        start: range.0,
+        end: range.1,
+        number: day,
+        digest: &digest,
+        events: &events,
+        children: parts.len(),
+    })?;
+    let mut day_draft = None;
+    let commit = store.ingest_with(|first| {
+        let children: Vec<u64> = (first..first + parts.len() as u64).collect();
+        let mut d = Summary::draft(
+            Level::Day,
+            range,
+            &children,
+            text,
+            &digest,
+            previous,
+            max_salience(&events),
+        );
+        d.assertions = support_of(store, &events)?;
+        let mut drafts = episode_drafts;
+        drafts.push(d.clone());
+        day_draft = Some(d);
+        Ok(drafts)
+    })?;
+    report.episodes += parts.len();
+    report.days += 1;
+    report.events_consolidated += events.len();
+    report.superseded += usize::from(previous.is_some());
+    note_commit(report, commit.first_seq, commit.last_seq);
+    Ok(day_draft.and_then(|d| {
+        let ev = Event::from_draft(commit.last_seq, 0, d);
+        Summary::of_event(&ev)
+    }))
+}
+
+/// Writes the summary of one closed week from its day summaries.
+fn consolidate_week(
+    store: &Store,
+    summarizer: &dyn Summarizer,
+    week: i64,
+    range: (i64, i64),
+    day_seqs: &[u64],
+    previous: Option<u64>,
+    report: &mut ConsolidateReport,
+) -> Result<()> {
+    let days: Vec<Event> = day_seqs
+        .iter()
+        .filter_map(|s| store.event(*s).transpose())
+        .collect::<Result<_>>()?;
+    let summaries: Vec<Summary> = days.iter().filter_map(Summary::of_event).collect();
+    let digest = Digest::merge(
+        &summaries
+            .iter()
+            .map(|s| s.digest.clone())
+            .collect::<Vec<_>>(),
+    );
+    let text = summarizer.summarize(&Chunk {
+        level: Level::Week,
+        start: range.0,
+        end: range.1,
+        number: week,
+        digest: &digest,
+        events: &days,
+        children: days.len(),
+    })?;
+    let commit = store.ingest_with(|_| {
+        let mut d = Summary::draft(
+            Level::Week,
+            range,
+            day_seqs,
+            text,
+            &digest,
+            previous,
+            max_salience(&days),
+        );
+        d.assertions = support_of(store, &days)?;
+        Ok(vec![d])
+    })?;
+    report.weeks += 1;
+    report.superseded += usize::from(previous.is_some());
+    note_commit(report, commit.first_seq, commit.last_seq);
+    Ok(())
+}
+
+fn note_commit(report: &mut ConsolidateReport, first: u64, last: u64) {
+    if report.first_seq == 0 {
+        report.first_seq = first;
+    }
+    report.last_seq = last;
+}
+
+fn max_salience(events: &[Event]) -> f32 {
+    events.iter().map(|e| e.salience).fold(0.0, f32::max)
+}
+
+/// Re-assertions (no new values) of the edges that `events` asserted and the graph still
+/// holds, so that a summary supports them.
+fn support_of(store: &Store, events: &[Event]) -> Result<Vec<Assertion>> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for ev in events {
+        for a in &ev.assertions {
+            if let Assertion::UpsertEdge(up) = a {
+                let key = (up.from.clone(), up.relation.clone(), up.to.clone());
+                if seen.insert(key)
+                    && store
+                        .edge_between(&up.from, &up.relation, &up.to)?
+                        .is_some()
+                {
+                    out.push(Assertion::UpsertEdge(EdgeUpsert {
+                        from: up.from.clone(),
+                        relation: up.relation.clone(),
+                        to: up.to.clone(),
+                        ..EdgeUpsert::default()
+                    }));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The summaries of the store, latest per range, by the end of their range (a week after its
+/// last day), then level.
+pub fn summaries(store: &Store) -> Result<Vec<Summary>> {
+    let mut all: Vec<Summary> = latest_summaries(store)?.into_values().collect();
+    all.sort_by_key(|s| (s.end, s.level, s.seq));
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(seq: u64, ts: i64, kind: &str) -> Event {
+        Event::from_draft(seq, 0, EventDraft::new(ts, "bot", kind))
+    }
+
+    #[test]
+    fn episodes_end_at_sleep_and_at_long_pauses() {
+        let events = vec![
+            ev(1, 0, "A"),
+            ev(2, 10, "SLEEP"),
+            ev(3, 20, "A"),
+            ev(4, 5000, "A"),
+            ev(5, 5001, "A"),
+        ];
+        let parts: Vec<Vec<u64>> = episodes(&events, 3000)
+            .iter()
+            .map(|p| p.iter().map(|e| e.seq).collect())
+            .collect();
+        assert_eq!(parts, vec![vec![1, 2], vec![3], vec![4, 5]]);
+    }
+
+    #[test]
+    fn a_summary_reads_back_what_was_written() {
+        let digest = Digest {
+            events: 3,
+            trades: vec!["fletcher".into()],
+            ..Digest::default()
+        };
+        let d = Summary::draft(
+            Level::Day,
+            (0, 23999),
+            &[4, 5],
+            "text".into(),
+            &digest,
+            Some(2),
+            0.7,
+        );
+        let s = Summary::of_event(&Event::from_draft(9, 0, d)).unwrap();
+        assert_eq!(
+            (s.level, s.start, s.end, s.children, s.supersedes),
+            (Level::Day, 0, 23999, vec![4, 5], Some(2))
+        );
+        assert_eq!(s.digest, digest);
+    }
+}

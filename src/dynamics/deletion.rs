@@ -1,0 +1,189 @@
+//! Deletion and forgetting as events.
+//!
+//! A deletion is an event of kind [`DELETE`] whose payload lists the sequence numbers it
+//! deletes. The derived state is defined as the projection of the log *without* the deleted
+//! events: an edge keeps the support of its remaining events (confidence, properties and
+//! validity recomputed from them, in log order) and disappears when none remain; a node
+//! disappears when every event that asserted it is deleted, and with it its edges. A later
+//! event that names such a node has that assertion skipped, as if it had never been made.
+//! Because live deletion and replay compute the same function of the same log, replay
+//! reproduces the state after any sequence of deletions.
+//!
+//! Deleted events stay in the log until `Store::compact` replaces them with [`TOMBSTONE`]
+//! records (sequence number, time and idempotency key only) and rewrites the backend's files
+//! and the full-text index, so nothing of their text survives on disk. Reads never return a
+//! deleted event, and search never finds one, from the moment of the deletion.
+//!
+//! Node and edge ids are positions assigned by the projection; a deletion renumbers them
+//! (keys are the stable identity of a node, `(from, relation, to)` of an edge).
+
+use std::collections::BTreeSet;
+
+use crate::model::{Assertion, Event, EventDraft, Value};
+
+/// Kind of the event that deletes others.
+pub const DELETE: &str = "DELETE";
+/// Kind of the record a compaction leaves in place of a deleted event.
+pub const TOMBSTONE: &str = "TOMBSTONE";
+
+/// Kinds only the store itself writes: an ingested event of one of these kinds is refused, so
+/// no input file can delete anything by accident.
+pub const RESERVED_KINDS: [&str; 2] = [DELETE, TOMBSTONE];
+
+/// Why events were deleted; recorded in the deletion event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reason {
+    /// `loci delete`: a user removed something on purpose.
+    Delete,
+    /// `loci forget`: evicted to keep the store within a budget.
+    Forget,
+}
+
+impl Reason {
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Delete => "delete",
+            Reason::Forget => "forget",
+        }
+    }
+}
+
+/// What to delete: events by sequence number, and nodes by key (a node's deletion deletes every
+/// event that names it: asserts it, links to it, or has it as actor or place).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct DeleteRequest {
+    pub events: Vec<u64>,
+    pub nodes: Vec<String>,
+}
+
+impl DeleteRequest {
+    pub fn events(seqs: impl IntoIterator<Item = u64>) -> Self {
+        DeleteRequest {
+            events: seqs.into_iter().collect(),
+            nodes: Vec::new(),
+        }
+    }
+    pub fn nodes(keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        DeleteRequest {
+            events: Vec::new(),
+            nodes: keys.into_iter().map(Into::into).collect(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.nodes.is_empty()
+    }
+}
+
+/// What a deletion did.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DeleteReport {
+    /// Sequence number of the deletion event.
+    pub seq: u64,
+    /// The events deleted, ascending.
+    pub deleted: Vec<u64>,
+    pub nodes_removed: usize,
+    pub edges_removed: usize,
+    /// Edges that lost some, not all, of their supporting events, and stay.
+    pub edges_weakened: usize,
+}
+
+/// Whether `event` names the node `key`: asserts or retracts it, links to it, or has it as
+/// actor or place.
+pub fn names_node(event: &Event, key: &str) -> bool {
+    event.actor == key
+        || event.place.as_deref() == Some(key)
+        || event.assertions.iter().any(|a| match a {
+            Assertion::UpsertNode(up) => up.key == key,
+            Assertion::UpsertEdge(up) => up.from == key || up.to == key,
+            Assertion::RetractNode { key: k } => k == key,
+            Assertion::RetractEdge { from, to, .. } => from == key || to == key,
+        })
+}
+
+/// The deletion event for `deleted`, at world time `ts`.
+pub fn deletion_draft(
+    ts: i64,
+    reason: Reason,
+    deleted: &BTreeSet<u64>,
+    nodes: &[String],
+) -> EventDraft {
+    let mut draft = EventDraft::new(ts, "loci", DELETE);
+    let mut payload = std::collections::BTreeMap::new();
+    payload.insert("reason".to_string(), Value::from(reason.name()));
+    payload.insert(
+        "deleted".to_string(),
+        Value::List(
+            deleted
+                .iter()
+                .map(|s| Value::Int(i64::try_from(*s).unwrap_or(i64::MAX)))
+                .collect(),
+        ),
+    );
+    if !nodes.is_empty() {
+        // The keys are not copied into the log: a key can itself be what must go (a person's
+        // name). The count says a node deletion happened.
+        payload.insert("nodes".to_string(), Value::Int(nodes.len() as i64));
+    }
+    draft.payload = Value::Map(payload);
+    // Bookkeeping, not an experience: nothing to score.
+    draft.salience = Some(0.0);
+    draft
+}
+
+/// The sequence numbers a deletion event deletes (none for any other event).
+pub fn deleted_by(event: &Event) -> Vec<u64> {
+    if event.kind != DELETE {
+        return Vec::new();
+    }
+    let Value::Map(map) = &event.payload else {
+        return Vec::new();
+    };
+    match map.get("deleted") {
+        Some(Value::List(items)) => items
+            .iter()
+            .filter_map(Value::as_i64)
+            .filter_map(|s| u64::try_from(s).ok())
+            // An event can delete only what came before it.
+            .filter(|s| *s < event.seq)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The record that replaces a deleted event in a compacted log: its position, times and
+/// idempotency key (so a retried batch is still recognised), nothing of its content.
+pub fn tombstone(event: &Event) -> Event {
+    Event {
+        seq: event.seq,
+        recorded_at: event.recorded_at,
+        ts: event.ts,
+        actor: String::new(),
+        place: None,
+        anchor: None,
+        kind: TOMBSTONE.to_string(),
+        payload: Value::Null,
+        salience: 0.0,
+        evidence: Vec::new(),
+        assertions: Vec::new(),
+        idempotency_key: event.idempotency_key.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deletion_event_lists_what_it_deletes_and_only_earlier_events() {
+        let set: BTreeSet<u64> = [3, 5, 40].into_iter().collect();
+        let draft = deletion_draft(10, Reason::Delete, &set, &["alice".into()]);
+        assert!(!format!("{:?}", draft.payload).contains("alice"));
+        let ev = Event::from_draft(20, 0, draft);
+        assert_eq!(deleted_by(&ev), vec![3, 5]);
+        let mut other = ev.clone();
+        other.kind = "OBSERVATION".into();
+        assert!(deleted_by(&other).is_empty());
+    }
+}

@@ -1,0 +1,380 @@
+//! Deleting events and nodes, and compacting the store so that nothing of what was deleted
+//! survives on disk. The rules (what a deletion does to edges and nodes) are in
+//! [`crate::dynamics::deletion`]; this file applies them to the store's tables, memory and
+//! full-text index.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use super::{
+    dir_size, encode, now_ms, read_manifest, replay_excluding, time_key, Store, META_COUNTERS,
+    META_DELETED,
+};
+use crate::codec::{decode_edge, decode_event};
+use crate::dynamics::deletion::{
+    self, deletion_draft, names_node, tombstone, DeleteReport, DeleteRequest, Reason,
+};
+use crate::error::{Error, Result};
+use crate::model::Event;
+use crate::storage::{BackendKind, Table, WriteBatch};
+use crate::text::{event_doc_key, node_doc_key, TextDoc};
+
+/// Where a compaction builds the new backend files before they replace the old ones.
+const COMPACT_DIR: &str = "compact.tmp";
+/// Operations per batch while copying into the new backend files.
+const COPY_BATCH: usize = 20_000;
+
+/// What a compaction did.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CompactReport {
+    /// Deleted events whose records were replaced by tombstones now.
+    pub tombstones_written: usize,
+    /// Deleted events in the log in all (tombstones, old and new).
+    pub deleted_events: usize,
+    /// Size of the store directory before and after, in bytes.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+impl Store {
+    /// Deletes events and nodes, as one deletion event: every listed event, and every event
+    /// that names a listed node, leaves every view (search, retrieval, queries, timelines), and
+    /// the graph becomes what the log without them projects (see
+    /// [`crate::dynamics::deletion`]). The log keeps their records until [`Store::compact`].
+    /// Unknown, already deleted or bookkeeping events, and unknown node keys, are errors, and
+    /// then nothing is written.
+    ///
+    /// The cost is a replay of the log (seconds per million events): a deletion is rare.
+    pub fn delete(&self, request: &DeleteRequest) -> Result<DeleteReport> {
+        self.delete_for(request, Reason::Delete)
+    }
+
+    pub(crate) fn delete_for(
+        &self,
+        request: &DeleteRequest,
+        reason: Reason,
+    ) -> Result<DeleteReport> {
+        self.writable()?;
+        if request.is_empty() {
+            return Err(Error::InvalidArgument {
+                name: "delete".into(),
+                message: "nothing to delete: give event sequence numbers or node keys".into(),
+            });
+        }
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut targets = self.deletion_targets(request)?;
+        if reason == Reason::Delete {
+            self.add_summaries_of(&mut targets)?;
+        }
+        let before = self.read_state();
+        let mut deleted = before.deleted.clone();
+        deleted.extend(targets.keys().copied());
+        let seq = before.counters.last_seq + 1;
+        let target_set: BTreeSet<u64> = targets.keys().copied().collect();
+        let draft = deletion_draft(
+            before.latest_ts.unwrap_or(0),
+            reason,
+            &target_set,
+            &request.nodes,
+        );
+        let event = Event::from_draft(seq, now_ms(), draft);
+        let replayed = replay_excluding(&*self.backend, deleted, |_, _| {}, vec![event.clone()])?
+            .map_err(|msg| Error::Store {
+            path: self.dir.clone(),
+            message: format!("cannot apply the deletion: {msg}"),
+        })?;
+
+        let mut report = DeleteReport {
+            seq,
+            deleted: target_set.iter().copied().collect(),
+            ..DeleteReport::default()
+        };
+        let mut batch = WriteBatch::default();
+        batch.put(Table::Log, seq.to_be_bytes().to_vec(), encode(&event));
+        batch.put(
+            Table::EventTime,
+            time_key(event.ts, seq).to_vec(),
+            Vec::new(),
+        );
+        for (s, ts) in &targets {
+            batch.delete(Table::EventTime, time_key(*ts, *s).to_vec());
+        }
+        // The derived tables are rewritten whole: ids are renumbered by the replay.
+        let node_key = |id: crate::model::NodeId| before.node(id).map(|n| n.key.clone());
+        for table in [Table::Nodes, Table::Edges] {
+            self.backend.scan(table, &[], None, &mut |k, v| {
+                if table == Table::Edges {
+                    let e = decode_edge(Table::Edges.name(), v)?;
+                    if e.evidence.iter().any(|s| targets.contains_key(s)) {
+                        let still = match (node_key(e.from), node_key(e.to)) {
+                            (Some(f), Some(t)) => {
+                                match (replayed.node_keys.get(&f), replayed.node_keys.get(&t)) {
+                                    (Some(f), Some(t)) => replayed
+                                        .relations
+                                        .get(&e.relation)
+                                        .and_then(|r| replayed.edge_keys.get(&(*f, r, *t)))
+                                        .is_some(),
+                                    _ => false,
+                                }
+                            }
+                            _ => false,
+                        };
+                        if still {
+                            report.edges_weakened += 1;
+                        }
+                    }
+                }
+                batch.delete(table, k.to_vec());
+                Ok(true)
+            })?;
+        }
+        for n in replayed.nodes.iter().flatten() {
+            batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(n));
+        }
+        for e in replayed.full_edges.iter().flatten().flatten() {
+            batch.put(Table::Edges, e.id.0.to_be_bytes().to_vec(), encode(e));
+        }
+        batch.put(
+            Table::Meta,
+            META_COUNTERS.to_vec(),
+            encode(&replayed.counters),
+        );
+        batch.put(
+            Table::Meta,
+            META_DELETED.to_vec(),
+            encode(&super::deleted_list(&replayed)),
+        );
+
+        let mut text_deletes: Vec<String> = target_set.iter().map(|s| event_doc_key(*s)).collect();
+        for n in before.nodes.iter().flatten() {
+            if !replayed.node_keys.contains_key(&n.key) {
+                report.nodes_removed += 1;
+                text_deletes.push(node_doc_key(&n.key));
+            }
+        }
+        let edges_before = before.edges.iter().flatten().count();
+        let edges_after = replayed.edges.iter().flatten().count();
+        report.edges_removed = edges_before.saturating_sub(edges_after);
+        let mut text_docs = vec![TextDoc::for_event(&event)];
+        text_docs.extend(replayed.nodes.iter().flatten().map(TextDoc::for_node));
+        drop(before);
+
+        self.backend.commit(batch)?;
+        let mut state = replayed;
+        // Live, full edge records are read from the edges table.
+        state.full_edges = None;
+        *self.state.write().unwrap_or_else(|e| e.into_inner()) = state;
+        if let Err(e) = self.text.apply(&text_docs, &text_deletes, seq) {
+            tracing::warn!(error = %e, "full-text update failed; it is rebuilt on next open");
+        }
+        Ok(report)
+    }
+
+    /// Adds to `targets` every summary that summarises one of them, directly or through
+    /// another summary: a summary's text is made from its children's, so what a user deletes
+    /// must not live on in it. (Forgetting, by contrast, keeps summaries: they are the gist.)
+    /// The next consolidation summarises what remains of those periods.
+    fn add_summaries_of(&self, targets: &mut BTreeMap<u64, i64>) -> Result<()> {
+        let summaries: Vec<(u64, i64, Vec<u64>)> = self
+            .events_of_kind(crate::dynamics::consolidate::SUMMARY)?
+            .iter()
+            .filter_map(crate::dynamics::consolidate::Summary::of_event)
+            .map(|s| (s.seq, s.start, s.children))
+            .collect();
+        // Children come before their summaries in the log, so one pass in log order reaches
+        // every level.
+        for (seq, ts, children) in summaries {
+            if children.iter().any(|c| targets.contains_key(c)) {
+                targets.insert(seq, ts);
+            }
+        }
+        Ok(())
+    }
+
+    /// The events a request deletes, with their world times.
+    fn deletion_targets(&self, request: &DeleteRequest) -> Result<BTreeMap<u64, i64>> {
+        let state = self.read_state();
+        let mut targets = BTreeMap::new();
+        for &seq in &request.events {
+            if state.deleted.contains(&seq) {
+                return Err(Error::InvalidArgument {
+                    name: "event".into(),
+                    message: format!("event {seq} is already deleted"),
+                });
+            }
+            let ev = self
+                .raw_event(seq)?
+                .ok_or_else(|| Error::NotFound(format!("event {seq}")))?;
+            if deletion::RESERVED_KINDS.contains(&ev.kind.as_str()) {
+                return Err(Error::InvalidArgument {
+                    name: "event".into(),
+                    message: format!(
+                        "event {seq} is a {} record, which cannot be deleted",
+                        ev.kind
+                    ),
+                });
+            }
+            targets.insert(seq, ev.ts);
+        }
+        if let Some(missing) = request
+            .nodes
+            .iter()
+            .find(|k| !state.node_keys.contains_key(k.as_str()))
+        {
+            return Err(Error::NotFound(format!("node {missing:?}")));
+        }
+        if !request.nodes.is_empty() {
+            self.backend
+                .scan(Table::Log, &1u64.to_be_bytes(), None, &mut |k, v| {
+                    let seq = k.try_into().map(u64::from_be_bytes).unwrap_or(0);
+                    if state.deleted.contains(&seq) {
+                        return Ok(true);
+                    }
+                    let ev = decode_event(Table::Log.name(), v)?;
+                    if !deletion::RESERVED_KINDS.contains(&ev.kind.as_str())
+                        && request.nodes.iter().any(|key| names_node(&ev, key))
+                    {
+                        targets.insert(ev.seq, ev.ts);
+                    }
+                    Ok(true)
+                })?;
+        }
+        Ok(targets)
+    }
+
+    /// Physically removes what deletions took out: rewrites the backend's files with every
+    /// deleted event replaced by a tombstone (its sequence number, times and idempotency key),
+    /// and rebuilds the full-text index from the log, so no file of the store holds the deleted
+    /// text any more. The state is unchanged (replay of the compacted log gives the same
+    /// views). Consumes the handle and returns the reopened store; the writer lock is held
+    /// throughout. An interrupted compaction is finished or undone on the next open.
+    pub fn compact(self) -> Result<(Store, CompactReport)> {
+        self.writable()?;
+        let kind = self.backend.kind();
+        let dir = self.dir.clone();
+        let tmp = dir.join(COMPACT_DIR);
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        }
+        std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let mut report = CompactReport {
+            bytes_before: dir_size(&dir),
+            ..CompactReport::default()
+        };
+        {
+            let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let deleted = self.read_state().deleted.clone();
+            report.deleted_events = deleted.len();
+            let fresh = kind.open(&tmp)?;
+            for table in Table::ALL {
+                let mut batch = WriteBatch::default();
+                let mut failed = None;
+                self.backend.scan(table, &[], None, &mut |k, v| {
+                    let mut value = v.to_vec();
+                    if table == Table::Log {
+                        let seq = k.try_into().map(u64::from_be_bytes).unwrap_or(0);
+                        if deleted.contains(&seq) {
+                            let ev = decode_event(Table::Log.name(), v)?;
+                            if ev.kind != deletion::TOMBSTONE {
+                                value = encode(&tombstone(&ev));
+                                report.tombstones_written += 1;
+                            }
+                        }
+                    }
+                    batch.put(table, k.to_vec(), value);
+                    if batch.len() >= COPY_BATCH {
+                        if let Err(e) = fresh.commit(std::mem::take(&mut batch)) {
+                            failed = Some(e);
+                            return Ok(false);
+                        }
+                    }
+                    Ok(true)
+                })?;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                fresh.commit(batch)?;
+            }
+        }
+        let Store {
+            backend,
+            text,
+            lock,
+            ..
+        } = self;
+        drop(backend);
+        drop(text);
+        swap_in_compacted(kind, &dir, &tmp)?;
+        finish_compaction(&dir)?;
+        let manifest = read_manifest(&dir)?;
+        let store = Store::open_with(dir.clone(), manifest, lock)?;
+        report.bytes_after = dir_size(&dir);
+        Ok((store, report))
+    }
+}
+
+/// Moves the compacted backend files from `tmp` over the live ones. redb's single file is
+/// replaced by one rename; sled's directory goes aside first (`sled.old`), which
+/// [`recover_compaction`] puts back if the process dies before the new one is in place.
+fn swap_in_compacted(kind: BackendKind, dir: &Path, tmp: &Path) -> Result<()> {
+    let live = kind.path_in(dir);
+    let fresh = kind.path_in(tmp);
+    match kind {
+        BackendKind::Redb => std::fs::rename(&fresh, &live).map_err(|e| Error::io(&live, e))?,
+        BackendKind::Sled => {
+            let old = dir.join("sled.old");
+            std::fs::rename(&live, &old).map_err(|e| Error::io(&live, e))?;
+            std::fs::rename(&fresh, &live).map_err(|e| Error::io(&live, e))?;
+            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        }
+    }
+    sync_dir(dir);
+    Ok(())
+}
+
+/// After the swap: the full-text index may hold deleted text in its segments (a deleted
+/// document stays in its segment until a merge), so it is removed and rebuilt from the log on
+/// open; then the work directory goes, which marks the compaction done.
+fn finish_compaction(dir: &Path) -> Result<()> {
+    crate::text::clear_dir(&dir.join("text"))?;
+    let tmp = dir.join(COMPACT_DIR);
+    std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Finishes or undoes a compaction that a crash interrupted (called by a writer's open):
+/// before the swap, the work directory is dropped and the old files stay; after it, the text
+/// index is rebuilt as [`finish_compaction`] would have.
+pub(super) fn recover_compaction(dir: &Path, kind: BackendKind) -> Result<()> {
+    let tmp = dir.join(COMPACT_DIR);
+    let old = dir.join("sled.old");
+    if kind == BackendKind::Sled && old.exists() {
+        let live = kind.path_in(dir);
+        if live.exists() {
+            // The swap completed; only the old copy's removal did not.
+            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        } else {
+            std::fs::rename(&old, &live).map_err(|e| Error::io(&live, e))?;
+        }
+    }
+    if !tmp.exists() {
+        return Ok(());
+    }
+    if kind.path_in(&tmp).exists() && kind.path_in(dir).exists() {
+        tracing::warn!("an interrupted compaction is dropped; the store is as before it");
+        std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    } else {
+        tracing::warn!("finishing an interrupted compaction");
+        finish_compaction(dir)?;
+    }
+    Ok(())
+}
+
+/// Makes renames inside `dir` durable where the platform allows (best effort: a failure
+/// leaves the old name, which the next open handles).
+fn sync_dir(dir: &Path) {
+    if let Ok(f) = std::fs::File::open(dir) {
+        let _ = f.sync_all();
+    }
+}

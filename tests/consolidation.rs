@@ -1,0 +1,254 @@
+//! Consolidation: a hierarchy of summaries (episodes, days, weeks) written back to the log,
+//! idempotent, covering every raw event, searchable, replayed, and updated by late events
+//! and deletions. Runs on both backends.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use loci::dynamics::consolidate::{
+    self, Chunk, ConsolidateOptions, Level, RuleSummarizer, Summarizer, Summary, SUMMARY,
+};
+use loci::model::{EventDraft, Value};
+use loci::world::{self, WorldConfig};
+use loci::{BackendKind, DeleteRequest, SearchFilter, Store, Target};
+
+const DAY: i64 = 24_000;
+
+fn world_store(dir: &std::path::Path, backend: BackendKind, days: u32) -> Store {
+    let store = Store::create(dir, backend).unwrap();
+    let w = world::generate(&WorldConfig {
+        seed: 7,
+        scale: 1,
+        days,
+    });
+    store.ingest(w.events).unwrap();
+    store
+}
+
+fn assert_verifies(store: &Store) {
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:#?}", report.differences);
+}
+
+fn run(store: &Store) -> consolidate::ConsolidateReport {
+    consolidate::consolidate(store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap()
+}
+
+#[test]
+fn every_raw_event_of_a_closed_day_is_in_exactly_one_episode_of_its_day() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = world_store(dir.path(), backend, 15);
+        let now = store.latest_event_time().unwrap().unwrap();
+        let r = run(&store);
+        assert_eq!(
+            r.days as i64,
+            now / DAY,
+            "{backend}: one summary per closed day"
+        );
+        assert_eq!(
+            r.weeks, 2,
+            "{backend}: weeks 0 and 1 are closed, week 2 is not"
+        );
+
+        let all = consolidate::summaries(&store).unwrap();
+        let by_seq: BTreeMap<u64, &Summary> = all.iter().map(|s| (s.seq, s)).collect();
+        let mut covered: BTreeMap<u64, usize> = BTreeMap::new();
+        for day in all.iter().filter(|s| s.level == Level::Day) {
+            assert_eq!(day.end - day.start + 1, DAY);
+            let mut in_day = 0;
+            for ep in &day.children {
+                let ep = by_seq[ep];
+                assert_eq!(ep.level, Level::Episode);
+                assert!(day.start <= ep.start && ep.end <= day.end);
+                for raw in &ep.children {
+                    *covered.entry(*raw).or_default() += 1;
+                    in_day += 1;
+                }
+            }
+            assert_eq!(day.digest.events, in_day);
+            assert!(
+                day.text.starts_with(&format!("Day {}", day.start / DAY)),
+                "{}",
+                day.text
+            );
+        }
+        for week in all.iter().filter(|s| s.level == Level::Week) {
+            assert_eq!(week.children.len(), 7);
+            assert!(week.children.iter().all(|c| by_seq[c].level == Level::Day));
+        }
+        // Coverage: every raw event before the last closed day's end is in one episode.
+        let closed_end = (now / DAY) * DAY;
+        let mut raw = BTreeSet::new();
+        store
+            .scan_log(1, |ev| {
+                if ev.kind != SUMMARY && ev.ts < closed_end {
+                    raw.insert(ev.seq);
+                }
+                Ok(true)
+            })
+            .unwrap();
+        assert_eq!(covered.keys().copied().collect::<BTreeSet<_>>(), raw);
+        assert!(covered.values().all(|n| *n == 1));
+        assert_verifies(&store);
+    }
+}
+
+#[test]
+fn consolidating_twice_adds_nothing_and_replay_agrees() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = world_store(dir.path(), backend, 10);
+        let first = run(&store);
+        assert!(first.days > 0);
+        let events = store.stats().events;
+        let again = run(&store);
+        assert_eq!((again.episodes, again.days, again.weeks), (0, 0, 0));
+        assert_eq!(store.stats().events, events);
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(run(&store).days, 0, "{backend}: idempotent across a reopen");
+        assert_verifies(&store);
+    }
+}
+
+#[test]
+fn a_late_event_makes_its_day_and_week_summarised_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = world_store(dir.path(), BackendKind::Redb, 10);
+    run(&store);
+    let old = consolidate::summaries(&store).unwrap();
+    let old_day2 = old
+        .iter()
+        .find(|s| s.level == Level::Day && s.start == 2 * DAY)
+        .unwrap()
+        .clone();
+    let mut late = EventDraft::new(2 * DAY + 500, "bot", "OBSERVATION");
+    late.payload = Value::from("a glowing obsidian shrine");
+    store.ingest(vec![late]).unwrap();
+    let r = run(&store);
+    assert_eq!((r.days, r.weeks, r.superseded), (1, 1, 2));
+    let now = consolidate::summaries(&store).unwrap();
+    let day2 = now
+        .iter()
+        .find(|s| s.level == Level::Day && s.start == 2 * DAY)
+        .unwrap();
+    assert_eq!(day2.supersedes, Some(old_day2.seq));
+    assert_eq!(day2.digest.events, old_day2.digest.events + 1);
+    assert!(day2.text.contains("obsidian shrine"), "{}", day2.text);
+    let week0 = now
+        .iter()
+        .find(|s| s.level == Level::Week && s.start == 0)
+        .unwrap();
+    assert!(week0.children.contains(&day2.seq));
+    assert_verifies(&store);
+}
+
+#[test]
+fn summaries_are_found_by_search_and_support_the_facts_they_summarise() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = world_store(dir.path(), BackendKind::Redb, 8);
+    run(&store);
+    let hits = store
+        .search(
+            "died dropping",
+            &SearchFilter::default().with_kinds([SUMMARY]),
+            5,
+        )
+        .unwrap();
+    assert!(!hits.is_empty());
+    for h in hits {
+        let Target::Event(seq) = h.target else {
+            panic!("a summary hit is an event")
+        };
+        let ev = store.event(seq).unwrap().unwrap();
+        let s = Summary::of_event(&ev).unwrap();
+        assert!(s.text.contains("Died"), "{}", s.text);
+    }
+    // Day 0's summary is part of the support of the edges day 0 asserted.
+    let day0 = consolidate::summaries(&store)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.level == Level::Day && s.start == 0)
+        .unwrap();
+    let ev = store.event(day0.seq).unwrap().unwrap();
+    assert!(!ev.assertions.is_empty());
+    for a in &ev.assertions {
+        let loci::Assertion::UpsertEdge(up) = a else {
+            panic!("a summary re-asserts edges only")
+        };
+        let e = store
+            .edge_between(&up.from, &up.relation, &up.to)
+            .unwrap()
+            .unwrap();
+        assert!(e.evidence.contains(&day0.seq));
+        // Its time is the start of the day, so no edge looks more recent than it is.
+        assert!(e.last_seen >= ev.ts);
+    }
+}
+
+#[test]
+fn deleting_an_event_deletes_the_summaries_made_from_it() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = world_store(dir.path(), backend, 9);
+        let mut secret = EventDraft::new(DAY + 100, "bot", "OBSERVATION");
+        secret.payload = Value::from("the vault code is 9931-qpzm");
+        let seq = store.ingest(vec![secret]).unwrap().last_seq;
+        run(&store);
+        let day1 = |store: &Store| {
+            consolidate::summaries(store)
+                .unwrap()
+                .into_iter()
+                .find(|s| s.level == Level::Day && s.start == DAY)
+                .unwrap()
+        };
+        assert!(day1(&store).text.contains("9931"));
+        let r = store.delete(&DeleteRequest::events([seq])).unwrap();
+        // The event, its episode, its day and its week.
+        assert_eq!(r.deleted.len(), 4, "{backend}: {:?}", r.deleted);
+        assert!(store
+            .search("9931 qpzm", &SearchFilter::default(), 5)
+            .unwrap()
+            .is_empty());
+        let again = run(&store);
+        assert_eq!((again.days, again.weeks), (1, 1));
+        assert!(!day1(&store).text.contains("9931"));
+        assert_verifies(&store);
+    }
+}
+
+/// A summariser that a caller plugs in (here, a stand-in for a model).
+struct Counting;
+
+impl Summarizer for Counting {
+    fn summarize(&self, chunk: &Chunk<'_>) -> loci::Result<String> {
+        Ok(format!(
+            "{} of {} events from {} to {}",
+            chunk.level.name(),
+            chunk.digest.events,
+            chunk.start,
+            chunk.end
+        ))
+    }
+}
+
+#[test]
+fn a_caller_can_plug_in_its_own_summariser() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = world_store(dir.path(), BackendKind::Redb, 5);
+    consolidate::consolidate(&store, &Counting, &ConsolidateOptions::default()).unwrap();
+    let all = consolidate::summaries(&store).unwrap();
+    assert!(!all.is_empty());
+    for s in all {
+        assert_eq!(
+            s.text,
+            format!(
+                "{} of {} events from {} to {}",
+                s.level.name(),
+                s.digest.events,
+                s.start,
+                s.end
+            )
+        );
+    }
+}

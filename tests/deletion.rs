@@ -1,0 +1,307 @@
+//! Deletion and compaction: deleted events leave every view, edges keep the support of what
+//! remains, replay agrees, and after a compaction no file of the store holds the deleted text.
+//! Every test runs on both backends.
+
+use std::path::Path;
+
+use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Value};
+use loci::{BackendKind, DeleteRequest, Error, SearchFilter, Store};
+
+fn node(key: &str, name: &str) -> Assertion {
+    Assertion::UpsertNode(NodeUpsert {
+        key: key.into(),
+        name: Some(name.into()),
+        ..Default::default()
+    })
+}
+
+fn edge(from: &str, rel: &str, to: &str, conf: f32) -> Assertion {
+    Assertion::UpsertEdge(EdgeUpsert {
+        from: from.into(),
+        relation: rel.into(),
+        to: to.into(),
+        confidence: Some(conf),
+        ..Default::default()
+    })
+}
+
+fn event(ts: i64, text: &str, assertions: Vec<Assertion>) -> EventDraft {
+    let mut e = EventDraft::new(ts, "bot", "OBSERVATION");
+    e.payload = Value::from(text);
+    e.assertions = assertions;
+    e
+}
+
+fn assert_verifies(store: &Store) {
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:#?}", report.differences);
+}
+
+/// 1: bot, villager, emerald; 2: the villager offers emeralds (0.9); 3: seen again (0.6);
+/// 4: an unrelated observation.
+fn market(dir: &Path, backend: BackendKind) -> Store {
+    let store = Store::create(dir, backend).unwrap();
+    store
+        .ingest(vec![
+            event(
+                0,
+                "woke up",
+                vec![
+                    node("bot", "Steve-bot"),
+                    node("fletcher", "fletcher villager"),
+                    node("emerald", "emerald"),
+                ],
+            ),
+            event(
+                10,
+                "the fletcher pays emeralds",
+                vec![edge("fletcher", "OFFERS", "emerald", 0.9)],
+            ),
+            event(
+                20,
+                "the fletcher still pays emeralds",
+                vec![edge("fletcher", "OFFERS", "emerald", 0.6)],
+            ),
+            event(30, "rain over the hills", vec![]),
+        ])
+        .unwrap();
+    store
+}
+
+#[test]
+fn deleting_an_event_withdraws_its_support_from_every_edge() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = market(dir.path(), backend);
+        let r = store.delete(&DeleteRequest::events([3])).unwrap();
+        assert_eq!(r.deleted, vec![3]);
+        assert_eq!((r.edges_removed, r.edges_weakened), (0, 1), "{backend}");
+        let e = store
+            .edge_between("fletcher", "OFFERS", "emerald")
+            .unwrap()
+            .expect("the edge keeps event 2's support");
+        assert_eq!(e.confidence, 0.9, "confidence recomputed from what remains");
+        assert_eq!(e.evidence, vec![2]);
+        assert_eq!(e.last_seen, 10);
+        assert!(store.event(3).unwrap().is_none());
+        assert_verifies(&store);
+
+        let r = store.delete(&DeleteRequest::events([2])).unwrap();
+        assert_eq!((r.edges_removed, r.edges_weakened), (1, 0), "{backend}");
+        assert!(store
+            .edge_between("fletcher", "OFFERS", "emerald")
+            .unwrap()
+            .is_none());
+        assert_verifies(&store);
+
+        // The same state after a reopen (tables) as live (memory).
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store
+            .edge_between("fletcher", "OFFERS", "emerald")
+            .unwrap()
+            .is_none());
+        assert!(store.node_by_key("fletcher").is_some());
+        assert_verifies(&store);
+    }
+}
+
+#[test]
+fn deleting_a_node_deletes_every_event_that_names_it() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = market(dir.path(), backend);
+        store
+            .ingest(vec![event(
+                40,
+                "met Quillonia by the well",
+                vec![
+                    node("person:q", "Quillonia Vantreeze"),
+                    edge("person:q", "OFFERS", "emerald", 1.0),
+                ],
+            )])
+            .unwrap();
+        assert!(!store
+            .search("Quillonia", &SearchFilter::default(), 10)
+            .unwrap()
+            .is_empty());
+        let r = store.delete(&DeleteRequest::nodes(["person:q"])).unwrap();
+        assert_eq!(r.deleted, vec![5]);
+        assert_eq!(r.nodes_removed, 1);
+        assert!(store.node_by_key("person:q").is_none());
+        assert!(store
+            .search("Quillonia Vantreeze well", &SearchFilter::default(), 10)
+            .unwrap()
+            .is_empty());
+        // The deletion event does not carry the key it deleted.
+        let deletion = store.event(r.seq).unwrap().unwrap();
+        assert!(!format!("{deletion:?}").contains("person:q"));
+        // Later input naming the node is refused: it is gone.
+        let err = store
+            .ingest(vec![event(
+                50,
+                "x",
+                vec![edge("person:q", "OFFERS", "emerald", 1.0)],
+            )])
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown node"), "{err}");
+        assert_verifies(&store);
+    }
+}
+
+#[test]
+fn a_node_only_a_deleted_event_created_goes_with_the_assertions_on_it() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = market(dir.path(), backend);
+        store
+            .ingest(vec![
+                event(40, "found a chest", vec![node("chest", "old chest")]),
+                event(
+                    41,
+                    "the chest holds emeralds",
+                    vec![edge("chest", "CONTAINS", "emerald", 1.0)],
+                ),
+                event(
+                    42,
+                    "the bot trusts the fletcher",
+                    vec![edge("bot", "KNOWS", "fletcher", 1.0)],
+                ),
+            ])
+            .unwrap();
+        store.delete(&DeleteRequest::events([5])).unwrap();
+        assert!(store.node_by_key("chest").is_none());
+        assert!(store
+            .edge_between("bot", "KNOWS", "fletcher")
+            .unwrap()
+            .is_some());
+        // Event 6 stays in the log and readable; only its assertion on the chest is void.
+        assert!(store.event(6).unwrap().is_some());
+        assert_verifies(&store);
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.node_by_key("chest").is_none());
+        assert_verifies(&store);
+    }
+}
+
+#[test]
+fn compact_leaves_no_deleted_text_in_any_file() {
+    const SECRET: &str = "hunter2-zxqvbnm-secret";
+    const NAME: &str = "Xylophaniel";
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = market(dir.path(), backend);
+        let mut pasted = event(40, &format!("the password is {SECRET}"), vec![]);
+        pasted.idempotency_key = Some("paste-1".into());
+        store.ingest(vec![pasted.clone()]).unwrap();
+        store
+            .ingest(vec![event(
+                41,
+                &format!("met {NAME}"),
+                vec![node("person:x", NAME)],
+            )])
+            .unwrap();
+        store.delete(&DeleteRequest::events([5])).unwrap();
+        store.delete(&DeleteRequest::nodes(["person:x"])).unwrap();
+        for needle in [SECRET, NAME] {
+            assert!(
+                store
+                    .search(needle, &SearchFilter::default(), 10)
+                    .unwrap()
+                    .is_empty(),
+                "{backend}: search finds {needle} after the deletion"
+            );
+        }
+        assert!(
+            !files_containing(dir.path(), SECRET.as_bytes()).is_empty(),
+            "{backend}: before a compaction the log still holds the deleted record"
+        );
+        let (store, report) = store.compact().unwrap();
+        assert_eq!(report.tombstones_written, 2, "{backend}");
+        assert_verifies(&store);
+        // A retry of the deleted batch does not bring it back.
+        let c = store.ingest(vec![pasted]).unwrap();
+        assert_eq!((c.events, c.skipped), (0, 1));
+        drop(store);
+        for needle in [SECRET, NAME] {
+            let found = files_containing(dir.path(), needle.as_bytes());
+            assert!(found.is_empty(), "{backend}: {needle} still in {found:?}");
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_verifies(&store);
+        assert!(store
+            .edge_between("fletcher", "OFFERS", "emerald")
+            .unwrap()
+            .is_some());
+        assert_eq!(store.stats().events, 8);
+    }
+}
+
+/// Files under `dir` whose bytes contain `needle` (the way `grep -r` would look).
+fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                if bytes.windows(needle.len()).any(|w| w == needle) {
+                    found.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn an_interrupted_compaction_is_finished_or_undone_on_open() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = market(dir.path(), backend);
+        store.delete(&DeleteRequest::events([4])).unwrap();
+        drop(store);
+        // Died while copying: the work directory holds a partial copy.
+        let tmp = dir.path().join("compact.tmp");
+        std::fs::create_dir_all(backend.path_in(&tmp)).unwrap();
+        std::fs::write(tmp.join("partial"), b"x").unwrap();
+        if backend == BackendKind::Sled {
+            // ... or, for sled, between moving the old directory aside and the new one in.
+            std::fs::rename(backend.path_in(dir.path()), dir.path().join("sled.old")).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!tmp.exists());
+        assert_verifies(&store);
+        assert!(store.event(4).unwrap().is_none());
+        assert_eq!(store.stats().events, 5);
+    }
+}
+
+#[test]
+fn deletion_records_cannot_be_ingested_or_deleted() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = market(dir.path(), backend);
+        let forged = EventDraft::new(5, "bot", "DELETE");
+        let err = store.ingest(vec![forged]).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidEvent { ref field, .. } if field == "kind"),
+            "{err}"
+        );
+        let r = store.delete(&DeleteRequest::events([1])).unwrap();
+        assert!(store.delete(&DeleteRequest::events([r.seq])).is_err());
+        assert!(store.delete(&DeleteRequest::events([1])).is_err(), "twice");
+        assert!(matches!(
+            store.delete(&DeleteRequest::events([99])),
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            store.delete(&DeleteRequest::nodes(["nobody"])),
+            Err(Error::NotFound(_))
+        ));
+        assert_verifies(&store);
+    }
+}
