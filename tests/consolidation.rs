@@ -172,18 +172,32 @@ fn summaries_are_found_by_search_and_support_the_facts_they_summarise() {
         .unwrap();
     let ev = store.event(day0.seq).unwrap().unwrap();
     assert!(!ev.assertions.is_empty());
+    let mut edges = 0;
     for a in &ev.assertions {
-        let loci::Assertion::UpsertEdge(up) = a else {
-            panic!("a summary re-asserts edges only")
-        };
-        let e = store
-            .edge_between(&up.from, &up.relation, &up.to)
-            .unwrap()
-            .unwrap();
-        assert!(e.evidence.contains(&day0.seq));
-        // Its time is the start of the day, so no edge looks more recent than it is.
-        assert!(e.last_seen >= ev.ts);
+        match a {
+            loci::Assertion::UpsertEdge(up) => {
+                edges += 1;
+                let e = store
+                    .edge_between(&up.from, &up.relation, &up.to)
+                    .unwrap()
+                    .unwrap();
+                assert!(e.evidence.contains(&day0.seq));
+                // With the edge's value as it stood, and at the start of the day, so that no
+                // edge looks surer or more recent than it is.
+                assert!(up.confidence.is_some());
+                if e.evidence.last() == Some(&day0.seq) {
+                    assert_eq!(up.confidence, Some(e.confidence));
+                }
+                assert!(e.last_seen >= ev.ts);
+            }
+            loci::Assertion::UpsertNode(up) => {
+                let n = store.node_by_key(&up.key).unwrap();
+                assert_eq!(up.name.as_deref(), Some(n.name.as_str()));
+            }
+            other => panic!("a summary only re-asserts: {other:?}"),
+        }
     }
+    assert!(edges > 0);
 }
 
 #[test]

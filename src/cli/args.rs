@@ -64,6 +64,9 @@ pub enum Command {
     Compact(CompactArgs),
     /// Summarise every closed day (and its episodes) and week into SUMMARY events.
     Consolidate(ConsolidateArgs),
+    /// Keep the store within a budget of events: consolidate, then evict the lowest retention
+    /// first (never pinned items or what is not yet summarised).
+    Forget(ForgetArgs),
     /// Full-text search over nodes and events.
     Search(SearchArgs),
     /// Nodes within N hops of a node (by key, or the best name match).
@@ -162,6 +165,20 @@ pub struct ConsolidateArgs {
     /// Print every summary of the store (latest per period), not only the new ones.
     #[arg(long)]
     pub all: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ForgetArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Events the store may hold (deleted ones not counted).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub budget: u64,
+    /// "Now" for recency (default: the latest event's time).
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub now: Option<i64>,
     #[arg(long)]
     pub json: bool,
 }

@@ -1,11 +1,13 @@
-//! Commands that change what the memory holds over time: `consolidate`, `delete`, `compact`.
+//! Commands that change what the memory holds over time: `consolidate`, `forget`, `delete`,
+//! `compact`.
 
 use anyhow::Result;
 
 use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+use loci::dynamics::forget::{self as forgetting, ForgetOptions};
 use loci::DeleteRequest;
 
-use super::args::{CompactArgs, ConsolidateArgs, DeleteArgs};
+use super::args::{CompactArgs, ConsolidateArgs, DeleteArgs, ForgetArgs};
 use super::exit::Code;
 use super::open;
 use super::output::{outln, print_json};
@@ -84,6 +86,46 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
             x.seq,
             x.text
         );
+    }
+    Ok(Code::Ok)
+}
+
+/// `forget`: consolidate (so summaries keep the gist), then evict down to the budget.
+pub fn forget(a: ForgetArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let c = consolidate::consolidate(&s, &RuleSummarizer, &ConsolidateOptions::default())?;
+    let mut opts = ForgetOptions::with_budget(a.budget);
+    opts.now = a.now;
+    let r = forgetting::forget(&s, &opts)?;
+    if a.json {
+        print_json(&serde_json::json!({"consolidated": c, "forget": r}))?;
+        return Ok(Code::Ok);
+    }
+    if c.days + c.weeks > 0 {
+        outln!(
+            "consolidated {} events into {} day and {} week summaries first",
+            c.events_consolidated,
+            c.days,
+            c.weeks
+        );
+    }
+    outln!(
+        "forgot {} of {} evictable events: {} -> {} events held (budget {}); {} -> {} bytes",
+        r.evicted,
+        r.evictable,
+        r.events_before,
+        r.events_after,
+        a.budget,
+        r.bytes_before,
+        r.bytes_after
+    );
+    if r.over_budget {
+        outln!(
+            "still over budget: the rest is pinned, not yet summarised, or summaries at the top"
+        );
+    }
+    if r.evicted > 0 {
+        outln!("the evicted records stay in the store's files until `loci compact`");
     }
     Ok(Code::Ok)
 }

@@ -17,9 +17,9 @@
 //! adds nothing; an event that arrives late, into a period already summarised, makes that
 //! period summarised again, and the new summary names the one it `supersedes`.
 //!
-//! A day summary re-asserts the edges its events asserted (those still in the graph, with no
-//! new values), so it becomes part of their support: when forgetting evicts the raw events,
-//! the facts stay, resting on the summary. Its world time is the start of its range, so it never
+//! A day (and a week) summary re-asserts the nodes and edges its events asserted, with their
+//! values as the graph holds them then, so it becomes part of their support: when forgetting
+//! evicts the raw events, the facts stay as they were, resting on the summary. Its world time is the start of its range, so it never
 //! moves an edge's `last_seen` (and decay) forward.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::dynamics::decay::DAY;
 use crate::dynamics::deletion;
 use crate::error::{Error, Result};
-use crate::model::{kinds, Assertion, EdgeUpsert, Event, EventDraft, Value};
+use crate::model::{kinds, Assertion, EdgeUpsert, Event, EventDraft, NodeUpsert, Value};
 use crate::store::Store;
 
 /// Kind of a summary event.
@@ -594,8 +594,25 @@ fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), Summary>> {
     Ok(latest)
 }
 
+/// A day to summarise: its raw events, and its episode and day summaries, written but not yet
+/// numbered.
+struct DayPlan {
+    day: i64,
+    events: Vec<Event>,
+    episodes: Vec<EventDraft>,
+    summary: EventDraft,
+    digest: Digest,
+}
+
+/// A day summary that a week rolls up: one already in the log, or one planned in this run.
+enum DayRef {
+    Logged(Event),
+    Planned(usize),
+}
+
 /// Consolidates every closed period not yet summarised (or with events that arrived after its
-/// summary), days first and then weeks, one atomic batch per day and per week.
+/// summary): days with their episodes, then the weeks they complete, all in one atomic batch
+/// (the summariser writes every text before the store is locked for it).
 pub fn consolidate(
     store: &Store,
     summarizer: &dyn Summarizer,
@@ -607,7 +624,7 @@ pub fn consolidate(
     let Some(now) = opts.until.or(store.latest_event_time()?) else {
         return Ok(report);
     };
-    let mut latest = latest_summaries(store)?;
+    let latest = latest_summaries(store)?;
     let summary_seqs: BTreeSet<u64> = latest.values().map(|s| s.seq).collect();
 
     // Days with events after their summary (or without one), from the time index alone.
@@ -623,71 +640,157 @@ pub fn consolidate(
         let newest = newest_in_day.entry(day).or_default();
         *newest = (*newest).max(seq);
     }
+    let mut plans = Vec::new();
     for (day, newest) in newest_in_day {
-        let (start, _) = policy.day_range(day);
-        let previous = latest.get(&(Level::Day, start)).map(|s| s.seq);
+        let previous = latest
+            .get(&(Level::Day, policy.day_range(day).0))
+            .map(|s| s.seq);
         if previous.is_some_and(|p| p > newest) {
             continue;
         }
-        if let Some(day_summary) =
-            consolidate_day(store, summarizer, policy, day, previous, &mut report)?
-        {
-            latest.insert((Level::Day, start), day_summary);
+        if let Some(plan) = plan_day(store, summarizer, policy, day, previous)? {
+            report.superseded += usize::from(previous.is_some());
+            plans.push(plan);
         }
     }
 
-    // Weeks whose days changed since their summary.
-    let mut days_of_week: BTreeMap<i64, Vec<&Summary>> = BTreeMap::new();
+    // Weeks: closed ones with a new day, or without a summary.
+    let mut days_of_week: BTreeMap<i64, BTreeMap<i64, DayRef>> = BTreeMap::new();
     for s in latest.values().filter(|s| s.level == Level::Day) {
+        if let Some(ev) = store.event(s.seq)? {
+            let day = policy.day_of(s.start);
+            days_of_week
+                .entry(policy.week_of_day(day))
+                .or_default()
+                .insert(day, DayRef::Logged(ev));
+        }
+    }
+    let mut changed_weeks = BTreeSet::new();
+    for (i, plan) in plans.iter().enumerate() {
+        let week = policy.week_of_day(plan.day);
+        changed_weeks.insert(week);
         days_of_week
-            .entry(policy.week_of_day(policy.day_of(s.start)))
+            .entry(week)
             .or_default()
-            .push(s);
+            .insert(plan.day, DayRef::Planned(i));
     }
     let mut weeks = Vec::new();
     for (week, days) in days_of_week {
-        let start = policy.day_range(week.saturating_mul(policy.week_days)).0;
-        let end = policy
-            .day_range(week.saturating_mul(policy.week_days) + policy.week_days - 1)
-            .1;
-        if end >= now {
+        let first_day = week.saturating_mul(policy.week_days);
+        let range = (
+            policy.day_range(first_day).0,
+            policy.day_range(first_day + policy.week_days - 1).1,
+        );
+        let previous = latest.get(&(Level::Week, range.0)).map(|s| s.seq);
+        if range.1 >= now || (previous.is_some() && !changed_weeks.contains(&week)) {
             continue;
         }
-        let previous = latest.get(&(Level::Week, start)).map(|s| s.seq);
-        let newest_day = days.iter().map(|d| d.seq).max().unwrap_or(0);
-        if previous.is_some_and(|p| p > newest_day) {
-            continue;
+        let digests: Vec<Digest> = days
+            .values()
+            .map(|d| match d {
+                DayRef::Logged(ev) => Summary::of_event(ev).map(|s| s.digest).unwrap_or_default(),
+                DayRef::Planned(i) => plans[*i].digest.clone(),
+            })
+            .collect();
+        let digest = Digest::merge(&digests);
+        let logged: Vec<Event> = days
+            .values()
+            .filter_map(|d| match d {
+                DayRef::Logged(ev) => Some(ev.clone()),
+                DayRef::Planned(_) => None,
+            })
+            .collect();
+        let text = summarizer.summarize(&Chunk {
+            level: Level::Week,
+            start: range.0,
+            end: range.1,
+            number: week,
+            digest: &digest,
+            events: &logged,
+            children: days.len(),
+        })?;
+        let salience = days
+            .values()
+            .map(|d| match d {
+                DayRef::Logged(ev) => ev.salience,
+                DayRef::Planned(i) => plans[*i].summary.salience.unwrap_or(0.0),
+            })
+            .fold(0.0, f32::max);
+        let draft = Summary::draft(Level::Week, range, &[], text, &digest, previous, salience);
+        report.superseded += usize::from(previous.is_some());
+        weeks.push((draft, days.into_values().collect::<Vec<_>>()));
+    }
+    if plans.is_empty() && weeks.is_empty() {
+        return Ok(report);
+    }
+
+    let commit = store.ingest_with(|first| {
+        let mut next = first;
+        let mut drafts = Vec::new();
+        let mut day_seq = Vec::with_capacity(plans.len());
+        for plan in &plans {
+            let children: Vec<u64> = (next..next + plan.episodes.len() as u64).collect();
+            next += plan.episodes.len() as u64;
+            drafts.extend(plan.episodes.iter().cloned());
+            let mut day = plan.summary.clone();
+            set_children(&mut day, &children);
+            day.assertions = support_of(store, plan.events.iter().flat_map(|e| &e.assertions))?;
+            drafts.push(day);
+            day_seq.push(next);
+            next += 1;
         }
-        weeks.push((
-            week,
-            (start, end),
-            days.iter().map(|d| d.seq).collect::<Vec<_>>(),
-            previous,
-        ));
-    }
-    for (week, range, day_seqs, previous) in weeks {
-        consolidate_week(
-            store,
-            summarizer,
-            week,
-            range,
-            &day_seqs,
-            previous,
-            &mut report,
-        )?;
-    }
+        for (week, days) in &weeks {
+            let mut week = week.clone();
+            let children: Vec<u64> = days
+                .iter()
+                .map(|d| match d {
+                    DayRef::Logged(ev) => ev.seq,
+                    DayRef::Planned(i) => day_seq[*i],
+                })
+                .collect();
+            set_children(&mut week, &children);
+            let mut asserted = Vec::new();
+            for d in days {
+                match d {
+                    DayRef::Logged(ev) => asserted.extend(ev.assertions.iter().cloned()),
+                    DayRef::Planned(i) => {
+                        let events = &plans[*i].events;
+                        asserted.extend(events.iter().flat_map(|e| e.assertions.iter().cloned()))
+                    }
+                }
+            }
+            week.assertions = support_of(store, asserted.iter())?;
+            drafts.push(week);
+        }
+        Ok(drafts)
+    })?;
+    report.episodes = plans.iter().map(|p| p.episodes.len()).sum();
+    report.days = plans.len();
+    report.weeks = weeks.len();
+    report.events_consolidated = plans.iter().map(|p| p.events.len()).sum();
+    report.first_seq = commit.first_seq;
+    report.last_seq = commit.last_seq;
     Ok(report)
 }
 
-/// Writes the episode summaries and the day summary of one closed day, as one batch.
-fn consolidate_day(
+/// Replaces the children list of a summary draft.
+fn set_children(draft: &mut EventDraft, children: &[u64]) {
+    if let Value::Map(m) = &mut draft.payload {
+        m.insert(
+            "children".to_string(),
+            Value::List(children.iter().map(|s| Value::Int(*s as i64)).collect()),
+        );
+    }
+}
+
+/// Reads one closed day and writes the texts of its episodes and of the day.
+fn plan_day(
     store: &Store,
     summarizer: &dyn Summarizer,
     policy: &ConsolidationPolicy,
     day: i64,
     previous: Option<u64>,
-    report: &mut ConsolidateReport,
-) -> Result<Option<Summary>> {
+) -> Result<Option<DayPlan>> {
     let range = policy.day_range(day);
     let events: Vec<Event> = store
         .events_between(range.0, range.1)?
@@ -704,8 +807,6 @@ fn consolidate_day(
             .unwrap_or_else(|| key.to_string())
     };
     let parts = episodes(&events, policy.episode_gap);
-    // The texts are written before the store is locked for the batch: a summariser may be
-    // slow (a model), and only the numbering needs the lock.
     let mut episode_drafts = Vec::with_capacity(parts.len());
     let mut digests = Vec::with_capacity(parts.len());
     for part in &parts {
@@ -742,117 +843,77 @@ fn consolidate_day(
         events: &events,
         children: parts.len(),
     })?;
-    let mut day_draft = None;
-    let commit = store.ingest_with(|first| {
-        let children: Vec<u64> = (first..first + parts.len() as u64).collect();
-        let mut d = Summary::draft(
-            Level::Day,
-            range,
-            &children,
-            text,
-            &digest,
-            previous,
-            max_salience(&events),
-        );
-        d.assertions = support_of(store, &events)?;
-        let mut drafts = episode_drafts;
-        drafts.push(d.clone());
-        day_draft = Some(d);
-        Ok(drafts)
-    })?;
-    report.episodes += parts.len();
-    report.days += 1;
-    report.events_consolidated += events.len();
-    report.superseded += usize::from(previous.is_some());
-    note_commit(report, commit.first_seq, commit.last_seq);
-    Ok(day_draft.and_then(|d| {
-        let ev = Event::from_draft(commit.last_seq, 0, d);
-        Summary::of_event(&ev)
-    }))
-}
-
-/// Writes the summary of one closed week from its day summaries.
-fn consolidate_week(
-    store: &Store,
-    summarizer: &dyn Summarizer,
-    week: i64,
-    range: (i64, i64),
-    day_seqs: &[u64],
-    previous: Option<u64>,
-    report: &mut ConsolidateReport,
-) -> Result<()> {
-    let days: Vec<Event> = day_seqs
-        .iter()
-        .filter_map(|s| store.event(*s).transpose())
-        .collect::<Result<_>>()?;
-    let summaries: Vec<Summary> = days.iter().filter_map(Summary::of_event).collect();
-    let digest = Digest::merge(
-        &summaries
-            .iter()
-            .map(|s| s.digest.clone())
-            .collect::<Vec<_>>(),
+    let summary = Summary::draft(
+        Level::Day,
+        range,
+        &[],
+        text,
+        &digest,
+        previous,
+        max_salience(&events),
     );
-    let text = summarizer.summarize(&Chunk {
-        level: Level::Week,
-        start: range.0,
-        end: range.1,
-        number: week,
-        digest: &digest,
-        events: &days,
-        children: days.len(),
-    })?;
-    let commit = store.ingest_with(|_| {
-        let mut d = Summary::draft(
-            Level::Week,
-            range,
-            day_seqs,
-            text,
-            &digest,
-            previous,
-            max_salience(&days),
-        );
-        d.assertions = support_of(store, &days)?;
-        Ok(vec![d])
-    })?;
-    report.weeks += 1;
-    report.superseded += usize::from(previous.is_some());
-    note_commit(report, commit.first_seq, commit.last_seq);
-    Ok(())
-}
-
-fn note_commit(report: &mut ConsolidateReport, first: u64, last: u64) {
-    if report.first_seq == 0 {
-        report.first_seq = first;
-    }
-    report.last_seq = last;
+    Ok(Some(DayPlan {
+        day,
+        events,
+        episodes: episode_drafts,
+        summary,
+        digest,
+    }))
 }
 
 fn max_salience(events: &[Event]) -> f32 {
     events.iter().map(|e| e.salience).fold(0.0, f32::max)
 }
 
-/// Re-assertions (no new values) of the edges that `events` asserted and the graph still
-/// holds, so that a summary supports them.
-fn support_of(store: &Store, events: &[Event]) -> Result<Vec<Assertion>> {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for ev in events {
-        for a in &ev.assertions {
-            if let Assertion::UpsertEdge(up) = a {
-                let key = (up.from.clone(), up.relation.clone(), up.to.clone());
-                if seen.insert(key)
-                    && store
-                        .edge_between(&up.from, &up.relation, &up.to)?
-                        .is_some()
-                {
-                    out.push(Assertion::UpsertEdge(EdgeUpsert {
-                        from: up.from.clone(),
-                        relation: up.relation.clone(),
-                        to: up.to.clone(),
-                        ..EdgeUpsert::default()
-                    }));
-                }
+/// Re-assertions of the nodes and edges that `events` asserted and the graph still holds, with
+/// their current values, so that a summary supports them: when forgetting evicts the raw
+/// events, the facts stay as they were, resting on the summary.
+fn support_of<'a>(
+    store: &Store,
+    asserted: impl Iterator<Item = &'a Assertion>,
+) -> Result<Vec<Assertion>> {
+    let mut nodes = BTreeSet::new();
+    let mut edges = BTreeSet::new();
+    for a in asserted {
+        match a {
+            Assertion::UpsertNode(up) => {
+                nodes.insert(up.key.clone());
             }
+            Assertion::UpsertEdge(up) => {
+                nodes.insert(up.from.clone());
+                nodes.insert(up.to.clone());
+                edges.insert((up.from.clone(), up.relation.clone(), up.to.clone()));
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for key in nodes {
+        if let Some(n) = store.node_by_key(&key) {
+            out.push(Assertion::UpsertNode(NodeUpsert {
+                key: n.key,
+                label: Some(n.label),
+                name: Some(n.name),
+                aliases: n.aliases,
+                props: n.props,
+                anchor: n.anchor,
+                // Left to the projection: a summary is as salient as its most salient event.
+                salience: None,
+                pinned: None,
+            }));
+        }
+    }
+    for (from, relation, to) in edges {
+        if let Some(e) = store.edge_between(&from, &relation, &to)? {
+            out.push(Assertion::UpsertEdge(EdgeUpsert {
+                from,
+                relation,
+                to,
+                confidence: Some(e.confidence),
+                props: e.props,
+                valid_from: e.valid_from,
+                valid_to: e.valid_to,
+            }));
         }
     }
     Ok(out)

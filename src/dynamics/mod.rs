@@ -8,11 +8,14 @@
 //!   node (`Store::pin`, a `PIN` event) decays no lower than a floor;
 //! - [`deletion`]: deleting and forgetting events as events of the log, with their support
 //!   withdrawn from every edge, and compaction that leaves tombstones in their place;
-//! - [`consolidate`]: raw events rolled up into SUMMARY events (episodes, days, weeks).
+//! - [`consolidate`]: raw events rolled up into SUMMARY events (episodes, days, weeks);
+//! - [`forget`]: the store kept within a budget of events, evicting the lowest retention first,
+//!   never what is pinned or not yet summarised.
 
 pub mod consolidate;
 pub mod decay;
 pub mod deletion;
+pub mod forget;
 pub mod salience;
 
 pub use decay::DecayPolicy;

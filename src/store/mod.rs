@@ -482,7 +482,11 @@ pub struct Neighbor {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Stats {
     pub backend: BackendKind,
+    /// Records in the log (deleted ones included, as tombstones or not).
     pub events: u64,
+    /// Events deleted or forgotten: out of every view.
+    #[serde(default)]
+    pub events_deleted: u64,
     pub nodes: usize,
     pub edges: usize,
     pub relations: usize,
@@ -1563,6 +1567,11 @@ impl Store {
             .collect()
     }
 
+    /// Bytes of the store directory (backend files, full-text index, policies).
+    pub fn disk_bytes(&self) -> u64 {
+        dir_size(&self.dir)
+    }
+
     /// The events of one kind, in log order, deleted ones left out. Only the kind of each
     /// record is decoded until one matches, so a pass for a rare kind (summaries) is cheap.
     pub fn events_of_kind(&self, kind: &str) -> Result<Vec<Event>> {
@@ -1650,6 +1659,7 @@ impl Store {
         Stats {
             backend: self.backend.kind(),
             events: state.counters.last_seq,
+            events_deleted: state.deleted.len() as u64,
             nodes: state.adj.node_count(),
             edges: state.adj.edge_count(),
             relations: state.relations.len(),

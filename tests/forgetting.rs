@@ -1,0 +1,175 @@
+//! Forgetting: the store kept within a budget of events while every fact, pinned item and top
+//! summary stays, as a replayable deletion event. Runs on both backends.
+
+use std::collections::BTreeMap;
+
+use loci::dynamics::consolidate::{self, ConsolidateOptions, Level, RuleSummarizer};
+use loci::dynamics::forget::{self, ForgetOptions};
+use loci::world::{self, WorldConfig};
+use loci::{BackendKind, Store};
+
+fn assert_verifies(store: &Store) {
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:#?}", report.differences);
+}
+
+/// Every edge by its keys, with its stored confidence.
+fn facts(store: &Store) -> BTreeMap<(String, String, String), f32> {
+    let g = store.graph();
+    g.edges()
+        .map(|(_, c)| {
+            let key = |id| g.node(id).unwrap().key.clone();
+            (
+                (
+                    key(c.from),
+                    g.relation_name(c.relation).to_string(),
+                    key(c.to),
+                ),
+                c.confidence,
+            )
+        })
+        .collect()
+}
+
+fn held(store: &Store) -> u64 {
+    let s = store.stats();
+    s.events - s.events_deleted
+}
+
+#[test]
+fn forgetting_keeps_the_store_within_budget_and_every_fact() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let w = world::generate(&WorldConfig {
+            seed: 11,
+            scale: 2,
+            days: 30,
+        });
+        store.ingest(w.events).unwrap();
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        let before = facts(&store);
+        let nodes_before = store.stats().nodes;
+        let weeks: Vec<u64> = consolidate::summaries(&store)
+            .unwrap()
+            .iter()
+            .filter(|s| s.level == Level::Week)
+            .map(|s| s.seq)
+            .collect();
+        let budget = held(&store) * 2 / 5;
+        let r = forget::forget(&store, &ForgetOptions::with_budget(budget)).unwrap();
+        assert!(r.evicted > 0, "{backend}: {r:?}");
+        assert!(!r.over_budget, "{backend}: {r:?}");
+        assert!(
+            held(&store) <= budget,
+            "{backend}: {} > {budget}",
+            held(&store)
+        );
+        assert_eq!(r.events_after, held(&store));
+
+        // Every fact stays, with its confidence: the summaries hold it up.
+        assert_eq!(facts(&store), before, "{backend}");
+        assert_eq!(store.stats().nodes, nodes_before);
+        // The top summaries and the pinned bot stay.
+        for w in &weeks {
+            assert!(store.event(*w).unwrap().is_some());
+        }
+        assert!(store.node_by_key("bot").unwrap().pinned);
+        assert_verifies(&store);
+
+        // Within budget already: nothing more goes.
+        let again = forget::forget(&store, &ForgetOptions::with_budget(budget)).unwrap();
+        assert_eq!(again.evicted, 0);
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(facts(&store), before);
+        assert_verifies(&store);
+    }
+}
+
+#[test]
+fn the_lowest_retention_goes_first_and_the_open_day_never() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let w = world::generate(&WorldConfig {
+        seed: 3,
+        scale: 1,
+        days: 16,
+    });
+    store.ingest(w.events).unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    let now = store.latest_event_time().unwrap().unwrap();
+    let open_day_start = now - now.rem_euclid(24_000);
+
+    // What the documented rules make evictable, and each one's retention now.
+    let policy = forget::RetentionPolicy::default();
+    let summaries = consolidate::summaries(&store).unwrap();
+    let mut evictable: BTreeMap<u64, f64> = BTreeMap::new();
+    let weeks_end = summaries
+        .iter()
+        .filter(|s| s.level == Level::Week)
+        .map(|s| s.end)
+        .max()
+        .unwrap();
+    for s in &summaries {
+        let mut seqs = Vec::new();
+        match s.level {
+            Level::Episode => {
+                seqs.push(s.seq);
+                seqs.extend(s.children.iter().copied());
+            }
+            Level::Day if s.end <= weeks_end => seqs.push(s.seq),
+            _ => {}
+        }
+        for seq in seqs {
+            let ev = store.event(seq).unwrap().unwrap();
+            let asserts_pinned = ev.assertions.iter().any(|a| {
+                matches!(a, loci::Assertion::UpsertNode(up) if store.node_by_key(&up.key).unwrap().pinned)
+            });
+            if !asserts_pinned {
+                evictable.insert(seq, policy.score(&ev, now, 0));
+            }
+        }
+    }
+
+    let held_before = held(&store);
+    let r = forget::forget(&store, &ForgetOptions::with_budget(held_before - 5)).unwrap();
+    assert_eq!(r.evicted, 6, "five over budget, and the deletion event");
+    assert_eq!(r.evictable, evictable.len());
+    let deletion = store.event(r.seq).unwrap().unwrap();
+    let loci::Value::Map(m) = &deletion.payload else {
+        panic!("{deletion:?}")
+    };
+    assert_eq!(m["reason"], loci::Value::from("forget"));
+    let evicted: Vec<u64> = match &m["deleted"] {
+        loci::Value::List(v) => v.iter().map(|s| s.as_i64().unwrap() as u64).collect(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(evicted.len(), 6);
+    let worst_evicted = evicted
+        .iter()
+        .map(|s| *evictable.get(s).expect("only evictable events go"))
+        .fold(f64::MIN, f64::max);
+    let best_kept_low = evictable
+        .iter()
+        .filter(|(s, _)| !evicted.contains(s))
+        .map(|(_, v)| *v)
+        .fold(f64::MAX, f64::min);
+    assert!(
+        worst_evicted <= best_kept_low,
+        "{worst_evicted} > {best_kept_low}"
+    );
+    for seq in &evicted {
+        assert!(store.event(*seq).unwrap().is_none());
+    }
+    // Nothing of the open day is evictable at all.
+    store
+        .scan_log(1, |ev| {
+            assert!(
+                ev.ts < open_day_start || !evictable.contains_key(&ev.seq) || ev.kind == "SUMMARY"
+            );
+            Ok(true)
+        })
+        .unwrap();
+    assert_verifies(&store);
+}
