@@ -606,7 +606,7 @@ struct DayPlan {
 
 /// A day summary that a week rolls up: one already in the log, or one planned in this run.
 enum DayRef {
-    Logged(Event),
+    Logged(Box<Event>),
     Planned(usize),
 }
 
@@ -662,7 +662,7 @@ pub fn consolidate(
             days_of_week
                 .entry(policy.week_of_day(day))
                 .or_default()
-                .insert(day, DayRef::Logged(ev));
+                .insert(day, DayRef::Logged(Box::new(ev)));
         }
     }
     let mut changed_weeks = BTreeSet::new();
@@ -696,7 +696,7 @@ pub fn consolidate(
         let logged: Vec<Event> = days
             .values()
             .filter_map(|d| match d {
-                DayRef::Logged(ev) => Some(ev.clone()),
+                DayRef::Logged(ev) => Some((**ev).clone()),
                 DayRef::Planned(_) => None,
             })
             .collect();
