@@ -371,15 +371,31 @@ pub fn last_death(store: &Store, actor: &str) -> Result<Option<DeathAnswer>> {
         }
     }
     let Some(edge) = latest else { return Ok(None) };
-    let Some(&seq) = edge.evidence.last() else {
-        return Ok(None);
-    };
-    let event = store
-        .event(seq)?
-        .ok_or_else(|| Error::NotFound(format!("event {seq}")))?;
     let place = store
         .node(edge.to)
         .ok_or_else(|| Error::NotFound(format!("node {}", edge.to)))?;
+    // The death event is the edge's latest evidence that is not a summary re-asserting it.
+    let mut death_event = None;
+    for seq in edge.evidence.iter().rev() {
+        if let Some(ev) = store.event(*seq)? {
+            if ev.kind != crate::dynamics::consolidate::SUMMARY {
+                death_event = Some(ev);
+                break;
+            }
+        }
+    }
+    let Some(event) = death_event else {
+        // Forgotten: the graph still holds what was dropped there, and when.
+        let (ts, dropped) = dropped_at(store, &place, edge.last_seen)?;
+        return Ok(Some(DeathAnswer {
+            place: PlaceRef::from(&place),
+            ts,
+            cause: None,
+            dropped,
+            provenance: provenance(store, vec![edge.id], Vec::new())?,
+        }));
+    };
+    let seq = event.seq;
     let (cause, dropped) = match &event.payload {
         Value::Map(m) => {
             let cause = m.get("cause").and_then(Value::as_str).map(str::to_string);
@@ -407,6 +423,43 @@ pub fn last_death(store: &Store, actor: &str) -> Result<Option<DeathAnswer>> {
         dropped,
         provenance: provenance(store, vec![edge.id], vec![seq])?,
     }))
+}
+
+/// The items of the latest drop at `place`: its DROPPED edges with the greatest `valid_from`,
+/// by item (the key without an `item:` prefix) and count, and that time (`fallback` when none).
+fn dropped_at(store: &Store, place: &Node, fallback: i64) -> Result<(i64, Vec<(String, i64)>)> {
+    let opts = ExpandOptions {
+        relations: vec![relations::DROPPED.into()],
+        direction: Direction::Outgoing,
+        ..Default::default()
+    };
+    let mut drops: Vec<(i64, String, i64)> = Vec::new();
+    for n in store.neighbors(place.id, 1, &opts) {
+        let Some(e) = store.edge(n.edge)? else {
+            continue;
+        };
+        let Some(at) = e.valid_from else {
+            continue;
+        };
+        let Some(item) = store.node(e.to) else {
+            continue;
+        };
+        let name = item
+            .key
+            .strip_prefix("item:")
+            .unwrap_or(&item.key)
+            .to_string();
+        let count = e.props.get("count").and_then(Value::as_i64).unwrap_or(1);
+        drops.push((at, name, count));
+    }
+    let latest = drops.iter().map(|d| d.0).max().unwrap_or(fallback);
+    let mut items: Vec<(String, i64)> = drops
+        .into_iter()
+        .filter(|d| d.0 == latest)
+        .map(|d| (d.1, d.2))
+        .collect();
+    items.sort();
+    Ok((latest, items))
 }
 
 /// A cost overlay on PATH edges.

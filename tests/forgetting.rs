@@ -13,10 +13,22 @@ fn assert_verifies(store: &Store) {
     assert!(report.ok(), "{:#?}", report.differences);
 }
 
-/// Every edge by its keys, with its stored confidence.
+/// Every belief (an edge with an effective confidence of at least 0.5, or touching a pinned
+/// node) by its keys, with its stored confidence.
 fn facts(store: &Store) -> BTreeMap<(String, String, String), f32> {
+    edges(store, true)
+}
+
+/// Every edge (`beliefs`: only beliefs) by its keys, with its stored confidence.
+fn edges(store: &Store, beliefs: bool) -> BTreeMap<(String, String, String), f32> {
     let g = store.graph();
     g.edges()
+        .filter(|(id, c)| {
+            !beliefs
+                || g.effective_confidence(*id, None).unwrap() >= 0.5
+                || g.node(c.from).unwrap().pinned
+                || g.node(c.to).unwrap().pinned
+        })
         .map(|(_, c)| {
             let key = |id| g.node(id).unwrap().key.clone();
             (
@@ -37,7 +49,7 @@ fn held(store: &Store) -> u64 {
 }
 
 #[test]
-fn forgetting_keeps_the_store_within_budget_and_every_fact() {
+fn forgetting_keeps_the_store_within_budget_and_every_belief() {
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
@@ -67,13 +79,15 @@ fn forgetting_keeps_the_store_within_budget_and_every_fact() {
         );
         assert_eq!(r.events_after, held(&store));
 
-        // Every fact stays, with its confidence: the summaries hold it up.
-        assert_eq!(facts(&store), before, "{backend}");
-        assert_eq!(store.stats().nodes, nodes_before);
-        // The top summaries and the pinned bot stay.
-        for w in &weeks {
-            assert!(store.event(*w).unwrap().is_some());
+        // Every belief stays, with its confidence: the summaries hold it up. Faded edges may go.
+        // (Resting on a summary dated at its day's start, a belief can look a little older.)
+        let after = edges(&store, false);
+        for (k, c) in &before {
+            assert_eq!(after.get(k), Some(c), "{backend}: {k:?}");
         }
+        assert!(store.stats().nodes <= nodes_before);
+        // The newest week's summary is among the last to go; the pinned bot stays.
+        assert!(store.event(*weeks.last().unwrap()).unwrap().is_some());
         assert!(store.node_by_key("bot").unwrap().pinned);
         assert_verifies(&store);
 
@@ -82,7 +96,7 @@ fn forgetting_keeps_the_store_within_budget_and_every_fact() {
         assert_eq!(again.evicted, 0);
         drop(store);
         let store = Store::open(dir.path()).unwrap();
-        assert_eq!(facts(&store), before);
+        assert_eq!(edges(&store, false), after);
         assert_verifies(&store);
     }
 }
@@ -105,6 +119,7 @@ fn the_lowest_retention_goes_first_and_the_open_day_never() {
     let policy = forget::RetentionPolicy::default();
     let summaries = consolidate::summaries(&store).unwrap();
     let mut evictable: BTreeMap<u64, f64> = BTreeMap::new();
+    let mut asserts_nothing = std::collections::BTreeSet::new();
     let weeks_end = summaries
         .iter()
         .filter(|s| s.level == Level::Week)
@@ -119,15 +134,14 @@ fn the_lowest_retention_goes_first_and_the_open_day_never() {
                 seqs.extend(s.children.iter().copied());
             }
             Level::Day if s.end <= weeks_end => seqs.push(s.seq),
+            Level::Week => seqs.push(s.seq),
             _ => {}
         }
         for seq in seqs {
             let ev = store.event(seq).unwrap().unwrap();
-            let asserts_pinned = ev.assertions.iter().any(|a| {
-                matches!(a, loci::Assertion::UpsertNode(up) if store.node_by_key(&up.key).unwrap().pinned)
-            });
-            if !asserts_pinned {
-                evictable.insert(seq, policy.score(&ev, now, 0));
+            evictable.insert(seq, policy.score(&ev, now, 0));
+            if ev.assertions.is_empty() {
+                asserts_nothing.insert(seq);
             }
         }
     }
@@ -150,9 +164,11 @@ fn the_lowest_retention_goes_first_and_the_open_day_never() {
         .iter()
         .map(|s| *evictable.get(s).expect("only evictable events go"))
         .fold(f64::MIN, f64::max);
+    // An event that asserts nothing is never the last support of a belief, so none of them
+    // that stayed may score lower than one that went.
     let best_kept_low = evictable
         .iter()
-        .filter(|(s, _)| !evicted.contains(s))
+        .filter(|(s, _)| !evicted.contains(s) && asserts_nothing.contains(s))
         .map(|(_, v)| *v)
         .fold(f64::MAX, f64::min);
     assert!(
@@ -172,4 +188,34 @@ fn the_lowest_retention_goes_first_and_the_open_day_never() {
         })
         .unwrap();
     assert_verifies(&store);
+}
+
+/// Found by `loci bench world`: once a day summary re-asserted the death, `last_death` read the
+/// dropped items from the summary (the edge's latest evidence) and found none.
+#[test]
+fn last_death_names_what_was_dropped_after_consolidation_and_forgetting() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let w = world::generate(&WorldConfig {
+        seed: 42,
+        scale: 1,
+        days: 12,
+    });
+    store.ingest(w.events).unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    let answer = |store: &Store| loci::queries::last_death(store, "bot").unwrap().unwrap();
+    let d = answer(&store);
+    assert_eq!(d.place.key, w.truth.last_death_place);
+    assert_eq!(d.dropped, w.truth.last_death_dropped);
+    assert_eq!(d.ts, w.truth.last_death_ts);
+    // Everything evictable goes, the death event with it: the answer comes from the graph.
+    forget::forget(&store, &ForgetOptions::with_budget(1)).unwrap();
+    let d = answer(&store);
+    assert!(d.provenance.events.is_empty(), "{:?}", d.provenance);
+    assert_eq!(d.place.key, w.truth.last_death_place);
+    let mut dropped = d.dropped.clone();
+    dropped.sort();
+    let mut expected = w.truth.last_death_dropped.clone();
+    expected.sort();
+    assert_eq!(dropped, expected);
 }

@@ -393,6 +393,22 @@ pub enum BenchCommand {
         #[command(flatten)]
         report: ReportArgs,
     },
+    /// Memory dynamics on the synthetic world lived day by day: place recall, episodic
+    /// coverage, staleness, growth with and without forgetting, consolidation and replay speed.
+    World {
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Villages, caves and villagers multiply by this (1 to 1,000).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        scale: u32,
+        /// Days of history (4 to 10,000).
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(4..=10000))]
+        days: u32,
+        #[arg(long, default_value = "redb", value_parser = ["redb", "sled"])]
+        backend: String,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
     /// Passage recall of loci and of BM25 on a question set (formats: ../shared/datasets).
     Retrieval {
         #[arg(long)]

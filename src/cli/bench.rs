@@ -97,6 +97,23 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             bar.finish_and_clear();
             emit(&r, &report)?;
         }
+        BenchCommand::World {
+            seed,
+            scale,
+            days,
+            backend: b,
+            report,
+        } => {
+            let bar = spinner(&format!("living {days} days of world {seed}"));
+            let r = loci::bench::run_world_bench(&loci::bench::WorldBenchConfig {
+                seed,
+                scale,
+                days,
+                backend: backend(&b)?,
+            })?;
+            bar.finish_and_clear();
+            emit(&r, &report)?;
+        }
         BenchCommand::Graph {
             nodes,
             edges,

@@ -899,7 +899,9 @@ fn support_of<'a>(
                 anchor: n.anchor,
                 // Left to the projection: a summary is as salient as its most salient event.
                 salience: None,
-                pinned: None,
+                // A pin outlives the evicted event that set it (an unpin is an event that is
+                // never evicted, and comes later in the log).
+                pinned: n.pinned.then_some(true),
             }));
         }
     }

@@ -27,7 +27,9 @@ pub const DELETE: &str = "DELETE";
 pub const TOMBSTONE: &str = "TOMBSTONE";
 
 /// Kinds only the store itself writes: an ingested event of one of these kinds is refused, so
-/// no input file can delete anything by accident.
+/// no input file can delete anything by accident. A deletion record is never deleted, except
+/// that a forgetting deletes the forgettings before it and lists what they deleted (so that
+/// periodic forgetting does not pile up records of its own).
 pub const RESERVED_KINDS: [&str; 2] = [DELETE, TOMBSTONE];
 
 /// Why events were deleted; recorded in the deletion event.
@@ -149,6 +151,21 @@ pub fn deleted_by(event: &Event) -> Vec<u64> {
             .filter(|s| *s < event.seq)
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// Why a deletion event deleted (none for any other event).
+pub fn reason_of(event: &Event) -> Option<Reason> {
+    if event.kind != DELETE {
+        return None;
+    }
+    let Value::Map(map) = &event.payload else {
+        return None;
+    };
+    match map.get("reason").and_then(Value::as_str) {
+        Some("delete") => Some(Reason::Delete),
+        Some("forget") => Some(Reason::Forget),
+        _ => None,
     }
 }
 

@@ -4,10 +4,15 @@
 //!
 //! **What may be evicted.** Only what a summary keeps the gist of: a raw event that is a child
 //! of an episode whose day is summarised, an episode summary whose day summary lives, a day
-//! summary whose week summary lives, and summaries that a later one superseded. Never a week
-//! summary (the top of the hierarchy), an event not yet consolidated (the open day: the agent's
-//! most recent experience), bookkeeping (deletions, pins), or an event that asserts a pinned
-//! node. Since day and week summaries re-assert the nodes and edges of their events with the
+//! summary whose week summary lives, summaries that a later one superseded, and week summaries
+//! (the top of the hierarchy: the oldest gist fades last). Never an event not yet consolidated
+//! (the open day: the agent's most recent experience), bookkeeping (deletions, pins), or **the
+//! last support of a belief**: an edge whose effective
+//! confidence is still at least [`RetentionPolicy::belief_floor`] (0.5), an edge or node of a
+//! pinned node, and a node with such an edge keep at least one event asserting them. What goes
+//! with the last of its support is what has faded: stale edges (an offer not seen for weeks),
+//! and nodes that nothing believed links any more. Each forgetting's deletion event replaces the previous ones (it lists what they
+//! deleted), so forgetting often leaves one such record, not one per run. Since day and week summaries re-assert the nodes and edges of their events with the
 //! values they had, the facts stay when the raw events go; what decays away is the detail.
 //!
 //! **Which first.** The lowest retention score, then the oldest (by sequence number):
@@ -18,14 +23,14 @@
 //! ([`RetentionPolicy`]). `uses` counts reads of the event; reads are not yet recorded, so it is
 //! 0 for every event until usage tiers land.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ordered_float::OrderedFloat;
 use serde::{Deserialize, Serialize};
 
 use crate::dynamics::consolidate::{Level, Summary, SUMMARY};
 use crate::dynamics::decay::DAY;
-use crate::dynamics::deletion::{DeleteRequest, Reason, DELETE, TOMBSTONE};
+use crate::dynamics::deletion::{reason_of, DeleteRequest, Reason, DELETE, TOMBSTONE};
 use crate::error::{Error, Result};
 use crate::model::{Assertion, Event};
 use crate::store::Store;
@@ -36,12 +41,15 @@ use crate::store::Store;
 pub struct RetentionPolicy {
     /// World time after which recency halves an event's retention.
     pub half_life: f64,
+    /// An edge with at least this effective confidence is a belief: its last support stays.
+    pub belief_floor: f32,
 }
 
 impl Default for RetentionPolicy {
     fn default() -> Self {
         RetentionPolicy {
             half_life: 7.0 * DAY,
+            belief_floor: 0.5,
         }
     }
 }
@@ -136,17 +144,117 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
         .map(|e| (OrderedFloat(opts.policy.score(e, now, 0)), e.seq))
         .collect();
     scored.sort_unstable();
-    let chosen: BTreeSet<u64> = scored.iter().take(excess).map(|(_, s)| *s).collect();
-    report.over_budget = chosen.len() < excess;
+    // Earlier forgettings go too: the new deletion lists what they deleted.
+    let earlier: Vec<u64> = store
+        .events_of_kind(DELETE)?
+        .iter()
+        .filter(|e| reason_of(e) == Some(Reason::Forget))
+        .map(|e| e.seq)
+        .collect();
+    let take = excess.saturating_sub(earlier.len());
+    let mut support = Support::of_beliefs(store, now, opts.policy.belief_floor)?;
+    let by_seq: BTreeMap<u64, &Event> = candidates.iter().map(|e| (e.seq, e)).collect();
+    let mut chosen: BTreeSet<u64> = BTreeSet::new();
+    for (_, seq) in &scored {
+        if chosen.len() == take {
+            break;
+        }
+        if support.release(by_seq[seq]) {
+            chosen.insert(*seq);
+        }
+    }
+    report.over_budget = chosen.len() + earlier.len() < excess;
     if chosen.is_empty() {
         return Ok(report);
     }
+    chosen.extend(earlier);
     let deletion = store.delete_for(&DeleteRequest::events(chosen), Reason::Forget)?;
     report.evicted = deletion.deleted.len();
     report.seq = deletion.seq;
     report.events_after = held(store);
     report.bytes_after = store.disk_bytes();
     Ok(report)
+}
+
+/// What asserts each belief: how many live events assert each protected node and edge.
+struct Support {
+    nodes: HashMap<String, u32>,
+    edges: HashMap<(String, String, String), u32>,
+}
+
+impl Support {
+    /// Counts, over every live event, the assertions of the beliefs at `now`: edges with an
+    /// effective confidence of at least `floor` or touching a pinned node, their nodes, and
+    /// pinned nodes.
+    fn of_beliefs(store: &Store, now: i64, floor: f32) -> Result<Support> {
+        let mut nodes = HashMap::new();
+        let mut edges = HashMap::new();
+        {
+            let g = store.graph();
+            for n in g.nodes().filter(|n| n.pinned) {
+                nodes.insert(n.key.clone(), 0);
+            }
+            for (id, core) in g.edges() {
+                let (Some(from), Some(to)) = (g.node(core.from), g.node(core.to)) else {
+                    continue;
+                };
+                let believed = g.effective_confidence(id, Some(now)).unwrap_or(0.0) >= floor
+                    || from.pinned
+                    || to.pinned;
+                if believed {
+                    let rel = g.relation_name(core.relation).to_string();
+                    edges.insert((from.key.clone(), rel, to.key.clone()), 0);
+                    nodes.insert(from.key.clone(), 0);
+                    nodes.insert(to.key.clone(), 0);
+                }
+            }
+        }
+        let mut support = Support { nodes, edges };
+        store.scan_log(1, |ev| {
+            support.each_belief(&ev, |count| *count += 1);
+            Ok(true)
+        })?;
+        Ok(support)
+    }
+
+    /// Calls `f` once with the count of each belief `ev` asserts (once, however often it
+    /// asserts it).
+    fn each_belief(&mut self, ev: &Event, mut f: impl FnMut(&mut u32)) {
+        let mut node_keys = BTreeSet::new();
+        let mut edge_keys = BTreeSet::new();
+        for a in &ev.assertions {
+            match a {
+                Assertion::UpsertNode(up) => {
+                    node_keys.insert(up.key.as_str());
+                }
+                Assertion::UpsertEdge(up) => {
+                    edge_keys.insert((up.from.clone(), up.relation.clone(), up.to.clone()));
+                }
+                _ => {}
+            }
+        }
+        for key in node_keys {
+            if let Some(c) = self.nodes.get_mut(key) {
+                f(c);
+            }
+        }
+        for key in edge_keys {
+            if let Some(c) = self.edges.get_mut(&key) {
+                f(c);
+            }
+        }
+    }
+
+    /// Takes `ev`'s support away if no belief would be left without any; says whether it did.
+    fn release(&mut self, ev: &Event) -> bool {
+        let mut last = false;
+        self.each_belief(ev, |count| last |= *count <= 1);
+        if last {
+            return false;
+        }
+        self.each_belief(ev, |count| *count = count.saturating_sub(1));
+        true
+    }
 }
 
 /// The events forgetting may evict (see the module documentation).
@@ -182,21 +290,18 @@ fn evictable(store: &Store) -> Result<Vec<Event>> {
             Level::Day if parent_level.get(&s.seq) == Some(&Level::Week) => {
                 seqs.insert(s.seq);
             }
+            Level::Week => {
+                seqs.insert(s.seq);
+            }
             _ => {}
         }
     }
-    let pinned = |key: &str| store.node_by_key(key).is_some_and(|n| n.pinned);
     let mut out = Vec::with_capacity(seqs.len());
     for seq in seqs {
         let Some(ev) = store.event(seq)? else {
             continue;
         };
-        let bookkeeping = [DELETE, TOMBSTONE, "PIN", "UNPIN"].contains(&ev.kind.as_str());
-        let rests_a_pin = ev.assertions.iter().any(|a| match a {
-            Assertion::UpsertNode(up) => pinned(&up.key),
-            _ => false,
-        });
-        if !bookkeeping && !rests_a_pin {
+        if ![DELETE, TOMBSTONE, "PIN", "UNPIN"].contains(&ev.kind.as_str()) {
             out.push(ev);
         }
     }
@@ -210,7 +315,10 @@ mod tests {
 
     #[test]
     fn retention_halves_per_half_life_and_follows_salience() {
-        let p = RetentionPolicy { half_life: 100.0 };
+        let p = RetentionPolicy {
+            half_life: 100.0,
+            ..RetentionPolicy::default()
+        };
         let mut d = EventDraft::new(0, "bot", "X");
         d.salience = Some(0.8);
         let e = Event::from_draft(1, 0, d);

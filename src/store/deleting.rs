@@ -62,7 +62,7 @@ impl Store {
             });
         }
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let mut targets = self.deletion_targets(request)?;
+        let mut targets = self.deletion_targets(request, reason)?;
         if reason == Reason::Delete {
             self.add_summaries_of(&mut targets)?;
         }
@@ -71,10 +71,18 @@ impl Store {
         deleted.extend(targets.keys().copied());
         let seq = before.counters.last_seq + 1;
         let target_set: BTreeSet<u64> = targets.keys().copied().collect();
+        // A forgetting that deletes earlier forgettings lists what they deleted, so that the
+        // log's deletions stay the same while their records do not pile up.
+        let mut listed = target_set.clone();
+        for seq in &target_set {
+            if let Some(ev) = self.raw_event(*seq)? {
+                listed.extend(deletion::deleted_by(&ev));
+            }
+        }
         let draft = deletion_draft(
             before.latest_ts.unwrap_or(0),
             reason,
-            &target_set,
+            &listed,
             &request.nodes,
         );
         let event = Event::from_draft(seq, now_ms(), draft);
@@ -192,7 +200,11 @@ impl Store {
     }
 
     /// The events a request deletes, with their world times.
-    fn deletion_targets(&self, request: &DeleteRequest) -> Result<BTreeMap<u64, i64>> {
+    fn deletion_targets(
+        &self,
+        request: &DeleteRequest,
+        reason: Reason,
+    ) -> Result<BTreeMap<u64, i64>> {
         let state = self.read_state();
         let mut targets = BTreeMap::new();
         for &seq in &request.events {
@@ -205,7 +217,9 @@ impl Store {
             let ev = self
                 .raw_event(seq)?
                 .ok_or_else(|| Error::NotFound(format!("event {seq}")))?;
-            if deletion::RESERVED_KINDS.contains(&ev.kind.as_str()) {
+            let superseded_forgetting =
+                reason == Reason::Forget && deletion::reason_of(&ev) == Some(Reason::Forget);
+            if deletion::RESERVED_KINDS.contains(&ev.kind.as_str()) && !superseded_forgetting {
                 return Err(Error::InvalidArgument {
                     name: "event".into(),
                     message: format!(

@@ -1548,6 +1548,19 @@ impl Store {
             })
     }
 
+    /// [`Store::scan_log`] with deleted events too (their records stay in the log until
+    /// [`Store::compact`] makes them tombstones): for audits and benchmarks of forgetting.
+    pub fn scan_log_with_deleted(
+        &self,
+        from: u64,
+        mut visit: impl FnMut(Event) -> Result<bool>,
+    ) -> Result<()> {
+        self.backend
+            .scan(Table::Log, &from.to_be_bytes(), None, &mut |_, v| {
+                visit(decode_event(Table::Log.name(), v)?)
+            })
+    }
+
     /// Events whose world time lies in `[from, to]`, in time order (ties by sequence).
     pub fn events_between(&self, from: i64, to: i64) -> Result<Vec<Event>> {
         let mut seqs = Vec::new();

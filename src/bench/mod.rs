@@ -2,6 +2,10 @@
 //! scale-free graph (preferential attachment, several relations, random confidences) written as
 //! IMPORT events, and the measurements the foundation's speed goals name.
 
+mod world;
+
+pub use world::{run_world_bench, WorldBenchConfig, WorldBenchReport};
+
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Instant;
