@@ -51,5 +51,7 @@ pub use model::{
 pub use projection::Counters;
 pub use retrieval::{ContextPack, RetrieveOptions, Retriever, Snippet, SnippetKind, Tokenizer};
 pub use storage::{Backend, BackendKind};
-pub use store::{Commit, CompactReport, ExpandOptions, Neighbor, Stats, Store, VerifyReport};
+pub use store::{
+    Commit, CompactReport, ExpandOptions, Neighbor, PastState, Stats, Store, VerifyReport,
+};
 pub use text::{Hit, SearchFilter, Target};

@@ -328,9 +328,13 @@ pub struct StatsArgs {
 pub struct ReplayArgs {
     #[command(flatten)]
     pub store: StoreArg,
-    /// Required: compare, report differences, exit 1 on any.
-    #[arg(long)]
+    /// Compare the replay of the whole log with the live state; exit 1 on any difference.
+    #[arg(long, conflicts_with = "until")]
     pub verify: bool,
+    /// Rebuild the graph as it was right after event SEQ and print it (counts; with --json,
+    /// every node and edge).
+    #[arg(long, value_name = "SEQ")]
+    pub until: Option<u64>,
     #[arg(long)]
     pub json: bool,
 }

@@ -86,8 +86,14 @@ impl Store {
             &request.nodes,
         );
         let event = Event::from_draft(seq, now_ms(), draft);
-        let replayed = replay_excluding(&*self.backend, deleted, |_, _| {}, vec![event.clone()])?
-            .map_err(|msg| Error::Store {
+        let replayed = replay_excluding(
+            &*self.backend,
+            deleted,
+            |_, _| {},
+            vec![event.clone()],
+            u64::MAX,
+        )?
+        .map_err(|msg| Error::Store {
             path: self.dir.clone(),
             message: format!("cannot apply the deletion: {msg}"),
         })?;

@@ -337,6 +337,16 @@ impl Overlay {
     }
 }
 
+/// The graph as it was after some event ([`Store::state_at`]): nodes and full edges by id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PastState {
+    /// The last event replayed (the requested one, or the log's end if it is shorter).
+    pub seq: u64,
+    pub latest_ts: Option<i64>,
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+}
+
 /// What one committed batch did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Commit {
@@ -1620,6 +1630,29 @@ impl Store {
         Ok(out)
     }
 
+    /// The graph as it was right after event `seq`: the replay of the log up to it. Events
+    /// deleted since (at any position in the log) stay out, so a deletion is never undone by
+    /// looking back; a compacted log replays its tombstones as nothing.
+    pub fn state_at(&self, seq: u64) -> Result<PastState> {
+        let deleted = deleted_in_log(&*self.backend)?;
+        let replayed = replay_excluding(&*self.backend, deleted, |_, _| {}, Vec::new(), seq)?
+            .map_err(|message| Error::Store {
+                path: self.dir.clone(),
+                message,
+            })?;
+        Ok(PastState {
+            seq: replayed.counters.last_seq,
+            latest_ts: replayed.latest_ts,
+            nodes: replayed.nodes.into_iter().flatten().collect(),
+            edges: replayed
+                .full_edges
+                .into_iter()
+                .flatten()
+                .flatten()
+                .collect(),
+        })
+    }
+
     /// World time of the latest event (by `ts`), the store's notion of "now".
     pub fn latest_event_time(&self) -> Result<Option<i64>> {
         Ok(self.read_state().latest_ts)
@@ -1964,16 +1997,18 @@ fn replay_log(
     visit: impl FnMut(&Event, bool),
 ) -> Result<std::result::Result<State, String>> {
     let deleted = deleted_in_log(backend)?;
-    replay_excluding(backend, deleted, visit, Vec::new())
+    replay_excluding(backend, deleted, visit, Vec::new(), u64::MAX)
 }
 
-/// Replays the log, and then `extra` (events about to be appended), with the events in
-/// `deleted` left out (see `dynamics::deletion` for what that means for the rest).
+/// Replays the log up to sequence `until`, and then `extra` (events about to be appended),
+/// with the events in `deleted` left out (see `dynamics::deletion` for what that means for the
+/// rest).
 fn replay_excluding(
     backend: &dyn Backend,
     deleted: BTreeSet<u64>,
     mut visit: impl FnMut(&Event, bool),
     extra: Vec<Event>,
+    until: u64,
 ) -> Result<std::result::Result<State, String>> {
     let on_missing = if deleted.is_empty() {
         Missing::Refuse
@@ -2019,6 +2054,9 @@ fn replay_excluding(
     };
     backend.scan(Table::Log, &1u64.to_be_bytes(), None, &mut |_, v| {
         let ev = decode_event(Table::Log.name(), v)?;
+        if ev.seq > until {
+            return Ok(false);
+        }
         if let Err(msg) = take(ev, &mut chunk) {
             failure = Some(msg);
             return Ok(false);
