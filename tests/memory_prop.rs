@@ -1,9 +1,10 @@
 //! Property: after any sequence of memory commands (ingest, consolidate, forget, delete of an
-//! event or a node, compact, pin, unpin), on either backend, replay of the log equals the live
+//! event or a node, compact, pin, unpin, working-memory changes), on either backend, replay of the log equals the live
 //! state (`replay --verify`), before and after reopening the store.
 
 use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
 use loci::dynamics::forget::{self, ForgetOptions};
+use loci::dynamics::working::WmOp;
 use loci::model::EventDraft;
 use loci::world::{self, WorldConfig};
 use loci::{BackendKind, DeleteRequest, Store};
@@ -23,6 +24,8 @@ enum Command {
     Compact,
     Pin(u16),
     Unpin(u16),
+    /// A working-memory change (which one: the number modulo the ops).
+    Wm(u8),
 }
 
 fn command() -> impl Strategy<Value = Command> {
@@ -35,6 +38,7 @@ fn command() -> impl Strategy<Value = Command> {
         1 => Just(Command::Compact),
         1 => any::<u16>().prop_map(Command::Pin),
         1 => any::<u16>().prop_map(Command::Unpin),
+        2 => any::<u8>().prop_map(Command::Wm),
     ]
 }
 
@@ -114,6 +118,20 @@ fn apply(store: Store, cmd: &Command, days: &mut std::vec::IntoIter<Vec<EventDra
             }
         }
         Command::Compact => return store.compact().unwrap().0,
+        Command::Wm(n) => {
+            let text = format!("note {n}");
+            let op = match n % 6 {
+                0 => WmOp::Observe { text },
+                1 => WmOp::Intent { text },
+                2 => WmOp::PushSubgoal { text },
+                3 => WmOp::PopSubgoal,
+                4 => WmOp::Mainline { text },
+                _ => WmOp::Capacity {
+                    n: 1 + *n as usize % 4,
+                },
+            };
+            store.change_working_memory(&op, "bot", None).unwrap();
+        }
         Command::Pin(n) | Command::Unpin(n) => {
             let keys = node_keys(&store);
             if !keys.is_empty() {

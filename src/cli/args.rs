@@ -67,6 +67,9 @@ pub enum Command {
     /// Keep the store within a budget of events: consolidate, then evict the lowest retention
     /// first (never pinned items or what is not yet summarised).
     Forget(ForgetArgs),
+    /// Show or change working memory: observations, mainline, intent, subgoals, threats,
+    /// promises (each change is an event).
+    Wm(WmArgs),
     /// Full-text search over nodes and events.
     Search(SearchArgs),
     /// Nodes within N hops of a node (by key, or the best name match).
@@ -179,6 +182,26 @@ pub struct ForgetArgs {
     /// "Now" for recency (default: the latest event's time).
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
     pub now: Option<i64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct WmArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// What to do (default: show).
+    #[arg(value_parser = ["show", "observe", "intent", "push-subgoal", "pop-subgoal",
+        "add-threat", "clear-threat", "promise", "keep-promise", "mainline", "capacity", "clear"])]
+    pub action: Option<String>,
+    /// The text (observation, intent, subgoal, threat, promise, mainline) or capacity.
+    pub text: Vec<String>,
+    /// World time of the change (default: the latest event's).
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub at: Option<i64>,
+    /// Who makes the change.
+    #[arg(long, default_value = "agent")]
+    pub actor: String,
     #[arg(long)]
     pub json: bool,
 }

@@ -1,15 +1,18 @@
 //! Commands that change what the memory holds over time: `consolidate`, `forget`, `delete`,
-//! `compact`.
+//! `compact`, `wm`.
 
 use anyhow::Result;
 
 use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
 use loci::dynamics::forget::{self as forgetting, ForgetOptions};
+use loci::dynamics::working::WmOp;
 use loci::DeleteRequest;
 
-use super::args::{CompactArgs, ConsolidateArgs, DeleteArgs, ForgetArgs};
+use super::args::{CompactArgs, ConsolidateArgs, DeleteArgs, ForgetArgs, WmArgs};
+use super::exit::fail;
 use super::exit::Code;
 use super::open;
+use super::open_for_reading;
 use super::output::{outln, print_json};
 
 /// `delete`: one deletion event for the listed events and nodes.
@@ -126,6 +129,97 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
     }
     if r.evicted > 0 {
         outln!("the evicted records stay in the store's files until `loci compact`");
+    }
+    Ok(Code::Ok)
+}
+
+/// `wm`: show working memory, or change it by one event.
+pub fn working_memory(a: WmArgs) -> Result<Code> {
+    let text = a.text.join(" ");
+    let needs_text = |what: &str| -> Result<String> {
+        if text.trim().is_empty() {
+            fail!(Code::Usage, "wm {what} needs a text");
+        }
+        Ok(text.clone())
+    };
+    let op = match a.action.as_deref().unwrap_or("show") {
+        "show" => None,
+        "observe" => Some(WmOp::Observe {
+            text: needs_text("observe")?,
+        }),
+        "intent" => Some(WmOp::Intent {
+            text: needs_text("intent")?,
+        }),
+        "push-subgoal" => Some(WmOp::PushSubgoal {
+            text: needs_text("push-subgoal")?,
+        }),
+        "pop-subgoal" => Some(WmOp::PopSubgoal),
+        "add-threat" => Some(WmOp::AddThreat {
+            text: needs_text("add-threat")?,
+        }),
+        "clear-threat" => Some(WmOp::ClearThreat {
+            text: needs_text("clear-threat")?,
+        }),
+        "promise" => Some(WmOp::Promise {
+            text: needs_text("promise")?,
+        }),
+        "keep-promise" => Some(WmOp::KeepPromise {
+            text: needs_text("keep-promise")?,
+        }),
+        "mainline" => Some(WmOp::Mainline { text: text.clone() }),
+        "capacity" => match text.trim().parse::<usize>() {
+            Ok(n) => Some(WmOp::Capacity { n }),
+            Err(_) => fail!(Code::Usage, "wm capacity needs a number, got {text:?}"),
+        },
+        _ => Some(WmOp::Clear),
+    };
+    let s = match &op {
+        Some(op) => {
+            let s = open(&a.store)?;
+            s.change_working_memory(op, &a.actor, a.at)?;
+            s
+        }
+        None => open_for_reading(&a.store)?,
+    };
+    let wm = s.working_memory();
+    if a.json {
+        print_json(&wm)?;
+        return Ok(Code::Ok);
+    }
+    let or_none = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    outln!("mainline  {}", or_none(&wm.mainline));
+    outln!("intent    {}", or_none(&wm.intent));
+    outln!(
+        "subgoals  {}",
+        if wm.subgoals.is_empty() {
+            "-".into()
+        } else {
+            wm.subgoals.join(" > ")
+        }
+    );
+    outln!(
+        "threats   {}",
+        if wm.threats.is_empty() {
+            "-".into()
+        } else {
+            wm.threats.join("; ")
+        }
+    );
+    outln!(
+        "promises  {}",
+        if wm.promises.is_empty() {
+            "-".into()
+        } else {
+            wm.promises.join("; ")
+        }
+    );
+    outln!(
+        "recent    ({} of at most {})",
+        wm.observations.len(),
+        wm.capacity
+    );
+    for h in &wm.observations {
+        outln!("  [event {} at t={}] {}", h.seq, h.ts, h.text);
     }
     Ok(Code::Ok)
 }

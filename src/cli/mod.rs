@@ -109,6 +109,7 @@ fn run(cli: Cli) -> Result<Code> {
         Command::Compact(a) => memory::compact(a),
         Command::Consolidate(a) => memory::consolidate(a),
         Command::Forget(a) => memory::forget(a),
+        Command::Wm(a) => memory::working_memory(a),
         Command::Search(a) => read::search(a),
         Command::Neighbors(a) => read::neighbors(a),
         Command::Query(a) => read::query(a),

@@ -322,10 +322,10 @@ mod tests {
         let mut d = EventDraft::new(0, "bot", "X");
         d.salience = Some(0.8);
         let e = Event::from_draft(1, 0, d);
-        assert!((p.score(&e, 0, 0) - 0.8).abs() < 1e-9);
+        assert!((p.score(&e, 0, 0) - 0.8).abs() < 1e-6);
         assert!((p.score(&e, 100, 0) - 0.4).abs() < 1e-6);
         assert!((p.score(&e, 100, 1) - 0.8).abs() < 1e-6);
         // An event from the future is not more than fresh.
-        assert!((p.score(&e, -50, 0) - 0.8).abs() < 1e-9);
+        assert!((p.score(&e, -50, 0) - 0.8).abs() < 1e-6);
     }
 }

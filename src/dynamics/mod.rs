@@ -10,13 +10,16 @@
 //!   withdrawn from every edge, and compaction that leaves tombstones in their place;
 //! - [`consolidate`]: raw events rolled up into SUMMARY events (episodes, days, weeks);
 //! - [`forget`]: the store kept within a budget of events, evicting the lowest retention first,
-//!   never what is pinned or not yet summarised.
+//!   never the last support of a belief or what is not yet summarised;
+//! - [`working`]: working memory (recent observations, mainline, intent, subgoals, threats,
+//!   promises) as `WM` events, cleared by sleep or idleness.
 
 pub mod consolidate;
 pub mod decay;
 pub mod deletion;
 pub mod forget;
 pub mod salience;
+pub mod working;
 
 pub use decay::DecayPolicy;
 pub use salience::SaliencePolicy;

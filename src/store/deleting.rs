@@ -158,6 +158,7 @@ impl Store {
             META_DELETED.to_vec(),
             encode(&super::deleted_list(&replayed)),
         );
+        batch.put(Table::Meta, super::META_WM.to_vec(), encode(&replayed.wm));
 
         let mut text_deletes: Vec<String> = target_set.iter().map(|s| event_doc_key(*s)).collect();
         for n in before.nodes.iter().flatten() {

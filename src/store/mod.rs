@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{decode, decode_edge, decode_event, encode, peek_event_kind};
 use crate::dynamics::deletion;
 use crate::dynamics::salience::{words_of, SalienceInputs};
+use crate::dynamics::working::{WmOp, WorkingMemory};
 use crate::dynamics::{DecayPolicy, SaliencePolicy};
 use crate::error::{Error, Result};
 use crate::graph::{Adjacency, DecayFilter, Direction, IdSet, Interner, TraversalFilter};
@@ -40,6 +41,8 @@ const META_BACKEND: &[u8] = b"backend";
 const META_PROJECTION: &[u8] = b"projection";
 /// The sequence numbers of deleted events (derived from the log's deletion events).
 const META_DELETED: &[u8] = b"deleted";
+/// The working memory (derived from the log's `WM` events; see `dynamics::working`).
+const META_WM: &[u8] = b"working_memory";
 /// Version of the rules that derive nodes and edges from the log (`projection`). A store whose
 /// derived tables were made by other rules has them rebuilt from its log when it is opened.
 /// 2: node and edge salience derive from the events that assert them.
@@ -89,6 +92,8 @@ pub(crate) struct State {
     bounded_edges: BTreeSet<EdgeId>,
     /// Events deleted by deletion events (`dynamics::deletion`): out of every view.
     deleted: BTreeSet<u64>,
+    /// The working memory (`dynamics::working`).
+    wm: WorkingMemory,
 }
 
 impl State {
@@ -153,6 +158,9 @@ impl State {
 
     /// Applies a projected batch.
     fn apply(&mut self, ov: &Overlay) {
+        for ev in &ov.events {
+            self.wm.apply(ev);
+        }
         if let Some(t) = ov.events.iter().map(|e| e.ts).max() {
             self.latest_ts = Some(self.latest_ts.map_or(t, |l| l.max(t)));
         }
@@ -908,6 +916,11 @@ impl Store {
         for _ in 0..ATTEMPTS {
             let mut state = Self::load_state(backend)?;
             state.counters = counters;
+            state.wm = backend
+                .get(Table::Meta, META_WM)?
+                .map(|v| decode::<WorkingMemory>("meta", &v))
+                .transpose()?
+                .unwrap_or_default();
             state.deleted = backend
                 .get(Table::Meta, META_DELETED)?
                 .map(|v| decode::<Vec<u64>>("meta", &v))
@@ -1011,6 +1024,7 @@ impl Store {
             META_DELETED.to_vec(),
             encode(&deleted_list(&state)),
         );
+        batch.put(Table::Meta, META_WM.to_vec(), encode(&state.wm));
         batch.put(
             Table::Meta,
             META_PROJECTION.to_vec(),
@@ -1218,7 +1232,14 @@ impl Store {
             let mut drafts = drafts;
             self.score_salience(&state, &mut drafts)?;
             let overlay = self.project(&state, drafts, &positions)?;
-            let batch = overlay.write_batch();
+            let mut batch = overlay.write_batch();
+            let mut wm = state.wm.clone();
+            for ev in &overlay.events {
+                wm.apply(ev);
+            }
+            if wm != state.wm {
+                batch.put(Table::Meta, META_WM.to_vec(), encode(&wm));
+            }
             let (docs, deletes) = overlay.text_changes(&state);
             (overlay, batch, docs, deletes)
         };
@@ -1653,6 +1674,22 @@ impl Store {
         })
     }
 
+    /// The working memory now (`dynamics::working`).
+    pub fn working_memory(&self) -> WorkingMemory {
+        self.read_state().wm.clone()
+    }
+
+    /// Changes the working memory by one `WM` event by `actor`, at world time `ts` (default:
+    /// the latest event's, so that it does not move "now").
+    pub fn change_working_memory(&self, op: &WmOp, actor: &str, ts: Option<i64>) -> Result<Commit> {
+        op.validate()?;
+        let ts = match ts {
+            Some(t) => t,
+            None => self.latest_event_time()?.unwrap_or(0),
+        };
+        self.ingest(vec![op.draft(ts, actor)])
+    }
+
     /// World time of the latest event (by `ts`), the store's notion of "now".
     pub fn latest_event_time(&self) -> Result<Option<i64>> {
         Ok(self.read_state().latest_ts)
@@ -1783,6 +1820,18 @@ impl Store {
             ));
         }
         report.events_deleted = replayed.deleted.len();
+        let stored_wm: WorkingMemory = self
+            .backend
+            .get(Table::Meta, META_WM)?
+            .map(|v| decode("meta", &v))
+            .transpose()?
+            .unwrap_or_default();
+        if stored_wm != replayed.wm {
+            report.differ(format!(
+                "working memory: stored {stored_wm:?}, replayed {:?}",
+                replayed.wm
+            ));
+        }
         let mut stored_nodes = BTreeMap::new();
         self.backend.scan(Table::Nodes, &[], None, &mut |_, v| {
             let n: Node = decode(Table::Nodes.name(), v)?;
@@ -1874,6 +1923,12 @@ impl Store {
 
         // The live in-memory views.
         let live = self.read_state();
+        if live.wm != replayed.wm {
+            report.differ(format!(
+                "live working memory {:?}, replayed {:?}",
+                live.wm, replayed.wm
+            ));
+        }
         if live.deleted != replayed.deleted {
             report.differ(format!(
                 "live view has {} deleted events, replay {}",
