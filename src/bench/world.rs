@@ -83,6 +83,8 @@ pub struct WorldBenchReport {
     pub place_questions: BTreeMap<String, bool>,
     pub multihop_f1: Option<f64>,
     pub episodic_coverage: f64,
+    /// The same on the store that keeps everything.
+    pub episodic_coverage_keeping: f64,
     pub key_events: usize,
     pub staleness_rate: f64,
     pub edges_reseen: usize,
@@ -185,6 +187,8 @@ pub fn run_world_bench(config: &WorldBenchConfig) -> Result<WorldBenchReport> {
     let (covered, key) = episodic_coverage(&forgetting)?;
     report.episodic_coverage = covered as f64 / key.max(1) as f64;
     report.key_events = key;
+    let (covered_k, key_k) = episodic_coverage(&keeping)?;
+    report.episodic_coverage_keeping = covered_k as f64 / key_k.max(1) as f64;
     let (stale, reseen) = staleness(&keeping)?;
     report.staleness_rate = stale as f64 / reseen.max(1) as f64;
     report.edges_reseen = reseen;
