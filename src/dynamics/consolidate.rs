@@ -338,6 +338,15 @@ pub trait Summarizer {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RuleSummarizer;
 
+/// "1 event", "3 events".
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 fn list(items: &[String]) -> String {
     match items {
         [] => String::new(),
@@ -351,16 +360,27 @@ impl Summarizer for RuleSummarizer {
         let d = c.digest;
         let mut out = match c.level {
             Level::Episode => format!(
-                "Episode of day {} (ticks {} to {}): {} events.",
-                c.number, c.start, c.end, d.events
+                "Episode of day {} (ticks {} to {}): {}.",
+                c.number,
+                c.start,
+                c.end,
+                count(d.events, "event")
             ),
             Level::Day => format!(
-                "Day {} (ticks {} to {}): {} events in {} episodes.",
-                c.number, c.start, c.end, d.events, c.children
+                "Day {} (ticks {} to {}): {} in {}.",
+                c.number,
+                c.start,
+                c.end,
+                count(d.events, "event"),
+                count(c.children, "episode")
             ),
             Level::Week => format!(
-                "Week {} (ticks {} to {}): {} events over {} days.",
-                c.number, c.start, c.end, d.events, c.children
+                "Week {} (ticks {} to {}): {} over {}.",
+                c.number,
+                c.start,
+                c.end,
+                count(d.events, "event"),
+                count(c.children, "day")
             ),
         };
         let mut sentence = |s: String| {
