@@ -65,6 +65,15 @@ impl RedbBackend {
         Self::from_database(db)
     }
 
+    /// Rewrites the database file at `path` (not open elsewhere) into as few pages as its
+    /// contents need: redb's own compaction. A fresh copy made by many batches leaves pages
+    /// partly used, and a compaction that grew the store would surprise its user.
+    pub fn compact_file(path: &Path) -> Result<()> {
+        let mut db = builder().create(path).map_err(err)?;
+        while db.compact().map_err(err)? {}
+        Ok(())
+    }
+
     /// Opens an existing database read-only, beside a writer in another process if there is
     /// one. Commits refuse; reads see the state committed when each read began.
     pub fn open_read_only(path: &Path) -> Result<Self> {

@@ -341,7 +341,10 @@ fn swap_in_compacted(kind: BackendKind, dir: &Path, tmp: &Path) -> Result<()> {
     let live = kind.path_in(dir);
     let fresh = kind.path_in(tmp);
     match kind {
-        BackendKind::Redb => std::fs::rename(&fresh, &live).map_err(|e| Error::io(&live, e))?,
+        BackendKind::Redb => {
+            crate::storage::RedbBackend::compact_file(&fresh)?;
+            std::fs::rename(&fresh, &live).map_err(|e| Error::io(&live, e))?
+        }
         BackendKind::Sled => {
             let old = dir.join("sled.old");
             std::fs::rename(&live, &old).map_err(|e| Error::io(&live, e))?;
