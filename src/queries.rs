@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::graph::Direction;
 use crate::model::{relations, same_name, EdgeId, Event, Node, Value};
-use crate::store::{ExpandOptions, Store};
+use crate::store::{ExpandOptions, Facet, Store};
 use crate::text::{SearchFilter, Target};
 use crate::world::{DAY, NIGHT_START};
 
@@ -293,7 +293,17 @@ pub fn timeline_where(
     to: i64,
     filter: &TimelineFilter,
 ) -> Result<Vec<TimelineEntry>> {
-    let events = store.events_between(from, to.saturating_sub(1))?;
+    // The most selective facet given reads only its own events (the episodic index).
+    let until = to.saturating_sub(1);
+    let events = if let Some(p) = &filter.place {
+        store.events_with(Facet::Place, p, from, until)?
+    } else if let Some(a) = &filter.actor {
+        store.events_with(Facet::Actor, a, from, until)?
+    } else if let Some(k) = &filter.kind {
+        store.events_with(Facet::Kind, k, from, until)?
+    } else {
+        store.events_between(from, until)?
+    };
     Ok(events
         .into_iter()
         .filter(|ev| {

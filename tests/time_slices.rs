@@ -86,3 +86,73 @@ fn looking_back_does_not_undo_a_deletion() {
     assert!(past.edges.is_empty(), "{past:?}");
     assert_eq!(past.nodes.len(), 2);
 }
+
+/// The episodic index gives, for every place, actor and kind, exactly the events a scan of the
+/// whole time range finds, before and after a deletion.
+#[test]
+fn timelines_by_place_actor_and_kind_read_the_episodic_index() {
+    use loci::queries::{timeline, timeline_where, TimelineFilter};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let w = world::generate(&WorldConfig {
+            seed: 4,
+            scale: 2,
+            days: 8,
+        });
+        store.ingest(w.events).unwrap();
+        let check = |store: &Store| {
+            let (from, to) = (20_000, 150_000);
+            let all = timeline(store, from, to).unwrap();
+            let mut places: Vec<String> = all.iter().filter_map(|e| e.place.clone()).collect();
+            places.sort();
+            places.dedup();
+            assert!(places.len() > 5);
+            for p in places {
+                let filter = TimelineFilter {
+                    place: Some(p.clone()),
+                    ..Default::default()
+                };
+                let want: Vec<u64> = all
+                    .iter()
+                    .filter(|e| e.place.as_deref() == Some(p.as_str()))
+                    .map(|e| e.seq)
+                    .collect();
+                let got: Vec<u64> = timeline_where(store, from, to, &filter)
+                    .unwrap()
+                    .iter()
+                    .map(|e| e.seq)
+                    .collect();
+                assert_eq!(got, want, "{backend}: place {p}");
+            }
+            for kind in ["TRADE", "DEATH", "SLEEP", "DISCOVERY"] {
+                let filter = TimelineFilter {
+                    kind: Some(kind.into()),
+                    actor: Some("bot".into()),
+                    ..Default::default()
+                };
+                let want: Vec<u64> = all
+                    .iter()
+                    .filter(|e| e.kind == kind)
+                    .map(|e| e.seq)
+                    .collect();
+                let got: Vec<u64> = timeline_where(store, from, to, &filter)
+                    .unwrap()
+                    .iter()
+                    .map(|e| e.seq)
+                    .collect();
+                assert_eq!(got, want, "{backend}: kind {kind}");
+            }
+        };
+        check(&store);
+        let trade = timeline(&store, 20_000, 150_000)
+            .unwrap()
+            .into_iter()
+            .find(|e| e.kind == "TRADE")
+            .unwrap();
+        store.delete(&DeleteRequest::events([trade.seq])).unwrap();
+        check(&store);
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{:#?}", report.differences);
+    }
+}

@@ -36,16 +36,21 @@ pub enum Table {
     EventTime,
     /// Derived map of idempotency keys: key (UTF-8) -> seq (u64) of the event that carried it.
     Idempotency,
+    /// Derived episodic index: (facet byte `p` place / `a` actor / `k` kind, value length
+    /// (u16), value, event-time key) -> nothing, so a timeline of one place, actor or kind
+    /// reads only its own events.
+    EventFacet,
 }
 
 impl Table {
-    pub const ALL: [Table; 6] = [
+    pub const ALL: [Table; 7] = [
         Table::Meta,
         Table::Log,
         Table::Nodes,
         Table::Edges,
         Table::EventTime,
         Table::Idempotency,
+        Table::EventFacet,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,6 +61,7 @@ impl Table {
             Table::Edges => "edges",
             Table::EventTime => "event_time",
             Table::Idempotency => "idempotency",
+            Table::EventFacet => "event_facet",
         }
     }
 }

@@ -19,6 +19,7 @@ fn prefix(table: Table) -> u8 {
         Table::Edges => b'e',
         Table::EventTime => b't',
         Table::Idempotency => b'i',
+        Table::EventFacet => b'f',
     }
 }
 

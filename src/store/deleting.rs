@@ -110,8 +110,16 @@ impl Store {
             time_key(event.ts, seq).to_vec(),
             Vec::new(),
         );
+        for k in super::facet_keys(&event) {
+            batch.put(Table::EventFacet, k, Vec::new());
+        }
         for (s, ts) in &targets {
             batch.delete(Table::EventTime, time_key(*ts, *s).to_vec());
+            if let Some(ev) = self.raw_event(*s)? {
+                for k in super::facet_keys(&ev) {
+                    batch.delete(Table::EventFacet, k);
+                }
+            }
         }
         // The derived tables are rewritten whole: ids are renumbered by the replay.
         let node_key = |id: crate::model::NodeId| before.node(id).map(|n| n.key.clone());

@@ -46,7 +46,8 @@ const META_WM: &[u8] = b"working_memory";
 /// Version of the rules that derive nodes and edges from the log (`projection`). A store whose
 /// derived tables were made by other rules has them rebuilt from its log when it is opened.
 /// 2: node and edge salience derive from the events that assert them.
-pub const PROJECTION_VERSION: u32 = 2;
+/// 3: the episodic index (`event_facet`) exists.
+pub const PROJECTION_VERSION: u32 = 3;
 /// Events per projection chunk when replaying the log.
 const REPLAY_CHUNK: usize = 4096;
 
@@ -284,6 +285,51 @@ fn time_key(ts: i64, seq: u64) -> [u8; 16] {
     k
 }
 
+/// A facet of events the episodic index keys them by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Facet {
+    Place,
+    Actor,
+    Kind,
+}
+
+impl Facet {
+    fn byte(self) -> u8 {
+        match self {
+            Facet::Place => b'p',
+            Facet::Actor => b'a',
+            Facet::Kind => b'k',
+        }
+    }
+}
+
+/// The prefix of a facet value's keys in `event_facet`.
+fn facet_prefix(facet: Facet, value: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(3 + value.len() + 16);
+    k.push(facet.byte());
+    // Values are at most 1,024 bytes (keys, kinds): the length always fits.
+    k.extend_from_slice(&(value.len().min(u16::MAX as usize) as u16).to_be_bytes());
+    k.extend_from_slice(value.as_bytes());
+    k
+}
+
+/// The episodic index keys of an event: its place, actor and kind, each with its time key.
+fn facet_keys(ev: &Event) -> Vec<Vec<u8>> {
+    let time = time_key(ev.ts, ev.seq);
+    let mut keys = Vec::with_capacity(3);
+    let mut add = |facet: Facet, value: &str| {
+        let mut k = facet_prefix(facet, value);
+        k.extend_from_slice(&time);
+        keys.push(k);
+    };
+    if let Some(p) = &ev.place {
+        add(Facet::Place, p);
+    }
+    add(Facet::Actor, &ev.actor);
+    add(Facet::Kind, &ev.kind);
+    keys
+}
+
 impl Overlay {
     /// The backend records of this batch: log, time index, derived nodes and edges, counters.
     fn write_batch(&self) -> WriteBatch {
@@ -296,6 +342,11 @@ impl Overlay {
         for (seq, ts, bytes) in events {
             batch.put(Table::Log, seq.to_be_bytes().to_vec(), bytes);
             batch.put(Table::EventTime, time_key(ts, seq).to_vec(), Vec::new());
+        }
+        for e in &self.events {
+            for k in facet_keys(e) {
+                batch.put(Table::EventFacet, k, Vec::new());
+            }
         }
         for e in &self.events {
             if let Some(key) = &e.idempotency_key {
@@ -996,7 +1047,12 @@ impl Store {
     /// in one atomic batch, and records the rules' version. Node and edge ids and the
     /// counters come out as before, since they are assigned by the same replay.
     fn rebuild_derived(backend: &dyn Backend, dir: &Path) -> Result<()> {
-        let state = match replay_log(backend, |_, _| {})? {
+        let mut facets = Vec::new();
+        let state = match replay_log(backend, |ev, deleted| {
+            if !deleted {
+                facets.extend(facet_keys(ev));
+            }
+        })? {
             Ok(state) => state,
             Err(msg) => {
                 return Err(Error::Store {
@@ -1006,11 +1062,14 @@ impl Store {
             }
         };
         let mut batch = WriteBatch::default();
-        for table in [Table::Nodes, Table::Edges] {
+        for table in [Table::Nodes, Table::Edges, Table::EventFacet] {
             backend.scan(table, &[], None, &mut |k, _| {
                 batch.delete(table, k.to_vec());
                 Ok(true)
             })?;
+        }
+        for k in facets {
+            batch.put(Table::EventFacet, k, Vec::new());
         }
         for n in state.nodes.iter().flatten() {
             batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(n));
@@ -1592,6 +1651,32 @@ impl Store {
             })
     }
 
+    /// Events with the given place, actor or kind whose world time lies in `[from, to]`, in
+    /// time order, from the episodic index (only those events are read).
+    pub fn events_with(&self, facet: Facet, value: &str, from: i64, to: i64) -> Result<Vec<Event>> {
+        let prefix = facet_prefix(facet, value);
+        let mut start = prefix.clone();
+        start.extend_from_slice(&time_key(from, 0));
+        let mut end = prefix.clone();
+        end.extend_from_slice(&time_key(to, u64::MAX));
+        let mut seqs = Vec::new();
+        self.backend
+            .scan(Table::EventFacet, &start, None, &mut |k, _| {
+                if k > end.as_slice() || !k.starts_with(&prefix) {
+                    return Ok(false);
+                }
+                let seq = k
+                    .get(k.len().saturating_sub(8)..)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map(u64::from_be_bytes);
+                seqs.extend(seq);
+                Ok(true)
+            })?;
+        seqs.into_iter()
+            .filter_map(|s| self.event(s).transpose())
+            .collect()
+    }
+
     /// Events whose world time lies in `[from, to]`, in time order (ties by sequence).
     pub fn events_between(&self, from: i64, to: i64) -> Result<Vec<Event>> {
         let mut seqs = Vec::new();
@@ -1764,6 +1849,7 @@ impl Store {
         let mut report = VerifyReport::default();
         let mut expected_text: BTreeMap<u64, u64> = BTreeMap::new();
         let mut expected_times = Vec::new();
+        let mut expected_facets: Vec<Vec<u8>> = Vec::new();
         let mut expected_keys: BTreeMap<String, u64> = BTreeMap::new();
         let mut duplicate_keys = Vec::new();
         let replayed = replay_log(&*self.backend, |ev, deleted| {
@@ -1771,6 +1857,7 @@ impl Store {
                 let doc = TextDoc::for_event(ev);
                 expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
                 expected_times.push(time_key(ev.ts, ev.seq));
+                expected_facets.extend(facet_keys(ev));
             }
             if let Some(key) = &ev.idempotency_key {
                 if let Some(first) = expected_keys.insert(key.clone(), ev.seq) {
@@ -1886,6 +1973,22 @@ impl Store {
                 "event time index: {} entries stored, {} expected (or keys differ)",
                 stored_times.len(),
                 expected_times.len()
+            ));
+        }
+
+        let mut stored_facets = Vec::new();
+        self.backend
+            .scan(Table::EventFacet, &[], None, &mut |k, _| {
+                stored_facets.push(k.to_vec());
+                Ok(true)
+            })?;
+        expected_facets.sort_unstable();
+        expected_facets.dedup();
+        if stored_facets != expected_facets {
+            report.differ(format!(
+                "episodic index: {} entries stored, {} expected (or keys differ)",
+                stored_facets.len(),
+                expected_facets.len()
             ));
         }
 
