@@ -749,3 +749,94 @@ pub fn generate(config: &WorldConfig) -> World {
         truth,
     }
 }
+
+/// A world seen only through sightings (see `dynamics::places`), with what should emerge.
+#[derive(Clone, Debug)]
+pub struct SightingWorld {
+    /// `SIGHTING` events (and a few interactions), in time order.
+    pub events: Vec<EventDraft>,
+    /// True village centres `[x, z]`.
+    pub villages: Vec<[i32; 2]>,
+    /// Objects seen twice, or once and used: they must become places. `(object, block)`.
+    pub places: Vec<(String, [i32; 3])>,
+    /// Objects seen once and never used: they must not.
+    pub glimpses: Vec<(String, [i32; 3])>,
+}
+
+/// Villages of 3 to 5 beds and 1 to 3 workstations within 12 blocks of their centres, centres
+/// at least 300 blocks apart; lone chests and ores between them; every object sighted twice,
+/// or once and then slept in (a bed), and a few things glimpsed only once.
+pub fn sighting_world(seed: u64, villages: usize) -> SightingWorld {
+    let mut rng = Rng::new(seed ^ 0x5157);
+    let mut out = SightingWorld {
+        events: Vec::new(),
+        villages: Vec::new(),
+        places: Vec::new(),
+        glimpses: Vec::new(),
+    };
+    let mut objects: Vec<(String, [i32; 3])> = Vec::new();
+    for v in 0..villages {
+        let centre = [
+            v as i32 * 400 + rng.below(60) as i32,
+            rng.below(400) as i32 - 200,
+        ];
+        out.villages.push(centre);
+        let near = |rng: &mut Rng| {
+            [
+                centre[0] + rng.below(17) as i32 - 8,
+                64,
+                centre[1] + rng.below(17) as i32 - 8,
+            ]
+        };
+        for _ in 0..3 + rng.below(3) {
+            objects.push(("bed".into(), near(&mut rng)));
+        }
+        for _ in 0..1 + rng.below(3) {
+            objects.push(("workstation".into(), near(&mut rng)));
+        }
+        // Between villages: a chest and an ore, far from any bed.
+        objects.push(("chest".into(), [centre[0] + 200, 64, centre[1]]));
+        objects.push(("ore".into(), [centre[0] + 200, 20, centre[1] + 60]));
+    }
+    objects.sort();
+    objects.dedup_by(|a, b| a.1 == b.1);
+    let mut ts = 0;
+    let sight = |ts: i64, object: &str, block: [i32; 3], events: &mut Vec<EventDraft>| {
+        let mut e = EventDraft::new(ts, BOT, crate::dynamics::places::SIGHTING);
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("object".to_string(), Value::from(object));
+        e.payload = Value::Map(m);
+        e.anchor = Some(Anchor {
+            cx: block[0].div_euclid(16),
+            cz: block[2].div_euclid(16),
+            block: Some(block),
+        });
+        events.push(e);
+    };
+    for (object, block) in &objects {
+        ts += 50;
+        sight(ts, object, *block, &mut out.events);
+        if object == "bed" && rng.chance(0.3) {
+            // Slept in it instead of seeing it again.
+            ts += 50;
+            let mut e = EventDraft::new(ts, BOT, kinds::SLEEP);
+            e.anchor = Some(Anchor {
+                cx: block[0].div_euclid(16),
+                cz: block[2].div_euclid(16),
+                block: Some(*block),
+            });
+            out.events.push(e);
+        } else {
+            ts += 50;
+            sight(ts, object, *block, &mut out.events);
+        }
+        out.places.push((object.clone(), *block));
+    }
+    for i in 0..villages.max(1) * 2 {
+        let block = [i as i32 * 173 + 90, 70, 500 + rng.below(100) as i32];
+        ts += 50;
+        sight(ts, "chest", block, &mut out.events);
+        out.glimpses.push(("chest".into(), block));
+    }
+    out
+}

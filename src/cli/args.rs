@@ -70,6 +70,9 @@ pub enum Command {
     /// Show or change working memory: observations, mainline, intent, subgoals, threats,
     /// promises (each change is an event).
     Wm(WmArgs),
+    /// Turn SIGHTING events into places (second sighting or an interaction) and villages
+    /// (clusters of beds and workstations).
+    Emerge(EmergeArgs),
     /// Full-text search over nodes and events.
     Search(SearchArgs),
     /// Nodes within N hops of a node (by key, or the best name match).
@@ -202,6 +205,14 @@ pub struct WmArgs {
     /// Who makes the change.
     #[arg(long, default_value = "agent")]
     pub actor: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct EmergeArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
     #[arg(long)]
     pub json: bool,
 }

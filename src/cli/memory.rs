@@ -1,5 +1,5 @@
 //! Commands that change what the memory holds over time: `consolidate`, `forget`, `delete`,
-//! `compact`, `wm`.
+//! `compact`, `wm`, `emerge`.
 
 use anyhow::Result;
 
@@ -8,7 +8,7 @@ use loci::dynamics::forget::{self as forgetting, ForgetOptions};
 use loci::dynamics::working::WmOp;
 use loci::DeleteRequest;
 
-use super::args::{CompactArgs, ConsolidateArgs, DeleteArgs, ForgetArgs, WmArgs};
+use super::args::{CompactArgs, ConsolidateArgs, DeleteArgs, EmergeArgs, ForgetArgs, WmArgs};
 use super::exit::fail;
 use super::exit::Code;
 use super::open;
@@ -220,6 +220,28 @@ pub fn working_memory(a: WmArgs) -> Result<Code> {
     );
     for h in &wm.observations {
         outln!("  [event {} at t={}] {}", h.seq, h.ts, h.text);
+    }
+    Ok(Code::Ok)
+}
+
+/// `emerge`: places and villages from sightings.
+pub fn emerge(a: EmergeArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let r = loci::dynamics::places::emerge(&s, &loci::dynamics::places::EmergePolicy::default())?;
+    if a.json {
+        print_json(&r)?;
+    } else {
+        outln!(
+            "{} candidates seen; {} new places and {} new villages{}",
+            r.candidates,
+            r.places,
+            r.villages,
+            if r.seq > 0 {
+                format!(" (event {})", r.seq)
+            } else {
+                String::new()
+            }
+        );
     }
     Ok(Code::Ok)
 }

@@ -110,6 +110,7 @@ fn run(cli: Cli) -> Result<Code> {
         Command::Consolidate(a) => memory::consolidate(a),
         Command::Forget(a) => memory::forget(a),
         Command::Wm(a) => memory::working_memory(a),
+        Command::Emerge(a) => memory::emerge(a),
         Command::Search(a) => read::search(a),
         Command::Neighbors(a) => read::neighbors(a),
         Command::Query(a) => read::query(a),

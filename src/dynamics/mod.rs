@@ -18,6 +18,7 @@ pub mod consolidate;
 pub mod decay;
 pub mod deletion;
 pub mod forget;
+pub mod places;
 pub mod salience;
 pub mod working;
 

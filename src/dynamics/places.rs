@@ -1,0 +1,279 @@
+//! Places that emerge from sightings.
+//!
+//! An agent does not get its places handed to it: it sees a bed here, a chest there. A
+//! `SIGHTING` event (payload `{"object": "bed" | "chest" | "workstation" | "ore" | "portal" |
+//! "villager", "name"?: ...}` and an anchor with the exact block) makes a place *candidate* at
+//! that block; the candidate becomes a Place node after a second sighting, or after one
+//! sighting and an interaction there (any other event anchored at the same block: sleeping in
+//! the bed, opening the chest). A villager becomes an NPC node the same way.
+//!
+//! Villages are inferred: emerged beds and workstations closer than
+//! [`EmergePolicy::link_distance`] blocks (horizontally) to one another form clusters (single
+//! linkage), and a cluster with at least [`EmergePolicy::min_beds`] beds and one workstation
+//! becomes a Village node at its centroid, with its radius, and `LOCATED_IN` edges from its
+//! members.
+//!
+//! [`emerge`] writes what is new as one `PLACES` event, so it is replayed like everything
+//! else; running it again with no new sightings writes nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::model::{
+    labels, relations, Anchor, Assertion, EdgeUpsert, EventDraft, NodeUpsert, Value,
+};
+use crate::store::Store;
+
+/// Kind of a sighting event.
+pub const SIGHTING: &str = "SIGHTING";
+/// Kind of the event that records emerged places.
+pub const PLACES: &str = "PLACES";
+
+/// Thresholds of emergence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmergePolicy {
+    /// Sightings that make a place (an interaction stands in for one).
+    pub sightings: usize,
+    /// Beds and workstations closer than this (blocks, horizontally) belong together.
+    pub link_distance: f64,
+    /// Beds a cluster needs to be a village (and one workstation).
+    pub min_beds: usize,
+}
+
+impl Default for EmergePolicy {
+    fn default() -> Self {
+        EmergePolicy {
+            sightings: 2,
+            link_distance: 24.0,
+            min_beds: 2,
+        }
+    }
+}
+
+/// What [`emerge`] wrote.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EmergeReport {
+    pub candidates: usize,
+    pub places: usize,
+    pub villages: usize,
+    /// Sequence number of the `PLACES` event (0 when nothing new emerged).
+    pub seq: u64,
+}
+
+/// A place candidate: an object seen at one block.
+#[derive(Clone, Debug)]
+struct Candidate {
+    object: String,
+    name: Option<String>,
+    block: [i32; 3],
+    sightings: usize,
+    interactions: usize,
+}
+
+/// The key of the node a candidate becomes.
+pub fn place_key(object: &str, block: [i32; 3]) -> String {
+    format!("seen:{object}:{}:{}:{}", block[0], block[1], block[2])
+}
+
+fn anchor_of(block: [i32; 3]) -> Anchor {
+    Anchor {
+        cx: block[0].div_euclid(16),
+        cz: block[2].div_euclid(16),
+        block: Some(block),
+    }
+}
+
+/// Turns sightings into places and villages (see the module documentation).
+pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
+    let mut candidates: BTreeMap<(String, [i32; 3]), Candidate> = BTreeMap::new();
+    for ev in store.events_of_kind(SIGHTING)? {
+        let Some(block) = ev.anchor.and_then(|a| a.block) else {
+            continue;
+        };
+        let Value::Map(m) = &ev.payload else { continue };
+        let Some(object) = m.get("object").and_then(Value::as_str) else {
+            continue;
+        };
+        let c = candidates
+            .entry((object.to_string(), block))
+            .or_insert_with(|| Candidate {
+                object: object.to_string(),
+                name: None,
+                block,
+                sightings: 0,
+                interactions: 0,
+            });
+        c.sightings += 1;
+        if c.name.is_none() {
+            c.name = m.get("name").and_then(Value::as_str).map(str::to_string);
+        }
+    }
+    // Interactions: any other event anchored at a candidate's block.
+    let blocks: BTreeSet<[i32; 3]> = candidates.keys().map(|k| k.1).collect();
+    store.scan_log(1, |ev| {
+        if ev.kind != SIGHTING && ev.kind != PLACES {
+            if let Some(b) = ev
+                .anchor
+                .and_then(|a| a.block)
+                .filter(|b| blocks.contains(b))
+            {
+                for c in candidates.values_mut().filter(|c| c.block == b) {
+                    c.interactions += 1;
+                }
+            }
+        }
+        Ok(true)
+    })?;
+    let mut report = EmergeReport {
+        candidates: candidates.len(),
+        ..EmergeReport::default()
+    };
+    let emerged: Vec<&Candidate> = candidates
+        .values()
+        .filter(|c| c.sightings + c.interactions.min(1) >= policy.sightings)
+        .collect();
+    let mut assertions = Vec::new();
+    for c in &emerged {
+        let key = place_key(&c.object, c.block);
+        if store.node_by_key(&key).is_some() {
+            continue;
+        }
+        let label = if c.object == "villager" {
+            labels::NPC
+        } else {
+            labels::PLACE
+        };
+        let mut props = BTreeMap::new();
+        props.insert("type".to_string(), Value::from(c.object.as_str()));
+        assertions.push(Assertion::UpsertNode(NodeUpsert {
+            key,
+            label: Some(label.to_string()),
+            name: Some(c.name.clone().unwrap_or_else(|| {
+                format!(
+                    "{} at {} {} {}",
+                    c.object, c.block[0], c.block[1], c.block[2]
+                )
+            })),
+            props,
+            anchor: Some(anchor_of(c.block)),
+            ..NodeUpsert::default()
+        }));
+        report.places += 1;
+    }
+    for village in villages(&emerged, policy) {
+        let key = format!("seen:village:{}:{}", village.centre[0], village.centre[1]);
+        if store.node_by_key(&key).is_some() {
+            continue;
+        }
+        let mut props = BTreeMap::new();
+        props.insert("type".to_string(), Value::from("village"));
+        props.insert("radius".to_string(), Value::Float(village.radius));
+        assertions.push(Assertion::UpsertNode(NodeUpsert {
+            key: key.clone(),
+            label: Some(labels::PLACE.to_string()),
+            name: Some(format!(
+                "village at {} {}",
+                village.centre[0], village.centre[1]
+            )),
+            props,
+            anchor: Some(Anchor {
+                cx: village.centre[0].div_euclid(16),
+                cz: village.centre[1].div_euclid(16),
+                block: None,
+            }),
+            ..NodeUpsert::default()
+        }));
+        for member in village.members {
+            assertions.push(Assertion::UpsertEdge(EdgeUpsert {
+                from: member,
+                relation: relations::LOCATED_IN.to_string(),
+                to: key.clone(),
+                ..EdgeUpsert::default()
+            }));
+        }
+        report.villages += 1;
+    }
+    if assertions.is_empty() {
+        return Ok(report);
+    }
+    let ts = store.latest_event_time()?.unwrap_or(0);
+    let mut draft = EventDraft::new(ts, "loci", PLACES);
+    draft.assertions = assertions;
+    draft.salience = Some(0.5);
+    report.seq = store.ingest(vec![draft])?.last_seq;
+    Ok(report)
+}
+
+/// A village found by clustering.
+struct Village {
+    centre: [i32; 2],
+    radius: f64,
+    members: Vec<String>,
+}
+
+/// Single-linkage clusters of emerged beds and workstations that hold enough of both.
+fn villages(emerged: &[&Candidate], policy: &EmergePolicy) -> Vec<Village> {
+    let parts: Vec<&&Candidate> = emerged
+        .iter()
+        .filter(|c| c.object == "bed" || c.object == "workstation")
+        .collect();
+    let n = parts.len();
+    // Union-find over pairs closer than the link distance (n is small: places one agent saw).
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let dist = |a: &Candidate, b: &Candidate| {
+        let dx = (a.block[0] - b.block[0]) as f64;
+        let dz = (a.block[2] - b.block[2]) as f64;
+        (dx * dx + dz * dz).sqrt()
+    };
+    for i in 0..n {
+        for j in i + 1..n {
+            if dist(parts[i], parts[j]) <= policy.link_distance {
+                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    let mut clusters: BTreeMap<usize, Vec<&Candidate>> = BTreeMap::new();
+    for (i, part) in parts.iter().enumerate() {
+        let r = root(&mut parent, i);
+        clusters.entry(r).or_default().push(part);
+    }
+    clusters
+        .into_values()
+        .filter(|members| {
+            members.iter().filter(|c| c.object == "bed").count() >= policy.min_beds
+                && members.iter().any(|c| c.object == "workstation")
+        })
+        .map(|members| {
+            let k = members.len() as f64;
+            let cx = members.iter().map(|c| c.block[0] as f64).sum::<f64>() / k;
+            let cz = members.iter().map(|c| c.block[2] as f64).sum::<f64>() / k;
+            let radius = members
+                .iter()
+                .map(|c| {
+                    let dx = c.block[0] as f64 - cx;
+                    let dz = c.block[2] as f64 - cz;
+                    (dx * dx + dz * dz).sqrt()
+                })
+                .fold(0.0, f64::max);
+            Village {
+                centre: [cx.round() as i32, cz.round() as i32],
+                radius: (radius * 10.0).round() / 10.0,
+                members: members
+                    .iter()
+                    .map(|c| place_key(&c.object, c.block))
+                    .collect(),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,59 @@
+//! Places that emerge from sightings, against the sighting world's ground truth: every object
+//! seen twice (or seen and used) becomes a place, nothing glimpsed once does, and the villages
+//! found are the true ones.
+
+use loci::dynamics::places::{emerge, place_key, EmergePolicy};
+use loci::world::sighting_world;
+use loci::{BackendKind, Store};
+
+#[test]
+fn places_and_villages_emerge_from_sightings_as_the_ground_truth_says() {
+    for (seed, backend) in [
+        (1, BackendKind::Redb),
+        (2, BackendKind::Sled),
+        (3, BackendKind::Redb),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let w = sighting_world(seed, 4);
+        store.ingest(w.events.clone()).unwrap();
+        let r = emerge(&store, &EmergePolicy::default()).unwrap();
+        assert_eq!(r.places, w.places.len(), "seed {seed}");
+        for (object, block) in &w.places {
+            let n = store
+                .node_by_key(&place_key(object, *block))
+                .unwrap_or_else(|| panic!("seed {seed}: {object} at {block:?} did not emerge"));
+            assert_eq!(n.anchor.and_then(|a| a.block), Some(*block));
+        }
+        for (object, block) in &w.glimpses {
+            assert!(store.node_by_key(&place_key(object, *block)).is_none());
+        }
+        // Villages: one per true centre, each found within the village's spread.
+        assert_eq!(r.villages, w.villages.len(), "seed {seed}");
+        let found: Vec<loci::Node> = store
+            .graph()
+            .nodes()
+            .filter(|n| n.key.starts_with("seen:village:"))
+            .cloned()
+            .collect();
+        for centre in &w.villages {
+            let near = found.iter().any(|v| {
+                let a = v.anchor.unwrap();
+                let (x, z) = (a.cx * 16, a.cz * 16);
+                (x - centre[0]).abs() <= 24 && (z - centre[1]).abs() <= 24
+            });
+            assert!(near, "seed {seed}: no village near {centre:?}");
+        }
+        for v in &found {
+            let members = store
+                .neighbors(v.id, 1, &loci::ExpandOptions::default())
+                .len();
+            assert!(members >= 3, "{}: {members} members", v.key);
+        }
+        // Again: nothing new.
+        let again = emerge(&store, &EmergePolicy::default()).unwrap();
+        assert_eq!((again.places, again.villages, again.seq), (0, 0, 0));
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{:#?}", report.differences);
+    }
+}
