@@ -266,3 +266,24 @@ fn a_caller_can_plug_in_its_own_summariser() {
         );
     }
 }
+
+/// Events at the ends of the i64 time range are consolidated (or left open) without overflow.
+#[test]
+fn consolidation_at_extreme_times_does_not_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let events = [i64::MIN, i64::MIN + 5, -1, 0, i64::MAX - 5, i64::MAX]
+        .into_iter()
+        .map(|ts| EventDraft::new(ts, "bot", "OBSERVATION"))
+        .collect();
+    store.ingest(events).unwrap();
+    let r = run(&store);
+    assert!(r.days >= 2, "{r:?}");
+    let tiny = ConsolidateOptions::default().with_policy(consolidate::ConsolidationPolicy {
+        day: 1,
+        week_days: 366,
+        episode_gap: 1,
+    });
+    consolidate::consolidate(&store, &RuleSummarizer, &tiny).unwrap();
+    assert_verifies(&store);
+}

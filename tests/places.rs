@@ -57,3 +57,37 @@ fn places_and_villages_emerge_from_sightings_as_the_ground_truth_says() {
         assert!(report.ok(), "{:#?}", report.differences);
     }
 }
+
+/// Sightings at the far corners of the i32 block range are still distances, not overflows.
+#[test]
+fn sightings_at_extreme_blocks_do_not_overflow() {
+    use loci::model::{Anchor, EventDraft, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut events = Vec::new();
+    for (i, (object, x)) in [
+        ("bed", i32::MIN),
+        ("bed", i32::MAX),
+        ("workstation", i32::MAX - 1),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for k in 0..2 {
+            let mut e = EventDraft::new(i64::MAX - 10 + (2 * i + k) as i64, "bot", "SIGHTING");
+            let mut m = std::collections::BTreeMap::new();
+            m.insert("object".to_string(), Value::from(object));
+            e.payload = Value::Map(m);
+            e.anchor = Some(Anchor {
+                cx: 0,
+                cz: 0,
+                block: Some([x, 0, x]),
+            });
+            events.push(e);
+        }
+    }
+    store.ingest(events).unwrap();
+    let r = emerge(&store, &EmergePolicy::default()).unwrap();
+    assert_eq!(r.places, 3);
+    assert_eq!(r.villages, 0, "{r:?}");
+}

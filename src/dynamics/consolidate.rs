@@ -699,7 +699,9 @@ pub fn consolidate(
         let first_day = week.saturating_mul(policy.week_days);
         let range = (
             policy.day_range(first_day).0,
-            policy.day_range(first_day + policy.week_days - 1).1,
+            policy
+                .day_range(first_day.saturating_add(policy.week_days - 1))
+                .1,
         );
         let previous = latest.get(&(Level::Week, range.0)).map(|s| s.seq);
         if range.1 >= now || (previous.is_some() && !changed_weeks.contains(&week)) {

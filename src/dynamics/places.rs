@@ -230,9 +230,10 @@ fn villages(emerged: &[&Candidate], policy: &EmergePolicy) -> Vec<Village> {
         }
         i
     }
+    // In f64: two blocks at the ends of the i32 range are further apart than an i32 holds.
     let dist = |a: &Candidate, b: &Candidate| {
-        let dx = (a.block[0] - b.block[0]) as f64;
-        let dz = (a.block[2] - b.block[2]) as f64;
+        let dx = a.block[0] as f64 - b.block[0] as f64;
+        let dz = a.block[2] as f64 - b.block[2] as f64;
         (dx * dx + dz * dz).sqrt()
     };
     for i in 0..n {
