@@ -1114,3 +1114,46 @@ fn ingest_reads_standard_input_as_dash() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("<stdin>:1: kind:"));
 }
+
+/// The memory commands end to end: a sighting world emerges, a day world is consolidated,
+/// forgotten within a budget, an event deleted and compacted, working memory changed, the past
+/// looked at, and the store still verifies.
+#[test]
+fn memory_commands_work_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let s = p(&store);
+    let sightings = tmp.path().join("s.jsonl");
+    let days = tmp.path().join("w.jsonl");
+    ok(&["init", "--store", s]);
+    ok(&["world", "--sightings", "3", "--out", p(&sightings)]);
+    ok(&["world", "--days", "20", "--out", p(&days)]);
+    ok(&["ingest", "--store", s, p(&sightings)]);
+    let e = json(&["emerge", "--store", s, "--json"]);
+    assert_eq!(e["villages"], 3);
+    ok(&["ingest", "--store", s, p(&days)]);
+    let c = json(&["consolidate", "--store", s, "--json"]);
+    assert!(c["report"]["days"].as_u64().unwrap() >= 19, "{c}");
+    let f = json(&["forget", "--store", s, "--budget", "60", "--json"]);
+    assert!(f["forget"]["events_after"].as_u64().unwrap() <= 60, "{f}");
+    assert!(ok(&["wm", "--store", s, "intent", "find", "iron"]).contains("intent    find iron"));
+    // The working-memory change is the last event.
+    let last = json(&["stats", "--store", s, "--json"])["events"]
+        .as_u64()
+        .unwrap();
+    let d = json(&[
+        "delete",
+        "--store",
+        s,
+        "--event",
+        &last.to_string(),
+        "--json",
+    ]);
+    assert_eq!(d["deleted"][0], last);
+    assert!(ok(&["wm", "--store", s]).contains("intent    -"));
+    ok(&["compact", "--store", s]);
+    assert!(ok(&["replay", "--store", s, "--until", "5"]).starts_with("as of event 5"));
+    assert!(ok(&["replay", "--store", s, "--verify"]).contains("OK: live state equals replay"));
+    let bad = loci(&["wm", "--store", s, "capacity", "lots"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -387,6 +387,10 @@ pub struct WorldArgs {
     pub out: PathBuf,
     #[arg(long)]
     pub answers: Option<PathBuf>,
+    /// Write a world seen only through SIGHTING events, with this many villages (1 to 1,000),
+    /// for `loci emerge`; its answers are the true villages and places.
+    #[arg(long, value_name = "VILLAGES", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub sightings: Option<u32>,
 }
 
 #[derive(Args)]

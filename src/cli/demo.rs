@@ -18,6 +18,25 @@ use super::exit::Code;
 use super::output::{block, errln, list, outln, print_json};
 
 pub fn world(a: WorldArgs) -> Result<Code> {
+    if let Some(villages) = a.sightings {
+        let w = world::sighting_world(a.seed, villages as usize);
+        write_events(&a.out, &w.events)?;
+        if let Some(path) = a.answers {
+            let truth = serde_json::json!({
+                "villages": w.villages,
+                "places": w.places,
+                "glimpses": w.glimpses,
+            });
+            std::fs::write(&path, serde_json::to_string_pretty(&truth)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        outln!(
+            "wrote {} events (sightings) to {}",
+            w.events.len(),
+            a.out.display()
+        );
+        return Ok(Code::Ok);
+    }
     let w = world::generate(&WorldConfig {
         seed: a.seed,
         scale: a.scale,
