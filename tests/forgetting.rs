@@ -219,3 +219,29 @@ fn last_death_names_what_was_dropped_after_consolidation_and_forgetting() {
     expected.sort();
     assert_eq!(dropped, expected);
 }
+
+/// `loci bench world` on a short run: forgetting holds the post-warm-up size, both stores
+/// verify, and the planner still answers the seed and two-hop questions.
+#[test]
+fn the_world_benchmark_holds_its_budget_and_its_answers() {
+    let r = loci::bench::run_world_bench(&loci::bench::WorldBenchConfig {
+        seed: 42,
+        scale: 1,
+        days: 20,
+        backend: BackendKind::Redb,
+    })
+    .unwrap();
+    assert!(r.verify_ok);
+    assert_eq!(r.growth.warmup_days, 2);
+    assert!(
+        r.growth.events_end_forgetting <= r.growth.events_after_warmup,
+        "{:?}",
+        r.growth
+    );
+    assert!(r.growth.events_end_keeping > r.growth.events_end_forgetting);
+    assert_eq!(r.place_recall_at_5_keeping, 1.0, "{:?}", r.place_questions);
+    assert!(r.multihop_questions > 10);
+    assert!(r.multihop_f1.unwrap() >= 0.95, "{:?}", r.multihop_f1);
+    assert_eq!(r.episodic_coverage_keeping, 1.0);
+    assert_eq!(r.consolidate_ms.days, 20);
+}

@@ -17,8 +17,10 @@
 //!   including its durable commit;
 //! - `replay_events_per_s`: `replay --verify` on the store that keeps everything.
 //!
-//! `multihop_f1` (templated multi-hop questions over the world's graph) is not measured yet and
-//! is reported as `null`.
+//! - `multihop_f1`: templated two-hop questions over the world's graph ("in which region is
+//!   the place where villager V lives", "what do the villagers of place P offer"), expected
+//!   answers read from the store that keeps everything by walking its adjacency, answers from
+//!   the store that forgets through the planner language; mean set F1.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -86,6 +88,7 @@ pub struct WorldBenchReport {
     /// Question -> answered (forgetting store).
     pub place_questions: BTreeMap<String, bool>,
     pub multihop_f1: Option<f64>,
+    pub multihop_questions: usize,
     pub episodic_coverage: f64,
     /// The same on the store that keeps everything.
     pub episodic_coverage_keeping: f64,
@@ -194,6 +197,9 @@ pub fn run_world_bench(config: &WorldBenchConfig) -> Result<WorldBenchReport> {
     report.place_recall_at_5 = share(&answers);
     report.place_questions = answers;
     report.place_recall_at_5_keeping = share(&place_questions(&keeping, &w.truth)?);
+    let (f1, questions) = multihop(&keeping, &forgetting)?;
+    report.multihop_f1 = Some(f1);
+    report.multihop_questions = questions;
     let (covered_k, key_k) = episodic_coverage(&keeping)?;
     report.episodic_coverage_keeping = covered_k as f64 / key_k.max(1) as f64;
     let (stale, reseen) = staleness(&keeping)?;
@@ -247,6 +253,82 @@ fn place_questions(store: &Store, truth: &GroundTruth) -> Result<BTreeMap<String
         }),
     );
     Ok(out)
+}
+
+/// Mean set F1 of the templated two-hop questions (see the module documentation).
+fn multihop(truth: &Store, asked: &Store) -> Result<(f64, usize)> {
+    use std::collections::BTreeSet;
+    let mut questions: Vec<(String, BTreeSet<String>)> = Vec::new();
+    {
+        let g = truth.graph();
+        let located = g.relation_id(crate::model::relations::LOCATED_IN);
+        let offers = g.relation_id(crate::model::relations::OFFERS);
+        // One pass over the edges: out-neighbours by (node, relation).
+        let mut outs: std::collections::HashMap<(u32, u32), Vec<crate::model::NodeId>> =
+            std::collections::HashMap::new();
+        for (_, c) in g.edges() {
+            outs.entry((c.from.0, c.relation)).or_default().push(c.to);
+        }
+        let out = |n: crate::model::NodeId, rel: Option<u32>| -> Vec<crate::model::NodeId> {
+            rel.and_then(|r| outs.get(&(n.0, r)).cloned())
+                .unwrap_or_default()
+        };
+        let key = |n: crate::model::NodeId| g.node(n).map(|x| x.key.clone()).unwrap_or_default();
+        let npcs: Vec<_> = g
+            .nodes()
+            .filter(|n| n.label == crate::model::labels::NPC)
+            .collect();
+        for npc in &npcs {
+            let regions: BTreeSet<String> = out(npc.id, located)
+                .into_iter()
+                .flat_map(|p| out(p, located))
+                .map(key)
+                .collect();
+            if !regions.is_empty() {
+                let q = format!(
+                    "MATCH (n {{key: '{}'}})-[:LOCATED_IN]->(p)-[:LOCATED_IN]->(r) RETURN r.key",
+                    npc.key
+                );
+                questions.push((q, regions));
+            }
+        }
+        let mut places: BTreeSet<crate::model::NodeId> = BTreeSet::new();
+        for npc in &npcs {
+            places.extend(out(npc.id, located));
+        }
+        for place in places {
+            let items: BTreeSet<String> = npcs
+                .iter()
+                .filter(|v| out(v.id, located).contains(&place))
+                .flat_map(|v| out(v.id, offers))
+                .map(key)
+                .collect();
+            if !items.is_empty() {
+                let q = format!(
+                    "MATCH (i)<-[:OFFERS]-(v)-[:LOCATED_IN]->(p {{key: '{}'}}) RETURN i.key",
+                    key(place)
+                );
+                questions.push((q, items));
+            }
+        }
+    }
+    let mut total = 0.0;
+    for (q, expected) in &questions {
+        let got: BTreeSet<String> = match crate::query::run(asked, q, &Default::default()) {
+            Ok(r) => r
+                .rows
+                .iter()
+                .filter_map(|row| row.first().and_then(|v| v.as_str()).map(str::to_string))
+                .collect(),
+            Err(_) => BTreeSet::new(),
+        };
+        let hit = got.intersection(expected).count() as f64;
+        if hit > 0.0 {
+            let (p, r) = (hit / got.len() as f64, hit / expected.len() as f64);
+            total += 2.0 * p * r / (p + r);
+        }
+    }
+    Ok((total / questions.len().max(1) as f64, questions.len()))
 }
 
 /// Key events of closed days, and how many of them the live summaries of their period name.
