@@ -115,11 +115,6 @@ fn by_day(events: Vec<EventDraft>) -> Vec<Vec<EventDraft>> {
     days
 }
 
-fn held(store: &Store) -> u64 {
-    let s = store.stats();
-    s.events.saturating_sub(s.events_deleted)
-}
-
 /// Runs the benchmark in temporary stores.
 pub fn run_world_bench(config: &WorldBenchConfig) -> Result<WorldBenchReport> {
     let w = world::generate(&WorldConfig {
@@ -159,15 +154,15 @@ pub fn run_world_bench(config: &WorldBenchConfig) -> Result<WorldBenchReport> {
         }
         consolidate::consolidate(&keeping, &RuleSummarizer, &options)?;
         if d as u32 + 1 == warmup {
-            budget = Some(held(&forgetting));
-            report.growth.events_after_warmup = held(&forgetting);
+            budget = Some(forgetting.events_held());
+            report.growth.events_after_warmup = forgetting.events_held();
             report.growth.bytes_after_warmup = forgetting.disk_bytes();
         } else if let Some(b) = budget {
             let f = forget::forget(&forgetting, &ForgetOptions::with_budget(b))?;
             report.growth.events_evicted += f.evicted;
         }
     }
-    report.growth.events_end_forgetting = held(&forgetting);
+    report.growth.events_end_forgetting = forgetting.events_held();
     report.growth.bytes_end_forgetting = forgetting.disk_bytes();
     // Before the compaction, which leaves only tombstones of what was forgotten.
     let (covered, key) = episodic_coverage(&forgetting)?;
@@ -175,7 +170,7 @@ pub fn run_world_bench(config: &WorldBenchConfig) -> Result<WorldBenchReport> {
     report.key_events = key;
     let (forgetting, _) = forgetting.compact()?;
     report.growth.bytes_end_forgetting_compacted = forgetting.disk_bytes();
-    report.growth.events_end_keeping = held(&keeping);
+    report.growth.events_end_keeping = keeping.events_held();
     report.growth.bytes_end_keeping = keeping.disk_bytes();
     report.growth.events_ratio_forgetting = report.growth.events_end_forgetting as f64
         / report.growth.events_after_warmup.max(1) as f64;

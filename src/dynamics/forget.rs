@@ -106,12 +106,6 @@ pub struct ForgetReport {
     pub seq: u64,
 }
 
-/// Events the store holds now (not deleted).
-fn held(store: &Store) -> u64 {
-    let s = store.stats();
-    s.events.saturating_sub(s.events_deleted)
-}
-
 /// Evicts the lowest-retention evictable events until the store holds at most `budget`
 /// events (the deletion event included), or nothing evictable is left.
 pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
@@ -122,7 +116,7 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
         });
     }
     let mut report = ForgetReport {
-        events_before: held(store),
+        events_before: store.events_held(),
         bytes_before: store.disk_bytes(),
         ..ForgetReport::default()
     };
@@ -171,7 +165,7 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     let deletion = store.delete_for(&DeleteRequest::events(chosen), Reason::Forget)?;
     report.evicted = deletion.deleted.len();
     report.seq = deletion.seq;
-    report.events_after = held(store);
+    report.events_after = store.events_held();
     report.bytes_after = store.disk_bytes();
     Ok(report)
 }

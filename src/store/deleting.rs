@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::{
-    dir_size, encode, now_ms, read_manifest, replay_excluding, time_key, Store, META_COUNTERS,
-    META_DELETED,
+    dir_size, encode, now_ms, read_manifest, replay_excluding, seq_of_key, time_key, Store,
+    META_COUNTERS, META_DELETED,
 };
 use crate::codec::{decode_edge, decode_event};
 use crate::dynamics::deletion::{
@@ -104,15 +104,7 @@ impl Store {
             ..DeleteReport::default()
         };
         let mut batch = WriteBatch::default();
-        batch.put(Table::Log, seq.to_be_bytes().to_vec(), encode(&event));
-        batch.put(
-            Table::EventTime,
-            time_key(event.ts, seq).to_vec(),
-            Vec::new(),
-        );
-        for k in super::facet_keys(&event) {
-            batch.put(Table::EventFacet, k, Vec::new());
-        }
+        super::put_event_records(&mut batch, &event, encode(&event));
         for (s, ts) in &targets {
             batch.delete(Table::EventTime, time_key(*ts, *s).to_vec());
             if let Some(ev) = self.raw_event(*s)? {
@@ -255,7 +247,7 @@ impl Store {
         if !request.nodes.is_empty() {
             self.backend
                 .scan(Table::Log, &1u64.to_be_bytes(), None, &mut |k, v| {
-                    let seq = k.try_into().map(u64::from_be_bytes).unwrap_or(0);
+                    let seq = seq_of_key(k);
                     if state.deleted.contains(&seq) {
                         return Ok(true);
                     }
@@ -301,7 +293,7 @@ impl Store {
                 self.backend.scan(table, &[], None, &mut |k, v| {
                     let mut value = v.to_vec();
                     if table == Table::Log {
-                        let seq = k.try_into().map(u64::from_be_bytes).unwrap_or(0);
+                        let seq = seq_of_key(k);
                         if deleted.contains(&seq) {
                             let ev = decode_event(Table::Log.name(), v)?;
                             if ev.kind != deletion::TOMBSTONE {

@@ -266,6 +266,32 @@ fn refuse_reserved_kinds(drafts: &[EventDraft]) -> Result<()> {
     }
 }
 
+/// A derived record of the meta table, or its default when the store has none yet (a store
+/// made before the record existed, where the default is what its log implies).
+fn read_meta<T: serde::de::DeserializeOwned + Default>(
+    backend: &dyn Backend,
+    key: &[u8],
+) -> Result<T> {
+    Ok(backend
+        .get(Table::Meta, key)?
+        .map(|v| decode("meta", &v))
+        .transpose()?
+        .unwrap_or_default())
+}
+
+/// The deleted set of the meta table.
+fn read_deleted(backend: &dyn Backend) -> Result<BTreeSet<u64>> {
+    Ok(read_meta::<Vec<u64>>(backend, META_DELETED)?
+        .into_iter()
+        .collect())
+}
+
+/// The sequence number of a `log` key (big-endian u64; 0 for a key of another length, which
+/// no log record has).
+fn seq_of_key(k: &[u8]) -> u64 {
+    k.try_into().map(u64::from_be_bytes).unwrap_or(0)
+}
+
 /// The deleted set as stored in the meta table.
 fn deleted_list(state: &State) -> Vec<u64> {
     state.deleted.iter().copied().collect()
@@ -283,6 +309,24 @@ fn time_key(ts: i64, seq: u64) -> [u8; 16] {
     k[..8].copy_from_slice(&((ts as u64) ^ (1 << 63)).to_be_bytes());
     k[8..].copy_from_slice(&seq.to_be_bytes());
     k
+}
+
+/// An event's records in a batch: the log record (`bytes`, its encoding), its time-index and
+/// episodic-index entries, and its idempotency key. Every path that appends to the log writes
+/// them through here, so the derived indexes cannot miss an event.
+fn put_event_records(batch: &mut WriteBatch, e: &Event, bytes: Vec<u8>) {
+    batch.put(Table::Log, e.seq.to_be_bytes().to_vec(), bytes);
+    batch.put(Table::EventTime, time_key(e.ts, e.seq).to_vec(), Vec::new());
+    for k in facet_keys(e) {
+        batch.put(Table::EventFacet, k, Vec::new());
+    }
+    if let Some(key) = &e.idempotency_key {
+        batch.put(
+            Table::Idempotency,
+            key.as_bytes().to_vec(),
+            e.seq.to_be_bytes().to_vec(),
+        );
+    }
 }
 
 /// A facet of events the episodic index keys them by.
@@ -334,28 +378,9 @@ impl Overlay {
     /// The backend records of this batch: log, time index, derived nodes and edges, counters.
     fn write_batch(&self) -> WriteBatch {
         let mut batch = WriteBatch::default();
-        let events: Vec<_> = self
-            .events
-            .par_iter()
-            .map(|e| (e.seq, e.ts, encode(e)))
-            .collect();
-        for (seq, ts, bytes) in events {
-            batch.put(Table::Log, seq.to_be_bytes().to_vec(), bytes);
-            batch.put(Table::EventTime, time_key(ts, seq).to_vec(), Vec::new());
-        }
-        for e in &self.events {
-            for k in facet_keys(e) {
-                batch.put(Table::EventFacet, k, Vec::new());
-            }
-        }
-        for e in &self.events {
-            if let Some(key) = &e.idempotency_key {
-                batch.put(
-                    Table::Idempotency,
-                    key.as_bytes().to_vec(),
-                    e.seq.to_be_bytes().to_vec(),
-                );
-            }
+        let encoded: Vec<Vec<u8>> = self.events.par_iter().map(encode).collect();
+        for (e, bytes) in self.events.iter().zip(encoded) {
+            put_event_records(&mut batch, e, bytes);
         }
         for (id, n) in &self.nodes {
             match n {
@@ -967,18 +992,8 @@ impl Store {
         for _ in 0..ATTEMPTS {
             let mut state = Self::load_state(backend)?;
             state.counters = counters;
-            state.wm = backend
-                .get(Table::Meta, META_WM)?
-                .map(|v| decode::<WorkingMemory>("meta", &v))
-                .transpose()?
-                .unwrap_or_default();
-            state.deleted = backend
-                .get(Table::Meta, META_DELETED)?
-                .map(|v| decode::<Vec<u64>>("meta", &v))
-                .transpose()?
-                .unwrap_or_default()
-                .into_iter()
-                .collect();
+            state.wm = read_meta(backend, META_WM)?;
+            state.deleted = read_deleted(backend)?;
             state.latest_ts = backend
                 .last(Table::EventTime)?
                 .and_then(|(k, _)| time_of_key(&k));
@@ -1630,8 +1645,7 @@ impl Store {
         let deleted = self.read_state().deleted.clone();
         self.backend
             .scan(Table::Log, &from.to_be_bytes(), None, &mut |k, v| {
-                let seq = k.try_into().map(u64::from_be_bytes).unwrap_or(0);
-                if deleted.contains(&seq) {
+                if deleted.contains(&seq_of_key(k)) {
                     return Ok(true);
                 }
                 visit(decode_event(Table::Log.name(), v)?)
@@ -1679,21 +1693,19 @@ impl Store {
 
     /// Events whose world time lies in `[from, to]`, in time order (ties by sequence).
     pub fn events_between(&self, from: i64, to: i64) -> Result<Vec<Event>> {
-        let mut seqs = Vec::new();
-        let end = time_key(to, u64::MAX);
-        self.backend
-            .scan(Table::EventTime, &time_key(from, 0), None, &mut |k, _| {
-                if k > end.as_slice() {
-                    return Ok(false);
-                }
-                let mut seq = [0u8; 8];
-                seq.copy_from_slice(&k[8..16]);
-                seqs.push(u64::from_be_bytes(seq));
-                Ok(true)
-            })?;
-        seqs.into_iter()
-            .filter_map(|s| self.event(s).transpose())
+        self.event_times(from, to)?
+            .into_iter()
+            .filter_map(|(_, s)| self.event(s).transpose())
             .collect()
+    }
+
+    /// Events the store holds: log records not deleted (forgetting's budget counts these).
+    pub fn events_held(&self) -> u64 {
+        let state = self.read_state();
+        state
+            .counters
+            .last_seq
+            .saturating_sub(state.deleted.len() as u64)
     }
 
     /// Bytes of the store directory (backend files, full-text index, policies).
@@ -1890,14 +1902,7 @@ impl Store {
                 replayed.counters
             ));
         }
-        let stored_deleted: BTreeSet<u64> = self
-            .backend
-            .get(Table::Meta, META_DELETED)?
-            .map(|v| decode::<Vec<u64>>("meta", &v))
-            .transpose()?
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
+        let stored_deleted = read_deleted(&*self.backend)?;
         if stored_deleted != replayed.deleted {
             report.differ(format!(
                 "deleted events: stored {} ({:?}...), the log's deletion events give {}",
@@ -1907,12 +1912,7 @@ impl Store {
             ));
         }
         report.events_deleted = replayed.deleted.len();
-        let stored_wm: WorkingMemory = self
-            .backend
-            .get(Table::Meta, META_WM)?
-            .map(|v| decode("meta", &v))
-            .transpose()?
-            .unwrap_or_default();
+        let stored_wm: WorkingMemory = read_meta(&*self.backend, META_WM)?;
         if stored_wm != replayed.wm {
             report.differ(format!(
                 "working memory: stored {stored_wm:?}, replayed {:?}",
