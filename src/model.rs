@@ -384,6 +384,11 @@ pub struct EventDraft {
 
 /// The indexed text of an event (see [`Event::text`]).
 fn event_text(kind: &str, actor: &str, place: Option<&str>, payload: &Value) -> String {
+    if kind == kinds::USAGE {
+        // Bookkeeping: the keys it lists are not something the agent saw or did, and must not
+        // make a search for a name find it.
+        return kind.to_string();
+    }
     let mut out = format!("{kind} {actor}");
     if let Some(p) = place {
         out.push(' ');
@@ -575,6 +580,8 @@ pub mod kinds {
     pub const IMPORT: &str = "IMPORT";
     pub const PASSAGE: &str = "PASSAGE";
     pub const EXTRACTION: &str = "EXTRACTION";
+    /// Uses of items by reads (`dynamics::usage`); written only by the store.
+    pub const USAGE: &str = "USAGE";
 }
 
 #[cfg(test)]

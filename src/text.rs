@@ -288,15 +288,21 @@ impl TextDoc {
         }
     }
 
-    pub fn for_event(e: &Event) -> Self {
-        TextDoc {
+    /// The document of an event; none for a `USAGE` record, which is bookkeeping of reads:
+    /// indexing it would change every term's statistics, so a question asked twice would rank
+    /// differently only because it had been asked.
+    pub fn for_event(e: &Event) -> Option<Self> {
+        if e.kind == crate::model::kinds::USAGE {
+            return None;
+        }
+        Some(TextDoc {
             key: event_doc_key(e.seq),
             target: Target::Event(e.seq),
             tags: vec!["doc:event".into(), format!("kind:{}", e.kind)],
             ts: e.ts,
             text: e.text(),
             names: Vec::new(),
-        }
+        })
     }
 
     /// A stable 64-bit digest of everything indexed (FNV-1a), compared by `replay --verify`.

@@ -831,12 +831,50 @@ fn query_json_is_byte_identical_across_runs() {
         p(&store),
         "who trades emeralds for sticks",
         "--json",
+        "--no-record",
     ];
     let first = ok(&args);
     assert!(!first.contains("elapsed_us"), "{first}");
     for _ in 0..3 {
         assert_eq!(ok(&args), first);
     }
+}
+
+#[test]
+fn a_question_asked_again_finds_its_answers_hot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let args = [
+        "query",
+        "--store",
+        p(&store),
+        "who trades emeralds for sticks",
+        "--json",
+    ];
+    let hot = |pack: &serde_json::Value| {
+        pack["snippets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["parts"]["usage"] == 1.0)
+            .count()
+    };
+    let hot_edges = || {
+        json(&["stats", "--store", p(&store), "--json"])["tiers"]["hot_edges"]
+            .as_u64()
+            .unwrap()
+    };
+    // Facts of pinned nodes (home) are hot from the start.
+    let pinned_only = hot_edges();
+    let first = json(&args);
+    assert_eq!(hot(&first), 0);
+    // Two reads, flushed as each process exits: the facts it returned are hot now.
+    let _second = json(&args);
+    let third = json(&args);
+    assert!(hot(&third) >= 5, "{third}");
+    assert!(hot_edges() >= pinned_only + 5);
+    let verify = ok(&["replay", "--store", p(&store), "--verify"]);
+    assert!(verify.contains("OK"), "{verify}");
 }
 
 #[test]

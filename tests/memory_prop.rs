@@ -1,5 +1,6 @@
 //! Property: after any sequence of memory commands (ingest, consolidate, forget, delete of an
-//! event or a node, compact, pin, unpin, working-memory changes), on either backend, replay of the log equals the live
+//! event or a node, compact, pin, unpin, working-memory changes, reads that record uses), on
+//! either backend, replay of the log equals the live
 //! state (`replay --verify`), before and after reopening the store.
 
 use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
@@ -26,6 +27,9 @@ enum Command {
     Unpin(u16),
     /// A working-memory change (which one: the number modulo the ops).
     Wm(u8),
+    /// A retrieval and a planner query, their uses flushed when the number is even (else left
+    /// for a later flush or the close).
+    Read(u8),
 }
 
 fn command() -> impl Strategy<Value = Command> {
@@ -39,6 +43,7 @@ fn command() -> impl Strategy<Value = Command> {
         1 => any::<u16>().prop_map(Command::Pin),
         1 => any::<u16>().prop_map(Command::Unpin),
         2 => any::<u8>().prop_map(Command::Wm),
+        2 => any::<u8>().prop_map(Command::Read),
     ]
 }
 
@@ -118,6 +123,25 @@ fn apply(store: Store, cmd: &Command, days: &mut std::vec::IntoIter<Vec<EventDra
             }
         }
         Command::Compact => return store.compact().unwrap().0,
+        Command::Read(n) => {
+            let questions = ["where is home", "who trades emeralds", "diamond chest"];
+            loci::retrieval::Retriever::new(&store)
+                .unwrap()
+                .retrieve(
+                    questions[*n as usize % questions.len()],
+                    &loci::retrieval::RetrieveOptions::default(),
+                )
+                .unwrap();
+            loci::query::run(
+                &store,
+                "MATCH (a)-[r]->(b) RETURN a, r, b ORDER BY a.key LIMIT 5",
+                &Default::default(),
+            )
+            .unwrap();
+            if n % 2 == 0 {
+                store.flush_usage().unwrap();
+            }
+        }
         Command::Wm(n) => {
             let text = format!("note {n}");
             let op = match n % 6 {

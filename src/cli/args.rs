@@ -318,6 +318,10 @@ pub struct QueryArgs {
     pub raw_confidence: bool,
     #[arg(long, default_value = "fused", value_parser = ["fused", "text", "graph"])]
     pub mode: String,
+    /// Do not record what the pack returns as uses (by default they are flushed to the log
+    /// when loci exits, and items used often and recently rank higher).
+    #[arg(long)]
+    pub no_record: bool,
     #[arg(long)]
     pub json: bool,
 }

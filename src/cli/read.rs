@@ -209,6 +209,7 @@ pub fn query(a: QueryArgs) -> Result<Code> {
         .with_kinds(kinds)
         .with_include_ended(a.include_ended)
         .with_raw_confidence(a.raw_confidence)
+        .with_record_usage(!a.no_record)
         .with_mode(match a.mode.as_str() {
             "text" => RankingMode::Text,
             "graph" => RankingMode::Graph,
@@ -441,9 +442,23 @@ pub fn stats(a: StatsArgs) -> Result<Code> {
         print_json(&v)?;
     } else {
         outln!("backend      {}", stats.backend);
-        outln!("events       {}", stats.events);
+        outln!(
+            "events       {} ({} deleted)",
+            stats.events,
+            stats.events_deleted
+        );
         outln!("nodes        {}", stats.nodes);
         outln!("edges        {}", stats.edges);
+        let t = &stats.tiers;
+        outln!(
+            "tiers        hot: {} nodes, {} edges, {} events; warm: {} nodes, {} edges, {} events",
+            t.hot_nodes,
+            t.hot_edges,
+            t.hot_events,
+            t.warm_nodes,
+            t.warm_edges,
+            t.warm_events
+        );
         outln!("relations    {}", stats.relations);
         outln!("labels       {}", stats.labels);
         outln!(

@@ -36,8 +36,9 @@ use crate::store::Store;
 pub const SUMMARY: &str = "SUMMARY";
 
 /// Kinds that are bookkeeping, not experience: never summarised.
-const NOT_SUMMARISED: [&str; 5] = [
+const NOT_SUMMARISED: [&str; 6] = [
     SUMMARY,
+    crate::dynamics::usage::USAGE,
     deletion::DELETE,
     deletion::TOMBSTONE,
     "PIN",

@@ -32,6 +32,10 @@ pub const TOMBSTONE: &str = "TOMBSTONE";
 /// periodic forgetting does not pile up records of its own).
 pub const RESERVED_KINDS: [&str; 2] = [DELETE, TOMBSTONE];
 
+/// Kinds an ingested event may not have: the reserved ones and `USAGE`, which only reads
+/// write (`dynamics::usage`), so that no input can fake what was used.
+pub const STORE_WRITTEN_KINDS: [&str; 3] = [DELETE, TOMBSTONE, crate::dynamics::usage::USAGE];
+
 /// Why events were deleted; recorded in the deletion event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -91,10 +95,13 @@ pub struct DeleteReport {
     pub edges_weakened: usize,
 }
 
-/// Whether `event` names the node `key`: asserts or retracts it, links to it, or has it as
-/// actor or place.
+/// Whether `event` names the node `key`: asserts or retracts it, links to it, has it as actor
+/// or place, or records a use of it (`dynamics::usage`).
 pub fn names_node(event: &Event, key: &str) -> bool {
-    event.actor == key
+    crate::dynamics::usage::entries(event)
+        .iter()
+        .any(|(item, _)| item.names_node(key))
+        || event.actor == key
         || event.place.as_deref() == Some(key)
         || event.assertions.iter().any(|a| match a {
             Assertion::UpsertNode(up) => up.key == key,

@@ -20,8 +20,12 @@
 //! `retention = salience * 0.5 ^ (age / half_life) * (1 + uses)`
 //!
 //! where `age` is world time since the event and `half_life` 7 days by default
-//! ([`RetentionPolicy`]). `uses` counts reads of the event; reads are not yet recorded, so it is
-//! 0 for every event until usage tiers land.
+//! ([`RetentionPolicy`]). `uses` counts the reads that returned the event (or cited it as a
+//! snippet's provenance), as flushed to the log in `USAGE` events ([`crate::dynamics::usage`]):
+//! what the agent keeps reading stays longer.
+//!
+//! A `USAGE` event whose every item appears in a later `USAGE` event is evictable too: the
+//! later one carries the running totals, so the ledger does not change when it goes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -31,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::dynamics::consolidate::{Level, Summary, SUMMARY};
 use crate::dynamics::decay::DAY;
 use crate::dynamics::deletion::{reason_of, DeleteRequest, Reason, DELETE, TOMBSTONE};
+use crate::dynamics::usage::{entries, Item, USAGE};
 use crate::error::{Error, Result};
 use crate::model::{Assertion, Event};
 use crate::store::Store;
@@ -133,10 +138,16 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     report.evictable = candidates.len();
     // One more record comes in: the deletion event.
     let excess = (report.events_before + 1 - opts.budget) as usize;
-    let mut scored: Vec<(OrderedFloat<f64>, u64)> = candidates
-        .iter()
-        .map(|e| (OrderedFloat(opts.policy.score(e, now, 0)), e.seq))
-        .collect();
+    let mut scored: Vec<(OrderedFloat<f64>, u64)> = {
+        let g = store.graph();
+        candidates
+            .iter()
+            .map(|e| {
+                let uses = g.usage(&Item::Event(e.seq)).map_or(0, |u| u.used);
+                (OrderedFloat(opts.policy.score(e, now, uses)), e.seq)
+            })
+            .collect()
+    };
     scored.sort_unstable();
     // Earlier forgettings go too: the new deletion lists what they deleted.
     let earlier: Vec<u64> = store
@@ -290,6 +301,7 @@ fn evictable(store: &Store) -> Result<Vec<Event>> {
             _ => {}
         }
     }
+    seqs.extend(superseded_usage(store)?);
     let mut out = Vec::with_capacity(seqs.len());
     for seq in seqs {
         let Some(ev) = store.event(seq)? else {
@@ -298,6 +310,21 @@ fn evictable(store: &Store) -> Result<Vec<Event>> {
         if ![DELETE, TOMBSTONE, "PIN", "UNPIN"].contains(&ev.kind.as_str()) {
             out.push(ev);
         }
+    }
+    Ok(out)
+}
+
+/// The `USAGE` events whose every item a later `USAGE` event names (see the module
+/// documentation).
+fn superseded_usage(store: &Store) -> Result<Vec<u64>> {
+    let mut named_later: BTreeSet<Item> = BTreeSet::new();
+    let mut out = Vec::new();
+    for ev in store.events_of_kind(USAGE)?.iter().rev() {
+        let items: Vec<Item> = entries(ev).into_iter().map(|(item, _)| item).collect();
+        if items.iter().all(|i| named_later.contains(i)) {
+            out.push(ev.seq);
+        }
+        named_later.extend(items);
     }
     Ok(out)
 }

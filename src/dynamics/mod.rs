@@ -11,6 +11,8 @@
 //! - [`consolidate`]: raw events rolled up into SUMMARY events (episodes, days, weeks);
 //! - [`forget`]: the store kept within a budget of events, evicting the lowest retention first,
 //!   never the last support of a belief or what is not yet summarised;
+//! - [`usage`]: which items reads returned, flushed in batches as `USAGE` events; hot and warm
+//!   tiers;
 //! - [`working`]: working memory (recent observations, mainline, intent, subgoals, threats,
 //!   promises) as `WM` events, cleared by sleep or idleness.
 
@@ -20,6 +22,7 @@ pub mod deletion;
 pub mod forget;
 pub mod places;
 pub mod salience;
+pub mod usage;
 pub mod working;
 
 pub use decay::DecayPolicy;

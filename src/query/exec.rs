@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::parser::{BinOp, Dir, Expr, Literal};
 use super::plan::{Op, Plan};
 use super::{Limits, QueryError, QueryResult};
+use crate::dynamics::usage::Item;
 use crate::model::{same_name, Edge, EdgeId, Event, NodeId, Value};
 use crate::store::{GraphRead, Store};
 use crate::text::{SearchFilter, Target};
@@ -285,6 +286,8 @@ struct Ctx<'a> {
     /// expression in the plan (which outlives the execution).
     in_sets: HashMap<usize, std::rc::Rc<HashSet<InKey>>>,
     slots: &'a [String],
+    /// The nodes, edges and events the result returns, as usage items (`dynamics::usage`).
+    used: Vec<Item>,
 }
 
 /// A scalar as `IN` compares it: numbers by value whatever their type, as [`equal`] does.
@@ -864,27 +867,43 @@ fn to_json(ctx: &mut Ctx<'_>, v: &Val) -> Result<serde_json::Value, QueryError> 
             serde_json::Value::Object(out)
         }
         Val::Node(n) => match ctx.g.node(*n) {
-            Some(n) => json!({"key": n.key, "name": n.name, "label": n.label}),
+            Some(n) => {
+                ctx.used.push(Item::Node(n.key.clone()));
+                json!({"key": n.key, "name": n.name, "label": n.label})
+            }
             None => serde_json::Value::Null,
         },
         Val::Edge(e) => match ctx.g.edge_core(*e) {
-            Some(c) => json!({
+            Some(c) => {
+                ctx.used.extend(ctx.g.edge_item(*e));
+                json!({
                 "id": e.to_string(),
                 "from": ctx.g.node(c.from).map(|n| n.key.clone()),
                 "type": ctx.g.relation_name(c.relation),
                 "to": ctx.g.node(c.to).map(|n| n.key.clone()),
                 "confidence": widen(c.confidence),
-            }),
+                })
+            }
             None => serde_json::Value::Null,
         },
         Val::Event(seq) => match ctx.event(*seq)? {
-            Some(e) => json!({"seq": e.seq, "ts": e.ts, "kind": e.kind, "place": e.place}),
+            Some(e) => {
+                let json = json!({"seq": e.seq, "ts": e.ts, "kind": e.kind, "place": e.place});
+                ctx.used.push(Item::Event(*seq));
+                json
+            }
             None => serde_json::Value::Null,
         },
-        Val::Path(ns, es) => json!({
+        Val::Path(ns, es) => {
+            ctx.used
+                .extend(ns.iter().filter_map(|n| ctx.g.node_item(*n)));
+            ctx.used
+                .extend(es.iter().filter_map(|e| ctx.g.edge_item(*e)));
+            json!({
             "nodes": ns.iter().map(|n| ctx.g.node(*n).map(|x| x.key.clone())).collect::<Vec<_>>(),
             "edges": es.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
-        }),
+            })
+        }
     })
 }
 
@@ -1425,6 +1444,7 @@ pub fn execute(
         events: HashMap::new(),
         in_sets: HashMap::new(),
         slots: &plan.slots,
+        used: Vec::new(),
     };
     let limit = match &plan.limit {
         Some(e) => match ctx.eval(e, &[])? {
@@ -1472,6 +1492,7 @@ pub fn execute(
             rows_examined: examined,
             rows_scanned: scanned,
             elapsed_us: guard.started.elapsed().as_micros() as u64,
+            used: std::mem::take(&mut ctx.used),
         });
     }
     if aggregates {
@@ -1516,6 +1537,7 @@ pub fn execute(
         rows_examined: examined,
         rows_scanned: scanned,
         elapsed_us: guard.started.elapsed().as_micros() as u64,
+        used: std::mem::take(&mut ctx.used),
     })
 }
 
@@ -1636,5 +1658,6 @@ fn aggregate(
         rows_examined: examined,
         rows_scanned: scanned,
         elapsed_us: guard.started.elapsed().as_micros() as u64,
+        used: std::mem::take(&mut ctx.used),
     })
 }

@@ -146,6 +146,10 @@ pub struct QueryResult {
     /// or aggregate, scans stop once the answer is complete, so this stays near the limit.
     pub rows_scanned: usize,
     pub elapsed_us: u64,
+    /// The nodes, edges and events the rows return, as usage items (`dynamics::usage`); left
+    /// out of the JSON form.
+    #[serde(skip)]
+    pub used: Vec<crate::dynamics::usage::Item>,
 }
 
 /// A parsed and planned query, ready to run many times with different parameters.
@@ -175,8 +179,20 @@ pub fn prepare(text: &str, limits: Limits) -> Result<Prepared, QueryError> {
 }
 
 impl Prepared {
-    /// Runs the query with parameters.
+    /// Runs the query with parameters, and records what it returned as uses
+    /// (`dynamics::usage`).
     pub fn run(
+        &self,
+        store: &Store,
+        params: &HashMap<String, Val>,
+    ) -> Result<QueryResult, QueryError> {
+        let result = self.run_without_recording(store, params)?;
+        store.record_use(result.used.iter().cloned());
+        Ok(result)
+    }
+
+    /// Runs the query with parameters, recording nothing (benchmarks, dry runs).
+    pub fn run_without_recording(
         &self,
         store: &Store,
         params: &HashMap<String, Val>,

@@ -28,6 +28,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::dynamics::usage::{Item, Tier};
 use crate::error::{Error, Result};
 use crate::graph::{AdjEntry, Direction, TraversalFilter};
 use crate::model::{labels, relations, EdgeId, NodeId, Value};
@@ -96,6 +97,7 @@ impl Default for Expansion {
 /// is dominated by the graph (a passage is good because the question's entities lead to it),
 /// with BM25 as a tie-breaker; recall was flat for text weights 0.05 to 0.15.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct FusionWeights {
     pub text: f32,
     pub graph: f32,
@@ -104,6 +106,9 @@ pub struct FusionWeights {
     pub salience: f32,
     /// Events have no graph part: their own text weight.
     pub event_text: f32,
+    /// Added to every hot snippet's score: what the agent keeps coming back to wins a close
+    /// call, and cannot outrank a clearly better answer.
+    pub usage: f32,
 }
 
 impl Default for FusionWeights {
@@ -115,6 +120,7 @@ impl Default for FusionWeights {
             recency: 0.1,
             salience: 0.1,
             event_text: 1.0,
+            usage: 0.1,
         }
     }
 }
@@ -179,6 +185,10 @@ pub struct RetrieveOptions {
     /// `dynamics::decay`); by default confidence is decayed to `as_of` (or the latest event
     /// time).
     pub raw_confidence: bool,
+    /// Record what the pack returned as uses (`dynamics::usage`; flushed in batches as
+    /// `USAGE` events). Benchmarks turn it off, so that one question's answer does not change
+    /// the next one's ranking.
+    pub record_usage: bool,
 }
 
 impl Default for RetrieveOptions {
@@ -205,6 +215,7 @@ impl Default for RetrieveOptions {
             relation_boost: 1.0,
             token_counter: Tokenizer::Approx,
             raw_confidence: false,
+            record_usage: true,
         }
     }
 }
@@ -268,6 +279,11 @@ impl RetrieveOptions {
         self.mode = mode;
         self
     }
+    pub fn with_record_usage(mut self, record: bool) -> Self {
+        self.record_usage = record;
+        self
+    }
+
     pub fn with_raw_confidence(mut self, raw: bool) -> Self {
         self.raw_confidence = raw;
         self
@@ -342,6 +358,9 @@ pub struct ScoreParts {
     pub confidence: f32,
     pub recency: f32,
     pub salience: f32,
+    /// 1 for a hot item (pinned, or used often and recently; `dynamics::usage`), else 0.
+    #[serde(default)]
+    pub usage: f32,
 }
 
 /// What a snippet rests on.
@@ -559,21 +578,42 @@ fn fuse(kind: SnippetKind, p: &ScoreParts, w: &FusionWeights, mode: RankingMode)
     match mode {
         RankingMode::Text => p.text,
         RankingMode::Graph => p.graph,
-        RankingMode::Fused => match kind {
-            SnippetKind::Passage => w.text * p.text + w.graph * p.graph,
-            SnippetKind::Fact => {
-                w.graph * p.graph
-                    + w.confidence * p.confidence
-                    + w.recency * p.recency
-                    + w.text * p.text
-                    + w.salience * p.salience
-            }
-            SnippetKind::Event => {
-                w.event_text * p.text + w.salience * p.salience + w.recency * p.recency
-            }
-            SnippetKind::Entity => w.graph * p.graph + w.text * p.text + w.salience * p.salience,
-        },
+        RankingMode::Fused => {
+            w.usage * p.usage
+                + match kind {
+                    SnippetKind::Passage => w.text * p.text + w.graph * p.graph,
+                    SnippetKind::Fact => {
+                        w.graph * p.graph
+                            + w.confidence * p.confidence
+                            + w.recency * p.recency
+                            + w.text * p.text
+                            + w.salience * p.salience
+                    }
+                    SnippetKind::Event => {
+                        w.event_text * p.text + w.salience * p.salience + w.recency * p.recency
+                    }
+                    SnippetKind::Entity => {
+                        w.graph * p.graph + w.text * p.text + w.salience * p.salience
+                    }
+                }
+        }
     }
+}
+
+/// What a pack returned, as usage items: its nodes (passages, entities), facts, events, and
+/// every event and passage a snippet cites.
+fn used_items(g: &GraphRead<'_>, snippets: &[Snippet]) -> Vec<Item> {
+    let mut items = Vec::new();
+    for s in snippets {
+        match s.kind {
+            SnippetKind::Passage | SnippetKind::Entity => items.push(Item::Node(s.id.clone())),
+            SnippetKind::Fact | SnippetKind::Event => {}
+        }
+        items.extend(s.provenance.edges.iter().filter_map(|e| g.edge_item(*e)));
+        items.extend(s.provenance.events.iter().map(|seq| Item::Event(*seq)));
+        items.extend(s.provenance.passages.iter().cloned().map(Item::Node));
+    }
+    items
 }
 
 fn describe_props(props: &crate::model::Props) -> String {
@@ -896,6 +936,7 @@ impl<'s> Retriever<'s> {
                             .unwrap_or(0.0)
                             .max(text_node.get(&core.to).copied().unwrap_or(0.0)),
                         salience: core.salience,
+                        usage: 0.0,
                     };
                     candidates.push(Candidate {
                         kind: SnippetKind::Fact,
@@ -954,6 +995,7 @@ impl<'s> Retriever<'s> {
                 });
             }
         }
+        self.prefer_hot(&mut candidates, now, opts);
         candidates.retain(|c| c.score > 0.0);
         // Equal scores are common (every entity one hop from a lone seed); the tie is broken by
         // what the candidate is, so the order never depends on how candidates were gathered.
@@ -1009,6 +1051,11 @@ impl<'s> Retriever<'s> {
             });
             v
         };
+        let used_items = used_items(&g, &snippets);
+        drop(g);
+        if opts.record_usage {
+            self.store.record_use(used_items);
+        }
         Ok(ContextPack {
             question: question.to_string(),
             snippets,
@@ -1019,6 +1066,23 @@ impl<'s> Retriever<'s> {
             seeds: seeds_report,
             elapsed_us: started.elapsed().as_micros() as u64,
         })
+    }
+
+    /// Marks hot candidates (`dynamics::usage`) and scores them again with the usage weight.
+    fn prefer_hot(&self, candidates: &mut [Candidate], now: i64, opts: &RetrieveOptions) {
+        let g = self.store.graph();
+        for c in candidates.iter_mut() {
+            let tier = match (c.node, c.edge, c.event) {
+                (Some(n), _, _) => g.node_tier(n, now),
+                (_, Some(e), _) => g.edge_tier(e, now),
+                (_, _, Some(seq)) => g.event_tier(seq, now),
+                _ => Tier::Warm,
+            };
+            if tier == Tier::Hot {
+                c.parts.usage = 1.0;
+                c.score = fuse(c.kind, &c.parts, &opts.weights, opts.mode);
+            }
+        }
     }
 
     fn render(

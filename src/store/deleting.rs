@@ -158,7 +158,7 @@ impl Store {
             META_DELETED.to_vec(),
             encode(&super::deleted_list(&replayed)),
         );
-        batch.put(Table::Meta, super::META_WM.to_vec(), encode(&replayed.wm));
+        replayed.folds.put_all(&mut batch);
 
         let mut text_deletes: Vec<String> = target_set.iter().map(|s| event_doc_key(*s)).collect();
         for n in before.nodes.iter().flatten() {
@@ -170,7 +170,7 @@ impl Store {
         let edges_before = before.edges.iter().flatten().count();
         let edges_after = replayed.edges.iter().flatten().count();
         report.edges_removed = edges_before.saturating_sub(edges_after);
-        let mut text_docs = vec![TextDoc::for_event(&event)];
+        let mut text_docs: Vec<TextDoc> = TextDoc::for_event(&event).into_iter().collect();
         text_docs.extend(replayed.nodes.iter().flatten().map(TextDoc::for_node));
         drop(before);
 
@@ -271,6 +271,7 @@ impl Store {
     /// throughout. An interrupted compaction is finished or undone on the next open.
     pub fn compact(self) -> Result<(Store, CompactReport)> {
         self.writable()?;
+        self.flush_usage()?;
         let kind = self.backend.kind();
         let dir = self.dir.clone();
         let tmp = dir.join(COMPACT_DIR);
@@ -317,14 +318,12 @@ impl Store {
                 fresh.commit(batch)?;
             }
         }
-        let Store {
-            backend,
-            text,
-            lock,
-            ..
-        } = self;
-        drop(backend);
-        drop(text);
+        // Closing the handle releases the backend's files and the text index; the writer lock
+        // is kept, so no other process opens the store between the swap and the reopen. (Uses
+        // were flushed above, and a handle without its lock flushes nothing when dropped.)
+        let mut this = self;
+        let lock = this.lock.take();
+        drop(this);
         swap_in_compacted(kind, &dir, &tmp)?;
         finish_compaction(&dir)?;
         let manifest = read_manifest(&dir)?;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{decode, decode_edge, decode_event, encode, peek_event_kind};
 use crate::dynamics::deletion;
 use crate::dynamics::salience::{words_of, SalienceInputs};
+use crate::dynamics::usage::{Item, Pending, Tier, TierCounts, TierPolicy, Usage};
 use crate::dynamics::working::{WmOp, WorkingMemory};
 use crate::dynamics::{DecayPolicy, SaliencePolicy};
 use crate::error::{Error, Result};
@@ -29,6 +30,9 @@ use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
 
 mod deleting;
+mod folds;
+
+use folds::Folds;
 
 pub use deleting::CompactReport;
 
@@ -41,8 +45,6 @@ const META_BACKEND: &[u8] = b"backend";
 const META_PROJECTION: &[u8] = b"projection";
 /// The sequence numbers of deleted events (derived from the log's deletion events).
 const META_DELETED: &[u8] = b"deleted";
-/// The working memory (derived from the log's `WM` events; see `dynamics::working`).
-const META_WM: &[u8] = b"working_memory";
 /// Version of the rules that derive nodes and edges from the log (`projection`). A store whose
 /// derived tables were made by other rules has them rebuilt from its log when it is opened.
 /// 2: node and edge salience derive from the events that assert them.
@@ -93,8 +95,8 @@ pub(crate) struct State {
     bounded_edges: BTreeSet<EdgeId>,
     /// Events deleted by deletion events (`dynamics::deletion`): out of every view.
     deleted: BTreeSet<u64>,
-    /// The working memory (`dynamics::working`).
-    wm: WorkingMemory,
+    /// Working memory and usage (`folds`).
+    folds: Folds,
 }
 
 impl State {
@@ -160,7 +162,7 @@ impl State {
     /// Applies a projected batch.
     fn apply(&mut self, ov: &Overlay) {
         for ev in &ov.events {
-            self.wm.apply(ev);
+            self.folds.apply(ev);
         }
         if let Some(t) = ov.events.iter().map(|e| e.ts).max() {
             self.latest_ts = Some(self.latest_ts.map_or(t, |l| l.max(t)));
@@ -251,14 +253,14 @@ impl ProjectionBase for LiveBase<'_> {
 fn refuse_reserved_kinds(drafts: &[EventDraft]) -> Result<()> {
     match drafts
         .iter()
-        .position(|d| deletion::RESERVED_KINDS.contains(&d.kind.as_str()))
+        .position(|d| deletion::STORE_WRITTEN_KINDS.contains(&d.kind.as_str()))
     {
         Some(i) => Err(Error::InvalidEvent {
             event: i,
             assertion: None,
             field: "kind".into(),
             message: format!(
-                "{:?} is a kind only the store writes (use `loci delete` to delete events)",
+                "{:?} is a kind only the store writes (deletions through `loci delete`, uses by reads)",
                 drafts[i].kind
             ),
         }),
@@ -405,7 +407,7 @@ impl Overlay {
 
     /// The full-text changes of this batch, given the state before it.
     fn text_changes(&self, before: &State) -> (Vec<TextDoc>, Vec<String>) {
-        let mut upserts: Vec<TextDoc> = self.events.iter().map(TextDoc::for_event).collect();
+        let mut upserts: Vec<TextDoc> = self.events.iter().filter_map(TextDoc::for_event).collect();
         let mut deletes = Vec::new();
         for (id, n) in &self.nodes {
             match n {
@@ -594,6 +596,9 @@ pub struct Stats {
     /// The full-text index was damaged when the store was opened and has been rebuilt from
     /// the log.
     pub text_rebuilt: bool,
+    /// Hot and warm nodes, edges and events (`dynamics::usage`).
+    #[serde(default)]
+    pub tiers: TierCounts,
 }
 
 /// The outcome of [`Store::verify`].
@@ -630,9 +635,87 @@ impl VerifyReport {
 pub struct GraphRead<'a> {
     state: RwLockReadGuard<'a, State>,
     decay: Arc<DecayPolicy>,
+    tiers: &'a TierPolicy,
 }
 
 impl GraphRead<'_> {
+    /// The usage item of a node (`dynamics::usage`).
+    pub fn node_item(&self, id: NodeId) -> Option<Item> {
+        self.node(id).map(|n| Item::Node(n.key.clone()))
+    }
+
+    /// The usage item of an edge: `(from key, relation, to key)`.
+    pub fn edge_item(&self, id: EdgeId) -> Option<Item> {
+        let core = self.edge_core(id)?;
+        Some(Item::Edge(
+            self.node(core.from)?.key.clone(),
+            self.relation_name(core.relation).to_string(),
+            self.node(core.to)?.key.clone(),
+        ))
+    }
+
+    /// An item's recorded usage (flushed uses only).
+    pub fn usage(&self, item: &Item) -> Option<Usage> {
+        self.state.folds.usage.get(item)
+    }
+
+    /// Whether a node is hot at world time `now`: pinned, or used often and recently.
+    pub fn node_tier(&self, id: NodeId, now: i64) -> Tier {
+        match self.node(id) {
+            Some(n) if n.pinned => Tier::Hot,
+            Some(n) => self.tiers.tier(self.usage(&Item::Node(n.key.clone())), now),
+            None => Tier::Warm,
+        }
+    }
+
+    /// Whether an edge is hot at `now`: it touches a pinned node, or is used often and
+    /// recently.
+    pub fn edge_tier(&self, id: EdgeId, now: i64) -> Tier {
+        let Some(core) = self.edge_core(id) else {
+            return Tier::Warm;
+        };
+        let pinned = |n: NodeId| self.node(n).is_some_and(|n| n.pinned);
+        if pinned(core.from) || pinned(core.to) {
+            return Tier::Hot;
+        }
+        match self.edge_item(id) {
+            Some(item) => self.tiers.tier(self.usage(&item), now),
+            None => Tier::Warm,
+        }
+    }
+
+    /// Hot and warm nodes, edges and events at world time `now`.
+    pub fn tier_counts(&self, now: i64) -> TierCounts {
+        let mut c = TierCounts::default();
+        for n in self.nodes() {
+            match self.node_tier(n.id, now) {
+                Tier::Hot => c.hot_nodes += 1,
+                Tier::Warm => c.warm_nodes += 1,
+            }
+        }
+        for (id, _) in self.edges() {
+            match self.edge_tier(id, now) {
+                Tier::Hot => c.hot_edges += 1,
+                Tier::Warm => c.warm_edges += 1,
+            }
+        }
+        for (item, _) in self.state.folds.usage.iter() {
+            if let Item::Event(seq) = item {
+                if !self.state.deleted.contains(seq) && self.event_tier(*seq, now) == Tier::Hot {
+                    c.hot_events += 1;
+                }
+            }
+        }
+        let held = self.state.counters.last_seq - self.state.deleted.len() as u64;
+        c.warm_events = held.saturating_sub(c.hot_events);
+        c
+    }
+
+    /// Whether an event is hot at `now`: used often and recently.
+    pub fn event_tier(&self, seq: u64, now: i64) -> Tier {
+        self.tiers.tier(self.usage(&Item::Event(seq)), now)
+    }
+
     /// The latest world time of any event (`None` for an empty log): the default "now".
     pub fn latest_event_time(&self) -> Option<i64> {
         self.state.latest_ts
@@ -757,6 +840,19 @@ pub struct Store {
     salience: RwLock<Arc<SaliencePolicy>>,
     /// The writer lock; `None` for a read-only handle.
     lock: Option<StoreLock>,
+    /// Uses recorded by reads and not yet flushed as a `USAGE` event (`dynamics::usage`).
+    usage_pending: Mutex<Pending>,
+    tiers: TierPolicy,
+}
+
+impl Drop for Store {
+    /// Flushes the uses reads recorded (a failure is logged: uses are a hint, and the store's
+    /// contents are durable already).
+    fn drop(&mut self) {
+        if let Err(e) = self.flush_usage() {
+            tracing::warn!(error = %e, "recorded uses could not be flushed; they are lost");
+        }
+    }
 }
 
 /// Reads and checks the manifest of the store in `dir`.
@@ -953,6 +1049,8 @@ impl Store {
             decay: RwLock::new(Arc::new(decay)),
             salience: RwLock::new(Arc::new(salience)),
             lock,
+            usage_pending: Mutex::new(Pending::default()),
+            tiers: TierPolicy::default(),
         };
         let from = indexed.unwrap_or(0);
         if read_only {
@@ -992,7 +1090,7 @@ impl Store {
         for _ in 0..ATTEMPTS {
             let mut state = Self::load_state(backend)?;
             state.counters = counters;
-            state.wm = read_meta(backend, META_WM)?;
+            state.folds = Folds::read(backend)?;
             state.deleted = read_deleted(backend)?;
             state.latest_ts = backend
                 .last(Table::EventTime)?
@@ -1098,7 +1196,7 @@ impl Store {
             META_DELETED.to_vec(),
             encode(&deleted_list(&state)),
         );
-        batch.put(Table::Meta, META_WM.to_vec(), encode(&state.wm));
+        state.folds.put_all(&mut batch);
         batch.put(
             Table::Meta,
             META_PROJECTION.to_vec(),
@@ -1191,7 +1289,7 @@ impl Store {
             touched.extend(state.nodes.iter().flatten().map(|n| n.key.clone()));
         }
         self.scan_log(from + 1, |ev| {
-            docs.push(TextDoc::for_event(&ev));
+            docs.extend(TextDoc::for_event(&ev));
             for a in &ev.assertions {
                 match a {
                     Assertion::UpsertNode(u) => touched.insert(u.key.clone()),
@@ -1307,13 +1405,7 @@ impl Store {
             self.score_salience(&state, &mut drafts)?;
             let overlay = self.project(&state, drafts, &positions)?;
             let mut batch = overlay.write_batch();
-            let mut wm = state.wm.clone();
-            for ev in &overlay.events {
-                wm.apply(ev);
-            }
-            if wm != state.wm {
-                batch.put(Table::Meta, META_WM.to_vec(), encode(&wm));
-            }
+            state.folds.put_changes(&overlay.events, &mut batch);
             let (docs, deletes) = overlay.text_changes(&state);
             (overlay, batch, docs, deletes)
         };
@@ -1566,6 +1658,7 @@ impl Store {
         GraphRead {
             state: self.read_state(),
             decay: self.decay_policy(),
+            tiers: &self.tiers,
         }
     }
 
@@ -1771,9 +1864,71 @@ impl Store {
         })
     }
 
+    /// Records that a read returned `items` (`dynamics::usage`). Nothing is written now: the
+    /// uses wait in memory and are flushed as one `USAGE` event when the store is dropped, by
+    /// [`Store::flush_usage`], or by this call once enough is waiting or the first waiting use
+    /// is [`FLUSH_INTERVAL`](crate::dynamics::usage::FLUSH_INTERVAL) old. A read-only handle
+    /// records nothing. Must not be called while holding a [`GraphRead`] of this store (a
+    /// flush takes the write lock).
+    pub fn record_use(&self, items: impl IntoIterator<Item = Item>) {
+        if self.is_read_only() {
+            return;
+        }
+        let due = {
+            let mut pending = self.usage_pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.add(items);
+            pending.due()
+        };
+        if due {
+            if let Err(e) = self.flush_usage() {
+                tracing::warn!(error = %e, "recorded uses could not be flushed; kept for later");
+            }
+        }
+    }
+
+    /// Writes the waiting uses as one `USAGE` event carrying each item's new running totals,
+    /// dated at the latest event time. Returns its commit, or `None` when nothing was waiting
+    /// (or the handle is read-only). On failure the uses are kept for the next flush.
+    pub fn flush_usage(&self) -> Result<Option<Commit>> {
+        if self.is_read_only() {
+            return Ok(None);
+        }
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let pending =
+            std::mem::take(&mut *self.usage_pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let draft = {
+            let state = self.read_state();
+            state
+                .folds
+                .usage
+                .flush_draft(&pending, state.latest_ts.unwrap_or(0))
+        };
+        let Some(draft) = draft else {
+            return Ok(None);
+        };
+        match self.ingest_locked(vec![draft]) {
+            Ok(commit) => Ok(Some(commit)),
+            Err(e) => {
+                self.usage_pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .merge(pending);
+                Err(e)
+            }
+        }
+    }
+
+    /// Uses recorded and not yet flushed (items).
+    pub fn usage_pending(&self) -> usize {
+        self.usage_pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// The working memory now (`dynamics::working`).
     pub fn working_memory(&self) -> WorkingMemory {
-        self.read_state().wm.clone()
+        self.read_state().folds.wm.clone()
     }
 
     /// Changes the working memory by one `WM` event by `actor`, at world time `ts` (default:
@@ -1831,7 +1986,8 @@ impl Store {
     }
 
     pub fn stats(&self) -> Stats {
-        let state = self.read_state();
+        let g = self.graph();
+        let state = &g.state;
         let backend_path = match self.backend.kind() {
             BackendKind::Redb => self.dir.join("data.redb"),
             BackendKind::Sled => self.dir.join("sled"),
@@ -1850,6 +2006,7 @@ impl Store {
             disk_bytes_text: dir_size(&self.dir.join("text")),
             adjacency_bytes: state.adj.heap_bytes(),
             text_rebuilt: self.text_rebuilt,
+            tiers: g.tier_counts(state.latest_ts.unwrap_or(0)),
         }
     }
 
@@ -1866,8 +2023,9 @@ impl Store {
         let mut duplicate_keys = Vec::new();
         let replayed = replay_log(&*self.backend, |ev, deleted| {
             if !deleted {
-                let doc = TextDoc::for_event(ev);
-                expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
+                if let Some(doc) = TextDoc::for_event(ev) {
+                    expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
+                }
                 expected_times.push(time_key(ev.ts, ev.seq));
                 expected_facets.extend(facet_keys(ev));
             }
@@ -1912,12 +2070,10 @@ impl Store {
             ));
         }
         report.events_deleted = replayed.deleted.len();
-        let stored_wm: WorkingMemory = read_meta(&*self.backend, META_WM)?;
-        if stored_wm != replayed.wm {
-            report.differ(format!(
-                "working memory: stored {stored_wm:?}, replayed {:?}",
-                replayed.wm
-            ));
+        for difference in
+            Folds::read(&*self.backend)?.differences("stored", &replayed.folds, "replayed")
+        {
+            report.differ(difference);
         }
         let mut stored_nodes = BTreeMap::new();
         self.backend.scan(Table::Nodes, &[], None, &mut |_, v| {
@@ -2026,11 +2182,8 @@ impl Store {
 
         // The live in-memory views.
         let live = self.read_state();
-        if live.wm != replayed.wm {
-            report.differ(format!(
-                "live working memory {:?}, replayed {:?}",
-                live.wm, replayed.wm
-            ));
+        for difference in live.folds.differences("live", &replayed.folds, "replayed") {
+            report.differ(difference);
         }
         if live.deleted != replayed.deleted {
             report.differ(format!(

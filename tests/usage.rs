@@ -1,0 +1,287 @@
+//! Usage and tiers: reads record what they returned without writing per read, the uses reach
+//! the log as `USAGE` events that replay reproduces, hot items rank first, forgetting keeps what
+//! is used, and `USAGE` records neither come from input nor outlive a deleted node. Both
+//! backends where the backend matters.
+
+use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+use loci::dynamics::forget::{self, ForgetOptions};
+use loci::dynamics::usage::{Item, USAGE};
+use loci::model::{Assertion, EventDraft, NodeUpsert};
+use loci::retrieval::{RetrieveOptions, Retriever, SnippetKind};
+use loci::world::{self, WorldConfig};
+use loci::{BackendKind, DeleteRequest, Store};
+
+fn assert_verifies(store: &Store) {
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:#?}", report.differences);
+}
+
+fn held(store: &Store) -> u64 {
+    let s = store.stats();
+    s.events - s.events_deleted
+}
+
+/// A store of `n` villages, each with a passage-like node of the same words, so that a
+/// question about them ties every village and only the tie-break (or usage) orders them.
+fn villages(dir: &std::path::Path, backend: BackendKind, n: usize) -> Store {
+    let store = Store::create(dir, backend).unwrap();
+    let drafts = (0..n)
+        .map(|i| {
+            let mut d = EventDraft::new(i as i64, "bot", "DISCOVERY");
+            let mut up = NodeUpsert {
+                key: format!("village:{i}"),
+                label: Some("Place".into()),
+                name: Some(format!("Vale {i}")),
+                ..Default::default()
+            };
+            up.props
+                .insert("text".into(), "a quiet village with a bell tower".into());
+            d.assertions.push(Assertion::UpsertNode(up));
+            d
+        })
+        .collect();
+    store.ingest(drafts).unwrap();
+    store
+}
+
+fn ranked_nodes(store: &Store, question: &str) -> Vec<String> {
+    let opts = RetrieveOptions::default()
+        .with_k(10)
+        .with_kinds([SnippetKind::Entity])
+        .with_record_usage(false);
+    Retriever::new(store)
+        .unwrap()
+        .retrieve(question, &opts)
+        .unwrap()
+        .snippets
+        .into_iter()
+        .map(|s| s.id)
+        .collect()
+}
+
+fn usage_events(store: &Store) -> usize {
+    store.events_of_kind(USAGE).unwrap().len()
+}
+
+#[test]
+fn reads_write_nothing_until_a_flush_and_the_flush_replays() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = villages(dir.path(), backend, 4);
+        let events = store.stats().events;
+        let pack = Retriever::new(&store)
+            .unwrap()
+            .retrieve("bell tower village", &RetrieveOptions::default())
+            .unwrap();
+        assert!(!pack.snippets.is_empty());
+        let r = loci::query::run(
+            &store,
+            "MATCH (v:Place) RETURN v ORDER BY v.key LIMIT 2",
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(r.rows.len(), 2);
+        assert_eq!(store.stats().events, events, "{backend}: a read wrote");
+        assert!(store.usage_pending() > 0, "{backend}");
+        drop(store);
+
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            store.stats().events,
+            events + 1,
+            "{backend}: one USAGE event"
+        );
+        assert_eq!(usage_events(&store), 1);
+        let g = store.graph();
+        // Both the pack's villages and the query's first two were used; those in both twice.
+        let used = |k: &str| g.usage(&Item::Node(k.into())).map_or(0, |u| u.used);
+        // The query returned villages 0 and 1; the pack its own nodes: each read counts once.
+        let in_pack = |k: &str| pack.snippets.iter().any(|s| s.id == k) as u32;
+        assert_eq!(used("village:0"), 1 + in_pack("village:0"), "{backend}");
+        assert_eq!(used("village:1"), 1 + in_pack("village:1"), "{backend}");
+        drop(g);
+        assert_verifies(&store);
+        // Nothing waits: a second close writes nothing.
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(usage_events(&store), 1);
+    }
+}
+
+#[test]
+fn hot_items_win_a_tie_and_stats_count_the_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = villages(dir.path(), BackendKind::Redb, 4);
+    let before = ranked_nodes(&store, "bell tower village");
+    assert_eq!(before.len(), 4);
+    let last = before.last().unwrap().clone();
+    assert_eq!(store.stats().tiers.hot_nodes, 0);
+
+    // Used once: still warm, so the ranking does not move.
+    store.record_use([Item::Node(last.clone())]);
+    store.flush_usage().unwrap().unwrap();
+    assert_eq!(ranked_nodes(&store, "bell tower village"), before);
+    // Used twice, recently: hot, first.
+    store.record_use([Item::Node(last.clone())]);
+    store.flush_usage().unwrap().unwrap();
+    let after = ranked_nodes(&store, "bell tower village");
+    assert_eq!(after[0], last, "{after:?}");
+    let tiers = store.stats().tiers;
+    assert_eq!((tiers.hot_nodes, tiers.warm_nodes), (1, 3));
+
+    // Pinned is hot without any use.
+    store.pin(&[before[0].as_str()], true).unwrap();
+    assert_eq!(store.stats().tiers.hot_nodes, 2);
+    assert_verifies(&store);
+
+    // A week of world time later, the used item is warm again; the pinned one stays hot.
+    let mut later = EventDraft::new(8 * 24_000, "bot", "SLEEP");
+    later.salience = Some(0.1);
+    store.ingest(vec![later]).unwrap();
+    assert_eq!(store.stats().tiers.hot_nodes, 1);
+}
+
+#[test]
+fn uses_wait_in_memory_and_flush_when_enough_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = villages(dir.path(), BackendKind::Redb, 1);
+    let events = store.stats().events;
+    for i in 0..loci::dynamics::usage::FLUSH_ITEMS - 1 {
+        store.record_use([Item::Event(i as u64 + 1_000_000)]);
+    }
+    assert_eq!(store.stats().events, events);
+    store.record_use([Item::Event(42)]);
+    assert_eq!(store.stats().events, events + 1, "the 1024th item flushes");
+    assert_eq!(store.usage_pending(), 0);
+    assert_verifies(&store);
+}
+
+#[test]
+fn a_read_only_handle_records_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = villages(dir.path(), BackendKind::Redb, 2);
+    let events = writer.stats().events;
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    Retriever::new(&reader)
+        .unwrap()
+        .retrieve("village", &RetrieveOptions::default())
+        .unwrap();
+    assert_eq!(reader.usage_pending(), 0);
+    drop(reader);
+    drop(writer);
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.stats().events, events);
+}
+
+#[test]
+fn usage_events_cannot_be_ingested() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = villages(dir.path(), BackendKind::Redb, 1);
+    let err = store
+        .ingest(vec![EventDraft::new(5, "bot", USAGE)])
+        .unwrap_err();
+    assert!(err.to_string().contains("only the store writes"), "{err}");
+}
+
+#[test]
+fn usage_payloads_are_not_searchable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = villages(dir.path(), BackendKind::Redb, 1);
+    store.record_use([Item::Node("zanzibarquux".into())]);
+    store.flush_usage().unwrap().unwrap();
+    let hits = store
+        .search("zanzibarquux", &Default::default(), 10)
+        .unwrap();
+    assert!(hits.is_empty(), "{hits:?}");
+}
+
+#[test]
+fn forgetting_keeps_what_is_used_and_drops_superseded_usage_records() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let w = world::generate(&WorldConfig {
+            seed: 5,
+            scale: 1,
+            days: 16,
+        });
+        store.ingest(w.events).unwrap();
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        // The raw events of the first days: evictable (their days are summarised).
+        let early: Vec<u64> = store
+            .events_between(0, 6 * 24_000 - 1)
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind != "SUMMARY")
+            .map(|e| e.seq)
+            .collect();
+        assert!(early.len() >= 20, "{}", early.len());
+        let (used, unused): (Vec<u64>, Vec<u64>) = early.iter().partition(|s| *s % 2 == 0);
+        // Five reads of the even ones, each flushed: five USAGE events, the first four
+        // superseded by the last.
+        for _ in 0..5 {
+            store.record_use(used.iter().map(|s| Item::Event(*s)));
+            store.flush_usage().unwrap();
+        }
+        assert_eq!(usage_events(&store), 5);
+        let ledger_before: Vec<u32> = {
+            let g = store.graph();
+            used.iter()
+                .map(|s| g.usage(&Item::Event(*s)).unwrap().used)
+                .collect()
+        };
+        assert!(ledger_before.iter().all(|u| *u == 5));
+
+        let budget = held(&store) - early.len() as u64 / 2;
+        let r = forget::forget(&store, &ForgetOptions::with_budget(budget)).unwrap();
+        assert!(r.evicted > 0, "{backend}: {r:?}");
+        let gone = |seqs: &[u64]| {
+            seqs.iter()
+                .filter(|s| store.event(**s).unwrap().is_none())
+                .count()
+        };
+        let (used_gone, unused_gone) = (gone(&used), gone(&unused));
+        assert!(
+            used_gone * 4 < unused_gone.max(1),
+            "{backend}: used evicted {used_gone}, unused {unused_gone}"
+        );
+        // The superseded USAGE records went first (retention 0), the latest stays, and the
+        // totals are what they were.
+        assert_eq!(usage_events(&store), 1, "{backend}");
+        let g = store.graph();
+        let kept: Vec<u32> = used
+            .iter()
+            .filter(|s| store.event(**s).unwrap().is_some())
+            .map(|s| g.usage(&Item::Event(*s)).unwrap().used)
+            .collect();
+        assert!(kept.iter().all(|u| *u == 5), "{kept:?}");
+        drop(g);
+        assert_verifies(&store);
+    }
+}
+
+#[test]
+fn deleting_a_node_deletes_the_usage_records_that_name_it() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = villages(dir.path(), backend, 3);
+        store.record_use([
+            Item::Node("village:1".into()),
+            Item::Node("village:2".into()),
+        ]);
+        store.flush_usage().unwrap().unwrap();
+        store.record_use([Item::Node("village:2".into())]);
+        store.flush_usage().unwrap().unwrap();
+        store.delete(&DeleteRequest::nodes(["village:1"])).unwrap();
+        assert_eq!(usage_events(&store), 1, "{backend}");
+        let g = store.graph();
+        assert_eq!(g.usage(&Item::Node("village:1".into())), None);
+        // The later record's totals (2) stand for village:2.
+        assert_eq!(g.usage(&Item::Node("village:2".into())).unwrap().used, 2);
+        drop(g);
+        assert_verifies(&store);
+        let (store, _) = store.compact().unwrap();
+        assert_verifies(&store);
+        assert_eq!(store.graph().usage(&Item::Node("village:1".into())), None);
+    }
+}
