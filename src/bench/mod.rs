@@ -2,6 +2,7 @@
 //! scale-free graph (preferential attachment, several relations, random confidences) written as
 //! IMPORT events, and the measurements the foundation's speed goals name.
 
+mod routes;
 mod world;
 
 pub use world::{run_world_bench, WorldBenchConfig, WorldBenchReport};

@@ -93,6 +93,9 @@ pub struct WorldBenchReport {
     /// The same on the store that keeps everything.
     pub episodic_coverage_keeping: f64,
     pub key_events: usize,
+    /// Per kind of key event (deaths, fights, trades, slept_at, found): covered and total, on
+    /// the store that forgets.
+    pub coverage_by_kind: BTreeMap<String, (usize, usize)>,
     pub staleness_rate: f64,
     pub edges_reseen: usize,
     pub growth: Growth,
@@ -165,9 +168,11 @@ pub fn run_world_bench(config: &WorldBenchConfig) -> Result<WorldBenchReport> {
     report.growth.events_end_forgetting = forgetting.events_held();
     report.growth.bytes_end_forgetting = forgetting.disk_bytes();
     // Before the compaction, which leaves only tombstones of what was forgotten.
-    let (covered, key) = episodic_coverage(&forgetting)?;
+    let by_kind = episodic_coverage(&forgetting)?;
+    let (covered, key) = totals(&by_kind);
     report.episodic_coverage = covered as f64 / key.max(1) as f64;
     report.key_events = key;
+    report.coverage_by_kind = by_kind;
     let (forgetting, _) = forgetting.compact()?;
     report.growth.bytes_end_forgetting_compacted = forgetting.disk_bytes();
     report.growth.events_end_keeping = keeping.events_held();
@@ -188,14 +193,14 @@ pub fn run_world_bench(config: &WorldBenchConfig) -> Result<WorldBenchReport> {
         days: day_ms.len(),
     };
 
-    let answers = place_questions(&forgetting, &w.truth)?;
+    let answers = place_questions(&forgetting, &keeping, &w.truth)?;
     report.place_recall_at_5 = share(&answers);
     report.place_questions = answers;
-    report.place_recall_at_5_keeping = share(&place_questions(&keeping, &w.truth)?);
+    report.place_recall_at_5_keeping = share(&place_questions(&keeping, &keeping, &w.truth)?);
     let (f1, questions) = multihop(&keeping, &forgetting)?;
     report.multihop_f1 = Some(f1);
     report.multihop_questions = questions;
-    let (covered_k, key_k) = episodic_coverage(&keeping)?;
+    let (covered_k, key_k) = totals(&episodic_coverage(&keeping)?);
     report.episodic_coverage_keeping = covered_k as f64 / key_k.max(1) as f64;
     let (stale, reseen) = staleness(&keeping)?;
     report.staleness_rate = stale as f64 / reseen.max(1) as f64;
@@ -214,7 +219,11 @@ fn share(answers: &BTreeMap<String, bool>) -> f64 {
 
 /// The seed questions with a known answer, each true when the expected answer is among the
 /// first five the planner gives.
-fn place_questions(store: &Store, truth: &GroundTruth) -> Result<BTreeMap<String, bool>> {
+fn place_questions(
+    store: &Store,
+    knowing: &Store,
+    truth: &GroundTruth,
+) -> Result<BTreeMap<String, bool>> {
     let mut out = BTreeMap::new();
     let home = queries::where_is_home(store, "bot", None)?;
     out.insert(
@@ -247,6 +256,7 @@ fn place_questions(store: &Store, truth: &GroundTruth) -> Result<BTreeMap<String
                 .all(|(item, _)| d.dropped.iter().any(|(got, _)| got == item))
         }),
     );
+    super::routes::route_questions(store, knowing, truth, &mut out)?;
     Ok(out)
 }
 
@@ -329,7 +339,7 @@ fn multihop(truth: &Store, asked: &Store) -> Result<(f64, usize)> {
 }
 
 /// Key events of closed days, and how many of them the live summaries of their period name.
-fn episodic_coverage(store: &Store) -> Result<(usize, usize)> {
+fn episodic_coverage(store: &Store) -> Result<BTreeMap<String, (usize, usize)>> {
     let summaries: Vec<_> = consolidate::summaries(store)?
         .into_iter()
         .filter(|s| s.level != Level::Episode)
@@ -341,8 +351,7 @@ fn episodic_coverage(store: &Store) -> Result<(usize, usize)> {
             .map(|n| n.name)
             .unwrap_or_else(|| key.to_string())
     };
-    let mut key_events = 0;
-    let mut covered = 0;
+    let mut by_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     // Every event logged, deleted or not: forgotten ones are what coverage is about.
     let mut events = Vec::new();
     store.scan_log_with_deleted(1, |ev| {
@@ -374,7 +383,7 @@ fn episodic_coverage(store: &Store) -> Result<(usize, usize)> {
         let Some((list, needle)) = mention else {
             continue;
         };
-        key_events += 1;
+
         let named = summaries
             .iter()
             .filter(|s| s.start <= ev.ts && ev.ts <= s.end)
@@ -389,9 +398,18 @@ fn episodic_coverage(store: &Store) -> Result<(usize, usize)> {
                 };
                 items.iter().any(|i| i.contains(&needle))
             });
-        covered += usize::from(named);
+        let counts = by_kind.entry(list.to_string()).or_default();
+        counts.0 += usize::from(named);
+        counts.1 += 1;
     }
-    Ok((covered, key_events))
+    Ok(by_kind)
+}
+
+/// Covered and total key events over every kind.
+fn totals(by_kind: &BTreeMap<String, (usize, usize)>) -> (usize, usize) {
+    by_kind
+        .values()
+        .fold((0, 0), |(c, t), (kc, kt)| (c + kc, t + kt))
 }
 
 /// Re-sightings of edges, and how many came after the edge's effective confidence had fallen

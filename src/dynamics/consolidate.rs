@@ -48,8 +48,10 @@ const NOT_SUMMARISED: [&str; 6] = [
 /// Most salient moments a chunk's digest names (a merged digest: twice as many).
 const NOTABLE_PER_CHUNK: usize = 2;
 
-/// Longest list a digest keeps (places, trades, ...), so summaries stay short.
-const DIGEST_LIST_CAP: usize = 12;
+/// Longest list a digest keeps (places, trades, ...), so summaries stay short. A week's lists
+/// merge its days', and once the days are forgotten the week is all that names them: at 12,
+/// a week of 19 discoveries (the 20-day world) lost 7 of them.
+const DIGEST_LIST_CAP: usize = 32;
 
 /// The level of a summary in the hierarchy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -666,7 +668,14 @@ pub fn consolidate(
         let previous = latest
             .get(&(Level::Day, policy.day_range(day).0))
             .map(|s| s.seq);
-        if previous.is_some_and(|p| p > newest) {
+        // A live week summary covers its days too: once forgetting took a day's summary, the
+        // events it had to keep are summarised still, and only an event after the week's
+        // summary is late.
+        let week_start = policy
+            .day_range(policy.week_of_day(day).saturating_mul(policy.week_days))
+            .0;
+        let covered = previous.max(latest.get(&(Level::Week, week_start)).map(|s| s.seq));
+        if covered.is_some_and(|p| p > newest) {
             continue;
         }
         if let Some(plan) = plan_day(store, summarizer, policy, day, previous)? {

@@ -5,7 +5,8 @@
 //! **What may be evicted.** Only what a summary keeps the gist of: a raw event that is a child
 //! of an episode whose day is summarised, an episode summary whose day summary lives, a day
 //! summary whose week summary lives, summaries that a later one superseded, and week summaries
-//! (the top of the hierarchy: the oldest gist fades last). Never an event not yet consolidated
+//! once nothing else of their week is left (the top of the hierarchy: the oldest gist fades
+//! last). Never an event not yet consolidated
 //! (the open day: the agent's most recent experience), bookkeeping (deletions, pins), or **the
 //! last support of a belief**: an edge whose effective
 //! confidence is still at least [`RetentionPolicy::belief_floor`] (0.5), an edge or node of a
@@ -15,7 +16,10 @@
 //! deleted), so forgetting often leaves one such record, not one per run. Since day and week summaries re-assert the nodes and edges of their events with the
 //! values they had, the facts stay when the raw events go; what decays away is the detail.
 //!
-//! **Which first.** The lowest retention score, then the oldest (by sequence number):
+//! **Which first.** Detail before gist: superseded records (a later summary or `USAGE` record
+//! holds all they say), then raw events, then episode, day and week summaries, so a summary
+//! goes only once no detail of its level is left to evict. Within one of these, the lowest
+//! retention score, then the oldest (by sequence number):
 //!
 //! `retention = salience * 0.5 ^ (age / half_life) * (1 + uses)`
 //!
@@ -138,13 +142,13 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     report.evictable = candidates.len();
     // One more record comes in: the deletion event.
     let excess = (report.events_before + 1 - opts.budget) as usize;
-    let mut scored: Vec<(OrderedFloat<f64>, u64)> = {
+    let mut scored: Vec<(Gist, OrderedFloat<f64>, u64)> = {
         let g = store.graph();
         candidates
             .iter()
-            .map(|e| {
+            .map(|(e, gist)| {
                 let uses = g.usage(&Item::Event(e.seq)).map_or(0, |u| u.used);
-                (OrderedFloat(opts.policy.score(e, now, uses)), e.seq)
+                (*gist, OrderedFloat(opts.policy.score(e, now, uses)), e.seq)
             })
             .collect()
     };
@@ -158,14 +162,23 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
         .collect();
     let take = excess.saturating_sub(earlier.len());
     let mut support = Support::of_beliefs(store, now, opts.policy.belief_floor)?;
-    let by_seq: BTreeMap<u64, &Event> = candidates.iter().map(|e| (e.seq, e)).collect();
+    let by_seq: BTreeMap<u64, &Event> = candidates.iter().map(|(e, _)| (e.seq, e)).collect();
     let mut chosen: BTreeSet<u64> = BTreeSet::new();
-    for (_, seq) in &scored {
-        if chosen.len() == take {
+    // An event that cannot go yet because a later event needs a node it creates may go once
+    // that later one has: passes repeat while they make progress.
+    let mut waiting = scored;
+    loop {
+        let before = chosen.len();
+        waiting.retain(|(_, _, seq)| {
+            if chosen.len() < take && support.release(by_seq[seq]) {
+                chosen.insert(*seq);
+                false
+            } else {
+                true
+            }
+        });
+        if chosen.len() == take || chosen.len() == before {
             break;
-        }
-        if support.release(by_seq[seq]) {
-            chosen.insert(*seq);
         }
     }
     report.over_budget = chosen.len() + earlier.len() < excess;
@@ -181,10 +194,63 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     Ok(report)
 }
 
-/// What asserts each belief: how many live events assert each protected node and edge.
+/// What asserts each belief: how many live events assert each protected node and edge; and,
+/// for every node, which live events create it and which name it.
 struct Support {
     nodes: HashMap<String, u32>,
     edges: HashMap<(String, String, String), u32>,
+    order: HashMap<String, NodeOrder>,
+}
+
+/// The live events that upsert a node and those whose assertions need it to exist (edge ends,
+/// retractions), by sequence number. Replay without an evicted event skips an assertion on a
+/// node that does not exist yet at its place in the log, so evicting an upsert is safe only if
+/// another upsert still comes before the first event that needs the node: a day summary, which
+/// re-asserts the node, is written after the next day's events, and evicting the node's
+/// creator would otherwise silently drop their edges to it.
+#[derive(Default)]
+struct NodeOrder {
+    upserts: BTreeSet<u64>,
+    needs: BTreeSet<u64>,
+}
+
+impl NodeOrder {
+    /// Whether the node still exists before every event that needs it once `seq` goes.
+    fn survives_without(&self, seq: u64) -> bool {
+        let first_need = self.needs.iter().find(|s| **s != seq);
+        let first_upsert = self.upserts.iter().find(|s| **s != seq);
+        match (first_need, first_upsert) {
+            (None, _) => true,
+            // An event may upsert a node and then link it (its assertions apply in order, and
+            // live ingest refuses an edge to a node not yet upserted).
+            (Some(need), Some(upsert)) => upsert <= need,
+            (Some(_), None) => false,
+        }
+    }
+}
+
+/// The nodes `ev` upserts and those its assertions need.
+fn node_roles(ev: &Event) -> (BTreeSet<&str>, BTreeSet<&str>) {
+    let (mut upserts, mut needs) = (BTreeSet::new(), BTreeSet::new());
+    for a in &ev.assertions {
+        match a {
+            Assertion::UpsertNode(up) => {
+                upserts.insert(up.key.as_str());
+            }
+            Assertion::UpsertEdge(up) => {
+                needs.insert(up.from.as_str());
+                needs.insert(up.to.as_str());
+            }
+            Assertion::RetractNode { key } => {
+                needs.insert(key.as_str());
+            }
+            Assertion::RetractEdge { from, to, .. } => {
+                needs.insert(from.as_str());
+                needs.insert(to.as_str());
+            }
+        }
+    }
+    (upserts, needs)
 }
 
 impl Support {
@@ -214,9 +280,22 @@ impl Support {
                 }
             }
         }
-        let mut support = Support { nodes, edges };
+        let mut support = Support {
+            nodes,
+            edges,
+            order: HashMap::new(),
+        };
         store.scan_log(1, |ev| {
             support.each_belief(&ev, |count| *count += 1);
+            let (upserts, needs) = node_roles(&ev);
+            for key in upserts {
+                let o = support.order.entry(key.to_string()).or_default();
+                o.upserts.insert(ev.seq);
+            }
+            for key in needs {
+                let o = support.order.entry(key.to_string()).or_default();
+                o.needs.insert(ev.seq);
+            }
             Ok(true)
         })?;
         Ok(support)
@@ -257,13 +336,28 @@ impl Support {
         if last {
             return false;
         }
+        let (upserts, needs) = node_roles(ev);
+        let breaks_order = upserts.iter().any(|key| {
+            self.order
+                .get(*key)
+                .is_some_and(|o| !o.survives_without(ev.seq))
+        });
+        if breaks_order {
+            return false;
+        }
         self.each_belief(ev, |count| *count = count.saturating_sub(1));
+        for key in upserts.iter().chain(needs.iter()) {
+            if let Some(o) = self.order.get_mut(*key) {
+                o.upserts.remove(&ev.seq);
+                o.needs.remove(&ev.seq);
+            }
+        }
         true
     }
 }
 
 /// The events forgetting may evict (see the module documentation).
-fn evictable(store: &Store) -> Result<Vec<Event>> {
+fn evictable(store: &Store) -> Result<Vec<(Event, Gist)>> {
     let mut all: Vec<Summary> = Vec::new();
     for ev in store.events_of_kind(SUMMARY)? {
         all.extend(Summary::of_event(&ev));
@@ -280,38 +374,66 @@ fn evictable(store: &Store) -> Result<Vec<Event>> {
             parent_level.insert(*c, s.level);
         }
     }
-    let mut seqs: BTreeSet<u64> = BTreeSet::new();
+    let mut seqs: BTreeMap<u64, Gist> = BTreeMap::new();
     for s in &all {
         if !live.contains(&s.seq) {
             // Superseded: its replacement holds the gist.
-            seqs.insert(s.seq);
+            seqs.insert(s.seq, Gist::Redundant);
             continue;
         }
         match s.level {
             Level::Episode if parent_level.get(&s.seq) == Some(&Level::Day) => {
-                seqs.insert(s.seq);
-                seqs.extend(s.children.iter().copied());
+                seqs.insert(s.seq, Gist::Episode);
+                for c in &s.children {
+                    seqs.insert(*c, Gist::Detail);
+                }
             }
             Level::Day if parent_level.get(&s.seq) == Some(&Level::Week) => {
-                seqs.insert(s.seq);
+                seqs.insert(s.seq, Gist::Day);
             }
-            Level::Week => {
-                seqs.insert(s.seq);
+            // The top of the hierarchy goes last: only once nothing else of its week is left,
+            // so that no remnant (a last support forgetting had to keep) makes the next
+            // consolidation summarise the week again from what little remains.
+            Level::Week if only_event_of_its_range(store, s)? => {
+                seqs.insert(s.seq, Gist::Week);
             }
             _ => {}
         }
     }
-    seqs.extend(superseded_usage(store)?);
+    for seq in superseded_usage(store)? {
+        seqs.insert(seq, Gist::Redundant);
+    }
     let mut out = Vec::with_capacity(seqs.len());
-    for seq in seqs {
+    for (seq, gist) in seqs {
         let Some(ev) = store.event(seq)? else {
             continue;
         };
         if ![DELETE, TOMBSTONE, "PIN", "UNPIN"].contains(&ev.kind.as_str()) {
-            out.push(ev);
+            out.push((ev, gist));
         }
     }
     Ok(out)
+}
+
+/// Whether `summary` is the only live event of its time range.
+fn only_event_of_its_range(store: &Store, summary: &Summary) -> Result<bool> {
+    Ok(store
+        .event_times(summary.start, summary.end)?
+        .iter()
+        .all(|(_, seq)| *seq == summary.seq))
+}
+
+/// How much of the past an evictable event stands for: forgetting takes the lower first
+/// (detail before gist), and by retention within one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Gist {
+    /// A superseded summary or `USAGE` record: a later one holds all it says.
+    Redundant,
+    /// A raw event of a summarised episode.
+    Detail,
+    Episode,
+    Day,
+    Week,
 }
 
 /// The `USAGE` events whose every item a later `USAGE` event names (see the module

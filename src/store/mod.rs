@@ -1067,7 +1067,13 @@ impl Store {
                 to = counters.last_seq,
                 "bringing the full-text index up to the log"
             );
-            store.catch_up_text(from)?;
+            if let Err(e) = store.catch_up_text(from) {
+                // The index is derived: whatever stops it catching up (files a killed writer
+                // left half made), it is rebuilt from the log.
+                tracing::warn!(error = %e, "full-text catch-up failed; rebuilding the index from the log");
+                store.text.clear()?;
+                store.catch_up_text(0)?;
+            }
         } else if from > counters.last_seq {
             // The index claims events the log does not have: rebuild it from the log.
             store.text.clear()?;
