@@ -14,6 +14,8 @@
 //! - [`ingest`]: JSON Lines readers for events, graphs, passages and triples;
 //! - [`dynamics`]: how memory changes with time: salience, decay of confidence (computed on
 //!   read), deletion and forgetting as events, consolidation into summaries;
+//! - [`context`]: the prompt context of a turn (cover of summaries, snippets, working memory,
+//!   the latest events) in an exact token budget with a stable prefix;
 //! - [`world`]: the deterministic synthetic block world; [`queries`]: the seed questions.
 //!
 //! ```no_run
@@ -27,6 +29,7 @@
 
 pub mod bench;
 pub mod codec;
+pub mod context;
 pub mod dynamics;
 pub mod error;
 pub mod extract;

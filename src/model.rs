@@ -582,6 +582,14 @@ pub mod kinds {
     pub const EXTRACTION: &str = "EXTRACTION";
     /// Uses of items by reads (`dynamics::usage`); written only by the store.
     pub const USAGE: &str = "USAGE";
+    /// A saved prompt context (`context`); written only by the store.
+    pub const CONTEXT: &str = "CONTEXT";
+
+    /// Whether events of `kind` are the store's bookkeeping of reads (uses, saved contexts):
+    /// not full-text indexed and not summarised.
+    pub fn is_read_record(kind: &str) -> bool {
+        kind == USAGE || kind == CONTEXT
+    }
 }
 
 #[cfg(test)]

@@ -292,7 +292,7 @@ impl TextDoc {
     /// indexing it would change every term's statistics, so a question asked twice would rank
     /// differently only because it had been asked.
     pub fn for_event(e: &Event) -> Option<Self> {
-        if e.kind == crate::model::kinds::USAGE {
+        if crate::model::kinds::is_read_record(&e.kind) {
             return None;
         }
         Some(TextDoc {

@@ -1195,3 +1195,50 @@ fn memory_commands_work_end_to_end() {
     let bad = loci(&["wm", "--store", s, "capacity", "lots"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn context_assembles_saves_and_recalls_a_turn() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    ok(&["consolidate", "--store", p(&store)]);
+    let instructions = tmp.path().join("instructions.txt");
+    std::fs::write(&instructions, "Be brief.\n").unwrap();
+    let args = [
+        "context",
+        "--store",
+        p(&store),
+        "--budget",
+        "900",
+        "--question",
+        "who trades emeralds for sticks",
+        "--instructions",
+        p(&instructions),
+        "--save",
+        "--json",
+    ];
+    let first = json(&args);
+    assert!(first["tokens"].as_u64().unwrap() <= 900, "{first}");
+    assert_eq!(first["turn"], 1);
+    assert!(first["text"].as_str().unwrap().starts_with("Be brief.\n"));
+    let second = json(&args);
+    assert_eq!(second["turn"], 2);
+    assert_eq!(second["prefix_digest"], first["prefix_digest"]);
+    let text = ok(&["context", "--store", p(&store), "--turn", "1"]);
+    assert!(text.starts_with("turn 1 (event "), "{text}");
+    let saved = json(&["context", "--store", p(&store), "--turn", "2", "--json"]);
+    assert_eq!(saved["tokens"], second["tokens"]);
+    assert!(!saved["ids"].as_array().unwrap().is_empty());
+    // The plain form is the context itself; the figures go to stderr.
+    let plain = ok(&[
+        "context",
+        "--store",
+        p(&store),
+        "--budget",
+        "300",
+        "--mode",
+        "anchor",
+    ]);
+    assert!(plain.contains(loci::context::BOUNDARY), "{plain}");
+    let verify = ok(&["replay", "--store", p(&store), "--verify"]);
+    assert!(verify.contains("OK"), "{verify}");
+}

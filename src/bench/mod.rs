@@ -2,9 +2,11 @@
 //! scale-free graph (preferential attachment, several relations, random confidences) written as
 //! IMPORT events, and the measurements the foundation's speed goals name.
 
+mod context;
 mod routes;
 mod world;
 
+pub use context::{run_context_bench, ContextBenchConfig, ContextBenchReport};
 pub use world::{run_world_bench, WorldBenchConfig, WorldBenchReport};
 
 use std::collections::{HashMap, HashSet};

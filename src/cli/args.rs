@@ -73,6 +73,10 @@ pub enum Command {
     /// Turn SIGHTING events into places (second sighting or an interaction) and villages
     /// (clusters of beds and workstations).
     Emerge(EmergeArgs),
+    /// Assemble this turn's prompt context in a token budget: instructions, pins, the memory
+    /// cover of summaries (a stable prefix), then snippets for the question, working memory and
+    /// the latest events. `--turn T` shows what a saved context held.
+    Context(ContextArgs),
     /// Full-text search over nodes and events.
     Search(SearchArgs),
     /// Nodes within N hops of a node (by key, or the best name match).
@@ -205,6 +209,36 @@ pub struct WmArgs {
     /// Who makes the change.
     #[arg(long, default_value = "agent")]
     pub actor: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ContextArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Tokens the context may take (counted on the final text).
+    #[arg(long, default_value_t = 8000)]
+    pub budget: usize,
+    /// The question of this turn (its snippets come from retrieval).
+    #[arg(long)]
+    pub question: Option<String>,
+    /// Sections: all, anchor (cover and the latest events), mainline (pins and mainline).
+    #[arg(long, default_value = "all", value_parser = ["all", "anchor", "mainline"])]
+    pub mode: String,
+    /// A file of static instructions to put first.
+    #[arg(long, value_name = "FILE")]
+    pub instructions: Option<std::path::PathBuf>,
+    /// How the budget counts tokens: approx or cl100k_base.
+    #[arg(long, default_value = "approx")]
+    pub tokenizer: loci::retrieval::Tokenizer,
+    /// Save the context as a CONTEXT event (turn numbers count up), and keep a changed cover
+    /// for one more turn so the prefix does not change on the turn a summary is made.
+    #[arg(long)]
+    pub save: bool,
+    /// Show the saved context of this turn instead of assembling one.
+    #[arg(long, value_name = "T", conflicts_with_all = ["question", "save"])]
+    pub turn: Option<u64>,
     #[arg(long)]
     pub json: bool,
 }
@@ -452,6 +486,23 @@ pub enum BenchCommand {
         days: u32,
         #[arg(long, default_value = "redb", value_parser = ["redb", "sled"])]
         backend: String,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
+    /// The context builder: latency on a large store under both tokenizers, and how often the
+    /// stable prefix survives a turn over a simulated session with consolidation.
+    Context {
+        /// Events in the store timed for latency (the world padded with observations).
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=5_000_000))]
+        events: u64,
+        /// Turns of the simulated session (consolidating every 20).
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(2..=100_000))]
+        turns: u64,
+        /// Token budget of each context.
+        #[arg(long, default_value_t = 8000, value_parser = clap::value_parser!(u64).range(64..=1_000_000))]
+        budget: u64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
         #[command(flatten)]
         report: ReportArgs,
     },

@@ -114,6 +114,25 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             bar.finish_and_clear();
             emit(&r, &report)?;
         }
+        BenchCommand::Context {
+            events,
+            turns,
+            budget,
+            seed,
+            report,
+        } => {
+            let bar = spinner(&format!(
+                "contexts over {events} events and a session of {turns} turns"
+            ));
+            let r = loci::bench::run_context_bench(&loci::bench::ContextBenchConfig {
+                events: events as usize,
+                turns: turns as usize,
+                budget: budget as usize,
+                seed,
+            })?;
+            bar.finish_and_clear();
+            emit(&r, &report)?;
+        }
         BenchCommand::Graph {
             nodes,
             edges,

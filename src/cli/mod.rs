@@ -9,6 +9,7 @@
 
 mod args;
 mod bench;
+mod context;
 mod demo;
 pub(crate) mod exit;
 mod memory;
@@ -111,6 +112,7 @@ fn run(cli: Cli) -> Result<Code> {
         Command::Forget(a) => memory::forget(a),
         Command::Wm(a) => memory::working_memory(a),
         Command::Emerge(a) => memory::emerge(a),
+        Command::Context(a) => context::context(a),
         Command::Search(a) => read::search(a),
         Command::Neighbors(a) => read::neighbors(a),
         Command::Query(a) => read::query(a),

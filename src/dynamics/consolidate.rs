@@ -36,9 +36,10 @@ use crate::store::Store;
 pub const SUMMARY: &str = "SUMMARY";
 
 /// Kinds that are bookkeeping, not experience: never summarised.
-const NOT_SUMMARISED: [&str; 6] = [
+const NOT_SUMMARISED: [&str; 7] = [
     SUMMARY,
     crate::dynamics::usage::USAGE,
+    crate::model::kinds::CONTEXT,
     deletion::DELETE,
     deletion::TOMBSTONE,
     "PIN",

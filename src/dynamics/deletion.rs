@@ -34,7 +34,12 @@ pub const RESERVED_KINDS: [&str; 2] = [DELETE, TOMBSTONE];
 
 /// Kinds an ingested event may not have: the reserved ones and `USAGE`, which only reads
 /// write (`dynamics::usage`), so that no input can fake what was used.
-pub const STORE_WRITTEN_KINDS: [&str; 3] = [DELETE, TOMBSTONE, crate::dynamics::usage::USAGE];
+pub const STORE_WRITTEN_KINDS: [&str; 4] = [
+    DELETE,
+    TOMBSTONE,
+    crate::model::kinds::USAGE,
+    crate::model::kinds::CONTEXT,
+];
 
 /// Why events were deleted; recorded in the deletion event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -1799,6 +1799,16 @@ impl Store {
     }
 
     /// Events the store holds: log records not deleted (forgetting's budget counts these).
+    /// The sequence number of the log's last record (0 for an empty log).
+    pub fn last_seq(&self) -> u64 {
+        self.read_state().counters.last_seq
+    }
+
+    /// Deleted events (out of every view).
+    pub fn deleted_count(&self) -> usize {
+        self.read_state().deleted.len()
+    }
+
     pub fn events_held(&self) -> u64 {
         let state = self.read_state();
         state
@@ -1922,6 +1932,13 @@ impl Store {
                 Err(e)
             }
         }
+    }
+
+    /// Appends one record of the store's own (a saved context), which ingest would refuse.
+    pub(crate) fn append_bookkeeping(&self, draft: EventDraft) -> Result<Commit> {
+        self.writable()?;
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.ingest_locked(vec![draft])
     }
 
     /// Uses recorded and not yet flushed (items).

@@ -1,0 +1,77 @@
+//! `loci context`: this turn's prompt context, or what a saved one held.
+
+use anyhow::{Context as _, Result};
+
+use loci::context::{self, ContextMode, ContextOptions};
+
+use super::args::ContextArgs;
+use super::exit::{fail, Code};
+use super::output::{outln, print_json};
+use super::{open, open_for_reading};
+
+pub fn context(a: ContextArgs) -> Result<Code> {
+    if let Some(turn) = a.turn {
+        let s = open_for_reading(&a.store)?;
+        let Some(snap) = context::snapshot(&s, turn)? else {
+            fail!(Code::NotFound, "no saved context of turn {turn}");
+        };
+        if a.json {
+            print_json(&snap)?;
+        } else {
+            outln!(
+                "turn {} (event {}): {} of {} tokens, prefix {}{}",
+                snap.turn,
+                snap.seq,
+                snap.tokens,
+                snap.budget,
+                snap.prefix_digest,
+                if snap.cover_held_over {
+                    ", cover held over"
+                } else {
+                    ""
+                }
+            );
+            for id in &snap.ids {
+                outln!("  {id}");
+            }
+        }
+        return Ok(Code::Ok);
+    }
+    let instructions = match &a.instructions {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading instructions from {}", path.display()))?,
+        ),
+        None => None,
+    };
+    // Saving writes an event; assembling reads (and records what retrieval returned).
+    let s = if a.save {
+        open(&a.store)?
+    } else {
+        open_for_reading(&a.store)?
+    };
+    let mut opts = ContextOptions::with_budget(a.budget);
+    opts.question = a.question;
+    opts.mode = a.mode.parse::<ContextMode>()?;
+    opts.instructions = instructions;
+    opts.tokenizer = a.tokenizer;
+    opts.save = a.save;
+    let c = context::build_context(&s, &opts)?;
+    if a.json {
+        print_json(&c)?;
+    } else {
+        outln!("{}", c.text.trim_end_matches('\n'));
+        super::output::errln!(
+            "{} of {} tokens ({}), prefix {} tokens; {} lines left out{}",
+            c.tokens,
+            c.budget,
+            c.tokenizer,
+            c.prefix_tokens,
+            c.left_out.len(),
+            c.turn
+                .map(|t| format!("; saved as turn {t}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(Code::Ok)
+}

@@ -1,0 +1,158 @@
+//! The memory cover: which summaries of the consolidation hierarchy stand for the past in a
+//! section of `cap` tokens.
+//!
+//! Start from the roots (live summaries that no live summary of a higher level contains: the
+//! weeks, and the days and episodes of periods not yet rolled up); while they are over the cap,
+//! drop the oldest; then, while there is room, split the widest chunk into its children (the
+//! live summaries one level down within its range) if they fit in its place. Containment is by
+//! time range, not by the children lists, so a day summarised again (a late event) is still
+//! under its week. Deterministic: ties go to the older chunk, then the lower sequence number.
+
+use std::collections::BTreeSet;
+
+use crate::dynamics::consolidate::{Level, Summary};
+
+/// The cover of `live` (the latest summary of each range) within `cap` tokens, oldest first.
+pub fn cover(live: &[Summary], cap: usize, tokens: &dyn Fn(&Summary) -> usize) -> Vec<Summary> {
+    let cost: Vec<usize> = live.iter().map(tokens).collect();
+    let contains = |outer: &Summary, inner: &Summary| {
+        outer.level > inner.level && outer.start <= inner.start && inner.end <= outer.end
+    };
+    // Indexes into `live` of the chunks in the cover.
+    let mut chosen: BTreeSet<usize> = (0..live.len())
+        .filter(|&i| !live.iter().any(|o| contains(o, &live[i])))
+        .collect();
+    let mut total: usize = chosen.iter().map(|&i| cost[i]).sum();
+    while total > cap {
+        let Some(&oldest) = chosen.iter().min_by_key(|&&i| (live[i].start, live[i].seq)) else {
+            break;
+        };
+        chosen.remove(&oldest);
+        total -= cost[oldest];
+    }
+    if chosen.is_empty() {
+        return Vec::new();
+    }
+    let children = |i: usize| -> Vec<usize> {
+        let below = match live[i].level {
+            Level::Week => Level::Day,
+            Level::Day => Level::Episode,
+            Level::Episode => return Vec::new(),
+        };
+        (0..live.len())
+            .filter(|&j| live[j].level == below && contains(&live[i], &live[j]))
+            .collect()
+    };
+    let mut unsplittable: BTreeSet<usize> = BTreeSet::new();
+    // The widest chunk not yet found unsplittable, each time.
+    while let Some(&widest) = chosen
+        .iter()
+        .filter(|i| !unsplittable.contains(i))
+        .max_by_key(|&&i| {
+            (
+                live[i].end.saturating_sub(live[i].start),
+                std::cmp::Reverse((live[i].start, live[i].seq)),
+            )
+        })
+    {
+        let kids = children(widest);
+        let with_kids = total - cost[widest] + kids.iter().map(|&j| cost[j]).sum::<usize>();
+        if kids.is_empty() || with_kids > cap {
+            unsplittable.insert(widest);
+            continue;
+        }
+        chosen.remove(&widest);
+        chosen.extend(kids);
+        total = with_kids;
+    }
+    let mut out: Vec<Summary> = chosen.into_iter().map(|i| live[i].clone()).collect();
+    out.sort_by_key(|s| (s.start, std::cmp::Reverse(s.level), s.seq));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(seq: u64, level: Level, start: i64, end: i64) -> Summary {
+        Summary {
+            seq,
+            level,
+            start,
+            end,
+            children: Vec::new(),
+            text: String::new(),
+            digest: Default::default(),
+            supersedes: None,
+        }
+    }
+
+    /// Two weeks of two days each, each day of two episodes; every chunk costs 10 tokens.
+    fn hierarchy() -> Vec<Summary> {
+        let mut v = Vec::new();
+        let mut seq = 0;
+        for w in 0..2i64 {
+            for d in 0..2i64 {
+                let day = w * 2 + d;
+                for e in 0..2i64 {
+                    seq += 1;
+                    v.push(s(
+                        seq,
+                        Level::Episode,
+                        day * 100 + e * 50,
+                        day * 100 + e * 50 + 49,
+                    ));
+                }
+                seq += 1;
+                v.push(s(seq, Level::Day, day * 100, day * 100 + 99));
+            }
+            seq += 1;
+            v.push(s(seq, Level::Week, w * 200, w * 200 + 199));
+        }
+        v
+    }
+
+    fn levels(c: &[Summary]) -> Vec<(Level, i64)> {
+        c.iter().map(|s| (s.level, s.start)).collect()
+    }
+
+    #[test]
+    fn roots_first_then_the_widest_split_while_it_fits() {
+        let h = hierarchy();
+        let ten = |_: &Summary| 10;
+        assert_eq!(
+            levels(&cover(&h, 20, &ten)),
+            [(Level::Week, 0), (Level::Week, 200)]
+        );
+        // Room for one split: the older week (a tie on width) becomes its two days.
+        assert_eq!(
+            levels(&cover(&h, 30, &ten)),
+            [(Level::Day, 0), (Level::Day, 100), (Level::Week, 200)]
+        );
+        // Over the cap: the oldest root goes first.
+        assert_eq!(levels(&cover(&h, 15, &ten)), [(Level::Week, 200)]);
+        assert!(cover(&h, 5, &ten).is_empty());
+        // Everything fits down to episodes.
+        assert_eq!(cover(&h, 80, &ten).len(), 8);
+        assert!(cover(&h, 80, &ten)
+            .iter()
+            .all(|s| s.level == Level::Episode));
+    }
+
+    #[test]
+    fn a_period_not_yet_rolled_up_is_a_root_of_its_own() {
+        let mut h = hierarchy();
+        h.push(s(100, Level::Day, 400, 499));
+        h.push(s(101, Level::Episode, 500, 549));
+        let ten = |_: &Summary| 10;
+        assert_eq!(
+            levels(&cover(&h, 40, &ten)),
+            [
+                (Level::Week, 0),
+                (Level::Week, 200),
+                (Level::Day, 400),
+                (Level::Episode, 500)
+            ]
+        );
+    }
+}

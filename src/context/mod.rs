@@ -1,0 +1,853 @@
+//! The context builder: everything loci knows, assembled into one prompt context per turn, in
+//! an exact token budget, with a prefix that stays byte-identical between turns so an LLM
+//! provider's prompt cache keeps hitting.
+//!
+//! Sections, in a fixed order (each line carries the ids it rests on):
+//!
+//! 1. **instructions**: the caller's text, as given;
+//! 2. **pinned**: the mainline of working memory, then every pinned node (by key);
+//! 3. **cover**: the *memory cover*, summaries chosen from the consolidation hierarchy
+//!    ([`cover`]): the roots (weeks, and the days and episodes no live summary holds) while they
+//!    fit, the oldest dropped first, then the widest chunk split into its children while they
+//!    fit; each line is labelled with its level and time range;
+//!
+//!    [`BOUNDARY`]: everything above it is the stable prefix;
+//!
+//! 4. **snippets**: retrieval's context pack for the question, with provenance;
+//! 5. **working memory**: intent, subgoals, threats, promises, recent observations;
+//! 6. **moment**: the most recent raw events, newest kept first, in whatever budget is left.
+//!
+//! Each section but the moment has a share of the budget ([`Shares`]); what a section leaves
+//! unused goes to the moment. The final text is counted with the chosen tokenizer and never
+//! exceeds the budget: lines are left out (moment oldest first, then the other sections from the
+//! bottom up) until it fits, and every line left out is listed. Modes: `all`; `anchor` (cover
+//! and moment only); `mainline` (pinned only).
+//!
+//! **Prefix stability.** The cover is a function of the live summaries and the budget only, so
+//! the prefix changes only when consolidation (or forgetting) changes the summaries. When it
+//! does, a saved context ([`ContextOptions::save`]) lets the next turn keep the previous cover
+//! for one more turn (if its summaries all still live), so a cache break is not taken on the
+//! turn that made the summary. Saved contexts are `CONTEXT` events (written by the store, not
+//! indexed or summarised): which ids the context held, its token count and prefix digest, so a
+//! later question can ask what the agent saw at turn T ([`snapshot`]).
+
+mod cover;
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dynamics::consolidate::{self, Summary};
+use crate::error::{Error, Result};
+use crate::model::{kinds, EventDraft, Value};
+use crate::retrieval::{RetrieveOptions, Retriever, TokenCounter, Tokenizer};
+use crate::store::{Facet, Store};
+
+pub use cover::cover;
+
+/// The line between the stable prefix and the rest of the context.
+pub const BOUNDARY: &str = "=== memory above is stable across turns; this turn below ===";
+
+/// Kind of a saved context.
+pub const CONTEXT: &str = kinds::CONTEXT;
+
+/// Log records the moment reads at a time, going back from the end until its budget is full.
+const MOMENT_STEP: u64 = 128;
+/// Log records the moment looks back over at most.
+const MOMENT_WINDOW: u64 = 4096;
+
+/// Kinds that are bookkeeping, never part of the moment.
+const NOT_MOMENT: [&str; 7] = [
+    consolidate::SUMMARY,
+    crate::dynamics::usage::USAGE,
+    crate::dynamics::working::WM,
+    crate::dynamics::deletion::DELETE,
+    crate::dynamics::deletion::TOMBSTONE,
+    kinds::CONTEXT,
+    "PIN",
+];
+
+/// Which sections a context holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContextMode {
+    /// Every section.
+    #[default]
+    All,
+    /// The cover and the moment.
+    Anchor,
+    /// Pins and the mainline.
+    Mainline,
+}
+
+impl std::str::FromStr for ContextMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "all" => Ok(ContextMode::All),
+            "anchor" => Ok(ContextMode::Anchor),
+            "mainline" => Ok(ContextMode::Mainline),
+            other => Err(Error::InvalidArgument {
+                name: "mode".into(),
+                message: format!("{other:?}: expected all, anchor or mainline"),
+            }),
+        }
+    }
+}
+
+/// Shares of the budget (after the instructions) of the sections before the moment, which
+/// takes the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Shares {
+    pub pinned: f32,
+    pub cover: f32,
+    pub snippets: f32,
+    pub working: f32,
+}
+
+impl Default for Shares {
+    fn default() -> Self {
+        Shares {
+            pinned: 0.1,
+            cover: 0.3,
+            snippets: 0.25,
+            working: 0.1,
+        }
+    }
+}
+
+/// Options of [`build_context`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ContextOptions {
+    /// Tokens the rendered context may take.
+    pub budget: usize,
+    pub question: Option<String>,
+    pub mode: ContextMode,
+    pub instructions: Option<String>,
+    pub shares: Shares,
+    pub tokenizer: Tokenizer,
+    /// Save the context as a `CONTEXT` event (and keep a changed cover one more turn).
+    pub save: bool,
+    /// Record what the snippets returned as uses (`dynamics::usage`).
+    pub record_usage: bool,
+}
+
+impl ContextOptions {
+    pub fn with_budget(budget: usize) -> Self {
+        ContextOptions {
+            budget,
+            question: None,
+            mode: ContextMode::All,
+            instructions: None,
+            shares: Shares::default(),
+            tokenizer: Tokenizer::Approx,
+            save: false,
+            record_usage: true,
+        }
+    }
+}
+
+/// One rendered line and what it rests on (`event:SEQ`, node keys, `e<id>` facts).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    pub text: String,
+    pub ids: Vec<String>,
+    pub tokens: usize,
+}
+
+/// A section as rendered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Section {
+    pub name: String,
+    pub lines: Vec<Line>,
+}
+
+/// A line that did not fit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LeftOut {
+    pub section: String,
+    pub ids: Vec<String>,
+    pub tokens: usize,
+}
+
+/// An assembled context.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    /// The text to send.
+    pub text: String,
+    /// Its tokens, counted on `text` by `tokenizer`.
+    pub tokens: usize,
+    pub budget: usize,
+    pub tokenizer: Tokenizer,
+    /// Tokens of the stable prefix (up to and including the boundary line).
+    pub prefix_tokens: usize,
+    /// FNV-1a digest of the prefix bytes, hex: equal digests, identical prefixes.
+    pub prefix_digest: String,
+    pub sections: Vec<Section>,
+    pub left_out: Vec<LeftOut>,
+    /// The summaries of the cover, by sequence number.
+    pub cover: Vec<u64>,
+    /// The cover is the previous turn's, kept one more turn.
+    pub cover_held_over: bool,
+    /// The turn number, when the context was saved.
+    pub turn: Option<u64>,
+}
+
+/// A saved context, as its `CONTEXT` event holds it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub turn: u64,
+    /// Sequence number of the `CONTEXT` event.
+    #[serde(default)]
+    pub seq: u64,
+    pub tokens: usize,
+    pub budget: usize,
+    pub prefix_digest: String,
+    pub cover: Vec<u64>,
+    pub cover_held_over: bool,
+    pub ids: Vec<String>,
+}
+
+/// Assembles the context for this turn (see the module documentation). For many turns, build
+/// a [`ContextBuilder`] once: it keeps retrieval's entity dictionary between turns.
+pub fn build_context(store: &Store, opts: &ContextOptions) -> Result<Context> {
+    ContextBuilder::new(store)?.build(opts)
+}
+
+/// Assembles contexts turn after turn over one store. It keeps retrieval's dictionary and the
+/// live summaries between turns (re-read only when a summary or a deletion was logged since).
+pub struct ContextBuilder<'s> {
+    store: &'s Store,
+    retriever: Retriever<'s>,
+    caches: Caches,
+}
+
+/// What a builder keeps between turns.
+#[derive(Default)]
+struct Caches {
+    summaries: std::sync::Mutex<SummaryCache>,
+    moment: std::sync::Mutex<MomentCache>,
+    /// Tokens of each summary's cover line, per tokenizer.
+    cover_costs: std::sync::Mutex<std::collections::HashMap<(u64, Tokenizer), usize>>,
+}
+
+/// The live summaries as of a log position.
+#[derive(Default)]
+struct SummaryCache {
+    seq: u64,
+    deleted: usize,
+    live: Option<std::sync::Arc<Vec<Summary>>>,
+}
+
+impl<'s> ContextBuilder<'s> {
+    pub fn new(store: &'s Store) -> Result<Self> {
+        Ok(ContextBuilder {
+            store,
+            retriever: Retriever::new(store)?,
+            caches: Caches::default(),
+        })
+    }
+
+    /// The context for this turn.
+    pub fn build(&self, opts: &ContextOptions) -> Result<Context> {
+        let live = self.live_summaries()?;
+        assemble(self.store, &self.retriever, &live, &self.caches, opts)
+    }
+
+    /// The live summaries: from the cache when the records logged since it was filled hold no
+    /// summary and nothing was deleted.
+    fn live_summaries(&self) -> Result<std::sync::Arc<Vec<Summary>>> {
+        let mut cache = self
+            .caches
+            .summaries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (seq, deleted) = (self.store.last_seq(), self.store.deleted_count());
+        if let Some(live) = &cache.live {
+            if cache.deleted == deleted {
+                let mut changed = false;
+                self.store.scan_log(cache.seq + 1, |ev| {
+                    changed |= ev.kind == consolidate::SUMMARY;
+                    Ok(!changed)
+                })?;
+                if !changed {
+                    let live = live.clone();
+                    cache.seq = seq;
+                    return Ok(live);
+                }
+            }
+        }
+        let live = std::sync::Arc::new(live_summaries(self.store)?);
+        *cache = SummaryCache {
+            seq,
+            deleted,
+            live: Some(live.clone()),
+        };
+        Ok(live)
+    }
+}
+
+fn assemble(
+    store: &Store,
+    retriever: &Retriever<'_>,
+    live: &[Summary],
+    caches: &Caches,
+    opts: &ContextOptions,
+) -> Result<Context> {
+    let counter = opts.tokenizer.counter();
+    let count_line = |text: &str| counter.count(text);
+    let instructions: Vec<Line> = opts
+        .instructions
+        .iter()
+        .flat_map(|t| t.lines())
+        .map(|t| line(t.to_string(), Vec::new(), &count_line))
+        .collect();
+    let fixed = instructions.iter().map(|l| l.tokens).sum::<usize>() + count_line(BOUNDARY);
+    if fixed > opts.budget {
+        return Err(Error::InvalidArgument {
+            name: "budget".into(),
+            message: format!(
+                "{} tokens: the instructions and the boundary alone take {fixed}",
+                opts.budget
+            ),
+        });
+    }
+    let room = opts.budget - fixed;
+    let share = |s: f32| ((room as f64) * s.clamp(0.0, 1.0) as f64) as usize;
+    let wants = |section: &str| match opts.mode {
+        ContextMode::All => true,
+        ContextMode::Anchor => matches!(section, "cover" | "moment"),
+        ContextMode::Mainline => section == "pinned",
+    };
+
+    let mut left_out = Vec::new();
+    let mut sections: Vec<Section> = vec![Section {
+        name: "instructions".into(),
+        lines: instructions,
+    }];
+    let pinned = if wants("pinned") {
+        let cap = if opts.mode == ContextMode::Mainline {
+            room
+        } else {
+            share(opts.shares.pinned)
+        };
+        fill(
+            "pinned",
+            pinned_lines(store, &count_line),
+            cap,
+            &mut left_out,
+        )
+    } else {
+        Vec::new()
+    };
+    sections.push(Section {
+        name: "pinned".into(),
+        lines: pinned,
+    });
+
+    let previous = if opts.save {
+        snapshots(store)?.pop()
+    } else {
+        None
+    };
+    // A summary's line costs the same every turn: counted once per tokenizer.
+    let cover_cost = |s: &Summary| -> usize {
+        let mut costs = caches.cover_costs.lock().unwrap_or_else(|e| e.into_inner());
+        *costs
+            .entry((s.seq, opts.tokenizer))
+            .or_insert_with(|| count_line(&cover_text(s)))
+    };
+    let (cover_summaries, cover_held_over) = if wants("cover") {
+        choose_cover(
+            live,
+            previous.as_ref(),
+            share(opts.shares.cover),
+            &cover_cost,
+        )
+    } else {
+        (Vec::new(), false)
+    };
+    let cover_ids: Vec<u64> = cover_summaries.iter().map(|s| s.seq).collect();
+    sections.push(Section {
+        name: "cover".into(),
+        lines: cover_summaries
+            .iter()
+            .map(|s| Line {
+                text: cover_text(s),
+                ids: vec![format!("event:{}", s.seq)],
+                tokens: cover_cost(s),
+            })
+            .collect(),
+    });
+
+    let snippets = match (&opts.question, wants("snippets")) {
+        (Some(q), true) => snippet_lines(retriever, q, share(opts.shares.snippets), opts)?,
+        _ => Vec::new(),
+    };
+    sections.push(Section {
+        name: "snippets".into(),
+        lines: snippets,
+    });
+    let working = if wants("working") {
+        fill(
+            "working",
+            working_lines(store, &count_line),
+            share(opts.shares.working),
+            &mut left_out,
+        )
+    } else {
+        Vec::new()
+    };
+    sections.push(Section {
+        name: "working".into(),
+        lines: working,
+    });
+    let used: usize = sections
+        .iter()
+        .flat_map(|s| &s.lines)
+        .map(|l| l.tokens)
+        .sum::<usize>()
+        + count_line(BOUNDARY);
+    let moment = if wants("moment") {
+        let mut cache = caches.moment.lock().unwrap_or_else(|e| e.into_inner());
+        moment_lines(
+            store,
+            &mut cache,
+            opts.budget.saturating_sub(used),
+            opts.tokenizer,
+            &mut left_out,
+        )?
+    } else {
+        Vec::new()
+    };
+    sections.push(Section {
+        name: "moment".into(),
+        lines: moment,
+    });
+
+    let mut context = fit(sections, opts, counter, &mut left_out);
+    context.left_out = left_out;
+    context.cover = cover_ids;
+    context.cover_held_over = cover_held_over;
+    if opts.save {
+        context.turn = Some(save(store, &context, previous.as_ref())?);
+    }
+    Ok(context)
+}
+
+fn line(text: String, ids: Vec<String>, count: &dyn Fn(&str) -> usize) -> Line {
+    let tokens = count(&text);
+    Line { text, ids, tokens }
+}
+
+/// Keeps lines, in order, while they fit `cap`; the rest are left out.
+fn fill(section: &str, lines: Vec<Line>, cap: usize, left_out: &mut Vec<LeftOut>) -> Vec<Line> {
+    let mut used = 0;
+    let mut kept = Vec::new();
+    for l in lines {
+        if used + l.tokens <= cap {
+            used += l.tokens;
+            kept.push(l);
+        } else {
+            left_out.push(LeftOut {
+                section: section.into(),
+                ids: l.ids,
+                tokens: l.tokens,
+            });
+        }
+    }
+    kept
+}
+
+/// The mainline, then the pinned nodes by key.
+fn pinned_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
+    let mut out = Vec::new();
+    if let Some(m) = store.working_memory().mainline {
+        out.push(line(
+            format!("Mainline: {m}"),
+            vec!["wm:mainline".into()],
+            count,
+        ));
+    }
+    let g = store.graph();
+    let mut pinned: Vec<&crate::model::Node> = g.nodes().filter(|n| n.pinned).collect();
+    pinned.sort_by(|a, b| a.key.cmp(&b.key));
+    for n in pinned {
+        let props: Vec<String> = n
+            .props
+            .iter()
+            .filter(|(k, _)| k.as_str() != "text")
+            .map(|(k, v)| match v {
+                Value::Str(s) => format!("{k}: {s}"),
+                other => format!("{k}: {}", serde_json::to_string(other).unwrap_or_default()),
+            })
+            .collect();
+        let props = if props.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", props.join(", "))
+        };
+        out.push(line(
+            format!("Pinned {}: {}{props}", n.label, n.name),
+            vec![n.key.clone()],
+            count,
+        ));
+    }
+    out
+}
+
+/// The cover for this turn: the previous turn's when it changed and was not already held
+/// over (and all its summaries still live), else the one the summaries give now.
+fn choose_cover(
+    live: &[Summary],
+    previous: Option<&Snapshot>,
+    cap: usize,
+    cost: &dyn Fn(&Summary) -> usize,
+) -> (Vec<Summary>, bool) {
+    let now = cover(live, cap, cost);
+    let now_ids: Vec<u64> = now.iter().map(|s| s.seq).collect();
+    if let Some(prev) = previous {
+        if prev.cover != now_ids && !prev.cover_held_over {
+            let by_seq: std::collections::BTreeMap<u64, &Summary> =
+                live.iter().map(|s| (s.seq, s)).collect();
+            let kept: Option<Vec<Summary>> = prev
+                .cover
+                .iter()
+                .map(|seq| by_seq.get(seq).map(|s| (*s).clone()))
+                .collect();
+            if let Some(kept) = kept {
+                let tokens: usize = kept.iter().map(cost).sum();
+                if tokens <= cap {
+                    return (kept, true);
+                }
+            }
+        }
+    }
+    (now, false)
+}
+
+/// The live summaries, latest per range, from the episodic index.
+fn live_summaries(store: &Store) -> Result<Vec<Summary>> {
+    let mut latest: std::collections::BTreeMap<(consolidate::Level, i64), Summary> =
+        std::collections::BTreeMap::new();
+    for ev in store.events_with(Facet::Kind, consolidate::SUMMARY, i64::MIN, i64::MAX)? {
+        if let Some(s) = Summary::of_event(&ev) {
+            let key = (s.level, s.start);
+            if latest.get(&key).is_none_or(|l| l.seq < s.seq) {
+                latest.insert(key, s);
+            }
+        }
+    }
+    Ok(latest.into_values().collect())
+}
+
+fn cover_text(s: &Summary) -> String {
+    format!(
+        "[{} {}..{}] {}",
+        s.level.name(),
+        s.start,
+        s.end,
+        s.text.trim()
+    )
+}
+
+/// Retrieval's pack for the question, packed into `cap` tokens.
+fn snippet_lines(
+    retriever: &Retriever<'_>,
+    question: &str,
+    cap: usize,
+    opts: &ContextOptions,
+) -> Result<Vec<Line>> {
+    if cap == 0 {
+        return Ok(Vec::new());
+    }
+    let retrieve = RetrieveOptions::default()
+        .with_budget(cap)
+        .with_token_counter(opts.tokenizer)
+        .with_record_usage(opts.record_usage);
+    let pack = retriever.retrieve(question, &retrieve)?;
+    Ok(pack
+        .snippets
+        .into_iter()
+        .map(|s| {
+            let mut ids = vec![s.id.clone()];
+            ids.extend(s.provenance.events.iter().map(|e| format!("event:{e}")));
+            Line {
+                text: s.text,
+                ids,
+                tokens: s.tokens,
+            }
+        })
+        .collect())
+}
+
+/// Intent, subgoals, threats, promises, then observations newest first.
+fn working_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
+    let wm = store.working_memory();
+    let mut out = Vec::new();
+    let wm_id = |what: &str| vec![format!("wm:{what}")];
+    if let Some(i) = &wm.intent {
+        out.push(line(format!("Intent: {i}"), wm_id("intent"), count));
+    }
+    if !wm.subgoals.is_empty() {
+        out.push(line(
+            format!("Subgoals: {}", wm.subgoals.join(" > ")),
+            wm_id("subgoals"),
+            count,
+        ));
+    }
+    for t in &wm.threats {
+        out.push(line(format!("Threat: {t}"), wm_id("threats"), count));
+    }
+    for p in &wm.promises {
+        out.push(line(format!("Promise: {p}"), wm_id("promises"), count));
+    }
+    for o in wm.observations.iter().rev() {
+        out.push(line(
+            format!("Noticed (t={}): {}", o.ts, o.text),
+            vec![format!("event:{}", o.seq)],
+            count,
+        ));
+    }
+    out
+}
+
+/// The moment's lines of recent log records, kept between turns: consecutive turns show mostly
+/// the same latest events, and decoding and rendering them is most of a context's cost.
+/// Cleared when an event is deleted.
+#[derive(Default)]
+struct MomentCache {
+    deleted: usize,
+    /// Per sequence number: the line's time and text, or `None` for a record the moment skips
+    /// (bookkeeping, or deleted).
+    lines: std::collections::BTreeMap<u64, Option<(i64, String)>>,
+    tokens: std::collections::HashMap<(u64, Tokenizer), usize>,
+}
+
+impl MomentCache {
+    /// Makes sure the records `start..end` are known, reading them from the log if not.
+    fn load(&mut self, store: &Store, start: u64, end: u64) -> Result<()> {
+        if (start..end).all(|seq| self.lines.contains_key(&seq)) {
+            return Ok(());
+        }
+        let mut found = std::collections::BTreeMap::new();
+        store.scan_log(start, |ev| {
+            if ev.seq >= end {
+                return Ok(false);
+            }
+            let line = (!NOT_MOMENT.contains(&ev.kind.as_str()))
+                .then(|| (ev.ts, format!("t={} {}", ev.ts, ev.text())));
+            found.insert(ev.seq, line);
+            Ok(true)
+        })?;
+        for seq in start..end {
+            self.lines.insert(seq, found.remove(&seq).flatten());
+        }
+        // Keep the latest records only.
+        let excess = self.lines.len().saturating_sub(2 * MOMENT_WINDOW as usize);
+        if let Some(&cutoff) = self.lines.keys().nth(excess).filter(|_| excess > 0) {
+            self.lines = self.lines.split_off(&cutoff);
+            self.tokens.retain(|(seq, _), _| *seq >= cutoff);
+        }
+        Ok(())
+    }
+}
+
+/// The latest raw events that fit `cap`, newest kept first, shown oldest first. The log is
+/// read back from its end a step at a time, so the cost follows the budget, not the store.
+fn moment_lines(
+    store: &Store,
+    cache: &mut MomentCache,
+    cap: usize,
+    tokenizer: Tokenizer,
+    left_out: &mut Vec<LeftOut>,
+) -> Result<Vec<Line>> {
+    let deleted = store.deleted_count();
+    if cache.deleted != deleted {
+        *cache = MomentCache {
+            deleted,
+            ..MomentCache::default()
+        };
+    }
+    let counter = tokenizer.counter();
+    let last = store.last_seq();
+    let mut kept: Vec<(i64, u64, Line)> = Vec::new();
+    let mut used = 0;
+    let mut from = last + 1;
+    'steps: while from > 1 && last + 1 - from < MOMENT_WINDOW {
+        let start = from.saturating_sub(MOMENT_STEP).max(1);
+        cache.load(store, start, from)?;
+        for seq in (start..from).rev() {
+            let Some(Some((ts, text))) = cache.lines.get(&seq) else {
+                continue;
+            };
+            let tokens = *cache
+                .tokens
+                .entry((seq, tokenizer))
+                .or_insert_with(|| counter.count(text));
+            let ids = vec![format!("event:{seq}")];
+            if used + tokens > cap {
+                // The moment is a run of the latest events, without holes: once one does not
+                // fit, it and everything older stay out (the first of them is listed).
+                left_out.push(LeftOut {
+                    section: "moment".into(),
+                    ids,
+                    tokens,
+                });
+                break 'steps;
+            }
+            used += tokens;
+            kept.push((
+                *ts,
+                seq,
+                Line {
+                    text: text.clone(),
+                    ids,
+                    tokens,
+                },
+            ));
+        }
+        from = start;
+    }
+    kept.sort_by_key(|(ts, seq, _)| (*ts, *seq));
+    Ok(kept.into_iter().map(|(_, _, l)| l).collect())
+}
+
+/// Renders the sections and counts the text; while it is over the budget (a tokenizer that
+/// does not add up over lines), drops lines from the bottom: the oldest of the moment first,
+/// then the last line of the sections above, never the instructions.
+fn fit(
+    mut sections: Vec<Section>,
+    opts: &ContextOptions,
+    counter: &dyn TokenCounter,
+    left_out: &mut Vec<LeftOut>,
+) -> Context {
+    loop {
+        let (text, prefix) = render(&sections);
+        let tokens = counter.count(&text);
+        if tokens <= opts.budget || !drop_one(&mut sections, left_out) {
+            return Context {
+                prefix_tokens: counter.count(&prefix),
+                prefix_digest: format!("{:016x}", fnv1a(prefix.as_bytes())),
+                text,
+                tokens,
+                budget: opts.budget,
+                tokenizer: opts.tokenizer,
+                sections,
+                left_out: Vec::new(),
+                cover: Vec::new(),
+                cover_held_over: false,
+                turn: None,
+            };
+        }
+    }
+}
+
+/// Drops one line (see [`fit`]); false when nothing but instructions is left.
+fn drop_one(sections: &mut [Section], left_out: &mut Vec<LeftOut>) -> bool {
+    let order = ["moment", "working", "snippets", "cover", "pinned"];
+    for name in order {
+        let Some(s) = sections.iter_mut().find(|s| s.name == name) else {
+            continue;
+        };
+        if s.lines.is_empty() {
+            continue;
+        }
+        // The moment loses its oldest line; the others their last.
+        let l = if name == "moment" {
+            s.lines.remove(0)
+        } else {
+            s.lines.pop().unwrap_or_else(|| unreachable!())
+        };
+        left_out.push(LeftOut {
+            section: name.into(),
+            ids: l.ids,
+            tokens: l.tokens,
+        });
+        return true;
+    }
+    false
+}
+
+/// The context text and its stable prefix (through the boundary line).
+fn render(sections: &[Section]) -> (String, String) {
+    let mut prefix = String::new();
+    let mut rest = String::new();
+    for s in sections {
+        let into = if matches!(s.name.as_str(), "instructions" | "pinned" | "cover") {
+            &mut prefix
+        } else {
+            &mut rest
+        };
+        for l in &s.lines {
+            into.push_str(&l.text);
+            into.push('\n');
+        }
+    }
+    prefix.push_str(BOUNDARY);
+    prefix.push('\n');
+    let text = format!("{prefix}{rest}");
+    (text, prefix)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// Writes the context as a `CONTEXT` event; returns its turn number.
+fn save(store: &Store, context: &Context, previous: Option<&Snapshot>) -> Result<u64> {
+    let turn = previous.map_or(1, |p| p.turn + 1);
+    let ids: BTreeSet<String> = context
+        .sections
+        .iter()
+        .flat_map(|s| &s.lines)
+        .flat_map(|l| l.ids.iter().cloned())
+        .collect();
+    let snapshot = Snapshot {
+        turn,
+        seq: 0,
+        tokens: context.tokens,
+        budget: context.budget,
+        prefix_digest: context.prefix_digest.clone(),
+        cover: context.cover.clone(),
+        cover_held_over: context.cover_held_over,
+        ids: ids.into_iter().collect(),
+    };
+    let ts = store.latest_event_time()?.unwrap_or(0);
+    let mut draft = EventDraft::new(ts, "loci", CONTEXT);
+    draft.payload = serde_json::to_value(&snapshot)
+        .ok()
+        .and_then(|v| serde_json::from_value::<Value>(v).ok())
+        .unwrap_or_default();
+    draft.salience = Some(0.0);
+    store.append_bookkeeping(draft)?;
+    Ok(turn)
+}
+
+/// The saved contexts, oldest first.
+pub fn snapshots(store: &Store) -> Result<Vec<Snapshot>> {
+    let mut out: Vec<Snapshot> = store
+        .events_with(Facet::Kind, CONTEXT, i64::MIN, i64::MAX)?
+        .into_iter()
+        .filter_map(|ev| {
+            let json = serde_json::to_value(&ev.payload).ok()?;
+            let mut s: Snapshot = serde_json::from_value(json).ok()?;
+            s.seq = ev.seq;
+            Some(s)
+        })
+        .collect();
+    out.sort_by_key(|s| s.seq);
+    Ok(out)
+}
+
+/// The saved context of turn `turn`, if there is one.
+pub fn snapshot(store: &Store, turn: u64) -> Result<Option<Snapshot>> {
+    Ok(snapshots(store)?.into_iter().find(|s| s.turn == turn))
+}

@@ -1,0 +1,228 @@
+//! The context builder: never over its budget under either tokenizer, sections in their order
+//! with the ids behind every line, a prefix that stays byte-identical between turns until a
+//! summary is made (and one turn longer when saved), modes, and saved contexts.
+
+use loci::context::{self, ContextMode, ContextOptions, BOUNDARY};
+use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+use loci::dynamics::working::WmOp;
+use loci::model::EventDraft;
+use loci::world::{self, WorldConfig};
+use loci::{BackendKind, Store, Tokenizer};
+use proptest::prelude::*;
+
+/// A store of `days` of the synthetic world, consolidated, with a mainline and an intent.
+fn lived(dir: &std::path::Path, days: u32, seed: u64) -> Store {
+    let store = Store::create(dir, BackendKind::Redb).unwrap();
+    let w = world::generate(&WorldConfig {
+        seed,
+        scale: 1,
+        days,
+    });
+    store.ingest(w.events).unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    for op in [
+        WmOp::Mainline {
+            text: "reach the stronghold".into(),
+        },
+        WmOp::Intent {
+            text: "get iron".into(),
+        },
+    ] {
+        store.change_working_memory(&op, "bot", None).unwrap();
+    }
+    store
+}
+
+fn opts(budget: usize) -> ContextOptions {
+    let mut o = ContextOptions::with_budget(budget);
+    o.question = Some("who trades emeralds for sticks".into());
+    o
+}
+
+fn section<'a>(c: &'a context::Context, name: &str) -> &'a context::Section {
+    c.sections.iter().find(|s| s.name == name).unwrap()
+}
+
+#[test]
+fn sections_come_in_order_with_the_ids_behind_every_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 20, 42);
+    let mut o = opts(1500);
+    o.instructions = Some("You are a careful miner.\nAnswer briefly.".into());
+    let c = context::build_context(&store, &o).unwrap();
+    let names: Vec<&str> = c.sections.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "instructions",
+            "pinned",
+            "cover",
+            "snippets",
+            "working",
+            "moment"
+        ]
+    );
+    assert!(c
+        .text
+        .starts_with("You are a careful miner.\nAnswer briefly.\n"));
+    assert!(c.text.contains("Mainline: reach the stronghold"));
+    assert!(c.text.contains("Intent: get iron"));
+    // The boundary closes the prefix; snippets, working memory and the moment follow it.
+    let boundary = c.text.find(BOUNDARY).unwrap();
+    assert!(c.text.find("Intent: get iron").unwrap() > boundary);
+    assert!(c.text.find("Mainline").unwrap() < boundary);
+    for name in ["cover", "snippets", "moment"] {
+        assert!(!section(&c, name).lines.is_empty(), "{name} is empty");
+    }
+    for s in c.sections.iter().filter(|s| s.name != "instructions") {
+        for l in &s.lines {
+            assert!(!l.ids.is_empty(), "{}: {:?}", s.name, l.text);
+        }
+    }
+    // Cover lines are labelled with their level and range, oldest first.
+    let starts: Vec<i64> = section(&c, "cover")
+        .lines
+        .iter()
+        .map(|l| {
+            assert!(l.text.starts_with('['), "{}", l.text);
+            l.text[1..]
+                .split([' ', '.'])
+                .nth(1)
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
+    // The moment keeps the newest events, shown oldest first, and what did not fit is listed.
+    let latest = store.latest_event_time().unwrap().unwrap();
+    let moment = &section(&c, "moment").lines;
+    assert!(moment
+        .last()
+        .unwrap()
+        .text
+        .starts_with(&format!("t={latest} ")));
+    assert!(c.left_out.iter().any(|l| l.section == "moment"));
+    assert!(c.tokens <= 1500);
+    // The JSON form carries the same.
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["tokens"], c.tokens);
+}
+
+#[test]
+fn modes_choose_sections() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 12, 7);
+    let lines = |mode: ContextMode| {
+        let mut o = opts(2000);
+        o.mode = mode;
+        let c = context::build_context(&store, &o).unwrap();
+        c.sections
+            .iter()
+            .filter(|s| !s.lines.is_empty())
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lines(ContextMode::Anchor), ["cover", "moment"]);
+    assert_eq!(lines(ContextMode::Mainline), ["pinned"]);
+    assert_eq!(
+        lines(ContextMode::All),
+        ["pinned", "cover", "snippets", "working", "moment"]
+    );
+}
+
+#[test]
+fn the_prefix_stays_the_same_until_a_summary_is_made_and_one_turn_longer_when_saved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 10, 3);
+    let mut o = opts(2000);
+    o.save = true;
+    let t1 = context::build_context(&store, &o).unwrap();
+    assert_eq!(t1.turn, Some(1));
+    // New raw events, no new summary: the prefix is byte-identical, the moment is not.
+    let latest = store.latest_event_time().unwrap().unwrap();
+    let mut d = EventDraft::new(latest + 10, "bot", "OBSERVATION");
+    d.payload = "heard a zombie".into();
+    store.ingest(vec![d]).unwrap();
+    let t2 = context::build_context(&store, &o).unwrap();
+    assert_eq!(t2.prefix_digest, t1.prefix_digest);
+    assert_ne!(t2.text, t1.text);
+    assert!(t2.text.contains("heard a zombie"));
+    // A new day closes and is summarised: the cover would change, but the saved turn keeps
+    // the previous one once more.
+    let mut next_day = EventDraft::new(latest + 2 * 24_000, "bot", "OBSERVATION");
+    next_day.payload = "a new morning".into();
+    store.ingest(vec![next_day]).unwrap();
+    let r =
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    assert!(r.days > 0);
+    let t3 = context::build_context(&store, &o).unwrap();
+    assert!(t3.cover_held_over);
+    assert_eq!(t3.prefix_digest, t1.prefix_digest);
+    let t4 = context::build_context(&store, &o).unwrap();
+    assert!(!t4.cover_held_over);
+    assert_ne!(t4.prefix_digest, t1.prefix_digest);
+    let t5 = context::build_context(&store, &o).unwrap();
+    assert_eq!(t5.prefix_digest, t4.prefix_digest);
+    assert_eq!(t5.turn, Some(5));
+    // What the agent saw at turn 2 is on record.
+    let snap = context::snapshot(&store, 2).unwrap().unwrap();
+    assert_eq!(snap.tokens, t2.tokens);
+    assert_eq!(snap.prefix_digest, t2.prefix_digest);
+    let seen = t2
+        .sections
+        .iter()
+        .flat_map(|s| &s.lines)
+        .flat_map(|l| l.ids.iter());
+    for id in seen {
+        assert!(snap.ids.contains(id), "{id}");
+    }
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.differences);
+}
+
+#[test]
+fn a_budget_too_small_for_the_instructions_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 5, 1);
+    let mut o = opts(10);
+    o.instructions = Some("a long instruction ".repeat(20));
+    let err = context::build_context(&store, &o).unwrap_err();
+    assert!(err.to_string().contains("instructions"), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("LOCI_PROP_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(16),
+        ..ProptestConfig::default()
+    })]
+
+    /// Whatever the store, budget, tokenizer, mode and question, the rendered text never
+    /// exceeds the budget, and `tokens` is its count.
+    #[test]
+    fn the_budget_is_never_exceeded(
+        seed in 0u64..1000,
+        days in 4u32..16,
+        budget in 20usize..5000,
+        cl100k in any::<bool>(),
+        mode in 0u8..3,
+        question in prop::option::of("[a-z ]{0,40}"),
+        instructions in prop::option::of("[A-Za-z ,.]{0,200}"),
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = lived(tmp.path(), days, seed);
+        let mut o = ContextOptions::with_budget(budget);
+        o.tokenizer = if cl100k { Tokenizer::Cl100kBase } else { Tokenizer::Approx };
+        o.mode = [ContextMode::All, ContextMode::Anchor, ContextMode::Mainline][mode as usize];
+        o.question = question;
+        o.instructions = instructions;
+        match context::build_context(&store, &o) {
+            Ok(c) => {
+                prop_assert!(c.tokens <= budget, "{} > {budget}", c.tokens);
+                prop_assert_eq!(o.tokenizer.counter().count(&c.text), c.tokens);
+                prop_assert!(c.text.contains(BOUNDARY));
+            }
+            Err(e) => prop_assert!(e.to_string().contains("instructions"), "{}", e),
+        }
+    }
+}
