@@ -38,6 +38,8 @@ pub enum Format {
     Graph,
     Passages,
     Triples,
+    /// One agent tool call per line (`observe`).
+    Toolcalls,
 }
 
 impl FromStr for Format {
@@ -48,10 +50,11 @@ impl FromStr for Format {
             "graph" => Ok(Format::Graph),
             "passages" => Ok(Format::Passages),
             "triples" => Ok(Format::Triples),
+            "toolcalls" => Ok(Format::Toolcalls),
             other => Err(Error::InvalidArgument {
                 name: "format".into(),
                 message: format!(
-                    "unknown format {other:?}, expected events|graph|passages|triples"
+                    "unknown format {other:?}, expected events|graph|passages|triples|toolcalls"
                 ),
             }),
         }
@@ -238,6 +241,8 @@ pub struct SourceBatch {
     origins: Vec<Origin>,
     /// Input lines read.
     pub lines: usize,
+    /// Tool calls no extractor took (kept raw as `TOOL_CALL` events): line and reason.
+    pub unextracted: Vec<(usize, String)>,
 }
 
 impl SourceBatch {
@@ -245,6 +250,7 @@ impl SourceBatch {
         self.events.extend(other.events);
         self.origins.extend(other.origins);
         self.lines += other.lines;
+        self.unextracted.extend(other.unextracted);
     }
 
     /// Splits into batches of at most `n` events (keeping origins).
@@ -264,6 +270,7 @@ impl SourceBatch {
                 events: ev,
                 origins: or,
                 lines,
+                unextracted: Vec::new(),
             });
         }
         out
@@ -428,6 +435,7 @@ impl SourceBatch {
             events: Vec::new(),
             origins: self.origins,
             lines: self.lines,
+            unextracted: Vec::new(),
         };
         store.ingest(self.events).map_err(|e| origins.locate(e))
     }
@@ -674,7 +682,7 @@ pub fn read_file_in_rounds(
     let round_lines = match format {
         Format::Triples => usize::MAX,
         Format::Graph => round_events.saturating_mul(GRAPH_LINES_PER_EVENT),
-        Format::Events | Format::Passages => round_events,
+        Format::Events | Format::Passages | Format::Toolcalls => round_events,
     }
     .max(MIN_ROUND_LINES);
     let mut total = 0;
@@ -742,6 +750,24 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
                 o.assertion_lines = chunk.iter().map(|(n, _)| *n).collect();
                 batch.events.push(ev);
                 batch.origins.push(o);
+            }
+        }
+        Format::Toolcalls => {
+            // Never an error: a call no extractor takes is kept raw and counted.
+            let made: Vec<(usize, EventDraft, Option<String>)> = content
+                .par_iter()
+                .map(|(n, l)| {
+                    let (d, why) = crate::observe::event_of_call(l);
+                    (*n, d, why)
+                })
+                .collect();
+            for (line, d, why) in made {
+                batch.events.push(d);
+                batch.origins.push(origin(file, line));
+                batch.lines += 1;
+                if let Some(why) = why {
+                    batch.unextracted.push((line, why));
+                }
             }
         }
         Format::Passages => {

@@ -36,6 +36,7 @@ pub mod extract;
 pub mod graph;
 pub mod ingest;
 pub mod model;
+pub mod observe;
 mod projection;
 pub mod queries;
 pub mod query;

@@ -59,6 +59,7 @@ fn sections_come_in_order_with_the_ids_behind_every_line() {
             "cover",
             "snippets",
             "working",
+            "observations",
             "moment"
         ]
     );

@@ -120,7 +120,7 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub store: StoreArg,
     /// Input format; detected from the first line when not given.
-    #[arg(long, value_parser = ["events", "graph", "passages", "triples"])]
+    #[arg(long, value_parser = ["events", "graph", "passages", "triples", "toolcalls"])]
     pub format: Option<String>,
     /// Commit every N events as its own atomic batch (default: everything in one batch).
     #[arg(long, value_name = "N")]
@@ -236,6 +236,9 @@ pub struct ContextArgs {
     /// for one more turn so the prefix does not change on the turn a summary is made.
     #[arg(long)]
     pub save: bool,
+    /// Whose tool-call observations to show (default: those recorded without a session).
+    #[arg(long)]
+    pub session: Option<String>,
     /// Show the saved context of this turn instead of assembling one.
     #[arg(long, value_name = "T", conflicts_with_all = ["question", "save"])]
     pub turn: Option<u64>,

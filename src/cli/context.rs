@@ -56,6 +56,7 @@ pub fn context(a: ContextArgs) -> Result<Code> {
     opts.instructions = instructions;
     opts.tokenizer = a.tokenizer;
     opts.save = a.save;
+    opts.session = a.session;
     let c = context::build_context(&s, &opts)?;
     if a.json {
         print_json(&c)?;

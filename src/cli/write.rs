@@ -74,8 +74,11 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
     let s = open(&a.store)?;
     let format: Option<Format> = a.format.as_deref().map(str::parse).transpose()?;
     let mut skipped = 0usize;
+    // Tool calls no extractor took (kept raw): counted, and the first reasons shown.
+    let mut unextracted: Vec<(usize, String)> = Vec::new();
     // Namespacing and the passage check, applied to every batch before it is committed.
     let mut prepare = |b: SourceBatch| -> loci::Result<SourceBatch> {
+        unextracted.extend(b.unextracted.iter().cloned());
         let mut b = match &a.namespace {
             Some(ns) => b.namespaced(ns),
             None => b,
@@ -152,6 +155,19 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
     if already_applied > 0 && !report.closed {
         note(format!(
             "skipped {already_applied} events whose idempotency key the store already holds"
+        ))?;
+    }
+    if !unextracted.is_empty() && !report.closed {
+        let first: Vec<String> = unextracted
+            .iter()
+            .take(3)
+            .map(|(line, why)| format!("line {line}: {why}"))
+            .collect();
+        note(format!(
+            "{} tool calls no extractor took were kept raw as TOOL_CALL events ({}{})",
+            unextracted.len(),
+            first.join("; "),
+            if unextracted.len() > 3 { "; ..." } else { "" }
         ))?;
     }
     if committed == 0 && skipped == 0 && already_applied == 0 && !report.closed {

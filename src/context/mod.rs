@@ -15,7 +15,9 @@
 //!
 //! 4. **snippets**: retrieval's context pack for the question, with provenance;
 //! 5. **working memory**: intent, subgoals, threats, promises, recent observations;
-//! 6. **moment**: the most recent raw events, newest kept first, in whatever budget is left.
+//! 6. **observations**: the typed observations of tool calls (`observe`) of this session,
+//!    grouped by type and subject (`x3`, latest time), among the latest records;
+//! 7. **moment**: the most recent raw events, newest kept first, in whatever budget is left.
 //!
 //! Each section but the moment has a share of the budget ([`Shares`]); what a section leaves
 //! unused goes to the moment. The final text is counted with the chosen tokenizer and never
@@ -104,6 +106,7 @@ pub struct Shares {
     pub cover: f32,
     pub snippets: f32,
     pub working: f32,
+    pub observations: f32,
 }
 
 impl Default for Shares {
@@ -113,6 +116,7 @@ impl Default for Shares {
             cover: 0.3,
             snippets: 0.25,
             working: 0.1,
+            observations: 0.1,
         }
     }
 }
@@ -132,6 +136,9 @@ pub struct ContextOptions {
     pub save: bool,
     /// Record what the snippets returned as uses (`dynamics::usage`).
     pub record_usage: bool,
+    /// Whose tool-call observations to show: this session's (`None`: those without one).
+    /// One session's observations never enter another's context.
+    pub session: Option<String>,
 }
 
 impl ContextOptions {
@@ -145,6 +152,7 @@ impl ContextOptions {
             tokenizer: Tokenizer::Approx,
             save: false,
             record_usage: true,
+            session: None,
         }
     }
 }
@@ -404,6 +412,23 @@ fn assemble(
         name: "working".into(),
         lines: working,
     });
+    let observations = if wants("observations") {
+        let mut cache = caches.moment.lock().unwrap_or_else(|e| e.into_inner());
+        observation_lines(
+            store,
+            &mut cache,
+            share(opts.shares.observations),
+            opts.session.as_deref(),
+            opts.tokenizer,
+            &mut left_out,
+        )?
+    } else {
+        Vec::new()
+    };
+    sections.push(Section {
+        name: "observations".into(),
+        lines: observations,
+    });
     let used: usize = sections
         .iter()
         .flat_map(|s| &s.lines)
@@ -617,16 +642,62 @@ fn working_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
 /// The moment's lines of recent log records, kept between turns: consecutive turns show mostly
 /// the same latest events, and decoding and rendering them is most of a context's cost.
 /// Cleared when an event is deleted.
+/// A log record as the moment and the observations block use it.
+struct Cached {
+    ts: i64,
+    text: String,
+    /// A typed observation of a tool call (`observe`): shown grouped in its own block, not in
+    /// the moment.
+    observation: Option<Observed>,
+}
+
+#[derive(Clone)]
+struct Observed {
+    kind: String,
+    subject: String,
+    detail: Option<String>,
+    session: Option<String>,
+}
+
+impl Observed {
+    fn of(ev: &crate::model::Event) -> Option<Observed> {
+        if ev.kind != kinds::OBSERVATION {
+            return None;
+        }
+        let Value::Map(m) = &ev.payload else {
+            return None;
+        };
+        let text = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(Observed {
+            kind: text("type")?,
+            subject: text("subject")?,
+            detail: text("detail"),
+            session: text("session"),
+        })
+    }
+}
+
 #[derive(Default)]
 struct MomentCache {
     deleted: usize,
     /// Per sequence number: the line's time and text, or `None` for a record the moment skips
     /// (bookkeeping, or deleted).
-    lines: std::collections::BTreeMap<u64, Option<(i64, String)>>,
+    lines: std::collections::BTreeMap<u64, Option<Cached>>,
     tokens: std::collections::HashMap<(u64, Tokenizer), usize>,
 }
 
 impl MomentCache {
+    /// Forgets everything once an event was deleted since it was filled.
+    fn sync(&mut self, store: &Store) {
+        let deleted = store.deleted_count();
+        if self.deleted != deleted {
+            *self = MomentCache {
+                deleted,
+                ..MomentCache::default()
+            };
+        }
+    }
+
     /// Makes sure the records `start..end` are known, reading them from the log if not.
     fn load(&mut self, store: &Store, start: u64, end: u64) -> Result<()> {
         if (start..end).all(|seq| self.lines.contains_key(&seq)) {
@@ -637,8 +708,11 @@ impl MomentCache {
             if ev.seq >= end {
                 return Ok(false);
             }
-            let line = (!NOT_MOMENT.contains(&ev.kind.as_str()))
-                .then(|| (ev.ts, format!("t={} {}", ev.ts, ev.text())));
+            let line = (!NOT_MOMENT.contains(&ev.kind.as_str())).then(|| Cached {
+                ts: ev.ts,
+                text: format!("t={} {}", ev.ts, ev.text()),
+                observation: Observed::of(&ev),
+            });
             found.insert(ev.seq, line);
             Ok(true)
         })?;
@@ -655,6 +729,98 @@ impl MomentCache {
     }
 }
 
+/// The observations of one type and subject: the latest time and detail, and every event.
+struct Group {
+    latest: i64,
+    detail: Option<String>,
+    seqs: Vec<u64>,
+}
+
+/// Order of the observation types in the block (the `observe` table's).
+const OBSERVATION_TYPES: [&str; 8] = [
+    "command_failed",
+    "file_edited",
+    "file_created",
+    "task_delegated",
+    "todo_updated",
+    "command_run",
+    "search_performed",
+    "file_read",
+];
+
+/// The typed observations of the session (or those without one) among the latest records,
+/// one line per type and subject (`x3` when seen three times, at the latest time), grouped by
+/// type, newest first within a type, while they fit `cap`.
+fn observation_lines(
+    store: &Store,
+    cache: &mut MomentCache,
+    cap: usize,
+    session: Option<&str>,
+    tokenizer: Tokenizer,
+    left_out: &mut Vec<LeftOut>,
+) -> Result<Vec<Line>> {
+    cache.sync(store);
+    let last = store.last_seq();
+    let start = last.saturating_sub(MOMENT_WINDOW) + 1;
+    let mut step_end = last + 1;
+    while step_end > start {
+        let step_start = step_end.saturating_sub(MOMENT_STEP).max(start);
+        cache.load(store, step_start, step_end)?;
+        step_end = step_start;
+    }
+    let mut groups: std::collections::BTreeMap<(usize, String), Group> =
+        std::collections::BTreeMap::new();
+    for (seq, entry) in cache.lines.range(start..=last) {
+        let Some(Cached {
+            ts,
+            observation: Some(o),
+            ..
+        }) = entry
+        else {
+            continue;
+        };
+        if o.session.as_deref() != session {
+            continue;
+        }
+        let rank = OBSERVATION_TYPES
+            .iter()
+            .position(|t| *t == o.kind)
+            .unwrap_or(OBSERVATION_TYPES.len());
+        let g = groups.entry((rank, o.subject.clone())).or_insert(Group {
+            latest: i64::MIN,
+            detail: None,
+            seqs: Vec::new(),
+        });
+        if *ts >= g.latest {
+            g.latest = *ts;
+            g.detail = o.detail.clone();
+        }
+        g.seqs.push(*seq);
+    }
+    let mut ordered: Vec<((usize, String), Group)> = groups.into_iter().collect();
+    ordered.sort_by(|((ra, sa), a), ((rb, sb), b)| {
+        (ra, std::cmp::Reverse(a.latest), sa).cmp(&(rb, std::cmp::Reverse(b.latest), sb))
+    });
+    let counter = tokenizer.counter();
+    let lines = ordered
+        .into_iter()
+        .map(|((rank, subject), g)| {
+            let kind = OBSERVATION_TYPES.get(rank).copied().unwrap_or("other");
+            let n = g.seqs.len();
+            let times = if n > 1 {
+                format!(" x{n}")
+            } else {
+                String::new()
+            };
+            let detail = g.detail.map(|d| format!(" ({d})")).unwrap_or_default();
+            let text = format!("{kind}: {subject}{detail}{times}, last t={}", g.latest);
+            let ids = g.seqs.iter().map(|s| format!("event:{s}")).collect();
+            line(text, ids, &|t: &str| counter.count(t))
+        })
+        .collect();
+    Ok(fill("observations", lines, cap, left_out))
+}
+
 /// The latest raw events that fit `cap`, newest kept first, shown oldest first. The log is
 /// read back from its end a step at a time, so the cost follows the budget, not the store.
 fn moment_lines(
@@ -664,13 +830,7 @@ fn moment_lines(
     tokenizer: Tokenizer,
     left_out: &mut Vec<LeftOut>,
 ) -> Result<Vec<Line>> {
-    let deleted = store.deleted_count();
-    if cache.deleted != deleted {
-        *cache = MomentCache {
-            deleted,
-            ..MomentCache::default()
-        };
-    }
+    cache.sync(store);
     let counter = tokenizer.counter();
     let last = store.last_seq();
     let mut kept: Vec<(i64, u64, Line)> = Vec::new();
@@ -680,7 +840,12 @@ fn moment_lines(
         let start = from.saturating_sub(MOMENT_STEP).max(1);
         cache.load(store, start, from)?;
         for seq in (start..from).rev() {
-            let Some(Some((ts, text))) = cache.lines.get(&seq) else {
+            let Some(Some(Cached {
+                ts,
+                text,
+                observation: None,
+            })) = cache.lines.get(&seq)
+            else {
                 continue;
             };
             let tokens = *cache
@@ -747,7 +912,14 @@ fn fit(
 
 /// Drops one line (see [`fit`]); false when nothing but instructions is left.
 fn drop_one(sections: &mut [Section], left_out: &mut Vec<LeftOut>) -> bool {
-    let order = ["moment", "working", "snippets", "cover", "pinned"];
+    let order = [
+        "moment",
+        "observations",
+        "working",
+        "snippets",
+        "cover",
+        "pinned",
+    ];
     for name in order {
         let Some(s) = sections.iter_mut().find(|s| s.name == name) else {
             continue;

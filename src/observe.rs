@@ -1,0 +1,257 @@
+//! Observations from an agent's tool calls, without an LLM: typed extractors turn one JSON
+//! object per call into an `OBSERVATION` event with a type, an importance and a subject.
+//!
+//! A call is `{"tool": ..., "args": {...}, "result"?: ..., "error"?: ..., "exit_code"?: n,
+//! "ts"?: n, "session"?: ...}` (`name`/`input`/`arguments`/`time` are accepted too). The table:
+//!
+//! | type | tools | subject | importance |
+//! |---|---|---|---|
+//! | `file_read` | Read, read_file, view, cat | `path` / `file_path` | 0.2 |
+//! | `file_edited` | Edit, MultiEdit, str_replace, edit_file, apply_patch | the path | 0.5 |
+//! | `file_created` | Write, create_file, write_file | the path | 0.6 |
+//! | `command_run` | Bash, shell, run_command, exec, terminal | `command` | 0.3 |
+//! | `command_failed` | a command with a non-zero exit code or an error | the command; the first error line | 0.8 |
+//! | `search_performed` | Grep, Glob, search, grep, glob, WebSearch, web_search | `pattern` / `query` | 0.3 |
+//! | `todo_updated` | TodoWrite, todo_write, update_todos | the number of items | 0.4 |
+//! | `task_delegated` | Task, Agent, delegate, spawn_agent | `description` / `prompt` | 0.6 |
+//!
+//! A call no extractor takes (an unknown tool, a missing subject, a line that is not JSON) is
+//! kept as a `TOOL_CALL` event with the raw line, and counted: ingestion never stops for it.
+//! The importance is the event's salience. Grouping (a file edited three times is one line
+//! marked x3, at its latest time) happens where observations are read, in the context
+//! builder's observations block, so every call stays an event of its own.
+
+use serde_json::Value as Json;
+
+use crate::model::{kinds, EventDraft, Value};
+
+/// Kind of a call no extractor took, kept raw.
+pub const TOOL_CALL: &str = "TOOL_CALL";
+
+/// One typed observation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    pub kind: &'static str,
+    pub importance: f32,
+    pub subject: String,
+    pub detail: Option<String>,
+}
+
+const READ: &[&str] = &["read", "read_file", "view", "cat"];
+const EDIT: &[&str] = &[
+    "edit",
+    "multiedit",
+    "str_replace",
+    "edit_file",
+    "apply_patch",
+];
+const CREATE: &[&str] = &["write", "create_file", "write_file"];
+const RUN: &[&str] = &["bash", "shell", "run_command", "exec", "terminal"];
+const SEARCH: &[&str] = &["grep", "glob", "search", "websearch", "web_search"];
+const TODO: &[&str] = &["todowrite", "todo_write", "update_todos"];
+const DELEGATE: &[&str] = &["task", "agent", "delegate", "spawn_agent"];
+
+fn field<'a>(v: &'a Json, names: &[&str]) -> Option<&'a Json> {
+    names.iter().find_map(|n| v.get(*n))
+}
+
+fn text_of<'a>(v: &'a Json, names: &[&str]) -> Option<&'a str> {
+    field(v, names)
+        .and_then(Json::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// The observation a call makes, or why none.
+pub fn extract(call: &Json) -> std::result::Result<Observation, String> {
+    let tool = text_of(call, &["tool", "name", "tool_name"]).ok_or("no tool name")?;
+    let args = field(call, &["args", "input", "arguments", "parameters"]).unwrap_or(&Json::Null);
+    let lower = tool.to_lowercase();
+    let is = |set: &[&str]| set.contains(&lower.as_str());
+    let path = || text_of(args, &["path", "file_path", "filename", "file"]);
+    let obs = |kind, importance, subject: &str| Observation {
+        kind,
+        importance,
+        subject: subject.chars().take(300).collect(),
+        detail: None,
+    };
+    if is(READ) {
+        return path()
+            .map(|p| obs("file_read", 0.2, p))
+            .ok_or("no path".into());
+    }
+    if is(EDIT) {
+        return path()
+            .map(|p| obs("file_edited", 0.5, p))
+            .ok_or("no path".into());
+    }
+    if is(CREATE) {
+        return path()
+            .map(|p| obs("file_created", 0.6, p))
+            .ok_or("no path".into());
+    }
+    if is(RUN) {
+        let command = text_of(args, &["command", "cmd", "script"]).ok_or("no command")?;
+        let exit = field(call, &["exit_code", "exitCode", "status"]).and_then(Json::as_i64);
+        let error = text_of(call, &["error", "stderr"]);
+        if exit.is_some_and(|c| c != 0) || error.is_some() {
+            let first_line = error
+                .or_else(|| text_of(call, &["result", "output"]))
+                .and_then(|e| e.lines().map(str::trim).find(|l| !l.is_empty()))
+                .map(|l| l.chars().take(200).collect::<String>());
+            let mut o = obs("command_failed", 0.8, command);
+            o.detail = Some(match (exit, first_line) {
+                (Some(c), Some(l)) => format!("exit {c}: {l}"),
+                (Some(c), None) => format!("exit {c}"),
+                (None, Some(l)) => l,
+                (None, None) => "failed".into(),
+            });
+            return Ok(o);
+        }
+        return Ok(obs("command_run", 0.3, command));
+    }
+    if is(SEARCH) {
+        return text_of(args, &["pattern", "query", "q", "glob"])
+            .map(|q| obs("search_performed", 0.3, q))
+            .ok_or("no pattern or query".into());
+    }
+    if is(TODO) {
+        let n = field(args, &["todos", "items"])
+            .and_then(Json::as_array)
+            .map_or(0, Vec::len);
+        return Ok(obs("todo_updated", 0.4, &format!("{n} items")));
+    }
+    if is(DELEGATE) {
+        return text_of(args, &["description", "prompt", "task"])
+            .map(|d| obs("task_delegated", 0.6, d))
+            .ok_or("no description".into());
+    }
+    Err(format!("unknown tool {tool:?}"))
+}
+
+/// The event of a call at line `line`: a typed `OBSERVATION`, or the raw `TOOL_CALL` when no
+/// extractor takes it (then the reason is returned too).
+pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
+    let parsed: std::result::Result<Json, _> = serde_json::from_str(raw);
+    let (call, failure) = match parsed {
+        Ok(call) => match extract(&call) {
+            Ok(o) => (Some((call, o)), None),
+            Err(why) => (None, Some(why)),
+        },
+        Err(e) => (None, Some(format!("not JSON: {e}"))),
+    };
+    let json: Option<Json> = serde_json::from_str(raw).ok();
+    let ts = json
+        .as_ref()
+        .and_then(|c| field(c, &["ts", "time", "timestamp"]))
+        .and_then(Json::as_i64)
+        .unwrap_or(0);
+    let session = json
+        .as_ref()
+        .and_then(|c| text_of(c, &["session", "session_id"]))
+        .map(str::to_string);
+    match call {
+        Some((call, o)) => {
+            let mut d = EventDraft::new(ts, "agent", kinds::OBSERVATION);
+            let mut m = crate::model::Props::new();
+            m.insert("type".into(), Value::from(o.kind));
+            m.insert("subject".into(), Value::from(o.subject.as_str()));
+            m.insert("importance".into(), Value::Float(o.importance as f64));
+            if let Some(t) = text_of(&call, &["tool", "name", "tool_name"]) {
+                m.insert("tool".into(), Value::from(t));
+            }
+            if let Some(detail) = &o.detail {
+                m.insert("detail".into(), Value::from(detail.as_str()));
+            }
+            if let Some(s) = &session {
+                m.insert("session".into(), Value::from(s.as_str()));
+            }
+            d.payload = Value::Map(m);
+            d.salience = Some(o.importance);
+            (d, None)
+        }
+        None => {
+            let mut d = EventDraft::new(ts, "agent", TOOL_CALL);
+            let mut m = crate::model::Props::new();
+            // Kept whole (bounded): the call is not lost, only not understood.
+            let kept: String = raw.chars().take(4096).collect();
+            m.insert("raw".into(), Value::from(kept.as_str()));
+            if let Some(s) = &session {
+                m.insert("session".into(), Value::from(s.as_str()));
+            }
+            d.payload = Value::Map(m);
+            (d, failure)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ex(s: &str) -> std::result::Result<Observation, String> {
+        extract(&serde_json::from_str(s).unwrap())
+    }
+
+    #[test]
+    fn the_table_types_calls() {
+        let o = ex(r#"{"tool":"Read","args":{"file_path":"src/main.rs"}}"#).unwrap();
+        assert_eq!((o.kind, o.subject.as_str()), ("file_read", "src/main.rs"));
+        assert_eq!(
+            ex(r#"{"tool":"Edit","args":{"path":"a.rs"}}"#)
+                .unwrap()
+                .kind,
+            "file_edited"
+        );
+        assert_eq!(
+            ex(r#"{"tool":"Write","args":{"path":"b.rs"}}"#)
+                .unwrap()
+                .kind,
+            "file_created"
+        );
+        let ok = ex(r#"{"tool":"Bash","args":{"command":"ls"},"exit_code":0}"#).unwrap();
+        assert_eq!(ok.kind, "command_run");
+        let failed = ex(
+            r#"{"tool":"Bash","args":{"command":"cargo test"},"exit_code":101,"error":"\n error[E0425]: x\nmore"}"#,
+        )
+        .unwrap();
+        assert_eq!(failed.kind, "command_failed");
+        assert_eq!(failed.detail.as_deref(), Some("exit 101: error[E0425]: x"));
+        assert_eq!(
+            ex(r#"{"tool":"Grep","args":{"pattern":"fn main"}}"#)
+                .unwrap()
+                .kind,
+            "search_performed"
+        );
+        assert_eq!(
+            ex(r#"{"tool":"TodoWrite","args":{"todos":[1,2]}}"#)
+                .unwrap()
+                .subject,
+            "2 items"
+        );
+        assert_eq!(
+            ex(r#"{"tool":"Task","args":{"description":"review"}}"#)
+                .unwrap()
+                .kind,
+            "task_delegated"
+        );
+        assert!(ex(r#"{"tool":"Frobnicate"}"#)
+            .unwrap_err()
+            .contains("unknown tool"));
+        assert!(ex(r#"{"tool":"Read","args":{}}"#).is_err());
+        assert!(ex(r#"{"args":{}}"#).is_err());
+    }
+
+    #[test]
+    fn a_call_no_extractor_takes_is_kept_raw_with_its_reason() {
+        let (d, why) = event_of_call(r#"{"tool":"Frobnicate","ts":5,"session":"s1"}"#);
+        assert_eq!(d.kind, TOOL_CALL);
+        assert_eq!(d.ts, 5);
+        assert!(why.unwrap().contains("Frobnicate"));
+        let (d, why) = event_of_call("not json {");
+        assert_eq!(d.kind, TOOL_CALL);
+        assert!(why.unwrap().starts_with("not JSON"));
+        let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"x"},"ts":9}"#);
+        assert_eq!((d.kind.as_str(), d.ts, why), ("OBSERVATION", 9, None));
+    }
+}

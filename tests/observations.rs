@@ -1,0 +1,94 @@
+//! Observations from tool calls: typed, importance as salience, a call no extractor takes kept
+//! raw and counted (never stopping the ingest), grouped in the context's observations block
+//! (x3, latest time), and sessions kept apart.
+
+use loci::context::{self, ContextOptions};
+use loci::ingest::{self, Format};
+use loci::observe::TOOL_CALL;
+use loci::{BackendKind, Store};
+
+const CALLS: &str = r#"{"tool":"Edit","args":{"path":"src/a.rs"},"ts":1,"session":"s1"}
+{"tool":"Edit","args":{"path":"src/a.rs"},"ts":2,"session":"s1"}
+{"tool":"Read","args":{"file_path":"src/b.rs"},"ts":3,"session":"s1"}
+{"tool":"Bash","args":{"command":"cargo test"},"exit_code":101,"error":"error[E0425]: cannot find value","ts":4,"session":"s1"}
+{"tool":"Edit","args":{"path":"src/a.rs"},"ts":5,"session":"s1"}
+{"tool":"Edit","args":{"path":"secret/plan.md"},"ts":6,"session":"s2"}
+{"tool":"Frobnicate","args":{},"ts":7,"session":"s1"}
+this line is not JSON
+{"tool":"Read","ts":9,"session":"s1"}
+"#;
+
+fn observations(store: &Store, session: Option<&str>) -> Vec<String> {
+    let mut o = ContextOptions::with_budget(2000);
+    o.session = session.map(str::to_string);
+    let c = context::build_context(store, &o).unwrap();
+    c.sections
+        .iter()
+        .find(|s| s.name == "observations")
+        .unwrap()
+        .lines
+        .iter()
+        .map(|l| l.text.clone())
+        .collect()
+}
+
+#[test]
+fn tool_calls_become_typed_observations_grouped_per_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let batch = ingest::read_str("calls.jsonl", CALLS, Format::Toolcalls).unwrap();
+    assert_eq!(batch.lines, 9);
+    let reasons: Vec<&str> = batch.unextracted.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(
+        batch
+            .unextracted
+            .iter()
+            .map(|(l, _)| *l)
+            .collect::<Vec<_>>(),
+        [7, 8, 9]
+    );
+    assert!(reasons[0].contains("Frobnicate") && reasons[1].starts_with("not JSON"));
+    let c = batch.commit(&store).unwrap();
+    assert_eq!(c.events, 9, "every call is an event, understood or not");
+    assert_eq!(store.events_of_kind(TOOL_CALL).unwrap().len(), 3);
+    let failed = store.events_of_kind("OBSERVATION").unwrap();
+    let failed = failed
+        .iter()
+        .find(|e| e.text().contains("command_failed"))
+        .unwrap();
+    assert!((failed.salience - 0.8).abs() < 1e-6);
+
+    let s1 = observations(&store, Some("s1"));
+    assert_eq!(
+        s1,
+        [
+            "command_failed: cargo test (exit 101: error[E0425]: cannot find value), last t=4",
+            "file_edited: src/a.rs x3, last t=5",
+            "file_read: src/b.rs, last t=3",
+        ]
+    );
+    let s2 = observations(&store, Some("s2"));
+    assert_eq!(s2, ["file_edited: secret/plan.md, last t=6"]);
+    assert!(observations(&store, None).is_empty());
+    // Typed observations are in their block, not repeated in the moment; raw calls are.
+    let mut o = ContextOptions::with_budget(2000);
+    o.session = Some("s1".into());
+    let c = context::build_context(&store, &o).unwrap();
+    let moment: Vec<&str> = c
+        .sections
+        .iter()
+        .find(|s| s.name == "moment")
+        .unwrap()
+        .lines
+        .iter()
+        .map(|l| l.text.as_str())
+        .collect();
+    assert!(
+        moment.iter().all(|l| !l.contains("file_edited")),
+        "{moment:?}"
+    );
+    assert!(moment.iter().any(|l| l.contains("TOOL_CALL")), "{moment:?}");
+    assert!(!c.text.contains("secret/plan.md"));
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.differences);
+}
