@@ -40,6 +40,8 @@ pub enum Format {
     Triples,
     /// One agent tool call per line (`observe`).
     Toolcalls,
+    /// One conversation session per line (`conversation`).
+    Conversation,
 }
 
 impl FromStr for Format {
@@ -51,10 +53,11 @@ impl FromStr for Format {
             "passages" => Ok(Format::Passages),
             "triples" => Ok(Format::Triples),
             "toolcalls" => Ok(Format::Toolcalls),
+            "conversation" => Ok(Format::Conversation),
             other => Err(Error::InvalidArgument {
                 name: "format".into(),
                 message: format!(
-                    "unknown format {other:?}, expected events|graph|passages|triples|toolcalls"
+                    "unknown format {other:?}, expected events|graph|passages|triples|toolcalls|conversation"
                 ),
             }),
         }
@@ -682,7 +685,9 @@ pub fn read_file_in_rounds(
     let round_lines = match format {
         Format::Triples => usize::MAX,
         Format::Graph => round_events.saturating_mul(GRAPH_LINES_PER_EVENT),
-        Format::Events | Format::Passages | Format::Toolcalls => round_events,
+        Format::Events | Format::Passages | Format::Toolcalls | Format::Conversation => {
+            round_events
+        }
     }
     .max(MIN_ROUND_LINES);
     let mut total = 0;
@@ -750,6 +755,15 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
                 o.assertion_lines = chunk.iter().map(|(n, _)| *n).collect();
                 batch.events.push(ev);
                 batch.origins.push(o);
+            }
+        }
+        Format::Conversation => {
+            for (line, session) in parse_lines::<crate::conversation::Session>(file, content)? {
+                for d in crate::conversation::session_events(&session) {
+                    batch.events.push(d);
+                    batch.origins.push(origin(file, line));
+                }
+                batch.lines += 1;
             }
         }
         Format::Toolcalls => {

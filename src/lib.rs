@@ -30,6 +30,7 @@
 pub mod bench;
 pub mod codec;
 pub mod context;
+pub mod conversation;
 pub mod dynamics;
 pub mod error;
 pub mod extract;

@@ -3,10 +3,12 @@
 //! IMPORT events, and the measurements the foundation's speed goals name.
 
 mod context;
+mod locomo;
 mod routes;
 mod world;
 
 pub use context::{run_context_bench, ContextBenchConfig, ContextBenchReport};
+pub use locomo::{run_locomo_bench, LocomoReport};
 pub use world::{run_world_bench, WorldBenchConfig, WorldBenchReport};
 
 use std::collections::{HashMap, HashSet};

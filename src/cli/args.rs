@@ -120,7 +120,7 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub store: StoreArg,
     /// Input format; detected from the first line when not given.
-    #[arg(long, value_parser = ["events", "graph", "passages", "triples", "toolcalls"])]
+    #[arg(long, value_parser = ["events", "graph", "passages", "triples", "toolcalls", "conversation"])]
     pub format: Option<String>,
     /// Commit every N events as its own atomic batch (default: everything in one batch).
     #[arg(long, value_name = "N")]
@@ -517,6 +517,18 @@ pub enum BenchCommand {
         questions: PathBuf,
         #[arg(long)]
         triples: Option<PathBuf>,
+        /// Retrieval option NAME=VALUE (repeatable; see RetrieveOptions::set).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
+    /// Evidence recall on LoCoMo conversations (each in its own store), against BM25 over the
+    /// same turns, overall and per category.
+    Locomo {
+        /// The LoCoMo JSON file (e.g. ../shared/datasets/locomo/locomo.dev.json).
+        #[arg(long)]
+        data: PathBuf,
         /// Retrieval option NAME=VALUE (repeatable; see RetrieveOptions::set).
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,

@@ -97,6 +97,18 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             bar.finish_and_clear();
             emit(&r, &report)?;
         }
+        BenchCommand::Locomo { data, set, report } => {
+            let mut opts = RetrieveOptions::default();
+            for (k, v) in name_values("--set", &set)? {
+                opts.set(&k, &v)?;
+            }
+            let bar = question_bar();
+            let r = loci::bench::run_locomo_bench(&data, &opts, &|done, total| {
+                advance(&bar, done, total)
+            })?;
+            bar.finish_and_clear();
+            emit(&r, &report)?;
+        }
         BenchCommand::World {
             seed,
             scale,

@@ -1,0 +1,227 @@
+//! `loci bench locomo`: evidence recall on LoCoMo long conversations.
+//!
+//! Each conversation of the file goes into a store of its own through the conversation format
+//! (one `TURN` event and one Passage node per turn, relative dates resolved; the text graph
+//! extracted as for any passages). For each question, loci retrieves turns (passages only,
+//! nothing recorded as used) and a BM25 index over exactly the same turn texts does the same;
+//! recall@k is the share of the question's evidence turns among the first k, overall and per
+//! category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::conversation::{session_events, Session, Turn};
+use crate::error::{Error, Result};
+use crate::retrieval::{RetrieveOptions, Retriever, SnippetKind};
+use crate::storage::BackendKind;
+use crate::store::Store;
+
+/// Recall of one ranking in one category (or overall).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CategoryRecall {
+    pub n: usize,
+    #[serde(rename = "recall@5")]
+    pub recall_5: f64,
+    #[serde(rename = "recall@10")]
+    pub recall_10: f64,
+}
+
+/// Recall and latency of one ranking.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LocomoMetrics {
+    #[serde(rename = "recall@5")]
+    pub recall_5: f64,
+    #[serde(rename = "recall@10")]
+    pub recall_10: f64,
+    pub by_category: BTreeMap<String, CategoryRecall>,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LocomoReport {
+    pub n: usize,
+    pub conversations: usize,
+    pub turns: usize,
+    pub loci: LocomoMetrics,
+    pub bm25: LocomoMetrics,
+}
+
+#[derive(Default)]
+struct Tally {
+    sums: BTreeMap<String, (usize, f64, f64)>,
+    latencies: Vec<f64>,
+}
+
+impl Tally {
+    fn add(&mut self, category: &str, ranked: &[String], gold: &[String], ms: f64) {
+        let hits = |k: usize| {
+            gold.iter()
+                .filter(|g| ranked.iter().take(k).any(|r| r == *g))
+                .count() as f64
+                / gold.len() as f64
+        };
+        let (r5, r10) = (hits(5), hits(10));
+        for key in ["all", category] {
+            let e = self.sums.entry(key.to_string()).or_default();
+            e.0 += 1;
+            e.1 += r5;
+            e.2 += r10;
+        }
+        self.latencies.push(ms);
+    }
+
+    fn finish(self) -> LocomoMetrics {
+        let recall = |(n, r5, r10): (usize, f64, f64)| CategoryRecall {
+            n,
+            recall_5: r5 / n.max(1) as f64,
+            recall_10: r10 / n.max(1) as f64,
+        };
+        let mut by_category: BTreeMap<String, CategoryRecall> = self
+            .sums
+            .iter()
+            .map(|(k, v)| (k.clone(), recall(*v)))
+            .collect();
+        let all = by_category.remove("all").unwrap_or_default();
+        let (p50_ms, p95_ms) = super::p50_p95(self.latencies);
+        LocomoMetrics {
+            recall_5: all.recall_5,
+            recall_10: all.recall_10,
+            by_category,
+            p50_ms,
+            p95_ms,
+        }
+    }
+}
+
+/// The sessions of one LoCoMo sample, in order.
+fn sessions_of(sample: &Json, id: &str) -> Vec<Session> {
+    let Some(conv) = sample.get("conversation") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for n in 1..=200u32 {
+        let Some(turns) = conv.get(format!("session_{n}")).and_then(Json::as_array) else {
+            continue;
+        };
+        let time = conv
+            .get(format!("session_{n}_date_time"))
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_string();
+        let turns = turns
+            .iter()
+            .filter_map(|t| {
+                Some(Turn {
+                    speaker: t.get("speaker")?.as_str()?.to_string(),
+                    dia_id: t.get("dia_id")?.as_str()?.to_string(),
+                    text: t.get("text")?.as_str()?.to_string(),
+                })
+            })
+            .collect();
+        out.push(Session {
+            conversation: id.to_string(),
+            session: n,
+            time,
+            turns,
+        });
+    }
+    out
+}
+
+/// Evidence turn ids of a question, as passage keys (an entry may hold several ids).
+fn evidence_of(q: &Json, id: &str) -> Vec<String> {
+    q.get("evidence")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Json::as_str)
+        .flat_map(|e| e.split([';', ',', ' ']))
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| format!("{id}:{e}"))
+        .collect()
+}
+
+pub fn run_locomo_bench(
+    data: &Path,
+    opts: &RetrieveOptions,
+    progress: &dyn Fn(usize, usize),
+) -> Result<LocomoReport> {
+    let raw = std::fs::read_to_string(data).map_err(|e| Error::io(data, e))?;
+    let samples: Vec<Json> = serde_json::from_str(&raw).map_err(|e| Error::Input {
+        file: data.display().to_string(),
+        line: e.line(),
+        field: "json".into(),
+        message: e.to_string(),
+    })?;
+    let mut report = LocomoReport {
+        conversations: samples.len(),
+        ..LocomoReport::default()
+    };
+    let (mut loci, mut bm25) = (Tally::default(), Tally::default());
+    let opts = RetrieveOptions {
+        k: 10,
+        kinds: vec![SnippetKind::Passage],
+        record_usage: false,
+        ..opts.clone()
+    };
+    for (i, sample) in samples.iter().enumerate() {
+        let id = sample
+            .get("sample_id")
+            .and_then(Json::as_str)
+            .map_or_else(|| format!("conv-{i}"), str::to_string);
+        let dir = tempfile::Builder::new()
+            .prefix("loci-bench-locomo-")
+            .tempdir()
+            .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        let store = Store::create(dir.path(), BackendKind::Redb)?;
+        let events: Vec<_> = sessions_of(sample, &id)
+            .iter()
+            .flat_map(session_events)
+            .collect();
+        report.turns += events.len();
+        store.ingest(events)?;
+        store.ingest(crate::extract::extract_mentions(&store)?)?;
+        store.ingest(crate::extract::alias_links(&store)?)?;
+        let retriever = Retriever::new(&store)?;
+        let baseline = super::PassageBm25::build(&store)?;
+        for q in sample
+            .get("qa")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(question) = q.get("question").and_then(Json::as_str) else {
+                continue;
+            };
+            let gold = evidence_of(q, &id);
+            if gold.is_empty() {
+                continue;
+            }
+            let category = q
+                .get("category")
+                .map(|c| c.to_string().trim_matches('"').to_string())
+                .unwrap_or_default();
+            let t = Instant::now();
+            let pack = retriever.retrieve(question, &opts)?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let ranked: Vec<String> = pack.snippets.into_iter().map(|s| s.id).collect();
+            loci.add(&category, &ranked, &gold, ms);
+            let t = Instant::now();
+            let hits = baseline.search(question, 10)?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let ranked: Vec<String> = hits.into_iter().map(|(k, _)| k).collect();
+            bm25.add(&category, &ranked, &gold, ms);
+            report.n += 1;
+        }
+        progress(i + 1, samples.len());
+    }
+    report.loci = loci.finish();
+    report.bm25 = bm25.finish();
+    Ok(report)
+}

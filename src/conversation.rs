@@ -1,0 +1,266 @@
+//! Conversations as memory: multi-session chats where each turn is an event, without an LLM.
+//!
+//! A session (`--format conversation`, one per line) is `{"conversation": id, "session": n,
+//! "time": "1:56 pm on 8 May, 2023", "turns": [{"speaker", "dia_id", "text"}, ...]}` (the
+//! LoCoMo layout). Each turn becomes a `TURN` event by `person:{speaker}` at the session's time
+//! (world time in minutes since 1970, plus the turn's index), asserting a `Passage` node keyed
+//! `{conversation}:{dia_id}` whose title is the speaker and whose text is what was said, so
+//! the passage pipeline applies: `extract` links the people, places, things and years it names,
+//! and retrieval ranks turns by graph and text. Relative dates ("yesterday", "last Saturday",
+//! "two weeks ago", "last month") are resolved against the session time and written into the
+//! turn's text as `[date: 6 May 2023]`, so a time question reaches the right turns.
+
+use serde::Deserialize;
+
+use crate::model::{labels, Assertion, EventDraft, NodeUpsert, Props, Value};
+
+/// Kind of a conversation turn.
+pub const TURN: &str = "TURN";
+
+/// One session of a conversation.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Session {
+    pub conversation: String,
+    pub session: u32,
+    pub time: String,
+    pub turns: Vec<Turn>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Turn {
+    pub speaker: String,
+    pub dia_id: String,
+    pub text: String,
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+const WEEKDAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The civil date of a day number.
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn date_text(day: i64) -> String {
+    let (y, m, d) = civil_from_days(day);
+    let month = MONTHS[(m - 1).clamp(0, 11) as usize];
+    let mut cap = month.to_string();
+    cap[..1].make_ascii_uppercase();
+    format!("{d} {cap} {y}")
+}
+
+/// Minutes since 1970 of a LoCoMo session time ("1:56 pm on 8 May, 2023"), or `None`.
+pub fn parse_session_time(text: &str) -> Option<i64> {
+    let lower = text.to_lowercase().replace(',', " ");
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let on = words.iter().position(|w| *w == "on")?;
+    let (clock, meridiem) = (words.first()?, words.get(1).copied().unwrap_or(""));
+    let (h, m) = clock.split_once(':')?;
+    let (mut h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+    if !(0..=23).contains(&h) || !(0..=59).contains(&m) {
+        return None;
+    }
+    match meridiem {
+        "pm" if h < 12 => h += 12,
+        "am" if h == 12 => h = 0,
+        _ => {}
+    }
+    let day: i64 = words.get(on + 1)?.parse().ok()?;
+    let month_word = *words.get(on + 2)?;
+    let month = MONTHS.iter().position(|x| *x == month_word)? as i64 + 1;
+    let year: i64 = words.get(on + 3)?.parse().ok()?;
+    if !(1..=31).contains(&day) || !(1..=9999).contains(&year) {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 1440 + h * 60 + m)
+}
+
+fn number_word(w: &str) -> Option<i64> {
+    let words = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    ];
+    match w {
+        "a" | "an" => Some(1),
+        "few" | "couple" => Some(2),
+        _ => w
+            .parse()
+            .ok()
+            .or_else(|| words.iter().position(|x| *x == w).map(|i| i as i64 + 1)),
+    }
+}
+
+/// The dates that relative expressions in `text` name, against the session day `today` (days
+/// since 1970): "yesterday", "last week(end)", "last month", "last year", "last <weekday>",
+/// "N days/weeks/months/years ago". Months and years are taken as 30 and 365 days.
+pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut out = Vec::new();
+    let mut add = |day: i64| {
+        let t = date_text(day);
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    };
+    for (i, w) in words.iter().enumerate() {
+        let next = words.get(i + 1).copied().unwrap_or("");
+        match *w {
+            "yesterday" => add(today - 1),
+            "today" | "tonight" => add(today),
+            "last" => match next {
+                "week" => add(today - 7),
+                "weekend" => {
+                    // The Saturday before today.
+                    let weekday = (today + 3).rem_euclid(7); // 0 = Monday
+                    add(today - ((weekday - 5).rem_euclid(7)).max(1));
+                }
+                "month" => add(today - 30),
+                "year" => add(today - 365),
+                day => {
+                    if let Some(target) = WEEKDAYS.iter().position(|d| *d == day) {
+                        let weekday = (today + 3).rem_euclid(7);
+                        let back = (weekday - target as i64).rem_euclid(7);
+                        add(today - if back == 0 { 7 } else { back });
+                    }
+                }
+            },
+            "ago" if i >= 2 => {
+                if let Some(n) = number_word(words[i - 2]) {
+                    let unit = words[i - 1].trim_end_matches('s');
+                    let days = match unit {
+                        "day" => Some(1),
+                        "week" => Some(7),
+                        "month" => Some(30),
+                        "year" => Some(365),
+                        _ => None,
+                    };
+                    if let Some(d) = days {
+                        add(today - n * d);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The events of a session: one `TURN` per turn (see the module documentation). A session time
+/// that cannot be read counts as time 0 (the turns keep their order).
+pub fn session_events(s: &Session) -> Vec<EventDraft> {
+    let start = parse_session_time(&s.time).unwrap_or(0);
+    let today = start.div_euclid(1440);
+    s.turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut text = t.text.clone();
+            let dates = resolve_relative_dates(&t.text, today);
+            if !dates.is_empty() {
+                text.push_str(&format!(" [date: {}]", dates.join("; ")));
+            }
+            let mut d = EventDraft::new(start + i as i64, format!("person:{}", t.speaker), TURN);
+            d.payload = Value::Map(Props::from([
+                ("dia_id".to_string(), Value::from(t.dia_id.as_str())),
+                ("session".to_string(), Value::Int(s.session as i64)),
+            ]));
+            let key = format!("{}:{}", s.conversation, t.dia_id);
+            d.evidence = vec![key.clone()];
+            d.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+                key,
+                label: Some(labels::PASSAGE.into()),
+                name: Some(t.speaker.clone()),
+                props: Props::from([
+                    ("text".to_string(), Value::Str(text)),
+                    ("time".to_string(), Value::from(s.time.as_str())),
+                ]),
+                ..Default::default()
+            })];
+            d
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_times_and_relative_dates_resolve() {
+        let t = parse_session_time("1:56 pm on 8 May, 2023").unwrap();
+        let day = t.div_euclid(1440);
+        assert_eq!(date_text(day), "8 May 2023");
+        assert_eq!(t.rem_euclid(1440), 13 * 60 + 56);
+        assert_eq!(
+            parse_session_time("12:05 am on 1 January, 2024").unwrap() % 1440,
+            5
+        );
+        assert!(parse_session_time("sometime in spring").is_none());
+        // 8 May 2023 was a Monday.
+        assert_eq!(
+            resolve_relative_dates("I went there yesterday", day),
+            ["7 May 2023"]
+        );
+        assert_eq!(
+            resolve_relative_dates("last Saturday was fun", day),
+            ["6 May 2023"]
+        );
+        assert_eq!(
+            resolve_relative_dates("two weeks ago", day),
+            ["24 April 2023"]
+        );
+        assert_eq!(resolve_relative_dates("3 days ago", day), ["5 May 2023"]);
+        assert_eq!(resolve_relative_dates("last weekend", day), ["6 May 2023"]);
+        assert!(resolve_relative_dates("nothing relative here", day).is_empty());
+        for d in [-1000, 0, 19_000, 800_000] {
+            let (y, m, dd) = civil_from_days(d);
+            assert_eq!(days_from_civil(y, m, dd), d);
+        }
+    }
+}
