@@ -180,7 +180,9 @@ pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
                         "year" => Some(365),
                         _ => None,
                     };
-                    if let Some(d) = days {
+                    // Beyond a few thousand years ago is not a date anyone means (and would
+                    // overflow the calendar's arithmetic).
+                    if let (Some(d), true) = (days, (0..=10_000).contains(&n)) {
                         add(today - n * d);
                     }
                 }
@@ -258,6 +260,9 @@ mod tests {
         assert_eq!(resolve_relative_dates("3 days ago", day), ["5 May 2023"]);
         assert_eq!(resolve_relative_dates("last weekend", day), ["6 May 2023"]);
         assert!(resolve_relative_dates("nothing relative here", day).is_empty());
+        // Absurd counts are not dates (and never overflow).
+        assert!(resolve_relative_dates("9223372036854775807 years ago", day).is_empty());
+        assert!(resolve_relative_dates("99999 days ago", day).is_empty());
         for d in [-1000, 0, 19_000, 800_000] {
             let (y, m, dd) = civil_from_days(d);
             assert_eq!(days_from_civil(y, m, dd), d);
