@@ -562,6 +562,9 @@ pub struct Lines<R> {
     file: String,
     line: usize,
     buf: Vec<u8>,
+    /// Replace bytes that are not UTF-8 instead of failing (tool calls: a malformed call is
+    /// kept and counted, never a reason to stop).
+    lossy: bool,
 }
 
 impl<R: std::io::BufRead> Lines<R> {
@@ -571,6 +574,7 @@ impl<R: std::io::BufRead> Lines<R> {
             file: file.to_string(),
             line: 0,
             buf: Vec::new(),
+            lossy: false,
         }
     }
 
@@ -584,6 +588,12 @@ impl<R: std::io::BufRead> Lines<R> {
     }
 
     /// The next non-blank line, or `None` at the end.
+    /// Reads lines that are not UTF-8 with replacement characters instead of failing.
+    pub fn lossy(mut self, lossy: bool) -> Self {
+        self.lossy = lossy;
+        self
+    }
+
     pub fn next_line(&mut self) -> Result<Option<Line>> {
         use std::io::{BufRead, Read};
         loop {
@@ -606,6 +616,14 @@ impl<R: std::io::BufRead> Lines<R> {
             let mut bytes: &[u8] = &self.buf;
             if self.line == 1 {
                 bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            }
+            if self.lossy {
+                let text = String::from_utf8_lossy(bytes);
+                let text = text.trim_end_matches(['\n', '\r']);
+                if !text.trim().is_empty() {
+                    return Ok(Some((self.line, text.to_string())));
+                }
+                continue;
             }
             let text = std::str::from_utf8(bytes).map_err(|e| {
                 self.error(
@@ -671,7 +689,7 @@ pub fn read_file_in_rounds(
     round_events: usize,
     sink: &mut dyn FnMut(SourceBatch) -> Result<()>,
 ) -> Result<usize> {
-    let mut lines = open_lines(path)?;
+    let mut lines = open_lines(path)?.lossy(format == Some(Format::Toolcalls));
     let file = lines.file.clone();
     let Some(first) = lines.next_line()? else {
         return Ok(0);
@@ -717,7 +735,7 @@ pub fn read_str(file: &str, content: &str, format: Format) -> Result<SourceBatch
 /// Reads JSON Lines bytes (named `file` in errors; lines that are not UTF-8 are errors naming
 /// their line) into event drafts.
 pub fn read_bytes(file: &str, content: &[u8], format: Format) -> Result<SourceBatch> {
-    let mut lines = Lines::new(file, content);
+    let mut lines = Lines::new(file, content).lossy(format == Format::Toolcalls);
     let mut all = Vec::new();
     while let Some(l) = lines.next_line()? {
         all.push(l);

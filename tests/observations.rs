@@ -92,3 +92,19 @@ fn tool_calls_become_typed_observations_grouped_per_session() {
     let report = store.verify().unwrap();
     assert!(report.ok(), "{:?}", report.differences);
 }
+
+/// Found by trying odd input: one line of a tool-call log that was not UTF-8 stopped the whole
+/// ingest (the line reader refused it before any extractor ran).
+#[test]
+fn a_call_line_that_is_not_utf8_is_kept_and_counted() {
+    let mut bytes =
+        b"{\"tool\":\"Read\",\"args\":{\"path\":\"\xc3\xa4 \xf0\x9f\xa6\x80\"},\"ts\":1}\n"
+            .to_vec();
+    bytes.extend_from_slice(b"\xff\xfe broken\n{\"tool\":\n");
+    let batch = ingest::read_bytes("odd.jsonl", &bytes, Format::Toolcalls).unwrap();
+    assert_eq!(batch.events.len(), 3);
+    assert_eq!(batch.unextracted.len(), 2, "{:?}", batch.unextracted);
+    assert_eq!(batch.events[0].kind, "OBSERVATION");
+    assert!(batch.events[0].text().contains("ä 🦀"));
+    assert_eq!(batch.events[1].kind, TOOL_CALL);
+}
