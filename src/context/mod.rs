@@ -500,15 +500,7 @@ fn pinned_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
     let mut pinned: Vec<&crate::model::Node> = g.nodes().filter(|n| n.pinned).collect();
     pinned.sort_by(|a, b| a.key.cmp(&b.key));
     for n in pinned {
-        let props: Vec<String> = n
-            .props
-            .iter()
-            .filter(|(k, _)| k.as_str() != "text")
-            .map(|(k, v)| match v {
-                Value::Str(s) => format!("{k}: {s}"),
-                other => format!("{k}: {}", serde_json::to_string(other).unwrap_or_default()),
-            })
-            .collect();
+        let props = crate::retrieval::prop_parts(&n.props);
         let props = if props.is_empty() {
             String::new()
         } else {
@@ -555,17 +547,9 @@ fn choose_cover(
 
 /// The live summaries, latest per range, from the episodic index.
 fn live_summaries(store: &Store) -> Result<Vec<Summary>> {
-    let mut latest: std::collections::BTreeMap<(consolidate::Level, i64), Summary> =
-        std::collections::BTreeMap::new();
-    for ev in store.events_with(Facet::Kind, consolidate::SUMMARY, i64::MIN, i64::MAX)? {
-        if let Some(s) = Summary::of_event(&ev) {
-            let key = (s.level, s.start);
-            if latest.get(&key).is_none_or(|l| l.seq < s.seq) {
-                latest.insert(key, s);
-            }
-        }
-    }
-    Ok(latest.into_values().collect())
+    Ok(consolidate::latest_summaries(store)?
+        .into_values()
+        .collect())
 }
 
 fn cover_text(s: &Summary) -> String {
@@ -924,14 +908,14 @@ fn drop_one(sections: &mut [Section], left_out: &mut Vec<LeftOut>) -> bool {
         let Some(s) = sections.iter_mut().find(|s| s.name == name) else {
             continue;
         };
-        if s.lines.is_empty() {
-            continue;
-        }
         // The moment loses its oldest line; the others their last.
-        let l = if name == "moment" {
-            s.lines.remove(0)
+        let dropped = if name == "moment" {
+            (!s.lines.is_empty()).then(|| s.lines.remove(0))
         } else {
-            s.lines.pop().unwrap_or_else(|| unreachable!())
+            s.lines.pop()
+        };
+        let Some(l) = dropped else {
+            continue;
         };
         left_out.push(LeftOut {
             section: name.into(),

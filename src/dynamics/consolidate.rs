@@ -608,11 +608,16 @@ fn episodes(events: &[Event], gap: i64) -> Vec<&[Event]> {
 }
 
 /// The latest summary of each `(level, start)`.
-fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), Summary>> {
-    let mut latest = BTreeMap::new();
-    for ev in store.events_of_kind(SUMMARY)? {
+pub(crate) fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), Summary>> {
+    let mut latest: BTreeMap<(Level, i64), Summary> = BTreeMap::new();
+    // The episodic index reads only the summaries (not the whole log), in time order: the
+    // latest of a range is the one with the highest sequence number.
+    for ev in store.events_with(crate::store::Facet::Kind, SUMMARY, i64::MIN, i64::MAX)? {
         if let Some(s) = Summary::of_event(&ev) {
-            latest.insert((s.level, s.start), s);
+            let key = (s.level, s.start);
+            if latest.get(&key).is_none_or(|l| l.seq < s.seq) {
+                latest.insert(key, s);
+            }
         }
     }
     Ok(latest)

@@ -616,18 +616,21 @@ fn used_items(g: &GraphRead<'_>, snippets: &[Snippet]) -> Vec<Item> {
     items
 }
 
-fn describe_props(props: &crate::model::Props) -> String {
-    if props.is_empty() {
-        return String::new();
-    }
-    let parts: Vec<String> = props
+/// A node's or edge's properties as `key: value` parts (strings bare, the rest as JSON), all but
+/// `text`, in key order.
+pub(crate) fn prop_parts(props: &crate::model::Props) -> Vec<String> {
+    props
         .iter()
         .filter(|(k, _)| k.as_str() != "text")
         .map(|(k, v)| match v {
             Value::Str(s) => format!("{k}: {s}"),
             other => format!("{k}: {}", serde_json::to_string(other).unwrap_or_default()),
         })
-        .collect();
+        .collect()
+}
+
+fn describe_props(props: &crate::model::Props) -> String {
+    let parts = prop_parts(props);
     if parts.is_empty() {
         String::new()
     } else {
