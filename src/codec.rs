@@ -25,6 +25,17 @@ const FORMAT_WITHOUT_CHECKSUM: u8 = 1;
 /// Checksummed records whose edges carry no salience.
 const FORMAT_EDGES_WITHOUT_SALIENCE: u8 = 2;
 
+/// FNV-1a, 64 bits: a stable digest of bytes (the same on every platform and build), for keys
+/// and fingerprints that are written to the log or compared across runs.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
 /// Encodes `value` as a versioned, checksummed record.
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     // Serialising our own model types into a Vec cannot fail: no type of ours has a

@@ -42,6 +42,8 @@ pub enum Format {
     Toolcalls,
     /// One conversation session per line (`conversation`).
     Conversation,
+    /// One agent journal entry per line (`journal`).
+    Journal,
 }
 
 impl FromStr for Format {
@@ -54,10 +56,11 @@ impl FromStr for Format {
             "triples" => Ok(Format::Triples),
             "toolcalls" => Ok(Format::Toolcalls),
             "conversation" => Ok(Format::Conversation),
+            "journal" => Ok(Format::Journal),
             other => Err(Error::InvalidArgument {
                 name: "format".into(),
                 message: format!(
-                    "unknown format {other:?}, expected events|graph|passages|triples|toolcalls|conversation"
+                    "unknown format {other:?}, expected events|graph|passages|triples|toolcalls|conversation|journal"
                 ),
             }),
         }
@@ -703,9 +706,11 @@ pub fn read_file_in_rounds(
     let round_lines = match format {
         Format::Triples => usize::MAX,
         Format::Graph => round_events.saturating_mul(GRAPH_LINES_PER_EVENT),
-        Format::Events | Format::Passages | Format::Toolcalls | Format::Conversation => {
-            round_events
-        }
+        Format::Events
+        | Format::Passages
+        | Format::Toolcalls
+        | Format::Conversation
+        | Format::Journal => round_events,
     }
     .max(MIN_ROUND_LINES);
     let mut total = 0;
@@ -781,6 +786,19 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
                     batch.events.push(d);
                     batch.origins.push(origin(file, line));
                 }
+                batch.lines += 1;
+            }
+        }
+        Format::Journal => {
+            for (line, entry) in parse_lines::<crate::journal::Entry>(file, content)? {
+                let d = crate::journal::entry_event(&entry).map_err(|e| Error::Input {
+                    file: file.to_string(),
+                    line,
+                    field: e.field.to_string(),
+                    message: e.message,
+                })?;
+                batch.events.push(d);
+                batch.origins.push(origin(file, line));
                 batch.lines += 1;
             }
         }

@@ -36,6 +36,7 @@ pub mod error;
 pub mod extract;
 pub mod graph;
 pub mod ingest;
+pub mod journal;
 pub mod model;
 pub mod observe;
 mod projection;

@@ -1242,3 +1242,60 @@ fn context_assembles_saves_and_recalls_a_turn() {
     let verify = ok(&["replay", "--store", p(&store), "--verify"]);
     assert!(verify.contains("OK"), "{verify}");
 }
+
+#[test]
+fn journal_and_check_work_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let s = p(&store);
+    let file = tmp.path().join("journal.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            r#"{"v":1,"time":"2026-11-20T10:00:00Z","harness":"a","session":"1","kind":"decision","text":"Keep pins few"}"#,
+            "\n",
+            r#"{"v":1,"time":"2026-11-21T10:00:00Z","harness":"b","session":"9","kind":"decision","text":"keep pins  few"}"#,
+            "\n",
+            r#"{"v":1,"time":"2026-11-23T10:00:00Z","harness":"b","session":"9","kind":"note","text":"today"}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    ok(&["init", "--store", s]);
+    ok(&["ingest", "--store", s, "--format", "journal", p(&file)]);
+    ok(&["consolidate", "--store", s, "--day", "1440"]);
+    let listed = json(&["journal", "list", "--store", s, "--json"]);
+    assert_eq!(
+        each(&listed, |e| e["status"].as_str().unwrap()),
+        ["consolidated", "captured"]
+    );
+    let promoted = json(&[
+        "journal",
+        "promote",
+        "--store",
+        s,
+        "--recurring",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(promoted["promoted"].as_array().unwrap().len(), 1);
+    let shown = ok(&["journal", "list", "--store", s, "--status", "promoted"]);
+    assert!(
+        shown.contains("[promoted] decision: keep pins  few"),
+        "{shown}"
+    );
+    let missing = loci(&["journal", "promote", "--store", s, "journal:nope"]);
+    assert_eq!(missing.status.code(), Some(4));
+
+    // Healthy, then a finding: exit 1, with the finding named.
+    let healthy = loci(&["check", "--store", s]);
+    assert_eq!(healthy.status.code(), Some(0));
+    let tight = loci(&["check", "--store", s, "--max-pinned", "0"]);
+    assert_eq!(tight.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&tight.stdout);
+    assert!(
+        text.contains("tier over its cap: 1 pinned nodes (cap 0)"),
+        "{text}"
+    );
+    ok(&["replay", "--store", s, "--verify"]);
+}

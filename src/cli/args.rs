@@ -77,6 +77,13 @@ pub enum Command {
     /// cover of summaries (a stable prefix), then snippets for the question, working memory and
     /// the latest events. `--turn T` shows what a saved context held.
     Context(ContextArgs),
+    /// Agent journals: list entries with their state (captured, consolidated, promoted), or
+    /// promote entries into pinned, hot facts.
+    #[command(subcommand)]
+    Journal(JournalCommand),
+    /// Health check: pins that point nowhere, likely duplicate entities, tiers over their caps,
+    /// summaries whose children are gone. Exit 1 when anything is found.
+    Check(CheckArgs),
     /// Full-text search over nodes and events.
     Search(SearchArgs),
     /// Nodes within N hops of a node (by key, or the best name match).
@@ -120,7 +127,7 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub store: StoreArg,
     /// Input format; detected from the first line when not given.
-    #[arg(long, value_parser = ["events", "graph", "passages", "triples", "toolcalls", "conversation"])]
+    #[arg(long, value_parser = ["events", "graph", "passages", "triples", "toolcalls", "conversation", "journal"])]
     pub format: Option<String>,
     /// Commit every N events as its own atomic batch (default: everything in one batch).
     #[arg(long, value_name = "N")]
@@ -175,6 +182,10 @@ pub struct ConsolidateArgs {
     /// Print every summary of the store (latest per period), not only the new ones.
     #[arg(long)]
     pub all: bool,
+    /// World-time ticks per day: 24000 in the demo world (the default); 1440 for stores of
+    /// journals or conversations, whose times are minutes since 1970.
+    #[arg(long, value_name = "TICKS", value_parser = clap::value_parser!(i64).range(1..))]
+    pub day: Option<i64>,
     #[arg(long)]
     pub json: bool,
 }
@@ -387,6 +398,57 @@ pub struct QueriesArgs {
     /// A directory of the user's own saved queries (`*.gq`), besides the built-in ones.
     #[arg(long, alias = "dir", value_name = "DIR")]
     pub queries: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum JournalCommand {
+    /// The journal entries, oldest first, with their state and the sessions that wrote them.
+    List(JournalListArgs),
+    /// Promote entries (by key, or every consolidated entry written in --recurring N sessions
+    /// or more): one PROMOTE event pins them.
+    Promote(JournalPromoteArgs),
+}
+
+#[derive(Args)]
+pub struct JournalListArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Only entries in this state.
+    #[arg(long, value_parser = ["captured", "consolidated", "promoted"])]
+    pub status: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct JournalPromoteArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Entry keys (`journal:...`, as `loci journal list` shows them).
+    #[arg(required_unless_present = "recurring")]
+    pub keys: Vec<String>,
+    /// Promote every consolidated entry written in at least N distinct sessions.
+    #[arg(long, value_name = "N", conflicts_with = "keys")]
+    pub recurring: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Most pinned nodes before it is a finding.
+    #[arg(long, default_value_t = 256)]
+    pub max_pinned: u64,
+    /// Most hot nodes before it is a finding.
+    #[arg(long, default_value_t = 1024)]
+    pub max_hot_nodes: u64,
+    /// Most hot edges before it is a finding.
+    #[arg(long, default_value_t = 4096)]
+    pub max_hot_edges: u64,
     #[arg(long)]
     pub json: bool,
 }

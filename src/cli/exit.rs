@@ -9,7 +9,8 @@ use std::process::ExitCode;
 pub enum Code {
     /// Success (also when the reader of standard output went away early).
     Ok = 0,
-    /// The command ran and found a problem: `replay --verify` reported a difference.
+    /// The command ran and found a problem: `replay --verify` reported a difference, or
+    /// `check` a finding.
     Mismatch = 1,
     /// A usage error: unknown flag, missing argument (clap's own code).
     Usage = 2,

@@ -1,5 +1,5 @@
 //! Commands that change what the memory holds over time: `consolidate`, `forget`, `delete`,
-//! `compact`, `wm`, `emerge`.
+//! `compact`, `wm`, `emerge`; and `check`, the health check of what it holds.
 
 use anyhow::Result;
 
@@ -8,7 +8,9 @@ use loci::dynamics::forget::{self as forgetting, ForgetOptions};
 use loci::dynamics::working::WmOp;
 use loci::DeleteRequest;
 
-use super::args::{CompactArgs, ConsolidateArgs, DeleteArgs, EmergeArgs, ForgetArgs, WmArgs};
+use super::args::{
+    CheckArgs, CompactArgs, ConsolidateArgs, DeleteArgs, EmergeArgs, ForgetArgs, WmArgs,
+};
 use super::exit::fail;
 use super::exit::Code;
 use super::open;
@@ -60,6 +62,13 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
     let s = open(&a.store)?;
     let mut opts = ConsolidateOptions::default();
     opts.until = a.until;
+    if let Some(day) = a.day {
+        let mut policy = opts.policy.clone();
+        policy.day = day;
+        // An episode ends at a pause of an eighth of a day, whatever the day's length.
+        policy.episode_gap = (day / 8).max(1);
+        opts = opts.with_policy(policy);
+    }
     let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;
     let shown: Vec<_> = consolidate::summaries(&s)?
         .into_iter()
@@ -244,4 +253,40 @@ pub fn emerge(a: EmergeArgs) -> Result<Code> {
         );
     }
     Ok(Code::Ok)
+}
+
+/// `check`: the health check; exit 1 when anything is found.
+pub fn check(a: CheckArgs) -> Result<Code> {
+    let s = open_for_reading(&a.store)?;
+    let mut opts = loci::dynamics::health::HealthOptions::default();
+    opts.max_pinned = a.max_pinned;
+    opts.max_hot_nodes = a.max_hot_nodes;
+    opts.max_hot_edges = a.max_hot_edges;
+    let r = loci::dynamics::health::check(&s, &opts)?;
+    if a.json {
+        print_json(&r)?;
+    } else {
+        for f in &r.findings {
+            outln!("{}", f.describe());
+        }
+        if r.not_listed > 0 {
+            outln!("... and {} more findings not listed", r.not_listed);
+        }
+        outln!(
+            "{}: checked {} pins, {} entities, {} summaries",
+            if r.healthy() {
+                "healthy".to_string()
+            } else {
+                format!("{} findings", r.findings.len() + r.not_listed)
+            },
+            r.pins_checked,
+            r.nodes_checked,
+            r.summaries_checked
+        );
+    }
+    Ok(if r.healthy() {
+        Code::Ok
+    } else {
+        Code::Mismatch
+    })
 }

@@ -12,6 +12,7 @@ mod bench;
 mod context;
 mod demo;
 pub(crate) mod exit;
+mod journal;
 mod memory;
 pub(crate) mod output;
 use output::errln;
@@ -113,6 +114,8 @@ fn run(cli: Cli) -> Result<Code> {
         Command::Wm(a) => memory::working_memory(a),
         Command::Emerge(a) => memory::emerge(a),
         Command::Context(a) => context::context(a),
+        Command::Journal(c) => journal::journal(c),
+        Command::Check(a) => memory::check(a),
         Command::Search(a) => read::search(a),
         Command::Neighbors(a) => read::neighbors(a),
         Command::Query(a) => read::query(a),

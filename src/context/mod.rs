@@ -879,7 +879,7 @@ fn fit(
         if tokens <= opts.budget || !drop_one(&mut sections, left_out) {
             return Context {
                 prefix_tokens: counter.count(&prefix),
-                prefix_digest: format!("{:016x}", fnv1a(prefix.as_bytes())),
+                prefix_digest: format!("{:016x}", crate::codec::fnv1a(prefix.as_bytes())),
                 text,
                 tokens,
                 budget: opts.budget,
@@ -946,15 +946,6 @@ fn render(sections: &[Section]) -> (String, String) {
     prefix.push('\n');
     let text = format!("{prefix}{rest}");
     (text, prefix)
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
 }
 
 /// Writes the context as a `CONTEXT` event; returns its turn number.

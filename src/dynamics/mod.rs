@@ -14,12 +14,15 @@
 //! - [`usage`]: which items reads returned, flushed in batches as `USAGE` events; hot and warm
 //!   tiers;
 //! - [`working`]: working memory (recent observations, mainline, intent, subgoals, threats,
-//!   promises) as `WM` events, cleared by sleep or idleness.
+//!   promises) as `WM` events, cleared by sleep or idleness;
+//! - [`health`]: the health check (`loci check`): dangling pins, likely duplicates, tiers over
+//!   their caps, summaries whose children are gone.
 
 pub mod consolidate;
 pub mod decay;
 pub mod deletion;
 pub mod forget;
+pub mod health;
 pub mod places;
 pub mod salience;
 pub mod usage;

@@ -1,0 +1,318 @@
+//! The memory's health check (`loci check`): things that are not corruption (`replay --verify`
+//! finds that) but that a memory kept for months drifts into, and that a user should look at.
+//!
+//! - **pins that point nowhere**: a node pinned by an event of the log (`PIN`, `PROMOTE`, or
+//!   any upsert with `pinned`) that the graph no longer holds (retracted since);
+//! - **entities that look like duplicates**: nodes of one label whose names are equal once
+//!   case, punctuation and a leading "the" are set aside, under different keys ("Iron Golem",
+//!   "iron-golem"); passages and journal entries are texts, not entities, and are left out;
+//! - **tiers over their caps**: more pinned nodes, hot nodes or hot edges than the caps of
+//!   [`HealthOptions`] (a hot tier that holds everything ranks nothing);
+//! - **summaries whose children are gone**: a live summary with a child that a user deletion
+//!   removed (deleting should have taken the summary too: its text is made of the child's) or
+//!   that the log never held. Children evicted by forgetting are not a finding: keeping the
+//!   gist when the detail goes is what forgetting is for.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dynamics::consolidate::summaries;
+use crate::dynamics::deletion::{self, Reason};
+use crate::error::Result;
+use crate::model::{labels, Assertion};
+use crate::store::Store;
+
+/// Caps of the health check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct HealthOptions {
+    pub max_pinned: u64,
+    pub max_hot_nodes: u64,
+    pub max_hot_edges: u64,
+    /// Findings of one sort listed at most (the count is always whole).
+    pub max_listed: usize,
+}
+
+impl Default for HealthOptions {
+    fn default() -> Self {
+        HealthOptions {
+            max_pinned: 256,
+            max_hot_nodes: 1024,
+            max_hot_edges: 4096,
+            max_listed: 50,
+        }
+    }
+}
+
+/// Why a summary's child is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gone {
+    /// A user deletion removed it, and the summary stayed.
+    DeletedByUser,
+    /// The log holds no record of it at all.
+    NeverHeld,
+}
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "finding", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Finding {
+    DanglingPin {
+        key: String,
+        /// The last event that pinned it.
+        pinned_by: u64,
+    },
+    LikelyDuplicates {
+        label: String,
+        name: String,
+        keys: Vec<String>,
+    },
+    TierOverCap {
+        tier: String,
+        count: u64,
+        cap: u64,
+    },
+    SummaryChildrenGone {
+        seq: u64,
+        level: String,
+        start: i64,
+        end: i64,
+        children: usize,
+        gone: Vec<(u64, Gone)>,
+    },
+}
+
+impl Finding {
+    /// One line for a person.
+    pub fn describe(&self) -> String {
+        match self {
+            Finding::DanglingPin { key, pinned_by } => {
+                format!(
+                    "pin points nowhere: {key:?} (pinned by event {pinned_by}) is not in the graph"
+                )
+            }
+            Finding::LikelyDuplicates { label, name, keys } => format!(
+                "likely duplicates: {} {label} nodes named like {name:?}: {}",
+                keys.len(),
+                keys.iter()
+                    .map(|k| format!("{k:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Finding::TierOverCap { tier, count, cap } => {
+                format!("tier over its cap: {count} {tier} (cap {cap})")
+            }
+            Finding::SummaryChildrenGone {
+                seq,
+                level,
+                start,
+                end,
+                children,
+                gone,
+            } => {
+                let by_user = gone
+                    .iter()
+                    .filter(|(_, g)| *g == Gone::DeletedByUser)
+                    .count();
+                format!(
+                    "summary {seq} ({level} {start}..{end}) lost {} of {children} children: {by_user} deleted by a user, {} never held",
+                    gone.len(),
+                    gone.len() - by_user
+                )
+            }
+        }
+    }
+}
+
+/// What the health check found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HealthReport {
+    /// Findings by sort, each sort sorted by a stable key.
+    pub findings: Vec<Finding>,
+    /// Findings beyond `max_listed` of their sort, counted only.
+    pub not_listed: usize,
+    pub nodes_checked: usize,
+    pub summaries_checked: usize,
+    pub pins_checked: usize,
+}
+
+impl HealthReport {
+    pub fn healthy(&self) -> bool {
+        self.findings.is_empty() && self.not_listed == 0
+    }
+}
+
+/// Runs every check over `store`.
+pub fn check(store: &Store, opts: &HealthOptions) -> Result<HealthReport> {
+    let mut report = HealthReport::default();
+    let add = |report: &mut HealthReport, found: Vec<Finding>| {
+        let extra = found.len().saturating_sub(opts.max_listed);
+        report.not_listed += extra;
+        report
+            .findings
+            .extend(found.into_iter().take(opts.max_listed));
+    };
+    let (pins, checked) = dangling_pins(store)?;
+    report.pins_checked = checked;
+    add(&mut report, pins);
+    let (dups, checked) = likely_duplicates(store);
+    report.nodes_checked = checked;
+    add(&mut report, dups);
+    add(&mut report, tiers_over_caps(store, opts)?);
+    let (gone, checked) = summaries_with_children_gone(store)?;
+    report.summaries_checked = checked;
+    add(&mut report, gone);
+    Ok(report)
+}
+
+/// The keys whose latest pinning event pins them and that the graph does not hold.
+fn dangling_pins(store: &Store) -> Result<(Vec<Finding>, usize)> {
+    let mut last: BTreeMap<String, (bool, u64)> = BTreeMap::new();
+    store.scan_log(1, |ev| {
+        for a in &ev.assertions {
+            if let Assertion::UpsertNode(up) = a {
+                if let Some(p) = up.pinned {
+                    last.insert(up.key.clone(), (p, ev.seq));
+                }
+            }
+        }
+        Ok(true)
+    })?;
+    let checked = last.len();
+    let found = last
+        .into_iter()
+        .filter(|(key, (pinned, _))| *pinned && store.node_by_key(key).is_none())
+        .map(|(key, (_, pinned_by))| Finding::DanglingPin { key, pinned_by })
+        .collect();
+    Ok((found, checked))
+}
+
+/// A name with case, punctuation and a leading article set aside.
+fn name_folded(name: &str) -> String {
+    let lower = name.to_lowercase();
+    let words: Vec<String> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect();
+    let words = match words.first().map(String::as_str) {
+        Some("the") | Some("a") | Some("an") if words.len() > 1 => &words[1..],
+        _ => &words[..],
+    };
+    words.concat()
+}
+
+fn likely_duplicates(store: &Store) -> (Vec<Finding>, usize) {
+    let g = store.graph();
+    let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut checked = 0;
+    for n in g.nodes() {
+        if n.label == labels::PASSAGE || n.label == crate::journal::LABEL {
+            continue;
+        }
+        checked += 1;
+        let name = if n.name.trim().is_empty() {
+            n.key.rsplit(':').next().unwrap_or(&n.key)
+        } else {
+            &n.name
+        };
+        let folded = name_folded(name);
+        if folded.is_empty() {
+            continue;
+        }
+        groups
+            .entry((n.label.clone(), folded))
+            .or_default()
+            .push(n.key.clone());
+    }
+    let found = groups
+        .into_iter()
+        .filter(|(_, keys)| keys.len() > 1)
+        .map(|((label, name), mut keys)| {
+            keys.sort();
+            Finding::LikelyDuplicates { label, name, keys }
+        })
+        .collect();
+    (found, checked)
+}
+
+fn tiers_over_caps(store: &Store, opts: &HealthOptions) -> Result<Vec<Finding>> {
+    let now = store.latest_event_time()?.unwrap_or(0);
+    let g = store.graph();
+    let pinned = g.nodes().filter(|n| n.pinned).count() as u64;
+    let tiers = g.tier_counts(now);
+    let mut found = Vec::new();
+    for (tier, count, cap) in [
+        ("pinned nodes", pinned, opts.max_pinned),
+        ("hot nodes", tiers.hot_nodes, opts.max_hot_nodes),
+        ("hot edges", tiers.hot_edges, opts.max_hot_edges),
+    ] {
+        if count > cap {
+            found.push(Finding::TierOverCap {
+                tier: tier.to_string(),
+                count,
+                cap,
+            });
+        }
+    }
+    Ok(found)
+}
+
+fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> {
+    let mut reasons: HashMap<u64, Reason> = HashMap::new();
+    for ev in store.events_of_kind(deletion::DELETE)? {
+        if let Some(r) = deletion::reason_of(&ev) {
+            for seq in deletion::deleted_by(&ev) {
+                reasons.insert(seq, r);
+            }
+        }
+    }
+    let all = summaries(store)?;
+    let checked = all.len();
+    let mut found = Vec::new();
+    for s in all {
+        let mut gone = Vec::new();
+        for &child in &s.children {
+            if store.event(child)?.is_some() {
+                continue;
+            }
+            match reasons.get(&child) {
+                Some(Reason::Forget) => {}
+                Some(Reason::Delete) => gone.push((child, Gone::DeletedByUser)),
+                None => gone.push((child, Gone::NeverHeld)),
+            }
+        }
+        if !gone.is_empty() {
+            found.push(Finding::SummaryChildrenGone {
+                seq: s.seq,
+                level: s.level.name().to_string(),
+                start: s.start,
+                end: s.end,
+                children: s.children.len(),
+                gone,
+            });
+        }
+    }
+    found.sort_by_key(|f| match f {
+        Finding::SummaryChildrenGone { seq, .. } => *seq,
+        _ => 0,
+    });
+    Ok((found, checked))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fold_case_punctuation_and_articles() {
+        assert_eq!(name_folded("Iron Golem"), name_folded("iron-golem"));
+        assert_eq!(name_folded("The Village"), name_folded("village"));
+        assert_ne!(name_folded("Iron Golem"), name_folded("Snow Golem"));
+        assert_eq!(name_folded("the"), "the");
+        assert_eq!(name_folded("Café Émile"), "caféémile");
+    }
+}

@@ -1,0 +1,446 @@
+//! Journals: notes that agents keep about their own work (decisions, lessons, preferences,
+//! progress), in one harness-agnostic entry format, so that several agents can feed one memory.
+//!
+//! An entry (`--format journal`, one per line) is
+//! `{"v": 1, "time": "2026-11-23T21:43:09Z" | 29391, "harness": "claude-code", "session": "s1",
+//! "cwd"?: "/repo", "kind": "decision", "text": "...", "tags"?: ["build"]}`. `time` is either
+//! the store's world time (an integer) or RFC 3339 text, read as minutes since 1970 (the unit
+//! conversations use). Unknown fields and other format versions are refused with the line and
+//! field, so a harness writing a newer format learns it at once instead of losing data.
+//!
+//! Each entry becomes a `JOURNAL` event by `harness:{harness}` asserting a `Journal` node keyed
+//! `journal:{fnv1a of the normalised text}`: the same note written twice, by one agent or by
+//! two, is one node with two supporting events. The node is linked to its session
+//! (`IN_SESSION`, a `Session` node `session:{harness}/{session}`) and its tags (`TAGGED`, a
+//! `Tag` node `tag:{tag}`), so retrieval reaches notes through what they share. Re-reading the
+//! same file applies nothing twice (each entry carries an idempotency key).
+//!
+//! An entry moves through three states, all derived from the log (so replay gives them back):
+//! - **captured**: written, not yet covered by a summary;
+//! - **consolidated**: a live summary (`dynamics::consolidate`) covers one of its events;
+//! - **promoted**: pinned by a `PROMOTE` event, which also makes it hot (`dynamics::usage`) and
+//!   keeps it in every context's pinned section. [`promote`] promotes named entries;
+//!   [`recurring`] names the consolidated entries written in at least N sessions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dynamics::consolidate::summaries;
+use crate::error::{Error, Result};
+use crate::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Props, Value};
+use crate::store::{Commit, Store};
+
+/// Kind of a journal entry's event.
+pub const JOURNAL: &str = "JOURNAL";
+/// Kind of the event that promotes entries.
+pub const PROMOTE: &str = "PROMOTE";
+/// Label of a journal entry's node.
+pub const LABEL: &str = "Journal";
+/// The entry format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Longest entry text kept; a longer one is refused (a journal note, not a document).
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+
+/// One journal entry, as a harness writes it.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub v: u32,
+    pub time: Time,
+    pub harness: String,
+    pub session: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    pub kind: String,
+    pub text: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// An entry's time: world time, or RFC 3339 text.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Time {
+    World(i64),
+    Text(String),
+}
+
+/// Why an entry was refused: the field and what was expected.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+fn refuse(field: &'static str, message: impl Into<String>) -> EntryError {
+    EntryError {
+        field,
+        message: message.into(),
+    }
+}
+
+/// Minutes since 1970 of RFC 3339 text ("2026-11-23T21:43:09Z", "...+01:00"), or a date
+/// ("2026-11-23", midnight UTC).
+pub fn parse_time(text: &str) -> Option<i64> {
+    let t = text.trim();
+    if let Ok(dt) = time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339) {
+        return Some(dt.unix_timestamp().div_euclid(60));
+    }
+    let date = time::Date::parse(t, time::macros::format_description!("[year]-[month]-[day]"));
+    date.ok().map(|d| {
+        crate::conversation::days_from_civil(d.year() as i64, d.month() as i64, d.day() as i64)
+            * 1440
+    })
+}
+
+/// The text an entry is known by: lower case, whitespace runs as one space.
+fn normalised(text: &str) -> String {
+    text.split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The key of the node an entry with this text asserts.
+pub fn entry_key(text: &str) -> String {
+    format!(
+        "journal:{:016x}",
+        crate::codec::fnv1a(normalised(text).as_bytes())
+    )
+}
+
+fn name_field(field: &'static str, value: &str) -> std::result::Result<String, EntryError> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Err(refuse(field, "must not be empty"));
+    }
+    if v.len() > 256 || v.contains('/') && field == "harness" {
+        return Err(refuse(
+            field,
+            "at most 256 bytes (and a harness name without '/')",
+        ));
+    }
+    Ok(v.to_string())
+}
+
+/// The first 160 characters of a text, whitespace runs as one space.
+fn gist(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(160) {
+        Some((cut, _)) => format!("{}...", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+/// The event an entry makes (see the module documentation), or why it is refused.
+pub fn entry_event(e: &Entry) -> std::result::Result<EventDraft, EntryError> {
+    if e.v != FORMAT_VERSION {
+        return Err(refuse(
+            "v",
+            format!(
+                "journal format {} is not read by this build (expected {FORMAT_VERSION})",
+                e.v
+            ),
+        ));
+    }
+    let ts = match &e.time {
+        Time::World(t) => *t,
+        Time::Text(s) => parse_time(s).ok_or_else(|| {
+            refuse(
+                "time",
+                format!("{s:?}: expected RFC 3339 (2026-11-23T21:43:09Z), a date or an integer"),
+            )
+        })?,
+    };
+    let harness = name_field("harness", &e.harness)?;
+    let session = name_field("session", &e.session)?;
+    let kind = name_field("kind", &e.kind)?;
+    let text = e.text.trim();
+    if text.is_empty() {
+        return Err(refuse("text", "must not be empty"));
+    }
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(refuse(
+            "text",
+            format!("{} bytes: at most {MAX_TEXT_BYTES}", text.len()),
+        ));
+    }
+    let mut tags: Vec<String> = Vec::new();
+    for t in &e.tags {
+        let t = name_field("tags", t)?.to_lowercase();
+        if !tags.contains(&t) {
+            tags.push(t);
+        }
+    }
+    let key = entry_key(text);
+    let session_key = format!("session:{harness}/{session}");
+    let session_name = format!("{harness}/{session}");
+    let mut payload = Props::from([
+        ("harness".to_string(), Value::from(harness.as_str())),
+        ("session".to_string(), Value::from(session.as_str())),
+        ("kind".to_string(), Value::from(kind.as_str())),
+        ("v".to_string(), Value::Int(FORMAT_VERSION as i64)),
+    ]);
+    if let Some(cwd) = &e.cwd {
+        payload.insert("cwd".to_string(), Value::from(cwd.as_str()));
+    }
+    // The gist travels with the event, so that summaries and the context's latest events say
+    // what was noted (the whole text is the node's).
+    payload.insert("gist".to_string(), Value::from(gist(text).as_str()));
+    let mut d = EventDraft::new(ts, format!("harness:{harness}"), JOURNAL);
+    d.payload = Value::Map(payload);
+    d.evidence = vec![key.clone()];
+    d.idempotency_key = Some(format!(
+        "journal:{harness}/{session}:{ts}:{:016x}",
+        crate::codec::fnv1a(text.as_bytes())
+    ));
+    let node = |key: &str, label: &str, name: &str, props: Props| {
+        Assertion::UpsertNode(NodeUpsert {
+            key: key.to_string(),
+            label: Some(label.to_string()),
+            name: Some(name.to_string()),
+            props,
+            ..Default::default()
+        })
+    };
+    let edge = |from: &str, relation: &str, to: &str| {
+        Assertion::UpsertEdge(EdgeUpsert {
+            from: from.to_string(),
+            relation: relation.to_string(),
+            to: to.to_string(),
+            confidence: Some(1.0),
+            ..Default::default()
+        })
+    };
+    let title = gist(text);
+    d.assertions = vec![
+        node(
+            &key,
+            LABEL,
+            &title,
+            Props::from([
+                ("text".to_string(), Value::from(text)),
+                ("kind".to_string(), Value::from(kind.as_str())),
+            ]),
+        ),
+        node(&session_key, "Session", &session_name, Props::new()),
+        edge(&key, "IN_SESSION", &session_key),
+    ];
+    for t in &tags {
+        let tag_key = format!("tag:{t}");
+        d.assertions.push(node(&tag_key, "Tag", t, Props::new()));
+        d.assertions.push(edge(&key, "TAGGED", &tag_key));
+    }
+    Ok(d)
+}
+
+/// Where an entry is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Captured,
+    Consolidated,
+    Promoted,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Captured => "captured",
+            Status::Consolidated => "consolidated",
+            Status::Promoted => "promoted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        match s {
+            "captured" => Some(Status::Captured),
+            "consolidated" => Some(Status::Consolidated),
+            "promoted" => Some(Status::Promoted),
+            _ => None,
+        }
+    }
+}
+
+/// A journal entry as the store holds it: every event that wrote it, folded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub key: String,
+    pub kind: String,
+    pub text: String,
+    pub status: Status,
+    /// Harnesses and sessions that wrote it (`harness/session`), sorted.
+    pub sessions: Vec<String>,
+    pub tags: Vec<String>,
+    /// World times of its first and latest writing.
+    pub first: i64,
+    pub last: i64,
+    /// The events that wrote it, ascending.
+    pub events: Vec<u64>,
+}
+
+/// Every live journal entry, by key.
+pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
+    let covered: BTreeSet<u64> = summaries(store)?
+        .into_iter()
+        .flat_map(|s| s.children)
+        .collect();
+    let mut by_key: BTreeMap<String, JournalEntry> = BTreeMap::new();
+    for ev in store.events_of_kind(JOURNAL)? {
+        let Some(key) = ev.evidence.first() else {
+            continue;
+        };
+        let Some(node) = store.node_by_key(key) else {
+            continue; // deleted or retracted since
+        };
+        let field = |name: &str| -> String {
+            match &ev.payload {
+                Value::Map(m) => m
+                    .get(name)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                _ => String::new(),
+            }
+        };
+        let e = by_key.entry(key.clone()).or_insert_with(|| JournalEntry {
+            key: key.clone(),
+            kind: node
+                .props
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            text: node
+                .props
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            status: if node.pinned {
+                Status::Promoted
+            } else {
+                Status::Captured
+            },
+            sessions: Vec::new(),
+            tags: Vec::new(),
+            first: ev.ts,
+            last: ev.ts,
+            events: Vec::new(),
+        });
+        let session = format!("{}/{}", field("harness"), field("session"));
+        if !e.sessions.contains(&session) {
+            e.sessions.push(session);
+        }
+        for a in &ev.assertions {
+            if let Assertion::UpsertEdge(up) = a {
+                if up.relation == "TAGGED" {
+                    let tag = up.to.trim_start_matches("tag:").to_string();
+                    if !e.tags.contains(&tag) {
+                        e.tags.push(tag);
+                    }
+                }
+            }
+        }
+        e.first = e.first.min(ev.ts);
+        e.last = e.last.max(ev.ts);
+        e.events.push(ev.seq);
+        if e.status == Status::Captured && covered.contains(&ev.seq) {
+            e.status = Status::Consolidated;
+        }
+    }
+    Ok(by_key
+        .into_values()
+        .map(|mut e| {
+            e.sessions.sort();
+            e.tags.sort();
+            e
+        })
+        .collect())
+}
+
+/// The consolidated (not yet promoted) entries written in at least `min_sessions` distinct
+/// sessions: notes that kept coming back, the ones worth keeping in every prompt.
+pub fn recurring(store: &Store, min_sessions: usize) -> Result<Vec<String>> {
+    Ok(entries(store)?
+        .into_iter()
+        .filter(|e| e.status == Status::Consolidated && e.sessions.len() >= min_sessions.max(1))
+        .map(|e| e.key)
+        .collect())
+}
+
+/// Promotes entries: one `PROMOTE` event pinning their nodes. A key that is not a live journal
+/// entry is [`Error::NotFound`] and nothing is written.
+pub fn promote(store: &Store, keys: &[String]) -> Result<Commit> {
+    for k in keys {
+        match store.node_by_key(k) {
+            Some(n) if n.label == LABEL => {}
+            _ => return Err(Error::NotFound(format!("journal entry {k:?}"))),
+        }
+    }
+    let ts = store.latest_event_time()?.unwrap_or(0);
+    let mut draft = EventDraft::new(ts, "user", PROMOTE);
+    draft.assertions = keys
+        .iter()
+        .map(|k| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: k.clone(),
+                pinned: Some(true),
+                ..Default::default()
+            })
+        })
+        .collect();
+    store.ingest(vec![draft])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(text: &str) -> Entry {
+        Entry {
+            v: 1,
+            time: Time::Text("2026-11-23T21:43:09Z".into()),
+            harness: "claude-code".into(),
+            session: "s1".into(),
+            cwd: None,
+            kind: "decision".into(),
+            text: text.into(),
+            tags: vec!["Build".into(), "build".into()],
+        }
+    }
+
+    #[test]
+    fn times_read_as_minutes_since_1970() {
+        assert_eq!(parse_time("1970-01-01T00:01:00Z"), Some(1));
+        assert_eq!(parse_time("1970-01-01T01:00:00+01:00"), Some(0));
+        assert_eq!(parse_time("1970-01-02"), Some(1440));
+        assert_eq!(parse_time("yesterday"), None);
+    }
+
+    #[test]
+    fn the_same_note_is_one_node_and_bad_fields_are_named() {
+        let a = entry_event(&entry("Use redb by default")).unwrap();
+        let b = entry_event(&entry("  use REDB   by default ")).unwrap();
+        assert_eq!(a.evidence, b.evidence);
+        assert_ne!(a.idempotency_key, b.idempotency_key);
+        // One tag, lower-cased, deduplicated.
+        let tagged = a
+            .assertions
+            .iter()
+            .filter(|x| matches!(x, Assertion::UpsertEdge(e) if e.relation == "TAGGED"))
+            .count();
+        assert_eq!(tagged, 1);
+        let mut bad = entry("x");
+        bad.v = 2;
+        assert_eq!(entry_event(&bad).unwrap_err().field, "v");
+        let mut bad = entry("x");
+        bad.time = Time::Text("soon".into());
+        assert_eq!(entry_event(&bad).unwrap_err().field, "time");
+        assert_eq!(entry_event(&entry("   ")).unwrap_err().field, "text");
+        let mut bad = entry("x");
+        bad.harness = "a/b".into();
+        assert_eq!(entry_event(&bad).unwrap_err().field, "harness");
+    }
+}

@@ -1,0 +1,223 @@
+//! Journals: entries from several harnesses feed one memory, move captured -> consolidated ->
+//! promoted (pinned and hot), replay to the same state; and the health check (`loci check`)
+//! finds dangling pins, likely duplicates, tiers over their caps and summaries whose children
+//! are gone.
+
+use loci::dynamics::consolidate::{self, ConsolidateOptions, ConsolidationPolicy, RuleSummarizer};
+use loci::dynamics::health::{self, Finding, Gone, HealthOptions};
+use loci::dynamics::usage::Tier;
+use loci::ingest::{self, Format};
+use loci::journal::{self, Status};
+use loci::model::{Assertion, EventDraft, NodeUpsert, Props, Value};
+use loci::{BackendKind, Store};
+
+const ENTRIES: &str = r#"{"v":1,"time":"2026-11-20T10:00:00Z","harness":"claude-code","session":"a1","cwd":"/repo","kind":"decision","text":"Use redb as the default backend","tags":["storage"]}
+{"v":1,"time":"2026-11-20T11:00:00Z","harness":"claude-code","session":"a1","kind":"lesson","text":"cargo test needs 9 minutes on 2 cores","tags":["ci"]}
+{"v":1,"time":"2026-11-21T09:00:00Z","harness":"codex","session":"b7","kind":"decision","text":"use redb as the  default backend","tags":["Storage"]}
+{"v":1,"time":"2026-11-22T09:00:00Z","harness":"codex","session":"b8","kind":"progress","text":"journal format landed"}
+"#;
+
+fn minutes_days() -> ConsolidateOptions {
+    ConsolidateOptions::default().with_policy(ConsolidationPolicy {
+        day: 1440,
+        episode_gap: 180,
+        ..Default::default()
+    })
+}
+
+fn status_of(store: &Store, text_part: &str) -> Status {
+    journal::entries(store)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.text.contains(text_part))
+        .unwrap()
+        .status
+}
+
+#[test]
+fn journal_entries_move_from_captured_to_consolidated_to_promoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let batch = ingest::read_str("j.jsonl", ENTRIES, Format::Journal).unwrap();
+    assert_eq!(batch.commit(&store).unwrap().events, 4);
+    // Reading the same file again applies nothing.
+    let again = ingest::read_str("j.jsonl", ENTRIES, Format::Journal).unwrap();
+    let c = again.commit(&store).unwrap();
+    assert_eq!((c.events, c.skipped), (0, 4));
+
+    let entries = journal::entries(&store).unwrap();
+    assert_eq!(
+        entries.len(),
+        3,
+        "one note written by two agents is one entry"
+    );
+    let redb = entries.iter().find(|e| e.text.contains("redb")).unwrap();
+    assert_eq!(redb.sessions, ["claude-code/a1", "codex/b7"]);
+    assert_eq!(redb.tags, ["storage"]);
+    assert_eq!(redb.events.len(), 2);
+    assert!(entries.iter().all(|e| e.status == Status::Captured));
+
+    // Consolidating closes the first two days; the last entry's day is still open.
+    consolidate::consolidate(&store, &RuleSummarizer, &minutes_days()).unwrap();
+    assert_eq!(status_of(&store, "redb"), Status::Consolidated);
+    assert_eq!(status_of(&store, "cargo test"), Status::Consolidated);
+    assert_eq!(status_of(&store, "landed"), Status::Captured);
+    // The day's summary says what was noted.
+    let day = consolidate::summaries(&store)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.level == consolidate::Level::Day)
+        .unwrap();
+    assert!(day.text.contains("Use redb"), "{}", day.text);
+
+    // Only the entry written in two sessions recurs.
+    let recurring = journal::recurring(&store, 2).unwrap();
+    assert_eq!(recurring, std::slice::from_ref(&redb.key));
+    journal::promote(&store, &recurring).unwrap();
+    assert_eq!(status_of(&store, "redb"), Status::Promoted);
+    let g = store.graph();
+    let id = g.node_id(&redb.key).unwrap();
+    assert!(g.node(id).unwrap().pinned);
+    assert_eq!(g.node_tier(id, i64::MAX / 2), Tier::Hot, "promoted is hot");
+    drop(g);
+    // Promoting something that is not a journal entry writes nothing.
+    let before = store.last_seq();
+    assert!(journal::promote(&store, &["session:codex/b7".to_string()]).is_err());
+    assert_eq!(store.last_seq(), before);
+    assert!(store.verify().unwrap().ok());
+}
+
+#[test]
+fn journal_lines_that_break_the_format_are_refused_with_line_and_field() {
+    let cases = [
+        (
+            r#"{"v":2,"time":1,"harness":"h","session":"s","kind":"k","text":"t"}"#,
+            "v",
+        ),
+        (
+            r#"{"v":1,"time":"soon","harness":"h","session":"s","kind":"k","text":"t"}"#,
+            "time",
+        ),
+        (
+            r#"{"v":1,"time":1,"harness":" ","session":"s","kind":"k","text":"t"}"#,
+            "harness",
+        ),
+        (
+            r#"{"v":1,"time":1,"harness":"h","session":"s","kind":"k","text":"t","x":1}"#,
+            "x",
+        ),
+    ];
+    for (line, field) in cases {
+        let text = format!("{}\n{line}\n", ENTRIES.lines().next().unwrap());
+        let e = ingest::read_str("j.jsonl", &text, Format::Journal).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            shown.contains("j.jsonl:2") && shown.contains(field),
+            "{line}: {shown}"
+        );
+    }
+}
+
+fn pinned_node(key: &str, name: &str, label: &str) -> Assertion {
+    Assertion::UpsertNode(NodeUpsert {
+        key: key.into(),
+        label: Some(label.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn the_health_check_finds_what_a_memory_drifts_into() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let opts = HealthOptions::default();
+    assert!(health::check(&store, &opts).unwrap().healthy());
+
+    let mut d = EventDraft::new(10, "bot", "DISCOVERY");
+    d.assertions = vec![
+        pinned_node("npc:iron_golem", "Iron Golem", "NPC"),
+        pinned_node("npc:iron-golem", "the iron-golem", "NPC"),
+        pinned_node("npc:snow_golem", "Snow Golem", "NPC"),
+        pinned_node("chest:1", "Chest", "Place"),
+    ];
+    store.ingest(vec![d]).unwrap();
+    store.pin(&["chest:1"], true).unwrap();
+    let mut retract = EventDraft::new(11, "bot", "BUILD");
+    retract.assertions = vec![Assertion::RetractNode {
+        key: "chest:1".into(),
+    }];
+    store.ingest(vec![retract]).unwrap();
+    // A summary whose child the log never held (a hand-written one).
+    let mut s = EventDraft::new(0, "loci", consolidate::SUMMARY);
+    s.payload = Value::Map(Props::from([
+        ("level".to_string(), Value::from("day")),
+        ("start".to_string(), Value::Int(0)),
+        ("end".to_string(), Value::Int(23_999)),
+        (
+            "children".to_string(),
+            Value::List(vec![Value::Int(1), Value::Int(999)]),
+        ),
+        ("text".to_string(), Value::from("a day")),
+    ]));
+    store.ingest(vec![s]).unwrap();
+
+    let r = health::check(&store, &opts).unwrap();
+    assert!(!r.healthy());
+    assert!(r.findings.contains(&Finding::DanglingPin {
+        key: "chest:1".into(),
+        pinned_by: 2
+    }));
+    let dups: Vec<&Finding> = r
+        .findings
+        .iter()
+        .filter(|f| matches!(f, Finding::LikelyDuplicates { .. }))
+        .collect();
+    assert_eq!(dups.len(), 1, "{dups:?}");
+    assert!(matches!(dups[0], Finding::LikelyDuplicates { keys, .. }
+        if keys == &["npc:iron-golem".to_string(), "npc:iron_golem".to_string()]));
+    assert!(r.findings.iter().any(|f| matches!(f,
+        Finding::SummaryChildrenGone { gone, children: 2, .. } if gone == &[(999, Gone::NeverHeld)])));
+    assert!(!r
+        .findings
+        .iter()
+        .any(|f| matches!(f, Finding::TierOverCap { .. })));
+
+    // Caps: pinning one node with a cap of zero pins is a finding.
+    store.pin(&["npc:snow_golem"], true).unwrap();
+    let mut tight = HealthOptions::default();
+    tight.max_pinned = 0;
+    let r = health::check(&store, &tight).unwrap();
+    assert!(r.findings.contains(&Finding::TierOverCap {
+        tier: "pinned nodes".into(),
+        count: 1,
+        cap: 0
+    }));
+}
+
+#[test]
+fn forgotten_children_are_not_a_finding_but_deleted_ones_take_their_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    ingest::read_str("j.jsonl", ENTRIES, Format::Journal)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &minutes_days()).unwrap();
+    // A user deletes the first entry's event: the summaries made of it go too.
+    store.delete(&loci::DeleteRequest::events([1])).unwrap();
+    let r = health::check(&store, &HealthOptions::default()).unwrap();
+    assert!(r.healthy(), "{:?}", r.findings);
+    // Forgetting evicts detail and keeps the gist: summaries outlive their children.
+    let held = store.events_held();
+    let f = loci::dynamics::forget::forget(
+        &store,
+        &loci::dynamics::forget::ForgetOptions::with_budget(held - 2),
+    )
+    .unwrap();
+    assert!(f.evicted > 0, "{f:?}");
+    let r = health::check(&store, &HealthOptions::default()).unwrap();
+    assert!(r.healthy(), "{:?}", r.findings);
+    assert!(r.summaries_checked > 0);
+    assert!(store.verify().unwrap().ok());
+}
