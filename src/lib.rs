@@ -43,6 +43,8 @@ mod projection;
 pub mod queries;
 pub mod query;
 pub mod retrieval;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod storage;
 pub mod store;
 pub mod text;

@@ -801,3 +801,45 @@ pub(crate) fn clear_dir(dir: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// An f32 as a JSON number with the digits it was written with (`0.95`, not the
+/// `0.949999988079071` of its f64 widening).
+fn f32_json(x: f32) -> serde_json::Value {
+    x.to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(serde_json::Value::Null, serde_json::Value::Number)
+}
+
+/// A search hit as JSON (`loci search --json`, `GET /v1/search`), in the vocabulary of the
+/// context pack: `kind` says what it is, `id` is the node's key or `event:<seq>` (strings, as
+/// snippet ids are).
+pub fn hit_json(s: &crate::Store, h: &Hit) -> Result<serde_json::Value> {
+    let score = h.score;
+    Ok(match h.target {
+        Target::Node(id) => {
+            let n = s.node(id);
+            serde_json::json!({
+                "kind": "node",
+                "id": n.as_ref().map(|n| n.key.clone()),
+                "node": id.0,
+                "score": f32_json(score),
+                "label": n.as_ref().map(|n| n.label.clone()),
+                "text": n.as_ref().map(|n| format!("[{}] {} ({})", n.label, n.name, n.key)),
+            })
+        }
+        Target::Event(seq) => {
+            let e = s.event(seq)?;
+            serde_json::json!({
+                "kind": "event",
+                "id": format!("event:{seq}"),
+                "seq": seq,
+                "score": f32_json(score),
+                "event_kind": e.as_ref().map(|e| e.kind.clone()),
+                "ts": e.as_ref().map(|e| e.ts),
+                "text": e.as_ref().map(|e| format!("[event {seq} at t={}] {}", e.ts, e.text())),
+            })
+        }
+    })
+}

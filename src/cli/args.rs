@@ -84,6 +84,12 @@ pub enum Command {
     /// Health check: pins that point nowhere, likely duplicate entities, tiers over their caps,
     /// summaries whose children are gone. Exit 1 when anything is found.
     Check(CheckArgs),
+    /// Serve the store over HTTP/JSON and MCP (at /mcp) until SIGTERM or Ctrl-C: one process
+    /// holds it open for many clients. Loopback only unless a key is given.
+    Serve(ServeArgs),
+    /// Serve the store's MCP tools over standard input and output (for MCP clients that start
+    /// their servers as child processes).
+    Mcp(McpArgs),
     /// Full-text search over nodes and events.
     Search(SearchArgs),
     /// Nodes within N hops of a node (by key, or the best name match).
@@ -451,6 +457,40 @@ pub struct CheckArgs {
     pub max_hot_edges: u64,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Address to listen on; anything but loopback needs --key-file.
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    pub addr: std::net::SocketAddr,
+    /// File holding the key clients send as `Authorization: Bearer <key>` (at least 16 bytes;
+    /// surrounding whitespace is ignored). Every route but /health then needs it.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Requests handled at once; more are answered 503 with Retry-After.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_in_flight: u64,
+    /// Store operations running at once (default: twice the cores).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: Option<u64>,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 16 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
+    pub max_body_bytes: u64,
+    /// Directory of saved queries (`.gq`) beyond the built-in ones.
+    #[arg(long, value_name = "DIR")]
+    pub queries: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Directory of saved queries (`.gq`) beyond the built-in ones.
+    #[arg(long, value_name = "DIR")]
+    pub queries: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -17,6 +17,7 @@ mod memory;
 pub(crate) mod output;
 use output::errln;
 mod read;
+mod serve;
 mod write;
 
 use std::process::ExitCode;
@@ -116,6 +117,8 @@ fn run(cli: Cli) -> Result<Code> {
         Command::Context(a) => context::context(a),
         Command::Journal(c) => journal::journal(c),
         Command::Check(a) => memory::check(a),
+        Command::Serve(a) => serve::serve(a),
+        Command::Mcp(a) => serve::mcp(a),
         Command::Search(a) => read::search(a),
         Command::Neighbors(a) => read::neighbors(a),
         Command::Query(a) => read::query(a),

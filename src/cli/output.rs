@@ -50,16 +50,6 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// An f32 as a JSON number with the digits it was written with (`0.95`, not the
-/// `0.949999988079071` of its f64 widening).
-pub fn f32_json(x: f32) -> serde_json::Value {
-    x.to_string()
-        .parse::<f64>()
-        .ok()
-        .and_then(serde_json::Number::from_f64)
-        .map_or(serde_json::Value::Null, serde_json::Value::Number)
-}
-
 /// A list of numbers as `1, 2, 3` (or `none`).
 pub fn list<T: std::fmt::Display>(items: &[T]) -> String {
     if items.is_empty() {

@@ -13,7 +13,7 @@ use super::args::{
     NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs,
 };
 use super::exit::{fail, Code};
-use super::output::{errln, f32_json, list, outln, print_json};
+use super::output::{errln, list, outln, print_json};
 use super::{open, open_for_reading};
 
 /// `NAME=VALUE` flag values as pairs.
@@ -40,8 +40,8 @@ pub fn search(a: SearchArgs) -> Result<Code> {
     let hits = s.search(&a.text, &filter, a.limit)?;
     let rows: Vec<serde_json::Value> = hits
         .iter()
-        .map(|h| describe_target(&s, h.target, h.score))
-        .collect::<Result<_>>()?;
+        .map(|h| loci::text::hit_json(&s, h))
+        .collect::<loci::Result<_>>()?;
     if a.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
@@ -72,36 +72,6 @@ fn warn_unknown_names(s: &Store, relations: &[String], labels: &[String]) {
     for l in labels.iter().filter(|l| g.label_id(l).is_none()) {
         errln!("note: no node of this store has label {l:?} (labels are case-sensitive)");
     }
-}
-
-/// A search hit as JSON, in the vocabulary of the context pack: `kind` says what it is, `id`
-/// is the node's key or `event:<seq>` (strings, as snippet ids are).
-fn describe_target(s: &Store, t: Target, score: f32) -> Result<serde_json::Value> {
-    Ok(match t {
-        Target::Node(id) => {
-            let n = s.node(id);
-            serde_json::json!({
-                "kind": "node",
-                "id": n.as_ref().map(|n| n.key.clone()),
-                "node": id.0,
-                "score": f32_json(score),
-                "label": n.as_ref().map(|n| n.label.clone()),
-                "text": n.as_ref().map(|n| format!("[{}] {} ({})", n.label, n.name, n.key)),
-            })
-        }
-        Target::Event(seq) => {
-            let e = s.event(seq)?;
-            serde_json::json!({
-                "kind": "event",
-                "id": format!("event:{seq}"),
-                "seq": seq,
-                "score": f32_json(score),
-                "event_kind": e.as_ref().map(|e| e.kind.clone()),
-                "ts": e.as_ref().map(|e| e.ts),
-                "text": e.as_ref().map(|e| format!("[event {seq} at t={}] {}", e.ts, e.text())),
-            })
-        }
-    })
 }
 
 pub fn neighbors(a: NeighborsArgs) -> Result<Code> {

@@ -441,7 +441,40 @@ pub struct SeedReport {
 /// since they were built (a stale dictionary would silently never link names ingested later).
 pub struct Retriever<'s> {
     store: &'s Store,
-    derived: RwLock<Arc<Derived>>,
+    cache: RetrieverCache,
+}
+
+/// What retrievers derive from a store (the entity dictionary), shared between retrievers of
+/// one store: a server keeps one and hands it to the retriever of each request, so that the
+/// dictionary is built once per change of the store, by one thread, not once per request.
+#[derive(Clone, Default)]
+pub struct RetrieverCache(Arc<CacheSlot>);
+
+#[derive(Default)]
+struct CacheSlot {
+    derived: RwLock<Option<Arc<Derived>>>,
+    /// Held while rebuilding, so that many readers seeing a stale dictionary at once wait for
+    /// one rebuild instead of each making its own.
+    rebuilding: std::sync::Mutex<()>,
+}
+
+impl RetrieverCache {
+    fn get(&self) -> Option<Arc<Derived>> {
+        // A poisoned lock only means another thread panicked while holding it; the Arc inside
+        // is always a complete build, so it is still safe to use.
+        self.0
+            .derived
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn put(&self, fresh: &Arc<Derived>) {
+        let mut slot = self.0.derived.write().unwrap_or_else(|e| e.into_inner());
+        if slot.as_ref().is_none_or(|d| d.built_at < fresh.built_at) {
+            *slot = Some(fresh.clone());
+        }
+    }
 }
 
 /// What the engine derives from one store state.
@@ -641,46 +674,64 @@ fn describe_props(props: &crate::model::Props) -> String {
 impl<'s> Retriever<'s> {
     /// Builds the engine (the entity dictionary) for the store's current state.
     pub fn new(store: &'s Store) -> Result<Self> {
-        Ok(Retriever {
-            store,
-            derived: RwLock::new(Arc::new(Derived::build(store)?)),
-        })
+        Self::with_cache(store, RetrieverCache::default())
+    }
+
+    /// A retriever that shares `cache` (built here if empty or stale) with other retrievers of
+    /// the same store.
+    pub fn with_cache(store: &'s Store, cache: RetrieverCache) -> Result<Self> {
+        let r = Retriever { store, cache };
+        r.current()?;
+        Ok(r)
+    }
+
+    /// The cache this retriever fills, to hand to the next one.
+    pub fn cache(&self) -> RetrieverCache {
+        self.cache.clone()
     }
 
     /// The log position the engine's dictionary was last built at.
     pub fn built_at(&self) -> u64 {
-        self.snapshot().built_at
+        self.cache.get().map_or(0, |d| d.built_at)
     }
 
-    fn snapshot(&self) -> Arc<Derived> {
-        // A poisoned lock only means another thread panicked while holding it; the Arc inside
-        // is always a complete build, so it is still safe to use.
-        self.derived
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    fn snapshot(&self) -> Result<Arc<Derived>> {
+        match self.cache.get() {
+            Some(d) => Ok(d),
+            None => self.current(),
+        }
     }
 
     /// The derived state for the store as it is now, rebuilt first if the store has applied
     /// events since the last build.
     fn current(&self) -> Result<Arc<Derived>> {
-        let d = self.snapshot();
-        if d.built_at == applied_seq(self.store) {
+        let applied = applied_seq(self.store);
+        if let Some(d) = self.cache.get().filter(|d| d.built_at == applied) {
+            return Ok(d);
+        }
+        let _one_at_a_time = self
+            .cache
+            .0
+            .rebuilding
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Another thread may have rebuilt it while this one waited.
+        let applied = applied_seq(self.store);
+        if let Some(d) = self.cache.get().filter(|d| d.built_at == applied) {
             return Ok(d);
         }
         let fresh = Arc::new(Derived::build(self.store)?);
-        let mut slot = self.derived.write().unwrap_or_else(|e| e.into_inner());
-        if slot.built_at < fresh.built_at {
-            *slot = fresh.clone();
-        }
+        self.cache.put(&fresh);
         Ok(fresh)
     }
 
     /// The entities linked in `question` (with the dictionary of the last build if a rebuild
     /// fails).
     pub fn link(&self, question: &str) -> Vec<Link> {
-        let d = self.current().unwrap_or_else(|_| self.snapshot());
-        d.index.link(question)
+        match self.current().or_else(|_| self.snapshot()) {
+            Ok(d) => d.index.link(question),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Retrieves a context pack for `question`.

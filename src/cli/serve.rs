@@ -1,0 +1,80 @@
+//! `loci serve` and `loci mcp`: the flags resolved into a `ServeConfig`, a tokio runtime, and
+//! the library's server (`loci::serve`).
+
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+
+use loci::serve::{self, AppState, ServeConfig};
+
+use super::args::{McpArgs, ServeArgs};
+use super::exit::{fail, Code};
+use super::open;
+use super::output::errln;
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("loci-serve")
+        .build()
+        .context("starting the server's runtime")
+}
+
+/// The key in a key file, without surrounding whitespace (never printed).
+fn read_key(path: &std::path::Path) -> Result<String> {
+    let raw = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the key file {}", path.display()))?;
+    Ok(raw.trim().to_string())
+}
+
+fn config(a: &ServeArgs) -> Result<ServeConfig> {
+    let key = a.key_file.as_deref().map(read_key).transpose()?;
+    let mut c = ServeConfig::default().with_addr(a.addr).with_key(key);
+    c.max_in_flight = a.max_in_flight as usize;
+    if let Some(w) = a.workers {
+        c.workers = w as usize;
+    }
+    c.max_body_bytes = a.max_body_bytes as usize;
+    c.queries_dir = a.queries.clone();
+    if let Err(why) = c.validate() {
+        fail!(Code::BadInput, "{why}");
+    }
+    Ok(c)
+}
+
+pub fn serve(a: ServeArgs) -> Result<Code> {
+    let config = config(&a)?;
+    let store = open(&a.store)?;
+    let state = AppState::new(store, config.clone())?;
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(config.addr).await {
+            Ok(l) => l,
+            Err(e) => fail!(Code::Failure, "listening on {}: {e}", config.addr),
+        };
+        let bound = listener.local_addr()?;
+        // The one line a supervisor (or a test) waits for: where to connect.
+        errln!(
+            "loci serve: listening on http://{bound} ({}; MCP at /mcp)",
+            if config.key.is_some() {
+                "key required"
+            } else {
+                "no key, loopback only"
+            }
+        );
+        serve::serve(Arc::clone(&state), listener, serve::termination()).await?;
+        errln!("loci serve: stopped; the store is closed");
+        Ok(Code::Ok)
+    })
+}
+
+pub fn mcp(a: McpArgs) -> Result<Code> {
+    let store = open(&a.store)?;
+    let mut config = ServeConfig::default();
+    config.queries_dir = a.queries.clone();
+    let state = AppState::new(store, config)?;
+    let rt = runtime()?;
+    rt.block_on(serve::mcp::serve_stdio(Arc::clone(&state)))?;
+    state.close();
+    Ok(Code::Ok)
+}

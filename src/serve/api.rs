@@ -1,0 +1,843 @@
+//! The versioned JSON routes of `loci serve`, mirroring the library and the CLI: what `loci X
+//! --json` prints, a route answers. The OpenAPI document ([`ApiDoc`], `GET /openapi.json`) is
+//! generated from these handlers' annotations, so it lists what the router serves.
+//!
+//! Every request is bounded: bodies by the server's body limit, budgets by [`MAX_BUDGET`],
+//! rows by [`MAX_ROWS`], planner queries by the planner's row, hop and time limits.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value as Json_};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+
+use super::{ApiError, AppState, MAX_BUDGET, MAX_ROWS};
+use crate::context::{self, ContextMode, ContextOptions};
+use crate::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+use crate::dynamics::forget::{self, ForgetOptions};
+use crate::dynamics::working::WmOp;
+use crate::ingest::{self, Format};
+use crate::query::{self, QueryError, Val};
+use crate::retrieval::{RankingMode, Tokenizer};
+use crate::{
+    DeleteRequest, EdgeId, ExpandOptions, RetrieveOptions, Retriever, SearchFilter, SnippetKind,
+    Store,
+};
+
+type Answer = Result<Json<Json_>, ApiError>;
+
+/// A JSON body, whatever its content type says, whose rejection (not JSON, a missing or
+/// unknown field, too large) is answered as an [`ApiError`] naming the field, like every other
+/// error.
+pub struct Body<T>(pub T);
+
+impl<T, S> axum::extract::FromRequest<S> for Body<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state).await?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize::<_, T>(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path.is_empty() || path == "." {
+                ApiError::bad_input(format!("body: {inner}"))
+            } else {
+                ApiError::bad_input(format!("body: {path}: {inner}"))
+            }
+        })?;
+        de.end()
+            .map_err(|e| ApiError::bad_input(format!("body: {e}")))?;
+        Ok(Body(value))
+    }
+}
+
+/// Query-string parameters, rejected as an [`ApiError`].
+#[derive(axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct Params<T>(pub T);
+
+/// Path parameters, rejected as an [`ApiError`].
+#[derive(axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct PathParam<T>(pub T);
+
+fn to_json(v: &impl serde::Serialize) -> Answer {
+    serde_json::to_value(v)
+        .map(Json)
+        .map_err(|e| ApiError::internal(format!("encoding the answer: {e}")))
+}
+
+fn bounded(name: &str, value: usize, max: usize) -> Result<usize, ApiError> {
+    if value > max {
+        return Err(ApiError::bad_input(format!(
+            "{name}: {value} is over this server's limit of {max}"
+        )));
+    }
+    Ok(value)
+}
+
+/// The routes, with the state they need.
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/health", get(health))
+        .route("/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
+        .route("/v1/stats", get(stats))
+        .route("/v1/events", post(append_events))
+        .route("/v1/query", post(query_pack))
+        .route("/v1/run", post(run_query))
+        .route("/v1/queries", get(list_queries))
+        .route("/v1/search", get(search))
+        .route("/v1/neighbors", get(neighbors))
+        .route("/v1/timeline", get(timeline))
+        .route("/v1/nodes/{key}", get(node))
+        .route("/v1/edges/{id}", get(edge))
+        .route("/v1/context", post(build_context))
+        .route("/v1/context/{turn}", get(saved_context))
+        .route("/v1/consolidate", post(consolidate_now))
+        .route("/v1/forget", post(forget_now))
+        .route("/v1/delete", post(delete))
+        .route("/v1/compact", post(compact))
+        .route("/v1/pin", post(pin))
+        .route("/v1/wm", get(working_memory).post(change_working_memory))
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "loci",
+        description = "Memory for autonomous agents: an event log, a property graph, full-text \
+                       and graph retrieval. Every route but /health needs `Authorization: \
+                       Bearer <key>` when the server has a key. Errors are \
+                       {\"error\": {\"code\", \"message\"}}."
+    ),
+    paths(
+        health,
+        openapi,
+        metrics,
+        stats,
+        append_events,
+        query_pack,
+        run_query,
+        list_queries,
+        search,
+        neighbors,
+        timeline,
+        node,
+        edge,
+        build_context,
+        saved_context,
+        consolidate_now,
+        forget_now,
+        delete,
+        compact,
+        pin,
+        working_memory,
+        change_working_memory
+    ),
+    components(schemas(
+        QueryRequest,
+        RunRequest,
+        ContextRequest,
+        ConsolidateRequest,
+        ForgetRequest,
+        DeleteBody,
+        PinRequest,
+        super::error::ErrorBody,
+        super::error::ErrorDetail
+    ))
+)]
+pub struct ApiDoc;
+
+/// Liveness; needs no key.
+#[utoipa::path(get, path = "/health", responses((status = 200, body = Json_)))]
+async fn health() -> Json<Json_> {
+    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, body = Json_)))]
+async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        ApiDoc::openapi().to_pretty_json().unwrap_or_default(),
+    )
+}
+
+/// Prometheus text: requests by route and status, latency histograms, store counters.
+#[utoipa::path(get, path = "/metrics", responses((status = 200, body = String)))]
+async fn metrics(State(st): State<Arc<AppState>>) -> Result<impl IntoResponse, ApiError> {
+    let state = st.clone();
+    let text = st
+        .blocking(move |s| Ok(state.metrics.render(&s.stats(), s.usage_pending())))
+        .await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text))
+}
+
+/// Counts and sizes, as `loci stats --json`.
+#[utoipa::path(get, path = "/v1/stats", responses((status = 200, body = Json_)))]
+async fn stats(State(st): State<Arc<AppState>>) -> Answer {
+    st.blocking(|s| {
+        let mut v =
+            serde_json::to_value(s.stats()).map_err(|e| ApiError::internal(e.to_string()))?;
+        v["rss_bytes"] = crate::bench::rss_bytes().into();
+        Ok(Json(v))
+    })
+    .await
+}
+
+#[derive(Deserialize, IntoParams)]
+struct EventsParams {
+    /// events | graph | passages | triples | toolcalls | conversation | journal (default:
+    /// told from the first line).
+    format: Option<String>,
+    /// Replace passages whose title the store holds with other text.
+    #[serde(default)]
+    replace: bool,
+}
+
+/// Appends a JSON Lines body as one atomic batch: all of it or, on any bad line, nothing
+/// (the error names `request:LINE: field`).
+#[utoipa::path(post, path = "/v1/events", params(EventsParams),
+    request_body(content = String, content_type = "application/x-ndjson"),
+    responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
+async fn append_events(
+    State(st): State<Arc<AppState>>,
+    Params(p): Params<EventsParams>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Answer {
+    let body = body?;
+    let format = p.format.as_deref().map(str::parse::<Format>).transpose()?;
+    st.blocking(move |s| {
+        let format = match format {
+            Some(f) => f,
+            None => ingest::detect_format(
+                std::path::Path::new("request"),
+                &String::from_utf8_lossy(&body),
+            )?,
+        };
+        let mut batch = ingest::read_bytes("request", &body, format)?;
+        let unextracted = batch.unextracted.len();
+        let passages_skipped = batch.dedupe_passages(s, p.replace)?;
+        let commit = batch.commit(s)?;
+        let mut v = serde_json::to_value(commit).map_err(|e| ApiError::internal(e.to_string()))?;
+        v["passages_skipped"] = passages_skipped.into();
+        v["unextracted"] = unextracted.into();
+        Ok(Json(v))
+    })
+    .await
+}
+
+/// A question for a context pack (`loci query`).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryRequest {
+    pub question: String,
+    /// Tokens the pack may take.
+    budget: Option<usize>,
+    /// Snippets at most (default 10).
+    limit: Option<usize>,
+    #[serde(default)]
+    min_confidence: f32,
+    #[serde(default)]
+    relations: Vec<String>,
+    #[serde(default)]
+    deny_relations: Vec<String>,
+    /// fact | passage | event | entity (default: all).
+    #[serde(default)]
+    kinds: Vec<String>,
+    as_of: Option<i64>,
+    #[serde(default)]
+    include_ended: bool,
+    #[serde(default)]
+    raw_confidence: bool,
+    /// fused (default) | text | graph.
+    mode: Option<String>,
+    /// approx (default) | cl100k_base.
+    tokenizer: Option<String>,
+    /// Record what the pack returned as uses (default true).
+    record: Option<bool>,
+}
+
+fn tokenizer(name: Option<&str>) -> Result<Tokenizer, ApiError> {
+    Ok(name.map(str::parse).transpose()?.unwrap_or_default())
+}
+
+fn retrieve_options(q: &QueryRequest) -> Result<RetrieveOptions, ApiError> {
+    let mut kinds = Vec::new();
+    for k in &q.kinds {
+        kinds.push(match k.as_str() {
+            "fact" => SnippetKind::Fact,
+            "passage" => SnippetKind::Passage,
+            "event" => SnippetKind::Event,
+            "entity" => SnippetKind::Entity,
+            other => {
+                return Err(ApiError::bad_input(format!(
+                    "kinds: {other:?}: expected fact, passage, event or entity"
+                )))
+            }
+        });
+    }
+    let mode = match q.mode.as_deref().unwrap_or("fused") {
+        "fused" => RankingMode::Fused,
+        "text" => RankingMode::Text,
+        "graph" => RankingMode::Graph,
+        other => {
+            return Err(ApiError::bad_input(format!(
+                "mode: {other:?}: expected fused, text or graph"
+            )))
+        }
+    };
+    let mut opts = RetrieveOptions::default()
+        .with_k(bounded("limit", q.limit.unwrap_or(10), MAX_ROWS)?)
+        .with_token_counter(tokenizer(q.tokenizer.as_deref())?)
+        .with_min_confidence(q.min_confidence)
+        .with_relations(q.relations.clone())
+        .with_deny_relations(q.deny_relations.clone())
+        .with_kinds(kinds)
+        .with_include_ended(q.include_ended)
+        .with_raw_confidence(q.raw_confidence)
+        .with_record_usage(q.record.unwrap_or(true))
+        .with_mode(mode);
+    opts.budget = q
+        .budget
+        .map(|b| bounded("budget", b, MAX_BUDGET))
+        .transpose()?;
+    opts.as_of = q.as_of;
+    Ok(opts)
+}
+
+/// A context pack for a question, as `loci query --json`.
+#[utoipa::path(post, path = "/v1/query", request_body = QueryRequest,
+    responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
+async fn query_pack(State(st): State<Arc<AppState>>, Body(q): Body<QueryRequest>) -> Answer {
+    retrieve_options(&q)?;
+    let cache = st.retriever.clone();
+    st.blocking(move |s| pack_of(s, cache, &q)).await
+}
+
+/// The context pack of a [`QueryRequest`] (shared with the MCP `recall` tool).
+pub fn pack_of(s: &Store, cache: crate::retrieval::RetrieverCache, q: &QueryRequest) -> Answer {
+    let opts = retrieve_options(q)?;
+    let pack = Retriever::with_cache(s, cache)?.retrieve(&q.question, &opts)?;
+    to_json(&pack)
+}
+
+impl QueryRequest {
+    pub fn new(question: String, budget: Option<usize>, limit: Option<usize>) -> Self {
+        QueryRequest {
+            question,
+            budget,
+            limit,
+            min_confidence: 0.0,
+            relations: Vec::new(),
+            deny_relations: Vec::new(),
+            kinds: Vec::new(),
+            as_of: None,
+            include_ended: false,
+            raw_confidence: false,
+            mode: None,
+            tokenizer: None,
+            record: None,
+        }
+    }
+}
+
+impl RunRequest {
+    pub fn new(
+        name: Option<String>,
+        query: Option<String>,
+        params: BTreeMap<String, Json_>,
+    ) -> Self {
+        RunRequest {
+            name,
+            query,
+            params,
+        }
+    }
+}
+
+impl ContextRequest {
+    pub fn new(
+        budget: usize,
+        question: Option<String>,
+        mode: Option<String>,
+        session: Option<String>,
+    ) -> Self {
+        ContextRequest {
+            budget,
+            question,
+            mode,
+            instructions: None,
+            session,
+            tokenizer: None,
+            save: false,
+        }
+    }
+}
+
+/// A planner query: a saved one by `name`, or `query` text; `params` by name.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    name: Option<String>,
+    query: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    params: BTreeMap<String, Json_>,
+}
+
+/// A JSON parameter as a planner value (for inline queries, which declare no types).
+fn val_of(v: &Json_) -> Result<Val, String> {
+    Ok(match v {
+        Json_::Null => Val::Null,
+        Json_::Bool(b) => Val::Bool(*b),
+        Json_::Number(n) => match n.as_i64() {
+            Some(i) => Val::Int(i),
+            None => Val::Float(n.as_f64().ok_or("a number out of range")?),
+        },
+        Json_::String(s) => Val::Str(s.clone()),
+        Json_::Array(items) => Val::List(items.iter().map(val_of).collect::<Result<_, _>>()?),
+        Json_::Object(m) => Val::Map(
+            m.iter()
+                .map(|(k, v)| Ok((k.clone(), val_of(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
+/// Runs a saved or inline planner query, as `loci run --json`.
+#[utoipa::path(post, path = "/v1/run", request_body = RunRequest,
+    responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody),
+              (status = 422, body = super::error::ErrorBody)))]
+async fn run_query(State(st): State<Arc<AppState>>, Body(r): Body<RunRequest>) -> Answer {
+    let state = st.clone();
+    st.blocking(move |s| run_request(s, &state, &r)).await
+}
+
+/// Runs a [`RunRequest`] (shared with the MCP `query` tool).
+pub fn run_request(s: &Store, state: &AppState, r: &RunRequest) -> Answer {
+    let shown = |text: &str, e: QueryError| -> ApiError {
+        // The query text with the failing span marked, as the CLI shows it.
+        let rendered = e.render(text);
+        let mut a = ApiError::from(e);
+        if a.code == "bad_input" {
+            a.message = rendered;
+        }
+        a
+    };
+    let result = match (&r.name, &r.query) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(ApiError::bad_input(
+                "give a saved query's \"name\" or \"query\" text, one of them",
+            ))
+        }
+        (Some(name), None) => {
+            let Some(q) = state.queries.get(name) else {
+                return Err(ApiError::not_found(format!(
+                    "no saved query {name:?}; GET /v1/queries lists them"
+                )));
+            };
+            let args: Vec<(String, String)> = r
+                .params
+                .iter()
+                .map(|(k, v)| {
+                    let text = match v {
+                        Json_::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (k.clone(), text)
+                })
+                .collect();
+            q.run(s, &args).map_err(|e| shown(&q.prepared.text, e))?
+        }
+        (None, Some(text)) => {
+            let params: HashMap<String, Val> = r
+                .params
+                .iter()
+                .map(|(k, v)| val_of(v).map(|v| (k.clone(), v)))
+                .collect::<Result<_, _>>()
+                .map_err(|m| ApiError::bad_input(format!("params: {m}")))?;
+            query::run(s, text, &params).map_err(|e| shown(text, e))?
+        }
+    };
+    to_json(&result)
+}
+
+/// The saved queries with their parameters, as `loci queries --json`.
+#[utoipa::path(get, path = "/v1/queries", responses((status = 200, body = Json_)))]
+async fn list_queries(State(st): State<Arc<AppState>>) -> Answer {
+    to_json(&st.queries.list())
+}
+
+#[derive(Deserialize, IntoParams)]
+struct SearchParams {
+    /// The text to search for.
+    q: String,
+    /// Only nodes of this label.
+    label: Option<String>,
+    /// Only events of this kind.
+    kind: Option<String>,
+    /// Hits at most (default 10).
+    limit: Option<usize>,
+    from: Option<i64>,
+    to: Option<i64>,
+}
+
+/// Full-text search over nodes and events, as `loci search --json`.
+#[utoipa::path(get, path = "/v1/search", params(SearchParams),
+    responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
+async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>) -> Answer {
+    let limit = bounded("limit", p.limit.unwrap_or(10), MAX_ROWS)?;
+    st.blocking(move |s| {
+        let mut filter = SearchFilter::default()
+            .with_labels(p.label)
+            .with_kinds(p.kind);
+        if p.from.is_some() || p.to.is_some() {
+            filter.time = Some((p.from.unwrap_or(i64::MIN), p.to.unwrap_or(i64::MAX)));
+        }
+        let hits = s.search(&p.q, &filter, limit)?;
+        let rows: Vec<Json_> = hits
+            .iter()
+            .map(|h| crate::text::hit_json(s, h))
+            .collect::<crate::Result<_>>()?;
+        Ok(Json(Json_::Array(rows)))
+    })
+    .await
+}
+
+#[derive(Deserialize, IntoParams)]
+struct NeighborsParams {
+    /// The start node's key.
+    node: String,
+    /// Hops (default 1, at most 4).
+    depth: Option<u8>,
+    min_confidence: Option<f32>,
+    /// Only edges of this relation.
+    relation: Option<String>,
+}
+
+/// Nodes within N hops of a node, as `loci neighbors --json`.
+#[utoipa::path(get, path = "/v1/neighbors", params(NeighborsParams),
+    responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
+async fn neighbors(State(st): State<Arc<AppState>>, Params(p): Params<NeighborsParams>) -> Answer {
+    st.blocking(move |s| neighbors_of(s, &p.node, p.depth, p.min_confidence, p.relation))
+        .await
+}
+
+/// The neighbours of a node by key (shared with the MCP `neighbours` tool).
+pub fn neighbors_of(
+    s: &Store,
+    key: &str,
+    depth: Option<u8>,
+    min_confidence: Option<f32>,
+    relation: Option<String>,
+) -> Answer {
+    let depth = depth.unwrap_or(1);
+    if !(1..=4).contains(&depth) {
+        return Err(ApiError::bad_input("depth: must be between 1 and 4"));
+    }
+    let min = min_confidence.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&min) {
+        return Err(ApiError::bad_input("min_confidence: must be in [0, 1]"));
+    }
+    let Some(start) = s.node_by_key(key) else {
+        return Err(ApiError::not_found(format!("no node has key {key:?}")));
+    };
+    let opts = ExpandOptions::default()
+        .with_min_confidence(min)
+        .with_relations(relation);
+    let found = s.neighbors(start.id, depth, &opts);
+    to_json(&json!({"start": start.key, "neighbors": found}))
+}
+
+#[derive(Deserialize, IntoParams)]
+struct TimelineParams {
+    /// World time from (inclusive; default: the beginning).
+    from: Option<i64>,
+    /// World time to (inclusive; default: the end).
+    to: Option<i64>,
+    /// Events at most (default 100), the latest ones.
+    limit: Option<usize>,
+}
+
+/// The events between two world times, oldest first (the latest `limit` of them).
+#[utoipa::path(get, path = "/v1/timeline", params(TimelineParams),
+    responses((status = 200, body = Json_)))]
+async fn timeline(State(st): State<Arc<AppState>>, Params(p): Params<TimelineParams>) -> Answer {
+    st.blocking(move |s| timeline_of(s, p.from, p.to, p.limit))
+        .await
+}
+
+/// The latest `limit` events between two times (shared with the MCP `timeline` tool).
+pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<usize>) -> Answer {
+    let limit = bounded("limit", limit.unwrap_or(100), MAX_ROWS)?;
+    let times = s.event_times(from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX))?;
+    let start = times.len().saturating_sub(limit);
+    let mut events = Vec::new();
+    for (_, seq) in &times[start..] {
+        if let Some(e) = s.event(*seq)? {
+            events.push(json!({
+                "seq": e.seq, "ts": e.ts, "kind": e.kind, "actor": e.actor,
+                "place": e.place, "text": e.text(),
+            }));
+        }
+    }
+    to_json(&json!({"events": events, "total": times.len()}))
+}
+
+/// A node by key, with its edges (each with the events that support it).
+#[utoipa::path(get, path = "/v1/nodes/{key}", params(("key" = String, Path)),
+    responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
+async fn node(State(st): State<Arc<AppState>>, PathParam(key): PathParam<String>) -> Answer {
+    st.blocking(move |s| {
+        let Some(n) = s.node_by_key(&key) else {
+            return Err(ApiError::not_found(format!("no node has key {key:?}")));
+        };
+        let g = s.graph();
+        let mut edges = Vec::new();
+        for (id, core) in g.edges() {
+            if core.from != n.id && core.to != n.id {
+                continue;
+            }
+            if edges.len() >= MAX_ROWS {
+                break;
+            }
+            edges.push(id);
+        }
+        drop(g);
+        let edges: Vec<_> = edges
+            .into_iter()
+            .filter_map(|id| s.edge(id).transpose())
+            .collect::<crate::Result<_>>()?;
+        to_json(&json!({"node": n, "edges": edges}))
+    })
+    .await
+}
+
+/// An edge by id, with its provenance (the events that support it).
+#[utoipa::path(get, path = "/v1/edges/{id}", params(("id" = u32, Path)),
+    responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
+async fn edge(State(st): State<Arc<AppState>>, PathParam(id): PathParam<u32>) -> Answer {
+    st.blocking(move |s| match s.edge(EdgeId(id))? {
+        Some(e) => to_json(&e),
+        None => Err(ApiError::not_found(format!("no edge has id {id}"))),
+    })
+    .await
+}
+
+/// This turn's prompt context (`loci context`).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextRequest {
+    budget: usize,
+    question: Option<String>,
+    /// all (default) | anchor | mainline.
+    mode: Option<String>,
+    instructions: Option<String>,
+    session: Option<String>,
+    /// approx (default) | cl100k_base.
+    tokenizer: Option<String>,
+    /// Save it as a snapshot (a CONTEXT event).
+    #[serde(default)]
+    save: bool,
+}
+
+/// Assembles a prompt context, as `loci context --json`.
+#[utoipa::path(post, path = "/v1/context", request_body = ContextRequest,
+    responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
+async fn build_context(State(st): State<Arc<AppState>>, Body(r): Body<ContextRequest>) -> Answer {
+    st.blocking(move |s| context_of(s, r)).await
+}
+
+/// Builds a [`ContextRequest`] (shared with the MCP `context` tool).
+pub fn context_of(s: &Store, r: ContextRequest) -> Answer {
+    let mut opts = ContextOptions::with_budget(bounded("budget", r.budget, MAX_BUDGET)?);
+    opts.question = r.question;
+    opts.mode = r.mode.as_deref().unwrap_or("all").parse::<ContextMode>()?;
+    opts.instructions = r.instructions;
+    opts.session = r.session;
+    opts.tokenizer = tokenizer(r.tokenizer.as_deref())?;
+    opts.save = r.save;
+    to_json(&context::build_context(s, &opts)?)
+}
+
+/// What a saved context held at turn T.
+#[utoipa::path(get, path = "/v1/context/{turn}", params(("turn" = u64, Path)),
+    responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
+async fn saved_context(State(st): State<Arc<AppState>>, PathParam(turn): PathParam<u64>) -> Answer {
+    st.blocking(move |s| match context::snapshot(s, turn)? {
+        Some(snap) => to_json(&snap),
+        None => Err(ApiError::not_found(format!(
+            "no saved context of turn {turn}"
+        ))),
+    })
+    .await
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ConsolidateRequest {
+    until: Option<i64>,
+    /// World-time ticks per day (default 24000; 1440 for minutes).
+    day: Option<i64>,
+}
+
+/// Summarises every closed day and week (`loci consolidate`).
+#[utoipa::path(post, path = "/v1/consolidate", request_body = ConsolidateRequest,
+    responses((status = 200, body = Json_)))]
+async fn consolidate_now(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Answer {
+    let body = body?;
+    // An empty body takes every default.
+    let r: ConsolidateRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        ConsolidateRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_input(format!("body: {e}")))?
+    };
+    st.blocking(move |s| {
+        let mut opts = ConsolidateOptions::default();
+        opts.until = r.until;
+        if let Some(day) = r.day {
+            if day < 1 {
+                return Err(ApiError::bad_input("day: must be at least 1"));
+            }
+            let mut policy = opts.policy.clone();
+            policy.day = day;
+            policy.episode_gap = (day / 8).max(1);
+            opts = opts.with_policy(policy);
+        }
+        to_json(&consolidate::consolidate(s, &RuleSummarizer, &opts)?)
+    })
+    .await
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetRequest {
+    /// Events the store may hold.
+    budget: u64,
+    now: Option<i64>,
+}
+
+/// Consolidates, then evicts down to a budget of events (`loci forget`).
+#[utoipa::path(post, path = "/v1/forget", request_body = ForgetRequest,
+    responses((status = 200, body = Json_)))]
+async fn forget_now(State(st): State<Arc<AppState>>, Body(r): Body<ForgetRequest>) -> Answer {
+    st.blocking(move |s| {
+        consolidate::consolidate(s, &RuleSummarizer, &ConsolidateOptions::default())?;
+        let mut opts = ForgetOptions::with_budget(r.budget);
+        opts.now = r.now;
+        to_json(&forget::forget(s, &opts)?)
+    })
+    .await
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteBody {
+    #[serde(default)]
+    events: Vec<u64>,
+    #[serde(default)]
+    nodes: Vec<String>,
+}
+
+/// Deletes events and nodes as one deletion event (`loci delete`).
+#[utoipa::path(post, path = "/v1/delete", request_body = DeleteBody,
+    responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
+async fn delete(State(st): State<Arc<AppState>>, Body(r): Body<DeleteBody>) -> Answer {
+    st.blocking(move |s| {
+        let mut request = DeleteRequest::events(r.events);
+        request.nodes = r.nodes;
+        to_json(&s.delete(&request)?)
+    })
+    .await
+}
+
+/// Rewrites the store's files without the text of deleted events (`loci compact`); waits up
+/// to 30 s for the requests in flight to let go of the store.
+#[utoipa::path(post, path = "/v1/compact", responses((status = 200, body = Json_),
+    (status = 503, body = super::error::ErrorBody)))]
+async fn compact(State(st): State<Arc<AppState>>) -> Answer {
+    let state = st.clone();
+    let _turn = st
+        .workers
+        .acquire()
+        .await
+        .map_err(|_| ApiError::busy("shutting down"))?;
+    let joined = tokio::task::spawn_blocking(move || {
+        let store = state.take_store(Duration::from_secs(30))?;
+        let dir = store.dir().to_path_buf();
+        match store.compact() {
+            Ok((fresh, report)) => {
+                state.put_store(fresh);
+                to_json(&report)
+            }
+            Err(e) => {
+                // The old store was consumed; open it again so the server goes on.
+                match Store::open(&dir) {
+                    Ok(again) => state.put_store(again),
+                    Err(open) => {
+                        tracing::error!(error = %open, "reopening after a failed compaction")
+                    }
+                }
+                Err(e.into())
+            }
+        }
+    })
+    .await;
+    joined.map_err(|_| ApiError::internal("compaction failed unexpectedly"))?
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PinRequest {
+    keys: Vec<String>,
+    /// false unpins (default true).
+    pinned: Option<bool>,
+}
+
+/// Pins or unpins nodes by key (`loci pin`).
+#[utoipa::path(post, path = "/v1/pin", request_body = PinRequest,
+    responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
+async fn pin(State(st): State<Arc<AppState>>, Body(r): Body<PinRequest>) -> Answer {
+    st.blocking(move |s| {
+        let keys: Vec<&str> = r.keys.iter().map(String::as_str).collect();
+        to_json(&s.pin(&keys, r.pinned.unwrap_or(true))?)
+    })
+    .await
+}
+
+/// The working memory.
+#[utoipa::path(get, path = "/v1/wm", responses((status = 200, body = Json_)))]
+async fn working_memory(State(st): State<Arc<AppState>>) -> Answer {
+    st.blocking(|s| to_json(&s.working_memory())).await
+}
+
+/// Changes the working memory by one event: `{"op": "observe" | "intent" | "push_subgoal" |
+/// "pop_subgoal" | "add_threat" | "clear_threat" | "promise" | "keep_promise" | "mainline" |
+/// "capacity" | "clear", "text"?: .., "n"?: ..}`.
+#[utoipa::path(post, path = "/v1/wm", request_body = Json_,
+    responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
+async fn change_working_memory(State(st): State<Arc<AppState>>, Body(op): Body<WmOp>) -> Answer {
+    st.blocking(move |s| {
+        s.change_working_memory(&op, "agent", None)?;
+        to_json(&s.working_memory())
+    })
+    .await
+}

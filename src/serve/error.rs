@@ -1,0 +1,138 @@
+//! Errors of the server as JSON with a stable code: `{"error": {"code": "bad_input", "message":
+//! "request:3: kind: missing field"}}`. The codes mirror the CLI's exit codes, so a client can
+//! tell a bad request from a missing node or a limit without reading messages.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// An error answered to a client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable, snake_case: `bad_input`, `not_found`, `unauthorized`, `payload_too_large`,
+    /// `limit_exceeded`, `busy`, `locked`, `read_only`, `corrupt`, `internal`.
+    pub code: &'static str,
+    pub message: String,
+    /// Seconds a client should wait before retrying (`busy`).
+    pub retry_after: Option<u32>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+    pub fn bad_input(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_input", message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+    pub fn busy(message: impl Into<String>) -> Self {
+        ApiError {
+            retry_after: Some(1),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
+        }
+    }
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this server needs `Authorization: Bearer <key>`",
+        )
+    }
+}
+
+impl From<crate::Error> for ApiError {
+    fn from(e: crate::Error) -> Self {
+        use crate::Error as E;
+        let message = e.to_string();
+        match e {
+            E::Input { .. } | E::InvalidEvent { .. } | E::InvalidArgument { .. } => {
+                Self::bad_input(message)
+            }
+            E::NotFound(_) => Self::not_found(message),
+            E::Locked { .. } => Self::new(StatusCode::CONFLICT, "locked", message),
+            E::ReadOnly { .. } => Self::new(StatusCode::CONFLICT, "read_only", message),
+            E::Corrupt { .. } | E::NotAStore { .. } => {
+                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt", message)
+            }
+            _ => Self::internal(message),
+        }
+    }
+}
+
+impl From<crate::query::QueryError> for ApiError {
+    fn from(e: crate::query::QueryError) -> Self {
+        use crate::query::QueryError as Q;
+        match e {
+            Q::Store(s) => s.into(),
+            Q::LimitExceeded(_) => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "limit_exceeded",
+                e.to_string(),
+            ),
+            other => Self::bad_input(other.to_string()),
+        }
+    }
+}
+
+/// Rejections of axum's extractors (a body that is not JSON, a missing field, a body over the
+/// limit, a bad path or query parameter) as errors with a stable code.
+macro_rules! from_rejection {
+    ($($t:ty),*) => {$(
+        impl From<$t> for ApiError {
+            fn from(r: $t) -> Self {
+                match r.status() {
+                    StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "payload_too_large",
+                        r.body_text(),
+                    ),
+                    _ => ApiError::bad_input(r.body_text()),
+                }
+            }
+        }
+    )*};
+}
+from_rejection!(
+    axum::extract::rejection::QueryRejection,
+    axum::extract::rejection::PathRejection,
+    axum::extract::rejection::BytesRejection
+);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+            },
+        };
+        let mut r = (self.status, axum::Json(body)).into_response();
+        if let Some(s) = self.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        r
+    }
+}

@@ -1,0 +1,341 @@
+//! MCP (the Model Context Protocol) on the official Rust SDK, rmcp: the same tools over stdio
+//! (`loci mcp`) and over streamable HTTP at `/mcp` on `loci serve`.
+//!
+//! Tools: `remember` (append an observation, or a whole event), `recall` (a context pack for a
+//! question), `query` (a saved or inline planner query with parameters), `timeline`,
+//! `neighbours`, `context` (the prompt context of a turn). The saved queries are resources
+//! (`loci://queries/{name}`) whose contents give their parameters as a JSON schema. A tool that
+//! fails answers a tool error (`isError`) with the same message the HTTP route would give.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde_json::{json, Value as Json};
+
+use super::api::{self, ContextRequest, QueryRequest, RunRequest};
+use super::{ApiError, AppState};
+use crate::model::{EventDraft, Props, Value};
+
+const QUERY_URI: &str = "loci://queries/";
+
+/// The MCP server: the tools over one shared [`AppState`].
+#[derive(Clone)]
+pub struct LociMcp {
+    state: Arc<AppState>,
+    tool_router: ToolRouter<LociMcp>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RememberArgs {
+    /// What was observed, said or done, in words.
+    pub text: Option<String>,
+    /// The event's kind (default OBSERVATION).
+    pub kind: Option<String>,
+    /// Who observed it (default "agent").
+    pub actor: Option<String>,
+    /// World time (default: the latest event's).
+    pub ts: Option<i64>,
+    /// The agent session it belongs to.
+    pub session: Option<String>,
+    /// A whole event, as one line of `loci ingest --format events` (instead of `text`).
+    pub event: Option<Json>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RecallArgs {
+    /// The question.
+    pub question: String,
+    /// Tokens the pack may take.
+    pub budget: Option<usize>,
+    /// Snippets at most (default 10).
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct QueryArgs {
+    /// A saved query's name (see the resources).
+    pub name: Option<String>,
+    /// Planner query text (instead of `name`).
+    pub query: Option<String>,
+    /// Parameters by name.
+    #[serde(default)]
+    pub params: BTreeMap<String, Json>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TimelineArgs {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    /// Events at most (default 100), the latest ones.
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct NeighboursArgs {
+    /// The start node's key.
+    pub node: String,
+    /// Hops, 1 to 4 (default 1).
+    pub depth: Option<u8>,
+    pub min_confidence: Option<f32>,
+    pub relation: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ContextArgs {
+    /// Tokens the context may take.
+    pub budget: usize,
+    pub question: Option<String>,
+    /// all (default), anchor or mainline.
+    pub mode: Option<String>,
+    pub session: Option<String>,
+}
+
+/// A tool's answer: the JSON as text, or the error as a tool error.
+fn answer(r: Result<axum::Json<Json>, ApiError>) -> CallToolResult {
+    match r {
+        Ok(axum::Json(v)) => {
+            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(v);
+            result
+        }
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+            "{}: {}",
+            e.code, e.message
+        ))]),
+    }
+}
+
+/// The event `remember` appends.
+fn remember_draft(s: &crate::Store, a: RememberArgs) -> Result<Vec<EventDraft>, ApiError> {
+    if let Some(ev) = a.event {
+        let line = serde_json::to_string(&ev).map_err(|e| ApiError::bad_input(e.to_string()))?;
+        let batch = crate::ingest::read_str("event", &line, crate::ingest::Format::Events)?;
+        return Ok(batch.events);
+    }
+    let Some(text) = a.text.filter(|t| !t.trim().is_empty()) else {
+        return Err(ApiError::bad_input("give \"text\" or \"event\""));
+    };
+    let ts = match a.ts {
+        Some(t) => t,
+        None => s.latest_event_time()?.unwrap_or(0),
+    };
+    let mut d = EventDraft::new(
+        ts,
+        a.actor.unwrap_or_else(|| "agent".into()),
+        a.kind
+            .unwrap_or_else(|| crate::model::kinds::OBSERVATION.into()),
+    );
+    let mut payload = Props::from([("text".to_string(), Value::from(text.as_str()))]);
+    if let Some(session) = a.session {
+        payload.insert("session".to_string(), Value::from(session.as_str()));
+    }
+    d.payload = Value::Map(payload);
+    Ok(vec![d])
+}
+
+#[tool_router]
+impl LociMcp {
+    pub fn new(state: Arc<AppState>) -> Self {
+        LociMcp {
+            state,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Remember something: an observation in words (text), or a whole event (event). Appended to the memory's log as one event."
+    )]
+    async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> CallToolResult {
+        answer(
+            self.state
+                .blocking(move |s| {
+                    let drafts = remember_draft(s, a)?;
+                    let commit = s.ingest(drafts)?;
+                    Ok(axum::Json(json!(commit)))
+                })
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "Recall what the memory knows about a question: ranked snippets (facts, passages, events, entities), each with its provenance."
+    )]
+    async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> CallToolResult {
+        let request = QueryRequest::new(a.question, a.budget, a.limit);
+        let cache = self.state.retriever.clone();
+        answer(
+            self.state
+                .blocking(move |s| api::pack_of(s, cache, &request))
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "Run a planner query: a saved one by name (see the resources loci://queries/...) or query text, with parameters."
+    )]
+    async fn query(&self, Parameters(a): Parameters<QueryArgs>) -> CallToolResult {
+        let state = self.state.clone();
+        let request = RunRequest::new(a.name, a.query, a.params);
+        answer(
+            self.state
+                .blocking(move |s| api::run_request(s, &state, &request))
+                .await,
+        )
+    }
+
+    #[tool(description = "The latest events between two world times, oldest first.")]
+    async fn timeline(&self, Parameters(a): Parameters<TimelineArgs>) -> CallToolResult {
+        answer(
+            self.state
+                .blocking(move |s| api::timeline_of(s, a.from, a.to, a.limit))
+                .await,
+        )
+    }
+
+    #[tool(description = "The nodes within 1 to 4 hops of a node, with the edges followed.")]
+    async fn neighbours(&self, Parameters(a): Parameters<NeighboursArgs>) -> CallToolResult {
+        answer(
+            self.state
+                .blocking(move |s| {
+                    api::neighbors_of(s, &a.node, a.depth, a.min_confidence, a.relation)
+                })
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "This turn's prompt context in a token budget: pinned items, the memory cover of summaries, snippets for the question, working memory, observations and the latest events."
+    )]
+    async fn context(&self, Parameters(a): Parameters<ContextArgs>) -> CallToolResult {
+        let request = ContextRequest::new(a.budget, a.question, a.mode, a.session);
+        answer(
+            self.state
+                .blocking(move |s| api::context_of(s, request))
+                .await,
+        )
+    }
+}
+
+/// A saved query's parameters as a JSON schema.
+fn params_schema(q: &crate::query::SavedQuery) -> Json {
+    use crate::query::ParamType;
+    let mut properties = serde_json::Map::new();
+    let mut required = Vec::new();
+    for p in &q.params {
+        let ty = match p.ty {
+            ParamType::String => "string",
+            ParamType::Int => "integer",
+            ParamType::Float => "number",
+            ParamType::Bool => "boolean",
+        };
+        let mut prop = json!({"type": ty});
+        match &p.default {
+            Some(d) => prop["default"] = Json::from(d.as_str()),
+            None => required.push(Json::from(p.name.as_str())),
+        }
+        properties.insert(p.name.clone(), prop);
+    }
+    json!({"type": "object", "properties": properties, "required": required})
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for LociMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("loci", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "loci is this agent's memory. `recall` a question for ranked snippets with \
+             provenance; `context` for a whole prompt context in a budget; `remember` what \
+             happened; `query` runs planner queries (saved ones are the resources).",
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .state
+            .queries
+            .list()
+            .iter()
+            .map(|q| {
+                Resource::new(format!("{QUERY_URI}{}", q.name), q.name.clone())
+                    .with_description(q.description.clone())
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let name = request.uri.strip_prefix(QUERY_URI).unwrap_or("");
+        let Some(q) = self.state.queries.get(name) else {
+            return Err(ErrorData::resource_not_found(
+                format!("no saved query at {}", request.uri),
+                None,
+            ));
+        };
+        let body = json!({
+            "name": q.name,
+            "description": q.description,
+            "params": q.params,
+            "params_schema": params_schema(q),
+            "text": q.prepared.text,
+        });
+        let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into())
+    }
+}
+
+/// The MCP service mounted at `/mcp`: one server per session, ended at shutdown.
+pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(state.shutdown.child_token())
+        .with_max_request_body_bytes(state.config.max_body_bytes);
+    if !state.config.addr.ip().is_loopback() {
+        // Exposed only with a key (ServeConfig::validate); the Host check guards loopback
+        // servers against DNS rebinding, which a key already stops.
+        config = config.disable_allowed_hosts();
+    }
+    let factory_state = state.clone();
+    StreamableHttpService::new(
+        move || Ok(LociMcp::new(factory_state.clone())),
+        LocalSessionManager::default().into(),
+        config,
+    )
+}
+
+/// Serves MCP over standard input and output until the client closes it.
+pub async fn serve_stdio(state: Arc<AppState>) -> std::io::Result<()> {
+    use rmcp::ServiceExt;
+    let running = LociMcp::new(state)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(std::io::Error::other)?;
+    running.waiting().await.map_err(std::io::Error::other)?;
+    Ok(())
+}

@@ -1,0 +1,378 @@
+//! `loci serve`: one process holds the store open and answers HTTP/JSON and MCP.
+//!
+//! A request goes through, outermost first: the request log and metrics (`observe`), the
+//! server-wide concurrency limit (a request beyond `max_in_flight` is answered 503 with
+//! `Retry-After` at once, never queued without bound), the key check (every route but
+//! `/health`), the body-size limit, then its handler. Handlers run the store's work on tokio's
+//! blocking pool, at most `workers` at a time; a panic there is caught at that boundary and
+//! answered 500 instead of taking the server down.
+//!
+//! The routes are in [`api`], the MCP tools in [`mcp`], the Prometheus text in [`metrics`]. On
+//! SIGTERM or SIGINT the server stops accepting, drains the requests in flight, and drops the
+//! store, which flushes the uses waiting to be written and closes the files.
+
+pub mod api;
+pub mod error;
+pub mod mcp;
+pub mod metrics;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
+
+pub use error::ApiError;
+
+use crate::query::SavedQueries;
+use crate::retrieval::RetrieverCache;
+use crate::Store;
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ServeConfig {
+    pub addr: SocketAddr,
+    /// The key every route but `/health` needs (`Authorization: Bearer <key>`).
+    pub key: Option<String>,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+    /// Requests handled at once; one more is answered 503 with `Retry-After`.
+    pub max_in_flight: usize,
+    /// Store operations running at once on the blocking pool (the rest wait their turn, within
+    /// `max_in_flight`).
+    pub workers: usize,
+    /// Saved queries beyond the built-in ones.
+    pub queries_dir: Option<PathBuf>,
+}
+
+/// The shortest key accepted: a short key can be guessed over the network.
+pub const MIN_KEY_BYTES: usize = 16;
+/// The largest retrieval or context budget a request may ask for, in tokens.
+pub const MAX_BUDGET: usize = 200_000;
+/// The most snippets, hits or events one request may ask for.
+pub const MAX_ROWS: usize = 10_000;
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        ServeConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            key: None,
+            max_body_bytes: 16 * 1024 * 1024,
+            max_in_flight: 256,
+            workers: (cores * 2).max(2),
+            queries_dir: None,
+        }
+    }
+}
+
+impl ServeConfig {
+    pub fn with_addr(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+    pub fn with_key(mut self, key: Option<String>) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Refuses what would expose the memory: a non-loopback address without a key, a key too
+    /// short to resist guessing, limits of zero.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(k) = &self.key {
+            if k.len() < MIN_KEY_BYTES {
+                return Err(format!(
+                    "the key is {} bytes; use at least {MIN_KEY_BYTES} (e.g. `openssl rand -hex 32`)",
+                    k.len()
+                ));
+            }
+        }
+        if !self.addr.ip().is_loopback() && self.key.is_none() {
+            return Err(format!(
+                "{} is not a loopback address: serving an agent's memory beyond this machine needs --key-file",
+                self.addr
+            ));
+        }
+        if self.max_in_flight == 0 || self.workers == 0 || self.max_body_bytes == 0 {
+            return Err("max_in_flight, workers and max_body_bytes must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// What every handler shares.
+pub struct AppState {
+    store: RwLock<Option<Arc<Store>>>,
+    pub retriever: RetrieverCache,
+    pub queries: SavedQueries,
+    pub config: ServeConfig,
+    pub metrics: metrics::Metrics,
+    in_flight: Arc<Semaphore>,
+    workers: Semaphore,
+    /// Cancelled when shutdown begins: ends MCP sessions, whose streams would otherwise keep
+    /// the drain waiting.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl AppState {
+    pub fn new(store: Store, config: ServeConfig) -> crate::Result<Arc<AppState>> {
+        let queries = SavedQueries::builtin_and(config.queries_dir.as_deref())?;
+        Ok(Arc::new(AppState {
+            store: RwLock::new(Some(Arc::new(store))),
+            retriever: RetrieverCache::default(),
+            queries,
+            in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
+            workers: Semaphore::new(config.workers),
+            metrics: metrics::Metrics::default(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
+            config,
+        }))
+    }
+
+    /// The open store (absent only while `compact` swaps it, or after shutdown).
+    pub fn store(&self) -> Result<Arc<Store>, ApiError> {
+        self.store
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| ApiError::busy("the store is being compacted or closed; retry"))
+    }
+
+    /// Runs `f` with the store on the blocking pool, one of `workers` at a time. A panic in
+    /// `f` is answered 500 (and logged), never propagated.
+    pub async fn blocking<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
+    {
+        let _turn = self
+            .workers
+            .acquire()
+            .await
+            .map_err(|_| ApiError::busy("the server is shutting down"))?;
+        let store = self.store()?;
+        match tokio::task::spawn_blocking(move || f(&store)).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "a request's work panicked");
+                Err(ApiError::internal("the request's work failed unexpectedly"))
+            }
+        }
+    }
+
+    /// Takes the store out for an operation that needs it alone (`compact`), waiting up to
+    /// `wait` for the requests holding it to finish; `put_back` returns it.
+    pub fn take_store(&self, wait: Duration) -> Result<Store, ApiError> {
+        let mut slot = self.store.write().unwrap_or_else(|e| e.into_inner());
+        let Some(mut arc) = slot.take() else {
+            return Err(ApiError::busy("the store is being compacted or closed"));
+        };
+        let until = Instant::now() + wait;
+        loop {
+            match Arc::try_unwrap(arc) {
+                Ok(store) => return Ok(store),
+                Err(back) if Instant::now() >= until => {
+                    *slot = Some(back);
+                    return Err(ApiError::busy("requests still hold the store; retry"));
+                }
+                Err(back) => {
+                    arc = back;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+
+    pub fn put_store(&self, store: Store) {
+        *self.store.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(store));
+    }
+
+    /// Closes the store: pending uses flushed, files closed. Returns whether it was the last
+    /// holder (false: a request still holds it; it closes when that request ends).
+    pub fn close(&self) -> bool {
+        let taken = self.store.write().unwrap_or_else(|e| e.into_inner()).take();
+        match taken.map(Arc::try_unwrap) {
+            Some(Ok(store)) => {
+                if let Err(e) = store.flush_usage() {
+                    tracing::warn!(error = %e, "flushing uses at shutdown failed");
+                }
+                drop(store);
+                true
+            }
+            Some(Err(_)) | None => false,
+        }
+    }
+}
+
+/// Counts a request, logs it, and answers 503 beyond the concurrency limit.
+async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let method = req.method().to_string();
+    let response = match state.in_flight.clone().try_acquire_owned() {
+        Ok(permit) => {
+            let r = next.run(req).await;
+            drop(permit);
+            r
+        }
+        Err(_) => {
+            state.metrics.record_busy();
+            ApiError::busy(format!(
+                "the server is handling {} requests, its limit; retry",
+                state.config.max_in_flight
+            ))
+            .into_response()
+        }
+    };
+    let took = started.elapsed();
+    let status = response.status().as_u16();
+    state.metrics.record(&route, &method, status, took);
+    tracing::info!(
+        target: "loci::serve",
+        method = %method,
+        route = %route,
+        status,
+        micros = took.as_micros() as u64,
+        "request"
+    );
+    response
+}
+
+/// Byte-wise equality in time independent of where the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+/// Every route but `/health` needs the key when the server has one.
+async fn authorize(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let Some(key) = state.config.key.as_deref() else {
+        return next.run(req).await;
+    };
+    if req.uri().path() == "/health" {
+        return next.run(req).await;
+    }
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if constant_time_eq(given.as_bytes(), key.as_bytes()) {
+        next.run(req).await
+    } else {
+        ApiError::unauthorized().into_response()
+    }
+}
+
+/// The whole router: the JSON API, MCP at `/mcp`, and the layers above.
+pub fn router(state: Arc<AppState>) -> axum::Router {
+    let mcp = mcp::http_service(state.clone());
+    api::routes()
+        .nest_service("/mcp", mcp)
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such route; see /openapi.json",
+            )
+        })
+        .layer(axum::extract::DefaultBodyLimit::max(
+            state.config.max_body_bytes,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then drains the requests in flight and closes the store.
+pub async fn serve(
+    state: Arc<AppState>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state.clone());
+    let token = state.shutdown.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            token.cancel();
+        })
+        .await?;
+    // Requests have drained; the blocking work they started has ended with them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !state.close() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn termination() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!(target: "loci::serve", "shutting down: draining requests in flight");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_compare_whole() {
+        assert!(constant_time_eq(b"0123456789abcdef", b"0123456789abcdef"));
+        assert!(!constant_time_eq(b"0123456789abcdef", b"0123456789abcdeX"));
+        assert!(!constant_time_eq(b"0123456789abcdef", b"0123456789abcde"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn exposure_needs_a_key() {
+        let c = ServeConfig::default();
+        assert!(c.validate().is_ok());
+        let open = c.clone().with_addr("0.0.0.0:7700".parse().unwrap());
+        assert!(open.validate().unwrap_err().contains("loopback"));
+        assert!(open
+            .clone()
+            .with_key(Some("short".into()))
+            .validate()
+            .unwrap_err()
+            .contains("at least"));
+        assert!(open
+            .with_key(Some("0123456789abcdef0123".into()))
+            .validate()
+            .is_ok());
+    }
+}

@@ -1,0 +1,432 @@
+//! `loci serve` in process: every route answers what the CLI prints, errors are JSON with a
+//! stable code, the key guards every route but /health, bodies and budgets are bounded, a bad
+//! batch writes nothing, and the OpenAPI document lists exactly the routes served.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use loci::serve::{router, AppState, ServeConfig};
+use loci::{BackendKind, Store};
+use serde_json::Value;
+use tower::ServiceExt;
+
+const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+fn world_store(dir: &std::path::Path) -> Store {
+    let store = Store::create(dir, BackendKind::Redb).unwrap();
+    let world = loci::world::generate(&loci::world::WorldConfig::default());
+    store.ingest(world.events.clone()).unwrap();
+    store
+}
+
+fn state(dir: &std::path::Path, key: Option<&str>) -> Arc<AppState> {
+    let mut config = ServeConfig::default().with_key(key.map(str::to_string));
+    config.max_body_bytes = 64 * 1024;
+    AppState::new(world_store(dir), config).unwrap()
+}
+
+async fn call(
+    state: &Arc<AppState>,
+    method: &str,
+    uri: &str,
+    body: Option<&str>,
+    key: Option<&str>,
+) -> (StatusCode, Value, String) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(k) = key {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {k}"));
+    }
+    let req = req
+        .body(Body::from(body.unwrap_or("").to_string()))
+        .unwrap();
+    let resp = router(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let retry = resp
+        .headers()
+        .get(header::RETRY_AFTER)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).to_string()));
+    (status, v, retry)
+}
+
+#[tokio::test]
+async fn routes_answer_what_the_library_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+
+    let (s, v, _) = call(&st, "GET", "/health", None, None).await;
+    assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ok")));
+
+    let (s, v, _) = call(&st, "GET", "/v1/stats", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let events_before = v["events"].as_u64().unwrap();
+    assert!(events_before > 0);
+
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/query",
+        Some(r#"{"question": "who trades emeralds for sticks", "limit": 3, "record": false}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let snippets = v["snippets"].as_array().unwrap();
+    assert!(!snippets.is_empty() && snippets.len() <= 3);
+    assert!(
+        snippets[0]["text"].as_str().unwrap().contains("OFFERS"),
+        "{v}"
+    );
+
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/run",
+        Some(r#"{"name": "find_trade", "params": {"want": "emerald", "give": "stick"}}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(!v["rows"].as_array().unwrap().is_empty());
+    // Inline text with typed JSON parameters.
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/run",
+        Some(r#"{"query": "MATCH (n:NPC) WHERE n.key = $k RETURN n.name", "params": {"k": "npc:fletcher:0"}}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 1);
+
+    let (s, v, _) = call(&st, "GET", "/v1/queries", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|q| q["name"] == "find_trade"));
+
+    let (s, v, _) = call(&st, "GET", "/v1/search?q=fletcher&limit=2", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v.as_array().unwrap().len(), 2);
+
+    let (s, v, _) = call(
+        &st,
+        "GET",
+        "/v1/neighbors?node=base:first&depth=1",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(!v["neighbors"].as_array().unwrap().is_empty());
+
+    let (s, v, _) = call(&st, "GET", "/v1/timeline?limit=5", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["events"].as_array().unwrap().len(), 5);
+
+    let (s, v, _) = call(&st, "GET", "/v1/nodes/base:first", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let edge = v["edges"][0]["id"].as_u64().unwrap();
+    assert!(!v["edges"][0]["evidence"].as_array().unwrap().is_empty());
+    let (s, v, _) = call(&st, "GET", &format!("/v1/edges/{edge}"), None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/context",
+        Some(r#"{"budget": 400, "question": "where is home", "save": true}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v["tokens"].as_u64().unwrap() <= 400);
+    let turn = v["turn"].as_u64().unwrap();
+    let (s, _, _) = call(&st, "GET", &format!("/v1/context/{turn}"), None, None).await;
+    assert_eq!(s, StatusCode::OK);
+
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/wm",
+        Some(r#"{"op": "intent", "text": "find iron"}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["intent"], "find iron");
+    let (s, _, _) = call(
+        &st,
+        "POST",
+        "/v1/pin",
+        Some(r#"{"keys": ["base:first"]}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, v, _) = call(&st, "POST", "/v1/consolidate", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+
+    // Appends: one batch, atomic; the stats move by exactly its events.
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/events",
+        Some("{\"ts\": 999999, \"actor\": \"bot\", \"kind\": \"NOTE\", \"payload\": {\"text\": \"a\"}}\n{\"ts\": 999999, \"actor\": \"bot\", \"kind\": \"NOTE\"}\n"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["events"], 2);
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/delete",
+        Some(&format!(r#"{{"events": [{}]}}"#, v["last_seq"])),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v, _) = call(&st, "POST", "/v1/compact", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // The server goes on after compacting, and replay still equals the live state.
+    let (s, _, _) = call(&st, "GET", "/v1/stats", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let store = st.store().unwrap();
+    assert!(store.verify().unwrap().ok());
+}
+
+#[tokio::test]
+async fn a_bad_batch_writes_nothing_and_errors_are_json_with_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let before = st.store().unwrap().last_seq();
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/events?format=events",
+        Some("{\"ts\": 1, \"actor\": \"bot\", \"kind\": \"NOTE\"}\n{\"ts\": 1, \"actor\": \"bot\"}\n"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["code"], "bad_input");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("request:2: kind"),
+        "{v}"
+    );
+    assert_eq!(st.store().unwrap().last_seq(), before, "nothing written");
+
+    for (method, uri, body, status, code) in [
+        (
+            "POST",
+            "/v1/query",
+            Some(r#"{"questio": "x"}"#),
+            400,
+            "bad_input",
+        ),
+        ("POST", "/v1/query", Some("not json"), 400, "bad_input"),
+        (
+            "POST",
+            "/v1/query",
+            Some(r#"{"question": "x", "budget": 999999999}"#),
+            400,
+            "bad_input",
+        ),
+        (
+            "POST",
+            "/v1/query",
+            Some(r#"{"question": "x", "limit": 0}"#),
+            400,
+            "bad_input",
+        ),
+        (
+            "POST",
+            "/v1/run",
+            Some(r#"{"query": "MATCH (n RETURN n"}"#),
+            400,
+            "bad_input",
+        ),
+        (
+            "POST",
+            "/v1/run",
+            Some(r#"{"name": "nope"}"#),
+            404,
+            "not_found",
+        ),
+        (
+            "POST",
+            "/v1/run",
+            Some(r#"{"query": "MATCH (a)-[*1..3]-(b)-[*1..3]-(c) RETURN count(*)"}"#),
+            422,
+            "limit_exceeded",
+        ),
+        ("GET", "/v1/nodes/nope", None, 404, "not_found"),
+        ("GET", "/v1/edges/notanumber", None, 400, "bad_input"),
+        (
+            "GET",
+            "/v1/neighbors?node=base:first&depth=9",
+            None,
+            400,
+            "bad_input",
+        ),
+        ("GET", "/v1/search", None, 400, "bad_input"),
+        ("GET", "/no/such/route", None, 404, "not_found"),
+        (
+            "POST",
+            "/v1/events?format=nope",
+            Some("{}"),
+            400,
+            "bad_input",
+        ),
+    ] {
+        let (s, v, _) = call(&st, method, uri, body, None).await;
+        assert_eq!(
+            (s.as_u16(), v["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{method} {uri}: {v}"
+        );
+    }
+    // Over the body limit (64 kB here): refused before it is read whole.
+    let big = format!("{{\"question\": \"{}\"}}", "x".repeat(100_000));
+    let (s, v, _) = call(&st, "POST", "/v1/query", Some(&big), None).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
+    );
+}
+
+#[tokio::test]
+async fn with_a_key_every_route_but_health_needs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), Some(KEY));
+    let (s, _, _) = call(&st, "GET", "/health", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    for uri in [
+        "/v1/stats",
+        "/metrics",
+        "/openapi.json",
+        "/v1/queries",
+        "/mcp",
+    ] {
+        let (s, v, _) = call(&st, "GET", uri, None, None).await;
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (StatusCode::UNAUTHORIZED, Some("unauthorized")),
+            "{uri}"
+        );
+        let (s, _, _) = call(
+            &st,
+            "GET",
+            uri,
+            None,
+            Some("0123456789abcdef0123456789abcdeX"),
+        )
+        .await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{uri} with a wrong key");
+    }
+    let (s, _, _) = call(&st, "GET", "/v1/stats", None, Some(KEY)).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _, _) = call(
+        &st,
+        "POST",
+        "/v1/events",
+        Some("{\"ts\":1,\"actor\":\"a\",\"kind\":\"K\"}"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "no write without the key");
+}
+
+#[tokio::test]
+async fn beyond_the_concurrency_limit_requests_get_503_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServeConfig::default();
+    config.max_in_flight = 1;
+    config.workers = 1;
+    let st = AppState::new(world_store(dir.path()), config).unwrap();
+    // Hold the one slot with a slow request: a compaction waiting for a store a clone holds.
+    let held = st.store().unwrap();
+    let slow = {
+        let st = st.clone();
+        tokio::spawn(async move { call(&st, "POST", "/v1/compact", None, None).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (s, v, retry) = call(&st, "GET", "/v1/stats", None, None).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("busy"))
+    );
+    assert_eq!(retry, "1");
+    drop(held);
+    let (s, v, _) = slow.await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _, _) = call(&st, "GET", "/v1/stats", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_every_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let (s, v, _) = call(&st, "GET", "/openapi.json", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let mut paths: Vec<&str> = v["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    paths.sort();
+    for required in [
+        "/health",
+        "/v1/stats",
+        "/v1/events",
+        "/v1/query",
+        "/v1/run",
+        "/v1/queries",
+        "/v1/search",
+        "/openapi.json",
+        "/metrics",
+    ] {
+        assert!(
+            paths.contains(&required),
+            "{required} missing from {paths:?}"
+        );
+    }
+    // Every documented path is served (a GET or POST of it is not a 404 of the fallback).
+    for p in &paths {
+        let uri = p
+            .replace("{key}", "base:first")
+            .replace("{id}", "0")
+            .replace("{turn}", "1");
+        let (_, v, _) = call(&st, "GET", &uri, None, None).await;
+        assert_ne!(
+            v["error"]["message"].as_str(),
+            Some("no such route; see /openapi.json"),
+            "{p}"
+        );
+    }
+    let (s, v, _) = call(&st, "GET", "/metrics", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let text = v.as_str().unwrap();
+    assert!(
+        text.contains(
+            "loci_http_requests_total{route=\"/openapi.json\",method=\"GET\",status=\"200\"} 2"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("loci_store_events "));
+}
