@@ -57,7 +57,9 @@ pub use model::{
     Assertion, Edge, EdgeId, EdgeUpsert, Event, EventDraft, Node, NodeId, NodeUpsert, Value,
 };
 pub use projection::Counters;
-pub use retrieval::{ContextPack, RetrieveOptions, Retriever, Snippet, SnippetKind, Tokenizer};
+pub use retrieval::{
+    ContextPack, RetrieveOptions, Retriever, RetrieverCache, Snippet, SnippetKind, Tokenizer,
+};
 pub use storage::{Backend, BackendKind};
 pub use store::{
     Commit, CompactReport, ExpandOptions, Neighbor, PastState, Stats, Store, VerifyReport,

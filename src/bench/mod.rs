@@ -5,10 +5,14 @@
 mod context;
 mod locomo;
 mod routes;
+#[cfg(feature = "serve")]
+mod serve;
 mod world;
 
 pub use context::{run_context_bench, ContextBenchConfig, ContextBenchReport};
 pub use locomo::{run_locomo_bench, LocomoReport};
+#[cfg(feature = "serve")]
+pub use serve::{run_serve_bench, ServeBenchConfig, ServeBenchReport};
 pub use world::{run_world_bench, WorldBenchConfig, WorldBenchReport};
 
 use std::collections::{HashMap, HashSet};

@@ -611,6 +611,35 @@ pub enum BenchCommand {
         #[command(flatten)]
         report: ReportArgs,
     },
+    /// A load test of `loci serve` on loopback: connections mixing recall (80%), planner
+    /// queries (15%) and appends (5%) on a corpus plus the synthetic world; then every
+    /// acknowledged append is checked after a clean stop and after a kill -9 mid-load.
+    Serve {
+        /// Passages, one `{"id", "title", "text"}` per line.
+        #[arg(long, default_value = "../shared/datasets/2wiki/corpus.jsonl")]
+        corpus: PathBuf,
+        /// Questions for recall, one `{"question", ...}` per line.
+        #[arg(long, default_value = "../shared/datasets/2wiki/questions.dev.jsonl")]
+        questions: PathBuf,
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        connections: u64,
+        /// Seconds of load (at most an hour).
+        #[arg(long, default_value_t = 60.0)]
+        seconds: f64,
+        /// Requests per second per connection; 0 sends each as soon as the last is answered.
+        #[arg(long, default_value_t = 0.0)]
+        rate: f64,
+        /// Requests at most, over all connections.
+        #[arg(long, default_value_t = 10_000_000)]
+        max_requests: u64,
+        /// Seconds of load before the kill -9 of the second run (0: none).
+        #[arg(long, default_value_t = 5.0)]
+        kill_after: f64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        #[command(flatten)]
+        report: ReportArgs,
+    },
     /// Passage recall of loci and of BM25 on a question set (formats: ../shared/datasets).
     Retrieval {
         #[arg(long)]

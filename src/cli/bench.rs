@@ -11,7 +11,7 @@ use loci::{BackendKind, RetrieveOptions, Store};
 
 use super::args::{BenchCommand, ReportArgs};
 use super::backend;
-use super::exit::Code;
+use super::exit::{fail, Code};
 use super::output::{print_json, print_report};
 use super::read::name_values;
 
@@ -105,6 +105,46 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             let bar = question_bar();
             let r = loci::bench::run_locomo_bench(&data, &opts, &|done, total| {
                 advance(&bar, done, total)
+            })?;
+            bar.finish_and_clear();
+            emit(&r, &report)?;
+        }
+        BenchCommand::Serve {
+            corpus,
+            questions,
+            connections,
+            seconds,
+            rate,
+            max_requests,
+            kill_after,
+            seed,
+            report,
+        } => {
+            for (name, v, max) in [
+                ("--seconds", seconds, 3600.0),
+                ("--kill-after", kill_after, 600.0),
+                ("--rate", rate, 100_000.0),
+            ] {
+                if !(0.0..=max).contains(&v) {
+                    fail!(
+                        Code::BadInput,
+                        "{name} must be between 0 and {max}, got {v}"
+                    );
+                }
+            }
+            let bar = spinner(&format!(
+                "{connections} connections for {seconds} s against loci serve"
+            ));
+            let r = loci::bench::run_serve_bench(&loci::bench::ServeBenchConfig {
+                binary: std::env::current_exe()?,
+                corpus,
+                questions,
+                connections: connections as usize,
+                seconds,
+                rate,
+                max_requests: max_requests as usize,
+                kill_after,
+                seed,
             })?;
             bar.finish_and_clear();
             emit(&r, &report)?;

@@ -456,9 +456,34 @@ struct CacheSlot {
     /// Held while rebuilding, so that many readers seeing a stale dictionary at once wait for
     /// one rebuild instead of each making its own.
     rebuilding: std::sync::Mutex<()>,
+    /// How long a dictionary may lag the store (see [`RetrieverCache::with_max_staleness`]).
+    max_staleness: std::time::Duration,
+    built: std::sync::Mutex<Option<Instant>>,
 }
 
 impl RetrieverCache {
+    /// A cache whose dictionary may lag the store by up to `lag` (default: never): a server
+    /// taking appends between questions rebuilds it at most once per `lag`, on one request's
+    /// thread, while the other requests go on with the previous one. What lags is only the
+    /// linking of names first ingested within `lag`; the graph, the text index and the
+    /// snippets are always current.
+    pub fn with_max_staleness(lag: std::time::Duration) -> Self {
+        RetrieverCache(Arc::new(CacheSlot {
+            max_staleness: lag,
+            ..Default::default()
+        }))
+    }
+
+    /// Whether a stale dictionary may still be used: within the lag since it was built, or
+    /// another thread is rebuilding it now.
+    fn may_lag(&self) -> bool {
+        if self.0.max_staleness.is_zero() {
+            return false;
+        }
+        let built = *self.0.built.lock().unwrap_or_else(|e| e.into_inner());
+        built.is_some_and(|t| t.elapsed() < self.0.max_staleness)
+    }
+
     fn get(&self) -> Option<Arc<Derived>> {
         // A poisoned lock only means another thread panicked while holding it; the Arc inside
         // is always a complete build, so it is still safe to use.
@@ -706,15 +731,23 @@ impl<'s> Retriever<'s> {
     /// events since the last build.
     fn current(&self) -> Result<Arc<Derived>> {
         let applied = applied_seq(self.store);
-        if let Some(d) = self.cache.get().filter(|d| d.built_at == applied) {
-            return Ok(d);
+        let cached = self.cache.get();
+        match &cached {
+            Some(d) if d.built_at == applied => return Ok(d.clone()),
+            Some(d) if self.cache.may_lag() => return Ok(d.clone()),
+            _ => {}
         }
-        let _one_at_a_time = self
-            .cache
-            .0
-            .rebuilding
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = match (self.cache.0.rebuilding.try_lock(), cached) {
+            (Ok(guard), _) => guard,
+            // Someone is rebuilding: a cache that may lag goes on with what it has.
+            (Err(_), Some(d)) if !self.cache.0.max_staleness.is_zero() => return Ok(d),
+            (Err(_), _) => self
+                .cache
+                .0
+                .rebuilding
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        };
         // Another thread may have rebuilt it while this one waited.
         let applied = applied_seq(self.store);
         if let Some(d) = self.cache.get().filter(|d| d.built_at == applied) {
@@ -722,6 +755,7 @@ impl<'s> Retriever<'s> {
         }
         let fresh = Arc::new(Derived::build(self.store)?);
         self.cache.put(&fresh);
+        *self.cache.0.built.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         Ok(fresh)
     }
 

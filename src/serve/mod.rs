@@ -49,6 +49,9 @@ pub struct ServeConfig {
     pub workers: usize,
     /// Saved queries beyond the built-in ones.
     pub queries_dir: Option<PathBuf>,
+    /// How long the retrieval dictionary (the names linked in questions) may lag appends; see
+    /// `RetrieverCache::with_max_staleness`.
+    pub dictionary_lag: Duration,
 }
 
 /// The shortest key accepted: a short key can be guessed over the network.
@@ -68,6 +71,7 @@ impl Default for ServeConfig {
             max_in_flight: 256,
             workers: (cores * 2).max(2),
             queries_dir: None,
+            dictionary_lag: Duration::from_secs(1),
         }
     }
 }
@@ -125,7 +129,7 @@ impl AppState {
         let queries = SavedQueries::builtin_and(config.queries_dir.as_deref())?;
         Ok(Arc::new(AppState {
             store: RwLock::new(Some(Arc::new(store))),
-            retriever: RetrieverCache::default(),
+            retriever: RetrieverCache::with_max_staleness(config.dictionary_lag),
             queries,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
             workers: Semaphore::new(config.workers),

@@ -178,7 +178,7 @@ impl Store {
         let mut state = replayed;
         // Live, full edge records are read from the edges table.
         state.full_edges = None;
-        *self.state.write().unwrap_or_else(|e| e.into_inner()) = state;
+        *self.write_state() = state;
         if let Err(e) = self.text.apply(&text_docs, &text_deletes, seq) {
             tracing::warn!(error = %e, "full-text update failed; it is rebuilt on next open");
         }

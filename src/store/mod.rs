@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -631,9 +631,30 @@ impl VerifyReport {
     }
 }
 
+thread_local! {
+    /// Reads of a store's state this thread holds now (see `Store::read_state`).
+    static READS_HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A held read of the live state; counts itself in `READS_HELD` while it lives.
+pub(crate) struct StateRead<'a>(parking_lot::RwLockReadGuard<'a, State>);
+
+impl std::ops::Deref for StateRead<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+impl Drop for StateRead<'_> {
+    fn drop(&mut self) {
+        READS_HELD.set(READS_HELD.get().saturating_sub(1));
+    }
+}
+
 /// A consistent read view of the graph (holds the read lock while alive).
 pub struct GraphRead<'a> {
-    state: RwLockReadGuard<'a, State>,
+    state: StateRead<'a>,
     decay: Arc<DecayPolicy>,
     tiers: &'a TierPolicy,
 }
@@ -832,7 +853,7 @@ impl GraphRead<'_> {
 pub struct Store {
     dir: PathBuf,
     backend: Box<dyn Backend>,
-    state: RwLock<State>,
+    state: parking_lot::RwLock<State>,
     text: TextIndex,
     writer: Mutex<()>,
     text_rebuilt: bool,
@@ -1042,7 +1063,7 @@ impl Store {
         let store = Store {
             dir,
             backend,
-            state: RwLock::new(state),
+            state: parking_lot::RwLock::new(state),
             text,
             writer: Mutex::new(()),
             text_rebuilt,
@@ -1326,10 +1347,28 @@ impl Store {
         Ok(found)
     }
 
-    fn read_state(&self) -> RwLockReadGuard<'_, State> {
-        // A panic while holding the lock cannot leave the state half-applied in a way a read
-        // could misinterpret more than the panic itself, so poisoning is ignored.
-        self.state.read().unwrap_or_else(|e| e.into_inner())
+    /// A read of the live state. A thread that already holds one (a planner query reading
+    /// events while it holds the graph) takes the next one recursively: a plain read would
+    /// queue behind a writer waiting for the first to end, and neither would ever move.
+    fn read_state(&self) -> StateRead<'_> {
+        let guard = if READS_HELD.get() > 0 {
+            self.state.read_recursive()
+        } else {
+            self.state.read()
+        };
+        READS_HELD.set(READS_HELD.get() + 1);
+        StateRead(guard)
+    }
+
+    /// The write lock of the live state, for applying a committed batch.
+    fn write_state(&self) -> parking_lot::RwLockWriteGuard<'_, State> {
+        // A thread waiting to write while it holds a read of its own would wait forever.
+        debug_assert_eq!(
+            READS_HELD.get(),
+            0,
+            "writing the store's state while this thread holds a read of it"
+        );
+        self.state.write()
     }
 
     /// `Err(ReadOnly)` for a read-only handle.
@@ -1417,10 +1456,7 @@ impl Store {
         };
         self.backend.commit(batch)?;
         let commit = Commit::of(&overlay, skipped);
-        self.state
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .apply(&overlay);
+        self.write_state().apply(&overlay);
         // The batch is durable whatever happens now; a failed index update is repaired from the
         // log on the next open, so it is reported but does not fail the commit.
         if let Err(e) = self.text.apply(&text_docs, &text_deletes, commit.last_seq) {

@@ -1,0 +1,124 @@
+"""loci: a memory for autonomous agents, in process.
+
+    import loci
+    store = loci.Store.create("memory")          # or loci.Store.open("memory")
+    store.ingest(['{"ts": 1, "actor": "bot", "kind": "DISCOVERY", "payload": {"text": "iron"}}'])
+    pack = store.retrieve("where is the iron?", limit=5)
+    print(pack["snippets"][0]["text"])
+
+Every call returns plain dicts and lists (what `loci ... --json` prints). Errors are
+`loci.LociError` subclasses: `InputError` (a bad line, field or argument; also a `ValueError`),
+`NotFoundError` (also a `KeyError`), `QueryLimitError`, `StoreError`.
+"""
+
+import json as _json
+from typing import Any, Dict, Iterable, List, Optional, Union
+
+from . import _loci
+from ._loci import InputError, LociError, NotFoundError, QueryLimitError, StoreError
+
+__all__ = [
+    "Store",
+    "LociError",
+    "InputError",
+    "NotFoundError",
+    "QueryLimitError",
+    "StoreError",
+]
+
+
+def _lines(events: Union[str, Iterable[Union[str, dict]]]) -> str:
+    if isinstance(events, str):
+        return events
+    out = []
+    for e in events:
+        out.append(e if isinstance(e, str) else _json.dumps(e))
+    return "\n".join(out) + "\n"
+
+
+class Store:
+    """A loci store directory, open in this process (one writer process at a time)."""
+
+    def __init__(self, inner: "_loci.Store"):
+        self._inner = inner
+
+    @classmethod
+    def create(cls, path: str, backend: str = "redb") -> "Store":
+        """Creates a new, empty store at `path` (redb or sled)."""
+        return cls(_loci.Store.create(str(path), backend))
+
+    @classmethod
+    def open(cls, path: str, read_only: bool = False) -> "Store":
+        """Opens an existing store; `read_only` reads beside a writer in another process."""
+        return cls(_loci.Store.open(str(path), read_only))
+
+    def ingest(self, events: Union[str, Iterable[Union[str, dict]]], format: Optional[str] = None) -> Dict[str, Any]:
+        """Appends JSON Lines (a string, or an iterable of lines or dicts) as one atomic batch.
+
+        `format` is events | graph | passages | triples | toolcalls | conversation | journal
+        (default: told from the first line). Returns the commit: first_seq, last_seq, events...
+        """
+        return _json.loads(self._inner.ingest(_lines(events), format))
+
+    def ingest_file(self, path: str, format: Optional[str] = None) -> Dict[str, Any]:
+        """Appends a JSON Lines file as one atomic batch."""
+        return _json.loads(self._inner.ingest_file(str(path), format))
+
+    def retrieve(
+        self,
+        question: str,
+        *,
+        limit: int = 10,
+        budget: Optional[int] = None,
+        min_confidence: float = 0.0,
+        kinds: Optional[List[str]] = None,
+        record: bool = True,
+    ) -> Dict[str, Any]:
+        """A context pack for a question: ranked snippets with scores and provenance."""
+        return _json.loads(self._inner.retrieve(question, limit, budget, min_confidence, kinds or [], record))
+
+    query = retrieve
+
+    def run(self, name: Optional[str] = None, *, query: Optional[str] = None, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Runs a planner query: a saved one by `name`, or `query` text, with `params`."""
+        return _json.loads(self._inner.run(name, query, _json.dumps(params or {})))
+
+    def queries(self) -> List[Dict[str, Any]]:
+        """The saved queries with their parameters."""
+        return _json.loads(self._inner.queries())
+
+    def search(self, text: str, *, label: Optional[str] = None, kind: Optional[str] = None, limit: int = 10) -> List[Dict[str, Any]]:
+        """Full-text search over nodes and events."""
+        return _json.loads(self._inner.search(text, label, kind, limit))
+
+    def context(
+        self,
+        budget: int,
+        question: Optional[str] = None,
+        *,
+        mode: str = "all",
+        session: Optional[str] = None,
+        instructions: Optional[str] = None,
+        tokenizer: str = "approx",
+        save: bool = False,
+    ) -> Dict[str, Any]:
+        """This turn's prompt context in a token budget (`text`, `sections`, `tokens`, ...)."""
+        return _json.loads(self._inner.context(budget, question, mode, session, instructions, tokenizer, save))
+
+    def stats(self) -> Dict[str, Any]:
+        """Counts and sizes."""
+        return _json.loads(self._inner.stats())
+
+    def verify(self) -> Dict[str, Any]:
+        """Replays the log and compares it with the live state (`ok` is True when equal)."""
+        return _json.loads(self._inner.verify())
+
+    def close(self) -> None:
+        """Flushes pending uses and closes the store; later calls raise StoreError."""
+        self._inner.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

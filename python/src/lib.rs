@@ -1,0 +1,318 @@
+//! The `loci._loci` extension: the library's store behind a small Python class. Every method
+//! releases the GIL while the store works and returns JSON text, which `loci/__init__.py`
+//! turns into dicts, so Python sees exactly what `loci ... --json` prints.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+use loci::context::{ContextMode, ContextOptions};
+use loci::ingest::{self, Format};
+use loci::query::{QueryError, SavedQueries, Val};
+use loci::retrieval::{RetrieverCache, Tokenizer};
+use loci::{BackendKind, RetrieveOptions, Retriever, SearchFilter, SnippetKind};
+
+create_exception!(_loci, LociError, PyException, "Any error of loci.");
+create_exception!(_loci, InputError, LociError, "A bad line, field, argument or query text.");
+create_exception!(_loci, NotFoundError, LociError, "A node, saved query or store that does not exist.");
+create_exception!(_loci, QueryLimitError, LociError, "A planner query hit its row, hop or time limit.");
+create_exception!(_loci, StoreError, LociError, "The store is locked, damaged, closed or failed.");
+
+fn to_py(e: loci::Error) -> PyErr {
+    use loci::Error as E;
+    let message = e.to_string();
+    match e {
+        E::Input { .. } | E::InvalidEvent { .. } | E::InvalidArgument { .. } => {
+            InputError::new_err(message)
+        }
+        E::NotFound(_) => NotFoundError::new_err(message),
+        _ => StoreError::new_err(message),
+    }
+}
+
+fn query_to_py(e: QueryError, text: &str) -> PyErr {
+    match e {
+        QueryError::Store(s) => to_py(s),
+        QueryError::LimitExceeded(_) => QueryLimitError::new_err(e.to_string()),
+        other => InputError::new_err(other.render(text)),
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> PyResult<String> {
+    serde_json::to_string(v).map_err(|e| StoreError::new_err(format!("encoding the answer: {e}")))
+}
+
+/// A JSON value as a planner value.
+fn val_of(v: &serde_json::Value) -> PyResult<Val> {
+    use serde_json::Value as J;
+    Ok(match v {
+        J::Null => Val::Null,
+        J::Bool(b) => Val::Bool(*b),
+        J::Number(n) => match n.as_i64() {
+            Some(i) => Val::Int(i),
+            None => Val::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        J::String(s) => Val::Str(s.clone()),
+        J::Array(items) => Val::List(items.iter().map(val_of).collect::<PyResult<_>>()?),
+        J::Object(m) => Val::Map(
+            m.iter()
+                .map(|(k, v)| Ok((k.clone(), val_of(v)?)))
+                .collect::<PyResult<_>>()?,
+        ),
+    })
+}
+
+#[pyclass(module = "loci._loci")]
+struct Store {
+    inner: RwLock<Option<Arc<loci::Store>>>,
+    retriever: RetrieverCache,
+    queries: SavedQueries,
+}
+
+impl Store {
+    fn wrap(store: loci::Store) -> PyResult<Self> {
+        Ok(Store {
+            inner: RwLock::new(Some(Arc::new(store))),
+            retriever: RetrieverCache::default(),
+            queries: SavedQueries::builtin_and(None).map_err(to_py)?,
+        })
+    }
+
+    fn store(&self) -> PyResult<Arc<loci::Store>> {
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| StoreError::new_err("the store is closed"))
+    }
+}
+
+fn format_of(name: Option<&str>) -> PyResult<Option<Format>> {
+    name.map(str::parse::<Format>).transpose().map_err(to_py)
+}
+
+#[pymethods]
+impl Store {
+    #[staticmethod]
+    #[pyo3(signature = (path, backend = "redb"))]
+    fn create(py: Python<'_>, path: &str, backend: &str) -> PyResult<Self> {
+        let kind: BackendKind = backend.parse().map_err(to_py)?;
+        let s = py.detach(|| loci::Store::create(path, kind)).map_err(to_py)?;
+        Self::wrap(s)
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (path, read_only = false))]
+    fn open(py: Python<'_>, path: &str, read_only: bool) -> PyResult<Self> {
+        let s = py
+            .detach(|| {
+                if read_only {
+                    loci::Store::open_for_reading(path)
+                } else {
+                    loci::Store::open(path)
+                }
+            })
+            .map_err(to_py)?;
+        Self::wrap(s)
+    }
+
+    #[pyo3(signature = (lines, format = None))]
+    fn ingest(&self, py: Python<'_>, lines: &str, format: Option<&str>) -> PyResult<String> {
+        let s = self.store()?;
+        let format = format_of(format)?;
+        py.detach(|| {
+            let format = match format {
+                Some(f) => f,
+                None => ingest::detect_format(std::path::Path::new("input"), lines)?,
+            };
+            let mut batch = ingest::read_str("input", lines, format)?;
+            batch.dedupe_passages(&s, false)?;
+            batch.commit(&s)
+        })
+        .map_err(to_py)
+        .and_then(|c| json(&c))
+    }
+
+    #[pyo3(signature = (path, format = None))]
+    fn ingest_file(&self, py: Python<'_>, path: &str, format: Option<&str>) -> PyResult<String> {
+        let s = self.store()?;
+        let format = format_of(format)?;
+        py.detach(|| {
+            let mut batch = ingest::read_file(std::path::Path::new(path), format)?;
+            batch.dedupe_passages(&s, false)?;
+            batch.commit(&s)
+        })
+        .map_err(to_py)
+        .and_then(|c| json(&c))
+    }
+
+    #[pyo3(signature = (question, limit, budget, min_confidence, kinds, record))]
+    fn retrieve(
+        &self,
+        py: Python<'_>,
+        question: &str,
+        limit: usize,
+        budget: Option<usize>,
+        min_confidence: f32,
+        kinds: Vec<String>,
+        record: bool,
+    ) -> PyResult<String> {
+        let s = self.store()?;
+        let mut wanted = Vec::new();
+        for k in &kinds {
+            wanted.push(match k.as_str() {
+                "fact" => SnippetKind::Fact,
+                "passage" => SnippetKind::Passage,
+                "event" => SnippetKind::Event,
+                "entity" => SnippetKind::Entity,
+                other => {
+                    return Err(InputError::new_err(format!(
+                        "kinds: {other:?}: expected fact, passage, event or entity"
+                    )))
+                }
+            });
+        }
+        let mut opts = RetrieveOptions::default()
+            .with_k(limit)
+            .with_min_confidence(min_confidence)
+            .with_kinds(wanted)
+            .with_record_usage(record);
+        opts.budget = budget;
+        let cache = self.retriever.clone();
+        py.detach(|| Retriever::with_cache(&s, cache)?.retrieve(question, &opts))
+            .map_err(to_py)
+            .and_then(|p| json(&p))
+    }
+
+    #[pyo3(signature = (name, query, params))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        name: Option<&str>,
+        query: Option<&str>,
+        params: &str,
+    ) -> PyResult<String> {
+        let s = self.store()?;
+        let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(params)
+            .map_err(|e| InputError::new_err(format!("params: {e}")))?;
+        match (name, query) {
+            (Some(name), None) => {
+                let Some(q) = self.queries.get(name) else {
+                    return Err(NotFoundError::new_err(format!("no saved query {name:?}")));
+                };
+                let args: Vec<(String, String)> = params
+                    .iter()
+                    .map(|(k, v)| {
+                        let text = match v {
+                            serde_json::Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        (k.clone(), text)
+                    })
+                    .collect();
+                py.detach(|| q.run(&s, &args))
+                    .map_err(|e| query_to_py(e, &q.prepared.text))
+                    .and_then(|r| json(&r))
+            }
+            (None, Some(text)) => {
+                let params: HashMap<String, Val> = params
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), val_of(v)?)))
+                    .collect::<PyResult<_>>()?;
+                py.detach(|| loci::query::run(&s, text, &params))
+                    .map_err(|e| query_to_py(e, text))
+                    .and_then(|r| json(&r))
+            }
+            _ => Err(InputError::new_err(
+                "give a saved query's name or query text, one of them",
+            )),
+        }
+    }
+
+    fn queries(&self) -> PyResult<String> {
+        json(&self.queries.list())
+    }
+
+    #[pyo3(signature = (text, label, kind, limit))]
+    fn search(
+        &self,
+        py: Python<'_>,
+        text: &str,
+        label: Option<String>,
+        kind: Option<String>,
+        limit: usize,
+    ) -> PyResult<String> {
+        let s = self.store()?;
+        py.detach(|| {
+            let filter = SearchFilter::default().with_labels(label).with_kinds(kind);
+            s.search(text, &filter, limit)?
+                .iter()
+                .map(|h| loci::text::hit_json(&s, h))
+                .collect::<loci::Result<Vec<_>>>()
+        })
+        .map_err(to_py)
+        .and_then(|r| json(&r))
+    }
+
+    #[pyo3(signature = (budget, question, mode, session, instructions, tokenizer, save))]
+    #[allow(clippy::too_many_arguments)]
+    fn context(
+        &self,
+        py: Python<'_>,
+        budget: usize,
+        question: Option<String>,
+        mode: &str,
+        session: Option<String>,
+        instructions: Option<String>,
+        tokenizer: &str,
+        save: bool,
+    ) -> PyResult<String> {
+        let s = self.store()?;
+        let mut opts = ContextOptions::with_budget(budget);
+        opts.question = question;
+        opts.mode = mode.parse::<ContextMode>().map_err(to_py)?;
+        opts.session = session;
+        opts.instructions = instructions;
+        opts.tokenizer = tokenizer.parse::<Tokenizer>().map_err(to_py)?;
+        opts.save = save;
+        py.detach(|| loci::context::build_context(&s, &opts))
+            .map_err(to_py)
+            .and_then(|c| json(&c))
+    }
+
+    fn stats(&self, py: Python<'_>) -> PyResult<String> {
+        let s = self.store()?;
+        json(&py.detach(|| s.stats()))
+    }
+
+    fn verify(&self, py: Python<'_>) -> PyResult<String> {
+        let s = self.store()?;
+        let r = py.detach(|| s.verify()).map_err(to_py)?;
+        let mut v = serde_json::to_value(&r).map_err(|e| StoreError::new_err(e.to_string()))?;
+        v["ok"] = r.ok().into();
+        json(&v)
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(s) = taken {
+            py.detach(|| s.flush_usage()).map_err(to_py)?;
+        }
+        Ok(())
+    }
+}
+
+#[pymodule]
+fn _loci(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<Store>()?;
+    m.add("LociError", py.get_type::<LociError>())?;
+    m.add("InputError", py.get_type::<InputError>())?;
+    m.add("NotFoundError", py.get_type::<NotFoundError>())?;
+    m.add("QueryLimitError", py.get_type::<QueryLimitError>())?;
+    m.add("StoreError", py.get_type::<StoreError>())?;
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! `loci serve` as a process: where it listens, the lock a second server meets, the CLI reading
+//! beside it, a clean stop on SIGTERM (uses flushed, the store closed), and no acknowledged
+//! append lost to a kill -9.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_loci");
+
+fn loci(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// Starts `loci serve` on a free port; returns the child and its address.
+fn start(store: &str, extra: &[&str]) -> (Child, String) {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--store", store, "--addr", "127.0.0.1:0"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = err.read_to_string(&mut rest);
+    });
+    (child, addr)
+}
+
+/// One HTTP/1.1 request; the status and body.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
+    Ok((status, body))
+}
+
+fn init_world(dir: &std::path::Path) -> String {
+    let store = dir.join("store");
+    let s = store.to_str().unwrap().to_string();
+    let world = dir.join("w.jsonl");
+    assert!(loci(&["world", "--out", world.to_str().unwrap()])
+        .status
+        .success());
+    assert!(loci(&["init", "--store", &s]).status.success());
+    assert!(loci(&["ingest", "--store", &s, world.to_str().unwrap()])
+        .status
+        .success());
+    s
+}
+
+fn sigterm(child: &Child) {
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}
+
+#[test]
+fn a_served_store_is_locked_readable_and_closed_cleanly_on_sigterm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = init_world(tmp.path());
+    let (mut child, addr) = start(&s, &[]);
+
+    // A second server, or a writer, meets the lock with the holder's pid.
+    let second = loci(&["serve", "--store", &s, "--addr", "127.0.0.1:0"]);
+    assert_eq!(second.status.code(), Some(5));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains(&format!("locked by process {}", child.id())),
+        "{err}"
+    );
+    // Reading commands run beside it.
+    let stats = loci(&["stats", "--store", &s, "--json"]);
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+
+    let (status, body) = http(
+        &addr,
+        "POST",
+        "/v1/events",
+        "{\"ts\": 5, \"actor\": \"bot\", \"kind\": \"NOTE\"}\n",
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    // A query records uses, held in memory until the stop flushes them.
+    let (status, _) = http(
+        &addr,
+        "POST",
+        "/v1/query",
+        r#"{"question": "where is home"}"#,
+    )
+    .unwrap();
+    assert_eq!(status, 200);
+
+    sigterm(&child);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(20)), Some(0));
+    let out = loci(&["stats", "--store", &s, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["events"], 51,
+        "49 world events, the append, and the uses flushed at the stop"
+    );
+    assert!(loci(&["replay", "--store", &s, "--verify"])
+        .status
+        .success());
+}
+
+#[test]
+fn exposure_without_a_key_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = init_world(tmp.path());
+    let out = loci(&["serve", "--store", &s, "--addr", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+    let key = tmp.path().join("key");
+    std::fs::write(&key, "short\n").unwrap();
+    let out = loci(&["serve", "--store", &s, "--key-file", key.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("at least 16") && !err.contains("short"),
+        "the key is never shown: {err}"
+    );
+}
+
+#[test]
+fn no_acknowledged_append_is_lost_to_a_kill_9() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = init_world(tmp.path());
+    let (mut child, addr) = start(&s, &[]);
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let addr = addr.clone();
+            let acked = acked.clone();
+            std::thread::spawn(move || {
+                for i in 0.. {
+                    let key = format!("w{w}-{i}");
+                    let line = format!(
+                        "{{\"ts\": 10, \"actor\": \"bot\", \"kind\": \"NOTE\", \"idempotency_key\": \"{key}\"}}\n"
+                    );
+                    match http(&addr, "POST", "/v1/events", &line) {
+                        Ok((200, _)) => acked.lock().unwrap().push(key),
+                        _ => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() > 10,
+        "only {} appends acknowledged",
+        acked.len()
+    );
+    // Every acknowledged key is in the store: re-sending each one applies nothing.
+    let again = tmp.path().join("again.jsonl");
+    let lines: String = acked
+        .iter()
+        .map(|k| format!("{{\"ts\": 10, \"actor\": \"bot\", \"kind\": \"NOTE\", \"idempotency_key\": \"{k}\"}}\n"))
+        .collect();
+    std::fs::write(&again, lines).unwrap();
+    let out = loci(&["ingest", "--store", &s, "--json", again.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["events"], 0, "an acknowledged append was lost: {v}");
+    assert_eq!(v["skipped"], acked.len(), "{v}");
+    assert!(loci(&["replay", "--store", &s, "--verify"])
+        .status
+        .success());
+}
