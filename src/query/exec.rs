@@ -1152,9 +1152,14 @@ impl Run<'_, '_> {
                     }
                 }
             }
-            Op::ScanEvents { slot, from, to } => {
+            Op::ScanEvents {
+                slot,
+                from,
+                to,
+                facet,
+            } => {
                 for row in &rows {
-                    let seqs = self.event_seqs(from.as_ref(), to.as_ref(), row)?;
+                    let seqs = self.event_seqs(from.as_ref(), to.as_ref(), facet.as_ref(), row)?;
                     for seq in seqs {
                         let mut r = row.clone();
                         r[*slot] = Val::Event(seq);
@@ -1319,6 +1324,7 @@ impl Run<'_, '_> {
         &mut self,
         from: Option<&Expr>,
         to: Option<&Expr>,
+        facet: Option<&(crate::store::Facet, Expr)>,
         row: &[Val],
     ) -> Result<Vec<u64>, QueryError> {
         let mut bound = |e: Option<&Expr>, default: i64| -> Result<i64, QueryError> {
@@ -1329,6 +1335,20 @@ impl Run<'_, '_> {
         };
         let lo = bound(from, i64::MIN)?;
         let hi = bound(to, i64::MAX)?;
+        if let Some((facet, value)) = facet {
+            // Kinds, actors and places are strings: any other value equals no event's.
+            let Val::Str(value) = self.ctx.eval(value, row)? else {
+                return Ok(Vec::new());
+            };
+            let mut seqs = Vec::new();
+            for ev in self.store.events_with(*facet, &value, lo, hi)? {
+                seqs.push(ev.seq);
+                if self.ctx.events.len() < EVENT_CACHE {
+                    self.ctx.events.insert(ev.seq, Some(ev));
+                }
+            }
+            return Ok(seqs);
+        }
         if from.is_some() || to.is_some() {
             // A time window is usually short: its records, read anyway, fill the cache.
             let mut seqs = Vec::new();

@@ -41,11 +41,13 @@ pub enum Op {
     ScanAll {
         slot: usize,
     },
-    /// Bind `slot` to events with `from <= ts <= to`.
+    /// Bind `slot` to events with `from <= ts <= to` (and, with a facet, only those whose
+    /// kind, actor or place equals its value: read from the facet index, not the whole log).
     ScanEvents {
         slot: usize,
         from: Option<Expr>,
         to: Option<Expr>,
+        facet: Option<(crate::store::Facet, Expr)>,
     },
     /// Keep rows whose node in `slot` has one of `labels` (when any) and these properties.
     CheckNode {
@@ -180,10 +182,22 @@ impl Planner {
         if self.bound[slot] {
             // Already bound (by SEARCH or an earlier pattern): only its constraints remain.
         } else if is_event {
+            // The first of kind, actor and place the pattern fixes is read from its index.
+            let facet = [
+                ("kind", crate::store::Facet::Kind),
+                ("actor", crate::store::Facet::Actor),
+                ("place", crate::store::Facet::Place),
+            ]
+            .into_iter()
+            .find_map(|(name, facet)| {
+                let i = props.iter().position(|(k, _)| k == name)?;
+                Some((facet, props.remove(i).1))
+            });
             self.ops.push(Op::ScanEvents {
                 slot,
                 from: ts_bounds.0.clone(),
                 to: ts_bounds.1.clone(),
+                facet,
             });
         } else if let Some(i) = props.iter().position(|(k, _)| k == "key") {
             let (_, key) = props.remove(i);
@@ -569,9 +583,12 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
             Op::CheckNode { props, .. } | Op::Expand { props, .. } => props
                 .iter()
                 .for_each(|(_, e)| collect_params(e, &mut params)),
-            Op::ScanEvents { from, to, .. } => from
+            Op::ScanEvents {
+                from, to, facet, ..
+            } => from
                 .iter()
                 .chain(to.iter())
+                .chain(facet.iter().map(|(_, e)| e))
                 .for_each(|e| collect_params(e, &mut params)),
             _ => {}
         }

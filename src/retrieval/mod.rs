@@ -507,6 +507,8 @@ struct Derived {
     index: EntityIndex,
     terms: EdgeTerms,
     built_at: u64,
+    /// The graph it was built from (`Store::graph_epoch`).
+    graph_epoch: u64,
 }
 
 impl Derived {
@@ -514,6 +516,7 @@ impl Derived {
         // Read the position first: a batch landing during the build leaves `built_at` behind
         // what was read, which costs one more rebuild, never a missed batch.
         let built_at = applied_seq(store);
+        let graph_epoch = store.graph_epoch();
         let g = store.graph();
         let index = EntityIndex::build(&g);
         drop(g);
@@ -521,6 +524,7 @@ impl Derived {
             index,
             terms: EdgeTerms::build(store)?,
             built_at,
+            graph_epoch,
         })
     }
 }
@@ -732,8 +736,12 @@ impl<'s> Retriever<'s> {
     fn current(&self) -> Result<Arc<Derived>> {
         let applied = applied_seq(self.store);
         let cached = self.cache.get();
+        // Only the graph matters to the dictionary: events that change no node or edge (notes,
+        // observations, uses) leave it valid.
+        let unchanged =
+            |d: &Derived| d.built_at == applied || d.graph_epoch == self.store.graph_epoch();
         match &cached {
-            Some(d) if d.built_at == applied => return Ok(d.clone()),
+            Some(d) if unchanged(d) => return Ok(d.clone()),
             Some(d) if self.cache.may_lag() => return Ok(d.clone()),
             _ => {}
         }

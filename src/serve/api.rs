@@ -711,8 +711,10 @@ async fn consolidate_now(
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_input(format!("body: {e}")))?
     };
     st.blocking(move |s| {
-        let mut opts = ConsolidateOptions::default();
-        opts.until = r.until;
+        let mut opts = ConsolidateOptions {
+            until: r.until,
+            ..Default::default()
+        };
         if let Some(day) = r.day {
             if day < 1 {
                 return Err(ApiError::bad_input("day: must be at least 1"));

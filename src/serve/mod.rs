@@ -127,9 +127,12 @@ pub struct AppState {
 impl AppState {
     pub fn new(store: Store, config: ServeConfig) -> crate::Result<Arc<AppState>> {
         let queries = SavedQueries::builtin_and(config.queries_dir.as_deref())?;
+        // The retrieval dictionary is built before the first request, not by it.
+        let retriever = RetrieverCache::with_max_staleness(config.dictionary_lag);
+        crate::Retriever::with_cache(&store, retriever.clone())?;
         Ok(Arc::new(AppState {
             store: RwLock::new(Some(Arc::new(store))),
-            retriever: RetrieverCache::with_max_staleness(config.dictionary_lag),
+            retriever,
             queries,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
             workers: Semaphore::new(config.workers),

@@ -178,6 +178,7 @@ impl Store {
         let mut state = replayed;
         // Live, full edge records are read from the edges table.
         state.full_edges = None;
+        state.graph_epoch = super::next_graph_epoch();
         *self.write_state() = state;
         if let Err(e) = self.text.apply(&text_docs, &text_deletes, seq) {
             tracing::warn!(error = %e, "full-text update failed; it is rebuilt on next open");

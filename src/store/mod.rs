@@ -97,6 +97,15 @@ pub(crate) struct State {
     deleted: BTreeSet<u64>,
     /// Working memory and usage (`folds`).
     folds: Folds,
+    /// Changes whenever a node or an edge does (see [`Store::graph_epoch`]); unique in the
+    /// process, so a state replaced whole (compaction) never repeats an earlier value.
+    graph_epoch: u64,
+}
+
+/// A fresh graph epoch.
+fn next_graph_epoch() -> u64 {
+    static EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl State {
@@ -195,6 +204,9 @@ impl State {
             }
         }
         self.counters = ov.counters;
+        if !ov.nodes.is_empty() || !ov.edges.is_empty() {
+            self.graph_epoch = next_graph_epoch();
+        }
     }
 
     fn node(&self, id: NodeId) -> Option<&Node> {
@@ -332,7 +344,8 @@ fn put_event_records(batch: &mut WriteBatch, e: &Event, bytes: Vec<u8>) {
 }
 
 /// A facet of events the episodic index keys them by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Facet {
     Place,
     Actor,
@@ -1260,7 +1273,10 @@ impl Store {
     }
 
     fn load_state(backend: &dyn Backend) -> Result<State> {
-        let mut state = State::default();
+        let mut state = State {
+            graph_epoch: next_graph_epoch(),
+            ..State::default()
+        };
         backend.scan(Table::Nodes, &[], None, &mut |_, v| {
             state.put_node(decode(Table::Nodes.name(), v)?);
             Ok(true)
@@ -1361,6 +1377,13 @@ impl Store {
     }
 
     /// The write lock of the live state, for applying a committed batch.
+    /// A number that changes whenever a node or an edge of the graph does, and only then:
+    /// what is derived from the graph alone (the retrieval dictionary) stays valid while it
+    /// stays the same, however many events without assertions are appended.
+    pub fn graph_epoch(&self) -> u64 {
+        self.read_state().graph_epoch
+    }
+
     fn write_state(&self) -> parking_lot::RwLockWriteGuard<'_, State> {
         // A thread waiting to write while it holds a read of its own would wait forever.
         debug_assert_eq!(
