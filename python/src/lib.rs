@@ -16,10 +16,30 @@ use loci::retrieval::{RetrieverCache, Tokenizer};
 use loci::{BackendKind, RetrieveOptions, Retriever, SearchFilter, SnippetKind};
 
 create_exception!(_loci, LociError, PyException, "Any error of loci.");
-create_exception!(_loci, InputError, LociError, "A bad line, field, argument or query text.");
-create_exception!(_loci, NotFoundError, LociError, "A node, saved query or store that does not exist.");
-create_exception!(_loci, QueryLimitError, LociError, "A planner query hit its row, hop or time limit.");
-create_exception!(_loci, StoreError, LociError, "The store is locked, damaged, closed or failed.");
+create_exception!(
+    _loci,
+    InputError,
+    LociError,
+    "A bad line, field, argument or query text."
+);
+create_exception!(
+    _loci,
+    NotFoundError,
+    LociError,
+    "A node, saved query or store that does not exist."
+);
+create_exception!(
+    _loci,
+    QueryLimitError,
+    LociError,
+    "A planner query hit its row, hop or time limit."
+);
+create_exception!(
+    _loci,
+    StoreError,
+    LociError,
+    "The store is locked, damaged, closed or failed."
+);
 
 fn to_py(e: loci::Error) -> PyErr {
     use loci::Error as E;
@@ -100,7 +120,9 @@ impl Store {
     #[pyo3(signature = (path, backend = "redb"))]
     fn create(py: Python<'_>, path: &str, backend: &str) -> PyResult<Self> {
         let kind: BackendKind = backend.parse().map_err(to_py)?;
-        let s = py.detach(|| loci::Store::create(path, kind)).map_err(to_py)?;
+        let s = py
+            .detach(|| loci::Store::create(path, kind))
+            .map_err(to_py)?;
         Self::wrap(s)
     }
 
@@ -150,6 +172,7 @@ impl Store {
     }
 
     #[pyo3(signature = (question, limit, budget, min_confidence, kinds, record))]
+    #[allow(clippy::too_many_arguments)]
     fn retrieve(
         &self,
         py: Python<'_>,
