@@ -10,12 +10,12 @@ fn python_suite_passes() {
     let root = env!("CARGO_MANIFEST_DIR");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let probe = Command::new(&python)
-        .args(["-c", "import pytest, mcp"])
+        .args(["-c", "import pytest, mcp, loci"])
         .output();
     match probe {
         Ok(o) if o.status.success() => {}
         _ => panic!(
-            "the Python tests need pytest and mcp: `{python} -m pip install -r {root}/python/requirements-test.txt` (what .ci/run does)"
+            "the Python tests need pytest, mcp and the loci package: `{python} -m pip install -r {root}/python/requirements-test.txt {root}/python` (what .ci/run does)"
         ),
     }
     let out = Command::new(&python)

@@ -33,8 +33,8 @@ use crate::query::SavedQueries;
 use crate::retrieval::RetrieverCache;
 use crate::Store;
 
-/// How the server runs.
-#[derive(Clone, Debug)]
+/// How the server runs. Its `Debug` form shows whether there is a key, never the key.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct ServeConfig {
     pub addr: SocketAddr,
@@ -52,6 +52,20 @@ pub struct ServeConfig {
     /// How long the retrieval dictionary (the names linked in questions) may lag appends; see
     /// `RetrieverCache::with_max_staleness`.
     pub dictionary_lag: Duration,
+}
+
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeConfig")
+            .field("addr", &self.addr)
+            .field("key", &self.key.as_ref().map(|_| "<set>"))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("workers", &self.workers)
+            .field("queries_dir", &self.queries_dir)
+            .field("dictionary_lag", &self.dictionary_lag)
+            .finish()
+    }
 }
 
 /// The shortest key accepted: a short key can be guessed over the network.
@@ -363,6 +377,16 @@ mod tests {
         assert!(!constant_time_eq(b"0123456789abcdef", b"0123456789abcde"));
         assert!(!constant_time_eq(b"", b"x"));
         assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn the_key_never_shows_in_debug_output() {
+        let c = ServeConfig::default().with_key(Some("0123456789abcdef-secret".into()));
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("secret") && shown.contains("<set>"),
+            "{shown}"
+        );
     }
 
     #[test]
