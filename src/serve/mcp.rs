@@ -138,7 +138,14 @@ fn remember_draft(s: &crate::Store, a: RememberArgs) -> Result<Vec<EventDraft>, 
         a.kind
             .unwrap_or_else(|| crate::model::kinds::OBSERVATION.into()),
     );
-    let mut payload = Props::from([("text".to_string(), Value::from(text.as_str()))]);
+    // Typed like a tool-call observation (`observe`), so the context's observations block
+    // shows it grouped with the others.
+    let subject: String = text.chars().take(300).collect();
+    let mut payload = Props::from([
+        ("type".to_string(), Value::from("noted")),
+        ("subject".to_string(), Value::from(subject.as_str())),
+        ("text".to_string(), Value::from(text.as_str())),
+    ]);
     if let Some(session) = a.session {
         payload.insert("session".to_string(), Value::from(session.as_str()));
     }
