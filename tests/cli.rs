@@ -1,5 +1,7 @@
 //! The `loci` binary end to end: every command, `--json` output, exit codes and error messages.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -1114,8 +1116,6 @@ fn world_size_flags_are_bounded() {
 
 #[test]
 fn ingest_reads_standard_input_as_dash() {
-    use std::io::Write;
-    use std::process::Stdio;
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
     ok(&["init", "--store", p(&store)]);
@@ -1123,20 +1123,7 @@ fn ingest_reads_standard_input_as_dash() {
         let mut args = vec!["ingest", "--store", p(&store)];
         args.extend_from_slice(extra);
         args.push("-");
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        common::run_with_stdin(BIN, &args, input.as_bytes())
     };
     let out = run(
         "{\"ts\":1,\"kind\":\"NOTE\"}\n{\"ts\":2,\"kind\":\"NOTE\"}\n",

@@ -2,6 +2,8 @@
 //! beside it, a clean stop on SIGTERM (uses flushed, the store closed), and no acknowledged
 //! append lost to a kill -9.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -218,6 +220,40 @@ fn no_acknowledged_append_is_lost_to_a_kill_9() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["events"], 0, "an acknowledged append was lost: {v}");
     assert_eq!(v["skipped"], acked.len(), "{v}");
+    assert!(loci(&["replay", "--store", &s, "--verify"])
+        .status
+        .success());
+}
+
+#[test]
+fn mcp_over_stdio_ends_quietly_when_the_client_leaves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = init_world(tmp.path());
+    // No client at all: standard input closed at once.
+    let out = Command::new(BIN)
+        .args(["mcp", "--store", &s])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A client whose first message is not `initialize` is answered in the protocol (a
+    // JSON-RPC error), and the session ends when it leaves.
+    let out = common::run_with_stdin(
+        BIN,
+        &["mcp", "--store", &s],
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n",
+    );
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        answer.contains("\"error\"") && answer.contains("\"id\":1"),
+        "{answer}"
+    );
+    assert_eq!(out.status.code(), Some(0));
     assert!(loci(&["replay", "--store", &s, "--verify"])
         .status
         .success());

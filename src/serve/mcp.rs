@@ -338,11 +338,17 @@ pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, Loca
 
 /// Serves MCP over standard input and output until the client closes it.
 pub async fn serve_stdio(state: Arc<AppState>) -> std::io::Result<()> {
+    use rmcp::service::ServerInitializeError as Init;
     use rmcp::ServiceExt;
-    let running = LociMcp::new(state)
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(std::io::Error::other)?;
+    let running = match LociMcp::new(state).serve(rmcp::transport::stdio()).await {
+        Ok(r) => r,
+        // A client that leaves before initializing ends the session; it is not a failure.
+        Err(Init::ConnectionClosed(_)) => return Ok(()),
+        Err(e @ Init::ExpectedInitializeRequest(_)) => {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        }
+        Err(e) => return Err(std::io::Error::other(e)),
+    };
     running.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
 }
