@@ -192,7 +192,11 @@ fn no_acknowledged_append_is_lost_to_a_kill_9() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Kill mid-load, once some appends are acknowledged (however slow a loaded machine is).
+    let until = Instant::now() + Duration::from_secs(120);
+    while acked.lock().unwrap().len() < 20 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     for w in writers {
