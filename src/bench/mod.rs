@@ -91,26 +91,31 @@ pub fn graph_nodes(spec: &GraphSpec) -> Vec<NodeUpsert> {
         .collect()
 }
 
-/// The edge upserts of the benchmark graph: preferential attachment (a target is, half the
-/// time, the endpoint of a random earlier edge, so degrees follow a power law), no duplicate
-/// `(from, relation, to)`, no self-loops.
+/// The edge upserts of the benchmark graph: a Barabási–Albert graph. Each node after the
+/// first `m + 1` (`m` = edges per node, at least 1) links to `m` distinct earlier nodes, each
+/// chosen with probability proportional to its degree so far (a uniform pick from the list of
+/// every edge endpoint), over all nodes: hubs grow without bound, as in real scale-free graphs
+/// (at 200k nodes and 1M edges the largest degree is in the thousands). Edges beyond `n * m`
+/// join a uniform node to a degree-proportional one. No self-loops, no duplicate
+/// `(from, relation, to)`; relations and confidences are uniform.
 pub fn graph_edges(spec: &GraphSpec) -> Vec<EdgeUpsert> {
     let mut rng = Rng::new(spec.seed ^ 0xED6E);
-    let mut seen = HashSet::with_capacity(spec.edges as usize);
-    let mut endpoints: Vec<u32> = Vec::with_capacity(spec.edges as usize * 2);
-    let mut out = Vec::with_capacity(spec.edges as usize);
-    let n = spec.nodes.max(2) as u64;
-    while out.len() < spec.edges as usize {
-        let i = out.len() as u64;
-        let from = if i < n { i as u32 } else { rng.below(n) as u32 };
-        let to = if endpoints.is_empty() || rng.chance(0.5) {
-            rng.below(n) as u32
-        } else {
-            endpoints[rng.below(endpoints.len() as u64) as usize]
-        };
-        let rel = rng.below(spec.relations.max(1) as u64) as u32;
+    let n = spec.nodes.max(2);
+    let want = spec.edges as usize;
+    let m = ((spec.edges / n).max(1) as usize).min(n as usize - 1);
+    let mut seen = HashSet::with_capacity(want);
+    let mut endpoints: Vec<u32> = Vec::with_capacity(want * 2);
+    let mut out = Vec::with_capacity(want);
+    let relations = spec.relations.max(1) as u64;
+    let mut push = |from: u32,
+                    to: u32,
+                    rng: &mut Rng,
+                    endpoints: &mut Vec<u32>,
+                    out: &mut Vec<EdgeUpsert>|
+     -> bool {
+        let rel = rng.below(relations) as u32;
         if from == to || !seen.insert((from, rel, to)) {
-            continue;
+            return false;
         }
         endpoints.push(from);
         endpoints.push(to);
@@ -121,8 +126,54 @@ pub fn graph_edges(spec: &GraphSpec) -> Vec<EdgeUpsert> {
             confidence: Some((rng.below(1000) as f32) / 1000.0),
             ..Default::default()
         });
+        true
+    };
+    // The seed: a path through the first m + 1 nodes.
+    for v in 1..=(m as u32) {
+        if out.len() < want {
+            push(v, v - 1, &mut rng, &mut endpoints, &mut out);
+        }
+    }
+    let mut targets: Vec<u32> = Vec::with_capacity(m);
+    for v in (m as u32 + 1)..n {
+        if out.len() >= want {
+            break;
+        }
+        targets.clear();
+        // Distinct targets, degree-proportional (a bounded number of tries, then uniform).
+        let mut tries = 0;
+        while targets.len() < m && tries < 64 * m {
+            tries += 1;
+            let t = endpoints[rng.below(endpoints.len() as u64) as usize];
+            if !targets.contains(&t) {
+                targets.push(t);
+            }
+        }
+        for &t in &targets {
+            if out.len() < want {
+                push(v, t, &mut rng, &mut endpoints, &mut out);
+            }
+        }
+    }
+    let mut stalls = 0usize;
+    while out.len() < want && stalls < want.saturating_mul(4).max(1_000) {
+        let from = rng.below(n as u64) as u32;
+        let to = endpoints[rng.below(endpoints.len() as u64) as usize];
+        if !push(from, to, &mut rng, &mut endpoints, &mut out) {
+            stalls += 1;
+        }
     }
     out
+}
+
+/// The largest degree (in plus out) of a list of edges.
+pub fn max_degree(edges: &[EdgeUpsert]) -> usize {
+    let mut degree: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for e in edges {
+        *degree.entry(&e.from).or_default() += 1;
+        *degree.entry(&e.to).or_default() += 1;
+    }
+    degree.into_values().max().unwrap_or(0)
 }
 
 /// Wraps assertions into IMPORT events of `per_event` assertions each.
@@ -191,6 +242,8 @@ pub struct GraphReport {
     pub ingest_nodes_s: f64,
     pub ingest_edges_s: f64,
     pub ingest_edges_per_s: f64,
+    /// The graph's shape: the largest degree (edges in and out of one node).
+    pub max_degree: usize,
     /// Reopening in the process that built the store. For sled this includes waiting for the
     /// dropped database to release its file lock (sled frees it asynchronously); the CLI also
     /// reports the open time of a fresh process.
@@ -260,6 +313,11 @@ pub fn run_graph_bench(
     let stats = store.stats();
     let starts = random_starts(spec, 20_000);
     let g = store.graph();
+    let max_degree = g
+        .nodes()
+        .map(|n| g.adjacency().entries(n.id).len())
+        .max()
+        .unwrap_or(0);
     let conf = TraversalFilter {
         min_confidence: 0.5,
         ..Default::default()
@@ -306,6 +364,7 @@ pub fn run_graph_bench(
         ingest_nodes_s,
         ingest_edges_s,
         ingest_edges_per_s: stats.edges as f64 / ingest_edges_s,
+        max_degree,
         open_s,
         two_hop_conf_0_5: two,
         two_hop_mean_nodes: reached2 as f64 / starts.len() as f64,
@@ -995,6 +1054,29 @@ mod tests {
 
     fn ids(xs: &[&str]) -> Vec<String> {
         xs.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn the_benchmark_graph_is_scale_free_with_unbounded_hubs() {
+        let spec = GraphSpec {
+            nodes: 20_000,
+            edges: 100_000,
+            relations: 8,
+            seed: 7,
+        };
+        let edges = graph_edges(&spec);
+        assert_eq!(edges.len(), 100_000);
+        let mut seen = HashSet::new();
+        for e in &edges {
+            assert_ne!(e.from, e.to);
+            assert!(seen.insert((e.from.clone(), e.relation.clone(), e.to.clone())));
+        }
+        // Barabási–Albert with m = 5 over 20k nodes: the largest hub has hundreds of edges
+        // (about m * sqrt(n) = 700); a capped generator stays near 100.
+        let max = max_degree(&edges);
+        assert!((300..3_000).contains(&max), "max degree {max}");
+        // Deterministic.
+        assert_eq!(graph_edges(&spec), edges);
     }
 
     #[test]
