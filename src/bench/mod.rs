@@ -192,15 +192,51 @@ pub fn import_events(assertions: Vec<Assertion>, per_event: usize) -> Vec<EventD
 /// Builds the benchmark graph into `store`: nodes in one batch, then edges in batches of
 /// `edges_per_batch`. Returns (node seconds, edge seconds).
 pub fn build(store: &Store, spec: &GraphSpec, edges_per_batch: usize) -> Result<(f64, f64)> {
-    let nodes = graph_nodes(spec);
+    build_graph(store, &BenchGraph::generated(spec), edges_per_batch)
+}
+
+/// The nodes and edges of a benchmark graph, generated or read from a file.
+pub struct BenchGraph {
+    pub nodes: Vec<NodeUpsert>,
+    pub edges: Vec<EdgeUpsert>,
+}
+
+impl BenchGraph {
+    /// The Barabási–Albert graph of `spec` ([`graph_nodes`], [`graph_edges`]).
+    pub fn generated(spec: &GraphSpec) -> Self {
+        BenchGraph {
+            nodes: graph_nodes(spec),
+            edges: graph_edges(spec),
+        }
+    }
+
+    /// The graph of an edge file ([`read_edge_file`]).
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let (nodes, edges) = read_edge_file(path)?;
+        Ok(BenchGraph { nodes, edges })
+    }
+}
+
+/// Ingests `graph` (nodes in one batch, then edges in batches of `edges_per_batch`); returns
+/// the seconds of each part.
+pub fn build_graph(
+    store: &Store,
+    graph: &BenchGraph,
+    edges_per_batch: usize,
+) -> Result<(f64, f64)> {
     let t = Instant::now();
     store.ingest(import_events(
-        nodes.into_iter().map(Assertion::UpsertNode).collect(),
+        graph
+            .nodes
+            .iter()
+            .cloned()
+            .map(Assertion::UpsertNode)
+            .collect(),
         1024,
     ))?;
     let node_s = t.elapsed().as_secs_f64();
-    let edges = graph_edges(spec);
-    let batches: Vec<Vec<EventDraft>> = edges
+    let batches: Vec<Vec<EventDraft>> = graph
+        .edges
         .chunks(edges_per_batch.max(1))
         .map(|c| import_events(c.iter().cloned().map(Assertion::UpsertEdge).collect(), 1024))
         .collect();
@@ -250,8 +286,12 @@ pub struct GraphReport {
     pub open_s: f64,
     pub two_hop_conf_0_5: Latency,
     pub two_hop_mean_nodes: f64,
+    /// 3 hops, unfiltered, counting the nodes reached.
     pub three_hop_count: Latency,
     pub three_hop_mean_nodes: f64,
+    /// 3 hops over edges of confidence 0.5 or more (the 2-hop filter), counting.
+    pub three_hop_conf_0_5: Latency,
+    pub three_hop_conf_0_5_mean_nodes: f64,
     pub search_top10: Latency,
     /// Personalized PageRank by push from one random seed, default parameters (alpha 0.3,
     /// epsilon 1e-4), confidence-weighted.
@@ -260,7 +300,12 @@ pub struct GraphReport {
     pub disk_bytes_backend: u64,
     pub disk_bytes_text: u64,
     pub disk_bytes_per_edge: f64,
+    /// The store's files and the full-text index, per edge.
+    pub disk_bytes_per_edge_total: f64,
     pub adjacency_bytes_per_edge: f64,
+    /// The largest resident set of the whole run (generation, ingest, open, queries).
+    pub peak_rss_bytes: u64,
+    pub peak_rss_bytes_per_edge: f64,
 }
 
 /// Times `f` over `samples` calls, in microseconds each.
@@ -301,11 +346,12 @@ pub fn run_graph_bench(
     dir: &Path,
     backend: BackendKind,
     spec: &GraphSpec,
+    graph: &BenchGraph,
     edges_per_batch: usize,
 ) -> Result<GraphReport> {
     let (ingest_nodes_s, ingest_edges_s) = {
         let store = Store::create(dir, backend)?;
-        build(&store, spec, edges_per_batch)?
+        build_graph(&store, graph, edges_per_batch)?
     };
     let t = Instant::now();
     let store = Store::open(dir)?;
@@ -330,6 +376,10 @@ pub fn run_graph_bench(
     let mut reached3 = 0usize;
     let three = sample(2_000, |i| {
         reached3 += g.adjacency().khop_count(starts[i], 3, &all);
+    });
+    let mut reached3_conf = 0usize;
+    let three_conf = sample(2_000, |i| {
+        reached3_conf += g.adjacency().khop_count(starts[i], 3, &conf);
     });
     let params = crate::retrieval::PushParams::default();
     let mut ppr_nodes = 0usize;
@@ -370,28 +420,126 @@ pub fn run_graph_bench(
         two_hop_mean_nodes: reached2 as f64 / starts.len() as f64,
         three_hop_count: three,
         three_hop_mean_nodes: reached3 as f64 / 2_000.0,
+        three_hop_conf_0_5: three_conf,
+        three_hop_conf_0_5_mean_nodes: reached3_conf as f64 / 2_000.0,
         search_top10: search,
         ppr_one_seed: ppr,
         ppr_mean_nodes: ppr_nodes as f64 / 2_000.0,
         disk_bytes_backend: stats.disk_bytes_backend,
         disk_bytes_text: stats.disk_bytes_text,
         disk_bytes_per_edge: stats.disk_bytes_backend as f64 / edges,
+        disk_bytes_per_edge_total: (stats.disk_bytes_backend + stats.disk_bytes_text) as f64
+            / edges,
+        peak_rss_bytes: peak_rss_bytes(),
+        peak_rss_bytes_per_edge: peak_rss_bytes() as f64 / edges,
         adjacency_bytes_per_edge: stats.adjacency_bytes as f64 / edges,
     })
 }
 
 /// Resident set size of this process, in bytes (Linux; 0 elsewhere).
 pub fn rss_bytes() -> u64 {
+    status_kb("VmRSS:")
+}
+
+/// The largest resident set size this process has had, in bytes (Linux; 0 elsewhere).
+pub fn peak_rss_bytes() -> u64 {
+    status_kb("VmHWM:")
+}
+
+fn status_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .map(|kb| kb * 1024)
         .unwrap_or(0)
+}
+
+/// A graph from a file of `src dst relation confidence` lines (whitespace-separated; `#`
+/// starts a comment line), so the exact graph given to another system can be given to loci.
+/// Node keys are the ids as written; a repeated `(src, relation, dst)` keeps its last line.
+pub fn read_edge_file(path: &Path) -> Result<(Vec<NodeUpsert>, Vec<EdgeUpsert>)> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|e| crate::Error::io(path, e))?;
+    let mut nodes: Vec<NodeUpsert> = Vec::new();
+    let mut known: HashSet<String> = HashSet::new();
+    let mut edges = Vec::new();
+    let bad = |line: usize, field: &str, message: String| crate::Error::Input {
+        file: path.display().to_string(),
+        line,
+        field: field.into(),
+        message,
+    };
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| crate::Error::io(path, e))?;
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let parts: Vec<&str> = t.split_whitespace().collect();
+        let [src, dst, relation, confidence] = parts[..] else {
+            return Err(bad(
+                i + 1,
+                "line",
+                format!(
+                    "expected `src dst relation confidence`, found {} fields",
+                    parts.len()
+                ),
+            ));
+        };
+        let confidence: f32 = confidence
+            .parse()
+            .ok()
+            .filter(|c: &f32| (0.0..=1.0).contains(c))
+            .ok_or_else(|| {
+                bad(
+                    i + 1,
+                    "confidence",
+                    format!("{confidence:?}: expected a number in [0, 1]"),
+                )
+            })?;
+        for id in [src, dst] {
+            if known.insert(id.to_string()) {
+                nodes.push(NodeUpsert {
+                    key: id.to_string(),
+                    label: Some("Entity".into()),
+                    name: Some(id.to_string()),
+                    ..Default::default()
+                });
+            }
+        }
+        edges.push(EdgeUpsert {
+            from: src.to_string(),
+            relation: relation.to_string(),
+            to: dst.to_string(),
+            confidence: Some(confidence),
+            ..Default::default()
+        });
+    }
+    Ok((nodes, edges))
+}
+
+/// Writes edges as `src dst relation confidence` lines (what [`read_edge_file`] reads).
+pub fn write_edge_file(path: &Path, edges: &[EdgeUpsert]) -> Result<()> {
+    use std::io::Write;
+    let file = std::fs::File::create(path).map_err(|e| crate::Error::io(path, e))?;
+    let mut w = std::io::BufWriter::new(file);
+    for e in edges {
+        writeln!(
+            w,
+            "{} {} {} {}",
+            e.from,
+            e.to,
+            e.relation,
+            e.confidence.unwrap_or(1.0)
+        )
+        .map_err(|err| crate::Error::io(path, err))?;
+    }
+    w.flush().map_err(|e| crate::Error::io(path, e))
 }
 
 // --- retrieval benchmark ---------------------------------------------------------------------
@@ -1077,6 +1225,16 @@ mod tests {
         assert!((300..3_000).contains(&max), "max degree {max}");
         // Deterministic.
         assert_eq!(graph_edges(&spec), edges);
+        // An edge file gives back exactly the graph written.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.txt");
+        write_edge_file(&path, &edges).unwrap();
+        let (nodes, read) = read_edge_file(&path).unwrap();
+        assert_eq!(read, edges);
+        assert_eq!(nodes.len(), 20_000);
+        std::fs::write(&path, "a b R 0.5\n# note\nb c R 1.5\n").unwrap();
+        let e = read_edge_file(&path).unwrap_err().to_string();
+        assert!(e.contains("g.txt:3: confidence"), "{e}");
     }
 
     #[test]

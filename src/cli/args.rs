@@ -679,6 +679,13 @@ pub enum BenchCommand {
         /// Where to build the store (default: a temporary directory).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Read the graph from this file (`src dst relation confidence` per line) instead of
+        /// generating one: the exact graph another system was given.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "edges"])]
+        edges_file: Option<PathBuf>,
+        /// Also write the generated graph to this file, in the format --edges-file reads.
+        #[arg(long, value_name = "FILE", conflicts_with = "edges_file")]
+        write_edges: Option<PathBuf>,
         #[command(flatten)]
         report: ReportArgs,
     },

@@ -191,17 +191,35 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             backend: b,
             edges_per_batch,
             dir,
+            edges_file,
+            write_edges,
             report,
         } => {
             let tmp = tempfile::tempdir()?;
             let dir = dir.unwrap_or_else(|| tmp.path().join("bench"));
-            let spec = loci::bench::GraphSpec {
+            let mut spec = loci::bench::GraphSpec {
                 nodes,
                 edges,
                 ..Default::default()
             };
-            let bar = spinner(&format!("building {nodes} nodes, {edges} edges ({b})"));
-            let r = loci::bench::run_graph_bench(&dir, backend(&b)?, &spec, edges_per_batch)?;
+            let graph = match &edges_file {
+                Some(path) => loci::bench::BenchGraph::from_file(path)?,
+                None => loci::bench::BenchGraph::generated(&spec),
+            };
+            if let Some(path) = &write_edges {
+                loci::bench::write_edge_file(path, &graph.edges)?;
+            }
+            spec.nodes = u32::try_from(graph.nodes.len()).unwrap_or(u32::MAX);
+            if spec.nodes == 0 {
+                fail!(Code::BadInput, "the graph has no edges");
+            }
+            let bar = spinner(&format!(
+                "building {} nodes, {} edges ({b})",
+                graph.nodes.len(),
+                graph.edges.len()
+            ));
+            let r =
+                loci::bench::run_graph_bench(&dir, backend(&b)?, &spec, &graph, edges_per_batch)?;
             bar.finish_and_clear();
             let fresh = child_open(&dir).ok();
             let mut v = serde_json::to_value(&r)?;
