@@ -225,6 +225,12 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             let mut v = serde_json::to_value(&r)?;
             if let Some((full, secs, empty)) = fresh {
                 v["open_fresh_process_s"] = secs.into();
+                v["open_page_cache"] = if cfg!(target_os = "linux") {
+                    "cold: the store's files were evicted (posix_fadvise DONTNEED) before the open"
+                } else {
+                    "warm: this system cannot evict the files from its page cache"
+                }
+                .into();
                 v["rss_open_bytes"] = full.into();
                 v["rss_empty_store_bytes"] = empty.into();
                 v["rss_bytes_per_edge"] =
@@ -234,6 +240,33 @@ pub fn run(b: BenchCommand) -> Result<Code> {
         }
     }
     Ok(Code::Ok)
+}
+
+/// Asks the kernel to drop the cached pages of every file under `dir` (posix_fadvise
+/// DONTNEED: no privileges needed, clean pages only), so that the next open reads from disk:
+/// a cold open, as after a reboot, rather than one served from memory.
+fn evict_from_page_cache(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            evict_from_page_cache(&path);
+        } else if let Ok(f) = std::fs::File::open(&path) {
+            #[cfg(target_os = "linux")]
+            {
+                use std::os::fd::AsRawFd;
+                let _ = f.sync_all();
+                // SAFETY: a valid open descriptor; the call only advises the kernel.
+                unsafe {
+                    libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
+            drop(f);
+        }
+    }
 }
 
 /// Resident memory and wall time of `loci stats` (which opens the store) on `dir`, and the
@@ -253,6 +286,7 @@ fn child_open(dir: &Path) -> Result<(u64, f64, u64)> {
     };
     let empty = tempfile::tempdir()?;
     Store::create(empty.path().join("s"), BackendKind::Redb)?;
+    evict_from_page_cache(dir);
     let (full, secs) = run(dir)?;
     Ok((full, secs, run(&empty.path().join("s"))?.0))
 }
