@@ -544,12 +544,19 @@ impl TextIndex {
 
     /// Applies document changes and commits them with `seq` as the applied log position.
     pub(crate) fn apply(&self, upserts: &[TextDoc], deletes: &[String], seq: u64) -> Result<()> {
+        // An event after the indexed position has no document yet (the position is committed
+        // with the documents): deleting one first would cost a term lookup per segment at
+        // commit, for nothing.
+        let indexed = self.indexed_seq();
         self.with_writer(|w| {
             for key in deletes {
                 w.delete_term(Term::from_field_text(self.fields.key, key));
             }
             for d in upserts {
-                w.delete_term(Term::from_field_text(self.fields.key, &d.key));
+                let new_event = matches!(d.target, Target::Event(s) if s > indexed);
+                if !new_event {
+                    w.delete_term(Term::from_field_text(self.fields.key, &d.key));
+                }
                 let mut doc = TantivyDocument::default();
                 doc.add_text(self.fields.key, &d.key);
                 doc.add_u64(self.fields.reference, d.target.to_ref());

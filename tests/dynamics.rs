@@ -409,3 +409,34 @@ fn pinned_facts_decay_no_lower_than_the_floor_and_pins_are_events() {
         "the floor of 0.9 stops at the stored 0.8"
     );
 }
+
+#[test]
+fn novelty_counts_the_terms_of_earlier_events_whose_salience_was_given() {
+    use loci::model::{EventDraft, Props, Value};
+    let draft = |text: &str, salience: Option<f32>| {
+        let mut d = EventDraft::new(1, "bot", "NOTE");
+        d.payload = Value::Map(Props::from([("text".to_string(), Value::from(text))]));
+        d.salience = salience;
+        d
+    };
+    let alone = tempfile::tempdir().unwrap();
+    let alone = loci::Store::create(alone.path(), loci::BackendKind::Redb).unwrap();
+    alone
+        .ingest(vec![draft("zebra quokka axolotl", None)])
+        .unwrap();
+    let after_given = tempfile::tempdir().unwrap();
+    let after_given = loci::Store::create(after_given.path(), loci::BackendKind::Redb).unwrap();
+    after_given
+        .ingest(vec![
+            draft("zebra quokka axolotl", Some(0.9)),
+            draft("zebra quokka axolotl", None),
+        ])
+        .unwrap();
+    let fresh = alone.event(1).unwrap().unwrap().salience;
+    let seen = after_given.event(2).unwrap().unwrap().salience;
+    assert!((after_given.event(1).unwrap().unwrap().salience - 0.9).abs() < 1e-6);
+    assert!(
+        seen < fresh,
+        "terms already in the batch are not novel: {seen} vs {fresh}"
+    );
+}

@@ -1526,7 +1526,20 @@ impl Store {
                 .map(|n| n.label.clone())
                 .or_else(|| created.get(key).cloned())
         };
-        for d in drafts.iter_mut() {
+        // Novelty counts the terms no earlier event of the store or of the batch has: an
+        // event's terms are needed only while a later one of the batch is still to be scored.
+        // A batch whose salience is all given (tool calls carry their importance) is never
+        // analysed here, which was a fifth of its ingest time.
+        let mut scored_after = vec![false; drafts.len()];
+        let mut any = false;
+        for (i, d) in drafts.iter().enumerate().rev() {
+            scored_after[i] = any;
+            any |= d.salience.is_none();
+        }
+        for (i, d) in drafts.iter_mut().enumerate() {
+            if d.salience.is_some() && !scored_after[i] {
+                continue;
+            }
             let mut new_labels = Vec::new();
             let mut touched = Vec::new();
             let mut rels = Vec::new();
