@@ -14,6 +14,7 @@
 //! | `search_performed` | Grep, Glob, search, grep, glob, WebSearch, web_search | `pattern` / `query` | 0.3 |
 //! | `todo_updated` | TodoWrite, todo_write, update_todos | the number of items | 0.4 |
 //! | `task_delegated` | Task, Agent, delegate, spawn_agent | `description` / `prompt` | 0.6 |
+//! | `TOOL_CALL` (kept raw) | any other, or a line that is not JSON | none | 0.1 |
 //!
 //! A call no extractor takes (an unknown tool, a missing subject, a line that is not JSON) is
 //! kept as a `TOOL_CALL` event with the raw line, and counted: ingestion never stops for it.
@@ -27,6 +28,11 @@ use crate::model::{kinds, EventDraft, Value};
 
 /// Kind of a call no extractor took, kept raw.
 pub const TOOL_CALL: &str = "TOOL_CALL";
+
+/// The importance (salience) of a call kept raw: not understood, so it matters least. Every
+/// tool-call event has its importance from this module's table, so a batch of them is never
+/// analysed for novelty at ingest.
+pub const RAW_IMPORTANCE: f32 = 0.1;
 
 /// One typed observation.
 #[derive(Clone, Debug, PartialEq)]
@@ -132,15 +138,18 @@ pub fn extract(call: &Json) -> std::result::Result<Observation, String> {
 /// The event of a call at line `line`: a typed `OBSERVATION`, or the raw `TOOL_CALL` when no
 /// extractor takes it (then the reason is returned too).
 pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
-    let parsed: std::result::Result<Json, _> = serde_json::from_str(raw);
-    let (call, failure) = match parsed {
-        Ok(call) => match extract(&call) {
-            Ok(o) => (Some((call, o)), None),
-            Err(why) => (None, Some(why)),
-        },
+    // Parsed once: the call's fields and the extraction both read this value.
+    let (json, failure) = match serde_json::from_str::<Json>(raw) {
+        Ok(v) => (Some(v), None),
         Err(e) => (None, Some(format!("not JSON: {e}"))),
     };
-    let json: Option<Json> = serde_json::from_str(raw).ok();
+    let (call, failure) = match &json {
+        Some(v) => match extract(v) {
+            Ok(o) => (Some((v, o)), None),
+            Err(why) => (None, Some(why)),
+        },
+        None => (None, failure),
+    };
     let ts = json
         .as_ref()
         .and_then(|c| field(c, &["ts", "time", "timestamp"]))
@@ -157,7 +166,7 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
             m.insert("type".into(), Value::from(o.kind));
             m.insert("subject".into(), Value::from(o.subject.as_str()));
             m.insert("importance".into(), Value::Float(o.importance as f64));
-            if let Some(t) = text_of(&call, &["tool", "name", "tool_name"]) {
+            if let Some(t) = text_of(call, &["tool", "name", "tool_name"]) {
                 m.insert("tool".into(), Value::from(t));
             }
             if let Some(detail) = &o.detail {
@@ -180,6 +189,7 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
                 m.insert("session".into(), Value::from(s.as_str()));
             }
             d.payload = Value::Map(m);
+            d.salience = Some(RAW_IMPORTANCE);
             (d, failure)
         }
     }
@@ -248,6 +258,7 @@ mod tests {
         assert_eq!(d.kind, TOOL_CALL);
         assert_eq!(d.ts, 5);
         assert!(why.unwrap().contains("Frobnicate"));
+        assert_eq!(d.salience, Some(RAW_IMPORTANCE));
         let (d, why) = event_of_call("not json {");
         assert_eq!(d.kind, TOOL_CALL);
         assert!(why.unwrap().starts_with("not JSON"));
