@@ -213,6 +213,22 @@ fn concurrent_readers_see_whole_values(kind: BackendKind, dir: &Path) {
     }
 }
 
+fn table_bytes_count_each_tables_own_entries(kind: BackendKind, dir: &Path) {
+    let b = kind.open(dir).unwrap();
+    let mut w = WriteBatch::default();
+    for i in 0..100u64 {
+        w.put(Table::Log, be(i), vec![7u8; 1000]);
+    }
+    b.commit(w).unwrap();
+    let log = b.table_bytes(Table::Log).unwrap();
+    // 100 values of 1,000 bytes and their 8-byte keys, however the backend lays them out.
+    assert!(
+        (100 * 1008..=100 * 1008 + 4096).contains(&log.entries),
+        "{log:?}"
+    );
+    assert_eq!(b.table_bytes(Table::Nodes).unwrap().entries, 0);
+}
+
 macro_rules! conformance {
     ($module:ident, $kind:expr, [$($test:ident),* $(,)?]) => {
         mod $module {
@@ -243,4 +259,5 @@ all_backends!(
     scan_errors_propagate,
     commits_survive_reopen,
     concurrent_readers_see_whole_values,
+    table_bytes_count_each_tables_own_entries,
 );

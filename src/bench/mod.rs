@@ -303,6 +303,11 @@ pub struct GraphReport {
     /// The store's files and the full-text index, per edge.
     pub disk_bytes_per_edge_total: f64,
     pub adjacency_bytes_per_edge: f64,
+    /// Where the backend's bytes go, by table (`entries`: keys and values; `overhead`: page
+    /// metadata and fragmentation where the backend reports them).
+    pub disk_bytes_by_table: std::collections::BTreeMap<String, crate::storage::TableBytes>,
+    /// The backend's file bytes no table accounts for (free pages, region headers).
+    pub disk_bytes_unaccounted: u64,
     /// The largest resident set of the whole run (generation, ingest, open, queries).
     pub peak_rss_bytes: u64,
     pub peak_rss_bytes_per_edge: f64,
@@ -407,6 +412,11 @@ pub fn run_graph_bench(
         return Err(e);
     }
     let edges = stats.edges.max(1) as f64;
+    let by_table: std::collections::BTreeMap<String, crate::storage::TableBytes> = store
+        .disk_bytes_by_table()?
+        .into_iter()
+        .map(|(t, b)| (t.to_string(), b))
+        .collect();
     Ok(GraphReport {
         backend,
         nodes: stats.nodes,
@@ -430,6 +440,13 @@ pub fn run_graph_bench(
         disk_bytes_per_edge: stats.disk_bytes_backend as f64 / edges,
         disk_bytes_per_edge_total: (stats.disk_bytes_backend + stats.disk_bytes_text) as f64
             / edges,
+        disk_bytes_unaccounted: stats.disk_bytes_backend.saturating_sub(
+            by_table
+                .values()
+                .map(|b| b.entries + b.overhead.unwrap_or(0))
+                .sum(),
+        ),
+        disk_bytes_by_table: by_table,
         peak_rss_bytes: peak_rss_bytes(),
         peak_rss_bytes_per_edge: peak_rss_bytes() as f64 / edges,
         adjacency_bytes_per_edge: stats.adjacency_bytes as f64 / edges,

@@ -153,6 +153,9 @@ impl Backend for Guarded {
     fn commit(&self, batch: WriteBatch) -> Result<()> {
         self.call("commit", None, |b| b.commit(batch))
     }
+    fn table_bytes(&self, table: Table) -> Result<super::TableBytes> {
+        self.call("table_bytes", Some(table), |b| b.table_bytes(table))
+    }
 }
 
 impl Drop for Guarded {

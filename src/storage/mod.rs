@@ -119,6 +119,29 @@ pub trait Backend: Send + Sync {
     /// The entry with the largest key.
     fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>>;
     fn commit(&self, batch: WriteBatch) -> Result<()>;
+    /// What `table` takes: the bytes of its keys and values, and the backend's own bytes for
+    /// it (pages' metadata and fragmentation) where the backend says. The default counts the
+    /// entries by a scan (a full read of the table) and knows no overhead.
+    fn table_bytes(&self, table: Table) -> Result<TableBytes> {
+        let mut entries = 0u64;
+        self.scan(table, &[], None, &mut |k, v| {
+            entries += (k.len() + v.len()) as u64;
+            Ok(true)
+        })?;
+        Ok(TableBytes {
+            entries,
+            overhead: None,
+        })
+    }
+}
+
+/// Where a table's bytes go ([`Backend::table_bytes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableBytes {
+    /// Keys and values as stored.
+    pub entries: u64,
+    /// Page metadata and fragmentation, when the backend reports them.
+    pub overhead: Option<u64>,
 }
 
 /// Which backend a store uses; recorded in the store when it is created.

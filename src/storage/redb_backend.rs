@@ -144,6 +144,17 @@ impl Backend for RedbBackend {
         Ok(())
     }
 
+    fn table_bytes(&self, table: Table) -> Result<super::TableBytes> {
+        use redb::ReadableTableMetadata;
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(definition(table)).map_err(err)?;
+        let s = t.stats().map_err(err)?;
+        Ok(super::TableBytes {
+            entries: s.stored_bytes(),
+            overhead: Some(s.metadata_bytes() + s.fragmented_bytes()),
+        })
+    }
+
     fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(definition(table)).map_err(err)?;

@@ -1377,6 +1377,15 @@ impl Store {
     }
 
     /// The write lock of the live state, for applying a committed batch.
+    /// Where the backend's bytes go, table by table (see [`crate::Backend::table_bytes`]; for
+    /// sled this reads every table).
+    pub fn disk_bytes_by_table(&self) -> Result<Vec<(&'static str, crate::storage::TableBytes)>> {
+        crate::storage::Table::ALL
+            .iter()
+            .map(|t| Ok((t.name(), self.backend.table_bytes(*t)?)))
+            .collect()
+    }
+
     /// A number that changes whenever a node or an edge of the graph does, and only then:
     /// what is derived from the graph alone (the retrieval dictionary) stays valid while it
     /// stays the same, however many events without assertions are appended.
