@@ -80,90 +80,161 @@ fn node_key(i: u32) -> String {
 
 /// The node upserts of the benchmark graph.
 pub fn graph_nodes(spec: &GraphSpec) -> Vec<NodeUpsert> {
-    let mut rng = Rng::new(spec.seed);
-    (0..spec.nodes)
-        .map(|i| NodeUpsert {
-            key: node_key(i),
-            label: Some(if i % 10 == 0 { "Place" } else { "Entity" }.into()),
-            name: Some(short_text(&mut rng)),
-            ..Default::default()
-        })
-        .collect()
+    graph_nodes_iter(spec).collect()
 }
 
-/// The edge upserts of the benchmark graph: a Barabási–Albert graph. Each node after the
-/// first `m + 1` (`m` = edges per node, at least 1) links to `m` distinct earlier nodes, each
-/// chosen with probability proportional to its degree so far (a uniform pick from the list of
-/// every edge endpoint), over all nodes: hubs grow without bound, as in real scale-free graphs
-/// (at 200k nodes and 1M edges the largest degree is in the thousands). Edges beyond `n * m`
-/// join a uniform node to a degree-proportional one. No self-loops, no duplicate
-/// `(from, relation, to)`; relations and confidences are uniform.
+/// [`graph_nodes`], one at a time (a 100M-edge graph's nodes need not be held at once).
+pub fn graph_nodes_iter(spec: &GraphSpec) -> impl Iterator<Item = NodeUpsert> {
+    let mut rng = Rng::new(spec.seed);
+    (0..spec.nodes).map(move |i| NodeUpsert {
+        key: node_key(i),
+        label: Some(if i % 10 == 0 { "Place" } else { "Entity" }.into()),
+        name: Some(short_text(&mut rng)),
+        ..Default::default()
+    })
+}
+
+/// The edge upserts of the benchmark graph: a Barabási–Albert graph ([`BaEdges`]).
 pub fn graph_edges(spec: &GraphSpec) -> Vec<EdgeUpsert> {
-    let mut rng = Rng::new(spec.seed ^ 0xED6E);
-    let n = spec.nodes.max(2);
-    let want = spec.edges as usize;
-    let m = ((spec.edges / n).max(1) as usize).min(n as usize - 1);
-    let mut seen = HashSet::with_capacity(want);
-    let mut endpoints: Vec<u32> = Vec::with_capacity(want * 2);
-    let mut out = Vec::with_capacity(want);
-    let relations = spec.relations.max(1) as u64;
-    let mut push = |from: u32,
-                    to: u32,
-                    rng: &mut Rng,
-                    endpoints: &mut Vec<u32>,
-                    out: &mut Vec<EdgeUpsert>|
-     -> bool {
-        let rel = rng.below(relations) as u32;
-        if from == to || !seen.insert((from, rel, to)) {
-            return false;
+    BaEdges::new(spec).collect()
+}
+
+/// Where [`BaEdges`] is in its construction.
+#[derive(Clone, Copy)]
+enum BaPhase {
+    /// The seed path: node `v` to `v - 1`, for `v` in `1..=m`.
+    Seed(u32),
+    /// Node `v` attaching to its targets; the next is `targets[i]`.
+    Attach(u32, usize),
+    /// Edges beyond `n * m`.
+    Extra,
+}
+
+/// The edges of a Barabási–Albert graph, generated one at a time. Each node after the first
+/// `m + 1` (`m` = edges per node, at least 1) links to `m` distinct earlier nodes, each chosen
+/// with probability proportional to its degree so far (a uniform pick from the list of every
+/// edge endpoint), over all nodes: hubs grow without bound, as in real scale-free graphs (at
+/// 200k nodes and 1M edges the largest degree is in the thousands). Edges beyond `n * m` join a
+/// uniform node to a degree-proportional one. No self-loops, no duplicate
+/// `(from, relation, to)`; relations and confidences are uniform. What it keeps is the
+/// endpoint list and the set of edges seen (about 24 bytes an edge), not the edges.
+pub struct BaEdges {
+    rng: Rng,
+    n: u32,
+    want: usize,
+    m: usize,
+    relations: u64,
+    seen: HashSet<(u32, u32, u32)>,
+    endpoints: Vec<u32>,
+    targets: Vec<u32>,
+    produced: usize,
+    stalls: usize,
+    phase: BaPhase,
+}
+
+impl BaEdges {
+    pub fn new(spec: &GraphSpec) -> Self {
+        let n = spec.nodes.max(2);
+        let want = spec.edges as usize;
+        BaEdges {
+            rng: Rng::new(spec.seed ^ 0xED6E),
+            n,
+            want,
+            m: ((spec.edges / n).max(1) as usize).min(n as usize - 1),
+            relations: spec.relations.max(1) as u64,
+            seen: HashSet::with_capacity(want),
+            endpoints: Vec::with_capacity(want * 2),
+            targets: Vec::new(),
+            produced: 0,
+            stalls: 0,
+            phase: BaPhase::Seed(1),
         }
-        endpoints.push(from);
-        endpoints.push(to);
-        out.push(EdgeUpsert {
+    }
+
+    fn push(&mut self, from: u32, to: u32) -> Option<EdgeUpsert> {
+        let rel = self.rng.below(self.relations) as u32;
+        if from == to || !self.seen.insert((from, rel, to)) {
+            return None;
+        }
+        self.endpoints.push(from);
+        self.endpoints.push(to);
+        self.produced += 1;
+        Some(EdgeUpsert {
             from: node_key(from),
             relation: format!("R{rel}"),
             to: node_key(to),
-            confidence: Some((rng.below(1000) as f32) / 1000.0),
+            confidence: Some((self.rng.below(1000) as f32) / 1000.0),
             ..Default::default()
-        });
-        true
-    };
-    // The seed: a path through the first m + 1 nodes.
-    for v in 1..=(m as u32) {
-        if out.len() < want {
-            push(v, v - 1, &mut rng, &mut endpoints, &mut out);
-        }
+        })
     }
-    let mut targets: Vec<u32> = Vec::with_capacity(m);
-    for v in (m as u32 + 1)..n {
-        if out.len() >= want {
-            break;
-        }
-        targets.clear();
-        // Distinct targets, degree-proportional (a bounded number of tries, then uniform).
+
+    /// Distinct degree-proportional targets for a new node (a bounded number of tries).
+    fn choose_targets(&mut self) {
+        self.targets.clear();
         let mut tries = 0;
-        while targets.len() < m && tries < 64 * m {
+        while self.targets.len() < self.m && tries < 64 * self.m {
             tries += 1;
-            let t = endpoints[rng.below(endpoints.len() as u64) as usize];
-            if !targets.contains(&t) {
-                targets.push(t);
-            }
-        }
-        for &t in &targets {
-            if out.len() < want {
-                push(v, t, &mut rng, &mut endpoints, &mut out);
+            let t = self.endpoints[self.rng.below(self.endpoints.len() as u64) as usize];
+            if !self.targets.contains(&t) {
+                self.targets.push(t);
             }
         }
     }
-    let mut stalls = 0usize;
-    while out.len() < want && stalls < want.saturating_mul(4).max(1_000) {
-        let from = rng.below(n as u64) as u32;
-        let to = endpoints[rng.below(endpoints.len() as u64) as usize];
-        if !push(from, to, &mut rng, &mut endpoints, &mut out) {
-            stalls += 1;
+}
+
+impl Iterator for BaEdges {
+    type Item = EdgeUpsert;
+
+    fn next(&mut self) -> Option<EdgeUpsert> {
+        loop {
+            match self.phase {
+                BaPhase::Seed(v) => {
+                    if v as usize > self.m {
+                        self.phase = BaPhase::Attach(self.m as u32 + 1, 0);
+                        continue;
+                    }
+                    self.phase = BaPhase::Seed(v + 1);
+                    if self.produced < self.want {
+                        if let Some(e) = self.push(v, v - 1) {
+                            return Some(e);
+                        }
+                    }
+                }
+                BaPhase::Attach(v, i) => {
+                    if v >= self.n || (i == 0 && self.produced >= self.want) {
+                        self.phase = BaPhase::Extra;
+                        continue;
+                    }
+                    if i == 0 {
+                        self.choose_targets();
+                    }
+                    if i >= self.targets.len() {
+                        self.phase = BaPhase::Attach(v + 1, 0);
+                        continue;
+                    }
+                    self.phase = BaPhase::Attach(v, i + 1);
+                    if self.produced < self.want {
+                        let t = self.targets[i];
+                        if let Some(e) = self.push(v, t) {
+                            return Some(e);
+                        }
+                    }
+                }
+                BaPhase::Extra => {
+                    let limit = self.want.saturating_mul(4).max(1_000);
+                    if self.produced >= self.want || self.stalls >= limit {
+                        return None;
+                    }
+                    let from = self.rng.below(self.n as u64) as u32;
+                    let to = self.endpoints[self.rng.below(self.endpoints.len() as u64) as usize];
+                    match self.push(from, to) {
+                        Some(e) => return Some(e),
+                        None => self.stalls += 1,
+                    }
+                }
+            }
         }
     }
-    out
 }
 
 /// The largest degree (in plus out) of a list of edges.
@@ -215,6 +286,70 @@ impl BenchGraph {
         let (nodes, edges) = read_edge_file(path)?;
         Ok(BenchGraph { nodes, edges })
     }
+}
+
+/// Generates the graph of `spec` and ingests it as it goes, `edges_per_batch` edges a batch
+/// (nodes in batches as large), never holding the whole graph: memory is bounded by the batch
+/// and the generator's endpoint list, so `--edges 100000000` fits. Writes the edges to
+/// `write_to` too when given. Returns the seconds of the nodes and of the edges.
+pub fn build_generated(
+    store: &Store,
+    spec: &GraphSpec,
+    edges_per_batch: usize,
+    write_to: Option<&Path>,
+) -> Result<(f64, f64)> {
+    use std::io::Write;
+    let per_batch = edges_per_batch.max(1);
+    let t = Instant::now();
+    let mut nodes = graph_nodes_iter(spec).peekable();
+    while nodes.peek().is_some() {
+        let chunk: Vec<Assertion> = nodes
+            .by_ref()
+            .take(per_batch)
+            .map(Assertion::UpsertNode)
+            .collect();
+        store.ingest(import_events(chunk, 1024))?;
+    }
+    let node_s = t.elapsed().as_secs_f64();
+    let mut out = match write_to {
+        Some(path) => Some((
+            path,
+            std::io::BufWriter::new(
+                std::fs::File::create(path).map_err(|e| crate::Error::io(path, e))?,
+            ),
+        )),
+        None => None,
+    };
+    let mut edges = BaEdges::new(spec);
+    let mut ingest_s = 0.0;
+    loop {
+        let chunk: Vec<EdgeUpsert> = edges.by_ref().take(per_batch).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        if let Some((path, w)) = out.as_mut() {
+            for e in &chunk {
+                writeln!(
+                    w,
+                    "{} {} {} {}",
+                    e.from,
+                    e.to,
+                    e.relation,
+                    e.confidence.unwrap_or(1.0)
+                )
+                .map_err(|err| crate::Error::io(*path, err))?;
+            }
+        }
+        // Generation is not ingest: only the store's part is timed.
+        let batch = import_events(chunk.into_iter().map(Assertion::UpsertEdge).collect(), 1024);
+        let t = Instant::now();
+        store.ingest(batch)?;
+        ingest_s += t.elapsed().as_secs_f64();
+    }
+    if let Some((path, mut w)) = out {
+        w.flush().map_err(|e| crate::Error::io(path, e))?;
+    }
+    Ok((node_s, ingest_s))
 }
 
 /// Ingests `graph` (nodes in one batch, then edges in batches of `edges_per_batch`); returns
@@ -351,12 +486,11 @@ pub fn run_graph_bench(
     dir: &Path,
     backend: BackendKind,
     spec: &GraphSpec,
-    graph: &BenchGraph,
-    edges_per_batch: usize,
+    build: impl FnOnce(&Store) -> Result<(f64, f64)>,
 ) -> Result<GraphReport> {
     let (ingest_nodes_s, ingest_edges_s) = {
         let store = Store::create(dir, backend)?;
-        build_graph(&store, graph, edges_per_batch)?
+        build(&store)?
     };
     let t = Instant::now();
     let store = Store::open(dir)?;

@@ -670,7 +670,9 @@ pub enum BenchCommand {
     Graph {
         #[arg(long, default_value_t = 200_000)]
         nodes: u32,
-        #[arg(long, default_value_t = 1_000_000)]
+        /// Edges of the generated graph (alias --edges-total), generated and ingested a batch
+        /// at a time.
+        #[arg(long, alias = "edges-total", default_value_t = 1_000_000)]
         edges: u32,
         #[arg(long, default_value = "redb", value_parser = ["redb", "sled"])]
         backend: String,

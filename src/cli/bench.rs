@@ -202,25 +202,43 @@ pub fn run(b: BenchCommand) -> Result<Code> {
                 edges,
                 ..Default::default()
             };
-            let graph = match &edges_file {
-                Some(path) => loci::bench::BenchGraph::from_file(path)?,
-                None => loci::bench::BenchGraph::generated(&spec),
+            let backend = backend(&b)?;
+            let r = match &edges_file {
+                Some(path) => {
+                    let graph = loci::bench::BenchGraph::from_file(path)?;
+                    spec.nodes = u32::try_from(graph.nodes.len()).unwrap_or(u32::MAX);
+                    if spec.nodes == 0 {
+                        fail!(
+                            Code::BadInput,
+                            "{}: the file holds no edges",
+                            path.display()
+                        );
+                    }
+                    let bar = spinner(&format!(
+                        "building {} nodes, {} edges ({b})",
+                        graph.nodes.len(),
+                        graph.edges.len()
+                    ));
+                    let r = loci::bench::run_graph_bench(&dir, backend, &spec, |s| {
+                        loci::bench::build_graph(s, &graph, edges_per_batch)
+                    })?;
+                    bar.finish_and_clear();
+                    r
+                }
+                None => {
+                    let bar = spinner(&format!("building {nodes} nodes, {edges} edges ({b})"));
+                    let r = loci::bench::run_graph_bench(&dir, backend, &spec, |s| {
+                        loci::bench::build_generated(
+                            s,
+                            &spec,
+                            edges_per_batch,
+                            write_edges.as_deref(),
+                        )
+                    })?;
+                    bar.finish_and_clear();
+                    r
+                }
             };
-            if let Some(path) = &write_edges {
-                loci::bench::write_edge_file(path, &graph.edges)?;
-            }
-            spec.nodes = u32::try_from(graph.nodes.len()).unwrap_or(u32::MAX);
-            if spec.nodes == 0 {
-                fail!(Code::BadInput, "the graph has no edges");
-            }
-            let bar = spinner(&format!(
-                "building {} nodes, {} edges ({b})",
-                graph.nodes.len(),
-                graph.edges.len()
-            ));
-            let r =
-                loci::bench::run_graph_bench(&dir, backend(&b)?, &spec, &graph, edges_per_batch)?;
-            bar.finish_and_clear();
             let fresh = child_open(&dir).ok();
             let mut v = serde_json::to_value(&r)?;
             if let Some((full, secs, empty)) = fresh {
