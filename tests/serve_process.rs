@@ -262,3 +262,37 @@ fn mcp_over_stdio_ends_quietly_when_the_client_leaves() {
         .status
         .success());
 }
+
+#[test]
+fn request_logs_are_plain_structured_lines_without_colour_codes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = init_world(tmp.path());
+    let mut child = Command::new(BIN)
+        .args(["-v", "serve", "--store", &s, "--addr", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let (status, _) = http(&addr, "GET", "/v1/stats", "").unwrap();
+    assert_eq!(status, 200);
+    sigterm(&child);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(20)), Some(0));
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("route=/v1/stats status=200"), "{rest}");
+    assert!(
+        !rest.contains('\u{1b}'),
+        "colour codes in a piped log: {rest:?}"
+    );
+}
