@@ -47,7 +47,7 @@ pub fn serve(a: ServeArgs) -> Result<Code> {
     let store = open(&a.store)?;
     let state = AppState::new(store, config.clone())?;
     let rt = runtime()?;
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(config.addr).await {
             Ok(l) => l,
             Err(e) => fail!(Code::Failure, "listening on {}: {e}", config.addr),
@@ -62,10 +62,20 @@ pub fn serve(a: ServeArgs) -> Result<Code> {
                 "no key, loopback only"
             }
         );
-        serve::serve(Arc::clone(&state), listener, serve::termination()).await?;
-        errln!("loci serve: stopped; the store is closed");
+        let closed = serve::serve(Arc::clone(&state), listener, serve::termination()).await?;
+        errln!(
+            "loci serve: stopped; {}",
+            if closed {
+                "the store is closed"
+            } else {
+                "a request still held the store (committed batches are durable)"
+            }
+        );
         Ok(Code::Ok)
-    })
+    });
+    // Work a stuck request left on the blocking pool is not waited for past this.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 pub fn mcp(a: McpArgs) -> Result<Code> {

@@ -321,27 +321,54 @@ pub fn router(state: Arc<AppState>) -> axum::Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` resolves, then drains the requests in flight and closes the store.
+/// Serves until `shutdown` resolves, then drains the requests in flight (for at most
+/// [`DRAIN_LIMIT`]) and closes the store; returns whether it could close it.
 pub async fn serve(
     state: Arc<AppState>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     let app = router(state.clone());
     let token = state.shutdown.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            token.cancel();
-        })
-        .await?;
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        token.cancel();
+    });
+    // The drain is bounded: a request stuck past DRAIN_LIMIT after the signal does not keep
+    // the process alive (committed batches are durable; the lock goes with the process).
+    let began = state.shutdown.clone();
+    tokio::select! {
+        r = server => r?,
+        _ = async {
+            began.cancelled().await;
+            tokio::time::sleep(DRAIN_LIMIT).await;
+        } => {
+            tracing::warn!(
+                target: "loci::serve",
+                "requests still in flight {} s after the signal; stopping without them",
+                DRAIN_LIMIT.as_secs()
+            );
+        }
+    }
     // Requests have drained; the blocking work they started has ended with them.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !state.close() && Instant::now() < deadline {
+    loop {
+        if state.close() {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            tracing::warn!(
+                target: "loci::serve",
+                "a request still holds the store; leaving it open (committed batches are durable)"
+            );
+            return Ok(false);
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok(())
 }
+
+/// How long a stop waits for the requests in flight.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
 /// Resolves on SIGTERM or SIGINT.
 pub async fn termination() {
