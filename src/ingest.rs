@@ -449,8 +449,26 @@ impl SourceBatch {
 
 /// Guesses the format from the first non-blank line's fields.
 pub fn detect_format(path: &Path, content: &str) -> Result<Format> {
-    let file = path.display().to_string();
-    match Lines::new(&file, content.as_bytes()).next_line()? {
+    detect_format_of_bytes(&path.display().to_string(), content.as_bytes())
+}
+
+/// [`read_bytes`] in `format`, or in the format the first line's fields say when `None` (an
+/// HTTP body or a caller's string, named `file` in errors).
+pub fn read_bytes_detecting(
+    file: &str,
+    content: &[u8],
+    format: Option<Format>,
+) -> Result<SourceBatch> {
+    let format = match format {
+        Some(f) => f,
+        None => detect_format_of_bytes(file, content)?,
+    };
+    read_bytes(file, content, format)
+}
+
+fn detect_format_of_bytes(file: &str, content: &[u8]) -> Result<Format> {
+    let file = file.to_string();
+    match Lines::new(&file, content).next_line()? {
         Some((line, text)) => detect_format_of_line(&file, line, &text),
         None => Err(Error::Input {
             file,

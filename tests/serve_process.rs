@@ -6,7 +6,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_loci");
@@ -15,11 +15,12 @@ fn loci(args: &[&str]) -> std::process::Output {
     Command::new(BIN).args(args).output().unwrap()
 }
 
-/// Starts `loci serve` on a free port; returns the child and its address.
-fn start(store: &str, extra: &[&str]) -> (Child, String) {
+/// Starts `loci [global...] serve` on a free port; returns the child, its address and the
+/// rest of its standard error.
+fn spawn_serve(global: &[&str], store: &str) -> (Child, String, BufReader<ChildStderr>) {
     let mut child = Command::new(BIN)
+        .args(global)
         .args(["serve", "--store", store, "--addr", "127.0.0.1:0"])
-        .args(extra)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -33,6 +34,12 @@ fn start(store: &str, extra: &[&str]) -> (Child, String) {
         .and_then(|r| r.split_whitespace().next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
+    (child, addr, err)
+}
+
+/// Starts `loci serve` on a free port; returns the child and its address.
+fn start(store: &str) -> (Child, String) {
+    let (child, addr, mut err) = spawn_serve(&[], store);
     // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || {
         let mut rest = String::new();
@@ -101,7 +108,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
 fn a_served_store_is_locked_readable_and_closed_cleanly_on_sigterm() {
     let tmp = tempfile::tempdir().unwrap();
     let s = init_world(tmp.path());
-    let (mut child, addr) = start(&s, &[]);
+    let (mut child, addr) = start(&s);
 
     // A second server, or a writer, meets the lock with the holder's pid.
     let second = loci(&["serve", "--store", &s, "--addr", "127.0.0.1:0"]);
@@ -172,7 +179,7 @@ fn exposure_without_a_key_is_refused() {
 fn no_acknowledged_append_is_lost_to_a_kill_9() {
     let tmp = tempfile::tempdir().unwrap();
     let s = init_world(tmp.path());
-    let (mut child, addr) = start(&s, &[]);
+    let (mut child, addr) = start(&s);
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let writers: Vec<_> = (0..4)
         .map(|w| {
@@ -267,23 +274,7 @@ fn mcp_over_stdio_ends_quietly_when_the_client_leaves() {
 fn request_logs_are_plain_structured_lines_without_colour_codes() {
     let tmp = tempfile::tempdir().unwrap();
     let s = init_world(tmp.path());
-    let mut child = Command::new(BIN)
-        .args(["-v", "serve", "--store", &s, "--addr", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let (mut child, addr, mut err) = spawn_serve(&["-v"], &s);
     let (status, _) = http(&addr, "GET", "/v1/stats", "").unwrap();
     assert_eq!(status, 200);
     sigterm(&child);

@@ -2,7 +2,6 @@
 //! releases the GIL while the store works and returns JSON text, which `loci/__init__.py`
 //! turns into dicts, so Python sees exactly what `loci ... --json` prints.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use pyo3::create_exception;
@@ -11,7 +10,7 @@ use pyo3::prelude::*;
 
 use loci::context::{ContextMode, ContextOptions};
 use loci::ingest::{self, Format};
-use loci::query::{QueryError, SavedQueries, Val};
+use loci::query::{QueryError, SavedQueries};
 use loci::retrieval::{RetrieverCache, Tokenizer};
 use loci::{BackendKind, RetrieveOptions, Retriever, SearchFilter, SnippetKind};
 
@@ -63,26 +62,6 @@ fn query_to_py(e: QueryError, text: &str) -> PyErr {
 
 fn json<T: serde::Serialize>(v: &T) -> PyResult<String> {
     serde_json::to_string(v).map_err(|e| StoreError::new_err(format!("encoding the answer: {e}")))
-}
-
-/// A JSON value as a planner value.
-fn val_of(v: &serde_json::Value) -> PyResult<Val> {
-    use serde_json::Value as J;
-    Ok(match v {
-        J::Null => Val::Null,
-        J::Bool(b) => Val::Bool(*b),
-        J::Number(n) => match n.as_i64() {
-            Some(i) => Val::Int(i),
-            None => Val::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        J::String(s) => Val::Str(s.clone()),
-        J::Array(items) => Val::List(items.iter().map(val_of).collect::<PyResult<_>>()?),
-        J::Object(m) => Val::Map(
-            m.iter()
-                .map(|(k, v)| Ok((k.clone(), val_of(v)?)))
-                .collect::<PyResult<_>>()?,
-        ),
-    })
 }
 
 #[pyclass(module = "loci._loci")]
@@ -146,11 +125,7 @@ impl Store {
         let s = self.store()?;
         let format = format_of(format)?;
         py.detach(|| {
-            let format = match format {
-                Some(f) => f,
-                None => ingest::detect_format(std::path::Path::new("input"), lines)?,
-            };
-            let mut batch = ingest::read_str("input", lines, format)?;
+            let mut batch = ingest::read_bytes_detecting("input", lines.as_bytes(), format)?;
             batch.dedupe_passages(&s, false)?;
             batch.commit(&s)
         })
@@ -184,20 +159,11 @@ impl Store {
         record: bool,
     ) -> PyResult<String> {
         let s = self.store()?;
-        let mut wanted = Vec::new();
-        for k in &kinds {
-            wanted.push(match k.as_str() {
-                "fact" => SnippetKind::Fact,
-                "passage" => SnippetKind::Passage,
-                "event" => SnippetKind::Event,
-                "entity" => SnippetKind::Entity,
-                other => {
-                    return Err(InputError::new_err(format!(
-                        "kinds: {other:?}: expected fact, passage, event or entity"
-                    )))
-                }
-            });
-        }
+        let wanted = kinds
+            .iter()
+            .map(|k| k.parse::<SnippetKind>())
+            .collect::<loci::Result<Vec<_>>>()
+            .map_err(to_py)?;
         let mut opts = RetrieveOptions::default()
             .with_k(limit)
             .with_min_confidence(min_confidence)
@@ -226,25 +192,14 @@ impl Store {
                 let Some(q) = self.queries.get(name) else {
                     return Err(NotFoundError::new_err(format!("no saved query {name:?}")));
                 };
-                let args: Vec<(String, String)> = params
-                    .iter()
-                    .map(|(k, v)| {
-                        let text = match v {
-                            serde_json::Value::String(s) => s.clone(),
-                            other => other.to_string(),
-                        };
-                        (k.clone(), text)
-                    })
-                    .collect();
+                let args = loci::query::args_from_json(&params);
                 py.detach(|| q.run(&s, &args))
                     .map_err(|e| query_to_py(e, &q.prepared.text))
                     .and_then(|r| json(&r))
             }
             (None, Some(text)) => {
-                let params: HashMap<String, Val> = params
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), val_of(v)?)))
-                    .collect::<PyResult<_>>()?;
+                let params =
+                    loci::query::params_from_json(&params).map_err(|e| query_to_py(e, text))?;
                 py.detach(|| loci::query::run(&s, text, &params))
                     .map_err(|e| query_to_py(e, text))
                     .and_then(|r| json(&r))

@@ -169,6 +169,8 @@ impl BaEdges {
     }
 
     /// Distinct degree-proportional targets for a new node (a bounded number of tries).
+    /// `endpoints` is never empty here or in the extra phase: the seed path always yields its
+    /// first edge (1 to 0, `m >= 1` and `n >= 2`) before either runs, whenever an edge is wanted.
     fn choose_targets(&mut self) {
         self.targets.clear();
         let mut tries = 0;
@@ -329,15 +331,7 @@ pub fn build_generated(
         }
         if let Some((path, w)) = out.as_mut() {
             for e in &chunk {
-                writeln!(
-                    w,
-                    "{} {} {} {}",
-                    e.from,
-                    e.to,
-                    e.relation,
-                    e.confidence.unwrap_or(1.0)
-                )
-                .map_err(|err| crate::Error::io(*path, err))?;
+                write_edge_line(w, e).map_err(|err| crate::Error::io(*path, err))?;
             }
         }
         // Generation is not ingest: only the store's part is timed.
@@ -674,21 +668,25 @@ pub fn read_edge_file(path: &Path) -> Result<(Vec<NodeUpsert>, Vec<EdgeUpsert>)>
     Ok((nodes, edges))
 }
 
+/// One edge as a `src dst relation confidence` line.
+fn write_edge_line(w: &mut impl std::io::Write, e: &EdgeUpsert) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "{} {} {} {}",
+        e.from,
+        e.to,
+        e.relation,
+        e.confidence.unwrap_or(1.0)
+    )
+}
+
 /// Writes edges as `src dst relation confidence` lines (what [`read_edge_file`] reads).
 pub fn write_edge_file(path: &Path, edges: &[EdgeUpsert]) -> Result<()> {
     use std::io::Write;
     let file = std::fs::File::create(path).map_err(|e| crate::Error::io(path, e))?;
     let mut w = std::io::BufWriter::new(file);
     for e in edges {
-        writeln!(
-            w,
-            "{} {} {} {}",
-            e.from,
-            e.to,
-            e.relation,
-            e.confidence.unwrap_or(1.0)
-        )
-        .map_err(|err| crate::Error::io(path, err))?;
+        write_edge_line(&mut w, e).map_err(|err| crate::Error::io(path, err))?;
     }
     w.flush().map_err(|e| crate::Error::io(path, e))
 }

@@ -63,11 +63,7 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
     let mut opts = ConsolidateOptions::default();
     opts.until = a.until;
     if let Some(day) = a.day {
-        let mut policy = opts.policy.clone();
-        policy.day = day;
-        // An episode ends at a pause of an eighth of a day, whatever the day's length.
-        policy.episode_gap = (day / 8).max(1);
-        opts = opts.with_policy(policy);
+        opts.policy = opts.policy.with_day(day);
     }
     let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;
     let shown: Vec<_> = consolidate::summaries(&s)?

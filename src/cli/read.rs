@@ -163,13 +163,8 @@ pub fn query(a: QueryArgs) -> Result<Code> {
     let kinds: Vec<SnippetKind> = a
         .kind
         .iter()
-        .map(|k| match k.as_str() {
-            "fact" => SnippetKind::Fact,
-            "passage" => SnippetKind::Passage,
-            "event" => SnippetKind::Event,
-            _ => SnippetKind::Entity,
-        })
-        .collect();
+        .map(|k| k.parse())
+        .collect::<loci::Result<_>>()?;
     let mut opts = RetrieveOptions::default()
         .with_k(a.limit)
         .with_token_counter(a.tokenizer)
@@ -180,11 +175,7 @@ pub fn query(a: QueryArgs) -> Result<Code> {
         .with_include_ended(a.include_ended)
         .with_raw_confidence(a.raw_confidence)
         .with_record_usage(!a.no_record)
-        .with_mode(match a.mode.as_str() {
-            "text" => RankingMode::Text,
-            "graph" => RankingMode::Graph,
-            _ => RankingMode::Fused,
-        });
+        .with_mode(a.mode.parse::<RankingMode>()?);
     opts.budget = a.budget;
     opts.as_of = a.as_of;
     let pack = Retriever::new(&s)?.retrieve(&a.question, &opts)?;
@@ -194,15 +185,6 @@ pub fn query(a: QueryArgs) -> Result<Code> {
         print_pack(&pack)?;
     }
     Ok(Code::Ok)
-}
-
-fn kind_name(k: SnippetKind) -> &'static str {
-    match k {
-        SnippetKind::Fact => "fact",
-        SnippetKind::Passage => "passage",
-        SnippetKind::Event => "event",
-        _ => "entity",
-    }
 }
 
 fn print_pack(pack: &loci::ContextPack) -> Result<()> {
@@ -234,7 +216,7 @@ fn print_pack(pack: &loci::ContextPack) -> Result<()> {
         outln!(
             "\n{:>2}. [{} {}] score {:.3} ({}), {} tokens",
             i + 1,
-            kind_name(s.kind),
+            s.kind.name(),
             s.id,
             s.score,
             parts.join(", "),
@@ -277,7 +259,7 @@ fn print_pack(pack: &loci::ContextPack) -> Result<()> {
     for c in &pack.cut {
         outln!(
             "  cut {} {} ({} tokens, score {:.3})",
-            kind_name(c.kind),
+            c.kind.name(),
             c.id,
             c.tokens,
             c.score

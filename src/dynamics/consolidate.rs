@@ -104,6 +104,14 @@ impl Default for ConsolidationPolicy {
 }
 
 impl ConsolidationPolicy {
+    /// This policy with days of `day` ticks (1440 for a store kept in minutes) and episodes
+    /// ending at a pause of an eighth of a day, as the default's do.
+    pub fn with_day(mut self, day: i64) -> Self {
+        self.day = day;
+        self.episode_gap = (day / 8).max(1);
+        self
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |name: &str, message: &str| {
             Err(Error::InvalidArgument {

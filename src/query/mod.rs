@@ -259,6 +259,55 @@ fn looks_like_a_code(raw: &str) -> bool {
             && digits.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
+/// Parameters given as JSON by name (a server's request, a Python caller's dict), for query
+/// text that declares no types: each value as the planner value it is (`"42"` stays a string).
+pub fn params_from_json<'a>(
+    params: impl IntoIterator<Item = (&'a String, &'a serde_json::Value)>,
+) -> Result<HashMap<String, Val>, QueryError> {
+    fn val(v: &serde_json::Value) -> Result<Val, QueryError> {
+        use serde_json::Value as J;
+        Ok(match v {
+            J::Null => Val::Null,
+            J::Bool(b) => Val::Bool(*b),
+            J::Number(n) => match n.as_i64() {
+                Some(i) => Val::Int(i),
+                None => Val::Float(
+                    n.as_f64()
+                        .ok_or_else(|| QueryError::Param(format!("{n}: out of range")))?,
+                ),
+            },
+            J::String(s) => Val::Str(s.clone()),
+            J::Array(items) => Val::List(items.iter().map(val).collect::<Result<_, _>>()?),
+            J::Object(m) => Val::Map(
+                m.iter()
+                    .map(|(k, v)| Ok((k.clone(), val(v)?)))
+                    .collect::<Result<_, QueryError>>()?,
+            ),
+        })
+    }
+    params
+        .into_iter()
+        .map(|(k, v)| Ok((k.clone(), val(v)?)))
+        .collect()
+}
+
+/// Parameters given as JSON by name, for a saved query, whose declared types read them
+/// ([`SavedQuery::run`]): a string as written, any other value as its JSON text.
+pub fn args_from_json<'a>(
+    params: impl IntoIterator<Item = (&'a String, &'a serde_json::Value)>,
+) -> Vec<(String, String)> {
+    params
+        .into_iter()
+        .map(|(k, v)| {
+            let text = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), text)
+        })
+        .collect()
+}
+
 /// Parameters from `NAME=VALUE` strings.
 pub fn params_from_pairs(pairs: &[(String, String)]) -> Result<HashMap<String, Val>, QueryError> {
     pairs

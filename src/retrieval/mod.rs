@@ -52,6 +52,34 @@ pub enum SnippetKind {
     Entity,
 }
 
+impl SnippetKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SnippetKind::Fact => "fact",
+            SnippetKind::Passage => "passage",
+            SnippetKind::Event => "event",
+            SnippetKind::Entity => "entity",
+        }
+    }
+}
+
+impl std::str::FromStr for SnippetKind {
+    type Err = Error;
+    /// `fact`, `passage`, `event` or `entity`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "fact" => Ok(SnippetKind::Fact),
+            "passage" => Ok(SnippetKind::Passage),
+            "event" => Ok(SnippetKind::Event),
+            "entity" => Ok(SnippetKind::Entity),
+            other => Err(Error::InvalidArgument {
+                name: "kinds".into(),
+                message: format!("{other:?}: expected fact, passage, event or entity"),
+            }),
+        }
+    }
+}
+
 /// How candidates are ranked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -63,6 +91,22 @@ pub enum RankingMode {
     Text,
     /// Graph expansion only.
     Graph,
+}
+
+impl std::str::FromStr for RankingMode {
+    type Err = Error;
+    /// `fused`, `text` or `graph`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "fused" => Ok(RankingMode::Fused),
+            "text" => Ok(RankingMode::Text),
+            "graph" => Ok(RankingMode::Graph),
+            other => Err(Error::InvalidArgument {
+                name: "mode".into(),
+                message: format!("{other:?}: expected fused, text or graph"),
+            }),
+        }
+    }
 }
 
 /// How the graph is expanded from the seeds.
@@ -458,7 +502,6 @@ struct CacheSlot {
     rebuilding: std::sync::Mutex<()>,
     /// How long a dictionary may lag the store (see [`RetrieverCache::with_max_staleness`]).
     max_staleness: std::time::Duration,
-    built: std::sync::Mutex<Option<Instant>>,
 }
 
 impl RetrieverCache {
@@ -474,14 +517,9 @@ impl RetrieverCache {
         }))
     }
 
-    /// Whether a stale dictionary may still be used: within the lag since it was built, or
-    /// another thread is rebuilding it now.
-    fn may_lag(&self) -> bool {
-        if self.0.max_staleness.is_zero() {
-            return false;
-        }
-        let built = *self.0.built.lock().unwrap_or_else(|e| e.into_inner());
-        built.is_some_and(|t| t.elapsed() < self.0.max_staleness)
+    /// Whether a stale dictionary may still be used: it was built within the lag.
+    fn may_lag(&self, d: &Derived) -> bool {
+        !self.0.max_staleness.is_zero() && d.made.elapsed() < self.0.max_staleness
     }
 
     fn get(&self) -> Option<Arc<Derived>> {
@@ -509,6 +547,8 @@ struct Derived {
     built_at: u64,
     /// The graph it was built from (`Store::graph_epoch`).
     graph_epoch: u64,
+    /// When it was built (for a cache that may lag).
+    made: Instant,
 }
 
 impl Derived {
@@ -525,6 +565,7 @@ impl Derived {
             terms: EdgeTerms::build(store)?,
             built_at,
             graph_epoch,
+            made: Instant::now(),
         })
     }
 }
@@ -734,16 +775,16 @@ impl<'s> Retriever<'s> {
     /// The derived state for the store as it is now, rebuilt first if the store has applied
     /// events since the last build.
     fn current(&self) -> Result<Arc<Derived>> {
-        let applied = applied_seq(self.store);
-        let cached = self.cache.get();
         // Only the graph matters to the dictionary: events that change no node or edge (notes,
         // observations, uses) leave it valid.
-        let unchanged =
-            |d: &Derived| d.built_at == applied || d.graph_epoch == self.store.graph_epoch();
-        match &cached {
-            Some(d) if unchanged(d) => return Ok(d.clone()),
-            Some(d) if self.cache.may_lag() => return Ok(d.clone()),
-            _ => {}
+        let current = |d: &Derived| {
+            d.built_at == applied_seq(self.store) || d.graph_epoch == self.store.graph_epoch()
+        };
+        let cached = self.cache.get();
+        if let Some(d) = &cached {
+            if current(d) || self.cache.may_lag(d) {
+                return Ok(d.clone());
+            }
         }
         let _one_at_a_time = match (self.cache.0.rebuilding.try_lock(), cached) {
             (Ok(guard), _) => guard,
@@ -757,13 +798,11 @@ impl<'s> Retriever<'s> {
                 .unwrap_or_else(|e| e.into_inner()),
         };
         // Another thread may have rebuilt it while this one waited.
-        let applied = applied_seq(self.store);
-        if let Some(d) = self.cache.get().filter(|d| d.built_at == applied) {
+        if let Some(d) = self.cache.get().filter(|d| current(d)) {
             return Ok(d);
         }
         let fresh = Arc::new(Derived::build(self.store)?);
         self.cache.put(&fresh);
-        *self.cache.0.built.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         Ok(fresh)
     }
 

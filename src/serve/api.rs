@@ -5,7 +5,7 @@
 //! Every request is bounded: bodies by the server's body limit, budgets by [`MAX_BUDGET`],
 //! rows by [`MAX_ROWS`], planner queries by the planner's row, hop and time limits.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use crate::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
 use crate::dynamics::forget::{self, ForgetOptions};
 use crate::dynamics::working::WmOp;
 use crate::ingest::{self, Format};
-use crate::query::{self, QueryError, Val};
+use crate::query::{self, QueryError};
 use crate::retrieval::{RankingMode, Tokenizer};
 use crate::{
     DeleteRequest, EdgeId, ExpandOptions, RetrieveOptions, Retriever, SearchFilter, SnippetKind,
@@ -48,20 +48,25 @@ where
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(req, state).await?;
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize::<_, T>(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            if path.is_empty() || path == "." {
-                ApiError::bad_input(format!("body: {inner}"))
-            } else {
-                ApiError::bad_input(format!("body: {path}: {inner}"))
-            }
-        })?;
-        de.end()
-            .map_err(|e| ApiError::bad_input(format!("body: {e}")))?;
-        Ok(Body(value))
+        json_body(&bytes).map(Body)
     }
+}
+
+/// A JSON body as `T`; an error names the field that does not read.
+fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize::<_, T>(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            ApiError::bad_input(format!("body: {inner}"))
+        } else {
+            ApiError::bad_input(format!("body: {path}: {inner}"))
+        }
+    })?;
+    de.end()
+        .map_err(|e| ApiError::bad_input(format!("body: {e}")))?;
+    Ok(value)
 }
 
 /// Query-string parameters, rejected as an [`ApiError`].
@@ -222,14 +227,7 @@ async fn append_events(
     let body = body?;
     let format = p.format.as_deref().map(str::parse::<Format>).transpose()?;
     st.blocking(move |s| {
-        let format = match format {
-            Some(f) => f,
-            None => ingest::detect_format(
-                std::path::Path::new("request"),
-                &String::from_utf8_lossy(&body),
-            )?,
-        };
-        let mut batch = ingest::read_bytes("request", &body, format)?;
+        let mut batch = ingest::read_bytes_detecting("request", &body, format)?;
         let unextracted = batch.unextracted.len();
         let passages_skipped = batch.dedupe_passages(s, p.replace)?;
         let commit = batch.commit(s)?;
@@ -277,30 +275,12 @@ fn tokenizer(name: Option<&str>) -> Result<Tokenizer, ApiError> {
 }
 
 fn retrieve_options(q: &QueryRequest) -> Result<RetrieveOptions, ApiError> {
-    let mut kinds = Vec::new();
-    for k in &q.kinds {
-        kinds.push(match k.as_str() {
-            "fact" => SnippetKind::Fact,
-            "passage" => SnippetKind::Passage,
-            "event" => SnippetKind::Event,
-            "entity" => SnippetKind::Entity,
-            other => {
-                return Err(ApiError::bad_input(format!(
-                    "kinds: {other:?}: expected fact, passage, event or entity"
-                )))
-            }
-        });
-    }
-    let mode = match q.mode.as_deref().unwrap_or("fused") {
-        "fused" => RankingMode::Fused,
-        "text" => RankingMode::Text,
-        "graph" => RankingMode::Graph,
-        other => {
-            return Err(ApiError::bad_input(format!(
-                "mode: {other:?}: expected fused, text or graph"
-            )))
-        }
-    };
+    let kinds = q
+        .kinds
+        .iter()
+        .map(|k| k.parse::<SnippetKind>())
+        .collect::<crate::Result<Vec<_>>>()?;
+    let mode: RankingMode = q.mode.as_deref().unwrap_or("fused").parse()?;
     let mut opts = RetrieveOptions::default()
         .with_k(bounded("limit", q.limit.unwrap_or(10), MAX_ROWS)?)
         .with_token_counter(tokenizer(q.tokenizer.as_deref())?)
@@ -324,7 +304,6 @@ fn retrieve_options(q: &QueryRequest) -> Result<RetrieveOptions, ApiError> {
 #[utoipa::path(post, path = "/v1/query", request_body = QueryRequest,
     responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
 async fn query_pack(State(st): State<Arc<AppState>>, Body(q): Body<QueryRequest>) -> Answer {
-    retrieve_options(&q)?;
     let cache = st.retriever.clone();
     st.blocking(move |s| pack_of(s, cache, &q)).await
 }
@@ -400,25 +379,6 @@ pub struct RunRequest {
     params: BTreeMap<String, Json_>,
 }
 
-/// A JSON parameter as a planner value (for inline queries, which declare no types).
-fn val_of(v: &Json_) -> Result<Val, String> {
-    Ok(match v {
-        Json_::Null => Val::Null,
-        Json_::Bool(b) => Val::Bool(*b),
-        Json_::Number(n) => match n.as_i64() {
-            Some(i) => Val::Int(i),
-            None => Val::Float(n.as_f64().ok_or("a number out of range")?),
-        },
-        Json_::String(s) => Val::Str(s.clone()),
-        Json_::Array(items) => Val::List(items.iter().map(val_of).collect::<Result<_, _>>()?),
-        Json_::Object(m) => Val::Map(
-            m.iter()
-                .map(|(k, v)| Ok((k.clone(), val_of(v)?)))
-                .collect::<Result<_, String>>()?,
-        ),
-    })
-}
-
 /// Runs a saved or inline planner query, as `loci run --json`.
 #[utoipa::path(post, path = "/v1/run", request_body = RunRequest,
     responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody),
@@ -451,26 +411,11 @@ pub fn run_request(s: &Store, state: &AppState, r: &RunRequest) -> Answer {
                     "no saved query {name:?}; GET /v1/queries lists them"
                 )));
             };
-            let args: Vec<(String, String)> = r
-                .params
-                .iter()
-                .map(|(k, v)| {
-                    let text = match v {
-                        Json_::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    (k.clone(), text)
-                })
-                .collect();
-            q.run(s, &args).map_err(|e| shown(&q.prepared.text, e))?
+            q.run(s, &query::args_from_json(&r.params))
+                .map_err(|e| shown(&q.prepared.text, e))?
         }
         (None, Some(text)) => {
-            let params: HashMap<String, Val> = r
-                .params
-                .iter()
-                .map(|(k, v)| val_of(v).map(|v| (k.clone(), v)))
-                .collect::<Result<_, _>>()
-                .map_err(|m| ApiError::bad_input(format!("params: {m}")))?;
+            let params = query::params_from_json(&r.params)?;
             query::run(s, text, &params).map_err(|e| shown(text, e))?
         }
     };
@@ -708,21 +653,16 @@ async fn consolidate_now(
     let r: ConsolidateRequest = if body.iter().all(u8::is_ascii_whitespace) {
         ConsolidateRequest::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_input(format!("body: {e}")))?
+        json_body(&body)?
     };
     st.blocking(move |s| {
         let mut opts = ConsolidateOptions {
             until: r.until,
             ..Default::default()
         };
+        // A day under one tick is refused by the policy's own check.
         if let Some(day) = r.day {
-            if day < 1 {
-                return Err(ApiError::bad_input("day: must be at least 1"));
-            }
-            let mut policy = opts.policy.clone();
-            policy.day = day;
-            policy.episode_gap = (day / 8).max(1);
-            opts = opts.with_policy(policy);
+            opts.policy = opts.policy.with_day(day);
         }
         to_json(&consolidate::consolidate(s, &RuleSummarizer, &opts)?)
     })
