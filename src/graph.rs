@@ -51,6 +51,25 @@ impl AdjEntry {
     pub fn relation(&self) -> u32 {
         self.rel_dir & !FLAGS
     }
+    /// The entry's four words as stored in a snapshot: node, edge, confidence bits, relation
+    /// with the direction and bound flags.
+    pub(crate) fn to_raw(self) -> (u32, u32, u32, u32) {
+        (
+            self.node,
+            self.edge,
+            self.confidence.to_bits(),
+            self.rel_dir,
+        )
+    }
+    /// The inverse of [`AdjEntry::to_raw`].
+    pub(crate) fn from_raw(node: u32, edge: u32, confidence: u32, rel_dir: u32) -> Self {
+        AdjEntry {
+            node,
+            edge,
+            confidence: f32::from_bits(confidence),
+            rel_dir,
+        }
+    }
     /// Whether the edge has a `valid_from` or `valid_to`.
     pub fn is_bounded(&self) -> bool {
         self.rel_dir & BOUNDED != 0
@@ -224,6 +243,16 @@ pub struct Interner {
 }
 
 impl Interner {
+    /// An interner whose ids are the positions of `names`; `None` when a name repeats.
+    pub fn from_names(names: Vec<String>) -> Option<Self> {
+        let mut ids = HashMap::with_capacity(names.len());
+        for (i, n) in names.iter().enumerate() {
+            if ids.insert(n.clone(), i as u32).is_some() {
+                return None;
+            }
+        }
+        Some(Interner { names, ids })
+    }
     pub fn intern(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.ids.get(name) {
             return id;
@@ -302,6 +331,30 @@ pub struct Adjacency {
 }
 
 impl Adjacency {
+    /// An adjacency from its lists (each in the order to keep), each node's interned label
+    /// (`u32::MAX` for an empty slot), the pinned nodes and the last-seen time of each edge.
+    /// The lists must hold both sides of every live edge (a snapshot checks this).
+    pub(crate) fn from_parts(
+        mut lists: Vec<Vec<AdjEntry>>,
+        mut labels: Vec<u32>,
+        pinned: IdSet,
+        last_seen: Vec<i64>,
+    ) -> Self {
+        let bound = lists.len().max(labels.len());
+        lists.resize_with(bound, Vec::new);
+        labels.resize(bound, u32::MAX);
+        let live_nodes = labels.iter().filter(|l| **l != u32::MAX).count();
+        let live_edges = lists.iter().map(Vec::len).sum::<usize>() / 2;
+        Adjacency {
+            lists,
+            last_seen,
+            pinned,
+            labels,
+            live_nodes,
+            live_edges,
+        }
+    }
+
     /// Makes room for node ids below `bound`.
     pub fn reserve_nodes(&mut self, bound: usize) {
         if self.lists.len() < bound {
@@ -394,6 +447,19 @@ impl Adjacency {
                     .for_each(|e| e.confidence = conf);
             }
         }
+    }
+
+    /// The live edge `from -relation-> to`, if any, found in the shorter of the two endpoint
+    /// lists (an edge between a hub and a leaf costs the leaf's list, not the hub's).
+    pub fn find_edge(&self, from: NodeId, relation: u32, to: NodeId) -> Option<EdgeId> {
+        let (list, other, incoming) = if self.entries(to).len() < self.entries(from).len() {
+            (self.entries(to), from, true)
+        } else {
+            (self.entries(from), to, false)
+        };
+        list.iter()
+            .find(|e| e.node == other.0 && e.relation() == relation && e.is_incoming() == incoming)
+            .map(AdjEntry::edge_id)
     }
 
     /// The entries of a node (outgoing and incoming).

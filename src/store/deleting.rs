@@ -126,7 +126,7 @@ impl Store {
                                     (Some(f), Some(t)) => replayed
                                         .relations
                                         .get(&e.relation)
-                                        .and_then(|r| replayed.edge_keys.get(&(*f, r, *t)))
+                                        .and_then(|r| replayed.edge_id(*f, r, *t))
                                         .is_some(),
                                     _ => false,
                                 }
@@ -174,7 +174,24 @@ impl Store {
         text_docs.extend(replayed.nodes.iter().flatten().map(TextDoc::for_node));
         drop(before);
 
+        // Every id may have changed: no earlier snapshot can be brought past this commit, and
+        // the change records before it will never be read.
+        batch.put(
+            Table::Meta,
+            super::META_SNAPSHOT_FLOOR.to_vec(),
+            encode(&seq),
+        );
+        self.backend.scan(
+            Table::Meta,
+            super::snapshot::CHANGED_PREFIX,
+            Some(&super::snapshot::changed_key(seq)),
+            &mut |k, _| {
+                batch.delete(Table::Meta, k.to_vec());
+                Ok(true)
+            },
+        )?;
         self.backend.commit(batch)?;
+        self.drop_snapshot();
         let mut state = replayed;
         // Live, full edge records are read from the edges table.
         state.full_edges = None;
@@ -325,10 +342,16 @@ impl Store {
         let mut this = self;
         let lock = this.lock.take();
         drop(this);
+        // The snapshot may hold what deleted events had derived (one written before the
+        // deletion, left by a crash): it goes too, and is written afresh from the reopened state.
+        super::snapshot::remove(&dir)?;
         swap_in_compacted(kind, &dir, &tmp)?;
         finish_compaction(&dir)?;
         let manifest = read_manifest(&dir)?;
         let store = Store::open_with(dir.clone(), manifest, lock)?;
+        if let Err(e) = store.checkpoint() {
+            tracing::warn!(error = %e, "the state snapshot could not be written after compaction");
+        }
         report.bytes_after = dir_size(&dir);
         Ok((store, report))
     }

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, RwLock};
 
 use rayon::prelude::*;
@@ -31,10 +32,12 @@ use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
 
 mod deleting;
 mod folds;
+mod snapshot;
 
 use folds::Folds;
 
 pub use deleting::CompactReport;
+pub use snapshot::SNAPSHOT_FORMAT;
 
 /// Format of the store directory (manifest and table layout).
 pub const STORE_FORMAT: u32 = 1;
@@ -45,6 +48,15 @@ const META_BACKEND: &[u8] = b"backend";
 const META_PROJECTION: &[u8] = b"projection";
 /// The sequence numbers of deleted events (derived from the log's deletion events).
 const META_DELETED: &[u8] = b"deleted";
+/// The log position below which no snapshot can be brought up to date: the last commit that
+/// rewrote the derived tables whole (a deletion, a rebuild under new derivation rules).
+const META_SNAPSHOT_FLOOR: &[u8] = b"snapshot_floor";
+/// Changes (ids and commits) since the snapshot after which a commit writes a new one, at
+/// least; the bar rises with the graph's size, so a bulk load writes O(1) snapshots per edge.
+const CHECKPOINT_AFTER: u64 = 65_536;
+/// Changes since the snapshot after which closing a writer writes a new one (below it, the
+/// catch-up on the next open costs about as much as writing the snapshot now).
+const CHECKPOINT_ON_CLOSE: u64 = 4_096;
 /// Version of the rules that derive nodes and edges from the log (`projection`). A store whose
 /// derived tables were made by other rules has them rebuilt from its log when it is opened.
 /// 2: node and edge salience derive from the events that assert them.
@@ -81,8 +93,10 @@ pub struct EdgeCore {
 pub(crate) struct State {
     nodes: Vec<Option<Node>>,
     node_keys: HashMap<String, NodeId>,
+    /// Edge cores by id. There is no key map `(from, relation, to) -> id`: the adjacency
+    /// answers that from the shorter of the two endpoint lists ([`State::edge_id`]), and a map
+    /// would cost more memory per edge than the core itself.
     edges: Vec<Option<EdgeCore>>,
-    edge_keys: HashMap<(NodeId, u32, NodeId), EdgeId>,
     /// Full edge records; kept only by replay, whose state has no storage behind it.
     full_edges: Option<Vec<Option<Edge>>>,
     relations: Interner,
@@ -156,15 +170,22 @@ impl State {
         self.adj
             .add_edge_with_bounds(e.id, e.from, e.to, relation, e.confidence, bounded);
         self.adj.set_last_seen(e.id, e.last_seen);
-        self.edge_keys.insert((e.from, relation, e.to), e.id);
         self.edges[idx] = Some(core);
+    }
+
+    /// Clears a node slot; its edges must have been removed first.
+    fn remove_node(&mut self, id: NodeId) {
+        if let Some(old) = self.nodes.get_mut(id.0 as usize).and_then(Option::take) {
+            self.node_keys.remove(&old.key);
+        }
+        self.adj.set_pinned(id, false);
+        self.adj.remove_node(id);
     }
 
     fn remove_edge(&mut self, id: EdgeId) {
         self.bounded_edges.remove(&id);
         if let Some(old) = self.edges.get_mut(id.0 as usize).and_then(Option::take) {
             self.adj.remove_edge(id, old.from, old.to);
-            self.edge_keys.remove(&(old.from, old.relation, old.to));
         }
     }
 
@@ -194,13 +215,7 @@ impl State {
         for (id, n) in &ov.nodes {
             match n {
                 Some(n) => self.put_node(n.clone()),
-                None => {
-                    if let Some(old) = self.nodes.get_mut(id.0 as usize).and_then(Option::take) {
-                        self.node_keys.remove(&old.key);
-                    }
-                    self.adj.set_pinned(*id, false);
-                    self.adj.remove_node(*id);
-                }
+                None => self.remove_node(*id),
             }
         }
         self.counters = ov.counters;
@@ -212,6 +227,31 @@ impl State {
     fn node(&self, id: NodeId) -> Option<&Node> {
         self.nodes.get(id.0 as usize).and_then(Option::as_ref)
     }
+
+    /// The live edge `from -relation-> to`, if any.
+    fn edge_id(&self, from: NodeId, relation: u32, to: NodeId) -> Option<EdgeId> {
+        self.adj.find_edge(from, relation, to)
+    }
+}
+
+/// How the graph part of an opened state was loaded.
+struct Loaded {
+    source: StateSource,
+    /// Changes the next open would catch up on.
+    since_snapshot: u64,
+}
+
+/// Where an open got the derived in-memory state from (see [`Store::checkpoint`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "from")]
+#[non_exhaustive]
+pub enum StateSource {
+    /// Rebuilt from the nodes and edges tables (no usable snapshot).
+    #[default]
+    Tables,
+    /// The snapshot taken after event `seq`, with `caught_up` changes (node and edge ids, and
+    /// commits) applied from the change records of the commits after it.
+    Snapshot { seq: u64, caught_up: u64 },
 }
 
 /// The full record of an edge, from the edges table.
@@ -237,7 +277,7 @@ impl ProjectionBase for LiveBase<'_> {
     }
     fn edge_id(&self, from: NodeId, relation: &str, to: NodeId) -> Option<EdgeId> {
         let rel = self.state.relations.get(relation)?;
-        self.state.edge_keys.get(&(from, rel, to)).copied()
+        self.state.edge_id(from, rel, to)
     }
     fn edge(&self, id: EdgeId) -> Result<Option<Edge>> {
         if let Some(full) = &self.state.full_edges {
@@ -415,7 +455,25 @@ impl Overlay {
             }
         }
         batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&self.counters));
+        let changed = snapshot::ChangedIds {
+            first: self
+                .events
+                .first()
+                .map_or(self.counters.last_seq, |e| e.seq),
+            nodes: self.nodes.keys().map(|id| id.0).collect(),
+            edges: self.edges.keys().map(|id| id.0).collect(),
+        };
+        batch.put(
+            Table::Meta,
+            snapshot::changed_key(self.counters.last_seq),
+            encode(&changed),
+        );
         batch
+    }
+
+    /// How much this batch adds to the catch-up of the snapshot: its ids and itself.
+    fn change_weight(&self) -> u64 {
+        (self.nodes.len() + self.edges.len() + 1) as u64
     }
 
     /// The full-text changes of this batch, given the state before it.
@@ -612,6 +670,12 @@ pub struct Stats {
     /// Hot and warm nodes, edges and events (`dynamics::usage`).
     #[serde(default)]
     pub tiers: TierCounts,
+    /// Bytes of the state snapshot file (0 when there is none).
+    #[serde(default)]
+    pub disk_bytes_snapshot: u64,
+    /// Where the open got the in-memory state from.
+    #[serde(default)]
+    pub state_source: StateSource,
 }
 
 /// The outcome of [`Store::verify`].
@@ -877,6 +941,11 @@ pub struct Store {
     /// Uses recorded by reads and not yet flushed as a `USAGE` event (`dynamics::usage`).
     usage_pending: Mutex<Pending>,
     tiers: TierPolicy,
+    /// The log position of the snapshot on disk (`u64::MAX`: none usable).
+    snapshot_seq: std::sync::atomic::AtomicU64,
+    /// Changes since that snapshot (ids and commits): what the next open would catch up on.
+    since_snapshot: std::sync::atomic::AtomicU64,
+    state_source: StateSource,
 }
 
 impl Drop for Store {
@@ -885,6 +954,11 @@ impl Drop for Store {
     fn drop(&mut self) {
         if let Err(e) = self.flush_usage() {
             tracing::warn!(error = %e, "recorded uses could not be flushed; they are lost");
+        }
+        if self.lock.is_some() && self.since_snapshot.load(Relaxed) >= CHECKPOINT_ON_CLOSE {
+            if let Err(e) = self.checkpoint() {
+                tracing::warn!(error = %e, "the state snapshot could not be written; the next open loads the state from the tables");
+            }
         }
     }
 }
@@ -1063,7 +1137,7 @@ impl Store {
             manifest.backend.open(&dir)?
         };
         let counters = Self::check_meta(&*backend, &dir, read_only)?;
-        let state = Self::load_consistent(&*backend, &dir, counters, read_only)?;
+        let (state, loaded) = Self::load_consistent(&*backend, &dir, counters, read_only)?;
         let counters = state.counters;
         let decay = read_policy(&dir.join(DECAY_FILE), DecayPolicy::from_file)?;
         let salience = read_policy(&dir.join(SALIENCE_FILE), SaliencePolicy::from_file)?;
@@ -1085,6 +1159,13 @@ impl Store {
             lock,
             usage_pending: Mutex::new(Pending::default()),
             tiers: TierPolicy::default(),
+            snapshot_seq: match loaded.source {
+                StateSource::Snapshot { seq, .. } => seq,
+                StateSource::Tables => u64::MAX,
+            }
+            .into(),
+            since_snapshot: loaded.since_snapshot.into(),
+            state_source: loaded.source,
         };
         let from = indexed.unwrap_or(0);
         if read_only {
@@ -1125,10 +1206,10 @@ impl Store {
         dir: &Path,
         mut counters: Counters,
         read_only: bool,
-    ) -> Result<State> {
+    ) -> Result<(State, Loaded)> {
         const ATTEMPTS: usize = 20;
         for _ in 0..ATTEMPTS {
-            let mut state = Self::load_state(backend)?;
+            let (mut state, loaded) = Self::load_graph(backend, dir, counters)?;
             state.counters = counters;
             state.folds = Folds::read(backend)?;
             state.deleted = read_deleted(backend)?;
@@ -1137,14 +1218,14 @@ impl Store {
                 .and_then(|(k, _)| time_of_key(&k));
             if !read_only {
                 // The writer lock is ours: nothing else commits.
-                return Ok(state);
+                return Ok((state, loaded));
             }
             let after: Option<Counters> = backend
                 .get(Table::Meta, META_COUNTERS)?
                 .map(|v| decode("meta", &v))
                 .transpose()?;
             match after {
-                Some(a) if a == counters => return Ok(state),
+                Some(a) if a == counters => return Ok((state, loaded)),
                 Some(a) => counters = a,
                 None => break,
             }
@@ -1242,6 +1323,11 @@ impl Store {
             META_PROJECTION.to_vec(),
             encode(&PROJECTION_VERSION),
         );
+        batch.put(
+            Table::Meta,
+            META_SNAPSHOT_FLOOR.to_vec(),
+            encode(&state.counters.last_seq),
+        );
         backend.commit(batch)
     }
 
@@ -1270,6 +1356,206 @@ impl Store {
     /// True when [`Store::open`] found the full-text index damaged and rebuilt it from the log.
     pub fn text_rebuilt(&self) -> bool {
         self.text_rebuilt
+    }
+
+    /// Where the open got the in-memory state from: the snapshot (and how much it caught up)
+    /// or the tables.
+    pub fn state_source(&self) -> StateSource {
+        self.state_source
+    }
+
+    /// The graph part of the state (nodes, edges, interners, adjacency) as of `counters`: the
+    /// snapshot brought up to date when it can be, otherwise loaded from the tables.
+    fn load_graph(
+        backend: &dyn Backend,
+        dir: &Path,
+        counters: Counters,
+    ) -> Result<(State, Loaded)> {
+        match snapshot::read(dir) {
+            Ok(Some((at, state))) => match Self::catch_up_snapshot(backend, state, at, counters)? {
+                Ok((state, since_snapshot)) => {
+                    tracing::debug!(snapshot = at.counters.last_seq, log = counters.last_seq, "state from the snapshot");
+                    return Ok((
+                        state,
+                        Loaded {
+                            source: StateSource::Snapshot {
+                                seq: at.counters.last_seq,
+                                caught_up: since_snapshot,
+                            },
+                            since_snapshot,
+                        },
+                    ));
+                }
+                Err(reason) => tracing::info!(
+                    reason,
+                    "the state snapshot cannot be brought up to date; loading the state from the tables"
+                ),
+            },
+            Ok(None) => {}
+            Err(reason) => tracing::warn!(
+                reason,
+                "the state snapshot is unusable; loading the state from the tables"
+            ),
+        }
+        let state = Self::load_state(backend)?;
+        let size = (state.adj.node_count() + state.adj.edge_count()) as u64;
+        Ok((
+            state,
+            Loaded {
+                source: StateSource::Tables,
+                since_snapshot: size,
+            },
+        ))
+    }
+
+    /// Applies to a snapshot's state, taken at `at`, every node and edge that the change
+    /// records say changed after it, as the tables hold them now. `Ok(Err(reason))` when the
+    /// records cannot bring it to `now` (a gap, a rewrite since, another store's snapshot).
+    /// Gives the state and the number of changes caught up.
+    fn catch_up_snapshot(
+        backend: &dyn Backend,
+        mut state: State,
+        header: snapshot::Header,
+        now: Counters,
+    ) -> Result<std::result::Result<(State, u64), String>> {
+        let at = header.counters;
+        let floor: u64 = backend
+            .get(Table::Meta, META_SNAPSHOT_FLOOR)?
+            .map(|v| decode("meta", &v))
+            .transpose()?
+            .unwrap_or(0);
+        if at.last_seq < floor {
+            return Ok(Err(format!(
+                "it reflects event {}, before the rewrite at event {floor}",
+                at.last_seq
+            )));
+        }
+        if at.last_seq > now.last_seq
+            || (at.last_seq == now.last_seq && at != now)
+            || at.next_node > now.next_node
+            || at.next_edge > now.next_edge
+        {
+            return Ok(Err(format!("it reflects {at:?}, the store is at {now:?}")));
+        }
+        if snapshot::log_fingerprint(backend, at.last_seq)? != header.log {
+            return Ok(Err(format!(
+                "the log's event {} is not the one it was taken after (another store's snapshot?)",
+                at.last_seq
+            )));
+        }
+        let mut nodes = BTreeSet::new();
+        let mut edges = BTreeSet::new();
+        let mut expected = at.last_seq + 1;
+        let mut gap = None;
+        let mut weight = 0u64;
+        let start = snapshot::changed_key(at.last_seq + 1);
+        let end = snapshot::changed_key(u64::MAX);
+        let mut decode_err = None;
+        backend.scan(Table::Meta, &start, Some(&end), &mut |k, v| {
+            let last = k
+                .get(snapshot::CHANGED_PREFIX.len()..)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_be_bytes);
+            let rec: snapshot::ChangedIds = match decode("meta", v) {
+                Ok(r) => r,
+                Err(e) => {
+                    decode_err = Some(e);
+                    return Ok(false);
+                }
+            };
+            match last {
+                Some(last) if rec.first == expected && last >= rec.first => {
+                    expected = last + 1;
+                    weight += (rec.nodes.len() + rec.edges.len() + 1) as u64;
+                    nodes.extend(rec.nodes);
+                    edges.extend(rec.edges);
+                    Ok(true)
+                }
+                _ => {
+                    gap = Some(expected);
+                    Ok(false)
+                }
+            }
+        })?;
+        if let Some(e) = decode_err {
+            return Ok(Err(format!("a change record is damaged: {e}")));
+        }
+        if gap.is_some() || expected != now.last_seq + 1 {
+            return Ok(Err(format!(
+                "no change record for the commit from event {}",
+                gap.unwrap_or(expected)
+            )));
+        }
+        // As a batch applies: edges first, so a removed node's edges leave both lists before
+        // its slot is cleared.
+        for id in edges {
+            let id = EdgeId(id);
+            state.remove_edge(id);
+            if let Some(e) = read_edge(backend, id)? {
+                state.put_edge(&e);
+            }
+        }
+        for id in nodes {
+            let id = NodeId(id);
+            match backend.get(Table::Nodes, &id.0.to_be_bytes())? {
+                Some(v) => state.put_node(decode(Table::Nodes.name(), &v)?),
+                None => state.remove_node(id),
+            }
+        }
+        Ok(Ok((state, weight)))
+    }
+
+    /// Writes a snapshot of the derived state (see `store/snapshot.rs`), so that the next
+    /// open reads it instead of rebuilding the state from the tables, and prunes the change
+    /// records it covers. Readers go on meanwhile (the state is only read); writers wait.
+    /// Returns the log position it reflects, or `None` when the snapshot on disk is current.
+    /// Closing a writer that changed enough does this, and so does a commit once the changes
+    /// since the last snapshot outweigh the graph.
+    pub fn checkpoint(&self) -> Result<Option<u64>> {
+        self.writable()?;
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.checkpoint_locked()
+    }
+
+    /// [`Store::checkpoint`] under the writer lock.
+    fn checkpoint_locked(&self) -> Result<Option<u64>> {
+        let (bytes, seq) = {
+            let state = self.read_state();
+            let seq = state.counters.last_seq;
+            if self.snapshot_seq.load(Relaxed) == seq {
+                return Ok(None);
+            }
+            let log = snapshot::log_fingerprint(&*self.backend, seq)?;
+            (snapshot::encode(&state, log), seq)
+        };
+        snapshot::write(&self.dir, &bytes)?;
+        self.snapshot_seq.store(seq, Relaxed);
+        self.since_snapshot.store(0, Relaxed);
+        let mut batch = WriteBatch::default();
+        self.backend.scan(
+            Table::Meta,
+            snapshot::CHANGED_PREFIX,
+            Some(&snapshot::changed_key(seq.saturating_add(1))),
+            &mut |k, _| {
+                batch.delete(Table::Meta, k.to_vec());
+                Ok(true)
+            },
+        )?;
+        if !batch.is_empty() {
+            self.backend.commit(batch)?;
+        }
+        tracing::debug!(seq, bytes = bytes.len(), "state snapshot written");
+        Ok(Some(seq))
+    }
+
+    /// Forgets the snapshot (after the derived state was rewritten whole): the file goes,
+    /// and the next close writes a new one.
+    fn drop_snapshot(&self) {
+        if let Err(e) = snapshot::remove(&self.dir) {
+            tracing::warn!(error = %e, "the outdated state snapshot could not be removed; opens will not use it");
+        }
+        self.snapshot_seq.store(u64::MAX, Relaxed);
+        self.since_snapshot.store(u64::MAX / 2, Relaxed);
     }
 
     fn load_state(backend: &dyn Backend) -> Result<State> {
@@ -1488,11 +1774,27 @@ impl Store {
         };
         self.backend.commit(batch)?;
         let commit = Commit::of(&overlay, skipped);
-        self.write_state().apply(&overlay);
+        let size = {
+            let mut state = self.write_state();
+            state.apply(&overlay);
+            (state.adj.node_count() + state.adj.edge_count()) as u64
+        };
+        let since = self
+            .since_snapshot
+            .fetch_add(overlay.change_weight(), Relaxed)
+            + overlay.change_weight();
         // The batch is durable whatever happens now; a failed index update is repaired from the
         // log on the next open, so it is reported but does not fail the commit.
         if let Err(e) = self.text.apply(&text_docs, &text_deletes, commit.last_seq) {
             tracing::warn!(error = %e, "full-text update failed; it will catch up on next open");
+        }
+        if since >= CHECKPOINT_AFTER.max(size) {
+            // The batch is committed; a snapshot that cannot be written is retried later.
+            if let Err(e) = self.checkpoint_locked() {
+                // Retried after as many changes again, not on every commit.
+                self.since_snapshot.store(0, Relaxed);
+                tracing::warn!(error = %e, "the state snapshot could not be written");
+            }
         }
         Ok(commit)
     }
@@ -2111,6 +2413,8 @@ impl Store {
             adjacency_bytes: state.adj.heap_bytes(),
             text_rebuilt: self.text_rebuilt,
             tiers: g.tier_counts(state.latest_ts.unwrap_or(0)),
+            disk_bytes_snapshot: dir_size(&snapshot::path_in(&self.dir)),
+            state_source: self.state_source,
         }
     }
 

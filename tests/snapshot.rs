@@ -1,0 +1,395 @@
+//! The state snapshot (`store/snapshot.rs`), run against every backend: an open reads it and
+//! catches up from the change records instead of rebuilding the state from the tables, gives
+//! the same state as a rebuild (`verify` compares the live views with the replay of the log),
+//! and refuses a snapshot that is damaged, of another version, of another store or from before
+//! a rewrite, loading the state from the tables instead.
+
+use std::path::Path;
+
+use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Value};
+use loci::storage::BackendKind;
+use loci::{ExpandOptions, StateSource, Store};
+
+const SNAPSHOT: &str = "state.snapshot";
+
+fn node(key: &str, label: &str, name: &str) -> Assertion {
+    Assertion::UpsertNode(NodeUpsert {
+        key: key.into(),
+        label: Some(label.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    })
+}
+
+fn edge(from: &str, rel: &str, to: &str, conf: f32) -> Assertion {
+    Assertion::UpsertEdge(EdgeUpsert {
+        from: from.into(),
+        relation: rel.into(),
+        to: to.into(),
+        confidence: Some(conf),
+        ..Default::default()
+    })
+}
+
+fn event(ts: i64, assertions: Vec<Assertion>) -> EventDraft {
+    let mut e = EventDraft::new(ts, "bot", "SEEN");
+    e.assertions = assertions;
+    e
+}
+
+/// A graph with what a snapshot must carry: several labels and relations, a self loop, a
+/// bounded edge, a pinned node, a retracted edge and a retracted node, an updated edge.
+fn build(store: &Store, offset: i64) {
+    let mut batch = Vec::new();
+    for i in 0..40 {
+        let mut a = vec![node(
+            &format!("n{i}"),
+            ["Place", "NPC", "Item"][i % 3],
+            &format!("thing {i}"),
+        )];
+        if i > 0 {
+            a.push(edge(
+                &format!("n{i}"),
+                "NEAR",
+                &format!("n{}", i / 2),
+                0.5 + (i % 5) as f32 / 10.0,
+            ));
+        }
+        if i % 7 == 0 {
+            a.push(edge(&format!("n{i}"), "OWNS", &format!("n{i}"), 0.9));
+        }
+        batch.push(event(offset + i as i64, a));
+    }
+    let mut bounded = EdgeUpsert {
+        from: "n3".into(),
+        relation: "TRADED".into(),
+        to: "n4".into(),
+        confidence: Some(0.7),
+        valid_to: Some(offset + 500),
+        ..Default::default()
+    };
+    bounded.props.insert("price".into(), Value::Int(3));
+    batch.push(event(offset + 41, vec![Assertion::UpsertEdge(bounded)]));
+    batch.push(event(offset + 42, vec![edge("n5", "NEAR", "n2", 0.95)]));
+    batch.push(event(
+        offset + 43,
+        vec![Assertion::RetractEdge {
+            from: "n9".into(),
+            relation: "NEAR".into(),
+            to: "n4".into(),
+        }],
+    ));
+    batch.push(event(
+        offset + 44,
+        vec![Assertion::RetractNode { key: "n39".into() }],
+    ));
+    store.ingest(batch).unwrap();
+    store.pin(&["n1"], true).unwrap();
+}
+
+/// Everything a reader sees of the graph, in a canonical order.
+fn dump(store: &Store) -> Vec<String> {
+    let mut out = Vec::new();
+    let g = store.graph();
+    for n in g.nodes() {
+        let mut nb: Vec<String> = store
+            .neighbors(n.id, 1, &ExpandOptions::default())
+            .iter()
+            .map(|x| format!("{:?}", x))
+            .collect();
+        nb.sort();
+        out.push(format!(
+            "{} {} {} pinned={} {:?}",
+            n.key, n.label, n.name, n.pinned, nb
+        ));
+    }
+    for (id, e) in g.edges() {
+        out.push(format!(
+            "{id}: {}-{}->{} {:?}",
+            e.from,
+            g.relation_name(e.relation),
+            e.to,
+            e
+        ));
+    }
+    out.sort();
+    out
+}
+
+fn assert_verified(store: &Store) {
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "replay differs: {:#?}", report.differences);
+}
+
+/// The dump of the store in `dir` loaded from its tables (its snapshot moved aside for it).
+fn dump_from_tables(dir: &Path) -> Vec<String> {
+    let snap = dir.join(SNAPSHOT);
+    let aside = dir.join("aside");
+    let had = snap.exists();
+    if had {
+        std::fs::rename(&snap, &aside).unwrap();
+    }
+    let store = Store::open(dir).unwrap();
+    assert_eq!(store.state_source(), StateSource::Tables);
+    let d = dump(&store);
+    drop(store);
+    // The small store writes no snapshot on close, so the one set aside comes back as it was.
+    assert!(!snap.exists());
+    if had {
+        std::fs::rename(&aside, &snap).unwrap();
+    }
+    d
+}
+
+fn an_open_reads_the_snapshot_and_sees_what_a_rebuild_sees(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    let seq = store.checkpoint().unwrap().expect("a snapshot is written");
+    assert_eq!(
+        store.checkpoint().unwrap(),
+        None,
+        "it is current: nothing to write"
+    );
+    let live = dump(&store);
+    drop(store);
+    assert!(dir.join(SNAPSHOT).exists());
+
+    let store = Store::open(dir).unwrap();
+    assert_eq!(
+        store.state_source(),
+        StateSource::Snapshot { seq, caught_up: 0 }
+    );
+    assert_eq!(dump(&store), live);
+    assert_verified(&store);
+    drop(store);
+    assert_eq!(dump_from_tables(dir), live);
+
+    // A reader beside no writer uses it too.
+    let reader = Store::open_read_only(dir).unwrap();
+    assert!(matches!(
+        reader.state_source(),
+        StateSource::Snapshot { .. }
+    ));
+    assert_eq!(dump(&reader), live);
+}
+
+fn changes_after_the_snapshot_are_caught_up(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    let seq = store.checkpoint().unwrap().unwrap();
+    // After the snapshot: new nodes, a new relation, an updated and a retracted edge, a
+    // retracted node with edges, an unpinned node, and a commit that changes no node.
+    store
+        .ingest(vec![
+            event(
+                100,
+                vec![
+                    node("late", "Bot", "late arrival"),
+                    edge("late", "FOLLOWS", "n2", 0.6),
+                ],
+            ),
+            event(101, vec![edge("n5", "NEAR", "n2", 0.2)]),
+            event(
+                102,
+                vec![Assertion::RetractEdge {
+                    from: "n6".into(),
+                    relation: "NEAR".into(),
+                    to: "n3".into(),
+                }],
+            ),
+            event(103, vec![Assertion::RetractNode { key: "n10".into() }]),
+        ])
+        .unwrap();
+    store.pin(&["n1"], false).unwrap();
+    store.ingest(vec![event(104, vec![])]).unwrap();
+    let live = dump(&store);
+    drop(store);
+
+    let store = Store::open(dir).unwrap();
+    match store.state_source() {
+        StateSource::Snapshot { seq: s, caught_up } => {
+            assert_eq!(s, seq);
+            assert!(caught_up > 0);
+        }
+        other => panic!("expected the snapshot, got {other:?}"),
+    }
+    assert_eq!(dump(&store), live);
+    assert_verified(&store);
+    // The reopened store goes on from there: more changes, a second checkpoint (which prunes
+    // the records before it), more changes, and an open catches up from the second.
+    store
+        .ingest(vec![event(105, vec![edge("late", "NEAR", "n3", 0.4)])])
+        .unwrap();
+    let second = store.checkpoint().unwrap().unwrap();
+    store
+        .ingest(vec![event(106, vec![node("later", "Bot", "later")])])
+        .unwrap();
+    let live = dump(&store);
+    drop(store);
+    let store = Store::open(dir).unwrap();
+    assert!(matches!(store.state_source(), StateSource::Snapshot { seq, .. } if seq == second));
+    assert_eq!(dump(&store), live);
+    assert_verified(&store);
+    drop(store);
+    assert_eq!(dump_from_tables(dir), live);
+}
+
+/// Opens the store in `dir` with its snapshot file changed by `damage`, and checks the state
+/// came from the tables and is right.
+fn open_with_damaged_snapshot(dir: &Path, live: &[String], damage: impl FnOnce(&mut Vec<u8>)) {
+    let path = dir.join(SNAPSHOT);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let good = bytes.clone();
+    damage(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    let store = Store::open(dir).unwrap();
+    assert_eq!(store.state_source(), StateSource::Tables);
+    assert_eq!(dump(&store), live);
+    assert_verified(&store);
+    drop(store);
+    std::fs::write(&path, good).unwrap();
+}
+
+fn a_damaged_or_foreign_snapshot_is_not_used(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    store.checkpoint().unwrap().unwrap();
+    let live = dump(&store);
+    drop(store);
+    let len = std::fs::metadata(dir.join(SNAPSHOT)).unwrap().len() as usize;
+    // A flipped bit anywhere in the body (the checksum), in the header's counts, or at the end.
+    for at in [70, len / 2, len - 1] {
+        open_with_damaged_snapshot(dir, &live, |b| b[at] ^= 0x10);
+    }
+    open_with_damaged_snapshot(dir, &live, |b| b.truncate(len / 3));
+    open_with_damaged_snapshot(dir, &live, |b| b.truncate(5));
+    open_with_damaged_snapshot(dir, &live, |b| b.clear());
+    open_with_damaged_snapshot(dir, &live, |b| b[0] = b'X');
+    // Another layout version, other derivation rules.
+    open_with_damaged_snapshot(dir, &live, |b| {
+        b[8..12].copy_from_slice(&99u32.to_le_bytes())
+    });
+    open_with_damaged_snapshot(dir, &live, |b| {
+        b[16..20].copy_from_slice(&99u32.to_le_bytes())
+    });
+    // A count that claims more than the file holds.
+    open_with_damaged_snapshot(dir, &live, |b| {
+        b.extend_from_slice(&[0xff; 64]);
+    });
+    // Still used when intact.
+    let store = Store::open(dir).unwrap();
+    assert!(matches!(store.state_source(), StateSource::Snapshot { .. }));
+    drop(store);
+
+    // Another store's snapshot, with as many events and ids: refused by the fingerprint of
+    // the last event.
+    let other = dir.with_extension("other");
+    let store = Store::create(&other, kind).unwrap();
+    build(&store, 1_000);
+    store.checkpoint().unwrap().unwrap();
+    drop(store);
+    std::fs::copy(other.join(SNAPSHOT), dir.join(SNAPSHOT)).unwrap();
+    let store = Store::open(dir).unwrap();
+    assert_eq!(store.state_source(), StateSource::Tables);
+    assert_eq!(dump(&store), live);
+    assert_verified(&store);
+}
+
+fn a_snapshot_from_before_a_deletion_is_not_used(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    store.checkpoint().unwrap().unwrap();
+    let old = std::fs::read(dir.join(SNAPSHOT)).unwrap();
+    // Deleting the event that made n20 renumbers what replay derives afterwards.
+    let n20 = store.node_by_key("n20").unwrap();
+    let made_by = store
+        .events_of_kind("SEEN")
+        .unwrap()
+        .into_iter()
+        .find(|e| e.ts == 20)
+        .unwrap()
+        .seq;
+    store
+        .delete(&loci::dynamics::deletion::DeleteRequest::events([made_by]))
+        .unwrap();
+    assert!(store.node(n20.id).is_none_or(|n| n.key != "n20"));
+    assert!(
+        !dir.join(SNAPSHOT).exists(),
+        "the outdated snapshot is removed"
+    );
+    let live = dump(&store);
+    drop(store);
+
+    // Closing wrote a new one, which the next open uses.
+    let store = Store::open(dir).unwrap();
+    assert!(matches!(
+        store.state_source(),
+        StateSource::Snapshot { caught_up: 0, .. }
+    ));
+    assert_eq!(dump(&store), live);
+    drop(store);
+
+    // The old one put back (as a crash before its removal would leave it): not used.
+    std::fs::write(dir.join(SNAPSHOT), old).unwrap();
+    let store = Store::open(dir).unwrap();
+    assert_eq!(store.state_source(), StateSource::Tables);
+    assert_eq!(dump(&store), live);
+    assert_verified(&store);
+}
+
+fn compaction_rewrites_the_snapshot(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    store.checkpoint().unwrap().unwrap();
+    let live = dump(&store);
+    let (store, _) = store.compact().unwrap();
+    assert_eq!(dump(&store), live);
+    drop(store);
+    let store = Store::open(dir).unwrap();
+    assert!(matches!(
+        store.state_source(),
+        StateSource::Snapshot { caught_up: 0, .. }
+    ));
+    assert_eq!(dump(&store), live);
+    assert_verified(&store);
+}
+
+fn a_read_only_handle_cannot_checkpoint(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    drop(store);
+    let reader = Store::open_read_only(dir).unwrap();
+    assert!(reader.checkpoint().is_err());
+    assert!(!dir.join(SNAPSHOT).exists());
+    assert_eq!(reader.graph().node_id("n2").map(|id| id.0), Some(2));
+}
+
+macro_rules! snapshot_suite {
+    ($module:ident, $kind:expr, [$($test:ident),* $(,)?]) => {
+        mod $module {
+            $(
+                #[test]
+                fn $test() {
+                    let dir = tempfile::tempdir().unwrap();
+                    super::$test($kind, &dir.path().join("store"));
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! all_backends {
+    ($($test:ident),* $(,)?) => {
+        snapshot_suite!(redb, loci::BackendKind::Redb, [$($test),*]);
+        snapshot_suite!(sled, loci::BackendKind::Sled, [$($test),*]);
+    };
+}
+
+all_backends!(
+    an_open_reads_the_snapshot_and_sees_what_a_rebuild_sees,
+    changes_after_the_snapshot_are_caught_up,
+    a_damaged_or_foreign_snapshot_is_not_used,
+    a_snapshot_from_before_a_deletion_is_not_used,
+    compaction_rewrites_the_snapshot,
+    a_read_only_handle_cannot_checkpoint,
+);
