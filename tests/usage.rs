@@ -283,3 +283,64 @@ fn deleting_a_node_deletes_the_usage_records_that_name_it() {
         assert_eq!(store.graph().usage(&Item::Node("village:1".into())), None);
     }
 }
+
+/// The tier counts, which count only pinned and used items, equal a count of every node and
+/// edge by its own tier: an edge both at a pinned node and used counts once, a used item that
+/// no longer exists counts nowhere.
+#[test]
+fn tier_counts_equal_a_count_of_every_item() {
+    use loci::model::EdgeUpsert;
+    let dir = tempfile::tempdir().unwrap();
+    let store = villages(dir.path(), BackendKind::Redb, 6);
+    let mut d = EventDraft::new(10, "bot", "ROADS");
+    for (a, b) in [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (1, 1)] {
+        d.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
+            from: format!("village:{a}"),
+            relation: "ROAD".into(),
+            to: format!("village:{b}"),
+            ..Default::default()
+        }));
+    }
+    store.ingest(vec![d]).unwrap();
+    store.pin(&["village:1"], true).unwrap();
+    let edge = |a: u32, b: u32| {
+        Item::Edge(
+            format!("village:{a}"),
+            "ROAD".into(),
+            format!("village:{b}"),
+        )
+    };
+    for _ in 0..2 {
+        store.record_use([
+            edge(0, 1),
+            edge(3, 4),
+            edge(9, 9),
+            Item::Node("village:1".into()),
+            Item::Node("village:4".into()),
+            Item::Node("village:77".into()),
+            Item::Event(1),
+        ]);
+        store.flush_usage().unwrap().unwrap();
+    }
+    let tiers = store.stats().tiers;
+    let g = store.graph();
+    let now = g.latest_event_time().unwrap_or(0);
+    let nodes: Vec<_> = g.nodes().map(|n| g.node_tier(n.id, now)).collect();
+    let edges: Vec<_> = g.edges().map(|(id, _)| g.edge_tier(id, now)).collect();
+    let hot = |v: &[loci::dynamics::usage::Tier]| {
+        v.iter()
+            .filter(|t| **t == loci::dynamics::usage::Tier::Hot)
+            .count() as u64
+    };
+    assert_eq!(
+        (tiers.hot_nodes, tiers.warm_nodes),
+        (hot(&nodes), nodes.len() as u64 - hot(&nodes))
+    );
+    assert_eq!(
+        (tiers.hot_edges, tiers.warm_edges),
+        (hot(&edges), edges.len() as u64 - hot(&edges))
+    );
+    // village:1 (pinned, also used) and village:4; the edges at village:1 (0-1, 1-2, 1-1) and 3-4.
+    assert_eq!((tiers.hot_nodes, tiers.hot_edges), (2, 4));
+    assert_eq!(tiers.hot_events, 1);
+}

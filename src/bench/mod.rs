@@ -428,8 +428,12 @@ pub struct GraphReport {
     pub ppr_mean_nodes: f64,
     pub disk_bytes_backend: u64,
     pub disk_bytes_text: u64,
+    /// The state snapshot the open read (`store/snapshot.rs`).
+    pub disk_bytes_snapshot: u64,
+    /// Where the open got the state from (the snapshot, or the tables).
+    pub open_state_source: crate::StateSource,
     pub disk_bytes_per_edge: f64,
-    /// The store's files and the full-text index, per edge.
+    /// The store's files, the full-text index and the snapshot, per edge.
     pub disk_bytes_per_edge_total: f64,
     pub adjacency_bytes_per_edge: f64,
     /// Where the backend's bytes go, by table (`entries`: keys and values; `overhead`: page
@@ -565,8 +569,12 @@ pub fn run_graph_bench(
         ppr_mean_nodes: ppr_nodes as f64 / 2_000.0,
         disk_bytes_backend: stats.disk_bytes_backend,
         disk_bytes_text: stats.disk_bytes_text,
+        disk_bytes_snapshot: stats.disk_bytes_snapshot,
+        open_state_source: stats.state_source,
         disk_bytes_per_edge: stats.disk_bytes_backend as f64 / edges,
-        disk_bytes_per_edge_total: (stats.disk_bytes_backend + stats.disk_bytes_text) as f64
+        disk_bytes_per_edge_total: (stats.disk_bytes_backend
+            + stats.disk_bytes_text
+            + stats.disk_bytes_snapshot) as f64
             / edges,
         disk_bytes_unaccounted: stats.disk_bytes_backend.saturating_sub(
             by_table

@@ -419,11 +419,19 @@ pub fn stats(a: StatsArgs) -> Result<Code> {
             stats.text_indexed_seq
         );
         outln!(
-            "disk         {} bytes in {}, {} bytes of full-text index",
+            "disk         {} bytes in {}, {} bytes of full-text index, {} bytes of state snapshot",
             stats.disk_bytes_backend,
             stats.backend,
-            stats.disk_bytes_text
+            stats.disk_bytes_text,
+            stats.disk_bytes_snapshot
         );
+        let source = match stats.state_source {
+            loci::StateSource::Snapshot { seq, caught_up } => {
+                format!("the snapshot of event {seq}, {caught_up} changes caught up")
+            }
+            _ => "the nodes and edges tables".to_string(),
+        };
+        outln!("opened from  {source}");
         outln!(
             "memory       {} bytes of adjacency, {rss} bytes resident",
             stats.adjacency_bytes
