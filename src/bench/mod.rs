@@ -436,6 +436,8 @@ pub struct GraphReport {
     /// The store's files, the full-text index and the snapshot, per edge.
     pub disk_bytes_per_edge_total: f64,
     pub adjacency_bytes_per_edge: f64,
+    /// The in-memory state's heap bytes by part, per edge (`Stats::state_bytes`).
+    pub state_bytes_per_edge: std::collections::BTreeMap<String, f64>,
     /// Where the backend's bytes go, by table (`entries`: keys and values; `overhead`: page
     /// metadata and fragmentation where the backend reports them).
     pub disk_bytes_by_table: std::collections::BTreeMap<String, crate::storage::TableBytes>,
@@ -586,6 +588,19 @@ pub fn run_graph_bench(
         peak_rss_bytes: peak_rss_bytes(),
         peak_rss_bytes_per_edge: peak_rss_bytes() as f64 / edges,
         adjacency_bytes_per_edge: stats.adjacency_bytes as f64 / edges,
+        state_bytes_per_edge: {
+            let b = stats.state_bytes;
+            [
+                ("nodes", b.nodes),
+                ("node_keys", b.node_keys),
+                ("edges", b.edges),
+                ("adjacency", b.adjacency),
+                ("total", b.total()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v as f64 / edges))
+            .collect()
+        },
     })
 }
 

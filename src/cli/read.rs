@@ -432,9 +432,14 @@ pub fn stats(a: StatsArgs) -> Result<Code> {
             _ => "the nodes and edges tables".to_string(),
         };
         outln!("opened from  {source}");
+        let b = stats.state_bytes;
         outln!(
-            "memory       {} bytes of adjacency, {rss} bytes resident",
-            stats.adjacency_bytes
+            "memory       {} bytes of state: {} nodes, {} node keys, {} edge cores, {} adjacency; {rss} bytes resident",
+            b.total(),
+            b.nodes,
+            b.node_keys,
+            b.edges,
+            b.adjacency
         );
     }
     Ok(Code::Ok)

@@ -122,11 +122,11 @@ impl Store {
                     if e.evidence.iter().any(|s| targets.contains_key(s)) {
                         let still = match (node_key(e.from), node_key(e.to)) {
                             (Some(f), Some(t)) => {
-                                match (replayed.node_keys.get(&f), replayed.node_keys.get(&t)) {
+                                match (replayed.node_id(&f), replayed.node_id(&t)) {
                                     (Some(f), Some(t)) => replayed
                                         .relations
                                         .get(&e.relation)
-                                        .and_then(|r| replayed.edge_id(*f, r, *t))
+                                        .and_then(|r| replayed.edge_id(f, r, t))
                                         .is_some(),
                                     _ => false,
                                 }
@@ -162,13 +162,13 @@ impl Store {
 
         let mut text_deletes: Vec<String> = target_set.iter().map(|s| event_doc_key(*s)).collect();
         for n in before.nodes.iter().flatten() {
-            if !replayed.node_keys.contains_key(&n.key) {
+            if replayed.node_id(&n.key).is_none() {
                 report.nodes_removed += 1;
                 text_deletes.push(node_doc_key(&n.key));
             }
         }
-        let edges_before = before.edges.iter().flatten().count();
-        let edges_after = replayed.edges.iter().flatten().count();
+        let edges_before = before.edges.live_count();
+        let edges_after = replayed.edges.live_count();
         report.edges_removed = edges_before.saturating_sub(edges_after);
         let mut text_docs: Vec<TextDoc> = TextDoc::for_event(&event).into_iter().collect();
         text_docs.extend(replayed.nodes.iter().flatten().map(TextDoc::for_node));
@@ -255,11 +255,7 @@ impl Store {
             }
             targets.insert(seq, ev.ts);
         }
-        if let Some(missing) = request
-            .nodes
-            .iter()
-            .find(|k| !state.node_keys.contains_key(k.as_str()))
-        {
+        if let Some(missing) = request.nodes.iter().find(|k| state.node_id(k).is_none()) {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
         if !request.nodes.is_empty() {

@@ -31,10 +31,14 @@ use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
 
 mod deleting;
+mod edge_table;
 mod folds;
+mod key_index;
 mod snapshot;
 
+use edge_table::EdgeTable;
 use folds::Folds;
+use key_index::KeyIndex;
 
 pub use deleting::CompactReport;
 pub use snapshot::SNAPSHOT_FORMAT;
@@ -92,11 +96,11 @@ pub struct EdgeCore {
 #[derive(Default)]
 pub(crate) struct State {
     nodes: Vec<Option<Node>>,
-    node_keys: HashMap<String, NodeId>,
+    node_keys: KeyIndex,
     /// Edge cores by id. There is no key map `(from, relation, to) -> id`: the adjacency
     /// answers that from the shorter of the two endpoint lists ([`State::edge_id`]), and a map
     /// would cost more memory per edge than the core itself.
-    edges: Vec<Option<EdgeCore>>,
+    edges: EdgeTable,
     /// Full edge records; kept only by replay, whose state has no storage behind it.
     full_edges: Option<Vec<Option<Edge>>>,
     relations: Interner,
@@ -105,8 +109,6 @@ pub(crate) struct State {
     counters: Counters,
     /// The latest world time of any event: "now" for decay, unless a reader gives its own.
     latest_ts: Option<i64>,
-    /// Edges with a validity bound, so that "valid now" filters look only at them.
-    bounded_edges: BTreeSet<EdgeId>,
     /// Events deleted by deletion events (`dynamics::deletion`): out of every view.
     deleted: BTreeSet<u64>,
     /// Working memory and usage (`folds`).
@@ -140,18 +142,14 @@ impl State {
         self.adj.set_pinned(n.id, n.pinned);
         if let Some(old) = &self.nodes[idx] {
             if old.key != n.key {
-                self.node_keys.remove(&old.key);
+                self.node_keys.remove(&self.nodes, &old.key);
             }
         }
-        self.node_keys.insert(n.key.clone(), n.id);
+        self.node_keys.insert(&self.nodes, &n.key, n.id);
         self.nodes[idx] = Some(n);
     }
 
     fn put_edge(&mut self, e: &Edge) {
-        let idx = e.id.0 as usize;
-        if self.edges.len() <= idx {
-            self.edges.resize(idx + 1, None);
-        }
         let relation = self.relations.intern(&e.relation);
         let core = EdgeCore {
             from: e.from,
@@ -164,28 +162,25 @@ impl State {
             salience: e.salience,
         };
         let bounded = e.valid_from.is_some() || e.valid_to.is_some();
-        if bounded {
-            self.bounded_edges.insert(e.id);
-        }
         self.adj
             .add_edge_with_bounds(e.id, e.from, e.to, relation, e.confidence, bounded);
         self.adj.set_last_seen(e.id, e.last_seen);
-        self.edges[idx] = Some(core);
+        self.edges.put(e.id, &core);
     }
 
     /// Clears a node slot; its edges must have been removed first.
     fn remove_node(&mut self, id: NodeId) {
-        if let Some(old) = self.nodes.get_mut(id.0 as usize).and_then(Option::take) {
-            self.node_keys.remove(&old.key);
+        if let Some(key) = self.node(id).map(|n| n.key.clone()) {
+            self.node_keys.remove(&self.nodes, &key);
+            self.nodes[id.0 as usize] = None;
         }
         self.adj.set_pinned(id, false);
         self.adj.remove_node(id);
     }
 
     fn remove_edge(&mut self, id: EdgeId) {
-        self.bounded_edges.remove(&id);
-        if let Some(old) = self.edges.get_mut(id.0 as usize).and_then(Option::take) {
-            self.adj.remove_edge(id, old.from, old.to);
+        if let Some((from, to)) = self.edges.remove(id) {
+            self.adj.remove_edge(id, from, to);
         }
     }
 
@@ -226,6 +221,39 @@ impl State {
 
     fn node(&self, id: NodeId) -> Option<&Node> {
         self.nodes.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    /// Where the heap bytes of this state go. Strings and vectors count their capacity; a
+    /// property is counted as its key plus 48 bytes (the map's share and a small value), so
+    /// nodes with large property values are undercounted.
+    fn heap_bytes(&self) -> StateBytes {
+        let node_heap = |n: &Node| {
+            n.key.capacity()
+                + n.label.capacity()
+                + n.name.capacity()
+                + n.aliases.capacity() * std::mem::size_of::<String>()
+                + n.aliases.iter().map(String::capacity).sum::<usize>()
+                + n.props.keys().map(|k| k.capacity() + 48).sum::<usize>()
+        };
+        let nodes = self.nodes.capacity() * std::mem::size_of::<Option<Node>>()
+            + self.nodes.iter().flatten().map(node_heap).sum::<usize>();
+        let node_keys = self.node_keys.heap_bytes();
+        StateBytes {
+            nodes,
+            node_keys,
+            edges: self.edges.heap_bytes(),
+            adjacency: self.adj.heap_bytes(),
+        }
+    }
+
+    /// The live node with key `key`.
+    fn node_id(&self, key: &str) -> Option<NodeId> {
+        self.node_keys.get(&self.nodes, key)
+    }
+
+    /// The core of live edge `id`.
+    fn edge_core(&self, id: EdgeId) -> Option<EdgeCore> {
+        self.edges.get(id, self.adj.last_seen(id))
     }
 
     /// The live edge `from -relation-> to`, if any.
@@ -270,7 +298,7 @@ struct LiveBase<'a> {
 
 impl ProjectionBase for LiveBase<'_> {
     fn node_id(&self, key: &str) -> Option<NodeId> {
-        self.state.node_keys.get(key).copied()
+        self.state.node_id(key)
     }
     fn node(&self, id: NodeId) -> Option<&Node> {
         self.state.node(id)
@@ -664,6 +692,9 @@ pub struct Stats {
     pub disk_bytes_text: u64,
     /// Heap bytes of the adjacency lists (an exact count of the traversal structure).
     pub adjacency_bytes: usize,
+    /// Where the in-memory state's heap bytes go.
+    #[serde(default)]
+    pub state_bytes: StateBytes,
     /// The full-text index was damaged when the store was opened and has been rebuilt from
     /// the log.
     pub text_rebuilt: bool,
@@ -676,6 +707,26 @@ pub struct Stats {
     /// Where the open got the in-memory state from.
     #[serde(default)]
     pub state_source: StateSource,
+}
+
+/// Heap bytes of the in-memory state by part (see [`Stats::state_bytes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StateBytes {
+    /// Node records: their slots, strings, aliases and properties (properties estimated).
+    pub nodes: usize,
+    /// The key -> node id map.
+    pub node_keys: usize,
+    /// Edge cores and validity bounds.
+    pub edges: usize,
+    /// Adjacency lists, node labels and each edge's last-seen time.
+    pub adjacency: usize,
+}
+
+impl StateBytes {
+    pub fn total(&self) -> usize {
+        self.nodes + self.node_keys + self.edges + self.adjacency
+    }
 }
 
 /// The outcome of [`Store::verify`].
@@ -858,8 +909,8 @@ impl GraphRead<'_> {
     /// The edges whose validity does not hold at world time `now` (ended, or not yet begun).
     pub fn invalid_edges_at(&self, now: i64) -> IdSet {
         let mut set = IdSet::default();
-        for id in &self.state.bounded_edges {
-            if let Some(c) = self.edge_core(*id) {
+        for id in self.state.edges.bounded() {
+            if let Some(c) = self.edge_core(id) {
                 if !(c.valid_from <= now && now < c.valid_to) {
                     set.insert(id.0);
                 }
@@ -891,10 +942,10 @@ impl GraphRead<'_> {
         self.state.node(id)
     }
     pub fn node_id(&self, key: &str) -> Option<NodeId> {
-        self.state.node_keys.get(key).copied()
+        self.state.node_id(key)
     }
-    pub fn edge_core(&self, id: EdgeId) -> Option<&EdgeCore> {
-        self.state.edges.get(id.0 as usize).and_then(Option::as_ref)
+    pub fn edge_core(&self, id: EdgeId) -> Option<EdgeCore> {
+        self.state.edge_core(id)
     }
     /// The interned id of a relation name, if any edge ever used it.
     pub fn relation_id(&self, name: &str) -> Option<u32> {
@@ -919,12 +970,11 @@ impl GraphRead<'_> {
         self.state.nodes.iter().flatten()
     }
     /// All live edges (compact form) with their ids, in id order.
-    pub fn edges(&self) -> impl Iterator<Item = (EdgeId, &EdgeCore)> {
+    pub fn edges(&self) -> impl Iterator<Item = (EdgeId, EdgeCore)> + '_ {
         self.state
             .edges
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| e.as_ref().map(|e| (EdgeId(i as u32), e)))
+            .ids()
+            .filter_map(|id| Some((id, self.state.edge_core(id)?)))
     }
     /// Resolves option names into a traversal filter.
     pub fn filter(&self, opts: &ExpandOptions) -> TraversalFilter {
@@ -1653,7 +1703,7 @@ impl Store {
         })?;
         let mut deletes = Vec::new();
         for key in touched {
-            match state.node_keys.get(&key).and_then(|id| state.node(*id)) {
+            match state.node_id(&key).and_then(|id| state.node(id)) {
                 Some(n) => docs.push(TextDoc::for_node(n)),
                 None => deletes.push(node_doc_key(&key)),
             }
@@ -1854,9 +1904,8 @@ impl Store {
         let mut seen_terms: BTreeSet<String> = BTreeSet::new();
         let label_of = |key: &str, created: &HashMap<String, String>| -> Option<String> {
             state
-                .node_keys
-                .get(key)
-                .and_then(|id| state.node(*id))
+                .node_id(key)
+                .and_then(|id| state.node(id))
                 .map(|n| n.label.clone())
                 .or_else(|| created.get(key).cloned())
         };
@@ -2097,11 +2146,7 @@ impl Store {
 
     pub fn node_by_key(&self, key: &str) -> Option<Node> {
         let state = self.read_state();
-        state
-            .node_keys
-            .get(key)
-            .and_then(|id| state.node(*id))
-            .cloned()
+        state.node_id(key).and_then(|id| state.node(id)).cloned()
     }
 
     /// The full edge record (read from storage).
@@ -2434,6 +2479,7 @@ impl Store {
             disk_bytes_backend: dir_size(&backend_path),
             disk_bytes_text: dir_size(&self.dir.join("text")),
             adjacency_bytes: state.adj.heap_bytes(),
+            state_bytes: state.heap_bytes(),
             text_rebuilt: self.text_rebuilt,
             tiers: g.tier_counts(state.latest_ts.unwrap_or(0)),
             disk_bytes_snapshot: dir_size(&snapshot::path_in(&self.dir)),
@@ -2640,7 +2686,7 @@ impl Store {
             ));
         }
         for (id, e) in &replayed_edges {
-            let live_core = live.edges.get(id.0 as usize).and_then(Option::as_ref);
+            let live_core = live.edge_core(*id);
             let ok = live_core.is_some_and(|c| {
                 c.from == e.from
                     && c.to == e.to
@@ -2655,7 +2701,7 @@ impl Store {
                 report.differ(format!("live edge {id}: {live_core:?}, replayed {e:?}"));
             }
         }
-        let live_edge_count = live.edges.iter().flatten().count();
+        let live_edge_count = live.edges.live_count();
         if live_edge_count != replayed_edges.len() {
             report.differ(format!(
                 "live graph has {live_edge_count} edges, replayed {}",

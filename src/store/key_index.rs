@@ -1,0 +1,81 @@
+//! The node key index: key -> node id, holding only ids.
+//!
+//! A `HashMap<String, NodeId>` kept a second copy of every key (24 bytes of `String` plus the
+//! key's own allocation, about 65 bytes a node with the table's slack); this table holds a
+//! 4-byte id per slot and reads the key from the node record it points at, so the node records
+//! are the only copy.
+
+use std::hash::{BuildHasher, RandomState};
+
+use hashbrown::HashTable;
+
+use crate::model::{Node, NodeId};
+
+/// Node ids by key; every id in it must have a live record in the nodes it is given.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KeyIndex {
+    table: HashTable<u32>,
+    hasher: RandomState,
+}
+
+fn key_of(nodes: &[Option<Node>], id: u32) -> &str {
+    // An id in the table always has its record (see the type doc); "" keeps a broken caller
+    // from panicking, at the cost of a lookup miss.
+    nodes
+        .get(id as usize)
+        .and_then(Option::as_ref)
+        .map_or("", |n| n.key.as_str())
+}
+
+impl KeyIndex {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        KeyIndex {
+            table: HashTable::with_capacity(n),
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    pub(crate) fn get(&self, nodes: &[Option<Node>], key: &str) -> Option<NodeId> {
+        self.table
+            .find(self.hash(key), |&id| key_of(nodes, id) == key)
+            .map(|&id| NodeId(id))
+    }
+
+    /// Points `key` at `id`; `false` when the key already pointed at another node (it now
+    /// points at `id`). The records of the ids already in the table must be in `nodes`.
+    pub(crate) fn insert(&mut self, nodes: &[Option<Node>], key: &str, id: NodeId) -> bool {
+        let hash = self.hash(key);
+        if let Some(slot) = self.table.find_mut(hash, |&i| key_of(nodes, i) == key) {
+            let fresh = *slot == id.0;
+            *slot = id.0;
+            return fresh;
+        }
+        let hasher = &self.hasher;
+        self.table
+            .insert_unique(hash, id.0, |&i| hasher.hash_one(key_of(nodes, i)));
+        true
+    }
+
+    /// Drops `key`, whose node record must still be in `nodes`.
+    pub(crate) fn remove(&mut self, nodes: &[Option<Node>], key: &str) {
+        if let Ok(entry) = self
+            .table
+            .find_entry(self.hash(key), |&i| key_of(nodes, i) == key)
+        {
+            entry.remove();
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Heap bytes: a 4-byte id and a control byte per slot.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.table.capacity() * 5
+    }
+}
