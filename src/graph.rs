@@ -51,25 +51,6 @@ impl AdjEntry {
     pub fn relation(&self) -> u32 {
         self.rel_dir & !FLAGS
     }
-    /// The entry's four words as stored in a snapshot: node, edge, confidence bits, relation
-    /// with the direction and bound flags.
-    pub(crate) fn to_raw(self) -> (u32, u32, u32, u32) {
-        (
-            self.node,
-            self.edge,
-            self.confidence.to_bits(),
-            self.rel_dir,
-        )
-    }
-    /// The inverse of [`AdjEntry::to_raw`].
-    pub(crate) fn from_raw(node: u32, edge: u32, confidence: u32, rel_dir: u32) -> Self {
-        AdjEntry {
-            node,
-            edge,
-            confidence: f32::from_bits(confidence),
-            rel_dir,
-        }
-    }
     /// Whether the edge has a `valid_from` or `valid_to`.
     pub fn is_bounded(&self) -> bool {
         self.rel_dir & BOUNDED != 0
@@ -331,20 +312,43 @@ pub struct Adjacency {
 }
 
 impl Adjacency {
-    /// An adjacency from its lists (each in the order to keep), each node's interned label
-    /// (`u32::MAX` for an empty slot), the pinned nodes and the last-seen time of each edge.
-    /// The lists must hold both sides of every live edge (a snapshot checks this).
-    pub(crate) fn from_parts(
-        mut lists: Vec<Vec<AdjEntry>>,
-        mut labels: Vec<u32>,
+    /// The adjacency of a whole graph at once: each node's interned label (`u32::MAX` for an
+    /// empty slot), the pinned nodes, the last-seen time of each edge, and the live edges as
+    /// `(edge, from, to, relation, confidence, bounded)` in id order, whose endpoints must be
+    /// below `labels.len()`. Lists are sized exactly (degrees are counted first) and hold
+    /// their entries in edge id order, as adding the edges one by one in that order would.
+    pub(crate) fn from_edges<I>(
+        labels: Vec<u32>,
         pinned: IdSet,
         last_seen: Vec<i64>,
-    ) -> Self {
-        let bound = lists.len().max(labels.len());
-        lists.resize_with(bound, Vec::new);
-        labels.resize(bound, u32::MAX);
+        edges: I,
+    ) -> Self
+    where
+        I: Iterator<Item = (EdgeId, NodeId, NodeId, u32, f32, bool)> + Clone,
+    {
+        let bound = labels.len();
+        let mut degree = vec![0u32; bound];
+        for (_, from, to, ..) in edges.clone() {
+            degree[from.0 as usize] += 1;
+            degree[to.0 as usize] += 1;
+        }
+        let mut lists: Vec<Vec<AdjEntry>> = degree
+            .iter()
+            .map(|d| Vec::with_capacity(*d as usize))
+            .collect();
+        drop(degree);
+        let mut live_edges = 0;
+        for (edge, from, to, relation, conf, bounded) in edges {
+            let flag = if bounded { BOUNDED } else { 0 };
+            let mut out = AdjEntry::new(to, edge, relation, conf, false);
+            let mut inc = AdjEntry::new(from, edge, relation, conf, true);
+            out.rel_dir |= flag;
+            inc.rel_dir |= flag;
+            lists[from.0 as usize].push(out);
+            lists[to.0 as usize].push(inc);
+            live_edges += 1;
+        }
         let live_nodes = labels.iter().filter(|l| **l != u32::MAX).count();
-        let live_edges = lists.iter().map(Vec::len).sum::<usize>() / 2;
         Adjacency {
             lists,
             last_seen,

@@ -122,7 +122,7 @@ impl EdgeTable {
     }
 
     /// The ids of the live edges, in id order.
-    pub(crate) fn ids(&self) -> impl Iterator<Item = EdgeId> + '_ {
+    pub(crate) fn ids(&self) -> impl Iterator<Item = EdgeId> + Clone + '_ {
         self.slots
             .iter()
             .enumerate()

@@ -19,8 +19,10 @@
 //! version (u32), counters (next node u32, next edge u32, last seq u64), the fingerprint of
 //! the log record at that seq (u32, see [`log_fingerprint`]), body length (u64), CRC-32 of
 //! the body (u32); then the body: relation names, label names, node slots
-//! (postcard records), edge cores (fixed 45-byte slots) and the adjacency lists (their lengths,
-//! then 16-byte entries), each list in its live order.
+//! (postcard records), the edge slots by column (from, to, relation with `u32::MAX` for a free
+//! slot, confidence, salience as u32 words, then last seen as i64), and the validity bounds of
+//! the edges that have one (id u32, from i64, to i64). The adjacency is not stored: it is
+//! rebuilt from the edges, in id order.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,7 +34,7 @@ use super::{
     next_graph_epoch, EdgeCore, EdgeTable, KeyIndex, State, PROJECTION_VERSION, STORE_FORMAT,
 };
 use crate::error::{Error, Result};
-use crate::graph::{AdjEntry, Adjacency, IdSet, Interner};
+use crate::graph::{Adjacency, IdSet, Interner};
 use crate::model::{EdgeId, Node, NodeId};
 use crate::projection::Counters;
 use crate::storage::{Backend, Table};
@@ -41,10 +43,16 @@ use crate::storage::{Backend, Table};
 pub(super) const SNAPSHOT_FILE: &str = "state.snapshot";
 const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// Version of this file's layout.
-pub const SNAPSHOT_FORMAT: u32 = 1;
+/// 2: edges by column with validity bounds apart; no adjacency section (rebuilt from edges).
+pub const SNAPSHOT_FORMAT: u32 = 2;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
-const EDGE_SLOT: usize = 1 + 4 + 4 + 4 + 4 + 8 + 8 + 8 + 4;
-const ADJ_ENTRY: usize = 16;
+/// Bytes of one edge slot across the columns: from, to, relation, confidence, salience (u32
+/// each) and last seen (i64).
+const EDGE_SLOT: usize = 5 * 4 + 8;
+/// Bytes of one validity entry: edge id, valid from, valid to.
+const BOUND_ENTRY: usize = 4 + 8 + 8;
+/// The relation word of a free edge slot.
+const FREE: u32 = u32::MAX;
 /// Meta-table key prefix of the per-commit change records.
 pub(super) const CHANGED_PREFIX: &[u8] = b"changed/";
 
@@ -108,9 +116,13 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
         .iter()
         .map(|n| 4 + n.as_ref().map_or(0, Vec::len))
         .sum();
-    let adj_bytes = 4 + state.adj.node_bound() * 4 + state.adj.edge_count() * 2 * ADJ_ENTRY;
     let edge_slots = state.edges.slot_bound();
-    body.reserve(4 + node_bytes + 4 + edge_slots * EDGE_SLOT + adj_bytes);
+    let bounded: Vec<(EdgeId, EdgeCore)> = state
+        .edges
+        .bounded()
+        .filter_map(|id| Some((id, state.edge_core(id)?)))
+        .collect();
+    body.reserve(4 + node_bytes + 4 + edge_slots * EDGE_SLOT + 4 + bounded.len() * BOUND_ENTRY);
     put_u32(&mut body, encoded.len() as u32);
     for n in &encoded {
         match n {
@@ -121,38 +133,33 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
             None => put_u32(&mut body, u32::MAX),
         }
     }
+    drop(encoded);
 
     put_u32(&mut body, edge_slots as u32);
+    // Column by column, each one run of same-typed words (the cores are looked up once per
+    // column rather than collected: a vector of them would add 56 bytes an edge to the peak).
+    let column = |body: &mut Vec<u8>, word: &dyn Fn(&EdgeCore) -> u32| {
+        for id in 0..edge_slots as u32 {
+            put_u32(
+                body,
+                state.edge_core(EdgeId(id)).as_ref().map_or(FREE, word),
+            );
+        }
+    };
+    column(&mut body, &|c| c.from.0);
+    column(&mut body, &|c| c.to.0);
+    column(&mut body, &|c| c.relation);
+    column(&mut body, &|c| c.confidence.to_bits());
+    column(&mut body, &|c| c.salience.to_bits());
     for id in 0..edge_slots as u32 {
-        match state.edge_core(EdgeId(id)) {
-            Some(c) => {
-                body.push(1);
-                put_u32(&mut body, c.from.0);
-                put_u32(&mut body, c.to.0);
-                put_u32(&mut body, c.relation);
-                put_u32(&mut body, c.confidence.to_bits());
-                put_u64(&mut body, c.valid_from as u64);
-                put_u64(&mut body, c.valid_to as u64);
-                put_u64(&mut body, c.last_seen as u64);
-                put_u32(&mut body, c.salience.to_bits());
-            }
-            None => body.extend_from_slice(&[0; EDGE_SLOT]),
-        }
+        let seen = state.edge_core(EdgeId(id)).map_or(0, |c| c.last_seen);
+        put_u64(&mut body, seen as u64);
     }
-
-    let bound = state.adj.node_bound();
-    put_u32(&mut body, bound as u32);
-    for n in 0..bound as u32 {
-        put_u32(&mut body, state.adj.entries(NodeId(n)).len() as u32);
-    }
-    for n in 0..bound as u32 {
-        for e in state.adj.entries(NodeId(n)) {
-            let (node, edge, confidence, rel_dir) = e.to_raw();
-            put_u32(&mut body, node);
-            put_u32(&mut body, edge);
-            put_u32(&mut body, confidence);
-            put_u32(&mut body, rel_dir);
-        }
+    put_u32(&mut body, bounded.len() as u32);
+    for (id, c) in &bounded {
+        put_u32(&mut body, id.0);
+        put_u64(&mut body, c.valid_from as u64);
+        put_u64(&mut body, c.valid_to as u64);
     }
 
     let c = state.counters;
@@ -286,132 +293,97 @@ fn decode(bytes: &[u8]) -> std::result::Result<(Header, State), Unusable> {
         .collect::<std::result::Result<_, _>>()?;
 
     let edge_slots = r.count(EDGE_SLOT, "edge slots")?;
-    let raw = r.take(edge_slots * EDGE_SLOT)?;
-    // Liveness as bitsets: small enough to stay in cache, where the records are not.
+    let columns = r.take(edge_slots * EDGE_SLOT)?;
+    let bounds = r.count(BOUND_ENTRY, "validity bounds")?;
+    let bounds = r.take(bounds * BOUND_ENTRY)?;
+    if !r.rest().is_empty() {
+        return Err("bytes after the edges".into());
+    }
+    // Liveness as a bitset: small enough to stay in cache, where the records are not.
     let mut live_nodes = IdSet::default();
     for (i, n) in nodes.iter().enumerate() {
         if n.is_some() {
             live_nodes.insert(i as u32);
         }
     }
-    let node_live = |id: u32| live_nodes.contains(id);
-    let (edges, last_seen) = decode_edges(raw, &node_live, relations.len())?;
-
-    let bound = r.count(4, "adjacency lists")?;
-    let mut lengths = Vec::with_capacity(bound);
-    let mut total = 0usize;
-    for _ in 0..bound {
-        let n = r.u32()? as usize;
-        total = total.saturating_add(n);
-        lengths.push(n);
-    }
-    let live_edges = edges.live_count();
-    if total != live_edges * 2 {
-        return Err(format!(
-            "adjacency has {total} entries for {live_edges} edges"
-        ));
-    }
-    let raw = r.take(total * ADJ_ENTRY)?;
-    if !r.rest().is_empty() {
-        return Err("bytes after the adjacency".into());
-    }
-    let mut live_edges = IdSet::default();
-    for id in edges.ids() {
-        live_edges.insert(id.0);
-    }
-    let mut starts = Vec::with_capacity(bound + 1);
-    let mut at = 0;
-    for len in &lengths {
-        starts.push(at);
-        at += len * ADJ_ENTRY;
-    }
-    starts.push(at);
-    // Each entry must name a live node, a live edge and a known relation, so no traversal
-    // indexes out of bounds. That an entry matches its edge's endpoints is `verify`'s to
-    // check: reading each edge here would cost a cache miss per entry (a fifth of the open).
-    let lists: Vec<Vec<AdjEntry>> = starts
-        .par_windows(2)
-        .enumerate()
-        .map(|(n, w)| {
-            // Sized exactly: collecting into a `Result` loses the length hint, and the lists
-            // grown by doubling held 40% more than their entries (13 bytes an edge at 1M).
-            let mut list = Vec::with_capacity((w[1] - w[0]) / ADJ_ENTRY);
-            for s in raw[w[0]..w[1]].chunks_exact(ADJ_ENTRY) {
-                let u = |o: usize| u32::from_le_bytes([s[o], s[o + 1], s[o + 2], s[o + 3]]);
-                let e = AdjEntry::from_raw(u(0), u(4), u(8), u(12));
-                if !(node_live(e.node)
-                    && live_edges.contains(e.edge)
-                    && (e.relation() as usize) < relations.len())
-                {
-                    return Err(format!(
-                        "adjacency of node {n} holds an entry of no live edge"
-                    ));
-                }
-                list.push(e);
-            }
-            Ok(list)
-        })
-        .collect::<std::result::Result<_, _>>()?;
+    let (edges, last_seen) = decode_edges(columns, bounds, &live_nodes, relations.len())?;
 
     let header = Header { counters, log };
     Ok((
         header,
-        assemble(nodes, edges, last_seen, relations, labels, lists)?,
+        assemble(nodes, edges, last_seen, relations, labels)?,
     ))
 }
 
-/// The edge slots: straight into the edge table and the last-seen times, without a vector of
-/// whole cores in between (56 bytes an edge, a fifth of the open's peak at 1M edges).
+/// The edge columns and validity bounds, straight into the edge table and the last-seen
+/// times (no vector of whole cores in between: 56 bytes an edge, a fifth of the open's peak
+/// at 1M edges). Every live edge must join live nodes by a known relation.
 fn decode_edges(
-    raw: &[u8],
-    node_live: &dyn Fn(u32) -> bool,
+    columns: &[u8],
+    bounds: &[u8],
+    live_nodes: &IdSet,
     relations: usize,
 ) -> std::result::Result<(EdgeTable, Vec<i64>), Unusable> {
-    let slots = raw.len() / EDGE_SLOT;
+    let slots = columns.len() / EDGE_SLOT;
+    let word = |column: usize, i: usize| {
+        let o = column * slots * 4 + i * 4;
+        u32::from_le_bytes([columns[o], columns[o + 1], columns[o + 2], columns[o + 3]])
+    };
+    let i64_at = |b: &[u8], o: usize| {
+        let mut w = [0; 8];
+        w.copy_from_slice(&b[o..o + 8]);
+        i64::from_le_bytes(w)
+    };
     let mut edges = EdgeTable::with_slots(slots);
     let mut last_seen = vec![0; slots];
-    for (i, s) in raw.chunks_exact(EDGE_SLOT).enumerate() {
-        if s[0] == 0 {
+    for (i, seen) in last_seen.iter_mut().enumerate() {
+        let relation = word(2, i);
+        if relation == FREE {
             continue;
         }
-        let u32_at = |o: usize| u32::from_le_bytes([s[o], s[o + 1], s[o + 2], s[o + 3]]);
-        let i64_at = |o: usize| {
-            let mut b = [0; 8];
-            b.copy_from_slice(&s[o..o + 8]);
-            i64::from_le_bytes(b)
-        };
-        let core = EdgeCore {
-            from: NodeId(u32_at(1)),
-            to: NodeId(u32_at(5)),
-            relation: u32_at(9),
-            confidence: f32::from_bits(u32_at(13)),
-            valid_from: i64_at(17),
-            valid_to: i64_at(25),
-            last_seen: i64_at(33),
-            salience: f32::from_bits(u32_at(41)),
-        };
-        if !node_live(core.from.0) || !node_live(core.to.0) || core.relation as usize >= relations {
+        let (from, to) = (word(0, i), word(1, i));
+        if !live_nodes.contains(from) || !live_nodes.contains(to) || relation as usize >= relations
+        {
             return Err(format!(
                 "edge slot {i} refers to a missing node or relation"
             ));
         }
-        last_seen[i] = core.last_seen;
+        *seen = i64_at(columns, slots * 20 + i * 8);
+        let core = EdgeCore {
+            from: NodeId(from),
+            to: NodeId(to),
+            relation,
+            confidence: f32::from_bits(word(3, i)),
+            valid_from: i64::MIN,
+            valid_to: i64::MAX,
+            last_seen: *seen,
+            salience: f32::from_bits(word(4, i)),
+        };
         edges.put(EdgeId(i as u32), &core);
+    }
+    for b in bounds.chunks_exact(BOUND_ENTRY) {
+        let id = EdgeId(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let mut core = edges
+            .get(id, 0)
+            .ok_or_else(|| format!("validity bounds for edge {id}, which is not live"))?;
+        core.valid_from = i64_at(b, 4);
+        core.valid_to = i64_at(b, 12);
+        edges.put(id, &core);
     }
     Ok((edges, last_seen))
 }
 
-/// The state from its decoded parts: key maps, label and pin marks, validity bounds and
-/// last-seen times derive from the nodes and edges.
+/// The state from its decoded parts: the key index, label and pin marks and the adjacency
+/// derive from the nodes and edges. The adjacency lists are rebuilt rather than stored (they
+/// were two thirds of the file): in edge id order, as an open from the tables builds them.
 fn assemble(
     nodes: Vec<Option<Node>>,
     edges: EdgeTable,
     last_seen: Vec<i64>,
     relations: Interner,
     labels: Interner,
-    lists: Vec<Vec<AdjEntry>>,
 ) -> std::result::Result<State, Unusable> {
-    let bound = lists.len().max(nodes.len());
+    let bound = nodes.len();
     let mut node_keys = KeyIndex::with_capacity(nodes.len());
     let mut label_of = vec![u32::MAX; bound];
     let mut pinned = IdSet::default();
@@ -426,7 +398,25 @@ fn assemble(
             pinned.insert(n.id.0);
         }
     }
-    let adj = Adjacency::from_parts(lists, label_of, pinned, last_seen);
+    let bounded: IdSet = {
+        let mut set = IdSet::default();
+        for id in edges.bounded() {
+            set.insert(id.0);
+        }
+        set
+    };
+    let live = edges.ids().filter_map(|id| {
+        let c = edges.get(id, 0)?;
+        Some((
+            id,
+            c.from,
+            c.to,
+            c.relation,
+            c.confidence,
+            bounded.contains(id.0),
+        ))
+    });
+    let adj = Adjacency::from_edges(label_of, pinned, last_seen, live);
     Ok(State {
         nodes,
         node_keys,
