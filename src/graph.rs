@@ -51,6 +51,23 @@ impl AdjEntry {
     pub fn relation(&self) -> u32 {
         self.rel_dir & !FLAGS
     }
+    /// The two sides of an edge: the outgoing entry for `from`'s list and the incoming one
+    /// for `to`'s, both flagged when the edge has a validity bound.
+    fn pair(
+        edge: EdgeId,
+        from: NodeId,
+        to: NodeId,
+        relation: u32,
+        conf: f32,
+        bounded: bool,
+    ) -> (Self, Self) {
+        let flag = if bounded { BOUNDED } else { 0 };
+        let mut out = AdjEntry::new(to, edge, relation, conf, false);
+        let mut inc = AdjEntry::new(from, edge, relation, conf, true);
+        out.rel_dir |= flag;
+        inc.rel_dir |= flag;
+        (out, inc)
+    }
     /// Whether the edge has a `valid_from` or `valid_to`.
     pub fn is_bounded(&self) -> bool {
         self.rel_dir & BOUNDED != 0
@@ -339,11 +356,7 @@ impl Adjacency {
         drop(degree);
         let mut live_edges = 0;
         for (edge, from, to, relation, conf, bounded) in edges {
-            let flag = if bounded { BOUNDED } else { 0 };
-            let mut out = AdjEntry::new(to, edge, relation, conf, false);
-            let mut inc = AdjEntry::new(from, edge, relation, conf, true);
-            out.rel_dir |= flag;
-            inc.rel_dir |= flag;
+            let (out, inc) = AdjEntry::pair(edge, from, to, relation, conf, bounded);
             lists[from.0 as usize].push(out);
             lists[to.0 as usize].push(inc);
             live_edges += 1;
@@ -415,11 +428,7 @@ impl Adjacency {
         bounded: bool,
     ) {
         self.reserve_nodes(from.0.max(to.0) as usize + 1);
-        let flag = if bounded { BOUNDED } else { 0 };
-        let mut out = AdjEntry::new(to, edge, relation, conf, false);
-        let mut inc = AdjEntry::new(from, edge, relation, conf, true);
-        out.rel_dir |= flag;
-        inc.rel_dir |= flag;
+        let (out, inc) = AdjEntry::pair(edge, from, to, relation, conf, bounded);
         self.lists[from.0 as usize].push(out);
         self.lists[to.0 as usize].push(inc);
         self.live_edges += 1;

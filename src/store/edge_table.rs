@@ -81,7 +81,7 @@ impl EdgeTable {
             confidence: core.confidence,
             salience: core.salience,
         };
-        if core.valid_from != i64::MIN || core.valid_to != i64::MAX {
+        if core.has_bounds() {
             self.bounds.insert(id, (core.valid_from, core.valid_to));
         } else {
             self.bounds.remove(&id);

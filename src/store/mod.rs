@@ -92,6 +92,13 @@ pub struct EdgeCore {
     pub salience: f32,
 }
 
+impl EdgeCore {
+    /// Whether the edge has a `valid_from` or a `valid_to`.
+    pub fn has_bounds(&self) -> bool {
+        self.valid_from != i64::MIN || self.valid_to != i64::MAX
+    }
+}
+
 /// The derived in-memory state: nodes, compact edges, adjacency and key maps.
 #[derive(Default)]
 pub(crate) struct State {

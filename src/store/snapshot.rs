@@ -398,23 +398,9 @@ fn assemble(
             pinned.insert(n.id.0);
         }
     }
-    let bounded: IdSet = {
-        let mut set = IdSet::default();
-        for id in edges.bounded() {
-            set.insert(id.0);
-        }
-        set
-    };
     let live = edges.ids().filter_map(|id| {
         let c = edges.get(id, 0)?;
-        Some((
-            id,
-            c.from,
-            c.to,
-            c.relation,
-            c.confidence,
-            bounded.contains(id.0),
-        ))
+        Some((id, c.from, c.to, c.relation, c.confidence, c.has_bounds()))
     });
     let adj = Adjacency::from_edges(label_of, pinned, last_seen, live);
     Ok(State {
