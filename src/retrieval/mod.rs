@@ -17,10 +17,10 @@
 
 pub mod link;
 pub mod ppr;
+mod stages;
 pub mod tokens;
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ordered_float::OrderedFloat;
 use std::sync::{Arc, RwLock};
@@ -30,16 +30,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::dynamics::usage::{Item, Tier};
 use crate::error::{Error, Result};
-use crate::graph::{AdjEntry, Direction, TraversalFilter};
+use crate::graph::{AdjEntry, TraversalFilter};
 use crate::model::{labels, relations, EdgeId, NodeId, Value};
-use crate::store::{ExpandOptions, GraphRead, Store};
-use crate::text::{SearchFilter, Target};
+use crate::store::{GraphRead, Store};
 
 pub use link::{EntityIndex, Link};
 pub use ppr::{personalized_pagerank, PushParams};
+use stages::{Scope, Seeds, TextEvidence};
 pub use tokens::{ApproxTokens, Cl100kTokens, TokenCounter, Tokenizer};
 
-/// Decades of PPR mass the graph score part spans (see `retrieve`).
+/// Decades of PPR mass the graph score part spans (see `stages::graph_part`).
 const GRAPH_DECADES: f32 = 4.0;
 
 /// What a snippet is.
@@ -741,6 +741,23 @@ fn describe_props(props: &crate::model::Props) -> String {
     }
 }
 
+/// Refuses options no retrieval can honour.
+fn check_options(opts: &RetrieveOptions) -> Result<()> {
+    if opts.k == 0 {
+        return Err(Error::InvalidArgument {
+            name: "k".into(),
+            message: "must be at least 1".into(),
+        });
+    }
+    if !(0.0..=1.0).contains(&opts.min_confidence) {
+        return Err(Error::InvalidArgument {
+            name: "min_confidence".into(),
+            message: format!("{} is outside [0, 1]", opts.min_confidence),
+        });
+    }
+    Ok(())
+}
+
 impl<'s> Retriever<'s> {
     /// Builds the engine (the entity dictionary) for the store's current state.
     pub fn new(store: &'s Store) -> Result<Self> {
@@ -815,343 +832,84 @@ impl<'s> Retriever<'s> {
         }
     }
 
-    /// Retrieves a context pack for `question`.
+    /// Retrieves a context pack for `question`: text evidence → seeds → expansion →
+    /// candidates → ranking → packing (the stages are in [`stages`]).
     pub fn retrieve(&self, question: &str, opts: &RetrieveOptions) -> Result<ContextPack> {
         let started = Instant::now();
-        if opts.k == 0 {
-            return Err(Error::InvalidArgument {
-                name: "k".into(),
-                message: "must be at least 1".into(),
-            });
-        }
-        if !(0.0..=1.0).contains(&opts.min_confidence) {
-            return Err(Error::InvalidArgument {
-                name: "min_confidence".into(),
-                message: format!("{} is outside [0, 1]", opts.min_confidence),
-            });
-        }
-        let counter = opts.token_counter.counter();
+        check_options(opts)?;
         let derived = self.current()?;
         let now = match opts.as_of {
             Some(t) => t,
             None => self.store.latest_event_time()?.unwrap_or(0),
         };
-        let wants = |k: SnippetKind| opts.kinds.is_empty() || opts.kinds.contains(&k);
-
-        // 1. Text evidence: BM25 over passages, and separately over everything else, so that
-        // entities named like passages do not crowd passages out (each normalised by its best).
-        let passage_hits = self.store.search(
-            question,
-            &SearchFilter {
-                labels: vec![labels::PASSAGE.into()],
-                ..Default::default()
-            },
-            opts.text_candidates,
-        )?;
-        let other_hits =
-            self.store
-                .search(question, &SearchFilter::default(), opts.text_candidates)?;
-        let best = |hits: &[crate::text::Hit]| {
-            hits.iter()
-                .map(|h| h.score)
-                .fold(0.0f32, f32::max)
-                .max(1e-6)
-        };
-        let (max_passage_bm25, max_other_bm25) = (best(&passage_hits), best(&other_hits));
-        // Every map on the ranking path is ordered by node id: float sums and the push order of
-        // the seeds depend on iteration order, and a hash map's order changes with each
-        // instance, which made identical calls return different scores and ranks.
-        let mut text_node: BTreeMap<NodeId, f32> = BTreeMap::new();
-        let mut text_event: Vec<(u64, f32)> = Vec::new();
-        for h in &passage_hits {
-            if let Target::Node(n) = h.target {
-                text_node.insert(n, h.score / max_passage_bm25);
-            }
-        }
-        for h in &other_hits {
-            match h.target {
-                Target::Node(n) => {
-                    text_node.entry(n).or_insert(h.score / max_other_bm25);
-                }
-                Target::Event(seq) => text_event.push((seq, h.score / max_other_bm25)),
-            }
-        }
-
-        let g = self.store.graph();
-        let filter = g.filter(
-            &ExpandOptions::default()
-                .with_min_confidence(opts.min_confidence)
-                .with_relations(opts.relations.iter().cloned())
-                .with_deny_relations(opts.deny_relations.iter().cloned())
-                .with_direction(Direction::Both)
-                .with_now(now)
-                .with_raw_confidence(opts.raw_confidence)
-                .with_include_ended(opts.include_ended),
-        );
-        // Every use of an edge's confidence (expansion weights, the fact's score part, its
-        // text) sees it decayed to `now`, as the filter does.
-        let confidence_of = |from: u32, e: &AdjEntry| -> f32 {
-            match &filter.decay {
-                Some(d) => d.effective(from, e, g.adjacency()),
-                None => e.confidence,
-            }
-        };
-        let label_ok = |n: NodeId| -> bool {
-            let Some(node) = g.node(n) else { return false };
-            (opts.labels.is_empty() || opts.labels.contains(&node.label))
-                && !opts.deny_labels.contains(&node.label)
-        };
-        let edge_ok = |e: &AdjEntry| -> bool {
-            if opts.include_ended || !e.is_bounded() {
-                return true;
-            }
-            g.edge_core(e.edge_id())
-                .is_some_and(|c| c.valid_from <= now && now < c.valid_to)
-        };
-
-        // 2. Seeds: linked entities and text hits.
-        let links = derived.index.link(question);
-        let mut seeds: BTreeMap<NodeId, f32> = BTreeMap::new();
-        let link_total: f32 = links.iter().map(|l| l.weight).sum();
-        let text_total: f32 = text_node.values().sum();
-        let text_share = if links.is_empty() {
-            1.0
-        } else if text_total > 0.0 {
-            opts.text_seed_share
-        } else {
-            0.0
-        };
-        for l in &links {
-            *seeds.entry(l.node).or_default() +=
-                (1.0 - text_share) * l.weight / link_total.max(1e-6);
-        }
-        for (n, s) in &text_node {
-            *seeds.entry(*n).or_default() += text_share * s / text_total.max(1e-6);
-        }
-        let seed_list: Vec<(NodeId, f32)> = seeds.iter().map(|(n, w)| (*n, *w)).collect();
-        // The question's relation words: its analysed words, less those of the names it links.
-        let text_index = self.store.text_index();
-        let mut relation_words = text_index.analyze(question)?;
-        for l in &links {
-            let named = text_index.analyze(&l.phrase)?;
-            relation_words.retain(|w| !named.contains(w));
-        }
-        let query_terms = derived.terms.lookup(&relation_words);
-        let boost = opts.relation_boost;
-        let weight = |from: u32, e: &AdjEntry| -> f32 {
-            if !edge_ok(e) {
-                return 0.0;
-            }
-            let base = confidence_of(from, e).max(1e-3);
-            let shared = derived.terms.overlap(e, &query_terms);
-            base * (1.0 + boost * shared as f32)
-        };
-
-        // 3. Expansion.
-        let graph_scores: BTreeMap<NodeId, f32> = if opts.mode == RankingMode::Text {
-            BTreeMap::new()
-        } else {
-            match opts.expansion {
-                Expansion::PageRank(params) => {
-                    personalized_pagerank(g.adjacency(), &seed_list, params, &filter, weight)
-                        .into_iter()
-                        .collect()
-                }
-                Expansion::KHop { decay } => {
-                    let mut scores: BTreeMap<NodeId, f32> = BTreeMap::new();
-                    for (seed, w) in &seed_list {
-                        *scores.entry(*seed).or_default() += w;
-                        let mut reach: HashMap<NodeId, f32> = HashMap::from([(*seed, *w)]);
-                        g.adjacency()
-                            .expand_with(*seed, opts.max_hops, &filter, |r| {
-                                if !edge_ok(&r.via) {
-                                    return;
-                                }
-                                let parent = reach.get(&r.parent).copied().unwrap_or(0.0);
-                                let s = parent * decay * confidence_of(r.parent.0, &r.via);
-                                reach.insert(r.node, s);
-                                *scores.entry(r.node).or_default() += s;
-                            });
-                    }
-                    scores
-                }
-            }
-        };
-
-        // 4. Candidates and their score parts.
-        let is_passage = |n: NodeId| g.node(n).is_some_and(|x| x.label == labels::PASSAGE);
-        let max_of = |pred: &dyn Fn(NodeId) -> bool| {
-            graph_scores
-                .iter()
-                .filter(|(n, _)| pred(**n))
-                .map(|(_, s)| *s)
-                .fold(0.0f32, f32::max)
-                .max(1e-12)
-        };
-        let max_passage = max_of(&|n| is_passage(n));
-        let max_entity = max_of(&|n| !is_passage(n));
-        // PPR mass is heavy-tailed: relative to the best-reached node most candidates hold 1%
-        // or less, which a linear scale would crush below any text score. The graph part is
-        // therefore logarithmic: 1 for the best, minus 1/GRAPH_DECADES per factor of ten below.
-        let graph_part = |score: f32, max: f32| -> f32 {
-            if score <= 0.0 {
-                0.0
-            } else {
-                (1.0 + (score / max).log10() / GRAPH_DECADES).clamp(0.0, 1.0)
-            }
-        };
-        let recency = |t: i64| -> f32 {
-            // In f64: world times at the ends of i64 must not overflow a subtraction.
-            let age = (now as f64 - t as f64).max(0.0);
-            (0.5f64).powf(age / opts.recency_half_life) as f32
-        };
-        let in_window = |t: i64| opts.time.is_none_or(|(a, b)| a <= t && t <= b);
-
-        let mut candidates: Vec<Candidate> = Vec::new();
-        let mut passage_nodes: BTreeSet<NodeId> = BTreeSet::new();
-        if wants(SnippetKind::Passage) {
-            passage_nodes.extend(text_node.keys().copied().filter(|n| is_passage(*n)));
-            passage_nodes.extend(graph_scores.keys().copied().filter(|n| is_passage(*n)));
-            for n in &passage_nodes {
-                if !label_ok(*n) {
-                    continue;
-                }
-                let parts = ScoreParts {
-                    text: text_node.get(n).copied().unwrap_or(0.0),
-                    graph: graph_part(graph_scores.get(n).copied().unwrap_or(0.0), max_passage),
-                    ..Default::default()
-                };
-                candidates.push(Candidate {
-                    kind: SnippetKind::Passage,
-                    node: Some(*n),
-                    edge: None,
-                    event: None,
-                    score: fuse(SnippetKind::Passage, &parts, &opts.weights, opts.mode),
-                    parts,
-                });
-            }
-        }
-        let mut top_nodes: Vec<(NodeId, f32)> = graph_scores
-            .iter()
-            .filter(|(n, _)| !is_passage(**n))
-            .map(|(n, s)| (*n, *s))
-            .collect();
-        top_nodes.sort_by_key(|&(n, s)| (Reverse(OrderedFloat(s)), n));
-        top_nodes.truncate(opts.k.max(10) * 3);
-        if wants(SnippetKind::Fact) {
-            let mut seen_edges = HashSet::new();
-            let mentions = g.relation_id(relations::MENTIONS);
-            for (n, _) in &top_nodes {
-                for e in g.adjacency().entries(*n) {
-                    if Some(e.relation()) == mentions
-                        || !filter.admits_entry(n.0, e, g.adjacency())
-                        || !edge_ok(e)
-                        || !seen_edges.insert(e.edge)
-                        || is_passage(e.neighbor())
-                    {
-                        continue;
-                    }
-                    let (Some(a), Some(b)) = (graph_scores.get(n), graph_scores.get(&e.neighbor()))
-                    else {
-                        continue;
-                    };
-                    let Some(core) = g.edge_core(e.edge_id()) else {
-                        continue;
-                    };
-                    if !in_window(core.last_seen) || !label_ok(core.from) || !label_ok(core.to) {
-                        continue;
-                    }
-                    let parts = ScoreParts {
-                        graph: graph_part((a + b) / 2.0, max_entity),
-                        confidence: confidence_of(n.0, e),
-                        recency: recency(core.last_seen),
-                        text: text_node
-                            .get(&core.from)
-                            .copied()
-                            .unwrap_or(0.0)
-                            .max(text_node.get(&core.to).copied().unwrap_or(0.0)),
-                        salience: core.salience,
-                        usage: 0.0,
-                    };
-                    candidates.push(Candidate {
-                        kind: SnippetKind::Fact,
-                        node: None,
-                        edge: Some(e.edge_id()),
-                        event: None,
-                        score: fuse(SnippetKind::Fact, &parts, &opts.weights, opts.mode),
-                        parts,
-                    });
-                }
-            }
-        }
-        if wants(SnippetKind::Entity) {
-            for (n, s) in &top_nodes {
-                if !label_ok(*n) {
-                    continue;
-                }
-                let parts = ScoreParts {
-                    graph: graph_part(*s, max_entity),
-                    text: text_node.get(n).copied().unwrap_or(0.0),
-                    salience: g.node(*n).map_or(0.0, |x| x.salience),
-                    ..Default::default()
-                };
-                candidates.push(Candidate {
-                    kind: SnippetKind::Entity,
-                    node: Some(*n),
-                    edge: None,
-                    event: None,
-                    score: fuse(SnippetKind::Entity, &parts, &opts.weights, opts.mode),
-                    parts,
-                });
-            }
-        }
-        drop(g);
-        if wants(SnippetKind::Event) {
-            for (seq, text) in &text_event {
-                let Some(ev) = self.store.event(*seq)? else {
-                    continue;
-                };
-                if !in_window(ev.ts) {
-                    continue;
-                }
-                let parts = ScoreParts {
-                    text: *text,
-                    salience: ev.salience,
-                    recency: recency(ev.ts),
-                    ..Default::default()
-                };
-                candidates.push(Candidate {
-                    kind: SnippetKind::Event,
-                    node: None,
-                    edge: None,
-                    event: Some(*seq),
-                    score: fuse(SnippetKind::Event, &parts, &opts.weights, opts.mode),
-                    parts,
-                });
-            }
+        let text = TextEvidence::gather(self.store, question, opts)?;
+        let seeds = Seeds::pick(&derived.index, question, &text, opts);
+        let scope = Scope::new(self.store.graph(), opts, now);
+        let graph_scores =
+            scope.expand(&derived.terms, self.store.text_index(), question, &seeds)?;
+        let mut candidates = scope.candidates(&text, &graph_scores);
+        // Events are read from the store, outside the graph read.
+        drop(scope);
+        if opts.kinds.is_empty() || opts.kinds.contains(&SnippetKind::Event) {
+            candidates.extend(self.event_candidates(&text, now, opts)?);
         }
         self.prefer_hot(&mut candidates, now, opts);
-        candidates.retain(|c| c.score > 0.0);
-        // Equal scores are common (every entity one hop from a lone seed); the tie is broken by
-        // what the candidate is, so the order never depends on how candidates were gathered.
-        candidates.sort_by_key(|c| {
-            (
-                Reverse(OrderedFloat(c.score)),
-                c.kind as u8,
-                c.node,
-                c.edge,
-                c.event,
-            )
-        });
-        candidates.truncate(opts.k);
+        stages::rank(&mut candidates, opts.k);
+        let mut pack = self.pack(question, candidates, &seeds, &text, opts)?;
+        pack.elapsed_us = started.elapsed().as_micros() as u64;
+        Ok(pack)
+    }
 
-        // 5. Render, explain and pack.
-        let seed_set: BTreeSet<NodeId> = seeds.keys().copied().collect();
+    /// Events the text search hit, within the time window.
+    fn event_candidates(
+        &self,
+        text: &TextEvidence,
+        now: i64,
+        opts: &RetrieveOptions,
+    ) -> Result<Vec<Candidate>> {
+        let mut out = Vec::new();
+        for (seq, score) in &text.events {
+            let Some(ev) = self.store.event(*seq)? else {
+                continue;
+            };
+            if !stages::in_window(ev.ts, opts) {
+                continue;
+            }
+            let parts = ScoreParts {
+                text: *score,
+                salience: ev.salience,
+                recency: stages::recency(now, ev.ts, opts),
+                ..Default::default()
+            };
+            out.push(Candidate {
+                kind: SnippetKind::Event,
+                node: None,
+                edge: None,
+                event: Some(*seq),
+                score: fuse(SnippetKind::Event, &parts, &opts.weights, opts.mode),
+                parts,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Renders the ranked candidates in order while they fit the token budget (the rest are
+    /// listed as cut), reports the linked seeds, and records what the pack returned as used.
+    fn pack(
+        &self,
+        question: &str,
+        candidates: Vec<Candidate>,
+        seeds: &Seeds,
+        text: &TextEvidence,
+        opts: &RetrieveOptions,
+    ) -> Result<ContextPack> {
+        let counter = opts.token_counter.counter();
+        let seed_set = seeds.nodes();
         let mut snippets = Vec::new();
         let mut cut = Vec::new();
         let mut used = 0usize;
         for c in candidates {
-            let mut s = self.render(&c, &links, &text_node, &seed_set, opts)?;
+            let mut s = self.render(&c, &seeds.links, &text.nodes, &seed_set, opts)?;
             s.tokens = counter.count(&s.text);
             match opts.budget {
                 Some(b) if used + s.tokens > b => cut.push(Cut {
@@ -1167,25 +925,23 @@ impl<'s> Retriever<'s> {
             }
         }
         let g = self.store.graph();
-        let seeds_report = {
-            let mut v: Vec<SeedReport> = links
-                .iter()
-                .filter_map(|l| {
-                    g.node(l.node).map(|n| SeedReport {
-                        key: n.key.clone(),
-                        name: n.name.clone(),
-                        source: format!("named in question as {:?}", l.phrase),
-                        weight: seeds.get(&l.node).copied().unwrap_or(0.0),
-                    })
+        let mut seeds_report: Vec<SeedReport> = seeds
+            .links
+            .iter()
+            .filter_map(|l| {
+                g.node(l.node).map(|n| SeedReport {
+                    key: n.key.clone(),
+                    name: n.name.clone(),
+                    source: format!("named in question as {:?}", l.phrase),
+                    weight: seeds.weights.get(&l.node).copied().unwrap_or(0.0),
                 })
-                .collect();
-            v.sort_by(|a, b| {
-                OrderedFloat(b.weight)
-                    .cmp(&OrderedFloat(a.weight))
-                    .then_with(|| a.key.cmp(&b.key))
-            });
-            v
-        };
+            })
+            .collect();
+        seeds_report.sort_by(|a, b| {
+            OrderedFloat(b.weight)
+                .cmp(&OrderedFloat(a.weight))
+                .then_with(|| a.key.cmp(&b.key))
+        });
         let used_items = used_items(&g, &snippets);
         drop(g);
         if opts.record_usage {
@@ -1199,7 +955,7 @@ impl<'s> Retriever<'s> {
             token_counter: opts.token_counter,
             cut,
             seeds: seeds_report,
-            elapsed_us: started.elapsed().as_micros() as u64,
+            elapsed_us: 0,
         })
     }
 
