@@ -49,6 +49,20 @@ pub struct LocomoReport {
     pub turns: usize,
     pub loci: LocomoMetrics,
     pub bm25: LocomoMetrics,
+    /// Every question with both rankings, for `--questions-out` (not part of the report).
+    #[serde(skip)]
+    pub questions: Vec<QuestionRanking>,
+}
+
+/// One question, its evidence turns, and the top 10 turns of each ranking.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct QuestionRanking {
+    pub conversation: String,
+    pub category: String,
+    pub question: String,
+    pub evidence: Vec<String>,
+    pub loci: Vec<String>,
+    pub bm25: Vec<String>,
 }
 
 #[derive(Default)]
@@ -210,14 +224,22 @@ pub fn run_locomo_bench(
             let t = Instant::now();
             let pack = retriever.retrieve(question, &opts)?;
             let ms = t.elapsed().as_secs_f64() * 1e3;
-            let ranked: Vec<String> = pack.snippets.into_iter().map(|s| s.id).collect();
-            loci.add(&category, &ranked, &gold, ms);
+            let loci_ranked: Vec<String> = pack.snippets.into_iter().map(|s| s.id).collect();
+            loci.add(&category, &loci_ranked, &gold, ms);
             let t = Instant::now();
             let hits = baseline.search(question, 10)?;
             let ms = t.elapsed().as_secs_f64() * 1e3;
-            let ranked: Vec<String> = hits.into_iter().map(|(k, _)| k).collect();
-            bm25.add(&category, &ranked, &gold, ms);
+            let bm25_ranked: Vec<String> = hits.into_iter().map(|(k, _)| k).collect();
+            bm25.add(&category, &bm25_ranked, &gold, ms);
             report.n += 1;
+            report.questions.push(QuestionRanking {
+                conversation: id.clone(),
+                category,
+                question: question.to_string(),
+                evidence: gold,
+                loci: loci_ranked,
+                bm25: bm25_ranked,
+            });
         }
         progress(i + 1, samples.len());
     }

@@ -663,6 +663,10 @@ pub enum BenchCommand {
         /// Retrieval option NAME=VALUE (repeatable; see RetrieveOptions::set).
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,
+        /// Write every question, its evidence turns and both top-10 rankings to this file as
+        /// JSON Lines (for error analysis).
+        #[arg(long, value_name = "FILE")]
+        questions_out: Option<PathBuf>,
         #[command(flatten)]
         report: ReportArgs,
     },

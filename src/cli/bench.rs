@@ -49,6 +49,19 @@ fn emit(report: &impl serde::Serialize, how: &ReportArgs) -> Result<()> {
     }
 }
 
+/// Writes one JSON object per line.
+fn write_json_lines<T: serde::Serialize>(path: &Path, rows: &[T]) -> Result<()> {
+    use std::io::Write;
+    let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    for row in rows {
+        serde_json::to_writer(&mut w, row)?;
+        writeln!(w)?;
+    }
+    w.flush()
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 pub fn run(b: BenchCommand) -> Result<Code> {
     match b {
         BenchCommand::Metaqa {
@@ -97,7 +110,12 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             bar.finish_and_clear();
             emit(&r, &report)?;
         }
-        BenchCommand::Locomo { data, set, report } => {
+        BenchCommand::Locomo {
+            data,
+            set,
+            questions_out,
+            report,
+        } => {
             let mut opts = RetrieveOptions::default();
             for (k, v) in name_values("--set", &set)? {
                 opts.set(&k, &v)?;
@@ -107,6 +125,9 @@ pub fn run(b: BenchCommand) -> Result<Code> {
                 advance(&bar, done, total)
             })?;
             bar.finish_and_clear();
+            if let Some(path) = questions_out {
+                write_json_lines(&path, &r.questions)?;
+            }
             emit(&r, &report)?;
         }
         BenchCommand::Serve {
