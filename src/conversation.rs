@@ -12,10 +12,25 @@
 
 use serde::Deserialize;
 
-use crate::model::{labels, Assertion, EventDraft, NodeUpsert, Props, Value};
+use crate::model::{labels, Assertion, EdgeUpsert, EventDraft, NodeUpsert, Props, Value};
 
 /// Kind of a conversation turn.
 pub const TURN: &str = "TURN";
+
+/// Relation from a turn to the turn before it in its session: a reply is usually about what it
+/// replies to, so expansion from a turn that matches a question reaches the answer next to it.
+pub const FOLLOWS: &str = "FOLLOWS";
+
+/// Confidence of a [`FOLLOWS`] edge: as sure as a mention (the order of turns is observed).
+pub const FOLLOWS_CONFIDENCE: f32 = 1.0;
+
+/// Salience of a turn that says something.
+pub const TURN_SALIENCE: f32 = 0.5;
+
+/// Salience of a turn that ends by asking: it hands the floor over, so what it says is mostly a
+/// reaction to the turn before, and the answer is in the turn after (reached by [`FOLLOWS`]).
+/// On LoCoMo dev, 11% of evidence turns end with a question mark against 26% of all turns.
+pub const ASKING_TURN_SALIENCE: f32 = 0.2;
 
 /// One session of a conversation.
 #[derive(Clone, Debug, Deserialize)]
@@ -193,6 +208,15 @@ pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
     out
 }
 
+/// The salience of a turn: lower when it ends by asking (see [`ASKING_TURN_SALIENCE`]).
+fn turn_salience(text: &str) -> f32 {
+    if text.trim_end().ends_with('?') {
+        ASKING_TURN_SALIENCE
+    } else {
+        TURN_SALIENCE
+    }
+}
+
 /// The events of a session: one `TURN` per turn (see the module documentation). A session time
 /// that cannot be read counts as time 0 (the turns keep their order).
 pub fn session_events(s: &Session) -> Vec<EventDraft> {
@@ -214,16 +238,27 @@ pub fn session_events(s: &Session) -> Vec<EventDraft> {
             ]));
             let key = format!("{}:{}", s.conversation, t.dia_id);
             d.evidence = vec![key.clone()];
+            let follows = i.checked_sub(1).map(|p| {
+                Assertion::UpsertEdge(EdgeUpsert {
+                    from: key.clone(),
+                    relation: FOLLOWS.into(),
+                    to: format!("{}:{}", s.conversation, s.turns[p].dia_id),
+                    confidence: Some(FOLLOWS_CONFIDENCE),
+                    ..Default::default()
+                })
+            });
             d.assertions = vec![Assertion::UpsertNode(NodeUpsert {
                 key,
                 label: Some(labels::PASSAGE.into()),
                 name: Some(t.speaker.clone()),
+                salience: Some(turn_salience(&t.text)),
                 props: Props::from([
                     ("text".to_string(), Value::Str(text)),
                     ("time".to_string(), Value::from(s.time.as_str())),
                 ]),
                 ..Default::default()
             })];
+            d.assertions.extend(follows);
             d
         })
         .collect()
