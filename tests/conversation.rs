@@ -66,3 +66,83 @@ fn the_locomo_benchmark_counts_evidence_among_the_first_turns() {
     assert!(json["loci"]["recall@10"].is_number());
     assert!(json["bm25"]["by_category"]["4"]["recall@5"].is_number());
 }
+
+#[test]
+fn turns_follow_one_another_within_a_session_and_asking_turns_weigh_less() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let lines = r#"{"conversation":"c1","session":1,"time":"1:56 pm on 8 May, 2023","turns":[{"speaker":"Ann","dia_id":"D1:1","text":"How was the race?"},{"speaker":"Bo","dia_id":"D1:2","text":"I finished it in an hour."}]}
+{"conversation":"c1","session":2,"time":"10:00 am on 20 May, 2023","turns":[{"speaker":"Bo","dia_id":"D2:1","text":"New week, new plans."}]}
+"#;
+    ingest::read_str("s.jsonl", lines, Format::Conversation)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    // The reply follows the question it answers ...
+    let follows = store
+        .edge_between("c1:D1:2", loci::conversation::FOLLOWS, "c1:D1:1")
+        .unwrap()
+        .expect("D1:2 follows D1:1");
+    assert_eq!(follows.confidence, loci::conversation::FOLLOWS_CONFIDENCE);
+    // ... but a new session starts afresh.
+    assert!(store
+        .edge_between("c1:D2:1", loci::conversation::FOLLOWS, "c1:D1:2")
+        .unwrap()
+        .is_none());
+    let asking = store.node_by_key("c1:D1:1").unwrap().salience;
+    let saying = store.node_by_key("c1:D1:2").unwrap().salience;
+    assert!(asking < saying, "asking {asking}, saying {saying}");
+}
+
+/// LoCoMo's adversarial questions name the wrong speaker: "what did Ann realise after the
+/// charity race" when Bo ran it. The speaker's name titles every turn Ann said, so it links all
+/// of them; it must not draw the ranking to them over the one turn about the race.
+#[test]
+fn a_speakers_name_does_not_pull_their_turns_over_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut turns = Vec::new();
+    for (i, text) in [
+        "Good morning, how are you?",
+        "I baked bread with my grandmother.",
+        "The garden needs water again.",
+        "My cat knocked over a vase.",
+        "We should watch a movie soon.",
+    ]
+    .iter()
+    .enumerate()
+    {
+        turns.push(format!(
+            r#"{{"speaker":"Ann","dia_id":"D1:{}","text":"{text}"}}"#,
+            2 * i + 1
+        ));
+        turns.push(format!(
+            r#"{{"speaker":"Bo","dia_id":"D1:{}","text":"Sounds nice."}}"#,
+            2 * i + 2
+        ));
+    }
+    turns.push(
+        r#"{"speaker":"Bo","dia_id":"D1:11","text":"After the charity race I realised that self-care matters."}"#
+            .to_string(),
+    );
+    let line = format!(
+        r#"{{"conversation":"c","session":1,"time":"9:00 am on 1 June, 2023","turns":[{}]}}"#,
+        turns.join(",")
+    );
+    ingest::read_str("s.jsonl", &format!("{line}\n"), Format::Conversation)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    store
+        .ingest(loci::extract::extract_mentions(&store).unwrap())
+        .unwrap();
+    let retriever = loci::Retriever::new(&store).unwrap();
+    let opts = loci::RetrieveOptions::default()
+        .with_kinds([loci::SnippetKind::Passage])
+        .with_record_usage(false);
+    let pack = retriever
+        .retrieve("What did Ann realize after her charity race?", &opts)
+        .unwrap();
+    let first = pack.snippets.first().map(|s| s.id.as_str());
+    assert_eq!(first, Some("c:D1:11"), "{:#?}", pack.snippets);
+}

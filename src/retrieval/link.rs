@@ -37,6 +37,8 @@ pub struct Link {
     pub idf: f32,
     /// quality * idf: the seed weight before normalisation.
     pub weight: f32,
+    /// How many nodes the phrase links (a speaker's name titles every turn they said).
+    pub shared_by: u32,
 }
 
 /// The name dictionary of one store state.
@@ -165,6 +167,11 @@ impl EntityIndex {
         }
     }
 
+    /// Nodes in the graph the dictionary was built from.
+    pub fn node_count(&self) -> usize {
+        self.idf.len()
+    }
+
     /// Inverse frequency of a node (0 for an unknown node).
     pub fn idf(&self, node: NodeId) -> f32 {
         self.idf.get(&node).copied().unwrap_or(0.0)
@@ -220,6 +227,7 @@ impl EntityIndex {
                     // A phrase links the nodes it names best: an exact name beats a node that
                     // only shares a weaker key (a singular, a stripped article) with it.
                     let best = scored.iter().map(|(_, q)| *q).fold(0.0f32, f32::max);
+                    let shared_by = scored.iter().filter(|(_, q)| *q >= best).count() as u32;
                     for (node, q) in scored.iter().filter(|(_, q)| *q >= best) {
                         let quality = q * scale;
                         let idf = self.idf(*node);
@@ -229,6 +237,7 @@ impl EntityIndex {
                                 l.quality = quality;
                                 l.weight = quality * idf;
                                 l.phrase.clone_from(&phrase);
+                                l.shared_by = shared_by;
                             }
                             None => out.push(Link {
                                 node: *node,
@@ -236,6 +245,7 @@ impl EntityIndex {
                                 quality,
                                 idf,
                                 weight: quality * idf,
+                                shared_by,
                             }),
                         }
                     }

@@ -684,7 +684,9 @@ fn fuse(kind: SnippetKind, p: &ScoreParts, w: &FusionWeights, mode: RankingMode)
         RankingMode::Fused => {
             w.usage * p.usage
                 + match kind {
-                    SnippetKind::Passage => w.text * p.text + w.graph * p.graph,
+                    SnippetKind::Passage => {
+                        w.text * p.text + w.graph * p.graph + w.salience * p.salience
+                    }
                     SnippetKind::Fact => {
                         w.graph * p.graph
                             + w.confidence * p.confidence

@@ -78,9 +78,12 @@ pub(super) struct Seeds {
 }
 
 impl Seeds {
-    /// Linked entities share `1 - text_seed_share` of the seed mass by their link weights and
-    /// the text hits share the rest by their scores; either side takes all of it when the other
-    /// is empty.
+    /// Linked entities share `(1 - text_seed_share) * specificity` of the seed mass by their
+    /// link weights and the text hits share the rest by their scores; either side takes all of
+    /// it when the other is empty. The specificity ([`link_specificity`]) keeps a name that
+    /// titles hundreds of nodes from drawing the expansion to all of them: in a conversation
+    /// the speaker's name links every turn they said, and "what did Caroline realise after
+    /// the race" is about the race.
     pub fn pick(
         index: &EntityIndex,
         question: &str,
@@ -88,22 +91,21 @@ impl Seeds {
         opts: &RetrieveOptions,
     ) -> Self {
         let links = index.link(question);
-        let mut weights: BTreeMap<NodeId, f32> = BTreeMap::new();
         let link_total: f32 = links.iter().map(|l| l.weight).sum();
         let text_total: f32 = text.nodes.values().sum();
-        let text_share = if links.is_empty() {
-            1.0
-        } else if text_total > 0.0 {
-            opts.text_seed_share
-        } else {
+        let link_share = if links.is_empty() {
             0.0
+        } else if text_total > 0.0 {
+            (1.0 - opts.text_seed_share) * link_specificity(&links, index.node_count())
+        } else {
+            1.0
         };
+        let mut weights: BTreeMap<NodeId, f32> = BTreeMap::new();
         for l in &links {
-            *weights.entry(l.node).or_default() +=
-                (1.0 - text_share) * l.weight / link_total.max(1e-6);
+            *weights.entry(l.node).or_default() += link_share * l.weight / link_total.max(1e-6);
         }
         for (n, s) in &text.nodes {
-            *weights.entry(*n).or_default() += text_share * s / text_total.max(1e-6);
+            *weights.entry(*n).or_default() += (1.0 - link_share) * s / text_total.max(1e-6);
         }
         Seeds { links, weights }
     }
@@ -111,6 +113,20 @@ impl Seeds {
     pub fn nodes(&self) -> BTreeSet<NodeId> {
         self.weights.keys().copied().collect()
     }
+}
+
+/// How much the question's links narrow the graph, in (0, 1]: the best phrase's
+/// `ln(1 + N / (1 + m)) / ln(1 + N / 2)` for a phrase naming `m` of the graph's `N` nodes, so
+/// a name of one node scores 1 and a speaker's name on 213 of 478 nodes 0.21. (Normalising by
+/// `ln(1 + N)` instead lowered every link's share in small graphs too: on LoCoMo dev recall@10
+/// 0.685 against 0.676, but 2Wiki dev recall@5 fell from 0.917 to 0.887.)
+fn link_specificity(links: &[Link], node_count: usize) -> f32 {
+    let n = node_count.max(1) as f32;
+    links
+        .iter()
+        .map(|l| (1.0 + n / (1.0 + l.shared_by as f32)).ln() / (1.0 + n / 2.0).ln())
+        .fold(0.0f32, f32::max)
+        .clamp(0.0, 1.0)
 }
 
 /// What the graph stages judge with: one read of the graph, the traversal filter resolved at
@@ -283,6 +299,7 @@ impl<'g, 'o> Scope<'g, 'o> {
                 let parts = ScoreParts {
                     text: text.nodes.get(&n).copied().unwrap_or(0.0),
                     graph: graph_part(graph_scores.get(&n).copied().unwrap_or(0.0), max_passage),
+                    salience: self.g.node(n).map_or(0.0, |x| x.salience),
                     ..Default::default()
                 };
                 self.candidate(SnippetKind::Passage, Some(n), None, parts)
