@@ -3,9 +3,10 @@
 //! by the store on every commit.
 //!
 //! Why not a `petgraph::Graph`: its edges form linked lists threaded through one big array, so a
-//! k-hop expansion chases a pointer (and usually a cache miss) per edge. Here each node owns one
+//! k-hop expansion chases a pointer (and usually a cache miss) per edge. Here each node has one
 //! contiguous list of 16-byte entries that carry what a filter needs (relation, direction,
-//! confidence), so an expansion reads each list front to back without touching edge records.
+//! confidence), so an expansion reads each list front to back without touching edge records;
+//! the lists sit end to end in one array (CSR), and only those changed since the open live apart.
 //! The petgraph traits are implemented on [`Adjacency`], so petgraph's algorithms (Dijkstra, A*,
 //! BFS, ...) run on it directly.
 
@@ -315,67 +316,208 @@ thread_local! {
 }
 
 /// Adjacency lists of all nodes, plus each node's interned label.
+///
+/// The lists as built at open sit end to end in one array (compressed sparse rows): node `n`'s
+/// entries are `base[offsets[n]..offsets[n + 1]]`. A list that changes afterwards moves out:
+/// a node the base knows to `moved` (a map, since writes after an open touch few old nodes),
+/// a node created after the base to `tail` (a list per node, as every node of a store built in
+/// this process is). One array instead of a vector per node saves the 24-byte vector header
+/// and an allocation per node, and an open fills it with two passes over the edges.
 #[derive(Clone, Debug, Default)]
 pub struct Adjacency {
-    lists: Vec<Vec<AdjEntry>>,
+    base: Vec<AdjEntry>,
+    /// `base_nodes + 1` offsets into `base`, or none before the first [`Adjacency::compact`].
+    offsets: Vec<u64>,
+    /// Lists of nodes below the base's bound that changed since it was built.
+    moved: HashMap<u32, Vec<AdjEntry>, BuildIdHasher>,
+    /// Lists of nodes from the base's bound up, by `node - base_nodes`.
+    tail: Vec<Vec<AdjEntry>>,
     /// World time each edge was last seen, by edge id, for decay (0 when never set).
     last_seen: Vec<i64>,
     /// Pinned nodes, whose edges decay no lower than a floor.
     pinned: IdSet,
-    /// Interned label per node; `u32::MAX` for a retracted or never-created slot.
+    /// Interned label per node; `u32::MAX` for a retracted or never-created slot. Its length
+    /// is the node bound.
     labels: Vec<u32>,
     live_nodes: usize,
     live_edges: usize,
 }
 
-impl Adjacency {
-    /// The adjacency of a whole graph at once: each node's interned label (`u32::MAX` for an
-    /// empty slot), the pinned nodes, the last-seen time of each edge, and the live edges as
-    /// `(edge, from, to, relation, confidence, bounded)` in id order, whose endpoints must be
-    /// below `labels.len()`. Lists are sized exactly (degrees are counted first) and hold
-    /// their entries in edge id order, as adding the edges one by one in that order would.
-    pub(crate) fn from_edges<I>(
-        labels: Vec<u32>,
-        pinned: IdSet,
-        last_seen: Vec<i64>,
-        edges: I,
-    ) -> Self
-    where
-        I: Iterator<Item = (EdgeId, NodeId, NodeId, u32, f32, bool)> + Clone,
-    {
-        let bound = labels.len();
-        let mut degree = vec![0u32; bound];
-        for (_, from, to, ..) in edges.clone() {
-            degree[from.0 as usize] += 1;
-            degree[to.0 as usize] += 1;
+/// Hashes node ids for [`Adjacency::moved`]: ids are dense integers the store assigns, never
+/// chosen by a caller, so a multiplicative hash spreads them well and needs no defence
+/// against flooding (SipHash would cost a traversal more than the lookup it guards).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
-        let mut lists: Vec<Vec<AdjEntry>> = degree
-            .iter()
-            .map(|d| Vec::with_capacity(*d as usize))
-            .collect();
-        drop(degree);
+    }
+    fn write_u32(&mut self, id: u32) {
+        self.0 = u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;
+
+/// Below this many edges the rows are filled on one thread: splitting costs more than it saves.
+const PARALLEL_FILL_EDGES: u64 = 1 << 16;
+
+/// The entries of every row (`offsets` as [`Adjacency::from_edges`] counted them), each row
+/// in edge id order. Writing an edge's incoming side lands at a random place in an array far
+/// larger than the caches, so the rows are cut into ranges of about equal size, one task
+/// each: a task reads all edges but writes only its own range, and the tasks' cache misses
+/// overlap (at 1M edges the fill was half of an open).
+fn fill_rows<I>(offsets: &[u64], edges: I) -> Vec<AdjEntry>
+where
+    I: Iterator<Item = (EdgeId, NodeId, NodeId, u32, f32, bool)> + Clone + Send + Sync,
+{
+    use rayon::prelude::*;
+    let bound = offsets.len() - 1;
+    let total = offsets[bound];
+    // Every slot is written below (each counted endpoint gets one entry); the filler is never
+    // read.
+    let mut base = vec![AdjEntry::new(NodeId(0), EdgeId(0), 0, 0.0, false); total as usize];
+    let parts = if total / 2 < PARALLEL_FILL_EDGES {
+        1
+    } else {
+        (rayon::current_num_threads() * 2).clamp(1, 64) as u64
+    };
+    // Row ranges [cuts[p], cuts[p + 1]) holding about total / parts entries each.
+    let mut cuts: Vec<usize> = (0..parts)
+        .map(|p| {
+            offsets
+                .partition_point(|o| *o < total * p / parts)
+                .min(bound)
+        })
+        .collect();
+    cuts[0] = 0;
+    cuts.push(bound);
+    let mut ranges = Vec::with_capacity(parts as usize);
+    let mut rest = base.as_mut_slice();
+    for w in cuts.windows(2) {
+        let len = (offsets[w[1]] - offsets[w[0]]) as usize;
+        let (mine, after) = rest.split_at_mut(len);
+        ranges.push((w[0], w[1], mine));
+        rest = after;
+    }
+    ranges.into_par_iter().for_each(|(lo, hi, out)| {
+        let start = offsets[lo];
+        let mut next: Vec<u64> = offsets[lo..hi].iter().map(|o| o - start).collect();
+        let mine = |n: NodeId| (lo..hi).contains(&(n.0 as usize));
+        for (edge, from, to, relation, conf, bounded) in edges.clone() {
+            if !mine(from) && !mine(to) {
+                continue;
+            }
+            let (outgoing, incoming) = AdjEntry::pair(edge, from, to, relation, conf, bounded);
+            for (node, entry) in [(from, outgoing), (to, incoming)] {
+                if mine(node) {
+                    let at = &mut next[node.0 as usize - lo];
+                    out[*at as usize] = entry;
+                    *at += 1;
+                }
+            }
+        }
+    });
+    base
+}
+
+impl Adjacency {
+    /// The adjacency of a whole graph at once, for node ids below `bound`: the last-seen time
+    /// of each edge, and the live edges as `(edge, from, to, relation, confidence, bounded)`
+    /// in id order, whose endpoints must be below `bound`. Degrees are counted first, then
+    /// each entry goes to its place in the one array, so lists hold their entries in edge id
+    /// order, as adding the edges one by one in that order would. The nodes' labels and pins
+    /// come after, by [`Adjacency::with_nodes`].
+    pub(crate) fn from_edges<I>(bound: usize, last_seen: Vec<i64>, edges: I) -> Self
+    where
+        I: Iterator<Item = (EdgeId, NodeId, NodeId, u32, f32, bool)> + Clone + Send + Sync,
+    {
+        let mut offsets = vec![0u64; bound + 1];
         let mut live_edges = 0;
-        for (edge, from, to, relation, conf, bounded) in edges {
-            let (out, inc) = AdjEntry::pair(edge, from, to, relation, conf, bounded);
-            lists[from.0 as usize].push(out);
-            lists[to.0 as usize].push(inc);
+        for (_, from, to, ..) in edges.clone() {
+            offsets[from.0 as usize + 1] += 1;
+            offsets[to.0 as usize + 1] += 1;
             live_edges += 1;
         }
-        let live_nodes = labels.iter().filter(|l| **l != u32::MAX).count();
-        Adjacency {
-            lists,
-            last_seen,
-            pinned,
-            labels,
-            live_nodes,
-            live_edges,
+        for i in 1..offsets.len() {
+            offsets[i] += offsets[i - 1];
         }
+        let base = fill_rows(&offsets, edges);
+        Adjacency {
+            base,
+            offsets,
+            last_seen,
+            labels: vec![u32::MAX; bound],
+            live_edges,
+            ..Adjacency::default()
+        }
+    }
+
+    /// The adjacency with each node's interned label (`u32::MAX` for an empty slot; one per
+    /// node id below the bound it was built for) and the pinned nodes.
+    pub(crate) fn with_nodes(mut self, labels: Vec<u32>, pinned: IdSet) -> Self {
+        debug_assert_eq!(labels.len(), self.labels.len());
+        self.live_nodes = labels.iter().filter(|l| **l != u32::MAX).count();
+        self.labels = labels;
+        self.pinned = pinned;
+        self
+    }
+
+    /// Nodes the base array covers.
+    fn base_nodes(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Lays every list end to end again in one array, so that the lists that moved out since
+    /// the last build (see [`Adjacency`]) stop costing a vector each. Entries keep their order.
+    pub fn compact(&mut self) {
+        if self.moved.is_empty() && self.tail.is_empty() && self.base_nodes() == self.labels.len() {
+            return;
+        }
+        let bound = self.labels.len();
+        let mut offsets = Vec::with_capacity(bound + 1);
+        offsets.push(0u64);
+        let mut total = 0u64;
+        for n in 0..bound as u32 {
+            total += self.entries(NodeId(n)).len() as u64;
+            offsets.push(total);
+        }
+        let mut base = Vec::with_capacity(total as usize);
+        for n in 0..bound as u32 {
+            base.extend_from_slice(self.entries(NodeId(n)));
+        }
+        self.base = base;
+        self.offsets = offsets;
+        self.moved = HashMap::default();
+        self.tail = Vec::new();
+    }
+
+    /// The list of `node` to change, moved out of the base array first if it is there.
+    fn list_mut(&mut self, node: NodeId) -> &mut Vec<AdjEntry> {
+        let i = node.0 as usize;
+        let base_nodes = self.base_nodes();
+        if i >= base_nodes {
+            let t = i - base_nodes;
+            if self.tail.len() <= t {
+                self.tail.resize_with(t + 1, Vec::new);
+            }
+            return &mut self.tail[t];
+        }
+        let (base, offsets) = (&self.base, &self.offsets);
+        self.moved
+            .entry(node.0)
+            .or_insert_with(|| base[offsets[i] as usize..offsets[i + 1] as usize].to_vec())
     }
 
     /// Makes room for node ids below `bound`.
     pub fn reserve_nodes(&mut self, bound: usize) {
-        if self.lists.len() < bound {
-            self.lists.resize_with(bound, Vec::new);
+        if self.labels.len() < bound {
             self.labels.resize(bound, u32::MAX);
         }
     }
@@ -395,7 +537,7 @@ impl Adjacency {
                 self.live_nodes -= 1;
             }
             *l = u32::MAX;
-            self.lists[node.0 as usize] = Vec::new();
+            *self.list_mut(node) = Vec::new();
         }
     }
 
@@ -429,8 +571,8 @@ impl Adjacency {
     ) {
         self.reserve_nodes(from.0.max(to.0) as usize + 1);
         let (out, inc) = AdjEntry::pair(edge, from, to, relation, conf, bounded);
-        self.lists[from.0 as usize].push(out);
-        self.lists[to.0 as usize].push(inc);
+        self.list_mut(from).push(out);
+        self.list_mut(to).push(inc);
         self.live_edges += 1;
     }
 
@@ -438,12 +580,14 @@ impl Adjacency {
     pub fn remove_edge(&mut self, edge: EdgeId, from: NodeId, to: NodeId) {
         let mut removed = false;
         for n in [from, to] {
-            if let Some(list) = self.lists.get_mut(n.0 as usize) {
-                if let Some(i) = list.iter().position(|e| e.edge == edge.0) {
-                    // Order within a list carries no meaning, so swap_remove is fine.
-                    list.swap_remove(i);
-                    removed = true;
-                }
+            if !self.entries(n).iter().any(|e| e.edge == edge.0) {
+                continue;
+            }
+            let list = self.list_mut(n);
+            if let Some(i) = list.iter().position(|e| e.edge == edge.0) {
+                // Order within a list carries no meaning, so swap_remove is fine.
+                list.swap_remove(i);
+                removed = true;
             }
         }
         if removed {
@@ -451,14 +595,25 @@ impl Adjacency {
         }
     }
 
-    /// Updates the confidence stored on both sides of an edge.
+    /// Updates the confidence stored on both sides of an edge, in place (a list in the base
+    /// array stays there: its length does not change).
     pub fn set_confidence(&mut self, edge: EdgeId, from: NodeId, to: NodeId, conf: f32) {
         for n in [from, to] {
-            if let Some(list) = self.lists.get_mut(n.0 as usize) {
-                list.iter_mut()
-                    .filter(|e| e.edge == edge.0)
-                    .for_each(|e| e.confidence = conf);
-            }
+            let i = n.0 as usize;
+            let base_nodes = self.base_nodes();
+            let list: &mut [AdjEntry] = if i >= base_nodes {
+                match self.tail.get_mut(i - base_nodes) {
+                    Some(l) => l,
+                    None => continue,
+                }
+            } else if let Some(l) = self.moved.get_mut(&n.0) {
+                l
+            } else {
+                &mut self.base[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+            };
+            list.iter_mut()
+                .filter(|e| e.edge == edge.0)
+                .for_each(|e| e.confidence = conf);
         }
     }
 
@@ -476,16 +631,28 @@ impl Adjacency {
     }
 
     /// The entries of a node (outgoing and incoming).
+    #[inline]
     pub fn entries(&self, node: NodeId) -> &[AdjEntry] {
-        self.lists
-            .get(node.0 as usize)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+        let i = node.0 as usize;
+        let base_nodes = self.base_nodes();
+        if i >= base_nodes {
+            return self
+                .tail
+                .get(i - base_nodes)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+        }
+        if !self.moved.is_empty() {
+            if let Some(l) = self.moved.get(&node.0) {
+                return l;
+            }
+        }
+        &self.base[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
     /// Upper bound of node ids.
     pub fn node_bound(&self) -> usize {
-        self.lists.len()
+        self.labels.len()
     }
     pub fn node_count(&self) -> usize {
         self.live_nodes
@@ -496,12 +663,15 @@ impl Adjacency {
 
     /// Heap bytes held by the adjacency (lists and labels), for memory reports.
     pub fn heap_bytes(&self) -> usize {
-        self.lists.capacity() * std::mem::size_of::<Vec<AdjEntry>>()
-            + self
-                .lists
-                .iter()
-                .map(|l| l.capacity() * std::mem::size_of::<AdjEntry>())
-                .sum::<usize>()
+        let entry = std::mem::size_of::<AdjEntry>();
+        let list = std::mem::size_of::<Vec<AdjEntry>>();
+        self.base.capacity() * entry
+            + self.offsets.capacity() * 8
+            // A map slot: the id, the list header and a control byte.
+            + self.moved.capacity() * (4 + list + 1)
+            + self.moved.values().map(|l| l.capacity() * entry).sum::<usize>()
+            + self.tail.capacity() * list
+            + self.tail.iter().map(|l| l.capacity() * entry).sum::<usize>()
             + self.labels.capacity() * 4
             + self.last_seen.capacity() * 8
     }
@@ -550,7 +720,7 @@ impl Adjacency {
         SCRATCH.with(|cell| {
             let mut s = cell.borrow_mut();
             let s = &mut *s;
-            s.begin(self.lists.len());
+            s.begin(self.labels.len());
             let gen = s.generation;
             s.stamp[start.0 as usize] = gen;
             s.frontier.push(start.0);
@@ -558,7 +728,7 @@ impl Adjacency {
                 let last = hop == depth;
                 for i in 0..s.frontier.len() {
                     let from = s.frontier[i];
-                    for e in &self.lists[from as usize] {
+                    for e in self.entries(NodeId(from)) {
                         let stamp = &mut s.stamp[e.node as usize];
                         if *stamp == gen || !filter.admits(from, e, self) {
                             continue;
@@ -652,11 +822,12 @@ impl<'a> IntoEdgeReferences for &'a Adjacency {
     type EdgeReferences = Box<dyn Iterator<Item = AdjEdgeRef<'a>> + 'a>;
     /// Every edge once, from its source.
     fn edge_references(self) -> Self::EdgeReferences {
-        Box::new(self.lists.iter().enumerate().flat_map(|(n, list)| {
-            list.iter()
+        Box::new((0..self.node_bound() as u32).flat_map(move |n| {
+            self.entries(NodeId(n))
+                .iter()
                 .filter(|e| !e.is_incoming())
                 .map(move |entry| AdjEdgeRef {
-                    source: NodeId(n as u32),
+                    source: NodeId(n),
                     entry,
                 })
         }))
@@ -676,7 +847,7 @@ impl<'a> IntoEdges for &'a Adjacency {
 
 impl NodeIndexable for Adjacency {
     fn node_bound(&self) -> usize {
-        self.lists.len()
+        self.labels.len()
     }
     fn to_index(&self, a: NodeId) -> usize {
         a.0 as usize
@@ -756,5 +927,122 @@ mod tests {
         assert_eq!(g.edge_count(), 3);
         let d = petgraph::algo::dijkstra(&g, NodeId(0), None, |_| 1u32);
         assert!(!d.contains_key(&NodeId(3)));
+    }
+    /// The lists in one array (from an open or a compaction) and the lists that moved out of
+    /// it after writes must read as one adjacency: every sequence of adds, removals,
+    /// confidence changes, node removals and compactions gives each node exactly the entries
+    /// of its live edges.
+    mod one_array_and_moved_lists_read_as_one {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Add(u32, u32, u32),
+            Remove(usize),
+            Confidence(usize, u8),
+            RemoveNode(u32),
+            Compact,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => (0..12u32, 0..12u32, 0..3u32).prop_map(|(a, b, r)| Op::Add(a, b, r)),
+                2 => any::<usize>().prop_map(Op::Remove),
+                1 => (any::<usize>(), any::<u8>()).prop_map(|(i, c)| Op::Confidence(i, c)),
+                1 => (0..14u32).prop_map(Op::RemoveNode),
+                1 => Just(Op::Compact),
+            ]
+        }
+
+        fn expected(live: &[(u32, u32, u32, u32, f32)], n: u32) -> Vec<(u32, u32, bool, u32)> {
+            let mut v: Vec<_> = live
+                .iter()
+                .flat_map(|&(e, from, to, _, c)| {
+                    let mut out = Vec::new();
+                    if from == n {
+                        out.push((e, to, false, c.to_bits()));
+                    }
+                    if to == n {
+                        out.push((e, from, true, c.to_bits()));
+                    }
+                    out
+                })
+                .collect();
+            v.sort_unstable();
+            v
+        }
+
+        fn actual(g: &Adjacency, n: u32) -> Vec<(u32, u32, bool, u32)> {
+            let mut v: Vec<_> = g
+                .entries(NodeId(n))
+                .iter()
+                .map(|e| (e.edge, e.node, e.is_incoming(), e.confidence.to_bits()))
+                .collect();
+            v.sort_unstable();
+            v
+        }
+
+        proptest! {
+            #[test]
+            fn after_any_writes(
+                initial in proptest::collection::vec((0..10u32, 0..10u32, 0..3u32), 0..30),
+                ops in proptest::collection::vec(op(), 0..60),
+            ) {
+                let labels = vec![0u32; 10];
+                let mut live: Vec<(u32, u32, u32, u32, f32)> = initial
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(a, b, r))| (i as u32, a, b, r, 0.5))
+                    .collect();
+                let mut g = Adjacency::from_edges(
+                    labels.len(),
+                    Vec::new(),
+                    live.iter().map(|&(e, a, b, r, c)| (EdgeId(e), NodeId(a), NodeId(b), r, c, false)),
+                )
+                .with_nodes(labels, IdSet::default());
+                let mut nodes: std::collections::BTreeSet<u32> = (0..10).collect();
+                let mut next_edge = live.len() as u32;
+                for op in ops {
+                    match op {
+                        Op::Add(a, b, r) => {
+                            for n in [a, b] {
+                                if nodes.insert(n) {
+                                    g.set_node(NodeId(n), 0);
+                                }
+                            }
+                            g.add_edge(EdgeId(next_edge), NodeId(a), NodeId(b), r, 0.5);
+                            live.push((next_edge, a, b, r, 0.5));
+                            next_edge += 1;
+                        }
+                        Op::Remove(i) if !live.is_empty() => {
+                            let (e, a, b, ..) = live.remove(i % live.len());
+                            g.remove_edge(EdgeId(e), NodeId(a), NodeId(b));
+                        }
+                        Op::Confidence(i, c) if !live.is_empty() => {
+                            let i = i % live.len();
+                            let conf = f32::from(c) / 255.0;
+                            live[i].4 = conf;
+                            let (e, a, b, ..) = live[i];
+                            g.set_confidence(EdgeId(e), NodeId(a), NodeId(b), conf);
+                        }
+                        Op::RemoveNode(n) if !live.iter().any(|l| l.1 == n || l.2 == n) => {
+                            g.remove_node(NodeId(n));
+                            nodes.remove(&n);
+                        }
+                        Op::Compact => g.compact(),
+                        _ => {}
+                    }
+                    prop_assert_eq!(g.edge_count(), live.len());
+                    prop_assert_eq!(g.node_count(), nodes.len());
+                    for n in 0..g.node_bound() as u32 + 2 {
+                        prop_assert_eq!(actual(&g, n), expected(&live, n), "node {}", n);
+                    }
+                    for &(e, a, b, r, _) in &live {
+                        prop_assert!(g.find_edge(NodeId(a), r, NodeId(b)).is_some(), "edge {}", e);
+                    }
+                }
+            }
+        }
     }
 }

@@ -62,7 +62,7 @@ pub use retrieval::{
 };
 pub use storage::{Backend, BackendKind};
 pub use store::{
-    Commit, CompactReport, ExpandOptions, Neighbor, PastState, StateBytes, StateSource, Stats,
-    Store, VerifyReport,
+    Commit, CompactReport, ExpandOptions, Neighbor, OpenTimings, PastState, StateBytes,
+    StateSource, Stats, Store, VerifyReport,
 };
 pub use text::{Hit, SearchFilter, Target};

@@ -276,6 +276,34 @@ struct Loaded {
     since_snapshot: u64,
 }
 
+/// How long each stage of the open took, in milliseconds (see [`Stats::open_ms`]), so that a
+/// slow open says where its time went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct OpenTimings {
+    /// Opening the backend and checking its meta table.
+    pub backend: f64,
+    /// Reading the snapshot file and checking its checksum (0 without one).
+    pub snapshot_read: f64,
+    /// Decoding the snapshot's node records and deriving the key index, labels and pins.
+    pub snapshot_nodes: f64,
+    /// Decoding the snapshot's edge columns into the edge table and building the adjacency
+    /// (side by side with the nodes: the two overlap).
+    pub snapshot_edges: f64,
+    /// The whole in-memory state: the stages above, or the load from the tables, then the
+    /// catch-up past the snapshot, folds and the deleted set.
+    pub state: f64,
+    /// Opening the full-text index and bringing it up to the log.
+    pub text: f64,
+    /// The whole open.
+    pub total: f64,
+}
+
+/// Milliseconds since `t`.
+fn ms_since(t: std::time::Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
 /// Where an open got the derived in-memory state from (see [`Store::checkpoint`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "from")]
@@ -714,6 +742,9 @@ pub struct Stats {
     /// Where the open got the in-memory state from.
     #[serde(default)]
     pub state_source: StateSource,
+    /// How long the open of this handle took, by stage.
+    #[serde(default)]
+    pub open_ms: OpenTimings,
 }
 
 /// Heap bytes of the in-memory state by part (see [`Stats::state_bytes`]).
@@ -1026,6 +1057,7 @@ pub struct Store {
     /// Changes since that snapshot (ids and commits): what the next open would catch up on.
     since_snapshot: std::sync::atomic::AtomicU64,
     state_source: StateSource,
+    open_timings: OpenTimings,
 }
 
 impl Drop for Store {
@@ -1210,6 +1242,8 @@ impl Store {
     }
 
     fn open_with(dir: PathBuf, manifest: Manifest, lock: Option<StoreLock>) -> Result<Store> {
+        let started = std::time::Instant::now();
+        let mut timings = OpenTimings::default();
         let read_only = lock.is_none();
         let backend = if read_only {
             manifest.backend.open_read_only(&dir)?
@@ -1217,7 +1251,12 @@ impl Store {
             manifest.backend.open(&dir)?
         };
         let counters = Self::check_meta(&*backend, &dir, read_only)?;
-        let (state, loaded) = Self::load_consistent(&*backend, &dir, counters, read_only)?;
+        timings.backend = ms_since(started);
+        let t = std::time::Instant::now();
+        let (state, loaded) =
+            Self::load_consistent(&*backend, &dir, counters, read_only, &mut timings)?;
+        timings.state = ms_since(t);
+        let t = std::time::Instant::now();
         let counters = state.counters;
         let decay = read_policy(&dir.join(DECAY_FILE), DecayPolicy::from_file)?;
         let salience = read_policy(&dir.join(SALIENCE_FILE), SaliencePolicy::from_file)?;
@@ -1227,7 +1266,7 @@ impl Store {
         } else {
             Self::open_text(&dir.join("text"))?
         };
-        let store = Store {
+        let mut store = Store {
             dir,
             backend,
             state: parking_lot::RwLock::new(state),
@@ -1246,6 +1285,7 @@ impl Store {
             .into(),
             since_snapshot: loaded.since_snapshot.into(),
             state_source: loaded.source,
+            open_timings: timings,
         };
         let from = indexed.unwrap_or(0);
         if read_only {
@@ -1274,6 +1314,9 @@ impl Store {
             store.text.clear()?;
             store.catch_up_text(0)?;
         }
+        store.open_timings.text = ms_since(t);
+        store.open_timings.total = ms_since(started);
+        tracing::debug!(ms = ?store.open_timings, "store opened");
         Ok(store)
     }
 
@@ -1286,10 +1329,11 @@ impl Store {
         dir: &Path,
         mut counters: Counters,
         read_only: bool,
+        timings: &mut OpenTimings,
     ) -> Result<(State, Loaded)> {
         const ATTEMPTS: usize = 20;
         for _ in 0..ATTEMPTS {
-            let (mut state, loaded) = Self::load_graph(backend, dir, counters)?;
+            let (mut state, loaded) = Self::load_graph(backend, dir, counters, timings)?;
             state.counters = counters;
             state.folds = Folds::read(backend)?;
             state.deleted = read_deleted(backend)?;
@@ -1450,8 +1494,9 @@ impl Store {
         backend: &dyn Backend,
         dir: &Path,
         counters: Counters,
+        timings: &mut OpenTimings,
     ) -> Result<(State, Loaded)> {
-        match snapshot::read(dir) {
+        match snapshot::read(dir, timings) {
             Ok(Some((at, state))) => match Self::catch_up_snapshot(backend, state, at, counters)? {
                 Ok((state, since_snapshot)) => {
                     tracing::debug!(snapshot = at.counters.last_seq, log = counters.last_seq, "state from the snapshot");
@@ -1676,6 +1721,9 @@ impl Store {
             return Err(e);
         }
         flush(&mut raw, &mut state)?;
+        // The lists grew edge by edge; one array holds them in less (no header or spare
+        // capacity per node), as an open from a snapshot does.
+        state.adj.compact();
         Ok(state)
     }
 
@@ -2491,6 +2539,7 @@ impl Store {
             tiers: g.tier_counts(state.latest_ts.unwrap_or(0)),
             disk_bytes_snapshot: dir_size(&snapshot::path_in(&self.dir)),
             state_source: self.state_source,
+            open_ms: self.open_timings,
         }
     }
 

@@ -26,12 +26,14 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    next_graph_epoch, EdgeCore, EdgeTable, KeyIndex, State, PROJECTION_VERSION, STORE_FORMAT,
+    ms_since, next_graph_epoch, EdgeCore, EdgeTable, KeyIndex, OpenTimings, State,
+    PROJECTION_VERSION, STORE_FORMAT,
 };
 use crate::error::{Error, Result};
 use crate::graph::{Adjacency, IdSet, Interner};
@@ -219,19 +221,28 @@ pub(super) type Unusable = String;
 /// Reads the snapshot of the store in `dir`: `Ok(None)` when there is none, `Err(reason)`
 /// when it cannot be used. The state it gives has no counters, folds or deletions: those are
 /// read from the meta table by the caller.
-pub(super) fn read(dir: &Path) -> std::result::Result<Option<(Header, State)>, Unusable> {
+pub(super) fn read(
+    dir: &Path,
+    timings: &mut OpenTimings,
+) -> std::result::Result<Option<(Header, State)>, Unusable> {
     let path = path_in(dir);
+    let t = Instant::now();
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    decode(&bytes).map(Some)
+    timings.snapshot_read = ms_since(t);
+    decode(&bytes, timings).map(Some)
 }
 
 /// Decodes a snapshot, checking everything an index is later taken from, so that no damaged
 /// or crafted file can make a traversal index out of bounds.
-fn decode(bytes: &[u8]) -> std::result::Result<(Header, State), Unusable> {
+fn decode(
+    bytes: &[u8],
+    timings: &mut OpenTimings,
+) -> std::result::Result<(Header, State), Unusable> {
+    let t = Instant::now();
     let mut r = Reader { bytes, at: 0 };
     if r.take(8)? != MAGIC {
         return Err("not a loci snapshot (magic)".into());
@@ -267,6 +278,8 @@ fn decode(bytes: &[u8]) -> std::result::Result<(Header, State), Unusable> {
     if crc32fast::hash(body) != crc {
         return Err("checksum mismatch".into());
     }
+    timings.snapshot_read += ms_since(t);
+    let t = Instant::now();
     let mut r = Reader { bytes: body, at: 0 };
     let relations = r.interner("relation")?;
     let labels = r.interner("label")?;
@@ -279,19 +292,6 @@ fn decode(bytes: &[u8]) -> std::result::Result<(Header, State), Unusable> {
             n => records.push(Some(r.take(n as usize)?)),
         }
     }
-    let nodes: Vec<Option<Node>> = records
-        .par_iter()
-        .enumerate()
-        .map(|(i, rec)| match rec {
-            None => Ok(None),
-            Some(b) => match postcard::from_bytes::<Node>(b) {
-                Ok(n) if n.id.0 as usize == i => Ok(Some(n)),
-                Ok(n) => Err(format!("node slot {i} holds node {}", n.id)),
-                Err(e) => Err(format!("node slot {i}: {e}")),
-            },
-        })
-        .collect::<std::result::Result<_, _>>()?;
-
     let edge_slots = r.count(EDGE_SLOT, "edge slots")?;
     let columns = r.take(edge_slots * EDGE_SLOT)?;
     let bounds = r.count(BOUND_ENTRY, "validity bounds")?;
@@ -301,18 +301,85 @@ fn decode(bytes: &[u8]) -> std::result::Result<(Header, State), Unusable> {
     }
     // Liveness as a bitset: small enough to stay in cache, where the records are not.
     let mut live_nodes = IdSet::default();
-    for (i, n) in nodes.iter().enumerate() {
-        if n.is_some() {
+    for (i, rec) in records.iter().enumerate() {
+        if rec.is_some() {
             live_nodes.insert(i as u32);
         }
     }
-    let (edges, last_seen) = decode_edges(columns, bounds, &live_nodes, relations.len())?;
+    timings.snapshot_read += ms_since(t);
 
+    // The nodes' half (records, then the key index, labels and pins) and the edges' half
+    // (columns, then the adjacency) need nothing from each other but which slots are live,
+    // so they run side by side.
+    let (node_half, edge_half) = rayon::join(
+        || {
+            let t = Instant::now();
+            let nodes = decode_nodes(&records)?;
+            let derived = derive_from_nodes(&nodes, &labels)?;
+            Ok::<_, Unusable>((nodes, derived, ms_since(t)))
+        },
+        || {
+            let t = Instant::now();
+            let (edges, last_seen) = decode_edges(columns, bounds, &live_nodes, relations.len())?;
+            let live = edges.ids().filter_map(|id| {
+                let c = edges.get(id, 0)?;
+                Some((id, c.from, c.to, c.relation, c.confidence, c.has_bounds()))
+            });
+            let adj = Adjacency::from_edges(slots, last_seen, live);
+            Ok::<_, Unusable>((edges, adj, ms_since(t)))
+        },
+    );
+    let (nodes, (node_keys, label_of, pinned), nodes_ms) = node_half?;
+    let (edges, adj, edges_ms) = edge_half?;
+    timings.snapshot_nodes = nodes_ms;
+    timings.snapshot_edges = edges_ms;
     let header = Header { counters, log };
     Ok((
         header,
-        assemble(nodes, edges, last_seen, relations, labels)?,
+        State {
+            nodes,
+            node_keys,
+            edges,
+            full_edges: None,
+            relations,
+            labels,
+            adj: adj.with_nodes(label_of, pinned),
+            graph_epoch: next_graph_epoch(),
+            ..State::default()
+        },
     ))
+}
+
+/// The node records, decoded on every core straight into their slots. When records are
+/// damaged, the error names the first of them.
+fn decode_nodes(records: &[Option<&[u8]>]) -> std::result::Result<Vec<Option<Node>>, Unusable> {
+    let first_error: std::sync::Mutex<Option<(usize, Unusable)>> = std::sync::Mutex::new(None);
+    let fail = |i: usize, message: String| {
+        let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
+        if first.as_ref().is_none_or(|(j, _)| i < *j) {
+            *first = Some((i, message));
+        }
+        None
+    };
+    let mut nodes = Vec::new();
+    // Indexed and collected in place: a collect of Results would gather chunks in a list and
+    // copy them all once more (a tenth of the open at 1M edges).
+    records
+        .par_iter()
+        .enumerate()
+        .map(|(i, rec)| match rec {
+            None => None,
+            Some(b) => match postcard::from_bytes::<Node>(b) {
+                Ok(n) if n.id.0 as usize == i => Some(n),
+                Ok(n) => fail(i, format!("node slot {i} holds node {}", n.id)),
+                Err(e) => fail(i, format!("node slot {i}: {e}")),
+            },
+        })
+        .collect_into_vec(&mut nodes);
+    match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some((_, message)) => Err(message),
+        None => Ok(nodes),
+    }
 }
 
 /// The edge columns and validity bounds, straight into the edge table and the last-seen
@@ -373,22 +440,17 @@ fn decode_edges(
     Ok((edges, last_seen))
 }
 
-/// The state from its decoded parts: the key index, label and pin marks and the adjacency
-/// derive from the nodes and edges. The adjacency lists are rebuilt rather than stored (they
-/// were two thirds of the file): in edge id order, as an open from the tables builds them.
-fn assemble(
-    nodes: Vec<Option<Node>>,
-    edges: EdgeTable,
-    last_seen: Vec<i64>,
-    relations: Interner,
-    labels: Interner,
-) -> std::result::Result<State, Unusable> {
-    let bound = nodes.len();
+/// What the nodes give the rest of the state: the key index, each slot's interned label
+/// (`u32::MAX` for a free slot) and the pinned nodes.
+fn derive_from_nodes(
+    nodes: &[Option<Node>],
+    labels: &Interner,
+) -> std::result::Result<(KeyIndex, Vec<u32>, IdSet), Unusable> {
     let mut node_keys = KeyIndex::with_capacity(nodes.len());
-    let mut label_of = vec![u32::MAX; bound];
+    let mut label_of = vec![u32::MAX; nodes.len()];
     let mut pinned = IdSet::default();
     for n in nodes.iter().flatten() {
-        if !node_keys.insert(&nodes, &n.key, n.id) {
+        if !node_keys.insert(nodes, &n.key, n.id) {
             return Err(format!("two nodes have the key {:?}", n.key));
         }
         label_of[n.id.0 as usize] = labels
@@ -398,22 +460,7 @@ fn assemble(
             pinned.insert(n.id.0);
         }
     }
-    let live = edges.ids().filter_map(|id| {
-        let c = edges.get(id, 0)?;
-        Some((id, c.from, c.to, c.relation, c.confidence, c.has_bounds()))
-    });
-    let adj = Adjacency::from_edges(label_of, pinned, last_seen, live);
-    Ok(State {
-        nodes,
-        node_keys,
-        edges,
-        full_edges: None,
-        relations,
-        labels,
-        adj,
-        graph_epoch: next_graph_epoch(),
-        ..State::default()
-    })
+    Ok((node_keys, label_of, pinned))
 }
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
