@@ -43,8 +43,21 @@ pub(crate) struct Overlay {
     pub nodes: BTreeMap<NodeId, Option<Node>>,
     pub edges: BTreeMap<EdgeId, Option<Edge>>,
     pub events: Vec<Event>,
-    new_node_keys: HashMap<String, NodeId>,
-    new_edge_keys: HashMap<(NodeId, String, NodeId), EdgeId>,
+    new_node_keys: HashMap<String, NodeId, foldhash::fast::RandomState>,
+    new_edge_keys:
+        hashbrown::HashMap<(NodeId, String, NodeId), EdgeId, foldhash::fast::RandomState>,
+}
+
+/// An edge's identity `(from, relation, to)` with the relation borrowed, to look up
+/// [`Overlay::new_edge_keys`] without copying the relation for every edge of a batch. It hashes
+/// as the owned tuple does (field by field, a `&str` as its `String`).
+#[derive(Hash)]
+struct EdgeKeyRef<'a>(NodeId, &'a str, NodeId);
+
+impl hashbrown::Equivalent<(NodeId, String, NodeId)> for EdgeKeyRef<'_> {
+    fn equivalent(&self, key: &(NodeId, String, NodeId)) -> bool {
+        self.0 == key.0 && self.1 == key.1 && self.2 == key.2
+    }
 }
 
 /// Where an error happened, for [`Error::InvalidEvent`].
@@ -98,7 +111,7 @@ impl Overlay {
         relation: &str,
         to: NodeId,
     ) -> Option<EdgeId> {
-        if let Some(id) = self.new_edge_keys.get(&(from, relation.to_string(), to)) {
+        if let Some(id) = self.new_edge_keys.get(&EdgeKeyRef(from, relation, to)) {
             return matches!(self.edges.get(id), Some(Some(_))).then_some(*id);
         }
         let id = base.edge_id(from, relation, to)?;

@@ -903,3 +903,37 @@ fn analysed_terms_are_distinct_in_first_seen_order() {
     let many: String = (0..100_000).map(|i| format!("w{i} ")).collect();
     assert_eq!(store.text_index().analyze(&many).unwrap().len(), 100_000);
 }
+
+/// A batch looks up the edges it made itself by their identity without copying the relation
+/// (`projection::EdgeKeyRef`): asserting the same edge again in the same batch, in the same
+/// event or a later one, must re-confirm that edge, not make a second one.
+#[test]
+fn an_edge_asserted_again_in_its_own_batch_is_one_edge() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    store
+        .ingest(vec![
+            event(
+                10,
+                "DISCOVERY",
+                vec![
+                    node("smith", "NPC", "toolsmith"),
+                    node("emerald", "Item", "emerald"),
+                    edge("smith", "OFFERS", "emerald", 0.5),
+                    edge("smith", "OFFERS", "emerald", 0.6),
+                    edge("smith", "SELLS", "emerald", 0.4),
+                ],
+            ),
+            event(20, "TRADE", vec![edge("smith", "OFFERS", "emerald", 0.9)]),
+        ])
+        .unwrap();
+    let rows = edge_rows(&store);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let offers = store
+        .edge_between("smith", "OFFERS", "emerald")
+        .unwrap()
+        .expect("the edge");
+    assert_eq!(offers.confidence, 0.9);
+    assert_eq!(offers.evidence.len(), 2, "{offers:?}");
+    assert_verified(&store);
+}

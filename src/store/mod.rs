@@ -1957,12 +1957,23 @@ impl Store {
         let policy = self.salience_policy();
         let mut created: HashMap<String, String> = HashMap::new();
         let mut seen_terms: BTreeSet<String> = BTreeSet::new();
-        let label_of = |key: &str, created: &HashMap<String, String>| -> Option<String> {
-            state
+        // The policy asks only whether any touched label or relation is of a kind, so each is
+        // kept once: an import event of a thousand edges touches a handful of labels, and a
+        // copy of a label per endpoint was a tenth of the ingest.
+        let add_once = |set: &mut Vec<String>, item: &str| {
+            if !set.iter().any(|s| s == item) {
+                set.push(item.to_string());
+            }
+        };
+        let touch = |key: &str, created: &HashMap<String, String>, touched: &mut Vec<String>| {
+            let label = state
                 .node_id(key)
                 .and_then(|id| state.node(id))
-                .map(|n| n.label.clone())
-                .or_else(|| created.get(key).cloned())
+                .map(|n| n.label.as_str())
+                .or_else(|| created.get(key).map(String::as_str));
+            if let Some(l) = label {
+                add_once(touched, l);
+            }
         };
         // Novelty counts the terms no earlier event of the store or of the batch has: an
         // event's terms are needed only while a later one of the batch is still to be scored.
@@ -1983,8 +1994,13 @@ impl Store {
             let mut rels = Vec::new();
             for a in &d.assertions {
                 match a {
-                    Assertion::UpsertNode(up) => match label_of(&up.key, &created) {
-                        Some(l) => touched.push(up.label.clone().unwrap_or(l)),
+                    Assertion::UpsertNode(up) => match state
+                        .node_id(&up.key)
+                        .and_then(|id| state.node(id))
+                        .map(|n| n.label.as_str())
+                        .or_else(|| created.get(&up.key).map(String::as_str))
+                    {
+                        Some(l) => add_once(&mut touched, up.label.as_deref().unwrap_or(l)),
                         None => {
                             let l = up
                                 .label
@@ -1992,13 +2008,13 @@ impl Store {
                                 .unwrap_or_else(|| crate::model::labels::ENTITY.to_string());
                             created.insert(up.key.clone(), l.clone());
                             new_labels.push(l.clone());
-                            touched.push(l);
+                            add_once(&mut touched, &l);
                         }
                     },
                     Assertion::UpsertEdge(e) => {
-                        rels.push(e.relation.clone());
-                        touched.extend(label_of(&e.from, &created));
-                        touched.extend(label_of(&e.to, &created));
+                        add_once(&mut rels, &e.relation);
+                        touch(&e.from, &created, &mut touched);
+                        touch(&e.to, &created, &mut touched);
                     }
                     Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
                 }
