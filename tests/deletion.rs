@@ -305,3 +305,44 @@ fn deletion_records_cannot_be_ingested_or_deleted() {
         assert_verifies(&store);
     }
 }
+
+/// With nothing deleted there is nothing to strip: compaction gives the redb file's free pages
+/// back in place (a load in many batches leaves many), and the log, state and text stay.
+#[test]
+fn compacting_without_deletions_gives_back_free_pages_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    for b in 0..40 {
+        let mut assertions: Vec<Assertion> = (0..200)
+            .map(|i| node(&format!("n{b}_{i}"), &format!("node {b} {i}")))
+            .collect();
+        assertions.extend((1..200).map(|i| {
+            edge(
+                &format!("n{b}_{i}"),
+                "NEAR",
+                &format!("n{b}_{}", i - 1),
+                0.5,
+            )
+        }));
+        store
+            .ingest(vec![event(b, &format!("batch {b}"), assertions)])
+            .unwrap();
+    }
+    let file = dir.path().join("data.redb");
+    let before = std::fs::metadata(&file).unwrap().len();
+    let (events, edges) = (store.stats().events, store.stats().edges);
+    let (store, report) = store.compact().unwrap();
+    let after = std::fs::metadata(&file).unwrap().len();
+    assert!(after < before, "data.redb {before} -> {after} bytes");
+    assert!(report.bytes_after < report.bytes_before, "{report:?}");
+    assert_eq!(report.tombstones_written, 0);
+    assert_eq!((store.stats().events, store.stats().edges), (events, edges));
+    assert_eq!(
+        store
+            .search("node 7 3", &SearchFilter::default(), 5)
+            .unwrap()
+            .len(),
+        5
+    );
+    assert_verifies(&store);
+}

@@ -1965,16 +1965,6 @@ impl Store {
                 set.push(item.to_string());
             }
         };
-        let touch = |key: &str, created: &HashMap<String, String>, touched: &mut Vec<String>| {
-            let label = state
-                .node_id(key)
-                .and_then(|id| state.node(id))
-                .map(|n| n.label.as_str())
-                .or_else(|| created.get(key).map(String::as_str));
-            if let Some(l) = label {
-                add_once(touched, l);
-            }
-        };
         // Novelty counts the terms no earlier event of the store or of the batch has: an
         // event's terms are needed only while a later one of the batch is still to be scored.
         // A batch whose salience is all given (tool calls carry their importance) is never
@@ -1985,6 +1975,42 @@ impl Store {
             scored_after[i] = any;
             any |= d.salience.is_none();
         }
+        let in_state = |key: &str| {
+            state
+                .node_id(key)
+                .and_then(|id| state.node(id))
+                .map(|n| n.label.as_str())
+        };
+        // The labels the state gives the keys of each event's assertions (a node's; an edge's
+        // two ends), looked up on every core: one key lookup per endpoint, each a cache miss
+        // into the node records, were most of the scoring.
+        let known: Vec<Vec<[Option<&str>; 2]>> = drafts
+            .par_iter()
+            .zip(&scored_after)
+            .map(|(d, after)| {
+                if d.salience.is_some() && !after {
+                    return Vec::new();
+                }
+                d.assertions
+                    .iter()
+                    .map(|a| match a {
+                        Assertion::UpsertNode(up) => [in_state(&up.key), None],
+                        Assertion::UpsertEdge(e) => [in_state(&e.from), in_state(&e.to)],
+                        Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {
+                            [None, None]
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let touch = |known: Option<&str>,
+                     key: &str,
+                     created: &HashMap<String, String>,
+                     touched: &mut Vec<String>| {
+            if let Some(l) = known.or_else(|| created.get(key).map(String::as_str)) {
+                add_once(touched, l);
+            }
+        };
         for (i, d) in drafts.iter_mut().enumerate() {
             if d.salience.is_some() && !scored_after[i] {
                 continue;
@@ -1992,29 +2018,27 @@ impl Store {
             let mut new_labels = Vec::new();
             let mut touched = Vec::new();
             let mut rels = Vec::new();
-            for a in &d.assertions {
+            for (j, a) in d.assertions.iter().enumerate() {
+                let [first, second] = known[i][j];
                 match a {
-                    Assertion::UpsertNode(up) => match state
-                        .node_id(&up.key)
-                        .and_then(|id| state.node(id))
-                        .map(|n| n.label.as_str())
-                        .or_else(|| created.get(&up.key).map(String::as_str))
-                    {
-                        Some(l) => add_once(&mut touched, up.label.as_deref().unwrap_or(l)),
-                        None => {
-                            let l = up
-                                .label
-                                .clone()
-                                .unwrap_or_else(|| crate::model::labels::ENTITY.to_string());
-                            created.insert(up.key.clone(), l.clone());
-                            new_labels.push(l.clone());
-                            add_once(&mut touched, &l);
+                    Assertion::UpsertNode(up) => {
+                        match first.or_else(|| created.get(&up.key).map(String::as_str)) {
+                            Some(l) => add_once(&mut touched, up.label.as_deref().unwrap_or(l)),
+                            None => {
+                                let l = up
+                                    .label
+                                    .clone()
+                                    .unwrap_or_else(|| crate::model::labels::ENTITY.to_string());
+                                created.insert(up.key.clone(), l.clone());
+                                new_labels.push(l.clone());
+                                add_once(&mut touched, &l);
+                            }
                         }
-                    },
+                    }
                     Assertion::UpsertEdge(e) => {
                         add_once(&mut rels, &e.relation);
-                        touch(&e.from, &created, &mut touched);
-                        touch(&e.to, &created, &mut touched);
+                        touch(first, &e.from, &created, &mut touched);
+                        touch(second, &e.to, &created, &mut touched);
                     }
                     Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
                 }
