@@ -432,6 +432,8 @@ pub struct GraphReport {
     pub disk_bytes_snapshot: u64,
     /// Where the open got the state from (the snapshot, or the tables).
     pub open_state_source: crate::StateSource,
+    /// The in-process open by stage, in milliseconds.
+    pub open_ms: crate::OpenTimings,
     pub disk_bytes_per_edge: f64,
     /// The store's files, the full-text index and the snapshot, per edge.
     pub disk_bytes_per_edge_total: f64,
@@ -578,6 +580,7 @@ pub fn run_graph_bench(
         disk_bytes_text: stats.disk_bytes_text,
         disk_bytes_snapshot: stats.disk_bytes_snapshot,
         open_state_source: stats.state_source,
+        open_ms: stats.open_ms,
         disk_bytes_per_edge: stats.disk_bytes_backend as f64 / edges,
         disk_bytes_per_edge_total: (stats.disk_bytes_backend
             + stats.disk_bytes_text
