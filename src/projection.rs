@@ -87,10 +87,15 @@ impl Overlay {
     }
 
     fn node_id<B: ProjectionBase>(&self, base: &B, key: &str) -> Option<NodeId> {
+        self.node_id_over(key, || base.node_id(key))
+    }
+
+    /// The node `key` names after this batch so far, given what the base says it names.
+    fn node_id_over(&self, key: &str, in_base: impl FnOnce() -> Option<NodeId>) -> Option<NodeId> {
         if let Some(id) = self.new_node_keys.get(key) {
             return matches!(self.nodes.get(id), Some(Some(_))).then_some(*id);
         }
-        let id = base.node_id(key)?;
+        let id = in_base()?;
         match self.nodes.get(&id) {
             Some(None) => None,
             _ => Some(id),
@@ -137,6 +142,24 @@ impl Overlay {
     ) -> Result<NodeId> {
         self.node_id(base, key)
             .ok_or_else(|| at.err(field, format!("unknown node {key:?}")))
+    }
+
+    /// [`Overlay::resolve`] with what the base says `key` names when that is known already
+    /// (`Some`: see [`KeyHints`]).
+    fn resolve_hinted<B: ProjectionBase>(
+        &self,
+        base: &B,
+        at: At,
+        field: &str,
+        key: &str,
+        in_base: Option<Option<NodeId>>,
+    ) -> Result<NodeId> {
+        match in_base {
+            None => self.resolve(base, at, field, key),
+            Some(id) => self
+                .node_id_over(key, || id)
+                .ok_or_else(|| at.err(field, format!("unknown node {key:?}"))),
+        }
     }
 
     fn upsert_node<B: ProjectionBase>(
@@ -238,6 +261,7 @@ impl Overlay {
         at: At,
         ev: &Event,
         up: &EdgeUpsert,
+        ends: Option<[Option<NodeId>; 2]>,
     ) -> Result<()> {
         if up.relation.trim().is_empty() {
             return Err(at.err("relation", "empty relation"));
@@ -246,8 +270,8 @@ impl Overlay {
         if let Some(c) = up.confidence {
             check_unit(at, "confidence", c)?;
         }
-        let from = self.resolve(base, at, "from", &up.from)?;
-        let to = self.resolve(base, at, "to", &up.to)?;
+        let from = self.resolve_hinted(base, at, "from", &up.from, ends.map(|e| e[0]))?;
+        let to = self.resolve_hinted(base, at, "to", &up.to, ends.map(|e| e[1]))?;
         let existing = match self.edge_id(base, from, &up.relation, to) {
             Some(id) => self.edge(base, id)?,
             None => None,
@@ -424,9 +448,16 @@ pub(crate) fn project_batch<B: ProjectionBase>(
     base: &B,
     events: Vec<Event>,
     first_index: usize,
+    hints: &KeyHints,
 ) -> Result<Overlay> {
-    project_batch_with(base, events, first_index, Missing::Refuse)
+    project_batch_with(base, events, first_index, Missing::Refuse, hints)
 }
+
+/// What the base says the keys of a batch's assertions name, looked up before the batch (on
+/// every core) so that the projection, which must run in order on one thread, does not wait
+/// on a cache miss into the node records for every edge end: `[event][assertion]`, an edge's
+/// two ends (a node upsert's key first). Empty, or shorter than the batch, where not known.
+pub(crate) type KeyHints = Vec<Vec<[Option<NodeId>; 2]>>;
 
 /// [`project_batch`], with a choice of what an assertion about a missing node does.
 pub(crate) fn project_batch_with<B: ProjectionBase>(
@@ -434,6 +465,7 @@ pub(crate) fn project_batch_with<B: ProjectionBase>(
     events: Vec<Event>,
     first_index: usize,
     on_missing: Missing,
+    hints: &KeyHints,
 ) -> Result<Overlay> {
     let mut ov = Overlay::new(base.counters());
     for (i, ev) in events.iter().enumerate() {
@@ -464,7 +496,10 @@ pub(crate) fn project_batch_with<B: ProjectionBase>(
             }
             match assertion {
                 Assertion::UpsertNode(up) => ov.upsert_node(base, at, ev, up)?,
-                Assertion::UpsertEdge(up) => ov.upsert_edge(base, at, ev, up)?,
+                Assertion::UpsertEdge(up) => {
+                    let ends = hints.get(i).and_then(|h| h.get(a)).copied();
+                    ov.upsert_edge(base, at, ev, up, ends)?
+                }
                 Assertion::RetractNode { key } => ov.retract_node(base, at, key)?,
                 Assertion::RetractEdge { from, relation, to } => {
                     ov.retract_edge(base, at, from, relation, to)?

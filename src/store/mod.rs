@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Adjacency, DecayFilter, Direction, IdSet, Interner, TraversalFilter};
 use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
 use crate::projection::{
-    project_batch, project_batch_with, Counters, Missing, Overlay, ProjectionBase,
+    project_batch, project_batch_with, Counters, KeyHints, Missing, Overlay, ProjectionBase,
 };
 use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
@@ -302,6 +302,25 @@ pub struct OpenTimings {
 /// Milliseconds since `t`.
 fn ms_since(t: std::time::Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
+}
+
+/// The nodes `state` gives the keys of each draft's assertions (see [`KeyHints`]), looked up
+/// on every core: one key lookup per edge end, each a cache miss into the node records, was
+/// most of both the salience scoring and the projection of a bulk load.
+fn key_hints(state: &State, drafts: &[EventDraft]) -> KeyHints {
+    drafts
+        .par_iter()
+        .map(|d| {
+            d.assertions
+                .iter()
+                .map(|a| match a {
+                    Assertion::UpsertNode(up) => [state.node_id(&up.key), None],
+                    Assertion::UpsertEdge(e) => [state.node_id(&e.from), state.node_id(&e.to)],
+                    Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => [None, None],
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// Where an open got the derived in-memory state from (see [`Store::checkpoint`]).
@@ -1893,8 +1912,9 @@ impl Store {
         let (overlay, batch, text_docs, text_deletes) = {
             let state = self.read_state();
             let mut drafts = drafts;
-            self.score_salience(&state, &mut drafts)?;
-            let overlay = self.project(&state, drafts, &positions)?;
+            let hints = key_hints(&state, &drafts);
+            self.score_salience(&state, &mut drafts, &hints)?;
+            let overlay = self.project(&state, drafts, &positions, &hints)?;
             let mut batch = overlay.write_batch();
             state.folds.put_changes(&overlay.events, &mut batch);
             let (docs, deletes) = overlay.text_changes(&state);
@@ -1944,8 +1964,9 @@ impl Store {
         }
         let state = self.read_state();
         let mut drafts = drafts;
-        self.score_salience(&state, &mut drafts)?;
-        let overlay = self.project(&state, drafts, &positions)?;
+        let hints = key_hints(&state, &drafts);
+        self.score_salience(&state, &mut drafts, &hints)?;
+        let overlay = self.project(&state, drafts, &positions, &hints)?;
         Ok(Commit::of(&overlay, positions.skipped))
     }
 
@@ -1953,7 +1974,12 @@ impl Store {
     /// (`dynamics::salience`), judged against `state` and the text index as they are before
     /// the batch plus the batch's earlier drafts, so a file scores the same however it is split
     /// into batches (up to index terms of node names, which enter the index at commit).
-    fn score_salience(&self, state: &State, drafts: &mut [EventDraft]) -> Result<()> {
+    fn score_salience(
+        &self,
+        state: &State,
+        drafts: &mut [EventDraft],
+        hints: &KeyHints,
+    ) -> Result<()> {
         let policy = self.salience_policy();
         let mut created: HashMap<String, String> = HashMap::new();
         let mut seen_terms: BTreeSet<String> = BTreeSet::new();
@@ -1975,34 +2001,16 @@ impl Store {
             scored_after[i] = any;
             any |= d.salience.is_none();
         }
-        let in_state = |key: &str| {
-            state
-                .node_id(key)
+        // The labels the state gives the keys of each event's assertions (a node's; an edge's
+        // two ends), from the nodes the batch's keys were found to name.
+        let label = |i: usize, j: usize, end: usize| {
+            hints
+                .get(i)
+                .and_then(|h| h.get(j))
+                .and_then(|e| e[end])
                 .and_then(|id| state.node(id))
                 .map(|n| n.label.as_str())
         };
-        // The labels the state gives the keys of each event's assertions (a node's; an edge's
-        // two ends), looked up on every core: one key lookup per endpoint, each a cache miss
-        // into the node records, were most of the scoring.
-        let known: Vec<Vec<[Option<&str>; 2]>> = drafts
-            .par_iter()
-            .zip(&scored_after)
-            .map(|(d, after)| {
-                if d.salience.is_some() && !after {
-                    return Vec::new();
-                }
-                d.assertions
-                    .iter()
-                    .map(|a| match a {
-                        Assertion::UpsertNode(up) => [in_state(&up.key), None],
-                        Assertion::UpsertEdge(e) => [in_state(&e.from), in_state(&e.to)],
-                        Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {
-                            [None, None]
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
         let touch = |known: Option<&str>,
                      key: &str,
                      created: &HashMap<String, String>,
@@ -2019,7 +2027,7 @@ impl Store {
             let mut touched = Vec::new();
             let mut rels = Vec::new();
             for (j, a) in d.assertions.iter().enumerate() {
-                let [first, second] = known[i][j];
+                let (first, second) = (label(i, j, 0), label(i, j, 1));
                 match a {
                     Assertion::UpsertNode(up) => {
                         match first.or_else(|| created.get(&up.key).map(String::as_str)) {
@@ -2097,6 +2105,7 @@ impl Store {
         state: &State,
         drafts: Vec<EventDraft>,
         positions: &Positions,
+        hints: &KeyHints,
     ) -> Result<Overlay> {
         let base = LiveBase {
             state,
@@ -2109,7 +2118,7 @@ impl Store {
             .enumerate()
             .map(|(i, d)| Event::from_draft(first + i as u64, now, d))
             .collect();
-        project_batch(&base, events, 0).map_err(|e| positions.original(e))
+        project_batch(&base, events, 0, hints).map_err(|e| positions.original(e))
     }
 
     /// Pins (or unpins) the nodes with these keys, as one event (kind `PIN` or `UNPIN`, at the
@@ -2917,7 +2926,7 @@ fn replay_excluding(
             state: replayed,
             backend: None,
         };
-        let ov = project_batch_with(&base, kept, position, on_missing)?;
+        let ov = project_batch_with(&base, kept, position, on_missing, &Vec::new())?;
         position += n;
         replayed.apply(&ov);
         replayed.counters.last_seq = last;
