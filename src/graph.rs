@@ -238,13 +238,14 @@ pub struct Reached {
 #[derive(Clone, Debug, Default)]
 pub struct Interner {
     names: Vec<String>,
-    ids: HashMap<String, u32>,
+    /// foldhash: every edge a batch writes interns its relation.
+    ids: HashMap<String, u32, foldhash::fast::RandomState>,
 }
 
 impl Interner {
     /// An interner whose ids are the positions of `names`; `None` when a name repeats.
     pub fn from_names(names: Vec<String>) -> Option<Self> {
-        let mut ids = HashMap::with_capacity(names.len());
+        let mut ids = HashMap::with_capacity_and_hasher(names.len(), Default::default());
         for (i, n) in names.iter().enumerate() {
             if ids.insert(n.clone(), i as u32).is_some() {
                 return None;
