@@ -1286,3 +1286,29 @@ fn journal_and_check_work_end_to_end() {
     );
     ok(&["replay", "--store", s, "--verify"]);
 }
+
+/// A benchmark runs for minutes; an output it could not write at the end is refused before it
+/// starts, naming the missing directory, with the not-found exit code.
+#[test]
+fn a_bench_refuses_an_output_in_a_missing_directory_before_it_runs() {
+    let missing = tempfile::tempdir().unwrap().path().join("gone");
+    let out = missing.join("report.json");
+    let o = loci(&[
+        "bench",
+        "context",
+        "--events",
+        "2000",
+        "--turns",
+        "5",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("does not exist") && err.contains("gone"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+}

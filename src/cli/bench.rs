@@ -62,7 +62,45 @@ fn write_json_lines<T: serde::Serialize>(path: &Path, rows: &[T]) -> Result<()> 
         .with_context(|| format!("writing {}", path.display()))
 }
 
+/// Refuses, before a benchmark runs for minutes, an output file whose directory does not exist
+/// (the run would end with nothing written).
+fn check_outputs(b: &BenchCommand) -> Result<()> {
+    let (report, extra) = match b {
+        BenchCommand::Metaqa { report, .. }
+        | BenchCommand::World { report, .. }
+        | BenchCommand::Context { report, .. }
+        | BenchCommand::Serve { report, .. }
+        | BenchCommand::Retrieval { report, .. } => (report, None),
+        BenchCommand::Locomo {
+            report,
+            questions_out,
+            ..
+        } => (report, questions_out.as_deref()),
+        BenchCommand::Graph {
+            report,
+            write_edges,
+            ..
+        } => (report, write_edges.as_deref()),
+    };
+    for path in [report.out.as_deref(), extra].into_iter().flatten() {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            fail!(
+                Code::NotFound,
+                "cannot write {}: the directory {} does not exist",
+                path.display(),
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn run(b: BenchCommand) -> Result<Code> {
+    check_outputs(&b)?;
     match b {
         BenchCommand::Metaqa {
             kb,
