@@ -312,25 +312,11 @@ fn decode(
     // (columns, then the adjacency) need nothing from each other but which slots are live,
     // so they run side by side.
     let (node_half, edge_half) = rayon::join(
-        || {
-            let t = Instant::now();
-            let nodes = decode_nodes(&records)?;
-            let derived = derive_from_nodes(&nodes, &labels)?;
-            Ok::<_, Unusable>((nodes, derived, ms_since(t)))
-        },
-        || {
-            let t = Instant::now();
-            let (edges, last_seen) = decode_edges(columns, bounds, &live_nodes, relations.len())?;
-            let live = edges.ids().filter_map(|id| {
-                let c = edges.get(id, 0)?;
-                Some((id, c.from, c.to, c.relation, c.confidence, c.has_bounds()))
-            });
-            let adj = Adjacency::from_edges(slots, last_seen, live);
-            Ok::<_, Unusable>((edges, adj, ms_since(t)))
-        },
+        || timed(|| node_half(&records, &labels)),
+        || timed(|| edge_half(columns, bounds, &live_nodes, relations.len(), slots)),
     );
-    let (nodes, (node_keys, label_of, pinned), nodes_ms) = node_half?;
-    let (edges, adj, edges_ms) = edge_half?;
+    let ((nodes, (node_keys, label_of, pinned)), nodes_ms) = node_half?;
+    let ((edges, adj), edges_ms) = edge_half?;
     timings.snapshot_nodes = nodes_ms;
     timings.snapshot_edges = edges_ms;
     let header = Header { counters, log };
@@ -348,6 +334,46 @@ fn decode(
             ..State::default()
         },
     ))
+}
+
+/// What `f` gives, with the milliseconds it took.
+fn timed<T>(
+    f: impl FnOnce() -> std::result::Result<T, Unusable>,
+) -> std::result::Result<(T, f64), Unusable> {
+    let t = Instant::now();
+    let out = f()?;
+    Ok((out, ms_since(t)))
+}
+
+/// The nodes' half of the state: the records, and what derives from them alone (see
+/// [`derive_from_nodes`]).
+type NodeHalf = (Vec<Option<Node>>, (KeyIndex, Vec<u32>, IdSet));
+
+fn node_half(
+    records: &[Option<&[u8]>],
+    labels: &Interner,
+) -> std::result::Result<NodeHalf, Unusable> {
+    let nodes = decode_nodes(records)?;
+    let derived = derive_from_nodes(&nodes, labels)?;
+    Ok((nodes, derived))
+}
+
+/// The edges' half of the state: the edge table, and the adjacency of the `slots` node ids
+/// built from it (labels and pins come from the nodes' half).
+fn edge_half(
+    columns: &[u8],
+    bounds: &[u8],
+    live_nodes: &IdSet,
+    relations: usize,
+    slots: usize,
+) -> std::result::Result<(EdgeTable, Adjacency), Unusable> {
+    let (edges, last_seen) = decode_edges(columns, bounds, live_nodes, relations)?;
+    let live = edges.ids().filter_map(|id| {
+        let c = edges.get(id, 0)?;
+        Some((id, c.from, c.to, c.relation, c.confidence, c.has_bounds()))
+    });
+    let adj = Adjacency::from_edges(slots, last_seen, live);
+    Ok((edges, adj))
 }
 
 /// The node records, decoded on every core straight into their slots. When records are
