@@ -327,10 +327,14 @@ thread_local! {
 #[derive(Clone, Debug, Default)]
 pub struct Adjacency {
     base: Vec<AdjEntry>,
-    /// `base_nodes + 1` offsets into `base`, or none before the first [`Adjacency::compact`].
+    /// `base_nodes + 1` offsets into `base`; none until [`Adjacency::from_edges`] or
+    /// [`Adjacency::compact`] builds the array.
     offsets: Vec<u64>,
     /// Lists of nodes below the base's bound that changed since it was built.
     moved: HashMap<u32, Vec<AdjEntry>, BuildIdHasher>,
+    /// Entries copied from `base` into `moved` since the array was built: memory held twice
+    /// (the rows stay in `base`), which [`Adjacency::compact_if_fragmented`] bounds.
+    copied: usize,
     /// Lists of nodes from the base's bound up, by `node - base_nodes`.
     tail: Vec<Vec<AdjEntry>>,
     /// World time each edge was last seen, by edge id, for decay (0 when never set).
@@ -497,6 +501,17 @@ impl Adjacency {
         self.offsets = offsets;
         self.moved = HashMap::default();
         self.tail = Vec::new();
+        self.copied = 0;
+    }
+
+    /// Compacts once the rows copied out of the array since it was built exceed half of it,
+    /// so that a store written to for months after an open holds its rows at most one and a
+    /// half times over. Each compaction costs a pass over the entries, paid for by the writes
+    /// that copied as many.
+    pub fn compact_if_fragmented(&mut self) {
+        if self.copied > self.base.len() / 2 + 4096 {
+            self.compact();
+        }
     }
 
     /// The list of `node` to change, moved out of the base array first if it is there.
@@ -510,10 +525,12 @@ impl Adjacency {
             }
             return &mut self.tail[t];
         }
-        let (base, offsets) = (&self.base, &self.offsets);
-        self.moved
-            .entry(node.0)
-            .or_insert_with(|| base[offsets[i] as usize..offsets[i + 1] as usize].to_vec())
+        let (base, offsets, copied) = (&self.base, &self.offsets, &mut self.copied);
+        self.moved.entry(node.0).or_insert_with(|| {
+            let row = &base[offsets[i] as usize..offsets[i + 1] as usize];
+            *copied += row.len();
+            row.to_vec()
+        })
     }
 
     /// Makes room for node ids below `bound`.
@@ -929,6 +946,43 @@ mod tests {
         let d = petgraph::algo::dijkstra(&g, NodeId(0), None, |_| 1u32);
         assert!(!d.contains_key(&NodeId(3)));
     }
+    #[test]
+    fn rows_copied_out_by_writes_are_laid_back_into_one_array() {
+        // A chain of 20,000 nodes: 39,998 entries in the array.
+        let n = 20_000u32;
+        let chain = (1..n).map(|i| (EdgeId(i - 1), NodeId(i - 1), NodeId(i), 0, 0.5, false));
+        let mut g = Adjacency::from_edges(n as usize, Vec::new(), chain)
+            .with_nodes(vec![0; n as usize], IdSet::default());
+        // Each write to an old node copies its row out; the copies are bounded.
+        let mut compactions = 0;
+        for i in 0..n {
+            g.set_node(NodeId(n + i), 0);
+            g.add_edge(EdgeId(n + i), NodeId(i), NodeId(n + i), 1, 0.9);
+            let before = g.moved.len();
+            g.compact_if_fragmented();
+            if before > 0 && g.moved.is_empty() {
+                compactions += 1;
+            }
+            assert!(
+                g.copied <= g.base.len() / 2 + 4096 + 2,
+                "{} copied",
+                g.copied
+            );
+        }
+        assert!(compactions >= 1);
+        assert_eq!(g.edge_count(), (n - 1 + n) as usize);
+        for i in [0, 1, n / 2, n - 1] {
+            let mut got: Vec<u32> = g.entries(NodeId(i)).iter().map(|e| e.node).collect();
+            got.sort_unstable();
+            let mut want: Vec<u32> = [i.checked_sub(1), (i + 1 < n).then_some(i + 1), Some(n + i)]
+                .into_iter()
+                .flatten()
+                .collect();
+            want.sort_unstable();
+            assert_eq!(got, want, "node {i}");
+        }
+    }
+
     /// The lists in one array (from an open or a compaction) and the lists that moved out of
     /// it after writes must read as one adjacency: every sequence of adds, removals,
     /// confidence changes, node removals and compactions gives each node exactly the entries

@@ -224,6 +224,7 @@ impl State {
         if !ov.nodes.is_empty() || !ov.edges.is_empty() {
             self.graph_epoch = next_graph_epoch();
         }
+        self.adj.compact_if_fragmented();
     }
 
     fn node(&self, id: NodeId) -> Option<&Node> {
