@@ -937,3 +937,35 @@ fn an_edge_asserted_again_in_its_own_batch_is_one_edge() {
     assert_eq!(offers.evidence.len(), 2, "{offers:?}");
     assert_verified(&store);
 }
+
+/// A node's first batch adds its document without deleting first (nothing can be there); a
+/// later batch that changes the node replaces its document. Either way one document a node.
+#[test]
+fn a_node_has_one_document_whether_it_is_new_or_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    store
+        .ingest(vec![event(
+            1,
+            "SEEN",
+            vec![node("a", "Place", "quartz cave")],
+        )])
+        .unwrap();
+    store
+        .ingest(vec![event(
+            2,
+            "SEEN",
+            vec![
+                node("a", "Place", "quartz cavern"),
+                node("b", "Place", "quartz ridge"),
+            ],
+        )])
+        .unwrap();
+    let nodes = SearchFilter::default().with_nodes_only(true);
+    let hits = store.search("quartz", &nodes, 10).unwrap();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    assert_ne!(hits[0].target, hits[1].target, "{hits:?}");
+    // The first name's document is gone.
+    assert!(store.search("cave", &nodes, 10).unwrap().is_empty());
+    assert_verified(&store);
+}

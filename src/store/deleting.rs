@@ -197,7 +197,7 @@ impl Store {
         state.full_edges = None;
         state.graph_epoch = super::next_graph_epoch();
         *self.write_state() = state;
-        if let Err(e) = self.text.apply(&text_docs, &text_deletes, seq) {
+        if let Err(e) = self.text.apply(&text_docs, &text_deletes, seq, None) {
             tracing::warn!(error = %e, "full-text update failed; it is rebuilt on next open");
         }
         Ok(report)

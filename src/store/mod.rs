@@ -1783,7 +1783,8 @@ impl Store {
                 None => deletes.push(node_doc_key(&key)),
             }
         }
-        self.text.apply(&docs, &deletes, state.counters.last_seq)
+        self.text
+            .apply(&docs, &deletes, state.counters.last_seq, None)
     }
 
     /// Whether a deletion event follows log position `from`.
@@ -1910,8 +1911,12 @@ impl Store {
                 ..Commit::default()
             });
         }
-        let (overlay, batch, text_docs, text_deletes) = {
+        let (overlay, batch, text_docs, text_deletes, new_nodes_from) = {
             let state = self.read_state();
+            // Nodes with ids from here on are new, and have no document when every earlier
+            // batch reached the index (a failed update leaves it behind until the next open).
+            let new_nodes_from = (self.text.indexed_seq() == state.counters.last_seq)
+                .then_some(NodeId(state.counters.next_node));
             let mut drafts = drafts;
             let hints = key_hints(&state, &drafts);
             self.score_salience(&state, &mut drafts, &hints)?;
@@ -1919,7 +1924,7 @@ impl Store {
             let mut batch = overlay.write_batch();
             state.folds.put_changes(&overlay.events, &mut batch);
             let (docs, deletes) = overlay.text_changes(&state);
-            (overlay, batch, docs, deletes)
+            (overlay, batch, docs, deletes, new_nodes_from)
         };
         self.backend.commit(batch)?;
         let commit = Commit::of(&overlay, skipped);
@@ -1934,7 +1939,10 @@ impl Store {
             + overlay.change_weight();
         // The batch is durable whatever happens now; a failed index update is repaired from the
         // log on the next open, so it is reported but does not fail the commit.
-        if let Err(e) = self.text.apply(&text_docs, &text_deletes, commit.last_seq) {
+        if let Err(e) = self
+            .text
+            .apply(&text_docs, &text_deletes, commit.last_seq, new_nodes_from)
+        {
             tracing::warn!(error = %e, "full-text update failed; it will catch up on next open");
         }
         if since >= CHECKPOINT_AFTER.max(size) {
