@@ -227,13 +227,36 @@ pub(super) fn read(
 ) -> std::result::Result<Option<(Header, State)>, Unusable> {
     let path = path_in(dir);
     let t = Instant::now();
-    let bytes = match std::fs::read(&path) {
+    let bytes = match read_outside_the_heap(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     timings.snapshot_read = ms_since(t);
     decode(&bytes, timings).map(Some)
+}
+
+/// The whole file at `path`, read into an anonymous memory map rather than the heap: the
+/// snapshot is a third of the state's size and is dropped as soon as it is decoded, and
+/// memory unmapped goes back to the system at once, where an allocator may keep a freed
+/// block resident for a while (mimalloc, which the binary uses, holds it a second).
+/// Anonymous memory, unlike a map of the file itself, cannot fault if the file is truncated
+/// under it.
+fn read_outside_the_heap(path: &Path) -> std::io::Result<memmap2::MmapMut> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let len = usize::try_from(file.metadata()?.len())
+        .map_err(|_| std::io::Error::other("larger than this machine's address space"))?;
+    if len == 0 {
+        // A map cannot be empty, and an empty file is no snapshot.
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "empty file",
+        ));
+    }
+    let mut map = memmap2::MmapMut::map_anon(len)?;
+    file.read_exact(&mut map)?;
+    Ok(map)
 }
 
 /// Decodes a snapshot, checking everything an index is later taken from, so that no damaged
