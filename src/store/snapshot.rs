@@ -255,6 +255,8 @@ fn read_outside_the_heap(path: &Path) -> std::io::Result<memmap2::MmapMut> {
         ));
     }
     let mut map = memmap2::MmapMut::map_anon(len)?;
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
     file.read_exact(&mut map)?;
     Ok(map)
 }
