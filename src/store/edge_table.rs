@@ -47,14 +47,6 @@ pub(crate) struct EdgeTable {
 }
 
 impl EdgeTable {
-    /// A table with room for `slots` ids, all free.
-    pub(crate) fn with_slots(slots: usize) -> Self {
-        EdgeTable {
-            slots: vec![Slot::FREE; slots],
-            ..EdgeTable::default()
-        }
-    }
-
     /// One past the highest edge id with a slot.
     pub(crate) fn slot_bound(&self) -> usize {
         self.slots.len()
@@ -130,6 +122,72 @@ impl EdgeTable {
             .map(|(i, _)| EdgeId(i as u32))
     }
 
+    /// A table of `slots` ids filled on every core: `slot(i)` gives the `(from, to, relation,
+    /// confidence, salience)` of id `i`, `None` for a free id, or why the id cannot be used
+    /// (the first such id's reason is returned). No bounds: they are put after.
+    pub(crate) fn from_slots<F>(slots: usize, slot: F) -> Result<Self, String>
+    where
+        F: Fn(usize) -> Result<Option<(NodeId, NodeId, u32, f32, f32)>, String> + Sync,
+    {
+        use rayon::prelude::*;
+        let first_error = std::sync::Mutex::new(None::<(usize, String)>);
+        let mut filled = Vec::new();
+        (0..slots)
+            .into_par_iter()
+            .map(|i| match slot(i) {
+                Ok(Some((from, to, relation, confidence, salience))) => Slot {
+                    from: from.0,
+                    to: to.0,
+                    relation,
+                    confidence,
+                    salience,
+                },
+                Ok(None) => Slot::FREE,
+                Err(why) => {
+                    let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                    if first.as_ref().is_none_or(|(j, _)| i < *j) {
+                        *first = Some((i, why));
+                    }
+                    Slot::FREE
+                }
+            })
+            .collect_into_vec(&mut filled);
+        if let Some((_, why)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(why);
+        }
+        let live = filled.par_iter().filter(|s| s.is_live()).count();
+        Ok(EdgeTable {
+            slots: filled,
+            bounds: BTreeMap::new(),
+            live,
+        })
+    }
+
+    /// The live edges as `(edge, from, to, relation, confidence, bounded)`, in id order,
+    /// read straight from the slots: what building an adjacency needs, without assembling a
+    /// whole core per edge (several passes over every edge at an open).
+    pub(crate) fn live_ends(
+        &self,
+    ) -> impl Iterator<Item = (EdgeId, NodeId, NodeId, u32, f32, bool)> + Clone + Send + Sync + '_
+    {
+        let any_bounds = !self.bounds.is_empty();
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_live())
+            .map(move |(i, s)| {
+                let id = EdgeId(i as u32);
+                (
+                    id,
+                    NodeId(s.from),
+                    NodeId(s.to),
+                    s.relation,
+                    s.confidence,
+                    any_bounds && self.bounds.contains_key(&id),
+                )
+            })
+    }
+
     /// The live edges with a validity bound, in id order.
     pub(crate) fn bounded(&self) -> impl Iterator<Item = EdgeId> + '_ {
         self.bounds.keys().copied()
@@ -172,6 +230,8 @@ mod tests {
         assert_eq!(t.live_count(), 2);
         assert_eq!(t.ids().collect::<Vec<_>>(), vec![EdgeId(0), EdgeId(4)]);
         assert_eq!(t.bounded().collect::<Vec<_>>(), vec![EdgeId(0)]);
+        let flags: Vec<_> = t.live_ends().map(|e| (e.0, e.5)).collect();
+        assert_eq!(flags, vec![(EdgeId(0), true), (EdgeId(4), false)]);
         // Re-putting without bounds clears them; removing frees the slot and its bounds.
         t.put(EdgeId(0), &open);
         assert_eq!(t.bounded().count(), 0);
@@ -181,5 +241,36 @@ mod tests {
         assert_eq!(t.live_count(), 1);
         assert_eq!(t.bounded().count(), 0);
         assert!(t.get(EdgeId(4), 0).is_none() && t.get(EdgeId(0), 0).is_some());
+    }
+
+    #[test]
+    fn a_table_filled_on_every_core_reads_as_one_filled_by_puts() {
+        let ends = |i: usize| (NodeId(i as u32 % 7), NodeId(i as u32 % 5), 1, 0.5, 0.25);
+        let n = 50_000;
+        let t = EdgeTable::from_slots(n, |i| Ok((i % 3 != 0).then(|| ends(i)))).unwrap();
+        let mut by_puts = EdgeTable::default();
+        for i in (0..n).filter(|i| i % 3 != 0) {
+            let (from, to, ..) = ends(i);
+            let mut c = core(from.0, to.0, (i64::MIN, i64::MAX));
+            (c.relation, c.confidence, c.salience) = (1, 0.5, 0.25);
+            by_puts.put(EdgeId(i as u32), &c);
+        }
+        assert_eq!(t.live_count(), by_puts.live_count());
+        assert!(t.ids().eq(by_puts.ids()));
+        assert!((0..n as u32).all(|i| t.get(EdgeId(i), 0) == by_puts.get(EdgeId(i), 0)));
+        let from_cores: Vec<_> = by_puts
+            .ids()
+            .map(|id| {
+                let c = by_puts.get(id, 0).unwrap();
+                (id, c.from, c.to, c.relation, c.confidence, c.has_bounds())
+            })
+            .collect();
+        assert_eq!(t.live_ends().collect::<Vec<_>>(), from_cores);
+        // Of several unusable ids, the lowest is reported, whichever core met it first.
+        let bad = EdgeTable::from_slots(n, |i| match i {
+            40_000 | 777 | 30_001 => Err(format!("slot {i}")),
+            _ => Ok(None),
+        });
+        assert_eq!(bad.err().as_deref(), Some("slot 777"));
     }
 }

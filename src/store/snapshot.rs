@@ -393,11 +393,7 @@ fn edge_half(
     slots: usize,
 ) -> std::result::Result<(EdgeTable, Adjacency), Unusable> {
     let (edges, last_seen) = decode_edges(columns, bounds, live_nodes, relations)?;
-    let live = edges.ids().filter_map(|id| {
-        let c = edges.get(id, 0)?;
-        Some((id, c.from, c.to, c.relation, c.confidence, c.has_bounds()))
-    });
-    let adj = Adjacency::from_edges(slots, last_seen, live);
+    let adj = Adjacency::from_edges(slots, last_seen, edges.live_ends());
     Ok((edges, adj))
 }
 
@@ -452,12 +448,11 @@ fn decode_edges(
         w.copy_from_slice(&b[o..o + 8]);
         i64::from_le_bytes(w)
     };
-    let mut edges = EdgeTable::with_slots(slots);
-    let mut last_seen = vec![0; slots];
-    for (i, seen) in last_seen.iter_mut().enumerate() {
+    // Both filled on every core: a sequential pass was a third of the edges' half.
+    let mut edges = EdgeTable::from_slots(slots, |i| {
         let relation = word(2, i);
         if relation == FREE {
-            continue;
+            return Ok(None);
         }
         let (from, to) = (word(0, i), word(1, i));
         if !live_nodes.contains(from) || !live_nodes.contains(to) || relation as usize >= relations
@@ -466,19 +461,26 @@ fn decode_edges(
                 "edge slot {i} refers to a missing node or relation"
             ));
         }
-        *seen = i64_at(columns, slots * 20 + i * 8);
-        let core = EdgeCore {
-            from: NodeId(from),
-            to: NodeId(to),
+        let (confidence, salience) = (f32::from_bits(word(3, i)), f32::from_bits(word(4, i)));
+        Ok(Some((
+            NodeId(from),
+            NodeId(to),
             relation,
-            confidence: f32::from_bits(word(3, i)),
-            valid_from: i64::MIN,
-            valid_to: i64::MAX,
-            last_seen: *seen,
-            salience: f32::from_bits(word(4, i)),
-        };
-        edges.put(EdgeId(i as u32), &core);
-    }
+            confidence,
+            salience,
+        )))
+    })?;
+    let mut last_seen = Vec::new();
+    (0..slots)
+        .into_par_iter()
+        .map(|i| {
+            if word(2, i) == FREE {
+                0
+            } else {
+                i64_at(columns, slots * 20 + i * 8)
+            }
+        })
+        .collect_into_vec(&mut last_seen);
     for b in bounds.chunks_exact(BOUND_ENTRY) {
         let id = EdgeId(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
         let mut core = edges
