@@ -364,6 +364,44 @@ fn a_read_only_handle_cannot_checkpoint(kind: BackendKind, dir: &Path) {
     assert_eq!(reader.graph().node_id("n2").map(|id| id.0), Some(2));
 }
 
+/// A command-line process closes its store with `close_at_exit`, leaving the memory to the
+/// system: everything a drop writes must still be written (the waiting uses, a snapshot when
+/// one is due), and the store must open as after a drop.
+fn closing_at_exit_writes_what_a_drop_writes(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    // Enough changes since the last snapshot for one to be due on close.
+    let many: Vec<Assertion> = (0..5_000)
+        .map(|i| node(&format!("m{i}"), "Item", &format!("many {i}")))
+        .collect();
+    store.ingest(vec![event(900, many)]).unwrap();
+    let events = store.stats().events;
+    store.record_use([loci::dynamics::usage::Item::Node("n3".into())]);
+    assert!(store.usage_pending() > 0);
+    assert!(!dir.join(SNAPSHOT).exists(), "no snapshot before the close");
+    let live = dump(&store);
+    store.close_at_exit();
+
+    let store = Store::open(dir).unwrap();
+    assert_eq!(
+        store.stats().events,
+        events + 1,
+        "the waiting uses are one event"
+    );
+    assert!(
+        matches!(store.state_source(), StateSource::Snapshot { caught_up, .. } if caught_up <= 1),
+        "the snapshot written on close is used: {:?}",
+        store.state_source()
+    );
+    assert_eq!(dump(&store), live);
+    assert_verified(&store);
+    let used = store
+        .graph()
+        .usage(&loci::dynamics::usage::Item::Node("n3".into()))
+        .map_or(0, |u| u.used);
+    assert_eq!(used, 1);
+}
+
 macro_rules! snapshot_suite {
     ($module:ident, $kind:expr, [$($test:ident),* $(,)?]) => {
         mod $module {
@@ -392,4 +430,5 @@ all_backends!(
     a_snapshot_from_before_a_deletion_is_not_used,
     compaction_rewrites_the_snapshot,
     a_read_only_handle_cannot_checkpoint,
+    closing_at_exit_writes_what_a_drop_writes,
 );

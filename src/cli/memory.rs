@@ -42,7 +42,8 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
 /// `compact`: rewrite the files without the text of deleted events.
 pub fn compact(a: CompactArgs) -> Result<Code> {
     let s = open(&a.store)?;
-    let (_store, r) = s.compact()?;
+    let (store, r) = s.into_store().compact()?;
+    let _store = super::Opened::new(store);
     if a.json {
         print_json(&r)?;
     } else {

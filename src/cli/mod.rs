@@ -87,16 +87,48 @@ fn init_logging(flags: &args::LogArgs) {
         .try_init();
 }
 
-/// The store a command names.
 /// Opens the store for a command that writes (or, like `replay --verify`, needs it still).
-fn open(store: &args::StoreArg) -> Result<loci::Store> {
-    Ok(loci::Store::open(&store.store)?)
+fn open(store: &args::StoreArg) -> Result<Opened> {
+    Ok(Opened::new(loci::Store::open(&store.store)?))
 }
 
 /// Opens the store for a command that only reads: read-only beside a writer in another process
 /// (redb), so that queries run during an ingest.
-fn open_for_reading(store: &args::StoreArg) -> Result<loci::Store> {
-    Ok(loci::Store::open_for_reading(&store.store)?)
+fn open_for_reading(store: &args::StoreArg) -> Result<Opened> {
+    Ok(Opened::new(loci::Store::open_for_reading(&store.store)?))
+}
+
+/// The store a command opened. The process exits when the command ends, so the store is
+/// closed with [`loci::Store::close_at_exit`]: its in-memory state is left to the system
+/// rather than freed record by record.
+pub(crate) struct Opened(std::mem::ManuallyDrop<loci::Store>);
+
+impl Opened {
+    fn new(store: loci::Store) -> Opened {
+        Opened(std::mem::ManuallyDrop::new(store))
+    }
+
+    /// The store itself, for a call that takes it by value.
+    fn into_store(self) -> loci::Store {
+        let mut this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the store is taken out once.
+        unsafe { std::mem::ManuallyDrop::take(&mut this.0) }
+    }
+}
+
+impl std::ops::Deref for Opened {
+    type Target = loci::Store;
+    fn deref(&self) -> &loci::Store {
+        &self.0
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        // SAFETY: the store is taken out once, here, and `self` is not used after.
+        let store = unsafe { std::mem::ManuallyDrop::take(&mut self.0) };
+        store.close_at_exit();
+    }
 }
 
 fn backend(name: &str) -> Result<loci::BackendKind> {

@@ -9,7 +9,6 @@ use loci::serve::{self, AppState, ServeConfig};
 
 use super::args::{McpArgs, ServeArgs};
 use super::exit::{fail, Code};
-use super::open;
 use super::output::errln;
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -44,7 +43,8 @@ fn config(a: &ServeArgs) -> Result<ServeConfig> {
 
 pub fn serve(a: ServeArgs) -> Result<Code> {
     let config = config(&a)?;
-    let store = open(&a.store)?;
+    // The server owns the store for its whole run and drops it on shutdown.
+    let store = loci::Store::open(&a.store.store)?;
     let state = AppState::new(store, config.clone())?;
     let rt = runtime()?;
     let code = rt.block_on(async move {
@@ -79,7 +79,8 @@ pub fn serve(a: ServeArgs) -> Result<Code> {
 }
 
 pub fn mcp(a: McpArgs) -> Result<Code> {
-    let store = open(&a.store)?;
+    // The server owns the store for its whole run and drops it on shutdown.
+    let store = loci::Store::open(&a.store.store)?;
     let mut config = ServeConfig::default();
     config.queries_dir = a.queries.clone();
     let state = AppState::new(store, config)?;
