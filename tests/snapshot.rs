@@ -364,6 +364,31 @@ fn a_read_only_handle_cannot_checkpoint(kind: BackendKind, dir: &Path) {
     assert_eq!(reader.graph().node_id("n2").map(|id| id.0), Some(2));
 }
 
+/// A snapshot file is read whole into memory, so its header is checked against its length
+/// first: a foreign or sparse file of gigabytes costs one small read, not its size.
+fn a_huge_foreign_snapshot_is_refused_before_it_is_read(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    store.checkpoint().unwrap().unwrap();
+    let live = dump(&store);
+    drop(store);
+    // Sparse: 3 GB long, a snapshot's magic at its start, no blocks on disk.
+    for magic in [&b"LOCISNAP"[..], &b"\0\0\0\0\0\0\0\0"[..]] {
+        let mut f = std::fs::File::create(dir.join(SNAPSHOT)).unwrap();
+        std::io::Write::write_all(&mut f, magic).unwrap();
+        f.set_len(3 << 30).unwrap();
+        drop(f);
+        let before = loci::bench::peak_rss_bytes();
+        let store = Store::open(dir).unwrap();
+        assert_eq!(store.state_source(), StateSource::Tables);
+        assert_eq!(dump(&store), live);
+        assert_verified(&store);
+        let grew = loci::bench::peak_rss_bytes().saturating_sub(before);
+        assert!(grew < 1 << 30, "the open took {grew} more bytes of memory");
+        drop(store);
+    }
+}
+
 /// A command-line process closes its store with `close_at_exit`, leaving the memory to the
 /// system: everything a drop writes must still be written (the waiting uses, a snapshot when
 /// one is due), and the store must open as after a drop.
@@ -431,4 +456,5 @@ all_backends!(
     compaction_rewrites_the_snapshot,
     a_read_only_handle_cannot_checkpoint,
     closing_at_exit_writes_what_a_drop_writes,
+    a_huge_foreign_snapshot_is_refused_before_it_is_read,
 );

@@ -241,23 +241,36 @@ pub(super) fn read(
 /// memory unmapped goes back to the system at once, where an allocator may keep a freed
 /// block resident for a while (mimalloc, which the binary uses, holds it a second).
 /// Anonymous memory, unlike a map of the file itself, cannot fault if the file is truncated
-/// under it.
+/// under it. The magic and the body length of the header are checked against the file first,
+/// so that a foreign or sparse file of any size costs one small read, not its size in memory.
 fn read_outside_the_heap(path: &Path) -> std::io::Result<memmap2::MmapMut> {
     use std::io::Read;
+    let unusable = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
     let mut file = std::fs::File::open(path)?;
-    let len = usize::try_from(file.metadata()?.len())
-        .map_err(|_| std::io::Error::other("larger than this machine's address space"))?;
-    if len == 0 {
-        // A map cannot be empty, and an empty file is no snapshot.
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "empty file",
-        ));
+    let len = file.metadata()?.len();
+    let mut header = [0u8; HEADER_LEN];
+    if len < HEADER_LEN as u64 {
+        return Err(unusable(format!("{len} bytes, shorter than a header")));
     }
+    file.read_exact(&mut header)?;
+    if &header[..8] != MAGIC {
+        return Err(unusable("not a loci snapshot (magic)".into()));
+    }
+    let mut body_len = [0u8; 8];
+    body_len.copy_from_slice(&header[HEADER_LEN - 12..HEADER_LEN - 4]);
+    let body_len = u64::from_le_bytes(body_len);
+    if Some(len) != body_len.checked_add(HEADER_LEN as u64) {
+        return Err(unusable(format!(
+            "{len} bytes, the header says {HEADER_LEN} and a body of {body_len}"
+        )));
+    }
+    let len = usize::try_from(len)
+        .map_err(|_| std::io::Error::other("larger than this machine's address space"))?;
     let mut map = memmap2::MmapMut::map_anon(len)?;
     #[cfg(target_os = "linux")]
     let _ = map.advise(memmap2::Advice::HugePage);
-    file.read_exact(&mut map)?;
+    map[..HEADER_LEN].copy_from_slice(&header);
+    file.read_exact(&mut map[HEADER_LEN..])?;
     Ok(map)
 }
 
