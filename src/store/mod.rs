@@ -291,6 +291,9 @@ pub struct OpenTimings {
     /// Decoding the snapshot's edge columns into the edge table and building the adjacency
     /// (side by side with the nodes: the two overlap).
     pub snapshot_edges: f64,
+    /// Of `snapshot_edges`, building the adjacency from the decoded edge table (the rest is
+    /// the decode itself).
+    pub snapshot_adjacency: f64,
     /// The whole in-memory state: the stages above, or the load from the tables, then the
     /// catch-up past the snapshot, folds and the deleted set.
     pub state: f64,

@@ -354,9 +354,10 @@ fn decode(
         || timed(|| edge_half(columns, bounds, &live_nodes, relations.len(), slots)),
     );
     let ((nodes, (node_keys, label_of, pinned)), nodes_ms) = node_half?;
-    let ((edges, adj), edges_ms) = edge_half?;
+    let ((edges, adj, adjacency_ms), edges_ms) = edge_half?;
     timings.snapshot_nodes = nodes_ms;
     timings.snapshot_edges = edges_ms;
+    timings.snapshot_adjacency = adjacency_ms;
     let header = Header { counters, log };
     Ok((
         header,
@@ -397,17 +398,19 @@ fn node_half(
 }
 
 /// The edges' half of the state: the edge table, and the adjacency of the `slots` node ids
-/// built from it (labels and pins come from the nodes' half).
+/// built from it (labels and pins come from the nodes' half), and the milliseconds the
+/// adjacency took.
 fn edge_half(
     columns: &[u8],
     bounds: &[u8],
     live_nodes: &IdSet,
     relations: usize,
     slots: usize,
-) -> std::result::Result<(EdgeTable, Adjacency), Unusable> {
+) -> std::result::Result<(EdgeTable, Adjacency, f64), Unusable> {
     let (edges, last_seen) = decode_edges(columns, bounds, live_nodes, relations)?;
+    let t = Instant::now();
     let adj = Adjacency::from_edges(slots, last_seen, edges.live_ends());
-    Ok((edges, adj))
+    Ok((edges, adj, ms_since(t)))
 }
 
 /// The node records, decoded on every core straight into their slots. When records are
