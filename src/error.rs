@@ -70,6 +70,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A sentence encoder's files (`embed::SentenceEncoder::load`) could not be used: which
+    /// file, and what in it.
+    #[error("sentence encoder {path}: {message}")]
+    Encoder { path: PathBuf, message: String },
     /// The store was opened read-only ([`crate::Store::open_read_only`]) and cannot write.
     #[error("store {path} is open read-only (another process may be writing it); writes need `Store::open`")]
     ReadOnly { path: PathBuf },

@@ -32,6 +32,7 @@ pub mod codec;
 pub mod context;
 pub mod conversation;
 pub mod dynamics;
+pub mod embed;
 pub mod error;
 pub mod extract;
 pub mod graph;
