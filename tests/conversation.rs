@@ -55,7 +55,7 @@ fn the_locomo_benchmark_counts_evidence_among_the_first_turns() {
                 {"question":"No evidence here","answer":"x","evidence":[],"category":3}]}]"#,
     )
     .unwrap();
-    let r = loci::bench::run_locomo_bench(&data, &Default::default(), &|_, _| {}).unwrap();
+    let r = loci::bench::run_locomo_bench(&data, &Default::default(), None, &|_, _| {}).unwrap();
     assert_eq!((r.n, r.conversations, r.turns), (2, 1, 3));
     for m in [&r.loci, &r.bm25] {
         assert_eq!(m.recall_10, 1.0, "{m:?}");

@@ -212,3 +212,82 @@ fn write_tiny_model(dir: &Path, bad_shapes: &BTreeMap<String, Vec<usize>>) {
         .collect();
     safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
 }
+
+/// A question that shares no word with its answer: BM25 cannot find the passage, the
+/// encoder's similarity can, and the ranking with it is the same on every call.
+#[test]
+fn with_an_encoder_retrieval_finds_a_paraphrase_that_shares_no_word() {
+    use loci::ingest::{self, Format};
+    use loci::retrieval::{RetrieveOptions, Retriever, SnippetKind};
+    use loci::{BackendKind, Store};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let passages = [
+        (
+            "t1",
+            "Mel",
+            "I adopted a puppy last month, a golden retriever called Oscar.",
+        ),
+        (
+            "t2",
+            "Mel",
+            "The concert downtown was loud and the crowd was amazing.",
+        ),
+        (
+            "t3",
+            "Jon",
+            "My sister started a new job at the bakery near the station.",
+        ),
+        (
+            "t4",
+            "Jon",
+            "We painted the kitchen walls blue over the weekend.",
+        ),
+        (
+            "t5",
+            "Mel",
+            "Work has been busy, lots of meetings this quarter.",
+        ),
+    ];
+    let jsonl: String = passages
+        .iter()
+        .map(|(id, title, text)| {
+            format!(
+                "{}\n",
+                serde_json::json!({"id": id, "title": title, "text": text})
+            )
+        })
+        .collect();
+    ingest::read_str("p.jsonl", &jsonl, Format::Passages)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let opts = RetrieveOptions::default()
+        .with_k(3)
+        .with_kinds([SnippetKind::Passage]);
+    let question = "Which animal does she own?";
+    let ids = |r: &Retriever| -> Vec<String> {
+        r.retrieve(question, &opts)
+            .unwrap()
+            .snippets
+            .into_iter()
+            .map(|s| s.id)
+            .collect()
+    };
+    let plain = Retriever::new(&store).unwrap();
+    assert!(
+        ids(&plain).first().map(String::as_str) != Some("t1"),
+        "BM25 alone should not find t1 here: {:?}",
+        ids(&plain)
+    );
+    let encoder = Arc::new(SentenceEncoder::load(&packaged_model()).unwrap());
+    let dense = Retriever::new(&store)
+        .unwrap()
+        .with_encoder(encoder.clone());
+    let first = ids(&dense);
+    assert_eq!(first.first().map(String::as_str), Some("t1"), "{first:?}");
+    let again = Retriever::new(&store).unwrap().with_encoder(encoder);
+    assert_eq!(ids(&again), first);
+}

@@ -9,12 +9,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::conversation::{session_events, Session, Turn};
+use crate::embed::SentenceEncoder;
 use crate::error::{Error, Result};
 use crate::retrieval::{RetrieveOptions, Retriever, SnippetKind};
 use crate::storage::BackendKind;
@@ -47,6 +49,11 @@ pub struct LocomoReport {
     pub n: usize,
     pub conversations: usize,
     pub turns: usize,
+    /// The sentence encoder loci used (its directory), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoder: Option<String>,
+    /// Seconds spent embedding the turns (0 without an encoder).
+    pub embed_s: f64,
     pub loci: LocomoMetrics,
     pub bm25: LocomoMetrics,
     /// Every question with both rankings, for `--questions-out` (not part of the report).
@@ -161,9 +168,13 @@ fn evidence_of(q: &Json, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// Runs the benchmark on the LoCoMo file `data`; with `encoder`, loci's retriever also ranks
+/// turns by their sentence vectors (embedding a conversation's turns is timed apart, in
+/// `embed_s`; each question's own embedding is part of its latency).
 pub fn run_locomo_bench(
     data: &Path,
     opts: &RetrieveOptions,
+    encoder: Option<Arc<SentenceEncoder>>,
     progress: &dyn Fn(usize, usize),
 ) -> Result<LocomoReport> {
     let raw = std::fs::read_to_string(data).map_err(|e| Error::io(data, e))?;
@@ -175,6 +186,7 @@ pub fn run_locomo_bench(
     })?;
     let mut report = LocomoReport {
         conversations: samples.len(),
+        encoder: encoder.as_ref().map(|e| e.dir().display().to_string()),
         ..LocomoReport::default()
     };
     let (mut loci, mut bm25) = (Tally::default(), Tally::default());
@@ -202,7 +214,12 @@ pub fn run_locomo_bench(
         store.ingest(events)?;
         store.ingest(crate::extract::extract_mentions(&store)?)?;
         store.ingest(crate::extract::alias_links(&store)?)?;
-        let retriever = Retriever::new(&store)?;
+        let mut retriever = Retriever::new(&store)?;
+        if let Some(encoder) = &encoder {
+            let t = Instant::now();
+            retriever = retriever.with_encoder(encoder.clone());
+            report.embed_s += t.elapsed().as_secs_f64();
+        }
         let baseline = super::PassageBm25::build(&store)?;
         for q in sample
             .get("qa")

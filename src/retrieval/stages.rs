@@ -23,18 +23,29 @@ use crate::model::{labels, relations, NodeId};
 use crate::store::{ExpandOptions, GraphRead, Store};
 use crate::text::{Hit, SearchFilter, Target, TextIndex};
 
+use super::dense::PassageVectors;
+
 /// BM25 evidence for a question, each score normalised by the best hit of its search.
 pub(super) struct TextEvidence {
     /// Nodes hit, passages and others alike (a node found by both keeps its passage score).
     pub nodes: BTreeMap<NodeId, f32>,
     /// Events hit, in hit order.
     pub events: Vec<(u64, f32)>,
+    /// Whether passage scores include sentence similarity.
+    pub dense: bool,
 }
 
 impl TextEvidence {
     /// BM25 over passages, and separately over everything else, so that entities named like
-    /// passages do not crowd passages out.
-    pub fn gather(store: &Store, question: &str, opts: &RetrieveOptions) -> Result<Self> {
+    /// passages do not crowd passages out. With passage vectors, a passage's score is
+    /// `(1 - dense_weight) * BM25 + dense_weight * similarity`, over the union of the BM25 hits
+    /// and the nearest passages (each side scaled into [0, 1]).
+    pub fn gather(
+        store: &Store,
+        question: &str,
+        opts: &RetrieveOptions,
+        dense: Option<&PassageVectors>,
+    ) -> Result<Self> {
         let passage_hits = store.search(
             question,
             &SearchFilter {
@@ -58,6 +69,17 @@ impl TextEvidence {
                 nodes.insert(n, h.score / max_passage);
             }
         }
+        let dense = dense.filter(|v| opts.dense_weight > 0.0 && !v.is_empty());
+        if let Some(vectors) = dense {
+            let w = opts.dense_weight;
+            let sims = vectors.similarities(question);
+            for (n, score) in nodes.iter_mut() {
+                *score = (1.0 - w) * *score + w * sims.get(*n).unwrap_or(0.0);
+            }
+            for (n, sim) in sims.top(opts.text_candidates) {
+                nodes.entry(n).or_insert(w * sim);
+            }
+        }
         for h in &other_hits {
             match h.target {
                 Target::Node(n) => {
@@ -66,7 +88,11 @@ impl TextEvidence {
                 Target::Event(seq) => events.push((seq, h.score / max_other)),
             }
         }
-        Ok(TextEvidence { nodes, events })
+        Ok(TextEvidence {
+            nodes,
+            events,
+            dense: dense.is_some(),
+        })
     }
 }
 
@@ -79,7 +105,8 @@ pub(super) struct Seeds {
 
 impl Seeds {
     /// Linked entities share `(1 - text_seed_share) * specificity` of the seed mass by their
-    /// link weights and the text hits share the rest by their scores; either side takes all of
+    /// link weights (`dense_seed_share` in place of `text_seed_share` when the text scores
+    /// include sentence similarity) and the text hits share the rest by their scores; either side takes all of
     /// it when the other is empty. The specificity ([`link_specificity`]) keeps a name that
     /// titles hundreds of nodes from drawing the expansion to all of them: in a conversation
     /// the speaker's name links every turn they said, and "what did Caroline realise after
@@ -93,10 +120,15 @@ impl Seeds {
         let links = index.link(question);
         let link_total: f32 = links.iter().map(|l| l.weight).sum();
         let text_total: f32 = text.nodes.values().sum();
+        let text_share = if text.dense {
+            opts.dense_seed_share
+        } else {
+            opts.text_seed_share
+        };
         let link_share = if links.is_empty() {
             0.0
         } else if text_total > 0.0 {
-            (1.0 - opts.text_seed_share) * link_specificity(&links, index.node_count())
+            (1.0 - text_share) * link_specificity(&links, index.node_count())
         } else {
             1.0
         };
