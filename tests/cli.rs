@@ -414,6 +414,43 @@ fn closed_stdout_is_a_quiet_end_of_output() {
     assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
 }
 
+/// Runs loci with its standard error closed by the reader before it writes (as
+/// `loci ... 2>&1 | head -c 1` does once head has its byte).
+fn with_closed_stderr(args: &[&str]) -> std::process::ExitStatus {
+    use std::process::Stdio;
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    child.wait().unwrap()
+}
+
+#[test]
+fn closed_stderr_ends_no_command_with_a_panic_or_an_abort() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
+    // -vv logs every batch; a snapshot that is a directory logs warnings at the default level.
+    let status = with_closed_stderr(&["ingest", "--store", p(&store), "-vv", p(&fixture)]);
+    assert_eq!(status.code(), Some(0), "ingest -vv: {status}");
+    let snapshot = store.join("state.snapshot");
+    let _ = std::fs::remove_file(&snapshot);
+    std::fs::create_dir(&snapshot).unwrap();
+    for args in [
+        vec!["stats", "--store", p(&store), "--json"],
+        vec!["stats", "--store", p(&store), "--json", "-vv"],
+    ] {
+        let status = with_closed_stderr(&args);
+        assert_eq!(status.code(), Some(0), "loci {args:?}: {status}");
+    }
+    std::fs::remove_dir(&snapshot).unwrap();
+    assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
+}
+
 #[test]
 fn ingest_finishes_when_stdout_closes() {
     let tmp = tempfile::tempdir().unwrap();

@@ -84,6 +84,10 @@ fn init_logging(flags: &args::LogArgs) {
         // Colour codes only for a person at a terminal, not in a log file or a pipe.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
+        // A log line that cannot be written (standard error closed by its reader) is dropped:
+        // by default the subscriber reports it with eprintln!, which panics on that same
+        // closed pipe, and a panic while a store closes is an abort.
+        .log_internal_errors(false)
         .try_init();
 }
 
