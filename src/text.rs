@@ -632,9 +632,30 @@ impl TextIndex {
     /// Most hits one [`TextIndex::search`] returns.
     pub const MAX_SEARCH_HITS: usize = 100_000;
 
+    /// Longest question a search or a retrieval takes, in bytes. A query of every distinct
+    /// word in it costs more than its length (20k distinct words: 20 s), so a document passed
+    /// as a question is refused rather than searched.
+    pub const MAX_QUESTION_BYTES: usize = 16 * 1024;
+
+    /// An error when `text` is longer than [`Self::MAX_QUESTION_BYTES`].
+    pub fn check_question(text: &str) -> Result<()> {
+        if text.len() > Self::MAX_QUESTION_BYTES {
+            return Err(Error::InvalidArgument {
+                name: "question".into(),
+                message: format!(
+                    "{} bytes; at most {} (search with the question's key terms, not a document)",
+                    text.len(),
+                    Self::MAX_QUESTION_BYTES
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// BM25 search: documents matching any term of `text`, within `filter`, best first. At
     /// most [`Self::MAX_SEARCH_HITS`] hits, whatever `limit` asks.
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
+        Self::check_question(text)?;
         // The collector allocates for `limit` hits up front: a caller's huge limit must not
         // become a huge allocation, so it is bounded by the documents there are to find.
         let limit = limit

@@ -669,3 +669,33 @@ fn extreme_world_times_do_not_overflow_recency() {
         }
     }
 }
+
+/// A question of 100 kB of distinct words took 20 s to retrieve for and to search with (the
+/// time grows faster than its length): a question past the limit is refused at once, with
+/// what the limit is, and one within it is answered.
+#[test]
+fn an_overlong_question_is_refused_not_searched() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = film_store(dir.path());
+    let words: Vec<String> = (0..20_000).map(|i| format!("w{i}")).collect();
+    let long = words.join(" ");
+    assert!(long.len() > loci::text::TextIndex::MAX_QUESTION_BYTES);
+    let retriever = Retriever::new(&store).unwrap();
+    let err = retriever
+        .retrieve(&long, &RetrieveOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("question") && err.contains("at most"), "{err}");
+    let err = store
+        .search(&long, &loci::SearchFilter::default(), 10)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("at most"), "{err}");
+    let within = &long[..loci::text::TextIndex::MAX_QUESTION_BYTES - 10];
+    retriever
+        .retrieve(within, &RetrieveOptions::default())
+        .unwrap();
+    store
+        .search(within, &loci::SearchFilter::default(), 10)
+        .unwrap();
+}
