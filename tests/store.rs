@@ -969,3 +969,38 @@ fn a_node_has_one_document_whether_it_is_new_or_changed() {
     assert!(store.search("cave", &nodes, 10).unwrap().is_empty());
     assert_verified(&store);
 }
+
+/// Retractions in a batch find the batch's own edges through an index of them by node, built
+/// at the first retraction and kept up after it: an edge added after that index was built, to
+/// a node retracted later in the batch, goes with the node.
+#[test]
+fn retracting_nodes_in_a_batch_removes_the_batchs_edges_made_before_and_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let retract = |key: &str| Assertion::RetractNode {
+        key: key.to_string(),
+    };
+    store
+        .ingest(vec![event(
+            10,
+            "SCAN",
+            vec![
+                node("a", "Place", "a"),
+                node("b", "Place", "b"),
+                node("c", "Place", "c"),
+                node("d", "Place", "d"),
+                edge("a", "PATH", "b", 0.9),
+                edge("c", "PATH", "d", 0.9),
+                retract("a"),
+                edge("c", "PATH", "b", 0.8),
+                edge("d", "PATH", "c", 0.7),
+                retract("b"),
+            ],
+        )])
+        .unwrap();
+    let rows = edge_rows(&store);
+    assert_eq!(rows.len(), 2, "only c-d and d-c are left: {rows:?}");
+    assert!(store.edge_between("c", "PATH", "b").unwrap().is_none());
+    assert!(store.edge_between("c", "PATH", "d").unwrap().is_some());
+    assert_verified(&store);
+}
