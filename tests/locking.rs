@@ -193,3 +193,71 @@ fn a_reader_opened_during_commits_sees_one_commit() {
     let written = w.join().unwrap();
     assert!(written > 1, "the writer committed during the reads");
 }
+
+/// A reader's open takes longer than the writer's commits are apart (a store of 20k nodes
+/// and a writer committing one event at a time): the open reads one pinned view of the
+/// committed state. It had read again whenever a commit landed during its read, twenty
+/// times, then failed as "locked" (a `loci stats` beside a streaming ingest).
+#[test]
+fn a_reader_opens_beside_a_writer_that_commits_faster_than_an_open() {
+    use loci::model::EdgeUpsert;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let writer = std::sync::Arc::new(Store::create(&path, BackendKind::Redb).unwrap());
+    let mut bulk = EventDraft::new(0, "bot", "IMPORT");
+    for i in 0..20_000 {
+        bulk.assertions.push(Assertion::UpsertNode(NodeUpsert {
+            key: format!("n{i}"),
+            label: Some("Item".into()),
+            name: Some(format!("n{i}")),
+            ..Default::default()
+        }));
+    }
+    for i in 1..20_000 {
+        bulk.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
+            from: format!("n{}", i - 1),
+            relation: "NEXT".into(),
+            to: format!("n{i}"),
+            ..Default::default()
+        }));
+    }
+    writer.ingest(vec![bulk]).unwrap();
+    // Commits after the bulk load, so an open also catches up on a tail of the log.
+    for i in 0..200 {
+        writer
+            .ingest(vec![sighting(i + 1, &format!("k{i}"))])
+            .unwrap();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let w = {
+        let (writer, stop) = (writer.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 100_000 {
+                writer
+                    .ingest(vec![sighting(1_000 + i, &format!("w{i}"))])
+                    .unwrap();
+                i += 1;
+            }
+            i
+        })
+    };
+    // Let the writer get going.
+    while writer.stats().events < 205 {
+        std::thread::yield_now();
+    }
+    for _ in 0..3 {
+        let r = Store::open_read_only(&path).expect("a reader beside a busy writer opens");
+        let g = r.graph();
+        assert_eq!(g.edges().count(), 19_999, "every edge of the bulk load");
+        let stats = r.stats();
+        assert_eq!(
+            stats.nodes as u64,
+            20_000 + stats.events - 1,
+            "one node per event after the bulk load, none half-read"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = w.join().unwrap();
+    assert!(written > 0, "the writer committed during the opens");
+}

@@ -119,6 +119,13 @@ pub trait Backend: Send + Sync {
     /// The entry with the largest key.
     fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>>;
     fn commit(&self, batch: WriteBatch) -> Result<()>;
+    /// A read-only view of the state committed now, which later commits do not change: for a
+    /// reader that must see every table at one moment while a writer in another process goes
+    /// on committing (a read-only open). `None` where the backend has no such view (sled);
+    /// such a reader reads again until no commit landed during its read.
+    fn pinned_view(&self) -> Result<Option<Box<dyn Backend>>> {
+        Ok(None)
+    }
     /// What `table` takes: the bytes of its keys and values, and the backend's own bytes for
     /// it (pages' metadata and fragmentation) where the backend says. The default counts the
     /// entries by a scan (a full read of the table) and knows no overhead.

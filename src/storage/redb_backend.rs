@@ -116,9 +116,7 @@ impl Backend for RedbBackend {
     }
 
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let txn = self.db.begin_read()?;
-        let t = txn.open_table(definition(table)).map_err(err)?;
-        Ok(t.get(key).map_err(err)?.map(|v| v.value().to_vec()))
+        get_in(&self.db.begin_read()?, table, key)
     }
 
     fn scan(
@@ -128,41 +126,22 @@ impl Backend for RedbBackend {
         end: Option<&[u8]>,
         visit: &mut ScanVisitor<'_>,
     ) -> Result<()> {
-        let txn = self.db.begin_read()?;
-        let t = txn.open_table(definition(table)).map_err(err)?;
-        let iter = match end {
-            Some(end) => t.range::<&[u8]>(start..end),
-            None => t.range::<&[u8]>(start..),
-        }
-        .map_err(err)?;
-        for entry in iter {
-            let (k, v) = entry.map_err(err)?;
-            if !visit(k.value(), v.value())? {
-                break;
-            }
-        }
-        Ok(())
+        scan_in(&self.db.begin_read()?, table, start, end, visit)
     }
 
     fn table_bytes(&self, table: Table) -> Result<super::TableBytes> {
-        use redb::ReadableTableMetadata;
-        let txn = self.db.begin_read()?;
-        let t = txn.open_table(definition(table)).map_err(err)?;
-        let s = t.stats().map_err(err)?;
-        Ok(super::TableBytes {
-            entries: s.stored_bytes(),
-            overhead: Some(s.metadata_bytes() + s.fragmented_bytes()),
-        })
+        table_bytes_in(&self.db.begin_read()?, table)
     }
 
     fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        last_in(&self.db.begin_read()?, table)
+    }
+
+    fn pinned_view(&self) -> Result<Option<Box<dyn Backend>>> {
         let txn = self.db.begin_read()?;
-        let t = txn.open_table(definition(table)).map_err(err)?;
-        let last = t
-            .last()
-            .map_err(err)?
-            .map(|(k, v)| (k.value().to_vec(), v.value().to_vec()));
-        Ok(last)
+        Ok(Some(Box::new(RedbView {
+            txn: std::sync::Mutex::new(txn),
+        })))
     }
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
@@ -192,5 +171,92 @@ impl Backend for RedbBackend {
         }
         // Durability::Immediate is redb's default: commit returns after the fsync.
         txn.commit().map_err(err)
+    }
+}
+
+fn get_in(txn: &ReadTransaction, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let t = txn.open_table(definition(table)).map_err(err)?;
+    Ok(t.get(key).map_err(err)?.map(|v| v.value().to_vec()))
+}
+
+fn scan_in(
+    txn: &ReadTransaction,
+    table: Table,
+    start: &[u8],
+    end: Option<&[u8]>,
+    visit: &mut ScanVisitor<'_>,
+) -> Result<()> {
+    let t = txn.open_table(definition(table)).map_err(err)?;
+    let iter = match end {
+        Some(end) => t.range::<&[u8]>(start..end),
+        None => t.range::<&[u8]>(start..),
+    }
+    .map_err(err)?;
+    for entry in iter {
+        let (k, v) = entry.map_err(err)?;
+        if !visit(k.value(), v.value())? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn table_bytes_in(txn: &ReadTransaction, table: Table) -> Result<super::TableBytes> {
+    use redb::ReadableTableMetadata;
+    let t = txn.open_table(definition(table)).map_err(err)?;
+    let s = t.stats().map_err(err)?;
+    Ok(super::TableBytes {
+        entries: s.stored_bytes(),
+        overhead: Some(s.metadata_bytes() + s.fragmented_bytes()),
+    })
+}
+
+fn last_in(txn: &ReadTransaction, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let t = txn.open_table(definition(table)).map_err(err)?;
+    let last = t
+        .last()
+        .map_err(err)?
+        .map(|(k, v)| (k.value().to_vec(), v.value().to_vec()));
+    Ok(last)
+}
+
+/// One read transaction held open: every read sees the state committed when it began
+/// ([`Backend::pinned_view`]). The mutex makes the view shareable between threads; reads
+/// through it take turns, which a one-time load does not mind.
+struct RedbView {
+    txn: std::sync::Mutex<ReadTransaction>,
+}
+
+impl RedbView {
+    fn with<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T>) -> Result<T> {
+        let txn = self.txn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&txn)
+    }
+}
+
+impl Backend for RedbView {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Redb
+    }
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.with(|t| get_in(t, table, key))
+    }
+    fn scan(
+        &self,
+        table: Table,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        self.with(|t| scan_in(t, table, start, end, visit))
+    }
+    fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.with(|t| last_in(t, table))
+    }
+    fn table_bytes(&self, table: Table) -> Result<super::TableBytes> {
+        self.with(|t| table_bytes_in(t, table))
+    }
+    fn commit(&self, _batch: WriteBatch) -> Result<()> {
+        Err(Error::backend("redb", "a pinned view is read-only"))
     }
 }

@@ -1379,15 +1379,21 @@ impl Store {
         read_only: bool,
         timings: &mut OpenTimings,
     ) -> Result<(State, Loaded)> {
+        // A reader beside a writer loads from one pinned view of the committed state where
+        // the backend has one: a retry loop alone never settled beside a writer committing
+        // every few milliseconds (a `stats` beside a streaming ingest failed as "locked").
+        if read_only {
+            if let Some(view) = backend.pinned_view()? {
+                let counters: Counters = match view.get(Table::Meta, META_COUNTERS)? {
+                    Some(v) => decode("meta", &v)?,
+                    None => counters,
+                };
+                return Self::load_once(&*view, dir, counters, timings);
+            }
+        }
         const ATTEMPTS: usize = 20;
         for _ in 0..ATTEMPTS {
-            let (mut state, loaded) = Self::load_graph(backend, dir, counters, timings)?;
-            state.counters = counters;
-            state.folds = Folds::read(backend)?;
-            state.deleted = read_deleted(backend)?;
-            state.latest_ts = backend
-                .last(Table::EventTime)?
-                .and_then(|(k, _)| time_of_key(&k));
+            let (state, loaded) = Self::load_once(backend, dir, counters, timings)?;
             if !read_only {
                 // The writer lock is ours: nothing else commits.
                 return Ok((state, loaded));
@@ -1406,6 +1412,24 @@ impl Store {
             path: dir.to_path_buf(),
             holder: StoreLock::holder(dir),
         })
+    }
+
+    /// The whole in-memory state read once from `backend` at `counters`: the graph, the folds,
+    /// the deleted set and the latest event time.
+    fn load_once(
+        backend: &dyn Backend,
+        dir: &Path,
+        counters: Counters,
+        timings: &mut OpenTimings,
+    ) -> Result<(State, Loaded)> {
+        let (mut state, loaded) = Self::load_graph(backend, dir, counters, timings)?;
+        state.counters = counters;
+        state.folds = Folds::read(backend)?;
+        state.deleted = read_deleted(backend)?;
+        state.latest_ts = backend
+            .last(Table::EventTime)?
+            .and_then(|(k, _)| time_of_key(&k));
+        Ok((state, loaded))
     }
 
     /// Checks the meta table (format, counters) and the derivation rules' version, rebuilding
