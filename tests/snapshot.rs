@@ -427,6 +427,32 @@ fn closing_at_exit_writes_what_a_drop_writes(kind: BackendKind, dir: &Path) {
     assert_eq!(used, 1);
 }
 
+/// A snapshot path that is a FIFO (or anything but a regular file) is not opened: opening a
+/// FIFO for reading waits for a writer, and the store's open hung forever.
+fn a_snapshot_that_is_not_a_file_is_not_opened(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    let live = dump(&store);
+    drop(store);
+    let path = dir.join(SNAPSHOT);
+    let _ = std::fs::remove_file(&path);
+    let made = std::process::Command::new("mkfifo").arg(&path).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dir_owned = dir.to_path_buf();
+    std::thread::spawn(move || {
+        let r = Store::open_read_only(&dir_owned).map(|s| (s.state_source(), dump(&s)));
+        let _ = tx.send(r);
+    });
+    let (source, seen) = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the open returned (it had waited on the FIFO for ever)")
+        .unwrap();
+    assert_eq!(source, StateSource::Tables);
+    assert_eq!(seen, live);
+    std::fs::remove_file(&path).unwrap();
+}
+
 macro_rules! snapshot_suite {
     ($module:ident, $kind:expr, [$($test:ident),* $(,)?]) => {
         mod $module {
@@ -457,4 +483,5 @@ all_backends!(
     a_read_only_handle_cannot_checkpoint,
     closing_at_exit_writes_what_a_drop_writes,
     a_huge_foreign_snapshot_is_refused_before_it_is_read,
+    a_snapshot_that_is_not_a_file_is_not_opened,
 );

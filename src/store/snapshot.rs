@@ -246,8 +246,19 @@ pub(super) fn read(
 fn read_outside_the_heap(path: &Path) -> std::io::Result<memmap2::MmapMut> {
     use std::io::Read;
     let unusable = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Without O_NONBLOCK, opening a FIFO put where the snapshot goes waits for a writer to
+    // come, and so did the store's open; with it the open returns and the check below
+    // refuses anything but a regular file (no effect on a regular file's reads).
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let mut file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(unusable("not a regular file".into()));
+    }
+    let len = meta.len();
     let mut header = [0u8; HEADER_LEN];
     if len < HEADER_LEN as u64 {
         return Err(unusable(format!("{len} bytes, shorter than a header")));
