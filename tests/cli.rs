@@ -451,6 +451,43 @@ fn closed_stderr_ends_no_command_with_a_panic_or_an_abort() {
     assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
 }
 
+/// Text a store holds reaches a terminal as text: a control character in an ingested payload
+/// (an ANSI escape that recolours or retitles the terminal, a bell, a NUL) is printed escaped
+/// by the human output of `search` and `query`, and as it is in their JSON.
+#[test]
+fn stored_control_characters_are_printed_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let passages = tmp.path().join("p.jsonl");
+    std::fs::write(
+        &passages,
+        "{\"id\":\"x\",\"title\":\"Trap \\u001b[2J\",\"text\":\"emerald \\u001b]0;pwned\\u0007 \\u001b[31mred\\u0000 end\"}\n",
+    )
+    .unwrap();
+    ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--format",
+        "passages",
+        p(&passages),
+    ]);
+    for args in [
+        vec!["search", "--store", p(&store), "emerald"],
+        vec!["query", "--store", p(&store), "emerald"],
+    ] {
+        let out = ok(&args);
+        assert!(out.contains("Trap"), "loci {args:?}: {out}");
+        assert!(
+            !out.chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "loci {args:?} printed a raw control character: {out:?}"
+        );
+        assert!(out.contains("\\u{1b}"), "loci {args:?}: {out}");
+    }
+}
+
 #[test]
 fn ingest_finishes_when_stdout_closes() {
     let tmp = tempfile::tempdir().unwrap();

@@ -8,15 +8,40 @@ use std::io::Write;
 use anyhow::Result;
 
 /// `writeln!` to standard output, returning the error (a closed pipe included) to the caller.
+/// Control characters other than line breaks and tabs are written escaped (`\u{1b}`): the
+/// lines show text the store holds, and an ingested escape sequence must not recolour, clear
+/// or retitle the reader's terminal.
 macro_rules! outln {
     ($($arg:tt)*) => {
         {
             use std::io::Write as _;
-            writeln!(std::io::stdout().lock(), $($arg)*)?;
+            let line = format!($($arg)*);
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                $crate::cli::output::visible(&line)
+            )?;
         }
     };
 }
 pub(crate) use outln;
+
+/// `text` with every control character but `\n` and `\t` escaped as Rust writes it.
+pub(crate) fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if hidden(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
 
 /// `eprintln!` that never panics: when stderr is a closed pipe (`2>&1 | head`), a note or an
 /// error message is lost, but the command still finishes and exits with its code.
