@@ -147,6 +147,29 @@ fn errors_are_clear() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{}:2: json:", bad.display())));
     let out = loci(&["replay", "--store", p(&store)]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--verify"));
+    // Flags are named as the user wrote them, and a negative number is a value to judge, not
+    // an unknown flag.
+    let out = loci(&["query", "--store", p(&store), "x", "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--limit"));
+    for args in [
+        vec!["query", "--store", p(&store), "x", "--min-confidence", "-1"],
+        vec![
+            "neighbors",
+            "--store",
+            p(&store),
+            "x",
+            "--min-confidence",
+            "-1",
+        ],
+    ] {
+        let out = loci(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("[0, 1]") && !err.contains("tip:"),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 #[test]

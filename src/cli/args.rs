@@ -318,7 +318,8 @@ pub struct NeighborsArgs {
     pub node: String,
     #[arg(long, default_value_t = 1)]
     pub depth: u8,
-    #[arg(long, default_value_t = 0.0)]
+    /// In [0, 1].
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub min_confidence: f32,
     /// Only these relations (repeatable).
     #[arg(long)]
@@ -341,16 +342,18 @@ pub struct QueryArgs {
     #[command(flatten)]
     pub store: StoreArg,
     pub question: String,
-    /// Snippets at most.
-    #[arg(long, alias = "k", default_value_t = 10)]
+    /// Snippets at most (at least 1).
+    #[arg(long, alias = "k", default_value_t = 10,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub limit: usize,
     /// Token budget of the rendered snippets.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub budget: Option<usize>,
     /// How the budget counts tokens: approx or cl100k_base.
     #[arg(long, default_value = "approx")]
     pub tokenizer: loci::retrieval::Tokenizer,
-    #[arg(long, default_value_t = 0.0)]
+    /// In [0, 1].
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub min_confidence: f32,
     /// Only these relations (repeatable).
     #[arg(long)]
