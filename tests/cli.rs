@@ -406,6 +406,12 @@ fn world_store(tmp: &Path) -> std::path::PathBuf {
 
 /// Runs loci with its standard output a pipe whose reader has already gone away.
 fn with_closed_stdout(args: &[&str]) -> Output {
+    with_closed_pipe(args, true)
+}
+
+/// Runs loci with its standard output (`stdout`) or standard error a pipe whose reader has
+/// gone away before loci writes (as `loci ... 2>&1 | head -c 1` once head has its byte).
+fn with_closed_pipe(args: &[&str], stdout: bool) -> Output {
     use std::process::Stdio;
     let mut child = Command::new(BIN)
         .args(args)
@@ -413,7 +419,11 @@ fn with_closed_stdout(args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    drop(child.stdout.take());
+    if stdout {
+        drop(child.stdout.take());
+    } else {
+        drop(child.stderr.take());
+    }
     child.wait_with_output().unwrap()
 }
 
@@ -437,18 +447,9 @@ fn closed_stdout_is_a_quiet_end_of_output() {
     assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
 }
 
-/// Runs loci with its standard error closed by the reader before it writes (as
-/// `loci ... 2>&1 | head -c 1` does once head has its byte).
+/// Runs loci with its standard error closed by the reader before it writes.
 fn with_closed_stderr(args: &[&str]) -> std::process::ExitStatus {
-    use std::process::Stdio;
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stderr.take());
-    child.wait().unwrap()
+    with_closed_pipe(args, false).status
 }
 
 #[test]
