@@ -1568,7 +1568,30 @@ impl Store {
         counters: Counters,
         timings: &mut OpenTimings,
     ) -> Result<(State, Loaded)> {
-        match snapshot::read(dir, timings) {
+        // Why the header was refused, kept apart from damage: a snapshot the store moved past
+        // is routine (logged as information), a damaged one is worth a warning.
+        let mut stale: Option<String> = None;
+        let mut failed: Option<Error> = None;
+        let mut fits = |h: &snapshot::Header| match Self::snapshot_fits(backend, h, counters) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => {
+                stale = Some(reason.clone());
+                Err(reason)
+            }
+            Err(e) => {
+                failed = Some(e);
+                Err("the store could not be read to judge the snapshot".into())
+            }
+        };
+        let read = snapshot::read(dir, timings, &mut fits);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        match read {
+            Err(_) if stale.is_some() => tracing::info!(
+                reason = stale.as_deref().unwrap_or_default(),
+                "the state snapshot cannot be brought up to date; loading the state from the tables"
+            ),
             Ok(Some((at, state))) => match Self::catch_up_snapshot(backend, state, at, counters)? {
                 Ok((state, since_snapshot)) => {
                     tracing::debug!(snapshot = at.counters.last_seq, log = counters.last_seq, "state from the snapshot");
@@ -1605,16 +1628,14 @@ impl Store {
         ))
     }
 
-    /// Applies to a snapshot's state, taken at `at`, every node and edge that the change
-    /// records say changed after it, as the tables hold them now. `Ok(Err(reason))` when the
-    /// records cannot bring it to `now` (a gap, a rewrite since, another store's snapshot).
-    /// Gives the state and the number of changes caught up.
-    fn catch_up_snapshot(
+    /// Whether a snapshot whose header says `header` can be brought up to `now` by the change
+    /// records: not from before a rewrite, not ahead of the store, and taken after the event
+    /// the log holds at its position (another store's snapshot is not).
+    fn snapshot_fits(
         backend: &dyn Backend,
-        mut state: State,
-        header: snapshot::Header,
+        header: &snapshot::Header,
         now: Counters,
-    ) -> Result<std::result::Result<(State, u64), String>> {
+    ) -> Result<std::result::Result<(), String>> {
         let at = header.counters;
         let floor: u64 = backend
             .get(Table::Meta, META_SNAPSHOT_FLOOR)?
@@ -1640,6 +1661,23 @@ impl Store {
                 at.last_seq
             )));
         }
+        Ok(Ok(()))
+    }
+
+    /// Applies to a snapshot's state, taken at `at`, every node and edge that the change
+    /// records say changed after it, as the tables hold them now. `Ok(Err(reason))` when the
+    /// records cannot bring it to `now` (a gap, a rewrite since, another store's snapshot).
+    /// Gives the state and the number of changes caught up.
+    fn catch_up_snapshot(
+        backend: &dyn Backend,
+        mut state: State,
+        header: snapshot::Header,
+        now: Counters,
+    ) -> Result<std::result::Result<(State, u64), String>> {
+        if let Err(reason) = Self::snapshot_fits(backend, &header, now)? {
+            return Ok(Err(reason));
+        }
+        let at = header.counters;
         let mut nodes = BTreeSet::new();
         let mut edges = BTreeSet::new();
         let mut expected = at.last_seq + 1;

@@ -221,13 +221,18 @@ pub(super) type Unusable = String;
 /// Reads the snapshot of the store in `dir`: `Ok(None)` when there is none, `Err(reason)`
 /// when it cannot be used. The state it gives has no counters, folds or deletions: those are
 /// read from the meta table by the caller.
+///
+/// `fits` judges the header before the body is read: a snapshot of another store, or one
+/// the store has moved past in a way the log cannot catch up, is refused from its first
+/// bytes, not after a read and a decode of the whole file.
 pub(super) fn read(
     dir: &Path,
     timings: &mut OpenTimings,
+    fits: &mut dyn FnMut(&Header) -> std::result::Result<(), Unusable>,
 ) -> std::result::Result<Option<(Header, State)>, Unusable> {
     let path = path_in(dir);
     let t = Instant::now();
-    let bytes = match read_outside_the_heap(&path) {
+    let bytes = match read_outside_the_heap(&path, fits) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
@@ -243,7 +248,10 @@ pub(super) fn read(
 /// Anonymous memory, unlike a map of the file itself, cannot fault if the file is truncated
 /// under it. The magic and the body length of the header are checked against the file first,
 /// so that a foreign or sparse file of any size costs one small read, not its size in memory.
-fn read_outside_the_heap(path: &Path) -> std::io::Result<memmap2::MmapMut> {
+fn read_outside_the_heap(
+    path: &Path,
+    fits: &mut dyn FnMut(&Header) -> std::result::Result<(), Unusable>,
+) -> std::io::Result<memmap2::MmapMut> {
     use std::io::Read;
     let unusable = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
     let mut options = std::fs::OpenOptions::new();
@@ -275,6 +283,7 @@ fn read_outside_the_heap(path: &Path) -> std::io::Result<memmap2::MmapMut> {
             "{len} bytes, the header says {HEADER_LEN} and a body of {body_len}"
         )));
     }
+    fits(&header_fields(&header)).map_err(unusable)?;
     let len = usize::try_from(len)
         .map_err(|_| std::io::Error::other("larger than this machine's address space"))?;
     let mut map = memmap2::MmapMut::map_anon(len)?;
@@ -283,6 +292,24 @@ fn read_outside_the_heap(path: &Path) -> std::io::Result<memmap2::MmapMut> {
     map[..HEADER_LEN].copy_from_slice(&header);
     file.read_exact(&mut map[HEADER_LEN..])?;
     Ok(map)
+}
+
+/// The counters and log fingerprint of a header (`HEADER_LEN` bytes whose magic was checked),
+/// at the offsets the encoder writes them: after the magic and three format words, the next
+/// node and edge ids, the last seq and the fingerprint.
+fn header_fields(header: &[u8; HEADER_LEN]) -> Header {
+    let u32_at =
+        |o: usize| u32::from_le_bytes([header[o], header[o + 1], header[o + 2], header[o + 3]]);
+    let mut seq = [0u8; 8];
+    seq.copy_from_slice(&header[28..36]);
+    Header {
+        counters: Counters {
+            next_node: u32_at(20),
+            next_edge: u32_at(24),
+            last_seq: u64::from_le_bytes(seq),
+        },
+        log: u32_at(36),
+    }
 }
 
 /// Decodes a snapshot, checking everything an index is later taken from, so that no damaged
