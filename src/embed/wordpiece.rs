@@ -211,6 +211,23 @@ mod tests {
         assert_eq!(tiny().encode("Café\u{7}", 512), vec![2, 5, 3]);
     }
 
+    proptest::proptest! {
+        /// Any text, of any script, controls and marks included, becomes ids of the
+        /// vocabulary between [CLS] and [SEP], never more than the length asked for.
+        #[test]
+        fn any_text_encodes_to_vocabulary_ids_within_the_length(
+            text in "\\PC{0,200}|[\\x00-\\x7f]{0,200}|(the|un|aff|able|[ ,!])*",
+            max_len in 2usize..40,
+        ) {
+            let t = tiny();
+            let ids = t.encode(&text, max_len);
+            proptest::prop_assert!(ids.len() >= 2 && ids.len() <= max_len);
+            proptest::prop_assert_eq!(ids[0], 2);
+            proptest::prop_assert_eq!(*ids.last().unwrap(), 3);
+            proptest::prop_assert!(ids.iter().all(|i| *i <= t.max_id()));
+        }
+    }
+
     #[test]
     fn a_long_text_is_cut_to_the_length_with_its_markers() {
         let ids = tiny().encode(&"the ".repeat(1000), 8);
