@@ -461,6 +461,36 @@ fn a_snapshot_that_is_not_a_file_is_not_opened(kind: BackendKind, dir: &Path) {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// A snapshot that cannot be put in place (a directory holds its name) is an error that
+/// leaves no temporary file behind: each open of a writer had left a `state.snapshot.tmp` of
+/// the state's size.
+fn a_snapshot_that_cannot_be_put_in_place_leaves_no_temporary_file(kind: BackendKind, dir: &Path) {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    let live = dump(&store);
+    drop(store);
+    let path = dir.join(SNAPSHOT);
+    let _ = std::fs::remove_file(&path);
+    std::fs::create_dir(&path).unwrap();
+    std::fs::write(path.join("keep"), b"x").unwrap();
+    let store = Store::open(dir).unwrap();
+    assert!(
+        store.checkpoint().is_err(),
+        "a snapshot was written over a directory"
+    );
+    drop(store);
+    let leftovers: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+    let store = Store::open(dir).unwrap();
+    assert_eq!(dump(&store), live);
+    drop(store);
+    std::fs::remove_dir_all(&path).unwrap();
+}
+
 macro_rules! snapshot_suite {
     ($module:ident, $kind:expr, [$($test:ident),* $(,)?]) => {
         mod $module {
@@ -492,4 +522,5 @@ all_backends!(
     closing_at_exit_writes_what_a_drop_writes,
     a_huge_foreign_snapshot_is_refused_before_it_is_read,
     a_snapshot_that_is_not_a_file_is_not_opened,
+    a_snapshot_that_cannot_be_put_in_place_leaves_no_temporary_file,
 );

@@ -183,14 +183,22 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
 /// Writes `bytes` as the snapshot of the store in `dir`: a temporary file, synced, renamed
 /// over the previous one, and the directory synced, so a crash leaves the old or the new
 /// snapshot, never half of one.
+/// A write that fails (a full disk, a directory in the snapshot's place) removes its
+/// temporary file: it would otherwise stay, the state's size, after every attempt.
 pub(super) fn write(dir: &Path, bytes: &[u8]) -> Result<()> {
     let path = path_in(dir);
     let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-    f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    let put = || -> Result<()> {
+        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        drop(f);
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+    };
+    if let Err(e) = put() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
