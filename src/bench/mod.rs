@@ -437,6 +437,9 @@ pub struct GraphReport {
     pub disk_bytes_per_edge: f64,
     /// The store's files, the full-text index and the snapshot, per edge.
     pub disk_bytes_per_edge_total: f64,
+    /// The store directory's allocated blocks per edge (what `du` says): below the total of
+    /// the files' lengths where redb's file is sparse.
+    pub disk_bytes_per_edge_allocated: f64,
     pub adjacency_bytes_per_edge: f64,
     /// The in-memory state's heap bytes by part, per edge (`Stats::state_bytes`).
     pub state_bytes_per_edge: std::collections::BTreeMap<String, f64>,
@@ -582,6 +585,7 @@ pub fn run_graph_bench(
         open_state_source: stats.state_source,
         open_ms: stats.open_ms,
         disk_bytes_per_edge: stats.disk_bytes_backend as f64 / edges,
+        disk_bytes_per_edge_allocated: stats.disk_bytes_allocated as f64 / edges,
         disk_bytes_per_edge_total: (stats.disk_bytes_backend
             + stats.disk_bytes_text
             + stats.disk_bytes_snapshot) as f64

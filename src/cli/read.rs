@@ -419,11 +419,12 @@ pub fn stats(a: StatsArgs) -> Result<Code> {
             stats.text_indexed_seq
         );
         outln!(
-            "disk         {} bytes in {}, {} bytes of full-text index, {} bytes of state snapshot",
+            "disk         {} bytes in {}, {} bytes of full-text index, {} bytes of state snapshot; {} bytes allocated in all",
             stats.disk_bytes_backend,
             stats.backend,
             stats.disk_bytes_text,
-            stats.disk_bytes_snapshot
+            stats.disk_bytes_snapshot,
+            stats.disk_bytes_allocated
         );
         let source = match stats.state_source {
             loci::StateSource::Snapshot { seq, caught_up } => {

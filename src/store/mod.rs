@@ -762,6 +762,10 @@ pub struct Stats {
     /// Bytes of the state snapshot file (0 when there is none).
     #[serde(default)]
     pub disk_bytes_snapshot: u64,
+    /// What the whole store directory takes on disk, in allocated blocks: less than the sum
+    /// of the files' lengths where a file is sparse (redb grows its file ahead of its pages).
+    #[serde(default)]
+    pub disk_bytes_allocated: u64,
     /// Where the open got the in-memory state from.
     #[serde(default)]
     pub state_source: StateSource,
@@ -1186,14 +1190,35 @@ fn write_json_atomically(path: &Path, value: &impl Serialize) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
 
+/// The length of the file at `path`, or of every file under the directory, links not
+/// followed (a link back up the tree would loop until the stack ran out).
 fn dir_size(path: &Path) -> u64 {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => m.len(),
-        Ok(m) if m.is_dir() => std::fs::read_dir(path)
-            .map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum())
-            .unwrap_or(0),
-        _ => 0,
+    walk_files(path, &|m| m.len())
+}
+
+/// What the files at or under `path` take on disk: allocated blocks, which a sparse file
+/// (redb grows its file ahead of use) has fewer of than its length says.
+fn dir_allocated(path: &Path) -> u64 {
+    #[cfg(unix)]
+    let blocks = |m: &std::fs::Metadata| std::os::unix::fs::MetadataExt::blocks(m) * 512;
+    #[cfg(not(unix))]
+    let blocks = |m: &std::fs::Metadata| m.len();
+    walk_files(path, &blocks)
+}
+
+/// `size` summed over the regular files at or under `path`. A store directory is flat or one
+/// level deep; the depth bound only guards against a directory someone nested on purpose.
+fn walk_files(path: &Path, size: &dyn Fn(&std::fs::Metadata) -> u64) -> u64 {
+    fn walk(path: &Path, size: &dyn Fn(&std::fs::Metadata) -> u64, depth: u32) -> u64 {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_file() => size(&m),
+            Ok(m) if m.is_dir() && depth < 16 => std::fs::read_dir(path)
+                .map(|rd| rd.flatten().map(|e| walk(&e.path(), size, depth + 1)).sum())
+                .unwrap_or(0),
+            _ => 0,
+        }
     }
+    walk(path, size, 0)
 }
 
 impl Store {
@@ -2686,6 +2711,7 @@ impl Store {
             text_rebuilt: self.text_rebuilt,
             tiers: g.tier_counts(state.latest_ts.unwrap_or(0)),
             disk_bytes_snapshot: dir_size(&snapshot::path_in(&self.dir)),
+            disk_bytes_allocated: dir_allocated(&self.dir),
             state_source: self.state_source,
             open_ms: self.open_timings,
         }
