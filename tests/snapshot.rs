@@ -435,15 +435,22 @@ fn closing_at_exit_writes_what_a_drop_writes(kind: BackendKind, dir: &Path) {
     assert_eq!(used, 1);
 }
 
-/// A snapshot path that is a FIFO (or anything but a regular file) is not opened: opening a
-/// FIFO for reading waits for a writer, and the store's open hung forever.
-fn a_snapshot_that_is_not_a_file_is_not_opened(kind: BackendKind, dir: &Path) {
+/// A closed store of [`build`]'s graph with its snapshot file removed: what it holds, and the
+/// path the snapshot goes to.
+fn built_without_snapshot(kind: BackendKind, dir: &Path) -> (Vec<String>, std::path::PathBuf) {
     let store = Store::create(dir, kind).unwrap();
     build(&store, 0);
     let live = dump(&store);
     drop(store);
     let path = dir.join(SNAPSHOT);
     let _ = std::fs::remove_file(&path);
+    (live, path)
+}
+
+/// A snapshot path that is a FIFO (or anything but a regular file) is not opened: opening a
+/// FIFO for reading waits for a writer, and the store's open hung forever.
+fn a_snapshot_that_is_not_a_file_is_not_opened(kind: BackendKind, dir: &Path) {
+    let (live, path) = built_without_snapshot(kind, dir);
     let made = std::process::Command::new("mkfifo").arg(&path).status();
     assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
     let (tx, rx) = std::sync::mpsc::channel();
@@ -465,12 +472,7 @@ fn a_snapshot_that_is_not_a_file_is_not_opened(kind: BackendKind, dir: &Path) {
 /// leaves no temporary file behind: each open of a writer had left a `state.snapshot.tmp` of
 /// the state's size.
 fn a_snapshot_that_cannot_be_put_in_place_leaves_no_temporary_file(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    let live = dump(&store);
-    drop(store);
-    let path = dir.join(SNAPSHOT);
-    let _ = std::fs::remove_file(&path);
+    let (live, path) = built_without_snapshot(kind, dir);
     std::fs::create_dir(&path).unwrap();
     std::fs::write(path.join("keep"), b"x").unwrap();
     let store = Store::open(dir).unwrap();
