@@ -120,6 +120,16 @@ fn a_damaged_model_is_an_error_that_names_the_file_and_the_tensor() {
     let err = SentenceEncoder::load(dir.path()).unwrap_err().to_string();
     assert!(err.contains("hidden_size"), "{err}");
 
+    // A NaN among the weights (it would make every vector NaN, and NaN sorts first).
+    write_tiny_model(dir.path(), &BTreeMap::new());
+    let file = dir.path().join("model.safetensors");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() - 4;
+    bytes[at..].copy_from_slice(&f32::NAN.to_le_bytes());
+    std::fs::write(&file, &bytes).unwrap();
+    let err = SentenceEncoder::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("NaN"), "{err}");
+
     // No model at all.
     let empty = tempfile::tempdir().unwrap();
     let err = SentenceEncoder::load(empty.path()).unwrap_err().to_string();
@@ -290,4 +300,32 @@ fn with_an_encoder_retrieval_finds_a_paraphrase_that_shares_no_word() {
     assert_eq!(first.first().map(String::as_str), Some("t1"), "{first:?}");
     let again = Retriever::new(&store).unwrap().with_encoder(encoder);
     assert_eq!(ids(&again), first);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// A weights file damaged anywhere (a byte changed, the end cut off) loads as an error or
+    /// as a model whose vectors are finite: never a panic, never a NaN that would sort first.
+    #[test]
+    fn a_damaged_weights_file_is_an_error_or_gives_finite_vectors(
+        at in 0.0f64..1.0,
+        byte in proptest::prelude::any::<u8>(),
+        cut in proptest::prelude::any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_model(dir.path(), &BTreeMap::new());
+        let file = dir.path().join("model.safetensors");
+        let mut bytes = std::fs::read(&file).unwrap();
+        let i = ((bytes.len() - 1) as f64 * at) as usize;
+        if cut {
+            bytes.truncate(i);
+        } else {
+            bytes[i] = byte;
+        }
+        std::fs::write(&file, &bytes).unwrap();
+        if let Ok(encoder) = SentenceEncoder::load(dir.path()) {
+            let v = encoder.embed("alpha beta, gamma!");
+            proptest::prop_assert!(v.iter().all(|x| x.is_finite()), "{v:?}");
+        }
+    }
 }

@@ -98,7 +98,13 @@ impl SentenceEncoder {
     pub fn embed(&self, text: &str) -> Vec<f32> {
         let ids = self.tokenizer.encode(text, self.max_tokens);
         let mut v = self.model.mean_pooled(&ids);
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if !norm.is_finite() {
+            // Finite weights can still overflow on some input: such a text matches nothing
+            // rather than everything.
+            return vec![0.0; v.len()];
+        }
+        let norm = norm.max(1e-12);
         v.iter_mut().for_each(|x| *x /= norm);
         v
     }
@@ -221,16 +227,24 @@ impl Tensors<'_> {
                 t.shape()
             ));
         }
-        match t.dtype() {
-            safetensors::Dtype::F32 => Ok(t
+        let values: Vec<f32> = match t.dtype() {
+            safetensors::Dtype::F32 => t
                 .data()
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect()),
-            other => Err(format!(
-                "tensor {full} is {other:?}; this encoder reads F32"
-            )),
+                .collect(),
+            other => {
+                return Err(format!(
+                    "tensor {full} is {other:?}; this encoder reads F32"
+                ))
+            }
+        };
+        // A NaN or an infinity in a weight makes every vector NaN, and a NaN similarity
+        // would sort first.
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(format!("tensor {full}: value {i} is {}", values[i]));
         }
+        Ok(values)
     }
 
     fn norm(&self, name: &str, d: usize) -> std::result::Result<(Vec<f32>, Vec<f32>), String> {
