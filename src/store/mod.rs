@@ -1690,18 +1690,16 @@ impl Store {
     }
 
     /// Applies to a snapshot's state, taken at `at`, every node and edge that the change
-    /// records say changed after it, as the tables hold them now. `Ok(Err(reason))` when the
-    /// records cannot bring it to `now` (a gap, a rewrite since, another store's snapshot).
-    /// Gives the state and the number of changes caught up.
+    /// records say changed after it, as the tables hold them now. The header was accepted by
+    /// [`Store::snapshot_fits`] before the body was read (`snapshot::read`); `Ok(Err(reason))`
+    /// when the records still cannot bring it to `now` (a gap in them). Gives the state and the
+    /// number of changes caught up.
     fn catch_up_snapshot(
         backend: &dyn Backend,
         mut state: State,
         header: snapshot::Header,
         now: Counters,
     ) -> Result<std::result::Result<(State, u64), String>> {
-        if let Err(reason) = Self::snapshot_fits(backend, &header, now)? {
-            return Ok(Err(reason));
-        }
         let at = header.counters;
         let mut nodes = BTreeSet::new();
         let mut edges = BTreeSet::new();

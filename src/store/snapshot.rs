@@ -280,18 +280,17 @@ fn read_outside_the_heap(
         return Err(unusable(format!("{len} bytes, shorter than a header")));
     }
     file.read_exact(&mut header)?;
-    if &header[..8] != MAGIC {
-        return Err(unusable("not a loci snapshot (magic)".into()));
-    }
-    let mut body_len = [0u8; 8];
-    body_len.copy_from_slice(&header[HEADER_LEN - 12..HEADER_LEN - 4]);
-    let body_len = u64::from_le_bytes(body_len);
+    let (fields, body_len, _) = read_header(&mut Reader {
+        bytes: &header,
+        at: 0,
+    })
+    .map_err(unusable)?;
     if Some(len) != body_len.checked_add(HEADER_LEN as u64) {
         return Err(unusable(format!(
-            "{len} bytes, the header says {HEADER_LEN} and a body of {body_len}"
+            "{len} bytes: a header of {HEADER_LEN} and a body of {body_len}, it says"
         )));
     }
-    fits(&header_fields(&header)).map_err(unusable)?;
+    fits(&fields).map_err(unusable)?;
     let len = usize::try_from(len)
         .map_err(|_| std::io::Error::other("larger than this machine's address space"))?;
     let mut map = memmap2::MmapMut::map_anon(len)?;
@@ -302,32 +301,11 @@ fn read_outside_the_heap(
     Ok(map)
 }
 
-/// The counters and log fingerprint of a header (`HEADER_LEN` bytes whose magic was checked),
-/// at the offsets the encoder writes them: after the magic and three format words, the next
-/// node and edge ids, the last seq and the fingerprint.
-fn header_fields(header: &[u8; HEADER_LEN]) -> Header {
-    let u32_at =
-        |o: usize| u32::from_le_bytes([header[o], header[o + 1], header[o + 2], header[o + 3]]);
-    let mut seq = [0u8; 8];
-    seq.copy_from_slice(&header[28..36]);
-    Header {
-        counters: Counters {
-            next_node: u32_at(20),
-            next_edge: u32_at(24),
-            last_seq: u64::from_le_bytes(seq),
-        },
-        log: u32_at(36),
-    }
-}
-
-/// Decodes a snapshot, checking everything an index is later taken from, so that no damaged
-/// or crafted file can make a traversal index out of bounds.
-fn decode(
-    bytes: &[u8],
-    timings: &mut OpenTimings,
-) -> std::result::Result<(Header, State), Unusable> {
-    let t = Instant::now();
-    let mut r = Reader { bytes, at: 0 };
+/// The header at the start of `r`, checked for the magic and this build's formats: what it
+/// says of the store, the body's length and the body's checksum. The open reads it alone
+/// first (to refuse a foreign, stale or other-format snapshot before the body) and the decode
+/// reads it again at the start of the whole file.
+fn read_header(r: &mut Reader<'_>) -> std::result::Result<(Header, u64, u32), Unusable> {
     if r.take(8)? != MAGIC {
         return Err("not a loci snapshot (magic)".into());
     }
@@ -352,6 +330,18 @@ fn decode(
     let log = r.u32()?;
     let len = r.u64()?;
     let crc = r.u32()?;
+    Ok((Header { counters, log }, len, crc))
+}
+
+/// Decodes a snapshot, checking everything an index is later taken from, so that no damaged
+/// or crafted file can make a traversal index out of bounds.
+fn decode(
+    bytes: &[u8],
+    timings: &mut OpenTimings,
+) -> std::result::Result<(Header, State), Unusable> {
+    let t = Instant::now();
+    let mut r = Reader { bytes, at: 0 };
+    let (header, len, crc) = read_header(&mut r)?;
     let body = r.rest();
     if body.len() as u64 != len {
         return Err(format!(
@@ -404,7 +394,6 @@ fn decode(
     timings.snapshot_nodes = nodes_ms;
     timings.snapshot_edges = edges_ms;
     timings.snapshot_adjacency = adjacency_ms;
-    let header = Header { counters, log };
     Ok((
         header,
         State {
