@@ -122,7 +122,8 @@ impl Similarities<'_> {
         self.scaled.get(i).copied()
     }
 
-    /// The `k` most similar passages, best first, ties by node id.
+    /// The `k` most similar passages, best first, ties by node id. Runs for every question
+    /// over every passage, so the first `k` are selected before they are sorted.
     pub fn top(&self, k: usize) -> Vec<(NodeId, f32)> {
         let mut ranked: Vec<(NodeId, f32)> = self
             .nodes
@@ -130,8 +131,15 @@ impl Similarities<'_> {
             .copied()
             .zip(self.scaled.iter().copied())
             .collect();
-        ranked.sort_by_key(|(n, s)| (std::cmp::Reverse(OrderedFloat(*s)), *n));
-        ranked.truncate(k);
+        let key = |(n, s): &(NodeId, f32)| (std::cmp::Reverse(OrderedFloat(*s)), *n);
+        if k == 0 {
+            return Vec::new();
+        }
+        if k < ranked.len() {
+            ranked.select_nth_unstable_by_key(k - 1, key);
+            ranked.truncate(k);
+        }
+        ranked.sort_by_key(key);
         ranked
     }
 }

@@ -875,7 +875,6 @@ impl<'s> Retriever<'s> {
     pub fn retrieve(&self, question: &str, opts: &RetrieveOptions) -> Result<ContextPack> {
         let started = Instant::now();
         check_options(opts)?;
-        crate::text::TextIndex::check_question(question)?;
         let derived = self.current()?;
         let now = match opts.as_of {
             Some(t) => t,

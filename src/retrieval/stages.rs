@@ -106,8 +106,8 @@ pub(super) struct Seeds {
 impl Seeds {
     /// Linked entities share `(1 - text_seed_share) * specificity` of the seed mass by their
     /// link weights (`dense_seed_share` in place of `text_seed_share` when the text scores
-    /// include sentence similarity) and the text hits share the rest by their scores; either side takes all of
-    /// it when the other is empty. The specificity ([`link_specificity`]) keeps a name that
+    /// include sentence similarity) and the text hits share the rest by their scores; either
+    /// side takes all of it when the other is empty. The specificity ([`link_specificity`]) keeps a name that
     /// titles hundreds of nodes from drawing the expansion to all of them: in a conversation
     /// the speaker's name links every turn they said, and "what did Caroline realise after
     /// the race" is about the race.
