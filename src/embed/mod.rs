@@ -27,6 +27,18 @@ pub use wordpiece::WordPiece;
 /// (`sentence_bert_config.json`'s `max_seq_length`).
 const DEFAULT_MAX_TOKENS: usize = 256;
 
+/// Longest word, in characters, before it is one unknown token, when the tokenizer does not
+/// say (`max_input_chars_per_word`; BERT's own value).
+const DEFAULT_MAX_WORD_CHARS: usize = 100;
+
+/// The error for `file` of the model in `dir`.
+fn encoder_error(dir: &Path, file: &str, message: String) -> Error {
+    Error::Encoder {
+        path: dir.join(file),
+        message,
+    }
+}
+
 /// A loaded sentence encoder.
 pub struct SentenceEncoder {
     tokenizer: WordPiece,
@@ -48,10 +60,7 @@ impl std::fmt::Debug for SentenceEncoder {
 impl SentenceEncoder {
     /// Loads the encoder in `dir` (the files of a sentence-transformers BERT model).
     pub fn load(dir: &Path) -> Result<Self> {
-        let fail = |file: &str, message: String| Error::Encoder {
-            path: dir.join(file),
-            message,
-        };
+        let fail = |file: &str, message: String| encoder_error(dir, file, message);
         let config = read_json(dir, "config.json")?;
         let tokenizer = load_tokenizer(dir)?;
         let weights_path = dir.join("model.safetensors");
@@ -123,19 +132,14 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 fn read_json(dir: &Path, file: &str) -> Result<Json> {
     let path = dir.join(file);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    serde_json::from_str(&text).map_err(|e| Error::Encoder {
-        path,
-        message: format!("line {}: {e}", e.line()),
-    })
+    serde_json::from_str(&text)
+        .map_err(|e| encoder_error(dir, file, format!("line {}: {e}", e.line())))
 }
 
 /// The WordPiece vocabulary of `tokenizer.json` (`model.vocab`), or of `vocab.txt` (one token
 /// a line, ids by line) when there is no `tokenizer.json`.
 fn load_tokenizer(dir: &Path) -> Result<WordPiece> {
-    let fail = |file: &str, message: String| Error::Encoder {
-        path: dir.join(file),
-        message,
-    };
+    let fail = |file: &str, message: String| encoder_error(dir, file, message);
     if dir.join("tokenizer.json").exists() {
         let t = read_json(dir, "tokenizer.json")?;
         let model = t
@@ -164,7 +168,7 @@ fn load_tokenizer(dir: &Path) -> Result<WordPiece> {
         let max_chars = model
             .get("max_input_chars_per_word")
             .and_then(Json::as_u64)
-            .map_or(100, |n| n as usize);
+            .map_or(DEFAULT_MAX_WORD_CHARS, |n| n as usize);
         return WordPiece::new(map, max_chars).map_err(|m| fail("tokenizer.json", m));
     }
     let path = dir.join("vocab.txt");
@@ -174,7 +178,7 @@ fn load_tokenizer(dir: &Path) -> Result<WordPiece> {
         .enumerate()
         .map(|(i, t)| (t.to_string(), i as u32))
         .collect();
-    WordPiece::new(map, 100).map_err(|m| fail("vocab.txt", m))
+    WordPiece::new(map, DEFAULT_MAX_WORD_CHARS).map_err(|m| fail("vocab.txt", m))
 }
 
 /// One encoder layer's weights, linear maps stored as PyTorch does (`out x in`, row-major).
@@ -432,6 +436,9 @@ impl Bert {
 
 /// `x W^T + b` for the `n x k` rows `x` and the `m x k` weight `w` (PyTorch's layout).
 fn linear(x: &[f32], n: usize, k: usize, w: &[f32], b: &[f32], m: usize) -> Vec<f32> {
+    // Cannot fail: every caller passes states of `n x k` it made and a weight and bias whose
+    // shapes `Bert::from_safetensors` checked against the config. It stays a check because
+    // the unsafe product below would read out of bounds if that ever stopped being true.
     assert!(x.len() >= n * k && w.len() >= m * k && b.len() == m);
     let mut out: Vec<f32> = (0..n).flat_map(|_| b.iter().copied()).collect();
     // SAFETY (of the call): x is n x k row-major, w read as its transpose (k x m: row
