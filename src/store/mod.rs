@@ -30,6 +30,7 @@ use crate::projection::{
 use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
 
+mod columns;
 mod deleting;
 mod edge_table;
 mod folds;

@@ -18,11 +18,12 @@
 //! Layout (little-endian): `LOCISNAP`, snapshot format (u32), store format (u32), projection
 //! version (u32), counters (next node u32, next edge u32, last seq u64), the fingerprint of
 //! the log record at that seq (u32, see [`log_fingerprint`]), body length (u64), CRC-32 of
-//! the body (u32); then the body: relation names, label names, node slots
-//! (postcard records), the edge slots by column (from, to, relation with `u32::MAX` for a free
-//! slot, confidence, salience as u32 words, then last seen as i64), and the validity bounds of
-//! the edges that have one (id u32, from i64, to i64). The adjacency is not stored: it is
-//! rebuilt from the edges, in id order.
+//! the body (u32); then the body: relation names, label names, node slots (each a length and
+//! a postcard [`NodeRecord`], whose id is its slot and whose label is interned), the number of
+//! edge slots and the edge table by packed column (`columns`: from, to, relation + 1 with 0
+//! for a free slot, confidence and salience as their bits, last seen), and the validity
+//! bounds of the edges that have one (id u32, from i64, to i64). The adjacency is not stored:
+//! it is rebuilt from the edges, in id order.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,13 +32,14 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::columns::{self, Column};
 use super::{
     ms_since, next_graph_epoch, EdgeCore, EdgeTable, KeyIndex, OpenTimings, State,
     PROJECTION_VERSION, STORE_FORMAT,
 };
 use crate::error::{Error, Result};
 use crate::graph::{Adjacency, IdSet, Interner};
-use crate::model::{EdgeId, Node, NodeId};
+use crate::model::{Anchor, EdgeId, Node, NodeId, Props};
 use crate::projection::Counters;
 use crate::storage::{Backend, Table};
 
@@ -46,15 +48,20 @@ pub(super) const SNAPSHOT_FILE: &str = "state.snapshot";
 const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// Version of this file's layout.
 /// 2: edges by column with validity bounds apart; no adjacency section (rebuilt from edges).
-pub const SNAPSHOT_FORMAT: u32 = 2;
+/// 3: edge columns packed (`columns`); node records without their id, labels interned.
+pub const SNAPSHOT_FORMAT: u32 = 3;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
-/// Bytes of one edge slot across the columns: from, to, relation, confidence, salience (u32
-/// each) and last seen (i64).
-const EDGE_SLOT: usize = 5 * 4 + 8;
 /// Bytes of one validity entry: edge id, valid from, valid to.
 const BOUND_ENTRY: usize = 4 + 8 + 8;
-/// The relation word of a free edge slot.
-const FREE: u32 = u32::MAX;
+/// The columns of the edge table, in their order in the file.
+const EDGE_COLUMNS: [&str; 6] = [
+    "from",
+    "to",
+    "relation",
+    "confidence",
+    "salience",
+    "last seen",
+];
 /// Meta-table key prefix of the per-commit change records.
 pub(super) const CHANGED_PREFIX: &[u8] = b"changed/";
 
@@ -110,7 +117,7 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
         .par_iter()
         .map(|n| {
             n.as_ref()
-                .map(|n| postcard::to_allocvec(n).unwrap_or_default())
+                .map(|n| NodeRecordRef::of(n, &state.labels).encode())
         })
         .collect();
     // All of it at once: growing by doubling would hold two copies for a moment.
@@ -124,7 +131,8 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
         .bounded()
         .filter_map(|id| Some((id, state.edge_core(id)?)))
         .collect();
-    body.reserve(4 + node_bytes + 4 + edge_slots * EDGE_SLOT + 4 + bounded.len() * BOUND_ENTRY);
+    // The edge columns' size is known once they are packed; this is what they take at most.
+    body.reserve(4 + node_bytes + 4 + edge_slots * 32 + 4 + bounded.len() * BOUND_ENTRY);
     put_u32(&mut body, encoded.len() as u32);
     for n in &encoded {
         match n {
@@ -138,25 +146,20 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
     drop(encoded);
 
     put_u32(&mut body, edge_slots as u32);
-    // Column by column, each one run of same-typed words (the cores are looked up once per
-    // column rather than collected: a vector of them would add 56 bytes an edge to the peak).
-    let column = |body: &mut Vec<u8>, word: &dyn Fn(&EdgeCore) -> u32| {
-        for id in 0..edge_slots as u32 {
-            put_u32(
-                body,
-                state.edge_core(EdgeId(id)).as_ref().map_or(FREE, word),
-            );
-        }
+    // Column by column (the cores are looked up once per pass rather than collected: a
+    // vector of them would add 56 bytes an edge to the peak).
+    let core = |i: usize| state.edge_core(EdgeId(i as u32));
+    let column = |body: &mut Vec<u8>, word: &(dyn Fn(&EdgeCore) -> u64 + Sync)| {
+        columns::put(body, edge_slots, |i| core(i).as_ref().map(word));
     };
-    column(&mut body, &|c| c.from.0);
-    column(&mut body, &|c| c.to.0);
-    column(&mut body, &|c| c.relation);
-    column(&mut body, &|c| c.confidence.to_bits());
-    column(&mut body, &|c| c.salience.to_bits());
-    for id in 0..edge_slots as u32 {
-        let seen = state.edge_core(EdgeId(id)).map_or(0, |c| c.last_seen);
-        put_u64(&mut body, seen as u64);
-    }
+    column(&mut body, &|c| c.from.0.into());
+    column(&mut body, &|c| c.to.0.into());
+    columns::put(&mut body, edge_slots, |i| {
+        Some(core(i).map_or(0, |c| u64::from(c.relation) + 1))
+    });
+    column(&mut body, &|c| c.confidence.to_bits().into());
+    column(&mut body, &|c| c.salience.to_bits().into());
+    column(&mut body, &|c| ordered_bits(c.last_seen));
     put_u32(&mut body, bounded.len() as u32);
     for (id, c) in &bounded {
         put_u32(&mut body, id.0);
@@ -366,8 +369,23 @@ fn decode(
             n => records.push(Some(r.take(n as usize)?)),
         }
     }
-    let edge_slots = r.count(EDGE_SLOT, "edge slots")?;
-    let columns = r.take(edge_slots * EDGE_SLOT)?;
+    // A column may take no bytes at all, so the file's size does not bound the number of
+    // slots; the store's own counter (which the header was judged against) does.
+    let edge_slots = r.u32()? as usize;
+    if edge_slots > header.counters.next_edge as usize {
+        return Err(format!(
+            "{edge_slots} edge slots, past the {} edge ids made",
+            header.counters.next_edge
+        ));
+    }
+    let mut rest = r.rest();
+    let columns = EDGE_COLUMNS.map(|what| {
+        let (column, after) = Column::read(rest, edge_slots, what)?;
+        rest = after;
+        Ok::<_, Unusable>(column)
+    });
+    let columns = EdgeColumns::new(edge_slots, columns)?;
+    let mut r = Reader::new(rest);
     let bounds = r.count(BOUND_ENTRY, "validity bounds")?;
     let bounds = r.take(bounds * BOUND_ENTRY)?;
     if !r.rest().is_empty() {
@@ -387,7 +405,7 @@ fn decode(
     // so they run side by side.
     let (node_half, edge_half) = rayon::join(
         || timed(|| node_half(&records, &labels)),
-        || timed(|| edge_half(columns, bounds, &live_nodes, relations.len(), slots)),
+        || timed(|| edge_half(&columns, bounds, &live_nodes, relations.len(), slots)),
     );
     let ((nodes, (node_keys, label_of, pinned)), nodes_ms) = node_half?;
     let ((edges, adj, adjacency_ms), edges_ms) = edge_half?;
@@ -427,7 +445,7 @@ fn node_half(
     records: &[Option<&[u8]>],
     labels: &Interner,
 ) -> std::result::Result<NodeHalf, Unusable> {
-    let nodes = decode_nodes(records)?;
+    let nodes = decode_nodes(records, labels)?;
     let derived = derive_from_nodes(&nodes, labels)?;
     Ok((nodes, derived))
 }
@@ -436,7 +454,7 @@ fn node_half(
 /// built from it (labels and pins come from the nodes' half), and the milliseconds the
 /// adjacency took.
 fn edge_half(
-    columns: &[u8],
+    columns: &EdgeColumns<'_>,
     bounds: &[u8],
     live_nodes: &IdSet,
     relations: usize,
@@ -448,9 +466,99 @@ fn edge_half(
     Ok((edges, adj, ms_since(t)))
 }
 
+/// A node as the snapshot holds it: its id is its slot, and its label the interned id (the
+/// label's name in every record was a tenth of the nodes' part).
+#[derive(Serialize)]
+struct NodeRecordRef<'a> {
+    key: &'a str,
+    label: u32,
+    name: &'a str,
+    aliases: &'a [String],
+    props: &'a Props,
+    anchor: &'a Option<Anchor>,
+    salience: f32,
+    pinned: bool,
+    created: i64,
+    updated: i64,
+}
+
+/// [`NodeRecordRef`] read back (the same fields, owned).
+#[derive(Deserialize)]
+struct NodeRecord {
+    key: String,
+    label: u32,
+    name: String,
+    aliases: Vec<String>,
+    props: Props,
+    anchor: Option<Anchor>,
+    salience: f32,
+    pinned: bool,
+    created: i64,
+    updated: i64,
+}
+
+impl<'a> NodeRecordRef<'a> {
+    fn of(n: &'a Node, labels: &Interner) -> Self {
+        // Every field named, so that a field added to `Node` does not compile until the
+        // snapshot stores it.
+        let Node {
+            id: _,
+            key,
+            label,
+            name,
+            aliases,
+            props,
+            anchor,
+            salience,
+            pinned,
+            created,
+            updated,
+        } = n;
+        NodeRecordRef {
+            key,
+            // Every live node's label is interned (`State::put_node`); were one not, the
+            // record would be refused at the open and the state loaded from the tables.
+            label: labels.get(label).unwrap_or(u32::MAX),
+            name,
+            aliases,
+            props,
+            anchor,
+            salience: *salience,
+            pinned: *pinned,
+            created: *created,
+            updated: *updated,
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).unwrap_or_default()
+    }
+}
+
+impl NodeRecord {
+    fn into_node(self, id: NodeId, label: &str) -> Node {
+        Node {
+            id,
+            key: self.key,
+            label: label.to_string(),
+            name: self.name,
+            aliases: self.aliases,
+            props: self.props,
+            anchor: self.anchor,
+            salience: self.salience,
+            pinned: self.pinned,
+            created: self.created,
+            updated: self.updated,
+        }
+    }
+}
+
 /// The node records, decoded on every core straight into their slots. When records are
 /// damaged, the error names the first of them.
-fn decode_nodes(records: &[Option<&[u8]>]) -> std::result::Result<Vec<Option<Node>>, Unusable> {
+fn decode_nodes(
+    records: &[Option<&[u8]>],
+    labels: &Interner,
+) -> std::result::Result<Vec<Option<Node>>, Unusable> {
     let first_error: std::sync::Mutex<Option<(usize, Unusable)>> = std::sync::Mutex::new(None);
     let fail = |i: usize, message: String| {
         let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
@@ -467,9 +575,15 @@ fn decode_nodes(records: &[Option<&[u8]>]) -> std::result::Result<Vec<Option<Nod
         .enumerate()
         .map(|(i, rec)| match rec {
             None => None,
-            Some(b) => match postcard::from_bytes::<Node>(b) {
-                Ok(n) if n.id.0 as usize == i => Some(n),
-                Ok(n) => fail(i, format!("node slot {i} holds node {}", n.id)),
+            Some(b) => match postcard::from_bytes::<NodeRecord>(b) {
+                Ok(n) if (n.label as usize) < labels.len() => {
+                    let label = labels.name(n.label);
+                    Some(n.into_node(NodeId(i as u32), label))
+                }
+                Ok(n) => fail(
+                    i,
+                    format!("node slot {i}: label {} is not interned", n.label),
+                ),
                 Err(e) => fail(i, format!("node slot {i}: {e}")),
             },
         })
@@ -480,56 +594,85 @@ fn decode_nodes(records: &[Option<&[u8]>]) -> std::result::Result<Vec<Option<Nod
     }
 }
 
+/// The edge table's columns as read (see [`EDGE_COLUMNS`]).
+struct EdgeColumns<'a> {
+    /// Edge slots: the rows of every column.
+    rows: usize,
+    from: Column<'a>,
+    to: Column<'a>,
+    relation: Column<'a>,
+    confidence: Column<'a>,
+    salience: Column<'a>,
+    last_seen: Column<'a>,
+}
+
+impl<'a> EdgeColumns<'a> {
+    fn new(
+        rows: usize,
+        columns: [std::result::Result<Column<'a>, Unusable>; 6],
+    ) -> std::result::Result<Self, Unusable> {
+        let [from, to, relation, confidence, salience, last_seen] = columns;
+        Ok(EdgeColumns {
+            rows,
+            from: from?,
+            to: to?,
+            relation: relation?,
+            confidence: confidence?,
+            salience: salience?,
+            last_seen: last_seen?,
+        })
+    }
+}
+
 /// The edge columns and validity bounds, straight into the edge table and the last-seen
 /// times (no vector of whole cores in between: 56 bytes an edge, a fifth of the open's peak
 /// at 1M edges). Every live edge must join live nodes by a known relation.
 fn decode_edges(
-    columns: &[u8],
+    columns: &EdgeColumns<'_>,
     bounds: &[u8],
     live_nodes: &IdSet,
     relations: usize,
 ) -> std::result::Result<(EdgeTable, Vec<i64>), Unusable> {
-    let slots = columns.len() / EDGE_SLOT;
-    let word = |column: usize, i: usize| {
-        let o = column * slots * 4 + i * 4;
-        u32::from_le_bytes([columns[o], columns[o + 1], columns[o + 2], columns[o + 3]])
-    };
+    let slots = columns.rows;
     let i64_at = |b: &[u8], o: usize| {
         let mut w = [0; 8];
         w.copy_from_slice(&b[o..o + 8]);
         i64::from_le_bytes(w)
     };
+    let node = |column: &Column<'_>, i: usize| {
+        u32::try_from(column.get(i))
+            .ok()
+            .filter(|id| live_nodes.contains(*id))
+    };
     // Both filled on every core: a sequential pass was a third of the edges' half.
     let mut edges = EdgeTable::from_slots(slots, |i| {
-        let relation = word(2, i);
-        if relation == FREE {
-            return Ok(None);
+        let relation = match columns.relation.get(i) {
+            0 => return Ok(None),
+            r => r - 1,
+        };
+        let (Some(from), Some(to)) = (node(&columns.from, i), node(&columns.to, i)) else {
+            return Err(format!("edge slot {i} refers to a missing node"));
+        };
+        if relation >= relations as u64 {
+            return Err(format!("edge slot {i} refers to a missing relation"));
         }
-        let (from, to) = (word(0, i), word(1, i));
-        if !live_nodes.contains(from) || !live_nodes.contains(to) || relation as usize >= relations
-        {
-            return Err(format!(
-                "edge slot {i} refers to a missing node or relation"
-            ));
-        }
-        let (confidence, salience) = (f32::from_bits(word(3, i)), f32::from_bits(word(4, i)));
+        // Bits wider than 32 are not a float; their low half is taken (the checksum makes
+        // this a crafted file, and any float is a value the table can hold).
+        let float = |column: &Column<'_>| f32::from_bits(column.get(i) as u32);
         Ok(Some((
             NodeId(from),
             NodeId(to),
-            relation,
-            confidence,
-            salience,
+            relation as u32,
+            float(&columns.confidence),
+            float(&columns.salience),
         )))
     })?;
     let mut last_seen = Vec::new();
     (0..slots)
         .into_par_iter()
-        .map(|i| {
-            if word(2, i) == FREE {
-                0
-            } else {
-                i64_at(columns, slots * 20 + i * 8)
-            }
+        .map(|i| match columns.relation.get(i) {
+            0 => 0,
+            _ => from_ordered_bits(columns.last_seen.get(i)),
         })
         .collect_into_vec(&mut last_seen);
     for b in bounds.chunks_exact(BOUND_ENTRY) {
@@ -542,6 +685,16 @@ fn decode_edges(
         edges.put(id, &core);
     }
     Ok((edges, last_seen))
+}
+
+/// An `i64` as a `u64` of the same order (the sign bit flipped), so that a column of times
+/// on both sides of zero still spans a narrow range.
+fn ordered_bits(v: i64) -> u64 {
+    (v as u64) ^ (1 << 63)
+}
+
+fn from_ordered_bits(v: u64) -> i64 {
+    (v ^ (1 << 63)) as i64
 }
 
 /// What the nodes give the rest of the state: the key index, each slot's interned label
@@ -576,13 +729,16 @@ fn put_u64(out: &mut Vec<u8>, v: u64) {
 }
 
 /// A bounds-checked cursor: every read of a damaged file ends in an error, not a panic.
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], Unusable> {
+    pub(super) fn new(bytes: &'a [u8]) -> Self {
+        Reader { bytes, at: 0 }
+    }
+    pub(super) fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], Unusable> {
         let end = self
             .at
             .checked_add(n)
@@ -592,24 +748,31 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(s)
     }
+    pub(super) fn u8(&mut self) -> std::result::Result<u8, Unusable> {
+        Ok(self.take(1)?[0])
+    }
     fn u32(&mut self) -> std::result::Result<u32, Unusable> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-    fn u64(&mut self) -> std::result::Result<u64, Unusable> {
+    pub(super) fn u64(&mut self) -> std::result::Result<u64, Unusable> {
         let b = self.take(8)?;
         let mut a = [0; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
-    fn rest(&mut self) -> &'a [u8] {
+    pub(super) fn rest(&mut self) -> &'a [u8] {
         let s = &self.bytes[self.at..];
         self.at = self.bytes.len();
         s
     }
     /// A count of items of at least `min_size` bytes each, refused when the rest of the file
     /// cannot hold that many (so a damaged count never makes a huge allocation).
-    fn count(&mut self, min_size: usize, what: &str) -> std::result::Result<usize, Unusable> {
+    pub(super) fn count(
+        &mut self,
+        min_size: usize,
+        what: &str,
+    ) -> std::result::Result<usize, Unusable> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_size) > self.bytes.len() - self.at {
             return Err(format!("{what}: {n} do not fit in the file"));
