@@ -268,6 +268,10 @@ impl Interner {
     pub fn name(&self, id: u32) -> &str {
         &self.names[id as usize]
     }
+    /// The name of `id`, `None` for an id never given.
+    pub fn name_checked(&self, id: u32) -> Option<&str> {
+        self.names.get(id as usize).map(String::as_str)
+    }
     pub fn len(&self) -> usize {
         self.names.len()
     }

@@ -27,7 +27,7 @@ pub struct Counters {
 /// What the projection reads of the state a batch applies to.
 pub(crate) trait ProjectionBase {
     fn node_id(&self, key: &str) -> Option<NodeId>;
-    fn node(&self, id: NodeId) -> Option<&Node>;
+    fn node(&self, id: NodeId) -> Option<Node>;
     fn edge_id(&self, from: NodeId, relation: &str, to: NodeId) -> Option<EdgeId>;
     /// The full edge record (may read storage).
     fn edge(&self, id: EdgeId) -> Result<Option<Edge>>;
@@ -109,7 +109,7 @@ impl Overlay {
     fn node<B: ProjectionBase>(&self, base: &B, id: NodeId) -> Option<Node> {
         match self.nodes.get(&id) {
             Some(n) => n.clone(),
-            None => base.node(id).cloned(),
+            None => base.node(id),
         }
     }
 

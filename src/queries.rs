@@ -588,7 +588,7 @@ fn route(
     let found = petgraph::algo::astar(
         &filtered,
         start.id,
-        |n| n != start.id && g.node(n).is_some_and(&is_goal),
+        |n| n != start.id && g.node(n).is_some_and(|x| is_goal(&x)),
         |e| costs.cost(e.id(), overlay),
         |_| 0.0,
     );
@@ -622,7 +622,10 @@ fn route(
         .iter()
         .filter_map(|n| g.node(*n).map(|x| x.key.clone()))
         .collect();
-    let end = nodes.last().and_then(|n| g.node(*n)).map(PlaceRef::from);
+    let end = nodes
+        .last()
+        .and_then(|n| g.node(*n))
+        .map(|n| PlaceRef::from(&n));
     Ok(end.map(|place| Route {
         place,
         cost,
@@ -658,7 +661,7 @@ pub fn places_by_type(store: &Store, place_type: &str) -> Vec<PlaceRef> {
             n.label == crate::model::labels::PLACE
                 && n.props.get("type").and_then(Value::as_str) == Some(place_type)
         })
-        .map(PlaceRef::from)
+        .map(|n| PlaceRef::from(&n))
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name).then(a.key.cmp(&b.key)));
     out

@@ -34,7 +34,6 @@ fn places_and_villages_emerge_from_sightings_as_the_ground_truth_says() {
             .graph()
             .nodes()
             .filter(|n| n.key.starts_with("seen:village:"))
-            .cloned()
             .collect();
         for centre in &w.villages {
             let near = found.iter().any(|v| {

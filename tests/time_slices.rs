@@ -9,10 +9,7 @@ use loci::{BackendKind, DeleteRequest, Edge, Store};
 fn live(store: &Store) -> (Vec<Node>, Vec<Edge>) {
     let (mut nodes, ids): (Vec<Node>, Vec<loci::EdgeId>) = {
         let g = store.graph();
-        (
-            g.nodes().cloned().collect(),
-            g.edges().map(|(id, _)| id).collect(),
-        )
+        (g.nodes().collect(), g.edges().map(|(id, _)| id).collect())
     };
     nodes.sort_by_key(|n| n.id);
     let mut edges: Vec<Edge> = ids

@@ -866,7 +866,7 @@ impl PassageBm25 {
             .filter(|n| n.label == crate::model::labels::PASSAGE)
         {
             let mut doc = tantivy::TantivyDocument::default();
-            doc.add_text(text, &crate::text::TextDoc::for_node(n).text);
+            doc.add_text(text, &crate::text::TextDoc::for_node(&n).text);
             doc.add_u64(ord, keys.len() as u64);
             writer.add_document(doc).map_err(terr)?;
             keys.push(n.key.clone());

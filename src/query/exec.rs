@@ -340,7 +340,22 @@ impl<'a> Ctx<'a> {
     fn prop(&mut self, v: &Val, name: &str) -> Result<Val, QueryError> {
         Ok(match v {
             Val::Node(id) => {
-                let Some(n) = self.g.node(*id) else {
+                // What is read in place, without decoding the node (see `store/node_table.rs`).
+                let id = *id;
+                let str_of = |s: Option<&str>| s.map_or(Val::Null, |s| Val::Str(s.to_string()));
+                match name {
+                    "key" => return Ok(str_of(self.g.node_key(id))),
+                    "name" => return Ok(str_of(self.g.node_name(id))),
+                    "label" => return Ok(str_of(self.g.node_label(id))),
+                    "salience" => {
+                        return Ok(self
+                            .g
+                            .node_salience(id)
+                            .map_or(Val::Null, |s| Val::Float(widen(s))))
+                    }
+                    _ => {}
+                }
+                let Some(n) = self.g.node(id) else {
                     return Ok(Val::Null);
                 };
                 let anchor = n.anchor;
@@ -587,8 +602,8 @@ impl<'a> Ctx<'a> {
                     Val::Node(n) => self
                         .g
                         .node(*n)
-                        .and_then(|n| n.props.get(key))
-                        .map_or(Val::Null, Val::from_value),
+                        .and_then(|n| n.props.get(key).map(Val::from_value))
+                        .unwrap_or(Val::Null),
                     Val::Edge(e) => self
                         .edge(*e)?
                         .and_then(|e| e.props.get(key))
@@ -675,8 +690,8 @@ impl<'a> Ctx<'a> {
                 match &args[0] {
                     Val::Node(n) => self
                         .g
-                        .node(*n)
-                        .map_or(Val::Null, |n| Val::Str(n.key.clone())),
+                        .node_key(*n)
+                        .map_or(Val::Null, |k| Val::Str(k.to_string())),
                     Val::Edge(e) => Val::Str(e.to_string()),
                     Val::Event(s) => Val::Int(*s as i64),
                     _ => Val::Null,

@@ -58,7 +58,7 @@ impl PassageVectors {
             let g = store.graph();
             g.nodes()
                 .filter(|n| n.label == labels::PASSAGE)
-                .map(|n| (n.id, passage_text(n)))
+                .map(|n| (n.id, passage_text(&n)))
                 .unzip()
         };
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();

@@ -1168,12 +1168,12 @@ impl<'s> Retriever<'s> {
             .entries(n.id)
             .iter()
             .filter_map(|a| {
-                let other = g.node(NodeId(a.node))?;
+                let other = g.node_name(NodeId(a.node))?;
                 let rel = g.relation_name(a.relation());
                 let text = if a.is_incoming() {
-                    format!("{} {rel} it", other.name)
+                    format!("{other} {rel} it")
                 } else {
-                    format!("{rel} {}", other.name)
+                    format!("{rel} {other}")
                 };
                 Some((OrderedFloat(a.confidence), a.edge, text))
             })
@@ -1213,8 +1213,7 @@ impl<'s> Retriever<'s> {
                 }
             });
         let mut at = found?;
-        let name =
-            |n: NodeId, g: &GraphRead<'_>| g.node(n).map(|x| x.name.clone()).unwrap_or_default();
+        let name = |n: NodeId, g: &GraphRead<'_>| g.node_name(n).unwrap_or_default().to_string();
         // Walk back from the seed to the target; entries are seen from the parent's side.
         let mut out = name(at, &g);
         while at != target {

@@ -200,11 +200,11 @@ impl<'g, 'o> Scope<'g, 'o> {
     }
 
     fn label_ok(&self, n: NodeId) -> bool {
-        let Some(node) = self.g.node(n) else {
+        let Some(label) = self.g.node_label(n) else {
             return false;
         };
-        (self.opts.labels.is_empty() || self.opts.labels.contains(&node.label))
-            && !self.opts.deny_labels.contains(&node.label)
+        (self.opts.labels.is_empty() || self.opts.labels.iter().any(|l| l == label))
+            && !self.opts.deny_labels.iter().any(|l| l == label)
     }
 
     /// Whether the edge holds at `now` (always, when ended facts are asked for).
@@ -218,7 +218,7 @@ impl<'g, 'o> Scope<'g, 'o> {
     }
 
     fn is_passage(&self, n: NodeId) -> bool {
-        self.g.node(n).is_some_and(|x| x.label == labels::PASSAGE)
+        self.g.node_label(n) == Some(labels::PASSAGE)
     }
 
     /// Expands the seeds over the graph: personalized PageRank, or weighted k-hop. An edge
@@ -331,7 +331,7 @@ impl<'g, 'o> Scope<'g, 'o> {
                 let parts = ScoreParts {
                     text: text.nodes.get(&n).copied().unwrap_or(0.0),
                     graph: graph_part(graph_scores.get(&n).copied().unwrap_or(0.0), max_passage),
-                    salience: self.g.node(n).map_or(0.0, |x| x.salience),
+                    salience: self.g.node_salience(n).unwrap_or(0.0),
                     ..Default::default()
                 };
                 self.candidate(SnippetKind::Passage, Some(n), None, parts)
@@ -404,7 +404,7 @@ impl<'g, 'o> Scope<'g, 'o> {
                 let parts = ScoreParts {
                     graph: graph_part(*s, max_entity),
                     text: text.nodes.get(n).copied().unwrap_or(0.0),
-                    salience: self.g.node(*n).map_or(0.0, |x| x.salience),
+                    salience: self.g.node_salience(*n).unwrap_or(0.0),
                     ..Default::default()
                 };
                 self.candidate(SnippetKind::Entity, Some(*n), None, parts)

@@ -142,8 +142,8 @@ impl Store {
                 Ok(true)
             })?;
         }
-        for n in replayed.nodes.iter().flatten() {
-            batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(n));
+        for n in replayed.all_nodes() {
+            batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(&n));
         }
         for e in replayed.full_edges.iter().flatten().flatten() {
             batch.put(Table::Edges, e.id.0.to_be_bytes().to_vec(), encode(e));
@@ -161,17 +161,17 @@ impl Store {
         replayed.folds.put_all(&mut batch);
 
         let mut text_deletes: Vec<String> = target_set.iter().map(|s| event_doc_key(*s)).collect();
-        for n in before.nodes.iter().flatten() {
-            if replayed.node_id(&n.key).is_none() {
+        for key in before.nodes.ids().filter_map(|id| before.nodes.key(id)) {
+            if replayed.node_id(key).is_none() {
                 report.nodes_removed += 1;
-                text_deletes.push(node_doc_key(&n.key));
+                text_deletes.push(node_doc_key(key));
             }
         }
         let edges_before = before.edges.live_count();
         let edges_after = replayed.edges.live_count();
         report.edges_removed = edges_before.saturating_sub(edges_after);
         let mut text_docs: Vec<TextDoc> = TextDoc::for_event(&event).into_iter().collect();
-        text_docs.extend(replayed.nodes.iter().flatten().map(TextDoc::for_node));
+        text_docs.extend(replayed.all_nodes().map(|n| TextDoc::for_node(&n)));
         drop(before);
 
         // Every id may have changed: no earlier snapshot can be brought past this commit, and

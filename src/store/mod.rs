@@ -35,11 +35,13 @@ mod deleting;
 mod edge_table;
 mod folds;
 mod key_index;
+mod node_table;
 mod snapshot;
 
 use edge_table::EdgeTable;
 use folds::Folds;
 use key_index::KeyIndex;
+use node_table::NodeTable;
 
 pub use deleting::CompactReport;
 pub use snapshot::SNAPSHOT_FORMAT;
@@ -103,7 +105,7 @@ impl EdgeCore {
 /// The derived in-memory state: nodes, compact edges, adjacency and key maps.
 #[derive(Default)]
 pub(crate) struct State {
-    nodes: Vec<Option<Node>>,
+    nodes: NodeTable,
     node_keys: KeyIndex,
     /// Edge cores by id. There is no key map `(from, relation, to) -> id`: the adjacency
     /// answers that from the shorter of the two endpoint lists ([`State::edge_id`]), and a map
@@ -140,21 +142,17 @@ impl State {
         }
     }
 
-    fn put_node(&mut self, n: Node) {
-        let idx = n.id.0 as usize;
-        if self.nodes.len() <= idx {
-            self.nodes.resize(idx + 1, None);
-        }
+    fn put_node(&mut self, n: &Node) {
         let label = self.labels.intern(&n.label);
         self.adj.set_node(n.id, label);
         self.adj.set_pinned(n.id, n.pinned);
-        if let Some(old) = &self.nodes[idx] {
-            if old.key != n.key {
-                self.node_keys.remove(&self.nodes, &old.key);
+        if let Some(old) = self.nodes.key(n.id) {
+            if old != n.key {
+                self.node_keys.remove(&self.nodes, old);
             }
         }
+        self.nodes.put(n, &self.labels);
         self.node_keys.insert(&self.nodes, &n.key, n.id);
-        self.nodes[idx] = Some(n);
     }
 
     fn put_edge(&mut self, e: &Edge) {
@@ -178,9 +176,9 @@ impl State {
 
     /// Clears a node slot; its edges must have been removed first.
     fn remove_node(&mut self, id: NodeId) {
-        if let Some(key) = self.node(id).map(|n| n.key.clone()) {
-            self.node_keys.remove(&self.nodes, &key);
-            self.nodes[id.0 as usize] = None;
+        if let Some(key) = self.nodes.key(id) {
+            self.node_keys.remove(&self.nodes, key);
+            self.nodes.remove(id);
         }
         self.adj.set_pinned(id, false);
         self.adj.remove_node(id);
@@ -217,7 +215,7 @@ impl State {
         }
         for (id, n) in &ov.nodes {
             match n {
-                Some(n) => self.put_node(n.clone()),
+                Some(n) => self.put_node(n),
                 None => self.remove_node(*id),
             }
         }
@@ -228,24 +226,19 @@ impl State {
         self.adj.compact_if_fragmented();
     }
 
-    fn node(&self, id: NodeId) -> Option<&Node> {
-        self.nodes.get(id.0 as usize).and_then(Option::as_ref)
+    fn node(&self, id: NodeId) -> Option<Node> {
+        self.nodes.get(id, &self.labels)
     }
 
-    /// Where the heap bytes of this state go. Strings and vectors count their capacity; a
-    /// property is counted as its key plus 48 bytes (the map's share and a small value), so
-    /// nodes with large property values are undercounted.
+    /// Every live node, decoded, in id order.
+    fn all_nodes(&self) -> impl Iterator<Item = Node> + '_ {
+        self.nodes.ids().filter_map(|id| self.node(id))
+    }
+
+    /// Where the heap bytes of this state go (vectors count their capacity; the allocator's
+    /// rounding of each node record is not counted).
     fn heap_bytes(&self) -> StateBytes {
-        let node_heap = |n: &Node| {
-            n.key.capacity()
-                + n.label.capacity()
-                + n.name.capacity()
-                + n.aliases.capacity() * std::mem::size_of::<String>()
-                + n.aliases.iter().map(String::capacity).sum::<usize>()
-                + n.props.keys().map(|k| k.capacity() + 48).sum::<usize>()
-        };
-        let nodes = self.nodes.capacity() * std::mem::size_of::<Option<Node>>()
-            + self.nodes.iter().flatten().map(node_heap).sum::<usize>();
+        let nodes = self.nodes.heap_bytes();
         let node_keys = self.node_keys.heap_bytes();
         StateBytes {
             nodes,
@@ -359,7 +352,7 @@ impl ProjectionBase for LiveBase<'_> {
     fn node_id(&self, key: &str) -> Option<NodeId> {
         self.state.node_id(key)
     }
-    fn node(&self, id: NodeId) -> Option<&Node> {
+    fn node(&self, id: NodeId) -> Option<Node> {
         self.state.node(id)
     }
     fn edge_id(&self, from: NodeId, relation: &str, to: NodeId) -> Option<EdgeId> {
@@ -779,7 +772,7 @@ pub struct Stats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct StateBytes {
-    /// Node records: their slots, strings, aliases and properties (properties estimated).
+    /// Node records: their 16-byte slots and encoded bytes (`store/node_table.rs`).
     pub nodes: usize,
     /// The key -> node id map.
     pub node_keys: usize,
@@ -856,16 +849,16 @@ pub struct GraphRead<'a> {
 impl GraphRead<'_> {
     /// The usage item of a node (`dynamics::usage`).
     pub fn node_item(&self, id: NodeId) -> Option<Item> {
-        self.node(id).map(|n| Item::Node(n.key.clone()))
+        self.node_key(id).map(|k| Item::Node(k.to_string()))
     }
 
     /// The usage item of an edge: `(from key, relation, to key)`.
     pub fn edge_item(&self, id: EdgeId) -> Option<Item> {
         let core = self.edge_core(id)?;
         Some(Item::Edge(
-            self.node(core.from)?.key.clone(),
+            self.node_key(core.from)?.to_string(),
             self.relation_name(core.relation).to_string(),
-            self.node(core.to)?.key.clone(),
+            self.node_key(core.to)?.to_string(),
         ))
     }
 
@@ -876,9 +869,11 @@ impl GraphRead<'_> {
 
     /// Whether a node is hot at world time `now`: pinned, or used often and recently.
     pub fn node_tier(&self, id: NodeId, now: i64) -> Tier {
-        match self.node(id) {
-            Some(n) if n.pinned => Tier::Hot,
-            Some(n) => self.tiers.tier(self.usage(&Item::Node(n.key.clone())), now),
+        match self.node_key(id) {
+            Some(_) if self.state.adj.is_pinned(id.0) => Tier::Hot,
+            Some(key) => self
+                .tiers
+                .tier(self.usage(&Item::Node(key.to_string())), now),
             None => Tier::Warm,
         }
     }
@@ -889,7 +884,7 @@ impl GraphRead<'_> {
         let Some(core) = self.edge_core(id) else {
             return Tier::Warm;
         };
-        let pinned = |n: NodeId| self.node(n).is_some_and(|n| n.pinned);
+        let pinned = |n: NodeId| self.state.adj.is_pinned(n.0);
         if pinned(core.from) || pinned(core.to) {
             return Tier::Hot;
         }
@@ -1004,8 +999,26 @@ impl GraphRead<'_> {
     pub fn adjacency(&self) -> &Adjacency {
         &self.state.adj
     }
-    pub fn node(&self, id: NodeId) -> Option<&Node> {
+    /// Node `id`, decoded from its record (see `store/node_table.rs`).
+    pub fn node(&self, id: NodeId) -> Option<Node> {
         self.state.node(id)
+    }
+    /// The key of node `id`, read in place (no decode of the node).
+    pub fn node_key(&self, id: NodeId) -> Option<&str> {
+        self.state.nodes.key(id)
+    }
+    /// The name of node `id`, read in place.
+    pub fn node_name(&self, id: NodeId) -> Option<&str> {
+        self.state.nodes.name(id)
+    }
+    /// The label of node `id`, from the adjacency.
+    pub fn node_label(&self, id: NodeId) -> Option<&str> {
+        let label = self.state.adj.label_of(id)?;
+        self.state.labels.name_checked(label)
+    }
+    /// The salience of node `id`, read in place.
+    pub fn node_salience(&self, id: NodeId) -> Option<f32> {
+        self.state.nodes.salience(id)
     }
     pub fn node_id(&self, key: &str) -> Option<NodeId> {
         self.state.node_id(key)
@@ -1032,8 +1045,8 @@ impl GraphRead<'_> {
         self.state.labels.name(id)
     }
     /// All live nodes, in id order.
-    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.state.nodes.iter().flatten()
+    pub fn nodes(&self) -> impl Iterator<Item = Node> + '_ {
+        self.state.nodes.ids().filter_map(|id| self.state.node(id))
     }
     /// All live edges (compact form) with their ids, in id order.
     pub fn edges(&self) -> impl Iterator<Item = (EdgeId, EdgeCore)> + '_ {
@@ -1527,8 +1540,8 @@ impl Store {
         for k in facets {
             batch.put(Table::EventFacet, k, Vec::new());
         }
-        for n in state.nodes.iter().flatten() {
-            batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(n));
+        for n in state.all_nodes() {
+            batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(&n));
         }
         for e in state.full_edges.iter().flatten().flatten() {
             batch.put(Table::Edges, e.id.0.to_be_bytes().to_vec(), encode(e));
@@ -1757,7 +1770,7 @@ impl Store {
         for id in nodes {
             let id = NodeId(id);
             match backend.get(Table::Nodes, &id.0.to_be_bytes())? {
-                Some(v) => state.put_node(decode(Table::Nodes.name(), &v)?),
+                Some(v) => state.put_node(&decode(Table::Nodes.name(), &v)?),
                 None => state.remove_node(id),
             }
         }
@@ -1823,7 +1836,7 @@ impl Store {
             ..State::default()
         };
         backend.scan(Table::Nodes, &[], None, &mut |_, v| {
-            state.put_node(decode(Table::Nodes.name(), v)?);
+            state.put_node(&decode(Table::Nodes.name(), v)?);
             Ok(true)
         })?;
         // Decoding dominates opening a large store, so edges are decoded in parallel chunks
@@ -1877,7 +1890,12 @@ impl Store {
         }
         if from == 0 {
             // Rebuild: every live node, whatever the log says about it.
-            touched.extend(state.nodes.iter().flatten().map(|n| n.key.clone()));
+            touched.extend(
+                state
+                    .nodes
+                    .ids()
+                    .filter_map(|id| state.nodes.key(id).map(str::to_string)),
+            );
         }
         self.scan_log(from + 1, |ev| {
             docs.extend(TextDoc::for_event(&ev));
@@ -1893,7 +1911,7 @@ impl Store {
         let mut deletes = Vec::new();
         for key in touched {
             match state.node_id(&key).and_then(|id| state.node(id)) {
-                Some(n) => docs.push(TextDoc::for_node(n)),
+                Some(n) => docs.push(TextDoc::for_node(&n)),
                 None => deletes.push(node_doc_key(&key)),
             }
         }
@@ -2131,8 +2149,8 @@ impl Store {
                 .get(i)
                 .and_then(|h| h.get(j))
                 .and_then(|e| e[end])
-                .and_then(|id| state.node(id))
-                .map(|n| n.label.as_str())
+                .and_then(|id| state.adj.label_of(id))
+                .map(|l| state.labels.name(l))
         };
         let touch = |known: Option<&str>,
                      key: &str,
@@ -2368,12 +2386,12 @@ impl Store {
     }
 
     pub fn node(&self, id: NodeId) -> Option<Node> {
-        self.read_state().node(id).cloned()
+        self.read_state().node(id)
     }
 
     pub fn node_by_key(&self, key: &str) -> Option<Node> {
         let state = self.read_state();
-        state.node_id(key).and_then(|id| state.node(id)).cloned()
+        state.node_id(key).and_then(|id| state.node(id))
     }
 
     /// The full edge record (read from storage).
@@ -2548,7 +2566,7 @@ impl Store {
         Ok(PastState {
             seq: replayed.counters.last_seq,
             latest_ts: replayed.latest_ts,
-            nodes: replayed.nodes.into_iter().flatten().collect(),
+            nodes: replayed.all_nodes().collect(),
             edges: replayed
                 .full_edges
                 .into_iter()
@@ -2749,8 +2767,8 @@ impl Store {
             }
         };
         report.events_replayed = replayed.counters.last_seq;
-        for n in replayed.nodes.iter().flatten() {
-            let doc = TextDoc::for_node(n);
+        for n in replayed.all_nodes() {
+            let doc = TextDoc::for_node(&n);
             expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
         }
 
@@ -2787,8 +2805,10 @@ impl Store {
             stored_nodes.insert(n.id, n);
             Ok(true)
         })?;
+        let replayed_nodes: BTreeMap<NodeId, Node> =
+            replayed.all_nodes().map(|n| (n.id, n)).collect();
         let replayed_nodes: BTreeMap<NodeId, &Node> =
-            replayed.nodes.iter().flatten().map(|n| (n.id, n)).collect();
+            replayed_nodes.iter().map(|(k, v)| (*k, v)).collect();
         compare_maps(
             &mut report,
             "stored node",
@@ -2904,8 +2924,8 @@ impl Store {
                 live.counters, replayed.counters
             ));
         }
-        let live_nodes: BTreeMap<NodeId, &Node> =
-            live.nodes.iter().flatten().map(|n| (n.id, n)).collect();
+        let live_nodes: BTreeMap<NodeId, Node> = live.all_nodes().map(|n| (n.id, n)).collect();
+        let live_nodes: BTreeMap<NodeId, &Node> = live_nodes.iter().map(|(k, v)| (*k, v)).collect();
         compare_maps(&mut report, "live node", &live_nodes, &replayed_nodes);
         if live.node_keys.len() != replayed.node_keys.len() {
             report.differ(format!(

@@ -19,7 +19,8 @@
 //! version (u32), counters (next node u32, next edge u32, last seq u64), the fingerprint of
 //! the log record at that seq (u32, see [`log_fingerprint`]), body length (u64), CRC-32 of
 //! the body (u32); then the body: relation names, label names, node slots (each a length and
-//! a postcard [`NodeRecord`], whose id is its slot and whose label is interned), the number of
+//! the node's record as `store/node_table.rs` keeps it: postcard, its id the slot, its label
+//! interned), the number of
 //! edge slots and the edge table by packed column (`columns`: from, to, relation + 1 with 0
 //! for a free slot, confidence and salience as their bits, last seen), and the validity
 //! bounds of the edges that have one (id u32, from i64, to i64). The adjacency is not stored:
@@ -33,13 +34,14 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::columns::{self, Column};
+use super::node_table::{self, NodeTable};
 use super::{
     ms_since, next_graph_epoch, EdgeCore, EdgeTable, KeyIndex, OpenTimings, State,
     PROJECTION_VERSION, STORE_FORMAT,
 };
 use crate::error::{Error, Result};
 use crate::graph::{Adjacency, IdSet, Interner};
-use crate::model::{Anchor, EdgeId, Node, NodeId, Props};
+use crate::model::{EdgeId, NodeId};
 use crate::projection::Counters;
 use crate::storage::{Backend, Table};
 
@@ -112,18 +114,10 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
     strings(&mut body, &state.relations);
     strings(&mut body, &state.labels);
 
-    let encoded: Vec<Option<Vec<u8>>> = state
-        .nodes
-        .par_iter()
-        .map(|n| {
-            n.as_ref()
-                .map(|n| NodeRecordRef::of(n, &state.labels).encode())
-        })
-        .collect();
-    // All of it at once: growing by doubling would hold two copies for a moment.
-    let node_bytes: usize = encoded
-        .iter()
-        .map(|n| 4 + n.as_ref().map_or(0, Vec::len))
+    let node_slots = state.nodes.slot_bound();
+    let record = |i: usize| state.nodes.record(i);
+    let node_bytes: usize = (0..node_slots)
+        .map(|i| 4 + record(i).map_or(0, <[u8]>::len))
         .sum();
     let edge_slots = state.edges.slot_bound();
     let bounded: Vec<(EdgeId, EdgeCore)> = state
@@ -133,9 +127,10 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
         .collect();
     // The edge columns' size is known once they are packed; this is what they take at most.
     body.reserve(4 + node_bytes + 4 + edge_slots * 32 + 4 + bounded.len() * BOUND_ENTRY);
-    put_u32(&mut body, encoded.len() as u32);
-    for n in &encoded {
-        match n {
+    // The records as the node table holds them.
+    put_u32(&mut body, node_slots as u32);
+    for i in 0..node_slots {
+        match record(i) {
             Some(bytes) => {
                 put_u32(&mut body, bytes.len() as u32);
                 body.extend_from_slice(bytes);
@@ -143,7 +138,6 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
             None => put_u32(&mut body, u32::MAX),
         }
     }
-    drop(encoded);
 
     put_u32(&mut body, edge_slots as u32);
     // Column by column (the cores are looked up once per pass rather than collected: a
@@ -437,16 +431,16 @@ fn timed<T>(
     Ok((out, ms_since(t)))
 }
 
-/// The nodes' half of the state: the records, and what derives from them alone (see
+/// The nodes' half of the state: the node table, and what derives from it alone (see
 /// [`derive_from_nodes`]).
-type NodeHalf = (Vec<Option<Node>>, (KeyIndex, Vec<u32>, IdSet));
+type NodeHalf = (NodeTable, (KeyIndex, Vec<u32>, IdSet));
 
 fn node_half(
     records: &[Option<&[u8]>],
     labels: &Interner,
 ) -> std::result::Result<NodeHalf, Unusable> {
-    let nodes = decode_nodes(records, labels)?;
-    let derived = derive_from_nodes(&nodes, labels)?;
+    let (nodes, marks) = check_nodes(records, labels)?;
+    let derived = derive_from_nodes(&nodes, &marks)?;
     Ok((nodes, derived))
 }
 
@@ -466,131 +460,38 @@ fn edge_half(
     Ok((edges, adj, ms_since(t)))
 }
 
-/// A node as the snapshot holds it: its id is its slot, and its label the interned id (the
-/// label's name in every record was a tenth of the nodes' part).
-#[derive(Serialize)]
-struct NodeRecordRef<'a> {
-    key: &'a str,
-    label: u32,
-    name: &'a str,
-    aliases: &'a [String],
-    props: &'a Props,
-    anchor: &'a Option<Anchor>,
-    salience: f32,
-    pinned: bool,
-    created: i64,
-    updated: i64,
-}
-
-/// [`NodeRecordRef`] read back (the same fields, owned).
-#[derive(Deserialize)]
-struct NodeRecord {
-    key: String,
-    label: u32,
-    name: String,
-    aliases: Vec<String>,
-    props: Props,
-    anchor: Option<Anchor>,
-    salience: f32,
-    pinned: bool,
-    created: i64,
-    updated: i64,
-}
-
-impl<'a> NodeRecordRef<'a> {
-    fn of(n: &'a Node, labels: &Interner) -> Self {
-        // Every field named, so that a field added to `Node` does not compile until the
-        // snapshot stores it.
-        let Node {
-            id: _,
-            key,
-            label,
-            name,
-            aliases,
-            props,
-            anchor,
-            salience,
-            pinned,
-            created,
-            updated,
-        } = n;
-        NodeRecordRef {
-            key,
-            // Every live node's label is interned (`State::put_node`); were one not, the
-            // record would be refused at the open and the state loaded from the tables.
-            label: labels.get(label).unwrap_or(u32::MAX),
-            name,
-            aliases,
-            props,
-            anchor,
-            salience: *salience,
-            pinned: *pinned,
-            created: *created,
-            updated: *updated,
-        }
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        postcard::to_allocvec(self).unwrap_or_default()
-    }
-}
-
-impl NodeRecord {
-    fn into_node(self, id: NodeId, label: &str) -> Node {
-        Node {
-            id,
-            key: self.key,
-            label: label.to_string(),
-            name: self.name,
-            aliases: self.aliases,
-            props: self.props,
-            anchor: self.anchor,
-            salience: self.salience,
-            pinned: self.pinned,
-            created: self.created,
-            updated: self.updated,
-        }
-    }
-}
-
-/// The node records, decoded on every core straight into their slots. When records are
-/// damaged, the error names the first of them.
-fn decode_nodes(
+/// The node records, checked on every core and copied into their slots, with each slot's
+/// label id and pin (`u32::MAX` for a free slot). When records are damaged, the error names
+/// the first of them.
+fn check_nodes(
     records: &[Option<&[u8]>],
     labels: &Interner,
-) -> std::result::Result<Vec<Option<Node>>, Unusable> {
+) -> std::result::Result<(NodeTable, Vec<(u32, bool)>), Unusable> {
     let first_error: std::sync::Mutex<Option<(usize, Unusable)>> = std::sync::Mutex::new(None);
     let fail = |i: usize, message: String| {
         let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
         if first.as_ref().is_none_or(|(j, _)| i < *j) {
             *first = Some((i, message));
         }
-        None
+        (None, (u32::MAX, false))
     };
-    let mut nodes = Vec::new();
+    let (mut slots, mut marks) = (Vec::new(), Vec::new());
     // Indexed and collected in place: a collect of Results would gather chunks in a list and
     // copy them all once more (a tenth of the open at 1M edges).
     records
         .par_iter()
         .enumerate()
         .map(|(i, rec)| match rec {
-            None => None,
-            Some(b) => match postcard::from_bytes::<NodeRecord>(b) {
-                Ok(n) if (n.label as usize) < labels.len() => {
-                    let label = labels.name(n.label);
-                    Some(n.into_node(NodeId(i as u32), label))
-                }
-                Ok(n) => fail(
-                    i,
-                    format!("node slot {i}: label {} is not interned", n.label),
-                ),
+            None => (None, (u32::MAX, false)),
+            Some(b) => match node_table::check(b, labels) {
+                Ok(c) => (Some(Box::<[u8]>::from(*b)), (c.label, c.pinned)),
                 Err(e) => fail(i, format!("node slot {i}: {e}")),
             },
         })
-        .collect_into_vec(&mut nodes);
+        .unzip_into_vecs(&mut slots, &mut marks);
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some((_, message)) => Err(message),
-        None => Ok(nodes),
+        None => Ok((NodeTable::from_slots(slots), marks)),
     }
 }
 
@@ -698,25 +599,23 @@ fn from_ordered_bits(v: u64) -> i64 {
 }
 
 /// What the nodes give the rest of the state: the key index, each slot's interned label
-/// (`u32::MAX` for a free slot) and the pinned nodes.
+/// (`u32::MAX` for a free slot) and the pinned nodes. `marks` holds each slot's label and pin.
 fn derive_from_nodes(
-    nodes: &[Option<Node>],
-    labels: &Interner,
+    nodes: &NodeTable,
+    marks: &[(u32, bool)],
 ) -> std::result::Result<(KeyIndex, Vec<u32>, IdSet), Unusable> {
-    let mut node_keys = KeyIndex::with_capacity(nodes.len());
-    let mut label_of = vec![u32::MAX; nodes.len()];
+    let mut node_keys = KeyIndex::with_capacity(nodes.live_count());
     let mut pinned = IdSet::default();
-    for n in nodes.iter().flatten() {
-        if !node_keys.insert(nodes, &n.key, n.id) {
-            return Err(format!("two nodes have the key {:?}", n.key));
+    for id in nodes.ids() {
+        let key = nodes.key(id).unwrap_or_default();
+        if !node_keys.insert(nodes, key, id) {
+            return Err(format!("two nodes have the key {key:?}"));
         }
-        label_of[n.id.0 as usize] = labels
-            .get(&n.label)
-            .ok_or_else(|| format!("node {}: label {:?} is not interned", n.id, n.label))?;
-        if n.pinned {
-            pinned.insert(n.id.0);
+        if marks[id.0 as usize].1 {
+            pinned.insert(id.0);
         }
     }
+    let label_of = marks.iter().map(|m| m.0).collect();
     Ok((node_keys, label_of, pinned))
 }
 

@@ -1,0 +1,328 @@
+//! The in-memory node table: each live node as one encoded record, its key first.
+//!
+//! A `Node` held whole took 184 bytes a slot (three `String`s, the aliases, properties and
+//! anchor that almost no node has, times) plus an allocation for each of its key, label and
+//! name: 218 bytes a node on the 1M-edge benchmark graph, more than the node's edges' share
+//! of the adjacency. Here a node is its [`NodeRecord`] encoding (postcard, the label as its
+//! interned id, the id implied by the slot): a 16-byte slot and one allocation of about 50
+//! bytes. The snapshot stores the same bytes, so writing it copies them and reading it checks
+//! and keeps them.
+//!
+//! A node is decoded when it is read ([`NodeTable::get`], about a microsecond). What is read
+//! of many nodes at a time is not decoded: traversals filter on the label and pin the
+//! adjacency holds, and a record starts with the salience (four bytes), then the key and
+//! the name, which [`NodeTable::salience`], [`NodeTable::key`] and [`NodeTable::name`] read
+//! in place (retrieval scores hundreds of nodes a question; decoding each whole had
+//! made it 2.7 times slower).
+
+use serde::{Deserialize, Serialize};
+
+use crate::graph::Interner;
+use crate::model::{Anchor, Node, NodeId, Props};
+
+/// A node as stored: its id is its slot, its label the interned id.
+#[derive(Serialize)]
+struct NodeRecordRef<'a> {
+    key: &'a str,
+    label: u32,
+    name: &'a str,
+    aliases: &'a [String],
+    props: &'a Props,
+    anchor: &'a Option<Anchor>,
+    pinned: bool,
+    created: i64,
+    updated: i64,
+}
+
+/// [`NodeRecordRef`] read back.
+#[derive(Deserialize)]
+struct NodeRecord {
+    key: String,
+    label: u32,
+    name: String,
+    aliases: Vec<String>,
+    props: Props,
+    anchor: Option<Anchor>,
+    pinned: bool,
+    created: i64,
+    updated: i64,
+}
+
+/// What a record read from a file shows once it is checked: it decodes whole, and these.
+pub(super) struct Checked {
+    pub label: u32,
+    pub pinned: bool,
+}
+
+/// [`NodeRecord`] with its strings borrowed from the bytes: enough to check a record without
+/// allocating a node.
+#[derive(Deserialize)]
+struct NodeRecordView<'a> {
+    _key: &'a str,
+    label: u32,
+    _name: &'a str,
+    _aliases: Vec<&'a str>,
+    _props: Props,
+    _anchor: Option<Anchor>,
+    pinned: bool,
+    _created: i64,
+    _updated: i64,
+}
+
+/// The record of `n`. Every live node's label is interned (`State::put_node` does it
+/// first); were one not, the record would say `u32::MAX` and read back as no node.
+pub(super) fn encode(n: &Node, labels: &Interner) -> Box<[u8]> {
+    // Every field named, so that a field added to `Node` does not compile until it is stored.
+    let Node {
+        id: _,
+        key,
+        label,
+        name,
+        aliases,
+        props,
+        anchor,
+        salience,
+        pinned,
+        created,
+        updated,
+    } = n;
+    let record = NodeRecordRef {
+        key,
+        label: labels.get(label).unwrap_or(u32::MAX),
+        name,
+        aliases,
+        props,
+        anchor,
+        pinned: *pinned,
+        created: *created,
+        updated: *updated,
+    };
+    let mut bytes = salience.to_le_bytes().to_vec();
+    // Serializing fails only when a `Value` cannot be written, which postcard has no such
+    // case for; a record of the salience alone then reads back as no node.
+    if let Ok(rest) = postcard::to_extend(&record, Vec::with_capacity(32)) {
+        bytes.extend_from_slice(&rest);
+    }
+    bytes.into_boxed_slice()
+}
+
+/// Checks a record read from a file: it must decode whole and name an interned label.
+pub(super) fn check(bytes: &[u8], labels: &Interner) -> Result<Checked, String> {
+    let body = bytes
+        .get(SALIENCE..)
+        .ok_or_else(|| format!("{} bytes, no room for a salience", bytes.len()))?;
+    let (view, rest) =
+        postcard::take_from_bytes::<NodeRecordView<'_>>(body).map_err(|e| e.to_string())?;
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the record", rest.len()));
+    }
+    if view.label as usize >= labels.len() {
+        return Err(format!("label {} is not interned", view.label));
+    }
+    Ok(Checked {
+        label: view.label,
+        pinned: view.pinned,
+    })
+}
+
+/// The bytes of the salience at the start of a record, before its postcard part.
+const SALIENCE: usize = 4;
+
+/// A postcard varint at the start of `r`, which moves past it.
+fn take_varint(r: &mut &[u8]) -> Option<usize> {
+    let (mut v, mut shift) = (0usize, 0u32);
+    loop {
+        let (&b, rest) = r.split_first()?;
+        *r = rest;
+        v |= usize::from(b & 0x7f).checked_shl(shift)?;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+        shift += 7;
+    }
+}
+
+/// A postcard string's bytes (its length as a varint, then the bytes) at the start of `r`,
+/// which moves past them.
+fn take_bytes<'a>(r: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = take_varint(r)?;
+    let (bytes, rest) = (r.get(..len)?, r.get(len..)?);
+    *r = rest;
+    Some(bytes)
+}
+
+/// Nodes by id (see the module doc).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeTable {
+    slots: Vec<Option<Box<[u8]>>>,
+    live: usize,
+}
+
+impl NodeTable {
+    /// A table of the given slots, whose records have been [`check`]ed.
+    pub(super) fn from_slots(slots: Vec<Option<Box<[u8]>>>) -> Self {
+        let live = slots.iter().filter(|s| s.is_some()).count();
+        NodeTable { slots, live }
+    }
+
+    /// One past the highest id with a slot.
+    pub(crate) fn slot_bound(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub(crate) fn live_count(&self) -> usize {
+        self.live
+    }
+
+    /// Stores `n` in its slot, replacing what was there.
+    pub(super) fn put(&mut self, n: &Node, labels: &Interner) {
+        let i = n.id.0 as usize;
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, None);
+        }
+        if self.slots[i].is_none() {
+            self.live += 1;
+        }
+        self.slots[i] = Some(encode(n, labels));
+    }
+
+    /// Frees slot `id`.
+    pub(super) fn remove(&mut self, id: NodeId) {
+        if let Some(slot) = self.slots.get_mut(id.0 as usize) {
+            if slot.take().is_some() {
+                self.live -= 1;
+            }
+        }
+    }
+
+    /// The record of node `id`, as the snapshot stores it.
+    pub(super) fn record(&self, id: usize) -> Option<&[u8]> {
+        self.slots.get(id).and_then(Option::as_deref)
+    }
+
+    /// Node `id`, decoded.
+    pub(crate) fn get(&self, id: NodeId, labels: &Interner) -> Option<Node> {
+        let salience = self.salience(id)?;
+        let r: NodeRecord =
+            postcard::from_bytes(self.record(id.0 as usize)?.get(SALIENCE..)?).ok()?;
+        if r.label as usize >= labels.len() {
+            return None;
+        }
+        Some(Node {
+            id,
+            key: r.key,
+            label: labels.name(r.label).to_string(),
+            name: r.name,
+            aliases: r.aliases,
+            props: r.props,
+            anchor: r.anchor,
+            salience,
+            pinned: r.pinned,
+            created: r.created,
+            updated: r.updated,
+        })
+    }
+
+    /// The key of node `id`, read from its record without decoding the rest.
+    pub(crate) fn key(&self, id: NodeId) -> Option<&str> {
+        std::str::from_utf8(self.key_bytes(id)?).ok()
+    }
+
+    /// The bytes of the key of node `id`, from its record. The key index compares these (no
+    /// UTF-8 check on every probe of every ingested edge's endpoints).
+    pub(crate) fn key_bytes(&self, id: NodeId) -> Option<&[u8]> {
+        let mut r = self.record(id.0 as usize)?.get(SALIENCE..)?;
+        take_bytes(&mut r)
+    }
+
+    /// The name of node `id`, from its record (after the key and the label id).
+    pub(crate) fn name(&self, id: NodeId) -> Option<&str> {
+        let mut r = self.record(id.0 as usize)?.get(SALIENCE..)?;
+        take_bytes(&mut r)?;
+        take_varint(&mut r)?;
+        std::str::from_utf8(take_bytes(&mut r)?).ok()
+    }
+
+    /// The salience of node `id`: the record's first four bytes.
+    pub(crate) fn salience(&self, id: NodeId) -> Option<f32> {
+        let b = self.record(id.0 as usize)?.get(..SALIENCE)?;
+        Some(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The live ids, in order.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| NodeId(i as u32))
+    }
+
+    /// Heap bytes: the slots and the records (without the allocator's rounding).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Option<Box<[u8]>>>()
+            + self.slots.iter().flatten().map(|r| r.len()).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Value;
+
+    fn node(id: u32, key: &str) -> Node {
+        let mut props = Props::new();
+        props.insert("colour".into(), Value::from("red"));
+        Node {
+            id: NodeId(id),
+            key: key.into(),
+            label: "Place".into(),
+            name: "the place".into(),
+            aliases: vec!["there".into()],
+            props,
+            anchor: Some(Anchor {
+                cx: -3,
+                cz: 4,
+                block: Some([1, 2, 3]),
+            }),
+            salience: 0.25,
+            pinned: true,
+            created: -5,
+            updated: i64::MAX,
+        }
+    }
+
+    #[test]
+    fn a_node_reads_back_whole_and_its_key_without_a_decode() {
+        let mut labels = Interner::default();
+        labels.intern("Place");
+        let mut t = NodeTable::default();
+        let long = "k".repeat(300);
+        for (id, key) in [(0, "home"), (5, long.as_str()), (6, " é🙂 ")] {
+            let n = node(id, key);
+            t.put(&n, &labels);
+            assert_eq!(t.get(NodeId(id), &labels), Some(n));
+            assert_eq!(t.key(NodeId(id)), Some(key));
+            assert_eq!(t.name(NodeId(id)), Some("the place"));
+            assert_eq!(t.salience(NodeId(id)), Some(0.25));
+            let checked = check(t.record(id as usize).unwrap(), &labels).unwrap();
+            assert_eq!((checked.label, checked.pinned), (0, true));
+        }
+        assert_eq!(t.live_count(), 3);
+        assert_eq!(t.get(NodeId(1), &labels), None);
+        t.remove(NodeId(5));
+        assert_eq!((t.key(NodeId(5)), t.live_count()), (None, 2));
+        assert_eq!(t.ids().collect::<Vec<_>>(), [NodeId(0), NodeId(6)]);
+    }
+
+    #[test]
+    fn a_record_with_an_unknown_label_or_extra_bytes_is_refused() {
+        let mut labels = Interner::default();
+        labels.intern("Place");
+        let mut bytes = encode(&node(0, "a"), &labels).into_vec();
+        assert!(check(&bytes, &Interner::default()).is_err());
+        bytes.push(0);
+        assert!(check(&bytes, &labels).is_err());
+        assert!(check(&bytes[..3], &labels).is_err());
+    }
+}
