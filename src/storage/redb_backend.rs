@@ -26,8 +26,10 @@ fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::backend_source("redb", e)
 }
 
-/// redb's page cache, in bytes.
-const REDB_CACHE_BYTES: usize = 64 << 20;
+/// redb's page cache, in bytes. The state holds what graph reads need and the OS caches the
+/// file; at 64 MB the cache was a sixth of a 1M-edge bulk load's peak memory, and 16 MB
+/// measured no slower (ingest 432-467k edges/s against 404-424k).
+const REDB_CACHE_BYTES: usize = 16 << 20;
 
 /// A store's redb database, opened for writing or read-only.
 pub struct RedbBackend {

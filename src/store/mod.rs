@@ -2052,10 +2052,12 @@ impl Store {
             let mut drafts = drafts;
             let hints = key_hints(&state, &drafts);
             self.score_salience(&state, &mut drafts, &hints)?;
-            let overlay = self.project(&state, drafts, &positions, &hints)?;
+            let mut overlay = self.project(&state, drafts, &positions, &hints)?;
+            drop(hints);
             let mut batch = overlay.write_batch();
             state.folds.put_changes(&overlay.events, &mut batch);
             let (docs, deletes) = overlay.text_changes(&state);
+            overlay.shed_inputs();
             (overlay, batch, docs, deletes, new_nodes_from)
         };
         self.backend.commit(batch)?;
