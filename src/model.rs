@@ -126,6 +126,38 @@ impl From<bool> for Value {
     }
 }
 
+/// How deep a stored [`Value`] may nest. JSON input stops at serde_json's 128; a stored record
+/// nested deeper is damaged or crafted, and decoding it recursively would overflow the stack.
+const MAX_STORED_DEPTH: u32 = 256;
+
+thread_local! {
+    /// The nesting of the stored values being decoded on this thread.
+    static STORED_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// One level of a stored value's decoding; leaves it when dropped (on errors too).
+struct StoredDepth;
+
+impl StoredDepth {
+    fn enter<E: de::Error>() -> Result<Self, E> {
+        STORED_DEPTH.with(|d| {
+            if d.get() >= MAX_STORED_DEPTH {
+                return Err(E::custom(format!(
+                    "a value nested more than {MAX_STORED_DEPTH} deep"
+                )));
+            }
+            d.set(d.get() + 1);
+            Ok(StoredDepth)
+        })
+    }
+}
+
+impl Drop for StoredDepth {
+    fn drop(&mut self) {
+        STORED_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
 /// The binary (tagged) form of [`Value`].
 #[derive(Serialize, Deserialize)]
 enum TaggedValue {
@@ -181,6 +213,7 @@ impl<'de> Deserialize<'de> for Value {
         if d.is_human_readable() {
             d.deserialize_any(ValueVisitor)
         } else {
+            let _depth = StoredDepth::enter::<D::Error>()?;
             Ok(match TaggedValue::deserialize(d)? {
                 TaggedValue::Null => Value::Null,
                 TaggedValue::Bool(b) => Value::Bool(b),
@@ -606,6 +639,30 @@ mod tests {
         let bytes = postcard::to_allocvec(&v).unwrap();
         let back: Value = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(back, v);
+    }
+
+    /// A stored record (a node's properties, an event's payload) read from a damaged or
+    /// crafted file: a value nested a hundred thousand lists deep had overflowed the stack
+    /// of the thread decoding it, which aborts the process.
+    #[test]
+    fn a_stored_value_nested_too_deeply_is_an_error_not_a_stack_overflow() {
+        // The tag of `List` (5), a length of 1, over and over; then a null.
+        let mut bytes = [5u8, 1].repeat(100_000);
+        bytes.push(0);
+        let decoded = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || postcard::from_bytes::<Value>(&bytes).map_err(|e| e.to_string()))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(decoded.is_err());
+        // As deep as JSON input can be still reads back.
+        let mut v = Value::Null;
+        for _ in 0..200 {
+            v = Value::List(vec![v]);
+        }
+        let bytes = postcard::to_allocvec(&v).unwrap();
+        assert_eq!(postcard::from_bytes::<Value>(&bytes).unwrap(), v);
     }
 
     #[test]
