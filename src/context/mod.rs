@@ -497,7 +497,7 @@ fn pinned_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
         ));
     }
     let g = store.graph();
-    let mut pinned: Vec<crate::model::Node> = g.nodes().filter(|n| n.pinned).collect();
+    let mut pinned: Vec<crate::model::Node> = g.pinned_ids().filter_map(|id| g.node(id)).collect();
     pinned.sort_by(|a, b| a.key.cmp(&b.key));
     for n in pinned {
         let props = crate::retrieval::prop_parts(&n.props);

@@ -262,21 +262,21 @@ impl Support {
         let mut edges = HashMap::new();
         {
             let g = store.graph();
-            for n in g.nodes().filter(|n| n.pinned) {
-                nodes.insert(n.key.clone(), 0);
+            for id in g.pinned_ids() {
+                nodes.insert(g.node_key(id).unwrap_or_default().to_string(), 0);
             }
             for (id, core) in g.edges() {
-                let (Some(from), Some(to)) = (g.node(core.from), g.node(core.to)) else {
+                let (Some(from), Some(to)) = (g.node_key(core.from), g.node_key(core.to)) else {
                     continue;
                 };
                 let believed = g.effective_confidence(id, Some(now)).unwrap_or(0.0) >= floor
-                    || from.pinned
-                    || to.pinned;
+                    || g.is_pinned(core.from)
+                    || g.is_pinned(core.to);
                 if believed {
                     let rel = g.relation_name(core.relation).to_string();
-                    edges.insert((from.key.clone(), rel, to.key.clone()), 0);
-                    nodes.insert(from.key.clone(), 0);
-                    nodes.insert(to.key.clone(), 0);
+                    edges.insert((from.to_string(), rel, to.to_string()), 0);
+                    nodes.insert(from.to_string(), 0);
+                    nodes.insert(to.to_string(), 0);
                 }
             }
         }

@@ -242,7 +242,7 @@ fn likely_duplicates(store: &Store) -> (Vec<Finding>, usize) {
 fn tiers_over_caps(store: &Store, opts: &HealthOptions) -> Result<Vec<Finding>> {
     let now = store.latest_event_time()?.unwrap_or(0);
     let g = store.graph();
-    let pinned = g.nodes().filter(|n| n.pinned).count() as u64;
+    let pinned = g.pinned_ids().count() as u64;
     let tiers = g.tier_counts(now);
     let mut found = Vec::new();
     for (tier, count, cap) in [

@@ -1151,18 +1151,22 @@ impl Run<'_, '_> {
             }
             Op::ScanLabel { slot, labels } => {
                 for row in &rows {
-                    for n in g.nodes().filter(|n| labels.contains(&n.label)) {
+                    let of_label = |id: &NodeId| {
+                        g.node_label(*id)
+                            .is_some_and(|l| labels.iter().any(|x| x == l))
+                    };
+                    for n in g.node_ids().filter(of_label) {
                         let mut r = row.clone();
-                        r[*slot] = Val::Node(n.id);
+                        r[*slot] = Val::Node(n);
                         emit!(r);
                     }
                 }
             }
             Op::ScanAll { slot } => {
                 for row in &rows {
-                    for n in g.nodes() {
+                    for n in g.node_ids() {
                         let mut r = row.clone();
-                        r[*slot] = Val::Node(n.id);
+                        r[*slot] = Val::Node(n);
                         emit!(r);
                     }
                 }

@@ -902,16 +902,16 @@ impl GraphRead<'_> {
         let mut c = TierCounts::default();
         let mut hot_edges: BTreeSet<EdgeId> = BTreeSet::new();
         let mut hot_nodes = 0usize;
-        for n in self.nodes().filter(|n| n.pinned) {
+        for id in self.pinned_ids() {
             hot_nodes += 1;
-            hot_edges.extend(self.state.adj.entries(n.id).iter().map(|e| e.edge_id()));
+            hot_edges.extend(self.state.adj.entries(id).iter().map(|e| e.edge_id()));
         }
         for (item, usage) in self.state.folds.usage.iter() {
             let hot = self.tiers.tier(Some(*usage), now) == Tier::Hot;
             match item {
                 Item::Node(key) => {
-                    let live = self.node_id(key).and_then(|id| self.node(id));
-                    if hot && live.is_some_and(|n| !n.pinned) {
+                    let live = self.node_id(key);
+                    if hot && live.is_some_and(|id| !self.is_pinned(id)) {
                         hot_nodes += 1;
                     }
                 }
@@ -1002,6 +1002,19 @@ impl GraphRead<'_> {
     /// Node `id`, decoded from its record (see `store/node_table.rs`).
     pub fn node(&self, id: NodeId) -> Option<Node> {
         self.state.node(id)
+    }
+    /// The live node ids, in order (no decode: filter by `node_label`, `is_pinned` or
+    /// `node_key` first, then decode what passes).
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.state.nodes.ids()
+    }
+    /// Whether node `id` is live and pinned, from the adjacency.
+    pub fn is_pinned(&self, id: NodeId) -> bool {
+        self.state.adj.is_pinned(id.0) && self.state.nodes.key_bytes(id).is_some()
+    }
+    /// The live pinned nodes' ids, in order.
+    pub fn pinned_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.node_ids().filter(|id| self.state.adj.is_pinned(id.0))
     }
     /// The key of node `id`, read in place (no decode of the node).
     pub fn node_key(&self, id: NodeId) -> Option<&str> {

@@ -9,9 +9,10 @@
 //! and keeps them.
 //!
 //! A node is decoded when it is read ([`NodeTable::get`], about a microsecond). What is read
-//! of many nodes at a time is not decoded: traversals filter on the label and pin the
-//! adjacency holds, and a record starts with the salience (four bytes), then the key and
-//! the name, which [`NodeTable::salience`], [`NodeTable::key`] and [`NodeTable::name`] read
+//! of many nodes at a time is not decoded (`GraphRead::node_ids` and `pinned_ids` give ids
+//! to filter before a decode): traversals filter on the label and pin the
+//! adjacency holds, and a record starts with the salience (four bytes), then the key, the
+//! label id and the name, which [`NodeTable::salience`], [`NodeTable::key`] and [`NodeTable::name`] read
 //! in place (retrieval scores hundreds of nodes a question; decoding each whole had
 //! made it 2.7 times slower).
 

@@ -19,9 +19,9 @@
 //! version (u32), counters (next node u32, next edge u32, last seq u64), the fingerprint of
 //! the log record at that seq (u32, see [`log_fingerprint`]), body length (u64), CRC-32 of
 //! the body (u32); then the body: relation names, label names, node slots (each a length and
-//! the node's record as `store/node_table.rs` keeps it: postcard, its id the slot, its label
-//! interned), the number of
-//! edge slots and the edge table by packed column (`columns`: from, to, relation + 1 with 0
+//! the node's record as `store/node_table.rs` keeps it: the salience as f32, then postcard
+//! of the rest, its id the slot, its label interned; at most the header's next node id of
+//! them), the number of edge slots (at most the header's next edge id) and the edge table by packed column (`columns`: from, to, relation + 1 with 0
 //! for a free slot, confidence and salience as their bits, last seen), and the validity
 //! bounds of the edges that have one (id u32, from i64, to i64). The adjacency is not stored:
 //! it is rebuilt from the edges, in id order.
@@ -356,6 +356,14 @@ fn decode(
     let labels = r.interner("label")?;
 
     let slots = r.count(4, "node slots")?;
+    // A node slot past the ids the store has made would be handed out again by the next
+    // ingest, over a node the snapshot's edges still join.
+    if slots > header.counters.next_node as usize {
+        return Err(format!(
+            "{slots} node slots, past the {} node ids made",
+            header.counters.next_node
+        ));
+    }
     let mut records: Vec<Option<&[u8]>> = Vec::with_capacity(slots);
     for _ in 0..slots {
         match r.u32()? {
@@ -688,5 +696,47 @@ impl<'a> Reader<'a> {
             names.push(name.to_string());
         }
         Interner::from_names(names).ok_or_else(|| format!("{what} names repeat"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Node, Props};
+
+    fn state_of(nodes: u32, next_node: u32) -> State {
+        let mut state = State::default();
+        for i in 0..nodes {
+            state.put_node(&Node {
+                id: NodeId(i),
+                key: format!("n{i}"),
+                label: "Place".into(),
+                name: String::new(),
+                aliases: Vec::new(),
+                props: Props::new(),
+                anchor: None,
+                salience: 0.0,
+                pinned: false,
+                created: 0,
+                updated: 0,
+            });
+        }
+        state.counters.next_node = next_node;
+        state
+    }
+
+    /// A crafted snapshot (its checksum right) with a node in a slot the store has not handed
+    /// out: the next ingest would make a node with that id over it, joined by the snapshot's
+    /// edges. Refused.
+    #[test]
+    fn node_slots_past_the_ids_made_are_refused() {
+        let ok = encode(&state_of(3, 3), 0);
+        assert!(decode(&ok, &mut OpenTimings::default()).is_ok());
+        let crafted = encode(&state_of(3, 2), 0);
+        let why = decode(&crafted, &mut OpenTimings::default()).err().unwrap();
+        assert!(
+            why.contains("3 node slots, past the 2 node ids made"),
+            "{why}"
+        );
     }
 }
