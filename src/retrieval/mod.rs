@@ -967,9 +967,10 @@ impl<'s> Retriever<'s> {
             .links
             .iter()
             .filter_map(|l| {
-                g.node(l.node).map(|n| SeedReport {
-                    key: n.key.clone(),
-                    name: n.name.clone(),
+                // Key and name read in place: a speaker's name links every turn they said.
+                Some(SeedReport {
+                    key: g.node_key(l.node)?.to_string(),
+                    name: g.node_name(l.node)?.to_string(),
                     source: format!("named in question as {:?}", l.phrase),
                     weight: seeds.weights.get(&l.node).copied().unwrap_or(0.0),
                 })
