@@ -168,8 +168,9 @@ pub fn split_disambiguation(title: &str) -> Option<(&str, &str)> {
 pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
     let g = store.graph();
     let passages: Vec<(String, String, String)> = g
-        .nodes()
-        .filter(|n| n.label == labels::PASSAGE)
+        .node_ids()
+        .filter(|id| g.node_label(*id) == Some(labels::PASSAGE))
+        .filter_map(|id| g.node(id))
         .map(|n| {
             let text = n
                 .props
@@ -473,7 +474,14 @@ pub fn alias_links(store: &Store) -> Result<Vec<EventDraft>> {
     // Only nodes keyed by their name (`ent:<name>`, as text extraction and triples key them)
     // can be noisy copies of one thing. A node with a key of its own from structured input
     // (`npc:fletcher:0`, `npc:fletcher:1`) is distinct by that key, whatever it is called.
-    for n in g.nodes().filter(|n| n.key.starts_with(ENTITY_KEY_PREFIX)) {
+    let entities = g
+        .node_ids()
+        .filter(|id| {
+            g.node_key(*id)
+                .is_some_and(|k| k.starts_with(ENTITY_KEY_PREFIX))
+        })
+        .filter_map(|id| g.node(id));
+    for n in entities {
         // Names only: aliases gathered from text can be shared by different things ("Glimmer"
         // for the film and for the band) and would chain them together. Numbers are dates or
         // amounts, never near-duplicates of each other. A capitalised name and a lowercase one

@@ -655,12 +655,12 @@ pub fn nearest_place(
 /// Places with the `type` property `place_type`, by name.
 pub fn places_by_type(store: &Store, place_type: &str) -> Vec<PlaceRef> {
     let g = store.graph();
+    // Places by their label first, read in place; only they are decoded.
     let mut out: Vec<PlaceRef> = g
-        .nodes()
-        .filter(|n| {
-            n.label == crate::model::labels::PLACE
-                && n.props.get("type").and_then(Value::as_str) == Some(place_type)
-        })
+        .node_ids()
+        .filter(|id| g.node_label(*id) == Some(crate::model::labels::PLACE))
+        .filter_map(|id| g.node(id))
+        .filter(|n| n.props.get("type").and_then(Value::as_str) == Some(place_type))
         .map(|n| PlaceRef::from(&n))
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name).then(a.key.cmp(&b.key)));

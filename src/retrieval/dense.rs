@@ -56,8 +56,9 @@ impl PassageVectors {
     pub fn build(store: &Store, encoder: Arc<SentenceEncoder>) -> Self {
         let (nodes, texts): (Vec<NodeId>, Vec<String>) = {
             let g = store.graph();
-            g.nodes()
-                .filter(|n| n.label == labels::PASSAGE)
+            g.node_ids()
+                .filter(|id| g.node_label(*id) == Some(labels::PASSAGE))
+                .filter_map(|id| g.node(id))
                 .map(|n| (n.id, passage_text(&n)))
                 .unzip()
         };
