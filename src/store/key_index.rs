@@ -2,8 +2,8 @@
 //!
 //! A `HashMap<String, NodeId>` kept a second copy of every key (24 bytes of `String` plus the
 //! key's own allocation, about 65 bytes a node with the table's slack); this table holds a
-//! 4-byte id per slot and reads the key from the node record it points at (`NodeTable::key`), so the node records
-//! are the only copy.
+//! 4-byte id per slot and reads the key from the node record it points at
+//! (`NodeTable::key_bytes`), so the node records are the only copy.
 
 use std::hash::BuildHasher;
 

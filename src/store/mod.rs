@@ -870,7 +870,7 @@ impl GraphRead<'_> {
     /// Whether a node is hot at world time `now`: pinned, or used often and recently.
     pub fn node_tier(&self, id: NodeId, now: i64) -> Tier {
         match self.node_key(id) {
-            Some(_) if self.state.adj.is_pinned(id.0) => Tier::Hot,
+            Some(_) if self.is_pinned(id) => Tier::Hot,
             Some(key) => self
                 .tiers
                 .tier(self.usage(&Item::Node(key.to_string())), now),
@@ -884,8 +884,7 @@ impl GraphRead<'_> {
         let Some(core) = self.edge_core(id) else {
             return Tier::Warm;
         };
-        let pinned = |n: NodeId| self.state.adj.is_pinned(n.0);
-        if pinned(core.from) || pinned(core.to) {
+        if self.is_pinned(core.from) || self.is_pinned(core.to) {
             return Tier::Hot;
         }
         match self.edge_item(id) {
@@ -1059,7 +1058,7 @@ impl GraphRead<'_> {
     }
     /// All live nodes, in id order.
     pub fn nodes(&self) -> impl Iterator<Item = Node> + '_ {
-        self.state.nodes.ids().filter_map(|id| self.state.node(id))
+        self.state.all_nodes()
     }
     /// All live edges (compact form) with their ids, in id order.
     pub fn edges(&self) -> impl Iterator<Item = (EdgeId, EdgeCore)> + '_ {

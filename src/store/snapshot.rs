@@ -21,10 +21,11 @@
 //! the body (u32); then the body: relation names, label names, node slots (each a length and
 //! the node's record as `store/node_table.rs` keeps it: the salience as f32, then postcard
 //! of the rest, its id the slot, its label interned; at most the header's next node id of
-//! them), the number of edge slots (at most the header's next edge id) and the edge table by packed column (`columns`: from, to, relation + 1 with 0
-//! for a free slot, confidence and salience as their bits, last seen), and the validity
-//! bounds of the edges that have one (id u32, from i64, to i64). The adjacency is not stored:
-//! it is rebuilt from the edges, in id order.
+//! them), the number of edge slots (at most the header's next edge id), the edge table by
+//! packed column (`columns`: from, to, relation + 1 with 0 for a free slot, confidence and
+//! salience as their bits, last seen), and the validity bounds of the edges that have one
+//! (id u32, from i64, to i64). The adjacency is not stored: it is rebuilt from the edges, in
+//! id order.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
