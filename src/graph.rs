@@ -18,6 +18,7 @@ use petgraph::visit::{
     NodeIndexable, Visitable,
 };
 
+use crate::mapped::{Layered, Limits, Plain, Section};
 use crate::model::{EdgeId, NodeId};
 
 /// Bit of [`AdjEntry::rel_dir`] set when the entry is the incoming side of its edge.
@@ -38,6 +39,14 @@ pub struct AdjEntry {
     pub confidence: f32,
     /// Interned relation id in the low 30 bits; [`INCOMING`] and [`BOUNDED`] above.
     rel_dir: u32,
+}
+
+// SAFETY: `#[repr(C)]` of four 4-byte integers and floats: no padding, any bits a value.
+unsafe impl Plain for AdjEntry {
+    /// Read from a snapshot: its node, edge and relation within what the snapshot holds.
+    fn valid(&self, limits: &Limits) -> bool {
+        self.node < limits.nodes && self.edge < limits.edges && self.relation() < limits.relations
+    }
 }
 
 impl AdjEntry {
@@ -216,7 +225,7 @@ impl TraversalFilter {
             }
         }
         if let Some(labels) = &self.labels {
-            if !labels.contains(adj.labels[e.node as usize]) {
+            if !labels.contains(adj.labels.get(e.node as usize).copied().unwrap_or(u32::MAX)) {
                 return false;
             }
         }
@@ -330,10 +339,8 @@ thread_local! {
 /// and an allocation per node, and an open fills it with two passes over the edges.
 #[derive(Clone, Debug, Default)]
 pub struct Adjacency {
-    base: Vec<AdjEntry>,
-    /// `base_nodes + 1` offsets into `base`; none until [`Adjacency::from_edges`] or
-    /// [`Adjacency::compact`] builds the array.
-    offsets: Vec<u64>,
+    /// The lists as last laid end to end: built in memory, or mapped from the snapshot.
+    base: Csr,
     /// Lists of nodes below the base's bound that changed since it was built.
     moved: HashMap<u32, Vec<AdjEntry>, BuildIdHasher>,
     /// Entries copied from `base` into `moved` since the array was built: memory held twice
@@ -342,7 +349,7 @@ pub struct Adjacency {
     /// Lists of nodes from the base's bound up, by `node - base_nodes`.
     tail: Vec<Vec<AdjEntry>>,
     /// World time each edge was last seen, by edge id, for decay (0 when never set).
-    last_seen: Vec<i64>,
+    last_seen: Layered<i64>,
     /// Pinned nodes, whose edges decay no lower than a floor.
     pinned: IdSet,
     /// Interned label per node; `u32::MAX` for a retracted or never-created slot. Its length
@@ -372,115 +379,127 @@ impl std::hash::Hasher for IdHasher {
     }
 }
 
-type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;
+pub type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;
 
-/// Below this many edges the rows are filled on one thread: splitting costs more than it saves.
-const PARALLEL_FILL_EDGES: u64 = 1 << 16;
+/// Lists laid end to end (compressed sparse rows): node `n`'s entries are
+/// `entries[offsets[n]..offsets[n + 1]]`, for the nodes below `offsets.len() - 1`.
+#[derive(Clone, Debug)]
+pub(crate) enum Csr {
+    /// Built by this process.
+    Owned {
+        offsets: Vec<u64>,
+        entries: Vec<AdjEntry>,
+    },
+    /// Read in place from the snapshot (`crate::mapped`): a row in a damaged block reads as
+    /// empty.
+    Mapped {
+        offsets: Section<u64>,
+        entries: Section<AdjEntry>,
+    },
+}
 
-/// The entries of every row (`offsets` as [`Adjacency::from_edges`] counted them), each row
-/// in edge id order. Writing an edge's incoming side lands at a random place in an array far
-/// larger than the caches, so the rows are cut into ranges of about equal size, one task
-/// each: a task reads all edges but writes only its own range, and the tasks' cache misses
-/// overlap (at 1M edges the fill was half of an open).
-fn fill_rows<I>(offsets: &[u64], edges: I) -> Vec<AdjEntry>
-where
-    I: Iterator<Item = (EdgeId, NodeId, NodeId, u32, f32, bool)> + Clone + Send + Sync,
-{
-    use rayon::prelude::*;
-    let bound = offsets.len() - 1;
-    let total = offsets[bound];
-    // Every slot is written below (each counted endpoint gets one entry); the filler is never
-    // read.
-    let mut base = vec![AdjEntry::new(NodeId(0), EdgeId(0), 0, 0.0, false); total as usize];
-    let parts = if total / 2 < PARALLEL_FILL_EDGES {
-        1
-    } else {
-        (rayon::current_num_threads() * 2).clamp(1, 64) as u64
-    };
-    // Row ranges [cuts[p], cuts[p + 1]) holding about total / parts entries each.
-    let mut cuts: Vec<usize> = (0..parts)
-        .map(|p| {
-            offsets
-                .partition_point(|o| *o < total * p / parts)
-                .min(bound)
-        })
-        .collect();
-    cuts[0] = 0;
-    cuts.push(bound);
-    let mut ranges = Vec::with_capacity(parts as usize);
-    let mut rest = base.as_mut_slice();
-    for w in cuts.windows(2) {
-        let len = (offsets[w[1]] - offsets[w[0]]) as usize;
-        let (mine, after) = rest.split_at_mut(len);
-        ranges.push((w[0], w[1], mine));
-        rest = after;
+impl Default for Csr {
+    fn default() -> Self {
+        Csr::Owned {
+            offsets: Vec::new(),
+            entries: Vec::new(),
+        }
     }
-    ranges.into_par_iter().for_each(|(lo, hi, out)| {
-        let start = offsets[lo];
-        let mut next: Vec<u64> = offsets[lo..hi].iter().map(|o| o - start).collect();
-        let mine = |n: NodeId| (lo..hi).contains(&(n.0 as usize));
-        for (edge, from, to, relation, conf, bounded) in edges.clone() {
-            if !mine(from) && !mine(to) {
-                continue;
+}
+
+impl Csr {
+    /// Nodes the rows cover.
+    fn nodes(&self) -> usize {
+        match self {
+            Csr::Owned { offsets, .. } => offsets.len(),
+            Csr::Mapped { offsets, .. } => offsets.len(),
+        }
+        .saturating_sub(1)
+    }
+
+    /// Entries in all rows.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Csr::Owned { entries, .. } => entries.len(),
+            Csr::Mapped { entries, .. } => entries.len(),
+        }
+    }
+
+    /// Row `i` (below [`Csr::nodes`]).
+    #[inline]
+    fn row(&self, i: usize) -> &[AdjEntry] {
+        match self {
+            Csr::Owned { offsets, entries } => {
+                &entries[offsets[i] as usize..offsets[i + 1] as usize]
             }
-            let (outgoing, incoming) = AdjEntry::pair(edge, from, to, relation, conf, bounded);
-            for (node, entry) in [(from, outgoing), (to, incoming)] {
-                if mine(node) {
-                    let at = &mut next[node.0 as usize - lo];
-                    out[*at as usize] = entry;
-                    *at += 1;
-                }
+            Csr::Mapped { offsets, entries } => {
+                let (Some(start), Some(end)) = (offsets.get(i), offsets.get(i + 1)) else {
+                    return &[];
+                };
+                entries.slice(start as usize..end as usize).unwrap_or(&[])
             }
         }
-    });
-    base
+    }
+
+    /// Row `i` to change in place, when the rows are in memory.
+    fn row_mut(&mut self, i: usize) -> Option<&mut [AdjEntry]> {
+        match self {
+            Csr::Owned { offsets, entries } => {
+                Some(&mut entries[offsets[i] as usize..offsets[i + 1] as usize])
+            }
+            Csr::Mapped { .. } => None,
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Csr::Owned { offsets, entries } => {
+                offsets.capacity() * 8 + entries.capacity() * std::mem::size_of::<AdjEntry>()
+            }
+            Csr::Mapped { .. } => 0,
+        }
+    }
+
+    /// Checks every mapped block now; whether all are sound.
+    fn check_all(&self) -> bool {
+        match self {
+            Csr::Owned { .. } => true,
+            Csr::Mapped { offsets, entries } => offsets.check_all() & entries.check_all(),
+        }
+    }
 }
 
 impl Adjacency {
-    /// The adjacency of a whole graph at once, for node ids below `bound`: the last-seen time
-    /// of each edge, and the live edges as `(edge, from, to, relation, confidence, bounded)`
-    /// in id order, whose endpoints must be below `bound`. Degrees are counted first, then
-    /// each entry goes to its place in the one array, so lists hold their entries in edge id
-    /// order, as adding the edges one by one in that order would. The nodes' labels and pins
-    /// come after, by [`Adjacency::with_nodes`].
-    pub(crate) fn from_edges<I>(bound: usize, last_seen: Vec<i64>, edges: I) -> Self
-    where
-        I: Iterator<Item = (EdgeId, NodeId, NodeId, u32, f32, bool)> + Clone + Send + Sync,
-    {
-        let mut offsets = vec![0u64; bound + 1];
-        let mut live_edges = 0;
-        for (_, from, to, ..) in edges.clone() {
-            offsets[from.0 as usize + 1] += 1;
-            offsets[to.0 as usize + 1] += 1;
-            live_edges += 1;
-        }
-        for i in 1..offsets.len() {
-            offsets[i] += offsets[i - 1];
-        }
-        let base = fill_rows(&offsets, edges);
+    /// The adjacency read from a snapshot: the rows and last-seen times mapped, each node's
+    /// interned label (`u32::MAX` for an empty slot; one per row), the pinned nodes and how
+    /// many edges are live.
+    pub(crate) fn mapped(
+        offsets: Section<u64>,
+        entries: Section<AdjEntry>,
+        last_seen: Layered<i64>,
+        labels: Vec<u32>,
+        pinned: IdSet,
+        live_edges: usize,
+    ) -> Self {
         Adjacency {
-            base,
-            offsets,
+            live_nodes: labels.iter().filter(|l| **l != u32::MAX).count(),
+            labels,
+            base: Csr::Mapped { offsets, entries },
             last_seen,
-            labels: vec![u32::MAX; bound],
+            pinned,
             live_edges,
             ..Adjacency::default()
         }
     }
 
-    /// The adjacency with each node's interned label (`u32::MAX` for an empty slot; one per
-    /// node id below the bound it was built for) and the pinned nodes.
-    pub(crate) fn with_nodes(mut self, labels: Vec<u32>, pinned: IdSet) -> Self {
-        debug_assert_eq!(labels.len(), self.labels.len());
-        self.live_nodes = labels.iter().filter(|l| **l != u32::MAX).count();
-        self.labels = labels;
-        self.pinned = pinned;
-        self
+    /// Checks every block read from a map now; whether all are sound.
+    pub(crate) fn check_mapped(&self) -> bool {
+        self.base.check_all() & self.last_seen.check_all()
     }
 
     /// Nodes the base array covers.
     fn base_nodes(&self) -> usize {
-        self.offsets.len().saturating_sub(1)
+        self.base.nodes()
     }
 
     /// Lays every list end to end again in one array, so that the lists that moved out since
@@ -497,12 +516,11 @@ impl Adjacency {
             total += self.entries(NodeId(n)).len() as u64;
             offsets.push(total);
         }
-        let mut base = Vec::with_capacity(total as usize);
+        let mut entries = Vec::with_capacity(total as usize);
         for n in 0..bound as u32 {
-            base.extend_from_slice(self.entries(NodeId(n)));
+            entries.extend_from_slice(self.entries(NodeId(n)));
         }
-        self.base = base;
-        self.offsets = offsets;
+        self.base = Csr::Owned { offsets, entries };
         self.moved = HashMap::default();
         self.tail = Vec::new();
         self.copied = 0;
@@ -529,9 +547,9 @@ impl Adjacency {
             }
             return &mut self.tail[t];
         }
-        let (base, offsets, copied) = (&self.base, &self.offsets, &mut self.copied);
+        let (base, copied) = (&self.base, &mut self.copied);
         self.moved.entry(node.0).or_insert_with(|| {
-            let row = &base[offsets[i] as usize..offsets[i + 1] as usize];
+            let row = base.row(i);
             *copied += row.len();
             row.to_vec()
         })
@@ -628,10 +646,17 @@ impl Adjacency {
                     Some(l) => l,
                     None => continue,
                 }
-            } else if let Some(l) = self.moved.get_mut(&n.0) {
-                l
+            } else if self.moved.contains_key(&n.0) || self.base.row_mut(i).is_none() {
+                // A mapped row is read-only: it moves out to change.
+                if !self.entries(n).iter().any(|e| e.edge == edge.0) {
+                    continue;
+                }
+                self.list_mut(n)
             } else {
-                &mut self.base[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+                match self.base.row_mut(i) {
+                    Some(l) => l,
+                    None => continue,
+                }
             };
             list.iter_mut()
                 .filter(|e| e.edge == edge.0)
@@ -669,7 +694,7 @@ impl Adjacency {
                 return l;
             }
         }
-        &self.base[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+        self.base.row(i)
     }
 
     /// Upper bound of node ids.
@@ -687,24 +712,19 @@ impl Adjacency {
     pub fn heap_bytes(&self) -> usize {
         let entry = std::mem::size_of::<AdjEntry>();
         let list = std::mem::size_of::<Vec<AdjEntry>>();
-        self.base.capacity() * entry
-            + self.offsets.capacity() * 8
+        self.base.heap_bytes()
             // A map slot: the id, the list header and a control byte.
             + self.moved.capacity() * (4 + list + 1)
             + self.moved.values().map(|l| l.capacity() * entry).sum::<usize>()
             + self.tail.capacity() * list
             + self.tail.iter().map(|l| l.capacity() * entry).sum::<usize>()
             + self.labels.capacity() * 4
-            + self.last_seen.capacity() * 8
+            + self.last_seen.heap_bytes()
     }
 
     /// Records when edge `edge` was last seen (the store calls this for every edge it puts).
     pub fn set_last_seen(&mut self, edge: EdgeId, ts: i64) {
-        let i = edge.0 as usize;
-        if self.last_seen.len() <= i {
-            self.last_seen.resize(i + 1, 0);
-        }
-        self.last_seen[i] = ts;
+        self.last_seen.set(edge.0 as usize, ts, 0);
     }
 
     /// Marks node `node` pinned or not.
@@ -724,7 +744,7 @@ impl Adjacency {
     /// When edge `edge` was last seen (0 when never recorded).
     #[inline]
     pub fn last_seen(&self, edge: EdgeId) -> i64 {
-        self.last_seen.get(edge.0 as usize).copied().unwrap_or(0)
+        self.last_seen.get(edge.0 as usize).unwrap_or(0)
     }
 
     /// Breadth-first expansion up to `depth` hops from `start`, calling `visit` once for every
@@ -899,6 +919,96 @@ impl Visitable for Adjacency {
 mod tests {
     use super::*;
 
+    /// The lists of `n` nodes (label 0) holding `edges` as `(edge, from, to, relation,
+    /// confidence)`, laid end to end as an open lays them.
+    fn laid_out(n: u32, edges: impl Iterator<Item = (u32, u32, u32, u32, f32)>) -> Adjacency {
+        let mut g = Adjacency::default();
+        for i in 0..n {
+            g.set_node(NodeId(i), 0);
+        }
+        for (e, a, b, r, c) in edges {
+            g.add_edge(EdgeId(e), NodeId(a), NodeId(b), r, c);
+        }
+        g.compact();
+        g
+    }
+
+    /// `g` (laid out) with its lists and last-seen times read from a map of a file, as an
+    /// open from a snapshot reads them.
+    fn mapped_copy(g: &Adjacency) -> Adjacency {
+        use crate::mapped::{block_crcs, bytes_of, Damage, Layered, Limits, Section};
+        use std::io::Write;
+        let Csr::Owned { offsets, entries } = &g.base else {
+            panic!("not laid out")
+        };
+        let mut file = vec![];
+        file.extend_from_slice(bytes_of(offsets));
+        let at = file.len().div_ceil(4096) * 4096;
+        file.resize(at, 0);
+        file.extend_from_slice(bytes_of(entries));
+        let seen_at = file.len().div_ceil(4096) * 4096;
+        file.resize(seen_at, 0);
+        let seen: Vec<i64> = (0..64).map(|e| g.last_seen(EdgeId(e))).collect();
+        file.extend_from_slice(bytes_of(&seen));
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&file).unwrap();
+        // SAFETY: the temporary file is this test's alone.
+        let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&f) }.unwrap());
+        let limits = Limits {
+            nodes: g.node_bound() as u32,
+            edges: 1 << 20,
+            relations: 1 << 20,
+            labels: 1,
+            entries: entries.len() as u64,
+        };
+        let damage = std::sync::Arc::new(Damage::default());
+        let section = |start, items: &[_]| {
+            let crcs = block_crcs(items.iter().copied());
+            Section::new(
+                map.clone(),
+                start,
+                items.len(),
+                crcs,
+                limits,
+                damage.clone(),
+                "t",
+            )
+            .unwrap()
+        };
+        let offsets = section(0, offsets);
+        let entries = Section::new(
+            map.clone(),
+            at,
+            entries.len(),
+            block_crcs(entries.iter().copied()),
+            limits,
+            damage.clone(),
+            "t",
+        )
+        .unwrap();
+        let seen = Section::new(
+            map.clone(),
+            seen_at,
+            seen.len(),
+            block_crcs(seen.iter().copied()),
+            limits,
+            damage,
+            "t",
+        )
+        .unwrap();
+        let labels = (0..g.node_bound() as u32)
+            .map(|n| g.label_of(NodeId(n)).unwrap_or(u32::MAX))
+            .collect();
+        Adjacency::mapped(
+            offsets,
+            entries,
+            Layered::mapped(seen),
+            labels,
+            g.pinned.clone(),
+            g.edge_count(),
+        )
+    }
+
     fn chain() -> Adjacency {
         // 0 -a-> 1 -b-> 2 -a-> 3, plus a weak 0 -a-> 4
         let mut g = Adjacency::default();
@@ -954,9 +1064,8 @@ mod tests {
     fn rows_copied_out_by_writes_are_laid_back_into_one_array() {
         // A chain of 20,000 nodes: 39,998 entries in the array.
         let n = 20_000u32;
-        let chain = (1..n).map(|i| (EdgeId(i - 1), NodeId(i - 1), NodeId(i), 0, 0.5, false));
-        let mut g = Adjacency::from_edges(n as usize, Vec::new(), chain)
-            .with_nodes(vec![0; n as usize], IdSet::default());
+        let chain = (1..n).map(|i| (i - 1, i - 1, i, 0, 0.5));
+        let mut g = laid_out(n, chain);
         // Each write to an old node copies its row out; the copies are bounded.
         let mut compactions = 0;
         for i in 0..n {
@@ -1048,18 +1157,14 @@ mod tests {
                 initial in proptest::collection::vec((0..10u32, 0..10u32, 0..3u32), 0..30),
                 ops in proptest::collection::vec(op(), 0..60),
             ) {
-                let labels = vec![0u32; 10];
                 let mut live: Vec<(u32, u32, u32, u32, f32)> = initial
                     .iter()
                     .enumerate()
                     .map(|(i, &(a, b, r))| (i as u32, a, b, r, 0.5))
                     .collect();
-                let mut g = Adjacency::from_edges(
-                    labels.len(),
-                    Vec::new(),
-                    live.iter().map(|&(e, a, b, r, c)| (EdgeId(e), NodeId(a), NodeId(b), r, c, false)),
-                )
-                .with_nodes(labels, IdSet::default());
+                let built = laid_out(10, live.iter().copied());
+                // The same writes on the lists in memory and on the lists mapped from a file.
+                let (mut g, mut m) = (built.clone(), mapped_copy(&built));
                 let mut nodes: std::collections::BTreeSet<u32> = (0..10).collect();
                 let mut next_edge = live.len() as u32;
                 for op in ops {
@@ -1068,37 +1173,50 @@ mod tests {
                             for n in [a, b] {
                                 if nodes.insert(n) {
                                     g.set_node(NodeId(n), 0);
+                                    m.set_node(NodeId(n), 0);
                                 }
                             }
-                            g.add_edge(EdgeId(next_edge), NodeId(a), NodeId(b), r, 0.5);
+                            for x in [&mut g, &mut m] {
+                                x.add_edge(EdgeId(next_edge), NodeId(a), NodeId(b), r, 0.5);
+                            }
                             live.push((next_edge, a, b, r, 0.5));
                             next_edge += 1;
                         }
                         Op::Remove(i) if !live.is_empty() => {
                             let (e, a, b, ..) = live.remove(i % live.len());
-                            g.remove_edge(EdgeId(e), NodeId(a), NodeId(b));
+                            for x in [&mut g, &mut m] {
+                                x.remove_edge(EdgeId(e), NodeId(a), NodeId(b));
+                            }
                         }
                         Op::Confidence(i, c) if !live.is_empty() => {
                             let i = i % live.len();
                             let conf = f32::from(c) / 255.0;
                             live[i].4 = conf;
                             let (e, a, b, ..) = live[i];
-                            g.set_confidence(EdgeId(e), NodeId(a), NodeId(b), conf);
+                            for x in [&mut g, &mut m] {
+                                x.set_confidence(EdgeId(e), NodeId(a), NodeId(b), conf);
+                            }
                         }
                         Op::RemoveNode(n) if !live.iter().any(|l| l.1 == n || l.2 == n) => {
                             g.remove_node(NodeId(n));
+                            m.remove_node(NodeId(n));
                             nodes.remove(&n);
                         }
-                        Op::Compact => g.compact(),
+                        Op::Compact => {
+                            g.compact();
+                            m.compact();
+                        }
                         _ => {}
                     }
-                    prop_assert_eq!(g.edge_count(), live.len());
-                    prop_assert_eq!(g.node_count(), nodes.len());
-                    for n in 0..g.node_bound() as u32 + 2 {
-                        prop_assert_eq!(actual(&g, n), expected(&live, n), "node {}", n);
-                    }
-                    for &(e, a, b, r, _) in &live {
-                        prop_assert!(g.find_edge(NodeId(a), r, NodeId(b)).is_some(), "edge {}", e);
+                    for x in [&g, &m] {
+                        prop_assert_eq!(x.edge_count(), live.len());
+                        prop_assert_eq!(x.node_count(), nodes.len());
+                        for n in 0..x.node_bound() as u32 + 2 {
+                            prop_assert_eq!(actual(x, n), expected(&live, n), "node {}", n);
+                        }
+                        for &(e, a, b, r, _) in &live {
+                            prop_assert!(x.find_edge(NodeId(a), r, NodeId(b)).is_some(), "edge {}", e);
+                        }
                     }
                 }
             }

@@ -38,6 +38,7 @@ pub mod extract;
 pub mod graph;
 pub mod ingest;
 pub mod journal;
+pub mod mapped;
 pub mod model;
 pub mod observe;
 mod projection;

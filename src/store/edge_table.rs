@@ -9,11 +9,13 @@
 use std::collections::BTreeMap;
 
 use super::EdgeCore;
+use crate::mapped::{Layered, Limits, Plain, Section};
 use crate::model::{EdgeId, NodeId};
 
 /// One edge id's slot; `relation == EMPTY` marks a free slot (relation ids are below 2^30).
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Slot {
+#[repr(C)]
+pub(crate) struct Slot {
     from: u32,
     to: u32,
     relation: u32,
@@ -22,6 +24,17 @@ struct Slot {
 }
 
 const EMPTY: u32 = u32::MAX;
+
+// SAFETY: `#[repr(C)]` of five 4-byte integers and floats: no padding, any bits a value.
+unsafe impl Plain for Slot {
+    /// Read from a snapshot: free, or joining nodes by a relation the snapshot holds.
+    fn valid(&self, limits: &Limits) -> bool {
+        !self.is_live()
+            || (self.from < limits.nodes
+                && self.to < limits.nodes
+                && self.relation < limits.relations)
+    }
+}
 
 impl Slot {
     const FREE: Slot = Slot {
@@ -39,7 +52,9 @@ impl Slot {
 /// Edge cores by id (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct EdgeTable {
-    slots: Vec<Slot>,
+    /// Built in memory, or mapped from the snapshot (`crate::mapped`): a slot in a damaged
+    /// block reads as free.
+    slots: Layered<Slot>,
     /// `(valid_from, valid_to)` of the live edges with either bound (`i64::MIN` / `i64::MAX`
     /// for the open side).
     bounds: BTreeMap<EdgeId, (i64, i64)>,
@@ -60,19 +75,17 @@ impl EdgeTable {
     /// Puts a core in slot `id` (its `last_seen` is not kept here; see the module doc).
     pub(crate) fn put(&mut self, id: EdgeId, core: &EdgeCore) {
         let i = id.0 as usize;
-        if self.slots.len() <= i {
-            self.slots.resize(i + 1, Slot::FREE);
-        }
-        if !self.slots[i].is_live() {
+        if !self.slot(i).is_live() {
             self.live += 1;
         }
-        self.slots[i] = Slot {
+        let slot = Slot {
             from: core.from.0,
             to: core.to.0,
             relation: core.relation,
             confidence: core.confidence,
             salience: core.salience,
         };
+        self.slots.set(i, slot, Slot::FREE);
         if core.has_bounds() {
             self.bounds.insert(id, (core.valid_from, core.valid_to));
         } else {
@@ -82,12 +95,13 @@ impl EdgeTable {
 
     /// Frees slot `id`, giving back the endpoints of the edge it held.
     pub(crate) fn remove(&mut self, id: EdgeId) -> Option<(NodeId, NodeId)> {
-        let slot = self.slots.get_mut(id.0 as usize)?;
+        let i = id.0 as usize;
+        let slot = self.slot(i);
         if !slot.is_live() {
             return None;
         }
         let ends = (NodeId(slot.from), NodeId(slot.to));
-        *slot = Slot::FREE;
+        self.slots.set(i, Slot::FREE, Slot::FREE);
         self.live -= 1;
         self.bounds.remove(&id);
         Some(ends)
@@ -95,7 +109,7 @@ impl EdgeTable {
 
     /// The core of edge `id`, with `last_seen` as given, if the edge is live.
     pub(crate) fn get(&self, id: EdgeId, last_seen: i64) -> Option<EdgeCore> {
-        let s = self.slots.get(id.0 as usize).filter(|s| s.is_live())?;
+        let s = Some(self.slot(id.0 as usize)).filter(Slot::is_live)?;
         let (valid_from, valid_to) = self
             .bounds
             .get(&id)
@@ -115,77 +129,34 @@ impl EdgeTable {
 
     /// The ids of the live edges, in id order.
     pub(crate) fn ids(&self) -> impl Iterator<Item = EdgeId> + Clone + '_ {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.is_live())
-            .map(|(i, _)| EdgeId(i as u32))
+        (0..self.slots.len())
+            .filter(|i| self.slot(*i).is_live())
+            .map(|i| EdgeId(i as u32))
     }
 
-    /// A table of `slots` ids filled on every core: `slot(i)` gives the `(from, to, relation,
-    /// confidence, salience)` of id `i`, `None` for a free id, or why the id cannot be used
-    /// (the first such id's reason is returned). No bounds: they are put after.
-    pub(crate) fn from_slots<F>(slots: usize, slot: F) -> Result<Self, String>
-    where
-        F: Fn(usize) -> Result<Option<(NodeId, NodeId, u32, f32, f32)>, String> + Sync,
-    {
-        use rayon::prelude::*;
-        let first_error = std::sync::Mutex::new(None::<(usize, String)>);
-        let mut filled = Vec::new();
-        (0..slots)
-            .into_par_iter()
-            .map(|i| match slot(i) {
-                Ok(Some((from, to, relation, confidence, salience))) => Slot {
-                    from: from.0,
-                    to: to.0,
-                    relation,
-                    confidence,
-                    salience,
-                },
-                Ok(None) => Slot::FREE,
-                Err(why) => {
-                    let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                    if first.as_ref().is_none_or(|(j, _)| i < *j) {
-                        *first = Some((i, why));
-                    }
-                    Slot::FREE
-                }
-            })
-            .collect_into_vec(&mut filled);
-        if let Some((_, why)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            return Err(why);
-        }
-        let live = filled.par_iter().filter(|s| s.is_live()).count();
-        Ok(EdgeTable {
-            slots: filled,
-            bounds: BTreeMap::new(),
+    /// Slot `i` (free past the end, or in a damaged block of a map).
+    #[inline]
+    pub(crate) fn slot(&self, i: usize) -> Slot {
+        self.slots.get(i).unwrap_or(Slot::FREE)
+    }
+
+    /// The table read from a snapshot: its slots mapped, `live` of them live, and the
+    /// validity bounds of those that have one.
+    pub(crate) fn mapped(
+        slots: Section<Slot>,
+        live: usize,
+        bounds: BTreeMap<EdgeId, (i64, i64)>,
+    ) -> Self {
+        EdgeTable {
+            slots: Layered::mapped(slots),
+            bounds,
             live,
-        })
+        }
     }
 
-    /// The live edges as `(edge, from, to, relation, confidence, bounded)`, in id order,
-    /// read straight from the slots: what building an adjacency needs, without assembling a
-    /// whole core per edge (several passes over every edge at an open).
-    pub(crate) fn live_ends(
-        &self,
-    ) -> impl Iterator<Item = (EdgeId, NodeId, NodeId, u32, f32, bool)> + Clone + Send + Sync + '_
-    {
-        let any_bounds = !self.bounds.is_empty();
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.is_live())
-            .map(move |(i, s)| {
-                let id = EdgeId(i as u32);
-                (
-                    id,
-                    NodeId(s.from),
-                    NodeId(s.to),
-                    s.relation,
-                    s.confidence,
-                    any_bounds && self.bounds.contains_key(&id),
-                )
-            })
+    /// Checks every block read from a map now; whether all are sound.
+    pub(crate) fn check_mapped(&self) -> bool {
+        self.slots.check_all()
     }
 
     /// The live edges with a validity bound, in id order.
@@ -196,7 +167,7 @@ impl EdgeTable {
     /// Bytes on the heap: the slots, and the bounds map at about 64 bytes an entry (a B-tree
     /// node's share per key and value).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>() + self.bounds.len() * 64
+        self.slots.heap_bytes() + self.bounds.len() * 64
     }
 }
 
@@ -230,8 +201,6 @@ mod tests {
         assert_eq!(t.live_count(), 2);
         assert_eq!(t.ids().collect::<Vec<_>>(), vec![EdgeId(0), EdgeId(4)]);
         assert_eq!(t.bounded().collect::<Vec<_>>(), vec![EdgeId(0)]);
-        let flags: Vec<_> = t.live_ends().map(|e| (e.0, e.5)).collect();
-        assert_eq!(flags, vec![(EdgeId(0), true), (EdgeId(4), false)]);
         // Re-putting without bounds clears them; removing frees the slot and its bounds.
         t.put(EdgeId(0), &open);
         assert_eq!(t.bounded().count(), 0);
@@ -241,36 +210,5 @@ mod tests {
         assert_eq!(t.live_count(), 1);
         assert_eq!(t.bounded().count(), 0);
         assert!(t.get(EdgeId(4), 0).is_none() && t.get(EdgeId(0), 0).is_some());
-    }
-
-    #[test]
-    fn a_table_filled_on_every_core_reads_as_one_filled_by_puts() {
-        let ends = |i: usize| (NodeId(i as u32 % 7), NodeId(i as u32 % 5), 1, 0.5, 0.25);
-        let n = 50_000;
-        let t = EdgeTable::from_slots(n, |i| Ok((i % 3 != 0).then(|| ends(i)))).unwrap();
-        let mut by_puts = EdgeTable::default();
-        for i in (0..n).filter(|i| i % 3 != 0) {
-            let (from, to, ..) = ends(i);
-            let mut c = core(from.0, to.0, (i64::MIN, i64::MAX));
-            (c.relation, c.confidence, c.salience) = (1, 0.5, 0.25);
-            by_puts.put(EdgeId(i as u32), &c);
-        }
-        assert_eq!(t.live_count(), by_puts.live_count());
-        assert!(t.ids().eq(by_puts.ids()));
-        assert!((0..n as u32).all(|i| t.get(EdgeId(i), 0) == by_puts.get(EdgeId(i), 0)));
-        let from_cores: Vec<_> = by_puts
-            .ids()
-            .map(|id| {
-                let c = by_puts.get(id, 0).unwrap();
-                (id, c.from, c.to, c.relation, c.confidence, c.has_bounds())
-            })
-            .collect();
-        assert_eq!(t.live_ends().collect::<Vec<_>>(), from_cores);
-        // Of several unusable ids, the lowest is reported, whichever core met it first.
-        let bad = EdgeTable::from_slots(n, |i| match i {
-            40_000 | 777 | 30_001 => Err(format!("slot {i}")),
-            _ => Ok(None),
-        });
-        assert_eq!(bad.err().as_deref(), Some("slot 777"));
     }
 }

@@ -30,7 +30,6 @@ use crate::projection::{
 use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
 
-mod columns;
 mod deleting;
 mod edge_table;
 mod folds;
@@ -126,6 +125,9 @@ pub(crate) struct State {
     /// Changes whenever a node or an edge does (see [`Store::graph_epoch`]); unique in the
     /// process, so a state replaced whole (compaction) never repeats an earlier value.
     graph_epoch: u64,
+    /// What reads of the sections mapped from the snapshot found, when the state was read
+    /// from one (`crate::mapped`).
+    mapped_damage: Option<std::sync::Arc<crate::mapped::Damage>>,
 }
 
 /// A fresh graph epoch.
@@ -135,6 +137,21 @@ fn next_graph_epoch() -> u64 {
 }
 
 impl State {
+    /// Checks every block of the sections mapped from the snapshot, when the state was read
+    /// from one: why not, when a block is damaged (it reads as missing, so the state is not
+    /// what the snapshot was taken of).
+    fn check_mapped(&self) -> std::result::Result<(), String> {
+        let Some(damage) = &self.mapped_damage else {
+            return Ok(());
+        };
+        let sound = self.edges.check_mapped() & self.adj.check_mapped();
+        if sound && !damage.found() {
+            Ok(())
+        } else {
+            Err("the state snapshot this store was opened from is damaged (a block of it fails its checksum or holds ids out of range)".into())
+        }
+    }
+
     fn in_memory() -> Self {
         State {
             full_edges: Some(Vec::new()),
@@ -1804,15 +1821,33 @@ impl Store {
     /// [`Store::checkpoint`] under the writer lock.
     fn checkpoint_locked(&self) -> Result<Option<u64>> {
         let (bytes, seq) = {
+            // Held while the file is written: its sections go from the state to the file
+            // without a copy. Readers go on; writers wait for the writer lock anyway.
             let state = self.read_state();
             let seq = state.counters.last_seq;
-            if self.snapshot_seq.load(Relaxed) == seq {
+            let current = self.snapshot_seq.load(Relaxed) == seq;
+            // Damage found by a read is acted on even when nothing changed since; a write
+            // checks every block first, since it reads them all anyway.
+            let damaged = if current {
+                state.mapped_damage.as_ref().is_some_and(|d| d.found())
+            } else {
+                state.check_mapped().is_err()
+            };
+            if damaged {
+                let why = state.check_mapped().err().unwrap_or_default();
+                // Written from this state, the next snapshot would keep what reads as missing.
+                self.drop_snapshot();
+                return Err(Error::Store {
+                    path: self.dir.clone(),
+                    message: format!("{why}; the snapshot is removed, and the next open loads the state from the tables"),
+                });
+            }
+            if current {
                 return Ok(None);
             }
             let log = snapshot::log_fingerprint(&*self.backend, seq)?;
-            (snapshot::encode(&state, log), seq)
+            (snapshot::write(&self.dir, &state, log)?, seq)
         };
-        snapshot::write(&self.dir, &bytes)?;
         self.snapshot_seq.store(seq, Relaxed);
         self.since_snapshot.store(0, Relaxed);
         let mut batch = WriteBatch::default();
@@ -1828,7 +1863,7 @@ impl Store {
         if !batch.is_empty() {
             self.backend.commit(batch)?;
         }
-        tracing::debug!(seq, bytes = bytes.len(), "state snapshot written");
+        tracing::debug!(seq, bytes, "state snapshot written");
         Ok(Some(seq))
     }
 
@@ -2754,6 +2789,9 @@ impl Store {
     pub fn verify(&self) -> Result<VerifyReport> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut report = VerifyReport::default();
+        if let Err(why) = self.read_state().check_mapped() {
+            report.differ(why);
+        }
         let mut expected_text: BTreeMap<u64, u64> = BTreeMap::new();
         let mut expected_times = Vec::new();
         let mut expected_facets: Vec<Vec<u8>> = Vec::new();

@@ -29,19 +29,21 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::columns::{self, Column};
+use super::edge_table::Slot;
 use super::node_table::{self, NodeTable};
 use super::{
     ms_since, next_graph_epoch, EdgeCore, EdgeTable, KeyIndex, OpenTimings, State,
     PROJECTION_VERSION, STORE_FORMAT,
 };
 use crate::error::{Error, Result};
-use crate::graph::{Adjacency, IdSet, Interner};
+use crate::graph::{AdjEntry, Adjacency, IdSet, Interner};
+use crate::mapped::{self, BlockCrcs, Damage, Layered, Limits, Plain, Section};
 use crate::model::{EdgeId, NodeId};
 use crate::projection::Counters;
 use crate::storage::{Backend, Table};
@@ -56,15 +58,6 @@ pub const SNAPSHOT_FORMAT: u32 = 3;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
 /// Bytes of one validity entry: edge id, valid from, valid to.
 const BOUND_ENTRY: usize = 4 + 8 + 8;
-/// The columns of the edge table, in their order in the file.
-const EDGE_COLUMNS: [&str; 6] = [
-    "from",
-    "to",
-    "relation",
-    "confidence",
-    "salience",
-    "last seen",
-];
 /// Meta-table key prefix of the per-commit change records.
 pub(super) const CHANGED_PREFIX: &[u8] = b"changed/";
 
@@ -98,11 +91,135 @@ pub(super) fn log_fingerprint(backend: &dyn Backend, seq: u64) -> Result<u32> {
         .map_or(0, |v| crc32fast::hash(&v)))
 }
 
-/// Encodes the graph part of `state` (nodes, edge cores, interners, adjacency); `log` is the
-/// [`log_fingerprint`] of its last event.
-pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
-    // One buffer, the header's length and checksum filled in at the end: at 1M edges the file
-    // is ~90 MB, and a second copy of it raised the bulk load's peak memory by as much.
+/// Byte boundary each mapped section starts on: a page, so that with the map starting on
+/// one every section is aligned for its items.
+const SECTION_ALIGN: u64 = 4096;
+/// The mapped sections, in their order in the file.
+const SECTIONS: [&str; 4] = [
+    "edge slots",
+    "last seen",
+    "adjacency offsets",
+    "adjacency entries",
+];
+/// Bytes of an item of each section.
+const ITEM_BYTES: [u64; 4] = [
+    std::mem::size_of::<Slot>() as u64,
+    8,
+    8,
+    std::mem::size_of::<AdjEntry>() as u64,
+];
+
+/// `at` rounded up to a section boundary.
+fn align_up(at: u64) -> Option<u64> {
+    Some(at.checked_add(SECTION_ALIGN - 1)? / SECTION_ALIGN * SECTION_ALIGN)
+}
+
+/// Where each section starts, and where the file ends, after a body of `body_len` bytes, for
+/// sections of `items` items; `None` when a count is too large to lay out.
+fn layout(body_len: u64, items: &[u64; 4]) -> Option<([u64; 4], u64)> {
+    let mut at = align_up((HEADER_LEN as u64).checked_add(body_len)?)?;
+    let mut starts = [0; 4];
+    for k in 0..4 {
+        starts[k] = at;
+        at = align_up(at.checked_add(items[k].checked_mul(ITEM_BYTES[k])?)?)?;
+    }
+    Some((starts, at))
+}
+
+/// Feeds `items` items given by `item` to `sink` as their bytes, a few thousand at a time.
+fn feed_items<T: Plain>(
+    items: usize,
+    mut item: impl FnMut(usize) -> T,
+    sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut chunk = Vec::with_capacity(4096);
+    for i in 0..items {
+        chunk.push(item(i));
+        if chunk.len() == chunk.capacity() {
+            sink(mapped::bytes_of(&chunk))?;
+            chunk.clear();
+        }
+    }
+    if !chunk.is_empty() {
+        sink(mapped::bytes_of(&chunk))?;
+    }
+    Ok(())
+}
+
+/// What the mapped sections of a snapshot of `state` hold: the edge slots and last-seen times
+/// of the `edge_slots` edge ids, and the adjacency of the `node_rows` node ids as rows laid
+/// end to end (their offsets, then their entries: every list as it reads now, whether it
+/// still lies in the array it was built in or moved out since).
+struct SectionSource<'a> {
+    state: &'a State,
+    edge_slots: usize,
+    node_rows: usize,
+}
+
+impl SectionSource<'_> {
+    /// The items of each section.
+    fn items(&self) -> [u64; 4] {
+        let entries: u64 = (0..self.node_rows as u32)
+            .map(|n| self.state.adj.entries(NodeId(n)).len() as u64)
+            .sum();
+        let slots = self.edge_slots as u64;
+        [slots, slots, self.node_rows as u64 + 1, entries]
+    }
+
+    /// Feeds the bytes of section `k` to `sink`, in order.
+    fn feed(
+        &self,
+        k: usize,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let (state, rows) = (self.state, self.node_rows);
+        let row = |n: usize| state.adj.entries(NodeId(n as u32));
+        match k {
+            0 => feed_items(self.edge_slots, |i| state.edges.slot(i), sink),
+            1 => feed_items(
+                self.edge_slots,
+                |i| state.adj.last_seen(EdgeId(i as u32)),
+                sink,
+            ),
+            2 => {
+                let mut at = 0u64;
+                feed_items(
+                    rows + 1,
+                    |n| {
+                        let offset = at;
+                        if n < rows {
+                            at += row(n).len() as u64;
+                        }
+                        offset
+                    },
+                    sink,
+                )
+            }
+            _ => (0..rows).try_for_each(|n| sink(mapped::bytes_of(row(n)))),
+        }
+    }
+
+    /// The CRC of each block of section `k`.
+    fn crcs(&self, k: usize) -> Vec<u32> {
+        let mut crcs = match k {
+            0 => BlockCrcs::new::<Slot>(),
+            1 => BlockCrcs::new::<i64>(),
+            2 => BlockCrcs::new::<u64>(),
+            _ => BlockCrcs::new::<AdjEntry>(),
+        };
+        // Feeding a hasher cannot fail.
+        let _ = self.feed(k, &mut |b| {
+            crcs.push(b);
+            Ok(())
+        });
+        crcs.finish()
+    }
+}
+
+/// Encodes the header and body of a snapshot of the graph part of `state` (nodes, edge
+/// slots, interners, adjacency); `log` is the [`log_fingerprint`] of its last event. The
+/// sections that follow are written by [`write`] straight from the state.
+fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>) -> Vec<u8> {
     let mut body = vec![0; HEADER_LEN];
     let strings = |body: &mut Vec<u8>, interner: &Interner| {
         put_u32(body, interner.len() as u32);
@@ -115,19 +232,12 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
     strings(&mut body, &state.relations);
     strings(&mut body, &state.labels);
 
-    let node_slots = state.nodes.slot_bound();
+    let node_slots = sections.node_rows;
     let record = |i: usize| state.nodes.record(i);
     let node_bytes: usize = (0..node_slots)
         .map(|i| 4 + record(i).map_or(0, <[u8]>::len))
         .sum();
-    let edge_slots = state.edges.slot_bound();
-    let bounded: Vec<(EdgeId, EdgeCore)> = state
-        .edges
-        .bounded()
-        .filter_map(|id| Some((id, state.edge_core(id)?)))
-        .collect();
-    // The edge columns' size is known once they are packed; this is what they take at most.
-    body.reserve(4 + node_bytes + 4 + edge_slots * 32 + 4 + bounded.len() * BOUND_ENTRY);
+    body.reserve(4 + node_bytes);
     // The records as the node table holds them.
     put_u32(&mut body, node_slots as u32);
     for i in 0..node_slots {
@@ -140,26 +250,30 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
         }
     }
 
-    put_u32(&mut body, edge_slots as u32);
-    // Column by column (the cores are looked up once per pass rather than collected: a
-    // vector of them would add 56 bytes an edge to the peak).
-    let core = |i: usize| state.edge_core(EdgeId(i as u32));
-    let column = |body: &mut Vec<u8>, word: &(dyn Fn(&EdgeCore) -> u64 + Sync)| {
-        columns::put(body, edge_slots, |i| core(i).as_ref().map(word));
-    };
-    column(&mut body, &|c| c.from.0.into());
-    column(&mut body, &|c| c.to.0.into());
-    columns::put(&mut body, edge_slots, |i| {
-        Some(core(i).map_or(0, |c| u64::from(c.relation) + 1))
-    });
-    column(&mut body, &|c| c.confidence.to_bits().into());
-    column(&mut body, &|c| c.salience.to_bits().into());
-    column(&mut body, &|c| ordered_bits(c.last_seen));
+    put_u32(&mut body, sections.edge_slots as u32);
+    put_u32(&mut body, state.edges.live_count() as u32);
+    let bounded: Vec<(EdgeId, EdgeCore)> = state
+        .edges
+        .bounded()
+        .filter_map(|id| Some((id, state.edge_core(id)?)))
+        .collect();
     put_u32(&mut body, bounded.len() as u32);
     for (id, c) in &bounded {
         put_u32(&mut body, id.0);
         put_u64(&mut body, c.valid_from as u64);
         put_u64(&mut body, c.valid_to as u64);
+    }
+
+    // The sections' table: each one's items, then the CRC of each of its blocks (their
+    // number follows from the items).
+    let items = sections.items();
+    let crcs: Vec<Vec<u32>> = (0..SECTIONS.len())
+        .into_par_iter()
+        .map(|k| sections.crcs(k))
+        .collect();
+    for (n, crcs) in items.iter().zip(&crcs) {
+        put_u64(&mut body, *n);
+        crcs.iter().for_each(|c| put_u32(&mut body, *c));
     }
 
     let c = state.counters;
@@ -178,29 +292,63 @@ pub(super) fn encode(state: &State, log: u32) -> Vec<u8> {
     body
 }
 
-/// Writes `bytes` as the snapshot of the store in `dir`: a temporary file, synced, renamed
-/// over the previous one, and the directory synced, so a crash leaves the old or the new
-/// snapshot, never half of one.
+/// Writes a snapshot of `state` as the snapshot of the store in `dir` (`log` is the
+/// [`log_fingerprint`] of its last event): a temporary file, synced, renamed over the
+/// previous one, and the directory synced, so a crash leaves the old or the new snapshot,
+/// never half of one. The sections go from the state to the file a few thousand items at a
+/// time: a copy of them in memory would be the adjacency's size again. Gives the file's
+/// length.
+///
+/// The previous file is replaced, never written to: a store that maps it (this process or a
+/// reader) keeps reading the file it mapped.
 /// A write that fails (a full disk, a directory in the snapshot's place) removes its
 /// temporary file: it would otherwise stay, the state's size, after every attempt.
-pub(super) fn write(dir: &Path, bytes: &[u8]) -> Result<()> {
+pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
+    let sections = SectionSource {
+        state,
+        edge_slots: state.edges.slot_bound(),
+        node_rows: state.nodes.slot_bound(),
+    };
+    let head = encode_head(state, log, &sections);
     let path = path_in(dir);
     let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
-    let put = || -> Result<()> {
-        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-        drop(f);
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+    let put = || -> std::io::Result<u64> {
+        let file = std::fs::File::create(&tmp)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        out.write_all(&head)?;
+        let mut at = head.len() as u64;
+        let pad = |out: &mut std::io::BufWriter<std::fs::File>, at: &mut u64| {
+            let to = align_up(*at).unwrap_or(*at);
+            let zeros = [0u8; SECTION_ALIGN as usize];
+            out.write_all(&zeros[..(to - *at) as usize])?;
+            *at = to;
+            Ok::<_, std::io::Error>(())
+        };
+        for k in 0..SECTIONS.len() {
+            pad(&mut out, &mut at)?;
+            sections.feed(k, &mut |b| {
+                at += b.len() as u64;
+                out.write_all(b)
+            })?;
+        }
+        pad(&mut out, &mut at)?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&tmp, &path)?;
+        Ok(at)
     };
-    if let Err(e) = put() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
+    let len = match put() {
+        Ok(len) => len,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Error::io(&tmp, e));
+        }
+    };
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
-    Ok(())
+    Ok(len)
 }
 
 /// Removes the snapshot of the store in `dir`, if any.
@@ -238,26 +386,28 @@ pub(super) fn read(
 ) -> std::result::Result<Option<(Header, State)>, Unusable> {
     let path = path_in(dir);
     let t = Instant::now();
-    let bytes = match read_outside_the_heap(&path, fits) {
+    let (file, head) = match read_head(&path, fits) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     timings.snapshot_read = ms_since(t);
-    decode(&bytes, timings).map(Some)
+    decode(&head, &file, timings)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// The whole file at `path`, read into an anonymous memory map rather than the heap: the
-/// snapshot is a third of the state's size and is dropped as soon as it is decoded, and
-/// memory unmapped goes back to the system at once, where an allocator may keep a freed
-/// block resident for a while (mimalloc, which the binary uses, holds it a second).
-/// Anonymous memory, unlike a map of the file itself, cannot fault if the file is truncated
-/// under it. The magic and the body length of the header are checked against the file first,
-/// so that a foreign or sparse file of any size costs one small read, not its size in memory.
-fn read_outside_the_heap(
+/// The open file at `path` and its header and body, read into an anonymous memory map
+/// rather than the heap: the body is dropped as soon as it is decoded, and memory unmapped
+/// goes back to the system at once, where an allocator may keep a freed block resident for a
+/// while (mimalloc, which the binary uses, holds it a second). The magic and the body length
+/// of the header are checked against the file first, so that a foreign or sparse file of any
+/// size costs one small read, not its size in memory. The sections after the body are mapped
+/// by [`decode`], from the same open file.
+fn read_head(
     path: &Path,
     fits: &mut dyn FnMut(&Header) -> std::result::Result<(), Unusable>,
-) -> std::io::Result<memmap2::MmapMut> {
+) -> std::io::Result<(std::fs::File, memmap2::MmapMut)> {
     use std::io::Read;
     let unusable = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
     let mut options = std::fs::OpenOptions::new();
@@ -283,20 +433,23 @@ fn read_outside_the_heap(
         at: 0,
     })
     .map_err(unusable)?;
-    if Some(len) != body_len.checked_add(HEADER_LEN as u64) {
-        return Err(unusable(format!(
-            "{len} bytes: a header of {HEADER_LEN} and a body of {body_len}, it says"
-        )));
-    }
+    let head_len = body_len
+        .checked_add(HEADER_LEN as u64)
+        .filter(|h| *h <= len)
+        .ok_or_else(|| {
+            unusable(format!(
+                "{len} bytes: a header of {HEADER_LEN} and a body of {body_len}, it says"
+            ))
+        })?;
     fits(&fields).map_err(unusable)?;
-    let len = usize::try_from(len)
+    let head_len = usize::try_from(head_len)
         .map_err(|_| std::io::Error::other("larger than this machine's address space"))?;
-    let mut map = memmap2::MmapMut::map_anon(len)?;
+    let mut map = memmap2::MmapMut::map_anon(head_len)?;
     #[cfg(target_os = "linux")]
     let _ = map.advise(memmap2::Advice::HugePage);
     map[..HEADER_LEN].copy_from_slice(&header);
     file.read_exact(&mut map[HEADER_LEN..])?;
-    Ok(map)
+    Ok((file, map))
 }
 
 /// The header at the start of `r`, checked for the magic and this build's formats: what it
@@ -331,14 +484,17 @@ fn read_header(r: &mut Reader<'_>) -> std::result::Result<(Header, u64, u32), Un
     Ok((Header { counters, log }, len, crc))
 }
 
-/// Decodes a snapshot, checking everything an index is later taken from, so that no damaged
-/// or crafted file can make a traversal index out of bounds.
+/// Decodes a snapshot whose header and body are `head` and maps its sections from `file`.
+/// Everything an index is later taken from is checked: the body here (its checksum and every
+/// count), the sections block by block as they are first read (`crate::mapped`), so that no
+/// damaged or crafted file can make a traversal index out of bounds.
 fn decode(
-    bytes: &[u8],
+    head: &[u8],
+    file: &std::fs::File,
     timings: &mut OpenTimings,
 ) -> std::result::Result<(Header, State), Unusable> {
     let t = Instant::now();
-    let mut r = Reader { bytes, at: 0 };
+    let mut r = Reader { bytes: head, at: 0 };
     let (header, len, crc) = read_header(&mut r)?;
     let body = r.rest();
     if body.len() as u64 != len {
@@ -372,8 +528,8 @@ fn decode(
             n => records.push(Some(r.take(n as usize)?)),
         }
     }
-    // A column may take no bytes at all, so the file's size does not bound the number of
-    // slots; the store's own counter (which the header was judged against) does.
+    // The sections' size is not bounded by the body, so the number of edge slots is bounded
+    // by the store's own counter (which the header was judged against).
     let edge_slots = r.u32()? as usize;
     if edge_slots > header.counters.next_edge as usize {
         return Err(format!(
@@ -381,40 +537,130 @@ fn decode(
             header.counters.next_edge
         ));
     }
-    let mut rest = r.rest();
-    let columns = EDGE_COLUMNS.map(|what| {
-        let (column, after) = Column::read(rest, edge_slots, what)?;
-        rest = after;
-        Ok::<_, Unusable>(column)
-    });
-    let columns = EdgeColumns::new(edge_slots, columns)?;
-    let mut r = Reader::new(rest);
+    let live_edges = r.u32()? as usize;
+    if live_edges > edge_slots {
+        return Err(format!("{live_edges} live edges in {edge_slots} slots"));
+    }
     let bounds = r.count(BOUND_ENTRY, "validity bounds")?;
     let bounds = r.take(bounds * BOUND_ENTRY)?;
+    let mut items = [0u64; 4];
+    let mut crcs: [Vec<u32>; 4] = Default::default();
+    for k in 0..SECTIONS.len() {
+        items[k] = r.u64()?;
+        let n = usize::try_from(items[k])
+            .map_err(|_| format!("{}: {} items", SECTIONS[k], items[k]))?;
+        let raw = r.take(blocks_of(k, n).checked_mul(4).ok_or("too many blocks")?)?;
+        crcs[k] = raw
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+    }
     if !r.rest().is_empty() {
-        return Err("bytes after the edges".into());
+        return Err("bytes after the sections' table".into());
     }
-    // Liveness as a bitset: small enough to stay in cache, where the records are not.
-    let mut live_nodes = IdSet::default();
-    for (i, rec) in records.iter().enumerate() {
-        if rec.is_some() {
-            live_nodes.insert(i as u32);
+    let expected = [
+        edge_slots as u64,
+        edge_slots as u64,
+        slots as u64 + 1,
+        items[3],
+    ];
+    if items != expected {
+        return Err(format!(
+            "sections of {items:?} items, where the body implies {expected:?}"
+        ));
+    }
+    let (starts, end) =
+        layout(len, &items).ok_or_else(|| format!("sections of {items:?} items overflow"))?;
+    let file_len = file.metadata().map_err(|e| e.to_string())?.len();
+    if file_len != end {
+        return Err(format!(
+            "{file_len} bytes, where the body and its sections take {end}"
+        ));
+    }
+    // SAFETY: the file is a regular file (checked by `read_head`) that loci never writes
+    // once renamed into place (a new snapshot is a new file), and every read of the map goes
+    // through a checked section. What mapping cannot guard against is another program
+    // truncating the file while the store is open, which would fault the process; tantivy
+    // maps the text index's files the same way.
+    let map = Arc::new(unsafe { memmap2::Mmap::map(file) }.map_err(|e| e.to_string())?);
+    if map.len() as u64 != end {
+        return Err("the file changed while it was opened".into());
+    }
+    let limits = Limits {
+        nodes: slots as u32,
+        edges: edge_slots as u32,
+        relations: relations.len() as u32,
+        labels: labels.len() as u32,
+        entries: items[3],
+    };
+    let damage = Arc::new(Damage::default());
+    let [slot_crcs, seen_crcs, offset_crcs, entry_crcs] = crcs;
+    let section = |k: usize| (starts[k] as usize, items[k] as usize);
+    let (at, n) = section(0);
+    let edge_section = Section::new(
+        map.clone(),
+        at,
+        n,
+        slot_crcs,
+        limits,
+        damage.clone(),
+        SECTIONS[0],
+    )?;
+    let (at, n) = section(1);
+    let seen = Section::new(
+        map.clone(),
+        at,
+        n,
+        seen_crcs,
+        limits,
+        damage.clone(),
+        SECTIONS[1],
+    )?;
+    let (at, n) = section(2);
+    let offsets = Section::new(
+        map.clone(),
+        at,
+        n,
+        offset_crcs,
+        limits,
+        damage.clone(),
+        SECTIONS[2],
+    )?;
+    let (at, n) = section(3);
+    let entries = Section::new(map, at, n, entry_crcs, limits, damage.clone(), SECTIONS[3])?;
+    // The ends of the rows: two blocks read now, so that a snapshot whose rows do not cover
+    // its entries is refused rather than read.
+    if offsets.get(0) != Some(0) || offsets.get(slots) != Some(items[3]) {
+        return Err("the adjacency's offsets do not span its entries".into());
+    }
+    let mut bound_map = std::collections::BTreeMap::new();
+    for b in bounds.chunks_exact(BOUND_ENTRY) {
+        let id = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if id as usize >= edge_slots {
+            return Err(format!(
+                "validity bounds for edge {id}, past the edge slots"
+            ));
         }
+        let from = i64::from_le_bytes(b[4..12].try_into().unwrap_or_default());
+        let to = i64::from_le_bytes(b[12..20].try_into().unwrap_or_default());
+        bound_map.insert(EdgeId(id), (from, to));
     }
-    timings.snapshot_read += ms_since(t);
+    let edges = EdgeTable::mapped(edge_section, live_edges, bound_map);
+    timings.snapshot_edges = ms_since(t);
+    timings.snapshot_read += timings.snapshot_edges;
 
-    // The nodes' half (records, then the key index, labels and pins) and the edges' half
-    // (columns, then the adjacency) need nothing from each other but which slots are live,
-    // so they run side by side.
-    let (node_half, edge_half) = rayon::join(
-        || timed(|| node_half(&records, &labels)),
-        || timed(|| edge_half(&columns, bounds, &live_nodes, relations.len(), slots)),
+    let t = Instant::now();
+    let (nodes, marks) = check_nodes(&records, &labels)?;
+    let (node_keys, label_of, pinned) = derive_from_nodes(&nodes, &marks)?;
+    timings.snapshot_nodes = ms_since(t);
+    let adj = Adjacency::mapped(
+        offsets,
+        entries,
+        Layered::mapped(seen),
+        label_of,
+        pinned,
+        live_edges,
     );
-    let ((nodes, (node_keys, label_of, pinned)), nodes_ms) = node_half?;
-    let ((edges, adj, adjacency_ms), edges_ms) = edge_half?;
-    timings.snapshot_nodes = nodes_ms;
-    timings.snapshot_edges = edges_ms;
-    timings.snapshot_adjacency = adjacency_ms;
     Ok((
         header,
         State {
@@ -424,49 +670,24 @@ fn decode(
             full_edges: None,
             relations,
             labels,
-            adj: adj.with_nodes(label_of, pinned),
+            adj,
+            mapped_damage: Some(damage),
             graph_epoch: next_graph_epoch(),
             ..State::default()
         },
     ))
 }
 
-/// What `f` gives, with the milliseconds it took.
-fn timed<T>(
-    f: impl FnOnce() -> std::result::Result<T, Unusable>,
-) -> std::result::Result<(T, f64), Unusable> {
-    let t = Instant::now();
-    let out = f()?;
-    Ok((out, ms_since(t)))
-}
-
-/// The nodes' half of the state: the node table, and what derives from it alone (see
-/// [`derive_from_nodes`]).
-type NodeHalf = (NodeTable, (KeyIndex, Vec<u32>, IdSet));
-
-fn node_half(
-    records: &[Option<&[u8]>],
-    labels: &Interner,
-) -> std::result::Result<NodeHalf, Unusable> {
-    let (nodes, marks) = check_nodes(records, labels)?;
-    let derived = derive_from_nodes(&nodes, &marks)?;
-    Ok((nodes, derived))
-}
-
-/// The edges' half of the state: the edge table, and the adjacency of the `slots` node ids
-/// built from it (labels and pins come from the nodes' half), and the milliseconds the
-/// adjacency took.
-fn edge_half(
-    columns: &EdgeColumns<'_>,
-    bounds: &[u8],
-    live_nodes: &IdSet,
-    relations: usize,
-    slots: usize,
-) -> std::result::Result<(EdgeTable, Adjacency, f64), Unusable> {
-    let (edges, last_seen) = decode_edges(columns, bounds, live_nodes, relations)?;
-    let t = Instant::now();
-    let adj = Adjacency::from_edges(slots, last_seen, edges.live_ends());
-    Ok((edges, adj, ms_since(t)))
+/// Blocks of section `k` with `items` items (a block holds whole items, so it may be a
+/// little short of `mapped::BLOCK_BYTES`).
+fn blocks_of(k: usize, items: usize) -> usize {
+    let per = match k {
+        0 => mapped::per_block::<Slot>(),
+        1 => mapped::per_block::<i64>(),
+        2 => mapped::per_block::<u64>(),
+        _ => mapped::per_block::<AdjEntry>(),
+    };
+    items.div_ceil(per)
 }
 
 /// The node records, checked on every core and copied into their slots, with each slot's
@@ -504,109 +725,6 @@ fn check_nodes(
     }
 }
 
-/// The edge table's columns as read (see [`EDGE_COLUMNS`]).
-struct EdgeColumns<'a> {
-    /// Edge slots: the rows of every column.
-    rows: usize,
-    from: Column<'a>,
-    to: Column<'a>,
-    relation: Column<'a>,
-    confidence: Column<'a>,
-    salience: Column<'a>,
-    last_seen: Column<'a>,
-}
-
-impl<'a> EdgeColumns<'a> {
-    fn new(
-        rows: usize,
-        columns: [std::result::Result<Column<'a>, Unusable>; 6],
-    ) -> std::result::Result<Self, Unusable> {
-        let [from, to, relation, confidence, salience, last_seen] = columns;
-        Ok(EdgeColumns {
-            rows,
-            from: from?,
-            to: to?,
-            relation: relation?,
-            confidence: confidence?,
-            salience: salience?,
-            last_seen: last_seen?,
-        })
-    }
-}
-
-/// The edge columns and validity bounds, straight into the edge table and the last-seen
-/// times (no vector of whole cores in between: 56 bytes an edge, a fifth of the open's peak
-/// at 1M edges). Every live edge must join live nodes by a known relation.
-fn decode_edges(
-    columns: &EdgeColumns<'_>,
-    bounds: &[u8],
-    live_nodes: &IdSet,
-    relations: usize,
-) -> std::result::Result<(EdgeTable, Vec<i64>), Unusable> {
-    let slots = columns.rows;
-    let i64_at = |b: &[u8], o: usize| {
-        let mut w = [0; 8];
-        w.copy_from_slice(&b[o..o + 8]);
-        i64::from_le_bytes(w)
-    };
-    let node = |column: &Column<'_>, i: usize| {
-        u32::try_from(column.get(i))
-            .ok()
-            .filter(|id| live_nodes.contains(*id))
-    };
-    // Both filled on every core: a sequential pass was a third of the edges' half.
-    let mut edges = EdgeTable::from_slots(slots, |i| {
-        let relation = match columns.relation.get(i) {
-            0 => return Ok(None),
-            r => r - 1,
-        };
-        let (Some(from), Some(to)) = (node(&columns.from, i), node(&columns.to, i)) else {
-            return Err(format!("edge slot {i} refers to a missing node"));
-        };
-        if relation >= relations as u64 {
-            return Err(format!("edge slot {i} refers to a missing relation"));
-        }
-        // Bits wider than 32 are not a float; their low half is taken (the checksum makes
-        // this a crafted file, and any float is a value the table can hold).
-        let float = |column: &Column<'_>| f32::from_bits(column.get(i) as u32);
-        Ok(Some((
-            NodeId(from),
-            NodeId(to),
-            relation as u32,
-            float(&columns.confidence),
-            float(&columns.salience),
-        )))
-    })?;
-    let mut last_seen = Vec::new();
-    (0..slots)
-        .into_par_iter()
-        .map(|i| match columns.relation.get(i) {
-            0 => 0,
-            _ => from_ordered_bits(columns.last_seen.get(i)),
-        })
-        .collect_into_vec(&mut last_seen);
-    for b in bounds.chunks_exact(BOUND_ENTRY) {
-        let id = EdgeId(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        let mut core = edges
-            .get(id, 0)
-            .ok_or_else(|| format!("validity bounds for edge {id}, which is not live"))?;
-        core.valid_from = i64_at(b, 4);
-        core.valid_to = i64_at(b, 12);
-        edges.put(id, &core);
-    }
-    Ok((edges, last_seen))
-}
-
-/// An `i64` as a `u64` of the same order (the sign bit flipped), so that a column of times
-/// on both sides of zero still spans a narrow range.
-fn ordered_bits(v: i64) -> u64 {
-    (v as u64) ^ (1 << 63)
-}
-
-fn from_ordered_bits(v: u64) -> i64 {
-    (v ^ (1 << 63)) as i64
-}
-
 /// What the nodes give the rest of the state: the key index, each slot's interned label
 /// (`u32::MAX` for a free slot) and the pinned nodes. `marks` holds each slot's label and pin.
 fn derive_from_nodes(
@@ -637,16 +755,13 @@ fn put_u64(out: &mut Vec<u8>, v: u64) {
 }
 
 /// A bounds-checked cursor: every read of a damaged file ends in an error, not a panic.
-pub(super) struct Reader<'a> {
+struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(bytes: &'a [u8]) -> Self {
-        Reader { bytes, at: 0 }
-    }
-    pub(super) fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], Unusable> {
+    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], Unusable> {
         let end = self
             .at
             .checked_add(n)
@@ -656,31 +771,24 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(s)
     }
-    pub(super) fn u8(&mut self) -> std::result::Result<u8, Unusable> {
-        Ok(self.take(1)?[0])
-    }
     fn u32(&mut self) -> std::result::Result<u32, Unusable> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-    pub(super) fn u64(&mut self) -> std::result::Result<u64, Unusable> {
+    fn u64(&mut self) -> std::result::Result<u64, Unusable> {
         let b = self.take(8)?;
         let mut a = [0; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
-    pub(super) fn rest(&mut self) -> &'a [u8] {
+    fn rest(&mut self) -> &'a [u8] {
         let s = &self.bytes[self.at..];
         self.at = self.bytes.len();
         s
     }
     /// A count of items of at least `min_size` bytes each, refused when the rest of the file
     /// cannot hold that many (so a damaged count never makes a huge allocation).
-    pub(super) fn count(
-        &mut self,
-        min_size: usize,
-        what: &str,
-    ) -> std::result::Result<usize, Unusable> {
+    fn count(&mut self, min_size: usize, what: &str) -> std::result::Result<usize, Unusable> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_size) > self.bytes.len() - self.at {
             return Err(format!("{what}: {n} do not fit in the file"));
@@ -726,18 +834,37 @@ mod tests {
         state
     }
 
+    /// The reason an open of `state`'s snapshot (written to a temporary directory) gives,
+    /// if it refuses it.
+    fn refusal(state: &State) -> Option<Unusable> {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), state, 0).unwrap();
+        read(dir.path(), &mut OpenTimings::default(), &mut |_| Ok(())).err()
+    }
+
     /// A crafted snapshot (its checksum right) with a node in a slot the store has not handed
     /// out: the next ingest would make a node with that id over it, joined by the snapshot's
     /// edges. Refused.
     #[test]
     fn node_slots_past_the_ids_made_are_refused() {
-        let ok = encode(&state_of(3, 3), 0);
-        assert!(decode(&ok, &mut OpenTimings::default()).is_ok());
-        let crafted = encode(&state_of(3, 2), 0);
-        let why = decode(&crafted, &mut OpenTimings::default()).err().unwrap();
+        assert_eq!(refusal(&state_of(3, 3)), None);
+        let why = refusal(&state_of(3, 2)).unwrap();
         assert!(
             why.contains("3 node slots, past the 2 node ids made"),
             "{why}"
         );
+    }
+
+    /// The sections start on page boundaries and the file ends on one, wherever the body ends.
+    #[test]
+    fn sections_are_laid_out_on_page_boundaries() {
+        let (starts, end) = layout(10, &[3, 3, 2, 0]).unwrap();
+        assert_eq!(starts, [4096, 8192, 12288, 16384]);
+        assert_eq!(end, 16384);
+        let (starts, end) = layout(5000, &[1000, 1000, 201, 4000]).unwrap();
+        assert_eq!(starts[0], 8192);
+        assert_eq!(starts[1], 8192 + 20480);
+        assert_eq!(end % 4096, 0);
+        assert!(layout(0, &[u64::MAX / 4, 0, 0, 0]).is_none());
     }
 }

@@ -1,0 +1,572 @@
+//! Arrays read in place from a memory map of the state snapshot, and the vectors built on
+//! them.
+//!
+//! An open maps the snapshot's large sections (the adjacency, the edge slots, last-seen times,
+//! node labels) instead of reading and rebuilding them: the open costs no pass over the edges,
+//! and the pages cost memory only once a read touches them, as page cache the kernel can take
+//! back.
+//!
+//! Nothing is read from the file unchecked. A section is cut into blocks of about 64 KiB, each
+//! with a CRC-32 kept in the snapshot's checksummed body. The first read of a block checks its
+//! CRC and every value in it (ids within the bounds the body gives), and remembers the result
+//! in a bit. A block that fails reads as missing (`None`), never as wrong data or a panic; the
+//! section records the damage, and the store reports it and stops using the snapshot (see
+//! `store/snapshot.rs`). Checking at first touch rather than at the open is what keeps an open
+//! of a 100M-edge store from reading all 6 GB of it.
+//!
+//! [`Layered`] is a vector over a section: reads fall through to the mapped base, writes go to
+//! a map (for an index inside the base) or a tail (past it), so a store that changes after an
+//! open holds only what changed.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Bytes of file per checked block (the last block of a section may be shorter).
+pub const BLOCK_BYTES: usize = 64 * 1024;
+
+/// What a value read from a mapped section must lie within to be used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Node ids below this.
+    pub nodes: u32,
+    /// Edge ids below this.
+    pub edges: u32,
+    /// Interned relation ids below this.
+    pub relations: u32,
+    /// Interned label ids below this.
+    pub labels: u32,
+    /// Adjacency offsets at most this.
+    pub entries: u64,
+}
+
+/// A value that can be read from a mapped file as it lies: every bit pattern is a value,
+/// there are no padding bytes, its alignment is at most 8 (a section starts on a page), and
+/// its bytes are its little-endian encoding.
+///
+/// # Safety
+/// An implementor must be `#[repr(C)]` (or a primitive) of fields that are integers or
+/// floats, without padding.
+pub unsafe trait Plain: Copy + Send + Sync + 'static {
+    /// Whether a value read from a file is one the state could hold.
+    fn valid(&self, limits: &Limits) -> bool;
+}
+
+unsafe impl Plain for u64 {
+    /// An adjacency offset.
+    fn valid(&self, limits: &Limits) -> bool {
+        *self <= limits.entries
+    }
+}
+
+unsafe impl Plain for i64 {
+    /// A time: any value is one.
+    fn valid(&self, _: &Limits) -> bool {
+        true
+    }
+}
+
+unsafe impl Plain for u32 {
+    /// A node's interned label, or `u32::MAX` for an empty slot.
+    fn valid(&self, limits: &Limits) -> bool {
+        *self == u32::MAX || *self < limits.labels
+    }
+}
+
+/// The bytes of `items` as they are laid out in memory (and in a section of the file).
+pub fn bytes_of<T: Plain>(items: &[T]) -> &[u8] {
+    // SAFETY: `Plain` types have no padding, so every byte of the slice is initialised.
+    unsafe { std::slice::from_raw_parts(items.as_ptr().cast(), std::mem::size_of_val(items)) }
+}
+
+/// Items of a section per checked block.
+pub fn per_block<T>() -> usize {
+    (BLOCK_BYTES / std::mem::size_of::<T>()).max(1)
+}
+
+/// The CRC-32 of each block of a section of `T`, fed its bytes in pieces of any size.
+pub struct BlockCrcs {
+    block: usize,
+    filled: usize,
+    hasher: crc32fast::Hasher,
+    crcs: Vec<u32>,
+}
+
+impl BlockCrcs {
+    pub fn new<T: Plain>() -> Self {
+        BlockCrcs {
+            block: per_block::<T>() * std::mem::size_of::<T>(),
+            filled: 0,
+            hasher: crc32fast::Hasher::new(),
+            crcs: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let take = (self.block - self.filled).min(bytes.len());
+            self.hasher.update(&bytes[..take]);
+            self.filled += take;
+            bytes = &bytes[take..];
+            if self.filled == self.block {
+                self.crcs.push(std::mem::take(&mut self.hasher).finalize());
+                self.filled = 0;
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> Vec<u32> {
+        if self.filled > 0 {
+            self.crcs.push(self.hasher.finalize());
+        }
+        self.crcs
+    }
+}
+
+/// The CRC-32 of each block of `items`, as a section of them is checked.
+pub fn block_crcs<T: Plain>(items: impl Iterator<Item = T>) -> Vec<u32> {
+    let mut crcs = BlockCrcs::new::<T>();
+    for item in items {
+        crcs.push(bytes_of(std::slice::from_ref(&item)));
+    }
+    crcs.finish()
+}
+
+/// The state of every block of one mapped file's sections that reads have found damaged,
+/// shared by the sections of one snapshot.
+#[derive(Debug, Default)]
+pub struct Damage {
+    found: AtomicBool,
+}
+
+impl Damage {
+    pub fn found(&self) -> bool {
+        self.found.load(Relaxed)
+    }
+}
+
+struct Inner<T> {
+    map: Arc<memmap2::Mmap>,
+    /// Byte offset of the first item in the map.
+    start: usize,
+    len: usize,
+    crcs: Box<[u32]>,
+    /// A bit per block: checked and sound.
+    sound: Box<[AtomicU64]>,
+    /// A bit per block: checked and damaged (so a damaged block is not checked again on
+    /// every read).
+    bad: Box<[AtomicU64]>,
+    limits: Limits,
+    damage: Arc<Damage>,
+    what: &'static str,
+    _items: PhantomData<T>,
+}
+
+/// A read-only array of `T` lying in a memory map, checked block by block at first read
+/// (see the module doc). Clones share the map and what has been checked.
+pub struct Section<T> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T> Clone for Section<T> {
+    fn clone(&self) -> Self {
+        Section {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Section<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Section({}, {} items)", self.inner.what, self.inner.len)
+    }
+}
+
+impl<T: Plain> Section<T> {
+    /// The `len` items at byte `start` of `map`, with one CRC per block. Refused (with why)
+    /// when they do not lie inside the map, are not aligned for `T`, the number of CRCs is
+    /// not the number of blocks, or this machine is not little-endian.
+    pub fn new(
+        map: Arc<memmap2::Mmap>,
+        start: usize,
+        len: usize,
+        crcs: Vec<u32>,
+        limits: Limits,
+        damage: Arc<Damage>,
+        what: &'static str,
+    ) -> Result<Self, String> {
+        if cfg!(target_endian = "big") {
+            return Err("mapped sections are little-endian; this machine is not".into());
+        }
+        let size = std::mem::size_of::<T>();
+        len.checked_mul(size)
+            .and_then(|b| b.checked_add(start))
+            .filter(|e| *e <= map.len())
+            .ok_or_else(|| format!("{what}: {len} items at byte {start} pass the file's end"))?;
+        if !(map.as_ptr() as usize + start).is_multiple_of(std::mem::align_of::<T>()) {
+            return Err(format!("{what}: byte {start} is not aligned"));
+        }
+        let blocks = len.div_ceil(per_block::<T>());
+        if crcs.len() != blocks {
+            return Err(format!(
+                "{what}: {} block checksums for {blocks} blocks",
+                crcs.len()
+            ));
+        }
+        let words = || {
+            (0..blocks.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect()
+        };
+        Ok(Section {
+            inner: Arc::new(Inner {
+                map,
+                start,
+                len,
+                crcs: crcs.into(),
+                sound: words(),
+                bad: words(),
+                limits,
+                damage,
+                what,
+                _items: PhantomData,
+            }),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// Every item, unchecked.
+    fn raw(&self) -> &[T] {
+        let i = &self.inner;
+        // SAFETY: `new` checked that the items lie inside the map and are aligned; `Plain`
+        // makes any bytes a value; the map is read-only and lives as long as `inner`.
+        unsafe { std::slice::from_raw_parts(i.map.as_ptr().add(i.start).cast(), i.len) }
+    }
+
+    /// Whether block `b` is sound, checking it on its first read.
+    #[inline]
+    fn block_sound(&self, b: usize) -> bool {
+        let bit = 1u64 << (b % 64);
+        if self.inner.sound[b / 64].load(Relaxed) & bit != 0 {
+            return true;
+        }
+        self.check_block(b)
+    }
+
+    #[cold]
+    fn check_block(&self, b: usize) -> bool {
+        let i = &self.inner;
+        let bit = 1u64 << (b % 64);
+        if i.bad[b / 64].load(Relaxed) & bit != 0 {
+            return false;
+        }
+        let per = per_block::<T>();
+        let items = &self.raw()[b * per..((b + 1) * per).min(i.len)];
+        let sound = crc32fast::hash(bytes_of(items)) == i.crcs[b]
+            && items.iter().all(|v| v.valid(&i.limits));
+        if sound {
+            i.sound[b / 64].fetch_or(bit, Relaxed);
+        } else {
+            i.bad[b / 64].fetch_or(bit, Relaxed);
+            if !i.damage.found.swap(true, Relaxed) {
+                tracing::error!(
+                    section = i.what,
+                    block = b,
+                    "the state snapshot is damaged: a block of it fails its checksum or holds ids out of range; what it holds reads as missing, and the store stops using the snapshot"
+                );
+            }
+        }
+        sound
+    }
+
+    /// Item `i`, or `None` past the end or in a damaged block.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<T> {
+        if i >= self.inner.len || !self.block_sound(i / per_block::<T>()) {
+            return None;
+        }
+        Some(self.raw()[i])
+    }
+
+    /// Items `range`, or `None` when it is not inside the section or touches a damaged block.
+    #[inline]
+    pub fn slice(&self, range: Range<usize>) -> Option<&[T]> {
+        if range.start > range.end || range.end > self.inner.len {
+            return None;
+        }
+        if range.start < range.end {
+            let per = per_block::<T>();
+            for b in range.start / per..=(range.end - 1) / per {
+                if !self.block_sound(b) {
+                    return None;
+                }
+            }
+        }
+        Some(&self.raw()[range])
+    }
+
+    /// Checks every block now (each damaged one is marked, not only the first); whether all
+    /// are sound.
+    pub fn check_all(&self) -> bool {
+        let blocks = self.inner.crcs.len();
+        (0..blocks).filter(|b| !self.block_sound(*b)).count() == 0
+    }
+}
+
+/// A vector whose first part may be a mapped [`Section`]: reads of an unchanged index read
+/// the map; a write to an index inside it goes to a map of changes, past it to a tail.
+/// Built in memory (`Owned`), it is a plain vector.
+#[derive(Clone, Debug)]
+pub enum Layered<T> {
+    Owned(Vec<T>),
+    Mapped {
+        base: Section<T>,
+        changed: HashMap<u32, T, crate::graph::BuildIdHasher>,
+        tail: Vec<T>,
+    },
+}
+
+impl<T> Default for Layered<T> {
+    fn default() -> Self {
+        Layered::Owned(Vec::new())
+    }
+}
+
+impl<T: Plain> Layered<T> {
+    pub fn mapped(base: Section<T>) -> Self {
+        Layered::Mapped {
+            base,
+            changed: HashMap::default(),
+            tail: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Layered::Owned(v) => v.len(),
+            Layered::Mapped { base, tail, .. } => base.len() + tail.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Item `i`; `None` past the end or in a damaged block of the map.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<T> {
+        match self {
+            Layered::Owned(v) => v.get(i).copied(),
+            Layered::Mapped {
+                base,
+                changed,
+                tail,
+            } => {
+                if i >= base.len() {
+                    return tail.get(i - base.len()).copied();
+                }
+                if !changed.is_empty() {
+                    if let Some(v) = changed.get(&(i as u32)) {
+                        return Some(*v);
+                    }
+                }
+                base.get(i)
+            }
+        }
+    }
+
+    /// Sets item `i`, first growing the vector to hold it with `fill`.
+    pub fn set(&mut self, i: usize, value: T, fill: T) {
+        match self {
+            Layered::Owned(v) => {
+                if v.len() <= i {
+                    v.resize(i + 1, fill);
+                }
+                v[i] = value;
+            }
+            Layered::Mapped {
+                base,
+                changed,
+                tail,
+            } => {
+                if i < base.len() {
+                    changed.insert(i as u32, value);
+                } else {
+                    let t = i - base.len();
+                    if tail.len() <= t {
+                        tail.resize(t + 1, fill);
+                    }
+                    tail[t] = value;
+                }
+            }
+        }
+    }
+
+    /// Grows the vector to `len` items of `fill` (never shrinks it).
+    pub fn grow(&mut self, len: usize, fill: T) {
+        let have = self.len();
+        if have < len {
+            match self {
+                Layered::Owned(v) => v.resize(len, fill),
+                Layered::Mapped { tail, base, .. } => tail.resize(len - base.len(), fill),
+            }
+        }
+    }
+
+    /// Whether the vector reads its first part from a map.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, Layered::Mapped { .. })
+    }
+
+    /// Heap bytes held (the map is not on the heap).
+    pub fn heap_bytes(&self) -> usize {
+        let size = std::mem::size_of::<T>();
+        match self {
+            Layered::Owned(v) => v.capacity() * size,
+            Layered::Mapped { changed, tail, .. } => {
+                // A map slot: the key, the value and a control byte.
+                changed.capacity() * (4 + size + 1) + tail.capacity() * size
+            }
+        }
+    }
+
+    /// Checks every mapped block now; whether all are sound.
+    pub fn check_all(&self) -> bool {
+        match self {
+            Layered::Owned(_) => true,
+            Layered::Mapped { base, .. } => base.check_all(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A map of a file holding `items` at byte 4096 (a page in).
+    fn mapped<T: Plain>(items: &[T], damage: impl FnOnce(&mut Vec<u8>)) -> Arc<memmap2::Mmap> {
+        let mut bytes = vec![0u8; 4096];
+        bytes.extend_from_slice(bytes_of(items));
+        damage(&mut bytes);
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&bytes).unwrap();
+        // SAFETY: the temporary file is this test's alone.
+        Arc::new(unsafe { memmap2::Mmap::map(&f) }.unwrap())
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            entries: 1_000_000,
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn a_section_reads_what_was_written_and_checks_its_blocks() {
+        let items: Vec<u64> = (0..20_000).collect();
+        let crcs = block_crcs(items.iter().copied());
+        assert_eq!(crcs.len(), 20_000usize.div_ceil(per_block::<u64>()));
+        let damage = Arc::new(Damage::default());
+        let s = Section::<u64>::new(
+            mapped(&items, |_| ()),
+            4096,
+            items.len(),
+            crcs,
+            limits(),
+            damage.clone(),
+            "test",
+        )
+        .unwrap();
+        assert_eq!(s.get(12_345), Some(12_345));
+        assert_eq!(s.get(20_000), None);
+        assert_eq!(s.slice(8190..8194), Some(&items[8190..8194]));
+        assert_eq!(s.slice(Range { start: 5, end: 4 }), None);
+        assert_eq!(s.slice(19_999..20_001), None);
+        assert!(s.check_all() && !damage.found());
+    }
+
+    #[test]
+    fn a_damaged_block_reads_as_missing_and_the_others_still_read() {
+        let items: Vec<u64> = (0..20_000).collect();
+        let crcs = block_crcs(items.iter().copied());
+        let damage = Arc::new(Damage::default());
+        // One byte of the second block changed.
+        let at = 4096 + per_block::<u64>() * 8 + 3;
+        let map = mapped(&items, |b| b[at] ^= 0x40);
+        let s = Section::<u64>::new(map, 4096, items.len(), crcs, limits(), damage.clone(), "t")
+            .unwrap();
+        assert_eq!(s.get(1), Some(1));
+        assert!(!damage.found());
+        assert_eq!(s.get(per_block::<u64>() + 5), None);
+        assert!(damage.found());
+        assert_eq!(s.slice(0..per_block::<u64>() + 1), None);
+        let third = 2 * per_block::<u64>() + 5;
+        assert_eq!(s.get(third), Some(third as u64));
+        assert!(!s.check_all());
+    }
+
+    #[test]
+    fn values_out_of_range_fail_their_block_even_under_a_right_checksum() {
+        let items: Vec<u64> = vec![1, 2, 5_000_000];
+        let crcs = block_crcs(items.iter().copied());
+        let damage = Arc::new(Damage::default());
+        let s = Section::<u64>::new(mapped(&items, |_| ()), 4096, 3, crcs, limits(), damage, "t")
+            .unwrap();
+        assert_eq!(s.get(0), None);
+    }
+
+    #[test]
+    fn a_section_past_the_end_of_its_file_or_with_missing_checksums_is_refused() {
+        let items: Vec<u64> = (0..10).collect();
+        let damage = Arc::new(Damage::default());
+        let map = mapped(&items, |b| b.truncate(4096 + 40));
+        let crcs = block_crcs(items.iter().copied());
+        let past = Section::<u64>::new(map.clone(), 4096, 10, crcs, limits(), damage.clone(), "t");
+        assert!(past.unwrap_err().contains("pass the file's end"));
+        let none = Section::<u64>::new(map.clone(), 4096, 5, vec![], limits(), damage.clone(), "t");
+        assert!(none.unwrap_err().contains("block checksums"));
+        let odd = Section::<u64>::new(map, 4097, 1, vec![0], limits(), damage, "t");
+        assert!(odd.unwrap_err().contains("aligned"));
+    }
+
+    #[test]
+    fn a_layered_vector_reads_its_writes_over_the_map() {
+        let items: Vec<i64> = (0..100).map(|i| i * 10).collect();
+        let crcs = block_crcs(items.iter().copied());
+        let damage = Arc::new(Damage::default());
+        let s = Section::<i64>::new(
+            mapped(&items, |_| ()),
+            4096,
+            100,
+            crcs,
+            limits(),
+            damage,
+            "t",
+        )
+        .unwrap();
+        let mut v = Layered::mapped(s);
+        let mut plain = Layered::Owned(items.clone());
+        for l in [&mut v, &mut plain] {
+            l.set(7, -1, 0);
+            l.set(104, 5, 0);
+            l.grow(110, 3);
+        }
+        for i in 0..112 {
+            assert_eq!(v.get(i), plain.get(i), "index {i}");
+        }
+        assert_eq!(v.len(), 110);
+        assert_eq!(v.get(7), Some(-1));
+        assert_eq!(v.get(102), Some(0));
+        assert_eq!(v.get(8), Some(80));
+    }
+}
