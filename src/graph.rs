@@ -433,11 +433,23 @@ impl Csr {
                 &entries[offsets[i] as usize..offsets[i + 1] as usize]
             }
             Csr::Mapped { offsets, entries } => {
-                let (Some(start), Some(end)) = (offsets.get(i), offsets.get(i + 1)) else {
+                let Some(&[start, end]) = offsets.slice(i..i + 2) else {
                     return &[];
                 };
                 entries.slice(start as usize..end as usize).unwrap_or(&[])
             }
+        }
+    }
+
+    /// The length of row `i` (below [`Csr::nodes`]), read from the offsets alone.
+    #[inline]
+    fn row_len(&self, i: usize) -> usize {
+        match self {
+            Csr::Owned { offsets, .. } => (offsets[i + 1] - offsets[i]) as usize,
+            Csr::Mapped { offsets, .. } => match offsets.slice(i..i + 2) {
+                Some(&[start, end]) => end.saturating_sub(start) as usize,
+                _ => 0,
+            },
         }
     }
 
@@ -667,7 +679,7 @@ impl Adjacency {
     /// The live edge `from -relation-> to`, if any, found in the shorter of the two endpoint
     /// lists (an edge between a hub and a leaf costs the leaf's list, not the hub's).
     pub fn find_edge(&self, from: NodeId, relation: u32, to: NodeId) -> Option<EdgeId> {
-        let (list, other, incoming) = if self.entries(to).len() < self.entries(from).len() {
+        let (list, other, incoming) = if self.degree(to) < self.degree(from) {
             (self.entries(to), from, true)
         } else {
             (self.entries(from), to, false)
@@ -695,6 +707,24 @@ impl Adjacency {
             }
         }
         self.base.row(i)
+    }
+
+    /// How many entries (outgoing and incoming) the list of `node` holds, read without the
+    /// list: a PageRank push asks it of every neighbour it reaches, and a list read from the
+    /// snapshot costs a check of its block where its length costs none.
+    #[inline]
+    pub fn degree(&self, node: NodeId) -> usize {
+        let i = node.0 as usize;
+        let base_nodes = self.base_nodes();
+        if i >= base_nodes {
+            return self.tail.get(i - base_nodes).map_or(0, Vec::len);
+        }
+        if !self.moved.is_empty() {
+            if let Some(l) = self.moved.get(&node.0) {
+                return l.len();
+            }
+        }
+        self.base.row_len(i)
     }
 
     /// Upper bound of node ids.
@@ -1213,6 +1243,7 @@ mod tests {
                         prop_assert_eq!(x.node_count(), nodes.len());
                         for n in 0..x.node_bound() as u32 + 2 {
                             prop_assert_eq!(actual(x, n), expected(&live, n), "node {}", n);
+                            prop_assert_eq!(x.degree(NodeId(n)), x.entries(NodeId(n)).len());
                         }
                         for &(e, a, b, r, _) in &live {
                             prop_assert!(x.find_edge(NodeId(a), r, NodeId(b)).is_some(), "edge {}", e);

@@ -448,6 +448,9 @@ pub struct GraphReport {
     pub disk_bytes_by_table: std::collections::BTreeMap<String, crate::storage::TableBytes>,
     /// The backend's file bytes no table accounts for (free pages, region headers).
     pub disk_bytes_unaccounted: u64,
+    /// Pages of mapped files resident after the traversals (before the searches): the mapped
+    /// snapshot's sections the queries touched, the binary's own pages and any index file.
+    pub rss_file_after_traversals_bytes: u64,
     /// The largest resident set of the whole run (generation, ingest, open, queries).
     pub peak_rss_bytes: u64,
     pub peak_rss_bytes_per_edge: f64,
@@ -510,7 +513,7 @@ pub fn run_graph_bench(
     let g = store.graph();
     let max_degree = g
         .nodes()
-        .map(|n| g.adjacency().entries(n.id).len())
+        .map(|n| g.adjacency().degree(n.id))
         .max()
         .unwrap_or(0);
     let conf = TraversalFilter {
@@ -543,6 +546,7 @@ pub fn run_graph_bench(
         .len();
     });
     drop(g);
+    let rss_file_after_traversals_bytes = rss_anon_and_file_bytes().1;
     let queries = search_queries(spec, 5_000);
     let filter = SearchFilter::default();
     // A search that fails is not a fast search: the run stops with the first error.
@@ -597,6 +601,7 @@ pub fn run_graph_bench(
                 .sum(),
         ),
         disk_bytes_by_table: by_table,
+        rss_file_after_traversals_bytes,
         peak_rss_bytes: peak_rss_bytes(),
         peak_rss_bytes_per_edge: peak_rss_bytes() as f64 / edges,
         peak_rss_ingest_bytes_per_edge: peak_ingest as f64 / edges,
@@ -620,6 +625,14 @@ pub fn run_graph_bench(
 /// Resident set size of this process, in bytes (Linux; 0 elsewhere).
 pub fn rss_bytes() -> u64 {
     status_kb("VmRSS:")
+}
+
+/// Of the resident set, the anonymous memory (the heap and its kind, which only the process
+/// can give back) and the pages of mapped files (the mapped snapshot among them: page cache,
+/// which the kernel takes back under pressure and reads again from the file), in bytes
+/// (Linux; 0 elsewhere).
+pub fn rss_anon_and_file_bytes() -> (u64, u64) {
+    (status_kb("RssAnon:"), status_kb("RssFile:"))
 }
 
 /// The largest resident set size this process has had, in bytes (Linux; 0 elsewhere).

@@ -307,7 +307,7 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             };
             let fresh = child_open(&dir).ok();
             let mut v = serde_json::to_value(&r)?;
-            if let Some((full, secs, empty)) = fresh {
+            if let Some((full, secs, empty, anon)) = fresh {
                 v["open_fresh_process_s"] = secs.into();
                 v["open_page_cache"] = if cfg!(target_os = "linux") {
                     "cold: the store's files were evicted (posix_fadvise DONTNEED) before the open"
@@ -319,6 +319,11 @@ pub fn run(b: BenchCommand) -> Result<Code> {
                 v["rss_empty_store_bytes"] = empty.into();
                 v["rss_bytes_per_edge"] =
                     ((full.saturating_sub(empty)) as f64 / r.edges.max(1) as f64).into();
+                // Of it, the heap's part: the rest is pages of mapped files the open read.
+                v["rss_anon_open_bytes"] = anon.0.into();
+                v["rss_anon_empty_store_bytes"] = anon.1.into();
+                v["rss_anon_bytes_per_edge"] =
+                    ((anon.0.saturating_sub(anon.1)) as f64 / r.edges.max(1) as f64).into();
             }
             emit(&v, &report)?;
         }
@@ -355,10 +360,11 @@ fn evict_from_page_cache(dir: &Path) {
 
 /// Resident memory and wall time of `loci stats` (which opens the store) on `dir`, and the
 /// resident memory of the same on an empty store, each in a fresh process: what a user who
-/// opens the store pays.
-fn child_open(dir: &Path) -> Result<(u64, f64, u64)> {
+/// opens the store pays. Last, the anonymous part of the two resident sets (the rest is
+/// pages of mapped files: the snapshot's sections once read, the binary, the text index).
+fn child_open(dir: &Path) -> Result<(u64, f64, u64, (u64, u64))> {
     let exe = std::env::current_exe()?;
-    let run = |d: &Path| -> Result<(u64, f64)> {
+    let run = |d: &Path| -> Result<(u64, f64, u64)> {
         let t = Instant::now();
         let out = std::process::Command::new(&exe)
             .args(["stats", "--json", "--store"])
@@ -366,11 +372,13 @@ fn child_open(dir: &Path) -> Result<(u64, f64, u64)> {
             .output()?;
         let secs = t.elapsed().as_secs_f64();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-        Ok((v["rss_bytes"].as_u64().unwrap_or(0), secs))
+        let rss = |k: &str| v[k].as_u64().unwrap_or(0);
+        Ok((rss("rss_bytes"), secs, rss("rss_anon_bytes")))
     };
     let empty = tempfile::tempdir()?;
     Store::create(empty.path().join("s"), BackendKind::Redb)?;
     evict_from_page_cache(dir);
-    let (full, secs) = run(dir)?;
-    Ok((full, secs, run(&empty.path().join("s"))?.0))
+    let (full, secs, anon) = run(dir)?;
+    let (empty_rss, _, empty_anon) = run(&empty.path().join("s"))?;
+    Ok((full, secs, empty_rss, (anon, empty_anon)))
 }

@@ -388,9 +388,12 @@ pub fn stats(a: StatsArgs) -> Result<Code> {
     let s = open_for_reading(&a.store)?;
     let stats = s.stats();
     let rss = loci::bench::rss_bytes();
+    let (anon, file) = loci::bench::rss_anon_and_file_bytes();
     if a.json {
         let mut v = serde_json::to_value(&stats)?;
         v["rss_bytes"] = rss.into();
+        v["rss_anon_bytes"] = anon.into();
+        v["rss_file_bytes"] = file.into();
         print_json(&v)?;
     } else {
         outln!("backend      {}", stats.backend);

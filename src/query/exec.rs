@@ -715,7 +715,7 @@ impl<'a> Ctx<'a> {
             "degree" => {
                 arity(1)?;
                 match &args[0] {
-                    Val::Node(n) => Val::Int(self.g.adjacency().entries(*n).len() as i64),
+                    Val::Node(n) => Val::Int(self.g.adjacency().degree(*n) as i64),
                     _ => Val::Null,
                 }
             }

@@ -141,7 +141,7 @@ impl EntityIndex {
         let mut disambiguation = HashMap::new();
         let n = g.adjacency().node_count().max(1) as f32;
         for node in g.nodes() {
-            let degree = g.adjacency().entries(node.id).len() as f32;
+            let degree = g.adjacency().degree(node.id) as f32;
             idf.insert(node.id, (1.0 + n / (1.0 + degree)).ln());
             if let Some((_, inner)) = split_disambiguation(&node.name) {
                 let words = normalize_name(inner);

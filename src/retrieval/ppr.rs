@@ -98,7 +98,7 @@ pub fn personalized_pagerank(
         // A node is pushed once its residual reaches epsilon times its degree (the entry count,
         // which needs no scan), as in the unweighted algorithm; the push itself spreads mass by
         // weight.
-        let threshold = |n: u32| params.epsilon * adj.entries(NodeId(n)).len().max(1) as f32;
+        let threshold = |n: u32| params.epsilon * adj.degree(NodeId(n)).max(1) as f32;
         for (n, w) in seeds {
             if *w > 0.0 && labels_ok(n.0) {
                 s.touch(n.0);

@@ -295,16 +295,15 @@ struct Loaded {
 pub struct OpenTimings {
     /// Opening the backend and checking its meta table.
     pub backend: f64,
-    /// Reading the snapshot file and checking its checksum (0 without one).
+    /// Reading the snapshot's header and body and checking its checksum, then mapping its
+    /// sections (0 without one).
     pub snapshot_read: f64,
-    /// Decoding the snapshot's node records and deriving the key index, labels and pins.
+    /// Checking the snapshot's node records, copying them into the node table and deriving
+    /// the key index, labels and pins.
     pub snapshot_nodes: f64,
-    /// Decoding the snapshot's edge columns into the edge table and building the adjacency
-    /// (side by side with the nodes: the two overlap).
+    /// Of `snapshot_read`, reading the body's counts and mapping the sections: the edge
+    /// slots and the adjacency (checked block by block as they are read, later).
     pub snapshot_edges: f64,
-    /// Of `snapshot_edges`, building the adjacency from the decoded edge table (the rest is
-    /// the decode itself).
-    pub snapshot_adjacency: f64,
     /// The whole in-memory state: the stages above, or the load from the tables, then the
     /// catch-up past the snapshot, folds and the deleted set.
     pub state: f64,

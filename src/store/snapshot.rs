@@ -11,9 +11,24 @@
 //!
 //! A missing, damaged (checksum), other-version or unusable snapshot is never an error: the
 //! state is loaded from the tables as before (and `replay --verify` compares whatever was
-//! loaded with the replay of the log). The file is read into memory rather than mapped: its
-//! contents are copied into owned structures at once, and a mapping of a file that another
-//! process truncates would end this one with SIGBUS, which a library must not risk.
+//! loaded with the replay of the log).
+//!
+//! The file has two parts. The header and body are read into memory and checked whole at the
+//! open: the names, the node records (copied into the node table, and from them the key
+//! index, labels and pins), counts, validity bounds, and the table of the mapped sections
+//! with a CRC-32 per block. The sections that follow are mapped, not read: the edge slots,
+//! last-seen times and the adjacency's rows laid end to end (offsets, then entries), each as
+//! its items lie in memory, little-endian, starting on a page. They are checked block by
+//! block at their first read (`crate::mapped`), so an open costs no pass over the edges and
+//! a page costs memory only once read. Damage found there reads as missing; the store
+//! reports it (`verify`), and its next checkpoint or close removes the snapshot instead of
+//! writing the damaged state, so the open after loads the state from the tables.
+//!
+//! A new snapshot is a new file renamed over the old one, never a write into a mapped file;
+//! a process that mapped the old one keeps reading it (the disk space is freed when it
+//! closes). What a map cannot guard against is another program truncating the file while a
+//! store has it open, which faults the process (SIGBUS); tantivy maps the text index's files
+//! the same way.
 //!
 //! Layout (little-endian): `LOCISNAP`, snapshot format (u32), store format (u32), projection
 //! version (u32), counters (next node u32, next edge u32, last seq u64), the fingerprint of
@@ -21,11 +36,14 @@
 //! the body (u32); then the body: relation names, label names, node slots (each a length and
 //! the node's record as `store/node_table.rs` keeps it: the salience as f32, then postcard
 //! of the rest, its id the slot, its label interned; at most the header's next node id of
-//! them), the number of edge slots (at most the header's next edge id), the edge table by
-//! packed column (`columns`: from, to, relation + 1 with 0 for a free slot, confidence and
-//! salience as their bits, last seen), and the validity bounds of the edges that have one
-//! (id u32, from i64, to i64). The adjacency is not stored: it is rebuilt from the edges, in
-//! id order.
+//! them), the number of edge slots (at most the header's next edge id), the live edges, the
+//! validity bounds of the edges that have one (id u32, from i64, to i64), and for each of
+//! the four sections its items (u64) and the CRC-32 of each of its blocks. Then, each from
+//! the next multiple of 4096 bytes: the edge slots (from, to, relation with `u32::MAX` for a
+//! free slot, confidence, salience: 20 bytes), the last-seen times (i64), the adjacency's
+//! offsets (u64, one per node slot and one more) and its entries (16 bytes: neighbour, edge,
+//! confidence, relation with the direction and bounded flags). The file ends on a multiple
+//! of 4096.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -54,7 +72,9 @@ const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// Version of this file's layout.
 /// 2: edges by column with validity bounds apart; no adjacency section (rebuilt from edges).
 /// 3: edge columns packed (`columns`); node records without their id, labels interned.
-pub const SNAPSHOT_FORMAT: u32 = 3;
+/// 4: edge slots, last-seen times and the adjacency in mapped sections after the body, each
+///    block with its CRC-32 in the body (`crate::mapped`); no packed columns.
+pub const SNAPSHOT_FORMAT: u32 = 4;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
 /// Bytes of one validity entry: edge id, valid from, valid to.
 const BOUND_ENTRY: usize = 4 + 8 + 8;
