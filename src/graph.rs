@@ -225,7 +225,7 @@ impl TraversalFilter {
             }
         }
         if let Some(labels) = &self.labels {
-            if !labels.contains(adj.labels.get(e.node as usize).copied().unwrap_or(u32::MAX)) {
+            if !labels.contains(adj.labels.get(e.node as usize).unwrap_or(u32::MAX)) {
                 return false;
             }
         }
@@ -354,7 +354,7 @@ pub struct Adjacency {
     pinned: IdSet,
     /// Interned label per node; `u32::MAX` for a retracted or never-created slot. Its length
     /// is the node bound.
-    labels: Vec<u32>,
+    labels: Layered<u32>,
     live_nodes: usize,
     live_edges: usize,
 }
@@ -489,12 +489,13 @@ impl Adjacency {
         offsets: Section<u64>,
         entries: Section<AdjEntry>,
         last_seen: Layered<i64>,
-        labels: Vec<u32>,
+        labels: Layered<u32>,
         pinned: IdSet,
+        live_nodes: usize,
         live_edges: usize,
     ) -> Self {
         Adjacency {
-            live_nodes: labels.iter().filter(|l| **l != u32::MAX).count(),
+            live_nodes,
             labels,
             base: Csr::Mapped { offsets, entries },
             last_seen,
@@ -506,7 +507,7 @@ impl Adjacency {
 
     /// Checks every block read from a map now; whether all are sound.
     pub(crate) fn check_mapped(&self) -> bool {
-        self.base.check_all() & self.last_seen.check_all()
+        self.base.check_all() & self.last_seen.check_all() & self.labels.check_all()
     }
 
     /// Nodes the base array covers.
@@ -569,26 +570,26 @@ impl Adjacency {
 
     /// Makes room for node ids below `bound`.
     pub fn reserve_nodes(&mut self, bound: usize) {
-        if self.labels.len() < bound {
-            self.labels.resize(bound, u32::MAX);
-        }
+        self.labels.grow(bound, u32::MAX);
     }
 
     pub fn set_node(&mut self, node: NodeId, label: u32) {
         self.reserve_nodes(node.0 as usize + 1);
-        if self.labels[node.0 as usize] == u32::MAX {
+        let i = node.0 as usize;
+        if self.labels.get(i) == Some(u32::MAX) {
             self.live_nodes += 1;
         }
-        self.labels[node.0 as usize] = label;
+        self.labels.set(i, label, u32::MAX);
     }
 
     /// Removes a node slot; its edges must have been removed first.
     pub fn remove_node(&mut self, node: NodeId) {
-        if let Some(l) = self.labels.get_mut(node.0 as usize) {
-            if *l != u32::MAX {
+        let i = node.0 as usize;
+        if let Some(l) = self.labels.get(i) {
+            if l != u32::MAX {
                 self.live_nodes -= 1;
             }
-            *l = u32::MAX;
+            self.labels.set(i, u32::MAX, u32::MAX);
             *self.list_mut(node) = Vec::new();
         }
     }
@@ -596,14 +597,11 @@ impl Adjacency {
     pub fn contains_node(&self, node: NodeId) -> bool {
         self.labels
             .get(node.0 as usize)
-            .is_some_and(|l| *l != u32::MAX)
+            .is_some_and(|l| l != u32::MAX)
     }
 
     pub fn label_of(&self, node: NodeId) -> Option<u32> {
-        self.labels
-            .get(node.0 as usize)
-            .copied()
-            .filter(|l| *l != u32::MAX)
+        self.labels.get(node.0 as usize).filter(|l| *l != u32::MAX)
     }
 
     /// Adds both sides of an edge.
@@ -748,7 +746,7 @@ impl Adjacency {
             + self.moved.values().map(|l| l.capacity() * entry).sum::<usize>()
             + self.tail.capacity() * list
             + self.tail.iter().map(|l| l.capacity() * entry).sum::<usize>()
-            + self.labels.capacity() * 4
+            + self.labels.heap_bytes()
             + self.last_seen.heap_bytes()
     }
 
@@ -990,6 +988,7 @@ mod tests {
             relations: 1 << 20,
             labels: 1,
             entries: entries.len() as u64,
+            record_bytes: 0,
         };
         let damage = std::sync::Arc::new(Damage::default());
         let section = |start, items: &[_]| {
@@ -1033,8 +1032,9 @@ mod tests {
             offsets,
             entries,
             Layered::mapped(seen),
-            labels,
+            Layered::Owned(labels),
             g.pinned.clone(),
+            g.node_count(),
             g.edge_count(),
         )
     }

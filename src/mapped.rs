@@ -40,6 +40,8 @@ pub struct Limits {
     pub labels: u32,
     /// Adjacency offsets at most this.
     pub entries: u64,
+    /// Node record offsets at most this.
+    pub record_bytes: u64,
 }
 
 /// A value that can be read from a mapped file as it lies: every bit pattern is a value,
@@ -63,6 +65,13 @@ unsafe impl Plain for u64 {
 
 unsafe impl Plain for i64 {
     /// A time: any value is one.
+    fn valid(&self, _: &Limits) -> bool {
+        true
+    }
+}
+
+unsafe impl Plain for u8 {
+    /// A byte of a node record: records are checked as they are read.
     fn valid(&self, _: &Limits) -> bool {
         true
     }

@@ -144,7 +144,10 @@ impl State {
         let Some(damage) = &self.mapped_damage else {
             return Ok(());
         };
-        let sound = self.edges.check_mapped() & self.adj.check_mapped();
+        let sound = self.edges.check_mapped()
+            & self.adj.check_mapped()
+            & self.node_keys.check_mapped()
+            & self.nodes.check_mapped(&self.labels);
         if sound && !damage.found() {
             Ok(())
         } else {
@@ -2978,11 +2981,13 @@ impl Store {
         let live_nodes: BTreeMap<NodeId, Node> = live.all_nodes().map(|n| (n.id, n)).collect();
         let live_nodes: BTreeMap<NodeId, &Node> = live_nodes.iter().map(|(k, v)| (*k, v)).collect();
         compare_maps(&mut report, "live node", &live_nodes, &replayed_nodes);
-        if live.node_keys.len() != replayed.node_keys.len() {
+        let (live_keys, replayed_keys) = (
+            live.node_keys.len(&live.nodes),
+            replayed.node_keys.len(&replayed.nodes),
+        );
+        if live_keys != replayed_keys {
             report.differ(format!(
-                "live key map has {} keys, replayed {}",
-                live.node_keys.len(),
-                replayed.node_keys.len()
+                "live key map has {live_keys} keys, replayed {replayed_keys}"
             ));
         }
         for (id, e) in &replayed_edges {

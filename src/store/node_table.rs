@@ -5,8 +5,8 @@
 //! name: 218 bytes a node on the 1M-edge benchmark graph, more than the node's edges' share
 //! of the adjacency. Here a node is its [`NodeRecord`] encoding (postcard, the label as its
 //! interned id, the id implied by the slot): a 16-byte slot and one allocation of about 50
-//! bytes. The snapshot stores the same bytes, so writing it copies them and reading it checks
-//! and keeps them.
+//! bytes. The snapshot stores the same bytes, so writing it copies them, and a store opened
+//! from it reads them in place from its map (the records changed since sit on the heap).
 //!
 //! A node is decoded when it is read ([`NodeTable::get`], about a microsecond). What is read
 //! of many nodes at a time is not decoded (`GraphRead::node_ids` and `pinned_ids` give ids
@@ -16,9 +16,12 @@
 //! in place (retrieval scores hundreds of nodes a question; decoding each whole had
 //! made it 2.7 times slower).
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
-use crate::graph::Interner;
+use crate::graph::{BuildIdHasher, Interner};
+use crate::mapped::{Limits, Plain, Section};
 use crate::model::{Anchor, Node, NodeId, Props};
 
 /// A node as stored: its id is its slot, its label the interned id.
@@ -49,12 +52,6 @@ struct NodeRecord {
     updated: i64,
 }
 
-/// What a record read from a file shows once it is checked: it decodes whole, and these.
-pub(super) struct Checked {
-    pub label: u32,
-    pub pinned: bool,
-}
-
 /// [`NodeRecord`] with its strings borrowed from the bytes: enough to check a record without
 /// allocating a node.
 #[derive(Deserialize)]
@@ -65,7 +62,7 @@ struct NodeRecordView<'a> {
     _aliases: Vec<&'a str>,
     _props: Props,
     _anchor: Option<Anchor>,
-    pinned: bool,
+    _pinned: bool,
     _created: i64,
     _updated: i64,
 }
@@ -108,7 +105,7 @@ pub(super) fn encode(n: &Node, labels: &Interner) -> Box<[u8]> {
 }
 
 /// Checks a record read from a file: it must decode whole and name an interned label.
-pub(super) fn check(bytes: &[u8], labels: &Interner) -> Result<Checked, String> {
+pub(super) fn check(bytes: &[u8], labels: &Interner) -> Result<(), String> {
     let body = bytes
         .get(SALIENCE..)
         .ok_or_else(|| format!("{} bytes, no room for a salience", bytes.len()))?;
@@ -120,10 +117,7 @@ pub(super) fn check(bytes: &[u8], labels: &Interner) -> Result<Checked, String> 
     if view.label as usize >= labels.len() {
         return Err(format!("label {} is not interned", view.label));
     }
-    Ok(Checked {
-        label: view.label,
-        pinned: view.pinned,
-    })
+    Ok(())
 }
 
 /// The bytes of the salience at the start of a record, before its postcard part.
@@ -152,23 +146,88 @@ fn take_bytes<'a>(r: &mut &'a [u8]) -> Option<&'a [u8]> {
     Some(bytes)
 }
 
-/// Nodes by id (see the module doc).
+/// Where a node's record starts in the snapshot's records section: one per node slot and one
+/// more, so that record `i` is the bytes between the `i`th and the next (none when they are
+/// equal: an empty slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub(crate) struct RecordOffset(pub u64);
+
+// SAFETY: a `u64`.
+unsafe impl Plain for RecordOffset {
+    fn valid(&self, limits: &Limits) -> bool {
+        self.0 <= limits.record_bytes
+    }
+}
+
+/// The node records of a snapshot, read in place from its map (`crate::mapped`).
+#[derive(Clone, Debug)]
+pub(crate) struct MappedRecords {
+    pub offsets: Section<RecordOffset>,
+    pub bytes: Section<u8>,
+}
+
+impl MappedRecords {
+    fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Record `i` (below [`MappedRecords::len`]); `None` for an empty slot or one in a
+    /// damaged block.
+    fn record(&self, i: usize) -> Option<&[u8]> {
+        let &[start, end] = self.offsets.slice(i..i + 2)? else {
+            return None;
+        };
+        if end.0 <= start.0 {
+            return None;
+        }
+        self.bytes.slice(start.0 as usize..end.0 as usize)
+    }
+}
+
+/// Node records by id (see the module doc). Built in memory, every slot is in `slots`; read
+/// from a snapshot, the records of the ids it had are read in place from its map, those
+/// changed since sit in `changed`, and `slots` holds the ids past the snapshot's.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NodeTable {
     slots: Vec<Option<Box<[u8]>>>,
+    base: Option<MappedRecords>,
+    /// Records of ids below the base's count that changed since (`None`: removed).
+    changed: HashMap<u32, Option<Box<[u8]>>, BuildIdHasher>,
     live: usize,
 }
 
 impl NodeTable {
-    /// A table of the given slots, whose records have been [`check`]ed.
-    pub(super) fn from_slots(slots: Vec<Option<Box<[u8]>>>) -> Self {
-        let live = slots.iter().filter(|s| s.is_some()).count();
-        NodeTable { slots, live }
+    /// The table read from a snapshot: its records mapped, `live` of them live.
+    pub(super) fn mapped(base: MappedRecords, live: usize) -> Self {
+        NodeTable {
+            base: Some(base),
+            live,
+            ..NodeTable::default()
+        }
     }
 
-    /// One past the highest id with a slot.
+    /// Ids whose records are read from the map.
+    fn base_len(&self) -> usize {
+        self.base.as_ref().map_or(0, MappedRecords::len)
+    }
+
+    /// Checks every block of the mapped records, and every record in them; whether all are
+    /// sound.
+    pub(super) fn check_mapped(&self, labels: &Interner) -> bool {
+        let Some(base) = &self.base else {
+            return true;
+        };
+        let blocks = base.offsets.check_all() & base.bytes.check_all();
+        blocks
+            && (0..base.len()).all(|i| {
+                self.changed.contains_key(&(i as u32))
+                    || base.record(i).is_none_or(|r| check(r, labels).is_ok())
+            })
+    }
+
     pub(crate) fn slot_bound(&self) -> usize {
-        self.slots.len()
+        self.base_len() + self.slots.len()
     }
 
     pub(crate) fn live_count(&self) -> usize {
@@ -178,27 +237,53 @@ impl NodeTable {
     /// Stores `n` in its slot, replacing what was there.
     pub(super) fn put(&mut self, n: &Node, labels: &Interner) {
         let i = n.id.0 as usize;
+        if self.record(i).is_none() {
+            self.live += 1;
+        }
+        let record = Some(encode(n, labels));
+        let base = self.base_len();
+        if i < base {
+            self.changed.insert(i as u32, record);
+            return;
+        }
+        let i = i - base;
         if self.slots.len() <= i {
             self.slots.resize(i + 1, None);
         }
-        if self.slots[i].is_none() {
-            self.live += 1;
-        }
-        self.slots[i] = Some(encode(n, labels));
+        self.slots[i] = record;
     }
 
     /// Frees slot `id`.
     pub(super) fn remove(&mut self, id: NodeId) {
-        if let Some(slot) = self.slots.get_mut(id.0 as usize) {
-            if slot.take().is_some() {
-                self.live -= 1;
-            }
+        let i = id.0 as usize;
+        if self.record(i).is_none() {
+            return;
+        }
+        self.live -= 1;
+        let base = self.base_len();
+        if i < base {
+            self.changed.insert(id.0, None);
+        } else if let Some(slot) = self.slots.get_mut(i - base) {
+            *slot = None;
         }
     }
 
     /// The record of node `id`, as the snapshot stores it.
     pub(super) fn record(&self, id: usize) -> Option<&[u8]> {
-        self.slots.get(id).and_then(Option::as_deref)
+        match &self.base {
+            Some(base) if id < base.len() => {
+                if !self.changed.is_empty() {
+                    if let Some(r) = self.changed.get(&(id as u32)) {
+                        return r.as_deref();
+                    }
+                }
+                base.record(id)
+            }
+            _ => self
+                .slots
+                .get(id - self.base_len())
+                .and_then(Option::as_deref),
+        }
     }
 
     /// Node `id`, decoded.
@@ -252,17 +337,19 @@ impl NodeTable {
 
     /// The live ids, in order.
     pub(crate) fn ids(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.is_some())
-            .map(|(i, _)| NodeId(i as u32))
+        (0..self.slot_bound())
+            .filter(|i| self.record(*i).is_some())
+            .map(|i| NodeId(i as u32))
     }
 
     /// Heap bytes: the slots and the records (without the allocator's rounding).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Option<Box<[u8]>>>()
+        let slot = std::mem::size_of::<Option<Box<[u8]>>>();
+        self.slots.capacity() * slot
             + self.slots.iter().flatten().map(|r| r.len()).sum::<usize>()
+            // A map slot: the id, the record's pointer and length, a control byte.
+            + self.changed.capacity() * (4 + slot + 1)
+            + self.changed.values().flatten().map(|r| r.len()).sum::<usize>()
     }
 }
 
@@ -306,8 +393,7 @@ mod tests {
             assert_eq!(t.key(NodeId(id)), Some(key));
             assert_eq!(t.name(NodeId(id)), Some("the place"));
             assert_eq!(t.salience(NodeId(id)), Some(0.25));
-            let checked = check(t.record(id as usize).unwrap(), &labels).unwrap();
-            assert_eq!((checked.label, checked.pinned), (0, true));
+            assert_eq!(check(t.record(id as usize).unwrap(), &labels), Ok(()));
         }
         assert_eq!(t.live_count(), 3);
         assert_eq!(t.get(NodeId(1), &labels), None);

@@ -14,15 +14,15 @@
 //! loaded with the replay of the log).
 //!
 //! The file has two parts. The header and body are read into memory and checked whole at the
-//! open: the names, the node records (copied into the node table, and from them the key
-//! index, labels and pins), counts, validity bounds, and the table of the mapped sections
-//! with a CRC-32 per block. The sections that follow are mapped, not read: the edge slots,
-//! last-seen times and the adjacency's rows laid end to end (offsets, then entries), each as
-//! its items lie in memory, little-endian, starting on a page. They are checked block by
-//! block at their first read (`crate::mapped`), so an open costs no pass over the edges and
-//! a page costs memory only once read. Damage found there reads as missing; the store
-//! reports it (`verify`), and its next checkpoint or close removes the snapshot instead of
-//! writing the damaged state, so the open after loads the state from the tables.
+//! open: the names, counts, pinned nodes, validity bounds, and the table of the mapped
+//! sections with a CRC-32 per block. The sections that follow are mapped, not read: the edge
+//! slots, last-seen times, the adjacency's rows laid end to end (offsets, then entries), the
+//! node records the same way, each node's label and the key table, each as its items lie in
+//! memory, little-endian, starting on a page. They are checked block by block at their first
+//! read (`crate::mapped`), so an open reads no node and no edge, and a page costs memory only
+//! once read. Damage found there reads as missing; the store reports it (`verify`), and its
+//! next checkpoint or close removes the snapshot instead of writing the damaged state, so the
+//! open after loads the state from the tables.
 //!
 //! A new snapshot is a new file renamed over the old one, never a write into a mapped file;
 //! a process that mapped the old one keeps reading it (the disk space is freed when it
@@ -33,17 +33,20 @@
 //! Layout (little-endian): `LOCISNAP`, snapshot format (u32), store format (u32), projection
 //! version (u32), counters (next node u32, next edge u32, last seq u64), the fingerprint of
 //! the log record at that seq (u32, see [`log_fingerprint`]), body length (u64), CRC-32 of
-//! the body (u32); then the body: relation names, label names, node slots (each a length and
-//! the node's record as `store/node_table.rs` keeps it: the salience as f32, then postcard
-//! of the rest, its id the slot, its label interned; at most the header's next node id of
-//! them), the number of edge slots (at most the header's next edge id), the live edges, the
-//! validity bounds of the edges that have one (id u32, from i64, to i64), and for each of
-//! the four sections its items (u64) and the CRC-32 of each of its blocks. Then, each from
-//! the next multiple of 4096 bytes: the edge slots (from, to, relation with `u32::MAX` for a
-//! free slot, confidence, salience: 20 bytes), the last-seen times (i64), the adjacency's
-//! offsets (u64, one per node slot and one more) and its entries (16 bytes: neighbour, edge,
-//! confidence, relation with the direction and bounded flags). The file ends on a multiple
-//! of 4096.
+//! the body (u32); then the body: relation names, label names, the number of node slots (at
+//! most the header's next node id), the live nodes, the pinned node ids, the number of edge
+//! slots (at most the header's next edge id), the live edges, the validity bounds of the
+//! edges that have one (id u32, from i64, to i64), and for each of the eight sections its
+//! items (u64) and the CRC-32 of each of its blocks. Then, each from the next multiple of
+//! 4096 bytes: the edge slots (from, to, relation with `u32::MAX` for a free slot,
+//! confidence, salience: 20 bytes), the last-seen times (i64), the adjacency's offsets (u64,
+//! one per node slot and one more) and entries (16 bytes: neighbour, edge, confidence,
+//! relation with the direction and bounded flags), the node records' offsets (u64, the same
+//! way; equal offsets for an empty slot) and bytes (each record as `store/node_table.rs`
+//! keeps it: the salience as f32, then postcard of the rest, its label interned), each node
+//! slot's label (u32, `u32::MAX` for an empty slot), and the key table (u32 node ids,
+//! `u32::MAX` for an empty slot: `key_index::key_slots`). The file ends on a multiple of
+//! 4096.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -54,7 +57,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::edge_table::Slot;
-use super::node_table::{self, NodeTable};
+use super::key_index::{self, KeySlot};
+use super::node_table::{MappedRecords, NodeTable, RecordOffset};
 use super::{
     ms_since, next_graph_epoch, EdgeCore, EdgeTable, KeyIndex, OpenTimings, State,
     PROJECTION_VERSION, STORE_FORMAT,
@@ -74,7 +78,8 @@ const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// 3: edge columns packed (`columns`); node records without their id, labels interned.
 /// 4: edge slots, last-seen times and the adjacency in mapped sections after the body, each
 ///    block with its CRC-32 in the body (`crate::mapped`); no packed columns.
-pub const SNAPSHOT_FORMAT: u32 = 4;
+/// 5: the node records, their labels and the key table mapped too; the pinned ids in the body.
+pub const SNAPSHOT_FORMAT: u32 = 5;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
 /// Bytes of one validity entry: edge id, valid from, valid to.
 const BOUND_ENTRY: usize = 4 + 8 + 8;
@@ -115,18 +120,34 @@ pub(super) fn log_fingerprint(backend: &dyn Backend, seq: u64) -> Result<u32> {
 /// one every section is aligned for its items.
 const SECTION_ALIGN: u64 = 4096;
 /// The mapped sections, in their order in the file.
-const SECTIONS: [&str; 4] = [
+const SECTIONS: [&str; 8] = [
     "edge slots",
     "last seen",
     "adjacency offsets",
     "adjacency entries",
+    "node record offsets",
+    "node records",
+    "node labels",
+    "key table",
 ];
+const EDGE_SLOTS: usize = 0;
+const LAST_SEEN: usize = 1;
+const ADJACENCY_OFFSETS: usize = 2;
+const ADJACENCY_ENTRIES: usize = 3;
+const RECORD_OFFSETS: usize = 4;
+const RECORDS: usize = 5;
+const LABELS: usize = 6;
+const KEY_TABLE: usize = 7;
 /// Bytes of an item of each section.
-const ITEM_BYTES: [u64; 4] = [
+const ITEM_BYTES: [u64; 8] = [
     std::mem::size_of::<Slot>() as u64,
     8,
     8,
     std::mem::size_of::<AdjEntry>() as u64,
+    8,
+    1,
+    4,
+    4,
 ];
 
 /// `at` rounded up to a section boundary.
@@ -136,10 +157,10 @@ fn align_up(at: u64) -> Option<u64> {
 
 /// Where each section starts, and where the file ends, after a body of `body_len` bytes, for
 /// sections of `items` items; `None` when a count is too large to lay out.
-fn layout(body_len: u64, items: &[u64; 4]) -> Option<([u64; 4], u64)> {
+fn layout(body_len: u64, items: &[u64; 8]) -> Option<([u64; 8], u64)> {
     let mut at = align_up((HEADER_LEN as u64).checked_add(body_len)?)?;
-    let mut starts = [0; 4];
-    for k in 0..4 {
+    let mut starts = [0; 8];
+    for k in 0..SECTIONS.len() {
         starts[k] = at;
         at = align_up(at.checked_add(items[k].checked_mul(ITEM_BYTES[k])?)?)?;
     }
@@ -167,23 +188,39 @@ fn feed_items<T: Plain>(
 }
 
 /// What the mapped sections of a snapshot of `state` hold: the edge slots and last-seen times
-/// of the `edge_slots` edge ids, and the adjacency of the `node_rows` node ids as rows laid
-/// end to end (their offsets, then their entries: every list as it reads now, whether it
-/// still lies in the array it was built in or moved out since).
+/// of the `edge_slots` edge ids; the adjacency of the `node_rows` node ids as rows laid end
+/// to end (their offsets, then their entries: every list as it reads now, whether it still
+/// lies in the array it was built in or moved out since); the node records the same way; each
+/// node's interned label; and the key table (`key_index::key_slots`).
 struct SectionSource<'a> {
     state: &'a State,
     edge_slots: usize,
     node_rows: usize,
+    key_slots: Vec<KeySlot>,
 }
 
 impl SectionSource<'_> {
     /// The items of each section.
-    fn items(&self) -> [u64; 4] {
-        let entries: u64 = (0..self.node_rows as u32)
-            .map(|n| self.state.adj.entries(NodeId(n)).len() as u64)
+    fn items(&self) -> [u64; 8] {
+        let rows = 0..self.node_rows;
+        let entries: u64 = rows
+            .clone()
+            .map(|n| self.state.adj.entries(NodeId(n as u32)).len() as u64)
             .sum();
-        let slots = self.edge_slots as u64;
-        [slots, slots, self.node_rows as u64 + 1, entries]
+        let record_bytes: u64 = rows
+            .map(|n| self.state.nodes.record(n).map_or(0, <[u8]>::len) as u64)
+            .sum();
+        let (slots, nodes) = (self.edge_slots as u64, self.node_rows as u64);
+        [
+            slots,
+            slots,
+            nodes + 1,
+            entries,
+            nodes + 1,
+            record_bytes,
+            nodes,
+            self.key_slots.len() as u64,
+        ]
     }
 
     /// Feeds the bytes of section `k` to `sink`, in order.
@@ -194,39 +231,46 @@ impl SectionSource<'_> {
     ) -> std::io::Result<()> {
         let (state, rows) = (self.state, self.node_rows);
         let row = |n: usize| state.adj.entries(NodeId(n as u32));
+        let record = |n: usize| state.nodes.record(n).unwrap_or_default();
+        // The offsets of `rows` lists of the lengths `len` gives, and one past the last.
+        let offsets = |len: &dyn Fn(usize) -> usize,
+                       sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
+            let mut at = 0u64;
+            feed_items(
+                rows + 1,
+                |n| {
+                    let offset = at;
+                    if n < rows {
+                        at += len(n) as u64;
+                    }
+                    offset
+                },
+                sink,
+            )
+        };
         match k {
-            0 => feed_items(self.edge_slots, |i| state.edges.slot(i), sink),
-            1 => feed_items(
+            EDGE_SLOTS => feed_items(self.edge_slots, |i| state.edges.slot(i), sink),
+            LAST_SEEN => feed_items(
                 self.edge_slots,
                 |i| state.adj.last_seen(EdgeId(i as u32)),
                 sink,
             ),
-            2 => {
-                let mut at = 0u64;
-                feed_items(
-                    rows + 1,
-                    |n| {
-                        let offset = at;
-                        if n < rows {
-                            at += row(n).len() as u64;
-                        }
-                        offset
-                    },
-                    sink,
-                )
-            }
-            _ => (0..rows).try_for_each(|n| sink(mapped::bytes_of(row(n)))),
+            ADJACENCY_OFFSETS => offsets(&|n| row(n).len(), sink),
+            ADJACENCY_ENTRIES => (0..rows).try_for_each(|n| sink(mapped::bytes_of(row(n)))),
+            RECORD_OFFSETS => offsets(&|n| record(n).len(), sink),
+            RECORDS => (0..rows).try_for_each(|n| sink(record(n))),
+            LABELS => feed_items(
+                rows,
+                |n| state.adj.label_of(NodeId(n as u32)).unwrap_or(u32::MAX),
+                sink,
+            ),
+            _ => sink(mapped::bytes_of(&self.key_slots)),
         }
     }
 
     /// The CRC of each block of section `k`.
     fn crcs(&self, k: usize) -> Vec<u32> {
-        let mut crcs = match k {
-            0 => BlockCrcs::new::<Slot>(),
-            1 => BlockCrcs::new::<i64>(),
-            2 => BlockCrcs::new::<u64>(),
-            _ => BlockCrcs::new::<AdjEntry>(),
-        };
+        let mut crcs = block_crcs_for(k);
         // Feeding a hasher cannot fail.
         let _ = self.feed(k, &mut |b| {
             crcs.push(b);
@@ -234,6 +278,36 @@ impl SectionSource<'_> {
         });
         crcs.finish()
     }
+}
+
+/// A hasher of the blocks of section `k`.
+fn block_crcs_for(k: usize) -> BlockCrcs {
+    match k {
+        EDGE_SLOTS => BlockCrcs::new::<Slot>(),
+        LAST_SEEN => BlockCrcs::new::<i64>(),
+        ADJACENCY_OFFSETS => BlockCrcs::new::<u64>(),
+        ADJACENCY_ENTRIES => BlockCrcs::new::<AdjEntry>(),
+        RECORD_OFFSETS => BlockCrcs::new::<RecordOffset>(),
+        RECORDS => BlockCrcs::new::<u8>(),
+        LABELS => BlockCrcs::new::<u32>(),
+        _ => BlockCrcs::new::<KeySlot>(),
+    }
+}
+
+/// Blocks of section `k` with `items` items (a block holds whole items, so it may be a
+/// little short of `mapped::BLOCK_BYTES`).
+fn blocks_of(k: usize, items: usize) -> usize {
+    let per = match k {
+        EDGE_SLOTS => mapped::per_block::<Slot>(),
+        LAST_SEEN => mapped::per_block::<i64>(),
+        ADJACENCY_OFFSETS => mapped::per_block::<u64>(),
+        ADJACENCY_ENTRIES => mapped::per_block::<AdjEntry>(),
+        RECORD_OFFSETS => mapped::per_block::<RecordOffset>(),
+        RECORDS => mapped::per_block::<u8>(),
+        LABELS => mapped::per_block::<u32>(),
+        _ => mapped::per_block::<KeySlot>(),
+    };
+    items.div_ceil(per)
 }
 
 /// Encodes the header and body of a snapshot of the graph part of `state` (nodes, edge
@@ -252,23 +326,16 @@ fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>) -> Vec<u8>
     strings(&mut body, &state.relations);
     strings(&mut body, &state.labels);
 
-    let node_slots = sections.node_rows;
-    let record = |i: usize| state.nodes.record(i);
-    let node_bytes: usize = (0..node_slots)
-        .map(|i| 4 + record(i).map_or(0, <[u8]>::len))
-        .sum();
-    body.reserve(4 + node_bytes);
-    // The records as the node table holds them.
-    put_u32(&mut body, node_slots as u32);
-    for i in 0..node_slots {
-        match record(i) {
-            Some(bytes) => {
-                put_u32(&mut body, bytes.len() as u32);
-                body.extend_from_slice(bytes);
-            }
-            None => put_u32(&mut body, u32::MAX),
-        }
-    }
+    put_u32(&mut body, sections.node_rows as u32);
+    put_u32(&mut body, state.nodes.live_count() as u32);
+    let pinned: Vec<u32> = state
+        .nodes
+        .ids()
+        .filter(|id| state.adj.is_pinned(id.0))
+        .map(|id| id.0)
+        .collect();
+    put_u32(&mut body, pinned.len() as u32);
+    pinned.iter().for_each(|id| put_u32(&mut body, *id));
 
     put_u32(&mut body, sections.edge_slots as u32);
     put_u32(&mut body, state.edges.live_count() as u32);
@@ -328,6 +395,7 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         state,
         edge_slots: state.edges.slot_bound(),
         node_rows: state.nodes.slot_bound(),
+        key_slots: key_index::key_slots(&state.nodes),
     };
     let head = encode_head(state, log, &sections);
     let path = path_in(dir);
@@ -526,30 +594,33 @@ fn decode(
     if crc32fast::hash(body) != crc {
         return Err("checksum mismatch".into());
     }
-    timings.snapshot_read += ms_since(t);
-    let t = Instant::now();
     let mut r = Reader { bytes: body, at: 0 };
     let relations = r.interner("relation")?;
     let labels = r.interner("label")?;
-
-    let slots = r.count(4, "node slots")?;
-    // A node slot past the ids the store has made would be handed out again by the next
-    // ingest, over a node the snapshot's edges still join.
+    // The sections' size is not bounded by the body, so the numbers of node and edge slots
+    // are bounded by the store's own counters (which the header was judged against). A node
+    // slot past the ids made would be handed out again by the next ingest, over a node the
+    // snapshot's edges still join.
+    let slots = r.u32()? as usize;
     if slots > header.counters.next_node as usize {
         return Err(format!(
             "{slots} node slots, past the {} node ids made",
             header.counters.next_node
         ));
     }
-    let mut records: Vec<Option<&[u8]>> = Vec::with_capacity(slots);
-    for _ in 0..slots {
-        match r.u32()? {
-            u32::MAX => records.push(None),
-            n => records.push(Some(r.take(n as usize)?)),
-        }
+    let live_nodes = r.u32()? as usize;
+    if live_nodes > slots {
+        return Err(format!("{live_nodes} live nodes in {slots} slots"));
     }
-    // The sections' size is not bounded by the body, so the number of edge slots is bounded
-    // by the store's own counter (which the header was judged against).
+    let pinned_count = r.count(4, "pinned nodes")?;
+    let mut pinned = IdSet::default();
+    for _ in 0..pinned_count {
+        let id = r.u32()?;
+        if id as usize >= slots {
+            return Err(format!("pinned node {id}, past the node slots"));
+        }
+        pinned.insert(id);
+    }
     let edge_slots = r.u32()? as usize;
     if edge_slots > header.counters.next_edge as usize {
         return Err(format!(
@@ -563,8 +634,8 @@ fn decode(
     }
     let bounds = r.count(BOUND_ENTRY, "validity bounds")?;
     let bounds = r.take(bounds * BOUND_ENTRY)?;
-    let mut items = [0u64; 4];
-    let mut crcs: [Vec<u32>; 4] = Default::default();
+    let mut items = [0u64; 8];
+    let mut crcs: [Vec<u32>; 8] = Default::default();
     for k in 0..SECTIONS.len() {
         items[k] = r.u64()?;
         let n = usize::try_from(items[k])
@@ -578,11 +649,16 @@ fn decode(
     if !r.rest().is_empty() {
         return Err("bytes after the sections' table".into());
     }
+    let (edges, nodes) = (edge_slots as u64, slots as u64);
     let expected = [
-        edge_slots as u64,
-        edge_slots as u64,
-        slots as u64 + 1,
-        items[3],
+        edges,
+        edges,
+        nodes + 1,
+        items[ADJACENCY_ENTRIES],
+        nodes + 1,
+        items[RECORDS],
+        nodes,
+        items[KEY_TABLE],
     ];
     if items != expected {
         return Err(format!(
@@ -611,47 +687,40 @@ fn decode(
         edges: edge_slots as u32,
         relations: relations.len() as u32,
         labels: labels.len() as u32,
-        entries: items[3],
+        entries: items[ADJACENCY_ENTRIES],
+        record_bytes: items[RECORDS],
     };
     let damage = Arc::new(Damage::default());
-    let [slot_crcs, seen_crcs, offset_crcs, entry_crcs] = crcs;
-    let section = |k: usize| (starts[k] as usize, items[k] as usize);
-    let (at, n) = section(0);
-    let edge_section = Section::new(
-        map.clone(),
-        at,
-        n,
-        slot_crcs,
-        limits,
-        damage.clone(),
-        SECTIONS[0],
-    )?;
-    let (at, n) = section(1);
-    let seen = Section::new(
-        map.clone(),
-        at,
-        n,
-        seen_crcs,
-        limits,
-        damage.clone(),
-        SECTIONS[1],
-    )?;
-    let (at, n) = section(2);
-    let offsets = Section::new(
-        map.clone(),
-        at,
-        n,
-        offset_crcs,
-        limits,
-        damage.clone(),
-        SECTIONS[2],
-    )?;
-    let (at, n) = section(3);
-    let entries = Section::new(map, at, n, entry_crcs, limits, damage.clone(), SECTIONS[3])?;
-    // The ends of the rows: two blocks read now, so that a snapshot whose rows do not cover
-    // its entries is refused rather than read.
-    if offsets.get(0) != Some(0) || offsets.get(slots) != Some(items[3]) {
+    let mut crcs = crcs.into_iter();
+    let mut k = 0;
+    let mut next_section = || {
+        let at = (starts[k] as usize, items[k] as usize, SECTIONS[k]);
+        k += 1;
+        (at, crcs.next().unwrap_or_default())
+    };
+    macro_rules! section {
+        () => {{
+            let ((at, n, what), crcs) = next_section();
+            Section::new(map.clone(), at, n, crcs, limits, damage.clone(), what)?
+        }};
+    }
+    let edge_section = section!();
+    let seen = section!();
+    let offsets: Section<u64> = section!();
+    let entries = section!();
+    let record_offsets: Section<RecordOffset> = section!();
+    let records = section!();
+    let label_of: Section<u32> = section!();
+    let key_slots = section!();
+    // The ends of the rows: a block or two read now, so that a snapshot whose rows do not
+    // cover what they index is refused rather than read.
+    if offsets.get(0) != Some(0) || offsets.get(slots) != Some(items[ADJACENCY_ENTRIES]) {
         return Err("the adjacency's offsets do not span its entries".into());
+    }
+    if record_offsets.get(0) != Some(RecordOffset(0))
+        || record_offsets.get(slots) != Some(RecordOffset(items[RECORDS]))
+    {
+        return Err("the node records' offsets do not span them".into());
     }
     let mut bound_map = std::collections::BTreeMap::new();
     for b in bounds.chunks_exact(BOUND_ENTRY) {
@@ -665,22 +734,30 @@ fn decode(
         let to = i64::from_le_bytes(b[12..20].try_into().unwrap_or_default());
         bound_map.insert(EdgeId(id), (from, to));
     }
-    let edges = EdgeTable::mapped(edge_section, live_edges, bound_map);
-    timings.snapshot_edges = ms_since(t);
-    timings.snapshot_read += timings.snapshot_edges;
+    timings.snapshot_read += ms_since(t);
 
     let t = Instant::now();
-    let (nodes, marks) = check_nodes(&records, &labels)?;
-    let (node_keys, label_of, pinned) = derive_from_nodes(&nodes, &marks)?;
+    let node_keys = KeyIndex::mapped(key_slots)?;
+    let nodes = NodeTable::mapped(
+        MappedRecords {
+            offsets: record_offsets,
+            bytes: records,
+        },
+        live_nodes,
+    );
     timings.snapshot_nodes = ms_since(t);
+    let t = Instant::now();
+    let edges = EdgeTable::mapped(edge_section, live_edges, bound_map);
     let adj = Adjacency::mapped(
         offsets,
         entries,
         Layered::mapped(seen),
-        label_of,
+        Layered::mapped(label_of),
         pinned,
+        live_nodes,
         live_edges,
     );
+    timings.snapshot_edges = ms_since(t);
     Ok((
         header,
         State {
@@ -696,74 +773,6 @@ fn decode(
             ..State::default()
         },
     ))
-}
-
-/// Blocks of section `k` with `items` items (a block holds whole items, so it may be a
-/// little short of `mapped::BLOCK_BYTES`).
-fn blocks_of(k: usize, items: usize) -> usize {
-    let per = match k {
-        0 => mapped::per_block::<Slot>(),
-        1 => mapped::per_block::<i64>(),
-        2 => mapped::per_block::<u64>(),
-        _ => mapped::per_block::<AdjEntry>(),
-    };
-    items.div_ceil(per)
-}
-
-/// The node records, checked on every core and copied into their slots, with each slot's
-/// label id and pin (`u32::MAX` for a free slot). When records are damaged, the error names
-/// the first of them.
-fn check_nodes(
-    records: &[Option<&[u8]>],
-    labels: &Interner,
-) -> std::result::Result<(NodeTable, Vec<(u32, bool)>), Unusable> {
-    let first_error: std::sync::Mutex<Option<(usize, Unusable)>> = std::sync::Mutex::new(None);
-    let fail = |i: usize, message: String| {
-        let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
-        if first.as_ref().is_none_or(|(j, _)| i < *j) {
-            *first = Some((i, message));
-        }
-        (None, (u32::MAX, false))
-    };
-    let (mut slots, mut marks) = (Vec::new(), Vec::new());
-    // Indexed and collected in place: a collect of Results would gather chunks in a list and
-    // copy them all once more (a tenth of the open at 1M edges).
-    records
-        .par_iter()
-        .enumerate()
-        .map(|(i, rec)| match rec {
-            None => (None, (u32::MAX, false)),
-            Some(b) => match node_table::check(b, labels) {
-                Ok(c) => (Some(Box::<[u8]>::from(*b)), (c.label, c.pinned)),
-                Err(e) => fail(i, format!("node slot {i}: {e}")),
-            },
-        })
-        .unzip_into_vecs(&mut slots, &mut marks);
-    match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some((_, message)) => Err(message),
-        None => Ok((NodeTable::from_slots(slots), marks)),
-    }
-}
-
-/// What the nodes give the rest of the state: the key index, each slot's interned label
-/// (`u32::MAX` for a free slot) and the pinned nodes. `marks` holds each slot's label and pin.
-fn derive_from_nodes(
-    nodes: &NodeTable,
-    marks: &[(u32, bool)],
-) -> std::result::Result<(KeyIndex, Vec<u32>, IdSet), Unusable> {
-    let mut node_keys = KeyIndex::with_capacity(nodes.live_count());
-    let mut pinned = IdSet::default();
-    for id in nodes.ids() {
-        let key = nodes.key(id).unwrap_or_default();
-        if !node_keys.insert(nodes, key, id) {
-            return Err(format!("two nodes have the key {key:?}"));
-        }
-        if marks[id.0 as usize].1 {
-            pinned.insert(id.0);
-        }
-    }
-    let label_of = marks.iter().map(|m| m.0).collect();
-    Ok((node_keys, label_of, pinned))
 }
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
@@ -878,13 +887,16 @@ mod tests {
     /// The sections start on page boundaries and the file ends on one, wherever the body ends.
     #[test]
     fn sections_are_laid_out_on_page_boundaries() {
-        let (starts, end) = layout(10, &[3, 3, 2, 0]).unwrap();
-        assert_eq!(starts, [4096, 8192, 12288, 16384]);
-        assert_eq!(end, 16384);
-        let (starts, end) = layout(5000, &[1000, 1000, 201, 4000]).unwrap();
+        let (starts, end) = layout(10, &[3, 3, 2, 0, 0, 0, 0, 1]).unwrap();
+        assert_eq!(
+            starts,
+            [4096, 8192, 12288, 16384, 16384, 16384, 16384, 16384]
+        );
+        assert_eq!(end, 20480);
+        let (starts, end) = layout(5000, &[1000, 1000, 201, 4000, 0, 0, 0, 0]).unwrap();
         assert_eq!(starts[0], 8192);
         assert_eq!(starts[1], 8192 + 20480);
         assert_eq!(end % 4096, 0);
-        assert!(layout(0, &[u64::MAX / 4, 0, 0, 0]).is_none());
+        assert!(layout(0, &[u64::MAX / 4, 0, 0, 0, 0, 0, 0, 0]).is_none());
     }
 }
