@@ -436,6 +436,35 @@ fn damaged_text_segment_is_rebuilt_from_log(kind: BackendKind) {
     }
 }
 
+/// An open checks a text file's checksum only the first time it meets the file as it is
+/// (`text/loci-checked` lists what was checked, by length and modification time): a file
+/// damaged in place after an earlier open checked it is checked again, and the index rebuilt.
+#[test]
+fn a_text_file_damaged_after_an_open_checked_it_is_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let expected = small_store(BackendKind::Redb, &dir);
+    drop(Store::open(&dir).unwrap());
+    let listed = std::fs::read_to_string(dir.join("text").join("loci-checked")).unwrap();
+    let store_file = listed
+        .lines()
+        .filter_map(|l| l.rsplit(' ').next())
+        .find(|name| name.ends_with(".store"))
+        .expect("a store file was checked and listed")
+        .to_string();
+    let target = dir.join("text").join(store_file);
+    let mut bytes = std::fs::read(&target).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&target, bytes).unwrap();
+    let store = Store::open(&dir).unwrap();
+    assert!(store.stats().text_rebuilt);
+    assert_same(&reads(&store).unwrap(), &expected, "after the damage");
+    drop(store);
+    assert!(!Store::open(&dir).unwrap().stats().text_rebuilt);
+}
+
 #[test]
 fn damaged_text_segment_is_rebuilt_from_log_redb() {
     damaged_text_segment_is_rebuilt_from_log(BackendKind::Redb);
