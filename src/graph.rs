@@ -991,7 +991,13 @@ mod tests {
             record_bytes: 0,
         };
         let damage = std::sync::Arc::new(Damage::default());
-        let section = |start, items: &[_]| {
+        fn section<T: crate::mapped::Plain>(
+            map: &std::sync::Arc<memmap2::Mmap>,
+            start: usize,
+            items: &[T],
+            limits: Limits,
+            damage: &std::sync::Arc<Damage>,
+        ) -> Section<T> {
             let crcs = block_crcs(items.iter().copied());
             Section::new(
                 map.clone(),
@@ -1003,28 +1009,10 @@ mod tests {
                 "t",
             )
             .unwrap()
-        };
-        let offsets = section(0, offsets);
-        let entries = Section::new(
-            map.clone(),
-            at,
-            entries.len(),
-            block_crcs(entries.iter().copied()),
-            limits,
-            damage.clone(),
-            "t",
-        )
-        .unwrap();
-        let seen = Section::new(
-            map.clone(),
-            seen_at,
-            seen.len(),
-            block_crcs(seen.iter().copied()),
-            limits,
-            damage,
-            "t",
-        )
-        .unwrap();
+        }
+        let offsets = section(&map, 0, offsets, limits, &damage);
+        let entries = section(&map, at, entries, limits, &damage);
+        let seen = section(&map, seen_at, &seen, limits, &damage);
         let labels = (0..g.node_bound() as u32)
             .map(|n| g.label_of(NodeId(n)).unwrap_or(u32::MAX))
             .collect();

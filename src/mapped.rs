@@ -92,7 +92,13 @@ pub fn bytes_of<T: Plain>(items: &[T]) -> &[u8] {
 
 /// Items of a section per checked block.
 pub fn per_block<T>() -> usize {
-    (BLOCK_BYTES / std::mem::size_of::<T>()).max(1)
+    items_per_block(std::mem::size_of::<T>())
+}
+
+/// Items of `item_bytes` bytes each per checked block: a block holds whole items, so it may
+/// be a little short of [`BLOCK_BYTES`].
+pub fn items_per_block(item_bytes: usize) -> usize {
+    (BLOCK_BYTES / item_bytes.max(1)).max(1)
 }
 
 /// The CRC-32 of each block of a section of `T`, fed its bytes in pieces of any size.
@@ -105,8 +111,13 @@ pub struct BlockCrcs {
 
 impl BlockCrcs {
     pub fn new<T: Plain>() -> Self {
+        Self::for_items_of(std::mem::size_of::<T>())
+    }
+
+    /// The hasher of a section whose items take `item_bytes` bytes each.
+    pub fn for_items_of(item_bytes: usize) -> Self {
         BlockCrcs {
-            block: per_block::<T>() * std::mem::size_of::<T>(),
+            block: items_per_block(item_bytes) * item_bytes.max(1),
             filled: 0,
             hasher: crc32fast::Hasher::new(),
             crcs: Vec::new(),

@@ -282,32 +282,12 @@ impl SectionSource<'_> {
 
 /// A hasher of the blocks of section `k`.
 fn block_crcs_for(k: usize) -> BlockCrcs {
-    match k {
-        EDGE_SLOTS => BlockCrcs::new::<Slot>(),
-        LAST_SEEN => BlockCrcs::new::<i64>(),
-        ADJACENCY_OFFSETS => BlockCrcs::new::<u64>(),
-        ADJACENCY_ENTRIES => BlockCrcs::new::<AdjEntry>(),
-        RECORD_OFFSETS => BlockCrcs::new::<RecordOffset>(),
-        RECORDS => BlockCrcs::new::<u8>(),
-        LABELS => BlockCrcs::new::<u32>(),
-        _ => BlockCrcs::new::<KeySlot>(),
-    }
+    BlockCrcs::for_items_of(ITEM_BYTES[k] as usize)
 }
 
-/// Blocks of section `k` with `items` items (a block holds whole items, so it may be a
-/// little short of `mapped::BLOCK_BYTES`).
+/// Blocks of section `k` with `items` items.
 fn blocks_of(k: usize, items: usize) -> usize {
-    let per = match k {
-        EDGE_SLOTS => mapped::per_block::<Slot>(),
-        LAST_SEEN => mapped::per_block::<i64>(),
-        ADJACENCY_OFFSETS => mapped::per_block::<u64>(),
-        ADJACENCY_ENTRIES => mapped::per_block::<AdjEntry>(),
-        RECORD_OFFSETS => mapped::per_block::<RecordOffset>(),
-        RECORDS => mapped::per_block::<u8>(),
-        LABELS => mapped::per_block::<u32>(),
-        _ => mapped::per_block::<KeySlot>(),
-    };
-    items.div_ceil(per)
+    items.div_ceil(mapped::items_per_block(ITEM_BYTES[k] as usize))
 }
 
 /// Encodes the header and body of a snapshot of the graph part of `state` (nodes, edge
