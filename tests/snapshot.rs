@@ -656,15 +656,24 @@ fn damage_to_a_mapped_section_is_found_when_read(kind: BackendKind, dir: &Path) 
             continue;
         }
         damaged += 1;
+        // A batch after the damage could take a key or an edge for missing and add a second
+        // copy: it is refused, and writes nothing.
+        let events = store.stats().events;
+        let refused = store
+            .ingest(vec![event(900, vec![edge("n2", "NEAR", "n3", 0.5)])])
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("batch was not written"), "{refused}");
+        assert_eq!(store.stats().events, events);
         let report = store.verify().unwrap();
         assert!(
             report.differences.iter().any(|d| d.contains("damaged")),
             "byte {at}: {:?}",
             report.differences
         );
+        assert!(!path.exists());
         let err = store.checkpoint().unwrap_err().to_string();
         assert!(err.contains("snapshot is removed"), "{err}");
-        assert!(!path.exists());
         drop(store);
         let store = Store::open(dir).unwrap();
         assert_eq!(store.state_source(), StateSource::Tables);

@@ -2167,6 +2167,17 @@ impl Store {
             state.folds.put_changes(&overlay.events, &mut batch);
             let (docs, deletes) = overlay.text_changes(&state);
             overlay.shed_inputs();
+            // A damaged block of the mapped snapshot reads as missing, so a key or an edge this
+            // batch looked up may have seemed absent, and the batch would add a second copy
+            // to the tables. Nothing is written; the snapshot goes, so that the next open loads
+            // the state from the tables.
+            if state.mapped_damage.as_ref().is_some_and(|d| d.found()) {
+                self.drop_snapshot();
+                return Err(Error::Store {
+                    path: self.dir.clone(),
+                    message: "the state snapshot this store was opened from is damaged; the batch was not written, and the snapshot is removed: reopen the store to load the state from its tables".into(),
+                });
+            }
             (overlay, batch, docs, deletes, new_nodes_from)
         };
         self.backend.commit(batch)?;
