@@ -307,23 +307,26 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             };
             let fresh = child_open(&dir).ok();
             let mut v = serde_json::to_value(&r)?;
-            if let Some((full, secs, empty, anon)) = fresh {
-                v["open_fresh_process_s"] = secs.into();
+            if let Some(f) = fresh {
+                v["open_fresh_process_s"] = f.store.secs.into();
+                // Of that wall time, the open itself as the process timed it (the rest is
+                // starting the process and what `stats` computes).
+                v["open_fresh_process_open_ms"] = f.store.open_ms.into();
                 v["open_page_cache"] = if cfg!(target_os = "linux") {
                     "cold: the store's files were evicted (posix_fadvise DONTNEED) before the open"
                 } else {
                     "warm: this system cannot evict the files from its page cache"
                 }
                 .into();
-                v["rss_open_bytes"] = full.into();
-                v["rss_empty_store_bytes"] = empty.into();
-                v["rss_bytes_per_edge"] =
-                    ((full.saturating_sub(empty)) as f64 / r.edges.max(1) as f64).into();
+                let per_edge =
+                    |a: u64, b: u64| (a.saturating_sub(b)) as f64 / r.edges.max(1) as f64;
+                v["rss_open_bytes"] = f.store.rss.into();
+                v["rss_empty_store_bytes"] = f.empty.rss.into();
+                v["rss_bytes_per_edge"] = per_edge(f.store.rss, f.empty.rss).into();
                 // Of it, the heap's part: the rest is pages of mapped files the open read.
-                v["rss_anon_open_bytes"] = anon.0.into();
-                v["rss_anon_empty_store_bytes"] = anon.1.into();
-                v["rss_anon_bytes_per_edge"] =
-                    ((anon.0.saturating_sub(anon.1)) as f64 / r.edges.max(1) as f64).into();
+                v["rss_anon_open_bytes"] = f.store.anon.into();
+                v["rss_anon_empty_store_bytes"] = f.empty.anon.into();
+                v["rss_anon_bytes_per_edge"] = per_edge(f.store.anon, f.empty.anon).into();
             }
             emit(&v, &report)?;
         }
@@ -358,13 +361,31 @@ fn evict_from_page_cache(dir: &Path) {
     }
 }
 
-/// Resident memory and wall time of `loci stats` (which opens the store) on `dir`, and the
-/// resident memory of the same on an empty store, each in a fresh process: what a user who
-/// opens the store pays. Last, the anonymous part of the two resident sets (the rest is
-/// pages of mapped files: the snapshot's sections once read, the binary, the text index).
-fn child_open(dir: &Path) -> Result<(u64, f64, u64, (u64, u64))> {
+/// What one `loci stats` run in a fresh process shows of the store it opens.
+struct ChildOpen {
+    /// Resident set, bytes.
+    rss: u64,
+    /// Of it, anonymous memory (the rest is pages of mapped files: the snapshot's sections
+    /// once read, the binary, the text index).
+    anon: u64,
+    /// Wall time of the whole process, seconds.
+    secs: f64,
+    /// The open as the process timed it, milliseconds.
+    open_ms: f64,
+}
+
+/// `loci stats` on the store and on an empty one.
+struct FreshOpen {
+    store: ChildOpen,
+    empty: ChildOpen,
+}
+
+/// `loci stats` (which opens the store) on `dir`, its files evicted from the page cache
+/// first, and on an empty store, each in a fresh process: what a user who opens the store
+/// pays.
+fn child_open(dir: &Path) -> Result<FreshOpen> {
     let exe = std::env::current_exe()?;
-    let run = |d: &Path| -> Result<(u64, f64, u64)> {
+    let run = |d: &Path| -> Result<ChildOpen> {
         let t = Instant::now();
         let out = std::process::Command::new(&exe)
             .args(["stats", "--json", "--store"])
@@ -372,13 +393,18 @@ fn child_open(dir: &Path) -> Result<(u64, f64, u64, (u64, u64))> {
             .output()?;
         let secs = t.elapsed().as_secs_f64();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-        let rss = |k: &str| v[k].as_u64().unwrap_or(0);
-        Ok((rss("rss_bytes"), secs, rss("rss_anon_bytes")))
+        let bytes = |k: &str| v[k].as_u64().unwrap_or(0);
+        Ok(ChildOpen {
+            rss: bytes("rss_bytes"),
+            anon: bytes("rss_anon_bytes"),
+            secs,
+            open_ms: v["open_ms"]["total"].as_f64().unwrap_or(0.0),
+        })
     };
     let empty = tempfile::tempdir()?;
     Store::create(empty.path().join("s"), BackendKind::Redb)?;
     evict_from_page_cache(dir);
-    let (full, secs, anon) = run(dir)?;
-    let (empty_rss, _, empty_anon) = run(&empty.path().join("s"))?;
-    Ok((full, secs, empty_rss, (anon, empty_anon)))
+    let store = run(dir)?;
+    let empty = run(&empty.path().join("s"))?;
+    Ok(FreshOpen { store, empty })
 }
