@@ -587,7 +587,7 @@ impl Adjacency {
         let i = node.0 as usize;
         if let Some(l) = self.labels.get(i) {
             if l != u32::MAX {
-                self.live_nodes -= 1;
+                self.live_nodes = self.live_nodes.saturating_sub(1);
             }
             self.labels.set(i, u32::MAX, u32::MAX);
             *self.list_mut(node) = Vec::new();
@@ -641,7 +641,7 @@ impl Adjacency {
             }
         }
         if removed {
-            self.live_edges -= 1;
+            self.live_edges = self.live_edges.saturating_sub(1);
         }
     }
 

@@ -54,12 +54,21 @@ pub struct Limits {
 pub unsafe trait Plain: Copy + Send + Sync + 'static {
     /// Whether a value read from a file is one the state could hold.
     fn valid(&self, limits: &Limits) -> bool;
+
+    /// For offsets, which must never decrease along a section (rows that went back would
+    /// overlap, and a copy of each would be the whole array): the value to compare.
+    fn ordered(&self) -> Option<u64> {
+        None
+    }
 }
 
 unsafe impl Plain for u64 {
     /// An adjacency offset.
     fn valid(&self, limits: &Limits) -> bool {
         *self <= limits.entries
+    }
+    fn ordered(&self) -> Option<u64> {
+        Some(*self)
     }
 }
 
@@ -164,6 +173,11 @@ pub struct Damage {
 impl Damage {
     pub fn found(&self) -> bool {
         self.found.load(Relaxed)
+    }
+
+    /// Records damage found outside a block's check (counts that disagree with the blocks).
+    pub fn record(&self) {
+        self.found.store(true, Relaxed);
     }
 }
 
@@ -287,12 +301,26 @@ impl<T: Plain> Section<T> {
         let i = &self.inner;
         let bit = 1u64 << (b % 64);
         if i.bad[b / 64].load(Relaxed) & bit != 0 {
+            // Set here too, in this thread's order: a writer that reads `found` after a lookup
+            // that missed must see it.
+            i.damage.found.store(true, Relaxed);
             return false;
         }
         let per = per_block::<T>();
         let items = &self.raw()[b * per..((b + 1) * per).min(i.len)];
+        // An ordered section must not go back, within the block or from the last item of the
+        // block before (whose own check covers its inside).
+        let before = b.checked_sub(1).map(|p| self.raw()[(p + 1) * per - 1]);
+        let ordered = items.first().and_then(Plain::ordered).is_none()
+            || before
+                .iter()
+                .chain(items)
+                .map(|v| v.ordered().unwrap_or(0))
+                .try_fold(0u64, |last, v| (v >= last).then_some(v))
+                .is_some();
         let sound = crc32fast::hash(bytes_of(items)) == i.crcs[b]
-            && items.iter().all(|v| v.valid(&i.limits));
+            && items.iter().all(|v| v.valid(&i.limits))
+            && ordered;
         if sound {
             i.sound[b / 64].fetch_or(bit, Relaxed);
         } else {
@@ -543,6 +571,36 @@ mod tests {
         let s = Section::<u64>::new(mapped(&items, |_| ()), 4096, 3, crcs, limits(), damage, "t")
             .unwrap();
         assert_eq!(s.get(0), None);
+    }
+
+    /// Offsets that go back (crafted under right checksums) would let rows overlap, and a
+    /// copy of each row be the whole array: the block fails, within itself or against the
+    /// last offset of the block before.
+    #[test]
+    fn offsets_that_go_back_fail_their_block() {
+        let check = |items: Vec<u64>| {
+            let crcs = block_crcs(items.iter().copied());
+            let damage = Arc::new(Damage::default());
+            let s = Section::<u64>::new(
+                mapped(&items, |_| ()),
+                4096,
+                items.len(),
+                crcs,
+                limits(),
+                damage,
+                "t",
+            )
+            .unwrap();
+            (0..items.len().div_ceil(per_block::<u64>()))
+                .map(|b| s.get(b * per_block::<u64>()).is_some())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(check(vec![0, 5, 5, 8]), [true]);
+        assert_eq!(check(vec![0, 5, 3, 8]), [false]);
+        let per = per_block::<u64>();
+        let mut across: Vec<u64> = (0..2 * per as u64).collect();
+        across[per] = 1;
+        assert_eq!(check(across), [true, false]);
     }
 
     #[test]

@@ -59,13 +59,16 @@ pub(crate) fn stable_hash(key: &[u8]) -> u64 {
 /// keys): what a snapshot writes. Later keys win over earlier ones (as the heap table's
 /// inserts do).
 pub(crate) fn key_slots(nodes: &NodeTable) -> Vec<KeySlot> {
-    let n = (nodes.live_count() * 2).max(1).next_power_of_two();
+    // Counted, not taken from `live_count`: a count read from a crafted snapshot could be
+    // short, and a full table would leave the probe below nowhere to stop.
+    let ids: Vec<NodeId> = nodes.ids().collect();
+    let n = (ids.len() * 2).max(1).next_power_of_two();
     let mask = n - 1;
     let mut slots = vec![KeySlot::EMPTY; n];
-    for id in nodes.ids() {
+    for id in ids {
         let key = key_of(nodes, id.0);
-        let mut i = stable_hash(key) as usize & mask;
-        loop {
+        let mut i = stable_hash(key.unwrap_or_default()) as usize & mask;
+        for _ in 0..n {
             let slot = &mut slots[i];
             if *slot == KeySlot::EMPTY || key_of(nodes, slot.0) == key {
                 *slot = KeySlot(id.0);
@@ -88,10 +91,15 @@ pub(crate) struct KeyIndex {
     mapped: Option<Section<KeySlot>>,
 }
 
-fn key_of(nodes: &NodeTable, id: u32) -> &[u8] {
-    // An id in the table always has its record (see the type doc); "" keeps a broken caller
-    // from panicking, at the cost of a lookup miss.
-    nodes.key_bytes(NodeId(id)).unwrap_or_default()
+/// The key of node `id` as its record holds it now; `None` for a node without one (removed
+/// since the snapshot's table was laid out), which no key matches, not even "".
+fn key_of(nodes: &NodeTable, id: u32) -> Option<&[u8]> {
+    nodes.key_bytes(NodeId(id))
+}
+
+/// Whether node `id` has the key `key` now.
+fn has_key(nodes: &NodeTable, id: u32, key: &str) -> bool {
+    key_of(nodes, id) == Some(key.as_bytes())
 }
 
 impl KeyIndex {
@@ -118,7 +126,7 @@ impl KeyIndex {
             if slot == KeySlot::EMPTY {
                 return None;
             }
-            if key_of(nodes, slot.0) == key.as_bytes() {
+            if has_key(nodes, slot.0, key) {
                 return Some(NodeId(slot.0));
             }
             i = (i + 1) & mask;
@@ -140,7 +148,7 @@ impl KeyIndex {
         if !self.table.is_empty() || self.mapped.is_none() {
             let found = self
                 .table
-                .find(self.hash(key), |&id| key_of(nodes, id) == key.as_bytes());
+                .find(self.hash(key), |&id| has_key(nodes, id, key));
             if let Some(&id) = found {
                 return Some(NodeId(id));
             }
@@ -152,10 +160,7 @@ impl KeyIndex {
     /// points at `id`). The records of the ids already in the table must be in `nodes`.
     pub(crate) fn insert(&mut self, nodes: &NodeTable, key: &str, id: NodeId) -> bool {
         let hash = self.hash(key);
-        if let Some(slot) = self
-            .table
-            .find_mut(hash, |&i| key_of(nodes, i) == key.as_bytes())
-        {
+        if let Some(slot) = self.table.find_mut(hash, |&i| has_key(nodes, i, key)) {
             let fresh = *slot == id.0;
             *slot = id.0;
             return fresh;
@@ -166,8 +171,9 @@ impl KeyIndex {
             return true;
         }
         let hasher = &self.hasher;
-        self.table
-            .insert_unique(hash, id.0, |&i| hasher.hash_one(key_of(nodes, i)));
+        self.table.insert_unique(hash, id.0, |&i| {
+            hasher.hash_one(key_of(nodes, i).unwrap_or_default())
+        });
         in_map.is_none()
     }
 
@@ -175,7 +181,7 @@ impl KeyIndex {
     pub(crate) fn remove(&mut self, nodes: &NodeTable, key: &str) {
         if let Ok(entry) = self
             .table
-            .find_entry(self.hash(key), |&i| key_of(nodes, i) == key.as_bytes())
+            .find_entry(self.hash(key), |&i| has_key(nodes, i, key))
         {
             entry.remove();
         }
@@ -189,7 +195,8 @@ impl KeyIndex {
         nodes
             .ids()
             .filter(|id| {
-                let key = std::str::from_utf8(key_of(nodes, id.0)).unwrap_or_default();
+                let key = std::str::from_utf8(key_of(nodes, id.0).unwrap_or_default())
+                    .unwrap_or_default();
                 self.get(nodes, key) == Some(*id)
             })
             .count()
@@ -198,5 +205,73 @@ impl KeyIndex {
     /// Heap bytes: a 4-byte id and a control byte per slot.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.table.capacity() * 5
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Interner;
+    use crate::mapped::{block_crcs, bytes_of, Damage};
+    use crate::model::{Node, Props};
+    use std::io::Write;
+
+    fn node(id: u32, key: &str) -> Node {
+        Node {
+            id: NodeId(id),
+            key: key.into(),
+            label: "Place".into(),
+            name: String::new(),
+            aliases: Vec::new(),
+            props: Props::new(),
+            anchor: None,
+            salience: 0.0,
+            pinned: false,
+            created: 0,
+            updated: 0,
+        }
+    }
+
+    /// A key table mapped from a file holding `slots`.
+    fn mapped(slots: &[KeySlot]) -> KeyIndex {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes_of(slots)).unwrap();
+        // SAFETY: the temporary file is this test's alone.
+        let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&f) }.unwrap());
+        let limits = Limits {
+            nodes: 1 << 20,
+            ..Limits::default()
+        };
+        let crcs = block_crcs(slots.iter().copied());
+        let damage = std::sync::Arc::new(Damage::default());
+        KeyIndex::mapped(Section::new(map, 0, slots.len(), crcs, limits, damage, "t").unwrap())
+            .unwrap()
+    }
+
+    /// The snapshot's table is laid out for the nodes it had; lookups find them, and a node
+    /// removed since is found by no key, not even "" (its record is gone, which once read as
+    /// an empty key).
+    #[test]
+    fn a_mapped_table_finds_its_keys_and_no_removed_node() {
+        let mut labels = Interner::default();
+        labels.intern("Place");
+        let mut nodes = NodeTable::default();
+        for i in 0..50 {
+            nodes.put(&node(i, &format!("k{i}")), &labels);
+        }
+        let index = mapped(&key_slots(&nodes));
+        for i in 0..50 {
+            assert_eq!(index.get(&nodes, &format!("k{i}")), Some(NodeId(i)));
+        }
+        assert_eq!(index.get(&nodes, "missing"), None);
+        for i in 0..50 {
+            nodes.remove(NodeId(i));
+        }
+        // Every slot of this table names a removed node.
+        let full = mapped(&[KeySlot(3); 8]);
+        assert_eq!(full.get(&nodes, ""), None);
+        assert_eq!(index.get(&nodes, ""), None);
+        assert_eq!(index.get(&nodes, "k3"), None);
+        assert_eq!(index.len(&nodes), 0);
     }
 }

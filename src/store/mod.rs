@@ -148,7 +148,18 @@ impl State {
             & self.adj.check_mapped()
             & self.node_keys.check_mapped()
             & self.nodes.check_mapped();
-        if sound && !damage.found() {
+        // The live counts came from the body and were kept since; a crafted body could have
+        // them wrong under a right checksum.
+        let nodes = self.nodes.ids().count();
+        let edges = self.edges.ids().count();
+        let counts = nodes == self.nodes.live_count()
+            && nodes == self.adj.node_count()
+            && edges == self.edges.live_count()
+            && edges == self.adj.edge_count();
+        if !counts {
+            damage.record();
+        }
+        if sound && counts && !damage.found() {
             Ok(())
         } else {
             Err("the state snapshot this store was opened from is damaged (a block of it fails its checksum or holds ids out of range)".into())
@@ -1174,7 +1185,15 @@ impl Store {
         if let Err(e) = self.flush_usage() {
             tracing::warn!(error = %e, "recorded uses could not be flushed; they are lost");
         }
-        if self.lock.is_some() && self.since_snapshot.load(Relaxed) >= CHECKPOINT_ON_CLOSE {
+        let damaged = self
+            .read_state()
+            .mapped_damage
+            .as_ref()
+            .is_some_and(|d| d.found());
+        if self.lock.is_some()
+            && (damaged || self.since_snapshot.load(Relaxed) >= CHECKPOINT_ON_CLOSE)
+        {
+            // A damaged snapshot goes (the checkpoint removes it), however little changed.
             if let Err(e) = self.checkpoint() {
                 tracing::warn!(error = %e, "the state snapshot could not be written; the next open loads the state from the tables");
             }
@@ -1826,6 +1845,11 @@ impl Store {
                 Some(v) => state.put_node(&decode(Table::Nodes.name(), &v)?),
                 None => state.remove_node(id),
             }
+        }
+        // A damaged block read while catching up (an edge slot read as free leaves its
+        // adjacency entries behind) would make the state wrong, not only short.
+        if state.mapped_damage.as_ref().is_some_and(|d| d.found()) {
+            return Ok(Err("a block of it read while catching up is damaged".into()));
         }
         Ok(Ok((state, weight)))
     }

@@ -127,6 +127,9 @@ unsafe impl Plain for RecordOffset {
     fn valid(&self, limits: &Limits) -> bool {
         self.0 <= limits.record_bytes
     }
+    fn ordered(&self) -> Option<u64> {
+        Some(self.0)
+    }
 }
 
 /// The node records of a snapshot, read in place from its map (`crate::mapped`).
@@ -223,7 +226,8 @@ impl NodeTable {
         if self.record(i).is_none() {
             return;
         }
-        self.live -= 1;
+        // Counts read from a snapshot's body are not proof against a crafted file.
+        self.live = self.live.saturating_sub(1);
         let base = self.base_len();
         if i < base {
             self.changed.insert(id.0, None);

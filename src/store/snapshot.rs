@@ -372,6 +372,14 @@ fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>) -> Vec<u8>
 /// A write that fails (a full disk, a directory in the snapshot's place) removes its
 /// temporary file: it would otherwise stay, the state's size, after every attempt.
 pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
+    if cfg!(target_endian = "big") {
+        // The sections are the items as memory holds them; a big-endian file would pass
+        // every check on a little-endian machine with its floats and times swapped.
+        return Err(Error::Store {
+            path: dir.to_path_buf(),
+            message: "state snapshots are written on little-endian machines only".into(),
+        });
+    }
     let sections = SectionSource {
         state,
         edge_slots: state.edges.slot_bound(),
