@@ -519,22 +519,32 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_section_reads_what_was_written_and_checks_its_blocks() {
-        let items: Vec<u64> = (0..20_000).collect();
+    /// A section of `items` mapped from a file (a page in), with its right checksums, and the
+    /// damage it records.
+    fn intact<T: Plain>(items: &[T]) -> (Section<T>, Arc<Damage>) {
         let crcs = block_crcs(items.iter().copied());
-        assert_eq!(crcs.len(), 20_000usize.div_ceil(per_block::<u64>()));
         let damage = Arc::new(Damage::default());
-        let s = Section::<u64>::new(
-            mapped(&items, |_| ()),
+        let s = Section::new(
+            mapped(items, |_| ()),
             4096,
             items.len(),
             crcs,
             limits(),
             damage.clone(),
-            "test",
+            "t",
         )
         .unwrap();
+        (s, damage)
+    }
+
+    #[test]
+    fn a_section_reads_what_was_written_and_checks_its_blocks() {
+        let items: Vec<u64> = (0..20_000).collect();
+        assert_eq!(
+            block_crcs(items.iter().copied()).len(),
+            20_000usize.div_ceil(per_block::<u64>())
+        );
+        let (s, damage) = intact(&items);
         assert_eq!(s.get(12_345), Some(12_345));
         assert_eq!(s.get(20_000), None);
         assert_eq!(s.slice(8190..8194), Some(&items[8190..8194]));
@@ -565,11 +575,7 @@ mod tests {
 
     #[test]
     fn values_out_of_range_fail_their_block_even_under_a_right_checksum() {
-        let items: Vec<u64> = vec![1, 2, 5_000_000];
-        let crcs = block_crcs(items.iter().copied());
-        let damage = Arc::new(Damage::default());
-        let s = Section::<u64>::new(mapped(&items, |_| ()), 4096, 3, crcs, limits(), damage, "t")
-            .unwrap();
+        let (s, _) = intact(&[1u64, 2, 5_000_000]);
         assert_eq!(s.get(0), None);
     }
 
@@ -579,18 +585,7 @@ mod tests {
     #[test]
     fn offsets_that_go_back_fail_their_block() {
         let check = |items: Vec<u64>| {
-            let crcs = block_crcs(items.iter().copied());
-            let damage = Arc::new(Damage::default());
-            let s = Section::<u64>::new(
-                mapped(&items, |_| ()),
-                4096,
-                items.len(),
-                crcs,
-                limits(),
-                damage,
-                "t",
-            )
-            .unwrap();
+            let (s, _) = intact(&items);
             (0..items.len().div_ceil(per_block::<u64>()))
                 .map(|b| s.get(b * per_block::<u64>()).is_some())
                 .collect::<Vec<_>>()
@@ -620,18 +615,7 @@ mod tests {
     #[test]
     fn a_layered_vector_reads_its_writes_over_the_map() {
         let items: Vec<i64> = (0..100).map(|i| i * 10).collect();
-        let crcs = block_crcs(items.iter().copied());
-        let damage = Arc::new(Damage::default());
-        let s = Section::<i64>::new(
-            mapped(&items, |_| ()),
-            4096,
-            100,
-            crcs,
-            limits(),
-            damage,
-            "t",
-        )
-        .unwrap();
+        let (s, _) = intact(&items);
         let mut v = Layered::mapped(s);
         let mut plain = Layered::Owned(items.clone());
         for l in [&mut v, &mut plain] {

@@ -311,6 +311,26 @@ pub struct Node {
     pub updated: i64,
 }
 
+#[cfg(test)]
+impl Node {
+    /// A node with only an id, a key and a label: what unit tests of the stores need.
+    pub(crate) fn bare(id: u32, key: &str, label: &str) -> Node {
+        Node {
+            id: NodeId(id),
+            key: key.into(),
+            label: label.into(),
+            name: String::new(),
+            aliases: Vec::new(),
+            props: Props::new(),
+            anchor: None,
+            salience: 0.0,
+            pinned: false,
+            created: 0,
+            updated: 0,
+        }
+    }
+}
+
 /// An edge of the semantic graph, as derived from the log. Its identity is
 /// `(from, relation, to)`: asserting the same triple again re-confirms it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -213,24 +213,8 @@ mod tests {
     use super::*;
     use crate::graph::Interner;
     use crate::mapped::{block_crcs, bytes_of, Damage};
-    use crate::model::{Node, Props};
+    use crate::model::Node;
     use std::io::Write;
-
-    fn node(id: u32, key: &str) -> Node {
-        Node {
-            id: NodeId(id),
-            key: key.into(),
-            label: "Place".into(),
-            name: String::new(),
-            aliases: Vec::new(),
-            props: Props::new(),
-            anchor: None,
-            salience: 0.0,
-            pinned: false,
-            created: 0,
-            updated: 0,
-        }
-    }
 
     /// A key table mapped from a file holding `slots`.
     fn mapped(slots: &[KeySlot]) -> KeyIndex {
@@ -257,7 +241,7 @@ mod tests {
         labels.intern("Place");
         let mut nodes = NodeTable::default();
         for i in 0..50 {
-            nodes.put(&node(i, &format!("k{i}")), &labels);
+            nodes.put(&Node::bare(i, &format!("k{i}"), "Place"), &labels);
         }
         let index = mapped(&key_slots(&nodes));
         for i in 0..50 {

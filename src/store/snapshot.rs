@@ -829,24 +829,12 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Node, Props};
+    use crate::model::Node;
 
     fn state_of(nodes: u32, next_node: u32) -> State {
         let mut state = State::default();
         for i in 0..nodes {
-            state.put_node(&Node {
-                id: NodeId(i),
-                key: format!("n{i}"),
-                label: "Place".into(),
-                name: String::new(),
-                aliases: Vec::new(),
-                props: Props::new(),
-                anchor: None,
-                salience: 0.0,
-                pinned: false,
-                created: 0,
-                updated: 0,
-            });
+            state.put_node(&Node::bare(i, &format!("n{i}"), "Place"));
         }
         state.counters.next_node = next_node;
         state
