@@ -964,8 +964,7 @@ mod tests {
     /// `g` (laid out) with its lists and last-seen times read from a map of a file, as an
     /// open from a snapshot reads them.
     fn mapped_copy(g: &Adjacency) -> Adjacency {
-        use crate::mapped::{block_crcs, bytes_of, Damage, Layered, Limits, Section};
-        use std::io::Write;
+        use crate::mapped::{block_crcs, bytes_of, map_of, Damage, Layered, Limits, Section};
         let Csr::Owned { offsets, entries } = &g.base else {
             panic!("not laid out")
         };
@@ -978,10 +977,7 @@ mod tests {
         file.resize(seen_at, 0);
         let seen: Vec<i64> = (0..64).map(|e| g.last_seen(EdgeId(e))).collect();
         file.extend_from_slice(bytes_of(&seen));
-        let mut f = tempfile::tempfile().unwrap();
-        f.write_all(&file).unwrap();
-        // SAFETY: the temporary file is this test's alone.
-        let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&f) }.unwrap());
+        let map = map_of(&file);
         let limits = Limits {
             nodes: g.node_bound() as u32,
             edges: 1 << 20,

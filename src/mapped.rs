@@ -470,11 +470,6 @@ impl<T: Plain> Layered<T> {
         }
     }
 
-    /// Whether the vector reads its first part from a map.
-    pub fn is_mapped(&self) -> bool {
-        matches!(self, Layered::Mapped { .. })
-    }
-
     /// Heap bytes held (the map is not on the heap).
     pub fn heap_bytes(&self) -> usize {
         let size = std::mem::size_of::<T>();
@@ -496,20 +491,26 @@ impl<T: Plain> Layered<T> {
     }
 }
 
+/// A map of a temporary file holding `bytes`, for tests of what reads a map.
+#[cfg(test)]
+pub(crate) fn map_of(bytes: &[u8]) -> Arc<memmap2::Mmap> {
+    use std::io::Write;
+    let mut f = tempfile::tempfile().unwrap();
+    f.write_all(bytes).unwrap();
+    // SAFETY: the temporary file is the test's alone.
+    Arc::new(unsafe { memmap2::Mmap::map(&f) }.unwrap())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     /// A map of a file holding `items` at byte 4096 (a page in).
     fn mapped<T: Plain>(items: &[T], damage: impl FnOnce(&mut Vec<u8>)) -> Arc<memmap2::Mmap> {
         let mut bytes = vec![0u8; 4096];
         bytes.extend_from_slice(bytes_of(items));
         damage(&mut bytes);
-        let mut f = tempfile::tempfile().unwrap();
-        f.write_all(&bytes).unwrap();
-        // SAFETY: the temporary file is this test's alone.
-        Arc::new(unsafe { memmap2::Mmap::map(&f) }.unwrap())
+        map_of(&bytes)
     }
 
     fn limits() -> Limits {

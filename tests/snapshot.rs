@@ -87,6 +87,28 @@ fn build(store: &Store, offset: i64) {
     store.pin(&["n1"], true).unwrap();
 }
 
+/// Retracts an edge of `build`'s graph and checkpoints, whatever either gives: what a store
+/// opened from a crafted snapshot must survive without a panic or a hang.
+fn retract_and_checkpoint(store: &Store) {
+    let _ = store.ingest(vec![event(
+        900,
+        vec![Assertion::RetractEdge {
+            from: "n6".into(),
+            relation: "NEAR".into(),
+            to: "n3".into(),
+        }],
+    )]);
+    let _ = store.checkpoint();
+}
+
+/// A store in `dir` holding `build`'s graph, with a snapshot of it.
+fn built_with_snapshot(kind: BackendKind, dir: &Path) -> Store {
+    let store = Store::create(dir, kind).unwrap();
+    build(&store, 0);
+    store.checkpoint().unwrap().unwrap();
+    store
+}
+
 /// Everything a reader sees of the graph, in a canonical order.
 fn dump(store: &Store) -> Vec<String> {
     let mut out = Vec::new();
@@ -266,9 +288,7 @@ fn open_with_damaged_snapshot(dir: &Path, live: &[String], damage: impl FnOnce(&
 }
 
 fn a_damaged_or_foreign_snapshot_is_not_used(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     let live = dump(&store);
     drop(store);
     let len = std::fs::metadata(dir.join(SNAPSHOT)).unwrap().len() as usize;
@@ -324,9 +344,7 @@ fn a_damaged_or_foreign_snapshot_is_not_used(kind: BackendKind, dir: &Path) {
 }
 
 fn a_snapshot_from_before_a_deletion_is_not_used(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     let old = std::fs::read(dir.join(SNAPSHOT)).unwrap();
     // Deleting the event that made n20 renumbers what replay derives afterwards.
     let n20 = store.node_by_key("n20").unwrap();
@@ -366,9 +384,7 @@ fn a_snapshot_from_before_a_deletion_is_not_used(kind: BackendKind, dir: &Path) 
 }
 
 fn compaction_rewrites_the_snapshot(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     let live = dump(&store);
     let (store, _) = store.compact().unwrap();
     assert_eq!(dump(&store), live);
@@ -395,9 +411,7 @@ fn a_read_only_handle_cannot_checkpoint(kind: BackendKind, dir: &Path) {
 /// A snapshot file is read whole into memory, so its header is checked against its length
 /// first: a foreign or sparse file of gigabytes costs one small read, not its size.
 fn a_huge_foreign_snapshot_is_refused_before_it_is_read(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     let live = dump(&store);
     drop(store);
     // Sparse: 3 GB long, a snapshot's magic at its start, no blocks on disk.
@@ -540,9 +554,7 @@ fn body_len(bytes: &[u8]) -> usize {
 /// crafted file, would give. Every such snapshot opens without a panic, as the state it
 /// says (which `verify` then judges against the log) or not at all.
 fn a_snapshot_changed_under_a_valid_checksum_opens_or_is_refused(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     let live = dump(&store);
     drop(store);
     let path = dir.join(SNAPSHOT);
@@ -577,15 +589,7 @@ fn a_snapshot_changed_under_a_valid_checksum_opens_or_is_refused(kind: BackendKi
                     let copy = dir.with_extension("written");
                     copy_dir(dir, &copy);
                     let store = Store::open(&copy).unwrap();
-                    let _ = store.ingest(vec![event(
-                        900,
-                        vec![Assertion::RetractEdge {
-                            from: "n6".into(),
-                            relation: "NEAR".into(),
-                            to: "n3".into(),
-                        }],
-                    )]);
-                    let _ = store.checkpoint();
+                    retract_and_checkpoint(&store);
                     drop(store);
                     std::fs::remove_dir_all(&copy).unwrap();
                 }
@@ -600,9 +604,7 @@ fn a_snapshot_changed_under_a_valid_checksum_opens_or_is_refused(kind: BackendKi
 /// on the heap; what it reads is the state, and a change after the open changes only what it
 /// touches.
 fn an_open_maps_the_adjacency_and_edges_instead_of_building_them(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     let built = store.stats().state_bytes;
     let live = dump(&store);
     drop(store);
@@ -621,9 +623,7 @@ fn an_open_maps_the_adjacency_and_edges_instead_of_building_them(kind: BackendKi
 /// a checkpoint moves it onto the new snapshot: the heap goes back to what an open takes,
 /// and every reader sees the same graph before and after.
 fn a_store_opened_from_its_snapshot_moves_onto_each_new_one(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     drop(store);
     let store = Store::open(dir).unwrap();
     let opened = store.stats().state_bytes;
@@ -668,9 +668,7 @@ fn a_store_opened_from_its_snapshot_moves_onto_each_new_one(kind: BackendKind, d
 /// the next checkpoint refuses to write the damaged state and removes the snapshot; and the
 /// next open loads the state from the tables, whole again.
 fn damage_to_a_mapped_section_is_found_when_read(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     let live = dump(&store);
     drop(store);
     let path = dir.join(SNAPSHOT);
@@ -728,9 +726,7 @@ fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
     kind: BackendKind,
     dir: &Path,
 ) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     drop(store);
     let path = dir.join(SNAPSHOT);
     let good = std::fs::read(&path).unwrap();
@@ -784,9 +780,7 @@ fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
 /// (the next snapshot's key table was sized from the count, and probing a full table never
 /// ended), and `verify` compares it with the log.
 fn understated_live_counts_in_the_body_break_nothing(kind: BackendKind, dir: &Path) {
-    let store = Store::create(dir, kind).unwrap();
-    build(&store, 0);
-    store.checkpoint().unwrap().unwrap();
+    let store = built_with_snapshot(kind, dir);
     drop(store);
     let path = dir.join(SNAPSHOT);
     let mut bytes = std::fs::read(&path).unwrap();
@@ -814,15 +808,7 @@ fn understated_live_counts_in_the_body_break_nothing(kind: BackendKind, dir: &Pa
     std::thread::spawn(move || {
         let store = Store::open(&dir).unwrap();
         assert!(matches!(store.state_source(), StateSource::Snapshot { .. }));
-        let _ = store.ingest(vec![event(
-            900,
-            vec![Assertion::RetractEdge {
-                from: "n6".into(),
-                relation: "NEAR".into(),
-                to: "n3".into(),
-            }],
-        )]);
-        let _ = store.checkpoint();
+        retract_and_checkpoint(&store);
         let _ = store.verify().unwrap();
         drop(store);
         let _ = dump(&Store::open(&dir).unwrap());

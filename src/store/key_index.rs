@@ -212,16 +212,12 @@ impl KeyIndex {
 mod tests {
     use super::*;
     use crate::graph::Interner;
-    use crate::mapped::{block_crcs, bytes_of, Damage};
+    use crate::mapped::{block_crcs, bytes_of, map_of, Damage};
     use crate::model::Node;
-    use std::io::Write;
 
     /// A key table mapped from a file holding `slots`.
     fn mapped(slots: &[KeySlot]) -> KeyIndex {
-        let mut f = tempfile::tempfile().unwrap();
-        f.write_all(bytes_of(slots)).unwrap();
-        // SAFETY: the temporary file is this test's alone.
-        let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&f) }.unwrap());
+        let map = map_of(bytes_of(slots));
         let limits = Limits {
             nodes: 1 << 20,
             ..Limits::default()

@@ -1876,13 +1876,13 @@ impl Store {
             let current = self.snapshot_seq.load(Relaxed) == seq;
             // Damage found by a read is acted on even when nothing changed since; a write
             // checks every block first, since it reads them all anyway.
-            let damaged = if current {
-                state.mapped_damage.as_ref().is_some_and(|d| d.found())
+            let found = state.mapped_damage.as_ref().is_some_and(|d| d.found());
+            let damaged = if current && !found {
+                Ok(())
             } else {
-                state.check_mapped().is_err()
+                state.check_mapped()
             };
-            if damaged {
-                let why = state.check_mapped().err().unwrap_or_default();
+            if let Err(why) = damaged {
                 // Written from this state, the next snapshot would keep what reads as missing.
                 self.drop_snapshot();
                 return Err(Error::Store {

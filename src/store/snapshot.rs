@@ -590,17 +590,7 @@ fn decode(
     // are bounded by the store's own counters (which the header was judged against). A node
     // slot past the ids made would be handed out again by the next ingest, over a node the
     // snapshot's edges still join.
-    let slots = r.u32()? as usize;
-    if slots > header.counters.next_node as usize {
-        return Err(format!(
-            "{slots} node slots, past the {} node ids made",
-            header.counters.next_node
-        ));
-    }
-    let live_nodes = r.u32()? as usize;
-    if live_nodes > slots {
-        return Err(format!("{live_nodes} live nodes in {slots} slots"));
-    }
+    let (slots, live_nodes) = r.slots(header.counters.next_node, "node")?;
     let pinned_count = r.count(4, "pinned nodes")?;
     let mut pinned = IdSet::default();
     for _ in 0..pinned_count {
@@ -610,17 +600,7 @@ fn decode(
         }
         pinned.insert(id);
     }
-    let edge_slots = r.u32()? as usize;
-    if edge_slots > header.counters.next_edge as usize {
-        return Err(format!(
-            "{edge_slots} edge slots, past the {} edge ids made",
-            header.counters.next_edge
-        ));
-    }
-    let live_edges = r.u32()? as usize;
-    if live_edges > edge_slots {
-        return Err(format!("{live_edges} live edges in {edge_slots} slots"));
-    }
+    let (edge_slots, live_edges) = r.slots(header.counters.next_edge, "edge")?;
     let bounds = r.count(BOUND_ENTRY, "validity bounds")?;
     let bounds = r.take(bounds * BOUND_ENTRY)?;
     let mut items = [0u64; 8];
@@ -813,6 +793,22 @@ impl<'a> Reader<'a> {
         }
         Ok(n)
     }
+    /// A number of `what` slots, at most the `made` ids the store has handed out, then how
+    /// many of them are live (at most the slots).
+    fn slots(&mut self, made: u32, what: &str) -> std::result::Result<(usize, usize), Unusable> {
+        let slots = self.u32()?;
+        if slots > made {
+            return Err(format!(
+                "{slots} {what} slots, past the {made} {what} ids made"
+            ));
+        }
+        let live = self.u32()?;
+        if live > slots {
+            return Err(format!("{live} live {what}s in {slots} slots"));
+        }
+        Ok((slots as usize, live as usize))
+    }
+
     fn interner(&mut self, what: &str) -> std::result::Result<Interner, Unusable> {
         let n = self.count(4, what)?;
         let mut names = Vec::with_capacity(n);
