@@ -411,6 +411,23 @@ pub struct TextIndex {
     indexed_seq: std::sync::atomic::AtomicU64,
 }
 
+impl Drop for TextIndex {
+    /// Waits for the segment merges the writer started. tantivy's writer, dropped, leaves
+    /// them running: they went on writing segments the index never listed, and removing
+    /// merged ones, after the store was closed, under a copy or a reopen of the directory.
+    fn drop(&mut self) {
+        let writer = match self.writer.get_mut() {
+            Ok(w) => w.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(writer) = writer {
+            if let Err(e) = writer.wait_merging_threads() {
+                tracing::warn!(error = %e, "a merge of the full-text index failed at close");
+            }
+        }
+    }
+}
+
 fn terr(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::text_source(e)
 }

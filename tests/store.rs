@@ -1079,3 +1079,71 @@ fn the_disk_count_follows_no_link_and_reports_blocks() {
     assert!(stats.disk_bytes_allocated > 0);
     assert!(store.disk_bytes() >= stats.disk_bytes_backend);
 }
+
+/// The files of a directory and their lengths, sorted by path.
+fn listing(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(listing(&path));
+        } else if let Ok(meta) = std::fs::metadata(&path) {
+            out.push((path, meta.len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The segments a text index's `meta.json` lists, as the hex digits of their ids.
+fn listed_segments(text: &Path) -> Vec<String> {
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(text.join("meta.json")).unwrap()).unwrap();
+    meta["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["segment_id"].as_str().unwrap().replace('-', ""))
+        .collect()
+}
+
+/// A closed store is quiet: nothing of it still writes or removes files, so the directory can
+/// be copied or opened again at once, and its text index holds no segment it does not list.
+/// tantivy's writer, dropped, does not wait for the merges it started: they went on writing
+/// segments nobody listed and removing merged ones after the close (a copy made right after a
+/// close found a file gone).
+#[test]
+fn a_closed_store_changes_no_file_after_the_close() {
+    // A merge starts when a level holds 8 segments and each commit adds one: some of these
+    // closes come right after the commit that starts one.
+    for commits in 7..=17i64 {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+            for b in 0..commits {
+                let nodes = (0..50)
+                    .map(|i| node(&format!("n{b}_{i}"), "Place", &format!("place {b} {i}")))
+                    .collect();
+                store.ingest(vec![event(b, "SCAN", nodes)]).unwrap();
+            }
+        }
+        let closed = listing(dir.path());
+        let listed = listed_segments(&dir.path().join("text"));
+        for (path, _) in &closed {
+            let name = path.file_name().unwrap().to_string_lossy();
+            let stem = name.split('.').next().unwrap();
+            if stem.len() == 32 && stem.bytes().all(|b| b.is_ascii_hexdigit()) {
+                assert!(
+                    listed.iter().any(|s| s == stem),
+                    "after {commits} commits: {name} belongs to no segment the index lists"
+                );
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(
+            closed,
+            listing(dir.path()),
+            "after {commits} commits: files changed after the close"
+        );
+    }
+}
