@@ -445,10 +445,20 @@ fn verify_detects_tampering(kind: BackendKind, dir: &Path) {
         assert_verified(&store);
     }
     {
-        // Change a derived record behind the store's back.
+        // Change a derived record behind the store's back: edge 1 leaves its row (edges
+        // 0 to 15), which is rewritten with a right checksum.
         let backend = kind.open(dir).unwrap();
+        let key = 0u32.to_be_bytes();
+        let row = backend.get(Table::Edges, &key).unwrap().unwrap();
+        let records = loci::codec::edge_row("edges", &row).unwrap().unwrap();
+        assert!(records.iter().any(|(offset, _)| *offset == 1));
+        let kept = records.into_iter().filter(|(offset, _)| *offset != 1);
         let mut w = WriteBatch::default();
-        w.delete(Table::Edges, 1u32.to_be_bytes().to_vec());
+        w.put(
+            Table::Edges,
+            key.to_vec(),
+            loci::codec::encode_edge_row(kept),
+        );
         backend.commit(w).unwrap();
     }
     let store = Store::open(dir).unwrap();
@@ -893,7 +903,97 @@ all_backends!(
     idempotency_keys_in_input_files,
     verify_detects_a_damaged_idempotency_table,
     search_ties_break_by_target,
+    edges_written_one_per_key_are_read_and_folded_into_rows,
 );
+
+/// The keys of the edges table, as ids.
+fn edge_table_keys(kind: BackendKind, dir: &Path) -> Vec<u32> {
+    let backend = kind.open(dir).unwrap();
+    let mut keys = Vec::new();
+    backend
+        .scan(Table::Edges, &[], None, &mut |k, _| {
+            keys.push(u32::from_be_bytes(k.try_into().unwrap()));
+            Ok(true)
+        })
+        .unwrap();
+    keys
+}
+
+/// Stores written before the edges table held rows keep one record per edge under its own id.
+/// They open from their tables and verify; an edge is read by id; a batch that changes edges
+/// of a row folds that row's records into it and deletes their keys, and leaves other rows'
+/// records as they are.
+fn edges_written_one_per_key_are_read_and_folded_into_rows(kind: BackendKind, dir: &Path) {
+    let chain = |n: usize| {
+        let mut a: Vec<Assertion> = (0..=n)
+            .map(|i| node(&format!("n{i}"), "Place", &format!("stop {i}")))
+            .collect();
+        a.extend((0..n).map(|i| edge(&format!("n{i}"), "NEXT", &format!("n{}", i + 1), 0.5)));
+        a
+    };
+    {
+        let store = Store::create(dir, kind).unwrap();
+        store.ingest(vec![event(1, "SCAN", chain(40))]).unwrap();
+    }
+    // Rewrite the table as a store from before rows held it, and drop the snapshot, so that
+    // the open reads the state from the tables.
+    {
+        let backend = kind.open(dir).unwrap();
+        let mut rows = Vec::new();
+        backend
+            .scan(Table::Edges, &[], None, &mut |k, v| {
+                rows.push((k.to_vec(), v.to_vec()));
+                Ok(true)
+            })
+            .unwrap();
+        let mut w = WriteBatch::default();
+        for (k, v) in rows {
+            w.delete(Table::Edges, k);
+            for (_, body) in loci::codec::edge_row("edges", &v).unwrap().unwrap() {
+                let e = loci::codec::decode_edge_body("edges", body).unwrap();
+                w.put(
+                    Table::Edges,
+                    e.id.0.to_be_bytes().to_vec(),
+                    loci::codec::encode(&e),
+                );
+            }
+        }
+        backend.commit(w).unwrap();
+    }
+    let _ = std::fs::remove_file(dir.join("state.snapshot"));
+    assert_eq!(edge_table_keys(kind, dir), (0..40).collect::<Vec<u32>>());
+    {
+        let store = Store::open(dir).unwrap();
+        for i in 0..40 {
+            assert_eq!(store.edge(EdgeId(i)).unwrap().unwrap().id, EdgeId(i));
+        }
+        assert!(store.edge(EdgeId(40)).unwrap().is_none());
+        assert_verified(&store);
+        // Edge 5 (row 0) changes, and a new edge takes id 40, in the row of ids 32 to 47.
+        store
+            .ingest(vec![event(
+                2,
+                "SCAN",
+                vec![
+                    edge("n5", "NEXT", "n6", 0.9),
+                    edge("n0", "JUMP", "n40", 0.7),
+                ],
+            )])
+            .unwrap();
+        assert_eq!(store.edge(EdgeId(5)).unwrap().unwrap().confidence, 0.9);
+        assert_eq!(store.edge(EdgeId(40)).unwrap().unwrap().relation, "JUMP");
+        assert_verified(&store);
+    }
+    let mut want: Vec<u32> = vec![0];
+    want.extend(16..32);
+    want.push(32);
+    assert_eq!(edge_table_keys(kind, dir), want);
+    let _ = std::fs::remove_file(dir.join("state.snapshot"));
+    let store = Store::open(dir).unwrap();
+    assert_eq!(store.edge(EdgeId(20)).unwrap().unwrap().id, EdgeId(20));
+    assert_eq!(store.edge(EdgeId(33)).unwrap().unwrap().id, EdgeId(33));
+    assert_verified(&store);
+}
 
 /// Equal BM25 scores are cut and ordered by target, not by where the index happens to keep the
 /// documents (segment order, which merges and updates change): a rebuilt index answers alike.

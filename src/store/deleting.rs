@@ -10,7 +10,7 @@ use super::{
     dir_size, encode, now_ms, read_manifest, replay_excluding, seq_of_key, time_key, Store,
     META_COUNTERS, META_DELETED,
 };
-use crate::codec::{decode_edge, decode_event};
+use crate::codec::decode_event;
 use crate::dynamics::deletion::{
     self, deletion_draft, names_node, tombstone, DeleteReport, DeleteRequest, Reason,
 };
@@ -117,8 +117,11 @@ impl Store {
         let node_key = |id: crate::model::NodeId| before.node(id).map(|n| n.key.clone());
         for table in [Table::Nodes, Table::Edges] {
             self.backend.scan(table, &[], None, &mut |k, v| {
-                if table == Table::Edges {
-                    let e = decode_edge(Table::Edges.name(), v)?;
+                let edges = match table {
+                    Table::Edges => super::edge_rows::decode_entry(k, v)?,
+                    _ => Vec::new(),
+                };
+                for e in edges {
                     if e.evidence.iter().any(|s| targets.contains_key(s)) {
                         let still = match (node_key(e.from), node_key(e.to)) {
                             (Some(f), Some(t)) => {
@@ -145,9 +148,7 @@ impl Store {
         for n in replayed.all_nodes() {
             batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(&n));
         }
-        for e in replayed.full_edges.iter().flatten().flatten() {
-            batch.put(Table::Edges, e.id.0.to_be_bytes().to_vec(), encode(e));
-        }
+        super::edge_rows::put_all(replayed.full_edges.iter().flatten().flatten(), &mut batch);
         batch.put(
             Table::Meta,
             META_COUNTERS.to_vec(),

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{decode, decode_edge, decode_event, encode, peek_event_kind};
+use crate::codec::{decode, decode_event, encode, peek_event_kind};
 use crate::dynamics::deletion;
 use crate::dynamics::salience::{words_of, SalienceInputs};
 use crate::dynamics::usage::{Item, Pending, Tier, TierCounts, TierPolicy, Usage};
@@ -31,6 +31,7 @@ use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
 
 mod deleting;
+mod edge_rows;
 mod edge_table;
 mod folds;
 mod key_index;
@@ -386,13 +387,7 @@ pub enum StateSource {
     Snapshot { seq: u64, caught_up: u64 },
 }
 
-/// The full record of an edge, from the edges table.
-fn read_edge(backend: &dyn Backend, id: EdgeId) -> Result<Option<Edge>> {
-    backend
-        .get(Table::Edges, &id.0.to_be_bytes())?
-        .map(|v| decode_edge(Table::Edges.name(), &v))
-        .transpose()
-}
+use edge_rows::read_edge;
 
 /// The state seen by the projection: the in-memory state, plus storage for full edge records.
 struct LiveBase<'a> {
@@ -563,7 +558,9 @@ fn facet_keys(ev: &Event) -> Vec<Vec<u8>> {
 
 impl Overlay {
     /// The backend records of this batch: log, time index, derived nodes and edges, counters.
-    fn write_batch(&self) -> WriteBatch {
+    /// The rows of the edges table below `fresh_edges_from` (the first id the batch could give
+    /// out) are read from `backend` to merge the batch's edges into them.
+    fn write_batch(&self, backend: &dyn Backend, fresh_edges_from: u32) -> Result<WriteBatch> {
         let mut batch = WriteBatch::default();
         let encoded: Vec<Vec<u8>> = self.events.par_iter().map(encode).collect();
         for (e, bytes) in self.events.iter().zip(encoded) {
@@ -578,14 +575,9 @@ impl Overlay {
         let edges: Vec<_> = self
             .edges
             .par_iter()
-            .map(|(id, e)| (*id, e.as_ref().map(encode)))
+            .map(|(id, e)| (*id, e.as_ref().map(crate::codec::edge_body)))
             .collect();
-        for (id, e) in edges {
-            match e {
-                Some(bytes) => batch.put(Table::Edges, id.0.to_be_bytes().to_vec(), bytes),
-                None => batch.delete(Table::Edges, id.0.to_be_bytes().to_vec()),
-            }
-        }
+        edge_rows::put_changes(backend, edges, fresh_edges_from, &mut batch)?;
         batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&self.counters));
         let changed = snapshot::ChangedIds {
             first: self
@@ -600,7 +592,7 @@ impl Overlay {
             snapshot::changed_key(self.counters.last_seq),
             encode(&changed),
         );
-        batch
+        Ok(batch)
     }
 
     /// How much this batch adds to the catch-up of the snapshot: its ids and itself.
@@ -1615,9 +1607,7 @@ impl Store {
         for n in state.all_nodes() {
             batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(&n));
         }
-        for e in state.full_edges.iter().flatten().flatten() {
-            batch.put(Table::Edges, e.id.0.to_be_bytes().to_vec(), encode(e));
-        }
+        edge_rows::put_all(state.full_edges.iter().flatten().flatten(), &mut batch);
         batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&state.counters));
         batch.put(
             Table::Meta,
@@ -1974,22 +1964,22 @@ impl Store {
         })?;
         // Decoding dominates opening a large store, so edges are decoded in parallel chunks
         // and inserted in id order.
-        let mut raw: Vec<Vec<u8>> = Vec::new();
+        let mut raw: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut chunk_err = None;
-        let flush = |raw: &mut Vec<Vec<u8>>, state: &mut State| -> Result<()> {
-            let edges: Result<Vec<Edge>> = raw
+        let flush = |raw: &mut Vec<(Vec<u8>, Vec<u8>)>, state: &mut State| -> Result<()> {
+            let edges: Result<Vec<Vec<Edge>>> = raw
                 .par_iter()
-                .map(|v| decode_edge(Table::Edges.name(), v))
+                .map(|(k, v)| edge_rows::decode_entry(k, v))
                 .collect();
-            for e in edges? {
-                state.put_edge(&e);
+            for e in edges?.iter().flatten() {
+                state.put_edge(e);
             }
             raw.clear();
             Ok(())
         };
-        backend.scan(Table::Edges, &[], None, &mut |_, v| {
-            raw.push(v.to_vec());
-            if raw.len() >= 65536 {
+        edge_rows::scan_entries(backend, &mut |k, v| {
+            raw.push((k.to_vec(), v.to_vec()));
+            if raw.len() >= 1024 {
                 if let Err(e) = flush(&mut raw, &mut state) {
                     chunk_err = Some(e);
                     return Ok(false);
@@ -2187,7 +2177,7 @@ impl Store {
             self.score_salience(&state, &mut drafts, &hints)?;
             let mut overlay = self.project(&state, drafts, &positions, &hints)?;
             drop(hints);
-            let mut batch = overlay.write_batch();
+            let mut batch = overlay.write_batch(&*self.backend, state.counters.next_edge)?;
             state.folds.put_changes(&overlay.events, &mut batch);
             let (docs, deletes) = overlay.text_changes(&state);
             overlay.shed_inputs();
@@ -2967,9 +2957,10 @@ impl Store {
         report.nodes = replayed_nodes.len();
 
         let mut stored_edges = BTreeMap::new();
-        self.backend.scan(Table::Edges, &[], None, &mut |_, v| {
-            let e: Edge = decode_edge(Table::Edges.name(), v)?;
-            stored_edges.insert(e.id, e);
+        edge_rows::scan_entries(&*self.backend, &mut |k, v| {
+            for e in edge_rows::decode_entry(k, v)? {
+                stored_edges.insert(e.id, e);
+            }
             Ok(true)
         })?;
         let replayed_edges: BTreeMap<EdgeId, &Edge> = replayed
