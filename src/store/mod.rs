@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{decode, decode_event, encode, peek_event_kind};
+use crate::codec::{decode, decode_event, encode, encode_event, peek_event_kind};
 use crate::dynamics::deletion;
 use crate::dynamics::salience::{words_of, SalienceInputs};
 use crate::dynamics::usage::{Item, Pending, Tier, TierCounts, TierPolicy, Usage};
@@ -562,7 +562,7 @@ impl Overlay {
     /// out) are read from `backend` to merge the batch's edges into them.
     fn write_batch(&self, backend: &dyn Backend, fresh_edges_from: u32) -> Result<WriteBatch> {
         let mut batch = WriteBatch::default();
-        let encoded: Vec<Vec<u8>> = self.events.par_iter().map(encode).collect();
+        let encoded: Vec<Vec<u8>> = self.events.par_iter().map(encode_event).collect();
         for (e, bytes) in self.events.iter().zip(encoded) {
             put_event_records(&mut batch, e, bytes);
         }
