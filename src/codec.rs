@@ -607,20 +607,7 @@ mod tests {
 
     #[test]
     fn reads_format_2_edges_without_salience() {
-        let edge = Edge {
-            id: EdgeId(4),
-            from: NodeId(1),
-            relation: "OFFERS".into(),
-            to: NodeId(2),
-            props: Props::new(),
-            confidence: 0.9,
-            valid_from: None,
-            valid_to: Some(7),
-            recorded: 11,
-            last_seen: 12,
-            evidence: vec![1, 3],
-            salience: 0.8,
-        };
+        let edge = sample_edge(4);
         assert_eq!(decode_edge("edges", &encode(&edge)).unwrap(), edge);
         #[derive(Serialize)]
         struct Old<'a>(
