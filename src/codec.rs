@@ -4,7 +4,7 @@
 //! - Format 4 (written by this build for log records of at least [`COMPRESS_FROM`] bytes when
 //!   compression saves an eighth): `[4][crc32 of the rest][body length u32][zstd frame of the
 //!   body]`, the body being format 3's. The log is the one table that cannot be rebuilt and
-//!   grows for ever; a bulk load's events of a thousand edges each shrink about threefold.
+//!   grows for ever; a bulk load's events of a thousand edges each shrink 2.7-fold.
 //! - Format 3 (written by this build): `[3][crc32 of the body, little-endian][postcard body]`;
 //!   edges carry their salience.
 //! - Format 2: the same layout; edges without salience (read as 0.5).
@@ -28,18 +28,24 @@ use crate::error::{Error, Result};
 use crate::model::{Anchor, Assertion, Edge, EdgeId, Event, NodeId, Props, Value};
 
 /// Version byte of every record this build writes. Bump it (and keep a reader for the old one)
-/// when a persisted type changes shape.
-pub const RECORD_FORMAT: u8 = 3;
+/// when a persisted type changes shape; 4 is taken ([`FORMAT_COMPRESSED`], a compressed
+/// format-3 body), so the next shape is 5, and a compressed form of it needs a number of its
+/// own. The rows of the edges table hold format-3 bodies under [`EDGE_ROW_FORMAT`], which
+/// changes with them.
+pub const RECORD_FORMAT: u8 = FORMAT_EDGES_WITH_SALIENCE;
+
+/// Checksummed records whose edges carry their salience: the shape of this build's records.
+const FORMAT_EDGES_WITH_SALIENCE: u8 = 3;
 
 /// Format byte of a row of the edges table: `[0x80][crc32 of the rest, little-endian]` then,
 /// per edge, its offset in the row (one byte, increasing), the length of its body (LEB128)
-/// and the body (postcard, the shape of [`RECORD_FORMAT`]). One checksum covers the row.
+/// and the body (postcard, format 3's shape). One checksum covers the row.
 /// Distinct from every record format, so a build from before rows refuses a row instead of
 /// misreading it, and this build tells a row from an edge record written one per key.
 pub const EDGE_ROW_FORMAT: u8 = 0x80;
 
 /// A format-3 body compressed with zstd (see the module's documentation).
-const FORMAT_COMPRESSED: u8 = 4;
+pub const FORMAT_COMPRESSED: u8 = 4;
 
 /// The smallest body a log record is compressed from: below it, zstd's frame and the length
 /// take back most of what it saves, and reading one event would pay a decompression for little.
@@ -81,6 +87,17 @@ fn decompress(table: &'static str, frame: &[u8], len: usize) -> Result<Vec<u8>> 
         let Some(d) = d.as_mut() else {
             return Err(corrupt("no zstd context".into()));
         };
+        // The frame says what it expands to; a length that disagrees is refused before
+        // anything is allocated for it.
+        if zstd::zstd_safe::get_frame_content_size(frame)
+            .ok()
+            .flatten()
+            != Some(len as u64)
+        {
+            return Err(corrupt(format!(
+                "compressed record's frame does not say it expands to its {len} bytes"
+            )));
+        }
         let mut out = Vec::with_capacity(len);
         let n = d
             .decompress_to_buffer(frame, &mut out)
@@ -148,7 +165,7 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)> {
     let corrupt = |message: String| Error::Corrupt { table, message };
     match bytes.split_first() {
-        Some((&v @ (FORMAT_EDGES_WITHOUT_SALIENCE | RECORD_FORMAT | FORMAT_COMPRESSED), rest)) => {
+        Some((&v @ (FORMAT_EDGES_WITHOUT_SALIENCE | FORMAT_EDGES_WITH_SALIENCE | FORMAT_COMPRESSED), rest)) => {
             if rest.len() < 4 {
                 return Err(corrupt(format!(
                     "record of {} bytes is shorter than its checksum",
@@ -170,12 +187,15 @@ fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)>
                 return Err(corrupt("compressed record without its length".into()));
             };
             let len = u32::from_le_bytes(*len) as usize;
-            if len > COMPRESS_UP_TO {
+            if !(COMPRESS_FROM..=COMPRESS_UP_TO).contains(&len) {
                 return Err(corrupt(format!(
-                    "compressed record claims {len} bytes, more than {COMPRESS_UP_TO}"
+                    "compressed record claims {len} bytes, outside {COMPRESS_FROM} to {COMPRESS_UP_TO}"
                 )));
             }
-            Ok((RECORD_FORMAT, Cow::Owned(decompress(table, frame, len)?)))
+            Ok((
+                FORMAT_EDGES_WITH_SALIENCE,
+                Cow::Owned(decompress(table, frame, len)?),
+            ))
         }
         Some((&FORMAT_WITHOUT_CHECKSUM, rest)) => {
             Ok((FORMAT_WITHOUT_CHECKSUM, Cow::Borrowed(rest)))
@@ -387,7 +407,7 @@ struct EdgeWithoutSalience {
 /// Decodes an edge record of any readable format.
 pub fn decode_edge(table: &'static str, bytes: &[u8]) -> Result<Edge> {
     match body(table, bytes)? {
-        (RECORD_FORMAT, body) => postcard_body(table, &body),
+        (FORMAT_EDGES_WITH_SALIENCE, body) => postcard_body(table, &body),
         (_, body) => {
             let e: EdgeWithoutSalience = postcard_body(table, &body)?;
             Ok(Edge {

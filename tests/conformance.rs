@@ -62,7 +62,17 @@ fn later_ops_in_a_batch_win(kind: BackendKind, dir: &Path) {
     w.delete(Table::Edges, be(5));
     w.put(Table::Edges, be(6), b"a".to_vec());
     w.put(Table::Edges, be(6), b"b".to_vec());
+    // A table rewritten whole deletes every key, then puts what it keeps.
+    w.put(Table::Edges, be(7), b"a".to_vec());
     b.commit(w).unwrap();
+    let mut w = WriteBatch::default();
+    w.delete(Table::Edges, be(7));
+    w.put(Table::Edges, be(7), b"c".to_vec());
+    b.commit(w).unwrap();
+    assert_eq!(
+        b.get(Table::Edges, &be(7)).unwrap().as_deref(),
+        Some(&b"c"[..])
+    );
     assert_eq!(b.get(Table::Edges, &be(5)).unwrap(), None);
     assert_eq!(
         b.get(Table::Edges, &be(6)).unwrap().as_deref(),

@@ -904,7 +904,113 @@ all_backends!(
     verify_detects_a_damaged_idempotency_table,
     search_ties_break_by_target,
     edges_written_one_per_key_are_read_and_folded_into_rows,
+    a_row_emptied_by_retractions_leaves_the_table,
+    a_store_of_format_1_is_marked_at_its_first_writable_open,
 );
+
+fn retract_edge(from: &str, rel: &str, to: &str) -> Assertion {
+    Assertion::RetractEdge {
+        from: from.into(),
+        relation: rel.into(),
+        to: to.into(),
+    }
+}
+
+/// The edges of a row all retracted, the row goes; an edge made and retracted in one batch,
+/// in a row that holds stored edges, leaves that row as it was.
+fn a_row_emptied_by_retractions_leaves_the_table(kind: BackendKind, dir: &Path) {
+    let mut chain: Vec<Assertion> = (0..=20)
+        .map(|i| node(&format!("n{i}"), "Place", &format!("stop {i}")))
+        .collect();
+    chain.extend((0..20).map(|i| edge(&format!("n{i}"), "NEXT", &format!("n{}", i + 1), 0.5)));
+    {
+        let store = Store::create(dir, kind).unwrap();
+        store.ingest(vec![event(1, "SCAN", chain)]).unwrap();
+        store
+            .ingest(vec![event(
+                2,
+                "SCAN",
+                (16..20)
+                    .map(|i| retract_edge(&format!("n{i}"), "NEXT", &format!("n{}", i + 1)))
+                    .collect(),
+            )])
+            .unwrap();
+        assert_verified(&store);
+        // Edge 20 is new, in the row of 16 to 31, which is empty now.
+        store
+            .ingest(vec![event(
+                3,
+                "SCAN",
+                vec![
+                    edge("n0", "JUMP", "n9", 0.4),
+                    retract_edge("n0", "JUMP", "n9"),
+                    edge("n1", "NEXT", "n2", 0.8),
+                ],
+            )])
+            .unwrap();
+        assert_eq!(store.edge(EdgeId(1)).unwrap().unwrap().confidence, 0.8);
+        assert!(store.edge(EdgeId(20)).unwrap().is_none());
+        assert!(store.edge(EdgeId(17)).unwrap().is_none());
+        assert_verified(&store);
+    }
+    assert_eq!(edge_table_keys(kind, dir), vec![0]);
+}
+
+/// A store of format 1 (one record per edge, no compressed log records) opens read-only as
+/// it is; its first writable open marks it format 2 in the meta table and the manifest, so
+/// that a build reading only format 1 refuses it before anything of format 2 is written.
+fn a_store_of_format_1_is_marked_at_its_first_writable_open(kind: BackendKind, dir: &Path) {
+    let manifest_format = || -> u64 {
+        let raw = std::fs::read(dir.join("loci.json")).unwrap();
+        serde_json::from_slice::<serde_json::Value>(&raw).unwrap()["format"]
+            .as_u64()
+            .unwrap()
+    };
+    let meta_format = || -> u32 {
+        let backend = kind.open(dir).unwrap();
+        let v = backend.get(Table::Meta, b"format").unwrap().unwrap();
+        loci::codec::decode("meta", &v).unwrap()
+    };
+    {
+        let store = Store::create(dir, kind).unwrap();
+        village(&store);
+    }
+    assert_eq!((manifest_format(), meta_format()), (2, 2));
+    // Back to format 1's markers.
+    {
+        let backend = kind.open(dir).unwrap();
+        let mut w = WriteBatch::default();
+        w.put(Table::Meta, b"format".to_vec(), loci::codec::encode(&1u32));
+        backend.commit(w).unwrap();
+    }
+    let raw = std::fs::read(dir.join("loci.json")).unwrap();
+    let mut manifest: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    manifest["format"] = 1.into();
+    std::fs::write(
+        dir.join("loci.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    {
+        let store = Store::open_read_only(dir).unwrap();
+        assert!(store.graph().edges().count() > 0);
+    }
+    assert_eq!((manifest_format(), meta_format()), (1, 1));
+    {
+        let store = Store::open(dir).unwrap();
+        assert_verified(&store);
+    }
+    assert_eq!((manifest_format(), meta_format()), (2, 2));
+    // A format this build does not know is refused, naming it.
+    manifest["format"] = 3.into();
+    std::fs::write(
+        dir.join("loci.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    let err = Store::open(dir).err().expect("format 3 opened").to_string();
+    assert!(err.contains("store format 3"), "{err}");
+}
 
 /// The keys of the edges table, as ids.
 fn edge_table_keys(kind: BackendKind, dir: &Path) -> Vec<u32> {

@@ -66,6 +66,8 @@ fn decode_in_row(base: u32, offset: u8, body: &[u8]) -> Result<Edge> {
 pub(crate) fn decode_entry(key: &[u8], value: &[u8]) -> Result<Vec<Edge>> {
     let id = key_id(key)?;
     match edge_row(TABLE.name(), value)? {
+        // A row anywhere else is one no lookup would find.
+        Some(_) if row_base(id) != id => Err(corrupt(format!("a row under the key {id}"))),
         Some(records) => records
             .iter()
             .map(|(offset, body)| decode_in_row(id, *offset, body))
@@ -120,7 +122,12 @@ fn stored_row(
             let id = key_id(k)?;
             match edge_row(TABLE.name(), v)? {
                 Some(row) if id == base => {
-                    records.extend(row.into_iter().map(|(o, b)| (o, b.to_vec())));
+                    // Each record is decoded, so that a row rewritten with this batch's
+                    // changes carries no body that would not read.
+                    for (offset, body) in row {
+                        decode_in_row(base, offset, body)?;
+                        records.push((offset, body.to_vec()));
+                    }
                 }
                 Some(_) => return Err(corrupt(format!("a row under the key {id}"))),
                 None => {
@@ -208,4 +215,58 @@ pub(crate) fn put_all<'a>(edges: impl IntoIterator<Item = &'a Edge>, batch: &mut
 /// stop.
 pub(crate) fn scan_entries(backend: &dyn Backend, visit: &mut ScanVisitor<'_>) -> Result<()> {
     backend.scan(TABLE, &[], None, visit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{NodeId, Props};
+
+    fn edge(id: u32) -> Edge {
+        Edge {
+            id: EdgeId(id),
+            from: NodeId(0),
+            relation: "NEXT".into(),
+            to: NodeId(1),
+            props: Props::new(),
+            confidence: 0.5,
+            valid_from: None,
+            valid_to: None,
+            recorded: 1,
+            last_seen: 2,
+            evidence: vec![1],
+            salience: 0.5,
+        }
+    }
+
+    fn row_of(base: u32, ids: &[u32]) -> Vec<u8> {
+        let bodies: Vec<(u8, Vec<u8>)> = ids
+            .iter()
+            .map(|id| ((id - base) as u8, edge_body(&edge(*id))))
+            .collect();
+        encode_edge_row(bodies.iter().map(|(o, b)| (*o, b.as_slice())))
+    }
+
+    #[test]
+    fn an_entry_reads_as_its_edges_only_where_a_lookup_finds_them() {
+        let got = decode_entry(&key(16), &row_of(16, &[17, 20])).unwrap();
+        assert_eq!(got, vec![edge(17), edge(20)]);
+        // A row under a key that is not a row's first id, an edge at the wrong offset, a
+        // record of its own under another id, and a key of another width are all refused.
+        assert!(decode_entry(&key(17), &row_of(17, &[17])).is_err());
+        assert!(decode_entry(&key(32), &row_of(16, &[17])).is_err());
+        assert!(decode_entry(&key(4), &crate::codec::encode(&edge(5))).is_err());
+        assert!(decode_entry(&[0, 0, 16], &row_of(16, &[17])).is_err());
+        assert_eq!(
+            decode_entry(&key(5), &crate::codec::encode(&edge(5))).unwrap(),
+            vec![edge(5)]
+        );
+        // The last row of the id space.
+        let last = u32::MAX - 1;
+        let base = row_base(last);
+        assert_eq!(
+            decode_entry(&key(base), &row_of(base, &[last])).unwrap(),
+            vec![edge(last)]
+        );
+    }
 }

@@ -46,8 +46,15 @@ use node_table::NodeTable;
 pub use deleting::CompactReport;
 pub use snapshot::SNAPSHOT_FORMAT;
 
-/// Format of the store directory (manifest and table layout).
-pub const STORE_FORMAT: u32 = 1;
+/// Format of the store directory (manifest and table layout), written by this build.
+/// 2: the edges table holds rows of 16 edges, and log records may be compressed (record
+/// format 4). A build that reads only format 1 would miss most edges of a row and fail on a
+/// compressed record, so the number changes and such a build refuses the store.
+pub const STORE_FORMAT: u32 = 2;
+/// The oldest store format this build opens. A format-1 store is read as it is, and marked
+/// format 2 (meta table, then manifest) when it is first opened for writing, before anything
+/// of format 2 is written into it.
+const OLDEST_STORE_FORMAT: u32 = 1;
 const MANIFEST: &str = "loci.json";
 const META_COUNTERS: &[u8] = b"counters";
 const META_FORMAT: &[u8] = b"format";
@@ -1213,13 +1220,25 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
     })?;
     let manifest: Manifest =
         serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))?;
-    if manifest.format != STORE_FORMAT {
+    if !(OLDEST_STORE_FORMAT..=STORE_FORMAT).contains(&manifest.format) {
         return Err(store_err(format!(
-            "store format {} but this build reads format {STORE_FORMAT}",
+            "store format {} but this build reads formats {OLDEST_STORE_FORMAT} to {STORE_FORMAT}",
             manifest.format
         )));
     }
     Ok(manifest)
+}
+
+/// Writes the manifest atomically (a temporary file, then a rename over the old one).
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| Error::Store {
+        path: dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let tmp = dir.join("loci.json.tmp");
+    let path = dir.join(MANIFEST);
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
 }
 
 /// Opens the text index read-only while another process may be writing it. The writer deletes
@@ -1336,17 +1355,13 @@ impl Store {
         drop(b);
         // The manifest is written last and atomically (rename), so a directory with a manifest
         // always has initialised tables behind it.
-        let manifest = serde_json::to_vec_pretty(&Manifest {
-            format: STORE_FORMAT,
-            backend,
-        })
-        .map_err(|e| Error::Store {
-            path: dir.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        let tmp = dir.join("loci.json.tmp");
-        std::fs::write(&tmp, manifest).map_err(|e| Error::io(&tmp, e))?;
-        std::fs::rename(&tmp, &manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
+        write_manifest(
+            dir,
+            &Manifest {
+                format: STORE_FORMAT,
+                backend,
+            },
+        )?;
         let manifest = read_manifest(dir)?;
         Self::open_with(dir.to_path_buf(), manifest, Some(lock))
     }
@@ -1551,13 +1566,19 @@ impl Store {
             message,
         };
         let meta = |key: &[u8]| backend.get(Table::Meta, key);
-        match meta(META_FORMAT)? {
-            Some(v) if decode::<u32>("meta", &v)? == STORE_FORMAT => {}
+        let format = meta(META_FORMAT)?
+            .map(|v| decode::<u32>("meta", &v))
+            .transpose()?;
+        match format {
+            Some(f) if (OLDEST_STORE_FORMAT..=STORE_FORMAT).contains(&f) => {
+                if f < STORE_FORMAT && !read_only {
+                    Self::mark_current_format(backend, dir)?;
+                }
+            }
             other => {
                 return Err(store_err(format!(
-                    "meta table has format {:?}, expected {STORE_FORMAT}",
-                    other.map(|v| decode::<u32>("meta", &v))
-                )))
+                "meta table has format {other:?}, expected {OLDEST_STORE_FORMAT} to {STORE_FORMAT}"
+            )))
             }
         }
         let counters: Counters = match meta(META_COUNTERS)? {
@@ -1581,6 +1602,20 @@ impl Store {
             Self::rebuild_derived(backend, dir)?;
         }
         Ok(counters)
+    }
+
+    /// Marks an older store as this build's format before anything of it is written: the meta
+    /// table first (a build of the older format refuses the store from then on), then the
+    /// manifest. A crash between the two leaves a store this build opens and marks again.
+    fn mark_current_format(backend: &dyn Backend, dir: &Path) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        batch.put(Table::Meta, META_FORMAT.to_vec(), encode(&STORE_FORMAT));
+        backend.commit(batch)?;
+        let mut manifest = read_manifest(dir)?;
+        manifest.format = STORE_FORMAT;
+        write_manifest(dir, &manifest)?;
+        tracing::info!(to = STORE_FORMAT, "store marked with this build's format");
+        Ok(())
     }
 
     /// Replaces the stored nodes and edges with the replay of the log under this build's rules,
@@ -2964,12 +2999,19 @@ impl Store {
         report.nodes = replayed_nodes.len();
 
         let mut stored_edges = BTreeMap::new();
+        let mut held_twice = Vec::new();
         edge_rows::scan_entries(&*self.backend, &mut |k, v| {
             for e in edge_rows::decode_entry(k, v)? {
-                stored_edges.insert(e.id, e);
+                let id = e.id;
+                if stored_edges.insert(id, e).is_some() {
+                    held_twice.push(id);
+                }
             }
             Ok(true)
         })?;
+        for id in held_twice {
+            report.differ(format!("stored edge e{}: held twice", id.0));
+        }
         let replayed_edges: BTreeMap<EdgeId, &Edge> = replayed
             .full_edges
             .iter()
