@@ -295,6 +295,29 @@ pub fn peek_event_kind(table: &'static str, bytes: &[u8]) -> Result<(u64, String
     Ok((head.seq, head.kind.to_string()))
 }
 
+/// A postcard varint at the start of `r`, which moves past it.
+pub(crate) fn take_varint(r: &mut &[u8]) -> Option<usize> {
+    let (mut v, mut shift) = (0usize, 0u32);
+    loop {
+        let (&b, rest) = r.split_first()?;
+        *r = rest;
+        v |= usize::from(b & 0x7f).checked_shl(shift)?;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+        shift += 7;
+    }
+}
+
+/// A postcard string's bytes (its length as a varint, then the bytes) at the start of `r`,
+/// which moves past them.
+pub(crate) fn take_bytes<'a>(r: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = take_varint(r)?;
+    let (bytes, rest) = (r.get(..len)?, r.get(len..)?);
+    *r = rest;
+    Some(bytes)
+}
+
 /// An edge's body as a row of the edges table holds it (postcard, no format byte or checksum:
 /// the row has one of each).
 pub fn edge_body(edge: &Edge) -> Vec<u8> {
@@ -357,33 +380,18 @@ pub fn edge_row<'a>(table: &'static str, bytes: &'a [u8]) -> Result<Option<RowRe
         )));
     }
     let mut records: Vec<(u8, &[u8])> = Vec::new();
-    while let Some((&offset, after)) = body.split_first() {
+    while let Some((&offset, mut after)) = body.split_first() {
         if records.last().is_some_and(|(last, _)| *last >= offset) {
             return Err(corrupt(format!("row offsets not increasing at {offset}")));
         }
-        let mut len: u64 = 0;
-        let mut read = 0;
-        loop {
-            let Some(&byte) = after.get(read) else {
-                return Err(corrupt("row ends inside a record's length".into()));
-            };
-            if read == 9 {
-                return Err(corrupt("a record's length in a row is too long".into()));
-            }
-            len |= u64::from(byte & 0x7f) << (7 * read);
-            read += 1;
-            if byte & 0x80 == 0 {
-                break;
-            }
-        }
-        let after = &after[read..];
-        let len = usize::try_from(len)
-            .ok()
-            .filter(|l| *l <= after.len())
-            .ok_or_else(|| corrupt(format!("a record of {len} bytes runs past its row")))?;
-        let (record, next) = after.split_at(len);
+        // The length and the body are postcard's encoding of a byte string.
+        let record = take_bytes(&mut after).ok_or_else(|| {
+            corrupt(format!(
+                "the record at offset {offset} has a length that does not end or runs past its row"
+            ))
+        })?;
         records.push((offset, record));
-        body = next;
+        body = after;
     }
     Ok(Some(records))
 }

@@ -916,16 +916,21 @@ fn retract_edge(from: &str, rel: &str, to: &str) -> Assertion {
     }
 }
 
+/// Nodes n0 to n`len` and the edges `n(i) -NEXT-> n(i+1)`, ids 0 to `len - 1`.
+fn chain(len: usize) -> Vec<Assertion> {
+    let mut a: Vec<Assertion> = (0..=len)
+        .map(|i| node(&format!("n{i}"), "Place", &format!("stop {i}")))
+        .collect();
+    a.extend((0..len).map(|i| edge(&format!("n{i}"), "NEXT", &format!("n{}", i + 1), 0.5)));
+    a
+}
+
 /// The edges of a row all retracted, the row goes; an edge made and retracted in one batch,
 /// in a row that holds stored edges, leaves that row as it was.
 fn a_row_emptied_by_retractions_leaves_the_table(kind: BackendKind, dir: &Path) {
-    let mut chain: Vec<Assertion> = (0..=20)
-        .map(|i| node(&format!("n{i}"), "Place", &format!("stop {i}")))
-        .collect();
-    chain.extend((0..20).map(|i| edge(&format!("n{i}"), "NEXT", &format!("n{}", i + 1), 0.5)));
     {
         let store = Store::create(dir, kind).unwrap();
-        store.ingest(vec![event(1, "SCAN", chain)]).unwrap();
+        store.ingest(vec![event(1, "SCAN", chain(20))]).unwrap();
         store
             .ingest(vec![event(
                 2,
@@ -1030,13 +1035,6 @@ fn edge_table_keys(kind: BackendKind, dir: &Path) -> Vec<u32> {
 /// of a row folds that row's records into it and deletes their keys, and leaves other rows'
 /// records as they are.
 fn edges_written_one_per_key_are_read_and_folded_into_rows(kind: BackendKind, dir: &Path) {
-    let chain = |n: usize| {
-        let mut a: Vec<Assertion> = (0..=n)
-            .map(|i| node(&format!("n{i}"), "Place", &format!("stop {i}")))
-            .collect();
-        a.extend((0..n).map(|i| edge(&format!("n{i}"), "NEXT", &format!("n{}", i + 1), 0.5)));
-        a
-    };
     {
         let store = Store::create(dir, kind).unwrap();
         store.ingest(vec![event(1, "SCAN", chain(40))]).unwrap();

@@ -116,42 +116,21 @@ fn stored_row(
 ) -> Result<Vec<(u8, Vec<u8>)>> {
     let mut records: Vec<(u8, Vec<u8>)> = Vec::new();
     let end = base.checked_add(ROW_IDS).map(key);
-    let mut failed = None;
-    backend.scan(TABLE, &key(base), end.as_deref(), &mut |k, v| {
-        let folded = (|| -> Result<()> {
-            let id = key_id(k)?;
-            match edge_row(TABLE.name(), v)? {
-                Some(row) if id == base => {
-                    // Each record is decoded, so that a row rewritten with this batch's
-                    // changes carries no body that would not read.
-                    for (offset, body) in row {
-                        decode_in_row(base, offset, body)?;
-                        records.push((offset, body.to_vec()));
-                    }
-                }
-                Some(_) => return Err(corrupt(format!("a row under the key {id}"))),
-                None => {
-                    for edge in decode_entry(k, v)? {
-                        records.push(((edge.id.0 - base) as u8, edge_body(&edge)));
-                    }
-                    if id != base {
-                        batch.delete(TABLE, k.to_vec());
-                    }
-                }
-            }
-            Ok(())
-        })();
-        match folded {
-            Ok(()) => Ok(true),
-            Err(e) => {
-                failed = Some(e);
-                Ok(false)
-            }
+    let row_key = key(base);
+    backend.scan(TABLE, &row_key, end.as_deref(), &mut |k, v| {
+        // Each entry is decoded, whether the row or a record of its own, so that the row
+        // rewritten with this batch's changes carries no body that would not read. A row
+        // under any key but the row's own is refused by `decode_entry`.
+        // `decode_entry` checks each id against its key, which the scan keeps in the row's
+        // range: the offset is below `ROW_IDS`.
+        for edge in decode_entry(k, v)? {
+            records.push(((edge.id.0 - base) as u8, edge_body(&edge)));
         }
+        if k != row_key.as_slice() {
+            batch.delete(TABLE, k.to_vec());
+        }
+        Ok(true)
     })?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
     records.sort_by_key(|(o, _)| *o);
     records.dedup_by_key(|(o, _)| *o);
     Ok(records)

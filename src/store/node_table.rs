@@ -20,6 +20,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::codec::{take_bytes, take_varint};
 use crate::graph::{BuildIdHasher, Interner};
 use crate::mapped::{Limits, Plain, Section};
 use crate::model::{Anchor, Node, NodeId, Props};
@@ -91,29 +92,6 @@ pub(super) fn encode(n: &Node, labels: &Interner) -> Box<[u8]> {
 
 /// The bytes of the salience at the start of a record, before its postcard part.
 const SALIENCE: usize = 4;
-
-/// A postcard varint at the start of `r`, which moves past it.
-fn take_varint(r: &mut &[u8]) -> Option<usize> {
-    let (mut v, mut shift) = (0usize, 0u32);
-    loop {
-        let (&b, rest) = r.split_first()?;
-        *r = rest;
-        v |= usize::from(b & 0x7f).checked_shl(shift)?;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-        shift += 7;
-    }
-}
-
-/// A postcard string's bytes (its length as a varint, then the bytes) at the start of `r`,
-/// which moves past them.
-fn take_bytes<'a>(r: &mut &'a [u8]) -> Option<&'a [u8]> {
-    let len = take_varint(r)?;
-    let (bytes, rest) = (r.get(..len)?, r.get(len..)?);
-    *r = rest;
-    Some(bytes)
-}
 
 /// Where a node's record starts in the snapshot's records section: one per node slot and one
 /// more, so that record `i` is the bytes between the `i`th and the next (none when they are
