@@ -14,9 +14,10 @@
 //! - Format 1 (stores written before idempotency keys): `[1][postcard body]`, no checksum, and
 //!   events without an idempotency key. Still read; never written.
 //!
-//! The edges table holds rows of records rather than one record per edge
-//! ([`EDGE_ROW_FORMAT`], [`encode_edge_row`]): a record of its own per edge was a B-tree
-//! insert per edge, a third of a bulk load's time, and 14 bytes of key and page overhead each.
+//! Stores of format 2 kept edge records (rows of 16 under a format byte of their own, `0x80`)
+//! and node records in tables; since format 3 no table holds either (the log's events are
+//! their only record, and the snapshot their derived state), so only events and the meta
+//! table's values are read and written here.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -25,24 +26,16 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::{Anchor, Assertion, Edge, EdgeId, Event, NodeId, Props, Value};
+use crate::model::{Anchor, Assertion, Event, Value};
 
 /// Version byte of every record this build writes. Bump it (and keep a reader for the old one)
 /// when a persisted type changes shape; 4 is taken ([`FORMAT_COMPRESSED`], a compressed
 /// format-3 body), so the next shape is 5, and a compressed form of it needs a number of its
-/// own. The rows of the edges table hold format-3 bodies under [`EDGE_ROW_FORMAT`], which
-/// changes with them.
+/// own.
 pub const RECORD_FORMAT: u8 = FORMAT_EDGES_WITH_SALIENCE;
 
 /// Checksummed records whose edges carry their salience: the shape of this build's records.
 const FORMAT_EDGES_WITH_SALIENCE: u8 = 3;
-
-/// Format byte of a row of the edges table: `[0x80][crc32 of the rest, little-endian]` then,
-/// per edge, its offset in the row (one byte, increasing), the length of its body (LEB128)
-/// and the body (postcard, format 3's shape). One checksum covers the row.
-/// Distinct from every record format, so a build from before rows refuses a row instead of
-/// misreading it, and this build tells a row from an edge record written one per key.
-pub const EDGE_ROW_FORMAT: u8 = 0x80;
 
 /// A format-3 body compressed with zstd (see the module's documentation).
 pub const FORMAT_COMPRESSED: u8 = 4;
@@ -318,125 +311,6 @@ pub(crate) fn take_bytes<'a>(r: &mut &'a [u8]) -> Option<&'a [u8]> {
     Some(bytes)
 }
 
-/// An edge's body as a row of the edges table holds it (postcard, no format byte or checksum:
-/// the row has one of each).
-pub fn edge_body(edge: &Edge) -> Vec<u8> {
-    // As in `encode`: our own types serialise into a Vec without error.
-    postcard::to_allocvec(edge).expect("postcard encoding into a Vec")
-}
-
-/// Decodes an edge body of a row ([`edge_body`]).
-pub fn decode_edge_body(table: &'static str, body: &[u8]) -> Result<Edge> {
-    postcard_body(table, body)
-}
-
-/// A row of the edges table from its records: (offset in the row, [`edge_body`]), offsets
-/// increasing.
-pub fn encode_edge_row<'a>(records: impl IntoIterator<Item = (u8, &'a [u8])>) -> Vec<u8> {
-    let mut out = vec![EDGE_ROW_FORMAT, 0, 0, 0, 0];
-    for (offset, body) in records {
-        out.push(offset);
-        let mut len = body.len() as u64;
-        loop {
-            let byte = (len & 0x7f) as u8;
-            len >>= 7;
-            if len == 0 {
-                out.push(byte);
-                break;
-            }
-            out.push(byte | 0x80);
-        }
-        out.extend_from_slice(body);
-    }
-    let crc = crc32fast::hash(&out[5..]);
-    out[1..5].copy_from_slice(&crc.to_le_bytes());
-    out
-}
-
-/// The records of a row of the edges table: (offset in the row, body), offsets increasing.
-pub type RowRecords<'a> = Vec<(u8, &'a [u8])>;
-
-/// The records of a row of the edges table (offset in the row, body), checked against the
-/// row's checksum; `None` when `bytes` is not a row but one edge's record, as stores wrote
-/// them before rows ([`decode_edge`] reads it).
-pub fn edge_row<'a>(table: &'static str, bytes: &'a [u8]) -> Result<Option<RowRecords<'a>>> {
-    let corrupt = |message: String| Error::Corrupt { table, message };
-    let rest = match bytes.split_first() {
-        Some((&EDGE_ROW_FORMAT, rest)) => rest,
-        _ => return Ok(None),
-    };
-    if rest.len() < 4 {
-        return Err(corrupt(format!(
-            "row of {} bytes is shorter than its checksum",
-            bytes.len()
-        )));
-    }
-    let (crc, mut body) = rest.split_at(4);
-    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
-    let actual = crc32fast::hash(body);
-    if stored != actual {
-        return Err(corrupt(format!(
-            "row checksum mismatch (stored {stored:08x}, computed {actual:08x})"
-        )));
-    }
-    let mut records: Vec<(u8, &[u8])> = Vec::new();
-    while let Some((&offset, mut after)) = body.split_first() {
-        if records.last().is_some_and(|(last, _)| *last >= offset) {
-            return Err(corrupt(format!("row offsets not increasing at {offset}")));
-        }
-        // The length and the body are postcard's encoding of a byte string.
-        let record = take_bytes(&mut after).ok_or_else(|| {
-            corrupt(format!(
-                "the record at offset {offset} has a length that does not end or runs past its row"
-            ))
-        })?;
-        records.push((offset, record));
-        body = after;
-    }
-    Ok(Some(records))
-}
-
-/// An edge as formats 1 and 2 stored it: no salience.
-#[derive(Deserialize)]
-struct EdgeWithoutSalience {
-    id: EdgeId,
-    from: NodeId,
-    relation: String,
-    to: NodeId,
-    props: Props,
-    confidence: f32,
-    valid_from: Option<i64>,
-    valid_to: Option<i64>,
-    recorded: i64,
-    last_seen: i64,
-    evidence: Vec<u64>,
-}
-
-/// Decodes an edge record of any readable format.
-pub fn decode_edge(table: &'static str, bytes: &[u8]) -> Result<Edge> {
-    match body(table, bytes)? {
-        (FORMAT_EDGES_WITH_SALIENCE, body) => postcard_body(table, &body),
-        (_, body) => {
-            let e: EdgeWithoutSalience = postcard_body(table, &body)?;
-            Ok(Edge {
-                id: e.id,
-                from: e.from,
-                relation: e.relation,
-                to: e.to,
-                props: e.props,
-                confidence: e.confidence,
-                valid_from: e.valid_from,
-                valid_to: e.valid_to,
-                recorded: e.recorded,
-                last_seen: e.last_seen,
-                evidence: e.evidence,
-                // What every node and event had before salience was scored.
-                salience: 0.5,
-            })
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,129 +426,6 @@ mod tests {
                 "length {lie} was accepted"
             );
         }
-    }
-
-    fn sample_edge(id: u32) -> Edge {
-        Edge {
-            id: EdgeId(id),
-            from: NodeId(1),
-            relation: "OFFERS".into(),
-            to: NodeId(2),
-            props: Props::new(),
-            confidence: 0.9,
-            valid_from: None,
-            valid_to: Some(7),
-            recorded: 11,
-            last_seen: 12,
-            evidence: vec![1, 3],
-            salience: 0.8,
-        }
-    }
-
-    #[test]
-    fn a_row_of_edges_reads_back_and_any_flipped_byte_is_refused() {
-        let edges: Vec<Edge> = [64, 65, 127].into_iter().map(sample_edge).collect();
-        let bodies: Vec<Vec<u8>> = edges.iter().map(edge_body).collect();
-        let row = encode_edge_row(
-            [0u8, 1, 63]
-                .into_iter()
-                .zip(bodies.iter().map(Vec::as_slice)),
-        );
-        let records = edge_row("edges", &row).unwrap().unwrap();
-        assert_eq!(records.len(), 3);
-        for ((offset, body), (want, edge)) in records.iter().zip([0u8, 1, 63].iter().zip(&edges)) {
-            assert_eq!(offset, want);
-            assert_eq!(&decode_edge_body("edges", body).unwrap(), edge);
-        }
-        for i in 1..row.len() {
-            let mut damaged = row.clone();
-            damaged[i] ^= 0x10;
-            assert!(
-                edge_row("edges", &damaged).is_err(),
-                "byte {i} flipped was accepted"
-            );
-        }
-        assert!(edge_row("edges", &row[..row.len() - 1]).is_err());
-        assert!(edge_row("edges", &row[..3]).is_err());
-        // A record written one per key, before rows, is not a row.
-        assert_eq!(edge_row("edges", &encode(&edges[0])).unwrap(), None);
-        // An empty row is a row of nothing.
-        assert_eq!(
-            edge_row("edges", &encode_edge_row([])).unwrap(),
-            Some(vec![])
-        );
-    }
-
-    /// Rows whose checksum was recomputed over bad contents: offsets out of order, lengths
-    /// that run past the end or never end. Each is an error, never a panic.
-    #[test]
-    fn a_row_with_bad_contents_under_a_right_checksum_is_refused() {
-        let seal = |mut contents: Vec<u8>| {
-            let mut row = vec![EDGE_ROW_FORMAT, 0, 0, 0, 0];
-            row.append(&mut contents);
-            let crc = crc32fast::hash(&row[5..]);
-            row[1..5].copy_from_slice(&crc.to_le_bytes());
-            row
-        };
-        for contents in [
-            vec![3, 1, 0xAA, 2, 1, 0xBB],
-            vec![3, 1, 0xAA, 3, 1, 0xBB],
-            vec![0, 5, 1, 2],
-            vec![0, 0x80],
-            vec![
-                0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
-            ],
-            vec![0],
-        ] {
-            assert!(
-                edge_row("edges", &seal(contents.clone())).is_err(),
-                "{contents:?} was accepted"
-            );
-        }
-    }
-
-    #[test]
-    fn reads_format_2_edges_without_salience() {
-        let edge = sample_edge(4);
-        assert_eq!(decode_edge("edges", &encode(&edge)).unwrap(), edge);
-        #[derive(Serialize)]
-        struct Old<'a>(
-            EdgeId,
-            NodeId,
-            &'a str,
-            NodeId,
-            &'a Props,
-            f32,
-            Option<i64>,
-            Option<i64>,
-            i64,
-            i64,
-            &'a [u64],
-        );
-        let old = Old(
-            edge.id,
-            edge.from,
-            &edge.relation,
-            edge.to,
-            &edge.props,
-            0.9,
-            None,
-            Some(7),
-            11,
-            12,
-            &edge.evidence,
-        );
-        let mut bytes = postcard::to_extend(&old, vec![2u8, 0, 0, 0, 0]).unwrap();
-        let crc = crc32fast::hash(&bytes[5..]);
-        bytes[1..5].copy_from_slice(&crc.to_le_bytes());
-        let read = decode_edge("edges", &bytes).unwrap();
-        assert_eq!(
-            read,
-            Edge {
-                salience: 0.5,
-                ..edge
-            }
-        );
     }
 
     #[test]

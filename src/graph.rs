@@ -1,6 +1,6 @@
 //! The in-memory adjacency: every live edge appears in the lists of both its endpoints, so the
-//! graph is traversable in both directions. Built at open from the edges table and kept current
-//! by the store on every commit.
+//! graph is traversable in both directions. Mapped from the state snapshot at open (or built by
+//! the replay of the log) and kept current by the store on every commit.
 //!
 //! Why not a `petgraph::Graph`: its edges form linked lists threaded through one big array, so a
 //! k-hop expansion chases a pointer (and usually a cache miss) per edge. Here each node has one
@@ -985,6 +985,7 @@ mod tests {
             labels: 1,
             entries: entries.len() as u64,
             record_bytes: 0,
+            detail_bytes: 0,
         };
         let damage = std::sync::Arc::new(Damage::default());
         fn section<T: crate::mapped::Plain>(

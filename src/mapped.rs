@@ -42,6 +42,8 @@ pub struct Limits {
     pub entries: u64,
     /// Node record offsets at most this.
     pub record_bytes: u64,
+    /// Edge detail offsets at most this.
+    pub detail_bytes: u64,
 }
 
 /// A value that can be read from a mapped file as it lies: every bit pattern is a value,

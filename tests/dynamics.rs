@@ -249,6 +249,7 @@ fn a_store_derived_by_older_rules_is_rebuilt_from_its_log_on_open() {
     let path = dir.path().join("s");
     let (node_salience, edge_salience) = {
         let store = village(&path);
+        store.checkpoint().unwrap();
         let n = store.node_by_key("fletcher").unwrap().salience;
         let e = store
             .edge_between("fletcher", "OFFERS", "emerald")
@@ -258,33 +259,24 @@ fn a_store_derived_by_older_rules_is_rebuilt_from_its_log_on_open() {
         (n, e)
     };
     {
-        // What a build before salience left: no projection version, and nodes at the old
-        // default.
+        // What a build before salience left: no projection version in the meta table, and a
+        // snapshot of the state its rules derived.
         let backend = BackendKind::Redb.open(&path).unwrap();
         let mut w = loci::storage::WriteBatch::default();
         w.delete(loci::storage::Table::Meta, b"projection".to_vec());
-        let store_nodes = {
-            let mut v = Vec::new();
-            backend
-                .scan(loci::storage::Table::Nodes, &[], None, &mut |k, val| {
-                    v.push((k.to_vec(), val.to_vec()));
-                    Ok(true)
-                })
-                .unwrap();
-            v
-        };
-        for (k, val) in store_nodes {
-            let mut n: loci::Node = loci::codec::decode("nodes", &val).unwrap();
-            n.salience = 0.5;
-            w.put(loci::storage::Table::Nodes, k, loci::codec::encode(&n));
-        }
         backend.commit(w).unwrap();
+        let snapshot = path.join("state.snapshot");
+        let mut bytes = std::fs::read(&snapshot).unwrap();
+        bytes[16..20].copy_from_slice(&1u32.to_le_bytes());
+        std::fs::write(&snapshot, bytes).unwrap();
     }
     assert_ne!(
         node_salience, 0.5,
         "the test must change what the rebuild restores"
     );
     let store = Store::open(&path).unwrap();
+    // The snapshot of the older rules is not used: the state is this build's replay.
+    assert_eq!(store.state_source(), loci::StateSource::Log);
     assert_eq!(
         store.node_by_key("fletcher").unwrap().salience,
         node_salience
@@ -298,6 +290,17 @@ fn a_store_derived_by_older_rules_is_rebuilt_from_its_log_on_open() {
         edge_salience
     );
     assert!(store.verify().unwrap().ok());
+    drop(store);
+    // The rules' version is recorded.
+    let backend = BackendKind::Redb.open(&path).unwrap();
+    let v = backend
+        .get(loci::storage::Table::Meta, b"projection")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        loci::codec::decode::<u32>("meta", &v).unwrap(),
+        loci::store::PROJECTION_VERSION
+    );
 }
 
 #[test]

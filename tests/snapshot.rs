@@ -1,8 +1,8 @@
 //! The state snapshot (`store/snapshot.rs`), run against every backend: an open reads it and
-//! catches up from the change records instead of rebuilding the state from the tables, gives
-//! the same state as a rebuild (`verify` compares the live views with the replay of the log),
-//! and refuses a snapshot that is damaged, of another version, of another store or from before
-//! a rewrite, loading the state from the tables instead.
+//! replays only the log after it instead of the whole log, gives the same state as the whole
+//! replay (`verify` compares the live views with the replay of the log), and refuses a
+//! snapshot that is damaged, of another version, of another store or from before a rewrite,
+//! replaying the whole log instead.
 
 use std::path::Path;
 
@@ -143,8 +143,8 @@ fn assert_verified(store: &Store) {
     assert!(report.ok(), "replay differs: {:#?}", report.differences);
 }
 
-/// The dump of the store in `dir` loaded from its tables (its snapshot moved aside for it).
-fn dump_from_tables(dir: &Path) -> Vec<String> {
+/// The dump of the store in `dir` replayed from its log (its snapshot moved aside for it).
+fn dump_from_log(dir: &Path) -> Vec<String> {
     let snap = dir.join(SNAPSHOT);
     let aside = dir.join("aside");
     let had = snap.exists();
@@ -152,7 +152,7 @@ fn dump_from_tables(dir: &Path) -> Vec<String> {
         std::fs::rename(&snap, &aside).unwrap();
     }
     let store = Store::open(dir).unwrap();
-    assert_eq!(store.state_source(), StateSource::Tables);
+    assert_eq!(store.state_source(), StateSource::Log);
     let d = dump(&store);
     drop(store);
     // The small store writes no snapshot on close, so the one set aside comes back as it was.
@@ -184,7 +184,7 @@ fn an_open_reads_the_snapshot_and_sees_what_a_rebuild_sees(kind: BackendKind, di
     assert_eq!(dump(&store), live);
     assert_verified(&store);
     drop(store);
-    assert_eq!(dump_from_tables(dir), live);
+    assert_eq!(dump_from_log(dir), live);
 
     // A reader beside no writer uses it too.
     let reader = Store::open_read_only(dir).unwrap();
@@ -268,11 +268,11 @@ fn changes_after_the_snapshot_are_caught_up(kind: BackendKind, dir: &Path) {
     assert_eq!(dump(&store), live);
     assert_verified(&store);
     drop(store);
-    assert_eq!(dump_from_tables(dir), live);
+    assert_eq!(dump_from_log(dir), live);
 }
 
 /// Opens the store in `dir` with its snapshot file changed by `damage`, and checks the state
-/// came from the tables and is right.
+/// was replayed from the log and is right.
 fn open_with_damaged_snapshot(dir: &Path, live: &[String], damage: impl FnOnce(&mut Vec<u8>)) {
     let path = dir.join(SNAPSHOT);
     let mut bytes = std::fs::read(&path).unwrap();
@@ -280,7 +280,7 @@ fn open_with_damaged_snapshot(dir: &Path, live: &[String], damage: impl FnOnce(&
     damage(&mut bytes);
     std::fs::write(&path, &bytes).unwrap();
     let store = Store::open(dir).unwrap();
-    assert_eq!(store.state_source(), StateSource::Tables);
+    assert_eq!(store.state_source(), StateSource::Log);
     assert_eq!(dump(&store), live);
     assert_verified(&store);
     drop(store);
@@ -330,7 +330,7 @@ fn a_damaged_or_foreign_snapshot_is_not_used(kind: BackendKind, dir: &Path) {
     drop(store);
     std::fs::copy(other.join(SNAPSHOT), dir.join(SNAPSHOT)).unwrap();
     let store = Store::open(dir).unwrap();
-    assert_eq!(store.state_source(), StateSource::Tables);
+    assert_eq!(store.state_source(), StateSource::Log);
     // Refused from its header, before its body was read or decoded (a whole decode of a 1M-edge
     // store's snapshot cost half a second and more memory than the state, for nothing).
     let open = store.stats().open_ms;
@@ -359,14 +359,15 @@ fn a_snapshot_from_before_a_deletion_is_not_used(kind: BackendKind, dir: &Path) 
         .delete(&loci::dynamics::deletion::DeleteRequest::events([made_by]))
         .unwrap();
     assert!(store.node(n20.id).is_none_or(|n| n.key != "n20"));
-    assert!(
-        !dir.join(SNAPSHOT).exists(),
-        "the outdated snapshot is removed"
+    assert_ne!(
+        std::fs::read(dir.join(SNAPSHOT)).unwrap(),
+        old,
+        "the outdated snapshot is replaced"
     );
     let live = dump(&store);
     drop(store);
 
-    // Closing wrote a new one, which the next open uses.
+    // The deletion wrote a new one, which the next open uses.
     let store = Store::open(dir).unwrap();
     assert!(matches!(
         store.state_source(),
@@ -378,7 +379,7 @@ fn a_snapshot_from_before_a_deletion_is_not_used(kind: BackendKind, dir: &Path) 
     // The old one put back (as a crash before its removal would leave it): not used.
     std::fs::write(dir.join(SNAPSHOT), old).unwrap();
     let store = Store::open(dir).unwrap();
-    assert_eq!(store.state_source(), StateSource::Tables);
+    assert_eq!(store.state_source(), StateSource::Log);
     assert_eq!(dump(&store), live);
     assert_verified(&store);
 }
@@ -422,7 +423,7 @@ fn a_huge_foreign_snapshot_is_refused_before_it_is_read(kind: BackendKind, dir: 
         drop(f);
         let before = loci::bench::peak_rss_bytes();
         let store = Store::open(dir).unwrap();
-        assert_eq!(store.state_source(), StateSource::Tables);
+        assert_eq!(store.state_source(), StateSource::Log);
         assert_eq!(dump(&store), live);
         assert_verified(&store);
         let grew = loci::bench::peak_rss_bytes().saturating_sub(before);
@@ -497,7 +498,7 @@ fn a_snapshot_that_is_not_a_file_is_not_opened(kind: BackendKind, dir: &Path) {
         .recv_timeout(std::time::Duration::from_secs(60))
         .expect("the open returned (it had waited on the FIFO for ever)")
         .unwrap();
-    assert_eq!(source, StateSource::Tables);
+    assert_eq!(source, StateSource::Log);
     assert_eq!(seen, live);
     std::fs::remove_file(&path).unwrap();
 }
@@ -574,7 +575,7 @@ fn a_snapshot_changed_under_a_valid_checksum_opens_or_is_refused(kind: BackendKi
             std::fs::write(&path, &bytes).unwrap();
             let store = Store::open(dir).unwrap();
             match store.state_source() {
-                StateSource::Tables => {
+                StateSource::Log => {
                     refused += 1;
                     assert_eq!(dump(&store), live, "byte {at}");
                 }
@@ -666,7 +667,7 @@ fn a_store_opened_from_its_snapshot_moves_onto_each_new_one(kind: BackendKind, d
 /// Damage to a mapped section is found when the block that holds it is first read (its
 /// CRC-32): what the block holds reads as missing, never as wrong ids; `verify` reports it;
 /// the next checkpoint refuses to write the damaged state and removes the snapshot; and the
-/// next open loads the state from the tables, whole again.
+/// next open replays the state from the log, whole again.
 fn damage_to_a_mapped_section_is_found_when_read(kind: BackendKind, dir: &Path) {
     let store = built_with_snapshot(kind, dir);
     let live = dump(&store);
@@ -706,7 +707,7 @@ fn damage_to_a_mapped_section_is_found_when_read(kind: BackendKind, dir: &Path) 
         assert!(err.contains("snapshot is removed"), "{err}");
         drop(store);
         let store = Store::open(dir).unwrap();
-        assert_eq!(store.state_source(), StateSource::Tables);
+        assert_eq!(store.state_source(), StateSource::Log);
         assert_eq!(dump(&store), live, "byte {at}");
         drop(store);
         std::fs::write(&path, &good).unwrap();
@@ -717,45 +718,52 @@ fn damage_to_a_mapped_section_is_found_when_read(kind: BackendKind, dir: &Path) 
     assert!(damaged > 0);
 }
 
-/// A node record changed in the mapped section with its block's CRC-32 and the body's CRC
-/// made right again (a crafted file, or a writer's bug): the store opens from it, every read
-/// of the record gives a node or nothing, never a panic, and `verify` compares it with the
-/// log. The test store is small enough that each of the eight sections is one block, so the
-/// body ends with their table: an item count (u64) and one CRC (u32) each.
-fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
+/// Bytes of one item of each mapped section, in their order in the file.
+const ITEM_BYTES: [usize; 10] = [20, 8, 8, 16, 8, 1, 4, 4, 8, 1];
+/// The mapped sections of node records and of edge details.
+const NODE_RECORDS: usize = 5;
+const EDGE_DETAILS: usize = 9;
+
+/// Bytes of section `k` changed with its block's CRC-32 and the body's CRC made right again
+/// (a crafted file, or a writer's bug): the store opens from it, every read of what the
+/// section holds gives a node or an edge or nothing, never a panic, and `verify` compares it
+/// with the log. The test store is small enough that each of the ten sections is one block,
+/// so the body ends with their table: an item count (u64) and one CRC (u32) each.
+fn a_section_changed_under_valid_checksums_reads_as_something_or_nothing(
     kind: BackendKind,
     dir: &Path,
+    k: usize,
 ) {
     let store = built_with_snapshot(kind, dir);
     drop(store);
     let path = dir.join(SNAPSHOT);
     let good = std::fs::read(&path).unwrap();
     let body_end = HEADER_LEN + body_len(&good);
-    let table = body_end - 8 * 12;
-    let items: Vec<usize> = (0..8)
+    let table = body_end - 10 * 12;
+    let items: Vec<usize> = (0..10)
         .map(|k| {
             u64::from_le_bytes(good[table + k * 12..table + k * 12 + 8].try_into().unwrap())
                 as usize
         })
         .collect();
-    let item_bytes = [20, 8, 8, 16, 8, 1, 4, 4];
     let mut start = body_end.div_ceil(4096) * 4096;
-    for k in 0..5 {
-        start = (start + items[k] * item_bytes[k]).div_ceil(4096) * 4096;
+    for j in 0..k {
+        start = (start + items[j] * ITEM_BYTES[j]).div_ceil(4096) * 4096;
     }
-    let records = start..start + items[5];
+    let section = start..start + items[k] * ITEM_BYTES[k];
+    let crc_at = table + k * 12 + 8..table + (k + 1) * 12;
     assert_eq!(
-        crc32fast::hash(&good[records.clone()]).to_le_bytes(),
-        good[table + 5 * 12 + 8..table + 6 * 12],
-        "the records' block CRC is where this test looks for it"
+        crc32fast::hash(&good[section.clone()]).to_le_bytes(),
+        good[crc_at.clone()],
+        "the section's block CRC is where this test looks for it"
     );
     let mut opened = 0;
-    for at in records.clone().step_by(7) {
+    for at in section.clone().step_by(7) {
         for change in [0xffu8, 0x01, 0x80] {
             let mut bytes = good.clone();
             bytes[at] ^= change;
-            let crc = crc32fast::hash(&bytes[records.clone()]);
-            bytes[table + 5 * 12 + 8..table + 6 * 12].copy_from_slice(&crc.to_le_bytes());
+            let crc = crc32fast::hash(&bytes[section.clone()]);
+            bytes[crc_at.clone()].copy_from_slice(&crc.to_le_bytes());
             let body = crc32fast::hash(&bytes[HEADER_LEN..body_end]);
             bytes[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&body.to_le_bytes());
             std::fs::write(&path, &bytes).unwrap();
@@ -767,12 +775,30 @@ fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
             for id in g.node_ids().collect::<Vec<_>>() {
                 let _ = (g.node(id), g.node_key(id), g.node_name(id));
             }
+            let edges: Vec<_> = g.edges().map(|(id, _)| id).collect();
             drop(g);
+            for id in edges {
+                let _ = store.edge(id).unwrap();
+            }
             store.verify().unwrap();
         }
     }
     std::fs::write(&path, good).unwrap();
     assert!(opened > 10);
+}
+
+fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
+    kind: BackendKind,
+    dir: &Path,
+) {
+    a_section_changed_under_valid_checksums_reads_as_something_or_nothing(kind, dir, NODE_RECORDS);
+}
+
+fn an_edge_detail_changed_under_valid_checksums_reads_as_an_edge_or_nothing(
+    kind: BackendKind,
+    dir: &Path,
+) {
+    a_section_changed_under_valid_checksums_reads_as_something_or_nothing(kind, dir, EDGE_DETAILS);
 }
 
 /// The live node and edge counts in the body, crafted to 0 under a right checksum: the store
@@ -855,6 +881,7 @@ all_backends!(
     an_open_maps_the_adjacency_and_edges_instead_of_building_them,
     damage_to_a_mapped_section_is_found_when_read,
     a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing,
+    an_edge_detail_changed_under_valid_checksums_reads_as_an_edge_or_nothing,
     a_store_opened_from_its_snapshot_moves_onto_each_new_one,
     understated_live_counts_in_the_body_break_nothing,
 );

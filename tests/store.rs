@@ -443,32 +443,36 @@ fn verify_detects_tampering(kind: BackendKind, dir: &Path) {
         let store = Store::create(dir, kind).unwrap();
         village(&store);
         assert_verified(&store);
+        store.checkpoint().unwrap().unwrap();
     }
     {
-        // Change a derived record behind the store's back: edge 1 leaves its row (edges
-        // 0 to 15), which is rewritten with a right checksum.
+        // Change the log behind the store's back: the first event says the smith is less
+        // surely in the village. The snapshot, taken after the last event (which is as it
+        // was), is still used, so the live state is no longer the log's projection.
         let backend = kind.open(dir).unwrap();
-        let key = 0u32.to_be_bytes();
-        let row = backend.get(Table::Edges, &key).unwrap().unwrap();
-        let records = loci::codec::edge_row("edges", &row).unwrap().unwrap();
-        assert!(records.iter().any(|(offset, _)| *offset == 1));
-        let kept = records.into_iter().filter(|(offset, _)| *offset != 1);
+        let key = 1u64.to_be_bytes();
+        let record = backend.get(Table::Log, &key).unwrap().unwrap();
+        let mut ev = loci::codec::decode_event("log", &record).unwrap();
+        match &mut ev.assertions[3] {
+            Assertion::UpsertEdge(e) => e.confidence = Some(0.5),
+            other => panic!("{other:?}"),
+        }
         let mut w = WriteBatch::default();
-        w.put(
-            Table::Edges,
-            key.to_vec(),
-            loci::codec::encode_edge_row(kept),
-        );
+        w.put(Table::Log, key.to_vec(), loci::codec::encode_event(&ev));
         backend.commit(w).unwrap();
     }
     let store = Store::open(dir).unwrap();
+    assert!(matches!(
+        store.state_source(),
+        loci::StateSource::Snapshot { seq: 2, .. }
+    ));
     let report = store.verify().unwrap();
     assert!(!report.ok());
     assert!(
         report
             .differences
             .iter()
-            .any(|d| d.contains("stored edge e1: missing")),
+            .any(|d| d.starts_with("live edge e0") && d.contains("confidence: 0.5")),
         "{:#?}",
         report.differences
     );
@@ -851,14 +855,14 @@ fn a_node_is_held_as_its_record(kind: BackendKind, dir: &Path) {
     let all: Vec<_> = store.graph().nodes().collect();
     store.checkpoint().unwrap().unwrap();
     drop(store);
-    // From the snapshot, then from the tables.
+    // From the snapshot, then replayed from the log.
     for remove_snapshot in [false, true] {
         if remove_snapshot {
             std::fs::remove_file(dir.join("state.snapshot")).unwrap();
         }
         let store = Store::open(dir).unwrap();
-        let from_tables = store.state_source() == loci::StateSource::Tables;
-        assert_eq!(from_tables, remove_snapshot);
+        let replayed = store.state_source() == loci::StateSource::Log;
+        assert_eq!(replayed, remove_snapshot);
         assert_eq!(store.graph().nodes().collect::<Vec<_>>(), all);
         assert_eq!(store.node_by_key(" é🙂 home"), Some(home.clone()));
         assert_verified(&store);
@@ -903,9 +907,8 @@ all_backends!(
     idempotency_keys_in_input_files,
     verify_detects_a_damaged_idempotency_table,
     search_ties_break_by_target,
-    edges_written_one_per_key_are_read_and_folded_into_rows,
-    a_row_emptied_by_retractions_leaves_the_table,
-    a_store_of_format_1_is_marked_at_its_first_writable_open,
+    edge_details_follow_retractions_through_snapshots_and_replay,
+    a_store_of_an_older_format_is_replayed_and_its_tables_retired,
 );
 
 fn retract_edge(from: &str, rel: &str, to: &str) -> Assertion {
@@ -925,10 +928,20 @@ fn chain(len: usize) -> Vec<Assertion> {
     a
 }
 
-/// The edges of a row all retracted, the row goes; an edge made and retracted in one batch,
-/// in a row that holds stored edges, leaves that row as it was.
-fn a_row_emptied_by_retractions_leaves_the_table(kind: BackendKind, dir: &Path) {
-    {
+/// Every edge's full record, by id.
+fn full_edges(store: &Store) -> Vec<loci::Edge> {
+    let ids: Vec<EdgeId> = store.graph().edges().map(|(id, _)| id).collect();
+    ids.into_iter()
+        .map(|id| store.edge(id).unwrap().unwrap())
+        .collect()
+}
+
+/// An edge's details (properties, evidence, recorded time) are kept in rows of 16 edges: a
+/// row emptied by retractions, an edge made and retracted in one batch, and an edge changed
+/// in a row of others all read back the same live, from a snapshot, and replayed from the
+/// log.
+fn edge_details_follow_retractions_through_snapshots_and_replay(kind: BackendKind, dir: &Path) {
+    let want = {
         let store = Store::create(dir, kind).unwrap();
         store.ingest(vec![event(1, "SCAN", chain(20))]).unwrap();
         store
@@ -942,6 +955,8 @@ fn a_row_emptied_by_retractions_leaves_the_table(kind: BackendKind, dir: &Path) 
             .unwrap();
         assert_verified(&store);
         // Edge 20 is new, in the row of 16 to 31, which is empty now.
+        let mut context = Props::new();
+        context.insert("context".into(), Value::from("over the bridge é🙂"));
         store
             .ingest(vec![event(
                 3,
@@ -949,22 +964,60 @@ fn a_row_emptied_by_retractions_leaves_the_table(kind: BackendKind, dir: &Path) 
                 vec![
                     edge("n0", "JUMP", "n9", 0.4),
                     retract_edge("n0", "JUMP", "n9"),
-                    edge("n1", "NEXT", "n2", 0.8),
+                    Assertion::UpsertEdge(EdgeUpsert {
+                        from: "n1".into(),
+                        relation: "NEXT".into(),
+                        to: "n2".into(),
+                        confidence: Some(0.8),
+                        props: context.clone(),
+                        ..Default::default()
+                    }),
                 ],
             )])
             .unwrap();
-        assert_eq!(store.edge(EdgeId(1)).unwrap().unwrap().confidence, 0.8);
+        let e1 = store.edge(EdgeId(1)).unwrap().unwrap();
+        assert_eq!((e1.confidence, e1.evidence.as_slice()), (0.8, &[1, 3][..]));
+        assert_eq!(e1.props, context);
+        assert_eq!(store.edge(EdgeId(0)).unwrap().unwrap().evidence, [1]);
         assert!(store.edge(EdgeId(20)).unwrap().is_none());
         assert!(store.edge(EdgeId(17)).unwrap().is_none());
         assert_verified(&store);
+        store.checkpoint().unwrap();
+        full_edges(&store)
+    };
+    assert_eq!(want.len(), 16);
+    for remove_snapshot in [false, true] {
+        if remove_snapshot {
+            std::fs::remove_file(dir.join("state.snapshot")).unwrap();
+        }
+        let store = Store::open(dir).unwrap();
+        assert_eq!(
+            store.state_source() == loci::StateSource::Log,
+            remove_snapshot
+        );
+        assert_eq!(full_edges(&store), want);
+        assert_verified(&store);
     }
-    assert_eq!(edge_table_keys(kind, dir), vec![0]);
 }
 
-/// A store of format 1 (one record per edge, no compressed log records) opens read-only as
-/// it is; its first writable open marks it format 2 in the meta table and the manifest, so
-/// that a build reading only format 1 refuses it before anything of format 2 is written.
-fn a_store_of_format_1_is_marked_at_its_first_writable_open(kind: BackendKind, dir: &Path) {
+/// The keys of a table.
+fn table_keys(kind: BackendKind, dir: &Path, table: Table) -> Vec<Vec<u8>> {
+    let backend = kind.open(dir).unwrap();
+    let mut keys = Vec::new();
+    backend
+        .scan(table, &[], None, &mut |k, _| {
+            keys.push(k.to_vec());
+            Ok(true)
+        })
+        .unwrap();
+    keys
+}
+
+/// A store of an older format (nodes and edges tables, a change record per commit) opens
+/// read-only as it is, its state replayed from its log, leaving its files alone; its first
+/// writable open marks it format 3 in the meta table and the manifest (so that an older build
+/// refuses it from then on) and empties what only older builds read.
+fn a_store_of_an_older_format_is_replayed_and_its_tables_retired(kind: BackendKind, dir: &Path) {
     let manifest_format = || -> u64 {
         let raw = std::fs::read(dir.join("loci.json")).unwrap();
         serde_json::from_slice::<serde_json::Value>(&raw).unwrap()["format"]
@@ -976,127 +1029,69 @@ fn a_store_of_format_1_is_marked_at_its_first_writable_open(kind: BackendKind, d
         let v = backend.get(Table::Meta, b"format").unwrap().unwrap();
         loci::codec::decode("meta", &v).unwrap()
     };
-    {
+    let want = {
         let store = Store::create(dir, kind).unwrap();
         village(&store);
+        full_edges(&store)
+    };
+    assert_eq!((manifest_format(), meta_format()), (3, 3));
+    for old in [2u32, 1] {
+        // What an older build left: its format's markers, records in the tables it kept
+        // (their content is never read now), and change records.
+        {
+            let backend = kind.open(dir).unwrap();
+            let mut w = WriteBatch::default();
+            w.put(Table::Meta, b"format".to_vec(), loci::codec::encode(&old));
+            w.put(
+                Table::Meta,
+                b"changed/\0\0\0\0\0\0\0\x02".to_vec(),
+                vec![3, 0],
+            );
+            for id in 0u32..3 {
+                w.put(Table::Nodes, id.to_be_bytes().to_vec(), vec![3, 1, 2]);
+            }
+            w.put(Table::Edges, 0u32.to_be_bytes().to_vec(), vec![0x80, 0]);
+            backend.commit(w).unwrap();
+        }
+        let raw = std::fs::read(dir.join("loci.json")).unwrap();
+        let mut manifest: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+        manifest["format"] = old.into();
+        std::fs::write(
+            dir.join("loci.json"),
+            serde_json::to_vec(&manifest).unwrap(),
+        )
+        .unwrap();
+        {
+            let store = Store::open_read_only(dir).unwrap();
+            // Its snapshot is of this build's format, made for format 3: not used.
+            assert_eq!(store.state_source(), loci::StateSource::Log);
+            assert_eq!(full_edges(&store), want);
+        }
+        assert_eq!((manifest_format(), meta_format()), (old as u64, old));
+        assert_eq!(table_keys(kind, dir, Table::Nodes).len(), 3);
+        {
+            let store = Store::open(dir).unwrap();
+            assert_eq!(full_edges(&store), want);
+            assert_verified(&store);
+        }
+        assert_eq!((manifest_format(), meta_format()), (3, 3));
+        for table in [Table::Nodes, Table::Edges] {
+            assert_eq!(table_keys(kind, dir, table), Vec::<Vec<u8>>::new());
+        }
+        let meta = table_keys(kind, dir, Table::Meta);
+        assert!(!meta.iter().any(|k| k.starts_with(b"changed/")), "{meta:?}");
     }
-    assert_eq!((manifest_format(), meta_format()), (2, 2));
-    // Back to format 1's markers.
-    {
-        let backend = kind.open(dir).unwrap();
-        let mut w = WriteBatch::default();
-        w.put(Table::Meta, b"format".to_vec(), loci::codec::encode(&1u32));
-        backend.commit(w).unwrap();
-    }
+    // A format this build does not know is refused, naming it.
     let raw = std::fs::read(dir.join("loci.json")).unwrap();
     let mut manifest: serde_json::Value = serde_json::from_slice(&raw).unwrap();
-    manifest["format"] = 1.into();
+    manifest["format"] = 4.into();
     std::fs::write(
         dir.join("loci.json"),
         serde_json::to_vec(&manifest).unwrap(),
     )
     .unwrap();
-    {
-        let store = Store::open_read_only(dir).unwrap();
-        assert!(store.graph().edges().count() > 0);
-    }
-    assert_eq!((manifest_format(), meta_format()), (1, 1));
-    {
-        let store = Store::open(dir).unwrap();
-        assert_verified(&store);
-    }
-    assert_eq!((manifest_format(), meta_format()), (2, 2));
-    // A format this build does not know is refused, naming it.
-    manifest["format"] = 3.into();
-    std::fs::write(
-        dir.join("loci.json"),
-        serde_json::to_vec(&manifest).unwrap(),
-    )
-    .unwrap();
-    let err = Store::open(dir).err().expect("format 3 opened").to_string();
-    assert!(err.contains("store format 3"), "{err}");
-}
-
-/// The keys of the edges table, as ids.
-fn edge_table_keys(kind: BackendKind, dir: &Path) -> Vec<u32> {
-    let backend = kind.open(dir).unwrap();
-    let mut keys = Vec::new();
-    backend
-        .scan(Table::Edges, &[], None, &mut |k, _| {
-            keys.push(u32::from_be_bytes(k.try_into().unwrap()));
-            Ok(true)
-        })
-        .unwrap();
-    keys
-}
-
-/// Stores written before the edges table held rows keep one record per edge under its own id.
-/// They open from their tables and verify; an edge is read by id; a batch that changes edges
-/// of a row folds that row's records into it and deletes their keys, and leaves other rows'
-/// records as they are.
-fn edges_written_one_per_key_are_read_and_folded_into_rows(kind: BackendKind, dir: &Path) {
-    {
-        let store = Store::create(dir, kind).unwrap();
-        store.ingest(vec![event(1, "SCAN", chain(40))]).unwrap();
-    }
-    // Rewrite the table as a store from before rows held it, and drop the snapshot, so that
-    // the open reads the state from the tables.
-    {
-        let backend = kind.open(dir).unwrap();
-        let mut rows = Vec::new();
-        backend
-            .scan(Table::Edges, &[], None, &mut |k, v| {
-                rows.push((k.to_vec(), v.to_vec()));
-                Ok(true)
-            })
-            .unwrap();
-        let mut w = WriteBatch::default();
-        for (k, v) in rows {
-            w.delete(Table::Edges, k);
-            for (_, body) in loci::codec::edge_row("edges", &v).unwrap().unwrap() {
-                let e = loci::codec::decode_edge_body("edges", body).unwrap();
-                w.put(
-                    Table::Edges,
-                    e.id.0.to_be_bytes().to_vec(),
-                    loci::codec::encode(&e),
-                );
-            }
-        }
-        backend.commit(w).unwrap();
-    }
-    let _ = std::fs::remove_file(dir.join("state.snapshot"));
-    assert_eq!(edge_table_keys(kind, dir), (0..40).collect::<Vec<u32>>());
-    {
-        let store = Store::open(dir).unwrap();
-        for i in 0..40 {
-            assert_eq!(store.edge(EdgeId(i)).unwrap().unwrap().id, EdgeId(i));
-        }
-        assert!(store.edge(EdgeId(40)).unwrap().is_none());
-        assert_verified(&store);
-        // Edge 5 (row 0) changes, and a new edge takes id 40, in the row of ids 32 to 47.
-        store
-            .ingest(vec![event(
-                2,
-                "SCAN",
-                vec![
-                    edge("n5", "NEXT", "n6", 0.9),
-                    edge("n0", "JUMP", "n40", 0.7),
-                ],
-            )])
-            .unwrap();
-        assert_eq!(store.edge(EdgeId(5)).unwrap().unwrap().confidence, 0.9);
-        assert_eq!(store.edge(EdgeId(40)).unwrap().unwrap().relation, "JUMP");
-        assert_verified(&store);
-    }
-    let mut want: Vec<u32> = vec![0];
-    want.extend(16..32);
-    want.push(32);
-    assert_eq!(edge_table_keys(kind, dir), want);
-    let _ = std::fs::remove_file(dir.join("state.snapshot"));
-    let store = Store::open(dir).unwrap();
-    assert_eq!(store.edge(EdgeId(20)).unwrap().unwrap().id, EdgeId(20));
-    assert_eq!(store.edge(EdgeId(33)).unwrap().unwrap().id, EdgeId(33));
-    assert_verified(&store);
+    let err = Store::open(dir).err().expect("format 4 opened").to_string();
+    assert!(err.contains("store format 4"), "{err}");
 }
 
 /// Equal BM25 scores are cut and ordered by target, not by where the index happens to keep the

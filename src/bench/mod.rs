@@ -434,7 +434,7 @@ pub struct GraphReport {
     pub disk_bytes_text: u64,
     /// The state snapshot the open read (`store/snapshot.rs`).
     pub disk_bytes_snapshot: u64,
-    /// Where the open got the state from (the snapshot, or the tables).
+    /// Where the open got the state from (the snapshot, or the replay of the log).
     pub open_state_source: crate::StateSource,
     /// The in-process open by stage, in milliseconds.
     pub open_ms: crate::OpenTimings,

@@ -433,7 +433,7 @@ pub fn stats(a: StatsArgs) -> Result<Code> {
             loci::StateSource::Snapshot { seq, caught_up } => {
                 format!("the snapshot of event {seq}, {caught_up} changes caught up")
             }
-            _ => "the nodes and edges tables".to_string(),
+            _ => "the whole log, replayed".to_string(),
         };
         outln!("opened from  {source}");
         let b = stats.state_bytes;

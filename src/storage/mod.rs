@@ -28,9 +28,11 @@ pub enum Table {
     Meta,
     /// The append-only event log: seq (u64) -> Event.
     Log,
-    /// Derived nodes: NodeId (u32) -> Node.
+    /// Stores before format 3 kept each node's record here; emptied when such a store is
+    /// first opened for writing (nodes live in the state and its snapshot). Any other table
+    /// use is a backend's, as in the conformance tests.
     Nodes,
-    /// Derived edges: EdgeId (u32) -> Edge.
+    /// As [`Table::Nodes`], for the edges' records.
     Edges,
     /// Derived time index of the log: (ts with its sign bit flipped, seq) -> nothing.
     EventTime,

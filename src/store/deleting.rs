@@ -1,7 +1,7 @@
 //! Deleting events and nodes, and compacting the store so that nothing of what was deleted
 //! survives on disk. The rules (what a deletion does to edges and nodes) are in
-//! [`crate::dynamics::deletion`]; this file applies them to the store's tables, memory and
-//! full-text index.
+//! [`crate::dynamics::deletion`]; this file applies them to the store's log and indexes,
+//! its state (and snapshot) and its full-text index.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -113,42 +113,29 @@ impl Store {
                 }
             }
         }
-        // The derived tables are rewritten whole: ids are renumbered by the replay.
-        let node_key = |id: crate::model::NodeId| before.node(id).map(|n| n.key.clone());
-        for table in [Table::Nodes, Table::Edges] {
-            self.backend.scan(table, &[], None, &mut |k, v| {
-                let edges = match table {
-                    Table::Edges => super::edge_rows::decode_entry(k, v)?,
-                    _ => Vec::new(),
-                };
-                for e in edges {
-                    if e.evidence.iter().any(|s| targets.contains_key(s)) {
-                        let still = match (node_key(e.from), node_key(e.to)) {
-                            (Some(f), Some(t)) => {
-                                match (replayed.node_id(&f), replayed.node_id(&t)) {
-                                    (Some(f), Some(t)) => replayed
-                                        .relations
-                                        .get(&e.relation)
-                                        .and_then(|r| replayed.edge_id(f, r, t))
-                                        .is_some(),
-                                    _ => false,
-                                }
-                            }
-                            _ => false,
-                        };
-                        if still {
-                            report.edges_weakened += 1;
-                        }
-                    }
-                }
-                batch.delete(table, k.to_vec());
-                Ok(true)
-            })?;
+        // Edges a deleted event supported that the rest of the log still asserts. Ids are
+        // renumbered by the replay, so an edge is found again by its keys and relation.
+        for id in before.edges.ids() {
+            let Some(e) = before.edge(id) else { continue };
+            if !e.evidence.iter().any(|s| targets.contains_key(s)) {
+                continue;
+            }
+            let ends = (before.nodes.key(e.from), before.nodes.key(e.to));
+            let still = match ends {
+                (Some(f), Some(t)) => match (replayed.node_id(f), replayed.node_id(t)) {
+                    (Some(f), Some(t)) => replayed
+                        .relations
+                        .get(&e.relation)
+                        .and_then(|r| replayed.edge_id(f, r, t))
+                        .is_some(),
+                    _ => false,
+                },
+                _ => false,
+            };
+            if still {
+                report.edges_weakened += 1;
+            }
         }
-        for n in replayed.all_nodes() {
-            batch.put(Table::Nodes, n.id.0.to_be_bytes().to_vec(), encode(&n));
-        }
-        super::edge_rows::put_all(replayed.full_edges.iter().flatten().flatten(), &mut batch);
         batch.put(
             Table::Meta,
             META_COUNTERS.to_vec(),
@@ -175,31 +162,24 @@ impl Store {
         text_docs.extend(replayed.all_nodes().map(|n| TextDoc::for_node(&n)));
         drop(before);
 
-        // Every id may have changed: no earlier snapshot can be brought past this commit, and
-        // the change records before it will never be read.
+        // Every id may have changed: no earlier snapshot can be brought past this commit.
         batch.put(
             Table::Meta,
             super::META_SNAPSHOT_FLOOR.to_vec(),
             encode(&seq),
         );
-        self.backend.scan(
-            Table::Meta,
-            super::snapshot::CHANGED_PREFIX,
-            Some(&super::snapshot::changed_key(seq)),
-            &mut |k, _| {
-                batch.delete(Table::Meta, k.to_vec());
-                Ok(true)
-            },
-        )?;
         self.backend.commit(batch)?;
         self.drop_snapshot();
         let mut state = replayed;
-        // Live, full edge records are read from the edges table.
-        state.full_edges = None;
         state.graph_epoch = super::next_graph_epoch();
         *self.write_state() = state;
         if let Err(e) = self.text.apply(&text_docs, &text_deletes, seq, None) {
             tracing::warn!(error = %e, "full-text update failed; it is rebuilt on next open");
+        }
+        // The state is the log's projection again; without a snapshot of it, the next open
+        // would replay the whole log.
+        if let Err(e) = self.checkpoint_locked() {
+            tracing::warn!(error = %e, "the state snapshot could not be written after the deletion; the next open replays the log");
         }
         Ok(report)
     }

@@ -16,13 +16,11 @@
 //! in place (retrieval scores hundreds of nodes a question; decoding each whole had
 //! made it 2.7 times slower).
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
+use super::records::{MappedRecords, RecordOffset, Records};
 use crate::codec::{take_bytes, take_varint};
-use crate::graph::{BuildIdHasher, Interner};
-use crate::mapped::{Limits, Plain, Section};
+use crate::graph::Interner;
 use crate::model::{Anchor, Node, NodeId, Props};
 
 /// A node as stored: its id is its slot, its label the interned id.
@@ -93,86 +91,31 @@ pub(super) fn encode(n: &Node, labels: &Interner) -> Box<[u8]> {
 /// The bytes of the salience at the start of a record, before its postcard part.
 const SALIENCE: usize = 4;
 
-/// Where a node's record starts in the snapshot's records section: one per node slot and one
-/// more, so that record `i` is the bytes between the `i`th and the next (none when they are
-/// equal: an empty slot).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(transparent)]
-pub(crate) struct RecordOffset(pub u64);
-
-// SAFETY: a `u64`.
-unsafe impl Plain for RecordOffset {
-    fn valid(&self, limits: &Limits) -> bool {
-        self.0 <= limits.record_bytes
-    }
-    fn ordered(&self) -> Option<u64> {
-        Some(self.0)
-    }
-}
-
-/// The node records of a snapshot, read in place from its map (`crate::mapped`).
-#[derive(Clone, Debug)]
-pub(crate) struct MappedRecords {
-    pub offsets: Section<RecordOffset>,
-    pub bytes: Section<u8>,
-}
-
-impl MappedRecords {
-    fn len(&self) -> usize {
-        self.offsets.len().saturating_sub(1)
-    }
-
-    /// Record `i` (below [`MappedRecords::len`]); `None` for an empty slot or one in a
-    /// damaged block.
-    fn record(&self, i: usize) -> Option<&[u8]> {
-        let &[start, end] = self.offsets.slice(i..i + 2)? else {
-            return None;
-        };
-        if end.0 <= start.0 {
-            return None;
-        }
-        self.bytes.slice(start.0 as usize..end.0 as usize)
-    }
-}
-
-/// Node records by id (see the module doc). Built in memory, every slot is in `slots`; read
-/// from a snapshot, the records of the ids it had are read in place from its map, those
-/// changed since sit in `changed`, and `slots` holds the ids past the snapshot's.
+/// Node records by id (see the module doc), in [`Records`] with one slot per node id.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NodeTable {
-    slots: Vec<Option<Box<[u8]>>>,
-    base: Option<MappedRecords>,
-    /// Records of ids below the base's count that changed since (`None`: removed).
-    changed: HashMap<u32, Option<Box<[u8]>>, BuildIdHasher>,
+    records: Records<RecordOffset>,
     live: usize,
 }
 
 impl NodeTable {
     /// The table read from a snapshot: its records mapped, `live` of them live.
-    pub(super) fn mapped(base: MappedRecords, live: usize) -> Self {
+    pub(super) fn mapped(base: MappedRecords<RecordOffset>, live: usize) -> Self {
         NodeTable {
-            base: Some(base),
+            records: Records::mapped(base),
             live,
-            ..NodeTable::default()
         }
-    }
-
-    /// Ids whose records are read from the map.
-    fn base_len(&self) -> usize {
-        self.base.as_ref().map_or(0, MappedRecords::len)
     }
 
     /// Checks every block of the mapped records now; whether all are sound. (A record itself
     /// is checked as it is read: every reader of a record is bounds-checked, and a decode
     /// checks its label.)
     pub(super) fn check_mapped(&self) -> bool {
-        self.base
-            .as_ref()
-            .is_none_or(|b| b.offsets.check_all() & b.bytes.check_all())
+        self.records.check_mapped()
     }
 
     pub(crate) fn slot_bound(&self) -> usize {
-        self.base_len() + self.slots.len()
+        self.records.slot_bound()
     }
 
     pub(crate) fn live_count(&self) -> usize {
@@ -185,17 +128,7 @@ impl NodeTable {
         if self.record(i).is_none() {
             self.live += 1;
         }
-        let record = Some(encode(n, labels));
-        let base = self.base_len();
-        if i < base {
-            self.changed.insert(i as u32, record);
-            return;
-        }
-        let i = i - base;
-        if self.slots.len() <= i {
-            self.slots.resize(i + 1, None);
-        }
-        self.slots[i] = record;
+        self.records.set(i, Some(encode(n, labels)));
     }
 
     /// Frees slot `id`.
@@ -206,30 +139,12 @@ impl NodeTable {
         }
         // Counts read from a snapshot's body are not proof against a crafted file.
         self.live = self.live.saturating_sub(1);
-        let base = self.base_len();
-        if i < base {
-            self.changed.insert(id.0, None);
-        } else if let Some(slot) = self.slots.get_mut(i - base) {
-            *slot = None;
-        }
+        self.records.set(i, None);
     }
 
     /// The record of node `id`, as the snapshot stores it.
     pub(super) fn record(&self, id: usize) -> Option<&[u8]> {
-        match &self.base {
-            Some(base) if id < base.len() => {
-                if !self.changed.is_empty() {
-                    if let Some(r) = self.changed.get(&(id as u32)) {
-                        return r.as_deref();
-                    }
-                }
-                base.record(id)
-            }
-            _ => self
-                .slots
-                .get(id - self.base_len())
-                .and_then(Option::as_deref),
-        }
+        self.records.get(id)
     }
 
     /// Node `id`, decoded.
@@ -290,12 +205,7 @@ impl NodeTable {
 
     /// Heap bytes: the slots and the records (without the allocator's rounding).
     pub(crate) fn heap_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<Option<Box<[u8]>>>();
-        self.slots.capacity() * slot
-            + self.slots.iter().flatten().map(|r| r.len()).sum::<usize>()
-            // A map slot: the id, the record's pointer and length, a control byte.
-            + self.changed.capacity() * (4 + slot + 1)
-            + self.changed.values().flatten().map(|r| r.len()).sum::<usize>()
+        self.records.heap_bytes()
     }
 }
 

@@ -1,17 +1,15 @@
 //! The derived in-memory state, persisted: one file (`state.snapshot`) that records the log
-//! position it reflects, so that an open reads it and catches up instead of rebuilding the
-//! state from the nodes and edges tables (1.9 s at 1M edges).
+//! position it reflects, so that an open maps it and replays only the log's events after that
+//! position, instead of replaying the whole log.
 //!
-//! Catching up needs to know which nodes and edges changed after the snapshot. Every commit
-//! writes that list to the meta table (`changed/` + its last seq, see [`ChangedIds`]); an open
-//! reads the records after the snapshot's seq, and re-reads exactly those nodes and edges from
-//! their tables (which always hold the latest state). The records must cover every event after
-//! the snapshot without a gap, or the snapshot is not used. A checkpoint writes a new snapshot
-//! and prunes the records it covers.
+//! No table of the store holds nodes or edges (since store format 3): the log is their only
+//! record, and this file the only copy of the state derived from it. Catching up runs the
+//! events after the snapshot through the same projection live ingest ran, onto the mapped
+//! state, so the result is the state at the log's end.
 //!
 //! A missing, damaged (checksum), other-version or unusable snapshot is never an error: the
-//! state is loaded from the tables as before (and `replay --verify` compares whatever was
-//! loaded with the replay of the log).
+//! state is replayed from the whole log (and `replay --verify` compares whatever was loaded
+//! with the replay of the log).
 //!
 //! The file has two parts. The header and body are read into memory and checked whole at the
 //! open: the names, counts, pinned nodes, validity bounds, and the table of the mapped
@@ -22,8 +20,8 @@
 //! read (`crate::mapped`), so an open reads no node and no edge, and a page costs memory only
 //! once read. Damage found there reads as missing; the store reports it (`verify`), refuses
 //! the next batch (whose lookups may have missed), and its next checkpoint or close removes
-//! the snapshot instead of writing the damaged state, so the open after loads the state from
-//! the tables.
+//! the snapshot instead of writing the damaged state, so the open after replays the state
+//! from the log.
 //!
 //! A new snapshot is a new file renamed over the old one, never a write into a mapped file;
 //! a process that mapped the old one keeps reading it (the disk space is freed when it
@@ -55,13 +53,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
+use super::edge_details::ROW_EDGES;
 use super::edge_table::Slot;
 use super::key_index::{self, KeySlot};
-use super::node_table::{MappedRecords, NodeTable, RecordOffset};
+use super::node_table::NodeTable;
+use super::records::{DetailOffset, MappedRecords, RecordOffset};
 use super::{
-    ms_since, next_graph_epoch, EdgeCore, EdgeTable, KeyIndex, OpenTimings, State,
+    ms_since, next_graph_epoch, EdgeCore, EdgeDetails, EdgeTable, KeyIndex, OpenTimings, State,
     PROJECTION_VERSION, STORE_FORMAT,
 };
 use crate::error::{Error, Result};
@@ -80,28 +79,16 @@ const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// 4: edge slots, last-seen times and the adjacency in mapped sections after the body, each
 ///    block with its CRC-32 in the body (`crate::mapped`); no packed columns.
 /// 5: the node records, their labels and the key table mapped too; the pinned ids in the body.
-pub const SNAPSHOT_FORMAT: u32 = 5;
+/// 6: the edges' details (properties, recorded time, evidence) mapped too, in rows of 16 edges:
+///    the snapshot holds the whole derived graph, which no table of the store holds any more.
+pub const SNAPSHOT_FORMAT: u32 = 6;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
 /// Bytes of one validity entry: edge id, valid from, valid to.
 const BOUND_ENTRY: usize = 4 + 8 + 8;
-/// Meta-table key prefix of the per-commit change records.
+/// Meta-table key prefix of the per-commit change records that stores of format 2 and
+/// before kept (the ids each commit changed, which an open re-read from the nodes and edges
+/// tables); removed when such a store is first opened for writing.
 pub(super) const CHANGED_PREFIX: &[u8] = b"changed/";
-
-/// What one commit changed in the graph, so that an open can bring a snapshot up to date.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub(super) struct ChangedIds {
-    /// Sequence number of the commit's first event (its key holds the last).
-    pub first: u64,
-    pub nodes: Vec<u32>,
-    pub edges: Vec<u32>,
-}
-
-/// The meta-table key of the change record of the commit ending at `last_seq`.
-pub(super) fn changed_key(last_seq: u64) -> Vec<u8> {
-    let mut k = CHANGED_PREFIX.to_vec();
-    k.extend_from_slice(&last_seq.to_be_bytes());
-    k
-}
 
 /// The path of the snapshot of the store in `dir`.
 pub(super) fn path_in(dir: &Path) -> PathBuf {
@@ -120,8 +107,10 @@ pub(super) fn log_fingerprint(backend: &dyn Backend, seq: u64) -> Result<u32> {
 /// Byte boundary each mapped section starts on: a page, so that with the map starting on
 /// one every section is aligned for its items.
 const SECTION_ALIGN: u64 = 4096;
+/// How many mapped sections a snapshot has.
+const N: usize = 10;
 /// The mapped sections, in their order in the file.
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; N] = [
     "edge slots",
     "last seen",
     "adjacency offsets",
@@ -130,6 +119,8 @@ const SECTIONS: [&str; 8] = [
     "node records",
     "node labels",
     "key table",
+    "edge detail offsets",
+    "edge details",
 ];
 const EDGE_SLOTS: usize = 0;
 const LAST_SEEN: usize = 1;
@@ -139,8 +130,10 @@ const RECORD_OFFSETS: usize = 4;
 const RECORDS: usize = 5;
 const LABELS: usize = 6;
 const KEY_TABLE: usize = 7;
+const DETAIL_OFFSETS: usize = 8;
+const DETAILS: usize = 9;
 /// Bytes of an item of each section.
-const ITEM_BYTES: [u64; 8] = [
+const ITEM_BYTES: [u64; N] = [
     std::mem::size_of::<Slot>() as u64,
     8,
     8,
@@ -149,6 +142,8 @@ const ITEM_BYTES: [u64; 8] = [
     1,
     4,
     4,
+    8,
+    1,
 ];
 
 /// `at` rounded up to a section boundary.
@@ -158,9 +153,9 @@ fn align_up(at: u64) -> Option<u64> {
 
 /// Where each section starts, and where the file ends, after a body of `body_len` bytes, for
 /// sections of `items` items; `None` when a count is too large to lay out.
-fn layout(body_len: u64, items: &[u64; 8]) -> Option<([u64; 8], u64)> {
+fn layout(body_len: u64, items: &[u64; N]) -> Option<([u64; N], u64)> {
     let mut at = align_up((HEADER_LEN as u64).checked_add(body_len)?)?;
-    let mut starts = [0; 8];
+    let mut starts = [0; N];
     for k in 0..SECTIONS.len() {
         starts[k] = at;
         at = align_up(at.checked_add(items[k].checked_mul(ITEM_BYTES[k])?)?)?;
@@ -192,7 +187,8 @@ fn feed_items<T: Plain>(
 /// of the `edge_slots` edge ids; the adjacency of the `node_rows` node ids as rows laid end
 /// to end (their offsets, then their entries: every list as it reads now, whether it still
 /// lies in the array it was built in or moved out since); the node records the same way; each
-/// node's interned label; and the key table (`key_index::key_slots`).
+/// node's interned label; the key table (`key_index::key_slots`); and the rows of edge
+/// details the same way as the node records, one per 16 edge slots.
 struct SectionSource<'a> {
     state: &'a State,
     edge_slots: usize,
@@ -200,9 +196,14 @@ struct SectionSource<'a> {
     key_slots: Vec<KeySlot>,
 }
 
+/// Rows of edge details that `edge_slots` edge slots take.
+fn detail_rows(edge_slots: usize) -> usize {
+    edge_slots.div_ceil(ROW_EDGES)
+}
+
 impl SectionSource<'_> {
     /// The items of each section.
-    fn items(&self) -> [u64; 8] {
+    fn items(&self) -> [u64; N] {
         let rows = 0..self.node_rows;
         let entries: u64 = rows
             .clone()
@@ -210,6 +211,10 @@ impl SectionSource<'_> {
             .sum();
         let record_bytes: u64 = rows
             .map(|n| self.state.nodes.record(n).map_or(0, <[u8]>::len) as u64)
+            .sum();
+        let details = detail_rows(self.edge_slots);
+        let detail_bytes: u64 = (0..details)
+            .map(|r| self.state.details.row(r).map_or(0, <[u8]>::len) as u64)
             .sum();
         let (slots, nodes) = (self.edge_slots as u64, self.node_rows as u64);
         [
@@ -221,6 +226,8 @@ impl SectionSource<'_> {
             record_bytes,
             nodes,
             self.key_slots.len() as u64,
+            details as u64 + 1,
+            detail_bytes,
         ]
     }
 
@@ -233,8 +240,11 @@ impl SectionSource<'_> {
         let (state, rows) = (self.state, self.node_rows);
         let row = |n: usize| state.adj.entries(NodeId(n as u32));
         let record = |n: usize| state.nodes.record(n).unwrap_or_default();
+        let details = detail_rows(self.edge_slots);
+        let detail = |r: usize| state.details.row(r).unwrap_or_default();
         // The offsets of `rows` lists of the lengths `len` gives, and one past the last.
-        let offsets = |len: &dyn Fn(usize) -> usize,
+        let offsets = |rows: usize,
+                       len: &dyn Fn(usize) -> usize,
                        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
             let mut at = 0u64;
             feed_items(
@@ -256,16 +266,18 @@ impl SectionSource<'_> {
                 |i| state.adj.last_seen(EdgeId(i as u32)),
                 sink,
             ),
-            ADJACENCY_OFFSETS => offsets(&|n| row(n).len(), sink),
+            ADJACENCY_OFFSETS => offsets(rows, &|n| row(n).len(), sink),
             ADJACENCY_ENTRIES => (0..rows).try_for_each(|n| sink(mapped::bytes_of(row(n)))),
-            RECORD_OFFSETS => offsets(&|n| record(n).len(), sink),
+            RECORD_OFFSETS => offsets(rows, &|n| record(n).len(), sink),
             RECORDS => (0..rows).try_for_each(|n| sink(record(n))),
             LABELS => feed_items(
                 rows,
                 |n| state.adj.label_of(NodeId(n as u32)).unwrap_or(u32::MAX),
                 sink,
             ),
-            _ => sink(mapped::bytes_of(&self.key_slots)),
+            KEY_TABLE => sink(mapped::bytes_of(&self.key_slots)),
+            DETAIL_OFFSETS => offsets(details, &|r| detail(r).len(), sink),
+            _ => (0..details).try_for_each(|r| sink(detail(r))),
         }
     }
 
@@ -446,7 +458,7 @@ pub(super) struct Header {
     pub log: u32,
 }
 
-/// Why a snapshot was not used (logged; the state is then loaded from the tables).
+/// Why a snapshot was not used (logged; the state is then replayed from the log).
 pub(super) type Unusable = String;
 
 /// Reads the snapshot of the store in `dir`: `Ok(None)` when there is none, `Err(reason)`
@@ -603,8 +615,8 @@ fn decode(
     let (edge_slots, live_edges) = r.slots(header.counters.next_edge, "edge")?;
     let bounds = r.count(BOUND_ENTRY, "validity bounds")?;
     let bounds = r.take(bounds * BOUND_ENTRY)?;
-    let mut items = [0u64; 8];
-    let mut crcs: [Vec<u32>; 8] = Default::default();
+    let mut items = [0u64; N];
+    let mut crcs: [Vec<u32>; N] = Default::default();
     for k in 0..SECTIONS.len() {
         items[k] = r.u64()?;
         let n = usize::try_from(items[k])
@@ -619,6 +631,7 @@ fn decode(
         return Err("bytes after the sections' table".into());
     }
     let (edges, nodes) = (edge_slots as u64, slots as u64);
+    let details = detail_rows(edge_slots) as u64;
     let expected = [
         edges,
         edges,
@@ -628,6 +641,8 @@ fn decode(
         items[RECORDS],
         nodes,
         items[KEY_TABLE],
+        details + 1,
+        items[DETAILS],
     ];
     if items != expected {
         return Err(format!(
@@ -658,6 +673,7 @@ fn decode(
         labels: labels.len() as u32,
         entries: items[ADJACENCY_ENTRIES],
         record_bytes: items[RECORDS],
+        detail_bytes: items[DETAILS],
     };
     let damage = Arc::new(Damage::default());
     let mut crcs = crcs.into_iter();
@@ -681,6 +697,8 @@ fn decode(
     let records = section!();
     let label_of: Section<u32> = section!();
     let key_slots = section!();
+    let detail_offsets: Section<DetailOffset> = section!();
+    let detail_bytes = section!();
     // The ends of the rows: a block or two read now, so that a snapshot whose rows do not
     // cover what they index is refused rather than read.
     if offsets.get(0) != Some(0) || offsets.get(slots) != Some(items[ADJACENCY_ENTRIES]) {
@@ -690,6 +708,11 @@ fn decode(
         || record_offsets.get(slots) != Some(RecordOffset(items[RECORDS]))
     {
         return Err("the node records' offsets do not span them".into());
+    }
+    if detail_offsets.get(0) != Some(DetailOffset(0))
+        || detail_offsets.get(details as usize) != Some(DetailOffset(items[DETAILS]))
+    {
+        return Err("the edge details' offsets do not span them".into());
     }
     let mut bound_map = std::collections::BTreeMap::new();
     for b in bounds.chunks_exact(BOUND_ENTRY) {
@@ -717,6 +740,10 @@ fn decode(
     timings.snapshot_nodes = ms_since(t);
     let t = Instant::now();
     let edges = EdgeTable::mapped(edge_section, live_edges, bound_map);
+    let details = EdgeDetails::mapped(MappedRecords {
+        offsets: detail_offsets,
+        bytes: detail_bytes,
+    });
     let adj = Adjacency::mapped(
         offsets,
         entries,
@@ -733,7 +760,7 @@ fn decode(
             nodes,
             node_keys,
             edges,
-            full_edges: None,
+            details,
             relations,
             labels,
             adj,
@@ -860,16 +887,16 @@ mod tests {
     /// The sections start on page boundaries and the file ends on one, wherever the body ends.
     #[test]
     fn sections_are_laid_out_on_page_boundaries() {
-        let (starts, end) = layout(10, &[3, 3, 2, 0, 0, 0, 0, 1]).unwrap();
+        let (starts, end) = layout(10, &[3, 3, 2, 0, 0, 0, 0, 1, 1, 0]).unwrap();
         assert_eq!(
             starts,
-            [4096, 8192, 12288, 16384, 16384, 16384, 16384, 16384]
+            [4096, 8192, 12288, 16384, 16384, 16384, 16384, 16384, 20480, 24576]
         );
-        assert_eq!(end, 20480);
-        let (starts, end) = layout(5000, &[1000, 1000, 201, 4000, 0, 0, 0, 0]).unwrap();
+        assert_eq!(end, 24576);
+        let (starts, end) = layout(5000, &[1000, 1000, 201, 4000, 0, 0, 0, 0, 0, 0]).unwrap();
         assert_eq!(starts[0], 8192);
         assert_eq!(starts[1], 8192 + 20480);
         assert_eq!(end % 4096, 0);
-        assert!(layout(0, &[u64::MAX / 4, 0, 0, 0, 0, 0, 0, 0]).is_none());
+        assert!(layout(0, &[u64::MAX / 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_none());
     }
 }
