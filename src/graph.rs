@@ -973,10 +973,7 @@ mod tests {
         let at = file.len().div_ceil(4096) * 4096;
         file.resize(at, 0);
         file.extend_from_slice(bytes_of(entries));
-        let seen_at = file.len().div_ceil(4096) * 4096;
-        file.resize(seen_at, 0);
         let seen: Vec<i64> = (0..64).map(|e| g.last_seen(EdgeId(e))).collect();
-        file.extend_from_slice(bytes_of(&seen));
         let map = map_of(&file);
         let limits = Limits {
             nodes: g.node_bound() as u32,
@@ -1009,7 +1006,7 @@ mod tests {
         }
         let offsets = section(&map, 0, offsets, limits, &damage);
         let entries = section(&map, at, entries, limits, &damage);
-        let seen = section(&map, seen_at, &seen, limits, &damage);
+        let seen = crate::packed::mapped_column(&seen, limits, damage.clone());
         let labels = (0..g.node_bound() as u32)
             .map(|n| g.label_of(NodeId(n)).unwrap_or(u32::MAX))
             .collect();

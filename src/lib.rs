@@ -41,6 +41,7 @@ pub mod journal;
 pub mod mapped;
 pub mod model;
 pub mod observe;
+pub mod packed;
 mod projection;
 pub mod queries;
 pub mod query;

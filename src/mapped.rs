@@ -14,15 +14,17 @@
 //! `store/snapshot.rs`). Checking at first touch rather than at the open is what keeps an open
 //! of a 100M-edge store from reading all 6 GB of it.
 //!
-//! [`Layered`] is a vector over a section: reads fall through to the mapped base, writes go to
-//! a map (for an index inside the base) or a tail (past it), so a store that changes after an
-//! open holds only what changed.
+//! [`Layered`] is a vector over a packed column of the map (`crate::packed`): reads fall
+//! through to the mapped base, writes go to a map (for an index inside the base) or a tail
+//! (past it), so a store that changes after an open holds only what changed.
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+
+use crate::packed::{Packable, Packed};
 
 /// Bytes of file per checked block (the last block of a section may be shorter).
 pub const BLOCK_BYTES: usize = 64 * 1024;
@@ -372,14 +374,14 @@ impl<T: Plain> Section<T> {
     }
 }
 
-/// A vector whose first part may be a mapped [`Section`]: reads of an unchanged index read
-/// the map; a write to an index inside it goes to a map of changes, past it to a tail.
-/// Built in memory (`Owned`), it is a plain vector.
+/// A vector whose first part may be a packed column of the map ([`Packed`]): reads of an
+/// unchanged index read the map; a write to an index inside it goes to a map of changes, past
+/// it to a tail. Built in memory (`Owned`), it is a plain vector.
 #[derive(Clone, Debug)]
 pub enum Layered<T> {
     Owned(Vec<T>),
     Mapped {
-        base: Section<T>,
+        base: Packed<T>,
         changed: HashMap<u32, T, crate::graph::BuildIdHasher>,
         tail: Vec<T>,
     },
@@ -391,8 +393,8 @@ impl<T> Default for Layered<T> {
     }
 }
 
-impl<T: Plain> Layered<T> {
-    pub fn mapped(base: Section<T>) -> Self {
+impl<T: Packable> Layered<T> {
+    pub fn mapped(base: Packed<T>) -> Self {
         Layered::Mapped {
             base,
             changed: HashMap::default(),
@@ -411,7 +413,7 @@ impl<T: Plain> Layered<T> {
         self.len() == 0
     }
 
-    /// Item `i`; `None` past the end or in a damaged block of the map.
+    /// Item `i`; `None` past the end or where the map is damaged.
     #[inline]
     pub fn get(&self, i: usize) -> Option<T> {
         match self {
@@ -618,8 +620,8 @@ mod tests {
     #[test]
     fn a_layered_vector_reads_its_writes_over_the_map() {
         let items: Vec<i64> = (0..100).map(|i| i * 10).collect();
-        let (s, _) = intact(&items);
-        let mut v = Layered::mapped(s);
+        let column = crate::packed::mapped_column(&items, limits(), Arc::default());
+        let mut v = Layered::mapped(column);
         let mut plain = Layered::Owned(items.clone());
         for l in [&mut v, &mut plain] {
             l.set(7, -1, 0);

@@ -718,17 +718,21 @@ fn damage_to_a_mapped_section_is_found_when_read(kind: BackendKind, dir: &Path) 
     assert!(damaged > 0);
 }
 
-/// Bytes of one item of each mapped section, in their order in the file.
-const ITEM_BYTES: [usize; 10] = [20, 8, 8, 16, 8, 1, 4, 4, 8, 1];
-/// The mapped sections of node records and of edge details.
-const NODE_RECORDS: usize = 5;
-const EDGE_DETAILS: usize = 9;
+/// How many mapped sections a snapshot has.
+const SECTIONS: usize = 13;
+/// Bytes of one item of each mapped section, in their order in the file (56: the header of a
+/// block of a packed column).
+const ITEM_BYTES: [usize; SECTIONS] = [56, 1, 56, 1, 8, 16, 8, 1, 56, 1, 4, 8, 1];
+/// The mapped sections of edge cores, node records and edge details.
+const EDGE_CORES: usize = 1;
+const NODE_RECORDS: usize = 7;
+const EDGE_DETAILS: usize = 12;
 
 /// Bytes of section `k` changed with its block's CRC-32 and the body's CRC made right again
 /// (a crafted file, or a writer's bug): the store opens from it, every read of what the
 /// section holds gives a node or an edge or nothing, never a panic, and `verify` compares it
-/// with the log. The test store is small enough that each of the ten sections is one block,
-/// so the body ends with their table: an item count (u64) and one CRC (u32) each.
+/// with the log. The test store is small enough that each of the sections is one block, so
+/// the body ends with their table: an item count (u64) and one CRC (u32) each.
 fn a_section_changed_under_valid_checksums_reads_as_something_or_nothing(
     kind: BackendKind,
     dir: &Path,
@@ -739,8 +743,8 @@ fn a_section_changed_under_valid_checksums_reads_as_something_or_nothing(
     let path = dir.join(SNAPSHOT);
     let good = std::fs::read(&path).unwrap();
     let body_end = HEADER_LEN + body_len(&good);
-    let table = body_end - 10 * 12;
-    let items: Vec<usize> = (0..10)
+    let table = body_end - SECTIONS * 12;
+    let items: Vec<usize> = (0..SECTIONS)
         .map(|k| {
             u64::from_le_bytes(good[table + k * 12..table + k * 12 + 8].try_into().unwrap())
                 as usize
@@ -792,6 +796,13 @@ fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
     dir: &Path,
 ) {
     a_section_changed_under_valid_checksums_reads_as_something_or_nothing(kind, dir, NODE_RECORDS);
+}
+
+fn an_edge_core_changed_under_valid_checksums_reads_as_an_edge_or_nothing(
+    kind: BackendKind,
+    dir: &Path,
+) {
+    a_section_changed_under_valid_checksums_reads_as_something_or_nothing(kind, dir, EDGE_CORES);
 }
 
 fn an_edge_detail_changed_under_valid_checksums_reads_as_an_edge_or_nothing(
@@ -882,6 +893,7 @@ all_backends!(
     damage_to_a_mapped_section_is_found_when_read,
     a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing,
     an_edge_detail_changed_under_valid_checksums_reads_as_an_edge_or_nothing,
+    an_edge_core_changed_under_valid_checksums_reads_as_an_edge_or_nothing,
     a_store_opened_from_its_snapshot_moves_onto_each_new_one,
     understated_live_counts_in_the_body_break_nothing,
 );

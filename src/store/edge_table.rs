@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 
 use super::EdgeCore;
-use crate::mapped::{Layered, Limits, Plain, Section};
+use crate::mapped::{Layered, Limits, Plain};
 use crate::model::{EdgeId, NodeId};
+use crate::packed::{Packable, Packed, MAX_FIELDS};
 
 /// One edge id's slot; `relation == EMPTY` marks a free slot (relation ids are below 2^30).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -33,6 +34,38 @@ unsafe impl Plain for Slot {
             || (self.from < limits.nodes
                 && self.to < limits.nodes
                 && self.relation < limits.relations)
+    }
+}
+
+/// Packed in the snapshot (`crate::packed`): the endpoints, the relation one up (0 for a free
+/// slot, whose other fields are 0), and the bits of the confidence and salience.
+impl Packable for Slot {
+    const FIELDS: usize = 5;
+    fn to_fields(&self) -> [u64; MAX_FIELDS] {
+        if !self.is_live() {
+            return [0; MAX_FIELDS];
+        }
+        [
+            u64::from(self.from),
+            u64::from(self.to),
+            u64::from(self.relation) + 1,
+            u64::from(self.confidence.to_bits()),
+            u64::from(self.salience.to_bits()),
+        ]
+    }
+    fn from_fields(f: &[u64; MAX_FIELDS]) -> Self {
+        // Fields past 32 bits (a crafted file) come out as ids the bounds check refuses.
+        let narrow = |v: u64| u32::try_from(v).unwrap_or(u32::MAX - 1);
+        if f[2] == 0 {
+            return Slot::FREE;
+        }
+        Slot {
+            from: narrow(f[0]),
+            to: narrow(f[1]),
+            relation: narrow(f[2] - 1),
+            confidence: f32::from_bits(f[3] as u32),
+            salience: f32::from_bits(f[4] as u32),
+        }
     }
 }
 
@@ -144,7 +177,7 @@ impl EdgeTable {
     /// The table read from a snapshot: its slots mapped, `live` of them live, and the
     /// validity bounds of those that have one.
     pub(crate) fn mapped(
-        slots: Section<Slot>,
+        slots: Packed<Slot>,
         live: usize,
         bounds: BTreeMap<EdgeId, (i64, i64)>,
     ) -> Self {

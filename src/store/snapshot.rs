@@ -35,17 +35,19 @@
 //! the body (u32); then the body: relation names, label names, the number of node slots (at
 //! most the header's next node id), the live nodes, the pinned node ids, the number of edge
 //! slots (at most the header's next edge id), the live edges, the validity bounds of the
-//! edges that have one (id u32, from i64, to i64), and for each of the eight sections its
+//! edges that have one (id u32, from i64, to i64), and for each of the thirteen sections its
 //! items (u64) and the CRC-32 of each of its blocks. Then, each from the next multiple of
-//! 4096 bytes: the edge slots (from, to, relation with `u32::MAX` for a free slot,
-//! confidence, salience: 20 bytes), the last-seen times (i64), the adjacency's offsets (u64,
-//! one per node slot and one more) and entries (16 bytes: neighbour, edge, confidence,
-//! relation with the direction and bounded flags), the node records' offsets (u64, the same
-//! way; equal offsets for an empty slot) and bytes (each record as `store/node_table.rs`
-//! keeps it: the salience as f32, then postcard of the rest, its label interned), each node
-//! slot's label (u32, `u32::MAX` for an empty slot), and the key table (u32 node ids,
-//! `u32::MAX` for an empty slot: `key_index::key_slots`). The file ends on a multiple of
-//! 4096.
+//! 4096 bytes: the edge slots as a packed column (`crate::packed`: its block headers, then
+//! its bits; per slot the endpoints, the relation one up with 0 for a free slot, the bits of
+//! the confidence and of the salience), the last-seen times as a packed column (an i64 with
+//! its sign bit flipped), the adjacency's offsets (u64, one per node slot and one more) and
+//! entries (16 bytes: neighbour, edge, confidence, relation with the direction and bounded
+//! flags), the node records' offsets (u64, the same way; equal offsets for an empty slot)
+//! and bytes (each record as `store/node_table.rs` keeps it: the salience as f32, then
+//! postcard of the rest, its label interned), each node slot's label as a packed column (one
+//! up, 0 for an empty slot), the key table (u32 node ids, `u32::MAX` for an empty slot:
+//! `key_index::key_slots`), and the rows of edge details as the node records are laid out
+//! (`store/edge_details.rs`). The file ends on a multiple of 4096.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -67,6 +69,7 @@ use crate::error::{Error, Result};
 use crate::graph::{AdjEntry, Adjacency, IdSet, Interner};
 use crate::mapped::{self, BlockCrcs, Damage, Layered, Limits, Plain, Section};
 use crate::model::{EdgeId, NodeId};
+use crate::packed::{self, BlockHeader, Packed};
 use crate::projection::Counters;
 use crate::storage::{Backend, Table};
 
@@ -81,7 +84,8 @@ const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// 5: the node records, their labels and the key table mapped too; the pinned ids in the body.
 /// 6: the edges' details (properties, recorded time, evidence) mapped too, in rows of 16 edges:
 ///    the snapshot holds the whole derived graph, which no table of the store holds any more.
-pub const SNAPSHOT_FORMAT: u32 = 6;
+/// 7: the edge slots, last-seen times and node labels bit-packed in blocks (`crate::packed`).
+pub const SNAPSHOT_FORMAT: u32 = 7;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
 /// Bytes of one validity entry: edge id, valid from, valid to.
 const BOUND_ENTRY: usize = 4 + 8 + 8;
@@ -108,39 +112,50 @@ pub(super) fn log_fingerprint(backend: &dyn Backend, seq: u64) -> Result<u32> {
 /// one every section is aligned for its items.
 const SECTION_ALIGN: u64 = 4096;
 /// How many mapped sections a snapshot has.
-const N: usize = 10;
+const N: usize = 13;
 /// The mapped sections, in their order in the file.
 const SECTIONS: [&str; N] = [
-    "edge slots",
+    "edge core blocks",
+    "edge cores",
+    "last seen blocks",
     "last seen",
     "adjacency offsets",
     "adjacency entries",
     "node record offsets",
     "node records",
+    "node label blocks",
     "node labels",
     "key table",
     "edge detail offsets",
     "edge details",
 ];
-const EDGE_SLOTS: usize = 0;
-const LAST_SEEN: usize = 1;
-const ADJACENCY_OFFSETS: usize = 2;
-const ADJACENCY_ENTRIES: usize = 3;
-const RECORD_OFFSETS: usize = 4;
-const RECORDS: usize = 5;
-const LABELS: usize = 6;
-const KEY_TABLE: usize = 7;
-const DETAIL_OFFSETS: usize = 8;
-const DETAILS: usize = 9;
+const CORE_BLOCKS: usize = 0;
+const CORES: usize = 1;
+const SEEN_BLOCKS: usize = 2;
+const SEEN: usize = 3;
+const ADJACENCY_OFFSETS: usize = 4;
+const ADJACENCY_ENTRIES: usize = 5;
+const RECORD_OFFSETS: usize = 6;
+const RECORDS: usize = 7;
+const LABEL_BLOCKS: usize = 8;
+const LABELS: usize = 9;
+const KEY_TABLE: usize = 10;
+const DETAIL_OFFSETS: usize = 11;
+const DETAILS: usize = 12;
+/// Bytes of a packed column's block header.
+const BLOCK_HEADER: u64 = std::mem::size_of::<BlockHeader>() as u64;
 /// Bytes of an item of each section.
 const ITEM_BYTES: [u64; N] = [
-    std::mem::size_of::<Slot>() as u64,
-    8,
+    BLOCK_HEADER,
+    1,
+    BLOCK_HEADER,
+    1,
     8,
     std::mem::size_of::<AdjEntry>() as u64,
     8,
     1,
-    4,
+    BLOCK_HEADER,
+    1,
     4,
     8,
     1,
@@ -194,6 +209,28 @@ struct SectionSource<'a> {
     edge_slots: usize,
     node_rows: usize,
     key_slots: Vec<KeySlot>,
+    /// The block headers and data bytes of the packed columns: edge cores, last-seen times,
+    /// node labels.
+    cores: (Vec<BlockHeader>, u64),
+    seen: (Vec<BlockHeader>, u64),
+    labels: (Vec<BlockHeader>, u64),
+}
+
+/// The items of the packed columns of `state`, by index: its edge slots, each edge's
+/// last-seen time, each node's label (`u32::MAX` for an empty slot).
+#[allow(clippy::type_complexity)]
+fn column_items(
+    state: &State,
+) -> (
+    impl Fn(usize) -> Slot + '_,
+    impl Fn(usize) -> i64 + '_,
+    impl Fn(usize) -> u32 + '_,
+) {
+    (
+        |i| state.edges.slot(i),
+        |i| state.adj.last_seen(EdgeId(i as u32)),
+        |n| state.adj.label_of(NodeId(n as u32)).unwrap_or(u32::MAX),
+    )
 }
 
 /// Rows of edge details that `edge_slots` edge slots take.
@@ -216,15 +253,19 @@ impl SectionSource<'_> {
         let detail_bytes: u64 = (0..details)
             .map(|r| self.state.details.row(r).map_or(0, <[u8]>::len) as u64)
             .sum();
-        let (slots, nodes) = (self.edge_slots as u64, self.node_rows as u64);
+        let nodes = self.node_rows as u64;
+        let blocks = |p: &(Vec<BlockHeader>, u64)| p.0.len() as u64;
         [
-            slots,
-            slots,
+            blocks(&self.cores),
+            self.cores.1,
+            blocks(&self.seen),
+            self.seen.1,
             nodes + 1,
             entries,
             nodes + 1,
             record_bytes,
-            nodes,
+            blocks(&self.labels),
+            self.labels.1,
             self.key_slots.len() as u64,
             details as u64 + 1,
             detail_bytes,
@@ -242,6 +283,7 @@ impl SectionSource<'_> {
         let record = |n: usize| state.nodes.record(n).unwrap_or_default();
         let details = detail_rows(self.edge_slots);
         let detail = |r: usize| state.details.row(r).unwrap_or_default();
+        let (slot, seen, label) = column_items(state);
         // The offsets of `rows` lists of the lengths `len` gives, and one past the last.
         let offsets = |rows: usize,
                        len: &dyn Fn(usize) -> usize,
@@ -260,21 +302,16 @@ impl SectionSource<'_> {
             )
         };
         match k {
-            EDGE_SLOTS => feed_items(self.edge_slots, |i| state.edges.slot(i), sink),
-            LAST_SEEN => feed_items(
-                self.edge_slots,
-                |i| state.adj.last_seen(EdgeId(i as u32)),
-                sink,
-            ),
+            CORE_BLOCKS => sink(mapped::bytes_of(&self.cores.0)),
+            CORES => packed::feed_data(&self.cores.0, self.edge_slots, slot, sink),
+            SEEN_BLOCKS => sink(mapped::bytes_of(&self.seen.0)),
+            SEEN => packed::feed_data(&self.seen.0, self.edge_slots, seen, sink),
             ADJACENCY_OFFSETS => offsets(rows, &|n| row(n).len(), sink),
             ADJACENCY_ENTRIES => (0..rows).try_for_each(|n| sink(mapped::bytes_of(row(n)))),
             RECORD_OFFSETS => offsets(rows, &|n| record(n).len(), sink),
             RECORDS => (0..rows).try_for_each(|n| sink(record(n))),
-            LABELS => feed_items(
-                rows,
-                |n| state.adj.label_of(NodeId(n as u32)).unwrap_or(u32::MAX),
-                sink,
-            ),
+            LABEL_BLOCKS => sink(mapped::bytes_of(&self.labels.0)),
+            LABELS => packed::feed_data(&self.labels.0, rows, label, sink),
             KEY_TABLE => sink(mapped::bytes_of(&self.key_slots)),
             DETAIL_OFFSETS => offsets(details, &|r| detail(r).len(), sink),
             _ => (0..details).try_for_each(|r| sink(detail(r))),
@@ -392,11 +429,16 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
             message: "state snapshots are written on little-endian machines only".into(),
         });
     }
+    let (edge_slots, node_rows) = (state.edges.slot_bound(), state.nodes.slot_bound());
+    let (slot, seen, label) = column_items(state);
     let sections = SectionSource {
         state,
-        edge_slots: state.edges.slot_bound(),
-        node_rows: state.nodes.slot_bound(),
+        edge_slots,
+        node_rows,
         key_slots: key_index::key_slots(&state.nodes),
+        cores: packed::plan(edge_slots, slot),
+        seen: packed::plan(edge_slots, seen),
+        labels: packed::plan(node_rows, label),
     };
     let head = encode_head(state, log, &sections);
     let path = path_in(dir);
@@ -630,16 +672,20 @@ fn decode(
     if !r.rest().is_empty() {
         return Err("bytes after the sections' table".into());
     }
-    let (edges, nodes) = (edge_slots as u64, slots as u64);
+    let nodes = slots as u64;
     let details = detail_rows(edge_slots) as u64;
+    let blocks = |n: usize| n.div_ceil(packed::BLOCK) as u64;
     let expected = [
-        edges,
-        edges,
+        blocks(edge_slots),
+        items[CORES],
+        blocks(edge_slots),
+        items[SEEN],
         nodes + 1,
         items[ADJACENCY_ENTRIES],
         nodes + 1,
         items[RECORDS],
-        nodes,
+        blocks(slots),
+        items[LABELS],
         items[KEY_TABLE],
         details + 1,
         items[DETAILS],
@@ -689,13 +735,21 @@ fn decode(
             Section::new(map.clone(), at, n, crcs, limits, damage.clone(), what)?
         }};
     }
-    let edge_section = section!();
-    let seen = section!();
+    // A packed column: its block headers, then its bits, `len` items.
+    macro_rules! column {
+        ($len:expr) => {{
+            let headers = section!();
+            let bits = section!();
+            Packed::new(headers, bits, $len, limits, damage.clone())?
+        }};
+    }
+    let edge_cores: Packed<Slot> = column!(edge_slots);
+    let seen: Packed<i64> = column!(edge_slots);
     let offsets: Section<u64> = section!();
     let entries = section!();
     let record_offsets: Section<RecordOffset> = section!();
     let records = section!();
-    let label_of: Section<u32> = section!();
+    let label_of: Packed<u32> = column!(slots);
     let key_slots = section!();
     let detail_offsets: Section<DetailOffset> = section!();
     let detail_bytes = section!();
@@ -739,7 +793,7 @@ fn decode(
     );
     timings.snapshot_nodes = ms_since(t);
     let t = Instant::now();
-    let edges = EdgeTable::mapped(edge_section, live_edges, bound_map);
+    let edges = EdgeTable::mapped(edge_cores, live_edges, bound_map);
     let details = EdgeDetails::mapped(MappedRecords {
         offsets: detail_offsets,
         bytes: detail_bytes,
@@ -887,16 +941,25 @@ mod tests {
     /// The sections start on page boundaries and the file ends on one, wherever the body ends.
     #[test]
     fn sections_are_laid_out_on_page_boundaries() {
-        let (starts, end) = layout(10, &[3, 3, 2, 0, 0, 0, 0, 1, 1, 0]).unwrap();
+        let (starts, end) = layout(10, &[3, 100, 3, 0, 2, 0, 0, 0, 1, 0, 1, 1, 0]).unwrap();
         assert_eq!(
             starts,
-            [4096, 8192, 12288, 16384, 16384, 16384, 16384, 16384, 20480, 24576]
+            [
+                4096, 8192, 12288, 16384, 16384, 20480, 20480, 20480, 20480, 24576, 24576, 28672,
+                32768
+            ]
         );
-        assert_eq!(end, 24576);
-        let (starts, end) = layout(5000, &[1000, 1000, 201, 4000, 0, 0, 0, 0, 0, 0]).unwrap();
+        assert_eq!(end, 32768);
+        let mut items = [0; N];
+        items[CORE_BLOCKS] = 1000;
+        let (starts, end) = layout(5000, &items).unwrap();
         assert_eq!(starts[0], 8192);
-        assert_eq!(starts[1], 8192 + 20480);
+        assert_eq!(
+            starts[1],
+            (8192 + 1000 * BLOCK_HEADER).div_ceil(4096) * 4096
+        );
         assert_eq!(end % 4096, 0);
-        assert!(layout(0, &[u64::MAX / 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_none());
+        items[CORE_BLOCKS] = u64::MAX / 4;
+        assert!(layout(0, &items).is_none());
     }
 }

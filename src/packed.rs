@@ -1,0 +1,524 @@
+//! Columns of small fixed records bit-packed in blocks, read in place from the snapshot's map:
+//! the edge cores (endpoints, relation, confidence, salience), each edge's last-seen time and
+//! each node's label. Laid out as memory holds them they took 32 of the snapshot's 81 bytes an
+//! edge at 1M edges; packed, about 9.
+//!
+//! Each block of [`BLOCK`] items keeps each field of its items as the difference from the
+//! block's least value of that field, in as many bits as the largest difference needs (frame
+//! of reference): endpoints take the bits of the node count, a relation the bits of the
+//! relation count, a field every item of the block shares (a bulk load's times and salience)
+//! none. A block's header, in a section of its own, gives where its bits start, and each
+//! field's least value and width; the bits follow field by field. Reading an item is a header
+//! lookup and a few shifts, about as cheap as the cache miss it replaces.
+//!
+//! Nothing is read unchecked: the headers and the bits are [`Section`]s (a CRC-32 per block of
+//! the file, checked at first read), a header whose bits would run past the data reads as
+//! missing, and every item decoded is checked against the snapshot's bounds
+//! ([`Plain::valid`]); what fails reads as missing and is recorded as damage, as in
+//! `crate::mapped`.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::mapped::{Damage, Limits, Plain, Section};
+
+/// Items to a block.
+pub const BLOCK: usize = 1024;
+
+/// Most fields an item has.
+pub const MAX_FIELDS: usize = 5;
+
+/// A fixed record stored packed: at most [`MAX_FIELDS`] unsigned fields.
+pub trait Packable: Plain {
+    /// How many of the fields it uses.
+    const FIELDS: usize;
+    fn to_fields(&self) -> [u64; MAX_FIELDS];
+    /// The item of these fields; any fields give an item, which [`Plain::valid`] then judges.
+    fn from_fields(fields: &[u64; MAX_FIELDS]) -> Self;
+}
+
+/// Where a block's bits start in the data, and each field's least value and width in bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct BlockHeader {
+    pub offset: u64,
+    pub bases: [u64; MAX_FIELDS],
+    pub widths: [u8; 8],
+}
+
+// SAFETY: `#[repr(C)]` of six `u64`s and eight bytes: 56 bytes, no padding, any bits a value.
+unsafe impl Plain for BlockHeader {
+    fn valid(&self, _: &Limits) -> bool {
+        self.widths.iter().all(|w| *w <= 64)
+    }
+    /// Blocks lie in order, so none can overlap another's bits.
+    fn ordered(&self) -> Option<u64> {
+        Some(self.offset)
+    }
+}
+
+impl BlockHeader {
+    /// The bytes of a block of `items` items with these widths; `None` if that overflows.
+    fn data_bytes(&self, items: usize) -> Option<usize> {
+        let bits = self.widths.iter().try_fold(0usize, |sum, w| {
+            sum.checked_add(items.checked_mul(*w as usize)?)
+        })?;
+        Some(bits.div_ceil(8))
+    }
+}
+
+/// Items in block `b` of a column of `len` items.
+fn items_in(b: usize, len: usize) -> usize {
+    len.saturating_sub(b * BLOCK).min(BLOCK)
+}
+
+/// Bits set below `width`.
+fn mask(width: u8) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+/// The `width` bits at bit `bit` of `bytes` (least significant first); `None` past its end.
+#[inline]
+fn read_bits(bytes: &[u8], bit: usize, width: u8) -> Option<u64> {
+    if width == 0 {
+        return Some(0);
+    }
+    let first = bit / 8;
+    let last = (bit + width as usize).div_ceil(8);
+    let mut acc = 0u128;
+    for (i, b) in bytes.get(first..last)?.iter().enumerate() {
+        acc |= u128::from(*b) << (8 * i);
+    }
+    Some((acc >> (bit % 8)) as u64 & mask(width))
+}
+
+/// Appends values of fixed widths as bits, least significant first.
+struct BitWriter<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u128,
+    bits: u32,
+}
+
+impl BitWriter<'_> {
+    fn push(&mut self, value: u64, width: u8) {
+        if width == 0 {
+            return;
+        }
+        self.acc |= u128::from(value & mask(width)) << self.bits;
+        self.bits += u32::from(width);
+        while self.bits >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.bits -= 8;
+        }
+    }
+    fn finish(self) {
+        if self.bits > 0 {
+            self.out.push(self.acc as u8);
+        }
+    }
+}
+
+/// The least values and widths of the fields of `items` (one block).
+fn frame<T: Packable>(items: impl Iterator<Item = T>) -> ([u64; MAX_FIELDS], [u8; 8]) {
+    let mut min = [u64::MAX; MAX_FIELDS];
+    let mut max = [0u64; MAX_FIELDS];
+    let mut any = false;
+    for item in items {
+        any = true;
+        let f = item.to_fields();
+        for k in 0..T::FIELDS {
+            min[k] = min[k].min(f[k]);
+            max[k] = max[k].max(f[k]);
+        }
+    }
+    let mut bases = [0u64; MAX_FIELDS];
+    let mut widths = [0u8; 8];
+    if any {
+        for k in 0..T::FIELDS {
+            bases[k] = min[k];
+            widths[k] = (64 - (max[k] - min[k]).leading_zeros()) as u8;
+        }
+    }
+    (bases, widths)
+}
+
+/// The block headers of a column of `len` items given by `item`, and the data bytes they
+/// take: the first of the two passes that write a column ([`feed_data`] is the second).
+pub fn plan<T: Packable>(len: usize, item: impl Fn(usize) -> T) -> (Vec<BlockHeader>, u64) {
+    let mut headers = Vec::with_capacity(len.div_ceil(BLOCK));
+    let mut offset = 0u64;
+    for b in 0..len.div_ceil(BLOCK) {
+        let n = items_in(b, len);
+        let (bases, widths) = frame((0..n).map(|j| item(b * BLOCK + j)));
+        let h = BlockHeader {
+            offset,
+            bases,
+            widths,
+        };
+        // At most 1024 items of 5 fields of 64 bits: no overflow.
+        offset += h.data_bytes(n).unwrap_or(0) as u64;
+        headers.push(h);
+    }
+    (headers, offset)
+}
+
+/// Feeds the data of the column `headers` was planned for, block by block, to `sink`.
+pub fn feed_data<T: Packable>(
+    headers: &[BlockHeader],
+    len: usize,
+    item: impl Fn(usize) -> T,
+    sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    for (b, h) in headers.iter().enumerate() {
+        let n = items_in(b, len);
+        out.clear();
+        let mut w = BitWriter {
+            out: &mut out,
+            acc: 0,
+            bits: 0,
+        };
+        for k in 0..T::FIELDS {
+            for j in 0..n {
+                let f = item(b * BLOCK + j).to_fields();
+                w.push(f[k].wrapping_sub(h.bases[k]), h.widths[k]);
+            }
+        }
+        w.finish();
+        sink(&out)?;
+    }
+    Ok(())
+}
+
+/// A packed column read in place (see the module doc).
+pub struct Packed<T> {
+    headers: Section<BlockHeader>,
+    data: Section<u8>,
+    len: usize,
+    limits: Limits,
+    damage: Arc<Damage>,
+    _items: PhantomData<T>,
+}
+
+impl<T> Clone for Packed<T> {
+    fn clone(&self) -> Self {
+        Packed {
+            headers: self.headers.clone(),
+            data: self.data.clone(),
+            len: self.len,
+            limits: self.limits,
+            damage: self.damage.clone(),
+            _items: PhantomData,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Packed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Packed({} items, {:?})", self.len, self.headers)
+    }
+}
+
+impl<T: Packable> Packed<T> {
+    /// The column of `len` items whose block headers and bits are these sections; refused
+    /// when there is not one header per block.
+    pub fn new(
+        headers: Section<BlockHeader>,
+        data: Section<u8>,
+        len: usize,
+        limits: Limits,
+        damage: Arc<Damage>,
+    ) -> Result<Self, String> {
+        if headers.len() != len.div_ceil(BLOCK) {
+            return Err(format!(
+                "{} block headers for {len} packed items",
+                headers.len()
+            ));
+        }
+        Ok(Packed {
+            headers,
+            data,
+            len,
+            limits,
+            damage,
+            _items: PhantomData,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bits of block `b`: `None` in a damaged block, or when its header points past the
+    /// data (recorded as damage).
+    fn block(&self, b: usize) -> Option<(BlockHeader, &[u8])> {
+        let h = self.headers.get(b)?;
+        let n = items_in(b, self.len);
+        let range = usize::try_from(h.offset)
+            .ok()
+            .and_then(|start| Some(start..start.checked_add(h.data_bytes(n)?)?))
+            .filter(|r| r.end <= self.data.len());
+        let Some(range) = range else {
+            self.damage.record();
+            return None;
+        };
+        Some((h, self.data.slice(range)?))
+    }
+
+    /// Item `i`; `None` past the end, or where the file is damaged (recorded).
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<T> {
+        if i >= self.len {
+            return None;
+        }
+        let b = i / BLOCK;
+        let (h, bits) = self.block(b)?;
+        let (n, j) = (items_in(b, self.len), i % BLOCK);
+        let mut fields = [0u64; MAX_FIELDS];
+        let mut start = 0usize;
+        for (k, field) in fields.iter_mut().enumerate().take(T::FIELDS) {
+            let w = h.widths[k];
+            *field = h.bases[k].wrapping_add(read_bits(bits, start + j * w as usize, w)?);
+            start += n * w as usize;
+        }
+        let item = T::from_fields(&fields);
+        if !item.valid(&self.limits) {
+            self.damage.record();
+            return None;
+        }
+        Some(item)
+    }
+
+    /// Checks every block and item now; whether all are sound.
+    pub fn check_all(&self) -> bool {
+        let sections = self.headers.check_all() & self.data.check_all();
+        sections && (0..self.len).all(|i| self.get(i).is_some())
+    }
+}
+
+/// A time: its bits with the sign flipped, so that order is kept and a block of close times
+/// takes few bits.
+impl Packable for i64 {
+    const FIELDS: usize = 1;
+    fn to_fields(&self) -> [u64; MAX_FIELDS] {
+        [(*self as u64) ^ (1 << 63), 0, 0, 0, 0]
+    }
+    fn from_fields(f: &[u64; MAX_FIELDS]) -> Self {
+        (f[0] ^ (1 << 63)) as i64
+    }
+}
+
+/// A node's interned label, `u32::MAX` (an empty slot) as 0 and the others one up.
+impl Packable for u32 {
+    const FIELDS: usize = 1;
+    fn to_fields(&self) -> [u64; MAX_FIELDS] {
+        [u64::from(self.wrapping_add(1)), 0, 0, 0, 0]
+    }
+    fn from_fields(f: &[u64; MAX_FIELDS]) -> Self {
+        (f[0] as u32).wrapping_sub(1)
+    }
+}
+
+/// `items` packed into a temporary file and mapped, as a snapshot's column: for tests of what
+/// reads one.
+#[cfg(test)]
+pub(crate) fn mapped_column<T: Packable>(
+    items: &[T],
+    limits: Limits,
+    damage: Arc<Damage>,
+) -> Packed<T> {
+    let (headers, _) = plan(items.len(), |i| items[i]);
+    let mut data = Vec::new();
+    let _ = feed_data(&headers, items.len(), |i| items[i], &mut |b| {
+        data.extend_from_slice(b);
+        Ok(())
+    });
+    let mut file = crate::mapped::bytes_of(&headers).to_vec();
+    let data_at = file.len().div_ceil(4096).max(1) * 4096;
+    file.resize(data_at, 0);
+    file.extend_from_slice(&data);
+    let map = crate::mapped::map_of(&file);
+    let crcs = crate::mapped::block_crcs(headers.iter().copied());
+    let h = Section::new(
+        map.clone(),
+        0,
+        headers.len(),
+        crcs,
+        limits,
+        damage.clone(),
+        "h",
+    );
+    let crcs = crate::mapped::block_crcs(data.iter().copied());
+    let d = Section::new(map, data_at, data.len(), crcs, limits, damage.clone(), "d");
+    Packed::new(h.unwrap(), d.unwrap(), items.len(), limits, damage).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapped::{block_crcs, map_of};
+
+    /// The column of `items` packed into a file and mapped, with the damage it records: its
+    /// headers as `craft` leaves them (checksums made for what it leaves: a crafted file),
+    /// then its bytes after `tamper` (headers at 4096, data at 8192 on).
+    fn column<T: Packable>(
+        items: &[T],
+        limits: Limits,
+        craft: impl FnOnce(&mut Vec<BlockHeader>),
+        tamper: impl FnOnce(&mut Vec<u8>),
+    ) -> (Packed<T>, Arc<Damage>) {
+        let (mut headers, bytes) = plan(items.len(), |i| items[i]);
+        let mut data = Vec::new();
+        feed_data(&headers, items.len(), |i| items[i], &mut |b| {
+            data.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(data.len() as u64, bytes);
+        craft(&mut headers);
+        let mut file = vec![0u8; 4096];
+        file.extend_from_slice(crate::mapped::bytes_of(&headers));
+        let data_at = file.len().div_ceil(4096).max(2) * 4096;
+        file.resize(data_at, 0);
+        file.extend_from_slice(&data);
+        let header_crcs = block_crcs(headers.iter().copied());
+        let data_crcs = block_crcs(data.iter().copied());
+        tamper(&mut file);
+        let map = map_of(&file);
+        let damage = Arc::new(Damage::default());
+        let h = Section::new(
+            map.clone(),
+            4096,
+            headers.len(),
+            header_crcs,
+            limits,
+            damage.clone(),
+            "h",
+        )
+        .unwrap();
+        let d = Section::new(
+            map,
+            data_at,
+            data.len(),
+            data_crcs,
+            limits,
+            damage.clone(),
+            "d",
+        )
+        .unwrap();
+        (
+            Packed::new(h, d, items.len(), limits, damage.clone()).unwrap(),
+            damage,
+        )
+    }
+
+    #[test]
+    fn a_packed_column_reads_back_every_item_in_few_bits() {
+        let times: Vec<i64> = (0..5_000)
+            .map(|i| match i % 7 {
+                0 => i64::MIN,
+                1 => i64::MAX,
+                _ => 1_700_000_000_000 + i * 60_000,
+            })
+            .collect();
+        let (col, damage) = column(&times, Limits::default(), |_| (), |_| ());
+        for (i, t) in times.iter().enumerate() {
+            assert_eq!(col.get(i), Some(*t), "item {i}");
+        }
+        assert_eq!(col.get(times.len()), None);
+        assert!(col.check_all() && !damage.found());
+        // A block of equal values takes no bits; close values few.
+        let same = vec![0i64; 3_000];
+        assert_eq!(plan(same.len(), |i| same[i]).1, 0);
+        let close: Vec<i64> = (0..1024).map(|i| 1_000_000 + i % 16).collect();
+        assert_eq!(plan(close.len(), |i| close[i]).1, 1024 * 4 / 8);
+        let labels = [u32::MAX, 0, 3, u32::MAX, 2];
+        let limits = Limits {
+            labels: 4,
+            ..Limits::default()
+        };
+        let (col, _) = column(&labels, limits, |_| (), |_| ());
+        assert_eq!(
+            (0..5).map(|i| col.get(i).unwrap()).collect::<Vec<_>>(),
+            labels
+        );
+    }
+
+    #[test]
+    fn damage_reads_as_missing_never_as_another_value() {
+        let labels: Vec<u32> = (0..3_000).map(|i| i % 5).collect();
+        let limits = Limits {
+            labels: 5,
+            ..Limits::default()
+        };
+        // A flipped data byte fails its block's CRC.
+        let (col, damage) = column(&labels, limits, |_| (), |f| f[8192 + 10] ^= 1);
+        assert_eq!(col.get(20), None);
+        assert!(damage.found());
+        // A label out of range under a right checksum (a crafted file) is refused by its
+        // check, and the items around it still read.
+        let (col, damage) = column(
+            &labels,
+            Limits {
+                labels: 4,
+                ..limits
+            },
+            |_| (),
+            |_| (),
+        );
+        assert_eq!(col.get(4), None);
+        assert!(damage.found());
+        assert_eq!(col.get(3), Some(3));
+        // So is a header whose bits would pass the data's end, and headers that go back.
+        let (col, damage) = column(&labels, limits, |h| h[2].offset = 1 << 40, |_| ());
+        assert_eq!(col.get(BLOCK + 1), Some(((BLOCK + 1) % 5) as u32));
+        assert!(!damage.found());
+        assert_eq!(col.get(2 * BLOCK), None);
+        assert!(damage.found());
+        assert!(!col.check_all());
+        let back = |h: &mut Vec<BlockHeader>| {
+            h[0].offset = 5;
+            h[1].offset = 0;
+        };
+        let (col, _) = column(&labels, limits, back, |_| ());
+        assert_eq!(col.get(0), None);
+        // A width past 64 bits is refused with its header.
+        let (col, _) = column(&labels, limits, |h| h[0].widths[0] = 65, |_| ());
+        assert_eq!(col.get(0), None);
+    }
+
+    #[test]
+    fn bits_read_back_at_any_position_and_width() {
+        let mut out = Vec::new();
+        let mut w = BitWriter {
+            out: &mut out,
+            acc: 0,
+            bits: 0,
+        };
+        let values: Vec<(u64, u8)> = (0..200u64)
+            .map(|i| {
+                let width = (i % 65) as u8;
+                (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask(width), width)
+            })
+            .collect();
+        for (v, width) in &values {
+            w.push(*v, *width);
+        }
+        w.finish();
+        let mut bit = 0;
+        for (v, width) in &values {
+            assert_eq!(read_bits(&out, bit, *width), Some(*v));
+            bit += *width as usize;
+        }
+        assert_eq!(read_bits(&out, bit, 64), None);
+    }
+}
