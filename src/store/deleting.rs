@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::{
-    dir_size, encode, now_ms, read_manifest, replay_excluding, seq_of_key, time_key, Store,
-    META_COUNTERS, META_DELETED,
+    dir_size, encode, now_ms, read_manifest, replay_excluding, time_key, Store, META_COUNTERS,
+    META_DELETED,
 };
 use crate::codec::decode_event;
 use crate::dynamics::deletion::{
@@ -240,20 +240,18 @@ impl Store {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
         if !request.nodes.is_empty() {
-            self.backend
-                .scan(Table::Log, &1u64.to_be_bytes(), None, &mut |k, v| {
-                    let seq = seq_of_key(k);
-                    if state.deleted.contains(&seq) {
-                        return Ok(true);
-                    }
-                    let ev = decode_event(Table::Log.name(), v)?;
-                    if !deletion::RESERVED_KINDS.contains(&ev.kind.as_str())
-                        && request.nodes.iter().any(|key| names_node(&ev, key))
-                    {
-                        targets.insert(ev.seq, ev.ts);
-                    }
-                    Ok(true)
-                })?;
+            super::log::scan(&*self.backend, 1, &mut |seq, v| {
+                if state.deleted.contains(&seq) {
+                    return Ok(true);
+                }
+                let ev = decode_event(Table::Log.name(), v)?;
+                if !deletion::RESERVED_KINDS.contains(&ev.kind.as_str())
+                    && request.nodes.iter().any(|key| names_node(&ev, key))
+                {
+                    targets.insert(ev.seq, ev.ts);
+                }
+                Ok(true)
+            })?;
         }
         Ok(targets)
     }
@@ -294,10 +292,19 @@ impl Store {
             for table in Table::ALL {
                 let mut batch = WriteBatch::default();
                 let mut failed = None;
-                self.backend.scan(table, &[], None, &mut |k, v| {
-                    let mut value = v.to_vec();
-                    if table == Table::Log {
-                        let seq = seq_of_key(k);
+                let mut flush = |batch: &mut WriteBatch| {
+                    if batch.len() >= COPY_BATCH {
+                        if let Err(e) = fresh.commit(std::mem::take(batch)) {
+                            failed = Some(e);
+                            return false;
+                        }
+                    }
+                    true
+                };
+                if table == Table::Log {
+                    // Record by record, each deleted one as its tombstone.
+                    super::log::scan(&*self.backend, 0, &mut |seq, v| {
+                        let mut value = v.to_vec();
                         if deleted.contains(&seq) {
                             let ev = decode_event(Table::Log.name(), v)?;
                             if ev.kind != deletion::TOMBSTONE {
@@ -305,16 +312,15 @@ impl Store {
                                 report.tombstones_written += 1;
                             }
                         }
-                    }
-                    batch.put(table, k.to_vec(), value);
-                    if batch.len() >= COPY_BATCH {
-                        if let Err(e) = fresh.commit(std::mem::take(&mut batch)) {
-                            failed = Some(e);
-                            return Ok(false);
-                        }
-                    }
-                    Ok(true)
-                })?;
+                        super::log::put(&mut batch, seq, value);
+                        Ok(flush(&mut batch))
+                    })?;
+                } else {
+                    self.backend.scan(table, &[], None, &mut |k, v| {
+                        batch.put(table, k.to_vec(), v.to_vec());
+                        Ok(flush(&mut batch))
+                    })?;
+                }
                 if let Some(e) = failed {
                     return Err(e);
                 }
@@ -347,7 +353,7 @@ impl Store {
     fn has_text_to_strip(&self) -> Result<bool> {
         let deleted = self.read_state().deleted.clone();
         for seq in deleted {
-            if let Some(v) = self.backend.get(Table::Log, &seq.to_be_bytes())? {
+            if let Some(v) = super::log::get(&*self.backend, seq)? {
                 if decode_event(Table::Log.name(), &v)?.kind != deletion::TOMBSTONE {
                     return Ok(true);
                 }

@@ -35,6 +35,7 @@ mod edge_details;
 mod edge_table;
 mod folds;
 mod key_index;
+mod log;
 mod node_table;
 mod records;
 mod snapshot;
@@ -496,12 +497,6 @@ fn read_deleted(backend: &dyn Backend) -> Result<BTreeSet<u64>> {
         .collect())
 }
 
-/// The sequence number of a `log` key (big-endian u64; 0 for a key of another length, which
-/// no log record has).
-fn seq_of_key(k: &[u8]) -> u64 {
-    k.try_into().map(u64::from_be_bytes).unwrap_or(0)
-}
-
 /// The deleted set as stored in the meta table.
 fn deleted_list(state: &State) -> Vec<u64> {
     state.deleted.iter().copied().collect()
@@ -525,7 +520,7 @@ fn time_key(ts: i64, seq: u64) -> [u8; 16] {
 /// episodic-index entries, and its idempotency key. Every path that appends to the log writes
 /// them through here, so the derived indexes cannot miss an event.
 fn put_event_records(batch: &mut WriteBatch, e: &Event, bytes: Vec<u8>) {
-    batch.put(Table::Log, e.seq.to_be_bytes().to_vec(), bytes);
+    log::put(batch, e.seq, bytes);
     batch.put(Table::EventTime, time_key(e.ts, e.seq).to_vec(), Vec::new());
     for k in facet_keys(e) {
         batch.put(Table::EventFacet, k, Vec::new());
@@ -2063,11 +2058,10 @@ impl Store {
     /// Whether a deletion event follows log position `from`.
     fn log_has_deletion_after(&self, from: u64) -> Result<bool> {
         let mut found = false;
-        self.backend
-            .scan(Table::Log, &(from + 1).to_be_bytes(), None, &mut |_, v| {
-                found = peek_event_kind(Table::Log.name(), v)?.1 == deletion::DELETE;
-                Ok(!found)
-            })?;
+        log::scan(&*self.backend, from + 1, &mut |_, v| {
+            found = peek_event_kind(Table::Log.name(), v)?.1 == deletion::DELETE;
+            Ok(!found)
+        })?;
         Ok(found)
     }
 
@@ -2579,8 +2573,7 @@ impl Store {
 
     /// The log record at `seq`, deleted or not.
     fn raw_event(&self, seq: u64) -> Result<Option<Event>> {
-        self.backend
-            .get(Table::Log, &seq.to_be_bytes())?
+        log::get(&*self.backend, seq)?
             .map(|v| decode_event(Table::Log.name(), &v))
             .transpose()
     }
@@ -2589,13 +2582,12 @@ impl Store {
     /// `false`. Deleted events are left out.
     pub fn scan_log(&self, from: u64, mut visit: impl FnMut(Event) -> Result<bool>) -> Result<()> {
         let deleted = self.read_state().deleted.clone();
-        self.backend
-            .scan(Table::Log, &from.to_be_bytes(), None, &mut |k, v| {
-                if deleted.contains(&seq_of_key(k)) {
-                    return Ok(true);
-                }
-                visit(decode_event(Table::Log.name(), v)?)
-            })
+        log::scan(&*self.backend, from, &mut |seq, v| {
+            if deleted.contains(&seq) {
+                return Ok(true);
+            }
+            visit(decode_event(Table::Log.name(), v)?)
+        })
     }
 
     /// [`Store::scan_log`] with deleted events too (their records stay in the log until
@@ -2605,10 +2597,9 @@ impl Store {
         from: u64,
         mut visit: impl FnMut(Event) -> Result<bool>,
     ) -> Result<()> {
-        self.backend
-            .scan(Table::Log, &from.to_be_bytes(), None, &mut |_, v| {
-                visit(decode_event(Table::Log.name(), v)?)
-            })
+        log::scan(&*self.backend, from, &mut |_, v| {
+            visit(decode_event(Table::Log.name(), v)?)
+        })
     }
 
     /// Events with the given place, actor or kind whose world time lies in `[from, to]`, in
@@ -2674,14 +2665,13 @@ impl Store {
     pub fn events_of_kind(&self, kind: &str) -> Result<Vec<Event>> {
         let deleted = self.read_state().deleted.clone();
         let mut out = Vec::new();
-        self.backend
-            .scan(Table::Log, &1u64.to_be_bytes(), None, &mut |_, v| {
-                let (seq, k) = peek_event_kind(Table::Log.name(), v)?;
-                if k == kind && !deleted.contains(&seq) {
-                    out.push(decode_event(Table::Log.name(), v)?);
-                }
-                Ok(true)
-            })?;
+        log::scan(&*self.backend, 1, &mut |_, v| {
+            let (seq, k) = peek_event_kind(Table::Log.name(), v)?;
+            if k == kind && !deleted.contains(&seq) {
+                out.push(decode_event(Table::Log.name(), v)?);
+            }
+            Ok(true)
+        })?;
         Ok(out)
     }
 
@@ -3129,7 +3119,7 @@ impl Store {
 /// kind of each record is decoded, except for deletion events.
 fn deleted_in_log(backend: &dyn Backend) -> Result<BTreeSet<u64>> {
     let mut deleted = BTreeSet::new();
-    backend.scan(Table::Log, &1u64.to_be_bytes(), None, &mut |_, v| {
+    log::scan(backend, 1, &mut |_, v| {
         let (_, kind) = peek_event_kind(Table::Log.name(), v)?;
         if kind == deletion::DELETE {
             deleted.extend(deletion::deleted_by(&decode_event(Table::Log.name(), v)?));
@@ -3234,7 +3224,7 @@ fn replay_onto(
         Ok(())
     };
     if after < until {
-        backend.scan(Table::Log, &(after + 1).to_be_bytes(), None, &mut |_, v| {
+        log::scan(backend, after + 1, &mut |_, v| {
             let ev = decode_event(Table::Log.name(), v)?;
             if ev.seq > until {
                 return Ok(false);

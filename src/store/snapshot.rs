@@ -71,7 +71,7 @@ use crate::mapped::{self, BlockCrcs, Damage, Layered, Limits, Plain, Section};
 use crate::model::{EdgeId, NodeId};
 use crate::packed::{self, BlockHeader, Packed};
 use crate::projection::Counters;
-use crate::storage::{Backend, Table};
+use crate::storage::Backend;
 
 /// The snapshot's file name in the store directory.
 pub(super) const SNAPSHOT_FILE: &str = "state.snapshot";
@@ -103,9 +103,7 @@ pub(super) fn path_in(dir: &Path) -> PathBuf {
 /// event, so that a snapshot copied from another store with as many events is not taken for
 /// this store's.
 pub(super) fn log_fingerprint(backend: &dyn Backend, seq: u64) -> Result<u32> {
-    Ok(backend
-        .get(Table::Log, &seq.to_be_bytes())?
-        .map_or(0, |v| crc32fast::hash(&v)))
+    Ok(super::log::get(backend, seq)?.map_or(0, |v| crc32fast::hash(&v)))
 }
 
 /// Byte boundary each mapped section starts on: a page, so that with the map starting on
