@@ -44,24 +44,15 @@ pub(crate) struct Overlay {
     pub edges: BTreeMap<EdgeId, Option<Edge>>,
     pub events: Vec<Event>,
     new_node_keys: HashMap<String, NodeId, foldhash::fast::RandomState>,
-    new_edge_keys:
-        hashbrown::HashMap<(NodeId, String, NodeId), EdgeId, foldhash::fast::RandomState>,
+    /// The edges this batch made, by `(from, relation, to)` with the relation as its position
+    /// in `new_relations` (a bulk batch's hundred thousand edges share a handful of
+    /// relations: a copy of the name per edge was an allocation each).
+    new_edge_keys: HashMap<(NodeId, u32, NodeId), EdgeId, foldhash::fast::RandomState>,
+    new_relations: HashMap<String, u32, foldhash::fast::RandomState>,
     /// The batch's edges by endpoint, built at the batch's first node retraction and kept up
     /// from then on: a retraction had scanned every edge of the batch, so a replay batch of
     /// thousands of retractions among 100k edges took seconds per thousand.
     edges_by_node: Option<HashMap<NodeId, Vec<EdgeId>, foldhash::fast::RandomState>>,
-}
-
-/// An edge's identity `(from, relation, to)` with the relation borrowed, to look up
-/// [`Overlay::new_edge_keys`] without copying the relation for every edge of a batch. It hashes
-/// as the owned tuple does (field by field, a `&str` as its `String`).
-#[derive(Hash)]
-struct EdgeKeyRef<'a>(NodeId, &'a str, NodeId);
-
-impl hashbrown::Equivalent<(NodeId, String, NodeId)> for EdgeKeyRef<'_> {
-    fn equivalent(&self, key: &(NodeId, String, NodeId)) -> bool {
-        self.0 == key.0 && self.1 == key.1 && self.2 == key.2
-    }
 }
 
 /// Where an error happened, for [`Error::InvalidEvent`].
@@ -120,8 +111,10 @@ impl Overlay {
         relation: &str,
         to: NodeId,
     ) -> Option<EdgeId> {
-        if let Some(id) = self.new_edge_keys.get(&EdgeKeyRef(from, relation, to)) {
-            return matches!(self.edges.get(id), Some(Some(_))).then_some(*id);
+        if let Some(rel) = self.new_relations.get(relation) {
+            if let Some(id) = self.new_edge_keys.get(&(from, *rel, to)) {
+                return matches!(self.edges.get(id), Some(Some(_))).then_some(*id);
+            }
         }
         let id = base.edge_id(from, relation, to)?;
         match self.edges.get(&id) {
@@ -306,8 +299,15 @@ impl Overlay {
                     .next_edge
                     .checked_add(1)
                     .ok_or_else(|| at.err("relation", "edge id space exhausted"))?;
-                self.new_edge_keys
-                    .insert((from, up.relation.clone(), to), id);
+                let next = self.new_relations.len() as u32;
+                let rel = match self.new_relations.get(up.relation.as_str()) {
+                    Some(r) => *r,
+                    None => *self
+                        .new_relations
+                        .entry(up.relation.clone())
+                        .or_insert(next),
+                };
+                self.new_edge_keys.insert((from, rel, to), id);
                 let mut props = Props::new();
                 merge_props(&mut props, &up.props);
                 Edge {
@@ -453,7 +453,8 @@ impl Overlay {
     /// 600 bytes a batch edge cost at the ingest's peak.
     pub(crate) fn shed_inputs(&mut self) {
         self.new_node_keys = HashMap::default();
-        self.new_edge_keys = hashbrown::HashMap::default();
+        self.new_edge_keys = HashMap::default();
+        self.new_relations = HashMap::default();
         self.edges_by_node = None;
         for e in &mut self.events {
             e.assertions = Vec::new();

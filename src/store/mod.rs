@@ -221,7 +221,9 @@ impl State {
         self.node_keys.insert(&self.nodes, &n.key, n.id);
     }
 
-    fn put_edge(&mut self, e: &Edge) {
+    /// Puts an edge's core in its slot and its last-seen time in place, and gives its two
+    /// adjacency entries, which the caller adds with the batch's others.
+    fn put_edge(&mut self, e: &Edge) -> [(NodeId, crate::graph::AdjEntry); 2] {
         let relation = self.relations.intern(&e.relation);
         let core = EdgeCore {
             from: e.from,
@@ -234,10 +236,9 @@ impl State {
             salience: e.salience,
         };
         let bounded = e.valid_from.is_some() || e.valid_to.is_some();
-        self.adj
-            .add_edge_with_bounds(e.id, e.from, e.to, relation, e.confidence, bounded);
         self.adj.set_last_seen(e.id, e.last_seen);
         self.edges.put(e.id, &core);
+        Adjacency::sides(e.id, e.from, e.to, relation, e.confidence, bounded)
     }
 
     /// Clears a node slot; its edges must have been removed first.
@@ -266,12 +267,17 @@ impl State {
         }
         // Edges first: a retracted node's edges leave both endpoint lists before the node slot
         // is cleared.
+        // Every removal first, then every list grows once with the batch's new sides (an
+        // edge changed is removed and put back, as before; the order of a list's entries
+        // carries no meaning).
+        let mut sides = Vec::with_capacity(2 * ov.edges.len());
         for (id, e) in &ov.edges {
             self.remove_edge(*id);
             if let Some(e) = e {
-                self.put_edge(e);
+                sides.extend(self.put_edge(e));
             }
         }
+        self.adj.add_sides(sides);
         self.details
             .apply(ov.edges.iter().map(|(id, e)| (*id, e.as_ref())));
         for (id, n) in &ov.nodes {
