@@ -1370,7 +1370,12 @@ fn a_bulk_loads_log_takes_little_more_than_its_records() {
             let edges = (0..1024)
                 .map(|_| {
                     let (a, b) = (next(5_000), next(5_000));
-                    edge(&format!("n{a}"), &format!("R{}", next(8)), &format!("n{b}"), 0.5)
+                    edge(
+                        &format!("n{a}"),
+                        &format!("R{}", next(8)),
+                        &format!("n{b}"),
+                        0.5,
+                    )
                 })
                 .collect();
             event(2 + e, "IMPORT", edges)
@@ -1381,6 +1386,10 @@ fn a_bulk_loads_log_takes_little_more_than_its_records() {
     let log = tables.iter().find(|(t, _)| *t == "log").unwrap().1;
     let overhead = log.overhead.unwrap() as f64 / log.entries as f64;
     assert!(log.entries > 200_000, "{log:?}");
-    assert!(overhead < 0.15, "{log:?}: {:.0}% overhead", overhead * 100.0);
+    assert!(
+        overhead < 0.15,
+        "{log:?}: {:.0}% overhead",
+        overhead * 100.0
+    );
     assert_verified(&store);
 }

@@ -6,16 +6,17 @@
 //! The details of 16 consecutive edge ids are one record (a row) in [`Records`]: on the heap
 //! as built, or in place in the snapshot's map. A row is coded so that what edges of one event
 //! share costs almost nothing: each edge's recorded time and first supporting event are written
-//! as the difference from the edge before it in the row, and an edge of a bulk load (no
-//! properties, one event, the same as its neighbours') takes 4 bytes. Changing an edge
-//! rewrites its row.
+//! as the difference from the edge before it in the row, and an edge like the one before (no
+//! properties, the same recorded time, that edge's first event alone: a bulk load's edges of
+//! one event) takes one byte. Changing an edge rewrites its row.
 //!
 //! Row layout: a `u16` (little-endian) with bit `i` set when the row holds the edge at offset
-//! `i`; then for each such edge in order: the length of its properties' postcard encoding
-//! (varint, 0 for none) and that encoding; the recorded time as a zigzag varint of its
-//! difference from the previous edge's (from 0); the number of supporting events (varint); and
-//! each event's sequence number as a zigzag varint of its difference from the one before it,
-//! the first from the previous edge's first (from 0). A row that does not read exactly so
+//! `i`; then for each such edge in order a head (varint): 0 for an edge like the one before
+//! (the first like an edge recorded at 0 with event 0), else one more than the length of its
+//! properties' postcard encoding, then that encoding; the recorded time as a zigzag varint of
+//! its difference from the previous edge's (from 0); the number of supporting events (varint);
+//! and each event's sequence number as a zigzag varint of its difference from the one before
+//! it, the first from the previous edge's first (from 0). A row that does not read exactly so
 //! reads as no row.
 
 use super::records::{DetailOffset, MappedRecords, Records};
@@ -101,12 +102,17 @@ fn encode_row<'a>(entries: impl IntoIterator<Item = (usize, DetailsRef<'a>)>) ->
     let (mut recorded, mut first) = (0i64, 0u64);
     for (offset, d) in entries {
         mask |= 1 << offset;
-        if d.props.is_empty() {
+        if d.props.is_empty() && d.recorded == recorded && d.evidence == [first] {
+            // Like the one before: one byte.
             out.push(0);
+            continue;
+        }
+        if d.props.is_empty() {
+            out.push(1);
         } else {
             // Our own types serialise into a Vec without error (as in `codec::encode`).
             let props = postcard::to_allocvec(d.props).unwrap_or_default();
-            put_varint(&mut out, props.len() as u64);
+            put_varint(&mut out, props.len() as u64 + 1);
             out.extend_from_slice(&props);
         }
         put_varint(&mut out, zigzag(d.recorded.wrapping_sub(recorded)));
@@ -141,23 +147,30 @@ fn read_row(
         if mask & (1 << offset) == 0 {
             continue;
         }
-        // Props are decoded only when asked for; the rest is read anyway for the deltas.
-        let props_len = usize::try_from(take_varint(&mut r)?).ok()?;
-        let props = r.get(..props_len)?;
-        r = r.get(props_len..)?;
-        recorded = recorded.wrapping_add(unzigzag(take_varint(&mut r)?));
-        let n = usize::try_from(take_varint(&mut r)?).ok()?;
-        // Each sequence number takes a byte at least: a count past the rest is damage, not
-        // an allocation to make.
-        if n > r.len() {
-            return None;
-        }
-        let mut evidence = Vec::with_capacity(n);
-        let mut prev = first;
-        for _ in 0..n {
-            prev = prev.wrapping_add(unzigzag(take_varint(&mut r)?) as u64);
-            evidence.push(prev);
-        }
+        let head = take_varint(&mut r)?;
+        let (props, mut evidence) = if head == 0 {
+            // Like the one before: no properties, its recorded time, its first event alone.
+            (&[][..], vec![first])
+        } else {
+            // Props are decoded only when asked for; the rest is read anyway for the deltas.
+            let props_len = usize::try_from(head - 1).ok()?;
+            let props = r.get(..props_len)?;
+            r = r.get(props_len..)?;
+            recorded = recorded.wrapping_add(unzigzag(take_varint(&mut r)?));
+            let n = usize::try_from(take_varint(&mut r)?).ok()?;
+            // Each sequence number takes a byte at least: a count past the rest is damage,
+            // not an allocation to make.
+            if n > r.len() {
+                return None;
+            }
+            let mut evidence = Vec::with_capacity(n);
+            let mut prev = first;
+            for _ in 0..n {
+                prev = prev.wrapping_add(unzigzag(take_varint(&mut r)?) as u64);
+                evidence.push(prev);
+            }
+            (props, evidence)
+        };
         if let Some(&f) = evidence.first() {
             first = f;
         }
@@ -344,8 +357,9 @@ mod tests {
                 .iter()
                 .map(|e| (e.id.0 as usize, DetailsRef::from(e))),
         );
-        // The mask; the first edge's empty props, its time (6 bytes), one event; then 4 bytes.
-        assert_eq!(first_two.unwrap().len(), 2 + (1 + 6 + 1 + 1) + 4);
+        // The mask; the first edge's head (no props), its time (6 bytes), one event and its
+        // seq; then one byte for an edge like the one before.
+        assert_eq!(first_two.unwrap().len(), 2 + (1 + 6 + 1 + 1) + 1);
         assert!(row.len() < 40, "{}", row.len());
         // A change rewrites the row with the others kept; a removal empties a slot, and an
         // emptied row goes.

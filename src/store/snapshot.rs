@@ -85,7 +85,8 @@ const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// 6: the edges' details (properties, recorded time, evidence) mapped too, in rows of 16 edges:
 ///    the snapshot holds the whole derived graph, which no table of the store holds any more.
 /// 7: the edge slots, last-seen times and node labels bit-packed in blocks (`crate::packed`).
-pub const SNAPSHOT_FORMAT: u32 = 7;
+/// 8: an edge's details like the one before's take one byte (`store/edge_details.rs`).
+pub const SNAPSHOT_FORMAT: u32 = 8;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
 /// Bytes of one validity entry: edge id, valid from, valid to.
 const BOUND_ENTRY: usize = 4 + 8 + 8;
