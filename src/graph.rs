@@ -127,6 +127,15 @@ impl IdSet {
             .get(id as usize / 64)
             .is_some_and(|w| w & (1 << (id % 64)) != 0)
     }
+
+    /// The ids in the set, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.bits.iter().enumerate().flat_map(|(w, bits)| {
+            (0..64u32)
+                .filter(move |b| bits & (1 << b) != 0)
+                .map(move |b| w as u32 * 64 + b)
+        })
+    }
 }
 
 /// Decay of confidence with world time, resolved for one traversal: the half-life of each
@@ -632,6 +641,13 @@ impl Adjacency {
     /// than at random: a bulk batch's two pushes per edge into millions of lists were the
     /// part of a commit that grew with the graph (a cache miss for the list's header and one
     /// for its end, each). A list takes its entries in the order given.
+    ///
+    /// The store gives new edges in increasing id order, ids are never reused, a removal
+    /// keeps the order and a change is made in place, so every list is in the order of its
+    /// edge ids however the state was built: live batch by batch, from a snapshot, or by a
+    /// replay in other chunks. A traversal, which takes the first path it meets to a node
+    /// (and reports its parent and edge), then answers the same whichever way the store was
+    /// opened.
     pub fn add_sides(&mut self, mut sides: Vec<(NodeId, AdjEntry)>) {
         let Some(bound) = sides.iter().map(|(n, _)| n.0).max() else {
             return;
@@ -669,8 +685,9 @@ impl Adjacency {
             }
             let list = self.list_mut(n);
             if let Some(i) = list.iter().position(|e| e.edge == edge.0) {
-                // Order within a list carries no meaning, so swap_remove is fine.
-                list.swap_remove(i);
+                // Not `swap_remove`: a list stays in the order of its edge ids (see
+                // [`Adjacency::add_sides`]).
+                list.remove(i);
                 removed = true;
             }
         }
@@ -682,6 +699,38 @@ impl Adjacency {
     /// Updates the confidence stored on both sides of an edge, in place (a list in the base
     /// array stays there: its length does not change).
     pub fn set_confidence(&mut self, edge: EdgeId, from: NodeId, to: NodeId, conf: f32) {
+        self.change_sides(edge, from, to, |e| e.confidence = conf);
+    }
+
+    /// Updates what both sides of a live edge carry that an assertion can change: its
+    /// confidence, and whether it has a validity bound. In place: a list keeps its order, and
+    /// one in the base array stays there unless the array is mapped (read-only).
+    pub fn update_edge(
+        &mut self,
+        edge: EdgeId,
+        from: NodeId,
+        to: NodeId,
+        conf: f32,
+        bounded: bool,
+    ) {
+        self.change_sides(edge, from, to, |e| {
+            e.confidence = conf;
+            if bounded {
+                e.rel_dir |= BOUNDED;
+            } else {
+                e.rel_dir &= !BOUNDED;
+            }
+        });
+    }
+
+    /// Applies `change` to both sides of an edge, in place.
+    fn change_sides(
+        &mut self,
+        edge: EdgeId,
+        from: NodeId,
+        to: NodeId,
+        change: impl Fn(&mut AdjEntry),
+    ) {
         for n in [from, to] {
             let i = n.0 as usize;
             let base_nodes = self.base_nodes();
@@ -704,7 +753,7 @@ impl Adjacency {
             };
             list.iter_mut()
                 .filter(|e| e.edge == edge.0)
-                .for_each(|e| e.confidence = conf);
+                .for_each(&change);
         }
     }
 
@@ -801,6 +850,11 @@ impl Adjacency {
     #[inline]
     pub fn is_pinned(&self, node: u32) -> bool {
         self.pinned.contains(node)
+    }
+
+    /// The pinned nodes, in id order.
+    pub fn pinned_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.pinned.iter().map(NodeId)
     }
 
     /// When edge `edge` was last seen (0 when never recorded).

@@ -434,6 +434,8 @@ pub struct GraphReport {
     pub disk_bytes_text: u64,
     /// The state snapshot the open read (`store/snapshot.rs`).
     pub disk_bytes_snapshot: u64,
+    /// Where the snapshot's bytes go: each mapped section's bytes, by name.
+    pub disk_bytes_snapshot_sections: std::collections::BTreeMap<String, u64>,
     /// Where the open got the state from (the snapshot, or the replay of the log).
     pub open_state_source: crate::StateSource,
     /// The in-process open by stage, in milliseconds.
@@ -594,6 +596,7 @@ pub fn run_graph_bench(
         disk_bytes_backend: stats.disk_bytes_backend,
         disk_bytes_text: stats.disk_bytes_text,
         disk_bytes_snapshot: stats.disk_bytes_snapshot,
+        disk_bytes_snapshot_sections: stats.disk_bytes_snapshot_sections.iter().cloned().collect(),
         open_state_source: stats.state_source,
         open_ms: stats.open_ms,
         disk_bytes_per_edge: stats.disk_bytes_backend as f64 / edges,

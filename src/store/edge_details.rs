@@ -19,7 +19,10 @@
 //! it, the first from the previous edge's first (from 0). A row that does not read exactly so
 //! reads as no row.
 
+use std::sync::Arc;
+
 use super::records::{DetailOffset, MappedRecords, Records};
+use crate::mapped::Damage;
 use crate::model::{Edge, EdgeId, Props};
 
 /// Consecutive edge ids to a row.
@@ -210,30 +213,46 @@ fn decode_row(row: &[u8]) -> Option<Vec<(usize, Details)>> {
     (!bad).then_some(out)
 }
 
-/// The entry at `offset` of a row.
-fn find_in_row(row: &[u8], offset: usize) -> Option<Details> {
+/// The entry at `offset` of a row, if it has one; `None` when the row is malformed (up to
+/// that entry, or the entry itself).
+fn find_in_row(row: &[u8], offset: usize) -> Option<Option<Details>> {
     let mut found = None;
+    let mut bad = false;
     read_row(row, |o, details| {
         if o == offset {
             found = details();
+            bad = found.is_none();
             return false;
         }
         o < offset
     })?;
-    found
+    (!bad).then_some(found)
 }
 
 /// Edge details by edge id, a row of [`ROW_EDGES`] ids per record (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct EdgeDetails {
     rows: Records<DetailOffset>,
+    /// Where a row that does not read is recorded, when the rows were read from a map: the
+    /// store then refuses its next batch (which would lose the other edges of the row) and
+    /// stops using the snapshot, as for a damaged block.
+    damage: Option<Arc<Damage>>,
 }
 
 impl EdgeDetails {
-    /// The details read from a snapshot's map.
-    pub(crate) fn mapped(base: MappedRecords<DetailOffset>) -> Self {
+    /// The details read from a snapshot's map, whose damage is recorded in `damage`.
+    pub(crate) fn mapped(base: MappedRecords<DetailOffset>, damage: Arc<Damage>) -> Self {
         EdgeDetails {
             rows: Records::mapped(base),
+            damage: Some(damage),
+        }
+    }
+
+    /// Records that a row does not read.
+    fn damaged(&self, row: usize) {
+        tracing::warn!(row, "a row of edge details does not read");
+        if let Some(d) = &self.damage {
+            d.record();
         }
     }
 
@@ -251,7 +270,14 @@ impl EdgeDetails {
     /// not read).
     pub(crate) fn get(&self, id: EdgeId) -> Option<Details> {
         let i = id.0 as usize;
-        find_in_row(self.rows.get(i / ROW_EDGES)?, i % ROW_EDGES)
+        let row = i / ROW_EDGES;
+        match find_in_row(self.rows.get(row)?, i % ROW_EDGES) {
+            Some(found) => found,
+            None => {
+                self.damaged(row);
+                None
+            }
+        }
     }
 
     /// Applies a batch's changes, in increasing id order: `Some` puts an edge's details,
@@ -266,10 +292,7 @@ impl EdgeDetails {
             let row = first.0 as usize / ROW_EDGES;
             let mut kept: Vec<(usize, Details)> = match self.rows.get(row) {
                 Some(bytes) => decode_row(bytes).unwrap_or_else(|| {
-                    tracing::warn!(
-                        row,
-                        "a row of edge details does not read; its edges lose their details"
-                    );
+                    self.damaged(row);
                     Vec::new()
                 }),
                 None => Vec::new(),
@@ -377,7 +400,8 @@ mod tests {
     fn a_row_that_does_not_read_exactly_is_no_row() {
         let e = edge(3, 10, vec![5, 6]);
         let row = encode_row([(3, DetailsRef::from(&e))]).unwrap();
-        assert_eq!(find_in_row(&row, 3), Some(details(&e)));
+        assert_eq!(find_in_row(&row, 3), Some(Some(details(&e))));
+        assert_eq!(find_in_row(&row, 4), Some(None));
         // Cut short anywhere, or with a byte more, it reads as nothing.
         for cut in 0..row.len() {
             assert_eq!(decode_row(&row[..cut]), None, "cut at {cut}");

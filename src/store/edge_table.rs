@@ -105,6 +105,11 @@ impl EdgeTable {
         self.live
     }
 
+    /// Whether slot `id` holds a live edge.
+    pub(crate) fn is_live(&self, id: EdgeId) -> bool {
+        self.slot(id.0 as usize).is_live()
+    }
+
     /// Puts a core in slot `id` (its `last_seen` is not kept here; see the module doc).
     pub(crate) fn put(&mut self, id: EdgeId, core: &EdgeCore) {
         let i = id.0 as usize;

@@ -1,11 +1,13 @@
 //! The store: the event log and every view derived from it, behind one handle.
 //!
 //! Write path (one writer at a time): number the drafts, project them against the current state
-//! into an overlay (nothing changes yet), commit log records and derived records in one atomic,
-//! durable backend batch, then apply the overlay to the in-memory state under the write lock and
-//! finally update the full-text index (which records the log position it reached, and is caught
-//! up on the next open if the process dies first). Readers take the read lock, so they see the
-//! state before or after a batch, never inside one.
+//! into an overlay (nothing changes yet), commit log records and their index records in one
+//! atomic, durable backend batch, then apply the overlay to the in-memory state under the write
+//! lock and, at the same time on another core, to the full-text index (which records the log
+//! position it reached, and is caught up on the next open if the process dies first). Readers
+//! take the read lock, so they see the state before or after a batch, never inside one. The
+//! state is the only derived copy of the graph: a checkpoint writes it to the snapshot, and an
+//! open maps that and replays the log after it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -87,6 +89,10 @@ const CHECKPOINT_ON_CLOSE: u64 = 4_096;
 pub const PROJECTION_VERSION: u32 = 3;
 /// Events per projection chunk when replaying the log.
 const REPLAY_CHUNK: usize = 4096;
+/// Assertions per projection chunk when replaying the log, at most (past one event's): a
+/// bulk load's events carry a thousand each, and 4,096 of them in one overlay held 4M edges
+/// at a few hundred bytes each, where live ingest's batches hold 100k.
+const REPLAY_ASSERTIONS: usize = 100_000;
 
 #[derive(Serialize, Deserialize)]
 struct Manifest {
@@ -221,6 +227,27 @@ impl State {
         self.node_keys.insert(&self.nodes, &n.key, n.id);
     }
 
+    /// Changes a live edge in place: its core, its last-seen time and what its adjacency
+    /// entries carry. Its endpoints and relation are its identity and stay; should they not
+    /// (a bug), it is removed and put back.
+    fn update_edge(&mut self, e: &Edge) {
+        let same = self.edge_core(e.id).is_some_and(|c| {
+            c.from == e.from
+                && c.to == e.to
+                && self.relations.name_checked(c.relation) == Some(e.relation.as_str())
+        });
+        if !same {
+            self.remove_edge(e.id);
+            let sides = self.put_edge(e);
+            self.adj.add_sides(sides.to_vec());
+            return;
+        }
+        // The core and time in their slots; the sides in place of the ones the lists hold.
+        let [(_, side), _] = self.put_edge(e);
+        self.adj
+            .update_edge(e.id, e.from, e.to, e.confidence, side.is_bounded());
+    }
+
     /// Puts an edge's core in its slot and its last-seen time in place, and gives its two
     /// adjacency entries, which the caller adds with the batch's others.
     fn put_edge(&mut self, e: &Edge) -> [(NodeId, crate::graph::AdjEntry); 2] {
@@ -267,14 +294,14 @@ impl State {
         }
         // Edges first: a retracted node's edges leave both endpoint lists before the node slot
         // is cleared.
-        // Every removal first, then every list grows once with the batch's new sides (an
-        // edge changed is removed and put back, as before; the order of a list's entries
-        // carries no meaning).
+        // A live edge changed in place, one gone removed; then every list grows once with
+        // the batch's new edges, in id order (`Adjacency::add_sides`).
         let mut sides = Vec::with_capacity(2 * ov.edges.len());
         for (id, e) in &ov.edges {
-            self.remove_edge(*id);
-            if let Some(e) = e {
-                sides.extend(self.put_edge(e));
+            match e {
+                Some(e) if self.edges.is_live(*id) => self.update_edge(e),
+                Some(e) => sides.extend(self.put_edge(e)),
+                None => self.remove_edge(*id),
             }
         }
         self.adj.add_sides(sides);
@@ -329,7 +356,14 @@ impl State {
     /// details are missing too (a damaged block of the snapshot reads as missing).
     fn edge(&self, id: EdgeId) -> Option<Edge> {
         let core = self.edge_core(id)?;
-        let details = self.details.get(id)?;
+        let Some(details) = self.details.get(id) else {
+            // A live edge without its details: what the snapshot held of them is damaged
+            // (recorded, so the next batch is refused rather than make the edge again).
+            if let Some(d) = &self.mapped_damage {
+                d.record();
+            }
+            return None;
+        };
         Some(Edge {
             id,
             from: core.from,
@@ -813,6 +847,10 @@ pub struct Stats {
     /// Bytes of the state snapshot file (0 when there is none).
     #[serde(default)]
     pub disk_bytes_snapshot: u64,
+    /// Where the snapshot's bytes go: each mapped section's bytes, by name, in file order
+    /// (the header, body and padding are the rest of `disk_bytes_snapshot`).
+    #[serde(default)]
+    pub disk_bytes_snapshot_sections: Vec<(String, u64)>,
     /// What the whole store directory takes on disk, in allocated blocks: less than the sum
     /// of the files' lengths where a file is sparse (redb grows its file ahead of its pages).
     #[serde(default)]
@@ -1070,7 +1108,13 @@ impl GraphRead<'_> {
     }
     /// The live pinned nodes' ids, in order.
     pub fn pinned_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.node_ids().filter(|id| self.state.adj.is_pinned(id.0))
+        // From the set of pins, not a walk over every node: `stats` counts tiers from it,
+        // and a walk read every node record of a store opened from its snapshot (seconds
+        // at 100M edges, from disk).
+        self.state
+            .adj
+            .pinned_nodes()
+            .filter(|id| self.state.nodes.record(id.0 as usize).is_some())
     }
     /// The key of node `id`, read in place (no decode of the node).
     pub fn node_key(&self, id: NodeId) -> Option<&str> {
@@ -1421,12 +1465,18 @@ impl Store {
         } else {
             manifest.backend.open(&dir)?
         };
-        let counters = Self::check_meta(&*backend, &dir, read_only)?;
+        let (counters, format) = Self::check_meta(&*backend, &dir, read_only)?;
         timings.backend = ms_since(started);
         let t = std::time::Instant::now();
         let (state, loaded) =
             Self::load_consistent(&*backend, &dir, counters, read_only, &mut timings)?;
         timings.state = ms_since(t);
+        if !read_only {
+            // Only once the state is loaded, which for an older store is the replay of its
+            // whole log: a log that does not replay leaves the store as it was, tables and
+            // all, for the build that made it.
+            Self::upgrade_format(&*backend, &dir, format.min(manifest.format))?;
+        }
         let t = std::time::Instant::now();
         let counters = state.counters;
         let decay = read_policy(&dir.join(DECAY_FILE), DecayPolicy::from_file)?;
@@ -1559,8 +1609,8 @@ impl Store {
 
     /// Checks the meta table (format, counters) and the derivation rules' version, rebuilding
     /// what the backend derives when it was made by other rules (a writer only). Returns the
-    /// counters.
-    fn check_meta(backend: &dyn Backend, dir: &Path, read_only: bool) -> Result<Counters> {
+    /// counters and the store format the meta table says.
+    fn check_meta(backend: &dyn Backend, dir: &Path, read_only: bool) -> Result<(Counters, u32)> {
         let store_err = |message: String| Error::Store {
             path: dir.to_path_buf(),
             message,
@@ -1569,22 +1619,14 @@ impl Store {
         let format = meta(META_FORMAT)?
             .map(|v| decode::<u32>("meta", &v))
             .transpose()?;
-        match format {
-            Some(f) if (OLDEST_STORE_FORMAT..=STORE_FORMAT).contains(&f) => {
-                if !read_only {
-                    if f < STORE_FORMAT {
-                        Self::mark_current_format(backend, dir)?;
-                    }
-                    // Also after a crash part way through, which left the format marked.
-                    Self::retire_tables(backend)?;
-                }
-            }
+        let format = match format {
+            Some(f) if (OLDEST_STORE_FORMAT..=STORE_FORMAT).contains(&f) => f,
             other => {
                 return Err(store_err(format!(
                 "meta table has format {other:?}, expected {OLDEST_STORE_FORMAT} to {STORE_FORMAT}"
             )))
             }
-        }
+        };
         let counters: Counters = match meta(META_COUNTERS)? {
             Some(v) => decode("meta", &v)?,
             None => return Err(store_err("meta table has no counters".into())),
@@ -1605,12 +1647,24 @@ impl Store {
             );
             Self::rebuild_derived(backend, dir)?;
         }
-        Ok(counters)
+        Ok((counters, format))
+    }
+
+    /// Brings a store whose meta table or manifest says an older `format` to this build's,
+    /// once its state is loaded: marks it, then empties what older builds kept (also after a
+    /// crash part way through, which left it marked). A store of this format costs a lookup
+    /// per retired table.
+    fn upgrade_format(backend: &dyn Backend, dir: &Path, format: u32) -> Result<()> {
+        if format < STORE_FORMAT {
+            Self::mark_current_format(backend, dir)?;
+        }
+        Self::retire_tables(backend)
     }
 
     /// Marks an older store as this build's format before anything of it is written: the meta
     /// table first (a build of the older format refuses the store from then on), then the
-    /// manifest. A crash between the two leaves a store this build opens and marks again.
+    /// manifest. A crash between the two leaves the manifest older than the meta table, and
+    /// the next writable open marks it again.
     fn mark_current_format(backend: &dyn Backend, dir: &Path) -> Result<()> {
         let mut batch = WriteBatch::default();
         batch.put(Table::Meta, META_FORMAT.to_vec(), encode(&STORE_FORMAT));
@@ -2214,6 +2268,13 @@ impl Store {
         };
         self.backend.commit(batch)?;
         let commit = Commit::of(&overlay, skipped);
+        // The write below runs on a pool thread, where the check in `write_state` cannot see
+        // this one's reads.
+        debug_assert_eq!(
+            READS_HELD.get(),
+            0,
+            "committing to the store while this thread holds a read of it"
+        );
         // The state and the full-text index take the batch at once, on two cores: neither
         // reads the other, and each was a fifth to a third of a bulk batch's time. A reader
         // may see the index a batch ahead of the graph for that while, as it could see it a
@@ -2870,6 +2931,10 @@ impl Store {
             text_rebuilt: self.text_rebuilt,
             tiers: g.tier_counts(state.latest_ts.unwrap_or(0)),
             disk_bytes_snapshot: dir_size(&snapshot::path_in(&self.dir)),
+            disk_bytes_snapshot_sections: snapshot::section_bytes(&self.dir)
+                .into_iter()
+                .map(|(name, bytes)| (name.to_string(), bytes))
+                .collect(),
             disk_bytes_allocated: dir_allocated(&self.dir),
             state_source: self.state_source,
             open_ms: self.open_timings,
@@ -3189,6 +3254,7 @@ fn replay_onto(
         Missing::Skip
     };
     let mut chunk: Vec<Event> = Vec::with_capacity(REPLAY_CHUNK);
+    let mut assertions = 0usize;
     let mut failure = None;
     let mut position = 0usize;
     let mut weight = 0u64;
@@ -3209,9 +3275,10 @@ fn replay_onto(
             key_hints_of(state, &lists)
         };
         let base = LiveBase { state };
-        let ov = project_batch_with(&base, kept, position, on_missing, &hints)?;
+        let mut ov = project_batch_with(&base, kept, position, on_missing, &hints)?;
         position += n;
         weight += ov.change_weight();
+        ov.shed_inputs();
         state.apply(&ov);
         state.counters.last_seq = last;
         Ok(())
@@ -3235,11 +3302,13 @@ fn replay_onto(
             if ev.seq > until {
                 return Ok(false);
             }
+            assertions += ev.assertions.len();
             if let Err(msg) = take(ev, &mut chunk) {
                 failure = Some(msg);
                 return Ok(false);
             }
-            if chunk.len() == REPLAY_CHUNK {
+            if chunk.len() == REPLAY_CHUNK || assertions >= REPLAY_ASSERTIONS {
+                assertions = 0;
                 if let Err(e) = flush(&mut chunk, &mut state) {
                     failure = Some(format!("replay failed: {e}"));
                     return Ok(false);

@@ -614,16 +614,25 @@ fn read_header(r: &mut Reader<'_>) -> std::result::Result<(Header, u64, u32), Un
     Ok((Header { counters, log }, len, crc))
 }
 
-/// Decodes a snapshot whose header and body are `head` and maps its sections from `file`.
-/// Everything an index is later taken from is checked: the body here (its checksum and every
-/// count), the sections block by block as they are first read (`crate::mapped`), so that no
-/// damaged or crafted file can make a traversal index out of bounds.
-fn decode(
-    head: &[u8],
-    file: &std::fs::File,
-    timings: &mut OpenTimings,
-) -> std::result::Result<(Header, State), Unusable> {
-    let t = Instant::now();
+/// What the body of a snapshot says, checked: the names, counts, pinned nodes, validity
+/// bounds (raw), and each section's items and block checksums.
+struct Body<'a> {
+    header: Header,
+    len: u64,
+    relations: Interner,
+    labels: Interner,
+    slots: usize,
+    live_nodes: usize,
+    pinned: IdSet,
+    edge_slots: usize,
+    live_edges: usize,
+    bounds: &'a [u8],
+    items: [u64; N],
+    crcs: [Vec<u32>; N],
+}
+
+/// Reads and checks the header and body at the start of `head`.
+fn read_body(head: &[u8]) -> std::result::Result<Body<'_>, Unusable> {
     let mut r = Reader { bytes: head, at: 0 };
     let (header, len, crc) = read_header(&mut r)?;
     let body = r.rest();
@@ -671,6 +680,63 @@ fn decode(
     if !r.rest().is_empty() {
         return Err("bytes after the sections' table".into());
     }
+    Ok(Body {
+        header,
+        len,
+        relations,
+        labels,
+        slots,
+        live_nodes,
+        pinned,
+        edge_slots,
+        live_edges,
+        bounds,
+        items,
+        crcs,
+    })
+}
+
+/// The bytes each mapped section of the snapshot of the store in `dir` takes, by name, in
+/// their order in the file: where the snapshot's bytes go. Empty when there is none, or it
+/// cannot be read.
+pub(super) fn section_bytes(dir: &Path) -> Vec<(&'static str, u64)> {
+    let Ok((_, head)) = read_head(&path_in(dir), &mut |_| Ok(())) else {
+        return Vec::new();
+    };
+    match read_body(&head) {
+        Ok(body) => SECTIONS
+            .iter()
+            .zip(body.items.iter().zip(ITEM_BYTES))
+            .map(|(name, (n, size))| (*name, n.saturating_mul(size)))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Decodes a snapshot whose header and body are `head` and maps its sections from `file`.
+/// Everything an index is later taken from is checked: the body here (its checksum and every
+/// count), the sections block by block as they are first read (`crate::mapped`), so that no
+/// damaged or crafted file can make a traversal index out of bounds.
+fn decode(
+    head: &[u8],
+    file: &std::fs::File,
+    timings: &mut OpenTimings,
+) -> std::result::Result<(Header, State), Unusable> {
+    let t = Instant::now();
+    let Body {
+        header,
+        len,
+        relations,
+        labels,
+        slots,
+        live_nodes,
+        pinned,
+        edge_slots,
+        live_edges,
+        bounds,
+        items,
+        crcs,
+    } = read_body(head)?;
     let nodes = slots as u64;
     let details = detail_rows(edge_slots) as u64;
     let blocks = |n: usize| n.div_ceil(packed::BLOCK) as u64;
@@ -793,10 +859,13 @@ fn decode(
     timings.snapshot_nodes = ms_since(t);
     let t = Instant::now();
     let edges = EdgeTable::mapped(edge_cores, live_edges, bound_map);
-    let details = EdgeDetails::mapped(MappedRecords {
-        offsets: detail_offsets,
-        bytes: detail_bytes,
-    });
+    let details = EdgeDetails::mapped(
+        MappedRecords {
+            offsets: detail_offsets,
+            bytes: detail_bytes,
+        },
+        damage.clone(),
+    );
     let adj = Adjacency::mapped(
         offsets,
         entries,
