@@ -125,6 +125,11 @@ fn dump(store: &Store) -> Vec<String> {
             n.key, n.label, n.name, n.pinned, nb
         ));
     }
+    // The label traversals and label filters read (the adjacency's column), beside the
+    // record's above.
+    for id in g.node_ids() {
+        out.push(format!("{id} labelled {:?}", g.node_label(id)));
+    }
     for (id, e) in g.edges() {
         out.push(format!(
             "{id}: {}-{}->{} {:?}",
@@ -816,23 +821,25 @@ const SECTIONS: usize = 13;
 /// Bytes of one item of each mapped section, in their order in the file (56: the header of a
 /// block of a packed column).
 const ITEM_BYTES: [usize; SECTIONS] = [56, 1, 56, 1, 8, 16, 8, 1, 56, 1, 4, 8, 1];
-/// The mapped sections of edge cores, node records and edge details.
+/// Mapped sections the tests change.
 const EDGE_CORES: usize = 1;
+const ADJACENCY_ENTRIES: usize = 5;
 const NODE_RECORDS: usize = 7;
+const NODE_LABEL_BLOCKS: usize = 8;
+const NODE_LABELS: usize = 9;
 const EDGE_DETAILS: usize = 12;
 
 /// Bytes of section `k` changed with its block's CRC-32 and the body's CRC made right again
-/// (a crafted file, or a writer's bug): the store opens from it, every read of what the
-/// section holds gives a node or an edge or nothing, never a panic, and `verify` compares it
-/// with the log. The test store is small enough that each of the sections is one block, so
-/// the body ends with their table: an item count (u64) and one CRC (u32) each.
-fn a_section_changed_under_valid_checksums_reads_as_something_or_nothing(
-    kind: BackendKind,
+/// (a crafted file, or a writer's bug), one change at a time: `each` is given the store
+/// opened from each changed file. The test store is small enough that each of the sections
+/// is one block, so the body ends with their table: an item count (u64) and one CRC (u32)
+/// each. The store in `dir` is built first (`built_with_snapshot`). Returns how many
+/// changed files were opened; the good file is put back.
+fn for_each_change_under_valid_checksums(
     dir: &Path,
     k: usize,
-) {
-    let store = built_with_snapshot(kind, dir);
-    drop(store);
+    mut each: impl FnMut(&Store),
+) -> usize {
     let path = dir.join(SNAPSHOT);
     let good = std::fs::read(&path).unwrap();
     let body_end = HEADER_LEN + body_len(&good);
@@ -867,21 +874,65 @@ fn a_section_changed_under_valid_checksums_reads_as_something_or_nothing(
             let store = Store::open(dir).unwrap();
             assert!(matches!(store.state_source(), StateSource::Snapshot { .. }));
             opened += 1;
-            let _ = dump(&store);
-            let g = store.graph();
-            for id in g.node_ids().collect::<Vec<_>>() {
-                let _ = (g.node(id), g.node_key(id), g.node_name(id));
-            }
-            let edges: Vec<_> = g.edges().map(|(id, _)| id).collect();
-            drop(g);
-            for id in edges {
-                let _ = store.edge(id).unwrap();
-            }
-            store.verify().unwrap();
+            each(&store);
         }
     }
     std::fs::write(&path, good).unwrap();
+    opened
+}
+
+/// Every read of what a changed section holds gives a node or an edge or nothing, never a
+/// panic, and `verify` compares it with the log.
+fn a_section_changed_under_valid_checksums_reads_as_something_or_nothing(
+    kind: BackendKind,
+    dir: &Path,
+    k: usize,
+) {
+    drop(built_with_snapshot(kind, dir));
+    let opened = for_each_change_under_valid_checksums(dir, k, |store| {
+        let _ = dump(store);
+        let g = store.graph();
+        for id in g.node_ids().collect::<Vec<_>>() {
+            let _ = (g.node(id), g.node_key(id), g.node_name(id));
+        }
+        let edges: Vec<_> = g.edges().map(|(id, _)| id).collect();
+        drop(g);
+        for id in edges {
+            let _ = store.edge(id).unwrap();
+        }
+        store.verify().unwrap();
+    });
     assert!(opened > 10);
+}
+
+/// `replay --verify` proves the live state: a change to section `k` that any read can tell
+/// from the log's replay is one `verify` reports, whatever field of the section it is in.
+fn a_change_any_read_sees_is_one_verify_reports(kind: BackendKind, dir: &Path, k: usize) {
+    drop(built_with_snapshot(kind, dir));
+    let replayed = dump_from_log(dir);
+    let mut seen = 0;
+    let opened = for_each_change_under_valid_checksums(dir, k, |store| {
+        let read = dump(store);
+        if read != replayed {
+            seen += 1;
+            let report = store.verify().unwrap();
+            let first = read.iter().zip(&replayed).find(|(a, b)| a != b);
+            assert!(
+                !report.ok(),
+                "section {k}: reads differ from the log's replay ({first:?}) and verify says OK"
+            );
+        }
+    });
+    assert!(seen > 0, "{opened} opened, {seen} read otherwise");
+}
+
+fn a_changed_adjacency_entry_that_reads_otherwise_fails_verify(kind: BackendKind, dir: &Path) {
+    a_change_any_read_sees_is_one_verify_reports(kind, dir, ADJACENCY_ENTRIES);
+}
+
+fn a_changed_node_label_that_reads_otherwise_fails_verify(kind: BackendKind, dir: &Path) {
+    a_change_any_read_sees_is_one_verify_reports(kind, &dir.join("blocks"), NODE_LABEL_BLOCKS);
+    a_change_any_read_sees_is_one_verify_reports(kind, &dir.join("bits"), NODE_LABELS);
 }
 
 fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
@@ -989,6 +1040,8 @@ all_backends!(
     a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing,
     an_edge_detail_changed_under_valid_checksums_reads_as_an_edge_or_nothing,
     an_edge_core_changed_under_valid_checksums_reads_as_an_edge_or_nothing,
+    a_changed_adjacency_entry_that_reads_otherwise_fails_verify,
+    a_changed_node_label_that_reads_otherwise_fails_verify,
     a_store_opened_from_its_snapshot_moves_onto_each_new_one,
     understated_live_counts_in_the_body_break_nothing,
 );

@@ -453,6 +453,62 @@ fn key_hints_of(state: &State, lists: &[&[Assertion]]) -> KeyHints {
         .collect()
 }
 
+/// Differences between the adjacency of `live` and of `replayed`: every field an entry holds
+/// (a traversal reads the relation and the validity flag from it, not from the edge) and each
+/// node's label (label filters read it from the adjacency, not from the node's record).
+/// Relation and label ids are compared by name: each state interns its own.
+fn compare_adjacency(report: &mut VerifyReport, live: &State, replayed: &State) {
+    // A live id's replayed id, by name; `u32::MAX` for a name the replay never interned.
+    let same_id = |from: &crate::graph::Interner, to: &crate::graph::Interner| -> Vec<u32> {
+        (0..from.len() as u32)
+            .map(|id| to.get(from.name(id)).unwrap_or(u32::MAX))
+            .collect()
+    };
+    let (relation_ids, label_ids) = (
+        same_id(&live.relations, &replayed.relations),
+        same_id(&live.labels, &replayed.labels),
+    );
+    let in_replayed = |ids: &[u32], id: u32| ids.get(id as usize).copied().unwrap_or(u32::MAX);
+    let bound = live.adj.node_bound().max(replayed.adj.node_bound());
+    for n in 0..bound as u32 {
+        let node = NodeId(n);
+        let entries = |s: &State, relation: &dyn Fn(u32) -> u32| {
+            let mut v: Vec<(u32, u32, bool, bool, u32, u32)> = s
+                .adj
+                .entries(node)
+                .iter()
+                .map(|e| {
+                    let kind = (e.is_incoming(), e.is_bounded(), relation(e.relation()));
+                    (
+                        e.edge,
+                        e.node,
+                        kind.0,
+                        kind.1,
+                        kind.2,
+                        e.confidence.to_bits(),
+                    )
+                })
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        if entries(live, &|r| in_replayed(&relation_ids, r)) != entries(replayed, &|r| r) {
+            report.differ(format!("adjacency of node {node} differs"));
+        }
+        let live_label = live.adj.label_of(node).map(|l| in_replayed(&label_ids, l));
+        let replayed_label = replayed.adj.label_of(node);
+        if live_label != replayed_label {
+            report.differ(format!(
+                "label of node {node} in the adjacency: live {:?}, replayed {:?}",
+                live.adj
+                    .label_of(node)
+                    .and_then(|l| live.labels.name_checked(l)),
+                replayed_label.map(|l| replayed.labels.name(l))
+            ));
+        }
+    }
+}
+
 /// Where an open got the derived in-memory state from (see [`Store::checkpoint`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "from")]
@@ -3131,22 +3187,7 @@ impl Store {
                 replayed_edges.len()
             ));
         }
-        let bound = live.adj.node_bound().max(replayed.adj.node_bound());
-        for n in 0..bound as u32 {
-            let key = |s: &State| {
-                let mut v: Vec<(u32, u32, bool, u32)> = s
-                    .adj
-                    .entries(NodeId(n))
-                    .iter()
-                    .map(|e| (e.edge, e.node, e.is_incoming(), e.confidence.to_bits()))
-                    .collect();
-                v.sort_unstable();
-                v
-            };
-            if key(&live) != key(&replayed) {
-                report.differ(format!("adjacency of node {} differs", NodeId(n)));
-            }
-        }
+        compare_adjacency(&mut report, &live, &replayed);
         drop(live);
 
         // The full-text index.
