@@ -1191,6 +1191,33 @@ fn misspelt_filters_are_noted_not_silent() {
     );
 }
 
+/// A generated graph needs two nodes for an edge: fewer is a usage error (exit 2), not a
+/// batch refused for naming a node the generator never made.
+#[test]
+fn bench_graph_needs_two_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("g");
+    for nodes in ["0", "1"] {
+        let r = loci(&[
+            "bench",
+            "graph",
+            "--nodes",
+            nodes,
+            "--edges",
+            "10",
+            "--dir",
+            p(&dir),
+        ]);
+        assert_eq!(r.status.code(), Some(2), "--nodes {nodes}");
+        assert!(
+            String::from_utf8_lossy(&r.stderr).contains("is not in"),
+            "--nodes {nodes}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+    assert!(!dir.exists());
+}
+
 #[test]
 fn world_size_flags_are_bounded() {
     let tmp = tempfile::tempdir().unwrap();

@@ -680,7 +680,10 @@ pub fn read_edge_file(path: &Path) -> Result<(Vec<NodeUpsert>, Vec<EdgeUpsert>)>
         message,
     };
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| crate::Error::io(path, e))?;
+        let line = line.map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => bad(i + 1, "line", "not UTF-8".into()),
+            _ => crate::Error::io(path, e),
+        })?;
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
@@ -696,10 +699,26 @@ pub fn read_edge_file(path: &Path) -> Result<(Vec<NodeUpsert>, Vec<EdgeUpsert>)>
                 ),
             ));
         };
+        // What the store would refuse for the whole batch, refused here for its line.
+        for (field, value, max) in [
+            ("src", src, crate::model::MAX_KEY_BYTES),
+            ("dst", dst, crate::model::MAX_KEY_BYTES),
+            ("relation", relation, crate::model::MAX_LABEL_BYTES),
+        ] {
+            if value.len() > max {
+                return Err(bad(
+                    i + 1,
+                    field,
+                    format!("{} bytes long; at most {max}", value.len()),
+                ));
+            }
+        }
         let confidence: f32 = confidence
             .parse()
             .ok()
             .filter(|c: &f32| (0.0..=1.0).contains(c))
+            // -0 is 0 (so that it is not shown as -0).
+            .map(|c| c + 0.0)
             .ok_or_else(|| {
                 bad(
                     i + 1,
@@ -1444,6 +1463,37 @@ mod tests {
         std::fs::write(&path, "a b R 0.5\n# note\nb c R 1.5\n").unwrap();
         let e = read_edge_file(&path).unwrap_err().to_string();
         assert!(e.contains("g.txt:3: confidence"), "{e}");
+    }
+
+    /// Each fault of an edge file is named by its line and field, as a bad input: bytes
+    /// that are not UTF-8, and a key or relation longer than the store takes.
+    #[test]
+    fn an_edge_files_faults_are_named_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.txt");
+        let long = "k".repeat(crate::model::MAX_KEY_BYTES + 1);
+        let relation = "R".repeat(crate::model::MAX_LABEL_BYTES + 1);
+        for (text, expected) in [
+            (b"a b R 0.5\nb \xff R 0.5\n".to_vec(), "g.txt:2: line"),
+            (
+                format!("a b R 0.5\n\n{long} b R 0.5\n").into_bytes(),
+                "g.txt:3: src",
+            ),
+            (format!("a {long} R 0.5\n").into_bytes(), "g.txt:1: dst"),
+            (
+                format!("a b {relation} 0.5\n").into_bytes(),
+                "g.txt:1: relation",
+            ),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let e = read_edge_file(&path).unwrap_err();
+            assert!(matches!(e, crate::Error::Input { .. }), "{e:?}");
+            assert!(e.to_string().contains(expected), "{e}");
+        }
+        // A negative zero is zero.
+        std::fs::write(&path, "a b R -0\n").unwrap();
+        let (_, edges) = read_edge_file(&path).unwrap();
+        assert!(edges[0].confidence.unwrap().is_sign_positive());
     }
 
     #[test]

@@ -680,7 +680,8 @@ pub enum BenchCommand {
     },
     /// Ingest, open, traversal and search on a synthetic scale-free graph.
     Graph {
-        #[arg(long, default_value_t = 200_000)]
+        /// Nodes of the generated graph (at least 2: an edge joins two).
+        #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u32).range(2..))]
         nodes: u32,
         /// Edges of the generated graph (alias --edges-total), generated and ingested a batch
         /// at a time.

@@ -234,8 +234,8 @@ fn find_in_row(row: &[u8], offset: usize) -> Option<Option<Details>> {
 pub(crate) struct EdgeDetails {
     rows: Records<DetailOffset>,
     /// Where a row that does not read is recorded, when the rows were read from a map: the
-    /// store then refuses its next batch (which would lose the other edges of the row) and
-    /// stops using the snapshot, as for a damaged block.
+    /// store then replays its graph from the log before it writes a batch (which would lose
+    /// the other edges of the row) and stops using the snapshot, as for a damaged block.
     damage: Option<Arc<Damage>>,
 }
 

@@ -358,7 +358,8 @@ impl State {
         let core = self.edge_core(id)?;
         let Some(details) = self.details.get(id) else {
             // A live edge without its details: what the snapshot held of them is damaged
-            // (recorded, so the next batch is refused rather than make the edge again).
+            // (recorded, so that a batch replays the graph from the log rather than make the
+            // edge again).
             if let Some(d) = &self.mapped_damage {
                 d.record();
             }
@@ -2284,6 +2285,47 @@ impl Store {
         self.ingest_locked(drafts)
     }
 
+    /// The batch's drafts projected onto `state`: the overlay, the write batch of its log
+    /// records and indexes, and its text documents to add and delete.
+    fn project_drafts(
+        &self,
+        state: &State,
+        mut drafts: Vec<EventDraft>,
+        positions: &Positions,
+    ) -> Result<(Overlay, WriteBatch, Vec<TextDoc>, Vec<String>)> {
+        let hints = key_hints(state, &drafts);
+        self.score_salience(state, &mut drafts, &hints)?;
+        let mut overlay = self.project(state, drafts, positions, &hints)?;
+        drop(hints);
+        let mut batch = overlay.write_batch();
+        state.folds.put_changes(&overlay.events, &mut batch);
+        let (docs, deletes) = overlay.text_changes(state);
+        overlay.shed_inputs();
+        Ok((overlay, batch, docs, deletes))
+    }
+
+    /// Puts the graph replayed from the log in place of one read from a damaged snapshot
+    /// (the writer lock held): the snapshot is removed, so the replay is of the whole log, as
+    /// an open without a snapshot; the counters, deletions and folds stay (they are not read
+    /// from the snapshot). Readers see the graph as the log has it from here on.
+    fn replay_damaged_graph(&self) -> Result<()> {
+        tracing::warn!(
+            "the state snapshot this store was opened from is damaged; replaying the graph from the log"
+        );
+        self.drop_snapshot();
+        let (counters, deleted) = {
+            let state = self.read_state();
+            (state.counters, state.deleted.clone())
+        };
+        let mut timings = OpenTimings::default();
+        let (graph, _) =
+            Self::load_graph(&*self.backend, &self.dir, counters, &deleted, &mut timings)?;
+        let mut state = self.write_state();
+        state.adopt_graph(graph);
+        state.graph_epoch = next_graph_epoch();
+        Ok(())
+    }
+
     /// [`Store::ingest`] under the writer lock.
     fn ingest_locked(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
         let (drafts, positions) = self.drop_applied(drafts)?;
@@ -2294,33 +2336,34 @@ impl Store {
                 ..Commit::default()
             });
         }
-        let (overlay, batch, text_docs, text_deletes, new_nodes_from) = {
+        // A damaged block of the mapped snapshot reads as missing, so a key or an edge the
+        // batch looked up may have seemed absent: the batch would add a second copy, or
+        // refuse an edge between nodes that exist. Such a batch is projected again, once, on
+        // the graph replayed from the log; a copy of the drafts is kept for that only while
+        // the graph is read from a snapshot.
+        let mut again = self
+            .read_state()
+            .mapped_damage
+            .is_some()
+            .then(|| drafts.clone());
+        let mut drafts = drafts;
+        let (overlay, batch, text_docs, text_deletes, new_nodes_from) = loop {
             let state = self.read_state();
             // Nodes with ids from here on are new, and have no document when every earlier
             // batch reached the index (a failed update leaves it behind until the next open).
             let new_nodes_from = (self.text.indexed_seq() == state.counters.last_seq)
                 .then_some(NodeId(state.counters.next_node));
-            let mut drafts = drafts;
-            let hints = key_hints(&state, &drafts);
-            self.score_salience(&state, &mut drafts, &hints)?;
-            let mut overlay = self.project(&state, drafts, &positions, &hints)?;
-            drop(hints);
-            let mut batch = overlay.write_batch();
-            state.folds.put_changes(&overlay.events, &mut batch);
-            let (docs, deletes) = overlay.text_changes(&state);
-            overlay.shed_inputs();
-            // A damaged block of the mapped snapshot reads as missing, so a key or an edge this
-            // batch looked up may have seemed absent, and the batch would add a second copy.
-            // Nothing is written; the snapshot goes, so that the next open replays the state
-            // from the log.
-            if state.mapped_damage.as_ref().is_some_and(|d| d.found()) {
-                self.drop_snapshot();
-                return Err(Error::Store {
-                    path: self.dir.clone(),
-                    message: "the state snapshot this store was opened from is damaged; the batch was not written, and the snapshot is removed: reopen the store to replay its state from the log".into(),
-                });
+            let projected = self.project_drafts(&state, drafts, &positions);
+            if !state.mapped_damage.as_ref().is_some_and(|d| d.found()) {
+                let (overlay, batch, docs, deletes) = projected?;
+                break (overlay, batch, docs, deletes, new_nodes_from);
             }
-            (overlay, batch, docs, deletes, new_nodes_from)
+            drop(state);
+            drafts = again.take().ok_or_else(|| Error::Corrupt {
+                table: "snapshot",
+                message: "the graph replayed from the log reads as damaged too; the batch was not written".into(),
+            })?;
+            self.replay_damaged_graph()?;
         };
         self.backend.commit(batch)?;
         let commit = Commit::of(&overlay, skipped);

@@ -18,10 +18,10 @@
 //! node records the same way, each node's label and the key table, each as its items lie in
 //! memory, little-endian, starting on a page. They are checked block by block at their first
 //! read (`crate::mapped`), so an open reads no node and no edge, and a page costs memory only
-//! once read. Damage found there reads as missing; the store reports it (`verify`), refuses
-//! the next batch (whose lookups may have missed), and its next checkpoint or close removes
-//! the snapshot instead of writing the damaged state, so the open after replays the state
-//! from the log.
+//! once read. Damage found there reads as missing; the store reports it (`verify`), replays
+//! its graph from the log before it writes a batch that met it (whose lookups may have
+//! missed), and its next checkpoint or close removes the snapshot instead of writing the
+//! damaged state, so the open after replays the state from the log.
 //!
 //! A new snapshot is a new file renamed over the old one, never a write into a mapped file;
 //! a process that mapped the old one keeps reading it (the disk space is freed when it
