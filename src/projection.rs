@@ -478,27 +478,33 @@ impl Overlay {
     }
 }
 
-/// Validates and projects `events` (already numbered) against `base`. `first_index` is the
-/// position of `events[0]` in the caller's batch, for error messages.
-pub(crate) fn project_batch<B: ProjectionBase>(
-    base: &B,
-    events: Vec<Event>,
-    first_index: usize,
-    hints: &KeyHints,
-) -> Result<Overlay> {
-    project_batch_with(base, events, first_index, Missing::Refuse, hints)
-}
-
 /// What the base says the keys of a batch's assertions name, looked up before the batch (on
 /// every core) so that the projection, which must run in order on one thread, does not wait
 /// on a cache miss into the node records for every edge end: `[event][assertion]`, an edge's
 /// two ends (a node upsert's key first). Empty, or shorter than the batch, where not known.
 pub(crate) type KeyHints = Vec<Vec<[Option<NodeId>; 2]>>;
 
-/// [`project_batch`], with a choice of what an assertion about a missing node does.
+/// [`project_batch`] of owned events, which the overlay then holds (replay).
 pub(crate) fn project_batch_with<B: ProjectionBase>(
     base: &B,
     events: Vec<Event>,
+    first_index: usize,
+    on_missing: Missing,
+    hints: &KeyHints,
+) -> Result<Overlay> {
+    let mut ov = project_batch(base, &events, first_index, on_missing, hints)?;
+    ov.events = events;
+    Ok(ov)
+}
+
+/// Validates and projects `events` (already numbered) against `base`; `on_missing` says what
+/// an assertion about a missing node does. `first_index` is the position of `events[0]` in
+/// the caller's batch, for error messages. The overlay holds no events: the caller keeps
+/// them whatever the outcome (live ingest projects them again on a graph replayed from the
+/// log when the first base read as damaged).
+pub(crate) fn project_batch<B: ProjectionBase>(
+    base: &B,
+    events: &[Event],
     first_index: usize,
     on_missing: Missing,
     hints: &KeyHints,
@@ -549,6 +555,5 @@ pub(crate) fn project_batch_with<B: ProjectionBase>(
         }
         ov.counters.last_seq = ev.seq;
     }
-    ov.events = events;
     Ok(ov)
 }

@@ -125,10 +125,14 @@ fn dump(store: &Store) -> Vec<String> {
             n.key, n.label, n.name, n.pinned, nb
         ));
     }
-    // The label traversals and label filters read (the adjacency's column), beside the
-    // record's above.
+    // The labels traversals and label filters read (the adjacency's column) and the pins
+    // tiers and decay floors read (the adjacency's set), beside the record's above.
     for id in g.node_ids() {
-        out.push(format!("{id} labelled {:?}", g.node_label(id)));
+        out.push(format!(
+            "{id} labelled {:?} pinned {}",
+            g.node_label(id),
+            g.is_pinned(id)
+        ));
     }
     for (id, e) in g.edges() {
         out.push(format!(
@@ -832,6 +836,7 @@ const ADJACENCY_ENTRIES: usize = 5;
 const NODE_RECORDS: usize = 7;
 const NODE_LABEL_BLOCKS: usize = 8;
 const NODE_LABELS: usize = 9;
+const KEY_TABLE: usize = 10;
 const EDGE_DETAILS: usize = 12;
 
 /// Bytes of section `k` changed with its block's CRC-32 and the body's CRC made right again
@@ -849,17 +854,7 @@ fn for_each_change_under_valid_checksums(
     let good = std::fs::read(&path).unwrap();
     let body_end = HEADER_LEN + body_len(&good);
     let table = body_end - SECTIONS * 12;
-    let items: Vec<usize> = (0..SECTIONS)
-        .map(|k| {
-            u64::from_le_bytes(good[table + k * 12..table + k * 12 + 8].try_into().unwrap())
-                as usize
-        })
-        .collect();
-    let mut start = body_end.div_ceil(4096) * 4096;
-    for j in 0..k {
-        start = (start + items[j] * ITEM_BYTES[j]).div_ceil(4096) * 4096;
-    }
-    let section = start..start + items[k] * ITEM_BYTES[k];
+    let section = section_bytes(&good, k);
     let crc_at = table + k * 12 + 8..table + (k + 1) * 12;
     assert_eq!(
         crc32fast::hash(&good[section.clone()]).to_le_bytes(),
@@ -884,6 +879,42 @@ fn for_each_change_under_valid_checksums(
     }
     std::fs::write(&path, good).unwrap();
     opened
+}
+
+/// Where mapped section `k` lies in snapshot `bytes` (each starts on a 4096-byte boundary
+/// after the body, whose table gives each one's item count).
+fn section_bytes(bytes: &[u8], k: usize) -> std::ops::Range<usize> {
+    let body_end = HEADER_LEN + body_len(bytes);
+    let table = body_end - SECTIONS * 12;
+    let items: Vec<usize> = (0..SECTIONS)
+        .map(|k| {
+            u64::from_le_bytes(
+                bytes[table + k * 12..table + k * 12 + 8]
+                    .try_into()
+                    .unwrap(),
+            ) as usize
+        })
+        .collect();
+    let mut start = body_end.div_ceil(4096) * 4096;
+    for j in 0..k {
+        start = (start + items[j] * ITEM_BYTES[j]).div_ceil(4096) * 4096;
+    }
+    start..start + items[k] * ITEM_BYTES[k]
+}
+
+/// Where the body of snapshot `bytes` gives its node counts: past the relation and label
+/// names, the node slots (u32), the live nodes (u32), the pinned nodes' count (u32) and ids.
+fn body_node_counts_at(bytes: &[u8]) -> usize {
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    let mut at = HEADER_LEN;
+    for _ in 0..2 {
+        let names = u32_at(at);
+        at += 4;
+        for _ in 0..names {
+            at += 4 + u32_at(at) as usize;
+        }
+    }
+    at
 }
 
 /// Every read of what a changed section holds gives a node or an edge or nothing, never a
@@ -940,6 +971,95 @@ fn a_changed_node_label_that_reads_otherwise_fails_verify(kind: BackendKind, dir
     a_change_any_read_sees_is_one_verify_reports(kind, &dir.join("bits"), NODE_LABELS);
 }
 
+/// The body's set of pinned nodes, changed under a right checksum to name another node:
+/// tiers and decay floors read the pins from that set, not from the node records, so
+/// `verify` compares it with the log's (it said OK while `n2` read as pinned and `n1` not).
+fn a_changed_pin_that_reads_otherwise_fails_verify(kind: BackendKind, dir: &Path) {
+    let store = built_with_snapshot(kind, dir);
+    let (n1, n2) = (
+        store.node_by_key("n1").unwrap().id,
+        store.node_by_key("n2").unwrap().id,
+    );
+    drop(store);
+    let path = dir.join(SNAPSHOT);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let pins = body_node_counts_at(&bytes) + 8;
+    let id_at = pins + 4..pins + 8;
+    assert_eq!(bytes[pins..pins + 4], 1u32.to_le_bytes(), "one pinned node");
+    assert_eq!(
+        bytes[id_at.clone()],
+        n1.0.to_le_bytes(),
+        "n1 is the pinned one"
+    );
+    bytes[id_at].copy_from_slice(&n2.0.to_le_bytes());
+    let body_end = HEADER_LEN + body_len(&bytes);
+    let crc = crc32fast::hash(&bytes[HEADER_LEN..body_end]);
+    bytes[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+
+    let store = Store::open(dir).unwrap();
+    assert!(matches!(store.state_source(), StateSource::Snapshot { .. }));
+    let g = store.graph();
+    assert!(
+        g.is_pinned(n2) && !g.is_pinned(n1),
+        "the changed set is what reads see"
+    );
+    drop(g);
+    let report = store.verify().unwrap();
+    assert!(!report.ok(), "the pins read otherwise and verify says OK");
+    assert!(
+        report.differences.iter().any(|d| d.contains("pins")),
+        "{:?}",
+        report.differences
+    );
+}
+
+/// A dry run and a pin meet damage to the key table as a batch does: the graph is replayed
+/// from the log and they answer from it, where a node the damaged table hid was missing
+/// (the dry run refused an edge to it, the pin said it was not found).
+fn a_dry_run_and_a_pin_see_past_a_damaged_key_table(kind: BackendKind, dir: &Path) {
+    let store = built_with_snapshot(kind, dir);
+    let batch = || vec![event(900, vec![edge("n2", "NEAR", "n3", 0.5)])];
+    // What the dry run says, but where its event would go (after the pin's, or not).
+    let what = |c: loci::Commit| loci::Commit {
+        first_seq: 0,
+        last_seq: 0,
+        ..c
+    };
+    let intact = what(store.check(batch()).unwrap());
+    drop(store);
+    let original = dir.with_extension("original");
+    copy_dir(dir, &original);
+    let path = dir.join(SNAPSHOT);
+    let good = std::fs::read(&path).unwrap();
+    let keys: Vec<String> = (0..39).map(|i| format!("n{i}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    for (i, at) in section_bytes(&good, KEY_TABLE).step_by(5).enumerate() {
+        let mut bytes = good.clone();
+        bytes[at] ^= 0x5a;
+        std::fs::write(&path, &bytes).unwrap();
+        let store = Store::open(dir).unwrap();
+        assert!(matches!(store.state_source(), StateSource::Snapshot { .. }));
+        // Half the time the damage is found by the dry run, half by the pin.
+        if i % 2 == 0 {
+            assert_eq!(what(store.check(batch()).unwrap()), intact, "byte {at}");
+            store
+                .pin(&keys, true)
+                .unwrap_or_else(|e| panic!("byte {at}: {e}"));
+        } else {
+            store
+                .pin(&keys, true)
+                .unwrap_or_else(|e| panic!("byte {at}: {e}"));
+            assert_eq!(what(store.check(batch()).unwrap()), intact, "byte {at}");
+        }
+        assert_verified(&store);
+        assert_eq!(store.graph().pinned_ids().count(), keys.len(), "byte {at}");
+        drop(store);
+        std::fs::remove_dir_all(dir).unwrap();
+        copy_dir(&original, dir);
+    }
+}
+
 fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
     kind: BackendKind,
     dir: &Path,
@@ -972,14 +1092,7 @@ fn understated_live_counts_in_the_body_break_nothing(kind: BackendKind, dir: &Pa
     let mut bytes = std::fs::read(&path).unwrap();
     let body_end = HEADER_LEN + body_len(&bytes);
     let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
-    let mut at = HEADER_LEN;
-    for _ in 0..2 {
-        let names = u32_at(&bytes, at);
-        at += 4;
-        for _ in 0..names {
-            at += 4 + u32_at(&bytes, at) as usize;
-        }
-    }
+    let at = body_node_counts_at(&bytes);
     let live_nodes = at + 4;
     let pinned = u32_at(&bytes, at + 8) as usize;
     let live_edges = at + 12 + 4 * pinned + 4;
@@ -1047,6 +1160,8 @@ all_backends!(
     an_edge_core_changed_under_valid_checksums_reads_as_an_edge_or_nothing,
     a_changed_adjacency_entry_that_reads_otherwise_fails_verify,
     a_changed_node_label_that_reads_otherwise_fails_verify,
+    a_changed_pin_that_reads_otherwise_fails_verify,
+    a_dry_run_and_a_pin_see_past_a_damaged_key_table,
     a_store_opened_from_its_snapshot_moves_onto_each_new_one,
     understated_live_counts_in_the_body_break_nothing,
 );

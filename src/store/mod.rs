@@ -455,8 +455,9 @@ fn key_hints_of(state: &State, lists: &[&[Assertion]]) -> KeyHints {
 }
 
 /// Differences between the adjacency of `live` and of `replayed`: every field an entry holds
-/// (a traversal reads the relation and the validity flag from it, not from the edge) and each
-/// node's label (label filters read it from the adjacency, not from the node's record).
+/// (a traversal reads the relation and the validity flag from it, not from the edge), each
+/// node's label (label filters read it from the adjacency, not from the node's record) and
+/// whether it is pinned (tiers and decay floors read the adjacency's set of pins).
 /// Relation and label ids are compared by name: each state interns its own.
 fn compare_adjacency(report: &mut VerifyReport, live: &State, replayed: &State) {
     // A live id's replayed id, by name; `u32::MAX` for a name the replay never interned.
@@ -495,6 +496,14 @@ fn compare_adjacency(report: &mut VerifyReport, live: &State, replayed: &State) 
         };
         if entries(live, &|r| in_replayed(&relation_ids, r)) != entries(replayed, &|r| r) {
             report.differ(format!("adjacency of node {node} differs"));
+        }
+        let pinned = |s: &State| s.adj.is_pinned(n) && s.nodes.key_bytes(node).is_some();
+        if pinned(live) != pinned(replayed) {
+            report.differ(format!(
+                "node {node} in the adjacency's pins: live {}, replayed {}",
+                pinned(live),
+                pinned(replayed)
+            ));
         }
         let live_label = live.adj.label_of(node).map(|l| in_replayed(&label_ids, l));
         let replayed_label = replayed.adj.label_of(node);
@@ -1919,6 +1928,15 @@ impl Store {
                 tracing::warn!(reason, "the state snapshot is unusable; replaying the log")
             }
         }
+        Self::replay_whole_log(backend, counters, deleted)
+    }
+
+    /// The graph replayed from the whole log, as an open without a usable snapshot has it.
+    fn replay_whole_log(
+        backend: &dyn Backend,
+        counters: Counters,
+        deleted: &BTreeSet<u64>,
+    ) -> Result<(State, Loaded)> {
         let state = State {
             graph_epoch: next_graph_epoch(),
             ..State::default()
@@ -2285,45 +2303,117 @@ impl Store {
         self.ingest_locked(drafts)
     }
 
-    /// The batch's drafts projected onto `state`: the overlay, the write batch of its log
-    /// records and indexes, and its text documents to add and delete.
-    fn project_drafts(
-        &self,
-        state: &State,
-        mut drafts: Vec<EventDraft>,
-        positions: &Positions,
-    ) -> Result<(Overlay, WriteBatch, Vec<TextDoc>, Vec<String>)> {
-        let hints = key_hints(state, &drafts);
-        self.score_salience(state, &mut drafts, &hints)?;
-        let mut overlay = self.project(state, drafts, positions, &hints)?;
-        drop(hints);
-        let mut batch = overlay.write_batch();
-        state.folds.put_changes(&overlay.events, &mut batch);
-        let (docs, deletes) = overlay.text_changes(state);
-        overlay.shed_inputs();
-        Ok((overlay, batch, docs, deletes))
-    }
-
-    /// Puts the graph replayed from the log in place of one read from a damaged snapshot
-    /// (the writer lock held): the snapshot is removed, so the replay is of the whole log, as
-    /// an open without a snapshot; the counters, deletions and folds stay (they are not read
-    /// from the snapshot). Readers see the graph as the log has it from here on.
+    /// Puts the graph replayed from the whole log in place of one read from a damaged
+    /// snapshot (the writer lock held); the counters, deletions and folds stay (they are not
+    /// read from the snapshot). Readers see the graph as the log has it from here on. A
+    /// writable store removes the snapshot, so the next open does not map it again; the
+    /// replay does not read it either way (a file that could not be removed would be mapped
+    /// again, damage and all).
     fn replay_damaged_graph(&self) -> Result<()> {
         tracing::warn!(
             "the state snapshot this store was opened from is damaged; replaying the graph from the log"
         );
-        self.drop_snapshot();
+        if self.writable().is_ok() {
+            self.drop_snapshot();
+        }
         let (counters, deleted) = {
             let state = self.read_state();
             (state.counters, state.deleted.clone())
         };
-        let mut timings = OpenTimings::default();
-        let (graph, _) =
-            Self::load_graph(&*self.backend, &self.dir, counters, &deleted, &mut timings)?;
+        let (graph, _) = Self::replay_whole_log(&*self.backend, counters, &deleted)?;
         let mut state = self.write_state();
         state.adopt_graph(graph);
         state.graph_epoch = next_graph_epoch();
         Ok(())
+    }
+
+    /// Whether a read has found damage in the mapped snapshot the graph is read from.
+    fn mapped_damage_found(&self) -> bool {
+        let state = self.read_state();
+        state.mapped_damage.as_ref().is_some_and(|d| d.found())
+    }
+
+    /// Replays the graph from the log for a batch that met damage (see
+    /// [`Store::project_on_sound_graph`]), at most once a batch: a graph that reads as
+    /// damaged after its replay refuses the batch.
+    fn replay_for_batch(&self, replayed: &mut bool) -> Result<()> {
+        if std::mem::replace(replayed, true) {
+            return Err(Error::Corrupt {
+                table: "snapshot",
+                message:
+                    "the graph replayed from the log reads as damaged too; nothing was written"
+                        .into(),
+            });
+        }
+        self.replay_damaged_graph()
+    }
+
+    /// The batch's drafts, scored and projected onto a graph without known damage (the
+    /// writer lock held), and what `finish` makes of the projection (the log records, the
+    /// text documents) on the same graph.
+    ///
+    /// A damaged block of the mapped snapshot reads as missing, so a key or an edge the
+    /// batch looks up may seem absent: the batch would add a second copy, or refuse an edge
+    /// between nodes that exist. So damage found before the batch is acted on first, by
+    /// replaying the graph from the log, and damage found while the batch is scored,
+    /// projected or finished has the graph replayed and that stage run again, once. Nothing
+    /// is copied for it: the drafts are scored in place (the scores the damaged graph gave
+    /// are cleared) and the events projected by reference.
+    fn project_on_sound_graph<T>(
+        &self,
+        mut drafts: Vec<EventDraft>,
+        positions: &Positions,
+        mut finish: impl FnMut(&State, &Overlay) -> Result<T>,
+    ) -> Result<(Overlay, T)> {
+        let found = |state: &State| state.mapped_damage.as_ref().is_some_and(|d| d.found());
+        let mut replayed = false;
+        if self.mapped_damage_found() {
+            self.replay_for_batch(&mut replayed)?;
+        }
+        let unscored: Vec<usize> = (0..drafts.len())
+            .filter(|&i| drafts[i].salience.is_none())
+            .collect();
+        let (first, mut hints) = loop {
+            let state = self.read_state();
+            let hints = key_hints(&state, &drafts);
+            let scored = self.score_salience(&state, &mut drafts, &hints);
+            if !found(&state) {
+                scored?;
+                break (state.counters.last_seq + 1, hints);
+            }
+            drop(state);
+            unscored.iter().for_each(|&i| drafts[i].salience = None);
+            self.replay_for_batch(&mut replayed)?;
+        };
+        let now = now_ms();
+        let mut events: Vec<Event> = drafts
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| Event::from_draft(first + i as u64, now, d))
+            .collect();
+        loop {
+            let state = self.read_state();
+            let projected = project_batch(
+                &LiveBase { state: &state },
+                &events,
+                0,
+                Missing::Refuse,
+                &hints,
+            );
+            if !found(&state) {
+                let mut overlay = projected.map_err(|e| positions.original(e))?;
+                overlay.events = std::mem::take(&mut events);
+                let finished = finish(&state, &overlay);
+                if !found(&state) {
+                    return Ok((overlay, finished?));
+                }
+                events = std::mem::take(&mut overlay.events);
+            }
+            drop(state);
+            self.replay_for_batch(&mut replayed)?;
+            let lists: Vec<&[Assertion]> = events.iter().map(|e| e.assertions.as_slice()).collect();
+            hints = key_hints_of(&self.read_state(), &lists);
+        }
     }
 
     /// [`Store::ingest`] under the writer lock.
@@ -2336,35 +2426,19 @@ impl Store {
                 ..Commit::default()
             });
         }
-        // A damaged block of the mapped snapshot reads as missing, so a key or an edge the
-        // batch looked up may have seemed absent: the batch would add a second copy, or
-        // refuse an edge between nodes that exist. Such a batch is projected again, once, on
-        // the graph replayed from the log; a copy of the drafts is kept for that only while
-        // the graph is read from a snapshot.
-        let mut again = self
-            .read_state()
-            .mapped_damage
-            .is_some()
-            .then(|| drafts.clone());
-        let mut drafts = drafts;
-        let (overlay, batch, text_docs, text_deletes, new_nodes_from) = loop {
-            let state = self.read_state();
-            // Nodes with ids from here on are new, and have no document when every earlier
-            // batch reached the index (a failed update leaves it behind until the next open).
-            let new_nodes_from = (self.text.indexed_seq() == state.counters.last_seq)
-                .then_some(NodeId(state.counters.next_node));
-            let projected = self.project_drafts(&state, drafts, &positions);
-            if !state.mapped_damage.as_ref().is_some_and(|d| d.found()) {
-                let (overlay, batch, docs, deletes) = projected?;
-                break (overlay, batch, docs, deletes, new_nodes_from);
-            }
-            drop(state);
-            drafts = again.take().ok_or_else(|| Error::Corrupt {
-                table: "snapshot",
-                message: "the graph replayed from the log reads as damaged too; the batch was not written".into(),
+        let (mut overlay, (batch, text_docs, text_deletes, new_nodes_from)) = self
+            .project_on_sound_graph(drafts, &positions, |state, overlay| {
+                // Nodes with ids from here on are new, and have no document when every earlier
+                // batch reached the index (a failed update leaves it behind until the next
+                // open).
+                let new_nodes_from = (self.text.indexed_seq() == state.counters.last_seq)
+                    .then_some(NodeId(state.counters.next_node));
+                let mut batch = overlay.write_batch();
+                state.folds.put_changes(&overlay.events, &mut batch);
+                let (docs, deletes) = overlay.text_changes(state);
+                Ok((batch, docs, deletes, new_nodes_from))
             })?;
-            self.replay_damaged_graph()?;
-        };
+        overlay.shed_inputs();
         self.backend.commit(batch)?;
         let commit = Commit::of(&overlay, skipped);
         // The write below runs on a pool thread, where the check in `write_state` cannot see
@@ -2424,11 +2498,7 @@ impl Store {
                 ..Commit::default()
             });
         }
-        let state = self.read_state();
-        let mut drafts = drafts;
-        let hints = key_hints(&state, &drafts);
-        self.score_salience(&state, &mut drafts, &hints)?;
-        let overlay = self.project(&state, drafts, &positions, &hints)?;
+        let (overlay, ()) = self.project_on_sound_graph(drafts, &positions, |_, _| Ok(()))?;
         Ok(Commit::of(&overlay, positions.skipped))
     }
 
@@ -2561,31 +2631,21 @@ impl Store {
         Ok(())
     }
 
-    /// Numbers the kept drafts after the log's end and projects them against `state`.
-    fn project(
-        &self,
-        state: &State,
-        drafts: Vec<EventDraft>,
-        positions: &Positions,
-        hints: &KeyHints,
-    ) -> Result<Overlay> {
-        let base = LiveBase { state };
-        let first = state.counters.last_seq + 1;
-        let now = now_ms();
-        let events = drafts
-            .into_iter()
-            .enumerate()
-            .map(|(i, d)| Event::from_draft(first + i as u64, now, d))
-            .collect();
-        project_batch(&base, events, 0, hints).map_err(|e| positions.original(e))
-    }
-
     /// Pins (or unpins) the nodes with these keys, as one event (kind `PIN` or `UNPIN`, at the
     /// latest event time so it does not move "now"): a pinned node's edges decay no lower than
     /// the decay policy's floor. A key the store does not hold is [`Error::NotFound`] and
     /// nothing is written.
     pub fn pin(&self, keys: &[&str], pinned: bool) -> Result<Commit> {
-        if let Some(missing) = keys.iter().find(|k| self.node_by_key(k).is_none()) {
+        self.writable()?;
+        let missing = || keys.iter().find(|k| self.node_by_key(k).is_none());
+        if missing().is_some() && self.mapped_damage_found() {
+            // The key may be one a damaged block of the snapshot hid.
+            let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            if self.mapped_damage_found() {
+                self.replay_damaged_graph()?;
+            }
+        }
+        if let Some(missing) = missing() {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
         let ts = self.latest_event_time()?.unwrap_or(0);
