@@ -2637,13 +2637,13 @@ impl Store {
     /// nothing is written.
     pub fn pin(&self, keys: &[&str], pinned: bool) -> Result<Commit> {
         self.writable()?;
+        // Under the writer lock from the check to the commit: a key retracted in between
+        // would have the pin's upsert make a new node of it.
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let missing = || keys.iter().find(|k| self.node_by_key(k).is_none());
         if missing().is_some() && self.mapped_damage_found() {
             // The key may be one a damaged block of the snapshot hid.
-            let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-            if self.mapped_damage_found() {
-                self.replay_damaged_graph()?;
-            }
+            self.replay_damaged_graph()?;
         }
         if let Some(missing) = missing() {
             return Err(Error::NotFound(format!("node {missing:?}")));
@@ -2660,7 +2660,7 @@ impl Store {
                 })
             })
             .collect();
-        self.ingest(vec![draft])
+        self.ingest_locked(vec![draft])
     }
 
     /// Splits off the drafts whose idempotency key was already applied (by the store or by an
