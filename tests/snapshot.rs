@@ -1125,6 +1125,31 @@ fn damage_met_while_a_batch_is_projected_has_it_projected_again(kind: BackendKin
     }
 }
 
+/// A read command that met a damaged block of the snapshot exits 6 (corrupt store) after its
+/// output, saying so, where it exited 0 with a partial answer and an ERROR line a script
+/// would not see; on the healthy store the same command exits 0.
+fn a_read_command_that_met_damage_exits_as_corrupt(kind: BackendKind, dir: &Path) {
+    drop(built_with_snapshot(kind, dir));
+    let path = dir.join(SNAPSHOT);
+    let good = std::fs::read(&path).unwrap();
+    let neighbors = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_loci"))
+            .args(["neighbors", "n2", "--depth", "1", "--store"])
+            .arg(dir)
+            .output()
+            .unwrap()
+    };
+    let healthy = neighbors();
+    assert_eq!(healthy.status.code(), Some(0), "{healthy:?}");
+    let mut bytes = good.clone();
+    bytes[section_bytes(&good, ADJACENCY_ENTRIES).start + 3] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    let damaged = neighbors();
+    let stderr = String::from_utf8_lossy(&damaged.stderr);
+    assert_eq!(damaged.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("damaged"), "{stderr}");
+}
+
 fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
     kind: BackendKind,
     dir: &Path,
@@ -1228,6 +1253,7 @@ all_backends!(
     a_changed_pin_that_reads_otherwise_fails_verify,
     a_dry_run_and_a_pin_see_past_a_damaged_key_table,
     damage_met_while_a_batch_is_projected_has_it_projected_again,
+    a_read_command_that_met_damage_exits_as_corrupt,
     a_store_opened_from_its_snapshot_moves_onto_each_new_one,
     understated_live_counts_in_the_body_break_nothing,
 );

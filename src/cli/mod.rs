@@ -35,6 +35,13 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log);
     match run(cli) {
+        // The answer went out, but part of it may have read as missing.
+        Ok(Code::Ok) if DAMAGE_MET.load(std::sync::atomic::Ordering::Relaxed) => {
+            errln!(
+                "error: a block of the store's state snapshot is damaged, and what it held read as missing: the output may be incomplete. The next write replays the state from the log; `loci replay --verify` says what differs"
+            );
+            Code::Corrupt.into()
+        }
         Ok(code) => code.into(),
         // The reader of our output went away (`loci ... | head`): the output was not wanted
         // any more, which is not a failure of ours.
@@ -102,6 +109,12 @@ fn open_for_reading(store: &args::StoreArg) -> Result<Opened> {
     Ok(Opened::new(loci::Store::open_for_reading(&store.store)?))
 }
 
+/// Set when a store a command opened had met a damaged block of its snapshot by the time it
+/// closed (see [`loci::Store::snapshot_damage_found`]): a command that otherwise succeeded
+/// exits 6, so a script does not take a short answer for a whole one. A write that met
+/// damage has replayed the state from the log before it wrote, and leaves it unset.
+static DAMAGE_MET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The store a command opened. The process exits when the command ends, so the store is
 /// closed with [`loci::Store::close_at_exit`]: its in-memory state is left to the system
 /// rather than freed record by record.
@@ -131,6 +144,9 @@ impl Drop for Opened {
     fn drop(&mut self) {
         // SAFETY: the store is taken out once, here, and `self` is not used after.
         let store = unsafe { std::mem::ManuallyDrop::take(&mut self.0) };
+        if store.snapshot_damage_found() {
+            DAMAGE_MET.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         store.close_at_exit();
     }
 }

@@ -2327,8 +2327,11 @@ impl Store {
         Ok(())
     }
 
-    /// Whether a read has found damage in the mapped snapshot the graph is read from.
-    fn mapped_damage_found(&self) -> bool {
+    /// Whether a read has found damage in the mapped snapshot the graph is read from: what
+    /// the damaged block held read as missing, so an answer given since may be short. It
+    /// stays so until a write replays the graph from the log (or the store is reopened
+    /// without that snapshot); `replay --verify` says what differs.
+    pub fn snapshot_damage_found(&self) -> bool {
         let state = self.read_state();
         state.mapped_damage.as_ref().is_some_and(|d| d.found())
     }
@@ -2367,7 +2370,7 @@ impl Store {
     ) -> Result<(Overlay, T)> {
         let found = |state: &State| state.mapped_damage.as_ref().is_some_and(|d| d.found());
         let mut replayed = false;
-        if self.mapped_damage_found() {
+        if self.snapshot_damage_found() {
             self.replay_for_batch(&mut replayed)?;
         }
         let unscored: Vec<usize> = (0..drafts.len())
@@ -2641,7 +2644,7 @@ impl Store {
         // would have the pin's upsert make a new node of it.
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let missing = || keys.iter().find(|k| self.node_by_key(k).is_none());
-        if missing().is_some() && self.mapped_damage_found() {
+        if missing().is_some() && self.snapshot_damage_found() {
             // The key may be one a damaged block of the snapshot hid.
             self.replay_damaged_graph()?;
         }
