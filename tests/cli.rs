@@ -1239,6 +1239,48 @@ fn world_size_flags_are_bounded() {
     assert!(!out.exists());
 }
 
+/// `world --out -` writes the events to standard output, as `ingest -` reads them from
+/// standard input, and says what it wrote on standard error: the two pipe together. (It made
+/// a file named `-`, and with `--out /dev/stdout` its status line broke the stream.)
+#[test]
+fn world_out_dash_writes_events_to_stdout_for_ingest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["world", "--out", "-"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!tmp.path().join("-").exists(), "a file named - was made");
+    let events = String::from_utf8(out.stdout).unwrap();
+    assert!(events.lines().count() > 10);
+    for line in events.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wrote"));
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let ingested = common::run_with_stdin(
+        BIN,
+        &["ingest", "--store", p(&store), "-"],
+        events.as_bytes(),
+    );
+    assert!(
+        ingested.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ingested.stderr)
+    );
+    // A path keeps its status line off the events too.
+    let file = tmp.path().join("w.jsonl");
+    let to_file = loci(&["world", "--out", p(&file)]);
+    assert!(to_file.stdout.is_empty());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), events);
+}
+
 #[test]
 fn ingest_reads_standard_input_as_dash() {
     let tmp = tempfile::tempdir().unwrap();

@@ -529,6 +529,7 @@ pub struct WorldArgs {
     /// Days of history (1 to 10,000).
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub days: u32,
+    /// The events file (JSON Lines); `-` is standard output.
     #[arg(long)]
     pub out: PathBuf,
     #[arg(long)]

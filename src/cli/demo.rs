@@ -30,10 +30,10 @@ pub fn world(a: WorldArgs) -> Result<Code> {
             std::fs::write(&path, serde_json::to_string_pretty(&truth)?)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
-        outln!(
+        errln!(
             "wrote {} events (sightings) to {}",
             w.events.len(),
-            a.out.display()
+            shown(&a.out)
         );
         return Ok(Code::Ok);
     }
@@ -47,13 +47,33 @@ pub fn world(a: WorldArgs) -> Result<Code> {
         std::fs::write(&path, serde_json::to_string_pretty(&w.truth)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    outln!("wrote {} events to {}", w.events.len(), a.out.display());
+    errln!("wrote {} events to {}", w.events.len(), shown(&a.out));
     Ok(Code::Ok)
 }
 
+/// `-` is standard output, as it is standard input for `ingest`.
+fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Where the events went, for the status line (which goes to standard error, off the events).
+fn shown(path: &Path) -> String {
+    if is_stdout(path) {
+        "standard output".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
 fn write_events(path: &Path, events: &[loci::EventDraft]) -> Result<()> {
-    let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut w = std::io::BufWriter::new(f);
+    let out: Box<dyn Write> = if is_stdout(path) {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )
+    };
+    let mut w = std::io::BufWriter::new(out);
     for e in events {
         writeln!(w, "{}", ingest::EventLine::from(e.clone()).to_json_line())?;
     }
