@@ -496,13 +496,20 @@ fn detect_format_of_line(file: &str, line: usize, first: &str) -> Result<Format>
         Format::Triples
     } else if has("title") && has("text") {
         Format::Passages
+    } else if has("harness") && has("session") && has("kind") && has("text") {
+        Format::Journal
+    } else if has("conversation") && has("turns") {
+        Format::Conversation
     } else {
         return Err(Error::Input {
             file: file.to_string(),
             line,
             field: "format".into(),
             message: "cannot tell the format: expected \"op\" (graph), \"kind\"+\"ts\" (events), \
-                      \"s\"+\"p\"+\"o\" (triples) or \"title\"+\"text\" (passages); give --format"
+                      \"s\"+\"p\"+\"o\" (triples), \"title\"+\"text\" (passages), \
+                      \"harness\"+\"session\"+\"kind\"+\"text\" (journal) or \
+                      \"conversation\"+\"turns\" (conversation); tool calls are any JSON: give \
+                      --format toolcalls (or another format)"
                 .into(),
         });
     })
@@ -968,8 +975,30 @@ mod tests {
             detect_format(p, "{\"id\":\"p\",\"title\":\"t\",\"text\":\"x\"}").unwrap(),
             Format::Passages
         );
+        // A journal entry (kind, but a world time in `time`, not `ts`) and a conversation
+        // session: both were refused for want of --format.
+        assert_eq!(
+            detect_format(
+                p,
+                "{\"v\":1,\"time\":5,\"harness\":\"h\",\"session\":\"s\",\"kind\":\"note\",\"text\":\"x\"}"
+            )
+            .unwrap(),
+            Format::Journal
+        );
+        assert_eq!(
+            detect_format(
+                p,
+                "{\"conversation\":\"c\",\"session\":1,\"time\":\"t\",\"turns\":[]}"
+            )
+            .unwrap(),
+            Format::Conversation
+        );
         let e = detect_format(p, "{\"x\":1}").unwrap_err().to_string();
         assert!(e.starts_with("x.jsonl:1: format:"), "{e}");
+        // Every format is named, tool calls (free-form JSON) among them.
+        for name in ["journal", "conversation", "toolcalls"] {
+            assert!(e.contains(name), "{e}");
+        }
     }
 
     #[test]
