@@ -22,6 +22,21 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `loci args` run in `dir`, which must succeed; its output.
+fn ok_in<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(dir: impl AsRef<Path>, args: &[S]) -> Output {
+    let out = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "loci {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).unwrap()
 }
@@ -542,28 +557,13 @@ fn ingest_finishes_when_stdout_closes() {
 fn saved_queries_are_built_in_and_work_from_any_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
-    let list = Command::new(BIN)
-        .args(["queries", "--json"])
-        .current_dir("/")
-        .output()
-        .unwrap();
-    assert!(
-        list.status.success(),
-        "{}",
-        String::from_utf8_lossy(&list.stderr)
-    );
+    let list = ok_in("/", &["queries", "--json"]);
     let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
     let names = each(&list, |q| q["name"].as_str().unwrap().to_string());
     assert!(names.contains(&"where_is_home".to_string()), "{names:?}");
-    let home = Command::new(BIN)
-        .args(["run", "--store", p(&store), "where_is_home", "--json"])
-        .current_dir("/")
-        .output()
-        .unwrap();
-    assert!(
-        home.status.success(),
-        "{}",
-        String::from_utf8_lossy(&home.stderr)
+    ok_in(
+        "/",
+        &["run", "--store", p(&store), "where_is_home", "--json"],
     );
     // A user's own directory adds queries (and may refine a built-in one).
     let mine = tmp.path().join("mine");
@@ -1087,16 +1087,7 @@ fn readme_first_session_runs_as_written() {
     }
     assert!(commands.len() >= 4);
     for (args, shown) in commands {
-        let out = Command::new(BIN)
-            .args(&args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = ok_in(env!("CARGO_MANIFEST_DIR"), &args);
         let printed = String::from_utf8_lossy(&out.stdout);
         let printed: Vec<&str> = printed.lines().map(str::trim_end).collect();
         for line in shown {
@@ -1245,16 +1236,7 @@ fn world_size_flags_are_bounded() {
 #[test]
 fn world_out_dash_writes_events_to_stdout_for_ingest() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args(["world", "--out", "-"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = ok_in(tmp.path(), &["world", "--out", "-"]);
     assert!(!tmp.path().join("-").exists(), "a file named - was made");
     let events = String::from_utf8(out.stdout).unwrap();
     assert!(events.lines().count() > 10);

@@ -160,6 +160,12 @@ fn next_graph_epoch() -> u64 {
 }
 
 impl State {
+    /// Whether a read has found a block of the snapshot this state is mapped from damaged
+    /// (what it held reads as missing).
+    fn damage_found(&self) -> bool {
+        self.mapped_damage.as_ref().is_some_and(|d| d.found())
+    }
+
     /// Checks every block of the sections mapped from the snapshot, when the state was read
     /// from one: why not, when a block is damaged (it reads as missing, so the state is not
     /// what the snapshot was taken of).
@@ -480,13 +486,12 @@ fn compare_adjacency(report: &mut VerifyReport, live: &State, replayed: &State) 
                 .entries(node)
                 .iter()
                 .map(|e| {
-                    let kind = (e.is_incoming(), e.is_bounded(), relation(e.relation()));
                     (
                         e.edge,
                         e.node,
-                        kind.0,
-                        kind.1,
-                        kind.2,
+                        e.is_incoming(),
+                        e.is_bounded(),
+                        relation(e.relation()),
                         e.confidence.to_bits(),
                     )
                 })
@@ -1300,11 +1305,7 @@ impl Store {
         if let Err(e) = self.flush_usage() {
             tracing::warn!(error = %e, "recorded uses could not be flushed; they are lost");
         }
-        let damaged = self
-            .read_state()
-            .mapped_damage
-            .as_ref()
-            .is_some_and(|d| d.found());
+        let damaged = self.snapshot_damage_found();
         if self.lock.is_some()
             && (damaged || self.since_snapshot.load(Relaxed) >= CHECKPOINT_ON_CLOSE)
         {
@@ -2043,7 +2044,7 @@ impl Store {
         }
         // A damaged block read while catching up (a key or an edge read as missing would
         // have been made again) would make the state wrong, not only short.
-        if state.mapped_damage.as_ref().is_some_and(|d| d.found()) {
+        if state.damage_found() {
             return Ok(Err("a block of it read while catching up is damaged".into()));
         }
         Ok(Ok((state, weight)))
@@ -2071,7 +2072,7 @@ impl Store {
             let current = self.snapshot_seq.load(Relaxed) == seq;
             // Damage found by a read is acted on even when nothing changed since; a write
             // checks every block first, since it reads them all anyway.
-            let found = state.mapped_damage.as_ref().is_some_and(|d| d.found());
+            let found = state.damage_found();
             let damaged = if current && !found {
                 Ok(())
             } else {
@@ -2332,8 +2333,7 @@ impl Store {
     /// stays so until a write replays the graph from the log (or the store is reopened
     /// without that snapshot); `replay --verify` says what differs.
     pub fn snapshot_damage_found(&self) -> bool {
-        let state = self.read_state();
-        state.mapped_damage.as_ref().is_some_and(|d| d.found())
+        self.read_state().damage_found()
     }
 
     /// Replays the graph from the log for a batch that met damage (see
@@ -2368,7 +2368,6 @@ impl Store {
         positions: &Positions,
         mut finish: impl FnMut(&State, &Overlay) -> Result<T>,
     ) -> Result<(Overlay, T)> {
-        let found = |state: &State| state.mapped_damage.as_ref().is_some_and(|d| d.found());
         let mut replayed = false;
         if self.snapshot_damage_found() {
             self.replay_for_batch(&mut replayed)?;
@@ -2380,7 +2379,7 @@ impl Store {
             let state = self.read_state();
             let hints = key_hints(&state, &drafts);
             let scored = self.score_salience(&state, &mut drafts, &hints);
-            if !found(&state) {
+            if !state.damage_found() {
                 scored?;
                 break (state.counters.last_seq + 1, hints);
             }
@@ -2403,11 +2402,11 @@ impl Store {
                 Missing::Refuse,
                 &hints,
             );
-            if !found(&state) {
+            if !state.damage_found() {
                 let mut overlay = projected.map_err(|e| positions.original(e))?;
                 overlay.events = std::mem::take(&mut events);
                 let finished = finish(&state, &overlay);
-                if !found(&state) {
+                if !state.damage_found() {
                     return Ok((overlay, finished?));
                 }
                 events = std::mem::take(&mut overlay.events);
@@ -2643,12 +2642,14 @@ impl Store {
         // Under the writer lock from the check to the commit: a key retracted in between
         // would have the pin's upsert make a new node of it.
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let missing = || keys.iter().find(|k| self.node_by_key(k).is_none());
-        if missing().is_some() && self.snapshot_damage_found() {
+        let find_missing = || keys.iter().find(|k| self.node_by_key(k).is_none());
+        let mut missing = find_missing();
+        if missing.is_some() && self.snapshot_damage_found() {
             // The key may be one a damaged block of the snapshot hid.
             self.replay_damaged_graph()?;
+            missing = find_missing();
         }
-        if let Some(missing) = missing() {
+        if let Some(missing) = missing {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
         let ts = self.latest_event_time()?.unwrap_or(0);
