@@ -188,7 +188,6 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
         .flat_map(|(key, id)| {
             g.adjacency()
                 .entries(id)
-                .iter()
                 .filter(|e| {
                     !e.is_incoming() && g.relation_name(e.relation()) == relations::MENTIONS
                 })
@@ -513,7 +512,6 @@ pub fn alias_links(store: &Store) -> Result<Vec<EventDraft>> {
             let linked = same_as.is_some_and(|rel| {
                 g.adjacency()
                     .entries(id)
-                    .iter()
                     .any(|e| e.relation() == rel && e.neighbor() == head_id)
             });
             if !linked && seen.insert((member.clone(), head.clone())) {

@@ -4,9 +4,11 @@
 //!
 //! Why not a `petgraph::Graph`: its edges form linked lists threaded through one big array, so a
 //! k-hop expansion chases a pointer (and usually a cache miss) per edge. Here each node has one
-//! contiguous list of 16-byte entries that carry what a filter needs (relation, direction,
+//! contiguous list of entries that carry what a filter needs (relation, direction,
 //! confidence), so an expansion reads each list front to back without touching edge records;
 //! the lists sit end to end in one array (CSR), and only those changed since the open live apart.
+//! In memory an entry takes 16 bytes; read from the snapshot the array is a packed column
+//! (`crate::packed`, about 9 bytes an entry at 1M edges), decoded as a list is read.
 //! The petgraph traits are implemented on [`Adjacency`], so petgraph's algorithms (Dijkstra, A*,
 //! BFS, ...) run on it directly.
 
@@ -20,6 +22,7 @@ use petgraph::visit::{
 
 use crate::mapped::{Layered, Limits, Plain, Section};
 use crate::model::{EdgeId, NodeId};
+use crate::packed::{self, Packable, Packed, MAX_FIELDS};
 
 /// Bit of [`AdjEntry::rel_dir`] set when the entry is the incoming side of its edge.
 const INCOMING: u32 = 1 << 31;
@@ -46,6 +49,35 @@ unsafe impl Plain for AdjEntry {
     /// Read from a snapshot: its node, edge and relation within what the snapshot holds.
     fn valid(&self, limits: &Limits) -> bool {
         self.node < limits.nodes && self.edge < limits.edges && self.relation() < limits.relations
+    }
+}
+
+/// Packed as the neighbour, the edge, the confidence's bits, and the relation shifted past the
+/// two flags (so that a block of one relation and direction packs its flags and relation in
+/// few bits, where `rel_dir` as it lies would need 32).
+impl Packable for AdjEntry {
+    const FIELDS: usize = 4;
+    fn to_fields(&self) -> [u64; MAX_FIELDS] {
+        let flags = u64::from(self.is_incoming()) | u64::from(self.is_bounded()) << 1;
+        [
+            u64::from(self.node),
+            u64::from(self.edge),
+            u64::from(self.confidence.to_bits()),
+            u64::from(self.relation()) << 2 | flags,
+            0,
+        ]
+    }
+    fn from_fields(f: &[u64; MAX_FIELDS]) -> Self {
+        let flags =
+            if f[3] & 1 != 0 { INCOMING } else { 0 } | if f[3] & 2 != 0 { BOUNDED } else { 0 };
+        // Fields wider than their type (a crafted file) come out as ids the bounds refuse.
+        let id = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        AdjEntry {
+            node: id(f[0]),
+            edge: id(f[1]),
+            confidence: f32::from_bits(f[2] as u32),
+            rel_dir: id(f[3] >> 2).min(!FLAGS) | flags,
+        }
     }
 }
 
@@ -90,6 +122,45 @@ impl AdjEntry {
     }
     pub fn edge_id(&self) -> EdgeId {
         EdgeId(self.edge)
+    }
+}
+
+/// The entries of one node's list, in list order: a list in memory, or one decoded from the
+/// snapshot's packed column as it is read. An entry in a damaged block of the snapshot is left
+/// out (and the damage recorded), so a list may yield fewer entries than
+/// [`Adjacency::degree`] says it holds.
+#[derive(Clone)]
+pub struct Entries<'a>(EntriesOf<'a>);
+
+#[derive(Clone)]
+enum EntriesOf<'a> {
+    Memory(std::slice::Iter<'a, AdjEntry>),
+    Mapped(packed::Run<'a, AdjEntry>),
+}
+
+impl<'a> Entries<'a> {
+    fn empty() -> Self {
+        Entries(EntriesOf::Memory([].iter()))
+    }
+    fn memory(list: &'a [AdjEntry]) -> Self {
+        Entries(EntriesOf::Memory(list.iter()))
+    }
+}
+
+impl Iterator for Entries<'_> {
+    type Item = AdjEntry;
+    #[inline(always)]
+    fn next(&mut self) -> Option<AdjEntry> {
+        match &mut self.0 {
+            EntriesOf::Memory(list) => list.next().copied(),
+            EntriesOf::Mapped(run) => run.next(),
+        }
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.0 {
+            EntriesOf::Memory(list) => list.size_hint(),
+            EntriesOf::Mapped(run) => run.size_hint(),
+        }
     }
 }
 
@@ -399,11 +470,12 @@ pub(crate) enum Csr {
         offsets: Vec<u64>,
         entries: Vec<AdjEntry>,
     },
-    /// Read in place from the snapshot (`crate::mapped`): a row in a damaged block reads as
-    /// empty.
+    /// Read in place from the snapshot (`crate::mapped`), the entries a packed column
+    /// (`crate::packed`): a row whose offsets lie in a damaged block reads as empty, and an
+    /// entry in one is left out.
     Mapped {
         offsets: Section<u64>,
-        entries: Section<AdjEntry>,
+        entries: Packed<AdjEntry>,
     },
 }
 
@@ -436,16 +508,18 @@ impl Csr {
 
     /// Row `i` (below [`Csr::nodes`]).
     #[inline]
-    fn row(&self, i: usize) -> &[AdjEntry] {
+    fn row(&self, i: usize) -> Entries<'_> {
         match self {
             Csr::Owned { offsets, entries } => {
-                &entries[offsets[i] as usize..offsets[i + 1] as usize]
+                Entries::memory(&entries[offsets[i] as usize..offsets[i + 1] as usize])
             }
             Csr::Mapped { offsets, entries } => {
                 let Some(&[start, end]) = offsets.slice(i..i + 2) else {
-                    return &[];
+                    return Entries::empty();
                 };
-                entries.slice(start as usize..end as usize).unwrap_or(&[])
+                entries
+                    .run(start as usize..end as usize)
+                    .map_or_else(Entries::empty, |run| Entries(EntriesOf::Mapped(run)))
             }
         }
     }
@@ -496,7 +570,7 @@ impl Adjacency {
     /// many edges are live.
     pub(crate) fn mapped(
         offsets: Section<u64>,
-        entries: Section<AdjEntry>,
+        entries: Packed<AdjEntry>,
         last_seen: Layered<i64>,
         labels: Layered<u32>,
         pinned: IdSet,
@@ -535,12 +609,12 @@ impl Adjacency {
         offsets.push(0u64);
         let mut total = 0u64;
         for n in 0..bound as u32 {
-            total += self.entries(NodeId(n)).len() as u64;
+            total += self.entries(NodeId(n)).count() as u64;
             offsets.push(total);
         }
         let mut entries = Vec::with_capacity(total as usize);
         for n in 0..bound as u32 {
-            entries.extend_from_slice(self.entries(NodeId(n)));
+            entries.extend(self.entries(NodeId(n)));
         }
         self.base = Csr::Owned { offsets, entries };
         self.moved = HashMap::default();
@@ -571,9 +645,9 @@ impl Adjacency {
         }
         let (base, copied) = (&self.base, &mut self.copied);
         self.moved.entry(node.0).or_insert_with(|| {
-            let row = base.row(i);
+            let row: Vec<AdjEntry> = base.row(i).collect();
             *copied += row.len();
-            row.to_vec()
+            row
         })
     }
 
@@ -680,7 +754,7 @@ impl Adjacency {
     pub fn remove_edge(&mut self, edge: EdgeId, from: NodeId, to: NodeId) {
         let mut removed = false;
         for n in [from, to] {
-            if !self.entries(n).iter().any(|e| e.edge == edge.0) {
+            if !self.entries(n).any(|e| e.edge == edge.0) {
                 continue;
             }
             let list = self.list_mut(n);
@@ -741,7 +815,7 @@ impl Adjacency {
                 }
             } else if self.moved.contains_key(&n.0) || self.base.row_mut(i).is_none() {
                 // A mapped row is read-only: it moves out to change.
-                if !self.entries(n).iter().any(|e| e.edge == edge.0) {
+                if !self.entries(n).any(|e| e.edge == edge.0) {
                     continue;
                 }
                 self.list_mut(n)
@@ -765,26 +839,25 @@ impl Adjacency {
         } else {
             (self.entries(from), to, false)
         };
-        list.iter()
+        list.into_iter()
             .find(|e| e.node == other.0 && e.relation() == relation && e.is_incoming() == incoming)
-            .map(AdjEntry::edge_id)
+            .map(|e| e.edge_id())
     }
 
-    /// The entries of a node (outgoing and incoming).
+    /// The entries of a node (outgoing and incoming), in the order of their edge ids.
     #[inline]
-    pub fn entries(&self, node: NodeId) -> &[AdjEntry] {
+    pub fn entries(&self, node: NodeId) -> Entries<'_> {
         let i = node.0 as usize;
         let base_nodes = self.base_nodes();
         if i >= base_nodes {
             return self
                 .tail
                 .get(i - base_nodes)
-                .map(Vec::as_slice)
-                .unwrap_or(&[]);
+                .map_or_else(Entries::empty, |l| Entries::memory(l));
         }
         if !self.moved.is_empty() {
             if let Some(l) = self.moved.get(&node.0) {
-                return l;
+                return Entries::memory(l);
             }
         }
         self.base.row(i)
@@ -888,7 +961,7 @@ impl Adjacency {
                     let from = s.frontier[i];
                     for e in self.entries(NodeId(from)) {
                         let stamp = &mut s.stamp[e.node as usize];
-                        if *stamp == gen || !filter.admits(from, e, self) {
+                        if *stamp == gen || !filter.admits(from, &e, self) {
                             continue;
                         }
                         *stamp = gen;
@@ -898,7 +971,7 @@ impl Adjacency {
                         visit(Reached {
                             node: NodeId(e.node),
                             hops: hop,
-                            via: *e,
+                            via: e,
                             parent: NodeId(from),
                         });
                     }
@@ -943,11 +1016,13 @@ impl Data for Adjacency {
     type EdgeWeight = AdjEntry;
 }
 
-/// An adjacency entry seen from one of its endpoints, for petgraph.
+/// An adjacency entry seen from one of its endpoints, for petgraph: a copy of the entry (a
+/// list read from the snapshot is decoded, not borrowed), tied to the adjacency it came from.
 #[derive(Copy, Clone, Debug)]
 pub struct AdjEdgeRef<'a> {
     source: NodeId,
-    entry: &'a AdjEntry,
+    entry: AdjEntry,
+    _of: std::marker::PhantomData<&'a Adjacency>,
 }
 
 impl<'a> EdgeRef for AdjEdgeRef<'a> {
@@ -961,7 +1036,7 @@ impl<'a> EdgeRef for AdjEdgeRef<'a> {
         NodeId(self.entry.node)
     }
     fn weight(&self) -> &AdjEntry {
-        self.entry
+        &self.entry
     }
     fn id(&self) -> EdgeId {
         EdgeId(self.entry.edge)
@@ -971,7 +1046,7 @@ impl<'a> EdgeRef for AdjEdgeRef<'a> {
 impl<'a> IntoNeighbors for &'a Adjacency {
     type Neighbors = Box<dyn Iterator<Item = NodeId> + 'a>;
     fn neighbors(self, a: NodeId) -> Self::Neighbors {
-        Box::new(self.entries(a).iter().map(|e| NodeId(e.node)))
+        Box::new(self.entries(a).map(|e| NodeId(e.node)))
     }
 }
 
@@ -982,11 +1057,11 @@ impl<'a> IntoEdgeReferences for &'a Adjacency {
     fn edge_references(self) -> Self::EdgeReferences {
         Box::new((0..self.node_bound() as u32).flat_map(move |n| {
             self.entries(NodeId(n))
-                .iter()
                 .filter(|e| !e.is_incoming())
                 .map(move |entry| AdjEdgeRef {
                     source: NodeId(n),
                     entry,
+                    _of: std::marker::PhantomData,
                 })
         }))
     }
@@ -995,11 +1070,11 @@ impl<'a> IntoEdgeReferences for &'a Adjacency {
 impl<'a> IntoEdges for &'a Adjacency {
     type Edges = Box<dyn Iterator<Item = AdjEdgeRef<'a>> + 'a>;
     fn edges(self, a: NodeId) -> Self::Edges {
-        Box::new(
-            self.entries(a)
-                .iter()
-                .map(move |entry| AdjEdgeRef { source: a, entry }),
-        )
+        Box::new(self.entries(a).map(move |entry| AdjEdgeRef {
+            source: a,
+            entry,
+            _of: std::marker::PhantomData,
+        }))
     }
 }
 
@@ -1056,11 +1131,7 @@ mod tests {
         let Csr::Owned { offsets, entries } = &g.base else {
             panic!("not laid out")
         };
-        let mut file = vec![];
-        file.extend_from_slice(bytes_of(offsets));
-        let at = file.len().div_ceil(4096) * 4096;
-        file.resize(at, 0);
-        file.extend_from_slice(bytes_of(entries));
+        let file = bytes_of(offsets).to_vec();
         let seen: Vec<i64> = (0..64).map(|e| g.last_seen(EdgeId(e))).collect();
         let map = map_of(&file);
         let limits = Limits {
@@ -1093,7 +1164,7 @@ mod tests {
             .unwrap()
         }
         let offsets = section(&map, 0, offsets, limits, &damage);
-        let entries = section(&map, at, entries, limits, &damage);
+        let entries = crate::packed::mapped_column(entries, limits, damage.clone());
         let seen = crate::packed::mapped_column(&seen, limits, damage.clone());
         let labels = (0..g.node_bound() as u32)
             .map(|n| g.label_of(NodeId(n)).unwrap_or(u32::MAX))
@@ -1107,6 +1178,43 @@ mod tests {
             g.node_count(),
             g.edge_count(),
         )
+    }
+
+    /// An entry packs into its fields and back with its relation, direction and bounded flag;
+    /// a field wider than its type reads as an id out of any bounds.
+    #[test]
+    fn an_entry_packs_and_unpacks_with_its_flags() {
+        for (incoming, bounded) in [(false, false), (true, false), (false, true), (true, true)] {
+            let (out, inc) = AdjEntry::pair(
+                EdgeId(7),
+                NodeId(3),
+                NodeId(9),
+                (1 << 30) - 1,
+                0.25,
+                bounded,
+            );
+            let e = if incoming { inc } else { out };
+            let back = AdjEntry::from_fields(&e.to_fields());
+            assert_eq!(back, e);
+            assert_eq!(
+                (back.is_incoming(), back.is_bounded(), back.relation()),
+                (incoming, bounded, (1 << 30) - 1)
+            );
+        }
+        let limits = Limits {
+            nodes: 10,
+            edges: 10,
+            relations: 10,
+            ..Limits::default()
+        };
+        let good = AdjEntry::new(NodeId(1), EdgeId(2), 3, 0.5, false).to_fields();
+        assert!(AdjEntry::from_fields(&good).valid(&limits));
+        for k in 0..4 {
+            let mut wide = good;
+            wide[k] += 1 << 34;
+            let e = AdjEntry::from_fields(&wide);
+            assert!(k == 2 || !e.valid(&limits), "field {k}: {e:?}");
+        }
     }
 
     fn chain() -> Adjacency {
@@ -1185,7 +1293,7 @@ mod tests {
         assert!(compactions >= 1);
         assert_eq!(g.edge_count(), (n - 1 + n) as usize);
         for i in [0, 1, n / 2, n - 1] {
-            let mut got: Vec<u32> = g.entries(NodeId(i)).iter().map(|e| e.node).collect();
+            let mut got: Vec<u32> = g.entries(NodeId(i)).map(|e| e.node).collect();
             got.sort_unstable();
             let mut want: Vec<u32> = [i.checked_sub(1), (i + 1 < n).then_some(i + 1), Some(n + i)]
                 .into_iter()
@@ -1244,7 +1352,6 @@ mod tests {
         fn actual(g: &Adjacency, n: u32) -> Vec<(u32, u32, bool, u32)> {
             let mut v: Vec<_> = g
                 .entries(NodeId(n))
-                .iter()
                 .map(|e| (e.edge, e.node, e.is_incoming(), e.confidence.to_bits()))
                 .collect();
             v.sort_unstable();
@@ -1313,7 +1420,7 @@ mod tests {
                         prop_assert_eq!(x.node_count(), nodes.len());
                         for n in 0..x.node_bound() as u32 + 2 {
                             prop_assert_eq!(actual(x, n), expected(&live, n), "node {}", n);
-                            prop_assert_eq!(x.degree(NodeId(n)), x.entries(NodeId(n)).len());
+                            prop_assert_eq!(x.degree(NodeId(n)), x.entries(NodeId(n)).count());
                         }
                         for &(e, a, b, r, _) in &live {
                             prop_assert!(x.find_edge(NodeId(a), r, NodeId(b)).is_some(), "edge {}", e);

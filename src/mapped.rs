@@ -349,6 +349,15 @@ impl<T: Plain> Section<T> {
         Some(self.raw()[i])
     }
 
+    /// Item `i` where it lies, or `None` past the end or in a damaged block.
+    #[inline]
+    pub fn get_ref(&self, i: usize) -> Option<&T> {
+        if i >= self.inner.len || !self.block_sound(i / per_block::<T>()) {
+            return None;
+        }
+        Some(&self.raw()[i])
+    }
+
     /// Items `range`, or `None` when it is not inside the section or touches a damaged block.
     #[inline]
     pub fn slice(&self, range: Range<usize>) -> Option<&[T]> {

@@ -8,8 +8,12 @@
 //! of reference): endpoints take the bits of the node count, a relation the bits of the
 //! relation count, a field every item of the block shares (a bulk load's times and salience)
 //! none. A block's header, in a section of its own, gives where its bits start, and each
-//! field's least value and width; the bits follow field by field. Reading an item is a header
-//! lookup and a few shifts, about as cheap as the cache miss it replaces.
+//! field's least value and width; the bits follow item by item, each item's fields together,
+//! so that reading an item touches one place. Reading an item is a header lookup and a few
+//! shifts, about as cheap as the cache miss it replaces; reading a run of items ([`Run`], an
+//! adjacency list) looks the header up once.
+//!
+//! The adjacency's entries are such a column too: a list is a run of it.
 //!
 //! Nothing is read unchecked: the headers and the bits are [`Section`]s (a CRC-32 per block of
 //! the file, checked at first read), a header whose bits would run past the data reads as
@@ -18,6 +22,7 @@
 //! `crate::mapped`.
 
 use std::marker::PhantomData;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::mapped::{Damage, Limits, Plain, Section};
@@ -58,12 +63,27 @@ unsafe impl Plain for BlockHeader {
 }
 
 impl BlockHeader {
+    /// Bits of one item: the sum of its fields' widths (at most 8 x 255).
+    fn item_bits(&self) -> usize {
+        self.widths.iter().map(|w| *w as usize).sum()
+    }
+
     /// The bytes of a block of `items` items with these widths; `None` if that overflows.
     fn data_bytes(&self, items: usize) -> Option<usize> {
-        let bits = self.widths.iter().try_fold(0usize, |sum, w| {
-            sum.checked_add(items.checked_mul(*w as usize)?)
-        })?;
-        Some(bits.div_ceil(8))
+        Some(items.checked_mul(self.item_bits())?.div_ceil(8))
+    }
+
+    /// The first `used` fields of the item at bit `at` of the block whose bits are `bits`;
+    /// `None` past their end.
+    #[inline]
+    fn fields(&self, bits: &[u8], mut at: usize, used: usize) -> Option<[u64; MAX_FIELDS]> {
+        let mut fields = [0u64; MAX_FIELDS];
+        for (k, field) in fields.iter_mut().enumerate().take(used) {
+            let w = self.widths[k];
+            *field = self.bases[k].wrapping_add(read_bits(bits, at, w)?);
+            at += w as usize;
+        }
+        Some(fields)
     }
 }
 
@@ -88,6 +108,15 @@ fn read_bits(bytes: &[u8], bit: usize, width: u8) -> Option<u64> {
         return Some(0);
     }
     let first = bit / 8;
+    // One unaligned load where eight bytes remain: a width up to 56 lies within them
+    // whatever the bit's place in its byte.
+    if width <= 56 {
+        if let Some(word) = bytes.get(first..first + 8) {
+            let mut le = [0u8; 8];
+            le.copy_from_slice(word);
+            return Some((u64::from_le_bytes(le) >> (bit % 8)) & mask(width));
+        }
+    }
     let last = (bit + width as usize).div_ceil(8);
     let mut acc = 0u128;
     for (i, b) in bytes.get(first..last)?.iter().enumerate() {
@@ -108,18 +137,19 @@ impl BitWriter<'_> {
         if width == 0 {
             return;
         }
+        // Fewer than 64 bits wait in `acc`, so a value of up to 64 fits beside them.
         self.acc |= u128::from(value & mask(width)) << self.bits;
         self.bits += u32::from(width);
-        while self.bits >= 8 {
-            self.out.push(self.acc as u8);
-            self.acc >>= 8;
-            self.bits -= 8;
+        if self.bits >= 64 {
+            self.out.extend_from_slice(&(self.acc as u64).to_le_bytes());
+            self.acc >>= 64;
+            self.bits -= 64;
         }
     }
     fn finish(self) {
-        if self.bits > 0 {
-            self.out.push(self.acc as u8);
-        }
+        let bytes = self.bits.div_ceil(8) as usize;
+        self.out
+            .extend_from_slice(&(self.acc as u64).to_le_bytes()[..bytes]);
     }
 }
 
@@ -150,43 +180,52 @@ fn frame<T: Packable>(items: impl Iterator<Item = T>) -> ([u64; MAX_FIELDS], [u8
 /// The block headers of a column of `len` items given by `item`, and the data bytes they
 /// take: the first of the two passes that write a column ([`feed_data`] is the second).
 pub fn plan<T: Packable>(len: usize, item: impl Fn(usize) -> T) -> (Vec<BlockHeader>, u64) {
-    let mut headers = Vec::with_capacity(len.div_ceil(BLOCK));
-    let mut offset = 0u64;
-    for b in 0..len.div_ceil(BLOCK) {
-        let n = items_in(b, len);
-        let (bases, widths) = frame((0..n).map(|j| item(b * BLOCK + j)));
+    let (headers, bytes, _) = plan_run((0..len).map(item));
+    (headers, bytes)
+}
+
+/// [`plan`] for the items `items` gives in order, and how many it gave.
+pub fn plan_run<T: Packable>(mut items: impl Iterator<Item = T>) -> (Vec<BlockHeader>, u64, u64) {
+    let (mut headers, mut offset, mut len) = (Vec::new(), 0u64, 0u64);
+    let mut block = Vec::with_capacity(BLOCK);
+    loop {
+        block.clear();
+        block.extend(items.by_ref().take(BLOCK));
+        if block.is_empty() {
+            return (headers, offset, len);
+        }
+        let (bases, widths) = frame(block.iter().copied());
         let h = BlockHeader {
             offset,
             bases,
             widths,
         };
         // At most 1024 items of 5 fields of 64 bits: no overflow.
-        offset += h.data_bytes(n).unwrap_or(0) as u64;
+        offset += h.data_bytes(block.len()).unwrap_or(0) as u64;
+        len += block.len() as u64;
         headers.push(h);
     }
-    (headers, offset)
 }
 
-/// Feeds the data of the column `headers` was planned for, block by block, to `sink`.
+/// Feeds the data of the column `headers` was planned for, block by block, to `sink`: the
+/// items `items` gives, the same as the plan was given.
 pub fn feed_data<T: Packable>(
     headers: &[BlockHeader],
-    len: usize,
-    item: impl Fn(usize) -> T,
+    mut items: impl Iterator<Item = T>,
     sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut out = Vec::new();
-    for (b, h) in headers.iter().enumerate() {
-        let n = items_in(b, len);
+    for h in headers {
         out.clear();
         let mut w = BitWriter {
             out: &mut out,
             acc: 0,
             bits: 0,
         };
-        for k in 0..T::FIELDS {
-            for j in 0..n {
-                let f = item(b * BLOCK + j).to_fields();
-                w.push(f[k].wrapping_sub(h.bases[k]), h.widths[k]);
+        for item in items.by_ref().take(BLOCK) {
+            let fields = item.to_fields();
+            for ((f, base), width) in fields.iter().zip(h.bases).zip(h.widths).take(T::FIELDS) {
+                w.push(f.wrapping_sub(base), width);
             }
         }
         w.finish();
@@ -260,8 +299,8 @@ impl<T: Packable> Packed<T> {
 
     /// The bits of block `b`: `None` in a damaged block, or when its header points past the
     /// data (recorded as damage).
-    fn block(&self, b: usize) -> Option<(BlockHeader, &[u8])> {
-        let h = self.headers.get(b)?;
+    fn block(&self, b: usize) -> Option<(&BlockHeader, &[u8])> {
+        let h = self.headers.get_ref(b)?;
         let n = items_in(b, self.len);
         let range = usize::try_from(h.offset)
             .ok()
@@ -280,17 +319,15 @@ impl<T: Packable> Packed<T> {
         if i >= self.len {
             return None;
         }
-        let b = i / BLOCK;
-        let (h, bits) = self.block(b)?;
-        let (n, j) = (items_in(b, self.len), i % BLOCK);
-        let mut fields = [0u64; MAX_FIELDS];
-        let mut start = 0usize;
-        for (k, field) in fields.iter_mut().enumerate().take(T::FIELDS) {
-            let w = h.widths[k];
-            *field = h.bases[k].wrapping_add(read_bits(bits, start + j * w as usize, w)?);
-            start += n * w as usize;
-        }
-        let item = T::from_fields(&fields);
+        let (h, bits) = self.block(i / BLOCK)?;
+        self.item(h, bits, i % BLOCK * h.item_bits())
+    }
+
+    /// The item at bit `at` of a block with header `h` and bits `bits`, checked against the
+    /// bounds.
+    #[inline]
+    fn item(&self, h: &BlockHeader, bits: &[u8], at: usize) -> Option<T> {
+        let item = T::from_fields(&h.fields(bits, at, T::FIELDS)?);
         if !item.valid(&self.limits) {
             self.damage.record();
             return None;
@@ -298,10 +335,158 @@ impl<T: Packable> Packed<T> {
         Some(item)
     }
 
+    /// Items `range`, read in order with each block's header looked up once; `None` when
+    /// the range passes the end. An item in a damaged block, or out of bounds, is left out
+    /// (and the damage recorded), so a run may yield fewer items than the range holds.
+    pub fn run(&self, range: Range<usize>) -> Option<Run<'_, T>> {
+        if range.start > range.end || range.end > self.len {
+            return None;
+        }
+        Some(Run {
+            column: self,
+            next: range.start,
+            end: range.end,
+            frame: None,
+        })
+    }
+
     /// Checks every block and item now; whether all are sound.
     pub fn check_all(&self) -> bool {
         let sections = self.headers.check_all() & self.data.check_all();
         sections && (0..self.len).all(|i| self.get(i).is_some())
+    }
+}
+
+/// Items of a [`Packed`] column read in order (see [`Packed::run`]).
+pub struct Run<'a, T> {
+    column: &'a Packed<T>,
+    next: usize,
+    end: usize,
+    /// The block `next` lies in, once looked up.
+    frame: Option<Frame<'a>>,
+}
+
+/// What a [`Run`] keeps of the block it reads.
+#[derive(Clone, Copy)]
+struct Frame<'a> {
+    block: usize,
+    header: &'a BlockHeader,
+    bits: &'a [u8],
+    item_bits: usize,
+    /// Every field at most 56 bits wide, so that one unaligned 8-byte load holds it.
+    narrow: bool,
+}
+
+impl Frame<'_> {
+    /// The first `used` fields of item `j`: per field an unaligned 8-byte load, a shift and a
+    /// mask where the fields are narrow and the load stays inside the bits, else field by
+    /// field with checks.
+    #[inline]
+    fn fields(&self, j: usize, used: usize) -> Option<[u64; MAX_FIELDS]> {
+        self.narrow_fields(j, used)
+            .or_else(|| self.header.fields(self.bits, j * self.item_bits, used))
+    }
+
+    /// [`Frame::fields`] where one load per field does: `None` elsewhere.
+    #[inline(always)]
+    fn narrow_fields(&self, j: usize, used: usize) -> Option<[u64; MAX_FIELDS]> {
+        let at = j * self.item_bits;
+        // The last field's load starts within the item's bits, and reads 8 bytes on.
+        if self.narrow && at / 8 + self.item_bits / 8 + 9 <= self.bits.len() {
+            let mut fields = [0u64; MAX_FIELDS];
+            let mut bit = at;
+            for (k, field) in fields.iter_mut().enumerate().take(used) {
+                let w = self.header.widths[k];
+                let mut le = [0u8; 8];
+                le.copy_from_slice(&self.bits[bit / 8..bit / 8 + 8]);
+                let v = (u64::from_le_bytes(le) >> (bit % 8)) & ((1u64 << w) - 1);
+                *field = self.header.bases[k].wrapping_add(v);
+                bit += w as usize;
+            }
+            return Some(fields);
+        }
+        None
+    }
+}
+
+impl<T> Clone for Run<'_, T> {
+    fn clone(&self) -> Self {
+        Run {
+            column: self.column,
+            next: self.next,
+            end: self.end,
+            frame: self.frame,
+        }
+    }
+}
+
+impl<T: Packable> Iterator for Run<'_, T> {
+    type Item = T;
+
+    /// Inlined where an item of the block already looked up is one load per field away
+    /// (nearly every item of a list); the rest out of line.
+    #[inline(always)]
+    fn next(&mut self) -> Option<T> {
+        if self.next < self.end {
+            if let Some(frame) = &self.frame {
+                let j = self.next - frame.block * BLOCK;
+                if j < BLOCK {
+                    if let Some(fields) = frame.narrow_fields(j, T::FIELDS) {
+                        let item = T::from_fields(&fields);
+                        // Out of bounds: left to the path that records the damage.
+                        if item.valid(&self.column.limits) {
+                            self.next += 1;
+                            return Some(item);
+                        }
+                    }
+                }
+            }
+        }
+        self.next_looked_up()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.end - self.next))
+    }
+}
+
+impl<T: Packable> Run<'_, T> {
+    /// The next item, looking its block up first where it is not the last one's.
+    #[inline(never)]
+    fn next_looked_up(&mut self) -> Option<T> {
+        while self.next < self.end {
+            let (i, b) = (self.next, self.next / BLOCK);
+            self.next += 1;
+            if self.frame.as_ref().is_none_or(|f| f.block != b) {
+                match self.column.block(b) {
+                    Some((header, bits)) => {
+                        self.frame = Some(Frame {
+                            block: b,
+                            header,
+                            bits,
+                            item_bits: header.item_bits(),
+                            narrow: header.widths.iter().all(|w| *w <= 56),
+                        })
+                    }
+                    None => {
+                        // A damaged block: its items read as missing.
+                        self.next = self.end.min((b + 1) * BLOCK);
+                        continue;
+                    }
+                }
+            }
+            let Some(frame) = &self.frame else { continue };
+            let Some(fields) = frame.fields(i % BLOCK, T::FIELDS) else {
+                self.column.damage.record();
+                continue;
+            };
+            let item = T::from_fields(&fields);
+            if item.valid(&self.column.limits) {
+                return Some(item);
+            }
+            self.column.damage.record();
+        }
+        None
     }
 }
 
@@ -338,7 +523,7 @@ pub(crate) fn mapped_column<T: Packable>(
 ) -> Packed<T> {
     let (headers, _) = plan(items.len(), |i| items[i]);
     let mut data = Vec::new();
-    let _ = feed_data(&headers, items.len(), |i| items[i], &mut |b| {
+    let _ = feed_data(&headers, items.iter().copied(), &mut |b| {
         data.extend_from_slice(b);
         Ok(())
     });
@@ -378,7 +563,7 @@ mod tests {
     ) -> (Packed<T>, Arc<Damage>) {
         let (mut headers, bytes) = plan(items.len(), |i| items[i]);
         let mut data = Vec::new();
-        feed_data(&headers, items.len(), |i| items[i], &mut |b| {
+        feed_data(&headers, items.iter().copied(), &mut |b| {
             data.extend_from_slice(b);
             Ok(())
         })
@@ -494,6 +679,55 @@ mod tests {
         // A width past 64 bits is refused with its header.
         let (col, _) = column(&labels, limits, |h| h[0].widths[0] = 65, |_| ());
         assert_eq!(col.get(0), None);
+    }
+
+    /// A run reads what item-by-item reads give, across blocks, through narrow fields (one
+    /// load each) and wide ones (field by field), and leaves out what a damaged block or an
+    /// item out of bounds held, recording it.
+    #[test]
+    fn a_run_reads_what_get_reads_and_leaves_damage_out() {
+        let labels: Vec<u32> = (0..3_000).map(|i| (i * 7) % 1_000).collect();
+        let limits = Limits {
+            labels: 1_000,
+            ..Limits::default()
+        };
+        let (col, damage) = column(&labels, limits, |_| (), |_| ());
+        for range in [
+            0..0,
+            0..1,
+            5..900,
+            1000..1030,
+            1020..2050,
+            0..3000,
+            2999..3000,
+        ] {
+            let run: Vec<u32> = col.run(range.clone()).unwrap().collect();
+            assert_eq!(run, labels[range.clone()], "{range:?}");
+        }
+        assert!(col.run(10..3001).is_none() && !damage.found());
+        let times: Vec<i64> = (0..2_500)
+            .map(|i| i64::MIN + i * 977)
+            .chain([i64::MAX])
+            .collect();
+        let (wide, _) = column(&times, limits, |_| (), |_| ());
+        assert!(wide.run(0..times.len()).unwrap().eq(times.iter().copied()));
+        // The second block's header claiming more bits than there are: it reads as missing.
+        let (col, damage) = column(&labels, limits, |h| h[1].widths[0] = 64, |_| ());
+        let run: Vec<u32> = col.run(0..3000).unwrap().collect();
+        assert_eq!(run.len(), 3000 - BLOCK);
+        assert_eq!(run[..BLOCK], labels[..BLOCK]);
+        assert_eq!(run[BLOCK..], labels[2 * BLOCK..]);
+        assert!(damage.found());
+        // Labels out of bounds under right checksums: each is left out, the rest read.
+        let narrower = Limits {
+            labels: 500,
+            ..limits
+        };
+        let (col, damage) = column(&labels, narrower, |_| (), |_| ());
+        let run: Vec<u32> = col.run(0..3000).unwrap().collect();
+        let within: Vec<u32> = labels.iter().copied().filter(|l| *l < 500).collect();
+        assert_eq!(run, within);
+        assert!(damage.found());
     }
 
     #[test]

@@ -601,7 +601,6 @@ fn route(
         let best = g
             .adjacency()
             .entries(w[0])
-            .iter()
             .filter(|e| {
                 e.neighbor() == w[1]
                     && costs
@@ -675,7 +674,6 @@ pub fn last_seen(store: &Store, entity: &str) -> Result<Option<(PlaceRef, i64, P
         let g = store.graph();
         g.adjacency()
             .entries(node.id)
-            .iter()
             .filter(|e| {
                 g.node(e.neighbor())
                     .is_some_and(|n| n.label == crate::model::labels::PLACE)

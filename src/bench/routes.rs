@@ -42,7 +42,6 @@ pub(crate) fn route_questions(
         };
         g.adjacency()
             .entries(n.id)
-            .iter()
             .any(|e| !e.is_incoming() && e.relation() == contains && e.neighbor() == iron)
     };
     let is_type = |n: &Node, t: &str| {

@@ -1282,7 +1282,7 @@ impl Run<'_, '_> {
                             continue;
                         }
                         for e in g.adjacency().entries(here) {
-                            if admits(e) && !edges.contains(&e.edge_id()) {
+                            if admits(&e) && !edges.contains(&e.edge_id()) {
                                 let mut ns = nodes.clone();
                                 ns.push(e.neighbor());
                                 let mut es = edges.clone();

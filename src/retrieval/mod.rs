@@ -1167,7 +1167,6 @@ impl<'s> Retriever<'s> {
         let mut facts: Vec<(OrderedFloat<f32>, u32, String)> = g
             .adjacency()
             .entries(n.id)
-            .iter()
             .filter_map(|a| {
                 let other = g.node_name(NodeId(a.node))?;
                 let rel = g.relation_name(a.relation());

@@ -118,9 +118,9 @@ pub fn personalized_pagerank(
             let r = s.residual[ui];
             let entries = adj.entries(NodeId(u));
             let mut out_weight = 0.0f32;
-            for e in entries {
-                if filter.admits_entry(u, e, adj) {
-                    out_weight += weight(u, e);
+            for e in entries.clone() {
+                if filter.admits_entry(u, &e, adj) {
+                    out_weight += weight(u, &e);
                 }
             }
             if out_weight <= 0.0 {
@@ -133,13 +133,13 @@ pub fn personalized_pagerank(
             s.residual[ui] = 0.0;
             let spread = (1.0 - params.alpha) * r / out_weight;
             for e in entries {
-                if !filter.admits_entry(u, e, adj) {
+                if !filter.admits_entry(u, &e, adj) {
                     continue;
                 }
                 let v = e.node;
                 s.touch(v);
                 let vi = v as usize;
-                s.residual[vi] += spread * weight(u, e);
+                s.residual[vi] += spread * weight(u, &e);
                 if !s.queued[vi] && s.residual[vi] >= threshold(v) {
                     s.queued[vi] = true;
                     s.queue.push(v);

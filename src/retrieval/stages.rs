@@ -355,8 +355,8 @@ impl<'g, 'o> Scope<'g, 'o> {
         for (n, _) in top_nodes {
             for e in adj.entries(*n) {
                 if Some(e.relation()) == mentions
-                    || !self.filter.admits_entry(n.0, e, adj)
-                    || !self.edge_ok(e)
+                    || !self.filter.admits_entry(n.0, &e, adj)
+                    || !self.edge_ok(&e)
                     || !seen_edges.insert(e.edge)
                     || self.is_passage(e.neighbor())
                 {
@@ -378,7 +378,7 @@ impl<'g, 'o> Scope<'g, 'o> {
                 let text_of = |n: NodeId| text.nodes.get(&n).copied().unwrap_or(0.0);
                 let parts = ScoreParts {
                     graph: graph_part((a + b) / 2.0, max_entity),
-                    confidence: self.confidence_of(n.0, e),
+                    confidence: self.confidence_of(n.0, &e),
                     recency: self.recency(core.last_seen),
                     text: text_of(core.from).max(text_of(core.to)),
                     salience: core.salience,

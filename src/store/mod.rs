@@ -484,7 +484,6 @@ fn compare_adjacency(report: &mut VerifyReport, live: &State, replayed: &State) 
             let mut v: Vec<(u32, u32, bool, bool, u32, u32)> = s
                 .adj
                 .entries(node)
-                .iter()
                 .map(|e| {
                     (
                         e.edge,
@@ -557,12 +556,7 @@ impl ProjectionBase for LiveBase<'_> {
         Ok(self.state.edge(id))
     }
     fn incident_edges(&self, node: NodeId) -> Vec<EdgeId> {
-        self.state
-            .adj
-            .entries(node)
-            .iter()
-            .map(|e| e.edge_id())
-            .collect()
+        self.state.adj.entries(node).map(|e| e.edge_id()).collect()
     }
     fn counters(&self) -> Counters {
         self.state.counters
@@ -1069,7 +1063,7 @@ impl GraphRead<'_> {
         let mut hot_nodes = 0usize;
         for id in self.pinned_ids() {
             hot_nodes += 1;
-            hot_edges.extend(self.state.adj.entries(id).iter().map(|e| e.edge_id()));
+            hot_edges.extend(self.state.adj.entries(id).map(|e| e.edge_id()));
         }
         for (item, usage) in self.state.folds.usage.iter() {
             let hot = self.tiers.tier(Some(*usage), now) == Tier::Hot;

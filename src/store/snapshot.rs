@@ -34,15 +34,16 @@
 //! the log record at that seq (u32, see [`log_fingerprint`]), body length (u64), CRC-32 of
 //! the body (u32); then the body: relation names, label names, the number of node slots (at
 //! most the header's next node id), the live nodes, the pinned node ids, the number of edge
-//! slots (at most the header's next edge id), the live edges, the validity bounds of the
-//! edges that have one (id u32, from i64, to i64), and for each of the thirteen sections its
+//! slots (at most the header's next edge id), the live edges, the number of adjacency entries
+//! (u64, at most twice the edge slots), the validity bounds of the
+//! edges that have one (id u32, from i64, to i64), and for each of the fourteen sections its
 //! items (u64) and the CRC-32 of each of its blocks. Then, each from the next multiple of
 //! 4096 bytes: the edge slots as a packed column (`crate::packed`: its block headers, then
 //! its bits; per slot the endpoints, the relation one up with 0 for a free slot, the bits of
 //! the confidence and of the salience), the last-seen times as a packed column (an i64 with
-//! its sign bit flipped), the adjacency's offsets (u64, one per node slot and one more) and
-//! entries (16 bytes: neighbour, edge, confidence, relation with the direction and bounded
-//! flags), the node records' offsets (u64, the same way; equal offsets for an empty slot)
+//! its sign bit flipped), the adjacency's offsets (u64, one per node slot and one more, in
+//! entries) and entries as a packed column (neighbour, edge, the bits of the confidence, the
+//! relation shifted past the direction and bounded flags), the node records' offsets (u64, the same way; equal offsets for an empty slot)
 //! and bytes (each record as `store/node_table.rs` keeps it: the salience as f32, then
 //! postcard of the rest, its label interned), each node slot's label as a packed column (one
 //! up, 0 for an empty slot), the key table (u32 node ids, `u32::MAX` for an empty slot:
@@ -86,7 +87,9 @@ const MAGIC: &[u8; 8] = b"LOCISNAP";
 ///    the snapshot holds the whole derived graph, which no table of the store holds any more.
 /// 7: the edge slots, last-seen times and node labels bit-packed in blocks (`crate::packed`).
 /// 8: an edge's details like the one before's take one byte (`store/edge_details.rs`).
-pub const SNAPSHOT_FORMAT: u32 = 8;
+/// 9: the adjacency's entries a packed column too; packed columns keep each item's fields
+///    together; the body gives the number of adjacency entries.
+pub const SNAPSHOT_FORMAT: u32 = 9;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
 /// Bytes of one validity entry: edge id, valid from, valid to.
 const BOUND_ENTRY: usize = 4 + 8 + 8;
@@ -111,7 +114,7 @@ pub(super) fn log_fingerprint(backend: &dyn Backend, seq: u64) -> Result<u32> {
 /// one every section is aligned for its items.
 const SECTION_ALIGN: u64 = 4096;
 /// How many mapped sections a snapshot has.
-const N: usize = 13;
+const N: usize = 14;
 /// The mapped sections, in their order in the file.
 const SECTIONS: [&str; N] = [
     "edge core blocks",
@@ -119,6 +122,7 @@ const SECTIONS: [&str; N] = [
     "last seen blocks",
     "last seen",
     "adjacency offsets",
+    "adjacency entry blocks",
     "adjacency entries",
     "node record offsets",
     "node records",
@@ -133,14 +137,15 @@ const CORES: usize = 1;
 const SEEN_BLOCKS: usize = 2;
 const SEEN: usize = 3;
 const ADJACENCY_OFFSETS: usize = 4;
-const ADJACENCY_ENTRIES: usize = 5;
-const RECORD_OFFSETS: usize = 6;
-const RECORDS: usize = 7;
-const LABEL_BLOCKS: usize = 8;
-const LABELS: usize = 9;
-const KEY_TABLE: usize = 10;
-const DETAIL_OFFSETS: usize = 11;
-const DETAILS: usize = 12;
+const ENTRY_BLOCKS: usize = 5;
+const ENTRIES: usize = 6;
+const RECORD_OFFSETS: usize = 7;
+const RECORDS: usize = 8;
+const LABEL_BLOCKS: usize = 9;
+const LABELS: usize = 10;
+const KEY_TABLE: usize = 11;
+const DETAIL_OFFSETS: usize = 12;
+const DETAILS: usize = 13;
 /// Bytes of a packed column's block header.
 const BLOCK_HEADER: u64 = std::mem::size_of::<BlockHeader>() as u64;
 /// Bytes of an item of each section.
@@ -150,7 +155,8 @@ const ITEM_BYTES: [u64; N] = [
     BLOCK_HEADER,
     1,
     8,
-    std::mem::size_of::<AdjEntry>() as u64,
+    BLOCK_HEADER,
+    1,
     8,
     1,
     BLOCK_HEADER,
@@ -209,8 +215,9 @@ struct SectionSource<'a> {
     node_rows: usize,
     key_slots: Vec<KeySlot>,
     /// The block headers and data bytes of the packed columns: edge cores, last-seen times,
-    /// node labels.
+    /// adjacency entries (and how many), node labels.
     cores: (Vec<BlockHeader>, u64),
+    entries: (Vec<BlockHeader>, u64, u64),
     seen: (Vec<BlockHeader>, u64),
     labels: (Vec<BlockHeader>, u64),
 }
@@ -241,10 +248,6 @@ impl SectionSource<'_> {
     /// The items of each section.
     fn items(&self) -> [u64; N] {
         let rows = 0..self.node_rows;
-        let entries: u64 = rows
-            .clone()
-            .map(|n| self.state.adj.entries(NodeId(n as u32)).len() as u64)
-            .sum();
         let record_bytes: u64 = rows
             .map(|n| self.state.nodes.record(n).map_or(0, <[u8]>::len) as u64)
             .sum();
@@ -260,7 +263,8 @@ impl SectionSource<'_> {
             blocks(&self.seen),
             self.seen.1,
             nodes + 1,
-            entries,
+            self.entries.0.len() as u64,
+            self.entries.1,
             nodes + 1,
             record_bytes,
             blocks(&self.labels),
@@ -302,15 +306,18 @@ impl SectionSource<'_> {
         };
         match k {
             CORE_BLOCKS => sink(mapped::bytes_of(&self.cores.0)),
-            CORES => packed::feed_data(&self.cores.0, self.edge_slots, slot, sink),
+            CORES => packed::feed_data(&self.cores.0, (0..self.edge_slots).map(slot), sink),
             SEEN_BLOCKS => sink(mapped::bytes_of(&self.seen.0)),
-            SEEN => packed::feed_data(&self.seen.0, self.edge_slots, seen, sink),
-            ADJACENCY_OFFSETS => offsets(rows, &|n| row(n).len(), sink),
-            ADJACENCY_ENTRIES => (0..rows).try_for_each(|n| sink(mapped::bytes_of(row(n)))),
+            SEEN => packed::feed_data(&self.seen.0, (0..self.edge_slots).map(seen), sink),
+            // Counted as the entries section reads them, so that the two agree even where a
+            // list read from a map meets a damaged block.
+            ADJACENCY_OFFSETS => offsets(rows, &|n| row(n).count(), sink),
+            ENTRY_BLOCKS => sink(mapped::bytes_of(&self.entries.0)),
+            ENTRIES => packed::feed_data(&self.entries.0, (0..rows).flat_map(row), sink),
             RECORD_OFFSETS => offsets(rows, &|n| record(n).len(), sink),
             RECORDS => (0..rows).try_for_each(|n| sink(record(n))),
             LABEL_BLOCKS => sink(mapped::bytes_of(&self.labels.0)),
-            LABELS => packed::feed_data(&self.labels.0, rows, label, sink),
+            LABELS => packed::feed_data(&self.labels.0, (0..rows).map(label), sink),
             KEY_TABLE => sink(mapped::bytes_of(&self.key_slots)),
             DETAIL_OFFSETS => offsets(details, &|r| detail(r).len(), sink),
             _ => (0..details).try_for_each(|r| sink(detail(r))),
@@ -368,6 +375,7 @@ fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>) -> Vec<u8>
 
     put_u32(&mut body, sections.edge_slots as u32);
     put_u32(&mut body, state.edges.live_count() as u32);
+    put_u64(&mut body, sections.entries.2);
     let bounded: Vec<(EdgeId, EdgeCore)> = state
         .edges
         .bounded()
@@ -436,6 +444,7 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         node_rows,
         key_slots: key_index::key_slots(&state.nodes),
         cores: packed::plan(edge_slots, slot),
+        entries: packed::plan_run((0..node_rows).flat_map(|n| state.adj.entries(NodeId(n as u32)))),
         seen: packed::plan(edge_slots, seen),
         labels: packed::plan(node_rows, label),
     };
@@ -626,6 +635,8 @@ struct Body<'a> {
     pinned: IdSet,
     edge_slots: usize,
     live_edges: usize,
+    /// Entries in the adjacency's lists.
+    entries: u64,
     bounds: &'a [u8],
     items: [u64; N],
     crcs: [Vec<u32>; N],
@@ -663,6 +674,13 @@ fn read_body(head: &[u8]) -> std::result::Result<Body<'_>, Unusable> {
         pinned.insert(id);
     }
     let (edge_slots, live_edges) = r.slots(header.counters.next_edge, "edge")?;
+    // Each edge slot has at most its two sides in the lists.
+    let entries = r.u64()?;
+    if entries > 2 * edge_slots as u64 {
+        return Err(format!(
+            "{entries} adjacency entries for {edge_slots} edge slots"
+        ));
+    }
     let bounds = r.count(BOUND_ENTRY, "validity bounds")?;
     let bounds = r.take(bounds * BOUND_ENTRY)?;
     let mut items = [0u64; N];
@@ -690,6 +708,7 @@ fn read_body(head: &[u8]) -> std::result::Result<Body<'_>, Unusable> {
         pinned,
         edge_slots,
         live_edges,
+        entries,
         bounds,
         items,
         crcs,
@@ -733,6 +752,7 @@ fn decode(
         pinned,
         edge_slots,
         live_edges,
+        entries: entry_count,
         bounds,
         items,
         crcs,
@@ -746,7 +766,8 @@ fn decode(
         blocks(edge_slots),
         items[SEEN],
         nodes + 1,
-        items[ADJACENCY_ENTRIES],
+        blocks(entry_count as usize),
+        items[ENTRIES],
         nodes + 1,
         items[RECORDS],
         blocks(slots),
@@ -782,7 +803,7 @@ fn decode(
         edges: edge_slots as u32,
         relations: relations.len() as u32,
         labels: labels.len() as u32,
-        entries: items[ADJACENCY_ENTRIES],
+        entries: entry_count,
         record_bytes: items[RECORDS],
         detail_bytes: items[DETAILS],
     };
@@ -811,7 +832,7 @@ fn decode(
     let edge_cores: Packed<Slot> = column!(edge_slots);
     let seen: Packed<i64> = column!(edge_slots);
     let offsets: Section<u64> = section!();
-    let entries = section!();
+    let entries: Packed<AdjEntry> = column!(entry_count as usize);
     let record_offsets: Section<RecordOffset> = section!();
     let records = section!();
     let label_of: Packed<u32> = column!(slots);
@@ -820,7 +841,7 @@ fn decode(
     let detail_bytes = section!();
     // The ends of the rows: a block or two read now, so that a snapshot whose rows do not
     // cover what they index is refused rather than read.
-    if offsets.get(0) != Some(0) || offsets.get(slots) != Some(items[ADJACENCY_ENTRIES]) {
+    if offsets.get(0) != Some(0) || offsets.get(slots) != Some(entry_count) {
         return Err("the adjacency's offsets do not span its entries".into());
     }
     if record_offsets.get(0) != Some(RecordOffset(0))
@@ -1009,15 +1030,15 @@ mod tests {
     /// The sections start on page boundaries and the file ends on one, wherever the body ends.
     #[test]
     fn sections_are_laid_out_on_page_boundaries() {
-        let (starts, end) = layout(10, &[3, 100, 3, 0, 2, 0, 0, 0, 1, 0, 1, 1, 0]).unwrap();
+        let (starts, end) = layout(10, &[3, 100, 3, 0, 2, 1, 0, 0, 0, 1, 0, 1, 1, 0]).unwrap();
         assert_eq!(
             starts,
             [
-                4096, 8192, 12288, 16384, 16384, 20480, 20480, 20480, 20480, 24576, 24576, 28672,
-                32768
+                4096, 8192, 12288, 16384, 16384, 20480, 24576, 24576, 24576, 24576, 28672, 28672,
+                32768, 36864
             ]
         );
-        assert_eq!(end, 32768);
+        assert_eq!(end, 36864);
         let mut items = [0; N];
         items[CORE_BLOCKS] = 1000;
         let (starts, end) = layout(5000, &items).unwrap();
