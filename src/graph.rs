@@ -57,6 +57,10 @@ unsafe impl Plain for AdjEntry {
 /// few bits, where `rel_dir` as it lies would need 32).
 impl Packable for AdjEntry {
     const FIELDS: usize = 4;
+    /// Neighbours and edge ids are all over the graph, so a block of 65,536 entries packs
+    /// as tightly as one of 1,024, and its 56-byte headers (3,000 at 100M edges, not
+    /// 200,000) stay in the caches: a list read meets one cache miss fewer.
+    const BLOCK: usize = 1 << 16;
     fn to_fields(&self) -> [u64; MAX_FIELDS] {
         let flags = u64::from(self.is_incoming()) | u64::from(self.is_bounded()) << 1;
         [
@@ -160,6 +164,13 @@ impl Iterator for Entries<'_> {
         match &self.0 {
             EntriesOf::Memory(list) => list.size_hint(),
             EntriesOf::Mapped(run) => run.size_hint(),
+        }
+    }
+    /// A list in memory is counted without a walk.
+    fn count(self) -> usize {
+        match self.0 {
+            EntriesOf::Memory(list) => list.len(),
+            EntriesOf::Mapped(run) => run.count(),
         }
     }
 }
@@ -645,7 +656,10 @@ impl Adjacency {
         }
         let (base, copied) = (&self.base, &mut self.copied);
         self.moved.entry(node.0).or_insert_with(|| {
-            let row: Vec<AdjEntry> = base.row(i).collect();
+            // Sized from the offsets: a decoded row's length is not known before it is read,
+            // and a vector grown by doubling would hold up to twice the row.
+            let mut row = Vec::with_capacity(base.row_len(i));
+            row.extend(base.row(i));
             *copied += row.len();
             row
         })

@@ -8,8 +8,9 @@
 //!
 //! Nothing is read from the file unchecked. A section is cut into blocks of about 64 KiB, each
 //! with a CRC-32 kept in the snapshot's checksummed body. The first read of a block checks its
-//! CRC and every value in it (ids within the bounds the body gives), and remembers the result
-//! in a bit. A block that fails reads as missing (`None`), never as wrong data or a panic; the
+//! CRC and every value in it (ids within the bounds the body gives; a packed column's items,
+//! whose values are bits, are checked as they are decoded: `crate::packed`), and remembers the
+//! result in a bit. A block that fails reads as missing (`None`), never as wrong data or a panic; the
 //! section records the damage, and the store reports it and stops using the snapshot (see
 //! `store/snapshot.rs`). Checking at first touch rather than at the open is what keeps an open
 //! of a 100M-edge store from reading all 6 GB of it.

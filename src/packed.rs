@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use crate::mapped::{Damage, Limits, Plain, Section};
 
-/// Items to a block.
+/// Items to a block, unless the item says otherwise ([`Packable::BLOCK`]).
 pub const BLOCK: usize = 1024;
 
 /// Most fields an item has.
@@ -37,6 +37,10 @@ pub const MAX_FIELDS: usize = 5;
 pub trait Packable: Plain {
     /// How many of the fields it uses.
     const FIELDS: usize;
+    /// Items to a block. Fewer give narrower fields where neighbouring items are alike (an
+    /// edge's endpoints, times); more give fewer headers to keep in the caches where they are
+    /// not (adjacency entries, whose neighbours and edges are all over the graph).
+    const BLOCK: usize = BLOCK;
     fn to_fields(&self) -> [u64; MAX_FIELDS];
     /// The item of these fields; any fields give an item, which [`Plain::valid`] then judges.
     fn from_fields(fields: &[u64; MAX_FIELDS]) -> Self;
@@ -88,8 +92,8 @@ impl BlockHeader {
 }
 
 /// Items in block `b` of a column of `len` items.
-fn items_in(b: usize, len: usize) -> usize {
-    len.saturating_sub(b * BLOCK).min(BLOCK)
+fn items_in(b: usize, len: usize, block: usize) -> usize {
+    len.saturating_sub(b * block).min(block)
 }
 
 /// Bits set below `width`.
@@ -187,10 +191,10 @@ pub fn plan<T: Packable>(len: usize, item: impl Fn(usize) -> T) -> (Vec<BlockHea
 /// [`plan`] for the items `items` gives in order, and how many it gave.
 pub fn plan_run<T: Packable>(mut items: impl Iterator<Item = T>) -> (Vec<BlockHeader>, u64, u64) {
     let (mut headers, mut offset, mut len) = (Vec::new(), 0u64, 0u64);
-    let mut block = Vec::with_capacity(BLOCK);
+    let mut block = Vec::with_capacity(T::BLOCK);
     loop {
         block.clear();
-        block.extend(items.by_ref().take(BLOCK));
+        block.extend(items.by_ref().take(T::BLOCK));
         if block.is_empty() {
             return (headers, offset, len);
         }
@@ -222,7 +226,7 @@ pub fn feed_data<T: Packable>(
             acc: 0,
             bits: 0,
         };
-        for item in items.by_ref().take(BLOCK) {
+        for item in items.by_ref().take(T::BLOCK) {
             let fields = item.to_fields();
             for ((f, base), width) in fields.iter().zip(h.bases).zip(h.widths).take(T::FIELDS) {
                 w.push(f.wrapping_sub(base), width);
@@ -273,7 +277,7 @@ impl<T: Packable> Packed<T> {
         limits: Limits,
         damage: Arc<Damage>,
     ) -> Result<Self, String> {
-        if headers.len() != len.div_ceil(BLOCK) {
+        if headers.len() != len.div_ceil(T::BLOCK) {
             return Err(format!(
                 "{} block headers for {len} packed items",
                 headers.len()
@@ -297,20 +301,34 @@ impl<T: Packable> Packed<T> {
         self.len == 0
     }
 
-    /// The bits of block `b`: `None` in a damaged block, or when its header points past the
-    /// data (recorded as damage).
-    fn block(&self, b: usize) -> Option<(&BlockHeader, &[u8])> {
+    /// The header of block `b` and the bits of its items `items` (indices within the block),
+    /// with 16 bytes more where the block has them (so that its last item reads in one load
+    /// per field), and the bit of the block they start at: only the file's blocks under
+    /// those bits are checked, not all of a large block's. `None` in a damaged block, or
+    /// when its header points past the data (recorded as damage).
+    fn block_part(&self, b: usize, items: Range<usize>) -> Option<(&BlockHeader, &[u8], usize)> {
         let h = self.headers.get_ref(b)?;
-        let n = items_in(b, self.len);
-        let range = usize::try_from(h.offset)
+        let n = items_in(b, self.len, T::BLOCK);
+        let whole = usize::try_from(h.offset)
             .ok()
             .and_then(|start| Some(start..start.checked_add(h.data_bytes(n)?)?))
-            .filter(|r| r.end <= self.data.len());
-        let Some(range) = range else {
+            .filter(|r| r.end <= self.data.len() && items.start <= items.end && items.end <= n);
+        let Some(whole) = whole else {
             self.damage.record();
             return None;
         };
-        Some((h, self.data.slice(range)?))
+        // Within the block's bytes (at most 1,024 x 65,536 items of 512 bits): no overflow.
+        let w = h.item_bits();
+        let first = items.start * w / 8;
+        let last = (items.end * w)
+            .div_ceil(8)
+            .saturating_add(16)
+            .min(whole.len());
+        Some((
+            h,
+            self.data.slice(whole.start + first..whole.start + last)?,
+            first * 8,
+        ))
     }
 
     /// Item `i`; `None` past the end, or where the file is damaged (recorded).
@@ -319,8 +337,9 @@ impl<T: Packable> Packed<T> {
         if i >= self.len {
             return None;
         }
-        let (h, bits) = self.block(i / BLOCK)?;
-        self.item(h, bits, i % BLOCK * h.item_bits())
+        let j = i % T::BLOCK;
+        let (h, bits, first_bit) = self.block_part(i / T::BLOCK, j..j + 1)?;
+        self.item(h, bits, j * h.item_bits() - first_bit)
     }
 
     /// The item at bit `at` of a block with header `h` and bits `bits`, checked against the
@@ -362,16 +381,20 @@ pub struct Run<'a, T> {
     column: &'a Packed<T>,
     next: usize,
     end: usize,
-    /// The block `next` lies in, once looked up.
+    /// The part of the block `next` lies in that the run reads, once looked up.
     frame: Option<Frame<'a>>,
 }
 
-/// What a [`Run`] keeps of the block it reads.
+/// What a [`Run`] keeps of the block it reads: the bits of the items it reads there.
 #[derive(Clone, Copy)]
 struct Frame<'a> {
     block: usize,
+    /// The items of the block whose bits `bits` holds end before this one.
+    items_end: usize,
     header: &'a BlockHeader,
     bits: &'a [u8],
+    /// The bit of the block that `bits` starts at.
+    first_bit: usize,
     item_bits: usize,
     /// Every field at most 56 bits wide, so that one unaligned 8-byte load holds it.
     narrow: bool,
@@ -383,14 +406,16 @@ impl Frame<'_> {
     /// field with checks.
     #[inline]
     fn fields(&self, j: usize, used: usize) -> Option<[u64; MAX_FIELDS]> {
-        self.narrow_fields(j, used)
-            .or_else(|| self.header.fields(self.bits, j * self.item_bits, used))
+        self.narrow_fields(j, used).or_else(|| {
+            let at = (j * self.item_bits).checked_sub(self.first_bit)?;
+            self.header.fields(self.bits, at, used)
+        })
     }
 
     /// [`Frame::fields`] where one load per field does: `None` elsewhere.
     #[inline(always)]
     fn narrow_fields(&self, j: usize, used: usize) -> Option<[u64; MAX_FIELDS]> {
-        let at = j * self.item_bits;
+        let at = (j * self.item_bits).checked_sub(self.first_bit)?;
         // The last field's load starts within the item's bits, and reads 8 bytes on.
         if self.narrow && at / 8 + self.item_bits / 8 + 9 <= self.bits.len() {
             let mut fields = [0u64; MAX_FIELDS];
@@ -429,8 +454,8 @@ impl<T: Packable> Iterator for Run<'_, T> {
     fn next(&mut self) -> Option<T> {
         if self.next < self.end {
             if let Some(frame) = &self.frame {
-                let j = self.next - frame.block * BLOCK;
-                if j < BLOCK {
+                let j = self.next - frame.block * T::BLOCK;
+                if j < frame.items_end {
                     if let Some(fields) = frame.narrow_fields(j, T::FIELDS) {
                         let item = T::from_fields(&fields);
                         // Out of bounds: left to the path that records the damage.
@@ -455,28 +480,36 @@ impl<T: Packable> Run<'_, T> {
     #[inline(never)]
     fn next_looked_up(&mut self) -> Option<T> {
         while self.next < self.end {
-            let (i, b) = (self.next, self.next / BLOCK);
+            let (i, b) = (self.next, self.next / T::BLOCK);
+            let (j, block_end) = (i % T::BLOCK, self.end.min((b + 1) * T::BLOCK));
             self.next += 1;
-            if self.frame.as_ref().is_none_or(|f| f.block != b) {
-                match self.column.block(b) {
-                    Some((header, bits)) => {
+            if self
+                .frame
+                .as_ref()
+                .is_none_or(|f| f.block != b || j >= f.items_end)
+            {
+                let items = j..block_end - b * T::BLOCK;
+                match self.column.block_part(b, items.clone()) {
+                    Some((header, bits, first_bit)) => {
                         self.frame = Some(Frame {
                             block: b,
+                            items_end: items.end,
                             header,
                             bits,
+                            first_bit,
                             item_bits: header.item_bits(),
                             narrow: header.widths.iter().all(|w| *w <= 56),
                         })
                     }
                     None => {
                         // A damaged block: its items read as missing.
-                        self.next = self.end.min((b + 1) * BLOCK);
+                        self.next = block_end;
                         continue;
                     }
                 }
             }
             let Some(frame) = &self.frame else { continue };
-            let Some(fields) = frame.fields(i % BLOCK, T::FIELDS) else {
+            let Some(fields) = frame.fields(j, T::FIELDS) else {
                 self.column.damage.record();
                 continue;
             };

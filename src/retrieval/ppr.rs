@@ -39,6 +39,10 @@ struct Scratch {
     touched: Vec<u32>,
     queue: Vec<u32>,
     queued: Vec<bool>,
+    /// The admitted entries of the node being pushed, with their weights: a list read from
+    /// the snapshot is decoded as it is read, so it is read once, not once to sum the weights
+    /// and again to spread the mass.
+    pushes: Vec<(u32, f32)>,
 }
 
 impl Scratch {
@@ -116,11 +120,13 @@ pub fn personalized_pagerank(
             let ui = u as usize;
             s.queued[ui] = false;
             let r = s.residual[ui];
-            let entries = adj.entries(NodeId(u));
             let mut out_weight = 0.0f32;
-            for e in entries.clone() {
+            s.pushes.clear();
+            for e in adj.entries(NodeId(u)) {
                 if filter.admits_entry(u, &e, adj) {
-                    out_weight += weight(u, &e);
+                    let w = weight(u, &e);
+                    out_weight += w;
+                    s.pushes.push((e.node, w));
                 }
             }
             if out_weight <= 0.0 {
@@ -132,19 +138,17 @@ pub fn personalized_pagerank(
             s.estimate[ui] += params.alpha * r;
             s.residual[ui] = 0.0;
             let spread = (1.0 - params.alpha) * r / out_weight;
-            for e in entries {
-                if !filter.admits_entry(u, &e, adj) {
-                    continue;
-                }
-                let v = e.node;
+            let pushes = std::mem::take(&mut s.pushes);
+            for &(v, w) in &pushes {
                 s.touch(v);
                 let vi = v as usize;
-                s.residual[vi] += spread * weight(u, &e);
+                s.residual[vi] += spread * w;
                 if !s.queued[vi] && s.residual[vi] >= threshold(v) {
                     s.queued[vi] = true;
                     s.queue.push(v);
                 }
             }
+            s.pushes = pushes;
             // Keep the queue from growing without bound on long runs.
             if head > 4096 && head * 2 > s.queue.len() {
                 s.queue.drain(..head);

@@ -15,8 +15,9 @@
 //! open: the names, counts, pinned nodes, validity bounds, and the table of the mapped
 //! sections with a CRC-32 per block. The sections that follow are mapped, not read: the edge
 //! slots, last-seen times, the adjacency's rows laid end to end (offsets, then entries), the
-//! node records the same way, each node's label and the key table, each as its items lie in
-//! memory, little-endian, starting on a page. They are checked block by block at their first
+//! node records the same way, each node's label and the key table, little-endian, each
+//! starting on a page: the offsets, records and key table as their items lie in memory, the
+//! rest as packed columns (`crate::packed`). They are checked block by block at their first
 //! read (`crate::mapped`), so an open reads no node and no edge, and a page costs memory only
 //! once read. Damage found there reads as missing; the store reports it (`verify`), replays
 //! its graph from the log before it writes a batch that met it (whose lookups may have
@@ -309,9 +310,10 @@ impl SectionSource<'_> {
             CORES => packed::feed_data(&self.cores.0, (0..self.edge_slots).map(slot), sink),
             SEEN_BLOCKS => sink(mapped::bytes_of(&self.seen.0)),
             SEEN => packed::feed_data(&self.seen.0, (0..self.edge_slots).map(seen), sink),
-            // Counted as the entries section reads them, so that the two agree even where a
-            // list read from a map meets a damaged block.
-            ADJACENCY_OFFSETS => offsets(rows, &|n| row(n).count(), sink),
+            // From the offsets the state holds, not by decoding each list: a checkpoint
+            // checks every mapped block first (`Adjacency::check_mapped`) and writes nothing
+            // from a damaged state, so every list reads whole.
+            ADJACENCY_OFFSETS => offsets(rows, &|n| state.adj.degree(NodeId(n as u32)), sink),
             ENTRY_BLOCKS => sink(mapped::bytes_of(&self.entries.0)),
             ENTRIES => packed::feed_data(&self.entries.0, (0..rows).flat_map(row), sink),
             RECORD_OFFSETS => offsets(rows, &|n| record(n).len(), sink),
@@ -448,6 +450,17 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         seen: packed::plan(edge_slots, seen),
         labels: packed::plan(node_rows, label),
     };
+    // What an open refuses (`read_body`) is not written: such a snapshot would be replaced by
+    // a replay of the whole log at every open, unnoticed.
+    if sections.entries.2 > 2 * edge_slots as u64 {
+        return Err(Error::Store {
+            path: dir.to_path_buf(),
+            message: format!(
+                "the adjacency holds {} entries for {edge_slots} edge slots; no snapshot written",
+                sections.entries.2
+            ),
+        });
+    }
     let head = encode_head(state, log, &sections);
     let path = path_in(dir);
     let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
@@ -766,7 +779,7 @@ fn decode(
         blocks(edge_slots),
         items[SEEN],
         nodes + 1,
-        blocks(entry_count as usize),
+        (entry_count as usize).div_ceil(<AdjEntry as packed::Packable>::BLOCK) as u64,
         items[ENTRIES],
         nodes + 1,
         items[RECORDS],
