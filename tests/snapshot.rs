@@ -1157,6 +1157,26 @@ fn a_read_command_that_met_damage_exits_as_corrupt(kind: BackendKind, dir: &Path
     assert!(stderr.contains("damaged"), "{stderr}");
 }
 
+/// A lookup whose node read as missing because its record lies in a damaged block exits 6
+/// (corrupt store), not 4 (not found): "no node has key n2" was the damage speaking, and a
+/// script took it for an answer.
+fn a_lookup_that_met_damage_exits_as_corrupt_not_as_not_found(kind: BackendKind, dir: &Path) {
+    drop(built_with_snapshot(kind, dir));
+    let path = dir.join(SNAPSHOT);
+    let good = std::fs::read(&path).unwrap();
+    let mut bytes = good.clone();
+    bytes[section_bytes(&good, NODE_RECORDS).start + 5] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loci"))
+        .args(["neighbors", "n2", "--depth", "1", "--store"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("damaged"), "{stderr}");
+}
+
 fn a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing(
     kind: BackendKind,
     dir: &Path,
@@ -1261,6 +1281,7 @@ all_backends!(
     a_dry_run_and_a_pin_see_past_a_damaged_key_table,
     damage_met_while_a_batch_is_projected_has_it_projected_again,
     a_read_command_that_met_damage_exits_as_corrupt,
+    a_lookup_that_met_damage_exits_as_corrupt_not_as_not_found,
     a_store_opened_from_its_snapshot_moves_onto_each_new_one,
     understated_live_counts_in_the_body_break_nothing,
 );

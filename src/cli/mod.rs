@@ -34,14 +34,12 @@ use exit::Code;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log);
+    let damage_met = || DAMAGE_MET.load(std::sync::atomic::Ordering::Relaxed);
     match run(cli) {
+        // A report of differences (`replay --verify`, `check`) names the damage itself.
+        Ok(Code::Mismatch) => Code::Mismatch.into(),
         // The answer went out, but part of it may have read as missing.
-        Ok(Code::Ok) if DAMAGE_MET.load(std::sync::atomic::Ordering::Relaxed) => {
-            errln!(
-                "error: a block of the store's state snapshot is damaged, and what it held read as missing: the output may be incomplete. The next write replays the state from the log; `loci replay --verify` says what differs"
-            );
-            Code::Corrupt.into()
-        }
+        Ok(_) if damage_met() => damage_met_exit(),
         Ok(code) => code.into(),
         // The reader of our output went away (`loci ... | head`): the output was not wanted
         // any more, which is not a failure of ours.
@@ -49,9 +47,22 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let code = exit::code_of(&e);
             errln!("error: {}", render(&e));
+            // What failed may be the damage speaking ("no node has key ..." for a node whose
+            // record read as missing), not an answer a script should act on.
+            if damage_met() {
+                return damage_met_exit();
+            }
             code.into()
         }
     }
+}
+
+/// The exit of a command whose reads met a damaged block of the state snapshot.
+fn damage_met_exit() -> ExitCode {
+    errln!(
+        "error: a block of the store's state snapshot is damaged, and what it held read as missing: the output may be incomplete or wrong. The next write replays the state from the log; `loci replay --verify` says what differs"
+    );
+    Code::Corrupt.into()
 }
 
 /// An error and its causes, each said once (a cause whose text the outer message already
