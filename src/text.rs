@@ -20,7 +20,8 @@ use crate::error::{Error, Result};
 use crate::model::{Event, Node, NodeId};
 
 /// Version of the index layout; a different one in the commit payload forces a rebuild.
-const TEXT_FORMAT: u32 = 3;
+/// 4: the key and tag fields without field norms.
+const TEXT_FORMAT: u32 = 4;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
 pub(crate) const ANALYZER: &str = "loci_en";
 
@@ -371,12 +372,24 @@ pub(crate) fn any_term_query(field: Field, terms: &[String]) -> Box<dyn Query> {
     }
 }
 
+/// A field matched whole and never scored: a document's key (what deletes name) and its tags
+/// (filters, under a constant score). No field norms: they would be a byte a document each,
+/// read by nothing.
+fn unscored_string() -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("raw")
+            .set_fieldnorms(false)
+            .set_index_option(IndexRecordOption::Basic),
+    )
+}
+
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
-    let key = b.add_text_field("key", STRING);
+    let key = b.add_text_field("key", unscored_string());
     let name = b.add_text_field("name", STRING);
     let reference = b.add_u64_field("ref", NumericOptions::default().set_fast());
-    let tag = b.add_text_field("tag", STRING);
+    let tag = b.add_text_field("tag", unscored_string());
     let ts = b.add_i64_field("ts", NumericOptions::default().set_indexed().set_fast());
     let text = b.add_text_field("text", analysed_text_options());
     let digest = b.add_u64_field("digest", NumericOptions::default().set_fast());
