@@ -20,7 +20,7 @@ use petgraph::visit::{
     NodeIndexable, Visitable,
 };
 
-use crate::mapped::{Layered, Limits, Plain, Section};
+use crate::mapped::{Layered, Limits, Offsets, Plain};
 use crate::model::{EdgeId, NodeId};
 use crate::packed::{self, Packable, Packed, MAX_FIELDS};
 
@@ -61,6 +61,8 @@ impl Packable for AdjEntry {
     /// as tightly as one of 1,024, and its 56-byte headers (3,000 at 100M edges, not
     /// 200,000) stay in the caches: a list read meets one cache miss fewer.
     const BLOCK: usize = 1 << 16;
+    /// The confidence.
+    const CODED: Option<usize> = Some(2);
     fn to_fields(&self) -> [u64; MAX_FIELDS] {
         let flags = u64::from(self.is_incoming()) | u64::from(self.is_bounded()) << 1;
         [
@@ -485,7 +487,7 @@ pub(crate) enum Csr {
     /// (`crate::packed`): a row whose offsets lie in a damaged block reads as empty, and an
     /// entry in one is left out.
     Mapped {
-        offsets: Section<u64>,
+        offsets: Offsets<u64>,
         entries: Packed<AdjEntry>,
     },
 }
@@ -525,7 +527,7 @@ impl Csr {
                 Entries::memory(&entries[offsets[i] as usize..offsets[i + 1] as usize])
             }
             Csr::Mapped { offsets, entries } => {
-                let Some(&[start, end]) = offsets.slice(i..i + 2) else {
+                let Some((start, end)) = offsets.span(i) else {
                     return Entries::empty();
                 };
                 entries
@@ -540,10 +542,9 @@ impl Csr {
     fn row_len(&self, i: usize) -> usize {
         match self {
             Csr::Owned { offsets, .. } => (offsets[i + 1] - offsets[i]) as usize,
-            Csr::Mapped { offsets, .. } => match offsets.slice(i..i + 2) {
-                Some(&[start, end]) => end.saturating_sub(start) as usize,
-                _ => 0,
-            },
+            Csr::Mapped { offsets, .. } => offsets
+                .span(i)
+                .map_or(0, |(start, end)| end.saturating_sub(start) as usize),
         }
     }
 
@@ -580,7 +581,7 @@ impl Adjacency {
     /// interned label (`u32::MAX` for an empty slot; one per row), the pinned nodes and how
     /// many edges are live.
     pub(crate) fn mapped(
-        offsets: Section<u64>,
+        offsets: Offsets<u64>,
         entries: Packed<AdjEntry>,
         last_seen: Layered<i64>,
         labels: Layered<u32>,
@@ -1141,7 +1142,9 @@ mod tests {
     /// `g` (laid out) with its lists and last-seen times read from a map of a file, as an
     /// open from a snapshot reads them.
     fn mapped_copy(g: &Adjacency) -> Adjacency {
-        use crate::mapped::{block_crcs, bytes_of, map_of, Damage, Layered, Limits, Section};
+        use crate::mapped::{
+            block_crcs, bytes_of, map_of, Damage, Layered, Limits, Offsets, Section,
+        };
         let Csr::Owned { offsets, entries } = &g.base else {
             panic!("not laid out")
         };
@@ -1177,7 +1180,7 @@ mod tests {
             )
             .unwrap()
         }
-        let offsets = section(&map, 0, offsets, limits, &damage);
+        let offsets = Offsets::Wide(section(&map, 0, offsets, limits, &damage));
         let entries = crate::packed::mapped_column(entries, limits, damage.clone());
         let seen = crate::packed::mapped_column(&seen, limits, damage.clone());
         let labels = (0..g.node_bound() as u32)

@@ -98,6 +98,123 @@ unsafe impl Plain for u32 {
     }
 }
 
+/// An offset into rows or records laid end to end: one per slot and one more, so that slot
+/// `i` is what lies between the `i`th and the next (nothing when they are equal). Each kind
+/// checks its offsets against the length of what it indexes ([`Plain::valid`]).
+pub trait Offset: Plain {
+    fn at(self) -> u64;
+    /// The offset `at` (what a narrow offset stands for).
+    fn of(at: u64) -> Self;
+}
+
+/// An adjacency offset, in entries.
+impl Offset for u64 {
+    fn at(self) -> u64 {
+        self
+    }
+    fn of(at: u64) -> Self {
+        at
+    }
+}
+
+/// An offset `O` in four bytes: what a snapshot writes where every offset of its sections
+/// fits (entries, node record bytes and edge detail bytes each below 4 GiB), half the eight
+/// bytes of a wide one.
+#[repr(transparent)]
+pub struct Narrow<O>(u32, PhantomData<O>);
+
+impl<O> Clone for Narrow<O> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<O> Copy for Narrow<O> {}
+
+impl<O> Narrow<O> {
+    pub fn new(at: u32) -> Self {
+        Narrow(at, PhantomData)
+    }
+}
+
+// SAFETY: a `u32` (the marker takes no bytes).
+unsafe impl<O: Offset> Plain for Narrow<O> {
+    fn valid(&self, limits: &Limits) -> bool {
+        O::of(u64::from(self.0)).valid(limits)
+    }
+    fn ordered(&self) -> Option<u64> {
+        Some(u64::from(self.0))
+    }
+}
+
+/// A section of offsets `O`, narrow or wide as the snapshot wrote them.
+pub enum Offsets<O> {
+    Narrow(Section<Narrow<O>>),
+    Wide(Section<O>),
+}
+
+impl<O> Clone for Offsets<O> {
+    fn clone(&self) -> Self {
+        match self {
+            Offsets::Narrow(s) => Offsets::Narrow(s.clone()),
+            Offsets::Wide(s) => Offsets::Wide(s.clone()),
+        }
+    }
+}
+
+impl<O> std::fmt::Debug for Offsets<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Offsets::Narrow(s) => write!(f, "Narrow({s:?})"),
+            Offsets::Wide(s) => write!(f, "Wide({s:?})"),
+        }
+    }
+}
+
+impl<O: Offset> Offsets<O> {
+    pub fn len(&self) -> usize {
+        match self {
+            Offsets::Narrow(s) => s.len(),
+            Offsets::Wide(s) => s.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Offset `i`; `None` past the end or in a damaged block.
+    pub fn get(&self, i: usize) -> Option<u64> {
+        match self {
+            Offsets::Narrow(s) => s.get(i).map(|o| u64::from(o.0)),
+            Offsets::Wide(s) => s.get(i).map(O::at),
+        }
+    }
+
+    /// Offsets `i` and `i + 1`, where slot `i` starts and ends; `None` past the end or in a
+    /// damaged block.
+    #[inline]
+    pub fn span(&self, i: usize) -> Option<(u64, u64)> {
+        match self {
+            Offsets::Narrow(s) => match s.slice(i..i + 2)? {
+                [start, end] => Some((u64::from(start.0), u64::from(end.0))),
+                _ => None,
+            },
+            Offsets::Wide(s) => match s.slice(i..i + 2)? {
+                [start, end] => Some((start.at(), end.at())),
+                _ => None,
+            },
+        }
+    }
+
+    /// Checks every block now; whether all are sound.
+    pub fn check_all(&self) -> bool {
+        match self {
+            Offsets::Narrow(s) => s.check_all(),
+            Offsets::Wide(s) => s.check_all(),
+        }
+    }
+}
+
 /// The bytes of `items` as they are laid out in memory (and in a section of the file).
 pub fn bytes_of<T: Plain>(items: &[T]) -> &[u8] {
     // SAFETY: `Plain` types have no padding, so every byte of the slice is initialised.

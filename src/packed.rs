@@ -15,6 +15,13 @@
 //!
 //! The adjacency's entries are such a column too: a list is a run of it.
 //!
+//! One field of an item may be coded ([`Packable::CODED`]: the confidence of the edge cores
+//! and of the adjacency entries): written as its value's rank in a [`Codebook`] of the
+//! distinct values the columns hold, ascending, which the snapshot's body carries. The
+//! benchmark graph's 1,000 confidences then take 10 bits where their `f32` bits took 30 (the
+//! exponent's spread across a block), and an agent's handful of confidences fewer; a store
+//! with more than [`CODEBOOK_MAX`] distinct values writes them as they are.
+//!
 //! Nothing is read unchecked: the headers and the bits are [`Section`]s (a CRC-32 per block of
 //! the file, checked at first read), a header whose bits would run past the data reads as
 //! missing, and every item decoded is checked against the snapshot's bounds
@@ -41,9 +48,137 @@ pub trait Packable: Plain {
     /// edge's endpoints, times); more give fewer headers to keep in the caches where they are
     /// not (adjacency entries, whose neighbours and edges are all over the graph).
     const BLOCK: usize = BLOCK;
+    /// The field a [`Codebook`] codes, if any.
+    const CODED: Option<usize> = None;
     fn to_fields(&self) -> [u64; MAX_FIELDS];
     /// The item of these fields; any fields give an item, which [`Plain::valid`] then judges.
     fn from_fields(fields: &[u64; MAX_FIELDS]) -> Self;
+}
+
+/// Most values a [`Codebook`] holds: a body of at most half a megabyte, and a lookup table a
+/// reader keeps in its caches. A store with more distinct values writes them uncoded.
+pub const CODEBOOK_MAX: usize = 1 << 16;
+
+/// The distinct values of the coded fields of a snapshot's columns ([`Packable::CODED`]),
+/// ascending: a column writes each such field as its value's rank here, and reads the rank
+/// back through it. Empty: the fields are written as they are.
+#[derive(Debug, Default)]
+pub struct Codebook {
+    values: Vec<u64>,
+    /// Each value's rank, for writing (an open reads ranks, never looks values up).
+    ranks: hashbrown::HashMap<u64, u64, foldhash::fast::FixedState>,
+    /// A value was written that the codebook lacks: the column is wrong and not to be kept.
+    missed: std::sync::atomic::AtomicBool,
+}
+
+impl Codebook {
+    /// The codebook of `values` (in any order, repeated), or an empty one (no coding) when
+    /// they hold more than [`CODEBOOK_MAX`] distinct values.
+    pub fn collect(values: impl Iterator<Item = u64>) -> Codebook {
+        let mut seen: hashbrown::HashSet<u64, foldhash::fast::FixedState> = Default::default();
+        // Consecutive items often share a value (a bulk load's): one compare, not a hash.
+        let mut last = None;
+        for v in values {
+            if last != Some(v) {
+                last = Some(v);
+                seen.insert(v);
+                if seen.len() > CODEBOOK_MAX {
+                    return Codebook::default();
+                }
+            }
+        }
+        let mut values: Vec<u64> = seen.into_iter().collect();
+        values.sort_unstable();
+        Codebook::of_sorted(values)
+    }
+
+    /// The codebook of these values, as a snapshot's body gives them; refused unless they are
+    /// strictly ascending and at most [`CODEBOOK_MAX`].
+    pub fn read(values: Vec<u64>) -> Result<Codebook, String> {
+        if values.len() > CODEBOOK_MAX {
+            return Err(format!("a codebook of {} values", values.len()));
+        }
+        if values.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("a codebook's values out of order".into());
+        }
+        Ok(Codebook::of_sorted(values))
+    }
+
+    fn of_sorted(values: Vec<u64>) -> Codebook {
+        let ranks = values
+            .iter()
+            .enumerate()
+            .map(|(rank, v)| (*v, rank as u64))
+            .collect();
+        Codebook {
+            values,
+            ranks,
+            missed: Default::default(),
+        }
+    }
+
+    /// The values, ascending (none when fields are written uncoded).
+    pub fn values(&self) -> &[u64] {
+        &self.values
+    }
+
+    /// The field written for `value`. A value the codebook lacks is written as a rank past
+    /// its end, which reads as damage, and marks the codebook ([`Codebook::missed`]).
+    #[inline]
+    fn encode(&self, value: u64) -> u64 {
+        if self.values.is_empty() {
+            return value;
+        }
+        match self.ranks.get(&value) {
+            Some(rank) => *rank,
+            None => {
+                self.missed
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                self.values.len() as u64
+            }
+        }
+    }
+
+    /// Whether a value was written that the codebook lacks (a column that would read as
+    /// damaged: the snapshot is not to be kept).
+    pub fn missed(&self) -> bool {
+        self.missed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The value of the field `field`; `None` for a rank past the end.
+    #[inline(always)]
+    fn decode(&self, field: u64) -> Option<u64> {
+        if self.values.is_empty() {
+            return Some(field);
+        }
+        self.values.get(usize::try_from(field).ok()?).copied()
+    }
+}
+
+/// The fields of `item` as written, its coded field coded by `codebook`.
+#[inline]
+fn written_fields<T: Packable>(item: &T, codebook: &Codebook) -> [u64; MAX_FIELDS] {
+    let mut f = item.to_fields();
+    if let Some(k) = T::CODED {
+        f[k] = codebook.encode(f[k]);
+    }
+    f
+}
+
+/// The values of the coded field of `items` (none when `T` codes none): what
+/// [`Codebook::collect`] is given.
+pub fn coded_values<T: Packable>(items: impl Iterator<Item = T>) -> impl Iterator<Item = u64> {
+    items.filter_map(|item| T::CODED.map(|k| item.to_fields()[k]))
+}
+
+/// The item of the fields `fields` as read, its coded field decoded by `codebook`; `None`
+/// where the rank has no value.
+#[inline(always)]
+fn read_item<T: Packable>(mut fields: [u64; MAX_FIELDS], codebook: &Codebook) -> Option<T> {
+    if let Some(k) = T::CODED {
+        fields[k] = codebook.decode(fields[k])?;
+    }
+    Some(T::from_fields(&fields))
 }
 
 /// Where a block's bits start in the data, and each field's least value and width in bits.
@@ -158,13 +293,16 @@ impl BitWriter<'_> {
 }
 
 /// The least values and widths of the fields of `items` (one block).
-fn frame<T: Packable>(items: impl Iterator<Item = T>) -> ([u64; MAX_FIELDS], [u8; 8]) {
+fn frame<T: Packable>(
+    items: impl Iterator<Item = T>,
+    codebook: &Codebook,
+) -> ([u64; MAX_FIELDS], [u8; 8]) {
     let mut min = [u64::MAX; MAX_FIELDS];
     let mut max = [0u64; MAX_FIELDS];
     let mut any = false;
     for item in items {
         any = true;
-        let f = item.to_fields();
+        let f = written_fields(&item, codebook);
         for k in 0..T::FIELDS {
             min[k] = min[k].min(f[k]);
             max[k] = max[k].max(f[k]);
@@ -183,13 +321,20 @@ fn frame<T: Packable>(items: impl Iterator<Item = T>) -> ([u64; MAX_FIELDS], [u8
 
 /// The block headers of a column of `len` items given by `item`, and the data bytes they
 /// take: the first of the two passes that write a column ([`feed_data`] is the second).
-pub fn plan<T: Packable>(len: usize, item: impl Fn(usize) -> T) -> (Vec<BlockHeader>, u64) {
-    let (headers, bytes, _) = plan_run((0..len).map(item));
+pub fn plan<T: Packable>(
+    len: usize,
+    item: impl Fn(usize) -> T,
+    codebook: &Codebook,
+) -> (Vec<BlockHeader>, u64) {
+    let (headers, bytes, _) = plan_run((0..len).map(item), codebook);
     (headers, bytes)
 }
 
 /// [`plan`] for the items `items` gives in order, and how many it gave.
-pub fn plan_run<T: Packable>(mut items: impl Iterator<Item = T>) -> (Vec<BlockHeader>, u64, u64) {
+pub fn plan_run<T: Packable>(
+    mut items: impl Iterator<Item = T>,
+    codebook: &Codebook,
+) -> (Vec<BlockHeader>, u64, u64) {
     let (mut headers, mut offset, mut len) = (Vec::new(), 0u64, 0u64);
     let mut block = Vec::with_capacity(T::BLOCK);
     loop {
@@ -198,7 +343,7 @@ pub fn plan_run<T: Packable>(mut items: impl Iterator<Item = T>) -> (Vec<BlockHe
         if block.is_empty() {
             return (headers, offset, len);
         }
-        let (bases, widths) = frame(block.iter().copied());
+        let (bases, widths) = frame(block.iter().copied(), codebook);
         let h = BlockHeader {
             offset,
             bases,
@@ -216,6 +361,7 @@ pub fn plan_run<T: Packable>(mut items: impl Iterator<Item = T>) -> (Vec<BlockHe
 pub fn feed_data<T: Packable>(
     headers: &[BlockHeader],
     mut items: impl Iterator<Item = T>,
+    codebook: &Codebook,
     sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut out = Vec::new();
@@ -227,7 +373,7 @@ pub fn feed_data<T: Packable>(
             bits: 0,
         };
         for item in items.by_ref().take(T::BLOCK) {
-            let fields = item.to_fields();
+            let fields = written_fields(&item, codebook);
             for ((f, base), width) in fields.iter().zip(h.bases).zip(h.widths).take(T::FIELDS) {
                 w.push(f.wrapping_sub(base), width);
             }
@@ -245,6 +391,7 @@ pub struct Packed<T> {
     len: usize,
     limits: Limits,
     damage: Arc<Damage>,
+    codebook: Arc<Codebook>,
     _items: PhantomData<T>,
 }
 
@@ -256,6 +403,7 @@ impl<T> Clone for Packed<T> {
             len: self.len,
             limits: self.limits,
             damage: self.damage.clone(),
+            codebook: self.codebook.clone(),
             _items: PhantomData,
         }
     }
@@ -268,14 +416,15 @@ impl<T> std::fmt::Debug for Packed<T> {
 }
 
 impl<T: Packable> Packed<T> {
-    /// The column of `len` items whose block headers and bits are these sections; refused
-    /// when there is not one header per block.
+    /// The column of `len` items whose block headers and bits are these sections, its coded
+    /// field read through `codebook`; refused when there is not one header per block.
     pub fn new(
         headers: Section<BlockHeader>,
         data: Section<u8>,
         len: usize,
         limits: Limits,
         damage: Arc<Damage>,
+        codebook: Arc<Codebook>,
     ) -> Result<Self, String> {
         if headers.len() != len.div_ceil(T::BLOCK) {
             return Err(format!(
@@ -289,6 +438,7 @@ impl<T: Packable> Packed<T> {
             len,
             limits,
             damage,
+            codebook,
             _items: PhantomData,
         })
     }
@@ -347,7 +497,9 @@ impl<T: Packable> Packed<T> {
     /// bounds.
     #[inline]
     fn item(&self, h: &BlockHeader, bits: &[u8], at: usize) -> Option<T> {
-        let item = h.fields(bits, at, T::FIELDS).map(|f| T::from_fields(&f));
+        let item = h
+            .fields(bits, at, T::FIELDS)
+            .and_then(|f| read_item::<T>(f, &self.codebook));
         let Some(item) = item.filter(|i| i.valid(&self.limits)) else {
             self.damage.record();
             return None;
@@ -455,8 +607,10 @@ impl<T: Packable> Iterator for Run<'_, T> {
             if let Some(frame) = &self.frame {
                 let j = self.next - frame.block * T::BLOCK;
                 if j < frame.items_end {
-                    if let Some(fields) = frame.narrow_fields(j, T::FIELDS) {
-                        let item = T::from_fields(&fields);
+                    let fields = frame.narrow_fields(j, T::FIELDS);
+                    if let Some(item) =
+                        fields.and_then(|f| read_item::<T>(f, &self.column.codebook))
+                    {
                         // Out of bounds: left to the path that records the damage.
                         if item.valid(&self.column.limits) {
                             self.next += 1;
@@ -550,9 +704,10 @@ pub(crate) fn mapped_column<T: Packable>(
     limits: Limits,
     damage: Arc<Damage>,
 ) -> Packed<T> {
-    let (headers, _) = plan(items.len(), |i| items[i]);
+    let codebook = Arc::new(Codebook::collect(coded_values(items.iter().copied())));
+    let (headers, _) = plan(items.len(), |i| items[i], &codebook);
     let mut data = Vec::new();
-    let _ = feed_data(&headers, items.iter().copied(), &mut |b| {
+    let _ = feed_data(&headers, items.iter().copied(), &codebook, &mut |b| {
         data.extend_from_slice(b);
         Ok(())
     });
@@ -573,7 +728,15 @@ pub(crate) fn mapped_column<T: Packable>(
     );
     let crcs = crate::mapped::block_crcs(data.iter().copied());
     let d = Section::new(map, data_at, data.len(), crcs, limits, damage.clone(), "d");
-    Packed::new(h.unwrap(), d.unwrap(), items.len(), limits, damage).unwrap()
+    Packed::new(
+        h.unwrap(),
+        d.unwrap(),
+        items.len(),
+        limits,
+        damage,
+        codebook,
+    )
+    .unwrap()
 }
 
 #[cfg(test)]
@@ -590,9 +753,10 @@ mod tests {
         craft: impl FnOnce(&mut Vec<BlockHeader>),
         tamper: impl FnOnce(&mut Vec<u8>),
     ) -> (Packed<T>, Arc<Damage>) {
-        let (mut headers, bytes) = plan(items.len(), |i| items[i]);
+        let codebook = Arc::new(Codebook::default());
+        let (mut headers, bytes) = plan(items.len(), |i| items[i], &codebook);
         let mut data = Vec::new();
-        feed_data(&headers, items.iter().copied(), &mut |b| {
+        feed_data(&headers, items.iter().copied(), &codebook, &mut |b| {
             data.extend_from_slice(b);
             Ok(())
         })
@@ -630,7 +794,7 @@ mod tests {
         )
         .unwrap();
         (
-            Packed::new(h, d, items.len(), limits, damage.clone()).unwrap(),
+            Packed::new(h, d, items.len(), limits, damage.clone(), codebook).unwrap(),
             damage,
         )
     }
@@ -652,9 +816,10 @@ mod tests {
         assert!(col.check_all() && !damage.found());
         // A block of equal values takes no bits; close values few.
         let same = vec![0i64; 3_000];
-        assert_eq!(plan(same.len(), |i| same[i]).1, 0);
+        let none = Codebook::default();
+        assert_eq!(plan(same.len(), |i| same[i], &none).1, 0);
         let close: Vec<i64> = (0..1024).map(|i| 1_000_000 + i % 16).collect();
-        assert_eq!(plan(close.len(), |i| close[i]).1, 1024 * 4 / 8);
+        assert_eq!(plan(close.len(), |i| close[i], &none).1, 1024 * 4 / 8);
         let labels = [u32::MAX, 0, 3, u32::MAX, 2];
         let limits = Limits {
             labels: 4,
@@ -757,6 +922,101 @@ mod tests {
         let within: Vec<u32> = labels.iter().copied().filter(|l| *l < 500).collect();
         assert_eq!(run, within);
         assert!(damage.found());
+    }
+
+    /// An item whose second field a codebook codes.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[repr(C)]
+    struct Coded(u32, u32);
+
+    // SAFETY: two `u32`s, no padding.
+    unsafe impl Plain for Coded {
+        fn valid(&self, _: &Limits) -> bool {
+            true
+        }
+    }
+
+    impl Packable for Coded {
+        const FIELDS: usize = 2;
+        const CODED: Option<usize> = Some(1);
+        fn to_fields(&self) -> [u64; MAX_FIELDS] {
+            [u64::from(self.0), u64::from(self.1), 0, 0, 0]
+        }
+        fn from_fields(f: &[u64; MAX_FIELDS]) -> Self {
+            Coded(f[0] as u32, f[1] as u32)
+        }
+    }
+
+    /// A coded field takes the bits of its rank among the distinct values, reads back as its
+    /// value whether read alone or in a run, and a rank past the codebook reads as damage.
+    #[test]
+    fn a_coded_field_takes_the_bits_of_its_rank_and_reads_back_its_value() {
+        let confidence = |k: u32| (k as f32 / 1000.0).to_bits();
+        let items: Vec<Coded> = (0..5_000u32)
+            .map(|i| Coded(i % 7, confidence(i * 7919 % 1000)))
+            .collect();
+        let codebook = Codebook::collect(coded_values(items.iter().copied()));
+        assert_eq!(codebook.values().len(), 1000);
+        assert!(codebook.values().windows(2).all(|w| w[0] < w[1]));
+        let none = Codebook::default();
+        let (_, coded) = plan(items.len(), |i| items[i], &codebook);
+        let (_, raw) = plan(items.len(), |i| items[i], &none);
+        // 3 + 10 bits an item where the confidence's bits took 3 + 30.
+        assert_eq!(coded, 4 * 1024 * 13 / 8 + (904u64 * 13).div_ceil(8));
+        assert!(raw > coded * 2, "{raw} against {coded}");
+        assert!(!codebook.missed());
+
+        let column = mapped_column(&items, Limits::default(), Arc::default());
+        assert!((0..items.len()).all(|i| column.get(i) == Some(items[i])));
+        assert!(column
+            .run(0..items.len())
+            .unwrap()
+            .eq(items.iter().copied()));
+        assert!(column.check_all());
+
+        // A rank past the codebook (a crafted file, its checksums right): missing, recorded.
+        let short = Arc::new(Codebook::read(codebook.values()[..500].to_vec()).unwrap());
+        let damage = Arc::new(Damage::default());
+        let cut = Packed::new(
+            column.headers.clone(),
+            column.data.clone(),
+            column.len,
+            Limits::default(),
+            damage.clone(),
+            short,
+        )
+        .unwrap();
+        let within = |c: &Coded| c.1 < confidence(500);
+        let run: Vec<Coded> = cut.run(0..items.len()).unwrap().collect();
+        assert_eq!(
+            run,
+            items.iter().copied().filter(within).collect::<Vec<_>>()
+        );
+        assert!(damage.found());
+        let first_out = items.iter().position(|c| !within(c)).unwrap();
+        assert_eq!(cut.get(first_out), None);
+
+        // A value the codebook lacks is marked as it is written.
+        let one = Codebook::read(vec![u64::from(confidence(3))]).unwrap();
+        let _ = plan(items.len(), |i| items[i], &one);
+        assert!(one.missed());
+    }
+
+    /// More distinct values than a codebook holds leave the field uncoded; a codebook read
+    /// from a file is refused out of order or too long.
+    #[test]
+    fn a_codebook_is_bounded_and_ordered() {
+        let many = Codebook::collect(0..=CODEBOOK_MAX as u64);
+        assert!(many.values().is_empty());
+        assert_eq!(many.encode(123_456), 123_456);
+        let most = Codebook::collect((0..CODEBOOK_MAX as u64).rev());
+        assert_eq!(most.values().len(), CODEBOOK_MAX);
+        assert_eq!(most.encode(7), 7);
+        assert!(Codebook::read(vec![1, 1]).is_err());
+        assert!(Codebook::read(vec![2, 1]).is_err());
+        assert!(Codebook::read((0..=CODEBOOK_MAX as u64).collect()).is_err());
+        assert_eq!(Codebook::read(vec![5, 9]).unwrap().decode(1), Some(9));
+        assert_eq!(Codebook::read(vec![5, 9]).unwrap().decode(2), None);
     }
 
     #[test]

@@ -794,7 +794,12 @@ fn damage_to_a_mapped_section_is_found_and_a_batch_replays_the_graph_first(
         bytes[at] ^= 0x5a;
         std::fs::write(&path, &bytes).unwrap();
         let store = Store::open(dir).unwrap();
-        assert!(matches!(store.state_source(), StateSource::Snapshot { .. }));
+        if matches!(store.state_source(), StateSource::Log) {
+            // A block the open reads (the ends of the offsets): the snapshot is refused
+            // there and then, and the state replayed from the log.
+            assert_eq!(dump(&store), live, "byte {at}");
+            continue;
+        }
         if dump(&store) == live && store.verify().unwrap().ok() {
             continue;
         }

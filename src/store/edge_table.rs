@@ -41,6 +41,8 @@ unsafe impl Plain for Slot {
 /// slot, whose other fields are 0), and the bits of the confidence and salience.
 impl Packable for Slot {
     const FIELDS: usize = 5;
+    /// The confidence.
+    const CODED: Option<usize> = Some(3);
     fn to_fields(&self) -> [u64; MAX_FIELDS] {
         if !self.is_live() {
             return [0; MAX_FIELDS];

@@ -11,14 +11,7 @@
 use std::collections::HashMap;
 
 use crate::graph::BuildIdHasher;
-use crate::mapped::{Limits, Plain, Section};
-
-/// An offset into the bytes of a section of records: one per slot and one more, so that
-/// record `i` is the bytes between the `i`th and the next (none when they are equal: an
-/// empty slot). Each kind of record checks its offsets against the length of its own bytes.
-pub(crate) trait Offset: Plain {
-    fn at(self) -> u64;
-}
+use crate::mapped::{Limits, Offset, Offsets, Plain, Section};
 
 /// Where a node's record starts in the snapshot's node records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +31,9 @@ unsafe impl Plain for RecordOffset {
 impl Offset for RecordOffset {
     fn at(self) -> u64 {
         self.0
+    }
+    fn of(at: u64) -> Self {
+        RecordOffset(at)
     }
 }
 
@@ -60,12 +56,15 @@ impl Offset for DetailOffset {
     fn at(self) -> u64 {
         self.0
     }
+    fn of(at: u64) -> Self {
+        DetailOffset(at)
+    }
 }
 
 /// Records of a snapshot, read in place from its map (`crate::mapped`).
 #[derive(Clone, Debug)]
 pub(crate) struct MappedRecords<O> {
-    pub offsets: Section<O>,
+    pub offsets: Offsets<O>,
     pub bytes: Section<u8>,
 }
 
@@ -77,10 +76,7 @@ impl<O: Offset> MappedRecords<O> {
     /// Record `i` (below [`MappedRecords::len`]); `None` for an empty slot or one in a
     /// damaged block.
     fn record(&self, i: usize) -> Option<&[u8]> {
-        let &[start, end] = self.offsets.slice(i..i + 2)? else {
-            return None;
-        };
-        let (start, end) = (start.at(), end.at());
+        let (start, end) = self.offsets.span(i)?;
         if end <= start {
             return None;
         }

@@ -36,15 +36,18 @@
 //! the body (u32); then the body: relation names, label names, the number of node slots (at
 //! most the header's next node id), the live nodes, the pinned node ids, the number of edge
 //! slots (at most the header's next edge id), the live edges, the number of adjacency entries
-//! (u64, at most twice the edge slots), the validity bounds of the
+//! (u64, at most twice the edge slots), the confidence codebook (a u32 count, at most
+//! `packed::CODEBOOK_MAX`, then the `f32` bits of each distinct confidence as a u64,
+//! ascending; none when there were more), the validity bounds of the
 //! edges that have one (id u32, from i64, to i64), and for each of the fourteen sections its
 //! items (u64) and the CRC-32 of each of its blocks. Then, each from the next multiple of
 //! 4096 bytes: the edge slots as a packed column (`crate::packed`: its block headers, then
-//! its bits; per slot the endpoints, the relation one up with 0 for a free slot, the bits of
-//! the confidence and of the salience), the last-seen times as a packed column (an i64 with
+//! its bits; per slot the endpoints, the relation one up with 0 for a free slot, the
+//! confidence's rank in the codebook (its bits when the codebook is empty), the bits of the
+//! salience), the last-seen times as a packed column (an i64 with
 //! its sign bit flipped), the adjacency's offsets (u64, one per node slot and one more, in
-//! entries) and entries as a packed column (neighbour, edge, the bits of the confidence, the
-//! relation shifted past the direction and bounded flags), the node records' offsets (u64, the same way; equal offsets for an empty slot)
+//! entries) and entries as a packed column (neighbour, edge, the confidence's rank as in the
+//! edge slots, the relation shifted past the direction and bounded flags), the node records' offsets (u64, the same way; equal offsets for an empty slot)
 //! and bytes (each record as `store/node_table.rs` keeps it: the salience as f32, then
 //! postcard of the rest, its label interned), each node slot's label as a packed column (one
 //! up, 0 for an empty slot), the key table (u32 node ids, `u32::MAX` for an empty slot:
@@ -69,9 +72,9 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::graph::{AdjEntry, Adjacency, IdSet, Interner};
-use crate::mapped::{self, BlockCrcs, Damage, Layered, Limits, Plain, Section};
+use crate::mapped::{self, BlockCrcs, Damage, Layered, Limits, Offsets, Plain, Section};
 use crate::model::{EdgeId, NodeId};
-use crate::packed::{self, BlockHeader, Packed};
+use crate::packed::{self, BlockHeader, Codebook, Packed};
 use crate::projection::Counters;
 use crate::storage::Backend;
 
@@ -90,7 +93,9 @@ const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// 8: an edge's details like the one before's take one byte (`store/edge_details.rs`).
 /// 9: the adjacency's entries a packed column too; packed columns keep each item's fields
 ///    together; the body gives the number of adjacency entries.
-pub const SNAPSHOT_FORMAT: u32 = 9;
+/// 10: the confidences of the edge cores and the entries coded by their rank in a codebook
+///    the body carries (`packed::Codebook`).
+pub const SNAPSHOT_FORMAT: u32 = 10;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
 /// Bytes of one validity entry: edge id, valid from, valid to.
 const BOUND_ENTRY: usize = 4 + 8 + 8;
@@ -149,7 +154,7 @@ const DETAIL_OFFSETS: usize = 12;
 const DETAILS: usize = 13;
 /// Bytes of a packed column's block header.
 const BLOCK_HEADER: u64 = std::mem::size_of::<BlockHeader>() as u64;
-/// Bytes of an item of each section.
+/// Bytes of an item of each section, the offsets' as wide ones.
 const ITEM_BYTES: [u64; N] = [
     BLOCK_HEADER,
     1,
@@ -166,6 +171,17 @@ const ITEM_BYTES: [u64; N] = [
     8,
     1,
 ];
+/// The sections of offsets, which a snapshot writes narrow (4 bytes) when every offset fits.
+const OFFSET_SECTIONS: [usize; 3] = [ADJACENCY_OFFSETS, RECORD_OFFSETS, DETAIL_OFFSETS];
+
+/// Bytes of an item of section `k`, with offsets narrow or not.
+fn item_bytes(k: usize, narrow: bool) -> u64 {
+    if narrow && OFFSET_SECTIONS.contains(&k) {
+        4
+    } else {
+        ITEM_BYTES[k]
+    }
+}
 
 /// `at` rounded up to a section boundary.
 fn align_up(at: u64) -> Option<u64> {
@@ -174,12 +190,12 @@ fn align_up(at: u64) -> Option<u64> {
 
 /// Where each section starts, and where the file ends, after a body of `body_len` bytes, for
 /// sections of `items` items; `None` when a count is too large to lay out.
-fn layout(body_len: u64, items: &[u64; N]) -> Option<([u64; N], u64)> {
+fn layout(body_len: u64, items: &[u64; N], narrow: bool) -> Option<([u64; N], u64)> {
     let mut at = align_up((HEADER_LEN as u64).checked_add(body_len)?)?;
     let mut starts = [0; N];
     for k in 0..SECTIONS.len() {
         starts[k] = at;
-        at = align_up(at.checked_add(items[k].checked_mul(ITEM_BYTES[k])?)?)?;
+        at = align_up(at.checked_add(items[k].checked_mul(item_bytes(k, narrow))?)?)?;
     }
     Some((starts, at))
 }
@@ -221,6 +237,12 @@ struct SectionSource<'a> {
     entries: (Vec<BlockHeader>, u64, u64),
     seen: (Vec<BlockHeader>, u64),
     labels: (Vec<BlockHeader>, u64),
+    /// The confidences of the edge cores and the entries, which those columns code.
+    confidences: Codebook,
+    /// What the other columns are written through: no coding.
+    uncoded: Codebook,
+    /// Whether the offsets are written in four bytes (every one fits in 32 bits).
+    narrow_offsets: bool,
 }
 
 /// The items of the packed columns of `state`, by index: its edge slots, each edge's
@@ -288,38 +310,53 @@ impl SectionSource<'_> {
         let details = detail_rows(self.edge_slots);
         let detail = |r: usize| state.details.row(r).unwrap_or_default();
         let (slot, seen, label) = column_items(state);
-        // The offsets of `rows` lists of the lengths `len` gives, and one past the last.
+        // The offsets of `rows` lists of the lengths `len` gives, and one past the last: four
+        // bytes each where every offset fits (`narrow_offsets` says so), else eight.
+        let narrow = self.narrow_offsets;
         let offsets = |rows: usize,
                        len: &dyn Fn(usize) -> usize,
                        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
             let mut at = 0u64;
-            feed_items(
-                rows + 1,
-                |n| {
-                    let offset = at;
-                    if n < rows {
-                        at += len(n) as u64;
-                    }
-                    offset
-                },
-                sink,
-            )
+            let mut next = move |n: usize| {
+                let offset = at;
+                if n < rows {
+                    at += len(n) as u64;
+                }
+                offset
+            };
+            if narrow {
+                feed_items(rows + 1, |n| next(n) as u32, sink)
+            } else {
+                feed_items(rows + 1, next, sink)
+            }
         };
         match k {
             CORE_BLOCKS => sink(mapped::bytes_of(&self.cores.0)),
-            CORES => packed::feed_data(&self.cores.0, (0..self.edge_slots).map(slot), sink),
+            CORES => {
+                let slots = (0..self.edge_slots).map(slot);
+                packed::feed_data(&self.cores.0, slots, &self.confidences, sink)
+            }
             SEEN_BLOCKS => sink(mapped::bytes_of(&self.seen.0)),
-            SEEN => packed::feed_data(&self.seen.0, (0..self.edge_slots).map(seen), sink),
+            SEEN => {
+                let times = (0..self.edge_slots).map(seen);
+                packed::feed_data(&self.seen.0, times, &self.uncoded, sink)
+            }
             // From the offsets the state holds, not by decoding each list: a checkpoint
             // checks every mapped block first (`Adjacency::check_mapped`) and writes nothing
             // from a damaged state, so every list reads whole.
             ADJACENCY_OFFSETS => offsets(rows, &|n| state.adj.degree(NodeId(n as u32)), sink),
             ENTRY_BLOCKS => sink(mapped::bytes_of(&self.entries.0)),
-            ENTRIES => packed::feed_data(&self.entries.0, (0..rows).flat_map(row), sink),
+            ENTRIES => {
+                let entries = (0..rows).flat_map(row);
+                packed::feed_data(&self.entries.0, entries, &self.confidences, sink)
+            }
             RECORD_OFFSETS => offsets(rows, &|n| record(n).len(), sink),
             RECORDS => (0..rows).try_for_each(|n| sink(record(n))),
             LABEL_BLOCKS => sink(mapped::bytes_of(&self.labels.0)),
-            LABELS => packed::feed_data(&self.labels.0, (0..rows).map(label), sink),
+            LABELS => {
+                let labels = (0..rows).map(label);
+                packed::feed_data(&self.labels.0, labels, &self.uncoded, sink)
+            }
             KEY_TABLE => sink(mapped::bytes_of(&self.key_slots)),
             DETAIL_OFFSETS => offsets(details, &|r| detail(r).len(), sink),
             _ => (0..details).try_for_each(|r| sink(detail(r))),
@@ -328,7 +365,7 @@ impl SectionSource<'_> {
 
     /// The CRC of each block of section `k`.
     fn crcs(&self, k: usize) -> Vec<u32> {
-        let mut crcs = block_crcs_for(k);
+        let mut crcs = block_crcs_for(k, self.narrow_offsets);
         // Feeding a hasher cannot fail.
         let _ = self.feed(k, &mut |b| {
             crcs.push(b);
@@ -339,13 +376,13 @@ impl SectionSource<'_> {
 }
 
 /// A hasher of the blocks of section `k`.
-fn block_crcs_for(k: usize) -> BlockCrcs {
-    BlockCrcs::for_items_of(ITEM_BYTES[k] as usize)
+fn block_crcs_for(k: usize, narrow: bool) -> BlockCrcs {
+    BlockCrcs::for_items_of(item_bytes(k, narrow) as usize)
 }
 
 /// Blocks of section `k` with `items` items.
-fn blocks_of(k: usize, items: usize) -> usize {
-    items.div_ceil(mapped::items_per_block(ITEM_BYTES[k] as usize))
+fn blocks_of(k: usize, items: usize, narrow: bool) -> usize {
+    items.div_ceil(mapped::items_per_block(item_bytes(k, narrow) as usize))
 }
 
 /// Encodes the header and body of a snapshot of the graph part of `state` (nodes, edge
@@ -378,6 +415,10 @@ fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>) -> Vec<u8>
     put_u32(&mut body, sections.edge_slots as u32);
     put_u32(&mut body, state.edges.live_count() as u32);
     put_u64(&mut body, sections.entries.2);
+    let confidences = sections.confidences.values();
+    put_u32(&mut body, confidences.len() as u32);
+    confidences.iter().for_each(|v| put_u64(&mut body, *v));
+    put_u32(&mut body, u32::from(sections.narrow_offsets));
     let bounded: Vec<(EdgeId, EdgeCore)> = state
         .edges
         .bounded()
@@ -440,16 +481,28 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
     }
     let (edge_slots, node_rows) = (state.edges.slot_bound(), state.nodes.slot_bound());
     let (slot, seen, label) = column_items(state);
-    let sections = SectionSource {
+    let entries = || (0..node_rows).flat_map(|n| state.adj.entries(NodeId(n as u32)));
+    let confidences = Codebook::collect(
+        packed::coded_values((0..edge_slots).map(&slot)).chain(packed::coded_values(entries())),
+    );
+    let uncoded = Codebook::default();
+    let mut sections = SectionSource {
         state,
         edge_slots,
         node_rows,
         key_slots: key_index::key_slots(&state.nodes),
-        cores: packed::plan(edge_slots, slot),
-        entries: packed::plan_run((0..node_rows).flat_map(|n| state.adj.entries(NodeId(n as u32)))),
-        seen: packed::plan(edge_slots, seen),
-        labels: packed::plan(node_rows, label),
+        cores: packed::plan(edge_slots, slot, &confidences),
+        entries: packed::plan_run(entries(), &confidences),
+        seen: packed::plan(edge_slots, seen, &uncoded),
+        labels: packed::plan(node_rows, label, &uncoded),
+        confidences,
+        uncoded,
+        narrow_offsets: false,
     };
+    let items = sections.items();
+    let most = u64::from(u32::MAX);
+    sections.narrow_offsets =
+        sections.entries.2 <= most && items[RECORDS] <= most && items[DETAILS] <= most;
     // What an open refuses (`read_body`) is not written: such a snapshot would be replaced by
     // a replay of the whole log at every open, unnoticed.
     if sections.entries.2 > 2 * edge_slots as u64 {
@@ -462,6 +515,15 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         });
     }
     let head = encode_head(state, log, &sections);
+    // Every confidence was collected from the same items the columns are written from; one
+    // missing would read back as damage.
+    if sections.confidences.missed() {
+        return Err(Error::Store {
+            path: dir.to_path_buf(),
+            message: "a confidence missing from the snapshot's codebook; no snapshot written"
+                .into(),
+        });
+    }
     let path = path_in(dir);
     let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
     let put = || -> std::io::Result<u64> {
@@ -650,6 +712,10 @@ struct Body<'a> {
     live_edges: usize,
     /// Entries in the adjacency's lists.
     entries: u64,
+    /// The confidences the edge cores and the entries code.
+    confidences: Codebook,
+    /// Whether the offsets are four bytes each.
+    narrow_offsets: bool,
     bounds: &'a [u8],
     items: [u64; N],
     crcs: [Vec<u32>; N],
@@ -694,6 +760,16 @@ fn read_body(head: &[u8]) -> std::result::Result<Body<'_>, Unusable> {
             "{entries} adjacency entries for {edge_slots} edge slots"
         ));
     }
+    let codes = r.count(8, "confidences")?;
+    let confidences = (0..codes)
+        .map(|_| r.u64())
+        .collect::<Result<Vec<u64>, _>>()?;
+    let confidences = Codebook::read(confidences)?;
+    let narrow_offsets = match r.u32()? {
+        0 => false,
+        1 => true,
+        other => return Err(format!("offsets {other} wide")),
+    };
     let bounds = r.count(BOUND_ENTRY, "validity bounds")?;
     let bounds = r.take(bounds * BOUND_ENTRY)?;
     let mut items = [0u64; N];
@@ -702,7 +778,8 @@ fn read_body(head: &[u8]) -> std::result::Result<Body<'_>, Unusable> {
         items[k] = r.u64()?;
         let n = usize::try_from(items[k])
             .map_err(|_| format!("{}: {} items", SECTIONS[k], items[k]))?;
-        let raw = r.take(blocks_of(k, n).checked_mul(4).ok_or("too many blocks")?)?;
+        let blocks = blocks_of(k, n, narrow_offsets);
+        let raw = r.take(blocks.checked_mul(4).ok_or("too many blocks")?)?;
         crcs[k] = raw
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -722,6 +799,8 @@ fn read_body(head: &[u8]) -> std::result::Result<Body<'_>, Unusable> {
         edge_slots,
         live_edges,
         entries,
+        confidences,
+        narrow_offsets,
         bounds,
         items,
         crcs,
@@ -738,8 +817,11 @@ pub(super) fn section_bytes(dir: &Path) -> Vec<(&'static str, u64)> {
     match read_body(&head) {
         Ok(body) => SECTIONS
             .iter()
-            .zip(body.items.iter().zip(ITEM_BYTES))
-            .map(|(name, (n, size))| (*name, n.saturating_mul(size)))
+            .enumerate()
+            .map(|(k, name)| {
+                let size = item_bytes(k, body.narrow_offsets);
+                (*name, body.items[k].saturating_mul(size))
+            })
             .collect(),
         Err(_) => Vec::new(),
     }
@@ -766,10 +848,13 @@ fn decode(
         edge_slots,
         live_edges,
         entries: entry_count,
+        confidences,
+        narrow_offsets,
         bounds,
         items,
         crcs,
     } = read_body(head)?;
+    let (confidences, uncoded) = (Arc::new(confidences), Arc::new(Codebook::default()));
     let nodes = slots as u64;
     let details = detail_rows(edge_slots) as u64;
     let blocks = |n: usize| n.div_ceil(packed::BLOCK) as u64;
@@ -794,8 +879,8 @@ fn decode(
             "sections of {items:?} items, where the body implies {expected:?}"
         ));
     }
-    let (starts, end) =
-        layout(len, &items).ok_or_else(|| format!("sections of {items:?} items overflow"))?;
+    let (starts, end) = layout(len, &items, narrow_offsets)
+        .ok_or_else(|| format!("sections of {items:?} items overflow"))?;
     let file_len = file.metadata().map_err(|e| e.to_string())?.len();
     if file_len != end {
         return Err(format!(
@@ -834,36 +919,51 @@ fn decode(
             Section::new(map.clone(), at, n, crcs, limits, damage.clone(), what)?
         }};
     }
-    // A packed column: its block headers, then its bits, `len` items.
+    // A packed column: its block headers, then its bits, `len` items, coded by `codebook`.
     macro_rules! column {
-        ($len:expr) => {{
+        ($len:expr, $codebook:expr) => {{
             let headers = section!();
             let bits = section!();
-            Packed::new(headers, bits, $len, limits, damage.clone())?
+            Packed::new(
+                headers,
+                bits,
+                $len,
+                limits,
+                damage.clone(),
+                $codebook.clone(),
+            )?
         }};
     }
-    let edge_cores: Packed<Slot> = column!(edge_slots);
-    let seen: Packed<i64> = column!(edge_slots);
-    let offsets: Section<u64> = section!();
-    let entries: Packed<AdjEntry> = column!(entry_count as usize);
-    let record_offsets: Section<RecordOffset> = section!();
+    let edge_cores: Packed<Slot> = column!(edge_slots, confidences);
+    let seen: Packed<i64> = column!(edge_slots, uncoded);
+    // Offsets, four bytes each or eight as the body says.
+    macro_rules! offsets {
+        () => {{
+            if narrow_offsets {
+                Offsets::Narrow(section!())
+            } else {
+                Offsets::Wide(section!())
+            }
+        }};
+    }
+    let offsets: Offsets<u64> = offsets!();
+    let entries: Packed<AdjEntry> = column!(entry_count as usize, confidences);
+    let record_offsets: Offsets<RecordOffset> = offsets!();
     let records = section!();
-    let label_of: Packed<u32> = column!(slots);
+    let label_of: Packed<u32> = column!(slots, uncoded);
     let key_slots = section!();
-    let detail_offsets: Section<DetailOffset> = section!();
+    let detail_offsets: Offsets<DetailOffset> = offsets!();
     let detail_bytes = section!();
     // The ends of the rows: a block or two read now, so that a snapshot whose rows do not
     // cover what they index is refused rather than read.
     if offsets.get(0) != Some(0) || offsets.get(slots) != Some(entry_count) {
         return Err("the adjacency's offsets do not span its entries".into());
     }
-    if record_offsets.get(0) != Some(RecordOffset(0))
-        || record_offsets.get(slots) != Some(RecordOffset(items[RECORDS]))
-    {
+    if record_offsets.get(0) != Some(0) || record_offsets.get(slots) != Some(items[RECORDS]) {
         return Err("the node records' offsets do not span them".into());
     }
-    if detail_offsets.get(0) != Some(DetailOffset(0))
-        || detail_offsets.get(details as usize) != Some(DetailOffset(items[DETAILS]))
+    if detail_offsets.get(0) != Some(0)
+        || detail_offsets.get(details as usize) != Some(items[DETAILS])
     {
         return Err("the edge details' offsets do not span them".into());
     }
@@ -1043,7 +1143,8 @@ mod tests {
     /// The sections start on page boundaries and the file ends on one, wherever the body ends.
     #[test]
     fn sections_are_laid_out_on_page_boundaries() {
-        let (starts, end) = layout(10, &[3, 100, 3, 0, 2, 1, 0, 0, 0, 1, 0, 1, 1, 0]).unwrap();
+        let (starts, end) =
+            layout(10, &[3, 100, 3, 0, 2, 1, 0, 0, 0, 1, 0, 1, 1, 0], false).unwrap();
         assert_eq!(
             starts,
             [
@@ -1054,7 +1155,7 @@ mod tests {
         assert_eq!(end, 36864);
         let mut items = [0; N];
         items[CORE_BLOCKS] = 1000;
-        let (starts, end) = layout(5000, &items).unwrap();
+        let (starts, end) = layout(5000, &items, false).unwrap();
         assert_eq!(starts[0], 8192);
         assert_eq!(
             starts[1],
@@ -1062,6 +1163,6 @@ mod tests {
         );
         assert_eq!(end % 4096, 0);
         items[CORE_BLOCKS] = u64::MAX / 4;
-        assert!(layout(0, &items).is_none());
+        assert!(layout(0, &items, false).is_none());
     }
 }
