@@ -55,8 +55,9 @@ pub trait Packable: Plain {
     fn from_fields(fields: &[u64; MAX_FIELDS]) -> Self;
 }
 
-/// Most values a [`Codebook`] holds: a body of at most half a megabyte, and a lookup table a
-/// reader keeps in its caches. A store with more distinct values writes them uncoded.
+/// Most values a [`Codebook`] holds: a body of at most half a megabyte. A store with more
+/// distinct values writes them uncoded. (The benchmark's 1,000 are an 8 KB table, in the
+/// first-level cache; an agent's handful, a line.)
 pub const CODEBOOK_MAX: usize = 1 << 16;
 
 /// The distinct values of the coded fields of a snapshot's columns ([`Packable::CODED`]),
@@ -65,7 +66,8 @@ pub const CODEBOOK_MAX: usize = 1 << 16;
 #[derive(Debug, Default)]
 pub struct Codebook {
     values: Vec<u64>,
-    /// Each value's rank, for writing (an open reads ranks, never looks values up).
+    /// Each value's rank, for writing; empty in a codebook read from a snapshot (an open
+    /// reads ranks, never looks values up).
     ranks: hashbrown::HashMap<u64, u64, foldhash::fast::FixedState>,
     /// A value was written that the codebook lacks: the column is wrong and not to be kept.
     missed: std::sync::atomic::AtomicBool,
@@ -89,22 +91,6 @@ impl Codebook {
         }
         let mut values: Vec<u64> = seen.into_iter().collect();
         values.sort_unstable();
-        Codebook::of_sorted(values)
-    }
-
-    /// The codebook of these values, as a snapshot's body gives them; refused unless they are
-    /// strictly ascending and at most [`CODEBOOK_MAX`].
-    pub fn read(values: Vec<u64>) -> Result<Codebook, String> {
-        if values.len() > CODEBOOK_MAX {
-            return Err(format!("a codebook of {} values", values.len()));
-        }
-        if values.windows(2).any(|w| w[0] >= w[1]) {
-            return Err("a codebook's values out of order".into());
-        }
-        Ok(Codebook::of_sorted(values))
-    }
-
-    fn of_sorted(values: Vec<u64>) -> Codebook {
         let ranks = values
             .iter()
             .enumerate()
@@ -117,13 +103,30 @@ impl Codebook {
         }
     }
 
+    /// The codebook of these values, as a snapshot's body gives them; refused unless they are
+    /// strictly ascending and at most [`CODEBOOK_MAX`].
+    pub fn read(values: Vec<u64>) -> Result<Codebook, String> {
+        if values.len() > CODEBOOK_MAX {
+            return Err(format!("a codebook of {} values", values.len()));
+        }
+        if values.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("a codebook's values out of order".into());
+        }
+        Ok(Codebook {
+            values,
+            ranks: Default::default(),
+            missed: Default::default(),
+        })
+    }
+
     /// The values, ascending (none when fields are written uncoded).
     pub fn values(&self) -> &[u64] {
         &self.values
     }
 
-    /// The field written for `value`. A value the codebook lacks is written as a rank past
-    /// its end, which reads as damage, and marks the codebook ([`Codebook::missed`]).
+    /// The field written for `value`. A value the codebook lacks (or any, in a codebook read
+    /// from a snapshot) is written as a rank past its end, which reads as damage, and marks
+    /// the codebook ([`Codebook::missed`]).
     #[inline]
     fn encode(&self, value: u64) -> u64 {
         if self.values.is_empty() {
@@ -139,28 +142,56 @@ impl Codebook {
         }
     }
 
+    /// [`Codebook::encode`] through `last`, the last value coded and its field: consecutive
+    /// items often share a value (a bulk load's), and a column is coded three times over
+    /// (planned, checksummed, written), 900M lookups at 100M edges otherwise.
+    #[inline]
+    fn encode_after(&self, value: u64, last: &mut Option<(u64, u64)>) -> u64 {
+        match *last {
+            Some((v, field)) if v == value => field,
+            _ => {
+                let field = self.encode(value);
+                *last = Some((value, field));
+                field
+            }
+        }
+    }
+
     /// Whether a value was written that the codebook lacks (a column that would read as
     /// damaged: the snapshot is not to be kept).
     pub fn missed(&self) -> bool {
         self.missed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The value of the field `field`; `None` for a rank past the end.
-    #[inline(always)]
+    /// The value of the field `field`; `None` for a rank past the end. (Readers decode
+    /// through [`decode_with`], the values looked up once.)
+    #[cfg(test)]
     fn decode(&self, field: u64) -> Option<u64> {
-        if self.values.is_empty() {
-            return Some(field);
-        }
-        self.values.get(usize::try_from(field).ok()?).copied()
+        decode_with(&self.values, field)
     }
 }
 
-/// The fields of `item` as written, its coded field coded by `codebook`.
+/// The value of the field `field` by the codebook of `values` (the field itself when there
+/// are none); `None` for a rank past the end.
+#[inline(always)]
+fn decode_with(values: &[u64], field: u64) -> Option<u64> {
+    if values.is_empty() {
+        return Some(field);
+    }
+    values.get(usize::try_from(field).ok()?).copied()
+}
+
+/// The fields of `item` as written, its coded field coded by `codebook` through `last`
+/// ([`Codebook::encode_after`]).
 #[inline]
-fn written_fields<T: Packable>(item: &T, codebook: &Codebook) -> [u64; MAX_FIELDS] {
+fn written_fields<T: Packable>(
+    item: &T,
+    codebook: &Codebook,
+    last: &mut Option<(u64, u64)>,
+) -> [u64; MAX_FIELDS] {
     let mut f = item.to_fields();
     if let Some(k) = T::CODED {
-        f[k] = codebook.encode(f[k]);
+        f[k] = codebook.encode_after(f[k], last);
     }
     f
 }
@@ -171,12 +202,12 @@ pub fn coded_values<T: Packable>(items: impl Iterator<Item = T>) -> impl Iterato
     items.filter_map(|item| T::CODED.map(|k| item.to_fields()[k]))
 }
 
-/// The item of the fields `fields` as read, its coded field decoded by `codebook`; `None`
-/// where the rank has no value.
+/// The item of the fields `fields` as read, its coded field decoded by the codebook of
+/// `values`; `None` where the rank has no value.
 #[inline(always)]
-fn read_item<T: Packable>(mut fields: [u64; MAX_FIELDS], codebook: &Codebook) -> Option<T> {
+fn read_item<T: Packable>(mut fields: [u64; MAX_FIELDS], values: &[u64]) -> Option<T> {
     if let Some(k) = T::CODED {
-        fields[k] = codebook.decode(fields[k])?;
+        fields[k] = decode_with(values, fields[k])?;
     }
     Some(T::from_fields(&fields))
 }
@@ -300,9 +331,10 @@ fn frame<T: Packable>(
     let mut min = [u64::MAX; MAX_FIELDS];
     let mut max = [0u64; MAX_FIELDS];
     let mut any = false;
+    let mut last = None;
     for item in items {
         any = true;
-        let f = written_fields(&item, codebook);
+        let f = written_fields(&item, codebook, &mut last);
         for k in 0..T::FIELDS {
             min[k] = min[k].min(f[k]);
             max[k] = max[k].max(f[k]);
@@ -365,6 +397,7 @@ pub fn feed_data<T: Packable>(
     sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut out = Vec::new();
+    let mut last = None;
     for h in headers {
         out.clear();
         let mut w = BitWriter {
@@ -373,7 +406,7 @@ pub fn feed_data<T: Packable>(
             bits: 0,
         };
         for item in items.by_ref().take(T::BLOCK) {
-            let fields = written_fields(&item, codebook);
+            let fields = written_fields(&item, codebook, &mut last);
             for ((f, base), width) in fields.iter().zip(h.bases).zip(h.widths).take(T::FIELDS) {
                 w.push(f.wrapping_sub(base), width);
             }
@@ -499,7 +532,7 @@ impl<T: Packable> Packed<T> {
     fn item(&self, h: &BlockHeader, bits: &[u8], at: usize) -> Option<T> {
         let item = h
             .fields(bits, at, T::FIELDS)
-            .and_then(|f| read_item::<T>(f, &self.codebook));
+            .and_then(|f| read_item::<T>(f, &self.codebook.values));
         let Some(item) = item.filter(|i| i.valid(&self.limits)) else {
             self.damage.record();
             return None;
@@ -551,6 +584,8 @@ struct Frame<'a> {
     item_bits: usize,
     /// Every field at most 56 bits wide, so that one unaligned 8-byte load holds it.
     narrow: bool,
+    /// The column's codebook's values, looked up once.
+    codes: &'a [u64],
 }
 
 impl Frame<'_> {
@@ -608,9 +643,7 @@ impl<T: Packable> Iterator for Run<'_, T> {
                 let j = self.next - frame.block * T::BLOCK;
                 if j < frame.items_end {
                     let fields = frame.narrow_fields(j, T::FIELDS);
-                    if let Some(item) =
-                        fields.and_then(|f| read_item::<T>(f, &self.column.codebook))
-                    {
+                    if let Some(item) = fields.and_then(|f| read_item::<T>(f, frame.codes)) {
                         // Out of bounds: left to the path that records the damage.
                         if item.valid(&self.column.limits) {
                             self.next += 1;
@@ -652,6 +685,7 @@ impl<T: Packable> Run<'_, T> {
                             first_bit,
                             item_bits: header.item_bits(),
                             narrow: header.widths.iter().all(|w| *w <= 56),
+                            codes: &self.column.codebook.values,
                         })
                     }
                     None => {

@@ -7,7 +7,10 @@
 //!
 //! A store opened from a snapshot reads the keys the snapshot had from the snapshot's own
 //! table, mapped (open addressing by [`stable_hash`], linear probing, two thirds full at
-//! most), and keeps only the keys put since on the heap. A probe of the mapped table
+//! most, beside each slot a byte of its key's hash), and keeps only the keys put since on the
+//! heap. A probe reads a node's record only where the slot's hash byte is the key's: a key
+//! not in the table passes five slots on average at two thirds full, and one in 256 of them
+//! costs a record read. A probe of the mapped table
 //! takes an id only if that node's record, as the node table holds it now, has the key: a
 //! node removed or changed since is passed over without the table being written.
 
@@ -71,29 +74,34 @@ fn next_slot(i: usize, len: usize) -> usize {
 }
 
 /// The slots of a key table for the keys of `nodes` (half as many again as the keys, and one
-/// more: two thirds full at most): what a snapshot writes. Half full, as a power of two, it
-/// took 2.1 B an edge of the 1M-edge benchmark's 60; at two thirds a found key costs two
-/// probes on average where it cost 1.3, and a key not there five where it cost 1.8. Later
-/// keys win over earlier ones (as the heap table's inserts do).
-pub(crate) fn key_slots(nodes: &NodeTable) -> Vec<KeySlot> {
+/// more: two thirds full at most) and each slot's hash byte: what a snapshot writes. Half
+/// full, as a power of two, the slots took 2.1 B an edge of the 1M-edge benchmark's 60; now
+/// the slots and their bytes take 1.5. At two thirds a found key passes two slots on average
+/// where it passed 1.3, and a key not there five where it passed 1.8, but a passed slot costs
+/// a record read only when its hash byte is the key's. Later keys win over earlier ones (as
+/// the heap table's inserts do).
+pub(crate) fn key_slots(nodes: &NodeTable) -> (Vec<KeySlot>, Vec<u8>) {
     // Counted, not taken from `live_count`: a count read from a crafted snapshot could be
     // short, and a full table would leave the probe below nowhere to stop.
     let ids: Vec<NodeId> = nodes.ids().collect();
     let n = ids.len() + ids.len() / 2 + 1;
     let mut slots = vec![KeySlot::EMPTY; n];
+    let mut tags = vec![0u8; n];
     for id in ids {
         let key = key_of(nodes, id.0);
-        let mut i = home(stable_hash(key.unwrap_or_default()), n);
+        let hash = stable_hash(key.unwrap_or_default());
+        let mut i = home(hash, n);
         for _ in 0..n {
             let slot = &mut slots[i];
             if *slot == KeySlot::EMPTY || key_of(nodes, slot.0) == key {
                 *slot = KeySlot(id.0);
+                tags[i] = hash_tag(hash);
                 break;
             }
             i = next_slot(i, n);
         }
     }
-    slots
+    (slots, tags)
 }
 
 /// Node ids by key; every id in it must have a live record in the nodes it is given. Keys are
@@ -104,7 +112,20 @@ pub(crate) struct KeyIndex {
     table: HashTable<u32>,
     hasher: RandomState,
     /// The snapshot's key table, when the store was opened from one (see the module doc).
-    mapped: Option<Section<KeySlot>>,
+    mapped: Option<MappedKeys>,
+}
+
+/// A snapshot's key table: the slots, and the hash byte ([`hash_tag`]) of each slot's key.
+#[derive(Clone, Debug)]
+pub(crate) struct MappedKeys {
+    pub slots: Section<KeySlot>,
+    pub tags: Section<u8>,
+}
+
+/// The byte of a key's hash its slot keeps: the low byte, where the slot the probe starts
+/// at comes from the high bits ([`home`]).
+fn hash_tag(hash: u64) -> u8 {
+    hash as u8
 }
 
 /// The key of node `id` as its record holds it now; `None` for a node without one (removed
@@ -120,29 +141,34 @@ fn has_key(nodes: &NodeTable, id: u32, key: &str) -> bool {
 
 impl KeyIndex {
     /// The index of a store opened from a snapshot: the snapshot's key table (refused when it
-    /// has no slot).
-    pub(crate) fn mapped(slots: Section<KeySlot>) -> Result<Self, String> {
-        if slots.is_empty() {
-            return Err("a key table of no slots".into());
+    /// has no slot, or not one hash byte a slot).
+    pub(crate) fn mapped(keys: MappedKeys) -> Result<Self, String> {
+        if keys.slots.is_empty() || keys.tags.len() != keys.slots.len() {
+            return Err(format!(
+                "a key table of {} slots and {} hash bytes",
+                keys.slots.len(),
+                keys.tags.len()
+            ));
         }
         Ok(KeyIndex {
-            mapped: Some(slots),
+            mapped: Some(keys),
             ..KeyIndex::default()
         })
     }
 
     /// The node the snapshot's table gives `key`, if that node still has it.
     fn get_mapped(&self, nodes: &NodeTable, key: &str) -> Option<NodeId> {
-        let slots = self.mapped.as_ref()?;
+        let MappedKeys { slots, tags } = self.mapped.as_ref()?;
         let len = slots.len();
-        let mut i = home(stable_hash(key.as_bytes()), len);
+        let hash = stable_hash(key.as_bytes());
+        let (tag, mut i) = (hash_tag(hash), home(hash, len));
         // At most a lap: a damaged table may have no empty slot.
-        for _ in 0..slots.len() {
+        for _ in 0..len {
             let slot = slots.get(i)?;
             if slot == KeySlot::EMPTY {
                 return None;
             }
-            if has_key(nodes, slot.0, key) {
+            if tags.get(i)? == tag && has_key(nodes, slot.0, key) {
                 return Some(NodeId(slot.0));
             }
             i = next_slot(i, len);
@@ -152,7 +178,9 @@ impl KeyIndex {
 
     /// Checks every block of the mapped table; whether all are sound.
     pub(crate) fn check_mapped(&self) -> bool {
-        self.mapped.as_ref().is_none_or(Section::check_all)
+        self.mapped
+            .as_ref()
+            .is_none_or(|m| m.slots.check_all() & m.tags.check_all())
     }
 
     /// Of the key's bytes, as [`key_of`] gives them for the rehash of a growing table.
@@ -231,17 +259,30 @@ mod tests {
     use crate::mapped::{block_crcs, bytes_of, map_of, Damage};
     use crate::model::Node;
 
-    /// A key table mapped from a file holding `slots`.
-    fn mapped(slots: &[KeySlot]) -> KeyIndex {
-        let map = map_of(bytes_of(slots));
+    /// A key table mapped from a file holding `slots` and their hash bytes `tags`.
+    fn mapped((slots, tags): (Vec<KeySlot>, Vec<u8>)) -> KeyIndex {
         let limits = Limits {
             nodes: 1 << 20,
             ..Limits::default()
         };
-        let crcs = block_crcs(slots.iter().copied());
         let damage = std::sync::Arc::new(Damage::default());
-        KeyIndex::mapped(Section::new(map, 0, slots.len(), crcs, limits, damage, "t").unwrap())
-            .unwrap()
+        let crcs = block_crcs(slots.iter().copied());
+        let slots = Section::new(
+            map_of(bytes_of(&slots)),
+            0,
+            slots.len(),
+            crcs,
+            limits,
+            damage.clone(),
+            "t",
+        );
+        let crcs = block_crcs(tags.iter().copied());
+        let tags = Section::new(map_of(&tags), 0, tags.len(), crcs, limits, damage, "h");
+        KeyIndex::mapped(MappedKeys {
+            slots: slots.unwrap(),
+            tags: tags.unwrap(),
+        })
+        .unwrap()
     }
 
     /// The snapshot's table is laid out for the nodes it had; lookups find them, and a node
@@ -255,16 +296,21 @@ mod tests {
         for i in 0..50 {
             nodes.put(&Node::bare(i, &format!("k{i}"), "Place"), &labels);
         }
-        let index = mapped(&key_slots(&nodes));
+        let index = mapped(key_slots(&nodes));
         for i in 0..50 {
             assert_eq!(index.get(&nodes, &format!("k{i}")), Some(NodeId(i)));
         }
         assert_eq!(index.get(&nodes, "missing"), None);
+        // A probe reads a node's record only where the slot's hash byte is the key's: with
+        // every byte wrong, no key is found.
+        let (slots, tags) = key_slots(&nodes);
+        let blind = mapped((slots, tags.iter().map(|t| t.wrapping_add(1)).collect()));
+        assert_eq!(blind.get(&nodes, "k7"), None);
         for i in 0..50 {
             nodes.remove(NodeId(i));
         }
         // Every slot of this table names a removed node.
-        let full = mapped(&[KeySlot(3); 8]);
+        let full = mapped((vec![KeySlot(3); 8], vec![hash_tag(stable_hash(b"")); 8]));
         assert_eq!(full.get(&nodes, ""), None);
         assert_eq!(index.get(&nodes, ""), None);
         assert_eq!(index.get(&nodes, "k3"), None);

@@ -38,21 +38,24 @@
 //! slots (at most the header's next edge id), the live edges, the number of adjacency entries
 //! (u64, at most twice the edge slots), the confidence codebook (a u32 count, at most
 //! `packed::CODEBOOK_MAX`, then the `f32` bits of each distinct confidence as a u64,
-//! ascending; none when there were more), the validity bounds of the
-//! edges that have one (id u32, from i64, to i64), and for each of the fourteen sections its
-//! items (u64) and the CRC-32 of each of its blocks. Then, each from the next multiple of
-//! 4096 bytes: the edge slots as a packed column (`crate::packed`: its block headers, then
-//! its bits; per slot the endpoints, the relation one up with 0 for a free slot, the
-//! confidence's rank in the codebook (its bits when the codebook is empty), the bits of the
-//! salience), the last-seen times as a packed column (an i64 with
-//! its sign bit flipped), the adjacency's offsets (u64, one per node slot and one more, in
+//! ascending; none when there were more), whether the offsets are narrow (u32: 1 when every
+//! offset fits 32 bits and the offset sections hold u32s, 0 for u64s), the validity bounds
+//! of the edges that have one (id u32, from i64, to i64), and for each of the fifteen
+//! sections its items (u64) and the CRC-32 of each of its blocks. Then, each from the next
+//! multiple of 4096 bytes: the edge slots as a packed column (`crate::packed`: its block
+//! headers, then its bits; per slot the endpoints, the relation one up with 0 for a free
+//! slot, the confidence's rank in the codebook (its bits when the codebook is empty), the
+//! bits of the salience), the last-seen times as a packed column (an i64 with its sign bit
+//! flipped), the adjacency's offsets (narrow or wide, one per node slot and one more, in
 //! entries) and entries as a packed column (neighbour, edge, the confidence's rank as in the
-//! edge slots, the relation shifted past the direction and bounded flags), the node records' offsets (u64, the same way; equal offsets for an empty slot)
-//! and bytes (each record as `store/node_table.rs` keeps it: the salience as f32, then
-//! postcard of the rest, its label interned), each node slot's label as a packed column (one
-//! up, 0 for an empty slot), the key table (u32 node ids, `u32::MAX` for an empty slot:
-//! `key_index::key_slots`), and the rows of edge details as the node records are laid out
-//! (`store/edge_details.rs`). The file ends on a multiple of 4096.
+//! edge slots, the relation shifted past the direction and bounded flags), the node records'
+//! offsets (the same way; equal offsets for an empty slot) and bytes (each record as
+//! `store/node_table.rs` keeps it: the salience as f32, then postcard of the rest, its label
+//! interned, its update time as the difference from its creation), each node slot's label
+//! as a packed column (one up, 0 for an empty slot), the key table (u32 node ids, `u32::MAX`
+//! for an empty slot: `key_index::key_slots`), the rows of edge details as the node records
+//! are laid out (`store/edge_details.rs`), and the key table's hash bytes (one a slot). The
+//! file ends on a multiple of 4096.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -63,7 +66,7 @@ use rayon::prelude::*;
 
 use super::edge_details::ROW_EDGES;
 use super::edge_table::Slot;
-use super::key_index::{self, KeySlot};
+use super::key_index::{self, KeySlot, MappedKeys};
 use super::node_table::NodeTable;
 use super::records::{DetailOffset, MappedRecords, RecordOffset};
 use super::{
@@ -94,7 +97,10 @@ const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// 9: the adjacency's entries a packed column too; packed columns keep each item's fields
 ///    together; the body gives the number of adjacency entries.
 /// 10: the confidences of the edge cores and the entries coded by their rank in a codebook
-///    the body carries (`packed::Codebook`).
+///    the body carries (`packed::Codebook`); offsets four bytes each where all fit; the key
+///    table two thirds full, any length, with a hash byte a slot in a section of its own; a
+///    node record's update time as its difference from its creation; edges like the one
+///    before that end a row of edge details left out.
 pub const SNAPSHOT_FORMAT: u32 = 10;
 const HEADER_LEN: usize = 8 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + 4;
 /// Bytes of one validity entry: edge id, valid from, valid to.
@@ -120,7 +126,7 @@ pub(super) fn log_fingerprint(backend: &dyn Backend, seq: u64) -> Result<u32> {
 /// one every section is aligned for its items.
 const SECTION_ALIGN: u64 = 4096;
 /// How many mapped sections a snapshot has.
-const N: usize = 14;
+const N: usize = 15;
 /// The mapped sections, in their order in the file.
 const SECTIONS: [&str; N] = [
     "edge core blocks",
@@ -137,6 +143,7 @@ const SECTIONS: [&str; N] = [
     "key table",
     "edge detail offsets",
     "edge details",
+    "key table hash bytes",
 ];
 const CORE_BLOCKS: usize = 0;
 const CORES: usize = 1;
@@ -152,6 +159,7 @@ const LABELS: usize = 10;
 const KEY_TABLE: usize = 11;
 const DETAIL_OFFSETS: usize = 12;
 const DETAILS: usize = 13;
+const KEY_TAGS: usize = 14;
 /// Bytes of a packed column's block header.
 const BLOCK_HEADER: u64 = std::mem::size_of::<BlockHeader>() as u64;
 /// Bytes of an item of each section, the offsets' as wide ones.
@@ -169,6 +177,7 @@ const ITEM_BYTES: [u64; N] = [
     1,
     4,
     8,
+    1,
     1,
 ];
 /// The sections of offsets, which a snapshot writes narrow (4 bytes) when every offset fits.
@@ -231,6 +240,8 @@ struct SectionSource<'a> {
     edge_slots: usize,
     node_rows: usize,
     key_slots: Vec<KeySlot>,
+    /// The hash byte of each slot's key.
+    key_tags: Vec<u8>,
     /// The block headers and data bytes of the packed columns: edge cores, last-seen times,
     /// adjacency entries (and how many), node labels.
     cores: (Vec<BlockHeader>, u64),
@@ -295,6 +306,7 @@ impl SectionSource<'_> {
             self.key_slots.len() as u64,
             details as u64 + 1,
             detail_bytes,
+            self.key_tags.len() as u64,
         ]
     }
 
@@ -325,7 +337,23 @@ impl SectionSource<'_> {
                 offset
             };
             if narrow {
-                feed_items(rows + 1, |n| next(n) as u32, sink)
+                // `narrow_offsets` was judged on the totals the offsets end at; one past 32
+                // bits would be a snapshot the open refuses, so it is not written.
+                let mut past = false;
+                let fed = feed_items(
+                    rows + 1,
+                    |n| {
+                        u32::try_from(next(n)).unwrap_or_else(|_| {
+                            past = true;
+                            u32::MAX
+                        })
+                    },
+                    sink,
+                );
+                if past {
+                    return Err(std::io::Error::other("an offset past 32 bits"));
+                }
+                fed
             } else {
                 feed_items(rows + 1, next, sink)
             }
@@ -358,8 +386,10 @@ impl SectionSource<'_> {
                 packed::feed_data(&self.labels.0, labels, &self.uncoded, sink)
             }
             KEY_TABLE => sink(mapped::bytes_of(&self.key_slots)),
+            KEY_TAGS => sink(&self.key_tags),
             DETAIL_OFFSETS => offsets(details, &|r| detail(r).len(), sink),
-            _ => (0..details).try_for_each(|r| sink(detail(r))),
+            DETAILS => (0..details).try_for_each(|r| sink(detail(r))),
+            _ => Ok(()),
         }
     }
 
@@ -486,11 +516,13 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         packed::coded_values((0..edge_slots).map(&slot)).chain(packed::coded_values(entries())),
     );
     let uncoded = Codebook::default();
+    let (key_slots, key_tags) = key_index::key_slots(&state.nodes);
     let mut sections = SectionSource {
         state,
         edge_slots,
         node_rows,
-        key_slots: key_index::key_slots(&state.nodes),
+        key_slots,
+        key_tags,
         cores: packed::plan(edge_slots, slot, &confidences),
         entries: packed::plan_run(entries(), &confidences),
         seen: packed::plan(edge_slots, seen, &uncoded),
@@ -764,6 +796,10 @@ fn read_body(head: &[u8]) -> std::result::Result<Body<'_>, Unusable> {
     let confidences = (0..codes)
         .map(|_| r.u64())
         .collect::<Result<Vec<u64>, _>>()?;
+    // Each a confidence's `f32` bits: a wider one would be cut short as it is read.
+    if confidences.iter().any(|v| *v > u64::from(u32::MAX)) {
+        return Err("a confidence of more than 32 bits".into());
+    }
     let confidences = Codebook::read(confidences)?;
     let narrow_offsets = match r.u32()? {
         0 => false,
@@ -873,6 +909,7 @@ fn decode(
         items[KEY_TABLE],
         details + 1,
         items[DETAILS],
+        items[KEY_TABLE],
     ];
     if items != expected {
         return Err(format!(
@@ -954,6 +991,7 @@ fn decode(
     let key_slots = section!();
     let detail_offsets: Offsets<DetailOffset> = offsets!();
     let detail_bytes = section!();
+    let key_tags = section!();
     // The ends of the rows: a block or two read now, so that a snapshot whose rows do not
     // cover what they index is refused rather than read.
     if offsets.get(0) != Some(0) || offsets.get(slots) != Some(entry_count) {
@@ -982,7 +1020,10 @@ fn decode(
     timings.snapshot_read += ms_since(t);
 
     let t = Instant::now();
-    let node_keys = KeyIndex::mapped(key_slots)?;
+    let node_keys = KeyIndex::mapped(MappedKeys {
+        slots: key_slots,
+        tags: key_tags,
+    })?;
     let nodes = NodeTable::mapped(
         MappedRecords {
             offsets: record_offsets,
@@ -1144,15 +1185,22 @@ mod tests {
     #[test]
     fn sections_are_laid_out_on_page_boundaries() {
         let (starts, end) =
-            layout(10, &[3, 100, 3, 0, 2, 1, 0, 0, 0, 1, 0, 1, 1, 0], false).unwrap();
+            layout(10, &[3, 100, 3, 0, 2, 1, 0, 0, 0, 1, 0, 1, 1, 0, 1], false).unwrap();
         assert_eq!(
             starts,
             [
                 4096, 8192, 12288, 16384, 16384, 20480, 24576, 24576, 24576, 24576, 28672, 28672,
-                32768, 36864
+                32768, 36864, 36864
             ]
         );
-        assert_eq!(end, 36864);
+        assert_eq!(end, 40960);
+        // Narrow offsets take four bytes: 2,000 of them one page, not four.
+        let mut items = [0; N];
+        items[ADJACENCY_OFFSETS] = 2_000;
+        let (narrow, _) = layout(0, &items, true).unwrap();
+        let (wide, _) = layout(0, &items, false).unwrap();
+        assert_eq!(narrow[ENTRY_BLOCKS] - narrow[ADJACENCY_OFFSETS], 8192);
+        assert_eq!(wide[ENTRY_BLOCKS] - wide[ADJACENCY_OFFSETS], 16384);
         let mut items = [0; N];
         items[CORE_BLOCKS] = 1000;
         let (starts, end) = layout(5000, &items, false).unwrap();
