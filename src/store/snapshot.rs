@@ -386,10 +386,10 @@ impl SectionSource<'_> {
                 packed::feed_data(&self.labels.0, labels, &self.uncoded, sink)
             }
             KEY_TABLE => sink(mapped::bytes_of(&self.key_slots)),
-            KEY_TAGS => sink(&self.key_tags),
             DETAIL_OFFSETS => offsets(details, &|r| detail(r).len(), sink),
-            DETAILS => (0..details).try_for_each(|r| sink(detail(r))),
-            _ => Ok(()),
+            KEY_TAGS => sink(&self.key_tags),
+            // DETAILS.
+            _ => (0..details).try_for_each(|r| sink(detail(r))),
         }
     }
 
@@ -418,7 +418,7 @@ fn blocks_of(k: usize, items: usize, narrow: bool) -> usize {
 /// Encodes the header and body of a snapshot of the graph part of `state` (nodes, edge
 /// slots, interners, adjacency); `log` is the [`log_fingerprint`] of its last event. The
 /// sections that follow are written by [`write`] straight from the state.
-fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>) -> Vec<u8> {
+fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>, items: &[u64; N]) -> Vec<u8> {
     let mut body = vec![0; HEADER_LEN];
     let strings = |body: &mut Vec<u8>, interner: &Interner| {
         put_u32(body, interner.len() as u32);
@@ -463,7 +463,6 @@ fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>) -> Vec<u8>
 
     // The sections' table: each one's items, then the CRC of each of its blocks (their
     // number follows from the items).
-    let items = sections.items();
     let crcs: Vec<Vec<u32>> = (0..SECTIONS.len())
         .into_par_iter()
         .map(|k| sections.crcs(k))
@@ -531,6 +530,8 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         uncoded,
         narrow_offsets: false,
     };
+    // Counted once (a pass over every node record's and edge-detail row's length): what the
+    // offsets' width is judged on, and the body's table of sections.
     let items = sections.items();
     let most = u64::from(u32::MAX);
     sections.narrow_offsets =
@@ -546,7 +547,7 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
             ),
         });
     }
-    let head = encode_head(state, log, &sections);
+    let head = encode_head(state, log, &sections, &items);
     // Every confidence was collected from the same items the columns are written from; one
     // missing would read back as damage.
     if sections.confidences.missed() {
