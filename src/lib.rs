@@ -7,7 +7,8 @@
 //! Modules, in data-flow order:
 //! - [`model`]: nodes, edges, events and the assertions events carry;
 //! - [`codec`], [`storage`]: versioned records in ordered tables behind one [`Backend`] trait
-//!   (redb, sled);
+//!   (redb, sled); [`boundary`]: the panic boundary around every call into redb, sled and
+//!   tantivy, which can panic on a damaged file;
 //! - `projection`: the deterministic function from events to graph changes;
 //! - [`graph`]: the in-memory adjacency and traversals; [`text`]: the tantivy index;
 //! - [`store`]: the [`Store`] tying them together (ingest, reads, replay verification);
@@ -28,6 +29,7 @@
 //! ```
 
 pub mod bench;
+pub mod boundary;
 pub mod codec;
 pub mod context;
 pub mod conversation;

@@ -34,6 +34,7 @@ use exit::Code;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log);
+    quiet_caught_panics();
     let damage_met = || DAMAGE_MET.load(std::sync::atomic::Ordering::Relaxed);
     match run(cli) {
         // A report of differences (`replay --verify`, `check`) names the damage itself.
@@ -77,6 +78,21 @@ fn render(e: &anyhow::Error) -> String {
         }
     }
     out
+}
+
+/// A panic the library catches at its boundary with redb, sled or tantivy (a damaged file)
+/// becomes an error that names the file and says what panicked: printing the panic as well,
+/// with a backtrace where `RUST_BACKTRACE` is set, made a handled error look like a crash. It
+/// goes to the debug log instead. Any other panic is printed as Rust prints it.
+fn quiet_caught_panics() {
+    let print = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if loci::boundary::catching() {
+            tracing::debug!(panic = %info, "caught at the library's boundary");
+        } else {
+            print(info);
+        }
+    }));
 }
 
 /// Logs go to standard error: warnings by default, `-v` info, `-vv` debug, `-vvv` trace, `-q`

@@ -2,27 +2,16 @@
 //! asserts, unwraps) on files damaged by a bad disk or a stray write instead of returning an
 //! error. loci runs inside its caller's process, so such a panic would kill the agent. Every
 //! call into a backend goes through [`Guarded`], which turns a panic into a typed error that
-//! names the file, and refuses all later calls: after a panic the library's in-memory state
-//! (locks, caches, half-updated pages) is unknown, so calling it again could panic again or
-//! return wrong data.
+//! names the file (through [`crate::boundary`]), and refuses all later calls: after a panic
+//! the library's in-memory state (locks, caches, half-updated pages) is unknown, so calling it
+//! again could panic again or return wrong data.
 
-use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Backend, BackendKind, ScanVisitor, Table, WriteBatch};
+use crate::boundary;
 use crate::error::{Error, Result};
-
-fn panic_message(p: &(dyn Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".to_string()
-    }
-}
 
 /// Runs `f`, turning a panic into [`Error::Backend`] that names `path`. Used for opening, where
 /// there is no handle yet to disable.
@@ -31,7 +20,7 @@ pub(crate) fn open_guarded<T>(
     path: &Path,
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match boundary::catch(f) {
         Ok(Err(Error::Backend {
             backend,
             message,
@@ -49,7 +38,7 @@ pub(crate) fn open_guarded<T>(
                 "{} panicked while opening {} (the file is probably damaged): {}",
                 kind.name(),
                 path.display(),
-                panic_message(&*p)
+                p
             ),
         }),
     }
@@ -95,7 +84,7 @@ impl Guarded {
                 })
             }
         };
-        match catch_unwind(AssertUnwindSafe(|| f(&**inner))) {
+        match boundary::catch(|| f(&**inner)) {
             // The backends' own errors do not say which file they concern.
             Ok(Err(Error::Backend {
                 backend,
@@ -113,7 +102,7 @@ impl Guarded {
                     "{} panicked in {what} on {} (the file is probably damaged): {}",
                     self.kind.name(),
                     self.path.display(),
-                    panic_message(&*p)
+                    p
                 );
                 Err(match table {
                     Some(t) => Error::Corrupt {
@@ -173,7 +162,7 @@ impl Drop for Guarded {
             } else {
                 // A destructor that panics (e.g. flushing to a damaged file) must not take the
                 // caller down either.
-                let _ = catch_unwind(AssertUnwindSafe(move || drop(inner)));
+                let _ = boundary::catch(move || drop(inner));
             }
         }
     }

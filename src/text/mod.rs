@@ -1,12 +1,16 @@
 //! The full-text index: tantivy over node names, aliases and text properties (so passages too)
 //! and over event text. It is a derived view like the graph: every tantivy commit carries the
 //! last applied log sequence in its payload, and on open the store replays what the index has
-//! not seen yet (or rebuilds it when it is missing or unreadable).
+//! not seen yet (or rebuilds it when it is missing or unreadable). tantivy reads its files
+//! through `verified`, which checks each block at its first read, and every read runs inside
+//! the panic boundary ([`crate::boundary`]): a damaged file fails a search, never the process.
+
+mod verified;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
@@ -16,6 +20,7 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
+use crate::boundary;
 use crate::error::{Error, Result};
 use crate::model::{Event, Node, NodeId};
 
@@ -422,6 +427,11 @@ pub struct TextIndex {
     writer: Mutex<Option<IndexWriter>>,
     fields: Fields,
     indexed_seq: std::sync::atomic::AtomicU64,
+    dir: PathBuf,
+    read_only: bool,
+    /// What a read met, once one met damage: every later read is refused with it (see
+    /// [`TextIndex::read`]).
+    damaged: std::sync::OnceLock<String>,
 }
 
 impl Drop for TextIndex {
@@ -445,30 +455,32 @@ fn terr(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::text_source(e)
 }
 
-/// The file in the index's directory listing the files whose checksums an open has checked:
-/// one line each, the file's length, modification time (ns since the epoch) and name.
+/// The file in the index's directory listing the files an open has checked whole, with the
+/// checksums of their blocks ([`verified::Checked`]).
 const CHECKED_FILES: &str = "loci-checked";
 
-/// The files of the index's segments whose checksum footer does not match their contents,
-/// checking only the files no earlier open has checked as they are now (by name, length and
-/// modification time: a segment's files never change once written, deletes go to a new file,
-/// and a program that writes into one changes its time). Checking every file read the whole
-/// index at every open: 0.4 s warm and 1 s from disk at 100M edges, most of the open. Damage
-/// that changes neither length nor time (a disk's own) is found by `verify`, which reads
-/// every document, not by the open. A writer records what it checked; a read-only open only
-/// reads the list.
-fn check_new_files(index: &Index, dir: &Path, read_only: bool) -> Result<Vec<PathBuf>> {
+/// The files of the index's segments whose checksum footer does not match their contents.
+/// An open checks only the files no earlier open has checked as they are now (by name, length
+/// and modification time: a segment's files never change once written, deletes go to a new
+/// file, and a program that writes into one changes its time); `every` checks them all (for
+/// `verify`, when `open` is `None`). Checking every file read the whole index at every open:
+/// 0.4 s warm and 1 s from disk at 100M edges, most of the open. Damage that changes neither
+/// length nor time (a disk's own) is found block by block as reads meet it: an open registers
+/// each file's block checksums with its directory, whose handles check a block at its first
+/// read ([`verified`]). A writer records what it checked; a read-only open only reads the list.
+fn check_files(
+    index: &Index,
+    dir: &Path,
+    open: Option<&verified::VerifiedDirectory>,
+    read_only: bool,
+) -> Result<Vec<PathBuf>> {
+    let every = open.is_none();
     let list = dir.join(CHECKED_FILES);
-    let checked: std::collections::HashSet<(u64, u128, String)> = std::fs::read_to_string(&list)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let mut fields = l.splitn(3, ' ');
-            let len = fields.next()?.parse().ok()?;
-            let time = fields.next()?.parse().ok()?;
-            Some((len, time, fields.next()?.to_string()))
-        })
-        .collect();
+    let checked = if every {
+        verified::Checked::default()
+    } else {
+        verified::Checked::read(&list)
+    };
     let metas = index.load_metas().map_err(terr)?;
     let managed = index.directory().list_managed_files();
     let mut files: Vec<PathBuf> = metas
@@ -478,7 +490,8 @@ fn check_new_files(index: &Index, dir: &Path, read_only: bool) -> Result<Vec<Pat
         .collect();
     files.sort();
     let mut damaged = Vec::new();
-    let mut now_checked = Vec::new();
+    let mut now_checked = verified::Checked::default();
+    let mut newly_checked = false;
     for file in files {
         let (Some(name), Ok(meta)) = (file.to_str(), std::fs::metadata(dir.join(&file))) else {
             continue;
@@ -488,25 +501,66 @@ fn check_new_files(index: &Index, dir: &Path, read_only: bool) -> Result<Vec<Pat
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos());
-        let entry = (meta.len(), time, name.to_string());
-        if !checked.contains(&entry) && !index.directory().validate_checksum(&file).map_err(terr)? {
-            damaged.push(file);
-        } else {
-            now_checked.push(entry);
+        if let Some((t, b)) = checked.files.get(name) {
+            if *t == time && b.len() == meta.len() {
+                now_checked
+                    .files
+                    .insert(name.to_string(), (time, Arc::clone(b)));
+                continue;
+            }
         }
+        // A read that fails is a block that does not match its checksum (the file is read
+        // through the directory's checked handles) or a file cut short: damage either way.
+        if !index.directory().validate_checksum(&file).unwrap_or(false) {
+            damaged.push(file);
+            continue;
+        }
+        let Some(directory) = open else {
+            continue;
+        };
+        // The whole file, footer and all, as the directory's handles read it (tantivy's own
+        // reads of a file leave its footer out).
+        let bytes = directory
+            .whole_file(&file)
+            .map_err(|e| Error::io(dir.join(&file), e))?;
+        let file_blocks = verified::FileBlocks::checked(bytes.as_slice());
+        now_checked
+            .files
+            .insert(name.to_string(), (time, Arc::new(file_blocks)));
+        newly_checked = true;
     }
-    if !read_only && damaged.is_empty() && now_checked.iter().any(|e| !checked.contains(e)) {
-        let text: String = now_checked
-            .iter()
-            .map(|(len, time, name)| format!("{len} {time} {name}\n"))
-            .collect();
+    let Some(directory) = open.filter(|_| damaged.is_empty()) else {
+        return Ok(damaged);
+    };
+    directory
+        .blocks()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(
+            now_checked
+                .files
+                .iter()
+                .map(|(name, (_, b))| (PathBuf::from(name), Arc::clone(b))),
+        );
+    if !read_only && newly_checked {
         let tmp = dir.join(format!("{CHECKED_FILES}.tmp"));
         // Only a record of work done: if it cannot be written, the next open checks again.
-        if std::fs::write(&tmp, text).is_ok() {
+        if std::fs::write(&tmp, now_checked.encode()).is_ok() {
             let _ = std::fs::rename(&tmp, &list);
         }
     }
     Ok(damaged)
+}
+
+/// Has the next open of the index in `dir` check every file's checksum, finding the damage a
+/// read met, and rebuild the index from the log.
+fn forget_checked_files(dir: &Path) {
+    let list = dir.join(CHECKED_FILES);
+    if let Err(e) = std::fs::remove_file(&list) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(error = %e, file = %list.display(), "cannot remove the list of checked files: the next open will not check the damaged index");
+        }
+    }
 }
 
 impl TextIndex {
@@ -514,14 +568,14 @@ impl TextIndex {
     /// sequence it has applied; `None` when it had to be created anew (or its layout is of
     /// another version), so the caller must rebuild it from the store.
     pub fn open(dir: &Path) -> Result<(Self, Option<u64>)> {
-        Self::open_as(dir, false)
+        Self::open_guarded(dir, false)
     }
 
     /// Opens an existing, complete index without changing anything on disk (for a store opened
     /// read-only beside a writer); an index that is missing, of another layout or damaged is an
     /// error, since rebuilding it means writing.
     pub fn open_read_only(dir: &Path) -> Result<(Self, u64)> {
-        match Self::open_as(dir, true)? {
+        match Self::open_guarded(dir, true)? {
             (t, Some(seq)) => Ok((t, seq)),
             (_, None) => Err(Error::text(format!(
                 "{}: the index must be rebuilt, which a read-only open cannot do; open the store for writing once",
@@ -530,17 +584,28 @@ impl TextIndex {
         }
     }
 
+    /// [`Self::open_as`] inside the panic boundary: tantivy reads the segments' metadata and
+    /// opens their files, and a damaged one can make it panic.
+    fn open_guarded(dir: &Path, read_only: bool) -> Result<(Self, Option<u64>)> {
+        boundary::catch(|| Self::open_as(dir, read_only)).unwrap_or_else(|panic| {
+            Err(damage_error(
+                dir,
+                &format!("open: tantivy panicked: {panic}"),
+                read_only,
+            ))
+        })
+    }
+
     fn open_as(dir: &Path, read_only: bool) -> Result<(Self, Option<u64>)> {
         if !read_only {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
         let (schema, fields) = schema();
-        let mmap = MmapDirectory::open(dir).map_err(terr)?;
-        let existing = Index::exists(&mmap).map_err(terr)?;
+        let directory = verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?);
+        let checking = directory.clone();
+        let existing = Index::exists(&directory).map_err(terr)?;
         let opened = if existing {
-            Index::open(mmap.clone())
-                .ok()
-                .filter(|i| i.schema() == schema)
+            Index::open(directory).ok().filter(|i| i.schema() == schema)
         } else {
             None
         };
@@ -548,8 +613,8 @@ impl TextIndex {
             Some(index) => {
                 // A damaged segment would otherwise surface later, in the middle of a search
                 // or a verify. Every file carries a checksum footer; a file is checked once,
-                // the first time an open finds it (see `check_new_files`).
-                let damaged = check_new_files(&index, dir, read_only)?;
+                // the first time an open finds it (see `check_files`).
+                let damaged = check_files(&index, dir, Some(&checking), read_only)?;
                 if !damaged.is_empty() {
                     let names: Vec<_> = damaged.iter().map(|p| p.display().to_string()).collect();
                     return Err(Error::text(format!(
@@ -576,9 +641,10 @@ impl TextIndex {
                 if existing {
                     clear_dir(dir)?;
                 }
-                let mmap = MmapDirectory::open(dir).map_err(terr)?;
+                let directory =
+                    verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?);
                 (
-                    Index::create(mmap, schema, Default::default()).map_err(terr)?,
+                    Index::create(directory, schema, Default::default()).map_err(terr)?,
                     None,
                 )
             }
@@ -596,6 +662,9 @@ impl TextIndex {
             writer: Mutex::new(None),
             fields,
             indexed_seq: Default::default(),
+            dir: dir.to_path_buf(),
+            read_only,
+            damaged: std::sync::OnceLock::new(),
         };
         match seq {
             Some(s) => t.indexed_seq.store(s, std::sync::atomic::Ordering::SeqCst),
@@ -605,6 +674,58 @@ impl TextIndex {
             None => t.clear()?,
         }
         Ok((t, seq))
+    }
+
+    /// Runs `f`, a read of the index's files, inside the panic boundary. tantivy panics on
+    /// some damage (an index out of bounds in a decoder) and returns an error on other (a
+    /// number read past the end of its buffer); a read of files it has mapped fails no other
+    /// way, so both mean a damaged file. The handle then refuses every later read, since what
+    /// tantivy holds after a panic is unknown, and has the next open check every file and
+    /// rebuild the index from the log (a read-only handle cannot: it leaves the list alone).
+    fn read<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.refuse_if_damaged()?;
+        let detail = match boundary::catch(f) {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(e)) => format!("{what}: {e}"),
+            Err(panic) => format!("{what}: tantivy panicked: {panic}"),
+        };
+        if !self.read_only {
+            forget_checked_files(&self.dir);
+        }
+        let met = self.damaged.get_or_init(|| detail);
+        Err(damage_error(&self.dir, met, self.read_only))
+    }
+
+    /// The error of a handle whose read met damage: even a search with nothing to read (an
+    /// empty index, a question of stopwords) is refused, not answered as if all were well.
+    fn refuse_if_damaged(&self) -> Result<()> {
+        match self.damaged.get() {
+            Some(met) => Err(damage_error(&self.dir, met, self.read_only)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a read of this handle met damage (every later read is refused).
+    pub fn is_damaged(&self) -> bool {
+        self.damaged.get().is_some()
+    }
+
+    /// The files of the index whose checksum does not match their contents, reading every
+    /// byte of every file (for `verify`). Where one is damaged, the next open checks every
+    /// file and rebuilds the index.
+    pub(crate) fn damaged_files(&self) -> Result<Vec<PathBuf>> {
+        let damaged = boundary::catch(|| check_files(&self.index, &self.dir, None, true))
+            .unwrap_or_else(|panic| {
+                Err(damage_error(
+                    &self.dir,
+                    &format!("checksums: tantivy panicked: {panic}"),
+                    self.read_only,
+                ))
+            })?;
+        if !damaged.is_empty() && !self.read_only {
+            forget_checked_files(&self.dir);
+        }
+        Ok(damaged)
     }
 
     /// The last log sequence the committed index reflects.
@@ -718,7 +839,9 @@ impl TextIndex {
     /// How many indexed documents contain `term` (an analysed term, see [`Self::analyze`]).
     pub fn doc_freq(&self, term: &str) -> Result<u64> {
         let t = tantivy::Term::from_field_text(self.fields.text, term);
-        self.reader.searcher().doc_freq(&t).map_err(terr)
+        self.read("document frequency", || {
+            self.reader.searcher().doc_freq(&t).map_err(terr)
+        })
     }
 
     /// Most hits one [`TextIndex::search`] returns.
@@ -748,6 +871,7 @@ impl TextIndex {
     /// most [`Self::MAX_SEARCH_HITS`] hits, whatever `limit` asks.
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
         Self::check_question(text)?;
+        self.refuse_if_damaged()?;
         // The collector allocates for `limit` hits up front: a caller's huge limit must not
         // become a huge allocation, so it is bounded by the documents there are to find.
         let limit = limit
@@ -800,8 +924,10 @@ impl TextIndex {
             Box::new(BooleanQuery::new(clauses))
         };
         let searcher = self.reader.searcher();
-        Ok(self
-            .top_by_score_then_target(&searcher, &*query, limit)?
+        let top = self.read("search", || {
+            self.top_by_score_then_target(&searcher, &*query, limit)
+        })?;
+        Ok(top
             .into_iter()
             .map(|(score, target)| Hit { target, score })
             .collect())
@@ -847,6 +973,7 @@ impl TextIndex {
 
     /// Nodes whose name or an alias has exactly this [`name_form`], best-known first.
     pub fn lookup_name(&self, name: &str, limit: usize) -> Result<Vec<NodeId>> {
+        self.refuse_if_damaged()?;
         let form = name_form(name);
         if form.is_empty() || limit == 0 {
             return Ok(Vec::new());
@@ -856,8 +983,10 @@ impl TextIndex {
             IndexRecordOption::Basic,
         );
         let searcher = self.reader.searcher();
-        Ok(self
-            .top_by_score_then_target(&searcher, &q, limit)?
+        let top = self.read("name lookup", || {
+            self.top_by_score_then_target(&searcher, &q, limit)
+        })?;
+        Ok(top
             .into_iter()
             .filter_map(|(_, t)| match t {
                 Target::Node(n) => Some(n),
@@ -895,18 +1024,20 @@ impl TextIndex {
 
     /// Every live document as (target, digest), for verification.
     pub(crate) fn digests(&self) -> Result<BTreeMap<u64, u64>> {
-        let searcher = self.reader.searcher();
-        let mut out = BTreeMap::new();
-        for seg in searcher.segment_readers() {
-            let refs = seg.fast_fields().u64("ref").map_err(terr)?;
-            let digests = seg.fast_fields().u64("digest").map_err(terr)?;
-            for doc in seg.doc_ids_alive() {
-                if let (Some(r), Some(d)) = (refs.first(doc), digests.first(doc)) {
-                    out.insert(r, d);
+        self.read("digests", || {
+            let searcher = self.reader.searcher();
+            let mut out = BTreeMap::new();
+            for seg in searcher.segment_readers() {
+                let refs = seg.fast_fields().u64("ref").map_err(terr)?;
+                let digests = seg.fast_fields().u64("digest").map_err(terr)?;
+                for doc in seg.doc_ids_alive() {
+                    if let (Some(r), Some(d)) = (refs.first(doc), digests.first(doc)) {
+                        out.insert(r, d);
+                    }
                 }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     pub(crate) fn target_ref(t: Target) -> u64 {
@@ -916,6 +1047,25 @@ impl TextIndex {
     /// Number of live documents.
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
+    }
+}
+
+/// The error of a read that met damage in the index in `dir`: tantivy's own kind for it as the
+/// source (so a program, and the command line's exit code, can tell damage from a failure),
+/// and what repairs it.
+fn damage_error(dir: &Path, met: &str, read_only: bool) -> Error {
+    let repair = if read_only {
+        "open the store for writing and run `loci replay --verify`, which checks every file, and the open after it rebuilds the index from the log"
+    } else {
+        "the store's next open checks every file and rebuilds the index from the log"
+    };
+    Error::Text {
+        // What was met is the source's to say: a message that said it too would be printed
+        // twice where the error is printed with its causes.
+        message: format!("{}: the index is damaged; {repair}", dir.display()),
+        source: Some(Box::new(tantivy::TantivyError::DataCorruption(
+            tantivy::error::DataCorruption::comment_only(met),
+        ))),
     }
 }
 
@@ -973,4 +1123,31 @@ pub fn hit_json(s: &crate::Store, h: &Hit) -> Result<serde_json::Value> {
             })
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The boundary behind the block checks: a read that panics inside tantivy (damage the
+    /// checks did not see, such as a change to a block after it was checked) is an error
+    /// saying the index is damaged, and the handle refuses every later read.
+    #[test]
+    fn a_panic_in_a_read_is_damage_and_the_handle_refuses_later_reads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (index, _) = TextIndex::open(tmp.path()).unwrap();
+        assert_eq!(index.read("probe", || Ok(3)).unwrap(), 3);
+        let e = index
+            .read::<()>("probe", || panic!("index out of bounds"))
+            .unwrap_err();
+        let corruption = matches!(&e, Error::Text { source: Some(s), .. }
+            if matches!(s.downcast_ref::<tantivy::TantivyError>(), Some(tantivy::TantivyError::DataCorruption(_))));
+        assert!(corruption, "{e:?}");
+        assert!(e.to_string().contains("damaged"), "{e}");
+        assert!(index.is_damaged());
+        assert!(index.read("probe", || Ok(3)).is_err());
+        assert!(index
+            .search("anything", &SearchFilter::default(), 5)
+            .is_err());
+    }
 }
