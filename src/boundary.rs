@@ -43,6 +43,20 @@ impl Drop for Inside {
     }
 }
 
+/// Runs `f`, loci's own code called back from inside a boundary (a visitor of a backend's
+/// scan), as outside it: a panic there is loci's, and is printed as any other (it is still
+/// caught by the boundary around it, which reports it as the dependency's).
+pub(crate) fn outside<T>(f: impl FnOnce() -> T) -> T {
+    struct Back(u32);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(self.0));
+        }
+    }
+    let _back = Back(DEPTH.with(|d| d.replace(0)));
+    f()
+}
+
 /// Runs `f`, returning the message of a panic in it as the error. `f` is taken as unwind
 /// safe: the callers give up on the state it touched (a disabled backend, an index that must
 /// be rebuilt) rather than use it after a panic.
@@ -81,5 +95,10 @@ mod tests {
         assert_eq!(r, Err("outer".to_string()));
         assert!(!catching());
         assert_eq!(catch(|| 5), Ok(5));
+        let r = catch(|| {
+            outside(|| assert!(!catching(), "a callback runs as outside"));
+            assert!(catching(), "and the boundary is back after it");
+        });
+        assert_eq!(r, Ok(()));
     }
 }

@@ -7,8 +7,8 @@
 //! Modules, in data-flow order:
 //! - [`model`]: nodes, edges, events and the assertions events carry;
 //! - [`codec`], [`storage`]: versioned records in ordered tables behind one [`Backend`] trait
-//!   (redb, sled); [`boundary`]: the panic boundary around every call into redb, sled and
-//!   tantivy, which can panic on a damaged file;
+//!   (redb, sled); [`boundary`]: the panic boundary around the calls into redb, sled and
+//!   tantivy that read their files, which can panic on a damaged one;
 //! - `projection`: the deterministic function from events to graph changes;
 //! - [`graph`]: the in-memory adjacency and traversals; [`text`]: the tantivy index;
 //! - [`store`]: the [`Store`] tying them together (ingest, reads, replay verification);

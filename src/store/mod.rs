@@ -2582,9 +2582,18 @@ impl Store {
             let terms = self.text.analyze(&text)?;
             if d.salience.is_none() {
                 let mut unseen = 0;
-                for t in &terms {
-                    if !seen_terms.contains(t) && self.text.doc_freq(t)? == 0 {
-                        unseen += 1;
+                for t in terms.iter().filter(|t| !seen_terms.contains(*t)) {
+                    match self.text.doc_freq(t) {
+                        Ok(0) => unseen += 1,
+                        Ok(_) => {}
+                        // A failed full-text index (derived, rebuilt at the next open) must
+                        // not stop the log, the source of truth, from being written: the
+                        // words it cannot count count as seen, and the event keeps the
+                        // salience it was given.
+                        Err(e) => {
+                            tracing::warn!(error = %e, "salience: the full-text index cannot count words; they count as seen");
+                            break;
+                        }
                     }
                 }
                 let words = words_of(&text);
@@ -3312,18 +3321,17 @@ impl Store {
                 file.display()
             ));
         }
-        let actual_text = match self.text.digests() {
-            Ok(digests) => digests,
-            Err(e) if self.text.is_damaged() => {
-                report.differ(format!("full-text documents do not read: {e}"));
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        };
         if !damaged.is_empty() {
             // Read from damaged files, the documents would only repeat it.
             return Ok(());
         }
+        let actual_text = match self.text.digests() {
+            Ok(digests) => digests,
+            Err(e) => {
+                report.differ(format!("full-text documents do not read: {e}"));
+                return Ok(());
+            }
+        };
         if self.text.indexed_seq() != last_seq {
             report.differ(format!(
                 "full-text index is at seq {}, log at {last_seq}",

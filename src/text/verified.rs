@@ -11,7 +11,10 @@
 //! checksum also records the checksum of each of its blocks of [`BLOCK`] bytes, in the index's
 //! directory ([`Checked`]), and later opens read the file through a handle ([`Verified`])
 //! that checks each block the first time a read covers it: a read of damage fails with an
-//! error, before tantivy decodes it. A process pays for the blocks its searches read, once.
+//! error, before tantivy decodes it. A process pays once for what its reads ask for: a term's
+//! postings list, and whole structures where tantivy asks for them whole (a field's norms, the
+//! term dictionary's index). Segments a process writes are read unchecked until an open lists
+//! them.
 
 use std::collections::HashMap;
 use std::io;
@@ -21,9 +24,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
+use tantivy::directory::footer::Footer;
 use tantivy::directory::{
-    Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, OwnedBytes, WatchCallback,
-    WatchHandle, WritePtr,
+    Directory, DirectoryLock, FileHandle, FileSlice, Lock, MmapDirectory, OwnedBytes,
+    WatchCallback, WatchHandle, WritePtr,
 };
 use tantivy::HasLen;
 
@@ -55,15 +59,16 @@ impl FileBlocks {
     }
 
     /// The checksums of `bytes`' blocks.
-    pub(crate) fn of(bytes: &[u8]) -> FileBlocks {
+    #[cfg(test)]
+    fn of(bytes: &[u8]) -> FileBlocks {
         let crcs = bytes.chunks(BLOCK).map(crc32fast::hash).collect();
         FileBlocks::new(bytes.len() as u64, crcs)
     }
 
-    /// The checksums of `bytes`' blocks, every block taken as checked: `bytes` were just
-    /// checked whole against the file's checksum.
-    pub(crate) fn checked(bytes: &[u8]) -> FileBlocks {
-        let blocks = FileBlocks::of(bytes);
+    /// The checksums of a file's blocks, every block taken as checked: the file was just
+    /// checked whole against its checksum.
+    fn checked(len: u64, crcs: Vec<u32>) -> FileBlocks {
+        let blocks = FileBlocks::new(len, crcs);
         for (w, word) in blocks.checked.iter().enumerate() {
             let bits = (blocks.crcs.len() - w * 64).min(64);
             word.store(u64::MAX >> (64 - bits), Ordering::Relaxed);
@@ -95,8 +100,19 @@ impl FileBlocks {
         if range.end > len || file.len() != len {
             return Err(damaged(name, "it is not the length it was checked at"));
         }
-        for block in range.start / BLOCK..range.end.div_ceil(BLOCK) {
+        let end = range.end.div_ceil(BLOCK);
+        let mut block = range.start / BLOCK;
+        while block < end {
+            // A read of a whole column passes its checked blocks 64 at a time.
+            if block.is_multiple_of(64)
+                && block + 64 <= end
+                && self.checked[block / 64].load(Ordering::Acquire) == u64::MAX
+            {
+                block += 64;
+                continue;
+            }
             if self.is_checked(block) {
+                block += 1;
                 continue;
             }
             let at = block * BLOCK;
@@ -114,6 +130,7 @@ impl FileBlocks {
             {
                 self.all_checked.store(true, Ordering::Release);
             }
+            block += 1;
         }
         Ok(())
     }
@@ -172,13 +189,27 @@ impl VerifiedDirectory {
         &self.blocks
     }
 
-    /// Every byte of the file at `path`, read past the block checks.
-    pub(crate) fn whole_file(&self, path: &Path) -> io::Result<OwnedBytes> {
+    /// Checks the file at `path` whole against the checksum in its footer, in one pass that
+    /// also takes its blocks' checksums (the whole file, footer and all, as the handles read
+    /// it): `None` where the file is damaged.
+    pub(crate) fn check_whole(&self, path: &Path) -> io::Result<Option<FileBlocks>> {
         let file = self
             .inner
             .get_file_handle(path)
             .map_err(|e| io::Error::other(e.to_string()))?;
-        file.read_bytes(0..file.len())
+        let bytes = file.read_bytes(0..file.len())?;
+        let Ok((footer, body)) = Footer::extract_footer(FileSlice::new(file)) else {
+            return Ok(None);
+        };
+        let body_len = body.len();
+        let mut whole = crc32fast::Hasher::new();
+        let mut crcs = Vec::with_capacity(bytes.len().div_ceil(BLOCK));
+        for (i, block) in bytes.as_slice().chunks(BLOCK).enumerate() {
+            crcs.push(crc32fast::hash(block));
+            let in_body = body_len.saturating_sub(i * BLOCK).min(block.len());
+            whole.update(&block[..in_body]);
+        }
+        Ok((whole.finalize() == footer.crc).then(|| FileBlocks::checked(bytes.len() as u64, crcs)))
     }
 }
 
@@ -237,10 +268,18 @@ pub(crate) struct Checked {
 
 const CHECKED_MAGIC: &[u8] = b"loci-checked 2\n";
 
+/// The longest list read: that of a 256 GiB index.
+const MAX_CHECKED_BYTES: u64 = 256 << 20;
+
 impl Checked {
     pub(crate) fn read(path: &Path) -> Checked {
-        std::fs::read(path)
-            .ok()
+        // Only a regular file, of a size a list can have (4 bytes per 4 KiB of index): a FIFO
+        // in its place would wait for a writer forever, a device or a huge file read on.
+        let readable =
+            std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MAX_CHECKED_BYTES);
+        readable
+            .then(|| std::fs::read(path).ok())
+            .flatten()
             .and_then(|bytes| Checked::decode(&bytes))
             .unwrap_or_default()
     }
@@ -276,7 +315,12 @@ impl Checked {
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut names: Vec<&String> = self.files.keys().collect();
+        // A name too long for its two-byte length is left out: its file is checked again.
+        let mut names: Vec<&String> = self
+            .files
+            .keys()
+            .filter(|n| u16::try_from(n.len()).is_ok())
+            .collect();
         names.sort();
         let mut out = CHECKED_MAGIC.to_vec();
         out.extend((names.len() as u32).to_le_bytes());
@@ -299,6 +343,41 @@ impl Checked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A read checks the blocks it covers, once each, and fails on a block whose bytes are
+    /// not those its checksum was taken of; every block checked, reads cost a load.
+    #[test]
+    fn a_read_checks_the_blocks_it_covers_and_fails_on_a_changed_one() {
+        let original: Vec<u8> = (0..(200 * BLOCK + 100) as u32)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let blocks = FileBlocks::of(&original);
+        let name = Path::new("f.idx");
+        let mut changed = original.clone();
+        changed[130 * BLOCK + 7] ^= 1;
+        let changed = OwnedBytes::new(changed);
+        let sound = OwnedBytes::new(original.clone());
+        // Blocks 0..130 and the last one read sound; a read of block 130 fails.
+        blocks.check(&changed, name, &(0..130 * BLOCK)).unwrap();
+        blocks
+            .check(&changed, name, &(200 * BLOCK..200 * BLOCK + 100))
+            .unwrap();
+        let e = blocks
+            .check(&changed, name, &(130 * BLOCK + 5..130 * BLOCK + 6))
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("block 130"), "{e}");
+        // Checked blocks are not read again: the changed file passes where they lie.
+        blocks.check(&changed, name, &(64..129 * BLOCK)).unwrap();
+        assert!(!blocks.all_checked.load(Ordering::Acquire));
+        blocks.check(&sound, name, &(0..sound.len())).unwrap();
+        assert!(blocks.all_checked.load(Ordering::Acquire));
+        assert_eq!(blocks.unchecked.load(Ordering::Acquire), 0);
+        // A read past the length it was checked at is damage, not a panic.
+        let longer = FileBlocks::of(&original[..BLOCK]);
+        assert!(longer.check(&sound, name, &(0..10)).is_err());
+        blocks.check(&sound, name, &(5..5)).unwrap();
+    }
 
     #[test]
     fn the_checked_list_reads_back_and_a_damaged_one_reads_as_empty() {
