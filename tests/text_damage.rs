@@ -56,6 +56,14 @@ fn build(dir: &Path) {
     assert!(dir.join("text").join("loci-checked").exists());
 }
 
+/// A fresh [`build`] in a temporary directory (kept while the first value lives).
+fn built() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    build(&dir);
+    (tmp, dir)
+}
+
 /// Every word's hits in order, as comparable text (targets, not scores: a document added
 /// shifts every BM25 score a little).
 fn search_all(search: impl Fn(&str) -> loci::Result<Vec<loci::Hit>>) -> loci::Result<String> {
@@ -143,9 +151,7 @@ fn is_damage(e: &Error) -> bool {
 /// refuses every later search, since what tantivy holds after a panic is unknown.
 #[test]
 fn a_text_file_damaged_in_place_fails_searches_and_never_panics() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("s");
-    build(&dir);
+    let (_tmp, dir) = built();
     let text = dir.join("text");
     let flips_per_file: usize = std::env::var("LOCI_TEXT_FLIPS")
         .ok()
@@ -221,9 +227,7 @@ fn damage_until_a_search_fails(dir: &Path) -> (Flip, &'static str) {
 /// every file, finds the damaged one and rebuilds the index from the log, with the same hits.
 #[test]
 fn a_search_that_meets_damage_fails_and_the_next_open_rebuilds_the_index() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("s");
-    build(&dir);
+    let (_tmp, dir) = built();
     let expected = store_hits(&Store::open(&dir).unwrap()).unwrap();
     let (_damage, word) = damage_until_a_search_fails(&dir);
     let store = Store::open(&dir).unwrap();
@@ -253,9 +257,7 @@ fn a_search_that_meets_damage_fails_and_the_next_open_rebuilds_the_index() {
 /// one, and has the next open rebuild the index.
 #[test]
 fn verify_finds_a_text_file_damaged_in_place() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("s");
-    build(&dir);
+    let (_tmp, dir) = built();
     let expected = store_hits(&Store::open(&dir).unwrap()).unwrap();
     for ext in ["idx", "term", "store", "fast", "fieldnorm"] {
         let file = segment_files(&dir.join("text"), &[ext]).remove(0);
@@ -289,9 +291,7 @@ fn verify_finds_a_text_file_damaged_in_place() {
 /// line, and prints no panic message or backtrace, though tantivy panicked under it.
 #[test]
 fn a_search_on_a_damaged_text_index_exits_6_and_prints_no_panic() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("s");
-    build(&dir);
+    let (_tmp, dir) = built();
     let (_damage, word) = damage_until_a_search_fails(&dir);
     let out = Command::new(BIN)
         .args(["search", "--store"])
@@ -313,9 +313,7 @@ fn a_search_on_a_damaged_text_index_exits_6_and_prints_no_panic() {
 /// reads it as empty and checks every file, where reading it waited for a writer forever.
 #[test]
 fn a_fifo_in_place_of_the_checked_list_does_not_hang_the_open() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("s");
-    build(&dir);
+    let (_tmp, dir) = built();
     let expected = store_hits(&Store::open(&dir).unwrap()).unwrap();
     let list = dir.join("text").join("loci-checked");
     std::fs::remove_file(&list).unwrap();
