@@ -330,3 +330,61 @@ fn a_fifo_in_place_of_the_checked_list_does_not_hang_the_open() {
         .expect("the open returned");
     assert_eq!(hits.unwrap(), expected);
 }
+
+/// A segment the process itself wrote (its commits; in a long-running writer, its merges too)
+/// is checked block by block like one an open listed: its block checksums are taken as
+/// tantivy writes it, so damage made in place afterwards fails the read at the block check,
+/// before tantivy decodes it (where it could loop forever).
+#[test]
+fn a_segment_this_process_wrote_is_checked_at_its_first_read() {
+    use std::os::unix::fs::FileExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    build(&dir);
+    // The open passes over the listed files; the ingest below writes new segments.
+    let store = Store::open(&dir).unwrap();
+    let nodes: Vec<Assertion> = (0..3000)
+        .map(|i| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: format!("m{i}"),
+                name: Some(format!("{} {}", WORDS[i % 30], WORDS[(i / 30) % 30])),
+                ..Default::default()
+            })
+        })
+        .collect();
+    store.ingest(import_events(nodes, 1024)).unwrap();
+    let listed = std::fs::read(dir.join("text").join("loci-checked")).unwrap();
+    let written: Vec<PathBuf> = segment_files(&dir.join("text"), &["idx"])
+        .into_iter()
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            !listed.windows(name.len()).any(|w| w == name.as_bytes())
+        })
+        .collect();
+    assert!(!written.is_empty(), "the ingest wrote a segment");
+    // Changed in place, not rewritten: a file truncated under a live map faults its reader.
+    // Every new one: a merge may have written one beside the commit's.
+    for path in &written {
+        let file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        // A byte of every 4 KiB but the last, whose footer the segment's open read (and
+        // checked): searches read blocks no read has checked yet.
+        let len = file.metadata().unwrap().len();
+        for at in (100..len.saturating_sub(4096)).step_by(4096) {
+            let mut byte = [0u8];
+            file.read_exact_at(&mut byte, at).unwrap();
+            file.write_all_at(&[byte[0] ^ 0xA5], at).unwrap();
+        }
+    }
+    let failed: Vec<Error> = WORDS
+        .iter()
+        .filter_map(|w| store.search(w, &SearchFilter::default(), 20).err())
+        .collect();
+    let e = failed.first().expect("a search read the changed block");
+    assert!(is_damage(e), "{e}");
+    let said = format!("{e}: {:?}", std::error::Error::source(e));
+    assert!(said.contains("does not match its checksum"), "{said}");
+}

@@ -13,8 +13,9 @@
 //! that checks each block the first time a read covers it: a read of damage fails with an
 //! error, before tantivy decodes it. A process pays once for what its reads ask for: a term's
 //! postings list, and whole structures where tantivy asks for them whole (a field's norms, the
-//! term dictionary's index). Segments a process writes are read unchecked until an open lists
-//! them.
+//! term dictionary's index). A file tantivy writes has its blocks' checksums taken as it is
+//! written ([`Checksumming`]), so the segments a long-running writer commits and merges are
+//! checked the same way.
 
 use std::collections::HashMap;
 use std::io;
@@ -26,8 +27,8 @@ use std::sync::{Arc, RwLock};
 use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
 use tantivy::directory::footer::Footer;
 use tantivy::directory::{
-    Directory, DirectoryLock, FileHandle, FileSlice, Lock, MmapDirectory, OwnedBytes,
-    WatchCallback, WatchHandle, WritePtr,
+    AntiCallToken, Directory, DirectoryLock, FileHandle, FileSlice, Lock, MmapDirectory,
+    OwnedBytes, TerminatingWrite, WatchCallback, WatchHandle, WritePtr,
 };
 use tantivy::HasLen;
 
@@ -169,8 +170,8 @@ impl FileHandle for Verified {
 }
 
 /// tantivy's memory-mapped directory, whose files with known block checksums are read through
-/// [`Verified`]. Files without (a segment this process wrote, or a file not yet checked, which
-/// the open checks whole first) are read as they are.
+/// [`Verified`]: those an open checked, and those written through it. Files without (not yet
+/// checked, which the open checks whole first) are read as they are.
 #[derive(Clone, Debug)]
 pub(crate) struct VerifiedDirectory {
     inner: MmapDirectory,
@@ -232,13 +233,30 @@ impl Directory for VerifiedDirectory {
         })
     }
     fn delete(&self, path: &Path) -> Result<(), DeleteError> {
+        self.blocks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(path);
         self.inner.delete(path)
     }
     fn exists(&self, path: &Path) -> Result<bool, OpenReadError> {
         self.inner.exists(path)
     }
     fn open_write(&self, path: &Path) -> Result<WritePtr, OpenWriteError> {
-        self.inner.open_write(path)
+        let inner = self
+            .inner
+            .open_write(path)?
+            .into_inner()
+            .map_err(|e| OpenWriteError::wrap_io_error(e.into_error(), path.to_path_buf()))?;
+        Ok(io::BufWriter::new(Box::new(Checksumming {
+            inner,
+            name: path.to_path_buf(),
+            blocks: Arc::clone(&self.blocks),
+            crcs: Vec::new(),
+            block: crc32fast::Hasher::new(),
+            in_block: 0,
+            len: 0,
+        })))
     }
     fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
         self.inner.atomic_read(path)
@@ -254,6 +272,64 @@ impl Directory for VerifiedDirectory {
     }
     fn watch(&self, callback: WatchCallback) -> tantivy::Result<WatchHandle> {
         self.inner.watch(callback)
+    }
+}
+
+/// A file tantivy writes (a commit's or a merge's segment), whose blocks' checksums are taken
+/// as the bytes go by and registered when it is done: its reads are checked like those of a
+/// file an open checked (its bytes are the ones written; damage made in place afterwards fails
+/// the read). The next open checks it whole and lists it.
+struct Checksumming {
+    inner: Box<dyn TerminatingWrite + Send + Sync>,
+    name: PathBuf,
+    blocks: BlockTable,
+    crcs: Vec<u32>,
+    block: crc32fast::Hasher,
+    in_block: usize,
+    len: u64,
+}
+
+impl Checksumming {
+    fn take(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let (head, rest) = bytes.split_at((BLOCK - self.in_block).min(bytes.len()));
+            self.block.update(head);
+            self.in_block += head.len();
+            self.len += head.len() as u64;
+            if self.in_block == BLOCK {
+                self.crcs.push(std::mem::take(&mut self.block).finalize());
+                self.in_block = 0;
+            }
+            bytes = rest;
+        }
+    }
+}
+
+impl io::Write for Checksumming {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let written = self.inner.write(buf)?;
+        self.take(&buf[..written.min(buf.len())]);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl TerminatingWrite for Checksumming {
+    fn terminate_ref(&mut self, token: AntiCallToken) -> io::Result<()> {
+        self.inner.terminate_ref(token)?;
+        if self.in_block > 0 {
+            self.crcs.push(std::mem::take(&mut self.block).finalize());
+            self.in_block = 0;
+        }
+        let blocks = FileBlocks::new(self.len, std::mem::take(&mut self.crcs));
+        self.blocks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(self.name.clone(), Arc::new(blocks));
+        Ok(())
     }
 }
 
