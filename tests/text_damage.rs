@@ -388,3 +388,33 @@ fn a_segment_this_process_wrote_is_checked_at_its_first_read() {
     let said = format!("{e}: {:?}", std::error::Error::source(e));
     assert!(said.contains("does not match its checksum"), "{said}");
 }
+
+/// Damage an open meets (a file whose check fails) is repaired at that open; a
+/// `replay --verify` that opened the store says so, beside its OK, since the live state it
+/// compares is the repaired one.
+#[test]
+fn verify_says_when_its_open_rebuilt_the_index() {
+    let (_tmp, dir) = built();
+    let idx = segment_files(&dir.join("text"), &["idx"]).remove(0);
+    let mut bytes = std::fs::read(&idx).unwrap();
+    bytes[10] ^= 0xA5;
+    std::fs::write(&idx, bytes).unwrap();
+    let out = Command::new(BIN)
+        .args(["replay", "--verify", "--store"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("rebuilt"), "{stdout}");
+    let json = Command::new(BIN)
+        .args(["replay", "--verify", "--json", "--store"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        report["text_rebuilt_at_open"], false,
+        "the rebuilt index is sound"
+    );
+}

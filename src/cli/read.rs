@@ -498,6 +498,9 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
         if report.more_differences > 0 {
             outln!("... and {} more differences", report.more_differences);
         }
+        if report.text_rebuilt_at_open {
+            outln!("note: this open found the full-text index damaged and rebuilt it from the log; the index compared is the rebuilt one");
+        }
         outln!(
             "{}",
             if report.ok() {

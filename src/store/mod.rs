@@ -963,6 +963,10 @@ pub struct VerifyReport {
     pub differences: Vec<String>,
     /// Differences beyond the first 100.
     pub more_differences: usize,
+    /// The open of the store this report was made on found the full-text index damaged (or
+    /// unreadable) and rebuilt it from the log: the index compared is the rebuilt one.
+    #[serde(default)]
+    pub text_rebuilt_at_open: bool,
 }
 
 impl VerifyReport {
@@ -3111,7 +3115,10 @@ impl Store {
     /// full-text index. Writers wait while it runs.
     pub fn verify(&self) -> Result<VerifyReport> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let mut report = VerifyReport::default();
+        let mut report = VerifyReport {
+            text_rebuilt_at_open: self.text_rebuilt,
+            ..Default::default()
+        };
         if let Err(why) = self.read_state().check_mapped() {
             report.differ(why);
         }
