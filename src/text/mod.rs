@@ -429,6 +429,8 @@ pub struct TextIndex {
     fields: Fields,
     indexed_seq: std::sync::atomic::AtomicU64,
     dir: PathBuf,
+    /// The directory tantivy reads through: `verify` checks the files with it.
+    directory: verified::VerifiedDirectory,
     read_only: bool,
     /// What a read met, once one failed: every later read is refused with it (see
     /// [`TextIndex::read`]).
@@ -472,8 +474,8 @@ const CHECKED_FILES: &str = "loci-checked";
 /// The files of the index's segments whose checksum footer does not match their contents.
 /// An open checks only the files no earlier open has checked as they are now (by name, length
 /// and modification time: a segment's files never change once written, deletes go to a new
-/// file, and a program that writes into one changes its time); `every` checks them all (for
-/// `verify`, when `open` is `None`). Checking every file read the whole index at every open:
+/// file, and a program that writes into one changes its time); `every` checks them all and
+/// records nothing (for `verify`). Checking every file read the whole index at every open:
 /// 0.4 s warm and 1 s from disk at 100M edges, most of the open. Damage that changes neither
 /// length nor time (a disk's own) is found block by block as reads meet it: an open registers
 /// each file's block checksums with its directory, whose handles check a block at its first
@@ -481,10 +483,10 @@ const CHECKED_FILES: &str = "loci-checked";
 fn check_files(
     index: &Index,
     dir: &Path,
-    open: Option<&verified::VerifiedDirectory>,
+    directory: &verified::VerifiedDirectory,
     read_only: bool,
+    every: bool,
 ) -> Result<Vec<PathBuf>> {
-    let every = open.is_none();
     let list = dir.join(CHECKED_FILES);
     let checked = if every {
         verified::Checked::default()
@@ -517,43 +519,30 @@ fn check_files(
                 continue;
             }
         }
-        let file_blocks =
-            match open {
-                // The open's check: one pass over the file, its checksum and its blocks'.
-                Some(directory) => match directory.check_whole(&file) {
-                    Ok(Some(blocks)) => blocks,
-                    Ok(None) => {
-                        damaged.push(file);
-                        continue;
-                    }
-                    Err(e) if is_damage(&e) => {
-                        damaged.push(file);
-                        continue;
-                    }
-                    Err(e) => return Err(Error::io(dir.join(&file), e)),
-                },
-                // `verify`'s, through the directory's handles: a read that fails is a block that
-                // does not match its checksum.
-                None => {
-                    match index.directory().validate_checksum(&file) {
-                        Ok(true) => {}
-                        Ok(false) => damaged.push(file),
-                        Err(tantivy::directory::error::OpenReadError::IoError {
-                            io_error, ..
-                        }) if is_damage(&io_error) => damaged.push(file),
-                        Err(e) => return Err(terr(e)),
-                    }
-                    continue;
-                }
-            };
+        // One pass over the file: its checksum, and its blocks'.
+        let file_blocks = match directory.check_whole(&file) {
+            Ok(Some(blocks)) => blocks,
+            Ok(None) => {
+                damaged.push(file);
+                continue;
+            }
+            Err(e) if is_damage(&e) => {
+                damaged.push(file);
+                continue;
+            }
+            Err(e) => return Err(Error::io(dir.join(&file), e)),
+        };
+        if every {
+            continue;
+        }
         now_checked
             .files
             .insert(name.to_string(), (time, Arc::new(file_blocks)));
         newly_checked = true;
     }
-    let Some(directory) = open.filter(|_| damaged.is_empty()) else {
+    if every || !damaged.is_empty() {
         return Ok(damaged);
-    };
+    }
     directory
         .blocks()
         .write()
@@ -572,6 +561,12 @@ fn check_files(
         }
     }
     Ok(damaged)
+}
+
+/// Files' names, for a message.
+fn names_of(files: &[PathBuf]) -> String {
+    let names: Vec<_> = files.iter().map(|f| f.display().to_string()).collect();
+    names.join(", ")
 }
 
 /// Whether a failed read of a file says the file is damaged (a block not matching its
@@ -618,13 +613,7 @@ impl TextIndex {
     /// [`Self::open_as`] inside the panic boundary: tantivy reads the segments' metadata and
     /// opens their files, and a damaged one can make it panic.
     fn open_guarded(dir: &Path, read_only: bool) -> Result<(Self, Option<u64>)> {
-        boundary::catch(|| Self::open_as(dir, read_only)).unwrap_or_else(|panic| {
-            Err(damage_error(
-                dir,
-                &format!("open: tantivy panicked: {panic}"),
-                read_only,
-            ))
-        })
+        catch_as_damage(dir, "open", read_only, || Self::open_as(dir, read_only))
     }
 
     fn open_as(dir: &Path, read_only: bool) -> Result<(Self, Option<u64>)> {
@@ -633,25 +622,25 @@ impl TextIndex {
         }
         let (schema, fields) = schema();
         let directory = verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?);
-        let checking = directory.clone();
         let existing = Index::exists(&directory).map_err(terr)?;
         let opened = if existing {
-            Index::open(directory).ok().filter(|i| i.schema() == schema)
+            Index::open(directory.clone())
+                .ok()
+                .filter(|i| i.schema() == schema)
         } else {
             None
         };
-        let (index, seq) = match opened {
+        let (index, seq, directory) = match opened {
             Some(index) => {
                 // A damaged segment would otherwise surface later, in the middle of a search
                 // or a verify. Every file carries a checksum footer; a file is checked once,
                 // the first time an open finds it (see `check_files`).
-                let damaged = check_files(&index, dir, Some(&checking), read_only)?;
+                let damaged = check_files(&index, dir, &directory, read_only, false)?;
                 if !damaged.is_empty() {
-                    let names: Vec<_> = damaged.iter().map(|p| p.display().to_string()).collect();
                     return Err(Error::text(format!(
                         "{}: damaged files (checksum mismatch): {}",
                         dir.display(),
-                        names.join(", ")
+                        names_of(&damaged)
                     )));
                 }
                 let payload = index.load_metas().map_err(terr)?.payload;
@@ -659,7 +648,7 @@ impl TextIndex {
                     .and_then(|p| serde_json::from_str::<Payload>(&p).ok())
                     .filter(|p| p.format == TEXT_FORMAT)
                     .map(|p| p.seq);
-                (index, seq)
+                (index, seq, directory)
             }
             None if read_only => {
                 return Err(Error::text(format!(
@@ -675,8 +664,9 @@ impl TextIndex {
                 let directory =
                     verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?);
                 (
-                    Index::create(directory, schema, Default::default()).map_err(terr)?,
+                    Index::create(directory.clone(), schema, Default::default()).map_err(terr)?,
                     None,
+                    directory,
                 )
             }
         };
@@ -694,6 +684,7 @@ impl TextIndex {
             fields,
             indexed_seq: Default::default(),
             dir: dir.to_path_buf(),
+            directory,
             read_only,
             damaged: std::sync::OnceLock::new(),
         };
@@ -726,8 +717,7 @@ impl TextIndex {
         let damaged = self.damaged_files();
         let met = self.damaged.get_or_init(|| match &damaged {
             Ok(files) if !files.is_empty() => {
-                let names: Vec<_> = files.iter().map(|f| f.display().to_string()).collect();
-                Failure::Damage(format!("{detail}; damaged: {}", names.join(", ")))
+                Failure::Damage(format!("{detail}; damaged: {}", names_of(files)))
             }
             Ok(_) => Failure::Fault(format!(
                 "{detail} (every file of the index matches its checksum: a fault of tantivy or loci, not damage)"
@@ -763,14 +753,9 @@ impl TextIndex {
     /// byte of every file (for `verify`). Where one is damaged, the next open checks every
     /// file and rebuilds the index.
     pub(crate) fn damaged_files(&self) -> Result<Vec<PathBuf>> {
-        let damaged = boundary::catch(|| check_files(&self.index, &self.dir, None, true))
-            .unwrap_or_else(|panic| {
-                Err(damage_error(
-                    &self.dir,
-                    &format!("checksums: tantivy panicked: {panic}"),
-                    self.read_only,
-                ))
-            })?;
+        let damaged = catch_as_damage(&self.dir, "checksums", self.read_only, || {
+            check_files(&self.index, &self.dir, &self.directory, true, true)
+        })?;
         if !damaged.is_empty() && !self.read_only {
             forget_checked_files(&self.dir);
         }
@@ -1119,6 +1104,23 @@ impl TextIndex {
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
     }
+}
+
+/// Runs `f`, which opens or checks the index's files, inside the panic boundary: a panic there
+/// is tantivy's on a damaged file.
+fn catch_as_damage<T>(
+    dir: &Path,
+    what: &str,
+    read_only: bool,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    boundary::catch(f).unwrap_or_else(|panic| {
+        Err(damage_error(
+            dir,
+            &format!("{what}: tantivy panicked: {panic}"),
+            read_only,
+        ))
+    })
 }
 
 /// The error of a read that met damage in the index in `dir`: tantivy's own kind for it as the

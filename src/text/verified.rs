@@ -67,14 +67,10 @@ impl FileBlocks {
     }
 
     /// The checksums of a file's blocks, every block taken as checked: the file was just
-    /// checked whole against its checksum.
+    /// checked whole against its checksum. (A read looks at the blocks' marks only until
+    /// `all_checked` is set.)
     fn checked(len: u64, crcs: Vec<u32>) -> FileBlocks {
         let blocks = FileBlocks::new(len, crcs);
-        for (w, word) in blocks.checked.iter().enumerate() {
-            let bits = (blocks.crcs.len() - w * 64).min(64);
-            word.store(u64::MAX >> (64 - bits), Ordering::Relaxed);
-        }
-        blocks.unchecked.store(0, Ordering::Relaxed);
         blocks.all_checked.store(true, Ordering::Release);
         blocks
     }
@@ -98,10 +94,12 @@ impl FileBlocks {
             return Ok(());
         }
         let len = self.len as usize;
-        if range.end > len || file.len() != len {
+        let end = range.end.div_ceil(BLOCK);
+        // Past these, a block would have no checksum and no mark (`checked` has a bit for
+        // each of `crcs`): the indexing below stays in bounds.
+        if range.end > len || file.len() != len || end > self.crcs.len() {
             return Err(damaged(name, "it is not the length it was checked at"));
         }
-        let end = range.end.div_ceil(BLOCK);
         let mut block = range.start / BLOCK;
         while block < end {
             // A read of a whole column passes its checked blocks 64 at a time.
