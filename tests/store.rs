@@ -1136,7 +1136,9 @@ fn search_ties_break_by_target(kind: BackendKind, dir: &Path) {
     // The exact-name lookup that anchors planner queries cuts its ties the same way.
     let named: Vec<String> = store
         .text_index()
-        .lookup_name("Copper Widget", 3)
+        .lookup_name("Copper Widget", 3, &|id, form| {
+            loci::text::bears_name_form(&store.node(id).unwrap(), form)
+        })
         .unwrap()
         .into_iter()
         .map(|id| store.node(id).unwrap().key)

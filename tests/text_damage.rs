@@ -20,7 +20,7 @@ use loci::{BackendKind, Error, SearchFilter, Store};
 const BIN: &str = env!("CARGO_BIN_EXE_loci");
 
 /// The fixture's vocabulary: small enough that every posting list is searched after each
-/// flip, and with 3,000 names of three words the common words' lists span tantivy's blocks of
+/// flip, and with 4,500 names of three words the common words' lists span tantivy's blocks of
 /// 128 documents and their skip data, as a real index's do, and the files span several of
 /// the blocks loci checks (a block an open reads, as the one with a file's footer, is checked
 /// by the open).
@@ -31,11 +31,13 @@ const WORDS: [&str; 30] = [
     "date",
 ];
 
-/// A store of 3,000 nodes whose names are three words of [`WORDS`], the first ones most often.
+/// A store of 4,500 nodes whose names are three words of [`WORDS`], the first ones most often:
+/// enough that each kind of segment file spans two of the blocks loci checks (the field norms,
+/// a byte a document, the fewest), so damage can lie outside the block an open reads.
 fn build(dir: &Path) {
     let store = Store::create(dir, BackendKind::Redb).unwrap();
     let mut rng = Rng::new(12);
-    let nodes: Vec<Assertion> = (0..3000)
+    let nodes: Vec<Assertion> = (0..4500)
         .map(|i| {
             let name: Vec<&str> = (0..3)
                 .map(|_| WORDS[(rng.below(30) * rng.below(30) / 30) as usize])

@@ -21,6 +21,7 @@ use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
 use super::node_table::NodeTable;
+use crate::codec::stable_hash;
 use crate::mapped::{Limits, Plain, Section};
 use crate::model::NodeId;
 
@@ -38,24 +39,6 @@ unsafe impl Plain for KeySlot {
     fn valid(&self, limits: &Limits) -> bool {
         *self == KeySlot::EMPTY || self.0 < limits.nodes
     }
-}
-
-/// The hash that lays out a snapshot's key table. Fixed for good (the table on disk is laid
-/// out by it; a snapshot format records it), unlike the process-seeded hash of the heap
-/// table: 8 bytes at a time, each multiplied in, then murmur3's finaliser.
-pub(crate) fn stable_hash(key: &[u8]) -> u64 {
-    let mut h = 0x9E37_79B9_7F4A_7C15u64 ^ key.len() as u64;
-    for chunk in key.chunks(8) {
-        let mut word = [0u8; 8];
-        word[..chunk.len()].copy_from_slice(chunk);
-        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-        h ^= h >> 32;
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-    h ^ (h >> 33)
 }
 
 /// The slot a key of hash `hash` starts its probe at, in a table of `len` slots: the hash

@@ -17,9 +17,9 @@ use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::{
-    Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, STRING,
+    Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::boundary;
 use crate::error::{Error, Result};
@@ -27,7 +27,9 @@ use crate::model::{Event, Node, NodeId};
 
 /// Version of the index layout; a different one in the commit payload forces a rebuild.
 /// 4: the key and tag fields without field norms.
-const TEXT_FORMAT: u32 = 4;
+/// 5: the name field holds each name form's [`name_term`], not the form; the digest 32 bits;
+///    the document store compressed by zstd.
+const TEXT_FORMAT: u32 = 5;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
 pub(crate) const ANALYZER: &str = "loci_en";
 
@@ -268,6 +270,23 @@ pub fn name_form(name: &str) -> String {
     }
 }
 
+/// What the index keeps of a name form: 32 bits of its [`crate::codec::stable_hash`]. The forms
+/// themselves, whole strings each a term of its own, were a fifth of the index's bytes at 100M
+/// edges (their term dictionary, 26 bytes a node); a u64 term under 2^32 shares its first
+/// half with every other and its next bytes with its neighbours. Forms of one hash share a
+/// posting list, so a lookup compares each hit's names with the form it asked for.
+pub(crate) fn name_term(form: &str) -> u64 {
+    crate::codec::stable_hash(form.as_bytes()) & 0xFFFF_FFFF
+}
+
+/// Whether `node` bears the name form `form` (its name's or an alias's [`name_form`]): what a
+/// name lookup keeps of the nodes the index gives it.
+pub fn bears_name_form(node: &Node, form: &str) -> bool {
+    std::iter::once(&node.name)
+        .chain(node.aliases.iter())
+        .any(|n| name_form(n) == form)
+}
+
 impl TextDoc {
     pub fn for_node(n: &Node) -> Self {
         let mut text = n.name.clone();
@@ -312,7 +331,7 @@ impl TextDoc {
         })
     }
 
-    /// A stable 64-bit digest of everything indexed (FNV-1a), compared by `replay --verify`.
+    /// A stable 32-bit digest of everything indexed (FNV-1a), compared by `replay --verify`.
     pub fn digest(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         let mut eat = |bytes: &[u8]| {
@@ -332,7 +351,10 @@ impl TextDoc {
         for n in &self.names {
             eat(n.as_bytes());
         }
-        h
+        // Folded to 32 bits, which the fast field packs in 4 bytes a document where 64 took 8
+        // (0.8 bytes an edge at 100M edges). A document that differs from its replay still
+        // shows but for one chance in four billion; a fault in the projection changes many.
+        (h ^ (h >> 32)) & 0xFFFF_FFFF
     }
 }
 
@@ -378,6 +400,16 @@ pub(crate) fn any_term_query(field: Field, terms: &[String]) -> Box<dyn Query> {
     }
 }
 
+/// The settings an index is created with: its document store compressed by zstd, not lz4.
+/// No field is stored, but the store keeps each document's offset, four bytes a document
+/// that lz4 leaves as they are (3.9 bytes a node at 1M edges) and zstd shrinks to a few bits.
+fn index_settings() -> tantivy::IndexSettings {
+    tantivy::IndexSettings {
+        docstore_compression: tantivy::store::Compressor::Zstd(Default::default()),
+        ..Default::default()
+    }
+}
+
 /// A field matched whole and never scored: a document's key (what deletes name) and its tags
 /// (filters, under a constant score). No field norms: they would be a byte a document each,
 /// read by nothing.
@@ -393,7 +425,7 @@ fn unscored_string() -> TextOptions {
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let key = b.add_text_field("key", unscored_string());
-    let name = b.add_text_field("name", STRING);
+    let name = b.add_u64_field("name", NumericOptions::default().set_indexed());
     let reference = b.add_u64_field("ref", NumericOptions::default().set_fast());
     let tag = b.add_text_field("tag", unscored_string());
     let ts = b.add_i64_field("ts", NumericOptions::default().set_indexed().set_fast());
@@ -664,7 +696,7 @@ impl TextIndex {
                 let directory =
                     verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?);
                 (
-                    Index::create(directory.clone(), schema, Default::default()).map_err(terr)?,
+                    Index::create(directory.clone(), schema, index_settings()).map_err(terr)?,
                     None,
                     directory,
                 )
@@ -849,7 +881,7 @@ impl TextIndex {
                 doc.add_i64(self.fields.ts, d.ts);
                 doc.add_text(self.fields.text, &d.text);
                 for n in &d.names {
-                    doc.add_text(self.fields.name, n);
+                    doc.add_u64(self.fields.name, name_term(n));
                 }
                 doc.add_u64(self.fields.digest, d.digest());
                 w.add_document(doc).map_err(terr)?;
@@ -1027,27 +1059,53 @@ impl TextIndex {
         Ok(hits)
     }
 
-    /// Nodes whose name or an alias has exactly this [`name_form`], best-known first.
-    pub fn lookup_name(&self, name: &str, limit: usize) -> Result<Vec<NodeId>> {
+    /// Nodes whose name or an alias has exactly the [`name_form`] of `name`, by id (oldest
+    /// first), at most `limit`. The index gives the nodes with a form of the same
+    /// [`name_term`]; `bears(node, form)` says which of them bear this one (with the store:
+    /// [`bears_name_form`] of the node).
+    pub fn lookup_name(
+        &self,
+        name: &str,
+        limit: usize,
+        bears: &dyn Fn(NodeId, &str) -> bool,
+    ) -> Result<Vec<NodeId>> {
         self.refuse_if_damaged()?;
         let form = name_form(name);
         if form.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let q = TermQuery::new(
-            Term::from_field_text(self.fields.name, &form),
-            IndexRecordOption::Basic,
-        );
+        let term = Term::from_field_u64(self.fields.name, name_term(&form));
         let searcher = self.reader.searcher();
-        let top = self.read("name lookup", || {
-            self.top_by_score_then_target(&searcher, &q, limit)
+        let mut nodes = self.read("name lookup", || {
+            let mut nodes = Vec::new();
+            for segment in searcher.segment_readers() {
+                let index = segment.inverted_index(self.fields.name).map_err(terr)?;
+                let Some(mut postings) = index
+                    .read_postings(&term, IndexRecordOption::Basic)
+                    .map_err(terr)?
+                else {
+                    continue;
+                };
+                let refs = segment.fast_fields().u64("ref").map_err(terr)?;
+                let mut doc = postings.doc();
+                while doc != tantivy::TERMINATED {
+                    if !segment.is_deleted(doc) {
+                        if let Some(Target::Node(n)) = refs.first(doc).map(Target::from_ref) {
+                            nodes.push(n);
+                        }
+                    }
+                    doc = postings.advance();
+                }
+            }
+            Ok(nodes)
         })?;
-        Ok(top
+        // By id, not by the segments' order, which merges decide.
+        nodes.sort_unstable();
+        nodes.dedup();
+        Ok(nodes
             .into_iter()
-            .filter_map(|(_, t)| match t {
-                Target::Node(n) => Some(n),
-                Target::Event(_) => None,
-            })
+            .filter(|n| bears(*n, &form))
+            .take(limit)
             .collect())
     }
 
@@ -1224,5 +1282,58 @@ mod tests {
         assert!(index
             .search("anything", &SearchFilter::default(), 5)
             .is_err());
+    }
+    fn node_doc_named(id: u32, names: &[&str]) -> TextDoc {
+        TextDoc {
+            key: node_doc_key(&format!("k{id}")),
+            target: Target::Node(NodeId(id)),
+            tags: vec!["doc:node".into()],
+            ts: 0,
+            text: names.join(" "),
+            names: names.iter().map(|n| name_form(n)).collect(),
+        }
+    }
+
+    /// The index holds a short hash of each name form, not the form (a fifth of the index at
+    /// 100M edges was the forms' term dictionary): two forms of one hash share a posting list,
+    /// and a lookup keeps only the nodes that bear the form it was asked for.
+    #[test]
+    fn a_name_lookup_returns_only_nodes_bearing_the_name_when_hashes_collide() {
+        let mut first_of_hash = std::collections::HashMap::new();
+        let (a, b) = (0u32..)
+            .find_map(|i| {
+                let form = name_form(&format!("tower {i}"));
+                first_of_hash
+                    .insert(name_term(&form), form.clone())
+                    .map(|earlier| (earlier, form))
+            })
+            .unwrap();
+        assert_ne!(a, b);
+        assert_eq!(name_term(&a), name_term(&b));
+
+        let tmp = tempfile::tempdir().unwrap();
+        let (index, _) = TextIndex::open(tmp.path()).unwrap();
+        let docs = [
+            node_doc_named(1, &[&b]),
+            node_doc_named(2, &[&a]),
+            node_doc_named(3, &["elsewhere", &a]),
+            node_doc_named(4, &["elsewhere"]),
+        ];
+        index.apply(&docs, &[], 1, None).unwrap();
+        let bears = |id: NodeId, form: &str| {
+            docs.iter()
+                .any(|d| d.target == Target::Node(id) && d.names.iter().any(|n| n == form))
+        };
+        assert_eq!(
+            index.lookup_name(&a, 10, &bears).unwrap(),
+            [NodeId(2), NodeId(3)]
+        );
+        assert_eq!(index.lookup_name(&b, 10, &bears).unwrap(), [NodeId(1)]);
+        assert_eq!(index.lookup_name(&a, 1, &bears).unwrap(), [NodeId(2)]);
+        assert_eq!(
+            index.lookup_name("Elsewhere", 10, &bears).unwrap(),
+            [NodeId(3), NodeId(4)]
+        );
+        assert!(index.lookup_name("nowhere", 10, &bears).unwrap().is_empty());
     }
 }
