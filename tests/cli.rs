@@ -1209,6 +1209,45 @@ fn bench_graph_needs_two_nodes() {
     assert!(!dir.exists());
 }
 
+/// The graph benchmark's JSON carries the keys the scale issue names, and the heap state at
+/// the end of the load by part (most of a bulk load's peak), its parts adding up.
+#[test]
+fn bench_graph_json_reports_the_load_heap_state_by_part() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("g");
+    let out = tmp.path().join("g.json");
+    let r = loci(&[
+        "bench",
+        "graph",
+        "--nodes",
+        "200",
+        "--edges",
+        "1000",
+        "--json",
+        "--dir",
+        p(&dir),
+        "--out",
+        p(&out),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    for key in [
+        "open_fresh_process_s",
+        "rss_bytes_per_edge",
+        "peak_rss_bytes_per_edge",
+        "disk_bytes_per_edge_total",
+        "max_degree",
+    ] {
+        assert!(report[key].is_number(), "{key} missing");
+    }
+    let load = &report["ingest_state_bytes_per_edge"];
+    let part = |k: &str| load[k].as_f64().unwrap();
+    // Each edge's two adjacency entries alone are 32 bytes on the heap.
+    assert!(part("adjacency") >= 32.0, "{load}");
+    let sum = part("adjacency") + part("edges") + part("nodes") + part("node_keys");
+    assert!((sum - part("total")).abs() < 1e-6, "{load}");
+}
+
 #[test]
 fn world_size_flags_are_bounded() {
     let tmp = tempfile::tempdir().unwrap();
