@@ -117,9 +117,9 @@ enum BaPhase {
 /// 200k nodes and 1M edges the largest degree is in the thousands). Edges beyond `n * m` join a
 /// uniform node to a degree-proportional one. No self-loops, no duplicate
 /// `(from, relation, to)`; relations and confidences are uniform. What it keeps is each edge's
-/// endpoints and relation (12 bytes an edge), not the edges: the run's peak memory is the
-/// store's, not the generator's (a set of every edge made, kept before, was about 16 bytes an
-/// edge more).
+/// endpoints and relation (12 bytes an edge) and the extra phase's edges, not the edges: the
+/// run's peak memory is the store's, not the generator's (a set of every edge made, kept
+/// before, was about 16 bytes an edge more).
 pub struct BaEdges {
     rng: Rng,
     n: u32,
