@@ -1481,6 +1481,19 @@ mod tests {
         xs.iter().map(|x| x.to_string()).collect()
     }
 
+    /// The edges of `spec`'s graph, checked to be as many as it asks, without self-loops and
+    /// without a repeated `(from, relation, to)`.
+    fn distinct_edges(spec: &GraphSpec) -> Vec<EdgeUpsert> {
+        let edges = graph_edges(spec);
+        assert_eq!(edges.len(), spec.edges as usize);
+        let mut seen = HashSet::new();
+        for e in &edges {
+            assert_ne!(e.from, e.to);
+            assert!(seen.insert((e.from.clone(), e.relation.clone(), e.to.clone())));
+        }
+        edges
+    }
+
     #[test]
     fn the_benchmark_graph_is_scale_free_with_unbounded_hubs() {
         let spec = GraphSpec {
@@ -1489,13 +1502,7 @@ mod tests {
             relations: 8,
             seed: 7,
         };
-        let edges = graph_edges(&spec);
-        assert_eq!(edges.len(), 100_000);
-        let mut seen = HashSet::new();
-        for e in &edges {
-            assert_ne!(e.from, e.to);
-            assert!(seen.insert((e.from.clone(), e.relation.clone(), e.to.clone())));
-        }
+        let edges = distinct_edges(&spec);
         // Barabási–Albert with m = 5 over 20k nodes: the largest hub has hundreds of edges
         // (about m * sqrt(n) = 700); a capped generator stays near 100.
         let max = max_degree(&edges);
@@ -1526,12 +1533,8 @@ mod tests {
             relations: 2,
             seed: 11,
         };
-        let edges = graph_edges(&spec);
-        assert_eq!(edges.len(), 13_500);
-        let mut seen = HashSet::new();
         let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
-        for e in &edges {
-            assert!(seen.insert((e.from.clone(), e.relation.clone(), e.to.clone())));
+        for e in &distinct_edges(&spec) {
             let line = format!("{} {} {} {:?}\n", e.from, e.relation, e.to, e.confidence);
             for b in line.bytes() {
                 digest = (digest ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
