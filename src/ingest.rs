@@ -485,7 +485,7 @@ fn detect_format_of_line(file: &str, line: usize, first: &str) -> Result<Format>
         file: file.to_string(),
         line,
         field: "json".into(),
-        message: e.to_string(),
+        message: json_error_message(&e),
     })?;
     let has = |k: &str| v.get(k).is_some();
     Ok(if has("op") {
@@ -525,27 +525,40 @@ fn parse_lines<T: DeserializeOwned + Send>(file: &str, lines: &[Line]) -> Result
                 file: file.to_string(),
                 line: *n,
                 field: "json".into(),
-                message: e.to_string(),
+                message: json_error_message(&e),
             };
             serde_path_to_error::deserialize::<_, T>(&mut de)
                 .map(|v| (*n, v))
                 .map_err(|e| {
                     let path = e.path().to_string();
                     let inner = e.into_inner();
+                    // `?` is a map key that did not parse: no field to name.
+                    let known = !path.is_empty() && path != "." && !path.contains('?');
                     Error::Input {
                         file: file.to_string(),
                         line: *n,
-                        field: if path.is_empty() || path == "." {
-                            json_error_field(&inner)
-                        } else {
+                        field: if known {
                             path
+                        } else {
+                            json_error_field(&inner)
                         },
-                        message: inner.to_string(),
+                        message: json_error_message(&inner),
                     }
                 })
                 .and_then(|v| de.end().map(|()| v).map_err(trailing))
         })
         .collect()
+}
+
+/// A serde_json error's message with its column, without its line: each line of a file is
+/// parsed alone, so serde_json's line is always 1, beside the file's own line number.
+fn json_error_message(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    match msg.strip_suffix(&position) {
+        Some(what) if e.line() == 1 => format!("{what} at column {}", e.column()),
+        _ => msg,
+    }
 }
 
 /// The field a serde_json error is about, when its message names one.
@@ -1023,6 +1036,27 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("h.jsonl:1: colour: unknown field"), "{e}");
+    }
+
+    /// A line that is not JSON is named by its line and column alone: the error named field
+    /// `?` (a map key that did not parse) and "line 1" (serde_json's count within the one
+    /// line it was given) beside the file's line 2 (found by a new user's probe).
+    #[test]
+    fn a_line_that_is_not_json_is_named_by_line_and_column() {
+        let content = "{\"ts\":1,\"kind\":\"K\"}\n{bad json\n";
+        let e = read_str("f.jsonl", content, Format::Events)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "f.jsonl:2: json: key must be a string at column 2");
+        let e = read_str("f.jsonl", "{\"ts\":1,\"kind\":\"K\"} x", Format::Events)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "f.jsonl:1: json: trailing characters at column 21");
+        // The same where the first line tells the format.
+        let e = detect_format(Path::new("d.jsonl"), "\n{bad")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "d.jsonl:2: json: key must be a string at column 2");
     }
 }
 #[cfg(test)]
