@@ -530,17 +530,18 @@ impl Event {
     }
 }
 
-/// Normalises an entity name for resolution: lowercase, punctuation dropped, whitespace folded.
-/// "The  U.S. Army" and "the us army" resolve to the same node.
 /// Longest node key, event actor or place reference, in bytes. Keys are terms of the full-text
 /// index, whose terms must stay under 65,529 bytes; an over-long key would be dropped there
 /// silently, so it is refused at ingest instead, with room to spare.
 pub const MAX_KEY_BYTES: usize = 1024;
-/// Longest node name or alias, in bytes (names are matched as whole terms too).
+/// Longest node name or alias, in bytes: a bound on what a node record holds (a name's
+/// lookup form is hashed for the full-text index, so the index's term limit does not bind).
 pub const MAX_NAME_BYTES: usize = 4096;
 /// Longest label, relation or event kind, in bytes.
 pub const MAX_LABEL_BYTES: usize = 256;
 
+/// Normalises an entity name for resolution: lowercase, punctuation dropped, whitespace folded.
+/// "The  U.S. Army" and "the us army" resolve to the same node.
 pub fn normalize_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut pending_space = false;
