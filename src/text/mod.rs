@@ -901,7 +901,12 @@ impl TextIndex {
 
     /// Empties the index (before a full rebuild); takes effect with the next commit.
     pub(crate) fn clear(&self) -> Result<()> {
-        self.with_writer(|w| w.delete_all_documents().map(|_| ()).map_err(terr))
+        self.with_writer(|w| w.delete_all_documents().map(|_| ()).map_err(terr))?;
+        // Nothing is indexed now: the documents added next are all new (none is deleted
+        // first), and only the commit that ends a rebuild records a position past 0.
+        self.indexed_seq
+            .store(0, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// The query terms of `text`, as the index's analyser produces them.
