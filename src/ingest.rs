@@ -969,6 +969,11 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
 mod tests {
     use super::*;
 
+    /// The error `read_str` gives `content`, as text.
+    fn read_error(file: &str, content: &str, format: Format) -> String {
+        read_str(file, content, format).unwrap_err().to_string()
+    }
+
     #[test]
     fn detects_formats() {
         let p = Path::new("x.jsonl");
@@ -1017,24 +1022,18 @@ mod tests {
     #[test]
     fn parse_errors_name_line_and_field() {
         let content = "{\"ts\":1,\"kind\":\"K\"}\n\n{\"ts\":2}\n";
-        let e = read_str("f.jsonl", content, Format::Events)
-            .unwrap_err()
-            .to_string();
+        let e = read_error("f.jsonl", content, Format::Events);
         assert!(
             e.starts_with("f.jsonl:3: kind: missing field `kind`"),
             "{e}"
         );
-        let e = read_str("g.jsonl", "{\"op\":\"nod\",\"key\":\"a\"}", Format::Graph)
-            .unwrap_err()
-            .to_string();
+        let e = read_error("g.jsonl", "{\"op\":\"nod\",\"key\":\"a\"}", Format::Graph);
         assert!(e.starts_with("g.jsonl:1: op:"), "{e}");
-        let e = read_str(
+        let e = read_error(
             "h.jsonl",
             "{\"ts\":1,\"kind\":\"K\",\"colour\":2}",
             Format::Events,
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(e.contains("h.jsonl:1: colour: unknown field"), "{e}");
     }
 
@@ -1044,13 +1043,9 @@ mod tests {
     #[test]
     fn a_line_that_is_not_json_is_named_by_line_and_column() {
         let content = "{\"ts\":1,\"kind\":\"K\"}\n{bad json\n";
-        let e = read_str("f.jsonl", content, Format::Events)
-            .unwrap_err()
-            .to_string();
+        let e = read_error("f.jsonl", content, Format::Events);
         assert_eq!(e, "f.jsonl:2: json: key must be a string at column 2");
-        let e = read_str("f.jsonl", "{\"ts\":1,\"kind\":\"K\"} x", Format::Events)
-            .unwrap_err()
-            .to_string();
+        let e = read_error("f.jsonl", "{\"ts\":1,\"kind\":\"K\"} x", Format::Events);
         assert_eq!(e, "f.jsonl:1: json: trailing characters at column 21");
         // The same where the first line tells the format.
         let e = detect_format(Path::new("d.jsonl"), "\n{bad")

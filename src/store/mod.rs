@@ -1595,13 +1595,11 @@ impl Store {
                 // The index is derived: whatever stops it catching up (files a killed writer
                 // left half made), it is rebuilt from the log.
                 tracing::warn!(error = %e, "full-text catch-up failed; rebuilding the index from the log");
-                store.text.clear()?;
-                store.catch_up_text(0)?;
+                store.rebuild_text(REBUILD_DOCS_PER_COMMIT)?;
             }
         } else if from > counters.last_seq {
             // The index claims events the log does not have: rebuild it from the log.
-            store.text.clear()?;
-            store.catch_up_text(0)?;
+            store.rebuild_text(REBUILD_DOCS_PER_COMMIT)?;
         }
         store.open_timings.text = ms_since(t);
         store.open_timings.total = ms_since(started);
@@ -2183,8 +2181,9 @@ impl Store {
             .apply(&docs, &deletes, state.counters.last_seq, None)
     }
 
-    /// Builds the full-text index again from the log and the live nodes: emptied, then every
-    /// event's document and every node's, committed `per_commit` documents at a time. Holding
+    /// Builds the full-text index again from the log and the live nodes: emptied (so callers
+    /// need not empty it first), then every event's document and every node's, committed
+    /// `per_commit` documents at a time. Holding
     /// them all for one commit took more than this machine's 24 GB at 100M edges (20M node
     /// documents, and a set of every node's key), and the process was killed. The commits
     /// before the last record position 0, so a rebuild cut short is made again whole by the
