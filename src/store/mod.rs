@@ -3144,6 +3144,11 @@ impl Store {
     /// Replays the whole log into fresh views and compares them with the live ones: stored
     /// nodes and edges, counters, the in-memory graph and adjacency, the time index and the
     /// full-text index. Writers wait while it runs.
+    ///
+    /// It holds the replayed state and, beside it, only what is per event or a digest per
+    /// text document: records are compared one at a time, as the replay gives them, with the
+    /// live one of the same id. (A copy of every node and edge of both sides took more than
+    /// 24 GB at 100M edges, and the kernel killed the process.)
     pub fn verify(&self) -> Result<VerifyReport> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut report = VerifyReport {
@@ -3153,26 +3158,8 @@ impl Store {
         if let Err(why) = self.read_state().check_mapped() {
             report.differ(why);
         }
-        let mut expected_text: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut expected_times = Vec::new();
-        let mut expected_facets: Vec<Vec<u8>> = Vec::new();
-        let mut expected_keys: BTreeMap<String, u64> = BTreeMap::new();
-        let mut duplicate_keys = Vec::new();
-        let replayed = replay_log(&*self.backend, |ev, deleted| {
-            if !deleted {
-                if let Some(doc) = TextDoc::for_event(ev) {
-                    expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
-                }
-                expected_times.push(time_key(ev.ts, ev.seq));
-                expected_facets.extend(facet_keys(ev));
-            }
-            if let Some(key) = &ev.idempotency_key {
-                if let Some(first) = expected_keys.insert(key.clone(), ev.seq) {
-                    duplicate_keys.push((key.clone(), first, ev.seq));
-                }
-            }
-        })?;
-        let replayed = match replayed {
+        let mut expected = LogExpectations::default();
+        let replayed = match replay_log(&*self.backend, |ev, deleted| expected.see(ev, deleted))? {
             Ok(state) => state,
             Err(msg) => {
                 report.differ(msg);
@@ -3180,12 +3167,24 @@ impl Store {
             }
         };
         report.events_replayed = replayed.counters.last_seq;
-        for n in replayed.all_nodes() {
-            let doc = TextDoc::for_node(&n);
-            expected_text.insert(TextIndex::target_ref(doc.target), doc.digest());
-        }
+        report.events_deleted = replayed.deleted.len();
+        self.verify_stored_records(&mut report, &replayed, &mut expected)?;
+        self.verify_live_views(&mut report, &replayed, &mut expected.text);
+        let last_seq = replayed.counters.last_seq;
+        // The text comparison needs only the digests: the replayed state goes first.
+        drop(replayed);
+        self.verify_text(&mut report, expected.text, last_seq)?;
+        Ok(report)
+    }
 
-        // Stored counters and derived records.
+    /// The records the store keeps beside the log (counters, deletions, folds, the time and
+    /// episodic indexes, idempotency keys) against what the replay gives.
+    fn verify_stored_records(
+        &self,
+        report: &mut VerifyReport,
+        replayed: &State,
+        expected: &mut LogExpectations,
+    ) -> Result<()> {
         let stored_counters: Option<Counters> = self
             .backend
             .get(Table::Meta, META_COUNTERS)?
@@ -3206,60 +3205,39 @@ impl Store {
                 replayed.deleted.len()
             ));
         }
-        report.events_deleted = replayed.deleted.len();
         for difference in
             Folds::read(&*self.backend)?.differences("stored", &replayed.folds, "replayed")
         {
             report.differ(difference);
         }
-        // The nodes and edges have no table of their own: the log is their only record, so
-        // the replay is compared with the live state (below), whichever way the open loaded it.
-        let replayed_nodes: BTreeMap<NodeId, Node> =
-            replayed.all_nodes().map(|n| (n.id, n)).collect();
-        let replayed_nodes: BTreeMap<NodeId, &Node> =
-            replayed_nodes.iter().map(|(k, v)| (*k, v)).collect();
-        report.nodes = replayed_nodes.len();
-        let replayed_edges: BTreeMap<EdgeId, Edge> =
-            replayed.all_edges().map(|e| (e.id, e)).collect();
-        report.edges = replayed_edges.len();
 
-        let mut stored_times = Vec::new();
-        self.backend
-            .scan(Table::EventTime, &[], None, &mut |k, _| {
-                stored_times.push(k.to_vec());
-                Ok(true)
-            })?;
-        expected_times.sort_unstable();
-        if stored_times.len() != expected_times.len()
+        let stored_times = self.table_keys(Table::EventTime)?;
+        expected.times.sort_unstable();
+        if stored_times.len() != expected.times.len()
             || stored_times
                 .iter()
-                .zip(&expected_times)
+                .zip(&expected.times)
                 .any(|(a, b)| a.as_slice() != b.as_slice())
         {
             report.differ(format!(
                 "event time index: {} entries stored, {} expected (or keys differ)",
                 stored_times.len(),
-                expected_times.len()
+                expected.times.len()
             ));
         }
 
-        let mut stored_facets = Vec::new();
-        self.backend
-            .scan(Table::EventFacet, &[], None, &mut |k, _| {
-                stored_facets.push(k.to_vec());
-                Ok(true)
-            })?;
-        expected_facets.sort_unstable();
-        expected_facets.dedup();
-        if stored_facets != expected_facets {
+        let stored_facets = self.table_keys(Table::EventFacet)?;
+        expected.facets.sort_unstable();
+        expected.facets.dedup();
+        if stored_facets != expected.facets {
             report.differ(format!(
                 "episodic index: {} entries stored, {} expected (or keys differ)",
                 stored_facets.len(),
-                expected_facets.len()
+                expected.facets.len()
             ));
         }
 
-        for (key, first, again) in duplicate_keys {
+        for (key, first, again) in std::mem::take(&mut expected.duplicate_keys) {
             report.differ(format!(
                 "idempotency key {key:?} carried by events {first} and {again}"
             ));
@@ -3270,7 +3248,7 @@ impl Store {
                 stored_keys.insert(String::from_utf8_lossy(k).into_owned(), v.to_vec());
                 Ok(true)
             })?;
-        for (key, seq) in &expected_keys {
+        for (key, seq) in &expected.keys {
             match stored_keys.get(key) {
                 Some(v) if v.as_slice() == seq.to_be_bytes() => {}
                 Some(v) => report.differ(format!(
@@ -3283,15 +3261,34 @@ impl Store {
         }
         for key in stored_keys
             .keys()
-            .filter(|k| !expected_keys.contains_key(*k))
+            .filter(|k| !expected.keys.contains_key(*k))
         {
             report.differ(format!(
                 "idempotency key {key:?} is stored, but no event carries it"
             ));
         }
-        report.idempotency_keys = expected_keys.len();
+        report.idempotency_keys = expected.keys.len();
+        Ok(())
+    }
 
-        // The live in-memory views.
+    /// Every key of `table`, in order.
+    fn table_keys(&self, table: Table) -> Result<Vec<Vec<u8>>> {
+        let mut keys = Vec::new();
+        self.backend.scan(table, &[], None, &mut |k, _| {
+            keys.push(k.to_vec());
+            Ok(true)
+        })?;
+        Ok(keys)
+    }
+
+    /// The live in-memory views against the replayed ones: folds, deletions, counters, nodes,
+    /// edges and the adjacency. Adds each replayed node's text document to `expected_text`.
+    fn verify_live_views(
+        &self,
+        report: &mut VerifyReport,
+        replayed: &State,
+        expected_text: &mut Vec<(u64, u64)>,
+    ) {
         let live = self.read_state();
         for difference in live.folds.differences("live", &replayed.folds, "replayed") {
             report.differ(difference);
@@ -3309,9 +3306,9 @@ impl Store {
                 live.counters, replayed.counters
             ));
         }
-        let live_nodes: BTreeMap<NodeId, Node> = live.all_nodes().map(|n| (n.id, n)).collect();
-        let live_nodes: BTreeMap<NodeId, &Node> = live_nodes.iter().map(|(k, v)| (*k, v)).collect();
-        compare_maps(&mut report, "live node", &live_nodes, &replayed_nodes);
+        // The nodes and edges have no table of their own: the log is their only record, so
+        // the replay is compared with the live state, whichever way the open loaded it.
+        report.nodes = compare_nodes(report, &live, replayed, expected_text);
         let (live_keys, replayed_keys) = (
             live.node_keys.len(&live.nodes),
             replayed.node_keys.len(&replayed.nodes),
@@ -3321,37 +3318,22 @@ impl Store {
                 "live key map has {live_keys} keys, replayed {replayed_keys}"
             ));
         }
-        for (id, e) in &replayed_edges {
-            let live_edge = live.edge(*id);
-            if live_edge.as_ref() != Some(e) {
-                report.differ(format!("live edge {id}: {live_edge:?}, replayed {e:?}"));
-            }
-        }
-        let live_edge_count = live.edges.live_count();
-        if live_edge_count != replayed_edges.len() {
-            report.differ(format!(
-                "live graph has {live_edge_count} edges, replayed {}",
-                replayed_edges.len()
-            ));
-        }
-        compare_adjacency(&mut report, &live, &replayed);
-        drop(live);
-
-        // The full-text index.
-        report.text_docs = expected_text.len();
-        self.verify_text(&mut report, &expected_text, replayed.counters.last_seq)?;
-        Ok(report)
+        report.edges = compare_edges(report, &live, replayed);
+        compare_adjacency(report, &live, replayed);
     }
 
-    /// The full-text index against what the replay expects: every file against its checksum
-    /// (damage that still decodes serves wrong hits, and nothing short of reading every byte
-    /// finds it), then each document's digest.
+    /// The full-text index against what the replay expects, (target, digest) pairs: every
+    /// file against its checksum (damage that still decodes serves wrong hits, and nothing
+    /// short of reading every byte finds it), then each document's digest.
     fn verify_text(
         &self,
         report: &mut VerifyReport,
-        expected_text: &BTreeMap<u64, u64>,
+        mut expected: Vec<(u64, u64)>,
         last_seq: u64,
     ) -> Result<()> {
+        expected.sort_unstable();
+        expected.dedup_by_key(|(target, _)| *target);
+        report.text_docs = expected.len();
         let damaged = self.text.damaged_files()?;
         for file in &damaged {
             report.differ(format!(
@@ -3363,7 +3345,7 @@ impl Store {
             // Read from damaged files, the documents would only repeat it.
             return Ok(());
         }
-        let actual_text = match self.text.digests() {
+        let actual = match self.text.digests() {
             Ok(digests) => digests,
             Err(e) => {
                 report.differ(format!("full-text documents do not read: {e}"));
@@ -3376,30 +3358,132 @@ impl Store {
                 self.text.indexed_seq(),
             ));
         }
-        for (r, d) in expected_text {
-            match actual_text.get(r) {
-                Some(a) if a == d => {}
-                Some(_) => report.differ(format!("full-text document {r:#x} has other content")),
-                None => report.differ(format!("full-text document {r:#x} missing")),
-            }
-        }
-        for r in actual_text
-            .keys()
-            .filter(|r| !expected_text.contains_key(r))
-        {
-            report.differ(format!("full-text document {r:#x} should not exist"));
-        }
-        // The digests are keyed by target, so two documents for one target (a stale copy that
-        // a delete by key missed, e.g. a key longer than tantivy's term limit) collapse into
-        // one above; only the live document count shows them.
+        compare_digests(report, &actual, &expected);
+        // Two documents for one target (a stale copy that a delete by key missed, e.g. a key
+        // longer than tantivy's term limit) are named above; the live count is the check that
+        // does not depend on the digests reading.
         let live_docs = self.text.num_docs();
-        if live_docs != expected_text.len() as u64 {
+        if live_docs != expected.len() as u64 {
             report.differ(format!(
                 "full-text index has {live_docs} live documents, replay expects {}",
-                expected_text.len()
+                expected.len()
             ));
         }
         Ok(())
+    }
+}
+
+/// What verification gathers from each event as the replay passes it: the text document, time
+/// and episodic index keys of each event not deleted, and every idempotency key.
+#[derive(Default)]
+struct LogExpectations {
+    /// (target, digest) of each text document; events' here, nodes' added after the replay.
+    text: Vec<(u64, u64)>,
+    times: Vec<[u8; 16]>,
+    facets: Vec<Vec<u8>>,
+    keys: BTreeMap<String, u64>,
+    /// (key, first event, repeating event).
+    duplicate_keys: Vec<(String, u64, u64)>,
+}
+
+impl LogExpectations {
+    fn see(&mut self, ev: &Event, deleted: bool) {
+        if !deleted {
+            if let Some(doc) = TextDoc::for_event(ev) {
+                self.text
+                    .push((TextIndex::target_ref(doc.target), doc.digest()));
+            }
+            self.times.push(time_key(ev.ts, ev.seq));
+            self.facets.extend(facet_keys(ev));
+        }
+        if let Some(key) = &ev.idempotency_key {
+            if let Some(first) = self.keys.insert(key.clone(), ev.seq) {
+                self.duplicate_keys.push((key.clone(), first, ev.seq));
+            }
+        }
+    }
+}
+
+/// Each replayed node against the live node of its id, then each live node the replay lacks;
+/// pushes each replayed node's text document onto `expected_text`. Gives the replayed count.
+fn compare_nodes(
+    report: &mut VerifyReport,
+    live: &State,
+    replayed: &State,
+    expected_text: &mut Vec<(u64, u64)>,
+) -> usize {
+    let mut count = 0;
+    for n in replayed.all_nodes() {
+        count += 1;
+        let doc = TextDoc::for_node(&n);
+        expected_text.push((TextIndex::target_ref(doc.target), doc.digest()));
+        match live.node(n.id) {
+            Some(a) if a == n => {}
+            Some(a) => report.differ(format!("live node {}: is {a:?}, replay gives {n:?}", n.id)),
+            None => report.differ(format!("live node {}: missing, replay gives {n:?}", n.id)),
+        }
+    }
+    for id in live.nodes.ids() {
+        if replayed.nodes.key_bytes(id).is_none() && live.node(id).is_some() {
+            report.differ(format!("live node {id}: present, but replay removes it"));
+        }
+    }
+    count
+}
+
+/// Each replayed edge against the live edge of its id, then the live count. Gives the replayed
+/// count.
+fn compare_edges(report: &mut VerifyReport, live: &State, replayed: &State) -> usize {
+    let mut count = 0;
+    for e in replayed.all_edges() {
+        count += 1;
+        let live_edge = live.edge(e.id);
+        if live_edge.as_ref() != Some(&e) {
+            report.differ(format!("live edge {}: {live_edge:?}, replayed {e:?}", e.id));
+        }
+    }
+    let live_count = live.edges.live_count();
+    if live_count != count {
+        report.differ(format!(
+            "live graph has {live_count} edges, replayed {count}"
+        ));
+    }
+    count
+}
+
+/// The index's (target, digest) pairs against the expected ones, both sorted by target, in
+/// one merged walk.
+fn compare_digests(report: &mut VerifyReport, actual: &[(u64, u64)], expected: &[(u64, u64)]) {
+    let (mut a, mut e) = (actual.iter().peekable(), expected.iter().peekable());
+    let mut previous = None;
+    loop {
+        match (a.peek().copied(), e.peek().copied()) {
+            (None, None) => break,
+            (Some(&(target, digest)), Some(&(wanted, wanted_digest))) if target == wanted => {
+                if digest != wanted_digest {
+                    report.differ(format!("full-text document {target:#x} has other content"));
+                }
+                previous = Some(target);
+                a.next();
+                e.next();
+            }
+            (Some(&(target, _)), Some(&(wanted, _))) if wanted < target => {
+                report.differ(format!("full-text document {wanted:#x} missing"));
+                e.next();
+            }
+            (None, Some(&(wanted, _))) => {
+                report.differ(format!("full-text document {wanted:#x} missing"));
+                e.next();
+            }
+            (Some(&(target, _)), _) => {
+                if previous == Some(target) {
+                    report.differ(format!("full-text document {target:#x} is indexed twice"));
+                } else {
+                    report.differ(format!("full-text document {target:#x} should not exist"));
+                }
+                a.next();
+            }
+        }
     }
 }
 
@@ -3553,24 +3637,6 @@ fn replay_onto(
     })
 }
 
-fn compare_maps<K: Ord + std::fmt::Display + Copy, V: PartialEq + std::fmt::Debug>(
-    report: &mut VerifyReport,
-    what: &str,
-    actual: &BTreeMap<K, &V>,
-    expected: &BTreeMap<K, &V>,
-) {
-    for (k, e) in expected {
-        match actual.get(k) {
-            Some(a) if a == e => {}
-            Some(a) => report.differ(format!("{what} {k}: is {a:?}, replay gives {e:?}")),
-            None => report.differ(format!("{what} {k}: missing, replay gives {e:?}")),
-        }
-    }
-    for k in actual.keys().filter(|k| !expected.contains_key(k)) {
-        report.differ(format!("{what} {k}: present, but replay removes it"));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -3619,5 +3685,30 @@ mod tests {
         assert_eq!(hits(&store), before);
         assert_eq!(store.text.indexed_seq(), 23);
         assert!(store.verify().unwrap().ok());
+    }
+
+    /// The merged walk over the index's digests and the replay's names each kind of
+    /// difference once, by target: other content, a document missing, one that should not
+    /// exist, one indexed twice (the walk replaced maps keyed by target, which folded a second
+    /// copy into the first).
+    #[test]
+    fn text_digests_are_compared_target_by_target() {
+        let actual = [(1, 10), (2, 20), (2, 20), (4, 41), (5, 50), (9, 90)];
+        let expected = [(1, 10), (2, 20), (3, 30), (4, 40), (9, 90), (11, 110)];
+        let mut report = VerifyReport::default();
+        compare_digests(&mut report, &actual, &expected);
+        assert_eq!(
+            report.differences,
+            [
+                "full-text document 0x2 is indexed twice",
+                "full-text document 0x3 missing",
+                "full-text document 0x4 has other content",
+                "full-text document 0x5 should not exist",
+                "full-text document 0xb missing",
+            ]
+        );
+        let mut report = VerifyReport::default();
+        compare_digests(&mut report, &expected, &expected);
+        assert!(report.ok());
     }
 }

@@ -8,7 +8,6 @@
 
 mod verified;
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -1141,20 +1140,22 @@ impl TextIndex {
         Ok(out)
     }
 
-    /// Every live document as (target, digest), for verification.
-    pub(crate) fn digests(&self) -> Result<BTreeMap<u64, u64>> {
+    /// Every live document as (target, digest), sorted, for verification. A target indexed
+    /// twice appears twice.
+    pub(crate) fn digests(&self) -> Result<Vec<(u64, u64)>> {
         self.read("digests", || {
             let searcher = self.reader.searcher();
-            let mut out = BTreeMap::new();
+            let mut out = Vec::with_capacity(searcher.num_docs() as usize);
             for seg in searcher.segment_readers() {
                 let refs = seg.fast_fields().u64("ref").map_err(terr)?;
                 let digests = seg.fast_fields().u64("digest").map_err(terr)?;
                 for doc in seg.doc_ids_alive() {
                     if let (Some(r), Some(d)) = (refs.first(doc), digests.first(doc)) {
-                        out.insert(r, d);
+                        out.push((r, d));
                     }
                 }
             }
+            out.sort_unstable();
             Ok(out)
         })
     }
