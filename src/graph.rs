@@ -1484,6 +1484,9 @@ mod tests {
                         for n in 0..x.node_bound() as u32 + 2 {
                             prop_assert_eq!(actual(x, n), expected(&live, n), "node {}", n);
                             prop_assert_eq!(x.degree(NodeId(n)), x.entries(NodeId(n)).count());
+                            // In the order of edge ids (see `Adjacency::add_sides`).
+                            let ids: Vec<u32> = x.entries(NodeId(n)).map(|e| e.edge).collect();
+                            prop_assert!(ids.windows(2).all(|w| w[0] <= w[1]), "node {} {:?}", n, ids);
                         }
                         for &(e, a, b, r, _) in &live {
                             prop_assert!(x.find_edge(NodeId(a), r, NodeId(b)).is_some(), "edge {}", e);
