@@ -1145,7 +1145,9 @@ impl TextIndex {
     pub(crate) fn digests(&self) -> Result<Vec<(u64, u64)>> {
         self.read("digests", || {
             let searcher = self.reader.searcher();
-            let mut out = Vec::with_capacity(searcher.num_docs() as usize);
+            // The count comes from `meta.json`, which no checksum covers: capped, so that a
+            // damaged one cannot make the allocation fail (an abort, not a panic).
+            let mut out = Vec::with_capacity((searcher.num_docs() as usize).min(1 << 24));
             for seg in searcher.segment_readers() {
                 let refs = seg.fast_fields().u64("ref").map_err(terr)?;
                 let digests = seg.fast_fields().u64("digest").map_err(terr)?;
