@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::{
     dir_size, encode, now_ms, read_manifest, replay_excluding, time_key, Store, META_COUNTERS,
-    META_DELETED,
+    META_DELETED, REBUILD_DOCS_PER_COMMIT,
 };
 use crate::codec::decode_event;
 use crate::dynamics::deletion::{
@@ -17,7 +17,7 @@ use crate::dynamics::deletion::{
 use crate::error::{Error, Result};
 use crate::model::Event;
 use crate::storage::{BackendKind, Table, WriteBatch};
-use crate::text::{event_doc_key, node_doc_key, TextDoc};
+use crate::text::{event_doc_key, TextDoc};
 
 /// Where a compaction builds the new backend files before they replace the old ones.
 const COMPACT_DIR: &str = "compact.tmp";
@@ -53,6 +53,16 @@ impl Store {
         &self,
         request: &DeleteRequest,
         reason: Reason,
+    ) -> Result<DeleteReport> {
+        self.delete_in_commits(request, reason, REBUILD_DOCS_PER_COMMIT)
+    }
+
+    /// [`Store::delete_for`], writing the nodes' text documents again `per_commit` at a time.
+    pub(super) fn delete_in_commits(
+        &self,
+        request: &DeleteRequest,
+        reason: Reason,
+        per_commit: usize,
     ) -> Result<DeleteReport> {
         self.writable()?;
         if request.is_empty() {
@@ -148,18 +158,16 @@ impl Store {
         );
         replayed.folds.put_all(&mut batch);
 
-        let mut text_deletes: Vec<String> = target_set.iter().map(|s| event_doc_key(*s)).collect();
+        // Node documents all go, and the live ones come back (`reindex_after_deletion`).
+        let text_deletes: Vec<String> = target_set.iter().map(|s| event_doc_key(*s)).collect();
         for key in before.nodes.ids().filter_map(|id| before.nodes.key(id)) {
             if replayed.node_id(key).is_none() {
                 report.nodes_removed += 1;
-                text_deletes.push(node_doc_key(key));
             }
         }
         let edges_before = before.edges.live_count();
         let edges_after = replayed.edges.live_count();
         report.edges_removed = edges_before.saturating_sub(edges_after);
-        let mut text_docs: Vec<TextDoc> = TextDoc::for_event(&event).into_iter().collect();
-        text_docs.extend(replayed.all_nodes().map(|n| TextDoc::for_node(&n)));
         drop(before);
 
         // Every id may have changed: no earlier snapshot can be brought past this commit.
@@ -173,7 +181,7 @@ impl Store {
         let mut state = replayed;
         state.graph_epoch = super::next_graph_epoch();
         *self.write_state() = state;
-        if let Err(e) = self.text.apply(&text_docs, &text_deletes, seq, None) {
+        if let Err(e) = self.reindex_after_deletion(&event, text_deletes, per_commit) {
             tracing::warn!(error = %e, "full-text update failed; it is rebuilt on next open");
         }
         // The state is the log's projection again; without a snapshot of it, the next open
@@ -182,6 +190,41 @@ impl Store {
             tracing::warn!(error = %e, "the state snapshot could not be written after the deletion; the next open replays the log");
         }
         Ok(report)
+    }
+
+    /// The full-text changes of deletion event `event`, whose state is now the live one: the
+    /// deleted events' documents (`deletes`) go, the event's own comes, and every node's is
+    /// written again, since the replay renumbered them: all deleted by their tag at once, then
+    /// added `per_commit` at a time. Each added with a delete by key, in one commit, took a
+    /// 100M-edge store (20M node documents) past 24 GB. The commits before the last keep the
+    /// index's position before the deletion, so that a deletion cut short leaves a deletion
+    /// after the index's position, which the next open answers with a rebuild. Meanwhile a
+    /// search finds the nodes written so far.
+    fn reindex_after_deletion(
+        &self,
+        event: &Event,
+        mut deletes: Vec<String>,
+        per_commit: usize,
+    ) -> Result<()> {
+        let state = self.read_state();
+        let position_before = self.text.indexed_seq();
+        let per_commit = per_commit.max(1);
+        self.text.delete_node_documents()?;
+        let mut docs: Vec<TextDoc> = TextDoc::for_event(event).into_iter().collect();
+        // The index holds no node document now: each is new, none is deleted first.
+        let all_new = Some(crate::model::NodeId(0));
+        for id in state.nodes.ids() {
+            if let Some(n) = state.node(id) {
+                docs.push(TextDoc::for_node(&n));
+            }
+            if docs.len() >= per_commit {
+                let deletes = std::mem::take(&mut deletes);
+                self.text.apply(&docs, &deletes, position_before, all_new)?;
+                docs.clear();
+            }
+        }
+        self.text
+            .apply(&docs, &deletes, state.counters.last_seq, all_new)
     }
 
     /// Adds to `targets` every summary that summarises one of them, directly or through

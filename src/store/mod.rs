@@ -3659,7 +3659,52 @@ mod tests {
     #[test]
     fn a_text_rebuild_in_small_commits_gives_the_whole_index() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+        let store = widget_store(tmp.path());
+        let hits = widget_hits;
+        let before = hits(&store);
+        let docs = store.text.num_docs();
+        assert_eq!(docs, 23 + 115);
+        store.rebuild_text(10).unwrap();
+        assert_eq!(store.text.num_docs(), docs);
+        assert_eq!(hits(&store), before);
+        assert_eq!(store.text.indexed_seq(), 23);
+        assert!(store.verify().unwrap().ok());
+    }
+
+    /// A deletion writes every node's document again (the replay renumbers nodes) a bounded
+    /// number at a time: all of them in one commit, with a delete by key for each, took a
+    /// 100M-edge store past 24 GB, and the process was killed. Ten at a time, the index is the
+    /// replay's (verify), the deleted event's nodes are not found and the others are, and the
+    /// index records the deletion's position only once whole; a deletion cut short before its
+    /// last commit is rebuilt by the next open (a deletion after the index's position).
+    #[test]
+    fn a_deletion_writes_the_nodes_documents_again_in_small_commits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = widget_store(tmp.path());
+        let before = widget_hits(&store);
+        let request = crate::DeleteRequest {
+            events: vec![4],
+            ..Default::default()
+        };
+        let report = store
+            .delete_in_commits(&request, crate::dynamics::deletion::Reason::Delete, 10)
+            .unwrap();
+        assert_eq!(report.nodes_removed, 5);
+        assert_eq!(store.text.indexed_seq(), 24);
+        // The event's document and its five nodes' go; the deletion event's comes.
+        assert_eq!(store.text.num_docs(), 22 + 110 + 1);
+        let after = widget_hits(&store);
+        assert_eq!(after.len(), before.len() - 5);
+        for gone in 15..20 {
+            assert!(store.node_by_key(&format!("n{gone}")).is_none());
+        }
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{report:?}");
+    }
+
+    /// 23 events of 5 nodes each, named "copper widget 0" to "4".
+    fn widget_store(dir: &std::path::Path) -> Store {
+        let store = Store::create(dir.join("s"), BackendKind::Redb).unwrap();
         let mut drafts = Vec::new();
         for i in 0..23 {
             let mut ev = EventDraft::new(i, "bot", "SEEN");
@@ -3676,25 +3721,20 @@ mod tests {
             drafts.push(ev);
         }
         store.ingest(drafts).unwrap();
-        let hits = |s: &Store| {
-            let filter = crate::SearchFilter::default();
-            let mut out: Vec<u64> = s
-                .search("copper widget", &filter, 500)
-                .unwrap()
-                .into_iter()
-                .map(|h| TextIndex::target_ref(h.target))
-                .collect();
-            out.sort_unstable();
-            out
-        };
-        let before = hits(&store);
-        let docs = store.text.num_docs();
-        assert_eq!(docs, 23 + 115);
-        store.rebuild_text(10).unwrap();
-        assert_eq!(store.text.num_docs(), docs);
-        assert_eq!(hits(&store), before);
-        assert_eq!(store.text.indexed_seq(), 23);
-        assert!(store.verify().unwrap().ok());
+        store
+    }
+
+    /// The documents a search for "copper widget" finds, by target.
+    fn widget_hits(store: &Store) -> Vec<u64> {
+        let filter = crate::SearchFilter::default();
+        let mut out: Vec<u64> = store
+            .search("copper widget", &filter, 500)
+            .unwrap()
+            .into_iter()
+            .map(|h| TextIndex::target_ref(h.target))
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     /// The merged walk over the index's digests and the replay's names each kind of

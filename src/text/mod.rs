@@ -899,6 +899,17 @@ impl TextIndex {
     }
 
     /// Empties the index (before a full rebuild); takes effect with the next commit.
+    /// Queues the deletion of every node's document (each is tagged `doc:node`), committed
+    /// with the next [`TextIndex::apply`], which deletes what was added before it only: one
+    /// delete where a delete by key per node cost a lookup per node and segment, for a
+    /// deletion that writes every node's document again.
+    pub(crate) fn delete_node_documents(&self) -> Result<()> {
+        self.with_writer(|w| {
+            w.delete_term(Term::from_field_text(self.fields.tag, "doc:node"));
+            Ok(())
+        })
+    }
+
     pub(crate) fn clear(&self) -> Result<()> {
         self.with_writer(|w| w.delete_all_documents().map(|_| ()).map_err(terr))?;
         // Nothing is indexed now: the documents added next are all new (none is deleted
