@@ -67,7 +67,7 @@ pub use retrieval::{
 };
 pub use storage::{Backend, BackendKind};
 pub use store::{
-    Commit, CompactReport, ExpandOptions, Neighbor, OpenTimings, PastState, StateBytes,
+    Commit, CompactReport, ExpandOptions, Neighbor, OpenTimings, Past, PastState, StateBytes,
     StateSource, Stats, Store, VerifyReport,
 };
 pub use text::{Hit, SearchFilter, Target};

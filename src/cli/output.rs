@@ -57,7 +57,9 @@ pub(crate) use errln;
 
 /// Pretty JSON of `v` on standard output.
 pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    // Buffered: stdout alone flushes at every line, a write per line of a document that can
+    // run to millions of lines (`replay --until` of a large graph).
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     serde_json::to_writer_pretty(&mut out, v)?;
     writeln!(out)?;
     out.flush()?;

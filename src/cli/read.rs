@@ -455,18 +455,19 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
     if let Some(seq) = a.until {
         let s = open_for_reading(&a.store)?;
         let t = Instant::now();
-        let past = s.state_at(seq)?;
+        // Read in place: a copy of every edge of a 100M-edge graph does not fit in memory.
+        let past = s.past(seq)?;
         if a.json {
             print_json(&past)?;
         } else {
             outln!(
                 "as of event {}{}: {} nodes, {} edges (replayed in {:.2}s)",
-                past.seq,
-                past.latest_ts
+                past.seq(),
+                past.latest_ts()
                     .map(|t| format!(" (world time {t})"))
                     .unwrap_or_default(),
-                past.nodes.len(),
-                past.edges.len(),
+                past.node_count(),
+                past.edge_count(),
                 t.elapsed().as_secs_f64()
             );
         }

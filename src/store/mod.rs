@@ -732,6 +732,63 @@ impl Overlay {
     }
 }
 
+/// The graph as it was after some event, read in place from the state its replay built
+/// ([`Store::past`]): each node and edge decoded as it is read, where [`PastState`] holds a
+/// copy of each (at 100M edges, more memory than the machine had). Serialises as
+/// [`PastState`] does, record by record.
+pub struct Past {
+    state: State,
+}
+
+impl Past {
+    /// The last event replayed (the requested one, or the log's end if it is shorter).
+    pub fn seq(&self) -> u64 {
+        self.state.counters.last_seq
+    }
+    pub fn latest_ts(&self) -> Option<i64> {
+        self.state.latest_ts
+    }
+    pub fn node_count(&self) -> usize {
+        self.state.nodes.live_count()
+    }
+    pub fn edge_count(&self) -> usize {
+        self.state.edges.live_count()
+    }
+    /// Every node, in id order.
+    pub fn nodes(&self) -> impl Iterator<Item = Node> + '_ {
+        self.state.all_nodes()
+    }
+    /// Every edge's full record, in id order.
+    pub fn edges(&self) -> impl Iterator<Item = Edge> + '_ {
+        self.state.all_edges()
+    }
+}
+
+impl Serialize for Past {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        /// A sequence written from an iterator made when it is written.
+        struct Each<F>(F);
+        impl<F: Fn() -> I, I: Iterator<Item = T>, T: Serialize> Serialize for Each<F> {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                serializer: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                serializer.collect_seq((self.0)())
+            }
+        }
+        let mut out = serializer.serialize_struct("PastState", 4)?;
+        out.serialize_field("seq", &self.seq())?;
+        out.serialize_field("latest_ts", &self.latest_ts())?;
+        out.serialize_field("nodes", &Each(|| self.nodes()))?;
+        out.serialize_field("edges", &Each(|| self.edges()))?;
+        out.end()
+    }
+}
+
 /// The graph as it was after some event ([`Store::state_at`]): nodes and full edges by id.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PastState {
@@ -2964,19 +3021,28 @@ impl Store {
     /// The graph as it was right after event `seq`: the replay of the log up to it. Events
     /// deleted since (at any position in the log) stay out, so a deletion is never undone by
     /// looking back; a compacted log replays its tombstones as nothing.
+    ///
+    /// A copy of every node and edge: [`Store::past`] reads them in place.
     pub fn state_at(&self, seq: u64) -> Result<PastState> {
+        let past = self.past(seq)?;
+        Ok(PastState {
+            seq: past.seq(),
+            latest_ts: past.latest_ts(),
+            nodes: past.nodes().collect(),
+            edges: past.edges().collect(),
+        })
+    }
+
+    /// The graph as it was right after event `seq`, as [`Store::state_at`] gives it, held as
+    /// its replay built it and read record by record.
+    pub fn past(&self, seq: u64) -> Result<Past> {
         let deleted = deleted_in_log(&*self.backend)?;
-        let replayed = replay_excluding(&*self.backend, deleted, |_, _| {}, Vec::new(), seq)?
+        let state = replay_excluding(&*self.backend, deleted, |_, _| {}, Vec::new(), seq)?
             .map_err(|message| Error::Store {
                 path: self.dir.clone(),
                 message,
             })?;
-        Ok(PastState {
-            seq: replayed.counters.last_seq,
-            latest_ts: replayed.latest_ts,
-            nodes: replayed.all_nodes().collect(),
-            edges: replayed.all_edges().collect(),
-        })
+        Ok(Past { state })
     }
 
     /// Records that a read returned `items` (`dynamics::usage`). Nothing is written now: the
