@@ -1400,3 +1400,53 @@ fn a_bulk_loads_log_takes_little_more_than_its_records() {
     );
     assert_verified(&store);
 }
+
+/// A node's edges, read from its adjacency list (what the server's `/v1/nodes/{key}` gives):
+/// every live edge from or to it, once each (a self loop sits twice in its list), in id
+/// order, as a scan of every edge of the graph finds them. The server scanned every edge per
+/// request, which at 100M edges is seconds.
+#[test]
+fn a_nodes_edges_are_read_from_its_list_once_each_in_id_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    village(&store);
+    store
+        .ingest(vec![event(
+            30,
+            "SEEN",
+            vec![
+                node("well", "Place", "the old well"),
+                edge("smith", "SELF", "smith", 0.5),
+                edge("village", "HAS", "smith", 0.9),
+                edge("well", "LOCATED_IN", "village", 1.0),
+                edge("smith", "NEAR", "well", 0.4),
+            ],
+        )])
+        .unwrap();
+    store
+        .ingest(vec![event(
+            40,
+            "MOVED",
+            vec![Assertion::RetractEdge {
+                from: "smith".into(),
+                relation: "NEAR".into(),
+                to: "well".into(),
+            }],
+        )])
+        .unwrap();
+    let g = store.graph();
+    let mut seen = 0;
+    for n in g.nodes() {
+        let scanned: Vec<EdgeId> = g
+            .edges()
+            .filter(|(_, e)| e.from == n.id || e.to == n.id)
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(g.edges_of(n.id).collect::<Vec<_>>(), scanned, "{}", n.key);
+        seen += scanned.len();
+    }
+    // The smith: LOCATED_IN, OFFERS, SELF, HAS (NEAR was retracted).
+    let smith = store.node_by_key("smith").unwrap().id;
+    assert_eq!(g.edges_of(smith).count(), 4);
+    assert!(seen > 0);
+}

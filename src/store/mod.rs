@@ -1289,6 +1289,15 @@ impl GraphRead<'_> {
     pub fn nodes(&self) -> impl Iterator<Item = Node> + '_ {
         self.state.all_nodes()
     }
+    /// The live edges from or to `node`, in id order, each once, read from its adjacency list
+    /// (which is in id order; a self loop sits in it twice, as it leaves and as it arrives).
+    pub fn edges_of(&self, node: NodeId) -> impl Iterator<Item = EdgeId> + '_ {
+        let mut last = None;
+        self.state.adj.entries(node).filter_map(move |e| {
+            let id = e.edge_id();
+            (last.replace(id) != Some(id)).then_some(id)
+        })
+    }
     /// All live edges (compact form) with their ids, in id order.
     pub fn edges(&self) -> impl Iterator<Item = (EdgeId, EdgeCore)> + '_ {
         self.state
