@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::{
-    dir_size, encode, now_ms, read_manifest, replay_excluding, time_key, Store, META_COUNTERS,
-    META_DELETED, REBUILD_DOCS_PER_COMMIT,
+    dir_size, encode, now_ms, read_manifest, replay_excluding, time_key, Store, TextCommits,
+    META_COUNTERS, META_DELETED, REBUILD_DOCS_PER_COMMIT,
 };
 use crate::codec::decode_event;
 use crate::dynamics::deletion::{
@@ -203,28 +203,19 @@ impl Store {
     fn reindex_after_deletion(
         &self,
         event: &Event,
-        mut deletes: Vec<String>,
+        deletes: Vec<String>,
         per_commit: usize,
     ) -> Result<()> {
         let state = self.read_state();
         let position_before = self.text.indexed_seq();
-        let per_commit = per_commit.max(1);
+        // The index holds no node document after this: each is added as new.
         self.text.delete_node_documents()?;
-        let mut docs: Vec<TextDoc> = TextDoc::for_event(event).into_iter().collect();
-        // The index holds no node document now: each is new, none is deleted first.
-        let all_new = Some(crate::model::NodeId(0));
-        for id in state.nodes.ids() {
-            if let Some(n) = state.node(id) {
-                docs.push(TextDoc::for_node(&n));
-            }
-            if docs.len() >= per_commit {
-                let deletes = std::mem::take(&mut deletes);
-                self.text.apply(&docs, &deletes, position_before, all_new)?;
-                docs.clear();
-            }
+        let mut commits = TextCommits::new(&self.text, per_commit, position_before, deletes);
+        if let Some(doc) = TextDoc::for_event(event) {
+            commits.push(doc)?;
         }
-        self.text
-            .apply(&docs, &deletes, state.counters.last_seq, all_new)
+        commits.push_nodes(&state)?;
+        commits.finish(state.counters.last_seq)
     }
 
     /// Adds to `targets` every summary that summarises one of them, directly or through

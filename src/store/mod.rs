@@ -2258,31 +2258,15 @@ impl Store {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let state = self.read_state();
         self.text.clear()?;
-        let per_commit = per_commit.max(1);
-        let mut docs = Vec::with_capacity(per_commit.min(REBUILD_DOCS_PER_COMMIT));
-        // The index is empty: no document is replaced, so none is deleted first (a query per
-        // document at its commit).
-        let all_new = Some(NodeId(0));
-        let commit_full = |docs: &mut Vec<TextDoc>| -> Result<()> {
-            if docs.len() >= per_commit {
-                self.text.apply(docs, &[], 0, all_new)?;
-                docs.clear();
-            }
-            Ok(())
-        };
+        let mut commits = TextCommits::new(&self.text, per_commit, 0, Vec::new());
         self.scan_log(1, |ev| {
-            docs.extend(TextDoc::for_event(&ev));
-            commit_full(&mut docs)?;
+            if let Some(doc) = TextDoc::for_event(&ev) {
+                commits.push(doc)?;
+            }
             Ok(true)
         })?;
-        for id in state.nodes.ids() {
-            if let Some(n) = state.node(id) {
-                docs.push(TextDoc::for_node(&n));
-                commit_full(&mut docs)?;
-            }
-        }
-        self.text
-            .apply(&docs, &[], state.counters.last_seq, all_new)
+        commits.push_nodes(&state)?;
+        commits.finish(state.counters.last_seq)
     }
 
     /// Whether a deletion event follows log position `from`.
@@ -3569,6 +3553,65 @@ fn compare_digests(report: &mut VerifyReport, actual: &[(u64, u64)], expected: &
                 a.next();
             }
         }
+    }
+}
+
+/// Text documents added a bounded number at a time (all at once took more than 24 GB at 100M
+/// edges), each as new: the caller has emptied the index, or deleted the documents they
+/// replace, so none is deleted by key first (a lookup per document and segment at its
+/// commit). Each full commit records `interim` as the index's position, one behind the log,
+/// so that a run cut short is rebuilt by the next open; [`TextCommits::finish`] commits the
+/// rest at the log's position.
+struct TextCommits<'a> {
+    text: &'a TextIndex,
+    docs: Vec<TextDoc>,
+    /// Keys of documents to delete, with the first commit.
+    deletes: Vec<String>,
+    per_commit: usize,
+    interim: u64,
+}
+
+impl<'a> TextCommits<'a> {
+    fn new(text: &'a TextIndex, per_commit: usize, interim: u64, deletes: Vec<String>) -> Self {
+        let per_commit = per_commit.max(1);
+        TextCommits {
+            text,
+            docs: Vec::with_capacity(per_commit.min(REBUILD_DOCS_PER_COMMIT)),
+            deletes,
+            per_commit,
+            interim,
+        }
+    }
+
+    fn push(&mut self, doc: TextDoc) -> Result<()> {
+        self.docs.push(doc);
+        if self.docs.len() >= self.per_commit {
+            self.commit(self.interim)?;
+        }
+        Ok(())
+    }
+
+    /// Every live node's document of `state`, in id order.
+    fn push_nodes(&mut self, state: &State) -> Result<()> {
+        for id in state.nodes.ids() {
+            if let Some(n) = state.node(id) {
+                self.push(TextDoc::for_node(&n))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, position: u64) -> Result<()> {
+        let deletes = std::mem::take(&mut self.deletes);
+        self.text
+            .apply(&self.docs, &deletes, position, Some(NodeId(0)))?;
+        self.docs.clear();
+        Ok(())
+    }
+
+    /// Commits what is left, recording `position`.
+    fn finish(mut self, position: u64) -> Result<()> {
+        self.commit(position)
     }
 }
 

@@ -898,7 +898,6 @@ impl TextIndex {
         self.reader.reload().map_err(terr)
     }
 
-    /// Empties the index (before a full rebuild); takes effect with the next commit.
     /// Queues the deletion of every node's document (each is tagged `doc:node`), committed
     /// with the next [`TextIndex::apply`], which deletes what was added before it only: one
     /// delete where a delete by key per node cost a lookup per node and segment, for a
@@ -910,6 +909,7 @@ impl TextIndex {
         })
     }
 
+    /// Empties the index (before a full rebuild); takes effect with the next commit.
     pub(crate) fn clear(&self) -> Result<()> {
         self.with_writer(|w| w.delete_all_documents().map(|_| ()).map_err(terr))?;
         // Nothing is indexed now: the documents added next are all new (none is deleted
