@@ -23,6 +23,7 @@ use petgraph::visit::{
 use crate::mapped::{Layered, Limits, Offsets, Plain};
 use crate::model::{EdgeId, NodeId};
 use crate::packed::{self, Packable, Packed, MAX_FIELDS};
+use crate::times::LastSeen;
 
 /// Bit of [`AdjEntry::rel_dir`] set when the entry is the incoming side of its edge.
 const INCOMING: u32 = 1 << 31;
@@ -442,7 +443,7 @@ pub struct Adjacency {
     /// Lists of nodes from the base's bound up, by `node - base_nodes`.
     tail: Vec<Vec<AdjEntry>>,
     /// World time each edge was last seen, by edge id, for decay (0 when never set).
-    last_seen: Layered<i64>,
+    last_seen: LastSeen,
     /// Pinned nodes, whose edges decay no lower than a floor.
     pinned: IdSet,
     /// Interned label per node; `u32::MAX` for a retracted or never-created slot. Its length
@@ -605,7 +606,7 @@ impl Adjacency {
             live_nodes,
             labels,
             base: Csr::Mapped { offsets, entries },
-            last_seen,
+            last_seen: LastSeen::Vector(last_seen),
             pinned,
             live_edges,
             ..Adjacency::default()
@@ -935,7 +936,7 @@ impl Adjacency {
 
     /// Records when edge `edge` was last seen (the store calls this for every edge it puts).
     pub fn set_last_seen(&mut self, edge: EdgeId, ts: i64) {
-        self.last_seen.set(edge.0 as usize, ts, 0);
+        self.last_seen.set(edge.0 as usize, ts);
     }
 
     /// Marks node `node` pinned or not.

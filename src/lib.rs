@@ -53,6 +53,7 @@ pub mod serve;
 pub mod storage;
 pub mod store;
 pub mod text;
+mod times;
 pub mod world;
 
 pub use dynamics::deletion::{DeleteReport, DeleteRequest};

@@ -1,0 +1,199 @@
+//! When each edge was last seen, by edge id: runs of ids for a state built in this process,
+//! a vector over the snapshot's column for one opened from it.
+//!
+//! The store gives new edges increasing ids, and every new edge of a batch takes its event's
+//! time, so a state built by a load or a replay holds long runs of one time: a run per event,
+//! where a vector held eight bytes an edge (800 MB at 100M edges, most of a bulk load's
+//! heap after its lists and edge slots). Where runs would not be smaller (every edge seen at
+//! its own time), the times fall back to a vector.
+
+use std::collections::HashMap;
+
+use crate::graph::BuildIdHasher;
+use crate::mapped::Layered;
+
+/// Ids per entry of [`Runs::directory`].
+const DIRECTORY_STEP: usize = 64;
+
+/// Last-seen times by edge id; 0 for an id never set.
+#[derive(Clone, Debug)]
+pub(crate) enum LastSeen {
+    Runs(Runs),
+    Vector(Layered<i64>),
+}
+
+impl Default for LastSeen {
+    fn default() -> Self {
+        LastSeen::Runs(Runs::default())
+    }
+}
+
+/// Ids `starts[k]..starts[k + 1]` were last seen at `times[k]`, up to `len`; ids set again
+/// since at other times are in `changed`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Runs {
+    starts: Vec<u32>,
+    times: Vec<i64>,
+    len: usize,
+    /// The run holding id `j * DIRECTORY_STEP`, for each `j`: a read starts there and steps
+    /// over the few runs that begin before its id, where a binary search over a million runs
+    /// would cost twenty misses.
+    directory: Vec<u32>,
+    changed: HashMap<u32, i64, BuildIdHasher>,
+}
+
+impl Runs {
+    fn get(&self, i: usize) -> Option<i64> {
+        if i >= self.len {
+            return None;
+        }
+        if !self.changed.is_empty() {
+            if let Some(t) = self.changed.get(&(i as u32)) {
+                return Some(*t);
+            }
+        }
+        let mut k = *self.directory.get(i / DIRECTORY_STEP)? as usize;
+        while self.starts.get(k + 1).is_some_and(|s| *s as usize <= i) {
+            k += 1;
+        }
+        self.times.get(k).copied()
+    }
+
+    /// Makes id `len` last seen at `time`.
+    fn push(&mut self, time: i64) {
+        if self.times.last() != Some(&time) {
+            self.starts.push(self.len as u32);
+            self.times.push(time);
+        }
+        if self.len.is_multiple_of(DIRECTORY_STEP) {
+            self.directory.push(self.starts.len() as u32 - 1);
+        }
+        self.len += 1;
+    }
+
+    fn set(&mut self, edge: usize, time: i64) {
+        if edge < self.len {
+            if self.get(edge) != Some(time) {
+                self.changed.insert(edge as u32, time);
+            }
+        } else {
+            while self.len < edge {
+                self.push(0);
+            }
+            self.push(time);
+        }
+    }
+
+    /// Whether a vector of the times would take less memory than the runs do.
+    fn vector_is_smaller(&self) -> bool {
+        let runs = self.starts.len() * 12 + self.changed.len() * 16;
+        runs > 4096 && runs > self.len * 8
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.starts.capacity() * 4
+            + self.times.capacity() * 8
+            + self.directory.capacity() * 4
+            // A map slot: the id, the time and a control byte.
+            + self.changed.capacity() * (4 + 8 + 1)
+    }
+}
+
+impl LastSeen {
+    /// The time of `edge`; `None` past the ids set or where the map is damaged.
+    #[inline]
+    pub(crate) fn get(&self, edge: usize) -> Option<i64> {
+        match self {
+            LastSeen::Runs(r) => r.get(edge),
+            LastSeen::Vector(v) => v.get(edge),
+        }
+    }
+
+    /// Sets the time of `edge` (ids skipped on the way read 0).
+    pub(crate) fn set(&mut self, edge: usize, time: i64) {
+        if let LastSeen::Runs(r) = self {
+            if edge < u32::MAX as usize {
+                r.set(edge, time);
+                if !r.vector_is_smaller() {
+                    return;
+                }
+            }
+            let times = (0..r.len).map(|i| r.get(i).unwrap_or(0)).collect();
+            *self = LastSeen::Vector(Layered::Owned(times));
+        }
+        if let LastSeen::Vector(v) = self {
+            v.set(edge, time, 0);
+        }
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            LastSeen::Runs(r) => r.heap_bytes(),
+            LastSeen::Vector(v) => v.heap_bytes(),
+        }
+    }
+
+    /// Checks every mapped block now; whether all are sound.
+    pub(crate) fn check_all(&self) -> bool {
+        match self {
+            LastSeen::Runs(_) => true,
+            LastSeen::Vector(v) => v.check_all(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A bulk load's times (a run per event) take a run each, not a vector.
+    #[test]
+    fn a_time_per_event_takes_a_run_per_event() {
+        let mut t = LastSeen::default();
+        for e in 0..100_000usize {
+            t.set(e, 1_000 + (e / 850) as i64);
+        }
+        let LastSeen::Runs(r) = &t else {
+            panic!("became a vector")
+        };
+        assert_eq!(r.starts.len(), 118);
+        assert!(t.heap_bytes() < 100_000 / 8, "{} bytes", t.heap_bytes());
+        assert_eq!(t.get(0), Some(1_000));
+        assert_eq!(t.get(99_999), Some(1_000 + 99_999 / 850));
+        assert_eq!(t.get(100_000), None);
+    }
+
+    /// Times that each differ fall back to a vector.
+    #[test]
+    fn a_time_per_edge_falls_back_to_a_vector() {
+        let mut t = LastSeen::default();
+        for e in 0..10_000usize {
+            t.set(e, e as i64 * 7);
+        }
+        assert!(matches!(t, LastSeen::Vector(_)));
+        assert!((0..10_000).all(|e| t.get(e) == Some(e as i64 * 7)));
+    }
+
+    proptest! {
+        /// Any sequence of sets reads back as a vector of the same sets does.
+        #[test]
+        fn reads_as_a_vector(sets in proptest::collection::vec((0..3_000usize, 0..4i64), 0..400)) {
+            let mut t = LastSeen::default();
+            let mut want: Vec<i64> = Vec::new();
+            for (e, time) in sets {
+                // Mostly appends, as a store makes them; some sets of old ids and gaps.
+                let e = if e % 3 == 0 { e } else { want.len() + e % 2 };
+                t.set(e, time);
+                if want.len() <= e {
+                    want.resize(e + 1, 0);
+                }
+                want[e] = time;
+                for (i, w) in want.iter().enumerate() {
+                    prop_assert_eq!(t.get(i), Some(*w), "id {}", i);
+                }
+                prop_assert_eq!(t.get(want.len()), None);
+            }
+        }
+    }
+}
