@@ -1248,6 +1248,74 @@ fn bench_graph_json_reports_the_load_heap_state_by_part() {
     assert!((sum - part("total")).abs() < 1e-6, "{load}");
 }
 
+/// A graph written to a file and read back from it is the same graph to the benchmark (the
+/// file loaded a batch at a time; its node ids are in the order the file first names them,
+/// so the random start nodes differ and only what does not depend on ids is compared). An
+/// empty file is a bad input, named.
+#[test]
+fn bench_graph_from_a_file_loads_the_graph_that_was_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("g é.txt");
+    let run = |name: &str, extra: &[&str]| {
+        let dir = tmp.path().join(name);
+        let out = tmp.path().join(format!("{name}.json"));
+        let mut args = vec![
+            "bench",
+            "graph",
+            "--json",
+            "--dir",
+            p(&dir),
+            "--out",
+            p(&out),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--edges-per-batch", "700"]);
+        let r = loci(&args);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&out).unwrap()).unwrap()
+    };
+    let generated = run(
+        "gen",
+        &[
+            "--nodes",
+            "300",
+            "--edges",
+            "2000",
+            "--write-edges",
+            p(&file),
+        ],
+    );
+    let read = run("file", &["--edges-file", p(&file)]);
+    for key in ["nodes", "edges", "max_degree"] {
+        assert!(generated[key].is_number(), "{key} missing");
+        assert_eq!(generated[key], read[key], "{key}");
+    }
+    assert!(read["ingest_end_rss_anon_bytes_per_edge"].as_f64().unwrap() > 0.0);
+
+    let empty = tmp.path().join("empty.txt");
+    std::fs::write(&empty, "# nothing\n\n").unwrap();
+    let dir = tmp.path().join("empty");
+    let r = loci(&[
+        "bench",
+        "graph",
+        "--edges-file",
+        p(&empty),
+        "--dir",
+        p(&dir),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("holds no edges"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+}
+
 #[test]
 fn world_size_flags_are_bounded() {
     let tmp = tempfile::tempdir().unwrap();

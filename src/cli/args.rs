@@ -696,7 +696,8 @@ pub enum BenchCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
         /// Read the graph from this file (`src dst relation confidence` per line) instead of
-        /// generating one: the exact graph another system was given.
+        /// generating one: the exact graph another system was given. Read as it loads, a
+        /// batch at a time, so a file of any size loads.
         #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "edges"])]
         edges_file: Option<PathBuf>,
         /// Also write the generated graph to this file, in the format --edges-file reads.

@@ -263,7 +263,7 @@ pub fn run(b: BenchCommand) -> Result<Code> {
         } => {
             let tmp = tempfile::tempdir()?;
             let dir = dir.unwrap_or_else(|| tmp.path().join("bench"));
-            let mut spec = loci::bench::GraphSpec {
+            let spec = loci::bench::GraphSpec {
                 nodes,
                 edges,
                 ..Default::default()
@@ -271,22 +271,9 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             let backend = backend(&b)?;
             let r = match &edges_file {
                 Some(path) => {
-                    let graph = loci::bench::BenchGraph::from_file(path)?;
-                    spec.nodes = u32::try_from(graph.nodes.len()).unwrap_or(u32::MAX);
-                    if spec.nodes == 0 {
-                        fail!(
-                            Code::BadInput,
-                            "{}: the file holds no edges",
-                            path.display()
-                        );
-                    }
-                    let bar = spinner(&format!(
-                        "building {} nodes, {} edges ({b})",
-                        graph.nodes.len(),
-                        graph.edges.len()
-                    ));
+                    let bar = spinner(&format!("building the graph of {} ({b})", path.display()));
                     let r = loci::bench::run_graph_bench(&dir, backend, &spec, |s| {
-                        loci::bench::build_graph(s, &graph, edges_per_batch)
+                        loci::bench::build_from_file(s, path, edges_per_batch)
                     })?;
                     bar.finish_and_clear();
                     r
