@@ -577,15 +577,24 @@ impl Csr {
     }
 }
 
-/// Makes room in `list` for `more` entries, growing it by half of what it holds (at least to
-/// 4, at least to what is needed) where `Vec::reserve` doubles it. A bulk load's lists are its
-/// largest part of the heap, most hold a handful of entries, and doubling leaves a third of
-/// each empty on average (a fifth so).
-fn reserve_by_half(list: &mut Vec<AdjEntry>, more: usize) {
+/// Lists up to this many entries are sized to what they hold.
+const EXACT_LIST: usize = 64;
+
+/// Makes room in `list` for `more` entries. A bulk load's lists are its largest part of the
+/// heap and most hold a handful of entries, so a list of up to [`EXACT_LIST`] is sized to
+/// what it needs: an allocator that rounds blocks to size classes (mimalloc, the binary's)
+/// grows such a block in place until it passes its class, and growing by half had left a
+/// sixth of each list empty (doubling, a third). A longer list (a hub, which takes entries in
+/// most batches) grows by half of what it holds, so that it is not copied each time.
+fn reserve_entries(list: &mut Vec<AdjEntry>, more: usize) {
     let need = list.len().saturating_add(more);
     if need > list.capacity() {
-        let grown = list.capacity().saturating_add(list.capacity() / 2);
-        list.reserve_exact(need.max(grown).max(4) - list.len());
+        let grown = if need <= EXACT_LIST {
+            need
+        } else {
+            need.max(list.capacity().saturating_add(list.capacity() / 2))
+        };
+        list.reserve_exact(grown - list.len());
     }
 }
 
@@ -759,7 +768,7 @@ impl Adjacency {
         sides.sort_by_key(|(n, _)| n.0);
         for run in sides.chunk_by(|a, b| a.0 == b.0) {
             let list = self.list_mut(run[0].0);
-            reserve_by_half(list, run.len());
+            reserve_entries(list, run.len());
             list.extend(run.iter().map(|(_, e)| *e));
         }
         self.live_edges += sides.len() / 2;
@@ -1152,9 +1161,10 @@ mod tests {
         g
     }
 
-    /// A bulk load's lists, grown a batch at a time, hold at most half again their entries
-    /// (doubling held up to twice): 1,000 lists of 5 entries, one entry a batch, take
-    /// capacity 6 each (4, then 6), where doubling took 8.
+    /// A bulk load's lists, grown a batch at a time, hold what they need while short and at
+    /// most half again their entries when long (doubling held up to twice): 1,000 lists of 5
+    /// entries, one entry a batch, take capacity 5 each, where growing by half took 6 and
+    /// doubling 8.
     #[test]
     fn lists_grown_batch_by_batch_hold_at_most_half_again_their_entries() {
         let mut g = Adjacency::default();
@@ -1176,7 +1186,7 @@ mod tests {
         let entry = std::mem::size_of::<AdjEntry>();
         let small: usize = g.tail[1..].iter().map(|l| l.capacity()).sum();
         assert!(g.tail[1..].iter().all(|l| l.len() == 5));
-        assert_eq!(small, 1_000 * 6, "{} bytes of entries", small * entry);
+        assert_eq!(small, 1_000 * 5, "{} bytes of entries", small * entry);
         // The hub's list of 5,000, grown by half each batch, not doubled past it.
         assert_eq!(g.tail[0].len(), 5_000);
         assert!(
