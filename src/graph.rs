@@ -1166,7 +1166,7 @@ mod tests {
     /// entries, one entry a batch, take capacity 5 each, where growing by half took 6 and
     /// doubling 8.
     #[test]
-    fn lists_grown_batch_by_batch_hold_at_most_half_again_their_entries() {
+    fn lists_grown_batch_by_batch_hold_what_they_need_while_short() {
         let mut g = Adjacency::default();
         for i in 0..1_001 {
             g.set_node(NodeId(i), 0);
