@@ -372,16 +372,25 @@ pub fn build_generated(
                 write_edge_line(w, e).map_err(|err| crate::Error::io(*path, err))?;
             }
         }
-        // Generation is not ingest: only the store's part is timed.
-        let batch = import_events(chunk.into_iter().map(Assertion::UpsertEdge).collect(), 1024);
-        let t = Instant::now();
-        store.ingest(batch)?;
-        ingest_s += t.elapsed().as_secs_f64();
+        ingest_s += ingest_timed(
+            store,
+            chunk.into_iter().map(Assertion::UpsertEdge).collect(),
+        )?;
     }
     if let Some((path, mut w)) = out {
         w.flush().map_err(|e| crate::Error::io(path, e))?;
     }
     Ok((node_s, ingest_s))
+}
+
+/// Ingests `assertions` as import events of 1,024 assertions each; returns the seconds the
+/// store took. Making the assertions (generating or reading the graph) is not ingest, and is
+/// not timed.
+fn ingest_timed(store: &Store, assertions: Vec<Assertion>) -> Result<f64> {
+    let batch = import_events(assertions, 1024);
+    let t = Instant::now();
+    store.ingest(batch)?;
+    Ok(t.elapsed().as_secs_f64())
 }
 
 /// Ingests `graph` (nodes in one batch, then edges in batches of `edges_per_batch`); returns
@@ -858,10 +867,9 @@ impl Iterator for EdgeLines {
 /// came before it loaded. Returns the seconds of the nodes and of the edges: the store's part,
 /// not the reading and parsing of the file.
 pub fn build_from_file(store: &Store, path: &Path, edges_per_batch: usize) -> Result<(f64, f64)> {
-    let per_batch = edges_per_batch.max(1);
     let mut node_s = 0.0;
-    let mut lines = EdgeLines::open(path)?.peekable();
-    if lines.peek().is_none() {
+    let mut batches = edge_batches(path, edges_per_batch)?.peekable();
+    if batches.peek().is_none() {
         return Err(crate::Error::Input {
             file: path.display().to_string(),
             line: 0,
@@ -869,8 +877,8 @@ pub fn build_from_file(store: &Store, path: &Path, edges_per_batch: usize) -> Re
             message: "holds no edges".into(),
         });
     }
-    while lines.peek().is_some() {
-        let chunk = lines.by_ref().take(per_batch).collect::<Result<Vec<_>>>()?;
+    for chunk in batches {
+        let chunk = chunk?;
         let mut new: HashSet<&str> = HashSet::new();
         let mut nodes = Vec::new();
         {
@@ -884,22 +892,31 @@ pub fn build_from_file(store: &Store, path: &Path, edges_per_batch: usize) -> Re
             }
         }
         if !nodes.is_empty() {
-            let batch = import_events(nodes, 1024);
-            let t = Instant::now();
-            store.ingest(batch)?;
-            node_s += t.elapsed().as_secs_f64();
+            node_s += ingest_timed(store, nodes)?;
         }
     }
     let mut edge_s = 0.0;
-    let mut lines = EdgeLines::open(path)?.peekable();
-    while lines.peek().is_some() {
-        let chunk = lines.by_ref().take(per_batch).collect::<Result<Vec<_>>>()?;
-        let batch = import_events(chunk.into_iter().map(Assertion::UpsertEdge).collect(), 1024);
-        let t = Instant::now();
-        store.ingest(batch)?;
-        edge_s += t.elapsed().as_secs_f64();
+    for chunk in edge_batches(path, edges_per_batch)? {
+        edge_s += ingest_timed(
+            store,
+            chunk?.into_iter().map(Assertion::UpsertEdge).collect(),
+        )?;
     }
     Ok((node_s, edge_s))
+}
+
+/// The edges of the file at `path` in batches of `per_batch` (at least 1); a batch with a
+/// line that is not an edge is that line's error.
+fn edge_batches(
+    path: &Path,
+    per_batch: usize,
+) -> Result<impl Iterator<Item = Result<Vec<EdgeUpsert>>>> {
+    let per_batch = per_batch.max(1);
+    let mut lines = EdgeLines::open(path)?.peekable();
+    Ok(std::iter::from_fn(move || {
+        lines.peek()?;
+        Some(lines.by_ref().take(per_batch).collect())
+    }))
 }
 
 /// One edge as a `src dst relation confidence` line.
