@@ -1644,26 +1644,45 @@ mod tests {
         assert!(e.contains("g.txt:3: confidence"), "{e}");
     }
 
-    /// The generator makes the same graph from build to build, so that figures of two builds
-    /// are of one graph: here with an extra phase (edges beyond `n * m`) of 1,500 edges over
-    /// two relations, which meets repeats of attached and of extra edges. The digest is that
-    /// of the graph the generator made when it kept a set of every edge.
-    #[test]
-    fn the_benchmark_graph_is_the_same_from_build_to_build() {
-        let spec = GraphSpec {
-            nodes: 2_000,
-            edges: 13_500,
-            relations: 2,
-            seed: 11,
-        };
+    /// FNV-1a of the lines of `spec`'s edges (checked distinct), in the order made.
+    fn graph_digest(spec: &GraphSpec) -> u64 {
         let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
-        for e in &distinct_edges(&spec) {
+        for e in &distinct_edges(spec) {
             let line = format!("{} {} {} {:?}\n", e.from, e.relation, e.to, e.confidence);
             for b in line.bytes() {
                 digest = (digest ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
             }
         }
-        assert_eq!(digest, 1_068_101_879_822_155_039);
+        digest
+    }
+
+    /// The generator makes the same graph from build to build, so that figures of two builds
+    /// are of one graph. The first spec has an extra phase (edges beyond `n * m`) of 1,500
+    /// edges over two relations, which meets repeats of attached and of extra edges; its
+    /// digest is that of the graph the generator made when it kept a set of every edge. The
+    /// others were taken when it kept every edge's two endpoints and relation as made: one
+    /// edge a node; more relations than a byte holds; an extra phase that stalls on repeats;
+    /// one a third of whose edges are extra, over three relations.
+    #[test]
+    fn the_benchmark_graph_is_the_same_from_build_to_build() {
+        let spec = |nodes, edges, relations, seed| GraphSpec {
+            nodes,
+            edges,
+            relations,
+            seed,
+        };
+        assert_eq!(
+            graph_digest(&spec(2_000, 13_500, 2, 11)),
+            1_068_101_879_822_155_039
+        );
+        for (s, want) in [
+            (spec(30_000, 30_000, 8, 7), 5_623_870_660_092_577_100),
+            (spec(60, 1_500, 300, 3), 1_890_506_873_323_228_680),
+            (spec(12, 100, 1, 5), 511_923_510_842_296_257),
+            (spec(300, 30_000, 3, 3), 18_184_458_626_643_196_142),
+        ] {
+            assert_eq!(graph_digest(&s), want, "{}", s.edges);
+        }
     }
 
     /// A file loaded a batch at a time gives the store the graph that loading it whole
