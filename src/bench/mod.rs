@@ -116,25 +116,32 @@ enum BaPhase {
 /// edge endpoint), over all nodes: hubs grow without bound, as in real scale-free graphs (at
 /// 200k nodes and 1M edges the largest degree is in the thousands). Edges beyond `n * m` join a
 /// uniform node to a degree-proportional one. No self-loops, no duplicate
-/// `(from, relation, to)`; relations and confidences are uniform. What it keeps is each edge's
-/// endpoints and relation (12 bytes an edge) and the extra phase's edges, not the edges: the
-/// run's peak memory is the store's, not the generator's (a set of every edge made, kept
-/// before, was about 16 bytes an edge more).
+/// `(from, relation, to)`; relations and confidences are uniform.
+///
+/// What it keeps is what the picks and the repeat checks read, not the edges: each edge's
+/// target and relation (5 bytes an edge while the relations fit a byte), which node made each
+/// attached edge as a few breakpoints ([`Makers`]), and the extra phase's edges. The endpoint
+/// list the picks draw from is read through [`BaEdges::endpoint`]. The run's peak memory is
+/// then the store's: keeping both endpoints and the relation as words was 12 bytes an edge
+/// (1.2 GB at 100M edges), and a set of every edge, before that, 16 more.
 pub struct BaEdges {
     rng: Rng,
     n: u32,
     want: usize,
     m: usize,
     relations: u64,
-    /// Each edge's endpoints in the order made (edge `i`'s at `2i` and `2i + 1`): the pool a
-    /// degree-proportional pick draws from, and the edges a repeat is looked for among.
-    endpoints: Vec<u32>,
+    /// Each edge's target, in the order made.
+    targets_made: Vec<u32>,
     /// Each edge's relation, in the order made.
-    relations_made: Vec<u32>,
+    relations_made: RelationsMade,
+    /// Which node made each edge of the seed path and the attachments.
+    makers: Makers,
     /// Edges the seed path and the attachments made, their `from` ascending (a node's edges
     /// are all made at its step, to distinct targets, so none repeats another); set when the
-    /// extra phase starts.
+    /// extra phase starts, `usize::MAX` before.
     attached: usize,
+    /// The `from` of each extra edge, in the order made.
+    extra_from: Vec<u32>,
     /// The extra phase's edges, which may repeat each other as well as an attached one.
     extra_seen: HashSet<(u32, u32, u32)>,
     targets: Vec<u32>,
@@ -143,19 +150,94 @@ pub struct BaEdges {
     phase: BaPhase,
 }
 
+/// Each edge's relation in the order made: a byte each while the relations fit one.
+enum RelationsMade {
+    Byte(Vec<u8>),
+    Word(Vec<u32>),
+}
+
+impl RelationsMade {
+    fn with_capacity(relations: u64, edges: usize) -> Self {
+        if relations <= 256 {
+            RelationsMade::Byte(Vec::with_capacity(edges))
+        } else {
+            RelationsMade::Word(Vec::with_capacity(edges))
+        }
+    }
+    /// Appends `rel`, below the generator's relation count (so a byte holds it when the
+    /// count is at most 256).
+    fn push(&mut self, rel: u32) {
+        match self {
+            RelationsMade::Byte(v) => v.push(rel as u8),
+            RelationsMade::Word(v) => v.push(rel),
+        }
+    }
+    fn get(&self, i: usize) -> u32 {
+        match self {
+            RelationsMade::Byte(v) => u32::from(v[i]),
+            RelationsMade::Word(v) => v[i],
+        }
+    }
+}
+
+/// Which node made each edge of the seed path and the attachments, in a few words rather than
+/// a word an edge. A node makes its edges one after another, and nearly every node makes `m`:
+/// only the seed path's nodes (one edge each), a node that finds fewer distinct targets, and
+/// the last node (cut short at the edge count) do not. So where node `v` starts is, but for
+/// those, the last breakpoint `(e0, v0)` before it plus `m` edges a node, and a breakpoint is
+/// kept only where a node starts elsewhere.
+struct Makers {
+    m: usize,
+    /// `(first edge, node)` where a node does not start where the last breakpoint puts it;
+    /// ascending, nodes strictly (after a node that made no edge, two share a first edge,
+    /// and the later one is the maker).
+    breaks: Vec<(usize, u32)>,
+}
+
+impl Makers {
+    fn new(m: usize) -> Self {
+        Makers {
+            m: m.max(1),
+            breaks: Vec::new(),
+        }
+    }
+
+    /// Node `node` (above every node before it) makes its edges from `first_edge` on, at
+    /// most `m` of them.
+    fn start(&mut self, node: u32, first_edge: usize) {
+        if let Some(&(e0, v0)) = self.breaks.last() {
+            if first_edge == e0 + (node - v0) as usize * self.m {
+                return;
+            }
+        }
+        self.breaks.push((first_edge, node));
+    }
+
+    /// The node that made edge `edge` (one a node started has made).
+    fn maker(&self, edge: usize) -> u32 {
+        let at = self.breaks.partition_point(|&(e, _)| e <= edge);
+        let (e0, v0) = self.breaks[at.saturating_sub(1)];
+        v0 + ((edge - e0) / self.m) as u32
+    }
+}
+
 impl BaEdges {
     pub fn new(spec: &GraphSpec) -> Self {
         let n = spec.nodes.max(2);
         let want = spec.edges as usize;
+        let m = ((spec.edges / n).max(1) as usize).min(n as usize - 1);
+        let relations = spec.relations.max(1) as u64;
         BaEdges {
             rng: Rng::new(spec.seed ^ 0xED6E),
             n,
             want,
-            m: ((spec.edges / n).max(1) as usize).min(n as usize - 1),
-            relations: spec.relations.max(1) as u64,
-            endpoints: Vec::with_capacity(want * 2),
-            relations_made: Vec::with_capacity(want),
-            attached: 0,
+            m,
+            relations,
+            targets_made: Vec::with_capacity(want),
+            relations_made: RelationsMade::with_capacity(relations, want),
+            makers: Makers::new(m),
+            attached: usize::MAX,
+            extra_from: Vec::new(),
             extra_seen: HashSet::new(),
             targets: Vec::new(),
             produced: 0,
@@ -164,13 +246,42 @@ impl BaEdges {
         }
     }
 
+    /// The `from` of edge `i` (one made).
+    fn source_of(&self, i: usize) -> u32 {
+        if i < self.attached {
+            self.makers.maker(i)
+        } else {
+            self.extra_from[i - self.attached]
+        }
+    }
+
+    /// Endpoint `k` of the list of every edge's two endpoints in the order made (edge `i`'s
+    /// `from` at `2i`, its `to` at `2i + 1`).
+    fn endpoint(&self, k: usize) -> u32 {
+        if k.is_multiple_of(2) {
+            self.source_of(k / 2)
+        } else {
+            self.targets_made[k / 2]
+        }
+    }
+
+    /// A degree-proportional node: a uniform pick of an endpoint. There is one whenever an
+    /// edge has been made, which the seed path's first edge (1 to 0, `m >= 1` and `n >= 2`)
+    /// always is before an attachment or the extra phase picks.
+    fn pick_by_degree(&mut self) -> u32 {
+        let k = self.rng.below(2 * self.produced as u64) as usize;
+        self.endpoint(k)
+    }
+
     fn push(&mut self, from: u32, to: u32) -> Option<EdgeUpsert> {
         let rel = self.rng.below(self.relations) as u32;
         if from == to || self.repeats(from, rel, to) {
             return None;
         }
-        self.endpoints.push(from);
-        self.endpoints.push(to);
+        if self.produced >= self.attached {
+            self.extra_from.push(from);
+        }
+        self.targets_made.push(to);
         self.relations_made.push(rel);
         self.produced += 1;
         Some(EdgeUpsert {
@@ -189,31 +300,28 @@ impl BaEdges {
         if !matches!(self.phase, BaPhase::Extra) {
             return false;
         }
-        let from_of = |i: usize| self.endpoints[2 * i];
-        let (mut lo, mut hi) = (0, self.attached);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if from_of(mid) < from {
-                lo = mid + 1;
+        let (mut first, mut hi) = (0, self.attached);
+        while first < hi {
+            let mid = first + (hi - first) / 2;
+            if self.makers.maker(mid) < from {
+                first = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        let attached_before = (lo..self.attached)
-            .take_while(|&i| from_of(i) == from)
-            .any(|i| self.endpoints[2 * i + 1] == to && self.relations_made[i] == rel);
+        let attached_before = (first..self.attached)
+            .take_while(|&i| self.makers.maker(i) == from)
+            .any(|i| self.targets_made[i] == to && self.relations_made.get(i) == rel);
         attached_before || !self.extra_seen.insert((from, rel, to))
     }
 
     /// Distinct degree-proportional targets for a new node (a bounded number of tries).
-    /// `endpoints` is never empty here or in the extra phase: the seed path always yields its
-    /// first edge (1 to 0, `m >= 1` and `n >= 2`) before either runs, whenever an edge is wanted.
     fn choose_targets(&mut self) {
         self.targets.clear();
         let mut tries = 0;
         while self.targets.len() < self.m && tries < 64 * self.m {
             tries += 1;
-            let t = self.endpoints[self.rng.below(self.endpoints.len() as u64) as usize];
+            let t = self.pick_by_degree();
             if !self.targets.contains(&t) {
                 self.targets.push(t);
             }
@@ -234,6 +342,7 @@ impl Iterator for BaEdges {
                     }
                     self.phase = BaPhase::Seed(v + 1);
                     if self.produced < self.want {
+                        self.makers.start(v, self.produced);
                         if let Some(e) = self.push(v, v - 1) {
                             return Some(e);
                         }
@@ -247,6 +356,7 @@ impl Iterator for BaEdges {
                     }
                     if i == 0 {
                         self.choose_targets();
+                        self.makers.start(v, self.produced);
                     }
                     if i >= self.targets.len() {
                         self.phase = BaPhase::Attach(v + 1, 0);
@@ -266,7 +376,7 @@ impl Iterator for BaEdges {
                         return None;
                     }
                     let from = self.rng.below(self.n as u64) as u32;
-                    let to = self.endpoints[self.rng.below(self.endpoints.len() as u64) as usize];
+                    let to = self.pick_by_degree();
                     match self.push(from, to) {
                         Some(e) => return Some(e),
                         None => self.stalls += 1,
@@ -1682,6 +1792,31 @@ mod tests {
             (spec(300, 30_000, 3, 3), 18_184_458_626_643_196_142),
         ] {
             assert_eq!(graph_digest(&s), want, "{}", s.edges);
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever number of edges (none up to `m`) each node makes, one after another, the
+        /// breakpoints name each edge's maker as a list of every edge's maker does.
+        #[test]
+        fn makers_name_the_node_that_made_each_edge(
+            m in 1usize..6,
+            counts in proptest::collection::vec(0usize..=6, 0..80),
+            first in 1u32..4,
+        ) {
+            let mut makers = Makers::new(m);
+            let mut each = Vec::new();
+            for (j, c) in counts.iter().enumerate() {
+                let node = first + j as u32;
+                makers.start(node, each.len());
+                each.extend(std::iter::repeat_n(node, (*c).min(m)));
+            }
+            for (i, v) in each.iter().enumerate() {
+                proptest::prop_assert_eq!(makers.maker(i), *v, "edge {}", i);
+            }
+            // Breakpoints only where a node does not make `m`.
+            let short = counts.iter().filter(|c| **c < m).count();
+            proptest::prop_assert!(makers.breaks.len() <= 2 * short + 1);
         }
     }
 
