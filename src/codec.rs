@@ -288,6 +288,15 @@ pub fn peek_event_kind(table: &'static str, bytes: &[u8]) -> Result<(u64, String
     Ok((head.seq, head.kind.to_string()))
 }
 
+/// Appends `v` as a varint (seven bits a byte, low first, as postcard writes lengths).
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
 /// A postcard varint at the start of `r`, which moves past it.
 pub(crate) fn take_varint(r: &mut &[u8]) -> Option<usize> {
     let (mut v, mut shift) = (0usize, 0u32);

@@ -25,6 +25,7 @@
 use std::sync::Arc;
 
 use super::records::{DetailOffset, MappedRecords, Records};
+use crate::codec::put_varint;
 use crate::mapped::Damage;
 use crate::model::{Edge, EdgeId, Props};
 
@@ -73,14 +74,6 @@ fn zigzag(v: i64) -> u64 {
 
 fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 /// A varint of at most 64 bits at the start of `r`, which moves past it.
@@ -325,7 +318,7 @@ impl EdgeDetails {
                 .chain(new.iter().map(|(o, e)| (*o, DetailsRef::from(*e))))
                 .collect();
             entries.sort_by_key(|(o, _)| *o);
-            self.rows.set(row, encode_row(entries));
+            self.rows.set(row, encode_row(entries).as_deref());
         }
     }
 

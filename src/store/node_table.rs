@@ -55,7 +55,7 @@ struct NodeRecord {
 
 /// The record of `n`. Every live node's label is interned (`State::put_node` does it
 /// first); were one not, the record would say `u32::MAX` and read back as no node.
-pub(super) fn encode(n: &Node, labels: &Interner) -> Box<[u8]> {
+pub(super) fn encode(n: &Node, labels: &Interner) -> Vec<u8> {
     // Every field named, so that a field added to `Node` does not compile until it is stored.
     let Node {
         id: _,
@@ -88,7 +88,7 @@ pub(super) fn encode(n: &Node, labels: &Interner) -> Box<[u8]> {
     if let Ok(rest) = postcard::to_extend(&record, Vec::with_capacity(32)) {
         bytes.extend_from_slice(&rest);
     }
-    bytes.into_boxed_slice()
+    bytes
 }
 
 /// The bytes of the salience at the start of a record, before its postcard part.
@@ -131,7 +131,7 @@ impl NodeTable {
         if self.record(i).is_none() {
             self.live += 1;
         }
-        self.records.set(i, Some(encode(n, labels)));
+        self.records.set(i, Some(encode(n, labels).as_slice()));
     }
 
     /// Frees slot `id`.
