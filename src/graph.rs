@@ -20,6 +20,7 @@ use petgraph::visit::{
     NodeIndexable, Visitable,
 };
 
+use crate::lists::{Lists, EXACT_LIST};
 use crate::mapped::{Layered, Limits, Offsets, Plain};
 use crate::model::{EdgeId, NodeId};
 use crate::packed::{self, Packable, Packed, MAX_FIELDS};
@@ -440,8 +441,9 @@ pub struct Adjacency {
     /// Entries copied from `base` into `moved` since the array was built: memory held twice
     /// (the rows stay in `base`), which [`Adjacency::compact_if_fragmented`] bounds.
     copied: usize,
-    /// Lists of nodes from the base's bound up, by `node - base_nodes`.
-    tail: Vec<Vec<AdjEntry>>,
+    /// Lists of nodes from the base's bound up, by `node - base_nodes`: a pointer and a
+    /// length each (`crate::lists`), where a vector's header was 24 bytes a node.
+    tail: Lists,
     /// World time each edge was last seen, by edge id, for decay (0 when never set).
     last_seen: LastSeen,
     /// Pinned nodes, whose edges decay no lower than a floor.
@@ -577,15 +579,10 @@ impl Csr {
     }
 }
 
-/// Lists up to this many entries are sized to what they hold.
-const EXACT_LIST: usize = 64;
-
-/// Makes room in `list` for `more` entries. A bulk load's lists are its largest part of the
-/// heap and most hold a handful of entries, so a list of up to [`EXACT_LIST`] is sized to
-/// what it needs: an allocator that rounds blocks to size classes (mimalloc, the binary's)
-/// grows such a block in place until it passes its class, and growing by half had left a
-/// sixth of each list empty (doubling, a third). A longer list (a hub, which takes entries in
-/// most batches) grows by half of what it holds, so that it is not copied each time.
+/// Makes room in a list moved out of the base array for `more` entries, sized as the lists
+/// made in this process are (`crate::lists`): exactly up to [`EXACT_LIST`] entries, then
+/// growing by half. (Growing by half throughout had left a sixth of each short list empty;
+/// doubling, a third.)
 fn reserve_entries(list: &mut Vec<AdjEntry>, more: usize) {
     let need = list.len().saturating_add(more);
     if need > list.capacity() {
@@ -595,6 +592,59 @@ fn reserve_entries(list: &mut Vec<AdjEntry>, more: usize) {
             need.max(list.capacity().saturating_add(list.capacity() / 2))
         };
         list.reserve_exact(grown - list.len());
+    }
+}
+
+/// A node's list to change: one moved out of the base array, or one made in this process.
+enum ListMut<'a> {
+    Moved(&'a mut Vec<AdjEntry>),
+    Made(&'a mut Lists, usize),
+}
+
+impl<'a> ListMut<'a> {
+    /// Appends `entries`, growing the list once for all of them.
+    fn append(self, entries: impl ExactSizeIterator<Item = AdjEntry>) {
+        match self {
+            ListMut::Moved(list) => {
+                reserve_entries(list, entries.len());
+                list.extend(entries);
+            }
+            ListMut::Made(lists, i) => lists.append(i, entries),
+        }
+    }
+
+    /// Removes the entry of edge `edge`, keeping the others' order; whether there was one.
+    fn remove_edge(self, edge: EdgeId) -> bool {
+        match self {
+            ListMut::Moved(list) => match list.iter().position(|e| e.edge == edge.0) {
+                Some(at) => {
+                    list.remove(at);
+                    true
+                }
+                None => false,
+            },
+            ListMut::Made(lists, i) => {
+                let at = lists
+                    .get(i)
+                    .and_then(|l| l.iter().position(|e| e.edge == edge.0));
+                at.and_then(|at| lists.remove(i, at)).is_some()
+            }
+        }
+    }
+
+    /// Empties the list, giving back what it held.
+    fn clear(self) {
+        match self {
+            ListMut::Moved(list) => *list = Vec::new(),
+            ListMut::Made(lists, i) => lists.clear(i),
+        }
+    }
+
+    fn into_slice(self) -> &'a mut [AdjEntry] {
+        match self {
+            ListMut::Moved(list) => list,
+            ListMut::Made(lists, i) => lists.get_mut(i).unwrap_or_default(),
+        }
     }
 }
 
@@ -652,7 +702,7 @@ impl Adjacency {
         }
         self.base = Csr::Owned { offsets, entries };
         self.moved = HashMap::default();
-        self.tail = Vec::new();
+        self.tail = Lists::default();
         self.copied = 0;
     }
 
@@ -667,25 +717,23 @@ impl Adjacency {
     }
 
     /// The list of `node` to change, moved out of the base array first if it is there.
-    fn list_mut(&mut self, node: NodeId) -> &mut Vec<AdjEntry> {
+    fn list_mut(&mut self, node: NodeId) -> ListMut<'_> {
         let i = node.0 as usize;
         let base_nodes = self.base_nodes();
         if i >= base_nodes {
             let t = i - base_nodes;
-            if self.tail.len() <= t {
-                self.tail.resize_with(t + 1, Vec::new);
-            }
-            return &mut self.tail[t];
+            self.tail.grow_to(t + 1);
+            return ListMut::Made(&mut self.tail, t);
         }
         let (base, copied) = (&self.base, &mut self.copied);
-        self.moved.entry(node.0).or_insert_with(|| {
+        ListMut::Moved(self.moved.entry(node.0).or_insert_with(|| {
             // Sized from the offsets: a decoded row's length is not known before it is read,
             // and a vector grown by doubling would hold up to twice the row.
             let mut row = Vec::with_capacity(base.row_len(i));
             row.extend(base.row(i));
             *copied += row.len();
             row
-        })
+        }))
     }
 
     /// Makes room for node ids below `bound`.
@@ -710,7 +758,7 @@ impl Adjacency {
                 self.live_nodes = self.live_nodes.saturating_sub(1);
             }
             self.labels.set(i, u32::MAX, u32::MAX);
-            *self.list_mut(node) = Vec::new();
+            self.list_mut(node).clear();
         }
     }
 
@@ -741,8 +789,8 @@ impl Adjacency {
     ) {
         self.reserve_nodes(from.0.max(to.0) as usize + 1);
         let (out, inc) = AdjEntry::pair(edge, from, to, relation, conf, bounded);
-        self.list_mut(from).push(out);
-        self.list_mut(to).push(inc);
+        self.list_mut(from).append(std::iter::once(out));
+        self.list_mut(to).append(std::iter::once(inc));
         self.live_edges += 1;
     }
 
@@ -767,9 +815,7 @@ impl Adjacency {
         // Stable: entries of one list keep the order given.
         sides.sort_by_key(|(n, _)| n.0);
         for run in sides.chunk_by(|a, b| a.0 == b.0) {
-            let list = self.list_mut(run[0].0);
-            reserve_entries(list, run.len());
-            list.extend(run.iter().map(|(_, e)| *e));
+            self.list_mut(run[0].0).append(run.iter().map(|(_, e)| *e));
         }
         self.live_edges += sides.len() / 2;
     }
@@ -794,13 +840,9 @@ impl Adjacency {
             if !self.entries(n).any(|e| e.edge == edge.0) {
                 continue;
             }
-            let list = self.list_mut(n);
-            if let Some(i) = list.iter().position(|e| e.edge == edge.0) {
-                // Not `swap_remove`: a list stays in the order of its edge ids (see
-                // [`Adjacency::add_sides`]).
-                list.remove(i);
-                removed = true;
-            }
+            // Not a swap with the last: a list stays in the order of its edge ids (see
+            // [`Adjacency::add_sides`]).
+            removed |= self.list_mut(n).remove_edge(edge);
         }
         if removed {
             self.live_edges = self.live_edges.saturating_sub(1);
@@ -855,7 +897,7 @@ impl Adjacency {
                 if !self.entries(n).any(|e| e.edge == edge.0) {
                     continue;
                 }
-                self.list_mut(n)
+                self.list_mut(n).into_slice()
             } else {
                 match self.base.row_mut(i) {
                     Some(l) => l,
@@ -890,7 +932,7 @@ impl Adjacency {
             return self
                 .tail
                 .get(i - base_nodes)
-                .map_or_else(Entries::empty, |l| Entries::memory(l));
+                .map_or_else(Entries::empty, Entries::memory);
         }
         if !self.moved.is_empty() {
             if let Some(l) = self.moved.get(&node.0) {
@@ -908,7 +950,7 @@ impl Adjacency {
         let i = node.0 as usize;
         let base_nodes = self.base_nodes();
         if i >= base_nodes {
-            return self.tail.get(i - base_nodes).map_or(0, Vec::len);
+            return self.tail.list_len(i - base_nodes).unwrap_or(0);
         }
         if !self.moved.is_empty() {
             if let Some(l) = self.moved.get(&node.0) {
@@ -937,8 +979,7 @@ impl Adjacency {
             // A map slot: the id, the list header and a control byte.
             + self.moved.capacity() * (4 + list + 1)
             + self.moved.values().map(|l| l.capacity() * entry).sum::<usize>()
-            + self.tail.capacity() * list
-            + self.tail.iter().map(|l| l.capacity() * entry).sum::<usize>()
+            + self.tail.heap_bytes()
             + self.labels.heap_bytes()
             + self.last_seen.heap_bytes()
     }
@@ -1184,16 +1225,19 @@ mod tests {
             g.add_sides(sides);
         }
         let entry = std::mem::size_of::<AdjEntry>();
-        let small: usize = g.tail[1..].iter().map(|l| l.capacity()).sum();
-        assert!(g.tail[1..].iter().all(|l| l.len() == 5));
+        let small: usize = (1..1_001).map(|i| g.tail.capacity(i)).sum();
+        assert!((1..1_001).all(|i| g.tail.list_len(i) == Some(5)));
         assert_eq!(small, 1_000 * 5, "{} bytes of entries", small * entry);
         // The hub's list of 5,000, grown by half each batch, not doubled past it.
-        assert_eq!(g.tail[0].len(), 5_000);
+        assert_eq!(g.tail.list_len(0), Some(5_000));
         assert!(
-            g.tail[0].capacity() <= 5_000 * 3 / 2,
+            g.tail.capacity(0) <= 5_000 * 3 / 2,
             "{}",
-            g.tail[0].capacity()
+            g.tail.capacity(0)
         );
+        // A list costs its entries and 12 bytes of header: no vector of 24.
+        let lists = 1_001 * 12;
+        assert!(g.tail.heap_bytes() <= (small + g.tail.capacity(0)) * entry + 2 * lists);
     }
 
     /// `g` (laid out) with its lists and last-seen times read from a map of a file, as an

@@ -40,6 +40,7 @@ pub mod extract;
 pub mod graph;
 pub mod ingest;
 pub mod journal;
+mod lists;
 pub mod mapped;
 pub mod model;
 pub mod observe;
