@@ -1,49 +1,68 @@
-//! When each edge was last seen, by edge id: runs of ids for a state built in this process,
-//! a vector over the snapshot's column for one opened from it.
+//! Values by edge id that a batch's new edges share ([`RunColumn`]): when each edge was last
+//! seen ([`LastSeen`]), and its salience (`store/edge_table.rs`). Runs of ids for a state
+//! built in this process, a vector (over the snapshot's column, for one opened from it) where
+//! runs would not be smaller.
 //!
 //! The store gives new edges increasing ids, and every new edge of a batch takes its event's
-//! time, so a state built by a load or a replay holds long runs of one time: a run per event,
-//! where a vector held eight bytes an edge (800 MB at 100M edges, most of a bulk load's
-//! heap after its lists and edge slots). Where runs would not be smaller (every edge seen at
-//! its own time), the times fall back to a vector.
+//! time and salience, so a state built by a load or a replay holds long runs of one value: a
+//! run per event, where a vector of times held eight bytes an edge (800 MB at 100M edges,
+//! most of a bulk load's heap after its lists and edge slots), and one of saliences four.
+//! Where runs would not be smaller (every edge seen at its own time), the values fall back
+//! to a vector.
 
 use std::collections::HashMap;
 
 use crate::graph::BuildIdHasher;
 use crate::mapped::Layered;
+use crate::packed::Packable;
 
 /// Ids per entry of [`Runs::directory`].
 const DIRECTORY_STEP: usize = 64;
 
-/// Last-seen times by edge id; 0 for an id never set.
+/// Values by edge id; the default (0) for an id never set.
 #[derive(Clone, Debug)]
-pub(crate) enum LastSeen {
-    Runs(Runs),
-    Vector(Layered<i64>),
+pub(crate) enum RunColumn<T> {
+    Runs(Runs<T>),
+    Vector(Layered<T>),
 }
 
-impl Default for LastSeen {
+/// Last-seen times by edge id; 0 for an id never set.
+pub(crate) type LastSeen = RunColumn<i64>;
+
+impl<T> Default for RunColumn<T> {
     fn default() -> Self {
-        LastSeen::Runs(Runs::default())
+        RunColumn::Runs(Runs::default())
     }
 }
 
-/// Ids `starts[k]..starts[k + 1]` were last seen at `times[k]`, up to `len`; ids set again
-/// since at other times are in `changed`.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Runs {
+/// Ids `starts[k]..starts[k + 1]` have the value `times[k]`, up to `len`; ids set again
+/// since to other values are in `changed`.
+#[derive(Clone, Debug)]
+pub(crate) struct Runs<T> {
     starts: Vec<u32>,
-    times: Vec<i64>,
+    times: Vec<T>,
     len: usize,
     /// The run holding id `j * DIRECTORY_STEP`, for each `j`: a read starts there and steps
     /// over the few runs that begin before its id, where a binary search over a million runs
     /// would cost twenty misses.
     directory: Vec<u32>,
-    changed: HashMap<u32, i64, BuildIdHasher>,
+    changed: HashMap<u32, T, BuildIdHasher>,
 }
 
-impl Runs {
-    fn get(&self, i: usize) -> Option<i64> {
+impl<T> Default for Runs<T> {
+    fn default() -> Self {
+        Runs {
+            starts: Vec::new(),
+            times: Vec::new(),
+            len: 0,
+            directory: Vec::new(),
+            changed: HashMap::default(),
+        }
+    }
+}
+
+impl<T: Copy + Eq + Default> Runs<T> {
+    fn get(&self, i: usize) -> Option<T> {
         if i >= self.len {
             return None;
         }
@@ -59,8 +78,8 @@ impl Runs {
         self.times.get(k).copied()
     }
 
-    /// Makes id `len` last seen at `time`.
-    fn push(&mut self, time: i64) {
+    /// Gives id `len` the value `time`.
+    fn push(&mut self, time: T) {
         if self.times.last() != Some(&time) {
             self.starts.push(self.len as u32);
             self.times.push(time);
@@ -71,73 +90,75 @@ impl Runs {
         self.len += 1;
     }
 
-    fn set(&mut self, edge: usize, time: i64) {
+    fn set(&mut self, edge: usize, time: T) {
         if edge < self.len {
             if self.get(edge) != Some(time) {
                 self.changed.insert(edge as u32, time);
             }
         } else {
             while self.len < edge {
-                self.push(0);
+                self.push(T::default());
             }
             self.push(time);
         }
     }
 
-    /// Whether a vector of the times would take less memory than the runs do.
+    /// Whether a vector of the values would take less memory than the runs do.
     fn vector_is_smaller(&self) -> bool {
-        let runs = self.starts.len() * 12 + self.changed.len() * 16;
-        runs > 4096 && runs > self.len * 8
+        let value = std::mem::size_of::<T>();
+        let runs = self.starts.len() * (4 + value) + self.changed.len() * (8 + value);
+        runs > 4096 && runs > self.len * value
     }
 
     fn heap_bytes(&self) -> usize {
+        let value = std::mem::size_of::<T>();
         self.starts.capacity() * 4
-            + self.times.capacity() * 8
+            + self.times.capacity() * value
             + self.directory.capacity() * 4
-            // A map slot: the id, the time and a control byte.
-            + self.changed.capacity() * (4 + 8 + 1)
+            // A map slot: the id, the value and a control byte.
+            + self.changed.capacity() * (4 + value + 1)
     }
 }
 
-impl LastSeen {
-    /// The time of `edge`; `None` past the ids set or where the map is damaged.
+impl<T: Packable + Eq + Default> RunColumn<T> {
+    /// The value of `edge`; `None` past the ids set or where the map is damaged.
     #[inline]
-    pub(crate) fn get(&self, edge: usize) -> Option<i64> {
+    pub(crate) fn get(&self, edge: usize) -> Option<T> {
         match self {
-            LastSeen::Runs(r) => r.get(edge),
-            LastSeen::Vector(v) => v.get(edge),
+            RunColumn::Runs(r) => r.get(edge),
+            RunColumn::Vector(v) => v.get(edge),
         }
     }
 
-    /// Sets the time of `edge` (ids skipped on the way read 0).
-    pub(crate) fn set(&mut self, edge: usize, time: i64) {
-        if let LastSeen::Runs(r) = self {
+    /// Sets the value of `edge` (ids skipped on the way read the default).
+    pub(crate) fn set(&mut self, edge: usize, time: T) {
+        if let RunColumn::Runs(r) = self {
             if edge < u32::MAX as usize {
                 r.set(edge, time);
                 if !r.vector_is_smaller() {
                     return;
                 }
             }
-            let times = (0..r.len).map(|i| r.get(i).unwrap_or(0)).collect();
-            *self = LastSeen::Vector(Layered::Owned(times));
+            let times = (0..r.len).map(|i| r.get(i).unwrap_or_default()).collect();
+            *self = RunColumn::Vector(Layered::Owned(times));
         }
-        if let LastSeen::Vector(v) = self {
-            v.set(edge, time, 0);
+        if let RunColumn::Vector(v) = self {
+            v.set(edge, time, T::default());
         }
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {
-            LastSeen::Runs(r) => r.heap_bytes(),
-            LastSeen::Vector(v) => v.heap_bytes(),
+            RunColumn::Runs(r) => r.heap_bytes(),
+            RunColumn::Vector(v) => v.heap_bytes(),
         }
     }
 
     /// Checks every mapped block now; whether all are sound.
     pub(crate) fn check_all(&self) -> bool {
         match self {
-            LastSeen::Runs(_) => true,
-            LastSeen::Vector(v) => v.check_all(),
+            RunColumn::Runs(_) => true,
+            RunColumn::Vector(v) => v.check_all(),
         }
     }
 }

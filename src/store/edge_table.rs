@@ -1,10 +1,13 @@
-//! The in-memory edge table: one 20-byte slot per edge id (endpoints, relation, confidence,
-//! salience), validity bounds on the side for the few edges that have them.
+//! The in-memory edge table: a slot per edge id (endpoints, relation, confidence, salience),
+//! validity bounds on the side for the few edges that have them.
 //!
 //! The full [`EdgeCore`] is assembled on read: its `last_seen` lives in the adjacency (decay
 //! reads it there during traversals) and its bounds in a map, because almost no edge has one.
 //! Storing every core whole cost 56 bytes an edge (an `Option` of 48 bytes, two of the three
-//! `i64` fields nearly always unbounded, the third a copy of the adjacency's); the slot is 20.
+//! `i64` fields nearly always unbounded, the third a copy of the adjacency's); the slot is 20,
+//! as the snapshot maps it. A table built in this process holds 16 of them a slot and the
+//! saliences as runs of ids (`crate::times`): a batch's new edges take their event's
+//! salience, so a load holds a run per event, where the saliences took 4 bytes an edge.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +15,7 @@ use super::EdgeCore;
 use crate::mapped::{Layered, Limits, Plain};
 use crate::model::{EdgeId, NodeId};
 use crate::packed::{Packable, Packed, MAX_FIELDS};
+use crate::times::RunColumn;
 
 /// One edge id's slot; `relation == EMPTY` marks a free slot (relation ids are below 2^30).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -84,12 +88,119 @@ impl Slot {
     }
 }
 
+/// A slot without its salience: what a table built in this process keeps for each edge id.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Core {
+    from: u32,
+    to: u32,
+    relation: u32,
+    confidence: f32,
+}
+
+impl Core {
+    const FREE: Core = Core {
+        from: 0,
+        to: 0,
+        relation: EMPTY,
+        confidence: 0.0,
+    };
+}
+
+/// The slots: built in this process, or mapped from the snapshot.
+#[derive(Clone, Debug)]
+enum Slots {
+    /// Each slot's core, and its salience's bits as runs (see the module doc).
+    Owned {
+        cores: Vec<Core>,
+        salience: RunColumn<u32>,
+    },
+    /// Mapped from the snapshot (`crate::mapped`), with what changed since: a slot in a
+    /// damaged block reads as free.
+    Mapped(Layered<Slot>),
+}
+
+impl Default for Slots {
+    fn default() -> Self {
+        Slots::Owned {
+            cores: Vec::new(),
+            salience: RunColumn::default(),
+        }
+    }
+}
+
+impl Slots {
+    fn len(&self) -> usize {
+        match self {
+            Slots::Owned { cores, .. } => cores.len(),
+            Slots::Mapped(slots) => slots.len(),
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> Option<Slot> {
+        match self {
+            Slots::Owned { cores, salience } => {
+                let c = cores.get(i)?;
+                Some(Slot {
+                    from: c.from,
+                    to: c.to,
+                    relation: c.relation,
+                    confidence: c.confidence,
+                    salience: f32::from_bits(salience.get(i).unwrap_or(0)),
+                })
+            }
+            Slots::Mapped(slots) => slots.get(i),
+        }
+    }
+
+    /// Whether slot `i` holds a live edge, read without its salience.
+    #[inline]
+    fn is_live(&self, i: usize) -> bool {
+        match self {
+            Slots::Owned { cores, .. } => cores.get(i).is_some_and(|c| c.relation != EMPTY),
+            Slots::Mapped(slots) => slots.get(i).is_some_and(|s| s.is_live()),
+        }
+    }
+
+    fn set(&mut self, i: usize, slot: Slot) {
+        match self {
+            Slots::Owned { cores, salience } => {
+                if cores.len() <= i {
+                    cores.resize(i + 1, Core::FREE);
+                }
+                cores[i] = Core {
+                    from: slot.from,
+                    to: slot.to,
+                    relation: slot.relation,
+                    confidence: slot.confidence,
+                };
+                salience.set(i, slot.salience.to_bits());
+            }
+            Slots::Mapped(slots) => slots.set(i, slot, Slot::FREE),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Slots::Owned { cores, salience } => {
+                cores.capacity() * std::mem::size_of::<Core>() + salience.heap_bytes()
+            }
+            Slots::Mapped(slots) => slots.heap_bytes(),
+        }
+    }
+
+    fn check_all(&self) -> bool {
+        match self {
+            Slots::Owned { .. } => true,
+            Slots::Mapped(slots) => slots.check_all(),
+        }
+    }
+}
+
 /// Edge cores by id (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct EdgeTable {
-    /// Built in memory, or mapped from the snapshot (`crate::mapped`): a slot in a damaged
-    /// block reads as free.
-    slots: Layered<Slot>,
+    slots: Slots,
     /// `(valid_from, valid_to)` of the live edges with either bound (`i64::MIN` / `i64::MAX`
     /// for the open side).
     bounds: BTreeMap<EdgeId, (i64, i64)>,
@@ -109,13 +220,13 @@ impl EdgeTable {
 
     /// Whether slot `id` holds a live edge.
     pub(crate) fn is_live(&self, id: EdgeId) -> bool {
-        self.slot(id.0 as usize).is_live()
+        self.slots.is_live(id.0 as usize)
     }
 
     /// Puts a core in slot `id` (its `last_seen` is not kept here; see the module doc).
     pub(crate) fn put(&mut self, id: EdgeId, core: &EdgeCore) {
         let i = id.0 as usize;
-        if !self.slot(i).is_live() {
+        if !self.slots.is_live(i) {
             self.live += 1;
         }
         let slot = Slot {
@@ -125,7 +236,7 @@ impl EdgeTable {
             confidence: core.confidence,
             salience: core.salience,
         };
-        self.slots.set(i, slot, Slot::FREE);
+        self.slots.set(i, slot);
         if core.has_bounds() {
             self.bounds.insert(id, (core.valid_from, core.valid_to));
         } else {
@@ -141,7 +252,7 @@ impl EdgeTable {
             return None;
         }
         let ends = (NodeId(slot.from), NodeId(slot.to));
-        self.slots.set(i, Slot::FREE, Slot::FREE);
+        self.slots.set(i, Slot::FREE);
         // Counts read from a snapshot's body are not proof against a crafted file.
         self.live = self.live.saturating_sub(1);
         self.bounds.remove(&id);
@@ -171,7 +282,7 @@ impl EdgeTable {
     /// The ids of the live edges, in id order.
     pub(crate) fn ids(&self) -> impl Iterator<Item = EdgeId> + Clone + '_ {
         (0..self.slots.len())
-            .filter(|i| self.slot(*i).is_live())
+            .filter(|i| self.slots.is_live(*i))
             .map(|i| EdgeId(i as u32))
     }
 
@@ -189,7 +300,7 @@ impl EdgeTable {
         bounds: BTreeMap<EdgeId, (i64, i64)>,
     ) -> Self {
         EdgeTable {
-            slots: Layered::mapped(slots),
+            slots: Slots::Mapped(Layered::mapped(slots)),
             bounds,
             live,
         }
@@ -227,6 +338,31 @@ mod tests {
             last_seen: 0,
             salience: 0.25,
         }
+    }
+
+    /// A load's saliences, one an event, take a run an event: a slot is 16 bytes, not 20.
+    /// An edge put again with another salience, and a removed one, read back as put.
+    #[test]
+    fn saliences_shared_by_an_events_edges_take_a_run_each() {
+        let mut t = EdgeTable::default();
+        for e in 0..100_000u32 {
+            let mut c = core(e % 1_000, e % 1_000 + 1, (i64::MIN, i64::MAX));
+            c.salience = (e / 10_000) as f32 / 10.0;
+            t.put(EdgeId(e), &c);
+        }
+        let cores = 100_000usize.next_power_of_two() * 16;
+        // And a directory entry every 64 ids (`crate::times`).
+        assert!(t.heap_bytes() < cores + 16_384, "{} bytes", t.heap_bytes());
+        let mut again = core(1, 2, (i64::MIN, i64::MAX));
+        again.salience = 0.875;
+        t.put(EdgeId(12_345), &again);
+        t.remove(EdgeId(99_999));
+        assert_eq!(t.get(EdgeId(12_345), 0).map(|c| c.salience), Some(0.875));
+        assert_eq!(t.get(EdgeId(12_346), 0).map(|c| c.salience), Some(0.1));
+        assert_eq!(t.get(EdgeId(99_998), 0).map(|c| c.salience), Some(0.9));
+        assert_eq!(t.get(EdgeId(99_999), 0), None);
+        assert_eq!(t.slot(0).salience, 0.0);
+        assert_eq!(t.live_count(), 99_999);
     }
 
     #[test]
