@@ -143,6 +143,35 @@ fn world_ingest_search_neighbors_stats_replay() {
     );
 }
 
+/// `stats` of a store opened from its snapshot counts the state on the heap, next to nothing
+/// (the snapshot is mapped), and says the rest is read in place, rather than seeming to
+/// report an empty graph.
+#[test]
+fn stats_says_a_state_opened_from_its_snapshot_is_read_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The benchmark leaves its store with a snapshot (a small ingest writes none yet).
+    let store = tmp.path().join("g");
+    ok(&[
+        "bench",
+        "graph",
+        "--nodes",
+        "2000",
+        "--edges",
+        "10000",
+        "--dir",
+        p(&store),
+        "--json",
+    ]);
+    let out = ok(&["stats", "--store", p(&store)]);
+    assert!(out.contains("opened from  the snapshot"), "{out}");
+    let memory = out.lines().find(|l| l.starts_with("memory")).unwrap();
+    assert!(
+        memory.contains("bytes of state on the heap")
+            && memory.contains("the rest read in place from the snapshot"),
+        "{memory}"
+    );
+}
+
 #[test]
 fn errors_are_clear() {
     let tmp = tempfile::tempdir().unwrap();

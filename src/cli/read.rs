@@ -429,16 +429,19 @@ pub fn stats(a: StatsArgs) -> Result<Code> {
             stats.disk_bytes_snapshot,
             stats.disk_bytes_allocated
         );
-        let source = match stats.state_source {
-            loci::StateSource::Snapshot { seq, caught_up } => {
-                format!("the snapshot of event {seq}, {caught_up} changes caught up")
-            }
-            _ => "the whole log, replayed".to_string(),
+        let (source, mapped) = match stats.state_source {
+            loci::StateSource::Snapshot { seq, caught_up } => (
+                format!("the snapshot of event {seq}, {caught_up} changes caught up"),
+                " (the rest read in place from the snapshot)",
+            ),
+            _ => ("the whole log, replayed".to_string(), ""),
         };
         outln!("opened from  {source}");
         let b = stats.state_bytes;
+        // A state opened from its snapshot maps it: what changed since is all its heap holds,
+        // which without the note reads as an empty graph.
         outln!(
-            "memory       {} bytes of state: {} nodes, {} node keys, {} edge cores, {} adjacency; {rss} bytes resident",
+            "memory       {} bytes of state on the heap{mapped}: {} nodes, {} node keys, {} edge cores, {} adjacency; {rss} bytes resident",
             b.total(),
             b.nodes,
             b.node_keys,
