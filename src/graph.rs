@@ -20,7 +20,7 @@ use petgraph::visit::{
     NodeIndexable, Visitable,
 };
 
-use crate::lists::{Lists, EXACT_LIST};
+use crate::lists::{capacity_for, Lists};
 use crate::mapped::{Layered, Limits, Offsets, Plain};
 use crate::model::{EdgeId, NodeId};
 use crate::packed::{self, Packable, Packed, MAX_FIELDS};
@@ -580,18 +580,13 @@ impl Csr {
 }
 
 /// Makes room in a list moved out of the base array for `more` entries, sized as the lists
-/// made in this process are (`crate::lists`): exactly up to [`EXACT_LIST`] entries, then
-/// growing by half. (Growing by half throughout had left a sixth of each short list empty;
+/// made in this process are ([`capacity_for`]): exactly up to 64 entries, then growing by
+/// half. (Growing by half throughout had left a sixth of each short list empty;
 /// doubling, a third.)
 fn reserve_entries(list: &mut Vec<AdjEntry>, more: usize) {
     let need = list.len().saturating_add(more);
     if need > list.capacity() {
-        let grown = if need <= EXACT_LIST {
-            need
-        } else {
-            need.max(list.capacity().saturating_add(list.capacity() / 2))
-        };
-        list.reserve_exact(grown - list.len());
+        list.reserve_exact(capacity_for(need) - list.len());
     }
 }
 

@@ -15,7 +15,7 @@ use std::ptr::NonNull;
 use crate::graph::AdjEntry;
 
 /// Lists up to this many entries are allocated to their length exactly.
-pub(crate) const EXACT_LIST: usize = 64;
+const EXACT_LIST: usize = 64;
 
 /// The capacity a list of `len` entries is allocated with: `len` up to [`EXACT_LIST`], then the
 /// first of 64, 96, 144, … (each half again the one before) that holds it.
