@@ -111,12 +111,28 @@ impl Overlay {
         relation: &str,
         to: NodeId,
     ) -> Option<EdgeId> {
+        self.edge_id_hinted(base, from, relation, to, None)
+    }
+
+    /// [`Overlay::edge_id`] with what the base says the edge is when that is known already
+    /// (`Some`: see [`Hint::edge`]).
+    fn edge_id_hinted<B: ProjectionBase>(
+        &self,
+        base: &B,
+        from: NodeId,
+        relation: &str,
+        to: NodeId,
+        in_base: Option<Option<EdgeId>>,
+    ) -> Option<EdgeId> {
         if let Some(rel) = self.new_relations.get(relation) {
             if let Some(id) = self.new_edge_keys.get(&(from, *rel, to)) {
                 return matches!(self.edges.get(id), Some(Some(_))).then_some(*id);
             }
         }
-        let id = base.edge_id(from, relation, to)?;
+        let id = match in_base {
+            Some(hinted) => hinted?,
+            None => base.edge_id(from, relation, to)?,
+        };
         match self.edges.get(&id) {
             Some(None) => None,
             _ => Some(id),
@@ -258,7 +274,7 @@ impl Overlay {
         at: At,
         ev: &Event,
         up: &EdgeUpsert,
-        ends: Option<[Option<NodeId>; 2]>,
+        hint: Option<Hint>,
     ) -> Result<()> {
         if up.relation.trim().is_empty() {
             return Err(at.err("relation", "empty relation"));
@@ -267,9 +283,14 @@ impl Overlay {
         if let Some(c) = up.confidence {
             check_unit(at, "confidence", c)?;
         }
-        let from = self.resolve_hinted(base, at, "from", &up.from, ends.map(|e| e[0]))?;
-        let to = self.resolve_hinted(base, at, "to", &up.to, ends.map(|e| e[1]))?;
-        let existing = match self.edge_id(base, from, &up.relation, to) {
+        let from = self.resolve_hinted(base, at, "from", &up.from, hint.map(|h| h.ends[0]))?;
+        let to = self.resolve_hinted(base, at, "to", &up.to, hint.map(|h| h.ends[1]))?;
+        // The hint's edge is the base's between the ends it names; an end the batch made or
+        // made again is another node.
+        let in_base = hint
+            .filter(|h| h.ends == [Some(from), Some(to)])
+            .map(|h| h.edge);
+        let existing = match self.edge_id_hinted(base, from, &up.relation, to, in_base) {
             Some(id) => self.edge(base, id)?,
             None => None,
         };
@@ -480,9 +501,20 @@ impl Overlay {
 
 /// What the base says the keys of a batch's assertions name, looked up before the batch (on
 /// every core) so that the projection, which must run in order on one thread, does not wait
-/// on a cache miss into the node records for every edge end: `[event][assertion]`, an edge's
-/// two ends (a node upsert's key first). Empty, or shorter than the batch, where not known.
-pub(crate) type KeyHints = Vec<Vec<[Option<NodeId>; 2]>>;
+/// on a cache miss into the node records for every edge end: `[event][assertion]`. Empty, or
+/// shorter than the batch, where not known.
+pub(crate) type KeyHints = Vec<Vec<Hint>>;
+
+/// What the base says of one assertion's keys (see [`KeyHints`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Hint {
+    /// An edge's two ends; a node upsert's node first.
+    pub ends: [Option<NodeId>; 2],
+    /// For an edge whose two ends the base holds, the base's edge of its relation between
+    /// them, if any: the lookup scans the shorter end's list, a cache miss or more into the
+    /// adjacency for each edge of a bulk batch.
+    pub edge: Option<EdgeId>,
+}
 
 /// [`project_batch`] of owned events, which the overlay then holds (replay).
 pub(crate) fn project_batch_with<B: ProjectionBase>(
@@ -539,8 +571,8 @@ pub(crate) fn project_batch<B: ProjectionBase>(
             match assertion {
                 Assertion::UpsertNode(up) => ov.upsert_node(base, at, ev, up)?,
                 Assertion::UpsertEdge(up) => {
-                    let ends = hints.get(i).and_then(|h| h.get(a)).copied();
-                    ov.upsert_edge(base, at, ev, up, ends)?
+                    let hint = hints.get(i).and_then(|h| h.get(a)).copied();
+                    ov.upsert_edge(base, at, ev, up, hint)?
                 }
                 Assertion::RetractNode { key } => ov.retract_node(base, at, key)?,
                 Assertion::RetractEdge { from, relation, to } => {

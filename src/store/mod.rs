@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Adjacency, DecayFilter, Direction, IdSet, Interner, TraversalFilter};
 use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
 use crate::projection::{
-    project_batch, project_batch_with, Counters, KeyHints, Missing, Overlay, ProjectionBase,
+    project_batch, project_batch_with, Counters, Hint, KeyHints, Missing, Overlay, ProjectionBase,
 };
 use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
@@ -312,9 +312,12 @@ impl State {
                 None => self.remove_edge(*id),
             }
         }
-        self.adj.add_sides(sides);
-        self.details
-            .apply(ov.edges.iter().map(|(id, e)| (*id, e.as_ref())));
+        // The lists and the rows of edge details are apart: each takes the batch on a core.
+        let (adj, details) = (&mut self.adj, &mut self.details);
+        rayon::join(
+            || adj.add_sides(sides),
+            || details.apply(ov.edges.iter().map(|(id, e)| (*id, e.as_ref()))),
+        );
         for (id, n) in &ov.nodes {
             match n {
                 Some(n) => self.put_node(n),
@@ -453,13 +456,32 @@ fn key_hints_of(state: &State, lists: &[&[Assertion]]) -> KeyHints {
             assertions
                 .iter()
                 .map(|a| match a {
-                    Assertion::UpsertNode(up) => [state.node_id(&up.key), None],
-                    Assertion::UpsertEdge(e) => [state.node_id(&e.from), state.node_id(&e.to)],
-                    Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => [None, None],
+                    Assertion::UpsertNode(up) => Hint {
+                        ends: [state.node_id(&up.key), None],
+                        edge: None,
+                    },
+                    Assertion::UpsertEdge(e) => edge_hint(state, e),
+                    Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {
+                        Hint::default()
+                    }
                 })
                 .collect()
         })
         .collect()
+}
+
+/// The [`Hint`] of an edge upsert: its two ends, and the edge between them when both are
+/// in `state`.
+fn edge_hint(state: &State, e: &crate::model::EdgeUpsert) -> Hint {
+    let ends = [state.node_id(&e.from), state.node_id(&e.to)];
+    let edge = match ends {
+        [Some(from), Some(to)] => state
+            .relations
+            .get(&e.relation)
+            .and_then(|rel| state.edge_id(from, rel, to)),
+        _ => None,
+    };
+    Hint { ends, edge }
 }
 
 /// Differences between the adjacency of `live` and of `replayed`: every field an entry holds
@@ -845,14 +867,19 @@ impl Positions {
 impl Commit {
     /// The report of a projected, non-empty batch.
     fn of(overlay: &Overlay, skipped: usize) -> Commit {
+        // One pass over each map, counting the removals: four passes over a bulk batch's
+        // hundred thousand edges, a tree walk each, were 3% of its ingest.
+        let removed = |values: &mut dyn Iterator<Item = bool>| values.filter(|gone| *gone).count();
+        let nodes_removed = removed(&mut overlay.nodes.values().map(Option::is_none));
+        let edges_removed = removed(&mut overlay.edges.values().map(Option::is_none));
         Commit {
             first_seq: overlay.events.first().map_or(0, |e| e.seq),
             last_seq: overlay.counters.last_seq,
             events: overlay.events.len(),
-            nodes_upserted: overlay.nodes.values().filter(|n| n.is_some()).count(),
-            nodes_removed: overlay.nodes.values().filter(|n| n.is_none()).count(),
-            edges_upserted: overlay.edges.values().filter(|e| e.is_some()).count(),
-            edges_removed: overlay.edges.values().filter(|e| e.is_none()).count(),
+            nodes_upserted: overlay.nodes.len() - nodes_removed,
+            nodes_removed,
+            edges_upserted: overlay.edges.len() - edges_removed,
+            edges_removed,
             skipped,
         }
     }
@@ -2619,7 +2646,7 @@ impl Store {
             hints
                 .get(i)
                 .and_then(|h| h.get(j))
-                .and_then(|e| e[end])
+                .and_then(|h| h.ends[end])
                 .and_then(|id| state.adj.label_of(id))
                 .map(|l| state.labels.name(l))
         };
@@ -3816,6 +3843,69 @@ mod tests {
         for gone in 15..20 {
             assert!(store.node_by_key(&format!("n{gone}")).is_none());
         }
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{report:?}");
+    }
+
+    /// An edge upsert whose ends and edge the base holds, looked up before the batch on every
+    /// core, changes that edge, unless the batch itself retracted it or made an end again:
+    /// then the edge is a new one. Each case is checked in one event, against the log's replay.
+    #[test]
+    fn an_edge_the_base_holds_is_found_unless_the_batch_changed_it_first() {
+        use crate::model::EdgeUpsert;
+        let tmp = tempfile::tempdir().unwrap();
+        let store = widget_store(tmp.path());
+        let edge = |from: &str, to: &str, confidence: f32| {
+            Assertion::UpsertEdge(EdgeUpsert {
+                from: from.into(),
+                relation: "near".into(),
+                to: to.into(),
+                confidence: Some(confidence),
+                ..Default::default()
+            })
+        };
+        let event = |assertions: Vec<Assertion>| {
+            let mut ev = EventDraft::new(100, "bot", "SEEN");
+            ev.assertions = assertions;
+            store.ingest(vec![ev]).unwrap()
+        };
+        let id = |from: &str, to: &str| {
+            let e = store.edge_between(from, "near", to).unwrap().unwrap();
+            (e.id, e.confidence)
+        };
+        event(vec![edge("n1", "n2", 0.5), edge("n3", "n3", 0.5)]);
+        let (first, _) = id("n1", "n2");
+        let (looped, _) = id("n3", "n3");
+        // Found: the same edge, changed (a self-loop too).
+        event(vec![edge("n1", "n2", 0.6), edge("n3", "n3", 0.7)]);
+        assert_eq!(id("n1", "n2"), (first, 0.6));
+        assert_eq!(id("n3", "n3"), (looped, 0.7));
+        // Retracted first: a new edge.
+        event(vec![
+            Assertion::RetractEdge {
+                from: "n1".into(),
+                relation: "near".into(),
+                to: "n2".into(),
+            },
+            edge("n1", "n2", 0.8),
+        ]);
+        let (second, conf) = id("n1", "n2");
+        assert!(second != first && conf == 0.8);
+        // An end made again: its node and the edge are new.
+        let n2 = store.node_by_key("n2").unwrap().id;
+        event(vec![
+            Assertion::RetractNode { key: "n2".into() },
+            Assertion::UpsertNode(NodeUpsert {
+                key: "n2".into(),
+                ..Default::default()
+            }),
+            edge("n1", "n2", 0.9),
+        ]);
+        assert_ne!(store.node_by_key("n2").unwrap().id, n2);
+        let (third, conf) = id("n1", "n2");
+        assert!(third != second && conf == 0.9);
+        let n1 = store.node_by_key("n1").unwrap().id;
+        assert_eq!(store.graph().edges_of(n1).count(), 1);
         let report = store.verify().unwrap();
         assert!(report.ok(), "{report:?}");
     }
