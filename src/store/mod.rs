@@ -3910,6 +3910,94 @@ mod tests {
         assert!(report.ok(), "{report:?}");
     }
 
+    /// One assertion over a small key space (five nodes a base holds, a sixth it does not).
+    fn hinted_op() -> impl proptest::strategy::Strategy<Value = Assertion> {
+        use proptest::prelude::*;
+        let key = || (0..6u8).prop_map(|k| format!("k{k}"));
+        let relation = || (0..2u8).prop_map(|r| format!("r{r}"));
+        prop_oneof![
+            key().prop_map(|key| Assertion::UpsertNode(NodeUpsert {
+                key,
+                ..Default::default()
+            })),
+            (key(), relation(), key(), 0..4u8).prop_map(|(from, relation, to, c)| {
+                Assertion::UpsertEdge(crate::model::EdgeUpsert {
+                    from,
+                    relation,
+                    to,
+                    confidence: Some(f32::from(c) / 4.0),
+                    ..Default::default()
+                })
+            }),
+            key().prop_map(|key| Assertion::RetractNode { key }),
+            (key(), relation(), key()).prop_map(|(from, relation, to)| Assertion::RetractEdge {
+                from,
+                relation,
+                to
+            }),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// The answers looked up before a batch (`KeyHints`: each key's node, each edge's
+        /// edge in the base) change nothing the projection makes of it. A base of five nodes
+        /// and edges among them, then a batch of upserts and retractions of nodes and edges
+        /// (an end retracted and made again, an edge retracted and upserted, in one event or
+        /// across events): the overlay projected with the hints is the one projected
+        /// without, or both refuse the batch with the same error, for live ingest's rule on
+        /// a missing node and for replay's.
+        #[test]
+        fn key_hints_change_nothing_a_batch_projects(
+            base in proptest::collection::vec(hinted_op(), 0..30),
+            batch in proptest::collection::vec(proptest::collection::vec(hinted_op(), 1..10), 1..4),
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+            let mut first = EventDraft::new(0, "bot", "SEEN");
+            first.assertions = (0..5)
+                .map(|k| Assertion::UpsertNode(NodeUpsert {
+                    key: format!("k{k}"),
+                    ..Default::default()
+                }))
+                .collect();
+            store.ingest(vec![first]).unwrap();
+            for a in base {
+                let mut ev = EventDraft::new(1, "bot", "SEEN");
+                ev.assertions = vec![a];
+                // A refused assertion (an edge to the absent node) leaves the base as it was.
+                let _ = store.ingest(vec![ev]);
+            }
+            let state = store.read_state();
+            let events: Vec<Event> = batch
+                .into_iter()
+                .enumerate()
+                .map(|(i, assertions)| {
+                    let mut d = EventDraft::new(2, "bot", "SEEN");
+                    d.assertions = assertions;
+                    d.salience = Some(0.5);
+                    Event::from_draft(state.counters.last_seq + 1 + i as u64, 0, d)
+                })
+                .collect();
+            let lists: Vec<&[Assertion]> = events.iter().map(|e| e.assertions.as_slice()).collect();
+            let hints = key_hints_of(&state, &lists);
+            let base = LiveBase { state: &state };
+            for missing in [Missing::Refuse, Missing::Skip] {
+                let with = project_batch(&base, &events, 0, missing, &hints);
+                let without = project_batch(&base, &events, 0, missing, &KeyHints::new());
+                match (with, without) {
+                    (Ok(a), Ok(b)) => {
+                        proptest::prop_assert_eq!(&a.nodes, &b.nodes);
+                        proptest::prop_assert_eq!(&a.edges, &b.edges);
+                        proptest::prop_assert_eq!(a.counters, b.counters);
+                    }
+                    (Err(a), Err(b)) => proptest::prop_assert_eq!(a.to_string(), b.to_string()),
+                    (a, b) => proptest::prop_assert!(false, "{:?} against {:?}", a.err(), b.err()),
+                }
+            }
+        }
+    }
+
     /// 23 events of 5 nodes each, named "copper widget 0" to "4".
     fn widget_store(dir: &std::path::Path) -> Store {
         let store = Store::create(dir.join("s"), BackendKind::Redb).unwrap();
