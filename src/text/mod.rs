@@ -557,11 +557,11 @@ fn check_files(
                 damaged.push(file);
                 continue;
             }
-            Err(e) if is_damage(&e) => {
+            Err(e) => {
+                refuse_unless_damage(dir, &file, e)?;
                 damaged.push(file);
                 continue;
             }
-            Err(e) => return Err(Error::io(dir.join(&file), e)),
         };
         if every {
             continue;
@@ -607,6 +607,27 @@ fn is_damage(e: &std::io::Error) -> bool {
         e.kind(),
         std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
     )
+}
+
+/// `Ok` when the failure `e` of the check of `file` (in the index's directory `dir`) is
+/// damage; otherwise the error to return. A file gone since the open listed the segments is
+/// the index changing under a read-only open (a writer beside it merged segments and deleted
+/// the old ones' files): a text error, which that open tries again with the new list
+/// (`open_text_beside_writer`). As an I/O error it was not tried again, and a reader opened
+/// beside a busy writer failed.
+fn refuse_unless_damage(dir: &Path, file: &Path, e: std::io::Error) -> Result<()> {
+    let path = dir.join(file);
+    if is_damage(&e) {
+        Ok(())
+    } else if !path.exists() {
+        Err(Error::text(format!(
+            "{}: {} went away while the index was opened ({e}): a writer replaced it",
+            dir.display(),
+            file.display()
+        )))
+    } else {
+        Err(Error::io(path, e))
+    }
 }
 
 /// Has the next open of the index in `dir` check every file's checksum, finding the damage a
@@ -1278,6 +1299,28 @@ pub fn hit_json(s: &crate::Store, h: &Hit) -> Result<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A segment file that a writer's merge deleted between the open's list of segments and
+    /// its check is the index changing: a text error, which a read-only open beside a writer
+    /// tries again. It was an I/O error, not tried again: a reader opened during a stream of
+    /// commits failed (`a_reader_opened_during_commits_sees_one_commit`, under load). Damage
+    /// stays damage, and a failure to read a file that is there stays an I/O error.
+    #[test]
+    fn a_file_gone_while_checked_is_the_index_changing_not_an_io_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gone = std::path::Path::new("a470b990.fieldnorm");
+        let vanished = std::io::Error::other(format!("Files does not exist: {gone:?}"));
+        let e = refuse_unless_damage(tmp.path(), gone, vanished).unwrap_err();
+        assert!(matches!(&e, Error::Text { .. }), "{e:?}");
+        assert!(e.to_string().contains("went away"), "{e}");
+        let there = std::path::Path::new("there.idx");
+        std::fs::write(tmp.path().join(there), b"x").unwrap();
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = refuse_unless_damage(tmp.path(), there, denied).unwrap_err();
+        assert!(matches!(&e, Error::Io { .. }), "{e:?}");
+        let short = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        assert!(refuse_unless_damage(tmp.path(), gone, short).is_ok());
+    }
 
     /// The boundary behind the block checks: a read that panics inside tantivy is an error,
     /// and the handle refuses every later read; with every file sound, the error is a fault,
