@@ -247,7 +247,7 @@ impl State {
         if !same {
             self.remove_edge(e.id);
             let sides = self.put_edge(e);
-            self.adj.add_sides(sides.to_vec());
+            self.adj.add_sides(&sides);
             return;
         }
         // The core and time in their slots; the sides in place of the ones the lists hold.
@@ -315,7 +315,7 @@ impl State {
         // The lists and the rows of edge details are apart: each takes the batch on a core.
         let (adj, details) = (&mut self.adj, &mut self.details);
         rayon::join(
-            || adj.add_sides(sides),
+            || adj.add_sides(&sides),
             || details.apply(ov.edges.iter().map(|(id, e)| (*id, e.as_ref()))),
         );
         for (id, n) in &ov.nodes {
