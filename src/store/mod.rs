@@ -869,9 +869,8 @@ impl Commit {
     fn of(overlay: &Overlay, skipped: usize) -> Commit {
         // One pass over each map, counting the removals: four passes over a bulk batch's
         // hundred thousand edges, a tree walk each, were 3% of its ingest.
-        let removed = |values: &mut dyn Iterator<Item = bool>| values.filter(|gone| *gone).count();
-        let nodes_removed = removed(&mut overlay.nodes.values().map(Option::is_none));
-        let edges_removed = removed(&mut overlay.edges.values().map(Option::is_none));
+        let nodes_removed = overlay.nodes.values().filter(|n| n.is_none()).count();
+        let edges_removed = overlay.edges.values().filter(|e| e.is_none()).count();
         Commit {
             first_seq: overlay.events.first().map_or(0, |e| e.seq),
             last_seq: overlay.counters.last_seq,
