@@ -401,6 +401,11 @@ impl State {
     fn edge_id(&self, from: NodeId, relation: u32, to: NodeId) -> Option<EdgeId> {
         self.adj.find_edge(from, relation, to)
     }
+
+    /// [`State::edge_id`] of a relation by name (none for a name never interned).
+    fn edge_id_named(&self, from: NodeId, relation: &str, to: NodeId) -> Option<EdgeId> {
+        self.edge_id(from, self.relations.get(relation)?, to)
+    }
 }
 
 /// How the graph part of an opened state was loaded.
@@ -475,10 +480,7 @@ fn key_hints_of(state: &State, lists: &[&[Assertion]]) -> KeyHints {
 fn edge_hint(state: &State, e: &crate::model::EdgeUpsert) -> Hint {
     let ends = [state.node_id(&e.from), state.node_id(&e.to)];
     let edge = match ends {
-        [Some(from), Some(to)] => state
-            .relations
-            .get(&e.relation)
-            .and_then(|rel| state.edge_id(from, rel, to)),
+        [Some(from), Some(to)] => state.edge_id_named(from, &e.relation, to),
         _ => None,
     };
     Hint { ends, edge }
@@ -573,8 +575,7 @@ impl ProjectionBase for LiveBase<'_> {
         self.state.node(id)
     }
     fn edge_id(&self, from: NodeId, relation: &str, to: NodeId) -> Option<EdgeId> {
-        let rel = self.state.relations.get(relation)?;
-        self.state.edge_id(from, rel, to)
+        self.state.edge_id_named(from, relation, to)
     }
     fn edge(&self, id: EdgeId) -> Result<Option<Edge>> {
         Ok(self.state.edge(id))
