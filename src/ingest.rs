@@ -739,9 +739,8 @@ pub fn read_file_in_rounds(
         Some(f) => f,
         None => detect_format_of_line(&file, first.0, &first.1)?,
     };
-    // At least MIN_ROUND_LINES per round, so that parsing runs in parallel over a good many
-    // lines even when commits are small.
-    let round_lines = match format {
+    // The lines of `round_events` events.
+    let unit = match format {
         Format::Triples => usize::MAX,
         Format::Graph => round_events.saturating_mul(GRAPH_LINES_PER_EVENT),
         Format::Events
@@ -750,7 +749,15 @@ pub fn read_file_in_rounds(
         | Format::Conversation
         | Format::Journal => round_events,
     }
-    .max(MIN_ROUND_LINES);
+    .max(1);
+    // At least MIN_ROUND_LINES per round, so that parsing runs in parallel over a good many
+    // lines even when commits are small; and a whole number of units, so that a caller
+    // committing `round_events` at a time is not left a short batch at each round's end.
+    let round_lines = if unit >= MIN_ROUND_LINES {
+        unit
+    } else {
+        MIN_ROUND_LINES.div_ceil(unit).saturating_mul(unit)
+    };
     let mut total = 0;
     let mut round: Vec<Line> = vec![first];
     loop {

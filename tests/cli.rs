@@ -1598,3 +1598,40 @@ fn a_bench_refuses_an_output_in_a_missing_directory_before_it_runs() {
     );
     assert!(o.stdout.is_empty());
 }
+
+#[test]
+fn commit_every_commits_batches_of_exactly_n_events_across_read_rounds() {
+    // The file is read in rounds of at least 16,384 lines; a round that is not a multiple of
+    // N used to leave a short batch at each round's end (5 x 3,000 + 1,384, and again).
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let input = tmp.path().join("many.jsonl");
+    let mut text = String::new();
+    for i in 0..40_000 {
+        text.push_str(&format!(
+            "{{\"actor\":\"bot\",\"kind\":\"OBSERVATION\",\"ts\":{i},\"assert\":[{{\"key\":\"n{i}\",\"label\":\"Thing\",\"name\":\"n{i}\",\"op\":\"node\"}}]}}\n"
+        ));
+    }
+    std::fs::write(&input, text).unwrap();
+    let out = ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--commit-every",
+        "3000",
+        "--json",
+        p(&input),
+    ]);
+    let sizes: Vec<u64> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["events"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    let mut expected = vec![3000; 13];
+    expected.push(1000);
+    assert_eq!(sizes, expected);
+}
