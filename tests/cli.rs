@@ -1251,7 +1251,7 @@ fn bench_graph_json_reports_the_load_heap_state_by_part() {
         "--nodes",
         "200",
         "--edges",
-        "1000",
+        "5000",
         "--json",
         "--dir",
         p(&dir),
@@ -1275,6 +1275,18 @@ fn bench_graph_json_reports_the_load_heap_state_by_part() {
     assert!(part("adjacency") >= 32.0, "{load}");
     let sum = part("adjacency") + part("edges") + part("nodes") + part("node_keys");
     assert!((sum - part("total")).abs() < 1e-6, "{load}");
+    // After the open the lists are the snapshot's, mapped: their bytes are counted there and
+    // not read as 0 because none are on the heap.
+    let mapped: u64 = report["disk_bytes_snapshot_sections"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| name.starts_with("adjacency"))
+        .map(|(_, b)| b.as_u64().unwrap())
+        .sum();
+    assert!(mapped > 0, "{}", report["disk_bytes_snapshot_sections"]);
+    let adjacency = report["adjacency_bytes_per_edge"].as_f64().unwrap() * 5000.0;
+    assert!(adjacency >= mapped as f64 - 1e-6, "{adjacency} < {mapped}");
 }
 
 /// A graph written to a file and read back from it is the same graph to the benchmark (the

@@ -603,6 +603,8 @@ pub struct GraphReport {
     /// The store directory's allocated blocks per edge (what `du` says): below the total of
     /// the files' lengths where redb's file is sparse.
     pub disk_bytes_per_edge_allocated: f64,
+    /// The adjacency lists' bytes after the open, per edge: those on the heap and the
+    /// snapshot's sections of them, which the open maps.
     pub adjacency_bytes_per_edge: f64,
     /// The in-memory state's heap bytes by part, per edge (`Stats::state_bytes`), after the
     /// open.
@@ -789,7 +791,14 @@ pub fn run_graph_bench(
         peak_rss_bytes: peak_rss_bytes(),
         peak_rss_bytes_per_edge: peak_rss_bytes() as f64 / edges,
         peak_rss_ingest_bytes_per_edge: peak_ingest as f64 / edges,
-        adjacency_bytes_per_edge: stats.adjacency_bytes as f64 / edges,
+        adjacency_bytes_per_edge: (stats.adjacency_bytes as u64
+            + stats
+                .disk_bytes_snapshot_sections
+                .iter()
+                .filter(|(name, _)| name.starts_with("adjacency"))
+                .map(|(_, bytes)| bytes)
+                .sum::<u64>()) as f64
+            / edges,
         state_bytes_per_edge: per_edge_by_part(&stats.state_bytes, edges),
         ingest_state_bytes_per_edge: per_edge_by_part(&ingest_state, edges),
         ingest_end_rss_anon_bytes_per_edge: ingest_end_anon as f64 / edges,
