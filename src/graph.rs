@@ -402,6 +402,8 @@ struct Scratch {
     generation: u32,
     frontier: Vec<u32>,
     next: Vec<u32>,
+    /// A part of the list being expanded, decoded (at most [`ROW_CHUNK`] entries).
+    row: Vec<AdjEntry>,
 }
 
 impl Scratch {
@@ -422,6 +424,24 @@ impl Scratch {
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Entries of a list an expansion decodes at a time (4 KiB of them, in the first-level cache).
+const ROW_CHUNK: usize = 256;
+
+/// Reads the visit stamp of each entry's node before an expansion tests any of them. Where the
+/// stamps outgrow the cache (a word a node: 80 MB at 20M nodes), each is a miss; these loads,
+/// independent of each other and of the decoding, are in flight together, where the test of
+/// each entry waited on its own miss behind the decoding of the entries before it. Over the
+/// 100M-edge benchmark graph, warm, alternating runs: 2-hop p50 6.0-6.2 µs against 9.8-10.3,
+/// 3-hop filtered 62-63 against 122-126. The C floor's plain loop gains nothing so (it was
+/// slower with the same reads): its test of an entry is a few instructions, not a decoding.
+fn touch_stamps(stamp: &[u32], row: &[AdjEntry]) {
+    let mut touched = 0u32;
+    for e in row {
+        touched ^= stamp.get(e.node as usize).copied().unwrap_or(0);
+    }
+    std::hint::black_box(touched);
 }
 
 /// Adjacency lists of all nodes, plus each node's interned label.
@@ -1042,23 +1062,33 @@ impl Adjacency {
             s.frontier.push(start.0);
             for hop in 1..=depth {
                 let last = hop == depth;
+                self.touch_lists(&s.frontier);
                 for i in 0..s.frontier.len() {
                     let from = s.frontier[i];
-                    for e in self.entries(NodeId(from)) {
-                        let stamp = &mut s.stamp[e.node as usize];
-                        if *stamp == gen || !filter.admits(from, &e, self) {
-                            continue;
+                    let mut entries = self.entries(NodeId(from));
+                    loop {
+                        s.row.clear();
+                        s.row.extend(entries.by_ref().take(ROW_CHUNK));
+                        if s.row.is_empty() {
+                            break;
                         }
-                        *stamp = gen;
-                        if !last {
-                            s.next.push(e.node);
+                        touch_stamps(&s.stamp, &s.row);
+                        for &e in &s.row {
+                            let stamp = &mut s.stamp[e.node as usize];
+                            if *stamp == gen || !filter.admits(from, &e, self) {
+                                continue;
+                            }
+                            *stamp = gen;
+                            if !last {
+                                s.next.push(e.node);
+                            }
+                            visit(Reached {
+                                node: NodeId(e.node),
+                                hops: hop,
+                                via: e,
+                                parent: NodeId(from),
+                            });
                         }
-                        visit(Reached {
-                            node: NodeId(e.node),
-                            hops: hop,
-                            via: e,
-                            parent: NodeId(from),
-                        });
                     }
                 }
                 std::mem::swap(&mut s.frontier, &mut s.next);
@@ -1068,6 +1098,17 @@ impl Adjacency {
                 }
             }
         });
+    }
+
+    /// Reads the length of each of `nodes`' lists, for its memory: where a node's list starts
+    /// is a cache miss of its own, and these loads, independent of each other, are in flight
+    /// together, where an expansion meets each in turn behind the last list's work.
+    fn touch_lists(&self, nodes: &[u32]) {
+        let mut lens = 0usize;
+        for &n in nodes {
+            lens ^= self.degree(NodeId(n));
+        }
+        std::hint::black_box(lens);
     }
 
     /// The distinct nodes within `depth` hops of `start` (not `start`), nearest first.
@@ -1466,6 +1507,80 @@ mod tests {
                 .collect();
             want.sort_unstable();
             assert_eq!(got, want, "node {i}");
+        }
+    }
+
+    /// An expansion decodes a list in parts and reads ahead of its tests (`touch_stamps`):
+    /// it must reach what the plain loop over each list reaches, in the same order, by the
+    /// same parent and edge, with lists longer than a part (a hub of hundreds of entries),
+    /// on lists in memory and mapped from a file.
+    mod an_expansion_is_a_plain_breadth_first_search {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn plain(
+            g: &Adjacency,
+            start: NodeId,
+            depth: u8,
+            filter: &TraversalFilter,
+        ) -> Vec<(u32, u8, u32, u32)> {
+            let mut out = Vec::new();
+            if !g.contains_node(start) || depth == 0 {
+                return out;
+            }
+            let mut seen = vec![false; g.node_bound()];
+            seen[start.0 as usize] = true;
+            let mut frontier = vec![start.0];
+            for hop in 1..=depth {
+                let mut next = Vec::new();
+                for &from in &frontier {
+                    for e in g.entries(NodeId(from)) {
+                        if seen[e.node as usize] || !filter.admits(from, &e, g) {
+                            continue;
+                        }
+                        seen[e.node as usize] = true;
+                        next.push(e.node);
+                        out.push((e.node, hop, e.edge, from));
+                    }
+                }
+                frontier = next;
+            }
+            out
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(48))]
+            #[test]
+            fn on_any_graph(
+                // Ends below 4 are hubs: one edge in two touches one.
+                edges in proptest::collection::vec(
+                    (0..4u32, 0..60u32, 0..3u32, 0..3u8, any::<bool>()),
+                    0..1500,
+                ),
+                start in 0..60u32,
+                depth in 0..5u8,
+                which in 0..3u8,
+            ) {
+                let g = laid_out(
+                    60,
+                    edges.iter().enumerate().map(|(i, &(hub, other, r, c, out))| {
+                        let (a, b) = if out { (hub, other) } else { (other, hub) };
+                        (i as u32, a, b, r, [0.2, 0.5, 0.9][c as usize])
+                    }),
+                );
+                let filter = match which {
+                    0 => TraversalFilter::default(),
+                    1 => TraversalFilter { min_confidence: 0.5, ..Default::default() },
+                    _ => TraversalFilter { direction: Direction::Outgoing, ..Default::default() },
+                };
+                for g in [g.clone(), mapped_copy(&g)] {
+                    let mut reached = Vec::new();
+                    g.expand_with(NodeId(start), depth, &filter, |r| {
+                        reached.push((r.node.0, r.hops, r.via.edge, r.parent.0));
+                    });
+                    prop_assert_eq!(&reached, &plain(&g, NodeId(start), depth, &filter));
+                }
+            }
         }
     }
 
