@@ -9,7 +9,17 @@
 use loci::bench::{random_starts, GraphSpec};
 use loci::{Store, TraversalFilter};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("warm_traversals: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args_os()
         .nth(1)
         .ok_or("usage: warm_traversals STORE_DIR (a store `loci bench graph --dir` wrote)")?;

@@ -1647,3 +1647,25 @@ fn commit_every_commits_batches_of_exactly_n_events_across_read_rounds() {
     expected.push(1000);
     assert_eq!(sizes, expected);
 }
+
+#[test]
+fn commit_every_zero_is_refused_as_usage() {
+    // A batch of 0 events means nothing; it was taken as 1 without a word.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    ok(&["init", "--store", p(&store)]);
+    let world = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
+    let out = loci(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--commit-every",
+        "0",
+        p(&world),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--commit-every"), "{err}");
+    let stats = json(&["stats", "--store", p(&store), "--json"]);
+    assert_eq!(stats["events"], 0);
+}

@@ -135,8 +135,10 @@ pub struct IngestArgs {
     /// Input format; detected from the first line when not given.
     #[arg(long, value_parser = ["events", "graph", "passages", "triples", "toolcalls", "conversation", "journal"])]
     pub format: Option<String>,
-    /// Commit every N events as its own atomic batch (default: everything in one batch).
-    #[arg(long, value_name = "N")]
+    /// Commit every N events (at least 1) as its own atomic batch (default: everything in one
+    /// batch).
+    #[arg(long, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub commit_every: Option<usize>,
     /// Put passages (and the triples citing them) under NS: passage `p1` becomes `NS/p1`.
     #[arg(long, value_name = "NS")]
