@@ -439,10 +439,16 @@ fn saved_queries_run_and_metaqa_bench() {
     assert!(r["retrieval"]["answer_recall@10"].is_number() && r["load_s"].is_number());
 }
 
-/// A store holding the committed synthetic-world fixture.
-fn world_store(tmp: &Path) -> std::path::PathBuf {
+/// A new, empty store under `tmp`, made by `loci init`.
+fn empty_store(tmp: &Path) -> std::path::PathBuf {
     let store = tmp.join("store");
     ok(&["init", "--store", p(&store)]);
+    store
+}
+
+/// A store holding the committed synthetic-world fixture.
+fn world_store(tmp: &Path) -> std::path::PathBuf {
+    let store = empty_store(tmp);
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
     ok(&["ingest", "--store", p(&store), p(&fixture)]);
     store
@@ -499,8 +505,7 @@ fn with_closed_stderr(args: &[&str]) -> std::process::ExitStatus {
 #[test]
 fn closed_stderr_ends_no_command_with_a_panic_or_an_abort() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
     // -vv logs every batch; a snapshot that is a directory logs warnings at the default level.
     let status = with_closed_stderr(&["ingest", "--store", p(&store), "-vv", p(&fixture)]);
@@ -525,8 +530,7 @@ fn closed_stderr_ends_no_command_with_a_panic_or_an_abort() {
 #[test]
 fn stored_control_characters_are_printed_escaped() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let passages = tmp.path().join("p.jsonl");
     std::fs::write(
         &passages,
@@ -559,8 +563,7 @@ fn stored_control_characters_are_printed_escaped() {
 #[test]
 fn ingest_finishes_when_stdout_closes() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
     let lines = std::fs::read_to_string(&fixture).unwrap().lines().count() as u64;
     let out = with_closed_stdout(&[
@@ -720,8 +723,7 @@ fn search_rows_use_the_pack_vocabulary() {
 #[test]
 fn odd_input_files_are_read_or_rejected_with_their_line() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let write = |name: &str, bytes: &[u8]| {
         let f = tmp.path().join(name);
         std::fs::write(&f, bytes).unwrap();
@@ -816,8 +818,7 @@ fn demo_exit_code_says_whether_answers_match() {
 #[test]
 fn passage_ids_never_collide_silently() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let a = tmp.path().join("a.jsonl");
     let b = tmp.path().join("b.jsonl");
     std::fs::write(
@@ -1010,8 +1011,7 @@ fn a_question_asked_again_finds_its_answers_hot() {
 fn closed_stderr_is_no_panic_after_a_commit() {
     use std::process::Stdio;
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let world = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
     // `2>&1 | head -c 100` closes both: the ingest's notes on stderr must not panic it.
     let mut child = Command::new(BIN)
@@ -1132,8 +1132,7 @@ fn readme_first_session_runs_as_written() {
 #[test]
 fn a_store_file_that_is_not_a_database_exits_corrupt() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     std::fs::write(store.join("data.redb"), vec![0x5a; 8192]).unwrap();
     let out = loci(&["stats", "--store", p(&store)]);
     assert_eq!(
@@ -1393,8 +1392,7 @@ fn world_out_dash_writes_events_to_stdout_for_ingest() {
         serde_json::from_str::<serde_json::Value>(line).unwrap();
     }
     assert!(String::from_utf8_lossy(&out.stderr).contains("wrote"));
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let ingested = common::run_with_stdin(
         BIN,
         &["ingest", "--store", p(&store), "-"],
@@ -1415,8 +1413,7 @@ fn world_out_dash_writes_events_to_stdout_for_ingest() {
 #[test]
 fn ingest_reads_standard_input_as_dash() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let run = |input: &str, extra: &[&str]| {
         let mut args = vec!["ingest", "--store", p(&store)];
         args.extend_from_slice(extra);
@@ -1616,8 +1613,7 @@ fn commit_every_commits_batches_of_exactly_n_events_across_read_rounds() {
     // The file is read in rounds of at least 16,384 lines; a round that is not a multiple of
     // N used to leave a short batch at each round's end (5 x 3,000 + 1,384, and again).
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let input = tmp.path().join("many.jsonl");
     let mut text = String::new();
     for i in 0..40_000 {
@@ -1652,8 +1648,7 @@ fn commit_every_commits_batches_of_exactly_n_events_across_read_rounds() {
 fn commit_every_zero_is_refused_as_usage() {
     // A batch of 0 events means nothing; it was taken as 1 without a word.
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    ok(&["init", "--store", p(&store)]);
+    let store = empty_store(tmp.path());
     let world = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
     let out = loci(&[
         "ingest",
