@@ -550,7 +550,9 @@ fn p50_p95(mut samples: Vec<f64>) -> (f64, f64) {
     (at(0.5), at(0.95))
 }
 
-fn latency(samples: Vec<f64>) -> Latency {
+/// The [`Latency`] of `samples` in microseconds, by [`p50_p95`]: what every benchmark here
+/// reports, and `examples/warm_traversals` too.
+pub fn latency(samples: Vec<f64>) -> Latency {
     let (p50_us, p95_us) = p50_p95(samples);
     Latency { p50_us, p95_us }
 }
