@@ -3155,9 +3155,15 @@ impl Store {
         Ok(self.read_state().latest_ts)
     }
 
-    /// Full-text search over nodes and events.
+    /// Full-text search over nodes and events; a `text` with no word (an emoji, a symbol,
+    /// stopwords only) finds the nodes of that name ([`TextIndex::search_or_name`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
-        self.text.search(text, filter, limit)
+        let g = self.graph();
+        let bears = |n, form: &str| {
+            g.node(n)
+                .is_some_and(|node| crate::text::bears_name_form(&node, form))
+        };
+        self.text.search_or_name(text, filter, limit, &bears)
     }
 
     /// The full-text index (for analysis of query text, document counts).

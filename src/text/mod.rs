@@ -278,6 +278,10 @@ pub(crate) fn name_term(form: &str) -> u64 {
     crate::codec::stable_hash(form.as_bytes()) & 0xFFFF_FFFF
 }
 
+/// Whether node `id` bears name form `form` (with a store: [`bears_name_form`] of the node):
+/// what a name lookup keeps of the nodes the index gives for the form's [`name_term`].
+pub type Bears<'a> = &'a dyn Fn(NodeId, &str) -> bool;
+
 /// Whether `node` bears the name form `form` (its name's or an alias's [`name_form`]): what a
 /// name lookup keeps of the nodes the index gives it.
 pub fn bears_name_form(node: &Node, form: &str) -> bool {
@@ -992,8 +996,34 @@ impl TextIndex {
     }
 
     /// BM25 search: documents matching any term of `text`, within `filter`, best first. At
-    /// most [`Self::MAX_SEARCH_HITS`] hits, whatever `limit` asks.
+    /// most [`Self::MAX_SEARCH_HITS`] hits, whatever `limit` asks. A `text` the analyser keeps
+    /// no term of finds nothing (see [`Self::search_or_name`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
+        self.search_with(text, filter, limit, None)
+    }
+
+    /// [`Self::search`], where a `text` the analyser keeps no term of (an emoji, a symbol,
+    /// stopwords only) is looked up as a name instead: the nodes whose name or an alias has
+    /// its [`name_form`], within `filter`, each of score 1, by id. `bears(node, form)` says
+    /// which of the nodes the index gives for the form's [`name_term`] bear the form itself
+    /// (see [`Self::lookup_name`]).
+    pub fn search_or_name(
+        &self,
+        text: &str,
+        filter: &SearchFilter,
+        limit: usize,
+        bears: Bears<'_>,
+    ) -> Result<Vec<Hit>> {
+        self.search_with(text, filter, limit, Some(bears))
+    }
+
+    fn search_with(
+        &self,
+        text: &str,
+        filter: &SearchFilter,
+        limit: usize,
+        bears: Option<Bears<'_>>,
+    ) -> Result<Vec<Hit>> {
         Self::check_question(text)?;
         self.refuse_if_damaged()?;
         // The collector allocates for `limit` hits up front: a caller's huge limit must not
@@ -1001,12 +1031,25 @@ impl TextIndex {
         let limit = limit
             .min(Self::MAX_SEARCH_HITS)
             .min(self.reader.searcher().num_docs() as usize);
-        let terms = self.analyze(text)?;
-        if terms.is_empty() || limit == 0 {
+        if limit == 0 {
             return Ok(Vec::new());
         }
-        let text_query = any_term_query(self.fields.text, &terms);
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, text_query)];
+        let terms = self.analyze(text)?;
+        let (matching, form) = if terms.is_empty() {
+            let form = name_form(text);
+            let Some(bears) = bears.filter(|_| !form.is_empty()) else {
+                return Ok(Vec::new());
+            };
+            let named = TermQuery::new(
+                Term::from_field_u64(self.fields.name, name_term(&form)),
+                IndexRecordOption::Basic,
+            );
+            let q: Box<dyn Query> = Box::new(ConstScoreQuery::new(Box::new(named), 1.0));
+            (q, Some((form, bears)))
+        } else {
+            (any_term_query(self.fields.text, &terms), None)
+        };
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, matching)];
         let tag_query = |tags: Vec<String>| -> Box<dyn Query> {
             let qs = tags
                 .into_iter()
@@ -1048,11 +1091,24 @@ impl TextIndex {
             Box::new(BooleanQuery::new(clauses))
         };
         let searcher = self.reader.searcher();
-        let top = self.read("search", || {
-            self.top_by_score_then_target(&searcher, &*query, limit)
+        let Some((form, bears)) = form else {
+            let top = self.read("search", || {
+                self.top_by_score_then_target(&searcher, &*query, limit)
+            })?;
+            return Ok(top
+                .into_iter()
+                .map(|(score, target)| Hit { target, score })
+                .collect());
+        };
+        // Nodes of another form with the same hash are among the hits, so all are read before
+        // the limit: the nodes of one name hash are few.
+        let all = self.read("search", || {
+            self.top_by_score_then_target(&searcher, &*query, Self::MAX_SEARCH_HITS)
         })?;
-        Ok(top
+        Ok(all
             .into_iter()
+            .filter(|(_, target)| matches!(target, Target::Node(n) if bears(*n, &form)))
+            .take(limit)
             .map(|(score, target)| Hit { target, score })
             .collect())
     }
