@@ -122,8 +122,9 @@ fn page_of(i: usize) -> (usize, usize) {
 /// held both blocks for that moment (134 MB at the 8.4 millionth edge of a 10M-edge load).
 /// A page is allocated whole and filled as ids come, so the part past the last slot is
 /// never written and not resident. Pages of one size (64 KiB) had cost a 100M-edge load 4.8
-/// B/edge more resident than the vector (peak 82.7 against 77.6-77.9): the allocator mixes
-/// such blocks with a batch's in its pages, where a page of 16 MB or more is its own mapping.
+/// B/edge more resident than the vector (peak 82.7 against 77.6-77.9, one run), most likely
+/// as the allocator mixes such blocks with a batch's in its pages, where it maps a block of
+/// many megabytes on its own.
 #[derive(Clone, Debug, Default)]
 struct CorePages {
     pages: Vec<Vec<Core>>,
