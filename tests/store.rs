@@ -696,6 +696,64 @@ fn search_finds_names_without_words(kind: BackendKind, dir: &Path) {
     assert_verified(&store);
 }
 
+/// A reader beside a writer can open a full-text index that is ahead of the log it read (the
+/// writer committed a batch between the two). Its hits are kept to what its graph holds: a
+/// node or an event past it had come back as a row of nulls (`loci search` beside `loci
+/// ingest`, from a probe).
+fn search_keeps_to_what_the_readers_graph_holds(kind: BackendKind, dir: &Path) {
+    let before = dir.with_extension("before");
+    {
+        let store = Store::create(dir, kind).unwrap();
+        village(&store);
+    }
+    copy_tree(dir, &before);
+    {
+        let store = Store::open(dir).unwrap();
+        let mut note = event(50, "NOTE", vec![node("port", "Place", "Zanzibar harbour")]);
+        note.payload = Value::from("zanzibar spice: village, village, village");
+        store.ingest(vec![note]).unwrap();
+    }
+    // The graph and the log as before the batch; the index as after it.
+    std::fs::remove_dir_all(before.join("text")).unwrap();
+    copy_tree(&dir.join("text"), &before.join("text"));
+    let reader = Store::open_read_only(&before).unwrap();
+    let last = reader.stats().events;
+    assert!(reader.node_by_key("port").is_none());
+    let f = SearchFilter::default();
+    assert_eq!(reader.search("zanzibar", &f, 10).unwrap(), []);
+    let hits = reader.search("village", &f, 100).unwrap();
+    assert!(!hits.is_empty());
+    for h in &hits {
+        match h.target {
+            Target::Node(n) => assert!(reader.node(n).is_some(), "{h:?}"),
+            Target::Event(seq) => assert!(seq <= last, "{h:?} past event {last}"),
+        }
+    }
+    assert_eq!(reader.search("Zanzibar harbour", &f, 10).unwrap(), []);
+    // The index's own best hit for "village" is the batch's event, which the reader's graph
+    // does not hold; a short limit still gives as many hits, those past the graph read past.
+    let unscoped = reader.text_index().search("village", &f, 1).unwrap();
+    assert_eq!(unscoped[0].target, Target::Event(last + 1));
+    for limit in 1..=hits.len() {
+        assert_eq!(reader.search("village", &f, limit).unwrap(), hits[..limit]);
+    }
+    drop(reader);
+    std::fs::remove_dir_all(&before).unwrap();
+}
+
+/// A copy of the tree at `from`, directories and all.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
 fn keyed(ts: i64, key: &str, assertions: Vec<Assertion>) -> EventDraft {
     let mut e = event(ts, "SIGHTING", assertions);
     e.idempotency_key = Some(key.into());
@@ -965,6 +1023,7 @@ all_backends!(
     reopen_restores_everything,
     search_filters,
     search_finds_names_without_words,
+    search_keeps_to_what_the_readers_graph_holds,
     text_index_catches_up_and_rebuilds,
     verify_detects_tampering,
     readers_never_see_half_a_batch,

@@ -3155,15 +3155,25 @@ impl Store {
         Ok(self.read_state().latest_ts)
     }
 
-    /// Full-text search over nodes and events; a `text` with no word (an emoji, a symbol,
-    /// stopwords only) finds the nodes of that name ([`TextIndex::search_or_name`]).
+    /// Full-text search over the nodes and events this handle's graph holds (the index can be
+    /// ahead of a reader opened beside a writer); a `text` with no word (an emoji, a symbol,
+    /// stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
         let g = self.graph();
+        let last_seq = g.state.counters.last_seq;
+        let holds = |target| match target {
+            crate::text::Target::Node(n) => g.adjacency().contains_node(n),
+            crate::text::Target::Event(seq) => seq <= last_seq,
+        };
         let bears = |n, form: &str| {
             g.node(n)
                 .is_some_and(|node| crate::text::bears_name_form(&node, form))
         };
-        self.text.search_or_name(text, filter, limit, &bears)
+        let scope = crate::text::Scope {
+            holds: &holds,
+            bears: &bears,
+        };
+        self.text.search_within(text, filter, limit, &scope)
     }
 
     /// The full-text index (for analysis of query text, document counts).

@@ -282,6 +282,17 @@ pub(crate) fn name_term(form: &str) -> u64 {
 /// what a name lookup keeps of the nodes the index gives for the form's [`name_term`].
 pub type Bears<'a> = &'a dyn Fn(NodeId, &str) -> bool;
 
+/// What a store's reader holds, for a search to keep its hits to it
+/// ([`TextIndex::search_within`]).
+pub struct Scope<'a> {
+    /// Whether the reader's state holds `target`. The index can be ahead of a reader opened
+    /// beside a writer (a batch committed between its reads of the log and of the index),
+    /// or behind it.
+    pub holds: &'a dyn Fn(Target) -> bool,
+    /// Which nodes bear a name form (see [`Bears`]).
+    pub bears: Bears<'a>,
+}
+
 /// Whether `node` bears the name form `form` (its name's or an alias's [`name_form`]): what a
 /// name lookup keeps of the nodes the index gives it.
 pub fn bears_name_form(node: &Node, form: &str) -> bool {
@@ -997,24 +1008,25 @@ impl TextIndex {
 
     /// BM25 search: documents matching any term of `text`, within `filter`, best first. At
     /// most [`Self::MAX_SEARCH_HITS`] hits, whatever `limit` asks. A `text` the analyser keeps
-    /// no term of finds nothing (see [`Self::search_or_name`]).
+    /// no term of finds nothing (see [`Self::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
         self.search_with(text, filter, limit, None)
     }
 
-    /// [`Self::search`], where a `text` the analyser keeps no term of (an emoji, a symbol,
-    /// stopwords only) is looked up as a name instead: the nodes whose name or an alias has
-    /// its [`name_form`], within `filter`, each of score 1, by id. `bears(node, form)` says
-    /// which of the nodes the index gives for the form's [`name_term`] bear the form itself
-    /// (see [`Self::lookup_name`]).
-    pub fn search_or_name(
+    /// [`Self::search`] of what `scope` holds: the best `limit` hits among those whose target
+    /// the reader holds. And a `text` the analyser keeps no term of (an emoji, a symbol,
+    /// stopwords only) is looked up as a name: the nodes whose name or an alias has its
+    /// [`name_form`], within `filter`, each of score 1, by id (`scope.bears` says which of
+    /// the nodes the index gives for the form's [`name_term`] bear the form itself; see
+    /// [`Self::lookup_name`]).
+    pub fn search_within(
         &self,
         text: &str,
         filter: &SearchFilter,
         limit: usize,
-        bears: Bears<'_>,
+        scope: &Scope<'_>,
     ) -> Result<Vec<Hit>> {
-        self.search_with(text, filter, limit, Some(bears))
+        self.search_with(text, filter, limit, Some(scope))
     }
 
     fn search_with(
@@ -1022,7 +1034,7 @@ impl TextIndex {
         text: &str,
         filter: &SearchFilter,
         limit: usize,
-        bears: Option<Bears<'_>>,
+        scope: Option<&Scope<'_>>,
     ) -> Result<Vec<Hit>> {
         Self::check_question(text)?;
         self.refuse_if_damaged()?;
@@ -1037,7 +1049,7 @@ impl TextIndex {
         let terms = self.analyze(text)?;
         let (matching, form) = if terms.is_empty() {
             let form = name_form(text);
-            let Some(bears) = bears.filter(|_| !form.is_empty()) else {
+            let Some(bears) = scope.map(|s| s.bears).filter(|_| !form.is_empty()) else {
                 return Ok(Vec::new());
             };
             let named = TermQuery::new(
@@ -1090,25 +1102,20 @@ impl TextIndex {
         } else {
             Box::new(BooleanQuery::new(clauses))
         };
-        let searcher = self.reader.searcher();
-        let Some((form, bears)) = form else {
-            let top = self.read("search", || {
-                self.top_by_score_then_target(&searcher, &*query, limit)
-            })?;
-            return Ok(top
-                .into_iter()
-                .map(|(score, target)| Hit { target, score })
-                .collect());
+        // Kept: what the reader holds, and for a name, the nodes that bear it (nodes of
+        // another form with the same hash are among the name's hits).
+        let keep = |target: Target| {
+            scope.is_none_or(|s| (s.holds)(target))
+                && form
+                    .as_ref()
+                    .is_none_or(|(form, bears)| matches!(target, Target::Node(n) if bears(n, form)))
         };
-        // Nodes of another form with the same hash are among the hits, so all are read before
-        // the limit: the nodes of one name hash are few.
-        let all = self.read("search", || {
-            self.top_by_score_then_target(&searcher, &*query, Self::MAX_SEARCH_HITS)
+        let searcher = self.reader.searcher();
+        let top = self.read("search", || {
+            self.top_by_score_then_target(&searcher, &*query, limit, &keep)
         })?;
-        Ok(all
+        Ok(top
             .into_iter()
-            .filter(|(_, target)| matches!(target, Target::Node(n) if bears(*n, &form)))
-            .take(limit)
             .map(|(score, target)| Hit { target, score })
             .collect())
     }
@@ -1117,11 +1124,15 @@ impl TextIndex {
     /// out of tantivy in segment order, which background merges decide, so two builds of one
     /// log could cut a tie differently: more than `limit` hits are collected, until no tie
     /// crosses the cut, and ties are ordered by their target.
+    ///
+    /// Only hits whose target `keep` takes count: more are collected until `limit` of them
+    /// are, or none is left.
     fn top_by_score_then_target(
         &self,
         searcher: &tantivy::Searcher,
         query: &dyn Query,
         limit: usize,
+        keep: &dyn Fn(Target) -> bool,
     ) -> Result<Vec<(f32, Target)>> {
         let most = Self::MAX_SEARCH_HITS.min(searcher.num_docs() as usize);
         let limit = limit.min(most);
@@ -1129,25 +1140,29 @@ impl TextIndex {
             return Ok(Vec::new());
         }
         let mut want = limit.saturating_mul(2).saturating_add(16).min(most);
-        let top = loop {
+        let hits = loop {
             let top = searcher
                 .search(query, &TopDocs::with_limit(want).order_by_score())
                 .map_err(terr)?;
-            let settled = top.len() < want
-                || want >= most
-                || top.len() <= limit
-                || top[want - 1].0 < top[limit - 1].0;
-            if settled {
-                break top;
+            let all_read = top.len() < want || want >= most;
+            // No document left out scores above the last one read.
+            let floor = top.last().map_or(f32::NEG_INFINITY, |(score, _)| *score);
+            let mut hits = self.targets(searcher, top)?;
+            hits.sort_by(|a, b| {
+                b.0.total_cmp(&a.0)
+                    .then_with(|| Self::target_ref(a.1).cmp(&Self::target_ref(b.1)))
+            });
+            // In rank order, so that `keep` is asked of about `limit` targets, not of all.
+            let kept: Vec<(f32, Target)> = hits
+                .into_iter()
+                .filter(|(_, target)| keep(*target))
+                .take(limit)
+                .collect();
+            if all_read || (kept.len() == limit && floor < kept[limit - 1].0) {
+                break kept;
             }
             want = want.saturating_mul(4).min(most);
         };
-        let mut hits = self.targets(searcher, top)?;
-        hits.sort_by(|a, b| {
-            b.0.total_cmp(&a.0)
-                .then_with(|| Self::target_ref(a.1).cmp(&Self::target_ref(b.1)))
-        });
-        hits.truncate(limit);
         Ok(hits)
     }
 
