@@ -697,11 +697,12 @@ fn search_finds_names_without_words(kind: BackendKind, dir: &Path) {
 }
 
 /// A reader beside a writer can open a full-text index that is ahead of the log it read (the
-/// writer committed a batch between the two). Its hits are kept to what its graph holds: a
-/// node or an event past it had come back as a row of nulls (`loci search` beside `loci
-/// ingest`, from a probe).
+/// writer committed a batch between the two), or behind it (the writer had not indexed its
+/// last batch yet). Its hits are kept to what its graph holds: a node or an event past it had
+/// come back as a row of nulls (`loci search` beside `loci ingest`, from a probe), and so had
+/// a node the batch retracted.
 fn search_keeps_to_what_the_readers_graph_holds(kind: BackendKind, dir: &Path) {
-    let before = dir.with_extension("before");
+    let (before, after) = (dir.with_extension("before"), dir.with_extension("after"));
     {
         let store = Store::create(dir, kind).unwrap();
         village(&store);
@@ -709,17 +710,30 @@ fn search_keeps_to_what_the_readers_graph_holds(kind: BackendKind, dir: &Path) {
     copy_tree(dir, &before);
     {
         let store = Store::open(dir).unwrap();
-        let mut note = event(50, "NOTE", vec![node("port", "Place", "Zanzibar harbour")]);
+        let mut note = event(
+            50,
+            "NOTE",
+            vec![
+                node("port", "Place", "Zanzibar harbour"),
+                Assertion::RetractNode {
+                    key: "smith".into(),
+                },
+            ],
+        );
         note.payload = Value::from("zanzibar spice: village, village, village");
         store.ingest(vec![note]).unwrap();
     }
-    // The graph and the log as before the batch; the index as after it.
-    std::fs::remove_dir_all(before.join("text")).unwrap();
-    copy_tree(&dir.join("text"), &before.join("text"));
+    copy_tree(dir, &after);
+    // Each copy takes the other's index.
+    let swap = dir.with_extension("swap");
+    std::fs::rename(before.join("text"), &swap).unwrap();
+    std::fs::rename(after.join("text"), before.join("text")).unwrap();
+    std::fs::rename(&swap, after.join("text")).unwrap();
+    let f = SearchFilter::default();
+    // Ahead: the graph and the log as before the batch; the index as after it.
     let reader = Store::open_read_only(&before).unwrap();
     let last = reader.stats().events;
     assert!(reader.node_by_key("port").is_none());
-    let f = SearchFilter::default();
     assert_eq!(reader.search("zanzibar", &f, 10).unwrap(), []);
     let hits = reader.search("village", &f, 100).unwrap();
     assert!(!hits.is_empty());
@@ -738,7 +752,22 @@ fn search_keeps_to_what_the_readers_graph_holds(kind: BackendKind, dir: &Path) {
         assert_eq!(reader.search("village", &f, limit).unwrap(), hits[..limit]);
     }
     drop(reader);
+    // Behind: the graph and the log as after the batch, which retracted the toolsmith; the
+    // index as before it, where the toolsmith's document still is.
+    let reader = Store::open_read_only(&after).unwrap();
+    assert!(reader.node_by_key("smith").is_none());
+    assert_eq!(
+        reader
+            .text_index()
+            .search("toolsmith", &f, 10)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(reader.search("toolsmith", &f, 10).unwrap(), []);
+    drop(reader);
     std::fs::remove_dir_all(&before).unwrap();
+    std::fs::remove_dir_all(&after).unwrap();
 }
 
 /// A copy of the tree at `from`, directories and all.

@@ -3160,9 +3160,15 @@ impl Store {
     /// stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
         let g = self.graph();
-        let last_seq = g.state.counters.last_seq;
+        let (last_seq, next_node) = (g.state.counters.last_seq, g.state.counters.next_node);
+        // An index at the graph's position holds no node the graph does not: then the bounds
+        // suffice, and no hit reads the graph's pages (a store opened from its snapshot reads
+        // its node labels from the file, cold at a first search).
+        let in_step = self.text.indexed_seq() == last_seq;
         let holds = |target| match target {
-            crate::text::Target::Node(n) => g.adjacency().contains_node(n),
+            crate::text::Target::Node(n) => {
+                n.0 < next_node && (in_step || g.adjacency().contains_node(n))
+            }
             crate::text::Target::Event(seq) => seq <= last_seq,
         };
         let bears = |n, form: &str| {
