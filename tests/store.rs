@@ -685,7 +685,7 @@ fn search_finds_names_without_words(kind: BackendKind, dir: &Path) {
     assert!(found("🙃", &f).is_empty());
     assert!(found("?!", &f).is_empty());
     assert!(found("", &f).is_empty());
-    // From the snapshot and the rebuilt index alike.
+    // After a reopen, the graph read from its snapshot.
     drop(store);
     let store = Store::open(dir).unwrap();
     assert_eq!(
