@@ -11,7 +11,7 @@ use super::{Limits, QueryError, QueryResult};
 use crate::dynamics::usage::Item;
 use crate::model::{same_name, Edge, EdgeId, Event, NodeId, Value};
 use crate::store::{GraphRead, Store};
-use crate::text::{bears_name_form, SearchFilter, Target};
+use crate::text::{SearchFilter, Target};
 
 /// Functions the language knows.
 pub const FUNCTIONS: &[&str] = &[
@@ -1123,8 +1123,7 @@ impl Run<'_, '_> {
                     };
                     // Through the full-text index: the exact name form first; when nothing
                     // bears it, analysed search filtered to names equal up to plural.
-                    let bears =
-                        |n, form: &str| g.node(n).is_some_and(|node| bears_name_form(&node, form));
+                    let bears = |n, form: &str| g.bears_name_form(n, form);
                     let mut found = store.text_index().lookup_name(&wanted, 1000, &bears)?;
                     if found.is_empty() {
                         let filter = SearchFilter {

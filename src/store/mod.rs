@@ -1252,6 +1252,12 @@ impl GraphRead<'_> {
     pub fn node(&self, id: NodeId) -> Option<Node> {
         self.state.node(id)
     }
+    /// Whether live node `id` bears the name form `form` ([`crate::text::bears_name_form`]):
+    /// what a name lookup in the full-text index keeps of the nodes it gives.
+    pub fn bears_name_form(&self, id: NodeId, form: &str) -> bool {
+        self.node(id)
+            .is_some_and(|node| crate::text::bears_name_form(&node, form))
+    }
     /// The live node ids, in order (no decode: filter by `node_label`, `is_pinned` or
     /// `node_key` first, then decode what passes).
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
@@ -3171,10 +3177,7 @@ impl Store {
             }
             crate::text::Target::Event(seq) => seq <= last_seq,
         };
-        let bears = |n, form: &str| {
-            g.node(n)
-                .is_some_and(|node| crate::text::bears_name_form(&node, form))
-        };
+        let bears = |n, form: &str| g.bears_name_form(n, form);
         let scope = crate::text::Scope {
             holds: &holds,
             bears: &bears,

@@ -1177,12 +1177,7 @@ impl TextIndex {
     /// first), at most `limit`. The index gives the nodes with a form of the same
     /// [`name_term`]; `bears(node, form)` says which of them bear this one (with the store:
     /// [`bears_name_form`] of the node).
-    pub fn lookup_name(
-        &self,
-        name: &str,
-        limit: usize,
-        bears: &dyn Fn(NodeId, &str) -> bool,
-    ) -> Result<Vec<NodeId>> {
+    pub fn lookup_name(&self, name: &str, limit: usize, bears: Bears<'_>) -> Result<Vec<NodeId>> {
         self.refuse_if_damaged()?;
         let form = name_form(name);
         if form.is_empty() || limit == 0 {
