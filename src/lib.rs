@@ -45,6 +45,7 @@ pub mod mapped;
 pub mod model;
 pub mod observe;
 pub mod packed;
+pub mod pages;
 mod projection;
 pub mod queries;
 pub mod query;

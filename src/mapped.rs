@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::packed::{Packable, Packed};
+use crate::pages::Pages;
 
 /// Bytes of file per checked block (the last block of a section may be shorter).
 pub const BLOCK_BYTES: usize = 64 * 1024;
@@ -503,14 +504,15 @@ impl<T: Plain> Section<T> {
 
 /// A vector whose first part may be a packed column of the map ([`Packed`]): reads of an
 /// unchanged index read the map; a write to an index inside it goes to a map of changes, past
-/// it to a tail. Built in memory (`Owned`), it is a plain vector.
+/// it to a tail, in pages that never move (`crate::pages`: a load appends to it by the million
+/// once it takes each snapshot as its base). Built in memory (`Owned`), it is a plain vector.
 #[derive(Clone, Debug)]
 pub enum Layered<T> {
     Owned(Vec<T>),
     Mapped {
         base: Packed<T>,
         changed: HashMap<u32, T, crate::graph::BuildIdHasher>,
-        tail: Vec<T>,
+        tail: Pages<T>,
     },
 }
 
@@ -525,7 +527,7 @@ impl<T: Packable> Layered<T> {
         Layered::Mapped {
             base,
             changed: HashMap::default(),
-            tail: Vec::new(),
+            tail: Pages::default(),
         }
     }
 
@@ -580,11 +582,7 @@ impl<T: Packable> Layered<T> {
                 if i < base.len() {
                     changed.insert(i as u32, value);
                 } else {
-                    let t = i - base.len();
-                    if tail.len() <= t {
-                        tail.resize(t + 1, fill);
-                    }
-                    tail[t] = value;
+                    tail.set(i - base.len(), value, fill);
                 }
             }
         }
@@ -596,7 +594,7 @@ impl<T: Packable> Layered<T> {
         if have < len {
             match self {
                 Layered::Owned(v) => v.resize(len, fill),
-                Layered::Mapped { tail, base, .. } => tail.resize(len - base.len(), fill),
+                Layered::Mapped { tail, base, .. } => tail.grow(len - base.len(), fill),
             }
         }
     }
@@ -608,7 +606,7 @@ impl<T: Packable> Layered<T> {
             Layered::Owned(v) => v.capacity() * size,
             Layered::Mapped { changed, tail, .. } => {
                 // A map slot: the key, the value and a control byte.
-                changed.capacity() * (4 + size + 1) + tail.capacity() * size
+                changed.capacity() * (4 + size + 1) + tail.heap_bytes()
             }
         }
     }

@@ -15,6 +15,7 @@ use super::EdgeCore;
 use crate::mapped::{Layered, Limits, Plain};
 use crate::model::{EdgeId, NodeId};
 use crate::packed::{Packable, Packed, MAX_FIELDS};
+use crate::pages::Pages;
 use crate::times::RunColumn;
 
 /// One edge id's slot; `relation == EMPTY` marks a free slot (relation ids are below 2^30).
@@ -106,74 +107,13 @@ impl Core {
     };
 }
 
-/// Cores of the first page of [`CorePages`]; page `k` holds this many times `2^k`.
-const FIRST_PAGE_CORES: usize = 4096;
-
-/// The page of [`CorePages`] slot `i` is in, and its place there.
-#[inline]
-fn page_of(i: usize) -> (usize, usize) {
-    let q = i / FIRST_PAGE_CORES + 1;
-    let page = q.ilog2() as usize;
-    (page, i - FIRST_PAGE_CORES * ((1 << page) - 1))
-}
-
-/// The cores of a table built in this process, in pages that never move, each twice the one
-/// before it. A vector of them doubled as a load grew: each doubling copied every core and
-/// held both blocks for that moment (134 MB at the 8.4 millionth edge of a 10M-edge load).
-/// A page is allocated whole and filled as ids come, so the part past the last slot is
-/// never written and not resident. Pages of one size (64 KiB) had cost a 100M-edge load 4.8
-/// B/edge more resident than the vector (peak 82.7 against 77.6-77.9, one run), most likely
-/// as the allocator mixes such blocks with a batch's in its pages, where it maps a block of
-/// many megabytes on its own.
-#[derive(Clone, Debug, Default)]
-struct CorePages {
-    pages: Vec<Vec<Core>>,
-    len: usize,
-}
-
-impl CorePages {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Slot `i`'s core; `None` past the end, and for a slot below it that was never set.
-    #[inline]
-    fn get(&self, i: usize) -> Option<&Core> {
-        let (page, at) = page_of(i);
-        self.pages.get(page)?.get(at)
-    }
-
-    /// Puts `core` in slot `i`.
-    fn set(&mut self, i: usize, core: Core) {
-        let (page, at) = page_of(i);
-        while self.pages.len() <= page {
-            let cores = FIRST_PAGE_CORES << self.pages.len();
-            self.pages.push(Vec::with_capacity(cores));
-        }
-        let cores = &mut self.pages[page];
-        if cores.len() <= at {
-            cores.resize(at + 1, Core::FREE);
-        }
-        cores[at] = core;
-        self.len = self.len.max(i + 1);
-    }
-
-    /// The pages' bytes as allocated, the part never written included.
-    fn heap_bytes(&self) -> usize {
-        self.pages
-            .iter()
-            .map(|p| p.capacity() * std::mem::size_of::<Core>())
-            .sum::<usize>()
-            + self.pages.capacity() * std::mem::size_of::<Vec<Core>>()
-    }
-}
-
 /// The slots: built in this process, or mapped from the snapshot.
 #[derive(Clone, Debug)]
 enum Slots {
     /// Each slot's core, and its salience's bits as runs (see the module doc).
     Owned {
-        cores: CorePages,
+        /// In pages that never move (`crate::pages`).
+        cores: Pages<Core>,
         salience: RunColumn<u32>,
     },
     /// Mapped from the snapshot (`crate::mapped`), with what changed since: a slot in a
@@ -184,7 +124,7 @@ enum Slots {
 impl Default for Slots {
     fn default() -> Self {
         Slots::Owned {
-            cores: CorePages::default(),
+            cores: Pages::default(),
             salience: RunColumn::default(),
         }
     }
@@ -235,6 +175,7 @@ impl Slots {
                         relation: slot.relation,
                         confidence: slot.confidence,
                     },
+                    Core::FREE,
                 );
                 salience.set(i, slot.salience.to_bits());
             }
@@ -458,25 +399,9 @@ mod tests {
         assert_eq!(t.slot_bound(), 300_000);
     }
 
-    /// Slots map to pages end to end: each slot one place, each page twice the one before.
+    /// Slots skipped over read as free, and the table's bound is past the last one set.
     #[test]
-    fn page_of_places_every_slot_once_in_pages_that_double() {
-        let mut next = (0, 0);
-        for i in 0..FIRST_PAGE_CORES * 63 + 5 {
-            let (page, at) = page_of(i);
-            if (page, at) != next {
-                assert_eq!((page, at), (next.0 + 1, 0), "slot {i}");
-                assert_eq!(
-                    next.1,
-                    FIRST_PAGE_CORES << next.0,
-                    "page {} ends early",
-                    next.0
-                );
-            }
-            next = (page, at + 1);
-        }
-        assert_eq!(page_of(u32::MAX as usize).0, 20);
-        // Slots skipped over read as free, and the table's bound is past the last one set.
+    fn slots_skipped_over_read_as_free() {
         let mut t = EdgeTable::default();
         t.put(EdgeId(10), &core(1, 2, (i64::MIN, i64::MAX)));
         t.put(EdgeId(100_000), &core(2, 3, (i64::MIN, i64::MAX)));
