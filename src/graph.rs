@@ -144,6 +144,13 @@ pub struct Entries<'a>(EntriesOf<'a>);
 enum EntriesOf<'a> {
     Memory(std::slice::Iter<'a, AdjEntry>),
     Mapped(packed::Run<'a, AdjEntry>),
+    /// A row of the base array, then what was appended to it since (see
+    /// [`Adjacency::grown`]).
+    MemoryThen(
+        std::slice::Iter<'a, AdjEntry>,
+        std::slice::Iter<'a, AdjEntry>,
+    ),
+    MappedThen(packed::Run<'a, AdjEntry>, std::slice::Iter<'a, AdjEntry>),
 }
 
 impl<'a> Entries<'a> {
@@ -152,6 +159,18 @@ impl<'a> Entries<'a> {
     }
     fn memory(list: &'a [AdjEntry]) -> Self {
         Entries(EntriesOf::Memory(list.iter()))
+    }
+    /// These entries, then `then`'s.
+    fn then(self, then: &'a [AdjEntry]) -> Self {
+        if then.is_empty() {
+            return self;
+        }
+        Entries(match self.0 {
+            EntriesOf::Memory(head) => EntriesOf::MemoryThen(head, then.iter()),
+            EntriesOf::Mapped(head) => EntriesOf::MappedThen(head, then.iter()),
+            // A base row is read once: never chained twice.
+            chained => chained,
+        })
     }
 }
 
@@ -162,12 +181,22 @@ impl Iterator for Entries<'_> {
         match &mut self.0 {
             EntriesOf::Memory(list) => list.next().copied(),
             EntriesOf::Mapped(run) => run.next(),
+            EntriesOf::MemoryThen(head, then) => head.next().or_else(|| then.next()).copied(),
+            EntriesOf::MappedThen(head, then) => head.next().or_else(|| then.next().copied()),
         }
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
         match &self.0 {
             EntriesOf::Memory(list) => list.size_hint(),
             EntriesOf::Mapped(run) => run.size_hint(),
+            EntriesOf::MemoryThen(head, then) => {
+                let n = head.len() + then.len();
+                (n, Some(n))
+            }
+            EntriesOf::MappedThen(head, then) => {
+                let (lo, hi) = head.size_hint();
+                (lo + then.len(), hi.map(|h| h + then.len()))
+            }
         }
     }
     /// A list in memory is counted without a walk.
@@ -175,6 +204,8 @@ impl Iterator for Entries<'_> {
         match self.0 {
             EntriesOf::Memory(list) => list.len(),
             EntriesOf::Mapped(run) => run.count(),
+            EntriesOf::MemoryThen(head, then) => head.len() + then.len(),
+            EntriesOf::MappedThen(head, then) => head.count() + then.len(),
         }
     }
 }
@@ -478,6 +509,11 @@ pub struct Adjacency {
     /// Entries copied from `base` into `moved` since the array was built: memory held twice
     /// (the rows stay in `base`), which [`Adjacency::compact_if_fragmented`] bounds.
     copied: usize,
+    /// Entries appended since the base was built to the rows of base nodes that have not
+    /// moved, by node: such a row reads as its part of the base, then this. A load that
+    /// takes each snapshot as its base appends to most nodes' rows; copying each row it
+    /// touches out of the base (as a change in place must) had held most of the graph twice.
+    grown: Lists,
     /// Lists of nodes from the base's bound up, by `node - base_nodes`: a pointer and a
     /// length each (`crate::lists`), where a vector's header was 24 bytes a node.
     tail: Lists,
@@ -717,7 +753,11 @@ impl Adjacency {
     /// Lays every list end to end again in one array, so that the lists that moved out since
     /// the last build (see [`Adjacency`]) stop costing a vector each. Entries keep their order.
     pub fn compact(&mut self) {
-        if self.moved.is_empty() && self.tail.is_empty() && self.base_nodes() == self.labels.len() {
+        if self.moved.is_empty()
+            && self.grown.is_empty()
+            && self.tail.is_empty()
+            && self.base_nodes() == self.labels.len()
+        {
             return;
         }
         let bound = self.labels.len();
@@ -734,6 +774,7 @@ impl Adjacency {
         }
         self.base = Csr::Owned { offsets, entries };
         self.moved = HashMap::default();
+        self.grown = Lists::default();
         self.tail = Lists::default();
         self.copied = 0;
     }
@@ -757,15 +798,29 @@ impl Adjacency {
             self.tail.grow_to(t + 1);
             return ListMut::Made(&mut self.tail, t);
         }
-        let (base, copied) = (&self.base, &mut self.copied);
+        let (base, copied, grown) = (&self.base, &mut self.copied, &mut self.grown);
         ListMut::Moved(self.moved.entry(node.0).or_insert_with(|| {
+            let appended = grown.list_len(i).unwrap_or(0);
             // Sized from the offsets: a decoded row's length is not known before it is read,
             // and a vector grown by doubling would hold up to twice the row.
-            let mut row = Vec::with_capacity(base.row_len(i));
+            let mut row = Vec::with_capacity(base.row_len(i) + appended);
             row.extend(base.row(i));
             *copied += row.len();
+            row.extend_from_slice(grown.get(i).unwrap_or_default());
+            grown.clear(i);
             row
         }))
+    }
+
+    /// The list of `node` to append to: a row of the base array that has not moved takes
+    /// its new entries in [`Adjacency::grown`], and stays where it is.
+    fn list_to_append(&mut self, node: NodeId) -> ListMut<'_> {
+        let i = node.0 as usize;
+        if i < self.base_nodes() && !self.moved.contains_key(&node.0) {
+            self.grown.grow_to(i + 1);
+            return ListMut::Made(&mut self.grown, i);
+        }
+        self.list_mut(node)
     }
 
     /// Makes room for node ids below `bound`.
@@ -821,8 +876,8 @@ impl Adjacency {
     ) {
         self.reserve_nodes(from.0.max(to.0) as usize + 1);
         let (out, inc) = AdjEntry::pair(edge, from, to, relation, conf, bounded);
-        self.list_mut(from).append(std::iter::once(out));
-        self.list_mut(to).append(std::iter::once(inc));
+        self.list_to_append(from).append(std::iter::once(out));
+        self.list_to_append(to).append(std::iter::once(inc));
         self.live_edges += 1;
     }
 
@@ -858,7 +913,7 @@ impl Adjacency {
             order.sort_unstable();
             for run in order.chunk_by(|a, b| a >> 32 == b >> 32) {
                 let node = NodeId((run[0] >> 32) as u32);
-                self.list_mut(node)
+                self.list_to_append(node)
                     .append(run.iter().map(|&w| chunk[(w as u32) as usize].1));
             }
         }
@@ -943,6 +998,13 @@ impl Adjacency {
                 }
                 self.list_mut(n).into_slice()
             } else {
+                // An owned row changes in place, and so does what was appended to it.
+                if let Some(appended) = self.grown.get_mut(i) {
+                    appended
+                        .iter_mut()
+                        .filter(|e| e.edge == edge.0)
+                        .for_each(&change);
+                }
                 match self.base.row_mut(i) {
                     Some(l) => l,
                     None => continue,
@@ -983,7 +1045,11 @@ impl Adjacency {
                 return Entries::memory(l);
             }
         }
-        self.base.row(i)
+        let row = self.base.row(i);
+        match self.grown.get(i) {
+            Some(appended) => row.then(appended),
+            None => row,
+        }
     }
 
     /// How many entries (outgoing and incoming) the list of `node` holds, read without the
@@ -1001,7 +1067,7 @@ impl Adjacency {
                 return l.len();
             }
         }
-        self.base.row_len(i)
+        self.base.row_len(i) + self.grown.list_len(i).unwrap_or(0)
     }
 
     /// Upper bound of node ids.
@@ -1023,6 +1089,7 @@ impl Adjacency {
             // A map slot: the id, the list header and a control byte.
             + self.moved.capacity() * (4 + list + 1)
             + self.moved.values().map(|l| l.capacity() * entry).sum::<usize>()
+            + self.grown.heap_bytes()
             + self.tail.heap_bytes()
             + self.labels.heap_bytes()
             + self.last_seen.heap_bytes()
@@ -1536,12 +1603,16 @@ mod tests {
         // A chain of 20,000 nodes: 39,998 entries in the array.
         let n = 20_000u32;
         let chain = (1..n).map(|i| (i - 1, i - 1, i, 0, 0.5));
-        let mut g = laid_out(n, chain);
-        // Each write to an old node copies its row out; the copies are bounded.
+        let mut g = mapped_copy(&laid_out(n, chain));
+        // Each change in place to a mapped row copies it out (an edge added is kept after
+        // the row, not copied with it); the copies are bounded.
         let mut compactions = 0;
         for i in 0..n {
             g.set_node(NodeId(n + i), 0);
             g.add_edge(EdgeId(n + i), NodeId(i), NodeId(n + i), 1, 0.9);
+            if i + 1 < n {
+                g.set_confidence(EdgeId(i), NodeId(i), NodeId(i + 1), 0.75);
+            }
             let before = g.moved.len();
             g.compact_if_fragmented();
             if before > 0 && g.moved.is_empty() {
@@ -1565,6 +1636,11 @@ mod tests {
             want.sort_unstable();
             assert_eq!(got, want, "node {i}");
         }
+        let changed = g
+            .entries(NodeId(7))
+            .filter(|e| e.confidence == 0.75)
+            .count();
+        assert_eq!(changed, 2, "edges 6 and 7, each changed once");
     }
 
     /// An expansion over many nodes decodes a list in parts and reads ahead of its tests
@@ -1641,6 +1717,50 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A row of the base array that only takes new entries stays where it is: what a batch
+    /// appends is held on its own (`Adjacency::grown`), not with a copy of the row. A load
+    /// that takes each snapshot as its base appends to most rows, and copying each row it
+    /// touched had held most of the graph twice. A change in place still moves the row.
+    #[test]
+    fn appending_to_the_rows_of_a_base_copies_none_of_them() {
+        let built = laid_out(
+            1_000,
+            (0..20_000u32).map(|e| (e, e % 1_000, (e * 7 + 1) % 1_000, e % 3, 0.5)),
+        );
+        for mut g in [built.clone(), mapped_copy(&built)] {
+            let before = g.heap_bytes();
+            let sides: Vec<(NodeId, AdjEntry)> = (20_000..20_500u32)
+                .flat_map(|e| {
+                    Adjacency::sides(EdgeId(e), NodeId(e % 1_000), NodeId(3), 1, 0.9, false)
+                })
+                .collect();
+            g.add_sides(&sides);
+            g.add_edge(EdgeId(20_500), NodeId(3), NodeId(4), 2, 0.25);
+            assert!(g.moved.is_empty() && g.copied == 0);
+            // The 1,002 entries appended, a header a row, and their rounding up.
+            let grew = g.heap_bytes() - before;
+            assert!(grew < 1_002 * 16 * 2 + 1_000 * 12 + 4_096, "{grew} bytes");
+            // Node 3's row: its 40 entries of the base, then those appended, in id order.
+            let ids: Vec<u32> = g.entries(NodeId(3)).map(|e| e.edge).collect();
+            // (Edge 20,003 is a loop on node 3: two entries.)
+            assert_eq!(ids.len(), 40 + 499 + 2 + 1);
+            assert_eq!(g.degree(NodeId(3)), ids.len());
+            assert!(ids.windows(2).all(|w| w[0] <= w[1]), "{ids:?}");
+            assert_eq!(g.find_edge(NodeId(3), 2, NodeId(4)), Some(EdgeId(20_500)));
+            // A change in place moves a mapped row (read-only), its appended entries with it;
+            // a row in memory changes where it is.
+            g.set_confidence(EdgeId(20_500), NodeId(3), NodeId(4), 0.75);
+            let mapped = matches!(g.base, Csr::Mapped { .. });
+            assert_eq!(g.moved.len(), if mapped { 2 } else { 0 });
+            assert_eq!(
+                g.entries(NodeId(3)).map(|e| e.edge).collect::<Vec<_>>(),
+                ids
+            );
+            let changed = g.entries(NodeId(4)).find(|e| e.edge == 20_500);
+            assert_eq!(changed.map(|e| e.confidence), Some(0.75));
         }
     }
 
