@@ -57,12 +57,10 @@
 //! are laid out (`store/edge_details.rs`), and the key table's hash bytes (one a slot). The
 //! file ends on a multiple of 4096.
 
-use std::io::Write;
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-
-use rayon::prelude::*;
 
 use super::edge_details::ROW_EDGES;
 use super::edge_table::Slot;
@@ -392,17 +390,6 @@ impl SectionSource<'_> {
             _ => (0..details).try_for_each(|r| sink(detail(r))),
         }
     }
-
-    /// The CRC of each block of section `k`.
-    fn crcs(&self, k: usize) -> Vec<u32> {
-        let mut crcs = block_crcs_for(k, self.narrow_offsets);
-        // Feeding a hasher cannot fail.
-        let _ = self.feed(k, &mut |b| {
-            crcs.push(b);
-            Ok(())
-        });
-        crcs.finish()
-    }
 }
 
 /// A hasher of the blocks of section `k`.
@@ -418,7 +405,13 @@ fn blocks_of(k: usize, items: usize, narrow: bool) -> usize {
 /// Encodes the header and body of a snapshot of the graph part of `state` (nodes, edge
 /// slots, interners, adjacency); `log` is the [`log_fingerprint`] of its last event. The
 /// sections that follow are written by [`write`] straight from the state.
-fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>, items: &[u64; N]) -> Vec<u8> {
+fn encode_head(
+    state: &State,
+    log: u32,
+    sections: &SectionSource<'_>,
+    items: &[u64; N],
+    crcs: &[Vec<u32>],
+) -> Vec<u8> {
     let mut body = vec![0; HEADER_LEN];
     let strings = |body: &mut Vec<u8>, interner: &Interner| {
         put_u32(body, interner.len() as u32);
@@ -463,11 +456,7 @@ fn encode_head(state: &State, log: u32, sections: &SectionSource<'_>, items: &[u
 
     // The sections' table: each one's items, then the CRC of each of its blocks (their
     // number follows from the items).
-    let crcs: Vec<Vec<u32>> = (0..SECTIONS.len())
-        .into_par_iter()
-        .map(|k| sections.crcs(k))
-        .collect();
-    for (n, crcs) in items.iter().zip(&crcs) {
+    for (n, crcs) in items.iter().zip(crcs) {
         put_u64(&mut body, *n);
         crcs.iter().for_each(|c| put_u32(&mut body, *c));
     }
@@ -508,24 +497,45 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
             message: "state snapshots are written on little-endian machines only".into(),
         });
     }
+    let started = Instant::now();
     let (edge_slots, node_rows) = (state.edges.slot_bound(), state.nodes.slot_bound());
     let (slot, seen, label) = column_items(state);
     let entries = || (0..node_rows).flat_map(|n| state.adj.entries(NodeId(n as u32)));
-    let confidences = Codebook::collect(
-        packed::coded_values((0..edge_slots).map(&slot)).chain(packed::coded_values(entries())),
+    // Each plan is a pass over a column, most of them read from the last snapshot's map; a
+    // load writes a snapshot each time it doubles, under its writer lock, so they go on both
+    // cores in pairs of about equal work.
+    let (confidences, (key_slots, key_tags)) = rayon::join(
+        || {
+            Codebook::collect(
+                packed::coded_values((0..edge_slots).map(&slot))
+                    .chain(packed::coded_values(entries())),
+            )
+        },
+        || key_index::key_slots(&state.nodes),
     );
     let uncoded = Codebook::default();
-    let (key_slots, key_tags) = key_index::key_slots(&state.nodes);
+    let ((cores, (seen, labels)), entries) = rayon::join(
+        || {
+            (
+                packed::plan(edge_slots, &slot, &confidences),
+                (
+                    packed::plan(edge_slots, seen, &uncoded),
+                    packed::plan(node_rows, label, &uncoded),
+                ),
+            )
+        },
+        || packed::plan_run(entries(), &confidences),
+    );
     let mut sections = SectionSource {
         state,
         edge_slots,
         node_rows,
         key_slots,
         key_tags,
-        cores: packed::plan(edge_slots, slot, &confidences),
-        entries: packed::plan_run(entries(), &confidences),
-        seen: packed::plan(edge_slots, seen, &uncoded),
-        labels: packed::plan(node_rows, label, &uncoded),
+        cores,
+        entries,
+        seen,
+        labels,
         confidences,
         uncoded,
         narrow_offsets: false,
@@ -547,7 +557,14 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
             ),
         });
     }
-    let head = encode_head(state, log, &sections, &items);
+    // The head holds each block's CRC, known once the block is written: the file begins
+    // with a head of the same length holding none, written over at the end. (The CRCs had
+    // taken a pass of their own, encoding every section once more: a quarter of a 10M-edge
+    // snapshot's time.)
+    let blocks: Vec<Vec<u32>> = (0..SECTIONS.len())
+        .map(|k| vec![0; blocks_of(k, items[k] as usize, sections.narrow_offsets)])
+        .collect();
+    let head_len = encode_head(state, log, &sections, &items, &blocks).len();
     // Every confidence was collected from the same items the columns are written from; one
     // missing would read back as damage.
     if sections.confidences.missed() {
@@ -557,13 +574,16 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
                 .into(),
         });
     }
+    let planned = started.elapsed();
+    let mut synced = None;
     let path = path_in(dir);
     let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
-    let put = || -> std::io::Result<u64> {
+    let mut put = || -> std::io::Result<u64> {
         let file = std::fs::File::create(&tmp)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-        out.write_all(&head)?;
-        let mut at = head.len() as u64;
+        out.write_all(&vec![0; head_len])?;
+        let mut at = head_len as u64;
+        let mut crcs = Vec::with_capacity(SECTIONS.len());
         let pad = |out: &mut std::io::BufWriter<std::fs::File>, at: &mut u64| {
             let to = align_up(*at).unwrap_or(*at);
             let zeros = [0u8; SECTION_ALIGN as usize];
@@ -573,14 +593,30 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         };
         for k in 0..SECTIONS.len() {
             pad(&mut out, &mut at)?;
+            let mut blocks = block_crcs_for(k, sections.narrow_offsets);
             sections.feed(k, &mut |b| {
                 at += b.len() as u64;
+                blocks.push(b);
                 out.write_all(b)
             })?;
+            crcs.push(blocks.finish());
         }
         pad(&mut out, &mut at)?;
-        let file = out.into_inner().map_err(|e| e.into_error())?;
+        let head = encode_head(state, log, &sections, &items, &crcs);
+        if head.len() != head_len {
+            // A section fed other than its items said: its blocks would not be where the
+            // head says they are.
+            return Err(std::io::Error::other(format!(
+                "the snapshot's head took {} bytes, not the {head_len} its sections were placed after",
+                head.len()
+            )));
+        }
+        let mut file = out.into_inner().map_err(|e| e.into_error())?;
+        file.seek(std::io::SeekFrom::Start(0))?;
+        file.write_all(&head)?;
+        let written = started.elapsed();
         file.sync_all()?;
+        synced = Some((written, started.elapsed()));
         drop(file);
         std::fs::rename(&tmp, &path)?;
         Ok(at)
@@ -594,6 +630,15 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
     };
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
+    }
+    if let Some((written, synced)) = synced {
+        tracing::debug!(
+            len,
+            planned_ms = planned.as_secs_f64() * 1e3,
+            written_ms = written.as_secs_f64() * 1e3,
+            synced_ms = synced.as_secs_f64() * 1e3,
+            "snapshot file written"
+        );
     }
     Ok(len)
 }
