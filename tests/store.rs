@@ -1065,7 +1065,80 @@ all_backends!(
     search_ties_break_by_target,
     edge_details_follow_retractions_through_snapshots_and_replay,
     a_store_of_an_older_format_is_replayed_and_its_tables_retired,
+    a_growing_store_takes_each_snapshot_as_its_base,
 );
+
+/// Each node's adjacency entries, as (edge, other end, incoming, confidence bits), in list
+/// order.
+fn lists(store: &Store) -> Vec<Vec<(u32, u32, bool, u32)>> {
+    let g = store.graph();
+    let adj = g.adjacency();
+    (0..adj.node_bound() as u32)
+        .map(|n| {
+            adj.entries(NodeId(n))
+                .map(|e| (e.edge, e.node, e.is_incoming(), e.confidence.to_bits()))
+                .collect()
+        })
+        .collect()
+}
+
+/// A store that grows writes a snapshot each time it has tripled since the last, and reads
+/// its graph from it, so that its heap holds only what came since. A bulk load had written
+/// none after its first, and held its whole graph on the heap until it closed. The graph
+/// reads the same live, reopened from the snapshot and replayed from the log.
+fn a_growing_store_takes_each_snapshot_as_its_base(kind: BackendKind, dir: &Path) {
+    const NODES: usize = 10_000;
+    const BATCHES: usize = 24;
+    let store = Store::create(dir, kind).unwrap();
+    let places = (0..NODES)
+        .map(|i| node(&format!("n{i}"), "Place", &format!("place {i}")))
+        .collect();
+    store.ingest(vec![event(1, "IMPORT", places)]).unwrap();
+    let mut snapshots = Vec::new();
+    for b in 0..BATCHES {
+        // Each batch gives every node one more edge out, to a node it has no edge to yet.
+        let edges = (0..NODES)
+            .map(|i| {
+                let to = (i + 1 + b) % NODES;
+                let conf = 0.5 + ((i + b) % 5) as f32 / 10.0;
+                edge(&format!("n{i}"), "LINKS", &format!("n{to}"), conf)
+            })
+            .collect();
+        store
+            .ingest(vec![event(2 + b as i64, "IMPORT", edges)])
+            .unwrap();
+        snapshots.push(store.stats().disk_bytes_snapshot);
+    }
+    let stats = store.stats();
+    assert_eq!(stats.edges, NODES * BATCHES);
+    snapshots.dedup();
+    // None before 65,536 changes; then at 70,000 nodes and edges, and at 210,000 (twice as
+    // many changes again).
+    assert_eq!(
+        snapshots.len(),
+        3,
+        "snapshot sizes as it grew: {snapshots:?}"
+    );
+    // The last four batches' entries on the heap, not those of all of them.
+    let all_entries = NODES * BATCHES * 2 * 16;
+    assert!(
+        stats.state_bytes.adjacency < all_entries / 3,
+        "{} bytes of adjacency on the heap",
+        stats.state_bytes.adjacency
+    );
+    let (rows, live_lists) = (edge_rows(&store), lists(&store));
+    assert_eq!(live_lists[0].len(), 2 * BATCHES);
+    assert_verified(&store);
+    drop(store);
+    for replayed in [false, true] {
+        if replayed {
+            std::fs::remove_file(dir.join("state.snapshot")).unwrap();
+        }
+        let store = Store::open(dir).unwrap();
+        assert_eq!(edge_rows(&store), rows, "replayed: {replayed}");
+        assert_eq!(lists(&store), live_lists, "replayed: {replayed}");
+    }
+}
 
 fn retract_edge(from: &str, rel: &str, to: &str) -> Assertion {
     Assertion::RetractEdge {

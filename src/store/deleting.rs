@@ -186,7 +186,7 @@ impl Store {
         }
         // The state is the log's projection again; without a snapshot of it, the next open
         // would replay the whole log.
-        if let Err(e) = self.checkpoint_locked() {
+        if let Err(e) = self.checkpoint_locked(super::Adopt::Yes) {
             tracing::warn!(error = %e, "the state snapshot could not be written after the deletion; the next open replays the log");
         }
         Ok(report)
