@@ -495,10 +495,11 @@ fn touch_stamps(stamp: &[u32], row: &[AdjEntry]) {
 /// Adjacency lists of all nodes, plus each node's interned label.
 ///
 /// The lists as built at open sit end to end in one array (compressed sparse rows): node `n`'s
-/// entries are `base[offsets[n]..offsets[n + 1]]`. A list that changes afterwards moves out:
-/// a node the base knows to `moved` (a map, since writes after an open touch few old nodes),
-/// a node created after the base to `tail` (a list per node, as every node of a store built in
-/// this process is). One array instead of a vector per node saves the 24-byte vector header
+/// entries are `base[offsets[n]..offsets[n + 1]]`. Entries appended to an old node's list
+/// afterwards go to `grown` (read after its row, which stays where it is); a list changed in
+/// place moves out to `moved` (a map, since such changes after an open touch few old nodes);
+/// a node created after the base has its list in `tail` (a list per node, as every node of a
+/// store built in this process has). One array instead of a vector per node saves the 24-byte vector header
 /// and an allocation per node, and an open fills it with two passes over the edges.
 #[derive(Clone, Debug, Default)]
 pub struct Adjacency {

@@ -1,5 +1,6 @@
-//! The adjacency lists of the nodes a store made in this process ([`Lists`]): a pointer and a
-//! length a list, its capacity implied by its length.
+//! The adjacency lists of the nodes a store made in this process, and the entries appended to
+//! the rows of a base array since it was laid out ([`Lists`]): a pointer and a length a list,
+//! its capacity implied by its length.
 //!
 //! A bulk load makes every node's list on the heap, one allocation each. As `Vec`s they cost a
 //! 24-byte header a node (pointer, capacity, length), 480 MB of a 100M-edge graph of 20M nodes.

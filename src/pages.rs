@@ -76,9 +76,12 @@ impl<T: Copy> Pages<T> {
             let items = FIRST_PAGE << self.pages.len();
             self.pages.push(Vec::with_capacity(items));
         }
-        // Every page before the last is full (pages fill in order); the last to `at`.
-        for (k, page) in self.pages[..=last].iter_mut().enumerate() {
+        // Pages fill in order: those before the one holding the last item are full already,
+        // those after it up to the last fill whole, and the last fills to `at`.
+        let first = self.len.checked_sub(1).map_or(0, |end| page_of(end).0);
+        for k in first..=last {
             let want = if k == last { at + 1 } else { FIRST_PAGE << k };
+            let page = &mut self.pages[k];
             if page.len() < want {
                 page.resize(want, fill);
             }

@@ -481,8 +481,9 @@ fn encode_head(
 /// [`log_fingerprint`] of its last event): a temporary file, synced, renamed over the
 /// previous one, and the directory synced, so a crash leaves the old or the new snapshot,
 /// never half of one. The sections go from the state to the file a few thousand items at a
-/// time: a copy of them in memory would be the adjacency's size again. Gives the file's
-/// length.
+/// time: a copy of them in memory would be the adjacency's size again. Each block's CRC is
+/// taken as it goes by, and the head that holds them written over the file's start last.
+/// Gives the file's length.
 ///
 /// The previous file is replaced, never written to: a store that maps it (this process or a
 /// reader) keeps reading the file it mapped.
@@ -502,7 +503,7 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
     let (slot, seen, label) = column_items(state);
     let entries = || (0..node_rows).flat_map(|n| state.adj.entries(NodeId(n as u32)));
     // Each plan is a pass over a column, most of them read from the last snapshot's map; a
-    // load writes a snapshot each time it doubles, under its writer lock, so they go on both
+    // load writes a snapshot each time it triples, under its writer lock, so they go on both
     // cores in pairs of about equal work.
     let (confidences, (key_slots, key_tags)) = rayon::join(
         || {
@@ -602,10 +603,17 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
             crcs.push(blocks.finish());
         }
         pad(&mut out, &mut at)?;
+        // A section fed other than its items said would have its blocks elsewhere than the
+        // head says (an open reads as many CRCs as the items imply): nothing is written.
+        if let Some(k) = (0..SECTIONS.len()).find(|&k| crcs[k].len() != blocks[k].len()) {
+            return Err(std::io::Error::other(format!(
+                "section {k} of the snapshot came to {} blocks, not the {} its items imply",
+                crcs[k].len(),
+                blocks[k].len()
+            )));
+        }
         let head = encode_head(state, log, &sections, &items, &crcs);
         if head.len() != head_len {
-            // A section fed other than its items said: its blocks would not be where the
-            // head says they are.
             return Err(std::io::Error::other(format!(
                 "the snapshot's head took {} bytes, not the {head_len} its sections were placed after",
                 head.len()
