@@ -708,6 +708,32 @@ fn a_snapshot_changed_under_a_valid_checksum_opens_or_is_refused(kind: BackendKi
     assert!(used > 0 && refused > 0, "used {used}, refused {refused}");
 }
 
+/// A writer killed while it wrote a snapshot leaves the temporary file (up to the snapshot's
+/// size: gigabytes at 100M edges), which stayed until the next snapshot was written, forever
+/// for a store that is opened and read. The next writer's open removes it; a reader's open,
+/// beside a writer that may be writing it, does not.
+fn a_snapshot_left_half_written_is_removed_by_the_next_writer(kind: BackendKind, dir: &Path) {
+    let store = built_with_snapshot(kind, dir);
+    let live = dump(&store);
+    drop(store);
+    let tmp = dir.join("state.snapshot.tmp");
+    std::fs::write(&tmp, vec![7u8; 100_000]).unwrap();
+    if kind == BackendKind::Redb {
+        let reader = Store::open_read_only(dir).unwrap();
+        assert_eq!(dump(&reader), live);
+        drop(reader);
+        assert!(
+            tmp.exists(),
+            "a reader removed a file a writer may be writing"
+        );
+    }
+    let store = Store::open(dir).unwrap();
+    assert!(!tmp.exists(), "the half-written snapshot is still there");
+    assert!(matches!(store.state_source(), StateSource::Snapshot { .. }));
+    assert_eq!(dump(&store), live);
+    assert_verified(&store);
+}
+
 /// An open from the snapshot maps the adjacency and the edge slots rather than building them
 /// on the heap, and so does the store that wrote it, once it has; what either reads is the
 /// state.
@@ -1291,6 +1317,7 @@ all_backends!(
     a_damaged_or_foreign_snapshot_is_not_used,
     a_snapshot_from_before_a_deletion_is_not_used,
     compaction_rewrites_the_snapshot,
+    a_snapshot_left_half_written_is_removed_by_the_next_writer,
     a_read_only_handle_cannot_checkpoint,
     closing_at_exit_writes_what_a_drop_writes,
     a_huge_foreign_snapshot_is_refused_before_it_is_read,

@@ -1609,6 +1609,7 @@ impl Store {
         let manifest = read_manifest(&dir)?;
         let lock = StoreLock::acquire(&dir)?;
         deleting::recover_compaction(&dir, manifest.backend)?;
+        snapshot::remove_unfinished(&dir);
         Self::open_with(dir, manifest, Some(lock))
     }
 

@@ -651,6 +651,20 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
     Ok(len)
 }
 
+/// Removes the temporary file of a snapshot write that did not finish (the process died in
+/// it), if any: it is never read, and it holds up to a snapshot's size. Only the writer's
+/// open calls this; a reader's could remove a file another process is writing.
+pub(super) fn remove_unfinished(dir: &Path) {
+    let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => tracing::info!(path = %tmp.display(), "removed a snapshot left half written"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(path = %tmp.display(), error = %e, "a snapshot left half written could not be removed")
+        }
+    }
+}
+
 /// Removes the snapshot of the store in `dir`, if any.
 pub(super) fn remove(dir: &Path) -> Result<()> {
     let path = path_in(dir);
