@@ -360,6 +360,11 @@ impl State {
         }
     }
 
+    /// Live nodes and edges: what the checkpoint rule weighs changes against.
+    fn graph_size(&self) -> u64 {
+        (self.adj.node_count() + self.adj.edge_count()) as u64
+    }
+
     /// The live node with key `key`.
     fn node_id(&self, key: &str) -> Option<NodeId> {
         self.node_keys.get(&self.nodes, key)
@@ -1431,11 +1436,7 @@ impl Store {
         {
             // A damaged snapshot goes (the checkpoint removes it), however little changed.
             // The state is dropped next: it does not move onto the file it writes.
-            let checkpoint = self.writable().and_then(|()| {
-                let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-                self.checkpoint_locked(Adopt::No)
-            });
-            if let Err(e) = checkpoint {
+            if let Err(e) = self.checkpoint_as(Adopt::No) {
                 tracing::warn!(error = %e, "the state snapshot could not be written; the next open replays the log past the last one");
             }
         }
@@ -2026,7 +2027,7 @@ impl Store {
                 let from = at.counters.last_seq;
                 match Self::catch_up_snapshot(backend, state, at.counters, counters, deleted)? {
                     Ok((state, caught_up)) => {
-                        let size = (state.adj.node_count() + state.adj.edge_count()) as u64;
+                        let size = state.graph_size();
                         tracing::debug!(
                             snapshot = from,
                             log = counters.last_seq,
@@ -2091,7 +2092,7 @@ impl Store {
         // The lists grew edge by edge; one array holds them in less (no header or spare
         // capacity per node), as an open from a snapshot does.
         state.adj.compact();
-        let size = (state.adj.node_count() + state.adj.edge_count()) as u64;
+        let size = state.graph_size();
         Ok((
             state,
             Loaded {
@@ -2184,9 +2185,14 @@ impl Store {
     /// Closing a writer that changed enough does this, and so does a commit once the changes
     /// since the last snapshot outweigh the graph.
     pub fn checkpoint(&self) -> Result<Option<u64>> {
+        self.checkpoint_as(Adopt::Yes)
+    }
+
+    /// [`Store::checkpoint`], the state moving onto the snapshot written or not.
+    fn checkpoint_as(&self, adopt: Adopt) -> Result<Option<u64>> {
         self.writable()?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        self.checkpoint_locked(Adopt::Yes)
+        self.checkpoint_locked(adopt)
     }
 
     /// [`Store::checkpoint`] under the writer lock; the state moves onto the snapshot written
@@ -2219,7 +2225,7 @@ impl Store {
                 return Ok(None);
             }
             let log = snapshot::log_fingerprint(&*self.backend, seq)?;
-            let size = (state.adj.node_count() + state.adj.edge_count()) as u64;
+            let size = state.graph_size();
             (snapshot::write(&self.dir, &state, log)?, seq, size)
         };
         self.snapshot_seq.store(seq, Relaxed);

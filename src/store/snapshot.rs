@@ -113,6 +113,11 @@ pub(super) fn path_in(dir: &Path) -> PathBuf {
     dir.join(SNAPSHOT_FILE)
 }
 
+/// The temporary file a snapshot is written to before it is renamed over [`path_in`].
+fn tmp_path_in(dir: &Path) -> PathBuf {
+    dir.join(format!("{SNAPSHOT_FILE}.tmp"))
+}
+
 /// The CRC-32 of the log record `seq` (0 for none): a snapshot records the one of its last
 /// event, so that a snapshot copied from another store with as many events is not taken for
 /// this store's.
@@ -402,16 +407,11 @@ fn blocks_of(k: usize, items: usize, narrow: bool) -> usize {
     items.div_ceil(mapped::items_per_block(item_bytes(k, narrow) as usize))
 }
 
-/// Encodes the header and body of a snapshot of the graph part of `state` (nodes, edge
-/// slots, interners, adjacency); `log` is the [`log_fingerprint`] of its last event. The
-/// sections that follow are written by [`write`] straight from the state.
-fn encode_head(
-    state: &State,
-    log: u32,
-    sections: &SectionSource<'_>,
-    items: &[u64; N],
-    crcs: &[Vec<u32>],
-) -> Vec<u8> {
+/// Begins the head of a snapshot of the graph part of `state` (nodes, edge slots, interners,
+/// adjacency): room for the header, then the body up to the sections' table, which
+/// [`seal_head`] adds with the header once the sections are written (their blocks' CRCs are
+/// taken as they are). The sections are written by [`write`] straight from the state.
+fn begin_head(state: &State, sections: &SectionSource<'_>) -> Vec<u8> {
     let mut body = vec![0; HEADER_LEN];
     let strings = |body: &mut Vec<u8>, interner: &Interner| {
         put_u32(body, interner.len() as u32);
@@ -453,9 +453,25 @@ fn encode_head(
         put_u64(&mut body, c.valid_from as u64);
         put_u64(&mut body, c.valid_to as u64);
     }
+    body
+}
 
-    // The sections' table: each one's items, then the CRC of each of its blocks (their
-    // number follows from the items).
+/// Bytes the sections' table takes: each section's item count, then a CRC for each of its
+/// `blocks`.
+fn table_len(blocks: &[usize]) -> usize {
+    blocks.iter().map(|b| 8 + 4 * b).sum()
+}
+
+/// Ends a head [`begin_head`] began: the sections' table (each one's items, then the CRC of
+/// each of its blocks, whose number follows from the items), then the header over the room
+/// left for it (`log` is the [`log_fingerprint`] of the state's last event).
+fn seal_head(
+    mut body: Vec<u8>,
+    state: &State,
+    log: u32,
+    items: &[u64; N],
+    crcs: &[Vec<u32>],
+) -> Vec<u8> {
     for (n, crcs) in items.iter().zip(crcs) {
         put_u64(&mut body, *n);
         crcs.iter().for_each(|c| put_u32(&mut body, *c));
@@ -559,13 +575,13 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         });
     }
     // The head holds each block's CRC, known once the block is written: the file begins
-    // with a head of the same length holding none, written over at the end. (The CRCs had
-    // taken a pass of their own, encoding every section once more: a quarter of a 10M-edge
-    // snapshot's time.)
-    let blocks: Vec<Vec<u32>> = (0..SECTIONS.len())
-        .map(|k| vec![0; blocks_of(k, items[k] as usize, sections.narrow_offsets)])
+    // with room for the head, written over at the end. (The CRCs had taken a pass of their
+    // own, encoding every section once more: a quarter of a 10M-edge snapshot's time.)
+    let blocks: Vec<usize> = (0..SECTIONS.len())
+        .map(|k| blocks_of(k, items[k] as usize, sections.narrow_offsets))
         .collect();
-    let head_len = encode_head(state, log, &sections, &items, &blocks).len();
+    let mut head = begin_head(state, &sections);
+    let head_len = head.len() + table_len(&blocks);
     // Every confidence was collected from the same items the columns are written from; one
     // missing would read back as damage.
     if sections.confidences.missed() {
@@ -578,7 +594,7 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
     let planned = started.elapsed();
     let mut synced = None;
     let path = path_in(dir);
-    let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
+    let tmp = tmp_path_in(dir);
     let mut put = || -> std::io::Result<u64> {
         let file = std::fs::File::create(&tmp)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
@@ -605,14 +621,14 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         pad(&mut out, &mut at)?;
         // A section fed other than its items said would have its blocks elsewhere than the
         // head says (an open reads as many CRCs as the items imply): nothing is written.
-        if let Some(k) = (0..SECTIONS.len()).find(|&k| crcs[k].len() != blocks[k].len()) {
+        if let Some(k) = (0..SECTIONS.len()).find(|&k| crcs[k].len() != blocks[k]) {
             return Err(std::io::Error::other(format!(
                 "section {k} of the snapshot came to {} blocks, not the {} its items imply",
                 crcs[k].len(),
-                blocks[k].len()
+                blocks[k]
             )));
         }
-        let head = encode_head(state, log, &sections, &items, &crcs);
+        let head = seal_head(std::mem::take(&mut head), state, log, &items, &crcs);
         if head.len() != head_len {
             return Err(std::io::Error::other(format!(
                 "the snapshot's head took {} bytes, not the {head_len} its sections were placed after",
@@ -655,7 +671,7 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
 /// it), if any: it is never read, and it holds up to a snapshot's size. Only the writer's
 /// open calls this; a reader's could remove a file another process is writing.
 pub(super) fn remove_unfinished(dir: &Path) {
-    let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
+    let tmp = tmp_path_in(dir);
     match std::fs::remove_file(&tmp) {
         Ok(()) => tracing::info!(path = %tmp.display(), "removed a snapshot left half written"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
