@@ -13,7 +13,10 @@
 //! result in a bit. A block that fails reads as missing (`None`), never as wrong data or a panic; the
 //! section records the damage, and the store reports it and stops using the snapshot (see
 //! `store/snapshot.rs`). Checking at first touch rather than at the open is what keeps an open
-//! of a 100M-edge store from reading all 6 GB of it.
+//! of a 100M-edge store from reading all 6 GB of it. A checkpoint and `verify` check every
+//! block again, those read before included (`Section::check_all`): the file can change
+//! under the map after a block's first read, and a checkpoint would write what it then reads
+//! into the next snapshot under checksums of its own.
 //!
 //! [`Layered`] is a vector over a packed column of the map (`crate::packed`): reads fall
 //! through to the mapped base, writes go to a map (for an index inside the base) or a tail
@@ -447,7 +450,9 @@ impl<T: Plain> Section<T> {
         if sound {
             i.sound[b / 64].fetch_or(bit, Relaxed);
         } else {
+            // Bad before sound is cleared: a read in between sees it one way or the other.
             i.bad[b / 64].fetch_or(bit, Relaxed);
+            i.sound[b / 64].fetch_and(!bit, Relaxed);
             if !i.damage.found.swap(true, Relaxed) {
                 tracing::error!(
                     section = i.what,
@@ -494,11 +499,14 @@ impl<T: Plain> Section<T> {
         Some(&self.raw()[range])
     }
 
-    /// Checks every block now (each damaged one is marked, not only the first); whether all
-    /// are sound.
+    /// Checks every block now, those found sound at an earlier read included (each damaged
+    /// one is marked, not only the first); whether all are sound. A block is otherwise
+    /// checked once, and the file can change under the map after that (another program, the
+    /// disk): a checkpoint writes what it reads into the next snapshot with checksums of its
+    /// own, and `verify` vouches for the state, so both check again here first.
     pub fn check_all(&self) -> bool {
         let blocks = self.inner.crcs.len();
-        (0..blocks).filter(|b| !self.block_sound(*b)).count() == 0
+        (0..blocks).filter(|b| !self.check_block(*b)).count() == 0
     }
 }
 
