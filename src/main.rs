@@ -31,9 +31,8 @@ mod allocator {
     /// returns it. A load frees a batch's records, a snapshot's build and the heap state
     /// each snapshot replaces, and allocates the next before that second is out, so what
     /// it freed stayed resident beside what it used: a 10M-edge load peaked at 81 B/edge
-    /// where it peaks at 72 with this, and a 1M-edge one at 270-310 where 190-200; ingest
-    /// costs about 5% (README, Scale). `MIMALLOC_PURGE_DELAY` in the environment still
-    /// decides.
+    /// where it peaks at 72 with this, and a 1M-edge one at 294-312 where 186-193; ingest
+    /// pays 5-7% (README, Scale). `MIMALLOC_PURGE_DELAY` in the environment still decides.
     pub(crate) fn return_freed_memory_soon() {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
             // SAFETY: sets one integer of mimalloc's option table, before any thread but
