@@ -495,19 +495,26 @@ fn seal_head(
     body
 }
 
-/// Writes a snapshot of `state` as the snapshot of the store in `dir` (`log` is the
-/// [`log_fingerprint`] of its last event): a temporary file, synced, renamed over the
-/// previous one, and the directory synced, so a crash leaves the old or the new snapshot,
-/// never half of one. The sections go from the state to the file a few thousand items at a
-/// time: a copy of them in memory would be the adjacency's size again. Each block's CRC is
-/// taken as it goes by, and the head that holds them written over the file's start last.
-/// Gives the file's length.
+/// Writes a snapshot of `state` for the store in `dir` (`log` is the [`log_fingerprint`] of
+/// its last event) to a temporary file, synced: [`Unplaced::put_in_place`] renames it over
+/// the previous one and syncs the directory, so a crash leaves the old or the new snapshot,
+/// never half of one. In between the caller checks what the write read (the blocks of the
+/// map the state reads: `State::check_mapped`). The sections go from the state to the file a
+/// few thousand items at a time: a copy of them in memory would be the adjacency's size
+/// again. Each block's CRC is taken as it goes by, and the head that holds them written over
+/// the file's start last.
 ///
 /// The previous file is replaced, never written to: a store that maps it (this process or a
 /// reader) keeps reading the file it mapped.
-/// A write that fails (a full disk, a directory in the snapshot's place) removes its
-/// temporary file: it would otherwise stay, the state's size, after every attempt.
-pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
+///
+/// A write that fails (a full disk, a directory in the snapshot's place), or whose file is
+/// dropped unplaced, removes its temporary file: it would otherwise stay, the state's size,
+/// after every attempt.
+pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<Unplaced> {
+    #[cfg(test)]
+    if let Some(change) = WHILE_WRITING.with(|hook| hook.borrow_mut().take()) {
+        change();
+    }
     if cfg!(target_endian = "big") {
         // The sections are the items as memory holds them; a big-endian file would pass
         // every check on a little-endian machine with its floats and times swapped.
@@ -643,30 +650,66 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<u64> {
         let written = started.elapsed();
         file.sync_all()?;
         synced = Some((written, started.elapsed()));
-        drop(file);
-        std::fs::rename(&tmp, &path)?;
         Ok(at)
     };
-    let len = match put() {
-        Ok(len) => len,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::io(&tmp, e));
-        }
+    let fed = put();
+    let mut unplaced = Unplaced {
+        tmp,
+        path,
+        dir: dir.to_path_buf(),
+        len: 0,
+        placed: false,
     };
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
+    unplaced.len = fed.map_err(|e| Error::io(&unplaced.tmp, e))?;
     if let Some((written, synced)) = synced {
         tracing::debug!(
-            len,
+            len = unplaced.len,
             planned_ms = planned.as_secs_f64() * 1e3,
             written_ms = written.as_secs_f64() * 1e3,
             synced_ms = synced.as_secs_f64() * 1e3,
             "snapshot file written"
         );
     }
-    Ok(len)
+    Ok(unplaced)
+}
+
+/// A snapshot written and synced under its temporary name, not yet in place. Dropped, it is
+/// removed.
+#[must_use = "a snapshot not put in place is removed when dropped"]
+pub(super) struct Unplaced {
+    tmp: PathBuf,
+    path: PathBuf,
+    dir: PathBuf,
+    len: u64,
+    placed: bool,
+}
+
+impl Unplaced {
+    /// Renames the file over the store's snapshot and syncs the directory; gives its length.
+    pub(super) fn put_in_place(mut self) -> Result<u64> {
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(&self.tmp, e))?;
+        self.placed = true;
+        if let Ok(d) = std::fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        Ok(self.len)
+    }
+}
+
+impl Drop for Unplaced {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Run at the start of this thread's next [`write`]: a change a test makes to the file
+    /// under the map between a checkpoint's first check of its blocks and the write's reads.
+    pub(super) static WHILE_WRITING: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Removes the temporary file of a snapshot write that did not finish (the process died in
@@ -1250,7 +1293,7 @@ mod tests {
     /// if it refuses it.
     fn refusal(state: &State) -> Option<Unusable> {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), state, 0).unwrap();
+        write(dir.path(), state, 0).unwrap().put_in_place().unwrap();
         read(dir.path(), &mut OpenTimings::default(), &mut |_| Ok(())).err()
     }
 
