@@ -27,18 +27,18 @@ mod allocator {
     /// Milliseconds before freed memory goes back to the system: v2's default.
     const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
-    /// mimalloc v3 keeps freed memory for a second (ten for whole arena blocks) before it
-    /// returns it. A load frees a batch's records, a snapshot's build and the heap state
-    /// each snapshot replaces, and allocates the next before that second is out, so what
-    /// it freed stayed resident beside what it used: a 10M-edge load peaked at 81 B/edge
-    /// where it peaks at 72 with this, and a 1M-edge one at 294-312 where 186-193; ingest
-    /// pays 5-7% (README, Scale). `MIMALLOC_PURGE_DELAY` in the environment still decides.
+    /// mimalloc v3 keeps freed memory for a second before it returns it. A load frees a
+    /// batch's records, a snapshot's build and the heap state each snapshot replaces, and
+    /// allocates the next before that second is out, so what it freed stayed resident beside
+    /// what it used: a 10M-edge load peaked at 81 B/edge where it peaks at 71-73 with this,
+    /// and a 1M-edge one at 294-312 where 186-193; ingest pays 5-10% (README, Scale). Set as
+    /// the default only: a delay mimalloc read from its environment (`MIMALLOC_PURGE_DELAY`,
+    /// in any case, or the older `MIMALLOC_RESET_DELAY`) stays.
     pub(crate) fn return_freed_memory_soon() {
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-            // SAFETY: sets one integer of mimalloc's option table, before any thread but
-            // this one exists (the call is not synchronised).
-            unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, PURGE_DELAY_MS) };
-        }
+        // SAFETY: writes one aligned `long` of mimalloc's option table, before this program
+        // starts a thread; allocations read it (an allocation racing it in a test sees the old
+        // delay or the new one).
+        unsafe { libmimalloc_sys::mi_option_set_default(PURGE_DELAY, PURGE_DELAY_MS) };
     }
 
     #[cfg(test)]
@@ -47,10 +47,15 @@ mod allocator {
 
         #[test]
         fn the_option_set_is_mimallocs_purge_delay() {
-            if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            let from_environment = std::env::vars_os().any(|(name, _)| {
+                let name = name.to_string_lossy().to_ascii_uppercase();
+                name == "MIMALLOC_PURGE_DELAY" || name == "MIMALLOC_RESET_DELAY"
+            });
+            if from_environment {
                 return;
             }
-            // SAFETY: reads and sets an option; no other test touches mimalloc's options.
+            // SAFETY: reads and sets one aligned `long` of the option table; other test
+            // threads' allocations may read it meanwhile, and see the old delay or the new.
             let (default, set) = unsafe {
                 let default = libmimalloc_sys::mi_option_get(PURGE_DELAY);
                 return_freed_memory_soon();

@@ -13,10 +13,10 @@
 //! result in a bit. A block that fails reads as missing (`None`), never as wrong data or a panic; the
 //! section records the damage, and the store reports it and stops using the snapshot (see
 //! `store/snapshot.rs`). Checking at first touch rather than at the open is what keeps an open
-//! of a 100M-edge store from reading all 6 GB of it. A checkpoint and `verify` check every
-//! block again, those read before included (`Section::check_all`): the file can change
-//! under the map after a block's first read, and a checkpoint would write what it then reads
-//! into the next snapshot under checksums of its own.
+//! of a 100M-edge store from reading all 6 GB of it. A checkpoint (once its write has read
+//! them) and `verify` check every block again, those read before included
+//! (`Section::check_all`): the file can change under the map after a block's first read, and
+//! a checkpoint would put what it read into the next snapshot under checksums of its own.
 //!
 //! [`Layered`] is a vector over a packed column of the map (`crate::packed`): reads fall
 //! through to the mapped base, writes go to a map (for an index inside the base) or a tail
@@ -449,8 +449,16 @@ impl<T: Plain> Section<T> {
             && ordered;
         if sound {
             i.sound[b / 64].fetch_or(bit, Relaxed);
+            // A check of every block (`check_all`) may have found the block changed since
+            // this one read it, and marked it bad in between: bad wins.
+            if i.bad[b / 64].load(Relaxed) & bit != 0 {
+                i.sound[b / 64].fetch_and(!bit, Relaxed);
+                i.damage.found.store(true, Relaxed);
+                return false;
+            }
         } else {
-            // Bad before sound is cleared: a read in between sees it one way or the other.
+            // Bad first: a read that sees the block still sound meanwhile reads it as the
+            // check before this one found it, as any read before this check did.
             i.bad[b / 64].fetch_or(bit, Relaxed);
             i.sound[b / 64].fetch_and(!bit, Relaxed);
             if !i.damage.found.swap(true, Relaxed) {

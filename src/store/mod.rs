@@ -2205,16 +2205,10 @@ impl Store {
             let state = self.read_state();
             let seq = state.counters.last_seq;
             let current = self.snapshot_seq.load(Relaxed) == seq;
-            // Damage found by a read is acted on even when nothing changed since; a write
-            // checks every block first, since it reads them all anyway.
-            let found = state.damage_found();
-            let damaged = if current && !found {
-                Ok(())
-            } else {
-                state.check_mapped()
-            };
-            if let Err(why) = damaged {
-                // Written from this state, the next snapshot would keep what reads as missing.
+            // Damage found by a read is acted on even when nothing changed since: written
+            // from this state, the next snapshot would keep what reads as missing.
+            if state.damage_found() {
+                let why = state.check_mapped().err().unwrap_or_default();
                 return Err(self.refuse_damaged_snapshot(why));
             }
             if current {
@@ -2222,16 +2216,20 @@ impl Store {
             }
             let log = snapshot::log_fingerprint(&*self.backend, seq)?;
             let size = state.graph_size();
-            let written = snapshot::write(&self.dir, &state, log)?;
-            // And again once the write has read them all: a byte changed under the map after
-            // the check above and before the write read it is in the new file under checksums
-            // of its own (a probe flipped bytes while a load wrote: 3 of 6 such runs ended with
-            // `verify` finding a node changed or missing). Changed after this, it is not.
+            let written = snapshot::write(&self.dir, &state, log);
+            // Every block of the map is checked once the write has read them all, those read
+            // before included, and only then is the file put in place. The file can change
+            // under the map after a block's first read (another program, the disk): a byte
+            // changed before the write read it would be in the new file under checksums of
+            // its own (a probe flipped bytes while loads wrote: 3 of 6 such runs ended with
+            // `verify` finding a node changed or missing). Changed after this check, it is
+            // not in the new file. A block the write was first to read and found damaged
+            // (read as missing) is found here too; the write may have failed on it.
             if let Err(why) = state.check_mapped() {
                 drop(written);
                 return Err(self.refuse_damaged_snapshot(why));
             }
-            (written.put_in_place()?, seq, size)
+            (written?.put_in_place()?, seq, size)
         };
         self.snapshot_seq.store(seq, Relaxed);
         self.snapshot_size.store(size, Relaxed);
@@ -2282,8 +2280,6 @@ impl Store {
         }
     }
 
-    /// Forgets the snapshot (after the derived state was rewritten whole): the file goes,
-    /// and the next close writes a new one.
     /// Removes the snapshot a damaged state was read from (`why`), so that the next open
     /// replays the state from the log, and gives the error of the checkpoint that found it.
     fn refuse_damaged_snapshot(&self, why: String) -> Error {
@@ -2296,6 +2292,8 @@ impl Store {
         }
     }
 
+    /// Forgets the snapshot (after the derived state was rewritten whole): the file goes,
+    /// and the next close writes a new one.
     fn drop_snapshot(&self) {
         if let Err(e) = snapshot::remove(&self.dir) {
             tracing::warn!(error = %e, "the outdated state snapshot could not be removed; opens will not use it");
@@ -2647,7 +2645,9 @@ impl Store {
         if since >= CHECKPOINT_AFTER.max(grown_enough) {
             // The batch is committed; a snapshot that cannot be written is retried later.
             if let Err(e) = self.checkpoint_locked(Adopt::Yes) {
-                // Retried after as many changes again, not on every commit.
+                // Retried after as many changes again, not on every commit. (A checkpoint
+                // refused for damage has forgotten the snapshot: the next batch replays the
+                // graph first, and forgets it again.)
                 self.since_snapshot.store(0, Relaxed);
                 tracing::warn!(error = %e, "the state snapshot could not be written");
             }
@@ -3889,56 +3889,58 @@ mod tests {
     #[test]
     fn a_block_changed_while_a_checkpoint_writes_is_not_carried_into_the_new_snapshot() {
         use std::io::{Seek, SeekFrom, Write};
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("s");
-        let node = |i: usize| {
-            Assertion::UpsertNode(NodeUpsert {
-                key: format!("k{i}"),
-                label: Some("Item".into()),
-                name: Some(format!("name {i:03}")),
-                ..Default::default()
-            })
-        };
-        let ingest = |store: &Store, ts: i64, assertions: Vec<Assertion>| {
-            let mut ev = EventDraft::new(ts, "bot", "SEEN");
-            ev.assertions = assertions;
-            store.ingest(vec![ev]).unwrap();
-        };
-        {
-            let store = Store::create(&dir, BackendKind::Redb).unwrap();
-            ingest(&store, 1, (0..50).map(node).collect());
-            store.checkpoint().unwrap().unwrap();
+        for kind in [BackendKind::Redb, BackendKind::Sled] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("s");
+            let node = |i: usize| {
+                Assertion::UpsertNode(NodeUpsert {
+                    key: format!("k{i}"),
+                    label: Some("Item".into()),
+                    name: Some(format!("name {i:03}")),
+                    ..Default::default()
+                })
+            };
+            let ingest = |store: &Store, ts: i64, assertions: Vec<Assertion>| {
+                let mut ev = EventDraft::new(ts, "bot", "SEEN");
+                ev.assertions = assertions;
+                store.ingest(vec![ev]).unwrap();
+            };
+            {
+                let store = Store::create(&dir, kind).unwrap();
+                ingest(&store, 1, (0..50).map(node).collect());
+                store.checkpoint().unwrap().unwrap();
+            }
+            let store = Store::open(&dir).unwrap();
+            assert!(matches!(store.state_source(), StateSource::Snapshot { .. }));
+            let name = |store: &Store| store.node_by_key("k17").map(|n| n.name);
+            assert_eq!(name(&store).as_deref(), Some("name 017"));
+            let path = snapshot::path_in(&dir);
+            let bytes = std::fs::read(&path).unwrap();
+            let at = bytes.windows(8).position(|w| w == b"name 017").unwrap() + 1;
+            // In place, as the map sees it.
+            let change = move || {
+                let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                file.seek(SeekFrom::Start(at as u64)).unwrap();
+                file.write_all(b"A").unwrap();
+                file.sync_all().unwrap();
+            };
+            ingest(&store, 2, vec![node(50)]);
+            snapshot::AT_WRITE_START.with(|hook| *hook.borrow_mut() = Some(Box::new(change)));
+            let refused = store.checkpoint();
+            assert!(refused.is_err(), "{kind:?}: {refused:?}");
+            let files: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|f| f.starts_with("state.snapshot"))
+                .collect();
+            assert!(files.is_empty(), "{kind:?}: {files:?}");
+            drop(store);
+            let store = Store::open(&dir).unwrap();
+            assert_eq!(store.state_source(), StateSource::Log);
+            assert_eq!(name(&store).as_deref(), Some("name 017"));
+            assert!(store.node_by_key("k50").is_some());
+            assert!(store.verify().unwrap().ok());
         }
-        let store = Store::open(&dir).unwrap();
-        assert!(matches!(store.state_source(), StateSource::Snapshot { .. }));
-        let name = |store: &Store| store.node_by_key("k17").map(|n| n.name);
-        assert_eq!(name(&store).as_deref(), Some("name 017"));
-        let path = snapshot::path_in(&dir);
-        let bytes = std::fs::read(&path).unwrap();
-        let at = bytes.windows(8).position(|w| w == b"name 017").unwrap() + 1;
-        // In place, as the map sees it.
-        let change = move || {
-            let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-            file.seek(SeekFrom::Start(at as u64)).unwrap();
-            file.write_all(b"A").unwrap();
-            file.sync_all().unwrap();
-        };
-        ingest(&store, 2, vec![node(50)]);
-        snapshot::WHILE_WRITING.with(|hook| *hook.borrow_mut() = Some(Box::new(change)));
-        let refused = store.checkpoint();
-        assert!(refused.is_err(), "{refused:?}");
-        let files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|f| f.starts_with("state.snapshot"))
-            .collect();
-        assert!(files.is_empty(), "{files:?}");
-        drop(store);
-        let store = Store::open(&dir).unwrap();
-        assert_eq!(store.state_source(), StateSource::Log);
-        assert_eq!(name(&store).as_deref(), Some("name 017"));
-        assert!(store.node_by_key("k50").is_some());
-        assert!(store.verify().unwrap().ok());
     }
 
     /// A rebuild of the full-text index commits a bounded number of documents at a time (all

@@ -19,8 +19,9 @@
 //! starting on a page: the offsets, records and key table as their items lie in memory, the
 //! rest as packed columns (`crate::packed`). They are checked block by block at their first
 //! read (`crate::mapped`), so an open reads no node and no edge, and a page costs memory only
-//! once read; all are checked again before a checkpoint writes from them (the file may have
-//! changed under the map since a block's first read). Damage found there reads as missing;
+//! once read; all are checked again once a checkpoint's write has read them, before the new
+//! file is put in place (the file may have changed under the map since a block's first
+//! read). Damage found there reads as missing;
 //! the store reports it (`verify`), replays its graph from the log before it writes a batch
 //! that met it (whose lookups may have missed), and its next checkpoint or close removes the
 //! snapshot instead of writing the damaged state, so the open after replays the state from
@@ -375,8 +376,9 @@ impl SectionSource<'_> {
                 packed::feed_data(&self.seen.0, times, &self.uncoded, sink)
             }
             // From the offsets the state holds, not by decoding each list: a checkpoint
-            // checks every mapped block first (`Adjacency::check_mapped`) and writes nothing
-            // from a damaged state, so every list reads whole.
+            // checks every mapped block once the write has read them (`State::check_mapped`)
+            // and puts nothing in place from a damaged state, so a file whose lists did not
+            // all read whole is dropped.
             ADJACENCY_OFFSETS => offsets(rows, &|n| state.adj.degree(NodeId(n as u32)), sink),
             ENTRY_BLOCKS => sink(mapped::bytes_of(&self.entries.0)),
             ENTRIES => {
@@ -512,7 +514,7 @@ fn seal_head(
 /// after every attempt.
 pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<Unplaced> {
     #[cfg(test)]
-    if let Some(change) = WHILE_WRITING.with(|hook| hook.borrow_mut().take()) {
+    if let Some(change) = AT_WRITE_START.with(|hook| hook.borrow_mut().take()) {
         change();
     }
     if cfg!(target_endian = "big") {
@@ -602,8 +604,15 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<Unplaced> {
     }
     let planned = started.elapsed();
     let mut synced = None;
-    let path = path_in(dir);
-    let tmp = tmp_path_in(dir);
+    // Made before the file, so that an error or a panic past here removes it.
+    let mut unplaced = Unplaced {
+        tmp: tmp_path_in(dir),
+        path: path_in(dir),
+        dir: dir.to_path_buf(),
+        len: 0,
+        placed: false,
+    };
+    let tmp = unplaced.tmp.clone();
     let mut put = || -> std::io::Result<u64> {
         let file = std::fs::File::create(&tmp)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
@@ -652,15 +661,7 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<Unplaced> {
         synced = Some((written, started.elapsed()));
         Ok(at)
     };
-    let fed = put();
-    let mut unplaced = Unplaced {
-        tmp,
-        path,
-        dir: dir.to_path_buf(),
-        len: 0,
-        placed: false,
-    };
-    unplaced.len = fed.map_err(|e| Error::io(&unplaced.tmp, e))?;
+    unplaced.len = put().map_err(|e| Error::io(&tmp, e))?;
     if let Some((written, synced)) = synced {
         tracing::debug!(
             len = unplaced.len,
@@ -707,8 +708,8 @@ impl Drop for Unplaced {
 #[cfg(test)]
 thread_local! {
     /// Run at the start of this thread's next [`write`]: a change a test makes to the file
-    /// under the map between a checkpoint's first check of its blocks and the write's reads.
-    pub(super) static WHILE_WRITING: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+    /// under the map before the write reads it.
+    pub(super) static AT_WRITE_START: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
         const { std::cell::RefCell::new(None) };
 }
 
