@@ -499,8 +499,9 @@ fn touch_stamps(stamp: &[u32], row: &[AdjEntry]) {
 /// afterwards go to `grown` (read after its row, which stays where it is); a list changed in
 /// place moves out to `moved` (a map, since such changes after an open touch few old nodes);
 /// a node created after the base has its list in `tail` (a list per node, as every node of a
-/// store built in this process has). One array instead of a vector per node saves the 24-byte vector header
-/// and an allocation per node, and an open fills it with two passes over the edges.
+/// store built in this process has). One array instead of a vector per node saves the
+/// 24-byte vector header and an allocation per node, and an open fills it with two passes
+/// over the edges.
 #[derive(Clone, Debug, Default)]
 pub struct Adjacency {
     /// The lists as last laid end to end: built in memory, or mapped from the snapshot.

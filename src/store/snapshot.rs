@@ -21,11 +21,10 @@
 //! read (`crate::mapped`), so an open reads no node and no edge, and a page costs memory only
 //! once read; all are checked again once a checkpoint's write has read them, before the new
 //! file is put in place (the file may have changed under the map since a block's first
-//! read). Damage found there reads as missing;
-//! the store reports it (`verify`), replays its graph from the log before it writes a batch
-//! that met it (whose lookups may have missed), and its next checkpoint or close removes the
-//! snapshot instead of writing the damaged state, so the open after replays the state from
-//! the log.
+//! read). Damage found there reads as missing; the store reports it (`verify`), replays its
+//! graph from the log before it writes a batch that met it (whose lookups may have missed),
+//! and its next checkpoint or close removes the snapshot instead of writing the damaged
+//! state, so the open after replays the state from the log.
 //!
 //! A new snapshot is a new file renamed over the old one, never a write into a mapped file;
 //! a process that mapped the old one keeps reading it (the disk space is freed when it
