@@ -374,8 +374,8 @@ pub fn recurring(store: &Store, min_sessions: usize) -> Result<Vec<String>> {
 /// entry is [`Error::NotFound`] and nothing is written.
 pub fn promote(store: &Store, keys: &[String]) -> Result<Commit> {
     for k in keys {
-        match store.node_by_key(k) {
-            Some(n) if n.label == LABEL => {}
+        match store.require_node(k) {
+            Ok(n) if n.label == LABEL => {}
             _ => return Err(Error::NotFound(format!("journal entry {k:?}"))),
         }
     }

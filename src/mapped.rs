@@ -217,6 +217,14 @@ impl<O: Offset> Offsets<O> {
             Offsets::Wide(s) => s.check_all(),
         }
     }
+
+    /// Checks again the blocks holding offsets `range` ([`Section::recheck`]).
+    pub fn recheck(&self, range: Range<usize>) -> bool {
+        match self {
+            Offsets::Narrow(s) => s.recheck(range),
+            Offsets::Wide(s) => s.recheck(range),
+        }
+    }
 }
 
 /// The bytes of `items` as they are laid out in memory (and in a section of the file).
@@ -513,8 +521,22 @@ impl<T: Plain> Section<T> {
     /// disk): a checkpoint writes what it reads into the next snapshot with checksums of its
     /// own, and `verify` vouches for the state, so both check again here first.
     pub fn check_all(&self) -> bool {
-        let blocks = self.inner.crcs.len();
-        (0..blocks).filter(|b| !self.check_block(*b)).count() == 0
+        self.recheck(0..self.inner.len)
+    }
+
+    /// Checks again, as [`Section::check_all`] does, the blocks that hold items `range` (the
+    /// part inside the section); whether all are sound. For a read that found nothing where
+    /// something was expected: it may have read a block changed since its first check.
+    pub fn recheck(&self, range: Range<usize>) -> bool {
+        let end = range.end.min(self.inner.len);
+        if range.start >= end {
+            return true;
+        }
+        let per = per_block::<T>();
+        (range.start / per..=(end - 1) / per)
+            .filter(|b| !self.check_block(*b))
+            .count()
+            == 0
     }
 }
 

@@ -27,6 +27,12 @@ pub struct Counters {
 /// What the projection reads of the state a batch applies to.
 pub(crate) trait ProjectionBase {
     fn node_id(&self, key: &str) -> Option<NodeId>;
+    /// Called before a batch is refused for naming `key`, which the base did not find: a
+    /// base read from a snapshot's map checks the blocks that lookup read again, and records
+    /// the damage it finds (the store then projects the batch again on the graph replayed
+    /// from its log). A file changed under the map after a block's first read must not pass
+    /// for the caller's error.
+    fn recheck_key(&self, _key: &str) {}
     fn node(&self, id: NodeId) -> Option<Node>;
     fn edge_id(&self, from: NodeId, relation: &str, to: NodeId) -> Option<EdgeId>;
     /// The full edge record (may read storage).
@@ -154,7 +160,14 @@ impl Overlay {
         key: &str,
     ) -> Result<NodeId> {
         self.node_id(base, key)
-            .ok_or_else(|| at.err(field, format!("unknown node {key:?}")))
+            .ok_or_else(|| Self::unknown(base, at, field, key))
+    }
+
+    /// The error for a reference to `key`, which names no live node.
+    #[cold]
+    fn unknown<B: ProjectionBase>(base: &B, at: At, field: &str, key: &str) -> Error {
+        base.recheck_key(key);
+        at.err(field, format!("unknown node {key:?}"))
     }
 
     /// [`Overlay::resolve`] with what the base says `key` names when that is known already
@@ -171,7 +184,7 @@ impl Overlay {
             None => self.resolve(base, at, field, key),
             Some(id) => self
                 .node_id_over(key, || id)
-                .ok_or_else(|| at.err(field, format!("unknown node {key:?}"))),
+                .ok_or_else(|| Self::unknown(base, at, field, key)),
         }
     }
 

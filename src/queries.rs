@@ -98,9 +98,7 @@ pub struct DeathAnswer {
 }
 
 fn node_or_missing(store: &Store, key: &str) -> Result<Node> {
-    store
-        .node_by_key(key)
-        .ok_or_else(|| Error::NotFound(format!("node {key:?}")))
+    store.require_node(key)
 }
 
 fn provenance(store: &Store, edges: Vec<EdgeId>, events: Vec<u64>) -> Result<Provenance> {

@@ -135,8 +135,10 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
 }
 
 fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
-    if let Some(n) = s.node_by_key(key_or_name) {
-        return Ok(n);
+    match s.require_node(key_or_name) {
+        Ok(n) => return Ok(n),
+        Err(loci::Error::NotFound(_)) => {}
+        Err(e) => return Err(e.into()),
     }
     let filter = SearchFilter::default().with_nodes_only(true);
     for h in s.search(key_or_name, &filter, 1)? {

@@ -499,7 +499,7 @@ pub fn neighbors_of(
     if !(0.0..=1.0).contains(&min) {
         return Err(ApiError::bad_input("min_confidence: must be in [0, 1]"));
     }
-    let Some(start) = s.node_by_key(key) else {
+    let Ok(start) = s.require_node(key) else {
         return Err(ApiError::not_found(format!("no node has key {key:?}")));
     };
     let opts = ExpandOptions::default()
@@ -549,7 +549,7 @@ pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<
     responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
 async fn node(State(st): State<Arc<AppState>>, PathParam(key): PathParam<String>) -> Answer {
     st.blocking(move |s| {
-        let Some(n) = s.node_by_key(&key) else {
+        let Ok(n) = s.require_node(&key) else {
             return Err(ApiError::not_found(format!("no node has key {key:?}")));
         };
         // From its list, not a scan of every edge (seconds per request at 100M edges).

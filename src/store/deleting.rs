@@ -271,6 +271,8 @@ impl Store {
             targets.insert(seq, ev.ts);
         }
         if let Some(missing) = request.nodes.iter().find(|k| state.node_id(k).is_none()) {
+            // Damage found there is reported as damage, not as the key being unknown.
+            state.recheck_key(missing);
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
         if !request.nodes.is_empty() {

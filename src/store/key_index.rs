@@ -22,7 +22,7 @@ use hashbrown::HashTable;
 
 use super::node_table::NodeTable;
 use crate::codec::stable_hash;
-use crate::mapped::{Limits, Plain, Section};
+use crate::mapped::{per_block, Limits, Plain, Section};
 use crate::model::NodeId;
 
 /// One slot of a snapshot's key table: a node id, or [`KeySlot::EMPTY`].
@@ -157,6 +157,45 @@ impl KeyIndex {
             i = next_slot(i, len);
         }
         None
+    }
+
+    /// Checks again every mapped block a lookup of `key` reads in the snapshot's table: the
+    /// slots and hash bytes of its probe, and the records of the nodes whose hash byte matches;
+    /// whether they are sound. For a key that was not found where it had to be: a block read
+    /// and found sound before may have changed since (the file changed under the map), and a
+    /// lookup that misses must not pass for the key being unknown. A lookup that finds its key
+    /// needs no such check, and rechecking every miss would cost a bulk load's every new key.
+    pub(crate) fn recheck_mapped(&self, nodes: &NodeTable, key: &str) -> bool {
+        let Some(MappedKeys { slots, tags }) = self.mapped.as_ref() else {
+            return true;
+        };
+        let len = slots.len();
+        let hash = stable_hash(key.as_bytes());
+        let (tag, mut i) = (hash_tag(hash), home(hash, len));
+        let mut sound = true;
+        // A probe reads neighbouring slots: each block is checked once.
+        let mut checked: Option<(usize, usize)> = None;
+        for _ in 0..len {
+            let blocks = (i / per_block::<KeySlot>(), i / per_block::<u8>());
+            if checked != Some(blocks) {
+                sound &= slots.recheck(i..i + 1) & tags.recheck(i..i + 1);
+                checked = Some(blocks);
+            }
+            let (Some(slot), Some(slot_tag)) = (slots.get(i), tags.get(i)) else {
+                return false;
+            };
+            if slot == KeySlot::EMPTY {
+                return sound;
+            }
+            if slot_tag == tag {
+                sound &= nodes.recheck_mapped(NodeId(slot.0));
+                if has_key(nodes, slot.0, key) {
+                    return sound;
+                }
+            }
+            i = next_slot(i, len);
+        }
+        sound
     }
 
     /// Checks every block of the mapped table; whether all are sound.

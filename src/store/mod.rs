@@ -373,6 +373,12 @@ impl State {
         self.node_keys.get(&self.nodes, key)
     }
 
+    /// Checks again the mapped blocks a lookup of `key` reads (`KeyIndex::recheck_mapped`):
+    /// what finds one damaged records it, so that [`State::damage_found`] says so.
+    fn recheck_key(&self, key: &str) {
+        self.node_keys.recheck_mapped(&self.nodes, key);
+    }
+
     /// The core of live edge `id`.
     fn edge_core(&self, id: EdgeId) -> Option<EdgeCore> {
         self.edges.get(id, self.adj.last_seen(id))
@@ -595,6 +601,9 @@ struct LiveBase<'a> {
 impl ProjectionBase for LiveBase<'_> {
     fn node_id(&self, key: &str) -> Option<NodeId> {
         self.state.node_id(key)
+    }
+    fn recheck_key(&self, key: &str) {
+        self.state.recheck_key(key);
     }
     fn node(&self, id: NodeId) -> Option<Node> {
         self.state.node(id)
@@ -2509,6 +2518,23 @@ impl Store {
         self.read_state().damage_found()
     }
 
+    /// The live node with key `key`, or [`Error::NotFound`]. A miss first checks again the
+    /// mapped blocks its lookup read: a block of the snapshot changed after its first read
+    /// (the file changed under the map) is then found, and reported by
+    /// [`Store::snapshot_damage_found`], instead of passing for the key being unknown. For a
+    /// key asked for by a user; [`Store::node_by_key`] is the lookup for keys that may well
+    /// be new (a miss there costs nothing more).
+    pub fn require_node(&self, key: &str) -> Result<Node> {
+        let state = self.read_state();
+        match state.node_id(key).and_then(|id| state.node(id)) {
+            Some(node) => Ok(node),
+            None => {
+                state.recheck_key(key);
+                Err(Error::NotFound(format!("node {key:?}")))
+            }
+        }
+    }
+
     /// Replays the graph from the log for a batch that met damage (see
     /// [`Store::project_on_sound_graph`]), at most once a batch: a graph that reads as
     /// damaged after its replay refuses the batch.
@@ -2825,6 +2851,9 @@ impl Store {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let find_missing = || keys.iter().find(|k| self.node_by_key(k).is_none());
         let mut missing = find_missing();
+        if let Some(key) = missing {
+            self.read_state().recheck_key(key);
+        }
         if missing.is_some() && self.snapshot_damage_found() {
             // The key may be one a damaged block of the snapshot hid.
             self.replay_damaged_graph()?;
@@ -2952,6 +2981,8 @@ impl Store {
         self.read_state().node(id)
     }
 
+    /// The live node with key `key`. A miss is taken as it is: for a key a user asked for,
+    /// [`Store::require_node`] checks the blocks the lookup read again.
     pub fn node_by_key(&self, key: &str) -> Option<Node> {
         let state = self.read_state();
         state.node_id(key).and_then(|id| state.node(id))

@@ -117,6 +117,12 @@ impl NodeTable {
         self.records.check_mapped()
     }
 
+    /// Checks again the mapped blocks the record of node `id` is read from; whether they are
+    /// sound.
+    pub(super) fn recheck_mapped(&self, id: NodeId) -> bool {
+        self.records.recheck_mapped(id.0 as usize)
+    }
+
     pub(crate) fn slot_bound(&self) -> usize {
         self.records.slot_bound()
     }

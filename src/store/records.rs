@@ -88,6 +88,17 @@ impl<O: Offset> MappedRecords<O> {
     fn check_all(&self) -> bool {
         self.offsets.check_all() & self.bytes.check_all()
     }
+
+    /// Checks again the blocks record `i` is read from: its two offsets, then the bytes
+    /// between them; whether they are sound.
+    fn recheck(&self, i: usize) -> bool {
+        if !self.offsets.recheck(i..i + 2) {
+            return false;
+        }
+        self.offsets
+            .span(i)
+            .is_none_or(|(start, end)| self.bytes.recheck(start as usize..end as usize))
+    }
 }
 
 /// Records by slot (see the module doc).
@@ -262,6 +273,17 @@ impl<O: Offset> Records<O> {
     /// Checks every block of the mapped records now; whether all are sound.
     pub(crate) fn check_mapped(&self) -> bool {
         self.base.as_ref().is_none_or(MappedRecords::check_all)
+    }
+
+    /// Checks again the mapped blocks slot `i` is read from, when it is read from the map;
+    /// whether they are sound.
+    pub(crate) fn recheck_mapped(&self, i: usize) -> bool {
+        match &self.base {
+            Some(base) if i < base.len() && !self.changed.contains_key(&(i as u32)) => {
+                base.recheck(i)
+            }
+            _ => true,
+        }
     }
 
     /// One past the highest slot that may hold a record.
