@@ -376,6 +376,7 @@ pub fn promote(store: &Store, keys: &[String]) -> Result<Commit> {
     for k in keys {
         match store.require_node(k) {
             Ok(n) if n.label == LABEL => {}
+            Err(e @ Error::Corrupt { .. }) => return Err(e),
             _ => return Err(Error::NotFound(format!("journal entry {k:?}"))),
         }
     }

@@ -1107,7 +1107,7 @@ impl Run<'_, '_> {
                 for row in &rows {
                     guard.tick()?;
                     if let Val::Str(k) = self.ctx.eval(key, row)? {
-                        if let Some(n) = g.node_id(&k) {
+                        if let Some(n) = g.node_id_named(&k) {
                             let mut r = row.clone();
                             r[*slot] = Val::Node(n);
                             emit!(r);

@@ -499,8 +499,12 @@ pub fn neighbors_of(
     if !(0.0..=1.0).contains(&min) {
         return Err(ApiError::bad_input("min_confidence: must be in [0, 1]"));
     }
-    let Ok(start) = s.require_node(key) else {
-        return Err(ApiError::not_found(format!("no node has key {key:?}")));
+    let start = match s.require_node(key) {
+        Ok(n) => n,
+        Err(crate::Error::NotFound(_)) => {
+            return Err(ApiError::not_found(format!("no node has key {key:?}")))
+        }
+        Err(e) => return Err(e.into()),
     };
     let opts = ExpandOptions::default()
         .with_min_confidence(min)
@@ -549,8 +553,12 @@ pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<
     responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
 async fn node(State(st): State<Arc<AppState>>, PathParam(key): PathParam<String>) -> Answer {
     st.blocking(move |s| {
-        let Ok(n) = s.require_node(&key) else {
-            return Err(ApiError::not_found(format!("no node has key {key:?}")));
+        let n = match s.require_node(&key) {
+            Ok(n) => n,
+            Err(crate::Error::NotFound(_)) => {
+                return Err(ApiError::not_found(format!("no node has key {key:?}")))
+            }
+            Err(e) => return Err(e.into()),
         };
         // From its list, not a scan of every edge (seconds per request at 100M edges).
         let g = s.graph();

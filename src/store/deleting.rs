@@ -72,7 +72,16 @@ impl Store {
             });
         }
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let mut targets = self.deletion_targets(request, reason)?;
+        let mut targets = match self.deletion_targets(request, reason) {
+            // A key missed because a block of the snapshot changed after its first read (the
+            // miss checked its blocks again and found it): asked again of the graph replayed
+            // from the log, as a batch naming it would be.
+            Err(Error::NotFound(_)) if self.snapshot_damage_found() => {
+                self.replay_damaged_graph()?;
+                self.deletion_targets(request, reason)?
+            }
+            targets => targets?,
+        };
         if reason == Reason::Delete {
             self.add_summaries_of(&mut targets)?;
         }
@@ -271,7 +280,8 @@ impl Store {
             targets.insert(seq, ev.ts);
         }
         if let Some(missing) = request.nodes.iter().find(|k| state.node_id(k).is_none()) {
-            // Damage found there is reported as damage, not as the key being unknown.
+            // Its blocks checked again: damage found there has the caller replay the graph
+            // and ask again, rather than the key pass for unknown.
             state.recheck_key(missing);
             return Err(Error::NotFound(format!("node {missing:?}")));
         }

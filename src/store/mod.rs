@@ -1331,6 +1331,17 @@ impl GraphRead<'_> {
     pub fn node_id(&self, key: &str) -> Option<NodeId> {
         self.state.node_id(key)
     }
+    /// [`Graph::node_id`] of a key a user named, whose miss checks again the mapped blocks
+    /// its lookup read ([`Store::require_node`]): damage found there is recorded
+    /// ([`Store::snapshot_damage_found`]) rather than the miss passing for the key being
+    /// unknown.
+    pub fn node_id_named(&self, key: &str) -> Option<NodeId> {
+        let found = self.state.node_id(key);
+        if found.is_none() {
+            self.state.recheck_key(key);
+        }
+        found
+    }
     pub fn edge_core(&self, id: EdgeId) -> Option<EdgeCore> {
         self.state.edge_core(id)
     }
@@ -2520,19 +2531,25 @@ impl Store {
 
     /// The live node with key `key`, or [`Error::NotFound`]. A miss first checks again the
     /// mapped blocks its lookup read: a block of the snapshot changed after its first read
-    /// (the file changed under the map) is then found, and reported by
-    /// [`Store::snapshot_damage_found`], instead of passing for the key being unknown. For a
-    /// key asked for by a user; [`Store::node_by_key`] is the lookup for keys that may well
-    /// be new (a miss there costs nothing more).
+    /// (the file changed under the map) is then found, and the answer is
+    /// [`Error::Corrupt`], not that the key is unknown ([`Store::snapshot_damage_found`]
+    /// says so from then on, and the next write replays the graph from the log; a read does
+    /// not, as a replay can take minutes). For a key asked for by a user;
+    /// [`Store::node_by_key`] is the lookup for keys that may well be new (a miss there
+    /// costs nothing more).
     pub fn require_node(&self, key: &str) -> Result<Node> {
         let state = self.read_state();
-        match state.node_id(key).and_then(|id| state.node(id)) {
-            Some(node) => Ok(node),
-            None => {
-                state.recheck_key(key);
-                Err(Error::NotFound(format!("node {key:?}")))
-            }
+        if let Some(node) = state.node_id(key).and_then(|id| state.node(id)) {
+            return Ok(node);
         }
+        state.recheck_key(key);
+        if state.damage_found() {
+            return Err(Error::Corrupt {
+                table: "state snapshot",
+                message: format!("looking up node {key:?}: {DAMAGED_SNAPSHOT}"),
+            });
+        }
+        Err(Error::NotFound(format!("node {key:?}")))
     }
 
     /// Replays the graph from the log for a batch that met damage (see
