@@ -444,6 +444,10 @@ struct Loaded {
     since_snapshot: u64,
     /// Nodes and edges of the snapshot read (see [`Store::snapshot_size`]); 0 for none.
     snapshot_size: u64,
+    /// The log replayed to fewer node or edge ids than the meta table's counters say were
+    /// given out (see [`Store::replay_whole_log`]): the counters and the text index are
+    /// the log's to take.
+    fewer_ids: bool,
 }
 
 /// How long each stage of the open took, in milliseconds (see [`Stats::open_ms`]), so that a
@@ -1728,7 +1732,9 @@ impl Store {
             finished: false,
         };
         let from = indexed.unwrap_or(0);
-        if read_only {
+        if loaded.fewer_ids && !read_only {
+            store.take_replayed_counters()?;
+        } else if read_only {
             if from != counters.last_seq {
                 tracing::warn!(
                     indexed = from,
@@ -1814,7 +1820,9 @@ impl Store {
     ) -> Result<(State, Loaded)> {
         let deleted = read_deleted(backend)?;
         let (mut state, loaded) = Self::load_graph(backend, dir, counters, &deleted, timings)?;
-        state.counters = counters;
+        if !loaded.fewer_ids {
+            state.counters = counters;
+        }
         state.folds = Folds::read(backend)?;
         state.deleted = deleted;
         state.latest_ts = backend
@@ -2065,6 +2073,7 @@ impl Store {
                                 },
                                 since_snapshot: caught_up,
                                 snapshot_size: size.saturating_sub(caught_up),
+                                fewer_ids: false,
                             },
                         ));
                     }
@@ -2106,11 +2115,27 @@ impl Store {
             counters.last_seq,
         )?
         .map_err(unreplayable)?;
-        if state.counters != counters {
+        let replayed = state.counters;
+        // Every event replayed, to fewer ids than were given out: a live state read from a
+        // snapshot changed under its map made again a node or an edge its log already had
+        // (an upsert's key lookup missed, and a miss of a key that may be new is taken as it
+        // is). The log is the truth; the open takes its counters, and its text index (whose
+        // documents name the ids given out), from it.
+        let fewer_ids = replayed.last_seq == counters.last_seq
+            && replayed.next_node <= counters.next_node
+            && replayed.next_edge <= counters.next_edge;
+        if replayed != counters && !fewer_ids {
             return Err(unreplayable(format!(
-                "the replay reached {:?}, the meta table says {counters:?}",
-                state.counters
+                "the replay reached {replayed:?}, the meta table says {counters:?}"
             )));
+        }
+        let fewer_ids = replayed != counters;
+        if fewer_ids {
+            tracing::warn!(
+                replayed = ?replayed,
+                stored = ?counters,
+                "the log replays to fewer nodes or edges than the last process gave ids to (its state was read from a damaged snapshot); the log's state is taken, and its counters and text index with it"
+            );
         }
         // The lists grew edge by edge; one array holds them in less (no header or spare
         // capacity per node), as an open from a snapshot does.
@@ -2122,6 +2147,7 @@ impl Store {
                 source: StateSource::Log,
                 since_snapshot: size,
                 snapshot_size: 0,
+                fewer_ids,
             },
         ))
     }
@@ -2371,6 +2397,31 @@ impl Store {
     /// next open; the last records the log's end.
     fn rebuild_text(&self, per_commit: usize) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.rebuild_text_locked(per_commit)
+    }
+
+    /// Stores the counters of the state replayed from the log in place of those the meta
+    /// table says, and rebuilds the text index from the log: the state had been replayed to
+    /// fewer ids than a process before gave out (see [`Store::replay_whole_log`]). Those ids
+    /// are given again; no document of the index may still name one.
+    fn take_replayed_counters(&mut self) -> Result<()> {
+        let counters = self.read_state().counters;
+        self.store_counters_and_rebuild_text(counters)?;
+        self.text_rebuilt = true;
+        Ok(())
+    }
+
+    /// Stores `counters` in the meta table and rebuilds the text index from the log (see
+    /// [`Store::take_replayed_counters`]); under the writer lock.
+    fn store_counters_and_rebuild_text(&self, counters: Counters) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&counters));
+        self.backend.commit(batch)?;
+        self.rebuild_text_locked(REBUILD_DOCS_PER_COMMIT)
+    }
+
+    /// [`Store::rebuild_text`] under the writer lock.
+    fn rebuild_text_locked(&self, per_commit: usize) -> Result<()> {
         let state = self.read_state();
         self.text.clear()?;
         let mut commits = TextCommits::new(&self.text, per_commit, 0, Vec::new());
@@ -2514,10 +2565,21 @@ impl Store {
             let state = self.read_state();
             (state.counters, state.deleted.clone())
         };
-        let (graph, _) = Self::replay_whole_log(&*self.backend, counters, &deleted)?;
+        let (graph, loaded) = Self::replay_whole_log(&*self.backend, counters, &deleted)?;
+        let replayed = graph.counters;
         let mut state = self.write_state();
         state.adopt_graph(graph);
         state.graph_epoch = next_graph_epoch();
+        if loaded.fewer_ids {
+            // The damaged state made again what the log had: its ids go back to the log's,
+            // in memory, in the meta table and in the text index (under the writer lock,
+            // which every caller holds).
+            state.counters = replayed;
+            drop(state);
+            if self.writable().is_ok() {
+                self.store_counters_and_rebuild_text(replayed)?;
+            }
+        }
         Ok(())
     }
 
