@@ -608,9 +608,16 @@ impl Csr {
                 let Some((start, end)) = offsets.span(i) else {
                     return Entries::empty();
                 };
-                entries
-                    .run(start as usize..end as usize)
-                    .map_or_else(Entries::empty, |run| Entries(EntriesOf::Mapped(run)))
+                match entries.run(start as usize..end as usize) {
+                    Some(run) => Entries(EntriesOf::Mapped(run)),
+                    None => {
+                        // Offsets sound at their first read that now span past the entries
+                        // (changed under the map since): the row reads as empty, and the
+                        // store is told, as for a damaged block.
+                        offsets.record_damage();
+                        Entries::empty()
+                    }
+                }
             }
         }
     }

@@ -218,6 +218,14 @@ impl<O: Offset> Offsets<O> {
         }
     }
 
+    /// [`Section::record_damage`].
+    pub fn record_damage(&self) {
+        match self {
+            Offsets::Narrow(s) => s.record_damage(),
+            Offsets::Wide(s) => s.record_damage(),
+        }
+    }
+
     /// Checks again the blocks holding offsets `range` ([`Section::recheck`]).
     pub fn recheck(&self, range: Range<usize>) -> bool {
         match self {
@@ -496,6 +504,12 @@ impl<T: Plain> Section<T> {
             return None;
         }
         Some(&self.raw()[i])
+    }
+
+    /// Records damage the section's checks cannot see: items that read well one by one and
+    /// together say what cannot be (a row's offsets past the entries' end).
+    pub fn record_damage(&self) {
+        self.inner.damage.record();
     }
 
     /// Items `range`, or `None` when it is not inside the section or touches a damaged block.

@@ -1094,6 +1094,36 @@ fn a_store_whose_live_state_made_a_key_twice_reopens_as_its_log_says(
     }
 }
 
+/// An adjacency offset changed under the map after its block's first read, to past the
+/// entries' end: the row reads as empty (as a damaged block's does), and the store is told,
+/// so that the CLI exits as corrupt and the next write replays the graph. (A probe saw
+/// such rows read as empty with no damage ever recorded.)
+fn a_row_whose_offsets_changed_past_the_entries_is_found_damaged(kind: BackendKind, dir: &Path) {
+    drop(built_with_snapshot(kind, dir));
+    let store = Store::open(dir).unwrap();
+    // Every block is read, and found sound.
+    dump(&store);
+    let n15 = store.require_node("n15").unwrap().id;
+    let around = |store: &Store| store.neighbors(n15, 1, &ExpandOptions::default()).len();
+    let neighbours = around(&store);
+    assert!(neighbours > 0);
+    let bytes = std::fs::read(dir.join(SNAPSHOT)).unwrap();
+    let offsets = section_bytes(&bytes, ADJACENCY_OFFSETS);
+    // The high byte of where row 15 ends (narrow offsets: four bytes each).
+    change_in_place(
+        &dir.join(SNAPSHOT),
+        offsets.start + (n15.0 as usize + 1) * 4 + 3,
+    );
+    assert_eq!(around(&store), 0);
+    assert!(store.snapshot_damage_found());
+    store
+        .ingest(vec![event(900, vec![node("n41", "Item", "thing 41")])])
+        .unwrap();
+    assert_eq!(around(&store), neighbours);
+    assert!(!store.snapshot_damage_found());
+    assert_verified(&store);
+}
+
 /// Flips a bit of the byte at `at` of the file at `path` in place, as a map of it sees: a
 /// write that truncated the file first would leave the map's pages past its end for a moment.
 fn change_in_place(path: &Path, at: usize) {
@@ -1120,6 +1150,7 @@ const ITEM_BYTES: [usize; SECTIONS] = [56, 1, 56, 1, 4, 56, 1, 4, 1, 56, 1, 4, 4
 const OFFSET_SECTIONS: [usize; 3] = [4, 7, 12];
 /// Mapped sections the tests change.
 const EDGE_CORES: usize = 1;
+const ADJACENCY_OFFSETS: usize = 4;
 const ADJACENCY_ENTRY_BLOCKS: usize = 5;
 const ADJACENCY_ENTRIES: usize = 6;
 const NODE_RECORDS: usize = 8;
@@ -1560,6 +1591,7 @@ all_backends!(
     an_edge_to_a_key_whose_record_changed_after_its_first_read_is_not_refused_as_unknown,
     a_key_asked_for_after_its_record_changed_is_found_damaged_not_unknown,
     a_store_whose_live_state_made_a_key_twice_reopens_as_its_log_says,
+    a_row_whose_offsets_changed_past_the_entries_is_found_damaged,
     a_node_record_changed_under_valid_checksums_reads_as_a_node_or_nothing,
     an_edge_detail_changed_under_valid_checksums_reads_as_an_edge_or_nothing,
     an_edge_core_changed_under_valid_checksums_reads_as_an_edge_or_nothing,
