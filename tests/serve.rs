@@ -429,4 +429,8 @@ async fn the_openapi_document_lists_every_route() {
         "{text}"
     );
     assert!(text.contains("loci_store_events "));
+    assert!(
+        text.contains("\nloci_store_snapshot_damage_found 0\n"),
+        "{text}"
+    );
 }

@@ -1007,6 +1007,10 @@ fn a_key_asked_for_after_its_record_changed_is_found_damaged_not_unknown(
     let missed = store.require_node("n17").unwrap_err();
     assert!(matches!(missed, loci::Error::Corrupt { .. }), "{missed}");
     assert!(store.snapshot_damage_found());
+    assert!(
+        store.stats().snapshot_damage_found,
+        "what a server's clients see"
+    );
     store
         .ingest(vec![event(900, vec![edge("n2", "NEAR", "n3", 0.5)])])
         .unwrap();

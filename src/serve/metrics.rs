@@ -136,6 +136,11 @@ impl Metrics {
                 "Uses waiting to be flushed as a USAGE event.",
                 usage_pending as u64,
             ),
+            (
+                "loci_store_snapshot_damage_found",
+                "1 when a read found the mapped state snapshot damaged: answers may be short until the next write replays the graph.",
+                u64::from(store.snapshot_damage_found),
+            ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }

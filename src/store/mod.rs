@@ -1050,6 +1050,11 @@ pub struct Stats {
     /// How long the open of this handle took, by stage.
     #[serde(default)]
     pub open_ms: OpenTimings,
+    /// A read has found the mapped snapshot damaged ([`Store::snapshot_damage_found`]):
+    /// answers since may be short until the next write replays the graph from the log. A
+    /// server's clients see it here, where the command line exits as corrupt.
+    #[serde(default)]
+    pub snapshot_damage_found: bool,
 }
 
 /// Heap bytes of the in-memory state by part (see [`Stats::state_bytes`]).
@@ -3411,6 +3416,7 @@ impl Store {
             adjacency_bytes: state.adj.heap_bytes(),
             state_bytes: state.heap_bytes(),
             text_rebuilt: self.text_rebuilt,
+            snapshot_damage_found: state.damage_found(),
             tiers: g.tier_counts(state.latest_ts.unwrap_or(0)),
             disk_bytes_snapshot: dir_size(&snapshot::path_in(&self.dir)),
             disk_bytes_snapshot_sections: snapshot::section_bytes(&self.dir)
