@@ -21,6 +21,7 @@ use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
 use super::node_table::NodeTable;
+use super::records::Prefetch;
 use crate::codec::stable_hash;
 use crate::mapped::{per_block, Limits, Plain, Section};
 use crate::model::NodeId;
@@ -104,6 +105,11 @@ pub(crate) struct MappedKeys {
     pub slots: Section<KeySlot>,
     pub tags: Section<u8>,
 }
+
+/// How many keys ahead each step of [`KeyIndex::get_many`]'s pipeline fetches: enough
+/// misses in flight to cover memory's latency, few enough that what was fetched is still
+/// in the cache when it is read.
+const AHEAD: usize = 8;
 
 /// The byte of a key's hash its slot keeps: the low byte, where the slot the probe starts
 /// at comes from the high bits ([`home`]).
@@ -222,6 +228,62 @@ impl KeyIndex {
         self.get_mapped(nodes, key)
     }
 
+    /// [`KeyIndex::get`] of each of `keys`, in order, into `found` (cleared first). A lookup
+    /// in the snapshot's table waits on memory three times over (the key's slot and hash
+    /// byte, its node's record offsets, the record's key), and at 100M edges each is a
+    /// cache miss: here each step is fetched ahead for the keys further on, in a pipeline
+    /// [`AHEAD`] keys a step deep, so that the misses of several lookups overlap.
+    pub(crate) fn get_many(
+        &self,
+        nodes: &NodeTable,
+        keys: &[&str],
+        found: &mut Vec<Option<NodeId>>,
+    ) {
+        found.clear();
+        let Some(MappedKeys { slots, tags }) = self.mapped.as_ref() else {
+            found.extend(keys.iter().map(|k| self.get(nodes, k)));
+            return;
+        };
+        let len = slots.len();
+        // The home slot of each key, and the node its slot points at when its hash byte
+        // matches there (the usual case; a key further along the probe is not fetched ahead).
+        let homes: Vec<(u8, usize)> = keys
+            .iter()
+            .map(|k| {
+                let hash = stable_hash(k.as_bytes());
+                (hash_tag(hash), home(hash, len))
+            })
+            .collect();
+        let candidate = |j: usize| -> Option<u32> {
+            let (tag, at) = homes[j];
+            let slot = slots.get(at)?;
+            (slot != KeySlot::EMPTY && tags.get(at)? == tag).then_some(slot.0)
+        };
+        for i in 0..keys.len() + 3 * AHEAD {
+            if let Some(&(_, at)) = homes.get(i) {
+                slots.prefetch(at);
+                tags.prefetch(at);
+            }
+            if let Some(id) = i
+                .checked_sub(AHEAD)
+                .filter(|&j| j < keys.len())
+                .and_then(candidate)
+            {
+                nodes.prefetch(id, Prefetch::Offsets);
+            }
+            if let Some(id) = i
+                .checked_sub(2 * AHEAD)
+                .filter(|&j| j < keys.len())
+                .and_then(candidate)
+            {
+                nodes.prefetch(id, Prefetch::Record);
+            }
+            if let Some(j) = i.checked_sub(3 * AHEAD).filter(|&j| j < keys.len()) {
+                found.push(self.get(nodes, keys[j]));
+            }
+        }
+    }
+
     /// Points `key` at `id`; `false` when the key already pointed at another node (it now
     /// points at `id`). The records of the ids already in the table must be in `nodes`.
     pub(crate) fn insert(&mut self, nodes: &NodeTable, key: &str, id: NodeId) -> bool {
@@ -337,5 +399,44 @@ mod tests {
         assert_eq!(index.get(&nodes, ""), None);
         assert_eq!(index.get(&nodes, "k3"), None);
         assert_eq!(index.len(&nodes), 0);
+    }
+
+    /// A batch of lookups finds what each lookup alone finds, in order, whatever its length
+    /// beside the pipeline's depth: keys of the snapshot's table, keys added since, keys of
+    /// nodes removed since, keys never seen, and repeats.
+    #[test]
+    fn lookups_in_a_batch_find_what_each_lookup_finds() {
+        let mut labels = Interner::default();
+        labels.intern("Place");
+        let mut nodes = NodeTable::default();
+        for i in 0..60 {
+            nodes.put(&Node::bare(i, &format!("k{i}"), "Place"), &labels);
+        }
+        let mut index = mapped(key_slots(&nodes));
+        for i in 60..70 {
+            nodes.put(&Node::bare(i, &format!("k{i}"), "Place"), &labels);
+            assert!(index.insert(&nodes, &format!("k{i}"), NodeId(i)));
+        }
+        for i in (0..70).step_by(9) {
+            index.remove(&nodes, &format!("k{i}"));
+            nodes.remove(NodeId(i));
+        }
+        let names: Vec<String> = (0..80)
+            .chain([5, 5, 61, 0])
+            .map(|i| format!("k{i}"))
+            .chain(["".to_string(), "missing".to_string()])
+            .collect();
+        let keys: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut found = vec![Some(NodeId(999))];
+        for n in [0, 1, 2 * AHEAD, 3 * AHEAD + 1, keys.len()] {
+            index.get_many(&nodes, &keys[..n], &mut found);
+            let one_by_one: Vec<Option<NodeId>> =
+                keys[..n].iter().map(|k| index.get(&nodes, k)).collect();
+            assert_eq!(found, one_by_one, "{n} keys");
+        }
+        assert_eq!(found[5], Some(NodeId(5)));
+        assert_eq!(found[9], None, "removed");
+        assert_eq!(found[65], Some(NodeId(65)), "added since");
+        assert_eq!(found[75], None, "never seen");
     }
 }

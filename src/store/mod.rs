@@ -373,6 +373,12 @@ impl State {
         self.node_keys.get(&self.nodes, key)
     }
 
+    /// [`State::node_id`] of each of `keys`, in order, into `found`; the lookups' waits on
+    /// memory overlap (`KeyIndex::get_many`).
+    fn node_ids(&self, keys: &[&str], found: &mut Vec<Option<NodeId>>) {
+        self.node_keys.get_many(&self.nodes, keys, found);
+    }
+
     /// Checks again the mapped blocks a lookup of `key` reads (`KeyIndex::recheck_mapped`):
     /// what finds one damaged records it, so that [`State::damage_found`] says so.
     fn recheck_key(&self, key: &str) {
@@ -493,14 +499,30 @@ fn key_hints_of(state: &State, lists: &[&[Assertion]]) -> KeyHints {
     lists
         .par_iter()
         .map(|assertions| {
+            // Every key of the list looked up at once, so that the lookups' waits on memory
+            // overlap (`KeyIndex::get_many`).
+            let keys: Vec<&str> = assertions
+                .iter()
+                .flat_map(|a| match a {
+                    Assertion::UpsertNode(up) => [Some(up.key.as_str()), None],
+                    Assertion::UpsertEdge(e) => [Some(e.from.as_str()), Some(e.to.as_str())],
+                    Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => [None, None],
+                })
+                .flatten()
+                .collect();
+            let mut ids = Vec::with_capacity(keys.len());
+            state.node_ids(&keys, &mut ids);
+            let mut ids = ids.into_iter();
             assertions
                 .iter()
                 .map(|a| match a {
-                    Assertion::UpsertNode(up) => Hint {
-                        ends: [state.node_id(&up.key), None],
+                    Assertion::UpsertNode(_) => Hint {
+                        ends: [ids.next().flatten(), None],
                         edge: None,
                     },
-                    Assertion::UpsertEdge(e) => edge_hint(state, e),
+                    Assertion::UpsertEdge(e) => {
+                        edge_hint(state, e, [ids.next().flatten(), ids.next().flatten()])
+                    }
                     Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {
                         Hint::default()
                     }
@@ -510,10 +532,9 @@ fn key_hints_of(state: &State, lists: &[&[Assertion]]) -> KeyHints {
         .collect()
 }
 
-/// The [`Hint`] of an edge upsert: its two ends, and the edge between them when both are
-/// in `state`.
-fn edge_hint(state: &State, e: &crate::model::EdgeUpsert) -> Hint {
-    let ends = [state.node_id(&e.from), state.node_id(&e.to)];
+/// The [`Hint`] of an edge upsert whose ends `state` gives as `ends`: those, and the edge
+/// between them when both are in `state`.
+fn edge_hint(state: &State, e: &crate::model::EdgeUpsert, ends: [Option<NodeId>; 2]) -> Hint {
     let edge = match ends {
         [Some(from), Some(to)] => state.edge_id_named(from, &e.relation, to),
         _ => None,

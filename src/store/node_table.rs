@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::records::{MappedRecords, RecordOffset, Records};
+use super::records::{MappedRecords, Prefetch, RecordOffset, Records};
 use crate::codec::{take_bytes, take_varint};
 use crate::graph::Interner;
 use crate::model::{Anchor, Node, NodeId, Props};
@@ -115,6 +115,13 @@ impl NodeTable {
     /// checks its label.)
     pub(super) fn check_mapped(&self) -> bool {
         self.records.check_mapped()
+    }
+
+    /// Fetches ahead what reading the key of node `id` reads in the map (see
+    /// [`Records::prefetch`]).
+    #[inline]
+    pub(super) fn prefetch(&self, id: u32, step: Prefetch) {
+        self.records.prefetch(id as usize, step);
     }
 
     /// Checks again the mapped blocks the record of node `id` is read from; whether they are

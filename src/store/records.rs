@@ -89,6 +89,21 @@ impl<O: Offset> MappedRecords<O> {
         self.offsets.check_all() & self.bytes.check_all()
     }
 
+    /// Fetches ahead the offsets of record `i` ([`Section::prefetch`]).
+    #[inline]
+    fn prefetch_offsets(&self, i: usize) {
+        self.offsets.prefetch(i);
+    }
+
+    /// Fetches ahead the first bytes of record `i`, reading its offset (fetched ahead
+    /// before, for this to gain anything).
+    #[inline]
+    fn prefetch_record(&self, i: usize) {
+        if let Some(start) = self.offsets.get(i) {
+            self.bytes.prefetch(start as usize);
+        }
+    }
+
     /// Checks again the blocks record `i` is read from: its two offsets, then the bytes
     /// between them; whether they are sound.
     fn recheck(&self, i: usize) -> bool {
@@ -99,6 +114,15 @@ impl<O: Offset> MappedRecords<O> {
             .span(i)
             .is_none_or(|(start, end)| self.bytes.recheck(start as usize..end as usize))
     }
+}
+
+/// A step of [`Records::prefetch`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Prefetch {
+    /// The slot's offsets.
+    Offsets,
+    /// The record's first bytes, where the offsets (fetched before) say it starts.
+    Record,
 }
 
 /// Records by slot (see the module doc).
@@ -273,6 +297,20 @@ impl<O: Offset> Records<O> {
     /// Checks every block of the mapped records now; whether all are sound.
     pub(crate) fn check_mapped(&self) -> bool {
         self.base.as_ref().is_none_or(MappedRecords::check_all)
+    }
+
+    /// Fetches ahead what a read of slot `i` reads in the map, in two steps: `Offsets` first,
+    /// then (once those have come) `Record`. Slots not read from the map are left alone.
+    #[inline]
+    pub(crate) fn prefetch(&self, i: usize, step: Prefetch) {
+        if let Some(base) = &self.base {
+            if i < base.len() {
+                match step {
+                    Prefetch::Offsets => base.prefetch_offsets(i),
+                    Prefetch::Record => base.prefetch_record(i),
+                }
+            }
+        }
     }
 
     /// Checks again the mapped blocks slot `i` is read from, when it is read from the map;
