@@ -622,6 +622,36 @@ impl Csr {
         }
     }
 
+    /// Fetches ahead the offsets of row `i`.
+    #[inline]
+    fn prefetch_offsets(&self, i: usize) {
+        match self {
+            Csr::Owned { offsets, .. } => {
+                if let Some(o) = offsets.get(i) {
+                    crate::mapped::prefetch_read(o);
+                }
+            }
+            Csr::Mapped { offsets, .. } => offsets.prefetch(i),
+        }
+    }
+
+    /// Fetches ahead where row `i`'s entries begin (its offsets fetched before).
+    #[inline]
+    fn prefetch_row(&self, i: usize) {
+        match self {
+            Csr::Owned { offsets, entries } => {
+                if let Some(e) = offsets.get(i).and_then(|&o| entries.get(o as usize)) {
+                    crate::mapped::prefetch_read(e);
+                }
+            }
+            Csr::Mapped { offsets, entries } => {
+                if let Some((start, _)) = offsets.span(i) {
+                    entries.prefetch(start as usize);
+                }
+            }
+        }
+    }
+
     /// The length of row `i` (below [`Csr::nodes`]), read from the offsets alone.
     #[inline]
     fn row_len(&self, i: usize) -> usize {
@@ -1058,6 +1088,45 @@ impl Adjacency {
         match self.grown.get(i) {
             Some(appended) => row.then(appended),
             None => row,
+        }
+    }
+
+    /// Fetches ahead what [`Adjacency::degree`] of `node` reads: a step of a batch's edge
+    /// lookups, which would otherwise wait on memory one after the other (see
+    /// `store::key_hints_of`).
+    #[inline]
+    pub fn prefetch_degree(&self, node: NodeId) {
+        let i = node.0 as usize;
+        let base_nodes = self.base_nodes();
+        if i >= base_nodes {
+            self.tail.prefetch_len(i - base_nodes);
+            return;
+        }
+        self.base.prefetch_offsets(i);
+        self.grown.prefetch_len(i);
+    }
+
+    /// Fetches ahead the first entries [`Adjacency::entries`] of `node` reads (after
+    /// [`Adjacency::prefetch_degree`], whose reads this one makes).
+    #[inline]
+    pub fn prefetch_entries(&self, node: NodeId) {
+        let i = node.0 as usize;
+        let base_nodes = self.base_nodes();
+        if i >= base_nodes {
+            self.tail.prefetch_list(i - base_nodes);
+            return;
+        }
+        self.base.prefetch_row(i);
+        self.grown.prefetch_list(i);
+    }
+
+    /// The node of the two whose list [`Adjacency::find_edge`] reads: the shorter.
+    #[inline]
+    pub fn shorter_list(&self, from: NodeId, to: NodeId) -> NodeId {
+        if self.degree(to) < self.degree(from) {
+            to
+        } else {
+            from
         }
     }
 

@@ -119,6 +119,22 @@ impl Lists {
         self.lens.get(i).map(|l| *l as usize)
     }
 
+    /// Fetches ahead the length of list `i` ([`Lists::list_len`]).
+    #[inline]
+    pub(crate) fn prefetch_len(&self, i: usize) {
+        if let Some(len) = self.lens.get(i) {
+            crate::mapped::prefetch_read(len);
+        }
+    }
+
+    /// Fetches ahead the first entries of list `i` (its start and length fetched before).
+    #[inline]
+    pub(crate) fn prefetch_list(&self, i: usize) {
+        if let Some(first) = self.get(i).and_then(<[AdjEntry]>::first) {
+            crate::mapped::prefetch_read(first);
+        }
+    }
+
     /// The entries of list `i`, to change in place.
     pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut [AdjEntry]> {
         let (start, len) = (*self.starts.get(i)?, *self.lens.get(i)? as usize);

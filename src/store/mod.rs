@@ -513,24 +513,56 @@ fn key_hints_of(state: &State, lists: &[&[Assertion]]) -> KeyHints {
             let mut ids = Vec::with_capacity(keys.len());
             state.node_ids(&keys, &mut ids);
             let mut ids = ids.into_iter();
-            assertions
+            let ends: Vec<[Option<NodeId>; 2]> = assertions
                 .iter()
                 .map(|a| match a {
-                    Assertion::UpsertNode(_) => Hint {
-                        ends: [ids.next().flatten(), None],
-                        edge: None,
-                    },
-                    Assertion::UpsertEdge(e) => {
-                        edge_hint(state, e, [ids.next().flatten(), ids.next().flatten()])
-                    }
-                    Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {
-                        Hint::default()
-                    }
+                    Assertion::UpsertNode(_) => [ids.next().flatten(), None],
+                    Assertion::UpsertEdge(_) => [ids.next().flatten(), ids.next().flatten()],
+                    Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => [None, None],
                 })
-                .collect()
+                .collect();
+            edge_hints(state, assertions, &ends)
         })
         .collect()
 }
+
+/// The [`Hint`]s of `assertions`, whose ends `state` gives as `ends`. The edge between two
+/// known ends is looked up in the shorter of their lists, and those lookups would each wait
+/// on memory two or three times (both lengths, then the list): the lengths are fetched
+/// ahead two steps of [`EDGES_AHEAD`] edges before, the shorter list's start one step.
+fn edge_hints(state: &State, assertions: &[Assertion], ends: &[[Option<NodeId>; 2]]) -> Vec<Hint> {
+    let both = |j: usize| match (assertions.get(j), ends.get(j)) {
+        (Some(Assertion::UpsertEdge(_)), Some([Some(from), Some(to)])) => Some((*from, *to)),
+        _ => None,
+    };
+    let mut hints = Vec::with_capacity(assertions.len());
+    for k in 0..assertions.len() + 2 * EDGES_AHEAD {
+        if let Some((from, to)) = both(k) {
+            state.adj.prefetch_degree(from);
+            state.adj.prefetch_degree(to);
+        }
+        if let Some((from, to)) = k.checked_sub(EDGES_AHEAD).and_then(both) {
+            state.adj.prefetch_entries(state.adj.shorter_list(from, to));
+        }
+        let Some(j) = k
+            .checked_sub(2 * EDGES_AHEAD)
+            .filter(|&j| j < assertions.len())
+        else {
+            continue;
+        };
+        hints.push(match &assertions[j] {
+            Assertion::UpsertEdge(e) => edge_hint(state, e, ends[j]),
+            _ => Hint {
+                ends: ends[j],
+                edge: None,
+            },
+        });
+    }
+    hints
+}
+
+/// Edges ahead of the lookup each step of [`edge_hints`] fetches.
+const EDGES_AHEAD: usize = 8;
 
 /// The [`Hint`] of an edge upsert whose ends `state` gives as `ends`: those, and the edge
 /// between them when both are in `state`.
