@@ -991,13 +991,7 @@ fn a_key_asked_for_after_its_record_changed_is_found_damaged_not_unknown(
         drop(built_with_snapshot(kind, &dir));
         let store = Store::open(&dir).unwrap();
         assert!(store.require_node("n17").is_ok());
-        let bytes = std::fs::read(dir.join(SNAPSHOT)).unwrap();
-        let records = section_bytes(&bytes, NODE_RECORDS);
-        let at = bytes[records.clone()]
-            .windows(4)
-            .position(|w| w == b"\x03n17")
-            .expect("the node's key lies in its record");
-        change_in_place(&dir.join(SNAPSHOT), records.start + at + 1);
+        change_key_of_n17_in_place(&dir);
         assert!(store.node_by_key("n17").is_none(), "read as the block was");
         assert!(!store.snapshot_damage_found());
         store
@@ -1049,13 +1043,7 @@ fn a_store_whose_live_state_made_a_key_twice_reopens_as_its_log_says(
         let mut store = Store::open(&dir).unwrap();
         assert!(store.require_node("n17").is_ok());
         let nodes = store.stats().nodes;
-        let bytes = std::fs::read(dir.join(SNAPSHOT)).unwrap();
-        let records = section_bytes(&bytes, NODE_RECORDS);
-        let at = bytes[records.clone()]
-            .windows(4)
-            .position(|w| w == b"\x03n17")
-            .expect("the node's key lies in its record");
-        change_in_place(&dir.join(SNAPSHOT), records.start + at + 1);
+        change_key_of_n17_in_place(&dir);
         store
             .ingest(vec![event(900, vec![node("n17", "Item", "renamed 17")])])
             .unwrap();
@@ -1126,6 +1114,18 @@ fn a_row_whose_offsets_changed_past_the_entries_is_found_damaged(kind: BackendKi
     assert_eq!(around(&store), neighbours);
     assert!(!store.snapshot_damage_found());
     assert_verified(&store);
+}
+
+/// Flips a bit of a byte of node n17's key where its record in the snapshot in `dir` holds
+/// it (after the key's length), in place ([`change_in_place`]).
+fn change_key_of_n17_in_place(dir: &Path) {
+    let bytes = std::fs::read(dir.join(SNAPSHOT)).unwrap();
+    let records = section_bytes(&bytes, NODE_RECORDS);
+    let at = bytes[records.clone()]
+        .windows(4)
+        .position(|w| w == b"\x03n17")
+        .expect("the node's key lies in its record");
+    change_in_place(&dir.join(SNAPSHOT), records.start + at + 1);
 }
 
 /// Flips a bit of the byte at `at` of the file at `path` in place, as a map of it sees: a
