@@ -61,6 +61,7 @@ pub struct TradeAnswer {
     pub gives_count: i64,
     pub wants: String,
     pub wants_count: i64,
+    /// As believed at the query's now: decayed since last seen, as the floor was applied to it.
     pub confidence: f32,
     pub last_seen: i64,
     pub provenance: Provenance,
@@ -241,7 +242,8 @@ pub fn find_trade(
                 .get("want_count")
                 .and_then(Value::as_i64)
                 .unwrap_or(1),
-            confidence: edge.confidence,
+            // As believed now (decayed since last seen), which the floor was applied to.
+            confidence: n.confidence,
             last_seen: edge.last_seen,
             provenance: provenance(store, vec![edge.id], edge.evidence.clone())?,
         });

@@ -91,6 +91,20 @@ fn check_answers(seed: u64, scale: u32, backend: BackendKind) {
         .map(|t| (t.villager.as_str(), Some(t.place.as_str()), t.last_seen))
         .collect();
     assert_eq!(got, want, "{ctx}");
+    // The confidence an offer is given with is the one its floor was applied to: decayed
+    // since it was last seen, as a traversal of its edge gives it (the demo had printed an
+    // offer believed at 0.56 with the 0.9 stored).
+    for t in &trades {
+        let villager = store.require_node(&t.villager).unwrap();
+        let edge = t.provenance.edges[0];
+        let believed = store
+            .neighbors(villager.id, 1, &loci::ExpandOptions::default())
+            .into_iter()
+            .find(|n| n.edge == edge)
+            .expect("the offer's edge leaves its villager");
+        assert_eq!(t.confidence, believed.confidence, "{ctx}: {}", t.villager);
+        assert!(t.confidence >= 0.5, "{ctx}");
+    }
     let all = queries::find_trade(&store, "emerald", "stick", 0.0).unwrap();
     assert!(
         all.iter()

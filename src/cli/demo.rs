@@ -217,7 +217,7 @@ pub fn demo(a: DemoArgs) -> Result<Code> {
             .map(|c| format!("{c:.0} blocks from home"))
             .unwrap_or("no known path".into());
         outln!(
-            "  {}. {} ({}) at {} ({route}): {} {} for {} {}, confidence {}, last seen t={}\n     provenance: {}",
+            "  {}. {} ({}) at {} ({route}): {} {} for {} {}, confidence {:.2}, last seen t={}\n     provenance: {}",
             i + 1,
             t.villager_name,
             t.villager,
