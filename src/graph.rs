@@ -1058,7 +1058,7 @@ impl Adjacency {
     /// The live edge `from -relation-> to`, if any, found in the shorter of the two endpoint
     /// lists (an edge between a hub and a leaf costs the leaf's list, not the hub's).
     pub fn find_edge(&self, from: NodeId, relation: u32, to: NodeId) -> Option<EdgeId> {
-        let (list, other, incoming) = if self.degree(to) < self.degree(from) {
+        let (list, other, incoming) = if self.reads_list_of_to(from, to) {
             (self.entries(to), from, true)
         } else {
             (self.entries(from), to, false)
@@ -1120,10 +1120,17 @@ impl Adjacency {
         self.grown.prefetch_list(i);
     }
 
+    /// Whether [`Adjacency::find_edge`] reads the list of `to`, the shorter, rather than
+    /// that of `from`.
+    #[inline]
+    fn reads_list_of_to(&self, from: NodeId, to: NodeId) -> bool {
+        self.degree(to) < self.degree(from)
+    }
+
     /// The node of the two whose list [`Adjacency::find_edge`] reads: the shorter.
     #[inline]
     pub fn shorter_list(&self, from: NodeId, to: NodeId) -> NodeId {
-        if self.degree(to) < self.degree(from) {
+        if self.reads_list_of_to(from, to) {
             to
         } else {
             from

@@ -279,10 +279,13 @@ impl Store {
             }
             targets.insert(seq, ev.ts);
         }
-        if let Some(missing) = request.nodes.iter().find(|k| state.node_id(k).is_none()) {
-            // Its blocks checked again: damage found there has the caller replay the graph
-            // and ask again, rather than the key pass for unknown.
-            state.recheck_key(missing);
+        // A miss checks its blocks again: damage found there has the caller replay the graph
+        // and ask again, rather than the key pass for unknown.
+        if let Some(missing) = request
+            .nodes
+            .iter()
+            .find(|k| state.node_id_named(k).is_none())
+        {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
         if !request.nodes.is_empty() {

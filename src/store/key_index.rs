@@ -147,22 +147,8 @@ impl KeyIndex {
 
     /// The node the snapshot's table gives `key`, if that node still has it.
     fn get_mapped(&self, nodes: &NodeTable, key: &str) -> Option<NodeId> {
-        let MappedKeys { slots, tags } = self.mapped.as_ref()?;
-        let len = slots.len();
-        let hash = stable_hash(key.as_bytes());
-        let (tag, mut i) = (hash_tag(hash), home(hash, len));
-        // At most a lap: a damaged table may have no empty slot.
-        for _ in 0..len {
-            let slot = slots.get(i)?;
-            if slot == KeySlot::EMPTY {
-                return None;
-            }
-            if tags.get(i)? == tag && has_key(nodes, slot.0, key) {
-                return Some(NodeId(slot.0));
-            }
-            i = next_slot(i, len);
-        }
-        None
+        self.probe_mapped(nodes, key, stable_hash(key.as_bytes()), false)
+            .0
     }
 
     /// Checks again every mapped block a lookup of `key` reads in the snapshot's table: the
@@ -172,36 +158,59 @@ impl KeyIndex {
     /// lookup that misses must not pass for the key being unknown. A lookup that finds its key
     /// needs no such check, and rechecking every miss would cost a bulk load's every new key.
     pub(crate) fn recheck_mapped(&self, nodes: &NodeTable, key: &str) -> bool {
+        self.probe_mapped(nodes, key, stable_hash(key.as_bytes()), true)
+            .1
+    }
+
+    /// The probe of the snapshot's table for `key`, whose [`stable_hash`] is `hash`: the node
+    /// it finds, and whether the blocks it read are sound. With `recheck`, each block is
+    /// checked again before it is read (see [`KeyIndex::recheck_mapped`]); without, only as a
+    /// read checks it, and lookups take this path with `recheck` a constant false.
+    #[inline(always)]
+    fn probe_mapped(
+        &self,
+        nodes: &NodeTable,
+        key: &str,
+        hash: u64,
+        recheck: bool,
+    ) -> (Option<NodeId>, bool) {
         let Some(MappedKeys { slots, tags }) = self.mapped.as_ref() else {
-            return true;
+            return (None, true);
         };
         let len = slots.len();
-        let hash = stable_hash(key.as_bytes());
         let (tag, mut i) = (hash_tag(hash), home(hash, len));
         let mut sound = true;
-        // A probe reads neighbouring slots: each block is checked once.
+        // A probe reads neighbouring slots: each block is checked again once.
         let mut checked: Option<(usize, usize)> = None;
+        // At most a lap: a damaged table may have no empty slot.
         for _ in 0..len {
-            let blocks = (i / per_block::<KeySlot>(), i / per_block::<u8>());
-            if checked != Some(blocks) {
-                sound &= slots.recheck(i..i + 1) & tags.recheck(i..i + 1);
-                checked = Some(blocks);
+            if recheck {
+                let blocks = (i / per_block::<KeySlot>(), i / per_block::<u8>());
+                if checked != Some(blocks) {
+                    sound &= slots.recheck(i..i + 1) & tags.recheck(i..i + 1);
+                    checked = Some(blocks);
+                }
             }
-            let (Some(slot), Some(slot_tag)) = (slots.get(i), tags.get(i)) else {
-                return false;
+            let Some(slot) = slots.get(i) else {
+                return (None, false);
             };
             if slot == KeySlot::EMPTY {
-                return sound;
+                return (None, sound);
             }
+            let Some(slot_tag) = tags.get(i) else {
+                return (None, false);
+            };
             if slot_tag == tag {
-                sound &= nodes.recheck_mapped(NodeId(slot.0));
+                if recheck {
+                    sound &= nodes.recheck_mapped(NodeId(slot.0));
+                }
                 if has_key(nodes, slot.0, key) {
-                    return sound;
+                    return (Some(NodeId(slot.0)), sound);
                 }
             }
             i = next_slot(i, len);
         }
-        sound
+        (None, sound)
     }
 
     /// Checks every block of the mapped table; whether all are sound.
@@ -217,6 +226,18 @@ impl KeyIndex {
     }
 
     pub(crate) fn get(&self, nodes: &NodeTable, key: &str) -> Option<NodeId> {
+        self.get_hashed(nodes, key, || stable_hash(key.as_bytes()))
+    }
+
+    /// [`KeyIndex::get`], the key's [`stable_hash`] given by `stable` (asked for only when
+    /// the snapshot's table is probed).
+    #[inline]
+    fn get_hashed(
+        &self,
+        nodes: &NodeTable,
+        key: &str,
+        stable: impl FnOnce() -> u64,
+    ) -> Option<NodeId> {
         if !self.table.is_empty() || self.mapped.is_none() {
             let found = self
                 .table
@@ -225,7 +246,8 @@ impl KeyIndex {
                 return Some(NodeId(id));
             }
         }
-        self.get_mapped(nodes, key)
+        self.mapped.as_ref()?;
+        self.probe_mapped(nodes, key, stable(), false).0
     }
 
     /// [`KeyIndex::get`] of each of `keys`, in order, into `found` (cleared first). A lookup
@@ -245,41 +267,33 @@ impl KeyIndex {
             return;
         };
         let len = slots.len();
-        // The home slot of each key, and the node its slot points at when its hash byte
-        // matches there (the usual case; a key further along the probe is not fetched ahead).
-        let homes: Vec<(u8, usize)> = keys
-            .iter()
-            .map(|k| {
-                let hash = stable_hash(k.as_bytes());
-                (hash_tag(hash), home(hash, len))
-            })
-            .collect();
-        let candidate = |j: usize| -> Option<u32> {
-            let (tag, at) = homes[j];
-            let slot = slots.get(at)?;
-            (slot != KeySlot::EMPTY && tags.get(at)? == tag).then_some(slot.0)
-        };
+        // Each key's hash, then its home slot's node where the slot's hash byte is the key's
+        // (the usual case; a key further along the probe is not fetched ahead), found at the
+        // first step that reads the slot and kept for the next.
+        let hashes: Vec<u64> = keys.iter().map(|k| stable_hash(k.as_bytes())).collect();
+        let mut candidates: Vec<Option<u32>> = Vec::with_capacity(keys.len());
         for i in 0..keys.len() + 3 * AHEAD {
-            if let Some(&(_, at)) = homes.get(i) {
+            if let Some(&hash) = hashes.get(i) {
+                let at = home(hash, len);
                 slots.prefetch(at);
                 tags.prefetch(at);
             }
-            if let Some(id) = i
-                .checked_sub(AHEAD)
-                .filter(|&j| j < keys.len())
-                .and_then(candidate)
-            {
-                nodes.prefetch(id, Prefetch::Offsets);
+            if let Some(&hash) = i.checked_sub(AHEAD).and_then(|j| hashes.get(j)) {
+                let at = home(hash, len);
+                let candidate = slots
+                    .get(at)
+                    .filter(|&slot| slot != KeySlot::EMPTY && tags.get(at) == Some(hash_tag(hash)))
+                    .map(|slot| slot.0);
+                if let Some(id) = candidate {
+                    nodes.prefetch(id, Prefetch::Offsets);
+                }
+                candidates.push(candidate);
             }
-            if let Some(id) = i
-                .checked_sub(2 * AHEAD)
-                .filter(|&j| j < keys.len())
-                .and_then(candidate)
-            {
+            if let Some(&Some(id)) = i.checked_sub(2 * AHEAD).and_then(|j| candidates.get(j)) {
                 nodes.prefetch(id, Prefetch::Record);
             }
             if let Some(j) = i.checked_sub(3 * AHEAD).filter(|&j| j < keys.len()) {
-                found.push(self.get(nodes, keys[j]));
+                found.push(self.get_hashed(nodes, keys[j], || hashes[j]));
             }
         }
     }

@@ -385,6 +385,17 @@ impl State {
         self.node_keys.recheck_mapped(&self.nodes, key);
     }
 
+    /// [`State::node_id`] of a key that must exist (a user named it): a miss checks again
+    /// the blocks its lookup read ([`State::recheck_key`]), so that damage found there is
+    /// recorded rather than the miss passing for the key being unknown.
+    fn node_id_named(&self, key: &str) -> Option<NodeId> {
+        let found = self.node_id(key);
+        if found.is_none() {
+            self.recheck_key(key);
+        }
+        found
+    }
+
     /// The core of live edge `id`.
     fn edge_core(&self, id: EdgeId) -> Option<EdgeCore> {
         self.edges.get(id, self.adj.last_seen(id))
@@ -500,26 +511,22 @@ fn key_hints_of(state: &State, lists: &[&[Assertion]]) -> KeyHints {
         .par_iter()
         .map(|assertions| {
             // Every key of the list looked up at once, so that the lookups' waits on memory
-            // overlap (`KeyIndex::get_many`).
-            let keys: Vec<&str> = assertions
+            // overlap (`KeyIndex::get_many`); each assertion's ends are then its keys' ids.
+            let end_keys: Vec<[Option<&str>; 2]> = assertions
                 .iter()
-                .flat_map(|a| match a {
+                .map(|a| match a {
                     Assertion::UpsertNode(up) => [Some(up.key.as_str()), None],
                     Assertion::UpsertEdge(e) => [Some(e.from.as_str()), Some(e.to.as_str())],
                     Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => [None, None],
                 })
-                .flatten()
                 .collect();
+            let keys: Vec<&str> = end_keys.iter().flatten().flatten().copied().collect();
             let mut ids = Vec::with_capacity(keys.len());
             state.node_ids(&keys, &mut ids);
             let mut ids = ids.into_iter();
-            let ends: Vec<[Option<NodeId>; 2]> = assertions
+            let ends: Vec<[Option<NodeId>; 2]> = end_keys
                 .iter()
-                .map(|a| match a {
-                    Assertion::UpsertNode(_) => [ids.next().flatten(), None],
-                    Assertion::UpsertEdge(_) => [ids.next().flatten(), ids.next().flatten()],
-                    Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => [None, None],
-                })
+                .map(|pair| pair.map(|key| key.and_then(|_| ids.next().flatten())))
                 .collect();
             edge_hints(state, assertions, &ends)
         })
@@ -1398,11 +1405,7 @@ impl GraphRead<'_> {
     /// ([`Store::snapshot_damage_found`]) rather than the miss passing for the key being
     /// unknown.
     pub fn node_id_named(&self, key: &str) -> Option<NodeId> {
-        let found = self.state.node_id(key);
-        if found.is_none() {
-            self.state.recheck_key(key);
-        }
-        found
+        self.state.node_id_named(key)
     }
     pub fn edge_core(&self, id: EdgeId) -> Option<EdgeCore> {
         self.state.edge_core(id)
@@ -2179,10 +2182,10 @@ impl Store {
         // (an upsert's key lookup missed, and a miss of a key that may be new is taken as it
         // is). The log is the truth; the open takes its counters, and its text index (whose
         // documents name the ids given out), from it.
-        let fewer_ids = replayed.last_seq == counters.last_seq
+        let within = replayed.last_seq == counters.last_seq
             && replayed.next_node <= counters.next_node
             && replayed.next_edge <= counters.next_edge;
-        if replayed != counters && !fewer_ids {
+        if !within {
             return Err(unreplayable(format!(
                 "the replay reached {replayed:?}, the meta table says {counters:?}"
             )));
@@ -2986,11 +2989,9 @@ impl Store {
         // Under the writer lock from the check to the commit: a key retracted in between
         // would have the pin's upsert make a new node of it.
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let find_missing = || keys.iter().find(|k| self.node_by_key(k).is_none());
+        // A miss checks the blocks its lookup read again (`require_node`).
+        let find_missing = || keys.iter().find(|k| self.require_node(k).is_err());
         let mut missing = find_missing();
-        if let Some(key) = missing {
-            self.read_state().recheck_key(key);
-        }
         if missing.is_some() && self.snapshot_damage_found() {
             // The key may be one a damaged block of the snapshot hid.
             self.replay_damaged_graph()?;
