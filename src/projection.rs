@@ -5,11 +5,15 @@
 //! when the whole batch is valid (and, live, durably committed) is the overlay applied, so a bad
 //! line anywhere leaves nothing half-written.
 
-use std::collections::{BTreeMap, HashMap};
+mod changes;
+
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+pub(crate) use changes::Changes;
+
 use crate::model::{
     Assertion, Edge, EdgeId, EdgeUpsert, Event, Node, NodeId, NodeUpsert, Props, Value,
     MAX_KEY_BYTES, MAX_LABEL_BYTES, MAX_NAME_BYTES,
@@ -46,8 +50,8 @@ pub(crate) trait ProjectionBase {
 #[derive(Debug, Default)]
 pub(crate) struct Overlay {
     pub counters: Counters,
-    pub nodes: BTreeMap<NodeId, Option<Node>>,
-    pub edges: BTreeMap<EdgeId, Option<Edge>>,
+    pub nodes: Changes<NodeId, Node>,
+    pub edges: Changes<EdgeId, Edge>,
     pub events: Vec<Event>,
     new_node_keys: HashMap<String, NodeId, foldhash::fast::RandomState>,
     /// The edges this batch made, by `(from, relation, to)` with the relation as its position
@@ -83,6 +87,8 @@ impl Overlay {
     fn new(counters: Counters) -> Self {
         Overlay {
             counters,
+            nodes: Changes::new(counters.next_node),
+            edges: Changes::new(counters.next_edge),
             ..Default::default()
         }
     }
