@@ -488,8 +488,8 @@ pub(crate) enum Missing {
 impl Overlay {
     /// Drops what the projection needed and applying the batch does not: the lookups of the
     /// batch's new keys and the events' assertions (the events stay, for the folds and the
-    /// commit's report). Live ingest calls it once the records and text documents are made,
-    /// before the backend's commit: a bulk batch had held both through it, about 300 of the
+    /// commit's report and their text documents, which read no assertion). Live ingest calls
+    /// it once the log records are made, before the backend's commit: a bulk batch had held both through it, about 300 of the
     /// 600 bytes a batch edge cost at the ingest's peak.
     pub(crate) fn shed_inputs(&mut self) {
         self.new_node_keys = HashMap::default();

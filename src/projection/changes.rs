@@ -83,7 +83,10 @@ impl<K: RunId, V> Changes<K, V> {
         let next = self.run_from.checked_add(self.run_len);
         if next == Some(id.index()) && !self.others.contains_key(&id) {
             if self.run.last().is_none_or(|c| c.len() == CHUNK) {
-                self.run.push(Vec::with_capacity(CHUNK));
+                // The first chunk grows as it fills (to `CHUNK` at most, capacities doubling
+                // from 4): a batch of one event makes one or two ids, not a thousand.
+                let capacity = if self.run.is_empty() { 0 } else { CHUNK };
+                self.run.push(Vec::with_capacity(capacity));
             }
             if let Some(chunk) = self.run.last_mut() {
                 chunk.push(change);
@@ -204,6 +207,39 @@ mod tests {
                 prop_assert_eq!(changes.get(&EdgeId(id)), map.get(&EdgeId(id)));
             }
         }
+    }
+
+    /// The run reaches the last id there is: no id past it is made, and none wraps.
+    #[test]
+    fn a_run_ends_at_the_last_id() {
+        let mut changes: Changes<EdgeId, u32> = Changes::new(u32::MAX - 2);
+        for i in (u32::MAX - 2)..=u32::MAX {
+            changes.insert(EdgeId(i), Some(i));
+        }
+        assert_eq!(changes.run_len, 3);
+        let ids: Vec<u32> = changes.iter().map(|(k, _)| k.0).collect();
+        assert_eq!(ids, [u32::MAX - 2, u32::MAX - 1, u32::MAX]);
+        changes.insert(EdgeId(0), None);
+        assert_eq!(changes.get(&EdgeId(0)), Some(&None));
+        assert_eq!(changes.iter().next(), Some((EdgeId(0), &None)));
+    }
+
+    /// A batch's overlay starts its runs at the ids the batch gives out first, so a bulk
+    /// batch's new nodes and edges are held in them.
+    #[test]
+    fn an_overlay_holds_its_new_ids_in_runs() {
+        let counters = crate::projection::Counters {
+            next_node: 40,
+            next_edge: 700,
+            last_seq: 3,
+        };
+        let mut overlay = crate::projection::Overlay::new(counters);
+        for i in 0..3 {
+            overlay.nodes.insert(NodeId(40 + i), None);
+            overlay.edges.insert(EdgeId(700 + i), None);
+        }
+        assert!(overlay.nodes.others.is_empty() && overlay.edges.others.is_empty());
+        assert_eq!((overlay.nodes.run_len, overlay.edges.run_len), (3, 3));
     }
 
     /// A batch's new ids in order are held in the run, not in the map.

@@ -2737,7 +2737,7 @@ impl Store {
 
     /// The batch's drafts, scored and projected onto a graph without known damage (the
     /// writer lock held), and what `finish` makes of the projection (the log records, the
-    /// text documents) on the same graph.
+    /// text documents' deletions) on the same graph.
     ///
     /// A damaged block of the mapped snapshot reads as missing, so a key or an edge the
     /// batch looks up may seem absent: the batch would add a second copy, or refuse an edge

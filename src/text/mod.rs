@@ -901,7 +901,10 @@ impl TextIndex {
             for key in deletes {
                 w.delete_term(Term::from_field_text(self.fields.key, key));
             }
-            for d in upserts {
+            let mut upserts = upserts.into_iter();
+            // The documents are loci's own code, made as they are taken (on every core):
+            // outside the boundary, so that a panic there is printed as loci's.
+            while let Some(d) = boundary::outside(|| upserts.next()) {
                 let new = match d.target {
                     Target::Event(s) => s > indexed,
                     Target::Node(id) => new_nodes_from.is_some_and(|first| id >= first),
