@@ -11,9 +11,9 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-pub(crate) use changes::Changes;
+use changes::Changes;
 
+use crate::error::{Error, Result};
 use crate::model::{
     Assertion, Edge, EdgeId, EdgeUpsert, Event, Node, NodeId, NodeUpsert, Props, Value,
     MAX_KEY_BYTES, MAX_LABEL_BYTES, MAX_NAME_BYTES,
@@ -487,10 +487,11 @@ pub(crate) enum Missing {
 
 impl Overlay {
     /// Drops what the projection needed and applying the batch does not: the lookups of the
-    /// batch's new keys and the events' assertions (the events stay, for the folds and the
+    /// batch's new keys and the events' assertions (the events stay, for the folds, the
     /// commit's report and their text documents, which read no assertion). Live ingest calls
-    /// it once the log records are made, before the backend's commit: a bulk batch had held both through it, about 300 of the
-    /// 600 bytes a batch edge cost at the ingest's peak.
+    /// it once the log records are made, before the backend's commit: a bulk batch had held
+    /// the lookups and the assertions through it, about 300 of the 600 bytes a batch edge
+    /// cost at the ingest's peak.
     pub(crate) fn shed_inputs(&mut self) {
         self.new_node_keys = HashMap::default();
         self.new_edge_keys = HashMap::default();

@@ -70,14 +70,19 @@ impl<K: RunId, V> Changes<K, V> {
 
     pub(crate) fn get(&self, id: &K) -> Option<&Option<V>> {
         match self.in_run(*id) {
-            Some(i) => Some(&self.run[i / CHUNK][i % CHUNK]),
+            Some(i) => self.run.get(i / CHUNK)?.get(i % CHUNK),
             None => self.others.get(id),
         }
     }
 
     pub(crate) fn insert(&mut self, id: K, change: Option<V>) {
-        if let Some(i) = self.in_run(id) {
-            self.run[i / CHUNK][i % CHUNK] = change;
+        // Every chunk but the last is full and `run_len` counts the slots pushed, so a
+        // position in the run always has its slot.
+        let in_run = self
+            .in_run(id)
+            .and_then(|i| self.run.get_mut(i / CHUNK)?.get_mut(i % CHUNK));
+        if let Some(slot) = in_run {
+            *slot = change;
             return;
         }
         let next = self.run_from.checked_add(self.run_len);
@@ -125,14 +130,9 @@ impl<K: RunId, V> Changes<K, V> {
     }
 }
 
-impl<K, V> Default for Changes<K, V> {
+impl<K: RunId, V> Default for Changes<K, V> {
     fn default() -> Self {
-        Changes {
-            run_from: 0,
-            run: Vec::new(),
-            run_len: 0,
-            others: BTreeMap::new(),
-        }
+        Changes::new(0)
     }
 }
 
