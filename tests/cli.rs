@@ -216,6 +216,42 @@ fn errors_are_clear() {
     }
 }
 
+/// `--help` gives every exit code with the cases the README gives it, so that a script
+/// written from either reads a code the same way: 0 also when the output's reader went away,
+/// 1 also for a demo answer unlike the ground truth, 6 also after reads met a damaged block.
+#[test]
+fn help_gives_each_exit_code_the_cases_the_readme_does() {
+    let help = ok(&["--help"]);
+    let codes = help
+        .split_once("Exit codes:")
+        .map(|(_, rest)| {
+            rest.split("\n\n")
+                .next()
+                .unwrap_or_default()
+                .replace('\n', " ")
+        })
+        .expect("an exit code summary");
+    for (code, case) in [
+        ("0 success", "reader of the output went away"),
+        ("1 replay --verify found a difference", "demo"),
+        ("6 corrupt store", "damaged block"),
+        ("7 query limit exceeded", ""),
+        ("8 other failure", ""),
+    ] {
+        let at = codes
+            .find(code)
+            .unwrap_or_else(|| panic!("{code:?} in {codes:?}"));
+        let next = codes[at + 2..]
+            .find(|c: char| c.is_ascii_digit())
+            .map_or(codes.len(), |i| at + 2 + i);
+        assert!(
+            codes[at..next].contains(case),
+            "code {code:?} says {case:?}: {:?}",
+            &codes[at..next]
+        );
+    }
+}
+
 #[test]
 fn demo_answers_match_ground_truth() {
     let v = json(&["demo", "--json"]);

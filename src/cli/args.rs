@@ -7,9 +7,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-const EXIT_CODES: &str = "Exit codes: 0 success; 1 replay --verify found a difference; \
+const EXIT_CODES: &str = "Exit codes: 0 success (also when the reader of the output went \
+away); 1 replay --verify found a difference (or demo an answer unlike the ground truth); \
 2 usage error; 3 bad input (file line, query, parameter); 4 not found; 5 store locked by \
-another process; 6 corrupt store; 7 query limit exceeded; 8 other failure (I/O, disk full).
+another process; 6 corrupt store (also after reads that met a damaged block of the state \
+snapshot or the text index, whether the command answered or not); 7 query limit exceeded; \
+8 other failure (I/O, disk full).
 
 Environment: LOCI_STORE is the default --store; LOCI_LOG filters logs (e.g. loci=debug).";
 
