@@ -195,6 +195,51 @@ fn the_health_check_finds_what_a_memory_drifts_into() {
     }));
 }
 
+/// Keys that differ only in their numbers ("npc:villager:6", "npc:villager:10") were counted
+/// out on purpose: two fletchers at two trading posts are two villagers, not one written
+/// twice. Names alike under keys of different shapes still are likely duplicates.
+#[test]
+fn numbered_instances_of_one_kind_are_not_likely_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let w = loci::world::generate(&loci::world::WorldConfig::default());
+    store.ingest(w.events).unwrap();
+    let dups = |store: &Store| -> Vec<Finding> {
+        health::check(store, &HealthOptions::default())
+            .unwrap()
+            .findings
+            .into_iter()
+            .filter(|f| matches!(f, Finding::LikelyDuplicates { .. }))
+            .collect()
+    };
+    assert_eq!(
+        dups(&store),
+        vec![],
+        "the world's villagers and chests are counted"
+    );
+
+    let mut d = EventDraft::new(1_000_000, "bot", "DISCOVERY");
+    d.assertions = vec![
+        pinned_node("npc:golem:1", "Iron Golem", "NPC"),
+        pinned_node("npc:golem:2", "Iron Golem", "NPC"),
+        pinned_node("npc:iron_golem", "iron golem", "NPC"),
+    ];
+    store.ingest(vec![d]).unwrap();
+    assert_eq!(
+        dups(&store),
+        vec![Finding::LikelyDuplicates {
+            label: "NPC".into(),
+            name: "irongolem".into(),
+            keys: vec![
+                "npc:golem:1".into(),
+                "npc:golem:2".into(),
+                "npc:iron_golem".into()
+            ],
+        }],
+        "a key of another shape among numbered ones"
+    );
+}
+
 #[test]
 fn forgotten_children_are_not_a_finding_but_deleted_ones_take_their_summary() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,9 @@
 //!   any upsert with `pinned`) that the graph no longer holds (retracted since);
 //! - **entities that look like duplicates**: nodes of one label whose names are equal once
 //!   case, punctuation and a leading "the" are set aside, under different keys ("Iron Golem",
-//!   "iron-golem"); passages and journal entries are texts, not entities, and are left out;
+//!   "iron-golem"); passages and journal entries are texts, not entities, and are left out, and
+//!   so are keys that differ only in their numbers ("npc:villager:6", "npc:villager:10"):
+//!   numbered instances of a kind, counted apart on purpose;
 //! - **tiers over their caps**: more pinned nodes, hot nodes or hot edges than the caps of
 //!   [`HealthOptions`] (a hot tier that holds everything ranks nothing);
 //! - **summaries whose children are gone**: a live summary with a child that a user deletion
@@ -230,13 +232,36 @@ fn likely_duplicates(store: &Store) -> (Vec<Finding>, usize) {
     }
     let found = groups
         .into_iter()
-        .filter(|(_, keys)| keys.len() > 1)
+        .filter(|(_, keys)| {
+            let shapes: std::collections::BTreeSet<String> =
+                keys.iter().map(|k| key_shape(k)).collect();
+            shapes.len() > 1
+        })
         .map(|((label, name), mut keys)| {
             keys.sort();
             Finding::LikelyDuplicates { label, name, keys }
         })
         .collect();
     (found, checked)
+}
+
+/// A key with each run of digits as `#`: keys of one shape ("npc:villager:6",
+/// "npc:villager:10") number instances of a kind, which their writer counted apart on purpose.
+fn key_shape(key: &str) -> String {
+    let mut shape = String::with_capacity(key.len());
+    let mut in_digits = false;
+    for c in key.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                shape.push('#');
+            }
+            in_digits = true;
+        } else {
+            shape.push(c);
+            in_digits = false;
+        }
+    }
+    shape
 }
 
 fn tiers_over_caps(store: &Store, opts: &HealthOptions) -> Result<Vec<Finding>> {
