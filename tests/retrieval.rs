@@ -541,6 +541,98 @@ fn retriever_sees_names_ingested_after_it_was_built() {
     assert_eq!(r.built_at(), store.stats().events);
 }
 
+/// "where is home" names no entity, only a relation: the answer is the HOME fact that holds
+/// now, ahead of the event where the first home was chosen (whose words match the question
+/// best), and the ended HOME fact is not offered as an answer.
+#[test]
+fn a_question_naming_only_a_relation_answers_with_its_fact_that_holds_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, w) = world_store(dir.path());
+    let r = Retriever::new(&store).unwrap();
+    let current = store
+        .edge_between("bot", "HOME", &w.truth.home)
+        .unwrap()
+        .unwrap();
+    let ended = store
+        .edge_between("bot", "HOME", &w.truth.former_home)
+        .unwrap()
+        .unwrap();
+    for question in ["where is home", "Where is home?", "home"] {
+        let pack = r.retrieve(question, &RetrieveOptions::default()).unwrap();
+        let top = pack.snippets.first().expect("an answer");
+        assert_eq!(
+            (top.kind, &top.provenance.edges),
+            (SnippetKind::Fact, &vec![current.id]),
+            "{question}: {:?}",
+            pack.snippets.iter().map(|s| &s.text).collect::<Vec<_>>()
+        );
+        assert!(
+            pack.snippets
+                .iter()
+                .all(|s| !s.provenance.edges.contains(&ended.id)),
+            "{question}"
+        );
+        assert!(
+            pack.seeds.iter().any(|s| s.source.contains("HOME")),
+            "{question}: the pack says why it looked at the fact: {:?}",
+            pack.seeds
+        );
+    }
+    // Asked as of a time before the move, the first home is the one that holds.
+    let past = r
+        .retrieve(
+            "where is home",
+            &RetrieveOptions::default().with_as_of(1000),
+        )
+        .unwrap();
+    assert_eq!(past.snippets[0].provenance.edges, vec![ended.id]);
+}
+
+/// A relation with many facts names a kind of link, not an answer: a question naming only it
+/// has no seed, as before, where a question naming a relation with few facts starts from them.
+#[test]
+fn a_question_naming_only_a_common_relation_is_not_seeded_from_it() {
+    use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let mut d = EventDraft::new(1, "bot", "IMPORT");
+    let node = |i: usize| {
+        Assertion::UpsertNode(NodeUpsert {
+            key: format!("p{i}"),
+            label: Some("Person".into()),
+            name: Some(format!("Person {i}")),
+            ..Default::default()
+        })
+    };
+    let edge = |from: usize, relation: &str, to: usize| {
+        Assertion::UpsertEdge(EdgeUpsert {
+            from: format!("p{from}"),
+            relation: relation.into(),
+            to: format!("p{to}"),
+            confidence: Some(0.9),
+            ..Default::default()
+        })
+    };
+    d.assertions = (0..101).map(node).collect();
+    d.assertions
+        .extend((0..100).map(|i| edge(i, "LIKES", i + 1)));
+    d.assertions.push(edge(0, "ADMIRES", 50));
+    store.ingest(vec![d]).unwrap();
+    let r = Retriever::new(&store).unwrap();
+    let opts = RetrieveOptions::default();
+    let admires = r.retrieve("who admires", &opts).unwrap();
+    let top = admires.snippets.first().expect("an answer");
+    assert!(top.text.contains(" ADMIRES "), "{}", top.text);
+    assert_eq!(admires.seeds.len(), 2, "{:?}", admires.seeds);
+    let likes = r.retrieve("who likes", &opts).unwrap();
+    assert!(likes.seeds.is_empty(), "{:?}", likes.seeds);
+    assert!(
+        likes.snippets.iter().all(|s| s.kind != SnippetKind::Fact),
+        "{:?}",
+        likes.snippets
+    );
+}
+
 #[test]
 fn alias_links_never_join_distinct_world_nodes() {
     let dir = tempfile::tempdir().unwrap();

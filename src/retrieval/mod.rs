@@ -594,14 +594,22 @@ fn applied_seq(store: &Store) -> u64 {
     store.text_index().indexed_seq()
 }
 
+/// Edges a relation may have and still seed a question that names it and has no other seed
+/// (`stages::NamedFacts`): a commoner relation (a mention, a location) names a kind of link,
+/// not an answer, and its ends would spread the seed mass over much of the graph.
+const NAMED_RELATION_MAX_EDGES: usize = 64;
+
 /// The analysed words of every relation name and of every mention context, as term ids, so
-/// that expansion can weigh an edge by what it shares with the question.
+/// that expansion can weigh an edge by what it shares with the question; and the edges of the
+/// relations that have few, so that a question naming one can start from its facts.
 #[derive(Default)]
 struct EdgeTerms {
     ids: HashMap<String, u32>,
     by_relation: Vec<Vec<u32>>,
     /// Indexed by edge id; empty for edges without a context.
     by_edge: Vec<Box<[u32]>>,
+    /// By relation id: its edges in id order, or `None` past [`NAMED_RELATION_MAX_EDGES`].
+    few_edges: Vec<Option<Vec<EdgeId>>>,
 }
 
 impl EdgeTerms {
@@ -627,14 +635,20 @@ impl EdgeTerms {
             t.by_relation.push(intern(words, &mut t.ids));
             rel += 1;
         }
-        let Some(mentions) = g.relation_id(relations::MENTIONS) else {
-            return Ok(t);
-        };
-        let with_context: Vec<EdgeId> = g
-            .edges()
-            .filter(|(_, e)| e.relation == mentions)
-            .map(|(id, _)| id)
-            .collect();
+        let mentions = g.relation_id(relations::MENTIONS);
+        let mut with_context: Vec<EdgeId> = Vec::new();
+        t.few_edges = vec![Some(Vec::new()); t.by_relation.len()];
+        for (id, e) in g.edges() {
+            if Some(e.relation) == mentions {
+                with_context.push(id);
+            }
+            if let Some(slot) = t.few_edges.get_mut(e.relation as usize) {
+                match slot {
+                    Some(ids) if ids.len() < NAMED_RELATION_MAX_EDGES => ids.push(id),
+                    _ => *slot = None,
+                }
+            }
+        }
         drop(g);
         for id in with_context {
             let Some(edge) = store.edge(id)? else {
@@ -662,6 +676,22 @@ impl EdgeTerms {
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// The relations whose every word is in `query` (sorted term ids), by id.
+    fn named_relations(&self, query: &[u32]) -> Vec<u32> {
+        (0u32..)
+            .zip(&self.by_relation)
+            .filter(|(_, words)| {
+                !words.is_empty() && words.iter().all(|w| query.binary_search(w).is_ok())
+            })
+            .map(|(rel, _)| rel)
+            .collect()
+    }
+
+    /// The edges of relation `rel`, if it has few enough to seed from.
+    fn few_edges(&self, rel: u32) -> Option<&[EdgeId]> {
+        self.few_edges.get(rel as usize)?.as_deref()
     }
 
     /// How many of `query` (sorted term ids) the edge's relation and context share.
@@ -881,11 +911,19 @@ impl<'s> Retriever<'s> {
             None => self.store.latest_event_time()?.unwrap_or(0),
         };
         let text = TextEvidence::gather(self.store, question, opts, self.dense.as_deref())?;
-        let seeds = Seeds::pick(&derived.index, question, &text, opts);
+        let mut seeds = Seeds::pick(&derived.index, question, &text, opts);
+        let relation_terms = stages::relation_terms(
+            &derived.terms,
+            self.store.text_index(),
+            question,
+            &seeds.links,
+        )?;
         let scope = Scope::new(self.store.graph(), opts, now);
-        let graph_scores =
-            scope.expand(&derived.terms, self.store.text_index(), question, &seeds)?;
-        let mut candidates = scope.candidates(&text, &graph_scores);
+        if seeds.weights.is_empty() {
+            seeds.add_named(scope.named_facts(&derived.terms, &relation_terms));
+        }
+        let graph_scores = scope.expand(&derived.terms, &relation_terms, &seeds);
+        let mut candidates = scope.candidates(&text, &graph_scores, &seeds.named);
         // Events are read from the store, outside the graph read.
         drop(scope);
         if opts.kinds.is_empty() || opts.kinds.contains(&SnippetKind::Event) {
@@ -947,7 +985,7 @@ impl<'s> Retriever<'s> {
         let mut cut = Vec::new();
         let mut used = 0usize;
         for c in candidates {
-            let mut s = self.render(&c, &seeds.links, &text.nodes, &seed_set, opts)?;
+            let mut s = self.render(&c, seeds, &text.nodes, &seed_set, opts)?;
             s.tokens = counter.count(&s.text);
             match opts.budget {
                 Some(b) if used + s.tokens > b => cut.push(Cut {
@@ -976,6 +1014,18 @@ impl<'s> Retriever<'s> {
                 })
             })
             .collect();
+        seeds_report.extend(seeds.weights.iter().filter_map(|(n, w)| {
+            let relation = seeds.named.relation_of(*n)?;
+            Some(SeedReport {
+                key: g.node_key(*n)?.to_string(),
+                name: g.node_name(*n)?.to_string(),
+                source: format!(
+                    "an end of a {} fact, a relation the question names",
+                    g.relation_name(relation)
+                ),
+                weight: *w,
+            })
+        }));
         seeds_report.sort_by(|a, b| {
             OrderedFloat(b.weight)
                 .cmp(&OrderedFloat(a.weight))
@@ -1018,13 +1068,16 @@ impl<'s> Retriever<'s> {
     fn render(
         &self,
         c: &Candidate,
-        links: &[Link],
+        seeded: &Seeds,
         text_node: &BTreeMap<NodeId, f32>,
         seeds: &BTreeSet<NodeId>,
         opts: &RetrieveOptions,
     ) -> Result<Snippet> {
+        let links = &seeded.links;
         let mut why = Vec::new();
         let mut provenance = SnippetProvenance::default();
+        // Whether the text part is the question naming the fact's relation, not BM25.
+        let mut relation_named = false;
         let (id, text, anchor) = match c.kind {
             SnippetKind::Passage | SnippetKind::Entity => {
                 let n = c
@@ -1083,6 +1136,7 @@ impl<'s> Retriever<'s> {
                     c.parts.confidence,
                 );
                 provenance.edges.push(e.id);
+                relation_named = seeded.named.contains(e.id);
                 for seq in e.evidence.iter().rev().take(3) {
                     provenance.events.push(*seq);
                     if let Some(ev) = self.store.event(*seq)? {
@@ -1131,7 +1185,9 @@ impl<'s> Retriever<'s> {
                 why.push("seed: text hit".into());
             }
         }
-        if c.parts.text > 0.0 {
+        if relation_named {
+            why.push("text: the question names its relation".into());
+        } else if c.parts.text > 0.0 {
             why.push(format!("text: BM25 {:.2} of the best hit", c.parts.text));
         }
         if c.parts.graph > 0.0 {

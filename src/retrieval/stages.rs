@@ -96,11 +96,14 @@ impl TextEvidence {
     }
 }
 
-/// Where expansion starts: the entities the question names, and the text hits.
+/// Where expansion starts: the entities the question names, and the text hits; or, for a
+/// question with neither, the ends of the facts whose relation it names.
 pub(super) struct Seeds {
     pub links: Vec<Link>,
     /// Seed weight by node, summing to 1 (or empty).
     pub weights: BTreeMap<NodeId, f32>,
+    /// The facts the question names by their relation ([`NamedFacts`]).
+    pub named: NamedFacts,
 }
 
 impl Seeds {
@@ -120,11 +123,7 @@ impl Seeds {
         let links = index.link(question);
         let link_total: f32 = links.iter().map(|l| l.weight).sum();
         let text_total: f32 = text.nodes.values().sum();
-        let text_share = if text.dense {
-            opts.dense_seed_share
-        } else {
-            opts.text_seed_share
-        };
+        let text_share = text_seed_share(text, opts);
         let link_share = if links.is_empty() {
             0.0
         } else if text_total > 0.0 {
@@ -139,11 +138,94 @@ impl Seeds {
         for (n, s) in &text.nodes {
             *weights.entry(*n).or_default() += (1.0 - link_share) * s / text_total.max(1e-6);
         }
-        Seeds { links, weights }
+        Seeds {
+            links,
+            weights,
+            named: NamedFacts::default(),
+        }
+    }
+
+    /// Seeds the ends of `named` facts, for a question that has no other seed: they share the
+    /// mass equally.
+    pub fn add_named(&mut self, named: NamedFacts) {
+        debug_assert!(
+            self.weights.is_empty(),
+            "named facts seed only an unseeded question"
+        );
+        let ends: BTreeSet<NodeId> = named.edges.iter().flat_map(|f| [f.from, f.to]).collect();
+        let each = 1.0 / ends.len().max(1) as f32;
+        for n in ends {
+            self.weights.insert(n, each);
+        }
+        self.named = named;
     }
 
     pub fn nodes(&self) -> BTreeSet<NodeId> {
         self.weights.keys().copied().collect()
+    }
+}
+
+/// The seed mass the text hits share with the entities the question names.
+fn text_seed_share(text: &TextEvidence, opts: &RetrieveOptions) -> f32 {
+    if text.dense {
+        opts.dense_seed_share
+    } else {
+        opts.text_seed_share
+    }
+}
+
+/// The question's words that may name a relation (its analysed words less those of the names
+/// it links), as the term ids some edge knows (sorted).
+pub(super) fn relation_terms(
+    terms: &EdgeTerms,
+    text_index: &TextIndex,
+    question: &str,
+    links: &[Link],
+) -> Result<Vec<u32>> {
+    let mut words = text_index.analyze(question)?;
+    for l in links {
+        let named = text_index.analyze(&l.phrase)?;
+        words.retain(|w| !named.contains(w));
+    }
+    Ok(terms.lookup(&words))
+}
+
+/// Facts a question names by their relation alone ("where is home": HOME), taken only when it
+/// has no other seed (it names no entity and its words hit no node): with no seed the
+/// expansion reaches nothing, and the best text hit answers alone (for "where is home", the
+/// event where the first home was chosen, which the move has since ended). Only relations
+/// with few edges count ([`EdgeTerms::few_edges`]). A question with seeds keeps them alone:
+/// where relations are open phrases with a few edges each (MuSiQue's triples: "published
+/// by", "became"), seeding the ends of every such relation a question's words name cost
+/// recall@5 0.007 on its dev split.
+#[derive(Debug, Default)]
+pub(super) struct NamedFacts {
+    /// The facts of the relations named that hold at `now` and pass the caller's filters, by
+    /// relation then id.
+    pub edges: Vec<NamedFact>,
+}
+
+/// One fact of [`NamedFacts`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct NamedFact {
+    pub edge: crate::model::EdgeId,
+    pub relation: u32,
+    pub from: NodeId,
+    pub to: NodeId,
+}
+
+impl NamedFacts {
+    /// Whether `edge` is one of them.
+    pub fn contains(&self, edge: crate::model::EdgeId) -> bool {
+        self.edges.iter().any(|f| f.edge == edge)
+    }
+
+    /// The relation of the named fact `n` is an end of (the first, by relation id).
+    pub fn relation_of(&self, n: NodeId) -> Option<u32> {
+        self.edges
+            .iter()
+            .find(|f| f.from == n || f.to == n)
+            .map(|f| f.relation)
     }
 }
 
@@ -227,31 +309,24 @@ impl<'g, 'o> Scope<'g, 'o> {
     pub fn expand(
         &self,
         terms: &EdgeTerms,
-        text_index: &TextIndex,
-        question: &str,
+        query_terms: &[u32],
         seeds: &Seeds,
-    ) -> Result<BTreeMap<NodeId, f32>> {
+    ) -> BTreeMap<NodeId, f32> {
         if self.opts.mode == RankingMode::Text {
-            return Ok(BTreeMap::new());
+            return BTreeMap::new();
         }
         let seed_list: Vec<(NodeId, f32)> = seeds.weights.iter().map(|(n, w)| (*n, *w)).collect();
-        let mut relation_words = text_index.analyze(question)?;
-        for l in &seeds.links {
-            let named = text_index.analyze(&l.phrase)?;
-            relation_words.retain(|w| !named.contains(w));
-        }
-        let query_terms = terms.lookup(&relation_words);
         let boost = self.opts.relation_boost;
         let weight = |from: u32, e: &AdjEntry| -> f32 {
             if !self.edge_ok(e) {
                 return 0.0;
             }
             let base = self.confidence_of(from, e).max(1e-3);
-            let shared = terms.overlap(e, &query_terms);
+            let shared = terms.overlap(e, query_terms);
             base * (1.0 + boost * shared as f32)
         };
         let adj = self.g.adjacency();
-        Ok(match self.opts.expansion {
+        match self.opts.expansion {
             Expansion::PageRank(params) => {
                 personalized_pagerank(adj, &seed_list, params, &self.filter, weight)
                     .into_iter()
@@ -274,7 +349,45 @@ impl<'g, 'o> Scope<'g, 'o> {
                 }
                 scores
             }
-        })
+        }
+    }
+
+    /// The facts of the relations `query_terms` name that hold now and pass the filters
+    /// (see [`NamedFacts`]).
+    pub fn named_facts(&self, terms: &EdgeTerms, query_terms: &[u32]) -> NamedFacts {
+        let mut out = NamedFacts::default();
+        if self.opts.mode == RankingMode::Text {
+            return out;
+        }
+        let adj = self.g.adjacency();
+        for relation in terms.named_relations(query_terms) {
+            for &edge in terms.few_edges(relation).unwrap_or_default() {
+                let Some(core) = self.g.edge_core(edge) else {
+                    continue;
+                };
+                // The filters judge adjacency entries; the fact's own is among its source's.
+                let Some(entry) = adj
+                    .entries(core.from)
+                    .find(|e| e.edge_id() == edge && !e.is_incoming())
+                else {
+                    continue;
+                };
+                if self.filter.admits_entry(core.from.0, &entry, adj)
+                    && self.edge_ok(&entry)
+                    && self.in_window(core.last_seen)
+                    && self.label_ok(core.from)
+                    && self.label_ok(core.to)
+                {
+                    out.edges.push(NamedFact {
+                        edge,
+                        relation,
+                        from: core.from,
+                        to: core.to,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Passages, facts and entities worth ranking, each with its score parts and fused score.
@@ -282,6 +395,7 @@ impl<'g, 'o> Scope<'g, 'o> {
         &self,
         text: &TextEvidence,
         graph_scores: &BTreeMap<NodeId, f32>,
+        named: &NamedFacts,
     ) -> Vec<Candidate> {
         let wants = |k: SnippetKind| self.opts.kinds.is_empty() || self.opts.kinds.contains(&k);
         let max_of = |pred: &dyn Fn(NodeId) -> bool| {
@@ -306,7 +420,7 @@ impl<'g, 'o> Scope<'g, 'o> {
         top_nodes.sort_by_key(|&(n, s)| (Reverse(OrderedFloat(s)), n));
         top_nodes.truncate(self.opts.k.max(10) * 3);
         if wants(SnippetKind::Fact) {
-            out.extend(self.fact_candidates(text, graph_scores, &top_nodes, max_entity));
+            out.extend(self.fact_candidates(text, graph_scores, &top_nodes, max_entity, named));
         }
         if wants(SnippetKind::Entity) {
             out.extend(self.entity_candidates(text, &top_nodes, max_entity));
@@ -340,13 +454,16 @@ impl<'g, 'o> Scope<'g, 'o> {
     }
 
     /// Facts: the edges of the best-reached entities to other reached entities (mentions and
-    /// passages aside), scored by the mean reach of their ends.
+    /// passages aside), scored by the mean reach of their ends. A fact of a relation the
+    /// question names ([`NamedFacts`]) takes a text part of 1, as the best text hit would:
+    /// the question's words are its relation's.
     fn fact_candidates(
         &self,
         text: &TextEvidence,
         graph_scores: &BTreeMap<NodeId, f32>,
         top_nodes: &[(NodeId, f32)],
         max_entity: f32,
+        named: &NamedFacts,
     ) -> Vec<Candidate> {
         let mut out = Vec::new();
         let mut seen_edges = HashSet::new();
@@ -376,11 +493,16 @@ impl<'g, 'o> Scope<'g, 'o> {
                     continue;
                 }
                 let text_of = |n: NodeId| text.nodes.get(&n).copied().unwrap_or(0.0);
+                let named_part = if named.contains(e.edge_id()) {
+                    1.0
+                } else {
+                    0.0
+                };
                 let parts = ScoreParts {
                     graph: graph_part((a + b) / 2.0, max_entity),
                     confidence: self.confidence_of(n.0, &e),
                     recency: self.recency(core.last_seen),
-                    text: text_of(core.from).max(text_of(core.to)),
+                    text: text_of(core.from).max(text_of(core.to)).max(named_part),
                     salience: core.salience,
                     usage: 0.0,
                 };
