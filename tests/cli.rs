@@ -218,7 +218,8 @@ fn errors_are_clear() {
 
 /// `--help` gives every exit code with the cases the README gives it, so that a script
 /// written from either reads a code the same way: 0 also when the output's reader went away,
-/// 1 also for a demo answer unlike the ground truth, 6 also after reads met a damaged block.
+/// 1 also for a demo answer unlike the ground truth and a check's finding, 6 also after reads
+/// met a damaged block.
 #[test]
 fn help_gives_each_exit_code_the_cases_the_readme_does() {
     let help = ok(&["--help"]);
@@ -234,6 +235,7 @@ fn help_gives_each_exit_code_the_cases_the_readme_does() {
     for (code, case) in [
         ("0 success", "reader of the output went away"),
         ("1 replay --verify found a difference", "demo"),
+        ("1 replay --verify found a difference", "check a finding"),
         ("6 corrupt store", "damaged block"),
         ("7 query limit exceeded", ""),
         ("8 other failure", ""),

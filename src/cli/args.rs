@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 const EXIT_CODES: &str = "Exit codes: 0 success (also when the reader of the output went \
-away); 1 replay --verify found a difference (or demo an answer unlike the ground truth); \
+away); 1 replay --verify found a difference (or demo an answer unlike the ground truth, or check \
+a finding); \
 2 usage error; 3 bad input (file line, query, parameter); 4 not found; 5 store locked by \
 another process; 6 corrupt store (also after reads that met a damaged block of the state \
 snapshot or the text index, whether the command answered or not); 7 query limit exceeded; \

@@ -233,9 +233,11 @@ fn likely_duplicates(store: &Store) -> (Vec<Finding>, usize) {
     let found = groups
         .into_iter()
         .filter(|(_, keys)| {
-            let shapes: std::collections::BTreeSet<String> =
-                keys.iter().map(|k| key_shape(k)).collect();
-            shapes.len() > 1
+            keys.len() > 1 && {
+                let shapes: std::collections::BTreeSet<String> =
+                    keys.iter().map(|k| key_shape(k)).collect();
+                shapes.len() > 1
+            }
         })
         .map(|((label, name), mut keys)| {
             keys.sort();
@@ -246,7 +248,9 @@ fn likely_duplicates(store: &Store) -> (Vec<Finding>, usize) {
 }
 
 /// A key with each run of digits as `#`: keys of one shape ("npc:villager:6",
-/// "npc:villager:10") number instances of a kind, which their writer counted apart on purpose.
+/// "npc:villager:10") number instances of a kind, which their writer counted apart on purpose
+/// ("item:0001" and "item:1" are of one shape too: numbers written two ways are not a name
+/// written two ways).
 fn key_shape(key: &str) -> String {
     let mut shape = String::with_capacity(key.len());
     let mut in_digits = false;

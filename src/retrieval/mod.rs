@@ -524,9 +524,10 @@ struct CacheSlot {
 impl RetrieverCache {
     /// A cache whose dictionary may lag the store by up to `lag` (default: never): a server
     /// taking appends between questions rebuilds it at most once per `lag`, on one request's
-    /// thread, while the other requests go on with the previous one. What lags is only the
-    /// linking of names first ingested within `lag`; the graph, the text index and the
-    /// snippets are always current.
+    /// thread, while the other requests go on with the previous one. What lags is the linking
+    /// of names first ingested within `lag`, and the facts a question can name by their
+    /// relation alone; the graph, the text index and the snippets are always current, and a
+    /// deletion (which gives every id anew) is never lagged over.
     pub fn with_max_staleness(lag: std::time::Duration) -> Self {
         RetrieverCache(Arc::new(CacheSlot {
             max_staleness: lag,
@@ -534,9 +535,13 @@ impl RetrieverCache {
         }))
     }
 
-    /// Whether a stale dictionary may still be used: it was built within the lag.
-    fn may_lag(&self, d: &Derived) -> bool {
-        !self.0.max_staleness.is_zero() && d.made.elapsed() < self.0.max_staleness
+    /// Whether a stale dictionary may still be used: it was built within the lag, from the
+    /// ids the store has now (a deletion gives every id anew: a dictionary of before it would
+    /// name other nodes, edges and relations).
+    fn may_lag(&self, d: &Derived, ids_epoch: u64) -> bool {
+        !self.0.max_staleness.is_zero()
+            && d.made.elapsed() < self.0.max_staleness
+            && d.ids_epoch == ids_epoch
     }
 
     fn get(&self) -> Option<Arc<Derived>> {
@@ -564,6 +569,8 @@ struct Derived {
     built_at: u64,
     /// The graph it was built from (`Store::graph_epoch`).
     graph_epoch: u64,
+    /// The ids it holds are of this epoch (`Store::ids_epoch`).
+    ids_epoch: u64,
     /// When it was built (for a cache that may lag).
     made: Instant,
 }
@@ -574,6 +581,7 @@ impl Derived {
         // what was read, which costs one more rebuild, never a missed batch.
         let built_at = applied_seq(store);
         let graph_epoch = store.graph_epoch();
+        let ids_epoch = store.ids_epoch();
         let g = store.graph();
         let index = EntityIndex::build(&g);
         drop(g);
@@ -582,6 +590,7 @@ impl Derived {
             terms: EdgeTerms::build(store)?,
             built_at,
             graph_epoch,
+            ids_epoch,
             made: Instant::now(),
         })
     }
@@ -594,10 +603,16 @@ fn applied_seq(store: &Store) -> u64 {
     store.text_index().indexed_seq()
 }
 
-/// Edges a relation may have and still seed a question that names it and has no other seed
-/// (`stages::NamedFacts`): a commoner relation (a mention, a location) names a kind of link,
-/// not an answer, and its ends would spread the seed mass over much of the graph.
-const NAMED_RELATION_MAX_EDGES: usize = 64;
+/// Facts a relation may hold at once (edges whose validity has no end) and still seed a
+/// question that names it and has no other seed (`stages::NamedFacts`): a relation with more
+/// (a mention, a villager's offers in a large world) names a kind of link, not an answer, and
+/// its ends would spread the seed mass over much of the graph. Ended facts do not count: a
+/// home for each move is still one home at a time.
+const NAMED_RELATION_MAX_OPEN: usize = 64;
+
+/// Edges, ended ones included, kept of a relation to seed from (each is checked against the
+/// time asked about, so an ended one can answer as of its time); one with more is not kept.
+const NAMED_RELATION_MAX_EDGES: usize = 1024;
 
 /// The analysed words of every relation name and of every mention context, as term ids, so
 /// that expansion can weigh an edge by what it shares with the question; and the edges of the
@@ -608,8 +623,11 @@ struct EdgeTerms {
     by_relation: Vec<Vec<u32>>,
     /// Indexed by edge id; empty for edges without a context.
     by_edge: Vec<Box<[u32]>>,
-    /// By relation id: its edges in id order, or `None` past [`NAMED_RELATION_MAX_EDGES`].
-    few_edges: Vec<Option<Vec<EdgeId>>>,
+    /// The edges of the relations with few ([`NAMED_RELATION_MAX_OPEN`],
+    /// [`NAMED_RELATION_MAX_EDGES`]), by relation then id; relation `r`'s are
+    /// `few_edges[few_at[r]..few_at[r + 1]]` (none for a commoner relation).
+    few_edges: Vec<EdgeId>,
+    few_at: Vec<usize>,
 }
 
 impl EdgeTerms {
@@ -637,19 +655,31 @@ impl EdgeTerms {
         }
         let mentions = g.relation_id(relations::MENTIONS);
         let mut with_context: Vec<EdgeId> = Vec::new();
-        t.few_edges = vec![Some(Vec::new()); t.by_relation.len()];
+        // By relation: its facts without an end so far, and its edges while it has few.
+        let mut few: Vec<(usize, Option<Vec<EdgeId>>)> = vec![(0, Some(Vec::new())); rel as usize];
         for (id, e) in g.edges() {
             if Some(e.relation) == mentions {
                 with_context.push(id);
             }
-            if let Some(slot) = t.few_edges.get_mut(e.relation as usize) {
+            if let Some((open, slot)) = few.get_mut(e.relation as usize) {
+                *open += usize::from(e.valid_to == i64::MAX);
                 match slot {
-                    Some(ids) if ids.len() < NAMED_RELATION_MAX_EDGES => ids.push(id),
+                    Some(ids)
+                        if *open <= NAMED_RELATION_MAX_OPEN
+                            && ids.len() < NAMED_RELATION_MAX_EDGES =>
+                    {
+                        ids.push(id)
+                    }
                     _ => *slot = None,
                 }
             }
         }
         drop(g);
+        t.few_at.push(0);
+        for (_, ids) in few {
+            t.few_edges.extend(ids.unwrap_or_default());
+            t.few_at.push(t.few_edges.len());
+        }
         for id in with_context {
             let Some(edge) = store.edge(id)? else {
                 continue;
@@ -689,9 +719,18 @@ impl EdgeTerms {
             .collect()
     }
 
-    /// The edges of relation `rel`, if it has few enough to seed from.
-    fn few_edges(&self, rel: u32) -> Option<&[EdgeId]> {
-        self.few_edges.get(rel as usize)?.as_deref()
+    /// The edges of relation `rel` when it has few enough to seed from (else none), by id.
+    fn few_edges(&self, rel: u32) -> &[EdgeId] {
+        let rel = rel as usize;
+        match (self.few_at.get(rel), self.few_at.get(rel + 1)) {
+            (Some(&a), Some(&b)) => self.few_edges.get(a..b).unwrap_or_default(),
+            _ => &[],
+        }
+    }
+
+    /// How many words relation `rel`'s name has.
+    fn relation_words(&self, rel: u32) -> usize {
+        self.by_relation.get(rel as usize).map_or(0, Vec::len)
     }
 
     /// How many of `query` (sorted term ids) the edge's relation and context share.
@@ -865,16 +904,21 @@ impl<'s> Retriever<'s> {
         let current = |d: &Derived| {
             d.built_at == applied_seq(self.store) || d.graph_epoch == self.store.graph_epoch()
         };
+        let ids_epoch = self.store.ids_epoch();
         let cached = self.cache.get();
         if let Some(d) = &cached {
-            if current(d) || self.cache.may_lag(d) {
+            if current(d) || self.cache.may_lag(d, ids_epoch) {
                 return Ok(d.clone());
             }
         }
         let _one_at_a_time = match (self.cache.0.rebuilding.try_lock(), cached) {
             (Ok(guard), _) => guard,
             // Someone is rebuilding: a cache that may lag goes on with what it has.
-            (Err(_), Some(d)) if !self.cache.0.max_staleness.is_zero() => return Ok(d),
+            (Err(_), Some(d))
+                if !self.cache.0.max_staleness.is_zero() && d.ids_epoch == ids_epoch =>
+            {
+                return Ok(d)
+            }
             (Err(_), _) => self
                 .cache
                 .0
@@ -1015,14 +1059,11 @@ impl<'s> Retriever<'s> {
             })
             .collect();
         seeds_report.extend(seeds.weights.iter().filter_map(|(n, w)| {
-            let relation = seeds.named.relation_of(*n)?;
+            let relation = g.relation_name_checked(seeds.named.relation_of(*n)?)?;
             Some(SeedReport {
                 key: g.node_key(*n)?.to_string(),
                 name: g.node_name(*n)?.to_string(),
-                source: format!(
-                    "an end of a {} fact, a relation the question names",
-                    g.relation_name(relation)
-                ),
+                source: format!("an end of a {relation} fact, a relation the question names"),
                 weight: *w,
             })
         }));
@@ -1183,6 +1224,17 @@ impl<'s> Retriever<'s> {
                 ));
             } else if seeds.contains(&n) && text_node.contains_key(&n) {
                 why.push("seed: text hit".into());
+            } else if let Some(rel) = seeded.named.relation_of(n) {
+                let rel = self
+                    .store
+                    .graph()
+                    .relation_name_checked(rel)
+                    .map(str::to_string);
+                if let Some(rel) = rel {
+                    why.push(format!(
+                        "seed: an end of a {rel} fact, a relation the question names"
+                    ));
+                }
             }
         }
         if relation_named {

@@ -194,16 +194,20 @@ pub(super) fn relation_terms(
 /// has no other seed (it names no entity and its words hit no node): with no seed the
 /// expansion reaches nothing, and the best text hit answers alone (for "where is home", the
 /// event where the first home was chosen, which the move has since ended). Only relations
-/// with few edges count ([`EdgeTerms::few_edges`]). A question with seeds keeps them alone:
+/// with few facts at once count ([`EdgeTerms::few_edges`]). With `include_ended`, facts that
+/// held once count too, as everywhere. A question with seeds keeps them alone:
 /// where relations are open phrases with a few edges each (MuSiQue's triples: "published
 /// by", "became"), seeding the ends of every such relation a question's words name cost
 /// recall@5 0.007 on its dev split.
 #[derive(Debug, Default)]
 pub(super) struct NamedFacts {
-    /// The facts of the relations named that hold at `now` and pass the caller's filters, by
-    /// relation then id.
+    /// The facts of the relations named that hold at `now` and pass the caller's filters, in
+    /// the order [`Scope::named_facts`] takes them.
     pub edges: Vec<NamedFact>,
 }
+
+/// Facts a question may name by their relations, at most: their ends are its seeds.
+const NAMED_FACTS_MAX: usize = 64;
 
 /// One fact of [`NamedFacts`].
 #[derive(Clone, Copy, Debug)]
@@ -353,26 +357,43 @@ impl<'g, 'o> Scope<'g, 'o> {
     }
 
     /// The facts of the relations `query_terms` name that hold now and pass the filters
-    /// (see [`NamedFacts`]).
+    /// (see [`NamedFacts`]): the relations whose names match more words first, then those
+    /// with fewer edges, each's newest facts first, [`NAMED_FACTS_MAX`] in all.
     pub fn named_facts(&self, terms: &EdgeTerms, query_terms: &[u32]) -> NamedFacts {
         let mut out = NamedFacts::default();
         if self.opts.mode == RankingMode::Text {
             return out;
         }
+        let mut relations = terms.named_relations(query_terms);
+        relations.sort_by_key(|&r| {
+            (
+                Reverse(terms.relation_words(r)),
+                terms.few_edges(r).len(),
+                r,
+            )
+        });
         let adj = self.g.adjacency();
-        for relation in terms.named_relations(query_terms) {
-            for &edge in terms.few_edges(relation).unwrap_or_default() {
-                let Some(core) = self.g.edge_core(edge) else {
+        for relation in relations {
+            for &edge in terms.few_edges(relation).iter().rev() {
+                if out.edges.len() == NAMED_FACTS_MAX {
+                    return out;
+                }
+                let Some(core) = self.g.edge_core(edge).filter(|c| c.relation == relation) else {
                     continue;
                 };
-                // The filters judge adjacency entries; the fact's own is among its source's.
+                // The filters judge adjacency entries: the fact's own, read from the shorter
+                // of its ends' lists (a hub's holds many thousands). The scope's filter reads
+                // both ends alike: it has no label test (`label_ok` is below) and goes both
+                // ways.
+                let end = adj.shorter_list(core.from, core.to);
+                let incoming = end != core.from;
                 let Some(entry) = adj
-                    .entries(core.from)
-                    .find(|e| e.edge_id() == edge && !e.is_incoming())
+                    .entries(end)
+                    .find(|e| e.edge_id() == edge && e.is_incoming() == incoming)
                 else {
                     continue;
                 };
-                if self.filter.admits_entry(core.from.0, &entry, adj)
+                if self.filter.admits_entry(end.0, &entry, adj)
                     && self.edge_ok(&entry)
                     && self.in_window(core.last_seen)
                     && self.label_ok(core.from)

@@ -189,6 +189,7 @@ impl Store {
         self.drop_snapshot();
         let mut state = replayed;
         state.graph_epoch = super::next_graph_epoch();
+        state.ids_epoch = state.graph_epoch;
         *self.write_state() = state;
         if let Err(e) = self.reindex_after_deletion(&event, text_deletes, per_commit) {
             tracing::warn!(error = %e, "full-text update failed; it is rebuilt on next open");

@@ -157,6 +157,10 @@ pub(crate) struct State {
     /// Changes whenever a node or an edge does (see [`Store::graph_epoch`]); unique in the
     /// process, so a state replaced whole (compaction) never repeats an earlier value.
     graph_epoch: u64,
+    /// Changes whenever the ids of nodes, edges or relations may have (the state replaced by
+    /// a replay: a deletion renumbers them all); what is derived from the ids must not be
+    /// used across a change of it (see [`Store::ids_epoch`]).
+    ids_epoch: u64,
     /// What reads of the sections mapped from the snapshot found, when the state was read
     /// from one (`crate::mapped`).
     mapped_damage: Option<std::sync::Arc<crate::mapped::Damage>>,
@@ -2204,6 +2208,7 @@ impl Store {
         deleted: &BTreeSet<u64>,
     ) -> Result<(State, Loaded)> {
         let state = State {
+            ids_epoch: next_graph_epoch(),
             graph_epoch: next_graph_epoch(),
             ..State::default()
         };
@@ -2581,6 +2586,14 @@ impl Store {
         self.read_state().graph_epoch
     }
 
+    /// A number that changes whenever the ids of nodes, edges or relations may have: a
+    /// deletion, or a replay of the graph from the log, gives them anew. What holds ids (the
+    /// retrieval dictionary) may lag [`Store::graph_epoch`] within the same ids epoch, never
+    /// across one.
+    pub fn ids_epoch(&self) -> u64 {
+        self.read_state().ids_epoch
+    }
+
     fn write_state(&self) -> parking_lot::RwLockWriteGuard<'_, State> {
         // A thread waiting to write while it holds a read of its own would wait forever.
         debug_assert_eq!(
@@ -2676,6 +2689,7 @@ impl Store {
         let mut state = self.write_state();
         state.adopt_graph(graph);
         state.graph_epoch = next_graph_epoch();
+        state.ids_epoch = state.graph_epoch;
         if loaded.fewer_ids {
             // The damaged state made again what the log had: its ids go back to the log's,
             // in memory, in the meta table and in the text index (under the writer lock,
@@ -3981,6 +3995,7 @@ fn replay_excluding(
     until: u64,
 ) -> Result<std::result::Result<State, String>> {
     let state = State {
+        ids_epoch: next_graph_epoch(),
         graph_epoch: next_graph_epoch(),
         ..State::default()
     };

@@ -1191,6 +1191,7 @@ fn decode(
             labels,
             adj,
             mapped_damage: Some(damage),
+            ids_epoch: next_graph_epoch(),
             graph_epoch: next_graph_epoch(),
             ..State::default()
         },
