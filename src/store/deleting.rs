@@ -186,6 +186,8 @@ impl Store {
             encode(&seq),
         );
         self.backend.commit(batch)?;
+        // The documents written from here on name the ids the replay gave.
+        self.text.set_ids_floor(seq);
         self.drop_snapshot();
         let mut state = replayed;
         state.graph_epoch = super::next_graph_epoch();

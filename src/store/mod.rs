@@ -1528,6 +1528,10 @@ pub struct Store {
     text: TextIndex,
     writer: Mutex<()>,
     text_rebuilt: bool,
+    /// A read-only store whose graph and text index are from the two sides of a deletion
+    /// (it opened while one committed): the index's node ids are not its graph's, and its
+    /// searches leave node hits out ([`Store::open_read_only`] opens again first).
+    text_ids_apart: bool,
     decay: RwLock<Arc<DecayPolicy>>,
     salience: RwLock<Arc<SaliencePolicy>>,
     /// The writer lock; `None` for a read-only handle.
@@ -1612,6 +1616,16 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
     let path = dir.join(MANIFEST);
     std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+}
+
+/// The last commit that changed the derived state whole, giving ids anew (a deletion; a
+/// rebuild under new rules): the meta table's [`META_SNAPSHOT_FLOOR`], 0 before any.
+fn rewrite_floor(backend: &dyn Backend) -> Result<u64> {
+    Ok(backend
+        .get(Table::Meta, META_SNAPSHOT_FLOOR)?
+        .map(|v| decode("meta", &v))
+        .transpose()?
+        .unwrap_or(0))
 }
 
 /// Opens the text index read-only while another process may be writing it. The writer deletes
@@ -1757,9 +1771,29 @@ impl Store {
     /// the next writer catches it up), and what only a writer can repair is an error. The
     /// graph is as of the open; writes return [`Error::ReadOnly`].
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store> {
+        // A deletion gives every id anew and then writes every node's document again, which
+        // at scale takes minutes; an open that read the graph on one side of it and the index
+        // on the other is made again, a few times, then kept with its node hits left out.
+        const ATTEMPTS: u32 = 4;
         let dir = dir.as_ref().to_path_buf();
-        let manifest = read_manifest(&dir)?;
-        Self::open_with(dir, manifest, None)
+        let mut attempt = 1;
+        loop {
+            let manifest = read_manifest(&dir)?;
+            let store = Self::open_with(dir.clone(), manifest, None)?;
+            if !store.text_ids_apart {
+                return Ok(store);
+            }
+            if attempt == ATTEMPTS {
+                tracing::warn!(
+                    store = %dir.display(),
+                    "a deletion is being written: the full-text index's node ids are not this reader's, and its searches leave node hits out; open it again once the deletion is done"
+                );
+                return Ok(store);
+            }
+            drop(store);
+            std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
+            attempt += 1;
+        }
     }
 
     /// For readers: opens for writing when no other process holds the store (so that the
@@ -1802,6 +1836,10 @@ impl Store {
         let (state, loaded) =
             Self::load_consistent(&*backend, &dir, counters, read_only, &mut timings)?;
         timings.state = ms_since(t);
+        // Read after the counters the graph was loaded as of: a floor past them is a deletion
+        // committed since, which the graph does not reflect (a reader's ids then disagree
+        // with an index written after it; see `text_ids_apart`).
+        let floor = rewrite_floor(&*backend)?;
         if !read_only {
             // Only once the state is loaded, which for an older store is the replay of its
             // whole log: a log that does not replay leaves the store as it was, tables and
@@ -1818,6 +1856,12 @@ impl Store {
         } else {
             Self::open_text(&dir.join("text"))?
         };
+        let text_ids_apart = read_only
+            && (floor > counters.last_seq || text.ids_floor().is_some_and(|f| f != floor));
+        if !read_only {
+            // What this process commits is of the ids its graph gives.
+            text.set_ids_floor(floor);
+        }
         let mut store = Store {
             dir,
             backend,
@@ -1825,6 +1869,7 @@ impl Store {
             text,
             writer: Mutex::new(()),
             text_rebuilt,
+            text_ids_apart,
             decay: RwLock::new(Arc::new(decay)),
             salience: RwLock::new(Arc::new(salience)),
             lock,
@@ -2272,11 +2317,7 @@ impl Store {
         now: Counters,
     ) -> Result<std::result::Result<(), String>> {
         let at = header.counters;
-        let floor: u64 = backend
-            .get(Table::Meta, META_SNAPSHOT_FLOOR)?
-            .map(|v| decode("meta", &v))
-            .transpose()?
-            .unwrap_or(0);
+        let floor = rewrite_floor(backend)?;
         if at.last_seq < floor {
             return Ok(Err(format!(
                 "it reflects event {}, before the rewrite at event {floor}",
@@ -3465,7 +3506,9 @@ impl Store {
         let in_step = self.text.indexed_seq() == last_seq;
         let holds = |target| match target {
             crate::text::Target::Node(n) => {
-                n.0 < next_node && (in_step || g.adjacency().contains_node(n))
+                !self.text_ids_apart
+                    && n.0 < next_node
+                    && (in_step || g.adjacency().contains_node(n))
             }
             crate::text::Target::Event(seq) => seq <= last_seq,
         };

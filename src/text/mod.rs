@@ -463,7 +463,14 @@ fn schema() -> (Schema, Fields) {
 struct Payload {
     format: u32,
     seq: u64,
+    /// The store's rewrite floor the node documents' ids are of (see
+    /// [`TextIndex::ids_floor`]); absent in an index committed before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    floor: Option<u64>,
 }
+
+/// [`TextIndex::ids_floor`] when the committed index does not say it.
+const UNKNOWN_FLOOR: u64 = u64::MAX;
 
 /// The tantivy index of one store.
 pub struct TextIndex {
@@ -473,6 +480,9 @@ pub struct TextIndex {
     /// only for reading never needs.
     writer: Mutex<Option<IndexWriter>>,
     fields: Fields,
+    /// The rewrite floor of the ids its node documents name: read from the committed
+    /// payload, then set by the store for what it commits ([`UNKNOWN_FLOOR`] when unknown).
+    ids_floor: std::sync::atomic::AtomicU64,
     indexed_seq: std::sync::atomic::AtomicU64,
     dir: PathBuf,
     /// The directory tantivy reads through: `verify` checks the files with it.
@@ -690,6 +700,7 @@ impl TextIndex {
         let (schema, fields) = schema();
         let directory = verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?);
         let existing = Index::exists(&directory).map_err(terr)?;
+        let mut floor = None;
         let opened = if existing {
             Index::open(directory.clone())
                 .ok()
@@ -711,11 +722,11 @@ impl TextIndex {
                     )));
                 }
                 let payload = index.load_metas().map_err(terr)?.payload;
-                let seq = payload
+                let payload = payload
                     .and_then(|p| serde_json::from_str::<Payload>(&p).ok())
-                    .filter(|p| p.format == TEXT_FORMAT)
-                    .map(|p| p.seq);
-                (index, seq, directory)
+                    .filter(|p| p.format == TEXT_FORMAT);
+                floor = payload.as_ref().and_then(|p| p.floor);
+                (index, payload.map(|p| p.seq), directory)
             }
             None if read_only => {
                 return Err(Error::text(format!(
@@ -749,6 +760,7 @@ impl TextIndex {
             reader,
             writer: Mutex::new(None),
             fields,
+            ids_floor: floor.unwrap_or(UNKNOWN_FLOOR).into(),
             indexed_seq: Default::default(),
             dir: dir.to_path_buf(),
             directory,
@@ -827,6 +839,21 @@ impl TextIndex {
             forget_checked_files(&self.dir);
         }
         Ok(damaged)
+    }
+
+    /// The store's rewrite floor (the last commit that gave ids anew: a deletion) that the ids
+    /// its node documents name are of; `None` for an index committed before it was recorded.
+    /// A reader whose graph is of another floor cannot take the index's node ids for its own.
+    pub(crate) fn ids_floor(&self) -> Option<u64> {
+        Some(self.ids_floor.load(std::sync::atomic::Ordering::SeqCst))
+            .filter(|f| *f != UNKNOWN_FLOOR)
+    }
+
+    /// Sets the floor the next commits record (the store's, before it writes documents of
+    /// ids given from it).
+    pub(crate) fn set_ids_floor(&self, floor: u64) {
+        self.ids_floor
+            .store(floor, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The last log sequence the committed index reflects.
@@ -930,6 +957,7 @@ impl TextIndex {
             let payload = serde_json::to_string(&Payload {
                 format: TEXT_FORMAT,
                 seq,
+                floor: self.ids_floor(),
             })
             .map_err(terr)?;
             prepared.set_payload(&payload);
@@ -1377,6 +1405,22 @@ pub fn hit_json(s: &crate::Store, h: &Hit) -> Result<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An index committed before the floor was recorded says nothing of its ids (a reader
+    /// trusts it, as before); one committed since says its floor, and reopened reads it back.
+    #[test]
+    fn the_payload_records_the_floor_of_its_ids() {
+        let old: Payload = serde_json::from_str(r#"{"format":5,"seq":3}"#).unwrap();
+        assert_eq!((old.seq, old.floor), (3, None));
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _) = TextIndex::open(dir.path()).unwrap();
+        assert_eq!(index.ids_floor(), None);
+        index.set_ids_floor(7);
+        index.apply(Vec::new(), &[], 9, None).unwrap();
+        drop(index);
+        let (index, seq) = TextIndex::open_read_only(dir.path()).unwrap();
+        assert_eq!((seq, index.ids_floor()), (9, Some(7)));
+    }
 
     /// A segment file that a writer's merge deleted between the open's list of segments and
     /// its check is the index changing: a text error, which a read-only open beside a writer
