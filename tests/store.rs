@@ -813,6 +813,7 @@ fn search_beside_a_deletion_never_names_another_node(kind: BackendKind, dir: &Pa
     };
     for side in [&before, &after] {
         let reader = Store::open_read_only(side).unwrap();
+        assert!(!reader.searches_nodes(), "{}", side.display());
         for name in NAMES {
             let found = names_found(&reader, name);
             assert!(
@@ -824,6 +825,7 @@ fn search_beside_a_deletion_never_names_another_node(kind: BackendKind, dir: &Pa
         assert!(!reader.search("planted", &f, 10).unwrap().is_empty());
     }
     let reader = Store::open_read_only(dir).unwrap();
+    assert!(reader.searches_nodes());
     assert_eq!(names_found(&reader, "alder"), Vec::<String>::new());
     for name in &NAMES[1..] {
         assert_eq!(names_found(&reader, name), [name.to_string()]);

@@ -153,6 +153,12 @@ fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
             }
         }
     }
+    if !s.searches_nodes() {
+        fail!(
+            Code::NotFound,
+            "no node has key {key_or_name:?}, and names cannot be looked up: this reader opened while a deletion was being written; try again once it is done"
+        )
+    }
     fail!(
         Code::NotFound,
         "no node has key {key_or_name:?} and no node name matches it"

@@ -3520,6 +3520,13 @@ impl Store {
         self.text.search_within(text, filter, limit, &scope)
     }
 
+    /// Whether searches can give node hits: not in a read-only store opened while a deletion
+    /// was being written, whose index's node ids are not its graph's (see
+    /// [`Store::open_read_only`]); its searches give event hits only.
+    pub fn searches_nodes(&self) -> bool {
+        !self.text_ids_apart
+    }
+
     /// The full-text index (for analysis of query text, document counts).
     pub fn text_index(&self) -> &TextIndex {
         &self.text
