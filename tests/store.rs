@@ -724,11 +724,7 @@ fn search_keeps_to_what_the_readers_graph_holds(kind: BackendKind, dir: &Path) {
         store.ingest(vec![note]).unwrap();
     }
     copy_tree(dir, &after);
-    // Each copy takes the other's index.
-    let swap = dir.with_extension("swap");
-    std::fs::rename(before.join("text"), &swap).unwrap();
-    std::fs::rename(after.join("text"), before.join("text")).unwrap();
-    std::fs::rename(&swap, after.join("text")).unwrap();
+    swap_text_indexes(&before, &after);
     let f = SearchFilter::default();
     // Ahead: the graph and the log as before the batch; the index as after it.
     let reader = Store::open_read_only(&before).unwrap();
@@ -797,10 +793,7 @@ fn search_beside_a_deletion_never_names_another_node(kind: BackendKind, dir: &Pa
         );
     }
     copy_tree(dir, &after);
-    let swap = dir.with_extension("swap");
-    std::fs::rename(before.join("text"), &swap).unwrap();
-    std::fs::rename(after.join("text"), before.join("text")).unwrap();
-    std::fs::rename(&swap, after.join("text")).unwrap();
+    swap_text_indexes(&before, &after);
     let f = SearchFilter::default();
     let names_found = |reader: &Store, name: &str| -> Vec<String> {
         let hits = reader.search(name, &f, 10).unwrap();
@@ -833,6 +826,14 @@ fn search_beside_a_deletion_never_names_another_node(kind: BackendKind, dir: &Pa
     drop(reader);
     std::fs::remove_dir_all(&before).unwrap();
     std::fs::remove_dir_all(&after).unwrap();
+}
+
+/// Gives each of two store directories the other's text index.
+fn swap_text_indexes(a: &Path, b: &Path) {
+    let swap = a.with_extension("swap");
+    std::fs::rename(a.join("text"), &swap).unwrap();
+    std::fs::rename(b.join("text"), a.join("text")).unwrap();
+    std::fs::rename(&swap, b.join("text")).unwrap();
 }
 
 /// A copy of the tree at `from`, directories and all.
