@@ -1890,7 +1890,9 @@ impl Store {
         if loaded.fewer_ids && !read_only {
             store.take_replayed_counters()?;
         } else if read_only {
-            if from != counters.last_seq {
+            // A reader apart from its index across a deletion is opened again, and says so
+            // once if it stays apart (`open_read_only`): not once an attempt here.
+            if from != counters.last_seq && !store.text_ids_apart {
                 tracing::warn!(
                     indexed = from,
                     log = counters.last_seq,
