@@ -1063,7 +1063,7 @@ impl<'s> Retriever<'s> {
             Some(SeedReport {
                 key: g.node_key(*n)?.to_string(),
                 name: g.node_name(*n)?.to_string(),
-                source: format!("an end of a {relation} fact, a relation the question names"),
+                source: format!("an end of a fact whose relation the question names ({relation})"),
                 weight: *w,
             })
         }));
@@ -1232,7 +1232,7 @@ impl<'s> Retriever<'s> {
                     .map(str::to_string);
                 if let Some(rel) = rel {
                     why.push(format!(
-                        "seed: an end of a {rel} fact, a relation the question names"
+                        "seed: an end of a fact whose relation the question names ({rel})"
                     ));
                 }
             }

@@ -1896,7 +1896,7 @@ impl Store {
                 tracing::warn!(
                     indexed = from,
                     log = counters.last_seq,
-                    "read-only open: the full-text index is not at the log's end; searches see it as it is"
+                    "read-only open: the full-text index is at another log position than the graph this reader read (a writer is committing); searches see the index as it is"
                 );
             }
         } else if indexed.is_none() || from < counters.last_seq {
