@@ -713,6 +713,68 @@ fn a_lagging_retriever_never_reads_ids_a_deletion_renumbered() {
     );
 }
 
+/// A pack is made from ids the graph gave at its start and read back at its end: a deletion
+/// in between gives every id anew, and the pack named other nodes than it ranked. It is made
+/// again then (`Store::with_stable_ids`), so every entity a question names by its word is the
+/// node of that word.
+#[test]
+fn a_pack_made_during_a_deletion_never_names_another_node() {
+    use loci::model::{Assertion, EventDraft, NodeUpsert};
+    use loci::DeleteRequest;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const TREES: usize = 2000;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let planted: Vec<EventDraft> = (0..TREES)
+        .map(|i| {
+            let mut d = EventDraft::new(10 + i as i64, "bot", "NOTE");
+            d.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+                key: format!("t{i}"),
+                label: Some("Tree".into()),
+                name: Some(format!("tree{i} zq{i}")),
+                ..Default::default()
+            })];
+            d
+        })
+        .collect();
+    store.ingest(planted).unwrap();
+    let done = AtomicBool::new(false);
+    let opts = RetrieveOptions::default()
+        .with_kinds([SnippetKind::Entity])
+        .with_record_usage(false);
+    let (checked, wrong) = std::thread::scope(|s| {
+        let asker = s.spawn(|| {
+            let r = Retriever::new(&store).unwrap();
+            let (mut checked, mut wrong) = (0usize, Vec::new());
+            let mut i = 7usize;
+            while !done.load(Ordering::SeqCst) {
+                i = (i * 7919 + 13) % TREES;
+                let word = format!("zq{i}");
+                let pack = r.retrieve(&word, &opts).unwrap();
+                if let Some(top) = pack.snippets.first() {
+                    checked += 1;
+                    if !top.text.contains(&format!("{word} ")) && !top.text.ends_with(&word) {
+                        wrong.push((word, top.text.clone()));
+                    }
+                }
+            }
+            (checked, wrong)
+        });
+        for key in ["t0", "t1", "t2"] {
+            store.delete(&DeleteRequest::nodes([key])).unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+        asker.join().unwrap()
+    });
+    assert!(checked > 0);
+    assert!(
+        wrong.is_empty(),
+        "{} of {checked} packs named another node: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(3)]
+    );
+}
+
 /// A relation's ended facts (a home for each move) do not make it common: what counts is how
 /// many facts it can hold at once. With 70 moves the current home still answers "where is
 /// home", and as of an earlier time the home of then does.

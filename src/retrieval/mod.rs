@@ -949,6 +949,25 @@ impl<'s> Retriever<'s> {
     pub fn retrieve(&self, question: &str, opts: &RetrieveOptions) -> Result<ContextPack> {
         let started = Instant::now();
         check_options(opts)?;
+        // The stages take ids from the graph and read them back after it (events, rendering):
+        // a deletion in between gives every id anew, and the pack is made again.
+        let (mut pack, used) = self
+            .store
+            .with_stable_ids(|| self.retrieve_once(question, opts))?;
+        if opts.record_usage {
+            self.store.record_use(used);
+        }
+        pack.elapsed_us = started.elapsed().as_micros() as u64;
+        Ok(pack)
+    }
+
+    /// [`Retriever::retrieve`] over the ids of one graph, if no deletion came between its
+    /// stages; with the items the pack holds, to record as used.
+    fn retrieve_once(
+        &self,
+        question: &str,
+        opts: &RetrieveOptions,
+    ) -> Result<(ContextPack, Vec<Item>)> {
         let derived = self.current()?;
         let now = match opts.as_of {
             Some(t) => t,
@@ -975,9 +994,7 @@ impl<'s> Retriever<'s> {
         }
         self.prefer_hot(&mut candidates, now, opts);
         stages::rank(&mut candidates, opts.k);
-        let mut pack = self.pack(question, candidates, &seeds, &text, opts)?;
-        pack.elapsed_us = started.elapsed().as_micros() as u64;
-        Ok(pack)
+        self.pack(question, candidates, &seeds, &text, opts)
     }
 
     /// Events the text search hit, within the time window.
@@ -1014,7 +1031,8 @@ impl<'s> Retriever<'s> {
     }
 
     /// Renders the ranked candidates in order while they fit the token budget (the rest are
-    /// listed as cut), reports the linked seeds, and records what the pack returned as used.
+    /// listed as cut) and reports the linked seeds; with the items the pack returned, for the
+    /// caller to record as used.
     fn pack(
         &self,
         question: &str,
@@ -1022,7 +1040,7 @@ impl<'s> Retriever<'s> {
         seeds: &Seeds,
         text: &TextEvidence,
         opts: &RetrieveOptions,
-    ) -> Result<ContextPack> {
+    ) -> Result<(ContextPack, Vec<Item>)> {
         let counter = opts.token_counter.counter();
         let seed_set = seeds.nodes();
         let mut snippets = Vec::new();
@@ -1074,10 +1092,7 @@ impl<'s> Retriever<'s> {
         });
         let used_items = used_items(&g, &snippets);
         drop(g);
-        if opts.record_usage {
-            self.store.record_use(used_items);
-        }
-        Ok(ContextPack {
+        let pack = ContextPack {
             question: question.to_string(),
             snippets,
             budget: opts.budget,
@@ -1086,7 +1101,8 @@ impl<'s> Retriever<'s> {
             cut,
             seeds: seeds_report,
             elapsed_us: 0,
-        })
+        };
+        Ok((pack, used_items))
     }
 
     /// Marks hot candidates (`dynamics::usage`) and scores them again with the usage weight.

@@ -454,11 +454,14 @@ async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>
         if p.from.is_some() || p.to.is_some() {
             filter.time = Some((p.from.unwrap_or(i64::MIN), p.to.unwrap_or(i64::MAX)));
         }
-        let hits = s.search(&p.q, &filter, limit)?;
-        let rows: Vec<Json_> = hits
-            .iter()
-            .map(|h| crate::text::hit_json(s, h))
-            .collect::<crate::Result<_>>()?;
+        // The hits' ids are read back after the search: a deletion between gives every id
+        // anew.
+        let rows: Vec<Json_> = s.with_stable_ids(|| {
+            s.search(&p.q, &filter, limit)?
+                .iter()
+                .map(|h| crate::text::hit_json(s, h))
+                .collect()
+        })?;
         Ok(Json(Json_::Array(rows)))
     })
     .await

@@ -185,13 +185,16 @@ impl Store {
             super::META_SNAPSHOT_FLOOR.to_vec(),
             encode(&seq),
         );
+        batch.put(Table::Meta, super::META_IDS_FLOOR.to_vec(), encode(&seq));
         self.backend.commit(batch)?;
-        // The documents written from here on name the ids the replay gave.
-        self.text.set_ids_floor(seq);
+        // The documents written from here on name the ids the replay gave; until the first
+        // commit of them, searches leave node hits out (`Store::searches_nodes`).
+        self.text.set_next_floor(seq);
         self.drop_snapshot();
         let mut state = replayed;
         state.graph_epoch = super::next_graph_epoch();
         state.ids_epoch = state.graph_epoch;
+        state.ids_floor = seq;
         *self.write_state() = state;
         if let Err(e) = self.reindex_after_deletion(&event, text_deletes, per_commit) {
             tracing::warn!(error = %e, "full-text update failed; it is rebuilt on next open");

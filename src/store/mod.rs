@@ -75,6 +75,12 @@ const META_DELETED: &[u8] = b"deleted";
 /// changed the derived state whole (a deletion, which renumbers ids; a rebuild under new
 /// derivation rules).
 const META_SNAPSHOT_FLOOR: &[u8] = b"snapshot_floor";
+/// The last deletion, which gave every node, edge and relation id anew (its sequence number):
+/// the text index records the one its node documents' ids are of (`TextIndex::ids_floor`).
+const META_IDS_FLOOR: &[u8] = b"ids_floor";
+/// [`State::ids_floor`] of a reader whose graph is from before a deletion it did not load: no
+/// index's floor equals it.
+const IDS_FLOOR_UNKNOWN: u64 = u64::MAX - 1;
 /// Documents a full rebuild of the text index commits at a time (`Store::rebuild_text`).
 const REBUILD_DOCS_PER_COMMIT: usize = 100_000;
 /// Changes (ids and commits) since the snapshot after which a commit writes a new one, at
@@ -161,6 +167,9 @@ pub(crate) struct State {
     /// a replay: a deletion renumbers them all); what is derived from the ids must not be
     /// used across a change of it (see [`Store::ids_epoch`]).
     ids_epoch: u64,
+    /// The last deletion whose ids the graph's are ([`META_IDS_FLOOR`]); a text index of
+    /// another gives node hits this graph cannot read (see [`Store::searches_nodes`]).
+    ids_floor: u64,
     /// What reads of the sections mapped from the snapshot found, when the state was read
     /// from one (`crate::mapped`).
     mapped_damage: Option<std::sync::Arc<crate::mapped::Damage>>,
@@ -1528,10 +1537,6 @@ pub struct Store {
     text: TextIndex,
     writer: Mutex<()>,
     text_rebuilt: bool,
-    /// A read-only store whose graph and text index are from the two sides of a deletion
-    /// (it opened while one committed): the index's node ids are not its graph's, and its
-    /// searches leave node hits out ([`Store::open_read_only`] opens again first).
-    text_ids_apart: bool,
     decay: RwLock<Arc<DecayPolicy>>,
     salience: RwLock<Arc<SaliencePolicy>>,
     /// The writer lock; `None` for a read-only handle.
@@ -1618,11 +1623,10 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
 }
 
-/// The last commit that changed the derived state whole, giving ids anew (a deletion; a
-/// rebuild under new rules): the meta table's [`META_SNAPSHOT_FLOOR`], 0 before any.
-fn rewrite_floor(backend: &dyn Backend) -> Result<u64> {
+/// A log position the meta table keeps under `key`, 0 before any.
+fn meta_seq(backend: &dyn Backend, key: &[u8]) -> Result<u64> {
     Ok(backend
-        .get(Table::Meta, META_SNAPSHOT_FLOOR)?
+        .get(Table::Meta, key)?
         .map(|v| decode("meta", &v))
         .transpose()?
         .unwrap_or(0))
@@ -1780,7 +1784,7 @@ impl Store {
         loop {
             let manifest = read_manifest(&dir)?;
             let store = Self::open_with(dir.clone(), manifest, None)?;
-            if !store.text_ids_apart {
+            if store.searches_nodes() {
                 return Ok(store);
             }
             if attempt == ATTEMPTS {
@@ -1833,13 +1837,18 @@ impl Store {
         let (counters, format) = Self::check_meta(&*backend, &dir, read_only)?;
         timings.backend = ms_since(started);
         let t = std::time::Instant::now();
-        let (state, loaded) =
+        let (mut state, loaded) =
             Self::load_consistent(&*backend, &dir, counters, read_only, &mut timings)?;
         timings.state = ms_since(t);
         // Read after the counters the graph was loaded as of: a floor past them is a deletion
-        // committed since, which the graph does not reflect (a reader's ids then disagree
-        // with an index written after it; see `text_ids_apart`).
-        let floor = rewrite_floor(&*backend)?;
+        // committed since, which the graph does not reflect (only a reader beside a writer
+        // can meet one).
+        let ids_floor = meta_seq(&*backend, META_IDS_FLOOR)?;
+        state.ids_floor = if ids_floor <= state.counters.last_seq {
+            ids_floor
+        } else {
+            IDS_FLOOR_UNKNOWN
+        };
         if !read_only {
             // Only once the state is loaded, which for an older store is the replay of its
             // whole log: a log that does not replay leaves the store as it was, tables and
@@ -1856,11 +1865,9 @@ impl Store {
         } else {
             Self::open_text(&dir.join("text"))?
         };
-        let text_ids_apart = read_only
-            && (floor > counters.last_seq || text.ids_floor().is_some_and(|f| f != floor));
         if !read_only {
             // What this process commits is of the ids its graph gives.
-            text.set_ids_floor(floor);
+            text.set_next_floor(ids_floor);
         }
         let mut store = Store {
             dir,
@@ -1869,7 +1876,6 @@ impl Store {
             text,
             writer: Mutex::new(()),
             text_rebuilt,
-            text_ids_apart,
             decay: RwLock::new(Arc::new(decay)),
             salience: RwLock::new(Arc::new(salience)),
             lock,
@@ -1892,7 +1898,7 @@ impl Store {
         } else if read_only {
             // A reader apart from its index across a deletion is opened again, and says so
             // once if it stays apart (`open_read_only`): not once an attempt here.
-            if from != counters.last_seq && !store.text_ids_apart {
+            if from != counters.last_seq && store.searches_nodes() {
                 tracing::warn!(
                     indexed = from,
                     log = counters.last_seq,
@@ -2319,7 +2325,7 @@ impl Store {
         now: Counters,
     ) -> Result<std::result::Result<(), String>> {
         let at = header.counters;
-        let floor = rewrite_floor(backend)?;
+        let floor = meta_seq(backend, META_SNAPSHOT_FLOOR)?;
         if at.last_seq < floor {
             return Ok(Err(format!(
                 "it reflects event {}, before the rewrite at event {floor}",
@@ -3506,11 +3512,10 @@ impl Store {
         // suffice, and no hit reads the graph's pages (a store opened from its snapshot reads
         // its node labels from the file, cold at a first search).
         let in_step = self.text.indexed_seq() == last_seq;
+        let ids_apart = self.ids_apart(&g.state);
         let holds = |target| match target {
             crate::text::Target::Node(n) => {
-                !self.text_ids_apart
-                    && n.0 < next_node
-                    && (in_step || g.adjacency().contains_node(n))
+                !ids_apart && n.0 < next_node && (in_step || g.adjacency().contains_node(n))
             }
             crate::text::Target::Event(seq) => seq <= last_seq,
         };
@@ -3522,11 +3527,40 @@ impl Store {
         self.text.search_within(text, filter, limit, &scope)
     }
 
-    /// Whether searches can give node hits: not in a read-only store opened while a deletion
-    /// was being written, whose index's node ids are not its graph's (see
-    /// [`Store::open_read_only`]); its searches give event hits only.
+    /// Whether searches can give node hits: not while the text index's node documents are
+    /// of ids from the other side of a deletion than the graph's. A deletion gives every id
+    /// anew and then writes every node's document again: until its first commit of them, a
+    /// search beside it gives event hits only (where it had named other nodes), and so does a
+    /// read-only store that opened while one was being written (see
+    /// [`Store::open_read_only`]).
     pub fn searches_nodes(&self) -> bool {
-        !self.text_ids_apart
+        !self.ids_apart(&self.read_state())
+    }
+
+    /// Runs `read`, a read that takes ids from one call and looks them up in another (a
+    /// search's hits, then their nodes), again while a deletion gave every id anew in between
+    /// ([`Store::ids_epoch`]): its lookups would have named other nodes. A few times; a read
+    /// that a deletion keeps overtaking is returned as the last attempt made it, with a
+    /// warning.
+    pub fn with_stable_ids<T>(&self, mut read: impl FnMut() -> Result<T>) -> Result<T> {
+        const ATTEMPTS: u32 = 4;
+        let mut attempt = 1;
+        loop {
+            let before = self.ids_epoch();
+            let out = read()?;
+            if self.ids_epoch() == before {
+                return Ok(out);
+            }
+            if attempt == ATTEMPTS {
+                tracing::warn!("deletions gave every id anew during each of {ATTEMPTS} attempts at a read; its last is returned");
+                return Ok(out);
+            }
+            attempt += 1;
+        }
+    }
+
+    fn ids_apart(&self, state: &State) -> bool {
+        self.text.ids_floor().is_some_and(|f| f != state.ids_floor)
     }
 
     /// The full-text index (for analysis of query text, document counts).

@@ -463,7 +463,7 @@ fn schema() -> (Schema, Fields) {
 struct Payload {
     format: u32,
     seq: u64,
-    /// The store's rewrite floor the node documents' ids are of (see
+    /// The store's ids floor the node documents' ids are of (see
     /// [`TextIndex::ids_floor`]); absent in an index committed before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     floor: Option<u64>,
@@ -471,6 +471,10 @@ struct Payload {
 
 /// [`TextIndex::ids_floor`] when the committed index does not say it.
 const UNKNOWN_FLOOR: u64 = u64::MAX;
+
+fn known_floor(floor: u64) -> Option<u64> {
+    Some(floor).filter(|f| *f != UNKNOWN_FLOOR)
+}
 
 /// The tantivy index of one store.
 pub struct TextIndex {
@@ -480,9 +484,12 @@ pub struct TextIndex {
     /// only for reading never needs.
     writer: Mutex<Option<IndexWriter>>,
     fields: Fields,
-    /// The rewrite floor of the ids its node documents name: read from the committed
-    /// payload, then set by the store for what it commits ([`UNKNOWN_FLOOR`] when unknown).
+    /// The ids floor of the node documents searches read: the committed payload's, as of
+    /// the reader's last reload ([`UNKNOWN_FLOOR`] when it does not say).
     ids_floor: std::sync::atomic::AtomicU64,
+    /// The ids floor the next commits record (set by the store before it writes documents of
+    /// ids given from it).
+    next_floor: std::sync::atomic::AtomicU64,
     indexed_seq: std::sync::atomic::AtomicU64,
     dir: PathBuf,
     /// The directory tantivy reads through: `verify` checks the files with it.
@@ -761,6 +768,7 @@ impl TextIndex {
             writer: Mutex::new(None),
             fields,
             ids_floor: floor.unwrap_or(UNKNOWN_FLOOR).into(),
+            next_floor: floor.unwrap_or(UNKNOWN_FLOOR).into(),
             indexed_seq: Default::default(),
             dir: dir.to_path_buf(),
             directory,
@@ -841,18 +849,16 @@ impl TextIndex {
         Ok(damaged)
     }
 
-    /// The store's rewrite floor (the last commit that gave ids anew: a deletion) that the ids
-    /// its node documents name are of; `None` for an index committed before it was recorded.
-    /// A reader whose graph is of another floor cannot take the index's node ids for its own.
+    /// The store's ids floor (the last deletion, which gave every id anew) that the node
+    /// documents searches read are of; `None` for an index committed before it was recorded.
+    /// A graph of another floor cannot take the index's node ids for its own.
     pub(crate) fn ids_floor(&self) -> Option<u64> {
-        Some(self.ids_floor.load(std::sync::atomic::Ordering::SeqCst))
-            .filter(|f| *f != UNKNOWN_FLOOR)
+        known_floor(self.ids_floor.load(std::sync::atomic::Ordering::SeqCst))
     }
 
-    /// Sets the floor the next commits record (the store's, before it writes documents of
-    /// ids given from it).
-    pub(crate) fn set_ids_floor(&self, floor: u64) {
-        self.ids_floor
+    /// Sets the floor the next commits record.
+    pub(crate) fn set_next_floor(&self, floor: u64) {
+        self.next_floor
             .store(floor, std::sync::atomic::Ordering::SeqCst);
     }
 
@@ -924,6 +930,7 @@ impl TextIndex {
         indexed: u64,
         new_nodes_from: Option<NodeId>,
     ) -> Result<()> {
+        let floor = self.next_floor.load(std::sync::atomic::Ordering::SeqCst);
         self.with_writer(|w| {
             for key in deletes {
                 w.delete_term(Term::from_field_text(self.fields.key, key));
@@ -957,14 +964,18 @@ impl TextIndex {
             let payload = serde_json::to_string(&Payload {
                 format: TEXT_FORMAT,
                 seq,
-                floor: self.ids_floor(),
+                floor: known_floor(floor),
             })
             .map_err(terr)?;
             prepared.set_payload(&payload);
             prepared.commit().map_err(terr)?;
             Ok(())
         })?;
-        self.reader.reload().map_err(terr)
+        self.reader.reload().map_err(terr)?;
+        // After the reload: a search that reads the new floor reads the new documents.
+        self.ids_floor
+            .store(floor, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// Queues the deletion of every node's document (each is tagged `doc:node`), committed
@@ -1415,7 +1426,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (index, _) = TextIndex::open(dir.path()).unwrap();
         assert_eq!(index.ids_floor(), None);
-        index.set_ids_floor(7);
+        index.set_next_floor(7);
         index.apply(Vec::new(), &[], 9, None).unwrap();
         drop(index);
         let (index, seq) = TextIndex::open_read_only(dir.path()).unwrap();
