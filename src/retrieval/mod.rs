@@ -556,7 +556,11 @@ impl RetrieverCache {
 
     fn put(&self, fresh: &Arc<Derived>) {
         let mut slot = self.0.derived.write().unwrap_or_else(|e| e.into_inner());
-        if slot.as_ref().is_none_or(|d| d.built_at < fresh.built_at) {
+        // Ids epochs only grow; a deletion's state is newer at the same log position (its
+        // documents are written before the index's position moves).
+        let newer =
+            |d: &Arc<Derived>| (d.ids_epoch, d.built_at) < (fresh.ids_epoch, fresh.built_at);
+        if slot.as_ref().is_none_or(newer) {
             *slot = Some(fresh.clone());
         }
     }
@@ -900,11 +904,15 @@ impl<'s> Retriever<'s> {
     /// events since the last build.
     fn current(&self) -> Result<Arc<Derived>> {
         // Only the graph matters to the dictionary: events that change no node or edge (notes,
-        // observations, uses) leave it valid.
-        let current = |d: &Derived| {
-            d.built_at == applied_seq(self.store) || d.graph_epoch == self.store.graph_epoch()
-        };
+        // observations, uses) leave it valid. Never one of other ids: a deletion gives every
+        // id anew, and leaves the index's position where it was until it has written every
+        // node's document again.
         let ids_epoch = self.store.ids_epoch();
+        let current = |d: &Derived| {
+            d.ids_epoch == ids_epoch
+                && (d.built_at == applied_seq(self.store)
+                    || d.graph_epoch == self.store.graph_epoch())
+        };
         let cached = self.cache.get();
         if let Some(d) = &cached {
             if current(d) || self.cache.may_lag(d, ids_epoch) {

@@ -197,7 +197,13 @@ impl Store {
         state.ids_floor = seq;
         *self.write_state() = state;
         if let Err(e) = self.reindex_after_deletion(&event, text_deletes, per_commit) {
-            tracing::warn!(error = %e, "full-text update failed; it is rebuilt on next open");
+            // Node documents of the old ids may be left; later commits must not vouch for
+            // them with this deletion's floor.
+            tracing::warn!(error = %e, "full-text update after the deletion failed; rebuilding the index from the log");
+            if let Err(e) = self.rebuild_text_locked(per_commit) {
+                self.text.set_next_floor(super::IDS_FLOOR_CUT_SHORT);
+                tracing::warn!(error = %e, "the full-text index could not be rebuilt; its node hits are left out until the next open for writing rebuilds it");
+            }
         }
         // The state is the log's projection again; without a snapshot of it, the next open
         // would replay the whole log.

@@ -81,6 +81,10 @@ const META_IDS_FLOOR: &[u8] = b"ids_floor";
 /// [`State::ids_floor`] of a reader whose graph is from before a deletion it did not load: no
 /// index's floor equals it.
 const IDS_FLOOR_UNKNOWN: u64 = u64::MAX - 1;
+/// The ids floor a text index records after a deletion failed to write its node documents
+/// again: no graph's equals it, so searches leave its node hits out, and the next open for
+/// writing rebuilds it.
+const IDS_FLOOR_CUT_SHORT: u64 = u64::MAX - 2;
 /// Documents a full rebuild of the text index commits at a time (`Store::rebuild_text`).
 const REBUILD_DOCS_PER_COMMIT: usize = 100_000;
 /// Changes (ids and commits) since the snapshot after which a commit writes a new one, at
@@ -1790,7 +1794,7 @@ impl Store {
             if attempt == ATTEMPTS {
                 tracing::warn!(
                     store = %dir.display(),
-                    "a deletion is being written: the full-text index's node ids are not this reader's, and its searches leave node hits out; open it again once the deletion is done"
+                    "a deletion is being written, or was cut short (the next open for writing repairs it): the full-text index's node ids are not this reader's, and its searches leave node hits out"
                 );
                 return Ok(store);
             }
@@ -1905,6 +1909,11 @@ impl Store {
                     "read-only open: the full-text index is at another log position than the graph this reader read (a writer is committing); searches see the index as it is"
                 );
             }
+        } else if store.text.ids_floor().is_some_and(|f| f != ids_floor) {
+            // Node documents of ids from before a deletion, which gave them anew: one that was
+            // cut short, or failed to write them (`IDS_FLOOR_CUT_SHORT`).
+            tracing::warn!("the full-text index's node documents are of ids a deletion gave anew; rebuilding it from the log");
+            store.rebuild_text(REBUILD_DOCS_PER_COMMIT)?;
         } else if indexed.is_none() || from < counters.last_seq {
             tracing::info!(
                 from,
@@ -1920,6 +1929,15 @@ impl Store {
         } else if from > counters.last_seq {
             // The index claims events the log does not have: rebuild it from the log.
             store.rebuild_text(REBUILD_DOCS_PER_COMMIT)?;
+        }
+        if !read_only && store.text.ids_floor().is_none() {
+            // An index committed by a build before floors were recorded: one commit of
+            // nothing records the store's, so that a deletion's searches can tell its old
+            // node documents from its new ones.
+            let at = store.text.indexed_seq();
+            if let Err(e) = store.text.apply(Vec::new(), &[], at, None) {
+                tracing::warn!(error = %e, "the full-text index's ids floor could not be recorded");
+            }
         }
         store.open_timings.text = ms_since(t);
         store.open_timings.total = ms_since(started);
@@ -3547,13 +3565,15 @@ impl Store {
         let mut attempt = 1;
         loop {
             let before = self.ids_epoch();
-            let out = read()?;
+            let out = read();
             if self.ids_epoch() == before {
-                return Ok(out);
+                return out;
             }
+            // Failed or not, a read a deletion overtook is made again: what it failed on
+            // (a node or an edge not found) may be an id given anew.
             if attempt == ATTEMPTS {
                 tracing::warn!("deletions gave every id anew during each of {ATTEMPTS} attempts at a read; its last is returned");
-                return Ok(out);
+                return out;
             }
             attempt += 1;
         }
@@ -4230,6 +4250,48 @@ mod tests {
         let mut ev = EventDraft::new(ts, "bot", "SEEN");
         ev.assertions = assertions;
         store.ingest(vec![ev]).unwrap();
+    }
+
+    /// An index committed by a build before floors were recorded has none: a deletion's
+    /// searches could not tell its old node documents from the new. The writer's open records
+    /// the store's floor in it with one commit of nothing.
+    #[test]
+    fn an_index_from_before_floors_gets_one_at_the_writers_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+            store.text.set_next_floor(u64::MAX);
+            ingest_one(&store, 1, (0..5).map(named_node).collect());
+            assert_eq!(store.text.ids_floor(), None);
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.text.ids_floor(), Some(0));
+        assert!(store.searches_nodes());
+    }
+
+    /// An index whose node documents are of other ids than the store's (a deletion that could
+    /// not write them again records `IDS_FLOOR_CUT_SHORT`) gives no node hit, and the next
+    /// open for writing rebuilds it.
+    #[test]
+    fn an_index_of_other_ids_is_rebuilt_by_the_writers_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+            store.text.set_next_floor(IDS_FLOOR_CUT_SHORT);
+            ingest_one(&store, 1, (0..5).map(named_node).collect());
+            assert!(!store.searches_nodes());
+            let hits = store.search("name", &SearchFilter::default(), 10).unwrap();
+            assert!(hits
+                .iter()
+                .all(|h| matches!(h.target, crate::text::Target::Event(_))));
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.text_rebuilt() || store.text.ids_floor() == Some(0));
+        assert!(store.searches_nodes());
+        let hits = store.search("name", &SearchFilter::default(), 10).unwrap();
+        assert!(hits
+            .iter()
+            .any(|h| matches!(h.target, crate::text::Target::Node(_))));
     }
 
     /// A closed store in `dir` of 50 named nodes with a snapshot of them, and where in the
