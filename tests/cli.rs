@@ -955,7 +955,7 @@ fn ingest_check_reports_without_writing() {
     ok(&["init", "--store", p(&store)]);
     let out = ok(&["ingest", "--store", p(&store), "--check", p(&good)]);
     assert!(
-        out.contains("nothing written. Would commit 2 events (1 nodes"),
+        out.contains("nothing written. Would commit 2 events (1 node and 0 edges upserted"),
         "{out}"
     );
     assert_eq!(

@@ -15,7 +15,7 @@ use super::exit::fail;
 use super::exit::Code;
 use super::open;
 use super::open_for_reading;
-use super::output::{outln, print_json};
+use super::output::{count, outln, print_json};
 
 /// `delete`: one deletion event for the listed events and nodes.
 pub fn delete(a: DeleteArgs) -> Result<Code> {
@@ -27,12 +27,12 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
         print_json(&r)?;
     } else {
         outln!(
-            "deleted {} events (deletion event {}): {} nodes and {} edges removed, {} edges kept with less support",
-            r.deleted.len(),
+            "deleted {} (deletion event {}): {} and {} removed, {} kept with less support",
+            count(r.deleted.len() as u64, "event", "events"),
             r.seq,
-            r.nodes_removed,
-            r.edges_removed,
-            r.edges_weakened
+            count(r.nodes_removed as u64, "node", "nodes"),
+            count(r.edges_removed as u64, "edge", "edges"),
+            count(r.edges_weakened as u64, "edge", "edges")
         );
         outln!("their text stays in the store's files until `loci compact`");
     }
@@ -267,18 +267,25 @@ pub fn check(a: CheckArgs) -> Result<Code> {
             outln!("{}", f.describe());
         }
         if r.not_listed > 0 {
-            outln!("... and {} more findings not listed", r.not_listed);
+            outln!(
+                "... and {} more not listed",
+                count(r.not_listed as u64, "finding", "findings")
+            );
         }
         outln!(
-            "{}: checked {} pins, {} entities, {} summaries",
+            "{}: checked {}, {}, {}",
             if r.healthy() {
                 "healthy".to_string()
             } else {
-                format!("{} findings", r.findings.len() + r.not_listed)
+                count(
+                    (r.findings.len() + r.not_listed) as u64,
+                    "finding",
+                    "findings",
+                )
             },
-            r.pins_checked,
-            r.nodes_checked,
-            r.summaries_checked
+            count(r.pins_checked as u64, "pin", "pins"),
+            count(r.nodes_checked as u64, "entity", "entities"),
+            count(r.summaries_checked as u64, "summary", "summaries")
         );
     }
     Ok(if r.healthy() {

@@ -10,7 +10,7 @@ use loci::{Commit, Store};
 
 use super::args::{ExtractArgs, IngestArgs, InitArgs, PinArgs};
 use super::exit::{fail, Code};
-use super::output::{errln, outln, print_json};
+use super::output::{count, errln, outln, print_json};
 use super::{backend, open};
 
 pub fn init(a: InitArgs) -> Result<Code> {
@@ -45,8 +45,14 @@ impl CommitReport {
             return;
         } else {
             format!(
-                "committed events {}..={} ({} events; {} nodes and {} edges upserted, {} nodes and {} edges removed)",
-                c.first_seq, c.last_seq, c.events, c.nodes_upserted, c.edges_upserted, c.nodes_removed, c.edges_removed
+                "committed events {}..={} ({}; {} and {} upserted, {} and {} removed)",
+                c.first_seq,
+                c.last_seq,
+                count(c.events as u64, "event", "events"),
+                count(c.nodes_upserted as u64, "node", "nodes"),
+                count(c.edges_upserted as u64, "edge", "edges"),
+                count(c.nodes_removed as u64, "node", "nodes"),
+                count(c.edges_removed as u64, "edge", "edges")
             )
         };
         // Flushed line by line: a reader (or the crash test) may rely on every printed line
@@ -200,8 +206,13 @@ fn check(
         print_json(&c)?;
     } else {
         outln!(
-            "check passed; nothing written. Would commit {} events ({} nodes and {} edges upserted, {} nodes and {} edges removed); {} events skipped by idempotency key",
-            c.events, c.nodes_upserted, c.edges_upserted, c.nodes_removed, c.edges_removed, c.skipped
+            "check passed; nothing written. Would commit {} ({} and {} upserted, {} and {} removed); {} skipped by idempotency key",
+            count(c.events as u64, "event", "events"),
+            count(c.nodes_upserted as u64, "node", "nodes"),
+            count(c.edges_upserted as u64, "edge", "edges"),
+            count(c.nodes_removed as u64, "node", "nodes"),
+            count(c.edges_removed as u64, "edge", "edges"),
+            count(c.skipped as u64, "event", "events")
         );
     }
     Ok(Code::Ok)
