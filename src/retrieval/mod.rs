@@ -1133,12 +1133,12 @@ impl<'s> Retriever<'s> {
     fn render(
         &self,
         c: &Candidate,
-        seeded: &Seeds,
+        seeds: &Seeds,
         text_node: &BTreeMap<NodeId, f32>,
-        seeds: &BTreeSet<NodeId>,
+        seed_nodes: &BTreeSet<NodeId>,
         opts: &RetrieveOptions,
     ) -> Result<Snippet> {
-        let links = &seeded.links;
+        let links = &seeds.links;
         let mut why = Vec::new();
         let mut provenance = SnippetProvenance::default();
         // Whether the text part is the question naming the fact's relation, not BM25.
@@ -1201,7 +1201,7 @@ impl<'s> Retriever<'s> {
                     c.parts.confidence,
                 );
                 provenance.edges.push(e.id);
-                relation_named = seeded.named.contains(e.id);
+                relation_named = seeds.named.contains(e.id);
                 for seq in e.evidence.iter().rev().take(3) {
                     provenance.events.push(*seq);
                     if let Some(ev) = self.store.event(*seq)? {
@@ -1246,9 +1246,9 @@ impl<'s> Retriever<'s> {
                     "seed: question names {:?} (quality {:.2}, idf {:.2})",
                     l.phrase, l.quality, l.idf
                 ));
-            } else if seeds.contains(&n) && text_node.contains_key(&n) {
+            } else if seed_nodes.contains(&n) && text_node.contains_key(&n) {
                 why.push("seed: text hit".into());
-            } else if let Some(rel) = seeded.named.relation_of(n) {
+            } else if let Some(rel) = seeds.named.relation_of(n) {
                 let rel = self
                     .store
                     .graph()
@@ -1273,8 +1273,8 @@ impl<'s> Retriever<'s> {
             ));
         }
         if let Some(n) = anchor {
-            if !seeds.contains(&n) {
-                if let Some(path) = self.explain_path(n, seeds, opts.max_hops.max(1)) {
+            if !seed_nodes.contains(&n) {
+                if let Some(path) = self.explain_path(n, seed_nodes, opts.max_hops.max(1)) {
                     why.push(format!("path: {path}"));
                 }
             }

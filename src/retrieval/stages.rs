@@ -123,7 +123,11 @@ impl Seeds {
         let links = index.link(question);
         let link_total: f32 = links.iter().map(|l| l.weight).sum();
         let text_total: f32 = text.nodes.values().sum();
-        let text_share = text_seed_share(text, opts);
+        let text_share = if text.dense {
+            opts.dense_seed_share
+        } else {
+            opts.text_seed_share
+        };
         let link_share = if links.is_empty() {
             0.0
         } else if text_total > 0.0 {
@@ -162,15 +166,6 @@ impl Seeds {
 
     pub fn nodes(&self) -> BTreeSet<NodeId> {
         self.weights.keys().copied().collect()
-    }
-}
-
-/// The seed mass the text hits share with the entities the question names.
-fn text_seed_share(text: &TextEvidence, opts: &RetrieveOptions) -> f32 {
-    if text.dense {
-        opts.dense_seed_share
-    } else {
-        opts.text_seed_share
     }
 }
 

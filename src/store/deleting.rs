@@ -192,8 +192,7 @@ impl Store {
         self.text.set_next_floor(seq);
         self.drop_snapshot();
         let mut state = replayed;
-        state.graph_epoch = super::next_graph_epoch();
-        state.ids_epoch = state.graph_epoch;
+        state.ids_given_anew();
         state.ids_floor = seq;
         *self.write_state() = state;
         if let Err(e) = self.reindex_after_deletion(&event, text_deletes, per_commit) {

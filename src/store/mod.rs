@@ -225,6 +225,13 @@ impl State {
         }
     }
 
+    /// Marks the state as one whose ids may all have been given anew (a replay of the log
+    /// replaced it): a fresh graph epoch, and the ids epoch with it.
+    fn ids_given_anew(&mut self) {
+        self.graph_epoch = next_graph_epoch();
+        self.ids_epoch = self.graph_epoch;
+    }
+
     /// Takes the graph of `mapped` (read from a snapshot of this same graph) in place of its
     /// own; the counters, deletions, folds and epoch stay: nothing a reader sees changes.
     fn adopt_graph(&mut self, mapped: State) {
@@ -2755,8 +2762,7 @@ impl Store {
         let replayed = graph.counters;
         let mut state = self.write_state();
         state.adopt_graph(graph);
-        state.graph_epoch = next_graph_epoch();
-        state.ids_epoch = state.graph_epoch;
+        state.ids_given_anew();
         if loaded.fewer_ids {
             // The damaged state made again what the log had: its ids go back to the log's,
             // in memory, in the meta table and in the text index (under the writer lock,
