@@ -1568,6 +1568,10 @@ pub struct Store {
     /// Set once [`Store::finish`] has run, so that a drop after [`Store::close_at_exit`]
     /// does not run it again over the emptied state.
     finished: bool,
+    /// A read-only store kept apart from its index's ids ([`Store::open_read_only`]) says so
+    /// at its first search, where node hits are left out, not at its open: a command that
+    /// never searches has nothing to be warned of.
+    warn_of_node_hits_left_out: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Store {
@@ -1788,7 +1792,8 @@ impl Store {
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store> {
         // A deletion gives every id anew and then writes every node's document again, which
         // at scale takes minutes; an open that read the graph on one side of it and the index
-        // on the other is made again, a few times, then kept with its node hits left out.
+        // on the other is made again, a few times, then kept with its node hits left out
+        // (which its first search warns of).
         const ATTEMPTS: u32 = 4;
         let dir = dir.as_ref().to_path_buf();
         let mut attempt = 1;
@@ -1799,10 +1804,7 @@ impl Store {
                 return Ok(store);
             }
             if attempt == ATTEMPTS {
-                tracing::warn!(
-                    store = %dir.display(),
-                    "a deletion is being written, or was cut short (the next open for writing repairs it): the full-text index's node ids are not this reader's, and its searches leave node hits out"
-                );
+                store.warn_of_node_hits_left_out.store(true, Relaxed);
                 return Ok(store);
             }
             drop(store);
@@ -1902,13 +1904,15 @@ impl Store {
             state_source: loaded.source,
             open_timings: timings,
             finished: false,
+            warn_of_node_hits_left_out: false.into(),
         };
         let from = indexed.unwrap_or(0);
         if loaded.fewer_ids && !read_only {
             store.take_replayed_counters()?;
         } else if read_only {
             // A reader apart from its index across a deletion is opened again, and says so
-            // once if it stays apart (`open_read_only`): not once an attempt here.
+            // at its first search if it stays apart (`open_read_only`): not once an attempt
+            // here.
             if from != counters.last_seq && store.searches_nodes() {
                 tracing::warn!(
                     indexed = from,
@@ -3537,6 +3541,12 @@ impl Store {
         // its node labels from the file, cold at a first search).
         let in_step = self.text.indexed_seq() == last_seq;
         let ids_apart = self.ids_apart(&g.state);
+        if ids_apart && self.warn_of_node_hits_left_out.swap(false, Relaxed) {
+            tracing::warn!(
+                store = %self.dir.display(),
+                "a deletion is being written, or was cut short (the next open for writing repairs it): the full-text index's node ids are not this reader's, and its searches leave node hits out"
+            );
+        }
         let holds = |target| match target {
             crate::text::Target::Node(n) => {
                 !ids_apart && n.0 < next_node && (in_step || g.adjacency().contains_node(n))
@@ -4298,6 +4308,60 @@ mod tests {
         assert!(hits
             .iter()
             .any(|h| matches!(h.target, crate::text::Target::Node(_))));
+    }
+
+    /// What `run` logs at warning level and above, as the binary's subscriber prints it.
+    fn warnings_of(run: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, run);
+        let bytes = captured.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// A reader whose index stays of other ids than its graph (a deletion being written, or
+    /// cut short) warns that its searches leave node hits out when it first searches, once,
+    /// and not at its open: a command that does not search (`stats`, `neighbors` by key) has
+    /// nothing to be warned of.
+    #[test]
+    fn a_reader_apart_from_its_index_warns_at_its_first_search_not_at_its_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+            store.text.set_next_floor(IDS_FLOOR_CUT_SHORT);
+            ingest_one(&store, 1, (0..5).map(named_node).collect());
+        }
+        let mut reader = None;
+        let at_open = warnings_of(|| reader = Some(Store::open_read_only(dir.path()).unwrap()));
+        let reader = reader.unwrap();
+        assert!(!reader.searches_nodes());
+        assert!(!at_open.contains("node hits out"), "{at_open}");
+        let at_searches = warnings_of(|| {
+            for _ in 0..3 {
+                reader.search("name", &SearchFilter::default(), 10).unwrap();
+            }
+        });
+        assert_eq!(
+            at_searches.matches("node hits out").count(),
+            1,
+            "{at_searches}"
+        );
     }
 
     /// A closed store in `dir` of 50 named nodes with a snapshot of them, and where in the
