@@ -136,6 +136,86 @@ fn a_damaged_model_is_an_error_that_names_the_file_and_the_tensor() {
     assert!(err.contains("config.json"), "{err}");
 }
 
+/// A config whose sizes are in range but unlike any encoder's is refused or loads without a
+/// panic or an allocation the weights do not back: a position table of one row (less than the
+/// two tokens every text takes) had panicked, and a hidden size of 65,536 asked for 48 GiB
+/// before any tensor was read, which aborts where memory is limited.
+#[test]
+fn a_configs_sizes_are_checked_before_they_are_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut one_row = BTreeMap::new();
+    one_row.insert(
+        "embeddings.position_embeddings.weight".to_string(),
+        vec![1, 8],
+    );
+    write_tiny_model(dir.path(), &one_row);
+    let config = std::fs::read_to_string(dir.path().join("config.json")).unwrap();
+    std::fs::write(
+        dir.path().join("config.json"),
+        config.replace(
+            "\"max_position_embeddings\": 8",
+            "\"max_position_embeddings\": 1",
+        ),
+    )
+    .unwrap();
+    let loaded = std::panic::catch_unwind(|| SentenceEncoder::load(dir.path()));
+    let err = loaded.expect("no panic").unwrap_err().to_string();
+    assert!(err.contains("max_position_embeddings"), "{err}");
+
+    // The binary under a 4 GiB address space: an error naming the tensor, not an abort.
+    write_tiny_model(dir.path(), &BTreeMap::new());
+    std::fs::write(
+        dir.path().join("config.json"),
+        config.replace("\"hidden_size\": 8", "\"hidden_size\": 65536"),
+    )
+    .unwrap();
+    let data = dir.path().join("locomo.json");
+    std::fs::write(&data, "[]").unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 4194304 && exec \"$0\" bench locomo --data \"$1\" --encoder \"$2\"")
+        .arg(env!("CARGO_BIN_EXE_loci"))
+        .arg(&data)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{stderr}");
+    assert!(stderr.contains("attention.self.query.weight"), "{stderr}");
+}
+
+/// A model directory may say its texts run to 65,536 tokens (a position table that long is
+/// 2 MB at 8 dimensions); attention's scores for such a text are 17 GB. A text is cut at 2,048
+/// tokens whatever the directory says.
+#[test]
+fn a_long_text_on_a_model_of_long_positions_is_cut_before_attention() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut long = BTreeMap::new();
+    long.insert(
+        "embeddings.position_embeddings.weight".to_string(),
+        vec![65536, 8],
+    );
+    write_tiny_model(dir.path(), &long);
+    let config = std::fs::read_to_string(dir.path().join("config.json")).unwrap();
+    std::fs::write(
+        dir.path().join("config.json"),
+        config.replace(
+            "\"max_position_embeddings\": 8",
+            "\"max_position_embeddings\": 65536",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("sentence_bert_config.json"),
+        r#"{"max_seq_length": 65536}"#,
+    )
+    .unwrap();
+    let encoder = SentenceEncoder::load(dir.path()).unwrap();
+    let v = encoder.embed(&"alpha ".repeat(70_000));
+    assert_eq!(v.len(), 8);
+    assert!(v.iter().all(|x| x.is_finite()));
+}
+
 /// A two-layer BERT with 8 dimensions, 2 heads and a ten-word vocabulary, weights from a
 /// fixed sequence; `bad_shapes` replaces the shape (and size) of the named tensors.
 fn write_tiny_model(dir: &Path, bad_shapes: &BTreeMap<String, Vec<usize>>) {

@@ -27,6 +27,11 @@ pub use wordpiece::WordPiece;
 /// (`sentence_bert_config.json`'s `max_seq_length`).
 const DEFAULT_MAX_TOKENS: usize = 256;
 
+/// Longest input, in tokens, whatever the model directory says: attention holds an n x n
+/// matrix of scores, 16 MB at this length, where a position table of 65,536 rows had asked
+/// 17 GB of a long text. BERT encoders take 512.
+const MAX_TOKENS: usize = 2048;
+
 /// Longest word, in characters, before it is one unknown token, when the tokenizer does not
 /// say (`max_input_chars_per_word`; BERT's own value).
 const DEFAULT_MAX_WORD_CHARS: usize = 100;
@@ -84,7 +89,7 @@ impl SentenceEncoder {
                 .map_or(DEFAULT_MAX_TOKENS, |n| n as usize),
             Err(_) => DEFAULT_MAX_TOKENS,
         }
-        .clamp(2, model.positions);
+        .clamp(2, model.positions.min(MAX_TOKENS));
         Ok(SentenceEncoder {
             tokenizer,
             model,
@@ -282,6 +287,12 @@ impl Bert {
             .filter(|n| *n > 0 && *n <= 1 << 22)
             .ok_or("config.json: vocab_size missing or out of range")? as usize;
         let positions = dim("max_position_embeddings")?;
+        if positions < 2 {
+            // Every text takes [CLS] and [SEP].
+            return Err(format!(
+                "config.json: max_position_embeddings = {positions}; a text takes at least 2"
+            ));
+        }
         let types = dim("type_vocab_size").unwrap_or(2);
         if hidden % heads != 0 {
             return Err(format!(
@@ -307,15 +318,17 @@ impl Bert {
         };
         let t = Tensors { file, prefix };
         let (d, i) = (hidden, intermediate);
-        let mut layers = Vec::with_capacity(layers_n);
+        let mut layers = Vec::new();
         for l in 0..layers_n {
             let p = format!("encoder.layer.{l}.");
-            let mut qkv = Vec::with_capacity(3 * d * d);
-            let mut qkv_bias = Vec::with_capacity(3 * d);
+            // Sized by the tensors read, not by the config: a config's sizes are only in
+            // range until the file's tensors bear them out (65,536 asked 48 GiB here).
+            let (mut qkv, mut qkv_bias) = (Vec::new(), Vec::new());
             for part in ["query", "key", "value"] {
-                qkv.extend(t.take(&format!("{p}attention.self.{part}.weight"), &[d, d])?);
-                qkv_bias.extend(t.take(&format!("{p}attention.self.{part}.bias"), &[d])?);
+                qkv.push(t.take(&format!("{p}attention.self.{part}.weight"), &[d, d])?);
+                qkv_bias.push(t.take(&format!("{p}attention.self.{part}.bias"), &[d])?);
             }
+            let (qkv, qkv_bias) = (qkv.concat(), qkv_bias.concat());
             layers.push(Layer {
                 qkv,
                 qkv_bias,
