@@ -508,6 +508,17 @@ pub fn darkness(light: Option<f64>) -> f64 {
     15.0 - light.unwrap_or(0.0)
 }
 
+/// A step's cost to a route search: what its property says, or nothing where that is below
+/// zero or no number. A* needs costs of at least zero: a step of negative distance, walked
+/// both ways, is a cycle whose cost falls on every lap, and the search never ended.
+fn step_cost(x: f64) -> f64 {
+    if x > 0.0 {
+        x
+    } else {
+        0.0
+    }
+}
+
 /// A route along PATH edges.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Route {
@@ -544,9 +555,9 @@ impl PathCosts {
                 costs.insert(
                     id,
                     (
-                        num("distance").unwrap_or(0.0),
-                        darkness(num("light")),
-                        num("risk").unwrap_or(0.0),
+                        step_cost(num("distance").unwrap_or(0.0)),
+                        step_cost(darkness(num("light"))),
+                        step_cost(num("risk").unwrap_or(0.0)),
                     ),
                 );
             }

@@ -1371,3 +1371,38 @@ fn an_event_scan_by_kind_reads_only_events_of_that_kind() {
     .unwrap();
     assert_eq!(not_a_string.rows[0][0], serde_json::json!(0));
 }
+
+/// A* needs costs of at least zero: a PATH of negative distance, walked both ways, is a cycle
+/// whose cost falls on every lap, and the search never reached its goal (nor ended). Such a
+/// step, a light past 15 and a cost that is no number all count as free, and the nearest place
+/// is found; the query language's sums still read the properties as they are.
+#[test]
+fn negative_path_costs_do_not_keep_a_route_search_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let graph = [
+        r#"{"op":"node","key":"camp","label":"Place","props":{"type":"base"}}"#,
+        r#"{"op":"node","key":"ford","label":"Place","props":{"type":"village"}}"#,
+        r#"{"op":"node","key":"cave","label":"Place","props":{"type":"chest"}}"#,
+        r#"{"op":"edge","from":"camp","rel":"PATH","to":"ford","props":{"distance":-1.0,"light":20,"risk":-3}}"#,
+        r#"{"op":"edge","from":"ford","rel":"PATH","to":"cave","props":{"distance":5.0,"light":15,"risk":1}}"#,
+    ]
+    .join("\n");
+    loci::ingest::read_str("g.jsonl", &graph, loci::ingest::Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    for overlay in [Overlay::Distance, Overlay::Risk, Overlay::Darkness] {
+        let route = lib::nearest_place(&store, "camp", "chest", overlay, 15.0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(route.path, ["camp", "ford", "cave"], "{overlay:?}");
+        assert!(route.cost >= 0.0, "{overlay:?}: {}", route.cost);
+    }
+    let q = saved()
+        .get("nearest_place")
+        .unwrap()
+        .run(&store, &args(&[("from", "camp"), ("type", "chest")]))
+        .unwrap();
+    assert_eq!(col(&q, "distance"), vec![&serde_json::json!(4.0)]);
+}
