@@ -1475,6 +1475,8 @@ pub fn execute(
         ticks: std::cell::Cell::new(0),
         bytes: std::cell::Cell::new(0),
     };
+    // Its searches run under the graph read here: a deletion's documents are waited for now.
+    store.wait_for_rewrite();
     let g = store.graph();
     let mut ctx = Ctx {
         store,

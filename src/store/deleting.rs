@@ -194,6 +194,8 @@ impl Store {
         let mut state = replayed;
         state.ids_given_anew();
         state.ids_floor = seq;
+        // Searches wait from before the new graph is live until its documents are written.
+        let rewrite = self.rewriting.begin();
         *self.write_state() = state;
         if let Err(e) = self.reindex_after_deletion(&event, text_deletes, per_commit) {
             // Node documents of the old ids may be left; later commits must not vouch for
@@ -204,6 +206,7 @@ impl Store {
                 tracing::warn!(error = %e, "the full-text index could not be rebuilt; its node hits are left out until the next open for writing rebuilds it");
             }
         }
+        drop(rewrite);
         // The state is the log's projection again; without a snapshot of it, the next open
         // would replay the whole log.
         if let Err(e) = self.checkpoint_locked(super::Adopt::Yes) {

@@ -86,6 +86,9 @@ const IDS_FLOOR_UNKNOWN: u64 = u64::MAX - 1;
 /// writing rebuilds it.
 const IDS_FLOOR_CUT_SHORT: u64 = u64::MAX - 2;
 /// Documents a full rebuild of the text index commits at a time (`Store::rebuild_text`).
+/// How long a search waits for a deletion in its process to write every node's document
+/// again (`Rewriting`); past it, the search finds the nodes written so far, and says so.
+const REWRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 const REBUILD_DOCS_PER_COMMIT: usize = 100_000;
 /// Changes (ids and commits) since the snapshot after which a commit writes a new one, at
 /// least; the bar rises with the graph's size (see [`CHECKPOINT_GROWTH`]).
@@ -1572,6 +1575,45 @@ pub struct Store {
     /// at its first search, where node hits are left out, not at its open: a command that
     /// never searches has nothing to be warned of.
     warn_of_node_hits_left_out: std::sync::atomic::AtomicBool,
+    /// Set while a deletion writes every node's document again under the ids it gave.
+    rewriting: Rewriting,
+}
+
+/// Whether a deletion in this process is writing every node's document again
+/// (`Store::delete_in_commits`). Its new graph is live from the start, and its documents come
+/// in commits; a search meanwhile found some of the nodes it kept, or none. A search waits
+/// for it instead ([`REWRITE_WAIT`] at most), so that a deletion is one step to readers.
+#[derive(Default)]
+struct Rewriting {
+    busy: Mutex<bool>,
+    done: std::sync::Condvar,
+}
+
+/// Marks a rewrite under way for as long as it lives (`Rewriting::begin`).
+struct RewriteUnderWay<'a>(&'a Rewriting);
+
+impl Rewriting {
+    fn begin(&self) -> RewriteUnderWay<'_> {
+        *self.busy.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        RewriteUnderWay(self)
+    }
+
+    /// Waits until no rewrite is under way, `limit` at most; whether none is.
+    fn wait(&self, limit: std::time::Duration) -> bool {
+        let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let (busy, _) = self
+            .done
+            .wait_timeout_while(busy, limit, |busy| *busy)
+            .unwrap_or_else(|e| e.into_inner());
+        !*busy
+    }
+}
+
+impl Drop for RewriteUnderWay<'_> {
+    fn drop(&mut self) {
+        *self.0.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.0.done.notify_all();
+    }
 }
 
 impl Drop for Store {
@@ -1905,6 +1947,7 @@ impl Store {
             open_timings: timings,
             finished: false,
             warn_of_node_hits_left_out: false.into(),
+            rewriting: Rewriting::default(),
         };
         let from = indexed.unwrap_or(0);
         if loaded.fewer_ids && !read_only {
@@ -3534,6 +3577,7 @@ impl Store {
     /// ahead of a reader opened beside a writer); a `text` with no word (an emoji, a symbol,
     /// stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
+        self.wait_for_rewrite();
         let g = self.graph();
         let (last_seq, next_node) = (g.state.counters.last_seq, g.state.counters.next_node);
         // An index at the graph's position holds no node the graph does not: then the bounds
@@ -3559,6 +3603,22 @@ impl Store {
             bears: &bears,
         };
         self.text.search_within(text, filter, limit, &scope)
+    }
+
+    /// Waits while a deletion in this process writes every node's full-text document again
+    /// (`Rewriting`), [`REWRITE_WAIT`] at most, so that what a search then finds is of the
+    /// graph after it. For a read that searches; a thread that holds a read of the state
+    /// does not wait, as the deletion may be waiting for that read to end before it begins.
+    pub(crate) fn wait_for_rewrite(&self) {
+        if READS_HELD.get() > 0 {
+            return;
+        }
+        if !self.rewriting.wait(REWRITE_WAIT) {
+            tracing::warn!(
+                "a deletion has been writing every node's full-text document again for {}s; this search finds the nodes written so far",
+                REWRITE_WAIT.as_secs()
+            );
+        }
     }
 
     /// Whether searches can give node hits: not while the text index's node documents are
