@@ -396,7 +396,8 @@ fn small_store(kind: BackendKind, dir: &Path) -> Reads {
 
 /// The full-text index is derived from the log: a damaged segment file must not make the store
 /// unusable (before: every command failed until `text/` was deleted by hand); it is rebuilt,
-/// and the store says so.
+/// and the store says so. A segment file gone is damage too: it had been passed over, so that
+/// every search then failed as "a fault of tantivy or loci, not damage" and nothing rebuilt it.
 fn damaged_text_segment_is_rebuilt_from_log(kind: BackendKind) {
     let tmp = tempfile::tempdir().unwrap();
     let original = tmp.path().join("original");
@@ -413,18 +414,24 @@ fn damaged_text_segment_is_rebuilt_from_log(kind: BackendKind) {
     });
     assert!(!segments.is_empty());
     for (i, seg) in segments.iter().enumerate() {
-        for cut in [false, true] {
-            let dir = tmp.path().join(format!("t{i}-{cut}"));
+        for how in ["changed", "cut", "gone"] {
+            let dir = tmp.path().join(format!("t{i}-{how}"));
             copy_dir(&original, &dir);
             let target = dir.join(seg.strip_prefix(&original).unwrap());
             let mut bytes = std::fs::read(&target).unwrap();
-            if cut {
-                bytes.truncate(bytes.len() / 2);
-            } else {
-                let mid = bytes.len() / 2;
-                bytes[mid] ^= 0x55;
+            match how {
+                "changed" => {
+                    let mid = bytes.len() / 2;
+                    bytes[mid] ^= 0x55;
+                }
+                "cut" => bytes.truncate(bytes.len() / 2),
+                _ => {}
             }
-            std::fs::write(&target, bytes).unwrap();
+            if how == "gone" {
+                std::fs::remove_file(&target).unwrap();
+            } else {
+                std::fs::write(&target, bytes).unwrap();
+            }
             let store = Store::open(&dir)
                 .unwrap_or_else(|e| panic!("{}: open failed: {e}", target.display()));
             assert!(store.stats().text_rebuilt, "{}", target.display());

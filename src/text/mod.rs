@@ -566,8 +566,21 @@ fn check_files(
     let mut now_checked = verified::Checked::default();
     let mut newly_checked = false;
     for file in files {
-        let (Some(name), Ok(meta)) = (file.to_str(), std::fs::metadata(dir.join(&file))) else {
+        let Some(name) = file.to_str() else {
             continue;
+        };
+        let meta = match std::fs::metadata(dir.join(&file)) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && every_segment_has(name) => {
+                // Gone from under a read-only open, a writer beside it merged it away: the
+                // open tries again. Otherwise it is damage, which a rebuild mends.
+                if read_only {
+                    refuse_unless_damage(dir, &file, e)?;
+                }
+                damaged.push(file);
+                continue;
+            }
+            Err(_) => continue,
         };
         let time = meta
             .modified()
@@ -639,6 +652,12 @@ fn is_damage(e: &std::io::Error) -> bool {
         e.kind(),
         std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
     )
+}
+
+/// Whether every segment has a file named like `name`: not the deletes (`.del`, only once
+/// some are) nor the store of a segment being written (`.store.temp`).
+fn every_segment_has(name: &str) -> bool {
+    !(name.ends_with(".del") || name.ends_with(".temp"))
 }
 
 /// `Ok` when the failure `e` of the check of `file` (in the index's directory `dir`) is
