@@ -630,3 +630,37 @@ fn backend_and_index_errors_keep_their_sources() {
     assert!(matches!(e, Error::Text { .. }), "{e}");
     assert!(e.source().is_some(), "{e}");
 }
+
+/// A store whose backend files are gone (`data.redb`, `sled/`) is refused as damaged, naming
+/// what is missing, and nothing is written: an open had made an empty database in their place
+/// and then said "meta table has format None".
+#[test]
+fn a_store_without_its_backend_files_is_refused_and_left_as_it_is() {
+    for kind in [BackendKind::Redb, BackendKind::Sled] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        small_store(kind, &dir);
+        let data = kind.path_in(&dir);
+        if data.is_dir() {
+            std::fs::remove_dir_all(&data).unwrap();
+        } else {
+            std::fs::remove_file(&data).unwrap();
+        }
+        for read_only in [false, true] {
+            let opened = if read_only {
+                Store::open_read_only(&dir)
+            } else {
+                Store::open(&dir)
+            };
+            let e = opened.err().expect("refused");
+            let text = e.to_string();
+            assert!(
+                matches!(e, Error::Store { .. })
+                    && text.contains(&*data.file_name().unwrap().to_string_lossy())
+                    && text.contains("missing"),
+                "{kind:?}: {text}"
+            );
+            assert!(!data.exists(), "{kind:?}: {} was made", data.display());
+        }
+    }
+}

@@ -195,6 +195,23 @@ impl BackendKind {
         self.open_as(dir, true)
     }
 
+    /// Opens this backend's files inside the existing store `dir`, for writing or for
+    /// reading only; files that are not there are an error, not made anew (an empty
+    /// database would stand in for the store's log).
+    pub fn open_existing(self, dir: &Path, read_only: bool) -> Result<Box<dyn Backend>> {
+        let path = self.path_in(dir);
+        if !path.exists() {
+            return Err(Error::Store {
+                path: dir.to_path_buf(),
+                message: format!(
+                    "{} is missing: the store's log is gone (restore it from a backup; loci makes none)",
+                    path.display()
+                ),
+            });
+        }
+        self.open_as(dir, read_only)
+    }
+
     fn open_as(self, dir: &Path, read_only: bool) -> Result<Box<dyn Backend>> {
         let path = self.path_in(dir);
         let inner: Box<dyn Backend> = guard::open_guarded(self, &path, || {

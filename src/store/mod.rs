@@ -1884,11 +1884,7 @@ impl Store {
         let started = std::time::Instant::now();
         let mut timings = OpenTimings::default();
         let read_only = lock.is_none();
-        let backend = if read_only {
-            manifest.backend.open_read_only(&dir)?
-        } else {
-            manifest.backend.open(&dir)?
-        };
+        let backend = manifest.backend.open_existing(&dir, read_only)?;
         let (counters, format) = Self::check_meta(&*backend, &dir, read_only)?;
         timings.backend = ms_since(started);
         let t = std::time::Instant::now();
