@@ -664,3 +664,34 @@ fn a_store_without_its_backend_files_is_refused_and_left_as_it_is() {
         }
     }
 }
+
+/// sled's `conf` file damaged is damage (exit 6, naming the file): sled reads it as a database
+/// of a version before 0.29, which a loci store never is, and it had been a failure (exit 8)
+/// that said so.
+#[test]
+fn a_damaged_sled_conf_is_reported_as_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    small_store(BackendKind::Sled, &dir);
+    // Not UTF-8 before its last four bytes (its checksum): what sled reads as a conf of
+    // before 0.29.
+    std::fs::write(
+        dir.join("sled").join("conf"),
+        b"segment_size: \xff\xfe\x80 garbage\n0000",
+    )
+    .unwrap();
+    let e = Store::open(&dir).err().expect("refused");
+    assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+    assert!(e.to_string().contains("conf"), "{e}");
+    let out = Command::new(BIN)
+        .args(["stats", "--store"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -123,6 +123,17 @@ impl SledBackend {
                 {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
+                // sled takes a `conf` it cannot read for one of a version before 0.29; a loci
+                // store was never made by one, so it is damage.
+                Err(sled::Error::Unsupported(why)) if why.contains("earlier than 0.29") => {
+                    return Err(Error::Corrupt {
+                        table: "sled/conf",
+                        message: format!(
+                            "{}: sled cannot read its conf file ({why}): the file is damaged",
+                            path.display()
+                        ),
+                    })
+                }
                 Err(e) => return Err(err(e)),
             }
         }
