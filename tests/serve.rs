@@ -434,3 +434,41 @@ async fn the_openapi_document_lists_every_route() {
         "{text}"
     );
 }
+
+/// A client that sends its body slowly, or never, held one of the server's places for as long
+/// as it liked: four such connections kept a server of four places answering 503, `/health`
+/// too, for minutes (a helper's probe). A body is now read whole before its request takes a
+/// place, within `body_timeout`, and `/health` takes none.
+#[tokio::test]
+async fn a_body_that_never_comes_holds_no_place_and_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServeConfig::default();
+    config.max_in_flight = 1;
+    config.body_timeout = std::time::Duration::from_millis(400);
+    let st = AppState::new(world_store(dir.path()), config).unwrap();
+    // A body whose writer never writes nor closes.
+    let (_writer, reader) = tokio::io::duplex(64);
+    let slow = Request::builder()
+        .method("POST")
+        .uri("/v1/query")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(tokio_util::io::ReaderStream::new(reader)))
+        .unwrap();
+    let pending = tokio::spawn(router(st.clone()).oneshot(slow));
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let (s, _, _) = call(&st, "GET", "/health", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, v, _) = call(&st, "GET", "/v1/stats", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(10), pending)
+        .await
+        .expect("the slow request is answered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answered.status(), StatusCode::REQUEST_TIMEOUT);
+    let bytes = axum::body::to_bytes(answered.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(v["error"]["code"], "timeout", "{v}");
+}

@@ -11,7 +11,8 @@ use serde::Serialize;
 pub struct ApiError {
     pub status: StatusCode,
     /// Stable, snake_case: `bad_input`, `not_found`, `unauthorized`, `payload_too_large`,
-    /// `limit_exceeded`, `busy`, `locked`, `read_only`, `corrupt`, `internal`.
+    /// `timeout` (a body that did not arrive in time), `limit_exceeded`, `busy`, `locked`,
+    /// `read_only`, `corrupt`, `internal`.
     pub code: &'static str,
     pub message: String,
     /// Seconds a client should wait before retrying (`busy`).

@@ -1,9 +1,10 @@
 //! `loci serve`: one process holds the store open and answers HTTP/JSON and MCP.
 //!
-//! A request goes through, outermost first: the request log and metrics (`observe`), the
-//! server-wide concurrency limit (a request beyond `max_in_flight` is answered 503 with
-//! `Retry-After` at once, never queued without bound), the key check (every route but
-//! `/health`), the body-size limit, then its handler. Handlers run the store's work on tokio's
+//! A request goes through, outermost first: the request log and metrics (`observe`), the key
+//! check (every route but `/health`), its body read whole within `body_timeout` and the
+//! body-size limit, then the server-wide concurrency limit (`admit`: a request beyond
+//! `max_in_flight` is answered 503 with `Retry-After` at once, never queued without bound;
+//! `/health` takes no place), then its handler. Handlers run the store's work on tokio's
 //! blocking pool, at most `workers` at a time; a panic there is caught at that boundary and
 //! answered 500 instead of taking the server down.
 //!
@@ -52,6 +53,9 @@ pub struct ServeConfig {
     /// How long the retrieval dictionary (the names linked in questions) may lag appends; see
     /// `RetrieverCache::with_max_staleness`.
     pub dictionary_lag: Duration,
+    /// How long a request's body may take to arrive; it is read whole before the request
+    /// takes one of the `max_in_flight` places, so a slow client holds none.
+    pub body_timeout: Duration,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -64,6 +68,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("workers", &self.workers)
             .field("queries_dir", &self.queries_dir)
             .field("dictionary_lag", &self.dictionary_lag)
+            .field("body_timeout", &self.body_timeout)
             .finish()
     }
 }
@@ -86,6 +91,7 @@ impl Default for ServeConfig {
             workers: (cores * 2).max(2),
             queries_dir: None,
             dictionary_lag: Duration::from_secs(1),
+            body_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -231,7 +237,7 @@ impl AppState {
     }
 }
 
-/// Counts a request, logs it, and answers 503 beyond the concurrency limit.
+/// Counts a request and logs it.
 async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = req
@@ -239,7 +245,61 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let method = req.method().to_string();
-    let response = match state.in_flight.clone().try_acquire_owned() {
+    let response = next.run(req).await;
+    let took = started.elapsed();
+    let status = response.status().as_u16();
+    state.metrics.record(&route, &method, status, took);
+    tracing::info!(
+        target: "loci::serve",
+        method = %method,
+        route = %route,
+        status,
+        micros = took.as_micros() as u64,
+        "request"
+    );
+    response
+}
+
+/// Reads the body whole ([`ServeConfig::body_timeout`], `max_body_bytes` at most), then gives
+/// the request one of the `max_in_flight` places, or answers 503 when none is free. A place
+/// taken before the body came was held by a client that sent it slowly, or never: four such
+/// connections kept a server answering 503 for minutes. `/health` takes no place.
+async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    use http_body_util::BodyExt;
+    if req.uri().path() == "/health" {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let limit = state.config.max_body_bytes;
+    let read = http_body_util::Limited::new(body, limit).collect();
+    let bytes = match tokio::time::timeout(state.config.body_timeout, read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the request body is over {limit} bytes, the server's limit"),
+            )
+            .into_response()
+        }
+        Ok(Err(e)) => {
+            return ApiError::bad_input(format!("the request body could not be read: {e}"))
+                .into_response()
+        }
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                format!(
+                    "the request body did not arrive within {} s",
+                    state.config.body_timeout.as_secs_f64()
+                ),
+            )
+            .into_response()
+        }
+    };
+    let req = Request::from_parts(parts, axum::body::Body::from(bytes));
+    match state.in_flight.clone().try_acquire_owned() {
         Ok(permit) => {
             let r = next.run(req).await;
             drop(permit);
@@ -253,19 +313,7 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
             ))
             .into_response()
         }
-    };
-    let took = started.elapsed();
-    let status = response.status().as_u16();
-    state.metrics.record(&route, &method, status, took);
-    tracing::info!(
-        target: "loci::serve",
-        method = %method,
-        route = %route,
-        status,
-        micros = took.as_micros() as u64,
-        "request"
-    );
-    response
+    }
 }
 
 /// Byte-wise equality in time independent of where the inputs differ.
@@ -313,6 +361,7 @@ pub fn router(state: Arc<AppState>) -> axum::Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             state.config.max_body_bytes,
         ))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), admit))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authorize,
