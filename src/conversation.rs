@@ -218,7 +218,8 @@ fn turn_salience(text: &str) -> f32 {
 }
 
 /// The events of a session: one `TURN` per turn (see the module documentation). A session time
-/// that cannot be read counts as time 0 (the turns keep their order).
+/// that cannot be read counts as time 0 (the turns keep their order); an input file's is
+/// refused before this (`ingest`).
 pub fn session_events(s: &Session) -> Vec<EventDraft> {
     let start = parse_session_time(&s.time).unwrap_or(0);
     let today = start.div_euclid(1440);

@@ -827,6 +827,18 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
         }
         Format::Conversation => {
             for (line, session) in parse_lines::<crate::conversation::Session>(file, content)? {
+                // Taken as 1970, an unread time would put the turns before everything else.
+                if crate::conversation::parse_session_time(&session.time).is_none() {
+                    return Err(Error::Input {
+                        file: file.to_string(),
+                        line,
+                        field: "time".to_string(),
+                        message: format!(
+                            "{:?} is not a session time like \"1:56 pm on 8 May, 2023\"",
+                            session.time
+                        ),
+                    });
+                }
                 for d in crate::conversation::session_events(&session) {
                     batch.events.push(d);
                     batch.origins.push(origin(file, line));

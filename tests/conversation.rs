@@ -146,3 +146,28 @@ fn a_speakers_name_does_not_pull_their_turns_over_the_topic() {
     let first = pack.snippets.first().map(|s| s.id.as_str());
     assert_eq!(first, Some("c:D1:11"), "{:#?}", pack.snippets);
 }
+
+/// A session time that cannot be read is refused with its line and field: it had been taken
+/// as 1970 (time 0), which put the session's turns before everything else and made every
+/// recency judged against them wrong, without a word.
+#[test]
+fn a_session_time_that_cannot_be_read_is_refused_with_its_line() {
+    for time in [
+        "garbage time",
+        "1:56 pm on 8 May, 99999",
+        "",
+        "25:00 on 1 May, 2023",
+    ] {
+        let line = format!(
+            r#"{{"conversation":"c1","session":2,"time":"{time}","turns":[{{"speaker":"A","dia_id":"D1:1","text":"hi"}}]}}"#
+        );
+        let text = format!("{}{line}\n", SESSIONS);
+        let e = ingest::read_str("s.jsonl", &text, Format::Conversation)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("s.jsonl:3") && e.contains("time"),
+            "{time:?}: {e}"
+        );
+    }
+}
