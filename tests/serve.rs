@@ -266,6 +266,22 @@ async fn a_bad_batch_writes_nothing_and_errors_are_json_with_codes() {
             404,
             "not_found",
         ),
+        // A list, an object or null fits no declared parameter type; as text, the list had
+        // been taken for the string it is not, and matched nothing (200, no rows).
+        (
+            "POST",
+            "/v1/run",
+            Some(r#"{"name": "find_trade", "params": {"want": [1, 2]}}"#),
+            400,
+            "bad_input",
+        ),
+        (
+            "POST",
+            "/v1/run",
+            Some(r#"{"name": "find_trade", "params": {"want": null}}"#),
+            400,
+            "bad_input",
+        ),
         (
             "POST",
             "/v1/run",

@@ -192,7 +192,8 @@ impl Store {
                 let Some(q) = self.queries.get(name) else {
                     return Err(NotFoundError::new_err(format!("no saved query {name:?}")));
                 };
-                let args = loci::query::args_from_json(&params);
+                let args = loci::query::args_from_json(&params)
+                    .map_err(|e| query_to_py(e, &q.prepared.text))?;
                 py.detach(|| q.run(&s, &args))
                     .map_err(|e| query_to_py(e, &q.prepared.text))
                     .and_then(|r| json(&r))

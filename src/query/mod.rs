@@ -292,18 +292,25 @@ pub fn params_from_json<'a>(
 }
 
 /// Parameters given as JSON by name, for a saved query, whose declared types read them
-/// ([`SavedQuery::run`]): a string as written, any other value as its JSON text.
+/// ([`SavedQuery::run`]): a string as written, a number or true/false as its JSON text. A
+/// list, an object or null fits no declared type, and is refused: as text, `[1,2]` had been
+/// taken for a string parameter and matched nothing.
 pub fn args_from_json<'a>(
     params: impl IntoIterator<Item = (&'a String, &'a serde_json::Value)>,
-) -> Vec<(String, String)> {
+) -> Result<Vec<(String, String)>, QueryError> {
     params
         .into_iter()
         .map(|(k, v)| {
             let text = match v {
                 serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
+                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+                other => {
+                    return Err(QueryError::Param(format!(
+                        "{k}: a saved query's parameter is a string, a number or true/false, not {other}"
+                    )))
+                }
             };
-            (k.clone(), text)
+            Ok((k.clone(), text))
         })
         .collect()
 }

@@ -411,7 +411,8 @@ pub fn run_request(s: &Store, state: &AppState, r: &RunRequest) -> Answer {
                     "no saved query {name:?}; GET /v1/queries lists them"
                 )));
             };
-            q.run(s, &query::args_from_json(&r.params))
+            query::args_from_json(&r.params)
+                .and_then(|args| q.run(s, &args))
                 .map_err(|e| shown(&q.prepared.text, e))?
         }
         (None, Some(text)) => {
