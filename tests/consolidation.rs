@@ -267,12 +267,14 @@ fn a_caller_can_plug_in_its_own_summariser() {
     }
 }
 
-/// Events at the ends of the i64 time range are consolidated (or left open) without overflow.
+/// Events at the ends of the range of world times (±2^61, `Store::ingest` refuses past them)
+/// are consolidated (or left open) without overflow.
 #[test]
 fn consolidation_at_extreme_times_does_not_overflow() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
-    let events = [i64::MIN, i64::MIN + 5, -1, 0, i64::MAX - 5, i64::MAX]
+    let end = loci::store::MAX_ABS_TS;
+    let events = [-end, -end + 5, -1, 0, end - 5, end]
         .into_iter()
         .map(|ts| EventDraft::new(ts, "bot", "OBSERVATION"))
         .collect();

@@ -73,7 +73,8 @@ fn sightings_at_extreme_blocks_do_not_overflow() {
     .enumerate()
     {
         for k in 0..2 {
-            let mut e = EventDraft::new(i64::MAX - 10 + (2 * i + k) as i64, "bot", "SIGHTING");
+            let end = loci::store::MAX_ABS_TS;
+            let mut e = EventDraft::new(end - 10 + (2 * i + k) as i64, "bot", "SIGHTING");
             let mut m = std::collections::BTreeMap::new();
             m.insert("object".to_string(), Value::from(object));
             e.payload = Value::Map(m);

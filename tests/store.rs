@@ -1834,3 +1834,29 @@ fn a_nodes_edges_are_read_from_its_list_once_each_in_id_order() {
     assert_eq!(g.edges_of(smith).count(), 4);
     assert!(seen > 0);
 }
+
+/// World times past ±2^61 are refused with the event and field: an event at `i64::MAX` had
+/// been taken, and as the store's "now" it aged every fact to nothing (a planner's trade
+/// query then found none). The range's own ends are taken, and the store reads on.
+#[test]
+fn an_event_past_the_range_of_world_times_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    for ts in [i64::MAX, i64::MIN, (1 << 61) + 1, -(1 << 61) - 1] {
+        let e = store
+            .ingest(vec![event(1, "NOTE", vec![]), event(ts, "NOTE", vec![])])
+            .unwrap_err();
+        assert!(
+            matches!(&e, loci::Error::InvalidEvent { event: 1, field, .. } if field == "ts"),
+            "{ts}: {e:?}"
+        );
+    }
+    assert_eq!(store.stats().events, 0, "a refused batch writes nothing");
+    let ends = vec![
+        event(-(1 << 61), "NOTE", vec![node("a", "Item", "alpha")]),
+        event(1 << 61, "NOTE", vec![node("b", "Item", "beta")]),
+    ];
+    store.ingest(ends).unwrap();
+    assert_eq!(store.stats().events, 2);
+    assert!(store.verify().unwrap().ok());
+}

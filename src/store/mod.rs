@@ -713,6 +713,33 @@ impl ProjectionBase for LiveBase<'_> {
     }
 }
 
+/// The furthest world time from 0 an event may have: the difference of any two fits an
+/// `i64` (ages, decay), and `i64`'s ends stay the marks of open validity. Nanoseconds since
+/// 1970 reach it in 2043; seconds, milliseconds and microseconds never do.
+pub const MAX_ABS_TS: i64 = 1 << 61;
+
+/// Refuses a caller's drafts at a world time past [`MAX_ABS_TS`]: one event at `i64::MAX` had
+/// been taken, and as the store's "now" it aged every fact to nothing. (The store's own
+/// drafts, as a summary's of the day an event at the range's end fell in, may pass it by
+/// less than a day.)
+fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
+    match drafts
+        .iter()
+        .position(|d| d.ts.unsigned_abs() > MAX_ABS_TS as u64)
+    {
+        Some(i) => Err(Error::InvalidEvent {
+            event: i,
+            assertion: None,
+            field: "ts".into(),
+            message: format!(
+                "{} is out of range: world times are within ±2^61 ({MAX_ABS_TS})",
+                drafts[i].ts
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Refuses drafts of a kind only the store writes (deletions, tombstones).
 fn refuse_reserved_kinds(drafts: &[EventDraft]) -> Result<()> {
     match drafts
@@ -2754,6 +2781,7 @@ impl Store {
             return Ok(Commit::default());
         }
         refuse_reserved_kinds(&drafts)?;
+        refuse_times_out_of_range(&drafts)?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         self.ingest_locked(drafts)
     }
@@ -3008,6 +3036,7 @@ impl Store {
             return Ok(Commit::default());
         }
         refuse_reserved_kinds(&drafts)?;
+        refuse_times_out_of_range(&drafts)?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (drafts, positions) = self.drop_applied(drafts)?;
         if drafts.is_empty() {
