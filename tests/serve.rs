@@ -399,6 +399,41 @@ async fn the_openapi_document_lists_every_route() {
     let st = state(dir.path(), None);
     let (s, v, _) = call(&st, "GET", "/openapi.json", None, None).await;
     assert_eq!(s, StatusCode::OK);
+    // Query parameters are in the query, and only those a request must give are required:
+    // they had been declared path parameters, all required, and a client made from the
+    // document was wrong (a helper's probe).
+    for (path, method, required, optional) in [
+        (
+            "/v1/search",
+            "get",
+            &["q"][..],
+            &["label", "kind", "limit"][..],
+        ),
+        ("/v1/neighbors", "get", &["node"], &["depth"]),
+        ("/v1/timeline", "get", &[], &["from", "to"]),
+        ("/v1/events", "post", &[], &["format", "replace"]),
+    ] {
+        let params = v["paths"][path][method]["parameters"].as_array().unwrap();
+        for p in params {
+            assert_eq!(p["in"], "query", "{path} {p}");
+        }
+        let is_required = |name: &str| {
+            params
+                .iter()
+                .find(|p| p["name"] == name)
+                .unwrap_or_else(|| panic!("{path}: no parameter {name}"))["required"]
+                == true
+        };
+        for name in required {
+            assert!(is_required(name), "{path}: {name} is required");
+        }
+        for name in optional {
+            assert!(!is_required(name), "{path}: {name} is optional");
+        }
+    }
+    // The working-memory operation's body is described, its `op` among its fields.
+    let wm = v["paths"]["/v1/wm"]["post"]["requestBody"].to_string();
+    assert!(wm.contains("WmOp"), "{wm}");
     let mut paths: Vec<&str> = v["paths"]
         .as_object()
         .unwrap()

@@ -29,6 +29,7 @@ pub const MAX_CAPACITY: usize = 1024;
 
 /// One change to working memory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "serve", derive(utoipa::ToSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum WmOp {
     Observe { text: String },

@@ -161,6 +161,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         ForgetRequest,
         DeleteBody,
         PinRequest,
+        WmOp,
         super::error::ErrorBody,
         super::error::ErrorDetail
     ))
@@ -205,6 +206,7 @@ async fn stats(State(st): State<Arc<AppState>>) -> Answer {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct EventsParams {
     /// events | graph | passages | triples | toolcalls | conversation | journal (default:
     /// told from the first line).
@@ -430,6 +432,7 @@ async fn list_queries(State(st): State<Arc<AppState>>) -> Answer {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct SearchParams {
     /// The text to search for.
     q: String,
@@ -469,6 +472,7 @@ async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct NeighborsParams {
     /// The start node's key.
     node: String,
@@ -518,6 +522,7 @@ pub fn neighbors_of(
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct TimelineParams {
     /// World time from (inclusive; default: the beginning).
     from: Option<i64>,
@@ -778,7 +783,7 @@ async fn working_memory(State(st): State<Arc<AppState>>) -> Answer {
 /// Changes the working memory by one event: `{"op": "observe" | "intent" | "push_subgoal" |
 /// "pop_subgoal" | "add_threat" | "clear_threat" | "promise" | "keep_promise" | "mainline" |
 /// "capacity" | "clear", "text"?: .., "n"?: ..}`.
-#[utoipa::path(post, path = "/v1/wm", request_body = Json_,
+#[utoipa::path(post, path = "/v1/wm", request_body = WmOp,
     responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
 async fn change_working_memory(State(st): State<Arc<AppState>>, Body(op): Body<WmOp>) -> Answer {
     st.blocking(move |s| {
