@@ -300,6 +300,8 @@ async fn a_bad_batch_writes_nothing_and_errors_are_json_with_codes() {
         ),
         ("GET", "/v1/search", None, 400, "bad_input"),
         ("GET", "/no/such/route", None, 404, "not_found"),
+        // A route asked with a method it does not take: the error format, not an empty body.
+        ("DELETE", "/v1/stats", None, 405, "method_not_allowed"),
         (
             "POST",
             "/v1/events?format=nope",
@@ -522,4 +524,26 @@ async fn a_body_that_never_comes_holds_no_place_and_times_out() {
         .unwrap();
     let v: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(v["error"]["code"], "timeout", "{v}");
+}
+
+/// A limit of 0 is refused naming `limit`, on every route that takes one: `/v1/query` had
+/// said "invalid argument k" (the library's name), and the others answered nothing.
+#[tokio::test]
+async fn a_limit_of_zero_is_refused_naming_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for (method, uri, body) in [
+        (
+            "POST",
+            "/v1/query",
+            Some(r#"{"question": "emerald", "limit": 0}"#),
+        ),
+        ("GET", "/v1/search?q=emerald&limit=0", None),
+        ("GET", "/v1/timeline?limit=0", None),
+    ] {
+        let (s, v, _) = call(&st, method, uri, body, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with("limit"), "{uri}: {message}");
+    }
 }

@@ -94,6 +94,15 @@ fn bounded(name: &str, value: usize, max: usize) -> Result<usize, ApiError> {
     Ok(value)
 }
 
+/// A request's `limit`: at least 1 (nothing asked for is no question) and at most
+/// [`MAX_ROWS`]; `default` when not given.
+fn row_limit(given: Option<usize>, default: usize) -> Result<usize, ApiError> {
+    match given {
+        Some(0) => Err(ApiError::bad_input("limit: must be at least 1")),
+        given => bounded("limit", given.unwrap_or(default), MAX_ROWS),
+    }
+}
+
 /// The routes, with the state they need.
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -284,7 +293,7 @@ fn retrieve_options(q: &QueryRequest) -> Result<RetrieveOptions, ApiError> {
         .collect::<crate::Result<Vec<_>>>()?;
     let mode: RankingMode = q.mode.as_deref().unwrap_or("fused").parse()?;
     let mut opts = RetrieveOptions::default()
-        .with_k(bounded("limit", q.limit.unwrap_or(10), MAX_ROWS)?)
+        .with_k(row_limit(q.limit, 10)?)
         .with_token_counter(tokenizer(q.tokenizer.as_deref())?)
         .with_min_confidence(q.min_confidence)
         .with_relations(q.relations.clone())
@@ -450,7 +459,7 @@ struct SearchParams {
 #[utoipa::path(get, path = "/v1/search", params(SearchParams),
     responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
 async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>) -> Answer {
-    let limit = bounded("limit", p.limit.unwrap_or(10), MAX_ROWS)?;
+    let limit = row_limit(p.limit, 10)?;
     st.blocking(move |s| {
         let mut filter = SearchFilter::default()
             .with_labels(p.label)
@@ -542,7 +551,7 @@ async fn timeline(State(st): State<Arc<AppState>>, Params(p): Params<TimelinePar
 
 /// The latest `limit` events between two times (shared with the MCP `timeline` tool).
 pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<usize>) -> Answer {
-    let limit = bounded("limit", limit.unwrap_or(100), MAX_ROWS)?;
+    let limit = row_limit(limit, 100)?;
     let times = s.event_times(from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX))?;
     let start = times.len().saturating_sub(limit);
     let mut events = Vec::new();

@@ -10,7 +10,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
     pub status: StatusCode,
-    /// Stable, snake_case: `bad_input`, `not_found`, `unauthorized`, `payload_too_large`,
+    /// Stable, snake_case: `bad_input`, `not_found`, `method_not_allowed`, `unauthorized`,
+    /// `payload_too_large`,
     /// `timeout` (a body that did not arrive in time), `limit_exceeded`, `busy`, `locked`,
     /// `read_only`, `corrupt`, `internal`.
     pub code: &'static str,

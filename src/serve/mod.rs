@@ -358,6 +358,13 @@ pub fn router(state: Arc<AppState>) -> axum::Router {
                 "no such route; see /openapi.json",
             )
         })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method; see /openapi.json",
+            )
+        })
         .layer(axum::extract::DefaultBodyLimit::max(
             state.config.max_body_bytes,
         ))
