@@ -120,6 +120,16 @@ fn answer(r: Result<axum::Json<Json>, ApiError>) -> CallToolResult {
 
 /// The event `remember` appends.
 fn remember_draft(s: &crate::Store, a: RememberArgs) -> Result<Vec<EventDraft>, ApiError> {
+    let fields_of_a_text = a.text.is_some()
+        || a.kind.is_some()
+        || a.actor.is_some()
+        || a.ts.is_some()
+        || a.session.is_some();
+    if a.event.is_some() && fields_of_a_text {
+        return Err(ApiError::bad_input(
+            "give \"event\" (a whole event) or \"text\" with its kind, actor, ts and session, not both",
+        ));
+    }
     if let Some(ev) = a.event {
         let line = serde_json::to_string(&ev).map_err(|e| ApiError::bad_input(e.to_string()))?;
         let batch = crate::ingest::read_str("event", &line, crate::ingest::Format::Events)?;
@@ -351,4 +361,37 @@ pub async fn serve_stdio(state: Arc<AppState>) -> std::io::Result<()> {
     };
     running.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `remember` with a whole event and a text had kept the event and dropped the text
+    /// without a word (a helper's probe): one or the other is taken, both are refused.
+    #[test]
+    fn remember_takes_an_event_or_a_text_not_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::create(dir.path(), crate::BackendKind::Redb).unwrap();
+        let args = |text: Option<&str>, event: Option<Json>| RememberArgs {
+            text: text.map(str::to_string),
+            kind: None,
+            actor: None,
+            ts: None,
+            session: None,
+            event,
+        };
+        let event = serde_json::json!({"ts": 5, "kind": "NOTE", "actor": "bot"});
+        let both = remember_draft(&store, args(Some("saw a creeper"), Some(event.clone())));
+        let e = both.expect_err("both refused");
+        assert!(e.message.contains("not both"), "{}", e.message);
+        assert_eq!(
+            remember_draft(&store, args(None, Some(event)))
+                .unwrap()
+                .len(),
+            1
+        );
+        let text = remember_draft(&store, args(Some("saw a creeper"), None)).unwrap();
+        assert_eq!(text[0].kind, crate::model::kinds::OBSERVATION);
+    }
 }
