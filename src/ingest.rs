@@ -474,7 +474,9 @@ fn detect_format_of_bytes(file: &str, content: &[u8]) -> Result<Format> {
             file,
             line: 1,
             field: "format".into(),
-            message: "empty file: cannot detect its format (give --format)".into(),
+            message:
+                "empty input: cannot detect its format (give it: --format, or ?format= over HTTP)"
+                    .into(),
         }),
     }
 }
@@ -509,7 +511,7 @@ fn detect_format_of_line(file: &str, line: usize, first: &str) -> Result<Format>
                       \"s\"+\"p\"+\"o\" (triples), \"title\"+\"text\" (passages), \
                       \"harness\"+\"session\"+\"kind\"+\"text\" (journal) or \
                       \"conversation\"+\"turns\" (conversation); tool calls are any JSON: give \
-                      --format toolcalls (or another format)"
+                      the format (--format toolcalls, or ?format=toolcalls over HTTP)"
                 .into(),
         });
     })
