@@ -1469,15 +1469,23 @@ pub fn execute(
             )));
         }
     }
+    // A plan that searches does so under the graph read here: a deletion's documents are
+    // waited for now (`Store::graph_for_search`), before the query's clock starts.
+    let searches = plan
+        .ops
+        .iter()
+        .any(|op| matches!(op, Op::Search { .. } | Op::LookupName { .. }));
+    let g = if searches {
+        store.graph_for_search()
+    } else {
+        store.graph()
+    };
     let guard = Guard {
         started: Instant::now(),
         limits,
         ticks: std::cell::Cell::new(0),
         bytes: std::cell::Cell::new(0),
     };
-    // Its searches run under the graph read here: a deletion's documents are waited for now.
-    store.wait_for_rewrite();
-    let g = store.graph();
     let mut ctx = Ctx {
         store,
         g: &g,

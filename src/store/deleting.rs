@@ -222,7 +222,8 @@ impl Store {
     /// 100M-edge store (20M node documents) past 24 GB. The commits before the last keep the
     /// index's position before the deletion, so that a deletion cut short leaves a deletion
     /// after the index's position, which the next open answers with a rebuild. Meanwhile a
-    /// search finds the nodes written so far.
+    /// search in this process waits (`Store::graph_for_search`); one in another process
+    /// finds the nodes written so far.
     fn reindex_after_deletion(
         &self,
         event: &Event,

@@ -85,10 +85,10 @@ const IDS_FLOOR_UNKNOWN: u64 = u64::MAX - 1;
 /// again: no graph's equals it, so searches leave its node hits out, and the next open for
 /// writing rebuilds it.
 const IDS_FLOOR_CUT_SHORT: u64 = u64::MAX - 2;
-/// Documents a full rebuild of the text index commits at a time (`Store::rebuild_text`).
 /// How long a search waits for a deletion in its process to write every node's document
 /// again (`Rewriting`); past it, the search finds the nodes written so far, and says so.
 const REWRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Documents a full rebuild of the text index commits at a time (`Store::rebuild_text`).
 const REBUILD_DOCS_PER_COMMIT: usize = 100_000;
 /// Changes (ids and commits) since the snapshot after which a commit writes a new one, at
 /// least; the bar rises with the graph's size (see [`CHECKPOINT_GROWTH`]).
@@ -1626,8 +1626,15 @@ impl Rewriting {
     }
 
     /// Waits until no rewrite is under way, `limit` at most; whether none is.
+    fn under_way(&self) -> bool {
+        *self.busy.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn wait(&self, limit: std::time::Duration) -> bool {
         let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        if !*busy {
+            return true;
+        }
         let (busy, _) = self
             .done
             .wait_timeout_while(busy, limit, |busy| *busy)
@@ -2831,6 +2838,10 @@ impl Store {
         };
         let (graph, loaded) = Self::replay_whole_log(&*self.backend, counters, &deleted)?;
         let replayed = graph.counters;
+        // Ids given anew have every node's document written again below: searches wait for
+        // it, as beside a deletion.
+        let _rewrite =
+            (loaded.fewer_ids && self.writable().is_ok()).then(|| self.rewriting.begin());
         let mut state = self.write_state();
         state.adopt_graph(graph);
         state.ids_given_anew();
@@ -3602,8 +3613,7 @@ impl Store {
     /// ahead of a reader opened beside a writer); a `text` with no word (an emoji, a symbol,
     /// stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
-        self.wait_for_rewrite();
-        let g = self.graph();
+        let g = self.graph_for_search();
         let (last_seq, next_node) = (g.state.counters.last_seq, g.state.counters.next_node);
         // An index at the graph's position holds no node the graph does not: then the bounds
         // suffice, and no hit reads the graph's pages (a store opened from its snapshot reads
@@ -3630,28 +3640,39 @@ impl Store {
         self.text.search_within(text, filter, limit, &scope)
     }
 
-    /// Waits while a deletion in this process writes every node's full-text document again
-    /// (`Rewriting`), [`REWRITE_WAIT`] at most, so that what a search then finds is of the
-    /// graph after it. For a read that searches; a thread that holds a read of the state
-    /// does not wait, as the deletion may be waiting for that read to end before it begins.
-    pub(crate) fn wait_for_rewrite(&self) {
+    /// The graph for a read that searches, taken while no deletion in this process writes
+    /// every node's full-text document again (`Rewriting`; [`REWRITE_WAIT`] at most), so that
+    /// what the search finds is of the graph it reads. The flag is read again under the read:
+    /// a deletion that began between the wait and the read would have this read queue behind
+    /// its write and see its new graph beside half its documents. A thread that already holds
+    /// a read of the state does not wait, as the deletion may be waiting for that read.
+    pub(crate) fn graph_for_search(&self) -> GraphRead<'_> {
         if READS_HELD.get() > 0 {
-            return;
+            return self.graph();
         }
-        if !self.rewriting.wait(REWRITE_WAIT) {
-            tracing::warn!(
-                "a deletion has been writing every node's full-text document again for {}s; this search finds the nodes written so far",
-                REWRITE_WAIT.as_secs()
-            );
+        let deadline = std::time::Instant::now() + REWRITE_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if !self.rewriting.wait(left) {
+                tracing::warn!(
+                    "a deletion has been writing every node's full-text document again for {}s; this search finds the nodes written so far",
+                    REWRITE_WAIT.as_secs()
+                );
+                return self.graph();
+            }
+            let g = self.graph();
+            if !self.rewriting.under_way() {
+                return g;
+            }
         }
     }
 
     /// Whether searches can give node hits: not while the text index's node documents are
     /// of ids from the other side of a deletion than the graph's. A deletion gives every id
-    /// anew and then writes every node's document again: until its first commit of them, a
-    /// search beside it gives event hits only (where it had named other nodes), and so does a
-    /// read-only store that opened while one was being written (see
-    /// [`Store::open_read_only`]).
+    /// anew and then writes every node's document again. A search in its process waits for
+    /// that ([`Store::graph_for_search`]), and past the wait gives event hits only until the
+    /// first commit of them (where it had named other nodes); so does a read-only store that
+    /// opened while one was being written (see [`Store::open_read_only`]).
     pub fn searches_nodes(&self) -> bool {
         !self.ids_apart(&self.read_state())
     }
