@@ -646,6 +646,20 @@ fn a_store_without_its_backend_files_is_refused_and_left_as_it_is() {
         } else {
             std::fs::remove_file(&data).unwrap();
         }
+        // And sled's directory there but empty: sled would make a new database in it.
+        let empty_sled_dir = tmp.path().join("e");
+        if kind == BackendKind::Sled {
+            small_store(kind, &empty_sled_dir);
+            let sled_dir = kind.path_in(&empty_sled_dir);
+            std::fs::remove_dir_all(&sled_dir).unwrap();
+            std::fs::create_dir(&sled_dir).unwrap();
+            let e = Store::open(&empty_sled_dir)
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(e.contains("missing"), "{e}");
+            assert!(!sled_dir.join("db").exists(), "sled made a database");
+        }
         for read_only in [false, true] {
             let opened = if read_only {
                 Store::open_read_only(&dir)
@@ -694,4 +708,32 @@ fn a_damaged_sled_conf_is_reported_as_damage() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A segment file gone from a store no writer holds is damage to a read-only open too, named
+/// as such: it had been taken for a file a writer merged away, tried again for a second, and
+/// then reported as "a writer replaced it" with no writer there.
+#[test]
+fn a_segment_file_gone_is_damage_to_a_read_only_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    small_store(BackendKind::Redb, &dir);
+    let mut files = Vec::new();
+    backend_files(&dir.join("text"), &mut files);
+    let gone = files
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "pos"))
+        .expect("a positions file");
+    std::fs::remove_file(&gone).unwrap();
+    let e = Store::open_read_only(&dir)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(!e.contains("went away"), "{e}");
+    assert!(
+        e.contains(&*gone.file_name().unwrap().to_string_lossy()),
+        "{e}"
+    );
+    // A writer's open rebuilds it.
+    assert!(Store::open(&dir).unwrap().stats().text_rebuilt);
 }

@@ -200,13 +200,26 @@ impl BackendKind {
     /// database would stand in for the store's log).
     pub fn open_existing(self, dir: &Path, read_only: bool) -> Result<Box<dyn Backend>> {
         let path = self.path_in(dir);
-        if !path.exists() {
+        // sled's directory holds its log in `db`; a directory without it is a new database.
+        let data = match self {
+            BackendKind::Redb => path.clone(),
+            BackendKind::Sled => path.join("db"),
+        };
+        if !data.exists() {
+            let compacting = dir.join("compact.tmp").exists() || dir.join("sled.old").exists();
             return Err(Error::Store {
                 path: dir.to_path_buf(),
-                message: format!(
-                    "{} is missing: the store's log is gone (restore it from a backup; loci makes none)",
-                    path.display()
-                ),
+                message: if compacting {
+                    format!(
+                        "{} is missing: a compaction was cut short; a command that writes (e.g. `loci stats` with no other process holding the store) finishes it",
+                        data.display()
+                    )
+                } else {
+                    format!(
+                        "{} is missing: the store's log is gone (restore it from a backup; loci makes none)",
+                        data.display()
+                    )
+                },
             });
         }
         self.open_as(dir, read_only)

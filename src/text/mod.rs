@@ -572,9 +572,13 @@ fn check_files(
         let meta = match std::fs::metadata(dir.join(&file)) {
             Ok(meta) => meta,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && every_segment_has(name) => {
-                // Gone from under a read-only open, a writer beside it merged it away: the
-                // open tries again. Otherwise it is damage, which a rebuild mends.
-                if read_only {
+                // Gone from under a read-only open and no longer listed, a writer beside it
+                // merged it away: the open tries again. Still listed, it is damage, which a
+                // rebuild mends.
+                let listed = index
+                    .load_metas()
+                    .map_or(true, |m| m.list_segment_files().contains(&file));
+                if read_only && !listed {
                     refuse_unless_damage(dir, &file, e)?;
                 }
                 damaged.push(file);
