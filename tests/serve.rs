@@ -491,7 +491,8 @@ async fn the_openapi_document_lists_every_route() {
 /// A client that sends its body slowly, or never, held one of the server's places for as long
 /// as it liked: four such connections kept a server of four places answering 503, `/health`
 /// too, for minutes (a helper's probe). A body is now read whole before its request takes a
-/// place, within `body_timeout`, and `/health` takes none.
+/// place, within `body_timeout`, and `/health` takes none; bodies being received have
+/// `max_in_flight` places of their own, which requests without a body do not take.
 #[tokio::test]
 async fn a_body_that_never_comes_holds_no_place_and_times_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -513,6 +514,20 @@ async fn a_body_that_never_comes_holds_no_place_and_times_out() {
     assert_eq!(s, StatusCode::OK);
     let (s, v, _) = call(&st, "GET", "/v1/stats", None, None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
+    // Bodies being received are bounded too (by max_in_flight), which bounds their memory.
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/query",
+        Some(r#"{"question": "emerald"}"#),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("busy")),
+        "{v}"
+    );
     let answered = tokio::time::timeout(std::time::Duration::from_secs(10), pending)
         .await
         .expect("the slow request is answered")

@@ -138,6 +138,9 @@ pub struct AppState {
     pub config: ServeConfig,
     pub metrics: metrics::Metrics,
     in_flight: Arc<Semaphore>,
+    /// Bodies being received at once, `max_in_flight` at most: what they hold in memory is
+    /// bounded as it was when a body was read inside its request's place.
+    body_reads: Semaphore,
     workers: Semaphore,
     /// Cancelled when shutdown begins: ends MCP sessions, whose streams would otherwise keep
     /// the drain waiting.
@@ -155,6 +158,7 @@ impl AppState {
             retriever,
             queries,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
+            body_reads: Semaphore::new(config.max_in_flight),
             workers: Semaphore::new(config.workers),
             metrics: metrics::Metrics::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
@@ -263,7 +267,10 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
 /// Reads the body whole ([`ServeConfig::body_timeout`], `max_body_bytes` at most), then gives
 /// the request one of the `max_in_flight` places, or answers 503 when none is free. A place
 /// taken before the body came was held by a client that sent it slowly, or never: four such
-/// connections kept a server answering 503 for minutes. `/health` takes no place.
+/// connections kept a server answering 503 for minutes. Bodies being received take places
+/// of their own (`max_in_flight` of them, which bound their memory), so slow senders can
+/// keep other bodies waiting for at most the timeout, and requests without a body, and
+/// `/health`, not at all.
 async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     use http_body_util::BodyExt;
     if req.uri().path() == "/health" {
@@ -271,8 +278,26 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
     }
     let (parts, body) = req.into_parts();
     let limit = state.config.max_body_bytes;
+    // A request without a body (a GET) takes no place among the bodies being received.
+    let reading = if axum::body::HttpBody::is_end_stream(&body) {
+        None
+    } else {
+        match state.body_reads.try_acquire() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                state.metrics.record_busy();
+                return ApiError::busy(format!(
+                    "the server is receiving {} request bodies, its limit; retry",
+                    state.config.max_in_flight
+                ))
+                .into_response();
+            }
+        }
+    };
     let read = http_body_util::Limited::new(body, limit).collect();
-    let bytes = match tokio::time::timeout(state.config.body_timeout, read).await {
+    let read = tokio::time::timeout(state.config.body_timeout, read).await;
+    drop(reading);
+    let bytes = match read {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
             return ApiError::new(
