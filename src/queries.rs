@@ -510,8 +510,10 @@ pub fn darkness(light: Option<f64>) -> f64 {
 
 /// A step's cost to a route search: what its property says, or nothing where that is below
 /// zero or no number. A* needs costs of at least zero: a step of negative distance, walked
-/// both ways, is a cycle whose cost falls on every lap, and the search never ended.
-fn step_cost(x: f64) -> f64 {
+/// both ways, is a cycle whose cost falls on every lap, and the search never ended. (The
+/// query language's `path_cost` sums the properties as they are, so on such data the saved
+/// `nearest_place` and [`nearest_place`] report different costs for one route.)
+pub(crate) fn step_cost(x: f64) -> f64 {
     if x > 0.0 {
         x
     } else {

@@ -120,10 +120,11 @@ fn nearest_by_dijkstra(
     for id in path_edges {
         let Some(e) = store.edge(id)? else { continue };
         let num = |k: &str| e.props.get(k).and_then(Value::as_f64);
-        if darkness(num("light")) > max_darkness {
+        if crate::queries::step_cost(darkness(num("light"))) > max_darkness {
             continue;
         }
-        let d = num("distance").unwrap_or(0.0);
+        // As the routes it checks weigh a step (a negative one walked both ways never ends).
+        let d = crate::queries::step_cost(num("distance").unwrap_or(0.0));
         steps.entry(e.from).or_default().push((e.to, d));
         steps.entry(e.to).or_default().push((e.from, d));
     }
