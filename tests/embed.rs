@@ -143,27 +143,14 @@ fn a_damaged_model_is_an_error_that_names_the_file_and_the_tensor() {
 #[test]
 fn a_configs_sizes_are_checked_before_they_are_used() {
     let dir = tempfile::tempdir().unwrap();
-    let mut one_row = BTreeMap::new();
-    one_row.insert(
-        "embeddings.position_embeddings.weight".to_string(),
-        vec![1, 8],
-    );
-    write_tiny_model(dir.path(), &one_row);
-    let config = std::fs::read_to_string(dir.path().join("config.json")).unwrap();
-    std::fs::write(
-        dir.path().join("config.json"),
-        config.replace(
-            "\"max_position_embeddings\": 8",
-            "\"max_position_embeddings\": 1",
-        ),
-    )
-    .unwrap();
+    write_tiny_model_of_positions(dir.path(), 1);
     let loaded = std::panic::catch_unwind(|| SentenceEncoder::load(dir.path()));
     let err = loaded.expect("no panic").unwrap_err().to_string();
     assert!(err.contains("max_position_embeddings"), "{err}");
 
     // The binary under a 4 GiB address space: an error naming the tensor, not an abort.
     write_tiny_model(dir.path(), &BTreeMap::new());
+    let config = std::fs::read_to_string(dir.path().join("config.json")).unwrap();
     std::fs::write(
         dir.path().join("config.json"),
         config.replace("\"hidden_size\": 8", "\"hidden_size\": 65536"),
@@ -190,21 +177,7 @@ fn a_configs_sizes_are_checked_before_they_are_used() {
 #[test]
 fn a_long_text_on_a_model_of_long_positions_is_cut_before_attention() {
     let dir = tempfile::tempdir().unwrap();
-    let mut long = BTreeMap::new();
-    long.insert(
-        "embeddings.position_embeddings.weight".to_string(),
-        vec![65536, 8],
-    );
-    write_tiny_model(dir.path(), &long);
-    let config = std::fs::read_to_string(dir.path().join("config.json")).unwrap();
-    std::fs::write(
-        dir.path().join("config.json"),
-        config.replace(
-            "\"max_position_embeddings\": 8",
-            "\"max_position_embeddings\": 65536",
-        ),
-    )
-    .unwrap();
+    write_tiny_model_of_positions(dir.path(), 65536);
     std::fs::write(
         dir.path().join("sentence_bert_config.json"),
         r#"{"max_seq_length": 65536}"#,
@@ -214,6 +187,24 @@ fn a_long_text_on_a_model_of_long_positions_is_cut_before_attention() {
     let v = encoder.embed(&"alpha ".repeat(70_000));
     assert_eq!(v.len(), 8);
     assert!(v.iter().all(|x| x.is_finite()));
+}
+
+/// The tiny model with a position table of `rows` rows, its config saying so.
+fn write_tiny_model_of_positions(dir: &Path, rows: usize) {
+    let shapes = BTreeMap::from([(
+        "embeddings.position_embeddings.weight".to_string(),
+        vec![rows, 8],
+    )]);
+    write_tiny_model(dir, &shapes);
+    let config = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        config.replace(
+            "\"max_position_embeddings\": 8",
+            &format!("\"max_position_embeddings\": {rows}"),
+        ),
+    )
+    .unwrap();
 }
 
 /// A two-layer BERT with 8 dimensions, 2 heads and a ten-word vocabulary, weights from a

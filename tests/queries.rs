@@ -882,6 +882,16 @@ fn prop_reads_user_properties_shadowed_by_built_in_fields() {
 }
 
 /// Runs `q` on `store` and returns the first column of every row.
+/// A store in `dir` holding the graph of `lines` (`loci ingest --format graph` lines).
+fn graph_store(dir: &Path, lines: &[&str]) -> Store {
+    let store = Store::create(dir.join("s"), BackendKind::Redb).unwrap();
+    loci::ingest::read_str("g.jsonl", &lines.join("\n"), loci::ingest::Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    store
+}
+
 fn first_column(store: &Store, q: &str) -> Vec<serde_json::Value> {
     query::run(store, q, &std::collections::HashMap::new())
         .unwrap_or_else(|e| panic!("{q}: {e}"))
@@ -1010,19 +1020,16 @@ fn integers_compare_and_add_exactly() {
 #[test]
 fn darkness_limits_change_the_route() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
-    let graph = [
-        r#"{"op":"node","key":"camp","label":"Place","props":{"type":"base"}}"#,
-        r#"{"op":"node","key":"tunnel_chest","label":"Place","props":{"type":"chest"}}"#,
-        r#"{"op":"node","key":"road_chest","label":"Place","props":{"type":"chest"}}"#,
-        r#"{"op":"edge","from":"camp","rel":"PATH","to":"tunnel_chest","props":{"distance":20.0,"light":3}}"#,
-        r#"{"op":"edge","from":"camp","rel":"PATH","to":"road_chest","props":{"distance":90.0,"light":13}}"#,
-    ]
-    .join("\n");
-    loci::ingest::read_str("g.jsonl", &graph, loci::ingest::Format::Graph)
-        .unwrap()
-        .commit(&store)
-        .unwrap();
+    let store = graph_store(
+        dir.path(),
+        &[
+            r#"{"op":"node","key":"camp","label":"Place","props":{"type":"base"}}"#,
+            r#"{"op":"node","key":"tunnel_chest","label":"Place","props":{"type":"chest"}}"#,
+            r#"{"op":"node","key":"road_chest","label":"Place","props":{"type":"chest"}}"#,
+            r#"{"op":"edge","from":"camp","rel":"PATH","to":"tunnel_chest","props":{"distance":20.0,"light":3}}"#,
+            r#"{"op":"edge","from":"camp","rel":"PATH","to":"road_chest","props":{"distance":90.0,"light":13}}"#,
+        ],
+    );
     let saved = saved();
     let mut seen = Vec::new();
     for (max_dark, expected) in [
@@ -1122,23 +1129,20 @@ fn trade_ties_break_by_walk_then_villager_key() {
 #[test]
 fn degree_counts_live_edges_both_ways() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
-    let graph = [
-        r#"{"op":"node","key":"hub"}"#,
-        r#"{"op":"node","key":"a"}"#,
-        r#"{"op":"node","key":"b"}"#,
-        r#"{"op":"node","key":"c"}"#,
-        r#"{"op":"node","key":"z"}"#,
-        r#"{"op":"edge","from":"hub","rel":"R","to":"a"}"#,
-        r#"{"op":"edge","from":"hub","rel":"S","to":"b"}"#,
-        r#"{"op":"edge","from":"c","rel":"R","to":"hub"}"#,
-        r#"{"op":"edge","from":"a","rel":"R","to":"b"}"#,
-    ]
-    .join("\n");
-    loci::ingest::read_str("g.jsonl", &graph, loci::ingest::Format::Graph)
-        .unwrap()
-        .commit(&store)
-        .unwrap();
+    let store = graph_store(
+        dir.path(),
+        &[
+            r#"{"op":"node","key":"hub"}"#,
+            r#"{"op":"node","key":"a"}"#,
+            r#"{"op":"node","key":"b"}"#,
+            r#"{"op":"node","key":"c"}"#,
+            r#"{"op":"node","key":"z"}"#,
+            r#"{"op":"edge","from":"hub","rel":"R","to":"a"}"#,
+            r#"{"op":"edge","from":"hub","rel":"S","to":"b"}"#,
+            r#"{"op":"edge","from":"c","rel":"R","to":"hub"}"#,
+            r#"{"op":"edge","from":"a","rel":"R","to":"b"}"#,
+        ],
+    );
     let degrees = |store: &Store| -> Vec<(String, i64)> {
         query::run(
             store,
@@ -1212,19 +1216,16 @@ fn large_results_hit_a_byte_limit_not_the_allocator() {
 #[test]
 fn zero_hop_paths_cost_zero_and_nearest_place_excludes_the_start() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
-    let graph = [
-        r#"{"op":"node","key":"home","label":"Place","props":{"type":"base"}}"#,
-        r#"{"op":"node","key":"other","label":"Place","props":{"type":"base"}}"#,
-        r#"{"op":"node","key":"mid","label":"Place","props":{"type":"village"}}"#,
-        r#"{"op":"edge","from":"home","rel":"PATH","to":"mid","props":{"distance":40.0,"light":15}}"#,
-        r#"{"op":"edge","from":"mid","rel":"PATH","to":"other","props":{"distance":60.0,"light":15}}"#,
-    ]
-    .join("\n");
-    loci::ingest::read_str("g.jsonl", &graph, loci::ingest::Format::Graph)
-        .unwrap()
-        .commit(&store)
-        .unwrap();
+    let store = graph_store(
+        dir.path(),
+        &[
+            r#"{"op":"node","key":"home","label":"Place","props":{"type":"base"}}"#,
+            r#"{"op":"node","key":"other","label":"Place","props":{"type":"base"}}"#,
+            r#"{"op":"node","key":"mid","label":"Place","props":{"type":"village"}}"#,
+            r#"{"op":"edge","from":"home","rel":"PATH","to":"mid","props":{"distance":40.0,"light":15}}"#,
+            r#"{"op":"edge","from":"mid","rel":"PATH","to":"other","props":{"distance":60.0,"light":15}}"#,
+        ],
+    );
     let zero = first_column(
         &store,
         "MATCH route = (a {key: 'home'})-[:PATH*0..1]-(b {key: 'home'}) RETURN path_cost(route, 'distance')",
@@ -1379,19 +1380,16 @@ fn an_event_scan_by_kind_reads_only_events_of_that_kind() {
 #[test]
 fn negative_path_costs_do_not_keep_a_route_search_going() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
-    let graph = [
-        r#"{"op":"node","key":"camp","label":"Place","props":{"type":"base"}}"#,
-        r#"{"op":"node","key":"ford","label":"Place","props":{"type":"village"}}"#,
-        r#"{"op":"node","key":"cave","label":"Place","props":{"type":"chest"}}"#,
-        r#"{"op":"edge","from":"camp","rel":"PATH","to":"ford","props":{"distance":-1.0,"light":20,"risk":-3}}"#,
-        r#"{"op":"edge","from":"ford","rel":"PATH","to":"cave","props":{"distance":5.0,"light":15,"risk":1}}"#,
-    ]
-    .join("\n");
-    loci::ingest::read_str("g.jsonl", &graph, loci::ingest::Format::Graph)
-        .unwrap()
-        .commit(&store)
-        .unwrap();
+    let store = graph_store(
+        dir.path(),
+        &[
+            r#"{"op":"node","key":"camp","label":"Place","props":{"type":"base"}}"#,
+            r#"{"op":"node","key":"ford","label":"Place","props":{"type":"village"}}"#,
+            r#"{"op":"node","key":"cave","label":"Place","props":{"type":"chest"}}"#,
+            r#"{"op":"edge","from":"camp","rel":"PATH","to":"ford","props":{"distance":-1.0,"light":20,"risk":-3}}"#,
+            r#"{"op":"edge","from":"ford","rel":"PATH","to":"cave","props":{"distance":5.0,"light":15,"risk":1}}"#,
+        ],
+    );
     for overlay in [Overlay::Distance, Overlay::Risk, Overlay::Darkness] {
         let route = lib::nearest_place(&store, "camp", "chest", overlay, 15.0)
             .unwrap()
