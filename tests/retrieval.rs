@@ -1000,3 +1000,27 @@ fn an_overlong_question_is_refused_not_searched() {
         .search(within, &loci::SearchFilter::default(), 10)
         .unwrap();
 }
+
+/// The pronoun "I" is not a name: a capitalised word inside a question marks the question as
+/// one that writes its names with capitals, and then only phrases with such a word were
+/// linked, so "where can I trade sticks for emeralds" had no seed at all (a new user's run)
+/// where "who trades emeralds for sticks" starts from both items.
+#[test]
+fn the_pronoun_i_does_not_keep_a_questions_names_from_linking() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let r = Retriever::new(&store).unwrap();
+    let opts = RetrieveOptions::default().with_record_usage(false);
+    for q in [
+        "where can I trade sticks for emeralds",
+        "could I trade sticks for emeralds?",
+        "I'm after emeralds for my sticks",
+        "who trades emeralds for sticks",
+    ] {
+        let pack = r.retrieve(q, &opts).unwrap();
+        let keys: Vec<&str> = pack.seeds.iter().map(|s| s.key.as_str()).collect();
+        for item in ["item:emerald", "item:stick"] {
+            assert!(keys.contains(&item), "{q:?}: seeds {keys:?}");
+        }
+    }
+}

@@ -122,7 +122,12 @@ fn question_words(question: &str) -> Vec<QWord> {
             continue;
         }
         let first = w.chars().next().unwrap_or(' ');
-        let named = (i > 0 && first.is_uppercase()) || w.chars().any(|c| c.is_ascii_digit());
+        // "I" is capitalised wherever it stands, and names nothing: counted as a name, it
+        // had kept every lowercase name of a question from linking ("where can I trade
+        // sticks for emeralds" had no seed).
+        let pronoun_i = w == "I" || w.starts_with("I'") || w.starts_with("I’");
+        let named =
+            (i > 0 && first.is_uppercase() && !pronoun_i) || w.chars().any(|c| c.is_ascii_digit());
         for part in norm.split(' ') {
             out.push(QWord {
                 norm: part.to_string(),
