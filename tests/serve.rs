@@ -433,6 +433,30 @@ async fn the_openapi_document_lists_every_route() {
             assert!(!is_required(name), "{path}: {name} is optional");
         }
     }
+    // The bounds the server holds a request to are the document's (a limit of 0 was allowed
+    // there and refused here).
+    let param = |path: &str, name: &str| -> Value {
+        v["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["schema"]
+            .clone()
+    };
+    assert_eq!(param("/v1/search", "limit")["minimum"], 1);
+    assert_eq!(param("/v1/timeline", "limit")["minimum"], 1);
+    assert_eq!(
+        (
+            param("/v1/neighbors", "depth")["minimum"].clone(),
+            param("/v1/neighbors", "depth")["maximum"].clone()
+        ),
+        (serde_json::json!(1), serde_json::json!(4))
+    );
+    assert_eq!(
+        v["components"]["schemas"]["QueryRequest"]["properties"]["limit"]["minimum"],
+        1
+    );
     // The working-memory operation's body is described, its `op` among its fields.
     let wm = v["paths"]["/v1/wm"]["post"]["requestBody"].to_string();
     assert!(wm.contains("WmOp"), "{wm}");

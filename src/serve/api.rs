@@ -258,6 +258,7 @@ pub struct QueryRequest {
     /// Tokens the pack may take.
     budget: Option<usize>,
     /// Snippets at most (default 10).
+    #[schema(minimum = 1, maximum = 10000)]
     limit: Option<usize>,
     #[serde(default)]
     min_confidence: f32,
@@ -450,6 +451,7 @@ struct SearchParams {
     /// Only events of this kind.
     kind: Option<String>,
     /// Hits at most (default 10).
+    #[param(minimum = 1, maximum = 10000)]
     limit: Option<usize>,
     from: Option<i64>,
     to: Option<i64>,
@@ -486,6 +488,7 @@ struct NeighborsParams {
     /// The start node's key.
     node: String,
     /// Hops (default 1, at most 4).
+    #[param(minimum = 1, maximum = 4)]
     depth: Option<u8>,
     min_confidence: Option<f32>,
     /// Only edges of this relation.
@@ -538,6 +541,7 @@ struct TimelineParams {
     /// World time to (inclusive; default: the end).
     to: Option<i64>,
     /// Events at most (default 100), the latest ones.
+    #[param(minimum = 1, maximum = 10000)]
     limit: Option<usize>,
 }
 
