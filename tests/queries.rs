@@ -1404,3 +1404,24 @@ fn negative_path_costs_do_not_keep_a_route_search_going() {
         .unwrap();
     assert_eq!(col(&q, "distance"), vec![&serde_json::json!(4.0)]);
 }
+
+/// The saved `timeline` covers every world time when not told where to start: its default
+/// start was 0, so an event at a negative time (any the store takes, down to -2^61) never
+/// showed, though its default end is the last time there is (a new user's run).
+#[test]
+fn the_saved_timeline_covers_negative_times_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let end = loci::store::MAX_ABS_TS;
+    store
+        .ingest(
+            [-end, -5, 0, 7]
+                .into_iter()
+                .map(|ts| loci::model::EventDraft::new(ts, "bot", "NOTE"))
+                .collect(),
+        )
+        .unwrap();
+    let q = saved().get("timeline").unwrap().run(&store, &[]).unwrap();
+    let ts: Vec<i64> = col(&q, "ts").iter().map(|v| v.as_i64().unwrap()).collect();
+    assert_eq!(ts, [-end, -5, 0, 7]);
+}
