@@ -41,12 +41,19 @@ pub struct Link {
     pub shared_by: u32,
 }
 
+/// A map of the dictionary's, hashed by foldhash: SipHash was a tenth of a build, which at 20M
+/// nodes takes most of a first question's minute. (No output follows a map's order.)
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// The name dictionary of one store state.
 pub struct EntityIndex {
-    dict: HashMap<String, Vec<(NodeId, f32)>>,
-    idf: HashMap<NodeId, f32>,
+    dict: Map<String, Vec<(NodeId, f32)>>,
+    /// By node id (ids are dense); 0 for an id no live node has.
+    idf: Vec<f32>,
+    /// Live nodes the dictionary was built from.
+    nodes: usize,
     /// Words of a name's parenthetical disambiguation ("Glimmer (film)" -> ["film"]).
-    disambiguation: HashMap<NodeId, Vec<String>>,
+    disambiguation: Map<NodeId, Vec<String>>,
 }
 
 /// Quality kept by a match through a disambiguation-stripped key when the question does not
@@ -141,13 +148,22 @@ fn question_words(question: &str) -> Vec<QWord> {
 impl EntityIndex {
     /// Builds the dictionary from every live node (passages by title).
     pub fn build(g: &GraphRead<'_>) -> Self {
-        let mut dict: HashMap<String, Vec<(NodeId, f32)>> = HashMap::new();
-        let mut idf = HashMap::new();
-        let mut disambiguation = HashMap::new();
-        let n = g.adjacency().node_count().max(1) as f32;
+        let live = g.adjacency().node_count();
+        // A name gives one to four keys, most one: sized for one a node.
+        let mut dict: Map<String, Vec<(NodeId, f32)>> =
+            Map::with_capacity_and_hasher(live, Default::default());
+        let mut idf = Vec::new();
+        let mut nodes = 0;
+        let mut disambiguation: Map<NodeId, Vec<String>> = Map::default();
+        let n = live.max(1) as f32;
         for node in g.nodes() {
             let degree = g.adjacency().degree(node.id) as f32;
-            idf.insert(node.id, (1.0 + n / (1.0 + degree)).ln());
+            let at = node.id.0 as usize;
+            if idf.len() <= at {
+                idf.resize(at + 1, 0.0);
+            }
+            idf[at] = (1.0 + n / (1.0 + degree)).ln();
+            nodes += 1;
             if let Some((_, inner)) = split_disambiguation(&node.name) {
                 let words = normalize_name(inner);
                 if !words.is_empty() {
@@ -168,18 +184,19 @@ impl EntityIndex {
         EntityIndex {
             dict,
             idf,
+            nodes,
             disambiguation,
         }
     }
 
     /// Nodes in the graph the dictionary was built from.
     pub fn node_count(&self) -> usize {
-        self.idf.len()
+        self.nodes
     }
 
     /// Inverse frequency of a node (0 for an unknown node).
     pub fn idf(&self, node: NodeId) -> f32 {
-        self.idf.get(&node).copied().unwrap_or(0.0)
+        self.idf.get(node.0 as usize).copied().unwrap_or(0.0)
     }
 
     /// The entities named in `question`: longest matches first, without overlap; each matched
