@@ -328,6 +328,20 @@ impl SourceBatch {
         }
     }
 
+    /// Checks a namespace for [`SourceBatch::namespaced`]: a non-empty name without '/' or
+    /// surrounding spaces, so that `NS/id` splits back into the two it was made of.
+    pub fn check_namespace(namespace: &str) -> Result<()> {
+        if namespace.is_empty() || namespace.contains('/') || namespace.trim() != namespace {
+            return Err(Error::InvalidArgument {
+                name: "namespace".into(),
+                message: format!(
+                    "{namespace:?}: use a non-empty name without '/' or surrounding spaces"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Puts every passage of the batch (and the triples that cite it) under `namespace`:
     /// passage `p1` becomes `NS/p1`, so two corpora that both number their passages from
     /// `p00000` can share a store.

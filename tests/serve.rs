@@ -586,3 +586,38 @@ async fn a_limit_of_zero_is_refused_naming_the_limit() {
         assert!(message.starts_with("limit"), "{uri}: {message}");
     }
 }
+
+/// `POST /v1/events` takes a `namespace` for passages, as `loci ingest --namespace` does: two
+/// corpora that number their passages alike can share a store over HTTP too (a new user's
+/// run found no way to). A namespace the CLI refuses is refused here too.
+#[tokio::test]
+async fn passages_appended_over_http_take_a_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let line = r#"{"id": "p1", "title": "Zephyr Mill", "text": "The Zephyr Mill grinds barley."}"#;
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/events?format=passages&namespace=corpus_a",
+        Some(line),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v, _) = call(&st, "GET", "/v1/nodes/corpus_a%2Fp1", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["node"]["key"], "corpus_a/p1", "{v}");
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/events?format=passages&namespace=a%2Fb",
+        Some(line),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_input")),
+        "{v}"
+    );
+}

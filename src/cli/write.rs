@@ -70,7 +70,7 @@ impl CommitReport {
 
 pub fn ingest(a: IngestArgs) -> Result<Code> {
     if let Some(ns) = &a.namespace {
-        if ns.is_empty() || ns.contains('/') || ns.trim() != ns {
+        if SourceBatch::check_namespace(ns).is_err() {
             fail!(
                 Code::BadInput,
                 "--namespace {ns:?}: use a non-empty name without '/' or surrounding spaces"

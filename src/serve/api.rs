@@ -223,6 +223,9 @@ struct EventsParams {
     /// Replace passages whose title the store holds with other text.
     #[serde(default)]
     replace: bool,
+    /// Put passages (and the triples citing them) under this namespace, as `NS/id` (`loci
+    /// ingest --namespace`).
+    namespace: Option<String>,
 }
 
 /// Appends a JSON Lines body as one atomic batch: all of it or, on any bad line, nothing
@@ -238,7 +241,13 @@ async fn append_events(
     let body = body?;
     let format = p.format.as_deref().map(str::parse::<Format>).transpose()?;
     st.blocking(move |s| {
+        if let Some(ns) = &p.namespace {
+            ingest::SourceBatch::check_namespace(ns)?;
+        }
         let mut batch = ingest::read_bytes_detecting("request", &body, format)?;
+        if let Some(ns) = &p.namespace {
+            batch = batch.namespaced(ns);
+        }
         let unextracted = batch.unextracted.len();
         let passages_skipped = batch.dedupe_passages(s, p.replace)?;
         let commit = batch.commit(s)?;
