@@ -285,12 +285,11 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
         match state.body_reads.try_acquire() {
             Ok(permit) => Some(permit),
             Err(_) => {
-                state.metrics.record_busy();
-                return ApiError::busy(format!(
-                    "the server is receiving {} request bodies, its limit; retry",
-                    state.config.max_in_flight
-                ))
-                .into_response();
+                let n = state.config.max_in_flight;
+                return busy(
+                    &state,
+                    format!("the server is receiving {n} request bodies, its limit; retry"),
+                );
             }
         }
     };
@@ -331,14 +330,19 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
             r
         }
         Err(_) => {
-            state.metrics.record_busy();
-            ApiError::busy(format!(
-                "the server is handling {} requests, its limit; retry",
-                state.config.max_in_flight
-            ))
-            .into_response()
+            let n = state.config.max_in_flight;
+            busy(
+                &state,
+                format!("the server is handling {n} requests, its limit; retry"),
+            )
         }
     }
+}
+
+/// A 503 for a request beyond one of the server's limits, counted in its metrics.
+fn busy(state: &AppState, message: String) -> Response {
+    state.metrics.record_busy();
+    ApiError::busy(message).into_response()
 }
 
 /// Byte-wise equality in time independent of where the inputs differ.

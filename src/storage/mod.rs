@@ -14,6 +14,12 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
+/// Where a compaction writes the backend's new files, inside the store's directory, before
+/// they are moved over the live ones (`Store::compact`).
+pub(crate) const COMPACT_DIR: &str = "compact.tmp";
+/// Where a sled compaction puts the live directory while it moves the new one in.
+pub(crate) const SLED_OLD: &str = "sled.old";
+
 pub use guard::Guarded;
 pub use lock::{StoreLock, LOCK_FILE};
 pub use redb_backend::RedbBackend;
@@ -174,7 +180,8 @@ impl BackendKind {
         }
     }
 
-    /// The file (redb) or directory (sled) holding this backend's data inside `dir`.
+    /// The file (redb) or directory (sled) holding this backend's data inside `dir`. (A
+    /// compaction leaves [`COMPACT_DIR`] and [`SLED_OLD`] beside it while it runs.)
     pub fn path_in(self, dir: &Path) -> std::path::PathBuf {
         match self {
             BackendKind::Redb => dir.join("data.redb"),
@@ -206,7 +213,7 @@ impl BackendKind {
             BackendKind::Sled => path.join("db"),
         };
         if !data.exists() {
-            let compacting = dir.join("compact.tmp").exists() || dir.join("sled.old").exists();
+            let compacting = dir.join(COMPACT_DIR).exists() || dir.join(SLED_OLD).exists();
             return Err(Error::Store {
                 path: dir.to_path_buf(),
                 message: if compacting {

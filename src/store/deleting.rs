@@ -16,11 +16,9 @@ use crate::dynamics::deletion::{
 };
 use crate::error::{Error, Result};
 use crate::model::Event;
-use crate::storage::{BackendKind, Table, WriteBatch};
+use crate::storage::{BackendKind, Table, WriteBatch, COMPACT_DIR, SLED_OLD};
 use crate::text::{event_doc_key, TextDoc};
 
-/// Where a compaction builds the new backend files before they replace the old ones.
-const COMPACT_DIR: &str = "compact.tmp";
 /// Operations per batch while copying into the new backend files.
 const COPY_BATCH: usize = 20_000;
 
@@ -460,7 +458,7 @@ fn swap_in_compacted(kind: BackendKind, dir: &Path, tmp: &Path) -> Result<()> {
             std::fs::rename(&fresh, &live).map_err(|e| Error::io(&live, e))?
         }
         BackendKind::Sled => {
-            let old = dir.join("sled.old");
+            let old = dir.join(SLED_OLD);
             std::fs::rename(&live, &old).map_err(|e| Error::io(&live, e))?;
             std::fs::rename(&fresh, &live).map_err(|e| Error::io(&live, e))?;
             std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
@@ -486,7 +484,7 @@ fn finish_compaction(dir: &Path) -> Result<()> {
 /// index is rebuilt as [`finish_compaction`] would have.
 pub(super) fn recover_compaction(dir: &Path, kind: BackendKind) -> Result<()> {
     let tmp = dir.join(COMPACT_DIR);
-    let old = dir.join("sled.old");
+    let old = dir.join(SLED_OLD);
     if kind == BackendKind::Sled && old.exists() {
         let live = kind.path_in(dir);
         if live.exists() {

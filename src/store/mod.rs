@@ -1625,11 +1625,12 @@ impl Rewriting {
         RewriteUnderWay(self)
     }
 
-    /// Waits until no rewrite is under way, `limit` at most; whether none is.
+    /// Whether a rewrite is under way.
     fn under_way(&self) -> bool {
         *self.busy.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Waits until no rewrite is under way, `limit` at most; whether none is.
     fn wait(&self, limit: std::time::Duration) -> bool {
         let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         if !*busy {
@@ -4391,6 +4392,15 @@ mod tests {
         assert!(store.searches_nodes());
     }
 
+    /// A store in `dir` of five named nodes whose index records `IDS_FLOOR_CUT_SHORT`: its
+    /// node documents are of other ids than the store's.
+    fn store_with_an_index_of_other_ids(dir: &std::path::Path) -> Store {
+        let store = Store::create(dir, BackendKind::Redb).unwrap();
+        store.text.set_next_floor(IDS_FLOOR_CUT_SHORT);
+        ingest_one(&store, 1, (0..5).map(named_node).collect());
+        store
+    }
+
     /// An index whose node documents are of other ids than the store's (a deletion that could
     /// not write them again records `IDS_FLOOR_CUT_SHORT`) gives no node hit, and the next
     /// open for writing rebuilds it.
@@ -4398,9 +4408,7 @@ mod tests {
     fn an_index_of_other_ids_is_rebuilt_by_the_writers_open() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
-            store.text.set_next_floor(IDS_FLOOR_CUT_SHORT);
-            ingest_one(&store, 1, (0..5).map(named_node).collect());
+            let store = store_with_an_index_of_other_ids(dir.path());
             assert!(!store.searches_nodes());
             let hits = store.search("name", &SearchFilter::default(), 10).unwrap();
             assert!(hits
@@ -4448,11 +4456,7 @@ mod tests {
     #[test]
     fn a_reader_apart_from_its_index_warns_at_its_first_search_not_at_its_open() {
         let dir = tempfile::tempdir().unwrap();
-        {
-            let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
-            store.text.set_next_floor(IDS_FLOOR_CUT_SHORT);
-            ingest_one(&store, 1, (0..5).map(named_node).collect());
-        }
+        drop(store_with_an_index_of_other_ids(dir.path()));
         let mut reader = None;
         let at_open = warnings_of(|| reader = Some(Store::open_read_only(dir.path()).unwrap()));
         let reader = reader.unwrap();
