@@ -452,7 +452,7 @@ mod tests {
 pub fn canonical_name(name: &str) -> String {
     let norm = normalize_name(name);
     let norm = norm.strip_prefix("the ").unwrap_or(&norm).to_string();
-    let collapsed = crate::retrieval::link::collapse_initials(&norm);
+    let collapsed = crate::text::names::collapse_initials(&norm);
     if name.chars().any(char::is_uppercase) {
         collapsed
     } else {

@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use ordered_float::OrderedFloat;
 
 use super::{
-    fuse, link::EntityIndex, personalized_pagerank, Candidate, EdgeTerms, Expansion, Link,
-    RankingMode, RetrieveOptions, ScoreParts, SnippetKind, GRAPH_DECADES,
+    fuse, personalized_pagerank, Candidate, EdgeTerms, Expansion, Link, RankingMode,
+    RetrieveOptions, ScoreParts, SnippetKind, GRAPH_DECADES,
 };
 use crate::error::Result;
 use crate::graph::{AdjEntry, Direction, TraversalFilter};
@@ -115,12 +115,11 @@ impl Seeds {
     /// the speaker's name links every turn they said, and "what did Caroline realise after
     /// the race" is about the race.
     pub fn pick(
-        index: &EntityIndex,
-        question: &str,
+        links: Vec<Link>,
+        live_nodes: usize,
         text: &TextEvidence,
         opts: &RetrieveOptions,
     ) -> Self {
-        let links = index.link(question);
         let link_total: f32 = links.iter().map(|l| l.weight).sum();
         let text_total: f32 = text.nodes.values().sum();
         let text_share = if text.dense {
@@ -131,7 +130,7 @@ impl Seeds {
         let link_share = if links.is_empty() {
             0.0
         } else if text_total > 0.0 {
-            (1.0 - text_share) * link_specificity(&links, index.node_count())
+            (1.0 - text_share) * link_specificity(&links, live_nodes)
         } else {
             1.0
         };

@@ -3641,6 +3641,25 @@ impl Store {
         self.text.search_within(text, filter, limit, &scope)
     }
 
+    /// The nodes of `g` under each of `forms` in the full-text index's name field (see
+    /// [`TextIndex::nodes_under_name_terms`]): none while the index's node ids are not the
+    /// graph's (a deletion writing every node's document again), none the graph does not hold.
+    /// Take `g` with [`Store::graph_for_search`].
+    pub(crate) fn nodes_under_name_terms(
+        &self,
+        g: &GraphRead<'_>,
+        forms: &[String],
+    ) -> Result<Vec<Vec<NodeId>>> {
+        if self.ids_apart(&g.state) {
+            return Ok(vec![Vec::new(); forms.len()]);
+        }
+        let mut found = self.text.nodes_under_name_terms(forms)?;
+        for nodes in &mut found {
+            nodes.retain(|n| g.adjacency().contains_node(*n));
+        }
+        Ok(found)
+    }
+
     /// The graph for a read that searches, taken while no deletion in this process writes
     /// every node's full-text document again (`Rewriting`; [`REWRITE_WAIT`] at most), so that
     /// what the search finds is of the graph it reads. The flag is read again under the read:

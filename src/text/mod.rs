@@ -6,6 +6,7 @@
 //! the panic boundary ([`crate::boundary`]): a damaged file fails a search, not the process
 //! (tantivy's own commit and merge threads are out of reach: see `docs/design.md`).
 
+pub mod names;
 mod verified;
 
 use std::ops::Bound;
@@ -28,7 +29,8 @@ use crate::model::{Event, Node, NodeId};
 /// 4: the key and tag fields without field norms.
 /// 5: the name field holds each name form's [`name_term`], not the form; the digest 32 bits;
 ///    the document store compressed by zstd.
-const TEXT_FORMAT: u32 = 5;
+/// 6: the name field holds each node's link keys too ([`names::keys`]).
+const TEXT_FORMAT: u32 = 6;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
 pub(crate) const ANALYZER: &str = "loci_en";
 
@@ -255,6 +257,9 @@ pub(crate) struct TextDoc {
     pub text: String,
     /// Exact lookup forms of a node's name and aliases (see [`name_form`]).
     pub names: Vec<String>,
+    /// The node's other link keys ([`names::keys`] of its name and aliases, less its `names`),
+    /// kept in the name field beside them, for linking through the index.
+    pub link_keys: Vec<String>,
 }
 
 /// The exact-lookup form of a name: normalised (case, punctuation, whitespace), or, for a name
@@ -318,6 +323,14 @@ impl TextDoc {
             .collect();
         names.sort();
         names.dedup();
+        let mut link_keys: Vec<String> = std::iter::once(&n.name)
+            .chain(n.aliases.iter())
+            .flat_map(|surface| names::keys(surface))
+            .map(|(key, _)| key)
+            .filter(|key| names.binary_search(key).is_err())
+            .collect();
+        link_keys.sort();
+        link_keys.dedup();
         TextDoc {
             key: node_doc_key(&n.key),
             target: Target::Node(n.id),
@@ -325,6 +338,7 @@ impl TextDoc {
             ts: n.updated,
             text,
             names,
+            link_keys,
         }
     }
 
@@ -342,6 +356,7 @@ impl TextDoc {
             ts: e.ts,
             text: e.text(),
             names: Vec::new(),
+            link_keys: Vec::new(),
         })
     }
 
@@ -364,6 +379,9 @@ impl TextDoc {
         eat(self.text.as_bytes());
         for n in &self.names {
             eat(n.as_bytes());
+        }
+        for k in &self.link_keys {
+            eat(k.as_bytes());
         }
         // Folded to 32 bits, which the fast field packs in 4 bytes a document where 64 took 8
         // (0.8 bytes an edge at 100M edges). A document that differs from its replay still
@@ -977,7 +995,7 @@ impl TextIndex {
                 }
                 doc.add_i64(self.fields.ts, d.ts);
                 doc.add_text(self.fields.text, &d.text);
-                for n in &d.names {
+                for n in d.names.iter().chain(&d.link_keys) {
                     doc.add_u64(self.fields.name, name_term(n));
                 }
                 doc.add_u64(self.fields.digest, d.digest());
@@ -1250,39 +1268,57 @@ impl TextIndex {
         if form.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let term = Term::from_field_u64(self.fields.name, name_term(&form));
-        let searcher = self.reader.searcher();
-        let mut nodes = self.read("name lookup", || {
-            let mut nodes = Vec::new();
-            for segment in searcher.segment_readers() {
-                let index = segment.inverted_index(self.fields.name).map_err(terr)?;
-                let Some(mut postings) = index
-                    .read_postings(&term, IndexRecordOption::Basic)
-                    .map_err(terr)?
-                else {
-                    continue;
-                };
-                let refs = segment.fast_fields().u64("ref").map_err(terr)?;
-                let mut doc = postings.doc();
-                while doc != tantivy::TERMINATED {
-                    if !segment.is_deleted(doc) {
-                        if let Some(Target::Node(n)) = refs.first(doc).map(Target::from_ref) {
-                            nodes.push(n);
-                        }
-                    }
-                    doc = postings.advance();
-                }
-            }
-            Ok(nodes)
-        })?;
-        // By id, not by the segments' order, which merges decide.
-        nodes.sort_unstable();
-        nodes.dedup();
+        let nodes = self.nodes_under_name_terms(std::slice::from_ref(&form))?;
         Ok(nodes
             .into_iter()
+            .flatten()
             .filter(|n| bears(*n, &form))
             .take(limit)
             .collect())
+    }
+
+    /// For each of `forms`, the nodes whose documents hold its [`name_term`] in the name field
+    /// (a name form or a link key of theirs, or of a form of the same hash: callers check
+    /// each), by id. One read of the index for all of them: linking a question looks up every
+    /// span of it at once.
+    pub fn nodes_under_name_terms(&self, forms: &[String]) -> Result<Vec<Vec<NodeId>>> {
+        self.refuse_if_damaged()?;
+        let terms: Vec<Term> = forms
+            .iter()
+            .map(|f| Term::from_field_u64(self.fields.name, name_term(f)))
+            .collect();
+        let searcher = self.reader.searcher();
+        let mut found = self.read("name lookup", || {
+            let mut found = vec![Vec::new(); terms.len()];
+            for segment in searcher.segment_readers() {
+                let index = segment.inverted_index(self.fields.name).map_err(terr)?;
+                let refs = segment.fast_fields().u64("ref").map_err(terr)?;
+                for (term, nodes) in terms.iter().zip(found.iter_mut()) {
+                    let Some(mut postings) = index
+                        .read_postings(term, IndexRecordOption::Basic)
+                        .map_err(terr)?
+                    else {
+                        continue;
+                    };
+                    let mut doc = postings.doc();
+                    while doc != tantivy::TERMINATED {
+                        if !segment.is_deleted(doc) {
+                            if let Some(Target::Node(n)) = refs.first(doc).map(Target::from_ref) {
+                                nodes.push(n);
+                            }
+                        }
+                        doc = postings.advance();
+                    }
+                }
+            }
+            Ok(found)
+        })?;
+        for nodes in &mut found {
+            // By id, not by the segments' order, which merges decide.
+            nodes.sort_unstable();
+            nodes.dedup();
+        }
+        Ok(found)
     }
 
     /// What the top documents point at, read from the `ref` fast field (one column per
@@ -1509,6 +1545,7 @@ mod tests {
             ts: 0,
             text: names.join(" "),
             names: names.iter().map(|n| name_form(n)).collect(),
+            link_keys: Vec::new(),
         }
     }
 
