@@ -1702,3 +1702,33 @@ fn commit_every_zero_is_refused_as_usage() {
     let stats = json(&["stats", "--store", p(&store), "--json"]);
     assert_eq!(stats["events"], 0);
 }
+
+/// `loci query ""` and `loci search " "` (an unset variable in a script) exit 3 naming what
+/// is empty, as do an empty `--label` or `--kind`: they had exited 0 with nothing found.
+#[test]
+fn empty_questions_search_texts_and_filters_exit_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    for (args, name) in [
+        (vec!["query", "--store", p(&store), ""], "question"),
+        (vec!["query", "--store", p(&store), "  "], "question"),
+        (vec!["search", "--store", p(&store), " "], "text"),
+        (
+            vec!["search", "--store", p(&store), "emerald", "--label", ""],
+            "label",
+        ),
+        (
+            vec!["search", "--store", p(&store), "emerald", "--kind", " "],
+            "kind",
+        ),
+    ] {
+        let out = loci(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains(name) && err.contains("empty"),
+            "{args:?}: {err}"
+        );
+    }
+    ok(&["search", "--store", p(&store), "emerald", "--label", "Item"]);
+}

@@ -1024,3 +1024,27 @@ fn the_pronoun_i_does_not_keep_a_questions_names_from_linking() {
         }
     }
 }
+
+/// A question of no words (empty, or whitespace only: an unset variable in `loci query "$Q"`)
+/// is refused naming the question. It had been answered with an empty pack and exit 0, which
+/// a caller cannot tell from a question the store knows nothing of.
+#[test]
+fn an_empty_question_is_refused_naming_the_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = film_store(dir.path());
+    let retriever = Retriever::new(&store).unwrap();
+    for blank in ["", "   ", " \n\t "] {
+        let err = retriever
+            .retrieve(blank, &RetrieveOptions::default())
+            .unwrap_err();
+        assert!(
+            matches!(&err, loci::Error::InvalidArgument { name, .. } if name == "question"),
+            "{blank:?}: {err}"
+        );
+        assert!(err.to_string().contains("empty"), "{err}");
+    }
+    // A question of symbols only is not empty: it is looked up by name.
+    retriever
+        .retrieve("$", &RetrieveOptions::default())
+        .unwrap();
+}

@@ -457,6 +457,9 @@ async fn the_openapi_document_lists_every_route() {
         v["components"]["schemas"]["QueryRequest"]["properties"]["limit"]["minimum"],
         1
     );
+    // MCP's endpoint is listed (a client reading the document had not known it was there).
+    let mcp = v["paths"]["/mcp"]["post"].to_string();
+    assert!(mcp.contains("JSON-RPC") && mcp.contains("recall"), "{mcp}");
     // The working-memory operation's body is described, its `op` among its fields.
     let wm = v["paths"]["/v1/wm"]["post"]["requestBody"].to_string();
     assert!(wm.contains("WmOp"), "{wm}");
@@ -477,6 +480,7 @@ async fn the_openapi_document_lists_every_route() {
         "/v1/search",
         "/openapi.json",
         "/metrics",
+        "/mcp",
     ] {
         assert!(
             paths.contains(&required),
@@ -585,6 +589,37 @@ async fn a_limit_of_zero_is_refused_naming_the_limit() {
         let message = v["error"]["message"].as_str().unwrap();
         assert!(message.starts_with("limit"), "{uri}: {message}");
     }
+}
+
+/// An empty search text, question or filter is refused naming it: `q=` and a blank question
+/// had answered 200 with nothing, and `label=` or `kind=` filtered to a name nothing has, so
+/// any search with it found nothing.
+#[tokio::test]
+async fn empty_search_text_questions_and_filters_are_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for (method, uri, body, name) in [
+        ("GET", "/v1/search?q=", None, "q"),
+        ("GET", "/v1/search?q=%20%20", None, "q"),
+        ("GET", "/v1/search?q=emerald&label=", None, "label"),
+        ("GET", "/v1/search?q=emerald&kind=%20", None, "kind"),
+        (
+            "POST",
+            "/v1/query",
+            Some(r#"{"question": " "}"#),
+            "question",
+        ),
+    ] {
+        let (s, v, _) = call(&st, method, uri, body, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
+        assert_eq!(v["error"]["code"], "bad_input", "{uri}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        let named = message.starts_with(&format!("{name}:"))
+            || message.starts_with(&format!("invalid argument {name}:"));
+        assert!(named && message.contains("empty"), "{uri}: {message}");
+    }
+    let (s, v, _) = call(&st, "GET", "/v1/search?q=emerald&label=Item", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
 }
 
 /// `POST /v1/events` takes a `namespace` for passages, as `loci ingest --namespace` does: two

@@ -27,6 +27,13 @@ pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> 
 }
 
 pub fn search(a: SearchArgs) -> Result<Code> {
+    loci::text::refuse_blank(&a.text, "text")?;
+    for label in &a.label {
+        loci::text::refuse_blank(label, "label")?;
+    }
+    for kind in &a.kind {
+        loci::text::refuse_blank(kind, "kind")?;
+    }
     let s = open_for_reading(&a.store)?;
     warn_unknown_names(&s, &[], &a.label);
     let time = match (a.from, a.to) {

@@ -984,6 +984,7 @@ impl<'s> Retriever<'s> {
     /// candidates → ranking → packing (the stages are in [`stages`]).
     pub fn retrieve(&self, question: &str, opts: &RetrieveOptions) -> Result<ContextPack> {
         let started = Instant::now();
+        crate::text::refuse_blank(question, "question")?;
         check_options(opts)?;
         // The stages take ids from the graph and read them back after it (events, rendering):
         // a deletion in between gives every id anew, and the pack is made again.

@@ -103,6 +103,18 @@ fn row_limit(given: Option<usize>, default: usize) -> Result<usize, ApiError> {
     }
 }
 
+/// Refuses parameter `name` given as nothing but whitespace (`?label=`): as a filter it had
+/// matched nothing, as a search text found nothing (see [`crate::text::refuse_blank`]).
+fn not_blank(name: &str, value: Option<&str>) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v.trim().is_empty() => Err(ApiError::bad_input(format!(
+            "{name}: {}",
+            crate::text::BLANK
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The routes, with the state they need.
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -160,7 +172,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         compact,
         pin,
         working_memory,
-        change_working_memory
+        change_working_memory,
+        mcp_endpoint
     ),
     components(schemas(
         QueryRequest,
@@ -176,6 +189,19 @@ pub fn routes() -> Router<Arc<AppState>> {
     ))
 )]
 pub struct ApiDoc;
+
+/// MCP (the Model Context Protocol) over streamable HTTP: JSON-RPC 2.0 messages (`initialize`,
+/// then `tools/list`, `tools/call`, `resources/list`, `resources/read`). The tools: `remember`,
+/// `recall`, `query`, `timeline`, `neighbours`, `context`; the resources: the saved queries
+/// (`loci://queries/...`). Answered as JSON or as an event stream, in a session the
+/// `Mcp-Session-Id` header carries. Served by the MCP service mounted at `/mcp` (see
+/// `serve::mcp`): this item only documents it, as no handler of this module answers it.
+#[utoipa::path(post, path = "/mcp", request_body(content = Json_, description = "a JSON-RPC 2.0 request or notification"),
+    responses((status = 200, description = "the JSON-RPC response (application/json or text/event-stream)"),
+        (status = 202, description = "a notification or response accepted"),
+        (status = 401, body = super::error::ErrorBody)))]
+#[allow(dead_code)]
+fn mcp_endpoint() {}
 
 /// Liveness; needs no key.
 #[utoipa::path(get, path = "/health", responses((status = 200, body = Json_)))]
@@ -471,6 +497,9 @@ struct SearchParams {
     responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
 async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>) -> Answer {
     let limit = row_limit(p.limit, 10)?;
+    not_blank("q", Some(&p.q))?;
+    not_blank("label", p.label.as_deref())?;
+    not_blank("kind", p.kind.as_deref())?;
     st.blocking(move |s| {
         let mut filter = SearchFilter::default()
             .with_labels(p.label)

@@ -262,6 +262,22 @@ pub(crate) struct TextDoc {
     pub link_keys: Vec<String>,
 }
 
+/// What [`refuse_blank`] says of a value of whitespace only.
+pub(crate) const BLANK: &str = "is empty; give it words, or leave it out where it is optional";
+
+/// Refuses a question, search text or filter name `value` of nothing but whitespace, naming
+/// it as `name`: an unset variable in a script (`loci query "$Q"`) had been answered with
+/// nothing found, which a caller cannot tell from a store that knows nothing of it.
+pub fn refuse_blank(value: &str, name: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(Error::InvalidArgument {
+            name: name.into(),
+            message: BLANK.into(),
+        });
+    }
+    Ok(())
+}
+
 /// The exact-lookup form of a name: normalised (case, punctuation, whitespace), or, for a name
 /// of symbols only ("$"), trimmed and lowercased. Names made only of stopwords ("Her", "Are
 /// You Here") have no analysed terms, so they are found through this form.
