@@ -466,12 +466,13 @@ fn linking_never_panics_on_awkward_names() {
         "Who recorded Beyoncé (album)?",
         " Beyoncé ",
         "🎵🎶",
-        "",
         "()",
         "Émile Zola writer",
     ] {
         r.retrieve(q, &RetrieveOptions::default()).unwrap();
     }
+    // An empty question is refused, not linked (an_empty_question_is_refused_naming_the_question).
+    assert!(r.retrieve("", &RetrieveOptions::default()).is_err());
     let pack = r
         .retrieve(
             "Who recorded Beyoncé?",
