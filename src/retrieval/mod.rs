@@ -24,7 +24,7 @@ pub mod tokens;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ordered_float::OrderedFloat;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -33,7 +33,7 @@ use crate::dynamics::usage::{Item, Tier};
 use crate::error::{Error, Result};
 use crate::graph::{AdjEntry, TraversalFilter};
 use crate::model::{labels, relations, EdgeId, NodeId, Value};
-use crate::store::{GraphRead, Store};
+use crate::store::{EdgeCore, GraphRead, Store};
 
 pub use link::{EntityIndex, Link, QuestionNames};
 pub use ppr::{personalized_pagerank, PushParams};
@@ -639,11 +639,66 @@ struct EdgeTerms {
     by_relation: Vec<Vec<u32>>,
     /// Indexed by edge id; empty for edges without a context.
     by_edge: Vec<Box<[u32]>>,
-    /// The edges of the relations with few ([`NAMED_RELATION_MAX_OPEN`],
-    /// [`NAMED_RELATION_MAX_EDGES`]), by relation then id; relation `r`'s are
-    /// `few_edges[few_at[r]..few_at[r + 1]]` (none for a commoner relation).
-    few_edges: Vec<EdgeId>,
-    few_at: Vec<usize>,
+    /// The edges of the relations with few. Finding them reads every edge, which took 4 s at
+    /// 100M edges, and only a question with no other seed needs them: they are found with the
+    /// mentions' contexts when the graph has mentions, else by the first question that needs
+    /// them ([`EdgeTerms::few_edges`]).
+    few: OnceLock<FewEdges>,
+}
+
+/// The edges of the relations with few ([`NAMED_RELATION_MAX_OPEN`],
+/// [`NAMED_RELATION_MAX_EDGES`]), by relation then id; relation `r`'s are
+/// `edges[at[r]..at[r + 1]]` (none for a commoner relation).
+#[derive(Default)]
+struct FewEdges {
+    edges: Vec<EdgeId>,
+    at: Vec<usize>,
+}
+
+impl FewEdges {
+    /// The few edges of each of the first `relations` relations among `edges` (every live
+    /// edge, in id order), showing each edge to `each` as it passes.
+    fn collect(
+        relations: usize,
+        edges: impl Iterator<Item = (EdgeId, EdgeCore)>,
+        mut each: impl FnMut(EdgeId, &EdgeCore),
+    ) -> Self {
+        // By relation: its facts without an end so far, and its edges while it has few.
+        let mut few: Vec<(usize, Option<Vec<EdgeId>>)> = vec![(0, Some(Vec::new())); relations];
+        for (id, e) in edges {
+            each(id, &e);
+            if let Some((open, slot)) = few.get_mut(e.relation as usize) {
+                *open += usize::from(e.valid_to == i64::MAX);
+                match slot {
+                    Some(ids)
+                        if *open <= NAMED_RELATION_MAX_OPEN
+                            && ids.len() < NAMED_RELATION_MAX_EDGES =>
+                    {
+                        ids.push(id)
+                    }
+                    _ => *slot = None,
+                }
+            }
+        }
+        let mut out = FewEdges {
+            edges: Vec::new(),
+            at: vec![0],
+        };
+        for (_, ids) in few {
+            out.edges.extend(ids.unwrap_or_default());
+            out.at.push(out.edges.len());
+        }
+        out
+    }
+
+    /// Relation `rel`'s edges, if it has few enough to seed from (else none), by id.
+    fn of(&self, rel: u32) -> &[EdgeId] {
+        let rel = rel as usize;
+        match (self.at.get(rel), self.at.get(rel + 1)) {
+            (Some(&a), Some(&b)) => self.edges.get(a..b).unwrap_or_default(),
+            _ => &[],
+        }
+    }
 }
 
 impl EdgeTerms {
@@ -669,33 +724,16 @@ impl EdgeTerms {
             t.by_relation.push(intern(words, &mut t.ids));
             rel += 1;
         }
-        let mentions = g.relation_id(relations::MENTIONS);
         let mut with_context: Vec<EdgeId> = Vec::new();
-        // By relation: its facts without an end so far, and its edges while it has few.
-        let mut few: Vec<(usize, Option<Vec<EdgeId>>)> = vec![(0, Some(Vec::new())); rel as usize];
-        for (id, e) in g.edges() {
-            if Some(e.relation) == mentions {
-                with_context.push(id);
-            }
-            if let Some((open, slot)) = few.get_mut(e.relation as usize) {
-                *open += usize::from(e.valid_to == i64::MAX);
-                match slot {
-                    Some(ids)
-                        if *open <= NAMED_RELATION_MAX_OPEN
-                            && ids.len() < NAMED_RELATION_MAX_EDGES =>
-                    {
-                        ids.push(id)
-                    }
-                    _ => *slot = None,
+        if let Some(mentions) = g.relation_id(relations::MENTIONS) {
+            let few = FewEdges::collect(rel as usize, g.edges(), |id, e| {
+                if e.relation == mentions {
+                    with_context.push(id);
                 }
-            }
+            });
+            t.few = OnceLock::from(few);
         }
         drop(g);
-        t.few_at.push(0);
-        for (_, ids) in few {
-            t.few_edges.extend(ids.unwrap_or_default());
-            t.few_at.push(t.few_edges.len());
-        }
         for id in with_context {
             let Some(edge) = store.edge(id)? else {
                 continue;
@@ -735,13 +773,12 @@ impl EdgeTerms {
             .collect()
     }
 
-    /// The edges of relation `rel` when it has few enough to seed from (else none), by id.
-    fn few_edges(&self, rel: u32) -> &[EdgeId] {
-        let rel = rel as usize;
-        match (self.few_at.get(rel), self.few_at.get(rel + 1)) {
-            (Some(&a), Some(&b)) => self.few_edges.get(a..b).unwrap_or_default(),
-            _ => &[],
-        }
+    /// The edges of relation `rel` when it has few enough to seed from (else none), by id;
+    /// found in `g` if no question needed them before.
+    fn few_edges(&self, g: &GraphRead<'_>, rel: u32) -> &[EdgeId] {
+        self.few
+            .get_or_init(|| FewEdges::collect(self.by_relation.len(), g.edges(), |_, _| {}))
+            .of(rel)
     }
 
     /// How many words relation `rel`'s name has.

@@ -362,13 +362,13 @@ impl<'g, 'o> Scope<'g, 'o> {
         relations.sort_by_key(|&r| {
             (
                 Reverse(terms.relation_words(r)),
-                terms.few_edges(r).len(),
+                terms.few_edges(&self.g, r).len(),
                 r,
             )
         });
         let adj = self.g.adjacency();
         for relation in relations {
-            for &edge in terms.few_edges(relation).iter().rev() {
+            for &edge in terms.few_edges(&self.g, relation).iter().rev() {
                 if out.edges.len() == NAMED_FACTS_MAX {
                     return out;
                 }
