@@ -14,6 +14,7 @@ use crate::model::{normalize_name, singular, Node, NodeId};
 use crate::store::GraphRead;
 pub use crate::text::names::collapse_initials;
 use crate::text::names::{keys, STOP};
+use crate::text::TermHits;
 
 /// Longest name, in words, the linker looks for.
 const MAX_WORDS: usize = 10;
@@ -115,14 +116,19 @@ fn disambiguation_of(name: &str) -> Option<Vec<String>> {
     (!words.is_empty()).then(|| words.split(' ').map(str::to_string).collect())
 }
 
-/// The quality of `node`'s best key of form `key` (over its name and aliases), if it has one.
-fn key_quality(node: &Node, key: &str) -> Option<f32> {
-    std::iter::once(&node.name)
-        .chain(node.aliases.iter())
-        .flat_map(|surface| keys(surface))
-        .filter(|(k, _)| k == key)
-        .map(|(_, q)| q)
-        .reduce(f32::max)
+/// A node's link keys: each key of its name and aliases once, with its best quality. The
+/// dictionary's entries for the node, and what a node the index gives is checked against.
+fn best_keys(node: &Node) -> Vec<(String, f32)> {
+    let mut out: Vec<(String, f32)> = Vec::new();
+    for surface in std::iter::once(&node.name).chain(node.aliases.iter()) {
+        for (key, quality) in keys(surface) {
+            match out.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, q)) => *q = q.max(quality),
+                None => out.push((key, quality)),
+            }
+        }
+    }
+    out
 }
 
 /// The spans of `words` starting at `i` that may name an entity, longest first, with their
@@ -155,6 +161,9 @@ fn link_by(names: &impl Names, question: &str) -> Vec<Link> {
     let words_all: Vec<String> = words.iter().map(|w| w.norm.clone()).collect();
     let cased = words.iter().any(|w| w.named);
     let mut out: Vec<Link> = Vec::new();
+    // Where each node's link is in `out`: a name that titles thousands of nodes (a speaker's,
+    // on every turn they said) made finding them there quadratic.
+    let mut at: Map<NodeId, usize> = Map::default();
     let mut i = 0;
     while i < words.len() {
         let mut matched = 0;
@@ -189,7 +198,7 @@ fn link_by(names: &impl Names, question: &str) -> Vec<Link> {
             for (node, q) in scored.iter().filter(|(_, q)| *q >= best) {
                 let quality = q * scale;
                 let idf = names.idf(*node);
-                match out.iter_mut().find(|l| l.node == *node) {
+                match at.get(node).map(|&k| &mut out[k]) {
                     Some(l) if l.weight >= quality * idf => {}
                     Some(l) => {
                         l.quality = quality;
@@ -197,14 +206,17 @@ fn link_by(names: &impl Names, question: &str) -> Vec<Link> {
                         l.phrase.clone_from(&phrase);
                         l.shared_by = shared_by;
                     }
-                    None => out.push(Link {
-                        node: *node,
-                        phrase: phrase.clone(),
-                        quality,
-                        idf,
-                        weight: quality * idf,
-                        shared_by,
-                    }),
+                    None => {
+                        at.insert(*node, out.len());
+                        out.push(Link {
+                            node: *node,
+                            phrase: phrase.clone(),
+                            quality,
+                            idf,
+                            weight: quality * idf,
+                            shared_by,
+                        });
+                    }
                 }
             }
             matched = n;
@@ -235,15 +247,8 @@ impl EntityIndex {
             if let Some(words) = disambiguation_of(&node.name) {
                 disambiguation.insert(node.id, words);
             }
-            let surfaces = std::iter::once(&node.name).chain(node.aliases.iter());
-            for surface in surfaces {
-                for (key, quality) in keys(surface) {
-                    let list = dict.entry(key).or_default();
-                    match list.iter_mut().find(|(id, _)| *id == node.id) {
-                        Some((_, q)) => *q = q.max(quality),
-                        None => list.push((node.id, quality)),
-                    }
-                }
+            for (key, quality) in best_keys(&node) {
+                dict.entry(key).or_default().push((node.id, quality));
             }
         }
         EntityIndex {
@@ -284,10 +289,13 @@ impl Names for EntityIndex {
 
 /// The names one question's spans may be, looked up in the full-text index: how a store too
 /// large for a dictionary in memory links (the dictionary of 20M nodes took 3.9 GB, and 35 s
-/// of a first question's 42). It holds what the dictionary would hold for those keys: the
-/// index keeps each node's keys as hashes, so every node it gives has its keys made again from
-/// its name and aliases, and is kept only if one is the key asked for.
+/// of a first question's 42). It holds what the dictionary would hold for those keys, as long
+/// as the index is at the graph's position: the index keeps each node's keys as hashes, so
+/// every node it gives has its keys made again from its name and aliases, and is kept only
+/// under those. (A node whose document is behind the graph, as after a failed index update
+/// until the next open, links by the keys both hold.)
 pub struct QuestionNames {
+    question: String,
     named: Map<String, Vec<(NodeId, f32)>>,
     disambiguation: Map<NodeId, Vec<String>>,
     idf: Map<NodeId, f32>,
@@ -295,13 +303,12 @@ pub struct QuestionNames {
 }
 
 impl QuestionNames {
-    /// Looks up every span of `question` (and its singular) at once: `nodes_under` gives, for
-    /// each key, the nodes whose documents hold its hash (see
-    /// [`crate::text::TextIndex::nodes_under_name_terms`]).
-    pub fn look_up(
+    /// Looks up every span of `question` (and its singular) at once: `nodes_under` gives the
+    /// nodes whose documents hold each span's hash (see `Store::nodes_under_name_terms`).
+    pub(crate) fn look_up(
         g: &GraphRead<'_>,
         question: &str,
-        nodes_under: impl FnOnce(&[String]) -> Result<Vec<Vec<NodeId>>>,
+        nodes_under: impl FnOnce(&[String]) -> Result<TermHits>,
     ) -> Result<Self> {
         let words = question_words(question);
         let cased = words.iter().any(|w| w.named);
@@ -317,32 +324,43 @@ impl QuestionNames {
         }
         forms.sort_unstable();
         forms.dedup();
-        let under = nodes_under(&forms)?;
+        let hits = nodes_under(&forms)?;
+        // Each list's forms by their text, to file each node of the list under those of its
+        // keys that are among them: one pass over a list however many forms share its hash.
+        let mut forms_of_list: Vec<Map<&str, ()>> = vec![Map::default(); hits.nodes.len()];
+        for (form, &list) in forms.iter().zip(&hits.of_form) {
+            forms_of_list[list].insert(form.as_str(), ());
+        }
         let live = g.adjacency().node_count();
-        let mut read: Map<NodeId, Option<Node>> = Map::default();
         let mut out = QuestionNames {
+            question: question.to_string(),
             named: Map::default(),
             disambiguation: Map::default(),
             idf: Map::default(),
             nodes: live,
         };
-        for (form, ids) in forms.into_iter().zip(under) {
-            let mut list = Vec::new();
-            for id in ids {
-                let node = read.entry(id).or_insert_with(|| g.node(id));
-                if let Some(q) = node.as_ref().and_then(|n| key_quality(n, &form)) {
-                    list.push((id, q));
+        // Each node's keys, made once: only what linking reads of it is kept.
+        let mut keys_of: Map<NodeId, Vec<(String, f32)>> = Map::default();
+        for (ids, forms) in hits.nodes.iter().zip(&forms_of_list) {
+            for &id in ids {
+                let keys = keys_of.entry(id).or_insert_with(|| {
+                    let Some(node) = g.node(id) else {
+                        return Vec::new();
+                    };
+                    out.idf.insert(id, idf_of(live, g.adjacency().degree(id)));
+                    if let Some(words) = disambiguation_of(&node.name) {
+                        out.disambiguation.insert(id, words);
+                    }
+                    best_keys(&node)
+                });
+                for (key, quality) in keys.iter() {
+                    if forms.contains_key(key.as_str()) {
+                        out.named
+                            .entry(key.clone())
+                            .or_default()
+                            .push((id, *quality));
+                    }
                 }
-            }
-            if !list.is_empty() {
-                out.named.insert(form, list);
-            }
-        }
-        for (id, node) in read {
-            let Some(node) = node else { continue };
-            out.idf.insert(id, idf_of(live, g.adjacency().degree(id)));
-            if let Some(words) = disambiguation_of(&node.name) {
-                out.disambiguation.insert(id, words);
             }
         }
         Ok(out)
@@ -354,8 +372,8 @@ impl QuestionNames {
     }
 
     /// The entities named in the question these names were looked up for (see [`link_by`]).
-    pub fn link(&self, question: &str) -> Vec<Link> {
-        link_by(self, question)
+    pub fn link(&self) -> Vec<Link> {
+        link_by(self, &self.question)
     }
 }
 
@@ -473,51 +491,19 @@ mod tests {
         out
     }
 
-    /// Linking through the full-text index gives what the dictionary gives, link for link and
-    /// in the same order (the index keeps hashes of keys: each node it gives must have its
-    /// keys made again), after a rename and a retraction too.
-    #[test]
-    fn linking_through_the_index_links_as_the_dictionary_does() {
-        use crate::model::{kinds, Assertion, EdgeUpsert, EventDraft, NodeUpsert};
-        use crate::{BackendKind, Store};
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
-        let mut assertions: Vec<Assertion> = NAMES
-            .iter()
-            .enumerate()
-            .map(|(i, (name, aliases))| {
-                Assertion::UpsertNode(NodeUpsert {
-                    key: format!("k{i}"),
-                    name: Some(name.to_string()),
-                    aliases: aliases.iter().map(|a| a.to_string()).collect(),
-                    ..Default::default()
-                })
-            })
-            .collect();
-        // Degrees of 0 to 4, for inverse frequencies that differ.
-        for i in 0..NAMES.len() {
-            for j in 1..=(i % 5) {
-                assertions.push(Assertion::UpsertEdge(EdgeUpsert {
-                    from: format!("k{i}"),
-                    relation: "NEAR".into(),
-                    to: format!("k{}", (i + j) % NAMES.len()),
-                    ..Default::default()
-                }));
-            }
-        }
-        let mut ev = EventDraft::new(0, "test", kinds::IMPORT);
-        ev.assertions = assertions;
-        store.ingest(vec![ev]).unwrap();
-        let mut later = EventDraft::new(1, "test", kinds::IMPORT);
-        later.assertions = vec![
-            Assertion::UpsertNode(NodeUpsert {
-                key: "k1".into(),
-                name: Some("Renamed Society".into()),
-                ..Default::default()
-            }),
-            Assertion::RetractNode { key: "k17".into() },
-        ];
-        store.ingest(vec![later]).unwrap();
+    /// Links `question` through the index of `store`.
+    fn through_the_index(store: &crate::Store, question: &str) -> Vec<Link> {
+        let g = store.graph_for_search();
+        QuestionNames::look_up(&g, question, |forms| {
+            store.nodes_under_name_terms(&g, forms)
+        })
+        .unwrap()
+        .link()
+    }
+
+    /// Asserts that every question links the same through the index of `store` as through a
+    /// dictionary of it; how many questions linked anything.
+    fn assert_both_ways_link_alike(store: &crate::Store) -> usize {
         let g = store.graph_for_search();
         let dictionary = EntityIndex::build(&g);
         let mut linked = 0;
@@ -525,25 +511,142 @@ mod tests {
             let names =
                 QuestionNames::look_up(&g, &q, |forms| store.nodes_under_name_terms(&g, forms))
                     .unwrap();
-            let links = names.link(&q);
+            let links = names.link();
             assert_eq!(links, dictionary.link(&q), "{q}");
             assert_eq!(names.node_count(), dictionary.node_count());
             linked += usize::from(!links.is_empty());
         }
-        assert!(linked > 1000, "{linked} questions linked");
-        // The old name is gone from the index, the new one is there.
-        let gone = QuestionNames::look_up(&g, "tolkien society", |forms| {
-            store.nodes_under_name_terms(&g, forms)
-        })
-        .unwrap();
-        assert!(gone
-            .link("tolkien society")
+        linked
+    }
+
+    /// Linking through the full-text index gives what the dictionary gives, link for link and
+    /// in the same order (the index keeps hashes of keys: each node it gives must have its
+    /// keys made again): after a rename, a retraction, a new alias, a deletion that gives
+    /// every id anew, and a reopen.
+    #[test]
+    fn linking_through_the_index_links_as_the_dictionary_does() {
+        use crate::model::{kinds, Assertion, EdgeUpsert, EventDraft, NodeUpsert};
+        use crate::{BackendKind, DeleteRequest, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+        let event = |assertion: Assertion| {
+            let mut ev = EventDraft::new(0, "test", kinds::IMPORT);
+            ev.assertions = vec![assertion];
+            ev
+        };
+        // An event a node and an edge, so that a deletion of one node leaves the others.
+        let mut events: Vec<EventDraft> = NAMES
             .iter()
-            .all(|l| l.node != NodeId(1)));
-        let renamed = QuestionNames::look_up(&g, "renamed society", |forms| {
-            store.nodes_under_name_terms(&g, forms)
-        })
-        .unwrap();
-        assert_eq!(renamed.link("renamed society")[0].node, NodeId(1));
+            .enumerate()
+            .map(|(i, (name, aliases))| {
+                event(Assertion::UpsertNode(NodeUpsert {
+                    key: format!("k{i}"),
+                    name: Some(name.to_string()),
+                    aliases: aliases.iter().map(|a| a.to_string()).collect(),
+                    ..Default::default()
+                }))
+            })
+            .collect();
+        // Degrees of 0 to 4, for inverse frequencies that differ.
+        for i in 0..NAMES.len() {
+            for j in 1..=(i % 5) {
+                events.push(event(Assertion::UpsertEdge(EdgeUpsert {
+                    from: format!("k{i}"),
+                    relation: "NEAR".into(),
+                    to: format!("k{}", (i + j) % NAMES.len()),
+                    ..Default::default()
+                })));
+            }
+        }
+        store.ingest(events).unwrap();
+        assert!(assert_both_ways_link_alike(&store) > 1000);
+        store
+            .ingest(vec![
+                event(Assertion::UpsertNode(NodeUpsert {
+                    key: "k1".into(),
+                    name: Some("Renamed Society".into()),
+                    ..Default::default()
+                })),
+                event(Assertion::RetractNode { key: "k17".into() }),
+                event(Assertion::UpsertNode(NodeUpsert {
+                    key: "k9".into(),
+                    aliases: vec!["The Sticks".into()],
+                    ..Default::default()
+                })),
+            ])
+            .unwrap();
+        assert!(assert_both_ways_link_alike(&store) > 1000);
+        // The old name is gone from the index, the new one is there.
+        let k1 = store.graph().node_id("k1").unwrap();
+        assert!(through_the_index(&store, "tolkien society")
+            .iter()
+            .all(|l| l.node != k1));
+        assert_eq!(through_the_index(&store, "renamed society")[0].node, k1);
+        store
+            .delete(&DeleteRequest {
+                events: Vec::new(),
+                nodes: vec!["k3".into()],
+            })
+            .unwrap();
+        let k19 = store.graph().node_id("k19").unwrap();
+        assert!(k19.0 < 19, "the deletion gave ids anew: {k19:?}");
+        assert!(assert_both_ways_link_alike(&store) > 1000);
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert!(assert_both_ways_link_alike(&store) > 1000);
+    }
+
+    /// Forms of one 32-bit hash share one list of nodes, and a node under it links only by
+    /// its own keys: a question of spans made to collide with a name links nothing through it.
+    #[test]
+    fn forms_of_one_hash_share_a_list_and_link_only_by_their_own_keys() {
+        use crate::model::{kinds, Assertion, EventDraft, NodeUpsert};
+        use crate::text::name_term;
+        use crate::{BackendKind, Store};
+        let mut seen: HashMap<u64, String> = HashMap::new();
+        let (a, b) = (0u32..)
+            .map(|i| format!("zq{i}"))
+            .find_map(|form| {
+                let term = name_term(&form);
+                match seen.get(&term) {
+                    Some(other) => Some((other.clone(), form)),
+                    None => {
+                        seen.insert(term, form);
+                        None
+                    }
+                }
+            })
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+        let mut ev = EventDraft::new(0, "test", kinds::IMPORT);
+        ev.assertions = (0..3)
+            .map(|i| {
+                Assertion::UpsertNode(NodeUpsert {
+                    key: format!("k{i}"),
+                    name: Some(a.clone()),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        store.ingest(vec![ev]).unwrap();
+        let g = store.graph_for_search();
+        let hits = store
+            .nodes_under_name_terms(&g, &[a.clone(), b.clone()])
+            .unwrap();
+        assert_eq!(hits.of_form[0], hits.of_form[1], "{a} and {b} share a hash");
+        assert_eq!(hits.nodes.len(), 1);
+        assert_eq!(hits.nodes[0].len(), 3);
+        drop(g);
+        assert!(
+            through_the_index(&store, &b).is_empty(),
+            "{b} names nothing"
+        );
+        assert_eq!(through_the_index(&store, &a).len(), 3);
+        assert_eq!(
+            through_the_index(&store, &format!("{b} {b} {a}")).len(),
+            3,
+            "{a} still links beside {b}"
+        );
     }
 }

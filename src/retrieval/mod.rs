@@ -35,7 +35,8 @@ use crate::graph::{AdjEntry, TraversalFilter};
 use crate::model::{labels, relations, EdgeId, NodeId, Value};
 use crate::store::{EdgeCore, GraphRead, Store};
 
-pub use link::{EntityIndex, Link, QuestionNames};
+use link::QuestionNames;
+pub use link::{EntityIndex, Link};
 pub use ppr::{personalized_pagerank, PushParams};
 use stages::{Scope, Seeds, TextEvidence};
 pub use tokens::{ApproxTokens, Cl100kTokens, TokenCounter, Tokenizer};
@@ -996,10 +997,13 @@ impl<'s> Retriever<'s> {
     /// fails).
     pub fn link(&self, question: &str) -> Vec<Link> {
         match self.current().or_else(|_| self.snapshot()) {
-            Ok(d) => self
-                .link_with(&d, question)
-                .map(|(links, _)| links)
-                .unwrap_or_default(),
+            Ok(d) => match self.link_with(&d, question) {
+                Ok((links, _)) => links,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the question's names could not be looked up in the full-text index; nothing linked");
+                    Vec::new()
+                }
+            },
             Err(_) => Vec::new(),
         }
     }
@@ -1014,7 +1018,7 @@ impl<'s> Retriever<'s> {
         let names = QuestionNames::look_up(&g, question, |forms| {
             self.store.nodes_under_name_terms(&g, forms)
         })?;
-        Ok((names.link(question), names.node_count()))
+        Ok((names.link(), names.node_count()))
     }
 
     /// Retrieves a context pack for `question`: text evidence → seeds → expansion →

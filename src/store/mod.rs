@@ -3649,13 +3649,11 @@ impl Store {
         &self,
         g: &GraphRead<'_>,
         forms: &[String],
-    ) -> Result<Vec<Vec<NodeId>>> {
-        if self.ids_apart(&g.state) {
-            return Ok(vec![Vec::new(); forms.len()]);
-        }
+    ) -> Result<crate::text::TermHits> {
         let mut found = self.text.nodes_under_name_terms(forms)?;
-        for nodes in &mut found {
-            nodes.retain(|n| g.adjacency().contains_node(*n));
+        let apart = self.ids_apart(&g.state);
+        for nodes in &mut found.nodes {
+            nodes.retain(|n| !apart && g.adjacency().contains_node(*n));
         }
         Ok(found)
     }

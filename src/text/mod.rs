@@ -30,6 +30,9 @@ use crate::model::{Event, Node, NodeId};
 /// 5: the name field holds each name form's [`name_term`], not the form; the digest 32 bits;
 ///    the document store compressed by zstd.
 /// 6: the name field holds each node's link keys too ([`names::keys`]).
+/// Bump it whenever what a document holds changes, [`names::keys`] included (and what it
+/// calls: `normalize_name`, `singular`, its stopwords): an index written before would lack
+/// the new keys, and links through it would be missed without an error.
 const TEXT_FORMAT: u32 = 6;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
 pub(crate) const ANALYZER: &str = "loci_en";
@@ -258,7 +261,8 @@ pub(crate) struct TextDoc {
     /// Exact lookup forms of a node's name and aliases (see [`name_form`]).
     pub names: Vec<String>,
     /// The node's other link keys ([`names::keys`] of its name and aliases, less its `names`),
-    /// kept in the name field beside them, for linking through the index.
+    /// kept in the name field beside them, so that a store too large for a dictionary of names
+    /// in memory links questions through the index (`retrieval::link::QuestionNames`).
     pub link_keys: Vec<String>,
 }
 
@@ -299,6 +303,15 @@ pub(crate) fn name_term(form: &str) -> u64 {
     crate::codec::stable_hash(form.as_bytes()) & 0xFFFF_FFFF
 }
 
+/// What [`TextIndex::nodes_under_name_terms`] found: a list of nodes for each distinct hash
+/// of the forms asked about, and which list is each form's.
+pub(crate) struct TermHits {
+    /// For each form asked about, in order, the index of its list in `nodes`.
+    pub of_form: Vec<usize>,
+    /// The nodes under each distinct term, by id.
+    pub nodes: Vec<Vec<NodeId>>,
+}
+
 /// Whether node `id` bears name form `form` (with a store: [`bears_name_form`] of the node):
 /// what a name lookup keeps of the nodes the index gives for the form's [`name_term`].
 pub type Bears<'a> = &'a dyn Fn(NodeId, &str) -> bool;
@@ -332,18 +345,20 @@ impl TextDoc {
         for v in n.props.values() {
             v.collect_text(&mut text);
         }
-        let mut names: Vec<String> = std::iter::once(&n.name)
+        let mut forms: Vec<String> = std::iter::once(&n.name)
             .chain(n.aliases.iter())
             .map(|a| name_form(a))
             .filter(|f| !f.is_empty())
             .collect();
-        names.sort();
-        names.dedup();
+        forms.sort();
+        forms.dedup();
+        // A key that is one of the forms is under its hash already (a name's normalised key
+        // is its form): indexed again, it would only add a posting.
         let mut link_keys: Vec<String> = std::iter::once(&n.name)
             .chain(n.aliases.iter())
             .flat_map(|surface| names::keys(surface))
             .map(|(key, _)| key)
-            .filter(|key| names.binary_search(key).is_err())
+            .filter(|key| forms.binary_search(key).is_err())
             .collect();
         link_keys.sort();
         link_keys.dedup();
@@ -353,7 +368,7 @@ impl TextDoc {
             tags: vec!["doc:node".into(), format!("label:{}", n.label)],
             ts: n.updated,
             text,
-            names,
+            names: forms,
             link_keys,
         }
     }
@@ -1284,8 +1299,9 @@ impl TextIndex {
         if form.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let nodes = self.nodes_under_name_terms(std::slice::from_ref(&form))?;
-        Ok(nodes
+        let hits = self.nodes_under_name_terms(std::slice::from_ref(&form))?;
+        Ok(hits
+            .nodes
             .into_iter()
             .flatten()
             .filter(|n| bears(*n, &form))
@@ -1293,18 +1309,27 @@ impl TextIndex {
             .collect())
     }
 
-    /// For each of `forms`, the nodes whose documents hold its [`name_term`] in the name field
-    /// (a name form or a link key of theirs, or of a form of the same hash: callers check
-    /// each), by id. One read of the index for all of them: linking a question looks up every
-    /// span of it at once.
-    pub fn nodes_under_name_terms(&self, forms: &[String]) -> Result<Vec<Vec<NodeId>>> {
+    /// The nodes whose documents hold each of `forms`' [`name_term`] in the name field (a
+    /// name form or a link key of theirs, or another form of the same hash: callers check
+    /// each), by id. Forms of one hash share one list, read once: a question's thousands of
+    /// spans made to collide with a name many nodes share cost one list, not one each. One
+    /// read of the index for all of them: linking a question looks up every span of it at once.
+    pub(crate) fn nodes_under_name_terms(&self, forms: &[String]) -> Result<TermHits> {
         self.refuse_if_damaged()?;
-        let terms: Vec<Term> = forms
+        let mut of_term: std::collections::HashMap<u64, usize> = Default::default();
+        let mut terms: Vec<Term> = Vec::new();
+        let of_form: Vec<usize> = forms
             .iter()
-            .map(|f| Term::from_field_u64(self.fields.name, name_term(f)))
+            .map(|f| {
+                let term = name_term(f);
+                *of_term.entry(term).or_insert_with(|| {
+                    terms.push(Term::from_field_u64(self.fields.name, term));
+                    terms.len() - 1
+                })
+            })
             .collect();
         let searcher = self.reader.searcher();
-        let mut found = self.read("name lookup", || {
+        let mut nodes = self.read("name lookup", || {
             let mut found = vec![Vec::new(); terms.len()];
             for segment in searcher.segment_readers() {
                 let index = segment.inverted_index(self.fields.name).map_err(terr)?;
@@ -1329,12 +1354,12 @@ impl TextIndex {
             }
             Ok(found)
         })?;
-        for nodes in &mut found {
+        for list in &mut nodes {
             // By id, not by the segments' order, which merges decide.
-            nodes.sort_unstable();
-            nodes.dedup();
+            list.sort_unstable();
+            list.dedup();
         }
-        Ok(found)
+        Ok(TermHits { of_form, nodes })
     }
 
     /// What the top documents point at, read from the `ref` fast field (one column per

@@ -39,7 +39,8 @@ pub fn collapse_initials(norm: &str) -> String {
 
 /// The keys of a surface form, with their qualities: the normalised form (1.0), without a
 /// leading "the" (0.9), without a parenthetical disambiguation (0.9), with initials run
-/// together (0.85), singular (0.7). Keys of one letter and stopwords are left out.
+/// together (0.85), singular (0.7). Keys of one letter and stopwords are left out. The
+/// full-text index holds them: a change to what this gives needs a new `TEXT_FORMAT`.
 pub fn keys(surface: &str) -> Vec<(String, f32)> {
     let norm = normalize_name(surface);
     let mut out = vec![(norm.clone(), 1.0)];
