@@ -1721,6 +1721,10 @@ fn empty_questions_search_texts_and_filters_exit_bad_input() {
             vec!["search", "--store", p(&store), "emerald", "--kind", " "],
             "kind",
         ),
+        (
+            vec!["query", "--store", p(&store), "emerald", "--relation", ""],
+            "relations",
+        ),
     ] {
         let out = loci(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -1731,4 +1735,17 @@ fn empty_questions_search_texts_and_filters_exit_bad_input() {
         );
     }
     ok(&["search", "--store", p(&store), "emerald", "--label", "Item"]);
+    // An overlong search text is named as the text it is, not as a question.
+    let long = "w ".repeat(10_000);
+    let out = loci(&["search", "--store", p(&store), &long]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("text") && !err.contains("question"), "{err}");
+    // A limit of 0 is a usage error, as it is for `query`.
+    assert_eq!(
+        loci(&["search", "--store", p(&store), "emerald", "--limit", "0"])
+            .status
+            .code(),
+        Some(2)
+    );
 }

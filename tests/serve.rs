@@ -609,6 +609,12 @@ async fn empty_search_text_questions_and_filters_are_refused_naming_them() {
             Some(r#"{"question": " "}"#),
             "question",
         ),
+        (
+            "POST",
+            "/v1/query",
+            Some(r#"{"question": "emerald", "relations": [""]}"#),
+            "relations",
+        ),
     ] {
         let (s, v, _) = call(&st, method, uri, body, None).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
@@ -620,6 +626,15 @@ async fn empty_search_text_questions_and_filters_are_refused_naming_them() {
     }
     let (s, v, _) = call(&st, "GET", "/v1/search?q=emerald&label=Item", None, None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
+    // An overlong search text is named as `q`, not as a question.
+    let long = "w+".repeat(10_000);
+    let (s, v, _) = call(&st, "GET", &format!("/v1/search?q={long}"), None, None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("q:") && !message.contains("question"),
+        "{message}"
+    );
 }
 
 /// `POST /v1/events` takes a `namespace` for passages, as `loci ingest --namespace` does: two

@@ -298,8 +298,9 @@ pub struct SearchArgs {
     #[command(flatten)]
     pub store: StoreArg,
     pub text: String,
-    /// Hits at most.
-    #[arg(long, default_value_t = 10)]
+    /// Hits at most (at least 1).
+    #[arg(long, default_value_t = 10,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub limit: usize,
     /// Only nodes with this label (repeatable).
     #[arg(long)]

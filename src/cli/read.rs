@@ -27,7 +27,7 @@ pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> 
 }
 
 pub fn search(a: SearchArgs) -> Result<Code> {
-    loci::text::refuse_blank(&a.text, "text")?;
+    loci::text::check_search_text(&a.text, "text")?;
     for label in &a.label {
         loci::text::refuse_blank(label, "label")?;
     }

@@ -891,6 +891,15 @@ fn check_options(opts: &RetrieveOptions) -> Result<()> {
             message: "must be at least 1".into(),
         });
     }
+    // A blank relation name matches no edge: as a filter it left only entity snippets.
+    for (name, list) in [
+        ("relations", &opts.relations),
+        ("deny_relations", &opts.deny_relations),
+    ] {
+        for relation in list {
+            crate::text::refuse_blank(relation, name)?;
+        }
+    }
     if !(0.0..=1.0).contains(&opts.min_confidence) {
         return Err(Error::InvalidArgument {
             name: "min_confidence".into(),

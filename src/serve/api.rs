@@ -103,18 +103,6 @@ fn row_limit(given: Option<usize>, default: usize) -> Result<usize, ApiError> {
     }
 }
 
-/// Refuses parameter `name` given as nothing but whitespace (`?label=`): as a filter it had
-/// matched nothing, as a search text found nothing (see [`crate::text::refuse_blank`]).
-fn not_blank(name: &str, value: Option<&str>) -> Result<(), ApiError> {
-    match value {
-        Some(v) if v.trim().is_empty() => Err(ApiError::bad_input(format!(
-            "{name}: {}",
-            crate::text::BLANK
-        ))),
-        _ => Ok(()),
-    }
-}
-
 /// The routes, with the state they need.
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -497,9 +485,12 @@ struct SearchParams {
     responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
 async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>) -> Answer {
     let limit = row_limit(p.limit, 10)?;
-    not_blank("q", Some(&p.q))?;
-    not_blank("label", p.label.as_deref())?;
-    not_blank("kind", p.kind.as_deref())?;
+    crate::text::check_search_text(&p.q, "q")?;
+    for (name, value) in [("label", &p.label), ("kind", &p.kind)] {
+        if let Some(v) = value {
+            crate::text::refuse_blank(v, name)?;
+        }
+    }
     st.blocking(move |s| {
         let mut filter = SearchFilter::default()
             .with_labels(p.label)

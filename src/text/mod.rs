@@ -267,7 +267,7 @@ pub(crate) struct TextDoc {
 }
 
 /// What [`refuse_blank`] says of a value of whitespace only.
-pub(crate) const BLANK: &str = "is empty; give it words, or leave it out where it is optional";
+const BLANK: &str = "is empty; give it words, or leave it out where it is optional";
 
 /// Refuses a question, search text or filter name `value` of nothing but whitespace, naming
 /// it as `name`: an unset variable in a script (`loci query "$Q"`) had been answered with
@@ -280,6 +280,20 @@ pub fn refuse_blank(value: &str, name: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Refuses a search text `value` given by a caller as `name` that is blank
+/// ([`refuse_blank`]) or longer than a question may be ([`TextIndex::check_question`], whose
+/// refusal calls it a question).
+pub fn check_search_text(value: &str, name: &str) -> Result<()> {
+    refuse_blank(value, name)?;
+    TextIndex::check_question(value).map_err(|e| match e {
+        Error::InvalidArgument { message, .. } => Error::InvalidArgument {
+            name: name.into(),
+            message,
+        },
+        other => other,
+    })
 }
 
 /// The exact-lookup form of a name: normalised (case, punctuation, whitespace), or, for a name
@@ -1113,7 +1127,7 @@ impl TextIndex {
             return Err(Error::InvalidArgument {
                 name: "question".into(),
                 message: format!(
-                    "{} bytes; at most {} (search with the question's key terms, not a document)",
+                    "{} bytes; at most {} (search with its key terms, not a whole document)",
                     text.len(),
                     Self::MAX_QUESTION_BYTES
                 ),
