@@ -1749,3 +1749,25 @@ fn empty_questions_search_texts_and_filters_exit_bad_input() {
         Some(2)
     );
 }
+
+/// `context --no-record` records no use, as `query --no-record` does: `context` had no way
+/// to assemble a prompt without the uses of its snippets flushed to the log (a probe's
+/// finding), so a look at what a turn would hold changed the ranking of the next.
+#[test]
+fn a_context_made_with_no_record_records_no_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let events = || -> u64 {
+        let stats: serde_json::Value =
+            serde_json::from_str(&ok(&["stats", "--store", p(&store), "--json"])).unwrap();
+        stats["events"].as_u64().unwrap()
+    };
+    let before = events();
+    let question = "who trades emeralds for sticks";
+    let args = ["context", "--store", p(&store), "--question", question];
+    let first = ok(&[&args[..], &["--no-record"]].concat());
+    assert_eq!(events(), before, "a context with --no-record wrote");
+    assert_eq!(ok(&[&args[..], &["--no-record"]].concat()), first);
+    ok(&args);
+    assert!(events() > before, "a context records its uses by default");
+}

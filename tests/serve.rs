@@ -637,6 +637,35 @@ async fn empty_search_text_questions_and_filters_are_refused_naming_them() {
     );
 }
 
+/// `POST /v1/context` takes `record`, as `/v1/query` does: with `false` its snippets are not
+/// recorded as uses. The route had no way to leave them out (a probe's finding).
+#[tokio::test]
+async fn a_context_asked_not_to_record_records_no_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let pending = |metrics: &Value| -> u64 {
+        let text = metrics.as_str().unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("loci_store_usage_pending"))
+            .unwrap();
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let body = r#"{"budget": 2000, "question": "who trades emeralds for sticks", "record": false}"#;
+    let (s, v, _) = call(&st, "POST", "/v1/context", Some(body), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, metrics, _) = call(&st, "GET", "/metrics", None, None).await;
+    assert_eq!(pending(&metrics), 0);
+    let recorded = body.replace(r#", "record": false"#, "");
+    let (s, v, _) = call(&st, "POST", "/v1/context", Some(&recorded), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, metrics, _) = call(&st, "GET", "/metrics", None, None).await;
+    assert!(
+        pending(&metrics) > 0,
+        "a context records its uses by default"
+    );
+}
+
 /// `POST /v1/events` takes a `namespace` for passages, as `loci ingest --namespace` does: two
 /// corpora that number their passages alike can share a store over HTTP too (a new user's
 /// run found no way to). A namespace the CLI refuses is refused here too.

@@ -265,6 +265,10 @@ pub struct ContextArgs {
     /// Show the saved context of this turn instead of assembling one.
     #[arg(long, value_name = "T", conflicts_with_all = ["question", "save"])]
     pub turn: Option<u64>,
+    /// Do not record what the snippets return as uses (as `query --no-record`: by default
+    /// they are flushed to the log when loci exits, and items used often rank higher).
+    #[arg(long)]
+    pub no_record: bool,
     #[arg(long)]
     pub json: bool,
 }

@@ -57,6 +57,7 @@ pub fn context(a: ContextArgs) -> Result<Code> {
     opts.tokenizer = a.tokenizer;
     opts.save = a.save;
     opts.session = a.session;
+    opts.record_usage = !a.no_record;
     let c = context::build_context(&s, &opts)?;
     if a.json {
         print_json(&c)?;

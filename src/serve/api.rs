@@ -368,6 +368,12 @@ impl QueryRequest {
             record: None,
         }
     }
+
+    /// This request, recording its pack's uses or not (`None`: the default, recorded).
+    pub fn with_record(mut self, record: Option<bool>) -> Self {
+        self.record = record;
+        self
+    }
 }
 
 impl RunRequest {
@@ -399,7 +405,14 @@ impl ContextRequest {
             session,
             tokenizer: None,
             save: false,
+            record: None,
         }
+    }
+
+    /// This request, recording its snippets' uses or not (`None`: the default, recorded).
+    pub fn with_record(mut self, record: Option<bool>) -> Self {
+        self.record = record;
+        self
     }
 }
 
@@ -650,6 +663,8 @@ pub struct ContextRequest {
     /// Save it as a snapshot (a CONTEXT event).
     #[serde(default)]
     save: bool,
+    /// Record what the snippets return as uses (default true), as `/v1/query`'s `record`.
+    record: Option<bool>,
 }
 
 /// Assembles a prompt context, as `loci context --json`.
@@ -668,6 +683,7 @@ pub fn context_of(s: &Store, r: ContextRequest) -> Answer {
     opts.session = r.session;
     opts.tokenizer = tokenizer(r.tokenizer.as_deref())?;
     opts.save = r.save;
+    opts.record_usage = r.record.unwrap_or(true);
     to_json(&context::build_context(s, &opts)?)
 }
 

@@ -61,6 +61,9 @@ pub struct RecallArgs {
     pub budget: Option<usize>,
     /// Snippets at most (default 10).
     pub limit: Option<usize>,
+    /// Record what is returned as used (default true): items used often and recently rank
+    /// higher.
+    pub record: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -100,6 +103,18 @@ pub struct ContextArgs {
     /// all (default), anchor or mainline.
     pub mode: Option<String>,
     pub session: Option<String>,
+    /// Record what the snippets return as used (default true).
+    pub record: Option<bool>,
+}
+
+/// The `/v1/query` request of a `recall`.
+fn recall_request(a: RecallArgs) -> QueryRequest {
+    QueryRequest::new(a.question, a.budget, a.limit).with_record(a.record)
+}
+
+/// The `/v1/context` request of a `context` call.
+fn context_request(a: ContextArgs) -> ContextRequest {
+    ContextRequest::new(a.budget, a.question, a.mode, a.session).with_record(a.record)
 }
 
 /// A tool's answer: the JSON as text, or the error as a tool error.
@@ -191,7 +206,7 @@ impl LociMcp {
         description = "Recall what the memory knows about a question: ranked snippets (facts, passages, events, entities), each with its provenance."
     )]
     async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> CallToolResult {
-        let request = QueryRequest::new(a.question, a.budget, a.limit);
+        let request = recall_request(a);
         let cache = self.state.retriever.clone();
         answer(
             self.state
@@ -237,7 +252,7 @@ impl LociMcp {
         description = "This turn's prompt context in a token budget: pinned items, the memory cover of summaries, snippets for the question, working memory, observations and the latest events."
     )]
     async fn context(&self, Parameters(a): Parameters<ContextArgs>) -> CallToolResult {
-        let request = ContextRequest::new(a.budget, a.question, a.mode, a.session);
+        let request = context_request(a);
         answer(
             self.state
                 .blocking(move |s| api::context_of(s, request))
@@ -393,5 +408,34 @@ mod tests {
         );
         let text = remember_draft(&store, args(Some("saw a creeper"), None)).unwrap();
         assert_eq!(text[0].kind, crate::model::kinds::OBSERVATION);
+    }
+
+    /// `recall` and `context` take `record`, as `/v1/query` does: with `false` nothing they
+    /// return is recorded as used. An unknown `record: false` had been ignored, and every
+    /// recall recorded (a probe's finding).
+    #[test]
+    fn recall_and_context_asked_not_to_record_record_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::create(dir.path(), crate::BackendKind::Redb).unwrap();
+        let world = crate::world::generate(&crate::world::WorldConfig::default());
+        store.ingest(world.events).unwrap();
+        let question = "who trades emeralds for sticks";
+        let recall: RecallArgs =
+            serde_json::from_value(serde_json::json!({"question": question, "record": false}))
+                .unwrap();
+        api::pack_of(&store, Default::default(), &recall_request(recall)).unwrap();
+        let context: ContextArgs = serde_json::from_value(
+            serde_json::json!({"budget": 2000, "question": question, "record": false}),
+        )
+        .unwrap();
+        api::context_of(&store, context_request(context)).unwrap();
+        assert_eq!(store.usage_pending(), 0);
+        let recall: RecallArgs =
+            serde_json::from_value(serde_json::json!({"question": question})).unwrap();
+        api::pack_of(&store, Default::default(), &recall_request(recall)).unwrap();
+        assert!(
+            store.usage_pending() > 0,
+            "a recall records its uses by default"
+        );
     }
 }
