@@ -423,16 +423,31 @@ mod tests {
         let recall: RecallArgs =
             serde_json::from_value(serde_json::json!({"question": question, "record": false}))
                 .unwrap();
-        api::pack_of(&store, Default::default(), &recall_request(recall)).unwrap();
+        let pack = api::pack_of(&store, Default::default(), &recall_request(recall)).unwrap();
+        assert!(
+            !pack.0["snippets"].as_array().unwrap().is_empty(),
+            "{}",
+            pack.0
+        );
         let context: ContextArgs = serde_json::from_value(
             serde_json::json!({"budget": 2000, "question": question, "record": false}),
         )
         .unwrap();
-        api::context_of(&store, context_request(context)).unwrap();
+        let context = api::context_of(&store, context_request(context)).unwrap();
+        assert!(
+            context.0["text"].as_str().unwrap().contains("emerald"),
+            "{}",
+            context.0
+        );
         assert_eq!(store.usage_pending(), 0);
         let recall: RecallArgs =
             serde_json::from_value(serde_json::json!({"question": question})).unwrap();
-        api::pack_of(&store, Default::default(), &recall_request(recall)).unwrap();
+        let pack = api::pack_of(&store, Default::default(), &recall_request(recall)).unwrap();
+        assert!(
+            !pack.0["snippets"].as_array().unwrap().is_empty(),
+            "{}",
+            pack.0
+        );
         assert!(
             store.usage_pending() > 0,
             "a recall records its uses by default"
