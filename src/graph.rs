@@ -440,7 +440,10 @@ struct Scratch {
 impl Scratch {
     fn begin(&mut self, nodes: usize) {
         if self.stamp.len() < nodes {
-            self.stamp.resize(nodes, 0);
+            // Made anew, zeroed by the allocator, not grown: a large zeroed allocation takes
+            // pages only as an expansion touches them (grown, all 80 MB at 20M nodes were).
+            self.stamp = vec![0; nodes];
+            self.generation = 0;
         }
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
