@@ -460,6 +460,11 @@ async fn the_openapi_document_lists_every_route() {
     // MCP's endpoint is listed (a client reading the document had not known it was there).
     let mcp = v["paths"]["/mcp"]["post"].to_string();
     assert!(mcp.contains("JSON-RPC") && mcp.contains("recall"), "{mcp}");
+    // Its other two methods too: a session's event stream, and the session's end.
+    for method in ["get", "delete"] {
+        let op = v["paths"]["/mcp"][method].to_string();
+        assert!(op.contains("Mcp-Session-Id"), "/mcp {method}: {op}");
+    }
     // The working-memory operation's body is described, its `op` among its fields.
     let wm = v["paths"]["/v1/wm"]["post"]["requestBody"].to_string();
     assert!(wm.contains("WmOp"), "{wm}");

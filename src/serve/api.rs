@@ -161,7 +161,9 @@ pub fn routes() -> Router<Arc<AppState>> {
         pin,
         working_memory,
         change_working_memory,
-        mcp_endpoint
+        mcp_endpoint,
+        mcp_stream,
+        mcp_end
     ),
     components(schemas(
         QueryRequest,
@@ -190,6 +192,23 @@ pub struct ApiDoc;
         (status = 401, body = super::error::ErrorBody)))]
 #[allow(dead_code)]
 fn mcp_endpoint() {}
+
+/// MCP's event stream of a session (the `Mcp-Session-Id` header): what the server sends it
+/// unasked. Needs `Accept: text/event-stream`. Documented only, as [`mcp_endpoint`] is.
+#[utoipa::path(get, path = "/mcp",
+    responses((status = 200, description = "the session's event stream (text/event-stream)"),
+        (status = 406, description = "the request does not accept text/event-stream"),
+        (status = 401, body = super::error::ErrorBody)))]
+#[allow(dead_code)]
+fn mcp_stream() {}
+
+/// Ends an MCP session (the `Mcp-Session-Id` header). Documented only, as [`mcp_endpoint`] is.
+#[utoipa::path(delete, path = "/mcp",
+    responses((status = 200, description = "the session is ended"),
+        (status = 400, description = "no Mcp-Session-Id header"),
+        (status = 401, body = super::error::ErrorBody)))]
+#[allow(dead_code)]
+fn mcp_end() {}
 
 /// Liveness; needs no key.
 #[utoipa::path(get, path = "/health", responses((status = 200, body = Json_)))]
