@@ -442,7 +442,9 @@ impl Scratch {
         if self.stamp.len() < nodes {
             // Made anew, zeroed by the allocator, not grown: a large zeroed allocation takes
             // pages only as an expansion touches them (grown, all 80 MB at 20M nodes were).
-            self.stamp = vec![0; nodes];
+            // With room to grow: a graph that gains a node between questions would make it
+            // anew each time.
+            self.stamp = vec![0; nodes + nodes / 4];
             self.generation = 0;
         }
         self.generation = self.generation.wrapping_add(1);

@@ -12,7 +12,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     #[cfg(feature = "mimalloc")]
-    allocator::return_freed_memory_soon();
+    allocator::tune();
     cli::main()
 }
 
@@ -27,6 +27,12 @@ mod allocator {
     /// Milliseconds before freed memory goes back to the system: v2's default.
     const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
+    /// What `main` sets before anything else: freed memory returned soon, no huge pages.
+    pub(crate) fn tune() {
+        return_freed_memory_soon();
+        no_huge_pages();
+    }
+
     /// mimalloc v3 keeps freed memory for a second before it returns it. A load frees a
     /// batch's records, a snapshot's build and the heap state each snapshot replaces, and
     /// allocates the next before that second is out, so what it freed stayed resident beside
@@ -39,7 +45,6 @@ mod allocator {
         // starts a thread; allocations read it (an allocation racing it in a test sees the old
         // delay or the new one).
         unsafe { libmimalloc_sys::mi_option_set_default(PURGE_DELAY, PURGE_DELAY_MS) };
-        no_huge_pages();
     }
 
     /// Keeps the kernel from backing this process's memory with transparent huge pages.
@@ -86,6 +91,8 @@ mod allocator {
         #[cfg(target_os = "linux")]
         #[test]
         fn the_process_asks_for_no_huge_pages() {
+            // Not `tune`: it sets the purge delay too, which the test above reads the default
+            // of, on another thread. `tests/cli.rs` checks that the binary runs without them.
             no_huge_pages();
             // SAFETY: reads a flag of this process.
             let disabled = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };

@@ -1725,6 +1725,17 @@ fn empty_questions_search_texts_and_filters_exit_bad_input() {
             vec!["query", "--store", p(&store), "emerald", "--relation", ""],
             "relations",
         ),
+        (
+            vec![
+                "neighbors",
+                "--store",
+                p(&store),
+                "base:first",
+                "--relation",
+                " ",
+            ],
+            "relation",
+        ),
     ] {
         let out = loci(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -1741,6 +1752,18 @@ fn empty_questions_search_texts_and_filters_exit_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("text") && !err.contains("question"), "{err}");
+    // `context`'s question is optional: a blank one is none (a tool caller's empty string),
+    // not a refusal that came only with some modes.
+    let none = ok(&["context", "--store", p(&store), "--no-record"]);
+    let blank = ok(&[
+        "context",
+        "--store",
+        p(&store),
+        "--no-record",
+        "--question",
+        " ",
+    ]);
+    assert_eq!(blank, none);
     // A limit of 0 is a usage error, as it is for `query`.
     assert_eq!(
         loci(&["search", "--store", p(&store), "emerald", "--limit", "0"])
@@ -1770,4 +1793,40 @@ fn a_context_made_with_no_record_records_no_use() {
     assert_eq!(ok(&[&args[..], &["--no-record"]].concat()), first);
     ok(&args);
     assert!(events() > before, "a context records its uses by default");
+}
+
+/// The binary runs with transparent huge pages off (`main` asks the kernel): mimalloc asks for
+/// them on its arenas, and a huge page is resident whole once a byte of it is written.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_binary_runs_without_transparent_huge_pages() {
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let mut child = Command::new(BIN)
+        .args(["mcp", "--store", p(&store)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut line = None;
+    for _ in 0..200 {
+        let text = std::fs::read_to_string(&status).unwrap_or_default();
+        line = text
+            .lines()
+            .find(|l| l.starts_with("THP_enabled:"))
+            .map(str::to_string);
+        // The flag is set at the start of `main`; the store opens after it.
+        if line.as_deref().is_some_and(|l| l.ends_with('0')) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    if let Some(line) = line {
+        assert!(line.ends_with('0'), "{line}");
+    }
 }

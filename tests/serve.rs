@@ -609,6 +609,12 @@ async fn empty_search_text_questions_and_filters_are_refused_naming_them() {
         ("GET", "/v1/search?q=emerald&label=", None, "label"),
         ("GET", "/v1/search?q=emerald&kind=%20", None, "kind"),
         (
+            "GET",
+            "/v1/neighbors?node=base:first&relation=",
+            None,
+            "relation",
+        ),
+        (
             "POST",
             "/v1/query",
             Some(r#"{"question": " "}"#),

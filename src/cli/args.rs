@@ -267,7 +267,7 @@ pub struct ContextArgs {
     pub turn: Option<u64>,
     /// Do not record what the snippets return as uses (as `query --no-record`: by default
     /// they are flushed to the log when loci exits, and items used often rank higher).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "turn")]
     pub no_record: bool,
     #[arg(long)]
     pub json: bool,

@@ -89,6 +89,9 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
             a.min_confidence
         );
     }
+    for relation in &a.relation {
+        loci::text::refuse_blank(relation, "relation")?;
+    }
     let s = open_for_reading(&a.store)?;
     warn_unknown_names(&s, &a.relation, &[]);
     let start = resolve_node(&s, &a.node)?;

@@ -390,7 +390,11 @@ fn assemble(
             .collect(),
     });
 
-    let snippets = match (&opts.question, wants("snippets")) {
+    // A blank question is none: the question is optional, and tool callers fill optional
+    // strings with "" (retrieval refuses a blank one, which made the context fail, and only
+    // in the modes that have snippets).
+    let question = opts.question.as_deref().filter(|q| !q.trim().is_empty());
+    let snippets = match (question, wants("snippets")) {
         (Some(q), true) => snippet_lines(retriever, q, share(opts.shares.snippets), opts)?,
         _ => Vec::new(),
     };

@@ -52,10 +52,13 @@ impl Scratch {
             // stale anyway, and a large zeroed allocation takes pages only as a push touches
             // them. Grown, every page was written: 260 MB resident at 20M nodes for a
             // question that reaches a few hundred.
-            self.stamp = vec![0; n];
-            self.estimate = vec![0.0; n];
-            self.residual = vec![0.0; n];
-            self.queued = vec![false; n];
+            // With room to grow: a graph that gains a node between questions would make them
+            // anew each time.
+            let room = n + n / 4;
+            self.stamp = vec![0; room];
+            self.estimate = vec![0.0; room];
+            self.residual = vec![0.0; room];
+            self.queued = vec![false; room];
             self.generation = 0;
         }
         self.generation = self.generation.wrapping_add(1);

@@ -580,6 +580,9 @@ pub fn neighbors_of(
     if !(0.0..=1.0).contains(&min) {
         return Err(ApiError::bad_input("min_confidence: must be in [0, 1]"));
     }
+    if let Some(r) = &relation {
+        crate::text::refuse_blank(r, "relation")?;
+    }
     let start = match s.require_node(key) {
         Ok(n) => n,
         Err(crate::Error::NotFound(_)) => {

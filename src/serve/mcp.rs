@@ -38,6 +38,7 @@ pub struct LociMcp {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RememberArgs {
     /// What was observed, said or done, in words.
     pub text: Option<String>,
@@ -54,6 +55,7 @@ pub struct RememberArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RecallArgs {
     /// The question.
     pub question: String,
@@ -67,6 +69,7 @@ pub struct RecallArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct QueryArgs {
     /// A saved query's name (see the resources).
     pub name: Option<String>,
@@ -78,6 +81,7 @@ pub struct QueryArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TimelineArgs {
     pub from: Option<i64>,
     pub to: Option<i64>,
@@ -86,6 +90,7 @@ pub struct TimelineArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NeighboursArgs {
     /// The start node's key.
     pub node: String,
@@ -96,6 +101,7 @@ pub struct NeighboursArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ContextArgs {
     /// Tokens the context may take.
     pub budget: usize,
@@ -408,6 +414,18 @@ mod tests {
         );
         let text = remember_draft(&store, args(Some("saw a creeper"), None)).unwrap();
         assert_eq!(text[0].kind, crate::model::kinds::OBSERVATION);
+    }
+
+    /// A tool's arguments are refused with a field they do not have, as the HTTP routes'
+    /// bodies are: `record` had been ignored so (a misspelt `recrod` still is, silently).
+    #[test]
+    fn tool_arguments_with_an_unknown_field_are_refused() {
+        let unknown = serde_json::json!({"question": "where is home", "recrod": false});
+        assert!(serde_json::from_value::<RecallArgs>(unknown).is_err());
+        let unknown = serde_json::json!({"budget": 100, "quesion": "where is home"});
+        assert!(serde_json::from_value::<ContextArgs>(unknown).is_err());
+        let unknown = serde_json::json!({"node": "base:first", "hops": 2});
+        assert!(serde_json::from_value::<NeighboursArgs>(unknown).is_err());
     }
 
     /// `recall` and `context` take `record`, as `/v1/query` does: with `false` nothing they
