@@ -1723,7 +1723,18 @@ fn empty_questions_search_texts_and_filters_exit_bad_input() {
         ),
         (
             vec!["query", "--store", p(&store), "emerald", "--relation", ""],
-            "relations",
+            "--relation",
+        ),
+        (
+            vec![
+                "query",
+                "--store",
+                p(&store),
+                "emerald",
+                "--deny-relation",
+                " ",
+            ],
+            "--deny-relation",
         ),
         (
             vec![

@@ -176,6 +176,15 @@ fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
 }
 
 pub fn query(a: QueryArgs) -> Result<Code> {
+    // Named by the flags here (retrieval names the library's fields, `relations`).
+    for (flag, list) in [
+        ("--relation", &a.relation),
+        ("--deny-relation", &a.deny_relation),
+    ] {
+        for relation in list {
+            loci::text::refuse_blank(relation, flag)?;
+        }
+    }
     let s = open_for_reading(&a.store)?;
     warn_unknown_names(&s, &a.relation, &[]);
     let kinds: Vec<SnippetKind> = a
