@@ -38,6 +38,7 @@ pub struct Link {
 /// A map of the dictionary's, hashed by foldhash: SipHash was a tenth of a build, which at 20M
 /// nodes takes most of a first question's minute. (No output follows a map's order.)
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type Set<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// The name dictionary of one store state.
 pub struct EntityIndex {
@@ -198,6 +199,7 @@ fn link_by(names: &impl Names, question: &str) -> Vec<Link> {
             for (node, q) in scored.iter().filter(|(_, q)| *q >= best) {
                 let quality = q * scale;
                 let idf = names.idf(*node);
+                // `at` holds only positions pushed below, and `out` never shrinks: in bounds.
                 match at.get(node).map(|&k| &mut out[k]) {
                     Some(l) if l.weight >= quality * idf => {}
                     Some(l) => {
@@ -327,9 +329,12 @@ impl QuestionNames {
         let hits = nodes_under(&forms)?;
         // Each list's forms by their text, to file each node of the list under those of its
         // keys that are among them: one pass over a list however many forms share its hash.
-        let mut forms_of_list: Vec<Map<&str, ()>> = vec![Map::default(); hits.nodes.len()];
+        let mut forms_of_list: Vec<Set<&str>> = vec![Set::default(); hits.nodes.len()];
         for (form, &list) in forms.iter().zip(&hits.of_form) {
-            forms_of_list[list].insert(form.as_str(), ());
+            // `of_form` indexes `nodes` (`TermHits`): there is always such a list.
+            if let Some(set) = forms_of_list.get_mut(list) {
+                set.insert(form.as_str());
+            }
         }
         let live = g.adjacency().node_count();
         let mut out = QuestionNames {
@@ -354,7 +359,7 @@ impl QuestionNames {
                     best_keys(&node)
                 });
                 for (key, quality) in keys.iter() {
-                    if forms.contains_key(key.as_str()) {
+                    if forms.contains(key.as_str()) {
                         out.named
                             .entry(key.clone())
                             .or_default()
