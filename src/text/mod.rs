@@ -283,17 +283,10 @@ pub fn refuse_blank(value: &str, name: &str) -> Result<()> {
 }
 
 /// Refuses a search text `value` given by a caller as `name` that is blank
-/// ([`refuse_blank`]) or longer than a question may be ([`TextIndex::check_question`], whose
-/// refusal calls it a question).
+/// ([`refuse_blank`]) or longer than a question may be ([`TextIndex::MAX_QUESTION_BYTES`]).
 pub fn check_search_text(value: &str, name: &str) -> Result<()> {
     refuse_blank(value, name)?;
-    TextIndex::check_question(value).map_err(|e| match e {
-        Error::InvalidArgument { message, .. } => Error::InvalidArgument {
-            name: name.into(),
-            message,
-        },
-        other => other,
-    })
+    TextIndex::check_length(value, name)
 }
 
 /// The exact-lookup form of a name: normalised (case, punctuation, whitespace), or, for a name
@@ -1123,9 +1116,14 @@ impl TextIndex {
 
     /// An error when `text` is longer than [`Self::MAX_QUESTION_BYTES`].
     pub fn check_question(text: &str) -> Result<()> {
+        Self::check_length(text, "question")
+    }
+
+    /// An error naming `name` when `text` is longer than [`Self::MAX_QUESTION_BYTES`].
+    fn check_length(text: &str, name: &str) -> Result<()> {
         if text.len() > Self::MAX_QUESTION_BYTES {
             return Err(Error::InvalidArgument {
-                name: "question".into(),
+                name: name.into(),
                 message: format!(
                     "{} bytes; at most {} (search with its key terms, not a whole document)",
                     text.len(),
