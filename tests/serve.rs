@@ -648,6 +648,34 @@ async fn empty_search_text_questions_and_filters_are_refused_naming_them() {
     );
 }
 
+/// A query parameter whose percent-escapes do not decode to UTF-8 is refused, naming it. axum's
+/// query extractor decoded `%FF` to U+FFFD, so `q=%FF` searched for a character the caller
+/// never sent and answered 200.
+#[tokio::test]
+async fn a_query_parameter_that_is_not_utf8_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for (uri, name) in [
+        ("/v1/search?q=%FF", "q"),
+        ("/v1/search?q=emerald&label=It%C3em", "label"),
+        ("/v1/search?q=emer%E2%82ald", "q"),
+        ("/v1/neighbors?node=base:first&relation=%C0%80", "relation"),
+        ("/v1/timeline?limit=3&k%FFey=1", "k\u{fffd}ey"),
+    ] {
+        let (s, v, _) = call(&st, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
+        assert_eq!(v["error"]["code"], "bad_input", "{uri}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("{name}:")) && message.contains("UTF-8"),
+            "{uri}: {message}"
+        );
+    }
+    // Escapes that decode to UTF-8, and a plus for a space, still work.
+    let (s, v, _) = call(&st, "GET", "/v1/search?q=em%65rald+%C3%A9", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
 /// `POST /v1/context` takes `record`, as `/v1/query` does: with `false` its snippets are not
 /// recorded as uses. The route had no way to leave them out (a probe's finding).
 #[tokio::test]

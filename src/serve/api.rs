@@ -70,9 +70,45 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
 }
 
 /// Query-string parameters, rejected as an [`ApiError`].
-#[derive(axum::extract::FromRequestParts)]
-#[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct Params<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for Params<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        check_query_is_utf8(parts.uri.query().unwrap_or(""))?;
+        let axum::extract::Query(params) =
+            axum::extract::Query::<T>::from_request_parts(parts, state).await?;
+        Ok(Params(params))
+    }
+}
+
+/// Refuses a query string with a parameter whose percent-escapes do not decode to UTF-8, naming
+/// it. axum's `Query` decodes such an escape to U+FFFD, so `q=%FF` would search for a character
+/// the caller never sent.
+fn check_query_is_utf8(query: &str) -> Result<(), ApiError> {
+    use percent_encoding::percent_decode_str;
+    for pair in query.split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if [name, value]
+            .iter()
+            .any(|part| percent_decode_str(part).decode_utf8().is_err())
+        {
+            let name = percent_decode_str(name).decode_utf8_lossy();
+            return Err(ApiError::bad_input(format!(
+                "{name}: not UTF-8 once its percent-escapes are decoded"
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Path parameters, rejected as an [`ApiError`].
 #[derive(axum::extract::FromRequestParts)]
