@@ -1002,50 +1002,56 @@ fn decode(
     timings: &mut OpenTimings,
 ) -> std::result::Result<(Header, State), Unusable> {
     let t = Instant::now();
-    let Body {
-        header,
-        len,
-        relations,
-        labels,
-        slots,
-        live_nodes,
-        pinned,
-        edge_slots,
-        live_edges,
-        entries: entry_count,
-        confidences,
-        narrow_offsets,
-        bounds,
-        items,
-        crcs,
-    } = read_body(head)?;
-    let (confidences, uncoded) = (Arc::new(confidences), Arc::new(Codebook::default()));
-    let nodes = slots as u64;
-    let details = detail_rows(edge_slots) as u64;
+    let mut body = read_body(head)?;
+    check_section_counts(&body)?;
+    let (map, starts) = map_sections(file, &body)?;
+    let damage = Arc::new(Damage::default());
+    let sections = SectionReader::new(map, starts, &mut body, damage.clone()).read_all(&body)?;
+    sections.check_row_ends(&body)?;
+    let bounds = validity_bounds(body.bounds, body.edge_slots)?;
+    timings.snapshot_read += ms_since(t);
+    assemble(body, sections, bounds, damage, timings)
+}
+
+/// Refuses a body whose sections' item counts are not the ones its own counts imply.
+fn check_section_counts(body: &Body<'_>) -> std::result::Result<(), Unusable> {
+    let items = &body.items;
+    let nodes = body.slots as u64;
+    let details = detail_rows(body.edge_slots) as u64;
     let blocks = |n: usize| n.div_ceil(packed::BLOCK) as u64;
     let expected = [
-        blocks(edge_slots),
+        blocks(body.edge_slots),
         items[CORES],
-        blocks(edge_slots),
+        blocks(body.edge_slots),
         items[SEEN],
         nodes + 1,
-        (entry_count as usize).div_ceil(<AdjEntry as packed::Packable>::BLOCK) as u64,
+        (body.entries as usize).div_ceil(<AdjEntry as packed::Packable>::BLOCK) as u64,
         items[ENTRIES],
         nodes + 1,
         items[RECORDS],
-        blocks(slots),
+        blocks(body.slots),
         items[LABELS],
         items[KEY_TABLE],
         details + 1,
         items[DETAILS],
         items[KEY_TABLE],
     ];
-    if items != expected {
+    if *items != expected {
         return Err(format!(
             "sections of {items:?} items, where the body implies {expected:?}"
         ));
     }
-    let (starts, end) = layout(len, &items, narrow_offsets)
+    Ok(())
+}
+
+/// Maps `file`, once its length is the one the body and its sections take, and gives each
+/// section's byte start.
+fn map_sections(
+    file: &std::fs::File,
+    body: &Body<'_>,
+) -> std::result::Result<(Arc<memmap2::Mmap>, [u64; N]), Unusable> {
+    let items = &body.items;
+    let (starts, end) = layout(body.len, items, body.narrow_offsets)
         .ok_or_else(|| format!("sections of {items:?} items overflow"))?;
     let file_len = file.metadata().map_err(|e| e.to_string())?.len();
     if file_len != end {
@@ -1062,78 +1068,160 @@ fn decode(
     if map.len() as u64 != end {
         return Err("the file changed while it was opened".into());
     }
-    let limits = Limits {
-        nodes: slots as u32,
-        edges: edge_slots as u32,
-        relations: relations.len() as u32,
-        labels: labels.len() as u32,
-        entries: entry_count,
-        record_bytes: items[RECORDS],
-        detail_bytes: items[DETAILS],
-    };
-    let damage = Arc::new(Damage::default());
-    let mut crcs = crcs.into_iter();
-    let mut k = 0;
-    let mut next_section = || {
-        let at = (starts[k] as usize, items[k] as usize, SECTIONS[k]);
-        k += 1;
-        (at, crcs.next().unwrap_or_default())
-    };
-    macro_rules! section {
-        () => {{
-            let ((at, n, what), crcs) = next_section();
-            Section::new(map.clone(), at, n, crcs, limits, damage.clone(), what)?
-        }};
+    Ok((map, starts))
+}
+
+/// The mapped sections, opened (not read) in file order.
+struct Sections {
+    edge_cores: Packed<Slot>,
+    seen: Packed<i64>,
+    offsets: Offsets<u64>,
+    entries: Packed<AdjEntry>,
+    record_offsets: Offsets<RecordOffset>,
+    records: Section<u8>,
+    label_of: Packed<u32>,
+    key_slots: Section<KeySlot>,
+    detail_offsets: Offsets<DetailOffset>,
+    detail_bytes: Section<u8>,
+    key_tags: Section<u8>,
+}
+
+impl Sections {
+    /// Reads the ends of the rows, a block or two, so that a snapshot whose rows do not cover
+    /// what they index is refused rather than read.
+    fn check_row_ends(&self, body: &Body<'_>) -> std::result::Result<(), Unusable> {
+        let details = detail_rows(body.edge_slots);
+        if self.offsets.get(0) != Some(0) || self.offsets.get(body.slots) != Some(body.entries) {
+            return Err("the adjacency's offsets do not span its entries".into());
+        }
+        if self.record_offsets.get(0) != Some(0)
+            || self.record_offsets.get(body.slots) != Some(body.items[RECORDS])
+        {
+            return Err("the node records' offsets do not span them".into());
+        }
+        if self.detail_offsets.get(0) != Some(0)
+            || self.detail_offsets.get(details) != Some(body.items[DETAILS])
+        {
+            return Err("the edge details' offsets do not span them".into());
+        }
+        Ok(())
     }
-    // A packed column: its block headers, then its bits, `len` items, coded by `codebook`.
-    macro_rules! column {
-        ($len:expr, $codebook:expr) => {{
-            let headers = section!();
-            let bits = section!();
-            Packed::new(
-                headers,
-                bits,
-                $len,
-                limits,
-                damage.clone(),
-                $codebook.clone(),
-            )?
-        }};
+}
+
+/// Opens a snapshot's sections one after another, in the order of [`SECTIONS`], each with its
+/// block checksums.
+struct SectionReader {
+    map: Arc<memmap2::Mmap>,
+    starts: [u64; N],
+    items: [u64; N],
+    crcs: std::array::IntoIter<Vec<u32>, N>,
+    next: usize,
+    limits: Limits,
+    damage: Arc<Damage>,
+    /// The confidences the edge cores and the entries code; columns of no coded field read
+    /// through `uncoded`.
+    confidences: Arc<Codebook>,
+    uncoded: Arc<Codebook>,
+}
+
+impl SectionReader {
+    fn new(
+        map: Arc<memmap2::Mmap>,
+        starts: [u64; N],
+        body: &mut Body<'_>,
+        damage: Arc<Damage>,
+    ) -> Self {
+        SectionReader {
+            map,
+            starts,
+            items: body.items,
+            crcs: std::mem::take(&mut body.crcs).into_iter(),
+            next: 0,
+            limits: Limits {
+                nodes: body.slots as u32,
+                edges: body.edge_slots as u32,
+                relations: body.relations.len() as u32,
+                labels: body.labels.len() as u32,
+                entries: body.entries,
+                record_bytes: body.items[RECORDS],
+                detail_bytes: body.items[DETAILS],
+            },
+            damage,
+            confidences: Arc::new(std::mem::take(&mut body.confidences)),
+            uncoded: Arc::new(Codebook::default()),
+        }
     }
-    let edge_cores: Packed<Slot> = column!(edge_slots, confidences);
-    let seen: Packed<i64> = column!(edge_slots, uncoded);
-    // Offsets, four bytes each or eight as the body says.
-    macro_rules! offsets {
-        () => {{
-            if narrow_offsets {
-                Offsets::Narrow(section!())
-            } else {
-                Offsets::Wide(section!())
-            }
-        }};
+
+    fn read_all(mut self, body: &Body<'_>) -> std::result::Result<Sections, Unusable> {
+        let narrow = body.narrow_offsets;
+        let confidences = self.confidences.clone();
+        let uncoded = self.uncoded.clone();
+        Ok(Sections {
+            edge_cores: self.column(body.edge_slots, &confidences)?,
+            seen: self.column(body.edge_slots, &uncoded)?,
+            offsets: self.offsets(narrow)?,
+            entries: self.column(body.entries as usize, &confidences)?,
+            record_offsets: self.offsets(narrow)?,
+            records: self.section()?,
+            label_of: self.column(body.slots, &uncoded)?,
+            key_slots: self.section()?,
+            detail_offsets: self.offsets(narrow)?,
+            detail_bytes: self.section()?,
+            key_tags: self.section()?,
+        })
     }
-    let offsets: Offsets<u64> = offsets!();
-    let entries: Packed<AdjEntry> = column!(entry_count as usize, confidences);
-    let record_offsets: Offsets<RecordOffset> = offsets!();
-    let records = section!();
-    let label_of: Packed<u32> = column!(slots, uncoded);
-    let key_slots = section!();
-    let detail_offsets: Offsets<DetailOffset> = offsets!();
-    let detail_bytes = section!();
-    let key_tags = section!();
-    // The ends of the rows: a block or two read now, so that a snapshot whose rows do not
-    // cover what they index is refused rather than read.
-    if offsets.get(0) != Some(0) || offsets.get(slots) != Some(entry_count) {
-        return Err("the adjacency's offsets do not span its entries".into());
+
+    fn section<T: Plain>(&mut self) -> std::result::Result<Section<T>, Unusable> {
+        let k = self.next;
+        self.next += 1;
+        let crcs = self.crcs.next().unwrap_or_default();
+        Section::new(
+            self.map.clone(),
+            self.starts[k] as usize,
+            self.items[k] as usize,
+            crcs,
+            self.limits,
+            self.damage.clone(),
+            SECTIONS[k],
+        )
     }
-    if record_offsets.get(0) != Some(0) || record_offsets.get(slots) != Some(items[RECORDS]) {
-        return Err("the node records' offsets do not span them".into());
+
+    /// A packed column of `len` items: its block headers, then its bits, coded by `codebook`.
+    fn column<T: packed::Packable>(
+        &mut self,
+        len: usize,
+        codebook: &Arc<Codebook>,
+    ) -> std::result::Result<Packed<T>, Unusable> {
+        let headers = self.section()?;
+        let bits = self.section()?;
+        Packed::new(
+            headers,
+            bits,
+            len,
+            self.limits,
+            self.damage.clone(),
+            codebook.clone(),
+        )
     }
-    if detail_offsets.get(0) != Some(0)
-        || detail_offsets.get(details as usize) != Some(items[DETAILS])
-    {
-        return Err("the edge details' offsets do not span them".into());
+
+    /// Offsets, four bytes each or eight as the body says.
+    fn offsets<O: mapped::Offset>(
+        &mut self,
+        narrow: bool,
+    ) -> std::result::Result<Offsets<O>, Unusable> {
+        Ok(if narrow {
+            Offsets::Narrow(self.section()?)
+        } else {
+            Offsets::Wide(self.section()?)
+        })
     }
+}
+
+/// The validity bounds of the edges that have them, each refused past the edge slots.
+fn validity_bounds(
+    bounds: &[u8],
+    edge_slots: usize,
+) -> std::result::Result<std::collections::BTreeMap<EdgeId, (i64, i64)>, Unusable> {
     let mut bound_map = std::collections::BTreeMap::new();
     for b in bounds.chunks_exact(BOUND_ENTRY) {
         let id = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
@@ -1146,56 +1234,64 @@ fn decode(
         let to = i64::from_le_bytes(b[12..20].try_into().unwrap_or_default());
         bound_map.insert(EdgeId(id), (from, to));
     }
-    timings.snapshot_read += ms_since(t);
+    Ok(bound_map)
+}
 
+/// The header, and the state over the mapped sections: node and key tables, edges, details,
+/// adjacency.
+fn assemble(
+    body: Body<'_>,
+    sections: Sections,
+    bounds: std::collections::BTreeMap<EdgeId, (i64, i64)>,
+    damage: Arc<Damage>,
+    timings: &mut OpenTimings,
+) -> std::result::Result<(Header, State), Unusable> {
     let t = Instant::now();
     let node_keys = KeyIndex::mapped(MappedKeys {
-        slots: key_slots,
-        tags: key_tags,
+        slots: sections.key_slots,
+        tags: sections.key_tags,
     })?;
     let nodes = NodeTable::mapped(
         MappedRecords {
-            offsets: record_offsets,
-            bytes: records,
+            offsets: sections.record_offsets,
+            bytes: sections.records,
         },
-        live_nodes,
+        body.live_nodes,
     );
     timings.snapshot_nodes = ms_since(t);
     let t = Instant::now();
-    let edges = EdgeTable::mapped(edge_cores, live_edges, bound_map);
+    let edges = EdgeTable::mapped(sections.edge_cores, body.live_edges, bounds);
     let details = EdgeDetails::mapped(
         MappedRecords {
-            offsets: detail_offsets,
-            bytes: detail_bytes,
+            offsets: sections.detail_offsets,
+            bytes: sections.detail_bytes,
         },
         damage.clone(),
     );
     let adj = Adjacency::mapped(
-        offsets,
-        entries,
-        Layered::mapped(seen),
-        Layered::mapped(label_of),
-        pinned,
-        live_nodes,
-        live_edges,
+        sections.offsets,
+        sections.entries,
+        Layered::mapped(sections.seen),
+        Layered::mapped(sections.label_of),
+        body.pinned,
+        body.live_nodes,
+        body.live_edges,
     );
     timings.snapshot_edges = ms_since(t);
-    Ok((
-        header,
-        State {
-            nodes,
-            node_keys,
-            edges,
-            details,
-            relations,
-            labels,
-            adj,
-            mapped_damage: Some(damage),
-            ids_epoch: next_graph_epoch(),
-            graph_epoch: next_graph_epoch(),
-            ..State::default()
-        },
-    ))
+    let state = State {
+        nodes,
+        node_keys,
+        edges,
+        details,
+        relations: body.relations,
+        labels: body.labels,
+        adj,
+        mapped_damage: Some(damage),
+        ids_epoch: next_graph_epoch(),
+        graph_epoch: next_graph_epoch(),
+        ..State::default()
+    };
+    Ok((body.header, state))
 }
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
