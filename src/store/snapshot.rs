@@ -525,6 +525,34 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<Unplaced> {
         });
     }
     let started = Instant::now();
+    let (sections, items) = plan_sections(state);
+    check_writable(dir, &sections)?;
+    let planned = started.elapsed();
+    // Made before the file, so that an error or a panic past here removes it.
+    let mut unplaced = Unplaced {
+        tmp: tmp_path_in(dir),
+        path: path_in(dir),
+        dir: dir.to_path_buf(),
+        len: 0,
+        placed: false,
+    };
+    let tmp = unplaced.tmp.clone();
+    let (len, written, synced) =
+        write_file(&tmp, state, log, &sections, &items, started).map_err(|e| Error::io(&tmp, e))?;
+    unplaced.len = len;
+    tracing::debug!(
+        len,
+        planned_ms = planned.as_secs_f64() * 1e3,
+        written_ms = written.as_secs_f64() * 1e3,
+        synced_ms = synced.as_secs_f64() * 1e3,
+        "snapshot file written"
+    );
+    Ok(unplaced)
+}
+
+/// Plans every section of `state`: the confidences' codebook, the key table, each packed
+/// column's block headers, and the offsets' width; and counts each section's items.
+fn plan_sections(state: &State) -> (SectionSource<'_>, [u64; N]) {
     let (edge_slots, node_rows) = (state.edges.slot_bound(), state.nodes.slot_bound());
     let (slot, seen, label) = column_items(state);
     let entries = || (0..node_rows).flat_map(|n| state.adj.entries(NodeId(n as u32)));
@@ -573,104 +601,97 @@ pub(super) fn write(dir: &Path, state: &State, log: u32) -> Result<Unplaced> {
     let most = u64::from(u32::MAX);
     sections.narrow_offsets =
         sections.entries.2 <= most && items[RECORDS] <= most && items[DETAILS] <= most;
-    // What an open refuses (`read_body`) is not written: such a snapshot would be replaced by
-    // a replay of the whole log at every open, unnoticed.
-    if sections.entries.2 > 2 * edge_slots as u64 {
-        return Err(Error::Store {
-            path: dir.to_path_buf(),
-            message: format!(
-                "the adjacency holds {} entries for {edge_slots} edge slots; no snapshot written",
-                sections.entries.2
-            ),
-        });
+    (sections, items)
+}
+
+/// Refuses to write what an open would refuse (`read_body`) or read back as damage.
+fn check_writable(dir: &Path, sections: &SectionSource<'_>) -> Result<()> {
+    let refuse = |message: String| Error::Store {
+        path: dir.to_path_buf(),
+        message,
+    };
+    // Such a snapshot would be replaced by a replay of the whole log at every open,
+    // unnoticed.
+    if sections.entries.2 > 2 * sections.edge_slots as u64 {
+        return Err(refuse(format!(
+            "the adjacency holds {} entries for {} edge slots; no snapshot written",
+            sections.entries.2, sections.edge_slots
+        )));
     }
+    // Every confidence was collected from the same items the columns are written from; one
+    // missing would read back as damage.
+    if sections.confidences.missed() {
+        return Err(refuse(
+            "a confidence missing from the snapshot's codebook; no snapshot written".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the snapshot to `tmp` and syncs it: room for the head, the sections each on its
+/// page, then the head over the start. Gives the file's length and the times, since
+/// `started`, at which it was written and synced.
+fn write_file(
+    tmp: &Path,
+    state: &State,
+    log: u32,
+    sections: &SectionSource<'_>,
+    items: &[u64; N],
+    started: Instant,
+) -> std::io::Result<(u64, std::time::Duration, std::time::Duration)> {
     // The head holds each block's CRC, known once the block is written: the file begins
     // with room for the head, written over at the end. (The CRCs had taken a pass of their
     // own, encoding every section once more: a quarter of a 10M-edge snapshot's time.)
     let blocks: Vec<usize> = (0..SECTIONS.len())
         .map(|k| blocks_of(k, items[k] as usize, sections.narrow_offsets))
         .collect();
-    let mut head = begin_head(state, &sections);
+    let head = begin_head(state, sections);
     let head_len = head.len() + table_len(&blocks);
-    // Every confidence was collected from the same items the columns are written from; one
-    // missing would read back as damage.
-    if sections.confidences.missed() {
-        return Err(Error::Store {
-            path: dir.to_path_buf(),
-            message: "a confidence missing from the snapshot's codebook; no snapshot written"
-                .into(),
-        });
-    }
-    let planned = started.elapsed();
-    let mut synced = None;
-    // Made before the file, so that an error or a panic past here removes it.
-    let mut unplaced = Unplaced {
-        tmp: tmp_path_in(dir),
-        path: path_in(dir),
-        dir: dir.to_path_buf(),
-        len: 0,
-        placed: false,
+    let file = std::fs::File::create(tmp)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    out.write_all(&vec![0; head_len])?;
+    let mut at = head_len as u64;
+    let mut crcs = Vec::with_capacity(SECTIONS.len());
+    let pad = |out: &mut std::io::BufWriter<std::fs::File>, at: &mut u64| {
+        let to = align_up(*at).unwrap_or(*at);
+        let zeros = [0u8; SECTION_ALIGN as usize];
+        out.write_all(&zeros[..(to - *at) as usize])?;
+        *at = to;
+        Ok::<_, std::io::Error>(())
     };
-    let tmp = unplaced.tmp.clone();
-    let mut put = || -> std::io::Result<u64> {
-        let file = std::fs::File::create(&tmp)?;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-        out.write_all(&vec![0; head_len])?;
-        let mut at = head_len as u64;
-        let mut crcs = Vec::with_capacity(SECTIONS.len());
-        let pad = |out: &mut std::io::BufWriter<std::fs::File>, at: &mut u64| {
-            let to = align_up(*at).unwrap_or(*at);
-            let zeros = [0u8; SECTION_ALIGN as usize];
-            out.write_all(&zeros[..(to - *at) as usize])?;
-            *at = to;
-            Ok::<_, std::io::Error>(())
-        };
-        for k in 0..SECTIONS.len() {
-            pad(&mut out, &mut at)?;
-            let mut blocks = block_crcs_for(k, sections.narrow_offsets);
-            sections.feed(k, &mut |b| {
-                at += b.len() as u64;
-                blocks.push(b);
-                out.write_all(b)
-            })?;
-            crcs.push(blocks.finish());
-        }
+    for k in 0..SECTIONS.len() {
         pad(&mut out, &mut at)?;
-        // A section fed other than its items said would have its blocks elsewhere than the
-        // head says (an open reads as many CRCs as the items imply): nothing is written.
-        if let Some(k) = (0..SECTIONS.len()).find(|&k| crcs[k].len() != blocks[k]) {
-            return Err(std::io::Error::other(format!(
-                "section {k} of the snapshot came to {} blocks, not the {} its items imply",
-                crcs[k].len(),
-                blocks[k]
-            )));
-        }
-        let head = seal_head(std::mem::take(&mut head), state, log, &items, &crcs);
-        if head.len() != head_len {
-            return Err(std::io::Error::other(format!(
-                "the snapshot's head took {} bytes, not the {head_len} its sections were placed after",
-                head.len()
-            )));
-        }
-        let mut file = out.into_inner().map_err(|e| e.into_error())?;
-        file.seek(std::io::SeekFrom::Start(0))?;
-        file.write_all(&head)?;
-        let written = started.elapsed();
-        file.sync_all()?;
-        synced = Some((written, started.elapsed()));
-        Ok(at)
-    };
-    unplaced.len = put().map_err(|e| Error::io(&tmp, e))?;
-    if let Some((written, synced)) = synced {
-        tracing::debug!(
-            len = unplaced.len,
-            planned_ms = planned.as_secs_f64() * 1e3,
-            written_ms = written.as_secs_f64() * 1e3,
-            synced_ms = synced.as_secs_f64() * 1e3,
-            "snapshot file written"
-        );
+        let mut blocks = block_crcs_for(k, sections.narrow_offsets);
+        sections.feed(k, &mut |b| {
+            at += b.len() as u64;
+            blocks.push(b);
+            out.write_all(b)
+        })?;
+        crcs.push(blocks.finish());
     }
-    Ok(unplaced)
+    pad(&mut out, &mut at)?;
+    // A section fed other than its items said would have its blocks elsewhere than the
+    // head says (an open reads as many CRCs as the items imply): nothing is written.
+    if let Some(k) = (0..SECTIONS.len()).find(|&k| crcs[k].len() != blocks[k]) {
+        return Err(std::io::Error::other(format!(
+            "section {k} of the snapshot came to {} blocks, not the {} its items imply",
+            crcs[k].len(),
+            blocks[k]
+        )));
+    }
+    let head = seal_head(head, state, log, items, &crcs);
+    if head.len() != head_len {
+        return Err(std::io::Error::other(format!(
+            "the snapshot's head took {} bytes, not the {head_len} its sections were placed after",
+            head.len()
+        )));
+    }
+    let mut file = out.into_inner().map_err(|e| e.into_error())?;
+    file.seek(std::io::SeekFrom::Start(0))?;
+    file.write_all(&head)?;
+    let written = started.elapsed();
+    file.sync_all()?;
+    Ok((at, written, started.elapsed()))
 }
 
 /// A snapshot written and synced under its temporary name, not yet in place. Dropped, it is
