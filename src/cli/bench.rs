@@ -1,7 +1,7 @@
 //! `bench`: the benchmark reports. Each prints its report (text, or JSON with `--json`) and
 //! with `--out FILE` also writes the JSON there.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -261,64 +261,94 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             write_edges,
             report,
         } => {
-            let tmp = tempfile::tempdir()?;
-            let dir = dir.unwrap_or_else(|| tmp.path().join("bench"));
-            let spec = loci::bench::GraphSpec {
-                nodes,
-                edges,
-                ..Default::default()
+            let source = match edges_file {
+                Some(path) => GraphSource::File(path),
+                None => GraphSource::Generated { write_edges },
             };
-            let backend = backend(&b)?;
-            let r = match &edges_file {
-                Some(path) => {
-                    let bar = spinner(&format!("building the graph of {} ({b})", path.display()));
-                    let r = loci::bench::run_graph_bench(&dir, backend, &spec, |s| {
-                        loci::bench::build_from_file(s, path, edges_per_batch)
-                    })?;
-                    bar.finish_and_clear();
-                    r
-                }
-                None => {
-                    let bar = spinner(&format!("building {nodes} nodes, {edges} edges ({b})"));
-                    let r = loci::bench::run_graph_bench(&dir, backend, &spec, |s| {
-                        loci::bench::build_generated(
-                            s,
-                            &spec,
-                            edges_per_batch,
-                            write_edges.as_deref(),
-                        )
-                    })?;
-                    bar.finish_and_clear();
-                    r
-                }
-            };
-            let fresh = child_open(&dir).ok();
-            let mut v = serde_json::to_value(&r)?;
-            if let Some(f) = fresh {
-                v["open_fresh_process_s"] = f.store.secs.into();
-                // Of that wall time, the open itself as the process timed it (the rest is
-                // starting the process and what `stats` computes).
-                v["open_fresh_process_open_ms"] = f.store.open_ms.into();
-                v["open_page_cache"] = if cfg!(target_os = "linux") {
-                    "cold: the store's files were evicted (posix_fadvise DONTNEED) before the open"
-                } else {
-                    "warm: this system cannot evict the files from its page cache"
-                }
-                .into();
-                let per_edge =
-                    |a: u64, b: u64| (a.saturating_sub(b)) as f64 / r.edges.max(1) as f64;
-                v["rss_open_bytes"] = f.store.rss.into();
-                v["rss_empty_store_bytes"] = f.empty.rss.into();
-                v["rss_bytes_per_edge"] = per_edge(f.store.rss, f.empty.rss).into();
-                // Of it, the heap's part: the rest is pages of mapped files the open read.
-                v["rss_anon_open_bytes"] = f.store.anon.into();
-                v["rss_anon_empty_store_bytes"] = f.empty.anon.into();
-                v["rss_anon_bytes_per_edge"] = per_edge(f.store.anon, f.empty.anon).into();
-            }
+            let v = graph_bench(nodes, edges, &b, edges_per_batch, dir, source)?;
             emit(&v, &report)?;
         }
     }
     Ok(Code::Ok)
+}
+
+/// Where `bench graph`'s edges come from.
+enum GraphSource {
+    /// A file of `src dst relation confidence` lines (`--edges-file`).
+    File(PathBuf),
+    /// The Barabási–Albert generator, its graph also written to `write_edges` if given.
+    Generated { write_edges: Option<PathBuf> },
+}
+
+/// `bench graph`: builds the store, times it in this process, then opens it in a fresh one
+/// on a cold page cache and adds that open's time and memory to the report.
+fn graph_bench(
+    nodes: u32,
+    edges: u32,
+    backend_name: &str,
+    edges_per_batch: usize,
+    dir: Option<PathBuf>,
+    source: GraphSource,
+) -> Result<serde_json::Value> {
+    let tmp = tempfile::tempdir()?;
+    let dir = dir.unwrap_or_else(|| tmp.path().join("bench"));
+    let spec = loci::bench::GraphSpec {
+        nodes,
+        edges,
+        ..Default::default()
+    };
+    let backend = backend(backend_name)?;
+    let r = match &source {
+        GraphSource::File(path) => {
+            let bar = spinner(&format!(
+                "building the graph of {} ({backend_name})",
+                path.display()
+            ));
+            let r = loci::bench::run_graph_bench(&dir, backend, &spec, |s| {
+                loci::bench::build_from_file(s, path, edges_per_batch)
+            })?;
+            bar.finish_and_clear();
+            r
+        }
+        GraphSource::Generated { write_edges } => {
+            let bar = spinner(&format!(
+                "building {nodes} nodes, {edges} edges ({backend_name})"
+            ));
+            let r = loci::bench::run_graph_bench(&dir, backend, &spec, |s| {
+                loci::bench::build_generated(s, &spec, edges_per_batch, write_edges.as_deref())
+            })?;
+            bar.finish_and_clear();
+            r
+        }
+    };
+    let mut v = serde_json::to_value(&r)?;
+    if let Ok(f) = child_open(&dir) {
+        add_fresh_open(&mut v, &f, r.edges);
+    }
+    Ok(v)
+}
+
+/// Adds to a `bench graph` report the open of its store in a fresh process: its time, and
+/// its memory beside an empty store's.
+fn add_fresh_open(v: &mut serde_json::Value, f: &FreshOpen, edges: usize) {
+    v["open_fresh_process_s"] = f.store.secs.into();
+    // Of that wall time, the open itself as the process timed it (the rest is starting the
+    // process and what `stats` computes).
+    v["open_fresh_process_open_ms"] = f.store.open_ms.into();
+    v["open_page_cache"] = if cfg!(target_os = "linux") {
+        "cold: the store's files were evicted (posix_fadvise DONTNEED) before the open"
+    } else {
+        "warm: this system cannot evict the files from its page cache"
+    }
+    .into();
+    let per_edge = |a: u64, b: u64| (a.saturating_sub(b)) as f64 / edges.max(1) as f64;
+    v["rss_open_bytes"] = f.store.rss.into();
+    v["rss_empty_store_bytes"] = f.empty.rss.into();
+    v["rss_bytes_per_edge"] = per_edge(f.store.rss, f.empty.rss).into();
+    // Of it, the heap's part: the rest is pages of mapped files the open read.
+    v["rss_anon_open_bytes"] = f.store.anon.into();
+    v["rss_anon_empty_store_bytes"] = f.empty.anon.into();
+    v["rss_anon_bytes_per_edge"] = per_edge(f.store.anon, f.empty.anon).into();
 }
 
 /// Asks the kernel to drop the cached pages of every file under `dir` (posix_fadvise
