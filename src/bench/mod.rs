@@ -669,6 +669,75 @@ pub fn search_queries(spec: &GraphSpec, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// The traversals' timings over a benchmark graph, and what they reached.
+struct Traversals {
+    max_degree: usize,
+    two_hop: Latency,
+    two_hop_again: Latency,
+    two_hop_mean_nodes: f64,
+    three_hop: Latency,
+    three_hop_mean_nodes: f64,
+    three_hop_filtered: Latency,
+    three_hop_filtered_mean_nodes: f64,
+    ppr: Latency,
+    ppr_mean_nodes: f64,
+}
+
+/// Times 2-hop (confidence at least 0.5, then the same starts again), 3-hop counts (all
+/// edges, and filtered), and PPR from one seed, from `starts`.
+fn time_traversals(store: &Store, starts: &[NodeId]) -> Traversals {
+    let g = store.graph();
+    let max_degree = g
+        .nodes()
+        .map(|n| g.adjacency().degree(n.id))
+        .max()
+        .unwrap_or(0);
+    let conf = TraversalFilter {
+        min_confidence: 0.5,
+        ..Default::default()
+    };
+    let all = TraversalFilter::default();
+    let mut reached2 = 0usize;
+    let two_hop = sample(starts.len(), |i| {
+        reached2 += g.adjacency().khop(starts[i], 2, &conf).len();
+    });
+    let two_hop_again = sample(starts.len(), |i| {
+        std::hint::black_box(g.adjacency().khop(starts[i], 2, &conf).len());
+    });
+    let mut reached3 = 0usize;
+    let three_hop = sample(2_000, |i| {
+        reached3 += g.adjacency().khop_count(starts[i], 3, &all);
+    });
+    let mut reached3_conf = 0usize;
+    let three_hop_filtered = sample(2_000, |i| {
+        reached3_conf += g.adjacency().khop_count(starts[i], 3, &conf);
+    });
+    let params = crate::retrieval::PushParams::default();
+    let mut ppr_nodes = 0usize;
+    let ppr = sample(2_000, |i| {
+        ppr_nodes += crate::retrieval::personalized_pagerank(
+            g.adjacency(),
+            &[(starts[i], 1.0)],
+            params,
+            &all,
+            |_, e| e.confidence.max(1e-3),
+        )
+        .len();
+    });
+    Traversals {
+        max_degree,
+        two_hop,
+        two_hop_again,
+        two_hop_mean_nodes: reached2 as f64 / starts.len() as f64,
+        three_hop,
+        three_hop_mean_nodes: reached3 as f64 / 2_000.0,
+        three_hop_filtered,
+        three_hop_filtered_mean_nodes: reached3_conf as f64 / 2_000.0,
+        ppr,
+        ppr_mean_nodes: ppr_nodes as f64 / 2_000.0,
+    }
+}
+
 /// Builds, reopens and measures a benchmark store in `dir`.
 pub fn run_graph_bench(
     dir: &Path,
@@ -693,45 +762,7 @@ pub fn run_graph_bench(
         ..spec.clone()
     };
     let starts = random_starts(spec, 20_000);
-    let g = store.graph();
-    let max_degree = g
-        .nodes()
-        .map(|n| g.adjacency().degree(n.id))
-        .max()
-        .unwrap_or(0);
-    let conf = TraversalFilter {
-        min_confidence: 0.5,
-        ..Default::default()
-    };
-    let all = TraversalFilter::default();
-    let mut reached2 = 0usize;
-    let two = sample(starts.len(), |i| {
-        reached2 += g.adjacency().khop(starts[i], 2, &conf).len();
-    });
-    let two_again = sample(starts.len(), |i| {
-        std::hint::black_box(g.adjacency().khop(starts[i], 2, &conf).len());
-    });
-    let mut reached3 = 0usize;
-    let three = sample(2_000, |i| {
-        reached3 += g.adjacency().khop_count(starts[i], 3, &all);
-    });
-    let mut reached3_conf = 0usize;
-    let three_conf = sample(2_000, |i| {
-        reached3_conf += g.adjacency().khop_count(starts[i], 3, &conf);
-    });
-    let params = crate::retrieval::PushParams::default();
-    let mut ppr_nodes = 0usize;
-    let ppr = sample(2_000, |i| {
-        ppr_nodes += crate::retrieval::personalized_pagerank(
-            g.adjacency(),
-            &[(starts[i], 1.0)],
-            params,
-            &all,
-            |_, e| e.confidence.max(1e-3),
-        )
-        .len();
-    });
-    drop(g);
+    let walks = time_traversals(&store, &starts);
     let rss_file_after_traversals_bytes = rss_anon_and_file_bytes().1;
     let queries = search_queries(spec, 5_000);
     let filter = SearchFilter::default();
@@ -758,18 +789,18 @@ pub fn run_graph_bench(
         ingest_nodes_s,
         ingest_edges_s,
         ingest_edges_per_s: stats.edges as f64 / ingest_edges_s,
-        max_degree,
+        max_degree: walks.max_degree,
         open_s,
-        two_hop_conf_0_5: two,
-        two_hop_conf_0_5_again: two_again,
-        two_hop_mean_nodes: reached2 as f64 / starts.len() as f64,
-        three_hop_count: three,
-        three_hop_mean_nodes: reached3 as f64 / 2_000.0,
-        three_hop_conf_0_5: three_conf,
-        three_hop_conf_0_5_mean_nodes: reached3_conf as f64 / 2_000.0,
+        two_hop_conf_0_5: walks.two_hop,
+        two_hop_conf_0_5_again: walks.two_hop_again,
+        two_hop_mean_nodes: walks.two_hop_mean_nodes,
+        three_hop_count: walks.three_hop,
+        three_hop_mean_nodes: walks.three_hop_mean_nodes,
+        three_hop_conf_0_5: walks.three_hop_filtered,
+        three_hop_conf_0_5_mean_nodes: walks.three_hop_filtered_mean_nodes,
         search_top10: search,
-        ppr_one_seed: ppr,
-        ppr_mean_nodes: ppr_nodes as f64 / 2_000.0,
+        ppr_one_seed: walks.ppr,
+        ppr_mean_nodes: walks.ppr_mean_nodes,
         disk_bytes_backend: stats.disk_bytes_backend,
         disk_bytes_text: stats.disk_bytes_text,
         disk_bytes_snapshot: stats.disk_bytes_snapshot,
