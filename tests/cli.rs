@@ -1183,6 +1183,63 @@ fn a_store_file_that_is_not_a_database_exits_corrupt() {
     assert!(err.contains("data.redb"), "{err}");
 }
 
+/// An emptied log file is refused as damage by every command, reading or writing, and left as
+/// it is. redb had made a new database in its place on `loci search` (a reading command), and
+/// the store then failed with "meta table has format None".
+#[test]
+fn an_emptied_log_file_is_refused_as_damage_and_left_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let data = store.join("data.redb");
+    std::fs::write(&data, b"").unwrap();
+    for args in [
+        &["search", "--store", p(&store), "stick"][..],
+        &["stats", "--store", p(&store)],
+        &["replay", "--store", p(&store), "--verify"],
+    ] {
+        let out = loci(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{args:?}: {err}");
+        assert!(err.contains("data.redb") && err.contains("empty"), "{err}");
+        assert_eq!(std::fs::metadata(&data).unwrap().len(), 0, "{args:?}");
+    }
+}
+
+/// A backend that panics on its damaged file while opening it exits 6 (a corrupt store), as
+/// it does when it panics reading a table. It had exited 8, a failure of the machine.
+#[test]
+fn a_backend_panic_on_a_damaged_file_exits_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let data = store.join("data.redb");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let mut panicked = 0;
+    // Damage a read does not reach is not noticed; damage that fails a command fails it as
+    // corrupt.
+    for at in [8192usize, 32768, 65536] {
+        let saved = bytes.clone();
+        bytes[at..at + 8].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef, 0xde, 0xad, 0xbe, 0xef]);
+        std::fs::write(&data, &bytes).unwrap();
+        for args in [
+            &["stats", "--store", p(&store)][..],
+            &["replay", "--store", p(&store), "--verify"],
+        ] {
+            let out = loci(args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            if out.status.code() != Some(0) {
+                assert_eq!(
+                    out.status.code(),
+                    Some(6),
+                    "damage at {at}, {args:?}: {err}"
+                );
+            }
+            panicked += usize::from(err.contains("panicked"));
+        }
+        bytes = saved;
+    }
+    assert!(panicked > 0, "no damage tried made redb panic");
+}
+
 #[test]
 fn pin_and_unpin_nodes_by_key() {
     let tmp = tempfile::tempdir().unwrap();

@@ -149,6 +149,9 @@ fn reports_damage(e: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(sled::Error::Corruption { .. }) = e.downcast_ref::<sled::Error>() {
         return true;
     }
+    if e.downcast_ref::<loci::storage::PanickedOnFile>().is_some() {
+        return true;
+    }
     matches!(
         e.downcast_ref::<tantivy::TantivyError>(),
         Some(tantivy::TantivyError::DataCorruption(_))

@@ -13,6 +13,14 @@ use super::{Backend, BackendKind, ScanVisitor, Table, WriteBatch};
 use crate::boundary;
 use crate::error::{Error, Result};
 
+/// The source of an [`Error::Backend`] that is a panic of the backend's on its file, which
+/// is taken as damage (`loci` exits 6, as for a panic reading a table, which is
+/// [`Error::Corrupt`]): the backends' panics seen so far were all on damaged files.
+#[derive(Debug, thiserror::Error)]
+#[error("the backend panicked on its file")]
+#[non_exhaustive]
+pub struct PanickedOnFile;
+
 /// Runs `f`, turning a panic into [`Error::Backend`] that names `path`. Used for opening, where
 /// there is no handle yet to disable.
 pub(crate) fn open_guarded<T>(
@@ -33,7 +41,7 @@ pub(crate) fn open_guarded<T>(
         Ok(r) => r,
         Err(p) => Err(Error::Backend {
             backend: kind.name(),
-            source: None,
+            source: Some(Box::new(PanickedOnFile)),
             message: format!(
                 "{} panicked while opening {} (the file is probably damaged): {}",
                 kind.name(),
@@ -111,7 +119,7 @@ impl Guarded {
                     },
                     None => Error::Backend {
                         backend: self.kind.name(),
-                        source: None,
+                        source: Some(Box::new(PanickedOnFile)),
                         message,
                     },
                 })

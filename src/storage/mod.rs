@@ -20,7 +20,7 @@ pub(crate) const COMPACT_DIR: &str = "compact.tmp";
 /// Where a sled compaction puts the live directory while it moves the new one in.
 pub(crate) const SLED_OLD: &str = "sled.old";
 
-pub use guard::Guarded;
+pub use guard::{Guarded, PanickedOnFile};
 pub use lock::{StoreLock, LOCK_FILE};
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;
@@ -227,6 +227,18 @@ impl BackendKind {
                         data.display()
                     )
                 },
+            });
+        }
+        // The manifest is written after the tables are made (`Store::create`), so a store's log
+        // file is never empty; an emptied one opened here would be made a new database, on a
+        // reading command too, standing in for the log.
+        if std::fs::metadata(&data).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            return Err(Error::Store {
+                path: dir.to_path_buf(),
+                message: format!(
+                    "{} is empty (0 bytes): the store's log is gone (restore it from a backup; loci makes none)",
+                    data.display()
+                ),
             });
         }
         self.open_as(dir, read_only)
