@@ -1804,6 +1804,8 @@ fn empty_questions_search_texts_and_filters_exit_bad_input() {
             ],
             "relation",
         ),
+        // A blank node had been "not found" (exit 4).
+        (vec!["neighbors", "--store", p(&store), ""], "node"),
     ] {
         let out = loci(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -1820,6 +1822,59 @@ fn empty_questions_search_texts_and_filters_exit_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("text") && !err.contains("question"), "{err}");
+    // A range given the wrong way round, and no hops at all, are refused rather than
+    // answered with nothing.
+    for (args, named, code) in [
+        (
+            vec![
+                "search",
+                "--store",
+                p(&store),
+                "emerald",
+                "--from",
+                "10",
+                "--to",
+                "5",
+            ],
+            "--from",
+            3,
+        ),
+        (
+            vec![
+                "neighbors",
+                "--store",
+                p(&store),
+                "base:first",
+                "--depth",
+                "0",
+            ],
+            "--depth",
+            2,
+        ),
+    ] {
+        let out = loci(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?}: {err}");
+    }
+    // Nor is an overlong node of `neighbors` (a key, or a name to search for) a question.
+    let out = loci(&["neighbors", "--store", p(&store), &long]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("node") && !err.contains("question"), "{err}");
+    // A saved query's name lookup of a value longer than any name finds nothing; it had
+    // refused the value as a question.
+    let long_item = "x".repeat(20_000);
+    let rows = json(&[
+        "run",
+        "--store",
+        p(&store),
+        "--json",
+        "find_trade",
+        "--param",
+        &format!("want={long_item}"),
+    ]);
+    assert_eq!(rows["rows"], serde_json::json!([]), "{rows}");
     // `context`'s question is optional: a blank one is none (a tool caller's empty string),
     // not a refusal that came only with some modes.
     let none = ok(&["context", "--store", p(&store), "--no-record"]);

@@ -614,6 +614,8 @@ async fn empty_search_text_questions_and_filters_are_refused_naming_them() {
             None,
             "relation",
         ),
+        // A blank node had been 404, "no node has key """.
+        ("GET", "/v1/neighbors?node=%20", None, "node"),
         (
             "POST",
             "/v1/query",
@@ -673,6 +675,29 @@ async fn a_query_parameter_that_is_not_utf8_is_refused_naming_it() {
     }
     // Escapes that decode to UTF-8, and a plus for a space, still work.
     let (s, v, _) = call(&st, "GET", "/v1/search?q=em%65rald+%C3%A9", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
+/// A query parameter a route does not have is refused, naming it, as a body's unknown field
+/// is: a misspelt `?lable=Item` had searched without the filter. And a time range whose
+/// `from` is after its `to` is refused rather than answered with nothing.
+#[tokio::test]
+async fn unknown_query_parameters_and_backward_ranges_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for (uri, named) in [
+        ("/v1/search?q=emerald&lable=Item", "lable"),
+        ("/v1/neighbors?node=base:first&hops=2", "hops"),
+        ("/v1/timeline?limit=3&form=10", "form"),
+        ("/v1/timeline?from=10&to=5", "from"),
+        ("/v1/search?q=emerald&from=10&to=5", "from"),
+    ] {
+        let (s, v, _) = call(&st, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "{uri}: {message}");
+    }
+    let (s, v, _) = call(&st, "GET", "/v1/timeline?from=5&to=5", None, None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
 }
 

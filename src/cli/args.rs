@@ -327,7 +327,8 @@ pub struct NeighborsArgs {
     #[command(flatten)]
     pub store: StoreArg,
     pub node: String,
-    #[arg(long, default_value_t = 1)]
+    /// Hops from the node (at least 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..))]
     pub depth: u8,
     /// In [0, 1].
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]

@@ -34,6 +34,11 @@ pub fn search(a: SearchArgs) -> Result<Code> {
     for kind in &a.kind {
         loci::text::refuse_blank(kind, "kind")?;
     }
+    if let (Some(from), Some(to)) = (a.from, a.to) {
+        if from > to {
+            fail!(Code::BadInput, "--from {from} is after --to {to}");
+        }
+    }
     let s = open_for_reading(&a.store)?;
     warn_unknown_names(&s, &[], &a.label);
     let time = match (a.from, a.to) {
@@ -145,6 +150,8 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
 }
 
 fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
+    // A key, or a name to search for: refused as `node` when it could be neither.
+    loci::text::check_search_text(key_or_name, "node")?;
     match s.require_node(key_or_name) {
         Ok(n) => return Ok(n),
         Err(loci::Error::NotFound(_)) => {}

@@ -1089,6 +1089,7 @@ impl Run<'_, '_> {
                     let Val::Str(t) = self.ctx.eval(text, row)? else {
                         return Err(QueryError::Param("SEARCH ... FOR takes a string".into()));
                     };
+                    crate::text::TextIndex::check_length(&t, "SEARCH ... FOR")?;
                     let filter = SearchFilter {
                         nodes_only: Some(true),
                         ..Default::default()
@@ -1121,6 +1122,11 @@ impl Run<'_, '_> {
                     let Val::Str(wanted) = self.ctx.eval(name, row)? else {
                         continue;
                     };
+                    // No node bears a name longer than a name may be (nor could a search
+                    // take it).
+                    if wanted.len() > crate::model::MAX_NAME_BYTES {
+                        continue;
+                    }
                     // Through the full-text index: the exact name form first; when nothing
                     // bears it, analysed search filtered to names equal up to plural.
                     let bears = |n, form: &str| g.bears_name_form(n, form);

@@ -139,6 +139,17 @@ fn row_limit(given: Option<usize>, default: usize) -> Result<usize, ApiError> {
     }
 }
 
+/// Refuses a range of world times whose `from` is after its `to`: it holds nothing, and was
+/// most likely given the wrong way round.
+fn check_time_range(from: Option<i64>, to: Option<i64>) -> Result<(), ApiError> {
+    match (from, to) {
+        (Some(from), Some(to)) if from > to => Err(ApiError::bad_input(format!(
+            "from: {from} is after to ({to})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The routes, with the state they need.
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -285,6 +296,7 @@ async fn stats(State(st): State<Arc<AppState>>) -> Answer {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 struct EventsParams {
     /// events | graph | passages | triples | toolcalls | conversation | journal (default:
     /// told from the first line).
@@ -534,6 +546,7 @@ async fn list_queries(State(st): State<Arc<AppState>>) -> Answer {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 struct SearchParams {
     /// The text to search for.
     q: String,
@@ -553,6 +566,7 @@ struct SearchParams {
     responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
 async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>) -> Answer {
     let limit = row_limit(p.limit, 10)?;
+    check_time_range(p.from, p.to)?;
     crate::text::check_search_text(&p.q, "q")?;
     for (name, value) in [("label", &p.label), ("kind", &p.kind)] {
         if let Some(v) = value {
@@ -581,6 +595,7 @@ async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 struct NeighborsParams {
     /// The start node's key.
     node: String,
@@ -619,6 +634,7 @@ pub fn neighbors_of(
     if let Some(r) = &relation {
         crate::text::refuse_blank(r, "relation")?;
     }
+    crate::text::refuse_blank(key, "node")?;
     let start = match s.require_node(key) {
         Ok(n) => n,
         Err(crate::Error::NotFound(_)) => {
@@ -635,6 +651,7 @@ pub fn neighbors_of(
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 struct TimelineParams {
     /// World time from (inclusive; default: the beginning).
     from: Option<i64>,
@@ -656,6 +673,7 @@ async fn timeline(State(st): State<Arc<AppState>>, Params(p): Params<TimelinePar
 /// The latest `limit` events between two times (shared with the MCP `timeline` tool).
 pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<usize>) -> Answer {
     let limit = row_limit(limit, 100)?;
+    check_time_range(from, to)?;
     let times = s.event_times(from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX))?;
     let start = times.len().saturating_sub(limit);
     let mut events = Vec::new();

@@ -156,9 +156,10 @@ fn remember_draft(s: &crate::Store, a: RememberArgs) -> Result<Vec<EventDraft>, 
         let batch = crate::ingest::read_str("event", &line, crate::ingest::Format::Events)?;
         return Ok(batch.events);
     }
-    let Some(text) = a.text.filter(|t| !t.trim().is_empty()) else {
+    let Some(text) = a.text else {
         return Err(ApiError::bad_input("give \"text\" or \"event\""));
     };
+    crate::text::refuse_blank(&text, "text")?;
     let ts = match a.ts {
         Some(t) => t,
         None => s.latest_event_time()?.unwrap_or(0),
@@ -414,6 +415,15 @@ mod tests {
         );
         let text = remember_draft(&store, args(Some("saw a creeper"), None)).unwrap();
         assert_eq!(text[0].kind, crate::model::kinds::OBSERVATION);
+        // A blank text is named as given and empty; the refusal had said to give a text.
+        let blank = remember_draft(&store, args(Some(" "), None)).expect_err("blank refused");
+        assert!(
+            blank.message.contains("text:") && blank.message.contains("empty"),
+            "{}",
+            blank.message
+        );
+        let neither = remember_draft(&store, args(None, None)).expect_err("nothing refused");
+        assert!(neither.message.contains("give"), "{}", neither.message);
     }
 
     /// A tool's arguments are refused with a field they do not have, as the HTTP routes'

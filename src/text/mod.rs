@@ -1120,7 +1120,7 @@ impl TextIndex {
     }
 
     /// An error naming `name` when `text` is longer than [`Self::MAX_QUESTION_BYTES`].
-    fn check_length(text: &str, name: &str) -> Result<()> {
+    pub fn check_length(text: &str, name: &str) -> Result<()> {
         if text.len() > Self::MAX_QUESTION_BYTES {
             return Err(Error::InvalidArgument {
                 name: name.into(),
