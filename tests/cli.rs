@@ -1240,6 +1240,33 @@ fn a_backend_panic_on_a_damaged_file_exits_corrupt() {
     assert!(panicked > 0, "no damage tried made redb panic");
 }
 
+/// A failed write of standard output says it was standard output: on a full device the
+/// message had been only "No space left on device", as if the store were full.
+#[test]
+fn a_full_standard_output_is_named_in_the_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // not on this system
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    for args in [
+        &["search", "--store", p(&store), "emerald"][..],
+        &["search", "--store", p(&store), "emerald", "--json"],
+        &["stats", "--store", p(&store)],
+        &["world", "--out", "-"],
+        &["completions", "bash"],
+    ] {
+        let out = Command::new(BIN)
+            .args(args)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(err.contains("standard output"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn pin_and_unpin_nodes_by_key() {
     let tmp = tempfile::tempdir().unwrap();

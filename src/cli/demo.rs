@@ -67,7 +67,7 @@ fn shown(path: &Path) -> String {
 
 fn write_events(path: &Path, events: &[loci::EventDraft]) -> Result<()> {
     let out: Box<dyn Write> = if is_stdout(path) {
-        Box::new(std::io::stdout().lock())
+        Box::new(super::output::stdout())
     } else {
         Box::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,

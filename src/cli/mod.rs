@@ -215,7 +215,7 @@ fn run(cli: Cli) -> Result<Code> {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "loci", &mut script);
             use std::io::Write as _;
-            let mut out = std::io::stdout().lock();
+            let mut out = output::stdout();
             out.write_all(&script)?;
             out.flush()?;
             Ok(Code::Ok)

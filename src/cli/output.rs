@@ -17,7 +17,7 @@ macro_rules! outln {
             use std::io::Write as _;
             let line = format!($($arg)*);
             writeln!(
-                std::io::stdout().lock(),
+                $crate::cli::output::stdout(),
                 "{}",
                 $crate::cli::output::visible(&line)
             )?;
@@ -25,6 +25,33 @@ macro_rules! outln {
     };
 }
 pub(crate) use outln;
+
+/// Standard output, locked, whose write errors say that they are standard output's: on a
+/// full device the error would otherwise read as if the store were full.
+pub(crate) fn stdout() -> Stdout {
+    Stdout(std::io::stdout().lock())
+}
+
+pub(crate) struct Stdout(std::io::StdoutLock<'static>);
+
+impl Stdout {
+    fn named(e: std::io::Error) -> std::io::Error {
+        // The kind is kept: a closed pipe is still told apart (`is_broken_pipe`).
+        std::io::Error::new(e.kind(), format!("writing standard output: {e}"))
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf).map_err(Self::named)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.0.write_all(buf).map_err(Self::named)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(Self::named)
+    }
+}
 
 /// `text` with every control character but `\n` and `\t` escaped as Rust writes it.
 pub(crate) fn visible(text: &str) -> std::borrow::Cow<'_, str> {
@@ -65,7 +92,7 @@ pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
 pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
     // Buffered: stdout alone flushes at every line, a write per line of a document that can
     // run to millions of lines (`replay --until` of a large graph).
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout());
     serde_json::to_writer_pretty(&mut out, v)?;
     writeln!(out)?;
     out.flush()?;
@@ -139,7 +166,7 @@ pub fn print_report(v: &serde_json::Value) -> Result<()> {
             other => other.to_string(),
         }
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout();
     walk(v, 0, &mut out)?;
     out.flush()?;
     Ok(())

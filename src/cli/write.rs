@@ -57,7 +57,7 @@ impl CommitReport {
         };
         // Flushed line by line: a reader (or the crash test) may rely on every printed line
         // being committed.
-        let mut out = std::io::stdout().lock();
+        let mut out = super::output::stdout();
         match writeln!(out, "{text}").and_then(|()| out.flush()) {
             Ok(()) => self.printed += 1,
             Err(e) => {
