@@ -1232,12 +1232,36 @@ fn a_backend_panic_on_a_damaged_file_exits_corrupt() {
                     Some(6),
                     "damage at {at}, {args:?}: {err}"
                 );
+                // Said once: the marker that makes it damage adds no words of its own.
+                assert_eq!(err.matches("probably damaged").count(), 1, "{err}");
+                assert!(!err.contains("backend panicked"), "{err}");
             }
             panicked += usize::from(err.contains("panicked"));
         }
         bytes = saved;
     }
     assert!(panicked > 0, "no damage tried made redb panic");
+}
+
+/// sled's report of a damaged file is printed once, without its empty backtrace: trimming the
+/// message had left sled's own error as its cause, printed after it whole.
+#[test]
+fn a_damaged_sled_store_is_reported_once_and_exits_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("s");
+    ok(&["init", "--store", p(&store), "--backend", "sled"]);
+    let db = store.join("sled").join("db");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&db)
+        .unwrap()
+        .set_len(100)
+        .unwrap();
+    let out = loci(&["stats", "--store", p(&store)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert_eq!(err.matches("corrupted data").count(), 1, "{err}");
+    assert!(!err.contains("backtrace"), "{err}");
 }
 
 /// A failed write of standard output says it was standard output: on a full device the
@@ -1265,6 +1289,21 @@ fn a_full_standard_output_is_named_in_the_error() {
         assert_ne!(out.status.code(), Some(0), "{args:?}");
         assert!(err.contains("standard output"), "{args:?}: {err}");
     }
+    // An ingest goes on without its report, and says why it stopped printing: the device is
+    // full, not a reader gone.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
+    let fresh = empty_store(&tmp.path().join("fresh"));
+    let out = Command::new(BIN)
+        .args(["ingest", "--store", p(&fresh), p(&fixture)])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("No space left") && !err.contains("was closed"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -1902,6 +1941,18 @@ fn empty_questions_search_texts_and_filters_exit_bad_input() {
         &format!("want={long_item}"),
     ]);
     assert_eq!(rows["rows"], serde_json::json!([]), "{rows}");
+    // A long value whose name form is a name's (padding is not part of it) still finds it.
+    let padded = format!("want=emerald{}", " ".repeat(5_000));
+    let rows = json(&[
+        "run",
+        "--store",
+        p(&store),
+        "--json",
+        "find_trade",
+        "--param",
+        &padded,
+    ]);
+    assert_eq!(rows["rows"].as_array().map(Vec::len), Some(2), "{rows}");
     // `context`'s question is optional: a blank one is none (a tool caller's empty string),
     // not a refusal that came only with some modes.
     let none = ok(&["context", "--store", p(&store), "--no-record"]);

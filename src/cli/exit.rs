@@ -146,10 +146,8 @@ fn reports_damage(e: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(redb::Error::Corrupted(_)) = e.downcast_ref::<redb::Error>() {
         return true;
     }
-    if let Some(sled::Error::Corruption { .. }) = e.downcast_ref::<sled::Error>() {
-        return true;
-    }
-    if e.downcast_ref::<loci::storage::PanickedOnFile>().is_some() {
+    // A backend's panic on its file, or sled's corruption error.
+    if e.downcast_ref::<loci::storage::DamagedFile>().is_some() {
         return true;
     }
     matches!(

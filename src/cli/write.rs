@@ -28,13 +28,14 @@ pub fn init(a: InitArgs) -> Result<Code> {
 /// that `loci ingest ... | head -2` never stops half-way without a word.
 struct CommitReport {
     json: bool,
-    closed: bool,
+    /// Why standard output took no more lines: its reader went away, or a write failed.
+    stopped: Option<String>,
     printed: usize,
 }
 
 impl CommitReport {
     fn line(&mut self, c: &Commit) {
-        if self.closed {
+        if self.stopped.is_some() {
             return;
         }
         let text = if self.json {
@@ -61,8 +62,12 @@ impl CommitReport {
         match writeln!(out, "{text}").and_then(|()| out.flush()) {
             Ok(()) => self.printed += 1,
             Err(e) => {
-                tracing::debug!("standard output closed: {e}");
-                self.closed = true;
+                tracing::debug!("standard output stopped: {e}");
+                self.stopped = Some(if e.kind() == std::io::ErrorKind::BrokenPipe {
+                    "was closed".to_string()
+                } else {
+                    format!("failed ({e})")
+                });
             }
         }
     }
@@ -94,7 +99,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
     };
     let mut report = CommitReport {
         json: a.json,
-        closed: false,
+        stopped: None,
         printed: 0,
     };
     let bar = ProgressBar::new(0).with_style(
@@ -153,17 +158,17 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
         }
         Ok(())
     };
-    if skipped > 0 && !report.closed {
+    if skipped > 0 && report.stopped.is_none() {
         note(format!(
             "skipped {skipped} passages the store already holds with the same title and text"
         ))?;
     }
-    if already_applied > 0 && !report.closed {
+    if already_applied > 0 && report.stopped.is_none() {
         note(format!(
             "skipped {already_applied} events whose idempotency key the store already holds"
         ))?;
     }
-    if !unextracted.is_empty() && !report.closed {
+    if !unextracted.is_empty() && report.stopped.is_none() {
         let first: Vec<String> = unextracted
             .iter()
             .take(3)
@@ -176,12 +181,12 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
             if unextracted.len() > 3 { "; ..." } else { "" }
         ))?;
     }
-    if committed == 0 && skipped == 0 && already_applied == 0 && !report.closed {
+    if committed == 0 && skipped == 0 && already_applied == 0 && report.stopped.is_none() {
         note("nothing to commit: the input holds no events".to_string())?;
     }
-    if report.closed {
+    if let Some(why) = &report.stopped {
         errln!(
-            "note: standard output was closed after {} lines; the ingest went on and committed {committed} events",
+            "note: standard output {why} after {} lines; the ingest went on and committed {committed} events",
             report.printed
         );
     }

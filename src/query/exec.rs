@@ -1122,16 +1122,18 @@ impl Run<'_, '_> {
                     let Val::Str(wanted) = self.ctx.eval(name, row)? else {
                         continue;
                     };
-                    // No node bears a name longer than a name may be (nor could a search
-                    // take it).
-                    if wanted.len() > crate::model::MAX_NAME_BYTES {
+                    // No node bears a name whose form is longer than a name may be.
+                    if crate::text::name_form(&wanted).len() > crate::model::MAX_NAME_BYTES {
                         continue;
                     }
                     // Through the full-text index: the exact name form first; when nothing
                     // bears it, analysed search filtered to names equal up to plural.
                     let bears = |n, form: &str| g.bears_name_form(n, form);
                     let mut found = store.text_index().lookup_name(&wanted, 1000, &bears)?;
-                    if found.is_empty() {
+                    // A value longer than a search takes is looked up by its form only.
+                    if found.is_empty()
+                        && wanted.len() <= crate::text::TextIndex::MAX_QUESTION_BYTES
+                    {
                         let filter = SearchFilter {
                             nodes_only: Some(true),
                             ..Default::default()

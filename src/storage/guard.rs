@@ -13,13 +13,17 @@ use super::{Backend, BackendKind, ScanVisitor, Table, WriteBatch};
 use crate::boundary;
 use crate::error::{Error, Result};
 
-/// The source of an [`Error::Backend`] that is a panic of the backend's on its file, which
-/// is taken as damage (`loci` exits 6, as for a panic reading a table, which is
-/// [`Error::Corrupt`]): the backends' panics seen so far were all on damaged files.
+/// The source of an [`Error::Backend`] whose backend found its file damaged: it panicked on
+/// it (the backends' panics seen so far were all on damaged files), or said so (sled's
+/// corruption error). `loci` exits 6 for it, as for [`Error::Corrupt`]. Its text is words the
+/// error's message already holds, so that printing an error with its causes says them once.
 #[derive(Debug, thiserror::Error)]
-#[error("the backend panicked on its file")]
+#[error("{0}")]
 #[non_exhaustive]
-pub struct PanickedOnFile;
+pub struct DamagedFile(pub String);
+
+/// What a panic on a file is said to mean, in its message and its [`DamagedFile`].
+const PROBABLY_DAMAGED: &str = "the file is probably damaged";
 
 /// Runs `f`, turning a panic into [`Error::Backend`] that names `path`. Used for opening, where
 /// there is no handle yet to disable.
@@ -41,9 +45,9 @@ pub(crate) fn open_guarded<T>(
         Ok(r) => r,
         Err(p) => Err(Error::Backend {
             backend: kind.name(),
-            source: Some(Box::new(PanickedOnFile)),
+            source: Some(Box::new(DamagedFile(PROBABLY_DAMAGED.into()))),
             message: format!(
-                "{} panicked while opening {} (the file is probably damaged): {}",
+                "{} panicked while opening {} ({PROBABLY_DAMAGED}): {}",
                 kind.name(),
                 path.display(),
                 p
@@ -107,7 +111,7 @@ impl Guarded {
             Err(p) => {
                 self.poisoned.store(true, Ordering::SeqCst);
                 let message = format!(
-                    "{} panicked in {what} on {} (the file is probably damaged): {}",
+                    "{} panicked in {what} on {} ({PROBABLY_DAMAGED}): {}",
                     self.kind.name(),
                     self.path.display(),
                     p
@@ -119,7 +123,7 @@ impl Guarded {
                     },
                     None => Error::Backend {
                         backend: self.kind.name(),
-                        source: Some(Box::new(PanickedOnFile)),
+                        source: Some(Box::new(DamagedFile(PROBABLY_DAMAGED.into()))),
                         message,
                     },
                 })

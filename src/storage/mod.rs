@@ -20,7 +20,7 @@ pub(crate) const COMPACT_DIR: &str = "compact.tmp";
 /// Where a sled compaction puts the live directory while it moves the new one in.
 pub(crate) const SLED_OLD: &str = "sled.old";
 
-pub use guard::{Guarded, PanickedOnFile};
+pub use guard::{DamagedFile, Guarded};
 pub use lock::{StoreLock, LOCK_FILE};
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;

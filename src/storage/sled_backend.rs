@@ -7,16 +7,23 @@ use std::path::Path;
 use super::{Backend, BackendKind, Op, ScanVisitor, Table, WriteBatch};
 use crate::error::{Error, Result};
 
-fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
-    let mut error = Error::backend_source("sled", e);
-    // sled's corruption error ends in " backtrace ()", its backtrace, empty unless sled
-    // was built to take one: nothing a reader can use.
-    if let Error::Backend { message, .. } = &mut error {
-        if let Some(at) = message.find(" backtrace ") {
-            message.truncate(at);
+fn err(e: sled::Error) -> Error {
+    match e {
+        // Its text ends in " backtrace ()", sled's backtrace, empty unless sled was built to
+        // take one: said without it, as damage.
+        sled::Error::Corruption { at, .. } => {
+            let message = match at {
+                Some(at) => format!("read corrupted data at file offset {at:?}"),
+                None => "read corrupted data".to_string(),
+            };
+            Error::Backend {
+                backend: "sled",
+                source: Some(Box::new(crate::storage::DamagedFile(message.clone()))),
+                message,
+            }
         }
+        e => Error::backend_source("sled", e),
     }
-    error
 }
 
 fn prefix(table: Table) -> u8 {
@@ -246,5 +253,7 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("corrupted data"), "{text}");
         assert!(!text.contains("backtrace"), "{text}");
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert!(source.is_some_and(|s| text.contains(&s)), "{text}");
     }
 }
