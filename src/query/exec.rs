@@ -1002,6 +1002,34 @@ enum Flow {
     Stop,
 }
 
+/// The rows one operator produced and has not handed on yet.
+struct Produced {
+    /// The operator's index in the plan.
+    op: usize,
+    rows: Vec<Vec<Val>>,
+    /// Whether the operator reads the graph, the log or the index: its rows count as scanned.
+    source: bool,
+    /// Whether it expands a quantified pattern, whose depth-first rows are handed on reversed.
+    quantified: bool,
+}
+
+/// A scan of events: its `from` and `to` times and its facet, as the plan took them from
+/// `WHERE`.
+type EventRange<'e> = (
+    Option<&'e Expr>,
+    Option<&'e Expr>,
+    Option<&'e (crate::store::Facet, Expr)>,
+);
+
+/// Hands `$row` on through [`Run::emit`], and stops the operator when the answer is complete.
+macro_rules! emit {
+    ($run:expr, $out:expr, $row:expr) => {
+        if $run.emit($out, $row)? == Flow::Stop {
+            return Ok(Flow::Stop);
+        }
+    };
+}
+
 /// One execution: operators pass rows depth-first, a batch at a time when the answer can stop
 /// early (LIMIT without ORDER BY or aggregates), else the whole output of one operator at once.
 struct Run<'a, 'p> {
@@ -1048,301 +1076,416 @@ impl Run<'_, '_> {
     /// when the answer is complete.
     fn step(&mut self, i: usize, rows: Vec<Vec<Val>>) -> Result<Option<Vec<Vec<Val>>>, QueryError> {
         let plan = self.plan;
-        let guard = self.guard;
-        let store = self.store;
-        let g = self.ctx.g;
-        let source = matches!(
-            plan.ops[i],
-            Op::Search { .. }
-                | Op::LookupKey { .. }
-                | Op::LookupName { .. }
-                | Op::ScanLabel { .. }
-                | Op::ScanAll { .. }
-                | Op::ScanEvents { .. }
-        );
-        let quantified = matches!(plan.ops[i], Op::Expand { min, max, .. } if min != 1 || max != 1);
-        let mut next: Vec<Vec<Val>> = Vec::new();
-        // Adds a produced row; a full batch goes on downstream at once.
-        macro_rules! emit {
-            ($row:expr) => {{
-                next.push($row);
-                self.produced[i] += 1;
-                if source {
-                    self.scanned += 1;
-                }
-                guard.rows(self.produced[i])?;
-                if next.len() >= self.batch {
-                    // Depth-first order is not a contract; keep rows in a stable order.
-                    if quantified {
-                        next.reverse();
-                    }
-                    if self.feed(i + 1, std::mem::take(&mut next))? == Flow::Stop {
-                        return Ok(None);
-                    }
-                }
-            }};
-        }
-        match &plan.ops[i] {
+        let op = &plan.ops[i];
+        let mut out = Produced {
+            op: i,
+            rows: Vec::new(),
+            source: matches!(
+                op,
+                Op::Search { .. }
+                    | Op::LookupKey { .. }
+                    | Op::LookupName { .. }
+                    | Op::ScanLabel { .. }
+                    | Op::ScanAll { .. }
+                    | Op::ScanEvents { .. }
+            ),
+            quantified: matches!(op, Op::Expand { min, max, .. } if *min != 1 || *max != 1),
+        };
+        let flow = match op {
             Op::Search { slot, text, limit } => {
-                for row in &rows {
-                    guard.tick()?;
-                    let Val::Str(t) = self.ctx.eval(text, row)? else {
-                        return Err(QueryError::Param("SEARCH ... FOR takes a string".into()));
-                    };
-                    crate::text::TextIndex::check_length(&t, "SEARCH ... FOR")?;
-                    let filter = SearchFilter {
-                        nodes_only: Some(true),
-                        ..Default::default()
-                    };
-                    let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
-                    for h in store.search(&t, &filter, limit)? {
-                        if let Target::Node(n) = h.target {
-                            let mut r = row.clone();
-                            r[*slot] = Val::Node(n);
-                            emit!(r);
-                        }
-                    }
-                }
+                self.search(&mut out, &rows, *slot, text, *limit)?
             }
-            Op::LookupKey { slot, key } => {
-                for row in &rows {
-                    guard.tick()?;
-                    if let Val::Str(k) = self.ctx.eval(key, row)? {
-                        if let Some(n) = g.node_id_named(&k) {
-                            let mut r = row.clone();
-                            r[*slot] = Val::Node(n);
-                            emit!(r);
-                        }
-                    }
-                }
-            }
-            Op::LookupName { slot, name } => {
-                for row in &rows {
-                    guard.tick()?;
-                    let Val::Str(wanted) = self.ctx.eval(name, row)? else {
-                        continue;
-                    };
-                    // No node bears a name whose form is longer than a name may be.
-                    if crate::text::name_form(&wanted).len() > crate::model::MAX_NAME_BYTES {
-                        continue;
-                    }
-                    // Through the full-text index: the exact name form first; when nothing
-                    // bears it, analysed search filtered to names equal up to plural.
-                    let bears = |n, form: &str| g.bears_name_form(n, form);
-                    let mut found = store.text_index().lookup_name(&wanted, 1000, &bears)?;
-                    // A value longer than a search takes is looked up by its form only.
-                    if found.is_empty()
-                        && wanted.len() <= crate::text::TextIndex::MAX_QUESTION_BYTES
-                    {
-                        let filter = SearchFilter {
-                            nodes_only: Some(true),
-                            ..Default::default()
-                        };
-                        for h in store.search(&wanted, &filter, 50)? {
-                            let Target::Node(n) = h.target else { continue };
-                            let Some(node) = g.node(n) else { continue };
-                            if same_name(&node.name, &wanted)
-                                || node.aliases.iter().any(|a| same_name(a, &wanted))
-                            {
-                                found.push(n);
-                            }
-                        }
-                    }
-                    let mut seen = HashSet::new();
-                    for n in found {
-                        if seen.insert(n) {
-                            let mut r = row.clone();
-                            r[*slot] = Val::Node(n);
-                            emit!(r);
-                        }
-                    }
-                }
-            }
-            Op::ScanLabel { slot, labels } => {
-                for row in &rows {
-                    let of_label = |id: &NodeId| {
-                        g.node_label(*id)
-                            .is_some_and(|l| labels.iter().any(|x| x == l))
-                    };
-                    for n in g.node_ids().filter(of_label) {
-                        let mut r = row.clone();
-                        r[*slot] = Val::Node(n);
-                        emit!(r);
-                    }
-                }
-            }
-            Op::ScanAll { slot } => {
-                for row in &rows {
-                    for n in g.node_ids() {
-                        let mut r = row.clone();
-                        r[*slot] = Val::Node(n);
-                        emit!(r);
-                    }
-                }
-            }
+            Op::LookupKey { slot, key } => self.lookup_key(&mut out, &rows, *slot, key)?,
+            Op::LookupName { slot, name } => self.lookup_name(&mut out, &rows, *slot, name)?,
+            Op::ScanLabel { slot, labels } => self.scan_label(&mut out, &rows, *slot, labels)?,
+            Op::ScanAll { slot } => self.scan_all(&mut out, &rows, *slot)?,
             Op::ScanEvents {
                 slot,
                 from,
                 to,
                 facet,
             } => {
-                for row in &rows {
-                    let seqs = self.event_seqs(from.as_ref(), to.as_ref(), facet.as_ref(), row)?;
-                    for seq in seqs {
-                        let mut r = row.clone();
-                        r[*slot] = Val::Event(seq);
-                        emit!(r);
-                    }
-                }
+                let range = (from.as_ref(), to.as_ref(), facet.as_ref());
+                self.scan_events(&mut out, &rows, *slot, range)?
             }
             Op::CheckNode {
                 slot,
                 labels,
                 props,
-            } => {
-                'rows: for row in rows {
-                    guard.tick()?;
-                    let v = row[*slot].clone();
-                    if !labels.is_empty() {
-                        let label = self.ctx.prop(&v, "label")?;
-                        if !labels.iter().any(|l| Val::Str(l.clone()) == label) {
-                            continue;
-                        }
-                    }
-                    for (k, e) in props {
-                        let want = self.ctx.eval(e, &row)?;
-                        let have = self.ctx.prop(&v, k)?;
-                        if equal(&have, &want) != Some(true) {
-                            continue 'rows;
-                        }
-                    }
-                    emit!(row);
-                }
-            }
-            Op::Expand {
-                from,
-                rel,
-                to,
-                types,
-                dir,
-                min,
-                max,
-                to_bound,
-                props,
-                distinct_from,
-            } => {
-                let type_ids: Option<Vec<u32>> = (!types.is_empty())
-                    .then(|| types.iter().filter_map(|t| g.relation_id(t)).collect());
-                for row in &rows {
-                    let Val::Node(start) = row[*from] else {
-                        continue;
-                    };
-                    let admits = |e: &crate::graph::AdjEntry| -> bool {
-                        let dir_ok = match dir {
-                            Dir::Right => !e.is_incoming(),
-                            Dir::Left => e.is_incoming(),
-                            Dir::Either => true,
-                        };
-                        dir_ok
-                            && type_ids
-                                .as_ref()
-                                .is_none_or(|ids| ids.contains(&e.relation()))
-                            && !distinct_from
-                                .iter()
-                                .any(|s| contains_edge(&row[*s], e.edge_id()))
-                    };
-                    // Depth-first over trails (no edge twice) of min..=max hops.
-                    let mut stack: Vec<(Vec<NodeId>, Vec<EdgeId>)> =
-                        vec![(vec![start], Vec::new())];
-                    while let Some((nodes, edges)) = stack.pop() {
-                        self.examined += 1;
-                        guard.tick()?;
-                        let here = *nodes.last().unwrap_or(&start);
-                        if edges.len() as u32 >= *min {
-                            let end_ok = match &row[*to] {
-                                Val::Node(b) if *to_bound => *b == here,
-                                _ => true,
-                            };
-                            let mut props_ok = true;
-                            if !props.is_empty() {
-                                for (k, e) in props {
-                                    let want = self.ctx.eval(e, row)?;
-                                    for edge in &edges {
-                                        if equal(&self.ctx.prop(&Val::Edge(*edge), k)?, &want)
-                                            != Some(true)
-                                        {
-                                            props_ok = false;
-                                        }
-                                    }
-                                }
-                            }
-                            if end_ok && props_ok {
-                                let mut r = row.clone();
-                                r[*rel] = if *min == 1 && *max == 1 {
-                                    Val::Edge(edges[0])
-                                } else {
-                                    Val::Path(nodes.clone(), edges.clone())
-                                };
-                                r[*to] = Val::Node(here);
-                                emit!(r);
-                            }
-                        }
-                        if edges.len() as u32 >= *max {
-                            continue;
-                        }
-                        for e in g.adjacency().entries(here) {
-                            if admits(&e) && !edges.contains(&e.edge_id()) {
-                                let mut ns = nodes.clone();
-                                ns.push(e.neighbor());
-                                let mut es = edges.clone();
-                                es.push(e.edge_id());
-                                stack.push((ns, es));
-                            }
-                        }
-                    }
-                }
-            }
+            } => self.check_node(&mut out, rows, *slot, labels, props)?,
+            Op::Expand { .. } => self.expand(&mut out, &rows, op)?,
             Op::BindPath { slot, nodes, rels } => {
-                for mut row in rows {
-                    guard.tick()?;
-                    let mut ns: Vec<NodeId> = Vec::new();
-                    let mut es: Vec<EdgeId> = Vec::new();
-                    if let Val::Node(n) = row[nodes[0]] {
-                        ns.push(n);
+                self.bind_path(&mut out, rows, *slot, nodes, rels)?
+            }
+            Op::Filter(e) => self.filter(&mut out, rows, e)?,
+        };
+        if flow == Flow::Stop {
+            return Ok(None);
+        }
+        self.guard.time()?;
+        if out.quantified {
+            out.rows.reverse();
+        }
+        Ok(Some(out.rows))
+    }
+
+    /// Adds a row operator `out.op` produced; a full batch goes on downstream at once.
+    fn emit(&mut self, out: &mut Produced, row: Vec<Val>) -> Result<Flow, QueryError> {
+        out.rows.push(row);
+        self.produced[out.op] += 1;
+        if out.source {
+            self.scanned += 1;
+        }
+        self.guard.rows(self.produced[out.op])?;
+        if out.rows.len() >= self.batch {
+            // Depth-first order is not a contract; keep rows in a stable order.
+            if out.quantified {
+                out.rows.reverse();
+            }
+            return self.feed(out.op + 1, std::mem::take(&mut out.rows));
+        }
+        Ok(Flow::More)
+    }
+
+    /// `SEARCH v FOR text LIMIT n`: the nodes the full-text index finds, best first.
+    fn search(
+        &mut self,
+        out: &mut Produced,
+        rows: &[Vec<Val>],
+        slot: usize,
+        text: &Expr,
+        limit: u64,
+    ) -> Result<Flow, QueryError> {
+        for row in rows {
+            self.guard.tick()?;
+            let Val::Str(t) = self.ctx.eval(text, row)? else {
+                return Err(QueryError::Param("SEARCH ... FOR takes a string".into()));
+            };
+            crate::text::TextIndex::check_length(&t, "SEARCH ... FOR")?;
+            let filter = SearchFilter {
+                nodes_only: Some(true),
+                ..Default::default()
+            };
+            let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+            for h in self.store.search(&t, &filter, limit)? {
+                if let Target::Node(n) = h.target {
+                    let mut r = row.clone();
+                    r[slot] = Val::Node(n);
+                    emit!(self, out, r);
+                }
+            }
+        }
+        Ok(Flow::More)
+    }
+
+    /// `(v {key: k})`: the node of that key.
+    fn lookup_key(
+        &mut self,
+        out: &mut Produced,
+        rows: &[Vec<Val>],
+        slot: usize,
+        key: &Expr,
+    ) -> Result<Flow, QueryError> {
+        let g = self.ctx.g;
+        for row in rows {
+            self.guard.tick()?;
+            if let Val::Str(k) = self.ctx.eval(key, row)? {
+                if let Some(n) = g.node_id_named(&k) {
+                    let mut r = row.clone();
+                    r[slot] = Val::Node(n);
+                    emit!(self, out, r);
+                }
+            }
+        }
+        Ok(Flow::More)
+    }
+
+    /// `(v {name: x})`: the nodes of that name or alias.
+    fn lookup_name(
+        &mut self,
+        out: &mut Produced,
+        rows: &[Vec<Val>],
+        slot: usize,
+        name: &Expr,
+    ) -> Result<Flow, QueryError> {
+        let g = self.ctx.g;
+        for row in rows {
+            self.guard.tick()?;
+            let Val::Str(wanted) = self.ctx.eval(name, row)? else {
+                continue;
+            };
+            // No node bears a name whose form is longer than a name may be.
+            if crate::text::name_form(&wanted).len() > crate::model::MAX_NAME_BYTES {
+                continue;
+            }
+            // Through the full-text index: the exact name form first; when nothing bears it,
+            // analysed search filtered to names equal up to plural.
+            let bears = |n, form: &str| g.bears_name_form(n, form);
+            let mut found = self.store.text_index().lookup_name(&wanted, 1000, &bears)?;
+            // A value longer than a search takes is looked up by its form only.
+            if found.is_empty() && wanted.len() <= crate::text::TextIndex::MAX_QUESTION_BYTES {
+                let filter = SearchFilter {
+                    nodes_only: Some(true),
+                    ..Default::default()
+                };
+                for h in self.store.search(&wanted, &filter, 50)? {
+                    let Target::Node(n) = h.target else { continue };
+                    let Some(node) = g.node(n) else { continue };
+                    if same_name(&node.name, &wanted)
+                        || node.aliases.iter().any(|a| same_name(a, &wanted))
+                    {
+                        found.push(n);
                     }
-                    for (i, r) in rels.iter().enumerate() {
-                        match &row[*r] {
-                            Val::Edge(e) => {
-                                es.push(*e);
-                                if let Val::Node(n) = row[nodes[i + 1]] {
-                                    ns.push(n);
+                }
+            }
+            let mut seen = HashSet::new();
+            for n in found {
+                if seen.insert(n) {
+                    let mut r = row.clone();
+                    r[slot] = Val::Node(n);
+                    emit!(self, out, r);
+                }
+            }
+        }
+        Ok(Flow::More)
+    }
+
+    /// `(v:Label)` with nothing else to start from: every node of one of `labels`.
+    fn scan_label(
+        &mut self,
+        out: &mut Produced,
+        rows: &[Vec<Val>],
+        slot: usize,
+        labels: &[String],
+    ) -> Result<Flow, QueryError> {
+        let g = self.ctx.g;
+        for row in rows {
+            let of_label = |id: &NodeId| {
+                g.node_label(*id)
+                    .is_some_and(|l| labels.iter().any(|x| x == l))
+            };
+            for n in g.node_ids().filter(of_label) {
+                let mut r = row.clone();
+                r[slot] = Val::Node(n);
+                emit!(self, out, r);
+            }
+        }
+        Ok(Flow::More)
+    }
+
+    /// `(v)` with nothing to start from: every node.
+    fn scan_all(
+        &mut self,
+        out: &mut Produced,
+        rows: &[Vec<Val>],
+        slot: usize,
+    ) -> Result<Flow, QueryError> {
+        let g = self.ctx.g;
+        for row in rows {
+            for n in g.node_ids() {
+                let mut r = row.clone();
+                r[slot] = Val::Node(n);
+                emit!(self, out, r);
+            }
+        }
+        Ok(Flow::More)
+    }
+
+    /// `(v:Event)`: the events in the range and facet the plan took from `WHERE`.
+    fn scan_events(
+        &mut self,
+        out: &mut Produced,
+        rows: &[Vec<Val>],
+        slot: usize,
+        (from, to, facet): EventRange<'_>,
+    ) -> Result<Flow, QueryError> {
+        for row in rows {
+            let seqs = self.event_seqs(from, to, facet, row)?;
+            for seq in seqs {
+                let mut r = row.clone();
+                r[slot] = Val::Event(seq);
+                emit!(self, out, r);
+            }
+        }
+        Ok(Flow::More)
+    }
+
+    /// Keeps the rows whose `slot` has one of `labels` and every one of `props`.
+    fn check_node(
+        &mut self,
+        out: &mut Produced,
+        rows: Vec<Vec<Val>>,
+        slot: usize,
+        labels: &[String],
+        props: &[(String, Expr)],
+    ) -> Result<Flow, QueryError> {
+        'rows: for row in rows {
+            self.guard.tick()?;
+            let v = row[slot].clone();
+            if !labels.is_empty() {
+                let label = self.ctx.prop(&v, "label")?;
+                if !labels.iter().any(|l| Val::Str(l.clone()) == label) {
+                    continue;
+                }
+            }
+            for (k, e) in props {
+                let want = self.ctx.eval(e, &row)?;
+                let have = self.ctx.prop(&v, k)?;
+                if equal(&have, &want) != Some(true) {
+                    continue 'rows;
+                }
+            }
+            emit!(self, out, row);
+        }
+        Ok(Flow::More)
+    }
+
+    /// `(a)-[r:T*min..max]->(b)`: the trails (no edge twice) from each row's `from`, depth
+    /// first.
+    fn expand(
+        &mut self,
+        out: &mut Produced,
+        rows: &[Vec<Val>],
+        op: &Op,
+    ) -> Result<Flow, QueryError> {
+        let Op::Expand {
+            from,
+            rel,
+            to,
+            types,
+            dir,
+            min,
+            max,
+            to_bound,
+            props,
+            distinct_from,
+        } = op
+        else {
+            return Ok(Flow::More);
+        };
+        let g = self.ctx.g;
+        let type_ids: Option<Vec<u32>> =
+            (!types.is_empty()).then(|| types.iter().filter_map(|t| g.relation_id(t)).collect());
+        for row in rows {
+            let Val::Node(start) = row[*from] else {
+                continue;
+            };
+            let admits = |e: &crate::graph::AdjEntry| -> bool {
+                let dir_ok = match dir {
+                    Dir::Right => !e.is_incoming(),
+                    Dir::Left => e.is_incoming(),
+                    Dir::Either => true,
+                };
+                dir_ok
+                    && type_ids
+                        .as_ref()
+                        .is_none_or(|ids| ids.contains(&e.relation()))
+                    && !distinct_from
+                        .iter()
+                        .any(|s| contains_edge(&row[*s], e.edge_id()))
+            };
+            // Depth-first over trails (no edge twice) of min..=max hops.
+            let mut stack: Vec<(Vec<NodeId>, Vec<EdgeId>)> = vec![(vec![start], Vec::new())];
+            while let Some((nodes, edges)) = stack.pop() {
+                self.examined += 1;
+                self.guard.tick()?;
+                let here = *nodes.last().unwrap_or(&start);
+                if edges.len() as u32 >= *min {
+                    let end_ok = match &row[*to] {
+                        Val::Node(b) if *to_bound => *b == here,
+                        _ => true,
+                    };
+                    let mut props_ok = true;
+                    if !props.is_empty() {
+                        for (k, e) in props {
+                            let want = self.ctx.eval(e, row)?;
+                            for edge in &edges {
+                                if equal(&self.ctx.prop(&Val::Edge(*edge), k)?, &want) != Some(true)
+                                {
+                                    props_ok = false;
                                 }
                             }
-                            Val::Path(pn, pe) => {
-                                es.extend(pe);
-                                ns.extend(pn.iter().skip(1));
-                            }
-                            _ => {}
                         }
                     }
-                    row[*slot] = Val::Path(ns, es);
-                    emit!(row);
+                    if end_ok && props_ok {
+                        let mut r = row.clone();
+                        r[*rel] = if *min == 1 && *max == 1 {
+                            Val::Edge(edges[0])
+                        } else {
+                            Val::Path(nodes.clone(), edges.clone())
+                        };
+                        r[*to] = Val::Node(here);
+                        emit!(self, out, r);
+                    }
                 }
-            }
-            Op::Filter(e) => {
-                for row in rows {
-                    guard.tick()?;
-                    if self.ctx.eval(e, &row)?.truthy() == Some(true) {
-                        emit!(row);
+                if edges.len() as u32 >= *max {
+                    continue;
+                }
+                for e in g.adjacency().entries(here) {
+                    if admits(&e) && !edges.contains(&e.edge_id()) {
+                        let mut ns = nodes.clone();
+                        ns.push(e.neighbor());
+                        let mut es = edges.clone();
+                        es.push(e.edge_id());
+                        stack.push((ns, es));
                     }
                 }
             }
         }
-        guard.time()?;
-        if quantified {
-            next.reverse();
+        Ok(Flow::More)
+    }
+
+    /// `p = (a)-[r]->(b)...`: binds `slot` to the path through these node and relation slots.
+    fn bind_path(
+        &mut self,
+        out: &mut Produced,
+        rows: Vec<Vec<Val>>,
+        slot: usize,
+        nodes: &[usize],
+        rels: &[usize],
+    ) -> Result<Flow, QueryError> {
+        for mut row in rows {
+            self.guard.tick()?;
+            let mut ns: Vec<NodeId> = Vec::new();
+            let mut es: Vec<EdgeId> = Vec::new();
+            if let Val::Node(n) = row[nodes[0]] {
+                ns.push(n);
+            }
+            for (i, r) in rels.iter().enumerate() {
+                match &row[*r] {
+                    Val::Edge(e) => {
+                        es.push(*e);
+                        if let Val::Node(n) = row[nodes[i + 1]] {
+                            ns.push(n);
+                        }
+                    }
+                    Val::Path(pn, pe) => {
+                        es.extend(pe);
+                        ns.extend(pn.iter().skip(1));
+                    }
+                    _ => {}
+                }
+            }
+            row[slot] = Val::Path(ns, es);
+            emit!(self, out, row);
         }
-        Ok(Some(next))
+        Ok(Flow::More)
+    }
+
+    /// `WHERE e`: the rows for which `e` is true.
+    fn filter(
+        &mut self,
+        out: &mut Produced,
+        rows: Vec<Vec<Val>>,
+        e: &Expr,
+    ) -> Result<Flow, QueryError> {
+        for row in rows {
+            self.guard.tick()?;
+            if self.ctx.eval(e, &row)?.truthy() == Some(true) {
+                emit!(self, out, row);
+            }
+        }
+        Ok(Flow::More)
     }
 
     /// Sequence numbers of the events with `from <= ts <= to`, in time order (ties by
