@@ -298,29 +298,23 @@ fn graph_bench(
         ..Default::default()
     };
     let backend = backend(backend_name)?;
-    let r = match &source {
-        GraphSource::File(path) => {
-            let bar = spinner(&format!(
-                "building the graph of {} ({backend_name})",
-                path.display()
-            ));
-            let r = loci::bench::run_graph_bench(&dir, backend, &spec, |s| {
-                loci::bench::build_from_file(s, path, edges_per_batch)
-            })?;
-            bar.finish_and_clear();
-            r
-        }
-        GraphSource::Generated { write_edges } => {
-            let bar = spinner(&format!(
-                "building {nodes} nodes, {edges} edges ({backend_name})"
-            ));
-            let r = loci::bench::run_graph_bench(&dir, backend, &spec, |s| {
+    // What the spinner says, and how the store is built.
+    type Build<'b> = Box<dyn FnOnce(&loci::Store) -> loci::Result<(f64, f64)> + 'b>;
+    let (doing, build): (String, Build<'_>) = match &source {
+        GraphSource::File(path) => (
+            format!("building the graph of {} ({backend_name})", path.display()),
+            Box::new(move |s| loci::bench::build_from_file(s, path, edges_per_batch)),
+        ),
+        GraphSource::Generated { write_edges } => (
+            format!("building {nodes} nodes, {edges} edges ({backend_name})"),
+            Box::new(|s| {
                 loci::bench::build_generated(s, &spec, edges_per_batch, write_edges.as_deref())
-            })?;
-            bar.finish_and_clear();
-            r
-        }
+            }),
+        ),
     };
+    let bar = spinner(&doing);
+    let r = loci::bench::run_graph_bench(&dir, backend, &spec, build)?;
+    bar.finish_and_clear();
     let mut v = serde_json::to_value(&r)?;
     if let Ok(f) = child_open(&dir) {
         add_fresh_open(&mut v, &f, r.edges);
