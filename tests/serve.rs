@@ -701,6 +701,54 @@ async fn unknown_query_parameters_and_backward_ranges_are_refused() {
     assert_eq!(s, StatusCode::OK, "{v}");
 }
 
+/// A server whose reads met a damaged block of the state snapshot answers 500 `corrupt`, not
+/// 200 with what the block held missing, and replays the graph from the log, after which it
+/// answers as before the damage. It had answered short with 200 until the next write (a
+/// probe's finding; the CLI exits 6 there).
+#[tokio::test]
+async fn reads_that_meet_a_damaged_snapshot_fail_until_the_graph_is_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = world_store(&path);
+    store.checkpoint().unwrap();
+    drop(store);
+    let open = || {
+        let mut config = ServeConfig::default();
+        config.max_body_bytes = 64 * 1024;
+        AppState::new(Store::open(&path).unwrap(), config).unwrap()
+    };
+    let search = "/v1/search?q=fletcher&limit=50";
+    let st = open();
+    let (s, clean, _) = call(&st, "GET", search, None, None).await;
+    assert_eq!(s, StatusCode::OK, "{clean}");
+    drop(st);
+    // One byte of a fletcher's key in the node records.
+    let snapshot = path.join("state.snapshot");
+    let mut bytes = std::fs::read(&snapshot).unwrap();
+    let at = bytes
+        .windows(14)
+        .position(|w| w == b"npc:fletcher:0")
+        .expect("the key lies in the snapshot");
+    bytes[at + 4] ^= 0x5a;
+    std::fs::write(&snapshot, &bytes).unwrap();
+    let st = open();
+    let (s, v, _) = call(&st, "GET", search, None, None).await;
+    assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR, "{v}");
+    assert_eq!(v["error"]["code"], "corrupt", "{v}");
+    // The replay runs beside the requests; once it is in place the answer is whole.
+    let mut answer = None;
+    for _ in 0..300 {
+        let (s, v, _) = call(&st, "GET", search, None, None).await;
+        if s == StatusCode::OK {
+            answer = Some(v);
+            break;
+        }
+        assert_eq!(v["error"]["code"], "corrupt", "{v}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(answer.as_ref(), Some(&clean));
+}
+
 /// `POST /v1/context` takes `record`, as `/v1/query` does: with `false` its snippets are not
 /// recorded as uses. The route had no way to leave them out (a probe's finding).
 #[tokio::test]

@@ -277,7 +277,7 @@ async fn openapi() -> impl IntoResponse {
 async fn metrics(State(st): State<Arc<AppState>>) -> Result<impl IntoResponse, ApiError> {
     let state = st.clone();
     let text = st
-        .blocking(move |s| Ok(state.metrics.render(&s.stats(), s.usage_pending())))
+        .blocking_report(move |s| Ok(state.metrics.render(&s.stats(), s.usage_pending())))
         .await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text))
 }
@@ -285,7 +285,7 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Result<impl IntoResponse, A
 /// Counts and sizes, as `loci stats --json`.
 #[utoipa::path(get, path = "/v1/stats", responses((status = 200, body = Json_)))]
 async fn stats(State(st): State<Arc<AppState>>) -> Answer {
-    st.blocking(|s| {
+    st.blocking_report(|s| {
         let mut v =
             serde_json::to_value(s.stats()).map_err(|e| ApiError::internal(e.to_string()))?;
         v["rss_bytes"] = crate::bench::rss_bytes().into();

@@ -80,6 +80,9 @@ pub const MAX_BUDGET: usize = 200_000;
 /// The most snippets, hits or events one request may ask for.
 pub const MAX_ROWS: usize = 10_000;
 
+/// The answer to a request whose reads may have met a damaged block of the state snapshot.
+const DAMAGED_ANSWER: &str = "a block of the store's state snapshot is damaged, and what it held reads as missing, so this answer could be short; the graph is being replayed from the log: ask again";
+
 impl Default for ServeConfig {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -142,6 +145,8 @@ pub struct AppState {
     /// bounded as it was when a body was read inside its request's place.
     body_reads: Semaphore,
     workers: Semaphore,
+    /// A replay of the graph from the log is under way ([`AppState::replay_damaged`]).
+    replaying: Arc<std::sync::atomic::AtomicBool>,
     /// Cancelled when shutdown begins: ends MCP sessions, whose streams would otherwise keep
     /// the drain waiting.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -160,6 +165,7 @@ impl AppState {
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
             body_reads: Semaphore::new(config.max_in_flight),
             workers: Semaphore::new(config.workers),
+            replaying: Arc::default(),
             metrics: metrics::Metrics::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             config,
@@ -176,8 +182,40 @@ impl AppState {
     }
 
     /// Runs `f` with the store on the blocking pool, one of `workers` at a time. A panic in
-    /// `f` is answered 500 (and logged), never propagated.
+    /// `f` is answered 500 (and logged), never propagated. While the state snapshot the
+    /// graph is read from is known to be damaged, what `f` answered may be short (a damaged
+    /// block reads as missing): the answer is 500 `corrupt` instead, and the graph is
+    /// replayed from the log beside the requests ([`AppState::replay_damaged`]), as the
+    /// next write would have it.
     pub async fn blocking<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
+    {
+        let (answer, damaged) = self.run_blocking(f).await?;
+        if damaged {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "corrupt",
+                DAMAGED_ANSWER,
+            ));
+        }
+        answer
+    }
+
+    /// [`AppState::blocking`] for a report of the store itself (`/v1/stats`, `/metrics`),
+    /// which says whether damage was found and so is answered whatever it found.
+    pub async fn blocking_report<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
+    {
+        self.run_blocking(f).await?.0
+    }
+
+    /// Runs `f` on the blocking pool; gives its answer and whether the snapshot is known to
+    /// be damaged after it (a replay is then under way).
+    async fn run_blocking<T, F>(&self, f: F) -> Result<(Result<T, ApiError>, bool), ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
@@ -188,13 +226,45 @@ impl AppState {
             .await
             .map_err(|_| ApiError::busy("the server is shutting down"))?;
         let store = self.store()?;
-        match tokio::task::spawn_blocking(move || f(&store)).await {
-            Ok(r) => r,
+        let worker = Arc::clone(&store);
+        let (answer, damaged) = match tokio::task::spawn_blocking(move || {
+            let answer = f(&worker);
+            (answer, worker.snapshot_damage_found())
+        })
+        .await
+        {
+            Ok(done) => done,
             Err(e) => {
                 tracing::error!(error = %e, "a request's work panicked");
-                Err(ApiError::internal("the request's work failed unexpectedly"))
+                return Err(ApiError::internal("the request's work failed unexpectedly"));
             }
+        };
+        if damaged {
+            self.replay_damaged(store);
         }
+        Ok((answer, damaged))
+    }
+
+    /// Replays the graph of `store` from the log on the blocking pool, unless a replay is
+    /// under way: a server may write nothing for a long time, and until a write replays it
+    /// every read would meet the damage.
+    fn replay_damaged(&self, store: Arc<Store>) {
+        if self
+            .replaying
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let replaying = Arc::clone(&self.replaying);
+        tokio::task::spawn_blocking(move || {
+            match store.replay_if_damaged() {
+                Ok(_) => tracing::info!("the graph is replayed from the log; answers are whole"),
+                Err(e) => {
+                    tracing::error!(error = %e, "the graph could not be replayed from the log")
+                }
+            }
+            replaying.store(false, std::sync::atomic::Ordering::SeqCst);
+        });
     }
 
     /// Takes the store out for an operation that needs it alone (`compact`), waiting up to

@@ -2890,6 +2890,21 @@ impl Store {
         Err(Error::NotFound(format!("node {key:?}")))
     }
 
+    /// Replays the graph from the log in place of one read from a snapshot found damaged
+    /// ([`Store::snapshot_damage_found`]), as the next write would, under the writer lock;
+    /// gives whether it did. For a long-running holder of a writable store (a server) that
+    /// may write nothing for a while: until then every read may meet the damage. A read-only
+    /// handle cannot ([`Error::ReadOnly`]).
+    pub fn replay_if_damaged(&self) -> Result<bool> {
+        self.writable()?;
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.snapshot_damage_found() {
+            return Ok(false);
+        }
+        self.replay_damaged_graph()?;
+        Ok(true)
+    }
+
     /// Replays the graph from the log for a batch that met damage (see
     /// [`Store::project_on_sound_graph`]), at most once a batch: a graph that reads as
     /// damaged after its replay refuses the batch.
