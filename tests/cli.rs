@@ -1205,6 +1205,41 @@ fn an_emptied_log_file_is_refused_as_damage_and_left_empty() {
     }
 }
 
+/// A store whose loci.json is gone still holds its log: it is reported as damaged, not as no
+/// store with the advice to `loci init` there, and `loci init` does not start a new store over
+/// the log. init had written a manifest beside it: the store read as empty, and the next
+/// ingest wrote over the log's first events (a probe's finding).
+#[test]
+fn a_log_without_its_manifest_is_not_taken_for_a_new_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let events = |store: &Path| json(&["stats", "--store", p(store), "--json"])["events"].clone();
+    let before = events(&store);
+    let manifest = std::fs::read(store.join("loci.json")).unwrap();
+    std::fs::remove_file(store.join("loci.json")).unwrap();
+    let out = loci(&["stats", "--store", p(&store)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains("loci.json") && err.contains("data.redb"),
+        "{err}"
+    );
+    assert!(!err.contains("create one with"), "{err}");
+    let out = loci(&["init", "--store", p(&store)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("data.redb"), "{err}");
+    assert!(!store.join("loci.json").exists());
+    // Nor a store of the other backend beside it.
+    let out = loci(&["init", "--store", p(&store), "--backend", "sled"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!store.join("loci.json").exists());
+    // With its manifest restored, the store is whole.
+    std::fs::write(store.join("loci.json"), manifest).unwrap();
+    assert_eq!(events(&store), before);
+    ok(&["replay", "--store", p(&store), "--verify"]);
+}
+
 /// A backend that panics on its damaged file while opening it exits 6 (a corrupt store), as
 /// it does when it panics reading a table. It had exited 8, a failure of the machine.
 #[test]

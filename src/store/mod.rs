@@ -1688,9 +1688,23 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
         message,
     };
     let manifest_path = dir.join(MANIFEST);
-    let raw = std::fs::read(&manifest_path).map_err(|e| Error::NotAStore {
-        path: dir.to_path_buf(),
-        reason: e.to_string(),
+    let raw = std::fs::read(&manifest_path).map_err(|e| {
+        // A log without its manifest is a damaged store, not none: `loci init` there would
+        // not help (it refuses to start a store over a log).
+        match BackendKind::ALL
+            .into_iter()
+            .map(|k| k.path_in(dir))
+            .find(|p| p.exists())
+        {
+            Some(log) => store_err(format!(
+                "no readable {MANIFEST} ({e}), but {} is a store's log: restore {MANIFEST} from a backup",
+                log.display()
+            )),
+            None => Error::NotAStore {
+                path: dir.to_path_buf(),
+                reason: e.to_string(),
+            },
+        }
     })?;
     let manifest: Manifest =
         serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))?;
@@ -1820,7 +1834,30 @@ impl Store {
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock = StoreLock::acquire(dir)?;
+        // A log left without its manifest (lost, or deleted) is a store's: a new manifest
+        // beside it would present its events as none, and the next ingest would write over
+        // them. A log of no events (a creation cut short) is taken over.
+        let log_is_here = |path: &Path| {
+            Error::Store {
+            path: dir.to_path_buf(),
+            message: format!(
+                "{} holds a store's log but there is no {MANIFEST}: a new store is not made over it (restore {MANIFEST} from a backup, or move the log away)",
+                path.display()
+            ),
+        }
+        };
+        if let Some(other) = BackendKind::ALL
+            .into_iter()
+            .filter(|k| *k != backend)
+            .map(|k| k.path_in(dir))
+            .find(|p| p.exists())
+        {
+            return Err(log_is_here(&other));
+        }
         let b = backend.open(dir)?;
+        if b.last(Table::Log)?.is_some() {
+            return Err(log_is_here(&backend.path_in(dir)));
+        }
         let mut batch = WriteBatch::default();
         batch.put(Table::Meta, META_FORMAT.to_vec(), encode(&STORE_FORMAT));
         batch.put(Table::Meta, META_BACKEND.to_vec(), encode(&backend));
