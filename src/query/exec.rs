@@ -1028,6 +1028,12 @@ macro_rules! emit {
             return Ok(Flow::Stop);
         }
     };
+    // A copy of `$row` with `$slot` bound to `$value`.
+    ($run:expr, $out:expr, $row:expr, $slot:expr => $value:expr) => {{
+        let mut bound = $row.clone();
+        bound[$slot] = $value;
+        emit!($run, $out, bound);
+    }};
 }
 
 /// One execution: operators pass rows depth-first, a batch at a time when the answer can stop
@@ -1169,9 +1175,7 @@ impl Run<'_, '_> {
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
             for h in self.store.search(&t, &filter, limit)? {
                 if let Target::Node(n) = h.target {
-                    let mut r = row.clone();
-                    r[slot] = Val::Node(n);
-                    emit!(self, out, r);
+                    emit!(self, out, row, slot => Val::Node(n));
                 }
             }
         }
@@ -1191,9 +1195,7 @@ impl Run<'_, '_> {
             self.guard.tick()?;
             if let Val::Str(k) = self.ctx.eval(key, row)? {
                 if let Some(n) = g.node_id_named(&k) {
-                    let mut r = row.clone();
-                    r[slot] = Val::Node(n);
-                    emit!(self, out, r);
+                    emit!(self, out, row, slot => Val::Node(n));
                 }
             }
         }
@@ -1241,9 +1243,7 @@ impl Run<'_, '_> {
             let mut seen = HashSet::new();
             for n in found {
                 if seen.insert(n) {
-                    let mut r = row.clone();
-                    r[slot] = Val::Node(n);
-                    emit!(self, out, r);
+                    emit!(self, out, row, slot => Val::Node(n));
                 }
             }
         }
@@ -1265,9 +1265,7 @@ impl Run<'_, '_> {
                     .is_some_and(|l| labels.iter().any(|x| x == l))
             };
             for n in g.node_ids().filter(of_label) {
-                let mut r = row.clone();
-                r[slot] = Val::Node(n);
-                emit!(self, out, r);
+                emit!(self, out, row, slot => Val::Node(n));
             }
         }
         Ok(Flow::More)
@@ -1283,9 +1281,7 @@ impl Run<'_, '_> {
         let g = self.ctx.g;
         for row in rows {
             for n in g.node_ids() {
-                let mut r = row.clone();
-                r[slot] = Val::Node(n);
-                emit!(self, out, r);
+                emit!(self, out, row, slot => Val::Node(n));
             }
         }
         Ok(Flow::More)
@@ -1302,9 +1298,7 @@ impl Run<'_, '_> {
         for row in rows {
             let seqs = self.event_seqs(from, to, facet, row)?;
             for seq in seqs {
-                let mut r = row.clone();
-                r[slot] = Val::Event(seq);
-                emit!(self, out, r);
+                emit!(self, out, row, slot => Val::Event(seq));
             }
         }
         Ok(Flow::More)
