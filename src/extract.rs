@@ -166,25 +166,43 @@ pub fn split_disambiguation(title: &str) -> Option<(&str, &str)> {
 /// Builds the EXTRACTION events for every passage in `store` (none for a store without
 /// passages). Mentions the store already holds are not asserted again.
 pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
+    let (passages, existing) = read_passages(store);
+    let titles = title_index(&passages);
+    Ok(passages
+        .iter()
+        .filter_map(|p| extraction_event(p, find_mentions(p, &titles), &existing))
+        .collect())
+}
+
+/// A passage node: its key, title and text.
+struct Passage {
+    key: String,
+    title: String,
+    text: String,
+}
+
+/// The passages of `store`, and the mentions it holds already (passage key, entity key), so
+/// that given mentions (e.g. a triple's) keep their confidence.
+fn read_passages(store: &Store) -> (Vec<Passage>, HashSet<(String, String)>) {
     let g = store.graph();
-    let passages: Vec<(String, String, String)> = g
+    let passages: Vec<Passage> = g
         .node_ids()
         .filter(|id| g.node_label(*id) == Some(labels::PASSAGE))
         .filter_map(|id| g.node(id))
-        .map(|n| {
-            let text = n
+        .map(|n| Passage {
+            text: n
                 .props
                 .get("text")
                 .and_then(Value::as_str)
                 .unwrap_or("")
-                .to_string();
-            (n.key.clone(), n.name.clone(), text)
+                .to_string(),
+            key: n.key,
+            title: n.name,
         })
         .collect();
-    // Existing mentions, so that given (e.g. triple) mentions keep their confidence.
-    let existing: HashSet<(String, String)> = passages
+    let existing = passages
         .iter()
-        .filter_map(|(key, _, _)| g.node_id(key).map(|id| (key, id)))
+        .filter_map(|p| g.node_id(&p.key).map(|id| (&p.key, id)))
         .flat_map(|(key, id)| {
             g.adjacency()
                 .entries(id)
@@ -195,13 +213,18 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
                 .collect::<Vec<_>>()
         })
         .collect();
-    drop(g);
+    (passages, existing)
+}
 
-    // Every title, by normalised full form and by its form without disambiguation.
-    let mut titles: HashMap<String, Vec<(String, String)>> = HashMap::new();
-    for (_, title, _) in &passages {
-        let entry = (title_key(title), title.clone());
-        for form in [title.as_str(), strip_disambiguation(title)] {
+/// Every title, by normalised full form and by its form without disambiguation: the
+/// entities (title key, title) each form names.
+type Titles = HashMap<String, Vec<(String, String)>>;
+
+fn title_index(passages: &[Passage]) -> Titles {
+    let mut titles = Titles::new();
+    for p in passages {
+        let entry = (title_key(&p.title), p.title.clone());
+        for form in [p.title.as_str(), strip_disambiguation(&p.title)] {
             let norm = normalize_name(form);
             if norm.is_empty()
                 || (!norm.contains(' ') && (norm.len() < 3 || STOP.contains(&norm.as_str())))
@@ -214,203 +237,219 @@ pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
             }
         }
     }
+    titles
+}
 
-    let mut events = Vec::with_capacity(passages.len());
-    for (key, title, text) in &passages {
-        let mut found: Vec<Found> = Vec::new();
-        let mut shares: HashMap<String, f32> = HashMap::new();
-        let mut seen: HashSet<String> = HashSet::new();
-        let mut add =
-            |ent: String, surface: &str, via: Via, ctx: String, found: &mut Vec<Found>| {
-                // A name too long to be a key (see `model::MAX_KEY_BYTES`) is not an entity
-                // worth linking; skipping it keeps the passage's other mentions.
-                let fits = ent.len() <= crate::model::MAX_KEY_BYTES
-                    && surface.len() <= crate::model::MAX_NAME_BYTES;
-                if fits && seen.insert(ent.clone()) {
-                    found.push((ent, surface.to_string(), via, ctx));
-                }
-            };
-        if !normalize_name(title).is_empty() {
-            add(
-                title_key(title),
-                title,
-                Via::Title,
-                String::new(),
-                &mut found,
-            );
-        }
-        let ws = words(text);
-        let mut covered = vec![false; ws.len()];
-        // Titles of other passages, longest match first.
-        let mut i = 0;
-        while i < ws.len() {
-            let mut matched = 0;
-            if ws[i].capitalised {
-                for n in (1..=MAX_TITLE_WORDS.min(ws.len() - i)).rev() {
-                    let phrase = ws[i..i + n]
-                        .iter()
-                        .map(|w| w.norm.as_str())
-                        .collect::<Vec<_>>()
-                        .join(" ");
-                    if let Some(list) = titles.get(&phrase) {
-                        let surface = ws[i..i + n]
-                            .iter()
-                            .map(|w| w.raw)
-                            .collect::<Vec<_>>()
-                            .join(" ");
-                        // An ambiguous match ("Glimmer" for "Glimmer (film)" and "Glimmer
-                        // (band)") means the passage's own subject when it is one of them;
-                        // otherwise each reading gets an equal share of the confidence.
-                        let own = title_key(title);
-                        let readings: Vec<&String> = if list.iter().any(|(e, _)| *e == own) {
-                            vec![&own]
-                        } else {
-                            list.iter().map(|(e, _)| e).collect()
-                        };
-                        let share = 1.0 / readings.len() as f32;
-                        for ent in readings {
-                            add(
-                                ent.clone(),
-                                &surface,
-                                Via::TitleMatch,
-                                context(&ws, i, i + n),
-                                &mut found,
-                            );
-                            shares.insert(ent.clone(), share);
-                        }
-                        matched = n;
-                        break;
-                    }
-                }
-            }
-            if matched > 0 {
-                covered[i..i + matched].iter_mut().for_each(|c| *c = true);
-                i += matched;
-            } else {
-                i += 1;
-            }
-        }
-        // Capitalised spans not already covered by a title.
-        let mut i = 0;
-        while i < ws.len() {
-            let w = &ws[i];
-            let starts = !covered[i]
-                && w.raw.chars().next().is_some_and(char::is_uppercase)
-                && !(STOP.contains(&w.norm.as_str()));
-            if !starts {
-                i += 1;
-                continue;
-            }
-            let mut j = i + 1;
-            while j < ws.len() && !covered[j] && !ws[j - 1].break_after && !ws[j].break_before {
-                let x = &ws[j];
-                let capital =
-                    x.raw.chars().next().is_some_and(char::is_uppercase) && !x.sentence_start;
-                // A connector continues a name only when a capitalised word follows it.
-                let connector = CONNECTORS.contains(&x.raw)
-                    && j + 1 < ws.len()
-                    && ws[j + 1].raw.chars().next().is_some_and(char::is_uppercase);
-                if !(capital || connector) {
-                    break;
-                }
-                j += 1;
-            }
-            let single_sentence_start = j == i + 1 && w.sentence_start;
-            if !single_sentence_start && w.norm.len() > 1 {
-                let surface = ws[i..j].iter().map(|w| w.raw).collect::<Vec<_>>().join(" ");
-                let norm = normalize_name(&surface);
-                if norm.len() > 2 {
-                    add(
-                        format!("ent:{norm}"),
-                        &surface,
-                        Via::Capitalised,
-                        context(&ws, i, j),
-                        &mut found,
-                    );
-                }
-            }
-            i = j;
-        }
-        // Years.
-        for (i, w) in ws.iter().enumerate() {
-            if w.raw.len() == 4 && w.raw.chars().all(|c| c.is_ascii_digit()) {
-                if let Ok(y) = w.raw.parse::<u32>() {
-                    if (1000..=2100).contains(&y) {
-                        add(
-                            format!("date:{y}"),
-                            w.raw,
-                            Via::Year,
-                            context(&ws, i, i + 1),
-                            &mut found,
-                        );
-                    }
-                }
-            }
-        }
+/// The mentions found in one passage, each entity once, in the order found.
+#[derive(Default)]
+struct Mentions {
+    found: Vec<Found>,
+    /// The share of the confidence an ambiguous title match gives each of its readings.
+    shares: HashMap<String, f32>,
+    seen: HashSet<String>,
+}
 
-        let mut ev = EventDraft::new(0, "extractor", kinds::EXTRACTION);
-        ev.evidence = vec![key.clone()];
-        ev.payload = Value::Map(Props::from([
-            ("doc".to_string(), Value::from(key.as_str())),
-            ("extractor".to_string(), Value::from("text")),
-        ]));
-        for (ent, surface, via, ctx) in found {
-            let confidence = via.confidence() * shares.get(&ent).copied().unwrap_or(1.0);
-            if existing.contains(&(key.clone(), ent.clone())) {
-                continue;
-            }
-            let node = match via {
-                Via::Title => {
-                    let stripped = strip_disambiguation(&surface);
-                    NodeUpsert {
-                        key: ent.clone(),
-                        label: Some(labels::ENTITY.into()),
-                        aliases: if stripped != surface && !stripped.is_empty() {
-                            vec![stripped.to_string()]
-                        } else {
-                            Vec::new()
-                        },
-                        name: Some(surface),
-                        ..Default::default()
-                    }
-                }
-                Via::Year => NodeUpsert {
-                    key: ent.clone(),
-                    label: Some("Date".into()),
-                    name: Some(surface),
-                    ..Default::default()
-                },
-                // Names found in text never rename an entity: they become aliases (the first
-                // one names a new entity).
-                Via::TitleMatch | Via::Capitalised => NodeUpsert {
-                    key: ent.clone(),
-                    label: Some(labels::ENTITY.into()),
-                    aliases: vec![surface],
-                    ..Default::default()
-                },
-            };
-            ev.assertions.push(Assertion::UpsertNode(node));
-            ev.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
-                from: key.clone(),
-                relation: relations::MENTIONS.into(),
-                to: ent,
-                confidence: Some(confidence),
-                props: if ctx.is_empty() {
-                    Props::from([("via".to_string(), Value::from(via.name()))])
-                } else {
-                    Props::from([
-                        ("via".to_string(), Value::from(via.name())),
-                        ("context".to_string(), Value::Str(ctx)),
-                    ])
-                },
-                ..Default::default()
-            }));
-        }
-        if !ev.assertions.is_empty() {
-            events.push(ev);
+impl Mentions {
+    fn add(&mut self, ent: String, surface: &str, via: Via, ctx: String) {
+        // A name too long to be a key (see `model::MAX_KEY_BYTES`) is not an entity worth
+        // linking; skipping it keeps the passage's other mentions.
+        let fits = ent.len() <= crate::model::MAX_KEY_BYTES
+            && surface.len() <= crate::model::MAX_NAME_BYTES;
+        if fits && self.seen.insert(ent.clone()) {
+            self.found.push((ent, surface.to_string(), via, ctx));
         }
     }
-    Ok(events)
+}
+
+/// What passage `p` mentions: its own title, then titles of other passages, capitalised
+/// spans not already covered by a title, and years.
+fn find_mentions(p: &Passage, titles: &Titles) -> Mentions {
+    let mut m = Mentions::default();
+    if !normalize_name(&p.title).is_empty() {
+        m.add(title_key(&p.title), &p.title, Via::Title, String::new());
+    }
+    let ws = words(&p.text);
+    let covered = title_matches(&ws, &p.title, titles, &mut m);
+    capitalised_spans(&ws, &covered, &mut m);
+    years(&ws, &mut m);
+    m
+}
+
+/// Titles of other passages in `ws`, longest match first; gives which words they cover.
+fn title_matches(ws: &[Word<'_>], own_title: &str, titles: &Titles, m: &mut Mentions) -> Vec<bool> {
+    let mut covered = vec![false; ws.len()];
+    let mut i = 0;
+    while i < ws.len() {
+        let mut matched = 0;
+        if ws[i].capitalised {
+            for n in (1..=MAX_TITLE_WORDS.min(ws.len() - i)).rev() {
+                let phrase = ws[i..i + n]
+                    .iter()
+                    .map(|w| w.norm.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if let Some(list) = titles.get(&phrase) {
+                    let surface = ws[i..i + n]
+                        .iter()
+                        .map(|w| w.raw)
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    // An ambiguous match ("Glimmer" for "Glimmer (film)" and "Glimmer
+                    // (band)") means the passage's own subject when it is one of them;
+                    // otherwise each reading gets an equal share of the confidence.
+                    let own = title_key(own_title);
+                    let readings: Vec<&String> = if list.iter().any(|(e, _)| *e == own) {
+                        vec![&own]
+                    } else {
+                        list.iter().map(|(e, _)| e).collect()
+                    };
+                    let share = 1.0 / readings.len() as f32;
+                    for ent in readings {
+                        m.add(
+                            ent.clone(),
+                            &surface,
+                            Via::TitleMatch,
+                            context(ws, i, i + n),
+                        );
+                        m.shares.insert(ent.clone(), share);
+                    }
+                    matched = n;
+                    break;
+                }
+            }
+        }
+        if matched > 0 {
+            covered[i..i + matched].iter_mut().for_each(|c| *c = true);
+            i += matched;
+        } else {
+            i += 1;
+        }
+    }
+    covered
+}
+
+/// Capitalised spans of `ws` not already covered by a title (a connector continues a name
+/// only when a capitalised word follows it).
+fn capitalised_spans(ws: &[Word<'_>], covered: &[bool], m: &mut Mentions) {
+    let mut i = 0;
+    while i < ws.len() {
+        let w = &ws[i];
+        let starts = !covered[i]
+            && w.raw.chars().next().is_some_and(char::is_uppercase)
+            && !(STOP.contains(&w.norm.as_str()));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 1;
+        while j < ws.len() && !covered[j] && !ws[j - 1].break_after && !ws[j].break_before {
+            let x = &ws[j];
+            let capital = x.raw.chars().next().is_some_and(char::is_uppercase) && !x.sentence_start;
+            let connector = CONNECTORS.contains(&x.raw)
+                && j + 1 < ws.len()
+                && ws[j + 1].raw.chars().next().is_some_and(char::is_uppercase);
+            if !(capital || connector) {
+                break;
+            }
+            j += 1;
+        }
+        let single_sentence_start = j == i + 1 && w.sentence_start;
+        if !single_sentence_start && w.norm.len() > 1 {
+            let surface = ws[i..j].iter().map(|w| w.raw).collect::<Vec<_>>().join(" ");
+            let norm = normalize_name(&surface);
+            if norm.len() > 2 {
+                m.add(
+                    format!("ent:{norm}"),
+                    &surface,
+                    Via::Capitalised,
+                    context(ws, i, j),
+                );
+            }
+        }
+        i = j;
+    }
+}
+
+/// Years (four digits, 1000 to 2100) in `ws`.
+fn years(ws: &[Word<'_>], m: &mut Mentions) {
+    for (i, w) in ws.iter().enumerate() {
+        if w.raw.len() == 4 && w.raw.chars().all(|c| c.is_ascii_digit()) {
+            if let Ok(y) = w.raw.parse::<u32>() {
+                if (1000..=2100).contains(&y) {
+                    m.add(format!("date:{y}"), w.raw, Via::Year, context(ws, i, i + 1));
+                }
+            }
+        }
+    }
+}
+
+/// The EXTRACTION event of passage `p`'s mentions that the store does not hold yet (none
+/// when it holds them all).
+fn extraction_event(
+    p: &Passage,
+    m: Mentions,
+    existing: &HashSet<(String, String)>,
+) -> Option<EventDraft> {
+    let key = &p.key;
+    let mut ev = EventDraft::new(0, "extractor", kinds::EXTRACTION);
+    ev.evidence = vec![key.clone()];
+    ev.payload = Value::Map(Props::from([
+        ("doc".to_string(), Value::from(key.as_str())),
+        ("extractor".to_string(), Value::from("text")),
+    ]));
+    for (ent, surface, via, ctx) in m.found {
+        let confidence = via.confidence() * m.shares.get(&ent).copied().unwrap_or(1.0);
+        if existing.contains(&(key.clone(), ent.clone())) {
+            continue;
+        }
+        let node = match via {
+            Via::Title => {
+                let stripped = strip_disambiguation(&surface);
+                NodeUpsert {
+                    key: ent.clone(),
+                    label: Some(labels::ENTITY.into()),
+                    aliases: if stripped != surface && !stripped.is_empty() {
+                        vec![stripped.to_string()]
+                    } else {
+                        Vec::new()
+                    },
+                    name: Some(surface),
+                    ..Default::default()
+                }
+            }
+            Via::Year => NodeUpsert {
+                key: ent.clone(),
+                label: Some("Date".into()),
+                name: Some(surface),
+                ..Default::default()
+            },
+            // Names found in text never rename an entity: they become aliases (the first one
+            // names a new entity).
+            Via::TitleMatch | Via::Capitalised => NodeUpsert {
+                key: ent.clone(),
+                label: Some(labels::ENTITY.into()),
+                aliases: vec![surface],
+                ..Default::default()
+            },
+        };
+        ev.assertions.push(Assertion::UpsertNode(node));
+        ev.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
+            from: key.clone(),
+            relation: relations::MENTIONS.into(),
+            to: ent,
+            confidence: Some(confidence),
+            props: if ctx.is_empty() {
+                Props::from([("via".to_string(), Value::from(via.name()))])
+            } else {
+                Props::from([
+                    ("via".to_string(), Value::from(via.name())),
+                    ("context".to_string(), Value::Str(ctx)),
+                ])
+            },
+            ..Default::default()
+        }));
+    }
+    (!ev.assertions.is_empty()).then_some(ev)
 }
 
 #[cfg(test)]
