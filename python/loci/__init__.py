@@ -7,11 +7,12 @@
     print(pack["snippets"][0]["text"])
 
 Every call returns plain dicts and lists (what `loci ... --json` prints). Errors are
-`loci.LociError` subclasses: `InputError` (a bad line, field or argument; also a `ValueError`),
-`NotFoundError` (also a `KeyError`), `QueryLimitError`, `StoreError`.
+`loci.LociError` subclasses: `InputError` (a bad line, field or argument), `NotFoundError`,
+`QueryLimitError`, `StoreError`. A path is a `str` or an `os.PathLike`, never empty.
 """
 
 import json as _json
+import os as _os
 from typing import Any, Dict, Iterable, List, Optional, Union
 
 from . import _loci
@@ -36,6 +37,19 @@ def _lines(events: Union[str, Iterable[Union[str, dict]]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _path(path: "Union[str, _os.PathLike[str]]") -> str:
+    """`path` as a string: a `str` or an `os.PathLike` of one (`str(x)` had made `None` a
+    directory named "None"), and not empty (which would be the working directory)."""
+    if not isinstance(path, (str, _os.PathLike)):
+        raise TypeError(f"a path is a str or an os.PathLike, not {type(path).__name__}")
+    text = _os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError("a path is a str or an os.PathLike of a str, not of bytes")
+    if text == "":
+        raise InputError("path: is empty")
+    return text
+
+
 class Store:
     """A loci store directory, open in this process (one writer process at a time)."""
 
@@ -45,12 +59,13 @@ class Store:
     @classmethod
     def create(cls, path: str, backend: str = "redb") -> "Store":
         """Creates a new, empty store at `path` (redb or sled)."""
-        return cls(_loci.Store.create(str(path), backend))
+        return cls(_loci.Store.create(_path(path), backend))
 
     @classmethod
     def open(cls, path: str, read_only: bool = False) -> "Store":
-        """Opens an existing store; `read_only` reads beside a writer in another process."""
-        return cls(_loci.Store.open(str(path), read_only))
+        """Opens an existing store. `read_only` takes no lock and writes nothing: it reads
+        beside a writer in another process (or none), as of its open."""
+        return cls(_loci.Store.open(_path(path), read_only))
 
     def ingest(self, events: Union[str, Iterable[Union[str, dict]]], format: Optional[str] = None) -> Dict[str, Any]:
         """Appends JSON Lines (a string, or an iterable of lines or dicts) as one atomic batch.
@@ -62,7 +77,7 @@ class Store:
 
     def ingest_file(self, path: str, format: Optional[str] = None) -> Dict[str, Any]:
         """Appends a JSON Lines file as one atomic batch."""
-        return _json.loads(self._inner.ingest_file(str(path), format))
+        return _json.loads(self._inner.ingest_file(_path(path), format))
 
     def retrieve(
         self,

@@ -110,8 +110,10 @@ impl Store {
     fn open(py: Python<'_>, path: &str, read_only: bool) -> PyResult<Self> {
         let s = py
             .detach(|| {
+                // Read-only takes no lock and writes nothing (`open_for_reading` had opened
+                // for writing when no other process held the store, shutting its writer out).
                 if read_only {
-                    loci::Store::open_for_reading(path)
+                    loci::Store::open_read_only(path)
                 } else {
                     loci::Store::open(path)
                 }

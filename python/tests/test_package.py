@@ -70,3 +70,42 @@ def test_a_closed_store_refuses_and_a_locked_one_says_so(tmp_path):
         s.stats()
     with loci.Store.open(path) as again:
         assert again.stats()["events"] == 0
+
+
+def test_a_read_only_handle_writes_nothing_and_leaves_the_store_to_a_writer(tmp_path):
+    # It had opened for writing when no other process held the store: it took the writer
+    # lock, shutting the agent's writer (or `loci serve`) out, and accepted writes.
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "s")
+    s = loci.Store.create(path)
+    s.ingest([{"ts": 1, "actor": "a", "kind": "K"}])
+    s.close()
+    with loci.Store.open(path, read_only=True) as reader:
+        with pytest.raises(loci.StoreError) as e:
+            reader.ingest([{"ts": 2, "actor": "b", "kind": "K"}])
+        assert "read-only" in str(e.value)
+        writer = subprocess.run(
+            [sys.executable, "-c", f"import loci; print(loci.Store.open({path!r}).stats()['events'])"],
+            capture_output=True,
+            text=True,
+        )
+        assert writer.returncode == 0, writer.stderr
+        assert writer.stdout.strip() == "1"
+
+
+def test_paths_are_strings_or_path_likes_and_never_empty(tmp_path, monkeypatch):
+    # `str(path)` had made `None` a store named "None" in the working directory, and "" made
+    # the working directory itself a store.
+    monkeypatch.chdir(tmp_path)
+    for bad in [None, 5, b"/tmp/x"]:
+        with pytest.raises(TypeError):
+            loci.Store.create(bad)
+    with pytest.raises(loci.InputError):
+        loci.Store.create("")
+    assert list(tmp_path.iterdir()) == []
+    s = loci.Store.create(tmp_path / "ok")
+    with pytest.raises(TypeError):
+        s.ingest_file(None)
+    s.close()
