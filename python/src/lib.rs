@@ -227,6 +227,17 @@ impl Store {
         limit: usize,
     ) -> PyResult<String> {
         let s = self.store()?;
+        // Refused as `loci search` refuses them: an empty text or filter, or no hits asked
+        // for, had answered [], which reads as a store that knows nothing.
+        loci::text::check_search_text(text, "text").map_err(to_py)?;
+        for (name, value) in [("label", &label), ("kind", &kind)] {
+            if let Some(value) = value {
+                loci::text::refuse_blank(value, name).map_err(to_py)?;
+            }
+        }
+        if limit == 0 {
+            return Err(InputError::new_err("limit: must be at least 1"));
+        }
         py.detach(|| {
             let filter = SearchFilter::default().with_labels(label).with_kinds(kind);
             s.search(text, &filter, limit)?

@@ -109,3 +109,19 @@ def test_paths_are_strings_or_path_likes_and_never_empty(tmp_path, monkeypatch):
     with pytest.raises(TypeError):
         s.ingest_file(None)
     s.close()
+
+
+def test_search_refuses_what_the_cli_refuses(store):
+    # An empty text or filter and a limit of 0 had answered [], where `loci search` refuses
+    # them: a caller could not tell that from a store that knows nothing.
+    for text, kwargs, named in [
+        ("", {}, "text"),
+        ("  ", {}, "text"),
+        ("emerald", {"label": ""}, "label"),
+        ("emerald", {"kind": " "}, "kind"),
+        ("emerald", {"limit": 0}, "limit"),
+    ]:
+        with pytest.raises(loci.InputError) as e:
+            store.search(text, **kwargs)
+        assert named in str(e.value)
+    assert store.search("emerald", limit=1)
