@@ -161,6 +161,10 @@ impl Store {
         record: bool,
     ) -> PyResult<String> {
         let s = self.store()?;
+        // Named as Python names it (the library's field is `k`).
+        if limit == 0 {
+            return Err(InputError::new_err("limit: must be at least 1"));
+        }
         let wanted = kinds
             .iter()
             .map(|k| k.parse::<SnippetKind>())
@@ -268,7 +272,13 @@ impl Store {
         opts.mode = mode.parse::<ContextMode>().map_err(to_py)?;
         opts.session = session;
         opts.instructions = instructions;
-        opts.tokenizer = tokenizer.parse::<Tokenizer>().map_err(to_py)?;
+        // Named as Python names it (the library's field is `token_counter`).
+        opts.tokenizer = tokenizer.parse::<Tokenizer>().map_err(|e| match e {
+            loci::Error::InvalidArgument { message, .. } => {
+                InputError::new_err(format!("tokenizer: {message}"))
+            }
+            other => to_py(other),
+        })?;
         opts.save = save;
         py.detach(|| loci::context::build_context(&s, &opts))
             .map_err(to_py)

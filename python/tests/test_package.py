@@ -125,3 +125,13 @@ def test_search_refuses_what_the_cli_refuses(store):
             store.search(text, **kwargs)
         assert named in str(e.value)
     assert store.search("emerald", limit=1)
+
+
+def test_argument_errors_name_the_python_arguments(store):
+    # They had named the library's fields: `k` for `limit`, `token_counter` for `tokenizer`.
+    with pytest.raises(loci.InputError) as e:
+        store.retrieve("who trades emeralds", limit=0)
+    assert str(e.value).startswith("limit:"), str(e.value)
+    with pytest.raises(loci.InputError) as e:
+        store.context(100, "who trades emeralds", tokenizer="nope")
+    assert "tokenizer" in str(e.value) and "token_counter" not in str(e.value), str(e.value)
