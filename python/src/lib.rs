@@ -233,12 +233,7 @@ impl Store {
         let s = self.store()?;
         // Refused as `loci search` refuses them: an empty text or filter, or no hits asked
         // for, had answered [], which reads as a store that knows nothing.
-        loci::text::check_search_text(text, "text").map_err(to_py)?;
-        for (name, value) in [("label", &label), ("kind", &kind)] {
-            if let Some(value) = value {
-                loci::text::refuse_blank(value, name).map_err(to_py)?;
-            }
-        }
+        loci::text::check_search(text, "text", label.as_deref(), kind.as_deref()).map_err(to_py)?;
         if limit == 0 {
             return Err(InputError::new_err("limit: must be at least 1"));
         }

@@ -27,13 +27,12 @@ pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> 
 }
 
 pub fn search(a: SearchArgs) -> Result<Code> {
-    loci::text::check_search_text(&a.text, "text")?;
-    for label in &a.label {
-        loci::text::refuse_blank(label, "label")?;
-    }
-    for kind in &a.kind {
-        loci::text::refuse_blank(kind, "kind")?;
-    }
+    loci::text::check_search(
+        &a.text,
+        "text",
+        a.label.iter().map(String::as_str),
+        a.kind.iter().map(String::as_str),
+    )?;
     if let (Some(from), Some(to)) = (a.from, a.to) {
         if from > to {
             fail!(Code::BadInput, "--from {from} is after --to {to}");
@@ -94,9 +93,7 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
             a.min_confidence
         );
     }
-    for relation in &a.relation {
-        loci::text::refuse_blank(relation, "relation")?;
-    }
+    loci::text::refuse_any_blank(a.relation.iter().map(String::as_str), "relation")?;
     let s = open_for_reading(&a.store)?;
     warn_unknown_names(&s, &a.relation, &[]);
     let start = resolve_node(&s, &a.node)?;
@@ -188,9 +185,7 @@ pub fn query(a: QueryArgs) -> Result<Code> {
         ("--relation", &a.relation),
         ("--deny-relation", &a.deny_relation),
     ] {
-        for relation in list {
-            loci::text::refuse_blank(relation, flag)?;
-        }
+        loci::text::refuse_any_blank(list.iter().map(String::as_str), flag)?;
     }
     let s = open_for_reading(&a.store)?;
     warn_unknown_names(&s, &a.relation, &[]);

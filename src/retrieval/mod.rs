@@ -896,9 +896,7 @@ fn check_options(opts: &RetrieveOptions) -> Result<()> {
         ("relations", &opts.relations),
         ("deny_relations", &opts.deny_relations),
     ] {
-        for relation in list {
-            crate::text::refuse_blank(relation, name)?;
-        }
+        crate::text::refuse_any_blank(list.iter().map(String::as_str), name)?;
     }
     if !(0.0..=1.0).contains(&opts.min_confidence) {
         return Err(Error::InvalidArgument {

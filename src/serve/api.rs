@@ -567,12 +567,7 @@ struct SearchParams {
 async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>) -> Answer {
     let limit = row_limit(p.limit, 10)?;
     check_time_range(p.from, p.to)?;
-    crate::text::check_search_text(&p.q, "q")?;
-    for (name, value) in [("label", &p.label), ("kind", &p.kind)] {
-        if let Some(v) = value {
-            crate::text::refuse_blank(v, name)?;
-        }
-    }
+    crate::text::check_search(&p.q, "q", p.label.as_deref(), p.kind.as_deref())?;
     st.blocking(move |s| {
         let mut filter = SearchFilter::default()
             .with_labels(p.label)
@@ -631,9 +626,7 @@ pub fn neighbors_of(
     if !(0.0..=1.0).contains(&min) {
         return Err(ApiError::bad_input("min_confidence: must be in [0, 1]"));
     }
-    if let Some(r) = &relation {
-        crate::text::refuse_blank(r, "relation")?;
-    }
+    crate::text::refuse_any_blank(relation.as_deref(), "relation")?;
     crate::text::refuse_blank(key, "node")?;
     let start = match s.require_node(key) {
         Ok(n) => n,

@@ -282,11 +282,30 @@ pub fn refuse_blank(value: &str, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// [`refuse_blank`] of each of `values`, all given as `name` (a repeatable flag, a list).
+pub fn refuse_any_blank<'a>(values: impl IntoIterator<Item = &'a str>, name: &str) -> Result<()> {
+    values.into_iter().try_for_each(|v| refuse_blank(v, name))
+}
+
 /// Refuses a search text `value` given by a caller as `name` that is blank
 /// ([`refuse_blank`]) or longer than a question may be ([`TextIndex::MAX_QUESTION_BYTES`]).
 pub fn check_search_text(value: &str, name: &str) -> Result<()> {
     refuse_blank(value, name)?;
     TextIndex::check_length(value, name)
+}
+
+/// Refuses what a caller's search gives that could only find nothing (or cost more than a
+/// question may): its text, named `text_name` ([`check_search_text`]), and a blank `label` or
+/// `kind` filter. The one check of `loci search`, `GET /v1/search` and the Python package.
+pub fn check_search<'a>(
+    text: &str,
+    text_name: &str,
+    labels: impl IntoIterator<Item = &'a str>,
+    kinds: impl IntoIterator<Item = &'a str>,
+) -> Result<()> {
+    check_search_text(text, text_name)?;
+    refuse_any_blank(labels, "label")?;
+    refuse_any_blank(kinds, "kind")
 }
 
 /// The exact-lookup form of a name: normalised (case, punctuation, whitespace), or, for a name
