@@ -189,6 +189,15 @@ impl BackendKind {
         }
     }
 
+    /// The backends whose data (see [`BackendKind::path_in`]) is present in `dir`, with its
+    /// path.
+    pub fn present_in(dir: &Path) -> impl Iterator<Item = (BackendKind, std::path::PathBuf)> + '_ {
+        Self::ALL
+            .into_iter()
+            .map(move |k| (k, k.path_in(dir)))
+            .filter(|(_, path)| path.exists())
+    }
+
     /// Opens (creating when missing) this backend's files inside `dir`. The handle is
     /// [`Guarded`]: a panic inside the backend comes back as an error.
     pub fn open(self, dir: &Path) -> Result<Box<dyn Backend>> {

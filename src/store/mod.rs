@@ -1691,12 +1691,8 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
     let raw = std::fs::read(&manifest_path).map_err(|e| {
         // A log without its manifest is a damaged store, not none: `loci init` there would
         // not help (it refuses to start a store over a log).
-        match BackendKind::ALL
-            .into_iter()
-            .map(|k| k.path_in(dir))
-            .find(|p| p.exists())
-        {
-            Some(log) => store_err(format!(
+        match BackendKind::present_in(dir).next() {
+            Some((_, log)) => store_err(format!(
                 "no readable {MANIFEST} ({e}), but {} is a store's log: restore {MANIFEST} from a backup",
                 log.display()
             )),
@@ -1846,12 +1842,7 @@ impl Store {
             ),
         }
         };
-        if let Some(other) = BackendKind::ALL
-            .into_iter()
-            .filter(|k| *k != backend)
-            .map(|k| k.path_in(dir))
-            .find(|p| p.exists())
-        {
+        if let Some((_, other)) = BackendKind::present_in(dir).find(|(k, _)| *k != backend) {
             return Err(log_is_here(&other));
         }
         let b = backend.open(dir)?;
