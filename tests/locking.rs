@@ -261,3 +261,109 @@ fn a_reader_opens_beside_a_writer_that_commits_faster_than_an_open() {
     let written = w.join().unwrap();
     assert!(written > 0, "the writer committed during the opens");
 }
+
+/// Runs the CLI as a user who cannot write `store`: this user when it is not root (the store's
+/// modes say so); as root, which writes whatever the modes say, the same command as `nobody`
+/// through util-linux's `setpriv`, from a copy of the binary that user can reach.
+fn loci_as_a_reader(tmp: &Path, args: &[&str]) -> std::process::Output {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = if root {
+        let bin = tmp.join("loci");
+        if !bin.exists() {
+            std::fs::hard_link(BIN, &bin)
+                .or_else(|_| std::fs::copy(BIN, &bin).map(drop))
+                .unwrap();
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(bin);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    cmd.args(args).env_remove("LOCI_STORE").output().unwrap()
+}
+
+/// Takes write permission from everything under `path` (and lets anyone read it).
+fn make_read_only(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in walk(path) {
+        let mode = if entry.is_dir() { 0o555 } else { 0o444 };
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+fn walk(path: &Path) -> Vec<std::path::PathBuf> {
+    let mut all = vec![path.to_path_buf()];
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            all.extend(walk(&entry.unwrap().path()));
+        }
+    }
+    all
+}
+
+#[test]
+fn a_store_this_user_cannot_write_is_read_without_its_writer_lock() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, BackendKind::Redb).unwrap();
+    store.ingest(vec![sighting(10, "emerald")]).unwrap();
+    drop(store);
+    make_read_only(&path);
+
+    let stats = loci_as_a_reader(dir.path(), &["stats", "--store", p(&path)]);
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    let search = loci_as_a_reader(dir.path(), &["search", "emerald", "--store", p(&path)]);
+    let out = String::from_utf8_lossy(&search.stdout);
+    assert!(
+        search.status.success() && out.contains("emerald"),
+        "{out}{}",
+        String::from_utf8_lossy(&search.stderr)
+    );
+    // A command that writes is refused, naming the file it could not write.
+    let pin = loci_as_a_reader(dir.path(), &["pin", "emerald", "--store", p(&path)]);
+    assert!(!pin.status.success());
+    assert!(
+        String::from_utf8_lossy(&pin.stderr).contains("lock"),
+        "{}",
+        String::from_utf8_lossy(&pin.stderr)
+    );
+    make_writable(&path);
+}
+
+#[test]
+fn a_sled_store_this_user_cannot_write_says_why_it_cannot_be_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, BackendKind::Sled).unwrap();
+    store.ingest(vec![sighting(10, "emerald")]).unwrap();
+    drop(store);
+    make_read_only(&path);
+    let stats = loci_as_a_reader(dir.path(), &["stats", "--store", p(&path)]);
+    let err = String::from_utf8_lossy(&stats.stderr);
+    assert!(!stats.status.success());
+    assert!(
+        err.contains("a sled store is readable only by a user who may write it"),
+        "{err}"
+    );
+    make_writable(&path);
+}
+
+/// Gives a tree [`make_read_only`] made back to its owner, for the tempdir's removal.
+fn make_writable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in walk(path) {
+        let mode = if entry.is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}

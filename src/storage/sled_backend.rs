@@ -149,6 +149,26 @@ impl SledBackend {
                         ),
                     })
                 }
+                // sled opens its files for writing whatever the handle is for, so a user who
+                // may not write them cannot read the store either: say so, where sled's words
+                // are only the OS's.
+                Err(sled::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::PermissionDenied
+                            | std::io::ErrorKind::ReadOnlyFilesystem
+                    ) =>
+                {
+                    return Err(Error::Backend {
+                        backend: "sled",
+                        message: format!(
+                            "cannot open its files for writing ({e}): sled opens them so even to \
+                             read, so a sled store is readable only by a user who may write it \
+                             (a redb store is read without writing)"
+                        ),
+                        source: Some(Box::new(e)),
+                    });
+                }
                 Err(e) => return Err(err(e)),
             }
         }

@@ -1793,6 +1793,16 @@ fn dir_size(path: &Path) -> u64 {
     walk_files(path, &|m| m.len())
 }
 
+/// Whether `e` is the writer lock's file refusing this user (no permission, or a read-only
+/// file system): nothing else in the store is written by a reading command, so a read-only
+/// open can still serve it.
+fn lock_not_writable(e: &Error, dir: &Path) -> bool {
+    use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem};
+    matches!(e, Error::Io { path, source }
+        if path == &dir.join(crate::storage::LOCK_FILE)
+            && matches!(source.kind(), PermissionDenied | ReadOnlyFilesystem))
+}
+
 /// What the files at or under `path` take on disk: allocated blocks, which a sparse file
 /// (redb grows its file ahead of use) has fewer of than its length says.
 fn dir_allocated(path: &Path) -> u64 {
@@ -1919,10 +1929,12 @@ impl Store {
     }
 
     /// For readers: opens for writing when no other process holds the store (so that the
-    /// text index can be repaired), read-only when one does.
+    /// text index can be repaired), read-only when one does, or when this user cannot take
+    /// the writer lock at all (a store on a read-only mount, or another user's).
     pub fn open_for_reading(dir: impl AsRef<Path>) -> Result<Store> {
         match Self::open(dir.as_ref()) {
             Err(Error::Locked { .. }) => Self::open_read_only(dir),
+            Err(e) if lock_not_writable(&e, dir.as_ref()) => Self::open_read_only(dir),
             other => other,
         }
     }

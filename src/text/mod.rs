@@ -803,7 +803,8 @@ impl TextIndex {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
         let (schema, fields) = schema();
-        let directory = verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?);
+        let directory =
+            verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?, dir);
         let existing = Index::exists(&directory).map_err(terr)?;
         let mut floor = None;
         let opened = if existing {
@@ -845,7 +846,7 @@ impl TextIndex {
                     clear_dir(dir)?;
                 }
                 let directory =
-                    verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?);
+                    verified::VerifiedDirectory::new(MmapDirectory::open(dir).map_err(terr)?, dir);
                 (
                     Index::create(directory.clone(), schema, index_settings()).map_err(terr)?,
                     None,

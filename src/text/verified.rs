@@ -173,13 +173,16 @@ impl FileHandle for Verified {
 #[derive(Clone, Debug)]
 pub(crate) struct VerifiedDirectory {
     inner: MmapDirectory,
+    /// The directory `inner` maps (for the lock files, which tantivy's directory keeps private).
+    root: PathBuf,
     blocks: BlockTable,
 }
 
 impl VerifiedDirectory {
-    pub(crate) fn new(inner: MmapDirectory) -> VerifiedDirectory {
+    pub(crate) fn new(inner: MmapDirectory, root: &Path) -> VerifiedDirectory {
         VerifiedDirectory {
             inner,
+            root: root.to_path_buf(),
             blocks: Arc::default(),
         }
     }
@@ -266,11 +269,49 @@ impl Directory for VerifiedDirectory {
         self.inner.sync_directory()
     }
     fn acquire_lock(&self, lock: &Lock) -> Result<DirectoryLock, LockError> {
-        self.inner.acquire_lock(lock)
+        match self.inner.acquire_lock(lock) {
+            Err(LockError::IoError(e)) if not_writable(&e) => self.lock_without_writing(lock, e),
+            other => other,
+        }
     }
     fn watch(&self, callback: WatchCallback) -> tantivy::Result<WatchHandle> {
         self.inner.watch(callback)
     }
+}
+
+impl VerifiedDirectory {
+    /// A lock taken by a reader that cannot write the index's directory (a store on a read-only
+    /// mount, or another user's): tantivy opens a lock file for writing, creating it, even for
+    /// the lock a reader takes while it opens segments (`META_LOCK`, which keeps a writer's
+    /// garbage collection from deleting them meanwhile). A lock on a file opened for reading
+    /// excludes a writer's just the same, so the file is opened so when it is there; when it is
+    /// not, no writer has collected garbage here since the index was made, and the reader's
+    /// lock guards nothing. A writer's lock is refused as before.
+    fn lock_without_writing(
+        &self,
+        lock: &Lock,
+        refused: Arc<io::Error>,
+    ) -> Result<DirectoryLock, LockError> {
+        if !lock.is_blocking {
+            return Err(LockError::IoError(refused));
+        }
+        match std::fs::File::open(self.root.join(&lock.filepath)) {
+            Ok(file) => {
+                file.lock().map_err(LockError::wrap_io_error)?;
+                Ok(DirectoryLock::from(Box::new(file)))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(DirectoryLock::from(Box::new(()))),
+            Err(e) => Err(LockError::wrap_io_error(e)),
+        }
+    }
+}
+
+/// Whether a lock file could not be opened because this process may not write there.
+fn not_writable(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+    )
 }
 
 /// A file tantivy writes (a commit's or a merge's segment), whose blocks' checksums are taken
