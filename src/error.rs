@@ -141,3 +141,56 @@ impl Error {
         }
     }
 }
+
+/// Longest value an error quotes whole; a longer one is quoted by its start.
+const QUOTED_WHOLE_BYTES: usize = 200;
+
+/// `value` quoted for an error message (as `{:?}` quotes it), and when it is long, only its
+/// first characters and its length: a 100 kB name given where a short one belongs would
+/// otherwise come back whole, once for each place that names it.
+pub fn quoted_excerpt(value: &str) -> String {
+    match long_value_start(value) {
+        None => format!("{value:?}"),
+        Some(start) => format!("{start:?}… ({} bytes)", value.len()),
+    }
+}
+
+/// [`quoted_excerpt`] for a message that quotes the value itself (clap's).
+pub fn excerpt(value: &str) -> String {
+    match long_value_start(value) {
+        None => value.to_string(),
+        Some(start) => format!("{start}… ({} bytes)", value.len()),
+    }
+}
+
+/// The start an excerpt shows of a value too long to show whole.
+fn long_value_start(value: &str) -> Option<&str> {
+    if value.len() <= QUOTED_WHOLE_BYTES {
+        return None;
+    }
+    let mut end = QUOTED_WHOLE_BYTES / 2;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(&value[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{excerpt, quoted_excerpt};
+
+    #[test]
+    fn a_long_value_is_quoted_by_its_start_and_length() {
+        assert_eq!(quoted_excerpt("redb"), "\"redb\"");
+        let long = "é".repeat(1_000);
+        let shown = quoted_excerpt(&long);
+        assert!(shown.ends_with("… (2000 bytes)"), "{shown}");
+        assert!(shown.len() < 120, "{shown}");
+        assert_eq!(quoted_excerpt(&"a".repeat(200)).len(), 202);
+        assert_eq!(excerpt(&"a".repeat(200)), "a".repeat(200));
+        assert_eq!(
+            excerpt(&"b".repeat(201)),
+            format!("{}… (201 bytes)", "b".repeat(100))
+        );
+    }
+}

@@ -60,7 +60,8 @@ impl FromStr for Format {
             other => Err(Error::InvalidArgument {
                 name: "format".into(),
                 message: format!(
-                    "unknown format {other:?}, expected events|graph|passages|triples|toolcalls|conversation|journal"
+                    "unknown format {}, expected events|graph|passages|triples|toolcalls|conversation|journal",
+                    crate::error::quoted_excerpt(other)
                 ),
             }),
         }
@@ -489,7 +490,7 @@ fn detect_format_of_bytes(file: &str, content: &[u8]) -> Result<Format> {
             line: 1,
             field: "format".into(),
             message:
-                "empty input: cannot detect its format (give it: --format, or ?format= over HTTP)"
+                "empty input: cannot detect its format (give it: --format on the command line, format= in Python, ?format= over HTTP)"
                     .into(),
         }),
     }
@@ -525,7 +526,8 @@ fn detect_format_of_line(file: &str, line: usize, first: &str) -> Result<Format>
                       \"s\"+\"p\"+\"o\" (triples), \"title\"+\"text\" (passages), \
                       \"harness\"+\"session\"+\"kind\"+\"text\" (journal) or \
                       \"conversation\"+\"turns\" (conversation); tool calls are any JSON: give \
-                      the format (--format toolcalls, or ?format=toolcalls over HTTP)"
+                      the format (--format toolcalls on the command line, format=\"toolcalls\" in \
+                      Python, ?format=toolcalls over HTTP)"
                 .into(),
         });
     })

@@ -496,7 +496,10 @@ impl std::str::FromStr for Overlay {
             "hops" => Ok(Overlay::Hops),
             other => Err(Error::InvalidArgument {
                 name: "overlay".into(),
-                message: format!("{other:?}: expected distance, risk, darkness or hops"),
+                message: format!(
+                    "{}: expected distance, risk, darkness or hops",
+                    crate::error::quoted_excerpt(other)
+                ),
             }),
         }
     }

@@ -441,7 +441,7 @@ fn saved_queries_run_and_metaqa_bench() {
         "--queries",
         p(&queries),
     ]);
-    assert!(String::from_utf8_lossy(&missing.stderr).contains("needs --param day"));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("needs parameter day"));
 
     // A tiny MetaQA-shaped benchmark.
     let kb = tmp.path().join("kb.txt");
@@ -2061,4 +2061,48 @@ fn the_binary_runs_without_transparent_huge_pages() {
     if let Some(line) = line {
         assert!(line.ends_with('0'), "{line}");
     }
+}
+
+#[test]
+fn a_long_value_is_shown_shortened_in_its_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let long = "q".repeat(100_000);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
+    let cases: [&[&str]; 7] = [
+        &["run", &long],
+        &["ingest", "--format", &long, p(&fixture)],
+        &["context", "--mode", &long],
+        &["query", "x", "--tokenizer", &long],
+        &["query", "x", "--mode", &long],
+        &["search", "x", &format!("--{long}")],
+        &["neighbors", "x", "--relation", "OFFERS", "--depth", &long],
+    ];
+    for args in cases {
+        let mut all = args.to_vec();
+        all.extend(["--store", p(&store)]);
+        let out = loci(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{:?}", &args[0]);
+        assert!(
+            err.len() < 2_000 && err.contains(" bytes)"),
+            "loci {}: {} bytes: {}",
+            args[0],
+            err.len(),
+            &err[..err.len().min(300)]
+        );
+    }
+    let init = loci(&[
+        "init",
+        "--backend",
+        &long,
+        "--store",
+        p(&tmp.path().join("n")),
+    ]);
+    let err = String::from_utf8_lossy(&init.stderr);
+    assert!(
+        err.len() < 2_000 && err.contains("(100000 bytes)"),
+        "{}",
+        &err[..300]
+    );
 }

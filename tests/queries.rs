@@ -321,7 +321,7 @@ fn errors_and_limits() {
     // Typed parameters of saved queries.
     let all = saved();
     let e = all.run_saved(&store, "last_night", &[]).unwrap_err();
-    assert!(e.to_string().contains("needs --param day"), "{e}");
+    assert!(e.to_string().contains("needs parameter day"), "{e}");
     let e = all
         .run_saved(&store, "last_night", &args(&[("day", "soon")]))
         .unwrap_err();

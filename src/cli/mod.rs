@@ -32,7 +32,7 @@ use exit::Code;
 /// Runs the command line and turns the outcome into an exit code. The store and every other
 /// resource are dropped before this returns, so a process never exits with a store open.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| exit_with_long_values_shortened(e));
     init_logging(&cli.log);
     quiet_caught_panics();
     let damage_met = || DAMAGE_MET.load(std::sync::atomic::Ordering::Relaxed);
@@ -56,6 +56,32 @@ pub fn main() -> ExitCode {
             code.into()
         }
     }
+}
+
+/// Exits as clap does for a flag or value it refused, but with each value it quotes that is
+/// long (a 100 kB word given for `--mode`) shown by its start and length, as loci's own errors
+/// show one ([`loci::error::excerpt`]): clap quotes it whole, in its message and its
+/// suggestions. clap's error has no public way to change a value it holds, so its text is.
+fn exit_with_long_values_shortened(e: clap::Error) -> ! {
+    use clap::error::ContextValue;
+    let mut long: Vec<&str> = Vec::new();
+    for (_, value) in e.context() {
+        match value {
+            ContextValue::String(s) => long.push(s),
+            ContextValue::Strings(all) => long.extend(all.iter().map(String::as_str)),
+            _ => {}
+        }
+    }
+    long.retain(|s| loci::error::excerpt(s) != *s);
+    if long.is_empty() {
+        e.exit()
+    }
+    let mut text = e.render().to_string();
+    for value in long {
+        text = text.replace(value, &loci::error::excerpt(value));
+    }
+    errln!("{}", text.trim_end());
+    std::process::exit(e.exit_code())
 }
 
 /// The exit of a command whose reads met a damaged block of the state snapshot.

@@ -325,7 +325,8 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
                     Some(q) => q.clone(),
                     None => fail!(
                         Code::NotFound,
-                        "no saved query {name:?}; saved queries: {}",
+                        "no saved query {}; saved queries: {}",
+                        loci::error::quoted_excerpt(&name),
                         all.list()
                             .iter()
                             .map(|q| q.name.as_str())

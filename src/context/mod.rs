@@ -91,7 +91,10 @@ impl std::str::FromStr for ContextMode {
             "mainline" => Ok(ContextMode::Mainline),
             other => Err(Error::InvalidArgument {
                 name: "mode".into(),
-                message: format!("{other:?}: expected all, anchor or mainline"),
+                message: format!(
+                    "{}: expected all, anchor or mainline",
+                    crate::error::quoted_excerpt(other)
+                ),
             }),
         }
     }

@@ -445,9 +445,11 @@ impl<'a> Ctx<'a> {
                 Literal::Float(f) => Val::Float(*f),
                 Literal::Str(s) => Val::Str(s.clone()),
             },
-            Expr::Param(p) => self.params.get(p).cloned().ok_or_else(|| {
-                QueryError::Param(format!("${p} has no value: pass --param {p}=..."))
-            })?,
+            Expr::Param(p) => self
+                .params
+                .get(p)
+                .cloned()
+                .ok_or_else(|| QueryError::Param(super::no_value(p)))?,
             Expr::Var(v) => match self.slots.iter().position(|s| s == v) {
                 Some(i) => row[i].clone(),
                 None => return Err(QueryError::Plan(format!("unknown variable {v}"))),
@@ -1609,9 +1611,7 @@ pub fn execute(
 ) -> Result<QueryResult, QueryError> {
     for p in &plan.params {
         if !params.contains_key(p) {
-            return Err(QueryError::Param(format!(
-                "${p} has no value: pass --param {p}=..."
-            )));
+            return Err(QueryError::Param(super::no_value(p)));
         }
     }
     // A plan that searches does so under the graph read here: a deletion's documents are

@@ -210,6 +210,17 @@ pub fn run(
     prepare(text, Limits::default())?.run(store, params)
 }
 
+/// How a caller gives parameter `name` a value, in each interface (the message of a query
+/// whose parameter has none is read in all of them).
+pub(crate) fn how_to_give(name: &str) -> String {
+    format!("`--param {name}=...` on the command line, `params` in Python, over HTTP and MCP")
+}
+
+/// The error of a query parameter `$name` that has no value.
+pub(crate) fn no_value(name: &str) -> String {
+    format!("${name} has no value: give it ({})", how_to_give(name))
+}
+
 /// Reads a command-line parameter value by type; `None` guesses (integer, number, true/false,
 /// else string).
 pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {

@@ -190,8 +190,10 @@ impl SavedQuery {
                 }
                 None => {
                     return Err(QueryError::Param(format!(
-                        "{} needs --param {}=...",
-                        self.name, spec.name
+                        "{} needs parameter {} ({})",
+                        self.name,
+                        spec.name,
+                        crate::query::how_to_give(&spec.name)
                     )))
                 }
             }
@@ -357,7 +359,8 @@ impl SavedQueries {
     ) -> Result<QueryResult, QueryError> {
         let q = self.get(name).ok_or_else(|| {
             QueryError::Param(format!(
-                "no saved query {name:?}; saved: {}",
+                "no saved query {}; saved: {}",
+                crate::error::quoted_excerpt(name),
                 self.queries
                     .iter()
                     .map(|q| q.name.as_str())

@@ -76,7 +76,10 @@ impl std::str::FromStr for SnippetKind {
             "entity" => Ok(SnippetKind::Entity),
             other => Err(Error::InvalidArgument {
                 name: "kinds".into(),
-                message: format!("{other:?}: expected fact, passage, event or entity"),
+                message: format!(
+                    "{}: expected fact, passage, event or entity",
+                    crate::error::quoted_excerpt(other)
+                ),
             }),
         }
     }
@@ -105,7 +108,10 @@ impl std::str::FromStr for RankingMode {
             "graph" => Ok(RankingMode::Graph),
             other => Err(Error::InvalidArgument {
                 name: "mode".into(),
-                message: format!("{other:?}: expected fused, text or graph"),
+                message: format!(
+                    "{}: expected fused, text or graph",
+                    crate::error::quoted_excerpt(other)
+                ),
             }),
         }
     }

@@ -110,7 +110,10 @@ impl std::str::FromStr for Tokenizer {
             "cl100k_base" | "cl100k" => Ok(Tokenizer::Cl100kBase),
             other => Err(crate::Error::InvalidArgument {
                 name: "token_counter".into(),
-                message: format!("unknown counter {other:?}, expected approx or cl100k_base"),
+                message: format!(
+                    "unknown counter {}, expected approx or cl100k_base",
+                    crate::error::quoted_excerpt(other)
+                ),
             }),
         }
     }

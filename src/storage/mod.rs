@@ -302,7 +302,10 @@ impl FromStr for BackendKind {
             "sled" => Ok(BackendKind::Sled),
             other => Err(Error::InvalidArgument {
                 name: "backend".into(),
-                message: format!("unknown backend {other:?}, expected redb or sled"),
+                message: format!(
+                    "unknown backend {}, expected redb or sled",
+                    crate::error::quoted_excerpt(other)
+                ),
             }),
         }
     }
