@@ -29,11 +29,23 @@ __all__ = [
 
 
 def _lines(events: Union[str, Iterable[Union[str, dict]]]) -> str:
+    """JSON Lines text of `events`: a str of JSON Lines, or an iterable of lines and dicts.
+    A dict alone, bytes, or an item of another type is a TypeError (a dict had been read as
+    its keys, one line each, and failed as a bad format)."""
     if isinstance(events, str):
         return events
+    if isinstance(events, dict):
+        raise TypeError("events: give a list of events (or JSON Lines text), not one event's dict: [event]")
+    if isinstance(events, (bytes, bytearray)):
+        raise TypeError("events: give JSON Lines as a str (bytes.decode()), or a list of lines or dicts")
     out = []
-    for e in events:
-        out.append(e if isinstance(e, str) else _json.dumps(e))
+    for i, e in enumerate(events):
+        if isinstance(e, str):
+            out.append(e)
+        elif isinstance(e, dict):
+            out.append(_json.dumps(e))
+        else:
+            raise TypeError(f"events[{i}]: a line (str) or an event (dict), not {type(e).__name__}")
     return "\n".join(out) + "\n"
 
 
@@ -54,6 +66,10 @@ class Store:
     """A loci store directory, open in this process (one writer process at a time)."""
 
     def __init__(self, inner: "_loci.Store"):
+        # `Store("path")` reads as an open, but a handle comes from `Store.open` or
+        # `Store.create`; a path here had failed later, at the first call, as an AttributeError.
+        if not isinstance(inner, _loci.Store):
+            raise TypeError("use loci.Store.open(path) or loci.Store.create(path); Store() takes neither a path nor anything else")
         self._inner = inner
 
     @classmethod

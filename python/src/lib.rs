@@ -69,6 +69,9 @@ struct Store {
     inner: RwLock<Option<Arc<loci::Store>>>,
     retriever: RetrieverCache,
     queries: SavedQueries,
+    /// The process that opened the store: a child made by `os.fork()` has a copy of the
+    /// handle but none of the threads behind it (the full-text writer's), nor the writer lock.
+    opened_by: u32,
 }
 
 impl Store {
@@ -77,15 +80,45 @@ impl Store {
             inner: RwLock::new(Some(Arc::new(store))),
             retriever: RetrieverCache::default(),
             queries: SavedQueries::builtin_and(None).map_err(to_py)?,
+            opened_by: std::process::id(),
         })
     }
 
     fn store(&self) -> PyResult<Arc<loci::Store>> {
+        self.check_same_process()?;
         self.inner
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .ok_or_else(|| StoreError::new_err("the store is closed"))
+    }
+
+    /// A forked child's copy of the handle is refused: its writes waited forever on a text
+    /// writer thread the child does not have, and its close panicked joining it.
+    fn check_same_process(&self) -> PyResult<()> {
+        if std::process::id() == self.opened_by {
+            return Ok(());
+        }
+        Err(StoreError::new_err(format!(
+            "this store was opened by process {}, and a handle does not survive os.fork(): \
+             open the store in this process (after the parent closes it, or read_only=True)",
+            self.opened_by
+        )))
+    }
+
+    /// In a forked child, the copy of the store is left undropped: dropping it would join the
+    /// parent's threads (which the child does not have) and release the parent's lock.
+    fn forget_in_a_child(&self) {
+        if std::process::id() != self.opened_by {
+            let taken = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
+            std::mem::forget(taken);
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.forget_in_a_child();
     }
 }
 
@@ -196,7 +229,10 @@ impl Store {
         match (name, query) {
             (Some(name), None) => {
                 let Some(q) = self.queries.get(name) else {
-                    return Err(NotFoundError::new_err(format!("no saved query {name:?}")));
+                    return Err(NotFoundError::new_err(format!(
+                        "no saved query {}",
+                        loci::error::quoted_excerpt(name)
+                    )));
                 };
                 let args = loci::query::args_from_json(&params)
                     .map_err(|e| query_to_py(e, &q.prepared.text))?;
@@ -218,6 +254,8 @@ impl Store {
     }
 
     fn queries(&self) -> PyResult<String> {
+        // Refused once closed, as every other method is.
+        self.store()?;
         json(&self.queries.list())
     }
 
@@ -294,6 +332,9 @@ impl Store {
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        // A forked child's close leaves the parent's store alone (and is not an error: a
+        // `with` block around the fork closes it in both).
+        self.forget_in_a_child();
         let taken = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(s) = taken {
             py.detach(|| s.flush_usage()).map_err(to_py)?;

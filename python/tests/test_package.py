@@ -135,3 +135,85 @@ def test_argument_errors_name_the_python_arguments(store):
     with pytest.raises(loci.InputError) as e:
         store.context(100, "who trades emeralds", tokenizer="nope")
     assert "tokenizer" in str(e.value) and "token_counter" not in str(e.value), str(e.value)
+
+
+def test_a_forked_child_is_refused_the_parents_handle_and_leaves_it_working(tmp_path):
+    # The child's writes had hung on a text writer thread it does not have, and its close
+    # raised a PanicException (a panic joining that thread), which kills a worker.
+    import os
+
+    s = loci.Store.create(str(tmp_path / "s"))
+    s.ingest([{"ts": 1, "actor": "a", "kind": "K", "payload": {"text": "before the fork"}}])
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what it met on the pipe, then leave without cleanup
+        code = 0
+        try:
+            try:
+                s.ingest([{"ts": 2, "actor": "child", "kind": "K"}])
+                os.write(write, b"ingest accepted\n")
+                code = 1
+            except loci.StoreError as e:
+                if "os.fork()" not in str(e):
+                    os.write(write, f"ingest: {e}\n".encode())
+                    code = 1
+            try:
+                s.stats()
+                os.write(write, b"stats accepted\n")
+                code = 1
+            except loci.StoreError:
+                pass
+            s.close()
+            del s
+            import gc
+
+            gc.collect()
+            os.write(write, b"closed\n")
+        except BaseException as e:  # a PanicException is a BaseException
+            os.write(write, f"{type(e).__name__}: {e}\n".encode())
+            code = 1
+        os._exit(code)
+    os.close(write)
+    import time
+
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(read)
+        pytest.fail("the child did not finish in 60 s (its write waited on the parent's threads)")
+    status = done[1]
+    said = os.read(read, 65536).decode()
+    os.close(read)
+    assert os.waitstatus_to_exitcode(status) == 0 and said == "closed\n", said
+    # The parent's handle is untouched by the child's close.
+    assert s.ingest([{"ts": 3, "actor": "a", "kind": "K"}])["events"] == 1
+    assert s.stats()["events"] == 2
+    s.close()
+
+
+def test_what_is_not_an_event_list_or_a_handle_is_a_type_error(store, tmp_path):
+    before = store.stats()["events"]
+    for bad in [{"ts": 1, "actor": "a", "kind": "K"}, b'{"ts": 1}', [5], [None]]:
+        with pytest.raises(TypeError):
+            store.ingest(bad)
+    assert store.stats()["events"] == before
+    with pytest.raises(TypeError) as e:
+        loci.Store(str(tmp_path / "s"))
+    assert "Store.open" in str(e.value)
+
+
+def test_a_closed_store_refuses_its_saved_queries_too(tmp_path):
+    s = loci.Store.create(str(tmp_path / "s"))
+    assert s.queries()
+    s.close()
+    with pytest.raises(loci.StoreError):
+        s.queries()
+
+
+def test_a_long_name_is_shown_shortened_in_its_error(store):
+    with pytest.raises(loci.NotFoundError) as e:
+        store.run("q" * 10_000_000)
+    assert len(str(e.value)) < 400 and "(10000000 bytes)" in str(e.value), str(e.value)[:300]
