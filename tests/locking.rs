@@ -285,12 +285,14 @@ fn loci_as_a_reader(tmp: &Path, args: &[&str]) -> std::process::Output {
     cmd.args(args).env_remove("LOCI_STORE").output().unwrap()
 }
 
-/// Takes write permission from everything under `path` (and lets anyone read it).
+/// Takes write permission from everything under `path`, as `chmod -R a-w` does: what the
+/// store made readable to others stays so, and nothing more (every file had been made
+/// readable, hiding an index file tantivy makes readable by its owner alone).
 fn make_read_only(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     for entry in walk(path) {
-        let mode = if entry.is_dir() { 0o555 } else { 0o444 };
-        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mode = std::fs::metadata(&entry).unwrap().permissions().mode();
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode & !0o222)).unwrap();
     }
 }
 
@@ -307,6 +309,9 @@ fn walk(path: &Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn a_store_this_user_cannot_write_is_read_without_its_writer_lock() {
     use std::os::unix::fs::PermissionsExt;
+    // A store made where files are readable by others (the usual umask), whatever CI's is.
+    // SAFETY: umask has no preconditions and cannot fail.
+    unsafe { libc::umask(0o022) };
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = dir.path().join("s");
@@ -328,6 +333,16 @@ fn a_store_this_user_cannot_write_is_read_without_its_writer_lock() {
         "{out}{}",
         String::from_utf8_lossy(&search.stderr)
     );
+    // Where the lock file is writable but the rest is not, the backend's refusal is met
+    // after the lock is taken: the command still reads.
+    std::fs::set_permissions(path.join("lock"), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let stats = loci_as_a_reader(dir.path(), &["stats", "--store", p(&path)]);
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    std::fs::set_permissions(path.join("lock"), std::fs::Permissions::from_mode(0o444)).unwrap();
     // A command that writes is refused, naming the file it could not write.
     let pin = loci_as_a_reader(dir.path(), &["pin", "emerald", "--store", p(&path)]);
     assert!(!pin.status.success());

@@ -26,6 +26,20 @@ fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::backend_source("redb", e)
 }
 
+/// An open's error, with the system's error as its source where it is one: redb's error
+/// names no source, and a user refused the file (a store opened for reading by one who may
+/// not write it) is told apart by it (`Store::open_for_reading`).
+fn open_err(e: redb::DatabaseError) -> Error {
+    match e {
+        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => Error::Backend {
+            backend: "redb",
+            message: format!("I/O error: {io}"),
+            source: Some(Box::new(io)),
+        },
+        e => err(e),
+    }
+}
+
 /// redb's page cache, in bytes. The state holds what graph reads need and the OS caches the
 /// file; at 64 MB the cache was a sixth of a 1M-edge bulk load's peak memory, and 16 MB
 /// measured no slower (ingest 432-467k edges/s against 404-424k).
@@ -63,7 +77,7 @@ impl RedbBackend {
     /// Opens or creates the database file at `path` and makes sure every table exists, so that
     /// readers never meet a missing table.
     pub fn open(path: &Path) -> Result<Self> {
-        let db = builder().create(path).map_err(err)?;
+        let db = builder().create(path).map_err(open_err)?;
         Self::from_database(db)
     }
 

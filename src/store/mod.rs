@@ -1793,14 +1793,12 @@ fn dir_size(path: &Path) -> u64 {
     walk_files(path, &|m| m.len())
 }
 
-/// Whether `e` is the writer lock's file refusing this user (no permission, or a read-only
-/// file system): nothing else in the store is written by a reading command, so a read-only
-/// open can still serve it.
-fn lock_not_writable(e: &Error, dir: &Path) -> bool {
-    use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem};
-    matches!(e, Error::Io { path, source }
-        if path == &dir.join(crate::storage::LOCK_FILE)
-            && matches!(source.kind(), PermissionDenied | ReadOnlyFilesystem))
+/// Whether `e` is the system refusing this user a write to the store (no permission, or a
+/// read-only file system): on the writer lock's file, or, where the lock file is writable but
+/// the rest is not, on the backend's files. A reading command writes nothing else, so a
+/// read-only open can still serve it.
+fn store_not_writable(e: &Error) -> bool {
+    crate::text::refuses_this_user(e)
 }
 
 /// What the files at or under `path` take on disk: allocated blocks, which a sparse file
@@ -1934,7 +1932,7 @@ impl Store {
     pub fn open_for_reading(dir: impl AsRef<Path>) -> Result<Store> {
         match Self::open(dir.as_ref()) {
             Err(Error::Locked { .. }) => Self::open_read_only(dir),
-            Err(e) if lock_not_writable(&e, dir.as_ref()) => Self::open_read_only(dir),
+            Err(e) if store_not_writable(&e) => Self::open_read_only(dir),
             other => other,
         }
     }

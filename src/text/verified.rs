@@ -263,7 +263,8 @@ impl Directory for VerifiedDirectory {
         self.inner.atomic_read(path)
     }
     fn atomic_write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
-        self.inner.atomic_write(path, data)
+        self.inner.atomic_write(path, data)?;
+        self.readable_as_the_directory(path)
     }
     fn sync_directory(&self) -> io::Result<()> {
         self.inner.sync_directory()
@@ -280,6 +281,29 @@ impl Directory for VerifiedDirectory {
 }
 
 impl VerifiedDirectory {
+    /// Gives a file tantivy wrote whole (`meta.json`, `.managed.json`) the read permissions
+    /// of the index's directory: tantivy writes it through a temporary file, which is made
+    /// readable by its owner alone whatever the umask, so another user who may read the
+    /// store (a reader on a shared machine) could not open its index. A directory kept
+    /// private keeps its files private.
+    #[cfg(unix)]
+    fn readable_as_the_directory(&self, path: &Path) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir_mode = std::fs::metadata(&self.root)?.permissions().mode();
+        let file = self.root.join(path);
+        let mode = std::fs::metadata(&file)?.permissions().mode();
+        let wanted = mode | (dir_mode & 0o044);
+        if wanted != mode {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(wanted))?;
+        }
+        Ok(())
+    }
+
+    #[cfg(not(unix))]
+    fn readable_as_the_directory(&self, _path: &Path) -> io::Result<()> {
+        Ok(())
+    }
+
     /// A lock taken by a reader that cannot write the index's directory (a store on a read-only
     /// mount, or another user's): tantivy opens a lock file for writing, creating it, even for
     /// the lock a reader takes while it opens segments (`META_LOCK`, which keeps a writer's
