@@ -163,21 +163,87 @@ pub fn excerpt(value: &str) -> String {
     }
 }
 
+/// Longest message [`shortened_message`] leaves whole, once its long words are shortened.
+const LONGEST_MESSAGE_BYTES: usize = 4_000;
+
+/// `message` as an interface shows it (the CLI's stderr, an HTTP or MCP error, a Python
+/// exception): each word of it longer than an excerpt shows by its start and length, and a
+/// message still longer than a few kB by its start and end. Errors name the value they
+/// refuse, and the places that do are many (a key, a name, a flag, a serde error's quote of
+/// a field); this is the net under all of them, so a 100 kB key sent by a client never comes
+/// back in its error.
+pub fn shortened_message(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(LONGEST_MESSAGE_BYTES + 64));
+    let mut rest = message;
+    while !rest.is_empty() {
+        let word_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        out.push_str(&excerpt(&rest[..word_end]));
+        rest = &rest[word_end..];
+        let space_end = rest
+            .find(|c: char| !c.is_whitespace())
+            .unwrap_or(rest.len());
+        out.push_str(&excerpt(&rest[..space_end]));
+        rest = &rest[space_end..];
+    }
+    if out.len() <= LONGEST_MESSAGE_BYTES {
+        return out;
+    }
+    let head = floor_boundary(&out, LONGEST_MESSAGE_BYTES / 2);
+    let tail = ceil_boundary(&out, out.len() - LONGEST_MESSAGE_BYTES / 4);
+    format!(
+        "{} … ({} bytes left out) … {}",
+        &out[..head],
+        tail - head,
+        &out[tail..]
+    )
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
 /// The start an excerpt shows of a value too long to show whole.
 fn long_value_start(value: &str) -> Option<&str> {
     if value.len() <= QUOTED_WHOLE_BYTES {
         return None;
     }
-    let mut end = QUOTED_WHOLE_BYTES / 2;
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    Some(&value[..end])
+    Some(&value[..floor_boundary(value, QUOTED_WHOLE_BYTES / 2)])
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{excerpt, quoted_excerpt};
+    use super::{excerpt, quoted_excerpt, shortened_message};
+
+    #[test]
+    fn a_message_keeps_its_words_and_shortens_a_long_one() {
+        let short = "no node has key \"emerald\"; give\ta  key";
+        assert_eq!(shortened_message(short), short);
+        let long = format!("no node has key \"{}\": see the list", "ü".repeat(50_000));
+        let shown = shortened_message(&long);
+        assert!(shown.starts_with("no node has key \"üü") && shown.ends_with(" see the list"));
+        assert!(
+            shown.contains("(100003 bytes)") && shown.len() < 300,
+            "{shown}"
+        );
+        let many = "word ".repeat(10_000);
+        let shown = shortened_message(&many);
+        assert!(
+            shown.len() < 4_100 && shown.contains("bytes left out"),
+            "{}",
+            shown.len()
+        );
+        assert!(shown.starts_with("word word") && shown.ends_with("word "));
+    }
 
     #[test]
     fn a_long_value_is_quoted_by_its_start_and_length() {

@@ -2069,8 +2069,10 @@ fn a_long_value_is_shown_shortened_in_its_error() {
     let store = world_store(tmp.path());
     let long = "q".repeat(100_000);
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
-    let cases: [&[&str]; 7] = [
+    let cases: [&[&str]; 9] = [
         &["run", &long],
+        &["pin", &long],
+        &["run", "last_seen", "--param", &long],
         &["ingest", "--format", &long, p(&fixture)],
         &["context", "--mode", &long],
         &["query", "x", "--tokenizer", &long],

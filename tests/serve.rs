@@ -812,3 +812,40 @@ async fn passages_appended_over_http_take_a_namespace() {
         "{v}"
     );
 }
+
+/// A 60 kB key, parameter name or body field comes back shortened in its error, where the
+/// answer had quoted it whole (twice, for an unknown query parameter).
+#[tokio::test]
+async fn a_long_value_comes_back_shortened_in_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let long = "k".repeat(60_000);
+    let cases = [
+        ("GET", format!("/v1/nodes/{long}"), None),
+        ("GET", format!("/v1/neighbors?node={long}"), None),
+        ("GET", format!("/v1/search?q=emerald&{long}=1"), None),
+        (
+            "POST",
+            "/v1/query".to_string(),
+            Some(format!(r#"{{"question": "x", "{long}": 1}}"#)),
+        ),
+        (
+            "POST",
+            "/v1/query".to_string(),
+            Some(format!(r#"{{"question": "x", "limit": "{long}"}}"#)),
+        ),
+    ];
+    for (method, uri, body) in cases {
+        let (s, v, _) = call(&st, method, &uri, body.as_deref(), None).await;
+        assert!(s.is_client_error(), "{}: {s}", &uri[..40]);
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.len() < 1_000 && message.contains(" bytes)"),
+            "{} {}: {} bytes: {}",
+            method,
+            &uri[..uri.len().min(40)],
+            message.len(),
+            &message[..message.len().min(200)]
+        );
+    }
+}

@@ -36,7 +36,9 @@ impl ApiError {
         ApiError {
             status,
             code,
-            message: message.into(),
+            // Every answer's message, axum's and serde's rejections among them, which quote
+            // the value they refuse whole.
+            message: crate::error::shortened_message(&message.into()),
             retry_after: None,
         }
     }

@@ -334,7 +334,7 @@ impl ServerHandler for LociMcp {
         let name = request.uri.strip_prefix(QUERY_URI).unwrap_or("");
         let Some(q) = self.state.queries.get(name) else {
             return Err(ErrorData::resource_not_found(
-                format!("no saved query at {}", request.uri),
+                format!("no saved query at {}", crate::error::excerpt(&request.uri)),
                 None,
             ));
         };
