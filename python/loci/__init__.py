@@ -13,6 +13,7 @@ Every call returns plain dicts and lists (what `loci ... --json` prints). Errors
 
 import json as _json
 import os as _os
+from collections.abc import Mapping as _Mapping
 from typing import Any, Dict, Iterable, List, Optional, Union
 
 from . import _loci
@@ -34,7 +35,7 @@ def _lines(events: Union[str, Iterable[Union[str, dict]]]) -> str:
     its keys, one line each, and failed as a bad format)."""
     if isinstance(events, str):
         return events
-    if isinstance(events, dict):
+    if isinstance(events, _Mapping):
         raise TypeError("events: give a list of events (or JSON Lines text), not one event's dict: [event]")
     if isinstance(events, (bytes, bytearray)):
         raise TypeError("events: give JSON Lines as a str (bytes.decode()), or a list of lines or dicts")
@@ -42,11 +43,11 @@ def _lines(events: Union[str, Iterable[Union[str, dict]]]) -> str:
     for i, e in enumerate(events):
         if isinstance(e, str):
             out.append(e)
-        elif isinstance(e, dict):
-            out.append(_json.dumps(e))
+        elif isinstance(e, _Mapping):
+            out.append(_json.dumps(dict(e)))
         else:
             raise TypeError(f"events[{i}]: a line (str) or an event (dict), not {type(e).__name__}")
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" if out else ""
 
 
 def _path(path: "Union[str, _os.PathLike[str]]") -> str:

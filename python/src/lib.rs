@@ -42,7 +42,7 @@ create_exception!(
 
 fn to_py(e: loci::Error) -> PyErr {
     use loci::Error as E;
-    let message = e.to_string();
+    let message = loci::error::shortened_message(&e.to_string());
     match e {
         E::Input { .. } | E::InvalidEvent { .. } | E::InvalidArgument { .. } => {
             InputError::new_err(message)
@@ -56,7 +56,7 @@ fn query_to_py(e: QueryError, text: &str) -> PyErr {
     match e {
         QueryError::Store(s) => to_py(s),
         QueryError::LimitExceeded(_) => QueryLimitError::new_err(e.to_string()),
-        other => InputError::new_err(other.render(text)),
+        other => InputError::new_err(loci::error::shortened_message(&other.render(text))),
     }
 }
 
@@ -158,7 +158,13 @@ impl Store {
     #[pyo3(signature = (lines, format = None))]
     fn ingest(&self, py: Python<'_>, lines: &str, format: Option<&str>) -> PyResult<String> {
         let s = self.store()?;
-        let format = format_of(format)?;
+        // An empty batch (`ingest([])`, a filter that kept nothing) commits nothing, as
+        // `loci ingest` of an empty file does; it had been an error that the format of no
+        // lines cannot be told.
+        let format = match format_of(format)? {
+            None if lines.trim().is_empty() => Some(Format::Events),
+            f => f,
+        };
         py.detach(|| {
             let mut batch = ingest::read_bytes_detecting("input", lines.as_bytes(), format)?;
             batch.dedupe_passages(&s, false)?;
@@ -225,7 +231,9 @@ impl Store {
     ) -> PyResult<String> {
         let s = self.store()?;
         let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(params)
-            .map_err(|e| InputError::new_err(format!("params: {e}")))?;
+            .map_err(|e| {
+                InputError::new_err(loci::error::shortened_message(&format!("params: {e}")))
+            })?;
         match (name, query) {
             (Some(name), None) => {
                 let Some(q) = self.queries.get(name) else {

@@ -196,10 +196,18 @@ def test_a_forked_child_is_refused_the_parents_handle_and_leaves_it_working(tmp_
 
 def test_what_is_not_an_event_list_or_a_handle_is_a_type_error(store, tmp_path):
     before = store.stats()["events"]
-    for bad in [{"ts": 1, "actor": "a", "kind": "K"}, b'{"ts": 1}', [5], [None]]:
+    from collections import UserDict
+
+    event = {"ts": 1, "actor": "a", "kind": "K"}
+    for bad in [event, UserDict(event), b'{"ts": 1}', [5], [None]]:
         with pytest.raises(TypeError):
             store.ingest(bad)
     assert store.stats()["events"] == before
+    # An empty batch commits nothing, as `loci ingest` of an empty file does; a mapping
+    # that is not a dict is an event like a dict.
+    assert store.ingest([])["events"] == 0
+    assert store.ingest((e for e in []))["events"] == 0
+    assert store.ingest([UserDict(event)])["events"] == 1
     with pytest.raises(TypeError) as e:
         loci.Store(str(tmp_path / "s"))
     assert "Store.open" in str(e.value)
