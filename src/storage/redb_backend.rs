@@ -26,16 +26,22 @@ fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::backend_source("redb", e)
 }
 
-/// An open's error, with the system's error as its source where it is one: redb's error
-/// names no source, and a user refused the file (a store opened for reading by one who may
-/// not write it) is told apart by it (`Store::open_for_reading`).
+/// An open's error, with the system's refusal of this user as its source where it is one:
+/// redb's error names no source, and a user refused the file (a store opened for reading by
+/// one who may not write it) is told apart by it (`Store::open_for_reading`). Other errors
+/// keep redb's as their source, by which damage is told apart (the CLI's exit 6).
 fn open_err(e: redb::DatabaseError) -> Error {
+    use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem};
     match e {
-        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => Error::Backend {
-            backend: "redb",
-            message: format!("I/O error: {io}"),
-            source: Some(Box::new(io)),
-        },
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if matches!(io.kind(), PermissionDenied | ReadOnlyFilesystem) =>
+        {
+            Error::Backend {
+                backend: "redb",
+                message: format!("I/O error: {io}"),
+                source: Some(Box::new(io)),
+            }
+        }
         e => err(e),
     }
 }
