@@ -306,20 +306,27 @@ fn walk(path: &Path) -> Vec<std::path::PathBuf> {
     all
 }
 
-#[test]
-fn a_store_this_user_cannot_write_is_read_without_its_writer_lock() {
+/// A store of `kind` holding one sighting of "emerald", made where files are readable by
+/// others (the usual umask, whatever CI's is), then made read-only; in a directory anyone
+/// may enter.
+fn a_read_only_store(kind: BackendKind) -> (tempfile::TempDir, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt;
-    // A store made where files are readable by others (the usual umask), whatever CI's is.
     // SAFETY: umask has no preconditions and cannot fail.
     unsafe { libc::umask(0o022) };
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = dir.path().join("s");
-    let store = Store::create(&path, BackendKind::Redb).unwrap();
+    let store = Store::create(&path, kind).unwrap();
     store.ingest(vec![sighting(10, "emerald")]).unwrap();
     drop(store);
     make_read_only(&path);
+    (dir, path)
+}
 
+#[test]
+fn a_store_this_user_cannot_write_is_read_without_its_writer_lock() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, path) = a_read_only_store(BackendKind::Redb);
     let stats = loci_as_a_reader(dir.path(), &["stats", "--store", p(&path)]);
     assert!(
         stats.status.success(),
@@ -356,14 +363,7 @@ fn a_store_this_user_cannot_write_is_read_without_its_writer_lock() {
 
 #[test]
 fn a_sled_store_this_user_cannot_write_says_why_it_cannot_be_read() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = dir.path().join("s");
-    let store = Store::create(&path, BackendKind::Sled).unwrap();
-    store.ingest(vec![sighting(10, "emerald")]).unwrap();
-    drop(store);
-    make_read_only(&path);
+    let (dir, path) = a_read_only_store(BackendKind::Sled);
     let stats = loci_as_a_reader(dir.path(), &["stats", "--store", p(&path)]);
     let err = String::from_utf8_lossy(&stats.stderr);
     assert!(!stats.status.success());
