@@ -382,3 +382,20 @@ fn make_writable(path: &Path) {
         std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 }
+
+#[test]
+fn a_store_this_user_may_not_read_is_a_refusal_not_a_missing_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, path) = a_read_only_store(BackendKind::Redb);
+    // Its directory closed to others: the manifest cannot be read, which had been "not a loci
+    // store ...; create one with `loci init`" (exit 4).
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o500)).unwrap();
+    let stats = loci_as_a_reader(dir.path(), &["stats", "--store", p(&path)]);
+    let err = String::from_utf8_lossy(&stats.stderr);
+    assert_eq!(stats.status.code(), Some(8), "{err}");
+    assert!(
+        err.contains("Permission denied") && !err.contains("loci init"),
+        "{err}"
+    );
+    make_writable(&path);
+}

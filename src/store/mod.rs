@@ -1689,6 +1689,10 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
     };
     let manifest_path = dir.join(MANIFEST);
     let raw = std::fs::read(&manifest_path).map_err(|e| {
+        // A store this user may not read is not a missing one (whose advice is `loci init`).
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            return Error::io(&manifest_path, e);
+        }
         // A log without its manifest is a damaged store, not none: `loci init` there would
         // not help (it refuses to start a store over a log).
         match BackendKind::present_in(dir).next() {
