@@ -306,6 +306,16 @@ fn errors_and_limits() {
     assert!(matches!(e, QueryError::Param(_)), "{e}");
     let e = query::run(&store, "MATCH (a)-[*1..20]-(b) RETURN b", &none).unwrap_err();
     assert!(e.to_string().contains("at most 8 hops"), "{e}");
+    // A refused LIMIT is said as written, not as Rust's Debug of the value ("Int(-1)"), and
+    // not as a parameter's fault when it is a literal.
+    let e = query::run(&store, "MATCH (n) RETURN n.key LIMIT -1", &none).unwrap_err();
+    assert_eq!(e.to_string(), "LIMIT takes a non-negative integer, got -1");
+    let k = HashMap::from([("k".to_string(), Val::Str("x".into()))]);
+    let e = query::run(&store, "MATCH (n) RETURN n.key LIMIT $k", &k).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "LIMIT takes a non-negative integer, got \"x\""
+    );
     let e = query::run(&store, "MATCH (a)-[r]-(b) RETURN a", &none);
     assert!(e.is_ok());
     let tight = Limits {

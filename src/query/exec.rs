@@ -863,6 +863,23 @@ fn num_op(a: &Val, b: &Val, f: impl Fn(f64, f64) -> f64) -> Val {
     }
 }
 
+/// A value LIMIT refused, as its user wrote it (not as Rust's `Debug` prints it).
+fn limit_value(v: &Val) -> String {
+    match v {
+        Val::Null => "null".into(),
+        Val::Bool(b) => b.to_string(),
+        Val::Int(n) => n.to_string(),
+        Val::Float(f) => f.to_string(),
+        Val::Str(s) => crate::error::quoted_excerpt(s),
+        Val::List(_) => "a list".into(),
+        Val::Map(_) => "a map".into(),
+        Val::Node(_) => "a node".into(),
+        Val::Edge(_) => "an edge".into(),
+        Val::Event(_) => "an event".into(),
+        Val::Path(..) => "a path".into(),
+    }
+}
+
 fn to_json(ctx: &mut Ctx<'_>, v: &Val) -> Result<serde_json::Value, QueryError> {
     use serde_json::json;
     Ok(match v {
@@ -1645,8 +1662,9 @@ pub fn execute(
         Some(e) => match ctx.eval(e, &[])? {
             Val::Int(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
             other => {
-                return Err(QueryError::Param(format!(
-                    "LIMIT takes a non-negative integer, got {other:?}"
+                return Err(QueryError::Plan(format!(
+                    "LIMIT takes a non-negative integer, got {}",
+                    limit_value(&other)
                 )))
             }
         },
