@@ -315,7 +315,16 @@ fn assemble(
         .flat_map(|t| t.lines())
         .map(|t| line(t.to_string(), Vec::new(), &count_line))
         .collect();
-    let fixed = instructions.iter().map(|l| l.tokens).sum::<usize>() + count_line(BOUNDARY);
+    // Counted as rendered, newlines and all: the sum of the lines' counts fell short of the
+    // text's under cl100k_base (93 tokens rendered where the lines summed to 92 or less), and
+    // `fit` never drops an instruction, so the context came out over its budget.
+    let fixed = counter.count(
+        &render(&[Section {
+            name: "instructions".into(),
+            lines: instructions.clone(),
+        }])
+        .0,
+    );
     if fixed > opts.budget {
         return Err(Error::InvalidArgument {
             name: "budget".into(),
