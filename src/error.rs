@@ -142,6 +142,32 @@ impl Error {
     }
 }
 
+/// Whether `e` is the system refusing this user a file: no permission, or a read-only file
+/// system (a store another user owns, or on a read-only mount).
+pub(crate) fn is_refusal(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    )
+}
+
+/// Whether `e`, or an error under it, is such a refusal ([`is_refusal`]).
+pub(crate) fn refuses_this_user(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        let io = c.downcast_ref::<std::io::Error>().or_else(|| {
+            // tantivy keeps its I/O errors in an `Arc`.
+            c.downcast_ref::<std::sync::Arc<std::io::Error>>()
+                .map(|a| &**a)
+        });
+        if io.is_some_and(is_refusal) {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 /// Longest value an error quotes whole; a longer one is quoted by its start.
 const QUOTED_WHOLE_BYTES: usize = 200;
 

@@ -31,10 +31,9 @@ fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
 /// one who may not write it) is told apart by it (`Store::open_for_reading`). Other errors
 /// keep redb's as their source, by which damage is told apart (the CLI's exit 6).
 fn open_err(e: redb::DatabaseError) -> Error {
-    use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem};
     match e {
         redb::DatabaseError::Storage(redb::StorageError::Io(io))
-            if matches!(io.kind(), PermissionDenied | ReadOnlyFilesystem) =>
+            if crate::error::is_refusal(&io) =>
         {
             Error::Backend {
                 backend: "redb",

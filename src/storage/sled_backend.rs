@@ -152,13 +152,7 @@ impl SledBackend {
                 // sled opens its files for writing whatever the handle is for, so a user who
                 // may not write them cannot read the store either: say so, where sled's words
                 // are only the OS's.
-                Err(sled::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::PermissionDenied
-                            | std::io::ErrorKind::ReadOnlyFilesystem
-                    ) =>
-                {
+                Err(sled::Error::Io(e)) if crate::error::is_refusal(&e) => {
                     return Err(Error::Backend {
                         backend: "sled",
                         message: format!(

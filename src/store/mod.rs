@@ -1797,14 +1797,6 @@ fn dir_size(path: &Path) -> u64 {
     walk_files(path, &|m| m.len())
 }
 
-/// Whether `e` is the system refusing this user a write to the store (no permission, or a
-/// read-only file system): on the writer lock's file, or, where the lock file is writable but
-/// the rest is not, on the backend's files. A reading command writes nothing else, so a
-/// read-only open can still serve it.
-fn store_not_writable(e: &Error) -> bool {
-    crate::text::refuses_this_user(e)
-}
-
 /// What the files at or under `path` take on disk: allocated blocks, which a sparse file
 /// (redb grows its file ahead of use) has fewer of than its length says.
 fn dir_allocated(path: &Path) -> u64 {
@@ -1936,7 +1928,10 @@ impl Store {
     pub fn open_for_reading(dir: impl AsRef<Path>) -> Result<Store> {
         match Self::open(dir.as_ref()) {
             Err(Error::Locked { .. }) => Self::open_read_only(dir),
-            Err(e) if store_not_writable(&e) => Self::open_read_only(dir),
+            // The system refused this user a write: on the writer lock's file, or, where the
+            // lock file is writable but the rest is not, on the backend's. A reading command
+            // writes nothing else, so a read-only open can still serve it.
+            Err(e) if crate::error::refuses_this_user(&e) => Self::open_read_only(dir),
             other => other,
         }
     }

@@ -601,33 +601,6 @@ impl Drop for TextIndex {
     }
 }
 
-/// Whether `e`, or an error under it, is the system refusing this user a file (no
-/// permission, or a read-only file system).
-pub(crate) fn refuses_this_user(e: &(dyn std::error::Error + 'static)) -> bool {
-    let refused = |io: &std::io::Error| {
-        matches!(
-            io.kind(),
-            std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-        )
-    };
-    let mut cause = Some(e);
-    while let Some(c) = cause {
-        // tantivy keeps its I/O errors in an `Arc`.
-        if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            if refused(io) {
-                return true;
-            }
-        }
-        if let Some(io) = c.downcast_ref::<std::sync::Arc<std::io::Error>>() {
-            if refused(io) {
-                return true;
-            }
-        }
-        cause = c.source();
-    }
-    false
-}
-
 fn terr(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::text_source(e)
 }
@@ -839,7 +812,7 @@ impl TextIndex {
                 Ok(index) => Some(index).filter(|i| i.schema() == schema),
                 // A file this user may not read is not an index of another layout: a writer
                 // would rebuild over it, and a reader was told the index is missing.
-                Err(e) if refuses_this_user(&e) => {
+                Err(e) if crate::error::refuses_this_user(&e) => {
                     return Err(Error::text(format!("{}: {e}", dir.display())))
                 }
                 Err(_) => None,

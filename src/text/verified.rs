@@ -271,7 +271,9 @@ impl Directory for VerifiedDirectory {
     }
     fn acquire_lock(&self, lock: &Lock) -> Result<DirectoryLock, LockError> {
         match self.inner.acquire_lock(lock) {
-            Err(LockError::IoError(e)) if not_writable(&e) => self.lock_without_writing(lock, e),
+            Err(LockError::IoError(e)) if crate::error::is_refusal(&e) => {
+                self.lock_without_writing(lock, e)
+            }
             other => other,
         }
     }
@@ -328,14 +330,6 @@ impl VerifiedDirectory {
             Err(e) => Err(LockError::wrap_io_error(e)),
         }
     }
-}
-
-/// Whether a lock file could not be opened because this process may not write there.
-fn not_writable(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
-    )
 }
 
 /// A file tantivy writes (a commit's or a merge's segment), whose blocks' checksums are taken
