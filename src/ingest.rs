@@ -14,6 +14,7 @@
 //!   edge and `doc -MENTIONS->` edges to both entities, one EXTRACTION event per passage.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::str::FromStr;
 
@@ -258,6 +259,11 @@ impl SourceBatch {
         self.origins.extend(other.origins);
         self.lines += other.lines;
         self.unextracted.extend(other.unextracted);
+    }
+
+    /// The file and line the batch's last event was read from, if it was read from one.
+    pub fn last_origin(&self) -> Option<(&str, usize)> {
+        self.origins.last().map(|o| (o.file.as_str(), o.line))
     }
 
     /// Splits into batches of at most `n` events (keeping origins).
@@ -730,7 +736,7 @@ pub fn read_file(path: &Path, format: Option<Format>) -> Result<SourceBatch> {
     let mut all = SourceBatch::default();
     read_file_in_rounds(path, format, usize::MAX, &mut |b| {
         all.append(b);
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })?;
     Ok(all)
 }
@@ -739,14 +745,15 @@ pub fn read_file(path: &Path, format: Option<Format>) -> Result<SourceBatch> {
 pub const MIN_ROUND_LINES: usize = 16 * 1024;
 
 /// Reads one file in rounds of about `round_events` events, handing each round's drafts to
-/// `sink` before reading on, so memory is bounded by the round, not the file. Triples are the
-/// exception: a passage's triples may be anywhere in the file and form one event, so a
-/// triples file is read whole. Returns the number of input lines read.
+/// `sink` before reading on, so memory is bounded by the round, not the file; `sink` stops the
+/// reading with [`ControlFlow::Break`]. Triples are the exception: a passage's triples may be
+/// anywhere in the file and form one event, so a triples file is read whole. Returns the
+/// number of input lines read.
 pub fn read_file_in_rounds(
     path: &Path,
     format: Option<Format>,
     round_events: usize,
-    sink: &mut dyn FnMut(SourceBatch) -> Result<()>,
+    sink: &mut dyn FnMut(SourceBatch) -> Result<ControlFlow<()>>,
 ) -> Result<usize> {
     let mut lines = open_lines(path)?.lossy(format == Some(Format::Toolcalls));
     let file = lines.file.clone();
@@ -786,7 +793,9 @@ pub fn read_file_in_rounds(
         }
         if round.len() >= round_lines || (end && !round.is_empty()) {
             total += round.len();
-            sink(read_lines(&file, &round, format)?)?;
+            if sink(read_lines(&file, &round, format)?)?.is_break() {
+                return Ok(total);
+            }
             round.clear();
         }
         if end {

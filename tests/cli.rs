@@ -239,13 +239,19 @@ fn help_gives_each_exit_code_the_cases_the_readme_does() {
         ("6 corrupt store", "damaged block"),
         ("7 query limit exceeded", ""),
         ("8 other failure", ""),
+        (
+            "130 ingest stopped by Ctrl-C or SIGTERM",
+            "every commit reported",
+        ),
     ] {
         let at = codes
             .find(code)
             .unwrap_or_else(|| panic!("{code:?} in {codes:?}"));
-        let next = codes[at + 2..]
+        // The next code's digits end this one's cases.
+        let from = at + code.len();
+        let next = codes[from..]
             .find(|c: char| c.is_ascii_digit())
-            .map_or(codes.len(), |i| at + 2 + i);
+            .map_or(codes.len(), |i| from + i);
         assert!(
             codes[at..next].contains(case),
             "code {code:?} says {case:?}: {:?}",
@@ -1838,6 +1844,75 @@ fn commit_every_commits_batches_of_exactly_n_events_across_read_rounds() {
     let mut expected = vec![3000; 13];
     expected.push(1000);
     assert_eq!(sizes, expected);
+}
+
+/// Ctrl-C (or SIGTERM) during `ingest --commit-every` stops after the commit in progress and
+/// its line: every event in the store was reported, and the note says where the input stopped.
+/// The process had died at the signal, so a commit could be durable and never reported, and a
+/// user restarting from the last line reported added those events twice.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_ingest_reports_every_commit_it_made_and_where_it_stopped() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("many.jsonl");
+    let mut text = String::new();
+    for i in 0..60_000 {
+        text.push_str(&format!(
+            "{{\"actor\":\"bot\",\"kind\":\"OBSERVATION\",\"ts\":{i},\"assert\":[{{\"key\":\"n{i}\",\"label\":\"Thing\",\"name\":\"n{i}\",\"op\":\"node\"}}]}}\n"
+        ));
+    }
+    std::fs::write(&input, text).unwrap();
+    for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+        let store = tmp.path().join(name);
+        ok(&["init", "--store", p(&store)]);
+        let mut command = Command::new(BIN);
+        command
+            .args(["ingest", "--store", p(&store), "--commit-every", "500"])
+            .args(["--json", p(&input)])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        // A shell without job control starts background commands with SIGINT ignored, and
+        // the child would inherit that (and rightly keep it): the child starts with both
+        // signals at their defaults, as from a terminal.
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        // SAFETY: a signal to the child this test spawned and has not waited for.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let mut reported: Vec<serde_json::Value> = vec![serde_json::from_str(&first).unwrap()];
+        for l in lines {
+            reported.push(serde_json::from_str(&l.unwrap()).unwrap());
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(130),
+            "{name}: {:?} {err}",
+            out.status
+        );
+        let events: u64 = reported.iter().map(|c| c["events"].as_u64().unwrap()).sum();
+        assert!(events < 60_000, "{name}: the ingest was not stopped");
+        let stats = json(&["stats", "--store", p(&store), "--json"]);
+        assert_eq!(stats["events"], events, "{name}: {err}");
+        let last = reported.last().unwrap()["last_seq"].as_u64().unwrap();
+        assert!(
+            err.contains("interrupted")
+                && err.contains(&format!("..={last}"))
+                && err.contains(&format!("{} line {events}", input.display())),
+            "{name}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -27,6 +27,9 @@ pub enum Code {
     LimitExceeded = 7,
     /// Anything else: an I/O failure, a full disk, a backend failure.
     Failure = 8,
+    /// Stopped by Ctrl-C or SIGTERM between two commits, after reporting every commit made
+    /// (128 + SIGINT, as a shell reports a command Ctrl-C ended).
+    Interrupted = 130,
 }
 
 impl From<Code> for ExitCode {

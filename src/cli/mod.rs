@@ -5,13 +5,15 @@
 //!   `--queries`, `--json`, `--out`);
 //! - [`write`]: init, ingest, extract; [`read`]: search, neighbors, query, run, queries,
 //!   stats, replay; [`demo`]: world and demo; [`bench`]: the benchmark reports;
-//! - [`output`]: how results reach standard output; [`exit`]: the exit codes.
+//! - [`output`]: how results reach standard output; [`exit`]: the exit codes; [`interrupt`]:
+//!   Ctrl-C and SIGTERM taken between two commits.
 
 mod args;
 mod bench;
 mod context;
 mod demo;
 pub(crate) mod exit;
+mod interrupt;
 mod journal;
 mod memory;
 pub(crate) mod output;

@@ -1,6 +1,7 @@
 //! Commands that write: `init`, `ingest`, `extract`, `pin`/`unpin`.
 
 use std::io::Write;
+use std::ops::ControlFlow;
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -10,6 +11,7 @@ use loci::{Commit, Store};
 
 use super::args::{ExtractArgs, IngestArgs, InitArgs, PinArgs};
 use super::exit::{fail, Code};
+use super::interrupt;
 use super::output::{count, errln, outln, print_json};
 use super::{backend, open};
 
@@ -111,36 +113,43 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
     }
     let mut committed = 0usize;
     let mut already_applied = 0usize;
+    let mut last = LastCommit::default();
+    // From here a signal stops the run between two commits, each reported.
+    interrupt::hold();
+    let stop = || interrupt::received().is_some();
     match a.commit_every {
         // Streamed: each round of the file is committed in batches of `n` before the next is
         // read.
         Some(n) => {
             let n = n.max(1);
-            for f in &a.files {
+            for f in a.files.iter().take_while(|_| !stop()) {
                 bar.set_message(f.display().to_string());
                 ingest::read_file_in_rounds(f, format, n, &mut |round| {
                     for b in prepare(round)?.chunks(n) {
-                        let c = b.commit(&s)?;
+                        if stop() {
+                            return Ok(ControlFlow::Break(()));
+                        }
+                        let c = last.commit(b, &s)?;
                         committed += c.events;
                         already_applied += c.skipped;
                         bar.inc(c.events as u64);
                         report.line(&c);
                     }
-                    Ok(())
+                    Ok(ControlFlow::Continue(()))
                 })?;
             }
         }
         // One atomic batch: everything is read before anything is written.
         None => {
             let mut all = SourceBatch::default();
-            for f in &a.files {
+            for f in a.files.iter().take_while(|_| !stop()) {
                 bar.set_message(format!("reading {}", f.display()));
                 all.append(ingest::read_file(f, format)?);
             }
             let all = prepare(all)?;
-            if !all.events.is_empty() {
+            if !all.events.is_empty() && !stop() {
                 bar.set_message("committing".to_string());
-                let c = all.commit(&s)?;
+                let c = last.commit(all, &s)?;
                 committed += c.events;
                 already_applied += c.skipped;
                 report.line(&c);
@@ -181,7 +190,13 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
             if unextracted.len() > 3 { "; ..." } else { "" }
         ))?;
     }
-    if committed == 0 && skipped == 0 && already_applied == 0 && report.stopped.is_none() {
+    let interrupted = interrupt::received();
+    if committed == 0
+        && skipped == 0
+        && already_applied == 0
+        && report.stopped.is_none()
+        && interrupted.is_none()
+    {
         note("nothing to commit: the input holds no events".to_string())?;
     }
     if let Some(why) = &report.stopped {
@@ -190,7 +205,50 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
             report.printed
         );
     }
+    if let Some(signal) = interrupted {
+        errln!(
+            "interrupted by {}: {}",
+            interrupt::name(signal),
+            last.said()
+        );
+        return Ok(Code::Interrupted);
+    }
     Ok(Code::Ok)
+}
+
+/// Where an ingest's commits have reached, for the note of an interrupted run: a user resumes
+/// from the line after the last event committed.
+#[derive(Default)]
+struct LastCommit {
+    /// The last event committed, and the file and line it was read from.
+    seq: Option<u64>,
+    origin: Option<(String, usize)>,
+}
+
+impl LastCommit {
+    /// Commits `batch` and remembers where it ends.
+    fn commit(&mut self, batch: SourceBatch, s: &Store) -> loci::Result<Commit> {
+        let origin = batch.last_origin().map(|(f, l)| (f.to_string(), l));
+        let c = batch.commit(s)?;
+        // A batch whose events were all applied before (idempotency keys) still moves the
+        // input on, but commits no event.
+        if c.events > 0 {
+            self.seq = Some(c.last_seq);
+        }
+        self.origin = origin.or(self.origin.take());
+        Ok(c)
+    }
+
+    fn said(&self) -> String {
+        match (&self.origin, self.seq) {
+            (None, _) => "stopped before the first commit; nothing was written".to_string(),
+            (Some((file, line)), seq) => format!(
+                "stopped after the commit in progress{}; the last event committed was read \
+                 from {file} line {line}, and nothing after it was written",
+                seq.map(|q| format!(" (events ..={q})")).unwrap_or_default()
+            ),
+        }
+    }
 }
 
 /// `ingest --check`: the whole input as one batch, projected against the store and reported,
