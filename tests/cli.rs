@@ -1846,6 +1846,52 @@ fn commit_every_commits_batches_of_exactly_n_events_across_read_rounds() {
     assert_eq!(sizes, expected);
 }
 
+/// A parameter given twice is refused, naming both values: the last had silently won, so a
+/// script that built its flags from two sources ran with one of them unseen.
+#[test]
+fn a_parameter_given_twice_is_refused_naming_both_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let query = "MATCH (b {key: $k})-[:HOME]->(p) RETURN p.key ORDER BY p.key";
+    let twice = loci(&[
+        "run",
+        "--store",
+        p(&store),
+        "--query",
+        query,
+        "--param",
+        "k=bot",
+        "--param",
+        "k=nobody",
+    ]);
+    assert_eq!(twice.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&twice.stderr);
+    assert!(
+        err.contains("--param k") && err.contains("\"bot\"") && err.contains("\"nobody\""),
+        "{err}"
+    );
+    assert!(twice.stdout.is_empty());
+    let bench = loci(&[
+        "bench",
+        "retrieval",
+        "--corpus",
+        "missing.jsonl",
+        "--questions",
+        "missing.jsonl",
+        "--set",
+        "k=1",
+        "--set",
+        "k=2",
+    ]);
+    assert_eq!(
+        bench.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&bench.stderr)
+    );
+    assert!(String::from_utf8_lossy(&bench.stderr).contains("--set k"));
+}
+
 /// Ctrl-C (or SIGTERM) during `ingest --commit-every` stops after the commit in progress and
 /// its line: every event in the store was reported, and the note says where the input stopped.
 /// The process had died at the signal, so a commit could be durable and never reported, and a

@@ -18,12 +18,24 @@ use super::{open, open_for_reading};
 
 /// `NAME=VALUE` flag values as pairs.
 pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> {
-    raw.iter()
-        .map(|kv| match kv.split_once('=') {
-            Some((k, v)) => Ok((k.to_string(), v.to_string())),
-            None => fail!(Code::BadInput, "{flag} takes NAME=VALUE, got {kv:?}"),
-        })
-        .collect()
+    let mut out: Vec<(String, String)> = Vec::with_capacity(raw.len());
+    for kv in raw {
+        let Some((k, v)) = kv.split_once('=') else {
+            fail!(Code::BadInput, "{flag} takes NAME=VALUE, got {kv:?}");
+        };
+        // One value a name: the last had silently won.
+        if let Some((_, first)) = out.iter().find(|(seen, _)| seen == k) {
+            fail!(
+                Code::BadInput,
+                "{flag} {} is given twice ({} and {}); give each name once",
+                loci::error::excerpt(k),
+                loci::error::quoted_excerpt(first),
+                loci::error::quoted_excerpt(v)
+            );
+        }
+        out.push((k.to_string(), v.to_string()));
+    }
+    Ok(out)
 }
 
 pub fn search(a: SearchArgs) -> Result<Code> {

@@ -85,7 +85,16 @@ pub fn mcp(a: McpArgs) -> Result<Code> {
     config.queries_dir = a.queries.clone();
     let state = AppState::new(store, config)?;
     let rt = runtime()?;
-    rt.block_on(serve::mcp::serve_stdio(Arc::clone(&state)))?;
-    state.close();
+    let served = rt.block_on(serve::mcp::serve_stdio(Arc::clone(&state)));
+    if !state.close() {
+        tracing::info!(
+            "a replay of the graph from the log was under way at exit and is left unfinished"
+        );
+    }
+    // As `serve`: work left on the blocking pool (a replay of the graph after damage, which
+    // at 100M edges takes minutes) is not waited for past this, so that a client closing
+    // the server's input and starting another finds the store free.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    served?;
     Ok(Code::Ok)
 }
