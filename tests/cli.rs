@@ -1846,6 +1846,38 @@ fn commit_every_commits_batches_of_exactly_n_events_across_read_rounds() {
     assert_eq!(sizes, expected);
 }
 
+/// An emoji or another symbol is a word of its own to search: the tokenizer took only letters
+/// and digits, so a search for "🦀" found nothing, though a name and an event held it.
+#[test]
+fn a_search_for_an_emoji_finds_what_holds_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let input = tmp.path().join("emoji.jsonl");
+    std::fs::write(
+        &input,
+        concat!(
+            r#"{"actor":"bot","kind":"OBSERVATION","ts":1,"payload":{"text":"saw a crab🦀 by the €5 stall"},"#,
+            r#""assert":[{"key":"ferris","label":"Thing","name":"Ferris 🦀","op":"node"}]}"#,
+            "\n",
+            r#"{"actor":"bot","kind":"OBSERVATION","ts":2,"payload":{"text":"a crab and a ⭐"}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&input)]);
+    let ids = |text: &str| -> Vec<String> {
+        let hits = json(&["search", "--store", p(&store), text, "--json"]);
+        let mut ids = each(&hits, |h| h["id"].as_str().unwrap().to_string());
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids("🦀"), ["event:1", "ferris"]);
+    assert_eq!(ids("⭐"), ["event:2"]);
+    assert_eq!(ids("€"), ["event:1"]);
+    // The word beside the emoji is still a word.
+    assert_eq!(ids("crab"), ["event:1", "event:2"]);
+}
+
 /// A parameter given twice is refused, naming both values: the last had silently won, so a
 /// script that built its flags from two sources ran with one of them unseen.
 #[test]

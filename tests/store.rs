@@ -634,9 +634,9 @@ fn graph_format_errors_name_lines(kind: BackendKind, dir: &Path) {
     assert_eq!(store.stats().events, 0);
 }
 
-/// A node named with no searchable word (an emoji, a symbol, stopwords only) is found by a
-/// search for its name: the analyser keeps letters and digits only, so such a query had no
-/// terms and found nothing (`loci search "🙂"`, from a probe with emoji names).
+/// A node named with no searchable word (a symbol, stopwords only; an emoji until the
+/// analyser took emoji as words) is found by a search for its name: such a query had no terms
+/// and found nothing (`loci search "🙂"`, from a probe with emoji names).
 fn search_finds_names_without_words(kind: BackendKind, dir: &Path) {
     let store = Store::create(dir, kind).unwrap();
     village(&store);

@@ -8,6 +8,7 @@
 
 pub mod names;
 mod verified;
+mod words;
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -30,10 +31,11 @@ use crate::model::{Event, Node, NodeId};
 /// 5: the name field holds each name form's [`name_term`], not the form; the digest 32 bits;
 ///    the document store compressed by zstd.
 /// 6: the name field holds each node's link keys too ([`names::keys`]).
+/// 7: an emoji or other pictographic symbol is a word of its own ([`words`]).
 /// Bump it whenever what a document holds changes, [`names::keys`] included (and what it
 /// calls: `normalize_name`, `singular`, its stopwords): an index written before would lack
 /// the new keys, and links through it would be missed without an error.
-const TEXT_FORMAT: u32 = 6;
+const TEXT_FORMAT: u32 = 7;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
 pub(crate) const ANALYZER: &str = "loci_en";
 
@@ -166,13 +168,13 @@ const STOPWORDS: &[&str] = &[
     "yourselves",
 ];
 
-/// Lowercase, ASCII-fold, drop stopwords, stem (English).
+/// Words and symbols ([`words`]); lowercase, ASCII-fold, drop stopwords, stem (English).
 pub(crate) fn analyzer() -> tantivy::tokenizer::TextAnalyzer {
     use tantivy::tokenizer::{
-        AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
-        StopWordFilter, TextAnalyzer,
+        AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter,
+        TextAnalyzer,
     };
-    TextAnalyzer::builder(SimpleTokenizer::default())
+    TextAnalyzer::builder(words::WordsAndSymbols::default())
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)

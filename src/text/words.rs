@@ -1,0 +1,152 @@
+//! What a word is to the full-text index: a run of letters and digits, as tantivy's
+//! `SimpleTokenizer` has it, or one emoji or other pictographic symbol, which that tokenizer
+//! dropped as punctuation, so that a search for "🦀" found nothing that held it. Documents
+//! and queries are split alike (the analyser is the index's), so an index written before
+//! this split is rebuilt ([`super::TEXT_FORMAT`] 7).
+
+use std::iter::Peekable;
+use std::str::CharIndices;
+
+use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
+
+/// Splits text into words and symbols (see the module's documentation).
+#[derive(Clone, Default)]
+pub(crate) struct WordsAndSymbols {
+    token: Token,
+}
+
+pub(crate) struct WordsAndSymbolsStream<'a> {
+    text: &'a str,
+    chars: Peekable<CharIndices<'a>>,
+    token: &'a mut Token,
+}
+
+impl Tokenizer for WordsAndSymbols {
+    type TokenStream<'a> = WordsAndSymbolsStream<'a>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> WordsAndSymbolsStream<'a> {
+        self.token.reset();
+        WordsAndSymbolsStream {
+            text,
+            chars: text.char_indices().peekable(),
+            token: &mut self.token,
+        }
+    }
+}
+
+/// A symbol that is a word by itself: the emoji and pictographs of the symbol blocks, the
+/// currency and letterlike signs, arrows and dingbats. Not general punctuation, which
+/// separates words, nor what only shapes the symbol before it (joiners, variation
+/// selectors, skin-tone modifiers), nor combining marks, which belong to a letter.
+fn is_symbol(c: char) -> bool {
+    matches!(c,
+        '\u{00A9}' | '\u{00AE}' // © ®
+        | '\u{203C}' | '\u{2049}' // ‼ ⁉
+        | '\u{20A0}'..='\u{20CF}' // currency signs: € ₹ ₿
+        | '\u{2100}'..='\u{214F}' // letterlike: ™ ℹ
+        | '\u{2190}'..='\u{21FF}' // arrows
+        | '\u{2300}'..='\u{23FF}' // technical: ⌚ ⏰
+        | '\u{24C2}' // Ⓜ
+        | '\u{25A0}'..='\u{27BF}' // shapes, symbols, dingbats: ☀ ♥ ✅
+        | '\u{2900}'..='\u{297F}' // arrows
+        | '\u{2B00}'..='\u{2BFF}' // symbols and arrows: ⭐ ⬛
+        | '\u{3030}' | '\u{303D}' | '\u{3297}' | '\u{3299}' // 〰 〽 ㊗ ㊙
+        | '\u{1F000}'..='\u{1F3FA}' | '\u{1F400}'..='\u{1FAFF}' // pictographs, emoticons
+    ) && !c.is_alphanumeric()
+}
+
+impl WordsAndSymbolsStream<'_> {
+    /// Takes the rest of a word begun at `from`: letters and digits up to the next other
+    /// character, which is left for the next token.
+    fn word_end(&mut self) -> usize {
+        while let Some(&(at, c)) = self.chars.peek() {
+            if !c.is_alphanumeric() {
+                return at;
+            }
+            self.chars.next();
+        }
+        self.text.len()
+    }
+
+    fn emit(&mut self, from: usize, to: usize) {
+        self.token.offset_from = from;
+        self.token.offset_to = to;
+        self.token.text.push_str(&self.text[from..to]);
+    }
+}
+
+impl TokenStream for WordsAndSymbolsStream<'_> {
+    fn advance(&mut self) -> bool {
+        self.token.text.clear();
+        self.token.position = self.token.position.wrapping_add(1);
+        while let Some((from, c)) = self.chars.next() {
+            if c.is_alphanumeric() {
+                let to = self.word_end();
+                self.emit(from, to);
+                return true;
+            }
+            if !c.is_ascii() && is_symbol(c) {
+                self.emit(from, from + c.len_utf8());
+                return true;
+            }
+        }
+        false
+    }
+
+    fn token(&self) -> &Token {
+        self.token
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        self.token
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<(String, usize, usize)> {
+        let mut t = WordsAndSymbols::default();
+        let mut s = t.token_stream(text);
+        let mut out = Vec::new();
+        while s.advance() {
+            let k = s.token();
+            out.push((k.text.clone(), k.offset_from, k.offset_to));
+        }
+        out
+    }
+
+    #[test]
+    fn words_are_split_as_the_simple_tokenizer_splits_them() {
+        use tantivy::tokenizer::SimpleTokenizer;
+        for text in [
+            "Hello, happy tax payer!",
+            "café au lait — naïve “quotes” ¿qué? e\u{301}t\u{e9}",
+            "a-b_c 12.5 日本語 Ελληνικά  ",
+            "",
+        ] {
+            let mut simple = SimpleTokenizer::default();
+            let mut s = simple.token_stream(text);
+            let mut expected = Vec::new();
+            while s.advance() {
+                let k = s.token();
+                expected.push((k.text.clone(), k.offset_from, k.offset_to));
+            }
+            assert_eq!(words(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn an_emoji_is_a_word_of_its_own_and_its_shaping_marks_are_not() {
+        let texts: Vec<String> = words("crab🦀 by the €5 stall 👍🏽 ❤\u{fe0f} 👩\u{200d}💻")
+            .into_iter()
+            .map(|(t, _, _)| t)
+            .collect();
+        assert_eq!(
+            texts,
+            ["crab", "🦀", "by", "the", "€", "5", "stall", "👍", "❤", "👩", "💻"]
+        );
+        assert_eq!(words("x🦀")[1], ("🦀".to_string(), 1, 5));
+    }
+}
