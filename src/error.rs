@@ -151,8 +151,9 @@ pub(crate) fn is_refusal(e: &std::io::Error) -> bool {
     )
 }
 
-/// Whether `e`, or an error under it, is such a refusal ([`is_refusal`]).
-pub(crate) fn refuses_this_user(e: &(dyn std::error::Error + 'static)) -> bool {
+/// Whether `e`, or an error under it, is such a refusal ([`is_refusal`]): the system refused
+/// this user a file of the store (its permissions, or a read-only mount).
+pub fn refuses_this_user(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(e);
     while let Some(c) = cause {
         let io = c.downcast_ref::<std::io::Error>().or_else(|| {

@@ -155,7 +155,24 @@ fn init_logging(flags: &args::LogArgs) {
 
 /// Opens the store for a command that writes (or, like `replay --verify`, needs it still).
 fn open(store: &args::StoreArg) -> Result<Opened> {
-    Ok(Opened::new(loci::Store::open(&store.store)?))
+    match loci::Store::open(&store.store) {
+        Ok(s) => Ok(Opened::new(s)),
+        // The refusal alone (`i/o on DIR/lock: Permission denied`) read as a broken store.
+        Err(e) if loci::error::refuses_this_user(&e) => {
+            let e = anyhow::Error::new(e);
+            Err(anyhow::Error::new(exit::CliError {
+                code: exit::code_of(&e),
+                message: format!(
+                    "{}; this command writes to the store, which the system refuses this user \
+                     (its permissions, or a read-only mount); the commands that only read \
+                     (search, neighbors, query, run, queries, stats, context without --save) \
+                     still work",
+                    render(&e)
+                ),
+            }))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Opens the store for a command that only reads: read-only beside a writer in another process
