@@ -204,7 +204,7 @@ pub fn shortened_message(message: &str) -> String {
     let mut rest = message;
     while !rest.is_empty() {
         let word_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        out.push_str(&excerpt(&rest[..word_end]));
+        push_word(&mut out, &rest[..word_end]);
         rest = &rest[word_end..];
         let space_end = rest
             .find(|c: char| !c.is_whitespace())
@@ -223,6 +223,28 @@ pub fn shortened_message(message: &str) -> String {
         tail - head,
         &out[tail..]
     )
+}
+
+/// Pushes `word`, a long one by its excerpt: the quotes, brackets and punctuation around it
+/// are kept whole, outside the excerpt, so that the length said is the value's and the
+/// message keeps its colon.
+fn push_word(out: &mut String, word: &str) {
+    if word.len() <= QUOTED_WHOLE_BYTES {
+        out.push_str(word);
+        return;
+    }
+    let core = word.trim_start_matches(['"', '\'', '(', '[', '{', '`']);
+    let before = &word[..word.len() - core.len()];
+    let core = core.trim_end_matches(['"', '\'', ')', ']', '}', '`', ':', ';', ',', '.']);
+    let after = &word[before.len() + core.len()..];
+    // A word of marks alone is a value too.
+    if before.len() + after.len() > 8 {
+        out.push_str(&excerpt(word));
+        return;
+    }
+    out.push_str(before);
+    out.push_str(&excerpt(core));
+    out.push_str(after);
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {
@@ -259,7 +281,7 @@ mod tests {
         let shown = shortened_message(&long);
         assert!(shown.starts_with("no node has key \"üü") && shown.ends_with(" see the list"));
         assert!(
-            shown.contains("(100003 bytes)") && shown.len() < 300,
+            shown.contains("ü… (100000 bytes)\": see the list") && shown.len() < 300,
             "{shown}"
         );
         let many = "word ".repeat(10_000);
@@ -270,6 +292,31 @@ mod tests {
             shown.len()
         );
         assert!(shown.starts_with("word word") && shown.ends_with("word "));
+    }
+
+    /// The length said is the value's: a store path of 100,000 bytes was said to be 100,001,
+    /// its word taking the colon after it, which the message then lacked.
+    #[test]
+    fn a_long_word_is_said_by_its_own_length_and_keeps_the_marks_around_it() {
+        let path = "x".repeat(100_000);
+        let shown = shortened_message(&format!("store {path}: not a loci store"));
+        assert!(
+            shown.ends_with("… (100000 bytes): not a loci store"),
+            "{shown}"
+        );
+        let shown = shortened_message(&format!("got \"{path}\", expected a key"));
+        assert!(shown.starts_with("got \"xxx"), "{shown}");
+        assert!(
+            shown.ends_with("… (100000 bytes)\", expected a key"),
+            "{shown}"
+        );
+        let shown = shortened_message(&format!("({path})."));
+        assert!(
+            shown.starts_with("(xxx") && shown.ends_with("… (100000 bytes))."),
+            "{shown}"
+        );
+        let marks = "(".repeat(100_000);
+        assert!(shortened_message(&marks).len() < 300);
     }
 
     #[test]
