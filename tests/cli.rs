@@ -1846,6 +1846,31 @@ fn commit_every_commits_batches_of_exactly_n_events_across_read_rounds() {
     assert_eq!(sizes, expected);
 }
 
+/// The text output of `query` names every part of a snippet's score, usage too: a question
+/// asked again scored higher with no part said to have grown (the fresh-clone probe saw 1.401,
+/// then 1.501), where `--json` showed the usage term.
+#[test]
+fn a_snippets_usage_is_shown_among_its_score_parts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let ask = |json: bool| {
+        let mut args = vec!["query", "--store", p(&store), "where is home"];
+        if json {
+            args.push("--json");
+        }
+        ok(&args)
+    };
+    let used = (0..5).any(|_| {
+        let pack: serde_json::Value = serde_json::from_str(&ask(true)).unwrap();
+        each(&pack["snippets"], |s| s["parts"]["usage"].as_f64().unwrap())
+            .iter()
+            .any(|u| *u > 0.0)
+    });
+    assert!(used, "no snippet became hot in five askings");
+    let text = ask(false);
+    assert!(text.contains("usage 1.00"), "{text}");
+}
+
 /// An emoji or another symbol is a word of its own to search: the tokenizer took only letters
 /// and digits, so a search for "🦀" found nothing, though a name and an event held it.
 #[test]

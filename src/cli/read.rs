@@ -249,6 +249,7 @@ fn print_pack(pack: &loci::ContextPack) -> Result<()> {
             ("confidence", p.confidence),
             ("recency", p.recency),
             ("salience", p.salience),
+            ("usage", p.usage),
         ]
         .iter()
         .filter(|(_, v)| *v > 0.0)
