@@ -167,7 +167,11 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
         }
         Ok(())
     };
-    if skipped > 0 && report.stopped.is_none() {
+    // Interrupted, the passages skipped and the tool calls kept raw were counted over input
+    // that was read but not all committed: they are not said.
+    let interrupted = interrupt::received();
+    let whole = report.stopped.is_none() && interrupted.is_none();
+    if skipped > 0 && whole {
         note(format!(
             "skipped {skipped} passages the store already holds with the same title and text"
         ))?;
@@ -177,7 +181,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
             "skipped {already_applied} events whose idempotency key the store already holds"
         ))?;
     }
-    if !unextracted.is_empty() && report.stopped.is_none() {
+    if !unextracted.is_empty() && whole {
         let first: Vec<String> = unextracted
             .iter()
             .take(3)
@@ -190,13 +194,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
             if unextracted.len() > 3 { "; ..." } else { "" }
         ))?;
     }
-    let interrupted = interrupt::received();
-    if committed == 0
-        && skipped == 0
-        && already_applied == 0
-        && report.stopped.is_none()
-        && interrupted.is_none()
-    {
+    if committed == 0 && skipped == 0 && already_applied == 0 && whole {
         note("nothing to commit: the input holds no events".to_string())?;
     }
     if let Some(why) = &report.stopped {
