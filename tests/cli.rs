@@ -1810,20 +1810,26 @@ fn a_bench_refuses_an_output_in_a_missing_directory_before_it_runs() {
     assert!(o.stdout.is_empty());
 }
 
+/// A file of `n` events, one a line, each upserting a node of its own (`n0`, `n1`, ...).
+fn many_events(dir: &Path, n: usize) -> std::path::PathBuf {
+    let input = dir.join("many.jsonl");
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&format!(
+            "{{\"actor\":\"bot\",\"kind\":\"OBSERVATION\",\"ts\":{i},\"assert\":[{{\"key\":\"n{i}\",\"label\":\"Thing\",\"name\":\"n{i}\",\"op\":\"node\"}}]}}\n"
+        ));
+    }
+    std::fs::write(&input, text).unwrap();
+    input
+}
+
 #[test]
 fn commit_every_commits_batches_of_exactly_n_events_across_read_rounds() {
     // The file is read in rounds of at least 16,384 lines; a round that is not a multiple of
     // N used to leave a short batch at each round's end (5 x 3,000 + 1,384, and again).
     let tmp = tempfile::tempdir().unwrap();
     let store = empty_store(tmp.path());
-    let input = tmp.path().join("many.jsonl");
-    let mut text = String::new();
-    for i in 0..40_000 {
-        text.push_str(&format!(
-            "{{\"actor\":\"bot\",\"kind\":\"OBSERVATION\",\"ts\":{i},\"assert\":[{{\"key\":\"n{i}\",\"label\":\"Thing\",\"name\":\"n{i}\",\"op\":\"node\"}}]}}\n"
-        ));
-    }
-    std::fs::write(&input, text).unwrap();
+    let input = many_events(tmp.path(), 40_000);
     let out = ok(&[
         "ingest",
         "--store",
@@ -1959,14 +1965,7 @@ fn an_interrupted_ingest_reports_every_commit_it_made_and_where_it_stopped() {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
     let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("many.jsonl");
-    let mut text = String::new();
-    for i in 0..60_000 {
-        text.push_str(&format!(
-            "{{\"actor\":\"bot\",\"kind\":\"OBSERVATION\",\"ts\":{i},\"assert\":[{{\"key\":\"n{i}\",\"label\":\"Thing\",\"name\":\"n{i}\",\"op\":\"node\"}}]}}\n"
-        ));
-    }
-    std::fs::write(&input, text).unwrap();
+    let input = many_events(tmp.path(), 60_000);
     for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
         let store = tmp.path().join(name);
         ok(&["init", "--store", p(&store)]);

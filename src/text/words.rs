@@ -106,15 +106,19 @@ impl TokenStream for WordsAndSymbolsStream<'_> {
 mod tests {
     use super::*;
 
-    fn words(text: &str) -> Vec<(String, usize, usize)> {
-        let mut t = WordsAndSymbols::default();
-        let mut s = t.token_stream(text);
+    /// The tokens `tokenizer` makes of `text`: text and byte offsets.
+    fn tokens(mut tokenizer: impl Tokenizer, text: &str) -> Vec<(String, usize, usize)> {
+        let mut s = tokenizer.token_stream(text);
         let mut out = Vec::new();
         while s.advance() {
             let k = s.token();
             out.push((k.text.clone(), k.offset_from, k.offset_to));
         }
         out
+    }
+
+    fn words(text: &str) -> Vec<(String, usize, usize)> {
+        tokens(WordsAndSymbols::default(), text)
     }
 
     #[test]
@@ -126,13 +130,7 @@ mod tests {
             "a-b_c 12.5 日本語 Ελληνικά  ",
             "",
         ] {
-            let mut simple = SimpleTokenizer::default();
-            let mut s = simple.token_stream(text);
-            let mut expected = Vec::new();
-            while s.advance() {
-                let k = s.token();
-                expected.push((k.text.clone(), k.offset_from, k.offset_to));
-            }
+            let expected = tokens(SimpleTokenizer::default(), text);
             assert_eq!(words(text), expected, "{text:?}");
         }
     }
