@@ -233,6 +233,34 @@ struct Origin {
     nested_assertions: bool,
     /// The input's names of model fields (a passage's `key` is its `id`).
     renames: &'static [(&'static str, &'static str)],
+    /// Whether the event was read from lines after those of the events before it: not a
+    /// triples file's, which gathers a passage's lines from anywhere in the file.
+    in_file_order: bool,
+}
+
+impl Origin {
+    /// The last line the event was read from (a graph file's event holds 1,024 lines).
+    fn last_line(&self) -> usize {
+        self.assertion_lines
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(self.line)
+    }
+}
+
+/// How far into its input a batch's events were read, for taking the input up again after a
+/// stop ([`SourceBatch::read_through`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadThrough {
+    pub file: String,
+    /// The last line any of the batch's events was read from.
+    pub line: usize,
+    /// Whether the lines before `line` hold no event after the batch's: false for a triples
+    /// file, whose events gather a passage's lines from anywhere in it, so it is not taken up
+    /// again by line.
+    pub in_file_order: bool,
 }
 
 /// How the passages format names the fields of the node it becomes.
@@ -261,23 +289,40 @@ impl SourceBatch {
         self.unextracted.extend(other.unextracted);
     }
 
-    /// The file and line the batch's last event was read from, if it was read from one.
-    pub fn last_origin(&self) -> Option<(&str, usize)> {
-        self.origins.last().map(|o| (o.file.as_str(), o.line))
+    /// The file and last line the batch's last event was read from, if it was read from one.
+    pub fn read_through(&self) -> Option<ReadThrough> {
+        self.origins.last().map(|o| ReadThrough {
+            file: o.file.clone(),
+            line: o.last_line(),
+            in_file_order: o.in_file_order,
+        })
     }
 
-    /// Splits into batches of at most `n` events (keeping origins).
+    /// Splits into batches of `n` events (keeping origins), and more where the `n`th's input
+    /// line gives more: the events of one line (a conversation's turns) are never split
+    /// between batches, so that a batch ends at the end of a line and an input stopped after
+    /// it is taken up again from the next line.
     pub fn chunks(self, n: usize) -> Vec<SourceBatch> {
         let n = n.max(1);
         let mut out = Vec::new();
-        let mut events = self.events.into_iter();
-        let mut origins = self.origins.into_iter();
+        let mut events = self.events.into_iter().peekable();
+        let mut origins = self.origins.into_iter().peekable();
         loop {
-            let ev: Vec<_> = events.by_ref().take(n).collect();
+            let mut ev: Vec<_> = events.by_ref().take(n).collect();
             if ev.is_empty() {
                 break;
             }
-            let or: Vec<_> = origins.by_ref().take(ev.len()).collect();
+            let mut or: Vec<_> = origins.by_ref().take(ev.len()).collect();
+            while let (Some(last), Some(next)) = (or.last(), origins.peek()) {
+                if (next.file.as_str(), next.line) != (last.file.as_str(), last.line) {
+                    break;
+                }
+                let (Some(e), Some(o)) = (events.next(), origins.next()) else {
+                    break;
+                };
+                ev.push(e);
+                or.push(o);
+            }
             let lines = or.len();
             out.push(SourceBatch {
                 events: ev,
@@ -610,6 +655,7 @@ fn origin(file: &str, line: usize) -> Origin {
         assertion_fields: Vec::new(),
         nested_assertions: false,
         renames: &[],
+        in_file_order: true,
     }
 }
 
@@ -958,7 +1004,10 @@ fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatc
                     "doc".to_string(),
                     Value::from(doc.as_str()),
                 )]));
-                let mut o = origin(file, triples[0].0);
+                let mut o = Origin {
+                    in_file_order: false,
+                    ..origin(file, triples[0].0)
+                };
                 for (line, t) in triples {
                     let mut entity = |surface: &str, field: &'static str| -> Result<String> {
                         let mut norm = normalize_name(surface);

@@ -10,18 +10,33 @@
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
-/// The signal received since [`hold`], 0 while none.
+/// The first signal received since [`hold`], 0 while none.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+/// The signals [`hold`] took (those not ignored at the start), as a bit each.
+static HELD: AtomicI32 = AtomicI32::new(0);
+
+#[cfg(unix)]
+const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
 
 #[cfg(unix)]
 const NOTICE: &[u8] = b"\nstopping after the commit in progress (again to stop at once)\n";
 
 #[cfg(unix)]
 extern "C" fn on_signal(signal: libc::c_int) {
-    RECEIVED.store(signal, Ordering::SeqCst);
-    // SAFETY: write(2) is async-signal-safe, and NOTICE is a static buffer. What it returns is
-    // of no use: the notice is a courtesy.
+    // The first names the stop; a later one ends the process before it gets here.
+    let _ = RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+    let held = HELD.load(Ordering::SeqCst);
+    // SAFETY: signal(2) and write(2) are async-signal-safe, and NOTICE is a static buffer.
+    // What write returns is of no use: the notice is a courtesy.
     unsafe {
+        // Each held signal back to its default, so that a second of either kind (Ctrl-C, then
+        // SIGTERM) stops at once.
+        for (bit, s) in SIGNALS.iter().enumerate() {
+            if held & (1 << bit) != 0 {
+                libc::signal(*s, libc::SIG_DFL);
+            }
+        }
         libc::write(2, NOTICE.as_ptr().cast(), NOTICE.len());
     }
 }
@@ -30,9 +45,9 @@ extern "C" fn on_signal(signal: libc::c_int) {
 /// each once; a signal that is ignored stays ignored.
 pub fn hold() {
     #[cfg(unix)]
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: sigaction with a zeroed, then filled, struct and a handler that only stores
-        // an atomic and calls write(2).
+    for (bit, signal) in SIGNALS.into_iter().enumerate() {
+        // SAFETY: sigaction with a zeroed, then filled, struct and a handler that only
+        // stores atomics and calls signal(2) and write(2).
         unsafe {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(signal, std::ptr::null(), &mut old) != 0
@@ -40,18 +55,18 @@ pub fn hold() {
             {
                 continue;
             }
+            HELD.fetch_or(1 << bit, Ordering::SeqCst);
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            // Reset at the first, so that a second stops at once; reads of standard input
-            // go on after the first.
-            action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            // Reads of standard input go on after the first.
+            action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }
     }
 }
 
-/// The signal received since [`hold`], if any.
+/// The first signal received since [`hold`], if any.
 pub fn received() -> Option<i32> {
     match RECEIVED.load(Ordering::SeqCst) {
         0 => None,

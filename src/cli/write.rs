@@ -114,19 +114,26 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
     let mut committed = 0usize;
     let mut already_applied = 0usize;
     let mut last = LastCommit::default();
-    // From here a signal stops the run between two commits, each reported.
+    // From here a signal stops the run between two commits, each reported; `cut_short` says
+    // whether it left input uncommitted (a signal after the last commit stops nothing).
     interrupt::hold();
     let stop = || interrupt::received().is_some();
+    let mut cut_short = false;
     match a.commit_every {
         // Streamed: each round of the file is committed in batches of `n` before the next is
         // read.
         Some(n) => {
             let n = n.max(1);
-            for f in a.files.iter().take_while(|_| !stop()) {
+            for f in &a.files {
+                if stop() {
+                    cut_short = true;
+                    break;
+                }
                 bar.set_message(f.display().to_string());
                 ingest::read_file_in_rounds(f, format, n, &mut |round| {
                     for b in prepare(round)?.chunks(n) {
                         if stop() {
+                            cut_short = true;
                             return Ok(ControlFlow::Break(()));
                         }
                         let c = last.commit(b, &s)?;
@@ -142,12 +149,16 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
         // One atomic batch: everything is read before anything is written.
         None => {
             let mut all = SourceBatch::default();
-            for f in a.files.iter().take_while(|_| !stop()) {
+            for f in &a.files {
+                if stop() {
+                    break;
+                }
                 bar.set_message(format!("reading {}", f.display()));
                 all.append(ingest::read_file(f, format)?);
             }
+            cut_short = stop();
             let all = prepare(all)?;
-            if !all.events.is_empty() && !stop() {
+            if !all.events.is_empty() && !cut_short {
                 bar.set_message("committing".to_string());
                 let c = last.commit(all, &s)?;
                 committed += c.events;
@@ -169,7 +180,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
     };
     // Interrupted, the passages skipped and the tool calls kept raw were counted over input
     // that was read but not all committed: they are not said.
-    let interrupted = interrupt::received();
+    let interrupted = interrupt::received().filter(|_| cut_short);
     let whole = report.stopped.is_none() && interrupted.is_none();
     if skipped > 0 && whole {
         note(format!(
@@ -218,33 +229,46 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
 /// from the line after the last event committed.
 #[derive(Default)]
 struct LastCommit {
-    /// The last event committed, and the file and line it was read from.
+    /// The last event committed, and how far into its file the commits have read.
     seq: Option<u64>,
-    origin: Option<(String, usize)>,
+    read: Option<ingest::ReadThrough>,
 }
 
 impl LastCommit {
     /// Commits `batch` and remembers where it ends.
     fn commit(&mut self, batch: SourceBatch, s: &Store) -> loci::Result<Commit> {
-        let origin = batch.last_origin().map(|(f, l)| (f.to_string(), l));
+        let read = batch.read_through();
         let c = batch.commit(s)?;
         // A batch whose events were all applied before (idempotency keys) still moves the
         // input on, but commits no event.
         if c.events > 0 {
             self.seq = Some(c.last_seq);
         }
-        self.origin = origin.or(self.origin.take());
+        self.read = read.or(self.read.take());
         Ok(c)
     }
 
     fn said(&self) -> String {
-        match (&self.origin, self.seq) {
-            (None, _) => "stopped before the first commit; nothing was written".to_string(),
-            (Some((file, line)), seq) => format!(
-                "stopped after the commit in progress{}; the last event committed was read \
-                 from {file} line {line}, and nothing after it was written",
-                seq.map(|q| format!(" (events ..={q})")).unwrap_or_default()
-            ),
+        let Some(read) = &self.read else {
+            return "stopped before the first commit; nothing was written".to_string();
+        };
+        let events = self
+            .seq
+            .map(|q| format!(" (events ..={q})"))
+            .unwrap_or_default();
+        if read.in_file_order {
+            format!(
+                "stopped after the commit in progress{events}; the last event committed was \
+                 read from {} line {}, and nothing after that line was written",
+                read.file, read.line
+            )
+        } else {
+            format!(
+                "stopped after the commit in progress{events}; {} is a triples file, whose \
+                 events gather a passage's lines from anywhere in it, so it is not taken up \
+                 again from a line",
+                read.file
+            )
         }
     }
 }
