@@ -1909,6 +1909,45 @@ fn a_search_for_an_emoji_finds_what_holds_it() {
     assert_eq!(ids("crab"), ["event:1", "event:2"]);
 }
 
+/// Words the analyser dropped are found: a word of 40 bytes or more (a git SHA-1, a SHA-256)
+/// was dropped whole, and a sentence of Chinese or Japanese, written without spaces, was one
+/// word (and so dropped, or found only whole); a flag was two letters that every flag sharing
+/// one matched. Found by the fresh-clone probe.
+#[test]
+fn a_search_finds_long_words_han_and_kana_text_and_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let sha1 = "7f4686d1a2b3c4d5e6f708192a3b4c5d6e7f8091";
+    let sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let notes = [
+        format!("merged {sha1} into main"),
+        format!("sha256 {sha256}"),
+        "東京都庁の近くでラーメンを食べました".to_string(),
+        "flew 🇫🇷 to Paris".to_string(),
+        "flew 🇷🇺 to Moscow".to_string(),
+    ];
+    let input = tmp.path().join("notes.jsonl");
+    let lines: Vec<String> = notes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            serde_json::json!({"ts": i + 1, "actor": "bot", "kind": "NOTE", "payload": n})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    ok(&["ingest", "--store", p(&store), p(&input)]);
+    let ids = |text: &str| -> Vec<String> {
+        let hits = json(&["search", "--store", p(&store), text, "--json"]);
+        each(&hits, |h| h["id"].as_str().unwrap().to_string())
+    };
+    assert_eq!(ids(sha1), ["event:1"]);
+    assert_eq!(ids(sha256), ["event:2"]);
+    assert_eq!(ids("東京都庁"), ["event:3"]);
+    assert_eq!(ids("ラーメン"), ["event:3"]);
+    assert_eq!(ids("🇫🇷"), ["event:4"]);
+}
+
 /// A parameter given twice is refused, naming both values: the last had silently won, so a
 /// script that built its flags from two sources ran with one of them unseen.
 #[test]

@@ -32,10 +32,12 @@ use crate::model::{Event, Node, NodeId};
 ///    the document store compressed by zstd.
 /// 6: the name field holds each node's link keys too ([`names::keys`]).
 /// 7: an emoji or other pictographic symbol is a word of its own ([`words`]).
+/// 8: a flag is one word, a Han ideograph or a hiragana character is a word of its own, and
+///    words up to 255 bytes are kept (40 before: a SHA-1's 40 hex digits were dropped).
 /// Bump it whenever what a document holds changes, [`names::keys`] included (and what it
 /// calls: `normalize_name`, `singular`, its stopwords): an index written before would lack
 /// the new keys, and links through it would be missed without an error.
-const TEXT_FORMAT: u32 = 7;
+const TEXT_FORMAT: u32 = 8;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
 pub(crate) const ANALYZER: &str = "loci_en";
 
@@ -168,6 +170,9 @@ const STOPWORDS: &[&str] = &[
     "yourselves",
 ];
 
+/// Longest word the index keeps, in bytes: a SHA-512 in hex is 128.
+const LONGEST_WORD_BYTES: usize = 255;
+
 /// Words and symbols ([`words`]); lowercase, ASCII-fold, drop stopwords, stem (English).
 pub(crate) fn analyzer() -> tantivy::tokenizer::TextAnalyzer {
     use tantivy::tokenizer::{
@@ -175,7 +180,8 @@ pub(crate) fn analyzer() -> tantivy::tokenizer::TextAnalyzer {
         TextAnalyzer,
     };
     TextAnalyzer::builder(words::WordsAndSymbols::default())
-        .filter(RemoveLongFilter::limit(40))
+        // Longer words are dropped: a blob, not a word anyone types.
+        .filter(RemoveLongFilter::limit(LONGEST_WORD_BYTES + 1))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
         .filter(StopWordFilter::remove(

@@ -1,8 +1,11 @@
 //! What a word is to the full-text index: a run of letters and digits, as tantivy's
-//! `SimpleTokenizer` has it, or one emoji or other pictographic symbol, which that tokenizer
-//! dropped as punctuation, so that a search for "🦀" found nothing that held it. Documents
-//! and queries are split alike (the analyser is the index's), so an index written before
-//! this split is rebuilt ([`super::TEXT_FORMAT`] 7).
+//! `SimpleTokenizer` has it; one emoji or other pictographic symbol, which that tokenizer
+//! dropped as punctuation, so that a search for "🦀" found nothing that held it (a flag, two
+//! regional letters, is one word); and one Han ideograph or hiragana character, as Lucene's
+//! standard tokenizer has them, since Chinese and Japanese are written without spaces and a
+//! sentence had been one word, found only whole. Documents and queries are split alike (the
+//! analyser is the index's), so an index written before this split is rebuilt
+//! ([`super::TEXT_FORMAT`] 8).
 
 use std::iter::Peekable;
 use std::str::CharIndices;
@@ -55,17 +58,45 @@ fn is_symbol(c: char) -> bool {
     ) && !c.is_alphanumeric()
 }
 
+/// A character that is a word by itself among letters: a Han ideograph (with the iteration
+/// mark 々) or a hiragana character. Katakana runs stay words, as loanwords are.
+fn is_ideograph(c: char) -> bool {
+    matches!(c,
+        '\u{3005}'
+        | '\u{3040}'..='\u{309F}' // hiragana
+        | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{F900}'..='\u{FAFF}'
+        | '\u{20000}'..='\u{2FA1F}'
+    )
+}
+
+/// A regional indicator letter: two of them make a flag.
+fn is_regional_letter(c: char) -> bool {
+    matches!(c, '\u{1F1E6}'..='\u{1F1FF}')
+}
+
 impl WordsAndSymbolsStream<'_> {
-    /// Takes the rest of a word begun at `from`: letters and digits up to the next other
-    /// character, which is left for the next token.
+    /// Takes the rest of a word: letters and digits up to the next other character or
+    /// ideograph, which is left for the next token.
     fn word_end(&mut self) -> usize {
         while let Some(&(at, c)) = self.chars.peek() {
-            if !c.is_alphanumeric() {
+            if !c.is_alphanumeric() || is_ideograph(c) {
                 return at;
             }
             self.chars.next();
         }
         self.text.len()
+    }
+
+    /// The end of a symbol begun at `from`: a regional letter takes the next with it (a flag).
+    fn symbol_end(&mut self, from: usize, c: char) -> usize {
+        let end = from + c.len_utf8();
+        match self.chars.peek() {
+            Some(&(at, next)) if is_regional_letter(c) && is_regional_letter(next) => {
+                self.chars.next();
+                at + next.len_utf8()
+            }
+            _ => end,
+        }
     }
 
     fn emit(&mut self, from: usize, to: usize) {
@@ -80,13 +111,18 @@ impl TokenStream for WordsAndSymbolsStream<'_> {
         self.token.text.clear();
         self.token.position = self.token.position.wrapping_add(1);
         while let Some((from, c)) = self.chars.next() {
+            if is_ideograph(c) {
+                self.emit(from, from + c.len_utf8());
+                return true;
+            }
             if c.is_alphanumeric() {
                 let to = self.word_end();
                 self.emit(from, to);
                 return true;
             }
             if !c.is_ascii() && is_symbol(c) {
-                self.emit(from, from + c.len_utf8());
+                let to = self.symbol_end(from, c);
+                self.emit(from, to);
                 return true;
             }
         }
@@ -127,7 +163,7 @@ mod tests {
         for text in [
             "Hello, happy tax payer!",
             "café au lait — naïve “quotes” ¿qué? e\u{301}t\u{e9}",
-            "a-b_c 12.5 日本語 Ελληνικά  ",
+            "a-b_c 12.5 한국어 Ελληνικά カタカナ  ",
             "",
         ] {
             let expected = tokens(SimpleTokenizer::default(), text);
@@ -146,5 +182,33 @@ mod tests {
             ["crab", "🦀", "by", "the", "€", "5", "stall", "👍", "❤", "👩", "💻"]
         );
         assert_eq!(words("x🦀")[1], ("🦀".to_string(), 1, 5));
+    }
+
+    #[test]
+    fn a_flag_is_one_word_and_han_and_hiragana_a_word_a_character() {
+        let texts = |t: &str| -> Vec<String> { words(t).into_iter().map(|(w, _, _)| w).collect() };
+        assert_eq!(texts("🇫🇷🇷🇺 🇫"), ["🇫🇷", "🇷🇺", "🇫"]);
+        assert_eq!(
+            texts("東京都庁の近くでラーメンを食べました abc東"),
+            [
+                "東",
+                "京",
+                "都",
+                "庁",
+                "の",
+                "近",
+                "く",
+                "で",
+                "ラーメン",
+                "を",
+                "食",
+                "べ",
+                "ま",
+                "し",
+                "た",
+                "abc",
+                "東"
+            ]
+        );
     }
 }
