@@ -813,6 +813,20 @@ async fn passages_appended_over_http_take_a_namespace() {
     );
 }
 
+/// A planner query's parameter given twice is refused, naming it, as the CLI refuses
+/// `--param` twice: the JSON object's last value had silently won (the fresh-clone probe's
+/// finding).
+#[tokio::test]
+async fn a_query_parameter_given_twice_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let body = r#"{"name": "find_trade", "params": {"want": "emerald", "want": "diamond"}}"#;
+    let (s, v, _) = call(&st, "POST", "/v1/run", Some(body), None).await;
+    assert!(s.is_client_error(), "{s} {v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("\"want\" is given twice"), "{message}");
+}
+
 /// A 60 kB key, parameter name or body field comes back shortened in its error, where the
 /// answer had quoted it whole (twice, for an unknown query parameter).
 #[tokio::test]

@@ -489,9 +489,43 @@ impl ContextRequest {
 pub struct RunRequest {
     name: Option<String>,
     query: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "params_by_unique_name")]
     #[schema(value_type = Object)]
     params: BTreeMap<String, Json_>,
+}
+
+/// A query's parameters by name, a name given twice refused: a JSON object's map keeps the
+/// last silently, where the CLI refuses `--param k=a --param k=b`.
+pub(crate) fn params_by_unique_name<'de, D>(d: D) -> Result<BTreeMap<String, Json_>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct ByName;
+    impl<'de> serde::de::Visitor<'de> for ByName {
+        type Value = BTreeMap<String, Json_>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object of parameters by name")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((name, value)) = map.next_entry::<String, Json_>()? {
+                if out.contains_key(&name) {
+                    return Err(serde::de::Error::custom(format!(
+                        "parameter {} is given twice; give each name once",
+                        crate::error::quoted_excerpt(&name)
+                    )));
+                }
+                out.insert(name, value);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(ByName)
 }
 
 /// Runs a saved or inline planner query, as `loci run --json`.

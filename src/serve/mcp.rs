@@ -76,7 +76,7 @@ pub struct QueryArgs {
     /// Planner query text (instead of `name`).
     pub query: Option<String>,
     /// Parameters by name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::api::params_by_unique_name")]
     pub params: BTreeMap<String, Json>,
 }
 
@@ -436,6 +436,24 @@ mod tests {
         assert!(serde_json::from_value::<ContextArgs>(unknown).is_err());
         let unknown = serde_json::json!({"node": "base:first", "hops": 2});
         assert!(serde_json::from_value::<NeighboursArgs>(unknown).is_err());
+    }
+
+    /// A parameter given twice is refused, naming it, as the CLI refuses `--param` twice: a
+    /// JSON object's name given twice had silently taken the last value (the fresh-clone
+    /// probe's finding).
+    #[test]
+    fn a_query_parameter_given_twice_is_refused() {
+        let twice = r#"{"name": "find_trade", "params": {"want": "emerald", "want": "diamond"}}"#;
+        let e = serde_json::from_str::<QueryArgs>(twice).expect_err("taken");
+        assert!(e.to_string().contains("\"want\" is given twice"), "{e}");
+        let once = r#"{"name": "find_trade", "params": {"want": "emerald", "give": "stick"}}"#;
+        assert_eq!(
+            serde_json::from_str::<QueryArgs>(once)
+                .unwrap()
+                .params
+                .len(),
+            2
+        );
     }
 
     /// `recall` and `context` take `record`, as `/v1/query` does: with `false` nothing they
