@@ -79,8 +79,21 @@ pub enum Error {
     #[error("store {path} is open read-only (another process may be writing it); writes need `Store::open`")]
     ReadOnly { path: PathBuf },
     /// Another process (or another handle in this one) holds the store.
-    #[error("store {path} is locked by {}", holder.map(|p| format!("process {p}")).unwrap_or_else(|| "another process".into()))]
+    #[error("store {path} is locked by {}", locked_by(*holder))]
     Locked { path: PathBuf, holder: Option<u32> },
+}
+
+/// Who holds a locked store, as its error says: this process is named as such, since the
+/// holder is then another handle of the store the caller has open.
+fn locked_by(holder: Option<u32>) -> String {
+    match holder {
+        Some(p) if p == std::process::id() => format!(
+            "this process ({p}): another handle of the store is open here; close it first, or \
+             share that one"
+        ),
+        Some(p) => format!("process {p}"),
+        None => "another process".to_string(),
+    }
 }
 
 /// An I/O error of no particular file (a caller's own reader or writer).

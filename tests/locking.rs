@@ -36,9 +36,12 @@ fn a_second_writer_is_told_who_holds_the_store() {
             Err(e) => panic!("{kind}: expected Locked, got {e}"),
             Ok(_) => panic!("{kind}: a second writer opened"),
         }
+        // The holder is this process: another handle of it, which the message says to close
+        // (it had named this process's pid as another's).
         let msg = Store::open(&path).err().unwrap().to_string();
         assert!(
-            msg.contains(&format!("locked by process {}", std::process::id())),
+            msg.contains(&format!("locked by this process ({})", std::process::id()))
+                && msg.contains("close it first"),
             "{msg}"
         );
         drop(writer);

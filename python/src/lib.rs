@@ -47,7 +47,9 @@ fn to_py(e: loci::Error) -> PyErr {
         E::Input { .. } | E::InvalidEvent { .. } | E::InvalidArgument { .. } => {
             InputError::new_err(message)
         }
-        E::NotFound(_) => NotFoundError::new_err(message),
+        // As the CLI's exit 4: a store directory that is not there was named wrongly.
+        E::NotFound(_) | E::NotAStore { .. } => NotFoundError::new_err(message),
+        E::Store { path, .. } if !path.exists() => NotFoundError::new_err(message),
         _ => StoreError::new_err(message),
     }
 }

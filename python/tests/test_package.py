@@ -225,3 +225,17 @@ def test_a_long_name_is_shown_shortened_in_its_error(store):
     with pytest.raises(loci.NotFoundError) as e:
         store.run("q" * 10_000_000)
     assert len(str(e.value)) < 400 and "(10000000 bytes)" in str(e.value), str(e.value)[:300]
+
+
+def test_a_store_that_is_not_there_is_not_found_and_a_second_handle_says_whose_lock(tmp_path):
+    # The CLI exits 4 (not found) for a store that is not there; the package raised StoreError.
+    with pytest.raises(loci.NotFoundError):
+        loci.Store.open(str(tmp_path / "nowhere"))
+    # A second handle in the process that holds the store was told another process held it
+    # (its own pid), with no hint that the first handle is the holder.
+    s = loci.Store.create(str(tmp_path / "s"))
+    with pytest.raises(loci.StoreError) as e:
+        loci.Store.open(str(tmp_path / "s"))
+    assert "this process" in str(e.value) and "close" in str(e.value), str(e.value)
+    s.close()
+    loci.Store.open(str(tmp_path / "s")).close()
