@@ -1948,6 +1948,24 @@ fn a_search_finds_long_words_han_and_kana_text_and_flags() {
     assert_eq!(ids("🇫🇷"), ["event:4"]);
 }
 
+/// A parameter's name is a name: empty, or with spaces around it, it was taken as given and
+/// the query then said it had "no parameter ;" (the space invisible). Found by the
+/// fresh-clone probe.
+#[test]
+fn a_parameter_without_a_name_or_with_spaces_around_it_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    for (given, said) in [("=x", "an empty NAME"), ("want =x", "\"want \"")] {
+        let out = loci(&["run", "--store", p(&store), "find_trade", "--param", given]);
+        assert_eq!(out.status.code(), Some(3), "{given}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--param") && err.contains(said),
+            "{given}: {err}"
+        );
+    }
+}
+
 /// A parameter given twice is refused, naming both values: the last had silently won, so a
 /// script that built its flags from two sources ran with one of them unseen.
 #[test]

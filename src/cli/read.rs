@@ -23,6 +23,20 @@ pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> 
         let Some((k, v)) = kv.split_once('=') else {
             fail!(Code::BadInput, "{flag} takes NAME=VALUE, got {kv:?}");
         };
+        if k.is_empty() {
+            fail!(
+                Code::BadInput,
+                "{flag} takes NAME=VALUE, got {} with an empty NAME",
+                loci::error::quoted_excerpt(kv)
+            );
+        }
+        if k.trim() != k {
+            fail!(
+                Code::BadInput,
+                "{flag} takes NAME=VALUE, and the NAME {} has spaces around it",
+                loci::error::quoted_excerpt(k)
+            );
+        }
         // One value a name: the last had silently won.
         if let Some((_, first)) = out.iter().find(|(seen, _)| seen == k) {
             fail!(
