@@ -120,6 +120,7 @@ fn is_null(v: &Value) -> bool {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventLine {
+    #[serde(deserialize_with = "world_time")]
     pub ts: i64,
     pub kind: String,
     #[serde(default)]
@@ -218,6 +219,45 @@ struct TripleLine {
     /// A keyed triple becomes an event of its own, so that the key covers exactly its line.
     #[serde(default)]
     idempotency_key: Option<String>,
+}
+
+/// An event's `ts`: an integer. One past what an `i64` holds (JSON reads it as a float) is
+/// refused as out of range, as the store refuses one past ±2^61, where serde's refusal said
+/// "invalid type: floating point, expected i64".
+fn world_time<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<i64, D::Error> {
+    struct WorldTime;
+    fn out_of_range<E: serde::de::Error>(v: impl std::fmt::Display) -> E {
+        E::custom(format!(
+            "{v} is out of range: world times are integers within ±2^61 ({})",
+            crate::store::MAX_ABS_TS
+        ))
+    }
+    impl serde::de::Visitor<'_> for WorldTime {
+        type Value = i64;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an integer world time")
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<i64, E> {
+            Ok(v)
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<i64, E> {
+            i64::try_from(v).map_err(|_| out_of_range(v))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<i64, E> {
+            if v.fract() == 0.0 && v.abs() >= 9.2e18 {
+                Err(out_of_range(format!("{v:e}")))
+            } else {
+                Err(E::custom(format!(
+                    "{v} is not an integer: a world time is an integer"
+                )))
+            }
+        }
+    }
+    d.deserialize_i64(WorldTime)
 }
 
 /// Where an event draft came from.

@@ -1966,6 +1966,32 @@ fn a_parameter_without_a_name_or_with_spaces_around_it_is_refused() {
     }
 }
 
+/// A world time past what an integer holds is refused as out of range, as one past ±2^61 is:
+/// JSON reads it as a float, and the refusal had said "invalid type: floating point
+/// 1.1805916207174113e21, expected i64" (the fresh-clone probe's finding).
+#[test]
+fn a_world_time_past_any_integer_is_refused_as_out_of_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    for ts in ["1180591620717411303424", "-1e30", "18446744073709551615"] {
+        let input = tmp.path().join("far.jsonl");
+        std::fs::write(
+            &input,
+            format!(r#"{{"ts":{ts},"actor":"bot","kind":"NOTE"}}"#) + "\n",
+        )
+        .unwrap();
+        let out = loci(&["ingest", "--store", p(&store), p(&input)]);
+        assert_eq!(out.status.code(), Some(3), "{ts}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("far.jsonl:1: ts: ")
+                && err.contains("out of range")
+                && err.contains("±2^61"),
+            "{ts}: {err}"
+        );
+    }
+}
+
 /// A parameter given twice is refused, naming both values: the last had silently won, so a
 /// script that built its flags from two sources ran with one of them unseen.
 #[test]
