@@ -813,6 +813,24 @@ async fn passages_appended_over_http_take_a_namespace() {
     );
 }
 
+/// A body that is not an object says the route takes a JSON object, not the name of the type
+/// the server reads it into ("expected struct QueryRequest with 13 elements", the fresh-clone
+/// probe's finding).
+#[tokio::test]
+async fn a_body_of_another_shape_is_refused_without_naming_internal_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for body in ["[]", "[1, 2]", "\"where is home\"", "7", " null", ""] {
+        let (s, v, _) = call(&st, "POST", "/v1/query", Some(body), None).await;
+        assert!(s.is_client_error(), "{body}: {s}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("a JSON object") && !message.contains("Request"),
+            "{body}: {message}"
+        );
+    }
+}
+
 /// A planner query's parameter given twice is refused, naming it, as the CLI refuses
 /// `--param` twice: the JSON object's last value had silently won (the fresh-clone probe's
 /// finding).

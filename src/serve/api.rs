@@ -54,10 +54,27 @@ where
 
 /// A JSON body as `T`; an error names the field that does not read.
 fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every route's body is an object: serde reads an array as a struct's fields in order,
+    // and refused `[1, 2]` as "[0]: expected a string".
+    let given = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => None,
+        Some(b'[') => Some("an array"),
+        Some(b'"') => Some("a string"),
+        Some(b't' | b'f') => Some("true or false"),
+        Some(b'n') => Some("null"),
+        Some(b'-' | b'0'..=b'9') => Some("a number"),
+        Some(_) => None,
+        None => Some("nothing"),
+    };
+    if let Some(given) = given {
+        return Err(ApiError::bad_input(format!(
+            "body: expected a JSON object, got {given}"
+        )));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize::<_, T>(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
+        let inner = without_type_names(&e.into_inner().to_string());
         if path.is_empty() || path == "." {
             ApiError::bad_input(format!("body: {inner}"))
         } else {
@@ -67,6 +84,30 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
     de.end()
         .map_err(|e| ApiError::bad_input(format!("body: {e}")))?;
     Ok(value)
+}
+
+/// serde's refusal of a body of another shape names the type it reads into ("invalid length
+/// 0, expected struct QueryRequest with 13 elements"): a client is told what it gives instead,
+/// a JSON object.
+fn without_type_names(message: &str) -> String {
+    const EXPECTED: &str = "expected struct ";
+    let Some(at) = message.find(EXPECTED) else {
+        return message.to_string();
+    };
+    let name_end = message[at + EXPECTED.len()..]
+        .find(|c: char| !c.is_alphanumeric() && c != '_')
+        .map_or(message.len(), |i| at + EXPECTED.len() + i);
+    let mut rest = &message[name_end..];
+    // " with 13 elements": how many a sequence of its fields would take.
+    if let Some(after) = rest.strip_prefix(" with ") {
+        if let Some(i) = after.find(" elements") {
+            rest = &after[i + " elements".len()..];
+        }
+    }
+    // "invalid length 0" says the body was an array, which a route taking an object never
+    // reads as one.
+    let head = message[..at].replace("invalid length 0, ", "an array, ");
+    format!("{head}expected a JSON object{rest}")
 }
 
 /// Query-string parameters, rejected as an [`ApiError`].
