@@ -3,7 +3,7 @@
 //! before the process ends. Killed at the signal, a process could leave a commit durable and
 //! unreported, and a user restarting from the last line reported would add it twice.
 //!
-//! A second signal stops the process at once (the handler is reset by the first). A signal
+//! A second signal of either kind stops the process at once (the first resets both). A signal
 //! the process started with ignored (a background job of a shell without job control, or
 //! `nohup`) stays ignored. Only the binary installs handlers; the library leaves signals to
 //! its embedder.
@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
 /// The signals [`hold`] took (those not ignored at the start), as a bit each.
+#[cfg(unix)]
 static HELD: AtomicI32 = AtomicI32::new(0);
 
 #[cfg(unix)]
