@@ -223,7 +223,7 @@ struct TripleLine {
 
 /// An event's `ts`: an integer. One past what an `i64` holds (JSON reads it as a float) is
 /// refused as out of range, as the store refuses one past ±2^61, where serde's refusal said
-/// "invalid type: floating point, expected i64".
+/// "invalid type: floating point, expected i64"; a whole number written as a decimal is taken.
 fn world_time<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<i64, D::Error> {
     struct WorldTime;
     fn out_of_range<E: serde::de::Error>(v: impl std::fmt::Display) -> E {
@@ -247,14 +247,18 @@ fn world_time<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<i64
             i64::try_from(v).map_err(|_| out_of_range(v))
         }
 
+        // A whole number written with a decimal point or an exponent (1.0, 1e3, -0) is that
+        // integer; past ±2^61 it is out of range, as any world time is.
         fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<i64, E> {
-            if v.fract() == 0.0 && v.abs() >= 9.2e18 {
-                Err(out_of_range(format!("{v:e}")))
-            } else {
-                Err(E::custom(format!(
+            if v.fract() != 0.0 {
+                return Err(E::custom(format!(
                     "{v} is not an integer: a world time is an integer"
-                )))
+                )));
             }
+            if v.abs() > crate::store::MAX_ABS_TS as f64 {
+                return Err(out_of_range(format!("{v:e}")));
+            }
+            Ok(v as i64)
         }
     }
     d.deserialize_i64(WorldTime)

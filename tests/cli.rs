@@ -1973,7 +1973,12 @@ fn a_parameter_without_a_name_or_with_spaces_around_it_is_refused() {
 fn a_world_time_past_any_integer_is_refused_as_out_of_range() {
     let tmp = tempfile::tempdir().unwrap();
     let store = empty_store(tmp.path());
-    for ts in ["1180591620717411303424", "-1e30", "18446744073709551615"] {
+    for ts in [
+        "1180591620717411303424",
+        "-1e30",
+        "18446744073709551615",
+        "3e18",
+    ] {
         let input = tmp.path().join("far.jsonl");
         std::fs::write(
             &input,
@@ -1990,6 +1995,16 @@ fn a_world_time_past_any_integer_is_refused_as_out_of_range() {
             "{ts}: {err}"
         );
     }
+    // A whole number written as a decimal is that number; a fraction is refused as one.
+    let input = tmp.path().join("whole.jsonl");
+    std::fs::write(&input, "{\"ts\":1e3,\"actor\":\"bot\",\"kind\":\"NOTE\"}\n").unwrap();
+    ok(&["ingest", "--store", p(&store), p(&input)]);
+    let events = json(&["search", "--store", p(&store), "note", "--json"]);
+    assert_eq!(events[0]["ts"], 1000, "{events}");
+    std::fs::write(&input, "{\"ts\":1.5,\"actor\":\"bot\",\"kind\":\"NOTE\"}\n").unwrap();
+    let out = loci(&["ingest", "--store", p(&store), p(&input)]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1.5 is not an integer"));
 }
 
 /// A parameter given twice is refused, naming both values: the last had silently won, so a

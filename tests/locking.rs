@@ -361,7 +361,7 @@ fn a_store_this_user_cannot_write_is_read_without_its_writer_lock() {
     assert!(
         err.contains("lock")
             && err.contains("Permission denied")
-            && err.contains("this command writes to the store")
+            && err.contains("this command opens the store for writing")
             && err.contains("search"),
         "{err}"
     );

@@ -29,8 +29,11 @@ extern "C" fn on_signal(signal: libc::c_int) {
     let _ = RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
     let held = HELD.load(Ordering::SeqCst);
     // SAFETY: signal(2) and write(2) are async-signal-safe, and NOTICE is a static buffer.
-    // What write returns is of no use: the notice is a courtesy.
+    // What write returns is of no use: the notice is a courtesy. errno is kept for the code
+    // the signal interrupted.
     unsafe {
+        #[cfg(target_os = "linux")]
+        let errno = *libc::__errno_location();
         // Each held signal back to its default, so that a second of either kind (Ctrl-C, then
         // SIGTERM) stops at once.
         for (bit, s) in SIGNALS.iter().enumerate() {
@@ -39,6 +42,10 @@ extern "C" fn on_signal(signal: libc::c_int) {
             }
         }
         libc::write(2, NOTICE.as_ptr().cast(), NOTICE.len());
+        #[cfg(target_os = "linux")]
+        {
+            *libc::__errno_location() = errno;
+        }
     }
 }
 
@@ -59,9 +66,13 @@ pub fn hold() {
             HELD.fetch_or(1 << bit, Ordering::SeqCst);
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            // Reads of standard input go on after the first.
+            // Reads of standard input go on after the first. Both signals are blocked while
+            // the handler runs, so that the other's second is not taken as a first.
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
+            for other in SIGNALS {
+                libc::sigaddset(&mut action.sa_mask, other);
+            }
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }
     }

@@ -163,10 +163,11 @@ fn open(store: &args::StoreArg) -> Result<Opened> {
             Err(anyhow::Error::new(exit::CliError {
                 code: exit::code_of(&e),
                 message: format!(
-                    "{}; this command writes to the store, which the system refuses this user \
-                     (its permissions, or a read-only mount); the commands that only read \
-                     (search, neighbors, query, run, queries, stats, context without --save) \
-                     still work",
+                    "{}; this command opens the store for writing, which the system refuses \
+                     this user (its permissions, or a read-only mount); on a redb store the \
+                     commands that only read (search, neighbors, query, run, stats, context \
+                     without --save) still read it, and a sled store is read only by a user \
+                     who may write it",
                     render(&e)
                 ),
             }))

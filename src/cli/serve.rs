@@ -87,9 +87,7 @@ pub fn mcp(a: McpArgs) -> Result<Code> {
     let rt = runtime()?;
     let served = rt.block_on(serve::mcp::serve_stdio(Arc::clone(&state)));
     if !state.close() {
-        tracing::info!(
-            "a replay of the graph from the log was under way at exit and is left unfinished"
-        );
+        tracing::info!("work still held the store at exit (a request, or a replay of the graph from the log) and is left unfinished; committed batches are durable");
     }
     // As `serve`: work left on the blocking pool (a replay of the graph after damage, which
     // at 100M edges takes minutes) is not waited for past this, so that a client closing

@@ -157,8 +157,13 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
                 all.append(ingest::read_file(f, format)?);
             }
             cut_short = stop();
-            let all = prepare(all)?;
-            if !all.events.is_empty() && !cut_short {
+            // Stopped while reading: nothing is checked against the store or written.
+            let all = if cut_short {
+                SourceBatch::default()
+            } else {
+                prepare(all)?
+            };
+            if !all.events.is_empty() {
                 bar.set_message("committing".to_string());
                 let c = last.commit(all, &s)?;
                 committed += c.events;

@@ -74,7 +74,7 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize::<_, T>(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        let inner = without_type_names(&e.into_inner().to_string());
+        let inner = e.into_inner();
         if path.is_empty() || path == "." {
             ApiError::bad_input(format!("body: {inner}"))
         } else {
@@ -84,30 +84,6 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
     de.end()
         .map_err(|e| ApiError::bad_input(format!("body: {e}")))?;
     Ok(value)
-}
-
-/// serde's refusal of a body of another shape names the type it reads into ("invalid length
-/// 0, expected struct QueryRequest with 13 elements"): a client is told what it gives instead,
-/// a JSON object.
-fn without_type_names(message: &str) -> String {
-    const EXPECTED: &str = "expected struct ";
-    let Some(at) = message.find(EXPECTED) else {
-        return message.to_string();
-    };
-    let name_end = message[at + EXPECTED.len()..]
-        .find(|c: char| !c.is_alphanumeric() && c != '_')
-        .map_or(message.len(), |i| at + EXPECTED.len() + i);
-    let mut rest = &message[name_end..];
-    // " with 13 elements": how many a sequence of its fields would take.
-    if let Some(after) = rest.strip_prefix(" with ") {
-        if let Some(i) = after.find(" elements") {
-            rest = &after[i + " elements".len()..];
-        }
-    }
-    // "invalid length 0" says the body was an array, which a route taking an object never
-    // reads as one.
-    let head = message[..at].replace("invalid length 0, ", "an array, ");
-    format!("{head}expected a JSON object{rest}")
 }
 
 /// Query-string parameters, rejected as an [`ApiError`].
@@ -537,7 +513,7 @@ pub struct RunRequest {
 
 /// A query's parameters by name, a name given twice refused: a JSON object's map keeps the
 /// last silently, where the CLI refuses `--param k=a --param k=b`.
-pub(crate) fn params_by_unique_name<'de, D>(d: D) -> Result<BTreeMap<String, Json_>, D::Error>
+fn params_by_unique_name<'de, D>(d: D) -> Result<BTreeMap<String, Json_>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {

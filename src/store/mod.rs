@@ -3663,8 +3663,8 @@ impl Store {
     }
 
     /// Full-text search over the nodes and events this handle's graph holds (the index can be
-    /// ahead of a reader opened beside a writer); a `text` with no word (an emoji, a symbol,
-    /// stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
+    /// ahead of a reader opened beside a writer); a `text` with no word (a symbol that is not
+    /// a pictograph, stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
         let g = self.graph_for_search();
         let (last_seq, next_node) = (g.state.counters.last_seq, g.state.counters.next_node);

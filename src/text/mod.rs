@@ -1176,8 +1176,8 @@ impl TextIndex {
     }
 
     /// [`Self::search`] of what `scope` holds: the best `limit` hits among those whose target
-    /// the reader holds. And a `text` the analyser keeps no term of (an emoji, a symbol,
-    /// stopwords only) is looked up as a name: the nodes whose name or an alias has its
+    /// the reader holds. And a `text` the analyser keeps no term of (a symbol that is not a
+    /// pictograph, stopwords only) is looked up as a name: the nodes whose name or an alias has its
     /// [`name_form`], within `filter`, each of score 1, by id (`scope.bears` says which of
     /// the nodes the index gives for the form's [`name_term`] bear the form itself; see
     /// [`Self::lookup_name`]).

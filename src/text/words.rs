@@ -63,7 +63,7 @@ fn is_symbol(c: char) -> bool {
 fn is_ideograph(c: char) -> bool {
     matches!(c,
         '\u{3005}'
-        | '\u{3040}'..='\u{309F}' // hiragana
+        | '\u{3041}'..='\u{3096}' | '\u{309D}'..='\u{309F}' // hiragana, not its voicing marks
         | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{F900}'..='\u{FAFF}'
         | '\u{20000}'..='\u{2FA1F}'
     )
