@@ -78,18 +78,25 @@ pub enum Error {
     /// The store was opened read-only ([`crate::Store::open_read_only`]) and cannot write.
     #[error("store {path} is open read-only (another process may be writing it); writes need `Store::open`")]
     ReadOnly { path: PathBuf },
-    /// Another process (or another handle in this one) holds the store.
-    #[error("store {path} is locked by {}", locked_by(*holder))]
-    Locked { path: PathBuf, holder: Option<u32> },
+    /// Another process (or another handle in this one: `here`) holds the store.
+    #[error("store {path} is locked by {}", locked_by(*holder, *here))]
+    Locked {
+        path: PathBuf,
+        holder: Option<u32>,
+        /// A handle of this process holds it. The pid alone cannot say: a process of another
+        /// container (or host) sharing the store can have this process's pid.
+        here: bool,
+    },
 }
 
-/// Who holds a locked store, as its error says: this process is named as such, since the
-/// holder is then another handle of the store the caller has open.
-fn locked_by(holder: Option<u32>) -> String {
+/// Who holds a locked store, as its error says: this process is named as such when a handle
+/// of it holds the lock, since the caller then has the store open already.
+fn locked_by(holder: Option<u32>, here: bool) -> String {
     match holder {
-        Some(p) if p == std::process::id() => format!(
-            "this process ({p}): another handle of the store is open here; close it first, or \
-             share that one"
+        _ if here => format!(
+            "this process ({}): another handle of the store is open here; close it first, or \
+             share that one",
+            std::process::id()
         ),
         Some(p) => format!("process {p}"),
         None => "another process".to_string(),

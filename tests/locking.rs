@@ -49,6 +49,44 @@ fn a_second_writer_is_told_who_holds_the_store() {
     }
 }
 
+/// A lock held by another process whose pid is this process's (another container's, sharing
+/// the store) is not said to be held by this process: the pid in the lock file alone had made
+/// the message "locked by this process ...; close it first" (the session's review).
+#[cfg(unix)]
+#[test]
+fn a_lock_held_elsewhere_under_this_pid_is_not_said_to_be_held_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    drop(Store::create(&path, BackendKind::Redb).unwrap());
+    let lock = path.join("lock");
+    std::fs::write(&lock, std::process::id().to_string()).unwrap();
+    // Another process holds the lock; the file names this one's pid.
+    let mut holder = Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let held = std::time::Instant::now();
+    let msg = loop {
+        match Store::open(&path) {
+            Err(e @ Error::Locked { .. }) => break e.to_string(),
+            Ok(s) => {
+                drop(s);
+                assert!(held.elapsed().as_secs() < 10, "flock never took the lock");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert!(
+        msg.contains(&format!("locked by process {}", std::process::id()))
+            && !msg.contains("this process"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn readers_share_a_redb_store_with_its_writer() {
     let dir = tempfile::tempdir().unwrap();

@@ -22,6 +22,33 @@ pub struct StoreLock {
     path: PathBuf,
 }
 
+/// The lock files this process holds, by their canonical paths: a second handle refused the
+/// lock is told that this process holds it, which the pid in the file cannot tell apart from
+/// another container's process of the same pid.
+static HELD_HERE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn held_here_list() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    HELD_HERE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether a handle of this process holds the writer lock of `dir`.
+pub fn held_here(dir: &Path) -> bool {
+    std::fs::canonicalize(dir.join(LOCK_FILE))
+        .map(|p| held_here_list().contains(&p))
+        .unwrap_or(false)
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        if let Ok(p) = std::fs::canonicalize(&self.path) {
+            let mut held = held_here_list();
+            if let Some(i) = held.iter().position(|h| *h == p) {
+                held.swap_remove(i);
+            }
+        }
+    }
+}
+
 impl StoreLock {
     /// Takes the writer lock of the store in `dir`, without waiting: `Error::Locked` names the
     /// process that holds it.
@@ -49,6 +76,7 @@ impl StoreLock {
                     return Err(Error::Locked {
                         path: dir.to_path_buf(),
                         holder: read_pid(&mut file),
+                        here: held_here(dir),
                     })
                 }
                 Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
@@ -63,6 +91,9 @@ impl StoreLock {
             .and_then(|()| file.flush());
         if let Err(e) = written {
             tracing::debug!(error = %e, "could not record the lock holder's pid");
+        }
+        if let Ok(p) = std::fs::canonicalize(&path) {
+            held_here_list().push(p);
         }
         Ok(StoreLock { _file: file, path })
     }

@@ -21,7 +21,7 @@ pub(crate) const COMPACT_DIR: &str = "compact.tmp";
 pub(crate) const SLED_OLD: &str = "sled.old";
 
 pub use guard::{DamagedFile, Guarded};
-pub use lock::{StoreLock, LOCK_FILE};
+pub use lock::{held_here, StoreLock, LOCK_FILE};
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;
 
@@ -282,6 +282,7 @@ fn locked_by_another_process(e: Error, dir: &Path) -> Error {
         Error::Locked {
             path: dir.to_path_buf(),
             holder: StoreLock::holder(dir),
+            here: lock::held_here(dir),
         }
     } else {
         e

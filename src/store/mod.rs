@@ -2110,6 +2110,7 @@ impl Store {
         Err(Error::Locked {
             path: dir.to_path_buf(),
             holder: StoreLock::holder(dir),
+            here: crate::storage::held_here(dir),
         })
     }
 
