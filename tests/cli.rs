@@ -2206,7 +2206,7 @@ fn an_interrupted_ingest_resumed_after_the_line_it_names_loses_and_repeats_nothi
             libc::SIGINT,
         );
         assert_eq!(status.code(), Some(130), "{format}: {err}");
-        let named = format!("read from {} line ", input.display());
+        let named = format!("through {} line ", input.display());
         let line: usize = err
             .split(&named)
             .nth(1)

@@ -231,7 +231,7 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
 }
 
 /// Where an ingest's commits have reached, for the note of an interrupted run: a user resumes
-/// from the line after the last event committed.
+/// from the line after the last one the commits took.
 #[derive(Default)]
 struct LastCommit {
     /// The last event committed, and how far into its file the commits have read.
@@ -261,10 +261,12 @@ impl LastCommit {
             .seq
             .map(|q| format!(" (events ..={q})"))
             .unwrap_or_default();
+        // "Through" the line, not "the last event committed": the last batches may have
+        // committed nothing new (every event applied before, by its idempotency key).
         if read.in_file_order {
             format!(
-                "stopped after the commit in progress{events}; the last event committed was \
-                 read from {} line {}, and nothing after that line was written",
+                "stopped after the commit in progress{events}; the input is in the store \
+                 through {} line {}, and nothing after that line was written",
                 read.file, read.line
             )
         } else {
