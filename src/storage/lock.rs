@@ -20,6 +20,8 @@ pub const LOCK_FILE: &str = "lock";
 pub struct StoreLock {
     _file: File,
     path: PathBuf,
+    /// The lock file's canonical path, as [`HELD_HERE`] lists it while this lock is held.
+    held_as: Option<PathBuf>,
 }
 
 /// The lock files this process holds, by their canonical paths: a second handle refused the
@@ -32,7 +34,7 @@ fn held_here_list() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
 }
 
 /// Whether a handle of this process holds the writer lock of `dir`.
-pub fn held_here(dir: &Path) -> bool {
+fn held_here(dir: &Path) -> bool {
     std::fs::canonicalize(dir.join(LOCK_FILE))
         .map(|p| held_here_list().contains(&p))
         .unwrap_or(false)
@@ -40,12 +42,22 @@ pub fn held_here(dir: &Path) -> bool {
 
 impl Drop for StoreLock {
     fn drop(&mut self) {
-        if let Ok(p) = std::fs::canonicalize(&self.path) {
+        if let Some(p) = &self.held_as {
             let mut held = held_here_list();
-            if let Some(i) = held.iter().position(|h| *h == p) {
+            if let Some(i) = held.iter().position(|h| h == p) {
                 held.swap_remove(i);
             }
         }
+    }
+}
+
+/// The refusal of the writer lock of `dir`, held by `holder` (the pid its file records) or by
+/// a handle of this process.
+pub(crate) fn locked(dir: &Path, holder: Option<u32>) -> Error {
+    Error::Locked {
+        path: dir.to_path_buf(),
+        holder,
+        here: held_here(dir),
     }
 }
 
@@ -72,13 +84,7 @@ impl StoreLock {
                     std::thread::sleep(std::time::Duration::from_millis(wait_ms));
                     wait_ms *= 2;
                 }
-                Err(TryLockError::WouldBlock) => {
-                    return Err(Error::Locked {
-                        path: dir.to_path_buf(),
-                        holder: read_pid(&mut file),
-                        here: held_here(dir),
-                    })
-                }
+                Err(TryLockError::WouldBlock) => return Err(locked(dir, read_pid(&mut file))),
                 Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
             }
         }
@@ -92,10 +98,15 @@ impl StoreLock {
         if let Err(e) = written {
             tracing::debug!(error = %e, "could not record the lock holder's pid");
         }
-        if let Ok(p) = std::fs::canonicalize(&path) {
-            held_here_list().push(p);
+        let held_as = std::fs::canonicalize(&path).ok();
+        if let Some(p) = &held_as {
+            held_here_list().push(p.clone());
         }
-        Ok(StoreLock { _file: file, path })
+        Ok(StoreLock {
+            _file: file,
+            path,
+            held_as,
+        })
     }
 
     /// The process holding the writer lock of `dir`, if one does (`None` also when the holder

@@ -21,7 +21,8 @@ pub(crate) const COMPACT_DIR: &str = "compact.tmp";
 pub(crate) const SLED_OLD: &str = "sled.old";
 
 pub use guard::{DamagedFile, Guarded};
-pub use lock::{held_here, StoreLock, LOCK_FILE};
+pub(crate) use lock::locked;
+pub use lock::{StoreLock, LOCK_FILE};
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;
 
@@ -279,11 +280,7 @@ fn locked_by_another_process(e: Error, dir: &Path) -> Error {
         || text.contains("WouldBlock")
         || text.contains("Resource temporarily unavailable");
     if in_use {
-        Error::Locked {
-            path: dir.to_path_buf(),
-            holder: StoreLock::holder(dir),
-            here: lock::held_here(dir),
-        }
+        locked(dir, StoreLock::holder(dir))
     } else {
         e
     }

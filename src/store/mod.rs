@@ -1690,7 +1690,7 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
     let manifest_path = dir.join(MANIFEST);
     let raw = std::fs::read(&manifest_path).map_err(|e| {
         // A store this user may not read is not a missing one (whose advice is `loci init`).
-        if e.kind() == std::io::ErrorKind::PermissionDenied {
+        if crate::error::is_refusal(&e) {
             return Error::io(&manifest_path, e);
         }
         // A log without its manifest is a damaged store, not none: `loci init` there would
@@ -2107,11 +2107,7 @@ impl Store {
                 None => break,
             }
         }
-        Err(Error::Locked {
-            path: dir.to_path_buf(),
-            holder: StoreLock::holder(dir),
-            here: crate::storage::held_here(dir),
-        })
+        Err(crate::storage::locked(dir, StoreLock::holder(dir)))
     }
 
     /// The whole in-memory state read once from `backend` at `counters`: the graph, the folds,
