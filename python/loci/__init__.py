@@ -44,10 +44,22 @@ def _lines(events: Union[str, Iterable[Union[str, dict]]]) -> str:
         if isinstance(e, str):
             out.append(e)
         elif isinstance(e, _Mapping):
-            out.append(_json.dumps(dict(e)))
+            out.append(_dumps(dict(e), f"events[{i}]"))
         else:
             raise TypeError(f"events[{i}]: a line (str) or an event (dict), not {type(e).__name__}")
     return "\n".join(out) + "\n" if out else ""
+
+
+def _dumps(value: Any, where: str) -> str:
+    """`value` as JSON text. NaN and the infinities, which Python's json writes but JSON has
+    not, are an InputError naming `where`: the text had been refused as "expected value" at a
+    column of a line the caller never wrote."""
+    try:
+        return _json.dumps(value, allow_nan=False)
+    except ValueError as e:
+        if "Out of range float" not in str(e):
+            raise
+        raise InputError(f"{where}: holds NaN or an infinity, which JSON cannot hold") from None
 
 
 def _path(path: "Union[str, _os.PathLike[str]]") -> str:
@@ -113,7 +125,7 @@ class Store:
 
     def run(self, name: Optional[str] = None, *, query: Optional[str] = None, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """Runs a planner query: a saved one by `name`, or `query` text, with `params`."""
-        return _json.loads(self._inner.run(name, query, _json.dumps(params or {})))
+        return _json.loads(self._inner.run(name, query, _dumps(params or {}, "params")))
 
     def queries(self) -> List[Dict[str, Any]]:
         """The saved queries with their parameters."""

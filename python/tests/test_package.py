@@ -239,3 +239,17 @@ def test_a_store_that_is_not_there_is_not_found_and_a_second_handle_says_whose_l
     assert "this process" in str(e.value) and "close" in str(e.value), str(e.value)
     s.close()
     loci.Store.open(str(tmp_path / "s")).close()
+
+
+def test_a_value_json_cannot_hold_is_an_input_error_naming_where(store):
+    # Python's json writes NaN and Infinity, which JSON has not: the line was refused as
+    # "expected value" at a column of text the caller never wrote.
+    before = store.stats()["events"]
+    for bad in [float("nan"), float("inf"), -float("inf")]:
+        with pytest.raises(loci.InputError) as e:
+            store.ingest([{"ts": 1, "actor": "a", "kind": "K"}, {"ts": bad, "actor": "a", "kind": "K"}])
+        assert "events[1]" in str(e.value) and "NaN or an infinity" in str(e.value), str(e.value)
+        with pytest.raises(loci.InputError) as e:
+            store.run("find_trade", params={"want": bad, "give": "stick"})
+        assert "params" in str(e.value) and "NaN or an infinity" in str(e.value), str(e.value)
+    assert store.stats()["events"] == before
