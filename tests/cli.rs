@@ -1948,6 +1948,47 @@ fn a_search_finds_long_words_han_and_kana_text_and_flags() {
     assert_eq!(ids("🇫🇷"), ["event:4"]);
 }
 
+/// An emoji joined of others (a zero-width joiner between them) is one word: a search for
+/// "👩‍💻" found every note with a woman or a laptop in it, as a search for either alone. Its
+/// skin tone and presentation shape it and are not part of the word. Found by the fresh-clone
+/// probe.
+#[test]
+fn a_search_for_a_joined_emoji_finds_it_and_not_its_parts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let notes = [
+        "the \u{1F469}\u{200D}\u{1F4BB} fixed the build",
+        "a \u{1F469} walked by",
+        "a \u{1F4BB} on the desk",
+        "the \u{1F469}\u{1F3FD}\u{200D}\u{1F4BB} shipped it",
+        "a \u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467} at the fair",
+    ];
+    let input = tmp.path().join("notes.jsonl");
+    let lines: Vec<String> = notes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            serde_json::json!({"ts": i + 1, "actor": "bot", "kind": "NOTE", "payload": n})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    ok(&["ingest", "--store", p(&store), p(&input)]);
+    let ids = |text: &str| -> Vec<String> {
+        let hits = json(&["search", "--store", p(&store), text, "--json"]);
+        let mut ids = each(&hits, |h| h["id"].as_str().unwrap().to_string());
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids("\u{1F469}\u{200D}\u{1F4BB}"), ["event:1", "event:4"]);
+    assert_eq!(ids("\u{1F469}"), ["event:2"]);
+    assert_eq!(ids("\u{1F4BB}"), ["event:3"]);
+    assert_eq!(
+        ids("\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}"),
+        ["event:5"]
+    );
+}
+
 /// A parameter's name is a name: empty, or with spaces around it, it was taken as given and
 /// the query then said it had "no parameter ;" (the space invisible). Found by the
 /// fresh-clone probe.

@@ -34,10 +34,11 @@ use crate::model::{Event, Node, NodeId};
 /// 7: an emoji or other pictographic symbol is a word of its own ([`words`]).
 /// 8: a flag is one word, a Han ideograph or a hiragana character is a word of its own, and
 ///    words up to 255 bytes are kept (40 before: a SHA-1's 40 hex digits were dropped).
+/// 9: symbols joined by a zero-width joiner are one word (👩‍💻 had been 👩 and 💻).
 /// Bump it whenever what a document holds changes, [`names::keys`] included (and what it
 /// calls: `normalize_name`, `singular`, its stopwords): an index written before would lack
 /// the new keys, and links through it would be missed without an error.
-const TEXT_FORMAT: u32 = 8;
+const TEXT_FORMAT: u32 = 9;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
 pub(crate) const ANALYZER: &str = "loci_en";
 

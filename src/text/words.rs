@@ -1,11 +1,12 @@
 //! What a word is to the full-text index: a run of letters and digits, as tantivy's
 //! `SimpleTokenizer` has it; one emoji or other pictographic symbol, which that tokenizer
 //! dropped as punctuation, so that a search for "🦀" found nothing that held it (a flag, two
-//! regional letters, is one word); and one Han ideograph or hiragana character, as Lucene's
-//! standard tokenizer has them, since Chinese and Japanese are written without spaces and a
-//! sentence had been one word, found only whole. Documents and queries are split alike (the
+//! regional letters, is one word, and so are symbols joined by a zero-width joiner); and one
+//! Han ideograph or hiragana character, as Lucene's standard tokenizer has them, since
+//! Chinese and Japanese are written without spaces and a sentence had been one word, found
+//! only whole. Documents and queries are split alike (the
 //! analyser is the index's), so an index written before this split is rebuilt
-//! ([`super::TEXT_FORMAT`] 8).
+//! ([`super::TEXT_FORMAT`] 9).
 
 use std::iter::Peekable;
 use std::str::CharIndices;
@@ -74,6 +75,25 @@ fn is_regional_letter(c: char) -> bool {
     matches!(c, '\u{1F1E6}'..='\u{1F1FF}')
 }
 
+/// The zero-width joiner: symbols it joins are one emoji (👩‍💻, a technologist, is not a
+/// woman and a laptop).
+const JOINER: char = '\u{200D}';
+
+/// A mark that only shapes the symbol before it, part of neither word nor query term: a
+/// presentation selector, a skin tone, a keycap's enclosure. (👍🏽 is found by 👍.)
+fn is_shaping_mark(c: char) -> bool {
+    matches!(
+        c,
+        '\u{FE0E}' | '\u{FE0F}' | '\u{1F3FB}'..='\u{1F3FF}' | '\u{20E3}'
+    )
+}
+
+/// A tag character: the letters after 🏴 that name a subdivision's flag (Scotland's, Wales'),
+/// kept in the word, which they tell apart.
+fn is_tag(c: char) -> bool {
+    matches!(c, '\u{E0020}'..='\u{E007F}')
+}
+
 impl WordsAndSymbolsStream<'_> {
     /// Takes the rest of a word: letters and digits up to the next other character or
     /// ideograph, which is left for the next token.
@@ -87,16 +107,48 @@ impl WordsAndSymbolsStream<'_> {
         self.text.len()
     }
 
-    /// The end of a symbol begun at `from`: a regional letter takes the next with it (a flag).
-    fn symbol_end(&mut self, from: usize, c: char) -> usize {
-        let end = from + c.len_utf8();
-        match self.chars.peek() {
-            Some(&(at, next)) if is_regional_letter(c) && is_regional_letter(next) => {
+    /// Emits the symbol `c` begun at `from` with the rest of it: a regional letter takes the
+    /// next with it (a flag); any other symbol takes its tag letters and the symbols joined
+    /// to it, with their joiners. Its shaping marks lie within its offsets but are left out
+    /// of its text, so that a query term with another skin tone is the same word.
+    fn emit_symbol(&mut self, from: usize, c: char) {
+        self.token.text.push(c);
+        let mut to = from + c.len_utf8();
+        if is_regional_letter(c) {
+            if let Some(&(at, next)) = self.chars.peek().filter(|(_, n)| is_regional_letter(*n)) {
                 self.chars.next();
-                at + next.len_utf8()
+                self.token.text.push(next);
+                to = at + next.len_utf8();
             }
-            _ => end,
+        } else {
+            loop {
+                while let Some(&(at, m)) = self
+                    .chars
+                    .peek()
+                    .filter(|(_, m)| is_shaping_mark(*m) || is_tag(*m))
+                {
+                    if is_tag(m) {
+                        self.token.text.push(m);
+                    }
+                    self.chars.next();
+                    to = at + m.len_utf8();
+                }
+                // A joiner joins only a symbol: one before a letter, or at the end, is a
+                // separator like any other punctuation.
+                let mut ahead = self.chars.clone();
+                match (ahead.next(), ahead.next()) {
+                    (Some((_, JOINER)), Some((at, s))) if !s.is_ascii() && is_symbol(s) => {
+                        self.chars = ahead;
+                        self.token.text.push(JOINER);
+                        self.token.text.push(s);
+                        to = at + s.len_utf8();
+                    }
+                    _ => break,
+                }
+            }
         }
+        self.token.offset_from = from;
+        self.token.offset_to = to;
     }
 
     fn emit(&mut self, from: usize, to: usize) {
@@ -121,8 +173,7 @@ impl TokenStream for WordsAndSymbolsStream<'_> {
                 return true;
             }
             if !c.is_ascii() && is_symbol(c) {
-                let to = self.symbol_end(from, c);
-                self.emit(from, to);
+                self.emit_symbol(from, c);
                 return true;
             }
         }
@@ -173,7 +224,7 @@ mod tests {
 
     #[test]
     fn an_emoji_is_a_word_of_its_own_and_its_shaping_marks_are_not() {
-        let texts: Vec<String> = words("crab🦀 by the €5 stall 👍🏽 ❤\u{fe0f} 👩\u{200d}💻")
+        let texts: Vec<String> = words("crab🦀 by the €5 stall 👍🏽 ❤\u{fe0f} 👩 💻")
             .into_iter()
             .map(|(t, _, _)| t)
             .collect();
@@ -182,6 +233,28 @@ mod tests {
             ["crab", "🦀", "by", "the", "€", "5", "stall", "👍", "❤", "👩", "💻"]
         );
         assert_eq!(words("x🦀")[1], ("🦀".to_string(), 1, 5));
+        // The shaping marks lie within the symbol's offsets.
+        assert_eq!(words("👍🏽 x")[0], ("👍".to_string(), 0, 8));
+    }
+
+    #[test]
+    fn joined_symbols_are_one_word_without_their_shaping_marks() {
+        let texts = |t: &str| -> Vec<String> { words(t).into_iter().map(|(w, _, _)| w).collect() };
+        let technologist = "👩\u{200d}💻";
+        assert_eq!(texts(technologist), [technologist]);
+        // Another skin tone, and a presentation selector, are the same word.
+        assert_eq!(texts("👩🏽\u{200d}💻"), [technologist]);
+        assert_eq!(
+            texts("🏳\u{fe0f}\u{200d}🌈 🏃\u{200d}♀\u{fe0f}!"),
+            ["🏳\u{200d}🌈", "🏃\u{200d}♀"]
+        );
+        assert_eq!(words("a 👨\u{200d}👩\u{200d}👧 b")[1].2, 20);
+        // A joiner before a letter or at the end joins nothing.
+        assert_eq!(texts("🦀\u{200d}x 🦀\u{200d}"), ["🦀", "x", "🦀"]);
+        // Scotland's flag is not England's.
+        let scotland = "🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}";
+        let england = "🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}";
+        assert_eq!(texts(&format!("{scotland} {england}")), [scotland, england]);
     }
 
     #[test]
