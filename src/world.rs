@@ -395,7 +395,34 @@ fn offer(
     Assertion::UpsertEdge(e)
 }
 
-/// Generates the world for `config`.
+/// The places the script uses (by index in `Builder::places`), which the ground truth names.
+struct ScriptedPlaces {
+    spawn_bed: usize,
+    first_home: usize,
+    second_home: usize,
+    second_bed: usize,
+    death_vein: usize,
+    fight_cave: usize,
+}
+
+/// The fletchers of the scripted emerald-for-sticks offers, and where each trades.
+const FLETCHER_POSTS: [(&str, &str); 3] = [
+    ("npc:fletcher:0", "trading_post:0:0"),
+    ("npc:fletcher:1", "village:1:0"),
+    ("npc:fletcher:rumour", "village:0:0"),
+];
+
+/// The villagers made so far, and those a midday trade may be with (villager, place).
+#[derive(Default)]
+struct Villagers {
+    made: usize,
+    trade_partners: Vec<(String, String)>,
+}
+
+/// Generates the world for `config`: the bot wakes knowing its world, the places are laid
+/// out, then each day's mornings discover places, a midday trades, and a night ends in bed,
+/// in a fight or in a death; the last morning trades with the fletcher. The script's events
+/// give the ground truth.
 pub fn generate(config: &WorldConfig) -> World {
     let days = config.days.max(4) as i64;
     let regions = 2 + config.scale as usize;
@@ -407,266 +434,313 @@ pub fn generate(config: &WorldConfig) -> World {
         place_index: Default::default(),
         known: vec![Vec::new(); regions],
     };
-
-    // Day 0, dawn: the bot wakes at spawn, knowing its kind of world.
-    let mut genesis = Vec::new();
-    let mut bot = node(BOT, labels::BOT, "Steve-bot");
-    bot.pinned = Some(true);
-    genesis.push(Assertion::UpsertNode(bot));
-    for item in ITEMS {
-        genesis.push(Assertion::UpsertNode(node(
-            &item_key(item),
-            labels::ITEM,
-            &item.replace('_', " "),
-        )));
-    }
-    for r in 0..regions {
-        let name = format!("{}{} region", b.rng.pick(NAME_A), b.rng.pick(NAME_B));
-        genesis.push(Assertion::UpsertNode(node(
-            &format!("region:{r}"),
-            labels::REGION,
-            &name,
-        )));
-    }
-    let ev = b.event(
-        0,
-        kinds::OBSERVATION,
-        None,
-        Value::from("woke up at the world spawn"),
-    );
-    ev.assertions = genesis;
-
-    // The places of each region; region 0 holds the scripted ones.
-    let spawn_bed = b.add_place("bed:spawn".into(), "bed", 0);
-    let home1 = b.add_place("base:first".into(), "base", 0);
-    let home2 = b.add_place("base:second".into(), "base", 1);
-    let home_bed = b.add_place("bed:second".into(), "bed", 1);
-    let death_vein = b.add_place("vein:deep".into(), "ore_vein", 0);
-    let fight_cave = b.add_place("cave:last_night".into(), "cave", 1);
-    let mut filler = Vec::new();
-    for r in 0..regions {
-        for (kind, n) in [
-            ("village", 1),
-            ("trading_post", 1),
-            ("chest", 3),
-            ("ore_vein", 2),
-            ("cave", 1),
-        ] {
-            for i in 0..n {
-                filler.push(b.add_place(format!("{kind}:{r}:{i}"), kind, r));
-            }
-        }
-        if r % 2 == 1 {
-            filler.push(b.add_place(format!("portal:{r}"), "portal", r));
-        }
-    }
-
-    // Day 0: spawn bed, first home.
-    b.discover(100, spawn_bed, vec![]);
-    b.discover(
-        400,
-        home1,
-        vec![Assertion::UpsertEdge(edge(
-            BOT,
-            relations::HOME,
-            "base:first",
-            1.0,
-        ))],
-    );
-    let ev = b.event(
-        500,
-        kinds::BUILD,
-        Some("base:first"),
-        Value::from("built a shelter and chose it as home"),
-    );
-    ev.assertions = vec![Assertion::UpsertEdge(edge(
-        BOT,
-        relations::HOME,
-        "base:first",
-        1.0,
-    ))];
-
-    // Fletchers: the scripted emerald-for-sticks offers.
-    let fletcher_posts = [
-        ("npc:fletcher:0", "trading_post:0:0"),
-        ("npc:fletcher:1", "village:1:0"),
-        ("npc:fletcher:rumour", "village:0:0"),
-    ];
-
-    // Spread filler discoveries over the days' mornings.
+    b.wake_at_spawn(regions);
+    let (scripted, filler) = b.lay_out_places(regions);
+    b.make_first_home(&scripted);
+    // The filler places are discovered over the days' mornings.
     let per_day = filler.len().div_ceil(days as usize);
-    let mut villager_count = 0usize;
-    let mut trade_partners: Vec<(String, String)> = Vec::new();
+    let mut villagers = Villagers::default();
     for day in 0..days {
-        let base_ts = day * DAY;
-        let todays = filler
+        let todays: Vec<usize> = filler
             .iter()
             .skip(day as usize * per_day)
             .take(per_day)
             .copied()
-            .collect::<Vec<_>>();
-        for (i, p) in todays.into_iter().enumerate() {
-            let ts = base_ts + 1000 + i as i64 * (8000 / per_day.max(1) as i64);
-            let kind = b.places[p].kind;
-            let key = b.places[p].key.clone();
-            let mut extra = Vec::new();
-            match kind {
-                "chest" => {
-                    for _ in 0..3 {
-                        let item = *b.rng.pick(ITEMS);
-                        let mut e = edge(&key, relations::CONTAINS, &item_key(item), 1.0);
-                        e.props = props(&[("count", Value::Int(1 + b.rng.below(32) as i64))]);
-                        extra.push(Assertion::UpsertEdge(e));
-                    }
-                }
-                "village" | "trading_post" => {
-                    let n = if kind == "village" { 3 } else { 2 };
-                    for _ in 0..n {
-                        villager_count += 1;
-                        let v = format!("npc:villager:{villager_count}");
-                        let prof = *b.rng.pick(PROFESSIONS);
-                        let mut up = node(&v, labels::NPC, &format!("{prof} villager"));
-                        up.props = props(&[("profession", Value::from(prof))]);
-                        extra.push(Assertion::UpsertNode(up));
-                        extra.push(Assertion::UpsertEdge(edge(
-                            &v,
-                            relations::LOCATED_IN,
-                            &key,
-                            1.0,
-                        )));
-                        for _ in 0..2 {
-                            // Random offers never sell emeralds for sticks: that trade is scripted.
-                            let (give, want) = loop {
-                                let g = *b.rng.pick(ITEMS);
-                                let w = *b.rng.pick(ITEMS);
-                                if g != w && !(g == "emerald" && w == "stick") {
-                                    break (g, w);
-                                }
-                            };
-                            // Whole hundredths, computed in integers: 0.6 + 0.33 in f32 is 0.93000007, which every
-                            // reader of a confidence would then see.
-                            let conf = (60 + b.rng.below(40)) as f32 / 100.0;
-                            extra.push(offer(
-                                &v,
-                                give,
-                                1 + b.rng.below(3) as i64,
-                                want,
-                                1 + b.rng.below(20) as i64,
-                                conf,
-                            ));
-                            if b.rng.chance(0.2) {
-                                trade_partners.push((v.clone(), key.clone()));
-                            }
-                        }
-                    }
-                    for (f, post) in fletcher_posts {
-                        if post == key && !f.ends_with("rumour") {
-                            let mut up = node(f, labels::NPC, "fletcher villager");
-                            up.props = props(&[("profession", Value::from("fletcher"))]);
-                            extra.push(Assertion::UpsertNode(up));
-                            extra.push(Assertion::UpsertEdge(edge(
-                                f,
-                                relations::LOCATED_IN,
-                                &key,
-                                1.0,
-                            )));
-                            extra.push(offer(f, "emerald", 1, "stick", 32, 0.9));
-                        }
-                    }
-                }
-                _ => {}
-            }
-            b.discover(ts, p, extra);
-            if key == "village:0:0" {
-                // Hearsay: someone says a fletcher here pays emeralds for sticks. Weak belief.
-                let mut up = node(
-                    "npc:fletcher:rumour",
-                    labels::NPC,
-                    "fletcher villager (rumoured)",
-                );
-                up.props = props(&[("profession", Value::from("fletcher"))]);
-                let ev = b.event(
-                    ts + 50,
-                    kinds::OBSERVATION,
-                    Some(&key),
-                    Value::from("a player in chat said a fletcher here pays an emerald for sticks"),
-                );
-                ev.assertions = vec![
-                    Assertion::UpsertNode(up),
-                    Assertion::UpsertEdge(edge(
-                        "npc:fletcher:rumour",
-                        relations::LOCATED_IN,
-                        &key,
-                        0.3,
-                    )),
-                    offer("npc:fletcher:rumour", "emerald", 1, "stick", 20, 0.3),
-                ];
-            }
+            .collect();
+        b.discover_in_the_morning(day, &todays, per_day, &mut villagers);
+        if !villagers.trade_partners.is_empty() && day > 0 {
+            b.trade_at_midday(day, &villagers.trade_partners);
         }
-        // Midday: an ordinary trade now and then (re-confirms the offer).
-        if !trade_partners.is_empty() && day > 0 {
-            let (v, place) = b.rng.pick(&trade_partners).clone();
-            let ev = b.event(
-                base_ts + 9500,
-                kinds::TRADE,
-                Some(&place),
-                Value::Map(props(&[("with", Value::from(v.as_str()))])),
-            );
-            ev.assertions = vec![Assertion::UpsertEdge(EdgeUpsert {
-                from: v,
-                relation: relations::LOCATED_IN.into(),
-                to: place,
-                confidence: Some(1.0),
-                ..Default::default()
-            })];
-        }
-        // Day days/2: the bot moves house.
         if day == days / 2 {
-            b.discover(base_ts + 10_000, home2, vec![]);
-            b.discover(base_ts + 10_200, home_bed, vec![]);
-            let ev = b.event(
-                base_ts + 10_500,
-                kinds::BUILD,
-                Some("base:second"),
-                Value::from("moved into a bigger base by the river"),
-            );
-            let mut old = edge(BOT, relations::HOME, "base:first", 1.0);
-            old.valid_to = Some(base_ts + 10_500);
-            let mut new = edge(BOT, relations::HOME, "base:second", 1.0);
-            new.valid_from = Some(base_ts + 10_500);
-            ev.assertions = vec![Assertion::UpsertEdge(old), Assertion::UpsertEdge(new)];
+            b.move_house(day * DAY, &scripted);
         }
-        let night = base_ts + NIGHT_START;
+        b.spend_the_night(day, days, &scripted);
+    }
+    b.trade_with_the_fletcher(days * DAY);
+    let truth = ground_truth(&b.events, days);
+    World {
+        events: b.events,
+        truth,
+    }
+}
+
+impl Builder {
+    /// Day 0, dawn: the bot wakes at spawn, knowing its kind of world (itself, the items, the
+    /// `regions` regions).
+    fn wake_at_spawn(&mut self, regions: usize) {
+        let mut genesis = Vec::new();
+        let mut bot = node(BOT, labels::BOT, "Steve-bot");
+        bot.pinned = Some(true);
+        genesis.push(Assertion::UpsertNode(bot));
+        for item in ITEMS {
+            genesis.push(Assertion::UpsertNode(node(
+                &item_key(item),
+                labels::ITEM,
+                &item.replace('_', " "),
+            )));
+        }
+        for r in 0..regions {
+            let name = format!("{}{} region", self.rng.pick(NAME_A), self.rng.pick(NAME_B));
+            genesis.push(Assertion::UpsertNode(node(
+                &format!("region:{r}"),
+                labels::REGION,
+                &name,
+            )));
+        }
+        let ev = self.event(
+            0,
+            kinds::OBSERVATION,
+            None,
+            Value::from("woke up at the world spawn"),
+        );
+        ev.assertions = genesis;
+    }
+
+    /// The places of each region, not yet discovered: region 0's and 1's scripted ones, then
+    /// every region's villages, trading post, chests, ore veins, cave (and a portal in every
+    /// other region), the filler the days discover.
+    fn lay_out_places(&mut self, regions: usize) -> (ScriptedPlaces, Vec<usize>) {
+        let scripted = ScriptedPlaces {
+            spawn_bed: self.add_place("bed:spawn".into(), "bed", 0),
+            first_home: self.add_place("base:first".into(), "base", 0),
+            second_home: self.add_place("base:second".into(), "base", 1),
+            second_bed: self.add_place("bed:second".into(), "bed", 1),
+            death_vein: self.add_place("vein:deep".into(), "ore_vein", 0),
+            fight_cave: self.add_place("cave:last_night".into(), "cave", 1),
+        };
+        let mut filler = Vec::new();
+        for r in 0..regions {
+            for (kind, n) in [
+                ("village", 1),
+                ("trading_post", 1),
+                ("chest", 3),
+                ("ore_vein", 2),
+                ("cave", 1),
+            ] {
+                for i in 0..n {
+                    filler.push(self.add_place(format!("{kind}:{r}:{i}"), kind, r));
+                }
+            }
+            if r % 2 == 1 {
+                filler.push(self.add_place(format!("portal:{r}"), "portal", r));
+            }
+        }
+        (scripted, filler)
+    }
+
+    /// Day 0: the spawn bed is found, then the first home, built and chosen as home.
+    fn make_first_home(&mut self, scripted: &ScriptedPlaces) {
+        self.discover(100, scripted.spawn_bed, vec![]);
+        let home = || {
+            vec![Assertion::UpsertEdge(edge(
+                BOT,
+                relations::HOME,
+                "base:first",
+                1.0,
+            ))]
+        };
+        self.discover(400, scripted.first_home, home());
+        let ev = self.event(
+            500,
+            kinds::BUILD,
+            Some("base:first"),
+            Value::from("built a shelter and chose it as home"),
+        );
+        ev.assertions = home();
+    }
+
+    /// The morning of `day`: the places `todays` are discovered, `per_day` a day spread over
+    /// it, with what is in each (a chest's contents, a village's or a trading post's
+    /// villagers and their offers). Village 0:0 is followed by the hearsay of a fletcher.
+    fn discover_in_the_morning(
+        &mut self,
+        day: i64,
+        todays: &[usize],
+        per_day: usize,
+        villagers: &mut Villagers,
+    ) {
+        let base_ts = day * DAY;
+        for (i, &p) in todays.iter().enumerate() {
+            let ts = base_ts + 1000 + i as i64 * (8000 / per_day.max(1) as i64);
+            let kind = self.places[p].kind;
+            let key = self.places[p].key.clone();
+            let extra = match kind {
+                "chest" => self.chest_contents(&key),
+                "village" | "trading_post" => self.villagers_at(&key, kind, villagers),
+                _ => Vec::new(),
+            };
+            self.discover(ts, p, extra);
+            if key == "village:0:0" {
+                self.hear_of_a_fletcher(ts + 50, &key);
+            }
+        }
+    }
+
+    /// Three stacks of random items in the chest `key`.
+    fn chest_contents(&mut self, key: &str) -> Vec<Assertion> {
+        (0..3)
+            .map(|_| {
+                let item = *self.rng.pick(ITEMS);
+                let mut e = edge(key, relations::CONTAINS, &item_key(item), 1.0);
+                e.props = props(&[("count", Value::Int(1 + self.rng.below(32) as i64))]);
+                Assertion::UpsertEdge(e)
+            })
+            .collect()
+    }
+
+    /// The villagers of the village or trading post `key` (three or two), each with two
+    /// random offers (a fifth of them later a midday trade's partner), and a scripted
+    /// fletcher trading there.
+    fn villagers_at(&mut self, key: &str, kind: &str, villagers: &mut Villagers) -> Vec<Assertion> {
+        let mut extra = Vec::new();
+        let n = if kind == "village" { 3 } else { 2 };
+        for _ in 0..n {
+            villagers.made += 1;
+            let v = format!("npc:villager:{}", villagers.made);
+            let prof = *self.rng.pick(PROFESSIONS);
+            let mut up = node(&v, labels::NPC, &format!("{prof} villager"));
+            up.props = props(&[("profession", Value::from(prof))]);
+            extra.push(Assertion::UpsertNode(up));
+            extra.push(Assertion::UpsertEdge(edge(
+                &v,
+                relations::LOCATED_IN,
+                key,
+                1.0,
+            )));
+            for _ in 0..2 {
+                // Random offers never sell emeralds for sticks: that trade is scripted.
+                let (give, want) = loop {
+                    let g = *self.rng.pick(ITEMS);
+                    let w = *self.rng.pick(ITEMS);
+                    if g != w && !(g == "emerald" && w == "stick") {
+                        break (g, w);
+                    }
+                };
+                // Whole hundredths, computed in integers: 0.6 + 0.33 in f32 is 0.93000007,
+                // which every reader of a confidence would then see.
+                let conf = (60 + self.rng.below(40)) as f32 / 100.0;
+                extra.push(offer(
+                    &v,
+                    give,
+                    1 + self.rng.below(3) as i64,
+                    want,
+                    1 + self.rng.below(20) as i64,
+                    conf,
+                ));
+                if self.rng.chance(0.2) {
+                    villagers.trade_partners.push((v.clone(), key.to_string()));
+                }
+            }
+        }
+        for (f, post) in FLETCHER_POSTS {
+            if post == key && !f.ends_with("rumour") {
+                let mut up = node(f, labels::NPC, "fletcher villager");
+                up.props = props(&[("profession", Value::from("fletcher"))]);
+                extra.push(Assertion::UpsertNode(up));
+                extra.push(Assertion::UpsertEdge(edge(
+                    f,
+                    relations::LOCATED_IN,
+                    key,
+                    1.0,
+                )));
+                extra.push(offer(f, "emerald", 1, "stick", 32, 0.9));
+            }
+        }
+        extra
+    }
+
+    /// Hearsay at the village `key`: someone says a fletcher here pays emeralds for sticks.
+    /// Weak belief.
+    fn hear_of_a_fletcher(&mut self, ts: i64, key: &str) {
+        let mut up = node(
+            "npc:fletcher:rumour",
+            labels::NPC,
+            "fletcher villager (rumoured)",
+        );
+        up.props = props(&[("profession", Value::from("fletcher"))]);
+        let ev = self.event(
+            ts,
+            kinds::OBSERVATION,
+            Some(key),
+            Value::from("a player in chat said a fletcher here pays an emerald for sticks"),
+        );
+        ev.assertions = vec![
+            Assertion::UpsertNode(up),
+            Assertion::UpsertEdge(edge("npc:fletcher:rumour", relations::LOCATED_IN, key, 0.3)),
+            offer("npc:fletcher:rumour", "emerald", 1, "stick", 20, 0.3),
+        ];
+    }
+
+    /// Midday of `day`: an ordinary trade with one of `partners` (re-confirms where the
+    /// villager is).
+    fn trade_at_midday(&mut self, day: i64, partners: &[(String, String)]) {
+        let (v, place) = self.rng.pick(partners).clone();
+        let ev = self.event(
+            day * DAY + 9500,
+            kinds::TRADE,
+            Some(&place),
+            Value::Map(props(&[("with", Value::from(v.as_str()))])),
+        );
+        ev.assertions = vec![Assertion::UpsertEdge(EdgeUpsert {
+            from: v,
+            relation: relations::LOCATED_IN.into(),
+            to: place,
+            confidence: Some(1.0),
+            ..Default::default()
+        })];
+    }
+
+    /// The day that begins at `base_ts`: the bot finds the second base and its bed and moves
+    /// in; the first home's validity ends as the second's begins.
+    fn move_house(&mut self, base_ts: i64, scripted: &ScriptedPlaces) {
+        self.discover(base_ts + 10_000, scripted.second_home, vec![]);
+        self.discover(base_ts + 10_200, scripted.second_bed, vec![]);
+        let ev = self.event(
+            base_ts + 10_500,
+            kinds::BUILD,
+            Some("base:second"),
+            Value::from("moved into a bigger base by the river"),
+        );
+        let mut old = edge(BOT, relations::HOME, "base:first", 1.0);
+        old.valid_to = Some(base_ts + 10_500);
+        let mut new = edge(BOT, relations::HOME, "base:second", 1.0);
+        new.valid_from = Some(base_ts + 10_500);
+        ev.assertions = vec![Assertion::UpsertEdge(old), Assertion::UpsertEdge(new)];
+    }
+
+    /// The night of `day` of `days`: the night before last, the scripted death at the deep
+    /// vein; the last night, a won fight at a cave, then bed; before them, now and then a
+    /// death somewhere known, else sleep in the bed of the home of the time.
+    fn spend_the_night(&mut self, day: i64, days: i64, scripted: &ScriptedPlaces) {
+        let night = day * DAY + NIGHT_START;
         let bed = if day >= days / 2 {
             "bed:second"
         } else {
             "bed:spawn"
         };
         if day == days - 2 {
-            // The scripted death, the night before last.
-            b.discover(night - 2000, death_vein, vec![]);
-            b.combat(night + 1200, "vein:deep", "creeper", "lost");
-            b.death(
+            self.discover(night - 2000, scripted.death_vein, vec![]);
+            self.combat(night + 1200, "vein:deep", "creeper", "lost");
+            self.death(
                 night + 1300,
                 "vein:deep",
                 "blown up by a creeper",
                 &[("iron_ingot", 5), ("torch", 12), ("diamond", 1)],
             );
         } else if day == days - 1 {
-            // Last night, scripted: a skeleton at a cave, then bed.
-            b.discover(night - 1500, fight_cave, vec![]);
-            b.combat(night + 800, "cave:last_night", "skeleton", "won");
-            b.sleep(night + 2500, bed, "slept through the rest of the night");
-        } else if day < days - 2 && b.rng.chance(0.3) {
+            self.discover(night - 1500, scripted.fight_cave, vec![]);
+            self.combat(night + 800, "cave:last_night", "skeleton", "won");
+            self.sleep(night + 2500, bed, "slept through the rest of the night");
+        } else if day < days - 2 && self.rng.chance(0.3) {
             // A random earlier death somewhere already known, dropping a few things.
-            let p = b.known[b.rng.below(b.known.len() as u64) as usize].clone();
+            let p = self.known[self.rng.below(self.known.len() as u64) as usize].clone();
             if let Some(&p) = p.first() {
-                let key = b.places[p].key.clone();
-                let mob = *b.rng.pick(MOBS);
-                b.combat(night + 600, &key, mob, "lost");
-                let item = *b.rng.pick(ITEMS);
-                let count = 1 + b.rng.below(16) as i64;
-                b.death(
+                let key = self.places[p].key.clone();
+                let mob = *self.rng.pick(MOBS);
+                self.combat(night + 600, &key, mob, "lost");
+                let item = *self.rng.pick(ITEMS);
+                let count = 1 + self.rng.below(16) as i64;
+                self.death(
                     night + 700,
                     &key,
                     &format!("killed by a {mob}"),
@@ -674,34 +748,38 @@ pub fn generate(config: &WorldConfig) -> World {
                 );
             }
         } else {
-            b.sleep(night + 500, bed, "slept until morning");
+            self.sleep(night + 500, bed, "slept until morning");
         }
     }
 
-    // The last morning: trade sticks for an emerald with the first fletcher.
-    let end = days * DAY;
-    let ev = b.event(
-        end + 2000,
-        kinds::TRADE,
-        Some("trading_post:0:0"),
-        Value::Map(props(&[
-            ("with", Value::from("npc:fletcher:0")),
-            ("gave", Value::from("32 stick")),
-            ("got", Value::from("1 emerald")),
-        ])),
-    );
-    ev.assertions = vec![offer("npc:fletcher:0", "emerald", 1, "stick", 32, 0.95)];
+    /// The last morning (the day that begins at `end`): sticks traded for an emerald with
+    /// the first fletcher.
+    fn trade_with_the_fletcher(&mut self, end: i64) {
+        let ev = self.event(
+            end + 2000,
+            kinds::TRADE,
+            Some("trading_post:0:0"),
+            Value::Map(props(&[
+                ("with", Value::from("npc:fletcher:0")),
+                ("gave", Value::from("32 stick")),
+                ("got", Value::from("1 emerald")),
+            ])),
+        );
+        ev.assertions = vec![offer("npc:fletcher:0", "emerald", 1, "stick", 32, 0.95)];
+    }
+}
 
-    // Ground truth, from what was scripted.
+/// The answers a memory of `events` (a world of `days` days) should give, from what was
+/// scripted.
+fn ground_truth(events: &[EventDraft], days: i64) -> GroundTruth {
     let last_night_from = (days - 1) * DAY + NIGHT_START;
     let last_night_to = days * DAY;
-    let window: Vec<&EventDraft> = b
-        .events
+    let window: Vec<&EventDraft> = events
         .iter()
         .filter(|e| e.ts >= last_night_from && e.ts < last_night_to)
         .collect();
     let fletcher_seen = |f: &str| {
-        b.events
+        events
             .iter()
             .filter(|e| {
                 e.assertions.iter().any(|a| matches!(a, Assertion::UpsertEdge(x) if x.from == f && x.relation == relations::OFFERS))
@@ -710,22 +788,16 @@ pub fn generate(config: &WorldConfig) -> World {
             .max()
             .unwrap_or(0)
     };
-    let truth = GroundTruth {
+    let expected = |(villager, place): (&str, &str)| ExpectedTrade {
+        villager: villager.into(),
+        place: place.into(),
+        last_seen: fletcher_seen(villager),
+    };
+    GroundTruth {
         home: "base:second".into(),
         former_home: "base:first".into(),
-        sticks_for_emeralds: vec![
-            ExpectedTrade {
-                villager: "npc:fletcher:0".into(),
-                place: "trading_post:0:0".into(),
-                last_seen: fletcher_seen("npc:fletcher:0"),
-            },
-            ExpectedTrade {
-                villager: "npc:fletcher:1".into(),
-                place: "village:1:0".into(),
-                last_seen: fletcher_seen("npc:fletcher:1"),
-            },
-        ],
-        low_confidence_offers: vec!["npc:fletcher:rumour".into()],
+        sticks_for_emeralds: vec![expected(FLETCHER_POSTS[0]), expected(FLETCHER_POSTS[1])],
+        low_confidence_offers: vec![FLETCHER_POSTS[2].0.into()],
         last_night_from,
         last_night_to,
         last_night: window.iter().map(|e| e.evidence[0].clone()).collect(),
@@ -737,16 +809,11 @@ pub fn generate(config: &WorldConfig) -> World {
             ("torch".into(), 12),
             ("diamond".into(), 1),
         ],
-        last_death_observation: b
-            .events
+        last_death_observation: events
             .iter()
             .rfind(|e| e.kind == kinds::DEATH)
             .map(|e| e.evidence[0].clone())
             .unwrap_or_default(),
-    };
-    World {
-        events: b.events,
-        truth,
     }
 }
 
