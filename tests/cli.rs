@@ -1366,7 +1366,11 @@ fn pin_and_unpin_nodes_by_key() {
         keys.contains(&"npc:fletcher:1") && keys.contains(&"bot"),
         "{keys:?}"
     );
-    ok(&["unpin", "--store", p(&store), "npc:fletcher:1"]);
+    let out = ok(&["unpin", "--store", p(&store), "npc:fletcher:1"]);
+    assert!(out.starts_with("unpinned 1 node (event "), "{out}");
+    // A key given twice is one node: "pinned 2 nodes" had been said of one.
+    let out = ok(&["pin", "--store", p(&store), "bot", "bot"]);
+    assert!(out.starts_with("pinned 1 node (event "), "{out}");
     let out = loci(&["pin", "--store", p(&store), "no:such:node"]);
     assert_eq!(out.status.code(), Some(4));
     ok(&["replay", "--store", p(&store), "--verify"]);

@@ -333,10 +333,11 @@ pub fn pin(a: PinArgs, pinned: bool) -> Result<Code> {
     if a.json {
         print_json(&c)?;
     } else {
+        let nodes = keys.iter().collect::<std::collections::HashSet<_>>().len();
         outln!(
-            "{} {} nodes (event {})",
+            "{} {nodes} node{} (event {})",
             if pinned { "pinned" } else { "unpinned" },
-            keys.len(),
+            if nodes == 1 { "" } else { "s" },
             c.last_seq
         );
     }

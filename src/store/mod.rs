@@ -9,7 +9,7 @@
 //! state is the only derived copy of the graph: a checkpoint writes it to the snapshot, and an
 //! open maps that and replays the log after it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, RwLock};
@@ -108,7 +108,9 @@ const CHECKPOINT_ON_CLOSE: u64 = 4_096;
 /// snapshot records the version it was made under).
 /// 2: node and edge salience derive from the events that assert them.
 /// 3: the episodic index (`event_facet`) exists.
-pub const PROJECTION_VERSION: u32 = 3;
+/// 4: a `PIN`, `UNPIN` or `PROMOTE` event makes no node (`kinds::sets_pins_only`): a pinned
+///    node whose asserting events were deleted had been made again by its pin.
+pub const PROJECTION_VERSION: u32 = 4;
 /// Events per projection chunk when replaying the log.
 const REPLAY_CHUNK: usize = 4096;
 /// Assertions per projection chunk when replaying the log, at most (past one event's): a
@@ -3269,9 +3271,17 @@ impl Store {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
         let ts = self.latest_event_time()?.unwrap_or(0);
-        let mut draft = EventDraft::new(ts, "user", if pinned { "PIN" } else { "UNPIN" });
+        let kind = if pinned {
+            crate::model::kinds::PIN
+        } else {
+            crate::model::kinds::UNPIN
+        };
+        let mut draft = EventDraft::new(ts, "user", kind);
+        // A key given twice is one node, pinned once.
+        let mut named = HashSet::new();
         draft.assertions = keys
             .iter()
+            .filter(|k| named.insert(**k))
             .map(|k| {
                 Assertion::UpsertNode(crate::model::NodeUpsert {
                     key: k.to_string(),
