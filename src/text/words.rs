@@ -88,6 +88,12 @@ fn is_shaping_mark(c: char) -> bool {
     )
 }
 
+/// The most a symbol's word holds, in bytes: the longest emoji, a family of four (25 bytes) or
+/// a subdivision flag (32), fit. Past it a run of joined symbols or tag letters (none an
+/// emoji) goes on as words of their own, where one word would pass the index's 255 bytes and
+/// be dropped, unfound.
+const MAX_SYMBOL_BYTES: usize = 64;
+
 /// A tag character: the letters after 🏴 that name a subdivision's flag (Scotland's, Wales'),
 /// kept in the word, which they tell apart.
 fn is_tag(c: char) -> bool {
@@ -122,11 +128,10 @@ impl WordsAndSymbolsStream<'_> {
             }
         } else {
             loop {
-                while let Some(&(at, m)) = self
-                    .chars
-                    .peek()
-                    .filter(|(_, m)| is_shaping_mark(*m) || is_tag(*m))
-                {
+                let fits = |text: &str, more: usize| text.len() + more <= MAX_SYMBOL_BYTES;
+                while let Some(&(at, m)) = self.chars.peek().filter(|(_, m)| {
+                    is_shaping_mark(*m) || (is_tag(*m) && fits(&self.token.text, m.len_utf8()))
+                }) {
                     if is_tag(m) {
                         self.token.text.push(m);
                     }
@@ -137,7 +142,11 @@ impl WordsAndSymbolsStream<'_> {
                 // separator like any other punctuation.
                 let mut ahead = self.chars.clone();
                 match (ahead.next(), ahead.next()) {
-                    (Some((_, JOINER)), Some((at, s))) if !s.is_ascii() && is_symbol(s) => {
+                    (Some((_, JOINER)), Some((at, s)))
+                        if !s.is_ascii()
+                            && is_symbol(s)
+                            && fits(&self.token.text, JOINER.len_utf8() + s.len_utf8()) =>
+                    {
                         self.chars = ahead;
                         self.token.text.push(JOINER);
                         self.token.text.push(s);
@@ -251,6 +260,21 @@ mod tests {
         assert_eq!(words("a 👨\u{200d}👩\u{200d}👧 b")[1].2, 20);
         // A joiner before a letter or at the end joins nothing.
         assert_eq!(texts("🦀\u{200d}x 🦀\u{200d}"), ["🦀", "x", "🦀"]);
+        // A run of joined symbols longer than any emoji goes on as words of their own.
+        let run = ["🦀"; 20].join("\u{200d}");
+        let parts = words(&run);
+        assert!(
+            parts.len() > 1 && parts.iter().all(|(w, _, _)| w.len() <= 64),
+            "{parts:?}"
+        );
+        assert_eq!(
+            parts
+                .iter()
+                .map(|(w, _, _)| w.matches('🦀').count())
+                .sum::<usize>(),
+            20
+        );
+        assert_eq!(parts.last().unwrap().2, run.len());
         // Scotland's flag is not England's.
         let scotland = "🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}";
         let england = "🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}";
