@@ -89,9 +89,9 @@ fn is_shaping_mark(c: char) -> bool {
 }
 
 /// The most a symbol's word holds, in bytes: the longest emoji, a family of four (25 bytes) or
-/// a subdivision flag (32), fit. Past it a run of joined symbols or tag letters (none an
-/// emoji) goes on as words of their own, where one word would pass the index's 255 bytes and
-/// be dropped, unfound.
+/// a subdivision flag (32), fit. Past it a run of joined symbols (no emoji) goes on as words
+/// of their own, and tag letters are passed over, where one word would pass the index's 255
+/// bytes and be dropped, unfound.
 const MAX_SYMBOL_BYTES: usize = 64;
 
 /// A tag character: the letters after 🏴 that name a subdivision's flag (Scotland's, Wales'),
