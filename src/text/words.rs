@@ -308,4 +308,43 @@ mod tests {
             ]
         );
     }
+
+    /// Characters the splitting treats apart, and any other.
+    fn a_char() -> impl proptest::strategy::Strategy<Value = char> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => proptest::sample::select(vec![
+                'a', 'Z', '7', ' ', '-', '.', 'é', '\u{301}', '\u{200d}', '\u{fe0f}',
+                '\u{1f3fd}', '\u{20e3}', '\u{1f1eb}', '\u{1f1f7}', '\u{e0067}', '\u{e007f}',
+                '🏴', '🦀', '👩', '💻', '♀', '€', '東', 'の', 'ラ', 'ー', '々', '\u{309b}',
+            ]),
+            1 => any::<char>(),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever the text, its words lie in order on character boundaries within it, each
+        /// word's text is drawn from its span in order (shaping marks left out), and no
+        /// symbol's word passes its bound: tantivy takes the offsets as given.
+        #[test]
+        fn words_lie_in_order_within_the_text(chars in proptest::collection::vec(a_char(), 0..80)) {
+            let text: String = chars.into_iter().collect();
+            let mut end = 0;
+            for (word, from, to) in words(&text) {
+                proptest::prop_assert!(end <= from && from < to && to <= text.len(), "{text:?}");
+                proptest::prop_assert!(text.is_char_boundary(from) && text.is_char_boundary(to));
+                let mut span = text[from..to].chars();
+                proptest::prop_assert!(
+                    word.chars().all(|c| span.any(|s| s == c)),
+                    "{word:?} is not drawn from {:?}",
+                    &text[from..to]
+                );
+                let first = word.chars().next().unwrap_or(' ');
+                if is_symbol(first) {
+                    proptest::prop_assert!(word.len() <= MAX_SYMBOL_BYTES, "{word:?}");
+                }
+                end = to;
+            }
+        }
+    }
 }
