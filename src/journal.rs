@@ -34,7 +34,7 @@ use crate::store::{Commit, Store};
 /// Kind of a journal entry's event.
 pub const JOURNAL: &str = "JOURNAL";
 /// Kind of the event that promotes entries.
-pub const PROMOTE: &str = crate::model::kinds::PROMOTE;
+pub const PROMOTE: &str = "PROMOTE";
 /// Label of a journal entry's node.
 pub const LABEL: &str = "Journal";
 /// The entry format version this build reads and writes.

@@ -634,24 +634,10 @@ pub mod kinds {
     pub const IMPORT: &str = "IMPORT";
     pub const PASSAGE: &str = "PASSAGE";
     pub const EXTRACTION: &str = "EXTRACTION";
-    /// Pins or unpins nodes (`Store::pin`), and promotes journal entries, which pins them
-    /// (`journal::promote`). Such an event sets `pinned` on the nodes it names that the graph
-    /// holds and makes none ([`sets_pins_only`]).
-    pub const PIN: &str = "PIN";
-    pub const UNPIN: &str = "UNPIN";
-    pub const PROMOTE: &str = "PROMOTE";
     /// Uses of items by reads (`dynamics::usage`); written only by the store.
     pub const USAGE: &str = "USAGE";
     /// A saved prompt context (`context`); written only by the store.
     pub const CONTEXT: &str = "CONTEXT";
-
-    /// Whether a node upsert of an event of `kind` only pins or unpins a node that exists:
-    /// a `PIN`, `UNPIN` or `PROMOTE` event's. `loci pin` refuses a key the graph does not
-    /// hold, but the node can go after the pin (a deletion of the events that asserted it):
-    /// the pin does not make it again, as an entity named by its key.
-    pub fn sets_pins_only(kind: &str) -> bool {
-        kind == PIN || kind == UNPIN || kind == PROMOTE
-    }
 
     /// Whether events of `kind` are the store's bookkeeping of reads (uses, saved contexts):
     /// not full-text indexed and not summarised.

@@ -223,9 +223,6 @@ impl Overlay {
         let existing = self
             .node_id(base, &up.key)
             .and_then(|id| self.node(base, id));
-        if existing.is_none() && crate::model::kinds::sets_pins_only(&ev.kind) {
-            return Ok(());
-        }
         let node = match existing {
             Some(mut n) => {
                 if let Some(l) = &up.label {

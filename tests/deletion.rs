@@ -185,42 +185,6 @@ fn a_node_only_a_deleted_event_created_goes_with_the_assertions_on_it() {
     }
 }
 
-/// A pin makes no node: a node that only a deleted event asserted goes, pinned or not. The
-/// `PIN` event's upsert of it had made it again in the projection without that event, an
-/// `Entity` named by its key, pinned and found by search (the crash probe's finding).
-#[test]
-fn a_pinned_node_goes_with_the_only_event_that_asserted_it() {
-    for backend in BackendKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let store = market(dir.path(), backend);
-        let said = store
-            .ingest(vec![event(
-                40,
-                "noted a password",
-                vec![node("secret:1", "password hunter2")],
-            )])
-            .unwrap();
-        store.pin(&["secret:1"], true).unwrap();
-        store.pin(&["secret:1"], false).unwrap();
-        store.pin(&["secret:1"], true).unwrap();
-        let report = store
-            .delete(&DeleteRequest::events([said.last_seq]))
-            .unwrap();
-        assert_eq!(report.nodes_removed, 1, "{report:?}");
-        let gone = |store: &Store| {
-            assert!(store.node_by_key("secret:1").is_none());
-            let hits = store
-                .search("secret", &SearchFilter::default(), 10)
-                .unwrap();
-            assert!(hits.is_empty(), "{hits:?}");
-            assert_verifies(store);
-        };
-        gone(&store);
-        drop(store);
-        gone(&Store::open(dir.path()).unwrap());
-    }
-}
-
 #[test]
 fn compact_leaves_no_deleted_text_in_any_file() {
     const SECRET: &str = "hunter2-zxqvbnm-secret";

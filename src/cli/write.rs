@@ -333,7 +333,7 @@ pub fn pin(a: PinArgs, pinned: bool) -> Result<Code> {
     if a.json {
         print_json(&c)?;
     } else {
-        let nodes = keys.iter().collect::<std::collections::HashSet<_>>().len();
+        let nodes = c.nodes_upserted;
         outln!(
             "{} {nodes} node{} (event {})",
             if pinned { "pinned" } else { "unpinned" },

@@ -108,9 +108,7 @@ const CHECKPOINT_ON_CLOSE: u64 = 4_096;
 /// snapshot records the version it was made under).
 /// 2: node and edge salience derive from the events that assert them.
 /// 3: the episodic index (`event_facet`) exists.
-/// 4: a `PIN`, `UNPIN` or `PROMOTE` event makes no node (`kinds::sets_pins_only`): a pinned
-///    node whose asserting events were deleted had been made again by its pin.
-pub const PROJECTION_VERSION: u32 = 4;
+pub const PROJECTION_VERSION: u32 = 3;
 /// Events per projection chunk when replaying the log.
 const REPLAY_CHUNK: usize = 4096;
 /// Assertions per projection chunk when replaying the log, at most (past one event's): a
@@ -3271,12 +3269,7 @@ impl Store {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
         let ts = self.latest_event_time()?.unwrap_or(0);
-        let kind = if pinned {
-            crate::model::kinds::PIN
-        } else {
-            crate::model::kinds::UNPIN
-        };
-        let mut draft = EventDraft::new(ts, "user", kind);
+        let mut draft = EventDraft::new(ts, "user", if pinned { "PIN" } else { "UNPIN" });
         // A key given twice is one node, pinned once.
         let mut named = HashSet::new();
         draft.assertions = keys
