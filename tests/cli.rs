@@ -1376,6 +1376,45 @@ fn pin_and_unpin_nodes_by_key() {
     ok(&["replay", "--store", p(&store), "--verify"]);
 }
 
+/// A node that a deleted event asserted and other events still assert stays, and the deletion
+/// says which and how to take it whole: a pin is such an event, and a pinned secret's key had
+/// stayed a node, searchable, with "0 nodes removed" said (the crash probe's finding).
+#[test]
+fn a_deletion_names_the_nodes_it_leaves_asserted_by_other_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let input = tmp.path().join("secret.jsonl");
+    std::fs::write(
+        &input,
+        concat!(
+            r#"{"actor":"bot","ts":10,"kind":"NOTE","payload":{"text":"password hunter2"},"#,
+            r#""assert":[{"op":"node","key":"secret:1","label":"Secret","name":"password hunter2"}]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&input)]);
+    ok(&["pin", "--store", p(&store), "secret:1"]);
+    let out = ok(&["delete", "--store", p(&store), "--event", "1"]);
+    assert!(
+        out.contains("1 node the deleted events asserted stays")
+            && out.contains("\"secret:1\"")
+            && out.contains("--node"),
+        "{out}"
+    );
+    let r = json(&[
+        "delete",
+        "--store",
+        p(&store),
+        "--node",
+        "secret:1",
+        "--json",
+    ]);
+    assert_eq!(r["nodes_removed"], 1, "{r}");
+    let hits = json(&["search", "--store", p(&store), "secret", "--json"]);
+    assert_eq!(hits, serde_json::json!([]));
+}
+
 #[test]
 fn misspelt_filters_are_noted_not_silent() {
     let tmp = tempfile::tempdir().unwrap();

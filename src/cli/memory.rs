@@ -34,6 +34,24 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
             count(r.edges_removed as u64, "edge", "edges"),
             count(r.edges_weakened as u64, "edge", "edges")
         );
+        if r.nodes_kept > 0 {
+            let more = r.nodes_kept - r.nodes_kept_keys.len();
+            outln!(
+                "{} the deleted events asserted {}, asserted by events that remain (a pin, a later event): {}{}; `loci delete --node KEY` takes a node with every event that names it",
+                count(r.nodes_kept as u64, "node", "nodes"),
+                if r.nodes_kept == 1 { "stays" } else { "stay" },
+                r.nodes_kept_keys
+                    .iter()
+                    .map(|k| format!("{k:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+        }
         outln!("their text stays in the store's files until `loci compact`");
     }
     Ok(Code::Ok)

@@ -98,7 +98,18 @@ pub struct DeleteReport {
     pub edges_removed: usize,
     /// Edges that lost some, not all, of their supporting events, and stay.
     pub edges_weakened: usize,
+    /// Nodes a deleted event asserted that stay, asserted by events that remain (a later
+    /// event, a pin): a user deleting the event of a secret learns that its key is still a
+    /// node, and that `--node` takes a node with every event naming it.
+    #[serde(default)]
+    pub nodes_kept: usize,
+    /// The first of those keys, in key order ([`NODES_KEPT_LISTED`] at most).
+    #[serde(default)]
+    pub nodes_kept_keys: Vec<String>,
 }
+
+/// Keys of the nodes a deletion kept that its report lists, at most.
+pub const NODES_KEPT_LISTED: usize = 10;
 
 /// Whether `event` names the node `key`: asserts or retracts it, links to it, has it as actor
 /// or place, or records a use of it (`dynamics::usage`).

@@ -15,7 +15,7 @@ use crate::dynamics::deletion::{
     self, deletion_draft, names_node, tombstone, DeleteReport, DeleteRequest, Reason,
 };
 use crate::error::{Error, Result};
-use crate::model::Event;
+use crate::model::{Assertion, Event};
 use crate::storage::{BackendKind, Table, WriteBatch, COMPACT_DIR, SLED_OLD};
 use crate::text::{event_doc_key, TextDoc};
 
@@ -122,14 +122,18 @@ impl Store {
         };
         let mut batch = WriteBatch::default();
         super::put_event_records(&mut batch, &event, encode(&event));
+        let mut kept = BTreeSet::new();
         for (s, ts) in &targets {
             batch.delete(Table::EventTime, time_key(*ts, *s).to_vec());
             if let Some(ev) = self.raw_event(*s)? {
                 for k in super::facet_keys(&ev) {
                     batch.delete(Table::EventFacet, k);
                 }
+                kept.extend(nodes_still_asserted(&ev, &replayed));
             }
         }
+        report.nodes_kept = kept.len();
+        report.nodes_kept_keys = kept.into_iter().take(deletion::NODES_KEPT_LISTED).collect();
         // Edges a deleted event supported that the rest of the log still asserts. Ids are
         // renumbered by the replay, so an edge is found again by its keys and relation.
         for id in before.edges.ids() {
@@ -449,6 +453,18 @@ impl Store {
 /// Moves the compacted backend files from `tmp` over the live ones. redb's single file is
 /// replaced by one rename; sled's directory goes aside first (`sled.old`), which
 /// [`recover_compaction`] puts back if the process dies before the new one is in place.
+/// The keys of the nodes `event` upserts that `after` (the graph without the deleted events)
+/// still holds.
+fn nodes_still_asserted<'a>(
+    event: &'a Event,
+    after: &'a super::State,
+) -> impl Iterator<Item = String> + 'a {
+    event.assertions.iter().filter_map(move |a| match a {
+        Assertion::UpsertNode(up) if after.node_id(&up.key).is_some() => Some(up.key.clone()),
+        _ => None,
+    })
+}
+
 fn swap_in_compacted(kind: BackendKind, dir: &Path, tmp: &Path) -> Result<()> {
     let live = kind.path_in(dir);
     let fresh = kind.path_in(tmp);
