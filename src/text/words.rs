@@ -1,12 +1,16 @@
-//! What a word is to the full-text index: a run of letters and digits, as tantivy's
-//! `SimpleTokenizer` has it; one emoji or other pictographic symbol, which that tokenizer
-//! dropped as punctuation, so that a search for "🦀" found nothing that held it (a flag, two
-//! regional letters, is one word, and so are symbols joined by a zero-width joiner); and one
-//! Han ideograph or hiragana character, as Lucene's standard tokenizer has them, since
-//! Chinese and Japanese are written without spaces and a sentence had been one word, found
-//! only whole. Documents and queries are split alike (the
-//! analyser is the index's), so an index written before this split is rebuilt
-//! ([`super::TEXT_FORMAT`] 9).
+//! What a word is to the full-text index:
+//! - a run of letters and digits, as tantivy's `SimpleTokenizer` has it;
+//! - one emoji or other pictographic symbol, which that tokenizer dropped as punctuation, so
+//!   that a search for "🦀" found nothing that held it. A flag (two regional letters) is one
+//!   word; so are symbols joined by a zero-width joiner (👩‍💻), and a black flag with its tag
+//!   letters (Scotland's). Skin tones and presentation selectors are left out of the word.
+//!   A symbol's word holds at most [`MAX_SYMBOL_BYTES`];
+//! - one Han ideograph or hiragana character, as Lucene's standard tokenizer has them, since
+//!   Chinese and Japanese are written without spaces and a sentence had been one word, found
+//!   only whole.
+//!
+//! Documents and queries are split alike (the analyser is the index's), so an index written
+//! before this split is rebuilt ([`super::TEXT_FORMAT`] 9).
 
 use std::iter::Peekable;
 use std::str::CharIndices;
@@ -80,22 +84,30 @@ fn is_regional_letter(c: char) -> bool {
 const JOINER: char = '\u{200D}';
 
 /// A mark that only shapes the symbol before it, part of neither word nor query term: a
-/// presentation selector, a skin tone, a keycap's enclosure. (👍🏽 is found by 👍.)
+/// presentation selector or a skin tone. (👍🏽 is found by 👍.)
 fn is_shaping_mark(c: char) -> bool {
-    matches!(
-        c,
-        '\u{FE0E}' | '\u{FE0F}' | '\u{1F3FB}'..='\u{1F3FF}' | '\u{20E3}'
-    )
+    matches!(c, '\u{FE0E}' | '\u{FE0F}' | '\u{1F3FB}'..='\u{1F3FF}')
 }
+
+/// The black flag, whose tag letters name a subdivision's flag.
+const BLACK_FLAG: char = '\u{1F3F4}';
+/// The tag that ends a subdivision flag's letters.
+const CANCEL_TAG: char = '\u{E007F}';
 
 /// The most a symbol's word holds, in bytes: the longest emoji, a family of four (25 bytes) or
 /// a subdivision flag (32), fit. Past it a run of joined symbols (no emoji) goes on as words
-/// of their own, and tag letters are passed over, where one word would pass the index's 255
+/// of their own, and tag letters separate words, where one word would pass the index's 255
 /// bytes and be dropped, unfound.
 const MAX_SYMBOL_BYTES: usize = 64;
 
-/// A tag character: the letters after 🏴 that name a subdivision's flag (Scotland's, Wales'),
-/// kept in the word, which they tell apart.
+/// Whether a symbol's word `text` can take `more` bytes within [`MAX_SYMBOL_BYTES`].
+fn fits(text: &str, more: usize) -> bool {
+    text.len() + more <= MAX_SYMBOL_BYTES
+}
+
+/// A tag character: after 🏴, up to [`CANCEL_TAG`], the letters that name a subdivision's flag
+/// (Scotland's, Wales'), kept in the word, which they tell apart. Anywhere else a tag is
+/// hidden text and separates words, as punctuation does.
 fn is_tag(c: char) -> bool {
     matches!(c, '\u{E0020}'..='\u{E007F}')
 }
@@ -114,9 +126,10 @@ impl WordsAndSymbolsStream<'_> {
     }
 
     /// Emits the symbol `c` begun at `from` with the rest of it: a regional letter takes the
-    /// next with it (a flag); any other symbol takes its tag letters and the symbols joined
-    /// to it, with their joiners. Its shaping marks lie within its offsets but are left out
-    /// of its text, so that a query term with another skin tone is the same word.
+    /// next with it (a flag); a black flag takes its tag letters; and a symbol other than a
+    /// regional letter takes the symbols joined to it, with their joiners. Its shaping marks
+    /// lie within its offsets but are left out of its text, so that a query term with another
+    /// skin tone is the same word.
     fn emit_symbol(&mut self, from: usize, c: char) {
         self.token.text.push(c);
         let mut to = from + c.len_utf8();
@@ -127,24 +140,22 @@ impl WordsAndSymbolsStream<'_> {
                 to = at + next.len_utf8();
             }
         } else {
+            if c == BLACK_FLAG {
+                self.take_tag_letters(&mut to);
+            }
             loop {
-                let fits = |text: &str, more: usize| text.len() + more <= MAX_SYMBOL_BYTES;
-                while let Some(&(at, m)) = self.chars.peek().filter(|(_, m)| {
-                    is_shaping_mark(*m) || (is_tag(*m) && fits(&self.token.text, m.len_utf8()))
-                }) {
-                    if is_tag(m) {
-                        self.token.text.push(m);
-                    }
+                while let Some(&(at, m)) = self.chars.peek().filter(|(_, m)| is_shaping_mark(*m)) {
                     self.chars.next();
                     to = at + m.len_utf8();
                 }
-                // A joiner joins only a symbol: one before a letter, or at the end, is a
-                // separator like any other punctuation.
+                // A joiner joins only a symbol, and not a flag's letter (a flag is a word of
+                // its own): one before a letter, or at the end, is a separator like any
+                // other punctuation.
                 let mut ahead = self.chars.clone();
                 match (ahead.next(), ahead.next()) {
                     (Some((_, JOINER)), Some((at, s)))
-                        if !s.is_ascii()
-                            && is_symbol(s)
+                        if is_symbol(s)
+                            && !is_regional_letter(s)
                             && fits(&self.token.text, JOINER.len_utf8() + s.len_utf8()) =>
                     {
                         self.chars = ahead;
@@ -158,6 +169,23 @@ impl WordsAndSymbolsStream<'_> {
         }
         self.token.offset_from = from;
         self.token.offset_to = to;
+    }
+
+    /// Takes a black flag's tag letters into its word, up to and with [`CANCEL_TAG`], moving
+    /// `to` past them.
+    fn take_tag_letters(&mut self, to: &mut usize) {
+        while let Some(&(at, t)) = self
+            .chars
+            .peek()
+            .filter(|(_, t)| is_tag(*t) && fits(&self.token.text, t.len_utf8()))
+        {
+            self.chars.next();
+            self.token.text.push(t);
+            *to = at + t.len_utf8();
+            if t == CANCEL_TAG {
+                break;
+            }
+        }
     }
 
     fn emit(&mut self, from: usize, to: usize) {
@@ -275,6 +303,15 @@ mod tests {
             20
         );
         assert_eq!(parts.last().unwrap().2, run.len());
+        // Tag letters belong to a black flag's word, up to their end mark; after another
+        // symbol, or past the end, they are hidden text, not part of the word.
+        assert_eq!(texts("👍\u{e0041}\u{e0042} x"), ["👍", "x"]);
+        assert_eq!(
+            texts("🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}\u{e0041}"),
+            ["🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}"]
+        );
+        // A joiner before a flag joins nothing: the flag is a word of its own.
+        assert_eq!(texts("🏳\u{200d}🇫🇷"), ["🏳", "🇫🇷"]);
         // Scotland's flag is not England's.
         let scotland = "🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}";
         let england = "🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}";
