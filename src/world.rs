@@ -395,7 +395,8 @@ fn offer(
     Assertion::UpsertEdge(e)
 }
 
-/// The places the script uses (by index in `Builder::places`), which the ground truth names.
+/// The places the script uses (by index in `Builder::places`), found on the days it says: the
+/// ground truth names them by key.
 struct ScriptedPlaces {
     spawn_bed: usize,
     first_home: usize,
