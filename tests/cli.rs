@@ -1952,24 +1952,10 @@ fn a_search_for_an_emoji_finds_what_holds_it() {
     assert_eq!(ids("crab"), ["event:1", "event:2"]);
 }
 
-/// Words the analyser dropped are found: a word of 40 bytes or more (a git SHA-1, a SHA-256)
-/// was dropped whole, and a sentence of Chinese or Japanese, written without spaces, was one
-/// word (and so dropped, or found only whole); a flag was two letters that every flag sharing
-/// one matched. Found by the fresh-clone probe.
-#[test]
-fn a_search_finds_long_words_han_and_kana_text_and_flags() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = empty_store(tmp.path());
-    let sha1 = "7f4686d1a2b3c4d5e6f708192a3b4c5d6e7f8091";
-    let sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
-    let notes = [
-        format!("merged {sha1} into main"),
-        format!("sha256 {sha256}"),
-        "東京都庁の近くでラーメンを食べました".to_string(),
-        "flew 🇫🇷 to Paris".to_string(),
-        "flew 🇷🇺 to Moscow".to_string(),
-    ];
-    let input = tmp.path().join("notes.jsonl");
+/// A store of one `NOTE` event for each of `notes`, in order (event 1 holds the first).
+fn notes_store(tmp: &Path, notes: &[&str]) -> std::path::PathBuf {
+    let store = empty_store(tmp);
+    let input = tmp.join("notes.jsonl");
     let lines: Vec<String> = notes
         .iter()
         .enumerate()
@@ -1980,10 +1966,37 @@ fn a_search_finds_long_words_han_and_kana_text_and_flags() {
         .collect();
     std::fs::write(&input, lines.join("\n") + "\n").unwrap();
     ok(&["ingest", "--store", p(&store), p(&input)]);
-    let ids = |text: &str| -> Vec<String> {
-        let hits = json(&["search", "--store", p(&store), text, "--json"]);
-        each(&hits, |h| h["id"].as_str().unwrap().to_string())
-    };
+    store
+}
+
+/// The ids of what `search` finds in `store` for `text`, in order.
+fn found_ids(store: &Path, text: &str) -> Vec<String> {
+    let hits = json(&["search", "--store", p(store), text, "--json"]);
+    let mut ids = each(&hits, |h| h["id"].as_str().unwrap().to_string());
+    ids.sort();
+    ids
+}
+
+/// Words the analyser dropped are found: a word of 40 bytes or more (a git SHA-1, a SHA-256)
+/// was dropped whole, and a sentence of Chinese or Japanese, written without spaces, was one
+/// word (and so dropped, or found only whole); a flag was two letters that every flag sharing
+/// one matched. Found by the fresh-clone probe.
+#[test]
+fn a_search_finds_long_words_han_and_kana_text_and_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sha1 = "7f4686d1a2b3c4d5e6f708192a3b4c5d6e7f8091";
+    let sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let store = notes_store(
+        tmp.path(),
+        &[
+            &format!("merged {sha1} into main"),
+            &format!("sha256 {sha256}"),
+            "東京都庁の近くでラーメンを食べました",
+            "flew 🇫🇷 to Paris",
+            "flew 🇷🇺 to Moscow",
+        ],
+    );
+    let ids = |text: &str| found_ids(&store, text);
     assert_eq!(ids(sha1), ["event:1"]);
     assert_eq!(ids(sha256), ["event:2"]);
     assert_eq!(ids("東京都庁"), ["event:3"]);
@@ -1998,31 +2011,17 @@ fn a_search_finds_long_words_han_and_kana_text_and_flags() {
 #[test]
 fn a_search_for_a_joined_emoji_finds_it_and_not_its_parts() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = empty_store(tmp.path());
-    let notes = [
-        "the \u{1F469}\u{200D}\u{1F4BB} fixed the build",
-        "a \u{1F469} walked by",
-        "a \u{1F4BB} on the desk",
-        "the \u{1F469}\u{1F3FD}\u{200D}\u{1F4BB} shipped it",
-        "a \u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467} at the fair",
-    ];
-    let input = tmp.path().join("notes.jsonl");
-    let lines: Vec<String> = notes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            serde_json::json!({"ts": i + 1, "actor": "bot", "kind": "NOTE", "payload": n})
-                .to_string()
-        })
-        .collect();
-    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
-    ok(&["ingest", "--store", p(&store), p(&input)]);
-    let ids = |text: &str| -> Vec<String> {
-        let hits = json(&["search", "--store", p(&store), text, "--json"]);
-        let mut ids = each(&hits, |h| h["id"].as_str().unwrap().to_string());
-        ids.sort();
-        ids
-    };
+    let store = notes_store(
+        tmp.path(),
+        &[
+            "the \u{1F469}\u{200D}\u{1F4BB} fixed the build",
+            "a \u{1F469} walked by",
+            "a \u{1F4BB} on the desk",
+            "the \u{1F469}\u{1F3FD}\u{200D}\u{1F4BB} shipped it",
+            "a \u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467} at the fair",
+        ],
+    );
+    let ids = |text: &str| found_ids(&store, text);
     assert_eq!(ids("\u{1F469}\u{200D}\u{1F4BB}"), ["event:1", "event:4"]);
     assert_eq!(ids("\u{1F469}"), ["event:2"]);
     assert_eq!(ids("\u{1F4BB}"), ["event:3"]);
