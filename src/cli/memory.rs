@@ -42,7 +42,7 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
                 if r.nodes_kept == 1 { "stays" } else { "stay" },
                 r.nodes_kept_keys
                     .iter()
-                    .map(|k| format!("{k:?}"))
+                    .map(|k| loci::error::quoted_excerpt(k))
                     .collect::<Vec<_>>()
                     .join(", "),
                 if more > 0 {

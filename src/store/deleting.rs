@@ -450,9 +450,6 @@ impl Store {
     }
 }
 
-/// Moves the compacted backend files from `tmp` over the live ones. redb's single file is
-/// replaced by one rename; sled's directory goes aside first (`sled.old`), which
-/// [`recover_compaction`] puts back if the process dies before the new one is in place.
 /// The keys of the nodes `event` upserts that `after` (the graph without the deleted events)
 /// still holds.
 fn nodes_still_asserted<'a>(
@@ -465,6 +462,9 @@ fn nodes_still_asserted<'a>(
     })
 }
 
+/// Moves the compacted backend files from `tmp` over the live ones. redb's single file is
+/// replaced by one rename; sled's directory goes aside first (`sled.old`), which
+/// [`recover_compaction`] puts back if the process dies before the new one is in place.
 fn swap_in_compacted(kind: BackendKind, dir: &Path, tmp: &Path) -> Result<()> {
     let live = kind.path_in(dir);
     let fresh = kind.path_in(tmp);
