@@ -1723,6 +1723,42 @@ fn memory_commands_work_end_to_end() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// A working-memory change that finds nothing to change (a misspelt threat, an empty stack) or
+/// carries more than a note is refused by name, and writes no event.
+#[test]
+fn a_working_memory_change_that_finds_nothing_is_refused_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let s = p(&store);
+    ok(&["init", "--store", s]);
+    ok(&["wm", "--store", s, "add-threat", "creeper"]);
+    let events = || {
+        json(&["stats", "--store", s, "--json"])["events"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(events(), 1);
+    let misspelt = loci(&["wm", "--store", s, "clear-threat", "creper"]);
+    assert_eq!(misspelt.status.code(), Some(4));
+    let said = String::from_utf8_lossy(&misspelt.stderr);
+    assert!(
+        said.contains("\"creper\"") && said.contains("\"creeper\""),
+        "{said}"
+    );
+    let empty = loci(&["wm", "--store", s, "pop-subgoal"]);
+    assert_eq!(empty.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("no subgoal"));
+    let unmade = loci(&["wm", "--store", s, "keep-promise", "wheat"]);
+    assert_eq!(unmade.status.code(), Some(4));
+    let long = "x".repeat(17 * 1024);
+    let too_long = loci(&["wm", "--store", s, "observe", &long]);
+    assert_eq!(too_long.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&too_long.stderr).contains("17408 bytes"));
+    assert_eq!(events(), 1, "a refused change wrote an event");
+    assert!(ok(&["wm", "--store", s, "clear-threat", "creeper"]).contains("threats   -"));
+    assert_eq!(events(), 2);
+}
+
 #[test]
 fn context_assembles_saves_and_recalls_a_turn() {
     let tmp = tempfile::tempdir().unwrap();

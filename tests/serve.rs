@@ -164,6 +164,17 @@ async fn routes_answer_what_the_library_does() {
     .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["intent"], "find iron");
+    // A change that finds nothing to change is refused by name.
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/wm",
+        Some(r#"{"op": "clear_threat", "text": "creeper"}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    assert!(v.to_string().contains("none is held"), "{v}");
     let (s, _, _) = call(
         &st,
         "POST",

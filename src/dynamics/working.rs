@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::dynamics::decay::DAY;
-use crate::error::{Error, Result};
+use crate::error::{quoted_excerpt, Error, Result};
 use crate::model::{kinds, Event, EventDraft, Value};
 
 /// Kind of a working-memory event.
@@ -26,6 +26,12 @@ pub const IDLE: i64 = DAY as i64 / 4;
 pub const DEFAULT_CAPACITY: usize = 16;
 /// The largest capacity a `capacity` op may set.
 pub const MAX_CAPACITY: usize = 1024;
+/// Longest text an op may carry: a note held in mind, not a document (that is an event of its
+/// own, or a journal entry), and every context assembled while it is held carries it.
+pub const MAX_TEXT_BYTES: usize = 16 * 1024;
+/// Most subgoals, threats or promises a change may leave held. Each is in every context while
+/// it is held, and a threat or promise is matched by its whole text.
+pub const MAX_HELD: usize = 256;
 
 /// One change to working memory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,15 +71,52 @@ impl WmOp {
         serde_json::from_value(json).ok()
     }
 
-    /// Checks the op before it is written.
-    pub fn validate(&self) -> Result<()> {
+    /// The text the op carries, if it takes one.
+    fn text(&self) -> Option<&str> {
         match self {
-            WmOp::Capacity { n } if *n == 0 || *n > MAX_CAPACITY => Err(Error::InvalidArgument {
-                name: "capacity".into(),
-                message: format!("{n}: must be between 1 and {MAX_CAPACITY}"),
-            }),
-            _ => Ok(()),
+            WmOp::Observe { text }
+            | WmOp::Intent { text }
+            | WmOp::PushSubgoal { text }
+            | WmOp::AddThreat { text }
+            | WmOp::ClearThreat { text }
+            | WmOp::Promise { text }
+            | WmOp::KeepPromise { text }
+            | WmOp::Mainline { text } => Some(text),
+            WmOp::PopSubgoal | WmOp::Capacity { .. } | WmOp::Clear => None,
         }
+    }
+
+    /// Checks the op before it is written, on its own ([`WorkingMemory::check_change`] checks
+    /// it against what is held).
+    pub fn validate(&self) -> Result<()> {
+        if let WmOp::Capacity { n } = self {
+            if *n == 0 || *n > MAX_CAPACITY {
+                return Err(Error::InvalidArgument {
+                    name: "capacity".into(),
+                    message: format!("{n}: must be between 1 and {MAX_CAPACITY}"),
+                });
+            }
+        }
+        let Some(text) = self.text() else {
+            return Ok(());
+        };
+        if text.len() > MAX_TEXT_BYTES {
+            return Err(Error::InvalidArgument {
+                name: "text".into(),
+                message: format!(
+                    "{} bytes: working memory holds notes of at most {MAX_TEXT_BYTES} bytes (ingest a longer text as an event)",
+                    text.len()
+                ),
+            });
+        }
+        // An empty mainline clears it; any other op of no text would hold or match nothing.
+        if text.trim().is_empty() && !matches!(self, WmOp::Mainline { .. }) {
+            return Err(Error::InvalidArgument {
+                name: "text".into(),
+                message: "empty: this change needs a text".into(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -131,12 +174,66 @@ impl WorkingMemory {
             && self.promises.is_empty()
     }
 
+    /// Whether an event at world time `ts` comes after an idle period, and so finds the memory
+    /// cleared.
+    fn idle_at(&self, ts: i64) -> bool {
+        self.last_active
+            .is_some_and(|t| ts.saturating_sub(t) > IDLE)
+    }
+
+    /// Refuses a change at world time `ts` that would find nothing to change, or hold more than
+    /// [`MAX_HELD`]: a pop of an empty stack, a threat cleared or a promise kept that is not
+    /// held (a misspelt one would otherwise pass unnoticed, and the agent believe it gone), a
+    /// subgoal, threat or promise past the bound. Judged on the memory as the change would find
+    /// it, after an idle period's clearing. The caller writes nothing when this refuses.
+    ///
+    /// [`WorkingMemory::apply`] does not enforce it: a `WM` event in an ingested log is applied
+    /// as it was written, as the log is the source of truth.
+    pub fn check_change<'a>(&'a self, op: &WmOp, ts: i64) -> Result<()> {
+        let cleared = self.idle_at(ts);
+        let held = |list: &'a Vec<String>| -> &'a [String] {
+            if cleared {
+                &[]
+            } else {
+                list
+            }
+        };
+        let full = |what: &str, undo: &str| Error::InvalidArgument {
+            name: "op".into(),
+            message: format!(
+                "working memory holds {MAX_HELD} {what}, the most it may; {undo} one first"
+            ),
+        };
+        match op {
+            WmOp::PopSubgoal if held(&self.subgoals).is_empty() => Err(Error::NotFound(
+                "no subgoal to pop: the stack is empty".into(),
+            )),
+            WmOp::PushSubgoal { .. } if held(&self.subgoals).len() >= MAX_HELD => {
+                Err(full("subgoals", "pop"))
+            }
+            WmOp::ClearThreat { text } => find_held("threat", text, held(&self.threats)),
+            WmOp::KeepPromise { text } => find_held("promise", text, held(&self.promises)),
+            WmOp::AddThreat { text } => {
+                let threats = held(&self.threats);
+                if threats.len() >= MAX_HELD && !threats.contains(text) {
+                    return Err(full("threats", "clear"));
+                }
+                Ok(())
+            }
+            WmOp::Promise { text } => {
+                let promises = held(&self.promises);
+                if promises.len() >= MAX_HELD && !promises.contains(text) {
+                    return Err(full("promises", "keep"));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Applies one event of the log (any kind: sleep and idleness clear it).
     pub fn apply(&mut self, ev: &Event) {
-        let idle = self
-            .last_active
-            .is_some_and(|t| ev.ts.saturating_sub(t) > IDLE);
-        if (idle || ev.kind == kinds::SLEEP) && !self.is_clear() {
+        if (self.idle_at(ev.ts) || ev.kind == kinds::SLEEP) && !self.is_clear() {
             self.clear_but_mainline();
         }
         let Some(op) = WmOp::of_event(ev) else {
@@ -183,6 +280,34 @@ impl WorkingMemory {
             WmOp::Clear => self.clear_but_mainline(),
         }
     }
+}
+
+/// Most held texts a refusal names.
+const HELD_NAMED: usize = 5;
+
+/// `text` among the `held` threats or promises, or an error that names what is held, so that
+/// a misspelling shows beside what it missed.
+fn find_held(what: &str, text: &str, held: &[String]) -> Result<()> {
+    if held.iter().any(|h| h == text) {
+        return Ok(());
+    }
+    let mut named: Vec<String> = held
+        .iter()
+        .take(HELD_NAMED)
+        .map(|h| quoted_excerpt(h))
+        .collect();
+    if held.len() > HELD_NAMED {
+        named.push(format!("and {} more", held.len() - HELD_NAMED));
+    }
+    let held = if named.is_empty() {
+        "none is held".to_string()
+    } else {
+        format!("held: {}", named.join(", "))
+    };
+    Err(Error::NotFound(format!(
+        "{what} {} in working memory ({held})",
+        quoted_excerpt(text)
+    )))
 }
 
 #[cfg(test)]
@@ -251,6 +376,104 @@ mod tests {
         let later = Event::from_draft(2, 0, EventDraft::new(IDLE + 1, "bot", "OBSERVATION"));
         wm.apply(&later);
         assert!(wm.threats.is_empty());
+    }
+
+    #[test]
+    fn a_change_that_finds_nothing_or_overfills_is_refused() {
+        let mut wm = WorkingMemory::default();
+        let text = |t: &str| t.to_string();
+        assert!(wm.check_change(&WmOp::PopSubgoal, 0).is_err());
+        wm.apply(&ev(
+            1,
+            0,
+            WmOp::AddThreat {
+                text: text("creeper"),
+            },
+        ));
+        wm.apply(&ev(2, 0, WmOp::PushSubgoal { text: text("mine") }));
+        let clear = |t: &str| WmOp::ClearThreat { text: text(t) };
+        assert!(wm.check_change(&clear("creeper"), 0).is_ok());
+        let missed = wm
+            .check_change(&clear("creper"), 0)
+            .unwrap_err()
+            .to_string();
+        assert!(missed.contains("\"creper\"") && missed.contains("held: \"creeper\""));
+        assert!(wm.check_change(&WmOp::PopSubgoal, 0).is_ok());
+        let keep = WmOp::KeepPromise {
+            text: text("wheat"),
+        };
+        assert!(wm.check_change(&keep, 0).is_err());
+        // After an idle period the change finds the memory cleared.
+        assert!(wm.check_change(&clear("creeper"), IDLE + 1).is_err());
+        assert!(wm.check_change(&WmOp::PopSubgoal, IDLE + 1).is_err());
+        for i in 1..MAX_HELD {
+            wm.apply(&ev(
+                3,
+                0,
+                WmOp::PushSubgoal {
+                    text: i.to_string(),
+                },
+            ));
+            wm.apply(&ev(
+                4,
+                0,
+                WmOp::Promise {
+                    text: i.to_string(),
+                },
+            ));
+        }
+        wm.apply(&ev(
+            5,
+            0,
+            WmOp::Promise {
+                text: text("wheat"),
+            },
+        ));
+        let push = WmOp::PushSubgoal {
+            text: text("one more"),
+        };
+        assert!(wm.check_change(&push, 0).is_err());
+        assert!(wm.check_change(&push, IDLE + 1).is_ok());
+        assert!(wm
+            .check_change(
+                &WmOp::Promise {
+                    text: text("bread")
+                },
+                0
+            )
+            .is_err());
+        // A promise already held is not one more.
+        assert!(wm
+            .check_change(
+                &WmOp::Promise {
+                    text: text("wheat")
+                },
+                0
+            )
+            .is_ok());
+        assert!(wm.check_change(&keep, 0).is_ok());
+        let many = wm.check_change(&WmOp::KeepPromise { text: text("x") }, 0);
+        assert!(many.unwrap_err().to_string().contains("and 251 more"));
+    }
+
+    #[test]
+    fn an_op_carries_a_note_not_a_document() {
+        let long = WmOp::Observe {
+            text: "x".repeat(MAX_TEXT_BYTES + 1),
+        };
+        assert!(long
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("16385 bytes"));
+        let fits = WmOp::Observe {
+            text: "x".repeat(MAX_TEXT_BYTES),
+        };
+        assert!(fits.validate().is_ok());
+        let blank = WmOp::PushSubgoal { text: " ".into() };
+        assert!(blank.validate().is_err());
+        // An empty mainline clears it.
+        assert!(WmOp::Mainline { text: "".into() }.validate().is_ok());
     }
 
     #[test]

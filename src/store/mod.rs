@@ -3647,14 +3647,24 @@ impl Store {
     }
 
     /// Changes the working memory by one `WM` event by `actor`, at world time `ts` (default:
-    /// the latest event's, so that it does not move "now").
+    /// the latest event's, so that it does not move "now"). A change that would find nothing
+    /// to change or overfill it ([`WorkingMemory::check_change`]) is refused, and nothing is
+    /// written.
     pub fn change_working_memory(&self, op: &WmOp, actor: &str, ts: Option<i64>) -> Result<Commit> {
+        self.writable()?;
         op.validate()?;
+        // Under the writer lock from the check to the commit, so that no other change comes
+        // between what the check saw and what the event changes.
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let ts = match ts {
             Some(t) => t,
             None => self.latest_event_time()?.unwrap_or(0),
         };
-        self.ingest(vec![op.draft(ts, actor)])
+        let drafts = vec![op.draft(ts, actor)];
+        refuse_reserved_kinds(&drafts)?;
+        refuse_times_out_of_range(&drafts)?;
+        self.read_state().folds.wm.check_change(op, ts)?;
+        self.ingest_locked(drafts)
     }
 
     /// World time of the latest event (by `ts`), the store's notion of "now".
