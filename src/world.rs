@@ -395,8 +395,15 @@ fn offer(
     Assertion::UpsertEdge(e)
 }
 
-/// The places the script uses (by index in `Builder::places`), found on the days it says: the
-/// ground truth names them by key.
+/// The keys of the places the script uses: the script's events and the ground truth name them.
+const SPAWN_BED: &str = "bed:spawn";
+const FIRST_HOME: &str = "base:first";
+const SECOND_HOME: &str = "base:second";
+const SECOND_BED: &str = "bed:second";
+const DEATH_VEIN: &str = "vein:deep";
+const FIGHT_CAVE: &str = "cave:last_night";
+
+/// The places the script uses (by index in `Builder::places`), found on the days it says.
 struct ScriptedPlaces {
     spawn_bed: usize,
     first_home: usize,
@@ -502,12 +509,12 @@ impl Builder {
     /// other region), the filler the days discover.
     fn lay_out_places(&mut self, regions: usize) -> (ScriptedPlaces, Vec<usize>) {
         let scripted = ScriptedPlaces {
-            spawn_bed: self.add_place("bed:spawn".into(), "bed", 0),
-            first_home: self.add_place("base:first".into(), "base", 0),
-            second_home: self.add_place("base:second".into(), "base", 1),
-            second_bed: self.add_place("bed:second".into(), "bed", 1),
-            death_vein: self.add_place("vein:deep".into(), "ore_vein", 0),
-            fight_cave: self.add_place("cave:last_night".into(), "cave", 1),
+            spawn_bed: self.add_place(SPAWN_BED.into(), "bed", 0),
+            first_home: self.add_place(FIRST_HOME.into(), "base", 0),
+            second_home: self.add_place(SECOND_HOME.into(), "base", 1),
+            second_bed: self.add_place(SECOND_BED.into(), "bed", 1),
+            death_vein: self.add_place(DEATH_VEIN.into(), "ore_vein", 0),
+            fight_cave: self.add_place(FIGHT_CAVE.into(), "cave", 1),
         };
         let mut filler = Vec::new();
         for r in 0..regions {
@@ -536,7 +543,7 @@ impl Builder {
             vec![Assertion::UpsertEdge(edge(
                 BOT,
                 relations::HOME,
-                "base:first",
+                FIRST_HOME,
                 1.0,
             ))]
         };
@@ -544,7 +551,7 @@ impl Builder {
         let ev = self.event(
             500,
             kinds::BUILD,
-            Some("base:first"),
+            Some(FIRST_HOME),
             Value::from("built a shelter and chose it as home"),
         );
         ev.assertions = home();
@@ -699,12 +706,12 @@ impl Builder {
         let ev = self.event(
             base_ts + 10_500,
             kinds::BUILD,
-            Some("base:second"),
+            Some(SECOND_HOME),
             Value::from("moved into a bigger base by the river"),
         );
-        let mut old = edge(BOT, relations::HOME, "base:first", 1.0);
+        let mut old = edge(BOT, relations::HOME, FIRST_HOME, 1.0);
         old.valid_to = Some(base_ts + 10_500);
-        let mut new = edge(BOT, relations::HOME, "base:second", 1.0);
+        let mut new = edge(BOT, relations::HOME, SECOND_HOME, 1.0);
         new.valid_from = Some(base_ts + 10_500);
         ev.assertions = vec![Assertion::UpsertEdge(old), Assertion::UpsertEdge(new)];
     }
@@ -715,22 +722,22 @@ impl Builder {
     fn spend_the_night(&mut self, day: i64, days: i64, scripted: &ScriptedPlaces) {
         let night = day * DAY + NIGHT_START;
         let bed = if day >= days / 2 {
-            "bed:second"
+            SECOND_BED
         } else {
-            "bed:spawn"
+            SPAWN_BED
         };
         if day == days - 2 {
             self.discover(night - 2000, scripted.death_vein, vec![]);
-            self.combat(night + 1200, "vein:deep", "creeper", "lost");
+            self.combat(night + 1200, DEATH_VEIN, "creeper", "lost");
             self.death(
                 night + 1300,
-                "vein:deep",
+                DEATH_VEIN,
                 "blown up by a creeper",
                 &[("iron_ingot", 5), ("torch", 12), ("diamond", 1)],
             );
         } else if day == days - 1 {
             self.discover(night - 1500, scripted.fight_cave, vec![]);
-            self.combat(night + 800, "cave:last_night", "skeleton", "won");
+            self.combat(night + 800, FIGHT_CAVE, "skeleton", "won");
             self.sleep(night + 2500, bed, "slept through the rest of the night");
         } else if day < days - 2 && self.rng.chance(0.3) {
             // A random earlier death somewhere already known, dropping a few things.
@@ -795,15 +802,15 @@ fn ground_truth(events: &[EventDraft], days: i64) -> GroundTruth {
         last_seen: fletcher_seen(villager),
     };
     GroundTruth {
-        home: "base:second".into(),
-        former_home: "base:first".into(),
+        home: SECOND_HOME.into(),
+        former_home: FIRST_HOME.into(),
         sticks_for_emeralds: vec![expected(FLETCHER_POSTS[0]), expected(FLETCHER_POSTS[1])],
         low_confidence_offers: vec![FLETCHER_POSTS[2].0.into()],
         last_night_from,
         last_night_to,
         last_night: window.iter().map(|e| e.evidence[0].clone()).collect(),
         last_night_kinds: window.iter().map(|e| e.kind.clone()).collect(),
-        last_death_place: "vein:deep".into(),
+        last_death_place: DEATH_VEIN.into(),
         last_death_ts: (days - 2) * DAY + NIGHT_START + 1300,
         last_death_dropped: vec![
             ("iron_ingot".into(), 5),
