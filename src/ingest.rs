@@ -912,194 +912,228 @@ pub fn read_bytes(file: &str, content: &[u8], format: Format) -> Result<SourceBa
 
 /// Turns parsed lines of one format into event drafts.
 fn read_lines(file: &str, content: &[Line], format: Format) -> Result<SourceBatch> {
-    let mut batch = SourceBatch::default();
     match format {
-        Format::Events => {
-            for (line, ev) in parse_lines::<EventLine>(file, content)? {
-                let mut o = origin(file, line);
-                o.nested_assertions = true;
-                batch.events.push(ev.into());
-                batch.origins.push(o);
-                batch.lines += 1;
-            }
+        Format::Events => read_events(file, content),
+        Format::Graph => read_graph(file, content),
+        Format::Conversation => read_conversations(file, content),
+        Format::Journal => read_journal(file, content),
+        Format::Toolcalls => read_tool_calls(file, content),
+        Format::Passages => read_passages(file, content),
+        Format::Triples => read_triples(file, content),
+    }
+}
+
+/// Event lines, each an event as written.
+fn read_events(file: &str, content: &[Line]) -> Result<SourceBatch> {
+    let mut batch = SourceBatch::default();
+    for (line, ev) in parse_lines::<EventLine>(file, content)? {
+        let mut o = origin(file, line);
+        o.nested_assertions = true;
+        batch.events.push(ev.into());
+        batch.origins.push(o);
+        batch.lines += 1;
+    }
+    Ok(batch)
+}
+
+/// Graph lines: each [`GRAPH_LINES_PER_EVENT`] of them an `IMPORT` event naming its first and
+/// last line.
+fn read_graph(file: &str, content: &[Line]) -> Result<SourceBatch> {
+    let mut batch = SourceBatch::default();
+    let lines = parse_lines::<AssertionLine>(file, content)?;
+    batch.lines = lines.len();
+    for chunk in lines.chunks(GRAPH_LINES_PER_EVENT) {
+        let first = chunk[0].0;
+        let last = chunk[chunk.len() - 1].0;
+        let mut ev = EventDraft::new(0, "import", kinds::IMPORT);
+        ev.payload = Value::Map(Props::from([
+            ("source".to_string(), Value::from(file)),
+            ("first_line".to_string(), Value::Int(first as i64)),
+            ("last_line".to_string(), Value::Int(last as i64)),
+        ]));
+        ev.assertions = chunk.iter().map(|(_, a)| a.clone().into()).collect();
+        let mut o = origin(file, first);
+        o.assertion_lines = chunk.iter().map(|(n, _)| *n).collect();
+        batch.events.push(ev);
+        batch.origins.push(o);
+    }
+    Ok(batch)
+}
+
+/// Conversation sessions: each turn an event at its session's time.
+fn read_conversations(file: &str, content: &[Line]) -> Result<SourceBatch> {
+    let mut batch = SourceBatch::default();
+    for (line, session) in parse_lines::<crate::conversation::Session>(file, content)? {
+        // Taken as 1970, an unread time would put the turns before everything else.
+        if crate::conversation::parse_session_time(&session.time).is_none() {
+            return Err(Error::Input {
+                file: file.to_string(),
+                line,
+                field: "time".to_string(),
+                message: format!(
+                    "{:?} is not a session time like \"1:56 pm on 8 May, 2023\"",
+                    session.time
+                ),
+            });
         }
-        Format::Graph => {
-            let lines = parse_lines::<AssertionLine>(file, content)?;
-            batch.lines = lines.len();
-            for chunk in lines.chunks(GRAPH_LINES_PER_EVENT) {
-                let first = chunk[0].0;
-                let last = chunk[chunk.len() - 1].0;
-                let mut ev = EventDraft::new(0, "import", kinds::IMPORT);
-                ev.payload = Value::Map(Props::from([
-                    ("source".to_string(), Value::from(file)),
-                    ("first_line".to_string(), Value::Int(first as i64)),
-                    ("last_line".to_string(), Value::Int(last as i64)),
-                ]));
-                ev.assertions = chunk.iter().map(|(_, a)| a.clone().into()).collect();
-                let mut o = origin(file, first);
-                o.assertion_lines = chunk.iter().map(|(n, _)| *n).collect();
-                batch.events.push(ev);
-                batch.origins.push(o);
-            }
+        for d in crate::conversation::session_events(&session) {
+            batch.events.push(d);
+            batch.origins.push(origin(file, line));
         }
-        Format::Conversation => {
-            for (line, session) in parse_lines::<crate::conversation::Session>(file, content)? {
-                // Taken as 1970, an unread time would put the turns before everything else.
-                if crate::conversation::parse_session_time(&session.time).is_none() {
-                    return Err(Error::Input {
-                        file: file.to_string(),
-                        line,
-                        field: "time".to_string(),
-                        message: format!(
-                            "{:?} is not a session time like \"1:56 pm on 8 May, 2023\"",
-                            session.time
-                        ),
-                    });
+        batch.lines += 1;
+    }
+    Ok(batch)
+}
+
+/// Journal entries: each an event (`journal::entry_event`).
+fn read_journal(file: &str, content: &[Line]) -> Result<SourceBatch> {
+    let mut batch = SourceBatch::default();
+    for (line, entry) in parse_lines::<crate::journal::Entry>(file, content)? {
+        let d = crate::journal::entry_event(&entry).map_err(|e| Error::Input {
+            file: file.to_string(),
+            line,
+            field: e.field.to_string(),
+            message: e.message,
+        })?;
+        batch.events.push(d);
+        batch.origins.push(origin(file, line));
+        batch.lines += 1;
+    }
+    Ok(batch)
+}
+
+/// Tool calls: each an observation event, raw when no extractor takes it.
+fn read_tool_calls(file: &str, content: &[Line]) -> Result<SourceBatch> {
+    let mut batch = SourceBatch::default();
+    // Never an error: a call no extractor takes is kept raw and counted.
+    let made: Vec<(usize, EventDraft, Option<String>)> = content
+        .par_iter()
+        .map(|(n, l)| {
+            let (d, why) = crate::observe::event_of_call(l);
+            (*n, d, why)
+        })
+        .collect();
+    for (line, d, why) in made {
+        batch.events.push(d);
+        batch.origins.push(origin(file, line));
+        batch.lines += 1;
+        if let Some(why) = why {
+            batch.unextracted.push((line, why));
+        }
+    }
+    Ok(batch)
+}
+
+/// Passages: each a `PASSAGE` event that makes its passage node.
+fn read_passages(file: &str, content: &[Line]) -> Result<SourceBatch> {
+    let mut batch = SourceBatch::default();
+    for (line, p) in parse_lines::<PassageLine>(file, content)? {
+        if p.id.trim().is_empty() {
+            return Err(Error::Input {
+                file: file.into(),
+                line,
+                field: "id".into(),
+                message: "empty passage id".into(),
+            });
+        }
+        let mut ev = EventDraft::new(0, "import", kinds::PASSAGE);
+        ev.idempotency_key = p.idempotency_key;
+        ev.evidence = vec![p.id.clone()];
+        ev.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+            key: p.id,
+            label: Some(labels::PASSAGE.into()),
+            name: Some(p.title),
+            props: Props::from([("text".to_string(), Value::Str(p.text))]),
+            ..Default::default()
+        })];
+        batch.events.push(ev);
+        batch.origins.push(Origin {
+            renames: PASSAGE_FIELDS,
+            ..origin(file, line)
+        });
+        batch.lines += 1;
+    }
+    Ok(batch)
+}
+
+/// Extracted triples: one `EXTRACTION` event per passage, in order of the passage's first triple.
+fn read_triples(file: &str, content: &[Line]) -> Result<SourceBatch> {
+    let mut batch = SourceBatch::default();
+    let lines = parse_lines::<TripleLine>(file, content)?;
+    batch.lines = lines.len();
+    // One event per passage, in order of the passage's first triple; a keyed triple is
+    // an event of its own.
+    let mut by_doc: Vec<(String, Vec<(usize, TripleLine)>)> = Vec::new();
+    let mut pos: HashMap<String, usize> = HashMap::new();
+    for (line, t) in lines {
+        if t.idempotency_key.is_some() {
+            by_doc.push((t.doc.clone(), vec![(line, t)]));
+            continue;
+        }
+        let i = *pos.entry(t.doc.clone()).or_insert_with(|| {
+            by_doc.push((t.doc.clone(), Vec::new()));
+            by_doc.len() - 1
+        });
+        by_doc[i].1.push((line, t));
+    }
+    for (doc, triples) in by_doc {
+        let mut ev = EventDraft::new(0, "import", kinds::EXTRACTION);
+        ev.idempotency_key = triples[0].1.idempotency_key.clone();
+        ev.evidence = vec![doc.clone()];
+        ev.payload = Value::Map(Props::from([(
+            "doc".to_string(),
+            Value::from(doc.as_str()),
+        )]));
+        let mut o = Origin {
+            in_file_order: false,
+            ..origin(file, triples[0].0)
+        };
+        for (line, t) in triples {
+            let mut entity = |surface: &str, field: &'static str| -> Result<String> {
+                let mut norm = normalize_name(surface);
+                if norm.is_empty() {
+                    // Names of symbols only ("$", "%") are real entities in extracted
+                    // triples: they keep their (trimmed, lowercased) surface form.
+                    norm = surface.trim().to_lowercase();
                 }
-                for d in crate::conversation::session_events(&session) {
-                    batch.events.push(d);
-                    batch.origins.push(origin(file, line));
-                }
-                batch.lines += 1;
-            }
-        }
-        Format::Journal => {
-            for (line, entry) in parse_lines::<crate::journal::Entry>(file, content)? {
-                let d = crate::journal::entry_event(&entry).map_err(|e| Error::Input {
-                    file: file.to_string(),
-                    line,
-                    field: e.field.to_string(),
-                    message: e.message,
-                })?;
-                batch.events.push(d);
-                batch.origins.push(origin(file, line));
-                batch.lines += 1;
-            }
-        }
-        Format::Toolcalls => {
-            // Never an error: a call no extractor takes is kept raw and counted.
-            let made: Vec<(usize, EventDraft, Option<String>)> = content
-                .par_iter()
-                .map(|(n, l)| {
-                    let (d, why) = crate::observe::event_of_call(l);
-                    (*n, d, why)
-                })
-                .collect();
-            for (line, d, why) in made {
-                batch.events.push(d);
-                batch.origins.push(origin(file, line));
-                batch.lines += 1;
-                if let Some(why) = why {
-                    batch.unextracted.push((line, why));
-                }
-            }
-        }
-        Format::Passages => {
-            for (line, p) in parse_lines::<PassageLine>(file, content)? {
-                if p.id.trim().is_empty() {
+                if norm.is_empty() {
                     return Err(Error::Input {
                         file: file.into(),
                         line,
-                        field: "id".into(),
-                        message: "empty passage id".into(),
+                        field: field.into(),
+                        message: "empty entity name".into(),
                     });
                 }
-                let mut ev = EventDraft::new(0, "import", kinds::PASSAGE);
-                ev.idempotency_key = p.idempotency_key;
-                ev.evidence = vec![p.id.clone()];
-                ev.assertions = vec![Assertion::UpsertNode(NodeUpsert {
-                    key: p.id,
-                    label: Some(labels::PASSAGE.into()),
-                    name: Some(p.title),
-                    props: Props::from([("text".to_string(), Value::Str(p.text))]),
+                let key = format!("ent:{norm}");
+                ev.assertions.push(Assertion::UpsertNode(NodeUpsert {
+                    key: key.clone(),
+                    label: Some(labels::ENTITY.into()),
+                    aliases: vec![surface.trim().to_string()],
                     ..Default::default()
-                })];
-                batch.events.push(ev);
-                batch.origins.push(Origin {
-                    renames: PASSAGE_FIELDS,
-                    ..origin(file, line)
-                });
-                batch.lines += 1;
-            }
+                }));
+                o.assertion_lines.push(line);
+                o.assertion_fields.push(Some(field));
+                Ok(key)
+            };
+            let s = entity(&t.s, "s")?;
+            let obj = entity(&t.o, "o")?;
+            let mut push_edge = |from: &str, rel: &str, to: &str, field, conf| {
+                ev.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
+                    from: from.to_string(),
+                    relation: rel.to_string(),
+                    to: to.to_string(),
+                    confidence: conf,
+                    ..Default::default()
+                }));
+                o.assertion_lines.push(line);
+                o.assertion_fields.push(Some(field));
+            };
+            push_edge(&s, t.p.trim(), &obj, "p", t.confidence);
+            push_edge(&doc, relations::MENTIONS, &s, "doc", None);
+            push_edge(&doc, relations::MENTIONS, &obj, "doc", None);
         }
-        Format::Triples => {
-            let lines = parse_lines::<TripleLine>(file, content)?;
-            batch.lines = lines.len();
-            // One event per passage, in order of the passage's first triple; a keyed triple is
-            // an event of its own.
-            let mut by_doc: Vec<(String, Vec<(usize, TripleLine)>)> = Vec::new();
-            let mut pos: HashMap<String, usize> = HashMap::new();
-            for (line, t) in lines {
-                if t.idempotency_key.is_some() {
-                    by_doc.push((t.doc.clone(), vec![(line, t)]));
-                    continue;
-                }
-                let i = *pos.entry(t.doc.clone()).or_insert_with(|| {
-                    by_doc.push((t.doc.clone(), Vec::new()));
-                    by_doc.len() - 1
-                });
-                by_doc[i].1.push((line, t));
-            }
-            for (doc, triples) in by_doc {
-                let mut ev = EventDraft::new(0, "import", kinds::EXTRACTION);
-                ev.idempotency_key = triples[0].1.idempotency_key.clone();
-                ev.evidence = vec![doc.clone()];
-                ev.payload = Value::Map(Props::from([(
-                    "doc".to_string(),
-                    Value::from(doc.as_str()),
-                )]));
-                let mut o = Origin {
-                    in_file_order: false,
-                    ..origin(file, triples[0].0)
-                };
-                for (line, t) in triples {
-                    let mut entity = |surface: &str, field: &'static str| -> Result<String> {
-                        let mut norm = normalize_name(surface);
-                        if norm.is_empty() {
-                            // Names of symbols only ("$", "%") are real entities in extracted
-                            // triples: they keep their (trimmed, lowercased) surface form.
-                            norm = surface.trim().to_lowercase();
-                        }
-                        if norm.is_empty() {
-                            return Err(Error::Input {
-                                file: file.into(),
-                                line,
-                                field: field.into(),
-                                message: "empty entity name".into(),
-                            });
-                        }
-                        let key = format!("ent:{norm}");
-                        ev.assertions.push(Assertion::UpsertNode(NodeUpsert {
-                            key: key.clone(),
-                            label: Some(labels::ENTITY.into()),
-                            aliases: vec![surface.trim().to_string()],
-                            ..Default::default()
-                        }));
-                        o.assertion_lines.push(line);
-                        o.assertion_fields.push(Some(field));
-                        Ok(key)
-                    };
-                    let s = entity(&t.s, "s")?;
-                    let obj = entity(&t.o, "o")?;
-                    let mut push_edge = |from: &str, rel: &str, to: &str, field, conf| {
-                        ev.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
-                            from: from.to_string(),
-                            relation: rel.to_string(),
-                            to: to.to_string(),
-                            confidence: conf,
-                            ..Default::default()
-                        }));
-                        o.assertion_lines.push(line);
-                        o.assertion_fields.push(Some(field));
-                    };
-                    push_edge(&s, t.p.trim(), &obj, "p", t.confidence);
-                    push_edge(&doc, relations::MENTIONS, &s, "doc", None);
-                    push_edge(&doc, relations::MENTIONS, &obj, "doc", None);
-                }
-                batch.events.push(ev);
-                batch.origins.push(o);
-            }
-        }
+        batch.events.push(ev);
+        batch.origins.push(o);
     }
     Ok(batch)
 }
