@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::parser::{BinOp, Dir, Expr, NodePat, Query, RelPat};
+use super::parser::{BinOp, Dir, Expr, NodePat, PathPat, Query, RelPat, ReturnItem, Search};
 use super::QueryError;
 
 /// The virtual label of events.
@@ -406,7 +406,8 @@ fn check_vars(
     }
 }
 
-/// Plans a parsed query.
+/// Plans a parsed query: its searches, then each pattern from its cheapest anchor, then the
+/// filter; the RETURN items and ORDER BY are checked, and the parameters it uses collected.
 pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
     let mut p = Planner {
         slots: Vec::new(),
@@ -416,90 +417,11 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         bound: Vec::new(),
         limits,
     };
-    for s in &q.searches {
-        let slot = p.slot(Some(&s.var), Kind::Node)?;
-        if p.bound[slot] {
-            // A second SEARCH into the same variable would silently keep only the rows both
-            // searches share (a join nobody asked for).
-            return Err(plan_err(format!(
-                "variable {} is bound by two SEARCH clauses; give each its own variable",
-                s.var
-            )));
-        }
-        p.ops.push(Op::Search {
-            slot,
-            text: s.text.clone(),
-            // The index returns no more than this whatever is asked; a smaller plan value keeps
-            // a huge LIMIT from reaching any allocation sized by it.
-            limit: s
-                .limit
-                .unwrap_or(10)
-                .min(crate::text::TextIndex::MAX_SEARCH_HITS as u64),
-        });
-        p.bound[slot] = true;
-    }
+    p.plan_searches(&q.searches)?;
     // Every relation of the query keeps its own slot, so trail semantics can see them all.
     let mut trail: Vec<usize> = Vec::new();
     for path in &q.patterns {
-        let mut node_slots = vec![p.slot(path.start.var.as_deref(), Kind::Node)?];
-        let mut rel_slots = Vec::new();
-        for (rel, node) in &path.steps {
-            rel_slots.push(p.slot(rel.var.as_deref(), Kind::Rel)?);
-            node_slots.push(p.slot(node.var.as_deref(), Kind::Node)?);
-        }
-        let nodes: Vec<&NodePat> = std::iter::once(&path.start)
-            .chain(path.steps.iter().map(|(_, n)| n))
-            .collect();
-        let anchor = (0..nodes.len())
-            .min_by_key(|&i| (p.access(node_slots[i], nodes[i]), i))
-            .unwrap_or(0);
-        let var = nodes[anchor].var.clone().unwrap_or_default();
-        let bounds = ts_bounds(q.filter.as_ref(), &var);
-        p.bind_node(node_slots[anchor], nodes[anchor], &bounds);
-        for i in anchor..path.steps.len() {
-            let (rel, _) = &path.steps[i];
-            p.expand(
-                Step {
-                    from: node_slots[i],
-                    rel,
-                    rel_slot: rel_slots[i],
-                    to: node_slots[i + 1],
-                    to_node: nodes[i + 1],
-                    flip: false,
-                },
-                &trail,
-            )?;
-            trail.push(rel_slots[i]);
-        }
-        for i in (0..anchor).rev() {
-            let (rel, _) = &path.steps[i];
-            p.expand(
-                Step {
-                    from: node_slots[i + 1],
-                    rel,
-                    rel_slot: rel_slots[i],
-                    to: node_slots[i],
-                    to_node: nodes[i],
-                    flip: true,
-                },
-                &trail,
-            )?;
-            trail.push(rel_slots[i]);
-        }
-        if let Some(v) = &path.var {
-            let slot = p.slot(Some(v), Kind::Path)?;
-            if p.bound[slot] {
-                return Err(plan_err(format!(
-                    "path variable {v} names two patterns; give each its own"
-                )));
-            }
-            p.ops.push(Op::BindPath {
-                slot,
-                nodes: node_slots.clone(),
-                rels: rel_slots.clone(),
-            });
-            p.bound[slot] = true;
-        }
+        p.plan_path(path, q.filter.as_ref(), &mut trail)?;
     }
     // The executor passes rows from operator to operator by recursion, one level each.
     if p.ops.len() > MAX_OPS {
@@ -509,7 +431,6 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
             p.ops.len()
         )));
     }
-    let aliases: Vec<String> = q.items.iter().map(|i| i.alias.clone()).collect();
     if let Some(f) = &q.filter {
         check_vars(f, &p.index, &[])?;
         if contains_aggregate(f) {
@@ -519,8 +440,136 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         }
         p.ops.push(Op::Filter(f.clone()));
     }
-    for item in &q.items {
-        check_vars(&item.expr, &p.index, &[])?;
+    check_return_items(&q.items, &p.index)?;
+    let order = order_by_expressions(q, &p.index)?;
+    if let Some(l) = &q.limit {
+        if mentions_vars(l) {
+            return Err(plan_err("LIMIT takes a number or a parameter"));
+        }
+    }
+    let params = params_used(q, &p.ops, &order);
+    Ok(Plan {
+        slots: p.slots,
+        ops: p.ops,
+        distinct: q.distinct,
+        returns: q
+            .items
+            .iter()
+            .map(|i| (i.alias.clone(), i.expr.clone()))
+            .collect(),
+        order,
+        limit: q.limit.clone(),
+        params,
+    })
+}
+
+impl Planner {
+    /// Each SEARCH clause binds its variable to the nodes the full-text index finds.
+    fn plan_searches(&mut self, searches: &[Search]) -> Result<(), QueryError> {
+        for s in searches {
+            let slot = self.slot(Some(&s.var), Kind::Node)?;
+            if self.bound[slot] {
+                // A second SEARCH into the same variable would silently keep only the rows both
+                // searches share (a join nobody asked for).
+                return Err(plan_err(format!(
+                    "variable {} is bound by two SEARCH clauses; give each its own variable",
+                    s.var
+                )));
+            }
+            self.ops.push(Op::Search {
+                slot,
+                text: s.text.clone(),
+                // The index returns no more than this whatever is asked; a smaller plan value
+                // keeps a huge LIMIT from reaching any allocation sized by it.
+                limit: s
+                    .limit
+                    .unwrap_or(10)
+                    .min(crate::text::TextIndex::MAX_SEARCH_HITS as u64),
+            });
+            self.bound[slot] = true;
+        }
+        Ok(())
+    }
+
+    /// One pattern: bound at its cheapest node (one bound already, then by key, by name, by
+    /// label, a scan; the first of equals), then expanded forwards to its end and backwards to
+    /// its start; `trail` holds the relation slots of every pattern planned so far.
+    fn plan_path(
+        &mut self,
+        path: &PathPat,
+        filter: Option<&Expr>,
+        trail: &mut Vec<usize>,
+    ) -> Result<(), QueryError> {
+        let mut node_slots = vec![self.slot(path.start.var.as_deref(), Kind::Node)?];
+        let mut rel_slots = Vec::new();
+        for (rel, node) in &path.steps {
+            rel_slots.push(self.slot(rel.var.as_deref(), Kind::Rel)?);
+            node_slots.push(self.slot(node.var.as_deref(), Kind::Node)?);
+        }
+        let nodes: Vec<&NodePat> = std::iter::once(&path.start)
+            .chain(path.steps.iter().map(|(_, n)| n))
+            .collect();
+        let anchor = (0..nodes.len())
+            .min_by_key(|&i| (self.access(node_slots[i], nodes[i]), i))
+            .unwrap_or(0);
+        let var = nodes[anchor].var.clone().unwrap_or_default();
+        let bounds = ts_bounds(filter, &var);
+        self.bind_node(node_slots[anchor], nodes[anchor], &bounds);
+        for i in anchor..path.steps.len() {
+            let (rel, _) = &path.steps[i];
+            self.expand(
+                Step {
+                    from: node_slots[i],
+                    rel,
+                    rel_slot: rel_slots[i],
+                    to: node_slots[i + 1],
+                    to_node: nodes[i + 1],
+                    flip: false,
+                },
+                trail,
+            )?;
+            trail.push(rel_slots[i]);
+        }
+        for i in (0..anchor).rev() {
+            let (rel, _) = &path.steps[i];
+            self.expand(
+                Step {
+                    from: node_slots[i + 1],
+                    rel,
+                    rel_slot: rel_slots[i],
+                    to: node_slots[i],
+                    to_node: nodes[i],
+                    flip: true,
+                },
+                trail,
+            )?;
+            trail.push(rel_slots[i]);
+        }
+        if let Some(v) = &path.var {
+            let slot = self.slot(Some(v), Kind::Path)?;
+            if self.bound[slot] {
+                return Err(plan_err(format!(
+                    "path variable {v} names two patterns; give each its own"
+                )));
+            }
+            self.ops.push(Op::BindPath {
+                slot,
+                nodes: node_slots,
+                rels: rel_slots,
+            });
+            self.bound[slot] = true;
+        }
+        Ok(())
+    }
+}
+
+/// The RETURN items name bound variables, and an aggregate is a whole item of one argument.
+fn check_return_items(
+    items: &[ReturnItem],
+    index: &HashMap<String, usize>,
+) -> Result<(), QueryError> {
+    for item in items {
+        check_vars(&item.expr, index, &[])?;
         match &item.expr {
             Expr::Call(name, args) if super::exec::AGGREGATES.contains(&name.as_str()) => {
                 let ok = if name == "count" {
@@ -546,13 +595,22 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
             _ => {}
         }
     }
-    // ORDER BY may name a RETURN alias: it is replaced by the aliased expression.
+    Ok(())
+}
+
+/// ORDER BY's expressions, checked; one may name a RETURN alias, which is replaced by the
+/// aliased expression.
+fn order_by_expressions(
+    q: &Query,
+    index: &HashMap<String, usize>,
+) -> Result<Vec<(Expr, bool)>, QueryError> {
+    let aliases: Vec<String> = q.items.iter().map(|i| i.alias.clone()).collect();
     let order: Vec<(Expr, bool)> = q
         .order
         .iter()
         .map(|(e, desc)| {
             let e = match e {
-                Expr::Var(v) if !p.index.contains_key(v) => q
+                Expr::Var(v) if !index.contains_key(v) => q
                     .items
                     .iter()
                     .find(|i| &i.alias == v)
@@ -564,18 +622,18 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         })
         .collect();
     for (e, _) in &order {
-        check_vars(e, &p.index, &aliases)?;
+        check_vars(e, index, &aliases)?;
     }
-    if let Some(l) = &q.limit {
-        if mentions_vars(l) {
-            return Err(plan_err("LIMIT takes a number or a parameter"));
-        }
-    }
+    Ok(order)
+}
+
+/// The parameters the plan reads, in the order it first reads them.
+fn params_used(q: &Query, ops: &[Op], order: &[(Expr, bool)]) -> Vec<String> {
     let mut params = Vec::new();
     for s in &q.searches {
         collect_params(&s.text, &mut params);
     }
-    for op in &p.ops {
+    for op in ops {
         match op {
             Op::LookupKey { key: e, .. } | Op::LookupName { name: e, .. } | Op::Filter(e) => {
                 collect_params(e, &mut params)
@@ -596,23 +654,11 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
     for i in &q.items {
         collect_params(&i.expr, &mut params);
     }
-    for (e, _) in &order {
+    for (e, _) in order {
         collect_params(e, &mut params);
     }
     if let Some(l) = &q.limit {
         collect_params(l, &mut params);
     }
-    Ok(Plan {
-        slots: p.slots,
-        ops: p.ops,
-        distinct: q.distinct,
-        returns: q
-            .items
-            .iter()
-            .map(|i| (i.alias.clone(), i.expr.clone()))
-            .collect(),
-        order,
-        limit: q.limit.clone(),
-        params,
-    })
+    params
 }
