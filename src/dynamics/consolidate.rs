@@ -647,6 +647,12 @@ enum DayRef {
     Planned(usize),
 }
 
+/// Summaries already in the log, by level and range start ([`latest_summaries`]).
+type Latest = BTreeMap<(Level, i64), Summary>;
+
+/// A week to summarise: its summary, written but not yet numbered, and its days.
+type WeekPlan = (EventDraft, Vec<DayRef>);
+
 /// Consolidates every closed period not yet summarised (or with events that arrived after its
 /// summary): days with their episodes, then the weeks they complete, all in one atomic batch
 /// (the summariser writes every text before the store is locked for it).
@@ -662,9 +668,32 @@ pub fn consolidate(
         return Ok(report);
     };
     let latest = latest_summaries(store)?;
-    let summary_seqs: BTreeSet<u64> = latest.values().map(|s| s.seq).collect();
+    let plans = plan_days(store, summarizer, policy, &latest, now, &mut report)?;
+    let weeks = plan_weeks(store, summarizer, policy, &latest, &plans, now, &mut report)?;
+    if plans.is_empty() && weeks.is_empty() {
+        return Ok(report);
+    }
+    let commit = write_summaries(store, &plans, &weeks)?;
+    report.episodes = plans.iter().map(|p| p.episodes.len()).sum();
+    report.days = plans.len();
+    report.weeks = weeks.len();
+    report.events_consolidated = plans.iter().map(|p| p.events.len()).sum();
+    report.first_seq = commit.first_seq;
+    report.last_seq = commit.last_seq;
+    Ok(report)
+}
 
-    // Days with events after their summary (or without one), from the time index alone.
+/// The closed days before `now` with events after their summary, or without one (found from
+/// the time index alone), each planned with its episodes and summary.
+fn plan_days(
+    store: &Store,
+    summarizer: &dyn Summarizer,
+    policy: &ConsolidationPolicy,
+    latest: &Latest,
+    now: i64,
+    report: &mut ConsolidateReport,
+) -> Result<Vec<DayPlan>> {
+    let summary_seqs: BTreeSet<u64> = latest.values().map(|s| s.seq).collect();
     let mut newest_in_day: BTreeMap<i64, u64> = BTreeMap::new();
     for (ts, seq) in store.event_times(i64::MIN, now)? {
         if summary_seqs.contains(&seq) {
@@ -698,7 +727,20 @@ pub fn consolidate(
         }
     }
 
-    // Weeks: closed ones with a new day, or without a summary.
+    Ok(plans)
+}
+
+/// The closed weeks before `now` with a day new in `plans`, or without a summary, each planned
+/// with its summary over its days' digests.
+fn plan_weeks(
+    store: &Store,
+    summarizer: &dyn Summarizer,
+    policy: &ConsolidationPolicy,
+    latest: &Latest,
+    plans: &[DayPlan],
+    now: i64,
+    report: &mut ConsolidateReport,
+) -> Result<Vec<WeekPlan>> {
     let mut days_of_week: BTreeMap<i64, BTreeMap<i64, DayRef>> = BTreeMap::new();
     for s in latest.values().filter(|s| s.level == Level::Day) {
         if let Some(ev) = store.event(s.seq)? {
@@ -766,15 +808,21 @@ pub fn consolidate(
         report.superseded += usize::from(previous.is_some());
         weeks.push((draft, days.into_values().collect::<Vec<_>>()));
     }
-    if plans.is_empty() && weeks.is_empty() {
-        return Ok(report);
-    }
+    Ok(weeks)
+}
 
-    let commit = store.ingest_with(|first| {
+/// Writes the planned days (each after its episodes) and weeks as one batch, each summary
+/// naming its children by the numbers they get in it, and asserting what they support.
+fn write_summaries(
+    store: &Store,
+    plans: &[DayPlan],
+    weeks: &[WeekPlan],
+) -> Result<crate::store::Commit> {
+    store.ingest_with(|first| {
         let mut next = first;
         let mut drafts = Vec::new();
         let mut day_seq = Vec::with_capacity(plans.len());
-        for plan in &plans {
+        for plan in plans {
             let children: Vec<u64> = (next..next + plan.episodes.len() as u64).collect();
             next += plan.episodes.len() as u64;
             drafts.extend(plan.episodes.iter().cloned());
@@ -785,7 +833,7 @@ pub fn consolidate(
             day_seq.push(next);
             next += 1;
         }
-        for (week, days) in &weeks {
+        for (week, days) in weeks {
             let mut week = week.clone();
             let children: Vec<u64> = days
                 .iter()
@@ -809,14 +857,7 @@ pub fn consolidate(
             drafts.push(week);
         }
         Ok(drafts)
-    })?;
-    report.episodes = plans.iter().map(|p| p.episodes.len()).sum();
-    report.days = plans.len();
-    report.weeks = weeks.len();
-    report.events_consolidated = plans.iter().map(|p| p.events.len()).sum();
-    report.first_seq = commit.first_seq;
-    report.last_seq = commit.last_seq;
-    Ok(report)
+    })
 }
 
 /// Replaces the children list of a summary draft.
