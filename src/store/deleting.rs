@@ -88,21 +88,7 @@ impl Store {
         deleted.extend(targets.keys().copied());
         let seq = before.counters.last_seq + 1;
         let target_set: BTreeSet<u64> = targets.keys().copied().collect();
-        // A forgetting that deletes earlier forgettings lists what they deleted, so that the
-        // log's deletions stay the same while their records do not pile up.
-        let mut listed = target_set.clone();
-        for seq in &target_set {
-            if let Some(ev) = self.raw_event(*seq)? {
-                listed.extend(deletion::deleted_by(&ev));
-            }
-        }
-        let draft = deletion_draft(
-            before.latest_ts.unwrap_or(0),
-            reason,
-            &listed,
-            &request.nodes,
-        );
-        let event = Event::from_draft(seq, now_ms(), draft);
+        let event = self.deletion_event(&before, &target_set, reason, request)?;
         let replayed = replay_excluding(
             &*self.backend,
             deleted,
@@ -134,29 +120,7 @@ impl Store {
         }
         report.nodes_kept = kept.len();
         report.nodes_kept_keys = kept.into_iter().take(deletion::NODES_KEPT_LISTED).collect();
-        // Edges a deleted event supported that the rest of the log still asserts. Ids are
-        // renumbered by the replay, so an edge is found again by its keys and relation.
-        for id in before.edges.ids() {
-            let Some(e) = before.edge(id) else { continue };
-            if !e.evidence.iter().any(|s| targets.contains_key(s)) {
-                continue;
-            }
-            let ends = (before.nodes.key(e.from), before.nodes.key(e.to));
-            let still = match ends {
-                (Some(f), Some(t)) => match (replayed.node_id(f), replayed.node_id(t)) {
-                    (Some(f), Some(t)) => replayed
-                        .relations
-                        .get(&e.relation)
-                        .and_then(|r| replayed.edge_id(f, r, t))
-                        .is_some(),
-                    _ => false,
-                },
-                _ => false,
-            };
-            if still {
-                report.edges_weakened += 1;
-            }
-        }
+        report.edges_weakened = edges_weakened(&before, &replayed, &targets);
         batch.put(
             Table::Meta,
             META_COUNTERS.to_vec(),
@@ -189,6 +153,52 @@ impl Store {
         );
         batch.put(Table::Meta, super::META_IDS_FLOOR.to_vec(), encode(&seq));
         self.backend.commit(batch)?;
+        self.adopt_after_deletion(&event, replayed, text_deletes, per_commit);
+        Ok(report)
+    }
+
+    /// The deletion event for `targets`: it lists them, and what the earlier deletions among
+    /// them deleted, with the node keys the request named.
+    fn deletion_event(
+        &self,
+        before: &super::State,
+        targets: &BTreeSet<u64>,
+        reason: Reason,
+        request: &DeleteRequest,
+    ) -> Result<Event> {
+        // A forgetting that deletes earlier forgettings lists what they deleted, so that the
+        // log's deletions stay the same while their records do not pile up.
+        let mut listed = targets.clone();
+        for seq in targets {
+            if let Some(ev) = self.raw_event(*seq)? {
+                listed.extend(deletion::deleted_by(&ev));
+            }
+        }
+        let draft = deletion_draft(
+            before.latest_ts.unwrap_or(0),
+            reason,
+            &listed,
+            &request.nodes,
+        );
+        Ok(Event::from_draft(
+            before.counters.last_seq + 1,
+            now_ms(),
+            draft,
+        ))
+    }
+
+    /// Makes the state `replayed` after deletion `event` (committed) the live one: its node
+    /// documents are written again under the ids the replay gave, and a snapshot of it taken.
+    /// Failures here leave the log right and are repaired later, so they are logged, not
+    /// returned.
+    fn adopt_after_deletion(
+        &self,
+        event: &Event,
+        replayed: super::State,
+        text_deletes: Vec<String>,
+        per_commit: usize,
+    ) {
+        let seq = event.seq;
         // The documents written from here on name the ids the replay gave; until the first
         // commit of them, searches leave node hits out (`Store::searches_nodes`).
         self.text.set_next_floor(seq);
@@ -199,7 +209,7 @@ impl Store {
         // Searches wait from before the new graph is live until its documents are written.
         let rewrite = self.rewriting.begin();
         *self.write_state() = state;
-        if let Err(e) = self.reindex_after_deletion(&event, text_deletes, per_commit) {
+        if let Err(e) = self.reindex_after_deletion(event, text_deletes, per_commit) {
             // Node documents of the old ids may be left; later commits must not vouch for
             // them with this deletion's floor.
             tracing::warn!(error = %e, "full-text update after the deletion failed; rebuilding the index from the log");
@@ -214,7 +224,6 @@ impl Store {
         if let Err(e) = self.checkpoint_locked(super::Adopt::Yes) {
             tracing::warn!(error = %e, "the state snapshot could not be written after the deletion; the next open replays the log");
         }
-        Ok(report)
     }
 
     /// The full-text changes of deletion event `event`, whose state is now the live one: the
@@ -448,6 +457,39 @@ impl Store {
         };
         Ok((store, report))
     }
+}
+
+/// The edges a deleted event (one of `targets`) supported in `before` that the rest of the
+/// log still asserts in `after`. Ids are renumbered by the replay, so an edge is found again
+/// by its ends' keys and its relation.
+fn edges_weakened(
+    before: &super::State,
+    after: &super::State,
+    targets: &BTreeMap<u64, i64>,
+) -> usize {
+    let mut weakened = 0;
+    for id in before.edges.ids() {
+        let Some(e) = before.edge(id) else { continue };
+        if !e.evidence.iter().any(|s| targets.contains_key(s)) {
+            continue;
+        }
+        let ends = (before.nodes.key(e.from), before.nodes.key(e.to));
+        let still = match ends {
+            (Some(f), Some(t)) => match (after.node_id(f), after.node_id(t)) {
+                (Some(f), Some(t)) => after
+                    .relations
+                    .get(&e.relation)
+                    .and_then(|r| after.edge_id(f, r, t))
+                    .is_some(),
+                _ => false,
+            },
+            _ => false,
+        };
+        if still {
+            weakened += 1;
+        }
+    }
+    weakened
 }
 
 /// The keys of the nodes `event` upserts that `after` (the graph without the deleted events)
