@@ -1214,6 +1214,7 @@ impl<'s> Retriever<'s> {
         }
     }
 
+    /// A candidate as a snippet: its text, what it rests on, and why it was chosen.
     fn render(
         &self,
         c: &Candidate,
@@ -1222,110 +1223,158 @@ impl<'s> Retriever<'s> {
         seed_nodes: &BTreeSet<NodeId>,
         opts: &RetrieveOptions,
     ) -> Result<Snippet> {
-        let links = &seeds.links;
-        let mut why = Vec::new();
         let mut provenance = SnippetProvenance::default();
-        // Whether the text part is the question naming the fact's relation, not BM25.
-        let mut relation_named = false;
         let (id, text, anchor) = match c.kind {
-            SnippetKind::Passage | SnippetKind::Entity => {
-                let n = c
-                    .node
-                    .and_then(|n| self.store.node(n))
-                    .ok_or_else(|| Error::NotFound("node".into()))?;
-                let text = if c.kind == SnippetKind::Passage {
-                    provenance.passages.push(n.key.clone());
-                    let body = n.props.get("text").and_then(Value::as_str).unwrap_or("");
-                    format!("{}: {}", n.name, body)
-                } else {
-                    self.describe_entity(&n)
-                };
-                (n.key.clone(), text, Some(n.id))
-            }
-            SnippetKind::Fact => {
-                let e = c
-                    .edge
-                    .and_then(|e| self.store.edge(e).transpose())
-                    .transpose()?
-                    .ok_or_else(|| Error::NotFound("edge".into()))?;
-                let name = |n: NodeId| {
-                    self.store
-                        .node(n)
-                        .map(|x| x.name)
-                        .unwrap_or_else(|| n.to_string())
-                };
-                let validity = match (e.valid_from, e.valid_to) {
-                    (None, None) => String::new(),
-                    (f, t) => format!(
-                        ", valid {}..{}",
-                        f.map(|x| x.to_string()).unwrap_or_default(),
-                        t.map(|x| x.to_string()).unwrap_or_default()
-                    ),
-                };
-                // World time 0 is what imported facts carry (a corpus has no world clock):
-                // "last seen 0" would tell the reader nothing.
-                let seen = if e.last_seen == 0 {
-                    String::new()
-                } else {
-                    format!(", last seen t={}", e.last_seen)
-                };
-                // A decayed fact says what it was believed at when last seen, so the reader can
-                // tell "doubtful" from "old".
-                let decayed = if (c.parts.confidence - e.confidence).abs() >= 0.005 {
-                    format!(", {:.2} when last seen", e.confidence)
-                } else {
-                    String::new()
-                };
-                let text = format!(
-                    "{} {} {}{} (confidence {:.2}{decayed}{seen}{validity})",
-                    name(e.from),
-                    e.relation,
-                    name(e.to),
-                    describe_props(&e.props),
-                    c.parts.confidence,
-                );
-                provenance.edges.push(e.id);
-                relation_named = seeds.named.contains(e.id);
-                for seq in e.evidence.iter().rev().take(3) {
-                    provenance.events.push(*seq);
-                    if let Some(ev) = self.store.event(*seq)? {
-                        for p in ev.evidence {
-                            if self
-                                .store
-                                .node_by_key(&p)
-                                .is_some_and(|n| n.label == labels::PASSAGE)
-                                && !provenance.passages.contains(&p)
-                            {
-                                provenance.passages.push(p);
-                            }
-                        }
+            SnippetKind::Passage | SnippetKind::Entity => self.render_node(c, &mut provenance)?,
+            SnippetKind::Fact => self.render_fact(c, &mut provenance)?,
+            SnippetKind::Event => self.render_event(c, &mut provenance)?,
+        };
+        let why = self.why_chosen(c, anchor, seeds, text_node, seed_nodes, opts);
+        Ok(Snippet {
+            kind: c.kind,
+            id,
+            text,
+            score: c.score,
+            parts: c.parts,
+            provenance,
+            why,
+            tokens: 0,
+        })
+    }
+
+    /// A passage (its title and text) or an entity ([`Self::describe_entity`]): its id, text
+    /// and the node it stands for.
+    fn render_node(
+        &self,
+        c: &Candidate,
+        provenance: &mut SnippetProvenance,
+    ) -> Result<(String, String, Option<NodeId>)> {
+        let n = c
+            .node
+            .and_then(|n| self.store.node(n))
+            .ok_or_else(|| Error::NotFound("node".into()))?;
+        let text = if c.kind == SnippetKind::Passage {
+            provenance.passages.push(n.key.clone());
+            let body = n.props.get("text").and_then(Value::as_str).unwrap_or("");
+            format!("{}: {}", n.name, body)
+        } else {
+            self.describe_entity(&n)
+        };
+        Ok((n.key.clone(), text, Some(n.id)))
+    }
+
+    /// A fact as a sentence with its confidence (and what it was when last seen, if it has
+    /// decayed), when it was last seen and its validity; it rests on its edge, its latest three
+    /// events and the passages they cite. Anchored at its source.
+    fn render_fact(
+        &self,
+        c: &Candidate,
+        provenance: &mut SnippetProvenance,
+    ) -> Result<(String, String, Option<NodeId>)> {
+        let e = c
+            .edge
+            .and_then(|e| self.store.edge(e).transpose())
+            .transpose()?
+            .ok_or_else(|| Error::NotFound("edge".into()))?;
+        let name = |n: NodeId| {
+            self.store
+                .node(n)
+                .map(|x| x.name)
+                .unwrap_or_else(|| n.to_string())
+        };
+        let validity = match (e.valid_from, e.valid_to) {
+            (None, None) => String::new(),
+            (f, t) => format!(
+                ", valid {}..{}",
+                f.map(|x| x.to_string()).unwrap_or_default(),
+                t.map(|x| x.to_string()).unwrap_or_default()
+            ),
+        };
+        // World time 0 is what imported facts carry (a corpus has no world clock):
+        // "last seen 0" would tell the reader nothing.
+        let seen = if e.last_seen == 0 {
+            String::new()
+        } else {
+            format!(", last seen t={}", e.last_seen)
+        };
+        // A decayed fact says what it was believed at when last seen, so the reader can
+        // tell "doubtful" from "old".
+        let decayed = if (c.parts.confidence - e.confidence).abs() >= 0.005 {
+            format!(", {:.2} when last seen", e.confidence)
+        } else {
+            String::new()
+        };
+        let text = format!(
+            "{} {} {}{} (confidence {:.2}{decayed}{seen}{validity})",
+            name(e.from),
+            e.relation,
+            name(e.to),
+            describe_props(&e.props),
+            c.parts.confidence,
+        );
+        provenance.edges.push(e.id);
+        for seq in e.evidence.iter().rev().take(3) {
+            provenance.events.push(*seq);
+            if let Some(ev) = self.store.event(*seq)? {
+                for p in ev.evidence {
+                    if self
+                        .store
+                        .node_by_key(&p)
+                        .is_some_and(|n| n.label == labels::PASSAGE)
+                        && !provenance.passages.contains(&p)
+                    {
+                        provenance.passages.push(p);
                     }
                 }
-                (e.id.to_string(), text, Some(e.from))
             }
-            SnippetKind::Event => {
-                let seq = c.event.unwrap_or(0);
-                let ev = self
-                    .store
-                    .event(seq)?
-                    .ok_or_else(|| Error::NotFound(format!("event {seq}")))?;
-                provenance.events.push(seq);
-                let place = ev
-                    .place
-                    .as_deref()
-                    .map(|p| format!(" at {p}"))
-                    .unwrap_or_default();
-                let mut body = String::new();
-                ev.payload.collect_text(&mut body);
-                (
-                    format!("event:{seq}"),
-                    format!("[t={}] {} by {}{place}: {body}", ev.ts, ev.kind, ev.actor),
-                    None,
-                )
-            }
-        };
+        }
+        Ok((e.id.to_string(), text, Some(e.from)))
+    }
+
+    /// An event as a line: its time, kind, actor, place and the text of its payload.
+    fn render_event(
+        &self,
+        c: &Candidate,
+        provenance: &mut SnippetProvenance,
+    ) -> Result<(String, String, Option<NodeId>)> {
+        let seq = c.event.unwrap_or(0);
+        let ev = self
+            .store
+            .event(seq)?
+            .ok_or_else(|| Error::NotFound(format!("event {seq}")))?;
+        provenance.events.push(seq);
+        let place = ev
+            .place
+            .as_deref()
+            .map(|p| format!(" at {p}"))
+            .unwrap_or_default();
+        let mut body = String::new();
+        ev.payload.collect_text(&mut body);
+        Ok((
+            format!("event:{seq}"),
+            format!("[t={}] {} by {}{place}: {body}", ev.ts, ev.kind, ev.actor),
+            None,
+        ))
+    }
+
+    /// Why a candidate anchored at `anchor` was chosen: the seed it is (a phrase of the
+    /// question, a text hit, an end of a fact whose relation the question names), its text and
+    /// graph parts, and the path from a seed.
+    fn why_chosen(
+        &self,
+        c: &Candidate,
+        anchor: Option<NodeId>,
+        seeds: &Seeds,
+        text_node: &BTreeMap<NodeId, f32>,
+        seed_nodes: &BTreeSet<NodeId>,
+        opts: &RetrieveOptions,
+    ) -> Vec<String> {
+        let mut why = Vec::new();
+        // Whether the text part is the question naming the fact's relation, not BM25.
+        let relation_named =
+            c.kind == SnippetKind::Fact && c.edge.is_some_and(|e| seeds.named.contains(e));
         if let Some(n) = anchor {
-            if let Some(l) = links.iter().find(|l| l.node == n) {
+            if let Some(l) = seeds.links.iter().find(|l| l.node == n) {
                 why.push(format!(
                     "seed: question names {:?} (quality {:.2}, idf {:.2})",
                     l.phrase, l.quality, l.idf
@@ -1363,16 +1412,7 @@ impl<'s> Retriever<'s> {
                 }
             }
         }
-        Ok(Snippet {
-            kind: c.kind,
-            id,
-            text,
-            score: c.score,
-            parts: c.parts,
-            provenance,
-            why,
-            tokens: 0,
-        })
+        why
     }
 
     /// An entity as a line of context: name, label, properties, and its most confident facts,
