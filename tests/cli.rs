@@ -274,6 +274,12 @@ fn demo_answers_match_ground_truth() {
     let text = ok(&["demo"]);
     assert!(!text.contains("DIFFERS"), "{text}");
     assert_eq!(text.matches("matches ground truth").count(), 4, "{text}");
+    let sled = ok(&["demo", "--seed", "7", "--scale", "2", "--backend", "sled"]);
+    assert!(
+        sled.starts_with("loci demo: synthetic world (seed 7, scale 2) in a temporary sled store"),
+        "{sled}"
+    );
+    assert_eq!(sled.matches("matches ground truth").count(), 4, "{sled}");
 }
 
 #[test]

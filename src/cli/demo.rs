@@ -99,104 +99,184 @@ fn provenance(p: &queries::Provenance) -> String {
     )
 }
 
+/// The question the demo's context pack answers, as a router would ask it.
+const PACK_QUESTION: &str = "where can I trade sticks for emeralds?";
+
+/// The demo's store, built from the world.
+struct Built {
+    store: Store,
+    _dir: tempfile::TempDir,
+    backend: loci::BackendKind,
+    events: usize,
+    stats: loci::Stats,
+    seconds: f64,
+}
+
+/// The demo's answers: the planner's four questions, and the router's pack.
+struct Answers {
+    home: Option<queries::HomeAnswer>,
+    trades: Vec<queries::TradeAnswer>,
+    /// The walk from home to each trade's place, in blocks.
+    walk: Vec<Option<f64>>,
+    night: queries::NightAnswer,
+    death: Option<queries::DeathAnswer>,
+    answer_ms: f64,
+    pack: loci::ContextPack,
+    verified: bool,
+}
+
+/// Whether each answer matches the world's ground truth.
+struct Checks {
+    home: bool,
+    trades: bool,
+    night: bool,
+    death: bool,
+}
+
+/// `demo`: builds the world in a temporary store, answers its questions, checks the answers
+/// against the ground truth and shows them; exit 1 when one differs.
 pub fn demo(a: DemoArgs) -> Result<Code> {
-    let backend = backend(&a.backend)?;
-    let tmp = tempfile::tempdir()?;
-    let dir = tmp.path().join("demo-store");
-    let t = Instant::now();
     let w = world::generate(&WorldConfig {
         seed: a.seed,
         scale: a.scale,
         ..Default::default()
     });
-    let store = Store::create(&dir, backend)?;
-    let commit = store.ingest(w.events.clone())?;
-    let build_s = t.elapsed().as_secs_f64();
-    let stats = store.stats();
+    let built = build(&w, backend(&a.backend)?)?;
+    let r = answer(&built.store)?;
+    let checks = check(&r, &w.truth);
+    let all_ok = checks.home && checks.trades && checks.night && checks.death && r.verified;
+    let code = if all_ok { Code::Ok } else { Code::Mismatch };
+    if a.json {
+        print_json(&serde_json::json!({
+            "store": {"backend": built.backend, "events": built.events, "nodes": built.stats.nodes, "edges": built.stats.edges, "build_s": built.seconds},
+            "where_is_home": r.home,
+            "trade_sticks_for_emeralds": r.trades,
+            "trade_walk_from_home": r.walk,
+            "last_night": r.night,
+            "last_death": r.death,
+            "ground_truth": w.truth,
+            "answers_ms": r.answer_ms,
+            "context_pack": r.pack,
+            "replay_verified": r.verified,
+            "matches_ground_truth": all_ok,
+        }))?;
+        return Ok(code);
+    }
+    show(&built, &r, &checks, &w.truth, a.seed, a.scale)?;
+    if !all_ok {
+        errln!("error: an answer differs from the ground truth (exit code 1)");
+    }
+    Ok(code)
+}
 
+/// The world's events ingested into a new store in a temporary directory.
+fn build(w: &world::World, backend: loci::BackendKind) -> Result<Built> {
+    let dir = tempfile::tempdir()?;
     let t = Instant::now();
-    let home = queries::where_is_home(&store, world::BOT, None)?;
+    let store = Store::create(dir.path().join("demo-store"), backend)?;
+    let commit = store.ingest(w.events.clone())?;
+    let seconds = t.elapsed().as_secs_f64();
+    let stats = store.stats();
+    Ok(Built {
+        store,
+        _dir: dir,
+        backend,
+        events: commit.events,
+        stats,
+        seconds,
+    })
+}
+
+/// The planner's questions (timed together), the router's pack, and `replay --verify`.
+fn answer(store: &Store) -> Result<Answers> {
+    let t = Instant::now();
+    let home = queries::where_is_home(store, world::BOT, None)?;
     // Ranked by recency, then by the walk from home; the home is the answer above.
     let from = home
         .as_ref()
         .map(|h| h.place.key.clone())
         .unwrap_or_default();
     let ranked = queries::find_trade_from(
-        &store,
+        store,
         "emerald",
         "stick",
         0.5,
         &from,
         queries::Overlay::Distance,
     )?;
-    let trades: Vec<queries::TradeAnswer> = ranked.iter().map(|(t, _)| t.clone()).collect();
-    let walk: Vec<Option<f64>> = ranked.iter().map(|(_, c)| *c).collect();
-    let night = queries::last_night(&store, None)?;
-    let death = queries::last_death(&store, world::BOT)?;
+    let trades = ranked.iter().map(|(t, _)| t.clone()).collect();
+    let walk = ranked.iter().map(|(_, c)| *c).collect();
+    let night = queries::last_night(store, None)?;
+    let death = queries::last_death(store, world::BOT)?;
     let answer_ms = t.elapsed().as_secs_f64() * 1e3;
     // What an LLM router gets for the same question: ranked snippets under a token budget.
-    let pack_question = "where can I trade sticks for emeralds?";
-    let pack = Retriever::new(&store)?.retrieve(
-        pack_question,
+    let pack = Retriever::new(store)?.retrieve(
+        PACK_QUESTION,
         &RetrieveOptions::default()
             .with_k(6)
             .with_budget(160)
             .with_min_confidence(0.5),
     )?;
-    let verify = store.verify()?;
+    let verified = store.verify()?.ok();
+    Ok(Answers {
+        home,
+        trades,
+        walk,
+        night,
+        death,
+        answer_ms,
+        pack,
+        verified,
+    })
+}
 
-    let home_ok = home.as_ref().is_some_and(|h| h.place.key == w.truth.home);
-    let expected: Vec<&str> = w
-        .truth
+/// Each answer against the ground truth.
+fn check(r: &Answers, truth: &world::GroundTruth) -> Checks {
+    let expected: Vec<&str> = truth
         .sticks_for_emeralds
         .iter()
         .map(|t| t.villager.as_str())
         .collect();
-    let got: Vec<&str> = trades.iter().map(|t| t.villager.as_str()).collect();
-    let trades_ok = expected == got;
-    let obs: Vec<String> = night
+    let got: Vec<&str> = r.trades.iter().map(|t| t.villager.as_str()).collect();
+    let observed: Vec<String> = r
+        .night
         .events
         .iter()
         .flat_map(|e| e.observations.clone())
         .collect();
-    let night_ok = obs == w.truth.last_night;
-    let death_ok = death.as_ref().is_some_and(|d| {
-        d.place.key == w.truth.last_death_place && d.dropped == w.truth.last_death_dropped
-    });
-    let all_ok = home_ok && trades_ok && night_ok && death_ok && verify.ok();
-    let code = if all_ok { Code::Ok } else { Code::Mismatch };
-
-    if a.json {
-        print_json(&serde_json::json!({
-            "store": {"backend": backend, "events": commit.events, "nodes": stats.nodes, "edges": stats.edges, "build_s": build_s},
-            "where_is_home": home,
-            "trade_sticks_for_emeralds": trades,
-            "trade_walk_from_home": walk,
-            "last_night": night,
-            "last_death": death,
-            "ground_truth": w.truth,
-            "answers_ms": answer_ms,
-            "context_pack": pack,
-            "replay_verified": verify.ok(),
-            "matches_ground_truth": all_ok,
-        }))?;
-        return Ok(code);
+    Checks {
+        home: r.home.as_ref().is_some_and(|h| h.place.key == truth.home),
+        trades: expected == got,
+        night: observed == truth.last_night,
+        death: r.death.as_ref().is_some_and(|d| {
+            d.place.key == truth.last_death_place && d.dropped == truth.last_death_dropped
+        }),
     }
+}
+
+/// The answers as text, each marked by its check.
+fn show(
+    built: &Built,
+    r: &Answers,
+    checks: &Checks,
+    truth: &world::GroundTruth,
+    seed: u64,
+    scale: u32,
+) -> Result<()> {
     outln!(
-        "loci demo: synthetic world (seed {}, scale {}) in a temporary {backend} store",
-        a.seed,
-        a.scale
+        "loci demo: synthetic world (seed {seed}, scale {scale}) in a temporary {} store",
+        built.backend
     );
     outln!(
         "  {} events -> {} nodes, {} edges, {} text documents; built in {:.2}s\n",
-        commit.events,
-        stats.nodes,
-        stats.edges,
-        stats.text_docs,
-        build_s
+        built.events,
+        built.stats.nodes,
+        built.stats.edges,
+        built.stats.text_docs,
+        built.seconds
     );
     outln!("Q: where is home?");
-    match &home {
+    match &r.home {
         Some(h) => outln!(
             "  1. {} ({}) at {}, confidence {}, since {}  [{}]\n     provenance: {}",
             h.place.name,
@@ -206,14 +286,14 @@ pub fn demo(a: DemoArgs) -> Result<Code> {
             h.since
                 .map(|s| format!("t={s}"))
                 .unwrap_or("the start".into()),
-            ok(home_ok),
+            ok(checks.home),
             provenance(&h.provenance)
         ),
-        None => outln!("  no answer  [{}]", ok(home_ok)),
+        None => outln!("  no answer  [{}]", ok(checks.home)),
     }
     outln!("\nQ: where can I trade sticks for emeralds? (offers with confidence >= 0.5; most recent first, then nearest)");
-    for (i, t) in trades.iter().enumerate() {
-        let route = walk[i]
+    for (i, t) in r.trades.iter().enumerate() {
+        let route = r.walk[i]
             .map(|c| format!("{c:.0} blocks from home"))
             .unwrap_or("no known path".into());
         outln!(
@@ -236,15 +316,15 @@ pub fn demo(a: DemoArgs) -> Result<Code> {
     }
     outln!(
         "  [{}; below 0.5 and skipped: {}]",
-        ok(trades_ok),
-        list(&w.truth.low_confidence_offers)
+        ok(checks.trades),
+        list(&truth.low_confidence_offers)
     );
     outln!(
         "\nQ: what happened last night? (t={}..{})",
-        night.from,
-        night.to
+        r.night.from,
+        r.night.to
     );
-    for e in &night.events {
+    for e in &r.night.events {
         outln!(
             "  t={} {} (event {}; observations {})",
             e.ts,
@@ -253,9 +333,9 @@ pub fn demo(a: DemoArgs) -> Result<Code> {
             list(&e.observations)
         );
     }
-    outln!("  summary: {}  [{}]", night.summary, ok(night_ok));
+    outln!("  summary: {}  [{}]", r.night.summary, ok(checks.night));
     outln!("\nQ: where did I last die, and what did I drop?");
-    match &death {
+    match &r.death {
         Some(d) => {
             outln!(
                 "  at {} ({}) {}, t={}, {}\n  dropped: {}\n     provenance: {}  [{}]",
@@ -270,29 +350,27 @@ pub fn demo(a: DemoArgs) -> Result<Code> {
                     .collect::<Vec<_>>()
                     .join(", "),
                 provenance(&d.provenance),
-                ok(death_ok)
+                ok(checks.death)
             );
         }
-        None => outln!("  no recorded death  [{}]", ok(death_ok)),
+        None => outln!("  no recorded death  [{}]", ok(checks.death)),
     }
     outln!(
-        "\nContext pack for an LLM router: {pack_question:?} (budget 160 tokens, confidence >= 0.5)"
+        "\nContext pack for an LLM router: {PACK_QUESTION:?} (budget 160 tokens, confidence >= 0.5)"
     );
-    for s in &pack.snippets {
+    for s in &r.pack.snippets {
         outln!("  [score {:.2}] {}", s.score, s.text);
     }
     outln!(
         "  {} tokens used, {} snippets cut; retrieved in {} us",
-        pack.tokens_used,
-        pack.cut.len(),
-        pack.elapsed_us
+        r.pack.tokens_used,
+        r.pack.cut.len(),
+        r.pack.elapsed_us
     );
     outln!(
-        "\nanswered in {answer_ms:.2} ms; replay --verify: {}",
-        if verify.ok() { "OK" } else { "MISMATCH" }
+        "\nanswered in {:.2} ms; replay --verify: {}",
+        r.answer_ms,
+        if r.verified { "OK" } else { "MISMATCH" }
     );
-    if !all_ok {
-        errln!("error: an answer differs from the ground truth (exit code 1)");
-    }
-    Ok(code)
+    Ok(())
 }
