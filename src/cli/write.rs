@@ -75,6 +75,8 @@ impl CommitReport {
     }
 }
 
+/// `ingest`: reads the files and commits their events, streamed in batches (`--commit-every`)
+/// or as one atomic batch, then says what was skipped; a signal stops it between two commits.
 pub fn ingest(a: IngestArgs) -> Result<Code> {
     if let Some(ns) = &a.namespace {
         if SourceBatch::check_namespace(ns).is_err() {
@@ -86,148 +88,198 @@ pub fn ingest(a: IngestArgs) -> Result<Code> {
     }
     let s = open(&a.store)?;
     let format: Option<Format> = a.format.as_deref().map(str::parse).transpose()?;
-    let mut skipped = 0usize;
-    // Tool calls no extractor took (kept raw): counted, and the first reasons shown.
-    let mut unextracted: Vec<(usize, String)> = Vec::new();
-    // Namespacing and the passage check, applied to every batch before it is committed.
-    let mut prepare = |b: SourceBatch| -> loci::Result<SourceBatch> {
-        unextracted.extend(b.unextracted.iter().cloned());
+    let mut tally = Tally::default();
+    if a.check {
+        return check(&a, &s, format, |b| tally.prepare(b, &a, &s));
+    }
+    let mut run = IngestRun {
+        a: &a,
+        s: &s,
+        format,
+        tally,
+        last: LastCommit::default(),
+        report: CommitReport {
+            json: a.json,
+            stopped: None,
+            printed: 0,
+        },
+        bar: ProgressBar::new(0).with_style(
+            ProgressStyle::with_template("ingesting {msg} {pos} events {per_sec}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ),
+    };
+    // From here a signal stops the run between two commits, each reported; `cut_short` says
+    // whether it left input uncommitted (a signal after the last commit stops nothing).
+    interrupt::hold();
+    match a.commit_every {
+        Some(n) => run.streamed(n.max(1))?,
+        None => run.at_once()?,
+    }
+    run.bar.finish_and_clear();
+    run.finish()
+}
+
+/// What an ingest has done so far, for its closing notes.
+#[derive(Default)]
+struct Tally {
+    committed: usize,
+    /// Events skipped as their idempotency key was applied before.
+    already_applied: usize,
+    /// Passages skipped as the store holds them with the same title and text.
+    passages_held: usize,
+    /// Tool calls no extractor took (kept raw): counted, and the first reasons shown.
+    unextracted: Vec<(usize, String)>,
+    /// Whether a signal left input uncommitted.
+    cut_short: bool,
+}
+
+impl Tally {
+    /// Namespacing and the passage check, applied to every batch before it is committed.
+    fn prepare(&mut self, b: SourceBatch, a: &IngestArgs, s: &Store) -> loci::Result<SourceBatch> {
+        self.unextracted.extend(b.unextracted.iter().cloned());
         let mut b = match &a.namespace {
             Some(ns) => b.namespaced(ns),
             None => b,
         };
-        skipped += b.dedupe_passages(&s, a.replace)?;
+        self.passages_held += b.dedupe_passages(s, a.replace)?;
         Ok(b)
-    };
-    let mut report = CommitReport {
-        json: a.json,
-        stopped: None,
-        printed: 0,
-    };
-    let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("ingesting {msg} {pos} events {per_sec}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    if a.check {
-        return check(&a, &s, format, prepare);
     }
-    let mut committed = 0usize;
-    let mut already_applied = 0usize;
-    let mut last = LastCommit::default();
-    // From here a signal stops the run between two commits, each reported; `cut_short` says
-    // whether it left input uncommitted (a signal after the last commit stops nothing).
-    interrupt::hold();
-    let stop = || interrupt::received().is_some();
-    let mut cut_short = false;
-    match a.commit_every {
-        // Streamed: each round of the file is committed in batches of `n` before the next is
-        // read.
-        Some(n) => {
-            let n = n.max(1);
-            for f in &a.files {
-                if stop() {
-                    cut_short = true;
-                    break;
-                }
-                bar.set_message(f.display().to_string());
-                ingest::read_file_in_rounds(f, format, n, &mut |round| {
-                    for b in prepare(round)?.chunks(n) {
-                        if stop() {
-                            cut_short = true;
-                            return Ok(ControlFlow::Break(()));
-                        }
-                        let c = last.commit(b, &s)?;
-                        committed += c.events;
-                        already_applied += c.skipped;
-                        bar.inc(c.events as u64);
-                        report.line(&c);
+
+    fn count(&mut self, c: &Commit) {
+        self.committed += c.events;
+        self.already_applied += c.skipped;
+    }
+}
+
+/// An ingest under way.
+struct IngestRun<'a> {
+    a: &'a IngestArgs,
+    s: &'a Store,
+    format: Option<Format>,
+    tally: Tally,
+    last: LastCommit,
+    report: CommitReport,
+    bar: ProgressBar,
+}
+
+impl IngestRun<'_> {
+    fn stop() -> bool {
+        interrupt::received().is_some()
+    }
+
+    /// Streamed: each round of a file is committed in batches of `n` before the next is read.
+    fn streamed(&mut self, n: usize) -> Result<()> {
+        for f in &self.a.files {
+            if Self::stop() {
+                self.tally.cut_short = true;
+                break;
+            }
+            self.bar.set_message(f.display().to_string());
+            ingest::read_file_in_rounds(f, self.format, n, &mut |round| {
+                for b in self.tally.prepare(round, self.a, self.s)?.chunks(n) {
+                    if Self::stop() {
+                        self.tally.cut_short = true;
+                        return Ok(ControlFlow::Break(()));
                     }
-                    Ok(ControlFlow::Continue(()))
-                })?;
-            }
-        }
-        // One atomic batch: everything is read before anything is written.
-        None => {
-            let mut all = SourceBatch::default();
-            for f in &a.files {
-                if stop() {
-                    break;
+                    let c = self.last.commit(b, self.s)?;
+                    self.tally.count(&c);
+                    self.bar.inc(c.events as u64);
+                    self.report.line(&c);
                 }
-                bar.set_message(format!("reading {}", f.display()));
-                all.append(ingest::read_file(f, format)?);
-            }
-            cut_short = stop();
-            // Stopped while reading: nothing is checked against the store or written.
-            let all = if cut_short {
-                SourceBatch::default()
-            } else {
-                prepare(all)?
-            };
-            if !all.events.is_empty() {
-                bar.set_message("committing".to_string());
-                let c = last.commit(all, &s)?;
-                committed += c.events;
-                already_applied += c.skipped;
-                report.line(&c);
-            }
-        }
-    }
-    bar.finish_and_clear();
-    // In --json mode standard output holds only the commits' JSON lines; the notes go to
-    // stderr so that a reader can parse every line.
-    let note = |text: String| -> Result<()> {
-        if a.json {
-            errln!("{text}");
-        } else {
-            outln!("{text}");
+                Ok(ControlFlow::Continue(()))
+            })?;
         }
         Ok(())
-    };
-    // Interrupted, the passages skipped and the tool calls kept raw were counted over input
-    // that was read but not all committed: they are not said.
-    let interrupted = interrupt::received().filter(|_| cut_short);
-    let whole = report.stopped.is_none() && interrupted.is_none();
-    if skipped > 0 && whole {
-        note(format!(
-            "skipped {skipped} passages the store already holds with the same title and text"
-        ))?;
     }
-    if already_applied > 0 && report.stopped.is_none() {
-        note(format!(
-            "skipped {already_applied} events whose idempotency key the store already holds"
-        ))?;
+
+    /// One atomic batch: everything is read before anything is written.
+    fn at_once(&mut self) -> Result<()> {
+        let mut all = SourceBatch::default();
+        for f in &self.a.files {
+            if Self::stop() {
+                break;
+            }
+            self.bar.set_message(format!("reading {}", f.display()));
+            all.append(ingest::read_file(f, self.format)?);
+        }
+        self.tally.cut_short = Self::stop();
+        // Stopped while reading: nothing is checked against the store or written.
+        if self.tally.cut_short {
+            return Ok(());
+        }
+        let all = self.tally.prepare(all, self.a, self.s)?;
+        if !all.events.is_empty() {
+            self.bar.set_message("committing".to_string());
+            let c = self.last.commit(all, self.s)?;
+            self.tally.count(&c);
+            self.report.line(&c);
+        }
+        Ok(())
     }
-    if !unextracted.is_empty() && whole {
-        let first: Vec<String> = unextracted
-            .iter()
-            .take(3)
-            .map(|(line, why)| format!("line {line}: {why}"))
-            .collect();
-        note(format!(
-            "{} tool calls no extractor took were kept raw as TOOL_CALL events ({}{})",
-            unextracted.len(),
-            first.join("; "),
-            if unextracted.len() > 3 { "; ..." } else { "" }
-        ))?;
+
+    /// The closing notes: what was skipped, standard output closed early, an interruption.
+    fn finish(self) -> Result<Code> {
+        let (a, t, report) = (self.a, &self.tally, &self.report);
+        // In --json mode standard output holds only the commits' JSON lines; the notes go to
+        // stderr so that a reader can parse every line.
+        let note = |text: String| -> Result<()> {
+            if a.json {
+                errln!("{text}");
+            } else {
+                outln!("{text}");
+            }
+            Ok(())
+        };
+        // Interrupted, the passages skipped and the tool calls kept raw were counted over
+        // input that was read but not all committed: they are not said.
+        let interrupted = interrupt::received().filter(|_| t.cut_short);
+        let whole = report.stopped.is_none() && interrupted.is_none();
+        if t.passages_held > 0 && whole {
+            note(format!(
+                "skipped {} passages the store already holds with the same title and text",
+                t.passages_held
+            ))?;
+        }
+        if t.already_applied > 0 && report.stopped.is_none() {
+            note(format!(
+                "skipped {} events whose idempotency key the store already holds",
+                t.already_applied
+            ))?;
+        }
+        if !t.unextracted.is_empty() && whole {
+            let first: Vec<String> = t
+                .unextracted
+                .iter()
+                .take(3)
+                .map(|(line, why)| format!("line {line}: {why}"))
+                .collect();
+            note(format!(
+                "{} tool calls no extractor took were kept raw as TOOL_CALL events ({}{})",
+                t.unextracted.len(),
+                first.join("; "),
+                if t.unextracted.len() > 3 { "; ..." } else { "" }
+            ))?;
+        }
+        if t.committed == 0 && t.passages_held == 0 && t.already_applied == 0 && whole {
+            note("nothing to commit: the input holds no events".to_string())?;
+        }
+        if let Some(why) = &report.stopped {
+            errln!(
+                "note: standard output {why} after {} lines; the ingest went on and committed {} events",
+                report.printed,
+                t.committed
+            );
+        }
+        if let Some(signal) = interrupted {
+            errln!(
+                "interrupted by {}: {}",
+                interrupt::name(signal),
+                self.last.said()
+            );
+            return Ok(Code::Interrupted);
+        }
+        Ok(Code::Ok)
     }
-    if committed == 0 && skipped == 0 && already_applied == 0 && whole {
-        note("nothing to commit: the input holds no events".to_string())?;
-    }
-    if let Some(why) = &report.stopped {
-        errln!(
-            "note: standard output {why} after {} lines; the ingest went on and committed {committed} events",
-            report.printed
-        );
-    }
-    if let Some(signal) = interrupted {
-        errln!(
-            "interrupted by {}: {}",
-            interrupt::name(signal),
-            last.said()
-        );
-        return Ok(Code::Interrupted);
-    }
-    Ok(Code::Ok)
 }
 
 /// Where an ingest's commits have reached, for the note of an interrupted run: a user resumes
