@@ -961,9 +961,11 @@ async fn working_memory(State(st): State<Arc<AppState>>) -> Answer {
 
 /// Changes the working memory by one event: `{"op": "observe" | "intent" | "push_subgoal" |
 /// "pop_subgoal" | "add_threat" | "clear_threat" | "promise" | "keep_promise" | "mainline" |
-/// "capacity" | "clear", "text"?: .., "n"?: ..}`.
+/// "capacity" | "clear", "text"?: .., "n"?: ..}`. A change that finds nothing to change (a pop
+/// of an empty stack, a threat or promise not held) is 404, and writes nothing.
 #[utoipa::path(post, path = "/v1/wm", request_body = WmOp,
-    responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody)))]
+    responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody),
+        (status = 404, body = super::error::ErrorBody)))]
 async fn change_working_memory(State(st): State<Arc<AppState>>, Body(op): Body<WmOp>) -> Answer {
     st.blocking(move |s| {
         s.change_working_memory(&op, "agent", None)?;
