@@ -326,6 +326,12 @@ pub struct SourceBatch {
 }
 
 impl SourceBatch {
+    /// One event, and the input it came from (for errors that name the file and line).
+    fn push(&mut self, event: EventDraft, origin: Origin) {
+        self.events.push(event);
+        self.origins.push(origin);
+    }
+
     pub fn append(&mut self, other: SourceBatch) {
         self.events.extend(other.events);
         self.origins.extend(other.origins);
@@ -929,8 +935,7 @@ fn read_events(file: &str, content: &[Line]) -> Result<SourceBatch> {
     for (line, ev) in parse_lines::<EventLine>(file, content)? {
         let mut o = origin(file, line);
         o.nested_assertions = true;
-        batch.events.push(ev.into());
-        batch.origins.push(o);
+        batch.push(ev.into(), o);
         batch.lines += 1;
     }
     Ok(batch)
@@ -954,8 +959,7 @@ fn read_graph(file: &str, content: &[Line]) -> Result<SourceBatch> {
         ev.assertions = chunk.iter().map(|(_, a)| a.clone().into()).collect();
         let mut o = origin(file, first);
         o.assertion_lines = chunk.iter().map(|(n, _)| *n).collect();
-        batch.events.push(ev);
-        batch.origins.push(o);
+        batch.push(ev, o);
     }
     Ok(batch)
 }
@@ -977,8 +981,7 @@ fn read_conversations(file: &str, content: &[Line]) -> Result<SourceBatch> {
             });
         }
         for d in crate::conversation::session_events(&session) {
-            batch.events.push(d);
-            batch.origins.push(origin(file, line));
+            batch.push(d, origin(file, line));
         }
         batch.lines += 1;
     }
@@ -995,8 +998,7 @@ fn read_journal(file: &str, content: &[Line]) -> Result<SourceBatch> {
             field: e.field.to_string(),
             message: e.message,
         })?;
-        batch.events.push(d);
-        batch.origins.push(origin(file, line));
+        batch.push(d, origin(file, line));
         batch.lines += 1;
     }
     Ok(batch)
@@ -1014,8 +1016,7 @@ fn read_tool_calls(file: &str, content: &[Line]) -> Result<SourceBatch> {
         })
         .collect();
     for (line, d, why) in made {
-        batch.events.push(d);
-        batch.origins.push(origin(file, line));
+        batch.push(d, origin(file, line));
         batch.lines += 1;
         if let Some(why) = why {
             batch.unextracted.push((line, why));
@@ -1046,11 +1047,13 @@ fn read_passages(file: &str, content: &[Line]) -> Result<SourceBatch> {
             props: Props::from([("text".to_string(), Value::Str(p.text))]),
             ..Default::default()
         })];
-        batch.events.push(ev);
-        batch.origins.push(Origin {
-            renames: PASSAGE_FIELDS,
-            ..origin(file, line)
-        });
+        batch.push(
+            ev,
+            Origin {
+                renames: PASSAGE_FIELDS,
+                ..origin(file, line)
+            },
+        );
         batch.lines += 1;
     }
     Ok(batch)
@@ -1132,8 +1135,7 @@ fn read_triples(file: &str, content: &[Line]) -> Result<SourceBatch> {
             push_edge(&doc, relations::MENTIONS, &s, "doc", None);
             push_edge(&doc, relations::MENTIONS, &obj, "doc", None);
         }
-        batch.events.push(ev);
-        batch.origins.push(o);
+        batch.push(ev, o);
     }
     Ok(batch)
 }

@@ -913,6 +913,9 @@ fn check_options(opts: &RetrieveOptions) -> Result<()> {
     Ok(())
 }
 
+/// A snippet's id, its text, and the node it is anchored at (for its seed and path).
+type Rendered = (String, String, Option<NodeId>);
+
 impl<'s> Retriever<'s> {
     /// Builds the engine (the entity dictionary) for the store's current state.
     pub fn new(store: &'s Store) -> Result<Self> {
@@ -1244,11 +1247,7 @@ impl<'s> Retriever<'s> {
 
     /// A passage (its title and text) or an entity ([`Self::describe_entity`]): its id, text
     /// and the node it stands for.
-    fn render_node(
-        &self,
-        c: &Candidate,
-        provenance: &mut SnippetProvenance,
-    ) -> Result<(String, String, Option<NodeId>)> {
+    fn render_node(&self, c: &Candidate, provenance: &mut SnippetProvenance) -> Result<Rendered> {
         let n = c
             .node
             .and_then(|n| self.store.node(n))
@@ -1266,11 +1265,7 @@ impl<'s> Retriever<'s> {
     /// A fact as a sentence with its confidence (and what it was when last seen, if it has
     /// decayed), when it was last seen and its validity; it rests on its edge, its latest three
     /// events and the passages they cite. Anchored at its source.
-    fn render_fact(
-        &self,
-        c: &Candidate,
-        provenance: &mut SnippetProvenance,
-    ) -> Result<(String, String, Option<NodeId>)> {
+    fn render_fact(&self, c: &Candidate, provenance: &mut SnippetProvenance) -> Result<Rendered> {
         let e = c
             .edge
             .and_then(|e| self.store.edge(e).transpose())
@@ -1332,11 +1327,7 @@ impl<'s> Retriever<'s> {
     }
 
     /// An event as a line: its time, kind, actor, place and the text of its payload.
-    fn render_event(
-        &self,
-        c: &Candidate,
-        provenance: &mut SnippetProvenance,
-    ) -> Result<(String, String, Option<NodeId>)> {
+    fn render_event(&self, c: &Candidate, provenance: &mut SnippetProvenance) -> Result<Rendered> {
         let seq = c.event.unwrap_or(0);
         let ev = self
             .store
