@@ -240,6 +240,50 @@ fn numbered_instances_of_one_kind_are_not_likely_duplicates() {
     );
 }
 
+/// Names alike that are already linked as one thing (`extract`'s SAME_AS links) are resolved:
+/// the check said "likely duplicates" of the very pair `extract` had just linked, and exited 1.
+/// A group is resolved only when its links join every member.
+#[test]
+fn names_already_linked_as_the_same_thing_are_not_likely_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let dups = |store: &Store| -> Vec<Vec<String>> {
+        health::check(store, &HealthOptions::default())
+            .unwrap()
+            .findings
+            .into_iter()
+            .filter_map(|f| match f {
+                Finding::LikelyDuplicates { keys, .. } => Some(keys),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut d = EventDraft::new(0, "extractor", "EXTRACTION");
+    d.assertions = vec![
+        pinned_node("ent:good place", "Good Place", "Entity"),
+        pinned_node("ent:the good place", "The Good Place", "Entity"),
+    ];
+    store.ingest(vec![d]).unwrap();
+    assert_eq!(dups(&store).len(), 1);
+    store
+        .ingest(loci::extract::alias_links(&store).unwrap())
+        .unwrap();
+    assert_eq!(dups(&store), Vec::<Vec<String>>::new(), "linked by extract");
+
+    // A third name alike, not linked: the group is a finding again, with every key.
+    let mut d = EventDraft::new(0, "user", "NOTE");
+    d.assertions = vec![pinned_node("place:good", "the good-place", "Entity")];
+    store.ingest(vec![d]).unwrap();
+    assert_eq!(
+        dups(&store),
+        vec![vec![
+            "ent:good place".to_string(),
+            "ent:the good place".to_string(),
+            "place:good".to_string()
+        ]]
+    );
+}
+
 #[test]
 fn forgotten_children_are_not_a_finding_but_deleted_ones_take_their_summary() {
     let dir = tempfile::tempdir().unwrap();

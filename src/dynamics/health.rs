@@ -15,14 +15,15 @@
 //!   that the log never held. Children evicted by forgetting are not a finding: keeping the
 //!   gist when the detail goes is what forgetting is for.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::dynamics::consolidate::summaries;
 use crate::dynamics::deletion::{self, Reason};
 use crate::error::Result;
-use crate::model::{labels, Assertion};
+use crate::graph::Adjacency;
+use crate::model::{labels, relations, Assertion, NodeId};
 use crate::store::Store;
 
 /// Caps of the health check.
@@ -230,6 +231,7 @@ fn likely_duplicates(store: &Store) -> (Vec<Finding>, usize) {
             .or_default()
             .push(n.key.clone());
     }
+    let same_as = g.relation_id(relations::SAME_AS);
     let found = groups
         .into_iter()
         .filter(|(_, keys)| {
@@ -239,12 +241,36 @@ fn likely_duplicates(store: &Store) -> (Vec<Finding>, usize) {
                 shapes.len() > 1
             }
         })
+        .filter(|(_, keys)| {
+            let ids: Vec<NodeId> = keys.iter().filter_map(|k| g.node_id(k)).collect();
+            !same_as.is_some_and(|rel| linked_as_one(g.adjacency(), rel, &ids))
+        })
         .map(|((label, name), mut keys)| {
             keys.sort();
             Finding::LikelyDuplicates { label, name, keys }
         })
         .collect();
     (found, checked)
+}
+
+/// Whether `SAME_AS` links (relation `rel`, either way) among `nodes` join them all into one:
+/// then they are known to be one thing (`extract` linked them, or a user did), not a finding.
+fn linked_as_one(adjacency: &Adjacency, rel: u32, nodes: &[NodeId]) -> bool {
+    let Some(&first) = nodes.first() else {
+        return true;
+    };
+    let members: HashSet<NodeId> = nodes.iter().copied().collect();
+    let mut reached = HashSet::from([first]);
+    let mut frontier = vec![first];
+    while let Some(n) = frontier.pop() {
+        for e in adjacency.entries(n) {
+            let next = e.neighbor();
+            if e.relation() == rel && members.contains(&next) && reached.insert(next) {
+                frontier.push(next);
+            }
+        }
+    }
+    reached.len() == members.len()
 }
 
 /// A key with each run of digits as `#`: keys of one shape ("npc:villager:6",
