@@ -947,6 +947,9 @@ struct Guard {
     ticks: std::cell::Cell<u32>,
     /// Bytes of result values so far (see [`Limits::max_result_bytes`]).
     bytes: std::cell::Cell<usize>,
+    /// Bytes one intermediate row takes: a value for every variable (and the row's vector), so
+    /// many rows of a wide pattern are bounded by [`Limits::max_intermediate_bytes`].
+    row_bytes: usize,
 }
 
 impl Guard {
@@ -963,11 +966,18 @@ impl Guard {
         Ok(())
     }
 
+    /// Checks that `n` rows of one operator are within the row and byte limits.
     fn rows(&self, n: usize) -> Result<(), QueryError> {
         if n > self.limits.max_rows {
             return Err(QueryError::LimitExceeded(format!(
                 "more than {} intermediate rows; narrow the pattern or raise the row limit",
                 self.limits.max_rows
+            )));
+        }
+        if n.saturating_mul(self.row_bytes) > self.limits.max_intermediate_bytes {
+            return Err(QueryError::LimitExceeded(format!(
+                "more than {} bytes of intermediate rows ({n} rows of {} bytes: a value for each of the pattern's variables); narrow the pattern, use fewer hops, or raise the limit",
+                self.limits.max_intermediate_bytes, self.row_bytes
             )));
         }
         self.time()
@@ -1647,6 +1657,7 @@ pub fn execute(
         limits,
         ticks: std::cell::Cell::new(0),
         bytes: std::cell::Cell::new(0),
+        row_bytes: plan.slots.len() * std::mem::size_of::<Val>() + std::mem::size_of::<Vec<Val>>(),
     };
     let mut ctx = Ctx {
         store,
