@@ -41,6 +41,10 @@ pub const LABEL: &str = "Journal";
 pub const FORMAT_VERSION: u32 = 1;
 /// Longest entry text kept; a longer one is refused (a journal note, not a document).
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+/// Most tags an entry may carry (each is a node and an edge).
+pub const MAX_TAGS: usize = 256;
+/// Longest working directory an entry may name (Linux's `PATH_MAX`).
+pub const MAX_CWD_BYTES: usize = 4096;
 
 /// One journal entry, as a harness writes it.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -166,10 +170,26 @@ pub fn entry_event(e: &Entry) -> std::result::Result<EventDraft, EntryError> {
             format!("{} bytes: at most {MAX_TEXT_BYTES}", text.len()),
         ));
     }
+    if e.tags.len() > MAX_TAGS {
+        return Err(refuse(
+            "tags",
+            format!("{} tags: at most {MAX_TAGS}", e.tags.len()),
+        ));
+    }
+    if let Some(cwd) = &e.cwd {
+        if cwd.len() > MAX_CWD_BYTES {
+            return Err(refuse(
+                "cwd",
+                format!("{} bytes: at most {MAX_CWD_BYTES}", cwd.len()),
+            ));
+        }
+    }
+    // Lower-cased, each once, in the order given.
     let mut tags: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for t in &e.tags {
         let t = name_field("tags", t)?.to_lowercase();
-        if !tags.contains(&t) {
+        if seen.insert(t.clone()) {
             tags.push(t);
         }
     }
@@ -410,6 +430,33 @@ mod tests {
             text: text.into(),
             tags: vec!["Build".into(), "build".into()],
         }
+    }
+
+    /// An entry's tags and directory are a few names: 100,000 tags took 28 s to read (each
+    /// checked against every one before it), and a 10 MB directory was kept.
+    #[test]
+    fn tags_and_directory_are_bounded_and_tags_deduplicated_in_order() {
+        let mut e = entry("x");
+        e.tags = (0..MAX_TAGS).map(|i| format!("T{}", i % 100)).collect();
+        let d = entry_event(&e).unwrap();
+        let tags: Vec<&str> = d
+            .assertions
+            .iter()
+            .filter_map(|a| match a {
+                Assertion::UpsertNode(n) if n.label.as_deref() == Some("Tag") => n.name.as_deref(),
+                _ => None,
+            })
+            .collect();
+        let expected: Vec<String> = (0..100).map(|i| format!("t{i}")).collect();
+        assert_eq!(tags, expected);
+        e.tags.push("one more".into());
+        let err = entry_event(&e).unwrap_err();
+        assert_eq!(err.field, "tags", "{}", err.message);
+        let mut e = entry("x");
+        e.cwd = Some("/".repeat(MAX_CWD_BYTES + 1));
+        assert_eq!(entry_event(&e).unwrap_err().field, "cwd");
+        e.cwd = Some("/".repeat(MAX_CWD_BYTES));
+        assert!(entry_event(&e).is_ok());
     }
 
     #[test]
