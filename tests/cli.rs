@@ -1760,6 +1760,11 @@ fn a_working_memory_change_that_finds_nothing_is_refused_and_writes_nothing() {
     let too_long = loci(&["wm", "--store", s, "observe", &long]);
     assert_eq!(too_long.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&too_long.stderr).contains("17408 bytes"));
+    for no_text in ["pop-subgoal", "clear", "show"] {
+        let extra = loci(&["wm", "--store", s, no_text, "extra", "words"]);
+        assert_eq!(extra.status.code(), Some(2), "{no_text}");
+        assert!(String::from_utf8_lossy(&extra.stderr).contains("takes no text"));
+    }
     assert_eq!(events(), 1, "a refused change wrote an event");
     assert!(ok(&["wm", "--store", s, "clear-threat", "creeper"]).contains("threats   -"));
     assert_eq!(events(), 2);

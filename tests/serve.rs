@@ -175,6 +175,17 @@ async fn routes_answer_what_the_library_does() {
     .await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
     assert!(v.to_string().contains("none is held"), "{v}");
+    // A field the op does not take is refused, as on every other route: a misspelt "txt"
+    // would otherwise pass unnoticed.
+    for body in [
+        r#"{"op": "intent", "text": "a", "bogus": 1}"#,
+        r#"{"op": "pop_subgoal", "text": "x"}"#,
+        r#"{"op": "clear", "n": 3}"#,
+    ] {
+        let (s, v, _) = call(&st, "POST", "/v1/wm", Some(body), None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
+        assert!(v.to_string().contains("unknown field"), "{body}: {v}");
+    }
     let (s, _, _) = call(
         &st,
         "POST",

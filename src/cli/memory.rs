@@ -166,7 +166,15 @@ pub fn working_memory(a: WmArgs) -> Result<Code> {
         }
         Ok(text.clone())
     };
-    let op = match a.action.as_deref().unwrap_or("show") {
+    let action = a.action.as_deref().unwrap_or("show");
+    if matches!(action, "show" | "pop-subgoal" | "clear") && !text.trim().is_empty() {
+        fail!(
+            Code::Usage,
+            "wm {action} takes no text, got {}",
+            loci::error::quoted_excerpt(&text)
+        );
+    }
+    let op = match action {
         "show" => None,
         "observe" => Some(WmOp::Observe {
             text: needs_text("observe")?,

@@ -966,7 +966,27 @@ async fn working_memory(State(st): State<Arc<AppState>>) -> Answer {
 #[utoipa::path(post, path = "/v1/wm", request_body = WmOp,
     responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody),
         (status = 404, body = super::error::ErrorBody)))]
-async fn change_working_memory(State(st): State<Arc<AppState>>, Body(op): Body<WmOp>) -> Answer {
+async fn change_working_memory(State(st): State<Arc<AppState>>, body: Bytes) -> Answer {
+    let op: WmOp = json_body(&body)?;
+    // The op is read by its tag, which lets fields it does not take pass unread: they are
+    // refused here, as every other route refuses an unknown field.
+    let given: serde_json::Map<String, Json_> = json_body(&body)?;
+    let takes = serde_json::to_value(&op).unwrap_or_default();
+    if let Some(extra) = given.keys().find(|k| takes.get(k.as_str()).is_none()) {
+        return Err(ApiError::bad_input(format!(
+            "body: unknown field {}: op {} takes {}",
+            crate::error::quoted_excerpt(extra),
+            takes["op"],
+            takes
+                .as_object()
+                .map(|o| o
+                    .keys()
+                    .map(|k| format!("{k:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        )));
+    }
     st.blocking(move |s| {
         s.change_working_memory(&op, "agent", None)?;
         to_json(&s.working_memory())
