@@ -182,6 +182,35 @@ fn the_prefix_stays_the_same_until_a_summary_is_made_and_one_turn_longer_when_sa
     assert!(report.ok(), "{:?}", report.differences);
 }
 
+/// The latest events are a run without holes, so an event that does not fit ends it. When the
+/// newest is longer than the room, it is shown cut to fit: a 3,000-word observation had
+/// emptied the section, and every older event with it.
+#[test]
+fn a_newest_event_longer_than_the_room_is_shown_cut_not_left_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 6, 42);
+    let words: Vec<String> = (0..3000).map(|i| format!("word{i}")).collect();
+    let mut long = EventDraft::new(
+        store.latest_event_time().unwrap().unwrap_or(0) + 1,
+        "bot",
+        "OBSERVATION",
+    );
+    long.payload = loci::model::Value::from(words.join(" ").as_str());
+    store.ingest(vec![long]).unwrap();
+    let newest = store.last_seq();
+    let c = context::build_context(&store, &ContextOptions::with_budget(1000)).unwrap();
+    let moment = section(&c, "moment");
+    assert_eq!(moment.lines.len(), 1, "{:?}", moment.lines);
+    let line = &moment.lines[0];
+    assert_eq!(line.ids, [format!("event:{newest}")]);
+    assert!(
+        line.text.contains("word0 word1") && line.text.ends_with('…'),
+        "{}",
+        line.text
+    );
+    assert!(c.tokens <= 1000 && c.tokens > 800, "{} tokens", c.tokens);
+}
+
 #[test]
 fn a_budget_too_small_for_the_instructions_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();

@@ -854,6 +854,23 @@ fn moment_lines(
                 .or_insert_with(|| counter.count(text));
             let ids = vec![format!("event:{seq}")];
             if used + tokens > cap {
+                // The newest event alone longer than the room is shown cut to fit: left out,
+                // it would empty the section, and every older event with it.
+                if kept.is_empty() {
+                    if let Some(cut) = cut_to_fit(text, cap, counter) {
+                        let tokens = counter.count(&cut);
+                        kept.push((
+                            *ts,
+                            seq,
+                            Line {
+                                text: cut,
+                                ids,
+                                tokens,
+                            },
+                        ));
+                        break 'steps;
+                    }
+                }
                 // The moment is a run of the latest events, without holes: once one does not
                 // fit, it and everything older stay out (the first of them is listed).
                 left_out.push(LeftOut {
@@ -878,6 +895,34 @@ fn moment_lines(
     }
     kept.sort_by_key(|(ts, seq, _)| (*ts, *seq));
     Ok(kept.into_iter().map(|(_, _, l)| l).collect())
+}
+
+/// Fewest characters of an event worth showing cut.
+const CUT_AT_LEAST_CHARS: usize = 16;
+
+/// The longest start of `text` that, followed by "…", counts at most `room` tokens (found by
+/// bisection over its characters); `None` when not even [`CUT_AT_LEAST_CHARS`] fit.
+fn cut_to_fit(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<String> {
+    let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    let cut = |chars: usize| {
+        let end = starts.get(chars).copied().unwrap_or(text.len());
+        format!("{}…", text[..end].trim_end())
+    };
+    let fits = |chars: usize| counter.count(&cut(chars)) <= room;
+    let (mut lo, mut hi) = (CUT_AT_LEAST_CHARS, starts.len());
+    if lo >= hi || !fits(lo) {
+        return None;
+    }
+    // `lo` fits; the longest that does lies in lo..=hi.
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(cut(lo))
 }
 
 /// Renders the sections and counts the text; while it is over the budget (a tokenizer that
