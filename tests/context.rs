@@ -211,6 +211,39 @@ fn a_newest_event_longer_than_the_room_is_shown_cut_not_left_out() {
     assert!(c.tokens <= 1000 && c.tokens > 800, "{} tokens", c.tokens);
 }
 
+/// The subgoal stack is one line; over its room it was left out whole, the current subgoal
+/// with it. Now the top of the stack that fits is shown, after "…".
+#[test]
+fn a_subgoal_stack_over_its_room_shows_its_top() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 6, 42);
+    let now = store.latest_event_time().unwrap().unwrap_or(0);
+    let pushes = (0..200)
+        .map(|i| {
+            let text = format!("subgoal {i}: gather the materials for the next part of the plan");
+            WmOp::PushSubgoal { text }.draft(now, "bot")
+        })
+        .collect();
+    store.ingest(pushes).unwrap();
+    let c = context::build_context(&store, &ContextOptions::with_budget(4000)).unwrap();
+    let subgoals: Vec<&str> = section(&c, "working")
+        .lines
+        .iter()
+        .filter(|l| l.ids == ["wm:subgoals"])
+        .map(|l| l.text.as_str())
+        .collect();
+    assert_eq!(subgoals.len(), 1, "{:?}", c.left_out);
+    assert!(
+        subgoals[0].starts_with("Subgoals: … > subgoal "),
+        "{}",
+        subgoals[0]
+    );
+    assert!(
+        subgoals[0].ends_with("subgoal 199: gather the materials for the next part of the plan")
+    );
+    assert!(c.tokens <= 4000);
+}
+
 #[test]
 fn a_budget_too_small_for_the_instructions_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();

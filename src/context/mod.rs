@@ -417,7 +417,7 @@ fn assemble(
     let working = if wants("working") {
         fill(
             "working",
-            working_lines(store, &count_line),
+            working_lines(store, &count_line, share(opts.shares.working)),
             share(opts.shares.working),
             &mut left_out,
         )
@@ -609,7 +609,7 @@ fn snippet_lines(
 }
 
 /// Intent, subgoals, threats, promises, then observations newest first.
-fn working_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
+fn working_lines(store: &Store, count: &dyn Fn(&str) -> usize, room: usize) -> Vec<Line> {
     let wm = store.working_memory();
     let mut out = Vec::new();
     let wm_id = |what: &str| vec![format!("wm:{what}")];
@@ -617,11 +617,8 @@ fn working_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
         out.push(line(format!("Intent: {i}"), wm_id("intent"), count));
     }
     if !wm.subgoals.is_empty() {
-        out.push(line(
-            format!("Subgoals: {}", wm.subgoals.join(" > ")),
-            wm_id("subgoals"),
-            count,
-        ));
+        let left = room.saturating_sub(out.iter().map(|l| l.tokens).sum());
+        out.push(subgoals_line(&wm.subgoals, left, count));
     }
     for t in &wm.threats {
         out.push(line(format!("Threat: {t}"), wm_id("threats"), count));
@@ -637,6 +634,30 @@ fn working_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
         ));
     }
     out
+}
+
+/// The subgoal stack as one line, bottom to top. A whole stack over `room` is shown by its top
+/// that fits, after "…" (the current subgoal matters most); when not even the top one fits,
+/// the whole line (which is then left out, and listed).
+fn subgoals_line(subgoals: &[String], room: usize, count: &dyn Fn(&str) -> usize) -> Line {
+    let ids = || vec!["wm:subgoals".to_string()];
+    let whole = line(format!("Subgoals: {}", subgoals.join(" > ")), ids(), count);
+    if whole.tokens <= room {
+        return whole;
+    }
+    let mut top = None;
+    for k in 1..subgoals.len() {
+        let text = format!(
+            "Subgoals: … > {}",
+            subgoals[subgoals.len() - k..].join(" > ")
+        );
+        let shown = line(text, ids(), count);
+        if shown.tokens > room {
+            break;
+        }
+        top = Some(shown);
+    }
+    top.unwrap_or(whole)
 }
 
 /// The moment's lines of recent log records, kept between turns: consecutive turns show mostly
