@@ -1885,9 +1885,14 @@ impl Store {
     /// [`Error::Locked`] naming the holder's pid), loads the derived graph from storage, and
     /// brings the full-text index up to the log.
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        let dir = dir.as_ref().to_path_buf();
+        Self::open_taking(dir.as_ref(), StoreLock::acquire)
+    }
+
+    /// [`Store::open`], the writer lock taken by `take`.
+    fn open_taking(dir: &Path, take: fn(&Path) -> Result<StoreLock>) -> Result<Store> {
+        let dir = dir.to_path_buf();
         let manifest = read_manifest(&dir)?;
-        let lock = StoreLock::acquire(&dir)?;
+        let lock = take(&dir)?;
         deleting::recover_compaction(&dir, manifest.backend)?;
         snapshot::remove_unfinished(&dir);
         Self::open_with(dir, manifest, Some(lock))
@@ -1926,8 +1931,18 @@ impl Store {
     /// text index can be repaired), read-only when one does, or when this user cannot take
     /// the writer lock at all (a store on a read-only mount, or another user's).
     pub fn open_for_reading(dir: impl AsRef<Path>) -> Result<Store> {
-        match Self::open(dir.as_ref()) {
-            Err(Error::Locked { .. }) => Self::open_read_only(dir),
+        // Beside a live writer the lock is busy for good: a reader does not wait the half
+        // second `open` gives a lock about to be let go (it took 0.5 s beside a server), but
+        // reads beside it, except from sled, which a writer holds whole: that waits as `open`.
+        let dir = dir.as_ref();
+        match Self::open_taking(dir, StoreLock::acquire_if_free) {
+            Err(Error::Locked { .. }) => match Self::open_read_only(dir) {
+                Err(Error::Locked { .. }) => match Self::open(dir) {
+                    Err(Error::Locked { .. }) => Self::open_read_only(dir),
+                    other => other,
+                },
+                other => other,
+            },
             // The system refused this user a write: on the writer lock's file, or, where the
             // lock file is writable but the rest is not, on the backend's. A reading command
             // writes nothing else, so a read-only open can still serve it.
