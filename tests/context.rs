@@ -244,6 +244,37 @@ fn a_subgoal_stack_over_its_room_shows_its_top() {
     assert!(c.tokens <= 4000);
 }
 
+/// The moment looks back over a bounded window of the log; bookkeeping it never shows
+/// (working-memory changes here) counted against it, so 4,096 of them after the last event
+/// left the latest events out of reach and the section empty.
+#[test]
+fn a_run_of_bookkeeping_does_not_hide_the_latest_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 6, 42);
+    let budget = ContextOptions::with_budget(2000);
+    let before = context::build_context(&store, &budget).unwrap();
+    let newest = section(&before, "moment").lines.last().unwrap().ids.clone();
+    let now = store.latest_event_time().unwrap().unwrap_or(0);
+    let observe = (0..4096)
+        .map(|i| {
+            WmOp::Intent {
+                text: format!("step {i}"),
+            }
+            .draft(now, "bot")
+        })
+        .collect();
+    store.ingest(observe).unwrap();
+    let c = context::build_context(&store, &budget).unwrap();
+    let moment = section(&c, "moment");
+    assert_eq!(
+        moment.lines.last().map(|l| &l.ids),
+        Some(&newest),
+        "{:?}",
+        c.left_out
+    );
+    assert!(moment.lines.len() > 10);
+}
+
 #[test]
 fn a_budget_too_small_for_the_instructions_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();

@@ -55,8 +55,12 @@ pub const CONTEXT: &str = kinds::CONTEXT;
 
 /// Log records the moment reads at a time, going back from the end until its budget is full.
 const MOMENT_STEP: u64 = 128;
-/// Log records the moment looks back over at most.
+/// Log records the moment looks back over at most, of those it can show.
 const MOMENT_WINDOW: u64 = 4096;
+/// Log records the moment reads back over at most, bookkeeping included: a run of records it
+/// never shows (working-memory changes, uses, saved contexts) does not put the latest events
+/// out of its reach, as when the window counted them.
+const MOMENT_SCAN: u64 = 4 * MOMENT_WINDOW;
 
 /// Kinds that are bookkeeping, never part of the moment.
 const NOT_MOMENT: [&str; 7] = [
@@ -741,7 +745,7 @@ impl MomentCache {
             self.lines.insert(seq, found.remove(&seq).flatten());
         }
         // Keep the latest records only.
-        let excess = self.lines.len().saturating_sub(2 * MOMENT_WINDOW as usize);
+        let excess = self.lines.len().saturating_sub(2 * MOMENT_SCAN as usize);
         if let Some(&cutoff) = self.lines.keys().nth(excess).filter(|_| excess > 0) {
             self.lines = self.lines.split_off(&cutoff);
             self.tokens.retain(|(seq, _), _| *seq >= cutoff);
@@ -857,7 +861,8 @@ fn moment_lines(
     let mut kept: Vec<(i64, u64, Line)> = Vec::new();
     let mut used = 0;
     let mut from = last + 1;
-    'steps: while from > 1 && last + 1 - from < MOMENT_WINDOW {
+    let mut showable = 0;
+    'steps: while from > 1 && last + 1 - from < MOMENT_SCAN && showable < MOMENT_WINDOW {
         let start = from.saturating_sub(MOMENT_STEP).max(1);
         cache.load(store, start, from)?;
         for seq in (start..from).rev() {
@@ -869,6 +874,7 @@ fn moment_lines(
             else {
                 continue;
             };
+            showable += 1;
             let tokens = *cache
                 .tokens
                 .entry((seq, tokenizer))
