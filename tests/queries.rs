@@ -278,6 +278,16 @@ fn errors_and_limits() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = world_store(dir.path());
     let none = HashMap::new();
+    // Two columns of one name: a row's JSON object (and a reader by name) would keep one.
+    for q in [
+        "MATCH (a:Place) RETURN a.key AS x, a.name AS x",
+        "MATCH (a:Place) RETURN a, a",
+    ] {
+        match query::prepare(q, Limits::default()) {
+            Err(QueryError::Plan(m)) => assert!(m.contains("two RETURN items"), "{q}: {m}"),
+            other => panic!("{q}: {other:?}"),
+        }
+    }
     let text = "MATCH (a:Place)\nWHERE a.type = \nRETURN a";
     match query::run(&store, text, &none).unwrap_err() {
         QueryError::Parse {

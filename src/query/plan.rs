@@ -563,12 +563,21 @@ impl Planner {
     }
 }
 
-/// The RETURN items name bound variables, and an aggregate is a whole item of one argument.
+/// The RETURN items name bound variables, each its own column, and an aggregate is a whole
+/// item of one argument.
 fn check_return_items(
     items: &[ReturnItem],
     index: &HashMap<String, usize>,
 ) -> Result<(), QueryError> {
+    let mut columns = std::collections::HashSet::new();
     for item in items {
+        // A row read by column name (its JSON object) would keep one of two alike.
+        if !columns.insert(item.alias.as_str()) {
+            return Err(plan_err(format!(
+                "two RETURN items are named {}; give one another name with AS",
+                item.alias
+            )));
+        }
         check_vars(&item.expr, index, &[])?;
         match &item.expr {
             Expr::Call(name, args) if super::exec::AGGREGATES.contains(&name.as_str()) => {
