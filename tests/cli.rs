@@ -1860,6 +1860,10 @@ fn journal_and_check_work_end_to_end() {
     );
     let missing = loci(&["journal", "promote", "--store", s, "journal:nope"]);
     assert_eq!(missing.status.code(), Some(4));
+    // A key given twice is one entry.
+    let key = promoted["promoted"][0].as_str().unwrap();
+    let again = json(&["journal", "promote", "--store", s, key, key, "--json"]);
+    assert_eq!(again["promoted"].as_array().unwrap().len(), 1, "{again}");
 
     // Healthy, then a finding: exit 1, with the finding named.
     let healthy = loci(&["check", "--store", s]);

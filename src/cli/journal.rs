@@ -56,7 +56,11 @@ fn promote(a: JournalPromoteArgs) -> Result<Code> {
     let s = open(&a.store)?;
     let keys = match a.recurring {
         Some(n) => journal::recurring(&s, n)?,
-        None => a.keys.clone(),
+        None => {
+            // A key given twice is one entry, promoted and counted once.
+            let mut seen = std::collections::HashSet::new();
+            a.keys.iter().filter(|k| seen.insert(*k)).cloned().collect()
+        }
     };
     if keys.is_empty() {
         if a.json {
