@@ -182,6 +182,12 @@ fn errors_are_clear() {
     ok(&["init", "--store", p(&store)]);
     let out = loci(&["init", "--store", p(&store)]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    // A file where the store would go is named as one (it had been "File exists (os error 17)").
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = loci(&["init", "--store", p(&file)]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a file, not a directory"));
     let out = loci(&["neighbors", "--store", p(&store), "nothing-here"]);
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no node has key \"nothing-here\""));

@@ -1832,6 +1832,16 @@ impl Store {
                 path: dir.to_path_buf(),
             });
         }
+        // Said so: the system's word for it is "File exists".
+        if dir.exists() && !dir.is_dir() {
+            return Err(Error::InvalidArgument {
+                name: "store".into(),
+                message: format!(
+                    "{}: is a file, not a directory; a store is a directory",
+                    dir.display()
+                ),
+            });
+        }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock = StoreLock::acquire(dir)?;
         // A log left without its manifest (lost, or deleted) is a store's: a new manifest
