@@ -161,7 +161,7 @@ pub fn entry_event(e: &Entry) -> std::result::Result<EventDraft, EntryError> {
     let session = name_field("session", &e.session)?;
     let kind = name_field("kind", &e.kind)?;
     let text = e.text.trim();
-    if text.is_empty() {
+    if crate::text::is_blank(text) {
         return Err(refuse("text", "must not be empty"));
     }
     if text.len() > MAX_TEXT_BYTES {
@@ -480,6 +480,7 @@ mod tests {
             .filter(|x| matches!(x, Assertion::UpsertEdge(e) if e.relation == "TAGGED"))
             .count();
         assert_eq!(tagged, 1);
+        assert_eq!(entry_event(&entry("\u{200b}")).unwrap_err().field, "text");
         let mut bad = entry("x");
         bad.v = 2;
         assert_eq!(entry_event(&bad).unwrap_err().field, "v");

@@ -110,7 +110,7 @@ impl WmOp {
             });
         }
         // An empty mainline clears it; any other op of no text would hold or match nothing.
-        if text.trim().is_empty() && !matches!(self, WmOp::Mainline { .. }) {
+        if crate::text::is_blank(text) && !matches!(self, WmOp::Mainline { .. }) {
             return Err(Error::InvalidArgument {
                 name: "text".into(),
                 message: "empty: this change needs a text".into(),
@@ -470,8 +470,10 @@ mod tests {
             text: "x".repeat(MAX_TEXT_BYTES),
         };
         assert!(fits.validate().is_ok());
-        let blank = WmOp::PushSubgoal { text: " ".into() };
-        assert!(blank.validate().is_err());
+        for blank in [" ", "\u{200b}"] {
+            let blank = WmOp::PushSubgoal { text: blank.into() };
+            assert!(blank.validate().is_err());
+        }
         // An empty mainline clears it.
         assert!(WmOp::Mainline { text: "".into() }.validate().is_ok());
     }

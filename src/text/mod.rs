@@ -275,6 +275,20 @@ pub(crate) struct TextDoc {
     pub link_keys: Vec<String>,
 }
 
+/// Characters that show nothing and separate nothing: zero-width space, non-joiner and joiner,
+/// word joiner, byte-order mark, soft hyphen, Mongolian vowel separator.
+const INVISIBLE: [char; 7] = [
+    '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}', '\u{00ad}', '\u{180e}',
+];
+
+/// Whether `value` holds nothing but whitespace and [`INVISIBLE`] characters: what a person
+/// would call empty (`str::trim` leaves a zero-width space).
+pub fn is_blank(value: &str) -> bool {
+    value
+        .chars()
+        .all(|c| c.is_whitespace() || INVISIBLE.contains(&c))
+}
+
 /// What [`refuse_blank`] says of a value of whitespace only.
 const BLANK: &str = "is empty; give it words, or leave it out where it is optional";
 
@@ -282,7 +296,7 @@ const BLANK: &str = "is empty; give it words, or leave it out where it is option
 /// it as `name`: an unset variable in a script (`loci query "$Q"`) had been answered with
 /// nothing found, which a caller cannot tell from a store that knows nothing of it.
 pub fn refuse_blank(value: &str, name: &str) -> Result<()> {
-    if value.trim().is_empty() {
+    if is_blank(value) {
         return Err(Error::InvalidArgument {
             name: name.into(),
             message: BLANK.into(),
@@ -1563,6 +1577,24 @@ pub fn hit_json(s: &crate::Store, h: &Hit) -> Result<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zero-width space alone, as a search, had found nothing instead of being refused as
+    /// empty: it is no more a word than a space is.
+    #[test]
+    fn invisible_characters_alone_are_blank() {
+        for blank in [
+            "",
+            " \t",
+            "\u{200b}",
+            " \u{feff}\u{2060} ",
+            "\u{200d}\u{00ad}",
+        ] {
+            assert!(refuse_blank(blank, "q").is_err(), "{blank:?}");
+        }
+        for given in ["a", "\u{200b}a", "👩\u{200d}💻"] {
+            assert!(refuse_blank(given, "q").is_ok(), "{given:?}");
+        }
+    }
 
     /// An index committed before the floor was recorded says nothing of its ids (a reader
     /// trusts it, as before); one committed since says its floor, and reopened reads it back.
