@@ -638,6 +638,9 @@ pub mod kinds {
     pub const USAGE: &str = "USAGE";
     /// A saved prompt context (`context`); written only by the store.
     pub const CONTEXT: &str = "CONTEXT";
+    /// Pins and unpins nodes (`Store::pin`).
+    pub const PIN: &str = "PIN";
+    pub const UNPIN: &str = "UNPIN";
 
     /// Whether events of `kind` are the store's bookkeeping of reads (uses, saved contexts):
     /// not full-text indexed and not summarised.

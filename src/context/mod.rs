@@ -70,7 +70,7 @@ const NOT_MOMENT: [&str; 7] = [
     crate::dynamics::deletion::DELETE,
     crate::dynamics::deletion::TOMBSTONE,
     kinds::CONTEXT,
-    "PIN",
+    kinds::PIN,
 ];
 
 /// Which sections a context holds.

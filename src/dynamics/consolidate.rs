@@ -42,8 +42,8 @@ const NOT_SUMMARISED: [&str; 7] = [
     crate::model::kinds::CONTEXT,
     deletion::DELETE,
     deletion::TOMBSTONE,
-    "PIN",
-    "UNPIN",
+    kinds::PIN,
+    kinds::UNPIN,
 ];
 
 /// Most salient moments a chunk's digest names (a merged digest: twice as many).

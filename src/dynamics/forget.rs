@@ -41,7 +41,7 @@ use crate::dynamics::decay::DAY;
 use crate::dynamics::deletion::{reason_of, DeleteRequest, Reason, DELETE, TOMBSTONE};
 use crate::dynamics::usage::{entries, Item, USAGE};
 use crate::error::{Error, Result};
-use crate::model::{Assertion, Event};
+use crate::model::{kinds, Assertion, Event};
 use crate::store::Store;
 
 /// How retention is scored (see the module documentation).
@@ -408,7 +408,7 @@ fn evictable(store: &Store) -> Result<Vec<(Event, Gist)>> {
         let Some(ev) = store.event(seq)? else {
             continue;
         };
-        if ![DELETE, TOMBSTONE, "PIN", "UNPIN"].contains(&ev.kind.as_str()) {
+        if ![DELETE, TOMBSTONE, kinds::PIN, kinds::UNPIN].contains(&ev.kind.as_str()) {
             out.push((ev, gist));
         }
     }

@@ -3294,7 +3294,15 @@ impl Store {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
         let ts = self.latest_event_time()?.unwrap_or(0);
-        let mut draft = EventDraft::new(ts, "user", if pinned { "PIN" } else { "UNPIN" });
+        let mut draft = EventDraft::new(
+            ts,
+            "user",
+            if pinned {
+                crate::model::kinds::PIN
+            } else {
+                crate::model::kinds::UNPIN
+            },
+        );
         // A key given twice is one node, pinned once.
         let mut named = HashSet::new();
         draft.assertions = keys
