@@ -189,43 +189,24 @@ impl WorkingMemory {
     ///
     /// [`WorkingMemory::apply`] does not enforce it: a `WM` event in an ingested log is applied
     /// as it was written, as the log is the source of truth.
-    pub fn check_change<'a>(&'a self, op: &WmOp, ts: i64) -> Result<()> {
-        let cleared = self.idle_at(ts);
-        let held = |list: &'a Vec<String>| -> &'a [String] {
-            if cleared {
-                &[]
-            } else {
-                list
-            }
-        };
-        let full = |what: &str, undo: &str| Error::InvalidArgument {
-            name: "op".into(),
-            message: format!(
-                "working memory holds {MAX_HELD} {what}, the most it may; {undo} one first"
-            ),
+    pub fn check_change(&self, op: &WmOp, ts: i64) -> Result<()> {
+        let (subgoals, threats, promises): (&[String], &[String], &[String]) = if self.idle_at(ts) {
+            (&[], &[], &[])
+        } else {
+            (&self.subgoals, &self.threats, &self.promises)
         };
         match op {
-            WmOp::PopSubgoal if held(&self.subgoals).is_empty() => Err(Error::NotFound(
+            WmOp::PopSubgoal if subgoals.is_empty() => Err(Error::NotFound(
                 "no subgoal to pop: the stack is empty".into(),
             )),
-            WmOp::PushSubgoal { .. } if held(&self.subgoals).len() >= MAX_HELD => {
-                Err(full("subgoals", "pop"))
+            WmOp::PushSubgoal { .. } if subgoals.len() >= MAX_HELD => Err(full("subgoals", "pop")),
+            WmOp::ClearThreat { text } => find_held("threat", text, threats),
+            WmOp::KeepPromise { text } => find_held("promise", text, promises),
+            WmOp::AddThreat { text } if threats.len() >= MAX_HELD && !threats.contains(text) => {
+                Err(full("threats", "clear"))
             }
-            WmOp::ClearThreat { text } => find_held("threat", text, held(&self.threats)),
-            WmOp::KeepPromise { text } => find_held("promise", text, held(&self.promises)),
-            WmOp::AddThreat { text } => {
-                let threats = held(&self.threats);
-                if threats.len() >= MAX_HELD && !threats.contains(text) {
-                    return Err(full("threats", "clear"));
-                }
-                Ok(())
-            }
-            WmOp::Promise { text } => {
-                let promises = held(&self.promises);
-                if promises.len() >= MAX_HELD && !promises.contains(text) {
-                    return Err(full("promises", "keep"));
-                }
-                Ok(())
+            WmOp::Promise { text } if promises.len() >= MAX_HELD && !promises.contains(text) => {
+                Err(full("promises", "keep"))
             }
             _ => Ok(()),
         }
@@ -279,6 +260,16 @@ impl WorkingMemory {
             }
             WmOp::Clear => self.clear_but_mainline(),
         }
+    }
+}
+
+/// The refusal of one more `what` past [`MAX_HELD`], saying how to make room.
+fn full(what: &str, undo: &str) -> Error {
+    Error::InvalidArgument {
+        name: "op".into(),
+        message: format!(
+            "working memory holds {MAX_HELD} {what}, the most it may; {undo} one first"
+        ),
     }
 }
 

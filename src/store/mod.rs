@@ -2843,6 +2843,17 @@ impl Store {
     /// lost. A key reused for *different* content is an error, not a skip: it means two
     /// distinct events were given one key, and dropping either would lose it silently.
     pub fn ingest(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
+        self.ingest_if(drafts, || Ok(()))
+    }
+
+    /// [`Store::ingest`], with `check` run under the writer lock just before the batch is
+    /// applied, so that what it judged is what the batch changes; when it refuses, nothing is
+    /// written.
+    fn ingest_if(
+        &self,
+        drafts: Vec<EventDraft>,
+        check: impl FnOnce() -> Result<()>,
+    ) -> Result<Commit> {
         self.writable()?;
         if drafts.is_empty() {
             return Ok(Commit::default());
@@ -2850,6 +2861,7 @@ impl Store {
         refuse_reserved_kinds(&drafts)?;
         refuse_times_out_of_range(&drafts)?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        check()?;
         self.ingest_locked(drafts)
     }
 
@@ -3684,20 +3696,14 @@ impl Store {
     /// to change or overfill it ([`WorkingMemory::check_change`]) is refused, and nothing is
     /// written.
     pub fn change_working_memory(&self, op: &WmOp, actor: &str, ts: Option<i64>) -> Result<Commit> {
-        self.writable()?;
         op.validate()?;
-        // Under the writer lock from the check to the commit, so that no other change comes
-        // between what the check saw and what the event changes.
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let ts = match ts {
             Some(t) => t,
             None => self.latest_event_time()?.unwrap_or(0),
         };
-        let drafts = vec![op.draft(ts, actor)];
-        refuse_reserved_kinds(&drafts)?;
-        refuse_times_out_of_range(&drafts)?;
-        self.read_state().folds.wm.check_change(op, ts)?;
-        self.ingest_locked(drafts)
+        self.ingest_if(vec![op.draft(ts, actor)], || {
+            self.read_state().folds.wm.check_change(op, ts)
+        })
     }
 
     /// World time of the latest event (by `ts`), the store's notion of "now".
