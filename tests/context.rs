@@ -276,6 +276,25 @@ fn a_run_of_bookkeeping_does_not_hide_the_latest_events() {
 }
 
 #[test]
+fn pinning_and_unpinning_are_bookkeeping_not_latest_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 6, 42);
+    let budget = ContextOptions::with_budget(4000);
+    let before = context::build_context(&store, &budget).unwrap();
+    store.pin(&["npc:fletcher:0"], true).unwrap();
+    store.pin(&["npc:fletcher:0"], false).unwrap();
+    let after = context::build_context(&store, &budget).unwrap();
+    let lines = |c: &context::Context| -> Vec<String> {
+        section(c, "moment")
+            .lines
+            .iter()
+            .map(|l| l.text.clone())
+            .collect()
+    };
+    assert_eq!(lines(&after), lines(&before));
+}
+
+#[test]
 fn a_budget_too_small_for_the_instructions_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();
     let store = lived(tmp.path(), 5, 1);

@@ -108,3 +108,26 @@ fn a_call_line_that_is_not_utf8_is_kept_and_counted() {
     assert!(batch.events[0].text().contains("ä 🦀"));
     assert_eq!(batch.events[1].kind, TOOL_CALL);
 }
+
+/// Found reading the context after the moment's window was fixed: the observations block
+/// looked back over the latest 4,096 log records, bookkeeping included, so a run of
+/// working-memory changes put a session's observations out of its reach.
+#[test]
+fn a_run_of_bookkeeping_does_not_hide_the_observations() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let batch = ingest::read_str("calls.jsonl", CALLS, Format::Toolcalls).unwrap();
+    batch.commit(&store).unwrap();
+    let before = observations(&store, Some("s1"));
+    assert_eq!(before.len(), 3);
+    let intents = (0..4096)
+        .map(|i| {
+            loci::dynamics::working::WmOp::Intent {
+                text: format!("step {i}"),
+            }
+            .draft(9, "bot")
+        })
+        .collect();
+    store.ingest(intents).unwrap();
+    assert_eq!(observations(&store, Some("s1")), before);
+}

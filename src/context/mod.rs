@@ -63,7 +63,7 @@ const MOMENT_WINDOW: u64 = 4096;
 const MOMENT_SCAN: u64 = 4 * MOMENT_WINDOW;
 
 /// Kinds that are bookkeeping, never part of the moment.
-const NOT_MOMENT: [&str; 7] = [
+const NOT_MOMENT: [&str; 8] = [
     consolidate::SUMMARY,
     crate::dynamics::usage::USAGE,
     crate::dynamics::working::WM,
@@ -71,6 +71,7 @@ const NOT_MOMENT: [&str; 7] = [
     crate::dynamics::deletion::TOMBSTONE,
     kinds::CONTEXT,
     kinds::PIN,
+    kinds::UNPIN,
 ];
 
 /// Which sections a context holds.
@@ -786,13 +787,7 @@ fn observation_lines(
 ) -> Result<Vec<Line>> {
     cache.sync(store);
     let last = store.last_seq();
-    let start = last.saturating_sub(MOMENT_WINDOW) + 1;
-    let mut step_end = last + 1;
-    while step_end > start {
-        let step_start = step_end.saturating_sub(MOMENT_STEP).max(start);
-        cache.load(store, step_start, step_end)?;
-        step_end = step_start;
-    }
+    let start = latest_records(store, cache, last)?;
     let mut groups: std::collections::BTreeMap<(usize, String), Group> =
         std::collections::BTreeMap::new();
     for (seq, entry) in cache.lines.range(start..=last) {
@@ -844,6 +839,28 @@ fn observation_lines(
         })
         .collect();
     Ok(fill("observations", lines, cap, left_out))
+}
+
+/// Reads the log back from `last` until it holds `MOMENT_WINDOW` records the context can show,
+/// or `MOMENT_SCAN` records in all, and returns the first of them: bookkeeping after the last
+/// events does not put them out of reach, as when the window counted it.
+fn latest_records(store: &Store, cache: &mut MomentCache, last: u64) -> Result<u64> {
+    let mut from = last + 1;
+    let mut showable = 0;
+    while from > 1 && last + 1 - from < MOMENT_SCAN {
+        let start = from.saturating_sub(MOMENT_STEP).max(1);
+        cache.load(store, start, from)?;
+        for seq in (start..from).rev() {
+            if matches!(cache.lines.get(&seq), Some(Some(_))) {
+                showable += 1;
+                if showable == MOMENT_WINDOW {
+                    return Ok(seq);
+                }
+            }
+        }
+        from = start;
+    }
+    Ok(from)
 }
 
 /// The latest raw events that fit `cap`, newest kept first, shown oldest first. The log is
