@@ -113,3 +113,40 @@ fn a_capacity_out_of_range_is_refused_and_nothing_is_written() {
         .is_err());
     assert_eq!(store.stats().events, 0);
 }
+
+/// Found by the session 23 probe: `add-threat "creeper "` held "creeper " and `clear-threat
+/// creeper` missed it, and an accented name typed decomposed (as macOS file names are) missed
+/// the same name composed. A change's text is held trimmed and in NFC, and matched so.
+#[test]
+fn texts_are_held_trimmed_and_composed_so_they_match_as_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let change = |op: WmOp| store.change_working_memory(&op, "bot", Some(1));
+    change(WmOp::AddThreat {
+        text: " creeper \n".into(),
+    })
+    .unwrap();
+    change(WmOp::Promise {
+        text: "meet Ze\u{301}phyr at the cafe\u{301}\u{200b}".into(),
+    })
+    .unwrap();
+    change(WmOp::Intent {
+        text: "\u{feff}mine iron\t".into(),
+    })
+    .unwrap();
+    let wm = store.working_memory();
+    assert_eq!(wm.threats, ["creeper"]);
+    assert_eq!(wm.promises, ["meet Zéphyr at the café"]);
+    assert_eq!(wm.intent.as_deref(), Some("mine iron"));
+    change(WmOp::ClearThreat {
+        text: "creeper".into(),
+    })
+    .unwrap();
+    change(WmOp::KeepPromise {
+        text: "meet Zéphyr at the café".into(),
+    })
+    .unwrap();
+    let wm = store.working_memory();
+    assert!(wm.threats.is_empty() && wm.promises.is_empty(), "{wm:?}");
+    assert_verifies(&store);
+}

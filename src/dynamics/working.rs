@@ -86,6 +86,24 @@ impl WmOp {
         }
     }
 
+    /// The op with its text as it is held: [`crate::text::tidy`], so that a threat added as
+    /// `"creeper "` is cleared as `creeper`.
+    pub fn tidied(&self) -> WmOp {
+        let mut op = self.clone();
+        match &mut op {
+            WmOp::Observe { text }
+            | WmOp::Intent { text }
+            | WmOp::PushSubgoal { text }
+            | WmOp::AddThreat { text }
+            | WmOp::ClearThreat { text }
+            | WmOp::Promise { text }
+            | WmOp::KeepPromise { text }
+            | WmOp::Mainline { text } => *text = crate::text::tidy(text),
+            WmOp::PopSubgoal | WmOp::Capacity { .. } | WmOp::Clear => {}
+        }
+        op
+    }
+
     /// Checks the op before it is written, on its own ([`WorkingMemory::check_change`] checks
     /// it against what is held).
     pub fn validate(&self) -> Result<()> {

@@ -3694,8 +3694,9 @@ impl Store {
     /// Changes the working memory by one `WM` event by `actor`, at world time `ts` (default:
     /// the latest event's, so that it does not move "now"). A change that would find nothing
     /// to change or overfill it ([`WorkingMemory::check_change`]) is refused, and nothing is
-    /// written.
+    /// written. Its text is written as held: trimmed and composed ([`WmOp::tidied`]).
     pub fn change_working_memory(&self, op: &WmOp, actor: &str, ts: Option<i64>) -> Result<Commit> {
+        let op = &op.tidied();
         op.validate()?;
         let ts = match ts {
             Some(t) => t,

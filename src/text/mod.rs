@@ -289,6 +289,17 @@ pub fn is_blank(value: &str) -> bool {
         .all(|c| c.is_whitespace() || INVISIBLE.contains(&c))
 }
 
+/// `value` without whitespace or [`INVISIBLE`] characters at either end, in Unicode's composed
+/// form (NFC): a text held to be matched later by what a person types again, where a trailing
+/// space or a decomposed accent (as macOS spells file names) would make the same words miss.
+pub fn tidy(value: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    value
+        .trim_matches(|c: char| c.is_whitespace() || INVISIBLE.contains(&c))
+        .nfc()
+        .collect()
+}
+
 /// What [`refuse_blank`] says of a value of whitespace only.
 const BLANK: &str = "is empty; give it words, or leave it out where it is optional";
 
