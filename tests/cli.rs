@@ -1771,6 +1771,17 @@ fn a_working_memory_change_that_finds_nothing_is_refused_and_writes_nothing() {
         assert_eq!(extra.status.code(), Some(2), "{no_text}");
         assert!(String::from_utf8_lossy(&extra.stderr).contains("takes no text"));
     }
+    // A text of invisible characters only is no text, as the library judges it (exit 2, as
+    // for no text at all, where it got the store's exit 3).
+    let invisible = loci(&["wm", "--store", s, "observe", "\u{200b}"]);
+    assert_eq!(invisible.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&invisible.stderr).contains("needs a text"));
+    assert_eq!(
+        loci(&["wm", "--store", s, "show", "\u{feff}"])
+            .status
+            .code(),
+        Some(0)
+    );
     assert_eq!(events(), 1, "a refused change wrote an event");
     assert!(ok(&["wm", "--store", s, "clear-threat", "creeper"]).contains("threats   -"));
     assert_eq!(events(), 2);

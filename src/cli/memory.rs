@@ -161,13 +161,13 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
 pub fn working_memory(a: WmArgs) -> Result<Code> {
     let text = a.text.join(" ");
     let needs_text = |what: &str| -> Result<String> {
-        if text.trim().is_empty() {
+        if loci::text::is_blank(&text) {
             fail!(Code::Usage, "wm {what} needs a text");
         }
         Ok(text.clone())
     };
     let action = a.action.as_deref().unwrap_or("show");
-    if matches!(action, "show" | "pop-subgoal" | "clear") && !text.trim().is_empty() {
+    if matches!(action, "show" | "pop-subgoal" | "clear") && !loci::text::is_blank(&text) {
         fail!(
             Code::Usage,
             "wm {action} takes no text, got {}",
