@@ -115,9 +115,16 @@ pub fn entry_key(text: &str) -> String {
 }
 
 fn name_field(field: &'static str, value: &str) -> std::result::Result<String, EntryError> {
-    let v = value.trim();
-    if v.is_empty() {
+    if crate::text::is_blank(value) {
         return Err(refuse(field, "must not be empty"));
+    }
+    let v = value.trim();
+    // A name is part of a node key and shown on one line of a list.
+    if v.chars().any(char::is_control) {
+        return Err(refuse(
+            field,
+            "must not hold a control character (a NUL, a line break, a tab)",
+        ));
     }
     if v.len() > 256 || v.contains('/') && field == "harness" {
         return Err(refuse(
@@ -491,5 +498,16 @@ mod tests {
         let mut bad = entry("x");
         bad.harness = "a/b".into();
         assert_eq!(entry_event(&bad).unwrap_err().field, "harness");
+        // Names are keys and shown on one line: no control character, nor invisible only.
+        for (harness, session, field) in [
+            ("claude\0code", "s1", "harness"),
+            ("claude-code", "s\n1", "session"),
+            ("\u{200b}", "s1", "harness"),
+        ] {
+            let mut bad = entry("x");
+            bad.harness = harness.into();
+            bad.session = session.into();
+            assert_eq!(entry_event(&bad).unwrap_err().field, field, "{harness:?}");
+        }
     }
 }

@@ -1877,6 +1877,9 @@ fn journal_and_check_work_end_to_end() {
     );
     let missing = loci(&["journal", "promote", "--store", s, "journal:nope"]);
     assert_eq!(missing.status.code(), Some(4));
+    // Written in at least no session would be every entry: refused, not taken as 1.
+    let none = loci(&["journal", "promote", "--store", s, "--recurring", "0"]);
+    assert_eq!(none.status.code(), Some(2));
     // A key given twice is one entry.
     let key = promoted["promoted"][0].as_str().unwrap();
     let again = json(&["journal", "promote", "--store", s, key, key, "--json"]);

@@ -452,7 +452,8 @@ pub struct JournalPromoteArgs {
     #[arg(required_unless_present = "recurring")]
     pub keys: Vec<String>,
     /// Promote every consolidated entry written in at least N distinct sessions.
-    #[arg(long, value_name = "N", conflicts_with = "keys")]
+    #[arg(long, value_name = "N", conflicts_with = "keys",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub recurring: Option<usize>,
     #[arg(long)]
     pub json: bool,
