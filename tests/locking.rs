@@ -406,6 +406,22 @@ fn a_store_this_user_cannot_write_is_read_without_its_writer_lock() {
     make_writable(&path);
 }
 
+/// Found by the session 23 probe: `replay --verify` of another user's store (or one on a
+/// read-only mount) exited 8 as a command that writes, though checking writes nothing.
+#[test]
+fn a_store_this_user_cannot_write_can_still_be_verified() {
+    let (dir, path) = a_read_only_store(BackendKind::Redb);
+    let verify = loci_as_a_reader(dir.path(), &["replay", "--verify", "--store", p(&path)]);
+    let out = String::from_utf8_lossy(&verify.stdout);
+    assert!(
+        verify.status.success() && out.contains("OK: live state equals replay"),
+        "{out}{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert!(out.contains("read-only"), "{out}");
+    make_writable(&path);
+}
+
 #[test]
 fn a_sled_store_this_user_cannot_write_says_why_it_cannot_be_read() {
     let (dir, path) = a_read_only_store(BackendKind::Sled);

@@ -153,7 +153,7 @@ fn init_logging(flags: &args::LogArgs) {
         .try_init();
 }
 
-/// Opens the store for a command that writes (or, like `replay --verify`, needs it still).
+/// Opens the store for a command that writes.
 fn open(store: &args::StoreArg) -> Result<Opened> {
     match loci::Store::open(&store.store) {
         Ok(s) => Ok(Opened::new(s)),
@@ -166,12 +166,27 @@ fn open(store: &args::StoreArg) -> Result<Opened> {
                     "{}; this command opens the store for writing, which the system refuses \
                      this user (its permissions, or a read-only mount); on a redb store the \
                      commands that only read (search, neighbors, query, run, stats, context \
-                     without --save) still read it, and a sled store is read only by a user \
-                     who may write it",
+                     without --save, replay --verify) still read it, and a sled store is read \
+                     only by a user who may write it",
                     render(&e)
                 ),
             }))
         }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Opens the store for `replay --verify`: for writing, so that no other process appends while
+/// the log is replayed (a writer elsewhere is waited for, then named); read-only where the
+/// system refuses this user a write (another user's store, a read-only mount), as the check
+/// writes nothing. The second of the pair says which it got.
+fn open_to_verify(store: &args::StoreArg) -> Result<(Opened, bool)> {
+    match loci::Store::open(&store.store) {
+        Ok(s) => Ok((Opened::new(s), false)),
+        Err(e) if loci::error::refuses_this_user(&e) => Ok((
+            Opened::new(loci::Store::open_read_only(&store.store)?),
+            true,
+        )),
         Err(e) => Err(e.into()),
     }
 }

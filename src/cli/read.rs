@@ -14,7 +14,7 @@ use super::args::{
 };
 use super::exit::{fail, Code};
 use super::output::{errln, list, outln, print_json};
-use super::{open, open_for_reading};
+use super::{open_for_reading, open_to_verify};
 
 /// `NAME=VALUE` flag values as pairs.
 pub fn name_values(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>> {
@@ -539,7 +539,7 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
             "replay needs --verify or --until SEQ (replay never rewrites the live store)"
         );
     }
-    let s = open(&a.store)?;
+    let (s, read_only) = open_to_verify(&a.store)?;
     let t = Instant::now();
     let report = s.verify()?;
     if a.json {
@@ -558,6 +558,9 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
         }
         if report.more_differences > 0 {
             outln!("... and {} more differences", report.more_differences);
+        }
+        if read_only {
+            outln!("note: checked read-only, as this user may not write the store; a writer appending meanwhile would show as differences");
         }
         if report.text_rebuilt_at_open {
             outln!("note: this open found the full-text index damaged and rebuilt it from the log; the index compared is the rebuilt one");
