@@ -274,13 +274,40 @@ impl<'de> Visitor<'de> for ValueVisitor {
         }
         Ok(Value::List(out))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = BTreeMap::new();
-        while let Some((k, v)) = map.next_entry::<String, Value>()? {
-            out.insert(k, v);
-        }
-        Ok(Value::Map(out))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        unique_entries(map).map(Value::Map)
     }
+}
+
+/// The entries of a map, refusing a key given twice: JSON leaves it to the reader, and a map
+/// would keep the last value, dropping the first without a word.
+fn unique_entries<'de, A: MapAccess<'de>>(mut map: A) -> Result<Props, A::Error> {
+    let mut out = BTreeMap::new();
+    while let Some((k, v)) = map.next_entry::<String, Value>()? {
+        if out.contains_key(&k) {
+            return Err(de::Error::custom(format!(
+                "key {} is given twice in one object; give each key once",
+                crate::error::quoted_excerpt(&k)
+            )));
+        }
+        out.insert(k, v);
+    }
+    Ok(out)
+}
+
+/// Reads an upsert's `props` as [`unique_entries`].
+fn unique_props<'de, D: Deserializer<'de>>(d: D) -> Result<Props, D::Error> {
+    struct PropsVisitor;
+    impl<'de> Visitor<'de> for PropsVisitor {
+        type Value = Props;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object of properties")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Props, A::Error> {
+            unique_entries(map)
+        }
+    }
+    d.deserialize_map(PropsVisitor)
 }
 
 /// Where something is in the block world: a chunk, and optionally the exact block.
@@ -374,6 +401,7 @@ pub struct NodeUpsert {
     pub label: Option<String>,
     pub name: Option<String>,
     pub aliases: Vec<String>,
+    #[serde(deserialize_with = "unique_props")]
     pub props: Props,
     pub anchor: Option<Anchor>,
     pub salience: Option<f32>,
@@ -390,6 +418,7 @@ pub struct EdgeUpsert {
     pub relation: String,
     pub to: String,
     pub confidence: Option<f32>,
+    #[serde(deserialize_with = "unique_props")]
     pub props: Props,
     pub valid_from: Option<i64>,
     pub valid_to: Option<i64>,

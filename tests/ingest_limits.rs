@@ -57,3 +57,32 @@ fn over_long_passage_title_names_its_line() {
     );
     assert_eq!(store.stats().events, 0);
 }
+
+/// Found by the session 23 probe: `{"payload": {"n": 1, "n": 2}}` was taken as `{"n": 2}`, the
+/// first value dropped without a word; so were two props of one name on a node. A key given
+/// twice in one object is refused, naming the line and the key, and nothing is written.
+#[test]
+fn a_key_given_twice_in_one_object_is_refused_naming_it() {
+    let cases = [
+        r#"{"ts":1,"kind":"SEEN","payload":{"count":1,"count":2}}"#,
+        r#"{"ts":1,"kind":"SEEN","payload":{"inner":{"a":1,"b":2,"a":3}}}"#,
+        r#"{"ts":1,"kind":"SEEN","assert":[{"op":"node","key":"k","props":{"hp":1,"hp":2}}]}"#,
+        r#"{"ts":1,"kind":"SEEN","assert":[{"op":"edge","from":"k","rel":"R","to":"k","props":{"w":1,"w":1}}]}"#,
+    ];
+    for line in cases {
+        let text = format!("{{\"ts\":0,\"kind\":\"OK\"}}\n{line}\n");
+        let err = ingest::read_str("dup.jsonl", &text, Format::Events).unwrap_err();
+        let said = err.to_string();
+        assert!(said.contains("dup.jsonl:2"), "{said}");
+        assert!(said.contains("twice"), "{said}");
+    }
+    // Unique keys, as before.
+    let fine = r#"{"ts":1,"kind":"SEEN","payload":{"a":1,"b":{"a":2}},"assert":[{"op":"node","key":"k","props":{"hp":1,"mp":2}},{"op":"edge","from":"k","rel":"R","to":"k","props":{"w":1}}]}"#;
+    assert_eq!(
+        ingest::read_str("ok.jsonl", fine, Format::Events)
+            .unwrap()
+            .events
+            .len(),
+        1
+    );
+}
