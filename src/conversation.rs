@@ -157,10 +157,12 @@ pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
         .filter(|w| !w.is_empty())
         .collect();
     let mut out = Vec::new();
+    // Days already named, so a long text naming many is read in one pass, not a pass over
+    // the dates per word (a 4.6 MB turn took 7 s).
+    let mut seen = std::collections::HashSet::new();
     let mut add = |day: i64| {
-        let t = date_text(day);
-        if !out.contains(&t) {
-            out.push(t);
+        if seen.insert(day) {
+            out.push(date_text(day));
         }
     };
     for (i, w) in words.iter().enumerate() {
