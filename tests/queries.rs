@@ -1484,3 +1484,55 @@ fn wide_rows_are_bounded_by_their_bytes_not_only_their_count() {
     assert!(e.to_string().contains("bytes of intermediate rows"), "{e}");
     assert!(Limits::default().max_intermediate_bytes <= 128 << 20);
 }
+
+/// Found by the session 23 probe: a property or variable named in another script than Latin
+/// (`n.名前`, `(é)`) could be reached only in backticks, and the smallest integer,
+/// -9223372036854775808, could not be written at all (its magnitude does not fit before the
+/// minus applies).
+#[test]
+fn names_in_any_script_and_the_smallest_integer_can_be_written() {
+    use loci::model::{Assertion, EventDraft, NodeUpsert, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let mut ev = EventDraft::new(1, "bot", "NOTE");
+    ev.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+        key: "k".into(),
+        props: [
+            ("名前".to_string(), Value::Str("宝箱".into())),
+            ("höhe".to_string(), Value::Int(i64::MIN)),
+        ]
+        .into(),
+        ..Default::default()
+    })];
+    store.ingest(vec![ev]).unwrap();
+    assert_eq!(
+        first_column(&store, "MATCH (né) RETURN né.名前"),
+        [serde_json::json!("宝箱")]
+    );
+    assert_eq!(
+        first_column(
+            &store,
+            "MATCH (n) WHERE n.höhe = -9223372036854775808 RETURN n.höhe"
+        ),
+        [serde_json::json!(i64::MIN)]
+    );
+    assert_eq!(
+        first_column(&store, "MATCH (n) RETURN -9223372036854775808 + 1"),
+        [serde_json::json!(i64::MIN + 1)]
+    );
+    // Its magnitude alone still does not fit, and says so where it stands.
+    let e = query::run(
+        &store,
+        "MATCH (n) RETURN 9223372036854775808",
+        &HashMap::new(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("fits 64 bits"), "{e}");
+    let e = query::run(
+        &store,
+        "MATCH (n) RETURN 1 - 9223372036854775808",
+        &HashMap::new(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("fits 64 bits"), "{e}");
+}

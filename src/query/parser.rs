@@ -23,7 +23,9 @@
 //! ```
 //!
 //! Strings are in single or double quotes; the escapes are `\n`, `\t`, `\\`, `\'` and `\"`,
-//! and any other backslash sequence is a parse error.
+//! and any other backslash sequence is a parse error. A name is a Unicode identifier (XID, as
+//! in Rust: `n.名前`), or any text in backticks. `-9223372036854775808` is `i64::MIN`: its
+//! magnitude is lexed apart, as it fits 64 bits only negated.
 //!
 //! Aggregates (`count`, `min`, `max`, `sum`, `avg`, `collect`) are whole RETURN items; the
 //! other items group the rows, as in Cypher.
@@ -79,6 +81,9 @@ impl ParseError {
 enum Tok {
     Ident(String),
     Int(i64),
+    /// 9223372036854775808, an integer that fits 64 bits only negated: -9223372036854775808
+    /// is `i64::MIN`, and the minus is a token of its own.
+    MinMagnitude,
     Float(f64),
     Str(String),
     Param(String),
@@ -92,6 +97,7 @@ impl Tok {
             Tok::Ident(s) if is_reserved(s) => format!("keyword {}", s.to_ascii_uppercase()),
             Tok::Ident(s) => format!("{s:?}"),
             Tok::Int(i) => i.to_string(),
+            Tok::MinMagnitude => MIN_MAGNITUDE.into(),
             Tok::Float(f) => f.to_string(),
             Tok::Str(s) => format!("string {s:?}"),
             Tok::Param(p) => format!("${p}"),
@@ -99,6 +105,22 @@ impl Tok {
             Tok::End => "end of query".into(),
         }
     }
+}
+
+/// The magnitude of `i64::MIN`, as written.
+const MIN_MAGNITUDE: &str = "9223372036854775808";
+/// What a number too large for 64 bits is told.
+const FITS_64_BITS: &str = "an integer that fits 64 bits";
+
+/// Whether `c` may start a bare name: Unicode's identifier start (as Rust and openCypher take
+/// it, so `n.名前` and `(é)` need no backticks), `_`, or `$` for a parameter.
+fn starts_name(c: char) -> bool {
+    c == '_' || c == '$' || unicode_ident::is_xid_start(c)
+}
+
+/// Whether `c` may go on a bare name.
+fn continues_name(c: char) -> bool {
+    unicode_ident::is_xid_continue(c)
 }
 
 const SYMBOLS: &[&str] = &[
@@ -111,7 +133,7 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        let c = bytes[i] as char;
+        let c = text[i..].chars().next().unwrap_or(' ');
         if c.is_ascii_whitespace() {
             i += 1;
             continue;
@@ -123,7 +145,7 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
             continue;
         }
         let start = i;
-        if c.is_ascii_alphabetic() || c == '_' || c == '$' || c == '`' {
+        if starts_name(c) || c == '`' {
             if c == '`' {
                 // `quoted identifier`
                 let end = text[i + 1..].find('`').ok_or(ParseError {
@@ -144,11 +166,9 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                 i += end + 2;
                 continue;
             }
-            i += 1;
-            while i < bytes.len()
-                && ((bytes[i] as char).is_ascii_alphanumeric() || bytes[i] == b'_')
-            {
-                i += 1;
+            i += c.len_utf8();
+            while let Some(next) = text[i..].chars().next().filter(|&n| continues_name(n)) {
+                i += next.len_utf8();
             }
             let word = &text[start..i];
             let tok = match word.strip_prefix('$') {
@@ -186,11 +206,13 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                     found: s.into(),
                     expected: "a number".into(),
                 })?)
+            } else if s == MIN_MAGNITUDE {
+                Tok::MinMagnitude
             } else {
                 Tok::Int(s.parse().map_err(|_| ParseError {
                     span,
                     found: s.into(),
-                    expected: "an integer that fits 64 bits".into(),
+                    expected: FITS_64_BITS.into(),
                 })?)
             };
             out.push((tok, span));
@@ -930,6 +952,11 @@ impl<'a> Parser<'a> {
         }
     }
     fn unary(&mut self) -> Result<Expr, ParseError> {
+        if self.is_sym("-") && *self.peek_at(1) == Tok::MinMagnitude {
+            self.bump();
+            self.bump();
+            return Ok(Expr::Lit(Literal::Int(i64::MIN)));
+        }
         if self.is_sym("-") {
             self.deeper()?;
             self.bump();
@@ -954,6 +981,11 @@ impl<'a> Parser<'a> {
                 self.bump();
                 Ok(Expr::Lit(Literal::Int(i)))
             }
+            Tok::MinMagnitude => Err(ParseError {
+                span,
+                found: MIN_MAGNITUDE.into(),
+                expected: FITS_64_BITS.into(),
+            }),
             Tok::Float(f) => {
                 self.bump();
                 Ok(Expr::Lit(Literal::Float(f)))
