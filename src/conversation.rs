@@ -119,6 +119,8 @@ pub fn parse_session_time(text: &str) -> Option<i64> {
         return None;
     }
     match meridiem {
+        // A 12-hour clock reads 1 to 12.
+        "am" | "pm" if !(1..=12).contains(&h) => return None,
         "pm" if h < 12 => h += 12,
         "am" if h == 12 => h = 0,
         _ => {}
@@ -130,7 +132,12 @@ pub fn parse_session_time(text: &str) -> Option<i64> {
     if !(1..=31).contains(&day) || !(1..=9999).contains(&year) {
         return None;
     }
-    Some(days_from_civil(year, month, day) * 1440 + h * 60 + m)
+    let days = days_from_civil(year, month, day);
+    // A day the month does not have (31 February) would count on into the next month.
+    if civil_from_days(days) != (year, month, day) {
+        return None;
+    }
+    Some(days * 1440 + h * 60 + m)
 }
 
 fn number_word(w: &str) -> Option<i64> {
@@ -282,6 +289,19 @@ mod tests {
             5
         );
         assert!(parse_session_time("sometime in spring").is_none());
+        // Found by the session 24 probe: a day the month does not have was taken as a day of
+        // the next month, and an hour past 12 with "pm" as itself.
+        for impossible in [
+            "1:56 pm on 31 February, 2023",
+            "1:56 pm on 29 February, 2023",
+            "1:56 pm on 31 April, 2023",
+            "13:56 pm on 8 May, 2023",
+            "0:30 am on 8 May, 2023",
+        ] {
+            assert!(parse_session_time(impossible).is_none(), "{impossible}");
+        }
+        assert!(parse_session_time("1:56 pm on 29 February, 2024").is_some());
+        assert!(parse_session_time("13:56 on 8 May, 2023").is_some());
         // 8 May 2023 was a Monday.
         assert_eq!(
             resolve_relative_dates("I went there yesterday", day),
