@@ -395,6 +395,14 @@ fn pinned_facts_decay_no_lower_than_the_floor_and_pins_are_events() {
         store.pin(&["fletcher", "nobody"], true),
         Err(loci::Error::NotFound(_))
     ));
+    // No key at all pins nothing: refused, where `POST /v1/pin {"keys": []}` wrote a PIN
+    // event of no node (session 24 probe).
+    let events = store.stats().events;
+    assert!(matches!(
+        store.pin(&[], true),
+        Err(loci::Error::InvalidArgument { .. })
+    ));
+    assert_eq!(store.stats().events, events);
     assert!(
         !store.node_by_key("fletcher").unwrap().pinned,
         "nothing written"

@@ -148,5 +148,13 @@ fn texts_are_held_trimmed_and_composed_so_they_match_as_typed() {
     .unwrap();
     let wm = store.working_memory();
     assert!(wm.threats.is_empty() && wm.promises.is_empty(), "{wm:?}");
+    // A mainline of blanks clears it, as an empty one does: it had been held as "   " and
+    // shown as an empty line (session 24 probe).
+    change(WmOp::Mainline {
+        text: "reach the stronghold".into(),
+    })
+    .unwrap();
+    change(WmOp::Mainline { text: "   ".into() }).unwrap();
+    assert_eq!(store.working_memory().mainline, None);
     assert_verifies(&store);
 }

@@ -944,7 +944,8 @@ pub struct PinRequest {
 
 /// Pins or unpins nodes by key (`loci pin`).
 #[utoipa::path(post, path = "/v1/pin", request_body = PinRequest,
-    responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
+    responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody),
+        (status = 404, body = super::error::ErrorBody)))]
 async fn pin(State(st): State<Arc<AppState>>, Body(r): Body<PinRequest>) -> Answer {
     st.blocking(move |s| {
         let keys: Vec<&str> = r.keys.iter().map(String::as_str).collect();

@@ -3287,10 +3287,17 @@ impl Store {
 
     /// Pins (or unpins) the nodes with these keys, as one event (kind `PIN` or `UNPIN`, at the
     /// latest event time so it does not move "now"): a pinned node's edges decay no lower than
-    /// the decay policy's floor. A key the store does not hold is [`Error::NotFound`] and
-    /// nothing is written.
+    /// the decay policy's floor. A key the store does not hold is [`Error::NotFound`], and no
+    /// key at all [`Error::InvalidArgument`]; either way nothing is written.
     pub fn pin(&self, keys: &[&str], pinned: bool) -> Result<Commit> {
         self.writable()?;
+        // An event that pins nothing would only clutter the log (and the timeline).
+        if keys.is_empty() {
+            return Err(Error::InvalidArgument {
+                name: "keys".into(),
+                message: "no key given: name the nodes to pin or unpin".into(),
+            });
+        }
         // Under the writer lock from the check to the commit: a key retracted in between
         // would have the pin's upsert make a new node of it.
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
