@@ -1265,6 +1265,51 @@ fn zero_hop_paths_cost_zero_and_nearest_place_excludes_the_start() {
     assert_eq!(a_star.path.last().map(String::as_str), Some("other"));
 }
 
+/// Found by the session 24 probe: `path_cost(p, 'distanse')` (misspelt) and
+/// `path_cost(n, 'distance')` of a node were 0 on every row, a plausible cost that would
+/// reorder an `ORDER BY` without a word. A cost no step of the path carries is null, and so is
+/// the cost of what is not a path; steps that lack it among steps that have it count 0, as
+/// the route searches count them.
+#[test]
+fn a_cost_no_step_of_the_path_carries_is_null_not_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = graph_store(
+        dir.path(),
+        &[
+            r#"{"op":"node","key":"a"}"#,
+            r#"{"op":"node","key":"b"}"#,
+            r#"{"op":"node","key":"c"}"#,
+            r#"{"op":"edge","from":"a","rel":"PATH","to":"b","props":{"distance":40.0,"risk":2}}"#,
+            r#"{"op":"edge","from":"b","rel":"PATH","to":"c","props":{"distance":60.0}}"#,
+        ],
+    );
+    let row = |q: &str| {
+        query::run(&store, q, &HashMap::new())
+            .unwrap_or_else(|e| panic!("{q}: {e}"))
+            .rows
+            .remove(0)
+    };
+    assert_eq!(
+        row(
+            "MATCH p = (x {key: 'a'})-[:PATH*2]->(y) RETURN path_cost(p, 'distance'), \
+             path_cost(p, 'distanse'), path_max(p, 'rsik'), path_cost(p, 'risk'), \
+             path_max(p, 'risk'), path_cost(p, 'hops')"
+        ),
+        vec![
+            serde_json::json!(100.0),
+            serde_json::Value::Null,
+            serde_json::Value::Null,
+            serde_json::json!(2.0),
+            serde_json::json!(2.0),
+            serde_json::json!(2.0),
+        ]
+    );
+    assert_eq!(
+        row("MATCH (n {key: 'a'}) RETURN path_cost(n, 'distance'), path_max('x', 'hops')"),
+        vec![serde_json::Value::Null, serde_json::Value::Null]
+    );
+}
+
 #[test]
 fn unknown_string_escapes_are_errors_with_a_span() {
     let ok = query::parse(r#"MATCH (n) RETURN 'a\nb', 'it\'s', 'back\\slash', 'tab\t', "q\"""#);

@@ -643,17 +643,30 @@ impl<'a> Ctx<'a> {
                         "{name}(p, overlay): overlay is a string such as 'distance', 'risk', 'darkness' or 'hops'"
                     )));
                 };
+                // The cost of what is not a path, or one no step of the path carries (a
+                // misspelt overlay), is unknown: null, not a plausible 0 that would reorder
+                // an ORDER BY without a word.
+                if !matches!(&args[0], Val::Edge(_) | Val::Path(..) | Val::List(_)) {
+                    return Ok(Val::Null);
+                }
                 let mut costs = Vec::new();
+                let mut carried = false;
                 for e in edges_of(&args[0]) {
                     costs.push(match overlay.as_str() {
-                        "hops" => 1.0,
+                        "hops" => Some(1.0),
                         // The same overlay as the place-graph routes of `crate::queries`.
-                        "darkness" => {
-                            crate::queries::darkness(self.prop(&Val::Edge(e), "light")?.num())
-                        }
-                        other => self.prop(&Val::Edge(e), other)?.num().unwrap_or(0.0),
+                        "darkness" => Some(crate::queries::darkness(
+                            self.prop(&Val::Edge(e), "light")?.num(),
+                        )),
+                        other => self.prop(&Val::Edge(e), other)?.num(),
                     });
+                    carried |= costs.last().is_some_and(Option::is_some);
                 }
+                if !costs.is_empty() && !carried {
+                    return Ok(Val::Null);
+                }
+                // A step without it among steps with it counts 0, as in the route searches.
+                let costs: Vec<f64> = costs.into_iter().map(|c| c.unwrap_or(0.0)).collect();
                 // Sums of decimal properties carry binary noise (0.1 + 0.2); nine decimals is
                 // far below any cost a planner compares.
                 // Adding 0.0 turns the -0.0 of an empty sum (a path of no steps) into 0.0.

@@ -10,7 +10,8 @@
 //! Extensions to openCypher, marked as such in the grammar: `SEARCH var FOR text [LIMIT n]`
 //! binds `var` to full-text hits; `confidence(e)`, `provenance(e)` (supporting event sequence
 //! numbers) and `path_cost(p, overlay)` (sum of an edge property, `darkness` = 15 - light, or
-//! `hops`) are functions; events are nodes with the virtual label `Event`.
+//! `hops`; null when no step carries the property, or `p` is not a path) are functions;
+//! events are nodes with the virtual label `Event`.
 
 pub mod exec;
 pub mod parser;
