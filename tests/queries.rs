@@ -338,6 +338,12 @@ fn errors_and_limits() {
         .unwrap_err();
     assert!(matches!(e, QueryError::LimitExceeded(_)), "{e}");
     assert!(e.to_string().contains("50 intermediate rows"));
+    // The remedy offered is one every caller has: the CLI and the server have no way to raise
+    // a limit (session 24 probe).
+    assert!(
+        e.to_string().contains("narrow the pattern") && !e.to_string().contains("raise"),
+        "{e}"
+    );
     // Typed parameters of saved queries.
     let all = saved();
     let e = all.run_saved(&store, "last_night", &[]).unwrap_err();

@@ -983,13 +983,13 @@ impl Guard {
     fn rows(&self, n: usize) -> Result<(), QueryError> {
         if n > self.limits.max_rows {
             return Err(QueryError::LimitExceeded(format!(
-                "more than {} intermediate rows; narrow the pattern or raise the row limit",
+                "more than {} intermediate rows; narrow the pattern (a label, a key or property, fewer hops)",
                 self.limits.max_rows
             )));
         }
         if n.saturating_mul(self.row_bytes) > self.limits.max_intermediate_bytes {
             return Err(QueryError::LimitExceeded(format!(
-                "more than {} bytes of intermediate rows ({n} rows of {} bytes: a value for each of the pattern's variables); narrow the pattern, use fewer hops, or raise the limit",
+                "more than {} bytes of intermediate rows ({n} rows of {} bytes: a value for each of the pattern's variables); narrow the pattern (a label, a key or property, fewer hops)",
                 self.limits.max_intermediate_bytes, self.row_bytes
             )));
         }
@@ -1003,7 +1003,7 @@ impl Guard {
     fn time(&self) -> Result<(), QueryError> {
         if self.timed_out() {
             return Err(QueryError::LimitExceeded(format!(
-                "ran longer than {} ms; narrow the pattern or raise the time limit",
+                "ran longer than {} ms; narrow the pattern (a label, a key or property, fewer hops)",
                 self.limits.timeout.as_millis()
             )));
         }

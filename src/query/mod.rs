@@ -49,7 +49,9 @@ pub enum QueryError {
     /// A parameter is missing or of the wrong type.
     #[error("parameter: {0}")]
     Param(String),
-    /// The query would exceed a row, hop or time limit.
+    /// The query would exceed a row, hop or time limit. A program sets them with [`Limits`]
+    /// ([`prepare`]); the CLI and the server keep the defaults, so the message offers only
+    /// a narrower pattern.
     #[error("limit exceeded: {0}")]
     LimitExceeded(String),
     #[error(transparent)]
