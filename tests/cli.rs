@@ -1342,6 +1342,12 @@ fn a_full_standard_output_is_named_in_the_error() {
         assert_ne!(out.status.code(), Some(0), "{args:?}");
         assert!(err.contains("standard output"), "{args:?}: {err}");
     }
+    // A file given with --out is named as well (session 24 probe: "No space left on device"
+    // alone).
+    let out = loci(&["world", "--out", "/dev/full"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert!(err.contains("writing /dev/full"), "{err}");
     // An ingest goes on without its report, and says why it stopped printing: the device is
     // full, not a reader gone.
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");

@@ -54,12 +54,14 @@ fn write_json_lines<T: serde::Serialize>(path: &Path, rows: &[T]) -> Result<()> 
     use std::io::Write;
     let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = std::io::BufWriter::new(f);
-    for row in rows {
-        serde_json::to_writer(&mut w, row)?;
-        writeln!(w)?;
-    }
-    w.flush()
-        .with_context(|| format!("writing {}", path.display()))
+    let written = rows
+        .iter()
+        .try_for_each(|row| {
+            serde_json::to_writer(&mut w, row)?;
+            writeln!(w)
+        })
+        .and_then(|()| w.flush());
+    written.with_context(|| format!("writing {}", path.display()))
 }
 
 /// Refuses, before a benchmark runs for minutes, an output file whose directory does not exist

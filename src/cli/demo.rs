@@ -74,11 +74,15 @@ fn write_events(path: &Path, events: &[loci::EventDraft]) -> Result<()> {
         )
     };
     let mut w = std::io::BufWriter::new(out);
-    for e in events {
-        writeln!(w, "{}", ingest::EventLine::from(e.clone()).to_json_line())?;
+    let written = events
+        .iter()
+        .try_for_each(|e| writeln!(w, "{}", ingest::EventLine::from(e.clone()).to_json_line()))
+        .and_then(|()| w.flush());
+    // Standard output names itself in its errors (`output::stdout`); a file is named here.
+    if is_stdout(path) {
+        return Ok(written?);
     }
-    w.flush()?;
-    Ok(())
+    written.with_context(|| format!("writing {}", path.display()))
 }
 
 fn ok(good: bool) -> &'static str {
