@@ -63,11 +63,40 @@ pub struct Entry {
 }
 
 /// An entry's time: world time, or RFC 3339 text.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(untagged)]
 pub enum Time {
     World(i64),
     Text(String),
+}
+
+/// What a time is, for a value that is not one.
+const TIME_EXPECTED: &str = "RFC 3339 (2026-11-23T21:43:09Z), a date or an integer";
+
+impl<'de> Deserialize<'de> for Time {
+    /// Read by hand, where an untagged enum told a `1e3` or a `null` only that the "data did
+    /// not match any variant of untagged enum Time".
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct TimeVisitor;
+        impl serde::de::Visitor<'_> for TimeVisitor {
+            type Value = Time;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(TIME_EXPECTED)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Time, E> {
+                Ok(Time::World(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Time, E> {
+                i64::try_from(v)
+                    .map(Time::World)
+                    .map_err(|_| E::custom(format!("{v}: expected {TIME_EXPECTED} of 64 bits")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Time, E> {
+                Ok(Time::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(TimeVisitor)
+    }
 }
 
 /// Why an entry was refused: the field and what was expected.
@@ -468,6 +497,20 @@ mod tests {
 
     #[test]
     fn times_read_as_minutes_since_1970() {
+        // A time of another JSON type is told what a time is, not serde's "data did not
+        // match any variant of untagged enum Time" (session 24 probe).
+        for odd in ["1e3", "null", "true", "[1]", "{}", "1.5"] {
+            let err = serde_json::from_str::<Time>(odd).unwrap_err().to_string();
+            assert!(
+                err.contains("expected RFC 3339") && !err.contains("untagged"),
+                "{odd}: {err}"
+            );
+        }
+        assert_eq!(serde_json::from_str::<Time>("-5").unwrap(), Time::World(-5));
+        assert_eq!(
+            serde_json::from_str::<Time>("\"1970-01-02\"").unwrap(),
+            Time::Text("1970-01-02".into())
+        );
         assert_eq!(parse_time("1970-01-01T00:01:00Z"), Some(1));
         assert_eq!(parse_time("1970-01-01T01:00:00+01:00"), Some(0));
         assert_eq!(parse_time("1970-01-02"), Some(1440));
