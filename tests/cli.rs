@@ -954,6 +954,60 @@ fn reingesting_keyed_events_reports_them_skipped() {
     );
 }
 
+/// Found by the session 24 probe: a streamed ingest that met a bad line after some commits
+/// said what was wrong, but not that the commits before it stand, nor where to resume.
+#[test]
+fn a_streamed_ingest_stopped_by_a_bad_line_says_where_the_store_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let file = tmp.path().join("events.jsonl");
+    // The first round of lines (four commits' worth) is read and committed before the bad
+    // line's round is read.
+    let round = loci::ingest::MIN_ROUND_LINES;
+    let event = |t: usize| format!("{{\"ts\":{t},\"kind\":\"SEEN\"}}");
+    let mut lines: Vec<String> = (1..=round + 100).map(event).collect();
+    lines.push("{bad".into());
+    lines.extend((round + 102..=round + 110).map(event));
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    ok(&["init", "--store", p(&store)]);
+    let every = (round / 4).to_string();
+    let out = loci(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--commit-every",
+        &every,
+        p(&file),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!("events.jsonl:{}", round + 101)),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "the commits before the error stand (events ..={round})"
+        )) && err.contains(&format!("through {} line {round},", p(&file))),
+        "{err}"
+    );
+    let stats = json(&["stats", "--store", p(&store), "--json"]);
+    assert_eq!(stats["events"], round);
+    // Before any commit, it says nothing was written.
+    let first_bad = tmp.path().join("first.jsonl");
+    std::fs::write(&first_bad, "{bad\n").unwrap();
+    let out = loci(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--commit-every",
+        "10",
+        p(&first_bad),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nothing was written"), "{err}");
+}
+
 #[test]
 fn ingest_check_reports_without_writing() {
     let tmp = tempfile::tempdir().unwrap();

@@ -168,7 +168,23 @@ impl IngestRun<'_> {
     }
 
     /// Streamed: each round of a file is committed in batches of `n` before the next is read.
+    /// An error stops it there, and the commits before it stand: the note says how far they
+    /// reached, so the user can mend the input and go on from the next line.
     fn streamed(&mut self, n: usize) -> Result<()> {
+        let result = self.stream_files(n);
+        if result.is_err() {
+            errln!(
+                "note: {}",
+                self.last.said(
+                    "the error came before the first commit",
+                    "the commits before the error stand"
+                )
+            );
+        }
+        result
+    }
+
+    fn stream_files(&mut self, n: usize) -> Result<()> {
         for f in &self.a.files {
             if Self::stop() {
                 self.tally.cut_short = true;
@@ -274,7 +290,10 @@ impl IngestRun<'_> {
             errln!(
                 "interrupted by {}: {}",
                 interrupt::name(signal),
-                self.last.said()
+                self.last.said(
+                    "stopped before the first commit",
+                    "stopped after the commit in progress"
+                )
             );
             return Ok(Code::Interrupted);
         }
@@ -305,9 +324,11 @@ impl LastCommit {
         Ok(c)
     }
 
-    fn said(&self) -> String {
+    /// How far the commits reached, after `before_any` when none was made, else after
+    /// `after_some`.
+    fn said(&self, before_any: &str, after_some: &str) -> String {
         let Some(read) = &self.read else {
-            return "stopped before the first commit; nothing was written".to_string();
+            return format!("{before_any}; nothing was written");
         };
         let events = self
             .seq
@@ -317,13 +338,13 @@ impl LastCommit {
         // committed nothing new (every event applied before, by its idempotency key).
         if read.in_file_order {
             format!(
-                "stopped after the commit in progress{events}; the input is in the store \
-                 through {} line {}, and nothing after that line was written",
+                "{after_some}{events}; the input is in the store through {} line {}, and \
+                 nothing after that line was written",
                 read.file, read.line
             )
         } else {
             format!(
-                "stopped after the commit in progress{events}; {} is a triples file, whose \
+                "{after_some}{events}; {} is a triples file, whose \
                  events gather a passage's lines from anywhere in it, so it is not taken up \
                  again from a line",
                 read.file
