@@ -107,6 +107,19 @@ impl Guarded {
                 message: format!("{}: {what}: {message}", self.path.display()),
                 source,
             }),
+            // Nor does a damaged record found in what they read (a checksum, a decoding).
+            Ok(Err(Error::Corrupt { table, message }))
+                if Table::ALL.iter().any(|t| t.name() == table) =>
+            {
+                let file = self.path.display().to_string();
+                // A read nested in a scan's visit has named it already.
+                let message = if message.starts_with(&file) {
+                    message
+                } else {
+                    format!("{file}: {message}")
+                };
+                Err(Error::Corrupt { table, message })
+            }
             Ok(r) => r,
             Err(p) => {
                 self.poisoned.store(true, Ordering::SeqCst);

@@ -31,6 +31,18 @@ fn corrupt(message: String) -> Error {
     }
 }
 
+/// Names event `seq` in a damaged record's error from the `log` table, so the user can tell
+/// which record to restore (the storage guard adds the file).
+pub(crate) fn at_event(seq: u64) -> impl FnOnce(Error) -> Error {
+    move |e| match e {
+        Error::Corrupt { table, message } if table == TABLE.name() => Error::Corrupt {
+            table,
+            message: format!("event {seq}: {message}"),
+        },
+        e => e,
+    }
+}
+
 /// The key of a chunk.
 fn chunk_key(seq: u64, chunk: u32) -> Vec<u8> {
     let mut k = Vec::with_capacity(12);
@@ -122,6 +134,7 @@ pub(crate) fn scan(
 ) -> Result<()> {
     let mut assembler = Assembler::default();
     let mut stopped = false;
+    let visit = &mut |seq: u64, bytes: &[u8]| visit(seq, bytes).map_err(at_event(seq));
     backend.scan(TABLE, &from.to_be_bytes(), None, &mut |k, v| {
         let go_on = assembler.take(k, v, visit)?;
         stopped = !go_on;

@@ -3477,7 +3477,21 @@ impl Store {
     /// The log record at `seq`, deleted or not.
     fn raw_event(&self, seq: u64) -> Result<Option<Event>> {
         log::get(&*self.backend, seq)?
-            .map(|v| decode_event(Table::Log.name(), &v))
+            .map(|v| {
+                decode_event(Table::Log.name(), &v)
+                    .map_err(log::at_event(seq))
+                    // Decoded past the storage guard, which names the file of a scan's.
+                    .map_err(|e| match e {
+                        Error::Corrupt { table, message } => Error::Corrupt {
+                            table,
+                            message: format!(
+                                "{}: {message}",
+                                self.backend.kind().path_in(&self.dir).display()
+                            ),
+                        },
+                        e => e,
+                    })
+            })
             .transpose()
     }
 
