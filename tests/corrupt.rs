@@ -679,6 +679,40 @@ fn a_store_without_its_backend_files_is_refused_and_left_as_it_is() {
     }
 }
 
+/// Found by the session 24 probe: a manifest naming the other backend (`"backend": "sled"` on
+/// a redb store) was told "DIR/sled/db is missing: the store's log is gone", though the log
+/// was there. The refusal says the files are the other backend's, and where to mend it.
+#[test]
+fn a_manifest_naming_the_other_backend_says_so() {
+    for kind in BackendKind::ALL {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        small_store(kind, &dir);
+        let manifest = dir.join("loci.json");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let other = if kind == BackendKind::Redb {
+            "sled"
+        } else {
+            "redb"
+        };
+        let ours = if kind == BackendKind::Redb {
+            "redb"
+        } else {
+            "sled"
+        };
+        std::fs::write(&manifest, text.replace(ours, other)).unwrap();
+        let e = Store::open(&dir).err().expect("refused").to_string();
+        assert!(
+            e.contains(&format!("the files here are a {ours} store's"))
+                && e.contains("loci.json")
+                && !e.contains("the store's log is gone"),
+            "{kind:?}: {e}"
+        );
+        std::fs::write(&manifest, text).unwrap();
+        Store::open(&dir).unwrap();
+    }
+}
+
 /// sled's `conf` file damaged is damage (exit 6, naming the file): sled reads it as a database
 /// of a version before 0.29, which a loci store never is, and it had been a failure (exit 8)
 /// that said so.

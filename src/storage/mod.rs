@@ -224,9 +224,21 @@ impl BackendKind {
         };
         if !data.exists() {
             let compacting = dir.join(COMPACT_DIR).exists() || dir.join(SLED_OLD).exists();
+            let other = Self::present_in(dir).find(|(k, _)| *k != self);
             return Err(Error::Store {
                 path: dir.to_path_buf(),
-                message: if compacting {
+                message: if let (Some((other, other_path)), false) = (other, compacting) {
+                    // The manifest, not the log, is what is wrong.
+                    format!(
+                        "{} is missing, and {} is there: the files here are a {} store's, where \
+                         {} names the {} backend; mend its \"backend\"",
+                        data.display(),
+                        other_path.display(),
+                        other.name(),
+                        dir.join(crate::store::MANIFEST).display(),
+                        self.name()
+                    )
+                } else if compacting {
                     format!(
                         "{} is missing: a compaction was cut short; a command that writes (e.g. `loci stats` with no other process holding the store) finishes it",
                         data.display()

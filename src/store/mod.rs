@@ -64,7 +64,8 @@ pub const STORE_FORMAT: u32 = 3;
 /// (meta table, then manifest) when it is first opened for writing, before its nodes and
 /// edges tables are emptied.
 const OLDEST_STORE_FORMAT: u32 = 1;
-const MANIFEST: &str = "loci.json";
+/// The store's manifest, naming its backend and format.
+pub(crate) const MANIFEST: &str = "loci.json";
 const META_COUNTERS: &[u8] = b"counters";
 const META_FORMAT: &[u8] = b"format";
 const META_BACKEND: &[u8] = b"backend";
