@@ -339,6 +339,14 @@ async fn a_bad_batch_writes_nothing_and_errors_are_json_with_codes() {
             "{method} {uri}: {v}"
         );
     }
+    // An unknown saved query is answered with the names there are: the message had sent an
+    // MCP client over stdio to an HTTP route it does not have (session 24 probe).
+    let (_, v, _) = call(&st, "POST", "/v1/run", Some(r#"{"name": "nope"}"#), None).await;
+    let said = v["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("saved: ") && said.contains("find_trade") && !said.contains("GET "),
+        "{said}"
+    );
     // Over the body limit (64 kB here): refused before it is read whole.
     let big = format!("{{\"question\": \"{}\"}}", "x".repeat(100_000));
     let (s, v, _) = call(&st, "POST", "/v1/query", Some(&big), None).await;

@@ -350,16 +350,7 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
                 let all = saved_queries(a.queries.as_deref())?;
                 match all.get(&name) {
                     Some(q) => q.clone(),
-                    None => fail!(
-                        Code::NotFound,
-                        "no saved query {}; saved queries: {}",
-                        loci::error::quoted_excerpt(&name),
-                        all.list()
-                            .iter()
-                            .map(|q| q.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
+                    None => fail!(Code::NotFound, "{}", all.unknown(&name)),
                 }
             };
             let s = open_for_reading(&a.store)?;

@@ -350,6 +350,20 @@ impl SavedQueries {
         self.queries.iter().find(|q| q.name == name)
     }
 
+    /// What a caller is told of a `name` there is no saved query of: the names there are, so
+    /// that every interface (CLI, HTTP, MCP over stdio) says the same and needs no other call.
+    pub fn unknown(&self, name: &str) -> String {
+        format!(
+            "no saved query {}; saved: {}",
+            crate::error::quoted_excerpt(name),
+            self.queries
+                .iter()
+                .map(|q| q.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
     /// Runs the saved query `name` with string arguments.
     pub fn run_saved(
         &self,
@@ -357,17 +371,9 @@ impl SavedQueries {
         name: &str,
         args: &[(String, String)],
     ) -> Result<QueryResult, QueryError> {
-        let q = self.get(name).ok_or_else(|| {
-            QueryError::Param(format!(
-                "no saved query {}; saved: {}",
-                crate::error::quoted_excerpt(name),
-                self.queries
-                    .iter()
-                    .map(|q| q.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
+        let q = self
+            .get(name)
+            .ok_or_else(|| QueryError::Param(self.unknown(name)))?;
         q.run(store, args)
     }
 }

@@ -573,10 +573,7 @@ pub fn run_request(s: &Store, state: &AppState, r: &RunRequest) -> Answer {
         }
         (Some(name), None) => {
             let Some(q) = state.queries.get(name) else {
-                return Err(ApiError::not_found(format!(
-                    "no saved query {}; GET /v1/queries lists them",
-                    crate::error::quoted_excerpt(name)
-                )));
+                return Err(ApiError::not_found(state.queries.unknown(name)));
             };
             query::args_from_json(&r.params)
                 .and_then(|args| q.run(s, &args))
