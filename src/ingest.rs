@@ -495,7 +495,8 @@ impl SourceBatch {
             let Some(Assertion::UpsertNode(up)) = ev.assertions.first() else {
                 continue;
             };
-            let title = up.name.clone().unwrap_or_default();
+            // The name the node gets: an untitled passage is named by its id.
+            let title = up.name.clone().unwrap_or_else(|| up.key.clone());
             let text = up
                 .props
                 .get("text")
@@ -1043,7 +1044,9 @@ fn read_passages(file: &str, content: &[Line]) -> Result<SourceBatch> {
         ev.assertions = vec![Assertion::UpsertNode(NodeUpsert {
             key: p.id,
             label: Some(labels::PASSAGE.into()),
-            name: Some(p.title),
+            // Untitled, it is named by its id, as a node of no name is: a name of blanks is
+            // shown as nothing in every snippet that mentions it.
+            name: (!crate::text::is_blank(&p.title)).then_some(p.title),
             props: Props::from([("text".to_string(), Value::Str(p.text))]),
             ..Default::default()
         })];
