@@ -1348,6 +1348,14 @@ fn untyped_parameters_keep_codes_and_quoted_values_as_strings() {
     assert_eq!(parse_param("-3", None).unwrap(), Val::Int(-3));
     assert_eq!(parse_param("0.5", None).unwrap(), Val::Float(0.5));
     assert_eq!(parse_param("true", None).unwrap(), Val::Bool(true));
+    // A typed number too large says so, not that it is no number (session 24 probe).
+    use loci::query::ParamType;
+    let e = parse_param("1e400", Some(ParamType::Float)).unwrap_err();
+    assert!(e.contains("out of range"), "{e}");
+    let e = parse_param("99999999999999999999", Some(ParamType::Int)).unwrap_err();
+    assert!(e.contains("out of range"), "{e}");
+    let e = parse_param("ten", Some(ParamType::Float)).unwrap_err();
+    assert!(e.contains("is not a number"), "{e}");
     // A node keyed "007" is found by an inline query's untyped parameter.
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();

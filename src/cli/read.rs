@@ -371,7 +371,9 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
             let cells: Vec<String> = row.iter().map(cell).collect();
             outln!("{}", cells.join(" | "));
         }
-        outln!("({} rows, {} us)", result.rows.len(), result.elapsed_us);
+        let n = result.rows.len();
+        let rows = if n == 1 { "row" } else { "rows" };
+        outln!("({n} {rows}, {} us)", result.elapsed_us);
     }
     Ok(Code::Ok)
 }

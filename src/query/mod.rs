@@ -19,6 +19,7 @@ pub mod plan;
 pub mod saved;
 
 use std::collections::HashMap;
+use std::num::{IntErrorKind, ParseIntError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -235,16 +236,24 @@ pub(crate) fn no_value(name: &str) -> String {
 pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
     match ty {
         Some(ParamType::String) => Ok(Val::Str(raw.to_string())),
-        Some(ParamType::Int) => raw
-            .parse()
-            .map(Val::Int)
-            .map_err(|_| format!("{raw:?} is not an integer")),
-        Some(ParamType::Float) => raw
-            .parse::<f64>()
-            .ok()
-            .filter(|f| f.is_finite())
-            .map(Val::Float)
-            .ok_or_else(|| format!("{raw:?} is not a number")),
+        Some(ParamType::Int) => {
+            raw.parse()
+                .map(Val::Int)
+                .map_err(|e: ParseIntError| match e.kind() {
+                    IntErrorKind::PosOverflow | IntErrorKind::NegOverflow => {
+                        format!("{raw:?} is out of range: an integer is 64 bits")
+                    }
+                    _ => format!("{raw:?} is not an integer"),
+                })
+        }
+        Some(ParamType::Float) => match raw.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(Val::Float(f)),
+            // "inf" and "NaN" parse, and are no number a query compares.
+            Ok(_) if raw.chars().any(|c| c.is_ascii_digit()) => Err(format!(
+                "{raw:?} is out of range: a number is at most about 1.8e308"
+            )),
+            _ => Err(format!("{raw:?} is not a number")),
+        },
         Some(ParamType::Bool) => match raw {
             "true" => Ok(Val::Bool(true)),
             "false" => Ok(Val::Bool(false)),
