@@ -1595,3 +1595,31 @@ fn names_in_any_script_and_the_smallest_integer_can_be_written() {
     .unwrap_err();
     assert!(e.to_string().contains("fits 64 bits"), "{e}");
 }
+
+/// Found by the session 24 probe: an error found in planning (an unknown variable or
+/// function, an aggregate in WHERE, a variable in LIMIT) named the name but not where it
+/// stands, where a parse error shows its line, column and a caret.
+#[test]
+fn planning_errors_point_at_the_name_they_are_about() {
+    for (text, line, column) in [
+        ("MATCH (n)\nRETURN n.key,\n  m.key", 3, 3),
+        ("MATCH (n) RETURN foo(n)", 1, 18),
+        ("MATCH (n) WHERE count(*) > 1 RETURN n", 1, 17),
+        ("MATCH (n) RETURN n ORDER BY zz", 1, 29),
+        ("MATCH (n) RETURN n LIMIT x", 1, 26),
+        ("MATCH (né) RETURN né, ü", 1, 23),
+    ] {
+        let e = query::prepare(text, Limits::default()).unwrap_err();
+        match &e {
+            QueryError::PlanAt {
+                line: l, column: c, ..
+            } => assert_eq!((*l, *c), (line, column), "{text}: {e}"),
+            other => panic!("{text}: {other:?}"),
+        }
+        let shown = e.render(text);
+        assert!(
+            shown.starts_with(&format!("line {line}, column {column}: ")) && shown.contains('^'),
+            "{shown}"
+        );
+    }
+}

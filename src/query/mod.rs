@@ -47,6 +47,16 @@ pub enum QueryError {
     /// The query parses but cannot be planned (unknown variable or function, hop limit).
     #[error("{0}")]
     Plan(String),
+    /// As [`QueryError::Plan`], because of a name at a place in the text (an unknown variable
+    /// or function, an aggregate where none may be): `line` and `column` are 1-based ([`plan`]
+    /// alone, which has no text, leaves them 0; [`prepare`] gives them).
+    #[error("line {line}, column {column}: {message}")]
+    PlanAt {
+        line: usize,
+        column: usize,
+        span: Span,
+        message: String,
+    },
     /// A parameter is missing or of the wrong type.
     #[error("parameter: {0}")]
     Param(String),
@@ -71,10 +81,26 @@ impl QueryError {
         }
     }
 
+    /// The error with its line and column in `text`, where it has a place there.
+    fn placed_in(self, text: &str) -> Self {
+        match self {
+            QueryError::PlanAt { span, message, .. } => {
+                let (line, column) = span.position(text);
+                QueryError::PlanAt {
+                    line,
+                    column,
+                    span,
+                    message,
+                }
+            }
+            other => other,
+        }
+    }
+
     /// The error with the offending line of `text` and a caret under the span, for people.
     pub fn render(&self, text: &str) -> String {
         match self {
-            QueryError::Parse { line, span, .. } => {
+            QueryError::Parse { line, span, .. } | QueryError::PlanAt { line, span, .. } => {
                 let src = text.lines().nth(line - 1).unwrap_or("");
                 let line_start: usize = text.lines().take(line - 1).map(|l| l.len() + 1).sum();
                 // Columns count characters, not bytes, so the caret stands under the error
@@ -179,7 +205,8 @@ pub fn prepare(text: &str, limits: Limits) -> Result<Prepared, QueryError> {
         PlanLimits {
             max_hops: limits.max_hops,
         },
-    )?;
+    )
+    .map_err(|e| e.placed_in(text))?;
     Ok(Prepared {
         text: text.to_string(),
         query,

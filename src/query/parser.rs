@@ -65,7 +65,18 @@ pub struct ParseError {
 impl ParseError {
     /// "line L, column C" of the error's start in `text`.
     pub fn position(&self, text: &str) -> (usize, usize) {
-        let before = &text[..self.span.start.min(text.len())];
+        self.span.position(text)
+    }
+}
+
+impl Span {
+    /// "line L, column C" (1-based, columns in characters) of the span's start in `text`.
+    pub fn position(&self, text: &str) -> (usize, usize) {
+        let mut start = self.start.min(text.len());
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        let before = &text[..start];
         let line = before.matches('\n').count() + 1;
         let col = before
             .rsplit('\n')
@@ -74,6 +85,24 @@ impl ParseError {
             .unwrap_or(0)
             + 1;
         (line, col)
+    }
+}
+
+/// Where each name an expression uses (a variable, a function) first stands in the text, so
+/// that an error found in planning points at it as a parse error does.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Places(Vec<(String, Span)>);
+
+impl Places {
+    fn note(&mut self, name: &str, span: Span) {
+        if !self.0.iter().any(|(n, _)| n == name) {
+            self.0.push((name.to_string(), span));
+        }
+    }
+
+    /// Where `name` is first used, if an expression uses it.
+    pub fn of(&self, name: &str) -> Option<Span> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, s)| *s)
     }
 }
 
@@ -399,6 +428,9 @@ pub struct Query {
     pub items: Vec<ReturnItem>,
     pub order: Vec<(Expr, bool)>,
     pub limit: Option<Expr>,
+    /// Where the names its expressions use stand in the text.
+    #[serde(skip)]
+    pub places: Places,
 }
 
 struct Parser<'a> {
@@ -407,6 +439,7 @@ struct Parser<'a> {
     pos: usize,
     /// Current expression nesting, bounded by [`MAX_DEPTH`].
     depth: usize,
+    places: Places,
 }
 
 /// Parses query text.
@@ -431,6 +464,7 @@ pub fn parse(text: &str) -> Result<Query, ParseError> {
         toks: lex(text)?,
         pos: 0,
         depth: 0,
+        places: Places::default(),
     };
     p.query()
 }
@@ -629,6 +663,7 @@ impl<'a> Parser<'a> {
             items,
             order,
             limit,
+            places: std::mem::take(&mut self.places),
         })
     }
 
@@ -1050,6 +1085,7 @@ impl<'a> Parser<'a> {
                     if self.is_sym("*") && matches!(self.peek_at(1), Tok::Sym(")")) {
                         self.bump();
                         self.bump();
+                        self.places.note(&s.to_ascii_lowercase(), span);
                         return Ok(Expr::Call(s.to_ascii_lowercase(), Vec::new()));
                     }
                     let mut args = Vec::new();
@@ -1064,8 +1100,10 @@ impl<'a> Parser<'a> {
                             }
                         }
                     }
+                    self.places.note(&s.to_ascii_lowercase(), span);
                     return Ok(Expr::Call(s.to_ascii_lowercase(), args));
                 }
+                self.places.note(&s, span);
                 Ok(Expr::Var(s))
             }
             _ => self.err("an expression"),

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::parser::{BinOp, Dir, Expr, NodePat, PathPat, Query, RelPat, ReturnItem, Search};
+use super::parser::{
+    BinOp, Dir, Expr, NodePat, PathPat, Places, Query, RelPat, ReturnItem, Search,
+};
 use super::QueryError;
 
 /// The virtual label of events.
@@ -138,6 +140,20 @@ enum Kind {
 
 fn plan_err(message: impl Into<String>) -> QueryError {
     QueryError::Plan(message.into())
+}
+
+/// [`plan_err`] at where `name` is first used in the text, when an expression uses it
+/// (`prepare` gives it its line and column).
+fn plan_err_at(places: &Places, name: &str, message: impl Into<String>) -> QueryError {
+    match places.of(name) {
+        Some(span) => QueryError::PlanAt {
+            line: 0,
+            column: 0,
+            span,
+            message: message.into(),
+        },
+        None => plan_err(message),
+    }
 }
 
 impl Planner {
@@ -344,16 +360,28 @@ fn mentions_vars(e: &Expr) -> bool {
 }
 
 fn contains_aggregate(e: &Expr) -> bool {
+    first_aggregate(e).is_some()
+}
+
+/// The name of the first aggregate in `e`, if any.
+fn first_aggregate(e: &Expr) -> Option<&str> {
     match e {
-        Expr::Call(name, args) => {
-            super::exec::AGGREGATES.contains(&name.as_str()) || args.iter().any(contains_aggregate)
-        }
-        Expr::Lit(_) | Expr::Param(_) | Expr::Var(_) => false,
-        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => {
-            contains_aggregate(x)
-        }
-        Expr::List(items) => items.iter().any(contains_aggregate),
-        Expr::Bin(_, a, b) => contains_aggregate(a) || contains_aggregate(b),
+        Expr::Call(name, _) if super::exec::AGGREGATES.contains(&name.as_str()) => Some(name),
+        Expr::Call(_, args) | Expr::List(args) => args.iter().find_map(first_aggregate),
+        Expr::Lit(_) | Expr::Param(_) | Expr::Var(_) => None,
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => first_aggregate(x),
+        Expr::Bin(_, a, b) => first_aggregate(a).or_else(|| first_aggregate(b)),
+    }
+}
+
+/// The first variable `e` reads, if any.
+fn first_var(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Var(v) => Some(v),
+        Expr::Lit(_) | Expr::Param(_) => None,
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => first_var(x),
+        Expr::Call(_, args) | Expr::List(args) => args.iter().find_map(first_var),
+        Expr::Bin(_, a, b) => first_var(a).or_else(|| first_var(b)),
     }
 }
 
@@ -380,28 +408,34 @@ fn check_vars(
     e: &Expr,
     known: &HashMap<String, usize>,
     aliases: &[String],
+    places: &Places,
 ) -> Result<(), QueryError> {
+    let check = |x: &Expr| check_vars(x, known, aliases, places);
     match e {
-        Expr::Var(v) if !known.contains_key(v) && !aliases.contains(v) => Err(plan_err(format!(
-            "unknown variable {v}: bind it in MATCH or SEARCH first"
-        ))),
+        Expr::Var(v) if !known.contains_key(v) && !aliases.contains(v) => Err(plan_err_at(
+            places,
+            v,
+            format!("unknown variable {v}: bind it in MATCH or SEARCH first"),
+        )),
         Expr::Var(_) | Expr::Lit(_) | Expr::Param(_) => Ok(()),
-        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => {
-            check_vars(x, known, aliases)
-        }
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => check(x),
         Expr::Call(name, args) => {
             if !super::exec::FUNCTIONS.contains(&name.as_str()) {
-                return Err(plan_err(format!(
-                    "unknown function {name}(); known: {}",
-                    super::exec::FUNCTIONS.join(", ")
-                )));
+                return Err(plan_err_at(
+                    places,
+                    name,
+                    format!(
+                        "unknown function {name}(); known: {}",
+                        super::exec::FUNCTIONS.join(", ")
+                    ),
+                ));
             }
-            args.iter().try_for_each(|a| check_vars(a, known, aliases))
+            args.iter().try_for_each(check)
         }
-        Expr::List(args) => args.iter().try_for_each(|a| check_vars(a, known, aliases)),
+        Expr::List(args) => args.iter().try_for_each(check),
         Expr::Bin(_, a, b) => {
-            check_vars(a, known, aliases)?;
-            check_vars(b, known, aliases)
+            check(a)?;
+            check(b)
         }
     }
 }
@@ -432,19 +466,25 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         )));
     }
     if let Some(f) = &q.filter {
-        check_vars(f, &p.index, &[])?;
-        if contains_aggregate(f) {
-            return Err(plan_err(
+        check_vars(f, &p.index, &[], &q.places)?;
+        if let Some(name) = first_aggregate(f) {
+            return Err(plan_err_at(
+                &q.places,
+                name,
                 "aggregates (count, min, ...) belong in RETURN, not WHERE",
             ));
         }
         p.ops.push(Op::Filter(f.clone()));
     }
-    check_return_items(&q.items, &p.index)?;
+    check_return_items(&q.items, &p.index, &q.places)?;
     let order = order_by_expressions(q, &p.index)?;
     if let Some(l) = &q.limit {
-        if mentions_vars(l) {
-            return Err(plan_err("LIMIT takes a number or a parameter"));
+        if let Some(v) = first_var(l) {
+            return Err(plan_err_at(
+                &q.places,
+                v,
+                "LIMIT takes a number or a parameter",
+            ));
         }
     }
     let params = params_used(q, &p.ops, &order);
@@ -568,6 +608,7 @@ impl Planner {
 fn check_return_items(
     items: &[ReturnItem],
     index: &HashMap<String, usize>,
+    places: &Places,
 ) -> Result<(), QueryError> {
     let mut columns = std::collections::HashSet::new();
     for item in items {
@@ -578,7 +619,7 @@ fn check_return_items(
                 item.alias
             )));
         }
-        check_vars(&item.expr, index, &[])?;
+        check_vars(&item.expr, index, &[], places)?;
         match &item.expr {
             Expr::Call(name, args) if super::exec::AGGREGATES.contains(&name.as_str()) => {
                 let ok = if name == "count" {
@@ -591,8 +632,8 @@ fn check_return_items(
                         "{name}() takes one argument (count also takes *)"
                     )));
                 }
-                if args.iter().any(contains_aggregate) {
-                    return Err(plan_err("aggregates cannot be nested"));
+                if let Some(inner) = args.iter().find_map(first_aggregate) {
+                    return Err(plan_err_at(places, inner, "aggregates cannot be nested"));
                 }
             }
             e if contains_aggregate(e) => {
@@ -631,7 +672,7 @@ fn order_by_expressions(
         })
         .collect();
     for (e, _) in &order {
-        check_vars(e, index, &aliases)?;
+        check_vars(e, index, &aliases, &q.places)?;
     }
     Ok(order)
 }
