@@ -911,3 +911,34 @@ async fn a_long_value_comes_back_shortened_in_its_error() {
         );
     }
 }
+
+/// Found by the session 24 probe: a POST to /mcp whose body is not JSON was answered 415
+/// ("fail to deserialize request body", rmcp's), a status that blames the content type. It is
+/// JSON-RPC's parse error (-32700), with 400.
+#[tokio::test]
+async fn a_body_that_is_not_json_is_a_json_rpc_parse_error_at_mcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let req = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header(header::HOST, "localhost")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .body(Body::from("{garbage"))
+        .unwrap();
+    let resp = router(st.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&bytes);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{said}");
+    let v: Value =
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{status}: {said}: {e}"));
+    assert_eq!(
+        (v["jsonrpc"].as_str(), v["error"]["code"].as_i64()),
+        (Some("2.0"), Some(-32700)),
+        "{v}"
+    );
+}

@@ -351,6 +351,36 @@ impl ServerHandler for LociMcp {
     }
 }
 
+/// The answer to a POST to `/mcp` whose JSON body does not parse: JSON-RPC's parse error
+/// (-32700) with 400, given before the MCP service reads it, which answered 415 ("fail to
+/// deserialize request body"), a status that blames the content type. `None` for anything
+/// else, which the service answers itself.
+pub(super) fn unparsable(
+    parts: &axum::http::request::Parts,
+    body: &[u8],
+) -> Option<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let path = parts.uri.path();
+    let json_typed = parts
+        .headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if parts.method != axum::http::Method::POST
+        || !(path == "/mcp" || path.starts_with("/mcp/"))
+        || !json_typed
+    {
+        return None;
+    }
+    let e = serde_json::from_slice::<serde::de::IgnoredAny>(body).err()?;
+    let answer = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32700, "message": format!("Parse error: {e}")},
+    });
+    Some((axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response())
+}
+
 /// The MCP service mounted at `/mcp`: one server per session, ended at shutdown.
 pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, LocalSessionManager> {
     let mut config = StreamableHttpServerConfig::default()

@@ -392,6 +392,9 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
             .into_response()
         }
     };
+    if let Some(answer) = mcp::unparsable(&parts, &bytes) {
+        return answer;
+    }
     let req = Request::from_parts(parts, axum::body::Body::from(bytes));
     match state.in_flight.clone().try_acquire_owned() {
         Ok(permit) => {
