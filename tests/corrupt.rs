@@ -828,3 +828,61 @@ fn a_damaged_log_record_is_named_by_its_file_and_event() {
         assert!(typed(&err), "{kind:?}: {err:?}");
     }
 }
+
+/// Found by the session 24 probe: one flipped bit early in a sled store's log made sled drop
+/// every record after it, and loci opened what was left, an empty store, with exit 0; it
+/// rebuilt the full-text index (which had held every event) from the empty log, and
+/// `replay --verify` said OK, so the loss went unseen and was made permanent. The committed
+/// index is written after the log it reflects, so an index ahead of the log is a log that
+/// lost committed events: the open is refused, naming the file, and the index kept.
+#[test]
+fn a_log_behind_its_full_text_index_is_refused_not_taken_as_the_store() {
+    for kind in BackendKind::ALL {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s");
+        let store = Store::create(&path, kind).unwrap();
+        drop(store);
+        // The log as it was before anything was ingested: what sled leaves of a damaged one.
+        let data = kind.path_in(&path);
+        let empty = tmp.path().join("empty");
+        copy_dir_or_file(&data, &empty);
+        let store = Store::open(&path).unwrap();
+        let events = (1..=5)
+            .map(|t| loci::EventDraft::new(t, "bot", "SEEN"))
+            .collect();
+        store.ingest(events).unwrap();
+        drop(store);
+        if data.is_dir() {
+            std::fs::remove_dir_all(&data).unwrap();
+        } else {
+            std::fs::remove_file(&data).unwrap();
+        }
+        copy_dir_or_file(&empty, &data);
+        for f in std::fs::read_dir(&path).unwrap() {
+            let f = f.unwrap().path();
+            if f.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("state.snapshot"))
+            {
+                std::fs::remove_file(f).unwrap();
+            }
+        }
+        let err = Store::open(&path).err().expect("refused");
+        let said = err.to_string();
+        assert!(
+            matches!(err, Error::Corrupt { .. })
+                && said.contains(&data.display().to_string())
+                && said.contains("lost"),
+            "{kind:?}: {said}"
+        );
+        // Refused again: the index was not rebuilt from the short log.
+        assert!(Store::open(&path).is_err(), "{kind:?}");
+    }
+}
+
+fn copy_dir_or_file(from: &Path, to: &Path) {
+    if from.is_dir() {
+        copy_dir(from, to);
+    } else {
+        std::fs::copy(from, to).unwrap();
+    }
+}

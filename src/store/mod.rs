@@ -2014,6 +2014,26 @@ impl Store {
         } else {
             Self::open_text(&dir.join("text"))?
         };
+        if let Some(at) = indexed.filter(|&at| !read_only && at > counters.last_seq) {
+            // The index is committed after the log it reflects, both durably, and no other
+            // process writes beside this one: an index ahead of the log is a log that lost
+            // committed events (sled drops every record after a damaged one). Rebuilding the
+            // index from what is left would make the loss permanent and unseen; nothing is
+            // changed, and the user is told.
+            return Err(Error::Corrupt {
+                table: Table::Log.name(),
+                message: format!(
+                    "{}: the log ends at event {}, but the full-text index holds events \
+                     through {at}: the log has lost committed events (a damaged file); \
+                     loci changed nothing: restore the store from a backup (a log restored \
+                     on purpose from an older one: remove {} and the snapshot, and they are \
+                     rebuilt from it)",
+                    manifest.backend.path_in(&dir).display(),
+                    counters.last_seq,
+                    dir.join("text").display()
+                ),
+            });
+        }
         if !read_only {
             // What this process commits is of the ids its graph gives.
             text.set_next_floor(ids_floor);
@@ -2074,9 +2094,6 @@ impl Store {
                 tracing::warn!(error = %e, "full-text catch-up failed; rebuilding the index from the log");
                 store.rebuild_text(REBUILD_DOCS_PER_COMMIT)?;
             }
-        } else if from > counters.last_seq {
-            // The index claims events the log does not have: rebuild it from the log.
-            store.rebuild_text(REBUILD_DOCS_PER_COMMIT)?;
         }
         if !read_only && store.text.ids_floor().is_none() {
             // An index committed by a build before floors were recorded: one commit of
