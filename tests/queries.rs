@@ -1622,4 +1622,23 @@ fn planning_errors_point_at_the_name_they_are_about() {
             "{shown}"
         );
     }
+    // With CRLF line ends the caret stands under the name, as with LF (session 24 probe: it
+    // drifted a column right per earlier line).
+    for text in [
+        "MATCH (n)\r\nRETURN n.key,\r\n  m.key",
+        "MATCH (n)\nRETURN n.key,\n  m.key",
+    ] {
+        let shown = query::prepare(text, Limits::default())
+            .unwrap_err()
+            .render(text);
+        let lines: Vec<&str> = shown.lines().collect();
+        let shown_line = lines[1];
+        let caret = lines[2];
+        let at = caret.find('^').unwrap();
+        assert_eq!(
+            &shown_line[at..at + 1],
+            "m",
+            "{text:?}: {shown_line:?} / {caret:?}"
+        );
+    }
 }

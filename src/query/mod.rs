@@ -100,9 +100,20 @@ impl QueryError {
     /// The error with the offending line of `text` and a caret under the span, for people.
     pub fn render(&self, text: &str) -> String {
         match self {
-            QueryError::Parse { line, span, .. } | QueryError::PlanAt { line, span, .. } => {
-                let src = text.lines().nth(line - 1).unwrap_or("");
-                let line_start: usize = text.lines().take(line - 1).map(|l| l.len() + 1).sum();
+            QueryError::Parse { span, .. } | QueryError::PlanAt { span, .. } => {
+                // The line the span starts on, found from the span itself: counting lines by
+                // `str::lines` dropped each "\r" of CRLF ends, and the caret drifted a column
+                // right per earlier line.
+                let mut at = span.start.min(text.len());
+                while !text.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+                let line_end = text[line_start..]
+                    .find('\n')
+                    .map_or(text.len(), |i| line_start + i);
+                let src = &text[line_start..line_end];
+                let src = src.strip_suffix('\r').unwrap_or(src);
                 // Columns count characters, not bytes, so the caret stands under the error
                 // after an emoji or an accent.
                 let snap = |mut i: usize| {
