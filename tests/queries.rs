@@ -1311,8 +1311,17 @@ fn a_cost_no_step_of_the_path_carries_is_null_not_zero() {
         ]
     );
     assert_eq!(
-        row("MATCH (n {key: 'a'}) RETURN path_cost(n, 'distance'), path_max('x', 'hops')"),
-        vec![serde_json::Value::Null, serde_json::Value::Null]
+        row(
+            "MATCH (n {key: 'a'}) RETURN path_cost(n, 'distance'), path_max('x', 'hops'), \
+             path_cost([1, 2, 3], 'distance'), path_cost([n], 'hops'), path_cost([], 'hops')"
+        ),
+        vec![
+            serde_json::Value::Null,
+            serde_json::Value::Null,
+            serde_json::Value::Null,
+            serde_json::Value::Null,
+            serde_json::json!(0.0),
+        ]
     );
 }
 
@@ -1578,6 +1587,12 @@ fn names_in_any_script_and_the_smallest_integer_can_be_written() {
     assert_eq!(
         first_column(&store, "MATCH (n) RETURN -9223372036854775808 + 1"),
         [serde_json::json!(i64::MIN + 1)]
+    );
+    // Its remainder by -1 is 0, which fits (Rust's checked_rem says None: the quotient does
+    // not).
+    assert_eq!(
+        first_column(&store, "MATCH (n) RETURN -9223372036854775808 % -1"),
+        [serde_json::json!(0)]
     );
     // Its magnitude alone still does not fit, and says so where it stands.
     let e = query::run(

@@ -646,7 +646,14 @@ impl<'a> Ctx<'a> {
                 // The cost of what is not a path, or one no step of the path carries (a
                 // misspelt overlay), is unknown: null, not a plausible 0 that would reorder
                 // an ORDER BY without a word.
-                if !matches!(&args[0], Val::Edge(_) | Val::Path(..) | Val::List(_)) {
+                let steps = match &args[0] {
+                    Val::Edge(_) | Val::Path(..) => true,
+                    // A relation list (`relationships(p)`, a `[r*]` variable); a list of no
+                    // steps costs 0, one holding anything but relations is no path.
+                    Val::List(items) => items.iter().all(|i| matches!(i, Val::Edge(_))),
+                    _ => false,
+                };
+                if !steps {
                     return Ok(Val::Null);
                 }
                 let mut costs = Vec::new();
@@ -856,6 +863,9 @@ fn binary(op: BinOp, a: &Val, b: &Val) -> Val {
         },
         BinOp::Mod => match (a, b) {
             (Val::Int(_), Val::Int(0)) => Val::Null,
+            // Any integer's remainder by -1 is 0; `checked_rem` refuses i64::MIN % -1 only
+            // because the quotient would overflow.
+            (Val::Int(_), Val::Int(-1)) => Val::Int(0),
             (Val::Int(x), Val::Int(y)) => x.checked_rem(*y).map_or(Val::Null, Val::Int),
             _ => num_op(a, b, |x, y| x % y),
         },
