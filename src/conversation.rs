@@ -113,8 +113,16 @@ pub fn parse_session_time(text: &str) -> Option<i64> {
     let words: Vec<&str> = lower.split_whitespace().collect();
     let on = words.iter().position(|w| *w == "on")?;
     let (clock, meridiem) = (words.first()?, words.get(1).copied().unwrap_or(""));
+    // "am" or "pm" (or "a.m.", "p.m."), or straight "on" for a 24-hour clock: any other word
+    // there had been passed over, and a "p.m." time read 12 hours early.
+    let meridiem = match meridiem {
+        "am" | "a.m." => "am",
+        "pm" | "p.m." => "pm",
+        "on" => "",
+        _ => return None,
+    };
     let (h, m) = clock.split_once(':')?;
-    let (mut h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+    let (mut h, m): (i64, i64) = (digits(h)?, digits(m)?);
     if !(0..=23).contains(&h) || !(0..=59).contains(&m) {
         return None;
     }
@@ -125,10 +133,10 @@ pub fn parse_session_time(text: &str) -> Option<i64> {
         "am" if h == 12 => h = 0,
         _ => {}
     }
-    let day: i64 = words.get(on + 1)?.parse().ok()?;
+    let day = digits(words.get(on + 1)?)?;
     let month_word = *words.get(on + 2)?;
     let month = MONTHS.iter().position(|x| *x == month_word)? as i64 + 1;
-    let year: i64 = words.get(on + 3)?.parse().ok()?;
+    let year = digits(words.get(on + 3)?)?;
     if !(1..=31).contains(&day) || !(1..=9999).contains(&year) {
         return None;
     }
@@ -138,6 +146,14 @@ pub fn parse_session_time(text: &str) -> Option<i64> {
         return None;
     }
     Some(days * 1440 + h * 60 + m)
+}
+
+/// A number written in digits alone (`str::parse` takes a sign too), of at most 9 of them.
+fn digits(w: &str) -> Option<i64> {
+    if w.is_empty() || w.len() > 9 || !w.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    w.parse().ok()
 }
 
 fn number_word(w: &str) -> Option<i64> {
@@ -300,6 +316,20 @@ mod tests {
         ] {
             assert!(parse_session_time(impossible).is_none(), "{impossible}");
         }
+        // Nor an unknown word where "am" or "pm" goes, which had been ignored and the clock
+        // read as 24-hour (session 24 probe), nor a signed number.
+        for odd in [
+            "1:56 xm on 8 May, 2023",
+            "1:56 PST on 8 May, 2023",
+            "+1:56 pm on 8 May, 2023",
+            "1:56 pm on +8 May, 2023",
+        ] {
+            assert!(parse_session_time(odd).is_none(), "{odd}");
+        }
+        assert_eq!(
+            parse_session_time("1:56 p.m. on 8 May, 2023"),
+            parse_session_time("1:56 pm on 8 May, 2023")
+        );
         assert!(parse_session_time("1:56 pm on 29 February, 2024").is_some());
         assert!(parse_session_time("13:56 on 8 May, 2023").is_some());
         // 8 May 2023 was a Monday.
