@@ -1365,6 +1365,19 @@ fn untyped_parameters_keep_codes_and_quoted_values_as_strings() {
     assert!(e.contains("out of range"), "{e}");
     let e = parse_param("ten", Some(ParamType::Float)).unwrap_err();
     assert!(e.contains("is not a number"), "{e}");
+    // Untyped, an integer past 64 bits is refused, not taken as a float of another value.
+    for big in [
+        "12345678901234567891",
+        "9223372036854775808",
+        "-9223372036854775809",
+    ] {
+        let e = parse_param(big, None).unwrap_err();
+        assert!(e.contains("out of range"), "{big}: {e}");
+    }
+    assert_eq!(
+        parse_param("-9223372036854775808", None).unwrap(),
+        Val::Int(i64::MIN)
+    );
     // A node keyed "007" is found by an inline query's untyped parameter.
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();

@@ -304,6 +304,16 @@ pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
             Ok(Val::Str(raw[1..raw.len() - 1].to_string()))
         }
         None if looks_like_a_code(raw) => Ok(Val::Str(raw.to_string())),
+        // An integer past 64 bits would parse as a float of another value.
+        None if raw.parse::<i64>().is_err() && {
+            let digits = raw.strip_prefix('-').unwrap_or(raw);
+            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+        } =>
+        {
+            Err(format!(
+                "{raw:?} is out of range: an integer is 64 bits (quote it, \"{raw}\", for a string)"
+            ))
+        }
         None => Ok(if let Ok(i) = raw.parse::<i64>() {
             Val::Int(i)
         } else if let Some(f) = raw.parse::<f64>().ok().filter(|f| f.is_finite()) {
