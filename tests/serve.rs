@@ -919,26 +919,39 @@ async fn a_long_value_comes_back_shortened_in_its_error() {
 async fn a_body_that_is_not_json_is_a_json_rpc_parse_error_at_mcp() {
     let dir = tempfile::tempdir().unwrap();
     let st = state(dir.path(), None);
-    let req = Request::builder()
-        .method("POST")
-        .uri("/mcp")
-        .header(header::HOST, "localhost")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::ACCEPT, "application/json, text/event-stream")
-        .body(Body::from("{garbage"))
-        .unwrap();
-    let resp = router(st.clone()).oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let said = String::from_utf8_lossy(&bytes);
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{said}");
-    let v: Value =
-        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{status}: {said}: {e}"));
-    assert_eq!(
-        (v["jsonrpc"].as_str(), v["error"]["code"].as_i64()),
-        (Some("2.0"), Some(-32700)),
-        "{v}"
-    );
+    let post = |content_type: &'static str, body: &'static str| {
+        let st = st.clone();
+        async move {
+            let req = Request::builder()
+                .method("POST")
+                .uri("/mcp")
+                .header(header::HOST, "localhost")
+                .header(header::CONTENT_TYPE, content_type)
+                .header(header::ACCEPT, "application/json, text/event-stream")
+                .body(Body::from(body))
+                .unwrap();
+            let resp = router(st).oneshot(req).await.unwrap();
+            let status = resp.status();
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            let v: Value = serde_json::from_slice(&bytes)
+                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).to_string()));
+            (status.as_u16(), v["error"]["code"].as_i64(), v)
+        }
+    };
+    // Not JSON: a parse error, whatever the case of the media type (rmcp takes it so).
+    for content_type in ["application/json", "Application/JSON; charset=utf-8"] {
+        let (status, code, v) = post(content_type, "{garbage").await;
+        assert_eq!((status, code), (400, Some(-32700)), "{content_type}: {v}");
+        assert_eq!(v["jsonrpc"], "2.0");
+    }
+    // JSON that is no JSON-RPC message: an invalid request (session 24 probe: 415).
+    for body in ["{}", "[]", "42", r#"{"jsonrpc":"2.0","id":9}"#] {
+        let (status, code, v) = post("application/json", body).await;
+        assert_eq!((status, code), (400, Some(-32600)), "{body}: {v}");
+    }
+    // Another media type is rmcp's to refuse, as the README says (415).
+    let (status, _, v) = post("application/jsonx", "{garbage").await;
+    assert_eq!(status, 415, "{v}");
 }

@@ -351,32 +351,45 @@ impl ServerHandler for LociMcp {
     }
 }
 
-/// The answer to a POST to `/mcp` whose JSON body does not parse: JSON-RPC's parse error
-/// (-32700) with 400, given before the MCP service reads it, which answered 415 ("fail to
-/// deserialize request body"), a status that blames the content type. `None` for anything
-/// else, which the service answers itself.
+/// The answer to a POST to `/mcp` whose JSON body does not parse, or is no JSON-RPC message:
+/// JSON-RPC's parse error (-32700) or invalid request (-32600) with 400, given before the MCP
+/// service reads it, which answered 415 ("fail to deserialize request body"), a status that
+/// blames the content type. `None` for anything else, which the service answers itself.
 pub(super) fn unparsable(
     parts: &axum::http::request::Parts,
     body: &[u8],
 ) -> Option<axum::response::Response> {
     use axum::response::IntoResponse;
     let path = parts.uri.path();
+    // The media type as rmcp judges it: its essence, in any case.
     let json_typed = parts
         .headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+        .is_some_and(|v| {
+            let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        });
     if parts.method != axum::http::Method::POST
         || !(path == "/mcp" || path.starts_with("/mcp/"))
         || !json_typed
     {
         return None;
     }
-    let e = serde_json::from_slice::<serde::de::IgnoredAny>(body).err()?;
+    // JSON that is no message is an invalid request (-32600), as it is over stdio; the body
+    // is read as rmcp reads it, so what passes here passes there.
+    let (code, what, e) = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        Err(e) => (-32700, "Parse error", e),
+        Ok(_) => (
+            -32600,
+            "Invalid Request",
+            serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body).err()?,
+        ),
+    };
     let answer = json!({
         "jsonrpc": "2.0",
         "id": null,
-        "error": {"code": -32700, "message": format!("Parse error: {e}")},
+        "error": {"code": code, "message": format!("{what}: {e}")},
     });
     Some((axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response())
 }
