@@ -279,6 +279,9 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 }
 
+/// What the refusal of a key given twice in one JSON object says, after the key.
+pub(crate) const KEY_GIVEN_TWICE: &str = "is given twice in one object";
+
 /// The entries of a map, refusing a key given twice: JSON leaves it to the reader, and a map
 /// would keep the last value, dropping the first without a word.
 fn unique_entries<'de, A: MapAccess<'de>>(mut map: A) -> Result<Props, A::Error> {
@@ -286,7 +289,7 @@ fn unique_entries<'de, A: MapAccess<'de>>(mut map: A) -> Result<Props, A::Error>
     while let Some((k, v)) = map.next_entry::<String, Value>()? {
         if out.contains_key(&k) {
             return Err(de::Error::custom(format!(
-                "key {} is given twice in one object; give each key once",
+                "key {} {KEY_GIVEN_TWICE}; give each key once",
                 crate::error::quoted_excerpt(&k)
             )));
         }

@@ -140,7 +140,15 @@ pub fn extract(call: &Json) -> std::result::Result<Observation, String> {
 pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
     // Parsed once: the call's fields and the extraction both read this value.
     let (json, failure) = match serde_json::from_str::<Json>(raw) {
-        Ok(v) => (Some(v), None),
+        // A key given twice would be read as its last value (`"tool"` twice, a path twice):
+        // the call is kept raw, with the reason, rather than guessed at. loci's own reading
+        // of JSON refuses it; serde_json's keeps the last.
+        Ok(v) => match serde_json::from_str::<Value>(raw) {
+            Err(e) if e.to_string().contains(crate::model::KEY_GIVEN_TWICE) => {
+                (None, Some(e.to_string()))
+            }
+            _ => (Some(v), None),
+        },
         Err(e) => (None, Some(format!("not JSON: {e}"))),
     };
     let (call, failure) = match &json {

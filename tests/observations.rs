@@ -131,3 +131,27 @@ fn a_run_of_bookkeeping_does_not_hide_the_observations() {
     store.ingest(intents).unwrap();
     assert_eq!(observations(&store, Some("s1")), before);
 }
+
+/// Found by the session 24 probe: a call with a key given twice (`"tool"` twice, a path
+/// twice) was read with the last value, so `{"tool":"Read","tool":"Bash",...}` became a
+/// command run. Such a call is kept raw, counted, and its reason given.
+#[test]
+fn a_call_with_a_key_given_twice_is_kept_raw_not_guessed() {
+    let lines = "{\"tool\":\"Read\",\"tool\":\"Bash\",\"args\":{\"command\":\"ls\"},\"ts\":1}\n\
+                 {\"tool\":\"Read\",\"args\":{\"file_path\":\"a.rs\",\"file_path\":\"b.rs\"},\"ts\":2}\n\
+                 {\"tool\":\"Read\",\"args\":{\"file_path\":\"c.rs\"},\"ts\":3}\n";
+    let batch = ingest::read_str("calls.jsonl", lines, Format::Toolcalls).unwrap();
+    assert_eq!(batch.events.len(), 3);
+    let raw: Vec<usize> = batch.unextracted.iter().map(|(l, _)| *l).collect();
+    assert_eq!(raw, [1, 2], "{:?}", batch.unextracted);
+    assert!(
+        batch
+            .unextracted
+            .iter()
+            .all(|(_, why)| why.contains("twice")),
+        "{:?}",
+        batch.unextracted
+    );
+    assert_eq!(batch.events[0].kind, TOOL_CALL);
+    assert_eq!(batch.events[2].kind, "OBSERVATION");
+}
