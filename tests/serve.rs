@@ -947,7 +947,15 @@ async fn a_body_that_is_not_json_is_a_json_rpc_parse_error_at_mcp() {
         assert_eq!(v["jsonrpc"], "2.0");
     }
     // JSON that is no JSON-RPC message: an invalid request (session 24 probe: 415).
-    for body in ["{}", "[]", "42", r#"{"jsonrpc":"2.0","id":9}"#] {
+    for body in [
+        "{}",
+        "[]",
+        "42",
+        r#"{"jsonrpc":"2.0","id":9}"#,
+        // A key given twice, as every route refuses it (session 24 probe: MCP's `remember`
+        // stored the last value).
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember","arguments":{"text":"first","text":"second"}}}"#,
+    ] {
         let (status, code, v) = post("application/json", body).await;
         assert_eq!((status, code), (400, Some(-32600)), "{body}: {v}");
     }

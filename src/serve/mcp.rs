@@ -378,13 +378,19 @@ pub(super) fn unparsable(
     }
     // JSON that is no message is an invalid request (-32600), as it is over stdio; the body
     // is read as rmcp reads it, so what passes here passes there.
+    // A key given twice anywhere in it (a tool's argument, an event's payload) would reach the
+    // tools as its last value, where every other route refuses it.
     let (code, what, e) = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
         Err(e) => (-32700, "Parse error", e),
-        Ok(_) => (
-            -32600,
-            "Invalid Request",
-            serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body).err()?,
-        ),
+        Ok(_) => match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) {
+            Err(e) => (-32600, "Invalid Request", e),
+            Ok(_) => match serde_json::from_slice::<crate::model::Value>(body) {
+                Err(e) if e.to_string().contains(crate::model::KEY_GIVEN_TWICE) => {
+                    (-32600, "Invalid Request", e)
+                }
+                _ => return None,
+            },
+        },
     };
     let answer = json!({
         "jsonrpc": "2.0",
