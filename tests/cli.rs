@@ -985,6 +985,11 @@ fn a_streamed_ingest_stopped_by_a_bad_line_says_where_the_store_is() {
         err.contains(&format!("events.jsonl:{}", round + 101)),
         "{err}"
     );
+    // The note follows the error it is about (session 24 probe: it came first).
+    assert!(
+        err.find("error:").unwrap() < err.find("commits before the error").unwrap(),
+        "{err}"
+    );
     assert!(
         err.contains(&format!(
             "the commits before the error stand (events ..={round})"

@@ -96,7 +96,7 @@ fn damage_met_exit() -> ExitCode {
 
 /// An error and its causes, each said once (a cause whose text the outer message already
 /// contains is not repeated).
-fn render(e: &anyhow::Error) -> String {
+pub(crate) fn render(e: &anyhow::Error) -> String {
     let mut out = e.to_string();
     for cause in e.chain().skip(1) {
         let c = cause.to_string();

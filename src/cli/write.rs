@@ -171,17 +171,17 @@ impl IngestRun<'_> {
     /// An error stops it there, and the commits before it stand: the note says how far they
     /// reached, so the user can mend the input and go on from the next line.
     fn streamed(&mut self, n: usize) -> Result<()> {
-        let result = self.stream_files(n);
-        if result.is_err() {
-            errln!(
-                "note: {}",
-                self.last.said(
-                    "the error came before the first commit",
-                    "the commits before the error stand"
-                )
+        self.stream_files(n).map_err(|e| {
+            // One error that says both, so the note follows what it is about.
+            let note = self.last.said(
+                "the error came before the first commit",
+                "the commits before the error stand",
             );
-        }
-        result
+            anyhow::Error::new(super::exit::CliError {
+                code: super::exit::code_of(&e),
+                message: format!("{}\nnote: {note}", super::render(&e)),
+            })
+        })
     }
 
     fn stream_files(&mut self, n: usize) -> Result<()> {
