@@ -147,12 +147,13 @@ fn name_field(field: &'static str, value: &str) -> std::result::Result<String, E
     if crate::text::is_blank(value) {
         return Err(refuse(field, "must not be empty"));
     }
-    let v = value.trim();
+    let v = crate::text::trim_invisible(value);
     // A name is part of a node key and shown on one line of a list.
-    if v.chars().any(char::is_control) {
+    if v.chars().any(crate::text::breaks_a_line_or_its_order) {
         return Err(refuse(
             field,
-            "must not hold a control character (a NUL, a line break, a tab)",
+            "must not hold a control character (a NUL, a line break, a tab), a line \
+             separator or a bidirectional override",
         ));
     }
     if v.len() > 256 || v.contains('/') && field == "harness" {
@@ -193,6 +194,16 @@ pub fn entry_event(e: &Entry) -> std::result::Result<EventDraft, EntryError> {
             )
         })?,
     };
+    // Named here as the entry's field: the store would refuse it as its event's `ts`.
+    if ts.unsigned_abs() > crate::store::MAX_ABS_TS as u64 {
+        return Err(refuse(
+            "time",
+            format!(
+                "{ts} is out of range: times are within ±2^61 ({})",
+                crate::store::MAX_ABS_TS
+            ),
+        ));
+    }
     let harness = name_field("harness", &e.harness)?;
     let session = name_field("session", &e.session)?;
     let kind = name_field("kind", &e.kind)?;
@@ -534,6 +545,11 @@ mod tests {
         let mut bad = entry("x");
         bad.v = 2;
         assert_eq!(entry_event(&bad).unwrap_err().field, "v");
+        for out_of_range in [(1 << 61) + 1, i64::MIN] {
+            let mut bad = entry("x");
+            bad.time = Time::World(out_of_range);
+            assert_eq!(entry_event(&bad).unwrap_err().field, "time");
+        }
         let mut bad = entry("x");
         bad.time = Time::Text("soon".into());
         assert_eq!(entry_event(&bad).unwrap_err().field, "time");
@@ -546,11 +562,30 @@ mod tests {
             ("claude\0code", "s1", "harness"),
             ("claude-code", "s\n1", "session"),
             ("\u{200b}", "s1", "harness"),
+            ("claude-code", "s\u{2028}1", "session"),
+            ("claude\u{202e}edoc", "s1", "harness"),
         ] {
             let mut bad = entry("x");
             bad.harness = harness.into();
             bad.session = session.into();
             assert_eq!(entry_event(&bad).unwrap_err().field, field, "{harness:?}");
         }
+        // A stray zero-width space at an end is no part of the name (session 24 probe: it
+        // made another session).
+        let mut stray = entry("x");
+        stray.session = "\u{200b}s1\u{feff}".into();
+        let keys = |d: &EventDraft| -> Vec<String> {
+            d.assertions
+                .iter()
+                .filter_map(|a| match a {
+                    Assertion::UpsertNode(n) => Some(n.key.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(
+            keys(&entry_event(&stray).unwrap()),
+            keys(&entry_event(&entry("x")).unwrap())
+        );
     }
 }

@@ -294,10 +294,21 @@ pub fn is_blank(value: &str) -> bool {
 /// space or a decomposed accent (as macOS spells file names) would make the same words miss.
 pub fn tidy(value: &str) -> String {
     use unicode_normalization::UnicodeNormalization;
-    value
-        .trim_matches(|c: char| c.is_whitespace() || INVISIBLE.contains(&c))
-        .nfc()
-        .collect()
+    trim_invisible(value).nfc().collect()
+}
+
+/// `value` without whitespace or [`INVISIBLE`] characters at either end (nothing else
+/// changed): a name typed with a stray zero-width space is the name without it.
+pub fn trim_invisible(value: &str) -> &str {
+    value.trim_matches(|c: char| c.is_whitespace() || INVISIBLE.contains(&c))
+}
+
+/// Whether `c` breaks a line or reorders the text around it when shown: a control character,
+/// a line or paragraph separator, or a bidirectional embedding, override or isolate (which
+/// can make one name look like another).
+pub fn breaks_a_line_or_its_order(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// What [`refuse_blank`] says of a value of whitespace only.
