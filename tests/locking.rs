@@ -419,6 +419,13 @@ fn a_store_this_user_cannot_write_can_still_be_verified() {
         String::from_utf8_lossy(&verify.stderr)
     );
     assert!(out.contains("read-only"), "{out}");
+    // And in JSON (session 24 probe: the note was in text mode only).
+    let verify = loci_as_a_reader(
+        dir.path(),
+        &["replay", "--verify", "--json", "--store", p(&path)],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&verify.stdout).unwrap();
+    assert_eq!(v["checked_read_only"], true, "{v}");
     make_writable(&path);
 }
 

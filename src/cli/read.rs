@@ -536,7 +536,11 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
     let t = Instant::now();
     let report = s.verify()?;
     if a.json {
-        print_json(&report)?;
+        let mut v = serde_json::to_value(&report)?;
+        if let Some(fields) = v.as_object_mut() {
+            fields.insert("checked_read_only".into(), read_only.into());
+        }
+        print_json(&v)?;
     } else {
         outln!(
             "replayed {} events into {} nodes, {} edges, {} text documents in {:.2}s",
