@@ -1636,6 +1636,10 @@ fn planning_errors_point_at_the_name_they_are_about() {
         ("MATCH (n) RETURN n ORDER BY zz", 1, 29),
         ("MATCH (n) RETURN n LIMIT x", 1, 26),
         ("MATCH (né) RETURN né, ü", 1, 23),
+        // The offending use, where the name is also used well before it (session 24 probe):
+        // a bound variable in LIMIT, a function named as a variable is.
+        ("MATCH (n) RETURN n LIMIT n", 1, 26),
+        ("MATCH (foo) RETURN foo.key, FOO(foo)", 1, 29),
     ] {
         let e = query::prepare(text, Limits::default()).unwrap_err();
         match &e {

@@ -89,20 +89,42 @@ impl Span {
 }
 
 /// Where each name an expression uses (a variable, a function) first stands in the text, so
-/// that an error found in planning points at it as a parse error does.
+/// that an error found in planning points at it as a parse error does; and where LIMIT's
+/// expression starts.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Places(Vec<(String, Span)>);
+pub struct Places {
+    /// (whether a function, name, where first used).
+    names: Vec<(bool, String, Span)>,
+    /// Where LIMIT's expression starts.
+    pub limit: Option<Span>,
+}
 
 impl Places {
-    fn note(&mut self, name: &str, span: Span) {
-        if !self.0.iter().any(|(n, _)| n == name) {
-            self.0.push((name.to_string(), span));
+    fn note(&mut self, function: bool, name: &str, span: Span) {
+        if !self
+            .names
+            .iter()
+            .any(|(f, n, _)| *f == function && n == name)
+        {
+            self.names.push((function, name.to_string(), span));
         }
     }
 
-    /// Where `name` is first used, if an expression uses it.
-    pub fn of(&self, name: &str) -> Option<Span> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, s)| *s)
+    /// Where the variable `name` is first used in an expression, if it is.
+    pub fn of_var(&self, name: &str) -> Option<Span> {
+        self.find(false, name)
+    }
+
+    /// Where the function `name` is first called, if it is.
+    pub fn of_call(&self, name: &str) -> Option<Span> {
+        self.find(true, name)
+    }
+
+    fn find(&self, function: bool, name: &str) -> Option<Span> {
+        self.names
+            .iter()
+            .find(|(f, n, _)| *f == function && n == name)
+            .map(|(_, _, s)| *s)
     }
 }
 
@@ -644,6 +666,7 @@ impl<'a> Parser<'a> {
             }
         }
         let limit = if self.eat_kw("LIMIT") {
+            self.places.limit = Some(self.span());
             Some(self.expr()?)
         } else {
             None
@@ -1085,7 +1108,7 @@ impl<'a> Parser<'a> {
                     if self.is_sym("*") && matches!(self.peek_at(1), Tok::Sym(")")) {
                         self.bump();
                         self.bump();
-                        self.places.note(&s.to_ascii_lowercase(), span);
+                        self.places.note(true, &s.to_ascii_lowercase(), span);
                         return Ok(Expr::Call(s.to_ascii_lowercase(), Vec::new()));
                     }
                     let mut args = Vec::new();
@@ -1100,10 +1123,10 @@ impl<'a> Parser<'a> {
                             }
                         }
                     }
-                    self.places.note(&s.to_ascii_lowercase(), span);
+                    self.places.note(true, &s.to_ascii_lowercase(), span);
                     return Ok(Expr::Call(s.to_ascii_lowercase(), args));
                 }
-                self.places.note(&s, span);
+                self.places.note(false, &s, span);
                 Ok(Expr::Var(s))
             }
             _ => self.err("an expression"),

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::parser::{
-    BinOp, Dir, Expr, NodePat, PathPat, Places, Query, RelPat, ReturnItem, Search,
+    BinOp, Dir, Expr, NodePat, PathPat, Places, Query, RelPat, ReturnItem, Search, Span,
 };
 use super::QueryError;
 
@@ -142,10 +142,10 @@ fn plan_err(message: impl Into<String>) -> QueryError {
     QueryError::Plan(message.into())
 }
 
-/// [`plan_err`] at where `name` is first used in the text, when an expression uses it
-/// (`prepare` gives it its line and column).
-fn plan_err_at(places: &Places, name: &str, message: impl Into<String>) -> QueryError {
-    match places.of(name) {
+/// [`plan_err`] at `place` in the text, where there is one (`prepare` gives it its line and
+/// column).
+fn plan_err_at(place: Option<Span>, message: impl Into<String>) -> QueryError {
+    match place {
         Some(span) => QueryError::PlanAt {
             line: 0,
             column: 0,
@@ -374,17 +374,6 @@ fn first_aggregate(e: &Expr) -> Option<&str> {
     }
 }
 
-/// The first variable `e` reads, if any.
-fn first_var(e: &Expr) -> Option<&str> {
-    match e {
-        Expr::Var(v) => Some(v),
-        Expr::Lit(_) | Expr::Param(_) => None,
-        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => first_var(x),
-        Expr::Call(_, args) | Expr::List(args) => args.iter().find_map(first_var),
-        Expr::Bin(_, a, b) => first_var(a).or_else(|| first_var(b)),
-    }
-}
-
 fn collect_params(e: &Expr, out: &mut Vec<String>) {
     match e {
         Expr::Param(p) => {
@@ -413,8 +402,7 @@ fn check_vars(
     let check = |x: &Expr| check_vars(x, known, aliases, places);
     match e {
         Expr::Var(v) if !known.contains_key(v) && !aliases.contains(v) => Err(plan_err_at(
-            places,
-            v,
+            places.of_var(v),
             format!("unknown variable {v}: bind it in MATCH or SEARCH first"),
         )),
         Expr::Var(_) | Expr::Lit(_) | Expr::Param(_) => Ok(()),
@@ -422,8 +410,7 @@ fn check_vars(
         Expr::Call(name, args) => {
             if !super::exec::FUNCTIONS.contains(&name.as_str()) {
                 return Err(plan_err_at(
-                    places,
-                    name,
+                    places.of_call(name),
                     format!(
                         "unknown function {name}(); known: {}",
                         super::exec::FUNCTIONS.join(", ")
@@ -469,8 +456,7 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         check_vars(f, &p.index, &[], &q.places)?;
         if let Some(name) = first_aggregate(f) {
             return Err(plan_err_at(
-                &q.places,
-                name,
+                q.places.of_call(name),
                 "aggregates (count, min, ...) belong in RETURN, not WHERE",
             ));
         }
@@ -479,10 +465,9 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
     check_return_items(&q.items, &p.index, &q.places)?;
     let order = order_by_expressions(q, &p.index)?;
     if let Some(l) = &q.limit {
-        if let Some(v) = first_var(l) {
+        if mentions_vars(l) {
             return Err(plan_err_at(
-                &q.places,
-                v,
+                q.places.limit,
                 "LIMIT takes a number or a parameter",
             ));
         }
@@ -633,7 +618,10 @@ fn check_return_items(
                     )));
                 }
                 if let Some(inner) = args.iter().find_map(first_aggregate) {
-                    return Err(plan_err_at(places, inner, "aggregates cannot be nested"));
+                    return Err(plan_err_at(
+                        places.of_call(inner),
+                        "aggregates cannot be nested",
+                    ));
                 }
             }
             e if contains_aggregate(e) => {
