@@ -783,10 +783,7 @@ fn a_damaged_log_record_is_named_by_its_file_and_event() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("s");
         let store = Store::create(&path, kind).unwrap();
-        let events = (1..=5)
-            .map(|t| loci::EventDraft::new(t, "bot", "SEEN"))
-            .collect();
-        store.ingest(events).unwrap();
+        store.ingest(five_sightings()).unwrap();
         drop(store);
         // Event 3's record, one byte of its body flipped: the checksum no longer matches.
         {
@@ -812,14 +809,7 @@ fn a_damaged_log_record_is_named_by_its_file_and_event() {
             Err(e) => names_it(e.to_string()),
         }
         // Without its snapshot the store replays its log to open.
-        for f in std::fs::read_dir(&path).unwrap() {
-            let f = f.unwrap().path();
-            if f.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("state.snapshot"))
-            {
-                std::fs::remove_file(f).unwrap();
-            }
-        }
+        remove_snapshots(&path);
         let err = match Store::open(&path) {
             Err(e) => e,
             Ok(s) => s.verify().map(|r| panic!("{kind:?}: {r:?}")).unwrap_err(),
@@ -847,10 +837,7 @@ fn a_log_behind_its_full_text_index_is_refused_not_taken_as_the_store() {
         let empty = tmp.path().join("empty");
         copy_dir_or_file(&data, &empty);
         let store = Store::open(&path).unwrap();
-        let events = (1..=5)
-            .map(|t| loci::EventDraft::new(t, "bot", "SEEN"))
-            .collect();
-        store.ingest(events).unwrap();
+        store.ingest(five_sightings()).unwrap();
         drop(store);
         if data.is_dir() {
             std::fs::remove_dir_all(&data).unwrap();
@@ -858,14 +845,7 @@ fn a_log_behind_its_full_text_index_is_refused_not_taken_as_the_store() {
             std::fs::remove_file(&data).unwrap();
         }
         copy_dir_or_file(&empty, &data);
-        for f in std::fs::read_dir(&path).unwrap() {
-            let f = f.unwrap().path();
-            if f.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("state.snapshot"))
-            {
-                std::fs::remove_file(f).unwrap();
-            }
-        }
+        remove_snapshots(&path);
         let err = Store::open(&path).err().expect("refused");
         let said = err.to_string();
         assert!(
@@ -885,4 +865,22 @@ fn copy_dir_or_file(from: &Path, to: &Path) {
     } else {
         std::fs::copy(from, to).unwrap();
     }
+}
+
+/// Removes the store's snapshot files, so that an open replays its log.
+fn remove_snapshots(path: &Path) {
+    for f in std::fs::read_dir(path).unwrap() {
+        let f = f.unwrap().path();
+        if f.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("state.snapshot"))
+        {
+            std::fs::remove_file(f).unwrap();
+        }
+    }
+}
+
+fn five_sightings() -> Vec<loci::EventDraft> {
+    (1..=5)
+        .map(|t| loci::EventDraft::new(t, "bot", "SEEN"))
+        .collect()
 }
