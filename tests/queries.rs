@@ -1412,15 +1412,17 @@ fn a_variable_bound_twice_is_a_plan_error() {
 }
 
 #[test]
-fn parse_error_carets_count_characters_and_long_lines_are_windowed() {
+fn parse_error_carets_stand_under_the_error_and_long_lines_are_windowed() {
     let q = "MATCH (n {name: '🎵é'}) RETURN n.x +";
     let e = query::prepare(q, query::Limits::default()).err().unwrap();
     let shown = e.render(q);
     let lines: Vec<&str> = shown.lines().collect();
     let (src, caret) = (lines[1], lines[2]);
     let caret_col = caret.chars().position(|c| c == '^').unwrap();
-    // The caret stands one character after the `+` that ends the query.
-    let plus_col = src.chars().position(|c| c == '+').unwrap();
+    // The caret stands one column after the `+` that ends the query, in display columns
+    // (the emoji takes two).
+    let plus = src.find('+').unwrap();
+    let plus_col = unicode_width::UnicodeWidthStr::width(&src[..plus]);
     assert_eq!(caret_col, plus_col + 1, "{shown}");
     // A long one-line query is shown as a window around the error, not whole.
     // (Too many chained ORs: the error is at the '.' of the operand past the nesting limit.)
@@ -1653,6 +1655,34 @@ fn planning_errors_point_at_the_name_they_are_about() {
             shown.starts_with(&format!("line {line}, column {column}: ")) && shown.contains('^'),
             "{shown}"
         );
+    }
+    // After wide characters (emoji, CJK) and a tab, the caret stands under the name on a
+    // terminal: it pads with what each character takes (a tab as a tab), where it counted
+    // characters (session 24 probe 2).
+    for (text, before) in [
+        (
+            "MATCH (n {key: '😀😀'}) RETURN m",
+            "MATCH (n {key: '😀😀'}) RETURN ",
+        ),
+        (
+            "MATCH (n {key: '名前'}) RETURN m",
+            "MATCH (n {key: '名前'}) RETURN ",
+        ),
+        ("MATCH (n)\tRETURN m", "MATCH (n)\tRETURN "),
+    ] {
+        let shown = query::prepare(text, Limits::default())
+            .unwrap_err()
+            .render(text);
+        let caret = shown.lines().nth(2).unwrap();
+        let pad: String = before
+            .chars()
+            .map(|c| match c {
+                '\t' => "\t".to_string(),
+                '😀' | '名' | '前' => "  ".to_string(),
+                _ => " ".to_string(),
+            })
+            .collect();
+        assert_eq!(caret, format!("  {pad}^"), "{text:?}: {shown}");
     }
     // With CRLF line ends the caret stands under the name, as with LF (session 24 probe: it
     // drifted a column right per earlier line).

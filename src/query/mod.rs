@@ -136,12 +136,31 @@ impl QueryError {
                 let shown_len = shown.chars().count();
                 let lead = if from > 0 { "..." } else { "" };
                 let tail = if from + shown_len < total { "..." } else { "" };
-                let offset = lead.len() + (col - from);
-                let width = width.min(shown_len.saturating_sub(col - from).max(1));
+                let before = col - from;
+                let width = width.min(shown_len.saturating_sub(before).max(1));
+                // On a terminal a character takes its display width (an emoji or a CJK one
+                // two columns, a combining mark none) and a tab goes to the next stop: the
+                // pad is made of the same, so the caret stands under the error.
+                let columns = |c: char| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+                let pad: String = shown
+                    .chars()
+                    .take(before)
+                    .map(|c| match c {
+                        '\t' => "\t".to_string(),
+                        c => " ".repeat(columns(c)),
+                    })
+                    .collect();
+                let carets = shown
+                    .chars()
+                    .skip(before)
+                    .take(width)
+                    .map(columns)
+                    .sum::<usize>()
+                    .max(1);
                 format!(
-                    "{self}\n  {lead}{shown}{tail}\n  {}{}",
-                    " ".repeat(offset),
-                    "^".repeat(width)
+                    "{self}\n  {lead}{shown}{tail}\n  {}{pad}{}",
+                    " ".repeat(lead.len()),
+                    "^".repeat(carets)
                 )
             }
             other => other.to_string(),
