@@ -144,10 +144,10 @@ pub fn entry_key(text: &str) -> String {
 }
 
 fn name_field(field: &'static str, value: &str) -> std::result::Result<String, EntryError> {
-    if crate::text::is_blank(value) {
+    let v = crate::text::trim_invisible(value);
+    if v.is_empty() {
         return Err(refuse(field, "must not be empty"));
     }
-    let v = crate::text::trim_invisible(value);
     // A name is part of a node key and shown on one line of a list.
     if v.chars().any(crate::text::breaks_a_line_or_its_order) {
         return Err(refuse(
@@ -187,22 +187,12 @@ pub fn entry_event(e: &Entry) -> std::result::Result<EventDraft, EntryError> {
     }
     let ts = match &e.time {
         Time::World(t) => *t,
-        Time::Text(s) => parse_time(s).ok_or_else(|| {
-            refuse(
-                "time",
-                format!("{s:?}: expected RFC 3339 (2026-11-23T21:43:09Z), a date or an integer"),
-            )
-        })?,
+        Time::Text(s) => parse_time(s)
+            .ok_or_else(|| refuse("time", format!("{s:?}: expected {TIME_EXPECTED}")))?,
     };
     // Named here as the entry's field: the store would refuse it as its event's `ts`.
-    if ts.unsigned_abs() > crate::store::MAX_ABS_TS as u64 {
-        return Err(refuse(
-            "time",
-            format!(
-                "{ts} is out of range: times are within ±2^61 ({})",
-                crate::store::MAX_ABS_TS
-            ),
-        ));
+    if let Some(message) = crate::store::time_out_of_range(ts) {
+        return Err(refuse("time", message));
     }
     let harness = name_field("harness", &e.harness)?;
     let session = name_field("session", &e.session)?;

@@ -282,6 +282,12 @@ impl<'de> Visitor<'de> for ValueVisitor {
 /// What the refusal of a key given twice in one JSON object says, after the key.
 pub(crate) const KEY_GIVEN_TWICE: &str = "is given twice in one object";
 
+/// Whether `e`, from reading JSON as a [`Value`], is the refusal of a key given twice (where
+/// serde_json's own reading keeps the last value).
+pub(crate) fn is_repeated_key(e: &serde_json::Error) -> bool {
+    e.to_string().contains(KEY_GIVEN_TWICE)
+}
+
 /// The entries of a map, refusing a key given twice: JSON leaves it to the reader, and a map
 /// would keep the last value, dropping the first without a word.
 fn unique_entries<'de, A: MapAccess<'de>>(mut map: A) -> Result<Props, A::Error> {

@@ -144,9 +144,7 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
         // the call is kept raw, with the reason, rather than guessed at. loci's own reading
         // of JSON refuses it; serde_json's keeps the last.
         Ok(v) => match serde_json::from_str::<Value>(raw) {
-            Err(e) if e.to_string().contains(crate::model::KEY_GIVEN_TWICE) => {
-                (None, Some(e.to_string()))
-            }
+            Err(e) if crate::model::is_repeated_key(&e) => (None, Some(e.to_string())),
             _ => (Some(v), None),
         },
         Err(e) => (None, Some(format!("not JSON: {e}"))),

@@ -293,16 +293,9 @@ pub(crate) fn no_value(name: &str) -> String {
 pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
     match ty {
         Some(ParamType::String) => Ok(Val::Str(raw.to_string())),
-        Some(ParamType::Int) => {
-            raw.parse()
-                .map(Val::Int)
-                .map_err(|e: ParseIntError| match e.kind() {
-                    IntErrorKind::PosOverflow | IntErrorKind::NegOverflow => {
-                        format!("{raw:?} is out of range: an integer is 64 bits")
-                    }
-                    _ => format!("{raw:?} is not an integer"),
-                })
-        }
+        Some(ParamType::Int) => raw.parse().map(Val::Int).map_err(|e| {
+            past_64_bits(raw, &e).unwrap_or_else(|| format!("{raw:?} is not an integer"))
+        }),
         Some(ParamType::Float) => match raw.parse::<f64>() {
             Ok(f) if f.is_finite() => Ok(Val::Float(f)),
             // "inf" and "NaN" parse, and are no number a query compares.
@@ -323,25 +316,36 @@ pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
             Ok(Val::Str(raw[1..raw.len() - 1].to_string()))
         }
         None if looks_like_a_code(raw) => Ok(Val::Str(raw.to_string())),
-        // An integer past 64 bits would parse as a float of another value.
-        None if raw.parse::<i64>().is_err() && {
-            let digits = raw.strip_prefix('-').unwrap_or(raw);
-            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-        } =>
-        {
-            Err(format!(
-                "{raw:?} is out of range: an integer is 64 bits (quote it, \"{raw}\", for a string)"
-            ))
-        }
-        None => Ok(if let Ok(i) = raw.parse::<i64>() {
-            Val::Int(i)
-        } else if let Some(f) = raw.parse::<f64>().ok().filter(|f| f.is_finite()) {
-            Val::Float(f)
-        } else if raw == "true" || raw == "false" {
-            Val::Bool(raw == "true")
-        } else {
-            Val::Str(raw.to_string())
+        None => Ok(match raw.parse::<i64>() {
+            Ok(i) => Val::Int(i),
+            // An integer past 64 bits would parse as a float of another value.
+            Err(e) => {
+                if let Some(said) = past_64_bits(raw, &e) {
+                    return Err(format!("{said} (quote it, \"{raw}\", for a string)"));
+                }
+                untyped_non_integer(raw)
+            }
         }),
+    }
+}
+
+/// What an integer too large for 64 bits is told, if `e` says `raw` is one.
+fn past_64_bits(raw: &str, e: &ParseIntError) -> Option<String> {
+    matches!(
+        e.kind(),
+        IntErrorKind::PosOverflow | IntErrorKind::NegOverflow
+    )
+    .then(|| format!("{raw:?} is out of range: an integer is 64 bits"))
+}
+
+/// An untyped parameter that is no integer: a float, a boolean, or else a string.
+fn untyped_non_integer(raw: &str) -> Val {
+    if let Some(f) = raw.parse::<f64>().ok().filter(|f| f.is_finite()) {
+        Val::Float(f)
+    } else if raw == "true" || raw == "false" {
+        Val::Bool(raw == "true")
+    } else {
+        Val::Str(raw.to_string())
     }
 }
 

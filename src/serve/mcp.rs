@@ -380,16 +380,13 @@ pub(super) fn unparsable(
     // is read as rmcp reads it, so what passes here passes there.
     // A key given twice anywhere in it (a tool's argument, an event's payload) would reach the
     // tools as its last value, where every other route refuses it.
-    let (code, what, e) = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-        Err(e) => (-32700, "Parse error", e),
-        Ok(_) => match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) {
+    // One reading tells text that is no JSON from JSON with a key given twice.
+    let (code, what, e) = match serde_json::from_slice::<crate::model::Value>(body) {
+        Err(e) if e.is_syntax() || e.is_eof() => (-32700, "Parse error", e),
+        Err(e) if crate::model::is_repeated_key(&e) => (-32600, "Invalid Request", e),
+        _ => match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) {
             Err(e) => (-32600, "Invalid Request", e),
-            Ok(_) => match serde_json::from_slice::<crate::model::Value>(body) {
-                Err(e) if e.to_string().contains(crate::model::KEY_GIVEN_TWICE) => {
-                    (-32600, "Invalid Request", e)
-                }
-                _ => return None,
-            },
+            Ok(_) => return None,
         },
     };
     let answer = json!({

@@ -108,17 +108,10 @@ impl Guarded {
                 source,
             }),
             // Nor does a damaged record found in what they read (a checksum, a decoding).
-            Ok(Err(Error::Corrupt { table, message }))
+            Ok(Err(e @ Error::Corrupt { table, .. }))
                 if Table::ALL.iter().any(|t| t.name() == table) =>
             {
-                let file = self.path.display().to_string();
-                // A read nested in a scan's visit has named it already.
-                let message = if message.starts_with(&file) {
-                    message
-                } else {
-                    format!("{file}: {message}")
-                };
-                Err(Error::Corrupt { table, message })
+                Err(super::corrupt_in_file(e, &self.path))
             }
             Ok(r) => r,
             Err(p) => {

@@ -320,3 +320,21 @@ impl FromStr for BackendKind {
         }
     }
 }
+
+/// A damaged record's error naming the backend `file` it was read from (the backends' own
+/// errors do not say): a [`Error::Corrupt`] gets the file before its message, once (a read
+/// nested in a scan's visit may have named it already); any other error is left as it is.
+pub(crate) fn corrupt_in_file(e: Error, file: &Path) -> Error {
+    match e {
+        Error::Corrupt { table, message } => {
+            let file = file.display().to_string();
+            let message = if message.starts_with(&file) {
+                message
+            } else {
+                format!("{file}: {message}")
+            };
+            Error::Corrupt { table, message }
+        }
+        e => e,
+    }
+}

@@ -726,19 +726,23 @@ pub const MAX_ABS_TS: i64 = 1 << 61;
 fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
     match drafts
         .iter()
-        .position(|d| d.ts.unsigned_abs() > MAX_ABS_TS as u64)
+        .enumerate()
+        .find_map(|(i, d)| time_out_of_range(d.ts).map(|m| (i, m)))
     {
-        Some(i) => Err(Error::InvalidEvent {
+        Some((i, message)) => Err(Error::InvalidEvent {
             event: i,
             assertion: None,
             field: "ts".into(),
-            message: format!(
-                "{} is out of range: world times are within ±2^61 ({MAX_ABS_TS})",
-                drafts[i].ts
-            ),
+            message,
         }),
         None => Ok(()),
     }
+}
+
+/// What a world time past [`MAX_ABS_TS`] is told, or `None` for one within it.
+pub(crate) fn time_out_of_range(ts: i64) -> Option<String> {
+    (ts.unsigned_abs() > MAX_ABS_TS as u64)
+        .then(|| format!("{ts} is out of range: world times are within ±2^61 ({MAX_ABS_TS})"))
 }
 
 /// Refuses drafts of a kind only the store writes (deletions, tombstones).
@@ -3499,15 +3503,8 @@ impl Store {
                 decode_event(Table::Log.name(), &v)
                     .map_err(log::at_event(seq))
                     // Decoded past the storage guard, which names the file of a scan's.
-                    .map_err(|e| match e {
-                        Error::Corrupt { table, message } => Error::Corrupt {
-                            table,
-                            message: format!(
-                                "{}: {message}",
-                                self.backend.kind().path_in(&self.dir).display()
-                            ),
-                        },
-                        e => e,
+                    .map_err(|e| {
+                        crate::storage::corrupt_in_file(e, &self.backend.kind().path_in(&self.dir))
                     })
             })
             .transpose()

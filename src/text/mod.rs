@@ -284,9 +284,7 @@ const INVISIBLE: [char; 7] = [
 /// Whether `value` holds nothing but whitespace and [`INVISIBLE`] characters: what a person
 /// would call empty (`str::trim` leaves a zero-width space).
 pub fn is_blank(value: &str) -> bool {
-    value
-        .chars()
-        .all(|c| c.is_whitespace() || INVISIBLE.contains(&c))
+    trim_invisible(value).is_empty()
 }
 
 /// `value` without whitespace or [`INVISIBLE`] characters at either end, in Unicode's composed
