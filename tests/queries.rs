@@ -284,7 +284,9 @@ fn errors_and_limits() {
         "MATCH (a:Place) RETURN a, a",
     ] {
         match query::prepare(q, Limits::default()) {
-            Err(QueryError::Plan(m)) => assert!(m.contains("two RETURN items"), "{q}: {m}"),
+            Err(QueryError::PlanAt { message: m, .. }) => {
+                assert!(m.contains("two RETURN items"), "{q}: {m}")
+            }
             other => panic!("{q}: {other:?}"),
         }
     }
@@ -1642,6 +1644,33 @@ fn planning_errors_point_at_the_name_they_are_about() {
         // a bound variable in LIMIT, a function named as a variable is.
         ("MATCH (n) RETURN n LIMIT n", 1, 26),
         ("MATCH (foo) RETURN foo.key, FOO(foo)", 1, 29),
+        // Planning errors that named no place (session 24's open items, session 25): a
+        // variable in a pattern's properties, an aggregate in ORDER BY or in a pattern, two
+        // RETURN items of one name (the second), a nested aggregate after a call of that name,
+        // a name used as node and relation, too many hops, a path variable or a SEARCH
+        // variable given twice, an event in a path.
+        ("MATCH (n {key: m}) RETURN n", 1, 16),
+        ("MATCH (n) RETURN n ORDER BY count(n)", 1, 29),
+        ("MATCH (n) RETURN n.label, count(*) ORDER BY n.key", 1, 45),
+        ("MATCH (n) RETURN n.key AS a, n.label AS a", 1, 30),
+        ("MATCH (n)\nRETURN n.key AS a,\n  n.label AS a", 3, 3),
+        ("MATCH (n) RETURN count(n), count(count(n))", 1, 34),
+        ("MATCH (n) RETURN n.key + count(n)", 1, 26),
+        ("MATCH (n) RETURN min(n, n)", 1, 18),
+        ("MATCH (n {key: count(*)}) RETURN n", 1, 16),
+        ("MATCH (n)-[n]->(m) RETURN n", 1, 10),
+        ("MATCH (n)-[*1..20]->(m) RETURN n", 1, 10),
+        ("MATCH p=(n)-->(m), p=(a)-->(b) RETURN p", 1, 20),
+        (
+            "SEARCH a FOR 'x' SEARCH a FOR 'y' MATCH (a) RETURN a",
+            1,
+            18,
+        ),
+        ("MATCH (n)-->(e:Event) RETURN n", 1, 13),
+        // SEARCH's text read a variable no earlier SEARCH binds as null ("parameter: SEARCH
+        // ... FOR takes a string") or failed at run time unplaced.
+        ("SEARCH a FOR zz MATCH (a) RETURN a", 1, 14),
+        ("SEARCH a FOR b.name MATCH (b) RETURN a", 1, 14),
     ] {
         let e = query::prepare(text, Limits::default()).unwrap_err();
         match &e {
@@ -1702,5 +1731,60 @@ fn planning_errors_point_at_the_name_they_are_about() {
             "m",
             "{text:?}: {shown_line:?} / {caret:?}"
         );
+    }
+}
+
+/// A pattern's property may read any variable of the query, wherever the planner anchors the
+/// pattern: it read a variable not yet bound at that step as null and matched nothing, so
+/// `(c {label: a.label})` answered 0 rows where `WHERE c.label = a.label` answers 4 (session
+/// 25). Each pair must agree, and not vacuously.
+#[test]
+fn a_pattern_property_reads_a_variable_bound_later_in_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let none = HashMap::new();
+    let count = |text: &str| -> i64 {
+        let r = query::run(&store, text, &none).unwrap_or_else(|e| panic!("{text}: {e}"));
+        r.rows[0][0].as_i64().unwrap()
+    };
+    let key = {
+        let r = query::run(
+            &store,
+            "MATCH (a)-[:PATH]->(b)-[:PATH]->(c) RETURN b.key AS k ORDER BY k LIMIT 1",
+            &none,
+        )
+        .unwrap();
+        r.rows[0][0].as_str().unwrap().to_string()
+    };
+    for (in_pattern, in_where) in [
+        // Anchored at b by its key, expanded to c before a.
+        (
+            format!("MATCH (a)-[:PATH]->(b {{key: '{key}'}})-[:PATH]->(c {{label: a.label}}) RETURN count(*)"),
+            format!("MATCH (a)-[:PATH]->(b {{key: '{key}'}})-[:PATH]->(c) WHERE c.label = a.label RETURN count(*)"),
+        ),
+        // Anchored at b, the first node, which reads a, the second.
+        (
+            "MATCH (b {label: a.label})-[:PATH]->(a) RETURN count(*)".to_string(),
+            "MATCH (b)-[:PATH]->(a) WHERE b.label = a.label RETURN count(*)".to_string(),
+        ),
+        // A key looked up from a variable of a later pattern.
+        (
+            format!("MATCH (b {{key: a.key}}), (a {{key: '{key}'}}) RETURN count(*)"),
+            format!("MATCH (b), (a {{key: '{key}'}}) WHERE b.key = a.key RETURN count(*)"),
+        ),
+        // A node that reads itself.
+        (
+            "MATCH (n:Place {name: n.name}) RETURN count(*)".to_string(),
+            "MATCH (n:Place) WHERE n.name = n.name RETURN count(*)".to_string(),
+        ),
+        // A relation that reads the node it leads to.
+        (
+            "MATCH (a)-[r {last_seen: b.created}]->(b) RETURN count(*)".to_string(),
+            "MATCH (a)-[r]->(b) WHERE r.last_seen = b.created RETURN count(*)".to_string(),
+        ),
+    ] {
+        let want = count(&in_where);
+        assert_eq!(count(&in_pattern), want, "{in_pattern}");
+        assert!(want > 0, "{in_where} matches something");
     }
 }

@@ -88,43 +88,57 @@ impl Span {
     }
 }
 
-/// Where each name an expression uses (a variable, a function) first stands in the text, so
-/// that an error found in planning points at it as a parse error does; and where LIMIT's
-/// expression starts.
+/// Where each use of a name in an expression (a variable, a function) stands in the text, so
+/// that an error found in planning points at it as a parse error does; and where the clauses
+/// whose expressions are checked as a whole stand.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Places {
-    /// (whether a function, name, where first used).
+    /// (whether a function, name, where used), each use.
     names: Vec<(bool, String, Span)>,
     /// Where LIMIT's expression starts.
     pub limit: Option<Span>,
+    /// Where WHERE's condition stands.
+    pub filter: Option<Span>,
+    /// Where each ORDER BY expression stands.
+    pub order: Vec<Span>,
 }
 
 impl Places {
     fn note(&mut self, function: bool, name: &str, span: Span) {
-        if !self
-            .names
-            .iter()
-            .any(|(f, n, _)| *f == function && n == name)
-        {
-            self.names.push((function, name.to_string(), span));
-        }
+        self.names.push((function, name.to_string(), span));
     }
 
     /// Where the variable `name` is first used in an expression, if it is.
     pub fn of_var(&self, name: &str) -> Option<Span> {
-        self.find(false, name)
+        self.find(false, name, None)
     }
 
     /// Where the function `name` is first called, if it is.
     pub fn of_call(&self, name: &str) -> Option<Span> {
-        self.find(true, name)
+        self.find(true, name, None)
     }
 
-    fn find(&self, function: bool, name: &str) -> Option<Span> {
+    /// Where the variable `name` is first used inside `within` (anywhere without it).
+    pub fn of_var_in(&self, name: &str, within: Option<Span>) -> Option<Span> {
+        self.find(false, name, within)
+    }
+
+    /// Where the function `name` is first called inside `within` (anywhere without it).
+    pub fn of_call_in(&self, name: &str, within: Option<Span>) -> Option<Span> {
+        self.find(true, name, within)
+    }
+
+    /// The first use in the text (calls are noted after their arguments).
+    fn find(&self, function: bool, name: &str, within: Option<Span>) -> Option<Span> {
         self.names
             .iter()
-            .find(|(f, n, _)| *f == function && n == name)
+            .filter(|(f, n, s)| {
+                *f == function
+                    && n == name
+                    && within.is_none_or(|w| w.start <= s.start && s.end <= w.end)
+            })
             .map(|(_, _, s)| *s)
+            .min_by_key(|s| s.start)
     }
 }
 
@@ -424,6 +438,8 @@ pub struct PathPat {
     pub var: Option<String>,
     pub start: NodePat,
     pub steps: Vec<(RelPat, NodePat)>,
+    /// From the path variable (or the first node) to the last node.
+    pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -438,6 +454,8 @@ pub struct Search {
 pub struct ReturnItem {
     pub expr: Expr,
     pub alias: String,
+    /// From the expression to its alias.
+    pub span: Span,
 }
 
 /// A parsed query.
@@ -629,7 +647,10 @@ impl<'a> Parser<'a> {
             }
         }
         let filter = if self.eat_kw("WHERE") {
-            Some(self.expr()?)
+            let start = self.span().start;
+            let e = self.expr()?;
+            self.places.filter = Some(self.since(start));
+            Some(e)
         } else {
             None
         };
@@ -650,7 +671,10 @@ impl<'a> Parser<'a> {
         if self.eat_kw("ORDER") {
             self.expect_kw("BY")?;
             loop {
+                let start = self.span().start;
                 let e = self.expr()?;
+                let at = self.since(start);
+                self.places.order.push(at);
                 let desc = if self.eat_kw("DESC") || self.eat_kw("DESCENDING") {
                     true
                 } else {
@@ -699,10 +723,20 @@ impl<'a> Parser<'a> {
         } else {
             self.text[start..end].trim().to_string()
         };
-        Ok(ReturnItem { expr, alias })
+        let span = self.since(start);
+        Ok(ReturnItem { expr, alias, span })
+    }
+
+    /// From `start` to the end of the last token taken.
+    fn since(&self, start: usize) -> Span {
+        Span {
+            start,
+            end: self.toks[self.pos.saturating_sub(1)].1.end.max(start),
+        }
     }
 
     fn path(&mut self) -> Result<PathPat, ParseError> {
+        let span_start = self.span().start;
         let var =
             if matches!(self.peek(), Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Sym("=")) {
                 let v = self.name("a path variable")?;
@@ -718,7 +752,12 @@ impl<'a> Parser<'a> {
             let node = self.node()?;
             steps.push((rel, node));
         }
-        Ok(PathPat { var, start, steps })
+        Ok(PathPat {
+            var,
+            start,
+            steps,
+            span: self.since(span_start),
+        })
     }
 
     fn props(&mut self) -> Result<Vec<(String, Expr)>, ParseError> {

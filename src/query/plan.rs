@@ -129,6 +129,9 @@ struct Planner {
     ops: Vec<Op>,
     bound: Vec<bool>,
     limits: PlanLimits,
+    /// Property checks of patterns that read a variable not yet bound where the pattern's node
+    /// or relation is, as `subject.key = value`: each becomes a filter once its variables are.
+    waiting: Vec<Expr>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -157,16 +160,18 @@ fn plan_err_at(place: Option<Span>, message: impl Into<String>) -> QueryError {
 }
 
 impl Planner {
-    fn slot(&mut self, name: Option<&str>, kind: Kind) -> Result<usize, QueryError> {
+    /// The slot of variable `name` (a hidden one when unnamed), declared `at` in the text.
+    fn slot(&mut self, name: Option<&str>, kind: Kind, at: Span) -> Result<usize, QueryError> {
         let name = match name {
             Some(n) => n.to_string(),
             None => format!(" anon{}", self.slots.len()),
         };
         if let Some(&s) = self.index.get(&name) {
             if self.kinds.get(&s) != Some(&kind) {
-                return Err(plan_err(format!(
-                    "variable {name} is used both as a node and as a relation or path"
-                )));
+                return Err(plan_err_at(
+                    Some(at),
+                    format!("variable {name} is used both as a node and as a relation or path"),
+                ));
             }
             return Ok(s);
         }
@@ -178,12 +183,58 @@ impl Planner {
         Ok(s)
     }
 
+    /// Whether every variable `e` reads is bound at this step of the plan.
+    fn ready(&self, e: &Expr) -> bool {
+        self.first_unbound(e).is_none()
+    }
+
+    /// The first variable `e` reads that is not bound at this step, if any.
+    fn first_unbound(&self, e: &Expr) -> Option<String> {
+        let mut first = None;
+        for_each_var(e, &mut |v| {
+            if first.is_none() && !self.index.get(v).is_some_and(|&s| self.bound[s]) {
+                first = Some(v.to_string());
+            }
+        });
+        first
+    }
+
+    /// Of the `props` of the node or relation in `slot`, those that can be checked at this
+    /// step; each other one reads a variable bound later, and waits as a filter until it is
+    /// (checked here, it read that variable as null and matched nothing).
+    fn ready_props(&mut self, slot: usize, props: Vec<(String, Expr)>) -> Vec<(String, Expr)> {
+        let (now, later): (Vec<_>, Vec<_>) = props.into_iter().partition(|(_, e)| self.ready(e));
+        for (key, value) in later {
+            let subject = Expr::Prop(Box::new(Expr::Var(self.slots[slot].clone())), key);
+            self.waiting
+                .push(Expr::Bin(BinOp::Eq, Box::new(subject), Box::new(value)));
+        }
+        now
+    }
+
+    /// The waiting property checks whose variables are all bound now, as one filter.
+    fn filter_ready(&mut self) {
+        let (ready, still): (Vec<Expr>, Vec<Expr>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|e| self.ready(e));
+        self.waiting = still;
+        if let Some(all) = ready
+            .into_iter()
+            .reduce(|a, b| Expr::Bin(BinOp::And, Box::new(a), Box::new(b)))
+        {
+            self.ops.push(Op::Filter(all));
+        }
+    }
+
+    /// How cheaply `node` binds: already bound, by key, by name, by label, by a scan. A key or
+    /// name serves only when what it equals can be read before the node is bound.
     fn access(&self, slot: usize, node: &NodePat) -> u8 {
+        let usable = |name: &str| node.props.iter().any(|(k, e)| k == name && self.ready(e));
         if self.bound[slot] {
             0
-        } else if node.props.iter().any(|(k, _)| k == "key") {
+        } else if usable("key") {
             1
-        } else if node.props.iter().any(|(k, _)| k == "name") {
+        } else if usable("name") {
             2
         } else if !node.labels.is_empty() {
             3
@@ -195,6 +246,19 @@ impl Planner {
     fn bind_node(&mut self, slot: usize, node: &NodePat, ts_bounds: &(Option<Expr>, Option<Expr>)) {
         let is_event = node.labels.iter().any(|l| l == EVENT_LABEL);
         let mut props = node.props.clone();
+        // The property a lookup binds by, of those that can be read before the node is bound.
+        let take = |props: &mut Vec<(String, Expr)>, name: &str, planner: &Self| {
+            let i = props
+                .iter()
+                .position(|(k, e)| k == name && planner.ready(e))?;
+            Some(props.remove(i).1)
+        };
+        // Labels a lookup has not already applied, checked with the properties.
+        let mut labels = if is_event {
+            Vec::new()
+        } else {
+            node.labels.clone()
+        };
         if self.bound[slot] {
             // Already bound (by SEARCH or an earlier pattern): only its constraints remain.
         } else if is_event {
@@ -205,46 +269,27 @@ impl Planner {
                 ("place", crate::store::Facet::Place),
             ]
             .into_iter()
-            .find_map(|(name, facet)| {
-                let i = props.iter().position(|(k, _)| k == name)?;
-                Some((facet, props.remove(i).1))
-            });
+            .find_map(|(name, facet)| Some((facet, take(&mut props, name, self)?)));
             self.ops.push(Op::ScanEvents {
                 slot,
                 from: ts_bounds.0.clone(),
                 to: ts_bounds.1.clone(),
                 facet,
             });
-        } else if let Some(i) = props.iter().position(|(k, _)| k == "key") {
-            let (_, key) = props.remove(i);
+        } else if let Some(key) = take(&mut props, "key", self) {
             self.ops.push(Op::LookupKey { slot, key });
-        } else if let Some(i) = props.iter().position(|(k, _)| k == "name") {
-            let (_, name) = props.remove(i);
+        } else if let Some(name) = take(&mut props, "name", self) {
             self.ops.push(Op::LookupName { slot, name });
-        } else if !node.labels.is_empty() {
+        } else if !labels.is_empty() {
             self.ops.push(Op::ScanLabel {
                 slot,
-                labels: node.labels.clone(),
+                labels: std::mem::take(&mut labels),
             });
-            if props.is_empty() {
-                self.bound[slot] = true;
-                return;
-            }
-            self.ops.push(Op::CheckNode {
-                slot,
-                labels: Vec::new(),
-                props,
-            });
-            self.bound[slot] = true;
-            return;
         } else {
             self.ops.push(Op::ScanAll { slot });
         }
-        let labels = if is_event {
-            Vec::new()
-        } else {
-            node.labels.clone()
-        };
+        self.bound[slot] = true;
+        let props = self.ready_props(slot, props);
         if !labels.is_empty() || !props.is_empty() {
             self.ops.push(Op::CheckNode {
                 slot,
@@ -252,7 +297,7 @@ impl Planner {
                 props,
             });
         }
-        self.bound[slot] = true;
+        self.filter_ready();
     }
 
     fn expand(&mut self, step: Step<'_>, trail: &[usize]) -> Result<(), QueryError> {
@@ -264,20 +309,32 @@ impl Planner {
             to_node,
             flip,
         } = step;
-        if to_node.labels.iter().any(|l| l == EVENT_LABEL) {
-            return Err(plan_err(
-                "events have no relations: an (:Event) node cannot be part of a path",
-            ));
-        }
         let max = match rel.max {
             Some(m) => m,
             None => self.limits.max_hops,
         };
         if max > self.limits.max_hops {
-            return Err(plan_err(format!(
-                "a relation may span at most {} hops, this one asks for {max}",
-                self.limits.max_hops
-            )));
+            return Err(plan_err_at(
+                Some(rel.span),
+                format!(
+                    "a relation may span at most {} hops, this one asks for {max}",
+                    self.limits.max_hops
+                ),
+            ));
+        }
+        let single = rel.min == 1 && max == 1;
+        if !single {
+            // A property of a relation of several hops holds of each of its edges: no one
+            // filter afterwards can say that.
+            if let Some(v) = rel.props.iter().find_map(|(_, e)| self.first_unbound(e)) {
+                return Err(plan_err_at(
+                    Some(rel.span),
+                    format!(
+                        "a relation of several hops compares its properties only with \
+                         variables bound before it, and {v} is not"
+                    ),
+                ));
+            }
         }
         let dir = match (rel.dir, flip) {
             (Dir::Right, true) => Dir::Left,
@@ -285,6 +342,7 @@ impl Planner {
             (d, _) => d,
         };
         let to_bound = self.bound[to];
+        let rel_props = self.ready_props(rel_slot, rel.props.clone());
         self.ops.push(Op::Expand {
             from,
             rel: rel_slot,
@@ -294,7 +352,7 @@ impl Planner {
             min: rel.min,
             max,
             to_bound,
-            props: rel.props.clone(),
+            props: rel_props,
             distinct_from: trail
                 .iter()
                 .copied()
@@ -302,14 +360,16 @@ impl Planner {
                 .collect(),
         });
         self.bound[rel_slot] = true;
-        if !to_node.labels.is_empty() || !to_node.props.is_empty() {
+        self.bound[to] = true;
+        let props = self.ready_props(to, to_node.props.clone());
+        if !to_node.labels.is_empty() || !props.is_empty() {
             self.ops.push(Op::CheckNode {
                 slot: to,
                 labels: to_node.labels.clone(),
-                props: to_node.props.clone(),
+                props,
             });
         }
-        self.bound[to] = true;
+        self.filter_ready();
         Ok(())
     }
 }
@@ -350,17 +410,68 @@ fn ts_bounds(filter: Option<&Expr>, var: &str) -> (Option<Expr>, Option<Expr>) {
 }
 
 fn mentions_vars(e: &Expr) -> bool {
+    let mut any = false;
+    for_each_var(e, &mut |_| any = true);
+    any
+}
+
+/// Calls `f` with each variable `e` reads, in the order written.
+fn for_each_var(e: &Expr, f: &mut impl FnMut(&str)) {
     match e {
-        Expr::Var(_) => true,
-        Expr::Lit(_) | Expr::Param(_) => false,
-        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => mentions_vars(x),
-        Expr::Call(_, args) | Expr::List(args) => args.iter().any(mentions_vars),
-        Expr::Bin(_, a, b) => mentions_vars(a) || mentions_vars(b),
+        Expr::Var(v) => f(v),
+        Expr::Lit(_) | Expr::Param(_) => {}
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => for_each_var(x, f),
+        Expr::Call(_, args) | Expr::List(args) => args.iter().for_each(|a| for_each_var(a, f)),
+        Expr::Bin(_, a, b) => {
+            for_each_var(a, f);
+            for_each_var(b, f);
+        }
     }
 }
 
-fn contains_aggregate(e: &Expr) -> bool {
-    first_aggregate(e).is_some()
+/// Whether `e` is an aggregate call (a whole RETURN item that groups rows).
+fn is_aggregate(e: &Expr) -> bool {
+    matches!(e, Expr::Call(name, _) if super::exec::AGGREGATES.contains(&name.as_str()))
+}
+
+/// The expressions of patterns name only variables of the query and hold no aggregate:
+/// checked before planning, as a pattern may read a variable that a later one binds.
+fn check_pattern_expressions(q: &Query) -> Result<(), QueryError> {
+    let mut known: HashMap<String, usize> = HashMap::new();
+    for s in &q.searches {
+        known.insert(s.var.clone(), 0);
+    }
+    for path in &q.patterns {
+        let nodes = std::iter::once(&path.start).chain(path.steps.iter().map(|(_, n)| n));
+        let vars = path
+            .var
+            .iter()
+            .chain(nodes.filter_map(|n| n.var.as_ref()))
+            .chain(path.steps.iter().filter_map(|(r, _)| r.var.as_ref()));
+        for v in vars {
+            known.insert(v.clone(), 0);
+        }
+    }
+    let searched = q.searches.iter().map(|s| (&s.text, s.span));
+    let patterns = q.patterns.iter().flat_map(|path| {
+        let nodes = std::iter::once(&path.start).chain(path.steps.iter().map(|(_, n)| n));
+        let node_props = nodes.flat_map(|n| n.props.iter().map(|(_, e)| (e, n.span)));
+        let rel_props = path
+            .steps
+            .iter()
+            .flat_map(|(r, _)| r.props.iter().map(|(_, e)| (e, r.span)));
+        node_props.chain(rel_props).collect::<Vec<_>>()
+    });
+    for (e, at) in searched.chain(patterns) {
+        check_vars(e, &known, &[], &q.places)?;
+        if let Some(name) = first_aggregate(e) {
+            return Err(plan_err_at(
+                q.places.of_call_in(name, Some(at)),
+                "aggregates (count, min, ...) belong in RETURN, not in a pattern or SEARCH",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The name of the first aggregate in `e`, if any.
@@ -437,13 +548,18 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         ops: Vec::new(),
         bound: Vec::new(),
         limits,
+        waiting: Vec::new(),
     };
-    p.plan_searches(&q.searches)?;
+    check_pattern_expressions(q)?;
+    p.plan_searches(&q.searches, &q.places)?;
     // Every relation of the query keeps its own slot, so trail semantics can see them all.
     let mut trail: Vec<usize> = Vec::new();
     for path in &q.patterns {
         p.plan_path(path, q.filter.as_ref(), &mut trail)?;
     }
+    // Every variable is bound now: no property check is left waiting.
+    p.filter_ready();
+    debug_assert!(p.waiting.is_empty());
     // The executor passes rows from operator to operator by recursion, one level each.
     if p.ops.len() > MAX_OPS {
         return Err(plan_err(format!(
@@ -456,7 +572,7 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         check_vars(f, &p.index, &[], &q.places)?;
         if let Some(name) = first_aggregate(f) {
             return Err(plan_err_at(
-                q.places.of_call(name),
+                q.places.of_call_in(name, q.places.filter),
                 "aggregates (count, min, ...) belong in RETURN, not WHERE",
             ));
         }
@@ -490,16 +606,30 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
 
 impl Planner {
     /// Each SEARCH clause binds its variable to the nodes the full-text index finds.
-    fn plan_searches(&mut self, searches: &[Search]) -> Result<(), QueryError> {
+    fn plan_searches(&mut self, searches: &[Search], places: &Places) -> Result<(), QueryError> {
         for s in searches {
-            let slot = self.slot(Some(&s.var), Kind::Node)?;
+            // The text is read before any pattern binds: only an earlier SEARCH's variable can
+            // be read (any other was read as null).
+            if let Some(v) = self.first_unbound(&s.text) {
+                return Err(plan_err_at(
+                    places.of_var_in(&v, Some(s.span)),
+                    format!(
+                        "SEARCH ... FOR reads {v}, which no earlier SEARCH binds: give a string, \
+                         a parameter or an earlier SEARCH's variable"
+                    ),
+                ));
+            }
+            let slot = self.slot(Some(&s.var), Kind::Node, s.span)?;
             if self.bound[slot] {
                 // A second SEARCH into the same variable would silently keep only the rows both
                 // searches share (a join nobody asked for).
-                return Err(plan_err(format!(
-                    "variable {} is bound by two SEARCH clauses; give each its own variable",
-                    s.var
-                )));
+                return Err(plan_err_at(
+                    Some(s.span),
+                    format!(
+                        "variable {} is bound by two SEARCH clauses; give each its own variable",
+                        s.var
+                    ),
+                ));
             }
             self.ops.push(Op::Search {
                 slot,
@@ -525,15 +655,28 @@ impl Planner {
         filter: Option<&Expr>,
         trail: &mut Vec<usize>,
     ) -> Result<(), QueryError> {
-        let mut node_slots = vec![self.slot(path.start.var.as_deref(), Kind::Node)?];
+        let start = &path.start;
+        let mut node_slots = vec![self.slot(start.var.as_deref(), Kind::Node, start.span)?];
         let mut rel_slots = Vec::new();
         for (rel, node) in &path.steps {
-            rel_slots.push(self.slot(rel.var.as_deref(), Kind::Rel)?);
-            node_slots.push(self.slot(node.var.as_deref(), Kind::Node)?);
+            rel_slots.push(self.slot(rel.var.as_deref(), Kind::Rel, rel.span)?);
+            node_slots.push(self.slot(node.var.as_deref(), Kind::Node, node.span)?);
         }
         let nodes: Vec<&NodePat> = std::iter::once(&path.start)
             .chain(path.steps.iter().map(|(_, n)| n))
             .collect();
+        if !path.steps.is_empty() {
+            // Whichever node a path is anchored at, an event in it matches nothing.
+            if let Some(event) = nodes
+                .iter()
+                .find(|n| n.labels.iter().any(|l| l == EVENT_LABEL))
+            {
+                return Err(plan_err_at(
+                    Some(event.span),
+                    "events have no relations: an (:Event) node cannot be part of a path",
+                ));
+            }
+        }
         let anchor = (0..nodes.len())
             .min_by_key(|&i| (self.access(node_slots[i], nodes[i]), i))
             .unwrap_or(0);
@@ -571,11 +714,12 @@ impl Planner {
             trail.push(rel_slots[i]);
         }
         if let Some(v) = &path.var {
-            let slot = self.slot(Some(v), Kind::Path)?;
+            let slot = self.slot(Some(v), Kind::Path, path.span)?;
             if self.bound[slot] {
-                return Err(plan_err(format!(
-                    "path variable {v} names two patterns; give each its own"
-                )));
+                return Err(plan_err_at(
+                    Some(path.span),
+                    format!("path variable {v} names two patterns; give each its own"),
+                ));
             }
             self.ops.push(Op::BindPath {
                 slot,
@@ -583,6 +727,7 @@ impl Planner {
                 rels: rel_slots,
             });
             self.bound[slot] = true;
+            self.filter_ready();
         }
         Ok(())
     }
@@ -599,10 +744,13 @@ fn check_return_items(
     for item in items {
         // A row read by column name (its JSON object) would keep one of two alike.
         if !columns.insert(item.alias.as_str()) {
-            return Err(plan_err(format!(
-                "two RETURN items are named {}; give one another name with AS",
-                item.alias
-            )));
+            return Err(plan_err_at(
+                Some(item.span),
+                format!(
+                    "two RETURN items are named {}; give one another name with AS",
+                    item.alias
+                ),
+            ));
         }
         check_vars(&item.expr, index, &[], places)?;
         match &item.expr {
@@ -613,24 +761,31 @@ fn check_return_items(
                     args.len() == 1
                 };
                 if !ok {
-                    return Err(plan_err(format!(
-                        "{name}() takes one argument (count also takes *)"
-                    )));
+                    return Err(plan_err_at(
+                        Some(item.span),
+                        format!("{name}() takes one argument (count also takes *)"),
+                    ));
                 }
                 if let Some(inner) = args.iter().find_map(first_aggregate) {
+                    // Inside the item, after the outer call's own name.
+                    let args_at = Span {
+                        start: item.span.start + 1,
+                        end: item.span.end,
+                    };
                     return Err(plan_err_at(
-                        places.of_call(inner),
+                        places.of_call_in(inner, Some(args_at)),
                         "aggregates cannot be nested",
                     ));
                 }
             }
-            e if contains_aggregate(e) => {
-                return Err(plan_err(format!(
-                    "{}: an aggregate must be a whole RETURN item",
-                    item.alias
-                )))
+            e => {
+                if let Some(name) = first_aggregate(e) {
+                    return Err(plan_err_at(
+                        places.of_call_in(name, Some(item.span)),
+                        format!("{}: an aggregate must be a whole RETURN item", item.alias),
+                    ));
+                }
             }
-            _ => {}
         }
     }
     Ok(())
@@ -659,8 +814,24 @@ fn order_by_expressions(
             (e, *desc)
         })
         .collect();
-    for (e, _) in &order {
+    let grouped = q.items.iter().any(|i| is_aggregate(&i.expr));
+    for (i, (e, _)) in order.iter().enumerate() {
+        let at = q.places.order.get(i).copied();
         check_vars(e, index, &aliases, &q.places)?;
+        if grouped {
+            // Rows are groups by then: only what each group returns can order them.
+            if !q.items.iter().any(|item| &item.expr == e) {
+                return Err(plan_err_at(
+                    at,
+                    "with aggregates, ORDER BY may only name returned columns",
+                ));
+            }
+        } else if let Some(name) = first_aggregate(e) {
+            return Err(plan_err_at(
+                q.places.of_call_in(name, at),
+                format!("{name}() in ORDER BY: return it with AS and order by that name"),
+            ));
+        }
     }
     Ok(order)
 }
