@@ -1,12 +1,15 @@
 //! Versioned record encoding. Every stored value is one format byte followed by its encoding;
 //! a reader refuses a version it does not know instead of misreading it.
 //!
-//! - Format 4 (written by this build for log records of at least [`COMPRESS_FROM`] bytes when
-//!   compression saves an eighth): `[4][crc32 of the rest][body length u32][zstd frame of the
-//!   body]`, the body being format 3's. The log is the one table that cannot be rebuilt and
+//! - Format 6 (written by this build for log records of at least [`COMPRESS_FROM`] bytes when
+//!   compression saves an eighth): `[6][crc32 of the rest][body length u32][zstd frame of the
+//!   body]`, the body being format 5's. The log is the one table that cannot be rebuilt and
 //!   grows for ever; a bulk load's events of a thousand edges each shrink 2.7-fold.
-//! - Format 3 (written by this build): `[3][crc32 of the body, little-endian][postcard body]`;
-//!   edges carry their salience.
+//! - Format 5 (written by this build): `[5][crc32 of the body, little-endian][postcard body]`;
+//!   an edge upsert may say when its fact was last seen (a summary restates each fact as of its
+//!   events, not as of its own time).
+//! - Format 4: format 6's layout over a format-3 body. Still read; never written.
+//! - Format 3: format 5's layout; edge upserts without `last_seen`. Still read; never written.
 //! - Format 2: the same layout; edges without salience (read as 0.5).
 //!   The checksum is what turns a flipped byte inside a record into a [`Error::Corrupt`]
 //!   instead of a plausible but wrong value: redb checksums its pages only in some paths, and a
@@ -26,19 +29,26 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::{Anchor, Assertion, Event, Value};
+use crate::model::{Anchor, Assertion, EdgeUpsert, Event, NodeUpsert, Props, Value};
 
 /// Version byte of every record this build writes. Bump it (and keep a reader for the old one)
-/// when a persisted type changes shape; 4 is taken ([`FORMAT_COMPRESSED`], a compressed
-/// format-3 body), so the next shape is 5, and a compressed form of it needs a number of its
+/// when a persisted type changes shape; 6 is taken ([`FORMAT_COMPRESSED`], a compressed
+/// format-5 body), so the next shape is 7, and a compressed form of it needs a number of its
 /// own.
-pub const RECORD_FORMAT: u8 = FORMAT_EDGES_WITH_SALIENCE;
+pub const RECORD_FORMAT: u8 = FORMAT_EDGES_LAST_SEEN;
 
-/// Checksummed records whose edges carry their salience: the shape of this build's records.
+/// Checksummed records whose edges carry their salience, edge upserts without `last_seen`.
 const FORMAT_EDGES_WITH_SALIENCE: u8 = 3;
 
-/// A format-3 body compressed with zstd (see the module's documentation).
-pub const FORMAT_COMPRESSED: u8 = 4;
+/// A format-3 body compressed with zstd.
+const FORMAT_COMPRESSED_3: u8 = 4;
+
+/// Checksummed records whose edge upserts may carry `last_seen`: the shape of this build's
+/// records.
+const FORMAT_EDGES_LAST_SEEN: u8 = 5;
+
+/// A format-5 body compressed with zstd (see the module's documentation).
+pub const FORMAT_COMPRESSED: u8 = 6;
 
 /// The smallest body a log record is compressed from: below it, zstd's frame and the length
 /// take back most of what it saves, and reading one event would pay a decompression for little.
@@ -104,7 +114,7 @@ fn decompress(table: &'static str, frame: &[u8], len: usize) -> Result<Vec<u8>> 
     })
 }
 
-/// Encodes a log record: [`encode`], compressed (format 4) when its body is large enough and
+/// Encodes a log record: [`encode`], compressed (format 6) when its body is large enough and
 /// compression saves at least an eighth of it.
 pub fn encode_event(event: &Event) -> Vec<u8> {
     let plain = encode(event);
@@ -158,7 +168,14 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)> {
     let corrupt = |message: String| Error::Corrupt { table, message };
     match bytes.split_first() {
-        Some((&v @ (FORMAT_EDGES_WITHOUT_SALIENCE | FORMAT_EDGES_WITH_SALIENCE | FORMAT_COMPRESSED), rest)) => {
+        Some((
+            &v @ (FORMAT_EDGES_WITHOUT_SALIENCE
+            | FORMAT_EDGES_WITH_SALIENCE
+            | FORMAT_COMPRESSED_3
+            | FORMAT_EDGES_LAST_SEEN
+            | FORMAT_COMPRESSED),
+            rest,
+        )) => {
             if rest.len() < 4 {
                 return Err(corrupt(format!(
                     "record of {} bytes is shorter than its checksum",
@@ -173,9 +190,11 @@ fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)>
                     "checksum mismatch (stored {stored:08x}, computed {actual:08x})"
                 )));
             }
-            if v != FORMAT_COMPRESSED {
-                return Ok((v, Cow::Borrowed(body)));
-            }
+            let shape = match v {
+                FORMAT_COMPRESSED_3 => FORMAT_EDGES_WITH_SALIENCE,
+                FORMAT_COMPRESSED => FORMAT_EDGES_LAST_SEEN,
+                plain => return Ok((plain, Cow::Borrowed(body))),
+            };
             let Some((len, frame)) = body.split_first_chunk::<4>() else {
                 return Err(corrupt("compressed record without its length".into()));
             };
@@ -185,10 +204,7 @@ fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)>
                     "compressed record claims {len} bytes, outside {COMPRESS_FROM} to {COMPRESS_UP_TO}"
                 )));
             }
-            Ok((
-                FORMAT_EDGES_WITH_SALIENCE,
-                Cow::Owned(decompress(table, frame, len)?),
-            ))
+            Ok((shape, Cow::Owned(decompress(table, frame, len)?)))
         }
         Some((&FORMAT_WITHOUT_CHECKSUM, rest)) => {
             Ok((FORMAT_WITHOUT_CHECKSUM, Cow::Borrowed(rest)))
@@ -235,7 +251,92 @@ struct EventFormat1 {
     payload: Value,
     salience: f32,
     evidence: Vec<String>,
-    assertions: Vec<Assertion>,
+    assertions: Vec<AssertionFormat3>,
+}
+
+/// An event as formats 2 to 4 stored it: edge upserts without `last_seen`.
+#[derive(Deserialize)]
+struct EventFormat3 {
+    seq: u64,
+    recorded_at: i64,
+    ts: i64,
+    actor: String,
+    place: Option<String>,
+    anchor: Option<Anchor>,
+    kind: String,
+    payload: Value,
+    salience: f32,
+    evidence: Vec<String>,
+    assertions: Vec<AssertionFormat3>,
+    idempotency_key: Option<String>,
+}
+
+/// [`Assertion`] as formats 1 to 4 stored it (the same variants, in the same order).
+#[derive(Deserialize)]
+enum AssertionFormat3 {
+    UpsertNode(NodeUpsert),
+    UpsertEdge(EdgeUpsertFormat3),
+    RetractNode {
+        key: String,
+    },
+    RetractEdge {
+        from: String,
+        relation: String,
+        to: String,
+    },
+}
+
+/// [`EdgeUpsert`] before `last_seen`.
+#[derive(Deserialize)]
+struct EdgeUpsertFormat3 {
+    from: String,
+    relation: String,
+    to: String,
+    confidence: Option<f32>,
+    props: Props,
+    valid_from: Option<i64>,
+    valid_to: Option<i64>,
+}
+
+impl From<AssertionFormat3> for Assertion {
+    fn from(a: AssertionFormat3) -> Self {
+        match a {
+            AssertionFormat3::UpsertNode(n) => Assertion::UpsertNode(n),
+            AssertionFormat3::UpsertEdge(e) => Assertion::UpsertEdge(EdgeUpsert {
+                from: e.from,
+                relation: e.relation,
+                to: e.to,
+                confidence: e.confidence,
+                props: e.props,
+                valid_from: e.valid_from,
+                valid_to: e.valid_to,
+                last_seen: None,
+            }),
+            AssertionFormat3::RetractNode { key } => Assertion::RetractNode { key },
+            AssertionFormat3::RetractEdge { from, relation, to } => {
+                Assertion::RetractEdge { from, relation, to }
+            }
+        }
+    }
+}
+
+impl From<EventFormat3> for Event {
+    fn from(e: EventFormat3) -> Self {
+        Event {
+            seq: e.seq,
+            recorded_at: e.recorded_at,
+            ts: e.ts,
+            actor: e.actor,
+            place: e.place,
+            anchor: e.anchor,
+            kind: e.kind,
+            payload: e.payload,
+            salience: e.salience,
+            evidence: e.evidence,
+            assertions: e.assertions.into_iter().map(Assertion::from).collect(),
+            idempotency_key: e.idempotency_key,
+        }
+    }
 }
 
 /// Decodes a log record of any readable format.
@@ -243,7 +344,7 @@ pub fn decode_event(table: &'static str, bytes: &[u8]) -> Result<Event> {
     match body(table, bytes)? {
         (FORMAT_WITHOUT_CHECKSUM, body) => {
             let e: EventFormat1 = postcard_body(table, &body)?;
-            Ok(Event {
+            Ok(Event::from(EventFormat3 {
                 seq: e.seq,
                 recorded_at: e.recorded_at,
                 ts: e.ts,
@@ -256,7 +357,10 @@ pub fn decode_event(table: &'static str, bytes: &[u8]) -> Result<Event> {
                 evidence: e.evidence,
                 assertions: e.assertions,
                 idempotency_key: None,
-            })
+            }))
+        }
+        (FORMAT_EDGES_WITHOUT_SALIENCE | FORMAT_EDGES_WITH_SALIENCE, body) => {
+            Ok(Event::from(postcard_body::<EventFormat3>(table, &body)?))
         }
         (_, body) => postcard_body(table, &body),
     }
@@ -468,6 +572,106 @@ mod tests {
         assert_eq!(decode_event("log", &bytes).unwrap(), event);
         let n = postcard::to_extend(&42u32, vec![1u8]).unwrap();
         assert_eq!(decode::<u32>("meta", &n).unwrap(), 42);
+    }
+
+    /// Records of formats 3 and 4 (a large one, compressed), whose edge upserts have no
+    /// `last_seen`, read as they were: each upsert without one.
+    #[test]
+    fn reads_format_3_and_4_records_written_before_edges_said_when_they_were_seen() {
+        for n in [2, 1000] {
+            let event = import_event(n);
+            let old = EventFormat3Writer::from(&event);
+            let body = postcard::to_stdvec(&old).unwrap();
+            let mut plain = vec![FORMAT_EDGES_WITH_SALIENCE, 0, 0, 0, 0];
+            plain.extend_from_slice(&body);
+            let crc = crc32fast::hash(&plain[5..]);
+            plain[1..5].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(decode_event("log", &plain).unwrap(), event, "format 3");
+            if n > 2 {
+                let frame = compress(&body).unwrap();
+                let mut packed = vec![FORMAT_COMPRESSED_3, 0, 0, 0, 0];
+                packed.extend_from_slice(&(body.len() as u32).to_le_bytes());
+                packed.extend_from_slice(&frame);
+                let crc = crc32fast::hash(&packed[5..]);
+                packed[1..5].copy_from_slice(&crc.to_le_bytes());
+                assert_eq!(decode_event("log", &packed).unwrap(), event, "format 4");
+            }
+        }
+        // This build's records say when an edge was seen, and read back as written.
+        let mut event = import_event(3);
+        if let Assertion::UpsertEdge(up) = &mut event.assertions[1] {
+            up.last_seen = Some(-7);
+        }
+        let bytes = encode_event(&event);
+        assert_eq!(bytes[0], RECORD_FORMAT);
+        assert_eq!(decode_event("log", &bytes).unwrap(), event);
+    }
+
+    /// The format-3 shape, for writing test records.
+    #[derive(Serialize)]
+    struct EventFormat3Writer<'a> {
+        seq: u64,
+        recorded_at: i64,
+        ts: i64,
+        actor: &'a str,
+        place: &'a Option<String>,
+        anchor: &'a Option<Anchor>,
+        kind: &'a str,
+        payload: &'a Value,
+        salience: f32,
+        evidence: &'a [String],
+        assertions: Vec<AssertionFormat3Writer<'a>>,
+        idempotency_key: &'a Option<String>,
+    }
+
+    #[derive(Serialize)]
+    enum AssertionFormat3Writer<'a> {
+        UpsertNode(&'a NodeUpsert),
+        UpsertEdge {
+            from: &'a str,
+            relation: &'a str,
+            to: &'a str,
+            confidence: Option<f32>,
+            props: &'a Props,
+            valid_from: Option<i64>,
+            valid_to: Option<i64>,
+        },
+    }
+
+    impl<'a> From<&'a Event> for EventFormat3Writer<'a> {
+        fn from(e: &'a Event) -> Self {
+            let assertions = e
+                .assertions
+                .iter()
+                .map(|a| match a {
+                    Assertion::UpsertNode(n) => AssertionFormat3Writer::UpsertNode(n),
+                    Assertion::UpsertEdge(u) => AssertionFormat3Writer::UpsertEdge {
+                        from: &u.from,
+                        relation: &u.relation,
+                        to: &u.to,
+                        confidence: u.confidence,
+                        props: &u.props,
+                        valid_from: u.valid_from,
+                        valid_to: u.valid_to,
+                    },
+                    other => panic!("no writer for {other:?}"),
+                })
+                .collect();
+            EventFormat3Writer {
+                seq: e.seq,
+                recorded_at: e.recorded_at,
+                ts: e.ts,
+                actor: &e.actor,
+                place: &e.place,
+                anchor: &e.anchor,
+                kind: &e.kind,
+                payload: &e.payload,
+                salience: e.salience,
+                evidence: &e.evidence,
+                assertions,
+                idempotency_key: &e.idempotency_key,
+            }
+        }
     }
 
     /// The format-1 shape, for writing test records.

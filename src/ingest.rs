@@ -7,7 +7,7 @@
 //!   "evidence"?, "assert"?: [assertion...]}`
 //! - `graph`: one assertion per line: `{"op": "node", "key", "label"?, "name"?, "aliases"?,
 //!   "props"?, "anchor"?, "salience"?, "pinned"?}`, `{"op": "edge", "from", "rel", "to",
-//!   "confidence"?, "props"?, "valid_from"?, "valid_to"?}`, `{"op": "retract_node", "key"}`,
+//!   "confidence"?, "props"?, "valid_from"?, "valid_to"?, "last_seen"?}`, `{"op": "retract_node", "key"}`,
 //!   `{"op": "retract_edge", "from", "rel", "to"}`; every 1024 lines form one IMPORT event.
 //! - `passages`: `{"id", "title", "text"}` (the datasets' corpus files): one Passage node each.
 //! - `triples`: `{"doc", "s", "p", "o"}`: entities resolved by normalised name, an `s -p-> o`

@@ -431,6 +431,10 @@ pub struct EdgeUpsert {
     pub props: Props,
     pub valid_from: Option<i64>,
     pub valid_to: Option<i64>,
+    /// When the fact was last seen, where not at its event's time (default): a summary, dated
+    /// at the start of its range, restates each fact as of the last of its events that did.
+    /// An edge's `last_seen` is the latest of its upserts'.
+    pub last_seen: Option<i64>,
 }
 
 /// A change to the graph carried by an event.

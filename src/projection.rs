@@ -302,6 +302,9 @@ impl Overlay {
         if let Some(c) = up.confidence {
             check_unit(at, "confidence", c)?;
         }
+        if let Some(message) = up.last_seen.and_then(crate::store::time_out_of_range) {
+            return Err(at.err("last_seen", message));
+        }
         let from = self.resolve_hinted(base, at, "from", &up.from, hint.map(|h| h.ends[0]))?;
         let to = self.resolve_hinted(base, at, "to", &up.to, hint.map(|h| h.ends[1]))?;
         // The hint's edge is the base's between the ends it names; an end the batch made or
@@ -325,7 +328,7 @@ impl Overlay {
                 if up.valid_to.is_some() {
                     e.valid_to = up.valid_to;
                 }
-                e.last_seen = e.last_seen.max(ev.ts);
+                e.last_seen = e.last_seen.max(up.last_seen.unwrap_or(ev.ts));
                 e.salience = e.salience.max(ev.salience);
                 if e.evidence.last() != Some(&ev.seq) {
                     e.evidence.push(ev.seq);
@@ -360,7 +363,7 @@ impl Overlay {
                     valid_from: up.valid_from,
                     valid_to: up.valid_to,
                     recorded: ev.recorded_at,
-                    last_seen: ev.ts,
+                    last_seen: up.last_seen.unwrap_or(ev.ts),
                     evidence: vec![ev.seq],
                     salience: ev.salience,
                 }

@@ -19,8 +19,9 @@
 //!
 //! A day (and a week) summary re-asserts the nodes and edges its events asserted, with their
 //! values as the graph holds them then, so it becomes part of their support: when forgetting
-//! evicts the raw events, the facts stay as they were, resting on the summary. Its world time is the start of its range, so it never
-//! moves an edge's `last_seen` (and decay) forward.
+//! evicts the raw events, the facts stay as they were, resting on the summary. Its world time
+//! is the start of its range; each edge it restates says when its events last saw it, so the
+//! summary moves no edge's `last_seen` (and decay), forward or back.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -828,7 +829,11 @@ fn write_summaries(
             drafts.extend(plan.episodes.iter().cloned());
             let mut day = plan.summary.clone();
             set_children(&mut day, &children);
-            day.assertions = support_of(store, plan.events.iter().flat_map(|e| &e.assertions))?;
+            let asserted = plan
+                .events
+                .iter()
+                .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a)));
+            day.assertions = support_of(store, asserted)?;
             drafts.push(day);
             day_seq.push(next);
             next += 1;
@@ -843,17 +848,19 @@ fn write_summaries(
                 })
                 .collect();
             set_children(&mut week, &children);
-            let mut asserted = Vec::new();
+            let mut asserted: Vec<(i64, &Assertion)> = Vec::new();
             for d in days {
-                match d {
-                    DayRef::Logged(ev) => asserted.extend(ev.assertions.iter().cloned()),
-                    DayRef::Planned(i) => {
-                        let events = &plans[*i].events;
-                        asserted.extend(events.iter().flat_map(|e| e.assertions.iter().cloned()))
-                    }
-                }
+                let events = match d {
+                    DayRef::Logged(ev) => std::slice::from_ref(&**ev),
+                    DayRef::Planned(i) => &plans[*i].events[..],
+                };
+                asserted.extend(
+                    events
+                        .iter()
+                        .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a))),
+                );
             }
-            week.assertions = support_of(store, asserted.iter())?;
+            week.assertions = support_of(store, asserted.into_iter())?;
             drafts.push(week);
         }
         Ok(drafts)
@@ -952,16 +959,18 @@ fn max_salience(events: &[Event]) -> f32 {
     events.iter().map(|e| e.salience).fold(0.0, f32::max)
 }
 
-/// Re-assertions of the nodes and edges that `events` asserted and the graph still holds, with
-/// their current values, so that a summary supports them: when forgetting evicts the raw
-/// events, the facts stay as they were, resting on the summary.
+/// Re-assertions of the nodes and edges that events asserted (each with its event's time) and
+/// the graph still holds, with their current values, so that a summary supports them: when
+/// forgetting evicts the raw events, the facts stay as they were, resting on the summary. An
+/// edge is restated as last seen when the latest of those events saw it: the summary's own
+/// time, its range's start, made a forgotten week's offers look weeks older, and faded them.
 fn support_of<'a>(
     store: &Store,
-    asserted: impl Iterator<Item = &'a Assertion>,
+    asserted: impl Iterator<Item = (i64, &'a Assertion)>,
 ) -> Result<Vec<Assertion>> {
     let mut nodes = BTreeSet::new();
-    let mut edges = BTreeSet::new();
-    for a in asserted {
+    let mut edges: BTreeMap<(String, String, String), i64> = BTreeMap::new();
+    for (ts, a) in asserted {
         match a {
             Assertion::UpsertNode(up) => {
                 nodes.insert(up.key.clone());
@@ -969,7 +978,11 @@ fn support_of<'a>(
             Assertion::UpsertEdge(up) => {
                 nodes.insert(up.from.clone());
                 nodes.insert(up.to.clone());
-                edges.insert((up.from.clone(), up.relation.clone(), up.to.clone()));
+                let seen = up.last_seen.unwrap_or(ts);
+                edges
+                    .entry((up.from.clone(), up.relation.clone(), up.to.clone()))
+                    .and_modify(|s| *s = (*s).max(seen))
+                    .or_insert(seen);
             }
             _ => {}
         }
@@ -992,7 +1005,7 @@ fn support_of<'a>(
             }));
         }
     }
-    for (from, relation, to) in edges {
+    for ((from, relation, to), seen) in edges {
         if let Some(e) = store.edge_between(&from, &relation, &to)? {
             out.push(Assertion::UpsertEdge(EdgeUpsert {
                 from,
@@ -1002,6 +1015,7 @@ fn support_of<'a>(
                 props: e.props,
                 valid_from: e.valid_from,
                 valid_to: e.valid_to,
+                last_seen: Some(seen),
             }));
         }
     }
