@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use loci::dynamics::consolidate::{self, ConsolidateOptions, Level, RuleSummarizer};
 use loci::dynamics::forget::{self, ForgetOptions};
-use loci::world::{self, WorldConfig};
+use loci::world::{self, WorldConfig, DAY};
 use loci::{BackendKind, Store};
 
 fn assert_verifies(store: &Store) {
@@ -147,6 +147,37 @@ fn forgetting_keeps_when_each_kept_fact_was_last_seen() {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(seen(&store), after, "{backend}: reopened");
     }
+}
+
+/// A second forgetting reports the events it evicted, not with them the earlier forgetting's
+/// deletion record it replaces: "forgot 18 of 17 evictable events" (session 25 probe).
+#[test]
+fn a_later_forgetting_counts_what_it_evicted_apart_from_what_it_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let w = world::generate(&WorldConfig {
+        seed: 11,
+        scale: 1,
+        days: 20,
+    });
+    let (early, late): (Vec<_>, Vec<_>) = w.events.into_iter().partition(|e| e.ts < 10 * DAY);
+    store.ingest(early).unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    let first = forget::forget(&store, &ForgetOptions::with_budget(held(&store) / 2)).unwrap();
+    assert!(first.evicted > 0 && first.replaced == 0, "{first:?}");
+    store.ingest(late).unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    let second = forget::forget(&store, &ForgetOptions::with_budget(held(&store) / 2)).unwrap();
+    assert!(second.evicted > 0, "{second:?}");
+    assert!(second.evicted <= second.evictable, "{second:?}");
+    assert_eq!(second.replaced, 1, "{second:?}");
+    // What goes, less the new deletion record that comes.
+    assert_eq!(
+        second.events_before - second.events_after,
+        (second.evicted + second.replaced) as u64 - 1,
+        "{second:?}"
+    );
+    assert_verifies(&store);
 }
 
 #[test]

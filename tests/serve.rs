@@ -875,6 +875,47 @@ async fn a_query_parameter_given_twice_is_refused_naming_it() {
     assert!(message.contains("\"want\" is given twice"), "{message}");
 }
 
+/// A saved query's parameter given as JSON of another type than it declares is refused, naming
+/// the parameter and the type: 5 for the string `want` was read as the text "5" and matched
+/// nothing (200, no rows), "0" passed for the float `min_confidence` (session 25 probe). An
+/// integer past 64 bits is said as sent, not rounded through a float.
+#[tokio::test]
+async fn a_saved_query_parameter_of_another_json_type_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for (params, said) in [
+        (r#"{"want": 5}"#, "want: takes a string, got the number 5"),
+        (r#"{"want": true}"#, "want: takes a string, got true"),
+        (
+            r#"{"want": "emerald", "min_confidence": "0"}"#,
+            "min_confidence: takes a number, got the string \"0\"",
+        ),
+        (
+            r#"{"want": "emerald", "min_confidence": true}"#,
+            "min_confidence: takes a number, got true",
+        ),
+    ] {
+        let body = format!(r#"{{"name": "find_trade", "params": {params}}}"#);
+        let (s, v, _) = call(&st, "POST", "/v1/run", Some(&body), None).await;
+        assert_eq!(s, 400, "{params}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(said), "{params}: {message}");
+    }
+    let body = r#"{"name": "find_trade", "params": {"want": "emerald", "min_confidence": 0}}"#;
+    let (s, v, _) = call(&st, "POST", "/v1/run", Some(body), None).await;
+    assert_eq!(s, 200, "{v}");
+    assert!(!v["rows"].as_array().unwrap().is_empty(), "{v}");
+    let body =
+        r#"{"query": "MATCH (n) RETURN n.key LIMIT $l", "params": {"l": 18446744073709551615}}"#;
+    let (s, v, _) = call(&st, "POST", "/v1/run", Some(body), None).await;
+    assert_eq!(s, 400, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("l: 18446744073709551615 is out of range"),
+        "{message}"
+    );
+}
+
 /// A 60 kB key, parameter name or body field comes back shortened in its error, where the
 /// answer had quoted it whole (twice, for an unknown query parameter).
 #[tokio::test]

@@ -244,7 +244,8 @@ impl Store {
                         loci::error::quoted_excerpt(name)
                     )));
                 };
-                let args = loci::query::args_from_json(&params)
+                let args = q
+                    .args_from_json(&params)
                     .map_err(|e| query_to_py(e, &q.prepared.text))?;
                 py.detach(|| q.run(&s, &args))
                     .map_err(|e| query_to_py(e, &q.prepared.text))

@@ -136,8 +136,14 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
             c.weeks
         );
     }
+    // The new deletion record lists what earlier forgettings deleted, and replaces them.
+    let replaced = match r.replaced {
+        0 => String::new(),
+        1 => " and the earlier forgetting's record".to_string(),
+        n => format!(" and {n} earlier forgettings' records"),
+    };
     outln!(
-        "forgot {} of {} evictable events: {} -> {} events held (budget {}); {} -> {} bytes",
+        "forgot {} of {} evictable events{replaced}: {} -> {} events held (budget {}); {} -> {} bytes",
         r.evicted,
         r.evictable,
         r.events_before,

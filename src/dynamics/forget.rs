@@ -102,7 +102,11 @@ pub struct ForgetReport {
     /// Events held (not deleted) before and after; `after` counts the deletion event itself.
     pub events_before: u64,
     pub events_after: u64,
+    /// Evictable events this forgetting evicted.
     pub evicted: usize,
+    /// Earlier forgettings' deletion events that this one's replaces (it lists what they
+    /// deleted): they go too, and are not among the evictable.
+    pub replaced: usize,
     /// Events that could have been evicted (see the module documentation).
     pub evictable: usize,
     /// Bytes of the store directory before and after (the log keeps evicted records until
@@ -185,9 +189,10 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     if chosen.is_empty() {
         return Ok(report);
     }
+    report.evicted = chosen.len();
+    report.replaced = earlier.len();
     chosen.extend(earlier);
     let deletion = store.delete_for(&DeleteRequest::events(chosen), Reason::Forget)?;
-    report.evicted = deletion.deleted.len();
     report.seq = deletion.seq;
     report.events_after = store.events_held();
     report.bytes_after = store.disk_bytes();

@@ -371,6 +371,12 @@ pub fn params_from_json<'a>(
             J::Bool(b) => Val::Bool(*b),
             J::Number(n) => match n.as_i64() {
                 Some(i) => Val::Int(i),
+                // Read as a float, 18446744073709551615 was said back as 18446744073709552000.
+                None if n.is_u64() => {
+                    return Err(QueryError::Param(format!(
+                        "{n} is out of range: an integer is 64 bits"
+                    )))
+                }
                 None => Val::Float(
                     n.as_f64()
                         .ok_or_else(|| QueryError::Param(format!("{n}: out of range")))?,
@@ -387,30 +393,10 @@ pub fn params_from_json<'a>(
     }
     params
         .into_iter()
-        .map(|(k, v)| Ok((k.clone(), val(v)?)))
-        .collect()
-}
-
-/// Parameters given as JSON by name, for a saved query, whose declared types read them
-/// ([`SavedQuery::run`]): a string as written, a number or true/false as its JSON text. A
-/// list, an object or null fits no declared type, and is refused: as text, `[1,2]` had been
-/// taken for a string parameter and matched nothing.
-pub fn args_from_json<'a>(
-    params: impl IntoIterator<Item = (&'a String, &'a serde_json::Value)>,
-) -> Result<Vec<(String, String)>, QueryError> {
-    params
-        .into_iter()
-        .map(|(k, v)| {
-            let text = match v {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
-                other => {
-                    return Err(QueryError::Param(format!(
-                        "{k}: a saved query's parameter is a string, a number or true/false, not {other}"
-                    )))
-                }
-            };
-            Ok((k.clone(), text))
+        .map(|(k, v)| match val(v) {
+            Ok(v) => Ok((k.clone(), v)),
+            Err(QueryError::Param(m)) => Err(QueryError::Param(format!("{k}: {m}"))),
+            Err(e) => Err(e),
         })
         .collect()
 }

@@ -30,6 +30,31 @@ pub enum ParamType {
     Bool,
 }
 
+impl ParamType {
+    /// What a value of the type is, for messages.
+    fn described(self) -> &'static str {
+        match self {
+            ParamType::String => "a string",
+            ParamType::Int => "an integer",
+            ParamType::Float => "a number",
+            ParamType::Bool => "true or false",
+        }
+    }
+}
+
+/// A JSON value as a message names it.
+fn json_described(v: &serde_json::Value) -> String {
+    use serde_json::Value as J;
+    match v {
+        J::Null => "null".into(),
+        J::Bool(b) => b.to_string(),
+        J::Number(n) => format!("the number {n}"),
+        J::String(s) => format!("the string {}", crate::error::quoted_excerpt(s)),
+        J::Array(_) => "a list".into(),
+        J::Object(_) => "an object".into(),
+    }
+}
+
 /// A declared parameter.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ParamSpec {
@@ -199,6 +224,46 @@ impl SavedQuery {
             }
         }
         Ok(out)
+    }
+
+    /// Arguments given as JSON by name, for [`SavedQuery::run`]: each of its declared type (a
+    /// string parameter takes a JSON string, an int an integer, a float a number, a bool true
+    /// or false). Over JSON a value's type is given, so another one is refused by name rather
+    /// than read as text: 5 for a string parameter matched nothing, and "0" passed for a
+    /// number.
+    pub fn args_from_json<'a>(
+        &self,
+        params: impl IntoIterator<Item = (&'a String, &'a serde_json::Value)>,
+    ) -> Result<Vec<(String, String)>, QueryError> {
+        use serde_json::Value as J;
+        params
+            .into_iter()
+            .map(|(k, v)| {
+                let Some(spec) = self.params.iter().find(|p| &p.name == k) else {
+                    // `bind` says which parameters the query takes.
+                    return Ok((k.clone(), v.to_string()));
+                };
+                let text = match (spec.ty, v) {
+                    (ParamType::String, J::String(s)) => s.clone(),
+                    (ParamType::Int, J::Number(n)) if n.is_i64() => n.to_string(),
+                    (ParamType::Int, J::Number(n)) if n.is_u64() => {
+                        return Err(QueryError::Param(format!(
+                            "{k}: {n} is out of range: an integer is 64 bits"
+                        )))
+                    }
+                    (ParamType::Float, J::Number(n)) => n.to_string(),
+                    (ParamType::Bool, J::Bool(b)) => b.to_string(),
+                    (ty, other) => {
+                        return Err(QueryError::Param(format!(
+                            "{k}: takes {}, got {}",
+                            ty.described(),
+                            json_described(other)
+                        )))
+                    }
+                };
+                Ok((k.clone(), text))
+            })
+            .collect()
     }
 
     /// Runs the query with string arguments.

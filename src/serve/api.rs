@@ -575,7 +575,7 @@ pub fn run_request(s: &Store, state: &AppState, r: &RunRequest) -> Answer {
             let Some(q) = state.queries.get(name) else {
                 return Err(ApiError::not_found(state.queries.unknown(name)));
             };
-            query::args_from_json(&r.params)
+            q.args_from_json(&r.params)
                 .and_then(|args| q.run(s, &args))
                 .map_err(|e| shown(&q.prepared.text, e))?
         }
