@@ -316,13 +316,7 @@ impl Store {
         opts.mode = mode.parse::<ContextMode>().map_err(to_py)?;
         opts.session = session;
         opts.instructions = instructions;
-        // Named as Python names it (the library's field is `token_counter`).
-        opts.tokenizer = tokenizer.parse::<Tokenizer>().map_err(|e| match e {
-            loci::Error::InvalidArgument { message, .. } => {
-                InputError::new_err(format!("tokenizer: {message}"))
-            }
-            other => to_py(other),
-        })?;
+        opts.tokenizer = tokenizer.parse::<Tokenizer>().map_err(to_py)?;
         opts.save = save;
         py.detach(|| loci::context::build_context(&s, &opts))
             .map_err(to_py)

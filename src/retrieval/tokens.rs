@@ -109,7 +109,7 @@ impl std::str::FromStr for Tokenizer {
             "approx" => Ok(Tokenizer::Approx),
             "cl100k_base" | "cl100k" => Ok(Tokenizer::Cl100kBase),
             other => Err(crate::Error::InvalidArgument {
-                name: "token_counter".into(),
+                name: "tokenizer".into(),
                 message: format!(
                     "unknown counter {}, expected approx or cl100k_base",
                     crate::error::quoted_excerpt(other)
@@ -148,6 +148,9 @@ mod tests {
             "cl100k".parse::<Tokenizer>().unwrap(),
             Tokenizer::Cl100kBase
         );
-        assert!("gpt2".parse::<Tokenizer>().is_err());
+        // Named as every interface names it (--tokenizer, "tokenizer"), not as the library's
+        // field (session 25 probe: "invalid argument token_counter").
+        let e = "gpt2".parse::<Tokenizer>().unwrap_err().to_string();
+        assert!(e.starts_with("invalid argument tokenizer: "), "{e}");
     }
 }
