@@ -1000,6 +1000,32 @@ async fn a_body_that_is_not_json_is_a_json_rpc_parse_error_at_mcp() {
         let (status, code, v) = post("application/json", body).await;
         assert_eq!((status, code), (400, Some(-32600)), "{body}: {v}");
     }
+    // A tool call whose parameters are not a call's (arguments that are no object, a name that
+    // is no string): invalid params, with the request's id and what was wrong (session 25
+    // probe: -32601 "tools/call", method not found).
+    for (body, said) in [
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":"str"}}"#,
+            "arguments",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}"#,
+            "name",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[]}"#,
+            "params",
+        ),
+    ] {
+        let (status, code, v) = post("application/json", body).await;
+        assert_eq!((status, code), (400, Some(-32602)), "{body}: {v}");
+        assert_eq!(v["id"], 7, "{body}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Invalid params: ") && message.contains(said),
+            "{body}: {message}"
+        );
+    }
     // Another media type is rmcp's to refuse, as the README says (415).
     let (status, _, v) = post("application/jsonx", "{garbage").await;
     assert_eq!(status, 415, "{v}");

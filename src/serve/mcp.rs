@@ -351,9 +351,9 @@ impl ServerHandler for LociMcp {
     }
 }
 
-/// The answer to a POST to `/mcp` whose JSON body does not parse, or is no JSON-RPC message:
-/// JSON-RPC's parse error (-32700) or invalid request (-32600) with 400, given before the MCP
-/// service reads it, which answered 415 ("fail to deserialize request body"), a status that
+/// The answer to a POST to `/mcp` whose JSON body does not parse, is no JSON-RPC message, or
+/// is a tool call with a call's params wrong: JSON-RPC's parse error (-32700), invalid request
+/// (-32600) or invalid params (-32602) with 400, given before the MCP service reads it, which answered 415 ("fail to deserialize request body"), a status that
 /// blames the content type. `None` for anything else, which the service answers itself.
 pub(super) fn unparsable(
     parts: &axum::http::request::Parts,
@@ -384,10 +384,22 @@ pub(super) fn unparsable(
     let (code, what, e) = match serde_json::from_slice::<crate::model::Value>(body) {
         Err(e) if e.is_syntax() || e.is_eof() => (-32700, "Parse error", e),
         Err(e) if crate::model::is_repeated_key(&e) => (-32600, "Invalid Request", e),
-        _ => match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) {
-            Err(e) => (-32600, "Invalid Request", e),
-            Ok(_) => return None,
-        },
+        _ => {
+            if let Some((id, why)) = invalid_call(body) {
+                let answer = json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {"code": -32602, "message": format!("Invalid params: {why}")},
+                });
+                return Some(
+                    (axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response(),
+                );
+            }
+            match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) {
+                Err(e) => (-32600, "Invalid Request", e),
+                Ok(_) => return None,
+            }
+        }
     };
     let answer = json!({
         "jsonrpc": "2.0",
@@ -395,6 +407,25 @@ pub(super) fn unparsable(
         "error": {"code": code, "message": format!("{what}: {e}")},
     });
     Some((axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response())
+}
+
+/// A `tools/call` request whose params are not a call's: its id, and where and why. rmcp takes
+/// such a message for a method of its own, and answered -32601, method not found, named
+/// "tools/call", where the method is known and its params are wrong (JSON-RPC's -32602).
+fn invalid_call(body: &[u8]) -> Option<(Json, String)> {
+    let message: Json = serde_json::from_slice(body).ok()?;
+    if message.get("method")?.as_str()? != "tools/call" {
+        return None;
+    }
+    let id = message.get("id").cloned().unwrap_or(Json::Null);
+    let params = message.get("params").cloned().unwrap_or(Json::Null);
+    let e =
+        serde_path_to_error::deserialize::<_, rmcp::model::CallToolRequestParams>(params).err()?;
+    let at = match e.path().to_string().as_str() {
+        "." => "params".to_string(),
+        path => format!("params.{path}"),
+    };
+    Some((id, format!("tools/call {at}: {}", e.inner())))
 }
 
 /// The MCP service mounted at `/mcp`: one server per session, ended at shutdown.
