@@ -197,6 +197,33 @@ fn errors_are_clear() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{}:2: json:", bad.display())));
     let out = loci(&["replay", "--store", p(&store)]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--verify"));
+    // An instructions file that is a directory is bad input naming it, as an input file is; a
+    // missing one is not found (session 25 probe: a directory exited 8, "other failure").
+    let context = |file: &Path| {
+        loci(&[
+            "context",
+            "--store",
+            p(&store),
+            "--budget",
+            "100",
+            "--instructions",
+            p(file),
+        ])
+    };
+    let out = context(tmp.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(p(tmp.path())) && err.contains("--instructions") && err.contains("directory"),
+        "{err}"
+    );
+    let out = context(&tmp.path().join("no-such-file.txt"));
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Flags are named as the user wrote them, and a negative number is a value to judge, not
     // an unknown flag.
     let out = loci(&["query", "--store", p(&store), "x", "--limit", "0"]);

@@ -1,6 +1,6 @@
 //! `loci context`: this turn's prompt context, or what a saved one held.
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use loci::context::{self, ContextMode, ContextOptions};
 
@@ -38,10 +38,7 @@ pub fn context(a: ContextArgs) -> Result<Code> {
         return Ok(Code::Ok);
     }
     let instructions = match &a.instructions {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("reading instructions from {}", path.display()))?,
-        ),
+        Some(path) => Some(super::read_flag_file("--instructions", path)?),
         None => None,
     };
     // Saving writes an event; assembling reads (and records what retrieval returned).

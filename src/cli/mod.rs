@@ -283,3 +283,30 @@ fn run(cli: Cli) -> Result<Code> {
         }
     }
 }
+
+/// The text of a file that `flag` names: a missing one is not found (4), a directory or bytes
+/// that are not UTF-8 bad input (3), as an input file is; each says the flag and the file (a
+/// directory had exited 8, "other failure").
+pub(crate) fn read_flag_file(flag: &str, path: &std::path::Path) -> Result<String> {
+    let shown = path.display();
+    if path.is_dir() {
+        exit::fail!(
+            Code::BadInput,
+            "{flag} {shown}: is a directory, expected a text file"
+        );
+    }
+    match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Ok(text),
+            Err(e) => exit::fail!(
+                Code::BadInput,
+                "{flag} {shown}: not UTF-8 text (at byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            exit::fail!(Code::NotFound, "{flag} {shown}: no such file")
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("{flag} {shown}: reading it"))),
+    }
+}

@@ -21,8 +21,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 /// The key in a key file, without surrounding whitespace (never printed).
 fn read_key(path: &std::path::Path) -> Result<String> {
-    let raw = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the key file {}", path.display()))?;
+    let raw = super::read_flag_file("--key-file", path)?;
     Ok(raw.trim().to_string())
 }
 
