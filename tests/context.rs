@@ -339,3 +339,31 @@ proptest! {
         }
     }
 }
+
+/// A budget under the context's fixed frame is refused saying what takes the room and the
+/// least budget that fits: without instructions it blamed "the instructions and the boundary"
+/// (session 25 probe).
+#[test]
+fn a_budget_under_the_fixed_frame_says_what_takes_it_and_the_least_that_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = lived(dir.path(), 2, 3);
+    let e = context::build_context(&store, &opts(0))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !e.contains("instructions") && e.contains("boundary line") && e.contains("at least"),
+        "{e}"
+    );
+    let least: usize = e.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(context::build_context(&store, &opts(least)).is_ok(), "{e}");
+    assert!(
+        context::build_context(&store, &opts(least - 1)).is_err(),
+        "{e}"
+    );
+    let mut with = opts(0);
+    with.instructions = Some("Be brief.".into());
+    let e = context::build_context(&store, &with)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the instructions and the boundary line"), "{e}");
+}

@@ -334,8 +334,13 @@ fn assemble(
         return Err(Error::InvalidArgument {
             name: "budget".into(),
             message: format!(
-                "{} tokens: the instructions and the boundary alone take {fixed}",
-                opts.budget
+                "{} tokens: {} alone take {fixed}; give at least {fixed}",
+                opts.budget,
+                if opts.instructions.as_deref().is_some_and(|t| !t.is_empty()) {
+                    "the instructions and the boundary line"
+                } else {
+                    "the section header and the boundary line"
+                }
             ),
         });
     }
