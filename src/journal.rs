@@ -127,6 +127,21 @@ pub fn parse_time(text: &str) -> Option<i64> {
     })
 }
 
+/// Why a time of a form [`parse_time`] reads names no instant (February 30th, hour 25), if that
+/// is why it was refused: the form is right, and the message should not say it is not.
+fn impossible_time(text: &str) -> Option<String> {
+    use time::error::Parse;
+    let t = text.trim();
+    let rfc = time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339);
+    let date = time::Date::parse(t, time::macros::format_description!("[year]-[month]-[day]"));
+    match (rfc, date) {
+        (Err(Parse::TryFromParsed(e)), _) | (_, Err(Parse::TryFromParsed(e))) => {
+            Some(e.to_string())
+        }
+        _ => None,
+    }
+}
+
 /// The text an entry is known by: lower case, whitespace runs as one space.
 fn normalised(text: &str) -> String {
     text.split_whitespace()
@@ -187,8 +202,10 @@ pub fn entry_event(e: &Entry) -> std::result::Result<EventDraft, EntryError> {
     }
     let ts = match &e.time {
         Time::World(t) => *t,
-        Time::Text(s) => parse_time(s)
-            .ok_or_else(|| refuse("time", format!("{s:?}: expected {TIME_EXPECTED}")))?,
+        Time::Text(s) => parse_time(s).ok_or_else(|| match impossible_time(s) {
+            Some(why) => refuse("time", format!("{s:?}: no such date or time ({why})")),
+            None => refuse("time", format!("{s:?}: expected {TIME_EXPECTED}")),
+        })?,
     };
     // Named here as the entry's field: the store would refuse it as its event's `ts`.
     if let Some(message) = crate::store::time_out_of_range(ts) {

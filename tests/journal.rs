@@ -118,6 +118,19 @@ fn journal_lines_that_break_the_format_are_refused_with_line_and_field() {
             "{line}: {shown}"
         );
     }
+    // A time in the right form but of no day there is says so, where it said the form was
+    // wrong (session 25 probe: "expected RFC 3339" of an RFC 3339 time).
+    for time in ["2026-02-30T00:00:00Z", "2026-02-30", "2026-13-01T00:00:00Z"] {
+        let line = format!(
+            r#"{{"v":1,"time":"{time}","harness":"h","session":"s","kind":"k","text":"t"}}"#
+        );
+        let e = ingest::read_str("j.jsonl", &line, Format::Journal).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            shown.contains("time") && shown.contains("no such date") && !shown.contains("expected"),
+            "{time}: {shown}"
+        );
+    }
 }
 
 fn pinned_node(key: &str, name: &str, label: &str) -> Assertion {
