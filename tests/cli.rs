@@ -641,6 +641,19 @@ fn stored_control_characters_are_printed_escaped() {
         );
         assert!(out.contains("\\u{1b}"), "loci {args:?}: {out}");
     }
+    // So is a character that reorders the rest of its line on screen (a right-to-left
+    // override, in the question echoed back; session 25 probe) or breaks it (U+2028).
+    for question in ["emerald\u{202e} sticks", "emerald\u{2028}sticks"] {
+        let out = ok(&["query", "--store", p(&store), question]);
+        assert!(
+            !out.contains('\u{202e}') && !out.contains('\u{2028}'),
+            "{question:?}: {out:?}"
+        );
+        assert!(
+            out.contains("\\u{202e}") || out.contains("\\u{2028}"),
+            "{question:?}: {out}"
+        );
+    }
 }
 
 #[test]

@@ -53,9 +53,10 @@ impl Write for Stdout {
     }
 }
 
-/// `text` with every control character but `\n` and `\t` escaped as Rust writes it.
+/// `text` with every control character but `\n` and `\t`, and every character that breaks a
+/// line or reorders it on screen (a right-to-left override), escaped as Rust writes it.
 pub(crate) fn visible(text: &str) -> std::borrow::Cow<'_, str> {
-    let hidden = |c: char| c.is_control() && c != '\n' && c != '\t';
+    let hidden = |c: char| loci::text::breaks_a_line_or_its_order(c) && c != '\n' && c != '\t';
     if !text.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(text);
     }
