@@ -1049,3 +1049,23 @@ fn an_empty_question_is_refused_naming_the_question() {
         .retrieve("$", &RetrieveOptions::default())
         .unwrap();
 }
+
+/// A time outside the world's range (±2^61, as an event's `ts`) is refused naming it, where
+/// `as_of: i64::MIN` was taken, and every fact seen later judged fresh (session 25 probe).
+#[test]
+fn a_time_outside_the_worlds_range_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = film_store(dir.path());
+    let retriever = Retriever::new(&store).unwrap();
+    let as_of = RetrieveOptions::default().with_as_of(i64::MIN);
+    let mut window = RetrieveOptions::default();
+    window.time = Some((0, i64::MAX));
+    for (opts, name) in [(as_of, "as_of"), (window, "time")] {
+        let err = retriever.retrieve("film", &opts).unwrap_err();
+        assert!(
+            matches!(&err, loci::Error::InvalidArgument { name: n, .. } if n == name),
+            "{name}: {err}"
+        );
+        assert!(err.to_string().contains("out of range"), "{err}");
+    }
+}

@@ -377,7 +377,8 @@ pub struct QueryArgs {
     /// Only these kinds of snippets (repeatable): fact, passage, event, entity.
     #[arg(long, value_parser = ["fact", "passage", "event", "entity"])]
     pub kind: Vec<String>,
-    /// Judge validity, and decay confidence, at this world time (default: the latest event).
+    /// Judge validity, and decay confidence, at this world time (default: the latest event);
+    /// facts first seen later still count (the graph as it was: `replay --until`).
     #[arg(long, allow_negative_numbers = true)]
     pub as_of: Option<i64>,
     /// Also use facts whose validity has ended.

@@ -910,6 +910,21 @@ fn check_options(opts: &RetrieveOptions) -> Result<()> {
             message: format!("{} is outside [0, 1]", opts.min_confidence),
         });
     }
+    // World times are bounded as an event's `ts` is: `as_of` at i64::MIN had judged every
+    // fact fresh, and ages past the range overflow the arithmetic of decay and recency.
+    let times = opts.as_of.map(|t| ("as_of", t)).into_iter().chain(
+        opts.time
+            .into_iter()
+            .flat_map(|(from, to)| [("time", from), ("time", to)]),
+    );
+    for (name, t) in times {
+        if let Some(message) = crate::store::time_out_of_range(t) {
+            return Err(Error::InvalidArgument {
+                name: name.into(),
+                message,
+            });
+        }
+    }
     Ok(())
 }
 
