@@ -1838,6 +1838,27 @@ fn memory_commands_work_end_to_end() {
     assert!(ok(&["replay", "--store", s, "--verify"]).contains("OK: live state equals replay"));
     let bad = loci(&["wm", "--store", s, "capacity", "lots"]);
     assert_eq!(bad.status.code(), Some(2));
+    // A number out of range is said to be, not to be no number or an unknown flag (session 25
+    // probe: "needs a number, got 99999999999999999999", "unexpected argument '-1' found").
+    for n in ["99999999999999999999", "-1", "0"] {
+        let bad = loci(&["wm", "--store", s, "capacity", n]);
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(3), "{n}: {err}");
+        assert!(err.contains("between 1 and"), "{n}: {err}");
+    }
+    for args in [
+        vec!["forget", "--store", s, "--budget", "-1"],
+        vec!["context", "--store", s, "--budget", "-1"],
+        vec!["query", "--store", s, "x", "--budget", "-1"],
+    ] {
+        let bad = loci(&args);
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("--budget") && err.contains("-1 is negative"),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 /// A working-memory change that finds nothing to change (a misspelt threat, an empty stack) or

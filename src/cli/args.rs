@@ -208,7 +208,7 @@ pub struct ForgetArgs {
     #[command(flatten)]
     pub store: StoreArg,
     /// Events the store may hold (deleted ones not counted).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = at_least_one)]
     pub budget: u64,
     /// "Now" for recency (default: the latest event's time).
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
@@ -226,6 +226,7 @@ pub struct WmArgs {
         "add-threat", "clear-threat", "promise", "keep-promise", "mainline", "capacity", "clear"])]
     pub action: Option<String>,
     /// The text (observation, intent, subgoal, threat, promise, mainline) or capacity.
+    #[arg(allow_negative_numbers = true)]
     pub text: Vec<String>,
     /// World time of the change (default: the latest event's).
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
@@ -242,7 +243,7 @@ pub struct ContextArgs {
     #[command(flatten)]
     pub store: StoreArg,
     /// Tokens the context may take (counted on the final text).
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 8000, allow_negative_numbers = true, value_parser = count)]
     pub budget: usize,
     /// The question of this turn (its snippets come from retrieval).
     #[arg(long)]
@@ -360,7 +361,7 @@ pub struct QueryArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub limit: usize,
     /// Token budget of the rendered snippets.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = count)]
     pub budget: Option<usize>,
     /// How the budget counts tokens: approx or cl100k_base.
     #[arg(long, default_value = "approx")]
@@ -721,4 +722,25 @@ pub enum BenchCommand {
         #[command(flatten)]
         report: ReportArgs,
     },
+}
+
+/// A count of 0 or more: a negative one is said to be, where the parser of an unsigned number
+/// said "invalid digit found in string" (or clap, "unexpected argument '-1'").
+fn count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<i128>() {
+        Ok(n) if n < 0 => Err(format!("{n} is negative: give 0 or more")),
+        Ok(n) => {
+            usize::try_from(n).map_err(|_| format!("{n} is out of range: at most {}", usize::MAX))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A count of 1 or more (see [`count`]).
+fn at_least_one(text: &str) -> Result<u64, String> {
+    match count(text) {
+        Ok(0) => Err("0 is too few: give 1 or more".into()),
+        Ok(n) => Ok(n as u64),
+        Err(e) => Err(e.replace("give 0 or more", "give 1 or more")),
+    }
 }

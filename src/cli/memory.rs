@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
 use loci::dynamics::forget::{self as forgetting, ForgetOptions};
-use loci::dynamics::working::WmOp;
+use loci::dynamics::working::{WmOp, MAX_CAPACITY};
 use loci::DeleteRequest;
 
 use super::args::{
@@ -205,8 +205,14 @@ pub fn working_memory(a: WmArgs) -> Result<Code> {
             text: needs_text("keep-promise")?,
         }),
         "mainline" => Some(WmOp::Mainline { text: text.clone() }),
-        "capacity" => match text.trim().parse::<usize>() {
-            Ok(n) => Some(WmOp::Capacity { n }),
+        "capacity" => match text.trim().parse::<i128>() {
+            Ok(n) if (1..=MAX_CAPACITY as i128).contains(&n) => {
+                Some(WmOp::Capacity { n: n as usize })
+            }
+            Ok(n) => fail!(
+                Code::BadInput,
+                "wm capacity {n}: must be between 1 and {MAX_CAPACITY}"
+            ),
             Err(_) => fail!(Code::Usage, "wm capacity needs a number, got {text:?}"),
         },
         _ => Some(WmOp::Clear),
