@@ -717,7 +717,7 @@ type Line = (usize, String);
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// The non-blank lines of a JSON Lines input, numbered, as they are read: a byte-order mark
-/// before the first line is skipped, `\r\n` endings are accepted, and a line that is not
+/// at the start of a line is skipped, `\r\n` endings are accepted, and a line that is not
 /// UTF-8 or longer than [`MAX_LINE_BYTES`] is an error naming its line.
 pub struct Lines<R> {
     reader: R,
@@ -775,10 +775,9 @@ impl<R: std::io::BufRead> Lines<R> {
                     format!("longer than {MAX_LINE_BYTES} bytes (is this a JSON Lines file?)"),
                 ));
             }
-            let mut bytes: &[u8] = &self.buf;
-            if self.line == 1 {
-                bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-            }
+            // Files joined with `cat` keep each one's byte-order mark, at the start of a line.
+            let bytes: &[u8] = &self.buf;
+            let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
             if self.lossy {
                 let text = String::from_utf8_lossy(bytes);
                 let text = text.trim_end_matches(['\n', '\r']);
@@ -1275,5 +1274,16 @@ mod assertion_json_tests {
             .unwrap_err()
             .to_string()
             .contains("unknown field `colour`"));
+    }
+
+    /// A byte-order mark at the start of any line is skipped, as at the first: files joined
+    /// with `cat` keep each one's (session 25 probe: "j.jsonl:2: json: expected value at
+    /// column 1").
+    #[test]
+    fn a_byte_order_mark_starting_any_line_is_skipped() {
+        let text = "\u{feff}{\"ts\":1,\"kind\":\"A\"}\n\u{feff}{\"ts\":2,\"kind\":\"B\"}\r\n";
+        let batch = read_str("j.jsonl", text, Format::Events).unwrap();
+        let kinds: Vec<&str> = batch.events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["A", "B"]);
     }
 }

@@ -861,6 +861,19 @@ async fn a_body_of_another_shape_is_refused_without_naming_internal_types() {
     }
 }
 
+/// A body that starts with a byte-order mark (as some Windows tools write JSON) is read as
+/// without it, as the CLI reads such a file: it was "body: expected value at line 1 column 1"
+/// (session 25 probe).
+#[tokio::test]
+async fn a_body_that_starts_with_a_byte_order_mark_is_read_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let body = "\u{feff}{\"question\": \"where is home\"}";
+    let (s, v, _) = call(&st, "POST", "/v1/query", Some(body), None).await;
+    assert_eq!(s, 200, "{v}");
+    assert!(!v["snippets"].as_array().unwrap().is_empty(), "{v}");
+}
+
 /// A planner query's parameter given twice is refused, naming it, as the CLI refuses
 /// `--param` twice: the JSON object's last value had silently won (the fresh-clone probe's
 /// finding).

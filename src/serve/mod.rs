@@ -346,7 +346,7 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
     if req.uri().path() == "/health" {
         return next.run(req).await;
     }
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let limit = state.config.max_body_bytes;
     // A request without a body (a GET) takes no place among the bodies being received.
     let reading = if axum::body::HttpBody::is_end_stream(&body) {
@@ -391,6 +391,18 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
             )
             .into_response()
         }
+    };
+    // A byte-order mark before a JSON body (some Windows tools write one) is no part of it;
+    // RFC 8259 lets a reader ignore it, and the CLI skips it in files.
+    let bytes = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => {
+            let rest = bytes.slice(bytes.len() - rest.len()..);
+            parts
+                .headers
+                .insert(axum::http::header::CONTENT_LENGTH, rest.len().into());
+            rest
+        }
+        None => bytes,
     };
     if let Some(answer) = mcp::unparsable(&parts, &bytes) {
         return answer;
