@@ -61,6 +61,20 @@ fn seen(store: &Store) -> BTreeMap<(String, String, String), (i64, f32)> {
         .collect()
 }
 
+/// A store of a 30-day world (seed 11, scale 2) on `backend`, consolidated.
+fn consolidated_month(backend: BackendKind) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), backend).unwrap();
+    let w = world::generate(&WorldConfig {
+        seed: 11,
+        scale: 2,
+        days: 30,
+    });
+    store.ingest(w.events).unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    (dir, store)
+}
+
 fn held(store: &Store) -> u64 {
     let s = store.stats();
     s.events - s.events_deleted
@@ -69,15 +83,7 @@ fn held(store: &Store) -> u64 {
 #[test]
 fn forgetting_keeps_the_store_within_budget_and_every_belief() {
     for backend in BackendKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        let w = world::generate(&WorldConfig {
-            seed: 11,
-            scale: 2,
-            days: 30,
-        });
-        store.ingest(w.events).unwrap();
-        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        let (dir, store) = consolidated_month(backend);
         let before = facts(&store);
         let nodes_before = store.stats().nodes;
         let weeks: Vec<u64> = consolidate::summaries(&store)
@@ -124,15 +130,7 @@ fn forgetting_keeps_the_store_within_budget_and_every_belief() {
 #[test]
 fn forgetting_keeps_when_each_kept_fact_was_last_seen() {
     for backend in BackendKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        let w = world::generate(&WorldConfig {
-            seed: 11,
-            scale: 2,
-            days: 30,
-        });
-        store.ingest(w.events).unwrap();
-        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        let (dir, store) = consolidated_month(backend);
         let before = seen(&store);
         let budget = held(&store) / 5;
         let r = forget::forget(&store, &ForgetOptions::with_budget(budget)).unwrap();
