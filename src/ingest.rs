@@ -578,6 +578,10 @@ pub fn read_bytes_detecting(
 ) -> Result<SourceBatch> {
     let format = match format {
         Some(f) => f,
+        // Blank input holds no events in any format, as a blank file holds none for the CLI.
+        None if Lines::new(file, content).next_line()?.is_none() => {
+            return Ok(SourceBatch::default())
+        }
         None => detect_format_of_bytes(file, content)?,
     };
     read_bytes(file, content, format)

@@ -874,6 +874,22 @@ async fn a_body_that_starts_with_a_byte_order_mark_is_read_without_it() {
     assert!(!v["snippets"].as_array().unwrap().is_empty(), "{v}");
 }
 
+/// A body of blank lines holds no events, over HTTP as in a file the CLI reads: it commits
+/// nothing, where it was refused as a format that cannot be detected (session 25 probe).
+#[tokio::test]
+async fn a_body_of_blank_lines_commits_nothing_as_a_blank_file_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let (_, before, _) = call(&st, "GET", "/v1/stats", None, None).await;
+    for body in ["", "\n\n", " \r\n\t\n"] {
+        let (s, v, _) = call(&st, "POST", "/v1/events", Some(body), None).await;
+        assert_eq!(s, 200, "{body:?}: {v}");
+        assert_eq!(v["events"], 0, "{body:?}: {v}");
+    }
+    let (_, after, _) = call(&st, "GET", "/v1/stats", None, None).await;
+    assert_eq!(before["events"], after["events"]);
+}
+
 /// A planner query's parameter given twice is refused, naming it, as the CLI refuses
 /// `--param` twice: the JSON object's last value had silently won (the fresh-clone probe's
 /// finding).
