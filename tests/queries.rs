@@ -1671,6 +1671,8 @@ fn planning_errors_point_at_the_name_they_are_about() {
         // ... FOR takes a string") or failed at run time unplaced.
         ("SEARCH a FOR zz MATCH (a) RETURN a", 1, 14),
         ("SEARCH a FOR b.name MATCH (b) RETURN a", 1, 14),
+        // Event with another label: the others were dropped (session 25 probe 2).
+        ("MATCH (n:Event|Place) RETURN n", 1, 7),
     ] {
         let e = query::prepare(text, Limits::default()).unwrap_err();
         match &e {
@@ -1786,5 +1788,121 @@ fn a_pattern_property_reads_a_variable_bound_later_in_the_plan() {
         let want = count(&in_where);
         assert_eq!(count(&in_pattern), want, "{in_pattern}");
         assert!(want > 0, "{in_where} matches something");
+    }
+}
+
+/// A store of the world, with nodes whose `v` is 1, 1.0 and 2^53 + 1, and a node `sl:a` with a
+/// self-loop and one edge to `sl:b`.
+fn numbers_store(dir: &Path) -> Store {
+    use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Value};
+    let (store, _) = world_store(dir);
+    let node = |key: &str, v: Option<Value>| {
+        Assertion::UpsertNode(NodeUpsert {
+            key: key.into(),
+            label: Some("T".into()),
+            name: Some(key.into()),
+            props: v.map(|v| [("v".to_string(), v)].into()).unwrap_or_default(),
+            ..Default::default()
+        })
+    };
+    let edge = |from: &str, to: &str| {
+        Assertion::UpsertEdge(EdgeUpsert {
+            from: from.into(),
+            relation: "R".into(),
+            to: to.into(),
+            ..Default::default()
+        })
+    };
+    let mut ev = EventDraft::new(DAY * 100, "bot", "NOTE");
+    ev.assertions = vec![
+        node("n:int", Some(Value::Int(1))),
+        node("n:float", Some(Value::Float(1.0))),
+        node("n:big", Some(Value::Int(9_007_199_254_740_993))),
+        node("sl:a", None),
+        node("sl:b", None),
+        edge("sl:a", "sl:a"),
+        edge("sl:a", "sl:b"),
+    ];
+    store.ingest(vec![ev]).unwrap();
+    store
+}
+
+/// Values the language calls equal are one value to DISTINCT, grouping and IN, and a long IN
+/// list is as exact as a short one (session 25 probe 2: 1 and 1.0 were two rows; past 16 items
+/// a list was hashed by each number's float bits, and 2^53 + 1 was found in [2^53, ...]); IN
+/// with null follows the null rules of `=`; an undirected pattern takes a self-loop once.
+#[test]
+fn equal_values_are_one_to_distinct_grouping_and_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = numbers_store(dir.path());
+    let none = HashMap::new();
+    let rows = |text: &str| -> Vec<Vec<serde_json::Value>> {
+        query::run(&store, text, &none)
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .rows
+    };
+    let ones = "MATCH (n:T) WHERE n.v = 1";
+    assert_eq!(rows(&format!("{ones} RETURN count(*)")), [[2]]);
+    assert_eq!(rows(&format!("{ones} RETURN DISTINCT n.v + 0")).len(), 1);
+    assert_eq!(rows(&format!("{ones} RETURN n.v + 0 AS v, count(*)")).len(), 1);
+    let long: Vec<String> = (1..=17).map(|i| i.to_string()).collect();
+    for list in ["9007199254740992".to_string(), format!("9007199254740992, {}", long.join(", "))] {
+        let found = rows(&format!(
+            "MATCH (n {{key: 'n:big'}}) RETURN n.v IN [{list}], 9007199254740993 IN [{list}]"
+        ));
+        assert_eq!(found, [[false, false]], "[{list}]");
+    }
+    let found = rows("MATCH (n {key: 'n:int'}) RETURN n.v IN [1.0, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]");
+    assert_eq!(found, [[true]]);
+    let found = rows(
+        "MATCH (n {key: 'n:int'}) RETURN 1 IN [null], 1 IN [2, null], 1 IN [1, null], null IN []",
+    );
+    assert_eq!(
+        found,
+        [[
+            serde_json::Value::Null,
+            serde_json::Value::Null,
+            serde_json::Value::Bool(true),
+            serde_json::Value::Bool(false)
+        ]]
+    );
+    assert_eq!(
+        rows("MATCH (x {key: 'sl:a'})-[r]-(y) RETURN count(*)"),
+        [[2]],
+        "the self-loop once, the edge to sl:b once"
+    );
+}
+
+/// `{name: x}` in a pattern matches a node as the name lookup does (case, plural, aliases),
+/// wherever the planner starts the pattern: reached over an edge it was an exact test, so
+/// 'emeralds' found fletcher's offer from the item and not from the villager (session 25
+/// probe 2).
+#[test]
+fn a_name_in_a_pattern_matches_alike_wherever_the_pattern_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let none = HashMap::new();
+    let keys = |text: &str| -> Vec<serde_json::Value> {
+        let mut k: Vec<serde_json::Value> = query::run(&store, text, &none)
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .rows
+            .into_iter()
+            .map(|r| r[0].clone())
+            .collect();
+        k.sort_by_key(|v| v.to_string());
+        k
+    };
+    for name in ["emerald", "emeralds", "EMERALD"] {
+        let from_item = keys(&format!(
+            "MATCH (v:NPC)-[:OFFERS]->(i {{name: '{name}'}}) RETURN v.key"
+        ));
+        let from_villager = keys(&format!(
+            "MATCH (v {{key: 'npc:fletcher:0'}})-[:OFFERS]->(i {{name: '{name}'}}) RETURN v.key"
+        ));
+        assert!(
+            from_item.contains(&serde_json::Value::from("npc:fletcher:0")),
+            "{name}: {from_item:?}"
+        );
+        assert_eq!(from_villager, ["npc:fletcher:0"], "{name}");
     }
 }
