@@ -1844,9 +1844,15 @@ fn equal_values_are_one_to_distinct_grouping_and_in() {
     let ones = "MATCH (n:T) WHERE n.v = 1";
     assert_eq!(rows(&format!("{ones} RETURN count(*)")), [[2]]);
     assert_eq!(rows(&format!("{ones} RETURN DISTINCT n.v + 0")).len(), 1);
-    assert_eq!(rows(&format!("{ones} RETURN n.v + 0 AS v, count(*)")).len(), 1);
+    assert_eq!(
+        rows(&format!("{ones} RETURN n.v + 0 AS v, count(*)")).len(),
+        1
+    );
     let long: Vec<String> = (1..=17).map(|i| i.to_string()).collect();
-    for list in ["9007199254740992".to_string(), format!("9007199254740992, {}", long.join(", "))] {
+    for list in [
+        "9007199254740992".to_string(),
+        format!("9007199254740992, {}", long.join(", ")),
+    ] {
         let found = rows(&format!(
             "MATCH (n {{key: 'n:big'}}) RETURN n.v IN [{list}], 9007199254740993 IN [{list}]"
         ));

@@ -284,17 +284,19 @@ struct Ctx<'a> {
     events: HashMap<u64, Option<Event>>,
     /// Large literal lists on the right of `IN`, as sets, by the address of the list's
     /// expression in the plan (which outlives the execution).
-    in_sets: HashMap<usize, std::rc::Rc<HashSet<InKey>>>,
+    in_sets: HashMap<usize, std::rc::Rc<InSet>>,
     slots: &'a [String],
     /// The nodes, edges and events the result returns, as usage items (`dynamics::usage`).
     used: Vec<Item>,
 }
 
-/// A scalar as `IN` compares it: numbers by value whatever their type, as [`equal`] does.
+/// A scalar as `IN` compares it: numbers by value whatever their type, exactly, as [`equal`]
+/// does (keyed by their float bits, 2^53 + 1 had been found in [2^53]).
 #[derive(Hash, PartialEq, Eq)]
 enum InKey {
     Str(String),
-    Num(u64),
+    Int(i64),
+    Float(u64),
     Bool(bool),
 }
 
@@ -303,11 +305,80 @@ impl InKey {
         Some(match v {
             Val::Str(s) => InKey::Str(s.clone()),
             Val::Bool(b) => InKey::Bool(*b),
-            // 0.0 and -0.0 are equal numbers with different bits.
-            Val::Int(_) | Val::Float(_) => InKey::Num((v.num()? + 0.0).to_bits()),
+            Val::Int(i) => InKey::Int(*i),
+            Val::Float(f) => match exact_int(*f) {
+                Some(i) => InKey::Int(i),
+                // 0.0 and -0.0 are equal numbers with different bits (and both exact_int).
+                None => InKey::Float(f.to_bits()),
+            },
             _ => return None,
         })
     }
+}
+
+/// The list on the right of `IN` as a set, and whether it holds a null (then a value not in
+/// it is null, not false: it may be the unknown one).
+#[derive(Default)]
+struct InSet {
+    keys: HashSet<InKey>,
+    has_null: bool,
+}
+
+/// The integer a float equals, if it equals one that is 64 bits.
+fn exact_int(f: f64) -> Option<i64> {
+    // 2^63 is exactly representable; i64 holds everything below it and down to -2^63.
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    (f.fract() == 0.0 && (-TWO_63..TWO_63).contains(&f)).then_some(f as i64)
+}
+
+/// `x IN list` from whether `x` is null, is found, and the list holds a null (as Cypher: null
+/// when `x` is null or not found beside a null, for a list that is not empty).
+fn in_result(null: bool, found: bool, has_null: bool, empty: bool) -> Val {
+    if empty {
+        Val::Bool(false)
+    } else if null {
+        Val::Null
+    } else if found {
+        Val::Bool(true)
+    } else if has_null {
+        Val::Null
+    } else {
+        Val::Bool(false)
+    }
+}
+
+/// `v` with each float that equals a 64-bit integer as that integer, so that values `=` calls
+/// equal are one to grouping (1 and 1.0 were two groups).
+fn canonical(v: &Val) -> Val {
+    match v {
+        Val::Float(f) => exact_int(*f).map_or(Val::Float(*f), Val::Int),
+        Val::List(items) => Val::List(items.iter().map(canonical).collect()),
+        Val::Map(m) => Val::Map(m.iter().map(|(k, v)| (k.clone(), canonical(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A returned row as DISTINCT compares it: with [`canonical`]'s numbers (1 and 1.0 were two
+/// rows).
+fn distinct_key(vals: &[serde_json::Value]) -> String {
+    fn canonical_json(v: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value as J;
+        match v {
+            J::Number(n) if n.is_f64() => n
+                .as_f64()
+                .and_then(exact_int)
+                .map_or_else(|| v.clone(), J::from),
+            J::Array(items) => J::Array(items.iter().map(canonical_json).collect()),
+            J::Object(m) => J::Object(
+                m.iter()
+                    .map(|(k, v)| (k.clone(), canonical_json(v)))
+                    .collect(),
+            ),
+            _ => v.clone(),
+        }
+    }
+    let vals: Vec<serde_json::Value> = vals.iter().map(canonical_json).collect();
+    serde_json::to_string(&vals).unwrap_or_default()
 }
 
 /// Event records kept at once by one execution.
@@ -477,11 +548,9 @@ impl<'a> Ctx<'a> {
             Expr::Bin(BinOp::In, a, b) if self.in_set(b).is_some() => {
                 let a = self.eval(a, row)?;
                 let set = self.in_set(b).unwrap_or_default();
-                if a == Val::Null {
-                    Val::Null
-                } else {
-                    Val::Bool(InKey::of(&a).is_some_and(|k| set.contains(&k)))
-                }
+                let found = InKey::of(&a).is_some_and(|k| set.keys.contains(&k));
+                // A set is made only of a list longer than IN_SET_MIN: never empty.
+                in_result(a == Val::Null, found, set.has_null, false)
             }
             Expr::Bin(op, a, b) => {
                 let a = self.eval(a, row)?;
@@ -506,7 +575,7 @@ impl<'a> Ctx<'a> {
 
     /// The set of a long list of literals, built on first use: `x IN [10,000 keys]` must not
     /// rebuild and scan the list for every row. `None` for other lists, which stay lists.
-    fn in_set(&mut self, list: &Expr) -> Option<std::rc::Rc<HashSet<InKey>>> {
+    fn in_set(&mut self, list: &Expr) -> Option<std::rc::Rc<InSet>> {
         let at = list as *const Expr as usize;
         if let Some(set) = self.in_sets.get(&at) {
             return Some(set.clone());
@@ -516,12 +585,13 @@ impl<'a> Ctx<'a> {
             // A list parameter is as constant as a literal, and as costly to copy per row.
             Expr::Param(p) => match self.params.get(p) {
                 Some(Val::List(vals)) if vals.len() > IN_SET_MIN => {
-                    let set = vals
+                    let keys = vals
                         .iter()
                         .filter(|v| **v != Val::Null)
                         .map(InKey::of)
                         .collect::<Option<HashSet<_>>>()?;
-                    let set = std::rc::Rc::new(set);
+                    let has_null = vals.contains(&Val::Null);
+                    let set = std::rc::Rc::new(InSet { keys, has_null });
                     self.in_sets.insert(at, set.clone());
                     return Some(set);
                 }
@@ -530,10 +600,11 @@ impl<'a> Ctx<'a> {
             _ => return None,
         };
         let mut set = HashSet::with_capacity(items.len());
+        let mut has_null = false;
         for i in items {
             match i {
                 // A null item never equals anything, so it is not part of the set.
-                Expr::Lit(Literal::Null) => {}
+                Expr::Lit(Literal::Null) => has_null = true,
                 Expr::Lit(Literal::Str(s)) => {
                     set.insert(InKey::Str(s.clone()));
                 }
@@ -549,7 +620,10 @@ impl<'a> Ctx<'a> {
                 _ => return None,
             }
         }
-        let set = std::rc::Rc::new(set);
+        let set = std::rc::Rc::new(InSet {
+            keys: set,
+            has_null,
+        });
         self.in_sets.insert(at, set.clone());
         Some(set)
     }
@@ -825,13 +899,12 @@ fn binary(op: BinOp, a: &Val, b: &Val) -> Val {
         BinOp::Gt => ord(&[Greater]),
         BinOp::Ge => ord(&[Greater, Equal]),
         BinOp::In => match b {
-            Val::List(items) => {
-                if *a == Val::Null {
-                    Val::Null
-                } else {
-                    Val::Bool(items.iter().any(|i| equal(a, i) == Some(true)))
-                }
-            }
+            Val::List(items) => in_result(
+                *a == Val::Null,
+                items.iter().any(|i| equal(a, i) == Some(true)),
+                items.contains(&Val::Null),
+                items.is_empty(),
+            ),
             _ => Val::Null,
         },
         BinOp::StartsWith | BinOp::EndsWith | BinOp::Contains => match (a, b) {
@@ -1262,44 +1335,48 @@ impl Run<'_, '_> {
         slot: usize,
         name: &Expr,
     ) -> Result<Flow, QueryError> {
-        let g = self.ctx.g;
         for row in rows {
             self.guard.tick()?;
             let Val::Str(wanted) = self.ctx.eval(name, row)? else {
                 continue;
             };
-            // No node bears a name whose form is longer than a name may be.
-            if crate::text::name_form(&wanted).len() > crate::model::MAX_NAME_BYTES {
-                continue;
-            }
-            // Through the full-text index: the exact name form first; when nothing bears it,
-            // analysed search filtered to names equal up to plural.
-            let bears = |n, form: &str| g.bears_name_form(n, form);
-            let mut found = self.store.text_index().lookup_name(&wanted, 1000, &bears)?;
-            // A value longer than a search takes is looked up by its form only.
-            if found.is_empty() && wanted.len() <= crate::text::TextIndex::MAX_QUESTION_BYTES {
-                let filter = SearchFilter {
-                    nodes_only: Some(true),
-                    ..Default::default()
-                };
-                for h in self.store.search(&wanted, &filter, 50)? {
-                    let Target::Node(n) = h.target else { continue };
-                    let Some(node) = g.node(n) else { continue };
-                    if same_name(&node.name, &wanted)
-                        || node.aliases.iter().any(|a| same_name(a, &wanted))
-                    {
-                        found.push(n);
-                    }
-                }
-            }
-            let mut seen = HashSet::new();
-            for n in found {
-                if seen.insert(n) {
-                    emit!(self, out, row, slot => Val::Node(n));
-                }
+            for n in self.nodes_named(&wanted)? {
+                emit!(self, out, row, slot => Val::Node(n));
             }
         }
         Ok(Flow::More)
+    }
+
+    /// The nodes a pattern's `{name: wanted}` finds, each once: through the full-text index,
+    /// the exact name form first; when nothing bears it, analysed search filtered to names
+    /// (or aliases) equal up to plural.
+    fn nodes_named(&mut self, wanted: &str) -> Result<Vec<NodeId>, QueryError> {
+        let g = self.ctx.g;
+        // No node bears a name whose form is longer than a name may be.
+        if crate::text::name_form(wanted).len() > crate::model::MAX_NAME_BYTES {
+            return Ok(Vec::new());
+        }
+        let bears = |n, form: &str| g.bears_name_form(n, form);
+        let mut found = self.store.text_index().lookup_name(wanted, 1000, &bears)?;
+        // A value longer than a search takes is looked up by its form only.
+        if found.is_empty() && wanted.len() <= crate::text::TextIndex::MAX_QUESTION_BYTES {
+            let filter = SearchFilter {
+                nodes_only: Some(true),
+                ..Default::default()
+            };
+            for h in self.store.search(wanted, &filter, 50)? {
+                let Target::Node(n) = h.target else { continue };
+                let Some(node) = g.node(n) else { continue };
+                if same_name(&node.name, wanted)
+                    || node.aliases.iter().any(|a| same_name(a, wanted))
+                {
+                    found.push(n);
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        found.retain(|n| seen.insert(*n));
+        Ok(found)
     }
 
     /// `(v:Label)` with nothing else to start from: every node of one of `labels`.
@@ -1365,6 +1442,8 @@ impl Run<'_, '_> {
         labels: &[String],
         props: &[(String, Expr)],
     ) -> Result<Flow, QueryError> {
+        // The nodes each wanted name finds, looked up once per name.
+        let mut named: HashMap<String, HashSet<NodeId>> = HashMap::new();
         'rows: for row in rows {
             self.guard.tick()?;
             let v = row[slot].clone();
@@ -1376,6 +1455,19 @@ impl Run<'_, '_> {
             }
             for (k, e) in props {
                 let want = self.ctx.eval(e, &row)?;
+                // A node's `name` matches as the lookup that binds a pattern by it does (case,
+                // plural, aliases), wherever the planner starts the pattern: reached over an
+                // edge it was an exact test, and the answer hung on the plan.
+                if let (true, Val::Node(id), Val::Str(wanted)) = (k == "name", &v, &want) {
+                    if !named.contains_key(wanted) {
+                        let found = self.nodes_named(wanted)?.into_iter().collect();
+                        named.insert(wanted.clone(), found);
+                    }
+                    if !named.get(wanted).is_some_and(|found| found.contains(id)) {
+                        continue 'rows;
+                    }
+                    continue;
+                }
                 let have = self.ctx.prop(&v, k)?;
                 if equal(&have, &want) != Some(true) {
                     continue 'rows;
@@ -1468,7 +1560,9 @@ impl Run<'_, '_> {
                     continue;
                 }
                 for e in g.adjacency().entries(here) {
-                    if admits(&e) && !edges.contains(&e.edge_id()) {
+                    // A self-loop is in its node's list twice, out and in: either way, once.
+                    let loop_twin = *dir == Dir::Either && e.is_incoming() && e.neighbor() == here;
+                    if admits(&e) && !loop_twin && !edges.contains(&e.edge_id()) {
                         let mut ns = nodes.clone();
                         ns.push(e.neighbor());
                         let mut es = edges.clone();
@@ -1602,11 +1696,7 @@ impl Run<'_, '_> {
             }
             self.guard.tick()?;
             let vals = project(&mut self.ctx, self.plan, row, self.guard)?;
-            if self.plan.distinct
-                && !self
-                    .seen
-                    .insert(serde_json::to_string(&vals).unwrap_or_default())
-            {
+            if self.plan.distinct && !self.seen.insert(distinct_key(&vals)) {
                 continue;
             }
             self.out.push(vals);
@@ -1773,7 +1863,7 @@ pub fn execute(
         }
         guard.tick()?;
         let vals = project(&mut ctx, plan, row, &guard)?;
-        if plan.distinct && !seen.insert(serde_json::to_string(&vals).unwrap_or_default()) {
+        if plan.distinct && !seen.insert(distinct_key(&vals)) {
             continue;
         }
         out.push(vals);
@@ -1806,7 +1896,7 @@ fn aggregate(
         for (_, e) in plan.returns.iter().filter(|(_, e)| !is_aggregate(e)) {
             key.push(ctx.eval(e, row)?);
         }
-        let id = format!("{key:?}");
+        let id = format!("{:?}", key.iter().map(canonical).collect::<Vec<_>>());
         let g = match index.get(&id) {
             Some(g) => *g,
             None => {

@@ -130,8 +130,8 @@ struct Planner {
     bound: Vec<bool>,
     limits: PlanLimits,
     /// Property checks of patterns that read a variable not yet bound where the pattern's node
-    /// or relation is, as `subject.key = value`: each becomes a filter once its variables are.
-    waiting: Vec<Expr>,
+    /// or relation is, as (its slot, key, value): each is checked once its variables are.
+    waiting: Vec<(usize, String, Expr)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -200,29 +200,35 @@ impl Planner {
     }
 
     /// Of the `props` of the node or relation in `slot`, those that can be checked at this
-    /// step; each other one reads a variable bound later, and waits as a filter until it is
-    /// (checked here, it read that variable as null and matched nothing).
+    /// step; each other one reads a variable bound later, and waits until it is (checked here,
+    /// it read that variable as null and matched nothing).
     fn ready_props(&mut self, slot: usize, props: Vec<(String, Expr)>) -> Vec<(String, Expr)> {
         let (now, later): (Vec<_>, Vec<_>) = props.into_iter().partition(|(_, e)| self.ready(e));
-        for (key, value) in later {
-            let subject = Expr::Prop(Box::new(Expr::Var(self.slots[slot].clone())), key);
-            self.waiting
-                .push(Expr::Bin(BinOp::Eq, Box::new(subject), Box::new(value)));
-        }
+        self.waiting
+            .extend(later.into_iter().map(|(key, value)| (slot, key, value)));
         now
     }
 
-    /// The waiting property checks whose variables are all bound now, as one filter.
+    /// The waiting property checks whose variables are all bound now, as checks of their
+    /// node or relation (so a `name` matches as it does where it is checked at once).
     fn filter_ready(&mut self) {
-        let (ready, still): (Vec<Expr>, Vec<Expr>) = std::mem::take(&mut self.waiting)
+        let (ready, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
             .into_iter()
-            .partition(|e| self.ready(e));
+            .partition(|(slot, _, e)| self.bound[*slot] && self.ready(e));
         self.waiting = still;
-        if let Some(all) = ready
-            .into_iter()
-            .reduce(|a, b| Expr::Bin(BinOp::And, Box::new(a), Box::new(b)))
-        {
-            self.ops.push(Op::Filter(all));
+        let mut by_slot: Vec<(usize, Vec<(String, Expr)>)> = Vec::new();
+        for (slot, key, value) in ready {
+            match by_slot.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, props)) => props.push((key, value)),
+                None => by_slot.push((slot, vec![(key, value)])),
+            }
+        }
+        for (slot, props) in by_slot {
+            self.ops.push(Op::CheckNode {
+                slot,
+                labels: Vec::new(),
+                props,
+            });
         }
     }
 
@@ -450,6 +456,18 @@ fn check_pattern_expressions(q: &Query) -> Result<(), QueryError> {
             .chain(path.steps.iter().filter_map(|(r, _)| r.var.as_ref()));
         for v in vars {
             known.insert(v.clone(), 0);
+        }
+    }
+    for path in &q.patterns {
+        let nodes = std::iter::once(&path.start).chain(path.steps.iter().map(|(_, n)| n));
+        for n in nodes {
+            // Events and nodes are matched apart: the other labels were dropped.
+            if n.labels.len() > 1 && n.labels.iter().any(|l| l == EVENT_LABEL) {
+                return Err(plan_err_at(
+                    Some(n.span),
+                    "an (:Event) pattern takes no other label: match events and nodes apart",
+                ));
+            }
         }
     }
     let searched = q.searches.iter().map(|s| (&s.text, s.span));
