@@ -196,9 +196,11 @@ pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
             "last" => match next {
                 "week" => add(today - 7),
                 "weekend" => {
-                    // The Saturday before today.
+                    // The Saturday before today: a week back when today is a Saturday (it was
+                    // the day before, a Friday).
                     let weekday = (today + 3).rem_euclid(7); // 0 = Monday
-                    add(today - ((weekday - 5).rem_euclid(7)).max(1));
+                    let back = (weekday - 5).rem_euclid(7);
+                    add(today - if back == 0 { 7 } else { back });
                 }
                 "month" => add(today - 30),
                 "year" => add(today - 365),

@@ -971,7 +971,15 @@ fn read_graph(file: &str, content: &[Line]) -> Result<SourceBatch> {
 /// Conversation sessions: each turn an event at its session's time.
 fn read_conversations(file: &str, content: &[Line]) -> Result<SourceBatch> {
     let mut batch = SourceBatch::default();
+    // Where each turn's passage key was given: a repeated one made one passage of two turns.
+    let mut turn_lines: HashMap<String, usize> = HashMap::new();
     for (line, session) in parse_lines::<crate::conversation::Session>(file, content)? {
+        let refuse = |field: String, message: String| Error::Input {
+            file: file.to_string(),
+            line,
+            field,
+            message,
+        };
         // Taken as 1970, an unread time would put the turns before everything else.
         if crate::conversation::parse_session_time(&session.time).is_none() {
             return Err(Error::Input {
@@ -983,6 +991,28 @@ fn read_conversations(file: &str, content: &[Line]) -> Result<SourceBatch> {
                     session.time
                 ),
             });
+        }
+        if crate::text::is_blank(&session.conversation) {
+            return Err(refuse("conversation".into(), "is empty".into()));
+        }
+        for (i, t) in session.turns.iter().enumerate() {
+            if crate::text::is_blank(&t.speaker) {
+                return Err(refuse(format!("turns[{i}].speaker"), "is empty".into()));
+            }
+            if crate::text::is_blank(&t.dia_id) {
+                return Err(refuse(format!("turns[{i}].dia_id"), "is empty".into()));
+            }
+            let key = format!("{}:{}", session.conversation, t.dia_id);
+            if let Some(first) = turn_lines.insert(key, line) {
+                return Err(refuse(
+                    format!("turns[{i}].dia_id"),
+                    format!(
+                        "{} is already a turn of conversation {} (line {first}): each turn needs its own id",
+                        crate::error::quoted_excerpt(&t.dia_id),
+                        crate::error::quoted_excerpt(&session.conversation)
+                    ),
+                ));
+            }
         }
         for d in crate::conversation::session_events(&session) {
             batch.push(d, origin(file, line));

@@ -171,3 +171,51 @@ fn a_session_time_that_cannot_be_read_is_refused_with_its_line() {
         );
     }
 }
+
+/// A session whose turns share a `dia_id`, or with an empty conversation, speaker or turn id,
+/// is refused naming its line and field: a repeated id made one passage of two turns (the
+/// first lost, a FOLLOWS self-loop), and empty ones keys like ":" (session 25 probe 2).
+#[test]
+fn turns_with_a_repeated_or_empty_id_are_refused_with_their_line() {
+    for (turns, conversation, field) in [
+        (
+            r#"[{"speaker":"A","dia_id":"D1","text":"I adopted a cat"},{"speaker":"B","dia_id":"D1","text":"hello"}]"#,
+            "c1",
+            "dia_id",
+        ),
+        (
+            r#"[{"speaker":"A","dia_id":"","text":"hi"}]"#,
+            "c1",
+            "dia_id",
+        ),
+        (
+            r#"[{"speaker":" ","dia_id":"D1","text":"hi"}]"#,
+            "c1",
+            "speaker",
+        ),
+        (
+            r#"[{"speaker":"A","dia_id":"D1","text":"hi"}]"#,
+            "",
+            "conversation",
+        ),
+    ] {
+        let line = format!(
+            r#"{{"conversation":"{conversation}","session":1,"time":"1:56 pm on 8 May, 2023","turns":{turns}}}"#
+        );
+        let e = ingest::read_str("s.jsonl", &format!("{line}\n"), Format::Conversation)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("s.jsonl:1") && e.contains(field), "{turns}: {e}");
+    }
+}
+
+/// "Last weekend" said on a Saturday is the Saturday a week before, not the day before (a
+/// Friday; session 25 probe 2).
+#[test]
+fn last_weekend_said_on_a_saturday_is_the_saturday_before() {
+    // 13 May 2023 was a Saturday.
+    let line = r#"{"conversation":"c1","session":1,"time":"1:56 pm on 13 May, 2023","turns":[{"speaker":"A","dia_id":"D1","text":"we went hiking last weekend"}]}"#;
+    let batch = ingest::read_str("s.jsonl", &format!("{line}\n"), Format::Conversation).unwrap();
+    let text = format!("{:?}", batch.events[0].assertions);
+    assert!(text.contains("[date: 6 May 2023]"), "{text}");
+}
