@@ -2,7 +2,9 @@
 //! object per call into an `OBSERVATION` event with a type, an importance and a subject.
 //!
 //! A call is `{"tool": ..., "args": {...}, "result"?: ..., "error"?: ..., "exit_code"?: n,
-//! "ts"?: n, "session"?: ...}` (`name`/`input`/`arguments`/`time` are accepted too). The table:
+//! "ts"?: n, "session"?: ...}` (`name`/`input`/`arguments`/`time` are accepted too; an exit
+//! code or a time may be a float, whose whole part is read, or a string of digits, and a time
+//! that is neither keeps the call raw with the reason). The table:
 //!
 //! | type | tools | subject | importance |
 //! |---|---|---|---|
@@ -61,6 +63,19 @@ fn field<'a>(v: &'a Json, names: &[&str]) -> Option<&'a Json> {
     names.iter().find_map(|n| v.get(*n))
 }
 
+/// An integer written as one, as a float (its whole part) or as a string of digits: harnesses
+/// write exit codes and times each way, and `2.0` had been read as no exit code (success).
+fn integer_of(v: &Json) -> Option<i64> {
+    v.as_i64()
+        .or_else(|| {
+            // Whole parts past 2^53 are not exact: no time or exit code is that large.
+            v.as_f64()
+                .filter(|f| f.is_finite() && f.abs() < 9_007_199_254_740_992.0)
+                .map(|f| f.floor() as i64)
+        })
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
 fn text_of<'a>(v: &'a Json, names: &[&str]) -> Option<&'a str> {
     field(v, names)
         .and_then(Json::as_str)
@@ -98,7 +113,7 @@ pub fn extract(call: &Json) -> std::result::Result<Observation, String> {
     }
     if is(RUN) {
         let command = text_of(args, &["command", "cmd", "script"]).ok_or("no command")?;
-        let exit = field(call, &["exit_code", "exitCode", "status"]).and_then(Json::as_i64);
+        let exit = field(call, &["exit_code", "exitCode", "status"]).and_then(integer_of);
         let error = text_of(call, &["error", "stderr"]);
         if exit.is_some_and(|c| c != 0) || error.is_some() {
             let first_line = error
@@ -149,22 +164,41 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
         },
         Err(e) => (None, Some(format!("not JSON: {e}"))),
     };
-    let (call, failure) = match &json {
-        Some(v) => match extract(v) {
+    // A time that says no world time keeps the call raw, with the reason: it had been taken
+    // as 0 without a word.
+    let ts = match json
+        .as_ref()
+        .and_then(|c| field(c, &["ts", "time", "timestamp"]))
+    {
+        None => Ok(0),
+        Some(t) => integer_of(t).ok_or_else(|| {
+            format!(
+                "ts: {} is not a world time (an integer)",
+                crate::error::excerpt(&t.to_string())
+            )
+        }),
+    };
+    let (call, failure) = match (&json, &ts) {
+        (Some(_), Err(why)) => (None, Some(why.clone())),
+        (Some(v), Ok(_)) => match extract(v) {
             Ok(o) => (Some((v, o)), None),
             Err(why) => (None, Some(why)),
         },
-        None => (None, failure),
+        (None, _) => (None, failure),
     };
-    let ts = json
-        .as_ref()
-        .and_then(|c| field(c, &["ts", "time", "timestamp"]))
-        .and_then(Json::as_i64)
-        .unwrap_or(0);
+    let ts = ts.unwrap_or(0);
+    // A session id written as a number is that number's text (it had been dropped).
     let session = json
         .as_ref()
-        .and_then(|c| text_of(c, &["session", "session_id"]))
-        .map(str::to_string);
+        .and_then(|c| field(c, &["session", "session_id"]))
+        .and_then(|s| match s {
+            Json::Number(n) => Some(n.to_string()),
+            _ => s
+                .as_str()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+        });
     match call {
         Some((call, o)) => {
             let mut d = EventDraft::new(ts, "agent", kinds::OBSERVATION);
@@ -270,5 +304,41 @@ mod tests {
         assert!(why.unwrap().starts_with("not JSON"));
         let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"x"},"ts":9}"#);
         assert_eq!((d.kind.as_str(), d.ts, why), ("OBSERVATION", 9, None));
+    }
+
+    /// A time, exit code or session written as another JSON type than expected is read as
+    /// what it says, and a time that says no world time keeps the call raw with the reason:
+    /// each had been taken silently as 0, success or nothing (session 25 probe 2).
+    #[test]
+    fn times_exit_codes_and_sessions_of_another_json_type_are_read_or_reported() {
+        let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"a"},"ts":1700000000.5}"#);
+        assert_eq!(
+            (d.kind.as_str(), d.ts, why),
+            ("OBSERVATION", 1_700_000_000, None)
+        );
+        let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"a"},"ts":"1700"}"#);
+        assert_eq!((d.ts, why), (1700, None));
+        for ts in [r#""2024-05-01T10:00:00Z""#, "18446744073709551615", "true"] {
+            let (d, why) = event_of_call(&format!(
+                r#"{{"tool":"Read","args":{{"path":"a"}},"ts":{ts}}}"#
+            ));
+            assert_eq!(d.kind, TOOL_CALL, "{ts}");
+            assert!(
+                why.as_deref().is_some_and(|w| w.starts_with("ts: ")),
+                "{ts}: {why:?}"
+            );
+        }
+        for exit in ["2.0", r#""1""#, "-1"] {
+            let o = ex(&format!(
+                r#"{{"tool":"Bash","args":{{"command":"make"}},"exit_code":{exit}}}"#
+            ))
+            .unwrap();
+            assert_eq!(o.kind, "command_failed", "{exit}");
+        }
+        let (d, _) = event_of_call(r#"{"tool":"Read","args":{"path":"a"},"session":7}"#);
+        let Value::Map(m) = &d.payload else {
+            panic!("{d:?}")
+        };
+        assert_eq!(m.get("session"), Some(&Value::from("7")));
     }
 }
