@@ -112,6 +112,11 @@ pub fn parse_session_time(text: &str) -> Option<i64> {
     let lower = text.to_lowercase().replace(',', " ");
     let words: Vec<&str> = lower.split_whitespace().collect();
     let on = words.iter().position(|w| *w == "on")?;
+    // Clock, meridiem (or none), "on", day, month, year: and no other word, which had been
+    // passed over ("..., 2023, UTC").
+    if !(on == 1 || on == 2) || words.len() != on + 4 {
+        return None;
+    }
     let (clock, meridiem) = (words.first()?, words.get(1).copied().unwrap_or(""));
     // "am" or "pm" (or "a.m.", "p.m."), or straight "on" for a 24-hour clock: any other word
     // there had been passed over, and a "p.m." time read 12 hours early.
@@ -184,7 +189,8 @@ pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
     // the dates per word (a 4.6 MB turn took 7 s).
     let mut seen = std::collections::HashSet::new();
     let mut add = |day: i64| {
-        if seen.insert(day) {
+        // No calendar date before year 1 (it had been written as "31 December 0").
+        if civil_from_days(day).0 >= 1 && seen.insert(day) {
             out.push(date_text(day));
         }
     };

@@ -157,6 +157,10 @@ fn a_session_time_that_cannot_be_read_is_refused_with_its_line() {
         "1:56 pm on 8 May, 99999",
         "",
         "25:00 on 1 May, 2023",
+        // Words after the year, or before "on", had been passed over (session 25 probe 2).
+        "1:56 pm on 8 May, 2023 extra",
+        "1:56 pm on 8 May, 2023, UTC",
+        "1:56 pm about on 8 May, 2023",
     ] {
         let line = format!(
             r#"{{"conversation":"c1","session":2,"time":"{time}","turns":[{{"speaker":"A","dia_id":"D1:1","text":"hi"}}]}}"#
@@ -218,4 +222,14 @@ fn last_weekend_said_on_a_saturday_is_the_saturday_before() {
     let batch = ingest::read_str("s.jsonl", &format!("{line}\n"), Format::Conversation).unwrap();
     let text = format!("{:?}", batch.events[0].assertions);
     assert!(text.contains("[date: 6 May 2023]"), "{text}");
+}
+
+/// A relative date that would fall before year 1 is not written beside the turn (it had been
+/// "[date: 31 December 0]"; session 25 probe 2).
+#[test]
+fn a_relative_date_before_year_one_is_not_written() {
+    let line = r#"{"conversation":"c1","session":1,"time":"12:00 am on 1 January, 0001","turns":[{"speaker":"A","dia_id":"D1","text":"yesterday was long"}]}"#;
+    let batch = ingest::read_str("s.jsonl", &format!("{line}\n"), Format::Conversation).unwrap();
+    let text = format!("{:?}", batch.events[0].assertions);
+    assert!(!text.contains("[date:"), "{text}");
 }
