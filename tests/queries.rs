@@ -1912,3 +1912,25 @@ fn a_name_in_a_pattern_matches_alike_wherever_the_pattern_starts() {
         assert_eq!(from_villager, ["npc:fletcher:0"], "{name}");
     }
 }
+
+/// An event's label is `Event`, the label it is matched by (it read as null), and lists
+/// compare by their items as `=` compares them (`[1] = [1.0]` was false where `1 = 1.0` is
+/// true; session 25 probe 2).
+#[test]
+fn an_event_is_labelled_event_and_lists_compare_item_by_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = numbers_store(dir.path());
+    let none = HashMap::new();
+    let row = |text: &str| -> serde_json::Value {
+        let r = query::run(&store, text, &none).unwrap_or_else(|e| panic!("{text}: {e}"));
+        serde_json::Value::from(r.rows[0].clone())
+    };
+    assert_eq!(
+        row("MATCH (e:Event) RETURN label(e), labels(e), e.label ORDER BY e.seq LIMIT 1"),
+        serde_json::json!(["Event", ["Event"], "Event"])
+    );
+    assert_eq!(
+        row("MATCH (n {key: 'n:int'}) RETURN [1] = [1.0], [1, null] = [1, 2], [1] = [2], [1] = [1, 2], [1, null] = [2, null]"),
+        serde_json::json!([true, null, false, false, false])
+    );
+}

@@ -482,6 +482,8 @@ impl<'a> Ctx<'a> {
             }
             // Every event row comes from a scan of existing events: its number needs no record.
             Val::Event(seq) if name == "seq" => Val::Int(*seq as i64),
+            // The label an event is matched by (it read as the payload's, mostly null).
+            Val::Event(_) if name == "label" => Val::Str(super::plan::EVENT_LABEL.to_string()),
             Val::Event(seq) => match self.event(*seq)? {
                 Some(e) => match name {
                     "seq" => Val::Int(e.seq as i64),
@@ -871,6 +873,22 @@ fn equal(a: &Val, b: &Val) -> Option<bool> {
         (Val::Null, _) | (_, Val::Null) => None,
         (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
             Some(compare_numbers(a, b) == Some(std::cmp::Ordering::Equal))
+        }
+        // Item by item, as `=` compares them: unequal if any pair is, else unknown if any
+        // pair is (a null), else equal. `[1] = [1.0]` was false where `1 = 1.0` is true.
+        (Val::List(x), Val::List(y)) => {
+            if x.len() != y.len() {
+                return Some(false);
+            }
+            let mut known = true;
+            for (p, q) in x.iter().zip(y) {
+                match equal(p, q) {
+                    Some(false) => return Some(false),
+                    None => known = false,
+                    Some(true) => {}
+                }
+            }
+            known.then_some(true)
         }
         _ => Some(a == b),
     }
