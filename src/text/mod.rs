@@ -640,6 +640,26 @@ impl Drop for TextIndex {
             if let Err(e) = writer.wait_merging_threads() {
                 tracing::warn!(error = %e, "a merge of the full-text index failed at close");
             }
+            // The files this writer made are checked now, while they are likely still cached,
+            // and recorded: the first open after a bulk load read them all whole (654 MB and
+            // 2.5 s at 100M edges) before answering. Damage found here stays unrecorded, for
+            // the next open to meet.
+            let checked = crate::boundary::catch(|| {
+                check_files(&self.index, &self.dir, &self.directory, false, false)
+            });
+            match checked {
+                Ok(Ok(damaged)) if damaged.is_empty() => {}
+                Ok(Ok(damaged)) => tracing::warn!(
+                    files = %names_of(&damaged),
+                    "full-text index files damaged at close; the next open rebuilds the index"
+                ),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "full-text index files not checked at close")
+                }
+                Err(_) => {
+                    tracing::warn!("full-text index files not checked at close: a panic in tantivy")
+                }
+            }
         }
     }
 }
