@@ -45,7 +45,7 @@ pub const FUNCTIONS: &[&str] = &[
 /// Functions that aggregate the rows of a group.
 pub const AGGREGATES: &[&str] = &["count", "min", "max", "sum", "avg", "collect"];
 
-fn is_aggregate(e: &Expr) -> bool {
+pub(super) fn is_aggregate(e: &Expr) -> bool {
     matches!(e, Expr::Call(name, _) if AGGREGATES.contains(&name.as_str()))
 }
 

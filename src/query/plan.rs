@@ -211,7 +211,7 @@ impl Planner {
 
     /// The waiting property checks whose variables are all bound now, as checks of their
     /// node or relation (so a `name` matches as it does where it is checked at once).
-    fn filter_ready(&mut self) {
+    fn check_ready(&mut self) {
         let (ready, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
             .into_iter()
             .partition(|(slot, _, e)| self.bound[*slot] && self.ready(e));
@@ -303,7 +303,7 @@ impl Planner {
                 props,
             });
         }
-        self.filter_ready();
+        self.check_ready();
     }
 
     fn expand(&mut self, step: Step<'_>, trail: &[usize]) -> Result<(), QueryError> {
@@ -375,7 +375,7 @@ impl Planner {
                 props,
             });
         }
-        self.filter_ready();
+        self.check_ready();
         Ok(())
     }
 }
@@ -433,11 +433,6 @@ fn for_each_var(e: &Expr, f: &mut impl FnMut(&str)) {
             for_each_var(b, f);
         }
     }
-}
-
-/// Whether `e` is an aggregate call (a whole RETURN item that groups rows).
-fn is_aggregate(e: &Expr) -> bool {
-    matches!(e, Expr::Call(name, _) if super::exec::AGGREGATES.contains(&name.as_str()))
 }
 
 /// The expressions of patterns name only variables of the query and hold no aggregate:
@@ -576,7 +571,7 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         p.plan_path(path, q.filter.as_ref(), &mut trail)?;
     }
     // Every variable is bound now: no property check is left waiting.
-    p.filter_ready();
+    p.check_ready();
     debug_assert!(p.waiting.is_empty());
     // The executor passes rows from operator to operator by recursion, one level each.
     if p.ops.len() > MAX_OPS {
@@ -745,7 +740,7 @@ impl Planner {
                 rels: rel_slots,
             });
             self.bound[slot] = true;
-            self.filter_ready();
+            self.check_ready();
         }
         Ok(())
     }
@@ -832,7 +827,7 @@ fn order_by_expressions(
             (e, *desc)
         })
         .collect();
-    let grouped = q.items.iter().any(|i| is_aggregate(&i.expr));
+    let grouped = q.items.iter().any(|i| super::exec::is_aggregate(&i.expr));
     for (i, (e, _)) in order.iter().enumerate() {
         let at = q.places.order.get(i).copied();
         check_vars(e, index, &aliases, &q.places)?;
