@@ -422,6 +422,33 @@ fn pinned_facts_decay_no_lower_than_the_floor_and_pins_are_events() {
 }
 
 #[test]
+fn pinning_what_is_already_pinned_writes_no_event() {
+    // `unpin` of a node never pinned wrote an UNPIN event and said "unpinned 1 node", each
+    // time it was run (session 26 probe).
+    let dir = tempfile::tempdir().unwrap();
+    let store = village(&dir.path().join("s"));
+    let events = store.stats().events;
+    let c = store.pin(&["fletcher"], false).unwrap();
+    assert_eq!((c.events, c.nodes_upserted), (0, 0), "{c:?}");
+    assert_eq!(store.stats().events, events, "nothing written");
+    let c = store.pin(&["fletcher"], true).unwrap();
+    assert_eq!((c.events, c.nodes_upserted), (1, 1));
+    let c = store.pin(&["fletcher"], true).unwrap();
+    assert_eq!((c.events, c.nodes_upserted), (0, 0), "already pinned");
+    // Of several keys, the event names only those whose pin changes.
+    let c = store.pin(&["fletcher", "emerald"], true).unwrap();
+    assert_eq!((c.events, c.nodes_upserted), (1, 1), "{c:?}");
+    assert!(store.node_by_key("emerald").unwrap().pinned);
+    // A key the store does not hold is still refused, even beside pinned ones.
+    assert!(matches!(
+        store.pin(&["fletcher", "nobody"], true),
+        Err(loci::Error::NotFound(_))
+    ));
+    assert_eq!(store.stats().events, events + 2);
+    assert!(store.verify().unwrap().ok());
+}
+
+#[test]
 fn novelty_counts_the_terms_of_earlier_events_whose_salience_was_given() {
     use loci::model::{EventDraft, Props, Value};
     let draft = |text: &str, salience: Option<f32>| {

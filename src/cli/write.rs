@@ -405,6 +405,16 @@ pub fn pin(a: PinArgs, pinned: bool) -> Result<Code> {
     let c = s.pin(&keys, pinned)?;
     if a.json {
         print_json(&c)?;
+    } else if c.events == 0 {
+        outln!(
+            "{} 0 nodes: {} already",
+            if pinned { "pinned" } else { "unpinned" },
+            if keys.len() == 1 {
+                "it was"
+            } else {
+                "they were"
+            }
+        );
     } else {
         let nodes = c.nodes_upserted;
         outln!(

@@ -3310,7 +3310,9 @@ impl Store {
     /// Pins (or unpins) the nodes with these keys, as one event (kind `PIN` or `UNPIN`, at the
     /// latest event time so it does not move "now"): a pinned node's edges decay no lower than
     /// the decay policy's floor. A key the store does not hold is [`Error::NotFound`], and no
-    /// key at all [`Error::InvalidArgument`]; either way nothing is written.
+    /// key at all [`Error::InvalidArgument`]; either way nothing is written. Nodes already
+    /// pinned (or unpinned) are left out of the event; if that leaves none, nothing is
+    /// written and the commit is empty.
     pub fn pin(&self, keys: &[&str], pinned: bool) -> Result<Commit> {
         self.writable()?;
         // An event that pins nothing would only clutter the log (and the timeline).
@@ -3334,6 +3336,18 @@ impl Store {
         if let Some(missing) = missing {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
+        // A node already as asked is left out; none left, nothing is written (each such
+        // run had logged an event and said it changed a node).
+        let changes = |k: &&str| self.require_node(k).is_ok_and(|n| n.pinned != pinned);
+        let mut named = HashSet::new();
+        let keys: Vec<&str> = keys
+            .iter()
+            .copied()
+            .filter(|k| named.insert(*k) && changes(k))
+            .collect();
+        if keys.is_empty() {
+            return Ok(Commit::default());
+        }
         let ts = self.latest_event_time()?.unwrap_or(0);
         let mut draft = EventDraft::new(
             ts,
@@ -3344,11 +3358,9 @@ impl Store {
                 crate::model::kinds::UNPIN
             },
         );
-        // A key given twice is one node, pinned once.
-        let mut named = HashSet::new();
+        // A key given twice is one node, pinned once (filtered above).
         draft.assertions = keys
             .iter()
-            .filter(|k| named.insert(**k))
             .map(|k| {
                 Assertion::UpsertNode(crate::model::NodeUpsert {
                     key: k.to_string(),
