@@ -1397,6 +1397,22 @@ fn untyped_parameters_keep_codes_and_quoted_values_as_strings() {
 }
 
 #[test]
+fn an_untyped_parameter_given_no_value_is_refused_not_taken_as_an_empty_string() {
+    use loci::query::{parse_param, ParamType, Val};
+    // `--param want=$W` with W unset matched nothing, silently: an empty string.
+    let e = parse_param("", None).unwrap_err();
+    assert!(e.contains("no value") && e.contains(r#""""#), "{e}");
+    let e = query::params_from_pairs(&[("want".to_string(), String::new())]).unwrap_err();
+    assert!(e.to_string().contains("want"), "{e}");
+    // An empty string is said in quotes, and a parameter declared a string takes one as is.
+    assert_eq!(parse_param(r#""""#, None).unwrap(), Val::Str(String::new()));
+    assert_eq!(
+        parse_param("", Some(ParamType::String)).unwrap(),
+        Val::Str(String::new())
+    );
+}
+
+#[test]
 fn a_variable_bound_twice_is_a_plan_error() {
     for q in [
         "SEARCH v FOR 'fletcher' SEARCH v FOR 'emerald' MATCH (v) RETURN v.key",

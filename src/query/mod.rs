@@ -315,6 +315,10 @@ pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
         None if raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"') => {
             Ok(Val::Str(raw[1..raw.len() - 1].to_string()))
         }
+        // `--param want=$W` with W unset: searching for "" would match nothing, silently.
+        None if raw.is_empty() => {
+            Err(r#"no value: give one, or "" (in quotes) for an empty string"#.to_string())
+        }
         None if looks_like_a_code(raw) => Ok(Val::Str(raw.to_string())),
         None => Ok(match raw.parse::<i64>() {
             Ok(i) => Val::Int(i),
@@ -408,7 +412,7 @@ pub fn params_from_pairs(pairs: &[(String, String)]) -> Result<HashMap<String, V
         .map(|(k, v)| {
             parse_param(v, None)
                 .map(|v| (k.clone(), v))
-                .map_err(QueryError::Param)
+                .map_err(|m| QueryError::Param(format!("{k}: {m}")))
         })
         .collect()
 }
