@@ -442,6 +442,13 @@ pub struct PathPat {
     pub span: Span,
 }
 
+impl PathPat {
+    /// The path's node patterns, first to last.
+    pub fn nodes(&self) -> impl Iterator<Item = &NodePat> {
+        std::iter::once(&self.start).chain(self.steps.iter().map(|(_, n)| n))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Search {
     pub var: String,

@@ -438,24 +438,18 @@ fn for_each_var(e: &Expr, f: &mut impl FnMut(&str)) {
 /// The expressions of patterns name only variables of the query and hold no aggregate:
 /// checked before planning, as a pattern may read a variable that a later one binds.
 fn check_pattern_expressions(q: &Query) -> Result<(), QueryError> {
-    let mut known: HashMap<String, usize> = HashMap::new();
-    for s in &q.searches {
-        known.insert(s.var.clone(), 0);
-    }
+    // First every name the query binds, since a property may read a variable that a later
+    // pattern binds; the labels are checked on the way.
+    let mut known: HashMap<String, usize> = q.searches.iter().map(|s| (s.var.clone(), 0)).collect();
     for path in &q.patterns {
-        let nodes = std::iter::once(&path.start).chain(path.steps.iter().map(|(_, n)| n));
-        let vars = path
-            .var
-            .iter()
-            .chain(nodes.filter_map(|n| n.var.as_ref()))
-            .chain(path.steps.iter().filter_map(|(r, _)| r.var.as_ref()));
-        for v in vars {
-            known.insert(v.clone(), 0);
-        }
-    }
-    for path in &q.patterns {
-        let nodes = std::iter::once(&path.start).chain(path.steps.iter().map(|(_, n)| n));
-        for n in nodes {
+        known.extend(path.var.iter().map(|v| (v.clone(), 0)));
+        known.extend(
+            path.steps
+                .iter()
+                .filter_map(|(r, _)| r.var.clone())
+                .map(|v| (v, 0)),
+        );
+        for n in path.nodes() {
             // Events and nodes are matched apart: the other labels were dropped.
             if n.labels.len() > 1 && n.labels.iter().any(|l| l == EVENT_LABEL) {
                 return Err(plan_err_at(
@@ -463,25 +457,28 @@ fn check_pattern_expressions(q: &Query) -> Result<(), QueryError> {
                     "an (:Event) pattern takes no other label: match events and nodes apart",
                 ));
             }
+            known.extend(n.var.iter().map(|v| (v.clone(), 0)));
         }
     }
-    let searched = q.searches.iter().map(|s| (&s.text, s.span));
-    let patterns = q.patterns.iter().flat_map(|path| {
-        let nodes = std::iter::once(&path.start).chain(path.steps.iter().map(|(_, n)| n));
-        let node_props = nodes.flat_map(|n| n.props.iter().map(|(_, e)| (e, n.span)));
-        let rel_props = path
-            .steps
-            .iter()
-            .flat_map(|(r, _)| r.props.iter().map(|(_, e)| (e, r.span)));
-        node_props.chain(rel_props).collect::<Vec<_>>()
-    });
-    for (e, at) in searched.chain(patterns) {
+    let check = |e: &Expr, at: Span| -> Result<(), QueryError> {
         check_vars(e, &known, &[], &q.places)?;
-        if let Some(name) = first_aggregate(e) {
-            return Err(plan_err_at(
+        match first_aggregate(e) {
+            Some(name) => Err(plan_err_at(
                 q.places.of_call_in(name, Some(at)),
                 "aggregates (count, min, ...) belong in RETURN, not in a pattern or SEARCH",
-            ));
+            )),
+            None => Ok(()),
+        }
+    };
+    for s in &q.searches {
+        check(&s.text, s.span)?;
+    }
+    for path in &q.patterns {
+        for n in path.nodes() {
+            n.props.iter().try_for_each(|(_, e)| check(e, n.span))?;
+        }
+        for (r, _) in &path.steps {
+            r.props.iter().try_for_each(|(_, e)| check(e, r.span))?;
         }
     }
     Ok(())
@@ -675,9 +672,7 @@ impl Planner {
             rel_slots.push(self.slot(rel.var.as_deref(), Kind::Rel, rel.span)?);
             node_slots.push(self.slot(node.var.as_deref(), Kind::Node, node.span)?);
         }
-        let nodes: Vec<&NodePat> = std::iter::once(&path.start)
-            .chain(path.steps.iter().map(|(_, n)| n))
-            .collect();
+        let nodes: Vec<&NodePat> = path.nodes().collect();
         if !path.steps.is_empty() {
             // Whichever node a path is anchored at, an event in it matches nothing.
             if let Some(event) = nodes
