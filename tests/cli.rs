@@ -1627,9 +1627,21 @@ fn bench_graph_json_reports_the_load_heap_state_by_part() {
         "peak_rss_bytes_per_edge",
         "disk_bytes_per_edge_total",
         "max_degree",
+        "ingest_close_s",
+        "open_fresh_process_open_ms",
     ] {
         assert!(report[key].is_number(), "{key} missing");
     }
+    // The fresh open by stage, and where its state came from: the snapshot the load left.
+    let stages = &report["open_fresh_process_open_ms_by_stage"];
+    assert!(
+        stages["text"].is_number() && stages["state"].is_number(),
+        "{stages}"
+    );
+    assert_eq!(
+        report["open_fresh_process_state_source"]["from"], "snapshot",
+        "{report}"
+    );
     let load = &report["ingest_state_bytes_per_edge"];
     let part = |k: &str| load[k].as_f64().unwrap();
     // Each edge's two adjacency entries alone are 32 bytes on the heap.

@@ -331,6 +331,9 @@ fn add_fresh_open(v: &mut serde_json::Value, f: &FreshOpen, edges: usize) {
     // Of that wall time, the open itself as the process timed it (the rest is starting the
     // process and what `stats` computes).
     v["open_fresh_process_open_ms"] = f.store.open_ms.into();
+    // By stage, and where its state came from: what a slow first open spent its time on.
+    v["open_fresh_process_open_ms_by_stage"] = f.store.open_stages.clone();
+    v["open_fresh_process_state_source"] = f.store.state_source.clone();
     v["open_page_cache"] = if cfg!(target_os = "linux") {
         "cold: the store's files were evicted (posix_fadvise DONTNEED) before the open"
     } else {
@@ -385,6 +388,10 @@ struct ChildOpen {
     secs: f64,
     /// The open as the process timed it, milliseconds.
     open_ms: f64,
+    /// The same by stage, as `stats --json` gives it.
+    open_stages: serde_json::Value,
+    /// Where its state came from (the snapshot and the log records caught up, or a replay).
+    state_source: serde_json::Value,
 }
 
 /// `loci stats` on the store and on an empty one.
@@ -400,9 +407,11 @@ fn child_open(dir: &Path) -> Result<FreshOpen> {
     let exe = std::env::current_exe()?;
     let run = |d: &Path| -> Result<ChildOpen> {
         let t = Instant::now();
+        // Its warnings (and logs, under LOCI_LOG) go where this process's go.
         let out = std::process::Command::new(&exe)
             .args(["stats", "--json", "--store"])
             .arg(d)
+            .stderr(std::process::Stdio::inherit())
             .output()?;
         let secs = t.elapsed().as_secs_f64();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
@@ -412,6 +421,8 @@ fn child_open(dir: &Path) -> Result<FreshOpen> {
             anon: bytes("rss_anon_bytes"),
             secs,
             open_ms: v["open_ms"]["total"].as_f64().unwrap_or(0.0),
+            open_stages: v["open_ms"].clone(),
+            state_source: v["state_source"].clone(),
         })
     };
     let empty = tempfile::tempdir()?;

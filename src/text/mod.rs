@@ -703,6 +703,9 @@ fn check_files(
     let mut damaged = Vec::new();
     let mut now_checked = verified::Checked::default();
     let mut newly_checked = false;
+    // What this call reads whole, for a slow open to say where its time went.
+    let started = std::time::Instant::now();
+    let (mut read_files, mut read_bytes) = (0usize, 0u64);
     for file in files {
         let Some(name) = file.to_str() else {
             continue;
@@ -738,6 +741,8 @@ fn check_files(
             }
         }
         // One pass over the file: its checksum, and its blocks'.
+        read_files += 1;
+        read_bytes += meta.len();
         let file_blocks = match directory.check_whole(&file) {
             Ok(Some(blocks)) => blocks,
             Ok(None) => {
@@ -757,6 +762,15 @@ fn check_files(
             .files
             .insert(name.to_string(), (time, Arc::new(file_blocks)));
         newly_checked = true;
+    }
+    if read_files > 0 {
+        tracing::debug!(
+            files = read_files,
+            bytes = read_bytes,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            recorded = checked.files.len(),
+            "full-text index files checked whole"
+        );
     }
     if every || !damaged.is_empty() {
         return Ok(damaged);
