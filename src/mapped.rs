@@ -472,6 +472,7 @@ impl<T: Plain> Section<T> {
             return false;
         }
         let per = per_block::<T>();
+        self.will_need(b..b + 1);
         let items = &self.raw()[b * per..((b + 1) * per).min(i.len)];
         // An ordered section must not go back, within the block or from the last item of the
         // block before (whose own check covers its inside).
@@ -580,10 +581,44 @@ impl<T: Plain> Section<T> {
             return true;
         }
         let per = per_block::<T>();
+        // The map reads no more than asked (see `will_need`): a pass over many blocks asks
+        // for a window of them ahead, so that reading overlaps checking.
+        const AHEAD: usize = 16;
         (range.start / per..=(end - 1) / per)
+            .inspect(|b| {
+                if b % AHEAD == 0 {
+                    self.will_need(*b..b + AHEAD);
+                }
+            })
             .filter(|b| !self.check_block(*b))
             .count()
             == 0
+    }
+
+    /// Asks the system to read `blocks` of the section from the file now, as one request.
+    /// The snapshot is mapped for random reads (`store/snapshot.rs`), so a first read of a
+    /// block would otherwise fault it in a page at a time; the system's own read-ahead around
+    /// a fault was worse: on a disk set to read 8 MB ahead, each block checked at the open
+    /// read up to 4 MB.
+    fn will_need(&self, blocks: Range<usize>) {
+        #[cfg(unix)]
+        {
+            let i = &self.inner;
+            let size = std::mem::size_of::<T>();
+            let per = per_block::<T>();
+            let first = (blocks.start * per).min(i.len);
+            let end = (blocks.end * per).min(i.len);
+            if end > first {
+                // Advice only: if the system refuses it, the reads fault the pages in.
+                let _ = i.map.advise_range(
+                    memmap2::Advice::WillNeed,
+                    i.start + first * size,
+                    (end - first) * size,
+                );
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = blocks;
     }
 }
 

@@ -1085,10 +1085,17 @@ fn map_sections(
     // through a checked section. What mapping cannot guard against is another program
     // truncating the file while the store is open, which would fault the process; tantivy
     // maps the text index's files the same way.
-    let map = Arc::new(unsafe { memmap2::Mmap::map(file) }.map_err(|e| e.to_string())?);
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| e.to_string())?;
     if map.len() as u64 != end {
         return Err("the file changed while it was opened".into());
     }
+    // Reads of the map are random (a node's list, an edge's core), and each block is asked
+    // for whole at its first read (`Section::will_need`). With the system's read-ahead a
+    // cold open of a 100M-edge store read 49 MB of the snapshot, on a disk set to read 8 MB
+    // ahead, and 1.6 MB without it (snapshot stage 48-51 ms, then 5.3-6.2).
+    #[cfg(unix)]
+    let _ = map.advise(memmap2::Advice::Random);
+    let map = Arc::new(map);
     Ok((map, starts))
 }
 
