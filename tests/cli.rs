@@ -1468,8 +1468,9 @@ fn a_full_standard_output_is_named_in_the_error() {
 fn pin_and_unpin_nodes_by_key() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
+    // The world pins the bot already: the event names the one node it changes.
     let out = ok(&["pin", "--store", p(&store), "npc:fletcher:1", "bot"]);
-    assert!(out.starts_with("pinned 2 nodes (event "), "{out}");
+    assert!(out.starts_with("pinned 1 node (event "), "{out}");
     let r = json(&[
         "run",
         "--store",
@@ -1486,8 +1487,19 @@ fn pin_and_unpin_nodes_by_key() {
     let out = ok(&["unpin", "--store", p(&store), "npc:fletcher:1"]);
     assert!(out.starts_with("unpinned 1 node (event "), "{out}");
     // A key given twice is one node: "pinned 2 nodes" had been said of one.
-    let out = ok(&["pin", "--store", p(&store), "bot", "bot"]);
+    let out = ok(&[
+        "pin",
+        "--store",
+        p(&store),
+        "npc:fletcher:1",
+        "npc:fletcher:1",
+    ]);
     assert!(out.starts_with("pinned 1 node (event "), "{out}");
+    // Nothing to change writes nothing, and says so.
+    let out = ok(&["pin", "--store", p(&store), "bot"]);
+    assert_eq!(out.trim(), "pinned 0 nodes: already pinned");
+    let out = ok(&["unpin", "--store", p(&store), "npc:villager:1"]);
+    assert_eq!(out.trim(), "unpinned 0 nodes: not pinned");
     let out = loci(&["pin", "--store", p(&store), "no:such:node"]);
     assert_eq!(out.status.code(), Some(4));
     ok(&["replay", "--store", p(&store), "--verify"]);

@@ -407,12 +407,11 @@ pub fn pin(a: PinArgs, pinned: bool) -> Result<Code> {
         print_json(&c)?;
     } else if c.events == 0 {
         outln!(
-            "{} 0 nodes: {} already",
-            if pinned { "pinned" } else { "unpinned" },
-            if keys.len() == 1 {
-                "it was"
+            "{}",
+            if pinned {
+                "pinned 0 nodes: already pinned"
             } else {
-                "they were"
+                "unpinned 0 nodes: not pinned"
             }
         );
     } else {
