@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use loci::dynamics::consolidate::{
-    self, Chunk, ConsolidateOptions, Level, RuleSummarizer, Summarizer, Summary, SUMMARY,
+    self, Chunk, ConsolidateOptions, ConsolidationPolicy, Level, RuleSummarizer, Summarizer,
+    Summary, SUMMARY,
 };
 use loci::model::{EventDraft, Value};
 use loci::world::{self, WorldConfig};
@@ -272,20 +273,64 @@ fn a_caller_can_plug_in_its_own_summariser() {
 #[test]
 fn consolidation_at_extreme_times_does_not_overflow() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
     let end = loci::store::MAX_ABS_TS;
-    let events = [-end, -end + 5, -1, 0, end - 5, end]
-        .into_iter()
-        .map(|ts| EventDraft::new(ts, "bot", "OBSERVATION"))
-        .collect();
-    store.ingest(events).unwrap();
+    let extreme = |at: &str| {
+        let store = Store::create(dir.path().join(at), BackendKind::Redb).unwrap();
+        let events = [-end, -end + 5, -1, 0, end - 5, end]
+            .into_iter()
+            .map(|ts| EventDraft::new(ts, "bot", "OBSERVATION"))
+            .collect();
+        store.ingest(events).unwrap();
+        store
+    };
+    let store = extreme("default");
     let r = run(&store);
     assert!(r.days >= 2, "{r:?}");
+    assert_verifies(&store);
+    // Days of one tick, in a store of their own (a store keeps one day length).
+    let store = extreme("tiny");
     let tiny = ConsolidateOptions::default().with_policy(consolidate::ConsolidationPolicy {
         day: 1,
         week_days: 366,
         episode_gap: 1,
     });
     consolidate::consolidate(&store, &RuleSummarizer, &tiny).unwrap();
+    assert_verifies(&store);
+}
+
+#[test]
+fn a_store_is_summarised_in_days_of_one_length() {
+    // `forget` consolidated a journal store (days of 1440 minutes) in days of 24000 ticks,
+    // and `consolidate --day 1` after a default run wrote a week of ticks 0 to 6: summaries
+    // of two day lengths overlapped in the memory cover (session 26 probe).
+    let dir = tempfile::tempdir().unwrap();
+    let store = world_store(&dir.path().join("s"), BackendKind::Redb, 3);
+    assert_eq!(
+        ConsolidationPolicy::for_store(&store, None).unwrap().day,
+        DAY,
+        "a store with no summaries takes the default day"
+    );
+    let minutes =
+        ConsolidateOptions::default().with_policy(ConsolidationPolicy::default().with_day(1440));
+    assert!(
+        consolidate::consolidate(&store, &RuleSummarizer, &minutes)
+            .unwrap()
+            .days
+            > 0
+    );
+    let events = store.stats().events;
+    let e = consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(e, loci::Error::InvalidArgument { ref name, .. } if name == "day"),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("1440"), "{e}");
+    assert_eq!(store.stats().events, events, "nothing written");
+    // What `forget` and a command given no day consolidate with: the store's own.
+    let own = ConsolidationPolicy::for_store(&store, None).unwrap();
+    assert_eq!(own.day, 1440);
+    let again = ConsolidateOptions::default().with_policy(own);
+    consolidate::consolidate(&store, &RuleSummarizer, &again).unwrap();
     assert_verifies(&store);
 }

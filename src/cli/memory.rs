@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+use loci::dynamics::consolidate::{self, ConsolidateOptions, ConsolidationPolicy, RuleSummarizer};
 use loci::dynamics::forget::{self as forgetting, ForgetOptions};
 use loci::dynamics::working::{WmOp, MAX_CAPACITY};
 use loci::DeleteRequest;
@@ -81,9 +81,7 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
     let s = open(&a.store)?;
     let mut opts = ConsolidateOptions::default();
     opts.until = a.until;
-    if let Some(day) = a.day {
-        opts.policy = opts.policy.with_day(day);
-    }
+    opts.policy = ConsolidationPolicy::for_store(&s, a.day)?;
     let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;
     let shown: Vec<_> = consolidate::summaries(&s)?
         .into_iter()
@@ -120,7 +118,10 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
 /// `forget`: consolidate (so summaries keep the gist), then evict down to the budget.
 pub fn forget(a: ForgetArgs) -> Result<Code> {
     let s = open(&a.store)?;
-    let c = consolidate::consolidate(&s, &RuleSummarizer, &ConsolidateOptions::default())?;
+    // In the store's days (or those given), as `consolidate` summarised it.
+    let first =
+        ConsolidateOptions::default().with_policy(ConsolidationPolicy::for_store(&s, a.day)?);
+    let c = consolidate::consolidate(&s, &RuleSummarizer, &first)?;
     let mut opts = ForgetOptions::with_budget(a.budget);
     opts.now = a.now;
     let r = forgetting::forget(&s, &opts)?;

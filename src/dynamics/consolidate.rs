@@ -105,6 +105,20 @@ impl Default for ConsolidationPolicy {
 }
 
 impl ConsolidationPolicy {
+    /// The policy to consolidate `store` with: days of `day` ticks if given, else of the
+    /// length its day summaries have (1440 in a store of journals consolidated so), else the
+    /// default's. A day given that differs from the store's is refused by [`consolidate`].
+    pub fn for_store(store: &Store, day: Option<i64>) -> Result<Self> {
+        let day = match day {
+            Some(d) => Some(d),
+            None => summarised_day(&latest_summaries(store)?),
+        };
+        Ok(match day {
+            Some(d) => ConsolidationPolicy::default().with_day(d),
+            None => ConsolidationPolicy::default(),
+        })
+    }
+
     /// This policy with days of `day` ticks (1440 for a store kept in minutes) and episodes
     /// ending at a pause of an eighth of a day, as the default's do.
     pub fn with_day(mut self, day: i64) -> Self {
@@ -632,6 +646,15 @@ pub(crate) fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), S
     Ok(latest)
 }
 
+/// The length in ticks of the newest day summary among `latest`, if there is one.
+fn summarised_day(latest: &Latest) -> Option<i64> {
+    latest
+        .values()
+        .filter(|s| s.level == Level::Day)
+        .max_by_key(|s| s.seq)
+        .map(|s| s.end.saturating_sub(s.start).saturating_add(1))
+}
+
 /// A day to summarise: its raw events, and its episode and day summaries, written but not yet
 /// numbered.
 struct DayPlan {
@@ -669,6 +692,17 @@ pub fn consolidate(
         return Ok(report);
     };
     let latest = latest_summaries(store)?;
+    // Days of another length would overlap the summaries there are, and both would be read.
+    if let Some(day) = summarised_day(&latest).filter(|d| *d != policy.day) {
+        return Err(Error::InvalidArgument {
+            name: "day".into(),
+            message: format!(
+                "this store's days are summarised in {day} ticks, not {}: consolidate with a \
+                 day of {day} (`--day {day}`), or the summaries of two day lengths overlap",
+                policy.day
+            ),
+        });
+    }
     let plans = plan_days(store, summarizer, policy, &latest, now, &mut report)?;
     let weeks = plan_weeks(store, summarizer, policy, &latest, &plans, now, &mut report)?;
     if plans.is_empty() && weeks.is_empty() {

@@ -21,7 +21,7 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use super::{ApiError, AppState, MAX_BUDGET, MAX_ROWS};
 use crate::context::{self, ContextMode, ContextOptions};
-use crate::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+use crate::dynamics::consolidate::{self, ConsolidateOptions, ConsolidationPolicy, RuleSummarizer};
 use crate::dynamics::forget::{self, ForgetOptions};
 use crate::dynamics::working::WmOp;
 use crate::ingest::{self, Format};
@@ -846,9 +846,7 @@ async fn consolidate_now(
             ..Default::default()
         };
         // A day under one tick is refused by the policy's own check.
-        if let Some(day) = r.day {
-            opts.policy = opts.policy.with_day(day);
-        }
+        opts.policy = ConsolidationPolicy::for_store(s, r.day)?;
         to_json(&consolidate::consolidate(s, &RuleSummarizer, &opts)?)
     })
     .await
@@ -867,7 +865,9 @@ pub struct ForgetRequest {
     responses((status = 200, body = Json_)))]
 async fn forget_now(State(st): State<Arc<AppState>>, Body(r): Body<ForgetRequest>) -> Answer {
     st.blocking(move |s| {
-        consolidate::consolidate(s, &RuleSummarizer, &ConsolidateOptions::default())?;
+        let first =
+            ConsolidateOptions::default().with_policy(ConsolidationPolicy::for_store(s, None)?);
+        consolidate::consolidate(s, &RuleSummarizer, &first)?;
         let mut opts = ForgetOptions::with_budget(r.budget);
         opts.now = r.now;
         to_json(&forget::forget(s, &opts)?)
