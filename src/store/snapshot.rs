@@ -1026,12 +1026,18 @@ fn decode(
     let mut body = read_body(head)?;
     check_section_counts(&body)?;
     let (map, starts) = map_sections(file, &body)?;
+    let opened = Arc::clone(&map);
     let damage = Arc::new(Damage::default());
     let sections = SectionReader::new(map, starts, &mut body, damage.clone()).read_all(&body)?;
     sections.check_row_ends(&body)?;
     let bounds = validity_bounds(body.bounds, body.edge_slots)?;
     timings.snapshot_read += ms_since(t);
-    assemble(body, sections, bounds, damage, timings)
+    let state = assemble(body, sections, bounds, damage, timings);
+    // Opened, the map reads ahead again: a traversal's first pass over a cold store then
+    // brings in its neighbours' pages with each fault, as the benchmarks were measured.
+    #[cfg(unix)]
+    let _ = opened.advise(memmap2::Advice::Normal);
+    state
 }
 
 /// Refuses a body whose sections' item counts are not the ones its own counts imply.
@@ -1089,10 +1095,11 @@ fn map_sections(
     if map.len() as u64 != end {
         return Err("the file changed while it was opened".into());
     }
-    // Reads of the map are random (a node's list, an edge's core), and each block is asked
-    // for whole at its first read (`Section::will_need`). With the system's read-ahead a
-    // cold open of a 100M-edge store read 49 MB of the snapshot, on a disk set to read 8 MB
-    // ahead, and 1.6 MB without it (snapshot stage 48-51 ms, then 5.3-6.2).
+    // The open's reads of the map are few and scattered, and each block is asked for whole
+    // at its first read (`Section::will_need`). With the system's read-ahead a cold open of
+    // a 100M-edge store read 49 MB of the snapshot, on a disk set to read 8 MB ahead, and
+    // 1.6 MB without it (snapshot stage 48-51 ms, then 5.3-6.2). `decode` gives the map its
+    // read-ahead back once the state is assembled.
     #[cfg(unix)]
     let _ = map.advise(memmap2::Advice::Random);
     let map = Arc::new(map);
