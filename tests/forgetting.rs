@@ -441,3 +441,70 @@ fn a_forgotten_day_summary_does_not_make_its_week_summarised_again() {
         .collect();
     assert_eq!(weeks_before, weeks_after);
 }
+
+/// A late event into a day that forgetting thinned is summarised with what the day's summary
+/// kept: the new summary had been made of the events left alone, so a trade, a night's sleep
+/// and four of five places found left the memory cover (session 26 probe).
+#[test]
+fn a_late_event_into_a_forgotten_day_keeps_the_days_gist() {
+    let (_dir, store) = consolidated_month(BackendKind::Redb);
+    forget::forget(&store, &ForgetOptions::with_budget(held(&store) / 3)).unwrap();
+    let day_summary = |store: &Store, day: i64| {
+        consolidate::summaries(store)
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.level == Level::Day && s.start == day * DAY)
+            .max_by_key(|s| s.seq)
+            .unwrap()
+    };
+    // A day whose raw events forgetting took in part.
+    let day = (0..29)
+        .find(|d| {
+            let s = day_summary(&store, *d);
+            let live = store
+                .events_between(s.start, s.end)
+                .unwrap()
+                .iter()
+                .filter(|e| consolidate::summarised(e))
+                .count();
+            live < s.digest.events
+        })
+        .expect("a thinned day");
+    let before = day_summary(&store, day);
+    let mut late = loci::model::EventDraft::new(day * DAY + 100, "bot", "OBSERVATION");
+    late.payload = loci::model::Value::from("late note about a quokka");
+    let late_seq = store.ingest(vec![late]).unwrap().last_seq;
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    let after = day_summary(&store, day);
+    assert!(after.seq > before.seq, "the day is summarised again");
+    assert_eq!(after.supersedes, Some(before.seq));
+    assert_eq!(
+        after.digest.events,
+        before.digest.events + 1,
+        "{}",
+        after.text
+    );
+    assert!(after.text.contains("quokka"), "{}", after.text);
+    for (kept, was) in [
+        (&after.digest.trades, &before.digest.trades),
+        (&after.digest.found, &before.digest.found),
+        (&after.digest.slept_at, &before.digest.slept_at),
+        (&after.digest.people, &before.digest.people),
+    ] {
+        assert!(
+            was.iter().all(|x| kept.contains(x)),
+            "{was:?} not in {kept:?}"
+        );
+    }
+    assert_verifies(&store);
+    // A user's deletion is never outlived by the gist of what it deleted: the day is then
+    // summarised from what is left alone (the forgotten gist goes with it).
+    store
+        .delete(&loci::DeleteRequest::events([late_seq]))
+        .unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    for s in consolidate::summaries(&store).unwrap() {
+        assert!(!s.text.contains("quokka"), "{}", s.text);
+    }
+    assert_verifies(&store);
+}

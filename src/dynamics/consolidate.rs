@@ -608,8 +608,9 @@ pub struct ConsolidateReport {
     pub last_seq: u64,
 }
 
-/// Whether an event is experience to be summarised.
-fn summarised(ev: &Event) -> bool {
+/// Whether an event is experience to be summarised (not bookkeeping: summaries, uses,
+/// contexts, deletions, pins).
+pub fn summarised(ev: &Event) -> bool {
     !NOT_SUMMARISED.contains(&ev.kind.as_str())
 }
 
@@ -741,11 +742,23 @@ fn plan_days(
         let newest = newest_in_day.entry(day).or_default();
         *newest = (*newest).max(seq);
     }
+    // A summary may keep the gist of events forgetting took, but never of one a user
+    // deleted: the last deletion of a user's, after which no earlier summary is folded in.
+    let last_user_deletion = store
+        .events_with(
+            crate::store::Facet::Kind,
+            deletion::DELETE,
+            i64::MIN,
+            i64::MAX,
+        )?
+        .iter()
+        .filter(|e| deletion::reason_of(e) != Some(deletion::Reason::Forget))
+        .map(|e| e.seq)
+        .max();
     let mut plans = Vec::new();
     for (day, newest) in newest_in_day {
-        let previous = latest
-            .get(&(Level::Day, policy.day_range(day).0))
-            .map(|s| s.seq);
+        let previous_summary = latest.get(&(Level::Day, policy.day_range(day).0));
+        let previous = previous_summary.map(|s| s.seq);
         // A live week summary covers its days too: once forgetting took a day's summary, the
         // events it had to keep are summarised still, and only an event after the week's
         // summary is late.
@@ -756,7 +769,9 @@ fn plan_days(
         if covered.is_some_and(|p| p > newest) {
             continue;
         }
-        if let Some(plan) = plan_day(store, summarizer, policy, day, previous)? {
+        let forgotten_from =
+            previous_summary.filter(|p| last_user_deletion.is_none_or(|d| d < p.seq));
+        if let Some(plan) = plan_day(store, summarizer, policy, day, previous, forgotten_from)? {
             report.superseded += usize::from(previous.is_some());
             plans.push(plan);
         }
@@ -912,12 +927,15 @@ fn set_children(draft: &mut EventDraft, children: &[u64]) {
 }
 
 /// Reads one closed day and writes the texts of its episodes and of the day.
+/// `forgotten_from`: the day's summary before, when what it covered and is gone now was taken
+/// by forgetting alone; its digest then stands for those events in the new one.
 fn plan_day(
     store: &Store,
     summarizer: &dyn Summarizer,
     policy: &ConsolidationPolicy,
     day: i64,
     previous: Option<u64>,
+    forgotten_from: Option<&Summary>,
 ) -> Result<Option<DayPlan>> {
     let range = policy.day_range(day);
     let events: Vec<Event> = store
@@ -961,7 +979,20 @@ fn plan_day(
         ));
         digests.push(digest);
     }
-    let digest = Digest::merge(&digests);
+    let mut digest = Digest::merge(&digests);
+    // A late event into a day forgetting thinned: made of the events left alone, the new
+    // summary lost what the old one kept of the others (a trade, where the agent slept).
+    // The old digest covers every event before it, the late ones are added to it.
+    let folded = forgotten_from
+        .filter(|b| events.iter().filter(|e| e.seq < b.seq).count() < b.digest.events);
+    if let Some(before) = folded {
+        let late: Vec<Event> = events
+            .iter()
+            .filter(|e| e.seq > before.seq)
+            .cloned()
+            .collect();
+        digest = Digest::merge(&[before.digest.clone(), Digest::of_events(&late, &name)]);
+    }
     let text = summarizer.summarize(&Chunk {
         level: Level::Day,
         start: range.0,
@@ -969,7 +1000,8 @@ fn plan_day(
         number: day,
         digest: &digest,
         events: &events,
-        children: parts.len(),
+        // Folded, the day had at least the episodes its summary before had.
+        children: parts.len().max(folded.map_or(0, |b| b.children.len())),
     })?;
     let summary = Summary::draft(
         Level::Day,
