@@ -1028,13 +1028,16 @@ fn decode(
     let (map, starts) = map_sections(file, &body)?;
     let opened = Arc::clone(&map);
     let damage = Arc::new(Damage::default());
+    damage.ask_for_whole_blocks(true);
     let sections = SectionReader::new(map, starts, &mut body, damage.clone()).read_all(&body)?;
     sections.check_row_ends(&body)?;
     let bounds = validity_bounds(body.bounds, body.edge_slots)?;
     timings.snapshot_read += ms_since(t);
-    let state = assemble(body, sections, bounds, damage, timings);
-    // Opened, the map reads ahead again: a traversal's first pass over a cold store then
-    // brings in its neighbours' pages with each fault, as the benchmarks were measured.
+    let state = assemble(body, sections, bounds, damage.clone(), timings);
+    // Opened, the map reads ahead again and blocks are no longer asked for alone: a
+    // traversal's first pass over a cold store then brings in its neighbours' pages with
+    // each fault, as the benchmarks were measured.
+    damage.ask_for_whole_blocks(false);
     #[cfg(unix)]
     let _ = opened.advise(memmap2::Advice::Normal);
     state
