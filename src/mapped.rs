@@ -594,8 +594,9 @@ impl<T: Plain> Section<T> {
             return true;
         }
         let per = per_block::<T>();
-        // The map reads no more than asked (see `will_need`): a pass over many blocks asks
-        // for a window of them ahead, so that reading overlaps checking.
+        // A pass over many blocks (a checkpoint, `verify`) asks for a window of them ahead,
+        // so that reading overlaps checking, also where the map reads no more than asked
+        // (during the open, see `will_need`).
         const AHEAD: usize = 16;
         (range.start / per..=(end - 1) / per)
             .inspect(|b| {
@@ -609,10 +610,10 @@ impl<T: Plain> Section<T> {
     }
 
     /// Asks the system to read `blocks` of the section from the file now, as one request.
-    /// The snapshot is mapped for random reads (`store/snapshot.rs`), so a first read of a
-    /// block would otherwise fault it in a page at a time; the system's own read-ahead around
-    /// a fault was worse: on a disk set to read 8 MB ahead, each block checked at the open
-    /// read up to 4 MB.
+    /// While the open reads the snapshot, its map is advised for random reads
+    /// (`store/snapshot.rs`), so a first read of a block would otherwise fault it in a page
+    /// at a time; the system's own read-ahead around a fault was worse there: on a disk set
+    /// to read 8 MB ahead, each block checked at the open read up to 4 MB.
     fn will_need(&self, blocks: Range<usize>) {
         #[cfg(unix)]
         {
