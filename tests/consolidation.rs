@@ -334,3 +334,51 @@ fn a_store_is_summarised_in_days_of_one_length() {
     consolidate::consolidate(&store, &RuleSummarizer, &again).unwrap();
     assert_verifies(&store);
 }
+
+#[test]
+fn a_day_summarised_again_leaves_no_episode_of_the_old_one_live() {
+    // A late event that joins two episodes into one: the old second episode kept its range
+    // start, so it stayed "latest" for it beside the new episode that covers its events, and
+    // the memory cover could show both (session 27; a deleted day summary did the same).
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let gap = ConsolidationPolicy::default().episode_gap;
+    let at = |ts: i64| EventDraft::new(ts, "bot", "OBSERVATION");
+    store
+        .ingest(vec![at(0), at(100), at(100 + 3 * gap), at(DAY + 5)])
+        .unwrap();
+    run(&store);
+    let episodes = |store: &Store| -> Vec<Summary> {
+        consolidate::summaries(store)
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.level == Level::Episode && s.end < DAY)
+            .collect()
+    };
+    assert_eq!(episodes(&store).len(), 2, "the pause splits day 0");
+    // Late events less than a pause apart join the two.
+    let step = gap / 2;
+    store
+        .ingest((1..6).map(|i| at(100 + i * step)).collect())
+        .unwrap();
+    run(&store);
+    let live = episodes(&store);
+    let day0 = consolidate::summaries(&store)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.level == Level::Day && s.start == 0)
+        .unwrap();
+    assert_eq!(
+        live.iter().map(|s| (s.start, s.end)).collect::<Vec<_>>(),
+        vec![(0, 100 + 3 * gap)],
+        "one episode is live for day 0: {live:#?}"
+    );
+    assert_eq!(day0.children, vec![live[0].seq]);
+
+    // A user deletes the day summary and consolidates again: one set of episodes is live.
+    store.delete(&DeleteRequest::events([day0.seq])).unwrap();
+    run(&store);
+    let live = episodes(&store);
+    assert_eq!(live.len(), 1, "{live:#?}");
+    assert_verifies(&store);
+}

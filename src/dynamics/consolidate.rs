@@ -631,20 +631,51 @@ fn episodes(events: &[Event], gap: i64) -> Vec<&[Event]> {
     out
 }
 
-/// The latest summary of each `(level, start)`.
+/// The live summaries of the store ([`live`]), by level and range start.
 pub(crate) fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), Summary>> {
-    let mut latest: BTreeMap<(Level, i64), Summary> = BTreeMap::new();
-    // The episodic index reads only the summaries (not the whole log), in time order: the
-    // latest of a range is the one with the highest sequence number.
-    for ev in store.events_with(crate::store::Facet::Kind, SUMMARY, i64::MIN, i64::MAX)? {
-        if let Some(s) = Summary::of_event(&ev) {
-            let key = (s.level, s.start);
-            if latest.get(&key).is_none_or(|l| l.seq < s.seq) {
-                latest.insert(key, s);
-            }
+    // The episodic index reads only the summaries (not the whole log).
+    let all = store.events_with(crate::store::Facet::Kind, SUMMARY, i64::MIN, i64::MAX)?;
+    Ok(live(all.iter().filter_map(Summary::of_event)))
+}
+
+/// The live summaries among `all` (summary events, in any order), by level and range start:
+/// the latest (highest sequence number) of each level and start, less the episodes that a
+/// newer live day summary over their range does not name as its children.
+///
+/// A day summarised again (a late event, a deleted day summary) is written with episodes of
+/// its own. An old episode whose start none of them shares would stay latest for its start,
+/// and the memory cover would show it beside the new episode that holds its events.
+pub(crate) fn live(all: impl IntoIterator<Item = Summary>) -> Latest {
+    let mut latest: Latest = BTreeMap::new();
+    for s in all {
+        let key = (s.level, s.start);
+        if latest.get(&key).is_none_or(|l| l.seq < s.seq) {
+            latest.insert(key, s);
         }
     }
-    Ok(latest)
+    // Days by start: a store's days are of one length and do not overlap, so the day over an
+    // episode is the last one starting at or before it.
+    let days: BTreeMap<i64, (i64, u64, BTreeSet<u64>)> = latest
+        .values()
+        .filter(|s| s.level == Level::Day)
+        .map(|s| {
+            (
+                s.start,
+                (s.end, s.seq, s.children.iter().copied().collect()),
+            )
+        })
+        .collect();
+    latest.retain(|_, s| {
+        let replaced = || {
+            days.range(..=s.start)
+                .next_back()
+                .is_some_and(|(_, (end, seq, children))| {
+                    s.start <= *end && *seq > s.seq && !children.contains(&s.seq)
+                })
+        };
+        s.level != Level::Episode || !replaced()
+    });
+    latest
 }
 
 /// The length in ticks of the newest day summary among `latest`, if there is one.

@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ordered_float::OrderedFloat;
 use serde::{Deserialize, Serialize};
 
-use crate::dynamics::consolidate::{Level, Summary, SUMMARY};
+use crate::dynamics::consolidate::{self, Level, Summary, SUMMARY};
 use crate::dynamics::decay::DAY;
 use crate::dynamics::deletion::{reason_of, DeleteRequest, Reason, DELETE, TOMBSTONE};
 use crate::dynamics::usage::{entries, Item, USAGE};
@@ -367,11 +367,10 @@ fn evictable(store: &Store) -> Result<Vec<(Event, Gist)>> {
     for ev in store.events_of_kind(SUMMARY)? {
         all.extend(Summary::of_event(&ev));
     }
-    let mut latest: BTreeMap<(Level, i64), u64> = BTreeMap::new();
-    for s in &all {
-        latest.insert((s.level, s.start), s.seq);
-    }
-    let live: BTreeSet<u64> = latest.values().copied().collect();
+    let live: BTreeSet<u64> = consolidate::live(all.iter().cloned())
+        .values()
+        .map(|s| s.seq)
+        .collect();
     // Parent of each live summary's children, among live summaries.
     let mut parent_level: BTreeMap<u64, Level> = BTreeMap::new();
     for s in all.iter().filter(|s| live.contains(&s.seq)) {
