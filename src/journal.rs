@@ -299,12 +299,12 @@ pub fn entry_event(e: &Entry) -> std::result::Result<EventDraft, EntryError> {
             ]),
         ),
         node(&session_key, "Session", &session_name, Props::new()),
-        edge(&key, "IN_SESSION", &session_key),
+        edge(&key, IN_SESSION, &session_key),
     ];
     for t in &tags {
         let tag_key = format!("tag:{t}");
         d.assertions.push(node(&tag_key, "Tag", t, Props::new()));
-        d.assertions.push(edge(&key, "TAGGED", &tag_key));
+        d.assertions.push(edge(&key, TAGGED, &tag_key));
     }
     Ok(d)
 }
@@ -347,14 +347,20 @@ pub struct JournalEntry {
     /// Harnesses and sessions that wrote it (`harness/session`), sorted.
     pub sessions: Vec<String>,
     pub tags: Vec<String>,
-    /// World times of its first and latest writing.
+    /// World times of its first and latest writing, from its live events. Once forgetting
+    /// took them all, `first` is its node's first assertion (the start of the day whose
+    /// summary restates it) and `last` when its edges to its sessions were last seen.
     pub first: i64,
     pub last: i64,
     /// The events that wrote it, ascending.
     pub events: Vec<u64>,
 }
 
-/// Every live journal entry, by key.
+/// Every live journal entry, by key: each `Journal` node, with the live events that wrote it.
+///
+/// The node, not its events, makes the entry: forgetting evicts the events of summarised days,
+/// and the node stays, resting on the day's summary. Its sessions and tags are read from its
+/// edges as well as from its events for the same reason.
 pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
     let covered: BTreeSet<u64> = summaries(store)?
         .into_iter()
@@ -368,6 +374,9 @@ pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
         let Some(node) = store.node_by_key(key) else {
             continue; // deleted or retracted since
         };
+        let e = by_key
+            .entry(key.clone())
+            .or_insert_with(|| entry_of_node(&node));
         let field = |name: &str| -> String {
             match &ev.payload {
                 Value::Map(m) => m
@@ -378,44 +387,19 @@ pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
                 _ => String::new(),
             }
         };
-        let e = by_key.entry(key.clone()).or_insert_with(|| JournalEntry {
-            key: key.clone(),
-            kind: node
-                .props
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            text: node
-                .props
-                .get("text")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            status: if node.pinned {
-                Status::Promoted
-            } else {
-                Status::Captured
-            },
-            sessions: Vec::new(),
-            tags: Vec::new(),
-            first: ev.ts,
-            last: ev.ts,
-            events: Vec::new(),
-        });
-        let session = format!("{}/{}", field("harness"), field("session"));
-        if !e.sessions.contains(&session) {
-            e.sessions.push(session);
-        }
+        push_new(
+            &mut e.sessions,
+            format!("{}/{}", field("harness"), field("session")),
+        );
         for a in &ev.assertions {
             if let Assertion::UpsertEdge(up) = a {
-                if up.relation == "TAGGED" {
-                    let tag = up.to.trim_start_matches("tag:").to_string();
-                    if !e.tags.contains(&tag) {
-                        e.tags.push(tag);
-                    }
+                if up.relation == TAGGED {
+                    push_new(&mut e.tags, tag_name(&up.to));
                 }
             }
+        }
+        if e.events.is_empty() {
+            (e.first, e.last) = (ev.ts, ev.ts);
         }
         e.first = e.first.min(ev.ts);
         e.last = e.last.max(ev.ts);
@@ -424,6 +408,7 @@ pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
             e.status = Status::Consolidated;
         }
     }
+    add_forgotten_entries(store, &mut by_key);
     Ok(by_key
         .into_values()
         .map(|mut e| {
@@ -432,6 +417,91 @@ pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
             e
         })
         .collect())
+}
+
+/// Relation from an entry's node to each of its tags.
+const TAGGED: &str = "TAGGED";
+/// Relation from an entry's node to each session that wrote it.
+const IN_SESSION: &str = "IN_SESSION";
+
+fn push_new(list: &mut Vec<String>, item: String) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+/// A tag's name from its node's key (`tag:{tag}`).
+fn tag_name(key: &str) -> String {
+    key.strip_prefix("tag:").unwrap_or(key).to_string()
+}
+
+/// An entry as its node alone gives it: no events yet, captured unless pinned, written when
+/// the node was first and last asserted.
+fn entry_of_node(node: &crate::model::Node) -> JournalEntry {
+    let prop = |name: &str| {
+        node.props
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    JournalEntry {
+        key: node.key.clone(),
+        kind: prop("kind"),
+        text: prop("text"),
+        status: if node.pinned {
+            Status::Promoted
+        } else {
+            Status::Captured
+        },
+        sessions: Vec::new(),
+        tags: Vec::new(),
+        first: node.created,
+        last: node.updated,
+        events: Vec::new(),
+    }
+}
+
+/// Adds the `Journal` nodes none of whose events is live (forgetting evicted them, after a
+/// summary took their gist: so they are consolidated, or promoted), and to every entry the
+/// sessions and tags its node's edges name.
+fn add_forgotten_entries(store: &Store, by_key: &mut BTreeMap<String, JournalEntry>) {
+    let g = store.graph();
+    for id in g.node_ids().filter(|id| g.node_label(*id) == Some(LABEL)) {
+        let Some(node) = g.node(id) else {
+            continue;
+        };
+        let e = by_key.entry(node.key.clone()).or_insert_with(|| {
+            let mut e = entry_of_node(&node);
+            if e.status == Status::Captured {
+                e.status = Status::Consolidated;
+            }
+            e
+        });
+        let forgotten = e.events.is_empty();
+        let mut last_written = None;
+        for edge in g.edges_of(id) {
+            let Some(core) = g.edge_core(edge).filter(|c| c.from == id) else {
+                continue;
+            };
+            let (Some(to_key), Some(to_name)) = (g.node_key(core.to), g.node_name(core.to)) else {
+                continue;
+            };
+            match g.relation_name_checked(core.relation) {
+                Some(IN_SESSION) => {
+                    push_new(&mut e.sessions, to_name.to_string());
+                    last_written = last_written.max(Some(core.last_seen));
+                }
+                Some(TAGGED) => push_new(&mut e.tags, tag_name(to_key)),
+                _ => {}
+            }
+        }
+        // A summary restates the edge to each session as last seen when the entry was last
+        // written there: the exact time, where the node's own is its day's start.
+        if let Some(last) = last_written.filter(|_| forgotten) {
+            e.last = last.max(e.first);
+        }
+    }
 }
 
 /// The consolidated (not yet promoted) entries written in at least `min_sessions` distinct

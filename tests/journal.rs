@@ -325,3 +325,56 @@ fn forgotten_children_are_not_a_finding_but_deleted_ones_take_their_summary() {
     assert!(r.summaries_checked > 0);
     assert!(store.verify().unwrap().ok());
 }
+
+#[test]
+fn journal_entries_outlive_the_events_forgetting_evicts() {
+    // `journal list` was built from live JOURNAL events alone: once forgetting evicted the
+    // summarised ones, their entries, promoted ones too, left the list though their nodes
+    // (resting on the summaries) were still in the memory (session 26 probe).
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let batch = ingest::read_str("j.jsonl", ENTRIES, Format::Journal).unwrap();
+    batch.commit(&store).unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &minutes_days()).unwrap();
+    let redb = journal::entries(&store)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.text.contains("redb"))
+        .unwrap();
+    journal::promote(&store, std::slice::from_ref(&redb.key)).unwrap();
+    let before = journal::entries(&store).unwrap();
+    assert_eq!(before.len(), 3);
+
+    let report = loci::dynamics::forget::forget(
+        &store,
+        &loci::dynamics::forget::ForgetOptions::with_budget(1),
+    )
+    .unwrap();
+    assert!(report.evicted > 0, "{report:?}");
+    let after = journal::entries(&store).unwrap();
+    let keys = |list: &[journal::JournalEntry]| -> Vec<String> {
+        list.iter().map(|e| e.key.clone()).collect()
+    };
+    assert_eq!(keys(&after), keys(&before), "every entry is still listed");
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(
+            (&a.text, &a.kind, &a.sessions, &a.tags),
+            (&b.text, &b.kind, &b.sessions, &b.tags),
+            "{}",
+            a.key
+        );
+        assert!(a.events.iter().all(|seq| b.events.contains(seq)));
+        if a.events.is_empty() {
+            // Forgotten: its times are its node's, first restated by its day's summary.
+            assert!(a.first <= b.first && b.first - a.first < 1440, "{a:?}");
+            assert_eq!(a.last, b.last, "{a:?}");
+        } else {
+            assert_eq!((a.first, a.last), (b.first, b.last));
+        }
+        if b.status != Status::Captured {
+            assert_eq!(a.status, b.status, "{}", a.key);
+        }
+    }
+    assert_eq!(status_of(&store, "redb"), Status::Promoted);
+    assert!(store.verify().unwrap().ok());
+}

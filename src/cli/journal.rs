@@ -37,15 +37,19 @@ fn list(a: JournalListArgs) -> Result<Code> {
         } else {
             format!(" #{}", e.tags.join(" #"))
         };
+        // Forgetting evicted its events; their gist is in a summary.
+        let written = match e.events.len() {
+            0 => "events forgotten".to_string(),
+            n => format!("x{n}"),
+        };
         outln!(
-            "{} [{}] {}: {}{} ({} sessions, x{}, t={})",
+            "{} [{}] {}: {}{} ({} sessions, {written}, t={})",
             e.key,
             e.status.name(),
             e.kind,
             e.text.replace('\n', " "),
             tags,
             e.sessions.len(),
-            e.events.len(),
             e.last
         );
     }
