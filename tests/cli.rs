@@ -2801,3 +2801,19 @@ fn a_long_value_is_shown_shortened_in_its_error() {
         &err[..300]
     );
 }
+
+#[test]
+fn repair_rebuilds_what_is_derived_and_leaves_the_answers_as_they_were() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let timeline =
+        |store: &Path| json(&["run", "--store", p(store), "timeline", "--json"])["rows"].clone();
+    let before = timeline(&store);
+    let r = json(&["repair", "--store", p(&store), "--json"]);
+    assert_eq!(r["time_entries_fixed"], 0, "{r}");
+    assert_eq!(r["events_replayed"], 49, "{r}");
+    let human = ok(&["repair", "--store", p(&store)]);
+    assert!(human.starts_with("repaired from 49 events"), "{human}");
+    assert_eq!(timeline(&store), before);
+    assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
+}

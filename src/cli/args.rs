@@ -67,6 +67,10 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Rewrite the store's files without the text of deleted events (tombstones stay).
     Compact(CompactArgs),
+    /// Rebuild everything derived from the log (time and episodic indexes, idempotency keys,
+    /// counters, the state's snapshot, the full-text index): what `replay --verify` finds
+    /// different in them. The log itself is only read.
+    Repair(RepairArgs),
     /// Summarise every closed day (and its episodes) and week into SUMMARY events.
     Consolidate(ConsolidateArgs),
     /// Keep the store within a budget of events: consolidate, then evict the lowest retention
@@ -287,6 +291,9 @@ pub struct EmergeArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// `loci repair` takes what `compact` does: the store, and `--json`.
+pub type RepairArgs = CompactArgs;
 
 #[derive(Args)]
 pub struct CompactArgs {

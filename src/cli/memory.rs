@@ -9,7 +9,7 @@ use loci::dynamics::working::{WmOp, MAX_CAPACITY};
 use loci::DeleteRequest;
 
 use super::args::{
-    CheckArgs, CompactArgs, ConsolidateArgs, DeleteArgs, EmergeArgs, ForgetArgs, WmArgs,
+    CheckArgs, CompactArgs, ConsolidateArgs, DeleteArgs, EmergeArgs, ForgetArgs, RepairArgs, WmArgs,
 };
 use super::exit::fail;
 use super::exit::Code;
@@ -71,6 +71,30 @@ pub fn compact(a: CompactArgs) -> Result<Code> {
             r.deleted_events,
             r.bytes_before,
             r.bytes_after
+        );
+    }
+    Ok(Code::Ok)
+}
+
+/// `repair`: rebuild what is derived from the log.
+pub fn repair(a: RepairArgs) -> Result<Code> {
+    let s = open(&a.store)?;
+    let (store, r) = s.into_store().repair()?;
+    let _store = super::Opened::new(store);
+    if a.json {
+        print_json(&r)?;
+    } else {
+        outln!(
+            "repaired from {} events of the log: {} time-index, {} episodic-index and {} idempotency entries were wrong{}; the state and the full-text index were rebuilt",
+            r.events_replayed,
+            r.time_entries_fixed,
+            r.facet_entries_fixed,
+            r.idempotency_entries_fixed,
+            if r.meta_fixed {
+                ", and the counters, deleted set or folds"
+            } else {
+                ""
+            }
         );
     }
     Ok(Code::Ok)

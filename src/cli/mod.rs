@@ -252,6 +252,7 @@ fn run(cli: Cli) -> Result<Code> {
         Command::Unpin(a) => write::pin(a, false),
         Command::Delete(a) => memory::delete(a),
         Command::Compact(a) => memory::compact(a),
+        Command::Repair(a) => memory::repair(a),
         Command::Consolidate(a) => memory::consolidate(a),
         Command::Forget(a) => memory::forget(a),
         Command::Wm(a) => memory::working_memory(a),

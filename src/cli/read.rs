@@ -567,7 +567,7 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
             if report.ok() {
                 "OK: live state equals replay"
             } else {
-                "MISMATCH"
+                "MISMATCH (`loci repair` rebuilds every view derived from the log)"
             }
         );
     }
