@@ -367,3 +367,40 @@ fn a_budget_under_the_fixed_frame_says_what_takes_it_and_the_least_that_fits() {
         .to_string();
     assert!(e.contains("the instructions and the boundary line"), "{e}");
 }
+
+#[test]
+fn snippets_retrieval_cut_for_the_budget_are_listed_as_left_out() {
+    // The snippets section took retrieval's pack and dropped its `cut` list: what did not
+    // fit there was missing from `left_out`, which every other section fills (session 26
+    // probe).
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 20, 42);
+    let mut o = opts(1200);
+    o.shares.snippets = 0.05;
+    let c = context::build_context(&store, &o).unwrap();
+    let room = section(&c, "snippets")
+        .lines
+        .iter()
+        .map(|l| l.tokens)
+        .sum::<usize>();
+    assert!(room > 0, "some snippet fits");
+    let cut: Vec<&context::LeftOut> = c
+        .left_out
+        .iter()
+        .filter(|l| l.section == "snippets")
+        .collect();
+    assert!(!cut.is_empty(), "{:#?}", c.left_out);
+    let shown: Vec<&String> = section(&c, "snippets")
+        .lines
+        .iter()
+        .map(|l| &l.ids[0])
+        .collect();
+    for l in &cut {
+        assert!(l.tokens > 0);
+        assert!(
+            !shown.contains(&&l.ids[0]),
+            "{} is shown and left out",
+            l.ids[0]
+        );
+    }
+}

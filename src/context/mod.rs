@@ -417,7 +417,13 @@ fn assemble(
     // in the modes that have snippets).
     let question = opts.question.as_deref().filter(|q| !q.trim().is_empty());
     let snippets = match (question, wants("snippets")) {
-        (Some(q), true) => snippet_lines(retriever, q, share(opts.shares.snippets), opts)?,
+        (Some(q), true) => snippet_lines(
+            retriever,
+            q,
+            share(opts.shares.snippets),
+            opts,
+            &mut left_out,
+        )?,
         _ => Vec::new(),
     };
     sections.push(Section {
@@ -588,12 +594,14 @@ fn cover_text(s: &Summary) -> String {
     )
 }
 
-/// Retrieval's pack for the question, packed into `cap` tokens.
+/// Retrieval's pack for the question, packed into `cap` tokens; the ranked snippets that did
+/// not fit (the pack's `cut`) are left out.
 fn snippet_lines(
     retriever: &Retriever<'_>,
     question: &str,
     cap: usize,
     opts: &ContextOptions,
+    left_out: &mut Vec<LeftOut>,
 ) -> Result<Vec<Line>> {
     if cap == 0 {
         return Ok(Vec::new());
@@ -603,6 +611,11 @@ fn snippet_lines(
         .with_token_counter(opts.tokenizer)
         .with_record_usage(opts.record_usage);
     let pack = retriever.retrieve(question, &retrieve)?;
+    left_out.extend(pack.cut.into_iter().map(|c| LeftOut {
+        section: "snippets".into(),
+        ids: vec![c.id],
+        tokens: c.tokens,
+    }));
     Ok(pack
         .snippets
         .into_iter()
