@@ -2817,3 +2817,36 @@ fn repair_rebuilds_what_is_derived_and_leaves_the_answers_as_they_were() {
     assert_eq!(timeline(&store), before);
     assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
 }
+
+/// `--param want=$W` with W unset: a saved query declares `want` a string, and took the empty
+/// value as given, matching nothing with exit 0 (only untyped parameters were refused). On the
+/// command line an empty string is said in quotes, for saved queries too.
+#[test]
+fn a_saved_query_parameter_given_no_value_on_the_command_line_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let out = loci(&[
+        "run",
+        "--store",
+        p(&store),
+        "find_trade",
+        "--param",
+        "want=",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("want") && err.contains(r#""""#), "{err}");
+    // In quotes, it is the empty string: no trade asks for nothing.
+    let rows = json(&[
+        "run",
+        "--store",
+        p(&store),
+        "find_trade",
+        "--param",
+        r#"want="""#,
+        "--json",
+    ]);
+    assert_eq!(rows["rows"], serde_json::json!([]), "{rows}");
+    let given = json(&["run", "--store", p(&store), "find_trade", "--json"]);
+    assert!(!given["rows"].as_array().unwrap().is_empty());
+}

@@ -353,6 +353,7 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
                     None => fail!(Code::NotFound, "{}", all.unknown(&name)),
                 }
             };
+            let args = loci::query::command_line_values(&args)?;
             let s = open_for_reading(&a.store)?;
             let r = q.run(&s, &args);
             (q.prepared.text.clone(), r)

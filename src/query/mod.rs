@@ -405,6 +405,25 @@ pub fn params_from_json<'a>(
         .collect()
 }
 
+/// Values of `NAME=VALUE` pairs given on a command line for a saved query's declared
+/// parameters ([`saved::SavedQuery::run`]): an empty value is refused, as [`parse_param`]
+/// refuses it for an untyped one (`--param want=$W` with W unset), and `""` is the empty
+/// string. Over JSON a string is given in quotes, and an empty one is meant.
+pub fn command_line_values(
+    pairs: &[(String, String)],
+) -> Result<Vec<(String, String)>, QueryError> {
+    pairs
+        .iter()
+        .map(|(k, v)| match v.as_str() {
+            "" => Err(QueryError::Param(format!(
+                r#"{k}: no value: give one, or "" (in quotes) for an empty string"#
+            ))),
+            r#""""# => Ok((k.clone(), String::new())),
+            _ => Ok((k.clone(), v.clone())),
+        })
+        .collect()
+}
+
 /// Parameters from `NAME=VALUE` strings.
 pub fn params_from_pairs(pairs: &[(String, String)]) -> Result<HashMap<String, Val>, QueryError> {
     pairs
