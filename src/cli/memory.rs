@@ -142,13 +142,9 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
 /// `forget`: consolidate (so summaries keep the gist), then evict down to the budget.
 pub fn forget(a: ForgetArgs) -> Result<Code> {
     let s = open(&a.store)?;
-    // In the store's days (or those given), as `consolidate` summarised it.
-    let first =
-        ConsolidateOptions::default().with_policy(ConsolidationPolicy::for_store(&s, a.day)?);
-    let c = consolidate::consolidate(&s, &RuleSummarizer, &first)?;
     let mut opts = ForgetOptions::with_budget(a.budget);
     opts.now = a.now;
-    let r = forgetting::forget(&s, &opts)?;
+    let (c, r) = forgetting::consolidate_then_forget(&s, a.day, &opts)?;
     if a.json {
         print_json(&serde_json::json!({"consolidated": c, "forget": r}))?;
         return Ok(Code::Ok);

@@ -119,6 +119,22 @@ pub struct ForgetReport {
     pub seq: u64,
 }
 
+/// What `loci forget` and `/v1/forget` do: consolidates the store in its days (`day` if
+/// given, else the length its day summaries have; see [`ConsolidationPolicy::for_store`]), so
+/// that every closed day has a summary to keep its gist, then forgets down to the budget.
+/// Two commits, each atomic: one cut short between them leaves summaries, which the next
+/// run finds made.
+pub fn consolidate_then_forget(
+    store: &Store,
+    day: Option<i64>,
+    opts: &ForgetOptions,
+) -> Result<(consolidate::ConsolidateReport, ForgetReport)> {
+    let policy = consolidate::ConsolidationPolicy::for_store(store, day)?;
+    let first = consolidate::ConsolidateOptions::default().with_policy(policy);
+    let consolidated = consolidate::consolidate(store, &consolidate::RuleSummarizer, &first)?;
+    Ok((consolidated, forget(store, opts)?))
+}
+
 /// Evicts the lowest-retention evictable events until the store holds at most `budget`
 /// events (the deletion event included), or nothing evictable is left.
 pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {

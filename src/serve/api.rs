@@ -865,12 +865,9 @@ pub struct ForgetRequest {
     responses((status = 200, body = Json_)))]
 async fn forget_now(State(st): State<Arc<AppState>>, Body(r): Body<ForgetRequest>) -> Answer {
     st.blocking(move |s| {
-        let first =
-            ConsolidateOptions::default().with_policy(ConsolidationPolicy::for_store(s, None)?);
-        consolidate::consolidate(s, &RuleSummarizer, &first)?;
         let mut opts = ForgetOptions::with_budget(r.budget);
         opts.now = r.now;
-        to_json(&forget::forget(s, &opts)?)
+        to_json(&forget::consolidate_then_forget(s, None, &opts)?.1)
     })
     .await
 }
