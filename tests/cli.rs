@@ -2811,6 +2811,10 @@ fn repair_rebuilds_what_is_derived_and_leaves_the_answers_as_they_were() {
     let before = timeline(&store);
     let r = json(&["repair", "--store", p(&store), "--json"]);
     assert_eq!(r["time_entries_fixed"], 0, "{r}");
+    assert_eq!(
+        r["meta_fixed"], false,
+        "a healthy store has nothing to fix: {r}"
+    );
     assert_eq!(r["events_replayed"], 49, "{r}");
     let human = ok(&["repair", "--store", p(&store)]);
     assert!(human.starts_with("repaired from 49 events"), "{human}");

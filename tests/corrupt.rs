@@ -949,6 +949,7 @@ fn a_damaged_time_index_is_found_by_verify_and_rebuilt_from_the_log_by_repair() 
         // A store with nothing wrong is repaired to itself.
         let (store, report) = store.repair().unwrap();
         assert_eq!(report.entries_fixed(), 0, "{kind}: {report:?}");
+        assert!(!report.meta_fixed, "{kind}: {report:?}");
         assert_eq!(whole(&store).unwrap(), before, "{kind}");
     }
 }
