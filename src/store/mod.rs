@@ -3468,18 +3468,42 @@ impl Store {
         self.raw_event(seq)
     }
 
-    /// The log record at `seq`, deleted or not.
+    /// The log record at `seq`, deleted or not. The log holds every sequence number up to its
+    /// last (a deleted event's record stays, or its tombstone): one it lacks, or a record that
+    /// names another event, is a damaged key, found here rather than read as no event.
     fn raw_event(&self, seq: u64) -> Result<Option<Event>> {
-        log::get(&*self.backend, seq)?
-            .map(|v| {
-                decode_event(Table::Log.name(), &v)
-                    .map_err(log::at_event(seq))
-                    // Decoded past the storage guard, which names the file of a scan's.
-                    .map_err(|e| {
-                        crate::storage::corrupt_in_file(e, &self.backend.kind().path_in(&self.dir))
-                    })
-            })
-            .transpose()
+        let file = || self.backend.kind().path_in(&self.dir);
+        // Decoded past the storage guard, which names the file of a scan's.
+        let damaged = |message: String| {
+            crate::storage::corrupt_in_file(
+                Error::Corrupt {
+                    table: Table::Log.name(),
+                    message,
+                },
+                &file(),
+            )
+        };
+        let last = self.read_state().counters.last_seq;
+        let Some(v) = log::get(&*self.backend, seq)? else {
+            return if (1..=last).contains(&seq) {
+                Err(damaged(format!(
+                    "event {seq} has no record, though the log runs to event {last}: a \
+                     record's key is damaged"
+                )))
+            } else {
+                Ok(None)
+            };
+        };
+        let ev = decode_event(Table::Log.name(), &v)
+            .map_err(log::at_event(seq))
+            .map_err(|e| crate::storage::corrupt_in_file(e, &file()))?;
+        if ev.seq != seq {
+            return Err(damaged(format!(
+                "event {seq}: its record is event {}'s: a record's key is damaged",
+                ev.seq
+            )));
+        }
+        Ok(Some(ev))
     }
 
     /// Calls `visit` with each event from sequence `from` on, in log order, until it returns
