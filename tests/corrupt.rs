@@ -934,7 +934,10 @@ fn a_damaged_time_index_is_found_by_verify_and_rebuilt_from_the_log_by_repair() 
             "{kind}: {e:?}"
         );
         assert!(e.to_string().contains("loci repair"), "{e}");
-        assert!(store.verify().map_or(true, |r| !r.ok()), "{kind}: verify finds it");
+        assert!(
+            store.verify().map_or(true, |r| !r.ok()),
+            "{kind}: verify finds it"
+        );
 
         let (store, report) = store.repair().unwrap();
         assert_eq!(report.time_entries_fixed, 2, "{kind}: {report:?}");
@@ -985,10 +988,16 @@ fn a_log_record_under_a_damaged_key_is_found_not_passed_over() {
             matches!(e, Error::Corrupt { table, .. } if table == "log"),
             "{kind}: {e:?}"
         );
-        assert!(e.to_string().contains(&format!("event {seq}")), "{kind}: {e}");
+        assert!(
+            e.to_string().contains(&format!("event {seq}")),
+            "{kind}: {e}"
+        );
         let e = store.events_between(i64::MIN, i64::MAX).unwrap_err();
         assert!(matches!(e, Error::Corrupt { .. }), "{kind}: {e:?}");
-        assert!(store.verify().map_or(true, |r| !r.ok()), "{kind}: verify finds it");
+        assert!(
+            store.verify().map_or(true, |r| !r.ok()),
+            "{kind}: verify finds it"
+        );
         drop(store);
         // Without a snapshot the open replays the log, and stops at the gap.
         std::fs::remove_file(dir.path().join("state.snapshot")).unwrap();
@@ -1017,10 +1026,64 @@ fn a_flipped_bit_in_a_log_key_of_a_redb_leaf_is_found_by_every_read() {
         .expect("keys 19, 20 and 21 lie together in a leaf");
     bytes[at + 8 + 5] ^= 0x41;
     std::fs::write(&file, bytes).unwrap();
-    let e = Store::open(dir.path()).err().expect("the open replays the log");
+    let e = Store::open(dir.path())
+        .err()
+        .expect("the open replays the log");
     assert!(
         matches!(e, Error::Corrupt { table, .. } if table == "log"),
         "{e:?}"
     );
     assert!(e.to_string().contains("key is damaged"), "{e}");
+}
+
+#[test]
+fn repair_rebuilds_a_damaged_time_index_leaf_in_one_run() {
+    // A bit flipped in a time-index key inside its redb leaf: `repair` edited the entries
+    // through the damaged leaf, said it fixed them, and verify still found the index wrong,
+    // run after run (session 27 probe). It now writes fresh files.
+    let dir = tempfile::tempdir().unwrap();
+    small_store(BackendKind::Redb, dir.path());
+    let store = Store::open(dir.path()).unwrap();
+    let times: Vec<(i64, u64)> = store
+        .events_between(i64::MIN, i64::MAX)
+        .unwrap()
+        .iter()
+        .map(|e| (e.ts, e.seq))
+        .collect();
+    let before: Vec<u64> = times.iter().map(|t| t.1).collect();
+    drop(store);
+    let key = |(ts, seq): (i64, u64)| {
+        let mut k = ((ts as u64) ^ (1 << 63)).to_be_bytes().to_vec();
+        k.extend_from_slice(&seq.to_be_bytes());
+        k
+    };
+    let i = times.len() / 2;
+    let run: Vec<u8> = [times[i - 1], times[i], times[i + 1]]
+        .into_iter()
+        .flat_map(key)
+        .collect();
+    let file = dir.path().join("data.redb");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes
+        .windows(run.len())
+        .position(|w| w == run.as_slice())
+        .expect("three time keys lie together in a leaf");
+    bytes[at + 16 + 3] ^= 0x41;
+    std::fs::write(&file, bytes).unwrap();
+
+    let store = Store::open(dir.path()).unwrap();
+    assert!(!store.verify().unwrap().ok(), "verify finds the damage");
+    let (store, report) = store.repair().unwrap();
+    assert!(report.time_entries_fixed > 0, "{report:?}");
+    let verified = store.verify().unwrap();
+    assert!(verified.ok(), "one repair mends it: {:#?}", verified.differences);
+    let seqs: Vec<u64> = store
+        .events_between(i64::MIN, i64::MAX)
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, before);
+    let (_, again) = store.repair().unwrap();
+    assert_eq!(again.entries_fixed(), 0, "{again:?}");
 }

@@ -76,13 +76,20 @@ pub fn compact(a: CompactArgs) -> Result<Code> {
     Ok(Code::Ok)
 }
 
-/// `repair`: rebuild what is derived from the log.
+/// `repair`: rebuild what is derived from the log, then check it as `replay --verify` does
+/// (a repair that left a difference says so, and exits as a mismatch).
 pub fn repair(a: RepairArgs) -> Result<Code> {
     let s = open(&a.store)?;
     let (store, r) = s.into_store().repair()?;
-    let _store = super::Opened::new(store);
+    let store = super::Opened::new(store);
+    let verified = store.verify()?;
     if a.json {
-        print_json(&r)?;
+        let mut v = serde_json::to_value(&r)?;
+        if let Some(fields) = v.as_object_mut() {
+            fields.insert("verified".into(), verified.ok().into());
+            fields.insert("differences".into(), verified.differences.clone().into());
+        }
+        print_json(&v)?;
     } else {
         outln!(
             "repaired from {} events of the log: {} time-index, {} episodic-index and {} idempotency entries were wrong{}; the state and the full-text index were rebuilt",
@@ -96,8 +103,29 @@ pub fn repair(a: RepairArgs) -> Result<Code> {
                 ""
             }
         );
+        if !r.unreadable.is_empty() {
+            outln!(
+                "unreadable in the old files (damaged), rebuilt: {}",
+                r.unreadable.join(", ")
+            );
+        }
+        for d in &verified.differences {
+            outln!("DIFFERENCE: {d}");
+        }
+        outln!(
+            "{}",
+            if verified.ok() {
+                "verified: live state equals replay"
+            } else {
+                "MISMATCH after the repair"
+            }
+        );
     }
-    Ok(Code::Ok)
+    Ok(if verified.ok() {
+        Code::Ok
+    } else {
+        Code::Mismatch
+    })
 }
 
 /// `consolidate`: summaries of every closed day and week, with the rule-based summariser.

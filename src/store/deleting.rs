@@ -507,7 +507,7 @@ fn nodes_still_asserted<'a>(
 /// Moves the compacted backend files from `tmp` over the live ones. redb's single file is
 /// replaced by one rename; sled's directory goes aside first (`sled.old`), which
 /// [`recover_compaction`] puts back if the process dies before the new one is in place.
-fn swap_in_compacted(kind: BackendKind, dir: &Path, tmp: &Path) -> Result<()> {
+pub(super) fn swap_in_compacted(kind: BackendKind, dir: &Path, tmp: &Path) -> Result<()> {
     let live = kind.path_in(dir);
     let fresh = kind.path_in(tmp);
     match kind {
@@ -529,7 +529,7 @@ fn swap_in_compacted(kind: BackendKind, dir: &Path, tmp: &Path) -> Result<()> {
 /// After the swap: the full-text index may hold deleted text in its segments (a deleted
 /// document stays in its segment until a merge), so it is removed and rebuilt from the log on
 /// open; then the work directory goes, which marks the compaction done.
-fn finish_compaction(dir: &Path) -> Result<()> {
+pub(super) fn finish_compaction(dir: &Path) -> Result<()> {
     crate::text::clear_dir(&dir.join("text"))?;
     let tmp = dir.join(COMPACT_DIR);
     std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;

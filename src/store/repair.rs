@@ -2,11 +2,14 @@
 //! time and episodic indexes, the idempotency keys, the counters, the deleted set, the folds),
 //! the state's snapshot and the full-text index.
 //!
-//! The open does the backend's part when the derivation rules change
-//! ([`Store::rebuild_derived`]); [`Store::repair`] does all of it on request, for a store
+//! The open rebuilds the backend's part in place when the derivation rules change
+//! ([`Store::rebuild_derived`]). [`Store::repair`] does all of it on request, for a store
 //! whose derived records were damaged (a flipped bit in `data.redb` moves one time-index
-//! entry, and its event drops out of every timeline of its time). Only the log is read: a
-//! damaged log record is refused, as by the open, and nothing is written.
+//! entry, and its event drops out of every timeline of its time), and into fresh backend
+//! files: edits made through a damaged B-tree page land where the damage says, and a
+//! repair made so found as many entries wrong each time it ran. Only the log and the meta
+//! table are read from the old files; a damaged log record is refused, as by the open, and
+//! nothing is changed. The swap is `compact`'s, and as safe against a crash.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,12 +17,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    deleted_list, facet_keys, read_deleted, read_manifest, replay_log, time_key, Counters, Store,
-    META_COUNTERS, META_DELETED, META_PROJECTION, META_SNAPSHOT_FLOOR, PROJECTION_VERSION,
+    deleted_list, facet_keys, read_deleted, read_manifest, replay_log, time_key, Counters, Folds,
+    State, Store, META_COUNTERS, META_DELETED, META_PROJECTION, META_SNAPSHOT_FLOOR,
+    PROJECTION_VERSION,
 };
 use crate::codec::{decode, encode};
 use crate::error::{Error, Result};
-use crate::storage::{Backend, Table, WriteBatch};
+use crate::storage::{Backend, Table, WriteBatch, COMPACT_DIR};
 
 /// What [`Store::repair`] found and rewrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +40,9 @@ pub struct RepairReport {
     pub idempotency_entries_fixed: usize,
     /// Whether the counters, the deleted set or the folds differed from the replay's.
     pub meta_fixed: bool,
+    /// Derived tables the old files could not be read through (damaged): rebuilt without a
+    /// count of what was wrong in them.
+    pub unreadable: Vec<String>,
 }
 
 impl RepairReport {
@@ -45,35 +52,33 @@ impl RepairReport {
     }
 }
 
-/// Adds to `batch` what turns the keys of `table` (`stored`) into `expected`, both sorted and
-/// without duplicates; gives how many keys change.
-fn rewrite_keys(
-    table: Table,
+/// Walks the sorted, duplicate-free key lists `stored` and `expected` together, calling
+/// `change(key, in_expected)` for each key in one and not the other; gives how many.
+fn differing(
     stored: &[Vec<u8>],
     expected: &[Vec<u8>],
-    batch: &mut WriteBatch,
+    mut change: impl FnMut(&[u8], bool),
 ) -> usize {
     let (mut i, mut j, mut changed) = (0, 0, 0);
-    while i < stored.len() || j < expected.len() {
+    loop {
         match (stored.get(i), expected.get(j)) {
             (Some(s), Some(e)) if s == e => {
                 i += 1;
                 j += 1;
+                continue;
             }
             (Some(s), e) if e.is_none_or(|e| s < e) => {
-                batch.delete(table, s.clone());
+                change(s, false);
                 i += 1;
-                changed += 1;
             }
             (_, Some(e)) => {
-                batch.put(table, e.clone(), Vec::new());
+                change(e, true);
                 j += 1;
-                changed += 1;
             }
-            (_, None) => break,
+            (_, None) => return changed,
         }
+        changed += 1;
     }
-    changed
 }
 
 /// Every key and value of `table`, in key order.
@@ -86,18 +91,29 @@ fn table_entries(backend: &dyn Backend, table: Table) -> Result<Vec<(Vec<u8>, Ve
     Ok(out)
 }
 
-impl Store {
-    /// Rewrites what the backend derives from the log (the time and episodic indexes, the
-    /// idempotency keys, the counters, the deleted set and the folds) by a replay under this
-    /// build's rules, in one atomic batch that changes only the entries that differ, and
-    /// records the rules' version. The graph itself is replayed by the open (a snapshot made
-    /// under other rules is not used). Node and edge ids and the counters come out as
-    /// before, since they are assigned by the same replay.
-    pub(super) fn rebuild_derived(backend: &dyn Backend, dir: &Path) -> Result<RepairReport> {
+fn table_keys(backend: &dyn Backend, table: Table) -> Result<Vec<Vec<u8>>> {
+    Ok(table_entries(backend, table)?
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect())
+}
+
+/// What a replay of the log derives for the backend's tables.
+struct Derived {
+    state: State,
+    /// `event_time` and `event_facet` keys, sorted, each once.
+    times: Vec<Vec<u8>>,
+    facets: Vec<Vec<u8>>,
+    /// Idempotency key -> the sequence number (big-endian) of the first event to carry it
+    /// (a later one was skipped as a repeat, or is a tombstone keeping its deleted event's).
+    keys: BTreeMap<Vec<u8>, Vec<u8>>,
+    last_seq: u64,
+}
+
+impl Derived {
+    fn replay(backend: &dyn Backend, dir: &Path) -> Result<Derived> {
         let mut times = Vec::new();
         let mut facets = Vec::new();
-        // The first event to carry a key holds it, as when it was ingested (a later one was
-        // skipped as a repeat, or is a tombstone keeping its deleted event's key).
         let mut keys: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let state = match replay_log(backend, |ev, deleted| {
             if !deleted {
@@ -117,57 +133,88 @@ impl Store {
                 })
             }
         };
-        let mut report = RepairReport {
-            events_replayed: state.counters.last_seq,
-            ..RepairReport::default()
-        };
-        let mut batch = WriteBatch::default();
+        for list in [&mut times, &mut facets] {
+            list.sort_unstable();
+            list.dedup();
+        }
+        let last_seq = state.counters.last_seq;
+        Ok(Derived {
+            state,
+            times,
+            facets,
+            keys,
+            last_seq,
+        })
+    }
+
+    /// How `backend`'s derived records differ from these; a table that cannot be read
+    /// (damaged) is listed as unreadable.
+    fn compare(&self, backend: &dyn Backend) -> RepairReport {
+        let mut report = RepairReport::default();
         for (table, expected, fixed) in [
-            (Table::EventTime, &mut times, &mut report.time_entries_fixed),
+            (
+                Table::EventTime,
+                &self.times,
+                &mut report.time_entries_fixed,
+            ),
             (
                 Table::EventFacet,
-                &mut facets,
+                &self.facets,
                 &mut report.facet_entries_fixed,
             ),
         ] {
-            expected.sort_unstable();
-            expected.dedup();
-            let stored: Vec<Vec<u8>> = table_entries(backend, table)?
-                .into_iter()
-                .map(|(k, _)| k)
-                .collect();
-            *fixed = rewrite_keys(table, &stored, expected, &mut batch);
-        }
-        let stored_keys: BTreeMap<Vec<u8>, Vec<u8>> = table_entries(backend, Table::Idempotency)?
-            .into_iter()
-            .collect();
-        for k in stored_keys.keys().filter(|k| !keys.contains_key(*k)) {
-            batch.delete(Table::Idempotency, k.clone());
-            report.idempotency_entries_fixed += 1;
-        }
-        for (k, v) in keys {
-            if stored_keys.get(&k) != Some(&v) {
-                batch.put(Table::Idempotency, k, v);
-                report.idempotency_entries_fixed += 1;
+            match table_keys(backend, table) {
+                Ok(stored) => *fixed = differing(&stored, expected, |_, _| {}),
+                Err(_) => report.unreadable.push(table.name().to_string()),
             }
+        }
+        match table_entries(backend, Table::Idempotency) {
+            Ok(stored) => {
+                let stored: BTreeMap<Vec<u8>, Vec<u8>> = stored.into_iter().collect();
+                report.idempotency_entries_fixed = stored
+                    .keys()
+                    .filter(|k| !self.keys.contains_key(*k))
+                    .count()
+                    + self
+                        .keys
+                        .iter()
+                        .filter(|(k, v)| stored.get(*k) != Some(*v))
+                        .count();
+            }
+            Err(_) => report
+                .unreadable
+                .push(Table::Idempotency.name().to_string()),
         }
         // Compared as `replay --verify` compares them: by value (a store with nothing
         // deleted may have no deleted list stored at all).
         let stored_counters: Option<Counters> = backend
-            .get(Table::Meta, META_COUNTERS)?
+            .get(Table::Meta, META_COUNTERS)
+            .ok()
+            .flatten()
             .and_then(|v| decode("meta", &v).ok());
-        report.meta_fixed |= stored_counters != Some(state.counters);
-        report.meta_fixed |= read_deleted(backend).ok() != Some(state.deleted.clone());
+        report.meta_fixed = stored_counters != Some(self.state.counters)
+            || read_deleted(backend).ok() != Some(self.state.deleted.clone())
+            || Folds::read(backend)
+                .map(|f| {
+                    !f.differences("stored", &self.state.folds, "replayed")
+                        .is_empty()
+                })
+                .unwrap_or(true);
+        report.events_replayed = self.last_seq;
+        report
+    }
+
+    /// The meta entries derived from the log: counters, the deleted set, the folds, the
+    /// rules' version and the snapshot floor.
+    fn put_meta(&self, batch: &mut WriteBatch) {
+        let state = &self.state;
         batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&state.counters));
         batch.put(
             Table::Meta,
             META_DELETED.to_vec(),
-            encode(&deleted_list(&state)),
+            encode(&deleted_list(state)),
         );
-        report.meta_fixed |= super::Folds::read(backend)
-            .map(|f| !f.differences("stored", &state.folds, "replayed").is_empty())
-            .unwrap_or(true);
-        state.folds.put_all(&mut batch);
+        state.folds.put_all(batch);
         batch.put(
             Table::Meta,
             META_PROJECTION.to_vec(),
@@ -178,23 +225,76 @@ impl Store {
             META_SNAPSHOT_FLOOR.to_vec(),
             encode(&state.counters.last_seq),
         );
-        backend.commit(batch)?;
-        Ok(report)
+    }
+}
+
+impl Store {
+    /// Rewrites what the backend derives from the log (the time and episodic indexes, the
+    /// idempotency keys, the counters, the deleted set and the folds) by a replay under this
+    /// build's rules, in one atomic batch that changes only the entries that differ, and
+    /// records the rules' version. The graph itself is replayed by the open (a snapshot made
+    /// under other rules is not used). Node and edge ids and the counters come out as
+    /// before, since they are assigned by the same replay.
+    pub(super) fn rebuild_derived(backend: &dyn Backend, dir: &Path) -> Result<()> {
+        let derived = Derived::replay(backend, dir)?;
+        let mut batch = WriteBatch::default();
+        for (table, expected) in [
+            (Table::EventTime, &derived.times),
+            (Table::EventFacet, &derived.facets),
+        ] {
+            let stored = table_keys(backend, table)?;
+            differing(&stored, expected, |k, add| {
+                if add {
+                    batch.put(table, k.to_vec(), Vec::new());
+                } else {
+                    batch.delete(table, k.to_vec());
+                }
+            });
+        }
+        let stored: BTreeMap<Vec<u8>, Vec<u8>> = table_entries(backend, Table::Idempotency)?
+            .into_iter()
+            .collect();
+        for k in stored.keys().filter(|k| !derived.keys.contains_key(*k)) {
+            batch.delete(Table::Idempotency, k.clone());
+        }
+        for (k, v) in &derived.keys {
+            if stored.get(k) != Some(v) {
+                batch.put(Table::Idempotency, k.clone(), v.clone());
+            }
+        }
+        derived.put_meta(&mut batch);
+        backend.commit(batch)
     }
 
-    /// Rebuilds everything derived from the log: the backend's derived records (only the
-    /// entries that differ are rewritten; the report counts them), then the state, replayed
-    /// from the log by the reopen in place of its snapshot, and the full-text index,
-    /// rebuilt from the log. Consumes the handle and returns the reopened store; the writer
-    /// lock is held throughout. What `replay --verify` compares comes out equal, unless the
-    /// log itself is damaged: that is refused, and nothing is written.
+    /// Rebuilds everything derived from the log: fresh backend files with the log and meta
+    /// table copied and every derived record written from a replay of the log (the report
+    /// counts what the old files had wrong), swapped in as `compact` swaps; then the state,
+    /// replayed from the log by the reopen in place of its snapshot, and the full-text
+    /// index, rebuilt from the log. Consumes the handle and returns the reopened store; the
+    /// writer lock is held throughout. What `replay --verify` compares comes out equal,
+    /// unless the log itself is damaged: that is refused, and nothing is changed.
     pub fn repair(self) -> Result<(Store, RepairReport)> {
         self.writable()?;
         self.flush_usage()?;
         let dir = self.dir.clone();
-        let report = {
+        let kind = self.backend.kind();
+        let tmp = dir.join(COMPACT_DIR);
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        }
+        std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let written = {
             let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-            Self::rebuild_derived(&*self.backend, &dir)?
+            kind.open(&tmp)
+                .and_then(|fresh| write_repaired(&*self.backend, &*fresh, &dir))
+        };
+        let report = match written {
+            Ok(report) => report,
+            Err(e) => {
+                // Nothing was swapped: the store stays as it was.
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(e);
+            }
         };
         // Closing the handle releases the backend's files and the text index; the lock is
         // kept, so no other process opens the store before the reopen.
@@ -202,7 +302,8 @@ impl Store {
         let lock = this.lock.take();
         drop(this);
         super::snapshot::remove(&dir)?;
-        crate::text::clear_dir(&dir.join("text"))?;
+        super::deleting::swap_in_compacted(kind, &dir, &tmp)?;
+        super::deleting::finish_compaction(&dir)?;
         let manifest = read_manifest(&dir)?;
         let store = Store::open_with(dir, manifest, lock)?;
         if let Err(e) = store.checkpoint() {
@@ -210,4 +311,52 @@ impl Store {
         }
         Ok((store, report))
     }
+}
+
+/// Rows per commit into the fresh files.
+const COPY_BATCH: usize = 20_000;
+
+/// Writes into `fresh` the log and meta table of `old` and every derived record as a replay
+/// of the log gives it; counts what `old`'s derived records had wrong, where they can be
+/// read.
+fn write_repaired(old: &dyn Backend, fresh: &dyn Backend, dir: &Path) -> Result<RepairReport> {
+    let derived = Derived::replay(old, dir)?;
+    let report = derived.compare(old);
+    let mut batch = WriteBatch::default();
+    let flush = |batch: &mut WriteBatch, at_end: bool| -> Result<()> {
+        if at_end || batch.len() >= COPY_BATCH {
+            fresh.commit(std::mem::take(batch))?;
+        }
+        Ok(())
+    };
+    for table in [Table::Meta, Table::Log] {
+        // Raw entries, a long record's chunks as they are.
+        let mut failed = None;
+        old.scan(table, &[], None, &mut |k, v| {
+            batch.put(table, k.to_vec(), v.to_vec());
+            if let Err(e) = flush(&mut batch, false) {
+                failed = Some(e);
+                return Ok(false);
+            }
+            Ok(true)
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    derived.put_meta(&mut batch);
+    for k in derived.times {
+        batch.put(Table::EventTime, k, Vec::new());
+        flush(&mut batch, false)?;
+    }
+    for k in derived.facets {
+        batch.put(Table::EventFacet, k, Vec::new());
+        flush(&mut batch, false)?;
+    }
+    for (k, v) in derived.keys {
+        batch.put(Table::Idempotency, k, v);
+        flush(&mut batch, false)?;
+    }
+    flush(&mut batch, true)?;
+    Ok(report)
 }
