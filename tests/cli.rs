@@ -2818,7 +2818,10 @@ fn repair_rebuilds_what_is_derived_and_leaves_the_answers_as_they_were() {
     assert_eq!(r["events_replayed"], 49, "{r}");
     let human = ok(&["repair", "--store", p(&store)]);
     assert!(human.starts_with("repaired from 49 events"), "{human}");
-    assert!(human.contains("verified: live state equals replay"), "{human}");
+    assert!(
+        human.contains("verified: live state equals replay"),
+        "{human}"
+    );
     assert_eq!(timeline(&store), before);
     assert!(ok(&["replay", "--verify", "--store", p(&store)]).contains("OK"));
 }

@@ -1076,7 +1076,11 @@ fn repair_rebuilds_a_damaged_time_index_leaf_in_one_run() {
     let (store, report) = store.repair().unwrap();
     assert!(report.time_entries_fixed > 0, "{report:?}");
     let verified = store.verify().unwrap();
-    assert!(verified.ok(), "one repair mends it: {:#?}", verified.differences);
+    assert!(
+        verified.ok(),
+        "one repair mends it: {:#?}",
+        verified.differences
+    );
     let seqs: Vec<u64> = store
         .events_between(i64::MIN, i64::MAX)
         .unwrap()

@@ -105,8 +105,16 @@ pub fn repair(a: RepairArgs) -> Result<Code> {
         );
         if !r.unreadable.is_empty() {
             outln!(
-                "unreadable in the old files (damaged), rebuilt: {}",
-                r.unreadable.join(", ")
+                "unreadable in the old files (damaged), rebuilt: {}{}",
+                r.unreadable.join(", "),
+                if r.not_compared.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; not compared after it, rebuilt: {}",
+                        r.not_compared.join(", ")
+                    )
+                }
             );
         }
         for d in &verified.differences {

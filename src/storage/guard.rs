@@ -116,12 +116,18 @@ impl Guarded {
             Ok(r) => r,
             Err(p) => {
                 self.poisoned.store(true, Ordering::SeqCst);
-                let message = format!(
+                let mut message = format!(
                     "{} panicked in {what} on {} ({PROBABLY_DAMAGED}): {}",
                     self.kind.name(),
                     self.path.display(),
                     p
                 );
+                // What is derived from the log can be written again from it.
+                if table.is_some_and(Table::is_derived) {
+                    message.push_str(
+                        "; the table is derived from the log: `loci repair` writes it afresh",
+                    );
+                }
                 Err(match table {
                     Some(t) => Error::Corrupt {
                         table: t.name(),

@@ -62,6 +62,14 @@ impl Table {
         Table::EventFacet,
     ];
 
+    /// Whether the table holds only what the log derives (`Store::repair` writes it afresh).
+    pub fn is_derived(self) -> bool {
+        matches!(
+            self,
+            Table::EventTime | Table::EventFacet | Table::Idempotency
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Table::Meta => "meta",
