@@ -404,3 +404,28 @@ fn snippets_retrieval_cut_for_the_budget_are_listed_as_left_out() {
         );
     }
 }
+
+#[test]
+fn no_snippet_is_left_out_that_the_unused_budget_would_hold() {
+    // Each section has its share; what the moment (the latest events) leaves of the rest
+    // went unused, while retrieval's snippets past their share were left out "for the
+    // budget": 79 of 328 tokens used, 9 snippets left out (session 27 probe).
+    let tmp = tempfile::tempdir().unwrap();
+    // One day: a short moment, which leaves room.
+    let store = lived(tmp.path(), 1, 42);
+    for (budget, share) in [(300, 0.3), (900, 0.3), (3000, 0.05), (8000, 0.02)] {
+        let mut o = opts(budget);
+        o.shares.snippets = share;
+        let c = context::build_context(&store, &o).unwrap();
+        assert!(c.tokens <= budget);
+        let room = budget - c.tokens;
+        for l in c.left_out.iter().filter(|l| l.section == "snippets") {
+            assert!(
+                l.tokens > room,
+                "budget {budget}: {} ({} tokens) left out with {room} unused",
+                l.ids[0],
+                l.tokens
+            );
+        }
+    }
+}

@@ -483,6 +483,12 @@ fn assemble(
         name: "moment".into(),
         lines: moment,
     });
+    if let Some(q) = question {
+        let room = opts
+            .budget
+            .saturating_sub(lines_tokens(&sections) + count_line(BOUNDARY));
+        widen_snippets(retriever, q, room, opts, &mut sections, &mut left_out)?;
+    }
 
     let mut context = fit(sections, opts, counter, &mut left_out);
     context.left_out = left_out;
@@ -592,6 +598,59 @@ fn cover_text(s: &Summary) -> String {
         s.end,
         s.text.trim()
     )
+}
+
+/// Tokens of every line of `sections`.
+fn lines_tokens(sections: &[Section]) -> usize {
+    sections
+        .iter()
+        .flat_map(|s| &s.lines)
+        .map(|l| l.tokens)
+        .sum()
+}
+
+/// Gives the snippets the `room` the other sections left (the moment takes what the shares
+/// leave, but has only so many latest events) when retrieval cut some for their share: with
+/// most of a budget unused, snippets that would have fitted were listed as left out. The
+/// pack is made again with the larger cap; its uses were recorded by the first, whose
+/// snippets lead it.
+fn widen_snippets(
+    retriever: &Retriever<'_>,
+    question: &str,
+    room: usize,
+    opts: &ContextOptions,
+    sections: &mut [Section],
+    left_out: &mut Vec<LeftOut>,
+) -> Result<()> {
+    let cut: usize = left_out
+        .iter()
+        .filter(|l| l.section == "snippets")
+        .map(|l| l.tokens)
+        .min()
+        .unwrap_or(usize::MAX);
+    let Some(section) = sections.iter_mut().find(|s| s.name == "snippets") else {
+        return Ok(());
+    };
+    if cut > room {
+        return Ok(());
+    }
+    let shown: usize = section.lines.iter().map(|l| l.tokens).sum();
+    let mut wider = opts.clone();
+    wider.record_usage = false;
+    let mut cut_now = Vec::new();
+    let lines = snippet_lines(retriever, question, shown + room, &wider, &mut cut_now)?;
+    if lines.iter().map(|l| l.tokens).sum::<usize>() > shown + room {
+        return Ok(());
+    }
+    section.lines = lines;
+    // In the place the first pass listed them, before the later sections' lines.
+    let at = left_out
+        .iter()
+        .position(|l| l.section == "snippets")
+        .unwrap_or(left_out.len());
+    left_out.retain(|l| l.section != "snippets");
+    left_out.splice(at.min(left_out.len())..at.min(left_out.len()), cut_now);
+    Ok(())
 }
 
 /// Retrieval's pack for the question, packed into `cap` tokens; the ranked snippets that did
