@@ -429,3 +429,30 @@ fn no_snippet_is_left_out_that_the_unused_budget_would_hold() {
         }
     }
 }
+
+#[test]
+fn the_moment_finds_the_latest_events_behind_a_long_run_of_summaries() {
+    // Consolidating a long history at once appends one summary per day and episode after the
+    // latest events; past 16,384 of them the moment's reach ended and it came out empty (an
+    // 8,000-day world: 599 of 2,000 tokens used, no latest event; session 27 probe).
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path(), BackendKind::Redb).unwrap();
+    let mut latest = EventDraft::new(10, "bot", "OBSERVATION");
+    latest.payload = loci::model::Value::from("the latest thing the bot saw");
+    store.ingest(vec![latest]).unwrap();
+    // Bookkeeping the moment never shows, as a consolidation writes it.
+    let run: Vec<EventDraft> = (0..17_000)
+        .map(|i| {
+            let mut d = EventDraft::new(i % 10, "loci", consolidate::SUMMARY);
+            d.payload = loci::model::Value::from("a summary");
+            d
+        })
+        .collect();
+    store.ingest(run).unwrap();
+    let c = context::build_context(&store, &ContextOptions::with_budget(2000)).unwrap();
+    let moment = &section(&c, "moment").lines;
+    assert!(
+        moment.iter().any(|l| l.text.contains("the latest thing")),
+        "{moment:?}"
+    );
+}

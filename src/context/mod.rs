@@ -956,9 +956,42 @@ fn moment_lines(
     let mut used = 0;
     let mut from = last + 1;
     let mut showable = 0;
-    'steps: while from > 1 && last + 1 - from < MOMENT_SCAN && showable < MOMENT_WINDOW {
+    // Summaries passed over without reading them, and not counted against the scan's reach:
+    // a consolidation of a long history appends them in runs of thousands (one per day and
+    // episode) after the latest events, which the moment then never reached.
+    let mut summaries: Option<std::collections::BTreeSet<u64>> = None;
+    let mut passed_over = 0;
+    'steps: while from > 1
+        && (last + 1 - from) - passed_over < MOMENT_SCAN
+        && showable < MOMENT_WINDOW
+    {
+        if let Some(summaries) = &summaries {
+            for seq in summaries.range(..from).rev() {
+                if *seq + 1 != from {
+                    break;
+                }
+                from = *seq;
+                passed_over += 1;
+            }
+            if from <= 1 {
+                break;
+            }
+        }
         let start = from.saturating_sub(MOMENT_STEP).max(1);
         cache.load(store, start, from)?;
+        // A whole step of records the moment does not show: bookkeeping, most likely a run
+        // of summaries; from here on the scan steps over them (their numbers are read from
+        // the episodic index's keys, once).
+        if summaries.is_none()
+            && (start..from).all(|seq| !matches!(cache.lines.get(&seq), Some(Some(_))))
+        {
+            summaries = Some(
+                store
+                    .seqs_with(crate::store::Facet::Kind, consolidate::SUMMARY)?
+                    .into_iter()
+                    .collect(),
+            );
+        }
         for seq in (start..from).rev() {
             let Some(Some(Cached {
                 ts,

@@ -3550,6 +3550,27 @@ impl Store {
         self.events_of_index(Table::EventFacet, entries)
     }
 
+    /// The sequence numbers of the events with the given place, actor or kind, ascending,
+    /// from the episodic index's keys alone (nothing decoded).
+    pub fn seqs_with(&self, facet: Facet, value: &str) -> Result<Vec<u64>> {
+        let prefix = facet_prefix(facet, value);
+        let mut seqs = Vec::new();
+        self.backend
+            .scan(Table::EventFacet, &prefix, None, &mut |k, _| {
+                if !k.starts_with(&prefix) {
+                    return Ok(false);
+                }
+                seqs.extend(
+                    k.get(k.len().saturating_sub(16)..)
+                        .and_then(time_entry)
+                        .map(|(_, s)| s),
+                );
+                Ok(true)
+            })?;
+        seqs.sort_unstable();
+        Ok(seqs)
+    }
+
     /// Events whose world time lies in `[from, to]`, in time order (ties by sequence).
     pub fn events_between(&self, from: i64, to: i64) -> Result<Vec<Event>> {
         let entries = self.event_times(from, to)?;
