@@ -2022,9 +2022,11 @@ fn journal_and_check_work_end_to_end() {
     assert_eq!(promoted["promoted"].as_array().unwrap().len(), 1);
     let shown = ok(&["journal", "list", "--store", s, "--status", "promoted"]);
     assert!(
-        shown.contains("[promoted] decision: keep pins  few"),
+        shown.contains("[promoted] decision: keep pins  few (2 sessions, x2"),
         "{shown}"
     );
+    let captured = ok(&["journal", "list", "--store", s, "--status", "captured"]);
+    assert!(captured.contains("(1 session, x1"), "{captured}");
     let missing = loci(&["journal", "promote", "--store", s, "journal:nope"]);
     assert_eq!(missing.status.code(), Some(4));
     // Written in at least no session would be every entry: refused, not taken as 1.

@@ -43,13 +43,14 @@ fn list(a: JournalListArgs) -> Result<Code> {
             n => format!("x{n}"),
         };
         outln!(
-            "{} [{}] {}: {}{} ({} sessions, {written}, t={})",
+            "{} [{}] {}: {}{} ({} session{}, {written}, t={})",
             e.key,
             e.status.name(),
             e.kind,
             e.text.replace('\n', " "),
             tags,
             e.sessions.len(),
+            if e.sessions.len() == 1 { "" } else { "s" },
             e.last
         );
     }
