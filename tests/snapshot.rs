@@ -1609,3 +1609,32 @@ all_backends!(
     a_store_opened_from_its_snapshot_moves_onto_each_new_one,
     understated_live_counts_in_the_body_break_nothing,
 );
+
+#[test]
+fn a_long_log_replayed_at_open_is_snapshotted_at_close_however_small_its_graph() {
+    // A log of many events over a small graph (an agent's notes, then thousands of summaries)
+    // was replayed whole at every open: a state replayed from the log counted as changed by
+    // its graph's size (278 for 43k events), under the close's threshold, so no snapshot was
+    // ever written (0.5 s of every command on such a store; session 27).
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+        let notes: Vec<EventDraft> = (0..6_000)
+            .map(|i| {
+                let mut d = EventDraft::new(i, "bot", "OBSERVATION");
+                d.payload = Value::from("a note");
+                d
+            })
+            .collect();
+        store.ingest(notes).unwrap();
+    }
+    let first = Store::open(dir.path()).unwrap();
+    let first_source = first.state_source();
+    drop(first);
+    let again = Store::open(dir.path()).unwrap();
+    assert!(
+        matches!(again.state_source(), StateSource::Snapshot { .. }),
+        "opened first from {first_source:?}, then from {:?}",
+        again.state_source()
+    );
+}

@@ -2449,11 +2449,16 @@ impl Store {
         // capacity per node), as an open from a snapshot does.
         state.adj.compact();
         let size = state.graph_size();
+        // What the next open would replay again: the log's events, or the graph's size where
+        // that is more (a snapshot counts changes so). By the graph alone, a long log over a
+        // small graph (thousands of summaries) stayed under the close's threshold, and every
+        // open replayed it whole.
+        let replayed_events = state.counters.last_seq;
         Ok((
             state,
             Loaded {
                 source: StateSource::Log,
-                since_snapshot: size,
+                since_snapshot: size.max(replayed_events),
                 snapshot_size: 0,
                 fewer_ids,
             },
