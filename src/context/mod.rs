@@ -585,7 +585,7 @@ fn choose_cover(
 
 /// The live summaries, latest per range, from the episodic index.
 fn live_summaries(store: &Store) -> Result<Vec<Summary>> {
-    Ok(consolidate::latest_summaries(store)?
+    Ok(consolidate::latest_summaries_without_digests(store)?
         .into_values()
         .collect())
 }
