@@ -368,6 +368,61 @@ pub fn decode_event(table: &'static str, bytes: &[u8]) -> Result<Event> {
 
 /// The leading fields of an event record, every format alike: enough to find the few events
 /// a pass over the log looks for (deletions) without decoding every payload.
+/// The fields of a log record up to its payload, in the order this build's formats write
+/// them (`Event`'s): what [`decode_event_up_to_payload`] reads.
+#[derive(Deserialize)]
+struct EventUpToPayload {
+    seq: u64,
+    recorded_at: i64,
+    ts: i64,
+    actor: String,
+    place: Option<String>,
+    anchor: Option<Anchor>,
+    kind: String,
+    payload: Value,
+    salience: f32,
+    evidence: Vec<String>,
+}
+
+/// A log record decoded up to its payload: its assertions and idempotency key are left
+/// empty. For a reader of what events say, not what they assert: a day summary restates
+/// every node and edge its day asserted, and decoding those was most of reading the
+/// summaries of a long history (27k of them, for each context).
+pub fn decode_event_up_to_payload(table: &'static str, bytes: &[u8]) -> Result<Event> {
+    match body(table, bytes)? {
+        (
+            FORMAT_WITHOUT_CHECKSUM | FORMAT_EDGES_WITHOUT_SALIENCE | FORMAT_EDGES_WITH_SALIENCE,
+            _,
+        ) => {
+            let mut ev = decode_event(table, bytes)?;
+            ev.assertions.clear();
+            ev.idempotency_key = None;
+            Ok(ev)
+        }
+        (_, body) => {
+            let (e, _): (EventUpToPayload, _) =
+                postcard::take_from_bytes(&body).map_err(|e| Error::Corrupt {
+                    table,
+                    message: e.to_string(),
+                })?;
+            Ok(Event {
+                seq: e.seq,
+                recorded_at: e.recorded_at,
+                ts: e.ts,
+                actor: e.actor,
+                place: e.place,
+                anchor: e.anchor,
+                kind: e.kind,
+                payload: e.payload,
+                salience: e.salience,
+                evidence: e.evidence,
+                assertions: Vec::new(),
+                idempotency_key: None,
+            })
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct EventHead<'a> {
     seq: u64,
@@ -455,6 +510,33 @@ mod tests {
         bytes[0] = 9;
         let err = decode::<u64>("t", &bytes).unwrap_err().to_string();
         assert!(err.contains("format 9"), "{err}");
+    }
+
+    #[test]
+    fn a_record_read_up_to_its_payload_is_the_whole_read_less_its_assertions() {
+        let mut draft = EventDraft::new(7, "loci", "SUMMARY");
+        draft.place = Some("village:0:0".into());
+        draft.payload = Value::from("Day 3: traded twice");
+        draft.evidence = vec!["e1".into()];
+        draft.idempotency_key = Some("k".into());
+        draft.assertions = (0..50)
+            .map(|i| {
+                Assertion::UpsertNode(NodeUpsert {
+                    key: format!("node:{i}"),
+                    name: Some(format!("node {i} with a long enough name to be compressed")),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let event = Event::from_draft(3, 1000, draft);
+        // Whole and compressed records alike.
+        for bytes in [encode(&event), encode_event(&event)] {
+            let mut expected = decode_event("log", &bytes).unwrap();
+            assert_eq!(expected, event);
+            expected.assertions.clear();
+            expected.idempotency_key = None;
+            assert_eq!(decode_event_up_to_payload("log", &bytes).unwrap(), expected);
+        }
     }
 
     #[test]

@@ -648,11 +648,17 @@ pub(crate) fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), S
     read_live(store, Summary::of_event)
 }
 
-/// [`latest_summaries`] without their digests ([`Summary::of_event_without_digest`]).
+/// [`latest_summaries`] without their digests ([`Summary::of_event_without_digest`]), each
+/// summary event read up to its payload (not the facts it restates): what the memory cover
+/// reads.
 pub(crate) fn latest_summaries_without_digests(
     store: &Store,
 ) -> Result<BTreeMap<(Level, i64), Summary>> {
-    read_live(store, Summary::of_event_without_digest)
+    let all =
+        store.events_with_up_to_payload(crate::store::Facet::Kind, SUMMARY, i64::MIN, i64::MAX)?;
+    Ok(live(
+        all.iter().filter_map(Summary::of_event_without_digest),
+    ))
 }
 
 fn read_live(store: &Store, read: fn(&Event) -> Option<Summary>) -> Result<Latest> {

@@ -797,6 +797,9 @@ fn time_of_key(k: &[u8]) -> Option<i64> {
     Some((u64::from_be_bytes(ts) ^ (1 << 63)) as i64)
 }
 
+/// Decodes a log record (`codec::decode_event`, or a part of it).
+type DecodeEvent = fn(&'static str, &[u8]) -> Result<Event>;
+
 /// The `(ts, seq)` of an `event_time` key (the last 16 bytes of an `event_facet` one).
 fn time_entry(k: &[u8]) -> Option<(i64, u64)> {
     let seq: [u8; 8] = k.get(8..16)?.try_into().ok()?;
@@ -3477,6 +3480,10 @@ impl Store {
     /// last (a deleted event's record stays, or its tombstone): one it lacks, or a record that
     /// names another event, is a damaged key, found here rather than read as no event.
     fn raw_event(&self, seq: u64) -> Result<Option<Event>> {
+        self.raw_event_decoded(seq, decode_event)
+    }
+
+    fn raw_event_decoded(&self, seq: u64, decode: DecodeEvent) -> Result<Option<Event>> {
         let file = || self.backend.kind().path_in(&self.dir);
         // Decoded past the storage guard, which names the file of a scan's.
         let damaged = |message: String| {
@@ -3499,7 +3506,7 @@ impl Store {
                 Ok(None)
             };
         };
-        let ev = decode_event(Table::Log.name(), &v)
+        let ev = decode(Table::Log.name(), &v)
             .map_err(log::at_event(seq))
             .map_err(|e| crate::storage::corrupt_in_file(e, &file()))?;
         if ev.seq != seq {
@@ -3538,6 +3545,36 @@ impl Store {
     /// Events with the given place, actor or kind whose world time lies in `[from, to]`, in
     /// time order, from the episodic index (only those events are read).
     pub fn events_with(&self, facet: Facet, value: &str, from: i64, to: i64) -> Result<Vec<Event>> {
+        self.events_with_decoded(facet, value, from, to, decode_event)
+    }
+
+    /// [`Store::events_with`], each event read up to its payload: its assertions and
+    /// idempotency key are left empty ([`crate::codec::decode_event_up_to_payload`]), for a
+    /// reader of what events say (summaries restate every fact of their period).
+    pub fn events_with_up_to_payload(
+        &self,
+        facet: Facet,
+        value: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<Event>> {
+        self.events_with_decoded(
+            facet,
+            value,
+            from,
+            to,
+            crate::codec::decode_event_up_to_payload,
+        )
+    }
+
+    fn events_with_decoded(
+        &self,
+        facet: Facet,
+        value: &str,
+        from: i64,
+        to: i64,
+        decode: DecodeEvent,
+    ) -> Result<Vec<Event>> {
         let prefix = facet_prefix(facet, value);
         let mut start = prefix.clone();
         start.extend_from_slice(&time_key(from, 0));
@@ -3552,7 +3589,7 @@ impl Store {
                 entries.extend(k.get(k.len().saturating_sub(16)..).and_then(time_entry));
                 Ok(true)
             })?;
-        self.events_of_index(Table::EventFacet, entries)
+        self.events_of_index(Table::EventFacet, entries, decode)
     }
 
     /// The sequence numbers of the events with the given place, actor or kind, ascending,
@@ -3579,17 +3616,25 @@ impl Store {
     /// Events whose world time lies in `[from, to]`, in time order (ties by sequence).
     pub fn events_between(&self, from: i64, to: i64) -> Result<Vec<Event>> {
         let entries = self.event_times(from, to)?;
-        self.events_of_index(Table::EventTime, entries)
+        self.events_of_index(Table::EventTime, entries, decode_event)
     }
 
     /// The events an index's `(ts, seq)` entries name, each checked to be of its entry's time:
     /// a damaged entry (a flipped bit in its key) that names its event at another time is
     /// [`Error::Corrupt`], not a timeline with an event out of place. (One moved out of the
     /// range read is not seen here: `replay --verify` finds it.)
-    fn events_of_index(&self, table: Table, entries: Vec<(i64, u64)>) -> Result<Vec<Event>> {
+    fn events_of_index(
+        &self,
+        table: Table,
+        entries: Vec<(i64, u64)>,
+        decode: DecodeEvent,
+    ) -> Result<Vec<Event>> {
         let mut out = Vec::with_capacity(entries.len());
         for (ts, seq) in entries {
-            let Some(ev) = self.event(seq)? else {
+            if self.read_state().deleted.contains(&seq) {
+                continue;
+            }
+            let Some(ev) = self.raw_event_decoded(seq, decode)? else {
                 continue;
             };
             if ev.ts != ts {
