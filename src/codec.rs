@@ -366,8 +366,6 @@ pub fn decode_event(table: &'static str, bytes: &[u8]) -> Result<Event> {
     }
 }
 
-/// The leading fields of an event record, every format alike: enough to find the few events
-/// a pass over the log looks for (deletions) without decoding every payload.
 /// The fields of a log record up to its payload, in the order this build's formats write
 /// them (`Event`'s): what [`decode_event_up_to_payload`] reads.
 #[derive(Deserialize)]
@@ -423,6 +421,8 @@ pub fn decode_event_up_to_payload(table: &'static str, bytes: &[u8]) -> Result<E
     }
 }
 
+/// The leading fields of an event record, every format alike: enough to find the few events
+/// a pass over the log looks for (deletions) without decoding every payload.
 #[derive(Deserialize)]
 struct EventHead<'a> {
     seq: u64,
