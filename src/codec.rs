@@ -366,8 +366,9 @@ pub fn decode_event(table: &'static str, bytes: &[u8]) -> Result<Event> {
     }
 }
 
-/// The fields of a log record up to its payload, in the order this build's formats write
-/// them (`Event`'s): what [`decode_event_up_to_payload`] reads.
+/// The fields of a log record up to its payload, every format alike (formats differ only in
+/// what follows: the assertions, and from format 2 the idempotency key): what
+/// [`decode_event_up_to_payload`] reads.
 #[derive(Deserialize)]
 struct EventUpToPayload {
     seq: u64,
@@ -382,43 +383,31 @@ struct EventUpToPayload {
     evidence: Vec<String>,
 }
 
-/// A log record decoded up to its payload: its assertions and idempotency key are left
-/// empty. For a reader of what events say, not what they assert: a day summary restates
-/// every node and edge its day asserted, and decoding those was most of reading the
-/// summaries of a long history (27k of them, for each context).
+/// A log record of any readable format decoded up to its payload: its assertions and
+/// idempotency key are left empty. For a reader of what events say, not what they assert: a
+/// day summary restates every node and edge its day asserted, and decoding those was most of
+/// reading the summaries of a long history (27k of them, for each context).
 pub fn decode_event_up_to_payload(table: &'static str, bytes: &[u8]) -> Result<Event> {
-    match body(table, bytes)? {
-        (
-            FORMAT_WITHOUT_CHECKSUM | FORMAT_EDGES_WITHOUT_SALIENCE | FORMAT_EDGES_WITH_SALIENCE,
-            _,
-        ) => {
-            let mut ev = decode_event(table, bytes)?;
-            ev.assertions.clear();
-            ev.idempotency_key = None;
-            Ok(ev)
-        }
-        (_, body) => {
-            let (e, _): (EventUpToPayload, _) =
-                postcard::take_from_bytes(&body).map_err(|e| Error::Corrupt {
-                    table,
-                    message: e.to_string(),
-                })?;
-            Ok(Event {
-                seq: e.seq,
-                recorded_at: e.recorded_at,
-                ts: e.ts,
-                actor: e.actor,
-                place: e.place,
-                anchor: e.anchor,
-                kind: e.kind,
-                payload: e.payload,
-                salience: e.salience,
-                evidence: e.evidence,
-                assertions: Vec::new(),
-                idempotency_key: None,
-            })
-        }
-    }
+    let (_, body) = body(table, bytes)?;
+    let (e, _): (EventUpToPayload, _) =
+        postcard::take_from_bytes(&body).map_err(|e| Error::Corrupt {
+            table,
+            message: e.to_string(),
+        })?;
+    Ok(Event {
+        seq: e.seq,
+        recorded_at: e.recorded_at,
+        ts: e.ts,
+        actor: e.actor,
+        place: e.place,
+        anchor: e.anchor,
+        kind: e.kind,
+        payload: e.payload,
+        salience: e.salience,
+        evidence: e.evidence,
+        assertions: Vec::new(),
+        idempotency_key: None,
+    })
 }
 
 /// The leading fields of an event record, every format alike: enough to find the few events
@@ -512,6 +501,13 @@ mod tests {
         assert!(err.contains("format 9"), "{err}");
     }
 
+    /// What [`decode_event_up_to_payload`] gives of a record `decode_event` reads as `event`.
+    fn up_to_payload(mut event: Event) -> Event {
+        event.assertions.clear();
+        event.idempotency_key = None;
+        event
+    }
+
     #[test]
     fn a_record_read_up_to_its_payload_is_the_whole_read_less_its_assertions() {
         let mut draft = EventDraft::new(7, "loci", "SUMMARY");
@@ -531,11 +527,11 @@ mod tests {
         let event = Event::from_draft(3, 1000, draft);
         // Whole and compressed records alike.
         for bytes in [encode(&event), encode_event(&event)] {
-            let mut expected = decode_event("log", &bytes).unwrap();
-            assert_eq!(expected, event);
-            expected.assertions.clear();
-            expected.idempotency_key = None;
-            assert_eq!(decode_event_up_to_payload("log", &bytes).unwrap(), expected);
+            assert_eq!(decode_event("log", &bytes).unwrap(), event);
+            assert_eq!(
+                decode_event_up_to_payload("log", &bytes).unwrap(),
+                up_to_payload(event.clone())
+            );
         }
     }
 
@@ -652,6 +648,10 @@ mod tests {
         let old = EventFormat1Writer::from(&event);
         let bytes = postcard::to_extend(&old, vec![1u8]).unwrap();
         assert_eq!(decode_event("log", &bytes).unwrap(), event);
+        assert_eq!(
+            decode_event_up_to_payload("log", &bytes).unwrap(),
+            up_to_payload(event)
+        );
         let n = postcard::to_extend(&42u32, vec![1u8]).unwrap();
         assert_eq!(decode::<u32>("meta", &n).unwrap(), 42);
     }
@@ -669,6 +669,11 @@ mod tests {
             let crc = crc32fast::hash(&plain[5..]);
             plain[1..5].copy_from_slice(&crc.to_le_bytes());
             assert_eq!(decode_event("log", &plain).unwrap(), event, "format 3");
+            assert_eq!(
+                decode_event_up_to_payload("log", &plain).unwrap(),
+                up_to_payload(event.clone()),
+                "format 3"
+            );
             if n > 2 {
                 let frame = compress(&body).unwrap();
                 let mut packed = vec![FORMAT_COMPRESSED_3, 0, 0, 0, 0];
@@ -677,6 +682,11 @@ mod tests {
                 let crc = crc32fast::hash(&packed[5..]);
                 packed[1..5].copy_from_slice(&crc.to_le_bytes());
                 assert_eq!(decode_event("log", &packed).unwrap(), event, "format 4");
+                assert_eq!(
+                    decode_event_up_to_payload("log", &packed).unwrap(),
+                    up_to_payload(event.clone()),
+                    "format 4"
+                );
             }
         }
         // This build's records say when an edge was seen, and read back as written.
