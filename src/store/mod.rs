@@ -797,6 +797,16 @@ fn time_of_key(k: &[u8]) -> Option<i64> {
     Some((u64::from_be_bytes(ts) ^ (1 << 63)) as i64)
 }
 
+/// Every key of `table`, in order.
+fn table_keys(backend: &dyn Backend, table: Table) -> Result<Vec<Vec<u8>>> {
+    let mut keys = Vec::new();
+    backend.scan(table, &[], None, &mut |k, _| {
+        keys.push(k.to_vec());
+        Ok(true)
+    })?;
+    Ok(keys)
+}
+
 /// Decodes a log record (`codec::decode_event`, or a part of it).
 type DecodeEvent = fn(&'static str, &[u8]) -> Result<Event>;
 
@@ -4082,8 +4092,9 @@ impl Store {
             report.differ(difference);
         }
 
-        let stored_times = self.table_keys(Table::EventTime)?;
-        expected.times.sort_unstable();
+        let expected = &mut expected.records;
+        expected.sort();
+        let stored_times = table_keys(&*self.backend, Table::EventTime)?;
         if stored_times.len() != expected.times.len()
             || stored_times
                 .iter()
@@ -4097,9 +4108,7 @@ impl Store {
             ));
         }
 
-        let stored_facets = self.table_keys(Table::EventFacet)?;
-        expected.facets.sort_unstable();
-        expected.facets.dedup();
+        let stored_facets = table_keys(&*self.backend, Table::EventFacet)?;
         if stored_facets != expected.facets {
             report.differ(format!(
                 "episodic index: {} entries stored, {} expected (or keys differ)",
@@ -4140,16 +4149,6 @@ impl Store {
         }
         report.idempotency_keys = expected.keys.len();
         Ok(())
-    }
-
-    /// Every key of `table`, in order.
-    fn table_keys(&self, table: Table) -> Result<Vec<Vec<u8>>> {
-        let mut keys = Vec::new();
-        self.backend.scan(table, &[], None, &mut |k, _| {
-            keys.push(k.to_vec());
-            Ok(true)
-        })?;
-        Ok(keys)
     }
 
     /// The live in-memory views against the replayed ones: folds, deletions, counters, nodes,
@@ -4245,17 +4244,54 @@ impl Store {
     }
 }
 
-/// What verification gathers from each event as the replay passes it: the text document, time
-/// and episodic index keys of each event not deleted, and every idempotency key.
+/// What the backend's derived records hold of the log, gathered as a replay passes each
+/// event: the time and episodic index keys of each event not deleted, and each idempotency key
+/// with the first event to carry it (a later one is skipped as a repeat when ingested, so two
+/// in the log are damage, listed). `replay --verify` compares them with the tables, and
+/// `Store::repair` writes them.
 #[derive(Default)]
-struct LogExpectations {
-    /// (target, digest) of each text document; events' here, nodes' added after the replay.
-    text: Vec<(u64, u64)>,
+struct LogRecords {
     times: Vec<[u8; 16]>,
     facets: Vec<Vec<u8>>,
     keys: BTreeMap<String, u64>,
     /// (key, first event, repeating event).
     duplicate_keys: Vec<(String, u64, u64)>,
+}
+
+impl LogRecords {
+    fn see(&mut self, ev: &Event, deleted: bool) {
+        if !deleted {
+            self.times.push(time_key(ev.ts, ev.seq));
+            self.facets.extend(facet_keys(ev));
+        }
+        if let Some(key) = &ev.idempotency_key {
+            match self.keys.entry(key.clone()) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(ev.seq);
+                }
+                std::collections::btree_map::Entry::Occupied(first) => {
+                    self.duplicate_keys
+                        .push((key.clone(), *first.get(), ev.seq));
+                }
+            }
+        }
+    }
+
+    /// The index keys in the order the tables hold them, each once.
+    fn sort(&mut self) {
+        self.times.sort_unstable();
+        self.facets.sort_unstable();
+        self.facets.dedup();
+    }
+}
+
+/// What verification gathers from each event as the replay passes it: the text document of
+/// each event not deleted, and the derived records ([`LogRecords`]).
+#[derive(Default)]
+struct LogExpectations {
+    /// (target, digest) of each text document; events' here, nodes' added after the replay.
+    text: Vec<(u64, u64)>,
+    records: LogRecords,
 }
 
 impl LogExpectations {
@@ -4265,14 +4301,8 @@ impl LogExpectations {
                 self.text
                     .push((TextIndex::target_ref(doc.target), doc.digest()));
             }
-            self.times.push(time_key(ev.ts, ev.seq));
-            self.facets.extend(facet_keys(ev));
         }
-        if let Some(key) = &ev.idempotency_key {
-            if let Some(first) = self.keys.insert(key.clone(), ev.seq) {
-                self.duplicate_keys.push((key.clone(), first, ev.seq));
-            }
-        }
+        self.records.see(ev, deleted);
     }
 }
 

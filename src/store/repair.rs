@@ -17,7 +17,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    deleted_list, facet_keys, read_deleted, read_manifest, replay_log, time_key, Counters, Folds,
+    deleted_list, read_deleted, read_manifest, replay_log, table_keys, Counters, Folds, LogRecords,
     State, Store, META_COUNTERS, META_DELETED, META_PROJECTION, META_SNAPSHOT_FLOOR,
     PROJECTION_VERSION,
 };
@@ -57,14 +57,14 @@ impl RepairReport {
 
 /// Walks the sorted, duplicate-free key lists `stored` and `expected` together, calling
 /// `change(key, in_expected)` for each key in one and not the other; gives how many.
-fn differing(
-    stored: &[Vec<u8>],
-    expected: &[Vec<u8>],
+fn differing<A: AsRef<[u8]>, B: AsRef<[u8]>>(
+    stored: &[A],
+    expected: &[B],
     mut change: impl FnMut(&[u8], bool),
 ) -> usize {
     let (mut i, mut j, mut changed) = (0, 0, 0);
     loop {
-        match (stored.get(i), expected.get(j)) {
+        match (stored.get(i).map(A::as_ref), expected.get(j).map(B::as_ref)) {
             (Some(s), Some(e)) if s == e => {
                 i += 1;
                 j += 1;
@@ -84,50 +84,83 @@ fn differing(
     }
 }
 
+/// The stored idempotency keys (`stored`: key -> sequence number, big-endian) against the
+/// log's: calls `change(key, Some(seq))` for each key to be (re)written and `change(key, None)`
+/// for each to go; gives how many.
+fn differing_keys(
+    stored: &BTreeMap<Vec<u8>, Vec<u8>>,
+    expected: &BTreeMap<String, u64>,
+    mut change: impl FnMut(&[u8], Option<u64>),
+) -> usize {
+    let mut changed = 0;
+    for k in stored.keys() {
+        if std::str::from_utf8(k).map_or(true, |k| !expected.contains_key(k)) {
+            change(k, None);
+            changed += 1;
+        }
+    }
+    for (k, seq) in expected {
+        if stored.get(k.as_bytes()).map(Vec::as_slice) != Some(&seq.to_be_bytes()[..]) {
+            change(k.as_bytes(), Some(*seq));
+            changed += 1;
+        }
+    }
+    changed
+}
+
+/// Puts key `k` (with no value) into an index table, or deletes it, as `add` says.
+fn put_or_delete(batch: &mut WriteBatch, table: Table, k: &[u8], add: bool) {
+    if add {
+        batch.put(table, k.to_vec(), Vec::new());
+    } else {
+        batch.delete(table, k.to_vec());
+    }
+}
+
 /// Every key and value of `table`, in key order.
-fn table_entries(backend: &dyn Backend, table: Table) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut out = Vec::new();
+fn table_entries(backend: &dyn Backend, table: Table) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+    let mut out = BTreeMap::new();
     backend.scan(table, &[], None, &mut |k, v| {
-        out.push((k.to_vec(), v.to_vec()));
+        out.insert(k.to_vec(), v.to_vec());
         Ok(true)
     })?;
     Ok(out)
 }
 
-fn table_keys(backend: &dyn Backend, table: Table) -> Result<Vec<Vec<u8>>> {
-    Ok(table_entries(backend, table)?
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect())
-}
-
 /// What a replay of the log derives for the backend's tables.
 struct Derived {
     state: State,
-    /// `event_time` and `event_facet` keys, sorted, each once.
-    times: Vec<Vec<u8>>,
-    facets: Vec<Vec<u8>>,
-    /// Idempotency key -> the sequence number (big-endian) of the first event to carry it
-    /// (a later one was skipped as a repeat, or is a tombstone keeping its deleted event's).
-    keys: BTreeMap<Vec<u8>, Vec<u8>>,
-    last_seq: u64,
+    /// Sorted ([`LogRecords::sort`]).
+    records: LogRecords,
+}
+
+/// The parts of the derived records [`Derived::compare`] reads, in order.
+#[derive(Clone, Copy)]
+enum Part {
+    Times,
+    Facets,
+    Keys,
+    /// The counters, the deleted set and the folds.
+    Meta,
+}
+
+impl Part {
+    const ALL: [Part; 4] = [Part::Times, Part::Facets, Part::Keys, Part::Meta];
+
+    fn name(self) -> &'static str {
+        match self {
+            Part::Times => Table::EventTime.name(),
+            Part::Facets => Table::EventFacet.name(),
+            Part::Keys => Table::Idempotency.name(),
+            Part::Meta => "meta",
+        }
+    }
 }
 
 impl Derived {
     fn replay(backend: &dyn Backend, dir: &Path) -> Result<Derived> {
-        let mut times = Vec::new();
-        let mut facets = Vec::new();
-        let mut keys: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let state = match replay_log(backend, |ev, deleted| {
-            if !deleted {
-                times.push(time_key(ev.ts, ev.seq).to_vec());
-                facets.extend(facet_keys(ev));
-            }
-            if let Some(key) = &ev.idempotency_key {
-                keys.entry(key.as_bytes().to_vec())
-                    .or_insert_with(|| ev.seq.to_be_bytes().to_vec());
-            }
-        })? {
+        let mut records = LogRecords::default();
+        let state = match replay_log(backend, |ev, deleted| records.see(ev, deleted))? {
             Ok(state) => state,
             Err(msg) => {
                 return Err(Error::Store {
@@ -136,83 +169,63 @@ impl Derived {
                 })
             }
         };
-        for list in [&mut times, &mut facets] {
-            list.sort_unstable();
-            list.dedup();
-        }
-        let last_seq = state.counters.last_seq;
-        Ok(Derived {
-            state,
-            times,
-            facets,
-            keys,
-            last_seq,
-        })
+        records.sort();
+        Ok(Derived { state, records })
     }
 
-    /// How `backend`'s derived records differ from these. The first table that cannot be read
+    /// How `backend`'s derived records differ from these. The first part that cannot be read
     /// (damaged) is listed as unreadable, and what comes after it as not compared.
     fn compare(&self, backend: &dyn Backend) -> RepairReport {
         let mut report = RepairReport {
-            events_replayed: self.last_seq,
+            events_replayed: self.state.counters.last_seq,
             ..RepairReport::default()
         };
-        let parts = [
-            Table::EventTime.name(),
-            Table::EventFacet.name(),
-            Table::Idempotency.name(),
-            "meta",
-        ];
-        for (i, part) in parts.iter().enumerate() {
+        for (i, part) in Part::ALL.into_iter().enumerate() {
             if let Err(_unreadable) = self.compare_part(backend, part, &mut report) {
-                report.unreadable.push(part.to_string());
-                report.not_compared = parts[i + 1..].iter().map(|p| p.to_string()).collect();
+                report.unreadable.push(part.name().to_string());
+                report.not_compared = Part::ALL[i + 1..]
+                    .iter()
+                    .map(|p| p.name().to_string())
+                    .collect();
                 break;
             }
         }
         report
     }
 
-    /// [`Derived::compare`] of one table (`meta`: the counters, the deleted set and the
-    /// folds, compared by value as `replay --verify` compares them: a store with nothing
-    /// deleted may have no deleted list stored at all).
+    /// [`Derived::compare`] of one part (`Meta` compared by value as `replay --verify`
+    /// compares it: a store with nothing deleted may have no deleted list stored at all).
     fn compare_part(
         &self,
         backend: &dyn Backend,
-        part: &str,
+        part: Part,
         report: &mut RepairReport,
     ) -> Result<()> {
+        let records = &self.records;
+        let no_change = |_: &[u8], _| {};
         match part {
-            "event_time" => {
+            Part::Times => {
                 report.time_entries_fixed = differing(
                     &table_keys(backend, Table::EventTime)?,
-                    &self.times,
-                    |_, _| {},
+                    &records.times,
+                    no_change,
                 );
             }
-            "event_facet" => {
+            Part::Facets => {
                 report.facet_entries_fixed = differing(
                     &table_keys(backend, Table::EventFacet)?,
-                    &self.facets,
+                    &records.facets,
+                    no_change,
+                );
+            }
+            Part::Keys => {
+                report.idempotency_entries_fixed = differing_keys(
+                    &table_entries(backend, Table::Idempotency)?,
+                    &records.keys,
                     |_, _| {},
                 );
             }
-            "idempotency" => {
-                let stored: BTreeMap<Vec<u8>, Vec<u8>> =
-                    table_entries(backend, Table::Idempotency)?
-                        .into_iter()
-                        .collect();
-                report.idempotency_entries_fixed = stored
-                    .keys()
-                    .filter(|k| !self.keys.contains_key(*k))
-                    .count()
-                    + self
-                        .keys
-                        .iter()
-                        .filter(|(k, v)| stored.get(*k) != Some(*v))
-                        .count();
-            }
-            _ => {
+            Part::Meta => {
                 let stored_counters: Option<Counters> = backend
                     .get(Table::Meta, META_COUNTERS)?
                     .and_then(|v| decode("meta", &v).ok());
@@ -259,31 +272,26 @@ impl Store {
     /// before, since they are assigned by the same replay.
     pub(super) fn rebuild_derived(backend: &dyn Backend, dir: &Path) -> Result<()> {
         let derived = Derived::replay(backend, dir)?;
+        let records = &derived.records;
         let mut batch = WriteBatch::default();
-        for (table, expected) in [
-            (Table::EventTime, &derived.times),
-            (Table::EventFacet, &derived.facets),
-        ] {
-            let stored = table_keys(backend, table)?;
-            differing(&stored, expected, |k, add| {
-                if add {
-                    batch.put(table, k.to_vec(), Vec::new());
-                } else {
-                    batch.delete(table, k.to_vec());
-                }
-            });
-        }
-        let stored: BTreeMap<Vec<u8>, Vec<u8>> = table_entries(backend, Table::Idempotency)?
-            .into_iter()
-            .collect();
-        for k in stored.keys().filter(|k| !derived.keys.contains_key(*k)) {
-            batch.delete(Table::Idempotency, k.clone());
-        }
-        for (k, v) in &derived.keys {
-            if stored.get(k) != Some(v) {
-                batch.put(Table::Idempotency, k.clone(), v.clone());
-            }
-        }
+        differing(
+            &table_keys(backend, Table::EventTime)?,
+            &records.times,
+            |k, add| put_or_delete(&mut batch, Table::EventTime, k, add),
+        );
+        differing(
+            &table_keys(backend, Table::EventFacet)?,
+            &records.facets,
+            |k, add| put_or_delete(&mut batch, Table::EventFacet, k, add),
+        );
+        differing_keys(
+            &table_entries(backend, Table::Idempotency)?,
+            &records.keys,
+            |k, seq| match seq {
+                Some(seq) => batch.put(Table::Idempotency, k.to_vec(), seq.to_be_bytes().to_vec()),
+                None => batch.delete(Table::Idempotency, k.to_vec()),
+            },
+        );
         derived.put_meta(&mut batch);
         backend.commit(batch)
     }
@@ -366,16 +374,21 @@ fn write_repaired(old: &dyn Backend, fresh: &dyn Backend, dir: &Path) -> Result<
         }
     }
     derived.put_meta(&mut batch);
-    for k in &derived.times {
-        batch.put(Table::EventTime, k.clone(), Vec::new());
+    let records = &derived.records;
+    for k in &records.times {
+        batch.put(Table::EventTime, k.to_vec(), Vec::new());
         flush(&mut batch, false)?;
     }
-    for k in &derived.facets {
+    for k in &records.facets {
         batch.put(Table::EventFacet, k.clone(), Vec::new());
         flush(&mut batch, false)?;
     }
-    for (k, v) in &derived.keys {
-        batch.put(Table::Idempotency, k.clone(), v.clone());
+    for (k, seq) in &records.keys {
+        batch.put(
+            Table::Idempotency,
+            k.as_bytes().to_vec(),
+            seq.to_be_bytes().to_vec(),
+        );
         flush(&mut batch, false)?;
     }
     flush(&mut batch, true)?;
@@ -450,15 +463,13 @@ mod tests {
         let report = write_repaired(&old, &*fresh, dir.path()).unwrap();
         assert_eq!(report.unreadable, ["event_facet"], "{report:?}");
         assert_eq!(report.not_compared, ["idempotency", "meta"], "{report:?}");
-        let expected = Derived::replay(&*fresh, dir.path()).unwrap();
+        let expected = Derived::replay(&*fresh, dir.path()).unwrap().records;
         assert_eq!(
             table_keys(&*fresh, Table::EventFacet).unwrap(),
             expected.facets
         );
-        assert_eq!(
-            table_keys(&*fresh, Table::EventTime).unwrap(),
-            expected.times
-        );
+        let times: Vec<Vec<u8>> = expected.times.iter().map(|t| t.to_vec()).collect();
+        assert_eq!(table_keys(&*fresh, Table::EventTime).unwrap(), times);
         assert!(!expected.facets.is_empty());
     }
 }
