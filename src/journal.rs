@@ -377,27 +377,6 @@ pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
         let e = by_key
             .entry(key.clone())
             .or_insert_with(|| entry_of_node(&node));
-        let field = |name: &str| -> String {
-            match &ev.payload {
-                Value::Map(m) => m
-                    .get(name)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                _ => String::new(),
-            }
-        };
-        push_new(
-            &mut e.sessions,
-            format!("{}/{}", field("harness"), field("session")),
-        );
-        for a in &ev.assertions {
-            if let Assertion::UpsertEdge(up) = a {
-                if up.relation == TAGGED {
-                    push_new(&mut e.tags, tag_name(&up.to));
-                }
-            }
-        }
         if e.events.is_empty() {
             (e.first, e.last) = (ev.ts, ev.ts);
         }
@@ -409,14 +388,8 @@ pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
         }
     }
     add_forgotten_entries(store, &mut by_key);
-    Ok(by_key
-        .into_values()
-        .map(|mut e| {
-            e.sessions.sort();
-            e.tags.sort();
-            e
-        })
-        .collect())
+    read_edges(store, &mut by_key);
+    Ok(by_key.into_values().collect())
 }
 
 /// Relation from an entry's node to each of its tags.
@@ -463,22 +436,34 @@ fn entry_of_node(node: &crate::model::Node) -> JournalEntry {
 }
 
 /// Adds the `Journal` nodes none of whose events is live (forgetting evicted them, after a
-/// summary took their gist: so they are consolidated, or promoted), and to every entry the
-/// sessions and tags its node's edges name.
+/// summary took their gist: so they are consolidated, or promoted).
 fn add_forgotten_entries(store: &Store, by_key: &mut BTreeMap<String, JournalEntry>) {
     let g = store.graph();
     for id in g.node_ids().filter(|id| g.node_label(*id) == Some(LABEL)) {
+        if g.node_key(id).is_some_and(|k| by_key.contains_key(k)) {
+            continue;
+        }
         let Some(node) = g.node(id) else {
             continue;
         };
-        let e = by_key.entry(node.key.clone()).or_insert_with(|| {
-            let mut e = entry_of_node(&node);
-            if e.status == Status::Captured {
-                e.status = Status::Consolidated;
-            }
-            e
-        });
-        let forgotten = e.events.is_empty();
+        let mut e = entry_of_node(&node);
+        if e.status == Status::Captured {
+            e.status = Status::Consolidated;
+        }
+        by_key.insert(node.key, e);
+    }
+}
+
+/// Each entry's sessions and tags, sorted, from its node's edges, which its events asserted
+/// and its summaries restate; and, for an entry none of whose events is live, its last
+/// writing: a summary restates the edge to each session as last seen when the entry was last
+/// written there (the exact time, where the node's own is its day's start).
+fn read_edges(store: &Store, by_key: &mut BTreeMap<String, JournalEntry>) {
+    let g = store.graph();
+    for e in by_key.values_mut() {
+        let Some(id) = g.node_id(&e.key) else {
+            continue;
+        };
         let mut last_written = None;
         for edge in g.edges_of(id) {
             let Some(core) = g.edge_core(edge).filter(|c| c.from == id) else {
@@ -496,11 +481,11 @@ fn add_forgotten_entries(store: &Store, by_key: &mut BTreeMap<String, JournalEnt
                 _ => {}
             }
         }
-        // A summary restates the edge to each session as last seen when the entry was last
-        // written there: the exact time, where the node's own is its day's start.
-        if let Some(last) = last_written.filter(|_| forgotten) {
+        if let Some(last) = last_written.filter(|_| e.events.is_empty()) {
             e.last = last.max(e.first);
         }
+        e.sessions.sort();
+        e.tags.sort();
     }
 }
 
