@@ -270,6 +270,7 @@ fn help_gives_each_exit_code_the_cases_the_readme_does() {
         ("1 replay --verify found a difference", "demo"),
         ("1 replay --verify found a difference", "check a finding"),
         ("6 corrupt store", "damaged block"),
+        ("6 corrupt store", "loci repair"),
         ("7 query limit exceeded", ""),
         ("8 other failure", ""),
         (

@@ -12,7 +12,8 @@ away); 1 replay --verify found a difference (or demo an answer unlike the ground
 a finding); \
 2 usage error; 3 bad input (file line, query, parameter); 4 not found; 5 store locked by \
 another process; 6 corrupt store (also after reads that met a damaged block of the state \
-snapshot or the text index, whether the command answered or not); 7 query limit exceeded; \
+snapshot or the text index, whether the command answered or not; or a damaged table derived \
+from the log, which loci repair writes afresh); 7 query limit exceeded; \
 8 other failure (I/O, disk full); 130 ingest stopped by Ctrl-C or SIGTERM after the commit in \
 progress, every commit reported.
 
