@@ -639,39 +639,49 @@ fn detect_format_of_line(file: &str, line: usize, first: &str) -> Result<Format>
     })
 }
 
-/// Parses every line as `T` (in parallel); the first bad line's error wins.
+/// Parses every line as `T` (in parallel). A file with bad lines is refused with its first
+/// one's error, whichever a thread met first: a parallel collect keeps the error found first in
+/// time, which made the line named differ from run to run.
 fn parse_lines<T: DeserializeOwned + Send>(file: &str, lines: &[Line]) -> Result<Vec<(usize, T)>> {
-    lines
-        .par_iter()
-        .map(|(n, l)| {
-            let mut de = serde_json::Deserializer::from_str(l);
-            let trailing = |e: serde_json::Error| Error::Input {
+    let parse = |line: &Line| parse_line::<T>(file, line);
+    match lines.par_iter().map(parse).collect() {
+        Ok(parsed) => Ok(parsed),
+        // Only a refused file pays for the second pass.
+        Err(any) => Err(lines
+            .par_iter()
+            .find_map_first(|line| parse(line).err())
+            .unwrap_or(any)),
+    }
+}
+
+/// One line parsed as `T`, or the error naming its line and field.
+fn parse_line<T: DeserializeOwned>(file: &str, (n, l): &Line) -> Result<(usize, T)> {
+    let mut de = serde_json::Deserializer::from_str(l);
+    let trailing = |e: serde_json::Error| Error::Input {
+        file: file.to_string(),
+        line: *n,
+        field: "json".into(),
+        message: json_error_message(&e),
+    };
+    serde_path_to_error::deserialize::<_, T>(&mut de)
+        .map(|v| (*n, v))
+        .map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            // `?` is a map key that did not parse: no field to name.
+            let known = !path.is_empty() && path != "." && !path.contains('?');
+            Error::Input {
                 file: file.to_string(),
                 line: *n,
-                field: "json".into(),
-                message: json_error_message(&e),
-            };
-            serde_path_to_error::deserialize::<_, T>(&mut de)
-                .map(|v| (*n, v))
-                .map_err(|e| {
-                    let path = e.path().to_string();
-                    let inner = e.into_inner();
-                    // `?` is a map key that did not parse: no field to name.
-                    let known = !path.is_empty() && path != "." && !path.contains('?');
-                    Error::Input {
-                        file: file.to_string(),
-                        line: *n,
-                        field: if known {
-                            path
-                        } else {
-                            json_error_field(&inner)
-                        },
-                        message: json_error_message(&inner),
-                    }
-                })
-                .and_then(|v| de.end().map(|()| v).map_err(trailing))
+                field: if known {
+                    path
+                } else {
+                    json_error_field(&inner)
+                },
+                message: json_error_message(&inner),
+            }
         })
-        .collect()
+        .and_then(|v| de.end().map(|()| v).map_err(trailing))
 }
 
 /// A serde_json error's message with its column, without its line: each line of a file is
@@ -1183,6 +1193,22 @@ mod tests {
     /// The error `read_str` gives `content`, as text.
     fn read_error(file: &str, content: &str, format: Format) -> String {
         read_str(file, content, format).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_file_of_many_bad_lines_names_its_first_bad_line_every_time() {
+        // The first line fails late (after a long payload), every other at once: lines are
+        // parsed in parallel, and the error found first in time was the one reported, another
+        // line's in some runs.
+        let slow = format!(
+            "{{\"ts\":1,\"kind\":\"K\",\"payload\":{{\"x\":\"{}\"}},\"text\":1}}\n",
+            "y".repeat(4_000_000)
+        );
+        let content = slow + &"{\"ts\":1,\"kind\":\"K\",\"text\":1}\n".repeat(20_000);
+        for _ in 0..5 {
+            let e = read_error("f.jsonl", &content, Format::Events);
+            assert!(e.starts_with("f.jsonl:1: text:"), "{e}");
+        }
     }
 
     #[test]
