@@ -29,7 +29,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::{Anchor, Assertion, EdgeUpsert, Event, NodeUpsert, Props, Value};
+use crate::model::{Anchor, Assertion, EdgeUpsert, Event, NodeUpsert, Props, SkippedValue, Value};
+use std::collections::BTreeMap;
 
 /// Version byte of every record this build writes. Bump it (and keep a reader for the old one)
 /// when a persisted type changes shape; 6 is taken ([`FORMAT_COMPRESSED`], a compressed
@@ -368,9 +369,9 @@ pub fn decode_event(table: &'static str, bytes: &[u8]) -> Result<Event> {
 
 /// The fields of a log record up to its payload, every format alike (formats differ only in
 /// what follows: the assertions, and from format 2 the idempotency key): what
-/// [`decode_event_up_to_payload`] reads.
+/// [`decode_event_up_to_payload`] reads, with the payload read as `P`.
 #[derive(Deserialize)]
-struct EventUpToPayload {
+struct EventUpToPayload<P> {
     seq: u64,
     recorded_at: i64,
     ts: i64,
@@ -378,7 +379,7 @@ struct EventUpToPayload {
     place: Option<String>,
     anchor: Option<Anchor>,
     kind: String,
-    payload: Value,
+    payload: P,
     salience: f32,
     evidence: Vec<String>,
 }
@@ -388,8 +389,26 @@ struct EventUpToPayload {
 /// day summary restates every node and edge its day asserted, and decoding those was most of
 /// reading the summaries of a long history (27k of them, for each context).
 pub fn decode_event_up_to_payload(table: &'static str, bytes: &[u8]) -> Result<Event> {
+    up_to_payload::<Value>(table, bytes, |payload| payload)
+}
+
+/// [`decode_event_up_to_payload`] with the payload's `digest` entry (a summary's restatement
+/// of its period's facts, which a memory cover does not show) walked past, not kept: building
+/// its maps was most of reading a long history's summaries once their assertions were left.
+pub fn decode_event_up_to_payload_without_digest(
+    table: &'static str,
+    bytes: &[u8],
+) -> Result<Event> {
+    up_to_payload::<PayloadWithoutDigest>(table, bytes, |payload| payload.0)
+}
+
+fn up_to_payload<P: DeserializeOwned>(
+    table: &'static str,
+    bytes: &[u8],
+    payload: fn(P) -> Value,
+) -> Result<Event> {
     let (_, body) = body(table, bytes)?;
-    let (e, _): (EventUpToPayload, _) =
+    let (e, _): (EventUpToPayload<P>, _) =
         postcard::take_from_bytes(&body).map_err(|e| Error::Corrupt {
             table,
             message: e.to_string(),
@@ -402,12 +421,70 @@ pub fn decode_event_up_to_payload(table: &'static str, bytes: &[u8]) -> Result<E
         place: e.place,
         anchor: e.anchor,
         kind: e.kind,
-        payload: e.payload,
+        payload: payload(e.payload),
         salience: e.salience,
         evidence: e.evidence,
         assertions: Vec::new(),
         idempotency_key: None,
     })
+}
+
+/// A stored payload whose top-level `digest` entry is walked past ([`SkippedValue`]).
+struct PayloadWithoutDigest(Value);
+
+impl<'de> Deserialize<'de> for PayloadWithoutDigest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        // A stored `Value`'s tagged shape: the same variants in the same order.
+        #[derive(Deserialize)]
+        enum Tagged {
+            Null,
+            Bool(bool),
+            Int(i64),
+            Float(f64),
+            Str(String),
+            List(Vec<Value>),
+            Map(MapWithoutDigest),
+        }
+        Ok(PayloadWithoutDigest(match Tagged::deserialize(d)? {
+            Tagged::Null => Value::Null,
+            Tagged::Bool(b) => Value::Bool(b),
+            Tagged::Int(i) => Value::Int(i),
+            Tagged::Float(f) => Value::Float(f),
+            Tagged::Str(v) => Value::Str(v),
+            Tagged::List(v) => Value::List(v),
+            Tagged::Map(m) => Value::Map(m.0),
+        }))
+    }
+}
+
+/// A stored map without its `digest` entry.
+struct MapWithoutDigest(BTreeMap<String, Value>);
+
+impl<'de> Deserialize<'de> for MapWithoutDigest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = MapWithoutDigest;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of values")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<MapWithoutDigest, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "digest" {
+                        map.next_value::<SkippedValue>()?;
+                    } else {
+                        out.insert(key, map.next_value::<Value>()?);
+                    }
+                }
+                Ok(MapWithoutDigest(out))
+            }
+        }
+        d.deserialize_map(Entries)
+    }
 }
 
 /// The leading fields of an event record, every format alike: enough to find the few events
@@ -533,6 +610,68 @@ mod tests {
                 up_to_payload(event.clone())
             );
         }
+    }
+
+    #[test]
+    fn a_summary_read_without_its_digest_keeps_every_other_entry_and_field() {
+        let nested = |depth: usize| {
+            let mut v = Value::from("deepest");
+            for _ in 0..depth {
+                v = Value::List(vec![v]);
+            }
+            v
+        };
+        // A digest of every kind of value, and entries sorted after it that must still be read.
+        let digest = Value::Map(BTreeMap::from([
+            ("a".to_string(), Value::Null),
+            ("b".to_string(), Value::Bool(true)),
+            ("c".to_string(), Value::Int(-7)),
+            ("d".to_string(), Value::Float(0.25)),
+            ("e".to_string(), Value::from("text")),
+            ("f".to_string(), nested(100)),
+            (
+                "g".to_string(),
+                Value::Map(BTreeMap::from([("x".into(), Value::Int(1))])),
+            ),
+        ]));
+        let payload = |with_digest: bool| {
+            let mut m = BTreeMap::from([
+                ("children".to_string(), Value::List(vec![Value::Int(1)])),
+                ("end".to_string(), Value::Int(9)),
+                ("text".to_string(), Value::from("Day 3")),
+            ]);
+            if with_digest {
+                m.insert("digest".into(), digest.clone());
+            }
+            Value::Map(m)
+        };
+        let mut draft = EventDraft::new(7, "loci", "SUMMARY");
+        draft.payload = payload(true);
+        draft.evidence = vec!["after the payload".into()];
+        draft.salience = Some(0.75);
+        let event = Event::from_draft(3, 1000, draft);
+        let mut expected = up_to_payload(event.clone());
+        expected.payload = payload(false);
+        for bytes in [encode(&event), encode_event(&event)] {
+            assert_eq!(
+                decode_event_up_to_payload_without_digest("log", &bytes).unwrap(),
+                expected
+            );
+        }
+        // A payload that is not a map is read whole.
+        let plain = Event::from_draft(4, 1000, EventDraft::new(7, "loci", "SAW"));
+        assert_eq!(
+            decode_event_up_to_payload_without_digest("log", &encode(&plain)).unwrap(),
+            up_to_payload(plain)
+        );
+        // A digest nested past what a stored value may be is refused, not walked without end.
+        let mut deep = event.clone();
+        deep.payload = Value::Map(BTreeMap::from([("digest".to_string(), nested(300))]));
+        let err = decode_event_up_to_payload_without_digest("log", &encode(&deep)).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { table: "log", .. }), "{err}");
+        // (postcard keeps no message: a depth within the bound reads.)
+        deep.payload = Value::Map(BTreeMap::from([("digest".to_string(), nested(250))]));
+        assert!(decode_event_up_to_payload_without_digest("log", &encode(&deep)).is_ok());
     }
 
     #[test]

@@ -170,6 +170,76 @@ enum TaggedValue {
     Map(BTreeMap<String, Value>),
 }
 
+/// A stored [`Value`] read past and dropped: its strings borrowed from the record, no map or
+/// list built. For a reader that does not want an entry of a payload (a summary's digest,
+/// which restates its period's facts) but must walk it to reach what follows.
+pub(crate) struct SkippedValue;
+
+impl<'de> Deserialize<'de> for SkippedValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            return de::IgnoredAny::deserialize(d).map(|_| SkippedValue);
+        }
+        // Bounded as a stored value's decoding is: a damaged record could nest without end.
+        let _depth = StoredDepth::enter::<D::Error>()?;
+        TaggedSkip::deserialize(d).map(|_| SkippedValue)
+    }
+}
+
+/// [`TaggedValue`]'s shape (the same variants in the same order, so the same encoding), with
+/// nothing kept.
+#[derive(Deserialize)]
+#[allow(dead_code)] // Read only to be walked past.
+enum TaggedSkip<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'a str),
+    List(SkippedList),
+    Map(SkippedMap),
+}
+
+/// A stored list of values, walked.
+struct SkippedList;
+
+impl<'de> Deserialize<'de> for SkippedList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Walk;
+        impl<'de> Visitor<'de> for Walk {
+            type Value = SkippedList;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of values")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SkippedList, A::Error> {
+                while seq.next_element::<SkippedValue>()?.is_some() {}
+                Ok(SkippedList)
+            }
+        }
+        d.deserialize_seq(Walk)
+    }
+}
+
+/// A stored map of values, walked.
+struct SkippedMap;
+
+impl<'de> Deserialize<'de> for SkippedMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Walk;
+        impl<'de> Visitor<'de> for Walk {
+            type Value = SkippedMap;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SkippedMap, A::Error> {
+                while map.next_entry::<&'de str, SkippedValue>()?.is_some() {}
+                Ok(SkippedMap)
+            }
+        }
+        d.deserialize_map(Walk)
+    }
+}
+
 #[derive(Serialize)]
 enum TaggedValueRef<'a> {
     Null,

@@ -654,8 +654,12 @@ pub(crate) fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), S
 pub(crate) fn latest_summaries_without_digests(
     store: &Store,
 ) -> Result<BTreeMap<(Level, i64), Summary>> {
-    let all =
-        store.events_with_up_to_payload(crate::store::Facet::Kind, SUMMARY, i64::MIN, i64::MAX)?;
+    let all = store.events_with_up_to_payload_without_digest(
+        crate::store::Facet::Kind,
+        SUMMARY,
+        i64::MIN,
+        i64::MAX,
+    )?;
     Ok(live(
         all.iter().filter_map(Summary::of_event_without_digest),
     ))

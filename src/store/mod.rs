@@ -3490,10 +3490,16 @@ impl Store {
     /// last (a deleted event's record stays, or its tombstone): one it lacks, or a record that
     /// names another event, is a damaged key, found here rather than read as no event.
     fn raw_event(&self, seq: u64) -> Result<Option<Event>> {
-        self.raw_event_decoded(seq, decode_event)
+        self.raw_event_decoded(&*self.backend, seq, decode_event)
     }
 
-    fn raw_event_decoded(&self, seq: u64, decode: DecodeEvent) -> Result<Option<Event>> {
+    /// [`Store::raw_event`] read from `backend` (the store's, or a view of it) with `decode`.
+    fn raw_event_decoded(
+        &self,
+        backend: &dyn Backend,
+        seq: u64,
+        decode: DecodeEvent,
+    ) -> Result<Option<Event>> {
         let file = || self.backend.kind().path_in(&self.dir);
         // Decoded past the storage guard, which names the file of a scan's.
         let damaged = |message: String| {
@@ -3506,7 +3512,7 @@ impl Store {
             )
         };
         let last = self.read_state().counters.last_seq;
-        let Some(v) = log::get(&*self.backend, seq)? else {
+        let Some(v) = log::get(backend, seq)? else {
             return if (1..=last).contains(&seq) {
                 Err(damaged(format!(
                     "event {seq} has no record, though the log runs to event {last}: a \
@@ -3558,10 +3564,11 @@ impl Store {
         self.events_with_decoded(facet, value, from, to, decode_event)
     }
 
-    /// [`Store::events_with`], each event read up to its payload: its assertions and
-    /// idempotency key are left empty ([`crate::codec::decode_event_up_to_payload`]), for a
-    /// reader of what events say (summaries restate every fact of their period).
-    pub fn events_with_up_to_payload(
+    /// [`Store::events_with`], each event read up to its payload, and that without its
+    /// `digest` entry: its assertions and idempotency key are left empty
+    /// ([`crate::codec::decode_event_up_to_payload_without_digest`]), for a reader of what
+    /// summaries say (their digests and assertions restate every fact of their period).
+    pub fn events_with_up_to_payload_without_digest(
         &self,
         facet: Facet,
         value: &str,
@@ -3573,7 +3580,7 @@ impl Store {
             value,
             from,
             to,
-            crate::codec::decode_event_up_to_payload,
+            crate::codec::decode_event_up_to_payload_without_digest,
         )
     }
 
@@ -3640,11 +3647,18 @@ impl Store {
         decode: DecodeEvent,
     ) -> Result<Vec<Event>> {
         let mut out = Vec::with_capacity(entries.len());
+        // Every read in one transaction where the backend has a view: each read of its own
+        // began and ended one, most of the time of reading a long store's summaries.
+        let view = match entries.len() {
+            0 | 1 => None,
+            _ => self.backend.pinned_view()?,
+        };
+        let backend = view.as_deref().unwrap_or(&*self.backend);
         for (ts, seq) in entries {
             if self.read_state().deleted.contains(&seq) {
                 continue;
             }
-            let Some(ev) = self.raw_event_decoded(seq, decode)? else {
+            let Some(ev) = self.raw_event_decoded(backend, seq, decode)? else {
                 continue;
             };
             if ev.ts != ts {
