@@ -155,3 +155,29 @@ fn a_call_with_a_key_given_twice_is_kept_raw_not_guessed() {
     assert_eq!(batch.events[0].kind, TOOL_CALL);
     assert_eq!(batch.events[2].kind, "OBSERVATION");
 }
+
+#[test]
+fn observations_behind_a_long_run_of_summaries_are_still_shown() {
+    // Consolidating a long history at once appends one summary per day and episode after the
+    // latest records; the observations block read back 16,384 records and found none behind
+    // them (as the moment did before it stepped over such runs).
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let calls = r#"{"tool":"Edit","args":{"path":"src/a.rs"},"ts":1}"#;
+    ingest::read_str("calls.jsonl", calls, Format::Toolcalls)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let run: Vec<loci::model::EventDraft> = (0..17_000)
+        .map(|i| {
+            let mut d = loci::model::EventDraft::new(i % 10, "loci", "SUMMARY");
+            d.payload = loci::model::Value::from("a summary");
+            d
+        })
+        .collect();
+    store.ingest(run).unwrap();
+    assert_eq!(
+        observations(&store, None),
+        ["file_edited: src/a.rs, last t=1"]
+    );
+}

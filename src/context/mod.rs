@@ -919,15 +919,14 @@ fn observation_lines(
 }
 
 /// Reads the log back from `last` until it holds `MOMENT_WINDOW` records the context can show,
-/// or `MOMENT_SCAN` records in all, and returns the first of them: bookkeeping after the last
-/// events does not put them out of reach, as when the window counted it.
+/// or `MOMENT_SCAN` records in all (runs of summaries stepped over), and returns the first of
+/// them: bookkeeping after the last events does not put them out of reach, as when the window
+/// counted it.
 fn latest_records(store: &Store, cache: &mut MomentCache, last: u64) -> Result<u64> {
-    let mut from = last + 1;
+    let mut scan = BackwardScan::new(last);
     let mut showable = 0;
-    while from > 1 && last + 1 - from < MOMENT_SCAN {
-        let start = from.saturating_sub(MOMENT_STEP).max(1);
-        cache.load(store, start, from)?;
-        for seq in (start..from).rev() {
+    while let Some(step) = scan.next_step(store, cache)? {
+        for seq in step.rev() {
             if matches!(cache.lines.get(&seq), Some(Some(_))) {
                 showable += 1;
                 if showable == MOMENT_WINDOW {
@@ -935,9 +934,72 @@ fn latest_records(store: &Store, cache: &mut MomentCache, last: u64) -> Result<u
                 }
             }
         }
-        from = start;
     }
-    Ok(from)
+    Ok(scan.from)
+}
+
+/// The log read back from its end a step of `MOMENT_STEP` records at a time into the cache,
+/// up to `MOMENT_SCAN` records, stepping over runs of summaries without reading them or
+/// counting them against that reach: a consolidation of a long history appends them in runs
+/// of thousands (one per day and episode) after the latest events, which the moment and the
+/// observations then never reached.
+struct BackwardScan {
+    last: u64,
+    /// The first record read so far (`last + 1` before the first step).
+    from: u64,
+    passed_over: u64,
+    /// The summaries' numbers, read from the episodic index's keys once a whole step held
+    /// nothing to show.
+    summaries: Option<std::collections::BTreeSet<u64>>,
+}
+
+impl BackwardScan {
+    fn new(last: u64) -> Self {
+        BackwardScan {
+            last,
+            from: last + 1,
+            passed_over: 0,
+            summaries: None,
+        }
+    }
+
+    /// The records of the next step back, loaded into `cache`; `None` at the log's start or
+    /// the scan's reach.
+    fn next_step(
+        &mut self,
+        store: &Store,
+        cache: &mut MomentCache,
+    ) -> Result<Option<std::ops::Range<u64>>> {
+        if let Some(summaries) = &self.summaries {
+            for seq in summaries.range(..self.from).rev() {
+                if *seq + 1 != self.from {
+                    break;
+                }
+                self.from = *seq;
+                self.passed_over += 1;
+            }
+        }
+        if self.from <= 1 || (self.last + 1 - self.from) - self.passed_over >= MOMENT_SCAN {
+            return Ok(None);
+        }
+        let start = self.from.saturating_sub(MOMENT_STEP).max(1);
+        cache.load(store, start, self.from)?;
+        // A whole step of records no section shows: bookkeeping, most likely a run of
+        // summaries; from here on the scan steps over them.
+        if self.summaries.is_none()
+            && (start..self.from).all(|seq| !matches!(cache.lines.get(&seq), Some(Some(_))))
+        {
+            self.summaries = Some(
+                store
+                    .seqs_with(crate::store::Facet::Kind, consolidate::SUMMARY)?
+                    .into_iter()
+                    .collect(),
+            );
+        }
+        let step = start..self.from;
+        self.from = start;
+        Ok(Some(step))
+    }
 }
 
 /// The latest raw events that fit `cap`, newest kept first, shown oldest first. The log is
@@ -951,48 +1013,15 @@ fn moment_lines(
 ) -> Result<Vec<Line>> {
     cache.sync(store);
     let counter = tokenizer.counter();
-    let last = store.last_seq();
     let mut kept: Vec<(i64, u64, Line)> = Vec::new();
     let mut used = 0;
-    let mut from = last + 1;
     let mut showable = 0;
-    // Summaries passed over without reading them, and not counted against the scan's reach:
-    // a consolidation of a long history appends them in runs of thousands (one per day and
-    // episode) after the latest events, which the moment then never reached.
-    let mut summaries: Option<std::collections::BTreeSet<u64>> = None;
-    let mut passed_over = 0;
-    'steps: while from > 1
-        && (last + 1 - from) - passed_over < MOMENT_SCAN
-        && showable < MOMENT_WINDOW
-    {
-        if let Some(summaries) = &summaries {
-            for seq in summaries.range(..from).rev() {
-                if *seq + 1 != from {
-                    break;
-                }
-                from = *seq;
-                passed_over += 1;
-            }
-            if from <= 1 {
-                break;
-            }
-        }
-        let start = from.saturating_sub(MOMENT_STEP).max(1);
-        cache.load(store, start, from)?;
-        // A whole step of records the moment does not show: bookkeeping, most likely a run
-        // of summaries; from here on the scan steps over them (their numbers are read from
-        // the episodic index's keys, once).
-        if summaries.is_none()
-            && (start..from).all(|seq| !matches!(cache.lines.get(&seq), Some(Some(_))))
-        {
-            summaries = Some(
-                store
-                    .seqs_with(crate::store::Facet::Kind, consolidate::SUMMARY)?
-                    .into_iter()
-                    .collect(),
-            );
-        }
-        for seq in (start..from).rev() {
+    let mut scan = BackwardScan::new(store.last_seq());
+    'steps: while showable < MOMENT_WINDOW {
+        let Some(step) = scan.next_step(store, cache)? else {
+            break;
+        };
+        for seq in step.rev() {
             let Some(Some(Cached {
                 ts,
                 text,
@@ -1045,7 +1074,6 @@ fn moment_lines(
                 },
             ));
         }
-        from = start;
     }
     kept.sort_by_key(|(ts, seq, _)| (*ts, *seq));
     Ok(kept.into_iter().map(|(_, _, l)| l).collect())
