@@ -2861,3 +2861,29 @@ fn a_saved_query_parameter_given_no_value_on_the_command_line_is_refused() {
     let given = json(&["run", "--store", p(&store), "find_trade", "--json"]);
     assert!(!given["rows"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn a_table_of_another_type_in_the_backend_file_is_damage_exit_6_naming_it() {
+    // A flipped bit in redb's table tree can make a table's stored type read as another;
+    // loci always opens its tables with one type, so a mismatch is damage (exit 6), not an
+    // "other failure" (exit 8, as a helper's probe found). Made here by writing the table
+    // anew with another type.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("s");
+    ok(&["init", "--store", p(&store)]);
+    {
+        let db = redb::Database::open(store.join("data.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.delete_table(redb::TableDefinition::<&[u8], &[u8]>::new("meta"))
+            .unwrap();
+        txn.open_table(redb::TableDefinition::<u64, u64>::new("meta"))
+            .unwrap()
+            .insert(1, 1)
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let out = loci(&["stats", "--store", p(&store)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(err.contains("meta") && err.contains("data.redb"), "{err}");
+}

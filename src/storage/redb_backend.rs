@@ -26,6 +26,23 @@ fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::backend_source("redb", e)
 }
 
+/// An error opening `table`, where one that says the table is of another type is damage:
+/// loci opens each table with one type always, so a stored definition that differs is a
+/// damaged table tree (one flipped bit gives "meta is of type Table<u64, u64>"), reported as
+/// a corrupt store (exit 6) and not an other failure.
+fn table_err(table: Table) -> impl Fn(redb::TableError) -> Error {
+    move |e| match e {
+        redb::TableError::TableTypeMismatch { .. }
+        | redb::TableError::TypeDefinitionChanged { .. }
+        | redb::TableError::TableIsMultimap(_)
+        | redb::TableError::TableIsNotMultimap(_) => Error::Corrupt {
+            table: table.name(),
+            message: format!("the file's definition of the table is damaged: {e}"),
+        },
+        e => err(e),
+    }
+}
+
 /// An open's error, with the system's refusal of this user as its source where it is one:
 /// redb's error names no source, and a user refused the file (a store opened for reading by
 /// one who may not write it) is told apart by it (`Store::open_for_reading`). Other errors
@@ -124,7 +141,8 @@ impl RedbBackend {
         }
         let txn = db.begin_write().map_err(err)?;
         for table in Table::ALL {
-            txn.open_table(definition(table)).map_err(err)?;
+            txn.open_table(definition(table))
+                .map_err(table_err(table))?;
         }
         txn.commit().map_err(err)?;
         Ok(RedbBackend { db: Db::Write(db) })
@@ -174,7 +192,10 @@ impl Backend for RedbBackend {
             // Open each table once per batch; ops are grouped by table in first-use order.
             let mut tables = Vec::with_capacity(Table::ALL.len());
             for table in Table::ALL {
-                tables.push(txn.open_table(definition(table)).map_err(err)?);
+                tables.push(
+                    txn.open_table(definition(table))
+                        .map_err(table_err(table))?,
+                );
             }
             let index = |t: Table| Table::ALL.iter().position(|x| *x == t).unwrap_or(0);
             for op in &batch.ops {
@@ -196,7 +217,9 @@ impl Backend for RedbBackend {
 }
 
 fn get_in(txn: &ReadTransaction, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    let t = txn.open_table(definition(table)).map_err(err)?;
+    let t = txn
+        .open_table(definition(table))
+        .map_err(table_err(table))?;
     Ok(t.get(key).map_err(err)?.map(|v| v.value().to_vec()))
 }
 
@@ -207,7 +230,9 @@ fn scan_in(
     end: Option<&[u8]>,
     visit: &mut ScanVisitor<'_>,
 ) -> Result<()> {
-    let t = txn.open_table(definition(table)).map_err(err)?;
+    let t = txn
+        .open_table(definition(table))
+        .map_err(table_err(table))?;
     let iter = match end {
         Some(end) => t.range::<&[u8]>(start..end),
         None => t.range::<&[u8]>(start..),
@@ -224,7 +249,9 @@ fn scan_in(
 
 fn table_bytes_in(txn: &ReadTransaction, table: Table) -> Result<super::TableBytes> {
     use redb::ReadableTableMetadata;
-    let t = txn.open_table(definition(table)).map_err(err)?;
+    let t = txn
+        .open_table(definition(table))
+        .map_err(table_err(table))?;
     let s = t.stats().map_err(err)?;
     Ok(super::TableBytes {
         entries: s.stored_bytes(),
@@ -233,7 +260,9 @@ fn table_bytes_in(txn: &ReadTransaction, table: Table) -> Result<super::TableByt
 }
 
 fn last_in(txn: &ReadTransaction, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-    let t = txn.open_table(definition(table)).map_err(err)?;
+    let t = txn
+        .open_table(definition(table))
+        .map_err(table_err(table))?;
     let last = t
         .last()
         .map_err(err)?
