@@ -378,3 +378,21 @@ fn journal_entries_outlive_the_events_forgetting_evicts() {
     assert_eq!(status_of(&store, "redb"), Status::Promoted);
     assert!(store.verify().unwrap().ok());
 }
+
+#[test]
+fn the_health_check_counts_as_pins_the_keys_pinned_now() {
+    // Every key ever pinned or unpinned was counted: a pin then an unpin of one node made
+    // `check` say one pin more, with the same nodes pinned (a helper's probe).
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut d = EventDraft::new(10, "bot", "DISCOVERY");
+    d.assertions = vec![
+        pinned_node("npc:a", "A", "NPC"),
+        pinned_node("npc:b", "B", "NPC"),
+    ];
+    store.ingest(vec![d]).unwrap();
+    store.pin(&["npc:a", "npc:b"], true).unwrap();
+    store.pin(&["npc:b"], false).unwrap();
+    let r = health::check(&store, &HealthOptions::default()).unwrap();
+    assert_eq!(r.pins_checked, 1, "{r:?}");
+}

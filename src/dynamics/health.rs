@@ -184,7 +184,8 @@ fn dangling_pins(store: &Store) -> Result<(Vec<Finding>, usize)> {
         }
         Ok(true)
     })?;
-    let checked = last.len();
+    // The keys pinned now: one unpinned since is not a pin.
+    let checked = last.values().filter(|(pinned, _)| *pinned).count();
     let found = last
         .into_iter()
         .filter(|(key, (pinned, _))| *pinned && store.node_by_key(key).is_none())
