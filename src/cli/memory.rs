@@ -79,8 +79,9 @@ pub fn compact(a: CompactArgs) -> Result<Code> {
 /// `repair`: rebuild what is derived from the log, then check it as `replay --verify` does
 /// (a repair that left a difference says so, and exits as a mismatch).
 pub fn repair(a: RepairArgs) -> Result<Code> {
-    let s = open(&a.store)?;
-    let (store, r) = s.into_store().repair()?;
+    // Not opened first: an open reads records derived from the log, which a repair writes
+    // afresh, and one of them damaged would stop it.
+    let (store, r) = super::opening_for_writing(loci::Store::repair_at(&a.store.store))?;
     let store = super::Opened::new(store);
     let verified = store.verify()?;
     if a.json {

@@ -155,8 +155,13 @@ fn init_logging(flags: &args::LogArgs) {
 
 /// Opens the store for a command that writes.
 fn open(store: &args::StoreArg) -> Result<Opened> {
-    match loci::Store::open(&store.store) {
-        Ok(s) => Ok(Opened::new(s)),
+    opening_for_writing(loci::Store::open(&store.store)).map(Opened::new)
+}
+
+/// What a command that opens the store for writing got, its refusal of this user explained.
+fn opening_for_writing<T>(opened: loci::Result<T>) -> Result<T> {
+    match opened {
+        Ok(s) => Ok(s),
         // The refusal alone (`i/o on DIR/lock: Permission denied`) read as a broken store.
         Err(e) if loci::error::refuses_this_user(&e) => {
             let e = anyhow::Error::new(e);

@@ -774,9 +774,21 @@ fn read_meta<T: serde::de::DeserializeOwned + Default>(
 ) -> Result<T> {
     Ok(backend
         .get(Table::Meta, key)?
-        .map(|v| decode("meta", &v))
+        .map(|v| decode_meta(key, &v))
         .transpose()?
         .unwrap_or_default())
+}
+
+/// The meta record under `key`, decoded; damage names the record (the counters, the deleted
+/// set and the folds are derived from the log, and `loci repair` writes them afresh).
+fn decode_meta<T: serde::de::DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T> {
+    decode("meta", bytes).map_err(|e| match e {
+        Error::Corrupt { table, message } => Error::Corrupt {
+            table,
+            message: format!("record {:?}: {message}", String::from_utf8_lossy(key)),
+        },
+        e => e,
+    })
 }
 
 /// The deleted set of the meta table.
@@ -1759,7 +1771,7 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
 fn meta_seq(backend: &dyn Backend, key: &[u8]) -> Result<u64> {
     Ok(backend
         .get(Table::Meta, key)?
-        .map(|v| decode("meta", &v))
+        .map(|v| decode_meta(key, &v))
         .transpose()?
         .unwrap_or(0))
 }
@@ -2152,7 +2164,7 @@ impl Store {
         if read_only {
             if let Some(view) = backend.pinned_view()? {
                 let counters: Counters = match view.get(Table::Meta, META_COUNTERS)? {
-                    Some(v) => decode("meta", &v)?,
+                    Some(v) => decode_meta(META_COUNTERS, &v)?,
                     None => counters,
                 };
                 return Self::load_once(&*view, dir, counters, timings);
@@ -2167,7 +2179,7 @@ impl Store {
             }
             let after: Option<Counters> = backend
                 .get(Table::Meta, META_COUNTERS)?
-                .map(|v| decode("meta", &v))
+                .map(|v| decode_meta(META_COUNTERS, &v))
                 .transpose()?;
             match after {
                 Some(a) if a == counters => return Ok((state, loaded)),
@@ -2209,7 +2221,7 @@ impl Store {
         };
         let meta = |key: &[u8]| backend.get(Table::Meta, key);
         let format = meta(META_FORMAT)?
-            .map(|v| decode::<u32>("meta", &v))
+            .map(|v| decode_meta::<u32>(META_FORMAT, &v))
             .transpose()?;
         let format = match format {
             Some(f) if (OLDEST_STORE_FORMAT..=STORE_FORMAT).contains(&f) => f,
@@ -2220,11 +2232,11 @@ impl Store {
             }
         };
         let counters: Counters = match meta(META_COUNTERS)? {
-            Some(v) => decode("meta", &v)?,
+            Some(v) => decode_meta(META_COUNTERS, &v)?,
             None => return Err(store_err("meta table has no counters".into())),
         };
         let projection: Option<u32> = meta(META_PROJECTION)?
-            .map(|v| decode("meta", &v))
+            .map(|v| decode_meta(META_PROJECTION, &v))
             .transpose()?;
         if projection != Some(PROJECTION_VERSION) {
             if read_only {

@@ -23,7 +23,7 @@ use super::{
 };
 use crate::codec::{decode, encode};
 use crate::error::{Error, Result};
-use crate::storage::{Backend, Table, WriteBatch, COMPACT_DIR};
+use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch, COMPACT_DIR};
 
 /// What [`Store::repair`] found and rewrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,39 +308,69 @@ impl Store {
         self.flush_usage()?;
         let dir = self.dir.clone();
         let kind = self.backend.kind();
-        let tmp = dir.join(COMPACT_DIR);
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        }
-        std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
         let written = {
             let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-            kind.open(&tmp)
-                .and_then(|fresh| write_repaired(&*self.backend, &*fresh, &dir))
+            write_fresh_files(&*self.backend, kind, &dir)
         };
-        let report = match written {
-            Ok(report) => report,
-            Err(e) => {
-                // Nothing was swapped: the store stays as it was.
-                let _ = std::fs::remove_dir_all(&tmp);
-                return Err(e);
-            }
-        };
+        let report = written?;
         // Closing the handle releases the backend's files and the text index; the lock is
         // kept, so no other process opens the store before the reopen.
         let mut this = self;
         let lock = this.lock.take();
         drop(this);
-        super::snapshot::remove(&dir)?;
-        super::deleting::swap_in_compacted(kind, &dir, &tmp)?;
-        super::deleting::finish_compaction(&dir)?;
-        let manifest = read_manifest(&dir)?;
-        let store = Store::open_with(dir, manifest, lock)?;
-        if let Err(e) = store.checkpoint() {
-            tracing::warn!(error = %e, "the state snapshot could not be written after the repair");
-        }
-        Ok((store, report))
+        Ok((swap_in_and_reopen(&dir, kind, lock)?, report))
     }
+
+    /// [`Store::repair`] of the store at `dir`, which it does not open first: an open reads
+    /// records derived from the log (the counters, the deleted set, the folds), and one of
+    /// them damaged stopped every open, though repair writes each of them afresh from the
+    /// log. The writer lock is taken as an open takes it, and held throughout.
+    pub fn repair_at(dir: impl AsRef<Path>) -> Result<(Store, RepairReport)> {
+        let dir = dir.as_ref();
+        let manifest = read_manifest(dir)?;
+        let lock = StoreLock::acquire(dir)?;
+        super::deleting::recover_compaction(dir, manifest.backend)?;
+        super::snapshot::remove_unfinished(dir);
+        let kind = manifest.backend;
+        let report = {
+            let old = kind.open_existing(dir, false)?;
+            write_fresh_files(&*old, kind, dir)?
+        };
+        Ok((swap_in_and_reopen(dir, kind, Some(lock))?, report))
+    }
+}
+
+/// Writes the repaired backend files into the compaction directory ([`write_repaired`]); on
+/// a failure removes them, and the store stays as it was.
+fn write_fresh_files(old: &dyn Backend, kind: BackendKind, dir: &Path) -> Result<RepairReport> {
+    let tmp = dir.join(COMPACT_DIR);
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let written = kind
+        .open(&tmp)
+        .and_then(|fresh| write_repaired(old, &*fresh, dir));
+    if written.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    written
+}
+
+/// Puts the fresh files in place of the old ones (as `compact` does, with its recovery from a
+/// crash), and reopens the store without its snapshot, so the state is replayed from the log,
+/// then snapshots it.
+fn swap_in_and_reopen(dir: &Path, kind: BackendKind, lock: Option<StoreLock>) -> Result<Store> {
+    let tmp = dir.join(COMPACT_DIR);
+    super::snapshot::remove(dir)?;
+    super::deleting::swap_in_compacted(kind, dir, &tmp)?;
+    super::deleting::finish_compaction(dir)?;
+    let manifest = read_manifest(dir)?;
+    let store = Store::open_with(dir.to_path_buf(), manifest, lock)?;
+    if let Err(e) = store.checkpoint() {
+        tracing::warn!(error = %e, "the state snapshot could not be written after the repair");
+    }
+    Ok(store)
 }
 
 /// Rows per commit into the fresh files.
