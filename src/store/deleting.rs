@@ -4,7 +4,7 @@
 //! its state (and snapshot) and its full-text index.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{
     dir_size, encode, now_ms, read_manifest, replay_excluding, time_key, Store, TextCommits,
@@ -16,7 +16,7 @@ use crate::dynamics::deletion::{
 };
 use crate::error::{Error, Result};
 use crate::model::{Assertion, Event};
-use crate::storage::{BackendKind, Table, WriteBatch, COMPACT_DIR, SLED_OLD};
+use crate::storage::{BackendKind, StoreLock, Table, WriteBatch, COMPACT_DIR, SLED_OLD};
 use crate::text::{event_doc_key, TextDoc};
 
 /// Operations per batch while copying into the new backend files.
@@ -350,11 +350,7 @@ impl Store {
         if kind == BackendKind::Redb && !self.has_text_to_strip()? {
             return self.compact_in_place();
         }
-        let tmp = dir.join(COMPACT_DIR);
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        }
-        std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let tmp = fresh_files_dir(&dir)?;
         let mut report = CompactReport {
             bytes_before: dir_size(&dir),
             ..CompactReport::default()
@@ -410,14 +406,7 @@ impl Store {
         drop(this);
         // The snapshot may hold what deleted events had derived (one written before the
         // deletion, left by a crash): it goes too, and is written afresh from the reopened state.
-        super::snapshot::remove(&dir)?;
-        swap_in_compacted(kind, &dir, &tmp)?;
-        finish_compaction(&dir)?;
-        let manifest = read_manifest(&dir)?;
-        let store = Store::open_with(dir.clone(), manifest, lock)?;
-        if let Err(e) = store.checkpoint() {
-            tracing::warn!(error = %e, "the state snapshot could not be written after compaction");
-        }
+        let store = swap_in_and_reopen(&dir, kind, lock, "compaction")?;
         report.bytes_after = dir_size(&dir);
         Ok((store, report))
     }
@@ -535,6 +524,39 @@ pub(super) fn finish_compaction(dir: &Path) -> Result<()> {
     std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
     sync_dir(dir);
     Ok(())
+}
+
+/// The directory fresh backend files are written into (by a compaction or a repair), emptied
+/// of what an earlier attempt left.
+pub(super) fn fresh_files_dir(dir: &Path) -> Result<PathBuf> {
+    let tmp = dir.join(COMPACT_DIR);
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    Ok(tmp)
+}
+
+/// Puts the fresh files of [`fresh_files_dir`] in place of the store's (with the recovery
+/// from a crash of [`recover_compaction`]) and reopens the store without its snapshot, so the
+/// state is replayed from the log, then snapshots it. `lock` is the writer lock the closed
+/// handle held, so no other process opened the store in between; `after` names the rewrite
+/// in a warning.
+pub(super) fn swap_in_and_reopen(
+    dir: &Path,
+    kind: BackendKind,
+    lock: Option<StoreLock>,
+    after: &str,
+) -> Result<Store> {
+    super::snapshot::remove(dir)?;
+    swap_in_compacted(kind, dir, &dir.join(COMPACT_DIR))?;
+    finish_compaction(dir)?;
+    let manifest = read_manifest(dir)?;
+    let store = Store::open_with(dir.to_path_buf(), manifest, lock)?;
+    if let Err(e) = store.checkpoint() {
+        tracing::warn!(error = %e, "the state snapshot could not be written after {after}");
+    }
+    Ok(store)
 }
 
 /// Finishes or undoes a compaction that a crash interrupted (called by a writer's open):

@@ -1938,12 +1938,22 @@ impl Store {
 
     /// [`Store::open`], the writer lock taken by `take`.
     fn open_taking(dir: &Path, take: fn(&Path) -> Result<StoreLock>) -> Result<Store> {
-        let dir = dir.to_path_buf();
-        let manifest = read_manifest(&dir)?;
-        let lock = take(&dir)?;
-        deleting::recover_compaction(&dir, manifest.backend)?;
-        snapshot::remove_unfinished(&dir);
-        Self::open_with(dir, manifest, Some(lock))
+        let (manifest, lock) = Self::take_for_writing(dir, take)?;
+        Self::open_with(dir.to_path_buf(), manifest, Some(lock))
+    }
+
+    /// What comes before the backend of a store opened for writing is opened: its manifest
+    /// read, the writer lock taken by `take`, an interrupted compaction recovered and a
+    /// snapshot left half written removed.
+    fn take_for_writing(
+        dir: &Path,
+        take: fn(&Path) -> Result<StoreLock>,
+    ) -> Result<(Manifest, StoreLock)> {
+        let manifest = read_manifest(dir)?;
+        let lock = take(dir)?;
+        deleting::recover_compaction(dir, manifest.backend)?;
+        snapshot::remove_unfinished(dir);
+        Ok((manifest, lock))
     }
 
     /// Opens an existing store for reading only, beside a writer in another process (redb; a

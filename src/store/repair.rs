@@ -16,14 +16,14 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::deleting::{fresh_files_dir, swap_in_and_reopen};
 use super::{
-    deleted_list, read_deleted, read_manifest, replay_log, table_keys, Counters, Folds, LogRecords,
-    State, Store, META_COUNTERS, META_DELETED, META_PROJECTION, META_SNAPSHOT_FLOOR,
-    PROJECTION_VERSION,
+    deleted_list, read_deleted, replay_log, table_keys, Counters, Folds, LogRecords, State, Store,
+    META_COUNTERS, META_DELETED, META_PROJECTION, META_SNAPSHOT_FLOOR, PROJECTION_VERSION,
 };
 use crate::codec::{decode, encode};
 use crate::error::{Error, Result};
-use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch, COMPACT_DIR};
+use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 
 /// What [`Store::repair`] found and rewrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -318,7 +318,7 @@ impl Store {
         let mut this = self;
         let lock = this.lock.take();
         drop(this);
-        Ok((swap_in_and_reopen(&dir, kind, lock)?, report))
+        Ok((swap_in_and_reopen(&dir, kind, lock, "the repair")?, report))
     }
 
     /// [`Store::repair`] of the store at `dir`, which it does not open first: an open reads
@@ -327,27 +327,23 @@ impl Store {
     /// log. The writer lock is taken as an open takes it, and held throughout.
     pub fn repair_at(dir: impl AsRef<Path>) -> Result<(Store, RepairReport)> {
         let dir = dir.as_ref();
-        let manifest = read_manifest(dir)?;
-        let lock = StoreLock::acquire(dir)?;
-        super::deleting::recover_compaction(dir, manifest.backend)?;
-        super::snapshot::remove_unfinished(dir);
+        let (manifest, lock) = Store::take_for_writing(dir, StoreLock::acquire)?;
         let kind = manifest.backend;
         let report = {
             let old = kind.open_existing(dir, false)?;
             write_fresh_files(&*old, kind, dir)?
         };
-        Ok((swap_in_and_reopen(dir, kind, Some(lock))?, report))
+        Ok((
+            swap_in_and_reopen(dir, kind, Some(lock), "the repair")?,
+            report,
+        ))
     }
 }
 
 /// Writes the repaired backend files into the compaction directory ([`write_repaired`]); on
 /// a failure removes them, and the store stays as it was.
 fn write_fresh_files(old: &dyn Backend, kind: BackendKind, dir: &Path) -> Result<RepairReport> {
-    let tmp = dir.join(COMPACT_DIR);
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    }
-    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let tmp = fresh_files_dir(dir)?;
     let written = kind
         .open(&tmp)
         .and_then(|fresh| write_repaired(old, &*fresh, dir));
@@ -355,22 +351,6 @@ fn write_fresh_files(old: &dyn Backend, kind: BackendKind, dir: &Path) -> Result
         let _ = std::fs::remove_dir_all(&tmp);
     }
     written
-}
-
-/// Puts the fresh files in place of the old ones (as `compact` does, with its recovery from a
-/// crash), and reopens the store without its snapshot, so the state is replayed from the log,
-/// then snapshots it.
-fn swap_in_and_reopen(dir: &Path, kind: BackendKind, lock: Option<StoreLock>) -> Result<Store> {
-    let tmp = dir.join(COMPACT_DIR);
-    super::snapshot::remove(dir)?;
-    super::deleting::swap_in_compacted(kind, dir, &tmp)?;
-    super::deleting::finish_compaction(dir)?;
-    let manifest = read_manifest(dir)?;
-    let store = Store::open_with(dir.to_path_buf(), manifest, lock)?;
-    if let Err(e) = store.checkpoint() {
-        tracing::warn!(error = %e, "the state snapshot could not be written after the repair");
-    }
-    Ok(store)
 }
 
 /// Rows per commit into the fresh files.
