@@ -29,8 +29,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::{Anchor, Assertion, EdgeUpsert, Event, NodeUpsert, Props, SkippedValue, Value};
-use std::collections::BTreeMap;
+use crate::model::{
+    Anchor, Assertion, EdgeUpsert, Event, NodeUpsert, PayloadWithoutDigest, Props, Value,
+};
 
 /// Version byte of every record this build writes. Bump it (and keep a reader for the old one)
 /// when a persisted type changes shape; 6 is taken ([`FORMAT_COMPRESSED`], a compressed
@@ -389,23 +390,22 @@ struct EventUpToPayload<P> {
 /// day summary restates every node and edge its day asserted, and decoding those was most of
 /// reading the summaries of a long history (27k of them, for each context).
 pub fn decode_event_up_to_payload(table: &'static str, bytes: &[u8]) -> Result<Event> {
-    up_to_payload::<Value>(table, bytes, |payload| payload)
+    up_to_payload::<Value>(table, bytes)
 }
 
-/// [`decode_event_up_to_payload`] with the payload's `digest` entry (a summary's restatement
+/// [`decode_event_up_to_payload`] with the payload's digest entry (a summary's restatement
 /// of its period's facts, which a memory cover does not show) walked past, not kept: building
 /// its maps was most of reading a long history's summaries once their assertions were left.
 pub fn decode_event_up_to_payload_without_digest(
     table: &'static str,
     bytes: &[u8],
 ) -> Result<Event> {
-    up_to_payload::<PayloadWithoutDigest>(table, bytes, |payload| payload.0)
+    up_to_payload::<PayloadWithoutDigest>(table, bytes)
 }
 
-fn up_to_payload<P: DeserializeOwned>(
+fn up_to_payload<P: DeserializeOwned + Into<Value>>(
     table: &'static str,
     bytes: &[u8],
-    payload: fn(P) -> Value,
 ) -> Result<Event> {
     let (_, body) = body(table, bytes)?;
     let (e, _): (EventUpToPayload<P>, _) =
@@ -421,70 +421,12 @@ fn up_to_payload<P: DeserializeOwned>(
         place: e.place,
         anchor: e.anchor,
         kind: e.kind,
-        payload: payload(e.payload),
+        payload: e.payload.into(),
         salience: e.salience,
         evidence: e.evidence,
         assertions: Vec::new(),
         idempotency_key: None,
     })
-}
-
-/// A stored payload whose top-level `digest` entry is walked past ([`SkippedValue`]).
-struct PayloadWithoutDigest(Value);
-
-impl<'de> Deserialize<'de> for PayloadWithoutDigest {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        // A stored `Value`'s tagged shape: the same variants in the same order.
-        #[derive(Deserialize)]
-        enum Tagged {
-            Null,
-            Bool(bool),
-            Int(i64),
-            Float(f64),
-            Str(String),
-            List(Vec<Value>),
-            Map(MapWithoutDigest),
-        }
-        Ok(PayloadWithoutDigest(match Tagged::deserialize(d)? {
-            Tagged::Null => Value::Null,
-            Tagged::Bool(b) => Value::Bool(b),
-            Tagged::Int(i) => Value::Int(i),
-            Tagged::Float(f) => Value::Float(f),
-            Tagged::Str(v) => Value::Str(v),
-            Tagged::List(v) => Value::List(v),
-            Tagged::Map(m) => Value::Map(m.0),
-        }))
-    }
-}
-
-/// A stored map without its `digest` entry.
-struct MapWithoutDigest(BTreeMap<String, Value>);
-
-impl<'de> Deserialize<'de> for MapWithoutDigest {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct Entries;
-        impl<'de> serde::de::Visitor<'de> for Entries {
-            type Value = MapWithoutDigest;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a map of values")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> std::result::Result<MapWithoutDigest, A::Error> {
-                let mut out = BTreeMap::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    if key == "digest" {
-                        map.next_value::<SkippedValue>()?;
-                    } else {
-                        out.insert(key, map.next_value::<Value>()?);
-                    }
-                }
-                Ok(MapWithoutDigest(out))
-            }
-        }
-        d.deserialize_map(Entries)
-    }
 }
 
 /// The leading fields of an event record, every format alike: enough to find the few events
@@ -568,6 +510,7 @@ pub(crate) fn stable_hash(key: &[u8]) -> u64 {
 mod tests {
     use super::*;
     use crate::model::EventDraft;
+    use std::collections::BTreeMap;
 
     #[test]
     fn refuses_unknown_version() {

@@ -158,22 +158,94 @@ impl Drop for StoredDepth {
     }
 }
 
-/// The binary (tagged) form of [`Value`].
+/// The binary (tagged) form of [`Value`], its maps read as `M` (a reader may leave entries
+/// out: [`PayloadWithoutDigest`]).
 #[derive(Serialize, Deserialize)]
-enum TaggedValue {
+enum TaggedValue<M = BTreeMap<String, Value>> {
     Null,
     Bool(bool),
     Int(i64),
     Float(f64),
     Str(String),
     List(Vec<Value>),
-    Map(BTreeMap<String, Value>),
+    Map(M),
+}
+
+impl<M: Into<BTreeMap<String, Value>>> From<TaggedValue<M>> for Value {
+    fn from(tagged: TaggedValue<M>) -> Value {
+        match tagged {
+            TaggedValue::Null => Value::Null,
+            TaggedValue::Bool(b) => Value::Bool(b),
+            TaggedValue::Int(i) => Value::Int(i),
+            TaggedValue::Float(f) => Value::Float(f),
+            TaggedValue::Str(v) => Value::Str(v),
+            TaggedValue::List(v) => Value::List(v),
+            TaggedValue::Map(m) => Value::Map(m.into()),
+        }
+    }
+}
+
+/// The payload key under which a summary restates its period's facts.
+pub(crate) const SUMMARY_DIGEST: &str = "digest";
+
+/// A stored payload read without its top-level [`SUMMARY_DIGEST`] entry, which is walked past
+/// ([`SkippedValue`]), not built: for a reader of what summaries say, not the facts they
+/// restate.
+pub(crate) struct PayloadWithoutDigest(pub(crate) Value);
+
+impl<'de> Deserialize<'de> for PayloadWithoutDigest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let _depth = StoredDepth::enter::<D::Error>()?;
+        TaggedValue::<MapWithoutDigest>::deserialize(d).map(|t| PayloadWithoutDigest(t.into()))
+    }
+}
+
+impl From<PayloadWithoutDigest> for Value {
+    fn from(payload: PayloadWithoutDigest) -> Value {
+        payload.0
+    }
+}
+
+/// A stored map without its [`SUMMARY_DIGEST`] entry.
+struct MapWithoutDigest(BTreeMap<String, Value>);
+
+impl From<MapWithoutDigest> for BTreeMap<String, Value> {
+    fn from(map: MapWithoutDigest) -> Self {
+        map.0
+    }
+}
+
+impl<'de> Deserialize<'de> for MapWithoutDigest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> Visitor<'de> for Entries {
+            type Value = MapWithoutDigest;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of values")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<MapWithoutDigest, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == SUMMARY_DIGEST {
+                        map.next_value::<SkippedValue>()?;
+                    } else {
+                        out.insert(key, map.next_value::<Value>()?);
+                    }
+                }
+                Ok(MapWithoutDigest(out))
+            }
+        }
+        d.deserialize_map(Entries)
+    }
 }
 
 /// A stored [`Value`] read past and dropped: its strings borrowed from the record, no map or
 /// list built. For a reader that does not want an entry of a payload (a summary's digest,
 /// which restates its period's facts) but must walk it to reach what follows.
-pub(crate) struct SkippedValue;
+struct SkippedValue;
 
 impl<'de> Deserialize<'de> for SkippedValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -284,15 +356,7 @@ impl<'de> Deserialize<'de> for Value {
             d.deserialize_any(ValueVisitor)
         } else {
             let _depth = StoredDepth::enter::<D::Error>()?;
-            Ok(match TaggedValue::deserialize(d)? {
-                TaggedValue::Null => Value::Null,
-                TaggedValue::Bool(b) => Value::Bool(b),
-                TaggedValue::Int(i) => Value::Int(i),
-                TaggedValue::Float(f) => Value::Float(f),
-                TaggedValue::Str(v) => Value::Str(v),
-                TaggedValue::List(v) => Value::List(v),
-                TaggedValue::Map(v) => Value::Map(v),
-            })
+            TaggedValue::<BTreeMap<String, Value>>::deserialize(d).map(Value::from)
         }
     }
 }

@@ -528,7 +528,7 @@ impl Summary {
             _ => Vec::new(),
         };
         let digest = m
-            .get("digest")
+            .get(crate::model::SUMMARY_DIGEST)
             .filter(|_| with_digest)
             .and_then(|v| serde_json::to_value(v).ok())
             .and_then(|v| serde_json::from_value(v).ok())
@@ -575,7 +575,7 @@ impl Summary {
             .ok()
             .and_then(|v| serde_json::from_value::<Value>(v).ok())
             .unwrap_or_default();
-        m.insert("digest".to_string(), digest);
+        m.insert(crate::model::SUMMARY_DIGEST.to_string(), digest);
         if let Some(s) = supersedes {
             m.insert("supersedes".to_string(), Value::Int(s as i64));
         }
