@@ -4105,7 +4105,7 @@ impl Store {
         let stored_counters: Option<Counters> = self
             .backend
             .get(Table::Meta, META_COUNTERS)?
-            .map(|v| decode("meta", &v))
+            .map(|v| decode_meta(META_COUNTERS, &v))
             .transpose()?;
         if stored_counters != Some(replayed.counters) {
             report.differ(format!(
