@@ -3,13 +3,15 @@
  * on the graph `loci bench graph --write-edges FILE` gave loci, in the same sitting, so that
  * loci's figures have a baseline measured on the same machine under the same load:
  *
- *     cc -O2 -o /tmp/khop benches/floor/khop.c && /tmp/khop FILE
+ *     cc -O2 -o /tmp/khop benches/floor/khop.c && /tmp/khop FILE [TWO_HOP_SAMPLES THREE_HOP_SAMPLES]
  *
  * FILE has one `src dst relation confidence` line per edge, nodes named `n<id>` (what the
  * generator writes); other names are refused. Prints one JSON object: 2-hop with confidence
  * >= 0.5 (the distinct nodes reached, collected into an array, as loci's `khop` returns them),
  * 3-hop counts with and without the filter, p50/p95 in microseconds over random starts, and
- * the mean number of nodes reached, which should match loci's `*_mean_nodes`.
+ * the mean number of nodes reached, which should match loci's `*_mean_nodes`. The starts are
+ * the first 20,000 (2-hop) and 2,000 (3-hop) of one pseudo-random sequence, or as many as
+ * given; `benches/peers/peers.py` asks its engines from the same ones.
  */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
@@ -87,8 +89,13 @@ static void measure(const char *name, int depth, float min_conf, int collect, in
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s EDGES_FILE\n", argv[0]);
+    int two_hop_samples = 20000, three_hop_samples = 2000;
+    if (argc == 4) {
+        two_hop_samples = atoi(argv[2]);
+        three_hop_samples = atoi(argv[3]);
+    }
+    if ((argc != 2 && argc != 4) || two_hop_samples < 1 || three_hop_samples < 1) {
+        fprintf(stderr, "usage: %s EDGES_FILE [TWO_HOP_SAMPLES THREE_HOP_SAMPLES]\n", argv[0]);
         return 2;
     }
     FILE *f = fopen(argv[1], "r");
@@ -147,9 +154,9 @@ int main(int argc, char **argv) {
     frontier = malloc(sizeof(uint32_t) * nodes);
     next = malloc(sizeof(uint32_t) * nodes);
     printf("{\n  \"nodes\": %u,\n  \"edges\": %zu,\n", nodes, m);
-    measure("two_hop_conf_0_5", 2, 0.5f, 1, 20000, 0);
-    measure("three_hop_conf_0_5", 3, 0.5f, 0, 2000, 0);
-    measure("three_hop_count", 3, 0.0f, 0, 2000, 1);
+    measure("two_hop_conf_0_5", 2, 0.5f, 1, two_hop_samples, 0);
+    measure("three_hop_conf_0_5", 3, 0.5f, 0, three_hop_samples, 0);
+    measure("three_hop_count", 3, 0.0f, 0, three_hop_samples, 1);
     printf("}\n");
     return 0;
 }

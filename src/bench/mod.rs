@@ -650,6 +650,28 @@ fn sample(samples: usize, mut f: impl FnMut(usize)) -> Latency {
     latency(out)
 }
 
+/// The C floor's start nodes (`benches/floor/khop.c`, `measure`), which the peers'
+/// benchmark (`benches/peers/peers.py`) asks from too: node `n<k>` for each `k` of its
+/// pseudo-random sequence over `nodes` ids (the store's node count), whatever id the store
+/// gave that node, so that loci, the floor and the peers traverse from the same nodes and
+/// must reach as many. `None` when a node so named is missing (a graph of other names, or ids
+/// with gaps): the caller picks its own.
+pub fn floor_starts(store: &Store, nodes: u64, n: usize) -> Option<Vec<NodeId>> {
+    let g = store.graph();
+    if nodes == 0 {
+        return None;
+    }
+    let mut rng: u64 = 0x5eed;
+    (0..n)
+        .map(|_| {
+            rng = rng
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            g.node_id(&node_key(((rng >> 33) % nodes) as u32))
+        })
+        .collect()
+}
+
 /// Random start nodes for traversal benchmarks.
 pub fn random_starts(spec: &GraphSpec, n: usize) -> Vec<NodeId> {
     let mut rng = Rng::new(spec.seed ^ 0x5eed);
@@ -770,7 +792,10 @@ pub fn run_graph_bench(
         nodes: u32::try_from(stats.nodes).unwrap_or(u32::MAX),
         ..spec.clone()
     };
-    let starts = random_starts(spec, 20_000);
+    // The floor's starts where the graph names its nodes as the floor reads them (every graph
+    // this bench generates, and the files it writes): the reach must then be the floor's.
+    let starts = floor_starts(&store, stats.nodes as u64, 20_000)
+        .unwrap_or_else(|| random_starts(spec, 20_000));
     let walks = time_traversals(&store, &starts);
     let rss_file_after_traversals_bytes = rss_anon_and_file_bytes().1;
     let queries = search_queries(spec, 5_000);
@@ -1909,6 +1934,47 @@ mod tests {
             build_from_file(&s, &path, per_batch).unwrap();
             assert!(graph(&s) == want, "{name}");
         }
+    }
+
+    /// loci's traversals start where the C floor's and the peers' do (`benches/floor/khop.c`,
+    /// `benches/peers/peers.py`): node `n<k>` for each `k` of the floor's sequence, whatever
+    /// id the store gave that node, so the three must reach as many nodes. The first five
+    /// over 500 nodes are what the floor's generator gives (computed from its formula apart).
+    #[test]
+    fn traversals_start_at_the_nodes_the_c_floor_starts_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.txt");
+        let spec = GraphSpec {
+            nodes: 500,
+            edges: 3_000,
+            relations: 3,
+            seed: 5,
+        };
+        // Reversed, so that the store numbers the nodes in another order than their names.
+        let mut edges = graph_edges(&spec);
+        edges.reverse();
+        write_edge_file(&path, &edges).unwrap();
+        let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+        build_from_file(&store, &path, 1_000).unwrap();
+        let nodes = store.stats().nodes as u64;
+        let starts = floor_starts(&store, nodes, 5).expect("every n<k> is in the graph");
+        let g = store.graph();
+        let keys: Vec<String> = starts.iter().map(|&id| g.node(id).unwrap().key).collect();
+        assert_eq!(keys, ["n174", "n191", "n80", "n379", "n148"]);
+        assert_ne!(starts[0], NodeId(174), "the store numbered n174 otherwise");
+        drop(g);
+        // A graph of other names has no floor starts: the bench picks its own.
+        let other = Store::create(dir.path().join("other"), BackendKind::Redb).unwrap();
+        other
+            .ingest(import_events(
+                vec![
+                    Assertion::UpsertNode(file_node("alice")),
+                    Assertion::UpsertNode(file_node("bob")),
+                ],
+                1024,
+            ))
+            .unwrap();
+        assert_eq!(floor_starts(&other, 2, 5), None);
     }
 
     /// Each fault of an edge file is named by its line and field, as a bad input: bytes
