@@ -1466,6 +1466,109 @@ fn a_full_standard_output_is_named_in_the_error() {
 }
 
 #[test]
+fn delete_node_takes_the_events_of_a_key_retracted_since() {
+    // `delete --node` takes every event that names a key, for a person's data, but refused
+    // a key the graph no longer holds ("not found"), though the events that asserted it, the
+    // pin and the retraction were all in the log; `check`'s "pin points nowhere" could not be
+    // cleared either (a helper's probe).
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    ok(&["pin", "--store", p(&store), "npc:fletcher:1"]);
+    let retract = tmp.path().join("retract.jsonl");
+    std::fs::write(
+        &retract,
+        r#"{"ts":200000,"actor":"bot","kind":"NOTE","assert":[{"op":"retract_node","key":"npc:fletcher:1"}]}"#,
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&retract)]);
+    let check = loci(&["check", "--store", p(&store)]);
+    assert_eq!(check.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        said.contains("pin points nowhere") && said.contains("loci delete --node"),
+        "the finding says how to clear it: {said}"
+    );
+    let report = json(&[
+        "delete",
+        "--store",
+        p(&store),
+        "--node",
+        "npc:fletcher:1",
+        "--json",
+    ]);
+    assert!(report["deleted"].as_array().unwrap().len() >= 3, "{report}");
+    ok(&["check", "--store", p(&store)]);
+    ok(&["replay", "--store", p(&store), "--verify"]);
+    let timeline = ok(&["run", "--store", p(&store), "timeline"]);
+    assert!(!timeline.contains("fletcher:1"), "{timeline}");
+    // A key no event names is still refused: a typo deletes nothing.
+    let out = loci(&["delete", "--store", p(&store), "--node", "npc:no-such-key"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("npc:no-such-key"));
+}
+
+#[test]
+fn delete_takes_several_events_or_keys_after_one_flag() {
+    // The README's `--event SEQ... --node KEY...`: `--event 3 4` was a usage error (exit 2).
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let report = json(&[
+        "delete",
+        "--store",
+        p(&store),
+        "--event",
+        "3",
+        "4",
+        "--json",
+    ]);
+    let deleted: Vec<u64> = each(&report["deleted"], |s| s.as_u64().unwrap());
+    assert!(deleted.contains(&3) && deleted.contains(&4), "{report}");
+    let report = json(&[
+        "delete",
+        "--store",
+        p(&store),
+        "--node",
+        "npc:fletcher:0",
+        "npc:fletcher:1",
+        "--json",
+    ]);
+    assert!(report["nodes_removed"].as_u64().unwrap() >= 2, "{report}");
+    ok(&["replay", "--store", p(&store), "--verify"]);
+}
+
+#[test]
+fn delete_node_says_which_nodes_lost_their_pin_with_the_events() {
+    // One pin event named two nodes; deleting the first node took the event whole, and the
+    // second, which stays, lost its pin without a word (a helper's probe).
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    ok(&[
+        "pin",
+        "--store",
+        p(&store),
+        "npc:fletcher:0",
+        "item:emerald",
+    ]);
+    let out = ok(&["delete", "--store", p(&store), "--node", "npc:fletcher:0"]);
+    assert!(
+        out.contains("lost its pin")
+            && out.contains("\"item:emerald\"")
+            && out.contains("loci pin"),
+        "{out}"
+    );
+    ok(&["pin", "--store", p(&store), "npc:fletcher:1", "item:stick"]);
+    let report = json(&[
+        "delete",
+        "--store",
+        p(&store),
+        "--node",
+        "npc:fletcher:1",
+        "--json",
+    ]);
+    assert_eq!(report["nodes_unpinned"], serde_json::json!(["item:stick"]));
+}
+
+#[test]
 fn pin_and_unpin_nodes_by_key() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
@@ -2886,6 +2989,97 @@ fn a_table_of_another_type_in_the_backend_file_is_damage_exit_6_naming_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(6), "{err}");
     assert!(err.contains("meta") && err.contains("data.redb"), "{err}");
+}
+
+/// Runs `loci repair` on `store` and asserts it verified the result; then that the store
+/// opens and verifies again, and its timeline is `before`.
+fn assert_repaired(store: &Path, before: &serde_json::Value) {
+    let out = loci(&["repair", "--store", p(store)]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("verified: live state equals replay"),
+        "{said}"
+    );
+    assert!(!store.join("compact.tmp").exists(), "repair left its work");
+    ok(&["replay", "--store", p(store), "--verify"]);
+    let timeline = json(&["run", "--store", p(store), "timeline", "--json"])["rows"].clone();
+    assert_eq!(&timeline, before);
+}
+
+#[test]
+fn repair_rebuilds_a_text_index_whose_directory_is_gone_or_is_a_file() {
+    // Repair rebuilds the full-text index from the log, but with its directory gone it
+    // failed after swapping in the fresh files, and every later open failed the same way:
+    // the store could no longer be opened (a helper's probe). A file in its place failed
+    // every open, repair's too.
+    let tmp = tempfile::tempdir().unwrap();
+    for file_in_its_place in [false, true] {
+        let store = world_store(&tmp.path().join(format!("file {file_in_its_place}")));
+        let before = json(&["run", "--store", p(&store), "timeline", "--json"])["rows"].clone();
+        std::fs::remove_dir_all(store.join("text")).unwrap();
+        if file_in_its_place {
+            std::fs::write(store.join("text"), "not an index").unwrap();
+        }
+        assert_repaired(&store, &before);
+        assert!(store.join("text").is_dir());
+        let hits = json(&["search", "--store", p(&store), "emerald", "--json"]);
+        assert!(!hits.as_array().unwrap().is_empty(), "{hits}");
+    }
+}
+
+#[test]
+fn repair_replaces_a_directory_where_the_state_snapshot_belongs() {
+    // Every open reads past a snapshot path that is not a regular file, but repair, which
+    // writes the snapshot afresh, failed on it (exit 8) each time it ran.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let before = json(&["run", "--store", p(&store), "timeline", "--json"])["rows"].clone();
+    std::fs::remove_file(store.join("state.snapshot")).ok();
+    std::fs::create_dir_all(store.join("state.snapshot").join("inside")).unwrap();
+    assert_repaired(&store, &before);
+    assert!(store.join("state.snapshot").is_file());
+}
+
+#[test]
+fn repair_rebuilds_a_damaged_ids_floor_record() {
+    // The ids floor (the last deletion's number) is derived from the log like the counters,
+    // and one flipped bit in it stopped every open; repair copied it as it was, so the store
+    // stayed unusable (a helper's probe).
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    ok(&["delete", "--store", p(&store), "--event", "3"]);
+    let before = json(&["run", "--store", p(&store), "timeline", "--json"])["rows"].clone();
+    {
+        let db = redb::Database::open(store.join("data.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            use redb::ReadableTable;
+            let mut meta = txn
+                .open_table(redb::TableDefinition::<&[u8], &[u8]>::new("meta"))
+                .unwrap();
+            let mut floor = meta
+                .get(&b"ids_floor"[..])
+                .unwrap()
+                .expect("a deletion records its ids floor")
+                .value()
+                .to_vec();
+            let last = floor.len() - 1;
+            floor[last] ^= 1;
+            meta.insert(&b"ids_floor"[..], &floor[..]).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let stats = loci(&["stats", "--store", p(&store)]);
+    assert_eq!(stats.status.code(), Some(6));
+    let err = String::from_utf8_lossy(&stats.stderr);
+    assert!(err.contains("record \"ids_floor\""), "{err}");
+    assert_repaired(&store, &before);
 }
 
 #[test]

@@ -180,11 +180,11 @@ pub struct PinArgs {
 pub struct DeleteArgs {
     #[command(flatten)]
     pub store: StoreArg,
-    /// Sequence numbers of events to delete.
-    #[arg(long = "event", value_name = "SEQ")]
+    /// Sequence numbers of events to delete (`--event 3 4`, or the flag again).
+    #[arg(long = "event", value_name = "SEQ", num_args = 1..)]
     pub events: Vec<u64>,
-    /// Keys of nodes to delete, with every event that names them.
-    #[arg(long = "node", value_name = "KEY")]
+    /// Keys of nodes to delete, with every event that names them (a key retracted since too).
+    #[arg(long = "node", value_name = "KEY", num_args = 1..)]
     pub nodes: Vec<String>,
     #[arg(long)]
     pub json: bool,

@@ -52,6 +52,18 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
                 }
             );
         }
+        if !r.nodes_unpinned.is_empty() {
+            outln!(
+                "{} lost {} pin with the deleted events (a pin event names every node it pins): {}; `loci pin KEY` pins again",
+                count(r.nodes_unpinned.len() as u64, "node", "nodes"),
+                if r.nodes_unpinned.len() == 1 { "its" } else { "their" },
+                r.nodes_unpinned
+                    .iter()
+                    .map(|k| loci::error::quoted_excerpt(k))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         outln!("their text stays in the store's files until `loci compact`");
     }
     Ok(Code::Ok)

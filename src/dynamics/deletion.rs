@@ -106,6 +106,10 @@ pub struct DeleteReport {
     /// The first of those keys, in key order ([`NODES_KEPT_LISTED`] at most).
     #[serde(default)]
     pub nodes_kept_keys: Vec<String>,
+    /// Of the nodes kept, those pinned before and not after, in key order: a pin event names
+    /// every node it pins, and deleted for one of them it unpins the others.
+    #[serde(default)]
+    pub nodes_unpinned: Vec<String>,
 }
 
 /// Keys of the nodes a deletion kept that its report lists, at most.

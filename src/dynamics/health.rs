@@ -94,7 +94,7 @@ impl Finding {
         match self {
             Finding::DanglingPin { key, pinned_by } => {
                 format!(
-                    "pin points nowhere: {key:?} (pinned by event {pinned_by}) is not in the graph"
+                    "pin points nowhere: {key:?} (pinned by event {pinned_by}) is not in the graph; asserting it again brings it back, `loci delete --node {key:?}` takes every event that names it, its pin too"
                 )
             }
             Finding::LikelyDuplicates { label, name, keys } => format!(

@@ -118,6 +118,19 @@ impl Store {
                 kept.extend(nodes_still_asserted(&ev, &replayed));
             }
         }
+        // A pin event names every node it pins: taken for one of them, it unpins the rest.
+        report.nodes_unpinned = kept
+            .iter()
+            .filter(|key| {
+                let pinned = |st: &super::State| {
+                    st.node_id(key)
+                        .and_then(|id| st.node(id))
+                        .is_some_and(|n| n.pinned)
+                };
+                pinned(&before) && !pinned(&replayed)
+            })
+            .cloned()
+            .collect();
         report.nodes_kept = kept.len();
         report.nodes_kept_keys = kept.into_iter().take(deletion::NODES_KEPT_LISTED).collect();
         report.edges_weakened = edges_weakened(&before, &replayed, &targets);
@@ -305,15 +318,15 @@ impl Store {
             }
             targets.insert(seq, ev.ts);
         }
-        // A miss checks its blocks again: damage found there has the caller replay the graph
-        // and ask again, rather than the key pass for unknown.
-        if let Some(missing) = request
+        // A key the graph does not hold may still be named by events (a node retracted since:
+        // its events are what a deletion for a person's data must take); one that no event
+        // names is refused, so that a typo deletes nothing. (A miss in the graph checks its
+        // blocks again, which the caller's replay of a damaged graph relies on.)
+        let mut unnamed: Vec<&String> = request
             .nodes
             .iter()
-            .find(|k| state.node_id_named(k).is_none())
-        {
-            return Err(Error::NotFound(format!("node {missing:?}")));
-        }
+            .filter(|k| state.node_id_named(k).is_none())
+            .collect();
         if !request.nodes.is_empty() {
             super::log::scan(&*self.backend, 1, &mut |seq, v| {
                 if state.deleted.contains(&seq) {
@@ -324,9 +337,13 @@ impl Store {
                     && request.nodes.iter().any(|key| names_node(&ev, key))
                 {
                     targets.insert(ev.seq, ev.ts);
+                    unnamed.retain(|key| !names_node(&ev, key));
                 }
                 Ok(true)
             })?;
+        }
+        if let Some(missing) = unnamed.first() {
+            return Err(Error::NotFound(format!("node {missing:?}")));
         }
         Ok(targets)
     }

@@ -4292,10 +4292,15 @@ struct LogRecords {
     keys: BTreeMap<String, u64>,
     /// (key, first event, repeating event).
     duplicate_keys: Vec<(String, u64, u64)>,
+    /// The last deletion event (0: none), which gave every id anew: the ids floor.
+    last_deletion: u64,
 }
 
 impl LogRecords {
     fn see(&mut self, ev: &Event, deleted: bool) {
+        if ev.kind == deletion::DELETE {
+            self.last_deletion = self.last_deletion.max(ev.seq);
+        }
         if !deleted {
             self.times.push(time_key(ev.ts, ev.seq));
             self.facets.extend(facet_keys(ev));

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use super::deleting::{fresh_files_dir, swap_in_and_reopen};
 use super::{
     deleted_list, read_deleted, replay_log, table_keys, Counters, Folds, LogRecords, State, Store,
-    META_COUNTERS, META_DELETED, META_PROJECTION, META_SNAPSHOT_FLOOR, PROJECTION_VERSION,
+    META_COUNTERS, META_DELETED, META_IDS_FLOOR, META_PROJECTION, META_SNAPSHOT_FLOOR,
+    PROJECTION_VERSION,
 };
 use crate::codec::{decode, encode};
 use crate::error::{Error, Result};
@@ -229,7 +230,12 @@ impl Derived {
                 let stored_counters: Option<Counters> = backend
                     .get(Table::Meta, META_COUNTERS)?
                     .and_then(|v| decode("meta", &v).ok());
+                let stored_floor: Option<u64> = match backend.get(Table::Meta, META_IDS_FLOOR)? {
+                    Some(v) => decode("meta", &v).ok(),
+                    None => Some(0),
+                };
                 report.meta_fixed = stored_counters != Some(self.state.counters)
+                    || stored_floor != Some(records.last_deletion)
                     || read_deleted(backend).ok() != Some(self.state.deleted.clone())
                     || !Folds::read(backend)?
                         .differences("stored", &self.state.folds, "replayed")
@@ -240,9 +246,13 @@ impl Derived {
     }
 
     /// The meta entries derived from the log: counters, the deleted set, the folds, the
-    /// rules' version and the snapshot floor.
+    /// rules' version, the snapshot floor and the ids floor (the last deletion).
     fn put_meta(&self, batch: &mut WriteBatch) {
         let state = &self.state;
+        match self.records.last_deletion {
+            0 => batch.delete(Table::Meta, META_IDS_FLOOR.to_vec()),
+            seq => batch.put(Table::Meta, META_IDS_FLOOR.to_vec(), encode(&seq)),
+        }
         batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&state.counters));
         batch.put(
             Table::Meta,

@@ -747,10 +747,18 @@ pub(super) fn remove_unfinished(dir: &Path) {
     }
 }
 
-/// Removes the snapshot of the store in `dir`, if any.
+/// Removes the snapshot of the store in `dir`, if any: whatever is at its path, since every
+/// open reads past a path that is not a regular file (a directory there is the store's
+/// damage, and a snapshot is written there afresh).
 pub(super) fn remove(dir: &Path) -> Result<()> {
     let path = path_in(dir);
-    match std::fs::remove_file(&path) {
+    let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+    let removed = if is_dir {
+        std::fs::remove_dir_all(&path)
+    } else {
+        std::fs::remove_file(&path)
+    };
+    match removed {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io(&path, e)),

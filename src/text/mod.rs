@@ -1572,8 +1572,21 @@ fn damage_error(dir: &Path, met: &str, read_only: bool) -> Error {
     }
 }
 
-/// Removes everything inside `dir` (a damaged or outdated index before it is created anew).
+/// Leaves an empty directory at `dir`, where a damaged or outdated index is created anew:
+/// what is inside it is removed; a file (or a link to nothing) in its place is removed, and a
+/// missing one is made, since the index is rebuilt from the log either way.
 pub(crate) fn clear_dir(dir: &Path) -> Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(dir, e)),
+        _ => {
+            // Not a directory (or a link to nothing): make one in its place.
+            if std::fs::symlink_metadata(dir).is_ok() {
+                std::fs::remove_file(dir).map_err(|e| Error::io(dir, e))?;
+            }
+            return std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e));
+        }
+    }
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let path = entry.map_err(|e| Error::io(dir, e))?.path();
         let r = if path.is_dir() {
