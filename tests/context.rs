@@ -184,7 +184,9 @@ fn the_prefix_stays_the_same_until_a_summary_is_made_and_one_turn_longer_when_sa
 
 /// The latest events are a run without holes, so an event that does not fit ends it. When the
 /// newest is longer than the room, it is shown cut to fit: a 3,000-word observation had
-/// emptied the section, and every older event with it.
+/// emptied the section, and every older event with it. Under cl100k_base the cut, sized to
+/// the room counted alone, came to a token more in the rendered text, and the fit then
+/// dropped it whole at every budget (a helper's probe): it is cut shorter instead.
 #[test]
 fn a_newest_event_longer_than_the_room_is_shown_cut_not_left_out() {
     let tmp = tempfile::tempdir().unwrap();
@@ -198,17 +200,68 @@ fn a_newest_event_longer_than_the_room_is_shown_cut_not_left_out() {
     long.payload = loci::model::Value::from(words.join(" ").as_str());
     store.ingest(vec![long]).unwrap();
     let newest = store.last_seq();
-    let c = context::build_context(&store, &ContextOptions::with_budget(1000)).unwrap();
-    let moment = section(&c, "moment");
-    assert_eq!(moment.lines.len(), 1, "{:?}", moment.lines);
-    let line = &moment.lines[0];
-    assert_eq!(line.ids, [format!("event:{newest}")]);
-    assert!(
-        line.text.contains("word0 word1") && line.text.ends_with('…'),
-        "{}",
-        line.text
-    );
-    assert!(c.tokens <= 1000 && c.tokens > 800, "{} tokens", c.tokens);
+    for tokenizer in [Tokenizer::Approx, Tokenizer::Cl100kBase] {
+        for budget in [200, 201, 202, 333, 1000] {
+            let mut opts = ContextOptions::with_budget(budget);
+            opts.tokenizer = tokenizer;
+            let c = context::build_context(&store, &opts).unwrap();
+            let moment = section(&c, "moment");
+            assert_eq!(
+                moment.lines.len(),
+                1,
+                "{tokenizer:?} {budget}: {:?}",
+                c.left_out
+            );
+            let line = &moment.lines[0];
+            assert_eq!(line.ids, [format!("event:{newest}")]);
+            assert!(
+                line.text.contains("word0 word1") && line.text.ends_with('…'),
+                "{}",
+                line.text
+            );
+            assert!(
+                c.tokens <= budget && c.tokens > budget * 3 / 4,
+                "{tokenizer:?}: {} tokens of {budget}",
+                c.tokens
+            );
+        }
+    }
+}
+
+/// A cut falls between whole characters: a technologist (👩, a joiner, 💻) or an accented
+/// letter (e and a combining acute) was cut inside, showing a woman, or a dangling joiner
+/// before the "…" (a helper's probe).
+#[test]
+fn a_cut_event_ends_on_a_whole_character() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 6, 42);
+    for (unit, last) in [("👩\u{200d}💻", '💻'), ("e\u{301}", '\u{301}'), ("🇫🇷", '🇷')]
+    {
+        let mut long = EventDraft::new(
+            store.latest_event_time().unwrap().unwrap_or(0) + 1,
+            "bot",
+            "OBSERVATION",
+        );
+        long.payload = loci::model::Value::from(unit.repeat(400).as_str());
+        store.ingest(vec![long]).unwrap();
+        for tokenizer in [Tokenizer::Approx, Tokenizer::Cl100kBase] {
+            for budget in [200, 201, 202, 203, 250] {
+                let mut opts = ContextOptions::with_budget(budget);
+                opts.tokenizer = tokenizer;
+                let c = context::build_context(&store, &opts).unwrap();
+                let moment = section(&c, "moment");
+                assert_eq!(moment.lines.len(), 1, "{unit} {tokenizer:?} {budget}");
+                let text = &moment.lines[0].text;
+                let shown = text.strip_suffix('…').expect("cut");
+                assert!(shown.contains(unit), "{text}");
+                let run = &shown[shown.find(unit).unwrap()..];
+                assert!(
+                    run.ends_with(last) && run.len().is_multiple_of(unit.len()),
+                    "{unit} {tokenizer:?} {budget}: cut inside a character: {run:?}"
+                );
+            }
+        }
+    }
 }
 
 /// The subgoal stack is one line; over its room it was left out whole, the current subgoal

@@ -171,6 +171,10 @@ pub struct Line {
     pub text: String,
     pub ids: Vec<String>,
     pub tokens: usize,
+    /// A start of its event's text, cut to fit ([`cut_to_fit`]): the fit cuts it shorter
+    /// rather than drop it.
+    #[serde(skip)]
+    pub(crate) cut: bool,
 }
 
 /// A section as rendered.
@@ -408,6 +412,7 @@ fn assemble(
                 text: cover_text(s),
                 ids: vec![format!("event:{}", s.seq)],
                 tokens: cover_cost(s),
+                cut: false,
             })
             .collect(),
     });
@@ -502,7 +507,12 @@ fn assemble(
 
 fn line(text: String, ids: Vec<String>, count: &dyn Fn(&str) -> usize) -> Line {
     let tokens = count(&text);
-    Line { text, ids, tokens }
+    Line {
+        text,
+        ids,
+        tokens,
+        cut: false,
+    }
 }
 
 /// Keeps lines, in order, while they fit `cap`; the rest are left out.
@@ -685,6 +695,7 @@ fn snippet_lines(
                 text: s.text,
                 ids,
                 tokens: s.tokens,
+                cut: false,
             }
         })
         .collect())
@@ -1049,6 +1060,7 @@ fn moment_lines(
                                 text: cut,
                                 ids,
                                 tokens,
+                                cut: true,
                             },
                         ));
                         break 'steps;
@@ -1071,6 +1083,7 @@ fn moment_lines(
                     text: text.clone(),
                     ids,
                     tokens,
+                    cut: false,
                 },
             ));
         }
@@ -1083,9 +1096,14 @@ fn moment_lines(
 const CUT_AT_LEAST_CHARS: usize = 16;
 
 /// The longest start of `text` that, followed by "…", counts at most `room` tokens (found by
-/// bisection over its characters); `None` when not even [`CUT_AT_LEAST_CHARS`] fit.
+/// bisection over its characters, each whole: a joined emoji or a letter with its accent is
+/// one); `None` when not even [`CUT_AT_LEAST_CHARS`] fit.
 fn cut_to_fit(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<String> {
-    let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    let starts: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .filter(|&i| !crate::text::splits_a_character(text, i))
+        .collect();
     let cut = |chars: usize| {
         let end = starts.get(chars).copied().unwrap_or(text.len());
         format!("{}…", text[..end].trim_end())
@@ -1119,6 +1137,9 @@ fn fit(
     loop {
         let (text, prefix) = render(&sections);
         let tokens = counter.count(&text);
+        if tokens > opts.budget && cut_shorter(&mut sections, tokens - opts.budget, counter) {
+            continue;
+        }
         if tokens <= opts.budget || !drop_one(&mut sections, left_out) {
             return Context {
                 prefix_tokens: counter.count(&prefix),
@@ -1134,6 +1155,32 @@ fn fit(
                 turn: None,
             };
         }
+    }
+}
+
+/// Cuts the moment's cut line (the newest event, cut to fit its room counted alone) by
+/// `over` tokens more, where the rendered text counts more than its lines do (cl100k_base
+/// counts the line break and the cut's end together): dropped instead, it would leave the
+/// moment empty. False when there is no such line, or it cannot be cut shorter.
+fn cut_shorter(sections: &mut [Section], over: usize, counter: &dyn TokenCounter) -> bool {
+    let Some(moment) = sections.iter_mut().find(|s| s.name == "moment") else {
+        return false;
+    };
+    let [line] = moment.lines.as_mut_slice() else {
+        return false;
+    };
+    if !line.cut {
+        return false;
+    }
+    let start = line.text.strip_suffix('…').unwrap_or(&line.text);
+    let room = line.tokens.saturating_sub(over.max(1));
+    match cut_to_fit(start, room, counter) {
+        Some(text) => {
+            line.tokens = counter.count(&text);
+            line.text = text;
+            true
+        }
+        None => false,
     }
 }
 

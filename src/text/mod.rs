@@ -9,6 +9,7 @@
 pub mod names;
 mod verified;
 mod words;
+pub(crate) use words::splits_a_character;
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};

@@ -112,6 +112,35 @@ fn is_tag(c: char) -> bool {
     matches!(c, '\u{E0020}'..='\u{E007F}')
 }
 
+/// Whether a cut of `text` at byte `at` (a character boundary) splits what reads as one
+/// character: before a combining mark, a joiner, a shaping mark or a tag; after a joiner; or
+/// between the two letters of a flag. (A context's event cut to fit ends on a whole one.)
+pub(crate) fn splits_a_character(text: &str, at: usize) -> bool {
+    let (Some(before), Some(after)) = (text[..at].chars().next_back(), text[at..].chars().next())
+    else {
+        return false;
+    };
+    if before == JOINER
+        || after == JOINER
+        || is_shaping_mark(after)
+        || is_tag(after)
+        || unicode_normalization::char::is_combining_mark(after)
+    {
+        return true;
+    }
+    // Regional letters pair from the start of their run: inside a pair when an odd number
+    // of them comes before the cut.
+    is_regional_letter(before)
+        && is_regional_letter(after)
+        && text[..at]
+            .chars()
+            .rev()
+            .take_while(|&c| is_regional_letter(c))
+            .count()
+            % 2
+            == 1
+}
+
 impl WordsAndSymbolsStream<'_> {
     /// Takes the rest of a word: letters and digits up to the next other character or
     /// ideograph, which is left for the next token.
@@ -316,6 +345,26 @@ mod tests {
         let scotland = "🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}";
         let england = "🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}";
         assert_eq!(texts(&format!("{scotland} {england}")), [scotland, england]);
+    }
+
+    #[test]
+    fn a_cut_between_whole_characters_splits_none() {
+        let cuts = |text: &str| -> Vec<usize> {
+            text.char_indices()
+                .map(|(i, _)| i)
+                .filter(|&i| i > 0 && !splits_a_character(text, i))
+                .collect()
+        };
+        // 👩 ZWJ 💻 is one: no cut inside it, one between two of them.
+        assert_eq!(cuts("👩\u{200d}💻👩\u{200d}💻"), [11]);
+        // A skin tone and a presentation selector stay with their symbol.
+        assert_eq!(cuts("👍🏽x"), [8]);
+        assert_eq!(cuts("❤\u{fe0f}x"), [6]);
+        // e and a combining acute are one letter.
+        assert_eq!(cuts("e\u{301}e\u{301}"), [3]);
+        // Flags pair their letters from the run's start.
+        assert_eq!(cuts("🇫🇷🇩🇪"), [8]);
+        assert_eq!(cuts("ab"), [1]);
     }
 
     #[test]
