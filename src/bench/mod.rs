@@ -1897,6 +1897,14 @@ mod tests {
         }
     }
 
+    /// The graph of the edge-file tests: 500 nodes, 3,000 edges.
+    const SMALL_FILE_GRAPH: GraphSpec = GraphSpec {
+        nodes: 500,
+        edges: 3_000,
+        relations: 3,
+        seed: 5,
+    };
+
     /// A file loaded a batch at a time gives the store the graph that loading it whole
     /// gives: the same node keys under the same ids, the same edges (a repeated edge keeps
     /// its last line's confidence), whatever the batch size.
@@ -1904,13 +1912,7 @@ mod tests {
     fn an_edge_file_loads_a_batch_at_a_time_as_it_loads_whole() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.txt");
-        let spec = GraphSpec {
-            nodes: 500,
-            edges: 3_000,
-            relations: 3,
-            seed: 5,
-        };
-        let mut edges = graph_edges(&spec);
+        let mut edges = graph_edges(&SMALL_FILE_GRAPH);
         let mut again = edges[10].clone();
         again.confidence = Some(0.125);
         edges.push(again);
@@ -1944,14 +1946,8 @@ mod tests {
     fn traversals_start_at_the_nodes_the_c_floor_starts_at() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.txt");
-        let spec = GraphSpec {
-            nodes: 500,
-            edges: 3_000,
-            relations: 3,
-            seed: 5,
-        };
         // Reversed, so that the store numbers the nodes in another order than their names.
-        let mut edges = graph_edges(&spec);
+        let mut edges = graph_edges(&SMALL_FILE_GRAPH);
         edges.reverse();
         write_edge_file(&path, &edges).unwrap();
         let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
