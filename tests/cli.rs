@@ -2073,6 +2073,26 @@ fn context_assembles_saves_and_recalls_a_turn() {
     let saved = json(&["context", "--store", p(&store), "--turn", "2", "--json"]);
     assert_eq!(saved["tokens"], second["tokens"]);
     assert!(!saved["ids"].as_array().unwrap().is_empty());
+    // A saved turn is shown as it was: what would assemble another is refused, not ignored
+    // (`--turn 1 --budget 5` showed the 900-token turn; a helper's probe).
+    for flag in [
+        ["--budget", "5"],
+        ["--mode", "anchor"],
+        ["--tokenizer", "cl100k_base"],
+        ["--instructions", p(&instructions)],
+        ["--session", "s"],
+    ] {
+        let out = loci(&[
+            "context",
+            "--store",
+            p(&store),
+            "--turn",
+            "1",
+            flag[0],
+            flag[1],
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{flag:?}");
+    }
     // The plain form is the context itself; the figures go to stderr.
     let plain = ok(&[
         "context",

@@ -274,8 +274,13 @@ pub struct ContextArgs {
     /// Whose tool-call observations to show (default: those recorded without a session).
     #[arg(long)]
     pub session: Option<String>,
-    /// Show the saved context of this turn instead of assembling one.
-    #[arg(long, value_name = "T", conflicts_with_all = ["question", "save"])]
+    /// Show the saved context of this turn, as it was, instead of assembling one (so what
+    /// would assemble another is refused with it).
+    #[arg(
+        long,
+        value_name = "T",
+        conflicts_with_all = ["question", "save", "budget", "mode", "instructions", "tokenizer", "session"]
+    )]
     pub turn: Option<u64>,
     /// Do not record what the snippets return as uses (as `query --no-record`: by default
     /// they are flushed to the log when loci exits, and items used often rank higher).
