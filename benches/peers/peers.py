@@ -26,7 +26,7 @@ What each engine is given, and what it is not:
 
 - Every engine reads node ids as integers (`n17` is 17), as the C floor does; loci resolves
   each name through its key index. Parsing the file is not timed for SQLite and igraph
-  (their rows are parsed before the clock starts, and that list is subtracted from their
+  (their rows are parsed before the clock starts, and held before it, so not in their
   peak); DuckDB and Kuzu load from a CSV written beforehand, untimed, which their own reader
   parses inside the timed load. loci's load reads and parses the file in batches, untimed.
 - SQLite: one table of edges with a covering index on each end (`src, conf, dst` and
@@ -46,6 +46,11 @@ What each engine is given, and what it is not:
 - Peak during the load: the load process's peak resident set over what it held before the
   load began (the interpreter, the engine's module, the parsed rows). loci's is its whole
   process's, about 17 MB more.
+- Starts: SQLite and igraph are asked from the 20,000 (2-hop) and 2,000 (3-hop) starts loci's
+  bench and the floor use; DuckDB and Kuzu, whose answers take milliseconds, from the first
+  2,000 and 500 of them (`--slow-two-hop-samples`, `--slow-three-hop-samples`), and the
+  floor is run at those counts too. Each engine's mean reach is checked against the floor's
+  from the same starts, and the check printed under the table.
 - 2-hop runs twice over the same starts (first pass, then again), as loci's bench does.
 - Disk: the blocks the engine's files hold after the load, every file of its directory.
 - Each engine is driven through its Python API, as its users drive it: each of its query
