@@ -1488,6 +1488,11 @@ fn delete_node_takes_the_events_of_a_key_retracted_since() {
         said.contains("pin points nowhere") && said.contains("loci delete --node"),
         "the finding says how to clear it: {said}"
     );
+    // Unpinning is an upsert, which would make the node again: refused, saying what clears it.
+    let unpin = loci(&["unpin", "--store", p(&store), "npc:fletcher:1"]);
+    assert_eq!(unpin.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&unpin.stderr);
+    assert!(err.contains("loci delete --node"), "{err}");
     let report = json(&[
         "delete",
         "--store",

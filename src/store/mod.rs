@@ -3334,7 +3334,14 @@ impl Store {
             missing = find_missing();
         }
         if let Some(missing) = missing {
-            return Err(Error::NotFound(format!("node {missing:?}")));
+            // An unpin is an upsert, which would make the node again; a pin of a node
+            // retracted since stays in the log until its events go.
+            let hint = if pinned {
+                ""
+            } else {
+                " (a node retracted since keeps its pin in the log until `loci delete --node` takes its events)"
+            };
+            return Err(Error::NotFound(format!("node {missing:?}{hint}")));
         }
         // A node already as asked is left out; none left, nothing is written (each such
         // run had logged an event and said it changed a node).
