@@ -1099,11 +1099,7 @@ const CUT_AT_LEAST_CHARS: usize = 16;
 /// bisection over its characters, each whole: a joined emoji or a letter with its accent is
 /// one); `None` when not even [`CUT_AT_LEAST_CHARS`] fit.
 fn cut_to_fit(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<String> {
-    let starts: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .filter(|&i| !crate::text::splits_a_character(text, i))
-        .collect();
+    let starts = crate::text::whole_character_starts(text);
     let cut = |chars: usize| {
         let end = starts.get(chars).copied().unwrap_or(text.len());
         format!("{}…", text[..end].trim_end())

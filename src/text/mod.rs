@@ -9,7 +9,7 @@
 pub mod names;
 mod verified;
 mod words;
-pub(crate) use words::splits_a_character;
+pub(crate) use words::whole_character_starts;
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};

@@ -112,33 +112,36 @@ fn is_tag(c: char) -> bool {
     matches!(c, '\u{E0020}'..='\u{E007F}')
 }
 
-/// Whether a cut of `text` at byte `at` (a character boundary) splits what reads as one
-/// character: before a combining mark, a joiner, a shaping mark or a tag; after a joiner; or
-/// between the two letters of a flag. (A context's event cut to fit ends on a whole one.)
-pub(crate) fn splits_a_character(text: &str, at: usize) -> bool {
-    let (Some(before), Some(after)) = (text[..at].chars().next_back(), text[at..].chars().next())
-    else {
-        return false;
-    };
-    if before == JOINER
-        || after == JOINER
-        || is_shaping_mark(after)
-        || is_tag(after)
-        || unicode_normalization::char::is_combining_mark(after)
-    {
-        return true;
+/// The byte offsets where `text` can be cut without splitting what reads as one character,
+/// in order from 0: not before a combining mark, a joiner, a shaping mark or a tag, not after
+/// a joiner, and not between the two letters of a flag (regional letters pair from the start
+/// of their run). One pass, so a text of any length costs its length. (A context's event cut
+/// to fit ends on a whole character.)
+pub(crate) fn whole_character_starts(text: &str) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut before: Option<char> = None;
+    // Regional letters in the run that ends just before the cut.
+    let mut regional_run = 0usize;
+    for (at, after) in text.char_indices() {
+        let splits = before.is_some_and(|b| {
+            b == JOINER
+                || after == JOINER
+                || is_shaping_mark(after)
+                || is_tag(after)
+                || unicode_normalization::char::is_combining_mark(after)
+                || (is_regional_letter(b) && is_regional_letter(after) && regional_run % 2 == 1)
+        });
+        if !splits {
+            starts.push(at);
+        }
+        regional_run = if is_regional_letter(after) {
+            regional_run + 1
+        } else {
+            0
+        };
+        before = Some(after);
     }
-    // Regional letters pair from the start of their run: inside a pair when an odd number
-    // of them comes before the cut.
-    is_regional_letter(before)
-        && is_regional_letter(after)
-        && text[..at]
-            .chars()
-            .rev()
-            .take_while(|&c| is_regional_letter(c))
-            .count()
-            % 2
-            == 1
+    starts
 }
 
 impl WordsAndSymbolsStream<'_> {
@@ -350,10 +353,9 @@ mod tests {
     #[test]
     fn a_cut_between_whole_characters_splits_none() {
         let cuts = |text: &str| -> Vec<usize> {
-            text.char_indices()
-                .map(|(i, _)| i)
-                .filter(|&i| i > 0 && !splits_a_character(text, i))
-                .collect()
+            let starts = whole_character_starts(text);
+            assert_eq!(starts.first(), Some(&0));
+            starts[1..].to_vec()
         };
         // 👩 ZWJ 💻 is one: no cut inside it, one between two of them.
         assert_eq!(cuts("👩\u{200d}💻👩\u{200d}💻"), [11]);
@@ -365,6 +367,10 @@ mod tests {
         // Flags pair their letters from the run's start.
         assert_eq!(cuts("🇫🇷🇩🇪"), [8]);
         assert_eq!(cuts("ab"), [1]);
+        assert_eq!(cuts("🇫🇷🇩🇪🇫"), [8, 16]);
+        // A long run of flags costs its length, not its square.
+        let flags = "🇫🇷".repeat(200_000);
+        assert_eq!(whole_character_starts(&flags).len(), 200_000);
     }
 
     #[test]
