@@ -228,6 +228,39 @@ fn a_newest_event_longer_than_the_room_is_shown_cut_not_left_out() {
     }
 }
 
+/// A newest event that fits its room counted alone, but not in the rendered text (cl100k_base
+/// counts a line's break with its words), was dropped whole a token or three under its full
+/// size, emptying the latest events (a helper's second probe): it is shown cut instead.
+#[test]
+fn a_newest_event_a_token_over_in_the_rendered_text_is_shown_cut() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The event alone, so that it is the moment's only line.
+    let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+    let mut long = EventDraft::new(1, "bot", "OBSERVATION");
+    long.payload = loci::model::Value::from("word ".repeat(300).as_str());
+    store.ingest(vec![long]).unwrap();
+    let newest = format!("event:{}", store.last_seq());
+    for tokenizer in [Tokenizer::Approx, Tokenizer::Cl100kBase] {
+        let mut opts = ContextOptions::with_budget(100_000);
+        opts.tokenizer = tokenizer;
+        let whole = context::build_context(&store, &opts).unwrap().tokens;
+        for budget in whole.saturating_sub(8)..=whole {
+            opts.budget = budget;
+            let c = context::build_context(&store, &opts).unwrap();
+            let moment = section(&c, "moment");
+            assert!(
+                moment
+                    .lines
+                    .last()
+                    .is_some_and(|l| l.ids == [newest.clone()]),
+                "{tokenizer:?} {budget} (whole {whole}): {:?}",
+                c.left_out
+            );
+            assert!(c.tokens <= budget);
+        }
+    }
+}
+
 /// A cut falls between whole characters: a technologist (👩, a joiner, 💻) or an accented
 /// letter (e and a combining acute) was cut inside, showing a woman, or a dangling joiner
 /// before the "…" (a helper's probe).
@@ -235,8 +268,15 @@ fn a_newest_event_longer_than_the_room_is_shown_cut_not_left_out() {
 fn a_cut_event_ends_on_a_whole_character() {
     let tmp = tempfile::tempdir().unwrap();
     let store = lived(tmp.path(), 6, 42);
-    for (unit, last) in [("👩\u{200d}💻", '💻'), ("e\u{301}", '\u{301}'), ("🇫🇷", '🇷')]
-    {
+    // Also a decomposed Hangul syllable (jamo, as in macOS file names) and a Devanagari
+    // conjunct (ka, virama, ssa), which were cut inside (a helper's second probe).
+    for (unit, last) in [
+        ("👩\u{200d}💻", '💻'),
+        ("e\u{301}", '\u{301}'),
+        ("🇫🇷", '🇷'),
+        ("\u{1100}\u{1161}\u{11a8}", '\u{11a8}'),
+        ("\u{915}\u{94d}\u{937}", '\u{937}'),
+    ] {
         let mut long = EventDraft::new(
             store.latest_event_time().unwrap().unwrap_or(0) + 1,
             "bot",

@@ -171,10 +171,6 @@ pub struct Line {
     pub text: String,
     pub ids: Vec<String>,
     pub tokens: usize,
-    /// A start of its event's text, cut to fit ([`cut_to_fit`]): the fit cuts it shorter
-    /// rather than drop it.
-    #[serde(skip)]
-    pub(crate) cut: bool,
 }
 
 /// A section as rendered.
@@ -412,7 +408,6 @@ fn assemble(
                 text: cover_text(s),
                 ids: vec![format!("event:{}", s.seq)],
                 tokens: cover_cost(s),
-                cut: false,
             })
             .collect(),
     });
@@ -507,12 +502,7 @@ fn assemble(
 
 fn line(text: String, ids: Vec<String>, count: &dyn Fn(&str) -> usize) -> Line {
     let tokens = count(&text);
-    Line {
-        text,
-        ids,
-        tokens,
-        cut: false,
-    }
+    Line { text, ids, tokens }
 }
 
 /// Keeps lines, in order, while they fit `cap`; the rest are left out.
@@ -695,7 +685,6 @@ fn snippet_lines(
                 text: s.text,
                 ids,
                 tokens: s.tokens,
-                cut: false,
             }
         })
         .collect())
@@ -1060,7 +1049,6 @@ fn moment_lines(
                                 text: cut,
                                 ids,
                                 tokens,
-                                cut: true,
                             },
                         ));
                         break 'steps;
@@ -1083,7 +1071,6 @@ fn moment_lines(
                     text: text.clone(),
                     ids,
                     tokens,
-                    cut: false,
                 },
             ));
         }
@@ -1096,10 +1083,12 @@ fn moment_lines(
 const CUT_AT_LEAST_CHARS: usize = 16;
 
 /// The longest start of `text` that, followed by "…", counts at most `room` tokens (found by
-/// bisection over its characters, each whole: a joined emoji or a letter with its accent is
-/// one); `None` when not even [`CUT_AT_LEAST_CHARS`] fit.
+/// bisection over its characters, each a whole grapheme cluster: a joined emoji, a letter with
+/// its accents, a Hangul syllable of jamo, a conjunct); `None` when not even
+/// [`CUT_AT_LEAST_CHARS`] fit.
 fn cut_to_fit(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<String> {
-    let starts = crate::text::whole_character_starts(text);
+    use unicode_segmentation::UnicodeSegmentation;
+    let starts: Vec<usize> = text.grapheme_indices(true).map(|(i, _)| i).collect();
     let cut = |chars: usize| {
         let end = starts.get(chars).copied().unwrap_or(text.len());
         format!("{}…", text[..end].trim_end())
@@ -1154,10 +1143,10 @@ fn fit(
     }
 }
 
-/// Cuts the moment's cut line (the newest event, cut to fit its room counted alone) by
-/// `over` tokens more, where the rendered text counts more than its lines do (cl100k_base
-/// counts the line break and the cut's end together): dropped instead, it would leave the
-/// moment empty. False when there is no such line, or it cannot be cut shorter.
+/// Cuts the moment's only line (the newest event, whole or cut to fit its room counted alone)
+/// by `over` tokens more, where the rendered text counts more than its lines do (cl100k_base
+/// counts a line's break with its words): dropped instead, it would leave the moment empty.
+/// False when the moment has another number of lines, or the line cannot be cut shorter.
 fn cut_shorter(sections: &mut [Section], over: usize, counter: &dyn TokenCounter) -> bool {
     let Some(moment) = sections.iter_mut().find(|s| s.name == "moment") else {
         return false;
@@ -1165,9 +1154,6 @@ fn cut_shorter(sections: &mut [Section], over: usize, counter: &dyn TokenCounter
     let [line] = moment.lines.as_mut_slice() else {
         return false;
     };
-    if !line.cut {
-        return false;
-    }
     let start = line.text.strip_suffix('…').unwrap_or(&line.text);
     let room = line.tokens.saturating_sub(over.max(1));
     match cut_to_fit(start, room, counter) {

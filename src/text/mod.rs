@@ -9,7 +9,6 @@
 pub mod names;
 mod verified;
 mod words;
-pub(crate) use words::whole_character_starts;
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};

@@ -112,38 +112,6 @@ fn is_tag(c: char) -> bool {
     matches!(c, '\u{E0020}'..='\u{E007F}')
 }
 
-/// The byte offsets where `text` can be cut without splitting what reads as one character,
-/// in order from 0: not before a combining mark, a joiner, a shaping mark or a tag, not after
-/// a joiner, and not between the two letters of a flag (regional letters pair from the start
-/// of their run). One pass, so a text of any length costs its length. (A context's event cut
-/// to fit ends on a whole character.)
-pub(crate) fn whole_character_starts(text: &str) -> Vec<usize> {
-    let mut starts = Vec::new();
-    let mut before: Option<char> = None;
-    // Regional letters in the run that ends just before the cut.
-    let mut regional_run = 0usize;
-    for (at, after) in text.char_indices() {
-        let splits = before.is_some_and(|b| {
-            b == JOINER
-                || after == JOINER
-                || is_shaping_mark(after)
-                || is_tag(after)
-                || unicode_normalization::char::is_combining_mark(after)
-                || (is_regional_letter(b) && is_regional_letter(after) && regional_run % 2 == 1)
-        });
-        if !splits {
-            starts.push(at);
-        }
-        regional_run = if is_regional_letter(after) {
-            regional_run + 1
-        } else {
-            0
-        };
-        before = Some(after);
-    }
-    starts
-}
-
 impl WordsAndSymbolsStream<'_> {
     /// Takes the rest of a word: letters and digits up to the next other character or
     /// ideograph, which is left for the next token.
@@ -348,29 +316,6 @@ mod tests {
         let scotland = "🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}";
         let england = "🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}";
         assert_eq!(texts(&format!("{scotland} {england}")), [scotland, england]);
-    }
-
-    #[test]
-    fn a_cut_between_whole_characters_splits_none() {
-        let cuts = |text: &str| -> Vec<usize> {
-            let starts = whole_character_starts(text);
-            assert_eq!(starts.first(), Some(&0));
-            starts[1..].to_vec()
-        };
-        // 👩 ZWJ 💻 is one: no cut inside it, one between two of them.
-        assert_eq!(cuts("👩\u{200d}💻👩\u{200d}💻"), [11]);
-        // A skin tone and a presentation selector stay with their symbol.
-        assert_eq!(cuts("👍🏽x"), [8]);
-        assert_eq!(cuts("❤\u{fe0f}x"), [6]);
-        // e and a combining acute are one letter.
-        assert_eq!(cuts("e\u{301}e\u{301}"), [3]);
-        // Flags pair their letters from the run's start.
-        assert_eq!(cuts("🇫🇷🇩🇪"), [8]);
-        assert_eq!(cuts("ab"), [1]);
-        assert_eq!(cuts("🇫🇷🇩🇪🇫"), [8, 16]);
-        // A long run of flags costs its length, not its square.
-        let flags = "🇫🇷".repeat(200_000);
-        assert_eq!(whole_character_starts(&flags).len(), 200_000);
     }
 
     #[test]
