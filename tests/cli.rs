@@ -1513,6 +1513,33 @@ fn delete_node_takes_the_events_of_a_key_retracted_since() {
 }
 
 #[test]
+fn checks_hint_for_a_dangling_pin_runs_as_printed() {
+    // The hint quoted the key as Rust does: `--node "-x"` is a flag to the shell's reader and
+    // `"$HOME"` expands (a helper's second probe). It is now one shell word, as given.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let events = tmp.path().join("e.jsonl");
+    std::fs::write(
+        &events,
+        concat!(
+            r#"{"ts":1,"actor":"bot","kind":"NOTE","assert":[{"op":"node","key":"-x $HOME 'q'","pinned":true}]}"#,
+            "\n",
+            r#"{"ts":2,"actor":"bot","kind":"NOTE","assert":[{"op":"retract_node","key":"-x $HOME 'q'"}]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&events)]);
+    let check = loci(&["check", "--store", p(&store)]);
+    let said = String::from_utf8_lossy(&check.stdout);
+    let hint = r#"loci delete --node='-x $HOME '\''q'\'''"#;
+    assert!(said.contains(hint), "{said}");
+    // What the shell gives loci for that word.
+    ok(&["delete", "--store", p(&store), "--node=-x $HOME 'q'"]);
+    ok(&["check", "--store", p(&store)]);
+}
+
+#[test]
 fn delete_takes_several_events_or_keys_after_one_flag() {
     // The README's `--event SEQ... --node KEY...`: `--event 3 4` was a usage error (exit 2).
     let tmp = tempfile::tempdir().unwrap();
@@ -1571,6 +1598,53 @@ fn delete_node_says_which_nodes_lost_their_pin_with_the_events() {
         "--json",
     ]);
     assert_eq!(report["nodes_unpinned"], serde_json::json!(["item:stick"]));
+}
+
+#[test]
+fn quiet_keeps_the_status_lines_off_standard_error() {
+    // `-q` is "only errors on stderr", yet `context` printed its token count there and
+    // `world` its "wrote" line (a helper's second probe).
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    for args in [
+        vec![
+            "-q",
+            "context",
+            "--store",
+            p(&store),
+            "--budget",
+            "300",
+            "--no-record",
+        ],
+        vec![
+            "context",
+            "--store",
+            p(&store),
+            "--budget",
+            "300",
+            "--no-record",
+            "-q",
+        ],
+    ] {
+        let out = loci(&args);
+        assert!(out.status.success());
+        assert!(!out.stdout.is_empty());
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?}");
+    }
+    let file = tmp.path().join("w.jsonl");
+    let out = loci(&["-q", "world", "--out", p(&file)]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    // Without it, the status is there.
+    let out = loci(&[
+        "context",
+        "--store",
+        p(&store),
+        "--budget",
+        "300",
+        "--no-record",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("of 300 tokens"));
 }
 
 #[test]
@@ -3098,6 +3172,31 @@ fn repair_replaces_a_directory_where_the_state_snapshot_belongs() {
     std::fs::create_dir_all(store.join("state.snapshot").join("inside")).unwrap();
     assert_repaired(&store, &before);
     assert!(store.join("state.snapshot").is_file());
+}
+
+#[test]
+fn verify_finds_an_ids_floor_the_log_does_not_give() {
+    // A well-formed ids floor past the log's last deletion made every open for writing
+    // rebuild the text index and every search lose its node hits, while `replay --verify`
+    // said OK (a helper's second probe): the floor is derived from the log, and compared.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    ok(&["delete", "--store", p(&store), "--event", "3"]);
+    let before = json(&["run", "--store", p(&store), "timeline", "--json"])["rows"].clone();
+    {
+        let db = redb::Database::open(store.join("data.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(redb::TableDefinition::<&[u8], &[u8]>::new("meta"))
+            .unwrap()
+            .insert(&b"ids_floor"[..], &loci::codec::encode(&1000u64)[..])
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let verify = loci(&["replay", "--store", p(&store), "--verify"]);
+    let said = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(verify.status.code(), Some(1), "{said}");
+    assert!(said.contains("ids floor"), "{said}");
+    assert_repaired(&store, &before);
 }
 
 #[test]

@@ -60,7 +60,7 @@ pub fn context(a: ContextArgs) -> Result<Code> {
         print_json(&c)?;
     } else {
         outln!("{}", c.text.trim_end_matches('\n'));
-        super::output::errln!(
+        super::output::statusln!(
             "{} of {} tokens ({}), prefix {} tokens; {} lines left out{}",
             c.tokens,
             c.budget,

@@ -15,7 +15,7 @@ use loci::{RetrieveOptions, Retriever, Store};
 use super::args::{DemoArgs, WorldArgs};
 use super::backend;
 use super::exit::Code;
-use super::output::{block, errln, list, outln, print_json};
+use super::output::{block, errln, list, outln, print_json, statusln};
 
 pub fn world(a: WorldArgs) -> Result<Code> {
     if let Some(villages) = a.sightings {
@@ -30,7 +30,7 @@ pub fn world(a: WorldArgs) -> Result<Code> {
             std::fs::write(&path, serde_json::to_string_pretty(&truth)?)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
-        errln!(
+        statusln!(
             "wrote {} events (sightings) to {}",
             w.events.len(),
             shown(&a.out)
@@ -47,7 +47,7 @@ pub fn world(a: WorldArgs) -> Result<Code> {
         std::fs::write(&path, serde_json::to_string_pretty(&w.truth)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    errln!("wrote {} events to {}", w.events.len(), shown(&a.out));
+    statusln!("wrote {} events to {}", w.events.len(), shown(&a.out));
     Ok(Code::Ok)
 }
 

@@ -126,6 +126,7 @@ fn quiet_caught_panics() {
 /// Logs go to standard error: warnings by default, `-v` info, `-vv` debug, `-vvv` trace, `-q`
 /// errors only; `LOCI_LOG` (tracing's filter syntax, e.g. `loci=debug`) overrides both.
 fn init_logging(flags: &args::LogArgs) {
+    output::QUIET.store(flags.quiet, std::sync::atomic::Ordering::Relaxed);
     let level = if flags.quiet {
         "error"
     } else {

@@ -83,6 +83,20 @@ macro_rules! errln {
 }
 pub(crate) use errln;
 
+/// Set by `-q`: status lines (what a command did, its counts) are left off standard error,
+/// which then carries errors only.
+pub(crate) static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A status line on standard error, unless `-q` asked for errors only.
+macro_rules! statusln {
+    ($($arg:tt)*) => {
+        if !$crate::cli::output::QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+            $crate::cli::output::errln!($($arg)*);
+        }
+    };
+}
+pub(crate) use statusln;
+
 /// Pretty JSON of `v` on standard output.
 /// `n` and the noun for it: "1 event", "2 events", "0 events".
 pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {

@@ -94,7 +94,7 @@ impl Finding {
         match self {
             Finding::DanglingPin { key, pinned_by } => {
                 format!(
-                    "pin points nowhere: {key:?} (pinned by event {pinned_by}) is not in the graph; asserting it again brings it back, `loci delete --node {key:?}` takes every event that names it, its pin too"
+                    "pin points nowhere: {key:?} (pinned by event {pinned_by}) is not in the graph; asserting it again brings it back, `loci delete --node={}` takes every event that names it, its pin too", shell_word(key)
                 )
             }
             Finding::LikelyDuplicates { label, name, keys } => format!(
@@ -192,6 +192,13 @@ fn dangling_pins(store: &Store) -> Result<(Vec<Finding>, usize)> {
         .map(|(key, (_, pinned_by))| Finding::DanglingPin { key, pinned_by })
         .collect();
     Ok((found, checked))
+}
+
+/// `text` as one word for a POSIX shell, in single quotes (a quote inside closes them, is
+/// escaped and opens them again): a hint runs as printed whatever the key holds (`$`, a
+/// leading dash, spaces, quotes).
+fn shell_word(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// A name with case, punctuation and a leading article set aside.

@@ -4136,6 +4136,16 @@ impl Store {
         }
 
         let expected = &mut expected.records;
+        // The ids floor is the last deletion's number (none stored: no deletion): one past the
+        // log's end made every open for writing rebuild the text index and searches lose
+        // their node hits, with nothing else to show it.
+        let stored_floor = meta_seq(&*self.backend, META_IDS_FLOOR)?;
+        if stored_floor != expected.last_deletion {
+            report.differ(format!(
+                "ids floor: stored {stored_floor}, the log's last deletion is {}",
+                expected.last_deletion
+            ));
+        }
         expected.sort();
         let stored_times = table_keys(&*self.backend, Table::EventTime)?;
         if stored_times.len() != expected.times.len()
