@@ -63,6 +63,7 @@ import importlib.util
 import json
 import os
 import shutil
+import tempfile
 import subprocess
 import sys
 import time
@@ -88,17 +89,44 @@ def starts(nodes, samples):
 
 
 def read_edges(path):
-    """(src, dst, relation, confidence) rows of the file, node ids as integers."""
+    """(src, dst, relation, confidence) rows of the file, node ids as integers; exits with
+    the first line that is not `n<id> n<id> relation confidence` (the floor's names)."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 4 or parts[0][:1] != "n" or parts[1][:1] != "n":
-                sys.exit(f"{path}:{number}: expected `n<id> n<id> relation confidence`")
-            rows.append((int(parts[0][1:]), int(parts[1][1:]), parts[2], float(parts[3])))
+    try:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                parts = line.split()
+                if not parts:
+                    continue
+                row = edge_of(parts)
+                if row is None:
+                    sys.exit(
+                        f"{path}:{number}: expected `n<id> n<id> relation confidence` "
+                        f"(ids of digits, a confidence in 0..1), found {line.strip()[:80]!r}"
+                    )
+                rows.append(row)
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit(f"{path}: {e}")
+    if not rows:
+        sys.exit(f"{path}: holds no edges")
     return rows
+
+
+def edge_of(parts):
+    """The row of one line's fields, or None when they are not an edge."""
+    if len(parts) != 4:
+        return None
+    src, dst, relation, confidence = parts
+    ids = [name[1:] for name in (src, dst) if name[:1] == "n"]
+    if len(ids) != 2 or not all(i.isascii() and i.isdigit() for i in ids):
+        return None
+    try:
+        conf = float(confidence)
+    except ValueError:
+        return None
+    if not 0.0 <= conf <= 1.0:
+        return None
+    return (int(ids[0]), int(ids[1]), relation, conf)
 
 
 def status_kb(field):
@@ -412,7 +440,6 @@ def samples_of(name, a):
 
 def measure_engine(name, a, work):
     db = os.path.join(work, name)
-    shutil.rmtree(db, ignore_errors=True)
     os.makedirs(db)
     load = run_child(["--child-load", name, a.edges, db, work])
     disk = disk_bytes(db)
@@ -440,10 +467,11 @@ def measure_engine(name, a, work):
 def measure_loci(a, work):
     out = os.path.join(work, "loci.json")
     store = os.path.join(work, "loci")
-    shutil.rmtree(store, ignore_errors=True)
+    # Its report goes to `out`; what it prints besides is not this script's table.
     subprocess.run(
         [a.loci, "bench", "graph", "--edges-file", a.edges, "--json", "--out", out, "--dir", store, "-q"],
         check=True,
+        stdout=subprocess.DEVNULL,
     )
     with open(out) as f:
         r = json.load(f)
@@ -563,7 +591,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("edges", help="edges file: `n<id> n<id> relation confidence` lines")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: " + ",".join(ENGINES))
-    p.add_argument("--work", default="/tmp/loci-peers", help="directory for the stores (a subdirectory each)")
+    p.add_argument(
+        "--work",
+        default=tempfile.gettempdir(),
+        help="where this run's directory of stores is made (and removed after, unless --keep)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the run's stores")
     p.add_argument("--loci", help="a loci binary: run its `bench graph` on the same file")
     p.add_argument("--floor", help="the C floor's binary (benches/floor/khop.c), run on the same file")
     # DuckDB and Kuzu answer in milliseconds: asked from fewer starts than loci's bench, the
@@ -577,12 +610,30 @@ def main():
     unknown = [n for n in names if n not in ENGINES]
     if unknown:
         p.error(f"unknown engines {unknown}; known: {', '.join(ENGINES)}")
-    # Only what this script makes there is replaced: a store per engine, and the CSV files
-    # (of this run's graph: another run's would be another graph).
+    # The file is read whole once before anything runs, so that a bad line stops the run at
+    # once, named, rather than in a child's traceback after the floor and loci have run.
+    read_edges(a.edges)
+    # Everything this run writes is in a directory of its own, so nothing of the user's under
+    # --work is replaced or removed.
     os.makedirs(a.work, exist_ok=True)
-    for csv in ("nodes.csv", "edges.csv"):
-        if os.path.exists(os.path.join(a.work, csv)):
-            os.remove(os.path.join(a.work, csv))
+    run = tempfile.mkdtemp(prefix="loci-peers-", dir=a.work)
+    try:
+        results = measure_all(a, names, run)
+    finally:
+        if a.keep:
+            print(f"the stores are in {run}", file=sys.stderr)
+        else:
+            shutil.rmtree(run, ignore_errors=True)
+    print(table(results))
+    for line in reach_check(results):
+        print(line)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def measure_all(a, names, work):
+    """The floor's, loci's and each engine's figures, each engine's store under `work`."""
     results = []
     if a.floor:
         results.append(measure_floor(a, LOCI_SAMPLES))
@@ -590,20 +641,15 @@ def main():
         if slow != LOCI_SAMPLES and any(n in SLOW for n in names):
             results.append(measure_floor(a, slow))
     if a.loci:
-        results.append(measure_loci(a, a.work))
+        results.append(measure_loci(a, work))
     for name in names:
         module = MODULES.get(name, name)
         if importlib.util.find_spec(module) is None:
             print(f"{name}: skipped, its module is not installed (pip install {module})", file=sys.stderr)
             continue
         print(f"{name}...", file=sys.stderr, flush=True)
-        results.append(measure_engine(name, a, a.work))
-    print(table(results))
-    for line in reach_check(results):
-        print(line)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
+        results.append(measure_engine(name, a, work))
+    return results
 
 
 if __name__ == "__main__":
