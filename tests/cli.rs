@@ -530,6 +530,13 @@ fn empty_store(tmp: &Path) -> std::path::PathBuf {
     store
 }
 
+/// Ingests `lines` (event JSON, one a line) into `store` from a file beside it.
+fn ingest_lines(store: &Path, lines: &[&str]) {
+    let file = store.with_extension("lines.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    ok(&["ingest", "--store", p(store), p(&file)]);
+}
+
 /// A store holding the committed synthetic-world fixture.
 fn world_store(tmp: &Path) -> std::path::PathBuf {
     let store = empty_store(tmp);
@@ -1474,13 +1481,12 @@ fn delete_node_takes_the_events_of_a_key_retracted_since() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
     ok(&["pin", "--store", p(&store), "npc:fletcher:1"]);
-    let retract = tmp.path().join("retract.jsonl");
-    std::fs::write(
-        &retract,
-        r#"{"ts":200000,"actor":"bot","kind":"NOTE","assert":[{"op":"retract_node","key":"npc:fletcher:1"}]}"#,
-    )
-    .unwrap();
-    ok(&["ingest", "--store", p(&store), p(&retract)]);
+    ingest_lines(
+        &store,
+        &[
+            r#"{"ts":200000,"actor":"bot","kind":"NOTE","assert":[{"op":"retract_node","key":"npc:fletcher:1"}]}"#,
+        ],
+    );
     let check = loci(&["check", "--store", p(&store)]);
     assert_eq!(check.status.code(), Some(1));
     let said = String::from_utf8_lossy(&check.stdout);
@@ -1518,18 +1524,13 @@ fn checks_hint_for_a_dangling_pin_runs_as_printed() {
     // `"$HOME"` expands (a helper's second probe). It is now one shell word, as given.
     let tmp = tempfile::tempdir().unwrap();
     let store = empty_store(tmp.path());
-    let events = tmp.path().join("e.jsonl");
-    std::fs::write(
-        &events,
-        concat!(
+    ingest_lines(
+        &store,
+        &[
             r#"{"ts":1,"actor":"bot","kind":"NOTE","assert":[{"op":"node","key":"-x $HOME 'q'","pinned":true}]}"#,
-            "\n",
             r#"{"ts":2,"actor":"bot","kind":"NOTE","assert":[{"op":"retract_node","key":"-x $HOME 'q'"}]}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
-    ok(&["ingest", "--store", p(&store), p(&events)]);
+        ],
+    );
     let check = loci(&["check", "--store", p(&store)]);
     let said = String::from_utf8_lossy(&check.stdout);
     let hint = r#"loci delete --node='-x $HOME '\''q'\'''"#;
@@ -3197,6 +3198,21 @@ fn verify_finds_an_ids_floor_the_log_does_not_give() {
     assert_eq!(verify.status.code(), Some(1), "{said}");
     assert!(said.contains("ids floor"), "{said}");
     assert_repaired(&store, &before);
+}
+
+#[test]
+fn an_interrupted_rewrite_is_named_as_compaction_or_repair() {
+    // A repair cut short after its swap left its work directory, and every open after said it
+    // finished "an interrupted compaction", one the user never ran (a helper's second probe).
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    std::fs::create_dir(store.join("compact.tmp")).unwrap();
+    let out = loci(&["stats", "--store", p(&store)]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("interrupted compaction or repair"), "{err}");
+    assert!(!store.join("compact.tmp").exists());
+    ok(&["replay", "--store", p(&store), "--verify"]);
 }
 
 #[test]

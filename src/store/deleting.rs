@@ -595,10 +595,13 @@ pub(super) fn recover_compaction(dir: &Path, kind: BackendKind) -> Result<()> {
         return Ok(());
     }
     if kind.path_in(&tmp).exists() && kind.path_in(dir).exists() {
-        tracing::warn!("an interrupted compaction is dropped; the store is as before it");
+        // Compaction and repair write their fresh files alike: either may have been cut short.
+        tracing::warn!("an interrupted compaction or repair is dropped; the store is as before it");
         std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
     } else {
-        tracing::warn!("finishing an interrupted compaction");
+        tracing::warn!(
+            "finishing an interrupted compaction or repair: its fresh files are in place, and the text index is rebuilt"
+        );
         finish_compaction(dir)?;
     }
     Ok(())
