@@ -91,7 +91,21 @@ def starts(nodes, samples):
 def read_edges(path):
     """(src, dst, relation, confidence) rows of the file, node ids as integers; exits with
     the first line that is not `n<id> n<id> relation confidence` (the floor's names)."""
-    rows = []
+    rows = list(edges_in(path))
+    if not rows:
+        sys.exit(f"{path}: holds no edges")
+    return rows
+
+
+def check_edges(path):
+    """Reads the file through as `read_edges` does, holding no row: the parent's check
+    before anything runs."""
+    if sum(1 for _ in edges_in(path)) == 0:
+        sys.exit(f"{path}: holds no edges")
+
+
+def edges_in(path):
+    """The rows of the file one at a time; exits naming the first line that is not an edge."""
     try:
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
@@ -104,12 +118,9 @@ def read_edges(path):
                         f"{path}:{number}: expected `n<id> n<id> relation confidence` "
                         f"(ids of digits, a confidence in 0..1), found {line.strip()[:80]!r}"
                     )
-                rows.append(row)
+                yield row
     except (OSError, UnicodeDecodeError) as e:
         sys.exit(f"{path}: {e}")
-    if not rows:
-        sys.exit(f"{path}: holds no edges")
-    return rows
 
 
 def edge_of(parts):
@@ -610,9 +621,10 @@ def main():
     unknown = [n for n in names if n not in ENGINES]
     if unknown:
         p.error(f"unknown engines {unknown}; known: {', '.join(ENGINES)}")
-    # The file is read whole once before anything runs, so that a bad line stops the run at
-    # once, named, rather than in a child's traceback after the floor and loci have run.
-    read_edges(a.edges)
+    # The file is read through once before anything runs (holding no row), so that a bad
+    # line stops the run at once, named, rather than in a child's traceback after the floor
+    # and loci have run.
+    check_edges(a.edges)
     # Everything this run writes is in a directory of its own, so nothing of the user's under
     # --work is replaced or removed.
     os.makedirs(a.work, exist_ok=True)
