@@ -537,7 +537,10 @@ fn the_moment_finds_the_latest_events_behind_a_long_run_of_summaries() {
     let run: Vec<EventDraft> = (0..17_000)
         .map(|i| {
             let mut d = EventDraft::new(i % 10, "loci", consolidate::SUMMARY);
-            d.payload = loci::model::Value::from("a summary");
+            d.payload = serde_json::from_value(serde_json::json!(
+                {"level": "episode", "start": i % 10, "end": i % 10, "text": "a summary"}
+            ))
+            .unwrap();
             d
         })
         .collect();
@@ -548,4 +551,30 @@ fn the_moment_finds_the_latest_events_behind_a_long_run_of_summaries() {
         moment.iter().any(|l| l.text.contains("the latest thing")),
         "{moment:?}"
     );
+}
+
+/// Contexts saved at once (a server's requests) each take a turn of their own, in the order
+/// they reach the log: each build had read the last saved turn before any had saved, so ten
+/// at once came out as turns 1, 1, 1, 1, 2, 2, ... (a helper's probe through `loci serve`).
+#[test]
+fn contexts_saved_at_once_take_distinct_turns_in_log_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 3, 7);
+    let mut o = opts(600);
+    o.save = true;
+    let builder = context::ContextBuilder::new(&store).unwrap();
+    let mut turns: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| builder.build(&o).unwrap().turn.unwrap()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    turns.sort_unstable();
+    assert_eq!(turns, (1..=8).collect::<Vec<u64>>());
+    let saved: Vec<u64> = context::snapshots(&store)
+        .unwrap()
+        .iter()
+        .map(|s| s.turn)
+        .collect();
+    assert_eq!(saved, (1..=8).collect::<Vec<u64>>(), "turns in log order");
 }

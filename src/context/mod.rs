@@ -377,6 +377,8 @@ fn assemble(
         lines: pinned,
     });
 
+    // Held to the save: two builds that read the same last turn saved the same next one.
+    let _saving = opts.save.then(|| store.hold_context_saves());
     let previous = if opts.save {
         snapshots(store)?.pop()
     } else {

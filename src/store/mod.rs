@@ -1615,6 +1615,9 @@ pub struct Store {
     state: parking_lot::RwLock<State>,
     text: TextIndex,
     writer: Mutex<()>,
+    /// Held by a context build that saves its turn, from its read of the last saved turn to
+    /// its own save ([`Store::hold_context_saves`]).
+    context_saves: Mutex<()>,
     text_rebuilt: bool,
     decay: RwLock<Arc<DecayPolicy>>,
     salience: RwLock<Arc<SaliencePolicy>>,
@@ -2091,6 +2094,7 @@ impl Store {
             state: parking_lot::RwLock::new(state),
             text,
             writer: Mutex::new(()),
+            context_saves: Mutex::new(()),
             text_rebuilt,
             decay: RwLock::new(Arc::new(decay)),
             salience: RwLock::new(Arc::new(salience)),
@@ -3840,6 +3844,13 @@ impl Store {
                 Err(e)
             }
         }
+    }
+
+    /// Serialises the builds that save a context: a turn is numbered after the last saved
+    /// one, which a build reads before it assembles and saves. (Saving takes a writer, and one
+    /// process at a time holds a store's writer lock, so a lock in the process is enough.)
+    pub(crate) fn hold_context_saves(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.context_saves.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Appends one record of the store's own (a saved context), which ingest would refuse.
