@@ -382,3 +382,43 @@ fn a_day_summarised_again_leaves_no_episode_of_the_old_one_live() {
     assert_eq!(live.len(), 1, "{live:#?}");
     assert_verifies(&store);
 }
+
+/// A summary given from outside must read as one, over a range that runs forward within
+/// ±2^61: one from day 100 to day -100 was kept, and every later `consolidate` and `forget`
+/// failed on the day length it implied, naming neither the event nor the way out (a helper's
+/// probe). Consolidation's own summaries still go in.
+#[test]
+fn a_summary_that_does_not_read_as_one_is_refused_at_ingest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path(), BackendKind::Redb, 3);
+    let summary = |payload: serde_json::Value| {
+        let mut d = EventDraft::new(0, "bot", SUMMARY);
+        d.payload = serde_json::from_value(payload).unwrap();
+        d
+    };
+    for (payload, says) in [
+        (
+            serde_json::json!({"level": "day", "start": 100, "end": -100}),
+            "end",
+        ),
+        (
+            serde_json::json!({"level": "month", "start": 0, "end": 10}),
+            "level",
+        ),
+        (serde_json::json!({"level": "day", "start": 0}), "end"),
+        (
+            serde_json::json!({"level": "week", "start": i64::MIN, "end": i64::MAX}),
+            "start",
+        ),
+        (serde_json::json!("a summary"), "payload"),
+    ] {
+        let last = store.last_seq();
+        let err = store.ingest(vec![summary(payload.clone())]).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains(says), "{payload}: {msg}");
+        assert_eq!(store.last_seq(), last, "{payload}: nothing written");
+    }
+    let r = run(&store);
+    assert!(r.days > 0);
+    assert_verifies(&store);
+}

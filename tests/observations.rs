@@ -171,7 +171,10 @@ fn observations_behind_a_long_run_of_summaries_are_still_shown() {
     let run: Vec<loci::model::EventDraft> = (0..17_000)
         .map(|i| {
             let mut d = loci::model::EventDraft::new(i % 10, "loci", "SUMMARY");
-            d.payload = loci::model::Value::from("a summary");
+            d.payload = serde_json::from_value(serde_json::json!(
+                {"level": "episode", "start": i % 10, "end": i % 10, "text": "a summary"}
+            ))
+            .unwrap();
             d
         })
         .collect();

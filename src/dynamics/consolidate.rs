@@ -499,6 +499,49 @@ pub struct Summary {
     pub supersedes: Option<u64>,
 }
 
+/// What keeps `payload` from reading as a summary's ([`Summary::of_event`]): a level, and a
+/// range that runs forward within ±2^62 (a period holding world times, which are within
+/// ±2^61: a day around -2^61 starts before it). A summary given from outside is
+/// refused with it at ingest, since consolidation and forgetting trust the summaries they
+/// read (a day's length is that of the last day summary). `None` when it reads as one: the
+/// field at fault and what it needs otherwise.
+pub(crate) fn summary_payload_fault(payload: &Value) -> Option<(&'static str, String)> {
+    let Value::Map(m) = payload else {
+        return Some((
+            "payload",
+            "a summary's payload is an object with a level, a start and an end".into(),
+        ));
+    };
+    if m.get("level")
+        .and_then(Value::as_str)
+        .and_then(Level::parse)
+        .is_none()
+    {
+        return Some((
+            "payload.level",
+            "a summary's level is \"episode\", \"day\" or \"week\"".into(),
+        ));
+    }
+    let bound = 2 * crate::store::MAX_ABS_TS;
+    let time = |field: &str| {
+        m.get(field)
+            .and_then(Value::as_i64)
+            .filter(|t| (-bound..=bound).contains(t))
+    };
+    let Some(start) = time("start") else {
+        return Some(("payload.start", "an integer within ±2^62 is needed".into()));
+    };
+    let Some(end) = time("end") else {
+        return Some(("payload.end", "an integer within ±2^62 is needed".into()));
+    };
+    (start > end).then(|| {
+        (
+            "payload.end",
+            format!("the range runs backwards: it starts at {start} and ends at {end}"),
+        )
+    })
+}
+
 impl Summary {
     /// The summary an event carries, if it is a well-formed summary event.
     pub fn of_event(ev: &Event) -> Option<Summary> {

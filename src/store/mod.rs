@@ -747,8 +747,25 @@ pub(crate) fn time_out_of_range(ts: i64) -> Option<String> {
         .then(|| format!("{ts} is out of range: world times are within ±2^61 ({MAX_ABS_TS})"))
 }
 
-/// Refuses drafts of a kind only the store writes (deletions, tombstones).
+/// Refuses drafts of a kind only the store writes (deletions, tombstones), and summaries that
+/// do not read as one ([`crate::dynamics::consolidate::summary_payload_fault`]).
 fn refuse_reserved_kinds(drafts: &[EventDraft]) -> Result<()> {
+    let summaries = drafts
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.kind == crate::dynamics::consolidate::SUMMARY);
+    for (i, d) in summaries {
+        if let Some((field, message)) =
+            crate::dynamics::consolidate::summary_payload_fault(&d.payload)
+        {
+            return Err(Error::InvalidEvent {
+                event: i,
+                assertion: None,
+                field: field.into(),
+                message,
+            });
+        }
+    }
     match drafts
         .iter()
         .position(|d| deletion::STORE_WRITTEN_KINDS.contains(&d.kind.as_str()))
