@@ -203,9 +203,11 @@ fn shell_word(text: &str) -> String {
 
 /// A name with case, punctuation and a leading article set aside.
 fn name_folded(name: &str) -> String {
-    let lower = name.to_lowercase();
+    use unicode_normalization::{char::is_combining_mark, UnicodeNormalization};
+    // Composed, as `normalize_name` does: "Cafe\u{301}" and "Café" are one name.
+    let lower = name.nfc().collect::<String>().to_lowercase();
     let words: Vec<String> = lower
-        .split(|c: char| !c.is_alphanumeric())
+        .split(|c: char| !c.is_alphanumeric() && !is_combining_mark(c))
         .filter(|w| !w.is_empty())
         .map(str::to_string)
         .collect();

@@ -35,10 +35,12 @@ use crate::model::{Event, Node, NodeId};
 /// 8: a flag is one word, a Han ideograph or a hiragana character is a word of its own, and
 ///    words up to 255 bytes are kept (40 before: a SHA-1's 40 hex digits were dropped).
 /// 9: symbols joined by a zero-width joiner are one word (👩‍💻 had been 👩 and 💻).
+/// 10: names are composed (NFC) before they are normalised, and keep their combining marks
+///     ([`crate::model::normalize_name`]): "Cafe\u{301}" had been "cafe".
 /// Bump it whenever what a document holds changes, [`names::keys`] included (and what it
 /// calls: `normalize_name`, `singular`, its stopwords): an index written before would lack
 /// the new keys, and links through it would be missed without an error.
-const TEXT_FORMAT: u32 = 9;
+const TEXT_FORMAT: u32 = 10;
 /// Name of loci's text analyser in tantivy's tokenizer registry.
 pub(crate) const ANALYZER: &str = "loci_en";
 
