@@ -221,6 +221,10 @@ struct TripleLine {
     idempotency_key: Option<String>,
 }
 
+/// The first whole number a double cannot hold with its neighbours (2^53): world times
+/// written as decimals must stay under it.
+const MAX_EXACT_DECIMAL_TS: f64 = 9_007_199_254_740_992.0;
+
 /// An event's `ts`: an integer. One past what an `i64` holds (JSON reads it as a float) is
 /// refused as out of range, as the store refuses one past ±2^61, where serde's refusal said
 /// "invalid type: floating point, expected i64"; a whole number written as a decimal is taken.
@@ -257,6 +261,14 @@ fn world_time<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<i64
             }
             if v.abs() > crate::store::MAX_ABS_TS as f64 {
                 return Err(out_of_range(format!("{v:e}")));
+            }
+            // Past 2^53 a double holds only some integers, and the one written was rounded to
+            // one of them before this saw it: refused rather than kept as another time.
+            if v.abs() >= MAX_EXACT_DECIMAL_TS {
+                return Err(E::custom(format!(
+                    "{v:e} is a decimal past ±2^53, where one is not exact: write the time \
+                     as an integer"
+                )));
             }
             Ok(v as i64)
         }

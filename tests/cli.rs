@@ -2483,13 +2483,9 @@ fn a_parameter_without_a_name_or_with_spaces_around_it_is_refused() {
 fn a_world_time_past_any_integer_is_refused_as_out_of_range() {
     let tmp = tempfile::tempdir().unwrap();
     let store = empty_store(tmp.path());
-    for ts in [
-        "1180591620717411303424",
-        "-1e30",
-        "18446744073709551615",
-        "3e18",
-    ] {
-        let input = tmp.path().join("far.jsonl");
+    // Ingests a note at `ts` from `file`, which must be refused; what it said.
+    let refused = |file: &str, ts: &str| -> String {
+        let input = tmp.path().join(file);
         std::fs::write(
             &input,
             format!(r#"{{"ts":{ts},"actor":"bot","kind":"NOTE"}}"#) + "\n",
@@ -2497,7 +2493,15 @@ fn a_world_time_past_any_integer_is_refused_as_out_of_range() {
         .unwrap();
         let out = loci(&["ingest", "--store", p(&store), p(&input)]);
         assert_eq!(out.status.code(), Some(3), "{ts}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    for ts in [
+        "1180591620717411303424",
+        "-1e30",
+        "18446744073709551615",
+        "3e18",
+    ] {
+        let err = refused("far.jsonl", ts);
         assert!(
             err.contains("far.jsonl:1: ts: ")
                 && err.contains("out of range")
@@ -2511,10 +2515,16 @@ fn a_world_time_past_any_integer_is_refused_as_out_of_range() {
     ok(&["ingest", "--store", p(&store), p(&input)]);
     let events = json(&["search", "--store", p(&store), "note", "--json"]);
     assert_eq!(events[0]["ts"], 1000, "{events}");
-    std::fs::write(&input, "{\"ts\":1.5,\"actor\":\"bot\",\"kind\":\"NOTE\"}\n").unwrap();
-    let out = loci(&["ingest", "--store", p(&store), p(&input)]);
-    assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("1.5 is not an integer"));
+    assert!(refused("whole.jsonl", "1.5").contains("1.5 is not an integer"));
+    // Past 2^53 a decimal holds only some integers: 9007199254740993.0 had been read as
+    // ...992, and 2305843009213693953.0 (past ±2^61 written as an integer) as 2^61 and kept.
+    for ts in ["9007199254740993.0", "2305843009213693953.0", "-1e17"] {
+        let err = refused("whole.jsonl", ts);
+        assert!(
+            err.contains("whole.jsonl:1: ts: ") && err.contains("2^53"),
+            "{ts}: {err}"
+        );
+    }
 }
 
 /// A parameter given twice is refused, naming both values: the last had silently won, so a
