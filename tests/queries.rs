@@ -273,6 +273,39 @@ fn saved_queries_answer_the_world() {
     assert!(lib_near.iter().all(|(_, c)| c.is_some()));
 }
 
+/// A function given the wrong number of arguments is refused when the query is planned,
+/// pointing at the call: it had been found only when a row reached the call, so a query with
+/// no rows (an unknown label, a false filter) ran and answered nothing (a helper's probe).
+#[test]
+fn a_function_given_the_wrong_number_of_arguments_is_refused_at_planning() {
+    for (q, says) in [
+        (
+            "MATCH (n:Nope) RETURN abs() AS a",
+            "abs() takes 1 argument(s), got 0",
+        ),
+        (
+            "MATCH (n) WHERE false AND prop(n) = 1 RETURN n.key",
+            "prop() takes 2 argument(s), got 1",
+        ),
+        (
+            "MATCH (n) RETURN path_cost(n, 'x', 1)",
+            "path_cost() takes 2",
+        ),
+    ] {
+        match query::prepare(q, Limits::default()) {
+            Err(QueryError::PlanAt { message, .. }) => {
+                assert!(message.contains(says), "{q}: {message}")
+            }
+            other => panic!("{q}: {other:?}"),
+        }
+    }
+    assert!(query::prepare(
+        "MATCH (n) RETURN coalesce(n.name, n.key, 'x')",
+        Limits::default()
+    )
+    .is_ok());
+}
+
 #[test]
 fn errors_and_limits() {
     let dir = tempfile::tempdir().unwrap();

@@ -42,6 +42,20 @@ pub const FUNCTIONS: &[&str] = &[
     "collect",
 ];
 
+/// How many arguments the function `name` takes, where it takes a set number (not
+/// `coalesce`, which takes any, nor the aggregates, checked as RETURN items): checked when a
+/// query is planned, as [`Ctx::call`] checks it again on each row.
+pub(super) fn arity(name: &str) -> Option<usize> {
+    match name {
+        "prop" | "path_cost" | "path_max" => Some(2),
+        "confidence" | "provenance" | "length" | "nodes" | "relationships" | "id" | "type"
+        | "label" | "labels" | "tolower" | "toupper" | "size" | "abs" | "last_seen" | "degree" => {
+            Some(1)
+        }
+        _ => None,
+    }
+}
+
 /// Functions that aggregate the rows of a group.
 pub const AGGREGATES: &[&str] = &["count", "min", "max", "sum", "avg", "collect"];
 

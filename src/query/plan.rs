@@ -538,7 +538,13 @@ fn check_vars(
                     ),
                 ));
             }
-            args.iter().try_for_each(check)
+            match super::exec::arity(name) {
+                Some(n) if args.len() != n => Err(plan_err_at(
+                    places.of_call(name),
+                    format!("{name}() takes {n} argument(s), got {}", args.len()),
+                )),
+                _ => args.iter().try_for_each(check),
+            }
         }
         Expr::List(args) => args.iter().try_for_each(check),
         Expr::Bin(_, a, b) => {
