@@ -304,6 +304,16 @@ async fn a_bad_batch_writes_nothing_and_errors_are_json_with_codes() {
             400,
             "bad_input",
         ),
+        // A key given twice inside a parameter's value: its last value had been taken.
+        (
+            "POST",
+            "/v1/run",
+            Some(
+                r#"{"query": "MATCH (n) RETURN $x AS x LIMIT 1", "params": {"x": {"a": 1, "a": 2}}}"#,
+            ),
+            400,
+            "bad_input",
+        ),
         (
             "POST",
             "/v1/run",
@@ -354,6 +364,30 @@ async fn a_bad_batch_writes_nothing_and_errors_are_json_with_codes() {
         (s, v["error"]["code"].as_str()),
         (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
     );
+}
+
+/// A body declared longer than the limit is refused at once: it had been read until the
+/// body timeout (30 s) and answered 408, holding one of the slots for bodies all the while (a
+/// helper's probe sent `Content-Length: 99999999999` and two bytes).
+#[tokio::test]
+async fn a_body_declared_over_the_limit_is_refused_before_it_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let (_writer, reader) = tokio::io::duplex(64);
+    let req = Request::builder()
+        .method("POST")
+        .uri("/v1/query")
+        .header(header::CONTENT_LENGTH, "99999999999")
+        .body(Body::from_stream(tokio_util::io::ReaderStream::new(reader)))
+        .unwrap();
+    let resp = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        router(st.clone()).oneshot(req),
+    )
+    .await
+    .expect("answered before any of the body arrived")
+    .unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
 }
 
 #[tokio::test]

@@ -511,6 +511,71 @@ pub struct RunRequest {
     params: BTreeMap<String, Json_>,
 }
 
+/// A JSON value read with every object's keys given once, at any depth: serde_json keeps the
+/// last value of a key given twice, where the other routes refuse it.
+struct UniqueJson(Json_);
+
+impl<'de> Deserialize<'de> for UniqueJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueJsonVisitor).map(UniqueJson)
+    }
+}
+
+struct UniqueJsonVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueJsonVisitor {
+    type Value = Json_;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Json_, E> {
+        Ok(Json_::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Json_, E> {
+        Ok(Json_::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Json_, E> {
+        Ok(Json_::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Json_, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Json_::Null, Json_::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Json_, E> {
+        Ok(Json_::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Json_, E> {
+        Ok(Json_::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Json_, E> {
+        Ok(Json_::Null)
+    }
+    fn visit_none<E>(self) -> Result<Json_, E> {
+        Ok(Json_::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Json_, A::Error> {
+        let mut out = Vec::new();
+        while let Some(UniqueJson(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Json_::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Json_, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some((k, UniqueJson(v))) = map.next_entry::<String, UniqueJson>()? {
+            if out.contains_key(&k) {
+                return Err(serde::de::Error::custom(format!(
+                    "key {} {}; give each key once",
+                    crate::error::quoted_excerpt(&k),
+                    crate::model::KEY_GIVEN_TWICE
+                )));
+            }
+            out.insert(k, v);
+        }
+        Ok(Json_::Object(out))
+    }
+}
+
 /// A query's parameters by name, a name given twice refused: a JSON object's map keeps the
 /// last silently, where the CLI refuses `--param k=a --param k=b`.
 fn params_by_unique_name<'de, D>(d: D) -> Result<BTreeMap<String, Json_>, D::Error>
@@ -530,7 +595,7 @@ where
             mut map: A,
         ) -> Result<Self::Value, A::Error> {
             let mut out = BTreeMap::new();
-            while let Some((name, value)) = map.next_entry::<String, Json_>()? {
+            while let Some((name, UniqueJson(value))) = map.next_entry::<String, UniqueJson>()? {
                 if out.contains_key(&name) {
                     return Err(serde::de::Error::custom(format!(
                         "parameter {} is given twice; give each name once",

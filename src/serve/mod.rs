@@ -341,6 +341,16 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
 /// of their own (`max_in_flight` of them, which bound their memory), so slow senders can
 /// keep other bodies waiting for at most the timeout, and requests without a body, and
 /// `/health`, not at all.
+/// The answer to a request body over `limit` bytes.
+fn too_large(limit: usize) -> Response {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("the request body is over {limit} bytes, the server's limit"),
+    )
+    .into_response()
+}
+
 async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     use http_body_util::BodyExt;
     if req.uri().path() == "/health" {
@@ -348,6 +358,16 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
     }
     let (mut parts, body) = req.into_parts();
     let limit = state.config.max_body_bytes;
+    // A body declared longer than the limit is refused before any of it is read: it had held
+    // a reading slot until the body timeout, waiting for bytes it would refuse.
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(limit);
+    }
     // A request without a body (a GET) takes no place among the bodies being received.
     let reading = if axum::body::HttpBody::is_end_stream(&body) {
         None
@@ -368,14 +388,7 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
     drop(reading);
     let bytes = match read {
         Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the request body is over {limit} bytes, the server's limit"),
-            )
-            .into_response()
-        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(limit),
         Ok(Err(e)) => {
             return ApiError::bad_input(format!("the request body could not be read: {e}"))
                 .into_response()
