@@ -271,6 +271,12 @@ pub fn session_events(s: &Session) -> Vec<EventDraft> {
                 ("session".to_string(), Value::Int(s.session as i64)),
             ]));
             let key = format!("{}:{}", s.conversation, t.dia_id);
+            // The same turn again (the file ingested twice) is applied once; a turn whose text
+            // changed is a new event, as an edited journal entry is.
+            d.idempotency_key = Some(format!(
+                "turn:{key}:{:016x}",
+                crate::codec::fnv1a(t.text.as_bytes())
+            ));
             d.evidence = vec![key.clone()];
             let follows = i.checked_sub(1).map(|p| {
                 Assertion::UpsertEdge(EdgeUpsert {

@@ -39,6 +39,34 @@ fn turns_are_events_with_their_dates_resolved() {
     assert!(bad.contains("s.jsonl:1"), "{bad}");
 }
 
+/// A conversation file ingested again adds nothing: every turn had gone in a second time, so
+/// each was listed twice in a context (a helper's probe). A turn whose text changed since goes
+/// in as a new event, as an edited journal entry does.
+#[test]
+fn a_conversation_ingested_again_adds_no_turn_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    for _ in 0..2 {
+        ingest::read_str("s.jsonl", SESSIONS, Format::Conversation)
+            .unwrap()
+            .commit(&store)
+            .unwrap();
+    }
+    assert_eq!(store.events_of_kind("TURN").unwrap().len(), 3);
+    let edited = SESSIONS.replace("two weeks ago", "three weeks ago");
+    ingest::read_str("s.jsonl", &edited, Format::Conversation)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    assert_eq!(store.events_of_kind("TURN").unwrap().len(), 4);
+    let camping = store.node_by_key("c1:D2:1").unwrap();
+    assert!(camping.props["text"]
+        .as_str()
+        .unwrap()
+        .contains("three weeks"));
+    assert!(store.verify().unwrap().ok());
+}
+
 #[test]
 fn the_locomo_benchmark_counts_evidence_among_the_first_turns() {
     let tmp = tempfile::tempdir().unwrap();
