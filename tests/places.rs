@@ -91,3 +91,53 @@ fn sightings_at_extreme_blocks_do_not_overflow() {
     assert_eq!(r.places, 3);
     assert_eq!(r.villages, 0, "{r:?}");
 }
+
+/// A village that grows (a bed seen later nearby) is the same village with one member more:
+/// its centre moved, and a village keyed by the new centre had been made beside the first,
+/// the first three places located in both (a helper's probe).
+#[test]
+fn a_village_that_grows_stays_one_village() {
+    use loci::model::{Anchor, EventDraft, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let seen_twice = |ts: i64, object: &str, x: i32| -> Vec<EventDraft> {
+        (0..2)
+            .map(|k| {
+                let mut e = EventDraft::new(ts + k, "bot", "SIGHTING");
+                e.payload = Value::Map(std::collections::BTreeMap::from([(
+                    "object".to_string(),
+                    Value::from(object),
+                )]));
+                e.anchor = Some(Anchor {
+                    cx: x.div_euclid(16),
+                    cz: 0,
+                    block: Some([x, 64, 0]),
+                });
+                e
+            })
+            .collect()
+    };
+    let first: Vec<EventDraft> = [(10, "bed", 0), (20, "bed", 4), (30, "workstation", 2)]
+        .into_iter()
+        .flat_map(|(ts, o, x)| seen_twice(ts, o, x))
+        .collect();
+    store.ingest(first).unwrap();
+    let r = emerge(&store, &EmergePolicy::default()).unwrap();
+    assert_eq!((r.places, r.villages), (3, 1));
+    store.ingest(seen_twice(40, "bed", 12)).unwrap();
+    let r = emerge(&store, &EmergePolicy::default()).unwrap();
+    assert_eq!((r.places, r.villages), (1, 0), "{r:?}");
+    let villages: Vec<loci::Node> = store
+        .graph()
+        .nodes()
+        .filter(|n| n.key.starts_with("seen:village:"))
+        .collect();
+    assert_eq!(villages.len(), 1, "{villages:?}");
+    let members = store
+        .neighbors(villages[0].id, 1, &loci::ExpandOptions::default())
+        .len();
+    assert_eq!(members, 4);
+    let again = emerge(&store, &EmergePolicy::default()).unwrap();
+    assert_eq!((again.places, again.villages, again.seq), (0, 0, 0));
+    assert!(store.verify().unwrap().ok());
+}

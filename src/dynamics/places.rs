@@ -11,7 +11,8 @@
 //! [`EmergePolicy::link_distance`] blocks (horizontally) to one another form clusters (single
 //! linkage), and a cluster with at least [`EmergePolicy::min_beds`] beds and one workstation
 //! becomes a Village node at its centroid, with its radius, and `LOCATED_IN` edges from its
-//! members.
+//! members. A cluster that holds a member of a village made before is that village (it grew,
+//! or its centroid moved): its new members are located in it, and no second village is made.
 //!
 //! [`emerge`] writes what is new as one `PLACES` event, so it is replayed like everything
 //! else; running it again with no new sightings writes nothing.
@@ -164,6 +165,14 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
         report.places += 1;
     }
     for village in villages(&emerged, policy) {
+        if let Some((key, known)) = village_of(store, &village.members) {
+            // The village as it was found before, keyed by its first centroid: what joined it
+            // since is located in it.
+            for member in village.members.iter().filter(|m| !known.contains(*m)) {
+                assertions.push(located_in(member, &key));
+            }
+            continue;
+        }
         let key = format!("seen:village:{}:{}", village.centre[0], village.centre[1]);
         if store.node_by_key(&key).is_some() {
             continue;
@@ -186,13 +195,8 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
             }),
             ..NodeUpsert::default()
         }));
-        for member in village.members {
-            assertions.push(Assertion::UpsertEdge(EdgeUpsert {
-                from: member,
-                relation: relations::LOCATED_IN.to_string(),
-                to: key.clone(),
-                ..EdgeUpsert::default()
-            }));
+        for member in &village.members {
+            assertions.push(located_in(member, &key));
         }
         report.villages += 1;
     }
@@ -205,6 +209,42 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
     draft.salience = Some(0.5);
     report.seq = store.ingest(vec![draft])?.last_seq;
     Ok(report)
+}
+
+fn located_in(member: &str, village: &str) -> Assertion {
+    Assertion::UpsertEdge(EdgeUpsert {
+        from: member.to_string(),
+        relation: relations::LOCATED_IN.to_string(),
+        to: village.to_string(),
+        ..EdgeUpsert::default()
+    })
+}
+
+/// The village made before that one of `members` is located in (the least key, should they
+/// be in two), with the keys of the places located in it.
+fn village_of(store: &Store, members: &[String]) -> Option<(String, BTreeSet<String>)> {
+    let g = store.graph();
+    let located_in = g.relation_id(relations::LOCATED_IN)?;
+    let is_village = |key: &str| key.starts_with("seen:village:");
+    let village = members
+        .iter()
+        .filter_map(|m| g.node_id(m))
+        .flat_map(|m| {
+            g.edges_of(m)
+                .filter_map(|e| g.edge_core(e))
+                .filter(move |c| c.from == m && c.relation == located_in)
+                .filter_map(|c| g.node_key(c.to).map(str::to_string))
+        })
+        .filter(|key| is_village(key))
+        .min()?;
+    let id = g.node_id(&village)?;
+    let known = g
+        .edges_of(id)
+        .filter_map(|e| g.edge_core(e))
+        .filter(|c| c.to == id && c.relation == located_in)
+        .filter_map(|c| g.node_key(c.from).map(str::to_string))
+        .collect();
+    Some((village, known))
 }
 
 /// A village found by clustering.
