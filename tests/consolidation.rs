@@ -384,9 +384,9 @@ fn a_day_summarised_again_leaves_no_episode_of_the_old_one_live() {
 }
 
 /// A summary given from outside must read as one, over a range that runs forward within
-/// ±2^61: one from day 100 to day -100 was kept, and every later `consolidate` and `forget`
-/// failed on the day length it implied, naming neither the event nor the way out (a helper's
-/// probe). Consolidation's own summaries still go in.
+/// ±2^62 (a day around -2^61 starts before it): one from day 100 to day -100 was kept, and
+/// every later `consolidate` and `forget` failed on the day length it implied, naming neither
+/// the event nor the way out (a helper's probe). Consolidation's own summaries still go in.
 #[test]
 fn a_summary_that_does_not_read_as_one_is_refused_at_ingest() {
     let tmp = tempfile::tempdir().unwrap();
