@@ -422,3 +422,75 @@ fn a_summary_that_does_not_read_as_one_is_refused_at_ingest() {
     assert!(r.days > 0);
     assert_verifies(&store);
 }
+
+/// A summary a later one replaced (its day summarised again after a late event) is not
+/// retrieved beside the one that replaced it: both had come back, the old one with the text
+/// the new one repeats (a helper's probe: `query --kind event`).
+#[test]
+fn retrieval_finds_the_summary_that_replaced_another_not_both() {
+    use loci::retrieval::{RetrieveOptions, Retriever, SnippetKind};
+    let dir = tempfile::tempdir().unwrap();
+    let store = world_store(dir.path(), BackendKind::Redb, 10);
+    run(&store);
+    let day2 = |store: &Store| {
+        consolidate::summaries(store)
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.level == Level::Day && s.start == 2 * DAY)
+            .max_by_key(|s| s.seq)
+            .unwrap()
+    };
+    let old = day2(&store);
+    let mut late = EventDraft::new(2 * DAY + 500, "bot", "OBSERVATION");
+    late.payload = Value::from("a glowing obsidian shrine");
+    store.ingest(vec![late]).unwrap();
+    run(&store);
+    let new = day2(&store);
+    assert_eq!(new.supersedes, Some(old.seq));
+    let question: String = old
+        .text
+        .split_whitespace()
+        .take(12)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let filter = SearchFilter::default().with_kinds([SUMMARY]);
+    let hits = store.search(&question, &filter, 50).unwrap();
+    assert!(
+        hits.iter().any(|h| h.target == Target::Event(old.seq)),
+        "the old summary is still a text hit for {question:?}"
+    );
+    let pack = Retriever::new(&store)
+        .unwrap()
+        .retrieve(
+            &question,
+            &RetrieveOptions::default()
+                .with_kinds([SnippetKind::Event])
+                .with_k(50),
+        )
+        .unwrap();
+    let seqs: Vec<u64> = pack
+        .snippets
+        .iter()
+        .flat_map(|s| s.provenance.events.iter().copied())
+        .collect();
+    assert!(!seqs.contains(&old.seq), "{question:?}: {seqs:?}");
+    assert!(seqs.contains(&new.seq), "{question:?}: {seqs:?}");
+}
+
+/// A day so long that a week of it leaves the world's range, or an `until` past ±2^61, is
+/// refused, naming it: consolidation had saturated its arithmetic and written a summary at
+/// `i64::MIN` (a helper's probe: `--day 4611686018427387904 --until 9223372036854775807`).
+#[test]
+fn a_day_or_until_past_the_worlds_range_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = world_store(dir.path(), BackendKind::Redb, 2);
+    let long_day =
+        ConsolidateOptions::default().with_policy(ConsolidationPolicy::default().with_day(1 << 62));
+    let e = consolidate::consolidate(&store, &RuleSummarizer, &long_day).unwrap_err();
+    assert!(e.to_string().contains("day"), "{e}");
+    let far = ConsolidateOptions::default().with_until(i64::MAX);
+    let e = consolidate::consolidate(&store, &RuleSummarizer, &far).unwrap_err();
+    assert!(e.to_string().contains("until"), "{e}");
+    assert!(consolidate::summaries(&store).unwrap().is_empty());
+    assert!(run(&store).days > 0);
+}

@@ -143,6 +143,15 @@ impl ConsolidationPolicy {
         if self.episode_gap < 1 {
             return bad("episode_gap", "must be at least 1 tick");
         }
+        // A week's range around the world's ends (±2^61) stays within what a summary may
+        // span (±2^62): a longer day had saturated its arithmetic and written a summary at
+        // `i64::MIN`.
+        if self.day.saturating_mul(self.week_days) > crate::store::MAX_ABS_TS {
+            return bad(
+                "day",
+                "times week_days must be at most 2^61 ticks, the world's range",
+            );
+        }
         Ok(())
     }
     fn day_of(&self, ts: i64) -> i64 {
@@ -795,6 +804,15 @@ pub fn consolidate(
 ) -> Result<ConsolidateReport> {
     let policy = &opts.policy;
     policy.validate()?;
+    if let Some(until) = opts
+        .until
+        .filter(|u| u.unsigned_abs() > crate::store::MAX_ABS_TS as u64)
+    {
+        return Err(Error::InvalidArgument {
+            name: "until".into(),
+            message: format!("{until} is out of range: world times are within ±2^61"),
+        });
+    }
     let mut report = ConsolidateReport::default();
     let Some(now) = opts.until.or(store.latest_event_time()?) else {
         return Ok(report);

@@ -1107,7 +1107,7 @@ impl<'s> Retriever<'s> {
         self.pack(question, candidates, &seeds, &text, opts)
     }
 
-    /// Events the text search hit, within the time window.
+    /// Events the text search hit, within the time window; of the summaries, the live ones.
     fn event_candidates(
         &self,
         text: &TextEvidence,
@@ -1115,12 +1115,29 @@ impl<'s> Retriever<'s> {
         opts: &RetrieveOptions,
     ) -> Result<Vec<Candidate>> {
         let mut out = Vec::new();
+        // Read once, at the first summary hit: a summary replaced by a later one (its day
+        // summarised again) repeats what the later one says, and had come back beside it.
+        let mut live_summaries: Option<BTreeSet<u64>> = None;
         for (seq, score) in &text.events {
             let Some(ev) = self.store.event(*seq)? else {
                 continue;
             };
             if !stages::in_window(ev.ts, opts) {
                 continue;
+            }
+            if ev.kind == crate::dynamics::consolidate::SUMMARY {
+                let live = match &mut live_summaries {
+                    Some(live) => live,
+                    empty => empty.insert(
+                        crate::dynamics::consolidate::latest_summaries_without_digests(self.store)?
+                            .into_values()
+                            .map(|s| s.seq)
+                            .collect(),
+                    ),
+                };
+                if !live.contains(seq) {
+                    continue;
+                }
             }
             let parts = ScoreParts {
                 text: *score,
