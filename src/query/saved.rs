@@ -94,6 +94,8 @@ impl SavedQuery {
 
     /// Parses and plans the text of a saved query; `path` names it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<SavedQuery, Error> {
+        // A byte-order mark (some editors write one) is no part of the text, as for ingest.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut name = None;
         let mut description = String::new();
         // Each parameter with the line that declares it, for errors about it.
@@ -446,6 +448,16 @@ impl SavedQueries {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file that starts with a byte-order mark (as some Windows editors save) reads as
+    /// without it: its `// name:` line had not been found (a helper's probe), where ingest
+    /// and the server skip a BOM.
+    #[test]
+    fn a_saved_query_after_a_byte_order_mark_is_read() {
+        let text = "\u{feff}// name: marked\n// description: x\nMATCH (n) RETURN n.key LIMIT 1\n";
+        let q = SavedQuery::parse(Path::new("marked.gq"), text).unwrap();
+        assert_eq!(q.name, "marked");
+    }
 
     /// Every file of `queries/` ships in the binary, and nothing else does: a query added to
     /// the directory but not to [`BUILTIN`] would work from the repository root only.
