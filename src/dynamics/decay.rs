@@ -154,12 +154,20 @@ impl DecayPolicy {
     /// null, ...}}`); a relation the file leaves out takes the default half-life.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let policy: DecayPolicy = serde_json::from_str(&text).map_err(|e| Error::Input {
+        let refused = |e: serde_json::Error| Error::Input {
             file: path.display().to_string(),
             line: e.line(),
             field: "decay policy".into(),
             message: e.to_string(),
-        })?;
+        };
+        // A relation given twice is refused, as in every JSON loci reads; the policy's own
+        // reading would keep its last half-life.
+        if let Err(e) = serde_json::from_str::<crate::model::Value>(&text) {
+            if crate::model::is_repeated_key(&e) {
+                return Err(refused(e));
+            }
+        }
+        let policy: DecayPolicy = serde_json::from_str(&text).map_err(refused)?;
         policy.validate()?;
         Ok(policy)
     }
@@ -233,6 +241,18 @@ mod tests {
         let err = DecayPolicy::from_file(&f).unwrap_err().to_string();
         assert!(
             err.contains("decay.json:1: decay policy: unknown field"),
+            "{err}"
+        );
+        // A relation given twice: its last half-life had been taken without a word (a
+        // helper's probe), where every other JSON loci reads refuses a key given twice.
+        std::fs::write(
+            &f,
+            "{\"default_half_life\": 5,\n \"relations\": {\"OFFERS\": null, \"OFFERS\": 1}}",
+        )
+        .unwrap();
+        let err = DecayPolicy::from_file(&f).unwrap_err().to_string();
+        assert!(
+            err.contains("decay.json:2: decay policy: key \"OFFERS\" is given twice"),
             "{err}"
         );
     }
