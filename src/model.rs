@@ -428,14 +428,19 @@ fn unique_entries<'de, A: MapAccess<'de>>(mut map: A) -> Result<Props, A::Error>
     let mut out = BTreeMap::new();
     while let Some((k, v)) = map.next_entry::<String, Value>()? {
         if out.contains_key(&k) {
-            return Err(de::Error::custom(format!(
-                "key {} {KEY_GIVEN_TWICE}; give each key once",
-                crate::error::quoted_excerpt(&k)
-            )));
+            return Err(key_given_twice(&k));
         }
         out.insert(k, v);
     }
     Ok(out)
+}
+
+/// The refusal of `key` given twice in one JSON object ([`is_repeated_key`] knows it).
+pub(crate) fn key_given_twice<E: de::Error>(key: &str) -> E {
+    E::custom(format!(
+        "key {} {KEY_GIVEN_TWICE}; give each key once",
+        crate::error::quoted_excerpt(key)
+    ))
 }
 
 /// Reads an upsert's `props` as [`unique_entries`].

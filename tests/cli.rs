@@ -3022,8 +3022,7 @@ fn a_long_value_is_shown_shortened_in_its_error() {
 fn repair_rebuilds_what_is_derived_and_leaves_the_answers_as_they_were() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
-    let timeline =
-        |store: &Path| json(&["run", "--store", p(store), "timeline", "--json"])["rows"].clone();
+    let timeline = |store: &Path| timeline_rows(store);
     let before = timeline(&store);
     let r = json(&["repair", "--store", p(&store), "--json"]);
     assert_eq!(r["time_entries_fixed"], 0, "{r}");
@@ -3130,6 +3129,11 @@ fn flip_a_bit_of_meta_record(store: &Path, key: &str) {
     assert!(err.contains(&format!("record {key:?}")), "{err}");
 }
 
+/// The rows of the saved query `timeline` on `store`: what a repair must leave as it was.
+fn timeline_rows(store: &Path) -> serde_json::Value {
+    json(&["run", "--store", p(store), "timeline", "--json"])["rows"].clone()
+}
+
 /// Runs `loci repair` on `store` and asserts it verified the result; then that the store
 /// opens and verifies again, and its timeline is `before`.
 fn assert_repaired(store: &Path, before: &serde_json::Value) {
@@ -3147,7 +3151,7 @@ fn assert_repaired(store: &Path, before: &serde_json::Value) {
     );
     assert!(!store.join("compact.tmp").exists(), "repair left its work");
     ok(&["replay", "--store", p(store), "--verify"]);
-    let timeline = json(&["run", "--store", p(store), "timeline", "--json"])["rows"].clone();
+    let timeline = timeline_rows(store);
     assert_eq!(&timeline, before);
 }
 
@@ -3160,7 +3164,7 @@ fn repair_rebuilds_a_text_index_whose_directory_is_gone_or_is_a_file() {
     let tmp = tempfile::tempdir().unwrap();
     for file_in_its_place in [false, true] {
         let store = world_store(&tmp.path().join(format!("file {file_in_its_place}")));
-        let before = json(&["run", "--store", p(&store), "timeline", "--json"])["rows"].clone();
+        let before = timeline_rows(&store);
         std::fs::remove_dir_all(store.join("text")).unwrap();
         if file_in_its_place {
             std::fs::write(store.join("text"), "not an index").unwrap();
@@ -3178,7 +3182,7 @@ fn repair_replaces_a_directory_where_the_state_snapshot_belongs() {
     // writes the snapshot afresh, failed on it (exit 8) each time it ran.
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
-    let before = json(&["run", "--store", p(&store), "timeline", "--json"])["rows"].clone();
+    let before = timeline_rows(&store);
     std::fs::remove_file(store.join("state.snapshot")).ok();
     std::fs::create_dir_all(store.join("state.snapshot").join("inside")).unwrap();
     assert_repaired(&store, &before);
@@ -3193,7 +3197,7 @@ fn verify_finds_an_ids_floor_the_log_does_not_give() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
     ok(&["delete", "--store", p(&store), "--event", "3"]);
-    let before = json(&["run", "--store", p(&store), "timeline", "--json"])["rows"].clone();
+    let before = timeline_rows(&store);
     {
         let db = redb::Database::open(store.join("data.redb")).unwrap();
         let txn = db.begin_write().unwrap();
@@ -3233,7 +3237,7 @@ fn repair_rebuilds_a_damaged_ids_floor_record() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
     ok(&["delete", "--store", p(&store), "--event", "3"]);
-    let before = json(&["run", "--store", p(&store), "timeline", "--json"])["rows"].clone();
+    let before = timeline_rows(&store);
     flip_a_bit_of_meta_record(&store, "ids_floor");
     assert_repaired(&store, &before);
 }
@@ -3245,7 +3249,7 @@ fn repair_rebuilds_a_damaged_record_derived_from_the_log_that_stopped_every_open
     // store could not be repaired though its log was whole (a helper's probe).
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
-    let before = json(&["run", "--store", p(&store), "timeline", "--json"])["rows"].clone();
+    let before = timeline_rows(&store);
     std::fs::remove_file(store.join("state.snapshot")).ok();
     flip_a_bit_of_meta_record(&store, "counters");
     assert_repaired(&store, &before);

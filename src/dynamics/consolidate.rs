@@ -804,13 +804,10 @@ pub fn consolidate(
 ) -> Result<ConsolidateReport> {
     let policy = &opts.policy;
     policy.validate()?;
-    if let Some(until) = opts
-        .until
-        .filter(|u| u.unsigned_abs() > crate::store::MAX_ABS_TS as u64)
-    {
+    if let Some(message) = opts.until.and_then(crate::store::time_out_of_range) {
         return Err(Error::InvalidArgument {
             name: "until".into(),
-            message: format!("{until} is out of range: world times are within ±2^61"),
+            message,
         });
     }
     let mut report = ConsolidateReport::default();

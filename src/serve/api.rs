@@ -564,11 +564,7 @@ impl<'de> serde::de::Visitor<'de> for UniqueJsonVisitor {
         let mut out = serde_json::Map::new();
         while let Some((k, UniqueJson(v))) = map.next_entry::<String, UniqueJson>()? {
             if out.contains_key(&k) {
-                return Err(serde::de::Error::custom(format!(
-                    "key {} {}; give each key once",
-                    crate::error::quoted_excerpt(&k),
-                    crate::model::KEY_GIVEN_TWICE
-                )));
+                return Err(crate::model::key_given_twice(&k));
             }
             out.insert(k, v);
         }

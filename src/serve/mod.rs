@@ -334,13 +334,6 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     response
 }
 
-/// Reads the body whole ([`ServeConfig::body_timeout`], `max_body_bytes` at most), then gives
-/// the request one of the `max_in_flight` places, or answers 503 when none is free. A place
-/// taken before the body came was held by a client that sent it slowly, or never: four such
-/// connections kept a server answering 503 for minutes. Bodies being received take places
-/// of their own (`max_in_flight` of them, which bound their memory), so slow senders can
-/// keep other bodies waiting for at most the timeout, and requests without a body, and
-/// `/health`, not at all.
 /// The answer to a request body over `limit` bytes.
 fn too_large(limit: usize) -> Response {
     ApiError::new(
@@ -351,6 +344,13 @@ fn too_large(limit: usize) -> Response {
     .into_response()
 }
 
+/// Reads the body whole ([`ServeConfig::body_timeout`], `max_body_bytes` at most), then gives
+/// the request one of the `max_in_flight` places, or answers 503 when none is free. A place
+/// taken before the body came was held by a client that sent it slowly, or never: four such
+/// connections kept a server answering 503 for minutes. Bodies being received take places
+/// of their own (`max_in_flight` of them, which bound their memory), so slow senders can
+/// keep other bodies waiting for at most the timeout, and requests without a body, and
+/// `/health`, not at all.
 async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     use http_body_util::BodyExt;
     if req.uri().path() == "/health" {
