@@ -306,6 +306,68 @@ fn a_function_given_the_wrong_number_of_arguments_is_refused_at_planning() {
     .is_ok());
 }
 
+/// A LIMIT, a SEARCH text or a property name of the wrong kind is refused with its place in
+/// the text, as every other planning error is: a probe found all three said with no line,
+/// column or caret, and SEARCH's blamed on a parameter when the query gave a literal.
+#[test]
+fn a_wrong_kind_of_limit_search_text_or_property_name_points_at_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let none = HashMap::new();
+    let k = HashMap::from([("k".to_string(), Val::Int(-3))]);
+    for (q, params, says, under) in [
+        (
+            "MATCH (n) RETURN n.key LIMIT -1",
+            &none,
+            "LIMIT takes a non-negative integer, got -1",
+            "-1",
+        ),
+        (
+            "MATCH (n) RETURN n.key LIMIT $k",
+            &k,
+            "LIMIT takes a non-negative integer, got -3",
+            "$k",
+        ),
+        (
+            "SEARCH v FOR 1 MATCH (v) RETURN v.key",
+            &none,
+            "SEARCH ... FOR takes a string",
+            "SEARCH v FOR 1",
+        ),
+        (
+            "MATCH (c) RETURN c.key, prop(c, 1)",
+            &none,
+            "prop(x, name)",
+            "prop",
+        ),
+        (
+            "MATCH p = (a)-[r]->(b) RETURN path_cost(p, 2.5)",
+            &none,
+            "overlay is a string",
+            "path_cost",
+        ),
+    ] {
+        let e = query::prepare(q, Limits::default())
+            .and_then(|p| p.run(&store, params))
+            .unwrap_err();
+        let QueryError::PlanAt {
+            line,
+            column,
+            ref message,
+            ..
+        } = e
+        else {
+            panic!("{q}: not placed: {e:?}");
+        };
+        assert!(message.contains(says), "{q}: {message}");
+        let at = q.find(under).unwrap();
+        assert_eq!((line, column), (1, at + 1), "{q}");
+        let rendered = e.render(q);
+        let caret_line = rendered.lines().last().unwrap();
+        assert_eq!(caret_line.find('^'), Some(at + 2), "{q}:\n{rendered}");
+    }
+}
+
 #[test]
 fn errors_and_limits() {
     let dir = tempfile::tempdir().unwrap();
@@ -354,12 +416,15 @@ fn errors_and_limits() {
     // A refused LIMIT is said as written, not as Rust's Debug of the value ("Int(-1)"), and
     // not as a parameter's fault when it is a literal.
     let e = query::run(&store, "MATCH (n) RETURN n.key LIMIT -1", &none).unwrap_err();
-    assert_eq!(e.to_string(), "LIMIT takes a non-negative integer, got -1");
+    assert_eq!(
+        e.to_string(),
+        "line 1, column 30: LIMIT takes a non-negative integer, got -1"
+    );
     let k = HashMap::from([("k".to_string(), Val::Str("x".into()))]);
     let e = query::run(&store, "MATCH (n) RETURN n.key LIMIT $k", &k).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "LIMIT takes a non-negative integer, got \"x\""
+        "line 1, column 30: LIMIT takes a non-negative integer, got \"x\""
     );
     let e = query::run(&store, "MATCH (a)-[r]-(b) RETURN a", &none);
     assert!(e.is_ok());

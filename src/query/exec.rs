@@ -56,6 +56,22 @@ pub(super) fn arity(name: &str) -> Option<usize> {
     }
 }
 
+/// What `name`'s second argument must be, for the functions whose second argument names
+/// something as a string.
+pub(super) fn names_a_string(name: &str) -> Option<&'static str> {
+    match name {
+        "prop" => Some(PROP_TAKES_A_NAME),
+        "path_cost" | "path_max" => Some(OVERLAY_IS_A_STRING),
+        _ => None,
+    }
+}
+
+const PROP_TAKES_A_NAME: &str = "prop(x, name): name is a property name as a string";
+const OVERLAY_IS_A_STRING: &str =
+    "path_cost(p, overlay) and path_max(p, overlay): overlay is a string such as 'distance', \
+     'risk', 'darkness' or 'hops'";
+pub(super) const SEARCH_TAKES_A_STRING: &str = "SEARCH ... FOR takes a string";
+
 /// Functions that aggregate the rows of a group.
 pub const AGGREGATES: &[&str] = &["count", "min", "max", "sum", "avg", "collect"];
 
@@ -685,9 +701,7 @@ impl<'a> Ctx<'a> {
             "prop" => {
                 arity(2)?;
                 let Val::Str(key) = &args[1] else {
-                    return Err(QueryError::Plan(
-                        "prop(x, name): name is a property name as a string".into(),
-                    ));
+                    return Err(QueryError::Plan(PROP_TAKES_A_NAME.into()));
                 };
                 // User properties only, never a built-in field of the same name.
                 match &args[0] {
@@ -729,9 +743,7 @@ impl<'a> Ctx<'a> {
             "path_cost" | "path_max" => {
                 arity(2)?;
                 let Val::Str(overlay) = &args[1] else {
-                    return Err(QueryError::Plan(format!(
-                        "{name}(p, overlay): overlay is a string such as 'distance', 'risk', 'darkness' or 'hops'"
-                    )));
+                    return Err(QueryError::Plan(OVERLAY_IS_A_STRING.into()));
                 };
                 // The cost of what is not a path, or one no step of the path carries (a
                 // misspelt overlay), is unknown: null, not a plausible 0 that would reorder
@@ -991,8 +1003,9 @@ fn num_op(a: &Val, b: &Val, f: impl Fn(f64, f64) -> f64) -> Val {
     }
 }
 
-/// A value LIMIT refused, as its user wrote it (not as Rust's `Debug` prints it).
-fn limit_value(v: &Val) -> String {
+/// A value refused (by LIMIT, by SEARCH), as its user wrote it (not as Rust's `Debug` prints
+/// it).
+fn as_written(v: &Val) -> String {
     match v {
         Val::Null => "null".into(),
         Val::Bool(b) => b.to_string(),
@@ -1321,8 +1334,17 @@ impl Run<'_, '_> {
     ) -> Result<Flow, QueryError> {
         for row in rows {
             self.guard.tick()?;
-            let Val::Str(t) = self.ctx.eval(text, row)? else {
-                return Err(QueryError::Param("SEARCH ... FOR takes a string".into()));
+            let t = match self.ctx.eval(text, row)? {
+                Val::Str(t) => t,
+                // A literal of another kind was refused in planning: this is a parameter's
+                // value or an earlier SEARCH's node.
+                other => {
+                    let said = format!("{SEARCH_TAKES_A_STRING}, got {}", as_written(&other));
+                    return Err(match text {
+                        Expr::Param(p) => QueryError::Param(format!("${p}: {said}")),
+                        _ => QueryError::Plan(said),
+                    });
+                }
             };
             crate::text::TextIndex::check_length(&t, "SEARCH ... FOR")?;
             let filter = SearchFilter {
@@ -1818,10 +1840,13 @@ pub fn execute(
         Some(e) => match ctx.eval(e, &[])? {
             Val::Int(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
             other => {
-                return Err(QueryError::Plan(format!(
-                    "LIMIT takes a non-negative integer, got {}",
-                    limit_value(&other)
-                )))
+                return Err(super::plan::plan_err_at(
+                    plan.limit_at,
+                    format!(
+                        "LIMIT takes a non-negative integer, got {}",
+                        as_written(&other)
+                    ),
+                ))
             }
         },
         None => None,

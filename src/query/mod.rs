@@ -264,7 +264,7 @@ impl Prepared {
         store: &Store,
         params: &HashMap<String, Val>,
     ) -> Result<QueryResult, QueryError> {
-        exec::execute(store, &self.plan, params, self.limits)
+        exec::execute(store, &self.plan, params, self.limits).map_err(|e| e.placed_in(&self.text))
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::parser::{
-    BinOp, Dir, Expr, NodePat, PathPat, Places, Query, RelPat, ReturnItem, Search, Span,
+    BinOp, Dir, Expr, Literal, NodePat, PathPat, Places, Query, RelPat, ReturnItem, Search, Span,
 };
 use super::QueryError;
 
@@ -91,6 +91,11 @@ pub struct Plan {
     pub returns: Vec<(String, Expr)>,
     pub order: Vec<(Expr, bool)>,
     pub limit: Option<Expr>,
+    /// Where LIMIT's expression stands in the text, for an error in its value found as the
+    /// query runs (a parameter's value is known only then). Not part of the plan's JSON, which
+    /// says what runs, not where it was written.
+    #[serde(skip)]
+    pub limit_at: Option<Span>,
     /// Parameters the query uses.
     pub params: Vec<String>,
 }
@@ -147,7 +152,7 @@ fn plan_err(message: impl Into<String>) -> QueryError {
 
 /// [`plan_err`] at `place` in the text, where there is one (`prepare` gives it its line and
 /// column).
-fn plan_err_at(place: Option<Span>, message: impl Into<String>) -> QueryError {
+pub(super) fn plan_err_at(place: Option<Span>, message: impl Into<String>) -> QueryError {
     match place {
         Some(span) => QueryError::PlanAt {
             line: 0,
@@ -543,7 +548,14 @@ fn check_vars(
                     places.of_call(name),
                     format!("{name}() takes {n} argument(s), got {}", args.len()),
                 )),
-                _ => args.iter().try_for_each(check),
+                _ => match (super::exec::names_a_string(name), args.get(1)) {
+                    // A literal of another kind can only fail as the query runs, where the
+                    // error would have no place in the text.
+                    (Some(says), Some(Expr::Lit(l))) if !matches!(l, Literal::Str(_)) => {
+                        Err(plan_err_at(places.of_call(name), says))
+                    }
+                    _ => args.iter().try_for_each(check),
+                },
             }
         }
         Expr::List(args) => args.iter().try_for_each(check),
@@ -616,6 +628,7 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
             .collect(),
         order,
         limit: q.limit.clone(),
+        limit_at: q.places.limit,
         params,
     })
 }
@@ -634,6 +647,14 @@ impl Planner {
                          a parameter or an earlier SEARCH's variable"
                     ),
                 ));
+            }
+            if let Expr::Lit(l) = &s.text {
+                if !matches!(l, Literal::Str(_)) {
+                    return Err(plan_err_at(
+                        Some(s.span),
+                        super::exec::SEARCH_TAKES_A_STRING,
+                    ));
+                }
             }
             let slot = self.slot(Some(&s.var), Kind::Node, s.span)?;
             if self.bound[slot] {
