@@ -21,7 +21,9 @@ pub enum Error {
     },
     /// An event of a batch passed to [`crate::Store::ingest`] is invalid. `event` is its
     /// 0-based position in the batch, `assertion` the position of the offending assertion.
-    #[error("event {event}{}: {field}: {message}", assertion.map(|a| format!(", assertion {a}")).unwrap_or_default())]
+    /// The message counts both from 1, as people do, and says "of the batch": "event 0" read
+    /// as the log's (whose events count from 1).
+    #[error("event {} of the batch{}: {field}: {message}", event + 1, assertion.map(|a| format!(", assertion {}", a + 1)).unwrap_or_default())]
     InvalidEvent {
         event: usize,
         assertion: Option<usize>,

@@ -1014,8 +1014,10 @@ fn reused_key_with_other_content_is_refused(kind: BackendKind, dir: &Path) {
         .ingest(vec![keyed(1, "k", vec![node("a", "Item", "apple")])])
         .unwrap();
     // Same key, other content: two distinct events were given one key; refusing beats
-    // dropping one of them silently. The error names the caller's position (1, not 0: the
-    // first draft is new) and the field, and the batch writes nothing.
+    // dropping one of them silently. The error names the caller's position (the second: the
+    // first draft is new) and the field, and the batch writes nothing. Positions are said
+    // counting from 1 and as the batch's, where "event 1" read as the log's event 1 (a
+    // helper's probe).
     let err = store
         .ingest(vec![
             event(2, "NOTE", vec![]),
@@ -1024,13 +1026,18 @@ fn reused_key_with_other_content_is_refused(kind: BackendKind, dir: &Path) {
         .unwrap_err();
     let msg = err.to_string();
     assert!(
-        msg.starts_with("event 1: idempotency_key:") && msg.contains("already used by event 1"),
+        msg.starts_with("event 2 of the batch: idempotency_key:")
+            && msg.contains("already used by the log's event 1"),
         "{msg}"
     );
     let err = store
         .ingest(vec![keyed(3, "n", vec![]), keyed(4, "n", vec![])])
         .unwrap_err();
-    assert!(err.to_string().contains("also given to event 0"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("event 2 of the batch: idempotency_key: key \"n\" is also given to event 1 of the batch"),
+        "{err}"
+    );
     // A projection error of a draft after a skipped one still names the caller's position.
     let err = store
         .ingest(vec![
@@ -1039,7 +1046,8 @@ fn reused_key_with_other_content_is_refused(kind: BackendKind, dir: &Path) {
         ])
         .unwrap_err();
     assert!(
-        err.to_string().starts_with("event 1, assertion 0:"),
+        err.to_string()
+            .starts_with("event 2 of the batch, assertion 1:"),
         "{err}"
     );
     let err = store.ingest(vec![keyed(1, "", vec![])]).unwrap_err();

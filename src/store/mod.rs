@@ -3423,8 +3423,8 @@ impl Store {
                 let earlier: &EventDraft = &kept[j];
                 if *earlier != draft {
                     return Err(conflict(format!(
-                        "key {key:?} is also given to event {} of this batch, with other content",
-                        positions.kept[j]
+                        "key {key:?} is also given to event {} of the batch, with other content",
+                        positions.kept[j] + 1
                     )));
                 }
                 positions.skipped += 1;
@@ -3446,7 +3446,7 @@ impl Store {
                 again.salience = again.salience.or(Some(stored.salience));
                 if Event::from_draft(stored.seq, stored.recorded_at, again) != stored {
                     return Err(conflict(format!(
-                        "key {key:?} was already used by event {seq}, with other content"
+                        "key {key:?} was already used by the log's event {seq}, with other content"
                     )));
                 }
                 positions.skipped += 1;
