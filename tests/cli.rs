@@ -1000,6 +1000,18 @@ fn reingesting_keyed_events_reports_them_skipped() {
         (c["events"].as_u64(), c["skipped"].as_u64()),
         (Some(0), Some(2))
     );
+    // One is said as one: a probe read "skipped 1 events".
+    let one = tmp.path().join("one.jsonl");
+    std::fs::write(
+        &one,
+        "{\"ts\":3,\"kind\":\"NOTE\",\"idempotency_key\":\"n1\"}\n",
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&one)]);
+    assert_eq!(
+        ok(&["ingest", "--store", p(&store), p(&one)]).trim(),
+        "skipped 1 event whose idempotency key the store already holds"
+    );
 }
 
 /// Found by the session 24 probe: a streamed ingest that met a bad line after some commits

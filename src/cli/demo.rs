@@ -15,7 +15,7 @@ use loci::{RetrieveOptions, Retriever, Store};
 use super::args::{DemoArgs, WorldArgs};
 use super::backend;
 use super::exit::Code;
-use super::output::{block, errln, list, outln, print_json, statusln};
+use super::output::{block, count, errln, list, outln, print_json, statusln};
 
 pub fn world(a: WorldArgs) -> Result<Code> {
     if let Some(villages) = a.sightings {
@@ -31,8 +31,8 @@ pub fn world(a: WorldArgs) -> Result<Code> {
                 .with_context(|| format!("writing {}", path.display()))?;
         }
         statusln!(
-            "wrote {} events (sightings) to {}",
-            w.events.len(),
+            "wrote {} (sightings) to {}",
+            count(w.events.len() as u64, "event", "events"),
             shown(&a.out)
         );
         return Ok(Code::Ok);
@@ -47,7 +47,11 @@ pub fn world(a: WorldArgs) -> Result<Code> {
         std::fs::write(&path, serde_json::to_string_pretty(&w.truth)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    statusln!("wrote {} events to {}", w.events.len(), shown(&a.out));
+    statusln!(
+        "wrote {} to {}",
+        count(w.events.len() as u64, "event", "events"),
+        shown(&a.out)
+    );
     Ok(Code::Ok)
 }
 

@@ -105,8 +105,8 @@ pub fn repair(a: RepairArgs) -> Result<Code> {
         print_json(&v)?;
     } else {
         outln!(
-            "repaired from {} events of the log: {} time-index, {} episodic-index and {} idempotency entries were wrong{}; the state and the full-text index were rebuilt",
-            r.events_replayed,
+            "repaired from {} of the log: {} time-index, {} episodic-index and {} idempotency entries were wrong{}; the state and the full-text index were rebuilt",
+            count(r.events_replayed, "event", "events"),
             r.time_entries_fixed,
             r.facet_entries_fixed,
             r.idempotency_entries_fixed,
@@ -165,8 +165,8 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
         return Ok(Code::Ok);
     }
     outln!(
-        "consolidated {} events: {} episode, {} day and {} week summaries ({} replace earlier ones)",
-        r.events_consolidated,
+        "consolidated {}: {} episode, {} day and {} week summaries ({} replace earlier ones)",
+        count(r.events_consolidated as u64, "event", "events"),
         r.episodes,
         r.days,
         r.weeks,
@@ -200,8 +200,8 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
     }
     if c.days + c.weeks > 0 {
         outln!(
-            "consolidated {} events into {} day and {} week summaries first",
-            c.events_consolidated,
+            "consolidated {} into {} day and {} week summaries first",
+            count(c.events_consolidated as u64, "event", "events"),
             c.days,
             c.weeks
         );

@@ -97,13 +97,13 @@ macro_rules! statusln {
 }
 pub(crate) use statusln;
 
-/// Pretty JSON of `v` on standard output.
 /// `n` and the noun for it: "1 event", "2 events", "0 events".
 pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
     let n = n.into();
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// Pretty JSON of `v` on standard output.
 pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
     // Buffered: stdout alone flushes at every line, a write per line of a document that can
     // run to millions of lines (`replay --until` of a large graph).

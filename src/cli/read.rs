@@ -13,7 +13,7 @@ use super::args::{
     NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs,
 };
 use super::exit::{fail, Code};
-use super::output::{errln, list, outln, print_json};
+use super::output::{count, errln, list, outln, print_json};
 use super::{open_for_reading, open_to_verify};
 
 /// `NAME=VALUE` flag values as pairs.
@@ -544,8 +544,8 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
         print_json(&v)?;
     } else {
         outln!(
-            "replayed {} events into {} nodes, {} edges, {} text documents in {:.2}s",
-            report.events_replayed,
+            "replayed {} into {} nodes, {} edges, {} text documents in {:.2}s",
+            count(report.events_replayed, "event", "events"),
             report.nodes,
             report.edges,
             report.text_docs,

@@ -252,14 +252,14 @@ impl IngestRun<'_> {
         let whole = report.stopped.is_none() && interrupted.is_none();
         if t.passages_held > 0 && whole {
             note(format!(
-                "skipped {} passages the store already holds with the same title and text",
-                t.passages_held
+                "skipped {} the store already holds with the same title and text",
+                count(t.passages_held as u64, "passage", "passages")
             ))?;
         }
         if t.already_applied > 0 && report.stopped.is_none() {
             note(format!(
-                "skipped {} events whose idempotency key the store already holds",
-                t.already_applied
+                "skipped {} whose idempotency key the store already holds",
+                count(t.already_applied as u64, "event", "events")
             ))?;
         }
         if !t.unextracted.is_empty() && whole {
@@ -281,9 +281,9 @@ impl IngestRun<'_> {
         }
         if let Some(why) = &report.stopped {
             errln!(
-                "note: standard output {why} after {} lines; the ingest went on and committed {} events",
-                report.printed,
-                t.committed
+                "note: standard output {why} after {}; the ingest went on and committed {}",
+                count(report.printed as u64, "line", "lines"),
+                count(t.committed as u64, "event", "events")
             );
         }
         if let Some(signal) = interrupted {
