@@ -808,6 +808,36 @@ fn negative_times_are_values_not_flags() {
         .all(|h| h["kind"] == "node" || h["ts"].as_i64().unwrap() <= -1));
 }
 
+/// A "now" or an "at" is a world time, within the ±2^61 the store takes: a probe found
+/// `neighbors --now` taking i64::MIN and judging every fact from there. Refused at the flag,
+/// as a usage error that names it; ±2^61 itself is a time.
+#[test]
+fn a_world_time_flag_past_the_store_range_is_refused_at_the_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let s = p(&store);
+    let min = i64::MIN.to_string();
+    let past = ((1i64 << 61) + 1).to_string();
+    for args in [
+        vec!["neighbors", "--store", s, "npc:fletcher:0", "--now", &min],
+        vec!["neighbors", "--store", s, "npc:fletcher:0", "--now", &past],
+        vec!["forget", "--store", s, "--budget", "10", "--now", &min],
+        vec!["consolidate", "--store", s, "--until", &past],
+        vec!["query", "--store", s, "where is kalomi", "--as-of", &min],
+    ] {
+        let out = loci(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let flag = args[args.len() - 2];
+        assert!(
+            err.contains(flag) && err.contains("2^61"),
+            "{args:?}: {err}"
+        );
+    }
+    let edge = (1i64 << 61).to_string();
+    ok(&["neighbors", "--store", s, "npc:fletcher:0", "--now", &edge]);
+}
+
 #[test]
 fn search_rows_use_the_pack_vocabulary() {
     let tmp = tempfile::tempdir().unwrap();

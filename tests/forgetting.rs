@@ -508,3 +508,37 @@ fn a_late_event_into_a_forgotten_day_keeps_the_days_gist() {
     }
     assert_verifies(&store);
 }
+
+/// A "now" past the world times the store takes is refused before anything is written: a
+/// probe found `neighbors --now` taking i64::MIN, and forgetting took it too, consolidating
+/// first and then ranking every event by an age that overflows.
+#[test]
+fn forgetting_from_a_now_out_of_range_is_refused_before_it_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let w = world::generate(&WorldConfig {
+        seed: 7,
+        scale: 1,
+        days: 6,
+    });
+    store.ingest(w.events).unwrap();
+    let held = store.events_held();
+    for now in [i64::MIN, i64::MAX, (1 << 61) + 1] {
+        let mut opts = ForgetOptions::with_budget(10);
+        opts.now = Some(now);
+        for e in [
+            forget::consolidate_then_forget(&store, None, &opts).map(|_| ()),
+            forget::forget(&store, &opts).map(|_| ()),
+        ] {
+            match e {
+                Err(loci::Error::InvalidArgument { name, message }) => {
+                    assert_eq!(name, "now");
+                    assert!(message.contains("2^61"), "{message}");
+                }
+                other => panic!("{now}: {other:?}"),
+            }
+        }
+        assert_eq!(store.events_held(), held, "{now}: nothing written");
+    }
+    assert_verifies(&store);
+}

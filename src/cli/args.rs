@@ -195,7 +195,7 @@ pub struct ConsolidateArgs {
     #[command(flatten)]
     pub store: StoreArg,
     /// Consolidate periods that ended before this world time (default: the latest event's).
-    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = world_time)]
     pub until: Option<i64>,
     /// Print every summary of the store (latest per period), not only the new ones.
     #[arg(long)]
@@ -217,7 +217,7 @@ pub struct ForgetArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = at_least_one)]
     pub budget: u64,
     /// "Now" for recency (default: the latest event's time).
-    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = world_time)]
     pub now: Option<i64>,
     /// World-time ticks per day of the consolidation that comes first (default: the length
     /// of the store's day summaries, or 24000 without any), as `consolidate --day`.
@@ -239,7 +239,7 @@ pub struct WmArgs {
     #[arg(allow_negative_numbers = true)]
     pub text: Vec<String>,
     /// World time of the change (default: the latest event's).
-    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = world_time)]
     pub at: Option<i64>,
     /// Who makes the change.
     #[arg(long, default_value = "agent")]
@@ -357,7 +357,7 @@ pub struct NeighborsArgs {
     #[arg(long)]
     pub relation: Vec<String>,
     /// Judge confidence decayed to this world time (default: the latest event).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = world_time)]
     pub now: Option<i64>,
     /// Filter by stored confidence, without decay.
     #[arg(long)]
@@ -398,7 +398,7 @@ pub struct QueryArgs {
     pub kind: Vec<String>,
     /// Judge validity, and decay confidence, at this world time (default: the latest event);
     /// facts first seen later still count (the graph as it was: `replay --until`).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = world_time)]
     pub as_of: Option<i64>,
     /// Also use facts whose validity has ended.
     #[arg(long)]
@@ -740,6 +740,16 @@ pub enum BenchCommand {
         #[command(flatten)]
         report: ReportArgs,
     },
+}
+
+/// A world time: an integer within the ±2^61 the store takes ([`loci::store::MAX_ABS_TS`]).
+/// A "now" past it judged every fact from a time no event can have.
+fn world_time(text: &str) -> Result<i64, String> {
+    let t: i64 = text.trim().parse().map_err(|e| format!("{e}"))?;
+    match loci::store::time_out_of_range(t) {
+        Some(message) => Err(message),
+        None => Ok(t),
+    }
 }
 
 /// A count of 0 or more: a negative one is said to be, where the parser of an unsigned number

@@ -129,21 +129,36 @@ pub fn consolidate_then_forget(
     day: Option<i64>,
     opts: &ForgetOptions,
 ) -> Result<(consolidate::ConsolidateReport, ForgetReport)> {
+    // Refused before the consolidation writes anything.
+    refuse_bad_options(opts)?;
     let policy = consolidate::ConsolidationPolicy::for_store(store, day)?;
     let first = consolidate::ConsolidateOptions::default().with_policy(policy);
     let consolidated = consolidate::consolidate(store, &consolidate::RuleSummarizer, &first)?;
     Ok((consolidated, forget(store, opts)?))
 }
 
-/// Evicts the lowest-retention evictable events until the store holds at most `budget`
-/// events (the deletion event included), or nothing evictable is left.
-pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
+/// Refuses a budget of nothing, and a "now" past the world times the store takes: ages from
+/// there overflow the arithmetic of retention.
+fn refuse_bad_options(opts: &ForgetOptions) -> Result<()> {
     if opts.budget == 0 {
         return Err(Error::InvalidArgument {
             name: "budget".into(),
             message: "must be at least 1 event".into(),
         });
     }
+    match opts.now.and_then(crate::store::time_out_of_range) {
+        Some(message) => Err(Error::InvalidArgument {
+            name: "now".into(),
+            message,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Evicts the lowest-retention evictable events until the store holds at most `budget`
+/// events (the deletion event included), or nothing evictable is left.
+pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
+    refuse_bad_options(opts)?;
     let mut report = ForgetReport {
         events_before: store.events_held(),
         bytes_before: store.disk_bytes(),

@@ -742,7 +742,7 @@ fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
 }
 
 /// What a world time past [`MAX_ABS_TS`] is told, or `None` for one within it.
-pub(crate) fn time_out_of_range(ts: i64) -> Option<String> {
+pub fn time_out_of_range(ts: i64) -> Option<String> {
     (ts.unsigned_abs() > MAX_ABS_TS as u64)
         .then(|| format!("{ts} is out of range: world times are within ±2^61 ({MAX_ABS_TS})"))
 }
