@@ -553,6 +553,40 @@ fn the_moment_finds_the_latest_events_behind_a_long_run_of_summaries() {
     );
 }
 
+/// A deleted context's turn number is not given again: the next save takes the one after it,
+/// also once compaction has left only a tombstone (a helper's probe found the turn of a
+/// deleted latest context reused, so "turn 2" named two prompts over the store's life).
+#[test]
+fn a_deleted_context_turn_is_not_given_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 3, 7);
+    let mut o = opts(600);
+    o.save = true;
+    let builder = context::ContextBuilder::new(&store).unwrap();
+    let turn = |b: &context::ContextBuilder| b.build(&o).unwrap().turn.unwrap();
+    assert_eq!((turn(&builder), turn(&builder)), (1, 2));
+    let second = context::snapshot(&store, 2).unwrap().unwrap().seq;
+    store
+        .delete(&loci::DeleteRequest::events([second]))
+        .unwrap();
+    assert!(context::snapshot(&store, 2).unwrap().is_none());
+    let builder = context::ContextBuilder::new(&store).unwrap();
+    assert_eq!(turn(&builder), 3);
+    let third = context::snapshot(&store, 3).unwrap().unwrap().seq;
+    drop(builder);
+    store.delete(&loci::DeleteRequest::events([third])).unwrap();
+    let (store, _) = store.compact().unwrap();
+    let builder = context::ContextBuilder::new(&store).unwrap();
+    assert_eq!(turn(&builder), 4);
+    let saved: Vec<u64> = context::snapshots(&store)
+        .unwrap()
+        .iter()
+        .map(|s| s.turn)
+        .collect();
+    assert_eq!(saved, vec![1, 4]);
+    assert!(store.verify().unwrap().ok());
+}
+
 /// Contexts saved at once (a server's requests) each take a turn of their own, in the order
 /// they reach the log: each build had read the last saved turn before any had saved, so ten
 /// at once came out as turns 1, 1, 1, 1, 2, 2, ... (a helper's probe through `loci serve`).

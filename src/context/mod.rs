@@ -1222,9 +1222,21 @@ fn render(sections: &[Section]) -> (String, String) {
     (text, prefix)
 }
 
-/// Writes the context as a `CONTEXT` event; returns its turn number.
+/// The idempotency key of the context saved as turn `turn`. A deleted event's key outlives it
+/// (a retry must not bring it back), tombstone included, so it tells a deleted turn's number
+/// after the event's payload is gone.
+fn turn_key(turn: u64) -> String {
+    format!("loci:context:turn:{turn}")
+}
+
+/// Writes the context as a `CONTEXT` event; returns its turn number: the one after the latest
+/// saved context's, past any a deleted context had (a store saved before contexts had keys
+/// can give a deleted one's number again).
 fn save(store: &Store, context: &Context, previous: Option<&Snapshot>) -> Result<u64> {
-    let turn = previous.map_or(1, |p| p.turn + 1);
+    let mut turn = previous.map_or(1, |p| p.turn + 1);
+    while store.applied_key(&turn_key(turn))?.is_some() {
+        turn += 1;
+    }
     let ids: BTreeSet<String> = context
         .sections
         .iter()
@@ -1248,6 +1260,7 @@ fn save(store: &Store, context: &Context, previous: Option<&Snapshot>) -> Result
         .and_then(|v| serde_json::from_value::<Value>(v).ok())
         .unwrap_or_default();
     draft.salience = Some(0.0);
+    draft.idempotency_key = Some(turn_key(turn));
     store.append_bookkeeping(draft)?;
     Ok(turn)
 }
