@@ -270,6 +270,76 @@ fn mcp_over_stdio_ends_quietly_when_the_client_leaves() {
         .success());
 }
 
+/// Over stdio, a line that is JSON by the grammar but no message loci can read is answered as
+/// over HTTP (a parse error, -32700, or an invalid request, -32600, with its id where it has
+/// one): rmcp dropped a request holding `1e400` or a lone surrogate without a word, and its
+/// client waited forever (a helper's probe). Text that is not JSON at all is ignored, as the
+/// SDKs ignore it. The session goes on and answers the next request.
+#[test]
+fn mcp_over_stdio_answers_lines_it_cannot_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = init_world(tmp.path());
+    let mut child = Command::new(BIN)
+        .args(["mcp", "--store", &s])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"x":1e400}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"x":"\ud800"}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","id":4}"#,
+        "not json at all",
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#,
+    ];
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    stdin.flush().unwrap();
+    // Answers are read until the last request's, on a thread, so that a missing answer fails
+    // the test instead of hanging it.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut answers: Vec<serde_json::Value> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !answers.iter().any(|a| a["id"] == 5) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no answer to id 5; got {answers:#?}"));
+        answers.push(serde_json::from_str(&line).unwrap());
+    }
+    drop(stdin);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(30)), Some(0));
+    let code = |a: &serde_json::Value| a["error"]["code"].as_i64();
+    let parse_errors = answers.iter().filter(|a| code(a) == Some(-32700)).count();
+    assert_eq!(parse_errors, 2, "{answers:#?}");
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == 4 && code(a) == Some(-32600)),
+        "a key given twice: {answers:#?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == 5 && a["result"]["tools"].is_array()),
+        "{answers:#?}"
+    );
+}
+
 #[test]
 fn request_logs_are_plain_structured_lines_without_colour_codes() {
     let tmp = tempfile::tempdir().unwrap();

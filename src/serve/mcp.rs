@@ -351,10 +351,36 @@ impl ServerHandler for LociMcp {
     }
 }
 
+/// The JSON-RPC error that answers `message` before rmcp reads it, or `None` for one rmcp is
+/// to read: text that is no JSON is a parse error (-32700, id null); JSON with a key given
+/// twice anywhere in it (a tool's argument, an event's payload), which would reach the tools
+/// as its last value where every other route refuses it, an invalid request (-32600); a
+/// `tools/call` whose params are not a call's, invalid params (-32602). The last two carry the
+/// request's id. Over HTTP and over stdio alike ([`super::stdio`]).
+pub(super) fn refusal(message: &[u8]) -> Option<Json> {
+    let error = |id: Json, code: i64, said: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": said}});
+    // One reading tells text that is no JSON from JSON with a key given twice.
+    match serde_json::from_slice::<crate::model::Value>(message) {
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            Some(error(Json::Null, -32700, format!("Parse error: {e}")))
+        }
+        Err(e) if crate::model::is_repeated_key(&e) => {
+            let id = serde_json::from_slice::<Json>(message)
+                .ok()
+                .and_then(|m| m.get("id").cloned())
+                .unwrap_or(Json::Null);
+            Some(error(id, -32600, format!("Invalid Request: {e}")))
+        }
+        _ => invalid_call(message)
+            .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}"))),
+    }
+}
+
 /// The answer to a POST to `/mcp` whose JSON body does not parse, is no JSON-RPC message, or
-/// is a tool call with a call's params wrong: JSON-RPC's parse error (-32700), invalid request
-/// (-32600) or invalid params (-32602) with 400, given before the MCP service reads it, which answered 415 ("fail to deserialize request body"), a status that
-/// blames the content type. `None` for anything else, which the service answers itself.
+/// is a tool call with a call's params wrong ([`refusal`], and -32600 for JSON that is no
+/// message), with 400, given before the MCP service reads it, which answered 415 ("fail to
+/// deserialize request body"), a status that blames the content type. `None` for anything
+/// else, which the service answers itself.
 pub(super) fn unparsable(
     parts: &axum::http::request::Parts,
     body: &[u8],
@@ -376,36 +402,18 @@ pub(super) fn unparsable(
     {
         return None;
     }
-    // JSON that is no message is an invalid request (-32600), as it is over stdio; the body
-    // is read as rmcp reads it, so what passes here passes there.
-    // A key given twice anywhere in it (a tool's argument, an event's payload) would reach the
-    // tools as its last value, where every other route refuses it.
-    // One reading tells text that is no JSON from JSON with a key given twice.
-    let (code, what, e) = match serde_json::from_slice::<crate::model::Value>(body) {
-        Err(e) if e.is_syntax() || e.is_eof() => (-32700, "Parse error", e),
-        Err(e) if crate::model::is_repeated_key(&e) => (-32600, "Invalid Request", e),
-        _ => {
-            if let Some((id, why)) = invalid_call(body) {
-                let answer = json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "error": {"code": -32602, "message": format!("Invalid params: {why}")},
-                });
-                return Some(
-                    (axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response(),
-                );
-            }
-            match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) {
-                Err(e) => (-32600, "Invalid Request", e),
-                Ok(_) => return None,
-            }
-        }
+    // The body is read as rmcp reads it, so what passes here passes there.
+    let answer = match refusal(body) {
+        Some(answer) => answer,
+        None => match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) {
+            Err(e) => json!({
+                "jsonrpc": "2.0",
+                "id": null,
+                "error": {"code": -32600, "message": format!("Invalid Request: {e}")},
+            }),
+            Ok(_) => return None,
+        },
     };
-    let answer = json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": code, "message": format!("{what}: {e}")},
-    });
     Some((axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response())
 }
 
@@ -446,21 +454,32 @@ pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, Loca
     )
 }
 
-/// Serves MCP over standard input and output until the client closes it.
+/// Serves MCP over standard input and output until the client closes it: rmcp reads the
+/// lines [`super::stdio`] lets through and writes its answers through it.
 pub async fn serve_stdio(state: Arc<AppState>) -> std::io::Result<()> {
-    use rmcp::service::ServerInitializeError as Init;
-    use rmcp::ServiceExt;
-    let running = match LociMcp::new(state).serve(rmcp::transport::stdio()).await {
-        Ok(r) => r,
-        // A client that leaves before initializing ends the session; it is not a failure.
-        Err(Init::ConnectionClosed(_)) => return Ok(()),
-        Err(e @ Init::ExpectedInitializeRequest(_)) => {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-        }
-        Err(e) => return Err(std::io::Error::other(e)),
-    };
-    running.waiting().await.map_err(std::io::Error::other)?;
-    Ok(())
+    let max_line = state.config.max_body_bytes;
+    super::stdio::serve(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        max_line,
+        |transport| async move {
+            use rmcp::service::ServerInitializeError as Init;
+            use rmcp::ServiceExt;
+            let running = match LociMcp::new(state).serve(transport).await {
+                Ok(r) => r,
+                // A client that leaves before initializing ends the session; it is not a
+                // failure.
+                Err(Init::ConnectionClosed(_)) => return Ok(()),
+                Err(e @ Init::ExpectedInitializeRequest(_)) => {
+                    return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+                }
+                Err(e) => return Err(std::io::Error::other(e)),
+            };
+            running.waiting().await.map_err(std::io::Error::other)?;
+            Ok(())
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -8,14 +8,16 @@
 //! blocking pool, at most `workers` at a time; a panic there is caught at that boundary and
 //! answered 500 instead of taking the server down.
 //!
-//! The routes are in [`api`], the MCP tools in [`mcp`], the Prometheus text in [`metrics`]. On
-//! SIGTERM or SIGINT the server stops accepting, drains the requests in flight, and drops the
-//! store, which flushes the uses waiting to be written and closes the files.
+//! The routes are in [`api`], the MCP tools in [`mcp`] (over stdio through [`stdio`]), the
+//! Prometheus text in [`metrics`]. On SIGTERM or SIGINT the server stops accepting, drains the
+//! requests in flight, and drops the store, which flushes the uses waiting to be written and
+//! closes the files.
 
 pub mod api;
 pub mod error;
 pub mod mcp;
 pub mod metrics;
+pub mod stdio;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,0 +1,287 @@
+//! MCP over standard input and output (`loci mcp`): the lines loci answers itself, and the
+//! rest handed to rmcp.
+//!
+//! rmcp drops a line it cannot parse without a word (as the other official SDKs do, lest two
+//! peers answer each other's errors forever; rmcp issue 938), and it cannot parse `1e400` or a
+//! lone surrogate escape, which are JSON by its grammar all the same: a client that sent one
+//! waited forever for its answer. It also read a key given twice as its last value, which
+//! every HTTP route refuses. So each line that is JSON by the grammar is screened first
+//! ([`super::mcp::refusal`], as a POST to `/mcp` is): a refused line is answered here (parse
+//! error, invalid request, invalid params), any other, and text that is not JSON at all, goes
+//! on to rmcp through an in-memory pipe; rmcp's answers come back through another, to be
+//! written to standard output a whole line at a time between the refusals.
+
+use std::future::Future;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::mpsc;
+
+/// Bytes each in-memory pipe holds before its writer waits.
+const PIPE_BYTES: usize = 1 << 16;
+
+/// Answers held for standard output before the screen waits for them to be written.
+const ANSWERS_QUEUED: usize = 64;
+
+/// Runs `session` (rmcp's service, given its transport) over `input` and `output`, screening
+/// every line of `input` of at most `max_line` bytes; a longer line is refused whole, never
+/// held. Returns the session's result once it has ended and its answers are written.
+pub async fn serve<S, F>(
+    input: impl AsyncRead + Unpin + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    max_line: usize,
+    session: S,
+) -> std::io::Result<()>
+where
+    S: FnOnce((DuplexStream, DuplexStream)) -> F,
+    F: Future<Output = std::io::Result<()>>,
+{
+    let (to_rmcp, rmcp_reads) = tokio::io::duplex(PIPE_BYTES);
+    let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+    let (refused, answers) = mpsc::channel(ANSWERS_QUEUED);
+    let screening = tokio::spawn(screen(input, to_rmcp, refused, max_line));
+    let writing = tokio::spawn(write_out(from_rmcp, answers, output));
+    let result = session((rmcp_reads, rmcp_writes)).await;
+    // A session that ended on its own (a client that never initialized) leaves the screen
+    // waiting for a line that may never come; its refusals so far are queued.
+    screening.abort();
+    let written = writing.await.unwrap_or(Ok(()));
+    result?;
+    match written {
+        // The client closed its end: it has left, which ends a session quietly.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// Reads `input` line by line: a line [`super::mcp::refusal`] refuses, or one over `max_line`
+/// bytes, is answered through `refused`; any other is passed on to rmcp whole. Ends at the end
+/// of `input`, or when rmcp or the writer has gone.
+async fn screen(
+    input: impl AsyncRead + Unpin,
+    mut to_rmcp: DuplexStream,
+    refused: mpsc::Sender<Vec<u8>>,
+    max_line: usize,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut input = BufReader::new(input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // One byte past the limit tells a line of exactly `max_line` bytes from a longer one.
+        let limit = u64::try_from(max_line)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        match (&mut input).take(limit).read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let answer = if line.len() > max_line && line.last() != Some(&b'\n') {
+            if skip_rest_of_line(&mut input).await.is_err() {
+                return;
+            }
+            Some(too_long(max_line))
+        } else {
+            let message = message_of(&line);
+            match serde_json::from_slice::<serde_json::Value>(message) {
+                // Not JSON: rmcp ignores it, as the other SDKs do.
+                Err(e) if (e.is_syntax() || e.is_eof()) && !is_json_beyond_the_reader(&e) => None,
+                _ => super::mcp::refusal(message).map(|a| a.to_string().into_bytes()),
+            }
+        };
+        let passed = match answer {
+            Some(mut a) => {
+                a.push(b'\n');
+                refused.send(a).await.is_ok()
+            }
+            // A blank line goes on too: rmcp skips it, as it always has.
+            None => to_rmcp.write_all(&line).await.is_ok(),
+        };
+        if !passed {
+            return;
+        }
+    }
+}
+
+/// Whether `e` is serde_json's refusal of text that is JSON by its grammar but that its reader
+/// cannot hold: a number past f64's range, a lone surrogate escape. serde_json names these only
+/// in its message.
+fn is_json_beyond_the_reader(e: &serde_json::Error) -> bool {
+    let said = e.to_string();
+    [
+        "number out of range",
+        "lone leading surrogate in hex escape",
+        "unexpected end of hex escape",
+    ]
+    .iter()
+    .any(|m| said.starts_with(m))
+}
+
+/// The message a line holds, as rmcp reads it: without its line end, a carriage return before
+/// it, or a byte-order mark. A blank line is no message to refuse.
+fn message_of(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        // serde_json reads nothing as an early end of input: a parse error.
+        b"null"
+    } else {
+        line
+    }
+}
+
+/// Reads and drops the rest of an overlong line, through its line end.
+async fn skip_rest_of_line(input: &mut BufReader<impl AsyncRead + Unpin>) -> std::io::Result<()> {
+    loop {
+        let chunk = input.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                input.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let n = chunk.len();
+                input.consume(n);
+            }
+        }
+    }
+}
+
+/// The invalid-request answer to a line over `max_line` bytes, which no message may be (the
+/// same limit as a request body over HTTP).
+fn too_long(max_line: usize) -> Vec<u8> {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32600,
+            "message": format!("Invalid Request: a line of more than {max_line} bytes"),
+        },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Writes rmcp's answers and the screen's refusals to `output`, each a whole line, until both
+/// have ended.
+async fn write_out(
+    from_rmcp: DuplexStream,
+    mut refused: mpsc::Receiver<Vec<u8>>,
+    mut output: impl AsyncWrite + Unpin,
+) -> std::io::Result<()> {
+    let mut from_rmcp = BufReader::new(from_rmcp);
+    let mut line = Vec::new();
+    let (mut rmcp_open, mut screen_open) = (true, true);
+    while rmcp_open || screen_open {
+        tokio::select! {
+            // Cancel safe: a line read in part stays in `line` for the next turn.
+            read = from_rmcp.read_until(b'\n', &mut line), if rmcp_open => {
+                if read? == 0 {
+                    rmcp_open = false;
+                    // rmcp's last answer may lack its line end.
+                    if line.is_empty() {
+                        continue;
+                    }
+                }
+                output.write_all(&line).await?;
+                output.flush().await?;
+                line.clear();
+            }
+            answer = refused.recv(), if screen_open => match answer {
+                Some(a) => {
+                    output.write_all(&a).await?;
+                    output.flush().await?;
+                }
+                None => screen_open = false,
+            },
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the screen and writer over `input` with a session that echoes every line it is
+    /// given as `{"echo": ...}`; returns what reached the output, line by line.
+    fn through(input: &'static [u8], max_line: usize) -> Vec<String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (out_writer, mut out_reader) = tokio::io::duplex(1 << 20);
+        rt.block_on(async move {
+            let served = serve(
+                input,
+                out_writer,
+                max_line,
+                |(reads, mut writes)| async move {
+                    let mut lines = BufReader::new(reads).lines();
+                    while let Some(l) = lines.next_line().await? {
+                        let echo = serde_json::json!({ "echo": l }).to_string();
+                        writes.write_all(format!("{echo}\n").as_bytes()).await?;
+                    }
+                    Ok(())
+                },
+            );
+            served.await.unwrap();
+            let mut all = String::new();
+            tokio::io::AsyncReadExt::read_to_string(&mut out_reader, &mut all)
+                .await
+                .unwrap();
+            all.lines().map(str::to_string).collect()
+        })
+    }
+
+    #[test]
+    fn lines_rmcp_cannot_read_are_answered_and_the_rest_passed_on_whole() {
+        let out = through(
+            b"{\"id\":1}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"id\":2}\r\n",
+            1024,
+        );
+        let mut passed: Vec<&str> = Vec::new();
+        let mut codes = Vec::new();
+        for l in &out {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            match v.get("echo") {
+                Some(e) => passed.push(match e.as_str().unwrap() {
+                    "{\"id\":1}" => "1",
+                    "" => "blank",
+                    "not json" => "not json",
+                    "{\"id\":2}\r" | "{\"id\":2}" => "2",
+                    other => panic!("{other}"),
+                }),
+                None => codes.push((v["id"].clone(), v["error"]["code"].as_i64().unwrap())),
+            }
+        }
+        // Text that is no JSON at all goes on to rmcp, which ignores it.
+        assert_eq!(passed, ["1", "blank", "not json", "2"], "{out:?}");
+        codes.sort_by_key(|c| c.1);
+        assert_eq!(
+            codes,
+            [
+                (serde_json::Value::Null, -32700),
+                (serde_json::Value::Null, -32700),
+                (serde_json::json!(7), -32600)
+            ],
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_refused_whole_and_the_next_one_read() {
+        let out = through(
+            b"{\"pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}\n{\"id\":3}\n",
+            16,
+        );
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out
+            .iter()
+            .any(|l| l.contains("-32600") && l.contains("more than 16 bytes")));
+        assert!(out.iter().any(|l| l.contains("echo")));
+    }
+}
