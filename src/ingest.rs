@@ -516,26 +516,45 @@ impl SourceBatch {
                 .unwrap_or("")
                 .to_string();
             let line = self.origins.get(i).map_or(0, |o| o.line);
+            let file = || {
+                self.origins
+                    .get(i)
+                    .map_or(String::new(), |o| o.file.clone())
+            };
+            let held = store.node_by_key(&up.key);
+            if let Some(n) = held.as_ref().filter(|n| n.label != labels::PASSAGE) {
+                // Not another passage: --replace would make the node one.
+                return Err(Error::Input {
+                    file: file(),
+                    line,
+                    field: "id".into(),
+                    message: format!(
+                        "passage id {:?} is the key of a {} node ({:?}) in the store, not a passage's; give a --namespace to keep both",
+                        up.key, n.label, n.name
+                    ),
+                });
+            }
             let earlier = seen.get(&up.key).cloned().or_else(|| {
-                store.node_by_key(&up.key).map(|n| {
+                held.map(|n| {
                     let t = n.props.get("text").and_then(Value::as_str).unwrap_or("");
                     (n.name.clone(), t.to_string(), 0)
                 })
             });
             match earlier {
-                Some((t, x, _)) if t == title && x == text => keep[i] = false,
+                // The earlier holder stays the holder: this line is dropped, so naming it in a
+                // later clash would point at a line that changed nothing.
+                Some((t, x, _)) if t == title && x == text => {
+                    keep[i] = false;
+                    continue;
+                }
                 Some((t, _, at)) if !replace => {
-                    let file = self
-                        .origins
-                        .get(i)
-                        .map_or(String::new(), |o| o.file.clone());
                     let holder = if at > 0 {
                         format!("line {at} of this input")
                     } else {
                         "the store".to_string()
                     };
                     return Err(Error::Input {
-                        file,
+                        file: file(),
                         line,
                         field: "id".into(),
                         message: format!(

@@ -968,7 +968,10 @@ fn passage_ids_never_collide_silently() {
     ok(&["ingest", "--store", p(&store), p(&a)]);
     // The same file again: nothing new (no doubled events or hits).
     let again = ok(&["ingest", "--store", p(&store), p(&a)]);
-    assert!(again.contains("skipped 1 passages"), "{again}");
+    assert!(
+        again.contains("skipped 1 passage the store already holds"),
+        "{again}"
+    );
     assert_eq!(
         json(&["stats", "--store", p(&store), "--json"])["events"],
         1
@@ -984,6 +987,48 @@ fn passage_ids_never_collide_silently() {
         )),
         "{err}"
     );
+    // A clash after a line the store already held names the store as the holder, not that
+    // line, which was skipped (a helper's probe).
+    let c = tmp.path().join("c.jsonl");
+    std::fs::write(
+        &c,
+        "{\"id\":\"p0\",\"title\":\"Alpha\",\"text\":\"first corpus\"}\n\
+         {\"id\":\"p0\",\"title\":\"Gamma\",\"text\":\"third corpus\"}\n",
+    )
+    .unwrap();
+    let err =
+        String::from_utf8_lossy(&loci(&["ingest", "--store", p(&store), p(&c)]).stderr).to_string();
+    assert!(
+        err.contains(&format!(
+            "{}:2: id: passage id \"p0\" already holds another passage (\"Alpha\", from the store)",
+            c.display()
+        )),
+        "{err}"
+    );
+    // An id that is the key of a node other than a passage names what the node is, and is
+    // refused even with --replace, which had made the person a passage (a helper's probe).
+    let person = tmp.path().join("person.jsonl");
+    std::fs::write(
+        &person,
+        r#"{"ts":1,"actor":"bot","kind":"NOTE","assert":[{"op":"node","key":"p1","label":"Person","name":"Bob"}]}"#,
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&person)]);
+    let d = tmp.path().join("d.jsonl");
+    std::fs::write(&d, "{\"id\":\"p1\",\"title\":\"Delta\",\"text\":\"x\"}\n").unwrap();
+    for extra in [&[][..], &["--replace"][..]] {
+        let mut args = vec!["ingest", "--store", p(&store), p(&d)];
+        args.extend_from_slice(extra);
+        let out = loci(&args);
+        assert_eq!(out.status.code(), Some(3), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("is the key of a Person node (\"Bob\") in the store, not a passage's"),
+            "{extra:?}: {err}"
+        );
+    }
+    let bob = json(&["search", "--store", p(&store), "Bob", "--json"]);
+    assert!(bob.to_string().contains("Person"), "{bob}");
     // Under a namespace both live; --replace overwrites.
     ok(&["ingest", "--store", p(&store), "--namespace", "beta", p(&b)]);
     let hits = json(&["search", "--store", p(&store), "corpus", "--json"]);
