@@ -328,11 +328,24 @@ fn a_wrong_kind_of_limit_search_text_or_property_name_points_at_its_place() {
             "LIMIT takes a non-negative integer, got -3",
             "$k",
         ),
+        // A float is said as one, where 1.0 was said as "1" (a helper's probe).
+        (
+            "MATCH (n) RETURN n.key LIMIT 1.0",
+            &none,
+            "LIMIT takes a non-negative integer, got 1.0",
+            "1.0",
+        ),
         (
             "SEARCH v FOR 1 MATCH (v) RETURN v.key",
             &none,
             "SEARCH ... FOR takes a string",
             "SEARCH v FOR 1",
+        ),
+        (
+            "SEARCH v FOR ' ' MATCH (v) RETURN v.key",
+            &none,
+            "SEARCH ... FOR takes a text that is not blank",
+            "SEARCH v FOR ' '",
         ),
         (
             "MATCH (c) RETURN c.key, prop(c, 1)",
@@ -366,6 +379,11 @@ fn a_wrong_kind_of_limit_search_text_or_property_name_points_at_its_place() {
         let caret_line = rendered.lines().last().unwrap();
         assert_eq!(caret_line.find('^'), Some(at + 2), "{q}:\n{rendered}");
     }
+    // A blank text given as a parameter is refused as `loci search` refuses it, where it had
+    // answered no rows.
+    let blank = HashMap::from([("q".to_string(), Val::Str(" \u{200b}".into()))]);
+    let e = query::run(&store, "SEARCH v FOR $q MATCH (v) RETURN v.key", &blank).unwrap_err();
+    assert!(e.to_string().contains("blank"), "{e}");
 }
 
 #[test]
@@ -552,6 +570,12 @@ fn saved_query_files_report_their_errors() {
     assert!(e.contains("b.gq:3: param: type \"colour\""), "{e}");
     let e = error_for("// name: b\n// description: x\nMATCH (n)\nRETURN n ORDER\n");
     assert!(e.contains("b.gq:4: query:"), "{e}");
+    // A planning error too is told at its line, with its caret (it was told at line 1).
+    let e = error_for("// name: b\n// description: x\nMATCH (c)\n\nRETURN prop(c, 1)\n");
+    assert!(
+        e.contains("b.gq:5: query: line 5, column 8: prop(x, name)") && e.contains('^'),
+        "{e}"
+    );
     let e = error_for("// name: a\n// description: x\nMATCH (n) RETURN n\n");
     assert!(e.contains("is also the name of"), "{e}");
 }

@@ -71,6 +71,9 @@ const OVERLAY_IS_A_STRING: &str =
     "path_cost(p, overlay) and path_max(p, overlay): overlay is a string such as 'distance', \
      'risk', 'darkness' or 'hops'";
 pub(super) const SEARCH_TAKES_A_STRING: &str = "SEARCH ... FOR takes a string";
+/// As `loci search` refuses a blank text: it could only find nothing.
+pub(super) const SEARCH_TEXT_IS_BLANK: &str =
+    "SEARCH ... FOR takes a text that is not blank (not only spaces, invisible or control characters)";
 
 /// Functions that aggregate the rows of a group.
 pub const AGGREGATES: &[&str] = &["count", "min", "max", "sum", "avg", "collect"];
@@ -1010,6 +1013,8 @@ fn as_written(v: &Val) -> String {
         Val::Null => "null".into(),
         Val::Bool(b) => b.to_string(),
         Val::Int(n) => n.to_string(),
+        // Rust writes 1.0 as "1", which read as the integer LIMIT asks for.
+        Val::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e16 => format!("{f:.1}"),
         Val::Float(f) => f.to_string(),
         Val::Str(s) => crate::error::quoted_excerpt(s),
         Val::List(_) => "a list".into(),
@@ -1346,6 +1351,12 @@ impl Run<'_, '_> {
                     });
                 }
             };
+            if crate::text::is_blank(&t) {
+                return Err(match text {
+                    Expr::Param(p) => QueryError::Param(format!("${p}: {SEARCH_TEXT_IS_BLANK}")),
+                    _ => QueryError::Plan(SEARCH_TEXT_IS_BLANK.into()),
+                });
+            }
             crate::text::TextIndex::check_length(&t, "SEARCH ... FOR")?;
             let filter = SearchFilter {
                 nodes_only: Some(true),

@@ -648,13 +648,18 @@ impl Planner {
                     ),
                 ));
             }
-            if let Expr::Lit(l) = &s.text {
-                if !matches!(l, Literal::Str(_)) {
+            match &s.text {
+                Expr::Lit(Literal::Str(t)) if crate::text::is_blank(t) => {
+                    return Err(plan_err_at(Some(s.span), super::exec::SEARCH_TEXT_IS_BLANK));
+                }
+                Expr::Lit(Literal::Str(_)) => {}
+                Expr::Lit(_) => {
                     return Err(plan_err_at(
                         Some(s.span),
                         super::exec::SEARCH_TAKES_A_STRING,
                     ));
                 }
+                _ => {}
             }
             let slot = self.slot(Some(&s.var), Kind::Node, s.span)?;
             if self.bound[slot] {

@@ -149,7 +149,11 @@ impl SavedQuery {
             ));
         }
         let prepared = prepare(text, Limits::default()).map_err(|e| match &e {
-            QueryError::Parse { line, .. } => bad(path, *line, "query", e.render(text)),
+            // A planning error with a place is told at its line with its caret, as a parse
+            // error is (it was told at line 1 of the file).
+            QueryError::Parse { line, .. } | QueryError::PlanAt { line, .. } => {
+                bad(path, *line, "query", e.render(text))
+            }
             other => bad(path, 1, "query", other.to_string()),
         })?;
         for p in &prepared.plan.params {
