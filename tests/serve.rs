@@ -895,6 +895,31 @@ async fn a_body_of_another_shape_is_refused_without_naming_internal_types() {
     }
 }
 
+/// A body that is not JSON says so, where "not json" read as "got null" from its first letter,
+/// and a body cut short named a field "?" (a new user's try).
+#[tokio::test]
+async fn a_body_that_is_not_json_says_so_and_names_no_made_up_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for body in [
+        "not json",
+        "nul",
+        "tru",
+        "-x",
+        "\"open",
+        "{",
+        "{\"question\": ",
+    ] {
+        let (s, v, _) = call(&st, "POST", "/v1/query", Some(body), None).await;
+        assert_eq!(s, 400, "{body}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("body: not JSON: ") && !message.contains("?:"),
+            "{body}: {message}"
+        );
+    }
+}
+
 /// A body that starts with a byte-order mark (as some Windows tools write JSON) is read as
 /// without it, as the CLI reads such a file: it was "body: expected value at line 1 column 1"
 /// (session 25 probe).

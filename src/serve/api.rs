@@ -66,7 +66,14 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
         Some(_) => None,
         None => Some("nothing"),
     };
+    let not_json = |e: serde_json::Error| ApiError::bad_input(format!("body: not JSON: {e}"));
     if let Some(given) = given {
+        // The first letter only guesses: "not json" starts as null does.
+        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            if given != "nothing" {
+                return Err(not_json(e));
+            }
+        }
         return Err(ApiError::bad_input(format!(
             "body: expected a JSON object, got {given}"
         )));
@@ -75,7 +82,10 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
     let value = serde_path_to_error::deserialize::<_, T>(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path.is_empty() || path == "." {
+        if inner.is_syntax() || inner.is_eof() {
+            // Where the text stops being JSON, no field is at fault ("?" was printed as one).
+            not_json(inner)
+        } else if path.is_empty() || path == "." || path == "?" {
             ApiError::bad_input(format!("body: {inner}"))
         } else {
             ApiError::bad_input(format!("body: {path}: {inner}"))
