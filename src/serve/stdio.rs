@@ -93,8 +93,14 @@ async fn screen(
                 a.push(b'\n');
                 refused.send(a).await.is_ok()
             }
-            // A blank line goes on too: rmcp skips it, as it always has.
-            None => to_rmcp.write_all(&line).await.is_ok(),
+            // A blank line goes on too: rmcp skips it, as it always has. The input's last
+            // line may lack its line end, and rmcp drops a line without one.
+            None => {
+                if line.last() != Some(&b'\n') {
+                    line.push(b'\n');
+                }
+                to_rmcp.write_all(&line).await.is_ok()
+            }
         };
         if !passed {
             return;
@@ -111,6 +117,8 @@ fn is_json_beyond_the_reader(e: &serde_json::Error) -> bool {
         "number out of range",
         "lone leading surrogate in hex escape",
         "unexpected end of hex escape",
+        // JSON nested deeper than the reader follows (128 levels): rmcp drops it too.
+        "recursion limit exceeded",
     ]
     .iter()
     .any(|m| said.starts_with(m))
