@@ -118,6 +118,19 @@ fn world_ingest_search_neighbors_stats_replay() {
         .unwrap()
         .iter()
         .any(|x| x["hops"] == 2));
+    // One of a thing is said as one (a new user's try read "within 1 hops").
+    let one = ok(&[
+        "neighbors",
+        "--store",
+        p(&store),
+        "npc:fletcher:0",
+        "--relation",
+        "OFFERS",
+    ]);
+    assert!(
+        one.lines().next().unwrap().ends_with(" within 1 hop"),
+        "{one}"
+    );
 
     let out = ok(&["replay", "--verify", "--store", p(&store)]);
     assert!(out.contains("OK: live state equals replay"), "{out}");

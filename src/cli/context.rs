@@ -6,7 +6,7 @@ use loci::context::{self, ContextMode, ContextOptions};
 
 use super::args::ContextArgs;
 use super::exit::{fail, Code};
-use super::output::{outln, print_json};
+use super::output::{count, outln, print_json};
 use super::{open, open_for_reading};
 
 pub fn context(a: ContextArgs) -> Result<Code> {
@@ -61,12 +61,12 @@ pub fn context(a: ContextArgs) -> Result<Code> {
     } else {
         outln!("{}", c.text.trim_end_matches('\n'));
         super::output::statusln!(
-            "{} of {} tokens ({}), prefix {} tokens; {} lines left out{}",
+            "{} of {} tokens ({}), prefix {} tokens; {} left out{}",
             c.tokens,
             c.budget,
             c.tokenizer,
             c.prefix_tokens,
-            c.left_out.len(),
+            count(c.left_out.len() as u64, "line", "lines"),
             c.turn
                 .map(|t| format!("; saved as turn {t}"))
                 .unwrap_or_default()

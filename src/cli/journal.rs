@@ -6,7 +6,7 @@ use loci::journal::{self, Status};
 
 use super::args::{JournalCommand, JournalListArgs, JournalPromoteArgs};
 use super::exit::{fail, Code};
-use super::output::{outln, print_json};
+use super::output::{count, outln, print_json};
 use super::{open, open_for_reading};
 
 pub fn journal(c: JournalCommand) -> Result<Code> {
@@ -87,8 +87,8 @@ fn promote(a: JournalPromoteArgs) -> Result<Code> {
         print_json(&serde_json::json!({"promoted": keys, "seq": commit.last_seq}))?;
     } else {
         outln!(
-            "promoted {} entries (event {}): {}",
-            keys.len(),
+            "promoted {} (event {}): {}",
+            count(keys.len() as u64, "entry", "entries"),
             commit.last_seq,
             keys.join(", ")
         );

@@ -143,12 +143,12 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
         })?;
     } else {
         outln!(
-            "{} ({}, {}): {} nodes within {} hops",
+            "{} ({}, {}): {} within {}",
             start.key,
             start.name,
             start.label,
-            found.len(),
-            a.depth
+            count(found.len() as u64, "node", "nodes"),
+            count(a.depth, "hop", "hops")
         );
         for n in found {
             let arrow = if n.incoming { "<-" } else { "->" };
