@@ -2072,3 +2072,55 @@ fn an_event_is_labelled_event_and_lists_compare_item_by_item() {
         serde_json::json!([true, null, false, false, false])
     );
 }
+
+/// The caret stands under the error however the line before it is drawn: an emoji of several
+/// joined people is one picture of two columns, not three of six; a carriage return inside a
+/// line is shown as a replacement character, not sent to the terminal (which went back over
+/// the excerpt); and a long line of wide characters is windowed by columns, not characters,
+/// so that it fits a terminal (a helper's probe found the caret 30 columns past the shown
+/// text).
+#[test]
+fn carets_stand_under_the_error_after_joined_emoji_and_control_characters() {
+    use unicode_width::UnicodeWidthStr;
+    let family = "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}";
+    let heart = "\u{2764}\u{FE0F}";
+    for text in [
+        format!(
+            "MATCH (n) WHERE n.key <> \"{}\" RETURN n.key LIMIT -1",
+            family.repeat(10)
+        ),
+        format!(
+            "MATCH (n) WHERE n.key <> \"{}\" RETURN n.key LIMIT -1",
+            heart.repeat(3)
+        ),
+        format!(
+            "MATCH (n) WHERE n.key <> \"{}\" RETURN n.key LIMIT -1",
+            "😀".repeat(200)
+        ),
+        "MATCH (n)\rRETURN n.key LIMIT -1".to_string(),
+    ] {
+        let store_dir = tempfile::tempdir().unwrap();
+        let store = Store::create(store_dir.path().join("s"), BackendKind::Redb).unwrap();
+        let e = query::prepare(&text, Limits::default())
+            .and_then(|p| p.run(&store, &HashMap::new()))
+            .unwrap_err();
+        let shown = e.render(&text);
+        assert!(!shown.contains('\r'), "{shown:?}");
+        let lines: Vec<&str> = shown.lines().collect();
+        let (excerpt, carets) = (lines[1], lines[2]);
+        let at = excerpt.rfind("-1").unwrap();
+        assert_eq!(
+            carets.find('^'),
+            Some(excerpt[..at].width()),
+            "{text:?}:\n{shown}"
+        );
+        assert!(
+            excerpt.width() <= 2 * 60 + 8,
+            "{} columns: {excerpt}",
+            excerpt.width()
+        );
+        // A window starts on a whole picture, never inside one.
+        let start = excerpt.trim_start().trim_start_matches("...");
+        assert!(!start.starts_with('\u{200D}'), "{excerpt}");
+    }
+}

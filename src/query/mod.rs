@@ -114,58 +114,111 @@ impl QueryError {
                     .map_or(text.len(), |i| line_start + i);
                 let src = &text[line_start..line_end];
                 let src = src.strip_suffix('\r').unwrap_or(src);
-                // Columns count characters, not bytes, so the caret stands under the error
-                // after an emoji or an accent.
-                let snap = |mut i: usize| {
-                    i = i.min(src.len());
-                    while i > 0 && !src.is_char_boundary(i) {
-                        i -= 1;
-                    }
-                    i
-                };
-                let start = snap(span.start.saturating_sub(line_start));
-                let end = snap(span.end.saturating_sub(line_start)).max(start);
-                let col = src[..start].chars().count();
-                let width = src[start..end].chars().count().max(1);
-                // A window of the line around the error: a 64 KiB one-line query must not be
-                // echoed whole.
-                const CONTEXT: usize = 60;
-                let total = src.chars().count();
-                let from = col.saturating_sub(CONTEXT);
-                let shown: String = src.chars().skip(from).take(2 * CONTEXT).collect();
-                let shown_len = shown.chars().count();
-                let lead = if from > 0 { "..." } else { "" };
-                let tail = if from + shown_len < total { "..." } else { "" };
-                let before = col - from;
-                let width = width.min(shown_len.saturating_sub(before).max(1));
-                // On a terminal a character takes its display width (an emoji or a CJK one
-                // two columns, a combining mark none) and a tab goes to the next stop: the
-                // pad is made of the same, so the caret stands under the error.
-                let columns = |c: char| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-                let pad: String = shown
-                    .chars()
-                    .take(before)
-                    .map(|c| match c {
-                        '\t' => "\t".to_string(),
-                        c => " ".repeat(columns(c)),
-                    })
-                    .collect();
-                let carets = shown
-                    .chars()
-                    .skip(before)
-                    .take(width)
-                    .map(columns)
-                    .sum::<usize>()
-                    .max(1);
-                format!(
-                    "{self}\n  {lead}{shown}{tail}\n  {}{pad}{}",
-                    " ".repeat(lead.len()),
-                    "^".repeat(carets)
-                )
+                let start = span.start.saturating_sub(line_start);
+                let end = span.end.saturating_sub(line_start);
+                let (excerpt, carets) = excerpt_with_carets(src, start, end);
+                format!("{self}\n  {excerpt}\n  {carets}")
             }
             other => other.to_string(),
         }
     }
+}
+
+/// Columns of an error's line shown each side of it: a 64 KiB one-line query must not be
+/// echoed whole, and the excerpt should fit a terminal.
+const EXCERPT_COLUMNS: usize = 60;
+
+/// One grapheme of a line as a terminal draws it (a letter with its marks, an emoji with its
+/// joiners and selectors): where it starts, what to show, and what to write under it so that
+/// the next column lines up.
+struct Cell<'a> {
+    at: usize,
+    shown: &'a str,
+    pad: std::borrow::Cow<'static, str>,
+    columns: usize,
+}
+
+/// Bytes of one grapheme shown as it is: a letter under ten thousand accents is one column
+/// and 20 kB, and the excerpt is bounded by its columns.
+const MAX_SHOWN_GRAPHEME_BYTES: usize = 64;
+
+/// The cells of `src`. Widths are of whole graphemes (unicode-width reads a family of joined
+/// people as one picture of two columns, where its parts add up to six); a tab stays a tab
+/// under itself; any other control character is shown as U+FFFD, since echoed, a carriage
+/// return sent the terminal back over the excerpt, and so is a grapheme over
+/// [`MAX_SHOWN_GRAPHEME_BYTES`].
+fn cells(src: &str) -> Vec<Cell<'_>> {
+    use unicode_segmentation::UnicodeSegmentation;
+    use unicode_width::UnicodeWidthStr;
+    src.grapheme_indices(true)
+        .map(|(at, g)| {
+            if g == "\t" {
+                Cell {
+                    at,
+                    shown: g,
+                    pad: "\t".into(),
+                    columns: 1,
+                }
+            } else if g.chars().any(char::is_control) || g.len() > MAX_SHOWN_GRAPHEME_BYTES {
+                Cell {
+                    at,
+                    shown: "\u{fffd}",
+                    pad: " ".into(),
+                    columns: 1,
+                }
+            } else {
+                let columns = g.width();
+                Cell {
+                    at,
+                    shown: g,
+                    pad: " ".repeat(columns).into(),
+                    columns,
+                }
+            }
+        })
+        .collect()
+}
+
+/// The part of the line `src` around the bytes `start..end` (offsets into it, clamped), at most
+/// [`EXCERPT_COLUMNS`] each side and marked "..." where cut, and the line of carets under
+/// those bytes.
+fn excerpt_with_carets(src: &str, start: usize, end: usize) -> (String, String) {
+    let cells = cells(src);
+    // The grapheme the error starts in (or the end of the line), and the first after it.
+    let first = if start >= src.len() {
+        cells.len()
+    } else {
+        cells.iter().rposition(|c| c.at <= start).unwrap_or(0)
+    };
+    let last = cells
+        .iter()
+        .position(|c| c.at >= end.max(start + 1))
+        .unwrap_or(cells.len())
+        .max(first + 1);
+    let mut from = first;
+    let mut used = 0;
+    while from > 0 && used + cells[from - 1].columns <= EXCERPT_COLUMNS {
+        from -= 1;
+        used += cells[from].columns;
+    }
+    let mut to = first;
+    while to < cells.len() && (to == first || used + cells[to].columns <= 2 * EXCERPT_COLUMNS) {
+        used += cells[to].columns;
+        to += 1;
+    }
+    let lead = if from > 0 { "..." } else { "" };
+    let tail = if to < cells.len() { "..." } else { "" };
+    let shown: String = cells[from..to].iter().map(|c| c.shown).collect();
+    let pad: String = cells[from..first].iter().map(|c| c.pad.as_ref()).collect();
+    let carets = cells[first.min(to)..last.min(to)]
+        .iter()
+        .map(|c| c.columns)
+        .sum::<usize>()
+        .max(1);
+    (
+        format!("{lead}{shown}{tail}"),
+        format!("{}{pad}{}", " ".repeat(lead.len()), "^".repeat(carets)),
+    )
 }
 
 /// Execution limits.
