@@ -851,6 +851,30 @@ fn a_world_time_flag_past_the_store_range_is_refused_at_the_flag() {
     ok(&["neighbors", "--store", s, "npc:fletcher:0", "--now", &edge]);
 }
 
+/// A query error printed by the CLI keeps its excerpt whole under the carets: every error is
+/// shortened word by word, and a run of joined emoji in the excerpt was cut to its start and
+/// length, which moved the error from above its caret (a helper's probe).
+#[test]
+fn a_query_error_excerpt_is_printed_whole_above_its_caret() {
+    use unicode_width::UnicodeWidthStr;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let family = "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}".repeat(40);
+    let query = format!("MATCH (n) WHERE n.key <> \"{family}\" RETURN n.key LIMIT -1");
+    let out = loci(&["run", "--store", p(&store), "--query", &query]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].contains("LIMIT takes a non-negative integer"),
+        "{err}"
+    );
+    let (excerpt, carets) = (lines[1], lines[2]);
+    assert!(!excerpt.contains("bytes)"), "{err}");
+    let at = excerpt.rfind("-1").unwrap();
+    assert_eq!(carets.find('^'), Some(excerpt[..at].width()), "{err}");
+}
+
 #[test]
 fn search_rows_use_the_pack_vocabulary() {
     let tmp = tempfile::tempdir().unwrap();

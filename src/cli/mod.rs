@@ -49,7 +49,11 @@ pub fn main() -> ExitCode {
         Err(e) if output::is_broken_pipe(&e) => Code::Ok.into(),
         Err(e) => {
             let code = exit::code_of(&e);
-            errln!("error: {}", loci::error::shortened_message(&render(&e)));
+            let said = match e.downcast_ref::<output::Excerpted>() {
+                Some(excerpted) => excerpted.shortened(),
+                None => loci::error::shortened_message(&render(&e)),
+            };
+            errln!("error: {said}");
             // What failed may be the damage speaking ("no node has key ..." for a node whose
             // record read as missing), not an answer a script should act on.
             if damage_met() {

@@ -97,6 +97,31 @@ macro_rules! statusln {
 }
 pub(crate) use statusln;
 
+/// An error message followed by an excerpt of the text it is about and a line of carets
+/// under the place (a query's [`loci::query::QueryError::render`]). Its first line is
+/// shortened as every error message is; the excerpt is bounded by its own window, and
+/// shortening a long word of it (a run of joined emoji) moved the text from under its caret.
+#[derive(Debug)]
+pub(crate) struct Excerpted(pub String);
+
+impl std::fmt::Display for Excerpted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Excerpted {
+    /// The message for standard error: its first line shortened, the excerpt as it is.
+    pub(crate) fn shortened(&self) -> String {
+        match self.0.split_once('\n') {
+            Some((message, excerpt)) => {
+                format!("{}\n{excerpt}", loci::error::shortened_message(message))
+            }
+            None => loci::error::shortened_message(&self.0),
+        }
+    }
+}
+
 /// `n` and the noun for it: "1 event", "2 events", "0 events".
 pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
     let n = n.into();

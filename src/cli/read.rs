@@ -362,7 +362,7 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
     // Shown against the query text; the exit code comes from the error's kind (exit::code_of).
     let result = result.map_err(|e| {
         let shown = e.render(&text);
-        anyhow::Error::new(e).context(shown)
+        anyhow::Error::new(e).context(super::output::Excerpted(shown))
     })?;
     if a.json {
         print_json(&result)?;
