@@ -2649,6 +2649,28 @@ fn a_world_time_past_any_integer_is_refused_as_out_of_range() {
             "{ts}: {err}"
         );
     }
+    // An edge's validity is a world time too (a helper's probe: i64::MAX was taken, and
+    // `r.valid_from + 10` read as null).
+    let input = tmp.path().join("valid.jsonl");
+    for (field, t) in [
+        ("valid_from", "9223372036854775806"),
+        ("valid_to", "-9223372036854775807"),
+    ] {
+        std::fs::write(
+            &input,
+            format!(
+                r#"{{"ts":1,"actor":"bot","kind":"NOTE","assert":[{{"op":"node","key":"a"}},{{"op":"node","key":"b"}},{{"op":"edge","from":"a","relation":"R","to":"b","{field}":{t}}}]}}"#
+            ) + "\n",
+        )
+        .unwrap();
+        let out = loci(&["ingest", "--store", p(&store), p(&input)]);
+        assert_eq!(out.status.code(), Some(3), "{field}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("valid.jsonl:1: assert[2].{field}: ")) && err.contains("±2^61"),
+            "{field}: {err}"
+        );
+    }
 }
 
 /// A parameter given twice is refused, naming both values: the last had silently won, so a

@@ -726,19 +726,38 @@ pub const MAX_ABS_TS: i64 = 1 << 61;
 /// drafts, as a summary's of the day an event at the range's end fell in, may pass it by
 /// less than a day.)
 fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
-    match drafts
-        .iter()
-        .enumerate()
-        .find_map(|(i, d)| time_out_of_range(d.ts).map(|m| (i, m)))
-    {
-        Some((i, message)) => Err(Error::InvalidEvent {
-            event: i,
-            assertion: None,
-            field: "ts".into(),
-            message,
-        }),
-        None => Ok(()),
+    for (i, d) in drafts.iter().enumerate() {
+        if let Some(message) = time_out_of_range(d.ts) {
+            return Err(Error::InvalidEvent {
+                event: i,
+                assertion: None,
+                field: "ts".into(),
+                message,
+            });
+        }
+        // An edge's validity bounds are world times too: near i64's ends, arithmetic on them
+        // in a query read as null. The ends themselves are the marks of an open bound, as the
+        // state keeps one. Checked here, not in the projection, so that a log written before
+        // the check still replays.
+        for (j, a) in d.assertions.iter().enumerate() {
+            let Assertion::UpsertEdge(up) = a else {
+                continue;
+            };
+            let bounds = [("valid_from", up.valid_from), ("valid_to", up.valid_to)];
+            for (field, t) in bounds {
+                let open = |t: i64| t == i64::MIN || t == i64::MAX;
+                if let Some(message) = t.filter(|&t| !open(t)).and_then(time_out_of_range) {
+                    return Err(Error::InvalidEvent {
+                        event: i,
+                        assertion: Some(j),
+                        field: field.into(),
+                        message,
+                    });
+                }
+            }
+        }
     }
+    Ok(())
 }
 
 /// What a world time past [`MAX_ABS_TS`] is told, or `None` for one within it.
