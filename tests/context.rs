@@ -585,6 +585,12 @@ fn a_deleted_context_turn_is_not_given_again() {
         .collect();
     assert_eq!(saved, vec![1, 4]);
     assert!(store.verify().unwrap().ok());
+    // The keys are the store's own: a caller's event with one is refused, where it made the
+    // next save skip a number (a helper's probe).
+    let mut taken = EventDraft::new(1, "x", "NOTE");
+    taken.idempotency_key = Some("loci:context:turn:5".into());
+    let e = store.ingest(vec![taken]).unwrap_err().to_string();
+    assert!(e.contains("idempotency_key") && e.contains("loci:"), "{e}");
 }
 
 /// Contexts saved at once (a server's requests) each take a turn of their own, in the order

@@ -1226,7 +1226,7 @@ fn render(sections: &[Section]) -> (String, String) {
 /// (a retry must not bring it back), tombstone included, so it tells a deleted turn's number
 /// after the event's payload is gone.
 fn turn_key(turn: u64) -> String {
-    format!("loci:context:turn:{turn}")
+    format!("{}context:turn:{turn}", crate::store::STORE_KEY_PREFIX)
 }
 
 /// Writes the context as a `CONTEXT` event; returns its turn number: the one after the latest

@@ -766,8 +766,12 @@ pub fn time_out_of_range(ts: i64) -> Option<String> {
         .then(|| format!("{ts} is out of range: world times are within ±2^61 ({MAX_ABS_TS})"))
 }
 
-/// Refuses drafts of a kind only the store writes (deletions, tombstones), and summaries that
-/// do not read as one ([`crate::dynamics::consolidate::summary_payload_fault`]).
+/// The start of the idempotency keys only the store gives its events.
+pub const STORE_KEY_PREFIX: &str = "loci:";
+
+/// Refuses drafts of a kind only the store writes (deletions, tombstones), summaries that do
+/// not read as one ([`crate::dynamics::consolidate::summary_payload_fault`]), and keys under
+/// [`STORE_KEY_PREFIX`].
 fn refuse_reserved_kinds(drafts: &[EventDraft]) -> Result<()> {
     let summaries = drafts
         .iter()
@@ -784,6 +788,22 @@ fn refuse_reserved_kinds(drafts: &[EventDraft]) -> Result<()> {
                 message,
             });
         }
+    }
+    // Keys under `loci:` are the store's own (a saved context's, `loci:context:turn:N`): a
+    // caller's would make a save skip a number.
+    if let Some(i) = drafts.iter().position(|d| {
+        d.idempotency_key
+            .as_deref()
+            .is_some_and(|k| k.starts_with(STORE_KEY_PREFIX))
+    }) {
+        return Err(Error::InvalidEvent {
+            event: i,
+            assertion: None,
+            field: "idempotency_key".into(),
+            message: format!(
+                "keys starting with {STORE_KEY_PREFIX:?} are the store's own; give another"
+            ),
+        });
     }
     match drafts
         .iter()
