@@ -2124,3 +2124,32 @@ fn carets_stand_under_the_error_after_joined_emoji_and_control_characters() {
         assert!(!start.starts_with('\u{200D}'), "{excerpt}");
     }
 }
+
+/// An error's excerpt is bounded and drawn in order whatever the line holds: zero-width
+/// characters take no column, so a line of twenty thousand of them had been echoed whole
+/// (60 kB under a 60-column window), and a right-to-left override or a line separator was
+/// echoed raw, reordering or breaking the excerpt above its caret (a helper's review). Each is
+/// shown as U+FFFD.
+#[test]
+fn an_error_excerpt_is_bounded_and_ordered_after_invisible_characters() {
+    for filler in ["\u{200b}", "\u{202e}", "\u{2028}", "\u{2066}", "\u{feff}"] {
+        let text = format!(
+            "MATCH (n) WHERE n.key <> \"{}\" RETURN n.key LIMIT -1",
+            filler.repeat(20_000)
+        );
+        let store_dir = tempfile::tempdir().unwrap();
+        let store = Store::create(store_dir.path().join("s"), BackendKind::Redb).unwrap();
+        let e = query::prepare(&text, Limits::default())
+            .and_then(|p| p.run(&store, &HashMap::new()))
+            .unwrap_err();
+        let shown = e.render(&text);
+        assert!(shown.len() < 4_000, "{filler:?}: {} bytes", shown.len());
+        assert!(!shown.contains(filler), "{filler:?}: {shown}");
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 3, "{filler:?}: {shown}");
+        let (excerpt, carets) = (lines[1], lines[2]);
+        let at = excerpt.rfind("-1").unwrap_or_else(|| panic!("{filler:?}: {shown}"));
+        use unicode_width::UnicodeWidthStr;
+        assert_eq!(carets.find('^'), Some(excerpt[..at].width()), "{shown}");
+    }
+}

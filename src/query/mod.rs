@@ -144,14 +144,17 @@ const MAX_SHOWN_GRAPHEME_BYTES: usize = 64;
 
 /// The cells of `src`. Widths are of whole graphemes (unicode-width reads a family of joined
 /// people as one picture of two columns, where its parts add up to six); a tab stays a tab
-/// under itself; any other control character is shown as U+FFFD, since echoed, a carriage
-/// return sent the terminal back over the excerpt, and so is a grapheme over
-/// [`MAX_SHOWN_GRAPHEME_BYTES`].
+/// under itself. Shown as U+FFFD instead: any other control character, line or paragraph
+/// separator or bidirectional control (echoed, a carriage return sent the terminal back over
+/// the excerpt, and a right-to-left override reversed it), a grapheme of no width (a window
+/// is bounded by columns, and a hundred thousand zero-width spaces take none; shown, the
+/// reader sees that something is there), and a grapheme over [`MAX_SHOWN_GRAPHEME_BYTES`].
 fn cells(src: &str) -> Vec<Cell<'_>> {
     use unicode_segmentation::UnicodeSegmentation;
     use unicode_width::UnicodeWidthStr;
     src.grapheme_indices(true)
         .map(|(at, g)| {
+            let columns = g.width();
             if g == "\t" {
                 Cell {
                     at,
@@ -159,7 +162,10 @@ fn cells(src: &str) -> Vec<Cell<'_>> {
                     pad: "\t".into(),
                     columns: 1,
                 }
-            } else if g.chars().any(char::is_control) || g.len() > MAX_SHOWN_GRAPHEME_BYTES {
+            } else if columns == 0
+                || g.len() > MAX_SHOWN_GRAPHEME_BYTES
+                || g.chars().any(crate::text::breaks_a_line_or_its_order)
+            {
                 Cell {
                     at,
                     shown: "\u{fffd}",
@@ -167,7 +173,6 @@ fn cells(src: &str) -> Vec<Cell<'_>> {
                     columns: 1,
                 }
             } else {
-                let columns = g.width();
                 Cell {
                     at,
                     shown: g,
