@@ -724,7 +724,8 @@ pub const MAX_ABS_TS: i64 = 1 << 61;
 /// Refuses a caller's drafts at a world time past [`MAX_ABS_TS`]: one event at `i64::MAX` had
 /// been taken, and as the store's "now" it aged every fact to nothing. (The store's own
 /// drafts, as a summary's of the day an event at the range's end fell in, may pass it by
-/// less than a day.)
+/// less than a day.) An edge's `valid_from` and `valid_to` are held to the same range, but
+/// for `i64::MIN` as a start and `i64::MAX` as an end, the marks of an open bound.
 fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
     for (i, d) in drafts.iter().enumerate() {
         if let Some(message) = time_out_of_range(d.ts) {
@@ -736,17 +737,19 @@ fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
             });
         }
         // An edge's validity bounds are world times too: near i64's ends, arithmetic on them
-        // in a query read as null. The ends themselves are the marks of an open bound, as the
-        // state keeps one. Checked here, not in the projection, so that a log written before
+        // in a query read as null. The start's end and the end's end are the marks of an
+        // open bound, as the state keeps one. Checked here, not in the projection, so that a log written before
         // the check still replays.
         for (j, a) in d.assertions.iter().enumerate() {
             let Assertion::UpsertEdge(up) = a else {
                 continue;
             };
-            let bounds = [("valid_from", up.valid_from), ("valid_to", up.valid_to)];
-            for (field, t) in bounds {
-                let open = |t: i64| t == i64::MIN || t == i64::MAX;
-                if let Some(message) = t.filter(|&t| !open(t)).and_then(time_out_of_range) {
+            let bounds = [
+                ("valid_from", up.valid_from, i64::MIN),
+                ("valid_to", up.valid_to, i64::MAX),
+            ];
+            for (field, t, open) in bounds {
+                if let Some(message) = t.filter(|&t| t != open).and_then(time_out_of_range) {
                     return Err(Error::InvalidEvent {
                         event: i,
                         assertion: Some(j),
