@@ -315,6 +315,7 @@ fn a_wrong_kind_of_limit_search_text_or_property_name_points_at_its_place() {
     let (store, _) = world_store(dir.path());
     let none = HashMap::new();
     let k = HashMap::from([("k".to_string(), Val::Int(-3))]);
+    let f = HashMap::from([("f".to_string(), Val::Float(1e20))]);
     for (q, params, says, under) in [
         (
             "MATCH (n) RETURN n.key LIMIT -1",
@@ -334,6 +335,13 @@ fn a_wrong_kind_of_limit_search_text_or_property_name_points_at_its_place() {
             &none,
             "LIMIT takes a non-negative integer, got 1.0",
             "1.0",
+        ),
+        // and 1e20 as a float, where it was written out as twenty-one digits, an integer.
+        (
+            "MATCH (n) RETURN n.key LIMIT $f",
+            &f,
+            "LIMIT takes a non-negative integer, got 1e20",
+            "$f",
         ),
         (
             "SEARCH v FOR 1 MATCH (v) RETURN v.key",

@@ -1013,9 +1013,9 @@ fn as_written(v: &Val) -> String {
         Val::Null => "null".into(),
         Val::Bool(b) => b.to_string(),
         Val::Int(n) => n.to_string(),
-        // Rust writes 1.0 as "1", which read as the integer LIMIT asks for.
-        Val::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e16 => format!("{f:.1}"),
-        Val::Float(f) => f.to_string(),
+        // Rust's Display writes 1.0 as "1" and 1e20 as twenty-one digits, which read as the
+        // integer LIMIT asks for; Debug writes "1.0" and "1e20".
+        Val::Float(f) => format!("{f:?}"),
         Val::Str(s) => crate::error::quoted_excerpt(s),
         Val::List(_) => "a list".into(),
         Val::Map(_) => "a map".into(),
