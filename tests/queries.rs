@@ -347,13 +347,13 @@ fn a_wrong_kind_of_limit_search_text_or_property_name_points_at_its_place() {
             "SEARCH v FOR 1 MATCH (v) RETURN v.key",
             &none,
             "SEARCH ... FOR takes a string",
-            "SEARCH v FOR 1",
+            "1 MATCH",
         ),
         (
             "SEARCH v FOR ' ' MATCH (v) RETURN v.key",
             &none,
             "SEARCH ... FOR takes a text that is not blank",
-            "SEARCH v FOR ' '",
+            "' '",
         ),
         (
             "MATCH (c) RETURN c.key, prop(c, 1)",
@@ -2156,8 +2156,60 @@ fn an_error_excerpt_is_bounded_and_ordered_after_invisible_characters() {
         let lines: Vec<&str> = shown.lines().collect();
         assert_eq!(lines.len(), 3, "{filler:?}: {shown}");
         let (excerpt, carets) = (lines[1], lines[2]);
-        let at = excerpt.rfind("-1").unwrap_or_else(|| panic!("{filler:?}: {shown}"));
+        let at = excerpt
+            .rfind("-1")
+            .unwrap_or_else(|| panic!("{filler:?}: {shown}"));
         use unicode_width::UnicodeWidthStr;
         assert_eq!(carets.find('^'), Some(excerpt[..at].width()), "{shown}");
+    }
+}
+
+/// A SEARCH whose text is read from an earlier SEARCH's node finds nothing for a row where
+/// that text is missing or blank, as a comparison with null matches nothing, and a value of
+/// the wrong kind is refused at the text's place: both had stopped the whole query with an
+/// error that named no place (a helper's review), and a literal's refusal underlined the
+/// whole clause.
+#[test]
+fn a_search_text_read_from_a_row_finds_nothing_when_missing_and_is_placed_when_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let none = HashMap::new();
+    let run = |q: &str| query::prepare(q, Limits::default()).and_then(|p| p.run(&store, &none));
+    let found = run("SEARCH a FOR 'fletcher' SEARCH b FOR a.nope MATCH (b) RETURN b.key")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(found.rows.is_empty(), "{found:?}");
+    let found = run("SEARCH a FOR 'fletcher' SEARCH b FOR a.name MATCH (b) RETURN b.key")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!found.rows.is_empty(), "{found:?}");
+    for (q, says, under) in [
+        (
+            "SEARCH a FOR 'fletcher' SEARCH b FOR a MATCH (b) RETURN b.key",
+            "SEARCH ... FOR takes a string, got a node",
+            "a MATCH",
+        ),
+        (
+            "SEARCH v FOR 1 MATCH (v) RETURN v.key",
+            "SEARCH ... FOR takes a string",
+            "1 MATCH",
+        ),
+    ] {
+        let e = run(q).unwrap_err();
+        let QueryError::PlanAt {
+            line,
+            column,
+            ref message,
+            ..
+        } = e
+        else {
+            panic!("{q}: not placed: {e:?}");
+        };
+        assert!(message.contains(says), "{q}: {message}");
+        let at = q.find(under).unwrap();
+        assert_eq!((line, column), (1, at + 1), "{q}");
+        let rendered = e.render(q);
+        assert!(
+            rendered.ends_with(&format!("\n  {}^", " ".repeat(at))),
+            "{q}:\n{rendered}"
+        );
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
-use super::parser::{BinOp, Dir, Expr, Literal};
+use super::parser::{BinOp, Dir, Expr, Literal, Span};
 use super::plan::{Op, Plan};
 use super::{Limits, QueryError, QueryResult};
 use crate::dynamics::usage::Item;
@@ -1273,9 +1273,12 @@ impl Run<'_, '_> {
             quantified: matches!(op, Op::Expand { min, max, .. } if *min != 1 || *max != 1),
         };
         let flow = match op {
-            Op::Search { slot, text, limit } => {
-                self.search(&mut out, &rows, *slot, text, *limit)?
-            }
+            Op::Search {
+                slot,
+                text,
+                limit,
+                text_at,
+            } => self.search(&mut out, &rows, *slot, (text, *text_at), *limit)?,
             Op::LookupKey { slot, key } => self.lookup_key(&mut out, &rows, *slot, key)?,
             Op::LookupName { slot, name } => self.lookup_name(&mut out, &rows, *slot, name)?,
             Op::ScanLabel { slot, labels } => self.scan_label(&mut out, &rows, *slot, labels)?,
@@ -1328,35 +1331,40 @@ impl Run<'_, '_> {
         Ok(Flow::More)
     }
 
-    /// `SEARCH v FOR text LIMIT n`: the nodes the full-text index finds, best first.
+    /// `SEARCH v FOR text LIMIT n`: the nodes the full-text index finds, best first. A text
+    /// read from an earlier SEARCH's node that is missing or blank finds nothing for that row
+    /// (as a comparison with null matches nothing); a parameter's is refused, since the
+    /// caller left it unset.
     fn search(
         &mut self,
         out: &mut Produced,
         rows: &[Vec<Val>],
         slot: usize,
-        text: &Expr,
+        (text, text_at): (&Expr, Span),
         limit: u64,
     ) -> Result<Flow, QueryError> {
+        let param = match text {
+            Expr::Param(p) => Some(p),
+            _ => None,
+        };
         for row in rows {
             self.guard.tick()?;
-            let t = match self.ctx.eval(text, row)? {
-                Val::Str(t) => t,
+            let t = match (self.ctx.eval(text, row)?, param) {
+                (Val::Str(t), _) if !crate::text::is_blank(&t) => t,
+                (Val::Str(_), Some(p)) => {
+                    return Err(QueryError::Param(format!("${p}: {SEARCH_TEXT_IS_BLANK}")))
+                }
+                (Val::Str(_) | Val::Null, None) => continue,
                 // A literal of another kind was refused in planning: this is a parameter's
                 // value or an earlier SEARCH's node.
-                other => {
+                (other, _) => {
                     let said = format!("{SEARCH_TAKES_A_STRING}, got {}", as_written(&other));
-                    return Err(match text {
-                        Expr::Param(p) => QueryError::Param(format!("${p}: {said}")),
-                        _ => QueryError::Plan(said),
+                    return Err(match param {
+                        Some(p) => QueryError::Param(format!("${p}: {said}")),
+                        None => super::plan::plan_err_at(Some(text_at), said),
                     });
                 }
             };
-            if crate::text::is_blank(&t) {
-                return Err(match text {
-                    Expr::Param(p) => QueryError::Param(format!("${p}: {SEARCH_TEXT_IS_BLANK}")),
-                    _ => QueryError::Plan(SEARCH_TEXT_IS_BLANK.into()),
-                });
-            }
             crate::text::TextIndex::check_length(&t, "SEARCH ... FOR")?;
             let filter = SearchFilter {
                 nodes_only: Some(true),

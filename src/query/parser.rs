@@ -455,6 +455,8 @@ pub struct Search {
     pub text: Expr,
     pub limit: Option<u64>,
     pub span: Span,
+    /// Of the text alone.
+    pub text_span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -616,7 +618,9 @@ impl<'a> Parser<'a> {
             let start = self.bump().1;
             let var = self.name("a variable name after SEARCH")?;
             self.expect_kw("FOR")?;
+            let text_start = self.span().start;
             let text = self.expr()?;
+            let text_span = self.since(text_start);
             let limit = if self.is_kw("LIMIT") && !self.kw_at(1, "MATCH") {
                 self.bump();
                 match self.bump() {
@@ -641,6 +645,7 @@ impl<'a> Parser<'a> {
                     start: start.start,
                     end: end.end,
                 },
+                text_span,
             });
         }
         let mut patterns = Vec::new();

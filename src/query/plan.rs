@@ -24,6 +24,9 @@ pub enum Op {
         slot: usize,
         text: Expr,
         limit: u64,
+        /// Where the text is, for a refusal of its value.
+        #[serde(skip)]
+        text_at: Span,
     },
     /// Bind `slot` to the node with this key.
     LookupKey {
@@ -650,12 +653,15 @@ impl Planner {
             }
             match &s.text {
                 Expr::Lit(Literal::Str(t)) if crate::text::is_blank(t) => {
-                    return Err(plan_err_at(Some(s.span), super::exec::SEARCH_TEXT_IS_BLANK));
+                    return Err(plan_err_at(
+                        Some(s.text_span),
+                        super::exec::SEARCH_TEXT_IS_BLANK,
+                    ));
                 }
                 Expr::Lit(Literal::Str(_)) => {}
                 Expr::Lit(_) => {
                     return Err(plan_err_at(
-                        Some(s.span),
+                        Some(s.text_span),
                         super::exec::SEARCH_TAKES_A_STRING,
                     ));
                 }
@@ -682,6 +688,7 @@ impl Planner {
                     .limit
                     .unwrap_or(10)
                     .min(crate::text::TextIndex::MAX_SEARCH_HITS as u64),
+                text_at: s.text_span,
             });
             self.bound[slot] = true;
         }
