@@ -4631,6 +4631,28 @@ fn replay_excluding(
     )
 }
 
+/// What replay says of `e`, the projection's refusal of a chunk of the log whose seqs are
+/// `seqs`: an event is named as the log's event of its seq, where "event N of the batch" (a
+/// caller's batch's wording) counted from where the replay began.
+fn refusal_in_the_log(e: Error, seqs: &[u64]) -> String {
+    match e {
+        Error::InvalidEvent {
+            event,
+            assertion,
+            field,
+            message,
+        } => {
+            let seq = seqs.get(event).map_or_else(|| "?".into(), u64::to_string);
+            let assertion = assertion.map(|a| format!(", assertion {}", a + 1));
+            format!(
+                "the log's event {seq}{}: {field}: {message}",
+                assertion.unwrap_or_default()
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
 /// Replays the log's events after `after` (which `state` reflects) up to sequence `until`,
 /// then `extra`, onto `state`, with the events in `deleted` left out: the one projection that
 /// live ingest runs, a chunk of events at a time. An open replays onto its snapshot's state
@@ -4654,14 +4676,14 @@ fn replay_onto(
     let mut chunk: Vec<Event> = Vec::with_capacity(REPLAY_CHUNK);
     let mut assertions = 0usize;
     let mut failure = None;
-    let mut position = 0usize;
     let mut weight = 0u64;
-    let mut flush = |chunk: &mut Vec<Event>, state: &mut State| -> Result<()> {
+    let mut flush = |chunk: &mut Vec<Event>,
+                     state: &mut State|
+     -> std::result::Result<(), String> {
         let events = std::mem::take(chunk);
         let Some(last) = events.last().map(|e| e.seq) else {
             return Ok(());
         };
-        let n = events.len();
         let kept: Vec<Event> = events
             .into_iter()
             .filter(|e| !deleted.contains(&e.seq))
@@ -4673,8 +4695,9 @@ fn replay_onto(
             key_hints_of(state, &lists)
         };
         let base = LiveBase { state };
-        let mut ov = project_batch_with(&base, kept, position, on_missing, &hints)?;
-        position += n;
+        let seqs: Vec<u64> = kept.iter().map(|e| e.seq).collect();
+        let mut ov = project_batch_with(&base, kept, 0, on_missing, &hints)
+            .map_err(|e| refusal_in_the_log(e, &seqs))?;
         weight += ov.change_weight();
         ov.shed_inputs();
         state.apply(&ov);
