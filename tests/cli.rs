@@ -873,6 +873,36 @@ fn a_query_error_excerpt_is_printed_whole_above_its_caret() {
     assert!(!excerpt.contains("bytes)"), "{err}");
     let at = excerpt.rfind("-1").unwrap();
     assert_eq!(carets.find('^'), Some(excerpt[..at].width()), "{err}");
+    // So does one in a saved query's file, found as it is loaded, which had still been
+    // shortened (a helper's review), or as it runs, which had not named the file.
+    let file = tmp.path().join("family.gq");
+    for (query, says, under) in [
+        (
+            format!("MATCH (n) WHERE n.key <> \"{family}\" RETURN m.key"),
+            "family.gq:3: query: line 3, column 236: unknown variable m",
+            "m.key",
+        ),
+        (
+            query,
+            "family.gq: line 3, column 248: LIMIT takes a non-negative integer",
+            "-1",
+        ),
+    ] {
+        std::fs::write(
+            &file,
+            format!("// name: family\n// description: emoji\n{query}\n"),
+        )
+        .unwrap();
+        let out = loci(&["run", "--store", p(&store), p(&file)]);
+        assert_eq!(out.status.code(), Some(3));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(lines[0].contains(says), "{err}");
+        let (excerpt, carets) = (lines[1], lines[2]);
+        assert!(!excerpt.contains("bytes)"), "{err}");
+        let at = excerpt.rfind(under).unwrap();
+        assert_eq!(carets.find('^'), Some(excerpt[..at].width()), "{err}");
+    }
 }
 
 #[test]

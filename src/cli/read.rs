@@ -326,12 +326,25 @@ fn print_pack(pack: &loci::ContextPack) -> Result<()> {
 
 /// The saved queries: built in, then those of `dir`.
 fn saved_queries(dir: Option<&Path>) -> Result<SavedQueries> {
-    Ok(SavedQueries::builtin_and(dir)?)
+    SavedQueries::builtin_and(dir).map_err(excerpted)
+}
+
+/// `e` as the CLI prints it: a saved query's error in its file carries the query's excerpt
+/// and carets after its first line, which must not be shortened word by word as a message is
+/// (a run of joined emoji cut to its start and length moved the text from over its caret).
+fn excerpted(e: loci::Error) -> anyhow::Error {
+    let shown = e.to_string();
+    if shown.contains('\n') {
+        anyhow::Error::new(e).context(super::output::Excerpted(shown))
+    } else {
+        e.into()
+    }
 }
 
 pub fn run_query(a: RunArgs) -> Result<Code> {
     let args = name_values("--param", &a.params)?;
-    let (text, result) = match (a.saved, a.query) {
+    // The query's text, where it came from (a saved query's file), and its answer.
+    let (text, origin, result) = match (a.saved, a.query) {
         (Some(_), Some(_)) => fail!(Code::Usage, "give a saved query or --query, not both"),
         (None, None) => fail!(
             Code::Usage,
@@ -341,11 +354,11 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
             let params = loci::query::params_from_pairs(&args)?;
             let s = open_for_reading(&a.store)?;
             let r = loci::query::run(&s, &text, &params);
-            (text, r)
+            (text, None, r)
         }
         (Some(name), None) => {
             let q = if name.ends_with(".gq") || Path::new(&name).is_file() {
-                SavedQuery::load(Path::new(&name))?
+                SavedQuery::load(Path::new(&name)).map_err(excerpted)?
             } else {
                 let all = saved_queries(a.queries.as_deref())?;
                 match all.get(&name) {
@@ -356,12 +369,21 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
             let args = loci::query::command_line_values(&args)?;
             let s = open_for_reading(&a.store)?;
             let r = q.run(&s, &args);
-            (q.prepared.text.clone(), r)
+            (q.prepared.text.clone(), Some(q.path), r)
         }
     };
-    // Shown against the query text; the exit code comes from the error's kind (exit::code_of).
+    // Shown against the query text, after the file it is in where it has a line there (a
+    // saved query's lines are its file's); the exit code comes from the error's kind
+    // (exit::code_of).
     let result = result.map_err(|e| {
-        let shown = e.render(&text);
+        let placed = matches!(
+            e,
+            loci::query::QueryError::Parse { .. } | loci::query::QueryError::PlanAt { .. }
+        );
+        let shown = match &origin {
+            Some(path) if placed => format!("{}: {}", path.display(), e.render(&text)),
+            _ => e.render(&text),
+        };
         anyhow::Error::new(e).context(super::output::Excerpted(shown))
     })?;
     if a.json {
