@@ -612,7 +612,8 @@ pub struct EventDraft {
     pub evidence: Vec<String>,
     pub assertions: Vec<Assertion>,
     /// A caller's key for this event: a draft whose key the store already holds is skipped,
-    /// so a retried batch is applied once (see [`crate::Store::ingest`]).
+    /// so a retried batch is applied once (see [`crate::Store::ingest`]). Keys starting with
+    /// `loci:` ([`crate::store::STORE_KEY_PREFIX`]) are the store's own and refused.
     pub idempotency_key: Option<String>,
 }
 

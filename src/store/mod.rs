@@ -2926,7 +2926,9 @@ impl Store {
     /// A draft with an [`EventDraft::idempotency_key`] the store already holds is skipped and
     /// counted in [`Commit::skipped`], so an agent can retry a batch whose acknowledgement it
     /// lost. A key reused for *different* content is an error, not a skip: it means two
-    /// distinct events were given one key, and dropping either would lose it silently.
+    /// distinct events were given one key, and dropping either would lose it silently. Keys
+    /// starting with [`STORE_KEY_PREFIX`] (`loci:`) are the store's own (a saved context's
+    /// `loci:context:turn:N`) and refused in a caller's draft.
     pub fn ingest(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
         self.ingest_if(drafts, || Ok(()))
     }
