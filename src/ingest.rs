@@ -498,6 +498,7 @@ impl SourceBatch {
     /// naming its line, unless `replace`, since two corpora numbering their passages alike
     /// would otherwise overwrite each other silently. Returns how many passages were dropped.
     pub fn dedupe_passages(&mut self, store: &Store, replace: bool) -> Result<usize> {
+        self.refuse_turns_over_other_nodes(store)?;
         let mut seen: HashMap<String, (String, String, usize)> = HashMap::new();
         let mut keep = vec![true; self.events.len()];
         for (i, ev) in self.events.iter().enumerate() {
@@ -575,6 +576,45 @@ impl SourceBatch {
             self.origins.retain(|_| *k.next().unwrap_or(&true));
         }
         Ok(dropped)
+    }
+
+    /// Refuses a conversation turn whose passage key is the key of a node of the store that
+    /// is not a passage: the turn's upsert would make it one, renamed to the speaker. (A turn
+    /// over an earlier turn of that key is its new text, as an edited journal entry is.)
+    fn refuse_turns_over_other_nodes(&self, store: &Store) -> Result<()> {
+        for (i, ev) in self.events.iter().enumerate() {
+            if ev.kind != crate::conversation::TURN {
+                continue;
+            }
+            let Some(Assertion::UpsertNode(up)) = ev.assertions.first() else {
+                continue;
+            };
+            let Some(n) = store.node_by_key(&up.key) else {
+                continue;
+            };
+            if n.label == labels::PASSAGE {
+                continue;
+            }
+            let origin = self.origins.get(i);
+            // The turn's place in its session's line: the events of a line are its turns.
+            let same_line =
+                |o: &&Origin| origin.is_some_and(|x| x.line == o.line && x.file == o.file);
+            let turn = self.origins.get(..i).map_or(0, |before| {
+                before.iter().rev().take_while(same_line).count()
+            });
+            return Err(Error::Input {
+                file: origin.map_or(String::new(), |o| o.file.clone()),
+                line: origin.map_or(0, |o| o.line),
+                field: format!("turns[{turn}].dia_id"),
+                message: format!(
+                    "the turn's passage {} is the key of a {} node ({}) in the store, not a passage's; give the conversation another id",
+                    crate::error::quoted_excerpt(&up.key),
+                    n.label,
+                    crate::error::quoted_excerpt(&n.name)
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Checks the whole batch against the store without writing (see [`Store::check`]);

@@ -3434,3 +3434,47 @@ fn repair_rebuilds_a_damaged_record_derived_from_the_log_that_stopped_every_open
     flip_a_bit_of_meta_record(&store, "counters");
     assert_repaired(&store, &before);
 }
+
+/// A conversation's turn whose passage key is the key of a node other than a passage is
+/// refused naming the turn and what the node is: the turn's upsert had made the store's
+/// person a passage, relabelled and renamed to the speaker (a helper's probe).
+#[test]
+fn a_conversation_turn_never_relabels_a_node_of_another_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let person = tmp.path().join("person.jsonl");
+    std::fs::write(
+        &person,
+        r#"{"ts":1,"actor":"bot","kind":"NOTE","assert":[{"op":"node","key":"c:D1:2","label":"Person","name":"Bob"}]}"#,
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&person)]);
+    let talk = tmp.path().join("talk.jsonl");
+    std::fs::write(
+        &talk,
+        r#"{"conversation":"c","session":1,"time":"1:56 pm on 8 May, 2023","turns":[{"speaker":"Ann","dia_id":"D1:1","text":"hi"},{"speaker":"Cy","dia_id":"D1:2","text":"hello"}]}"#
+            .to_string()
+            + "\n",
+    )
+    .unwrap();
+    let out = loci(&[
+        "ingest",
+        "--store",
+        p(&store),
+        p(&talk),
+        "--format",
+        "conversation",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:1: turns[1].dia_id: ", talk.display()))
+            && err.contains("\"c:D1:2\" is the key of a Person node (\"Bob\") in the store"),
+        "{err}"
+    );
+    // Nothing of the batch was written, and Bob is still a person.
+    let bob = json(&["search", "--store", p(&store), "Bob", "--json"]);
+    assert!(bob.to_string().contains("Person"), "{bob}");
+    let ann = json(&["search", "--store", p(&store), "hi", "--json"]);
+    assert_eq!(ann.as_array().map(Vec::len), Some(0), "{ann}");
+}
