@@ -171,12 +171,16 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
         .and_then(|c| field(c, &["ts", "time", "timestamp"]))
     {
         None => Ok(0),
-        Some(t) => integer_of(t).ok_or_else(|| {
-            format!(
+        Some(t) => match integer_of(t) {
+            // The store refuses it, and with it the whole file's batch.
+            Some(ts) => {
+                crate::store::time_out_of_range(ts).map_or(Ok(ts), |m| Err(format!("ts: {m}")))
+            }
+            None => Err(format!(
                 "ts: {} is not a world time (an integer)",
                 crate::error::excerpt(&t.to_string())
-            )
-        }),
+            )),
+        },
     };
     let (call, failure) = match (&json, &ts) {
         (Some(_), Err(why)) => (None, Some(why.clone())),
@@ -318,7 +322,15 @@ mod tests {
         );
         let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"a"},"ts":"1700"}"#);
         assert_eq!((d.ts, why), (1700, None));
-        for ts in [r#""2024-05-01T10:00:00Z""#, "18446744073709551615", "true"] {
+        // A time past the store's range (±2^61) too: it had stopped the whole file's ingest,
+        // where every other unreadable call is kept raw (a helper's probe).
+        for ts in [
+            r#""2024-05-01T10:00:00Z""#,
+            "18446744073709551615",
+            "true",
+            "9223372036854775807",
+            "-3000000000000000000",
+        ] {
             let (d, why) = event_of_call(&format!(
                 r#"{{"tool":"Read","args":{{"path":"a"}},"ts":{ts}}}"#
             ));
