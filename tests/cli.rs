@@ -3478,3 +3478,37 @@ fn a_conversation_turn_never_relabels_a_node_of_another_kind() {
     let ann = json(&["search", "--store", p(&store), "hi", "--json"]);
     assert_eq!(ann.as_array().map(Vec::len), Some(0), "{ann}");
 }
+
+/// A tool call kept raw is counted in words that agree ("1 tool call ... was"), and one at a
+/// time past the store's range is one of them, with its reason, while the rest of the file
+/// is ingested (a helper's probe: the time stopped the file, and one call read "1 tool
+/// calls ... were").
+#[test]
+fn a_tool_call_kept_raw_is_counted_and_its_reason_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let calls = tmp.path().join("calls.jsonl");
+    std::fs::write(
+        &calls,
+        "{\"tool\":\"Read\",\"args\":{\"path\":\"a\"},\"ts\":9223372036854775807}\n\
+         {\"tool\":\"Read\",\"args\":{\"path\":\"b\"},\"ts\":5}\n",
+    )
+    .unwrap();
+    let out = loci(&[
+        "ingest",
+        "--store",
+        p(&store),
+        p(&calls),
+        "--format",
+        "toolcalls",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("committed events 1..=2"), "{said}");
+    assert!(
+        said.contains("1 tool call was kept raw as a TOOL_CALL event (line 1: ts: ")
+            && said.contains("out of range"),
+        "{said}"
+    );
+}

@@ -269,9 +269,15 @@ impl IngestRun<'_> {
                 .take(3)
                 .map(|(line, why)| format!("line {line}: {why}"))
                 .collect();
+            let n = t.unextracted.len() as u64;
             note(format!(
-                "{} tool calls no extractor took were kept raw as TOOL_CALL events ({}{})",
-                t.unextracted.len(),
+                "{} kept raw as {} ({}{})",
+                count(n, "tool call was", "tool calls were"),
+                if n == 1 {
+                    "a TOOL_CALL event"
+                } else {
+                    "TOOL_CALL events"
+                },
                 first.join("; "),
                 if t.unextracted.len() > 3 { "; ..." } else { "" }
             ))?;
