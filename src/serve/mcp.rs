@@ -362,7 +362,7 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
     // One reading tells text that is no JSON from JSON with a key given twice.
     match serde_json::from_slice::<crate::model::Value>(message) {
         Err(e) if e.is_syntax() || e.is_eof() => {
-            Some(error(Json::Null, -32700, format!("Parse error: {e}")))
+            Some(error(readable_id(message), -32700, format!("Parse error: {e}")))
         }
         Err(e) if crate::model::is_repeated_key(&e) => {
             let id = serde_json::from_slice::<Json>(message)
@@ -374,6 +374,39 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
         _ => invalid_call(message)
             .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}"))),
     }
+}
+
+/// The id of a request that JSON's grammar allows but that cannot be read whole (a number past
+/// f64's range, a lone surrogate, elsewhere than in the id), or null: given back, the client's
+/// request is answered, where under a null id it waited forever. The rest of the message is
+/// skipped unread (serde's `IgnoredAny` takes any number and escape as text).
+fn readable_id(message: &[u8]) -> Json {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    /// The top-level object's id, its other values skipped (a map would hold them).
+    struct IdOf;
+    impl<'de> Visitor<'de> for IdOf {
+        type Value = Json;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON-RPC message")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+            let mut id = Json::Null;
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "id" && id.is_null() {
+                    id = match map.next_value::<Json>()? {
+                        n @ Json::Number(_) if n.is_i64() || n.is_u64() => n,
+                        t @ Json::String(_) => t,
+                        _ => Json::Null,
+                    };
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(id)
+        }
+    }
+    let mut reader = serde_json::Deserializer::from_slice(message);
+    reader.deserialize_map(IdOf).unwrap_or(Json::Null)
 }
 
 /// The answer to a POST to `/mcp` whose JSON body does not parse, is no JSON-RPC message, or

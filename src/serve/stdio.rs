@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn lines_rmcp_cannot_read_are_answered_and_the_rest_passed_on_whole() {
         let out = through(
-            b"{\"id\":1}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"id\":2}\r\n",
+            b"{\"id\":1}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"id\":2}\r\n{\"id\":\"a\",\"x\":[1e400]}\n{\"x\":\"\\ud800\",\"id\":3}\n{\"id\":1e400}\n",
             1024,
         );
         let mut passed: Vec<&str> = Vec::new();
@@ -269,10 +269,15 @@ mod tests {
         // Text that is no JSON at all goes on to rmcp, which ignores it.
         assert_eq!(passed, ["1", "blank", "not json", "2"], "{out:?}");
         codes.sort_by_key(|c| c.1);
+        // An id that can be read is given back, so that the client's request is answered
+        // (a helper's probe: it waited for an answer to its id forever).
         assert_eq!(
             codes,
             [
                 (serde_json::Value::Null, -32700),
+                (serde_json::Value::Null, -32700),
+                (serde_json::json!("a"), -32700),
+                (serde_json::json!(3), -32700),
                 (serde_json::Value::Null, -32700),
                 (serde_json::json!(7), -32600)
             ],
