@@ -361,9 +361,11 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
     let error = |id: Json, code: i64, said: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": said}});
     // One reading tells text that is no JSON from JSON with a key given twice.
     match serde_json::from_slice::<crate::model::Value>(message) {
-        Err(e) if e.is_syntax() || e.is_eof() => {
-            Some(error(readable_id(message), -32700, format!("Parse error: {e}")))
-        }
+        Err(e) if e.is_syntax() || e.is_eof() => Some(error(
+            readable_id(message),
+            -32700,
+            format!("Parse error: {e}"),
+        )),
         Err(e) if crate::model::is_repeated_key(&e) => {
             let id = serde_json::from_slice::<Json>(message)
                 .ok()
@@ -371,8 +373,33 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
                 .unwrap_or(Json::Null);
             Some(error(id, -32600, format!("Invalid Request: {e}")))
         }
-        _ => invalid_call(message)
-            .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}"))),
+        _ => match not_a_request(message) {
+            Some((id, why)) => Some(error(id, -32600, format!("Invalid Request: {why}"))),
+            None => invalid_call(message)
+                .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}"))),
+        },
+    }
+}
+
+/// The id of a request (a method and an id that is a string or an integer) whose `jsonrpc`
+/// is not "2.0", and why: rmcp answers it with no id, so its client waited forever. A
+/// notification (no id) is left to rmcp, since nothing may answer one.
+fn not_a_request(body: &[u8]) -> Option<(Json, String)> {
+    let message: Json = serde_json::from_slice(body).ok()?;
+    message.get("method")?;
+    let id = message
+        .get("id")
+        .filter(|id| id.is_string() || id.is_i64() || id.is_u64())?;
+    match message.get("jsonrpc") {
+        Some(Json::String(v)) if v == "2.0" => None,
+        None => Some((id.clone(), "no \"jsonrpc\": \"2.0\"".into())),
+        Some(other) => Some((
+            id.clone(),
+            format!(
+                "\"jsonrpc\" is {}, expected \"2.0\"",
+                crate::error::excerpt(&other.to_string())
+            ),
+        )),
     }
 }
 

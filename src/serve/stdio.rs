@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn lines_rmcp_cannot_read_are_answered_and_the_rest_passed_on_whole() {
         let out = through(
-            b"{\"id\":1}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"id\":2}\r\n{\"id\":\"a\",\"x\":[1e400]}\n{\"x\":\"\\ud800\",\"id\":3}\n{\"id\":1e400}\n",
+            b"{\"id\":1}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"id\":2}\r\n{\"id\":\"a\",\"x\":[1e400]}\n{\"x\":\"\\ud800\",\"id\":3}\n{\"id\":1e400}\n{\"id\":4,\"method\":\"ping\"}\n{\"method\":\"notifications/initialized\"}\n",
             1024,
         );
         let mut passed: Vec<&str> = Vec::new();
@@ -261,16 +261,22 @@ mod tests {
                     "" => "blank",
                     "not json" => "not json",
                     "{\"id\":2}\r" | "{\"id\":2}" => "2",
+                    "{\"method\":\"notifications/initialized\"}" => "notification",
                     other => panic!("{other}"),
                 }),
                 None => codes.push((v["id"].clone(), v["error"]["code"].as_i64().unwrap())),
             }
         }
         // Text that is no JSON at all goes on to rmcp, which ignores it.
-        assert_eq!(passed, ["1", "blank", "not json", "2"], "{out:?}");
+        assert_eq!(
+            passed,
+            ["1", "blank", "not json", "2", "notification"],
+            "{out:?}"
+        );
         codes.sort_by_key(|c| c.1);
         // An id that can be read is given back, so that the client's request is answered
-        // (a helper's probe: it waited for an answer to its id forever).
+        // (a helper's probe: it waited for an answer to its id forever), and so is a request
+        // without `"jsonrpc": "2.0"`, which rmcp answers with no id.
         assert_eq!(
             codes,
             [
@@ -279,7 +285,8 @@ mod tests {
                 (serde_json::json!("a"), -32700),
                 (serde_json::json!(3), -32700),
                 (serde_json::Value::Null, -32700),
-                (serde_json::json!(7), -32600)
+                (serde_json::json!(7), -32600),
+                (serde_json::json!(4), -32600)
             ],
             "{out:?}"
         );
