@@ -140,8 +140,45 @@ fn answer(r: Result<axum::Json<Json>, ApiError>) -> CallToolResult {
     }
 }
 
-/// The event `remember` appends.
-fn remember_draft(s: &crate::Store, a: RememberArgs) -> Result<Vec<EventDraft>, ApiError> {
+/// Appends what `remember` was given. A refusal names the field as the caller spelt it: an
+/// event's as `loci ingest` names it (`event: assert[0].to`), a text's argument (`kind`).
+fn remembered(s: &crate::Store, a: RememberArgs) -> Result<crate::Commit, ApiError> {
+    use crate::Error;
+    let batch = remember_draft(s, a)?;
+    batch.commit(s).map_err(|e| {
+        match e {
+            // The one event given: its line is no line of a file.
+            Error::Input {
+                file,
+                field,
+                message,
+                ..
+            } => Error::Input {
+                file,
+                line: 0,
+                field,
+                message,
+            },
+            Error::InvalidEvent {
+                assertion: None,
+                field,
+                message,
+                ..
+            } => Error::InvalidArgument {
+                name: field,
+                message,
+            },
+            other => other,
+        }
+        .into()
+    })
+}
+
+/// The event `remember` appends, as a batch that names an event's fields as its input does.
+fn remember_draft(
+    s: &crate::Store,
+    a: RememberArgs,
+) -> Result<crate::ingest::SourceBatch, ApiError> {
     let fields_of_a_text = a.text.is_some()
         || a.kind.is_some()
         || a.actor.is_some()
@@ -154,8 +191,11 @@ fn remember_draft(s: &crate::Store, a: RememberArgs) -> Result<Vec<EventDraft>, 
     }
     if let Some(ev) = a.event {
         let line = serde_json::to_string(&ev).map_err(|e| ApiError::bad_input(e.to_string()))?;
-        let batch = crate::ingest::read_str("event", &line, crate::ingest::Format::Events)?;
-        return Ok(batch.events);
+        return Ok(crate::ingest::read_str(
+            "event",
+            &line,
+            crate::ingest::Format::Events,
+        )?);
     }
     let Some(text) = a.text else {
         return Err(ApiError::bad_input("give \"text\" or \"event\""));
@@ -183,7 +223,9 @@ fn remember_draft(s: &crate::Store, a: RememberArgs) -> Result<Vec<EventDraft>, 
         payload.insert("session".to_string(), Value::from(session.as_str()));
     }
     d.payload = Value::Map(payload);
-    Ok(vec![d])
+    let mut batch = crate::ingest::SourceBatch::default();
+    batch.events.push(d);
+    Ok(batch)
 }
 
 #[tool_router]
@@ -201,11 +243,7 @@ impl LociMcp {
     async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> CallToolResult {
         answer(
             self.state
-                .blocking(move |s| {
-                    let drafts = remember_draft(s, a)?;
-                    let commit = s.ingest(drafts)?;
-                    Ok(axum::Json(json!(commit)))
-                })
+                .blocking(move |s| Ok(axum::Json(json!(remembered(s, a)?))))
                 .await,
         )
     }
@@ -567,11 +605,12 @@ mod tests {
         assert_eq!(
             remember_draft(&store, args(None, Some(event)))
                 .unwrap()
+                .events
                 .len(),
             1
         );
         let text = remember_draft(&store, args(Some("saw a creeper"), None)).unwrap();
-        assert_eq!(text[0].kind, crate::model::kinds::OBSERVATION);
+        assert_eq!(text.events[0].kind, crate::model::kinds::OBSERVATION);
         // A blank text is named as given and empty; the refusal had said to give a text.
         let blank = remember_draft(&store, args(Some(" "), None)).expect_err("blank refused");
         assert!(
@@ -581,6 +620,39 @@ mod tests {
         );
         let neither = remember_draft(&store, args(None, None)).expect_err("nothing refused");
         assert!(neither.message.contains("give"), "{}", neither.message);
+    }
+
+    /// What `remember` refuses in an event is named as the event's field (`assert[0].to`),
+    /// as `loci ingest` and `/v1/events` name it; it had said "event 1 of the batch,
+    /// assertion 1" (a helper's probe). A text's refusal names the argument.
+    #[test]
+    fn remember_names_a_refused_field_as_the_event_or_the_arguments_spell_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::create(dir.path(), crate::BackendKind::Redb).unwrap();
+        let event = serde_json::json!({"ts": 5, "kind": "NOTE", "actor": "bot", "assert": [
+            {"op": "edge", "from": "a", "relation": "R", "to": "b"}]});
+        let args = RememberArgs {
+            text: None,
+            kind: None,
+            actor: None,
+            ts: None,
+            session: None,
+            event: Some(event),
+        };
+        let e = remembered(&store, args).expect_err("an edge between no nodes");
+        assert!(e.message.starts_with("event: assert[0]."), "{}", e.message);
+        let args = RememberArgs {
+            text: Some("saw a creeper".into()),
+            kind: Some("K".repeat(100_000)),
+            actor: None,
+            ts: None,
+            session: None,
+            event: None,
+        };
+        let e = remembered(&store, args).expect_err("a kind too long");
+        assert!(e.message.contains("kind: "), "{}", e.message);
+        assert!(!e.message.contains("of the batch"), "{}", e.message);
+        assert_eq!(store.stats().events, 0);
     }
 
     /// A tool's arguments are refused with a field they do not have, as the HTTP routes'
