@@ -620,11 +620,54 @@ impl SourceBatch {
     /// Checks the whole batch against the store without writing (see [`Store::check`]);
     /// errors name file, line and field.
     pub fn check(&self, store: &Store) -> Result<Commit> {
+        self.refuse_keys_given_twice()?;
         store.check(self.events.clone()).map_err(|e| self.locate(e))
+    }
+
+    /// Refuses an idempotency key given to two events of the batch with other content, naming
+    /// the first's line: the store names it by its place in the batch, which is no place in
+    /// the input. (Given twice with the same content, the second is skipped, as the store
+    /// skips it.)
+    fn refuse_keys_given_twice(&self) -> Result<()> {
+        let mut first: HashMap<&str, usize> = HashMap::new();
+        for (i, ev) in self.events.iter().enumerate() {
+            let Some(key) = ev.idempotency_key.as_deref() else {
+                continue;
+            };
+            match first.get(key) {
+                None => {
+                    first.insert(key, i);
+                }
+                Some(&j) if self.events[j] != *ev => {
+                    let (Some(at), Some(earlier)) = (self.origins.get(i), self.origins.get(j))
+                    else {
+                        // No lines to name: the store's refusal names the events.
+                        return Ok(());
+                    };
+                    let earlier = if earlier.file == at.file {
+                        format!("line {}", earlier.line)
+                    } else {
+                        format!("{}:{}", earlier.file, earlier.line)
+                    };
+                    return Err(Error::Input {
+                        file: at.file.clone(),
+                        line: at.line,
+                        field: "idempotency_key".into(),
+                        message: format!(
+                            "key {} is also given to {earlier}, with other content",
+                            crate::error::quoted_excerpt(key)
+                        ),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Commits the whole batch atomically; errors name file, line and field.
     pub fn commit(self, store: &Store) -> Result<Commit> {
+        self.refuse_keys_given_twice()?;
         let origins = SourceBatch {
             events: Vec::new(),
             origins: self.origins,

@@ -3512,3 +3512,31 @@ fn a_tool_call_kept_raw_is_counted_and_its_reason_given() {
         "{said}"
     );
 }
+
+/// An idempotency key given to two events of a file with other content is refused naming the
+/// line of the first, where the message said "event 1 of the batch" under the second's line
+/// (a helper's probe).
+#[test]
+fn a_key_given_twice_in_a_file_names_the_line_of_the_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let file = tmp.path().join("twice.jsonl");
+    std::fs::write(
+        &file,
+        "{\"ts\":1,\"kind\":\"NOTE\",\"idempotency_key\":\"k\"}\n\
+         {\"ts\":2,\"kind\":\"NOTE\"}\n\
+         {\"ts\":3,\"kind\":\"NOTE\",\"idempotency_key\":\"k\"}\n",
+    )
+    .unwrap();
+    let out = loci(&["ingest", "--store", p(&store), p(&file)]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:3: idempotency_key: key \"k\" is also given to line 1, with other content",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("of the batch"), "{err}");
+}
