@@ -335,6 +335,9 @@ pub struct SourceBatch {
     pub lines: usize,
     /// Tool calls no extractor took (kept raw as `TOOL_CALL` events): line and reason.
     pub unextracted: Vec<(usize, String)>,
+    /// The namespace its passages were put in ([`SourceBatch::namespaced`]), for a clash's
+    /// hint.
+    namespace: Option<String>,
 }
 
 impl SourceBatch {
@@ -391,6 +394,7 @@ impl SourceBatch {
                 origins: or,
                 lines,
                 unextracted: Vec::new(),
+                namespace: self.namespace.clone(),
             });
         }
         out
@@ -460,6 +464,7 @@ impl SourceBatch {
     /// passage `p1` becomes `NS/p1`, so two corpora that both number their passages from
     /// `p00000` can share a store.
     pub fn namespaced(mut self, namespace: &str) -> SourceBatch {
+        self.namespace = Some(namespace.to_string());
         let ns = |k: &str| format!("{namespace}/{k}");
         for ev in &mut self.events {
             if ev.kind != kinds::PASSAGE && ev.kind != kinds::EXTRACTION {
@@ -501,6 +506,13 @@ impl SourceBatch {
         self.refuse_turns_over_other_nodes(store)?;
         let mut seen: HashMap<String, (String, String, usize)> = HashMap::new();
         let mut keep = vec![true; self.events.len()];
+        let to_keep_both = match &self.namespace {
+            Some(ns) => format!(
+                "give another --namespace than {} to keep both",
+                crate::error::quoted_excerpt(ns)
+            ),
+            None => "give a --namespace to keep both".to_string(),
+        };
         for (i, ev) in self.events.iter().enumerate() {
             if ev.kind != kinds::PASSAGE {
                 continue;
@@ -530,7 +542,7 @@ impl SourceBatch {
                     line,
                     field: "id".into(),
                     message: format!(
-                        "passage id {:?} is the key of a {} node ({:?}) in the store, not a passage's; give a --namespace to keep both",
+                        "passage id {:?} is the key of a {} node ({:?}) in the store, not a passage's; {to_keep_both}",
                         up.key, n.label, n.name
                     ),
                 });
@@ -559,7 +571,7 @@ impl SourceBatch {
                         line,
                         field: "id".into(),
                         message: format!(
-                            "passage id {:?} already holds another passage ({t:?}, from {holder}); give a --namespace to keep both, or --replace to overwrite it",
+                            "passage id {:?} already holds another passage ({t:?}, from {holder}); {to_keep_both}, or --replace to overwrite it",
                             up.key
                         ),
                     });
@@ -673,6 +685,7 @@ impl SourceBatch {
             origins: self.origins,
             lines: self.lines,
             unextracted: Vec::new(),
+            namespace: None,
         };
         store.ingest(self.events).map_err(|e| origins.locate(e))
     }

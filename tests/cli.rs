@@ -3540,3 +3540,32 @@ fn a_key_given_twice_in_a_file_names_the_line_of_the_first() {
     );
     assert!(!err.contains("of the batch"), "{err}");
 }
+
+/// A passage id that clashes under a namespace already given asks for another namespace, not
+/// for one (a helper's probe: "give a --namespace" to a command that had given one).
+#[test]
+fn a_passage_clash_under_a_namespace_asks_for_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let a = tmp.path().join("a.jsonl");
+    let b = tmp.path().join("b.jsonl");
+    std::fs::write(
+        &a,
+        "{\"id\":\"p0\",\"title\":\"Alpha\",\"text\":\"first\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "{\"id\":\"p0\",\"title\":\"Beta\",\"text\":\"second\"}\n",
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&a), "--namespace", "c1"]);
+    let out = loci(&["ingest", "--store", p(&store), p(&b), "--namespace", "c1"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("passage id \"c1/p0\" already holds another passage")
+            && err.contains("give another --namespace than \"c1\" to keep both"),
+        "{err}"
+    );
+}
