@@ -322,6 +322,10 @@ pub struct ReadThrough {
 /// How the passages format names the fields of the node it becomes.
 const PASSAGE_FIELDS: &[(&str, &str)] = &[("key", "id"), ("name", "title")];
 
+/// A journal entry's key is made of its harness, session, time and text: a refusal of the
+/// key is of the entry (a journal line has no `idempotency_key`).
+const JOURNAL_FIELDS: &[(&str, &str)] = &[("idempotency_key", "entry")];
+
 /// The model's fields that identify an assertion's nodes and relation: an input format that
 /// spells them differently names its own field in errors about them.
 const KEY_FIELDS: &[&str] = &["key", "from", "to", "relation", "label", "name"];
@@ -661,10 +665,15 @@ impl SourceBatch {
                     } else {
                         format!("{}:{}", earlier.file, earlier.line)
                     };
+                    let field = at
+                        .renames
+                        .iter()
+                        .find(|(model, _)| *model == "idempotency_key")
+                        .map_or("idempotency_key", |(_, input)| input);
                     return Err(Error::Input {
                         file: at.file.clone(),
                         line: at.line,
-                        field: "idempotency_key".into(),
+                        field: field.into(),
                         message: format!(
                             "key {} is also given to {earlier}, with other content",
                             crate::error::quoted_excerpt(key)
@@ -1169,7 +1178,13 @@ fn read_journal(file: &str, content: &[Line]) -> Result<SourceBatch> {
             field: e.field.to_string(),
             message: e.message,
         })?;
-        batch.push(d, origin(file, line));
+        batch.push(
+            d,
+            Origin {
+                renames: JOURNAL_FIELDS,
+                ..origin(file, line)
+            },
+        );
         batch.lines += 1;
     }
     Ok(batch)

@@ -396,3 +396,26 @@ fn the_health_check_counts_as_pins_the_keys_pinned_now() {
     let r = health::check(&store, &HealthOptions::default()).unwrap();
     assert_eq!(r.pins_checked, 1, "{r:?}");
 }
+
+/// An entry ingested again with other content (another `cwd`, `kind` or tags, the same
+/// harness, session, time and text) is refused naming the entry, not `idempotency_key`, a
+/// field no journal line has (a helper's probe).
+#[test]
+fn an_entry_given_again_with_other_content_is_named_as_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let first = ENTRIES.lines().next().unwrap();
+    ingest::read_str("j.jsonl", first, Format::Journal)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let other = first.replace("\"/repo\"", "\"/elsewhere\"");
+    let e = ingest::read_str("k.jsonl", &other, Format::Journal)
+        .unwrap()
+        .commit(&store)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("k.jsonl:1: entry: "), "{e}");
+    assert!(e.contains("the log's event 1"), "{e}");
+    assert!(!e.contains("idempotency_key"), "{e}");
+}
