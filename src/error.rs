@@ -37,13 +37,16 @@ pub enum Error {
     #[error("not found: {0}")]
     NotFound(String),
     /// The store directory is missing, not a loci store, or of another format version.
-    #[error("store {path}: {message}")]
+    #[error("store {}: {message}", shown_path(path))]
     Store { path: PathBuf, message: String },
     /// The directory holds no loci store (no manifest).
-    #[error("store {path}: not a loci store (no readable loci.json: {reason}); create one with `loci init`")]
+    #[error(
+        "store {}: not a loci store (no readable loci.json: {reason}); create one with `loci init`",
+        shown_path(path)
+    )]
     NotAStore { path: PathBuf, reason: String },
     /// `Store::create` on a directory that already holds a store.
-    #[error("store {path}: a loci store already exists here")]
+    #[error("store {}: a loci store already exists here", shown_path(path))]
     AlreadyExists { path: PathBuf },
     /// A stored record could not be decoded (corruption or a format this build does not know).
     #[error("corrupt record in table {table}: {message}")]
@@ -67,7 +70,7 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
-    #[error("i/o on {path}: {source}")]
+    #[error("i/o on {}: {source}", shown_path(path))]
     Io {
         path: PathBuf,
         #[source]
@@ -75,13 +78,16 @@ pub enum Error {
     },
     /// A sentence encoder's files (`embed::SentenceEncoder::load`) could not be used: which
     /// file, and what in it.
-    #[error("sentence encoder {path}: {message}")]
+    #[error("sentence encoder {}: {message}", shown_path(path))]
     Encoder { path: PathBuf, message: String },
     /// The store was opened read-only ([`crate::Store::open_read_only`]) and cannot write.
-    #[error("store {path} is open read-only (another process may be writing it); writes need `Store::open`")]
+    #[error(
+        "store {} is open read-only (another process may be writing it); writes need `Store::open`",
+        shown_path(path)
+    )]
     ReadOnly { path: PathBuf },
     /// Another process (or another handle in this one: `here`) holds the store.
-    #[error("store {path} is locked by {}", locked_by(*holder, *here))]
+    #[error("store {} is locked by {}", shown_path(path), locked_by(*holder, *here))]
     Locked {
         path: PathBuf,
         holder: Option<u32>,
@@ -201,6 +207,25 @@ pub fn quoted_excerpt(value: &str) -> String {
     match long_value_start(value) {
         None => format!("{value:?}"),
         Some(start) => format!("{start:?}… ({} bytes)", value.len()),
+    }
+}
+
+/// A path as a message shows it: as it is where it reads as itself, quoted (as
+/// [`quoted_excerpt`] quotes) where it would not: empty, blanks at an end, a control, line
+/// separator or bidirectional character, or bytes that are not UTF-8 (`store  x:` hid the
+/// space that made ` x` another directory).
+pub fn shown_path(path: &std::path::Path) -> String {
+    let Some(text) = path.to_str() else {
+        return quoted_excerpt(&path.to_string_lossy());
+    };
+    let odd = text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+        || text.chars().any(crate::text::breaks_a_line_or_its_order);
+    if odd {
+        quoted_excerpt(text)
+    } else {
+        text.to_string()
     }
 }
 

@@ -3569,3 +3569,25 @@ fn a_passage_clash_under_a_namespace_asks_for_another() {
         "{err}"
     );
 }
+
+/// A store path that would not read as itself in a message (blanks at an end, a line break,
+/// nothing at all) is quoted; a plain one is shown as it is (a helper's probe: `store  x:`
+/// hid the leading space that made the path another).
+#[test]
+fn a_store_path_that_would_not_read_as_itself_is_quoted() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (given, shown) in [
+        (" x", "store \" x\": "),
+        ("x\ny", "store \"x\\ny\": "),
+        ("plain", "store plain: "),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_loci"))
+            .current_dir(tmp.path())
+            .args(["stats", "--store", given])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(4), "{given:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(shown), "{given:?}: {err}");
+    }
+}
