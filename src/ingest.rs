@@ -507,16 +507,10 @@ impl SourceBatch {
     /// naming its line, unless `replace`, since two corpora numbering their passages alike
     /// would otherwise overwrite each other silently. Returns how many passages were dropped.
     pub fn dedupe_passages(&mut self, store: &Store, replace: bool) -> Result<usize> {
-        self.refuse_turns_over_other_nodes(store)?;
+        self.refuse_relabelling(store)?;
         let mut seen: HashMap<String, (String, String, usize)> = HashMap::new();
         let mut keep = vec![true; self.events.len()];
-        let to_keep_both = match &self.namespace {
-            Some(ns) => format!(
-                "give another --namespace than {} to keep both",
-                crate::error::quoted_excerpt(ns)
-            ),
-            None => "give a --namespace to keep both".to_string(),
-        };
+        let to_keep_both = self.to_keep_both();
         for (i, ev) in self.events.iter().enumerate() {
             if ev.kind != kinds::PASSAGE {
                 continue;
@@ -538,19 +532,8 @@ impl SourceBatch {
                     .get(i)
                     .map_or(String::new(), |o| o.file.clone())
             };
+            // A node of another label was refused above (refuse_relabelling).
             let held = store.node_by_key(&up.key);
-            if let Some(n) = held.as_ref().filter(|n| n.label != labels::PASSAGE) {
-                // Not another passage: --replace would make the node one.
-                return Err(Error::Input {
-                    file: file(),
-                    line,
-                    field: "id".into(),
-                    message: format!(
-                        "passage id {:?} is the key of a {} node ({:?}) in the store, not a passage's; {to_keep_both}",
-                        up.key, n.label, n.name
-                    ),
-                });
-            }
             let earlier = seen.get(&up.key).cloned().or_else(|| {
                 held.map(|n| {
                     let t = n.props.get("text").and_then(Value::as_str).unwrap_or("");
@@ -594,43 +577,113 @@ impl SourceBatch {
         Ok(dropped)
     }
 
-    /// Refuses a conversation turn whose passage key is the key of a node of the store that
-    /// is not a passage: the turn's upsert would make it one, renamed to the speaker. (A turn
-    /// over an earlier turn of that key is its new text, as an edited journal entry is.)
-    fn refuse_turns_over_other_nodes(&self, store: &Store) -> Result<()> {
+    /// Refuses a node that a passage, a conversation's turn or a journal entry makes (a
+    /// Passage, a Journal, Session or Tag node) over a node of another label, held by the
+    /// store or made by an earlier event of the batch: the upsert would relabel and rename it
+    /// (a person made a passage named by the speaker). Events of the events and graph formats
+    /// relabel as their upserts say.
+    fn refuse_relabelling(&self, store: &Store) -> Result<()> {
+        // Each key's label as the batch leaves it so far, and the event that gave it.
+        let mut made: HashMap<&str, (&str, &str, usize)> = HashMap::new();
         for (i, ev) in self.events.iter().enumerate() {
-            if ev.kind != crate::conversation::TURN {
-                continue;
+            let derived = [
+                kinds::PASSAGE,
+                crate::conversation::TURN,
+                crate::journal::JOURNAL,
+            ]
+            .contains(&ev.kind.as_str());
+            for a in &ev.assertions {
+                let Assertion::UpsertNode(up) = a else {
+                    continue;
+                };
+                let Some(label) = up.label.as_deref() else {
+                    continue;
+                };
+                if derived {
+                    let held = match made.get(up.key.as_str()) {
+                        Some(&(l, name, j)) => Some((l.to_string(), name.to_string(), Some(j))),
+                        None => store.node_by_key(&up.key).map(|n| (n.label, n.name, None)),
+                    };
+                    if let Some((held, name, at)) = held.filter(|(l, _, _)| l != label) {
+                        return Err(self.relabelling(i, up, label, &held, &name, at));
+                    }
+                }
+                let name = up.name.as_deref().unwrap_or(&up.key);
+                made.insert(&up.key, (label, name, i));
             }
-            let Some(Assertion::UpsertNode(up)) = ev.assertions.first() else {
-                continue;
-            };
-            let Some(n) = store.node_by_key(&up.key) else {
-                continue;
-            };
-            if n.label == labels::PASSAGE {
-                continue;
-            }
-            let origin = self.origins.get(i);
-            // The turn's place in its session's line: the events of a line are its turns.
-            let same_line =
-                |o: &&Origin| origin.is_some_and(|x| x.line == o.line && x.file == o.file);
-            let turn = self.origins.get(..i).map_or(0, |before| {
-                before.iter().rev().take_while(same_line).count()
-            });
-            return Err(Error::Input {
-                file: origin.map_or(String::new(), |o| o.file.clone()),
-                line: origin.map_or(0, |o| o.line),
-                field: format!("turns[{turn}].dia_id"),
-                message: format!(
-                    "the turn's passage {} is the key of a {} node ({}) in the store, not a passage's; give the conversation another id",
-                    crate::error::quoted_excerpt(&up.key),
-                    n.label,
-                    crate::error::quoted_excerpt(&n.name)
-                ),
-            });
         }
         Ok(())
+    }
+
+    /// What a passage clash asks for: a namespace, or another than the one given.
+    fn to_keep_both(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!(
+                "give another --namespace than {} to keep both",
+                crate::error::quoted_excerpt(ns)
+            ),
+            None => "give a --namespace to keep both".to_string(),
+        }
+    }
+
+    /// The refusal of event `i`'s upsert `up` (of `label`) over a node of label `held` named
+    /// `name`, made by the batch's event `at` or held by the store.
+    fn relabelling(
+        &self,
+        i: usize,
+        up: &NodeUpsert,
+        label: &str,
+        held: &str,
+        name: &str,
+        at: Option<usize>,
+    ) -> Error {
+        let origin = self.origins.get(i);
+        let line_of = |o: &Origin| format!("{}:{}", o.file, o.line);
+        let place = match at.and_then(|j| self.origins.get(j)) {
+            Some(o) => format!("made at {}", line_of(o)),
+            None => "in the store".to_string(),
+        };
+        let key = crate::error::quoted_excerpt(&up.key);
+        let (field, what, hint) = match self.events[i].kind.as_str() {
+            kinds::PASSAGE => (
+                "id".to_string(),
+                format!("passage id {key}"),
+                self.to_keep_both(),
+            ),
+            crate::conversation::TURN => {
+                // The turn's place in its session's line: the events of a line are its turns.
+                let same_line =
+                    |o: &&Origin| origin.is_some_and(|x| x.line == o.line && x.file == o.file);
+                let turn = self.origins.get(..i).map_or(0, |before| {
+                    before.iter().rev().take_while(same_line).count()
+                });
+                (
+                    format!("turns[{turn}].dia_id"),
+                    format!("the turn's passage {key}"),
+                    "give the conversation another id".to_string(),
+                )
+            }
+            _ => (
+                match label {
+                    "Tag" => "tags",
+                    "Session" => "session",
+                    _ => "text",
+                }
+                .to_string(),
+                format!("the entry's {label} node {key}"),
+                "a journal keeps its nodes under the keys journal:, session: and tag:".to_string(),
+            ),
+        };
+        Error::Input {
+            file: origin.map_or(String::new(), |o| o.file.clone()),
+            line: origin.map_or(0, |o| o.line),
+            field,
+            message: format!(
+                "{what} is the key of a {held} node ({}) {place}, not a {}'s; {hint}",
+                crate::error::quoted_excerpt(name),
+                label.to_lowercase()
+            ),
+        }
     }
 
     /// Checks the whole batch against the store without writing (see [`Store::check`]);

@@ -3477,6 +3477,79 @@ fn a_conversation_turn_never_relabels_a_node_of_another_kind() {
     assert!(bob.to_string().contains("Person"), "{bob}");
     let ann = json(&["search", "--store", p(&store), "hi", "--json"]);
     assert_eq!(ann.as_array().map(Vec::len), Some(0), "{ann}");
+    // So is one whose node is made by an earlier file of the same ingest, and a passage's
+    // (a helper's probe: the check looked at the store alone, and Bob became a passage).
+    let other = tmp.path().join("other");
+    let store = empty_store(&other);
+    let person2 = tmp.path().join("person2.jsonl");
+    std::fs::write(
+        &person2,
+        r#"{"ts":1,"actor":"bot","kind":"NOTE","assert":[{"op":"node","key":"c:D1:2","label":"Person","name":"Bob"},{"op":"node","key":"p9","label":"Person","name":"Di"}]}"#,
+    )
+    .unwrap();
+    let passage = tmp.path().join("passage.jsonl");
+    std::fs::write(&passage, "{\"id\":\"p9\",\"title\":\"T\",\"text\":\"x\"}\n").unwrap();
+    for (second, says) in [
+        (&talk, format!("{}:1: turns[1].dia_id: ", talk.display())),
+        (&passage, format!("{}:1: id: ", passage.display())),
+    ] {
+        let out = loci(&["ingest", "--store", p(&store), p(&person2), p(second)]);
+        assert_eq!(out.status.code(), Some(3), "{second:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&says)
+                && err.contains(" is the key of a Person node (")
+                && err.contains(&format!("made at {}:1", person2.display())),
+            "{err}"
+        );
+    }
+    let stats = json(&["stats", "--store", p(&store), "--json"]);
+    assert_eq!(stats["events"], 0, "{stats}");
+}
+
+/// A journal entry's tag, session or entry node whose key is a node of another kind is
+/// refused naming the field, where the entry relabelled and renamed it (a helper's probe: a
+/// Person `tag:alice` became a Tag).
+#[test]
+fn a_journal_entry_never_relabels_a_node_of_another_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let nodes = tmp.path().join("nodes.jsonl");
+    std::fs::write(
+        &nodes,
+        r#"{"ts":1,"actor":"bot","kind":"NOTE","assert":[{"op":"node","key":"tag:alice","label":"Person","name":"Alice"},{"op":"node","key":"session:cc/s1","label":"Place","name":"S1"}]}"#,
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&nodes)]);
+    let entry = |tags: &str, session: &str| {
+        format!(
+            r#"{{"v":1,"time":100,"harness":"cc","session":"{session}","kind":"decision","text":"use rocksdb","tags":[{tags}]}}"#
+        ) + "\n"
+    };
+    let journal = tmp.path().join("j.jsonl");
+    for (line, field, key, label) in [
+        (entry("\"alice\"", "s2"), "tags", "tag:alice", "Person"),
+        (entry("", "s1"), "session", "session:cc/s1", "Place"),
+    ] {
+        std::fs::write(&journal, line).unwrap();
+        let out = loci(&[
+            "ingest",
+            "--store",
+            p(&store),
+            p(&journal),
+            "--format",
+            "journal",
+        ]);
+        assert_eq!(out.status.code(), Some(3), "{field}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{}:1: {field}: ", journal.display()))
+                && err.contains(&format!("\"{key}\" is the key of a {label} node")),
+            "{field}: {err}"
+        );
+    }
+    let alice = json(&["search", "--store", p(&store), "Alice", "--json"]);
+    assert!(alice.to_string().contains("Person"), "{alice}");
 }
 
 /// A tool call kept raw is counted in words that agree ("1 tool call ... was"), and one at a
