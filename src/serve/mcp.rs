@@ -404,13 +404,11 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
             -32700,
             format!("Parse error: {e}"),
         )),
-        Err(e) if crate::model::is_repeated_key(&e) => {
-            let id = serde_json::from_slice::<Json>(message)
-                .ok()
-                .and_then(|m| m.get("id").cloned())
-                .unwrap_or(Json::Null);
-            Some(error(id, -32600, format!("Invalid Request: {e}")))
-        }
+        Err(e) if crate::model::is_repeated_key(&e) => Some(error(
+            readable_id(message),
+            -32600,
+            format!("Invalid Request: {e}"),
+        )),
         _ => match not_a_request(message) {
             Some((id, why)) => Some(error(id, -32600, format!("Invalid Request: {why}"))),
             None => invalid_call(message)
@@ -419,32 +417,39 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
     }
 }
 
-/// The id of a request (a method and an id that is a string or an integer) whose `jsonrpc`
-/// is not "2.0", and why: rmcp answers it with no id, so its client waited forever. A
-/// notification (no id) is left to rmcp, since nothing may answer one.
+/// The id of a request (a method and an id that is a string or an integer) that rmcp would
+/// answer with no id, so that its client waited forever, and why: its `jsonrpc` is not "2.0",
+/// its method is no string, its params neither an object nor an array, or its id an integer
+/// past i64 (rmcp's ids are i64). A message without an id is left to rmcp: a notification is
+/// never answered, and rmcp answers one that is no message with a null id, as JSON-RPC has it.
 fn not_a_request(body: &[u8]) -> Option<(Json, String)> {
     let message: Json = serde_json::from_slice(body).ok()?;
-    message.get("method")?;
+    let method = message.get("method")?;
     let id = message
         .get("id")
         .filter(|id| id.is_string() || id.is_i64() || id.is_u64())?;
-    match message.get("jsonrpc") {
-        Some(Json::String(v)) if v == "2.0" => None,
-        None => Some((id.clone(), "no \"jsonrpc\": \"2.0\"".into())),
-        Some(other) => Some((
-            id.clone(),
-            format!(
-                "\"jsonrpc\" is {}, expected \"2.0\"",
-                crate::error::excerpt(&other.to_string())
-            ),
-        )),
-    }
+    let shown = |v: &Json| crate::error::excerpt(&v.to_string());
+    let why = match (message.get("jsonrpc"), message.get("params")) {
+        (None, _) => "no \"jsonrpc\": \"2.0\"".to_string(),
+        (Some(v), _) if v != "2.0" => format!("\"jsonrpc\" is {}, expected \"2.0\"", shown(v)),
+        _ if !method.is_string() => format!("\"method\" is {}, expected a string", shown(method)),
+        (_, Some(p)) if !p.is_object() && !p.is_array() => {
+            format!("\"params\" is {}, expected an object or an array", shown(p))
+        }
+        _ if !id.is_string() && !id.is_i64() => {
+            format!("id {id} is past the largest this server takes, 2^63-1")
+        }
+        _ => return None,
+    };
+    Some((id.clone(), why))
 }
 
-/// The id of a request that JSON's grammar allows but that cannot be read whole (a number past
-/// f64's range, a lone surrogate, elsewhere than in the id), or null: given back, the client's
-/// request is answered, where under a null id it waited forever. The rest of the message is
-/// skipped unread (serde's `IgnoredAny` takes any number and escape as text).
+/// The id of a message that cannot be read whole (a number past f64's range, a lone
+/// surrogate, a key given twice, nesting past the reader's depth or text after it, all
+/// elsewhere than in the id), or null: given back, the client's request is answered, where
+/// under a null id it waited forever. The rest of the message is skipped unread (serde's
+/// `IgnoredAny` takes any number and escape as text); of an id given twice the last is taken,
+/// as the message's other readers take it.
 fn readable_id(message: &[u8]) -> Json {
     use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
     /// The top-level object's id, its other values skipped (a map would hold them).
@@ -457,7 +462,7 @@ fn readable_id(message: &[u8]) -> Json {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
             let mut id = Json::Null;
             while let Some(key) = map.next_key::<String>()? {
-                if key == "id" && id.is_null() {
+                if key == "id" {
                     id = match map.next_value::<Json>()? {
                         n @ Json::Number(_) if n.is_i64() || n.is_u64() => n,
                         t @ Json::String(_) => t,

@@ -248,7 +248,12 @@ mod tests {
     #[test]
     fn lines_rmcp_cannot_read_are_answered_and_the_rest_passed_on_whole() {
         let out = through(
-            b"{\"id\":1}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"id\":2}\r\n{\"id\":\"a\",\"x\":[1e400]}\n{\"x\":\"\\ud800\",\"id\":3}\n{\"id\":1e400}\n{\"id\":4,\"method\":\"ping\"}\n{\"method\":\"notifications/initialized\"}\n",
+            b"{\"id\":1}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"id\":2}\r\n{\"id\":\"a\",\"x\":[1e400]}\n{\"x\":\"\\ud800\",\"id\":3}\n{\"id\":1e400}\n{\"id\":4,\"method\":\"ping\"}\n{\"method\":\"notifications/initialized\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":5,\"method\":5}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":5}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"method\":\"ping\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":10,\"id\":11,\"method\":\"ping\",\"x\":1e400}\n\
+              {\"x\":1e400,\"id\":12,\"id\":13}\n",
             1024,
         );
         let mut passed: Vec<&str> = Vec::new();
@@ -276,7 +281,8 @@ mod tests {
         codes.sort_by_key(|c| c.1);
         // An id that can be read is given back, so that the client's request is answered
         // (a helper's probe: it waited for an answer to its id forever), and so is a request
-        // without `"jsonrpc": "2.0"`, which rmcp answers with no id.
+        // rmcp answers with no id: without `"jsonrpc": "2.0"`, a method or params of the
+        // wrong kind, an id past i64. Of an id given twice, the last is the message's.
         assert_eq!(
             codes,
             [
@@ -285,8 +291,13 @@ mod tests {
                 (serde_json::json!("a"), -32700),
                 (serde_json::json!(3), -32700),
                 (serde_json::Value::Null, -32700),
+                (serde_json::json!(13), -32700),
                 (serde_json::json!(7), -32600),
-                (serde_json::json!(4), -32600)
+                (serde_json::json!(4), -32600),
+                (serde_json::json!(5), -32600),
+                (serde_json::json!(6), -32600),
+                (serde_json::json!(18446744073709551615u64), -32600),
+                (serde_json::json!(11), -32600)
             ],
             "{out:?}"
         );
