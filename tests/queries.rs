@@ -2181,6 +2181,19 @@ fn a_search_text_read_from_a_row_finds_nothing_when_missing_and_is_placed_when_w
     let found = run("SEARCH a FOR 'fletcher' SEARCH b FOR a.name MATCH (b) RETURN b.key")
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(!found.rows.is_empty(), "{found:?}");
+    // A blank text that reads no node is refused as a blank literal or parameter is; it had
+    // found nothing (a helper's probe).
+    let blank = HashMap::from([("p".to_string(), Val::Str("  ".into()))]);
+    let e = query::prepare(
+        "SEARCH b FOR $p + '' MATCH (b) RETURN b.key",
+        Limits::default(),
+    )
+    .and_then(|p| p.run(&store, &blank))
+    .unwrap_err();
+    assert!(
+        matches!(&e, QueryError::Param(m) if m.starts_with("$p: ") && m.contains("not blank")),
+        "{e:?}"
+    );
     for (q, says, under) in [
         (
             "SEARCH a FOR 'fletcher' SEARCH b FOR a MATCH (b) RETURN b.key",
@@ -2191,6 +2204,11 @@ fn a_search_text_read_from_a_row_finds_nothing_when_missing_and_is_placed_when_w
             "SEARCH v FOR 1 MATCH (v) RETURN v.key",
             "SEARCH ... FOR takes a string",
             "1 MATCH",
+        ),
+        (
+            "SEARCH b FOR '  ' + '' MATCH (b) RETURN b.key",
+            "SEARCH ... FOR takes a text that is not blank",
+            "'  ' + ''",
         ),
     ] {
         let e = run(q).unwrap_err();
@@ -2207,8 +2225,11 @@ fn a_search_text_read_from_a_row_finds_nothing_when_missing_and_is_placed_when_w
         let at = q.find(under).unwrap();
         assert_eq!((line, column), (1, at + 1), "{q}");
         let rendered = e.render(q);
-        assert!(
-            rendered.ends_with(&format!("\n  {}^", " ".repeat(at))),
+        let carets = rendered.lines().last().unwrap();
+        assert_eq!(carets.find('^'), Some(at + 2), "{q}:\n{rendered}");
+        assert_eq!(
+            carets.trim().len(),
+            q[at..].find(" MATCH").unwrap(),
             "{q}:\n{rendered}"
         );
     }

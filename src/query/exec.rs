@@ -1006,6 +1006,28 @@ fn num_op(a: &Val, b: &Val, f: impl Fn(f64, f64) -> f64) -> Val {
     }
 }
 
+/// The first parameter `e` reads, if any.
+fn first_param(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Param(p) => Some(p),
+        Expr::Lit(_) | Expr::Var(_) => None,
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => first_param(x),
+        Expr::Call(_, args) | Expr::List(args) => args.iter().find_map(first_param),
+        Expr::Bin(_, a, b) => first_param(a).or_else(|| first_param(b)),
+    }
+}
+
+/// Whether `e` reads a variable (a row's value).
+fn reads_a_variable(e: &Expr) -> bool {
+    match e {
+        Expr::Var(_) => true,
+        Expr::Lit(_) | Expr::Param(_) => false,
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => reads_a_variable(x),
+        Expr::Call(_, args) | Expr::List(args) => args.iter().any(reads_a_variable),
+        Expr::Bin(_, a, b) => reads_a_variable(a) || reads_a_variable(b),
+    }
+}
+
 /// A value refused (by LIMIT, by SEARCH), as its user wrote it (not as Rust's `Debug` prints
 /// it).
 fn as_written(v: &Val) -> String {
@@ -1333,8 +1355,8 @@ impl Run<'_, '_> {
 
     /// `SEARCH v FOR text LIMIT n`: the nodes the full-text index finds, best first. A text
     /// read from an earlier SEARCH's node that is missing or blank finds nothing for that row
-    /// (as a comparison with null matches nothing); a parameter's is refused, since the
-    /// caller left it unset.
+    /// (as a comparison with null matches nothing); any other is refused, a parameter's by
+    /// its name (the caller left it unset), the rest at the text's place.
     fn search(
         &mut self,
         out: &mut Produced,
@@ -1343,25 +1365,26 @@ impl Run<'_, '_> {
         (text, text_at): (&Expr, Span),
         limit: u64,
     ) -> Result<Flow, QueryError> {
-        let param = match text {
-            Expr::Param(p) => Some(p),
-            _ => None,
-        };
+        let param = first_param(text);
+        let reads_a_row = reads_a_variable(text);
         for row in rows {
             self.guard.tick()?;
-            let t = match (self.ctx.eval(text, row)?, param) {
-                (Val::Str(t), _) if !crate::text::is_blank(&t) => t,
-                (Val::Str(_), Some(p)) => {
-                    return Err(QueryError::Param(format!("${p}: {SEARCH_TEXT_IS_BLANK}")))
+            let t = match self.ctx.eval(text, row)? {
+                Val::Str(t) if !crate::text::is_blank(&t) => t,
+                Val::Str(_) | Val::Null if reads_a_row => continue,
+                Val::Str(_) => {
+                    return Err(match param {
+                        Some(p) => QueryError::Param(format!("${p}: {SEARCH_TEXT_IS_BLANK}")),
+                        None => super::plan::plan_err_at(Some(text_at), SEARCH_TEXT_IS_BLANK),
+                    })
                 }
-                (Val::Str(_) | Val::Null, None) => continue,
                 // A literal of another kind was refused in planning: this is a parameter's
-                // value or an earlier SEARCH's node.
-                (other, _) => {
+                // value, an earlier SEARCH's node or what an expression made of them.
+                other => {
                     let said = format!("{SEARCH_TAKES_A_STRING}, got {}", as_written(&other));
                     return Err(match param {
-                        Some(p) => QueryError::Param(format!("${p}: {said}")),
-                        None => super::plan::plan_err_at(Some(text_at), said),
+                        Some(p) if !reads_a_row => QueryError::Param(format!("${p}: {said}")),
+                        _ => super::plan::plan_err_at(Some(text_at), said),
                     });
                 }
             };
