@@ -3664,3 +3664,18 @@ fn a_store_path_that_would_not_read_as_itself_is_quoted() {
         assert!(err.contains(shown), "{given:?}: {err}");
     }
 }
+
+/// An error message is written with the characters that would move or reorder the terminal's
+/// text escaped, as standard output's lines are: a carriage return or a right-to-left
+/// override in a query's name went to standard error raw (a helper's probe).
+#[test]
+fn an_error_message_never_writes_a_carriage_return_or_an_override() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let query = "MATCH (n) RETURN `x\u{202e}y\rz`";
+    let out = loci(&["run", "--store", p(&store), "--query", query]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains('\r') && !err.contains('\u{202e}'), "{err:?}");
+    assert!(err.contains("unknown variable x\\u{202e}y\\u{d}z"), "{err}");
+}

@@ -77,7 +77,14 @@ macro_rules! errln {
     ($($arg:tt)*) => {
         {
             use std::io::Write as _;
-            let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+            // Escaped as standard output's lines are: a message quotes names and values as
+            // given, and a carriage return or an override in one moved or reversed the line.
+            let line = format!($($arg)*);
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{}",
+                $crate::cli::output::visible(&line)
+            );
         }
     };
 }
