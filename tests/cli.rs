@@ -884,7 +884,7 @@ fn a_query_error_excerpt_is_printed_whole_above_its_caret() {
         ),
         (
             query,
-            "family.gq: line 3, column 248: LIMIT takes a non-negative integer",
+            "family.gq:3: query: line 3, column 248: LIMIT takes a non-negative integer",
             "-1",
         ),
     ] {
