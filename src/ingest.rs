@@ -558,8 +558,9 @@ impl SourceBatch {
                         line,
                         field: "id".into(),
                         message: format!(
-                            "passage id {:?} already holds another passage ({t:?}, from {holder}); {to_keep_both}, or --replace to overwrite it",
-                            up.key
+                            "passage id {} already holds another passage ({}, from {holder}); {to_keep_both}, or --replace to overwrite it",
+                            crate::error::quoted_excerpt(&up.key),
+                            crate::error::quoted_excerpt(&t)
                         ),
                     });
                 }

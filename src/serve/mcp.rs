@@ -409,11 +409,15 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
             -32600,
             format!("Invalid Request: {e}"),
         )),
-        _ => match not_a_request(message) {
-            Some((id, why)) => Some(error(id, -32600, format!("Invalid Request: {why}"))),
-            None => invalid_call(message)
-                .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}"))),
-        },
+        // Read once more as JSON (loci's own reading above keeps no JSON), for both checks.
+        _ => {
+            let message: Json = serde_json::from_slice(message).ok()?;
+            match not_a_request(&message) {
+                Some((id, why)) => Some(error(id, -32600, format!("Invalid Request: {why}"))),
+                None => invalid_call(&message)
+                    .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}"))),
+            }
+        }
     }
 }
 
@@ -422,8 +426,7 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
 /// its method is no string, its params neither an object nor an array, or its id an integer
 /// past i64 (rmcp's ids are i64). A message without an id is left to rmcp: a notification is
 /// never answered, and rmcp answers one that is no message with a null id, as JSON-RPC has it.
-fn not_a_request(body: &[u8]) -> Option<(Json, String)> {
-    let message: Json = serde_json::from_slice(body).ok()?;
+fn not_a_request(message: &Json) -> Option<(Json, String)> {
     let method = message.get("method")?;
     let id = message
         .get("id")
@@ -523,8 +526,7 @@ pub(super) fn unparsable(
 /// A `tools/call` request whose params are not a call's: its id, and where and why. rmcp takes
 /// such a message for a method of its own, and answered -32601, method not found, named
 /// "tools/call", where the method is known and its params are wrong (JSON-RPC's -32602).
-fn invalid_call(body: &[u8]) -> Option<(Json, String)> {
-    let message: Json = serde_json::from_slice(body).ok()?;
+fn invalid_call(message: &Json) -> Option<(Json, String)> {
     if message.get("method")?.as_str()? != "tools/call" {
         return None;
     }
