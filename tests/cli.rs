@@ -37,6 +37,14 @@ fn ok_in<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(dir: impl AsRef<Path>, arg
     out
 }
 
+/// Runs `loci args`, which must exit with `code`; what it wrote to standard error.
+fn fails(args: &[&str], code: i32) -> String {
+    let out = loci(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    err
+}
+
 fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).unwrap()
 }
@@ -138,9 +146,7 @@ fn world_ingest_search_neighbors_stats_replay() {
     // A bad file: exit code 3 (bad input), error names file, line and field, store unchanged.
     let bad = tmp.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"ts\":1,\"kind\":\"TRADE\",\"assert\":[{\"op\":\"edge\",\"from\":\"bot\",\"rel\":\"OWES\",\"to\":\"nobody\"}]}\n").unwrap();
-    let out = loci(&["ingest", "--store", p(&store), p(&events), p(&bad)]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["ingest", "--store", p(&store), p(&events), p(&bad)], 3);
     assert!(
         err.contains(&format!(
             "{}:1: assert[0].to: unknown node \"nobody\"",
@@ -728,9 +734,7 @@ fn saved_queries_are_built_in_and_work_from_any_directory() {
         names.contains(&"count_nodes".to_string()) && names.contains(&"find_trade".to_string())
     );
     // An unknown name: not found (4), with the error said once.
-    let out = loci(&["run", "--store", p(&store), "no_such_query"]);
-    assert_eq!(out.status.code(), Some(4));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["run", "--store", p(&store), "no_such_query"], 4);
     assert_eq!(err.matches("no saved query").count(), 1, "{err}");
 }
 
@@ -861,9 +865,7 @@ fn a_query_error_excerpt_is_printed_whole_above_its_caret() {
     let store = empty_store(tmp.path());
     let family = "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}".repeat(40);
     let query = format!("MATCH (n) WHERE n.key <> \"{family}\" RETURN n.key LIMIT -1");
-    let out = loci(&["run", "--store", p(&store), "--query", &query]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["run", "--store", p(&store), "--query", &query], 3);
     let lines: Vec<&str> = err.lines().collect();
     assert!(
         lines[0].contains("LIMIT takes a non-negative integer"),
@@ -893,9 +895,7 @@ fn a_query_error_excerpt_is_printed_whole_above_its_caret() {
             format!("// name: family\n// description: emoji\n{query}\n"),
         )
         .unwrap();
-        let out = loci(&["run", "--store", p(&store), p(&file)]);
-        assert_eq!(out.status.code(), Some(3));
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = fails(&["run", "--store", p(&store), p(&file)], 3);
         let lines: Vec<&str> = err.lines().collect();
         assert!(lines[0].contains(says), "{err}");
         let (excerpt, carets) = (lines[1], lines[2]);
@@ -941,9 +941,7 @@ fn odd_input_files_are_read_or_rejected_with_their_line() {
         "bin.jsonl",
         b"{\"ts\":1,\"kind\":\"K\"}\n\xFF\xFE\x00binary\n",
     );
-    let out = loci(&["ingest", "--store", p(&store), p(&bin)]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["ingest", "--store", p(&store), p(&bin)], 3);
     assert!(
         err.contains(&format!("{}:2: line: not UTF-8", bin.display())),
         "{err}"
@@ -1044,9 +1042,7 @@ fn passage_ids_never_collide_silently() {
         1
     );
     // Another corpus numbering its passages alike: refused, naming the line and the way out.
-    let out = loci(&["ingest", "--store", p(&store), p(&b)]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["ingest", "--store", p(&store), p(&b)], 3);
     assert!(
         err.contains(&format!(
             "{}:1: id: passage id \"p0\" already holds another passage",
@@ -1086,9 +1082,7 @@ fn passage_ids_never_collide_silently() {
     for extra in [&[][..], &["--replace"][..]] {
         let mut args = vec!["ingest", "--store", p(&store), p(&d)];
         args.extend_from_slice(extra);
-        let out = loci(&args);
-        assert_eq!(out.status.code(), Some(3), "{extra:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = fails(&args, 3);
         assert!(
             err.contains("is the key of a Person node (\"Bob\") in the store, not a passage's"),
             "{extra:?}: {err}"
@@ -1241,9 +1235,7 @@ fn ingest_check_reports_without_writing() {
         json(&["stats", "--store", p(&store), "--json"])["events"],
         0
     );
-    let out = loci(&["ingest", "--store", p(&store), "--check", p(&bad)]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["ingest", "--store", p(&store), "--check", p(&bad)], 3);
     assert!(
         err.contains("bad.jsonl:2: assert[0].from: unknown node \"cow\""),
         "{err}"
@@ -2620,9 +2612,10 @@ fn a_parameter_without_a_name_or_with_spaces_around_it_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
     for (given, said) in [("=x", "an empty NAME"), ("want =x", "\"want \"")] {
-        let out = loci(&["run", "--store", p(&store), "find_trade", "--param", given]);
-        assert_eq!(out.status.code(), Some(3), "{given}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = fails(
+            &["run", "--store", p(&store), "find_trade", "--param", given],
+            3,
+        );
         assert!(
             err.contains("--param") && err.contains(said),
             "{given}: {err}"
@@ -2697,9 +2690,7 @@ fn a_world_time_past_any_integer_is_refused_as_out_of_range() {
             ) + "\n",
         )
         .unwrap();
-        let out = loci(&["ingest", "--store", p(&store), p(&input)]);
-        assert_eq!(out.status.code(), Some(3), "{field}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = fails(&["ingest", "--store", p(&store), p(&input)], 3);
         assert!(
             err.contains(&format!("valid.jsonl:1: assert[2].{field}: ")) && err.contains("±2^61"),
             "{field}: {err}"
@@ -2935,16 +2926,17 @@ fn commit_every_zero_is_refused_as_usage() {
     let tmp = tempfile::tempdir().unwrap();
     let store = empty_store(tmp.path());
     let world = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
-    let out = loci(&[
-        "ingest",
-        "--store",
-        p(&store),
-        "--commit-every",
-        "0",
-        p(&world),
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(
+        &[
+            "ingest",
+            "--store",
+            p(&store),
+            "--commit-every",
+            "0",
+            p(&world),
+        ],
+        2,
+    );
     assert!(err.contains("--commit-every"), "{err}");
     let stats = json(&["stats", "--store", p(&store), "--json"]);
     assert_eq!(stats["events"], 0);
@@ -3228,16 +3220,17 @@ fn repair_rebuilds_what_is_derived_and_leaves_the_answers_as_they_were() {
 fn a_saved_query_parameter_given_no_value_on_the_command_line_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
-    let out = loci(&[
-        "run",
-        "--store",
-        p(&store),
-        "find_trade",
-        "--param",
-        "want=",
-    ]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(
+        &[
+            "run",
+            "--store",
+            p(&store),
+            "find_trade",
+            "--param",
+            "want=",
+        ],
+        3,
+    );
     assert!(err.contains("want") && err.contains(r#""""#), "{err}");
     // In quotes, it is the empty string: no trade asks for nothing.
     let rows = json(&[
@@ -3457,16 +3450,17 @@ fn a_conversation_turn_never_relabels_a_node_of_another_kind() {
             + "\n",
     )
     .unwrap();
-    let out = loci(&[
-        "ingest",
-        "--store",
-        p(&store),
-        p(&talk),
-        "--format",
-        "conversation",
-    ]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(
+        &[
+            "ingest",
+            "--store",
+            p(&store),
+            p(&talk),
+            "--format",
+            "conversation",
+        ],
+        3,
+    );
     assert!(
         err.contains(&format!("{}:1: turns[1].dia_id: ", talk.display()))
             && err.contains("\"c:D1:2\" is the key of a Person node (\"Bob\") in the store"),
@@ -3493,9 +3487,7 @@ fn a_conversation_turn_never_relabels_a_node_of_another_kind() {
         (&talk, format!("{}:1: turns[1].dia_id: ", talk.display())),
         (&passage, format!("{}:1: id: ", passage.display())),
     ] {
-        let out = loci(&["ingest", "--store", p(&store), p(&person2), p(second)]);
-        assert_eq!(out.status.code(), Some(3), "{second:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = fails(&["ingest", "--store", p(&store), p(&person2), p(second)], 3);
         assert!(
             err.contains(&says)
                 && err.contains(" is the key of a Person node (")
@@ -3532,16 +3524,17 @@ fn a_journal_entry_never_relabels_a_node_of_another_kind() {
         (entry("", "s1"), "session", "session:cc/s1", "Place"),
     ] {
         std::fs::write(&journal, line).unwrap();
-        let out = loci(&[
-            "ingest",
-            "--store",
-            p(&store),
-            p(&journal),
-            "--format",
-            "journal",
-        ]);
-        assert_eq!(out.status.code(), Some(3), "{field}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = fails(
+            &[
+                "ingest",
+                "--store",
+                p(&store),
+                p(&journal),
+                "--format",
+                "journal",
+            ],
+            3,
+        );
         assert!(
             err.contains(&format!("{}:1: {field}: ", journal.display()))
                 && err.contains(&format!("\"{key}\" is the key of a {label} node")),
@@ -3601,9 +3594,7 @@ fn a_key_given_twice_in_a_file_names_the_line_of_the_first() {
          {\"ts\":3,\"kind\":\"NOTE\",\"idempotency_key\":\"k\"}\n",
     )
     .unwrap();
-    let out = loci(&["ingest", "--store", p(&store), p(&file)]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["ingest", "--store", p(&store), p(&file)], 3);
     assert!(
         err.contains(&format!(
             "{}:3: idempotency_key: key \"k\" is also given to line 1, with other content",
@@ -3633,9 +3624,10 @@ fn a_passage_clash_under_a_namespace_asks_for_another() {
     )
     .unwrap();
     ok(&["ingest", "--store", p(&store), p(&a), "--namespace", "c1"]);
-    let out = loci(&["ingest", "--store", p(&store), p(&b), "--namespace", "c1"]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(
+        &["ingest", "--store", p(&store), p(&b), "--namespace", "c1"],
+        3,
+    );
     assert!(
         err.contains("passage id \"c1/p0\" already holds another passage")
             && err.contains("give another --namespace than \"c1\" to keep both"),
@@ -3673,9 +3665,7 @@ fn an_error_message_never_writes_a_carriage_return_or_an_override() {
     let tmp = tempfile::tempdir().unwrap();
     let store = empty_store(tmp.path());
     let query = "MATCH (n) RETURN `x\u{202e}y\rz`";
-    let out = loci(&["run", "--store", p(&store), "--query", query]);
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(&["run", "--store", p(&store), "--query", query], 3);
     assert!(!err.contains('\r') && !err.contains('\u{202e}'), "{err:?}");
     assert!(err.contains("unknown variable x\\u{202e}y\\u{d}z"), "{err}");
 }

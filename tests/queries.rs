@@ -306,6 +306,27 @@ fn a_function_given_the_wrong_number_of_arguments_is_refused_at_planning() {
     .is_ok());
 }
 
+/// Asserts that `e`, an error of the one-line query `q`, is a planning error saying `says`
+/// placed at the first `under` in `q`, its first caret under it; gives the caret line.
+fn assert_placed(e: &QueryError, q: &str, says: &str, under: &str) -> String {
+    let QueryError::PlanAt {
+        line,
+        column,
+        message,
+        ..
+    } = e
+    else {
+        panic!("{q}: not placed: {e:?}");
+    };
+    assert!(message.contains(says), "{q}: {message}");
+    let at = q.find(under).unwrap();
+    assert_eq!((*line, *column), (1, at + 1), "{q}");
+    let rendered = e.render(q);
+    let carets = rendered.lines().last().unwrap().to_string();
+    assert_eq!(carets.find('^'), Some(at + 2), "{q}:\n{rendered}");
+    carets
+}
+
 /// A LIMIT, a SEARCH text or a property name of the wrong kind is refused with its place in
 /// the text, as every other planning error is: a probe found all three said with no line,
 /// column or caret, and SEARCH's blamed on a parameter when the query gave a literal.
@@ -371,21 +392,7 @@ fn a_wrong_kind_of_limit_search_text_or_property_name_points_at_its_place() {
         let e = query::prepare(q, Limits::default())
             .and_then(|p| p.run(&store, params))
             .unwrap_err();
-        let QueryError::PlanAt {
-            line,
-            column,
-            ref message,
-            ..
-        } = e
-        else {
-            panic!("{q}: not placed: {e:?}");
-        };
-        assert!(message.contains(says), "{q}: {message}");
-        let at = q.find(under).unwrap();
-        assert_eq!((line, column), (1, at + 1), "{q}");
-        let rendered = e.render(q);
-        let caret_line = rendered.lines().last().unwrap();
-        assert_eq!(caret_line.find('^'), Some(at + 2), "{q}:\n{rendered}");
+        assert_placed(&e, q, says, under);
     }
     // A blank text given as a parameter is refused as `loci search` refuses it, where it had
     // answered no rows.
@@ -2212,25 +2219,11 @@ fn a_search_text_read_from_a_row_finds_nothing_when_missing_and_is_placed_when_w
         ),
     ] {
         let e = run(q).unwrap_err();
-        let QueryError::PlanAt {
-            line,
-            column,
-            ref message,
-            ..
-        } = e
-        else {
-            panic!("{q}: not placed: {e:?}");
-        };
-        assert!(message.contains(says), "{q}: {message}");
-        let at = q.find(under).unwrap();
-        assert_eq!((line, column), (1, at + 1), "{q}");
-        let rendered = e.render(q);
-        let carets = rendered.lines().last().unwrap();
-        assert_eq!(carets.find('^'), Some(at + 2), "{q}:\n{rendered}");
+        let carets = assert_placed(&e, q, says, under);
         assert_eq!(
             carets.trim().len(),
-            q[at..].find(" MATCH").unwrap(),
-            "{q}:\n{rendered}"
+            q[q.find(under).unwrap()..].find(" MATCH").unwrap(),
+            "{q}: {carets}"
         );
     }
 }
