@@ -2088,6 +2088,16 @@ fn an_event_is_labelled_event_and_lists_compare_item_by_item() {
     );
 }
 
+/// The error `text` gives on an empty store, rendered with its excerpt and carets.
+fn rendered_error_on_an_empty_store(text: &str) -> String {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::create(store_dir.path().join("s"), BackendKind::Redb).unwrap();
+    query::prepare(text, Limits::default())
+        .and_then(|p| p.run(&store, &HashMap::new()))
+        .unwrap_err()
+        .render(text)
+}
+
 /// The caret stands under the error however the line before it is drawn: an emoji of several
 /// joined people is one picture of two columns, not three of six; a carriage return inside a
 /// line is shown as a replacement character, not sent to the terminal (which went back over
@@ -2114,12 +2124,7 @@ fn carets_stand_under_the_error_after_joined_emoji_and_control_characters() {
         ),
         "MATCH (n)\rRETURN n.key LIMIT -1".to_string(),
     ] {
-        let store_dir = tempfile::tempdir().unwrap();
-        let store = Store::create(store_dir.path().join("s"), BackendKind::Redb).unwrap();
-        let e = query::prepare(&text, Limits::default())
-            .and_then(|p| p.run(&store, &HashMap::new()))
-            .unwrap_err();
-        let shown = e.render(&text);
+        let shown = rendered_error_on_an_empty_store(&text);
         assert!(!shown.contains('\r'), "{shown:?}");
         let lines: Vec<&str> = shown.lines().collect();
         let (excerpt, carets) = (lines[1], lines[2]);
@@ -2152,12 +2157,7 @@ fn an_error_excerpt_is_bounded_and_ordered_after_invisible_characters() {
             "MATCH (n) WHERE n.key <> \"{}\" RETURN n.key LIMIT -1",
             filler.repeat(20_000)
         );
-        let store_dir = tempfile::tempdir().unwrap();
-        let store = Store::create(store_dir.path().join("s"), BackendKind::Redb).unwrap();
-        let e = query::prepare(&text, Limits::default())
-            .and_then(|p| p.run(&store, &HashMap::new()))
-            .unwrap_err();
-        let shown = e.render(&text);
+        let shown = rendered_error_on_an_empty_store(&text);
         assert!(shown.len() < 4_000, "{filler:?}: {} bytes", shown.len());
         assert!(!shown.contains(filler), "{filler:?}: {shown}");
         let lines: Vec<&str> = shown.lines().collect();
