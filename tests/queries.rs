@@ -382,6 +382,20 @@ fn a_wrong_kind_of_limit_search_text_or_property_name_points_at_its_place() {
             "prop(x, name)",
             "prop",
         ),
+        // The call at fault, not the first of its name; and one given a parameter's value of
+        // the wrong kind, which had no place (a helper's probe).
+        (
+            "MATCH (c) RETURN prop(c, 'name'), prop(c, 1)",
+            &none,
+            "prop(x, name)",
+            "prop(c, 1)",
+        ),
+        (
+            "MATCH (c) RETURN prop(c, 'name'), prop(c, $k)",
+            &k,
+            "prop(x, name)",
+            "prop(c, $k)",
+        ),
         (
             "MATCH p = (a)-[r]->(b) RETURN path_cost(p, 2.5)",
             &none,

@@ -79,7 +79,7 @@ pub(super) const SEARCH_TEXT_IS_BLANK: &str =
 pub const AGGREGATES: &[&str] = &["count", "min", "max", "sum", "avg", "collect"];
 
 pub(super) fn is_aggregate(e: &Expr) -> bool {
-    matches!(e, Expr::Call(name, _) if AGGREGATES.contains(&name.as_str()))
+    matches!(e, Expr::Call(name, ..) if AGGREGATES.contains(&name.as_str()))
 }
 
 /// The running value of one aggregate over a group.
@@ -598,12 +598,16 @@ impl<'a> Ctx<'a> {
                 let b = self.eval(b, row)?;
                 binary(*op, &a, &b)
             }
-            Expr::Call(name, args) => {
+            Expr::Call(name, args, at) => {
                 let vals: Vec<Val> = args
                     .iter()
                     .map(|a| self.eval(a, row))
                     .collect::<Result<_, _>>()?;
-                self.call(name, vals)?
+                // A call's refusal of its arguments' values (a parameter's) is placed at it.
+                self.call(name, vals).map_err(|e| match e {
+                    QueryError::Plan(message) => super::plan::plan_err_at(Some(at.span()), message),
+                    other => other,
+                })?
             }
         })
     }
@@ -1012,7 +1016,8 @@ fn first_param(e: &Expr) -> Option<&str> {
         Expr::Param(p) => Some(p),
         Expr::Lit(_) | Expr::Var(_) => None,
         Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => first_param(x),
-        Expr::Call(_, args) | Expr::List(args) => args.iter().find_map(first_param),
+        Expr::Call(_, args, _) => args.iter().find_map(first_param),
+        Expr::List(args) => args.iter().find_map(first_param),
         Expr::Bin(_, a, b) => first_param(a).or_else(|| first_param(b)),
     }
 }
@@ -1023,7 +1028,8 @@ fn reads_a_variable(e: &Expr) -> bool {
         Expr::Var(_) => true,
         Expr::Lit(_) | Expr::Param(_) => false,
         Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => reads_a_variable(x),
-        Expr::Call(_, args) | Expr::List(args) => args.iter().any(reads_a_variable),
+        Expr::Call(_, args, _) => args.iter().any(reads_a_variable),
+        Expr::List(args) => args.iter().any(reads_a_variable),
         Expr::Bin(_, a, b) => reads_a_variable(a) || reads_a_variable(b),
     }
 }
@@ -2003,7 +2009,7 @@ fn aggregate(
                     .returns
                     .iter()
                     .filter_map(|(_, e)| match e {
-                        Expr::Call(name, _) if is_aggregate(e) => Some(Acc::new(name)),
+                        Expr::Call(name, ..) if is_aggregate(e) => Some(Acc::new(name)),
                         _ => None,
                     })
                     .collect();
@@ -2014,7 +2020,7 @@ fn aggregate(
         };
         let aggs = plan.returns.iter().filter(|(_, e)| is_aggregate(e));
         for (i, (_, e)) in aggs.enumerate() {
-            let Expr::Call(_, args) = e else { continue };
+            let Expr::Call(_, args, _) = e else { continue };
             // count(*) counts rows: any non-null stands for the row.
             let v = match args.first() {
                 Some(a) => ctx.eval(a, row)?,
@@ -2032,7 +2038,7 @@ fn aggregate(
             .returns
             .iter()
             .filter_map(|(_, e)| match e {
-                Expr::Call(name, _) => Some(Acc::new(name)),
+                Expr::Call(name, ..) => Some(Acc::new(name)),
                 _ => None,
             })
             .collect();

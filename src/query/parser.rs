@@ -113,11 +113,6 @@ impl Places {
         self.find(false, name, None)
     }
 
-    /// Where the function `name` is first called, if it is.
-    pub fn of_call(&self, name: &str) -> Option<Span> {
-        self.find(true, name, None)
-    }
-
     /// Where the variable `name` is first used inside `within` (anywhere without it).
     pub fn of_var_in(&self, name: &str, within: Option<Span>) -> Option<Span> {
         self.find(false, name, within)
@@ -391,6 +386,41 @@ pub enum BinOp {
     Mod,
 }
 
+/// Where a call stands in the text, for an error about it. Equal to any other: a place takes
+/// no part in an expression's equality (`ORDER BY count(x)` is RETURN's `count(x)` written
+/// again).
+/// Held as two `u32`s (a query is at most 64 KiB), and the call's arguments as a boxed slice,
+/// so that an `Expr` is no larger for it: 8 bytes more made the parser's frames deeper, and 128
+/// levels of nesting overflowed a 2 MiB thread's stack in a debug build.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct At {
+    start: u32,
+    end: u32,
+}
+
+impl At {
+    pub fn new(span: Span) -> At {
+        let narrow = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        At {
+            start: narrow(span.start),
+            end: narrow(span.end),
+        }
+    }
+
+    pub fn span(self) -> Span {
+        Span {
+            start: self.start as usize,
+            end: self.end as usize,
+        }
+    }
+}
+
+impl PartialEq for At {
+    fn eq(&self, _: &At) -> bool {
+        true
+    }
+}
+
 /// An expression.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum Expr {
@@ -398,7 +428,9 @@ pub enum Expr {
     Param(String),
     Var(String),
     Prop(Box<Expr>, String),
-    Call(String, Vec<Expr>),
+    /// A call, its arguments boxed as a slice (with the place, a `Vec` made every `Expr`, and
+    /// the parser's frames with it, larger: see [`At`]).
+    Call(String, Box<[Expr]>, #[serde(skip)] At),
     List(Vec<Expr>),
     Not(Box<Expr>),
     Neg(Box<Expr>),
@@ -1160,7 +1192,11 @@ impl<'a> Parser<'a> {
                         self.bump();
                         self.bump();
                         self.places.note(true, &s.to_ascii_lowercase(), span);
-                        return Ok(Expr::Call(s.to_ascii_lowercase(), Vec::new()));
+                        return Ok(Expr::Call(
+                            s.to_ascii_lowercase(),
+                            Box::default(),
+                            At::new(span),
+                        ));
                     }
                     let mut args = Vec::new();
                     if !self.eat_sym(")") {
@@ -1174,8 +1210,13 @@ impl<'a> Parser<'a> {
                             }
                         }
                     }
+                    let at = self.since(span.start);
                     self.places.note(true, &s.to_ascii_lowercase(), span);
-                    return Ok(Expr::Call(s.to_ascii_lowercase(), args));
+                    return Ok(Expr::Call(
+                        s.to_ascii_lowercase(),
+                        args.into_boxed_slice(),
+                        At::new(at),
+                    ));
                 }
                 self.places.note(false, &s, span);
                 Ok(Expr::Var(s))

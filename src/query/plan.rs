@@ -435,7 +435,8 @@ fn for_each_var(e: &Expr, f: &mut impl FnMut(&str)) {
         Expr::Var(v) => f(v),
         Expr::Lit(_) | Expr::Param(_) => {}
         Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => for_each_var(x, f),
-        Expr::Call(_, args) | Expr::List(args) => args.iter().for_each(|a| for_each_var(a, f)),
+        Expr::Call(_, args, _) => args.iter().for_each(|a| for_each_var(a, f)),
+        Expr::List(args) => args.iter().for_each(|a| for_each_var(a, f)),
         Expr::Bin(_, a, b) => {
             for_each_var(a, f);
             for_each_var(b, f);
@@ -495,8 +496,9 @@ fn check_pattern_expressions(q: &Query) -> Result<(), QueryError> {
 /// The name of the first aggregate in `e`, if any.
 fn first_aggregate(e: &Expr) -> Option<&str> {
     match e {
-        Expr::Call(name, _) if super::exec::AGGREGATES.contains(&name.as_str()) => Some(name),
-        Expr::Call(_, args) | Expr::List(args) => args.iter().find_map(first_aggregate),
+        Expr::Call(name, ..) if super::exec::AGGREGATES.contains(&name.as_str()) => Some(name),
+        Expr::Call(_, args, _) => args.iter().find_map(first_aggregate),
+        Expr::List(args) => args.iter().find_map(first_aggregate),
         Expr::Lit(_) | Expr::Param(_) | Expr::Var(_) => None,
         Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => first_aggregate(x),
         Expr::Bin(_, a, b) => first_aggregate(a).or_else(|| first_aggregate(b)),
@@ -514,7 +516,8 @@ fn collect_params(e: &Expr, out: &mut Vec<String>) {
         Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => {
             collect_params(x, out)
         }
-        Expr::Call(_, args) | Expr::List(args) => args.iter().for_each(|a| collect_params(a, out)),
+        Expr::Call(_, args, _) => args.iter().for_each(|a| collect_params(a, out)),
+        Expr::List(args) => args.iter().for_each(|a| collect_params(a, out)),
         Expr::Bin(_, a, b) => {
             collect_params(a, out);
             collect_params(b, out);
@@ -536,10 +539,15 @@ fn check_vars(
         )),
         Expr::Var(_) | Expr::Lit(_) | Expr::Param(_) => Ok(()),
         Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => check(x),
-        Expr::Call(name, args) => {
+        Expr::Call(name, args, at) => {
+            // The call's own name (not the first call of that name in the text).
+            let named = Some(Span {
+                start: at.span().start,
+                end: at.span().start + name.len(),
+            });
             if !super::exec::FUNCTIONS.contains(&name.as_str()) {
                 return Err(plan_err_at(
-                    places.of_call(name),
+                    named,
                     format!(
                         "unknown function {name}(); known: {}",
                         super::exec::FUNCTIONS.join(", ")
@@ -548,14 +556,14 @@ fn check_vars(
             }
             match super::exec::arity(name) {
                 Some(n) if args.len() != n => Err(plan_err_at(
-                    places.of_call(name),
+                    named,
                     format!("{name}() takes {n} argument(s), got {}", args.len()),
                 )),
                 _ => match (super::exec::names_a_string(name), args.get(1)) {
                     // A literal of another kind can only fail as the query runs, where the
                     // error would have no place in the text.
                     (Some(says), Some(Expr::Lit(l))) if !matches!(l, Literal::Str(_)) => {
-                        Err(plan_err_at(places.of_call(name), says))
+                        Err(plan_err_at(Some(at.span()), says))
                     }
                     _ => args.iter().try_for_each(check),
                 },
@@ -801,7 +809,7 @@ fn check_return_items(
         }
         check_vars(&item.expr, index, &[], places)?;
         match &item.expr {
-            Expr::Call(name, args) if super::exec::AGGREGATES.contains(&name.as_str()) => {
+            Expr::Call(name, args, _) if super::exec::AGGREGATES.contains(&name.as_str()) => {
                 let ok = if name == "count" {
                     args.len() <= 1
                 } else {
