@@ -95,7 +95,7 @@ impl Span {
 pub struct Places {
     /// (whether a function, name, where used), each use.
     names: Vec<(bool, String, Span)>,
-    /// Where LIMIT's expression starts.
+    /// Where LIMIT's expression stands.
     pub limit: Option<Span>,
     /// Where WHERE's condition stands.
     pub filter: Option<Span>,
@@ -734,8 +734,10 @@ impl<'a> Parser<'a> {
             }
         }
         let limit = if self.eat_kw("LIMIT") {
-            self.places.limit = Some(self.span());
-            Some(self.expr()?)
+            let start = self.span().start;
+            let e = self.expr()?;
+            self.places.limit = Some(self.since(start));
+            Some(e)
         } else {
             None
         };
