@@ -1199,6 +1199,18 @@ fn read_conversations(file: &str, content: &[Line]) -> Result<SourceBatch> {
             if crate::text::is_blank(&t.speaker) {
                 return Err(refuse(format!("turns[{i}].speaker"), "is empty".into()));
             }
+            // The turn is written by `person:{speaker}`, an actor of at most MAX_KEY_BYTES:
+            // refused as the speaker, which the line has, not the actor, which it has not.
+            let most = crate::model::MAX_KEY_BYTES - "person:".len();
+            if t.speaker.len() > most {
+                return Err(refuse(
+                    format!("turns[{i}].speaker"),
+                    format!(
+                        "{} bytes long; at most {most} bytes are allowed",
+                        t.speaker.len()
+                    ),
+                ));
+            }
             if crate::text::is_blank(&t.dia_id) {
                 return Err(refuse(format!("turns[{i}].dia_id"), "is empty".into()));
             }

@@ -3669,3 +3669,26 @@ fn an_error_message_never_writes_a_carriage_return_or_an_override() {
     assert!(!err.contains('\r') && !err.contains('\u{202e}'), "{err:?}");
     assert!(err.contains("unknown variable x\\u{202e}y\\u{d}z"), "{err}");
 }
+
+/// A speaker too long for the actor a turn is written by is refused as the turn's speaker,
+/// where the refusal named `actor`, a field no conversation line has (a new user's probe).
+#[test]
+fn a_speaker_too_long_is_named_as_the_turns_speaker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let talk = tmp.path().join("talk.jsonl");
+    std::fs::write(
+        &talk,
+        format!(
+            r#"{{"conversation":"c","session":1,"time":"1:56 pm on 8 May, 2023","turns":[{{"speaker":"Ann","dia_id":"D1:1","text":"hi"}},{{"speaker":"{}","dia_id":"D1:2","text":"hello"}}]}}"#,
+            "s".repeat(100_000)
+        ) + "\n",
+    )
+    .unwrap();
+    let err = fails(&["ingest", "--store", p(&store), p(&talk)], 3);
+    assert!(
+        err.contains(&format!("{}:1: turns[1].speaker: ", talk.display()))
+            && err.contains("100000 bytes long"),
+        "{err}"
+    );
+}
