@@ -421,17 +421,23 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
     }
 }
 
-/// The id of a request (a method and an id that is a string or an integer) that rmcp would
-/// answer with no id, so that its client waited forever, and why: its `jsonrpc` is not "2.0",
-/// its method is no string, its params neither an object nor an array, or its id an integer
-/// past i64 (rmcp's ids are i64). A message without an id is left to rmcp: a notification is
+/// The id of a request (a method and an id) that rmcp would answer with no id, so that its
+/// client waited forever, and why: its `jsonrpc` is not "2.0", its method is no string, its
+/// params neither an object nor an array, or its id an integer past i64 (rmcp's ids are i64);
+/// a null id for an id that is no string or integer (past u64, a fraction, an object). A message without an id is left to rmcp: a notification is
 /// never answered, and rmcp answers one that is no message with a null id, as JSON-RPC has it.
 fn not_a_request(message: &Json) -> Option<(Json, String)> {
     let method = message.get("method")?;
-    let id = message
-        .get("id")
-        .filter(|id| id.is_string() || id.is_i64() || id.is_u64())?;
+    let id = message.get("id")?;
     let shown = |v: &Json| crate::error::excerpt(&v.to_string());
+    if !(id.is_string() || id.is_i64() || id.is_u64()) {
+        // No id to give back: JSON-RPC answers such a request with a null one, where rmcp's
+        // answer had none at all.
+        return Some((
+            Json::Null,
+            format!("id {} is no string or integer", shown(id)),
+        ));
+    }
     let why = match (message.get("jsonrpc"), message.get("params")) {
         (None, _) => "no \"jsonrpc\": \"2.0\"".to_string(),
         (Some(v), _) if v != "2.0" => format!("\"jsonrpc\" is {}, expected \"2.0\"", shown(v)),

@@ -253,7 +253,9 @@ mod tests {
               {\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":5}\n\
               {\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"method\":\"ping\"}\n\
               {\"jsonrpc\":\"2.0\",\"id\":10,\"id\":11,\"method\":\"ping\",\"x\":1e400}\n\
-              {\"x\":1e400,\"id\":12,\"id\":13}\n",
+              {\"x\":1e400,\"id\":12,\"id\":13}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":18446744073709551616,\"method\":\"ping\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}\n",
             1024,
         );
         let mut passed: Vec<&str> = Vec::new();
@@ -282,7 +284,9 @@ mod tests {
         // An id that can be read is given back, so that the client's request is answered
         // (a helper's probe: it waited for an answer to its id forever), and so is a request
         // rmcp answers with no id: without `"jsonrpc": "2.0"`, a method or params of the
-        // wrong kind, an id past i64. Of an id given twice, the last is the message's.
+        // wrong kind, an id past i64; an id that is no string or integer (past u64, a
+        // fraction) is answered with a null id, as JSON-RPC has it, where rmcp's answer had no
+        // id at all. Of an id given twice, the last is the message's.
         assert_eq!(
             codes,
             [
@@ -297,7 +301,9 @@ mod tests {
                 (serde_json::json!(5), -32600),
                 (serde_json::json!(6), -32600),
                 (serde_json::json!(18446744073709551615u64), -32600),
-                (serde_json::json!(11), -32600)
+                (serde_json::json!(11), -32600),
+                (serde_json::Value::Null, -32600),
+                (serde_json::Value::Null, -32600)
             ],
             "{out:?}"
         );
