@@ -3655,6 +3655,14 @@ fn a_store_path_that_would_not_read_as_itself_is_quoted() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(shown), "{given:?}: {err}");
     }
+    // So is the store `init` made (a new user's probe: "at /tmp/trail " hid the space).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loci"))
+        .current_dir(tmp.path())
+        .args(["init", "--store", "trail "])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("store at \"trail \""), "{said}");
 }
 
 /// An error message is written with the characters that would move or reorder the terminal's

@@ -299,7 +299,7 @@ fn run(cli: Cli) -> Result<Code> {
 /// that are not UTF-8 bad input (3), as an input file is; each says the flag and the file (a
 /// directory had exited 8, "other failure").
 pub(crate) fn read_flag_file(flag: &str, path: &std::path::Path) -> Result<String> {
-    let shown = path.display();
+    let shown = loci::error::shown_path(path);
     if path.is_dir() {
         exit::fail!(
             Code::BadInput,

@@ -20,7 +20,8 @@ pub fn init(a: InitArgs) -> Result<Code> {
     outln!(
         "created {} store at {}",
         s.backend_kind(),
-        a.store.store.display()
+        // Quoted where it would not read as itself: a trailing space made another directory.
+        loci::error::shown_path(&a.store.store)
     );
     Ok(Code::Ok)
 }
