@@ -330,6 +330,14 @@ const JOURNAL_FIELDS: &[(&str, &str)] = &[("idempotency_key", "entry")];
 /// spells them differently names its own field in errors about them.
 const KEY_FIELDS: &[&str] = &["key", "from", "to", "relation", "label", "name"];
 
+/// A tool call kept raw (see [`SourceBatch::unextracted`]): its file and line, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unextracted {
+    pub file: String,
+    pub line: usize,
+    pub why: String,
+}
+
 /// Event drafts read from files, each remembering its origin.
 #[derive(Clone, Debug, Default)]
 pub struct SourceBatch {
@@ -337,8 +345,9 @@ pub struct SourceBatch {
     origins: Vec<Origin>,
     /// Input lines read.
     pub lines: usize,
-    /// Tool calls no extractor took (kept raw as `TOOL_CALL` events): line and reason.
-    pub unextracted: Vec<(usize, String)>,
+    /// Tool calls kept raw as `TOOL_CALL` events (no extractor took them, or their time is
+    /// no world time): where each is, and why.
+    pub unextracted: Vec<Unextracted>,
     /// The namespace its passages were put in ([`SourceBatch::namespaced`]), for a clash's
     /// hint.
     namespace: Option<String>,
@@ -1271,7 +1280,11 @@ fn read_tool_calls(file: &str, content: &[Line]) -> Result<SourceBatch> {
         batch.push(d, origin(file, line));
         batch.lines += 1;
         if let Some(why) = why {
-            batch.unextracted.push((line, why));
+            batch.unextracted.push(Unextracted {
+                file: file.to_string(),
+                line,
+                why,
+            });
         }
     }
     Ok(batch)

@@ -3573,7 +3573,8 @@ fn a_tool_call_kept_raw_is_counted_and_its_reason_given() {
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("committed events 1..=2"), "{said}");
     assert!(
-        said.contains("1 tool call was kept raw as a TOOL_CALL event (line 1: ts: ")
+        said.contains("1 tool call was kept raw as a TOOL_CALL event (")
+            && said.contains("calls.jsonl:1: ts: ")
             && said.contains("out of range"),
         "{said}"
     );
@@ -3698,5 +3699,36 @@ fn a_speaker_too_long_is_named_as_the_turns_speaker() {
         err.contains(&format!("{}:1: turns[1].speaker: ", talk.display()))
             && err.contains("100000 bytes long"),
         "{err}"
+    );
+}
+
+/// Tool calls kept raw from two files are reported by file and line, where "line 1" could be
+/// either file's (a new user's probe).
+#[test]
+fn tool_calls_kept_raw_are_reported_by_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let a = tmp.path().join("a.jsonl");
+    let b = tmp.path().join("b.jsonl");
+    std::fs::write(&a, "{\"tool\":\"Frobnicate\",\"ts\":1}\n").unwrap();
+    std::fs::write(
+        &b,
+        "{\"tool\":\"Read\",\"args\":{\"path\":\"x\"},\"ts\":2}\nnot json\n",
+    )
+    .unwrap();
+    let said = ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        p(&a),
+        p(&b),
+        "--format",
+        "toolcalls",
+    ]);
+    assert!(
+        said.contains("2 tool calls were kept raw as TOOL_CALL events (")
+            && said.contains(&format!("{}:1: unknown tool", a.display()))
+            && said.contains(&format!("{}:2: not JSON", b.display())),
+        "{said}"
     );
 }

@@ -38,13 +38,9 @@ fn tool_calls_become_typed_observations_grouped_per_session() {
     let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
     let batch = ingest::read_str("calls.jsonl", CALLS, Format::Toolcalls).unwrap();
     assert_eq!(batch.lines, 9);
-    let reasons: Vec<&str> = batch.unextracted.iter().map(|(_, w)| w.as_str()).collect();
+    let reasons: Vec<&str> = batch.unextracted.iter().map(|u| u.why.as_str()).collect();
     assert_eq!(
-        batch
-            .unextracted
-            .iter()
-            .map(|(l, _)| *l)
-            .collect::<Vec<_>>(),
+        batch.unextracted.iter().map(|u| u.line).collect::<Vec<_>>(),
         [7, 8, 9]
     );
     assert!(reasons[0].contains("Frobnicate") && reasons[1].starts_with("not JSON"));
@@ -142,13 +138,10 @@ fn a_call_with_a_key_given_twice_is_kept_raw_not_guessed() {
                  {\"tool\":\"Read\",\"args\":{\"file_path\":\"c.rs\"},\"ts\":3}\n";
     let batch = ingest::read_str("calls.jsonl", lines, Format::Toolcalls).unwrap();
     assert_eq!(batch.events.len(), 3);
-    let raw: Vec<usize> = batch.unextracted.iter().map(|(l, _)| *l).collect();
+    let raw: Vec<usize> = batch.unextracted.iter().map(|u| u.line).collect();
     assert_eq!(raw, [1, 2], "{:?}", batch.unextracted);
     assert!(
-        batch
-            .unextracted
-            .iter()
-            .all(|(_, why)| why.contains("twice")),
+        batch.unextracted.iter().all(|u| u.why.contains("twice")),
         "{:?}",
         batch.unextracted
     );

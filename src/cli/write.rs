@@ -128,8 +128,8 @@ struct Tally {
     already_applied: usize,
     /// Passages skipped as the store holds them with the same title and text.
     passages_held: usize,
-    /// Tool calls no extractor took (kept raw): counted, and the first reasons shown.
-    unextracted: Vec<(usize, String)>,
+    /// Tool calls kept raw: counted, and the first reasons shown by file and line.
+    unextracted: Vec<loci::ingest::Unextracted>,
     /// Whether a signal left input uncommitted.
     cut_short: bool,
 }
@@ -268,7 +268,7 @@ impl IngestRun<'_> {
                 .unextracted
                 .iter()
                 .take(3)
-                .map(|(line, why)| format!("line {line}: {why}"))
+                .map(|u| format!("{}:{}: {}", u.file, u.line, u.why))
                 .collect();
             let n = t.unextracted.len() as u64;
             note(format!(
