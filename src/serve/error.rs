@@ -119,10 +119,21 @@ macro_rules! from_rejection {
     )*};
 }
 from_rejection!(
-    axum::extract::rejection::QueryRejection,
     axum::extract::rejection::PathRejection,
     axum::extract::rejection::BytesRejection
 );
+
+impl From<axum::extract::rejection::QueryRejection> for ApiError {
+    /// Said by where, as a body's errors are (`query string: lable: unknown field ...`), not
+    /// after axum's "Failed to deserialize query string".
+    fn from(r: axum::extract::rejection::QueryRejection) -> Self {
+        let said = r.body_text();
+        let why = said
+            .strip_prefix("Failed to deserialize query string: ")
+            .unwrap_or(&said);
+        ApiError::bad_input(format!("query string: {why}"))
+    }
+}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
