@@ -538,14 +538,36 @@ fn invalid_call(message: &Json) -> Option<(Json, String)> {
     }
     let id = message.get("id").cloned().unwrap_or(Json::Null);
     let params = message.get("params").cloned().unwrap_or(Json::Null);
-    let e =
-        serde_path_to_error::deserialize::<_, rmcp::model::CallToolRequestParams>(params).err()?;
-    let at = match e.path().to_string().as_str() {
-        "." => "params".to_string(),
-        path => format!("params.{path}"),
-    };
-    Some((id, format!("tools/call {at}: {}", e.inner())))
+    match serde_path_to_error::deserialize::<_, rmcp::model::CallToolRequestParams>(params) {
+        Err(e) => {
+            let at = match e.path().to_string().as_str() {
+                "." => "params".to_string(),
+                path => format!("params.{path}"),
+            };
+            Some((id, format!("tools/call {at}: {}", e.inner())))
+        }
+        // rmcp says "tool not found", naming neither the tool nor those there are.
+        Ok(call) if !TOOLS.contains(&call.name.as_ref()) => Some((
+            id,
+            format!(
+                "tools/call params.name: no tool named {}; the tools are {}",
+                crate::error::quoted_excerpt(&call.name),
+                TOOLS.join(", ")
+            ),
+        )),
+        Ok(_) => None,
+    }
 }
+
+/// The tools [`LociMcp`] serves (its router's, as a test checks), for a call of another.
+const TOOLS: &[&str] = &[
+    "context",
+    "neighbours",
+    "query",
+    "recall",
+    "remember",
+    "timeline",
+];
 
 /// The MCP service mounted at `/mcp`: one server per session, ended at shutdown.
 pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, LocalSessionManager> {
@@ -666,6 +688,18 @@ mod tests {
         assert!(e.message.contains("kind: "), "{}", e.message);
         assert!(!e.message.contains("of the batch"), "{}", e.message);
         assert_eq!(store.stats().events, 0);
+    }
+
+    /// The tools a call of another is told of are the router's.
+    #[test]
+    fn the_tools_named_to_a_call_of_another_are_the_routers() {
+        let mut routed: Vec<String> = LociMcp::tool_router()
+            .list_all()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        routed.sort();
+        assert_eq!(routed, TOOLS);
     }
 
     /// A tool's arguments are refused with a field they do not have, as the HTTP routes'

@@ -255,7 +255,8 @@ mod tests {
               {\"jsonrpc\":\"2.0\",\"id\":10,\"id\":11,\"method\":\"ping\",\"x\":1e400}\n\
               {\"x\":1e400,\"id\":12,\"id\":13}\n\
               {\"jsonrpc\":\"2.0\",\"id\":18446744073709551616,\"method\":\"ping\"}\n\
-              {\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}\n",
+              {\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":40,\"method\":\"tools/call\",\"params\":{\"name\":\"recal\"}}\n",
             1024,
         );
         let mut passed: Vec<&str> = Vec::new();
@@ -280,6 +281,16 @@ mod tests {
             ["1", "blank", "not json", "2", "notification"],
             "{out:?}"
         );
+        // A call of a tool there is not names it and the tools there are (a new user's
+        // probe: rmcp said "tool not found").
+        let unknown = out
+            .iter()
+            .find(|l| l.contains("\"id\":40"))
+            .expect("the unknown tool's call answered");
+        assert!(
+            unknown.contains("no tool named \\\"recal\\\"") && unknown.contains("recall"),
+            "{unknown}"
+        );
         codes.sort_by_key(|c| c.1);
         // An id that can be read is given back, so that the client's request is answered
         // (a helper's probe: it waited for an answer to its id forever), and so is a request
@@ -296,6 +307,7 @@ mod tests {
                 (serde_json::json!(3), -32700),
                 (serde_json::Value::Null, -32700),
                 (serde_json::json!(13), -32700),
+                (serde_json::json!(40), -32602),
                 (serde_json::json!(7), -32600),
                 (serde_json::json!(4), -32600),
                 (serde_json::json!(5), -32600),
