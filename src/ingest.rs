@@ -304,6 +304,14 @@ impl Origin {
             .unwrap_or(0)
             .max(self.line)
     }
+
+    /// The input's own name for the model's field `model` (a passage's `id` for `key`).
+    fn input_name<'a>(&self, model: &'a str) -> &'a str {
+        self.renames
+            .iter()
+            .find(|(m, _)| *m == model)
+            .map_or(model, |(_, input)| input)
+    }
 }
 
 /// How far into its input a batch's events were read, for taking the input up again after a
@@ -436,11 +444,7 @@ impl SourceBatch {
                         },
                         None => field,
                     };
-                    let field = o
-                        .renames
-                        .iter()
-                        .find(|(model, _)| *model == field)
-                        .map_or(field.clone(), |(_, input)| input.to_string());
+                    let field = o.input_name(&field).to_string();
                     Error::Input {
                         file: o.file.clone(),
                         line,
@@ -728,15 +732,10 @@ impl SourceBatch {
                     } else {
                         format!("{}:{}", earlier.file, earlier.line)
                     };
-                    let field = at
-                        .renames
-                        .iter()
-                        .find(|(model, _)| *model == "idempotency_key")
-                        .map_or("idempotency_key", |(_, input)| input);
                     return Err(Error::Input {
                         file: at.file.clone(),
                         line: at.line,
-                        field: field.into(),
+                        field: at.input_name("idempotency_key").into(),
                         message: format!(
                             "key {} is also given to {earlier}, with other content",
                             crate::error::quoted_excerpt(key)

@@ -539,19 +539,6 @@ pub(crate) struct Hint {
     pub edge: Option<EdgeId>,
 }
 
-/// [`project_batch`] of owned events, which the overlay then holds (replay).
-pub(crate) fn project_batch_with<B: ProjectionBase>(
-    base: &B,
-    events: Vec<Event>,
-    first_index: usize,
-    on_missing: Missing,
-    hints: &KeyHints,
-) -> Result<Overlay> {
-    let mut ov = project_batch(base, &events, first_index, on_missing, hints)?;
-    ov.events = events;
-    Ok(ov)
-}
-
 /// Validates and projects `events` (already numbered) against `base`; `on_missing` says what
 /// an assertion about a missing node does. `first_index` is the position of `events[0]` in
 /// the caller's batch, for error messages. The overlay holds no events: the caller keeps

@@ -376,13 +376,8 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
     // saved query's lines are its file's); the exit code comes from the error's kind
     // (exit::code_of).
     let result = result.map_err(|e| {
-        let line = match e {
-            loci::query::QueryError::Parse { line, .. }
-            | loci::query::QueryError::PlanAt { line, .. } => Some(line),
-            _ => None,
-        };
         // As an error found when the file was read is told (`f.gq:5: query: line 5, ...`).
-        let shown = match (&origin, line) {
+        let shown = match (&origin, e.line()) {
             (Some(path), Some(line)) => format!(
                 "{}:{line}: query: {}",
                 loci::error::shown_path(path),

@@ -1010,30 +1010,6 @@ fn num_op(a: &Val, b: &Val, f: impl Fn(f64, f64) -> f64) -> Val {
     }
 }
 
-/// The first parameter `e` reads, if any.
-fn first_param(e: &Expr) -> Option<&str> {
-    match e {
-        Expr::Param(p) => Some(p),
-        Expr::Lit(_) | Expr::Var(_) => None,
-        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => first_param(x),
-        Expr::Call(_, args, _) => args.iter().find_map(first_param),
-        Expr::List(args) => args.iter().find_map(first_param),
-        Expr::Bin(_, a, b) => first_param(a).or_else(|| first_param(b)),
-    }
-}
-
-/// Whether `e` reads a variable (a row's value).
-fn reads_a_variable(e: &Expr) -> bool {
-    match e {
-        Expr::Var(_) => true,
-        Expr::Lit(_) | Expr::Param(_) => false,
-        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => reads_a_variable(x),
-        Expr::Call(_, args, _) => args.iter().any(reads_a_variable),
-        Expr::List(args) => args.iter().any(reads_a_variable),
-        Expr::Bin(_, a, b) => reads_a_variable(a) || reads_a_variable(b),
-    }
-}
-
 /// A value refused (by LIMIT, by SEARCH), as its user wrote it (not as Rust's `Debug` prints
 /// it).
 fn as_written(v: &Val) -> String {
@@ -1371,8 +1347,10 @@ impl Run<'_, '_> {
         (text, text_at): (&Expr, Span),
         limit: u64,
     ) -> Result<Flow, QueryError> {
-        let param = first_param(text);
-        let reads_a_row = reads_a_variable(text);
+        let mut params = Vec::new();
+        super::plan::collect_params(text, &mut params);
+        let param = params.first();
+        let reads_a_row = super::plan::mentions_vars(text);
         for row in rows {
             self.guard.tick()?;
             let t = match self.ctx.eval(text, row)? {

@@ -81,6 +81,14 @@ impl QueryError {
         }
     }
 
+    /// The line of the text the error is at, where it has a place there.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            QueryError::Parse { line, .. } | QueryError::PlanAt { line, .. } => Some(*line),
+            _ => None,
+        }
+    }
+
     /// The error with its line and column in `text`, where it has a place there.
     fn placed_in(self, text: &str) -> Self {
         match self {

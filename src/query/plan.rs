@@ -423,7 +423,8 @@ fn ts_bounds(filter: Option<&Expr>, var: &str) -> (Option<Expr>, Option<Expr>) {
     (lower, upper)
 }
 
-fn mentions_vars(e: &Expr) -> bool {
+/// Whether `e` reads a variable (a row's value).
+pub(super) fn mentions_vars(e: &Expr) -> bool {
     let mut any = false;
     for_each_var(e, &mut |_| any = true);
     any
@@ -505,7 +506,8 @@ fn first_aggregate(e: &Expr) -> Option<&str> {
     }
 }
 
-fn collect_params(e: &Expr, out: &mut Vec<String>) {
+/// Adds to `out` each parameter `e` reads that it lacks, in the order written.
+pub(super) fn collect_params(e: &Expr, out: &mut Vec<String>) {
     match e {
         Expr::Param(p) => {
             if !out.contains(p) {

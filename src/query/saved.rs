@@ -148,13 +148,11 @@ impl SavedQuery {
                 "missing `// description: ...` header line",
             ));
         }
-        let prepared = prepare(text, Limits::default()).map_err(|e| match &e {
+        let prepared = prepare(text, Limits::default()).map_err(|e| match e.line() {
             // A planning error with a place is told at its line with its caret, as a parse
             // error is (it was told at line 1 of the file).
-            QueryError::Parse { line, .. } | QueryError::PlanAt { line, .. } => {
-                bad(path, *line, "query", e.render(text))
-            }
-            other => bad(path, 1, "query", other.to_string()),
+            Some(line) => bad(path, line, "query", e.render(text)),
+            None => bad(path, 1, "query", e.to_string()),
         })?;
         for p in &prepared.plan.params {
             if !params.iter().any(|s: &ParamSpec| &s.name == p) {

@@ -421,16 +421,22 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
     }
 }
 
+/// Whether `id` can be a request's id as JSON-RPC has it: a string or an integer.
+fn is_an_id(id: &Json) -> bool {
+    id.is_string() || id.is_i64() || id.is_u64()
+}
+
 /// The id of a request (a method and an id) that rmcp would answer with no id, so that its
 /// client waited forever, and why: its `jsonrpc` is not "2.0", its method is no string, its
 /// params neither an object nor an array, or its id an integer past i64 (rmcp's ids are i64);
-/// a null id for an id that is no string or integer (past u64, a fraction, an object). A message without an id is left to rmcp: a notification is
-/// never answered, and rmcp answers one that is no message with a null id, as JSON-RPC has it.
+/// a null id for an id that is no string or integer (past u64, a fraction, an object). A
+/// message without an id is left to rmcp: a notification is never answered, and rmcp answers
+/// one that is no message with a null id, as JSON-RPC has it.
 fn not_a_request(message: &Json) -> Option<(Json, String)> {
     let method = message.get("method")?;
     let id = message.get("id")?;
     let shown = |v: &Json| crate::error::excerpt(&v.to_string());
-    if !(id.is_string() || id.is_i64() || id.is_u64()) {
+    if !is_an_id(id) {
         // No id to give back: JSON-RPC answers such a request with a null one, where rmcp's
         // answer had none at all.
         return Some((
@@ -472,11 +478,9 @@ fn readable_id(message: &[u8]) -> Json {
             let mut id = Json::Null;
             while let Some(key) = map.next_key::<String>()? {
                 if key == "id" {
-                    id = match map.next_value::<Json>()? {
-                        n @ Json::Number(_) if n.is_i64() || n.is_u64() => n,
-                        t @ Json::String(_) => t,
-                        _ => Json::Null,
-                    };
+                    id = Some(map.next_value::<Json>()?)
+                        .filter(is_an_id)
+                        .unwrap_or_default();
                 } else {
                     map.next_value::<IgnoredAny>()?;
                 }

@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Adjacency, DecayFilter, Direction, IdSet, Interner, TraversalFilter};
 use crate::model::{Assertion, Edge, EdgeId, Event, EventDraft, Node, NodeId};
 use crate::projection::{
-    project_batch, project_batch_with, Counters, Hint, KeyHints, Missing, Overlay, ProjectionBase,
+    project_batch, Counters, Hint, KeyHints, Missing, Overlay, ProjectionBase,
 };
 use crate::storage::{Backend, BackendKind, StoreLock, Table, WriteBatch};
 use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
@@ -738,8 +738,8 @@ fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
         }
         // An edge's validity bounds are world times too: near i64's ends, arithmetic on them
         // in a query read as null. The start's end and the end's end are the marks of an
-        // open bound, as the state keeps one. Checked here, not in the projection, so that a log written before
-        // the check still replays.
+        // open bound, as the state keeps one. Checked here, not in the projection, so that a
+        // log written before the check still replays.
         for (j, a) in d.assertions.iter().enumerate() {
             let Assertion::UpsertEdge(up) = a else {
                 continue;
@@ -4633,10 +4633,10 @@ fn replay_excluding(
     )
 }
 
-/// What replay says of `e`, the projection's refusal of a chunk of the log whose seqs are
-/// `seqs`: an event is named as the log's event of its seq, where "event N of the batch" (a
-/// caller's batch's wording) counted from where the replay began.
-fn refusal_in_the_log(e: Error, seqs: &[u64]) -> String {
+/// What replay says of `e`, the projection's refusal of `chunk`, a chunk of the log: an event
+/// is named as the log's event of its seq, where "event N of the batch" (a caller's batch's
+/// wording) counted from where the replay began.
+fn refusal_in_the_log(e: Error, chunk: &[Event]) -> String {
     match e {
         Error::InvalidEvent {
             event,
@@ -4644,7 +4644,9 @@ fn refusal_in_the_log(e: Error, seqs: &[u64]) -> String {
             field,
             message,
         } => {
-            let seq = seqs.get(event).map_or_else(|| "?".into(), u64::to_string);
+            let seq = chunk
+                .get(event)
+                .map_or_else(|| "?".into(), |e| e.seq.to_string());
             let assertion = assertion.map(|a| format!(", assertion {}", a + 1));
             format!(
                 "the log's event {seq}{}: {field}: {message}",
@@ -4697,9 +4699,11 @@ fn replay_onto(
             key_hints_of(state, &lists)
         };
         let base = LiveBase { state };
-        let seqs: Vec<u64> = kept.iter().map(|e| e.seq).collect();
-        let mut ov = project_batch_with(&base, kept, 0, on_missing, &hints)
-            .map_err(|e| refusal_in_the_log(e, &seqs))?;
+        // The overlay holds the events it projected (replay keeps no other copy), once they
+        // are known good: a refusal names the event by its seq.
+        let mut ov = project_batch(&base, &kept, 0, on_missing, &hints)
+            .map_err(|e| refusal_in_the_log(e, &kept))?;
+        ov.events = kept;
         weight += ov.change_weight();
         ov.shed_inputs();
         state.apply(&ov);
