@@ -191,6 +191,39 @@ fn stats_says_a_state_opened_from_its_snapshot_is_read_in_place() {
     );
 }
 
+/// `init` into a directory that holds other files and no store's refuses, and writes nothing
+/// there: it had made `data.redb`, `text/` and a manifest among a user's files without a word
+/// (`loci init --store ~` filled a home directory).
+#[test]
+fn init_refuses_a_directory_of_other_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("notes");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("todo.txt"), "x").unwrap();
+    std::fs::write(dir.join("b.txt"), "x").unwrap();
+    let err = fails(&["init", "--store", p(&dir)], 3);
+    assert!(
+        err.contains("is not empty and holds no loci store")
+            && err.contains("\"b.txt\" and 1 more")
+            && err.contains("an empty or new directory"),
+        "{err}"
+    );
+    let mut left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["b.txt", "todo.txt"], "nothing is written there");
+    // An empty directory, and one a cut-short creation left only its lock in, are taken.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    ok(&["init", "--store", p(&empty)]);
+    let cut = tmp.path().join("cut");
+    std::fs::create_dir(&cut).unwrap();
+    std::fs::write(cut.join("lock"), "").unwrap();
+    ok(&["init", "--store", p(&cut)]);
+}
+
 #[test]
 fn errors_are_clear() {
     let tmp = tempfile::tempdir().unwrap();

@@ -1818,6 +1818,42 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
 }
 
 /// Writes the manifest atomically (a temporary file, then a rename over the old one).
+/// Refuses to make a store in a directory of other files: `loci init --store ~` had put a
+/// store's files among a user's without a word. A directory with a backend's files is left to
+/// [`Store::create`]'s own checks (a store that lost its manifest, or a creation cut short),
+/// and one a creation cut short left only its lock in is taken.
+fn refuse_other_files(dir: &Path) -> Result<()> {
+    if BackendKind::present_in(dir).next().is_some() {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        // Missing (it is made next), or unreadable (making the store there says why).
+        return Ok(());
+    };
+    let mut others: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != crate::storage::LOCK_FILE)
+        .collect();
+    // The first by name, so that the message is the same on every run.
+    others.sort();
+    let Some(first) = others.first() else {
+        return Ok(());
+    };
+    let more = match others.len() - 1 {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    Err(Error::InvalidArgument {
+        name: "store".into(),
+        message: format!(
+            "{}: is not empty and holds no loci store (it holds {}{more}); give an empty or new directory",
+            crate::error::shown_path(dir),
+            crate::error::quoted_excerpt(first)
+        ),
+    })
+}
+
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| Error::Store {
         path: dir.to_path_buf(),
@@ -1942,6 +1978,7 @@ impl Store {
                 ),
             });
         }
+        refuse_other_files(dir)?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock = StoreLock::acquire(dir)?;
         // A log left without its manifest (lost, or deleted) is a store's: a new manifest
