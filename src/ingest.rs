@@ -339,7 +339,7 @@ const JOURNAL_FIELDS: &[(&str, &str)] = &[("idempotency_key", "entry")];
 const KEY_FIELDS: &[&str] = &["key", "from", "to", "relation", "label", "name"];
 
 /// A tool call kept raw (see [`SourceBatch::unextracted`]): its file and line, and why.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Unextracted {
     pub file: String,
     pub line: usize,
@@ -387,12 +387,15 @@ impl SourceBatch {
     /// Splits into batches of `n` events (keeping origins), and more where the `n`th's input
     /// line gives more: the events of one line (a conversation's turns) are never split
     /// between batches, so that a batch ends at the end of a line and an input stopped after
-    /// it is taken up again from the next line.
+    /// it is taken up again from the next line. A tool call kept raw goes with the batch of
+    /// the event it became.
     pub fn chunks(self, n: usize) -> Vec<SourceBatch> {
         let n = n.max(1);
         let mut out = Vec::new();
         let mut events = self.events.into_iter().peekable();
         let mut origins = self.origins.into_iter().peekable();
+        // In the order read, as the events are: each batch takes those of its lines in turn.
+        let mut unextracted = self.unextracted.into_iter().peekable();
         loop {
             let mut ev: Vec<_> = events.by_ref().take(n).collect();
             if ev.is_empty() {
@@ -410,13 +413,24 @@ impl SourceBatch {
                 or.push(o);
             }
             let lines = or.len();
+            let mut raw = Vec::new();
+            for o in &or {
+                while let Some(u) = unextracted.next_if(|u| u.file == o.file && u.line == o.line) {
+                    raw.push(u);
+                }
+            }
             out.push(SourceBatch {
                 events: ev,
                 origins: or,
                 lines,
-                unextracted: Vec::new(),
+                unextracted: raw,
                 namespace: self.namespace.clone(),
             });
+        }
+        // None is left but one whose event is not in the batch (none is made so): said with
+        // the last batch rather than lost.
+        if let Some(last) = out.last_mut() {
+            last.unextracted.extend(unextracted);
         }
         out
     }

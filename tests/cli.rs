@@ -3613,6 +3613,62 @@ fn a_tool_call_kept_raw_is_counted_and_its_reason_given() {
     );
 }
 
+/// `ingest --json` says which tool calls were kept raw in the commit line of their batch, by
+/// file, line and reason, as the text mode says them in its note: a JSON reader had only
+/// the commits' counts, and the note on stderr in words.
+#[test]
+fn ingest_json_names_the_tool_calls_kept_raw_in_their_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let calls = tmp.path().join("calls.jsonl");
+    std::fs::write(
+        &calls,
+        "{\"tool\":\"Read\",\"args\":{\"path\":\"b\"},\"ts\":5}\n\
+         {\"tool\":\"Read\",\"args\":{\"path\":\"a\"},\"ts\":9223372036854775807}\n",
+    )
+    .unwrap();
+    for (i, extra) in [&[][..], &["--commit-every", "1"][..]]
+        .into_iter()
+        .enumerate()
+    {
+        let ns = format!("n{i}");
+        let mut args = vec![
+            "ingest",
+            "--store",
+            p(&store),
+            p(&calls),
+            "--format",
+            "toolcalls",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = String::from_utf8(loci(&args).stdout).unwrap();
+        let lines: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let raw: Vec<&serde_json::Value> = lines
+            .iter()
+            .flat_map(|c| c["unextracted"].as_array().unwrap())
+            .collect();
+        assert_eq!(raw.len(), 1, "{ns}: {out}");
+        assert!(
+            raw[0]["file"].as_str().unwrap().ends_with("calls.jsonl"),
+            "{out}"
+        );
+        assert_eq!(raw[0]["line"], 2, "{out}");
+        assert!(
+            raw[0]["why"].as_str().unwrap().contains("out of range"),
+            "{out}"
+        );
+        // It is in the commit of the event it became (the second, when each is its own).
+        let holder = lines
+            .iter()
+            .position(|c| !c["unextracted"].as_array().unwrap().is_empty());
+        assert_eq!(holder, Some(extra.len().min(1)), "{out}");
+    }
+}
+
 /// An idempotency key given to two events of a file with other content is refused naming the
 /// line of the first, where the message said "event 1 of the batch" under the second's line
 /// (a helper's probe).

@@ -161,6 +161,8 @@ pub struct IngestArgs {
     pub check: bool,
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    /// Each commit as a JSON line (with the tool calls of its batch kept raw, under
+    /// "unextracted"); the closing notes go to stderr.
     #[arg(long)]
     pub json: bool,
 }

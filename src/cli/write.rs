@@ -37,12 +37,21 @@ struct CommitReport {
 }
 
 impl CommitReport {
-    fn line(&mut self, c: &Commit) {
+    /// The line of commit `c`; in JSON, with the tool calls of its batch kept raw (the text
+    /// mode says them once, in its closing note).
+    fn line(&mut self, c: &Commit, kept_raw: &[ingest::Unextracted]) {
         if self.stopped.is_some() {
             return;
         }
         let text = if self.json {
-            serde_json::to_string(c).unwrap_or_default()
+            let mut v = serde_json::to_value(c).unwrap_or_default();
+            if let Some(fields) = v.as_object_mut() {
+                fields.insert(
+                    "unextracted".into(),
+                    serde_json::to_value(kept_raw).unwrap_or_default(),
+                );
+            }
+            v.to_string()
         } else if c.events == 0 {
             // Every event of the batch was applied before (idempotency keys): the total of
             // skipped events is said once at the end.
@@ -193,15 +202,16 @@ impl IngestRun<'_> {
             }
             self.bar.set_message(f.display().to_string());
             ingest::read_file_in_rounds(f, self.format, n, &mut |round| {
-                for b in self.tally.prepare(round, self.a, self.s)?.chunks(n) {
+                for mut b in self.tally.prepare(round, self.a, self.s)?.chunks(n) {
                     if Self::stop() {
                         self.tally.cut_short = true;
                         return Ok(ControlFlow::Break(()));
                     }
+                    let kept_raw = std::mem::take(&mut b.unextracted);
                     let c = self.last.commit(b, self.s)?;
                     self.tally.count(&c);
                     self.bar.inc(c.events as u64);
-                    self.report.line(&c);
+                    self.report.line(&c, &kept_raw);
                 }
                 Ok(ControlFlow::Continue(()))
             })?;
@@ -224,12 +234,13 @@ impl IngestRun<'_> {
         if self.tally.cut_short {
             return Ok(());
         }
-        let all = self.tally.prepare(all, self.a, self.s)?;
+        let mut all = self.tally.prepare(all, self.a, self.s)?;
         if !all.events.is_empty() {
             self.bar.set_message("committing".to_string());
+            let kept_raw = std::mem::take(&mut all.unextracted);
             let c = self.last.commit(all, self.s)?;
             self.tally.count(&c);
-            self.report.line(&c);
+            self.report.line(&c, &kept_raw);
         }
         Ok(())
     }
