@@ -1959,7 +1959,9 @@ fn walk_files(path: &Path, size: &dyn Fn(&std::fs::Metadata) -> u64) -> u64 {
 }
 
 impl Store {
-    /// Creates a new store in `dir` (which must not hold one already) with the given backend.
+    /// Creates a new store in `dir` with the given backend. `dir` is made when missing; an
+    /// existing one must be empty (or hold only what a creation cut short left), and a store
+    /// there, or other files, are [`Error::AlreadyExists`] and [`Error::InvalidArgument`].
     pub fn create(dir: impl AsRef<Path>, backend: BackendKind) -> Result<Store> {
         let dir = dir.as_ref();
         let manifest_path = dir.join(MANIFEST);
