@@ -494,3 +494,20 @@ fn a_day_or_until_past_the_worlds_range_is_refused() {
     assert!(consolidate::summaries(&store).unwrap().is_empty());
     assert!(run(&store).days > 0);
 }
+
+/// A summary's text gives its span in the store's world time as "t=" (as retrieval's "last
+/// seen t=" does), not in "ticks": a journal store's time is minutes, and its summaries, which
+/// go into an LLM's context, read "ticks 29391 to 29500".
+#[test]
+fn summaries_give_their_span_in_world_time_not_ticks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = world_store(&dir.path().join("s"), BackendKind::Redb, 3);
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    let all = consolidate::summaries(&store).unwrap();
+    assert!(!all.is_empty());
+    for s in &all {
+        let span = format!("(t={} to {})", s.start, s.end);
+        assert!(s.text.contains(&span), "{span}: {}", s.text);
+        assert!(!s.text.contains("(ticks "), "{}", s.text);
+    }
+}

@@ -2,7 +2,7 @@
 //! time-ranged chunks.
 //!
 //! - An **episode** is a run of events inside one day, ended by a `SLEEP` event or by a gap of
-//!   more than [`ConsolidationPolicy::episode_gap`] ticks of world time;
+//!   more than [`ConsolidationPolicy::episode_gap`] of world time;
 //! - a **day** (`[d * day, (d + 1) * day - 1]`) rolls up its episodes;
 //! - a **week** ([`ConsolidationPolicy::week_days`] days) rolls up its days.
 //!
@@ -82,7 +82,7 @@ impl Level {
     }
 }
 
-/// The periods of consolidation, in world-time ticks.
+/// The periods of consolidation, in the store's world time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConsolidationPolicy {
@@ -105,7 +105,7 @@ impl Default for ConsolidationPolicy {
 }
 
 impl ConsolidationPolicy {
-    /// The policy to consolidate `store` with: days of `day` ticks if given, else of the
+    /// The policy to consolidate `store` with: days of `day` (world time) if given, else of the
     /// length its day summaries have (1440 in a store of journals consolidated so), else the
     /// default's. A day given that differs from the store's is refused by [`consolidate`].
     pub fn for_store(store: &Store, day: Option<i64>) -> Result<Self> {
@@ -119,7 +119,7 @@ impl ConsolidationPolicy {
         })
     }
 
-    /// This policy with days of `day` ticks (1440 for a store kept in minutes) and episodes
+    /// This policy with days of `day` (1440 for a store kept in minutes) and episodes
     /// ending at a pause of an eighth of a day, as the default's do.
     pub fn with_day(mut self, day: i64) -> Self {
         self.day = day;
@@ -135,13 +135,16 @@ impl ConsolidationPolicy {
             })
         };
         if self.day < 1 {
-            return bad("day", "must be at least 1 tick");
+            return bad("day", "must be at least 1 (in the store's world time)");
         }
         if !(1..=366).contains(&self.week_days) {
             return bad("week_days", "must be between 1 and 366");
         }
         if self.episode_gap < 1 {
-            return bad("episode_gap", "must be at least 1 tick");
+            return bad(
+                "episode_gap",
+                "must be at least 1 (in the store's world time)",
+            );
         }
         // A week's range around the world's ends (±2^61) stays within what a summary may
         // span (±2^62): a longer day had saturated its arithmetic and written a summary at
@@ -149,7 +152,7 @@ impl ConsolidationPolicy {
         if self.day.saturating_mul(self.week_days) > crate::store::MAX_ABS_TS {
             return bad(
                 "day",
-                "times week_days must be at most 2^61 ticks, the world's range",
+                "times week_days must be at most 2^61, the range of world time",
             );
         }
         Ok(())
@@ -396,14 +399,14 @@ impl Summarizer for RuleSummarizer {
         let d = c.digest;
         let mut out = match c.level {
             Level::Episode => format!(
-                "Episode of day {} (ticks {} to {}): {}.",
+                "Episode of day {} (t={} to {}): {}.",
                 c.number,
                 c.start,
                 c.end,
                 count(d.events, "event")
             ),
             Level::Day => format!(
-                "Day {} (ticks {} to {}): {} in {}.",
+                "Day {} (t={} to {}): {} in {}.",
                 c.number,
                 c.start,
                 c.end,
@@ -411,7 +414,7 @@ impl Summarizer for RuleSummarizer {
                 count(c.children, "episode")
             ),
             Level::Week => format!(
-                "Week {} (ticks {} to {}): {} over {}.",
+                "Week {} (t={} to {}): {} over {}.",
                 c.number,
                 c.start,
                 c.end,
@@ -763,7 +766,7 @@ pub(crate) fn live(all: impl IntoIterator<Item = Summary>) -> Latest {
     latest
 }
 
-/// The length in ticks of the newest day summary among `latest`, if there is one.
+/// The length in world time of the newest day summary among `latest`, if there is one.
 fn summarised_day(latest: &Latest) -> Option<i64> {
     latest
         .values()
@@ -820,7 +823,7 @@ pub fn consolidate(
         return Err(Error::InvalidArgument {
             name: "day".into(),
             message: format!(
-                "this store's days are summarised in {day} ticks, not {}: consolidate with a \
+                "this store's days are summarised in days of {day} (world time), not {}: consolidate with a \
                  day of {day} (`--day {day}`), or the summaries of two day lengths overlap",
                 policy.day
             ),

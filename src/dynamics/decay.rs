@@ -133,7 +133,7 @@ impl DecayPolicy {
         }
         let bad = |name: &str, h: f64| Error::InvalidArgument {
             name: format!("half_life of {name}"),
-            message: format!("{h} is not a positive, finite number of world ticks"),
+            message: format!("{h} is not a positive, finite span of world time"),
         };
         if let Some(h) = self.default_half_life {
             if !(h.is_finite() && h > 0.0) {
