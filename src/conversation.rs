@@ -176,7 +176,7 @@ fn number_word(w: &str) -> Option<i64> {
 }
 
 /// The dates that relative expressions in `text` name, against the session day `today` (days
-/// since 1970): "yesterday", "last week(end)", "last month", "last year", "last <weekday>",
+/// since 1970): "yesterday", "last week(end)", "last month", "last year", `"last <weekday>"`,
 /// "N days/weeks/months/years ago". Months and years are taken as 30 and 365 days.
 pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
     let lower = text.to_lowercase();

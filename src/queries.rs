@@ -2,8 +2,8 @@
 //! home; where to trade one item for another; what happened last night; where did I last die
 //! and what did I drop. Each answer names the edges and events it rests on.
 //!
-//! These are library calls over the store's read API; the planner query language (a later
-//! stage) will express them as saved queries.
+//! These are library calls over the store's read API; the planner query language expresses
+//! the same questions as saved queries (`queries/*.gq`).
 
 use serde::Serialize;
 

@@ -5,7 +5,9 @@
 //!
 //! - `place_recall@5`: the seed questions whose answer the ground truth knows (where is home,
 //!   who trades emeralds for sticks, where did I last die and what did I drop), answered by the
-//!   planner calls; a question counts when the expected answer is among the first five;
+//!   planner calls, and the two route questions (the nearest chest; the nearest bed in the
+//!   dark, `routes::route_questions`); a question counts when the expected answer is among
+//!   the first five;
 //! - `episodic_coverage`: the share of key events (deaths, fights, trades, sleeps, discoveries)
 //!   that the live summaries of their day or week still name (where it happened, with whom, what
 //!   was found), on the store that forgets;

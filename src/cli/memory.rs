@@ -1,5 +1,6 @@
 //! Commands that change what the memory holds over time: `consolidate`, `forget`, `delete`,
-//! `compact`, `wm`, `emerge`; and `check`, the health check of what it holds.
+//! `compact`, `wm`, `emerge`; `repair`, which mends a store from its log; and `check`, the
+//! health check of what it holds.
 
 use anyhow::Result;
 

@@ -3,8 +3,10 @@
 //!
 //! - [`args`]: every flag, with one vocabulary across commands (`--store`, `--limit`,
 //!   `--queries`, `--json`, `--out`);
-//! - [`write`]: init, ingest, extract; [`read`]: search, neighbors, query, run, queries,
-//!   stats, replay; [`demo`]: world and demo; [`bench`]: the benchmark reports;
+//! - [`write`]: init, ingest, extract, pin, unpin; [`read`]: search, neighbors, query, run,
+//!   queries, stats, replay; [`memory`]: consolidate, forget, delete, compact, repair, wm,
+//!   emerge, check; [`journal`]; [`context`]; [`serve`]: serve and mcp; [`demo`]: world and
+//!   demo; [`bench`]: the benchmark reports;
 //! - [`output`]: how results reach standard output; [`exit`]: the exit codes; [`interrupt`]:
 //!   Ctrl-C and SIGTERM taken between two commits.
 

@@ -7,7 +7,7 @@
 //! 1. **instructions**: the caller's text, as given;
 //! 2. **pinned**: the mainline of working memory, then every pinned node (by key);
 //! 3. **cover**: the *memory cover*, summaries chosen from the consolidation hierarchy
-//!    ([`cover`]): the roots (weeks, and the days and episodes no live summary holds) while they
+//!    ([`mod@cover`]): the roots (weeks, and the days and episodes no live summary holds) while they
 //!    fit, the oldest dropped first, then the widest chunk split into its children while they
 //!    fit; each line is labelled with its level and time range;
 //!

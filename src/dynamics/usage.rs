@@ -7,7 +7,7 @@
 //! deletion, keys are not) and events by sequence number (event snippets and every event a
 //! snippet cites as provenance). A read writes nothing: uses wait in memory
 //! (`Store::record_use`) and are **flushed as one [`USAGE`] event** when the store is closed,
-//! when [`Store::flush_usage`] is called, when [`FLUSH_ITEMS`] items are waiting, or on the
+//! when [`Store::flush_usage`](crate::Store::flush_usage) is called, when [`FLUSH_ITEMS`] items are waiting, or on the
 //! next recorded use once [`FLUSH_INTERVAL`] has passed since the first waiting use. A read-only
 //! handle records nothing.
 //!

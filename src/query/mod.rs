@@ -48,7 +48,7 @@ pub enum QueryError {
     #[error("{0}")]
     Plan(String),
     /// As [`QueryError::Plan`], because of a name at a place in the text (an unknown variable
-    /// or function, an aggregate where none may be): `line` and `column` are 1-based ([`plan`]
+    /// or function, an aggregate where none may be): `line` and `column` are 1-based ([`plan()`]
     /// alone, which has no text, leaves them 0; [`prepare`] gives them).
     #[error("line {line}, column {column}: {message}")]
     PlanAt {

@@ -2,8 +2,9 @@
 //! with provenance, fitted to a token budget, with no LLM.
 //!
 //! Pipeline (each stage a function below, in this order):
-//! 1. **Seeds**: entities the question names ([`link`]) weighted by match quality and inverse
-//!    frequency, plus the best BM25 hits over nodes and events.
+//! 1. **Seeds**: first the text evidence (the best BM25 hits over nodes and events), then
+//!    the entities the question names ([`link`]) weighted by match quality and inverse
+//!    frequency, plus the nodes of the best hits.
 //! 2. **Expansion**: personalized PageRank by push from the seeds ([`ppr`]), or weighted k-hop
 //!    with hop decay, over confidence-weighted edges. Relation, confidence and validity filters
 //!    apply during expansion.

@@ -74,7 +74,7 @@ struct Assembler {
 impl Assembler {
     /// Takes one entry; gives a whole record (its seq and bytes) when the entry is one, or
     /// completes the record the chunks before it began. A record in chunks is complete when
-    /// an entry of another seq follows it, or the scan ends ([`Assembler::finish`]).
+    /// an entry of another seq follows it, or the scan ends ([`Assembler::flush`]).
     fn take(
         &mut self,
         key: &[u8],

@@ -1596,7 +1596,7 @@ impl GraphRead<'_> {
     pub fn node_id(&self, key: &str) -> Option<NodeId> {
         self.state.node_id(key)
     }
-    /// [`Graph::node_id`] of a key a user named, whose miss checks again the mapped blocks
+    /// [`State::node_id`] of a key a user named, whose miss checks again the mapped blocks
     /// its lookup read ([`Store::require_node`]): damage found there is recorded
     /// ([`Store::snapshot_damage_found`]) rather than the miss passing for the key being
     /// unknown.

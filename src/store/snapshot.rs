@@ -413,7 +413,7 @@ fn blocks_of(k: usize, items: usize, narrow: bool) -> usize {
 /// Begins the head of a snapshot of the graph part of `state` (nodes, edge slots, interners,
 /// adjacency): room for the header, then the body up to the sections' table, which
 /// [`seal_head`] adds with the header once the sections are written (their blocks' CRCs are
-/// taken as they are). The sections are written by [`write`] straight from the state.
+/// taken as they are). The sections are written by [`write()`] straight from the state.
 fn begin_head(state: &State, sections: &SectionSource<'_>) -> Vec<u8> {
     let mut body = vec![0; HEADER_LEN];
     let strings = |body: &mut Vec<u8>, interner: &Interner| {

@@ -447,7 +447,7 @@ impl TextDoc {
         }
     }
 
-    /// The document of an event; none for a `USAGE` record, which is bookkeeping of reads:
+    /// The document of an event; none for a read record (`USAGE`, `CONTEXT`), bookkeeping of reads:
     /// indexing it would change every term's statistics, so a question asked twice would rank
     /// differently only because it had been asked.
     pub fn for_event(e: &Event) -> Option<Self> {

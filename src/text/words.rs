@@ -10,7 +10,7 @@
 //!   only whole.
 //!
 //! Documents and queries are split alike (the analyser is the index's), so an index written
-//! before this split is rebuilt ([`super::TEXT_FORMAT`] 9).
+//! before this split (format 9) is rebuilt ([`super::TEXT_FORMAT`]).
 
 use std::iter::Peekable;
 use std::str::CharIndices;
