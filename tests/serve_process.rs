@@ -270,6 +270,53 @@ fn mcp_over_stdio_ends_quietly_when_the_client_leaves() {
         .success());
 }
 
+/// A tool's arguments of the wrong kind, or an argument it does not take, are the tool's
+/// `bad_input` error naming the argument, as `/v1` names a body's field: rmcp's words were
+/// "failed to deserialize parameters: invalid type: string \"lots\", expected usize", naming
+/// none and with no code (a probe).
+#[test]
+fn mcp_tool_arguments_refused_are_bad_input_naming_the_argument() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = init_world(tmp.path());
+    let out = common::run_with_stdin(
+        BIN,
+        &["mcp", "--store", &s],
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recall","arguments":{"question":"x","budget":"lots"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"context","arguments":{"budget":50,"bugdet":5}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"neighbours","arguments":{}}}"#,
+            "\n",
+        )
+        .as_bytes(),
+    );
+    let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (id, said) in [
+        (
+            2,
+            "bad_input: arguments: budget: invalid type: string \"lots\"",
+        ),
+        (3, "bad_input: arguments: bugdet: unknown field `bugdet`"),
+        (4, "bad_input: arguments: missing field `node`"),
+    ] {
+        let a = answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("{id} unanswered: {answers:#?}"));
+        assert_eq!(a["result"]["isError"], true, "{a}");
+        let text = a["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with(said), "{id}: {text}");
+    }
+}
+
 /// Over stdio, a line that is JSON by the grammar but no message loci can read is answered as
 /// over HTTP (a parse error, -32700, or an invalid request, -32600, with its id where it has
 /// one): rmcp dropped a request holding `1e400` or a lone surrogate without a word, and its

@@ -10,8 +10,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use rmcp::handler::server::common::FromContextPart;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, ListResourcesResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
@@ -237,28 +238,34 @@ impl LociMcp {
         }
     }
 
+    /// A tool's answer: `work` on the store with the tool's arguments, or the refusal of
+    /// its arguments.
+    async fn call<T, F>(&self, args: Result<T, ApiError>, work: F) -> CallToolResult
+    where
+        T: Send + 'static,
+        F: FnOnce(&crate::Store, T) -> Result<axum::Json<Json>, ApiError> + Send + 'static,
+    {
+        answer(match args {
+            Ok(a) => self.state.blocking(move |s| work(s, a)).await,
+            Err(refused) => Err(refused),
+        })
+    }
+
     #[tool(
         description = "Remember something: an observation in words (text), or a whole event (event). Appended to the memory's log as one event."
     )]
     async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> CallToolResult {
-        answer(
-            self.state
-                .blocking(move |s| Ok(axum::Json(json!(remembered(s, a)?))))
-                .await,
-        )
+        self.call(a, |s, a| Ok(axum::Json(json!(remembered(s, a)?))))
+            .await
     }
 
     #[tool(
         description = "Recall what the memory knows about a question: ranked snippets (facts, passages, events, entities), each with its provenance."
     )]
     async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> CallToolResult {
-        let request = recall_request(a);
         let cache = self.state.retriever.clone();
-        answer(
-            self.state
-                .blocking(move |s| api::pack_of(s, cache, &request))
-                .await,
-        )
+        self.call(a, move |s, a| api::pack_of(s, cache, &recall_request(a)))
+            .await
     }
 
     #[tool(
@@ -266,44 +273,65 @@ impl LociMcp {
     )]
     async fn query(&self, Parameters(a): Parameters<QueryArgs>) -> CallToolResult {
         let state = self.state.clone();
-        let request = RunRequest::new(a.name, a.query, a.params);
-        answer(
-            self.state
-                .blocking(move |s| api::run_request(s, &state, &request))
-                .await,
-        )
+        self.call(a, move |s, a| {
+            api::run_request(s, &state, &RunRequest::new(a.name, a.query, a.params))
+        })
+        .await
     }
 
     #[tool(description = "The latest events between two world times, oldest first.")]
     async fn timeline(&self, Parameters(a): Parameters<TimelineArgs>) -> CallToolResult {
-        answer(
-            self.state
-                .blocking(move |s| api::timeline_of(s, a.from, a.to, a.limit))
-                .await,
-        )
+        self.call(a, |s, a| api::timeline_of(s, a.from, a.to, a.limit))
+            .await
     }
 
     #[tool(description = "The nodes within 1 to 4 hops of a node, with the edges followed.")]
     async fn neighbours(&self, Parameters(a): Parameters<NeighboursArgs>) -> CallToolResult {
-        answer(
-            self.state
-                .blocking(move |s| {
-                    api::neighbors_of(s, &a.node, a.depth, a.min_confidence, a.relation)
-                })
-                .await,
-        )
+        self.call(a, |s, a| {
+            api::neighbors_of(s, &a.node, a.depth, a.min_confidence, a.relation)
+        })
+        .await
     }
 
     #[tool(
         description = "This turn's prompt context in a token budget: pinned items, the memory cover of summaries, snippets for the question, working memory, observations and the latest events."
     )]
     async fn context(&self, Parameters(a): Parameters<ContextArgs>) -> CallToolResult {
-        let request = context_request(a);
-        answer(
-            self.state
-                .blocking(move |s| api::context_of(s, request))
-                .await,
-        )
+        self.call(a, |s, a| api::context_of(s, context_request(a)))
+            .await
+    }
+}
+
+/// A tool's arguments, read as `/v1` reads a body: arguments of the wrong kind, or one the
+/// tool does not take, are the tool's `bad_input` error naming the argument
+/// (`arguments: budget: invalid type ...`), where rmcp's own wrapper said "failed to
+/// deserialize parameters", naming none. Named as rmcp's wrapper is because rmcp's `#[tool]`
+/// takes a tool's input schema from its argument of that name.
+struct Parameters<T>(Result<T, ApiError>);
+
+impl<S, T: serde::de::DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Parameters<T> {
+    fn from_context_part(context: &mut ToolCallContext<'_, S>) -> Result<Self, ErrorData> {
+        let arguments = Json::Object(context.arguments.take().unwrap_or_default());
+        Ok(Parameters(
+            serde_path_to_error::deserialize(arguments).map_err(|e| {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                ApiError::bad_input(match path.as_str() {
+                    "." | "" => format!("arguments: {inner}"),
+                    _ => format!("arguments: {path}: {inner}"),
+                })
+            }),
+        ))
+    }
+}
+
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Parameters<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
     }
 }
 
