@@ -597,6 +597,30 @@ fn world_store(tmp: &Path) -> std::path::PathBuf {
     store
 }
 
+/// A question that names no entity the memory knows (typos: "emerlads for stiks") is said to
+/// be ranked by text alone, where the pack listed confident facts under no seed line and
+/// nothing told the user that nothing was linked (a new user's run).
+#[test]
+fn a_question_that_links_no_entity_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let said = "no entity the memory knows is named in the question";
+    let typos = ok(&[
+        "query",
+        "--store",
+        p(&store),
+        "who trades emerlads for stiks",
+    ]);
+    assert!(typos.contains(said), "{typos}");
+    let linked = ok(&[
+        "query",
+        "--store",
+        p(&store),
+        "who trades emeralds for sticks",
+    ]);
+    assert!(!linked.contains(said), "{linked}");
+}
+
 /// Runs loci with its standard output a pipe whose reader has already gone away.
 fn with_closed_stdout(args: &[&str]) -> Output {
     with_closed_pipe(args, true)

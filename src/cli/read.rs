@@ -244,6 +244,14 @@ pub fn query(a: QueryArgs) -> Result<Code> {
 
 fn print_pack(pack: &loci::ContextPack) -> Result<()> {
     outln!("question: {}", pack.question);
+    if pack.seeds.is_empty() {
+        // Said, because a pack ranked by text alone reads as confidently as one the graph
+        // ranked: a question with typos ("emerlads for stiks") listed facts about trading
+        // posts under no seed line.
+        outln!(
+            "  no entity the memory knows is named in the question: ranked from its best text hits"
+        );
+    }
     for seed in &pack.seeds {
         outln!(
             "  seed {} ({}): {}, weight {:.3}",
