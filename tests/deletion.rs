@@ -346,3 +346,60 @@ fn compacting_without_deletions_gives_back_free_pages_in_place() {
     );
     assert_verifies(&store);
 }
+
+/// A secret in an event that forgetting evicted lives on in the day summary made from it:
+/// `delete` of the forgotten event takes that summary, and after `compact` no file of the
+/// store holds the secret, whether the compaction came before the deletion or after. The
+/// deletion had been refused ("event 4 is already deleted") and the secret stayed, searchable
+/// and on disk (a helper's probe).
+#[test]
+fn a_forgotten_secret_is_deleted_from_the_summaries_that_hold_it() {
+    use loci::dynamics::forget::{self, ForgetOptions};
+    let secret = "hunter2zebra";
+    for backend in BackendKind::ALL {
+        for compact_first in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let fixture = std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl"),
+            )
+            .unwrap();
+            let mut lines: Vec<String> = fixture.lines().map(str::to_string).collect();
+            lines.insert(
+                3,
+                format!(
+                    r#"{{"ts":450,"actor":"bot","kind":"NOTE","payload":{{"text":"my password is {secret}"}}}}"#
+                ),
+            );
+            let input = dir.path().join("w.jsonl");
+            std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+            let store = Store::create(dir.path().join("s"), backend).unwrap();
+            loci::ingest::read_file(&input, None)
+                .unwrap()
+                .commit(&store)
+                .unwrap();
+            forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(5)).unwrap();
+            let hits = |store: &Store| store.search(secret, &SearchFilter::default(), 10).unwrap();
+            assert!(store.event(4).unwrap().is_none(), "{backend}: forgotten");
+            assert!(!hits(&store).is_empty(), "{backend}: a summary holds it");
+            let store = if compact_first {
+                store.compact().unwrap().0
+            } else {
+                store
+            };
+            let r = store
+                .delete(&DeleteRequest::events([4]))
+                .unwrap_or_else(|e| panic!("{backend} {compact_first}: {e}"));
+            assert!(!r.deleted.is_empty(), "{backend} {compact_first}: {r:?}");
+            assert!(hits(&store).is_empty(), "{backend} {compact_first}");
+            let report = store.verify().unwrap();
+            assert!(report.ok(), "{:#?}", report.differences);
+            let store = store.compact().unwrap().0;
+            drop(store);
+            assert_eq!(
+                files_containing(&dir.path().join("s"), secret.as_bytes()),
+                Vec::<String>::new(),
+                "{backend} {compact_first}"
+            );
+        }
+    }
+}

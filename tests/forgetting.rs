@@ -542,3 +542,90 @@ fn forgetting_from_a_now_out_of_range_is_refused_before_it_writes() {
     }
     assert_verifies(&store);
 }
+
+/// The live summaries above `seq` through the chain of every summary of `all` (forgotten ones
+/// included): the summaries a deletion of `seq` must take with it.
+fn live_summaries_made_from(
+    seq: u64,
+    all: &[consolidate::Summary],
+    live: &std::collections::BTreeSet<u64>,
+) -> std::collections::BTreeSet<u64> {
+    let mut reached = std::collections::BTreeSet::from([seq]);
+    // Children come before their summaries: one pass in log order reaches every level.
+    let mut by_seq: Vec<&consolidate::Summary> = all.iter().collect();
+    by_seq.sort_by_key(|s| s.seq);
+    for s in by_seq {
+        if s.children.iter().any(|c| reached.contains(c)) {
+            reached.insert(s.seq);
+        }
+    }
+    reached.retain(|s| live.contains(s));
+    reached
+}
+
+/// A deletion takes every summary made from what it deletes even where forgetting broke the
+/// chain (an event's episode summary forgotten, its day's kept), and a forgotten event can be
+/// deleted for its text that lives on in a summary: both had stayed, searchable and on disk
+/// after `compact` (a helper's probe: "my password is ..." in a day summary, and `delete` of
+/// its forgotten event said it was already deleted).
+#[test]
+fn a_deletion_takes_the_summaries_made_from_it_across_forgotten_ones() {
+    for backend in BackendKind::ALL {
+        let (_dir, store) = consolidated_month(backend);
+        let all = consolidate::summaries(&store).unwrap();
+        let budget = held(&store) / 4;
+        forget::forget(&store, &ForgetOptions::with_budget(budget)).unwrap();
+        let live_summaries = |store: &Store| -> std::collections::BTreeSet<u64> {
+            consolidate::summaries(store)
+                .unwrap()
+                .iter()
+                .map(|s| s.seq)
+                .collect()
+        };
+        let summary_seqs: std::collections::BTreeSet<u64> = all.iter().map(|s| s.seq).collect();
+        // A live event whose direct summary was forgotten and which a live one still holds;
+        // then a forgotten event a live summary still holds (each found after the deletion
+        // before it, which took summaries).
+        for forgotten in [false, true] {
+            let live = live_summaries(&store);
+            let seq = (1..=store.stats().events)
+                .find(|&seq| {
+                    let event = store.event(seq).unwrap();
+                    !summary_seqs.contains(&seq)
+                        && match forgotten {
+                            true => event.is_none(),
+                            false => {
+                                event.is_some_and(|e| e.kind != "DELETE")
+                                    && all.iter().any(|s| {
+                                        s.children.contains(&seq) && !live.contains(&s.seq)
+                                    })
+                            }
+                        }
+                        && !live_summaries_made_from(seq, &all, &live).is_empty()
+                })
+                .unwrap_or_else(|| panic!("{backend}: no such event (forgotten: {forgotten})"));
+            let above = live_summaries_made_from(seq, &all, &live);
+            let r = store
+                .delete(&loci::DeleteRequest::events([seq]))
+                .unwrap_or_else(|e| panic!("{backend}: delete {seq}: {e}"));
+            for s in &above {
+                assert!(r.deleted.contains(s), "{backend}: {seq}: {s} kept: {r:?}");
+            }
+            let left = live_summaries(&store);
+            assert!(left.is_disjoint(&above), "{backend}: {seq}: {left:?}");
+            assert_verifies(&store);
+        }
+        // A forgotten event no live summary holds is still refused as deleted.
+        let bare = (1..=store.stats().events).find(|&seq| {
+            !summary_seqs.contains(&seq)
+                && store.event(seq).unwrap().is_none()
+                && live_summaries_made_from(seq, &all, &live_summaries(&store)).is_empty()
+        });
+        if let Some(seq) = bare {
+            let e = store
+                .delete(&loci::DeleteRequest::events([seq]))
+                .unwrap_err();
+            assert!(e.to_string().contains("already deleted"), "{backend}: {e}");
+        }
+    }
+}

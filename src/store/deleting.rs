@@ -22,6 +22,25 @@ use crate::text::{event_doc_key, TextDoc};
 /// Operations per batch while copying into the new backend files.
 const COPY_BATCH: usize = 20_000;
 
+/// The refusal of a deletion of event `seq`, deleted before, of which nothing is left.
+fn already_deleted(seq: u64) -> Error {
+    Error::InvalidArgument {
+        name: "event".into(),
+        message: format!("event {seq} is already deleted"),
+    }
+}
+
+/// A summary in the chain a deletion follows ([`Store::add_summaries_of`]).
+struct SummaryLink {
+    seq: u64,
+    ts: i64,
+    start: i64,
+    end: i64,
+    children: Vec<u64>,
+    /// Whether a child is a tombstone, whose own children no record says any more.
+    unknown_child: bool,
+}
+
 /// What a compaction did.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CompactReport {
@@ -70,7 +89,7 @@ impl Store {
             });
         }
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let mut targets = match self.deletion_targets(request, reason) {
+        let (mut targets, gone) = match self.deletion_targets(request, reason) {
             // A key missed because a block of the snapshot changed after its first read (the
             // miss checked its blocks again and found it): asked again of the graph replayed
             // from the log, as a batch naming it would be.
@@ -81,7 +100,16 @@ impl Store {
             targets => targets?,
         };
         if reason == Reason::Delete {
-            self.add_summaries_of(&mut targets)?;
+            let made = self.add_summaries_of(&mut targets, &gone)?;
+            // An event named that is already deleted, and that no live summary was made from,
+            // leaves nothing to delete.
+            if let Some(seq) = request
+                .events
+                .iter()
+                .find(|s| made.get(s).is_some_and(|made| !made))
+            {
+                return Err(already_deleted(*seq));
+            }
         }
         let before = self.read_state();
         let mut deleted = before.deleted.clone();
@@ -266,41 +294,105 @@ impl Store {
         commits.finish(state.counters.last_seq)
     }
 
-    /// Adds to `targets` every summary that summarises one of them, directly or through
-    /// another summary: a summary's text is made from its children's, so what a user deletes
-    /// must not live on in it. (Forgetting, by contrast, keeps summaries: they are the gist.)
-    /// The next consolidation summarises what remains of those periods.
-    fn add_summaries_of(&self, targets: &mut BTreeMap<u64, i64>) -> Result<()> {
-        let summaries: Vec<(u64, i64, Vec<u64>)> = self
-            .events_of_kind(crate::dynamics::consolidate::SUMMARY)?
+    /// Adds to `targets` every live summary made from one of them or from one of `gone`
+    /// (events already deleted whose text the request wants out), directly or through other
+    /// summaries: a summary's text is made from its children's, so what a user deletes must
+    /// not live on in it. (Forgetting, by contrast, keeps summaries: they are the gist.) The
+    /// chain runs through forgotten summaries too, whose records the log keeps until a
+    /// compaction: an event whose episode summary was forgotten lives on in its day's. Where a
+    /// compaction has made a summary's child a tombstone, whose children no record says, a
+    /// live summary is taken when its range holds the event's time and it was written after
+    /// it. Gives, for each of `gone`, whether any live summary was made from it. The next
+    /// consolidation summarises what remains of those periods.
+    fn add_summaries_of(
+        &self,
+        targets: &mut BTreeMap<u64, i64>,
+        gone: &BTreeMap<u64, i64>,
+    ) -> Result<BTreeMap<u64, bool>> {
+        let chain = self.summary_chain()?;
+        let deleted = self.read_state().deleted.clone();
+        let seeds: Vec<(u64, i64, Option<u64>)> = targets
             .iter()
-            .filter_map(crate::dynamics::consolidate::Summary::of_event)
-            .map(|s| (s.seq, s.start, s.children))
+            .map(|(s, ts)| (*s, *ts, None))
+            .chain(gone.iter().map(|(s, ts)| (*s, *ts, Some(*s))))
             .collect();
-        // Children come before their summaries in the log, so one pass in log order reaches
-        // every level.
-        for (seq, ts, children) in summaries {
-            if children.iter().any(|c| targets.contains_key(c)) {
-                targets.insert(seq, ts);
+        let mut made_from_gone: BTreeMap<u64, bool> = gone.keys().map(|s| (*s, false)).collect();
+        for (seed, ts, of_gone) in seeds {
+            let mut from = BTreeSet::from([seed]);
+            // Children come before their summaries in the log, so one pass in log order
+            // reaches every level.
+            for link in &chain {
+                let made = link.children.iter().any(|c| from.contains(c))
+                    || (link.unknown_child
+                        && seed < link.seq
+                        && (link.start..=link.end).contains(&ts));
+                if made {
+                    from.insert(link.seq);
+                }
+            }
+            for link in chain.iter().filter(|l| from.contains(&l.seq)) {
+                if !deleted.contains(&link.seq) {
+                    targets.insert(link.seq, link.ts);
+                    if let Some(g) = of_gone {
+                        made_from_gone.insert(g, true);
+                    }
+                }
             }
         }
-        Ok(())
+        Ok(made_from_gone)
     }
 
-    /// The events a request deletes, with their world times.
+    /// Every summary the log holds a record of, live or deleted, in log order, with whether
+    /// a child of it is a tombstone (or missing).
+    fn summary_chain(&self) -> Result<Vec<SummaryLink>> {
+        use crate::dynamics::consolidate::{Summary, SUMMARY};
+        let mut tombstones = BTreeSet::new();
+        let mut chain: Vec<SummaryLink> = Vec::new();
+        super::log::scan(&*self.backend, 1, &mut |seq, v| {
+            let (_, kind) = crate::codec::peek_event_kind(Table::Log.name(), v)?;
+            if kind == deletion::TOMBSTONE {
+                tombstones.insert(seq);
+            } else if kind == SUMMARY {
+                let ev = decode_event(Table::Log.name(), v)?;
+                if let Some(s) = Summary::of_event_without_digest(&ev) {
+                    chain.push(SummaryLink {
+                        seq,
+                        ts: ev.ts,
+                        start: s.start,
+                        end: s.end,
+                        unknown_child: false,
+                        children: s.children,
+                    });
+                }
+            }
+            Ok(true)
+        })?;
+        for link in &mut chain {
+            link.unknown_child = link.children.iter().any(|c| tombstones.contains(c));
+        }
+        Ok(chain)
+    }
+    /// The events a request deletes, with their world times; and, for a user's deletion, the
+    /// events it names that are already deleted (forgotten, most often), whose summaries it
+    /// must take (see [`Store::add_summaries_of`]).
+    #[allow(clippy::type_complexity)]
     fn deletion_targets(
         &self,
         request: &DeleteRequest,
         reason: Reason,
-    ) -> Result<BTreeMap<u64, i64>> {
+    ) -> Result<(BTreeMap<u64, i64>, BTreeMap<u64, i64>)> {
         let state = self.read_state();
         let mut targets = BTreeMap::new();
+        let mut gone = BTreeMap::new();
         for &seq in &request.events {
             if state.deleted.contains(&seq) {
-                return Err(Error::InvalidArgument {
-                    name: "event".into(),
-                    message: format!("event {seq} is already deleted"),
-                });
+                if reason != Reason::Delete {
+                    return Err(already_deleted(seq));
+                }
+                if let Some(ev) = self.raw_event(seq)? {
+                    gone.insert(seq, ev.ts);
+                }
+                continue;
             }
             let ev = self
                 .raw_event(seq)?
@@ -329,15 +421,22 @@ impl Store {
             .collect();
         if !request.nodes.is_empty() {
             super::log::scan(&*self.backend, 1, &mut |seq, v| {
-                if state.deleted.contains(&seq) {
+                let was_deleted = state.deleted.contains(&seq);
+                // A forgotten event naming the node lives on in its summaries: a user's
+                // deletion takes them. (Another deletion passes deleted events by.)
+                if was_deleted && reason != Reason::Delete {
                     return Ok(true);
                 }
                 let ev = decode_event(Table::Log.name(), v)?;
                 if !deletion::RESERVED_KINDS.contains(&ev.kind.as_str())
                     && request.nodes.iter().any(|key| names_node(&ev, key))
                 {
-                    targets.insert(ev.seq, ev.ts);
-                    unnamed.retain(|key| !names_node(&ev, key));
+                    if was_deleted {
+                        gone.insert(ev.seq, ev.ts);
+                    } else {
+                        targets.insert(ev.seq, ev.ts);
+                        unnamed.retain(|key| !names_node(&ev, key));
+                    }
                 }
                 Ok(true)
             })?;
@@ -345,7 +444,7 @@ impl Store {
         if let Some(missing) = unnamed.first() {
             return Err(Error::NotFound(format!("node {missing:?}")));
         }
-        Ok(targets)
+        Ok((targets, gone))
     }
 
     /// Physically removes what deletions took out: rewrites the backend's files with every
