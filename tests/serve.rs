@@ -55,6 +55,68 @@ async fn call(
     (status, v, retry)
 }
 
+/// The significant digits of every fraction in `v` whose digits pass 9 (an f32 holds 9 at
+/// most, so more say it was widened to f64 on the way: 0.95 written 0.949999988079071).
+fn widened_numbers(v: &Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let text = n.to_string();
+            let digits = text
+                .trim_start_matches(['-', '0', '.'])
+                .chars()
+                .take_while(|c| *c != 'e')
+                .filter(char::is_ascii_digit)
+                .count();
+            if digits > 9 {
+                out.push(format!("{at}: {text}"));
+            }
+        }
+        Value::Array(items) => {
+            for (i, x) in items.iter().enumerate() {
+                widened_numbers(x, &format!("{at}[{i}]"), out);
+            }
+        }
+        Value::Object(fields) => {
+            for (k, x) in fields {
+                widened_numbers(x, &format!("{at}.{k}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The server writes a confidence, a score or a salience as the CLI does (0.95), where
+/// /v1/query, /v1/neighbors and /v1/nodes widened them to f64 (0.949999988079071), so that
+/// a client comparing with 0.95 found none and the answers were not the CLI's (a helper's
+/// probe).
+#[tokio::test]
+async fn the_server_writes_numbers_as_the_cli_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let mut widened = Vec::new();
+    for (method, uri, body) in [
+        (
+            "POST",
+            "/v1/query",
+            Some(r#"{"question": "who trades emeralds for sticks", "record": false}"#),
+        ),
+        ("GET", "/v1/neighbors?node=base:first&depth=2", None),
+        ("GET", "/v1/nodes/npc:fletcher:0", None),
+        ("GET", "/v1/edges/1", None),
+        ("GET", "/v1/search?q=fletcher", None),
+        (
+            "POST",
+            "/v1/context",
+            Some(r#"{"budget": 400, "question": "where is home", "record": false}"#),
+        ),
+    ] {
+        let (s, v, _) = call(&st, method, uri, body, None).await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {v}");
+        widened_numbers(&v, uri, &mut widened);
+    }
+    assert_eq!(widened, Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn routes_answer_what_the_library_does() {
     let dir = tempfile::tempdir().unwrap();

@@ -143,8 +143,15 @@ fn check_query_is_utf8(query: &str) -> Result<(), ApiError> {
 pub struct PathParam<T>(pub T);
 
 fn to_json(v: &impl serde::Serialize) -> Answer {
-    serde_json::to_value(v)
-        .map(Json)
+    value_of(v).map(Json)
+}
+
+/// `v` as JSON, its numbers as the CLI writes them: through the text, because a value
+/// serialised straight to a [`serde_json::Value`] widens an f32 to f64, and a confidence of
+/// 0.95 read 0.949999988079071.
+fn value_of(v: &impl serde::Serialize) -> Result<serde_json::Value, ApiError> {
+    serde_json::to_string(v)
+        .and_then(|text| serde_json::from_str(&text))
         .map_err(|e| ApiError::internal(format!("encoding the answer: {e}")))
 }
 
@@ -313,8 +320,7 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Result<impl IntoResponse, A
 #[utoipa::path(get, path = "/v1/stats", responses((status = 200, body = Json_)))]
 async fn stats(State(st): State<Arc<AppState>>) -> Answer {
     st.blocking_report(|s| {
-        let mut v =
-            serde_json::to_value(s.stats()).map_err(|e| ApiError::internal(e.to_string()))?;
+        let mut v = value_of(&s.stats())?;
         v["rss_bytes"] = crate::bench::rss_bytes().into();
         Ok(Json(v))
     })
@@ -359,7 +365,7 @@ async fn append_events(
         let unextracted = batch.unextracted.len();
         let passages_skipped = batch.dedupe_passages(s, p.replace)?;
         let commit = batch.commit(s)?;
-        let mut v = serde_json::to_value(commit).map_err(|e| ApiError::internal(e.to_string()))?;
+        let mut v = value_of(&commit)?;
         v["passages_skipped"] = passages_skipped.into();
         v["unextracted"] = unextracted.into();
         Ok(Json(v))
@@ -759,7 +765,7 @@ pub fn neighbors_of(
         .with_min_confidence(min)
         .with_relations(relation);
     let found = s.neighbors(start.id, depth, &opts);
-    to_json(&json!({"start": start.key, "neighbors": found}))
+    to_json(&json!({"start": start.key, "neighbors": value_of(&found)?}))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -821,7 +827,7 @@ async fn node(State(st): State<Arc<AppState>>, PathParam(key): PathParam<String>
             .into_iter()
             .filter_map(|id| s.edge(id).transpose())
             .collect::<crate::Result<_>>()?;
-        to_json(&json!({"node": n, "edges": edges}))
+        to_json(&json!({"node": value_of(&n)?, "edges": value_of(&edges)?}))
     })
     .await
 }
