@@ -222,6 +222,24 @@ fn init_refuses_a_directory_of_other_files() {
     std::fs::create_dir(&cut).unwrap();
     std::fs::write(cut.join("lock"), "").unwrap();
     ok(&["init", "--store", p(&cut)]);
+    // What a file manager leaves in a new folder is no file of the user's.
+    let finder = tmp.path().join("finder");
+    std::fs::create_dir(&finder).unwrap();
+    std::fs::write(finder.join(".DS_Store"), "x").unwrap();
+    ok(&["init", "--store", p(&finder)]);
+    // A store's remains without its log (the log moved away, as the lost-manifest refusal
+    // had advised) are said to be what they are, not other files; and that advice now
+    // names the directory.
+    let store = world_store(&tmp.path().join("w"));
+    std::fs::remove_file(store.join("loci.json")).unwrap();
+    let err = fails(&["init", "--store", p(&store)], 6);
+    assert!(err.contains("or move the directory away"), "{err}");
+    std::fs::rename(store.join("data.redb"), tmp.path().join("moved.redb")).unwrap();
+    let err = fails(&["init", "--store", p(&store)], 3);
+    assert!(
+        err.contains("holds what is left of a store") && err.contains("\"text\""),
+        "{err}"
+    );
 }
 
 #[test]

@@ -635,7 +635,7 @@ pub(super) fn swap_in_compacted(kind: BackendKind, dir: &Path, tmp: &Path) -> Re
 /// document stays in its segment until a merge), so it is removed and rebuilt from the log on
 /// open; then the work directory goes, which marks the compaction done.
 pub(super) fn finish_compaction(dir: &Path) -> Result<()> {
-    crate::text::clear_dir(&dir.join("text"))?;
+    crate::text::clear_dir(&dir.join(super::TEXT_DIR))?;
     let tmp = dir.join(COMPACT_DIR);
     std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
     sync_dir(dir);

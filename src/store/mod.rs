@@ -68,6 +68,8 @@ pub const STORE_FORMAT: u32 = 3;
 const OLDEST_STORE_FORMAT: u32 = 1;
 /// The store's manifest, naming its backend and format.
 pub(crate) const MANIFEST: &str = "loci.json";
+/// The directory of the full-text index, in the store's.
+pub(crate) const TEXT_DIR: &str = "text";
 const META_COUNTERS: &[u8] = b"counters";
 const META_FORMAT: &[u8] = b"format";
 const META_BACKEND: &[u8] = b"backend";
@@ -1817,23 +1819,33 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
     Ok(manifest)
 }
 
-/// Writes the manifest atomically (a temporary file, then a rename over the old one).
+/// What a file manager or a file system puts in a directory of its own accord: no file of the
+/// user's, and taken with the directory.
+const SYSTEM_LITTER: &[&str] = &[".DS_Store", "Thumbs.db", "desktop.ini", "lost+found"];
+
 /// Refuses to make a store in a directory of other files: `loci init --store ~` had put a
 /// store's files among a user's without a word. A directory with a backend's files is left to
 /// [`Store::create`]'s own checks (a store that lost its manifest, or a creation cut short),
-/// and one a creation cut short left only its lock in is taken.
+/// and one a creation cut short left only its lock in is taken. A store's other files without
+/// a log (its log moved away) are said to be what is left of a store.
 fn refuse_other_files(dir: &Path) -> Result<()> {
-    if BackendKind::present_in(dir).next().is_some() {
+    if !dir.exists() || BackendKind::present_in(dir).next().is_some() {
         return Ok(());
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        // Missing (it is made next), or unreadable (making the store there says why).
-        return Ok(());
+    let refused = |message: String| Error::InvalidArgument {
+        name: "store".into(),
+        message: format!("{}: {message}", crate::error::shown_path(dir)),
     };
+    // One that cannot be listed could hold anything: a store is not made among files unseen.
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        refused(format!(
+            "cannot be listed to check that it holds nothing else ({e}); give an empty or new directory"
+        ))
+    })?;
     let mut others: Vec<String> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name != crate::storage::LOCK_FILE)
+        .filter(|name| name != crate::storage::LOCK_FILE && !SYSTEM_LITTER.contains(&name.as_str()))
         .collect();
     // The first by name, so that the message is the same on every run.
     others.sort();
@@ -1844,16 +1856,27 @@ fn refuse_other_files(dir: &Path) -> Result<()> {
         0 => String::new(),
         n => format!(" and {n} more"),
     };
-    Err(Error::InvalidArgument {
-        name: "store".into(),
-        message: format!(
-            "{}: is not empty and holds no loci store (it holds {}{more}); give an empty or new directory",
-            crate::error::shown_path(dir),
-            crate::error::quoted_excerpt(first)
-        ),
-    })
+    let store_files = [
+        TEXT_DIR,
+        "loci.json.tmp",
+        snapshot::SNAPSHOT_FILE,
+        "state.snapshot.tmp",
+        crate::storage::COMPACT_DIR,
+        crate::storage::SLED_OLD,
+    ];
+    let held = format!("{}{more}", crate::error::quoted_excerpt(first));
+    Err(refused(
+        if others.iter().all(|o| store_files.contains(&o.as_str())) {
+            format!(
+                "holds what is left of a store ({held}) but no log: a new store is not made over it (remove them, or give an empty or new directory)"
+            )
+        } else {
+            format!("is not empty and holds no loci store (it holds {held}); give an empty or new directory")
+        },
+    ))
 }
 
+/// Writes the manifest atomically (a temporary file, then a rename over the old one).
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| Error::Store {
         path: dir.to_path_buf(),
@@ -1990,7 +2013,7 @@ impl Store {
             Error::Store {
             path: dir.to_path_buf(),
             message: format!(
-                "{} holds a store's log but there is no {MANIFEST}: a new store is not made over it (restore {MANIFEST} from a backup, or move the log away)",
+                "{} holds a store's log but there is no {MANIFEST}: a new store is not made over it (restore {MANIFEST} from a backup, or move the directory away)",
                 path.display()
             ),
         }
@@ -2157,10 +2180,10 @@ impl Store {
         let decay = read_policy(&dir.join(DECAY_FILE), DecayPolicy::from_file)?;
         let salience = read_policy(&dir.join(SALIENCE_FILE), SaliencePolicy::from_file)?;
         let (text, indexed, text_rebuilt) = if read_only {
-            let (text, seq) = open_text_beside_writer(&dir.join("text"))?;
+            let (text, seq) = open_text_beside_writer(&dir.join(TEXT_DIR))?;
             (text, Some(seq), false)
         } else {
-            Self::open_text(&dir.join("text"))?
+            Self::open_text(&dir.join(TEXT_DIR))?
         };
         if let Some(at) = indexed.filter(|&at| !read_only && at > counters.last_seq) {
             // The index is committed after the log it reflects, both durably, and no other
@@ -2178,7 +2201,7 @@ impl Store {
                      rebuilt from it)",
                     manifest.backend.path_in(&dir).display(),
                     counters.last_seq,
-                    dir.join("text").display()
+                    dir.join(TEXT_DIR).display()
                 ),
             });
         }
@@ -4158,7 +4181,7 @@ impl Store {
             text_docs: self.text.num_docs(),
             text_indexed_seq: self.text.indexed_seq(),
             disk_bytes_backend: dir_size(&backend_path),
-            disk_bytes_text: dir_size(&self.dir.join("text")),
+            disk_bytes_text: dir_size(&self.dir.join(TEXT_DIR)),
             adjacency_bytes: state.adj.heap_bytes(),
             state_bytes: state.heap_bytes(),
             text_rebuilt: self.text_rebuilt,
