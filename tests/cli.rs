@@ -637,6 +637,13 @@ fn a_question_that_links_no_entity_says_so() {
         "who trades emeralds for sticks",
     ]);
     assert!(!linked.contains(said), "{linked}");
+    // With no text hit either, it says that nothing matched, not that it ranked hits.
+    let nothing = ok(&["query", "--store", p(&store), "xyzzy plugh"]);
+    assert!(
+        nothing.contains("nothing the memory holds matches the question")
+            && !nothing.contains("best text hits"),
+        "{nothing}"
+    );
 }
 
 /// Runs loci with its standard output a pipe whose reader has already gone away.

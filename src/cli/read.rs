@@ -248,9 +248,11 @@ fn print_pack(pack: &loci::ContextPack) -> Result<()> {
         // Said, because a pack ranked by text alone reads as confidently as one the graph
         // ranked: a question with typos ("emerlads for stiks") listed facts about trading
         // posts under no seed line.
-        outln!(
-            "  no entity the memory knows is named in the question: ranked from its best text hits"
-        );
+        if pack.snippets.is_empty() && pack.cut.is_empty() {
+            outln!("  nothing the memory holds matches the question");
+        } else {
+            outln!("  no entity the memory knows is named in the question: ranked from its best text hits");
+        }
     }
     for seed in &pack.seeds {
         outln!(
