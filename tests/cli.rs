@@ -3670,17 +3670,16 @@ fn ingest_json_names_the_tool_calls_kept_raw_in_their_commit() {
     let tmp = tempfile::tempdir().unwrap();
     let store = empty_store(tmp.path());
     let calls = tmp.path().join("calls.jsonl");
+    // The call kept raw is the first of three: in its own batch, not the last one's.
     std::fs::write(
         &calls,
-        "{\"tool\":\"Read\",\"args\":{\"path\":\"b\"},\"ts\":5}\n\
-         {\"tool\":\"Read\",\"args\":{\"path\":\"a\"},\"ts\":9223372036854775807}\n",
+        "{\"tool\":\"Read\",\"args\":{\"path\":\"a\"},\"ts\":9223372036854775807}\n\
+         {\"tool\":\"Read\",\"args\":{\"path\":\"b\"},\"ts\":5}\n\
+         {\"tool\":\"Read\",\"args\":{\"path\":\"c\"},\"ts\":6}\n",
     )
     .unwrap();
-    for (i, extra) in [&[][..], &["--commit-every", "1"][..]]
-        .into_iter()
-        .enumerate()
-    {
-        let ns = format!("n{i}");
+    let runs: [&[&str]; 3] = [&[], &["--commit-every", "1"], &["--namespace", "ns"]];
+    for extra in runs {
         let mut args = vec![
             "ingest",
             "--store",
@@ -3692,6 +3691,8 @@ fn ingest_json_names_the_tool_calls_kept_raw_in_their_commit() {
         ];
         args.extend_from_slice(extra);
         let out = String::from_utf8(loci(&args).stdout).unwrap();
+        // The commit's own fields first, in their order, as every other --json line has them.
+        assert!(out.starts_with("{\"first_seq\":"), "{extra:?}: {out}");
         let lines: Vec<serde_json::Value> = out
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -3700,22 +3701,41 @@ fn ingest_json_names_the_tool_calls_kept_raw_in_their_commit() {
             .iter()
             .flat_map(|c| c["unextracted"].as_array().unwrap())
             .collect();
-        assert_eq!(raw.len(), 1, "{ns}: {out}");
+        assert_eq!(raw.len(), 1, "{extra:?}: {out}");
         assert!(
             raw[0]["file"].as_str().unwrap().ends_with("calls.jsonl"),
             "{out}"
         );
-        assert_eq!(raw[0]["line"], 2, "{out}");
+        assert_eq!(raw[0]["line"], 1, "{out}");
         assert!(
             raw[0]["why"].as_str().unwrap().contains("out of range"),
             "{out}"
         );
-        // It is in the commit of the event it became (the second, when each is its own).
+        // It is in the commit of the event it became: the first.
         let holder = lines
             .iter()
             .position(|c| !c["unextracted"].as_array().unwrap().is_empty());
-        assert_eq!(holder, Some(extra.len().min(1)), "{out}");
+        assert_eq!(holder, Some(0), "{extra:?}: {out}");
     }
+    // A check says them too, in JSON and in words.
+    let check = |json: bool| {
+        let mut args = vec![
+            "ingest",
+            "--store",
+            p(&store),
+            p(&calls),
+            "--format",
+            "toolcalls",
+            "--check",
+        ];
+        if json {
+            args.push("--json");
+        }
+        ok(&args)
+    };
+    let v: serde_json::Value = serde_json::from_str(&check(true)).unwrap();
+    assert_eq!(v["unextracted"][0]["line"], 1, "{v}");
+    assert!(check(false).contains("1 tool call was kept raw"));
 }
 
 /// An idempotency key given to two events of a file with other content is refused naming the

@@ -26,6 +26,39 @@ pub fn init(a: InitArgs) -> Result<Code> {
     Ok(Code::Ok)
 }
 
+/// A commit as `--json` writes it: its fields in their order, then the tool calls of its
+/// batch kept raw.
+#[derive(serde::Serialize)]
+struct CommitLine<'a> {
+    #[serde(flatten)]
+    commit: &'a Commit,
+    unextracted: &'a [ingest::Unextracted],
+}
+
+/// The note on tool calls kept raw: how many, and the first three by file, line and reason.
+fn kept_raw_note(kept_raw: &[ingest::Unextracted]) -> Option<String> {
+    if kept_raw.is_empty() {
+        return None;
+    }
+    let first: Vec<String> = kept_raw
+        .iter()
+        .take(3)
+        .map(|u| format!("{}:{}: {}", u.file, u.line, u.why))
+        .collect();
+    let n = kept_raw.len() as u64;
+    Some(format!(
+        "{} kept raw as {} ({}{})",
+        count(n, "tool call was", "tool calls were"),
+        if n == 1 {
+            "a TOOL_CALL event"
+        } else {
+            "TOOL_CALL events"
+        },
+        first.join("; "),
+        if kept_raw.len() > 3 { "; ..." } else { "" }
+    ))
+}
+
 /// The `committed ...` lines of an ingest. They are a report, not the work: when the reader
 /// of standard output goes away, the ingest goes on (and says so on stderr at the end), so
 /// that `loci ingest ... | head -2` never stops half-way without a word.
@@ -44,14 +77,11 @@ impl CommitReport {
             return;
         }
         let text = if self.json {
-            let mut v = serde_json::to_value(c).unwrap_or_default();
-            if let Some(fields) = v.as_object_mut() {
-                fields.insert(
-                    "unextracted".into(),
-                    serde_json::to_value(kept_raw).unwrap_or_default(),
-                );
-            }
-            v.to_string()
+            serde_json::to_string(&CommitLine {
+                commit: c,
+                unextracted: kept_raw,
+            })
+            .unwrap_or_default()
         } else if c.events == 0 {
             // Every event of the batch was applied before (idempotency keys): the total of
             // skipped events is said once at the end.
@@ -274,25 +304,8 @@ impl IngestRun<'_> {
                 count(t.already_applied as u64, "event", "events")
             ))?;
         }
-        if !t.unextracted.is_empty() && whole {
-            let first: Vec<String> = t
-                .unextracted
-                .iter()
-                .take(3)
-                .map(|u| format!("{}:{}: {}", u.file, u.line, u.why))
-                .collect();
-            let n = t.unextracted.len() as u64;
-            note(format!(
-                "{} kept raw as {} ({}{})",
-                count(n, "tool call was", "tool calls were"),
-                if n == 1 {
-                    "a TOOL_CALL event"
-                } else {
-                    "TOOL_CALL events"
-                },
-                first.join("; "),
-                if t.unextracted.len() > 3 { "; ..." } else { "" }
-            ))?;
+        if let Some(kept_raw) = kept_raw_note(&t.unextracted).filter(|_| whole) {
+            note(kept_raw)?;
         }
         if t.committed == 0 && t.passages_held == 0 && t.already_applied == 0 && whole {
             note("nothing to commit: the input holds no events".to_string())?;
@@ -383,10 +396,14 @@ fn check(
     for f in &a.files {
         all.append(ingest::read_file(f, format)?);
     }
-    let all = prepare(all)?;
+    let mut all = prepare(all)?;
+    let kept_raw = std::mem::take(&mut all.unextracted);
     let c = all.check(s)?;
     if a.json {
-        print_json(&c)?;
+        print_json(&CommitLine {
+            commit: &c,
+            unextracted: &kept_raw,
+        })?;
     } else {
         outln!(
             "check passed; nothing written. Would commit {} ({} and {} upserted, {} and {} removed); {} skipped by idempotency key",
@@ -397,6 +414,9 @@ fn check(
             count(c.edges_removed as u64, "edge", "edges"),
             count(c.skipped as u64, "event", "events")
         );
+        if let Some(note) = kept_raw_note(&kept_raw) {
+            outln!("{note}");
+        }
     }
     Ok(Code::Ok)
 }
