@@ -202,10 +202,10 @@ pub struct ConsolidateArgs {
     /// Print every summary of the store (latest per period), not only the new ones.
     #[arg(long)]
     pub all: bool,
-    /// World-time ticks per day: 24000 in the demo world (the default); 1440 for stores of
-    /// journals or conversations, whose times are minutes since 1970. Without it, the length
+    /// The length of a day in the store's world time: 24000 in the demo world (the default);
+    /// 1440 for stores of journals or conversations, whose times are minutes since 1970. Without it, the length
     /// of the store's day summaries; another than theirs is refused.
-    #[arg(long, value_name = "TICKS", value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(i64).range(1..))]
     pub day: Option<i64>,
     #[arg(long)]
     pub json: bool,
@@ -221,9 +221,9 @@ pub struct ForgetArgs {
     /// "Now" for recency (default: the latest event's time).
     #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = world_time)]
     pub now: Option<i64>,
-    /// World-time ticks per day of the consolidation that comes first (default: the length
+    /// The length of a day in world time of the consolidation that comes first (default: the length
     /// of the store's day summaries, or 24000 without any), as `consolidate --day`.
-    #[arg(long, value_name = "TICKS", value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(i64).range(1..))]
     pub day: Option<i64>,
     #[arg(long)]
     pub json: bool,

@@ -85,15 +85,23 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
         if inner.is_syntax() || inner.is_eof() {
             // Where the text stops being JSON, no field is at fault ("?" was printed as one).
             not_json(inner)
-        } else if path.is_empty() || path == "." || path == "?" {
-            ApiError::bad_input(format!("body: {inner}"))
         } else {
-            ApiError::bad_input(format!("body: {path}: {inner}"))
+            refused_at("body", &path, inner)
         }
     })?;
     de.end()
         .map_err(|e| ApiError::bad_input(format!("body: {e}")))?;
     Ok(value)
+}
+
+/// A value of JSON `what` (a body, a tool's arguments) refused at `path`, which names the field
+/// where there is one (`body: budget: invalid type ...`).
+pub(super) fn refused_at(what: &str, path: &str, inner: serde_json::Error) -> ApiError {
+    if path.is_empty() || path == "." || path == "?" {
+        ApiError::bad_input(format!("{what}: {inner}"))
+    } else {
+        ApiError::bad_input(format!("{what}: {path}: {inner}"))
+    }
 }
 
 /// Query-string parameters, rejected as an [`ApiError`].
@@ -899,7 +907,7 @@ async fn saved_context(State(st): State<Arc<AppState>>, PathParam(turn): PathPar
 #[serde(deny_unknown_fields)]
 pub struct ConsolidateRequest {
     until: Option<i64>,
-    /// World-time ticks per day (default 24000; 1440 for minutes).
+    /// The length of a day in world time (default 24000; 1440 for a store kept in minutes).
     day: Option<i64>,
 }
 

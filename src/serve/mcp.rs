@@ -315,11 +315,7 @@ impl<S, T: serde::de::DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> 
         Ok(Parameters(
             serde_path_to_error::deserialize(arguments).map_err(|e| {
                 let path = e.path().to_string();
-                let inner = e.into_inner();
-                ApiError::bad_input(match path.as_str() {
-                    "." | "" => format!("arguments: {inner}"),
-                    _ => format!("arguments: {path}: {inner}"),
-                })
+                api::refused_at("arguments", &path, e.into_inner())
             }),
         ))
     }
