@@ -40,10 +40,7 @@ pub enum Error {
     #[error("store {}: {message}", shown_path(path))]
     Store { path: PathBuf, message: String },
     /// The directory holds no loci store (no manifest).
-    #[error(
-        "store {}: not a loci store (no readable loci.json: {reason}); create one with `loci init`",
-        shown_path(path)
-    )]
+    #[error("store {}: not a loci store: {reason}", shown_path(path))]
     NotAStore { path: PathBuf, reason: String },
     /// `Store::create` on a directory that already holds a store.
     #[error("store {}: a loci store already exists here", shown_path(path))]

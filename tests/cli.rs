@@ -258,6 +258,13 @@ fn errors_are_clear() {
     let out = loci(&["init", "--store", p(&file)]);
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a file, not a directory"));
+    // And so is it to a command that reads a store, which said "Not a directory (os error
+    // 20)" (a helper's probe).
+    let err = fails(&["stats", "--store", p(&file)], 4);
+    assert!(
+        err.contains("is a file, not a directory") && !err.contains("os error"),
+        "{err}"
+    );
     let out = loci(&["neighbors", "--store", p(&store), "nothing-here"]);
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no node has key \"nothing-here\""));

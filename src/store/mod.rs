@@ -1790,6 +1790,13 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
         message,
     };
     let manifest_path = dir.join(MANIFEST);
+    // Said as `init` says it, where reading the manifest said "Not a directory (os error 20)".
+    if dir.is_file() {
+        return Err(Error::NotAStore {
+            path: dir.to_path_buf(),
+            reason: "it is a file, not a directory; a store is a directory".into(),
+        });
+    }
     let raw = std::fs::read(&manifest_path).map_err(|e| {
         // A store this user may not read is not a missing one (whose advice is `loci init`).
         if crate::error::is_refusal(&e) {
@@ -1804,7 +1811,7 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
             )),
             None => Error::NotAStore {
                 path: dir.to_path_buf(),
-                reason: e.to_string(),
+                reason: format!("no readable {MANIFEST} ({e}); create one with `loci init`"),
             },
         }
     })?;
