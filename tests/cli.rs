@@ -653,6 +653,27 @@ fn a_question_that_links_no_entity_says_so() {
     );
 }
 
+/// A number given with blanks around it is refused by every flag alike, where `--budget " 5"`
+/// and `--now " 5"` were taken and `--limit " 2"` refused; a budget of one token is said in
+/// the singular (a helper's probe: "1 tokens").
+#[test]
+fn numbers_with_blanks_are_refused_alike_and_one_token_is_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let s = p(&store);
+    for args in [
+        &["context", "--store", s, "--budget", " 5"][..],
+        &["forget", "--store", s, "--budget", "5 "],
+        &["forget", "--store", s, "--budget", "5", "--now", " 5"],
+        &["search", "--store", s, "fletcher", "--limit", " 2"],
+    ] {
+        let err = fails(args, 2);
+        assert!(err.contains("invalid digit"), "{args:?}: {err}");
+    }
+    let err = fails(&["context", "--store", s, "--budget", "1"], 3);
+    assert!(err.contains("a budget of 1 token:"), "{err}");
+}
+
 /// Runs loci with its standard output a pipe whose reader has already gone away.
 fn with_closed_stdout(args: &[&str]) -> Output {
     with_closed_pipe(args, true)

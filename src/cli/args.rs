@@ -747,7 +747,8 @@ pub enum BenchCommand {
 /// A world time: an integer within the ±2^61 the store takes ([`loci::store::MAX_ABS_TS`]).
 /// A "now" past it judged every fact from a time no event can have.
 fn world_time(text: &str) -> Result<i64, String> {
-    let t: i64 = text.trim().parse().map_err(|e| format!("{e}"))?;
+    // Not trimmed: a blank around a number is refused by every flag, as clap's parsers do.
+    let t: i64 = text.parse().map_err(|e| format!("{e}"))?;
     match loci::store::time_out_of_range(t) {
         Some(message) => Err(message),
         None => Ok(t),
@@ -757,7 +758,7 @@ fn world_time(text: &str) -> Result<i64, String> {
 /// A count of 0 or more: a negative one is said to be, where the parser of an unsigned number
 /// said "invalid digit found in string" (or clap, "unexpected argument '-1'").
 fn count(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<i128>() {
+    match text.parse::<i128>() {
         Ok(n) if n < 0 => Err(format!("{n} is negative: give 0 or more")),
         Ok(n) => {
             usize::try_from(n).map_err(|_| format!("{n} is out of range: at most {}", usize::MAX))

@@ -334,8 +334,12 @@ fn assemble(
         return Err(Error::InvalidArgument {
             name: "budget".into(),
             message: format!(
-                "{} tokens: {} alone take {fixed}; give at least {fixed}",
-                opts.budget,
+                "a budget of {}: {} alone take {fixed}; give at least {fixed}",
+                if opts.budget == 1 {
+                    "1 token".to_string()
+                } else {
+                    format!("{} tokens", opts.budget)
+                },
                 if opts.instructions.as_deref().is_some_and(|t| !t.is_empty()) {
                     "the instructions and the boundary line"
                 } else {
