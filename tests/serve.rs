@@ -117,6 +117,51 @@ async fn the_server_writes_numbers_as_the_cli_does() {
     assert_eq!(widened, Vec::<String>::new());
 }
 
+/// `/v1/forget` takes the length of a day, as `loci forget --day` does, where it refused
+/// `day` as an unknown field (a helper's probe).
+#[tokio::test]
+async fn forget_over_http_takes_the_day_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/forget",
+        Some(r#"{"budget": 20, "day": 0}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("day"),
+        "{v}"
+    );
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/forget",
+        Some(r#"{"budget": 20, "day": 24000}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v["evicted"].as_u64().unwrap() > 0, "{v}");
+    // The store's days are now of 24000: another length is refused, naming theirs.
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/forget",
+        Some(r#"{"budget": 20, "day": 1440}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("24000"),
+        "{v}"
+    );
+}
+
 #[tokio::test]
 async fn routes_answer_what_the_library_does() {
     let dir = tempfile::tempdir().unwrap();

@@ -943,6 +943,10 @@ pub struct ForgetRequest {
     /// Events the store may hold.
     budget: u64,
     now: Option<i64>,
+    /// The length of a day in world time of the consolidation that comes first (default: the
+    /// length of the store's day summaries, or 24000 without any), as `loci forget --day`.
+    #[schema(minimum = 1)]
+    day: Option<i64>,
 }
 
 /// Consolidates, then evicts down to a budget of events (`loci forget`).
@@ -952,7 +956,7 @@ async fn forget_now(State(st): State<Arc<AppState>>, Body(r): Body<ForgetRequest
     st.blocking(move |s| {
         let mut opts = ForgetOptions::with_budget(r.budget);
         opts.now = r.now;
-        to_json(&forget::consolidate_then_forget(s, None, &opts)?.1)
+        to_json(&forget::consolidate_then_forget(s, r.day, &opts)?.1)
     })
     .await
 }
