@@ -322,9 +322,18 @@ const BLANK: &str = "is empty; give it words, or leave it out where it is option
 /// nothing found, which a caller cannot tell from a store that knows nothing of it.
 pub fn refuse_blank(value: &str, name: &str) -> Result<()> {
     if is_blank(value) {
+        // One of control or invisible characters is not empty to the one who sent it.
+        let message = if value.chars().all(char::is_whitespace) {
+            BLANK.to_string()
+        } else {
+            BLANK.replace(
+                "is empty",
+                "holds no words, only control or invisible characters",
+            )
+        };
         return Err(Error::InvalidArgument {
             name: name.into(),
-            message: BLANK.into(),
+            message,
         });
     }
     Ok(())
@@ -1649,6 +1658,21 @@ pub fn hit_json(s: &crate::Store, h: &Hit) -> Result<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A text of control or invisible characters only is said to hold no words, where it was
+    /// said to be empty (`/v1/search?q=%00`; a helper's probe); an empty one is empty.
+    #[test]
+    fn a_blank_of_controls_is_said_to_hold_no_words() {
+        let said = |v: &str| refuse_blank(v, "q").unwrap_err().to_string();
+        assert!(
+            said("\u{0}").contains("holds no words"),
+            "{}",
+            said("\u{0}")
+        );
+        assert!(said("\u{200b}\t").contains("holds no words"));
+        assert!(said("").contains("is empty"));
+        assert!(said("  ").contains("is empty"));
+    }
 
     /// A zero-width space alone, as a search, had found nothing instead of being refused as
     /// empty: it is no more a word than a space is.
