@@ -150,9 +150,13 @@ impl ConsolidationPolicy {
         // span (±2^62): a longer day had saturated its arithmetic and written a summary at
         // `i64::MIN`.
         if self.day.saturating_mul(self.week_days) > crate::store::MAX_ABS_TS {
+            let longest = crate::store::MAX_ABS_TS / self.week_days;
             return bad(
                 "day",
-                "times week_days must be at most 2^61, the range of world time",
+                &format!(
+                    "{}: a week of {} such days leaves the range of world time (2^61); give a day of at most {longest}",
+                    self.day, self.week_days
+                ),
             );
         }
         Ok(())
