@@ -162,6 +162,41 @@ async fn forget_over_http_takes_the_day_length() {
     );
 }
 
+/// An integer past the largest a field takes is said to be one, where serde read it as a
+/// float and said "invalid type: floating point `1.8446744073709552e+19`" of the user's
+/// integer (a helper's probe).
+#[tokio::test]
+async fn an_integer_too_large_is_said_to_be_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/query",
+        Some(r#"{"question": "where is home", "limit": 18446744073709551616}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("body: limit: 18446744073709551616 is out of range, expected")
+            && !message.contains("floating point"),
+        "{message}"
+    );
+    // A float given as one is still said to be a float.
+    let (_, v, _) = call(
+        &st,
+        "POST",
+        "/v1/query",
+        Some(r#"{"question": "where is home", "limit": 1.5e19}"#),
+        None,
+    )
+    .await;
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("floating point"), "{message}");
+}
+
 #[tokio::test]
 async fn routes_answer_what_the_library_does() {
     let dir = tempfile::tempdir().unwrap();

@@ -85,6 +85,8 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
         if inner.is_syntax() || inner.is_eof() {
             // Where the text stops being JSON, no field is at fault ("?" was printed as one).
             not_json(inner)
+        } else if let Some(said) = integer_too_large(bytes, &inner) {
+            refused_at_saying("body", &path, said)
         } else {
             refused_at("body", &path, inner)
         }
@@ -97,11 +99,49 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
 /// A value of JSON `what` (a body, a tool's arguments) refused at `path`, which names the field
 /// where there is one (`body: budget: invalid type ...`).
 pub(super) fn refused_at(what: &str, path: &str, inner: serde_json::Error) -> ApiError {
+    refused_at_saying(what, path, inner.to_string())
+}
+
+/// [`refused_at`], in words of the caller's.
+fn refused_at_saying(what: &str, path: &str, said: String) -> ApiError {
     if path.is_empty() || path == "." || path == "?" {
-        ApiError::bad_input(format!("{what}: {inner}"))
+        ApiError::bad_input(format!("{what}: {said}"))
     } else {
-        ApiError::bad_input(format!("{what}: {path}: {inner}"))
+        ApiError::bad_input(format!("{what}: {path}: {said}"))
     }
+}
+
+/// What to say of an integer of `body` too large for its field, which serde_json reads as a
+/// float and refuses as "invalid type: floating point `1.8446744073709552e+19`": the digits
+/// as given, found where the error points (the end of the value).
+fn integer_too_large(body: &[u8], e: &serde_json::Error) -> Option<String> {
+    let said = e.to_string();
+    let rest = said.strip_prefix("invalid type: floating point `")?;
+    let expected = &rest[rest.find(", expected ")? + 2..];
+    let expected = expected.split(" at line ").next().unwrap_or(expected);
+    let line_start = body
+        .split_inclusive(|b| *b == b'\n')
+        .take(e.line().saturating_sub(1))
+        .map(<[u8]>::len)
+        .sum::<usize>();
+    let end = (line_start + e.column()).min(body.len());
+    let start = body[..end]
+        .iter()
+        .rposition(|b| !(b.is_ascii_digit() || *b == b'-'))
+        .map_or(0, |p| p + 1);
+    // Only a whole number written as one: a fraction or an exponent is a float as given.
+    if start > 0 && matches!(body[start - 1], b'.' | b'e' | b'E' | b'+') {
+        return None;
+    }
+    let digits = std::str::from_utf8(&body[start..end]).ok()?;
+    let magnitude = digits.strip_prefix('-').unwrap_or(digits);
+    (!magnitude.is_empty() && magnitude.bytes().all(|b| b.is_ascii_digit())).then(|| {
+        format!(
+            "{digits} is out of range, {expected} (at line {} column {})",
+            e.line(),
+            e.column()
+        )
+    })
 }
 
 /// Query-string parameters, rejected as an [`ApiError`].
