@@ -328,6 +328,27 @@ async fn routes_answer_what_the_library_does() {
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
         assert!(v.to_string().contains("unknown field"), "{body}: {v}");
     }
+    // A value of the wrong kind is named by its field, as on every other route (it was
+    // "body: invalid value: integer `-1`, expected usize"; a helper's probe).
+    for (body, field) in [
+        (r#"{"op": "capacity", "n": -1}"#, "body: n: "),
+        (r#"{"op": "intent", "text": 5}"#, "body: text: "),
+    ] {
+        let (s, v, _) = call(&st, "POST", "/v1/wm", Some(body), None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(field), "{body}: {message}");
+    }
+    // An op is taken as the CLI spells it too.
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/wm",
+        Some(r#"{"op": "push-subgoal", "text": "find iron"}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
     let (s, _, _) = call(
         &st,
         "POST",

@@ -38,16 +38,40 @@ pub const MAX_HELD: usize = 256;
 #[cfg_attr(feature = "serve", derive(utoipa::ToSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum WmOp {
-    Observe { text: String },
-    Intent { text: String },
-    PushSubgoal { text: String },
+    Observe {
+        text: String,
+    },
+    Intent {
+        text: String,
+    },
+    // Each taken as the CLI spells it too (`loci wm push-subgoal`).
+    #[serde(alias = "push-subgoal")]
+    PushSubgoal {
+        text: String,
+    },
+    #[serde(alias = "pop-subgoal")]
     PopSubgoal,
-    AddThreat { text: String },
-    ClearThreat { text: String },
-    Promise { text: String },
-    KeepPromise { text: String },
-    Mainline { text: String },
-    Capacity { n: usize },
+    #[serde(alias = "add-threat")]
+    AddThreat {
+        text: String,
+    },
+    #[serde(alias = "clear-threat")]
+    ClearThreat {
+        text: String,
+    },
+    Promise {
+        text: String,
+    },
+    #[serde(alias = "keep-promise")]
+    KeepPromise {
+        text: String,
+    },
+    Mainline {
+        text: String,
+    },
+    Capacity {
+        n: usize,
+    },
     Clear,
 }
 

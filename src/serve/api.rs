@@ -1077,6 +1077,21 @@ async fn pin(State(st): State<Arc<AppState>>, Body(r): Body<PinRequest>) -> Answ
     .await
 }
 
+/// The field of a working-memory change at fault, named: serde reads an op by its tag, and its
+/// refusal of a field's value names no field ("body: invalid value: integer `-1`, expected
+/// usize"). Each field is read alone with the op; the one refused is the one at fault.
+fn field_at_fault(body: &[u8]) -> Option<ApiError> {
+    let given: serde_json::Map<String, Json_> = serde_json::from_slice(body).ok()?;
+    let op = given.get("op")?.clone();
+    given.iter().filter(|(k, _)| *k != "op").find_map(|(k, v)| {
+        let alone = serde_json::json!({ "op": op, k.as_str(): v });
+        let e = serde_json::from_value::<WmOp>(alone).err()?;
+        let said = e.to_string();
+        (!said.starts_with("missing field") && !said.starts_with("unknown field"))
+            .then(|| ApiError::bad_input(format!("body: {k}: {said}")))
+    })
+}
+
 /// The working memory.
 #[utoipa::path(get, path = "/v1/wm", responses((status = 200, body = Json_)))]
 async fn working_memory(State(st): State<Arc<AppState>>) -> Answer {
@@ -1091,7 +1106,7 @@ async fn working_memory(State(st): State<Arc<AppState>>) -> Answer {
     responses((status = 200, body = Json_), (status = 400, body = super::error::ErrorBody),
         (status = 404, body = super::error::ErrorBody)))]
 async fn change_working_memory(State(st): State<Arc<AppState>>, body: Bytes) -> Answer {
-    let op: WmOp = json_body(&body)?;
+    let op: WmOp = json_body(&body).map_err(|e| field_at_fault(&body).unwrap_or(e))?;
     // The op is read by its tag, which lets fields it does not take pass unread: they are
     // refused here, as every other route refuses an unknown field.
     let given: serde_json::Map<String, Json_> = json_body(&body)?;
