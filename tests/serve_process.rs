@@ -317,6 +317,48 @@ fn mcp_tool_arguments_refused_are_bad_input_naming_the_argument() {
     }
 }
 
+/// A request whose params are an array (JSON-RPC allows one; MCP's methods take objects), or a
+/// `resources/read` without a string uri, is answered invalid params with its id: rmcp
+/// answered the first with no id at all, so that its client waited forever, and the second
+/// "-32601 resources/read", method not found (a helper's probe).
+#[test]
+fn mcp_requests_whose_params_rmcp_cannot_read_are_answered_with_their_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = init_world(tmp.path());
+    let out = common::run_with_stdin(
+        BIN,
+        &["mcp", "--store", &s],
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/list","params":[]}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":6,"method":"ping","params":[]}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":5}}"#,
+            "\n",
+        )
+        .as_bytes(),
+    );
+    let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (id, said) in [(5, "params"), (6, "params"), (7, "uri"), (8, "uri")] {
+        let a = answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("{id} unanswered: {answers:#?}"));
+        assert_eq!(a["error"]["code"], -32602, "{a}");
+        let message = a["error"]["message"].as_str().unwrap();
+        assert!(message.contains(said), "{id}: {message}");
+    }
+}
+
 /// Over stdio, a line that is JSON by the grammar but no message loci can read is answered as
 /// over HTTP (a parse error, -32700, or an invalid request, -32600, with its id where it has
 /// one): rmcp dropped a request holding `1e400` or a lone surrogate without a word, and its

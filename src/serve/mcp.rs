@@ -557,15 +557,37 @@ pub(super) fn unparsable(
     Some((axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response())
 }
 
-/// A `tools/call` request whose params are not a call's: its id, and where and why. rmcp takes
-/// such a message for a method of its own, and answered -32601, method not found, named
-/// "tools/call", where the method is known and its params are wrong (JSON-RPC's -32602).
+/// A request whose params rmcp cannot read: its id, and where and why. Params by position (an
+/// array), which rmcp answered with no id; a `resources/read` without a string uri, or a
+/// `tools/call` whose params are not a call's, which rmcp takes for a method of its own and
+/// answered -32601, method not found, where the method is known and its params are wrong
+/// (JSON-RPC's -32602).
 fn invalid_call(message: &Json) -> Option<(Json, String)> {
-    if message.get("method")?.as_str()? != "tools/call" {
+    let method = message.get("method")?.as_str()?;
+    // A notification is never answered, whatever its params.
+    let id = message.get("id")?.clone();
+    let params = message.get("params").cloned().unwrap_or(Json::Null);
+    // JSON-RPC allows params by position; every method of MCP takes them by name, and rmcp
+    // answered an array with no id, so that its client waited forever.
+    if params.is_array() {
+        return Some((
+            id,
+            format!("{method} params: an array, where MCP's methods take an object"),
+        ));
+    }
+    // rmcp took a read without a string uri for a method it does not know (-32601).
+    if method == "resources/read" && !params.get("uri").is_some_and(Json::is_string) {
+        let uri = params.get("uri").map_or("missing".to_string(), |u| {
+            crate::error::excerpt(&u.to_string())
+        });
+        return Some((
+            id,
+            format!("resources/read params.uri: {uri}, expected a string (loci://queries/NAME)"),
+        ));
+    }
+    if method != "tools/call" {
         return None;
     }
-    let id = message.get("id").cloned().unwrap_or(Json::Null);
-    let params = message.get("params").cloned().unwrap_or(Json::Null);
     match serde_path_to_error::deserialize::<_, rmcp::model::CallToolRequestParams>(params) {
         Err(e) => {
             let at = match e.path().to_string().as_str() {
