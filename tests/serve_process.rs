@@ -341,6 +341,8 @@ fn mcp_requests_whose_params_rmcp_cannot_read_are_answered_with_their_id() {
             "\n",
             r#"{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":5}}"#,
             "\n",
+            r#"{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"loci://queries/find_trade"}}"#,
+            "\n",
         )
         .as_bytes(),
     );
@@ -357,6 +359,12 @@ fn mcp_requests_whose_params_rmcp_cannot_read_are_answered_with_their_id() {
         let message = a["error"]["message"].as_str().unwrap();
         assert!(message.contains(said), "{id}: {message}");
     }
+    // A saved query's resource is JSON, as resources/list says (it read text/plain).
+    let read = answers.iter().find(|a| a["id"] == 9).expect("9 answered");
+    assert_eq!(
+        read["result"]["contents"][0]["mimeType"], "application/json",
+        "{read}"
+    );
 }
 
 /// Over stdio, a line that is JSON by the grammar but no message loci can read is answered as

@@ -345,7 +345,17 @@ fn params_schema(q: &crate::query::SavedQuery) -> Json {
         };
         let mut prop = json!({"type": ty});
         match &p.default {
-            Some(d) => prop["default"] = Json::from(d.as_str()),
+            // Given as a value of its type, which a client may send back as it is; a default
+            // its type cannot read (none the loader takes) is left as its text.
+            Some(d) => {
+                prop["default"] = match p.ty {
+                    ParamType::String => None,
+                    ParamType::Int => d.parse::<i64>().ok().map(Json::from),
+                    ParamType::Float => d.parse::<f64>().ok().map(Json::from),
+                    ParamType::Bool => d.parse::<bool>().ok().map(Json::from),
+                }
+                .unwrap_or_else(|| Json::from(d.as_str()))
+            }
             None => required.push(Json::from(p.name.as_str())),
         }
         properties.insert(p.name.clone(), prop);
@@ -409,7 +419,9 @@ impl ServerHandler for LociMcp {
             "text": q.prepared.text,
         });
         let text = serde_json::to_string_pretty(&body).unwrap_or_default();
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into())
+        // JSON, as resources/list says it is (rmcp's text contents say text/plain).
+        let contents = ResourceContents::text(text, request.uri).with_mime_type("application/json");
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }
 
@@ -738,6 +750,27 @@ mod tests {
         assert!(e.message.contains("kind: "), "{}", e.message);
         assert!(!e.message.contains("of the batch"), "{}", e.message);
         assert_eq!(store.stats().events, 0);
+    }
+
+    /// A saved query's parameter defaults are given as values of their types, where the schema
+    /// said `"default": "0.5"` of a number, and a client that filled it in was refused "takes a
+    /// number, got the string" (a helper's probe).
+    #[test]
+    fn a_saved_querys_schema_gives_defaults_of_their_types() {
+        let queries = crate::query::SavedQueries::builtin().unwrap();
+        let find_trade = queries.get("find_trade").unwrap();
+        let schema = params_schema(find_trade);
+        assert_eq!(
+            schema["properties"]["min_confidence"]["default"],
+            json!(0.5),
+            "{schema}"
+        );
+        let timeline = params_schema(queries.get("timeline").unwrap());
+        assert_eq!(
+            timeline["properties"]["from"]["default"],
+            json!(i64::MIN),
+            "{timeline}"
+        );
     }
 
     /// The tools a call of another is told of are the router's.
