@@ -63,17 +63,25 @@ fn field<'a>(v: &'a Json, names: &[&str]) -> Option<&'a Json> {
     names.iter().find_map(|n| v.get(*n))
 }
 
-/// An integer written as one, as a float (its whole part) or as a string of digits: harnesses
-/// write exit codes and times each way, and `2.0` had been read as no exit code (success).
+/// An integer written as one, as a float (its whole part, toward zero) or as a string of
+/// digits (a '-' before a negative one): harnesses write exit codes and times each way, and
+/// `2.0` had been read as no exit code (success).
 fn integer_of(v: &Json) -> Option<i64> {
     v.as_i64()
         .or_else(|| {
             // Whole parts past 2^53 are not exact: no time or exit code is that large.
             v.as_f64()
                 .filter(|f| f.is_finite() && f.abs() < 9_007_199_254_740_992.0)
-                .map(|f| f.floor() as i64)
+                .map(|f| f.trunc() as i64)
         })
-        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        .or_else(|| {
+            let s = v.as_str()?.trim();
+            let digits = s.strip_prefix('-').unwrap_or(s);
+            // `parse` would take a '+' too, which no harness writes and the docs do not say.
+            (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| s.parse().ok())
+                .flatten()
+        })
 }
 
 fn text_of<'a>(v: &'a Json, names: &[&str]) -> Option<&'a str> {
@@ -245,6 +253,21 @@ mod tests {
 
     fn ex(s: &str) -> std::result::Result<Observation, String> {
         extract(&serde_json::from_str(s).unwrap())
+    }
+
+    /// A float's whole part is its part before the point, toward zero, as documented: -0.5 is
+    /// 0 (an exit code of success), where `floor` made it -1 (a failure); a string is digits,
+    /// with a sign only for a negative, where "+102" was taken (a helper's probe).
+    #[test]
+    fn a_number_is_read_by_its_whole_part_and_a_string_by_its_digits() {
+        let read = |s: &str| integer_of(&serde_json::from_str(s).unwrap());
+        assert_eq!(read("-0.5"), Some(0));
+        assert_eq!(read("-1.5"), Some(-1));
+        assert_eq!(read("2.9"), Some(2));
+        assert_eq!(read("\"102\""), Some(102));
+        assert_eq!(read("\"-3\""), Some(-3));
+        assert_eq!(read("\"+102\""), None);
+        assert_eq!(read("\"1e3\""), None);
     }
 
     #[test]
