@@ -50,6 +50,14 @@ fn to_py(e: loci::Error) -> PyErr {
         // As the CLI's exit 4: a store directory that is not there was named wrongly.
         E::NotFound(_) | E::NotAStore { .. } => NotFoundError::new_err(message),
         E::Store { path, .. } if !path.exists() => NotFoundError::new_err(message),
+        // As the CLI's exit codes of an input file: one not there is not found (4), one that
+        // is not text is bad input (3).
+        E::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            NotFoundError::new_err(message)
+        }
+        E::Io { ref source, .. } if source.kind() == std::io::ErrorKind::InvalidData => {
+            InputError::new_err(message)
+        }
         _ => StoreError::new_err(message),
     }
 }

@@ -253,3 +253,11 @@ def test_a_value_json_cannot_hold_is_an_input_error_naming_where(store):
             store.run("find_trade", params={"want": bad, "give": "stick"})
         assert "params" in str(e.value) and "NaN or an infinity" in str(e.value), str(e.value)
     assert store.stats()["events"] == before
+
+
+def test_a_file_that_is_not_there_is_not_found(store, tmp_path):
+    # The CLI exits 4 (not found) for an input file that is not there; the package raised
+    # StoreError (a helper's probe).
+    with pytest.raises(loci.NotFoundError) as e:
+        store.ingest_file(str(tmp_path / "nonexistent.jsonl"))
+    assert "nonexistent.jsonl" in str(e.value), str(e.value)
