@@ -1289,7 +1289,10 @@ fn read_tool_calls(file: &str, content: &[Line]) -> Result<SourceBatch> {
             (*n, d, why)
         })
         .collect();
-    for (line, d, why) in made {
+    for (line, mut d, why) in made {
+        if let Some(key) = &mut d.idempotency_key {
+            key.push_str(&format!(":{line}"));
+        }
         batch.push(d, origin(file, line));
         batch.lines += 1;
         if let Some(why) = why {

@@ -190,6 +190,20 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
             )),
         },
     };
+    // A call with a time of its own is told from a repeat of it by its text: it is applied
+    // once however often its log is read (the reader adds its line, so that two like lines
+    // of one log are two calls). One without cannot be told from a repeat.
+    let own_time = ts.is_ok()
+        && json
+            .as_ref()
+            .and_then(|c| field(c, &["ts", "time", "timestamp"]))
+            .is_some();
+    let key = own_time.then(|| {
+        format!(
+            "toolcall:{:016x}",
+            crate::codec::fnv1a(raw.trim().as_bytes())
+        )
+    });
     let (call, failure) = match (&json, &ts) {
         (Some(_), Err(why)) => (None, Some(why.clone())),
         (Some(v), Ok(_)) => match extract(v) {
@@ -211,13 +225,15 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string),
         });
-    match call {
+    let (mut d, failure) = match call {
         Some((call, o)) => {
             let mut d = EventDraft::new(ts, "agent", kinds::OBSERVATION);
             let mut m = crate::model::Props::new();
             m.insert("type".into(), Value::from(o.kind));
             m.insert("subject".into(), Value::from(o.subject.as_str()));
-            m.insert("importance".into(), Value::Float(o.importance as f64));
+            // As the f32 reads (0.2), not widened to f64 (0.20000000298023224).
+            let importance = o.importance.to_string().parse().unwrap_or(0.0);
+            m.insert("importance".into(), Value::Float(importance));
             if let Some(t) = text_of(call, &["tool", "name", "tool_name"]) {
                 m.insert("tool".into(), Value::from(t));
             }
@@ -244,7 +260,9 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
             d.salience = Some(RAW_IMPORTANCE);
             (d, failure)
         }
-    }
+    };
+    d.idempotency_key = key;
+    (d, failure)
 }
 
 #[cfg(test)]

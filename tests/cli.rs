@@ -674,6 +674,67 @@ fn numbers_with_blanks_are_refused_alike_and_one_token_is_one() {
     assert!(err.contains("a budget of 1 token:"), "{err}");
 }
 
+/// A tool-call log ingested again, or again after it grew, applies each call once, as journals
+/// and conversations do: the same file twice had doubled every observation ("file_read:
+/// src/main.rs x2"; a helper's probe). A call with no time of its own cannot be told from a
+/// repeat of it, and is applied each time.
+#[test]
+fn a_tool_call_log_ingested_again_applies_each_call_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let calls = tmp.path().join("calls.jsonl");
+    let line = |path: &str, ts: u32| {
+        format!("{{\"tool\":\"Read\",\"args\":{{\"path\":\"{path}\"}},\"ts\":{ts},\"session\":\"s1\"}}\n")
+    };
+    // Two identical lines are two calls: each is applied.
+    std::fs::write(&calls, line("a.rs", 100) + &line("a.rs", 100)).unwrap();
+    let ingest = || {
+        ok(&[
+            "ingest",
+            "--store",
+            p(&store),
+            p(&calls),
+            "--format",
+            "toolcalls",
+        ])
+    };
+    assert!(ingest().contains("committed events 1..=2"));
+    let again = ingest();
+    assert!(
+        again.contains("skipped 2 events whose idempotency key"),
+        "{again}"
+    );
+    // Grown by a line: only the new one is applied.
+    std::fs::write(
+        &calls,
+        line("a.rs", 100) + &line("a.rs", 100) + &line("b.rs", 101),
+    )
+    .unwrap();
+    let grown = ingest();
+    assert!(
+        grown.contains("committed events 3..=3") && grown.contains("skipped 2 events"),
+        "{grown}"
+    );
+    // With no time of its own, a call is applied each time.
+    let untimed = tmp.path().join("untimed.jsonl");
+    std::fs::write(
+        &untimed,
+        "{\"tool\":\"Read\",\"args\":{\"path\":\"c.rs\"}}\n",
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let out = ok(&[
+            "ingest",
+            "--store",
+            p(&store),
+            p(&untimed),
+            "--format",
+            "toolcalls",
+        ]);
+        assert!(out.contains("committed events"), "{out}");
+    }
+}
+
 /// Runs loci with its standard output a pipe whose reader has already gone away.
 fn with_closed_stdout(args: &[&str]) -> Output {
     with_closed_pipe(args, true)
