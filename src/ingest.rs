@@ -1290,8 +1290,12 @@ fn read_tool_calls(file: &str, content: &[Line]) -> Result<SourceBatch> {
         })
         .collect();
     for (line, mut d, why) in made {
+        // The line goes first: a log's keys then rise with its lines, and the key table takes
+        // them as appends, where keys in hash order went to every page of it.
         if let Some(key) = &mut d.idempotency_key {
-            key.push_str(&format!(":{line}"));
+            if let Some(hash) = key.strip_prefix("toolcall:") {
+                *key = format!("toolcall:{line:012}:{hash}");
+            }
         }
         batch.push(d, origin(file, line));
         batch.lines += 1;

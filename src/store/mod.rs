@@ -1895,6 +1895,21 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
 }
 
+/// [`Store::applied_key`] read from `backend` (the store's, or a view of it).
+fn applied_key_in(backend: &dyn Backend, key: &str) -> Result<Option<u64>> {
+    backend
+        .get(Table::Idempotency, key.as_bytes())?
+        .map(|v| {
+            <[u8; 8]>::try_from(v.as_slice())
+                .map(u64::from_be_bytes)
+                .map_err(|_| Error::Corrupt {
+                    table: Table::Idempotency.name(),
+                    message: format!("value of {} bytes, expected 8", v.len()),
+                })
+        })
+        .transpose()
+}
+
 /// A log position the meta table keeps under `key`, 0 before any.
 fn meta_seq(backend: &dyn Backend, key: &[u8]) -> Result<u64> {
     Ok(backend
@@ -3517,6 +3532,14 @@ impl Store {
     /// earlier draft of the batch). Called under the writer lock, so no other batch can apply
     /// a key between this check and the commit.
     fn drop_applied(&self, drafts: Vec<EventDraft>) -> Result<(Vec<EventDraft>, Positions)> {
+        // Keys are looked up in one read of the backend, not one each: a read transaction a
+        // key had nearly doubled the ingest of a tool-call log, every call of which is keyed.
+        let view = if drafts.iter().any(|d| d.idempotency_key.is_some()) {
+            self.backend.pinned_view()?
+        } else {
+            None
+        };
+        let reads: &dyn Backend = view.as_deref().unwrap_or(&*self.backend);
         let mut kept = Vec::with_capacity(drafts.len());
         let mut positions = Positions::default();
         let mut in_batch: HashMap<String, usize> = HashMap::new();
@@ -3543,13 +3566,14 @@ impl Store {
                 positions.skipped += 1;
                 continue;
             }
-            if let Some(seq) = self.applied_key(&key)? {
+            if let Some(seq) = applied_key_in(reads, &key)? {
                 if self.read_state().deleted.contains(&seq) {
                     // Applied, then deleted: a retry must not bring it back.
                     positions.skipped += 1;
                     continue;
                 }
-                let stored = self.raw_event(seq)?.ok_or_else(|| Error::Corrupt {
+                let stored = self.raw_event_decoded(reads, seq, decode_event)?;
+                let stored = stored.ok_or_else(|| Error::Corrupt {
                     table: Table::Idempotency.name(),
                     message: format!("key {key:?} points at event {seq}, which the log lacks"),
                 })?;
@@ -3574,17 +3598,7 @@ impl Store {
 
     /// The sequence number of the event that carried idempotency `key`, if any.
     pub fn applied_key(&self, key: &str) -> Result<Option<u64>> {
-        self.backend
-            .get(Table::Idempotency, key.as_bytes())?
-            .map(|v| {
-                <[u8; 8]>::try_from(v.as_slice())
-                    .map(u64::from_be_bytes)
-                    .map_err(|_| Error::Corrupt {
-                        table: Table::Idempotency.name(),
-                        message: format!("value of {} bytes, expected 8", v.len()),
-                    })
-            })
-            .transpose()
+        applied_key_in(&*self.backend, key)
     }
 
     /// A consistent read view of the graph.
