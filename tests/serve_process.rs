@@ -270,6 +270,26 @@ fn mcp_over_stdio_ends_quietly_when_the_client_leaves() {
         .success());
 }
 
+/// The answers of `loci mcp` on store `s` to `requests`, sent after the initialize exchange
+/// as one client's lines, its input then closed.
+fn mcp_session_answers(s: &str, requests: &[&str]) -> Vec<serde_json::Value> {
+    let mut input = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ]
+    .join("\n");
+    for r in requests {
+        input.push('\n');
+        input.push_str(r);
+    }
+    input.push('\n');
+    let out = common::run_with_stdin(BIN, &["mcp", "--store", s], input.as_bytes());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// A tool's arguments of the wrong kind, or an argument it does not take, are the tool's
 /// `bad_input` error naming the argument, as `/v1` names a body's field: rmcp's words were
 /// "failed to deserialize parameters: invalid type: string \"lots\", expected usize", naming
@@ -278,27 +298,14 @@ fn mcp_over_stdio_ends_quietly_when_the_client_leaves() {
 fn mcp_tool_arguments_refused_are_bad_input_naming_the_argument() {
     let tmp = tempfile::tempdir().unwrap();
     let s = init_world(tmp.path());
-    let out = common::run_with_stdin(
-        BIN,
-        &["mcp", "--store", &s],
-        concat!(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#,
-            "\n",
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            "\n",
+    let answers = mcp_session_answers(
+        &s,
+        &[
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recall","arguments":{"question":"x","budget":"lots"}}}"#,
-            "\n",
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"context","arguments":{"budget":50,"bugdet":5}}}"#,
-            "\n",
             r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"neighbours","arguments":{}}}"#,
-            "\n",
-        )
-        .as_bytes(),
+        ],
     );
-    let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     for (id, said) in [
         (
             2,
@@ -325,31 +332,16 @@ fn mcp_tool_arguments_refused_are_bad_input_naming_the_argument() {
 fn mcp_requests_whose_params_rmcp_cannot_read_are_answered_with_their_id() {
     let tmp = tempfile::tempdir().unwrap();
     let s = init_world(tmp.path());
-    let out = common::run_with_stdin(
-        BIN,
-        &["mcp", "--store", &s],
-        concat!(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#,
-            "\n",
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            "\n",
+    let answers = mcp_session_answers(
+        &s,
+        &[
             r#"{"jsonrpc":"2.0","id":5,"method":"tools/list","params":[]}"#,
-            "\n",
             r#"{"jsonrpc":"2.0","id":6,"method":"ping","params":[]}"#,
-            "\n",
             r#"{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{}}"#,
-            "\n",
             r#"{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":5}}"#,
-            "\n",
             r#"{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"loci://queries/find_trade"}}"#,
-            "\n",
-        )
-        .as_bytes(),
+        ],
     );
-    let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     for (id, said) in [(5, "params"), (6, "params"), (7, "uri"), (8, "uri")] {
         let a = answers
             .iter()
