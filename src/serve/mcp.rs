@@ -88,6 +88,7 @@ pub struct TimelineArgs {
     pub from: Option<i64>,
     pub to: Option<i64>,
     /// Events at most (default 100), the latest ones.
+    #[schemars(range(min = 1, max = super::MAX_ROWS))]
     pub limit: Option<usize>,
 }
 
@@ -97,7 +98,10 @@ pub struct NeighboursArgs {
     /// The start node's key.
     pub node: String,
     /// Hops, 1 to 4 (default 1).
+    #[schemars(range(min = 1, max = 4))]
     pub depth: Option<u8>,
+    /// Edges below this confidence are not followed (0 to 1; default 0).
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub min_confidence: Option<f32>,
     pub relation: Option<String>,
 }
@@ -770,6 +774,34 @@ mod tests {
             timeline["properties"]["from"]["default"],
             json!(i64::MIN),
             "{timeline}"
+        );
+    }
+
+    /// The `neighbours` tool's schema says the depths it takes, 1 to 4, where it said up to
+    /// 255 and refused 5 (a helper's probe); and min_confidence's range, 0 to 1.
+    #[test]
+    fn the_neighbours_schema_gives_the_depths_it_takes() {
+        let tools = LociMcp::tool_router().list_all();
+        let tool = tools.iter().find(|t| t.name == "neighbours").unwrap();
+        let props = &tool.input_schema["properties"];
+        let depth = &props["depth"];
+        assert_eq!(
+            (depth["minimum"].as_u64(), depth["maximum"].as_u64()),
+            (Some(1), Some(4)),
+            "{depth}"
+        );
+        let timeline = tools.iter().find(|t| t.name == "timeline").unwrap();
+        let limit = &timeline.input_schema["properties"]["limit"];
+        assert_eq!(
+            limit["maximum"].as_u64(),
+            Some(super::super::MAX_ROWS as u64),
+            "{limit}"
+        );
+        let min = &props["min_confidence"];
+        assert_eq!(
+            (min["minimum"].as_f64(), min["maximum"].as_f64()),
+            (Some(0.0), Some(1.0)),
+            "{min}"
         );
     }
 
