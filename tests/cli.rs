@@ -735,6 +735,63 @@ fn a_tool_call_log_ingested_again_applies_each_call_once() {
     }
 }
 
+/// A line that repeats an earlier line of the same input is said to be a repeat, where it was
+/// said to be a key "the store already holds" of a store that held nothing (a helper's probe).
+#[test]
+fn a_line_repeated_in_one_input_is_said_to_repeat_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let file = tmp.path().join("j.jsonl");
+    let line = r#"{"v":1,"time":100,"harness":"cc","session":"1","kind":"note","text":"same"}"#;
+    std::fs::write(&file, format!("{line}\n{line}\n")).unwrap();
+    let first = ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--format",
+        "journal",
+        p(&file),
+    ]);
+    assert!(
+        first.contains("committed events 1..=1")
+            && first.contains("skipped 1 event repeating an earlier line of the input")
+            && !first.contains("the store already holds"),
+        "{first}"
+    );
+    // Again: both are the store's now.
+    let again = ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--format",
+        "journal",
+        p(&file),
+    ]);
+    assert!(
+        again.contains("skipped 2 events whose idempotency key the store already holds")
+            && !again.contains("repeating"),
+        "{again}"
+    );
+    // In JSON, `repeated` counts the repeats among `skipped`.
+    let other = tmp.path().join("k.jsonl");
+    let line2 = line.replace("same", "other");
+    std::fs::write(&other, format!("{line2}\n{line2}\n")).unwrap();
+    let c = json(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "--format",
+        "journal",
+        p(&other),
+        "--json",
+    ]);
+    assert_eq!(
+        (c["skipped"].as_u64(), c["repeated"].as_u64()),
+        (Some(1), Some(1)),
+        "{c}"
+    );
+}
+
 /// Runs loci with its standard output a pipe whose reader has already gone away.
 fn with_closed_stdout(args: &[&str]) -> Output {
     with_closed_pipe(args, true)

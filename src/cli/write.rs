@@ -165,6 +165,8 @@ struct Tally {
     committed: usize,
     /// Events skipped as their idempotency key was applied before.
     already_applied: usize,
+    /// Events skipped as they repeated an earlier line of the input.
+    repeated: usize,
     /// Passages skipped as the store holds them with the same title and text.
     passages_held: usize,
     /// Tool calls kept raw: counted, and the first reasons shown by file and line.
@@ -187,7 +189,8 @@ impl Tally {
 
     fn count(&mut self, c: &Commit) {
         self.committed += c.events;
-        self.already_applied += c.skipped;
+        self.already_applied += c.skipped - c.repeated;
+        self.repeated += c.repeated;
     }
 }
 
@@ -304,10 +307,21 @@ impl IngestRun<'_> {
                 count(t.already_applied as u64, "event", "events")
             ))?;
         }
+        if t.repeated > 0 && report.stopped.is_none() {
+            note(format!(
+                "skipped {} repeating an earlier line of the input",
+                count(t.repeated as u64, "event", "events")
+            ))?;
+        }
         if let Some(kept_raw) = kept_raw_note(&t.unextracted).filter(|_| whole) {
             note(kept_raw)?;
         }
-        if t.committed == 0 && t.passages_held == 0 && t.already_applied == 0 && whole {
+        if t.committed == 0
+            && t.passages_held == 0
+            && t.already_applied == 0
+            && t.repeated == 0
+            && whole
+        {
             note("nothing to commit: the input holds no events".to_string())?;
         }
         if let Some(why) = &report.stopped {

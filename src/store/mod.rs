@@ -1132,6 +1132,9 @@ pub struct Commit {
     /// Drafts skipped because the store already held their idempotency key (or an earlier
     /// draft of the same batch carried it).
     pub skipped: usize,
+    /// Of those skipped, the drafts that repeated an earlier draft of the same batch.
+    #[serde(default)]
+    pub repeated: usize,
 }
 
 /// Where the drafts kept by [`Store::drop_applied`] stood in the caller's batch, so that an
@@ -1140,6 +1143,8 @@ pub struct Commit {
 struct Positions {
     kept: Vec<usize>,
     skipped: usize,
+    /// Of `skipped`, those that repeated an earlier draft of the batch.
+    repeated: usize,
 }
 
 impl Positions {
@@ -1163,7 +1168,7 @@ impl Positions {
 
 impl Commit {
     /// The report of a projected, non-empty batch.
-    fn of(overlay: &Overlay, skipped: usize) -> Commit {
+    fn of(overlay: &Overlay, skipped: usize, repeated: usize) -> Commit {
         // One pass over each map, counting the removals: four passes over a bulk batch's
         // hundred thousand edges, a tree walk each, were 3% of its ingest.
         let nodes_removed = overlay.nodes.values().filter(|n| n.is_none()).count();
@@ -1177,6 +1182,7 @@ impl Commit {
             edges_upserted: overlay.edges.len() - edges_removed,
             edges_removed,
             skipped,
+            repeated,
         }
     }
 }
@@ -3232,10 +3238,11 @@ impl Store {
     /// [`Store::ingest`] under the writer lock.
     fn ingest_locked(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
         let (drafts, positions) = self.drop_applied(drafts)?;
-        let skipped = positions.skipped;
+        let (skipped, repeated) = (positions.skipped, positions.repeated);
         if drafts.is_empty() {
             return Ok(Commit {
                 skipped,
+                repeated,
                 ..Commit::default()
             });
         }
@@ -3252,7 +3259,7 @@ impl Store {
             })?;
         overlay.shed_inputs();
         self.backend.commit(batch)?;
-        let commit = Commit::of(&overlay, skipped);
+        let commit = Commit::of(&overlay, skipped, repeated);
         // The write below runs on a pool thread, where the check in `write_state` cannot see
         // this one's reads.
         debug_assert_eq!(
@@ -3311,11 +3318,12 @@ impl Store {
         if drafts.is_empty() {
             return Ok(Commit {
                 skipped: positions.skipped,
+                repeated: positions.repeated,
                 ..Commit::default()
             });
         }
         let (overlay, ()) = self.project_on_sound_graph(drafts, &positions, |_, _| Ok(()))?;
-        Ok(Commit::of(&overlay, positions.skipped))
+        Ok(Commit::of(&overlay, positions.skipped, positions.repeated))
     }
 
     /// Gives every draft without a salience the score of the store's policy
@@ -3564,6 +3572,7 @@ impl Store {
                     )));
                 }
                 positions.skipped += 1;
+                positions.repeated += 1;
                 continue;
             }
             if let Some(seq) = applied_key_in(reads, &key)? {
