@@ -41,6 +41,35 @@ struct SummaryLink {
     unknown_child: bool,
 }
 
+/// The summaries of `chain` (in log order) made from any of `seeds` (seq to world time),
+/// directly or through other summaries, live or not: children come before their summaries in
+/// the log, so one pass reaches every level. Where a compaction has made a summary's child a
+/// tombstone, whose children no record says, the summary is taken when its range holds a
+/// seed's time and it was written after that seed.
+fn made_from(chain: &[SummaryLink], seeds: &BTreeMap<u64, i64>) -> BTreeSet<u64> {
+    let mut from: BTreeSet<u64> = seeds.keys().copied().collect();
+    // The first seed at each world time, for the summaries a compaction cut off.
+    let mut first_at: BTreeMap<i64, u64> = BTreeMap::new();
+    for (&seq, &ts) in seeds {
+        let first = first_at.entry(ts).or_insert(seq);
+        *first = (*first).min(seq);
+    }
+    let mut made = BTreeSet::new();
+    for link in chain {
+        // `range` panics on a backward range, which a damaged summary could give.
+        let by_time = link.unknown_child
+            && link.start <= link.end
+            && first_at
+                .range(link.start..=link.end)
+                .any(|(_, &seq)| seq < link.seq);
+        if by_time || link.children.iter().any(|c| from.contains(c)) {
+            from.insert(link.seq);
+            made.insert(link.seq);
+        }
+    }
+    made
+}
+
 /// What a compaction did.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CompactReport {
@@ -100,16 +129,7 @@ impl Store {
             targets => targets?,
         };
         if reason == Reason::Delete {
-            let made = self.add_summaries_of(&mut targets, &gone)?;
-            // An event named that is already deleted, and that no live summary was made from,
-            // leaves nothing to delete.
-            if let Some(seq) = request
-                .events
-                .iter()
-                .find(|s| made.get(s).is_some_and(|made| !made))
-            {
-                return Err(already_deleted(*seq));
-            }
+            self.add_summaries_of(&mut targets, &gone, &request.events)?;
         }
         let before = self.read_state();
         let mut deleted = before.deleted.clone();
@@ -298,52 +318,41 @@ impl Store {
     /// (events already deleted whose text the request wants out), directly or through other
     /// summaries: a summary's text is made from its children's, so what a user deletes must
     /// not live on in it. (Forgetting, by contrast, keeps summaries: they are the gist.) The
-    /// chain runs through forgotten summaries too, whose records the log keeps until a
-    /// compaction: an event whose episode summary was forgotten lives on in its day's. Where a
-    /// compaction has made a summary's child a tombstone, whose children no record says, a
-    /// live summary is taken when its range holds the event's time and it was written after
-    /// it. Gives, for each of `gone`, whether any live summary was made from it. The next
-    /// consolidation summarises what remains of those periods.
+    /// chain runs through forgotten summaries too (see [`made_from`]). An event of `named`
+    /// (the request's own) that is among `gone` and that no live summary was made from
+    /// leaves nothing to delete, and is refused. The next consolidation summarises what
+    /// remains of those periods.
     fn add_summaries_of(
         &self,
         targets: &mut BTreeMap<u64, i64>,
         gone: &BTreeMap<u64, i64>,
-    ) -> Result<BTreeMap<u64, bool>> {
+        named: &[u64],
+    ) -> Result<()> {
         let chain = self.summary_chain()?;
-        let deleted = self.read_state().deleted.clone();
-        let seeds: Vec<(u64, i64, Option<u64>)> = targets
-            .iter()
-            .map(|(s, ts)| (*s, *ts, None))
-            .chain(gone.iter().map(|(s, ts)| (*s, *ts, Some(*s))))
-            .collect();
-        let mut made_from_gone: BTreeMap<u64, bool> = gone.keys().map(|s| (*s, false)).collect();
-        for (seed, ts, of_gone) in seeds {
-            let mut from = BTreeSet::from([seed]);
-            // Children come before their summaries in the log, so one pass in log order
-            // reaches every level.
-            for link in &chain {
-                let made = link.children.iter().any(|c| from.contains(c))
-                    || (link.unknown_child
-                        && seed < link.seq
-                        && (link.start..=link.end).contains(&ts));
-                if made {
-                    from.insert(link.seq);
-                }
-            }
-            for link in chain.iter().filter(|l| from.contains(&l.seq)) {
-                if !deleted.contains(&link.seq) {
-                    targets.insert(link.seq, link.ts);
-                    if let Some(g) = of_gone {
-                        made_from_gone.insert(g, true);
-                    }
-                }
+        let state = self.read_state();
+        let live = |seq: &u64| !state.deleted.contains(seq);
+        for (seq, ts) in gone.iter().filter(|(seq, _)| named.contains(seq)) {
+            if !made_from(&chain, &BTreeMap::from([(*seq, *ts)]))
+                .iter()
+                .any(live)
+            {
+                return Err(already_deleted(*seq));
             }
         }
-        Ok(made_from_gone)
+        let mut seeds = targets.clone();
+        seeds.extend(gone);
+        let made = made_from(&chain, &seeds);
+        targets.extend(
+            chain
+                .iter()
+                .filter(|link| made.contains(&link.seq) && live(&link.seq))
+                .map(|link| (link.seq, link.ts)),
+        );
+        Ok(())
     }
 
     /// Every summary the log holds a record of, live or deleted, in log order, with whether
-    /// a child of it is a tombstone (or missing).
+    /// a child of it is a tombstone.
     fn summary_chain(&self) -> Result<Vec<SummaryLink>> {
         use crate::dynamics::consolidate::{Summary, SUMMARY};
         let mut tombstones = BTreeSet::new();
@@ -372,6 +381,7 @@ impl Store {
         }
         Ok(chain)
     }
+
     /// The events a request deletes, with their world times; and, for a user's deletion, the
     /// events it names that are already deleted (forgotten, most often), whose summaries it
     /// must take (see [`Store::add_summaries_of`]).
