@@ -813,7 +813,10 @@ pub fn neighbors_of(
         .with_min_confidence(min)
         .with_relations(relation);
     let found = s.neighbors(start.id, depth, &opts);
-    to_json(&json!({"start": start.key, "neighbors": value_of(&found)?}))
+    // Its parts are made JSON once, through the text (`value_of`), and put together as they are.
+    Ok(Json(
+        json!({"start": start.key, "neighbors": value_of(&found)?}),
+    ))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -875,7 +878,9 @@ async fn node(State(st): State<Arc<AppState>>, PathParam(key): PathParam<String>
             .into_iter()
             .filter_map(|id| s.edge(id).transpose())
             .collect::<crate::Result<_>>()?;
-        to_json(&json!({"node": value_of(&n)?, "edges": value_of(&edges)?}))
+        Ok(Json(
+            json!({"node": value_of(&n)?, "edges": value_of(&edges)?}),
+        ))
     })
     .await
 }
