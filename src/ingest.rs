@@ -1285,18 +1285,11 @@ fn read_tool_calls(file: &str, content: &[Line]) -> Result<SourceBatch> {
     let made: Vec<(usize, EventDraft, Option<String>)> = content
         .par_iter()
         .map(|(n, l)| {
-            let (d, why) = crate::observe::event_of_call(l);
+            let (d, why) = crate::observe::event_of_call(l, *n);
             (*n, d, why)
         })
         .collect();
-    for (line, mut d, why) in made {
-        // The line goes first: a log's keys then rise with its lines, and the key table takes
-        // them as appends, where keys in hash order went to every page of it.
-        if let Some(key) = &mut d.idempotency_key {
-            if let Some(hash) = key.strip_prefix("toolcall:") {
-                *key = format!("toolcall:{line:012}:{hash}");
-            }
-        }
+    for (line, d, why) in made {
         batch.push(d, origin(file, line));
         batch.lines += 1;
         if let Some(why) = why {

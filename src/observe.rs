@@ -160,7 +160,7 @@ pub fn extract(call: &Json) -> std::result::Result<Observation, String> {
 
 /// The event of a call at line `line`: a typed `OBSERVATION`, or the raw `TOOL_CALL` when no
 /// extractor takes it (then the reason is returned too).
-pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
+pub fn event_of_call(raw: &str, line: usize) -> (EventDraft, Option<String>) {
     // Parsed once: the call's fields and the extraction both read this value.
     let (json, failure) = match serde_json::from_str::<Json>(raw) {
         // A key given twice would be read as its last value (`"tool"` twice, a path twice):
@@ -174,10 +174,10 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
     };
     // A time that says no world time keeps the call raw, with the reason: it had been taken
     // as 0 without a word.
-    let ts = match json
+    let given_time = json
         .as_ref()
-        .and_then(|c| field(c, &["ts", "time", "timestamp"]))
-    {
+        .and_then(|c| field(c, &["ts", "time", "timestamp"]));
+    let ts = match given_time {
         None => Ok(0),
         Some(t) => match integer_of(t) {
             // The store refuses it, and with it the whole file's batch.
@@ -190,17 +190,14 @@ pub fn event_of_call(raw: &str) -> (EventDraft, Option<String>) {
             )),
         },
     };
-    // A call with a time of its own is told from a repeat of it by its text: it is applied
-    // once however often its log is read (the reader adds its line, so that two like lines
-    // of one log are two calls). One without cannot be told from a repeat.
-    let own_time = ts.is_ok()
-        && json
-            .as_ref()
-            .and_then(|c| field(c, &["ts", "time", "timestamp"]))
-            .is_some();
-    let key = own_time.then(|| {
+    // A call with a time of its own is told from a repeat of it by its line and text: it is
+    // applied once however often its log is read, and two like lines of one log are two
+    // calls. One without cannot be told from a repeat. The line goes first, so that a log's
+    // keys rise with its lines and the key table takes them as appends (in hash order they
+    // went to every page of it).
+    let key = (given_time.is_some() && ts.is_ok()).then(|| {
         format!(
-            "toolcall:{:016x}",
+            "toolcall:{line:012}:{:016x}",
             crate::codec::fnv1a(raw.trim().as_bytes())
         )
     });
@@ -339,15 +336,15 @@ mod tests {
 
     #[test]
     fn a_call_no_extractor_takes_is_kept_raw_with_its_reason() {
-        let (d, why) = event_of_call(r#"{"tool":"Frobnicate","ts":5,"session":"s1"}"#);
+        let (d, why) = event_of_call(r#"{"tool":"Frobnicate","ts":5,"session":"s1"}"#, 1);
         assert_eq!(d.kind, TOOL_CALL);
         assert_eq!(d.ts, 5);
         assert!(why.unwrap().contains("Frobnicate"));
         assert_eq!(d.salience, Some(RAW_IMPORTANCE));
-        let (d, why) = event_of_call("not json {");
+        let (d, why) = event_of_call("not json {", 1);
         assert_eq!(d.kind, TOOL_CALL);
         assert!(why.unwrap().starts_with("not JSON"));
-        let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"x"},"ts":9}"#);
+        let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"x"},"ts":9}"#, 1);
         assert_eq!((d.kind.as_str(), d.ts, why), ("OBSERVATION", 9, None));
     }
 
@@ -356,12 +353,15 @@ mod tests {
     /// each had been taken silently as 0, success or nothing (session 25 probe 2).
     #[test]
     fn times_exit_codes_and_sessions_of_another_json_type_are_read_or_reported() {
-        let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"a"},"ts":1700000000.5}"#);
+        let (d, why) = event_of_call(
+            r#"{"tool":"Read","args":{"path":"a"},"ts":1700000000.5}"#,
+            1,
+        );
         assert_eq!(
             (d.kind.as_str(), d.ts, why),
             ("OBSERVATION", 1_700_000_000, None)
         );
-        let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"a"},"ts":"1700"}"#);
+        let (d, why) = event_of_call(r#"{"tool":"Read","args":{"path":"a"},"ts":"1700"}"#, 1);
         assert_eq!((d.ts, why), (1700, None));
         // A time past the store's range (±2^61) too: it had stopped the whole file's ingest,
         // where every other unreadable call is kept raw (a helper's probe).
@@ -372,9 +372,10 @@ mod tests {
             "9223372036854775807",
             "-3000000000000000000",
         ] {
-            let (d, why) = event_of_call(&format!(
-                r#"{{"tool":"Read","args":{{"path":"a"}},"ts":{ts}}}"#
-            ));
+            let (d, why) = event_of_call(
+                &format!(r#"{{"tool":"Read","args":{{"path":"a"}},"ts":{ts}}}"#),
+                1,
+            );
             assert_eq!(d.kind, TOOL_CALL, "{ts}");
             assert!(
                 why.as_deref().is_some_and(|w| w.starts_with("ts: ")),
@@ -388,7 +389,7 @@ mod tests {
             .unwrap();
             assert_eq!(o.kind, "command_failed", "{exit}");
         }
-        let (d, _) = event_of_call(r#"{"tool":"Read","args":{"path":"a"},"session":7}"#);
+        let (d, _) = event_of_call(r#"{"tool":"Read","args":{"path":"a"},"session":7}"#, 1);
         let Value::Map(m) = &d.payload else {
             panic!("{d:?}")
         };
