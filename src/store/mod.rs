@@ -68,6 +68,8 @@ pub const STORE_FORMAT: u32 = 3;
 const OLDEST_STORE_FORMAT: u32 = 1;
 /// The store's manifest, naming its backend and format.
 pub(crate) const MANIFEST: &str = "loci.json";
+/// The file a manifest is written to before it is renamed over [`MANIFEST`].
+const MANIFEST_TMP: &str = "loci.json.tmp";
 /// The directory of the full-text index, in the store's.
 pub(crate) const TEXT_DIR: &str = "text";
 const META_COUNTERS: &[u8] = b"counters";
@@ -1871,9 +1873,9 @@ fn refuse_other_files(dir: &Path) -> Result<()> {
     };
     let store_files = [
         TEXT_DIR,
-        "loci.json.tmp",
+        MANIFEST_TMP,
         snapshot::SNAPSHOT_FILE,
-        "state.snapshot.tmp",
+        snapshot::SNAPSHOT_TMP_FILE,
         crate::storage::COMPACT_DIR,
         crate::storage::SLED_OLD,
     ];
@@ -1895,7 +1897,7 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
         path: dir.to_path_buf(),
         message: e.to_string(),
     })?;
-    let tmp = dir.join("loci.json.tmp");
+    let tmp = dir.join(MANIFEST_TMP);
     let path = dir.join(MANIFEST);
     std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))

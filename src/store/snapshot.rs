@@ -83,6 +83,8 @@ use crate::storage::Backend;
 
 /// The snapshot's file name in the store directory.
 pub(super) const SNAPSHOT_FILE: &str = "state.snapshot";
+/// The file a snapshot is written to before it is renamed over [`SNAPSHOT_FILE`].
+pub(super) const SNAPSHOT_TMP_FILE: &str = "state.snapshot.tmp";
 const MAGIC: &[u8; 8] = b"LOCISNAP";
 /// Version of this file's layout.
 /// 2: edges by column with validity bounds apart; no adjacency section (rebuilt from edges).
@@ -117,7 +119,7 @@ pub(super) fn path_in(dir: &Path) -> PathBuf {
 
 /// The temporary file a snapshot is written to before it is renamed over [`path_in`].
 fn tmp_path_in(dir: &Path) -> PathBuf {
-    dir.join(format!("{SNAPSHOT_FILE}.tmp"))
+    dir.join(SNAPSHOT_TMP_FILE)
 }
 
 /// The CRC-32 of the log record `seq` (0 for none): a snapshot records the one of its last
