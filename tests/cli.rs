@@ -22,6 +22,11 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `loci ingest` of `file` into `store` as `format`, which must succeed; its output.
+fn ingest_as(store: &Path, file: &Path, format: &str) -> String {
+    ok(&["ingest", "--store", p(store), p(file), "--format", format])
+}
+
 /// `loci args` run in `dir`, which must succeed; its output.
 fn ok_in<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(dir: impl AsRef<Path>, args: &[S]) -> Output {
     let out = Command::new(BIN)
@@ -688,16 +693,7 @@ fn a_tool_call_log_ingested_again_applies_each_call_once() {
     };
     // Two identical lines are two calls: each is applied.
     std::fs::write(&calls, line("a.rs", 100) + &line("a.rs", 100)).unwrap();
-    let ingest = || {
-        ok(&[
-            "ingest",
-            "--store",
-            p(&store),
-            p(&calls),
-            "--format",
-            "toolcalls",
-        ])
-    };
+    let ingest = || ingest_as(&store, &calls, "toolcalls");
     assert!(ingest().contains("committed events 1..=2"));
     let again = ingest();
     assert!(
@@ -723,14 +719,7 @@ fn a_tool_call_log_ingested_again_applies_each_call_once() {
     )
     .unwrap();
     for _ in 0..2 {
-        let out = ok(&[
-            "ingest",
-            "--store",
-            p(&store),
-            p(&untimed),
-            "--format",
-            "toolcalls",
-        ]);
+        let out = ingest_as(&store, &untimed, "toolcalls");
         assert!(out.contains("committed events"), "{out}");
     }
 }
@@ -744,14 +733,7 @@ fn a_line_repeated_in_one_input_is_said_to_repeat_it() {
     let file = tmp.path().join("j.jsonl");
     let line = r#"{"v":1,"time":100,"harness":"cc","session":"1","kind":"note","text":"same"}"#;
     std::fs::write(&file, format!("{line}\n{line}\n")).unwrap();
-    let first = ok(&[
-        "ingest",
-        "--store",
-        p(&store),
-        "--format",
-        "journal",
-        p(&file),
-    ]);
+    let first = ingest_as(&store, &file, "journal");
     assert!(
         first.contains("committed events 1..=1")
             && first.contains("skipped 1 event repeating an earlier line of the input")
@@ -759,14 +741,7 @@ fn a_line_repeated_in_one_input_is_said_to_repeat_it() {
         "{first}"
     );
     // Again: both are the store's now.
-    let again = ok(&[
-        "ingest",
-        "--store",
-        p(&store),
-        "--format",
-        "journal",
-        p(&file),
-    ]);
+    let again = ingest_as(&store, &file, "journal");
     assert!(
         again.contains("skipped 2 events whose idempotency key the store already holds")
             && !again.contains("repeating"),

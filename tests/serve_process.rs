@@ -290,6 +290,14 @@ fn mcp_session_answers(s: &str, requests: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The answer of `answers` to the request of id `id`, which must be there.
+fn answer_to(answers: &[serde_json::Value], id: u64) -> &serde_json::Value {
+    answers
+        .iter()
+        .find(|a| a["id"] == id)
+        .unwrap_or_else(|| panic!("{id} unanswered: {answers:#?}"))
+}
+
 /// A tool's arguments of the wrong kind, or an argument it does not take, are the tool's
 /// `bad_input` error naming the argument, as `/v1` names a body's field: rmcp's words were
 /// "failed to deserialize parameters: invalid type: string \"lots\", expected usize", naming
@@ -314,10 +322,7 @@ fn mcp_tool_arguments_refused_are_bad_input_naming_the_argument() {
         (3, "bad_input: arguments: bugdet: unknown field `bugdet`"),
         (4, "bad_input: arguments: missing field `node`"),
     ] {
-        let a = answers
-            .iter()
-            .find(|a| a["id"] == id)
-            .unwrap_or_else(|| panic!("{id} unanswered: {answers:#?}"));
+        let a = answer_to(&answers, id);
         assert_eq!(a["result"]["isError"], true, "{a}");
         let text = a["result"]["content"][0]["text"].as_str().unwrap();
         assert!(text.starts_with(said), "{id}: {text}");
@@ -343,16 +348,13 @@ fn mcp_requests_whose_params_rmcp_cannot_read_are_answered_with_their_id() {
         ],
     );
     for (id, said) in [(5, "params"), (6, "params"), (7, "uri"), (8, "uri")] {
-        let a = answers
-            .iter()
-            .find(|a| a["id"] == id)
-            .unwrap_or_else(|| panic!("{id} unanswered: {answers:#?}"));
+        let a = answer_to(&answers, id);
         assert_eq!(a["error"]["code"], -32602, "{a}");
         let message = a["error"]["message"].as_str().unwrap();
         assert!(message.contains(said), "{id}: {message}");
     }
     // A saved query's resource is JSON, as resources/list says (it read text/plain).
-    let read = answers.iter().find(|a| a["id"] == 9).expect("9 answered");
+    let read = answer_to(&answers, 9);
     assert_eq!(
         read["result"]["contents"][0]["mimeType"], "application/json",
         "{read}"
