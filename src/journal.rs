@@ -499,19 +499,38 @@ pub fn recurring(store: &Store, min_sessions: usize) -> Result<Vec<String>> {
         .collect())
 }
 
+/// What [`promote`] did: the entries it promoted, in the order given, and those it left
+/// out because they were already promoted (pinned).
+#[derive(Debug, Default)]
+pub struct Promotion {
+    /// The `PROMOTE` event's commit; empty when nothing was left to promote.
+    pub commit: Commit,
+    pub promoted: Vec<String>,
+    pub already_promoted: Vec<String>,
+}
+
 /// Promotes entries: one `PROMOTE` event pinning their nodes. A key that is not a live journal
-/// entry is [`Error::NotFound`] and nothing is written.
-pub fn promote(store: &Store, keys: &[String]) -> Result<Commit> {
-    for k in keys {
+/// entry is [`Error::NotFound`] and nothing is written. A key given twice is one entry; an
+/// entry already promoted is left out, and if none is left nothing is written (each such run
+/// had logged another event and said it promoted the entry).
+pub fn promote(store: &Store, keys: &[String]) -> Result<Promotion> {
+    let mut done = Promotion::default();
+    let mut named = std::collections::HashSet::new();
+    for k in keys.iter().filter(|k| named.insert(k.as_str())) {
         match store.require_node(k) {
-            Ok(n) if n.label == LABEL => {}
+            Ok(n) if n.label == LABEL && n.pinned => done.already_promoted.push(k.clone()),
+            Ok(n) if n.label == LABEL => done.promoted.push(k.clone()),
             Err(e @ Error::Corrupt { .. }) => return Err(e),
             _ => return Err(Error::NotFound(format!("journal entry {k:?}"))),
         }
     }
+    if done.promoted.is_empty() {
+        return Ok(done);
+    }
     let ts = store.latest_event_time()?.unwrap_or(0);
     let mut draft = EventDraft::new(ts, "user", PROMOTE);
-    draft.assertions = keys
+    draft.assertions = done
+        .promoted
         .iter()
         .map(|k| {
             Assertion::UpsertNode(NodeUpsert {
@@ -521,7 +540,8 @@ pub fn promote(store: &Store, keys: &[String]) -> Result<Commit> {
             })
         })
         .collect();
-    store.ingest(vec![draft])
+    done.commit = store.ingest(vec![draft])?;
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -2585,10 +2585,21 @@ fn journal_and_check_work_end_to_end() {
     // Written in at least no session would be every entry: refused, not taken as 1.
     let none = loci(&["journal", "promote", "--store", s, "--recurring", "0"]);
     assert_eq!(none.status.code(), Some(2));
-    // A key given twice is one entry.
+    // A key given twice is one entry; one already promoted is said to be, and writes nothing.
     let key = promoted["promoted"][0].as_str().unwrap();
     let again = json(&["journal", "promote", "--store", s, key, key, "--json"]);
-    assert_eq!(again["promoted"].as_array().unwrap().len(), 1, "{again}");
+    assert_eq!(again["promoted"], serde_json::json!([]), "{again}");
+    assert_eq!(
+        again["already_promoted"],
+        serde_json::json!([key]),
+        "{again}"
+    );
+    assert_eq!(again["seq"], serde_json::Value::Null, "{again}");
+    let said = ok(&["journal", "promote", "--store", s, key]);
+    assert!(
+        said.contains("promoted 0 entries: already promoted: "),
+        "{said}"
+    );
 
     // Healthy, then a finding: exit 1, with the finding named.
     let healthy = loci(&["check", "--store", s]);

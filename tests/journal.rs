@@ -75,13 +75,23 @@ fn journal_entries_move_from_captured_to_consolidated_to_promoted() {
     assert_eq!(recurring, std::slice::from_ref(&redb.key));
     // A key given twice is one entry, promoted once.
     let twice = [recurring[0].clone(), recurring[0].clone()];
-    assert_eq!(journal::promote(&store, &twice).unwrap().nodes_upserted, 1);
+    let first = journal::promote(&store, &twice).unwrap();
+    assert_eq!(first.commit.nodes_upserted, 1);
+    assert_eq!(first.promoted, std::slice::from_ref(&redb.key));
     assert_eq!(status_of(&store, "redb"), Status::Promoted);
     let g = store.graph();
     let id = g.node_id(&redb.key).unwrap();
     assert!(g.node(id).unwrap().pinned);
     assert_eq!(g.node_tier(id, i64::MAX / 2), Tier::Hot, "promoted is hot");
     drop(g);
+    // Promoting it again writes nothing: it is already pinned (each run had logged another
+    // PROMOTE event and said it promoted the entry).
+    let before = store.last_seq();
+    let again = journal::promote(&store, &twice).unwrap();
+    assert_eq!(again.commit.events, 0);
+    assert!(again.promoted.is_empty());
+    assert_eq!(again.already_promoted, std::slice::from_ref(&redb.key));
+    assert_eq!(store.last_seq(), before);
     // Promoting something that is not a journal entry writes nothing.
     let before = store.last_seq();
     assert!(journal::promote(&store, &["session:codex/b7".to_string()]).is_err());

@@ -61,11 +61,7 @@ fn promote(a: JournalPromoteArgs) -> Result<Code> {
     let s = open(&a.store)?;
     let keys = match a.recurring {
         Some(n) => journal::recurring(&s, n)?,
-        None => {
-            // A key given twice is one entry, promoted and counted once.
-            let mut seen = std::collections::HashSet::new();
-            a.keys.iter().filter(|k| seen.insert(*k)).cloned().collect()
-        }
+        None => a.keys.clone(),
     };
     if keys.is_empty() {
         if a.json {
@@ -75,23 +71,34 @@ fn promote(a: JournalPromoteArgs) -> Result<Code> {
         }
         return Ok(Code::Ok);
     }
-    let commit = match journal::promote(&s, &keys) {
-        Ok(c) => c,
+    let done = match journal::promote(&s, &keys) {
+        Ok(done) => done,
         Err(loci::Error::NotFound(what)) => fail!(
             Code::NotFound,
             "{what}: not a journal entry of this store (see `loci journal list`)"
         ),
         Err(e) => return Err(e.into()),
     };
+    let seq = (done.commit.events > 0).then_some(done.commit.last_seq);
     if a.json {
-        print_json(&serde_json::json!({"promoted": keys, "seq": commit.last_seq}))?;
-    } else {
-        outln!(
-            "promoted {} (event {}): {}",
-            count(keys.len() as u64, "entry", "entries"),
-            commit.last_seq,
-            keys.join(", ")
-        );
+        print_json(&serde_json::json!({
+            "promoted": done.promoted,
+            "already_promoted": done.already_promoted,
+            "seq": seq,
+        }))?;
+        return Ok(Code::Ok);
+    }
+    let already = done.already_promoted.join(", ");
+    match seq {
+        Some(seq) => outln!(
+            "promoted {} (event {seq}): {}",
+            count(done.promoted.len() as u64, "entry", "entries"),
+            done.promoted.join(", ")
+        ),
+        None => outln!("promoted 0 entries: already promoted: {already}"),
+    }
+    if seq.is_some() && !already.is_empty() {
+        outln!("already promoted: {already}");
     }
     Ok(Code::Ok)
 }
