@@ -713,6 +713,26 @@ fn a_manifest_naming_the_other_backend_says_so() {
     }
 }
 
+/// A manifest with a key it does not have (a hand edit's typo, or a later build's field) was
+/// read without a word; it is refused, naming the file and the key, as other damage to it is.
+#[test]
+fn a_manifest_with_an_unknown_key_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    small_store(BackendKind::Redb, &dir);
+    let manifest = dir.join("loci.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let odd = text.replacen('{', "{\"backened\": \"sled\", ", 1);
+    std::fs::write(&manifest, &odd).unwrap();
+    let e = Store::open(&dir).err().expect("refused").to_string();
+    assert!(
+        e.contains("loci.json") && e.contains("unknown field `backened`"),
+        "{odd}: {e}"
+    );
+    std::fs::write(&manifest, text).unwrap();
+    Store::open(&dir).unwrap();
+}
+
 /// sled's `conf` file damaged is damage (exit 6, naming the file): sled reads it as a database
 /// of a version before 0.29, which a loci store never is, and it had been a failure (exit 8)
 /// that said so.

@@ -123,7 +123,11 @@ const REPLAY_CHUNK: usize = 4096;
 /// at a few hundred bytes each, where live ingest's batches hold 100k.
 const REPLAY_ASSERTIONS: usize = 100_000;
 
+/// The store directory's `loci.json`: its format and which backend holds its log. A key it
+/// does not have is refused: a typo would otherwise be read as nothing, and a later build
+/// that adds one raises `format`.
 #[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Manifest {
     format: u32,
     backend: BackendKind,
