@@ -481,48 +481,11 @@ impl Store {
             bytes_before: dir_size(&dir),
             ..CompactReport::default()
         };
-        {
-            let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-            let deleted = self.read_state().deleted.clone();
-            report.deleted_events = deleted.len();
-            let fresh = kind.open(&tmp)?;
-            for table in Table::ALL {
-                let mut batch = WriteBatch::default();
-                let mut failed = None;
-                let mut flush = |batch: &mut WriteBatch| {
-                    if batch.len() >= COPY_BATCH {
-                        if let Err(e) = fresh.commit(std::mem::take(batch)) {
-                            failed = Some(e);
-                            return false;
-                        }
-                    }
-                    true
-                };
-                if table == Table::Log {
-                    // Record by record, each deleted one as its tombstone.
-                    super::log::scan(&*self.backend, 0, &mut |seq, v| {
-                        let mut value = v.to_vec();
-                        if deleted.contains(&seq) {
-                            let ev = decode_event(Table::Log.name(), v)?;
-                            if ev.kind != deletion::TOMBSTONE {
-                                value = encode(&tombstone(&ev));
-                                report.tombstones_written += 1;
-                            }
-                        }
-                        super::log::put(&mut batch, seq, value);
-                        Ok(flush(&mut batch))
-                    })?;
-                } else {
-                    self.backend.scan(table, &[], None, &mut |k, v| {
-                        batch.put(table, k.to_vec(), v.to_vec());
-                        Ok(flush(&mut batch))
-                    })?;
-                }
-                if let Some(e) = failed {
-                    return Err(e);
-                }
-                fresh.commit(batch)?;
-            }
+        // A failure part way leaves the store as it was; its half-written copy goes with it,
+        // as a repair's does (it had stayed until the next open).
+        if let Err(e) = self.write_compacted(kind, &tmp, &mut report) {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
         }
         // Closing the handle releases the backend's files and the text index; the writer lock
         // is kept, so no other process opens the store between the swap and the reopen. (Uses
@@ -539,14 +502,68 @@ impl Store {
 }
 
 impl Store {
+    /// Copies every table into fresh backend files in `tmp`, each deleted event's record as
+    /// its tombstone, under the writer lock.
+    fn write_compacted(
+        &self,
+        kind: BackendKind,
+        tmp: &Path,
+        report: &mut CompactReport,
+    ) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let deleted = self.read_state().deleted.clone();
+        report.deleted_events = deleted.len();
+        let fresh = kind.open(tmp)?;
+        for table in Table::ALL {
+            let mut batch = WriteBatch::default();
+            let mut failed = None;
+            let mut flush = |batch: &mut WriteBatch| {
+                if batch.len() >= COPY_BATCH {
+                    if let Err(e) = fresh.commit(std::mem::take(batch)) {
+                        failed = Some(e);
+                        return false;
+                    }
+                }
+                true
+            };
+            if table == Table::Log {
+                // Record by record, each deleted one as its tombstone.
+                super::log::scan(&*self.backend, 0, &mut |seq, v| {
+                    let mut value = v.to_vec();
+                    if deleted.contains(&seq) {
+                        let ev = decode_event(Table::Log.name(), v)?;
+                        if ev.kind != deletion::TOMBSTONE {
+                            value = encode(&tombstone(&ev));
+                            report.tombstones_written += 1;
+                        }
+                    }
+                    super::log::put(&mut batch, seq, value);
+                    Ok(flush(&mut batch))
+                })?;
+            } else {
+                self.backend.scan(table, &[], None, &mut |k, v| {
+                    batch.put(table, k.to_vec(), v.to_vec());
+                    Ok(flush(&mut batch))
+                })?;
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            fresh.commit(batch)?;
+        }
+        Ok(())
+    }
+
     /// Whether a deleted event still has its record (not yet a tombstone).
     fn has_text_to_strip(&self) -> Result<bool> {
         let deleted = self.read_state().deleted.clone();
         for seq in deleted {
-            if let Some(v) = super::log::get(&*self.backend, seq)? {
-                if decode_event(Table::Log.name(), &v)?.kind != deletion::TOMBSTONE {
-                    return Ok(true);
-                }
+            // Read as any one record is, so damage names its file and event.
+            if self
+                .raw_event(seq)?
+                .is_some_and(|ev| ev.kind != deletion::TOMBSTONE)
+            {
+                return Ok(true);
             }
         }
         Ok(false)
