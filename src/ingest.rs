@@ -1193,8 +1193,10 @@ fn read_graph(file: &str, content: &[Line]) -> Result<SourceBatch> {
 /// Conversation sessions: each turn an event at its session's time.
 fn read_conversations(file: &str, content: &[Line]) -> Result<SourceBatch> {
     let mut batch = SourceBatch::default();
-    // Where each turn's passage key was given: a repeated one made one passage of two turns.
-    let mut turn_lines: HashMap<String, usize> = HashMap::new();
+    // Where each turn's passage key was given, and what the turn was: another turn under a
+    // used key would make one passage of two, while the same turn again (a session repeated
+    // word for word) is the input's own repeat, applied once.
+    let mut turn_lines: HashMap<String, (usize, String)> = HashMap::new();
     for (line, session) in parse_lines::<crate::conversation::Session>(file, content)? {
         let refuse = |field: String, message: String| Error::Input {
             file: file.to_string(),
@@ -1237,7 +1239,13 @@ fn read_conversations(file: &str, content: &[Line]) -> Result<SourceBatch> {
                 return Err(refuse(format!("turns[{i}].dia_id"), "is empty".into()));
             }
             let key = format!("{}:{}", session.conversation, t.dia_id);
-            if let Some(first) = turn_lines.insert(key, line) {
+            let turn = format!(
+                "{}\0{}\0{}\0{}\0{i}",
+                t.speaker, t.text, session.time, session.session
+            );
+            let (first, was) = turn_lines.entry(key).or_insert((line, turn.clone()));
+            if *was != turn {
+                let first = *first;
                 return Err(refuse(
                     format!("turns[{i}].dia_id"),
                     format!(

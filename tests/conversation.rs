@@ -261,3 +261,33 @@ fn a_relative_date_before_year_one_is_not_written() {
     let text = format!("{:?}", batch.events[0].assertions);
     assert!(!text.contains("[date:"), "{text}");
 }
+
+/// A session given twice in one file, word for word, is the file's own repeat, applied once as
+/// the same file ingested twice is; it had been refused ("already a turn of conversation").
+/// Two different turns under one id are still refused: they would make one passage of two.
+#[test]
+fn a_session_repeated_in_one_file_is_applied_once_and_a_reused_turn_id_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let first = SESSIONS.lines().next().unwrap();
+    let twice = format!("{SESSIONS}{first}\n");
+    let batch = ingest::read_str("s.jsonl", &twice, Format::Conversation).unwrap();
+    let commit = batch.commit(&store).unwrap();
+    assert_eq!((commit.events, commit.repeated), (3, 2), "{commit:?}");
+    assert_eq!(store.events_of_kind("TURN").unwrap().len(), 3);
+    for (what, changed) in [
+        ("text", first.replace("yesterday", "today")),
+        ("speaker", first.replace("\"Caroline\"", "\"Carol\"")),
+    ] {
+        let reused = format!("{SESSIONS}{changed}\n");
+        let err = ingest::read_str("s.jsonl", &reused, Format::Conversation)
+            .err()
+            .unwrap_or_else(|| panic!("another {what} under D1:1 was taken"))
+            .to_string();
+        assert!(
+            err.contains("s.jsonl:3: turns[0].dia_id")
+                && err.contains("already a turn of conversation \"c1\" (line 1)"),
+            "{what}: {err}"
+        );
+    }
+}
