@@ -629,3 +629,99 @@ fn a_deletion_takes_the_summaries_made_from_it_across_forgotten_ones() {
         }
     }
 }
+
+/// An event with these assertions and this salience at `ts`.
+fn noted(ts: i64, salience: f32, assertions: Vec<loci::model::Assertion>) -> loci::EventDraft {
+    let mut d = loci::EventDraft::new(ts, "bot", "NOTE");
+    d.salience = Some(salience);
+    d.assertions = assertions;
+    d
+}
+
+/// Found by the session 34 review: an event that retracts supports no belief, so forgetting
+/// always let it go, and the replay without it made the retracted edge again (a withdrawn
+/// fact came back, at full confidence). A retraction stays while what it retracts would.
+#[test]
+fn forgetting_never_brings_back_what_a_retraction_withdrew() {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let node = |key: &str| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                label: Some("Person".into()),
+                ..Default::default()
+            })
+        };
+        let knows = Assertion::UpsertEdge(EdgeUpsert {
+            from: "a".into(),
+            relation: "KNOWS".into(),
+            to: "b".into(),
+            ..Default::default()
+        });
+        let retract = Assertion::RetractEdge {
+            from: "a".into(),
+            relation: "KNOWS".into(),
+            to: "b".into(),
+        };
+        store
+            .ingest(vec![
+                noted(1000, 0.9, vec![node("a"), node("b"), knows]),
+                noted(2000, 0.05, vec![retract]),
+                noted(3000, 0.06, vec![]),
+                noted(DAY + 100, 0.9, vec![]),
+            ])
+            .unwrap();
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        let r = forget::forget(&store, &ForgetOptions::with_budget(held(&store) - 1)).unwrap();
+        assert!(r.evicted > 0, "{backend}: {r:?}");
+        assert!(
+            store.edge_between("a", "KNOWS", "b").unwrap().is_none(),
+            "{backend}: the retracted edge came back ({r:?})"
+        );
+        assert_verifies(&store);
+    }
+}
+
+/// Found by the session 34 review: forgetting evicted `SLEEP` and `WM` events like any detail,
+/// and the working memory is a fold over the log, so evicting the sleep that had cleared it
+/// brought a stale intent back into every later context. Forgetting leaves the working memory
+/// as it was.
+#[test]
+fn forgetting_leaves_the_working_memory_as_it_was() {
+    use loci::dynamics::working::WmOp;
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let mut intent = WmOp::Intent {
+            text: "build house".into(),
+        }
+        .draft(23_000, "bot");
+        intent.salience = Some(0.9);
+        let mut sleep = loci::EventDraft::new(23_500, "bot", "SLEEP");
+        sleep.salience = Some(0.05);
+        let mut mainline = WmOp::Mainline {
+            text: "survive".into(),
+        }
+        .draft(500, "bot");
+        mainline.salience = Some(0.01);
+        store
+            .ingest(vec![
+                mainline,
+                noted(1000, 0.06, vec![]),
+                intent,
+                sleep,
+                noted(DAY + 100, 0.9, vec![]),
+            ])
+            .unwrap();
+        let before = store.working_memory();
+        assert_eq!(before.intent, None);
+        assert_eq!(before.mainline.as_deref(), Some("survive"));
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        let r = forget::forget(&store, &ForgetOptions::with_budget(held(&store) - 2)).unwrap();
+        assert!(r.evicted > 0, "{backend}: {r:?}");
+        assert_eq!(store.working_memory(), before, "{backend}: {r:?}");
+        assert_verifies(&store);
+    }
+}

@@ -7,8 +7,10 @@
 //! summary whose week summary lives, summaries that a later one superseded, and week summaries
 //! once nothing else of their week is left (the top of the hierarchy: the oldest gist fades
 //! last). Never an event not yet consolidated
-//! (the open day: the agent's most recent experience), bookkeeping (deletions, pins), or **the
-//! last support of a belief**: an edge whose effective
+//! (the open day: the agent's most recent experience), bookkeeping (deletions, pins), an event
+//! that retracts (the replay without it would make again what it withdrew), the events the
+//! working memory rests on ([`crate::dynamics::working::RestsOn`]: without them it would be
+//! another), or **the last support of a belief**: an edge whose effective
 //! confidence is still at least [`RetentionPolicy::belief_floor`] (0.5), an edge or node of a
 //! pinned node, and a node with such an edge keep at least one event asserting them. What goes
 //! with the last of its support is what has faded: stale edges (an offer not seen for weeks),
@@ -438,16 +440,38 @@ fn evictable(store: &Store) -> Result<Vec<(Event, Gist)>> {
     for seq in superseded_usage(store)? {
         seqs.insert(seq, Gist::Redundant);
     }
+    for seq in working_memory_rests_on(store)? {
+        seqs.remove(&seq);
+    }
     let mut out = Vec::with_capacity(seqs.len());
     for (seq, gist) in seqs {
         let Some(ev) = store.event(seq)? else {
             continue;
         };
-        if ![DELETE, TOMBSTONE, kinds::PIN, kinds::UNPIN].contains(&ev.kind.as_str()) {
+        // A retraction supports no belief, yet the replay without it makes again what it
+        // withdrew (it was let go, and a retracted edge came back at full confidence).
+        let retracts = ev.assertions.iter().any(|a| {
+            matches!(
+                a,
+                Assertion::RetractEdge { .. } | Assertion::RetractNode { .. }
+            )
+        });
+        if !retracts && ![DELETE, TOMBSTONE, kinds::PIN, kinds::UNPIN].contains(&ev.kind.as_str()) {
             out.push((ev, gist));
         }
     }
     Ok(out)
+}
+
+/// The events the working memory rests on ([`crate::dynamics::working::RestsOn`]): evicting
+/// a `SLEEP` that had cleared it brought a stale intent back into every context.
+fn working_memory_rests_on(store: &Store) -> Result<Vec<u64>> {
+    let mut rests_on = crate::dynamics::working::RestsOn::default();
+    store.scan_log(1, |ev| {
+        rests_on.see(&ev);
+        Ok(true)
+    })?;
+    Ok(rests_on.events())
 }
 
 /// Whether `summary` is the only live event of its time range.

@@ -305,6 +305,60 @@ impl WorkingMemory {
     }
 }
 
+/// The events whose loss would change the working memory they fold into, found by seeing
+/// every live event in log order ([`RestsOn::see`]): every `WM` event since the last clearing
+/// (a `SLEEP`, a `clear`, or an event after an idle period), that clearing itself when it is a
+/// `SLEEP` or a `clear` that cleared a change, the latest `mainline` and `capacity` changes,
+/// which outlive every clearing, and the latest `WM` event (the last activity). Forgetting keeps them. What came before the last clearing is cleared whatever it
+/// held: without an event of it, an idle period is only longer, and a clearing still clears.
+#[derive(Debug, Default)]
+pub(crate) struct RestsOn {
+    last_active: Option<i64>,
+    since_clearing: Vec<u64>,
+    clearing: Option<u64>,
+    mainline: Option<u64>,
+    capacity: Option<u64>,
+    /// The latest `WM` event: its time is the memory's last activity.
+    latest: Option<u64>,
+}
+
+impl RestsOn {
+    /// Takes the next live event of the log.
+    pub(crate) fn see(&mut self, ev: &Event) {
+        let op = WmOp::of_event(ev);
+        let idle = self
+            .last_active
+            .is_some_and(|t| ev.ts.saturating_sub(t) > IDLE);
+        let clears = ev.kind == kinds::SLEEP || matches!(op, Some(WmOp::Clear));
+        if idle || clears {
+            // A clearing of nothing (no change since the one before) changes nothing without
+            // it either.
+            let cleared = !self.since_clearing.is_empty();
+            self.since_clearing.clear();
+            self.clearing = (clears && cleared).then_some(ev.seq);
+        }
+        let Some(op) = op else { return };
+        self.last_active = Some(ev.ts);
+        self.latest = Some(ev.seq);
+        match op {
+            WmOp::Mainline { .. } => self.mainline = Some(ev.seq),
+            WmOp::Capacity { .. } => self.capacity = Some(ev.seq),
+            WmOp::Clear => {}
+            _ => self.since_clearing.push(ev.seq),
+        }
+    }
+
+    /// The events seen that the working memory rests on.
+    pub(crate) fn events(self) -> Vec<u64> {
+        let mut out = self.since_clearing;
+        out.extend(self.clearing);
+        out.extend(self.mainline);
+        out.extend(self.capacity);
+        out.extend(self.latest);
+        out
+    }
+}
+
 /// The refusal of one more `what` past [`MAX_HELD`], saying how to make room.
 fn full(what: &str, undo: &str) -> Error {
     Error::InvalidArgument {
