@@ -2245,3 +2245,20 @@ fn a_search_text_read_from_a_row_finds_nothing_when_missing_and_is_placed_when_w
         );
     }
 }
+
+/// Found by the session 34 probe: `:Event` on a variable an earlier pattern (or SEARCH) had
+/// bound was not checked, so `MATCH (a:Place), (a:Event)` counted every place.
+#[test]
+fn an_event_label_on_a_bound_variable_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let count = |q: &str| first_column(&store, q)[0].clone();
+    assert!(count("MATCH (a:Place) RETURN count(*)").as_u64().unwrap() > 0);
+    assert_eq!(count("MATCH (a:Place), (a:Event) RETURN count(*)"), 0);
+    assert_eq!(count("MATCH (a:Event), (a:Place) RETURN count(*)"), 0);
+    assert!(
+        first_column(&store, "SEARCH v FOR 'village' MATCH (v:Event) RETURN v.key").is_empty()
+    );
+    let events = count("MATCH (e:Event) RETURN count(*)");
+    assert_eq!(count("MATCH (e:Event), (e:Event) RETURN count(*)"), events);
+}

@@ -267,8 +267,10 @@ impl Planner {
                 .position(|(k, e)| k == name && planner.ready(e))?;
             Some(props.remove(i).1)
         };
-        // Labels a lookup has not already applied, checked with the properties.
-        let mut labels = if is_event {
+        // Labels a lookup has not already applied, checked with the properties. An event scan
+        // applies `:Event`; a variable bound before is checked for it (it had passed unchecked,
+        // and `(a:Place), (a:Event)` counted every place).
+        let mut labels = if is_event && !self.bound[slot] {
             Vec::new()
         } else {
             node.labels.clone()
