@@ -2262,3 +2262,28 @@ fn an_event_label_on_a_bound_variable_is_checked() {
     let events = count("MATCH (e:Event) RETURN count(*)");
     assert_eq!(count("MATCH (e:Event), (e:Event) RETURN count(*)"), events);
 }
+
+/// Found by the session 34 probe: ORDER BY a name that is both a returned column's alias and a
+/// pattern variable ordered by the variable (Cypher orders by the column), or was refused as
+/// not a returned column when the query aggregates.
+#[test]
+fn order_by_an_alias_named_like_a_variable_orders_by_the_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let by_alias = first_column(
+        &store,
+        "MATCH (n:Item) RETURN n.key AS n ORDER BY n DESC LIMIT 3",
+    );
+    let by_other = first_column(
+        &store,
+        "MATCH (n:Item) RETURN n.key AS k ORDER BY k DESC LIMIT 3",
+    );
+    assert_eq!(by_alias, by_other);
+    let grouped = first_column(
+        &store,
+        "MATCH (n) RETURN n.label AS n, count(*) AS c ORDER BY n",
+    );
+    let mut sorted = grouped.clone();
+    sorted.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+    assert!(grouped.len() > 1 && grouped == sorted, "{grouped:?}");
+}

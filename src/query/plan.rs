@@ -861,8 +861,10 @@ fn order_by_expressions(
         .order
         .iter()
         .map(|(e, desc)| {
+            // A returned column's name stands for the column, even where a pattern variable
+            // has that name too (as in Cypher: it had ordered by the variable).
             let e = match e {
-                Expr::Var(v) if !index.contains_key(v) => q
+                Expr::Var(v) => q
                     .items
                     .iter()
                     .find(|i| &i.alias == v)
