@@ -585,6 +585,15 @@ fn saved_query_files_report_their_errors() {
         e.contains("b.gq:3: param: $k is used but not declared"),
         "{e}"
     );
+    // The line where the parameter is used, not the first line holding its name's text
+    // (`$want` holds `$w`; so do a string and a comment).
+    let e = error_for(
+        "// name: b\n// description: x\n// param: want: string = e\nMATCH (v {name: $want}) // $w\nWHERE v.note = '$w'\n  OR v.x = $w\nRETURN v\n",
+    );
+    assert!(
+        e.contains("b.gq:6: param: $w is used but not declared"),
+        "{e}"
+    );
     // Errors name the line of the header they are about, not line 1.
     let e = error_for(
         "// description: x\n// param: x: int = 1\n// param: x: string = a\n// name: b\nMATCH (n) RETURN $x\n",
@@ -2256,9 +2265,11 @@ fn an_event_label_on_a_bound_variable_is_checked() {
     assert!(count("MATCH (a:Place) RETURN count(*)").as_u64().unwrap() > 0);
     assert_eq!(count("MATCH (a:Place), (a:Event) RETURN count(*)"), 0);
     assert_eq!(count("MATCH (a:Event), (a:Place) RETURN count(*)"), 0);
-    assert!(
-        first_column(&store, "SEARCH v FOR 'village' MATCH (v:Event) RETURN v.key").is_empty()
-    );
+    assert!(first_column(
+        &store,
+        "SEARCH v FOR 'village' MATCH (v:Event) RETURN v.key"
+    )
+    .is_empty());
     let events = count("MATCH (e:Event) RETURN count(*)");
     assert_eq!(count("MATCH (e:Event), (e:Event) RETURN count(*)"), events);
 }

@@ -101,11 +101,22 @@ pub struct Places {
     pub filter: Option<Span>,
     /// Where each ORDER BY expression stands.
     pub order: Vec<Span>,
+    /// Each parameter's uses, by name.
+    params: Vec<(String, Span)>,
 }
 
 impl Places {
     fn note(&mut self, function: bool, name: &str, span: Span) {
         self.names.push((function, name.to_string(), span));
+    }
+
+    /// Where the parameter `$name` is first used, if it is.
+    pub fn of_param(&self, name: &str) -> Option<Span> {
+        self.params
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, s)| *s)
+            .min_by_key(|s| s.start)
     }
 
     /// Where the variable `name` is first used in an expression, if it is.
@@ -1139,6 +1150,7 @@ impl<'a> Parser<'a> {
             }
             Tok::Param(p) => {
                 self.bump();
+                self.places.params.push((p.clone(), span));
                 Ok(Expr::Param(p))
             }
             Tok::Sym("(") => {

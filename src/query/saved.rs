@@ -156,10 +156,13 @@ impl SavedQuery {
         })?;
         for p in &prepared.plan.params {
             if !params.iter().any(|s: &ParamSpec| &s.name == p) {
-                let used_on = text
-                    .lines()
-                    .position(|l| !l.trim().starts_with("//") && l.contains(&format!("${p}")))
-                    .map_or(1, |i| i + 1);
+                // Where the parser met it: a search of the text for `$p` found `$want` for
+                // `$w`, and a `$p` in a string or a comment.
+                let used_on = prepared
+                    .query
+                    .places
+                    .of_param(p)
+                    .map_or(1, |span| span.position(text).0);
                 return Err(bad(
                     path,
                     used_on,
