@@ -168,7 +168,7 @@ impl DecayPolicy {
             }
         }
         let policy: DecayPolicy = serde_json::from_str(&text).map_err(refused)?;
-        policy.validate()?;
+        policy.validate().map_err(|e| super::refused_in(path, e))?;
         Ok(policy)
     }
 
@@ -236,7 +236,12 @@ mod tests {
         assert_eq!(p.half_life("HOME"), None);
         std::fs::write(&f, r#"{"default_half_life": -5, "relations": {}}"#).unwrap();
         let err = DecayPolicy::from_file(&f).unwrap_err().to_string();
-        assert!(err.contains("-5 is not a positive"), "{err}");
+        // Named by its file, as a syntax error is (it named no file, so a user could not
+        // tell why every command failed).
+        assert!(
+            err.contains("decay.json: half_life of default: -5 is not a positive"),
+            "{err}"
+        );
         std::fs::write(&f, r#"{"default_half_life": 5, "relation": {}}"#).unwrap();
         let err = DecayPolicy::from_file(&f).unwrap_err().to_string();
         assert!(

@@ -32,6 +32,21 @@ pub use decay::DecayPolicy;
 pub use salience::SaliencePolicy;
 
 /// Reads a policy file (JSON); errors name the file, its line and `what`.
+/// A policy file's value out of range (`validate`'s [`crate::Error::InvalidArgument`]) as an
+/// error naming the file, as its syntax errors do: it named no file, so a user could not tell
+/// why every command on the store failed.
+fn refused_in(path: &std::path::Path, e: crate::Error) -> crate::Error {
+    match e {
+        crate::Error::InvalidArgument { name, message } => crate::Error::Input {
+            file: path.display().to_string(),
+            line: 0,
+            field: name,
+            message,
+        },
+        e => e,
+    }
+}
+
 fn read_policy<T: serde::de::DeserializeOwned>(
     path: &std::path::Path,
     what: &str,

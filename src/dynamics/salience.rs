@@ -148,7 +148,7 @@ impl SaliencePolicy {
     /// Reads a policy from a JSON file; what it leaves out keeps its default.
     pub fn from_file(path: &std::path::Path) -> crate::Result<Self> {
         let policy: SaliencePolicy = super::read_policy(path, "salience policy")?;
-        policy.validate()?;
+        policy.validate().map_err(|e| super::refused_in(path, e))?;
         Ok(policy)
     }
 
@@ -241,6 +241,20 @@ mod tests {
 
     fn words(ws: &[&str]) -> Vec<String> {
         ws.iter().map(|w| w.to_string()).collect()
+    }
+
+    /// A weight out of range in a policy file is named by its file, as a syntax error is (it
+    /// named no file, so a user could not tell why every command failed).
+    #[test]
+    fn a_policy_file_out_of_range_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("salience.json");
+        std::fs::write(&f, r#"{"baseline": 2.0}"#).unwrap();
+        let err = SaliencePolicy::from_file(&f).unwrap_err().to_string();
+        assert!(
+            err.contains("salience.json: salience baseline: 2 is outside [0, 1]"),
+            "{err}"
+        );
     }
 
     #[test]
