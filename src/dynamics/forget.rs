@@ -200,24 +200,7 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     let take = excess.saturating_sub(earlier.len());
     let mut support = Support::of_beliefs(store, now, opts.policy.belief_floor)?;
     let by_seq: BTreeMap<u64, &Event> = candidates.iter().map(|(e, _)| (e.seq, e)).collect();
-    let mut chosen: BTreeSet<u64> = BTreeSet::new();
-    // An event that cannot go yet because a later event needs a node it creates may go once
-    // that later one has: passes repeat while they make progress.
-    let mut waiting = scored;
-    loop {
-        let before = chosen.len();
-        waiting.retain(|(_, _, seq)| {
-            if chosen.len() < take && support.release(by_seq[seq]) {
-                chosen.insert(*seq);
-                false
-            } else {
-                true
-            }
-        });
-        if chosen.len() == take || chosen.len() == before {
-            break;
-        }
-    }
+    let mut chosen = choose(&scored, &by_seq, &mut support, take);
     report.over_budget = chosen.len() + earlier.len() < excess;
     if chosen.is_empty() {
         return Ok(report);
@@ -230,6 +213,65 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     report.events_after = store.events_held();
     report.bytes_after = store.disk_bytes();
     Ok(report)
+}
+
+/// Up to `take` of the candidates `scored` (in the order they go) that can go, released from
+/// `support` in that order. An event that cannot go yet because a later event needs a node it
+/// creates may go once that later one has: passes over those still waiting repeat while they
+/// make progress. A pass tries again only the events a release since their last try may have
+/// freed (one that changed a node they were held by); any other would be held as it was. Each
+/// pass over every waiting event had made a forgetting quadratic in the events: a world's
+/// chain of places, each linked to the one before, freed one link a pass (41 s at 8,600
+/// events). The events chosen are the same.
+fn choose(
+    scored: &[(Gist, OrderedFloat<f64>, u64)],
+    by_seq: &BTreeMap<u64, &Event>,
+    support: &mut Support,
+    take: usize,
+) -> BTreeSet<u64> {
+    let mut chosen = BTreeSet::new();
+    // The waiting events (by their place in `scored`) each node holds.
+    let mut held_by: HashMap<String, Vec<usize>> = HashMap::new();
+    let mut pass: Vec<usize> = (0..scored.len()).collect();
+    while !pass.is_empty() && chosen.len() < take {
+        let mut freed: BTreeSet<usize> = BTreeSet::new();
+        for i in pass {
+            if chosen.len() == take {
+                break;
+            }
+            let ev = by_seq[&scored[i].2];
+            if chosen.contains(&ev.seq) {
+                continue;
+            }
+            match support.release(ev) {
+                Release::Done => {
+                    chosen.insert(ev.seq);
+                    let (upserts, needs) = node_roles(ev);
+                    for key in upserts.iter().chain(needs.iter()) {
+                        freed.extend(held_by.remove(*key).into_iter().flatten());
+                    }
+                }
+                Release::HeldBy(keys) => {
+                    for key in keys {
+                        held_by.entry(key).or_default().push(i);
+                    }
+                }
+                Release::Never => {}
+            }
+        }
+        pass = freed.into_iter().collect();
+    }
+    chosen
+}
+
+/// What [`Support::release`] did with an event.
+enum Release {
+    Done,
+    /// Not now: a later event needs one of these nodes, which the event creates. It may go
+    /// once that event has.
+    HeldBy(Vec<String>),
+    /// Not in this forgetting: it is the last support of a belief (supports only ever fall).
+    Never,
 }
 
 /// What asserts each belief: how many live events assert each protected node and edge; and,
@@ -367,21 +409,26 @@ impl Support {
         }
     }
 
-    /// Takes `ev`'s support away if no belief would be left without any; says whether it did.
-    fn release(&mut self, ev: &Event) -> bool {
+    /// Takes `ev`'s support away if no belief would be left without any and every node it
+    /// creates would still be there for the events that need it; says what it did.
+    fn release(&mut self, ev: &Event) -> Release {
         let mut last = false;
         self.each_belief(ev, |count| last |= *count <= 1);
         if last {
-            return false;
+            return Release::Never;
         }
         let (upserts, needs) = node_roles(ev);
-        let breaks_order = upserts.iter().any(|key| {
-            self.order
-                .get(*key)
-                .is_some_and(|o| !o.survives_without(ev.seq))
-        });
-        if breaks_order {
-            return false;
+        let held_by: Vec<String> = upserts
+            .iter()
+            .filter(|key| {
+                self.order
+                    .get(**key)
+                    .is_some_and(|o| !o.survives_without(ev.seq))
+            })
+            .map(|key| key.to_string())
+            .collect();
+        if !held_by.is_empty() {
+            return Release::HeldBy(held_by);
         }
         self.each_belief(ev, |count| *count = count.saturating_sub(1));
         for key in upserts.iter().chain(needs.iter()) {
@@ -390,7 +437,7 @@ impl Support {
                 o.needs.remove(&ev.seq);
             }
         }
-        true
+        Release::Done
     }
 }
 
