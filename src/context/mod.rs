@@ -1186,9 +1186,19 @@ fn drop_one(sections: &mut [Section], left_out: &mut Vec<LeftOut>) -> bool {
         let Some(s) = sections.iter_mut().find(|s| s.name == name) else {
             continue;
         };
-        // The moment loses its oldest line; the others their last.
+        // The moment loses its earliest event in the log (its lines are the latest events,
+        // shown by time: the first shown may be one that came late with an old time, and
+        // dropping it left a hole in the run); the others their last line.
         let dropped = if name == "moment" {
-            (!s.lines.is_empty()).then(|| s.lines.remove(0))
+            let seq_of = |l: &Line| {
+                l.ids
+                    .first()
+                    .and_then(|id| id.strip_prefix("event:"))
+                    .and_then(|n| n.parse::<u64>().ok())
+            };
+            (0..s.lines.len())
+                .min_by_key(|i| seq_of(&s.lines[*i]))
+                .map(|i| s.lines.remove(i))
         } else {
             s.lines.pop()
         };
@@ -1288,4 +1298,39 @@ pub fn snapshots(store: &Store) -> Result<Vec<Snapshot>> {
 /// The saved context of turn `turn`, if there is one.
 pub fn snapshot(store: &Store, turn: u64) -> Result<Option<Snapshot>> {
     Ok(snapshots(store)?.into_iter().find(|s| s.turn == turn))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moment_line(seq: u64) -> Line {
+        Line {
+            text: format!("event {seq}"),
+            ids: vec![format!("event:{seq}")],
+            tokens: 2,
+        }
+    }
+
+    /// Found by the session 34 review: the moment is the latest events by log order, shown by
+    /// time, and a trim dropped its first line shown, the earliest in time. An event that came
+    /// late with an old time was kept, and the newest dropped first: a hole in the run of the
+    /// latest events. The trim drops the earliest in the log.
+    #[test]
+    fn a_moment_trimmed_loses_its_earliest_event_in_the_log() {
+        // Shown by time: event 9 came last with the oldest time.
+        let mut sections = vec![Section {
+            name: "moment".into(),
+            lines: vec![moment_line(9), moment_line(5), moment_line(6)],
+        }];
+        let mut left_out = Vec::new();
+        assert!(drop_one(&mut sections, &mut left_out));
+        assert_eq!(left_out[0].ids, ["event:5"]);
+        let kept: Vec<&str> = sections[0]
+            .lines
+            .iter()
+            .map(|l| l.ids[0].as_str())
+            .collect();
+        assert_eq!(kept, ["event:9", "event:6"]);
+    }
 }
