@@ -284,6 +284,51 @@ fn deleting_a_node_deletes_the_usage_records_that_name_it() {
     }
 }
 
+/// Found by the session 34 review: a node deletion takes every `USAGE` record naming the node,
+/// and with it the running totals it carried for other items; one no later record named fell
+/// back to an older total or to none (its tier and retention with it). Their totals are
+/// recorded again by the deletion, in one commit with it.
+#[test]
+fn deleting_a_node_keeps_the_usage_of_the_items_recorded_beside_it() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = villages(dir.path(), backend, 4);
+        let v = |i: u32| Item::Node(format!("village:{i}"));
+        store.record_use([v(3)]);
+        store.flush_usage().unwrap().unwrap();
+        store.record_use([v(1), v(2), v(3)]);
+        store.flush_usage().unwrap().unwrap();
+        store.record_use([v(1), v(2)]);
+        store.flush_usage().unwrap().unwrap();
+        let used = |store: &Store, item: &Item| store.graph().usage(item).map(|u| u.used);
+        assert_eq!(
+            [2, 3].map(|i| used(&store, &v(i))),
+            [Some(2), Some(2)],
+            "{backend}"
+        );
+        store.delete(&DeleteRequest::nodes(["village:1"])).unwrap();
+        assert_eq!(used(&store, &v(1)), None, "{backend}");
+        assert_eq!(
+            [2, 3].map(|i| used(&store, &v(i))),
+            [Some(2), Some(2)],
+            "{backend}: the totals recorded beside village:1"
+        );
+        // Nothing of the deleted node is recorded again.
+        let again = store.events_of_kind(USAGE).unwrap();
+        assert!(
+            again
+                .iter()
+                .all(|e| !loci::dynamics::deletion::names_node(e, "village:1")),
+            "{backend}: {again:?}"
+        );
+        assert_verifies(&store);
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(used(&store, &v(3)), Some(2), "{backend}");
+        assert_verifies(&store);
+    }
+}
+
 /// The tier counts, which count only pinned and used items, equal a count of every node and
 /// edge by its own tier: an edge both at a pinned node and used counts once, a used item that
 /// no longer exists counts nowhere.

@@ -16,7 +16,9 @@
 //! the log gives each item, so a `USAGE` event whose items all appear in later ones changes
 //! nothing when it goes, and forgetting may evict it. Its payload is not full-text indexed
 //! (bookkeeping, not an experience), and a node deletion deletes the `USAGE` events that name
-//! the node, like every other event naming it.
+//! the node, like every other event naming it; the totals they carried for the other items
+//! they named, where no later record names those, the deletion records again in a `USAGE`
+//! event of its own commit.
 //!
 //! **Tiers.** An item is *hot* when it is pinned (a node, or a fact touching a pinned node), or
 //! used at least [`TierPolicy::hot_min_uses`] times with the last use within
@@ -124,27 +126,35 @@ impl UsageLedger {
         if pending.counts.is_empty() {
             return None;
         }
-        let items = pending
-            .counts
-            .iter()
-            .map(|(item, n)| {
-                let before = self.get(item).unwrap_or_default();
-                Entry {
-                    item: item.clone(),
-                    used: before.used.saturating_add(*n),
-                    last_used: before.last_used.max(now),
-                }
-            })
-            .collect();
-        let mut draft = EventDraft::new(now, "loci", USAGE);
-        draft.payload = serde_json::to_value(Payload { items })
-            .ok()
-            .and_then(|v| serde_json::from_value::<Value>(v).ok())
-            .unwrap_or_default();
-        // Bookkeeping, not an experience.
-        draft.salience = Some(0.0);
-        Some(draft)
+        let totals = pending.counts.iter().map(|(item, n)| {
+            let before = self.get(item).unwrap_or_default();
+            let total = Usage {
+                used: before.used.saturating_add(*n),
+                last_used: before.last_used.max(now),
+            };
+            (item.clone(), total)
+        });
+        Some(record_draft(totals, now))
     }
+}
+
+/// The `USAGE` event recording these running totals at world time `now`.
+pub(crate) fn record_draft(totals: impl Iterator<Item = (Item, Usage)>, now: i64) -> EventDraft {
+    let items = totals
+        .map(|(item, u)| Entry {
+            item,
+            used: u.used,
+            last_used: u.last_used,
+        })
+        .collect();
+    let mut draft = EventDraft::new(now, "loci", USAGE);
+    draft.payload = serde_json::to_value(Payload { items })
+        .ok()
+        .and_then(|v| serde_json::from_value::<Value>(v).ok())
+        .unwrap_or_default();
+    // Bookkeeping, not an experience.
+    draft.salience = Some(0.0);
+    draft
 }
 
 /// The items and running totals a `USAGE` event records (none for any other event).

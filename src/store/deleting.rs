@@ -137,11 +137,13 @@ impl Store {
         let seq = before.counters.last_seq + 1;
         let target_set: BTreeSet<u64> = targets.keys().copied().collect();
         let event = self.deletion_event(&before, &target_set, reason, request)?;
+        let mut written = vec![event.clone()];
+        written.extend(self.usage_recorded_again(&before, &targets, request, seq + 1)?);
         let replayed = replay_excluding(
             &*self.backend,
             deleted,
             |_, _| {},
-            vec![event.clone()],
+            written.clone(),
             u64::MAX,
         )?
         .map_err(|msg| Error::Store {
@@ -155,7 +157,9 @@ impl Store {
             ..DeleteReport::default()
         };
         let mut batch = WriteBatch::default();
-        super::put_event_records(&mut batch, &event, encode(&event));
+        for ev in &written {
+            super::put_event_records(&mut batch, ev, encode(ev));
+        }
         let mut kept = BTreeSet::new();
         for (s, ts) in &targets {
             batch.delete(Table::EventTime, time_key(*ts, *s).to_vec());
@@ -216,6 +220,54 @@ impl Store {
         self.backend.commit(batch)?;
         self.adopt_after_deletion(&event, replayed, text_deletes, per_commit);
         Ok(report)
+    }
+
+    /// The `USAGE` event (numbered `seq`, after the deletion's) that records again the running
+    /// totals a node deletion takes from other items: it takes every `USAGE` record naming the
+    /// node, and the totals such a record carried for the items read beside it fell back to
+    /// an older record's, or to none, where no later record named them. `None` when nothing
+    /// falls back (always for a deletion of events alone: a `USAGE` record a user names goes
+    /// whole).
+    fn usage_recorded_again(
+        &self,
+        before: &super::State,
+        targets: &BTreeMap<u64, i64>,
+        request: &DeleteRequest,
+        seq: u64,
+    ) -> Result<Option<Event>> {
+        use crate::dynamics::usage::{entries, record_draft, UsageLedger, USAGE};
+        if request.nodes.is_empty() {
+            return Ok(None);
+        }
+        let mut taken = Vec::new();
+        let mut after = UsageLedger::default();
+        for s in self.seqs_with(super::Facet::Kind, USAGE)? {
+            let Some(ev) = self.raw_event(s)? else {
+                continue;
+            };
+            if !targets.contains_key(&s) {
+                after.apply(&ev);
+            } else if !request.events.contains(&s) {
+                taken.extend(entries(&ev).into_iter().map(|(item, _)| item));
+            }
+        }
+        let deleted_with = |item: &crate::dynamics::usage::Item| {
+            request.nodes.iter().any(|k| item.names_node(k))
+                || matches!(item, crate::dynamics::usage::Item::Event(s) if targets.contains_key(s))
+        };
+        let again: BTreeMap<_, _> = taken
+            .into_iter()
+            .filter(|item| !deleted_with(item))
+            .filter_map(|item| {
+                let total = before.folds.usage.get(&item)?;
+                (after.get(&item) != Some(total)).then_some((item, total))
+            })
+            .collect();
+        if again.is_empty() {
+            return Ok(None);
+        }
+        let draft = record_draft(again.into_iter(), before.latest_ts.unwrap_or(0));
+        Ok(Some(Event::from_draft(seq, now_ms(), draft)))
     }
 
     /// The deletion event for `targets`: it lists them, and what the earlier deletions among
