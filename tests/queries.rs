@@ -2298,3 +2298,31 @@ fn order_by_an_alias_named_like_a_variable_orders_by_the_column() {
     sorted.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
     assert!(grouped.len() > 1 && grouped == sorted, "{grouped:?}");
 }
+
+/// Found by the session 34 probe: an inline query that starts with a byte-order mark (as an
+/// editor saves one) was a parse error at an invisible character, where a saved query's file
+/// skips it; and an empty quoted name was taken as a variable named "".
+#[test]
+fn a_leading_bom_is_skipped_and_an_empty_quoted_name_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let plain = first_column(&store, "MATCH (n:Place) RETURN count(*)");
+    assert_eq!(
+        first_column(&store, "\u{feff}MATCH (n:Place) RETURN count(*)"),
+        plain
+    );
+    let q = "MATCH (``) RETURN 1";
+    match query::run(&store, q, &HashMap::new()).unwrap_err() {
+        QueryError::Parse {
+            line,
+            column,
+            found,
+            ..
+        } => assert_eq!(
+            (line, column, found.contains("empty")),
+            (1, 8, true),
+            "{found}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}

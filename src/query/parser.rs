@@ -203,6 +203,11 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
+    // A byte-order mark an editor put before the text is no part of it (a saved query's file
+    // skips it too); spans stay offsets into `text`.
+    if text.starts_with('\u{feff}') {
+        i = '\u{feff}'.len_utf8();
+    }
     while i < bytes.len() {
         let c = text[i..].chars().next().unwrap_or(' ');
         if c.is_ascii_whitespace() {
@@ -227,6 +232,16 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                     found: "an unterminated `quoted name`".into(),
                     expected: "a closing `".into(),
                 })?;
+                if end == 0 {
+                    return Err(ParseError {
+                        span: Span {
+                            start,
+                            end: start + 2,
+                        },
+                        found: "an empty quoted name ``".into(),
+                        expected: "a name between the backticks".into(),
+                    });
+                }
                 out.push((
                     Tok::Ident(text[i + 1..i + 1 + end].to_string()),
                     Span {
