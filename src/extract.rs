@@ -164,14 +164,64 @@ pub fn split_disambiguation(title: &str) -> Option<(&str, &str)> {
 }
 
 /// Builds the EXTRACTION events for every passage in `store` (none for a store without
-/// passages). Mentions the store already holds are not asserted again.
+/// passages). Mentions the store already holds are not asserted again; those this extractor
+/// made that a passage no longer makes (its text replaced, a title gone) are retracted
+/// ([`stale_mentions`]).
 pub fn extract_mentions(store: &Store) -> Result<Vec<EventDraft>> {
     let (passages, existing) = read_passages(store);
     let titles = title_index(&passages);
-    Ok(passages
-        .iter()
-        .filter_map(|p| extraction_event(p, find_mentions(p, &titles), &existing))
-        .collect())
+    let mut out = Vec::new();
+    for p in &passages {
+        let found = find_mentions(p, &titles);
+        let stale = stale_mentions(store, p, &found, &existing)?;
+        out.extend(extraction_event(p, found, &existing, stale));
+    }
+    Ok(out)
+}
+
+/// The entities passage `p` has a `MENTIONS` edge to (`existing`) that `found` no longer has,
+/// where only this extractor's events (and summaries restating them) assert the edge: a
+/// mention given by other input (a triple's) stays. A passage replaced (`ingest --replace`)
+/// kept every mention of its old text, and they never decayed.
+fn stale_mentions(
+    store: &Store,
+    p: &Passage,
+    found: &Mentions,
+    existing: &Held,
+) -> Result<Vec<String>> {
+    let mut stale = Vec::new();
+    let mut held: Vec<&String> = existing
+        .get(&p.key)
+        .into_iter()
+        .flatten()
+        .filter(|ent| !found.seen.contains(*ent))
+        .collect();
+    // In key order: the event's assertions are the same whatever the set's order.
+    held.sort();
+    for ent in held {
+        let Some(edge) = store.edge_between(&p.key, relations::MENTIONS, ent)? else {
+            continue;
+        };
+        let mut by_this_extractor = false;
+        let mut by_other_input = false;
+        for seq in &edge.evidence {
+            let Some(ev) = store.event(*seq)? else {
+                continue;
+            };
+            if ev.kind == crate::dynamics::consolidate::SUMMARY {
+                continue;
+            }
+            let ours = ev.kind == kinds::EXTRACTION
+                && matches!(&ev.payload, Value::Map(m)
+                    if m.get("extractor").and_then(Value::as_str) == Some("text"));
+            by_this_extractor |= ours;
+            by_other_input |= !ours;
+        }
+        if by_this_extractor && !by_other_input {
+            stale.push(ent.clone());
+        }
+    }
+    Ok(stale)
 }
 
 /// A passage node: its key, title and text.
@@ -181,9 +231,12 @@ struct Passage {
     text: String,
 }
 
-/// The passages of `store`, and the mentions it holds already (passage key, entity key), so
-/// that given mentions (e.g. a triple's) keep their confidence.
-fn read_passages(store: &Store) -> (Vec<Passage>, HashSet<(String, String)>) {
+/// The entities each passage (by key) has a `MENTIONS` edge to.
+type Held = HashMap<String, HashSet<String>>;
+
+/// The passages of `store`, and the mentions it holds already, so that given mentions (e.g. a
+/// triple's) keep their confidence.
+fn read_passages(store: &Store) -> (Vec<Passage>, Held) {
     let g = store.graph();
     let passages: Vec<Passage> = g
         .node_ids()
@@ -212,7 +265,10 @@ fn read_passages(store: &Store) -> (Vec<Passage>, HashSet<(String, String)>) {
                 .filter_map(|e| g.node(e.neighbor()).map(|n| (key.clone(), n.key.clone())))
                 .collect::<Vec<_>>()
         })
-        .collect();
+        .fold(Held::new(), |mut held, (passage, ent)| {
+            held.entry(passage).or_default().insert(ent);
+            held
+        });
     (passages, existing)
 }
 
@@ -383,12 +439,13 @@ fn years(ws: &[Word<'_>], m: &mut Mentions) {
     }
 }
 
-/// The EXTRACTION event of passage `p`'s mentions that the store does not hold yet (none
-/// when it holds them all).
+/// The EXTRACTION event of passage `p`'s mentions that the store does not hold yet, and of the
+/// retractions of its `stale` ones (none when there is neither).
 fn extraction_event(
     p: &Passage,
     m: Mentions,
-    existing: &HashSet<(String, String)>,
+    existing: &Held,
+    stale: Vec<String>,
 ) -> Option<EventDraft> {
     let key = &p.key;
     let mut ev = EventDraft::new(0, "extractor", kinds::EXTRACTION);
@@ -399,7 +456,7 @@ fn extraction_event(
     ]));
     for (ent, surface, via, ctx) in m.found {
         let confidence = via.confidence() * m.shares.get(&ent).copied().unwrap_or(1.0);
-        if existing.contains(&(key.clone(), ent.clone())) {
+        if existing.get(key).is_some_and(|held| held.contains(&ent)) {
             continue;
         }
         let node = match via {
@@ -449,6 +506,12 @@ fn extraction_event(
             ..Default::default()
         }));
     }
+    ev.assertions
+        .extend(stale.into_iter().map(|to| Assertion::RetractEdge {
+            from: key.clone(),
+            relation: relations::MENTIONS.into(),
+            to,
+        }));
     (!ev.assertions.is_empty()).then_some(ev)
 }
 

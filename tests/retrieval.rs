@@ -1071,3 +1071,57 @@ fn a_time_outside_the_worlds_range_is_refused_naming_it() {
         assert!(err.to_string().contains("out of range"), "{err}");
     }
 }
+
+/// Found by the session 33 probe: after `--replace` of a passage, `extract` kept every mention
+/// of its old text (they never decayed: a passage now about Germany still MENTIONS France). Mentions
+/// the text extractor made that a passage no longer makes are retracted; a mention another
+/// input gave (a triple's) stays.
+#[test]
+fn extract_retracts_the_mentions_a_replaced_passage_no_longer_makes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let passage = |text: &str| {
+        serde_json::json!({"id": "p1", "title": "Capital", "text": text}).to_string() + "\n"
+    };
+    ingest_passages_and_extract(
+        &store,
+        "a.jsonl",
+        &passage("Paris is the capital of France."),
+    );
+    ingest::read_str(
+        "t.jsonl",
+        r#"{"doc": "p1", "s": "Louvre", "p": "NEAR", "o": "Paris"}"#,
+        Format::Triples,
+    )
+    .unwrap()
+    .commit(&store)
+    .unwrap();
+    let mentions = |store: &Store| -> Vec<String> {
+        let mut to: Vec<String> = ["ent:paris", "ent:france", "ent:germany", "ent:louvre"]
+            .into_iter()
+            .filter(|e| store.edge_between("p1", "MENTIONS", e).unwrap().is_some())
+            .map(String::from)
+            .collect();
+        to.sort();
+        to
+    };
+    assert_eq!(mentions(&store), ["ent:france", "ent:louvre", "ent:paris"]);
+    let mut replaced = ingest::read_str(
+        "b.jsonl",
+        &passage("Berlin is the capital of Germany."),
+        Format::Passages,
+    )
+    .unwrap();
+    replaced.dedupe_passages(&store, true).unwrap();
+    replaced.commit(&store).unwrap();
+    store
+        .ingest(loci::extract::extract_mentions(&store).unwrap())
+        .unwrap();
+    // France goes; Paris stays, as the triple gave it (the text's first word is not taken
+    // for a name).
+    assert_eq!(mentions(&store), ["ent:germany", "ent:louvre", "ent:paris"]);
+    // Run again, nothing changes.
+    assert!(loci::extract::extract_mentions(&store).unwrap().is_empty());
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:#?}", report.differences);
+}
