@@ -725,3 +725,38 @@ fn forgetting_leaves_the_working_memory_as_it_was() {
         assert_verifies(&store);
     }
 }
+
+/// Found by the session 34 review: a second sleep that cleared nothing took the first one's
+/// place as the clearing the working memory rests on, and then neither was kept: evicting
+/// both brought a cleared threat back.
+#[test]
+fn a_second_sleep_keeps_the_first_ones_clearing() {
+    use loci::dynamics::working::WmOp;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut threat = WmOp::AddThreat {
+        text: "creeper".into(),
+    }
+    .draft(20_000, "bot");
+    threat.salience = Some(0.9);
+    let sleep = |ts: i64| {
+        let mut s = loci::EventDraft::new(ts, "bot", "SLEEP");
+        s.salience = Some(0.01);
+        s
+    };
+    store
+        .ingest(vec![
+            threat,
+            sleep(20_100),
+            sleep(20_200),
+            noted(DAY + 100, 0.9, vec![]),
+        ])
+        .unwrap();
+    let before = store.working_memory();
+    assert!(before.threats.is_empty());
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    let r = forget::forget(&store, &ForgetOptions::with_budget(held(&store) - 3)).unwrap();
+    assert!(r.evicted > 0, "{r:?}");
+    assert_eq!(store.working_memory(), before, "{r:?}");
+    assert_verifies(&store);
+}

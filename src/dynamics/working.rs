@@ -330,12 +330,12 @@ impl RestsOn {
             .last_active
             .is_some_and(|t| ev.ts.saturating_sub(t) > IDLE);
         let clears = ev.kind == kinds::SLEEP || matches!(op, Some(WmOp::Clear));
-        if idle || clears {
-            // A clearing of nothing (no change since the one before) changes nothing without
-            // it either.
-            let cleared = !self.since_clearing.is_empty();
+        // A clearing of nothing (no change since the one before) changes nothing without it
+        // either, and leaves the one before as the clearing (it had taken its place, and then
+        // neither was kept).
+        if (idle || clears) && !self.since_clearing.is_empty() {
             self.since_clearing.clear();
-            self.clearing = (clears && cleared).then_some(ev.seq);
+            self.clearing = clears.then_some(ev.seq);
         }
         let Some(op) = op else { return };
         self.last_active = Some(ev.ts);
