@@ -760,3 +760,55 @@ fn a_second_sleep_keeps_the_first_ones_clearing() {
     assert_eq!(store.working_memory(), before, "{r:?}");
     assert_verifies(&store);
 }
+
+/// Found by the session 34 review: a property set to null (its removal) or an unpin is a
+/// retraction too, yet forgetting evicted it, and an earlier day's summary restating the old
+/// value brought it back (a removed password, searchable again).
+#[test]
+fn forgetting_never_brings_back_a_removed_property_or_a_pin() {
+    use loci::model::{Assertion, NodeUpsert, Props};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let alice = |props: Props, pinned: Option<bool>| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: "alice".into(),
+                label: Some("Person".into()),
+                props,
+                pinned,
+                ..Default::default()
+            })
+        };
+        let pw = |v: loci::Value| Props::from([("pw".to_string(), v)]);
+        store
+            .ingest(vec![noted(
+                100,
+                0.9,
+                vec![alice(pw(loci::Value::from("hunter2")), Some(true))],
+            )])
+            .unwrap();
+        store.ingest(vec![noted(DAY + 100, 0.5, vec![])]).unwrap();
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        store
+            .ingest(vec![
+                noted(
+                    DAY + 200,
+                    0.01,
+                    vec![alice(pw(loci::Value::Null), Some(false))],
+                ),
+                noted(2 * DAY + 100, 0.9, vec![]),
+            ])
+            .unwrap();
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        let before = store.node_by_key("alice").unwrap();
+        assert!(!before.props.contains_key("pw") && !before.pinned);
+        let r = forget::forget(&store, &ForgetOptions::with_budget(held(&store) - 3)).unwrap();
+        assert!(r.evicted > 0, "{backend}: {r:?}");
+        let after = store.node_by_key("alice").unwrap();
+        assert!(
+            !after.props.contains_key("pw") && !after.pinned,
+            "{backend}: {after:?} ({r:?})"
+        );
+        assert_verifies(&store);
+    }
+}

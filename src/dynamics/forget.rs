@@ -8,7 +8,8 @@
 //! once nothing else of their week is left (the top of the hierarchy: the oldest gist fades
 //! last). Never an event not yet consolidated
 //! (the open day: the agent's most recent experience), bookkeeping (deletions, pins), an event
-//! that retracts (the replay without it would make again what it withdrew), the events the
+//! that withdraws something (a retraction, a property removed, an unpin: the replay without it
+//! would make again what it withdrew), the events the
 //! working memory rests on ([`crate::dynamics::working::RestsOn`]: without them it would be
 //! another), or **the last support of a belief**: an edge whose effective
 //! confidence is still at least [`RetentionPolicy::belief_floor`] (0.5), an edge or node of a
@@ -43,7 +44,7 @@ use crate::dynamics::decay::DAY;
 use crate::dynamics::deletion::{reason_of, DeleteRequest, Reason, DELETE, TOMBSTONE};
 use crate::dynamics::usage::{entries, Item, USAGE};
 use crate::error::{Error, Result};
-use crate::model::{kinds, Assertion, Event};
+use crate::model::{kinds, Assertion, Event, Value};
 use crate::store::Store;
 
 /// How retention is scored (see the module documentation).
@@ -495,19 +496,26 @@ fn evictable(store: &Store) -> Result<Vec<(Event, Gist)>> {
         let Some(ev) = store.event(seq)? else {
             continue;
         };
-        // A retraction supports no belief, yet the replay without it makes again what it
-        // withdrew (it was let go, and a retracted edge came back at full confidence).
-        let retracts = ev.assertions.iter().any(|a| {
-            matches!(
-                a,
-                Assertion::RetractEdge { .. } | Assertion::RetractNode { .. }
-            )
-        });
-        if !retracts && ![DELETE, TOMBSTONE, kinds::PIN, kinds::UNPIN].contains(&ev.kind.as_str()) {
+        if !ev.assertions.iter().any(withdraws)
+            && ![DELETE, TOMBSTONE, kinds::PIN, kinds::UNPIN].contains(&ev.kind.as_str())
+        {
             out.push((ev, gist));
         }
     }
     Ok(out)
+}
+
+/// Whether `a` withdraws something: a retraction, a property set to null (its removal), an
+/// unpin. It supports no belief, yet the replay without it makes again what it withdrew from an
+/// earlier event or summary (a retracted edge came back at full confidence, a removed password
+/// and a pin came back).
+fn withdraws(a: &Assertion) -> bool {
+    let removes = |props: &crate::model::Props| props.values().any(|v| *v == Value::Null);
+    match a {
+        Assertion::RetractEdge { .. } | Assertion::RetractNode { .. } => true,
+        Assertion::UpsertNode(up) => removes(&up.props) || up.pinned == Some(false),
+        Assertion::UpsertEdge(up) => removes(&up.props),
+    }
 }
 
 /// The events the working memory rests on ([`crate::dynamics::working::RestsOn`]): evicting
