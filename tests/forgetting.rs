@@ -588,7 +588,10 @@ fn a_deletion_takes_the_summaries_made_from_it_across_forgotten_ones() {
         // before it, which took summaries).
         for forgotten in [false, true] {
             let live = live_summaries(&store);
+            // From the end: the first event names the world's places, and the summaries after
+            // it that restate a name only it gives go with it (every one of them).
             let seq = (1..=store.stats().events)
+                .rev()
                 .find(|&seq| {
                     let event = store.event(seq).unwrap();
                     !summary_seqs.contains(&seq)
@@ -809,6 +812,95 @@ fn forgetting_never_brings_back_a_removed_property_or_a_pin() {
             !after.props.contains_key("pw") && !after.pinned,
             "{backend}: {after:?} ({r:?})"
         );
+        assert_verifies(&store);
+    }
+}
+
+/// The session 34 review found that a summary restating only the values its own events gave
+/// lost a node's label, name and properties and an edge's confidence once forgetting had taken
+/// the events that gave them and a late event made the day summarised again (and a name taken
+/// from an alias). Summaries restate the values the graph holds; this guards it.
+#[test]
+fn a_day_summarised_again_after_forgetting_keeps_every_value() {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert, Props};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let person = |key: &str, name: Option<&str>, alias: Option<&str>, props: Props| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                label: name.map(|_| "Person".into()),
+                name: name.map(String::from),
+                aliases: alias.into_iter().map(String::from).collect(),
+                props,
+                ..Default::default()
+            })
+        };
+        let knows = |confidence: Option<f32>| {
+            Assertion::UpsertEdge(EdgeUpsert {
+                from: "alice".into(),
+                relation: "KNOWS".into(),
+                to: "bob".into(),
+                confidence,
+                ..Default::default()
+            })
+        };
+        let age = Props::from([("age".to_string(), loci::Value::Int(30))]);
+        store
+            .ingest(vec![
+                noted(
+                    100,
+                    0.9,
+                    vec![
+                        person("alice", Some("Alice"), None, age),
+                        person("bob", Some("Bob"), None, Props::new()),
+                        person("carol", None, Some("Caroline"), Props::new()),
+                        knows(Some(0.9)),
+                        Assertion::UpsertEdge(EdgeUpsert {
+                            from: "carol".into(),
+                            relation: "KNOWS".into(),
+                            to: "bob".into(),
+                            ..Default::default()
+                        }),
+                    ],
+                ),
+                noted(DAY + 100, 0.9, vec![]),
+            ])
+            .unwrap();
+        let values = |store: &Store| {
+            let n = |k: &str| {
+                let n = store.node_by_key(k).unwrap();
+                (n.label, n.name, n.props)
+            };
+            let c = store
+                .edge_between("alice", "KNOWS", "bob")
+                .unwrap()
+                .map(|e| e.confidence);
+            (n("alice"), n("bob"), n("carol"), c)
+        };
+        let before = values(&store);
+        let everything = || {
+            consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default())
+                .unwrap();
+            forget::forget(&store, &ForgetOptions::with_budget(1)).unwrap()
+        };
+        everything();
+        assert_eq!(values(&store), before, "{backend}");
+        // A late event of day 0 naming them by key only.
+        store
+            .ingest(vec![noted(
+                200,
+                0.9,
+                vec![
+                    person("alice", None, None, Props::new()),
+                    person("bob", None, None, Props::new()),
+                    knows(None),
+                ],
+            )])
+            .unwrap();
+        let r = everything();
+        assert!(r.evicted > 0, "{backend}: {r:?}");
+        assert_eq!(values(&store), before, "{backend}: {r:?}");
         assert_verifies(&store);
     }
 }

@@ -32,7 +32,6 @@ use crate::dynamics::deletion;
 use crate::error::{Error, Result};
 use crate::model::{kinds, Assertion, EdgeUpsert, Event, EventDraft, NodeUpsert, Value};
 use crate::store::Store;
-use ordered_float::OrderedFloat;
 
 /// Kind of a summary event.
 pub const SUMMARY: &str = "SUMMARY";
@@ -1156,137 +1155,66 @@ fn max_salience(events: &[Event]) -> f32 {
 }
 
 /// Re-assertions of the nodes and edges that events asserted (each with its event's time) and
-/// the graph still holds, so that a summary supports them: when forgetting evicts the raw
-/// events, the facts stay as they were, resting on the summary. An edge is restated as last
-/// seen when the latest of those events saw it: the summary's own time, its range's start,
-/// made a forgotten week's offers look weeks older, and faded them.
-///
-/// Each field is restated only where the graph still holds a value those events asserted
-/// ([`Asserted`]): a value an event outside them set since (a later day's) rests on that event
-/// and its own summary. Restated as the graph held it, a day's summary carried it, so that
-/// deleting the later event left its value alive in the earlier day's summary.
+/// the graph still holds, with their current values, so that a summary supports them: when
+/// forgetting evicts the raw events, the facts stay as they were, resting on the summary. An
+/// edge is restated as last seen when the latest of those events saw it: the summary's own
+/// time, its range's start, made a forgotten week's offers look weeks older, and faded them.
 fn support_of<'a>(
     store: &Store,
     asserted: impl Iterator<Item = (i64, &'a Assertion)>,
 ) -> Result<Vec<Assertion>> {
-    let mut nodes: BTreeMap<String, Asserted> = BTreeMap::new();
-    let mut edges: BTreeMap<(String, String, String), (Asserted, i64)> = BTreeMap::new();
+    let mut nodes = BTreeSet::new();
+    let mut edges: BTreeMap<(String, String, String), i64> = BTreeMap::new();
     for (ts, a) in asserted {
         match a {
-            Assertion::UpsertNode(up) => nodes.entry(up.key.clone()).or_default().node(up),
+            Assertion::UpsertNode(up) => {
+                nodes.insert(up.key.clone());
+            }
             Assertion::UpsertEdge(up) => {
-                nodes.entry(up.from.clone()).or_default();
-                nodes.entry(up.to.clone()).or_default();
+                nodes.insert(up.from.clone());
+                nodes.insert(up.to.clone());
                 let seen = up.last_seen.unwrap_or(ts);
-                let (values, last) = edges
+                edges
                     .entry((up.from.clone(), up.relation.clone(), up.to.clone()))
-                    .or_insert_with(|| (Asserted::default(), seen));
-                values.edge(up);
-                *last = (*last).max(seen);
+                    .and_modify(|s| *s = (*s).max(seen))
+                    .or_insert(seen);
             }
             _ => {}
         }
     }
     let mut out = Vec::new();
-    for (key, values) in nodes {
+    for key in nodes {
         if let Some(n) = store.node_by_key(&key) {
             out.push(Assertion::UpsertNode(NodeUpsert {
                 key: n.key,
-                label: values.holds(&values.labels, n.label),
-                name: values.holds(&values.names, n.name),
-                aliases: n
-                    .aliases
-                    .into_iter()
-                    .filter(|a| values.aliases.contains(a))
-                    .collect(),
-                props: values.props_held(n.props),
-                anchor: n.anchor.filter(|a| values.anchors.contains(a)),
+                label: Some(n.label),
+                name: Some(n.name),
+                aliases: n.aliases,
+                props: n.props,
+                anchor: n.anchor,
                 // Left to the projection: a summary is as salient as its most salient event.
                 salience: None,
-                // A pin one of the events set outlives its eviction (an unpin is an event
-                // that is never evicted, and comes later in the log).
-                pinned: values.holds(&values.pins, n.pinned).filter(|p| *p),
+                // A pin outlives the evicted event that set it (an unpin is an event that is
+                // never evicted, and comes later in the log).
+                pinned: n.pinned.then_some(true),
             }));
         }
     }
-    for ((from, relation, to), (values, seen)) in edges {
+    for ((from, relation, to), seen) in edges {
         if let Some(e) = store.edge_between(&from, &relation, &to)? {
             out.push(Assertion::UpsertEdge(EdgeUpsert {
                 from,
                 relation,
                 to,
-                confidence: values
-                    .holds(&values.confidences, OrderedFloat(e.confidence))
-                    .map(|c| c.0),
-                props: values.props_held(e.props),
-                valid_from: e.valid_from.filter(|t| values.valid_froms.contains(t)),
-                valid_to: e.valid_to.filter(|t| values.valid_tos.contains(t)),
+                confidence: Some(e.confidence),
+                props: e.props,
+                valid_from: e.valid_from,
+                valid_to: e.valid_to,
                 last_seen: Some(seen),
             }));
         }
     }
     Ok(out)
-}
-
-/// The values a summary's events asserted of one node or edge: what it may restate.
-#[derive(Default)]
-struct Asserted {
-    labels: Vec<String>,
-    names: Vec<String>,
-    aliases: BTreeSet<String>,
-    props: Vec<(String, Value)>,
-    anchors: Vec<crate::model::Anchor>,
-    pins: Vec<bool>,
-    confidences: Vec<OrderedFloat<f32>>,
-    valid_froms: Vec<i64>,
-    valid_tos: Vec<i64>,
-}
-
-impl Asserted {
-    fn node(&mut self, up: &NodeUpsert) {
-        push_new(&mut self.labels, up.label.clone());
-        push_new(&mut self.names, up.name.clone());
-        self.aliases.extend(up.aliases.iter().cloned());
-        self.add_props(&up.props);
-        push_new(&mut self.anchors, up.anchor);
-        push_new(&mut self.pins, up.pinned);
-    }
-
-    fn edge(&mut self, up: &EdgeUpsert) {
-        push_new(&mut self.confidences, up.confidence.map(OrderedFloat));
-        self.add_props(&up.props);
-        push_new(&mut self.valid_froms, up.valid_from);
-        push_new(&mut self.valid_tos, up.valid_to);
-    }
-
-    fn add_props(&mut self, props: &crate::model::Props) {
-        for (k, v) in props {
-            let pair = (k.clone(), v.clone());
-            if !self.props.contains(&pair) {
-                self.props.push(pair);
-            }
-        }
-    }
-
-    /// `current`, when one of the events asserted it.
-    fn holds<T: PartialEq>(&self, asserted: &[T], current: T) -> Option<T> {
-        asserted.contains(&current).then_some(current)
-    }
-
-    /// The properties of `current` whose values one of the events asserted.
-    fn props_held(&self, current: crate::model::Props) -> crate::model::Props {
-        current
-            .into_iter()
-            .filter(|(k, v)| self.props.iter().any(|(ak, av)| ak == k && av == v))
-            .collect()
-    }
-}
-
-/// Adds `value` to `list` when it is given and not there yet.
-fn push_new<T: PartialEq>(list: &mut Vec<T>, value: Option<T>) {
-    if let Some(v) = value.filter(|v| !list.contains(v)) {
-        list.push(v);
-    }
 }
 
 /// The summaries of the store, latest per range, by the end of their range (a week after its

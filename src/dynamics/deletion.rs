@@ -131,6 +131,55 @@ pub fn names_node(event: &Event, key: &str) -> bool {
         })
 }
 
+/// The values `event` gives nodes and edges, each as one text naming what it is a value of
+/// and the value: a node's name, each alias, property, anchor and pin, an edge's properties and
+/// validity (not labels nor confidences, which are kinds and weights, not content). A property
+/// set to null gives no value (it removes one). A summary restates the values the graph holds
+/// as it is written, so one written after an event may carry the event's values: a deletion
+/// takes the summaries that carry a value only deleted events give
+/// (`Store::add_summaries_of`).
+pub(crate) fn values_given(event: &Event) -> Vec<String> {
+    fn json(v: &impl serde::Serialize) -> String {
+        serde_json::to_string(v).unwrap_or_default()
+    }
+    let mut out = Vec::new();
+    for a in &event.assertions {
+        match a {
+            Assertion::UpsertNode(up) => {
+                let of = |what: &str, value: &str| format!("n\0{}\0{what}\0{value}", up.key);
+                out.extend(up.name.iter().map(|n| of("name", n)));
+                out.extend(up.aliases.iter().map(|a| of("alias", a)));
+                out.extend(up.anchor.iter().map(|a| of("anchor", &json(a))));
+                out.extend(up.pinned.filter(|p| *p).map(|_| of("pinned", "true")));
+                out.extend(
+                    up.props
+                        .iter()
+                        .filter(|(_, v)| **v != crate::model::Value::Null)
+                        .map(|(k, v)| of(&format!("prop\0{k}"), &json(v))),
+                );
+            }
+            Assertion::UpsertEdge(up) => {
+                let of = |what: &str, value: &str| {
+                    format!(
+                        "e\0{}\0{}\0{}\0{what}\0{value}",
+                        up.from, up.relation, up.to
+                    )
+                };
+                out.extend(up.valid_from.map(|t| of("valid_from", &t.to_string())));
+                out.extend(up.valid_to.map(|t| of("valid_to", &t.to_string())));
+                out.extend(
+                    up.props
+                        .iter()
+                        .filter(|(_, v)| **v != crate::model::Value::Null)
+                        .map(|(k, v)| of(&format!("prop\0{k}"), &json(v))),
+                );
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The deletion event for `deleted`, at world time `ts`.
 pub fn deletion_draft(
     ts: i64,

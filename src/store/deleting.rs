@@ -381,26 +381,85 @@ impl Store {
         named: &[u64],
     ) -> Result<()> {
         let chain = self.summary_chain()?;
+        let mut seeds = targets.clone();
+        seeds.extend(gone);
+        let carrying = self.summaries_carrying(&seeds)?;
         let state = self.read_state();
         let live = |seq: &u64| !state.deleted.contains(seq);
         for (seq, ts) in gone.iter().filter(|(seq, _)| named.contains(seq)) {
-            if !made_from(&chain, &BTreeMap::from([(*seq, *ts)]))
-                .iter()
-                .any(live)
-            {
+            let made = made_from(&chain, &BTreeMap::from([(*seq, *ts)]));
+            let carried = carrying.get(seq).is_some_and(|c| c.iter().any(live));
+            if !made.iter().any(live) && !carried {
                 return Err(already_deleted(*seq));
             }
         }
-        let mut seeds = targets.clone();
-        seeds.extend(gone);
         let made = made_from(&chain, &seeds);
+        let carried: BTreeSet<u64> = carrying.into_values().flatten().collect();
         targets.extend(
             chain
                 .iter()
-                .filter(|link| made.contains(&link.seq) && live(&link.seq))
+                .filter(|link| {
+                    (made.contains(&link.seq) || carried.contains(&link.seq)) && live(&link.seq)
+                })
                 .map(|link| (link.seq, link.ts)),
         );
         Ok(())
+    }
+
+    /// For each of `seeds` (the events a user deletes), the live summaries written after it
+    /// that carry a value it gives ([`deletion::values_given`]) which no live event outside
+    /// `seeds` gives: a summary restates the values the graph holds as it is written, so one
+    /// written after the event (an earlier day summarised late, or a later day) carried them,
+    /// and a deleted password stayed on the node, searchable. A value a live event gives too
+    /// is no secret of the deleted one, and a summary written before it cannot have it from it.
+    fn summaries_carrying(
+        &self,
+        seeds: &BTreeMap<u64, i64>,
+    ) -> Result<BTreeMap<u64, BTreeSet<u64>>> {
+        use crate::dynamics::consolidate::SUMMARY;
+        // Each value only a seed gives, with the first seed giving it.
+        let mut secret: std::collections::HashMap<String, u64> = Default::default();
+        for seq in seeds.keys() {
+            if let Some(ev) = self.raw_event(*seq)? {
+                for v in deletion::values_given(&ev) {
+                    secret.entry(v).or_insert(*seq);
+                }
+            }
+        }
+        if secret.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let deleted = self.read_state().deleted.clone();
+        // Summaries found carrying a value, with it: a live event later in the log may turn
+        // out to give it too.
+        let mut found: Vec<(u64, String)> = Vec::new();
+        let mut given_elsewhere: BTreeSet<String> = BTreeSet::new();
+        super::log::scan(&*self.backend, 1, &mut |seq, v| {
+            if seeds.contains_key(&seq) || deleted.contains(&seq) {
+                return Ok(true);
+            }
+            let ev = decode_event(Table::Log.name(), v)?;
+            let summary = ev.kind == SUMMARY;
+            for value in deletion::values_given(&ev) {
+                match secret.get(&value) {
+                    Some(by) if summary && seq > *by => found.push((seq, value)),
+                    Some(_) if !summary => {
+                        given_elsewhere.insert(value);
+                    }
+                    _ => {}
+                }
+            }
+            Ok(true)
+        })?;
+        let mut carrying: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+        for (summary, value) in found {
+            if !given_elsewhere.contains(&value) {
+                if let Some(by) = secret.get(&value) {
+                    carrying.entry(*by).or_default().insert(summary);
+                }
+            }
+        }
+        Ok(carrying)
     }
 
     /// Every summary the log holds a record of, live or deleted, in log order, with whether
