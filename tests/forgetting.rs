@@ -904,3 +904,32 @@ fn a_day_summarised_again_after_forgetting_keeps_every_value() {
         assert_verifies(&store);
     }
 }
+
+/// Found by the session 34 review: a retraction that forgetting keeps counted as needing the
+/// node it retracts, so the event that made the node could never go (the replay without it
+/// would skip the retraction, which is harmless: the node is not there either way).
+#[test]
+fn a_kept_retraction_lets_the_node_it_retracts_be_forgotten() {
+    use loci::model::{Assertion, NodeUpsert};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let made = noted(
+        100,
+        0.01,
+        vec![Assertion::UpsertNode(NodeUpsert {
+            key: "x".into(),
+            label: Some("Thing".into()),
+            ..Default::default()
+        })],
+    );
+    let gone = noted(200, 0.9, vec![Assertion::RetractNode { key: "x".into() }]);
+    store
+        .ingest(vec![made, gone, noted(DAY + 100, 0.9, vec![])])
+        .unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    let r = forget::forget(&store, &ForgetOptions::with_budget(held(&store) - 1)).unwrap();
+    assert!(!r.over_budget, "{r:?}");
+    assert!(store.event(1).unwrap().is_none(), "the maker stayed: {r:?}");
+    assert!(store.node_by_key("x").is_none());
+    assert_verifies(&store);
+}

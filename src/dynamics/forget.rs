@@ -313,7 +313,9 @@ impl NodeOrder {
     }
 }
 
-/// The nodes `ev` upserts and those its assertions need.
+/// The nodes `ev` upserts and those its assertions need: an edge's ends. A retraction needs
+/// nothing: replay skips one whose node is not there, which leaves it as retracted (counted as
+/// a need, a kept retraction held the node's maker forever).
 fn node_roles(ev: &Event) -> (BTreeSet<&str>, BTreeSet<&str>) {
     let (mut upserts, mut needs) = (BTreeSet::new(), BTreeSet::new());
     for a in &ev.assertions {
@@ -325,13 +327,7 @@ fn node_roles(ev: &Event) -> (BTreeSet<&str>, BTreeSet<&str>) {
                 needs.insert(up.from.as_str());
                 needs.insert(up.to.as_str());
             }
-            Assertion::RetractNode { key } => {
-                needs.insert(key.as_str());
-            }
-            Assertion::RetractEdge { from, to, .. } => {
-                needs.insert(from.as_str());
-                needs.insert(to.as_str());
-            }
+            Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
         }
     }
     (upserts, needs)
