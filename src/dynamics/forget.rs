@@ -286,8 +286,8 @@ struct Support {
     order: HashMap<String, NodeOrder>,
 }
 
-/// The live events that upsert a node and those whose assertions need it to exist (edge ends,
-/// retractions), by sequence number. Replay without an evicted event skips an assertion on a
+/// The live events that upsert a node and those whose assertions need it to exist (edge ends),
+/// by sequence number. Replay without an evicted event skips an assertion on a
 /// node that does not exist yet at its place in the log, so evicting an upsert is safe only if
 /// another upsert still comes before the first event that needs the node: a day summary, which
 /// re-asserts the node, is written after the next day's events, and evicting the node's
