@@ -1239,8 +1239,13 @@ fn read_conversations(file: &str, content: &[Line]) -> Result<SourceBatch> {
                 return Err(refuse(format!("turns[{i}].dia_id"), "is empty".into()));
             }
             let key = format!("{}:{}", session.conversation, t.dia_id);
+            // And the turn before it, which its FOLLOWS edge names.
+            let before = i
+                .checked_sub(1)
+                .and_then(|p| session.turns.get(p))
+                .map_or("", |p| p.dia_id.as_str());
             let turn = format!(
-                "{}\0{}\0{}\0{}\0{i}",
+                "{}\0{}\0{}\0{}\0{i}\0{before}",
                 t.speaker, t.text, session.time, session.session
             );
             let (first, was) = turn_lines.entry(key).or_insert((line, turn.clone()));

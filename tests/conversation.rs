@@ -275,17 +275,19 @@ fn a_session_repeated_in_one_file_is_applied_once_and_a_reused_turn_id_refused()
     let commit = batch.commit(&store).unwrap();
     assert_eq!((commit.events, commit.repeated), (3, 2), "{commit:?}");
     assert_eq!(store.events_of_kind("TURN").unwrap().len(), 3);
-    for (what, changed) in [
-        ("text", first.replace("yesterday", "today")),
-        ("speaker", first.replace("\"Caroline\"", "\"Carol\"")),
+    for (what, changed, at) in [
+        ("text", first.replace("yesterday", "today"), 0),
+        ("speaker", first.replace("\"Caroline\"", "\"Carol\""), 0),
+        // The same second turn after another first one: its FOLLOWS edge would be dropped.
+        ("turn before", first.replace("\"D1:1\"", "\"D1:0\""), 1),
     ] {
         let reused = format!("{SESSIONS}{changed}\n");
         let err = ingest::read_str("s.jsonl", &reused, Format::Conversation)
             .err()
-            .unwrap_or_else(|| panic!("another {what} under D1:1 was taken"))
+            .unwrap_or_else(|| panic!("another {what} under a used id was taken"))
             .to_string();
         assert!(
-            err.contains("s.jsonl:3: turns[0].dia_id")
+            err.contains(&format!("s.jsonl:3: turns[{at}].dia_id"))
                 && err.contains("already a turn of conversation \"c1\" (line 1)"),
             "{what}: {err}"
         );
