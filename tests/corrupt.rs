@@ -729,6 +729,11 @@ fn a_manifest_with_an_unknown_key_is_refused_naming_it() {
         e.contains("loci.json") && e.contains("unknown field `backened`"),
         "{odd}: {e}"
     );
+    // A later build's manifest, with a key of its own, is told to be of a later format.
+    let later = serde_json::json!({"format": 999, "backend": "redb", "shards": 4}).to_string();
+    std::fs::write(&manifest, later).unwrap();
+    let e = Store::open(&dir).err().expect("refused").to_string();
+    assert!(e.contains("store format 999 but this build reads"), "{e}");
     std::fs::write(&manifest, text).unwrap();
     Store::open(&dir).unwrap();
 }

@@ -1827,15 +1827,21 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
             },
         }
     })?;
-    let manifest: Manifest =
-        serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))?;
-    if !(OLDEST_STORE_FORMAT..=STORE_FORMAT).contains(&manifest.format) {
-        return Err(store_err(format!(
-            "store format {} but this build reads formats {OLDEST_STORE_FORMAT} to {STORE_FORMAT}",
-            manifest.format
-        )));
+    // The format first: a later build's manifest, with keys this one does not know, is told
+    // to be of a later format, not to have an unknown key.
+    #[derive(Deserialize)]
+    struct Format {
+        format: u32,
     }
-    Ok(manifest)
+    let format = serde_json::from_slice::<Format>(&raw).map(|f| f.format);
+    if let Ok(format) = format.as_ref().copied() {
+        if !(OLDEST_STORE_FORMAT..=STORE_FORMAT).contains(&format) {
+            return Err(store_err(format!(
+                "store format {format} but this build reads formats {OLDEST_STORE_FORMAT} to {STORE_FORMAT}"
+            )));
+        }
+    }
+    serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))
 }
 
 /// What a file manager or a file system puts in a directory of its own accord: no file of the
