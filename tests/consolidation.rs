@@ -629,3 +629,96 @@ fn deleting_an_event_takes_the_summaries_that_carry_its_values() {
         assert_verifies(&store);
     }
 }
+
+/// Found by the session 34 review of the deletion of summaries that carry a deleted event's
+/// values: a value a summary written before the event restates (it had it from an earlier
+/// event, forgotten since) is no secret of the event, yet deleting an event that repeated a
+/// place's name took every later summary naming the place. And a node made without a name is
+/// named by its first alias, which later summaries restate as its name: that is carried too.
+#[test]
+fn a_deletion_takes_no_summary_for_a_value_known_before_and_follows_an_alias_made_a_name() {
+    use loci::dynamics::forget::{self, ForgetOptions};
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let place = |ts: i64| {
+            let mut d = EventDraft::new(ts, "bot", "SIGHTING");
+            d.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+                key: "place:p".into(),
+                label: Some("Place".into()),
+                name: Some("Harbor".into()),
+                ..Default::default()
+            })];
+            d
+        };
+        store
+            .ingest(vec![place(100), EventDraft::new(DAY + 100, "bot", "NOTE")])
+            .unwrap();
+        run(&store);
+        forget::forget(&store, &ForgetOptions::with_budget(1)).unwrap();
+        assert!(
+            store.event(1).unwrap().is_none(),
+            "{backend}: the first sighting is forgotten"
+        );
+        let again = store.ingest(vec![place(DAY + 200)]).unwrap().last_seq;
+        // Day 2 names the place too (by key): its summary restates it, Harbor with it.
+        let mut near = EventDraft::new(2 * DAY + 100, "bot", "NOTE");
+        near.assertions = vec![Assertion::UpsertEdge(EdgeUpsert {
+            from: "place:p".into(),
+            relation: "NEAR".into(),
+            to: "place:p".into(),
+            ..Default::default()
+        })];
+        store
+            .ingest(vec![near, EventDraft::new(3 * DAY, "bot", "NOTE")])
+            .unwrap();
+        run(&store);
+        let day2 = consolidate::summaries(&store)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.level == Level::Day && s.start == 2 * DAY)
+            .unwrap()
+            .seq;
+        let r = store.delete(&DeleteRequest::events([again])).unwrap();
+        assert!(
+            !r.deleted.contains(&day2),
+            "{backend}: Harbor was known before: {:?}",
+            r.deleted
+        );
+        assert_eq!(store.node_by_key("place:p").unwrap().name, "Harbor");
+        assert_verifies(&store);
+
+        // carol is made by a later day's event, named by an alias only; day 2's summary,
+        // written after it, restates her (an edge of day 2 names her).
+        let mut made = EventDraft::new(4 * DAY, "bot", "NOTE");
+        made.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+            key: "carol".into(),
+            aliases: vec!["Caroline Secret".into()],
+            ..Default::default()
+        })];
+        let made = store.ingest(vec![made]).unwrap().last_seq;
+        let mut late = EventDraft::new(3 * DAY + 100, "bot", "NOTE");
+        late.assertions = vec![Assertion::UpsertEdge(EdgeUpsert {
+            from: "place:p".into(),
+            relation: "NEAR".into(),
+            to: "carol".into(),
+            ..Default::default()
+        })];
+        store.ingest(vec![late]).unwrap();
+        run(&store);
+        assert_eq!(store.node_by_key("carol").unwrap().name, "Caroline Secret");
+        store.delete(&DeleteRequest::events([made])).unwrap();
+        assert!(
+            store.node_by_key("carol").is_none(),
+            "{backend}: {:?}",
+            store.node_by_key("carol")
+        );
+        assert!(store
+            .search("Caroline Secret", &SearchFilter::default(), 5)
+            .unwrap()
+            .iter()
+            .all(|h| !matches!(h.target, Target::Node(_))));
+        assert_verifies(&store);
+    }
+}

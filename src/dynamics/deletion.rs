@@ -149,6 +149,10 @@ pub(crate) fn values_given(event: &Event) -> Vec<String> {
                 let of = |what: &str, value: &str| format!("n\0{}\0{what}\0{value}", up.key);
                 out.extend(up.name.iter().map(|n| of("name", n)));
                 out.extend(up.aliases.iter().map(|a| of("alias", a)));
+                // A node made without a name is named by its first alias.
+                if up.name.is_none() {
+                    out.extend(up.aliases.first().map(|a| of("name", a)));
+                }
                 out.extend(up.anchor.iter().map(|a| of("anchor", &json(a))));
                 out.extend(up.pinned.filter(|p| *p).map(|_| of("pinned", "true")));
                 out.extend(

@@ -393,8 +393,16 @@ impl Store {
                 return Err(already_deleted(*seq));
             }
         }
+        let mut carried: BTreeSet<u64> = carrying.into_values().flatten().collect();
+        // A summary made from one that carried a value merged its digest (a week's of its
+        // days'): it goes too.
+        let carried_seeds: BTreeMap<u64, i64> = chain
+            .iter()
+            .filter(|link| carried.contains(&link.seq))
+            .map(|link| (link.seq, link.ts))
+            .collect();
+        carried.extend(made_from(&chain, &carried_seeds));
         let made = made_from(&chain, &seeds);
-        let carried: BTreeSet<u64> = carrying.into_values().flatten().collect();
         targets.extend(
             chain
                 .iter()
@@ -407,22 +415,27 @@ impl Store {
     }
 
     /// For each of `seeds` (the events a user deletes), the live summaries written after it
-    /// that carry a value it gives ([`deletion::values_given`]) which no live event outside
-    /// `seeds` gives: a summary restates the values the graph holds as it is written, so one
-    /// written after the event (an earlier day summarised late, or a later day) carried them,
-    /// and a deleted password stayed on the node, searchable. A value a live event gives too
-    /// is no secret of the deleted one, and a summary written before it cannot have it from it.
+    /// that carry a value it gives ([`deletion::values_given`]) which nothing else gives: a
+    /// summary restates the values the graph holds as it is written, so one written after the
+    /// event (an earlier day summarised late, or a later day) carried them, and a deleted
+    /// password stayed on the node, searchable. A value is given elsewhere when a live event
+    /// outside `seeds` gives it, or a live summary written before the first seed giving it
+    /// restates it (it had it from an earlier event, forgotten since): without that, deleting
+    /// an event that repeated a place's name took every later summary naming the place.
     fn summaries_carrying(
         &self,
         seeds: &BTreeMap<u64, i64>,
     ) -> Result<BTreeMap<u64, BTreeSet<u64>>> {
         use crate::dynamics::consolidate::SUMMARY;
-        // Each value only a seed gives, with the first seed giving it.
-        let mut secret: std::collections::HashMap<String, u64> = Default::default();
+        // Each value the seeds give, with every seed giving it (in log order).
+        let mut secret: std::collections::HashMap<String, Vec<u64>> = Default::default();
         for seq in seeds.keys() {
             if let Some(ev) = self.raw_event(*seq)? {
                 for v in deletion::values_given(&ev) {
-                    secret.entry(v).or_insert(*seq);
+                    let by = secret.entry(v).or_default();
+                    if by.last() != Some(seq) {
+                        by.push(*seq);
+                    }
                 }
             }
         }
@@ -430,10 +443,13 @@ impl Store {
             return Ok(BTreeMap::new());
         }
         let deleted = self.read_state().deleted.clone();
-        // Summaries found carrying a value, with it: a live event later in the log may turn
-        // out to give it too.
-        let mut found: Vec<(u64, String)> = Vec::new();
-        let mut given_elsewhere: BTreeSet<String> = BTreeSet::new();
+        // Summaries found carrying a value (by its index in `values`): a live event later in the
+        // log may turn out to give it too.
+        let values: Vec<&String> = secret.keys().collect();
+        let index: std::collections::HashMap<&String, usize> =
+            values.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+        let mut found: Vec<(u64, usize)> = Vec::new();
+        let mut given_elsewhere: BTreeSet<usize> = BTreeSet::new();
         super::log::scan(&*self.backend, 1, &mut |seq, v| {
             if seeds.contains_key(&seq) || deleted.contains(&seq) {
                 return Ok(true);
@@ -441,22 +457,26 @@ impl Store {
             let ev = decode_event(Table::Log.name(), v)?;
             let summary = ev.kind == SUMMARY;
             for value in deletion::values_given(&ev) {
-                match secret.get(&value) {
-                    Some(by) if summary && seq > *by => found.push((seq, value)),
-                    Some(_) if !summary => {
-                        given_elsewhere.insert(value);
-                    }
-                    _ => {}
+                let Some(&i) = index.get(&value) else {
+                    continue;
+                };
+                let first = secret[values[i]][0];
+                if summary && seq > first {
+                    found.push((seq, i));
+                } else {
+                    given_elsewhere.insert(i);
                 }
             }
             Ok(true)
         })?;
         let mut carrying: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
-        for (summary, value) in found {
-            if !given_elsewhere.contains(&value) {
-                if let Some(by) = secret.get(&value) {
-                    carrying.entry(*by).or_default().insert(summary);
-                }
+        for (summary, i) in found {
+            if given_elsewhere.contains(&i) {
+                continue;
+            }
+            // Every seed giving it before the summary was written may be what it carries.
+            for by in secret[values[i]].iter().filter(|by| **by < summary) {
+                carrying.entry(*by).or_default().insert(summary);
             }
         }
         Ok(carrying)
