@@ -797,13 +797,26 @@ fn a_segment_file_gone_is_damage_to_a_read_only_open() {
     assert!(Store::open(&dir).unwrap().stats().text_rebuilt);
 }
 
+/// Flips a byte of event `seq`'s log record in the store at `path` (closed): its checksum no
+/// longer matches.
+fn flip_a_byte_of_log_record(kind: BackendKind, path: &Path, seq: u64) {
+    use loci::storage::{Table, WriteBatch};
+    let backend = kind.open(path).unwrap();
+    let key = seq.to_be_bytes();
+    let mut record = backend.get(Table::Log, &key).unwrap().unwrap();
+    let last = record.len() - 1;
+    record[last] ^= 0x55;
+    let mut batch = WriteBatch::default();
+    batch.put(Table::Log, key.to_vec(), record);
+    backend.commit(batch).unwrap();
+}
+
 /// Found by the session 24 probe: a log record whose checksum failed was reported as
 /// "corrupt record in table log: checksum mismatch (...)", naming neither the file nor the
 /// record, so the user could not tell what to restore. The error names both, on either
 /// backend.
 #[test]
 fn a_damaged_log_record_is_named_by_its_file_and_event() {
-    use loci::storage::{Table, WriteBatch};
     for kind in BackendKind::ALL {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("s");
@@ -811,16 +824,7 @@ fn a_damaged_log_record_is_named_by_its_file_and_event() {
         store.ingest(five_sightings()).unwrap();
         drop(store);
         // Event 3's record, one byte of its body flipped: the checksum no longer matches.
-        {
-            let backend = kind.open(&path).unwrap();
-            let key = 3u64.to_be_bytes();
-            let mut record = backend.get(Table::Log, &key).unwrap().unwrap();
-            let last = record.len() - 1;
-            record[last] ^= 0x55;
-            let mut batch = WriteBatch::default();
-            batch.put(Table::Log, key.to_vec(), record);
-            backend.commit(batch).unwrap();
-        }
+        flip_a_byte_of_log_record(kind, &path, 3);
         let file = kind.path_in(&path);
         let names_it = |said: String| {
             assert!(
@@ -1122,7 +1126,6 @@ fn repair_rebuilds_a_damaged_time_index_leaf_in_one_run() {
 /// open. The failure is reported, the directory goes, and the store is as it was.
 #[test]
 fn a_failed_compaction_leaves_no_work_directory() {
-    use loci::storage::{Table, WriteBatch};
     use loci::DeleteRequest;
     // redb compacts in place when there is no text to strip; with some, both rewrite the log.
     for kind in BackendKind::ALL {
@@ -1133,16 +1136,7 @@ fn a_failed_compaction_leaves_no_work_directory() {
         store.delete(&DeleteRequest::events([3])).unwrap();
         store.checkpoint().unwrap();
         drop(store);
-        {
-            let backend = kind.open(&path).unwrap();
-            let key = 3u64.to_be_bytes();
-            let mut record = backend.get(Table::Log, &key).unwrap().unwrap();
-            let last = record.len() - 1;
-            record[last] ^= 0x55;
-            let mut batch = WriteBatch::default();
-            batch.put(Table::Log, key.to_vec(), record);
-            backend.commit(batch).unwrap();
-        }
+        flip_a_byte_of_log_record(kind, &path, 3);
         let store = Store::open(&path).unwrap();
         let before = store.last_seq();
         let err = store
