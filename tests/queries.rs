@@ -2326,3 +2326,16 @@ fn a_leading_bom_is_skipped_and_an_empty_quoted_name_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Found by the session 34 probe: `p = (e:Event)` bound a path of no node (`nodes(p)` was
+/// `[]` where an entity's is `[node]`): a path's nodes are graph nodes, and an event is none.
+/// It is refused at the pattern, as an event inside a longer path is.
+#[test]
+fn an_event_bound_to_a_path_is_refused_at_its_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let q = "MATCH p = (e:Event) RETURN nodes(p)";
+    let e = query::run(&store, q, &HashMap::new()).unwrap_err();
+    assert_placed(&e, q, "path", "(e:Event)");
+    assert!(!first_column(&store, "MATCH p = (n:Place) RETURN nodes(p) LIMIT 1").is_empty());
+}

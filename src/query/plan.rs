@@ -724,6 +724,19 @@ impl Planner {
             node_slots.push(self.slot(node.var.as_deref(), Kind::Node, node.span)?);
         }
         let nodes: Vec<&NodePat> = path.nodes().collect();
+        // A path's nodes are graph nodes; bound to an event alone it held none (`nodes(p)` was
+        // `[]`).
+        if path.var.is_some() && path.steps.is_empty() {
+            if let Some(event) = nodes
+                .iter()
+                .find(|n| n.labels.iter().any(|l| l == EVENT_LABEL))
+            {
+                return Err(plan_err_at(
+                    Some(event.span),
+                    "an (:Event) node is not a path's node: return the event, not a path",
+                ));
+            }
+        }
         if !path.steps.is_empty() {
             // Whichever node a path is anchored at, an event in it matches nothing.
             if let Some(event) = nodes
