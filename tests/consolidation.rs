@@ -722,3 +722,55 @@ fn a_deletion_takes_no_summary_for_a_value_known_before_and_follows_an_alias_mad
         assert_verifies(&store);
     }
 }
+
+/// Found by the session 34 review: a deletion took the summaries carrying a deleted event's
+/// names and properties, but not its confidences or labels. A later summary restated an
+/// edge's confidence only the deleted event gave, so the edge kept it, where the README says an
+/// edge keeps the support and confidence of its other events; and a label likewise.
+#[test]
+fn deleting_an_event_takes_the_summaries_that_carry_its_confidence_or_label() {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let knows = |confidence: Option<f32>| {
+            Assertion::UpsertEdge(EdgeUpsert {
+                from: "a".into(),
+                relation: "KNOWS".into(),
+                to: "b".into(),
+                confidence,
+                ..Default::default()
+            })
+        };
+        let node = |key: &str, label: Option<&str>| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                label: label.map(String::from),
+                ..Default::default()
+            })
+        };
+        let mut first = EventDraft::new(100, "bot", "NOTE");
+        first.assertions = vec![
+            node("a", Some("Person")),
+            node("b", Some("Person")),
+            knows(Some(0.3)),
+        ];
+        // A later day's event, made surer, and b labelled anew.
+        let mut surer = EventDraft::new(DAY + 100, "bot", "NOTE");
+        surer.assertions = vec![node("b", Some("Patient")), knows(Some(0.95))];
+        store.ingest(vec![first]).unwrap();
+        let seq = store.ingest(vec![surer]).unwrap().last_seq;
+        // Day 2 re-sees the edge (no confidence of its own): its summary restates 0.95.
+        let mut again = EventDraft::new(2 * DAY + 100, "bot", "NOTE");
+        again.assertions = vec![knows(None)];
+        store
+            .ingest(vec![again, EventDraft::new(3 * DAY + 100, "bot", "NOTE")])
+            .unwrap();
+        run(&store);
+        store.delete(&DeleteRequest::events([seq])).unwrap();
+        let edge = store.edge_between("a", "KNOWS", "b").unwrap().unwrap();
+        assert_eq!(edge.confidence, 0.3, "{backend}");
+        assert_eq!(store.node_by_key("b").unwrap().label, "Person", "{backend}");
+        assert_verifies(&store);
+    }
+}

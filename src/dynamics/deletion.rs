@@ -132,9 +132,8 @@ pub fn names_node(event: &Event, key: &str) -> bool {
 }
 
 /// The values `event` gives nodes and edges, each as one text naming what it is a value of
-/// and the value: a node's name, each alias, property, anchor and pin, an edge's properties and
-/// validity (not labels nor confidences, which are kinds and weights, not content). A property
-/// set to null gives no value (it removes one). A summary restates the values the graph holds
+/// and the value: a node's label, name, each alias, property, anchor and pin, an edge's
+/// confidence, properties and validity. A property set to null gives no value (it removes one). A summary restates the values the graph holds
 /// as it is written, so one written after an event may carry the event's values: a deletion
 /// takes the summaries that carry a value only deleted events give
 /// (`Store::add_summaries_of`).
@@ -147,6 +146,7 @@ pub(crate) fn values_given(event: &Event) -> Vec<String> {
         match a {
             Assertion::UpsertNode(up) => {
                 let of = |what: &str, value: &str| format!("n\0{}\0{what}\0{value}", up.key);
+                out.extend(up.label.iter().map(|l| of("label", l)));
                 out.extend(up.name.iter().map(|n| of("name", n)));
                 out.extend(up.aliases.iter().map(|a| of("alias", a)));
                 // A node made without a name is named by its first alias.
@@ -169,6 +169,7 @@ pub(crate) fn values_given(event: &Event) -> Vec<String> {
                         up.from, up.relation, up.to
                     )
                 };
+                out.extend(up.confidence.map(|c| of("confidence", &json(&c))));
                 out.extend(up.valid_from.map(|t| of("valid_from", &t.to_string())));
                 out.extend(up.valid_to.map(|t| of("valid_to", &t.to_string())));
                 out.extend(
