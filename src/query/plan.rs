@@ -724,29 +724,22 @@ impl Planner {
             node_slots.push(self.slot(node.var.as_deref(), Kind::Node, node.span)?);
         }
         let nodes: Vec<&NodePat> = path.nodes().collect();
-        // A path's nodes are graph nodes; bound to an event alone it held none (`nodes(p)` was
-        // `[]`).
-        if path.var.is_some() && path.steps.is_empty() {
-            if let Some(event) = nodes
-                .iter()
-                .find(|n| n.labels.iter().any(|l| l == EVENT_LABEL))
-            {
-                return Err(plan_err_at(
-                    Some(event.span),
-                    "an (:Event) node is not a path's node: return the event, not a path",
-                ));
-            }
-        }
-        if !path.steps.is_empty() {
-            // Whichever node a path is anchored at, an event in it matches nothing.
-            if let Some(event) = nodes
-                .iter()
-                .find(|n| n.labels.iter().any(|l| l == EVENT_LABEL))
-            {
-                return Err(plan_err_at(
-                    Some(event.span),
-                    "events have no relations: an (:Event) node cannot be part of a path",
-                ));
+        let event = nodes
+            .iter()
+            .find(|n| n.labels.iter().any(|l| l == EVENT_LABEL));
+        if let Some(event) = event {
+            // Whichever node a path is anchored at, an event in it matches nothing; and a
+            // path's nodes are graph nodes, so one bound to an event alone held none
+            // (`nodes(p)` was `[]`).
+            let refusal = if !path.steps.is_empty() {
+                Some("events have no relations: an (:Event) node cannot be part of a path")
+            } else if path.var.is_some() {
+                Some("an (:Event) node is not a path's node: return the event, not a path")
+            } else {
+                None
+            };
+            if let Some(message) = refusal {
+                return Err(plan_err_at(Some(event.span), message));
             }
         }
         let anchor = (0..nodes.len())
