@@ -133,13 +133,23 @@ pub fn names_node(event: &Event, key: &str) -> bool {
 
 /// The values `event` gives nodes and edges, each as one text naming what it is a value of
 /// and the value: a node's label, name, each alias, property, anchor and pin, an edge's
-/// confidence, properties and validity. A property set to null gives no value (it removes one). A summary restates the values the graph holds
-/// as it is written, so one written after an event may carry the event's values: a deletion
-/// takes the summaries that carry a value only deleted events give
-/// (`Store::add_summaries_of`).
+/// confidence, properties and validity. A property set to null gives no value (it removes
+/// one). A summary restates the values the graph holds as it is written, so one written after
+/// an event may carry the event's values: a deletion takes the summaries that carry a value
+/// only deleted events give (`Store::add_summaries_of`).
 pub(crate) fn values_given(event: &Event) -> Vec<String> {
     fn json(v: &impl serde::Serialize) -> String {
         serde_json::to_string(v).unwrap_or_default()
+    }
+    // A node's and an edge's properties alike, each named by `of`.
+    fn props_given<'a>(
+        props: &'a crate::model::Props,
+        of: impl Fn(&str, &str) -> String + 'a,
+    ) -> impl Iterator<Item = String> + 'a {
+        props
+            .iter()
+            .filter(|(_, v)| **v != crate::model::Value::Null)
+            .map(move |(k, v)| of(&format!("prop\0{k}"), &json(v)))
     }
     let mut out = Vec::new();
     for a in &event.assertions {
@@ -155,12 +165,7 @@ pub(crate) fn values_given(event: &Event) -> Vec<String> {
                 }
                 out.extend(up.anchor.iter().map(|a| of("anchor", &json(a))));
                 out.extend(up.pinned.filter(|p| *p).map(|_| of("pinned", "true")));
-                out.extend(
-                    up.props
-                        .iter()
-                        .filter(|(_, v)| **v != crate::model::Value::Null)
-                        .map(|(k, v)| of(&format!("prop\0{k}"), &json(v))),
-                );
+                out.extend(props_given(&up.props, of));
             }
             Assertion::UpsertEdge(up) => {
                 let of = |what: &str, value: &str| {
@@ -172,12 +177,7 @@ pub(crate) fn values_given(event: &Event) -> Vec<String> {
                 out.extend(up.confidence.map(|c| of("confidence", &json(&c))));
                 out.extend(up.valid_from.map(|t| of("valid_from", &t.to_string())));
                 out.extend(up.valid_to.map(|t| of("valid_to", &t.to_string())));
-                out.extend(
-                    up.props
-                        .iter()
-                        .filter(|(_, v)| **v != crate::model::Value::Null)
-                        .map(|(k, v)| of(&format!("prop\0{k}"), &json(v))),
-                );
+                out.extend(props_given(&up.props, of));
             }
             _ => {}
         }

@@ -309,8 +309,9 @@ impl WorkingMemory {
 /// every live event in log order ([`RestsOn::see`]): every `WM` event since the last clearing
 /// (a `SLEEP`, a `clear`, or an event after an idle period), that clearing itself when it is a
 /// `SLEEP` or a `clear` that cleared a change, the latest `mainline` and `capacity` changes,
-/// which outlive every clearing, and the latest `WM` event (the last activity). Forgetting keeps them. What came before the last clearing is cleared whatever it
-/// held: without an event of it, an idle period is only longer, and a clearing still clears.
+/// which outlive every clearing, and the latest `WM` event (the last activity). Forgetting
+/// keeps them. What came before the last clearing is cleared whatever it held: without an
+/// event of it, an idle period is only longer, and a clearing still clears.
 #[derive(Debug, Default)]
 pub(crate) struct RestsOn {
     last_active: Option<i64>,
