@@ -176,7 +176,12 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
         Some(n) => n,
         None => store.latest_event_time()?.unwrap_or(0),
     };
-    let candidates = evictable(store)?;
+    // One reading of the log finds both what the beliefs rest on and what the working memory
+    // rests on.
+    let mut rests_on = crate::dynamics::working::RestsOn::default();
+    let mut support =
+        Support::of_beliefs(store, now, opts.policy.belief_floor, |ev| rests_on.see(ev))?;
+    let candidates = evictable(store, rests_on.events())?;
     report.evictable = candidates.len();
     // One more record comes in: the deletion event.
     let excess = (report.events_before + 1 - opts.budget) as usize;
@@ -199,7 +204,6 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
         .map(|e| e.seq)
         .collect();
     let take = excess.saturating_sub(earlier.len());
-    let mut support = Support::of_beliefs(store, now, opts.policy.belief_floor)?;
     let by_seq: BTreeMap<u64, &Event> = candidates.iter().map(|(e, _)| (e.seq, e)).collect();
     let mut chosen = choose(&scored, &by_seq, &mut support, take);
     report.over_budget = chosen.len() + earlier.len() < excess;
@@ -336,8 +340,13 @@ fn node_roles(ev: &Event) -> (BTreeSet<&str>, BTreeSet<&str>) {
 impl Support {
     /// Counts, over every live event, the assertions of the beliefs at `now`: edges with an
     /// effective confidence of at least `floor` or touching a pinned node, their nodes, and
-    /// pinned nodes.
-    fn of_beliefs(store: &Store, now: i64, floor: f32) -> Result<Support> {
+    /// pinned nodes. Shows `also` each live event as it goes.
+    fn of_beliefs(
+        store: &Store,
+        now: i64,
+        floor: f32,
+        mut also: impl FnMut(&Event),
+    ) -> Result<Support> {
         let mut nodes = HashMap::new();
         let mut edges = HashMap::new();
         {
@@ -366,6 +375,7 @@ impl Support {
             order: HashMap::new(),
         };
         store.scan_log(1, |ev| {
+            also(&ev);
             support.each_belief(&ev, |count| *count += 1);
             let (upserts, needs) = node_roles(&ev);
             for key in upserts {
@@ -441,8 +451,10 @@ impl Support {
     }
 }
 
-/// The events forgetting may evict (see the module documentation).
-fn evictable(store: &Store) -> Result<Vec<(Event, Gist)>> {
+/// The events forgetting may evict (see the module documentation), none of `kept` (the
+/// events the working memory rests on, [`crate::dynamics::working::RestsOn`]: evicting a
+/// `SLEEP` that had cleared it brought a stale intent back into every context).
+fn evictable(store: &Store, kept: Vec<u64>) -> Result<Vec<(Event, Gist)>> {
     let mut all: Vec<Summary> = Vec::new();
     for ev in store.events_of_kind(SUMMARY)? {
         all.extend(Summary::of_event(&ev));
@@ -487,7 +499,7 @@ fn evictable(store: &Store) -> Result<Vec<(Event, Gist)>> {
     for seq in superseded_usage(store)? {
         seqs.insert(seq, Gist::Redundant);
     }
-    for seq in working_memory_rests_on(store)? {
+    for seq in kept {
         seqs.remove(&seq);
     }
     let mut out = Vec::with_capacity(seqs.len());
@@ -515,17 +527,6 @@ fn withdraws(a: &Assertion) -> bool {
         Assertion::UpsertNode(up) => removes(&up.props) || up.pinned == Some(false),
         Assertion::UpsertEdge(up) => removes(&up.props),
     }
-}
-
-/// The events the working memory rests on ([`crate::dynamics::working::RestsOn`]): evicting
-/// a `SLEEP` that had cleared it brought a stale intent back into every context.
-fn working_memory_rests_on(store: &Store) -> Result<Vec<u64>> {
-    let mut rests_on = crate::dynamics::working::RestsOn::default();
-    store.scan_log(1, |ev| {
-        rests_on.see(&ev);
-        Ok(true)
-    })?;
-    Ok(rests_on.events())
 }
 
 /// Whether `summary` is the only live event of its time range.
@@ -618,8 +619,10 @@ mod tests {
         )
         .unwrap();
         let now = store.latest_event_time().unwrap().unwrap();
-        let candidates = evictable(&store).unwrap();
         let policy = RetentionPolicy::default();
+        let mut rests_on = crate::dynamics::working::RestsOn::default();
+        Support::of_beliefs(&store, now, policy.belief_floor, |ev| rests_on.see(ev)).unwrap();
+        let candidates = evictable(&store, rests_on.events()).unwrap();
         let mut scored: Vec<(Gist, OrderedFloat<f64>, u64)> = candidates
             .iter()
             .map(|(e, gist)| (*gist, OrderedFloat(policy.score(e, now, 0)), e.seq))
@@ -629,8 +632,8 @@ mod tests {
         let mut held_somewhere = false;
         // Every limit: at 191 the first worklist chose another event.
         for take in 1..=scored.len() {
-            let mut a = Support::of_beliefs(&store, now, policy.belief_floor).unwrap();
-            let mut b = Support::of_beliefs(&store, now, policy.belief_floor).unwrap();
+            let mut a = Support::of_beliefs(&store, now, policy.belief_floor, |_| {}).unwrap();
+            let mut b = Support::of_beliefs(&store, now, policy.belief_floor, |_| {}).unwrap();
             let by_worklist = choose(&scored, &by_seq, &mut a, take);
             let by_sweeps = choose_by_sweeps(&scored, &by_seq, &mut b, take);
             assert_eq!(by_worklist, by_sweeps, "take {take}");
