@@ -82,6 +82,88 @@ pub struct CompactReport {
     pub bytes_after: u64,
 }
 
+/// For each deleted event, the live summaries carrying a value only deleted events give.
+type Carrying = BTreeMap<u64, BTreeSet<u64>>;
+
+/// The live summaries that carry a value a user's deletion takes: for each of the deleted
+/// events (the seeds), those written after it that restate a value it gives
+/// ([`deletion::values_given`]) which nothing else gives. A summary restates the values the
+/// graph holds as it is written, so one written after the event (an earlier day summarised
+/// late, or a later day) carried them, and a deleted password stayed on the node,
+/// searchable. A value is given elsewhere when a live event outside the seeds gives it, or a
+/// live summary written before the first seed giving it restates it (it had it from an
+/// earlier event, forgotten since): without that, deleting an event that repeated a place's
+/// name took every later summary naming the place.
+struct Carriers {
+    /// Each value the seeds give, with every seed giving it (in log order).
+    values: Vec<(String, Vec<u64>)>,
+    index: std::collections::HashMap<String, usize>,
+    /// Summaries found restating a value (by its index in `values`): a live event later in
+    /// the log may turn out to give it too.
+    found: Vec<(u64, usize)>,
+    given_elsewhere: BTreeSet<usize>,
+}
+
+impl Carriers {
+    /// The values `seeds` give, or `None` when they give none (then nothing carries any).
+    fn of_seeds(store: &Store, seeds: &BTreeMap<u64, i64>) -> Result<Option<Carriers>> {
+        let mut carriers = Carriers {
+            values: Vec::new(),
+            index: Default::default(),
+            found: Vec::new(),
+            given_elsewhere: BTreeSet::new(),
+        };
+        for seq in seeds.keys() {
+            let Some(ev) = store.raw_event(*seq)? else {
+                continue;
+            };
+            for v in deletion::values_given(&ev) {
+                let next = carriers.values.len();
+                let i = *carriers.index.entry(v.clone()).or_insert(next);
+                if i == next {
+                    carriers.values.push((v, Vec::new()));
+                }
+                let by = &mut carriers.values[i].1;
+                if by.last() != Some(seq) {
+                    by.push(*seq);
+                }
+            }
+        }
+        Ok((!carriers.values.is_empty()).then_some(carriers))
+    }
+
+    /// Takes the next live event of the log outside the seeds.
+    fn see(&mut self, ev: &Event) {
+        let summary = ev.kind == crate::dynamics::consolidate::SUMMARY;
+        for value in deletion::values_given(ev) {
+            let Some(&i) = self.index.get(&value) else {
+                continue;
+            };
+            let first = self.values[i].1[0];
+            if summary && ev.seq > first {
+                self.found.push((ev.seq, i));
+            } else {
+                self.given_elsewhere.insert(i);
+            }
+        }
+    }
+
+    /// For each seed, the summaries carrying a value only the seeds give.
+    fn carrying(self) -> Carrying {
+        let mut carrying = Carrying::new();
+        for (summary, i) in self.found {
+            if self.given_elsewhere.contains(&i) {
+                continue;
+            }
+            // Every seed giving it before the summary was written may be what it carries.
+            for by in self.values[i].1.iter().filter(|by| **by < summary) {
+                carrying.entry(*by).or_default().insert(summary);
+            }
+        }
+        carrying
+    }
+}
+
 impl Store {
     /// Deletes events and nodes, as one deletion event: every listed event, and every event
     /// that names a listed node, leaves every view (search, retrieval, queries, timelines), and
@@ -380,10 +462,9 @@ impl Store {
         gone: &BTreeMap<u64, i64>,
         named: &[u64],
     ) -> Result<()> {
-        let chain = self.summary_chain()?;
         let mut seeds = targets.clone();
         seeds.extend(gone);
-        let carrying = self.summaries_carrying(&seeds)?;
+        let (chain, carrying) = self.summary_chain_and_carriers(&seeds)?;
         let state = self.read_state();
         let live = |seq: &u64| !state.deleted.contains(seq);
         for (seq, ts) in gone.iter().filter(|(seq, _)| named.contains(seq)) {
@@ -414,86 +495,33 @@ impl Store {
         Ok(())
     }
 
-    /// For each of `seeds` (the events a user deletes), the live summaries written after it
-    /// that carry a value it gives ([`deletion::values_given`]) which nothing else gives: a
-    /// summary restates the values the graph holds as it is written, so one written after the
-    /// event (an earlier day summarised late, or a later day) carried them, and a deleted
-    /// password stayed on the node, searchable. A value is given elsewhere when a live event
-    /// outside `seeds` gives it, or a live summary written before the first seed giving it
-    /// restates it (it had it from an earlier event, forgotten since): without that, deleting
-    /// an event that repeated a place's name took every later summary naming the place.
-    fn summaries_carrying(
+    /// Every summary the log holds a record of, live or deleted, in log order, with whether a
+    /// child of it is a tombstone; and, for each of `seeds` (the events a user deletes), the
+    /// live summaries written after it that carry a value it gives and nothing else gives
+    /// ([`Carriers`]). One reading of the log finds both.
+    fn summary_chain_and_carriers(
         &self,
         seeds: &BTreeMap<u64, i64>,
-    ) -> Result<BTreeMap<u64, BTreeSet<u64>>> {
-        use crate::dynamics::consolidate::SUMMARY;
-        // Each value the seeds give, with every seed giving it (in log order).
-        let mut secret: std::collections::HashMap<String, Vec<u64>> = Default::default();
-        for seq in seeds.keys() {
-            if let Some(ev) = self.raw_event(*seq)? {
-                for v in deletion::values_given(&ev) {
-                    let by = secret.entry(v).or_default();
-                    if by.last() != Some(seq) {
-                        by.push(*seq);
-                    }
-                }
-            }
-        }
-        if secret.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let deleted = self.read_state().deleted.clone();
-        // Summaries found carrying a value (by its index in `values`): a live event later in the
-        // log may turn out to give it too.
-        let values: Vec<&String> = secret.keys().collect();
-        let index: std::collections::HashMap<&String, usize> =
-            values.iter().enumerate().map(|(i, v)| (*v, i)).collect();
-        let mut found: Vec<(u64, usize)> = Vec::new();
-        let mut given_elsewhere: BTreeSet<usize> = BTreeSet::new();
-        super::log::scan(&*self.backend, 1, &mut |seq, v| {
-            if seeds.contains_key(&seq) || deleted.contains(&seq) {
-                return Ok(true);
-            }
-            let ev = decode_event(Table::Log.name(), v)?;
-            let summary = ev.kind == SUMMARY;
-            for value in deletion::values_given(&ev) {
-                let Some(&i) = index.get(&value) else {
-                    continue;
-                };
-                let first = secret[values[i]][0];
-                if summary && seq > first {
-                    found.push((seq, i));
-                } else {
-                    given_elsewhere.insert(i);
-                }
-            }
-            Ok(true)
-        })?;
-        let mut carrying: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
-        for (summary, i) in found {
-            if given_elsewhere.contains(&i) {
-                continue;
-            }
-            // Every seed giving it before the summary was written may be what it carries.
-            for by in secret[values[i]].iter().filter(|by| **by < summary) {
-                carrying.entry(*by).or_default().insert(summary);
-            }
-        }
-        Ok(carrying)
-    }
-
-    /// Every summary the log holds a record of, live or deleted, in log order, with whether
-    /// a child of it is a tombstone.
-    fn summary_chain(&self) -> Result<Vec<SummaryLink>> {
+    ) -> Result<(Vec<SummaryLink>, Carrying)> {
         use crate::dynamics::consolidate::{Summary, SUMMARY};
+        let mut carriers = Carriers::of_seeds(self, seeds)?;
+        let deleted = self.read_state().deleted.clone();
         let mut tombstones = BTreeSet::new();
         let mut chain: Vec<SummaryLink> = Vec::new();
         super::log::scan(&*self.backend, 1, &mut |seq, v| {
             let (_, kind) = crate::codec::peek_event_kind(Table::Log.name(), v)?;
             if kind == deletion::TOMBSTONE {
                 tombstones.insert(seq);
-            } else if kind == SUMMARY {
-                let ev = decode_event(Table::Log.name(), v)?;
+            }
+            // Only live events outside the seeds can give a value elsewhere or carry it.
+            let carrier = carriers
+                .as_ref()
+                .is_some_and(|_| !seeds.contains_key(&seq) && !deleted.contains(&seq));
+            if kind != SUMMARY && !carrier {
+                return Ok(true);
+            }
+            let ev = decode_event(Table::Log.name(), v)?;
+            if ev.kind == SUMMARY {
                 if let Some(s) = Summary::of_event_without_digest(&ev) {
                     chain.push(SummaryLink {
                         seq,
@@ -505,12 +533,16 @@ impl Store {
                     });
                 }
             }
+            if let (true, Some(c)) = (carrier, carriers.as_mut()) {
+                c.see(&ev);
+            }
             Ok(true)
         })?;
         for link in &mut chain {
             link.unknown_child = link.children.iter().any(|c| tombstones.contains(c));
         }
-        Ok(chain)
+        let carrying = carriers.map(Carriers::carrying).unwrap_or_default();
+        Ok((chain, carrying))
     }
 
     /// The events a request deletes, with their world times; and, for a user's deletion, the
