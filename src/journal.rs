@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::dynamics::consolidate::summaries;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Props, Value};
 use crate::store::{Commit, Store};
 
@@ -514,34 +514,24 @@ pub struct Promotion {
 /// entry already promoted is left out, and if none is left nothing is written (each such run
 /// had logged another event and said it promoted the entry).
 pub fn promote(store: &Store, keys: &[String]) -> Result<Promotion> {
-    let mut done = Promotion::default();
-    let mut named = std::collections::HashSet::new();
-    for k in keys.iter().filter(|k| named.insert(k.as_str())) {
-        match store.require_node(k) {
-            Ok(n) if n.label == LABEL && n.pinned => done.already_promoted.push(k.clone()),
-            Ok(n) if n.label == LABEL => done.promoted.push(k.clone()),
-            Err(e @ Error::Corrupt { .. }) => return Err(e),
-            _ => return Err(Error::NotFound(format!("journal entry {k:?}"))),
-        }
+    let of = crate::store::PinOf {
+        kind: PROMOTE,
+        pinned: true,
+        what: "journal entry",
+        admits: |n| n.label == LABEL,
+    };
+    if keys.is_empty() {
+        return Ok(Promotion::default());
     }
-    if done.promoted.is_empty() {
-        return Ok(done);
-    }
-    let ts = store.latest_event_time()?.unwrap_or(0);
-    let mut draft = EventDraft::new(ts, "user", PROMOTE);
-    draft.assertions = done
-        .promoted
-        .iter()
-        .map(|k| {
-            Assertion::UpsertNode(NodeUpsert {
-                key: k.clone(),
-                pinned: Some(true),
-                ..Default::default()
-            })
-        })
-        .collect();
-    done.commit = store.ingest(vec![draft])?;
-    Ok(done)
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    // Checked and written under the writer lock, as a pin is: an entry retracted between
+    // the check and the commit would have come back as a bare pinned node.
+    let done = store.pin_nodes(&keys, &of)?;
+    Ok(Promotion {
+        commit: done.commit,
+        promoted: done.changed,
+        already_promoted: done.unchanged,
+    })
 }
 
 #[cfg(test)]

@@ -1681,6 +1681,27 @@ impl GraphRead<'_> {
     }
 }
 
+/// What a pin is and which nodes it is for ([`Store::pin_nodes`]).
+pub(crate) struct PinOf<'a> {
+    /// The event's kind (`PIN`, `UNPIN`, `PROMOTE`).
+    pub kind: &'a str,
+    pub pinned: bool,
+    /// What a key names, in the refusal of one that names none ("node", "journal entry").
+    pub what: &'a str,
+    /// Whether the pin is for this node (a promotion is for journal entries only).
+    pub admits: fn(&Node) -> bool,
+}
+
+/// What [`Store::pin_nodes`] did: the keys whose pin it changed, in the order given, and those
+/// it left out because they were already as asked.
+#[derive(Debug, Default)]
+pub(crate) struct Pinned {
+    /// The event's commit; empty when nothing was left to change.
+    pub commit: Commit,
+    pub changed: Vec<String>,
+    pub unchanged: Vec<String>,
+}
+
 /// An open loci store.
 pub struct Store {
     dir: PathBuf,
@@ -3483,6 +3504,24 @@ impl Store {
     /// pinned (or unpinned) are left out of the event; if that leaves none, nothing is
     /// written and the commit is empty.
     pub fn pin(&self, keys: &[&str], pinned: bool) -> Result<Commit> {
+        let of = PinOf {
+            kind: if pinned {
+                crate::model::kinds::PIN
+            } else {
+                crate::model::kinds::UNPIN
+            },
+            pinned,
+            what: "node",
+            admits: |_| true,
+        };
+        Ok(self.pin_nodes(keys, &of)?.commit)
+    }
+
+    /// Pins (or unpins, as `of` says) the nodes with these keys, as one event of `of`'s kind
+    /// ([`Store::pin`], and `journal::promote`, which pins journal entries). A key naming no
+    /// node `of` admits is [`Error::NotFound`] (as `of.what`), and no key at all
+    /// [`Error::InvalidArgument`]; either way nothing is written.
+    pub(crate) fn pin_nodes(&self, keys: &[&str], of: &PinOf<'_>) -> Result<Pinned> {
         self.writable()?;
         // An event that pins nothing would only clutter the log (and the timeline).
         if keys.is_empty() {
@@ -3495,7 +3534,8 @@ impl Store {
         // would have the pin's upsert make a new node of it.
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         // A miss checks the blocks its lookup read again (`require_node`).
-        let find_missing = || keys.iter().find(|k| self.require_node(k).is_err());
+        let admitted = |k: &str| self.require_node(k).is_ok_and(|n| (of.admits)(&n));
+        let find_missing = || keys.iter().find(|k| !admitted(k));
         let mut missing = find_missing();
         if missing.is_some() && self.snapshot_damage_found() {
             // The key may be one a damaged block of the snapshot hid.
@@ -3503,49 +3543,47 @@ impl Store {
             missing = find_missing();
         }
         if let Some(missing) = missing {
+            if let Err(e @ Error::Corrupt { .. }) = self.require_node(missing) {
+                return Err(e);
+            }
             // An unpin is an upsert, which would make the node again; a pin of a node
             // retracted since stays in the log until its events go.
-            let hint = if pinned {
+            let hint = if of.pinned {
                 ""
             } else {
                 " (a node retracted since keeps its pin in the log until `loci delete --node` takes its events)"
             };
-            return Err(Error::NotFound(format!("node {missing:?}{hint}")));
+            return Err(Error::NotFound(format!("{} {missing:?}{hint}", of.what)));
         }
         // A node already as asked is left out; none left, nothing is written (each such
-        // run had logged an event and said it changed a node).
-        let changes = |k: &&str| self.require_node(k).is_ok_and(|n| n.pinned != pinned);
+        // run had logged an event and said it changed a node). A key given twice is one node.
+        let mut done = Pinned::default();
         let mut named = HashSet::new();
-        let keys: Vec<&str> = keys
-            .iter()
-            .copied()
-            .filter(|k| named.insert(*k) && changes(k))
-            .collect();
-        if keys.is_empty() {
-            return Ok(Commit::default());
+        for k in keys.iter().filter(|k| named.insert(**k)) {
+            if self.require_node(k).is_ok_and(|n| n.pinned != of.pinned) {
+                done.changed.push(k.to_string());
+            } else {
+                done.unchanged.push(k.to_string());
+            }
+        }
+        if done.changed.is_empty() {
+            return Ok(done);
         }
         let ts = self.latest_event_time()?.unwrap_or(0);
-        let mut draft = EventDraft::new(
-            ts,
-            "user",
-            if pinned {
-                crate::model::kinds::PIN
-            } else {
-                crate::model::kinds::UNPIN
-            },
-        );
-        // A key given twice is one node, pinned once (filtered above).
-        draft.assertions = keys
+        let mut draft = EventDraft::new(ts, "user", of.kind);
+        draft.assertions = done
+            .changed
             .iter()
             .map(|k| {
                 Assertion::UpsertNode(crate::model::NodeUpsert {
-                    key: k.to_string(),
-                    pinned: Some(pinned),
+                    key: k.clone(),
+                    pinned: Some(of.pinned),
                     ..Default::default()
                 })
             })
             .collect();
-        self.ingest_locked(vec![draft])
+        done.commit = self.ingest_locked(vec![draft])?;
+        Ok(done)
     }
 
     /// Splits off the drafts whose idempotency key was already applied (by the store or by an
