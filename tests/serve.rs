@@ -1289,3 +1289,41 @@ async fn a_body_that_is_not_json_is_a_json_rpc_parse_error_at_mcp() {
     let (status, _, v) = post("application/jsonx", "{garbage").await;
     assert_eq!(status, 415, "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_waiting_for_requests_leaves_the_server_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = AppState::new(world_store(dir.path()), ServeConfig::default()).unwrap();
+    // A request in flight holds the store while the compaction waits for it.
+    let held = st.store().unwrap();
+    let compaction = {
+        let st = st.clone();
+        tokio::spawn(async move { call(&st, "POST", "/v1/compact", None, None).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Each request taking the store had blocked a runtime thread on the store's lock, which
+    // the waiting compaction held: with both threads parked, the request holding the store
+    // was never polled to its end, and nothing answered until the compaction gave up (30 s).
+    // A deadlock detector, not a speed goal: a new request is told to retry at once.
+    let asked = std::time::Instant::now();
+    let stats = tokio::spawn({
+        let st = st.clone();
+        async move { call(&st, "GET", "/v1/stats", None, None).await }
+    });
+    let (s, v, retry) = stats.await.unwrap();
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(10),
+        "answered after {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        (s, v["error"]["code"].as_str(), retry.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("busy"), "1"),
+        "{v}"
+    );
+    drop(held);
+    let (s, v, _) = compaction.await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _, _) = call(&st, "GET", "/v1/stats", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+}

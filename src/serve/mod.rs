@@ -270,10 +270,13 @@ impl AppState {
     }
 
     /// Takes the store out for an operation that needs it alone (`compact`), waiting up to
-    /// `wait` for the requests holding it to finish; `put_back` returns it.
+    /// `wait` for the requests holding it to finish; `put_store` returns it. New requests are
+    /// told to retry meanwhile. The lock is not held while waiting: every request takes it
+    /// (on a runtime thread), and with the runtime's threads parked on it the requests
+    /// holding the store were never polled to their end (the server froze for `wait`).
     pub fn take_store(&self, wait: Duration) -> Result<Store, ApiError> {
-        let mut slot = self.store.write().unwrap_or_else(|e| e.into_inner());
-        let Some(mut arc) = slot.take() else {
+        let taken = self.store.write().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(mut arc) = taken else {
             return Err(ApiError::busy("the store is being compacted or closed"));
         };
         let until = Instant::now() + wait;
@@ -281,7 +284,7 @@ impl AppState {
             match Arc::try_unwrap(arc) {
                 Ok(store) => return Ok(store),
                 Err(back) if Instant::now() >= until => {
-                    *slot = Some(back);
+                    *self.store.write().unwrap_or_else(|e| e.into_inner()) = Some(back);
                     return Err(ApiError::busy("requests still hold the store; retry"));
                 }
                 Err(back) => {
