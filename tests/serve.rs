@@ -1327,3 +1327,51 @@ async fn a_compaction_waiting_for_requests_leaves_the_server_answering() {
     let (s, _, _) = call(&st, "GET", "/v1/stats", None, None).await;
     assert_eq!(s, StatusCode::OK);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_finishes_its_headers_is_closed_and_frees_its_place() {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServeConfig::default();
+    config.max_connections = 1;
+    config.header_timeout = Duration::from_secs(1);
+    let st = AppState::new(world_store(dir.path()), config).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(loci::serve::serve(st.clone(), listener, async {
+        let _ = stopped.await;
+    }));
+    // A client sends half its headers and no more, holding the one place.
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(b"GET /v1/stats HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut asking = tokio::net::TcpStream::connect(addr).await.unwrap();
+    asking
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    // It had held its connection for ever (20,000 such ran the server out of descriptors).
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(20), stalled.read_to_end(&mut rest));
+    assert!(
+        closed.await.is_ok(),
+        "the stalled connection is open after 20 s"
+    );
+    // The place it held goes to the next connection.
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(20), asking.read_to_string(&mut answer))
+        .await
+        .expect("/health unanswered after 20 s")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    stop.send(()).unwrap();
+    assert!(
+        server.await.unwrap().unwrap(),
+        "the store is closed at the stop"
+    );
+}

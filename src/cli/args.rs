@@ -512,6 +512,10 @@ pub struct ServeArgs {
     /// Requests handled at once; more are answered 503 with Retry-After.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub max_in_flight: u64,
+    /// Connections open at once; more wait to be accepted. A connection whose request
+    /// headers take over 30 s to arrive, or that is idle that long, is closed.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_connections: u64,
     /// Store operations running at once (default: twice the cores).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub workers: Option<u64>,

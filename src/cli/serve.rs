@@ -29,6 +29,7 @@ fn config(a: &ServeArgs) -> Result<ServeConfig> {
     let key = a.key_file.as_deref().map(read_key).transpose()?;
     let mut c = ServeConfig::default().with_addr(a.addr).with_key(key);
     c.max_in_flight = a.max_in_flight as usize;
+    c.max_connections = a.max_connections as usize;
     if let Some(w) = a.workers {
         c.workers = w as usize;
     }

@@ -58,6 +58,12 @@ pub struct ServeConfig {
     /// How long a request's body may take to arrive; it is read whole before the request
     /// takes one of the `max_in_flight` places, so a slow client holds none.
     pub body_timeout: Duration,
+    /// Connections held open at once; the next waits to be accepted until one closes.
+    pub max_connections: usize,
+    /// How long a request's headers may take to arrive, and an idle connection may wait for
+    /// its next request, before the connection is closed: without it a client that never
+    /// finished its headers held its connection for ever (before the key was checked).
+    pub header_timeout: Duration,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -71,6 +77,8 @@ impl std::fmt::Debug for ServeConfig {
             .field("queries_dir", &self.queries_dir)
             .field("dictionary_lag", &self.dictionary_lag)
             .field("body_timeout", &self.body_timeout)
+            .field("max_connections", &self.max_connections)
+            .field("header_timeout", &self.header_timeout)
             .finish()
     }
 }
@@ -97,6 +105,8 @@ impl Default for ServeConfig {
             queries_dir: None,
             dictionary_lag: Duration::from_secs(1),
             body_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            header_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -128,8 +138,15 @@ impl ServeConfig {
                 self.addr
             ));
         }
-        if self.max_in_flight == 0 || self.workers == 0 || self.max_body_bytes == 0 {
-            return Err("max_in_flight, workers and max_body_bytes must be at least 1".into());
+        if self.max_in_flight == 0
+            || self.workers == 0
+            || self.max_body_bytes == 0
+            || self.max_connections == 0
+        {
+            return Err(
+                "max_in_flight, workers, max_body_bytes and max_connections must be at least 1"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -518,7 +535,7 @@ pub async fn serve(
 ) -> std::io::Result<bool> {
     let app = router(state.clone());
     let token = state.shutdown.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let server = accept(listener, app, state.config.clone(), async move {
         shutdown.await;
         token.cancel();
     });
@@ -526,7 +543,7 @@ pub async fn serve(
     // the process alive (committed batches are durable; the lock goes with the process).
     let began = state.shutdown.clone();
     tokio::select! {
-        r = server => r?,
+        () = server => {},
         _ = async {
             began.cancelled().await;
             tokio::time::sleep(DRAIN_LIMIT).await;
@@ -553,6 +570,57 @@ pub async fn serve(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Accepts connections until `shutdown` resolves, then waits for those open to finish their
+/// requests. At most `config.max_connections` are open at once, and each is closed when a
+/// request's headers take longer than `config.header_timeout` to arrive, or when it waits
+/// idle that long for its next request (hyper's header timer). `axum::serve` has neither: a
+/// client that sent part of its headers and no more held its connection for ever, and
+/// 20,000 of them ran the process out of file descriptors, unanswered by any route.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    config: ServeConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let open = Arc::new(Semaphore::new(config.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let place = tokio::select! {
+            place = Arc::clone(&open).acquire_owned() => place,
+            () = &mut shutdown => break,
+        };
+        let Ok(place) = place else { break };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, most often: wait for some to close.
+                tracing::error!(target: "loci::serve", error = %e, "accept error");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(target: "loci::serve", error = %e, "connection ended");
+            }
+            drop(place);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 /// How long a stop waits for the requests in flight.
