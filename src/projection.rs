@@ -237,9 +237,10 @@ impl Overlay {
                     n.anchor = up.anchor;
                 }
                 // An explicit salience is the caller's word; otherwise a node is as salient as
-                // the most salient event that asserted it.
+                // the most salient event that asserted it, a summary aside (`restates`).
                 match up.salience {
                     Some(s) => n.salience = s,
+                    None if restates(ev) => {}
                     None => n.salience = n.salience.max(ev.salience),
                 }
                 if let Some(p) = up.pinned {
@@ -329,7 +330,9 @@ impl Overlay {
                     e.valid_to = up.valid_to;
                 }
                 e.last_seen = e.last_seen.max(up.last_seen.unwrap_or(ev.ts));
-                e.salience = e.salience.max(ev.salience);
+                if !restates(ev) {
+                    e.salience = e.salience.max(ev.salience);
+                }
                 if e.evidence.last() != Some(&ev.seq) {
                     e.evidence.push(ev.seq);
                 }
@@ -457,6 +460,15 @@ fn check_unit(at: At, field: &str, v: f32) -> Result<()> {
     } else {
         Err(at.err(field, format!("{v} is outside [0, 1]")))
     }
+}
+
+/// Whether `ev` restates what the graph held rather than seeing it again: a summary restates
+/// its period's nodes and edges, as the graph held them, and raises no salience (as the most
+/// salient event of its day, it had lifted every node and edge of the day to that event's).
+/// A node a summary makes (its events forgotten) takes the salience the summary restates
+/// (summaries before projection rules 4 gave none: the summary's), an edge the summary's.
+fn restates(ev: &Event) -> bool {
+    ev.kind == crate::dynamics::consolidate::SUMMARY
 }
 
 fn add_aliases(aliases: &mut Vec<String>, name: &str, new: &[String]) {

@@ -933,3 +933,58 @@ fn a_kept_retraction_lets_the_node_it_retracts_be_forgotten() {
     assert!(store.node_by_key("x").is_none());
     assert_verifies(&store);
 }
+
+#[test]
+fn forgetting_keeps_the_salience_of_every_node_it_keeps() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let w = world::generate(&WorldConfig {
+            seed: 11,
+            scale: 2,
+            days: 30,
+        });
+        store.ingest(w.events).unwrap();
+        // A place the caller made unremarkable: its lowering is a raw event of a summarised
+        // day, which forgetting may evict. The node had risen back to the salience of its
+        // most salient other event.
+        let home = {
+            let g = store.graph();
+            let (_, core) = g
+                .edges()
+                .find(|(_, c)| g.relation_name(c.relation) == "HOME")
+                .unwrap();
+            g.node(core.to).unwrap().key.clone()
+        };
+        let mut lowered = loci::EventDraft::new(3 * DAY + 5, "user", "NOTE");
+        lowered.assertions = vec![loci::model::Assertion::UpsertNode(
+            loci::model::NodeUpsert {
+                key: home.clone(),
+                salience: Some(0.05),
+                ..Default::default()
+            },
+        )];
+        store.ingest(vec![lowered]).unwrap();
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        let before: BTreeMap<String, f32> = store
+            .graph()
+            .nodes()
+            .map(|n| (n.key.clone(), n.salience))
+            .collect();
+        assert_eq!(before[&home], 0.05, "{backend}");
+        let r = forget::forget(&store, &ForgetOptions::with_budget(held(&store) / 4)).unwrap();
+        assert!(r.evicted > 0, "{backend}: {r:?}");
+        let g = store.graph();
+        assert!(g.node_id(&home).is_some(), "{backend}: a home is a belief");
+        for n in g.nodes() {
+            assert_eq!(
+                Some(&n.salience),
+                before.get(&n.key),
+                "{backend}: {}",
+                n.key
+            );
+        }
+        drop(g);
+        assert_verifies(&store);
+    }
+}

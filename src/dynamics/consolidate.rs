@@ -1192,8 +1192,8 @@ fn support_of<'a>(
                 aliases: n.aliases,
                 props: n.props,
                 anchor: n.anchor,
-                // Left to the projection: a summary is as salient as its most salient event.
-                salience: None,
+                // Restated, as an explicit value: a node whose events are forgotten keeps it.
+                salience: Some(n.salience),
                 // A pin outlives the evicted event that set it (an unpin is an event that is
                 // never evicted, and comes later in the log).
                 pinned: n.pinned.then_some(true),

@@ -20,7 +20,8 @@
 //! with weights 0.9, 0.6 and 0.6 and baseline 0.1 by default (all in [`SaliencePolicy`]).
 //! Recency is not part of an event's salience: it is judged at read time (ranking, retention),
 //! since an event does not become less important by being stored. Nodes and edges take the
-//! highest salience of the events that assert them.
+//! highest salience of the events that assert them, summaries aside (a summary restates them,
+//! and raises neither).
 
 use std::collections::BTreeMap;
 
