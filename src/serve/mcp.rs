@@ -636,6 +636,17 @@ const TOOLS: &[&str] = &[
 ];
 
 /// The MCP service mounted at `/mcp`: one server per session, ended at shutdown.
+/// The MCP sessions open over HTTP (one set per server, whatever number of routers).
+pub(crate) type Sessions = LocalSessionManager;
+
+/// Whether `request` would open an MCP session: a POST to `/mcp` that names none (an
+/// `initialize`), which [`super::admit`] refuses past `max_mcp_sessions`.
+pub(crate) fn opens_a_session(request: &axum::http::request::Parts) -> bool {
+    request.method == axum::http::Method::POST
+        && request.uri.path() == "/mcp"
+        && !request.headers.contains_key("mcp-session-id")
+}
+
 pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, LocalSessionManager> {
     let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(state.shutdown.child_token())
@@ -648,7 +659,7 @@ pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, Loca
     let factory_state = state.clone();
     StreamableHttpService::new(
         move || Ok(LociMcp::new(factory_state.clone())),
-        LocalSessionManager::default().into(),
+        Arc::clone(&state.mcp_sessions),
         config,
     )
 }

@@ -64,6 +64,9 @@ pub struct ServeConfig {
     /// its next request, before the connection is closed: without it a client that never
     /// finished its headers held its connection for ever (before the key was checked).
     pub header_timeout: Duration,
+    /// MCP sessions open at once over HTTP; an `initialize` beyond it is answered 503. A
+    /// session holds about 70 kB until it is closed or idles out (5 minutes).
+    pub max_mcp_sessions: usize,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -79,6 +82,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("body_timeout", &self.body_timeout)
             .field("max_connections", &self.max_connections)
             .field("header_timeout", &self.header_timeout)
+            .field("max_mcp_sessions", &self.max_mcp_sessions)
             .finish()
     }
 }
@@ -107,6 +111,7 @@ impl Default for ServeConfig {
             body_timeout: Duration::from_secs(30),
             max_connections: 512,
             header_timeout: Duration::from_secs(30),
+            max_mcp_sessions: 256,
         }
     }
 }
@@ -142,9 +147,10 @@ impl ServeConfig {
             || self.workers == 0
             || self.max_body_bytes == 0
             || self.max_connections == 0
+            || self.max_mcp_sessions == 0
         {
             return Err(
-                "max_in_flight, workers, max_body_bytes and max_connections must be at least 1"
+                "max_in_flight, workers, max_body_bytes, max_connections and max_mcp_sessions must be at least 1"
                     .into(),
             );
         }
@@ -169,6 +175,8 @@ pub struct AppState {
     /// Cancelled when shutdown begins: ends MCP sessions, whose streams would otherwise keep
     /// the drain waiting.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// The MCP sessions open over HTTP, counted against `max_mcp_sessions` ([`admit`]).
+    pub(crate) mcp_sessions: Arc<mcp::Sessions>,
 }
 
 impl AppState {
@@ -187,6 +195,7 @@ impl AppState {
             replaying: Arc::default(),
             metrics: metrics::Metrics::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            mcp_sessions: Arc::default(),
             config,
         }))
     }
@@ -441,6 +450,15 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
     };
     if let Some(answer) = mcp::unparsable(&parts, &bytes) {
         return answer;
+    }
+    if mcp::opens_a_session(&parts) {
+        let open = state.mcp_sessions.sessions.read().await.len();
+        if open >= state.config.max_mcp_sessions {
+            return busy(
+                &state,
+                format!("the server holds {open} MCP sessions, its limit; close one (DELETE /mcp) or retry"),
+            );
+        }
     }
     let req = Request::from_parts(parts, axum::body::Body::from(bytes));
     match state.in_flight.clone().try_acquire_owned() {
