@@ -403,3 +403,22 @@ fn a_forgotten_secret_is_deleted_from_the_summaries_that_hold_it() {
         }
     }
 }
+
+/// Found by the session 35 probe: `delete --node ""` (or `/v1/delete {"nodes": [" "]}`) took
+/// every event without an actor, and through their summaries weakened every edge.
+#[test]
+fn a_blank_node_key_is_refused_and_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut by_no_one = event(1, "a note by no one", vec![node("n", "N")]);
+    by_no_one.actor = String::new();
+    store.ingest(vec![by_no_one]).unwrap();
+    for key in ["", " ", "\t"] {
+        let mut request = DeleteRequest::default();
+        request.nodes = vec![key.to_string()];
+        let err = store.delete(&request).unwrap_err().to_string();
+        assert!(err.contains("blank"), "{key:?}: {err}");
+    }
+    assert_eq!(store.stats().events_deleted, 0);
+    assert!(store.node_by_key("n").is_some());
+}

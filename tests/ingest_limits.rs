@@ -109,3 +109,27 @@ fn a_passage_without_a_title_is_named_by_its_id() {
     let mut again = ingest::read_str("p.jsonl", lines, Format::Passages).unwrap();
     assert_eq!(again.dedupe_passages(&store, false).unwrap(), 3);
 }
+
+/// Found by the session 35 probe: an event by `" "` or `"\u{0}"` was stored (a blank kind was
+/// refused), an actor that reads as none while being another key. An empty actor is none.
+#[test]
+fn a_blank_actor_is_refused_at_ingest_and_in_a_dry_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+    for actor in [" ", "\u{0}", "\u{200b}", " \t"] {
+        let good = EventDraft::new(1, "bot", "NOTE");
+        let blank = EventDraft::new(2, actor, "NOTE");
+        let err = store
+            .ingest(vec![good.clone(), blank.clone()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("event 2") && err.contains("actor"),
+            "{actor:?}: {err}"
+        );
+        let err = store.check(vec![good, blank]).unwrap_err().to_string();
+        assert!(err.contains("actor"), "{actor:?}: {err}");
+    }
+    assert_eq!(store.stats().events, 0, "the batches wrote nothing");
+    store.ingest(vec![EventDraft::new(1, "", "NOTE")]).unwrap();
+}

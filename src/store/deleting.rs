@@ -174,6 +174,14 @@ impl Store {
     ///
     /// The cost is a replay of the log (seconds per million events): a deletion is rare.
     pub fn delete(&self, request: &DeleteRequest) -> Result<DeleteReport> {
+        // No node has a blank key (the projection refuses one), yet events without an actor
+        // or a place name `""`: a blank key took them all.
+        if let Some(key) = request.nodes.iter().find(|k| k.trim().is_empty()) {
+            return Err(Error::InvalidArgument {
+                name: "nodes".into(),
+                message: format!("{key:?} is blank, and no node has a blank key"),
+            });
+        }
         self.delete_for(request, Reason::Delete)
     }
 

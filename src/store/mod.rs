@@ -772,6 +772,28 @@ fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
     Ok(())
 }
 
+/// Refuses drafts whose actor is blank but not empty (only spaces, control or invisible
+/// characters): an empty actor is an event by no one in particular (the field is optional),
+/// and a blank one reads as that while being another key. Checked here, not in the
+/// projection, so that a log written before the check still replays.
+fn refuse_blank_actors(drafts: &[EventDraft]) -> Result<()> {
+    match drafts
+        .iter()
+        .position(|d| !d.actor.is_empty() && crate::text::is_blank(&d.actor))
+    {
+        Some(i) => Err(Error::InvalidEvent {
+            event: i,
+            assertion: None,
+            field: "actor".into(),
+            message: format!(
+                "blank actor {:?}: name who the event is by (the agent, a user, a tool), or leave it out",
+                drafts[i].actor
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What a world time past [`MAX_ABS_TS`] is told, or `None` for one within it.
 pub fn time_out_of_range(ts: i64) -> Option<String> {
     (ts.unsigned_abs() > MAX_ABS_TS as u64)
@@ -3071,6 +3093,7 @@ impl Store {
         }
         refuse_reserved_kinds(&drafts)?;
         refuse_times_out_of_range(&drafts)?;
+        refuse_blank_actors(&drafts)?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         check()?;
         self.ingest_locked(drafts)
@@ -3347,6 +3370,7 @@ impl Store {
         }
         refuse_reserved_kinds(&drafts)?;
         refuse_times_out_of_range(&drafts)?;
+        refuse_blank_actors(&drafts)?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (drafts, positions) = self.drop_applied(drafts)?;
         if drafts.is_empty() {
