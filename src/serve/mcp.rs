@@ -559,18 +559,20 @@ pub(super) fn unparsable(
         return None;
     }
     // The body is read as rmcp reads it, so what passes here passes there.
-    let answer = match refusal(body) {
-        Some(answer) => answer,
-        None => match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) {
-            Err(e) => json!({
-                "jsonrpc": "2.0",
-                "id": null,
-                "error": {"code": -32600, "message": format!("Invalid Request: {e}")},
-            }),
-            Ok(_) => return None,
-        },
-    };
+    let answer = refusal(body).or_else(|| no_message(body))?;
     Some((axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response())
+}
+
+/// The answer to JSON that is no JSON-RPC message rmcp reads (`{}`, `[]`, `5`, `null`, a
+/// batch): -32600 with a null id, as JSON-RPC has it, where rmcp's answer over stdio had no
+/// id at all. `None` for a message.
+pub(super) fn no_message(body: &[u8]) -> Option<Json> {
+    let e = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body).err()?;
+    Some(json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32600, "message": format!("Invalid Request: {e}")},
+    }))
 }
 
 /// A request whose params rmcp cannot read: its id, and where and why. Params by position (an

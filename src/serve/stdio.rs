@@ -85,7 +85,10 @@ async fn screen(
             match serde_json::from_slice::<serde_json::Value>(message) {
                 // Not JSON: rmcp ignores it, as the other SDKs do.
                 Err(e) if (e.is_syntax() || e.is_eof()) && !is_json_beyond_the_reader(&e) => None,
-                _ => super::mcp::refusal(message).map(|a| a.to_string().into_bytes()),
+                _ if is_blank(&line) => None,
+                _ => super::mcp::refusal(message)
+                    .or_else(|| super::mcp::no_message(message))
+                    .map(|a| a.to_string().into_bytes()),
             }
         };
         let passed = match answer {
@@ -124,13 +127,19 @@ fn is_json_beyond_the_reader(e: &serde_json::Error) -> bool {
     .any(|m| said.starts_with(m))
 }
 
+/// Whether `line` holds nothing but white space (and a byte-order mark): no message to refuse.
+fn is_blank(line: &[u8]) -> bool {
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
 /// The message a line holds, as rmcp reads it: without its line end, a carriage return before
 /// it, or a byte-order mark. A blank line is no message to refuse.
 fn message_of(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    if line.iter().all(u8::is_ascii_whitespace) {
+    if is_blank(line) {
         // serde_json reads nothing as an early end of input: a parse error.
         b"null"
     } else {
@@ -248,7 +257,7 @@ mod tests {
     #[test]
     fn lines_rmcp_cannot_read_are_answered_and_the_rest_passed_on_whole() {
         let out = through(
-            b"{\"id\":1}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"id\":2}\r\n{\"id\":\"a\",\"x\":[1e400]}\n{\"x\":\"\\ud800\",\"id\":3}\n{\"id\":1e400}\n{\"id\":4,\"method\":\"ping\"}\n{\"method\":\"notifications/initialized\"}\n\
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r\n{\"id\":\"a\",\"x\":[1e400]}\n{\"x\":\"\\ud800\",\"id\":3}\n{\"id\":1e400}\n{\"id\":4,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\
               {\"jsonrpc\":\"2.0\",\"id\":5,\"method\":5}\n\
               {\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":5}\n\
               {\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"method\":\"ping\"}\n\
@@ -265,11 +274,14 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             match v.get("echo") {
                 Some(e) => passed.push(match e.as_str().unwrap() {
-                    "{\"id\":1}" => "1",
+                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}" => "1",
                     "" => "blank",
                     "not json" => "not json",
-                    "{\"id\":2}\r" | "{\"id\":2}" => "2",
-                    "{\"method\":\"notifications/initialized\"}" => "notification",
+                    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r"
+                    | "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}" => "2",
+                    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}" => {
+                        "notification"
+                    }
                     other => panic!("{other}"),
                 }),
                 None => codes.push((v["id"].clone(), v["error"]["code"].as_i64().unwrap())),
@@ -321,16 +333,33 @@ mod tests {
         );
     }
 
+    /// Found by the session 35 probe: JSON that is no JSON-RPC message was answered by rmcp
+    /// with no id at all, where JSON-RPC gives a null one (as `/mcp` over HTTP did).
+    #[test]
+    fn json_that_is_no_message_is_answered_with_a_null_id() {
+        let out = through(
+            b"[]\n{}\n5\n\"x\"\nnull\n[{\"jsonrpc\":\"2.0\",\"id\":20,\"method\":\"ping\"}]\n\n",
+            1024,
+        );
+        assert_eq!(out.len(), 7, "{out:?}");
+        for l in &out[..6] {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v.get("id"), Some(&serde_json::Value::Null), "{l}");
+            assert_eq!(v["error"]["code"], -32600, "{l}");
+        }
+        assert!(out[6].contains("echo"), "a blank line goes on: {out:?}");
+    }
+
     #[test]
     fn a_line_over_the_limit_is_refused_whole_and_the_next_one_read() {
         let out = through(
-            b"{\"pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}\n{\"id\":3}\n",
-            16,
+            b"{\"pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}\n{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n",
+            48,
         );
         assert_eq!(out.len(), 2, "{out:?}");
         assert!(out
             .iter()
-            .any(|l| l.contains("-32600") && l.contains("more than 16 bytes")));
+            .any(|l| l.contains("-32600") && l.contains("more than 48 bytes")));
         assert!(out.iter().any(|l| l.contains("echo")));
     }
 }
