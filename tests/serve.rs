@@ -333,6 +333,11 @@ async fn routes_answer_what_the_library_does() {
     for (body, field) in [
         (r#"{"op": "capacity", "n": -1}"#, "body: n: "),
         (r#"{"op": "intent", "text": 5}"#, "body: text: "),
+        // Past u64: its kind was blamed, "invalid type: floating point" (session 35 probe).
+        (
+            r#"{"op": "capacity", "n": 18446744073709551616}"#,
+            "body: n: an integer too large to read exactly",
+        ),
     ] {
         let (s, v, _) = call(&st, "POST", "/v1/wm", Some(body), None).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");

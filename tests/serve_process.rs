@@ -312,6 +312,7 @@ fn mcp_tool_arguments_refused_are_bad_input_naming_the_argument() {
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recall","arguments":{"question":"x","budget":"lots"}}}"#,
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"context","arguments":{"budget":50,"bugdet":5}}}"#,
             r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"neighbours","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"recall","arguments":{"question":"x","limit":18446744073709551616}}}"#,
         ],
     );
     for (id, said) in [
@@ -321,6 +322,11 @@ fn mcp_tool_arguments_refused_are_bad_input_naming_the_argument() {
         ),
         (3, "bad_input: arguments: bugdet: unknown field `bugdet`"),
         (4, "bad_input: arguments: missing field `node`"),
+        // Past u64: its kind was blamed ("invalid type: floating point", session 35 probe).
+        (
+            5,
+            "bad_input: arguments: limit: an integer too large to read exactly",
+        ),
     ] {
         let a = answer_to(&answers, id);
         assert_eq!(a["result"]["isError"], true, "{a}");

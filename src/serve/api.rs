@@ -103,7 +103,7 @@ pub(super) fn refused_at(what: &str, path: &str, inner: serde_json::Error) -> Ap
 }
 
 /// [`refused_at`], in words of the caller's.
-fn refused_at_saying(what: &str, path: &str, said: String) -> ApiError {
+pub(super) fn refused_at_saying(what: &str, path: &str, said: String) -> ApiError {
     if path.is_empty() || path == "." || path == "?" {
         ApiError::bad_input(format!("{what}: {said}"))
     } else {
@@ -141,6 +141,19 @@ fn integer_too_large(body: &[u8], e: &serde_json::Error) -> Option<String> {
             e.line(),
             e.column()
         )
+    })
+}
+
+/// What to say of a whole number too large for its field once it was read into a JSON value
+/// (a tool's arguments, a working-memory change read field by field), where its digits are
+/// gone: serde_json holds it as a float and refuses it as "invalid type: floating point
+/// `1.8446744073709552e19`, expected usize", blaming its kind. `None` for a fraction.
+pub(super) fn whole_number_too_large(said: &str) -> Option<String> {
+    let rest = said.strip_prefix("invalid type: floating point `")?;
+    let (number, expected) = rest.split_once("`, ")?;
+    let x: f64 = number.parse().ok()?;
+    (x.fract() == 0.0 && x.abs() >= 9.2e18).then(|| {
+        format!("an integer too large to read exactly ({number}) is out of range, {expected}")
     })
 }
 
@@ -1092,6 +1105,7 @@ fn field_at_fault(body: &[u8]) -> Option<ApiError> {
         let alone = serde_json::json!({ "op": op, k.as_str(): v });
         let e = serde_json::from_value::<WmOp>(alone).err()?;
         let said = e.to_string();
+        let said = whole_number_too_large(&said).unwrap_or(said);
         (!said.starts_with("missing field") && !said.starts_with("unknown field"))
             .then(|| ApiError::bad_input(format!("body: {k}: {said}")))
     })

@@ -319,7 +319,11 @@ impl<S, T: serde::de::DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> 
         Ok(Parameters(
             serde_path_to_error::deserialize(arguments).map_err(|e| {
                 let path = e.path().to_string();
-                api::refused_at("arguments", &path, e.into_inner())
+                let e = e.into_inner();
+                match api::whole_number_too_large(&e.to_string()) {
+                    Some(said) => api::refused_at_saying("arguments", &path, said),
+                    None => api::refused_at("arguments", &path, e),
+                }
             }),
         ))
     }
