@@ -223,6 +223,12 @@ impl Overlay {
         let existing = self
             .node_id(base, &up.key)
             .and_then(|id| self.node(base, id));
+        // A pin, unpin or promotion of a node not there (retracted, or its events deleted or
+        // forgotten since) makes none: it had made a bare one, with its key for a name. Live,
+        // a pin finds its node there (`Store::pin_nodes`); only a replay meets one gone.
+        if existing.is_none() && PIN_KINDS.contains(&ev.kind.as_str()) {
+            return Ok(());
+        }
         let node = match existing {
             Some(mut n) => {
                 if let Some(l) = &up.label {
@@ -461,6 +467,13 @@ fn check_unit(at: At, field: &str, v: f32) -> Result<()> {
         Err(at.err(field, format!("{v} is outside [0, 1]")))
     }
 }
+
+/// The kinds of the events that pin and unpin nodes, which never make one.
+const PIN_KINDS: [&str; 3] = [
+    crate::model::kinds::PIN,
+    crate::model::kinds::UNPIN,
+    crate::journal::PROMOTE,
+];
 
 /// Whether `ev` restates what the graph held rather than seeing it again: a summary restates
 /// its period's nodes and edges, as the graph held them, and raises no salience (as the most

@@ -422,3 +422,24 @@ fn a_blank_node_key_is_refused_and_deletes_nothing() {
     assert_eq!(store.stats().events_deleted, 0);
     assert!(store.node_by_key("n").is_some());
 }
+
+/// Found by the session 35 probe: an unpin's upsert, replayed once the node's events were gone
+/// (forgotten, deleted), made the node again, bare: an `Entity` named by its key that nothing
+/// else held.
+#[test]
+fn an_unpin_of_a_node_no_longer_there_makes_none() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let made = store
+            .ingest(vec![event(1, "a note", vec![node("n", "a note")])])
+            .unwrap();
+        store.pin(&["n"], true).unwrap();
+        store.pin(&["n"], false).unwrap();
+        store
+            .delete(&DeleteRequest::events(vec![made.last_seq]))
+            .unwrap();
+        assert!(store.node_by_key("n").is_none(), "{backend}");
+        assert_verifies(&store);
+    }
+}

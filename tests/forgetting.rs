@@ -988,3 +988,47 @@ fn forgetting_keeps_the_salience_of_every_node_it_keeps() {
         assert_verifies(&store);
     }
 }
+
+/// Found by the session 35 probe: a kept fact moved back to an earlier sighting (a home last
+/// seen at 500 read 400) when the summary that restated its latest went, superseded by one
+/// made without the forgotten event of the latest, and the event of the earlier stayed: any
+/// assertion of it had counted as its support.
+#[test]
+fn a_kept_fact_keeps_its_latest_sighting_whichever_of_its_events_go() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let w = world::generate(&WorldConfig {
+            seed: 4,
+            scale: 1,
+            days: 1,
+        });
+        let first_day: Vec<_> = w.events.into_iter().filter(|e| e.ts <= 13_500).collect();
+        store.ingest(first_day).unwrap();
+        let days = consolidate::ConsolidationPolicy::for_store(&store, Some(100)).unwrap();
+        let opts = ConsolidateOptions::default().with_policy(days);
+        consolidate::consolidate(&store, &RuleSummarizer, &opts).unwrap();
+        forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(20)).unwrap();
+        // A graph import's retraction, dated 0: late into the first day, summarised again.
+        let mut retraction = loci::EventDraft::new(0, "import", "IMPORT");
+        retraction.assertions = vec![loci::model::Assertion::RetractNode {
+            key: "ore_vein:0:0".into(),
+        }];
+        store.ingest(vec![retraction]).unwrap();
+        let before = seen(&store);
+        let home = before
+            .keys()
+            .find(|k| k.1 == "HOME")
+            .cloned()
+            .expect("a home");
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(6)).unwrap();
+        let after = seen(&store);
+        assert_eq!(after.get(&home), before.get(&home), "{backend}");
+        for (k, v) in &before {
+            if v.1 >= 0.5 {
+                assert_eq!(after.get(k), Some(v), "{backend}: {k:?}");
+            }
+        }
+        assert_verifies(&store);
+    }
+}

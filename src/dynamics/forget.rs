@@ -282,11 +282,16 @@ enum Release {
     Never,
 }
 
-/// What asserts each belief: how many live events assert each protected node and edge; and,
-/// for every node, which live events create it and which name it.
+/// What asserts each belief: how many live events give each protected node a value, and how
+/// many assert each protected edge as last seen when it was (the edge's `last_seen`, kept with
+/// it); and, for every node, which live events create it and which name it.
 struct Support {
     nodes: HashMap<String, u32>,
     edges: HashMap<(String, String, String), u32>,
+    /// Each protected edge's `last_seen`: only an event asserting it as seen then supports it.
+    /// Any assertion had counted, and a kept home moved back to an earlier sighting when the
+    /// summary that restated its latest went (from 500 to 400; session 35 probe).
+    last_seen: HashMap<(String, String, String), i64>,
     order: HashMap<String, NodeOrder>,
 }
 
@@ -349,6 +354,7 @@ impl Support {
     ) -> Result<Support> {
         let mut nodes = HashMap::new();
         let mut edges = HashMap::new();
+        let mut last_seen = HashMap::new();
         {
             let g = store.graph();
             for id in g.pinned_ids() {
@@ -362,8 +368,13 @@ impl Support {
                     || g.is_pinned(core.from)
                     || g.is_pinned(core.to);
                 if believed {
-                    let rel = g.relation_name(core.relation).to_string();
-                    edges.insert((from.to_string(), rel, to.to_string()), 0);
+                    let key = (
+                        from.to_string(),
+                        g.relation_name(core.relation).to_string(),
+                        to.to_string(),
+                    );
+                    last_seen.insert(key.clone(), core.last_seen);
+                    edges.insert(key, 0);
                     nodes.insert(from.to_string(), 0);
                     nodes.insert(to.to_string(), 0);
                 }
@@ -372,6 +383,7 @@ impl Support {
         let mut support = Support {
             nodes,
             edges,
+            last_seen,
             order: HashMap::new(),
         };
         store.scan_log(1, |ev| {
@@ -391,18 +403,22 @@ impl Support {
         Ok(support)
     }
 
-    /// Calls `f` once with the count of each belief `ev` asserts (once, however often it
-    /// asserts it).
+    /// Calls `f` once with the count of each belief `ev` supports (once, however often it
+    /// asserts it): a node it gives a value, an edge it asserts as seen when it last was.
     fn each_belief(&mut self, ev: &Event, mut f: impl FnMut(&mut u32)) {
         let mut node_keys = BTreeSet::new();
         let mut edge_keys = BTreeSet::new();
         for a in &ev.assertions {
             match a {
-                Assertion::UpsertNode(up) => {
+                Assertion::UpsertNode(up) if gives_a_value(up) => {
                     node_keys.insert(up.key.as_str());
                 }
                 Assertion::UpsertEdge(up) => {
-                    edge_keys.insert((up.from.clone(), up.relation.clone(), up.to.clone()));
+                    let key = (up.from.clone(), up.relation.clone(), up.to.clone());
+                    let seen = up.last_seen.unwrap_or(ev.ts);
+                    if self.last_seen.get(&key).is_some_and(|last| seen >= *last) {
+                        edge_keys.insert(key);
+                    }
                 }
                 _ => {}
             }
@@ -514,6 +530,17 @@ fn evictable(store: &Store, kept: Vec<u64>) -> Result<Vec<(Event, Gist)>> {
         }
     }
     Ok(out)
+}
+
+/// Whether `up` gives its node a value (a label, name, alias, property or anchor): a pin's
+/// upsert gives none, and as the node's last support it had left the node bare when replay
+/// made it again (a pinned turn lost its label, name and text; session 35 probe).
+fn gives_a_value(up: &crate::model::NodeUpsert) -> bool {
+    up.label.is_some()
+        || up.name.is_some()
+        || !up.aliases.is_empty()
+        || !up.props.is_empty()
+        || up.anchor.is_some()
 }
 
 /// Whether `a` withdraws something: a retraction, a property set to null (its removal), an
@@ -643,6 +670,27 @@ mod tests {
             held_somewhere,
             "no limit left an event held: the test tests nothing"
         );
+    }
+
+    /// Found by the session 35 probe: a pin's upsert counted as its node's support, so the
+    /// one event giving a pinned node its label, name and text could go, and replay made the
+    /// node again from the pin alone, bare.
+    #[test]
+    fn a_pin_is_no_support_of_its_nodes_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), crate::BackendKind::Redb).unwrap();
+        let mut noted = EventDraft::new(10, "bot", "NOTE");
+        noted.assertions = vec![Assertion::UpsertNode(crate::model::NodeUpsert {
+            key: "n".into(),
+            label: Some("Passage".into()),
+            name: Some("a note".into()),
+            ..Default::default()
+        })];
+        let seq = store.ingest(vec![noted]).unwrap().last_seq;
+        store.pin(&["n"], true).unwrap();
+        let noted = store.event(seq).unwrap().unwrap();
+        let mut support = Support::of_beliefs(&store, 10, 0.5, |_| {}).unwrap();
+        assert!(matches!(support.release(&noted), Release::Never));
     }
 
     #[test]
