@@ -1439,3 +1439,28 @@ async fn mcp_sessions_over_http_are_bounded_and_a_closed_one_frees_its_place() {
         "after a close"
     );
 }
+
+/// Found by the session 35 probe: `Authorization: bearer KEY` was refused 401, where HTTP's
+/// scheme names are case-insensitive (RFC 9110, 11.1).
+#[tokio::test]
+async fn the_bearer_scheme_is_read_in_any_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), Some(KEY));
+    for (given, status) in [
+        (format!("bearer {KEY}"), StatusCode::OK),
+        (format!("BEARER {KEY}"), StatusCode::OK),
+        (format!("Bearer  {KEY}"), StatusCode::OK),
+        (format!("Basic {KEY}"), StatusCode::UNAUTHORIZED),
+        (format!("Bearer{KEY}"), StatusCode::UNAUTHORIZED),
+        (KEY.to_string(), StatusCode::UNAUTHORIZED),
+    ] {
+        let req = Request::builder()
+            .method("GET")
+            .uri("/v1/stats")
+            .header(header::AUTHORIZATION, &given)
+            .body(Body::empty())
+            .unwrap();
+        let resp = router(st.clone()).oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), status, "{given}");
+    }
+}

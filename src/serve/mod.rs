@@ -504,8 +504,10 @@ async fn authorize(State(state): State<Arc<AppState>>, req: Request, next: Next)
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+        .and_then(|v| v.split_once(' '))
+        // A scheme's name is read in any case (RFC 9110, 11.1), and spaces may follow it.
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, key)| key.trim_start_matches(' '));
     if constant_time_eq(given.as_bytes(), key.as_bytes()) {
         next.run(req).await
     } else {
