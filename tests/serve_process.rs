@@ -351,9 +351,19 @@ fn mcp_requests_whose_params_rmcp_cannot_read_are_answered_with_their_id() {
             r#"{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{}}"#,
             r#"{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":5}}"#,
             r#"{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"loci://queries/find_trade"}}"#,
+            // An initialize that does not read was "-32601 initialize" (session 35 probe).
+            r#"{"jsonrpc":"2.0","id":10,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":"initialize","params":{"protocolVersion":5}}"#,
         ],
     );
-    for (id, said) in [(5, "params"), (6, "params"), (7, "uri"), (8, "uri")] {
+    for (id, said) in [
+        (5, "params"),
+        (6, "params"),
+        (7, "uri"),
+        (8, "uri"),
+        (10, "initialize params: missing field"),
+        (11, "initialize params.protocolVersion: invalid type"),
+    ] {
         let a = answer_to(&answers, id);
         assert_eq!(a["error"]["code"], -32602, "{a}");
         let message = a["error"]["message"].as_str().unwrap();

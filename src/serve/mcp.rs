@@ -579,11 +579,19 @@ pub(super) fn no_message(body: &[u8]) -> Option<Json> {
     }))
 }
 
+/// Where in a request's params `e` found its fault: `params`, or `params.FIELD`.
+fn at_params(e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    match e.path().to_string().as_str() {
+        "." => "params".to_string(),
+        path => format!("params.{path}"),
+    }
+}
+
 /// A request whose params rmcp cannot read: its id, and where and why. Params by position (an
-/// array), which rmcp answered with no id; a `resources/read` without a string uri, or a
-/// `tools/call` whose params are not a call's, which rmcp takes for a method of its own and
-/// answered -32601, method not found, where the method is known and its params are wrong
-/// (JSON-RPC's -32602).
+/// array), which rmcp answered with no id; a `resources/read` without a string uri, or an
+/// `initialize` or a `tools/call` whose params are not its own, which rmcp takes for a method
+/// of its own and answered -32601, method not found, where the method is known and its params
+/// are wrong (JSON-RPC's -32602).
 fn invalid_call(message: &Json) -> Option<(Json, String)> {
     let method = message.get("method")?.as_str()?;
     // A notification is never answered, whatever its params.
@@ -607,17 +615,18 @@ fn invalid_call(message: &Json) -> Option<(Json, String)> {
             format!("resources/read params.uri: {uri}, expected a string (loci://queries/NAME)"),
         ));
     }
+    // rmcp took an initialize whose params it cannot read for a method it does not know
+    // (-32601, "initialize").
+    if method == "initialize" {
+        let e = serde_path_to_error::deserialize::<_, rmcp::model::InitializeRequestParams>(params)
+            .err()?;
+        return Some((id, format!("initialize {}: {}", at_params(&e), e.inner())));
+    }
     if method != "tools/call" {
         return None;
     }
     match serde_path_to_error::deserialize::<_, rmcp::model::CallToolRequestParams>(params) {
-        Err(e) => {
-            let at = match e.path().to_string().as_str() {
-                "." => "params".to_string(),
-                path => format!("params.{path}"),
-            };
-            Some((id, format!("tools/call {at}: {}", e.inner())))
-        }
+        Err(e) => Some((id, format!("tools/call {}: {}", at_params(&e), e.inner()))),
         // rmcp says "tool not found", naming neither the tool nor those there are.
         Ok(call) if !TOOLS.contains(&call.name.as_ref()) => Some((
             id,
