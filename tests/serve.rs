@@ -386,6 +386,15 @@ async fn routes_answer_what_the_library_does() {
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{v}");
+    // It takes no option: a field is refused, as on every other route, and nothing is done
+    // (`{"x": 1}` had compacted; session 35 probe).
+    let bytes_before = st.store().unwrap().disk_bytes();
+    let (s, v, _) = call(&st, "POST", "/v1/compact", Some(r#"{"x": 1}"#), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(v.to_string().contains("unknown field `x`"), "{v}");
+    assert_eq!(st.store().unwrap().disk_bytes(), bytes_before);
+    let (s, v, _) = call(&st, "POST", "/v1/compact", Some("{}"), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
     let (s, v, _) = call(&st, "POST", "/v1/compact", None, None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     // The server goes on after compacting, and replay still equals the live state.

@@ -1040,11 +1040,25 @@ async fn delete(State(st): State<Arc<AppState>>, Body(r): Body<DeleteBody>) -> A
     .await
 }
 
+/// `/v1/compact`'s body, which takes no field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompactRequest {}
+
 /// Rewrites the store's files without the text of deleted events (`loci compact`); waits up
 /// to 30 s for the requests in flight to let go of the store.
 #[utoipa::path(post, path = "/v1/compact", responses((status = 200, body = Json_),
     (status = 503, body = super::error::ErrorBody)))]
-async fn compact(State(st): State<Arc<AppState>>) -> Answer {
+async fn compact(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Answer {
+    // It takes no option: a body is empty or `{}`, and a field in it is refused, as on every
+    // other route (`{"x": 1}` had compacted, the field unread).
+    let body = body?;
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let CompactRequest {} = json_body(&body)?;
+    }
     let state = st.clone();
     let _turn = st
         .workers
