@@ -13,7 +13,9 @@
 //! working memory rests on ([`crate::dynamics::working::RestsOn`]: without them it would be
 //! another), or **the last support of a belief**: an edge whose effective
 //! confidence is still at least [`RetentionPolicy::belief_floor`] (0.5), an edge or node of a
-//! pinned node, and a node with such an edge keep at least one event asserting them. What goes
+//! pinned node, and a node with such an edge keep at least one event asserting them: for a
+//! node, one giving it a value (a pin's bare upsert gives none), for an edge, one asserting it
+//! as seen when it last was (so it keeps its `last_seen`). What goes
 //! with the last of its support is what has faded: stale edges (an offer not seen for weeks),
 //! and nodes that nothing believed links any more. Each forgetting's deletion event replaces the previous ones (it lists what they
 //! deleted), so forgetting often leaves one such record, not one per run. Since day and week summaries re-assert the nodes and edges of their events with the
