@@ -61,16 +61,29 @@ fn seen(store: &Store) -> BTreeMap<(String, String, String), (i64, f32)> {
         .collect()
 }
 
-/// A store of a 30-day world (seed 11, scale 2) on `backend`, consolidated.
-fn consolidated_month(backend: BackendKind) -> (tempfile::TempDir, Store) {
+/// A store on `backend` holding the events of the world `config` makes that `keep` keeps.
+fn world_store(
+    backend: BackendKind,
+    config: WorldConfig,
+    keep: impl Fn(&loci::EventDraft) -> bool,
+) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path(), backend).unwrap();
-    let w = world::generate(&WorldConfig {
+    let w = world::generate(&config);
+    store
+        .ingest(w.events.into_iter().filter(|e| keep(e)).collect())
+        .unwrap();
+    (dir, store)
+}
+
+/// A store of a 30-day world (seed 11, scale 2) on `backend`, consolidated.
+fn consolidated_month(backend: BackendKind) -> (tempfile::TempDir, Store) {
+    let month = WorldConfig {
         seed: 11,
         scale: 2,
         days: 30,
-    });
-    store.ingest(w.events).unwrap();
+    };
+    let (dir, store) = world_store(backend, month, |_| true);
     consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
     (dir, store)
 }
@@ -937,14 +950,12 @@ fn a_kept_retraction_lets_the_node_it_retracts_be_forgotten() {
 #[test]
 fn forgetting_keeps_the_salience_of_every_node_it_keeps() {
     for backend in BackendKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        let w = world::generate(&WorldConfig {
+        let month = WorldConfig {
             seed: 11,
             scale: 2,
             days: 30,
-        });
-        store.ingest(w.events).unwrap();
+        };
+        let (_dir, store) = world_store(backend, month, |_| true);
         // A place the caller made unremarkable: its lowering is a raw event of a summarised
         // day, which forgetting may evict. The node had risen back to the salience of its
         // most salient other event.
@@ -996,15 +1007,12 @@ fn forgetting_keeps_the_salience_of_every_node_it_keeps() {
 #[test]
 fn a_kept_fact_keeps_its_latest_sighting_whichever_of_its_events_go() {
     for backend in BackendKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        let w = world::generate(&WorldConfig {
+        let first = WorldConfig {
             seed: 4,
             scale: 1,
             days: 1,
-        });
-        let first_day: Vec<_> = w.events.into_iter().filter(|e| e.ts <= 13_500).collect();
-        store.ingest(first_day).unwrap();
+        };
+        let (_dir, store) = world_store(backend, first, |e| e.ts <= 13_500);
         let days = consolidate::ConsolidationPolicy::for_store(&store, Some(100)).unwrap();
         let opts = ConsolidateOptions::default().with_policy(days);
         consolidate::consolidate(&store, &RuleSummarizer, &opts).unwrap();
