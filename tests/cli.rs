@@ -2051,12 +2051,14 @@ fn a_deletion_names_the_nodes_it_leaves_asserted_by_other_events() {
         concat!(
             r#"{"actor":"bot","ts":10,"kind":"NOTE","payload":{"text":"password hunter2"},"#,
             r#""assert":[{"op":"node","key":"secret:1","label":"Secret","name":"password hunter2"}]}"#,
+            "\n",
+            r#"{"actor":"bot","ts":11,"kind":"NOTE","assert":[{"op":"node","key":"secret:1","aliases":["the password"]}]}"#,
             "\n"
         ),
     )
     .unwrap();
     ok(&["ingest", "--store", p(&store), p(&input)]);
-    ok(&["pin", "--store", p(&store), "secret:1"]);
+    // (A pin is no such event: it makes no node that is not there.)
     let out = ok(&["delete", "--store", p(&store), "--event", "1"]);
     assert!(
         out.contains("1 node the deleted events asserted stays")
