@@ -510,8 +510,8 @@ pub struct Promotion {
 }
 
 /// Promotes entries: one `PROMOTE` event pinning their nodes. A key that is not a live journal
-/// entry is [`Error::NotFound`] and nothing is written. A key given twice is one entry; an
-/// entry already promoted is left out, and if none is left nothing is written (each such run
+/// entry is [`crate::Error::NotFound`] and nothing is written. A key given twice is one entry;
+/// an entry already promoted is left out, and if none is left nothing is written (each such run
 /// had logged another event and said it promoted the entry).
 pub fn promote(store: &Store, keys: &[String]) -> Result<Promotion> {
     let of = crate::store::PinOf {
