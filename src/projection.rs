@@ -223,12 +223,6 @@ impl Overlay {
         let existing = self
             .node_id(base, &up.key)
             .and_then(|id| self.node(base, id));
-        // A pin, unpin or promotion of a node not there (retracted, or its events deleted or
-        // forgotten since) makes none: it had made a bare one, with its key for a name. Live,
-        // a pin finds its node there (`Store::pin_nodes`); only a replay meets one gone.
-        if existing.is_none() && PIN_KINDS.contains(&ev.kind.as_str()) {
-            return Ok(());
-        }
         let node = match existing {
             Some(mut n) => {
                 if let Some(l) = &up.label {
@@ -468,7 +462,8 @@ fn check_unit(at: At, field: &str, v: f32) -> Result<()> {
     }
 }
 
-/// The kinds of the events that pin and unpin nodes, which never make one.
+/// The kinds of the events that pin and unpin nodes, which make none in a replay that skips
+/// what deleted events made ([`Missing::Skip`]).
 const PIN_KINDS: [&str; 3] = [
     crate::model::kinds::PIN,
     crate::model::kinds::UNPIN,
@@ -531,10 +526,17 @@ impl Overlay {
     }
 
     /// Whether `assertion` names a node or edge that does not exist (before it applies).
-    fn names_missing<B: ProjectionBase>(&self, base: &B, assertion: &Assertion) -> bool {
+    fn names_missing<B: ProjectionBase>(
+        &self,
+        base: &B,
+        ev: &Event,
+        assertion: &Assertion,
+    ) -> bool {
         let missing = |key: &str| self.node_id(base, key).is_none();
         match assertion {
-            Assertion::UpsertNode(_) => false,
+            // A pin, unpin or promotion of a node its deleted (or forgotten) events made makes
+            // none: it had made a bare one, with its key for a name.
+            Assertion::UpsertNode(up) => PIN_KINDS.contains(&ev.kind.as_str()) && missing(&up.key),
             Assertion::UpsertEdge(up) => missing(&up.from) || missing(&up.to),
             Assertion::RetractNode { key } => missing(key),
             Assertion::RetractEdge { from, relation, to } => {
@@ -600,7 +602,7 @@ pub(crate) fn project_batch<B: ProjectionBase>(
                 event,
                 assertion: Some(a),
             };
-            if on_missing == Missing::Skip && ov.names_missing(base, assertion) {
+            if on_missing == Missing::Skip && ov.names_missing(base, ev, assertion) {
                 continue;
             }
             match assertion {

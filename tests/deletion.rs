@@ -443,3 +443,18 @@ fn an_unpin_of_a_node_no_longer_there_makes_none() {
         assert_verifies(&store);
     }
 }
+
+/// A pin is the store's own event (`Store::pin`): ingested, it could make a node, which a replay
+/// that skips what deleted events made would leave out.
+#[test]
+fn a_pin_is_not_ingested_but_made_by_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    for kind in ["PIN", "UNPIN", "PROMOTE"] {
+        let mut pin = EventDraft::new(1, "user", kind);
+        pin.assertions = vec![node("n", "a note")];
+        let err = store.ingest(vec![pin]).unwrap_err().to_string();
+        assert!(err.contains("only the store writes"), "{kind}: {err}");
+    }
+    assert_eq!(store.stats().events, 0);
+}

@@ -33,12 +33,17 @@ pub const TOMBSTONE: &str = "TOMBSTONE";
 pub const RESERVED_KINDS: [&str; 2] = [DELETE, TOMBSTONE];
 
 /// Kinds an ingested event may not have: the reserved ones and `USAGE`, which only reads
-/// write (`dynamics::usage`), so that no input can fake what was used.
-pub const STORE_WRITTEN_KINDS: [&str; 4] = [
+/// write (`dynamics::usage`), so that no input can fake what was used; and the pins
+/// (`Store::pin`, `journal promote`), which pin nodes that are there and make none, where an
+/// ingested one could have made a node that a replay skipping deleted events skips too.
+pub const STORE_WRITTEN_KINDS: [&str; 7] = [
     DELETE,
     TOMBSTONE,
     crate::model::kinds::USAGE,
     crate::model::kinds::CONTEXT,
+    crate::model::kinds::PIN,
+    crate::model::kinds::UNPIN,
+    crate::journal::PROMOTE,
 ];
 
 /// Why events were deleted; recorded in the deletion event.

@@ -849,7 +849,7 @@ fn refuse_reserved_kinds(drafts: &[EventDraft]) -> Result<()> {
             assertion: None,
             field: "kind".into(),
             message: format!(
-                "{:?} is a kind only the store writes (deletions through `loci delete`, uses by reads)",
+                "{:?} is a kind only the store writes (deletions through `loci delete`, pins through `loci pin`, uses by reads)",
                 drafts[i].kind
             ),
         }),
