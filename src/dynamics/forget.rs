@@ -14,8 +14,9 @@
 //! another), or **the last support of a belief**: an edge whose effective
 //! confidence is still at least [`RetentionPolicy::belief_floor`] (0.5), an edge or node of a
 //! pinned node, and a node with such an edge keep at least one event asserting them: for a
-//! node, one giving it a value (a pin's bare upsert gives none), for an edge, one asserting it
-//! as seen when it last was (so it keeps its `last_seen`). What goes
+//! node, one giving it the name it has (for a node named by its key, any value; a pin's bare
+//! upsert gives none), for an edge, one asserting it as seen when it last was (so it keeps its
+//! `last_seen`). What goes
 //! with the last of its support is what has faded: stale edges (an offer not seen for weeks),
 //! and nodes that nothing believed links any more. Each forgetting's deletion event replaces the previous ones (it lists what they
 //! deleted), so forgetting often leaves one such record, not one per run. Since day and week summaries re-assert the nodes and edges of their events with the
@@ -294,6 +295,11 @@ struct Support {
     /// Any assertion had counted, and a kept home moved back to an earlier sighting when the
     /// summary that restated its latest went (from 500 to 400; session 35 probe).
     last_seen: HashMap<(String, String, String), i64>,
+    /// Each protected node's name where it is not its key: only an event giving that name
+    /// supports it. Any value had counted, and a pinned tag kept only the event that had
+    /// made it (`Tag`, `ci`) lost the name, properties, alias and pin a later one gave, once
+    /// the summary restating them went (session 35 re-probe, seed 641).
+    names: HashMap<String, String>,
     order: HashMap<String, NodeOrder>,
 }
 
@@ -382,10 +388,21 @@ impl Support {
                 }
             }
         }
+        let names = {
+            let g = store.graph();
+            nodes
+                .keys()
+                .filter_map(|key| {
+                    let node = g.node(g.node_id(key)?)?;
+                    (node.name != *key).then(|| (key.clone(), node.name))
+                })
+                .collect()
+        };
         let mut support = Support {
             nodes,
             edges,
             last_seen,
+            names,
             order: HashMap::new(),
         };
         store.scan_log(1, |ev| {
@@ -412,7 +429,7 @@ impl Support {
         let mut edge_keys = BTreeSet::new();
         for a in &ev.assertions {
             match a {
-                Assertion::UpsertNode(up) if gives_a_value(up) => {
+                Assertion::UpsertNode(up) if self.supports(up) => {
                     node_keys.insert(up.key.as_str());
                 }
                 Assertion::UpsertEdge(up) => {
@@ -434,6 +451,18 @@ impl Support {
             if let Some(c) = self.edges.get_mut(&key) {
                 f(c);
             }
+        }
+    }
+
+    /// Whether `up` supports its node: gives it the name it has (the name, or the first
+    /// alias a node made without one takes), or, for a node named by its key, any value.
+    fn supports(&self, up: &crate::model::NodeUpsert) -> bool {
+        match self.names.get(&up.key) {
+            Some(name) => match &up.name {
+                Some(given) => given == name,
+                None => up.aliases.first() == Some(name),
+            },
+            None => gives_a_value(up),
         }
     }
 
@@ -693,6 +722,34 @@ mod tests {
         let noted = store.event(seq).unwrap().unwrap();
         let mut support = Support::of_beliefs(&store, 10, 0.5, |_| {}).unwrap();
         assert!(matches!(support.release(&noted), Release::Never));
+    }
+
+    /// Found by the session 35 re-probe (seed 641): any value had counted as a node's
+    /// support, so the event that had made a tag (`Tag`, `ci`) held it up while the one that
+    /// named it, gave its properties, an alias and its pin went; replay kept the tag bare.
+    #[test]
+    fn only_an_event_giving_a_nodes_name_supports_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), crate::BackendKind::Redb).unwrap();
+        let upsert = |name: &str, pinned: Option<bool>| {
+            let mut ev = EventDraft::new(10, "bot", "NOTE");
+            ev.assertions = vec![Assertion::UpsertNode(crate::model::NodeUpsert {
+                key: "tag:ci".into(),
+                label: Some("Tag".into()),
+                name: Some(name.into()),
+                pinned,
+                ..Default::default()
+            })];
+            ev
+        };
+        store.ingest(vec![upsert("ci", None)]).unwrap();
+        let seq = store
+            .ingest(vec![upsert("river fletcher", Some(true))])
+            .unwrap()
+            .last_seq;
+        let named = store.event(seq).unwrap().unwrap();
+        let mut support = Support::of_beliefs(&store, 10, 0.5, |_| {}).unwrap();
+        assert!(matches!(support.release(&named), Release::Never));
     }
 
     #[test]
