@@ -773,6 +773,16 @@ fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
     Ok(())
 }
 
+/// Refuses drafts that no caller may append, whatever the store holds: the kinds only the
+/// store writes, world times past the bounds, blank actors. [`Store::ingest`] and its dry run
+/// [`Store::check`] both ask this first, so a file the dry run passes is not refused for its
+/// shape when ingested.
+fn refuse_drafts(drafts: &[EventDraft]) -> Result<()> {
+    refuse_reserved_kinds(drafts)?;
+    refuse_times_out_of_range(drafts)?;
+    refuse_blank_actors(drafts)
+}
+
 /// Refuses drafts whose actor is blank but not empty (only spaces, control or invisible
 /// characters): an empty actor is an event by no one in particular (the field is optional),
 /// and a blank one reads as that while being another key. Checked here, not in the
@@ -3092,9 +3102,7 @@ impl Store {
         if drafts.is_empty() {
             return Ok(Commit::default());
         }
-        refuse_reserved_kinds(&drafts)?;
-        refuse_times_out_of_range(&drafts)?;
-        refuse_blank_actors(&drafts)?;
+        refuse_drafts(&drafts)?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         check()?;
         self.ingest_locked(drafts)
@@ -3369,9 +3377,7 @@ impl Store {
         if drafts.is_empty() {
             return Ok(Commit::default());
         }
-        refuse_reserved_kinds(&drafts)?;
-        refuse_times_out_of_range(&drafts)?;
-        refuse_blank_actors(&drafts)?;
+        refuse_drafts(&drafts)?;
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (drafts, positions) = self.drop_applied(drafts)?;
         if drafts.is_empty() {
