@@ -413,6 +413,21 @@ impl Interner {
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
     }
+    /// The name that `name`, never interned, was most likely meant as: one interned that
+    /// differs from it only in case or in whitespace around it (`" OFFERS"`, `offers` for
+    /// `OFFERS`), the least in byte order when several do. `None` for a name interned, or
+    /// one with no such neighbour.
+    pub fn near_miss(&self, name: &str) -> Option<&str> {
+        if self.ids.contains_key(name) {
+            return None;
+        }
+        let folded = name.trim().to_lowercase();
+        self.names
+            .iter()
+            .filter(|n| n.trim().to_lowercase() == folded)
+            .map(String::as_str)
+            .min()
+    }
     /// The set of the ids of `names`; names never interned match nothing.
     pub fn set_of<S: AsRef<str>>(&self, names: &[S]) -> IdSet {
         let mut set = IdSet::default();

@@ -83,7 +83,7 @@ pub use retrieval::{
 };
 pub use storage::{Backend, BackendKind};
 pub use store::{
-    Commit, CompactReport, ExpandOptions, Neighbor, OpenTimings, Past, PastState, StateBytes,
-    StateSource, Stats, Store, VerifyReport,
+    Commit, CompactReport, ExpandOptions, NameOf, Neighbor, OpenTimings, Past, PastState,
+    StateBytes, StateSource, Stats, Store, VerifyReport,
 };
 pub use text::{Hit, SearchFilter, Target};

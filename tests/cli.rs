@@ -2089,18 +2089,25 @@ fn misspelt_filters_are_noted_not_silent() {
         p(&store),
         "bot",
         "--relation",
-        "home",
+        "HOMES",
     ]);
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("no edge of this store has relation \"home\""),
+        err.contains("no edge of this store has relation \"HOMES\""),
         "{err}"
     );
-    let out = loci(&["search", "--store", p(&store), "fletcher", "--label", "npc"]);
+    let out = loci(&[
+        "search",
+        "--store",
+        p(&store),
+        "fletcher",
+        "--label",
+        "villager",
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("no node of this store has label \"npc\""),
+        err.contains("no node of this store has label \"villager\""),
         "{err}"
     );
     // Known names say nothing.
@@ -2117,6 +2124,49 @@ fn misspelt_filters_are_noted_not_silent() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A filter that differs from a name of the store only in case or in spaces around it is
+/// refused, naming the flag and the name it resembles: `--relation home` and `--label " Item"`
+/// had matched nothing, with only a note on stderr, and over HTTP or MCP not even that.
+#[test]
+fn a_filter_one_slip_of_case_or_space_from_a_known_name_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let cases: [(&[&str], &str, &str); 4] = [
+        (
+            &["neighbors", "bot", "--relation", "home"],
+            "--relation",
+            "\"HOME\"",
+        ),
+        (
+            &["search", "fletcher", "--label", " Item"],
+            "--label",
+            "\"Item\"",
+        ),
+        (
+            &["search", "fletcher", "--label", "npc"],
+            "--label",
+            "\"NPC\"",
+        ),
+        (
+            &["query", "who trades emeralds", "--relation", "OFFERS "],
+            "--relation",
+            "\"OFFERS\"",
+        ),
+    ];
+    for (args, flag, meant) in cases {
+        let mut argv = vec![args[0], "--store", p(&store)];
+        argv.extend_from_slice(&args[1..]);
+        let out = loci(&argv);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains(flag) && err.contains(&format!("did you mean {meant}")),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }
 
 /// A generated graph needs two nodes for an edge: fewer is a usage error (exit 2), not a

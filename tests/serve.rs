@@ -891,6 +891,72 @@ async fn empty_search_text_questions_and_filters_are_refused_naming_them() {
     );
 }
 
+/// A relation or label filter that differs from a name of the store only in case or in spaces
+/// around it is refused (400), naming the field and the name it resembles: `label=%20Item`
+/// and `relations: ["offers"]` had answered 200 with nothing. A name unlike any still
+/// answers, with nothing.
+#[tokio::test]
+async fn a_filter_one_slip_of_case_or_space_from_a_known_name_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for (method, uri, body, name, meant) in [
+        (
+            "GET",
+            "/v1/search?q=emerald&label=%20Item",
+            None,
+            "label",
+            "Item",
+        ),
+        (
+            "GET",
+            "/v1/search?q=emerald&label=item",
+            None,
+            "label",
+            "Item",
+        ),
+        (
+            "GET",
+            "/v1/neighbors?node=base:first&relation=path",
+            None,
+            "relation",
+            "PATH",
+        ),
+        (
+            "POST",
+            "/v1/query",
+            Some(r#"{"question": "emerald", "relations": ["offers"]}"#),
+            "relations",
+            "OFFERS",
+        ),
+        (
+            "POST",
+            "/v1/query",
+            Some(r#"{"question": "emerald", "deny_relations": [" OFFERS"]}"#),
+            "deny_relations",
+            "OFFERS",
+        ),
+    ] {
+        let (s, v, _) = call(&st, method, uri, body, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri} {body:?}: {v}");
+        assert_eq!(v["error"]["code"], "bad_input", "{uri}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("{name}:"))
+                && message.contains(&format!("did you mean \"{meant}\"")),
+            "{uri} {body:?}: {message}"
+        );
+    }
+    let (s, v, _) = call(
+        &st,
+        "GET",
+        "/v1/search?q=emerald&label=Villager",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!((s, v), (StatusCode::OK, serde_json::json!([])));
+}
+
 /// A query parameter whose percent-escapes do not decode to UTF-8 is refused, naming it. axum's
 /// query extractor decoded `%FF` to U+FFFD, so `q=%FF` searched for a character the caller
 /// never sent and answered 200.

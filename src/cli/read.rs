@@ -7,7 +7,9 @@ use anyhow::Result;
 
 use loci::query::{SavedQueries, SavedQuery};
 use loci::retrieval::RankingMode;
-use loci::{ExpandOptions, RetrieveOptions, Retriever, SearchFilter, SnippetKind, Store, Target};
+use loci::{
+    ExpandOptions, NameOf, RetrieveOptions, Retriever, SearchFilter, SnippetKind, Store, Target,
+};
 
 use super::args::{
     NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs,
@@ -65,7 +67,7 @@ pub fn search(a: SearchArgs) -> Result<Code> {
         }
     }
     let s = open_for_reading(&a.store)?;
-    warn_unknown_names(&s, &[], &a.label);
+    check_filter_names(&s, ("--relation", &[]), &a.label)?;
     let time = match (a.from, a.to) {
         (None, None) => None,
         (f, t) => Some((f.unwrap_or(i64::MIN), t.unwrap_or(i64::MAX))),
@@ -96,11 +98,18 @@ pub fn search(a: SearchArgs) -> Result<Code> {
     Ok(Code::Ok)
 }
 
-/// Says on stderr which of the relation and label names given on the command line no edge or
-/// node of the store has: names are case-sensitive, and a misspelt filter would otherwise just
-/// match nothing, silently.
-fn warn_unknown_names(s: &Store, relations: &[String], labels: &[String]) {
+/// Refuses relation and label names given on the command line that only a slip of case or
+/// whitespace keeps from naming the store's ([`loci::store::GraphRead::refuse_near_misses`]),
+/// and says on stderr which others no edge or node of the store has: names are
+/// case-sensitive, and a misspelt filter would otherwise just match nothing, silently.
+fn check_filter_names(
+    s: &Store,
+    (relation_flag, relations): (&str, &[String]),
+    labels: &[String],
+) -> Result<()> {
     let g = s.graph();
+    g.refuse_near_misses(relation_flag, NameOf::Relation, relations)?;
+    g.refuse_near_misses("--label", NameOf::Label, labels)?;
     for r in relations.iter().filter(|r| g.relation_id(r).is_none()) {
         errln!(
             "note: no edge of this store has relation {r:?} (relation names are case-sensitive)"
@@ -109,6 +118,7 @@ fn warn_unknown_names(s: &Store, relations: &[String], labels: &[String]) {
     for l in labels.iter().filter(|l| g.label_id(l).is_none()) {
         errln!("note: no node of this store has label {l:?} (labels are case-sensitive)");
     }
+    Ok(())
 }
 
 pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
@@ -121,7 +131,7 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
     }
     loci::text::refuse_any_blank(a.relation.iter().map(String::as_str), "relation")?;
     let s = open_for_reading(&a.store)?;
-    warn_unknown_names(&s, &a.relation, &[]);
+    check_filter_names(&s, ("--relation", &a.relation), &[])?;
     let start = resolve_node(&s, &a.node)?;
     let mut opts = ExpandOptions::default()
         .with_min_confidence(a.min_confidence)
@@ -214,7 +224,7 @@ pub fn query(a: QueryArgs) -> Result<Code> {
         loci::text::refuse_any_blank(list.iter().map(String::as_str), flag)?;
     }
     let s = open_for_reading(&a.store)?;
-    warn_unknown_names(&s, &a.relation, &[]);
+    check_filter_names(&s, ("--relation", &a.relation), &[])?;
     let kinds: Vec<SnippetKind> = a
         .kind
         .iter()

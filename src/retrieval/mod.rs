@@ -34,7 +34,7 @@ use crate::dynamics::usage::{Item, Tier};
 use crate::error::{Error, Result};
 use crate::graph::{AdjEntry, TraversalFilter};
 use crate::model::{labels, relations, EdgeId, NodeId, Value};
-use crate::store::{EdgeCore, GraphRead, Store};
+use crate::store::{EdgeCore, GraphRead, NameOf, Store};
 
 use link::QuestionNames;
 pub use link::{EntityIndex, Link};
@@ -1053,12 +1053,22 @@ impl<'s> Retriever<'s> {
         Ok((names.link(), names.node_count()))
     }
 
+    /// Refuses relation and label filters that only a slip of case or whitespace keeps from
+    /// naming the store's ([`GraphRead::refuse_near_misses`]).
+    fn refuse_near_misses(&self, opts: &RetrieveOptions) -> Result<()> {
+        let g = self.store.graph();
+        g.refuse_near_misses("relations", NameOf::Relation, &opts.relations)?;
+        g.refuse_near_misses("deny_relations", NameOf::Relation, &opts.deny_relations)?;
+        g.refuse_near_misses("labels", NameOf::Label, &opts.labels)
+    }
+
     /// Retrieves a context pack for `question`: text evidence → seeds → expansion →
     /// candidates → ranking → packing (the stages are in [`stages`]).
     pub fn retrieve(&self, question: &str, opts: &RetrieveOptions) -> Result<ContextPack> {
         let started = Instant::now();
         crate::text::refuse_blank(question, "question")?;
         check_options(opts)?;
+        self.refuse_near_misses(opts)?;
         // The stages take ids from the graph and read them back after it (events, rendering):
         // a deletion in between gives every id anew, and the pack is made again.
         let (mut pack, used) = self

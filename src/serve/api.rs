@@ -28,8 +28,8 @@ use crate::ingest::{self, Format};
 use crate::query::{self, QueryError};
 use crate::retrieval::{RankingMode, Tokenizer};
 use crate::{
-    DeleteRequest, EdgeId, ExpandOptions, RetrieveOptions, Retriever, SearchFilter, SnippetKind,
-    Store,
+    DeleteRequest, EdgeId, ExpandOptions, NameOf, RetrieveOptions, Retriever, SearchFilter,
+    SnippetKind, Store,
 };
 
 type Answer = Result<Json<Json_>, ApiError>;
@@ -815,6 +815,8 @@ pub fn neighbors_of(
     }
     crate::text::refuse_any_blank(relation.as_deref(), "relation")?;
     crate::text::refuse_blank(key, "node")?;
+    s.graph()
+        .refuse_near_misses("relation", NameOf::Relation, relation.as_deref())?;
     let start = match s.require_node(key) {
         Ok(n) => n,
         Err(crate::Error::NotFound(_)) => {

@@ -1662,6 +1662,35 @@ impl GraphRead<'_> {
     pub fn label_id(&self, name: &str) -> Option<u32> {
         self.state.labels.get(name)
     }
+    /// Refuses a filter that names a relation (`of` [`NameOf::Relation`]) or a label no edge
+    /// or node of the store ever had, where one it had differs only in case or surrounding
+    /// whitespace ([`Interner::near_miss`]): such a filter matches nothing, silently, where
+    /// the caller surely meant the name it resembles. A name unlike any stays allowed (it
+    /// matches nothing until an edge or node has it), as in Cypher. `field` is the name the
+    /// caller gave the filter under.
+    pub fn refuse_near_misses(
+        &self,
+        field: &str,
+        of: NameOf,
+        names: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Result<()> {
+        let (interner, what) = match of {
+            NameOf::Relation => (&self.state.relations, "no edge has relation"),
+            NameOf::Label => (&self.state.labels, "no node has label"),
+        };
+        for name in names {
+            let name = name.as_ref();
+            if let Some(meant) = interner.near_miss(name) {
+                return Err(Error::InvalidArgument {
+                    name: field.into(),
+                    message: format!(
+                        "{what} {name:?}; did you mean {meant:?}? (names are matched exactly)"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
     /// The name of an interned relation id, if it exists.
     pub fn relation_name_checked(&self, id: u32) -> Option<&str> {
         (id < self.state.relations.len() as u32).then(|| self.state.relations.name(id))
@@ -1713,6 +1742,13 @@ impl GraphRead<'_> {
             direction: opts.direction,
         }
     }
+}
+
+/// What a name a caller filters by names ([`GraphRead::refuse_near_misses`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameOf {
+    Relation,
+    Label,
 }
 
 /// What a pin is and which nodes it is for ([`Store::pin_nodes`]).
@@ -4134,6 +4170,7 @@ impl Store {
     /// a pictograph, stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
         let g = self.graph_for_search();
+        g.refuse_near_misses("label", NameOf::Label, &filter.labels)?;
         let (last_seq, next_node) = (g.state.counters.last_seq, g.state.counters.next_node);
         // An index at the graph's position holds no node the graph does not: then the bounds
         // suffice, and no hit reads the graph's pages (a store opened from its snapshot reads
