@@ -827,3 +827,65 @@ fn consolidation_changes_no_salience() {
         assert_verifies(&store);
     }
 }
+
+/// A summary restates an edge as last seen no later than the graph has it: the latest event
+/// asserting it in the summary's range may be one replay skips (its nodes were deleted after
+/// it, and made again by a later event), and restating its time moved the fact's `last_seen`
+/// forward, from 300 to 900 here (helper-77's seed 715: 53,568 to 81,500).
+#[test]
+fn consolidation_restates_no_edge_as_seen_later_than_the_graph_has_it() {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    let node = |key: &str, name: &str| {
+        Assertion::UpsertNode(NodeUpsert {
+            key: key.into(),
+            label: Some("Thing".into()),
+            name: Some(name.into()),
+            ..Default::default()
+        })
+    };
+    let edge = || {
+        Assertion::UpsertEdge(EdgeUpsert {
+            from: "alf".into(),
+            relation: "LOCATED_IN".into(),
+            to: "post".into(),
+            confidence: Some(1.0),
+            ..Default::default()
+        })
+    };
+    let at = |ts: i64, assertions: Vec<Assertion>| {
+        let mut d = EventDraft::new(ts, "bot", "NOTE");
+        d.assertions = assertions;
+        d
+    };
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let made = store
+            .ingest(vec![
+                at(100, vec![node("alf", "Alf"), node("post", "Post"), edge()]),
+                at(900, vec![edge()]),
+            ])
+            .unwrap()
+            .first_seq;
+        store.delete(&DeleteRequest::events([made])).unwrap();
+        assert!(store.node_by_key("alf").is_none(), "{backend}");
+        store
+            .ingest(vec![
+                at(300, vec![node("alf", "Alf"), node("post", "Post"), edge()]),
+                // Closes day 0.
+                at(DAY + 1, vec![]),
+            ])
+            .unwrap();
+        let seen = |store: &Store| {
+            store
+                .edge_between("alf", "LOCATED_IN", "post")
+                .unwrap()
+                .unwrap()
+                .last_seen
+        };
+        assert_eq!(seen(&store), 300, "{backend}");
+        assert!(run(&store).days > 0, "{backend}");
+        assert_eq!(seen(&store), 300, "{backend}: consolidation moved it");
+        assert_verifies(&store);
+    }
+}

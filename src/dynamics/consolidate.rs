@@ -1157,8 +1157,9 @@ fn max_salience(events: &[Event]) -> f32 {
 /// Re-assertions of the nodes and edges that events asserted (each with its event's time) and
 /// the graph still holds, with their current values, so that a summary supports them: when
 /// forgetting evicts the raw events, the facts stay as they were, resting on the summary. An
-/// edge is restated as last seen when the latest of those events saw it: the summary's own
-/// time, its range's start, made a forgotten week's offers look weeks older, and faded them.
+/// edge is restated as last seen when the latest of those events saw it (no later than the
+/// graph has it): the summary's own time, its range's start, made a forgotten week's offers
+/// look weeks older, and faded them.
 fn support_of<'a>(
     store: &Store,
     asserted: impl Iterator<Item = (i64, &'a Assertion)>,
@@ -1210,7 +1211,11 @@ fn support_of<'a>(
                 props: e.props,
                 valid_from: e.valid_from,
                 valid_to: e.valid_to,
-                last_seen: Some(seen),
+                // No later than the graph has it: the latest assertion in the range may be one
+                // that never took effect (replay skips an edge whose nodes a deletion had
+                // taken, and a later event made them again), and its time would move the
+                // fact forward.
+                last_seen: Some(seen.min(e.last_seen)),
             }));
         }
     }
