@@ -117,17 +117,15 @@ impl Acc {
         }
         match self {
             Acc::Count(n) => *n += 1,
+            // By ORDER BY's total order, so that values of several types give one answer in
+            // any row order; of equal values (1 and 1.0) the integer.
             Acc::Min(m) => {
-                if m.as_ref()
-                    .is_none_or(|x| compare(&v, x) == Some(std::cmp::Ordering::Less))
-                {
+                if m.as_ref().is_none_or(|x| extreme_order(&v, x).is_lt()) {
                     *m = Some(v);
                 }
             }
             Acc::Max(m) => {
-                if m.as_ref()
-                    .is_none_or(|x| compare(&v, x) == Some(std::cmp::Ordering::Greater))
-                {
+                if m.as_ref().is_none_or(|x| extreme_order(&v, x).is_gt()) {
                     *m = Some(v);
                 }
             }
@@ -161,6 +159,17 @@ impl Acc {
             Acc::Collect(items) => Val::List(items),
         }
     }
+}
+
+/// The order `min` and `max` choose by: [`sort_order`], and of equal numbers the integer as
+/// the least and the greatest.
+fn extreme_order(a: &Val, b: &Val) -> std::cmp::Ordering {
+    let float = |v: &Val| matches!(v, Val::Float(_));
+    sort_order(a, b).then_with(|| match (float(a), float(b)) {
+        (false, true) => std::cmp::Ordering::Less,
+        (true, false) => std::cmp::Ordering::Greater,
+        _ => std::cmp::Ordering::Equal,
+    })
 }
 
 fn order_cmp(a: &[Val], b: &[Val], desc: &[bool]) -> std::cmp::Ordering {
@@ -1188,8 +1197,6 @@ struct Produced {
     rows: Vec<Vec<Val>>,
     /// Whether the operator reads the graph, the log or the index: its rows count as scanned.
     source: bool,
-    /// Whether it expands a quantified pattern, whose depth-first rows are handed on reversed.
-    quantified: bool,
 }
 
 /// A scan of events: its `from` and `to` times and its facet, as the plan took them from
@@ -1274,7 +1281,6 @@ impl Run<'_, '_> {
                     | Op::ScanAll { .. }
                     | Op::ScanEvents { .. }
             ),
-            quantified: matches!(op, Op::Expand { min, max, .. } if *min != 1 || *max != 1),
         };
         let flow = match op {
             Op::Search {
@@ -1311,9 +1317,6 @@ impl Run<'_, '_> {
             return Ok(None);
         }
         self.guard.time()?;
-        if out.quantified {
-            out.rows.reverse();
-        }
         Ok(Some(out.rows))
     }
 
@@ -1326,10 +1329,6 @@ impl Run<'_, '_> {
         }
         self.guard.rows(self.produced[out.op])?;
         if out.rows.len() >= self.batch {
-            // Depth-first order is not a contract; keep rows in a stable order.
-            if out.quantified {
-                out.rows.reverse();
-            }
             return self.feed(out.op + 1, std::mem::take(&mut out.rows));
         }
         Ok(Flow::More)
@@ -1577,6 +1576,7 @@ impl Run<'_, '_> {
             to_bound,
             props,
             distinct_from,
+            backwards,
         } = op
         else {
             return Ok(Flow::More);
@@ -1629,6 +1629,11 @@ impl Run<'_, '_> {
                         let mut r = row.clone();
                         r[*rel] = if *min == 1 && *max == 1 {
                             Val::Edge(edges[0])
+                        } else if *backwards {
+                            Val::Path(
+                                nodes.iter().rev().copied().collect(),
+                                edges.iter().rev().copied().collect(),
+                            )
                         } else {
                             Val::Path(nodes.clone(), edges.clone())
                         };
@@ -1639,6 +1644,10 @@ impl Run<'_, '_> {
                 if edges.len() as u32 >= *max {
                     continue;
                 }
+                // Pushed last first, so that trails are visited (and rows made) in the order of
+                // the adjacency list, a node before those reached through it: an order that
+                // does not depend on how the rows are batched downstream.
+                let at = stack.len();
                 for e in g.adjacency().entries(here) {
                     // A self-loop is in its node's list twice, out and in: either way, once.
                     let loop_twin = *dir == Dir::Either && e.is_incoming() && e.neighbor() == here;
@@ -1650,6 +1659,7 @@ impl Run<'_, '_> {
                         stack.push((ns, es));
                     }
                 }
+                stack[at..].reverse();
             }
         }
         Ok(Flow::More)

@@ -74,6 +74,10 @@ pub enum Op {
         to_bound: bool,
         props: Vec<(String, Expr)>,
         distinct_from: Vec<usize>,
+        /// The pattern runs from `to` to `from` (planned from its right end): a relation of
+        /// several hops is bound to its path reversed, so that it reads in pattern order.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        backwards: bool,
     },
     /// Bind `slot` to the path through these node and relation slots, in pattern order.
     BindPath {
@@ -338,6 +342,16 @@ impl Planner {
                 ),
             ));
         }
+        // An open one ends at the limit: one that starts past it would match nothing.
+        if rel.min > max {
+            return Err(plan_err_at(
+                Some(rel.span),
+                format!(
+                    "a relation may span at most {} hops, this one asks for at least {}",
+                    self.limits.max_hops, rel.min
+                ),
+            ));
+        }
         let single = rel.min == 1 && max == 1;
         if !single {
             // A property of a relation of several hops holds of each of its edges: no one
@@ -374,6 +388,7 @@ impl Planner {
                 .copied()
                 .filter(|s| *s != rel_slot && self.bound[*s])
                 .collect(),
+            backwards: flip,
         });
         self.bound[rel_slot] = true;
         self.bound[to] = true;
@@ -720,7 +735,22 @@ impl Planner {
         let mut node_slots = vec![self.slot(start.var.as_deref(), Kind::Node, start.span)?];
         let mut rel_slots = Vec::new();
         for (rel, node) in &path.steps {
-            rel_slots.push(self.slot(rel.var.as_deref(), Kind::Rel, rel.span)?);
+            let slot = self.slot(rel.var.as_deref(), Kind::Rel, rel.span)?;
+            // A second use would bind it anew (the rows of both, crossed), not join on it.
+            if let Some(v) = rel
+                .var
+                .as_deref()
+                .filter(|_| self.bound[slot] || rel_slots.contains(&slot))
+            {
+                return Err(plan_err_at(
+                    Some(rel.span),
+                    format!(
+                        "relation variable {v} names two relations; give each its own variable \
+                         (and compare them in WHERE if they are to be one)"
+                    ),
+                ));
+            }
+            rel_slots.push(slot);
             node_slots.push(self.slot(node.var.as_deref(), Kind::Node, node.span)?);
         }
         let nodes: Vec<&NodePat> = path.nodes().collect();
@@ -856,8 +886,33 @@ fn check_return_items(
     Ok(())
 }
 
-/// ORDER BY's expressions, checked; one may name a RETURN alias, which is replaced by the
-/// aliased expression.
+/// `e` with each RETURN alias it reads replaced by the aliased expression, wherever in `e`
+/// (`ORDER BY -w` for `a.w AS w`). A returned column's name stands for the column, even where
+/// a pattern variable has that name too (as in Cypher: it had ordered by the variable).
+fn with_aliases_read(e: &Expr, items: &[ReturnItem]) -> Expr {
+    let read = |x: &Expr| Box::new(with_aliases_read(x, items));
+    match e {
+        Expr::Var(v) => items
+            .iter()
+            .find(|i| &i.alias == v)
+            .map_or_else(|| e.clone(), |i| i.expr.clone()),
+        Expr::Lit(_) | Expr::Param(_) => e.clone(),
+        Expr::Prop(x, p) => Expr::Prop(read(x), p.clone()),
+        Expr::Not(x) => Expr::Not(read(x)),
+        Expr::Neg(x) => Expr::Neg(read(x)),
+        Expr::IsNull(x, negated) => Expr::IsNull(read(x), *negated),
+        Expr::Call(name, args, at) => Expr::Call(
+            name.clone(),
+            args.iter().map(|a| with_aliases_read(a, items)).collect(),
+            at.clone(),
+        ),
+        Expr::List(xs) => Expr::List(xs.iter().map(|x| with_aliases_read(x, items)).collect()),
+        Expr::Bin(op, a, b) => Expr::Bin(*op, read(a), read(b)),
+    }
+}
+
+/// ORDER BY's expressions, checked; one may read RETURN aliases, which are replaced by the
+/// aliased expressions ([`with_aliases_read`]).
 fn order_by_expressions(
     q: &Query,
     index: &HashMap<String, usize>,
@@ -866,20 +921,7 @@ fn order_by_expressions(
     let order: Vec<(Expr, bool)> = q
         .order
         .iter()
-        .map(|(e, desc)| {
-            // A returned column's name stands for the column, even where a pattern variable
-            // has that name too (as in Cypher: it had ordered by the variable).
-            let e = match e {
-                Expr::Var(v) => q
-                    .items
-                    .iter()
-                    .find(|i| &i.alias == v)
-                    .map(|i| i.expr.clone())
-                    .unwrap_or_else(|| e.clone()),
-                other => other.clone(),
-            };
-            (e, *desc)
-        })
+        .map(|(e, desc)| (with_aliases_read(e, &q.items), *desc))
         .collect();
     let grouped = q.items.iter().any(|i| super::exec::is_aggregate(&i.expr));
     for (i, (e, _)) in order.iter().enumerate() {
