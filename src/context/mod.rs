@@ -4,7 +4,8 @@
 //!
 //! Sections, in a fixed order (each line carries the ids it rests on):
 //!
-//! 1. **instructions**: the caller's text, as given;
+//! 1. **instructions**: the caller's text, line by line as given (`\r\n` ends a line as `\n`
+//!    does; control characters are shown escaped);
 //! 2. **pinned**: the mainline of working memory, then every pinned node (by key);
 //! 3. **cover**: the *memory cover*, summaries chosen from the consolidation hierarchy
 //!    ([`mod@cover`]): the roots (weeks, and the days and episodes no live summary holds) while they
@@ -506,7 +507,13 @@ fn assemble(
     Ok(context)
 }
 
+/// A line of `text` ([`crate::text::one_line`]: a stored text's line breaks and control
+/// characters cannot make lines of their own), counted.
 fn line(text: String, ids: Vec<String>, count: &dyn Fn(&str) -> usize) -> Line {
+    let text = match crate::text::one_line(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(shown) => shown,
+    };
     let tokens = count(&text);
     Line { text, ids, tokens }
 }
@@ -559,8 +566,10 @@ fn pinned_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
     out
 }
 
-/// The cover for this turn: the previous turn's when it changed and was not already held
-/// over (and all its summaries still live), else the one the summaries give now.
+/// The cover for this turn: the previous turn's when a summary made since that turn changed
+/// it and it was not already held over (and all its summaries still live), else the one the
+/// summaries give now. A cover that differs for another reason (the previous turn's mode had
+/// none, its budget another size) is not held over: that would break the prefix twice.
 fn choose_cover(
     live: &[Summary],
     previous: Option<&Snapshot>,
@@ -570,7 +579,12 @@ fn choose_cover(
     let now = cover(live, cap, cost);
     let now_ids: Vec<u64> = now.iter().map(|s| s.seq).collect();
     if let Some(prev) = previous {
-        if prev.cover != now_ids && !prev.cover_held_over {
+        let summary_made_since = now.iter().any(|s| s.seq > prev.seq);
+        if prev.cover != now_ids
+            && !prev.cover_held_over
+            && !prev.cover.is_empty()
+            && summary_made_since
+        {
             let by_seq: std::collections::BTreeMap<u64, &Summary> =
                 live.iter().map(|s| (s.seq, s)).collect();
             let kept: Option<Vec<Summary>> = prev
@@ -602,7 +616,7 @@ fn cover_text(s: &Summary) -> String {
         s.level.name(),
         s.start,
         s.end,
-        s.text.trim()
+        crate::text::one_line(s.text.trim())
     )
 }
 
@@ -819,7 +833,7 @@ impl MomentCache {
             }
             let line = (!NOT_MOMENT.contains(&ev.kind.as_str())).then(|| Cached {
                 ts: ev.ts,
-                text: format!("t={} {}", ev.ts, ev.text()),
+                text: format!("t={} {}", ev.ts, crate::text::one_line(&ev.text())),
                 observation: Observed::of(&ev),
             });
             found.insert(ev.seq, line);

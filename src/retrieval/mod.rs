@@ -1276,6 +1276,7 @@ impl<'s> Retriever<'s> {
             SnippetKind::Event => self.render_event(c, &mut provenance)?,
         };
         let why = self.why_chosen(c, anchor, seeds, text_node, seed_nodes, opts);
+        let text = crate::text::one_line(&text).into_owned();
         Ok(Snippet {
             kind: c.kind,
             id,

@@ -314,6 +314,30 @@ pub fn breaks_a_line_or_its_order(c: char) -> bool {
         || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// `text` as one line that shows what it holds: each line break (`\n`, `\r\n`, `\r`, a line or
+/// paragraph separator, a vertical tab, a form feed, a next-line) a space, and every other
+/// character that [`breaks_a_line_or_its_order`] but a tab escaped as Rust writes it
+/// (`\u{1b}`). A pack's snippets and a context's lines are made of it: what is counted is then
+/// what a terminal shows (the command line escapes what it prints), and no stored text starts
+/// a line of its own, such as a context's boundary line.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| breaks_a_line_or_its_order(c) && c != '\t';
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{85}' | '\u{2028}' | '\u{2029}' => out.push(' '),
+            c if hidden(c) => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// What [`refuse_blank`] says of a value of whitespace only.
 const BLANK: &str = "is empty; give it words, or leave it out where it is optional";
 
