@@ -725,3 +725,75 @@ fn a_cover_is_held_over_only_for_a_summary_made_since_the_saved_turn() {
     assert!(!after_small.cover_held_over);
     assert_eq!(after_small.cover, first.cover);
 }
+
+/// Deleting a node takes the saved contexts that list its key, as it takes the uses that name
+/// it: a person's key had stayed in every turn saved while the node was pinned, shown by
+/// `--turn T`, and in the store's files after `compact` (helper-79).
+#[test]
+fn deleting_a_node_takes_the_saved_contexts_that_list_its_key() {
+    for backend in BackendKind::ALL {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::create(tmp.path().join("s"), backend).unwrap();
+        let key = "person:zqalice-ssn-778899";
+        let mut met = EventDraft::new(100, "bot", "NOTE");
+        met.payload = "met a traveller".into();
+        met.assertions = vec![loci::Assertion::UpsertNode(loci::model::NodeUpsert {
+            key: key.into(),
+            label: Some("Person".into()),
+            name: Some("Zqalice Secretname".into()),
+            pinned: Some(true),
+            ..Default::default()
+        })];
+        let mut walked = EventDraft::new(200, "bot", "NOTE");
+        walked.payload = "walked home".into();
+        store.ingest(vec![met, walked]).unwrap();
+        let mut o = ContextOptions::with_budget(500);
+        o.save = true;
+        o.record_usage = false;
+        let t1 = context::build_context(&store, &o).unwrap();
+        assert!(context::snapshot(&store, t1.turn.unwrap())
+            .unwrap()
+            .unwrap()
+            .ids
+            .iter()
+            .any(|id| id == key));
+        store
+            .delete(&loci::DeleteRequest::nodes([key.to_string()]))
+            .unwrap();
+        let listing: Vec<u64> = context::snapshots(&store)
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.ids.iter().any(|id| id == key))
+            .map(|s| s.turn)
+            .collect();
+        assert!(listing.is_empty(), "{backend}: turns {listing:?}");
+        let (store, _) = store.compact().unwrap();
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{backend}: {:?}", report.differences);
+        drop(store);
+        let mut holding = Vec::new();
+        for entry in walkdir(tmp.path()) {
+            if std::fs::read(&entry)
+                .unwrap()
+                .windows(key.len())
+                .any(|w| w == key.as_bytes())
+            {
+                holding.push(entry);
+            }
+        }
+        assert!(holding.is_empty(), "{backend}: {holding:?}");
+    }
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walkdir(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

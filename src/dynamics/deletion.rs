@@ -121,11 +121,13 @@ pub struct DeleteReport {
 pub const NODES_KEPT_LISTED: usize = 10;
 
 /// Whether `event` names the node `key`: asserts or retracts it, links to it, has it as actor
-/// or place, or records a use of it (`dynamics::usage`).
+/// or place, records a use of it (`dynamics::usage`), or is a saved context that held it
+/// (its ids list the key: a deletion for a person's data takes the turns that showed it).
 pub fn names_node(event: &Event, key: &str) -> bool {
     crate::dynamics::usage::entries(event)
         .iter()
         .any(|(item, _)| item.names_node(key))
+        || saved_context_lists(event, key)
         || event.actor == key
         || event.place.as_deref() == Some(key)
         || event.assertions.iter().any(|a| match a {
@@ -133,6 +135,16 @@ pub fn names_node(event: &Event, key: &str) -> bool {
             Assertion::UpsertEdge(up) => up.from == key || up.to == key,
             Assertion::RetractNode { key: k } => k == key,
             Assertion::RetractEdge { from, to, .. } => from == key || to == key,
+        })
+}
+
+/// Whether `event` is a saved context (`context::CONTEXT`) whose ids list `key`.
+fn saved_context_lists(event: &Event, key: &str) -> bool {
+    event.kind == crate::model::kinds::CONTEXT
+        && serde_json::to_value(&event.payload).is_ok_and(|v| {
+            v.get("ids")
+                .and_then(|ids| ids.as_array())
+                .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(key)))
         })
 }
 
