@@ -177,3 +177,68 @@ fn observations_behind_a_long_run_of_summaries_are_still_shown() {
         ["file_edited: src/a.rs, last t=1"]
     );
 }
+
+/// A raw call of one session (a tool no extractor takes, kept as `TOOL_CALL`) is not in
+/// another session's context: the moment showed it, arguments and all (helper-79: an API key
+/// of session s2 in s1's context), where its typed calls are kept apart.
+#[test]
+fn a_raw_call_of_one_session_is_not_in_another_sessions_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let calls = r#"{"tool":"Edit","args":{"path":"src/a.rs"},"ts":1,"session":"s1"}
+{"tool":"Frobnicate","args":{"token":"s2-PRIVATE-API-KEY"},"ts":3,"session":"s2"}
+{"tool":"Frobnicate","args":{"token":"s1-OWN-NOTE"},"ts":4,"session":"s1"}"#;
+    ingest::read_str("calls.jsonl", calls, Format::Toolcalls)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let text = |session: Option<&str>| {
+        let mut o = ContextOptions::with_budget(2000);
+        o.session = session.map(str::to_string);
+        o.record_usage = false;
+        context::build_context(&store, &o).unwrap().text
+    };
+    let s1 = text(Some("s1"));
+    assert!(!s1.contains("s2-PRIVATE-API-KEY"), "{s1}");
+    assert!(s1.contains("s1-OWN-NOTE"), "{s1}");
+    let s2 = text(Some("s2"));
+    assert!(
+        s2.contains("s2-PRIVATE-API-KEY") && !s2.contains("s1-OWN-NOTE"),
+        "{s2}"
+    );
+    let none = text(None);
+    assert!(
+        !none.contains("PRIVATE") && !none.contains("OWN-NOTE"),
+        "{none}"
+    );
+}
+
+/// Nor do retrieval's snippets bring another session's calls into a context: asked about
+/// them, s1's context showed s2's raw call, its API key with it, as an event snippet
+/// (helper-79's finding, followed past the moment).
+#[test]
+fn a_question_brings_no_call_of_another_session_into_a_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let calls = r#"{"tool":"Edit","args":{"path":"src/a.rs"},"ts":1,"session":"s1"}
+{"tool":"Frobnicate","args":{"token":"s2-PRIVATE-API-KEY"},"ts":3,"session":"s2"}
+{"tool":"Edit","args":{"path":"secret/plan.md"},"ts":4,"session":"s2"}
+{"tool":"Read","args":{"path":"src/b.rs"},"ts":5,"session":"s1"}"#;
+    ingest::read_str("calls.jsonl", calls, Format::Toolcalls)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let mut o = ContextOptions::with_budget(2000);
+    o.session = Some("s1".into());
+    o.record_usage = false;
+    o.question = Some("frobnicate token private secret plan".into());
+    let c = context::build_context(&store, &o).unwrap();
+    assert!(
+        !c.text.contains("PRIVATE") && !c.text.contains("plan.md"),
+        "{}",
+        c.text
+    );
+    o.session = Some("s2".into());
+    let c = context::build_context(&store, &o).unwrap();
+    assert!(c.text.contains("s2-PRIVATE-API-KEY"), "{}", c.text);
+}

@@ -480,7 +480,7 @@ fn assemble(
             store,
             &mut cache,
             opts.budget.saturating_sub(used),
-            opts.tokenizer,
+            (opts.tokenizer, opts.session.as_deref()),
             &mut left_out,
         )?
     } else {
@@ -674,7 +674,8 @@ fn widen_snippets(
 }
 
 /// Retrieval's pack for the question, packed into `cap` tokens; the ranked snippets that did
-/// not fit (the pack's `cut`) are left out.
+/// not fit (the pack's `cut`) are left out. A snippet of another session's tool call (typed or
+/// raw) is dropped: no session sees another's calls, in any section.
 fn snippet_lines(
     retriever: &Retriever<'_>,
     question: &str,
@@ -695,8 +696,26 @@ fn snippet_lines(
         ids: vec![c.id],
         tokens: c.tokens,
     }));
-    Ok(pack
-        .snippets
+    let store = retriever.store();
+    let foreign = |s: &crate::retrieval::Snippet| -> Result<bool> {
+        if s.kind != crate::retrieval::SnippetKind::Event {
+            return Ok(false);
+        }
+        let Some(&seq) = s.provenance.events.first() else {
+            return Ok(false);
+        };
+        Ok(store
+            .event(seq)?
+            .and_then(|ev| call_session(&ev))
+            .is_some_and(|of| of.as_deref() != opts.session.as_deref()))
+    };
+    let mut mine = Vec::with_capacity(pack.snippets.len());
+    for s in pack.snippets {
+        if !foreign(&s)? {
+            mine.push(s);
+        }
+    }
+    Ok(mine
         .into_iter()
         .map(|s| {
             let mut ids = vec![s.id.clone()];
@@ -772,6 +791,21 @@ struct Cached {
     /// A typed observation of a tool call (`observe`): shown grouped in its own block, not in
     /// the moment.
     observation: Option<Observed>,
+    /// For a tool call kept raw (`observe::TOOL_CALL`), its session: shown in the moment of
+    /// that session's contexts only, as its typed calls are.
+    raw_call: Option<Option<String>>,
+}
+
+/// The session of a tool-call event (`observe`), a typed observation or a call kept raw:
+/// `Some` of its session (or of none), `None` for an event of another kind.
+fn call_session(ev: &crate::model::Event) -> Option<Option<String>> {
+    if let Some(o) = Observed::of(ev) {
+        return Some(o.session);
+    }
+    (ev.kind == crate::observe::TOOL_CALL).then(|| match &ev.payload {
+        Value::Map(m) => m.get("session").and_then(Value::as_str).map(str::to_string),
+        _ => None,
+    })
 }
 
 #[derive(Clone)]
@@ -835,6 +869,9 @@ impl MomentCache {
                 ts: ev.ts,
                 text: format!("t={} {}", ev.ts, crate::text::one_line(&ev.text())),
                 observation: Observed::of(&ev),
+                raw_call: (ev.kind == crate::observe::TOOL_CALL)
+                    .then(|| call_session(&ev))
+                    .flatten(),
             });
             found.insert(ev.seq, line);
             Ok(true)
@@ -1022,13 +1059,14 @@ impl BackwardScan {
     }
 }
 
-/// The latest raw events that fit `cap`, newest kept first, shown oldest first. The log is
-/// read back from its end a step at a time, so the cost follows the budget, not the store.
+/// The latest raw events that fit `cap`, newest kept first, shown oldest first (a raw tool
+/// call of another session than `session` left out). The log is read back from its end a step
+/// at a time, so the cost follows the budget, not the store.
 fn moment_lines(
     store: &Store,
     cache: &mut MomentCache,
     cap: usize,
-    tokenizer: Tokenizer,
+    (tokenizer, session): (Tokenizer, Option<&str>),
     left_out: &mut Vec<LeftOut>,
 ) -> Result<Vec<Line>> {
     cache.sync(store);
@@ -1046,10 +1084,14 @@ fn moment_lines(
                 ts,
                 text,
                 observation: None,
+                raw_call,
             })) = cache.lines.get(&seq)
             else {
                 continue;
             };
+            if raw_call.as_ref().is_some_and(|s| s.as_deref() != session) {
+                continue;
+            }
             showable += 1;
             let tokens = *cache
                 .tokens

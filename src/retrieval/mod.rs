@@ -933,6 +933,11 @@ fn check_options(opts: &RetrieveOptions) -> Result<()> {
 type Rendered = (String, String, Option<NodeId>);
 
 impl<'s> Retriever<'s> {
+    /// The store it retrieves from.
+    pub fn store(&self) -> &'s Store {
+        self.store
+    }
+
     /// Builds the engine (the entity dictionary) for the store's current state.
     pub fn new(store: &'s Store) -> Result<Self> {
         Self::with_cache(store, RetrieverCache::default())
