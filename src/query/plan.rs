@@ -904,7 +904,7 @@ fn with_aliases_read(e: &Expr, items: &[ReturnItem]) -> Expr {
         Expr::Call(name, args, at) => Expr::Call(
             name.clone(),
             args.iter().map(|a| with_aliases_read(a, items)).collect(),
-            at.clone(),
+            *at,
         ),
         Expr::List(xs) => Expr::List(xs.iter().map(|x| with_aliases_read(x, items)).collect()),
         Expr::Bin(op, a, b) => Expr::Bin(*op, read(a), read(b)),
