@@ -797,3 +797,25 @@ fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A question of only invisible or control characters is no question, as one of spaces is:
+/// it had made the whole context fail (exit 3, "holds no words") in the modes that show
+/// snippets (helper-79).
+#[test]
+fn a_question_of_invisible_characters_is_taken_as_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 3, 42);
+    let none = {
+        let mut o = opts(800);
+        o.question = None;
+        o.record_usage = false;
+        context::build_context(&store, &o).unwrap()
+    };
+    for blank in ["   ", "\u{200b}", "\u{1}", " \u{feff}\t"] {
+        let mut o = opts(800);
+        o.question = Some(blank.into());
+        o.record_usage = false;
+        let c = context::build_context(&store, &o).unwrap_or_else(|e| panic!("{blank:?}: {e}"));
+        assert_eq!(c.text, none.text, "{blank:?}");
+    }
+}

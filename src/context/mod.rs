@@ -422,7 +422,7 @@ fn assemble(
     // A blank question is none: the question is optional, and tool callers fill optional
     // strings with "" (retrieval refuses a blank one, which made the context fail, and only
     // in the modes that have snippets).
-    let question = opts.question.as_deref().filter(|q| !q.trim().is_empty());
+    let question = opts.question.as_deref().filter(|q| !crate::text::is_blank(q));
     let snippets = match (question, wants("snippets")) {
         (Some(q), true) => snippet_lines(
             retriever,
