@@ -819,3 +819,26 @@ fn a_question_of_invisible_characters_is_taken_as_none() {
         assert_eq!(c.text, none.text, "{blank:?}");
     }
 }
+
+/// A budget past what a saved context can record (2^63 - 1 tokens) is refused, naming it: saved
+/// with one, a turn was reported saved and then not found, its record empty (helper-79).
+#[test]
+fn a_budget_too_large_to_save_is_refused_not_saved_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 3, 42);
+    let mut o = opts(1 << 63);
+    o.save = true;
+    o.record_usage = false;
+    match context::build_context(&store, &o) {
+        Err(loci::Error::InvalidArgument { name, message }) => {
+            assert_eq!(name, "budget", "{message}");
+            assert!(message.contains("9223372036854775807"), "{message}");
+        }
+        other => panic!("{:?}", other.map(|c| c.turn)),
+    }
+    assert!(context::snapshots(&store).unwrap().is_empty());
+    o.budget = i64::MAX as usize;
+    let c = context::build_context(&store, &o).unwrap();
+    let saved = context::snapshot(&store, c.turn.unwrap()).unwrap().unwrap();
+    assert_eq!((saved.budget, saved.tokens), (o.budget, c.tokens));
+}

@@ -269,6 +269,18 @@ impl<'s> ContextBuilder<'s> {
 
     /// The context for this turn.
     pub fn build(&self, opts: &ContextOptions) -> Result<Context> {
+        // What a saved context records of its budget is a log value, at most i64::MAX: a
+        // larger one had been saved as an empty record, its turn then not found.
+        if i64::try_from(opts.budget).is_err() {
+            return Err(Error::InvalidArgument {
+                name: "budget".into(),
+                message: format!(
+                    "{} tokens is more than a context can record; give at most {}",
+                    opts.budget,
+                    i64::MAX
+                ),
+            });
+        }
         let live = self.live_summaries()?;
         assemble(self.store, &self.retriever, &live, &self.caches, opts)
     }
@@ -422,7 +434,10 @@ fn assemble(
     // A blank question is none: the question is optional, and tool callers fill optional
     // strings with "" (retrieval refuses a blank one, which made the context fail, and only
     // in the modes that have snippets).
-    let question = opts.question.as_deref().filter(|q| !crate::text::is_blank(q));
+    let question = opts
+        .question
+        .as_deref()
+        .filter(|q| !crate::text::is_blank(q));
     let snippets = match (question, wants("snippets")) {
         (Some(q), true) => snippet_lines(
             retriever,
@@ -1326,9 +1341,11 @@ fn save(store: &Store, context: &Context, previous: Option<&Snapshot>) -> Result
     let ts = store.latest_event_time()?.unwrap_or(0);
     let mut draft = EventDraft::new(ts, "loci", CONTEXT);
     draft.payload = serde_json::to_value(&snapshot)
-        .ok()
-        .and_then(|v| serde_json::from_value::<Value>(v).ok())
-        .unwrap_or_default();
+        .and_then(serde_json::from_value::<Value>)
+        .map_err(|e| Error::InvalidArgument {
+            name: "context".into(),
+            message: format!("cannot be saved: {e}"),
+        })?;
     draft.salience = Some(0.0);
     draft.idempotency_key = Some(turn_key(turn));
     store.append_bookkeeping(draft)?;
