@@ -842,3 +842,38 @@ fn a_budget_too_large_to_save_is_refused_not_saved_empty() {
     let saved = context::snapshot(&store, c.turn.unwrap()).unwrap().unwrap();
     assert_eq!((saved.budget, saved.tokens), (o.budget, c.tokens));
 }
+
+/// Working memory takes the room the other sections leave, as snippets do: at a budget of 300
+/// with 50 tokens used, a promise and three observations had been left out for the working
+/// section's share alone (helper-79).
+#[test]
+fn working_memory_takes_the_room_the_other_sections_leave() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path(), BackendKind::Redb).unwrap();
+    let mut d = EventDraft::new(100, "bot", "NOTE");
+    d.payload = "woke up".into();
+    store.ingest(vec![d]).unwrap();
+    let mut ops = vec![
+        WmOp::Intent {
+            text: "reach the village before night".into(),
+        },
+        WmOp::AddThreat {
+            text: "creeper near the east gate".into(),
+        },
+        WmOp::Promise {
+            text: "bring bread to the farmer".into(),
+        },
+    ];
+    ops.extend((1..=3).map(|i| WmOp::Observe {
+        text: format!("heard zombie noises number {i}"),
+    }));
+    for op in &ops {
+        store.change_working_memory(op, "bot", None).unwrap();
+    }
+    let mut o = ContextOptions::with_budget(300);
+    o.record_usage = false;
+    let c = context::build_context(&store, &o).unwrap();
+    assert!(c.tokens <= 300);
+    assert!(c.left_out.is_empty(), "{:?}\n{}", c.left_out, c.text);
+    assert_eq!(section(&c, "working").lines.len(), 6, "{}", c.text);
+}

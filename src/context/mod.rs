@@ -21,7 +21,8 @@
 //! 7. **moment**: the most recent raw events, newest kept first, in whatever budget is left.
 //!
 //! Each section but the moment has a share of the budget ([`Shares`]); what a section leaves
-//! unused goes to the moment. The final text is counted with the chosen tokenizer and never
+//! unused goes to the moment, and what the moment leaves to the snippets, working memory and
+//! observations that their shares cut (all below the boundary). The final text is counted with the chosen tokenizer and never
 //! exceeds the budget: lines are left out (moment oldest first, then the other sections from the
 //! bottom up) until it fits, and every line left out is listed. Modes: `all`; `anchor` (cover
 //! and moment only); `mainline` (pinned only).
@@ -452,36 +453,34 @@ fn assemble(
         name: "snippets".into(),
         lines: snippets,
     });
-    let working = if wants("working") {
-        fill(
-            "working",
-            working_lines(store, &count_line, share(opts.shares.working)),
-            share(opts.shares.working),
-            &mut left_out,
-        )
+    let all_working = if wants("working") {
+        working_lines(store, &count_line, share(opts.shares.working))
     } else {
         Vec::new()
     };
     sections.push(Section {
         name: "working".into(),
-        lines: working,
-    });
-    let observations = if wants("observations") {
-        let mut cache = caches.moment.lock().unwrap_or_else(|e| e.into_inner());
-        observation_lines(
-            store,
-            &mut cache,
-            share(opts.shares.observations),
-            opts.session.as_deref(),
-            opts.tokenizer,
+        lines: fill(
+            "working",
+            all_working.clone(),
+            share(opts.shares.working),
             &mut left_out,
-        )?
+        ),
+    });
+    let all_observations = if wants("observations") {
+        let mut cache = caches.moment.lock().unwrap_or_else(|e| e.into_inner());
+        observation_lines(store, &mut cache, opts.session.as_deref(), opts.tokenizer)?
     } else {
         Vec::new()
     };
     sections.push(Section {
         name: "observations".into(),
-        lines: observations,
+        lines: fill(
+            "observations",
+            all_observations.clone(),
+            share(opts.shares.observations),
+            &mut left_out,
+        ),
     });
     let used: usize = sections
         .iter()
@@ -510,6 +509,12 @@ fn assemble(
             .budget
             .saturating_sub(lines_tokens(&sections) + count_line(BOUNDARY));
         widen_snippets(retriever, q, room, opts, &mut sections, &mut left_out)?;
+    }
+    for (name, all) in [("working", all_working), ("observations", all_observations)] {
+        let room = opts
+            .budget
+            .saturating_sub(lines_tokens(&sections) + count_line(BOUNDARY));
+        widen(name, all, room, &mut sections, &mut left_out);
     }
 
     let mut context = fit(sections, opts, counter, &mut left_out);
@@ -550,6 +555,28 @@ fn fill(section: &str, lines: Vec<Line>, cap: usize, left_out: &mut Vec<LeftOut>
         }
     }
     kept
+}
+
+/// Fills section `name` again from `all` its lines, with the `room` the other sections left
+/// added to what it holds, when its share alone left lines out: below the boundary, as the
+/// snippets' ([`widen_snippets`]), so the prefix does not move.
+fn widen(
+    name: &str,
+    all: Vec<Line>,
+    room: usize,
+    sections: &mut [Section],
+    left_out: &mut Vec<LeftOut>,
+) {
+    if room == 0 || !left_out.iter().any(|l| l.section == name) {
+        return;
+    }
+    let Some(section) = sections.iter_mut().find(|s| s.name == name) else {
+        return;
+    };
+    let shown: usize = section.lines.iter().map(|l| l.tokens).sum();
+    let mut still_out = Vec::new();
+    section.lines = fill(name, all, shown + room, &mut still_out);
+    relist(name, still_out, left_out);
 }
 
 /// The mainline, then the pinned nodes by key.
@@ -678,14 +705,20 @@ fn widen_snippets(
         return Ok(());
     }
     section.lines = lines;
-    // In the place the first pass listed them, before the later sections' lines.
+    relist("snippets", cut_now, left_out);
+    Ok(())
+}
+
+/// Puts `now` in place of the lines of section `name` that `left_out` lists, where the first
+/// of those was (before the later sections' lines).
+fn relist(name: &str, now: Vec<LeftOut>, left_out: &mut Vec<LeftOut>) {
     let at = left_out
         .iter()
-        .position(|l| l.section == "snippets")
+        .position(|l| l.section == name)
         .unwrap_or(left_out.len());
-    left_out.retain(|l| l.section != "snippets");
-    left_out.splice(at.min(left_out.len())..at.min(left_out.len()), cut_now);
-    Ok(())
+    left_out.retain(|l| l.section != name);
+    let at = at.min(left_out.len());
+    left_out.splice(at..at, now);
 }
 
 /// Retrieval's pack for the question, packed into `cap` tokens; the ranked snippets that did
@@ -925,14 +958,12 @@ const OBSERVATION_TYPES: [&str; 8] = [
 
 /// The typed observations of the session (or those without one) among the latest records,
 /// one line per type and subject (`x3` when seen three times, at the latest time), grouped by
-/// type, newest first within a type, while they fit `cap`.
+/// type, newest first within a type.
 fn observation_lines(
     store: &Store,
     cache: &mut MomentCache,
-    cap: usize,
     session: Option<&str>,
     tokenizer: Tokenizer,
-    left_out: &mut Vec<LeftOut>,
 ) -> Result<Vec<Line>> {
     cache.sync(store);
     let last = store.last_seq();
@@ -987,7 +1018,7 @@ fn observation_lines(
             line(text, ids, &|t: &str| counter.count(t))
         })
         .collect();
-    Ok(fill("observations", lines, cap, left_out))
+    Ok(lines)
 }
 
 /// Reads the log back from `last` until it holds `MOMENT_WINDOW` records the context can show,
