@@ -913,7 +913,7 @@ fn time_limit_stops_aggregation_sort_and_projection() {
         "MATCH (n), (m) RETURN count(*) AS c, sum(size(tolower($big))) AS s",
         "MATCH (n), (m) RETURN n.key AS k ORDER BY size(tolower($big)) + size(n.key)",
         "MATCH (n), (m) RETURN size(tolower($big)) AS s",
-        "MATCH (n), (m) WHERE size(tolower($big)) > 0 RETURN n.key",
+        "MATCH (n), (m) WHERE size(tolower($big)) + size(m.key) > 0 RETURN n.key",
     ] {
         let e = query::prepare(text, limits)
             .unwrap()
@@ -2541,4 +2541,29 @@ fn last_death_of_two_at_one_time_is_the_later_event() {
     let r = saved().run_saved(&store, "last_death", &args(&[])).unwrap();
     assert_eq!(col(&r, "place"), [&serde_json::json!("lava")]);
     assert_eq!(col(&r, "event"), [&serde_json::json!(3)]);
+}
+
+/// A WHERE condition is checked as soon as the variables it reads are bound, each conjunct on
+/// its own: checked only after every pattern, `MATCH (a), (b), (c) WHERE a.key = 'hub'` had
+/// crossed 151 nodes three times and hit the intermediate-bytes limit (exit 7) for an answer
+/// of 22,801 rows, and of 0 for a key no node has (helper-80).
+#[test]
+fn where_conditions_are_checked_as_soon_as_their_variables_are_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![r#"{"op":"node","key":"hub"}"#.to_string()];
+    lines.extend((1..=150).map(|i| format!(r#"{{"op":"node","key":"l{i}"}}"#)));
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let store = graph_store(dir.path(), &lines);
+    use serde_json::json;
+    for (text, n) in [
+        ("MATCH (a {key:'hub'}), (b), (c) RETURN count(*) AS n", 22801),
+        ("MATCH (a), (b), (c) WHERE a.key = 'hub' RETURN count(*) AS n", 22801),
+        (
+            "MATCH (a), (b), (c) WHERE a.key = 'hub' AND b.key <> 'hub' AND c.key = 'l1' RETURN count(*) AS n",
+            150,
+        ),
+        ("MATCH (a), (b), (c) WHERE a.key = 'nope' RETURN count(*) AS n", 0),
+    ] {
+        assert_eq!(rows(&store, text), [vec![json!(n)]], "{text}");
+    }
 }

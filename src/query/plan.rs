@@ -144,6 +144,10 @@ struct Planner {
     /// Property checks of patterns that read a variable not yet bound where the pattern's node
     /// or relation is, as (its slot, key, value): each is checked once its variables are.
     waiting: Vec<(usize, String, Expr)>,
+    /// The conjuncts of `WHERE` not yet checked: each is checked as soon as the variables it
+    /// reads are bound, not after every pattern (a condition on the first of three patterns
+    /// had waited for their cross product).
+    conditions: Vec<Expr>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -242,6 +246,11 @@ impl Planner {
                 props,
             });
         }
+        let (ready, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.conditions)
+            .into_iter()
+            .partition(|e| self.ready(e) && first_aggregate(e).is_none());
+        self.conditions = still;
+        self.ops.extend(ready.into_iter().map(Op::Filter));
     }
 
     /// How cheaply `node` binds: already bound, by key, by name, by label, by a scan. A key or
@@ -402,6 +411,18 @@ impl Planner {
         }
         self.check_ready();
         Ok(())
+    }
+}
+
+/// The top-level conjuncts of `e` (`a AND (b AND c)` is `a`, `b`, `c`), in the order written.
+fn conjuncts(e: &Expr) -> Vec<Expr> {
+    match e {
+        Expr::Bin(BinOp::And, a, b) => {
+            let mut out = conjuncts(a);
+            out.extend(conjuncts(b));
+            out
+        }
+        other => vec![other.clone()],
     }
 }
 
@@ -607,6 +628,7 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         bound: Vec::new(),
         limits,
         waiting: Vec::new(),
+        conditions: q.filter.as_ref().map(conjuncts).unwrap_or_default(),
     };
     check_pattern_expressions(q)?;
     p.plan_searches(&q.searches, &q.places)?;
@@ -634,7 +656,12 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
                 "aggregates (count, min, ...) belong in RETURN, not WHERE",
             ));
         }
-        p.ops.push(Op::Filter(f.clone()));
+        // What no pattern made ready (a condition of constants only): checked last.
+        p.ops.extend(
+            std::mem::take(&mut p.conditions)
+                .into_iter()
+                .map(Op::Filter),
+        );
     }
     check_return_items(&q.items, &p.index, &q.places)?;
     let order = order_by_expressions(q, &p.index)?;
