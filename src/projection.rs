@@ -246,7 +246,11 @@ impl Overlay {
                 if let Some(p) = up.pinned {
                     n.pinned = p;
                 }
-                n.updated = n.updated.max(ev.ts);
+                // A summary restates the node as it was; its time (the start of its range) is
+                // no time anything happened to it.
+                if !restates(ev) {
+                    n.updated = n.updated.max(ev.ts);
+                }
                 n
             }
             None => {

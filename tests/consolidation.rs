@@ -889,3 +889,41 @@ fn consolidation_restates_no_edge_as_seen_later_than_the_graph_has_it() {
         assert_verifies(&store);
     }
 }
+
+/// Consolidation moves no node's `updated`: a summary restates its day's nodes, and its time
+/// (the start of its range) had become the `updated` of every node it restated, 100 to 24,000
+/// here, as if something had happened to them then (helper-81).
+#[test]
+fn consolidation_moves_no_nodes_updated_time() {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let mut made = EventDraft::new(100, "bot", "NOTE");
+        made.assertions = ["a", "b"]
+            .iter()
+            .map(|k| {
+                Assertion::UpsertNode(NodeUpsert {
+                    key: k.to_string(),
+                    name: Some(k.to_uppercase()),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let mut linked = EventDraft::new(DAY + 6000, "bot", "NOTE");
+        linked.assertions = vec![Assertion::UpsertEdge(EdgeUpsert {
+            from: "a".into(),
+            relation: "R".into(),
+            to: "b".into(),
+            ..Default::default()
+        })];
+        let closes = EventDraft::new(2 * DAY + 1, "bot", "NOTE");
+        store.ingest(vec![made, linked, closes]).unwrap();
+        let updated = |store: &Store| ["a", "b"].map(|k| store.node_by_key(k).unwrap().updated);
+        let before = updated(&store);
+        assert_eq!(before, [100, 100], "{backend}");
+        assert!(run(&store).days > 0, "{backend}");
+        assert_eq!(updated(&store), before, "{backend}");
+        assert_verifies(&store);
+    }
+}

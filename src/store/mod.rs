@@ -117,7 +117,8 @@ const CHECKPOINT_ON_CLOSE: u64 = 4_096;
 /// 3: the episodic index (`event_facet`) exists.
 /// 4: a summary raises no node's or edge's salience (it restates them).
 /// 5: a pin, unpin or promotion of a node not there makes none.
-pub const PROJECTION_VERSION: u32 = 5;
+/// 6: a summary moves no node's `updated` time.
+pub const PROJECTION_VERSION: u32 = 6;
 /// Events per projection chunk when replaying the log.
 const REPLAY_CHUNK: usize = 4096;
 /// Assertions per projection chunk when replaying the log, at most (past one event's): a
