@@ -1040,3 +1040,65 @@ fn a_kept_fact_keeps_its_latest_sighting_whichever_of_its_events_go() {
         assert_verifies(&store);
     }
 }
+
+/// A belief whose latest sighting forgetting took keeps that `last_seen` through its day being
+/// summarised again, of the events left, and forgotten again. (helper-81's seed 224 moved one
+/// back, 33,500 to 1,000: there the edge had faded to a confidence of 2e-12, no belief, and
+/// forgetting may take a faded fact's support.)
+#[test]
+fn a_belief_keeps_its_last_seen_when_its_day_is_summarised_again_and_forgotten() {
+    use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let seen = |ts: i64, nodes: bool| {
+            let mut d = EventDraft::new(ts, "bot", "NOTE");
+            if nodes {
+                for (k, n) in [("npc", "shepherd"), ("village", "Frostvale")] {
+                    d.assertions.push(Assertion::UpsertNode(NodeUpsert {
+                        key: k.into(),
+                        name: Some(n.into()),
+                        ..Default::default()
+                    }));
+                }
+            }
+            d.assertions.push(Assertion::UpsertEdge(EdgeUpsert {
+                from: "npc".into(),
+                relation: "LOCATED_IN".into(),
+                to: "village".into(),
+                confidence: Some(1.0),
+                ..Default::default()
+            }));
+            d.payload = format!("saw the shepherd at {ts}").as_str().into();
+            d
+        };
+        let mut filler: Vec<EventDraft> = (0..6)
+            .map(|i| {
+                let mut d = EventDraft::new(2000 + i * 100, "bot", "NOTE");
+                d.payload = format!("walked {i}").as_str().into();
+                d
+            })
+            .collect();
+        let mut drafts = vec![seen(1000, true), seen(9500, false)];
+        drafts.append(&mut filler);
+        drafts.push(EventDraft::new(DAY + 1, "bot", "NOTE"));
+        store.ingest(drafts).unwrap();
+        let last_seen = |store: &Store| {
+            store
+                .edge_between("npc", "LOCATED_IN", "village")
+                .unwrap()
+                .unwrap()
+                .last_seen
+        };
+        assert_eq!(last_seen(&store), 9500, "{backend}");
+        forget::forget(&store, &ForgetOptions::with_budget(4)).unwrap();
+        assert_eq!(last_seen(&store), 9500, "{backend}: the first forgetting");
+        // A late event into day 0: the day is summarised again, of the events left.
+        let mut late = EventDraft::new(5000, "bot", "NOTE");
+        late.payload = "a late note".into();
+        store.ingest(vec![late]).unwrap();
+        forget::forget(&store, &ForgetOptions::with_budget(4)).unwrap();
+        assert_eq!(last_seen(&store), 9500, "{backend}: the second forgetting");
+        assert_verifies(&store);
+    }
+}
