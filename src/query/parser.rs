@@ -18,7 +18,7 @@
 //!             | STARTS WITH add | ENDS WITH add | CONTAINS add]
 //! add      := mul (('+'|'-') mul)*;  mul := unary (('*'|'/'|'%') unary)*
 //! unary    := '-' unary | postfix;   postfix := atom ('.' name)*
-//! atom     := int | float | string | TRUE | FALSE | NULL | $param | var | name '(' args ')'
+//! atom     := int | float (`1.5`, `1e30`, `2.5E-3`) | string | TRUE | FALSE | NULL | $param | var | name '(' args ')'
 //!           | count '(' '*' ')' | '[' [expr (',' expr)*] ']' | '(' expr ')'
 //! ```
 //!
@@ -284,14 +284,30 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                     i += 1;
                 }
             }
+            // An exponent (`1e30`, `2.5E-3`), as floats are printed.
+            if i < bytes.len() && matches!(bytes[i], b'e' | b'E') {
+                let sign = usize::from(matches!(bytes.get(i + 1), Some(b'+' | b'-')));
+                if bytes.get(i + 1 + sign).is_some_and(u8::is_ascii_digit) {
+                    float = true;
+                    i += 1 + sign;
+                    while i < bytes.len() && bytes[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
+            }
             let s = &text[start..i];
             let span = Span { start, end: i };
             let tok = if float {
-                Tok::Float(s.parse().map_err(|_| ParseError {
-                    span,
-                    found: s.into(),
-                    expected: "a number".into(),
-                })?)
+                Tok::Float(
+                    s.parse()
+                        .ok()
+                        .filter(|f: &f64| f.is_finite())
+                        .ok_or_else(|| ParseError {
+                            span,
+                            found: s.into(),
+                            expected: "a number within the range of a 64-bit float".into(),
+                        })?,
+                )
             } else if s == MIN_MAGNITUDE {
                 Tok::MinMagnitude
             } else {
