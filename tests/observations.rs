@@ -184,14 +184,10 @@ fn observations_behind_a_long_run_of_summaries_are_still_shown() {
 #[test]
 fn a_raw_call_of_one_session_is_not_in_another_sessions_context() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
     let calls = r#"{"tool":"Edit","args":{"path":"src/a.rs"},"ts":1,"session":"s1"}
 {"tool":"Frobnicate","args":{"token":"s2-PRIVATE-API-KEY"},"ts":3,"session":"s2"}
 {"tool":"Frobnicate","args":{"token":"s1-OWN-NOTE"},"ts":4,"session":"s1"}"#;
-    ingest::read_str("calls.jsonl", calls, Format::Toolcalls)
-        .unwrap()
-        .commit(&store)
-        .unwrap();
+    let store = store_of_calls(dir.path(), calls);
     let text = |session: Option<&str>| {
         let mut o = ContextOptions::with_budget(2000);
         o.session = session.map(str::to_string);
@@ -219,15 +215,11 @@ fn a_raw_call_of_one_session_is_not_in_another_sessions_context() {
 #[test]
 fn a_question_brings_no_call_of_another_session_into_a_context() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
     let calls = r#"{"tool":"Edit","args":{"path":"src/a.rs"},"ts":1,"session":"s1"}
 {"tool":"Frobnicate","args":{"token":"s2-PRIVATE-API-KEY"},"ts":3,"session":"s2"}
 {"tool":"Edit","args":{"path":"secret/plan.md"},"ts":4,"session":"s2"}
 {"tool":"Read","args":{"path":"src/b.rs"},"ts":5,"session":"s1"}"#;
-    ingest::read_str("calls.jsonl", calls, Format::Toolcalls)
-        .unwrap()
-        .commit(&store)
-        .unwrap();
+    let store = store_of_calls(dir.path(), calls);
     let mut o = ContextOptions::with_budget(2000);
     o.session = Some("s1".into());
     o.record_usage = false;
@@ -241,4 +233,14 @@ fn a_question_brings_no_call_of_another_session_into_a_context() {
     o.session = Some("s2".into());
     let c = context::build_context(&store, &o).unwrap();
     assert!(c.text.contains("s2-PRIVATE-API-KEY"), "{}", c.text);
+}
+
+/// A store of the tool calls `calls` (JSON Lines).
+fn store_of_calls(dir: &std::path::Path, calls: &str) -> Store {
+    let store = Store::create(dir.join("s"), BackendKind::Redb).unwrap();
+    ingest::read_str("calls.jsonl", calls, Format::Toolcalls)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    store
 }
