@@ -1125,3 +1125,28 @@ fn extract_retracts_the_mentions_a_replaced_passage_no_longer_makes() {
     let report = store.verify().unwrap();
     assert!(report.ok(), "{:#?}", report.differences);
 }
+
+/// Retrieval's own searches, for passages by the `Passage` label, are not refused as a near
+/// miss in a store whose nodes are labelled `passage` (the refusal of a filter one slip of
+/// case from a name the store has is for what a caller gives, not for loci's own filters).
+#[test]
+fn a_store_with_a_lowercase_passage_label_still_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    ingest::read_str(
+        "g.jsonl",
+        r#"{"op":"node","key":"p1","label":"passage","name":"Harbour notes"}
+{"op":"node","key":"i1","label":"item","name":"emerald"}"#,
+        Format::Graph,
+    )
+    .unwrap()
+    .commit(&store)
+    .unwrap();
+    let pack = Retriever::new(&store)
+        .unwrap()
+        .retrieve("harbour notes", &RetrieveOptions::default())
+        .unwrap();
+    assert!(!pack.snippets.is_empty());
+    let trades = loci::queries::find_item(&store, "emerald");
+    assert!(trades.is_ok(), "{:?}", trades.err());
+}

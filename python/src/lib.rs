@@ -294,6 +294,9 @@ impl Store {
         if limit == 0 {
             return Err(InputError::new_err("limit: must be at least 1"));
         }
+        s.graph()
+            .refuse_near_misses("label", loci::NameOf::Label, label.as_deref())
+            .map_err(to_py)?;
         py.detach(|| {
             let filter = SearchFilter::default().with_labels(label).with_kinds(kind);
             s.search(text, &filter, limit)?

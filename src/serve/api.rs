@@ -756,6 +756,8 @@ async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>
     check_time_range(p.from, p.to)?;
     crate::text::check_search(&p.q, "q", p.label.as_deref(), p.kind.as_deref())?;
     st.blocking(move |s| {
+        s.graph()
+            .refuse_near_misses("label", NameOf::Label, p.label.as_deref())?;
         let mut filter = SearchFilter::default()
             .with_labels(p.label)
             .with_kinds(p.kind);

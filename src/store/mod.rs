@@ -4171,7 +4171,6 @@ impl Store {
     /// a pictograph, stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
         let g = self.graph_for_search();
-        g.refuse_near_misses("label", NameOf::Label, &filter.labels)?;
         let (last_seq, next_node) = (g.state.counters.last_seq, g.state.counters.next_node);
         // An index at the graph's position holds no node the graph does not: then the bounds
         // suffice, and no hit reads the graph's pages (a store opened from its snapshot reads
