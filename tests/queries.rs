@@ -2590,3 +2590,20 @@ fn floats_may_be_written_with_an_exponent() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `(n:A:B)` is refused, pointing at the second `:`: in Cypher and GQL it asks for both labels,
+/// which no node has (a node has one), and it had been read as `:A|B`, either (helper-78,
+/// helper-80). `(n:A|B)` says either.
+#[test]
+fn a_node_of_two_labels_joined_by_a_colon_is_refused() {
+    match query::prepare("MATCH (n:Place:NPC) RETURN n", Limits::default()) {
+        Err(QueryError::Parse {
+            column, expected, ..
+        }) => {
+            assert_eq!(column, 15);
+            assert!(expected.contains("'|'"), "{expected}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(query::prepare("MATCH (n:Place|NPC) RETURN n", Limits::default()).is_ok());
+}

@@ -878,13 +878,13 @@ impl<'a> Parser<'a> {
         let mut labels = Vec::new();
         if self.eat_sym(":") {
             labels.push(self.any_name("a label")?);
-            while self.eat_sym("|")
-                || (self.is_sym(":") && {
-                    self.bump();
-                    true
-                })
-            {
+            while self.eat_sym("|") {
                 labels.push(self.any_name("a label")?);
+            }
+            // `:A:B` asks Cypher and GQL for both labels, which no node has; it had been
+            // read as either.
+            if self.is_sym(":") {
+                return self.err("'|' between labels (a node has one: `:A|B` matches either)");
             }
         }
         let props = self.props()?;
