@@ -2607,3 +2607,26 @@ fn a_node_of_two_labels_joined_by_a_colon_is_refused() {
     }
     assert!(query::prepare("MATCH (n:Place|NPC) RETURN n", Limits::default()).is_ok());
 }
+
+/// With DISTINCT, ORDER BY reads only returned columns, as openCypher requires: ordered by a
+/// column DISTINCT dropped, the rows had been sorted first and each kept where it first came,
+/// an order the query never states (helper-80).
+#[test]
+fn with_distinct_order_by_reads_only_returned_columns() {
+    match query::prepare(
+        "MATCH (n) RETURN DISTINCT n.label AS l ORDER BY n.key",
+        Limits::default(),
+    ) {
+        Err(QueryError::PlanAt { message, .. }) => {
+            assert!(message.contains("DISTINCT"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    for ok in [
+        "MATCH (n) RETURN DISTINCT n.label AS l ORDER BY l",
+        "MATCH (n) RETURN DISTINCT n.label AS l ORDER BY toLower(l) DESC",
+        "MATCH (n) RETURN DISTINCT n.label ORDER BY n.label",
+    ] {
+        assert!(query::prepare(ok, Limits::default()).is_ok(), "{ok}");
+    }
+}

@@ -938,6 +938,22 @@ fn with_aliases_read(e: &Expr, items: &[ReturnItem]) -> Expr {
     }
 }
 
+/// Whether `e` is made of returned expressions (`items`) and constants only.
+fn reads_only_returned(e: &Expr, items: &[ReturnItem]) -> bool {
+    let only = |x: &Expr| reads_only_returned(x, items);
+    if items.iter().any(|i| &i.expr == e) {
+        return true;
+    }
+    match e {
+        Expr::Lit(_) | Expr::Param(_) => true,
+        Expr::Var(_) => false,
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => only(x),
+        Expr::Call(_, args, _) => args.iter().all(only),
+        Expr::List(xs) => xs.iter().all(only),
+        Expr::Bin(_, a, b) => only(a) && only(b),
+    }
+}
+
 /// ORDER BY's expressions, checked; one may read RETURN aliases, which are replaced by the
 /// aliased expressions ([`with_aliases_read`]).
 fn order_by_expressions(
@@ -954,6 +970,15 @@ fn order_by_expressions(
     for (i, (e, _)) in order.iter().enumerate() {
         let at = q.places.order.get(i).copied();
         check_vars(e, index, &aliases, &q.places)?;
+        if q.distinct && !grouped && !reads_only_returned(e, &q.items) {
+            // DISTINCT drops every other value before the rows are ordered, as openCypher
+            // has it: ordered by one it dropped, rows had been sorted first and each kept
+            // where it first came.
+            return Err(plan_err_at(
+                at,
+                "with DISTINCT, ORDER BY may only read returned columns",
+            ));
+        }
         if grouped {
             // Rows are groups by then: only what each group returns can order them.
             if !q.items.iter().any(|item| &item.expr == e) {
