@@ -461,7 +461,10 @@ fn errors_and_limits() {
     let e = query::run(&store, "MATCH (a) RETURN frobnicate(a)", &none).unwrap_err();
     assert!(e.to_string().contains("unknown function frobnicate"), "{e}");
     let e = query::run(&store, "MATCH (a {key: $k}) RETURN a", &none).unwrap_err();
-    assert!(matches!(e, QueryError::Param(_)), "{e}");
+    assert!(
+        matches!(&e, QueryError::PlanAt { message, .. } if message.contains("$k has no value")),
+        "{e}"
+    );
     let e = query::run(&store, "MATCH (a)-[*1..20]-(b) RETURN b", &none).unwrap_err();
     assert!(e.to_string().contains("at most 8 hops"), "{e}");
     // A refused LIMIT is said as written, not as Rust's Debug of the value ("Int(-1)"), and
@@ -2628,5 +2631,26 @@ fn with_distinct_order_by_reads_only_returned_columns() {
         "MATCH (n) RETURN DISTINCT n.label ORDER BY n.label",
     ] {
         assert!(query::prepare(ok, Limits::default()).is_ok(), "{ok}");
+    }
+}
+
+/// A parameter given no value is named at its first use in the query, as other planning errors
+/// are: it had been told without a line or column (helper-80).
+#[test]
+fn a_parameter_given_no_value_is_placed_at_its_first_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = graph_store(dir.path(), &[r#"{"op":"node","key":"x"}"#]);
+    let text = "MATCH (a)\nWHERE a.key = $k OR a.name = $k\nRETURN a";
+    match query::run(&store, text, &HashMap::new()).unwrap_err() {
+        QueryError::PlanAt {
+            line,
+            column,
+            message,
+            ..
+        } => {
+            assert_eq!((line, column), (2, 15), "{message}");
+            assert!(message.contains("$k has no value"), "{message}");
+        }
+        other => panic!("{other:?}"),
     }
 }

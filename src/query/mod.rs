@@ -330,6 +330,12 @@ impl Prepared {
         store: &Store,
         params: &HashMap<String, Val>,
     ) -> Result<QueryResult, QueryError> {
+        // A parameter given no value is named where the query first uses it.
+        if let Some(p) = self.plan.params.iter().find(|p| !params.contains_key(*p)) {
+            if let Some(span) = self.query.places.of_param(p) {
+                return Err(plan::plan_err_at(Some(span), no_value(p)).placed_in(&self.text));
+            }
+        }
         exec::execute(store, &self.plan, params, self.limits).map_err(|e| e.placed_in(&self.text))
     }
 }
