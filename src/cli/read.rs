@@ -67,7 +67,7 @@ pub fn search(a: SearchArgs) -> Result<Code> {
         }
     }
     let s = open_for_reading(&a.store)?;
-    check_filter_names(&s, ("--relation", &[]), &a.label)?;
+    check_filter_names(&s, &[], &a.label)?;
     let time = match (a.from, a.to) {
         (None, None) => None,
         (f, t) => Some((f.unwrap_or(i64::MIN), t.unwrap_or(i64::MAX))),
@@ -102,13 +102,9 @@ pub fn search(a: SearchArgs) -> Result<Code> {
 /// whitespace keeps from naming the store's ([`loci::store::GraphRead::refuse_near_misses`]),
 /// and says on stderr which others no edge or node of the store has: names are
 /// case-sensitive, and a misspelt filter would otherwise just match nothing, silently.
-fn check_filter_names(
-    s: &Store,
-    (relation_flag, relations): (&str, &[String]),
-    labels: &[String],
-) -> Result<()> {
+fn check_filter_names(s: &Store, relations: &[String], labels: &[String]) -> Result<()> {
     let g = s.graph();
-    g.refuse_near_misses(relation_flag, NameOf::Relation, relations)?;
+    g.refuse_near_misses("--relation", NameOf::Relation, relations)?;
     g.refuse_near_misses("--label", NameOf::Label, labels)?;
     for r in relations.iter().filter(|r| g.relation_id(r).is_none()) {
         errln!(
@@ -131,7 +127,7 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
     }
     loci::text::refuse_any_blank(a.relation.iter().map(String::as_str), "relation")?;
     let s = open_for_reading(&a.store)?;
-    check_filter_names(&s, ("--relation", &a.relation), &[])?;
+    check_filter_names(&s, &a.relation, &[])?;
     let start = resolve_node(&s, &a.node)?;
     let mut opts = ExpandOptions::default()
         .with_min_confidence(a.min_confidence)
@@ -224,7 +220,7 @@ pub fn query(a: QueryArgs) -> Result<Code> {
         loci::text::refuse_any_blank(list.iter().map(String::as_str), flag)?;
     }
     let s = open_for_reading(&a.store)?;
-    check_filter_names(&s, ("--relation", &a.relation), &[])?;
+    check_filter_names(&s, &a.relation, &[])?;
     let kinds: Vec<SnippetKind> = a
         .kind
         .iter()
