@@ -494,7 +494,8 @@ fn assemble(
             store,
             &mut cache,
             opts.budget.saturating_sub(used),
-            (opts.tokenizer, opts.session.as_deref()),
+            opts.tokenizer,
+            opts.session.as_deref(),
             &mut left_out,
         )?
     } else {
@@ -847,9 +848,13 @@ struct Cached {
 /// The session of a tool-call event (`observe`), a typed observation or a call kept raw:
 /// `Some` of its session (or of none), `None` for an event of another kind.
 fn call_session(ev: &crate::model::Event) -> Option<Option<String>> {
-    if let Some(o) = Observed::of(ev) {
-        return Some(o.session);
-    }
+    Observed::of(ev)
+        .map(|o| o.session)
+        .or_else(|| raw_call_session(ev))
+}
+
+/// [`call_session`] of a call kept raw (`observe::TOOL_CALL`); `None` for any other event.
+fn raw_call_session(ev: &crate::model::Event) -> Option<Option<String>> {
     (ev.kind == crate::observe::TOOL_CALL).then(|| match &ev.payload {
         Value::Map(m) => m.get("session").and_then(Value::as_str).map(str::to_string),
         _ => None,
@@ -917,9 +922,7 @@ impl MomentCache {
                 ts: ev.ts,
                 text: format!("t={} {}", ev.ts, crate::text::one_line(&ev.text())),
                 observation: Observed::of(&ev),
-                raw_call: (ev.kind == crate::observe::TOOL_CALL)
-                    .then(|| call_session(&ev))
-                    .flatten(),
+                raw_call: raw_call_session(&ev),
             });
             found.insert(ev.seq, line);
             Ok(true)
@@ -1112,7 +1115,8 @@ fn moment_lines(
     store: &Store,
     cache: &mut MomentCache,
     cap: usize,
-    (tokenizer, session): (Tokenizer, Option<&str>),
+    tokenizer: Tokenizer,
+    session: Option<&str>,
     left_out: &mut Vec<LeftOut>,
 ) -> Result<Vec<Line>> {
     cache.sync(store);
