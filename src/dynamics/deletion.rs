@@ -140,12 +140,12 @@ pub fn names_node(event: &Event, key: &str) -> bool {
 
 /// Whether `event` is a saved context (`context::CONTEXT`) whose ids list `key`.
 fn saved_context_lists(event: &Event, key: &str) -> bool {
+    // Read in place: a deletion asks this of every event of the log.
+    let Value::Map(m) = &event.payload else {
+        return false;
+    };
     event.kind == crate::model::kinds::CONTEXT
-        && serde_json::to_value(&event.payload).is_ok_and(|v| {
-            v.get("ids")
-                .and_then(|ids| ids.as_array())
-                .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(key)))
-        })
+        && matches!(m.get("ids"), Some(Value::List(ids)) if ids.iter().any(|id| id.as_str() == Some(key)))
 }
 
 /// The values `event` gives nodes and edges, each as one text naming what it is a value of
