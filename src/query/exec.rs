@@ -1839,10 +1839,8 @@ pub fn execute(
     params: &HashMap<String, Val>,
     limits: Limits,
 ) -> Result<QueryResult, QueryError> {
-    for p in &plan.params {
-        if !params.contains_key(p) {
-            return Err(QueryError::Param(super::no_value(p)));
-        }
+    if let Some(p) = plan.missing_param(params) {
+        return Err(QueryError::Param(super::no_value(p)));
     }
     // A plan that searches does so under the graph read here: a deletion's documents are
     // waited for now (`Store::graph_for_search`), before the query's clock starts.

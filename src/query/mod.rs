@@ -331,7 +331,7 @@ impl Prepared {
         params: &HashMap<String, Val>,
     ) -> Result<QueryResult, QueryError> {
         // A parameter given no value is named where the query first uses it.
-        if let Some(p) = self.plan.params.iter().find(|p| !params.contains_key(*p)) {
+        if let Some(p) = self.plan.missing_param(params) {
             if let Some(span) = self.query.places.of_param(p) {
                 return Err(plan::plan_err_at(Some(span), no_value(p)).placed_in(&self.text));
             }

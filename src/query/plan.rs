@@ -107,6 +107,16 @@ pub struct Plan {
     pub params: Vec<String>,
 }
 
+impl Plan {
+    /// The first parameter the query uses that `given` has no value for.
+    pub fn missing_param<V>(&self, given: &HashMap<String, V>) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|p| !given.contains_key(*p))
+            .map(String::as_str)
+    }
+}
+
 /// Most operators of one plan.
 pub const MAX_OPS: usize = 128;
 
