@@ -512,6 +512,9 @@ pub struct PathPat {
     pub var: Option<String>,
     pub start: NodePat,
     pub steps: Vec<(RelPat, NodePat)>,
+    /// Which MATCH clause the pattern is in, counted from 0: relations are distinct edges
+    /// within a clause, not across clauses.
+    pub clause: usize,
     /// From the path variable (or the first node) to the last node.
     pub span: Span,
 }
@@ -726,11 +729,13 @@ impl<'a> Parser<'a> {
         if !self.is_kw("MATCH") {
             return self.err("SEARCH or MATCH");
         }
+        let mut clause = 0;
         while self.eat_kw("MATCH") {
-            patterns.push(self.path()?);
+            patterns.push(self.path(clause)?);
             while self.eat_sym(",") {
-                patterns.push(self.path()?);
+                patterns.push(self.path(clause)?);
             }
+            clause += 1;
         }
         let filter = if self.eat_kw("WHERE") {
             let start = self.span().start;
@@ -823,7 +828,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn path(&mut self) -> Result<PathPat, ParseError> {
+    fn path(&mut self, clause: usize) -> Result<PathPat, ParseError> {
         let span_start = self.span().start;
         let var =
             if matches!(self.peek(), Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Sym("=")) {
@@ -844,6 +849,7 @@ impl<'a> Parser<'a> {
             var,
             start,
             steps,
+            clause,
             span: self.since(span_start),
         })
     }

@@ -62,7 +62,7 @@ pub enum Op {
     },
     /// Follow edges from the node in `from` to `to`, binding the edge (or, for a quantified
     /// relation, the path segment) to `rel`. Edges already bound in `distinct_from` are not
-    /// reused (trail semantics across the whole pattern).
+    /// reused (trail semantics across the patterns of one MATCH clause).
     Expand {
         from: usize,
         rel: usize,
@@ -642,9 +642,16 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
     };
     check_pattern_expressions(q)?;
     p.plan_searches(&q.searches, &q.places)?;
-    // Every relation of the query keeps its own slot, so trail semantics can see them all.
+    // Relations are distinct edges within one MATCH clause (openCypher's relationship
+    // isomorphism, GQL's DIFFERENT EDGES), so the trail holds the relation slots of the
+    // clause's patterns planned so far and starts afresh at the next clause.
     let mut trail: Vec<usize> = Vec::new();
+    let mut clause = q.patterns.first().map_or(0, |path| path.clause);
     for path in &q.patterns {
+        if path.clause != clause {
+            clause = path.clause;
+            trail.clear();
+        }
         p.plan_path(path, q.filter.as_ref(), &mut trail)?;
     }
     // Every variable is bound now: no property check is left waiting.
@@ -761,7 +768,7 @@ impl Planner {
 
     /// One pattern: bound at its cheapest node (one bound already, then by key, by name, by
     /// label, a scan; the first of equals), then expanded forwards to its end and backwards to
-    /// its start; `trail` holds the relation slots of every pattern planned so far.
+    /// its start; `trail` holds the relation slots of the clause's patterns planned so far.
     fn plan_path(
         &mut self,
         path: &PathPat,
