@@ -1,5 +1,5 @@
-//! Forgetting: the store kept within a budget of events while every fact, pinned item and top
-//! summary stays, as a replayable deletion event. Runs on both backends.
+//! Forgetting: the store kept within a budget of events while every belief, pinned item and
+//! top summary stays, as a replayable deletion event. Runs on both backends.
 
 use std::collections::BTreeMap;
 
@@ -1099,6 +1099,80 @@ fn a_belief_keeps_its_last_seen_when_its_day_is_summarised_again_and_forgotten()
         store.ingest(vec![late]).unwrap();
         forget::forget(&store, &ForgetOptions::with_budget(4)).unwrap();
         assert_eq!(last_seen(&store), 9500, "{backend}: the second forgetting");
+        assert_verifies(&store);
+    }
+}
+
+/// A node or fact that a day's summary restated, its own event forgotten, stays when a late
+/// event makes the day summarised again: the new summary had restated only what the events
+/// left asserted, so once the superseded summary went, an unlinked node (a lamp seen once) and
+/// a faded edge went with it, which the same store without the late event kept (helper-81).
+#[test]
+fn a_day_summarised_again_restates_what_its_forgotten_events_asserted() {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let lamp = Assertion::UpsertNode(NodeUpsert {
+            key: "lamp".into(),
+            label: Some("Thing".into()),
+            name: Some("Lamp".into()),
+            ..Default::default()
+        });
+        let node = |key: &str| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                ..Default::default()
+            })
+        };
+        let faded = Assertion::UpsertEdge(EdgeUpsert {
+            from: "fox".into(),
+            relation: "NEAR".into(),
+            to: "den".into(),
+            confidence: Some(0.2),
+            ..Default::default()
+        });
+        store
+            .ingest(vec![
+                noted(100, 0.01, vec![lamp, node("fox"), node("den"), faded]),
+                noted(200, 0.9, vec![]),
+                noted(300, 0.9, vec![]),
+                noted(DAY + 100, 0.9, vec![]),
+            ])
+            .unwrap();
+        let kept = |store: &Store| {
+            (
+                store.node_by_key("lamp").map(|n| (n.label, n.name)),
+                store
+                    .edge_between("fox", "NEAR", "den")
+                    .unwrap()
+                    .map(|e| e.confidence),
+            )
+        };
+        let before = kept(&store);
+        assert!(before.0.is_some() && before.1.is_some(), "{backend}");
+        let r =
+            forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(4)).unwrap();
+        assert!(store.event(1).unwrap().is_none(), "{backend}: {r:?}");
+        assert_eq!(kept(&store), before, "{backend}: the first forgetting");
+        // A late event into day 0: the day is summarised again, of the events left, and the
+        // superseded summary is the first to go.
+        store.ingest(vec![noted(150, 0.9, vec![])]).unwrap();
+        let r =
+            forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(4)).unwrap();
+        assert!(r.1.evicted > 0, "{backend}: {r:?}");
+        assert_eq!(kept(&store), before, "{backend}: {r:?}");
+        assert_verifies(&store);
+        // A user's deletion of the forgotten event takes what it alone gave, from the summary
+        // that folded its gist in too.
+        store.delete(&loci::DeleteRequest::events([1])).unwrap();
+        assert_eq!(kept(&store), (None, None), "{backend}");
+        for s in consolidate::summaries(&store).unwrap() {
+            assert!(!s.text.contains("Lamp"), "{backend}: {}", s.text);
+        }
+        assert_verifies(&store);
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        assert_eq!(kept(&store), (None, None), "{backend}");
         assert_verifies(&store);
     }
 }

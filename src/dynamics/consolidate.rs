@@ -784,9 +784,25 @@ fn summarised_day(latest: &Latest) -> Option<i64> {
 struct DayPlan {
     day: i64,
     events: Vec<Event>,
+    /// The day's summary before, when forgetting had thinned the day: it restated what the
+    /// forgotten events asserted, which rests on it alone.
+    folded: Option<Event>,
     episodes: Vec<EventDraft>,
     summary: EventDraft,
     digest: Digest,
+}
+
+impl DayPlan {
+    /// What the day's summary restates, each assertion with its event's time: what the day's
+    /// events asserted and what a folded summary restated. Without the latter, a node or a
+    /// faded edge whose events forgetting took went once the superseded summary did, though
+    /// the same store without a late event kept them.
+    fn asserted(&self) -> impl Iterator<Item = (i64, &Assertion)> {
+        self.events
+            .iter()
+            .chain(&self.folded)
+            .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a)))
+    }
 }
 
 /// A day summary that a week rolls up: one already in the log, or one planned in this run.
@@ -1007,11 +1023,7 @@ fn write_summaries(
             drafts.extend(plan.episodes.iter().cloned());
             let mut day = plan.summary.clone();
             set_children(&mut day, &children);
-            let asserted = plan
-                .events
-                .iter()
-                .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a)));
-            day.assertions = support_of(store, asserted)?;
+            day.assertions = support_of(store, plan.asserted())?;
             drafts.push(day);
             day_seq.push(next);
             next += 1;
@@ -1028,15 +1040,12 @@ fn write_summaries(
             set_children(&mut week, &children);
             let mut asserted: Vec<(i64, &Assertion)> = Vec::new();
             for d in days {
-                let events = match d {
-                    DayRef::Logged(ev) => std::slice::from_ref(&**ev),
-                    DayRef::Planned(i) => &plans[*i].events[..],
-                };
-                asserted.extend(
-                    events
-                        .iter()
-                        .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a))),
-                );
+                match d {
+                    DayRef::Logged(ev) => {
+                        asserted.extend(ev.assertions.iter().map(|a| (ev.ts, a)));
+                    }
+                    DayRef::Planned(i) => asserted.extend(plans[*i].asserted()),
+                }
             }
             week.assertions = support_of(store, asserted.into_iter())?;
             drafts.push(week);
@@ -1141,9 +1150,14 @@ fn plan_day(
         previous,
         max_salience(&events),
     );
+    let folded = match folded {
+        Some(before) => store.event(before.seq)?,
+        None => None,
+    };
     Ok(Some(DayPlan {
         day,
         events,
+        folded,
         episodes: episode_drafts,
         summary,
         digest,
