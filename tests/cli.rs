@@ -2551,6 +2551,15 @@ fn context_assembles_saves_and_recalls_a_turn() {
     assert_eq!(second["prefix_digest"], first["prefix_digest"]);
     let text = ok(&["context", "--store", p(&store), "--turn", "1"]);
     assert!(text.starts_with("turn 1 (event "), "{text}");
+    let head: Vec<&str> = text.lines().take(2).collect();
+    assert!(
+        head[0].contains(" of 900 tokens (approx), mode all, prefix "),
+        "{text}"
+    );
+    assert_eq!(
+        head[1], "question: who trades emeralds for sticks",
+        "{text}"
+    );
     let saved = json(&["context", "--store", p(&store), "--turn", "2", "--json"]);
     assert_eq!(saved["tokens"], second["tokens"]);
     assert!(!saved["ids"].as_array().unwrap().is_empty());

@@ -877,3 +877,47 @@ fn working_memory_takes_the_room_the_other_sections_leave() {
     assert!(c.left_out.is_empty(), "{:?}\n{}", c.left_out, c.text);
     assert_eq!(section(&c, "working").lines.len(), 6, "{}", c.text);
 }
+
+/// A saved context records how it was made: its tokens are counted by a tokenizer, so the
+/// count alone could not be read back, and the question and mode say what it answered. Its
+/// ids are listed as the context showed them, first sighting first: in string order,
+/// `event:10` had come before `event:9` (session 36 probe).
+#[test]
+fn a_saved_context_records_its_tokenizer_mode_and_question_and_ids_in_the_order_shown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 10, 3);
+    let mut o = opts(1500);
+    o.save = true;
+    o.tokenizer = Tokenizer::Cl100kBase;
+    o.mode = ContextMode::Anchor;
+    let c = context::build_context(&store, &o).unwrap();
+    let snap = context::snapshot(&store, c.turn.unwrap()).unwrap().unwrap();
+    assert_eq!(snap.tokenizer, Some(Tokenizer::Cl100kBase));
+    assert_eq!(snap.mode, Some(ContextMode::Anchor));
+    assert_eq!(
+        snap.question.as_deref(),
+        Some("who trades emeralds for sticks")
+    );
+    let mut shown: Vec<String> = Vec::new();
+    for id in c
+        .sections
+        .iter()
+        .flat_map(|s| &s.lines)
+        .flat_map(|l| &l.ids)
+    {
+        if !shown.contains(id) {
+            shown.push(id.clone());
+        }
+    }
+    assert!(shown.len() > 2, "{shown:?}");
+    assert_eq!(snap.ids, shown);
+    // Without a question, none is recorded.
+    o.question = None;
+    o.tokenizer = Tokenizer::Approx;
+    let c = context::build_context(&store, &o).unwrap();
+    let snap = context::snapshot(&store, c.turn.unwrap()).unwrap().unwrap();
+    assert_eq!(snap.tokenizer, Some(Tokenizer::Approx));
+    assert_eq!(snap.question, None);
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.differences);
+}

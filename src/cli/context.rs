@@ -18,8 +18,16 @@ pub fn context(a: ContextArgs) -> Result<Code> {
         if a.json {
             print_json(&snap)?;
         } else {
+            // A context saved before these were recorded has none of them.
+            let made = [
+                snap.tokenizer.map(|t| format!(" ({t})")),
+                snap.mode.map(|m| format!(", mode {}", m.name())),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<String>();
             outln!(
-                "turn {} (event {}): {} of {} tokens, prefix {}{}",
+                "turn {} (event {}): {} of {} tokens{made}, prefix {}{}",
                 snap.turn,
                 snap.seq,
                 snap.tokens,
@@ -31,6 +39,9 @@ pub fn context(a: ContextArgs) -> Result<Code> {
                     ""
                 }
             );
+            if let Some(q) = &snap.question {
+                outln!("question: {}", loci::text::one_line(q));
+            }
             for id in &snap.ids {
                 outln!("  {id}");
             }

@@ -37,8 +37,6 @@
 
 mod cover;
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 
 use crate::dynamics::consolidate::{self, Summary};
@@ -87,6 +85,17 @@ pub enum ContextMode {
     Anchor,
     /// Pins and the mainline.
     Mainline,
+}
+
+impl ContextMode {
+    /// The name an option gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ContextMode::All => "all",
+            ContextMode::Anchor => "anchor",
+            ContextMode::Mainline => "mainline",
+        }
+    }
 }
 
 impl std::str::FromStr for ContextMode {
@@ -225,7 +234,17 @@ pub struct Snapshot {
     pub prefix_digest: String,
     pub cover: Vec<u64>,
     pub cover_held_over: bool,
+    /// The ids its lines rest on, each once, in the order the context shows them.
     pub ids: Vec<String>,
+    /// What counted its tokens (`None` in a context saved before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<Tokenizer>,
+    /// Which sections it held (`None` in a context saved before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ContextMode>,
+    /// The question its snippets answered, if it was given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
 }
 
 /// Assembles the context for this turn (see the module documentation). For many turns, build
@@ -523,7 +542,11 @@ fn assemble(
     context.cover = cover_ids;
     context.cover_held_over = cover_held_over;
     if opts.save {
-        context.turn = Some(save(store, &context, previous.as_ref())?);
+        let made = Made {
+            mode: opts.mode,
+            question,
+        };
+        context.turn = Some(save(store, &context, made, previous.as_ref())?);
     }
     Ok(context)
 }
@@ -1349,19 +1372,35 @@ fn turn_key(turn: u64) -> String {
     format!("{}context:turn:{turn}", crate::store::STORE_KEY_PREFIX)
 }
 
+/// What a context was asked for, as its record keeps it beside what the context holds.
+struct Made<'a> {
+    mode: ContextMode,
+    /// The question its snippets answered (none when blank).
+    question: Option<&'a str>,
+}
+
 /// Writes the context as a `CONTEXT` event; returns its turn number: the one after the latest
 /// saved context's, past any a deleted context had (a store saved before contexts had keys
 /// can give a deleted one's number again).
-fn save(store: &Store, context: &Context, previous: Option<&Snapshot>) -> Result<u64> {
+fn save(
+    store: &Store,
+    context: &Context,
+    made: Made<'_>,
+    previous: Option<&Snapshot>,
+) -> Result<u64> {
     let mut turn = previous.map_or(1, |p| p.turn + 1);
     while store.applied_key(&turn_key(turn))?.is_some() {
         turn += 1;
     }
-    let ids: BTreeSet<String> = context
+    // In the order shown, first sighting first: what the agent read, as it read it.
+    let mut seen = std::collections::HashSet::new();
+    let ids: Vec<String> = context
         .sections
         .iter()
         .flat_map(|s| &s.lines)
-        .flat_map(|l| l.ids.iter().cloned())
+        .flat_map(|l| &l.ids)
+        .filter(|id| seen.insert(id.as_str()))
+        .cloned()
         .collect();
     let snapshot = Snapshot {
         turn,
@@ -1371,7 +1410,10 @@ fn save(store: &Store, context: &Context, previous: Option<&Snapshot>) -> Result
         prefix_digest: context.prefix_digest.clone(),
         cover: context.cover.clone(),
         cover_held_over: context.cover_held_over,
-        ids: ids.into_iter().collect(),
+        ids,
+        tokenizer: Some(context.tokenizer),
+        mode: Some(made.mode),
+        question: made.question.map(String::from),
     };
     let ts = store.latest_event_time()?.unwrap_or(0);
     let mut draft = EventDraft::new(ts, "loci", CONTEXT);
