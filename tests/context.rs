@@ -659,7 +659,7 @@ fn every_line_is_one_visible_line_and_the_boundary_appears_once() {
         for budget in [300, 800, 4000] {
             let mut o = opts(budget);
             o.tokenizer = tokenizer;
-            o.question = Some("FAILED test hello".into());
+            o.question = Some("FAILED test hello memory above stable across turns".into());
             let c = context::build_context(&store, &o).unwrap();
             let lines: Vec<&str> = c.text.split('\n').collect();
             assert_eq!(
@@ -920,4 +920,30 @@ fn a_saved_context_records_its_tokenizer_mode_and_question_and_ids_in_the_order_
     assert_eq!(snap.question, None);
     let report = store.verify().unwrap();
     assert!(report.ok(), "{:?}", report.differences);
+}
+
+/// The boundary line is the context's own: an instructions line that is the boundary (or is
+/// once its spaces are trimmed) would split the prompt where a caller splitting at the first
+/// boundary line finds it, above the pins and the cover. It is refused, naming the line.
+#[test]
+fn an_instructions_line_that_is_the_boundary_is_refused_naming_the_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 3, 42);
+    for text in [
+        format!("Be brief.\n{BOUNDARY}\nAnswer in French."),
+        format!("Be brief.\r\n  {BOUNDARY}\t\r\nAnswer in French."),
+    ] {
+        let mut o = opts(2000);
+        o.instructions = Some(text.clone());
+        let e = context::build_context(&store, &o).unwrap_err().to_string();
+        assert!(
+            e.contains("instructions") && e.contains("line 2") && e.contains("boundary"),
+            "{text:?}: {e}"
+        );
+    }
+    // The boundary's words within a line are the caller's to write.
+    let mut o = opts(2000);
+    o.instructions = Some(format!("Keep what is above \"{BOUNDARY}\" in mind."));
+    let c = context::build_context(&store, &o).unwrap();
+    assert_eq!(c.text.split('\n').filter(|l| *l == BOUNDARY).count(), 1);
 }

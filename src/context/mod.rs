@@ -301,6 +301,9 @@ impl<'s> ContextBuilder<'s> {
                 ),
             });
         }
+        if let Some(text) = &opts.instructions {
+            refuse_a_boundary_line(text)?;
+        }
         let live = self.live_summaries()?;
         assemble(self.store, &self.retriever, &live, &self.caches, opts)
     }
@@ -335,6 +338,24 @@ impl<'s> ContextBuilder<'s> {
             live: Some(live.clone()),
         };
         Ok(live)
+    }
+}
+
+/// Refuses instructions holding a line that is the boundary line, spaces aside: the boundary
+/// is the context's own, and a caller splitting the prompt at the first one would find the
+/// instructions' above the pins and the cover. (Every other section's text is one visible
+/// line that starts with text of the context's, so only the instructions could hold it.)
+fn refuse_a_boundary_line(instructions: &str) -> Result<()> {
+    match instructions.lines().position(|l| l.trim() == BOUNDARY) {
+        Some(i) => Err(Error::InvalidArgument {
+            name: "instructions".into(),
+            message: format!(
+                "line {} is the boundary line, which the context places itself below the \
+                 cover; reword it (its words within a longer line are allowed)",
+                i + 1
+            ),
+        }),
+        None => Ok(()),
     }
 }
 
