@@ -1176,3 +1176,137 @@ fn a_day_summarised_again_restates_what_its_forgotten_events_asserted() {
         assert_verifies(&store);
     }
 }
+
+/// A kept node keeps every value it has, not only its name: a week summary written before a
+/// later week changed the node restates its old label, aliases, properties and salience, and
+/// it gave the name the node has, which was all forgetting asked of a node's support. Once
+/// the later week's event and summaries went, the node was a `Person` again, its alias,
+/// property and salience gone (helper-82, repro 1).
+#[test]
+fn forgetting_keeps_every_value_of_a_kept_node_not_only_its_name() {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert, Props};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let ann = |label: &str, aliases: &[&str], props: Props| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: "p:ann".into(),
+                label: Some(label.into()),
+                name: Some("Ann".into()),
+                aliases: aliases.iter().map(|a| a.to_string()).collect(),
+                props,
+                ..Default::default()
+            })
+        };
+        let bot = Assertion::UpsertNode(NodeUpsert {
+            key: "bot".into(),
+            name: Some("bot".into()),
+            ..Default::default()
+        });
+        let knows = Assertion::UpsertEdge(EdgeUpsert {
+            from: "bot".into(),
+            relation: "KNOWS".into(),
+            to: "p:ann".into(),
+            confidence: Some(1.0),
+            ..Default::default()
+        });
+        let job = Props::from([("job".to_string(), loci::Value::from("smith"))]);
+        // Days of 100, weeks of 700: week 0 meets Ann, week 1 learns she is a smith.
+        store
+            .ingest(vec![
+                noted(10, 0.3, vec![bot, ann("Person", &[], Props::new()), knows]),
+                noted(20, 1.0, vec![]),
+                noted(710, 0.1, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(100))
+            .unwrap();
+        store
+            .ingest(vec![
+                noted(750, 0.9, vec![ann("Smith", &["Annie"], job)]),
+                noted(1410, 0.1, vec![]),
+            ])
+            .unwrap();
+        let values = |store: &Store| {
+            let n = store.node_by_key("p:ann").unwrap();
+            (n.label, n.name, n.aliases, n.props, n.salience)
+        };
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(100))
+            .unwrap();
+        let before = values(&store);
+        assert_eq!(before.0, "Smith", "{backend}");
+        for _ in 0..2 {
+            let r =
+                forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+                    .unwrap();
+            assert_eq!(values(&store), before, "{backend}: {r:?}");
+            assert_verifies(&store);
+        }
+    }
+}
+
+/// A belief keeps the confidence it has: a later event that corrected it without a new
+/// sighting (the same `last_seen`) is its latest value, and a week summary from before it,
+/// which asserts the edge as seen then, had counted as its support and brought 0.95 back for
+/// 0.6 once the correction and its summaries went (helper-82, repro 2b).
+#[test]
+fn forgetting_keeps_a_beliefs_corrected_confidence() {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let node = |key: &str| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                name: Some(key.to_uppercase()),
+                ..Default::default()
+            })
+        };
+        let offers = |confidence: f32, last_seen: Option<i64>| {
+            Assertion::UpsertEdge(EdgeUpsert {
+                from: "trader".into(),
+                relation: "OFFERS".into(),
+                to: "diamond".into(),
+                confidence: Some(confidence),
+                last_seen,
+                ..Default::default()
+            })
+        };
+        store
+            .ingest(vec![
+                noted(
+                    10,
+                    1.0,
+                    vec![node("trader"), node("diamond"), offers(0.95, None)],
+                ),
+                noted(710, 0.1, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(100))
+            .unwrap();
+        store
+            .ingest(vec![
+                noted(750, 0.5, vec![offers(0.6, Some(10))]),
+                noted(1410, 0.1, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(100))
+            .unwrap();
+        let confidence = |store: &Store| {
+            let e = store
+                .edge_between("trader", "OFFERS", "diamond")
+                .unwrap()
+                .unwrap();
+            (e.confidence, e.last_seen)
+        };
+        let before = confidence(&store);
+        assert_eq!(before, (0.6, 10), "{backend}");
+        for _ in 0..2 {
+            let r =
+                forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+                    .unwrap();
+            assert_eq!(confidence(&store), before, "{backend}: {r:?}");
+            assert_verifies(&store);
+        }
+    }
+}

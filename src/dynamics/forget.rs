@@ -16,7 +16,9 @@
 //! pinned node, and a node with such an edge keep at least one event asserting them: for a
 //! node, one giving it the name it has (for a node named by its key, any value; a pin's bare
 //! upsert gives none), for an edge, one asserting it as seen when it last was (so it keeps its
-//! `last_seen`). What goes
+//! `last_seen`); and every value of theirs comes out of the events left as it is (the last
+//! event left giving a label, a confidence or a property gives the one there is now, each
+//! alias keeps an event giving it, and a node's salience folds to what it is). What goes
 //! with the last of its support is what has faded: stale edges (an offer not seen for weeks),
 //! and nodes that nothing believed links any more. Each forgetting's deletion event replaces the previous ones (it lists what they
 //! deleted), so forgetting often leaves one such record, not one per run. Since day and week summaries re-assert the nodes and edges of their events with the
@@ -275,6 +277,34 @@ fn choose(
     chosen
 }
 
+/// The protected nodes and edges as the graph holds them now, by key.
+struct Now {
+    nodes: HashMap<String, crate::model::Node>,
+    edges: HashMap<EdgeKey, crate::model::Edge>,
+}
+
+impl Now {
+    fn of(
+        store: &Store,
+        nodes: &HashMap<String, u32>,
+        edges: &HashMap<EdgeKey, u32>,
+    ) -> Result<Now> {
+        let mut now = Now {
+            nodes: nodes
+                .keys()
+                .filter_map(|k| Some((k.clone(), store.node_by_key(k)?)))
+                .collect(),
+            edges: HashMap::with_capacity(edges.len()),
+        };
+        for k in edges.keys() {
+            if let Some(e) = store.edge_between(&k.0, &k.1, &k.2)? {
+                now.edges.insert(k.clone(), e);
+            }
+        }
+        Ok(now)
+    }
+}
+
 /// What [`Support::release`] did with an event.
 enum Release {
     Done,
@@ -301,6 +331,191 @@ struct Support {
     /// the summary restating them went (session 35 re-probe, seed 641).
     names: HashMap<String, String>,
     order: HashMap<String, NodeOrder>,
+    /// Which live events give each protected node's values.
+    node_values: HashMap<String, Givers>,
+    /// Which live events give each protected edge's values.
+    edge_values: HashMap<EdgeKey, Givers>,
+}
+
+/// An edge by its ends' keys and its relation.
+type EdgeKey = (String, String, String);
+
+/// Which live events give a protected node's or edge's values, value by value. Replay folds
+/// the events that remain in log order (the last to give a value sets it, aliases add up, and
+/// a node's salience is the last one given raised by each later raw event asserting it), so an
+/// event may go only if, without it, every value still comes out as it is now. A node's
+/// support had been any event giving it its name: a week summary written before a later week
+/// changed the node gave that name, and once the later week's events and summaries went it
+/// brought back the old label, aliases, properties and salience; an edge's, any event
+/// asserting it as seen when it last was, which brought back a corrected confidence
+/// (helper-82).
+#[derive(Default)]
+struct Givers {
+    /// Each value the last giver sets (`label`, `name`, `anchor`, `pinned`, `confidence`,
+    /// `valid_from`, `valid_to`, `prop:KEY`).
+    last_wins: HashMap<String, LastWins>,
+    /// Each alias the node has, with the events giving it.
+    aliases: HashMap<String, BTreeSet<u64>>,
+    /// A node's salience now, the events giving one by sequence number, and those raising it
+    /// (a raw event asserting the node without one raises it to its own salience).
+    salience: Option<f32>,
+    salience_given: BTreeMap<u64, f32>,
+    salience_raised: BTreeMap<u64, f32>,
+}
+
+/// One value that the last event giving it sets.
+struct LastWins {
+    /// The events giving it, each with whether it gives the value there is now.
+    givers: BTreeMap<u64, bool>,
+    /// Whether replay with no giver left gives the value there is now (none, `Entity`, 1.0).
+    as_if_none: bool,
+}
+
+impl Givers {
+    fn give(&mut self, field: String, seq: u64, gives_now: bool, as_if_none: bool) {
+        self.last_wins
+            .entry(field)
+            .or_insert_with(|| LastWins {
+                givers: BTreeMap::new(),
+                as_if_none,
+            })
+            .givers
+            .insert(seq, gives_now);
+    }
+
+    /// Notes what `up`, of event `ev`, gives the node `now`.
+    fn give_node(&mut self, ev: &Event, up: &crate::model::NodeUpsert, now: &crate::model::Node) {
+        let seq = ev.seq;
+        if let Some(label) = &up.label {
+            let entity = now.label == crate::model::labels::ENTITY;
+            self.give("label".into(), seq, *label == now.label, entity);
+        }
+        if let Some(name) = &up.name {
+            self.give("name".into(), seq, *name == now.name, now.name == now.key);
+        }
+        if up.anchor.is_some() {
+            self.give(
+                "anchor".into(),
+                seq,
+                up.anchor == now.anchor,
+                now.anchor.is_none(),
+            );
+        }
+        if let Some(pinned) = up.pinned {
+            self.give("pinned".into(), seq, pinned == now.pinned, !now.pinned);
+        }
+        self.give_props(seq, &up.props, &now.props);
+        for alias in up.aliases.iter().filter(|a| now.aliases.contains(a)) {
+            self.aliases.entry(alias.clone()).or_default().insert(seq);
+        }
+        self.salience = Some(now.salience);
+        match up.salience {
+            Some(s) => {
+                self.salience_given.insert(seq, s);
+            }
+            None if ev.kind == SUMMARY => {}
+            None => {
+                self.salience_raised.insert(seq, ev.salience);
+            }
+        }
+    }
+
+    /// Notes what `up`, of event `seq`, gives the edge `now`.
+    fn give_edge(&mut self, seq: u64, up: &crate::model::EdgeUpsert, now: &crate::model::Edge) {
+        if let Some(c) = up.confidence {
+            self.give(
+                "confidence".into(),
+                seq,
+                c == now.confidence,
+                now.confidence == 1.0,
+            );
+        }
+        if up.valid_from.is_some() {
+            let none = now.valid_from.is_none();
+            self.give(
+                "valid_from".into(),
+                seq,
+                up.valid_from == now.valid_from,
+                none,
+            );
+        }
+        if up.valid_to.is_some() {
+            let none = now.valid_to.is_none();
+            self.give("valid_to".into(), seq, up.valid_to == now.valid_to, none);
+        }
+        self.give_props(seq, &up.props, &now.props);
+    }
+
+    /// A property set to null removes it: it gives the value there is now if there is none.
+    fn give_props(&mut self, seq: u64, given: &crate::model::Props, now: &crate::model::Props) {
+        for (k, v) in given {
+            let gives_now = match now.get(k) {
+                Some(have) => have == v,
+                None => *v == Value::Null,
+            };
+            self.give(format!("prop:{k}"), seq, gives_now, !now.contains_key(k));
+        }
+    }
+
+    /// Whether every value comes out as it is now once event `seq` goes.
+    fn hold_without(&self, seq: u64) -> bool {
+        let last_wins = self
+            .last_wins
+            .values()
+            .all(|f| match f.givers.last_key_value() {
+                Some((last, _)) if *last == seq => match f.givers.range(..seq).next_back() {
+                    Some((_, gives_now)) => *gives_now,
+                    None => f.as_if_none,
+                },
+                _ => true,
+            });
+        let aliases = self
+            .aliases
+            .values()
+            .all(|by| by.len() > 1 || !by.contains(&seq));
+        last_wins && aliases && self.salience_holds_without(seq)
+    }
+
+    fn salience_holds_without(&self, seq: u64) -> bool {
+        let Some(now) = self.salience else {
+            return true;
+        };
+        if !self.salience_given.contains_key(&seq) && !self.salience_raised.contains_key(&seq) {
+            return true;
+        }
+        let given = self
+            .salience_given
+            .iter()
+            .rev()
+            .find(|(s, _)| **s != seq)
+            .map(|(s, v)| (*s, *v));
+        let after = given.map_or(0, |(s, _)| s.saturating_add(1));
+        let raised = self
+            .salience_raised
+            .range(after..)
+            .filter(|(s, _)| **s != seq)
+            .map(|(_, v)| *v)
+            .reduce(f32::max);
+        let folded = match (given.map(|(_, v)| v), raised) {
+            (Some(g), Some(r)) => Some(g.max(r)),
+            (g, r) => g.or(r),
+        };
+        // Nothing left to give one: the node goes with its last upsert, which the counts of
+        // its support keep.
+        folded.is_none_or(|v| v == now)
+    }
+
+    /// Event `seq` is gone.
+    fn drop_giver(&mut self, seq: u64) {
+        for f in self.last_wins.values_mut() {
+            f.givers.remove(&seq);
+        }
+        for by in self.aliases.values_mut() {
+            by.remove(&seq);
+        }
+        self.salience_given.remove(&seq);
+        self.salience_raised.remove(&seq);
+    }
 }
 
 /// The live events that upsert a node and those whose assertions need it to exist (edge ends),
@@ -398,16 +613,20 @@ impl Support {
                 })
                 .collect()
         };
+        let now = Now::of(store, &nodes, &edges)?;
         let mut support = Support {
             nodes,
             edges,
             last_seen,
             names,
             order: HashMap::new(),
+            node_values: HashMap::new(),
+            edge_values: HashMap::new(),
         };
         store.scan_log(1, |ev| {
             also(&ev);
             support.each_belief(&ev, |count| *count += 1);
+            support.note_values(&ev, &now);
             let (upserts, needs) = node_roles(&ev);
             for key in upserts {
                 let o = support.order.entry(key.to_string()).or_default();
@@ -466,13 +685,77 @@ impl Support {
         }
     }
 
-    /// Takes `ev`'s support away if no belief would be left without any and every node it
-    /// creates would still be there for the events that need it; says what it did.
+    /// Notes which of the protected nodes' and edges' values `ev` gives. A retraction starts
+    /// what it retracts afresh: replay makes it again from the events after it.
+    fn note_values(&mut self, ev: &Event, now: &Now) {
+        for a in &ev.assertions {
+            match a {
+                Assertion::UpsertNode(up) => {
+                    if let Some(n) = now.nodes.get(&up.key) {
+                        let givers = self.node_values.entry(up.key.clone()).or_default();
+                        givers.give_node(ev, up, n);
+                    }
+                }
+                Assertion::UpsertEdge(up) => {
+                    let key = (up.from.clone(), up.relation.clone(), up.to.clone());
+                    if let Some(e) = now.edges.get(&key) {
+                        let givers = self.edge_values.entry(key).or_default();
+                        givers.give_edge(ev.seq, up, e);
+                    }
+                }
+                Assertion::RetractNode { key } => {
+                    self.node_values.remove(key);
+                    self.edge_values
+                        .retain(|(from, _, to), _| from != key && to != key);
+                }
+                Assertion::RetractEdge { from, relation, to } => {
+                    self.edge_values
+                        .remove(&(from.clone(), relation.clone(), to.clone()));
+                }
+            }
+        }
+    }
+
+    /// The nodes whose values, or those of an edge from them, would change without `ev`.
+    fn values_held_by(&self, ev: &Event) -> Vec<String> {
+        let mut held: BTreeSet<&str> = BTreeSet::new();
+        for a in &ev.assertions {
+            match a {
+                Assertion::UpsertNode(up) => {
+                    if let Some(g) = self.node_values.get(&up.key) {
+                        if !g.hold_without(ev.seq) {
+                            held.insert(&up.key);
+                        }
+                    }
+                }
+                Assertion::UpsertEdge(up) => {
+                    let key = (up.from.clone(), up.relation.clone(), up.to.clone());
+                    if let Some(g) = self.edge_values.get(&key) {
+                        if !g.hold_without(ev.seq) {
+                            held.insert(&up.from);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        held.into_iter().map(String::from).collect()
+    }
+
+    /// Takes `ev`'s support away if no belief would be left without any, every value of one
+    /// would come out as it is, and every node it creates would still be there for the events
+    /// that need it; says what it did.
     fn release(&mut self, ev: &Event) -> Release {
         let mut last = false;
         self.each_belief(ev, |count| last |= *count <= 1);
         if last {
             return Release::Never;
+        }
+        // An earlier event giving a value as it was comes next in line: once it has gone, the
+        // one before it may give the value there is now.
+        let values_held = self.values_held_by(ev);
+        if !values_held.is_empty() {
+            return Release::HeldBy(values_held);
         }
         let (upserts, needs) = node_roles(ev);
         let held_by: Vec<String> = upserts
@@ -488,6 +771,19 @@ impl Support {
             return Release::HeldBy(held_by);
         }
         self.each_belief(ev, |count| *count = count.saturating_sub(1));
+        for a in &ev.assertions {
+            let givers = match a {
+                Assertion::UpsertNode(up) => self.node_values.get_mut(&up.key),
+                Assertion::UpsertEdge(up) => {
+                    self.edge_values
+                        .get_mut(&(up.from.clone(), up.relation.clone(), up.to.clone()))
+                }
+                _ => None,
+            };
+            if let Some(g) = givers {
+                g.drop_giver(ev.seq);
+            }
+        }
         for key in upserts.iter().chain(needs.iter()) {
             if let Some(o) = self.order.get_mut(*key) {
                 o.upserts.remove(&ev.seq);
