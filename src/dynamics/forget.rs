@@ -280,7 +280,15 @@ fn choose(
 /// The protected nodes and edges as the graph holds them now, by key.
 struct Now {
     nodes: HashMap<String, crate::model::Node>,
-    edges: HashMap<EdgeKey, crate::model::Edge>,
+    edges: HashMap<EdgeKey, EdgeNow>,
+}
+
+/// An edge's values that its upserts give (its evidence list, which can be long, aside).
+struct EdgeNow {
+    confidence: f32,
+    valid_from: Option<i64>,
+    valid_to: Option<i64>,
+    props: crate::model::Props,
 }
 
 impl Now {
@@ -298,7 +306,13 @@ impl Now {
         };
         for k in edges.keys() {
             if let Some(e) = store.edge_between(&k.0, &k.1, &k.2)? {
-                now.edges.insert(k.clone(), e);
+                let values = EdgeNow {
+                    confidence: e.confidence,
+                    valid_from: e.valid_from,
+                    valid_to: e.valid_to,
+                    props: e.props,
+                };
+                now.edges.insert(k.clone(), values);
             }
         }
         Ok(now)
@@ -351,9 +365,8 @@ type EdgeKey = (String, String, String);
 /// (helper-82).
 #[derive(Default)]
 struct Givers {
-    /// Each value the last giver sets (`label`, `name`, `anchor`, `pinned`, `confidence`,
-    /// `valid_from`, `valid_to`, `prop:KEY`).
-    last_wins: HashMap<String, LastWins>,
+    /// Each value the last giver sets.
+    last_wins: HashMap<Field, LastWins>,
     /// Each alias the node has, with the events giving it.
     aliases: HashMap<String, BTreeSet<u64>>,
     /// A node's salience now, the events giving one by sequence number, and those raising it
@@ -363,7 +376,20 @@ struct Givers {
     salience_raised: BTreeMap<u64, f32>,
 }
 
-/// One value that the last event giving it sets.
+/// A value of a node or an edge that the last event giving it sets.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Field {
+    Label,
+    Name,
+    Anchor,
+    Pinned,
+    Confidence,
+    ValidFrom,
+    ValidTo,
+    Prop(String),
+}
+
+/// Who gives one such value.
 struct LastWins {
     /// The events giving it, each with whether it gives the value there is now.
     givers: BTreeMap<u64, bool>,
@@ -372,7 +398,7 @@ struct LastWins {
 }
 
 impl Givers {
-    fn give(&mut self, field: String, seq: u64, gives_now: bool, as_if_none: bool) {
+    fn give(&mut self, field: Field, seq: u64, gives_now: bool, as_if_none: bool) {
         self.last_wins
             .entry(field)
             .or_insert_with(|| LastWins {
@@ -388,21 +414,21 @@ impl Givers {
         let seq = ev.seq;
         if let Some(label) = &up.label {
             let entity = now.label == crate::model::labels::ENTITY;
-            self.give("label".into(), seq, *label == now.label, entity);
+            self.give(Field::Label, seq, *label == now.label, entity);
         }
         if let Some(name) = &up.name {
-            self.give("name".into(), seq, *name == now.name, now.name == now.key);
+            self.give(Field::Name, seq, *name == now.name, now.name == now.key);
         }
         if up.anchor.is_some() {
             self.give(
-                "anchor".into(),
+                Field::Anchor,
                 seq,
                 up.anchor == now.anchor,
                 now.anchor.is_none(),
             );
         }
         if let Some(pinned) = up.pinned {
-            self.give("pinned".into(), seq, pinned == now.pinned, !now.pinned);
+            self.give(Field::Pinned, seq, pinned == now.pinned, !now.pinned);
         }
         self.give_props(seq, &up.props, &now.props);
         for alias in up.aliases.iter().filter(|a| now.aliases.contains(a)) {
@@ -421,10 +447,10 @@ impl Givers {
     }
 
     /// Notes what `up`, of event `seq`, gives the edge `now`.
-    fn give_edge(&mut self, seq: u64, up: &crate::model::EdgeUpsert, now: &crate::model::Edge) {
+    fn give_edge(&mut self, seq: u64, up: &crate::model::EdgeUpsert, now: &EdgeNow) {
         if let Some(c) = up.confidence {
             self.give(
-                "confidence".into(),
+                Field::Confidence,
                 seq,
                 c == now.confidence,
                 now.confidence == 1.0,
@@ -432,16 +458,11 @@ impl Givers {
         }
         if up.valid_from.is_some() {
             let none = now.valid_from.is_none();
-            self.give(
-                "valid_from".into(),
-                seq,
-                up.valid_from == now.valid_from,
-                none,
-            );
+            self.give(Field::ValidFrom, seq, up.valid_from == now.valid_from, none);
         }
         if up.valid_to.is_some() {
             let none = now.valid_to.is_none();
-            self.give("valid_to".into(), seq, up.valid_to == now.valid_to, none);
+            self.give(Field::ValidTo, seq, up.valid_to == now.valid_to, none);
         }
         self.give_props(seq, &up.props, &now.props);
     }
@@ -453,7 +474,7 @@ impl Givers {
                 Some(have) => have == v,
                 None => *v == Value::Null,
             };
-            self.give(format!("prop:{k}"), seq, gives_now, !now.contains_key(k));
+            self.give(Field::Prop(k.clone()), seq, gives_now, !now.contains_key(k));
         }
     }
 
