@@ -646,6 +646,17 @@ fn a_deletion_takes_the_summaries_made_from_it_across_forgotten_ones() {
     }
 }
 
+/// An edge upsert of this confidence (the rest as the graph has it, or the defaults).
+fn edge(from: &str, relation: &str, to: &str, confidence: Option<f32>) -> loci::model::Assertion {
+    loci::model::Assertion::UpsertEdge(loci::model::EdgeUpsert {
+        from: from.into(),
+        relation: relation.into(),
+        to: to.into(),
+        confidence,
+        ..Default::default()
+    })
+}
+
 /// An event with these assertions and this salience at `ts`.
 fn noted(ts: i64, salience: f32, assertions: Vec<loci::model::Assertion>) -> loci::EventDraft {
     let mut d = loci::EventDraft::new(ts, "bot", "NOTE");
@@ -1109,7 +1120,7 @@ fn a_belief_keeps_its_last_seen_when_its_day_is_summarised_again_and_forgotten()
 /// a faded edge went with it, which the same store without the late event kept (helper-81).
 #[test]
 fn a_day_summarised_again_restates_what_its_forgotten_events_asserted() {
-    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    use loci::model::{Assertion, NodeUpsert};
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
@@ -1125,13 +1136,7 @@ fn a_day_summarised_again_restates_what_its_forgotten_events_asserted() {
                 ..Default::default()
             })
         };
-        let faded = Assertion::UpsertEdge(EdgeUpsert {
-            from: "fox".into(),
-            relation: "NEAR".into(),
-            to: "den".into(),
-            confidence: Some(0.2),
-            ..Default::default()
-        });
+        let faded = edge("fox", "NEAR", "den", Some(0.2));
         store
             .ingest(vec![
                 noted(100, 0.01, vec![lamp, node("fox"), node("den"), faded]),
@@ -1184,7 +1189,7 @@ fn a_day_summarised_again_restates_what_its_forgotten_events_asserted() {
 /// property and salience gone (helper-82, repro 1).
 #[test]
 fn forgetting_keeps_every_value_of_a_kept_node_not_only_its_name() {
-    use loci::model::{Assertion, EdgeUpsert, NodeUpsert, Props};
+    use loci::model::{Assertion, NodeUpsert, Props};
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
@@ -1203,13 +1208,7 @@ fn forgetting_keeps_every_value_of_a_kept_node_not_only_its_name() {
             name: Some("bot".into()),
             ..Default::default()
         });
-        let knows = Assertion::UpsertEdge(EdgeUpsert {
-            from: "bot".into(),
-            relation: "KNOWS".into(),
-            to: "p:ann".into(),
-            confidence: Some(1.0),
-            ..Default::default()
-        });
+        let knows = edge("bot", "KNOWS", "p:ann", Some(1.0));
         let job = Props::from([("job".to_string(), loci::Value::from("smith"))]);
         // Days of 100, weeks of 700: week 0 meets Ann, week 1 learns she is a smith.
         store
