@@ -1309,3 +1309,98 @@ fn forgetting_keeps_a_beliefs_corrected_confidence() {
         }
     }
 }
+
+/// What came before a retraction supports nothing after it: replay makes the node or edge
+/// again from the events after the retraction alone. An upsert from before a node's
+/// retraction had counted as making the node before the edge that needs it, so the event
+/// that made it again went and the edge with it; a week summary from before an edge's
+/// retraction had counted as its support, so the assertion after it went (helper-83).
+#[test]
+fn forgetting_keeps_a_belief_made_again_after_its_retraction() {
+    use loci::model::{Assertion, NodeUpsert};
+    let node = |key: &str, label: &str| {
+        Assertion::UpsertNode(NodeUpsert {
+            key: key.into(),
+            label: Some(label.into()),
+            name: Some(key.to_uppercase()),
+            ..Default::default()
+        })
+    };
+    for backend in BackendKind::ALL {
+        // A node retracted and made again; the open day links to it.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store
+            .ingest(vec![
+                noted(10, 0.9, vec![node("bot", "Bot"), node("ann", "Person")]),
+                noted(110, 0.9, vec![Assertion::RetractNode { key: "ann".into() }]),
+                noted(210, 0.1, vec![node("ann", "Person")]),
+                noted(310, 0.9, vec![edge("bot", "KNOWS", "ann", Some(1.0))]),
+            ])
+            .unwrap();
+        let knows = |store: &Store| store.edge_between("bot", "KNOWS", "ann").unwrap().is_some();
+        assert!(knows(&store), "{backend}");
+        let r = forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(1))
+            .unwrap();
+        assert!(knows(&store), "{backend}: {r:?}");
+        assert_verifies(&store);
+
+        // An edge retracted and asserted again, a week apart each.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let home = |last_seen: Option<i64>| {
+            Assertion::UpsertEdge(loci::model::EdgeUpsert {
+                from: "bot".into(),
+                relation: "HOME".into(),
+                to: "n".into(),
+                last_seen,
+                ..Default::default()
+            })
+        };
+        let weeks = [
+            vec![
+                noted(
+                    10,
+                    1.0,
+                    vec![node("bot", "Bot"), node("n", "Place"), home(None)],
+                ),
+                noted(701, 0.1, vec![]),
+            ],
+            vec![
+                noted(
+                    720,
+                    1.0,
+                    vec![Assertion::RetractEdge {
+                        from: "bot".into(),
+                        relation: "HOME".into(),
+                        to: "n".into(),
+                    }],
+                ),
+                noted(1401, 0.1, vec![]),
+            ],
+            vec![
+                noted(1420, 0.1, vec![home(Some(10))]),
+                noted(2101, 0.1, vec![]),
+            ],
+        ];
+        for week in weeks {
+            store.ingest(week).unwrap();
+            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(100))
+                .unwrap();
+        }
+        let home_seen = |store: &Store| {
+            store
+                .edge_between("bot", "HOME", "n")
+                .unwrap()
+                .map(|e| e.last_seen)
+        };
+        assert_eq!(home_seen(&store), Some(10), "{backend}");
+        for _ in 0..2 {
+            let r =
+                forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(1))
+                    .unwrap();
+            assert_eq!(home_seen(&store), Some(10), "{backend}: {r:?}");
+            assert_verifies(&store);
+        }
+    }
+}

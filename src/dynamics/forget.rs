@@ -18,7 +18,9 @@
 //! upsert gives none), for an edge, one asserting it as seen when it last was (so it keeps its
 //! `last_seen`); and every value of theirs comes out of the events left as it is (the last
 //! event left giving a label, a confidence or a property gives the one there is now, each
-//! alias keeps an event giving it, and a node's salience folds to what it is). What goes
+//! alias keeps an event giving it, and a node's salience folds to what it is). Only events
+//! after the last retraction of a node, an edge or an edge's end count for it: replay makes
+//! it again from those alone. What goes
 //! with the last of its support is what has faded: stale edges (an offer not seen for weeks),
 //! and nodes that nothing believed links any more. Each forgetting's deletion event replaces the previous ones (it lists what they
 //! deleted), so forgetting often leaves one such record, not one per run. Since day and week summaries re-assert the nodes and edges of their events with the
@@ -345,6 +347,16 @@ struct Support {
     /// the summary restating them went (session 35 re-probe, seed 641).
     names: HashMap<String, String>,
     order: HashMap<String, NodeOrder>,
+    /// The last retraction of each node and edge that the log retracts, by sequence number:
+    /// replay makes what it retracted again from the events after it alone, so only those
+    /// support it (an upsert from before a node's retraction had counted as making it before
+    /// an edge that needs it, and a summary from before an edge's retraction as its support;
+    /// helper-83).
+    retracted_nodes: HashMap<String, u64>,
+    retracted_edges: HashMap<EdgeKey, u64>,
+    /// The retraction after which each count was made (0: none), for counts of edges whose
+    /// end a later retraction took: reset when the first event after it is counted.
+    counted_after: HashMap<EdgeKey, u64>,
     /// Which live events give each protected node's values.
     node_values: HashMap<String, Givers>,
     /// Which live events give each protected edge's values.
@@ -641,42 +653,98 @@ impl Support {
             last_seen,
             names,
             order: HashMap::new(),
+            retracted_nodes: HashMap::new(),
+            retracted_edges: HashMap::new(),
+            counted_after: HashMap::new(),
             node_values: HashMap::new(),
             edge_values: HashMap::new(),
         };
         store.scan_log(1, |ev| {
             also(&ev);
+            support.note_retractions(&ev);
             support.each_belief(&ev, |count| *count += 1);
             support.note_values(&ev, &now);
-            let (upserts, needs) = node_roles(&ev);
-            for key in upserts {
-                let o = support.order.entry(key.to_string()).or_default();
-                o.upserts.insert(ev.seq);
-            }
-            for key in needs {
-                let o = support.order.entry(key.to_string()).or_default();
-                o.needs.insert(ev.seq);
-            }
+            support.note_order(&ev);
             Ok(true)
         })?;
         Ok(support)
     }
 
+    /// Notes the retractions of `ev`, in the log's order. A node's count starts afresh at its
+    /// retraction; an edge's when the first event after the retraction is counted (a node's
+    /// retraction takes every edge at it, which are not looked for here).
+    fn note_retractions(&mut self, ev: &Event) {
+        for a in &ev.assertions {
+            match a {
+                Assertion::RetractNode { key } => {
+                    self.retracted_nodes.insert(key.clone(), ev.seq);
+                    if let Some(c) = self.nodes.get_mut(key) {
+                        *c = 0;
+                    }
+                }
+                Assertion::RetractEdge { from, relation, to } => {
+                    let key = (from.clone(), relation.clone(), to.clone());
+                    self.retracted_edges.insert(key, ev.seq);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The last retraction of edge `key` or of one of its ends (0: none).
+    fn edge_retracted_at(&self, key: &EdgeKey) -> u64 {
+        let node = |k: &String| self.retracted_nodes.get(k).copied().unwrap_or(0);
+        let edge = self.retracted_edges.get(key).copied().unwrap_or(0);
+        edge.max(node(&key.0)).max(node(&key.2))
+    }
+
+    /// Notes which nodes `ev` upserts and which its edges need, in the order of its
+    /// assertions (after a retraction in it, for the node made again).
+    fn note_order(&mut self, ev: &Event) {
+        for a in &ev.assertions {
+            match a {
+                Assertion::UpsertNode(up) => {
+                    let o = self.order.entry(up.key.clone()).or_default();
+                    o.upserts.insert(ev.seq);
+                }
+                Assertion::UpsertEdge(up) => {
+                    for key in [&up.from, &up.to] {
+                        let o = self.order.entry(key.clone()).or_default();
+                        o.needs.insert(ev.seq);
+                    }
+                }
+                // The node made again is another: what needed the one before is gone with
+                // it, whatever replay makes of that.
+                Assertion::RetractNode { key } => {
+                    self.order.remove(key);
+                }
+                Assertion::RetractEdge { .. } => {}
+            }
+        }
+    }
+
     /// Calls `f` once with the count of each belief `ev` supports (once, however often it
-    /// asserts it): a node it gives a value, an edge it asserts as seen when it last was.
+    /// asserts it): a node it gives a value, an edge it asserts as seen when it last was;
+    /// either only after its last retraction.
     fn each_belief(&mut self, ev: &Event, mut f: impl FnMut(&mut u32)) {
         let mut node_keys = BTreeSet::new();
         let mut edge_keys = BTreeSet::new();
         for a in &ev.assertions {
             match a {
                 Assertion::UpsertNode(up) if self.supports(up) => {
-                    node_keys.insert(up.key.as_str());
+                    let retracted = self.retracted_nodes.get(&up.key).copied().unwrap_or(0);
+                    if ev.seq > retracted {
+                        node_keys.insert(up.key.as_str());
+                    }
                 }
                 Assertion::UpsertEdge(up) => {
                     let key = (up.from.clone(), up.relation.clone(), up.to.clone());
                     let seen = up.last_seen.unwrap_or(ev.ts);
-                    if self.last_seen.get(&key).is_some_and(|last| seen >= *last) {
-                        edge_keys.insert(key);
+                    let retracted = self.edge_retracted_at(&key);
+                    if ev.seq > retracted
+                        && self.last_seen.get(&key).is_some_and(|last| seen >= *last)
+                    {
+                        edge_keys.insert((key, retracted));
                     }
                 }
                 _ => {}
@@ -687,8 +755,14 @@ impl Support {
                 f(c);
             }
         }
-        for key in edge_keys {
+        for (key, retracted) in edge_keys {
             if let Some(c) = self.edges.get_mut(&key) {
+                // The first count after a retraction starts afresh (the scan counts in log
+                // order; a release only ever sees events of the count's own life).
+                if self.counted_after.get(&key).copied().unwrap_or(0) != retracted {
+                    *c = 0;
+                    self.counted_after.insert(key, retracted);
+                }
                 f(c);
             }
         }
