@@ -386,6 +386,10 @@ struct Givers {
     salience: Option<f32>,
     salience_given: BTreeMap<u64, f32>,
     salience_raised: BTreeMap<u64, f32>,
+    /// The last retraction before these events (0: none): the givers noted before a later
+    /// one are dropped when the first event after it is noted, not looked for at the
+    /// retraction (a node's retraction takes every edge at it).
+    after: u64,
 }
 
 /// A value of a node or an edge that the last event giving it sets.
@@ -410,6 +414,16 @@ struct LastWins {
 }
 
 impl Givers {
+    /// Starts afresh if what was noted came before the last retraction, `retracted`.
+    fn start_after(&mut self, retracted: u64) {
+        if self.after != retracted {
+            *self = Givers {
+                after: retracted,
+                ..Givers::default()
+            };
+        }
+    }
+
     fn give(&mut self, field: Field, seq: u64, gives_now: bool, as_if_none: bool) {
         self.last_wins
             .entry(field)
@@ -780,33 +794,30 @@ impl Support {
         }
     }
 
-    /// Notes which of the protected nodes' and edges' values `ev` gives. A retraction starts
-    /// what it retracts afresh: replay makes it again from the events after it.
+    /// Notes which of the protected nodes' and edges' values `ev` gives, after its last
+    /// retraction (`note_retractions`): replay makes what it retracted again from the events
+    /// after it alone.
     fn note_values(&mut self, ev: &Event, now: &Now) {
         for a in &ev.assertions {
             match a {
                 Assertion::UpsertNode(up) => {
-                    if let Some(n) = now.nodes.get(&up.key) {
+                    let retracted = self.retracted_nodes.get(&up.key).copied().unwrap_or(0);
+                    if let Some(n) = now.nodes.get(&up.key).filter(|_| ev.seq > retracted) {
                         let givers = self.node_values.entry(up.key.clone()).or_default();
+                        givers.start_after(retracted);
                         givers.give_node(ev, up, n);
                     }
                 }
                 Assertion::UpsertEdge(up) => {
                     let key = (up.from.clone(), up.relation.clone(), up.to.clone());
-                    if let Some(e) = now.edges.get(&key) {
+                    let retracted = self.edge_retracted_at(&key);
+                    if let Some(e) = now.edges.get(&key).filter(|_| ev.seq > retracted) {
                         let givers = self.edge_values.entry(key).or_default();
+                        givers.start_after(retracted);
                         givers.give_edge(ev.seq, up, e);
                     }
                 }
-                Assertion::RetractNode { key } => {
-                    self.node_values.remove(key);
-                    self.edge_values
-                        .retain(|(from, _, to), _| from != key && to != key);
-                }
-                Assertion::RetractEdge { from, relation, to } => {
-                    self.edge_values
-                        .remove(&(from.clone(), relation.clone(), to.clone()));
-                }
+                Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
             }
         }
     }
