@@ -1234,13 +1234,17 @@ fn forgetting_keeps_every_value_of_a_kept_node_not_only_its_name() {
             .unwrap();
         let before = values(&store);
         assert_eq!(before.0, "Smith", "{backend}");
+        let mut evicted = 0;
         for _ in 0..2 {
             let r =
                 forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
                     .unwrap();
+            evicted += r.1.evicted;
             assert_eq!(values(&store), before, "{backend}: {r:?}");
             assert_verifies(&store);
         }
+        // Not kept by evicting nothing: the later week's events and summaries went.
+        assert!(evicted >= 4, "{backend}: {evicted}");
     }
 }
 
@@ -1300,13 +1304,17 @@ fn forgetting_keeps_a_beliefs_corrected_confidence() {
         };
         let before = confidence(&store);
         assert_eq!(before, (0.6, 10), "{backend}");
+        let mut evicted = 0;
         for _ in 0..2 {
             let r =
                 forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
                     .unwrap();
+            evicted += r.1.evicted;
             assert_eq!(confidence(&store), before, "{backend}: {r:?}");
             assert_verifies(&store);
         }
+        // Not kept by evicting nothing: the later week's events and summaries went.
+        assert!(evicted >= 4, "{backend}: {evicted}");
     }
 }
 
