@@ -912,7 +912,10 @@ fn a_saved_context_records_its_tokenizer_mode_and_question_and_ids_in_the_order_
     assert!(shown.len() > 2, "{shown:?}");
     let mut in_string_order = shown.clone();
     in_string_order.sort();
-    assert_ne!(in_string_order, shown, "the test would not tell the orders apart");
+    assert_ne!(
+        in_string_order, shown,
+        "the test would not tell the orders apart"
+    );
     assert_eq!(snap.ids, shown);
     // Without a question, none is recorded.
     o.question = None;

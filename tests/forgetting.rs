@@ -1412,3 +1412,64 @@ fn forgetting_keeps_a_belief_made_again_after_its_retraction() {
         }
     }
 }
+
+/// Replay refuses an edge whose validity ends before it starts, even of a log with deleted
+/// events, so forgetting must leave every edge's validity, upsert by upsert, as replay can
+/// fold it: `[10, 20]`, then an end of 100, then a start of 50 is `[50, 100]`, and without the
+/// second `[50, 20]`. Forgetting had chosen the second and written a deletion that replay
+/// refused, on every run (helper-84).
+#[test]
+fn forgetting_never_leaves_an_edge_whose_validity_replay_refuses() {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    for backend in BackendKind::ALL {
+        for confidence in [1.0, 0.1] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::create(dir.path(), backend).unwrap();
+            let node = |key: &str| {
+                Assertion::UpsertNode(NodeUpsert {
+                    key: key.into(),
+                    name: Some(key.to_uppercase()),
+                    ..Default::default()
+                })
+            };
+            let valid = |from: Option<i64>, to: Option<i64>| {
+                Assertion::UpsertEdge(EdgeUpsert {
+                    from: "a".into(),
+                    relation: "R".into(),
+                    to: "b".into(),
+                    confidence: Some(confidence),
+                    valid_from: from,
+                    valid_to: to,
+                    ..Default::default()
+                })
+            };
+            // The second validity change and a note are the least retained: they go first.
+            store
+                .ingest(vec![
+                    noted(5, 1.0, vec![node("a"), node("b")]),
+                    noted(10, 1.0, vec![valid(Some(10), Some(20))]),
+                    noted(20, 0.01, vec![valid(None, Some(100))]),
+                    noted(30, 1.0, vec![valid(Some(50), None)]),
+                    noted(40, 0.02, vec![]),
+                    noted(DAY + 10, 0.9, vec![]),
+                ])
+                .unwrap();
+            let validity = |store: &Store| {
+                let e = store.edge_between("a", "R", "b").unwrap().unwrap();
+                (e.valid_from, e.valid_to)
+            };
+            assert_eq!(validity(&store), (Some(50), Some(100)), "{backend}");
+            for budget in [7, 1] {
+                let r = forget::consolidate_then_forget(
+                    &store,
+                    None,
+                    &ForgetOptions::with_budget(budget),
+                )
+                .unwrap_or_else(|e| panic!("{backend} {confidence} {budget}: {e}"));
+                assert!(r.1.evicted > 0, "{backend} {confidence} {budget}: {r:?}");
+                assert_eq!(validity(&store), (Some(50), Some(100)), "{backend}: {r:?}");
+                assert_verifies(&store);
+            }
+        }
+    }
+}

@@ -20,7 +20,8 @@
 //! event left giving a label, a confidence or a property gives the one there is now, each
 //! alias keeps an event giving it, and a node's salience folds to what it is). Only events
 //! after the last retraction of a node, an edge or an edge's end count for it: replay makes
-//! it again from those alone. What goes
+//! it again from those alone. Nor does one go without which an edge's validity changes would
+//! fold to one that ends before it starts, which replay refuses. What goes
 //! with the last of its support is what has faded: stale edges (an offer not seen for weeks),
 //! and nodes that nothing believed links any more. Each forgetting's deletion event replaces the previous ones (it lists what they
 //! deleted), so forgetting often leaves one such record, not one per run. Since day and week summaries re-assert the nodes and edges of their events with the
@@ -357,6 +358,8 @@ struct Support {
     /// The retraction after which each count was made (0: none), for counts of edges whose
     /// end a later retraction took: reset when the first event after it is counted.
     counted_after: HashMap<EdgeKey, u64>,
+    /// Every edge's validity changes since its last retraction, belief or not.
+    validity: HashMap<EdgeKey, Validity>,
     /// Which live events give each protected node's values.
     node_values: HashMap<String, Givers>,
     /// Which live events give each protected edge's values.
@@ -565,6 +568,38 @@ impl Givers {
     }
 }
 
+/// The live events that change an edge's validity, each with what it sets, after the edge's
+/// last retraction. Replay refuses an upsert that leaves a validity ending before it starts,
+/// even of a log with deleted events, so an event may go only if the changes left still fold
+/// to a validity that starts no later than it ends at each step: `[10, 20]`, an end of 100,
+/// then a start of 50 is `[50, 100]`, and without the end `[50, 20]`, which made forgetting's
+/// deletion fail on every run (helper-84).
+#[derive(Default)]
+struct Validity {
+    after: u64,
+    changes: BTreeMap<u64, (Option<i64>, Option<i64>)>,
+}
+
+impl Validity {
+    /// Whether the changes fold without `seq` as replay takes them.
+    fn folds_without(&self, seq: u64) -> bool {
+        let (mut from, mut to) = (None, None);
+        for (s, (f, t)) in &self.changes {
+            if *s == seq {
+                continue;
+            }
+            from = f.or(from);
+            to = t.or(to);
+            if let (Some(f), Some(t)) = (from, to) {
+                if f > t {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
 /// The live events that upsert a node and those whose assertions need it to exist (edge ends),
 /// by sequence number. Replay without an evicted event skips an assertion on a
 /// node that does not exist yet at its place in the log, so evicting an upsert is safe only if
@@ -670,6 +705,7 @@ impl Support {
             retracted_nodes: HashMap::new(),
             retracted_edges: HashMap::new(),
             counted_after: HashMap::new(),
+            validity: HashMap::new(),
             node_values: HashMap::new(),
             edge_values: HashMap::new(),
         };
@@ -811,6 +847,17 @@ impl Support {
                 Assertion::UpsertEdge(up) => {
                     let key = (up.from.clone(), up.relation.clone(), up.to.clone());
                     let retracted = self.edge_retracted_at(&key);
+                    let changes_validity = up.valid_from.is_some() || up.valid_to.is_some();
+                    if changes_validity && ev.seq > retracted {
+                        let v = self.validity.entry(key.clone()).or_default();
+                        if v.after != retracted {
+                            *v = Validity {
+                                after: retracted,
+                                ..Validity::default()
+                            };
+                        }
+                        v.changes.insert(ev.seq, (up.valid_from, up.valid_to));
+                    }
                     if let Some(e) = now.edges.get(&key).filter(|_| ev.seq > retracted) {
                         let givers = self.edge_values.entry(key).or_default();
                         givers.start_after(retracted);
@@ -822,7 +869,8 @@ impl Support {
         }
     }
 
-    /// The nodes whose values, or those of an edge from them, would change without `ev`.
+    /// The nodes whose values, or those of an edge from them, would change without `ev`, or
+    /// an edge from which would fold to a validity replay refuses.
     fn values_held_by(&self, ev: &Event) -> Vec<String> {
         let mut held: BTreeSet<&str> = BTreeSet::new();
         for a in &ev.assertions {
@@ -836,10 +884,16 @@ impl Support {
                 }
                 Assertion::UpsertEdge(up) => {
                     let key = (up.from.clone(), up.relation.clone(), up.to.clone());
-                    if let Some(g) = self.edge_values.get(&key) {
-                        if !g.hold_without(ev.seq) {
-                            held.insert(&up.from);
-                        }
+                    let values = self
+                        .edge_values
+                        .get(&key)
+                        .is_none_or(|g| g.hold_without(ev.seq));
+                    let validity = self
+                        .validity
+                        .get(&key)
+                        .is_none_or(|v| v.folds_without(ev.seq));
+                    if !(values && validity) {
+                        held.insert(&up.from);
                     }
                 }
                 _ => {}
@@ -888,6 +942,12 @@ impl Support {
             };
             if let Some(g) = givers {
                 g.drop_giver(ev.seq);
+            }
+            if let Assertion::UpsertEdge(up) = a {
+                let key = (up.from.clone(), up.relation.clone(), up.to.clone());
+                if let Some(v) = self.validity.get_mut(&key) {
+                    v.changes.remove(&ev.seq);
+                }
             }
         }
         for key in upserts.iter().chain(needs.iter()) {
