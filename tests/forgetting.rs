@@ -1473,3 +1473,68 @@ fn forgetting_never_leaves_an_edge_whose_validity_replay_refuses() {
         }
     }
 }
+
+/// A week summarised again after forgetting took some of its days keeps what the week summary
+/// before kept of them, as a day does: made of the days left alone, it lost an unlinked node
+/// and a faded edge that only a forgotten day had restated (and that day's gist in its text),
+/// which the same store without the late event kept (helper-84).
+#[test]
+fn a_week_summarised_again_keeps_what_its_forgotten_days_restated() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let node = |key: &str, name: &str| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                label: Some("Thing".into()),
+                name: Some(name.into()),
+                ..Default::default()
+            })
+        };
+        // Days of 100, weeks of 700: a lamp and a faded edge on day 0, a note every other day.
+        let mut week = vec![noted(
+            10,
+            0.01,
+            vec![
+                node("lamp", "Lamp"),
+                node("fox", "Fox"),
+                node("den", "Den"),
+                edge("fox", "NEAR", "den", Some(0.2)),
+            ],
+        )];
+        week.extend((1..7).map(|d| noted(d * 100 + 10, 0.9, vec![])));
+        week.push(noted(710, 0.9, vec![]));
+        store.ingest(week).unwrap();
+        let kept = |store: &Store| {
+            (
+                store.node_by_key("lamp").map(|n| n.name),
+                store
+                    .edge_between("fox", "NEAR", "den")
+                    .unwrap()
+                    .map(|e| e.confidence),
+            )
+        };
+        let before = kept(&store);
+        assert_eq!(before, (Some("Lamp".to_string()), Some(0.2)), "{backend}");
+        // Down to the week's summary and the open day.
+        let r = forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(3))
+            .unwrap();
+        assert!(store.event(1).unwrap().is_none(), "{backend}: {r:?}");
+        assert_eq!(kept(&store), before, "{backend}: {r:?}");
+        // A late event into day 3: the week is summarised again, and the one before goes.
+        store.ingest(vec![noted(350, 0.9, vec![])]).unwrap();
+        let r = forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(3))
+            .unwrap();
+        assert!(r.1.evicted > 0, "{backend}: {r:?}");
+        assert_eq!(kept(&store), before, "{backend}: {r:?}");
+        let week = consolidate::summaries(&store)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.level == Level::Week)
+            .unwrap();
+        // Its 7 events before and the late one (made of the days left, it had counted 1).
+        assert_eq!(week.digest.events, 8, "{backend}: {}", week.text);
+        assert_verifies(&store);
+    }
+}

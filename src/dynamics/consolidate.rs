@@ -814,8 +814,14 @@ enum DayRef {
 /// Summaries already in the log, by level and range start ([`latest_summaries`]).
 type Latest = BTreeMap<(Level, i64), Summary>;
 
-/// A week to summarise: its summary, written but not yet numbered, and its days.
-type WeekPlan = (EventDraft, Vec<DayRef>);
+/// A week to summarise: its summary, written but not yet numbered, its days, and the week's
+/// summary before when forgetting had taken some of what it held (what it restated of those
+/// rests on it alone, as with [`DayPlan::folded`]).
+struct WeekPlan {
+    summary: EventDraft,
+    days: Vec<DayRef>,
+    folded: Option<Event>,
+}
 
 /// Consolidates every closed period not yet summarised (or with events that arrived after its
 /// summary): days with their episodes, then the weeks they complete, all in one atomic batch
@@ -887,19 +893,7 @@ fn plan_days(
         let newest = newest_in_day.entry(day).or_default();
         *newest = (*newest).max(seq);
     }
-    // A summary may keep the gist of events forgetting took, but never of one a user
-    // deleted: the last deletion of a user's, after which no earlier summary is folded in.
-    let last_user_deletion = store
-        .events_with(
-            crate::store::Facet::Kind,
-            deletion::DELETE,
-            i64::MIN,
-            i64::MAX,
-        )?
-        .iter()
-        .filter(|e| deletion::reason_of(e) != Some(deletion::Reason::Forget))
-        .map(|e| e.seq)
-        .max();
+    let last_user_deletion = last_user_deletion(store)?;
     let mut plans = Vec::new();
     for (day, newest) in newest_in_day {
         let previous_summary = latest.get(&(Level::Day, policy.day_range(day).0));
@@ -925,8 +919,25 @@ fn plan_days(
     Ok(plans)
 }
 
+/// The last deletion of a user's (not forgetting's), after which no earlier summary is folded
+/// in: a summary may keep the gist of events forgetting took, but never of one a user deleted.
+fn last_user_deletion(store: &Store) -> Result<Option<u64>> {
+    Ok(store
+        .events_with(
+            crate::store::Facet::Kind,
+            deletion::DELETE,
+            i64::MIN,
+            i64::MAX,
+        )?
+        .iter()
+        .filter(|e| deletion::reason_of(e) != Some(deletion::Reason::Forget))
+        .map(|e| e.seq)
+        .max())
+}
+
 /// The closed weeks before `now` with a day new in `plans`, or without a summary, each planned
-/// with its summary over its days' digests.
+/// with its summary over its days' digests. A week whose summary before held days or events
+/// forgetting has taken since folds that summary in, as a day does.
 fn plan_weeks(
     store: &Store,
     summarizer: &dyn Summarizer,
@@ -936,6 +947,7 @@ fn plan_weeks(
     now: i64,
     report: &mut ConsolidateReport,
 ) -> Result<Vec<WeekPlan>> {
+    let last_user_deletion = last_user_deletion(store)?;
     let mut days_of_week: BTreeMap<i64, BTreeMap<i64, DayRef>> = BTreeMap::new();
     for s in latest.values().filter(|s| s.level == Level::Day) {
         if let Some(ev) = store.event(s.seq)? {
@@ -964,7 +976,8 @@ fn plan_weeks(
                 .day_range(first_day.saturating_add(policy.week_days - 1))
                 .1,
         );
-        let previous = latest.get(&(Level::Week, range.0)).map(|s| s.seq);
+        let previous_summary = latest.get(&(Level::Week, range.0));
+        let previous = previous_summary.map(|s| s.seq);
         if range.1 >= now || (previous.is_some() && !changed_weeks.contains(&week)) {
             continue;
         }
@@ -975,7 +988,29 @@ fn plan_weeks(
                 DayRef::Planned(i) => plans[*i].digest.clone(),
             })
             .collect();
-        let digest = Digest::merge(&digests);
+        let mut digest = Digest::merge(&digests);
+        let folded = previous_summary
+            .filter(|p| last_user_deletion.is_none_or(|d| d < p.seq))
+            .filter(|p| covered_before(&days, plans, &digests, p.seq) < p.digest.events);
+        if let Some(before) = folded {
+            let late: Vec<Event> = days
+                .values()
+                .filter_map(|d| match d {
+                    DayRef::Planned(i) => Some(&plans[*i].events),
+                    DayRef::Logged(_) => None,
+                })
+                .flatten()
+                .filter(|e| e.seq > before.seq)
+                .cloned()
+                .collect();
+            let name = |key: &str| {
+                store
+                    .node_by_key(key)
+                    .map(|n| n.name)
+                    .unwrap_or_else(|| key.to_string())
+            };
+            digest = Digest::merge(&[before.digest.clone(), Digest::of_events(&late, &name)]);
+        }
         let logged: Vec<Event> = days
             .values()
             .filter_map(|d| match d {
@@ -990,7 +1025,8 @@ fn plan_weeks(
             number: week,
             digest: &digest,
             events: &logged,
-            children: days.len(),
+            // Folded, the week had at least the days its summary before had.
+            children: days.len().max(folded.map_or(0, |b| b.children.len())),
         })?;
         let salience = days
             .values()
@@ -1001,9 +1037,38 @@ fn plan_weeks(
             .fold(0.0, f32::max);
         let draft = Summary::draft(Level::Week, range, &[], text, &digest, previous, salience);
         report.superseded += usize::from(previous.is_some());
-        weeks.push((draft, days.into_values().collect::<Vec<_>>()));
+        let folded = match folded {
+            Some(before) => store.event(before.seq)?,
+            None => None,
+        };
+        weeks.push(WeekPlan {
+            summary: draft,
+            days: days.into_values().collect(),
+            folded,
+        });
     }
     Ok(weeks)
+}
+
+/// How many of its raw events the week's days cover that were logged before `seq` (the
+/// week's summary before): a day summary in the log covers its digest's events, a planned day
+/// its digest's less the events logged after.
+fn covered_before(
+    days: &BTreeMap<i64, DayRef>,
+    plans: &[DayPlan],
+    digests: &[Digest],
+    seq: u64,
+) -> usize {
+    days.values()
+        .zip(digests)
+        .map(|(d, digest)| match d {
+            DayRef::Logged(_) => digest.events,
+            DayRef::Planned(i) => {
+                let late = plans[*i].events.iter().filter(|e| e.seq > seq).count();
+                digest.events.saturating_sub(late)
+            }
+        })
+        .sum()
 }
 
 /// Writes the planned days (each after its episodes) and weeks as one batch, each summary
@@ -1028,9 +1093,10 @@ fn write_summaries(
             day_seq.push(next);
             next += 1;
         }
-        for (week, days) in weeks {
-            let mut week = week.clone();
-            let children: Vec<u64> = days
+        for plan in weeks {
+            let mut week = plan.summary.clone();
+            let children: Vec<u64> = plan
+                .days
                 .iter()
                 .map(|d| match d {
                     DayRef::Logged(ev) => ev.seq,
@@ -1039,13 +1105,16 @@ fn write_summaries(
                 .collect();
             set_children(&mut week, &children);
             let mut asserted: Vec<(i64, &Assertion)> = Vec::new();
-            for d in days {
+            for d in &plan.days {
                 match d {
                     DayRef::Logged(ev) => {
                         asserted.extend(ev.assertions.iter().map(|a| (ev.ts, a)));
                     }
                     DayRef::Planned(i) => asserted.extend(plans[*i].asserted()),
                 }
+            }
+            if let Some(before) = &plan.folded {
+                asserted.extend(before.assertions.iter().map(|a| (before.ts, a)));
             }
             week.assertions = support_of(store, asserted.into_iter())?;
             drafts.push(week);
