@@ -1538,3 +1538,47 @@ fn a_week_summarised_again_keeps_what_its_forgotten_days_restated() {
         assert_verifies(&store);
     }
 }
+
+/// A user's deletion of a forgotten event takes the summaries that folded in its gist: a day
+/// summarised again after forgetting holds, in its digest and text, what the summary before
+/// it held, though its children are only the events left. Found by reading the fold above:
+/// the deletion followed children alone, and "quokka" lived on.
+#[test]
+fn deleting_a_forgotten_event_takes_the_summary_that_folded_its_gist() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let mut secret = loci::EventDraft::new(10, "user", "NOTE");
+        secret.payload = loci::Value::from("the quokka hides the key");
+        secret.salience = Some(0.01);
+        store
+            .ingest(vec![
+                secret,
+                noted(20, 0.9, vec![]),
+                noted(30, 0.9, vec![]),
+                noted(DAY + 10, 0.9, vec![]),
+            ])
+            .unwrap();
+        let texts = |store: &Store| -> Vec<String> {
+            consolidate::summaries(store)
+                .unwrap()
+                .into_iter()
+                .map(|s| s.text)
+                .collect()
+        };
+        forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(5)).unwrap();
+        assert!(store.event(1).unwrap().is_none(), "{backend}");
+        store.ingest(vec![noted(15, 0.9, vec![])]).unwrap();
+        forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(5)).unwrap();
+        assert!(
+            texts(&store).iter().any(|t| t.contains("quokka")),
+            "{backend}: the fold keeps the gist: {:?}",
+            texts(&store)
+        );
+        store.delete(&loci::DeleteRequest::events([1])).unwrap();
+        for t in texts(&store) {
+            assert!(!t.contains("quokka"), "{backend}: {t}");
+        }
+        assert_verifies(&store);
+    }
+}

@@ -37,12 +37,17 @@ struct SummaryLink {
     start: i64,
     end: i64,
     children: Vec<u64>,
+    /// The summary of the same range it replaced: one made after forgetting thinned its range
+    /// folds that one's digest (and what it restated) in, so it is made from what that one
+    /// was made from.
+    supersedes: Option<u64>,
     /// Whether a child is a tombstone, whose own children no record says any more.
     unknown_child: bool,
 }
 
 /// The summaries of `chain` (in log order) made from any of `seeds` (seq to world time),
-/// directly or through other summaries, live or not: children come before their summaries in
+/// directly or through other summaries (their children, or the summary they replaced), live
+/// or not: children come before their summaries in
 /// the log, so one pass reaches every level. Where a compaction has made a summary's child a
 /// tombstone, whose children no record says, the summary is taken when its range holds a
 /// seed's time and it was written after that seed.
@@ -62,7 +67,8 @@ fn made_from(chain: &[SummaryLink], seeds: &BTreeMap<u64, i64>) -> BTreeSet<u64>
             && first_at
                 .range(link.start..=link.end)
                 .any(|(_, &seq)| seq < link.seq);
-        if by_time || link.children.iter().any(|c| from.contains(c)) {
+        let folded = link.supersedes.is_some_and(|s| from.contains(&s));
+        if by_time || folded || link.children.iter().any(|c| from.contains(c)) {
             from.insert(link.seq);
             made.insert(link.seq);
         }
@@ -537,6 +543,7 @@ impl Store {
                         start: s.start,
                         end: s.end,
                         unknown_child: false,
+                        supersedes: s.supersedes,
                         children: s.children,
                     });
                 }
