@@ -1582,3 +1582,55 @@ fn deleting_a_forgotten_event_takes_the_summary_that_folded_its_gist() {
         assert_verifies(&store);
     }
 }
+
+/// An alias is kept by an event that replay adds it from: a summary restating a node named
+/// "Bob" with the alias "Bob" (given when the node was "Robert") adds none, so the event that
+/// gave it while the name was another must stay. It had counted as a second giver, the event
+/// went, and the alias with it (helper-84).
+#[test]
+fn an_alias_the_name_it_came_with_shadows_is_kept_by_the_event_that_added_it() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let named = |name: &str, aliases: &[&str]| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: "p".into(),
+                name: Some(name.into()),
+                aliases: aliases.iter().map(|a| a.to_string()).collect(),
+                ..Default::default()
+            })
+        };
+        let me = Assertion::UpsertNode(NodeUpsert {
+            key: "me".into(),
+            name: Some("me".into()),
+            ..Default::default()
+        });
+        store
+            .ingest(vec![
+                noted(
+                    10,
+                    0.9,
+                    vec![me, named("Bob", &[]), edge("me", "KNOWS", "p", Some(1.0))],
+                ),
+                noted(20, 0.01, vec![named("Robert", &["Bob"])]),
+                noted(30, 0.9, vec![named("Bob", &[])]),
+                noted(DAY + 10, 0.9, vec![]),
+            ])
+            .unwrap();
+        let aliases = |store: &Store| store.node_by_key("p").map(|n| (n.name, n.aliases));
+        let before = aliases(&store);
+        assert_eq!(
+            before,
+            Some(("Bob".to_string(), vec!["Bob".to_string()])),
+            "{backend}"
+        );
+        for budget in [6, 5] {
+            let r =
+                forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(budget))
+                    .unwrap();
+            assert_eq!(aliases(&store), before, "{backend} {budget}: {r:?}");
+            assert_verifies(&store);
+        }
+    }
+}

@@ -460,7 +460,10 @@ impl Givers {
             self.give(Field::Pinned, seq, pinned == now.pinned, !now.pinned);
         }
         self.give_props(seq, &up.props, &now.props);
-        for alias in up.aliases.iter().filter(|a| now.aliases.contains(a)) {
+        // Replay adds no alias that is the name the upsert gives (a summary restating a name
+        // and an alias alike gives only the name; helper-84).
+        let added = |a: &&String| now.aliases.contains(a) && up.name.as_ref() != Some(*a);
+        for alias in up.aliases.iter().filter(added) {
             self.aliases.entry(alias.clone()).or_default().insert(seq);
         }
         self.salience = Some(now.salience);
