@@ -16,7 +16,9 @@
 //! pinned node, and a node with such an edge keep at least one event asserting them: for a
 //! node, one giving it the name it has (for a node named by its key, any value; a pin's bare
 //! upsert gives none), for an edge, one asserting it as seen when it last was (so it keeps its
-//! `last_seen`); and every value of theirs comes out of the events left as it is (the last
+//! `last_seen`); and every value of theirs that an upsert gives comes out of the events left
+//! as it is (not an edge's salience, nor a node's `created` and `updated`: no upsert gives
+//! those, so a summary cannot restate them; the last
 //! event left giving a label, a confidence or a property gives the one there is now, each
 //! alias keeps an event giving it, and a node's salience folds to what it is). Only events
 //! after the last retraction of a node, an edge or an edge's end count for it: replay makes
