@@ -907,6 +907,29 @@ impl Support {
         held.into_iter().map(String::from).collect()
     }
 
+    /// `ev` is gone: it gives no value, and changes no validity, any more.
+    fn drop_givers(&mut self, ev: &Event) {
+        for a in &ev.assertions {
+            match a {
+                Assertion::UpsertNode(up) => {
+                    if let Some(g) = self.node_values.get_mut(&up.key) {
+                        g.drop_giver(ev.seq);
+                    }
+                }
+                Assertion::UpsertEdge(up) => {
+                    let key = (up.from.clone(), up.relation.clone(), up.to.clone());
+                    if let Some(g) = self.edge_values.get_mut(&key) {
+                        g.drop_giver(ev.seq);
+                    }
+                    if let Some(v) = self.validity.get_mut(&key) {
+                        v.changes.remove(&ev.seq);
+                    }
+                }
+                Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
+            }
+        }
+    }
+
     /// Takes `ev`'s support away if no belief would be left without any, every value of one
     /// would come out as it is, and every node it creates would still be there for the events
     /// that need it; says what it did.
@@ -936,25 +959,7 @@ impl Support {
             return Release::HeldBy(held_by);
         }
         self.each_belief(ev, |count| *count = count.saturating_sub(1));
-        for a in &ev.assertions {
-            let givers = match a {
-                Assertion::UpsertNode(up) => self.node_values.get_mut(&up.key),
-                Assertion::UpsertEdge(up) => {
-                    self.edge_values
-                        .get_mut(&(up.from.clone(), up.relation.clone(), up.to.clone()))
-                }
-                _ => None,
-            };
-            if let Some(g) = givers {
-                g.drop_giver(ev.seq);
-            }
-            if let Assertion::UpsertEdge(up) = a {
-                let key = (up.from.clone(), up.relation.clone(), up.to.clone());
-                if let Some(v) = self.validity.get_mut(&key) {
-                    v.changes.remove(&ev.seq);
-                }
-            }
-        }
+        self.drop_givers(ev);
         for key in upserts.iter().chain(needs.iter()) {
             if let Some(o) = self.order.get_mut(*key) {
                 o.upserts.remove(&ev.seq);
