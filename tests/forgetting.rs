@@ -657,6 +657,26 @@ fn edge(from: &str, relation: &str, to: &str, confidence: Option<f32>) -> loci::
     })
 }
 
+/// Forgets down to 2 events twice (days of 100), checking that `read` gives `before` and the
+/// store verifies after each, and that the later week's events and summaries went: a rule
+/// holding everything would keep the values by evicting nothing.
+fn forget_twice_keeping<T: PartialEq + std::fmt::Debug>(
+    store: &Store,
+    backend: BackendKind,
+    before: &T,
+    read: impl Fn(&Store) -> T,
+) {
+    let mut evicted = 0;
+    for _ in 0..2 {
+        let r = forget::consolidate_then_forget(store, Some(100), &ForgetOptions::with_budget(2))
+            .unwrap();
+        evicted += r.1.evicted;
+        assert_eq!(&read(store), before, "{backend}: {r:?}");
+        assert_verifies(store);
+    }
+    assert!(evicted >= 4, "{backend}: {evicted}");
+}
+
 /// An event with these assertions and this salience at `ts`.
 fn noted(ts: i64, salience: f32, assertions: Vec<loci::model::Assertion>) -> loci::EventDraft {
     let mut d = loci::EventDraft::new(ts, "bot", "NOTE");
@@ -1234,17 +1254,7 @@ fn forgetting_keeps_every_value_of_a_kept_node_not_only_its_name() {
             .unwrap();
         let before = values(&store);
         assert_eq!(before.0, "Smith", "{backend}");
-        let mut evicted = 0;
-        for _ in 0..2 {
-            let r =
-                forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
-                    .unwrap();
-            evicted += r.1.evicted;
-            assert_eq!(values(&store), before, "{backend}: {r:?}");
-            assert_verifies(&store);
-        }
-        // Not kept by evicting nothing: the later week's events and summaries went.
-        assert!(evicted >= 4, "{backend}: {evicted}");
+        forget_twice_keeping(&store, backend, &before, values);
     }
 }
 
@@ -1304,17 +1314,7 @@ fn forgetting_keeps_a_beliefs_corrected_confidence() {
         };
         let before = confidence(&store);
         assert_eq!(before, (0.6, 10), "{backend}");
-        let mut evicted = 0;
-        for _ in 0..2 {
-            let r =
-                forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
-                    .unwrap();
-            evicted += r.1.evicted;
-            assert_eq!(confidence(&store), before, "{backend}: {r:?}");
-            assert_verifies(&store);
-        }
-        // Not kept by evicting nothing: the later week's events and summaries went.
-        assert!(evicted >= 4, "{backend}: {evicted}");
+        forget_twice_keeping(&store, backend, &before, confidence);
     }
 }
 
