@@ -690,17 +690,13 @@ impl Support {
                 }
             }
         }
-        let names = {
-            let g = store.graph();
-            nodes
-                .keys()
-                .filter_map(|key| {
-                    let node = g.node(g.node_id(key)?)?;
-                    (node.name != *key).then(|| (key.clone(), node.name))
-                })
-                .collect()
-        };
         let now = Now::of(store, &nodes, &edges)?;
+        let names = now
+            .nodes
+            .iter()
+            .filter(|(key, node)| node.name != **key)
+            .map(|(key, node)| (key.clone(), node.name.clone()))
+            .collect();
         let mut support = Support {
             nodes,
             edges,
