@@ -371,7 +371,8 @@ struct Support {
 /// An edge by its ends' keys and its relation.
 type EdgeKey = (String, String, String);
 
-/// Which live events give a protected node's or edge's values, value by value. Replay folds
+/// Which live events give a protected node's or edge's values, value by value (an edge's
+/// validity aside: [`Validity`] folds it for every edge). Replay folds
 /// the events that remain in log order (the last to give a value sets it, aliases add up, and
 /// a node's salience is the last one given raised by each later raw event asserting it), so an
 /// event may go only if, without it, every value still comes out as it is now. A node's
@@ -405,8 +406,6 @@ enum Field {
     Anchor,
     Pinned,
     Confidence,
-    ValidFrom,
-    ValidTo,
     Prop(String),
 }
 
@@ -490,14 +489,6 @@ impl Givers {
                 now.confidence == 1.0,
             );
         }
-        if up.valid_from.is_some() {
-            let none = now.valid_from.is_none();
-            self.give(Field::ValidFrom, seq, up.valid_from == now.valid_from, none);
-        }
-        if up.valid_to.is_some() {
-            let none = now.valid_to.is_none();
-            self.give(Field::ValidTo, seq, up.valid_to == now.valid_to, none);
-        }
         self.give_props(seq, &up.props, &now.props);
     }
 
@@ -579,15 +570,31 @@ impl Givers {
 /// to a validity that starts no later than it ends at each step: `[10, 20]`, an end of 100,
 /// then a start of 50 is `[50, 100]`, and without the end `[50, 20]`, which made forgetting's
 /// deletion fail on every run (helper-84).
+/// For a protected edge, the fold must also end at the validity it has now (the last change
+/// left giving each bound gives today's; none left, it is unbounded).
 #[derive(Default)]
 struct Validity {
+    /// The last retraction before these changes (as [`Givers::after`]).
     after: u64,
     changes: BTreeMap<u64, (Option<i64>, Option<i64>)>,
+    /// A protected edge's validity now.
+    now: Option<(Option<i64>, Option<i64>)>,
 }
 
 impl Validity {
-    /// Whether the changes fold without `seq` as replay takes them.
-    fn folds_without(&self, seq: u64) -> bool {
+    /// Starts afresh if what was noted came before the last retraction, `retracted`.
+    fn start_after(&mut self, retracted: u64) {
+        if self.after != retracted {
+            *self = Validity {
+                after: retracted,
+                ..Validity::default()
+            };
+        }
+    }
+
+    /// Whether the changes fold without `seq` as replay takes them, to the validity a
+    /// protected edge has now.
+    fn holds_without(&self, seq: u64) -> bool {
         let (mut from, mut to) = (None, None);
         for (s, (f, t)) in &self.changes {
             if *s == seq {
@@ -601,7 +608,7 @@ impl Validity {
                 }
             }
         }
-        true
+        self.now.is_none_or(|now| now == (from, to))
     }
 }
 
@@ -851,12 +858,8 @@ impl Support {
                     let changes_validity = up.valid_from.is_some() || up.valid_to.is_some();
                     if changes_validity && ev.seq > retracted {
                         let v = self.validity.entry(key.clone()).or_default();
-                        if v.after != retracted {
-                            *v = Validity {
-                                after: retracted,
-                                ..Validity::default()
-                            };
-                        }
+                        v.start_after(retracted);
+                        v.now = now.edges.get(&key).map(|e| (e.valid_from, e.valid_to));
                         v.changes.insert(ev.seq, (up.valid_from, up.valid_to));
                     }
                     if let Some(e) = now.edges.get(&key).filter(|_| ev.seq > retracted) {
@@ -892,7 +895,7 @@ impl Support {
                     let validity = self
                         .validity
                         .get(&key)
-                        .is_none_or(|v| v.folds_without(ev.seq));
+                        .is_none_or(|v| v.holds_without(ev.seq));
                     if !(values && validity) {
                         held.insert(&up.from);
                     }
