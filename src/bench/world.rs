@@ -347,12 +347,7 @@ fn episodic_coverage(store: &Store) -> Result<BTreeMap<String, (usize, usize)>> 
         .filter(|s| s.level != Level::Episode)
         .collect();
     let closed_end = summaries.iter().map(|s| s.end).max().unwrap_or(i64::MIN);
-    let name = |key: &str| {
-        store
-            .node_by_key(key)
-            .map(|n| n.name)
-            .unwrap_or_else(|| key.to_string())
-    };
+    let name = |key: &str| consolidate::node_name(store, key);
     let mut by_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     // Every event logged, deleted or not: forgotten ones are what coverage is about.
     let mut events = Vec::new();

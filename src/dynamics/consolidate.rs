@@ -993,23 +993,11 @@ fn plan_weeks(
             .filter(|p| last_user_deletion.is_none_or(|d| d < p.seq))
             .filter(|p| covered_before(&days, plans, &digests, p.seq) < p.digest.events);
         if let Some(before) = folded {
-            let late: Vec<Event> = days
-                .values()
-                .filter_map(|d| match d {
-                    DayRef::Planned(i) => Some(&plans[*i].events),
-                    DayRef::Logged(_) => None,
-                })
-                .flatten()
-                .filter(|e| e.seq > before.seq)
-                .cloned()
-                .collect();
-            let name = |key: &str| {
-                store
-                    .node_by_key(key)
-                    .map(|n| n.name)
-                    .unwrap_or_else(|| key.to_string())
-            };
-            digest = Digest::merge(&[before.digest.clone(), Digest::of_events(&late, &name)]);
+            let planned = days.values().filter_map(|d| match d {
+                DayRef::Planned(i) => Some(&plans[*i].events),
+                DayRef::Logged(_) => None,
+            });
+            digest = folded_digest(store, before, planned.flatten());
         }
         let logged: Vec<Event> = days
             .values()
@@ -1037,10 +1025,7 @@ fn plan_weeks(
             .fold(0.0, f32::max);
         let draft = Summary::draft(Level::Week, range, &[], text, &digest, previous, salience);
         report.superseded += usize::from(previous.is_some());
-        let folded = match folded {
-            Some(before) => store.event(before.seq)?,
-            None => None,
-        };
+        let folded = event_of(store, folded)?;
         weeks.push(WeekPlan {
             summary: draft,
             days: days.into_values().collect(),
@@ -1048,6 +1033,35 @@ fn plan_weeks(
         });
     }
     Ok(weeks)
+}
+
+/// A node's name, or `key` for a node the graph no longer holds: what a digest names.
+pub(crate) fn node_name(store: &Store, key: &str) -> String {
+    store
+        .node_by_key(key)
+        .map(|n| n.name)
+        .unwrap_or_else(|| key.to_string())
+}
+
+/// The digest of a period summarised again whose summary before, `before`, is folded in:
+/// that digest covers every event logged before it, forgotten ones too, and the events of
+/// `events` logged after it are added to it.
+fn folded_digest<'a>(
+    store: &Store,
+    before: &Summary,
+    events: impl Iterator<Item = &'a Event>,
+) -> Digest {
+    let late: Vec<Event> = events.filter(|e| e.seq > before.seq).cloned().collect();
+    let name = |key: &str| node_name(store, key);
+    Digest::merge(&[before.digest.clone(), Digest::of_events(&late, &name)])
+}
+
+/// The event of a summary folded in, which the new summary restates the facts of.
+fn event_of(store: &Store, folded: Option<&Summary>) -> Result<Option<Event>> {
+    match folded {
+        Some(before) => store.event(before.seq),
+        None => Ok(None),
+    }
 }
 
 /// How many of its raw events the week's days cover that were logged before `seq` (the
@@ -1153,12 +1167,7 @@ fn plan_day(
     if events.is_empty() {
         return Ok(None);
     }
-    let name = |key: &str| {
-        store
-            .node_by_key(key)
-            .map(|n| n.name)
-            .unwrap_or_else(|| key.to_string())
-    };
+    let name = |key: &str| node_name(store, key);
     let parts = episodes(&events, policy.episode_gap);
     let mut episode_drafts = Vec::with_capacity(parts.len());
     let mut digests = Vec::with_capacity(parts.len());
@@ -1193,12 +1202,7 @@ fn plan_day(
     let folded = forgotten_from
         .filter(|b| events.iter().filter(|e| e.seq < b.seq).count() < b.digest.events);
     if let Some(before) = folded {
-        let late: Vec<Event> = events
-            .iter()
-            .filter(|e| e.seq > before.seq)
-            .cloned()
-            .collect();
-        digest = Digest::merge(&[before.digest.clone(), Digest::of_events(&late, &name)]);
+        digest = folded_digest(store, before, events.iter());
     }
     let text = summarizer.summarize(&Chunk {
         level: Level::Day,
@@ -1219,10 +1223,7 @@ fn plan_day(
         previous,
         max_salience(&events),
     );
-    let folded = match folded {
-        Some(before) => store.event(before.seq)?,
-        None => None,
-    };
+    let folded = event_of(store, folded)?;
     Ok(Some(DayPlan {
         day,
         events,
