@@ -814,6 +814,14 @@ enum DayRef {
 /// Summaries already in the log, by level and range start ([`latest_summaries`]).
 type Latest = BTreeMap<(Level, i64), Summary>;
 
+/// What the log holds that days and weeks are planned against, read once per consolidation.
+#[derive(Clone, Copy)]
+struct Past<'a> {
+    latest: &'a Latest,
+    /// The last deletion of a user's ([`last_user_deletion`]).
+    last_user_deletion: Option<u64>,
+}
+
 /// A week to summarise: its summary, written but not yet numbered, its days, and the week's
 /// summary before when forgetting had taken some of what it held (what it restated of those
 /// rests on it alone, as with [`DayPlan::folded`]).
@@ -855,8 +863,12 @@ pub fn consolidate(
             ),
         });
     }
-    let plans = plan_days(store, summarizer, policy, &latest, now, &mut report)?;
-    let weeks = plan_weeks(store, summarizer, policy, &latest, &plans, now, &mut report)?;
+    let past = Past {
+        latest: &latest,
+        last_user_deletion: last_user_deletion(store)?,
+    };
+    let plans = plan_days(store, summarizer, policy, &past, now, &mut report)?;
+    let weeks = plan_weeks(store, summarizer, policy, &past, &plans, now, &mut report)?;
     if plans.is_empty() && weeks.is_empty() {
         return Ok(report);
     }
@@ -876,10 +888,14 @@ fn plan_days(
     store: &Store,
     summarizer: &dyn Summarizer,
     policy: &ConsolidationPolicy,
-    latest: &Latest,
+    past: &Past<'_>,
     now: i64,
     report: &mut ConsolidateReport,
 ) -> Result<Vec<DayPlan>> {
+    let Past {
+        latest,
+        last_user_deletion,
+    } = *past;
     let summary_seqs: BTreeSet<u64> = latest.values().map(|s| s.seq).collect();
     let mut newest_in_day: BTreeMap<i64, u64> = BTreeMap::new();
     for (ts, seq) in store.event_times(i64::MIN, now)? {
@@ -893,7 +909,6 @@ fn plan_days(
         let newest = newest_in_day.entry(day).or_default();
         *newest = (*newest).max(seq);
     }
-    let last_user_deletion = last_user_deletion(store)?;
     let mut plans = Vec::new();
     for (day, newest) in newest_in_day {
         let previous_summary = latest.get(&(Level::Day, policy.day_range(day).0));
@@ -942,12 +957,15 @@ fn plan_weeks(
     store: &Store,
     summarizer: &dyn Summarizer,
     policy: &ConsolidationPolicy,
-    latest: &Latest,
+    past: &Past<'_>,
     plans: &[DayPlan],
     now: i64,
     report: &mut ConsolidateReport,
 ) -> Result<Vec<WeekPlan>> {
-    let last_user_deletion = last_user_deletion(store)?;
+    let Past {
+        latest,
+        last_user_deletion,
+    } = *past;
     let mut days_of_week: BTreeMap<i64, BTreeMap<i64, DayRef>> = BTreeMap::new();
     for s in latest.values().filter(|s| s.level == Level::Day) {
         if let Some(ev) = store.event(s.seq)? {
