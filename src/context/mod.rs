@@ -88,7 +88,10 @@ pub enum ContextMode {
 }
 
 impl ContextMode {
-    /// The name an option gives it.
+    pub const ALL: [ContextMode; 3] =
+        [ContextMode::All, ContextMode::Anchor, ContextMode::Mainline];
+
+    /// The name an option gives it (what [`str::parse`] reads).
     pub fn name(self) -> &'static str {
         match self {
             ContextMode::All => "all",
@@ -101,18 +104,16 @@ impl ContextMode {
 impl std::str::FromStr for ContextMode {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "all" => Ok(ContextMode::All),
-            "anchor" => Ok(ContextMode::Anchor),
-            "mainline" => Ok(ContextMode::Mainline),
-            other => Err(Error::InvalidArgument {
+        ContextMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| Error::InvalidArgument {
                 name: "mode".into(),
                 message: format!(
                     "{}: expected all, anchor or mainline",
-                    crate::error::quoted_excerpt(other)
+                    crate::error::quoted_excerpt(s)
                 ),
-            }),
-        }
+            })
     }
 }
 
@@ -1474,6 +1475,20 @@ pub fn snapshot(store: &Store, turn: u64) -> Result<Option<Snapshot>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mode_reads_back_from_its_name_and_no_other_spelling() {
+        for mode in ContextMode::ALL {
+            assert_eq!(mode.name().parse::<ContextMode>().unwrap(), mode);
+        }
+        for odd in ["Anchor", " all", "", "mainlines"] {
+            let e = odd.parse::<ContextMode>().unwrap_err().to_string();
+            assert!(
+                e.contains("expected all, anchor or mainline"),
+                "{odd:?}: {e}"
+            );
+        }
+    }
 
     fn moment_line(seq: u64) -> Line {
         Line {
