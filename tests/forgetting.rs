@@ -557,7 +557,8 @@ fn forgetting_from_a_now_out_of_range_is_refused_before_it_writes() {
 }
 
 /// The live summaries above `seq` through the chain of every summary of `all` (forgotten ones
-/// included): the summaries a deletion of `seq` must take with it.
+/// included; through their children and the summary each replaced): the summaries a deletion
+/// of `seq` must take with it.
 fn live_summaries_made_from(
     seq: u64,
     all: &[consolidate::Summary],
@@ -568,7 +569,9 @@ fn live_summaries_made_from(
     let mut by_seq: Vec<&consolidate::Summary> = all.iter().collect();
     by_seq.sort_by_key(|s| s.seq);
     for s in by_seq {
-        if s.children.iter().any(|c| reached.contains(c)) {
+        if s.children.iter().any(|c| reached.contains(c))
+            || s.supersedes.is_some_and(|p| reached.contains(&p))
+        {
             reached.insert(s.seq);
         }
     }
@@ -585,7 +588,7 @@ fn live_summaries_made_from(
 fn a_deletion_takes_the_summaries_made_from_it_across_forgotten_ones() {
     for backend in BackendKind::ALL {
         let (_dir, store) = consolidated_month(backend);
-        let all = consolidate::summaries(&store).unwrap();
+        let mut all = consolidate::summaries(&store).unwrap();
         let budget = held(&store) / 4;
         forget::forget(&store, &ForgetOptions::with_budget(budget)).unwrap();
         let live_summaries = |store: &Store| -> std::collections::BTreeSet<u64> {
@@ -629,6 +632,10 @@ fn a_deletion_takes_the_summaries_made_from_it_across_forgotten_ones() {
             }
             let left = live_summaries(&store);
             assert!(left.is_disjoint(&above), "{backend}: {seq}: {left:?}");
+            // The summaries made again in their place hold what they held of other events.
+            all.extend(r.summaries_made_again.iter().map(|s| {
+                consolidate::Summary::of_event(&store.event(*s).unwrap().unwrap()).unwrap()
+            }));
             assert_verifies(&store);
         }
         // A forgotten event no live summary holds is still refused as deleted.
@@ -1632,5 +1639,198 @@ fn an_alias_the_name_it_came_with_shadows_is_kept_by_the_event_that_added_it() {
             assert_eq!(aliases(&store), before, "{backend} {budget}: {r:?}");
             assert_verifies(&store);
         }
+    }
+}
+
+/// The week summary that holds what forgetting took, as a world of four notes makes it:
+/// event 1 meets Ann (`bot -KNOWS-> p`), event 2 (`extra`) is a note of its own, then two
+/// ticks; consolidated in days of 100 and forgotten down to two events, so that only the
+/// week's summary supports what event 1 asserted.
+fn a_forgotten_week(backend: BackendKind, extra: loci::EventDraft) -> (tempfile::TempDir, Store) {
+    use loci::model::{Assertion, NodeUpsert};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), backend).unwrap();
+    let node = |key: &str, label: &str, name: &str| {
+        Assertion::UpsertNode(NodeUpsert {
+            key: key.into(),
+            label: Some(label.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        })
+    };
+    store
+        .ingest(vec![
+            noted(
+                10,
+                0.9,
+                vec![
+                    node("bot", "Bot", "bot"),
+                    node("p", "Person", "Ann"),
+                    edge("bot", "KNOWS", "p", Some(1.0)),
+                ],
+            ),
+            extra,
+            noted(710, 0.3, vec![]),
+            noted(1410, 0.3, vec![]),
+        ])
+        .unwrap();
+    forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+    assert!(
+        store.event(1).unwrap().is_none(),
+        "{backend}: event 1 is forgotten"
+    );
+    (dir, store)
+}
+
+/// Every summary's text, latest per range.
+fn summary_texts(store: &Store) -> Vec<String> {
+    consolidate::summaries(store)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.text)
+        .collect()
+}
+
+/// helper-85: a user deleting a forgotten note that asserted nothing took the week summary
+/// holding its gist, and with it the only support of what another forgotten event asserted: a
+/// person and a belief went with a note that named neither (`nodes_removed 2, edges_removed
+/// 1`). The summary is made again without the note's gist in the deletion's commit.
+#[test]
+fn deleting_a_forgotten_note_keeps_the_beliefs_its_summary_also_held() {
+    for backend in BackendKind::ALL {
+        let mut secret = loci::EventDraft::new(110, "bot", "NOTE");
+        secret.payload = loci::Value::from("an embarrassing secret");
+        secret.salience = Some(0.3);
+        let (_dir, store) = a_forgotten_week(backend, secret);
+        assert!(store.event(2).unwrap().is_none(), "{backend}");
+        let before = facts(&store);
+        assert!(before.contains_key(&("bot".into(), "KNOWS".into(), "p".into())));
+        assert!(summary_texts(&store)
+            .iter()
+            .any(|t| t.contains("embarrassing")));
+        let r = store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        assert_eq!(facts(&store), before, "{backend}: {r:?}");
+        assert_eq!(
+            (r.nodes_removed, r.edges_removed),
+            (0, 0),
+            "{backend}: {r:?}"
+        );
+        // Nothing lost support: what the summary restated, the one made again restates.
+        assert_eq!((r.edges_weakened, r.nodes_kept), (0, 0), "{backend}: {r:?}");
+        assert_eq!(r.summaries_made_again.len(), 1, "{backend}: {r:?}");
+        assert_eq!(store.node_by_key("p").unwrap().name, "Ann", "{backend}");
+        for t in summary_texts(&store) {
+            assert!(!t.contains("embarrassing"), "{backend}: {t}");
+        }
+        let hits = store
+            .search("embarrassing", &loci::SearchFilter::default(), 10)
+            .unwrap();
+        assert!(hits.is_empty(), "{backend}: {hits:?}");
+        assert_verifies(&store);
+        // Nothing of the note is left: a second deletion of it is refused, and writes nothing.
+        let events = store.stats().events;
+        let e = store.delete(&loci::DeleteRequest::events([2])).unwrap_err();
+        assert!(e.to_string().contains("already deleted"), "{backend}: {e}");
+        assert_eq!(store.stats().events, events, "{backend}");
+        // What event 1 asserted still goes with event 1.
+        store.delete(&loci::DeleteRequest::events([1])).unwrap();
+        assert!(store.node_by_key("p").is_none(), "{backend}");
+        assert!(facts(&store).is_empty(), "{backend}: {:?}", facts(&store));
+        assert_verifies(&store);
+    }
+}
+
+/// A deleted event that asserted facts of its own: what it alone gave goes (a person only it
+/// met, an alias only it added), what another event forgotten into the same summary gave too
+/// stays (the belief it repeated), and the summary made again names neither the deleted note's
+/// text nor its person.
+#[test]
+fn deleting_a_forgotten_event_takes_what_it_alone_gave_from_the_summary_made_again() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let mut secret = noted(
+            110,
+            0.3,
+            vec![
+                Assertion::UpsertNode(NodeUpsert {
+                    key: "p".into(),
+                    aliases: vec!["Annie".into()],
+                    ..Default::default()
+                }),
+                Assertion::UpsertNode(NodeUpsert {
+                    key: "q".into(),
+                    label: Some("Person".into()),
+                    name: Some("Zebedee".into()),
+                    ..Default::default()
+                }),
+                edge("bot", "KNOWS", "p", Some(1.0)),
+                edge("bot", "LIKES", "q", Some(0.9)),
+            ],
+        );
+        secret.payload = loci::Value::from("a secret crush");
+        let (_dir, store) = a_forgotten_week(backend, secret);
+        assert!(store.event(2).unwrap().is_none(), "{backend}");
+        assert_eq!(store.node_by_key("p").unwrap().aliases, vec!["Annie"]);
+        let r = store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        let left: Vec<_> = facts(&store).into_keys().collect();
+        assert_eq!(
+            left,
+            vec![("bot".into(), "KNOWS".into(), "p".into())],
+            "{backend}: {r:?}"
+        );
+        assert!(store.node_by_key("q").is_none(), "{backend}");
+        let ann = store.node_by_key("p").unwrap();
+        assert_eq!(
+            (ann.name.as_str(), ann.aliases.len()),
+            ("Ann", 0),
+            "{backend}"
+        );
+        for t in summary_texts(&store) {
+            assert!(
+                !t.contains("crush") && !t.contains("Zebedee"),
+                "{backend}: {t}"
+            );
+        }
+        assert_verifies(&store);
+    }
+}
+
+/// A deletion of a node takes every event naming it, a summary restating it among them; what
+/// that summary restated of other nodes stays, in the summary made again without the node.
+#[test]
+fn deleting_a_node_keeps_what_its_summary_restated_of_others() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let met = noted(
+            110,
+            0.3,
+            vec![
+                Assertion::UpsertNode(NodeUpsert {
+                    key: "q".into(),
+                    label: Some("Person".into()),
+                    name: Some("Zebedee".into()),
+                    ..Default::default()
+                }),
+                edge("bot", "LIKES", "q", Some(0.9)),
+            ],
+        );
+        let (_dir, store) = a_forgotten_week(backend, met);
+        let r = store.delete(&loci::DeleteRequest::nodes(["q"])).unwrap();
+        let left: Vec<_> = facts(&store).into_keys().collect();
+        assert_eq!(
+            left,
+            vec![("bot".into(), "KNOWS".into(), "p".into())],
+            "{backend}: {r:?}"
+        );
+        assert_eq!(store.node_by_key("p").unwrap().name, "Ann", "{backend}");
+        for t in summary_texts(&store) {
+            assert!(!t.contains("Zebedee"), "{backend}: {t}");
+        }
+        let named = (1..=store.stats().events)
+            .filter_map(|s| store.event(s).unwrap())
+            .filter(|e| loci::dynamics::deletion::names_node(e, "q"))
+            .count();
+        assert_eq!(named, 0, "{backend}");
+        assert_verifies(&store);
     }
 }

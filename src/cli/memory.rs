@@ -65,6 +65,18 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
                     .join(", ")
             );
         }
+        if !r.summaries_made_again.is_empty() {
+            outln!(
+                "{} made again without what was deleted, keeping what {} restated of the events left: {}",
+                count(r.summaries_made_again.len() as u64, "summary", "summaries"),
+                if r.summaries_made_again.len() == 1 { "it" } else { "they" },
+                r.summaries_made_again
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         outln!("their text stays in the store's files until `loci compact`");
     }
     Ok(Code::Ok)

@@ -132,6 +132,7 @@ mod tests {
             text: String::new(),
             digest: Default::default(),
             supersedes: None,
+            without: Vec::new(),
         }
     }
 

@@ -356,6 +356,61 @@ impl Digest {
     }
 }
 
+impl Digest {
+    /// This digest less what the events of `removed` added to it: their count, kinds and
+    /// places, and every line naming what one of them did or said (a line another event shared
+    /// goes too: a merged list no longer says which event gave it). `name` names nodes as
+    /// [`Digest::of_events`] does.
+    pub fn without(&self, removed: &[Event], name: &dyn Fn(&str) -> String) -> Digest {
+        let mut d = self.clone();
+        d.events = d.events.saturating_sub(removed.len());
+        let mut lines = BTreeSet::new();
+        for ev in removed {
+            let less = |map: &mut BTreeMap<String, usize>, key: String| {
+                if let Some(n) = map.get_mut(&key) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        map.remove(&key);
+                    }
+                }
+            };
+            less(&mut d.kinds, ev.kind.clone());
+            if let Some(place) = ev.place.as_deref() {
+                less(&mut d.places, name(place));
+            }
+            let own = Digest::of_events(std::slice::from_ref(ev), name);
+            for list in [
+                own.trades,
+                own.fights,
+                own.deaths,
+                own.dropped,
+                own.slept_at,
+                own.people,
+                own.found,
+                own.notes,
+                own.notable,
+            ] {
+                lines.extend(list);
+            }
+            lines.insert(readable_payload(ev, name));
+        }
+        for list in [
+            &mut d.trades,
+            &mut d.fights,
+            &mut d.deaths,
+            &mut d.dropped,
+            &mut d.slept_at,
+            &mut d.people,
+            &mut d.found,
+            &mut d.notes,
+            &mut d.notable,
+        ] {
+            list.retain(|line| !lines.contains(line));
+        }
+        d
+    }
+}
+
 /// What a summariser is given for one chunk.
 pub struct Chunk<'a> {
     pub level: Level,
@@ -501,6 +556,18 @@ impl Summarizer for RuleSummarizer {
     }
 }
 
+/// The sequence numbers a summary's payload lists under one field (none when it lists none).
+fn seqs(field: Option<&Value>) -> Vec<u64> {
+    match field {
+        Some(Value::List(items)) => items
+            .iter()
+            .filter_map(Value::as_i64)
+            .filter_map(|s| u64::try_from(s).ok())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// A summary event, read back.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -513,6 +580,9 @@ pub struct Summary {
     pub digest: Digest,
     /// The earlier summary of the same range that this one replaces.
     pub supersedes: Option<u64>,
+    /// For a summary a user's deletion made again: the deleted events that the one it
+    /// replaces was made from and it is not (`Store::delete`).
+    pub without: Vec<u64>,
 }
 
 /// What keeps `payload` from reading as a summary's ([`Summary::of_event`]): a level, and a
@@ -578,14 +648,7 @@ impl Summary {
         let Value::Map(m) = &ev.payload else {
             return None;
         };
-        let children = match m.get("children") {
-            Some(Value::List(items)) => items
-                .iter()
-                .filter_map(Value::as_i64)
-                .filter_map(|s| u64::try_from(s).ok())
-                .collect(),
-            _ => Vec::new(),
-        };
+        let children = seqs(m.get("children"));
         let digest = m
             .get(crate::model::SUMMARY_DIGEST)
             .filter(|_| with_digest)
@@ -608,6 +671,7 @@ impl Summary {
                 .get("supersedes")
                 .and_then(Value::as_i64)
                 .and_then(|s| u64::try_from(s).ok()),
+            without: seqs(m.get("without")),
         })
     }
 
@@ -1266,6 +1330,20 @@ fn support_of<'a>(
     store: &Store,
     asserted: impl Iterator<Item = (i64, &'a Assertion)>,
 ) -> Result<Vec<Assertion>> {
+    restated(
+        asserted,
+        |key| Ok(store.node_by_key(key)),
+        |from, relation, to| store.edge_between(from, relation, to),
+    )
+}
+
+/// [`support_of`] against any graph: `node` and `edge` look a node up by key and an edge by
+/// the keys of its ends and its relation (a deletion's replay, `Store::summaries_made_again`).
+pub(crate) fn restated<'a>(
+    asserted: impl Iterator<Item = (i64, &'a Assertion)>,
+    node: impl Fn(&str) -> Result<Option<crate::model::Node>>,
+    edge: impl Fn(&str, &str, &str) -> Result<Option<crate::model::Edge>>,
+) -> Result<Vec<Assertion>> {
     let mut nodes = BTreeSet::new();
     let mut edges: BTreeMap<(String, String, String), i64> = BTreeMap::new();
     for (ts, a) in asserted {
@@ -1287,7 +1365,7 @@ fn support_of<'a>(
     }
     let mut out = Vec::new();
     for key in nodes {
-        if let Some(n) = store.node_by_key(&key) {
+        if let Some(n) = node(&key)? {
             out.push(Assertion::UpsertNode(NodeUpsert {
                 key: n.key,
                 label: Some(n.label),
@@ -1304,7 +1382,7 @@ fn support_of<'a>(
         }
     }
     for ((from, relation, to), seen) in edges {
-        if let Some(e) = store.edge_between(&from, &relation, &to)? {
+        if let Some(e) = edge(&from, &relation, &to)? {
             out.push(Assertion::UpsertEdge(EdgeUpsert {
                 from,
                 relation,
@@ -1322,6 +1400,51 @@ fn support_of<'a>(
         }
     }
     Ok(out)
+}
+
+/// The draft of `summary` (its event `event`) made again by a user's deletion, in the
+/// deletion's commit: its level and range, `children` and `assertions` (what it restated that
+/// stays), and its digest less what the deleted events of `removed` (those it was made from,
+/// listed as `without`) added to it, its text written again from that by the [`RuleSummarizer`] (the store holds no
+/// other). It names `summary` as the one it supersedes, so that a deletion of an event the
+/// summary was made from still finds it.
+pub(crate) fn made_again(
+    summary: &Summary,
+    event: &Event,
+    (removed, without): (&[Event], &[u64]),
+    children: &[u64],
+    assertions: Vec<Assertion>,
+    name: &dyn Fn(&str) -> String,
+) -> Result<EventDraft> {
+    let digest = summary.digest.without(removed, name);
+    let range = (summary.start, summary.end);
+    let length = summary.end.saturating_sub(summary.start).saturating_add(1);
+    let text = RuleSummarizer.summarize(&Chunk {
+        level: summary.level,
+        start: summary.start,
+        end: summary.end,
+        number: summary.start.div_euclid(length.max(1)),
+        digest: &digest,
+        events: &[],
+        children: children.len(),
+    })?;
+    let mut draft = Summary::draft(
+        summary.level,
+        range,
+        children,
+        text,
+        &digest,
+        Some(summary.seq),
+        event.salience,
+    );
+    draft.assertions = assertions;
+    if let (Value::Map(m), false) = (&mut draft.payload, without.is_empty()) {
+        m.insert(
+            "without".to_string(),
+            Value::List(without.iter().map(|s| Value::Int(*s as i64)).collect()),
+        );
+    }
+    Ok(draft)
 }
 
 /// The summaries of the store, latest per range, by the end of their range (a week after its

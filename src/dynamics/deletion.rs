@@ -115,6 +115,11 @@ pub struct DeleteReport {
     /// every node it pins, and deleted for one of them it unpins the others.
     #[serde(default)]
     pub nodes_unpinned: Vec<String>,
+    /// The summaries written again in the deletion's commit, in place of day and week
+    /// summaries it took, without what it deleted: what they restated of the events left
+    /// (forgotten ones among them) rests on them still (`Store::summaries_made_again`).
+    #[serde(default)]
+    pub summaries_made_again: Vec<u64>,
 }
 
 /// Keys of the nodes a deletion kept that its report lists, at most.
@@ -155,51 +160,165 @@ fn saved_context_lists(event: &Event, key: &str) -> bool {
 /// an event may carry the event's values: a deletion takes the summaries that carry a value
 /// only deleted events give (`Store::add_summaries_of`).
 pub(crate) fn values_given(event: &Event) -> Vec<String> {
-    fn json(v: &impl serde::Serialize) -> String {
-        serde_json::to_string(v).unwrap_or_default()
-    }
-    // A node's and an edge's properties alike, each named by `of`.
-    fn props_given<'a>(
-        props: &'a crate::model::Props,
-        of: impl Fn(&str, &str) -> String + 'a,
-    ) -> impl Iterator<Item = String> + 'a {
-        props
-            .iter()
-            .filter(|(_, v)| **v != crate::model::Value::Null)
-            .map(move |(k, v)| of(&format!("prop\0{k}"), &json(v)))
-    }
     let mut out = Vec::new();
     for a in &event.assertions {
         match a {
             Assertion::UpsertNode(up) => {
-                let of = |what: &str, value: &str| format!("n\0{}\0{what}\0{value}", up.key);
-                out.extend(up.label.iter().map(|l| of("label", l)));
-                out.extend(up.name.iter().map(|n| of("name", n)));
-                out.extend(up.aliases.iter().map(|a| of("alias", a)));
+                out.extend(node_values(up).into_iter().map(|(_, v)| v));
                 // A node made without a name is named by its first alias.
                 if up.name.is_none() {
-                    out.extend(up.aliases.first().map(|a| of("name", a)));
+                    out.extend(up.aliases.first().map(|a| node_value(&up.key, "name", a)));
                 }
-                out.extend(up.anchor.iter().map(|a| of("anchor", &json(a))));
-                out.extend(up.pinned.filter(|p| *p).map(|_| of("pinned", "true")));
-                out.extend(props_given(&up.props, of));
             }
-            Assertion::UpsertEdge(up) => {
-                let of = |what: &str, value: &str| {
-                    format!(
-                        "e\0{}\0{}\0{}\0{what}\0{value}",
-                        up.from, up.relation, up.to
-                    )
-                };
-                out.extend(up.confidence.map(|c| of("confidence", &json(&c))));
-                out.extend(up.valid_from.map(|t| of("valid_from", &t.to_string())));
-                out.extend(up.valid_to.map(|t| of("valid_to", &t.to_string())));
-                out.extend(props_given(&up.props, of));
-            }
+            Assertion::UpsertEdge(up) => out.extend(edge_values(up).into_iter().map(|(_, v)| v)),
             _ => {}
         }
     }
     out
+}
+
+/// The nodes and edges `event` upserts, each as one text (apart from any value's text): what a
+/// summary made again after a deletion restates only where an event left asserts it too.
+pub(crate) fn subjects_given(event: &Event) -> Vec<String> {
+    event
+        .assertions
+        .iter()
+        .filter_map(|a| match a {
+            Assertion::UpsertNode(up) => Some(node_subject(&up.key)),
+            Assertion::UpsertEdge(up) => Some(edge_subject(&up.from, &up.relation, &up.to)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text of node `key` as a subject ([`subjects_given`]).
+pub(crate) fn node_subject(key: &str) -> String {
+    format!("s\0n\0{key}")
+}
+
+/// The text of edge `from -relation-> to` as a subject ([`subjects_given`]).
+pub(crate) fn edge_subject(from: &str, relation: &str, to: &str) -> String {
+    format!("s\0e\0{from}\0{relation}\0{to}")
+}
+
+/// The text of one value of node `key` ([`values_given`]).
+fn node_value(key: &str, what: &str, value: &str) -> String {
+    format!("n\0{key}\0{what}\0{value}")
+}
+
+fn json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// One field of an upsert that gives a value, to strip it by.
+#[derive(Clone, Debug, PartialEq)]
+enum Field {
+    Label,
+    Name,
+    Alias(String),
+    Anchor,
+    Pinned,
+    Prop(String),
+    Confidence,
+    ValidFrom,
+    ValidTo,
+}
+
+/// Each value a node upsert gives, with its field.
+fn node_values(up: &crate::model::NodeUpsert) -> Vec<(Field, String)> {
+    let of = |what: &str, value: &str| node_value(&up.key, what, value);
+    let mut out = Vec::new();
+    out.extend(up.label.iter().map(|l| (Field::Label, of("label", l))));
+    out.extend(up.name.iter().map(|n| (Field::Name, of("name", n))));
+    out.extend(
+        up.aliases
+            .iter()
+            .map(|a| (Field::Alias(a.clone()), of("alias", a))),
+    );
+    out.extend(
+        up.anchor
+            .iter()
+            .map(|a| (Field::Anchor, of("anchor", &json(a)))),
+    );
+    out.extend(
+        up.pinned
+            .filter(|p| *p)
+            .map(|_| (Field::Pinned, of("pinned", "true"))),
+    );
+    out.extend(props_given(&up.props, of));
+    out
+}
+
+/// Each value an edge upsert gives, with its field.
+fn edge_values(up: &crate::model::EdgeUpsert) -> Vec<(Field, String)> {
+    let of = |what: &str, value: &str| {
+        format!(
+            "e\0{}\0{}\0{}\0{what}\0{value}",
+            up.from, up.relation, up.to
+        )
+    };
+    let mut out = Vec::new();
+    out.extend(
+        up.confidence
+            .map(|c| (Field::Confidence, of("confidence", &json(&c)))),
+    );
+    out.extend(
+        up.valid_from
+            .map(|t| (Field::ValidFrom, of("valid_from", &t.to_string()))),
+    );
+    out.extend(
+        up.valid_to
+            .map(|t| (Field::ValidTo, of("valid_to", &t.to_string()))),
+    );
+    out.extend(props_given(&up.props, of));
+    out
+}
+
+/// A node's and an edge's properties alike, each named by `of`. A property set to null gives
+/// no value (it removes one).
+fn props_given(
+    props: &crate::model::Props,
+    of: impl Fn(&str, &str) -> String,
+) -> Vec<(Field, String)> {
+    props
+        .iter()
+        .filter(|(_, v)| **v != Value::Null)
+        .map(|(k, v)| (Field::Prop(k.clone()), of(&format!("prop\0{k}"), &json(v))))
+        .collect()
+}
+
+/// `assertion` without each value `gone` says must not be restated ([`values_given`]'s texts):
+/// what a summary made again after a deletion restates of a node or an edge that stays.
+pub(crate) fn without_values(mut assertion: Assertion, gone: impl Fn(&str) -> bool) -> Assertion {
+    let fields: Vec<Field> = match &assertion {
+        Assertion::UpsertNode(up) => node_values(up),
+        Assertion::UpsertEdge(up) => edge_values(up),
+        _ => Vec::new(),
+    }
+    .into_iter()
+    .filter(|(_, value)| gone(value))
+    .map(|(field, _)| field)
+    .collect();
+    for field in fields {
+        match (&mut assertion, field) {
+            (Assertion::UpsertNode(up), Field::Label) => up.label = None,
+            (Assertion::UpsertNode(up), Field::Name) => up.name = None,
+            (Assertion::UpsertNode(up), Field::Alias(a)) => up.aliases.retain(|x| *x != a),
+            (Assertion::UpsertNode(up), Field::Anchor) => up.anchor = None,
+            (Assertion::UpsertNode(up), Field::Pinned) => up.pinned = None,
+            (Assertion::UpsertNode(up), Field::Prop(k)) => {
+                up.props.remove(&k);
+            }
+            (Assertion::UpsertEdge(up), Field::Confidence) => up.confidence = None,
+            (Assertion::UpsertEdge(up), Field::ValidFrom) => up.valid_from = None,
+            (Assertion::UpsertEdge(up), Field::ValidTo) => up.valid_to = None,
+            (Assertion::UpsertEdge(up), Field::Prop(k)) => {
+                up.props.remove(&k);
+            }
+            _ => {}
+        }
+    }
+    assertion
 }
 
 /// The deletion event for `deleted`, at world time `ts`.

@@ -19,6 +19,8 @@ use crate::model::{Assertion, Event};
 use crate::storage::{BackendKind, StoreLock, Table, WriteBatch, COMPACT_DIR, SLED_OLD};
 use crate::text::{event_doc_key, TextDoc};
 
+use super::remaking::MadeAgain;
+
 /// Operations per batch while copying into the new backend files.
 const COPY_BATCH: usize = 20_000;
 
@@ -31,18 +33,23 @@ fn already_deleted(seq: u64) -> Error {
 }
 
 /// A summary in the chain a deletion follows ([`Store::add_summaries_of`]).
-struct SummaryLink {
-    seq: u64,
+pub(super) struct SummaryLink {
+    pub(super) seq: u64,
+    pub(super) level: crate::dynamics::consolidate::Level,
     ts: i64,
-    start: i64,
-    end: i64,
-    children: Vec<u64>,
+    pub(super) start: i64,
+    pub(super) end: i64,
+    pub(super) children: Vec<u64>,
     /// The summary of the same range it replaced: one made after forgetting thinned its range
     /// folds that one's digest (and what it restated) in, so it is made from what that one
     /// was made from.
-    supersedes: Option<u64>,
+    pub(super) supersedes: Option<u64>,
     /// Whether a child is a tombstone, whose own children no record says any more.
-    unknown_child: bool,
+    pub(super) unknown_child: bool,
+    /// The deleted events it was made again without ([`Summary::without`]).
+    ///
+    /// [`Summary::without`]: crate::dynamics::consolidate::Summary::without
+    pub(super) without: Vec<u64>,
 }
 
 /// The summaries of `chain` (in log order) made from any of `seeds` (seq to world time),
@@ -52,28 +59,41 @@ struct SummaryLink {
 /// tombstone, whose children no record says, the summary is taken when its range holds a
 /// seed's time and it was written after that seed.
 fn made_from(chain: &[SummaryLink], seeds: &BTreeMap<u64, i64>) -> BTreeSet<u64> {
-    let mut from: BTreeSet<u64> = seeds.keys().copied().collect();
-    // The first seed at each world time, for the summaries a compaction cut off.
-    let mut first_at: BTreeMap<i64, u64> = BTreeMap::new();
-    for (&seq, &ts) in seeds {
-        let first = first_at.entry(ts).or_insert(seq);
-        *first = (*first).min(seq);
-    }
+    origins_of(chain, seeds).into_keys().collect()
+}
+
+/// [`made_from`], each summary with the seeds it was made from. A summary a deletion made
+/// again was made without the deleted events it lists (`without`), though the one it
+/// replaced was made from them: a second deletion of one of them finds nothing left to take.
+pub(super) fn origins_of(
+    chain: &[SummaryLink],
+    seeds: &BTreeMap<u64, i64>,
+) -> BTreeMap<u64, BTreeSet<u64>> {
+    // The seeds by world time, for the summaries a compaction cut off.
+    let by_time: BTreeSet<(i64, u64)> = seeds.iter().map(|(s, t)| (*t, *s)).collect();
+    let mut origin: BTreeMap<u64, BTreeSet<u64>> =
+        seeds.keys().map(|s| (*s, BTreeSet::from([*s]))).collect();
     let mut made = BTreeSet::new();
     for link in chain {
+        let mut of = BTreeSet::new();
+        for c in link.children.iter().chain(&link.supersedes) {
+            if let Some(set) = origin.get(c) {
+                of.extend(set.iter().copied());
+            }
+        }
         // `range` panics on a backward range, which a damaged summary could give.
-        let by_time = link.unknown_child
-            && link.start <= link.end
-            && first_at
-                .range(link.start..=link.end)
-                .any(|(_, &seq)| seq < link.seq);
-        let folded = link.supersedes.is_some_and(|s| from.contains(&s));
-        if by_time || folded || link.children.iter().any(|c| from.contains(c)) {
-            from.insert(link.seq);
+        if link.unknown_child && link.start <= link.end {
+            let in_range = by_time.range((link.start, 0)..=(link.end, u64::MAX));
+            of.extend(in_range.map(|(_, s)| *s).filter(|s| *s < link.seq));
+        }
+        of.retain(|s| !link.without.contains(s));
+        if !of.is_empty() {
+            origin.insert(link.seq, of);
             made.insert(link.seq);
         }
     }
-    made
+    origin.retain(|s, _| made.contains(s));
+    origin
 }
 
 /// What a compaction did.
@@ -100,35 +120,61 @@ type Carrying = BTreeMap<u64, BTreeSet<u64>>;
 /// live summary written before the first seed giving it restates it (it had it from an
 /// earlier event, forgotten since): without that, deleting an event that repeated a place's
 /// name took every later summary naming the place.
-struct Carriers {
-    /// Each value the seeds give, with every seed giving it (in log order).
+///
+/// The same reading finds, for the summaries made again without the seeds
+/// ([`Carriers::seed_only`]), which of the nodes and edges the seeds upsert
+/// ([`deletion::subjects_given`]) and of their values forgotten events gave too.
+pub(super) struct Carriers {
+    /// Each value (or subject) the seeds give, with every seed giving it (in log order).
     values: Vec<(String, Vec<u64>)>,
     index: std::collections::HashMap<String, usize>,
+    /// By index in `values`: whether an event the user deletes gives it (not only a summary
+    /// among the seeds, which restated it from others), and whether it is a subject.
+    given_by_raw_seed: Vec<bool>,
+    subject: Vec<bool>,
     /// Summaries found restating a value (by its index in `values`): a live event later in
     /// the log may turn out to give it too.
     found: Vec<(u64, usize)>,
     given_elsewhere: BTreeSet<usize>,
+    /// Deleted events outside the seeds giving a value: its index, their seq and world time.
+    given_by_deleted: Vec<(usize, u64, i64)>,
+    /// The events users deleted (not forgetting): none of them gives anything any more.
+    user_deleted: BTreeSet<u64>,
 }
 
 impl Carriers {
     /// The values `seeds` give, or `None` when they give none (then nothing carries any).
     fn of_seeds(store: &Store, seeds: &BTreeMap<u64, i64>) -> Result<Option<Carriers>> {
+        use crate::dynamics::consolidate::SUMMARY;
         let mut carriers = Carriers {
             values: Vec::new(),
             index: Default::default(),
+            given_by_raw_seed: Vec::new(),
+            subject: Vec::new(),
             found: Vec::new(),
             given_elsewhere: BTreeSet::new(),
+            given_by_deleted: Vec::new(),
+            user_deleted: BTreeSet::new(),
         };
         for seq in seeds.keys() {
             let Some(ev) = store.raw_event(*seq)? else {
                 continue;
             };
-            for v in deletion::values_given(&ev) {
+            let raw = ev.kind != SUMMARY;
+            let subjects = match raw {
+                true => deletion::subjects_given(&ev),
+                false => Vec::new(),
+            };
+            let given = deletion::values_given(&ev).into_iter().map(|v| (v, false));
+            for (v, subject) in given.chain(subjects.into_iter().map(|s| (s, true))) {
                 let next = carriers.values.len();
                 let i = *carriers.index.entry(v.clone()).or_insert(next);
                 if i == next {
                     carriers.values.push((v, Vec::new()));
+                    carriers.given_by_raw_seed.push(false);
+                    carriers.subject.push(subject);
                 }
+                carriers.given_by_raw_seed[i] |= raw;
                 let by = &mut carriers.values[i].1;
                 if by.last() != Some(seq) {
                     by.push(*seq);
@@ -138,10 +184,20 @@ impl Carriers {
         Ok((!carriers.values.is_empty()).then_some(carriers))
     }
 
+    /// What of `ev` is looked for: the values it gives and the nodes and edges it upserts.
+    fn given(ev: &Event) -> impl Iterator<Item = String> {
+        deletion::values_given(ev)
+            .into_iter()
+            .chain(deletion::subjects_given(ev))
+    }
+
     /// Takes the next live event of the log outside the seeds.
     fn see(&mut self, ev: &Event) {
+        if deletion::reason_of(ev) == Some(Reason::Delete) {
+            self.user_deleted.extend(deletion::deleted_by(ev));
+        }
         let summary = ev.kind == crate::dynamics::consolidate::SUMMARY;
-        for value in deletion::values_given(ev) {
+        for value in Self::given(ev) {
             let Some(&i) = self.index.get(&value) else {
                 continue;
             };
@@ -154,11 +210,20 @@ impl Carriers {
         }
     }
 
+    /// Takes the next deleted event of the log outside the seeds (a summarised kind).
+    fn see_deleted(&mut self, ev: &Event) {
+        for value in Self::given(ev) {
+            if let Some(&i) = self.index.get(&value) {
+                self.given_by_deleted.push((i, ev.seq, ev.ts));
+            }
+        }
+    }
+
     /// For each seed, the summaries carrying a value only the seeds give.
-    fn carrying(self) -> Carrying {
+    fn carrying(&self) -> Carrying {
         let mut carrying = Carrying::new();
-        for (summary, i) in self.found {
-            if self.given_elsewhere.contains(&i) {
+        for &(summary, i) in &self.found {
+            if self.given_elsewhere.contains(&i) || self.subject[i] {
                 continue;
             }
             // Every seed giving it before the summary was written may be what it carries.
@@ -168,6 +233,31 @@ impl Carriers {
         }
         carrying
     }
+
+    /// Whether `value` (a value's or a subject's text) is one a deleted event gave and no event
+    /// left gives: no live event outside the seeds, and no forgotten one (not deleted by a
+    /// user) among those a summary over `range` written at `before` was made from (in its
+    /// range, logged before it).
+    pub(super) fn seed_only(&self, value: &str, range: (i64, i64), before: u64) -> bool {
+        let Some(&i) = self.index.get(value) else {
+            return false;
+        };
+        self.given_by_raw_seed[i]
+            && !self.given_elsewhere.contains(&i)
+            && !self.given_by_deleted.iter().any(|&(j, seq, ts)| {
+                j == i
+                    && seq < before
+                    && (range.0..=range.1).contains(&ts)
+                    && !self.user_deleted.contains(&seq)
+            })
+    }
+}
+
+/// What [`Store::add_summaries_of`] read to find the summaries a deletion takes, which
+/// [`Store::summaries_made_again`] makes again from.
+pub(super) struct Taken {
+    pub(super) chain: Vec<SummaryLink>,
+    pub(super) carriers: Option<Carriers>,
 }
 
 impl Store {
@@ -224,9 +314,10 @@ impl Store {
             }
             targets => targets?,
         };
-        if reason == Reason::Delete {
-            self.add_summaries_of(&mut targets, &gone, &request.events)?;
-        }
+        let taken = match reason {
+            Reason::Delete => Some(self.add_summaries_of(&mut targets, &gone, &request.events)?),
+            Reason::Forget => None,
+        };
         let before = self.read_state();
         let mut deleted = before.deleted.clone();
         deleted.extend(targets.keys().copied());
@@ -235,6 +326,14 @@ impl Store {
         let event = self.deletion_event(&before, &target_set, reason, request)?;
         let mut written = vec![event.clone()];
         written.extend(self.usage_recorded_again(&before, &targets, request, seq + 1)?);
+        let made_again = match &taken {
+            Some(taken) => {
+                let next = seq + written.len() as u64;
+                self.summaries_made_again(&before, &targets, &gone, request, taken, next)?
+            }
+            None => MadeAgain::default(),
+        };
+        written.extend(made_again.events.iter().cloned());
         let replayed = replay_excluding(
             &*self.backend,
             deleted,
@@ -250,6 +349,7 @@ impl Store {
         let mut report = DeleteReport {
             seq,
             deleted: target_set.iter().copied().collect(),
+            summaries_made_again: made_again.events.iter().map(|e| e.seq).collect(),
             ..DeleteReport::default()
         };
         let mut batch = WriteBatch::default();
@@ -263,7 +363,10 @@ impl Store {
                 for k in super::facet_keys(&ev) {
                     batch.delete(Table::EventFacet, k);
                 }
-                kept.extend(nodes_still_asserted(&ev, &replayed));
+                // A summary made again restates what it kept: no news to the user.
+                if !made_again.replaced.contains(s) {
+                    kept.extend(nodes_still_asserted(&ev, &replayed));
+                }
             }
         }
         // A pin event names every node it pins: taken for one of them, it unpins the rest.
@@ -281,7 +384,7 @@ impl Store {
             .collect();
         report.nodes_kept = kept.len();
         report.nodes_kept_keys = kept.into_iter().take(deletion::NODES_KEPT_LISTED).collect();
-        report.edges_weakened = edges_weakened(&before, &replayed, &targets);
+        report.edges_weakened = edges_weakened(&before, &replayed, &targets, &made_again);
         batch.put(
             Table::Meta,
             META_COUNTERS.to_vec(),
@@ -314,7 +417,7 @@ impl Store {
         );
         batch.put(Table::Meta, super::META_IDS_FLOOR.to_vec(), encode(&seq));
         self.backend.commit(batch)?;
-        self.adopt_after_deletion(&event, replayed, text_deletes, per_commit);
+        self.adopt_after_deletion(&written, replayed, text_deletes, per_commit);
         Ok(report)
     }
 
@@ -396,18 +499,19 @@ impl Store {
         ))
     }
 
-    /// Makes the state `replayed` after deletion `event` (committed) the live one: its node
-    /// documents are written again under the ids the replay gave, and a snapshot of it taken.
+    /// Makes the state `replayed` after the deletion whose events are `written` (committed;
+    /// the deletion's first) the live one: its node documents are written again under the ids
+    /// the replay gave, and a snapshot of it taken.
     /// Failures here leave the log right and are repaired later, so they are logged, not
     /// returned.
     fn adopt_after_deletion(
         &self,
-        event: &Event,
+        written: &[Event],
         replayed: super::State,
         text_deletes: Vec<String>,
         per_commit: usize,
     ) {
-        let seq = event.seq;
+        let seq = written[0].seq;
         // The documents written from here on name the ids the replay gave; until the first
         // commit of them, searches leave node hits out (`Store::searches_nodes`).
         self.text.set_next_floor(seq);
@@ -418,7 +522,7 @@ impl Store {
         // Searches wait from before the new graph is live until its documents are written.
         let rewrite = self.rewriting.begin();
         *self.write_state() = state;
-        if let Err(e) = self.reindex_after_deletion(event, text_deletes, per_commit) {
+        if let Err(e) = self.reindex_after_deletion(written, text_deletes, per_commit) {
             // Node documents of the old ids may be left; later commits must not vouch for
             // them with this deletion's floor.
             tracing::warn!(error = %e, "full-text update after the deletion failed; rebuilding the index from the log");
@@ -435,8 +539,10 @@ impl Store {
         }
     }
 
-    /// The full-text changes of deletion event `event`, whose state is now the live one: the
-    /// deleted events' documents (`deletes`) go, the event's own comes, and every node's is
+    /// The full-text changes of the deletion whose events (`written`: its own, then the usage
+    /// record and the summaries made again it wrote) are committed and whose state is now the
+    /// live one: the deleted events' documents (`deletes`) go, those of `written` come, and
+    /// every node's is
     /// written again, since the replay renumbered them: all deleted by their tag at once, then
     /// added `per_commit` at a time. Each added with a delete by key, in one commit, took a
     /// 100M-edge store (20M node documents) past 24 GB. The commits before the last keep the
@@ -446,7 +552,7 @@ impl Store {
     /// finds the nodes written so far.
     fn reindex_after_deletion(
         &self,
-        event: &Event,
+        written: &[Event],
         deletes: Vec<String>,
         per_commit: usize,
     ) -> Result<()> {
@@ -455,7 +561,7 @@ impl Store {
         // The index holds no node document after this: each is added as new.
         self.text.delete_node_documents()?;
         let mut commits = TextCommits::new(&self.text, per_commit, position_before, deletes);
-        if let Some(doc) = TextDoc::for_event(event) {
+        for doc in written.iter().filter_map(TextDoc::for_event) {
             commits.push(doc)?;
         }
         commits.push_nodes(&state)?;
@@ -468,17 +574,21 @@ impl Store {
     /// not live on in it. (Forgetting, by contrast, keeps summaries: they are the gist.) The
     /// chain runs through forgotten summaries too (see [`made_from`]). An event of `named`
     /// (the request's own) that is among `gone` and that no live summary was made from
-    /// leaves nothing to delete, and is refused. The next consolidation summarises what
-    /// remains of those periods.
+    /// leaves nothing to delete, and is refused. The deletion makes the summaries it takes
+    /// again without what it deletes ([`Store::summaries_made_again`]) from what this read.
     fn add_summaries_of(
         &self,
         targets: &mut BTreeMap<u64, i64>,
         gone: &BTreeMap<u64, i64>,
         named: &[u64],
-    ) -> Result<()> {
+    ) -> Result<Taken> {
         let mut seeds = targets.clone();
         seeds.extend(gone);
-        let (chain, carrying) = self.summary_chain_and_carriers(&seeds)?;
+        let (chain, carriers) = self.summary_chain_and_carriers(&seeds)?;
+        let carrying = carriers
+            .as_ref()
+            .map(Carriers::carrying)
+            .unwrap_or_default();
         let state = self.read_state();
         let live = |seq: &u64| !state.deleted.contains(seq);
         for (seq, ts) in gone.iter().filter(|(seq, _)| named.contains(seq)) {
@@ -506,18 +616,17 @@ impl Store {
                 })
                 .map(|link| (link.seq, link.ts)),
         );
-        Ok(())
+        Ok(Taken { chain, carriers })
     }
 
     /// Every summary the log holds a record of, live or deleted, in log order, with whether a
-    /// child of it is a tombstone; and, for each of `seeds` (the events a user deletes), the
-    /// live summaries written after it that carry a value it gives and nothing else gives
-    /// ([`Carriers`]). One reading of the log finds both.
+    /// child of it is a tombstone; and what the events outside `seeds` (the events a user
+    /// deletes) give of what the seeds give ([`Carriers`]). One reading of the log finds both.
     fn summary_chain_and_carriers(
         &self,
         seeds: &BTreeMap<u64, i64>,
-    ) -> Result<(Vec<SummaryLink>, Carrying)> {
-        use crate::dynamics::consolidate::{Summary, SUMMARY};
+    ) -> Result<(Vec<SummaryLink>, Option<Carriers>)> {
+        use crate::dynamics::consolidate::{summarised, Summary, SUMMARY};
         let mut carriers = Carriers::of_seeds(self, seeds)?;
         let deleted = self.read_state().deleted.clone();
         let mut tombstones = BTreeSet::new();
@@ -527,24 +636,32 @@ impl Store {
             if kind == deletion::TOMBSTONE {
                 tombstones.insert(seq);
             }
-            // Only live events outside the seeds can give a value elsewhere or carry it.
-            let carrier = carriers
-                .as_ref()
-                .is_some_and(|_| !seeds.contains_key(&seq) && !deleted.contains(&seq));
-            if kind != SUMMARY && !carrier {
+            // Only live events outside the seeds can give a value elsewhere or carry it; a
+            // forgotten one may have given it to a summary made again.
+            let outside = carriers.is_some() && !seeds.contains_key(&seq);
+            let carrier = outside && !deleted.contains(&seq);
+            let forgotten = outside && deleted.contains(&seq) && kind != deletion::TOMBSTONE;
+            if kind != SUMMARY && !carrier && !forgotten {
                 return Ok(true);
             }
             let ev = decode_event(Table::Log.name(), v)?;
+            if forgotten {
+                if let (true, Some(c)) = (summarised(&ev), carriers.as_mut()) {
+                    c.see_deleted(&ev);
+                }
+            }
             if ev.kind == SUMMARY {
                 if let Some(s) = Summary::of_event_without_digest(&ev) {
                     chain.push(SummaryLink {
                         seq,
+                        level: s.level,
                         ts: ev.ts,
                         start: s.start,
                         end: s.end,
                         unknown_child: false,
                         supersedes: s.supersedes,
                         children: s.children,
+                        without: s.without,
                     });
                 }
             }
@@ -556,8 +673,7 @@ impl Store {
         for link in &mut chain {
             link.unknown_child = link.children.iter().any(|c| tombstones.contains(c));
         }
-        let carrying = carriers.map(Carriers::carrying).unwrap_or_default();
-        Ok((chain, carrying))
+        Ok((chain, carriers))
     }
 
     /// The events a request deletes, with their world times; and, for a user's deletion, the
@@ -770,12 +886,14 @@ impl Store {
 }
 
 /// The edges a deleted event (one of `targets`) supported in `before` that the rest of the
-/// log still asserts in `after`. Ids are renumbered by the replay, so an edge is found again
-/// by its ends' keys and its relation.
+/// log still asserts in `after`, less those that lost only summaries `made_again` replaced
+/// and that one made again supports. Ids are renumbered by the replay, so an edge is found
+/// again by its ends' keys and its relation.
 fn edges_weakened(
     before: &super::State,
     after: &super::State,
     targets: &BTreeMap<u64, i64>,
+    made_again: &MadeAgain,
 ) -> usize {
     let mut weakened = 0;
     for id in before.edges.ids() {
@@ -790,12 +908,23 @@ fn edges_weakened(
                     .relations
                     .get(&e.relation)
                     .and_then(|r| after.edge_id(f, r, t))
-                    .is_some(),
-                _ => false,
+                    .and_then(|id| after.edge(id)),
+                _ => None,
             },
-            _ => false,
+            _ => None,
         };
-        if still {
+        let Some(still) = still else { continue };
+        // Support moved from summaries taken to those made again is not lost.
+        let lost_only_replaced = e
+            .evidence
+            .iter()
+            .filter(|s| targets.contains_key(s))
+            .all(|s| made_again.replaced.contains(s));
+        let restated_again = still
+            .evidence
+            .iter()
+            .any(|s| made_again.events.iter().any(|m| m.seq == *s));
+        if !(lost_only_replaced && restated_again) {
             weakened += 1;
         }
     }

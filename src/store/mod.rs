@@ -40,6 +40,7 @@ mod key_index;
 mod log;
 mod node_table;
 mod records;
+mod remaking;
 mod repair;
 mod snapshot;
 
