@@ -1834,3 +1834,48 @@ fn deleting_a_node_keeps_what_its_summary_restated_of_others() {
         assert_verifies(&store);
     }
 }
+
+/// helper-85: a week summarised again after forgetting took its days counted only the days it
+/// still had and those its summary before listed as children, so each fold lost days: "3
+/// events over 2 days", then "4 events over 1 day", for a week with events on 3 and then 4
+/// days. The week's digest records the days it covers, and a fold keeps them.
+#[test]
+fn a_week_summarised_again_after_forgetting_counts_every_day_it_covers() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store
+            .ingest(vec![
+                noted(10, 0.9, vec![]),
+                noted(110, 0.3, vec![]),
+                noted(710, 0.3, vec![]),
+                noted(1410, 0.3, vec![]),
+            ])
+            .unwrap();
+        let week0 = |store: &Store| {
+            consolidate::summaries(store)
+                .unwrap()
+                .into_iter()
+                .find(|s| s.level == Level::Week && s.start == 0)
+                .unwrap()
+                .text
+        };
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        assert!(
+            week0(&store).contains("2 events over 2 days"),
+            "{backend}: {}",
+            week0(&store)
+        );
+        for (late, expected) in [(250, "3 events over 3 days"), (350, "4 events over 4 days")] {
+            store.ingest(vec![noted(late, 0.3, vec![])]).unwrap();
+            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+                .unwrap();
+            assert!(
+                week0(&store).contains(expected),
+                "{backend}: {}",
+                week0(&store)
+            );
+        }
+        assert_verifies(&store);
+    }
+}

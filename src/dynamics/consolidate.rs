@@ -199,6 +199,12 @@ pub struct Digest {
     pub notes: Vec<String>,
     /// The text of the most salient events.
     pub notable: Vec<String>,
+    /// The days (by number) a week's digest covers, in order, those forgetting took since
+    /// included: a week summarised again after forgetting no longer has their summaries, and
+    /// counted fewer days at each fold. Empty in a day's digest, and in a week's written
+    /// before it was recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<i64>,
 }
 
 fn push_capped(list: &mut Vec<String>, item: String) {
@@ -342,6 +348,8 @@ impl Digest {
                 }
             }
         }
+        let days: BTreeSet<i64> = parts.iter().flat_map(|p| p.days.iter().copied()).collect();
+        d.days = days.into_iter().collect();
         // The most notable moment of each part, then the next, up to a few in all.
         for round in 0..NOTABLE_PER_CHUNK {
             for p in parts {
@@ -1081,6 +1089,8 @@ fn plan_weeks(
             });
             digest = folded_digest(store, before, planned.flatten());
         }
+        let covered: BTreeSet<i64> = digest.days.iter().chain(days.keys()).copied().collect();
+        digest.days = covered.into_iter().collect();
         let logged: Vec<Event> = days
             .values()
             .filter_map(|d| match d {
@@ -1095,8 +1105,12 @@ fn plan_weeks(
             number: week,
             digest: &digest,
             events: &logged,
-            // Folded, the week had at least the days its summary before had.
-            children: days.len().max(folded.map_or(0, |b| b.children.len())),
+            // Folded, the week had at least the days its summary before had (a summary
+            // written before the digest recorded its days lists them as its children).
+            children: digest
+                .days
+                .len()
+                .max(folded.map_or(0, |b| b.children.len())),
         })?;
         let salience = days
             .values()
@@ -1426,7 +1440,8 @@ pub(crate) fn made_again(
         number: summary.start.div_euclid(length.max(1)),
         digest: &digest,
         events: &[],
-        children: children.len(),
+        // A week's digest records its days, forgotten ones too.
+        children: children.len().max(digest.days.len()),
     })?;
     let mut draft = Summary::draft(
         summary.level,
