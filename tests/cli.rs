@@ -306,6 +306,21 @@ fn errors_are_clear() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A line of the file that is the context's boundary is bad input named by file and line
+    // (it had said "invalid instructions: line 2", naming no file).
+    let boundary = tmp.path().join("boundary.txt");
+    std::fs::write(
+        &boundary,
+        format!("Be brief.\n  {}\nAnswer.\n", loci::context::BOUNDARY),
+    )
+    .unwrap();
+    let out = context(&boundary);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!("{}:2", p(&boundary))) && err.contains("--instructions"),
+        "{err}"
+    );
     // Flags are named as the user wrote them, and a negative number is a value to judge, not
     // an unknown flag.
     let out = loci(&["query", "--store", p(&store), "x", "--limit", "0"]);

@@ -49,7 +49,7 @@ pub fn context(a: ContextArgs) -> Result<Code> {
         return Ok(Code::Ok);
     }
     let instructions = match &a.instructions {
-        Some(path) => Some(super::read_flag_file("--instructions", path)?),
+        Some(path) => Some(read_instructions(path)?),
         None => None,
     };
     // Saving writes an event; assembling reads (and records what retrieval returned).
@@ -84,4 +84,19 @@ pub fn context(a: ContextArgs) -> Result<Code> {
         );
     }
     Ok(Code::Ok)
+}
+
+/// The instructions file's text; a line of it that is the context's boundary is refused here,
+/// naming the file and the line (the library, given the text, can name only the line).
+fn read_instructions(path: &std::path::Path) -> Result<String> {
+    let text = super::read_flag_file("--instructions", path)?;
+    if let Some(line) = context::boundary_line(&text) {
+        fail!(
+            Code::BadInput,
+            "--instructions {}:{line}: this line {}",
+            loci::error::shown_path(path),
+            context::BOUNDARY_LINE_REFUSED
+        );
+    }
+    Ok(text)
 }

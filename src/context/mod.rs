@@ -347,17 +347,27 @@ impl<'s> ContextBuilder<'s> {
 /// instructions' above the pins and the cover. (Every other section's text is one visible
 /// line that starts with text of the context's, so only the instructions could hold it.)
 fn refuse_a_boundary_line(instructions: &str) -> Result<()> {
-    match instructions.lines().position(|l| l.trim() == BOUNDARY) {
-        Some(i) => Err(Error::InvalidArgument {
+    match boundary_line(instructions) {
+        Some(line) => Err(Error::InvalidArgument {
             name: "instructions".into(),
-            message: format!(
-                "line {} is the boundary line, which the context places itself below the \
-                 cover; reword it (its words within a longer line are allowed)",
-                i + 1
-            ),
+            message: format!("line {line} {BOUNDARY_LINE_REFUSED}"),
         }),
         None => Ok(()),
     }
+}
+
+/// Why instructions holding the boundary line are refused, after the line's place.
+pub const BOUNDARY_LINE_REFUSED: &str = "is the boundary line, which the context places itself \
+     below the cover; reword it (its words within a longer line are allowed)";
+
+/// The number (from 1) of the first line of `instructions` that is the boundary line, spaces
+/// aside, which [`ContextBuilder::build`] refuses: a caller reading them from a file names the
+/// file and the line.
+pub fn boundary_line(instructions: &str) -> Option<usize> {
+    instructions
+        .lines()
+        .position(|l| l.trim() == BOUNDARY)
+        .map(|i| i + 1)
 }
 
 fn assemble(
