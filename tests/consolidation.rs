@@ -931,3 +931,83 @@ fn consolidation_moves_no_nodes_updated_time() {
         assert_verifies(&store);
     }
 }
+
+/// A summary a deletion makes again names nothing the deletion took. Its digest's lines name
+/// nodes as they were named when it was written, so a line another event gave (a trade with
+/// the person, at the market) named the person by a name only the deleted event gave, and the
+/// text made again kept it. So does a node a deletion takes, named on another event's line.
+#[test]
+fn a_summary_made_again_names_no_name_the_deletion_took() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let node = |key: &str, label: Option<&str>, name: &str| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                label: label.map(Into::into),
+                name: Some(name.into()),
+                ..Default::default()
+            })
+        };
+        let mut met = EventDraft::new(100, "bot", "NOTE");
+        met.assertions = vec![
+            node("p", Some("Person"), "Ann"),
+            node("m", Some("Place"), "Market"),
+            node("q", Some("Person"), "Zebedee"),
+        ];
+        let mut renamed = EventDraft::new(200, "bot", "NOTE");
+        renamed.assertions = vec![node("p", None, "Agent Smith")];
+        let trade = |ts: i64, with: &str| {
+            let mut t = EventDraft::new(ts, "bot", "TRADE");
+            t.place = Some("m".into());
+            t.payload = Value::Map([("with".to_string(), Value::from(with))].into());
+            t
+        };
+        let mut tick = EventDraft::new(DAY + 100, "bot", "NOTE");
+        tick.payload = Value::from("tick");
+        let seq = store
+            .ingest(vec![met, renamed, trade(300, "p"), trade(400, "q"), tick])
+            .unwrap()
+            .first_seq
+            + 1;
+        run(&store);
+        let texts = |store: &Store| -> String {
+            consolidate::summaries(store)
+                .unwrap()
+                .into_iter()
+                .map(|s| s.text + "\n")
+                .collect()
+        };
+        assert!(
+            texts(&store).contains("Agent Smith at Market"),
+            "{}",
+            texts(&store)
+        );
+        assert!(
+            texts(&store).contains("Zebedee at Market"),
+            "{}",
+            texts(&store)
+        );
+        let r = store.delete(&DeleteRequest::events([seq])).unwrap();
+        assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
+        assert_eq!(store.node_by_key("p").unwrap().name, "Ann", "{backend}");
+        assert!(
+            !texts(&store).contains("Agent Smith"),
+            "{backend}: {}",
+            texts(&store)
+        );
+        let r = store.delete(&DeleteRequest::nodes(["q"])).unwrap();
+        assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
+        assert!(
+            !texts(&store).contains("Zebedee"),
+            "{backend}: {}",
+            texts(&store)
+        );
+        for word in ["Smith", "Zebedee"] {
+            let hits = store.search(word, &SearchFilter::default(), 5).unwrap();
+            assert!(hits.is_empty(), "{backend}: {word}: {hits:?}");
+        }
+        assert_verifies(&store);
+    }
+}

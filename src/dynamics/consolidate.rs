@@ -367,9 +367,15 @@ impl Digest {
 impl Digest {
     /// This digest less what the events of `removed` added to it: their count, kinds and
     /// places, and every line naming what one of them did or said (a line another event shared
-    /// goes too: a merged list no longer says which event gave it). `name` names nodes as
-    /// [`Digest::of_events`] does.
-    pub fn without(&self, removed: &[Event], name: &dyn Fn(&str) -> String) -> Digest {
+    /// goes too: a merged list no longer says which event gave it); and less every line and
+    /// place holding one of `unnamed` (a line names a node as it was named when it was
+    /// written). `name` names nodes as [`Digest::of_events`] does.
+    pub fn without(
+        &self,
+        removed: &[Event],
+        unnamed: &[String],
+        name: &dyn Fn(&str) -> String,
+    ) -> Digest {
         let mut d = self.clone();
         d.events = d.events.saturating_sub(removed.len());
         let mut lines = BTreeSet::new();
@@ -413,10 +419,18 @@ impl Digest {
             &mut d.notes,
             &mut d.notable,
         ] {
-            list.retain(|line| !lines.contains(line));
+            list.retain(|line| !lines.contains(line) && !names_one(line, unnamed));
         }
+        d.places.retain(|place, _| !names_one(place, unnamed));
         d
     }
+}
+
+/// Whether `line` holds one of `names` (a blank name holds nothing).
+fn names_one(line: &str, names: &[String]) -> bool {
+    names
+        .iter()
+        .any(|n| !n.trim().is_empty() && line.contains(n.as_str()))
 }
 
 /// What a summariser is given for one chunk.
@@ -1419,18 +1433,19 @@ pub(crate) fn restated<'a>(
 /// The draft of `summary` (its event `event`) made again by a user's deletion, in the
 /// deletion's commit: its level and range, `children` and `assertions` (what it restated that
 /// stays), and its digest less what the deleted events of `removed` (those it was made from,
-/// listed as `without`) added to it, its text written again from that by the [`RuleSummarizer`] (the store holds no
+/// listed as `without`) added to it and less every line naming one of `unnamed` (names only
+/// deleted events gave, and those of the nodes deleted), its text written again from that by the [`RuleSummarizer`] (the store holds no
 /// other). It names `summary` as the one it supersedes, so that a deletion of an event the
 /// summary was made from still finds it.
 pub(crate) fn made_again(
     summary: &Summary,
     event: &Event,
-    (removed, without): (&[Event], &[u64]),
+    (removed, without, unnamed): (&[Event], &[u64], &[String]),
     children: &[u64],
     assertions: Vec<Assertion>,
     name: &dyn Fn(&str) -> String,
 ) -> Result<EventDraft> {
-    let digest = summary.digest.without(removed, name);
+    let digest = summary.digest.without(removed, unnamed, name);
     let range = (summary.start, summary.end);
     let length = summary.end.saturating_sub(summary.start).saturating_add(1);
     let text = RuleSummarizer.summarize(&Chunk {

@@ -140,6 +140,8 @@ pub(super) struct Carriers {
     given_by_deleted: Vec<(usize, u64, i64)>,
     /// The events users deleted (not forgetting): none of them gives anything any more.
     user_deleted: BTreeSet<u64>,
+    /// The names the events the user deletes give, by the index of their value's text.
+    names: Vec<(usize, String)>,
 }
 
 impl Carriers {
@@ -155,6 +157,7 @@ impl Carriers {
             given_elsewhere: BTreeSet::new(),
             given_by_deleted: Vec::new(),
             user_deleted: BTreeSet::new(),
+            names: Vec::new(),
         };
         for seq in seeds.keys() {
             let Some(ev) = store.raw_event(*seq)? else {
@@ -180,7 +183,16 @@ impl Carriers {
                     by.push(*seq);
                 }
             }
+            if raw {
+                for (value, name) in deletion::names_given(&ev) {
+                    if let Some(&i) = carriers.index.get(&value) {
+                        carriers.names.push((i, name));
+                    }
+                }
+            }
         }
+        carriers.names.sort();
+        carriers.names.dedup();
         Ok((!carriers.values.is_empty()).then_some(carriers))
     }
 
@@ -239,9 +251,22 @@ impl Carriers {
     /// user) among those a summary over `range` written at `before` was made from (in its
     /// range, logged before it).
     pub(super) fn seed_only(&self, value: &str, range: (i64, i64), before: u64) -> bool {
-        let Some(&i) = self.index.get(value) else {
-            return false;
-        };
+        self.index
+            .get(value)
+            .is_some_and(|&i| self.seed_only_at(i, range, before))
+    }
+
+    /// The names ([`deletion::names_given`]) that are [`Carriers::seed_only`] for a summary
+    /// over `range` written at `before`.
+    pub(super) fn seed_only_names(&self, range: (i64, i64), before: u64) -> Vec<String> {
+        self.names
+            .iter()
+            .filter(|(i, _)| self.seed_only_at(*i, range, before))
+            .map(|(_, name)| name.clone())
+            .collect()
+    }
+
+    fn seed_only_at(&self, i: usize, range: (i64, i64), before: u64) -> bool {
         self.given_by_raw_seed[i]
             && !self.given_elsewhere.contains(&i)
             && !self.given_by_deleted.iter().any(|&(j, seq, ts)| {

@@ -71,6 +71,13 @@ impl Store {
         let origins = origins_of(&taken.chain, &raw_seeds);
         let graph = self.graph_keeping(before, targets, &groups)?;
         let name = |key: &str| consolidate::node_name(self, key);
+        // The names of the nodes the request names, which no text made again may keep.
+        let request_names: Vec<String> = request
+            .nodes
+            .iter()
+            .filter_map(|key| before.node_id(key).and_then(|id| before.node(id)))
+            .flat_map(|n| std::iter::once(n.name).chain(n.aliases))
+            .collect();
         let mut made: BTreeMap<u64, u64> = BTreeMap::new();
         let mut out = MadeAgain::default();
         for group in &groups {
@@ -117,6 +124,10 @@ impl Store {
                 },
             )?;
             let assertions = kept_of(restated, &request.nodes, &seed_only);
+            let mut unnamed = request_names.clone();
+            if let Some(c) = &taken.carriers {
+                unnamed.extend(c.seed_only_names((summary.start, summary.end), group.latest));
+            }
             let nothing_left = summary.digest.events <= removed.len() && assertions.is_empty();
             if nothing_left {
                 continue;
@@ -126,7 +137,7 @@ impl Store {
             let draft = consolidate::made_again(
                 &summary,
                 &event,
-                (&removed, &without),
+                (&removed, &without, &unnamed),
                 &children,
                 assertions,
                 &name,
