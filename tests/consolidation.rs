@@ -1011,3 +1011,68 @@ fn a_summary_made_again_names_no_name_the_deletion_took() {
         assert_verifies(&store);
     }
 }
+
+/// A later day's summary that restates nothing of a node still names it in its text, by the
+/// name it had then: a trade with the person two days after the deleted event renamed them
+/// kept "Agent Smith" in that day's summary, searchable, since the deletion took only the
+/// summaries made from the event or restating its values. One naming a name only deleted
+/// events gave is taken too, and made again without it.
+#[test]
+fn deleting_a_name_takes_it_from_a_later_summary_that_only_names_it() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let node = |key: &str, label: Option<&str>, name: &str| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                label: label.map(Into::into),
+                name: Some(name.into()),
+                ..Default::default()
+            })
+        };
+        let mut met = EventDraft::new(100, "bot", "NOTE");
+        met.assertions = vec![
+            node("p", Some("Person"), "Ann"),
+            node("m", Some("Place"), "Market"),
+        ];
+        let mut renamed = EventDraft::new(200, "bot", "NOTE");
+        renamed.assertions = vec![node("p", None, "Agent Smith")];
+        let mut trade = EventDraft::new(2 * DAY + 100, "bot", "TRADE");
+        trade.place = Some("m".into());
+        trade.payload = Value::Map([("with".to_string(), Value::from("p"))].into());
+        let mut tick = EventDraft::new(3 * DAY + 100, "bot", "NOTE");
+        tick.payload = Value::from("tick");
+        let seq = store
+            .ingest(vec![met, renamed, trade, tick])
+            .unwrap()
+            .first_seq
+            + 1;
+        run(&store);
+        let day2 = |store: &Store| {
+            consolidate::summaries(store)
+                .unwrap()
+                .into_iter()
+                .find(|s| s.level == Level::Day && s.start == 2 * DAY)
+                .unwrap()
+                .text
+        };
+        assert!(
+            day2(&store).contains("Agent Smith at Market"),
+            "{}",
+            day2(&store)
+        );
+        store.delete(&DeleteRequest::events([seq])).unwrap();
+        for s in consolidate::summaries(&store).unwrap() {
+            assert!(!s.text.contains("Agent Smith"), "{backend}: {}", s.text);
+        }
+        assert!(
+            day2(&store).contains("Market"),
+            "{backend}: {}",
+            day2(&store)
+        );
+        let hits = store.search("Smith", &SearchFilter::default(), 5).unwrap();
+        assert!(hits.is_empty(), "{backend}: {hits:?}");
+        assert_verifies(&store);
+    }
+}

@@ -113,7 +113,8 @@ type Carrying = BTreeMap<u64, BTreeSet<u64>>;
 
 /// The live summaries that carry a value a user's deletion takes: for each of the deleted
 /// events (the seeds), those written after it that restate a value it gives
-/// ([`deletion::values_given`]) which nothing else gives. A summary restates the values the
+/// ([`deletion::values_given`]), or whose text holds a name it gives, which nothing else
+/// gives. A summary restates the values the
 /// graph holds as it is written, so one written after the event (an earlier day summarised
 /// late, or a later day) carried them, and a deleted password stayed on the node,
 /// searchable. A value is given elsewhere when a live event outside the seeds gives it, or a
@@ -184,7 +185,8 @@ impl Carriers {
                 }
             }
             if raw {
-                for (value, name) in deletion::names_given(&ev) {
+                let names = deletion::names_given(&ev);
+                for (value, name) in names.into_iter().filter(|(_, n)| !n.trim().is_empty()) {
                     if let Some(&i) = carriers.index.get(&value) {
                         carriers.names.push((i, name));
                     }
@@ -218,6 +220,16 @@ impl Carriers {
                 self.found.push((ev.seq, i));
             } else {
                 self.given_elsewhere.insert(i);
+            }
+        }
+        // A summary's text names a node as it was named when it was written, whether or not
+        // it restates the node: one naming it by a name a seed gave carries that name.
+        if summary && !self.names.is_empty() {
+            let text = ev.text();
+            for (i, name) in &self.names {
+                if ev.seq > self.values[*i].1[0] && text.contains(name.as_str()) {
+                    self.found.push((ev.seq, *i));
+                }
             }
         }
     }
