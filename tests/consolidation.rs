@@ -1076,3 +1076,45 @@ fn deleting_a_name_takes_it_from_a_later_summary_that_only_names_it() {
         assert_verifies(&store);
     }
 }
+
+/// helper-87: a day summary a user deletes by its number was made again in its week, digest
+/// and all, and the week made again covered the day, so that the day was never summarised
+/// again. A summary made from one the user names is taken, not made again, as before.
+#[test]
+fn deleting_a_summary_by_its_number_lets_its_period_be_summarised_again() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = world_store(dir.path(), backend, 9);
+        run(&store);
+        let day1 = consolidate::summaries(&store)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.level == Level::Day && s.start == DAY)
+            .unwrap();
+        let r = store.delete(&DeleteRequest::events([day1.seq])).unwrap();
+        assert!(r.summaries_made_again.is_empty(), "{backend}: {r:?}");
+        let again = run(&store);
+        assert_eq!((again.days, again.weeks), (1, 1), "{backend}");
+        assert_verifies(&store);
+    }
+}
+
+/// helper-87: the list of events a summary made again is without is the store's to write: a
+/// summary ingested with one hid itself from the deletion of the events it lists.
+#[test]
+fn an_ingested_summary_listing_events_it_is_without_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut s = EventDraft::new(0, "bot", consolidate::SUMMARY);
+    s.payload = Value::Map(
+        [
+            ("level".to_string(), Value::from("day")),
+            ("start".to_string(), Value::from(0i64)),
+            ("end".to_string(), Value::from(99i64)),
+            ("without".to_string(), Value::List(vec![Value::from(1i64)])),
+        ]
+        .into(),
+    );
+    let e = store.ingest(vec![s]).unwrap_err().to_string();
+    assert!(e.contains("payload.without"), "{e}");
+}

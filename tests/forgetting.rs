@@ -1879,3 +1879,79 @@ fn a_week_summarised_again_after_forgetting_counts_every_day_it_covers() {
         assert_verifies(&store);
     }
 }
+
+/// helper-87: the digest of a summary made again had dropped the deleted note's line as the
+/// note would read with today's names, while the line held the name of when it was written:
+/// after the node was renamed, "met Zebedee at the docks" stayed, and the summary made again
+/// listed the note as one it is without, so it could not be deleted again. The digest is made
+/// from the events left instead.
+#[test]
+fn a_summary_made_again_keeps_no_line_of_the_deleted_event_after_a_rename() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let named = |ts: i64, name: &str, label: Option<&str>| {
+            noted(
+                ts,
+                0.9,
+                vec![Assertion::UpsertNode(NodeUpsert {
+                    key: "npc:q".into(),
+                    label: label.map(Into::into),
+                    name: Some(name.into()),
+                    ..Default::default()
+                })],
+            )
+        };
+        let mut note = noted(110, 0.3, vec![]);
+        note.payload = loci::Value::from("met npc:q at the docks");
+        store
+            .ingest(vec![
+                named(10, "Zebedee", Some("Person")),
+                note,
+                noted(710, 0.3, vec![]),
+                noted(1410, 0.3, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        assert!(store.event(2).unwrap().is_none(), "{backend}");
+        store.ingest(vec![named(1420, "Zed", None)]).unwrap();
+        assert!(summary_texts(&store).iter().any(|t| t.contains("docks")));
+        store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        for t in summary_texts(&store) {
+            assert!(!t.contains("docks"), "{backend}: {t}");
+        }
+        assert_eq!(store.node_by_key("npc:q").unwrap().name, "Zed", "{backend}");
+        assert_verifies(&store);
+    }
+}
+
+/// helper-87: a value the deleted event gave over another's was stripped from the summary
+/// made again, leaving the field to a default rather than to the value the other event gave
+/// (the name Ann gave way to the key), and the deleted event's sighting stayed as when the
+/// belief was last seen. The summary made again restates what the events left give.
+#[test]
+fn a_summary_made_again_restates_the_values_the_events_left_give() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let renamed = noted(
+            110,
+            0.3,
+            vec![
+                Assertion::UpsertNode(NodeUpsert {
+                    key: "p".into(),
+                    name: Some("Annabel".into()),
+                    ..Default::default()
+                }),
+                edge("bot", "KNOWS", "p", Some(1.0)),
+            ],
+        );
+        let (_dir, store) = a_forgotten_week(backend, renamed);
+        assert_eq!(store.node_by_key("p").unwrap().name, "Annabel");
+        store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        assert_eq!(store.node_by_key("p").unwrap().name, "Ann", "{backend}");
+        let knows = store.edge_between("bot", "KNOWS", "p").unwrap().unwrap();
+        assert_eq!(knows.last_seen, 10, "{backend}");
+        assert_verifies(&store);
+    }
+}

@@ -161,7 +161,8 @@ impl ConsolidationPolicy {
         }
         Ok(())
     }
-    fn day_of(&self, ts: i64) -> i64 {
+    /// The day (by number) of world time `ts`.
+    pub(crate) fn day_of(&self, ts: i64) -> i64 {
         ts.div_euclid(self.day)
     }
     fn day_range(&self, day: i64) -> (i64, i64) {
@@ -365,64 +366,25 @@ impl Digest {
 }
 
 impl Digest {
-    /// This digest less what the events of `removed` added to it: their count, kinds and
-    /// places, and every line naming what one of them did or said (a line another event shared
-    /// goes too: a merged list no longer says which event gave it); and less every line and
-    /// place holding one of `unnamed` (a line names a node as it was named when it was
-    /// written). `name` names nodes as [`Digest::of_events`] does.
-    pub fn without(
-        &self,
-        removed: &[Event],
-        unnamed: &[String],
-        name: &dyn Fn(&str) -> String,
-    ) -> Digest {
-        let mut d = self.clone();
-        d.events = d.events.saturating_sub(removed.len());
-        let mut lines = BTreeSet::new();
-        for ev in removed {
-            let less = |map: &mut BTreeMap<String, usize>, key: String| {
-                if let Some(n) = map.get_mut(&key) {
-                    *n = n.saturating_sub(1);
-                    if *n == 0 {
-                        map.remove(&key);
-                    }
-                }
-            };
-            less(&mut d.kinds, ev.kind.clone());
-            if let Some(place) = ev.place.as_deref() {
-                less(&mut d.places, name(place));
-            }
-            let own = Digest::of_events(std::slice::from_ref(ev), name);
-            for list in [
-                own.trades,
-                own.fights,
-                own.deaths,
-                own.dropped,
-                own.slept_at,
-                own.people,
-                own.found,
-                own.notes,
-                own.notable,
-            ] {
-                lines.extend(list);
-            }
-            lines.insert(readable_payload(ev, name));
-        }
+    /// This digest less every line and place holding one of `names` (a line names a node as
+    /// it was named when the digest was made): what a summary made again after a deletion
+    /// keeps.
+    pub fn without_names(mut self, names: &[String]) -> Digest {
         for list in [
-            &mut d.trades,
-            &mut d.fights,
-            &mut d.deaths,
-            &mut d.dropped,
-            &mut d.slept_at,
-            &mut d.people,
-            &mut d.found,
-            &mut d.notes,
-            &mut d.notable,
+            &mut self.trades,
+            &mut self.fights,
+            &mut self.deaths,
+            &mut self.dropped,
+            &mut self.slept_at,
+            &mut self.people,
+            &mut self.found,
+            &mut self.notes,
+            &mut self.notable,
         ] {
-            list.retain(|line| !lines.contains(line) && !names_one(line, unnamed));
+            list.retain(|line| !names_one(line, names));
         }
-        d.places.retain(|place, _| !names_one(place, unnamed));
-        d
+        self.places.retain(|place, _| !names_one(place, names));
+        self
     }
 }
 
@@ -1431,28 +1393,29 @@ pub(crate) fn restated<'a>(
 }
 
 /// The draft of `summary` (its event `event`) made again by a user's deletion, in the
-/// deletion's commit: its level and range, `children` and `assertions` (what it restated that
-/// stays), and its digest less what the deleted events of `removed` (those it was made from,
-/// listed as `without`) added to it and less every line naming one of `unnamed` (names only
-/// deleted events gave, and those of the nodes deleted), its text written again from that by the [`RuleSummarizer`] (the store holds no
-/// other). It names `summary` as the one it supersedes, so that a deletion of an event the
-/// summary was made from still finds it.
+/// deletion's commit (`Store::summaries_made_again`): its level and range, `digest` (made from
+/// the events left), `children`, and `assertions` (what it restated that stays), its text
+/// written by the [`RuleSummarizer`] (the store holds no other). It names `summary` as the one
+/// it supersedes, and lists the deleted events it is `without` (those that one was made from),
+/// so that a deletion of another event that one was made from still finds it and a second
+/// deletion of one of these finds nothing.
 pub(crate) fn made_again(
-    summary: &Summary,
-    event: &Event,
-    (removed, without, unnamed): (&[Event], &[u64], &[String]),
-    children: &[u64],
+    policy: &ConsolidationPolicy,
+    (summary, event): (&Summary, &Event),
+    digest: Digest,
+    (children, without): (&[u64], &[u64]),
     assertions: Vec<Assertion>,
-    name: &dyn Fn(&str) -> String,
 ) -> Result<EventDraft> {
-    let digest = summary.digest.without(removed, unnamed, name);
     let range = (summary.start, summary.end);
-    let length = summary.end.saturating_sub(summary.start).saturating_add(1);
+    let day = policy.day_of(summary.start);
     let text = RuleSummarizer.summarize(&Chunk {
         level: summary.level,
         start: summary.start,
         end: summary.end,
-        number: summary.start.div_euclid(length.max(1)),
+        number: match summary.level {
+            Level::Week => policy.week_of_day(day),
+            Level::Day | Level::Episode => day,
+        },
         digest: &digest,
         events: &[],
         // A week's digest records its days, forgotten ones too.
@@ -1468,11 +1431,13 @@ pub(crate) fn made_again(
         event.salience,
     );
     draft.assertions = assertions;
-    if let (Value::Map(m), false) = (&mut draft.payload, without.is_empty()) {
-        m.insert(
-            "without".to_string(),
-            Value::List(without.iter().map(|s| Value::Int(*s as i64)).collect()),
-        );
+    if let Value::Map(m) = &mut draft.payload {
+        if !without.is_empty() {
+            m.insert(
+                "without".to_string(),
+                Value::List(without.iter().map(|s| Value::Int(*s as i64)).collect()),
+            );
+        }
     }
     Ok(draft)
 }

@@ -115,9 +115,9 @@ pub struct DeleteReport {
     /// every node it pins, and deleted for one of them it unpins the others.
     #[serde(default)]
     pub nodes_unpinned: Vec<String>,
-    /// The summaries written again in the deletion's commit, in place of day and week
-    /// summaries it took, without what it deleted: what they restated of the events left
-    /// (forgotten ones among them) rests on them still (`Store::summaries_made_again`).
+    /// The summaries written again in the deletion's commit, in place of the summaries it
+    /// took, without what it deleted: what they restated of the events left (forgotten ones
+    /// among them) rests on them still (`Store::summaries_made_again`).
     #[serde(default)]
     pub summaries_made_again: Vec<u64>,
 }

@@ -76,17 +76,21 @@ pub(super) fn origins_of(
     let mut made = BTreeSet::new();
     for link in chain {
         let mut of = BTreeSet::new();
-        for c in link.children.iter().chain(&link.supersedes) {
+        for c in &link.children {
             if let Some(set) = origin.get(c) {
                 of.extend(set.iter().copied());
             }
+        }
+        // A summary made again is without what the one it replaced was made from and it is
+        // not (only the store writes the list, and only through this link).
+        if let Some(set) = link.supersedes.and_then(|s| origin.get(&s)) {
+            of.extend(set.iter().filter(|s| !link.without.contains(s)));
         }
         // `range` panics on a backward range, which a damaged summary could give.
         if link.unknown_child && link.start <= link.end {
             let in_range = by_time.range((link.start, 0)..=(link.end, u64::MAX));
             of.extend(in_range.map(|(_, s)| *s).filter(|s| *s < link.seq));
         }
-        of.retain(|s| !link.without.contains(s));
         if !of.is_empty() {
             origin.insert(link.seq, of);
             made.insert(link.seq);
@@ -126,23 +130,32 @@ type Carrying = BTreeMap<u64, BTreeSet<u64>>;
 /// ([`Carriers::seed_only`]), which of the nodes and edges the seeds upsert
 /// ([`deletion::subjects_given`]) and of their values forgotten events gave too.
 pub(super) struct Carriers {
-    /// Each value (or subject) the seeds give, with every seed giving it (in log order).
-    values: Vec<(String, Vec<u64>)>,
+    /// Each value (or subject) the seeds give.
+    values: Vec<SeedGiven>,
+    /// The index in `values` of each value's text.
     index: std::collections::HashMap<String, usize>,
-    /// By index in `values`: whether an event the user deletes gives it (not only a summary
-    /// among the seeds, which restated it from others), and whether it is a subject.
-    given_by_raw_seed: Vec<bool>,
-    subject: Vec<bool>,
     /// Summaries found restating a value (by its index in `values`): a live event later in
     /// the log may turn out to give it too.
     found: Vec<(u64, usize)>,
     given_elsewhere: BTreeSet<usize>,
-    /// Deleted events outside the seeds giving a value: its index, their seq and world time.
-    given_by_deleted: Vec<(usize, u64, i64)>,
+    /// Deleted events outside the seeds giving a value, by its index: their seq and world
+    /// time.
+    given_by_deleted: BTreeMap<usize, Vec<(u64, i64)>>,
     /// The events users deleted (not forgetting): none of them gives anything any more.
     user_deleted: BTreeSet<u64>,
     /// The names the events the user deletes give, by the index of their value's text.
     names: Vec<(usize, String)>,
+}
+
+/// A value (or subject) the seeds of a deletion give ([`Carriers`]).
+struct SeedGiven {
+    /// Every seed giving it, in log order.
+    by: Vec<u64>,
+    /// Whether an event the user deletes gives it, not only a summary among the seeds (which
+    /// restated it from others).
+    by_raw_seed: bool,
+    /// Whether it is a node or an edge ([`deletion::subjects_given`]), not a value.
+    subject: bool,
 }
 
 impl Carriers {
@@ -152,11 +165,9 @@ impl Carriers {
         let mut carriers = Carriers {
             values: Vec::new(),
             index: Default::default(),
-            given_by_raw_seed: Vec::new(),
-            subject: Vec::new(),
             found: Vec::new(),
             given_elsewhere: BTreeSet::new(),
-            given_by_deleted: Vec::new(),
+            given_by_deleted: BTreeMap::new(),
             user_deleted: BTreeSet::new(),
             names: Vec::new(),
         };
@@ -165,23 +176,27 @@ impl Carriers {
                 continue;
             };
             let raw = ev.kind != SUMMARY;
-            let subjects = match raw {
-                true => deletion::subjects_given(&ev),
-                false => Vec::new(),
+            // A summary among the seeds restated its nodes and edges from other events.
+            let subjects = if raw {
+                deletion::subjects_given(&ev)
+            } else {
+                Vec::new()
             };
             let given = deletion::values_given(&ev).into_iter().map(|v| (v, false));
             for (v, subject) in given.chain(subjects.into_iter().map(|s| (s, true))) {
                 let next = carriers.values.len();
-                let i = *carriers.index.entry(v.clone()).or_insert(next);
+                let i = *carriers.index.entry(v).or_insert(next);
                 if i == next {
-                    carriers.values.push((v, Vec::new()));
-                    carriers.given_by_raw_seed.push(false);
-                    carriers.subject.push(subject);
+                    carriers.values.push(SeedGiven {
+                        by: Vec::new(),
+                        by_raw_seed: false,
+                        subject,
+                    });
                 }
-                carriers.given_by_raw_seed[i] |= raw;
-                let by = &mut carriers.values[i].1;
-                if by.last() != Some(seq) {
-                    by.push(*seq);
+                let given = &mut carriers.values[i];
+                given.by_raw_seed |= raw;
+                if given.by.last() != Some(seq) {
+                    given.by.push(*seq);
                 }
             }
             if raw {
@@ -215,7 +230,7 @@ impl Carriers {
             let Some(&i) = self.index.get(&value) else {
                 continue;
             };
-            let first = self.values[i].1[0];
+            let first = self.values[i].by[0];
             if summary && ev.seq > first {
                 self.found.push((ev.seq, i));
             } else {
@@ -227,7 +242,7 @@ impl Carriers {
         if summary && !self.names.is_empty() {
             let text = ev.text();
             for (i, name) in &self.names {
-                if ev.seq > self.values[*i].1[0] && text.contains(name.as_str()) {
+                if ev.seq > self.values[*i].by[0] && text.contains(name.as_str()) {
                     self.found.push((ev.seq, *i));
                 }
             }
@@ -238,7 +253,10 @@ impl Carriers {
     fn see_deleted(&mut self, ev: &Event) {
         for value in Self::given(ev) {
             if let Some(&i) = self.index.get(&value) {
-                self.given_by_deleted.push((i, ev.seq, ev.ts));
+                self.given_by_deleted
+                    .entry(i)
+                    .or_default()
+                    .push((ev.seq, ev.ts));
             }
         }
     }
@@ -247,11 +265,11 @@ impl Carriers {
     fn carrying(&self) -> Carrying {
         let mut carrying = Carrying::new();
         for &(summary, i) in &self.found {
-            if self.given_elsewhere.contains(&i) || self.subject[i] {
+            if self.given_elsewhere.contains(&i) || self.values[i].subject {
                 continue;
             }
             // Every seed giving it before the summary was written may be what it carries.
-            for by in self.values[i].1.iter().filter(|by| **by < summary) {
+            for by in self.values[i].by.iter().filter(|by| **by < summary) {
                 carrying.entry(*by).or_default().insert(summary);
             }
         }
@@ -279,13 +297,14 @@ impl Carriers {
     }
 
     fn seed_only_at(&self, i: usize, range: (i64, i64), before: u64) -> bool {
-        self.given_by_raw_seed[i]
+        self.values[i].by_raw_seed
             && !self.given_elsewhere.contains(&i)
-            && !self.given_by_deleted.iter().any(|&(j, seq, ts)| {
-                j == i
-                    && seq < before
-                    && (range.0..=range.1).contains(&ts)
-                    && !self.user_deleted.contains(&seq)
+            && !self.given_by_deleted.get(&i).is_some_and(|by| {
+                by.iter().any(|&(seq, ts)| {
+                    seq < before
+                        && (range.0..=range.1).contains(&ts)
+                        && !self.user_deleted.contains(&seq)
+                })
             })
     }
 }
@@ -360,7 +379,7 @@ impl Store {
         deleted.extend(targets.keys().copied());
         let seq = before.counters.last_seq + 1;
         let target_set: BTreeSet<u64> = targets.keys().copied().collect();
-        let event = self.deletion_event(&before, &target_set, reason, request)?;
+        let event = self.deletion_event(&before, &target_set, (reason, &gone), request)?;
         let mut written = vec![event.clone()];
         written.extend(self.usage_recorded_again(&before, &targets, request, seq + 1)?);
         let made_again = match &taken {
@@ -512,12 +531,15 @@ impl Store {
         &self,
         before: &super::State,
         targets: &BTreeSet<u64>,
-        reason: Reason,
+        (reason, gone): (Reason, &BTreeMap<u64, i64>),
         request: &DeleteRequest,
     ) -> Result<Event> {
         // A forgetting that deletes earlier forgettings lists what they deleted, so that the
-        // log's deletions stay the same while their records do not pile up.
+        // log's deletions stay the same while their records do not pile up. A user's lists
+        // the forgotten events it names as well: no later deletion takes them for events only
+        // forgetting took, whose values a summary made again may keep.
         let mut listed = targets.clone();
+        listed.extend(gone.keys());
         for seq in targets {
             if let Some(ev) = self.raw_event(*seq)? {
                 listed.extend(deletion::deleted_by(&ev));

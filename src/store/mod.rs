@@ -438,6 +438,16 @@ impl State {
         found
     }
 
+    /// The live edge `from -relation-> to`, by node keys.
+    fn edge_by_keys(&self, from: &str, relation: &str, to: &str) -> Option<Edge> {
+        let base = LiveBase { state: self };
+        match (base.node_id(from), base.node_id(to)) {
+            (Some(f), Some(t)) => base.edge_id(f, relation, t),
+            _ => None,
+        }
+        .and_then(|id| self.edge(id))
+    }
+
     /// The core of live edge `id`.
     fn edge_core(&self, id: EdgeId) -> Option<EdgeCore> {
         self.edges.get(id, self.adj.last_seen(id))
@@ -825,9 +835,19 @@ fn refuse_reserved_kinds(drafts: &[EventDraft]) -> Result<()> {
         .enumerate()
         .filter(|(_, d)| d.kind == crate::dynamics::consolidate::SUMMARY);
     for (i, d) in summaries {
-        if let Some((field, message)) =
-            crate::dynamics::consolidate::summary_payload_fault(&d.payload)
-        {
+        // The events a summary is made again without are the deletion's to list: one given
+        // from outside would hide itself from the deletion of those events.
+        let without =
+            matches!(&d.payload, crate::model::Value::Map(m) if m.contains_key("without"));
+        let fault = crate::dynamics::consolidate::summary_payload_fault(&d.payload).or_else(|| {
+            without.then(|| {
+                (
+                    "payload.without",
+                    "only a deletion lists the events a summary is without".to_string(),
+                )
+            })
+        });
+        if let Some((field, message)) = fault {
             return Err(Error::InvalidEvent {
                 event: i,
                 assertion: None,
@@ -3775,13 +3795,7 @@ impl Store {
 
     /// The live edge `from -relation-> to`, by node keys.
     pub fn edge_between(&self, from: &str, relation: &str, to: &str) -> Result<Option<Edge>> {
-        let state = self.read_state();
-        let base = LiveBase { state: &state };
-        let id = match (base.node_id(from), base.node_id(to)) {
-            (Some(f), Some(t)) => base.edge_id(f, relation, t),
-            _ => None,
-        };
-        Ok(id.and_then(|id| state.edge(id)))
+        Ok(self.read_state().edge_by_keys(from, relation, to))
     }
 
     /// The event with sequence number `seq`; `None` when the log has none or it was deleted.

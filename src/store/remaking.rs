@@ -5,21 +5,28 @@
 //! them it is all that supports those facts. A deletion must take a summary made from an event
 //! it deletes (its text and digest hold the event's gist), and with it went every fact the
 //! summary restated of the other events: deleting a forgotten note took a person and a belief
-//! that the note never named. So each day and week summary the deletion takes is written again
-//! in its commit: its digest less what the deleted events added, its text written again from
-//! that, and the nodes and edges it restated with their values, less what only deleted events
-//! gave ([`Carriers::seed_only`]) and less every node the request names. An episode is made
-//! again too (its events less the deleted), so that the events left keep their episode.
+//! that the note never named. So each summary the deletion takes is written again in its
+//! commit, superseding it:
+//!
+//! - its digest made from the events it covers that are left (forgotten ones too, while the
+//!   log holds their records), with the names the graph gives them once the deleted events are
+//!   gone, and no line holding a name only deleted events gave or a deleted node's name;
+//! - the nodes and edges it restated, with the values the events left give: the graph of the
+//!   log without the deleted events and with the forgotten events it covers back. Where a
+//!   compaction has made some of those a tombstone, with the values the summary restated, less
+//!   each node, edge or value only deleted events gave ([`Carriers::seed_only`]).
+//!
+//! A summary made from one the user names, and the summaries above one not made again, are
+//! taken as before, and the next consolidation summarises their periods again.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::deleting::{origins_of, Carriers, SummaryLink, Taken};
-use super::{now_ms, replay_excluding, LiveBase, State, Store};
-use crate::dynamics::consolidate::{self, Level, Summary};
-use crate::dynamics::deletion::{self, DeleteRequest};
+use super::{now_ms, replay_excluding, Facet, State, Store};
+use crate::dynamics::consolidate::{self, summarised, ConsolidationPolicy, Digest, Level, Summary};
+use crate::dynamics::deletion::{self, DeleteRequest, Reason};
 use crate::error::{Error, Result};
 use crate::model::{Assertion, Event};
-use crate::projection::ProjectionBase;
 
 /// What [`Store::summaries_made_again`] wrote.
 #[derive(Default)]
@@ -38,16 +45,41 @@ struct Group {
     members: Vec<u64>,
 }
 
+/// A group to make again, with what it is made from.
+struct Plan<'g> {
+    group: &'g Group,
+    summary: Summary,
+    event: Event,
+    /// The deleted events it was made from (and is made again without).
+    removed: Vec<u64>,
+    /// The events it covers (through its children and the summaries it replaced), less the
+    /// deleted ones.
+    covered: BTreeSet<u64>,
+    /// Whether a summary it covers has a child whose record a compaction replaced.
+    cut_off: bool,
+}
+
+/// The graphs and records the summaries are made again from.
+struct Sources {
+    /// The log without the deleted events, the forgotten events the plans cover brought back.
+    left: State,
+    /// The log without the deleted events, the taken summaries kept: what a plan restates when
+    /// some of its events were compacted (`None` when no plan needs it).
+    kept: Option<State>,
+    /// The records of the events the plans cover, left ones only.
+    records: BTreeMap<u64, Event>,
+    /// The events the plans cover that a compaction made tombstones.
+    compacted: BTreeSet<u64>,
+}
+
 impl Store {
     /// The summaries made again, numbered from `first_seq`, in place of the summaries among
     /// `targets` (the deletion's, summaries taken included) that
     /// [`Store::add_summaries_of`] or the request's nodes took (`taken`). `gone` are the events
     /// deleted before that the request names. `before` is the state before the deletion.
     ///
-    /// A summary is not made again when the user named it, when a newer one of its range
-    /// stays, when what it was made from is no longer known (a compaction made it a tombstone)
-    /// or when nothing of it is left (no event counted, no fact restated). The cost is one more
-    /// replay of the log, when there is a summary to make again.
+    /// The cost is one more replay of the log (two after a compaction), when there is a
+    /// summary to make again.
     pub(super) fn summaries_made_again(
         &self,
         before: &State,
@@ -58,19 +90,13 @@ impl Store {
         first_seq: u64,
     ) -> Result<MadeAgain> {
         let groups = groups_to_make_again(before, targets, request, &taken.chain);
-        if groups.is_empty() {
+        let (plans, made_from_deleted) =
+            self.plans(&groups, targets, gone, request, &taken.chain)?;
+        if plans.is_empty() {
             return Ok(MadeAgain::default());
         }
-        let chain_seqs: BTreeSet<u64> = taken.chain.iter().map(|l| l.seq).collect();
-        let raw_seeds: BTreeMap<u64, i64> = targets
-            .iter()
-            .chain(gone)
-            .map(|(s, t)| (*s, *t))
-            .filter(|(s, _)| !chain_seqs.contains(s))
-            .collect();
-        let origins = origins_of(&taken.chain, &raw_seeds);
-        let graph = self.graph_keeping(before, targets, &groups)?;
-        let name = |key: &str| consolidate::node_name(self, key);
+        let sources = self.sources(before, targets, gone, &plans)?;
+        let policy = ConsolidationPolicy::for_store(self, None)?;
         // The names of the nodes the request names, which no text made again may keep.
         let request_names: Vec<String> = request
             .nodes
@@ -78,71 +104,43 @@ impl Store {
             .filter_map(|key| before.node_id(key).and_then(|id| before.node(id)))
             .flat_map(|n| std::iter::once(n.name).chain(n.aliases))
             .collect();
-        let mut made: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut deleted: BTreeSet<u64> = targets.keys().chain(gone.keys()).copied().collect();
+        deleted.extend(made_from_deleted);
         let mut out = MadeAgain::default();
-        for group in &groups {
-            let Some(event) = self.raw_event(group.latest)? else {
-                continue;
+        let mut made: BTreeMap<u64, u64> = BTreeMap::new();
+        for plan in &plans {
+            let complete = !plan.cut_off && plan.covered.is_disjoint(&sources.compacted);
+            let graph = match (&sources.kept, complete) {
+                (Some(kept), false) => kept,
+                _ => &sources.left,
             };
-            let Some(summary) = Summary::of_event(&event) else {
-                continue;
-            };
-            let Some(removed) = self.events_of(origins.get(&group.latest))? else {
-                continue;
-            };
-            let children: Vec<u64> = summary
-                .children
-                .iter()
-                .filter_map(|c| match targets.contains_key(c) {
-                    true => made.get(c).copied(),
-                    false => Some(*c),
-                })
-                .collect();
-            let mut asserted = Vec::new();
-            for seq in &group.members {
-                if let Some(ev) = self.raw_event(*seq)? {
-                    asserted.push(ev);
-                }
-            }
+            let range = (plan.summary.start, plan.summary.end);
             let seed_only = |value: &str| {
-                taken.carriers.as_ref().is_some_and(|c: &Carriers| {
-                    c.seed_only(value, (summary.start, summary.end), group.latest)
-                })
+                !complete
+                    && taken
+                        .carriers
+                        .as_ref()
+                        .is_some_and(|c: &Carriers| c.seed_only(value, range, plan.group.latest))
             };
-            let restated = consolidate::restated(
-                asserted
-                    .iter()
-                    .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a))),
-                |key| Ok(graph.node_id(key).and_then(|id| graph.node(id))),
-                |from, relation, to| {
-                    let base = LiveBase { state: &graph };
-                    Ok(match (base.node_id(from), base.node_id(to)) {
-                        (Some(f), Some(t)) => base.edge_id(f, relation, t),
-                        _ => None,
-                    }
-                    .and_then(|id| graph.edge(id)))
-                },
-            )?;
-            let assertions = kept_of(restated, &request.nodes, &seed_only);
+            let assertions = self.restated_again(plan, graph, request, &seed_only)?;
             let mut unnamed = request_names.clone();
             if let Some(c) = &taken.carriers {
-                unnamed.extend(c.seed_only_names((summary.start, summary.end), group.latest));
+                unnamed.extend(c.seed_only_names(range, plan.group.latest));
             }
-            let nothing_left = summary.digest.events <= removed.len() && assertions.is_empty();
-            if nothing_left {
+            let digest = digest_again(plan, &sources.records, (graph, complete), &unnamed, &policy);
+            if digest.events == 0 && assertions.is_empty() {
                 continue;
             }
+            let children = children_again(&plan.summary, targets, &deleted, &made);
             let seq = first_seq + out.events.len() as u64;
-            let without: Vec<u64> = removed.iter().map(|e| e.seq).collect();
             let draft = consolidate::made_again(
-                &summary,
-                &event,
-                (&removed, &without, &unnamed),
-                &children,
+                &policy,
+                (&plan.summary, &plan.event),
+                digest,
+                (&children, &plan.removed),
                 assertions,
-                &name,
             )?;
-            for m in &group.members {
+            for m in &plan.group.members {
                 made.insert(*m, seq);
                 out.replaced.insert(*m);
             }
@@ -151,43 +149,308 @@ impl Store {
         Ok(out)
     }
 
-    /// The graph of the log without the deleted events and the deletion's targets, the
-    /// summaries of `groups` kept: the values a summary made again restates are the ones the
-    /// graph gives with the deleted events gone but the summary's restatement still in place
-    /// (later events change them as they did).
-    fn graph_keeping(
+    /// The groups to make again, each with what it is made from: not one made from a summary
+    /// the user names (the user deletes that summary's text, not its events), nor one made
+    /// from a deleted event whose record a compaction replaced (what it gave is no longer
+    /// known), nor one above a summary taken and not made again (it would cover that
+    /// summary's period, which the next consolidation summarises again).
+    fn plans<'g>(
         &self,
-        before: &State,
+        groups: &'g [Group],
         targets: &BTreeMap<u64, i64>,
-        groups: &[Group],
-    ) -> Result<State> {
-        let kept: BTreeSet<u64> = groups.iter().flat_map(|g| g.members.clone()).collect();
-        let mut excluded = before.deleted.clone();
-        excluded.extend(targets.keys().filter(|s| !kept.contains(s)));
-        replay_excluding(&*self.backend, excluded, |_, _| {}, Vec::new(), u64::MAX)?.map_err(
-            |msg| Error::Store {
-                path: self.dir.clone(),
-                message: format!("cannot make the deletion's summaries again: {msg}"),
-            },
-        )
+        gone: &BTreeMap<u64, i64>,
+        request: &DeleteRequest,
+        chain: &[SummaryLink],
+    ) -> Result<(Vec<Plan<'g>>, BTreeSet<u64>)> {
+        let index: BTreeMap<u64, &SummaryLink> = chain.iter().map(|l| (l.seq, l)).collect();
+        let named: BTreeMap<u64, i64> = request
+            .events
+            .iter()
+            .filter_map(|s| index.get(s).map(|l| (*s, l.start)))
+            .collect();
+        let from_named = origins_of(chain, &named);
+        let raw_seeds: BTreeMap<u64, i64> = targets
+            .iter()
+            .chain(gone)
+            .map(|(s, t)| (*s, *t))
+            .filter(|(s, _)| !index.contains_key(s))
+            .collect();
+        let origins = origins_of(chain, &raw_seeds);
+        let mut not_made: BTreeSet<u64> = BTreeSet::new();
+        let mut plans = Vec::new();
+        for group in groups {
+            let below = group
+                .members
+                .iter()
+                .filter_map(|m| index.get(m))
+                .flat_map(|l| l.children.iter().chain(&l.supersedes));
+            let above_not_made = below.clone().any(|c| not_made.contains(c));
+            let removed = match origins.get(&group.latest) {
+                Some(seqs) => self.summarised_of(seqs)?,
+                None => Some(Vec::new()),
+            };
+            let event = self.raw_event(group.latest)?;
+            let summary = event.as_ref().and_then(Summary::of_event);
+            match (removed, event, summary) {
+                (Some(removed), Some(event), Some(summary))
+                    if !above_not_made && !from_named.contains_key(&group.latest) =>
+                {
+                    let (covered, cut_off) = coverage(&index, group.latest);
+                    let deleted = |s: &u64| raw_seeds.contains_key(s);
+                    plans.push(Plan {
+                        group,
+                        summary,
+                        event,
+                        removed,
+                        covered: covered.into_iter().filter(|s| !deleted(s)).collect(),
+                        cut_off,
+                    });
+                }
+                _ => not_made.extend(group.members.iter().copied()),
+            }
+        }
+        Ok((plans, origins.into_keys().collect()))
     }
 
-    /// The log records of `seqs` (none given: none), or `None` when one of them is a
-    /// tombstone or missing, whose part in a summary is no longer known.
-    fn events_of(&self, seqs: Option<&BTreeSet<u64>>) -> Result<Option<Vec<Event>>> {
+    /// Of `seqs`, those of a summarised kind (the ones a summary's digest counted), or `None`
+    /// when one of them is a tombstone or missing, whose part in a summary is no longer known.
+    fn summarised_of(&self, seqs: &BTreeSet<u64>) -> Result<Option<Vec<u64>>> {
         let mut out = Vec::new();
-        for seq in seqs.into_iter().flatten() {
+        for seq in seqs {
             match self.raw_event(*seq)? {
-                Some(ev) if ev.kind != deletion::TOMBSTONE => out.push(ev),
-                _ => return Ok(None),
+                Some(ev) if ev.kind == deletion::TOMBSTONE => return Ok(None),
+                Some(ev) => {
+                    if summarised(&ev) {
+                        out.push(*seq);
+                    }
+                }
+                None => return Ok(None),
             }
         }
         Ok(Some(out))
     }
+
+    /// The graphs and records the plans are made again from (see [`Sources`]). A forgotten
+    /// event a user deleted before (listed by a user's deletion) is not brought back.
+    fn sources(
+        &self,
+        before: &State,
+        targets: &BTreeMap<u64, i64>,
+        gone: &BTreeMap<u64, i64>,
+        plans: &[Plan<'_>],
+    ) -> Result<Sources> {
+        let covered: BTreeSet<u64> = plans.iter().flat_map(|p| p.covered.clone()).collect();
+        let user_deleted = self.user_deleted()?;
+        let mut excluded = before.deleted.clone();
+        excluded.extend(targets.keys().chain(gone.keys()));
+        let mut left_out = excluded.clone();
+        left_out.retain(|s| {
+            !covered.contains(s)
+                || user_deleted.contains(s)
+                || targets.contains_key(s)
+                || gone.contains_key(s)
+        });
+        let mut records = BTreeMap::new();
+        let mut compacted = BTreeSet::new();
+        let left = self.replay_for_remaking(left_out, |ev, out| {
+            if !covered.contains(&ev.seq) {
+                return;
+            }
+            if ev.kind == deletion::TOMBSTONE {
+                compacted.insert(ev.seq);
+            } else if !out {
+                records.insert(ev.seq, ev.clone());
+            }
+        })?;
+        let cut_off = plans
+            .iter()
+            .any(|p| p.cut_off || !p.covered.is_disjoint(&compacted));
+        let kept = if cut_off {
+            let members: BTreeSet<u64> = plans
+                .iter()
+                .flat_map(|p| p.group.members.iter().copied())
+                .collect();
+            excluded.retain(|s| !members.contains(s));
+            Some(self.replay_for_remaking(excluded, |_, _| {})?)
+        } else {
+            None
+        };
+        Ok(Sources {
+            left,
+            kept,
+            records,
+            compacted,
+        })
+    }
+
+    /// The graph of the log without `excluded`, each event shown to `visit` with whether it
+    /// is left out.
+    fn replay_for_remaking(
+        &self,
+        excluded: BTreeSet<u64>,
+        visit: impl FnMut(&Event, bool),
+    ) -> Result<State> {
+        replay_excluding(&*self.backend, excluded, visit, Vec::new(), u64::MAX)?.map_err(|msg| {
+            Error::Store {
+                path: self.dir.clone(),
+                message: format!("cannot make the deletion's summaries again: {msg}"),
+            }
+        })
+    }
+
+    /// The events users' deletions list (not forgetting's).
+    fn user_deleted(&self) -> Result<BTreeSet<u64>> {
+        Ok(self
+            .events_with(Facet::Kind, deletion::DELETE, i64::MIN, i64::MAX)?
+            .iter()
+            .filter(|e| deletion::reason_of(e) == Some(Reason::Delete))
+            .flat_map(deletion::deleted_by)
+            .collect())
+    }
+
+    /// What the summary of `plan` made again restates: the nodes and edges its group
+    /// restated, as `graph` holds them, less every node the request names; from a graph with
+    /// the taken summaries kept, also less what `seed_only` says only deleted events gave.
+    fn restated_again(
+        &self,
+        plan: &Plan<'_>,
+        graph: &State,
+        request: &DeleteRequest,
+        seed_only: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<Assertion>> {
+        let mut asserted = Vec::new();
+        for seq in &plan.group.members {
+            if let Some(ev) = self.raw_event(*seq)? {
+                asserted.push(ev);
+            }
+        }
+        let restated = consolidate::restated(
+            asserted
+                .iter()
+                .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a))),
+            |key| Ok(graph.node_id(key).and_then(|id| graph.node(id))),
+            |from, relation, to| Ok(graph.edge_by_keys(from, relation, to)),
+        )?;
+        Ok(kept_of(restated, &request.nodes, seed_only))
+    }
 }
 
-/// The summaries of `targets` to make again, grouped by level and range, in log order of
-/// their latest (episodes before the day that names them, days before their week).
+/// The digest of the summary of `plan` made again: made from the records of the events it
+/// covers that are left, named as `graph` names them, less every line naming one of
+/// `unnamed`. Where a compaction took the records of some it covered (not `complete`), it
+/// counts the events its summary counted less the deleted ones, and a week the days its
+/// summary covered; otherwise a week covers the days of the events left.
+fn digest_again(
+    plan: &Plan<'_>,
+    records: &BTreeMap<u64, Event>,
+    (graph, complete): (&State, bool),
+    unnamed: &[String],
+    policy: &ConsolidationPolicy,
+) -> Digest {
+    let events: Vec<Event> = plan
+        .covered
+        .iter()
+        .filter(|s| **s < plan.group.latest)
+        .filter_map(|s| records.get(s))
+        .filter(|e| summarised(e))
+        .cloned()
+        .collect();
+    let name = |key: &str| {
+        graph
+            .node_id(key)
+            .and_then(|id| graph.node(id))
+            .map(|n| n.name)
+            .unwrap_or_else(|| key.to_string())
+    };
+    let mut digest = Digest::of_events(&events, &name).without_names(unnamed);
+    if plan.summary.level == Level::Week {
+        let days: BTreeSet<i64> = events.iter().map(|e| policy.day_of(e.ts)).collect();
+        digest.days = days.into_iter().collect();
+    }
+    if !complete {
+        let counted = plan
+            .summary
+            .digest
+            .events
+            .saturating_sub(plan.removed.len());
+        digest.events = digest.events.max(counted);
+        let days: BTreeSet<i64> = (digest.days.iter())
+            .chain(&plan.summary.digest.days)
+            .copied()
+            .collect();
+        digest.days = days.into_iter().collect();
+    }
+    digest
+}
+
+/// The children of `summary` made again: those taken by their numbers made again (or none),
+/// and none that is deleted or made from a deleted event (`deleted`: a raw event among an
+/// episode's children, a forgotten summary made from one), so that a second deletion of the
+/// same event finds nothing of it here.
+fn children_again(
+    summary: &Summary,
+    targets: &BTreeMap<u64, i64>,
+    deleted: &BTreeSet<u64>,
+    made: &BTreeMap<u64, u64>,
+) -> Vec<u64> {
+    summary
+        .children
+        .iter()
+        .filter(|c| !deleted.contains(c) || targets.contains_key(c))
+        .filter_map(|c| {
+            if targets.contains_key(c) {
+                made.get(c).copied()
+            } else {
+                Some(*c)
+            }
+        })
+        .collect()
+}
+
+/// The events the summary `top` covers, through its children and the summaries it replaced
+/// (less the events each made again is without), and whether a summary on the way has a
+/// child whose record a compaction replaced. Children and replaced summaries come before
+/// their summary in the log, so the summaries reached are taken in log order.
+fn coverage(index: &BTreeMap<u64, &SummaryLink>, top: u64) -> (BTreeSet<u64>, bool) {
+    let mut reached = BTreeSet::from([top]);
+    let mut stack = vec![top];
+    while let Some(seq) = stack.pop() {
+        let Some(link) = index.get(&seq) else {
+            continue;
+        };
+        for below in link.children.iter().chain(&link.supersedes) {
+            if index.contains_key(below) && reached.insert(*below) {
+                stack.push(*below);
+            }
+        }
+    }
+    let mut covers: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    let mut cut_off = false;
+    for seq in &reached {
+        let link = index[seq];
+        cut_off |= link.unknown_child;
+        let mut set = BTreeSet::new();
+        for c in &link.children {
+            match covers.get(c) {
+                Some(under) => set.extend(under.iter().copied()),
+                None if !index.contains_key(c) => {
+                    set.insert(*c);
+                }
+                None => {}
+            }
+        }
+        if let Some(replaced) = link.supersedes.and_then(|s| covers.get(&s)) {
+            set.extend(replaced.iter().filter(|s| !link.without.contains(s)));
+        }
+        covers.insert(*seq, set);
+    }
+    (covers.remove(&top).unwrap_or_default(), cut_off)
+}
+
+/// The summaries of `targets` to make again, grouped by level and range, episodes first, then
+/// days, then weeks (so that a summary made again names its children made again), each level
+/// in log order of its latest. Not one the user named, nor one a newer live summary of its
+/// range outlives.
 fn groups_to_make_again(
     before: &State,
     targets: &BTreeMap<u64, i64>,
@@ -200,8 +463,8 @@ fn groups_to_make_again(
         let key = (link.level, link.start, link.end);
         by_range.entry(key).or_default().push(link);
     }
-    let mut groups = Vec::new();
-    for links in by_range.values() {
+    let mut groups: Vec<(Level, Group)> = Vec::new();
+    for ((level, _, _), links) in &by_range {
         let members: Vec<u64> = links
             .iter()
             .map(|l| l.seq)
@@ -211,16 +474,12 @@ fn groups_to_make_again(
         let Some(&latest) = members.iter().max() else {
             continue;
         };
-        let newer_stays = links.iter().any(|l| l.seq > latest && live(l.seq));
-        let unknown = links
-            .iter()
-            .any(|l| members.contains(&l.seq) && l.unknown_child);
-        if !newer_stays && !unknown {
-            groups.push(Group { latest, members });
+        if !links.iter().any(|l| l.seq > latest && live(l.seq)) {
+            groups.push((*level, Group { latest, members }));
         }
     }
-    groups.sort_by_key(|g| g.latest);
-    groups
+    groups.sort_by_key(|(level, g)| (*level, g.latest));
+    groups.into_iter().map(|(_, g)| g).collect()
 }
 
 /// What a summary made again restates of `restated`: no node `nodes` names, no node or edge
