@@ -1718,6 +1718,10 @@ fn deleting_a_forgotten_note_keeps_the_beliefs_its_summary_also_held() {
         // Nothing lost support: what the summary restated, the one made again restates.
         assert_eq!((r.edges_weakened, r.nodes_kept), (0, 0), "{backend}: {r:?}");
         assert_eq!(r.summaries_made_again.len(), 1, "{backend}: {r:?}");
+        // The deletion lists the forgotten note, so that no later one takes it for an event
+        // only forgetting took.
+        let deletion = store.event(r.seq).unwrap().unwrap();
+        assert!(loci::dynamics::deletion::deleted_by(&deletion).contains(&2));
         assert_eq!(store.node_by_key("p").unwrap().name, "Ann", "{backend}");
         for t in summary_texts(&store) {
             assert!(!t.contains("embarrassing"), "{backend}: {t}");
