@@ -1959,3 +1959,116 @@ fn a_summary_made_again_restates_the_values_the_events_left_give() {
         assert_verifies(&store);
     }
 }
+
+/// helper-88: after a compaction made the summary a deletion replaced a tombstone, a second
+/// deletion of the same event reached the summary made again by the world time of its
+/// compacted children (the `without` list applied only through `supersedes`) and took it, and
+/// the beliefs with it. It is refused as already deleted, as without the compaction.
+#[test]
+fn a_second_deletion_after_a_compaction_is_refused_and_keeps_the_beliefs() {
+    for backend in BackendKind::ALL {
+        let mut secret = loci::EventDraft::new(110, "bot", "NOTE");
+        secret.payload = loci::Value::from("an embarrassing secret");
+        secret.salience = Some(0.3);
+        let (_dir, store) = a_forgotten_week(backend, secret);
+        let before = facts(&store);
+        store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        let (store, _) = store.compact().unwrap();
+        let e = store.delete(&loci::DeleteRequest::events([2])).unwrap_err();
+        assert!(e.to_string().contains("already deleted"), "{backend}: {e}");
+        assert_eq!(facts(&store), before, "{backend}");
+        assert_verifies(&store);
+    }
+}
+
+/// helper-88: a summary made again took its number from the day length of the store's newest
+/// live day summary, or the default's when forgetting had taken them all: a week of days of
+/// 100 was "Week 0 (t=1400 to 2099)", with the days `[0]`. It takes the length its own level
+/// and range say.
+#[test]
+fn a_summary_made_again_keeps_its_number_in_the_stores_days() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let mut secret = noted(1510, 0.3, vec![]);
+        secret.payload = loci::Value::from("an embarrassing secret");
+        store
+            .ingest(vec![
+                noted(
+                    1410,
+                    0.9,
+                    vec![Assertion::UpsertNode(NodeUpsert {
+                        key: "p".into(),
+                        label: Some("Person".into()),
+                        name: Some("Ann".into()),
+                        ..Default::default()
+                    })],
+                ),
+                secret,
+                noted(2110, 0.3, vec![]),
+                noted(2810, 0.3, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        let r = store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
+        let week = consolidate::summaries(&store)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.level == Level::Week && s.start == 1400)
+            .unwrap();
+        assert!(
+            week.text.starts_with("Week 2 (t=1400 to 2099)"),
+            "{backend}: {}",
+            week.text
+        );
+        assert_eq!(week.digest.days, vec![14], "{backend}");
+        assert_verifies(&store);
+    }
+}
+
+/// helper-88: a day summary made again dropped its forgotten episode, made from the deleted
+/// event and others ("1 event in 0 episodes"), and after a compaction nothing led from those
+/// other events to the summary: deleting one was refused as already deleted while its text
+/// lived on. The episode stays a child; the events a summary is without stay out of it.
+#[test]
+fn a_summary_made_again_keeps_its_forgotten_children() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let note = |ts: i64, text: &str| {
+            let mut n = noted(ts, 0.3, vec![]);
+            n.payload = loci::Value::from(text);
+            n
+        };
+        store
+            .ingest(vec![
+                noted(10, 0.9, vec![]),
+                note(20, "first secret mkone"),
+                note(30, "second secret mktwo"),
+                noted(710, 0.3, vec![]),
+                noted(1410, 0.3, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        assert!(store.event(3).unwrap().is_none(), "{backend}");
+        store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        let day0 = consolidate::summaries(&store)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.level == Level::Day && s.start == 0);
+        if let Some(day0) = day0 {
+            assert!(!day0.children.is_empty(), "{backend}: {day0:?}");
+        }
+        let (store, _) = store.compact().unwrap();
+        store.delete(&loci::DeleteRequest::events([3])).unwrap();
+        for t in summary_texts(&store) {
+            assert!(
+                !t.contains("mkone") && !t.contains("mktwo"),
+                "{backend}: {t}"
+            );
+        }
+        assert_verifies(&store);
+    }
+}

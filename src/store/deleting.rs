@@ -64,7 +64,8 @@ fn made_from(chain: &[SummaryLink], seeds: &BTreeMap<u64, i64>) -> BTreeSet<u64>
 
 /// [`made_from`], each summary with the seeds it was made from. A summary a deletion made
 /// again was made without the deleted events it lists (`without`), though the one it
-/// replaced was made from them: a second deletion of one of them finds nothing left to take.
+/// replaced and its forgotten children were made from them: a second deletion of one of them
+/// finds nothing left to take.
 pub(super) fn origins_of(
     chain: &[SummaryLink],
     seeds: &BTreeMap<u64, i64>,
@@ -76,21 +77,20 @@ pub(super) fn origins_of(
     let mut made = BTreeSet::new();
     for link in chain {
         let mut of = BTreeSet::new();
-        for c in &link.children {
+        for c in link.children.iter().chain(&link.supersedes) {
             if let Some(set) = origin.get(c) {
                 of.extend(set.iter().copied());
             }
-        }
-        // A summary made again is without what the one it replaced was made from and it is
-        // not (only the store writes the list, and only through this link).
-        if let Some(set) = link.supersedes.and_then(|s| origin.get(&s)) {
-            of.extend(set.iter().filter(|s| !link.without.contains(s)));
         }
         // `range` panics on a backward range, which a damaged summary could give.
         if link.unknown_child && link.start <= link.end {
             let in_range = by_time.range((link.start, 0)..=(link.end, u64::MAX));
             of.extend(in_range.map(|(_, s)| *s).filter(|s| *s < link.seq));
         }
+        // A summary made again is without the deleted events it lists, whichever way they
+        // reach it (its forgotten children were made from them too). Only the store writes
+        // the list: an ingested summary with one is refused.
+        of.retain(|s| !link.without.contains(s));
         if !of.is_empty() {
             origin.insert(link.seq, of);
             made.insert(link.seq);

@@ -90,13 +90,11 @@ impl Store {
         first_seq: u64,
     ) -> Result<MadeAgain> {
         let groups = groups_to_make_again(before, targets, request, &taken.chain);
-        let (plans, made_from_deleted) =
-            self.plans(&groups, targets, gone, request, &taken.chain)?;
+        let plans = self.plans(&groups, targets, gone, request, &taken.chain)?;
         if plans.is_empty() {
             return Ok(MadeAgain::default());
         }
         let sources = self.sources(before, targets, gone, &plans)?;
-        let policy = ConsolidationPolicy::for_store(self, None)?;
         // The names of the nodes the request names, which no text made again may keep.
         let request_names: Vec<String> = request
             .nodes
@@ -104,8 +102,7 @@ impl Store {
             .filter_map(|key| before.node_id(key).and_then(|id| before.node(id)))
             .flat_map(|n| std::iter::once(n.name).chain(n.aliases))
             .collect();
-        let mut deleted: BTreeSet<u64> = targets.keys().chain(gone.keys()).copied().collect();
-        deleted.extend(made_from_deleted);
+        let deleted: BTreeSet<u64> = targets.keys().chain(gone.keys()).copied().collect();
         let mut out = MadeAgain::default();
         let mut made: BTreeMap<u64, u64> = BTreeMap::new();
         for plan in &plans {
@@ -127,17 +124,27 @@ impl Store {
             if let Some(c) = &taken.carriers {
                 unnamed.extend(c.seed_only_names(range, plan.group.latest));
             }
+            let policy = policy_of(&plan.summary, &taken.chain);
             let digest = digest_again(plan, &sources.records, (graph, complete), &unnamed, &policy);
-            if digest.events == 0 && assertions.is_empty() {
+            // Nothing of its period left: what it restated, events of other periods give.
+            if digest.events == 0 {
                 continue;
             }
             let children = children_again(&plan.summary, targets, &deleted, &made);
+            // The events the summary it replaces was without, it is without too: its
+            // children still hold them.
+            let without: BTreeSet<u64> = (plan.summary.without.iter())
+                .chain(&plan.removed)
+                .copied()
+                .collect();
+            let without: Vec<u64> = without.into_iter().collect();
             let seq = first_seq + out.events.len() as u64;
+            let policy = policy_of(&plan.summary, &taken.chain);
             let draft = consolidate::made_again(
                 &policy,
                 (&plan.summary, &plan.event),
                 digest,
-                (&children, &plan.removed),
+                (&children, &without),
                 assertions,
             )?;
             for m in &plan.group.members {
@@ -161,7 +168,7 @@ impl Store {
         gone: &BTreeMap<u64, i64>,
         request: &DeleteRequest,
         chain: &[SummaryLink],
-    ) -> Result<(Vec<Plan<'g>>, BTreeSet<u64>)> {
+    ) -> Result<Vec<Plan<'g>>> {
         let index: BTreeMap<u64, &SummaryLink> = chain.iter().map(|l| (l.seq, l)).collect();
         let named: BTreeMap<u64, i64> = request
             .events
@@ -209,7 +216,7 @@ impl Store {
                 _ => not_made.extend(group.members.iter().copied()),
             }
         }
-        Ok((plans, origins.into_keys().collect()))
+        Ok(plans)
     }
 
     /// Of `seqs`, those of a summarised kind (the ones a summary's digest counted), or `None`
@@ -384,9 +391,9 @@ fn digest_again(
 }
 
 /// The children of `summary` made again: those taken by their numbers made again (or none),
-/// and none that is deleted or made from a deleted event (`deleted`: a raw event among an
-/// episode's children, a forgotten summary made from one), so that a second deletion of the
-/// same event finds nothing of it here.
+/// and none of the deleted events (`deleted`: a raw event among an episode's children). A
+/// forgotten child made from a deleted event stays: the summary lists the events it is
+/// without, and a compaction leaves the child a tombstone whose events its world time finds.
 fn children_again(
     summary: &Summary,
     targets: &BTreeMap<u64, i64>,
@@ -408,7 +415,7 @@ fn children_again(
 }
 
 /// The events the summary `top` covers, through its children and the summaries it replaced
-/// (less the events each made again is without), and whether a summary on the way has a
+/// (less the events each made again on the way is without), and whether a summary on the way has a
 /// child whose record a compaction replaced. Children and replaced summaries come before
 /// their summary in the log, so the summaries reached are taken in log order.
 fn coverage(index: &BTreeMap<u64, &SummaryLink>, top: u64) -> (BTreeSet<u64>, bool) {
@@ -440,11 +447,32 @@ fn coverage(index: &BTreeMap<u64, &SummaryLink>, top: u64) -> (BTreeSet<u64>, bo
             }
         }
         if let Some(replaced) = link.supersedes.and_then(|s| covers.get(&s)) {
-            set.extend(replaced.iter().filter(|s| !link.without.contains(s)));
+            set.extend(replaced.iter().copied());
         }
+        set.retain(|s| !link.without.contains(s));
         covers.insert(*seq, set);
     }
     (covers.remove(&top).unwrap_or_default(), cut_off)
+}
+
+/// The consolidation policy `summary` was made in: days of the length its level and range
+/// say (a week is [`ConsolidationPolicy::week_days`] days), or, for an episode, of the length
+/// of a day summary of the chain. (The store's newest live day summary may be forgotten.)
+fn policy_of(summary: &Summary, chain: &[SummaryLink]) -> ConsolidationPolicy {
+    let policy = ConsolidationPolicy::default();
+    let length = |start: i64, end: i64| end.saturating_sub(start).saturating_add(1);
+    let day = match summary.level {
+        Level::Day => Some(length(summary.start, summary.end)),
+        Level::Week => Some(length(summary.start, summary.end) / policy.week_days),
+        Level::Episode => chain
+            .iter()
+            .find(|l| l.level == Level::Day)
+            .map(|l| length(l.start, l.end)),
+    };
+    match day.filter(|d| *d >= 1) {
+        Some(day) => policy.with_day(day),
+        None => policy,
+    }
 }
 
 /// The summaries of `targets` to make again, grouped by level and range, episodes first, then
