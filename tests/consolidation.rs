@@ -1118,3 +1118,50 @@ fn an_ingested_summary_listing_events_it_is_without_is_refused() {
     let e = store.ingest(vec![s]).unwrap_err().to_string();
     assert!(e.contains("payload.without"), "{e}");
 }
+
+/// A week made again names, among its children, the day summary its deletion took with
+/// nothing of the day left (the chain from that day's events to the week runs through it).
+/// The health check's "children gone" finding is for a child deleted after its summary was
+/// written; this one was deleted before, in the deletion that wrote the week. And the week
+/// counts the days of the events left.
+#[test]
+fn a_week_made_again_without_a_day_is_healthy_and_counts_the_days_left() {
+    use loci::dynamics::health;
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let note = |ts: i64, text: &str| {
+            let mut n = EventDraft::new(ts, "bot", "NOTE");
+            n.payload = Value::from(text);
+            n
+        };
+        store
+            .ingest(vec![
+                note(10, "start"),
+                note(110, "a secret"),
+                note(710, "tick"),
+            ])
+            .unwrap();
+        let day = ConsolidateOptions::default()
+            .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
+        consolidate::consolidate(&store, &RuleSummarizer, &day).unwrap();
+        let r = store.delete(&DeleteRequest::events([2])).unwrap();
+        let week = consolidate::summaries(&store)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.level == Level::Week && s.start == 0)
+            .unwrap();
+        assert!(
+            r.summaries_made_again.contains(&week.seq),
+            "{backend}: {r:?}"
+        );
+        assert!(
+            week.text.contains("1 event over 1 day"),
+            "{backend}: {}",
+            week.text
+        );
+        let report = health::check(&store, &health::HealthOptions::default()).unwrap();
+        assert!(report.healthy(), "{backend}: {report:?}");
+        assert_verifies(&store);
+    }
+}

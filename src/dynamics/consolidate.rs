@@ -1418,8 +1418,12 @@ pub(crate) fn made_again(
         },
         digest: &digest,
         events: &[],
-        // A week's digest records its days, forgotten ones too.
-        children: children.len().max(digest.days.len()),
+        // A week's digest records the days of the events left, forgotten ones too; its
+        // children may name a day taken with nothing left.
+        children: match (summary.level, digest.days.is_empty()) {
+            (Level::Week, false) => digest.days.len(),
+            _ => children.len(),
+        },
     })?;
     let mut draft = Summary::draft(
         summary.level,

@@ -11,8 +11,8 @@
 //! - **tiers over their caps**: more pinned nodes, hot nodes or hot edges than the caps of
 //!   [`HealthOptions`] (a hot tier that holds everything ranks nothing);
 //! - **summaries whose children are gone**: a live summary with a child that a user deletion
-//!   removed (deleting should have taken the summary too: its text is made of the child's) or
-//!   that the log never held. Children evicted by forgetting are not a finding: keeping the
+//!   removed after the summary was written (deleting should have taken the summary too: its
+//!   text is made of the child's) or that the log never held. Children evicted by forgetting are not a finding: keeping the
 //!   gist when the detail goes is what forgetting is for.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -327,11 +327,16 @@ fn tiers_over_caps(store: &Store, opts: &HealthOptions) -> Result<Vec<Finding>> 
 }
 
 fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> {
-    let mut reasons: HashMap<u64, Reason> = HashMap::new();
+    // Each event's first deletion, with its reason: a child deleted before its summary was
+    // written (a summary a deletion made again names the summaries it took) is no finding.
+    let mut reasons: HashMap<u64, (Reason, u64)> = HashMap::new();
     for ev in store.events_of_kind(deletion::DELETE)? {
         if let Some(r) = deletion::reason_of(&ev) {
             for seq in deletion::deleted_by(&ev) {
-                reasons.insert(seq, r);
+                let first = reasons.entry(seq).or_insert((r, ev.seq));
+                if ev.seq < first.1 {
+                    *first = (r, ev.seq);
+                }
             }
         }
     }
@@ -345,8 +350,9 @@ fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> 
                 continue;
             }
             match reasons.get(&child) {
-                Some(Reason::Forget) => {}
-                Some(Reason::Delete) => gone.push((child, Gone::DeletedByUser)),
+                Some((_, by)) if *by < s.seq => {}
+                Some((Reason::Forget, _)) => {}
+                Some((Reason::Delete, _)) => gone.push((child, Gone::DeletedByUser)),
                 None => gone.push((child, Gone::NeverHeld)),
             }
         }

@@ -102,7 +102,11 @@ impl Store {
             .filter_map(|key| before.node_id(key).and_then(|id| before.node(id)))
             .flat_map(|n| std::iter::once(n.name).chain(n.aliases))
             .collect();
-        let deleted: BTreeSet<u64> = targets.keys().chain(gone.keys()).copied().collect();
+        let summaries: BTreeSet<u64> = taken.chain.iter().map(|l| l.seq).collect();
+        let raw_deleted: BTreeSet<u64> = (targets.keys().chain(gone.keys()))
+            .filter(|s| !summaries.contains(s))
+            .copied()
+            .collect();
         let mut out = MadeAgain::default();
         let mut made: BTreeMap<u64, u64> = BTreeMap::new();
         for plan in &plans {
@@ -130,7 +134,7 @@ impl Store {
             if digest.events == 0 {
                 continue;
             }
-            let children = children_again(&plan.summary, targets, &deleted, &made);
+            let children = children_again(&plan.summary, &raw_deleted, &made);
             // The events the summary it replaces was without, it is without too: its
             // children still hold them.
             let without: BTreeSet<u64> = (plan.summary.without.iter())
@@ -390,27 +394,22 @@ fn digest_again(
     digest
 }
 
-/// The children of `summary` made again: those taken by their numbers made again (or none),
-/// and none of the deleted events (`deleted`: a raw event among an episode's children). A
-/// forgotten child made from a deleted event stays: the summary lists the events it is
-/// without, and a compaction leaves the child a tombstone whose events its world time finds.
+/// The children of `summary` made again: those taken by their numbers made again, and none
+/// of the deleted events (`raw_deleted`: a raw event among an episode's children). Every
+/// other child stays, a summary taken and not made again too: the chain from the events it
+/// was made from to the summary made again runs through it (its digest holds their lines),
+/// and after a compaction through its tombstone, whose events its world time finds. The
+/// events the summary made again is without, it lists.
 fn children_again(
     summary: &Summary,
-    targets: &BTreeMap<u64, i64>,
-    deleted: &BTreeSet<u64>,
+    raw_deleted: &BTreeSet<u64>,
     made: &BTreeMap<u64, u64>,
 ) -> Vec<u64> {
     summary
         .children
         .iter()
-        .filter(|c| !deleted.contains(c) || targets.contains_key(c))
-        .filter_map(|c| {
-            if targets.contains_key(c) {
-                made.get(c).copied()
-            } else {
-                Some(*c)
-            }
-        })
+        .filter(|c| !raw_deleted.contains(c))
+        .map(|c| made.get(c).copied().unwrap_or(*c))
         .collect()
 }
 
