@@ -26,7 +26,7 @@ use super::{now_ms, replay_excluding, Facet, State, Store};
 use crate::dynamics::consolidate::{self, summarised, ConsolidationPolicy, Digest, Level, Summary};
 use crate::dynamics::deletion::{self, DeleteRequest, Reason};
 use crate::error::{Error, Result};
-use crate::model::{Assertion, Event};
+use crate::model::{Assertion, Event, EventDraft};
 
 /// What [`Store::summaries_made_again`] wrote.
 #[derive(Default)]
@@ -57,6 +57,17 @@ struct Plan<'g> {
     covered: BTreeSet<u64>,
     /// Whether a summary it covers has a child whose record a compaction replaced.
     cut_off: bool,
+}
+
+/// What every summary a deletion makes again is made with.
+struct Context<'a> {
+    request: &'a DeleteRequest,
+    taken: &'a Taken,
+    sources: &'a Sources,
+    /// The names and aliases of the nodes the request names, which no text made again keeps.
+    request_names: Vec<String>,
+    /// The events deleted that are not summaries.
+    raw_deleted: BTreeSet<u64>,
 }
 
 /// The graphs and records the summaries are made again from.
@@ -95,62 +106,30 @@ impl Store {
             return Ok(MadeAgain::default());
         }
         let sources = self.sources(before, targets, gone, &plans)?;
-        // The names of the nodes the request names, which no text made again may keep.
-        let request_names: Vec<String> = request
-            .nodes
-            .iter()
-            .filter_map(|key| before.node_id(key).and_then(|id| before.node(id)))
-            .flat_map(|n| std::iter::once(n.name).chain(n.aliases))
-            .collect();
         let summaries: BTreeSet<u64> = taken.chain.iter().map(|l| l.seq).collect();
-        let raw_deleted: BTreeSet<u64> = (targets.keys().chain(gone.keys()))
-            .filter(|s| !summaries.contains(s))
-            .copied()
-            .collect();
+        let context = Context {
+            request,
+            taken,
+            sources: &sources,
+            // The names of the nodes the request names, which no text made again may keep.
+            request_names: request
+                .nodes
+                .iter()
+                .filter_map(|key| before.node_id(key).and_then(|id| before.node(id)))
+                .flat_map(|n| std::iter::once(n.name).chain(n.aliases))
+                .collect(),
+            raw_deleted: (targets.keys().chain(gone.keys()))
+                .filter(|s| !summaries.contains(s))
+                .copied()
+                .collect(),
+        };
         let mut out = MadeAgain::default();
         let mut made: BTreeMap<u64, u64> = BTreeMap::new();
         for plan in &plans {
-            let complete = !plan.cut_off && plan.covered.is_disjoint(&sources.compacted);
-            let graph = match (&sources.kept, complete) {
-                (Some(kept), false) => kept,
-                _ => &sources.left,
-            };
-            let range = (plan.summary.start, plan.summary.end);
-            let seed_only = |value: &str| {
-                !complete
-                    && taken
-                        .carriers
-                        .as_ref()
-                        .is_some_and(|c: &Carriers| c.seed_only(value, range, plan.group.latest))
-            };
-            let assertions = self.restated_again(plan, graph, request, &seed_only)?;
-            let mut unnamed = request_names.clone();
-            if let Some(c) = &taken.carriers {
-                unnamed.extend(c.seed_only_names(range, plan.group.latest));
-            }
-            let policy = policy_of(&plan.summary, &taken.chain);
-            let digest = digest_again(plan, &sources.records, (graph, complete), &unnamed, &policy);
-            // Nothing of its period left: what it restated, events of other periods give.
-            if digest.events == 0 {
-                continue;
-            }
-            let children = children_again(&plan.summary, &raw_deleted, &made);
-            // The events the summary it replaces was without, it is without too: its
-            // children still hold them.
-            let without: BTreeSet<u64> = (plan.summary.without.iter())
-                .chain(&plan.removed)
-                .copied()
-                .collect();
-            let without: Vec<u64> = without.into_iter().collect();
             let seq = first_seq + out.events.len() as u64;
-            let policy = policy_of(&plan.summary, &taken.chain);
-            let draft = consolidate::made_again(
-                &policy,
-                (&plan.summary, &plan.event),
-                digest,
-                (&children, &without),
-                assertions,
-            )?;
+            let Some(draft) = self.made_again(plan, &context, &made)? else {
+                continue;
+            };
             for m in &plan.group.members {
                 made.insert(*m, seq);
                 out.replaced.insert(*m);
@@ -158,6 +137,55 @@ impl Store {
             out.events.push(Event::from_draft(seq, now_ms(), draft));
         }
         Ok(out)
+    }
+
+    /// The draft of the summary of `plan` made again (`made`: the numbers of those made
+    /// before it in this deletion), or `None` when no event of its period is left: what it
+    /// restated, events of other periods give.
+    fn made_again(
+        &self,
+        plan: &Plan<'_>,
+        context: &Context<'_>,
+        made: &BTreeMap<u64, u64>,
+    ) -> Result<Option<EventDraft>> {
+        let sources = context.sources;
+        let complete = !plan.cut_off && plan.covered.is_disjoint(&sources.compacted);
+        let graph = match (&sources.kept, complete) {
+            (Some(kept), false) => kept,
+            _ => &sources.left,
+        };
+        let range = (plan.summary.start, plan.summary.end);
+        let carriers = context.taken.carriers.as_ref();
+        let seed_only = |value: &str| {
+            !complete
+                && carriers.is_some_and(|c: &Carriers| c.seed_only(value, range, plan.group.latest))
+        };
+        let assertions = self.restated_again(plan, graph, context.request, &seed_only)?;
+        let mut unnamed = context.request_names.clone();
+        if let Some(c) = carriers {
+            unnamed.extend(c.seed_only_names(range, plan.group.latest));
+        }
+        let policy = policy_of(&plan.summary, &context.taken.chain);
+        let digest = digest_again(plan, &sources.records, (graph, complete), &unnamed, &policy);
+        if digest.events == 0 {
+            return Ok(None);
+        }
+        let children = children_again(&plan.summary, &context.raw_deleted, made);
+        // The events the summary it replaces was without, it is without too: its children
+        // still hold them.
+        let without: BTreeSet<u64> = (plan.summary.without.iter())
+            .chain(&plan.removed)
+            .copied()
+            .collect();
+        let without: Vec<u64> = without.into_iter().collect();
+        consolidate::made_again(
+            &policy,
+            (&plan.summary, &plan.event),
+            digest,
+            (&children, &without),
+            assertions,
+        )
+        .map(Some)
     }
 
     /// The groups to make again, each with what it is made from: not one made from a summary
@@ -190,12 +218,10 @@ impl Store {
         let mut not_made: BTreeSet<u64> = BTreeSet::new();
         let mut plans = Vec::new();
         for group in groups {
-            let below = group
-                .members
-                .iter()
+            let above_not_made = (group.members.iter())
                 .filter_map(|m| index.get(m))
-                .flat_map(|l| l.children.iter().chain(&l.supersedes));
-            let above_not_made = below.clone().any(|c| not_made.contains(c));
+                .flat_map(|l| l.children.iter().chain(&l.supersedes))
+                .any(|c| not_made.contains(c));
             let removed = match origins.get(&group.latest) {
                 Some(seqs) => self.summarised_of(seqs)?,
                 None => Some(Vec::new()),
