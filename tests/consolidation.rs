@@ -932,24 +932,25 @@ fn consolidation_moves_no_nodes_updated_time() {
     }
 }
 
+/// An upsert of node `key` named `name`, with this label (the rest as the graph has it).
+fn node(key: &str, label: Option<&str>, name: &str) -> loci::model::Assertion {
+    loci::model::Assertion::UpsertNode(loci::model::NodeUpsert {
+        key: key.into(),
+        label: label.map(Into::into),
+        name: Some(name.into()),
+        ..Default::default()
+    })
+}
+
 /// A summary a deletion makes again names nothing the deletion took. Its digest's lines name
 /// nodes as they were named when it was written, so a line another event gave (a trade with
 /// the person, at the market) named the person by a name only the deleted event gave, and the
 /// text made again kept it. So does a node a deletion takes, named on another event's line.
 #[test]
 fn a_summary_made_again_names_no_name_the_deletion_took() {
-    use loci::model::{Assertion, NodeUpsert};
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
-        let node = |key: &str, label: Option<&str>, name: &str| {
-            Assertion::UpsertNode(NodeUpsert {
-                key: key.into(),
-                label: label.map(Into::into),
-                name: Some(name.into()),
-                ..Default::default()
-            })
-        };
         let mut met = EventDraft::new(100, "bot", "NOTE");
         met.assertions = vec![
             node("p", Some("Person"), "Ann"),
@@ -1019,18 +1020,9 @@ fn a_summary_made_again_names_no_name_the_deletion_took() {
 /// events gave is taken too, and made again without it.
 #[test]
 fn deleting_a_name_takes_it_from_a_later_summary_that_only_names_it() {
-    use loci::model::{Assertion, NodeUpsert};
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
-        let node = |key: &str, label: Option<&str>, name: &str| {
-            Assertion::UpsertNode(NodeUpsert {
-                key: key.into(),
-                label: label.map(Into::into),
-                name: Some(name.into()),
-                ..Default::default()
-            })
-        };
         let mut met = EventDraft::new(100, "bot", "NOTE");
         met.assertions = vec![
             node("p", Some("Person"), "Ann"),

@@ -1682,6 +1682,16 @@ fn a_forgotten_week(backend: BackendKind, extra: loci::EventDraft) -> (tempfile:
     (dir, store)
 }
 
+/// An upsert of node `key` with these label and name (the rest as the graph has it).
+fn node_named(key: &str, label: Option<&str>, name: Option<&str>) -> loci::model::Assertion {
+    loci::model::Assertion::UpsertNode(loci::model::NodeUpsert {
+        key: key.into(),
+        label: label.map(Into::into),
+        name: name.map(Into::into),
+        ..Default::default()
+    })
+}
+
 /// Every summary's text, latest per range.
 fn summary_texts(store: &Store) -> Vec<String> {
     consolidate::summaries(store)
@@ -1766,12 +1776,7 @@ fn deleting_a_forgotten_event_takes_what_it_alone_gave_from_the_summary_made_aga
                     aliases: vec!["Annie".into()],
                     ..Default::default()
                 }),
-                Assertion::UpsertNode(NodeUpsert {
-                    key: "q".into(),
-                    label: Some("Person".into()),
-                    name: Some("Zebedee".into()),
-                    ..Default::default()
-                }),
+                node_named("q", Some("Person"), Some("Zebedee")),
                 edge("bot", "KNOWS", "p", Some(1.0)),
                 edge("bot", "LIKES", "q", Some(0.9)),
             ],
@@ -1808,18 +1813,12 @@ fn deleting_a_forgotten_event_takes_what_it_alone_gave_from_the_summary_made_aga
 /// that summary restated of other nodes stays, in the summary made again without the node.
 #[test]
 fn deleting_a_node_keeps_what_its_summary_restated_of_others() {
-    use loci::model::{Assertion, NodeUpsert};
     for backend in BackendKind::ALL {
         let met = noted(
             110,
             0.3,
             vec![
-                Assertion::UpsertNode(NodeUpsert {
-                    key: "q".into(),
-                    label: Some("Person".into()),
-                    name: Some("Zebedee".into()),
-                    ..Default::default()
-                }),
+                node_named("q", Some("Person"), Some("Zebedee")),
                 edge("bot", "LIKES", "q", Some(0.9)),
             ],
         );
@@ -1941,17 +1940,12 @@ fn a_summary_made_again_keeps_no_line_of_the_deleted_event_after_a_rename() {
 /// belief was last seen. The summary made again restates what the events left give.
 #[test]
 fn a_summary_made_again_restates_the_values_the_events_left_give() {
-    use loci::model::{Assertion, NodeUpsert};
     for backend in BackendKind::ALL {
         let renamed = noted(
             110,
             0.3,
             vec![
-                Assertion::UpsertNode(NodeUpsert {
-                    key: "p".into(),
-                    name: Some("Annabel".into()),
-                    ..Default::default()
-                }),
+                node_named("p", None, Some("Annabel")),
                 edge("bot", "KNOWS", "p", Some(1.0)),
             ],
         );
@@ -1992,7 +1986,6 @@ fn a_second_deletion_after_a_compaction_is_refused_and_keeps_the_beliefs() {
 /// and range say.
 #[test]
 fn a_summary_made_again_keeps_its_number_in_the_stores_days() {
-    use loci::model::{Assertion, NodeUpsert};
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
@@ -2003,12 +1996,7 @@ fn a_summary_made_again_keeps_its_number_in_the_stores_days() {
                 noted(
                     1410,
                     0.9,
-                    vec![Assertion::UpsertNode(NodeUpsert {
-                        key: "p".into(),
-                        label: Some("Person".into()),
-                        name: Some("Ann".into()),
-                        ..Default::default()
-                    })],
+                    vec![node_named("p", Some("Person"), Some("Ann"))],
                 ),
                 secret,
                 noted(2110, 0.3, vec![]),
