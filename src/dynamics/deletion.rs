@@ -178,13 +178,19 @@ pub(crate) fn values_given(event: &Event) -> Vec<String> {
 }
 
 /// The names `event` gives nodes (a name, an alias, a first alias naming a node made without
-/// a name), each with its value's text ([`values_given`]): a summary made again after a
-/// deletion must not name a node by one only deleted events gave.
-pub(crate) fn names_given(event: &Event) -> Vec<(String, String)> {
+/// a name), each with the node's key and its value's text ([`values_given`]): a summary made
+/// again after a deletion must not name a node by one only deleted events gave.
+pub(crate) fn names_given(event: &Event) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     for a in &event.assertions {
         if let Assertion::UpsertNode(up) = a {
-            let of = |what: &str, name: &String| (node_value(&up.key, what, name), name.clone());
+            let of = |what: &str, name: &String| {
+                (
+                    up.key.clone(),
+                    node_value(&up.key, what, name),
+                    name.clone(),
+                )
+            };
             out.extend(up.name.iter().map(|n| of("name", n)));
             out.extend(up.aliases.iter().map(|a| of("alias", a)));
             if up.name.is_none() {

@@ -143,8 +143,9 @@ pub(super) struct Carriers {
     given_by_deleted: BTreeMap<usize, Vec<(u64, i64)>>,
     /// The events users deleted (not forgetting): none of them gives anything any more.
     user_deleted: BTreeSet<u64>,
-    /// The names the events the user deletes give, by the index of their value's text.
-    names: Vec<(usize, String)>,
+    /// The names the events the user deletes give, by the index of their value's text, with
+    /// the key of the node they name.
+    names: Vec<(usize, String, String)>,
 }
 
 /// A value (or subject) the seeds of a deletion give ([`Carriers`]).
@@ -201,13 +202,22 @@ impl Carriers {
             }
             if raw {
                 let names = deletion::names_given(&ev);
-                for (value, name) in names.into_iter().filter(|(_, n)| !n.trim().is_empty()) {
+                for (key, value, name) in names.into_iter().filter(|(_, _, n)| !n.trim().is_empty())
+                {
                     if let Some(&i) = carriers.index.get(&value) {
-                        carriers.names.push((i, name));
+                        carriers.names.push((i, name, key));
                     }
                 }
             }
         }
+        // A name another node bears too is no trace of the seeds' in a text.
+        let state = store.read_state();
+        carriers.names.retain(|(_, name, key)| {
+            let one = BTreeSet::from([name.clone()]);
+            state
+                .names_borne_by_others(&one, &[key.as_str()])
+                .is_empty()
+        });
         carriers.names.sort();
         carriers.names.dedup();
         Ok((!carriers.values.is_empty()).then_some(carriers))
@@ -241,7 +251,7 @@ impl Carriers {
         // it restates the node: one naming it by a name a seed gave carries that name.
         if summary && !self.names.is_empty() {
             let text = ev.text();
-            for (i, name) in &self.names {
+            for (i, name, _) in &self.names {
                 if ev.seq > self.values[*i].by[0] && text.contains(name.as_str()) {
                     self.found.push((ev.seq, *i));
                 }
@@ -291,8 +301,8 @@ impl Carriers {
     pub(super) fn seed_only_names(&self, range: (i64, i64), before: u64) -> Vec<String> {
         self.names
             .iter()
-            .filter(|(i, _)| self.seed_only_at(*i, range, before))
-            .map(|(_, name)| name.clone())
+            .filter(|(i, _, _)| self.seed_only_at(*i, range, before))
+            .map(|(_, name, _)| name.clone())
             .collect()
     }
 

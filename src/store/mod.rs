@@ -438,6 +438,23 @@ impl State {
         found
     }
 
+    /// Of `names`, those a live node whose key is not among `except` is named (its name, read
+    /// in place): a name another node bears too is no trace of a deleted one in a text.
+    fn names_borne_by_others(&self, names: &BTreeSet<String>, except: &[&str]) -> BTreeSet<String> {
+        let mut borne = BTreeSet::new();
+        if names.is_empty() {
+            return borne;
+        }
+        for id in self.nodes.ids() {
+            if let (Some(name), Some(key)) = (self.nodes.name(id), self.nodes.key(id)) {
+                if names.contains(name) && !except.contains(&key) {
+                    borne.insert(name.to_string());
+                }
+            }
+        }
+        borne
+    }
+
     /// The live edge `from -relation-> to`, by node keys.
     fn edge_by_keys(&self, from: &str, relation: &str, to: &str) -> Option<Edge> {
         let base = LiveBase { state: self };

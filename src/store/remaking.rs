@@ -111,13 +111,7 @@ impl Store {
             request,
             taken,
             sources: &sources,
-            // The names of the nodes the request names, which no text made again may keep.
-            request_names: request
-                .nodes
-                .iter()
-                .filter_map(|key| before.node_id(key).and_then(|id| before.node(id)))
-                .flat_map(|n| std::iter::once(n.name).chain(n.aliases))
-                .collect(),
+            request_names: request_names(before, request),
             raw_deleted: (targets.keys().chain(gone.keys()))
                 .filter(|s| !summaries.contains(s))
                 .copied()
@@ -370,6 +364,18 @@ impl Store {
         )?;
         Ok(kept_of(restated, &request.nodes, seed_only))
     }
+}
+
+/// The names and aliases of the nodes `request` names, which no text made again may keep,
+/// less those another node is named too (its lines cannot be told from theirs).
+fn request_names(before: &State, request: &DeleteRequest) -> Vec<String> {
+    let names: BTreeSet<String> = (request.nodes.iter())
+        .filter_map(|key| before.node_id(key).and_then(|id| before.node(id)))
+        .flat_map(|n| std::iter::once(n.name).chain(n.aliases))
+        .collect();
+    let keys: Vec<&str> = request.nodes.iter().map(String::as_str).collect();
+    let borne = before.names_borne_by_others(&names, &keys);
+    names.into_iter().filter(|n| !borne.contains(n)).collect()
 }
 
 /// The digest of the summary of `plan` made again: made from the records of the events it
