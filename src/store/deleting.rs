@@ -118,7 +118,7 @@ type Carrying = BTreeMap<u64, BTreeSet<u64>>;
 /// The live summaries that carry a value a user's deletion takes: for each of the deleted
 /// events (the seeds), those written after it that restate a value it gives
 /// ([`deletion::values_given`]), or whose text holds a name it gives, which nothing else
-/// gives. A summary restates the values the
+/// gives (no live event, nor a forgotten one logged before the summary). A summary restates the values the
 /// graph holds as it is written, so one written after the event (an earlier day summarised
 /// late, or a later day) carried them, and a deleted password stayed on the node,
 /// searchable. A value is given elsewhere when a live event outside the seeds gives it, or a
@@ -275,7 +275,13 @@ impl Carriers {
     fn carrying(&self) -> Carrying {
         let mut carrying = Carrying::new();
         for &(summary, i) in &self.found {
-            if self.given_elsewhere.contains(&i) || self.values[i].subject {
+            // A forgotten event a user did not delete, logged before the summary, gives the
+            // value as a live one does: a summary made again restates it from there.
+            let forgotten_giver = self.given_by_deleted.get(&i).is_some_and(|by| {
+                by.iter()
+                    .any(|(seq, _)| *seq < summary && !self.user_deleted.contains(seq))
+            });
+            if self.given_elsewhere.contains(&i) || self.values[i].subject || forgotten_giver {
                 continue;
             }
             // Every seed giving it before the summary was written may be what it carries.

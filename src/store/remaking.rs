@@ -12,7 +12,8 @@
 //!   log holds their records), with the names the graph gives them once the deleted events are
 //!   gone, and no line holding a name only deleted events gave or a deleted node's name;
 //! - the nodes and edges it restated, with the values the events left give: the graph of the
-//!   log without the deleted events and with the forgotten events it covers back. Where a
+//!   log without the deleted events and with the forgotten events back (not those a user
+//!   deleted). Where a
 //!   compaction has made some of those a tombstone, with the values the summary restated, less
 //!   each node, edge or value only deleted events gave ([`Carriers::seed_only`]).
 //!
@@ -72,7 +73,8 @@ struct Context<'a> {
 
 /// The graphs and records the summaries are made again from.
 struct Sources {
-    /// The log without the deleted events, the forgotten events the plans cover brought back.
+    /// The log without the deleted events, the forgotten events brought back (not those a
+    /// user deleted): what the events left give.
     left: State,
     /// The log without the deleted events, the taken summaries kept: what a plan restates when
     /// some of its events were compacted (`None` when no plan needs it).
@@ -105,7 +107,7 @@ impl Store {
         if plans.is_empty() {
             return Ok(MadeAgain::default());
         }
-        let sources = self.sources(before, targets, gone, &plans)?;
+        let sources = self.sources(before, targets, gone, &plans, &taken.chain)?;
         let summaries: BTreeSet<u64> = taken.chain.iter().map(|l| l.seq).collect();
         let context = Context {
             request,
@@ -262,21 +264,32 @@ impl Store {
     }
 
     /// The graphs and records the plans are made again from (see [`Sources`]). A forgotten
-    /// event a user deleted before (listed by a user's deletion) is not brought back.
+    /// event comes back into `left` when a summary that stays holds it
+    /// ([`held_by_summaries`]) and no user's deletion lists it; forgotten summaries do not
+    /// (they restated values as they were, a deleted event's among them).
     fn sources(
         &self,
         before: &State,
         targets: &BTreeMap<u64, i64>,
         gone: &BTreeMap<u64, i64>,
         plans: &[Plan<'_>],
+        chain: &[SummaryLink],
     ) -> Result<Sources> {
         let covered: BTreeSet<u64> = plans.iter().flat_map(|p| p.covered.clone()).collect();
         let user_deleted = self.user_deleted()?;
+        let members: BTreeSet<u64> = plans
+            .iter()
+            .flat_map(|p| p.group.members.iter().copied())
+            .collect();
+        let held = held_by_summaries(chain, |seq| {
+            !before.deleted.contains(&seq)
+                && (!targets.contains_key(&seq) || members.contains(&seq))
+        });
         let mut excluded = before.deleted.clone();
         excluded.extend(targets.keys().chain(gone.keys()));
         let mut left_out = excluded.clone();
         left_out.retain(|s| {
-            !covered.contains(s)
+            !held.contains(s)
                 || user_deleted.contains(s)
                 || targets.contains_key(s)
                 || gone.contains_key(s)
@@ -297,10 +310,6 @@ impl Store {
             .iter()
             .any(|p| p.cut_off || !p.covered.is_disjoint(&compacted));
         let kept = if cut_off {
-            let members: BTreeSet<u64> = plans
-                .iter()
-                .flat_map(|p| p.group.members.iter().copied())
-                .collect();
             excluded.retain(|s| !members.contains(s));
             Some(self.replay_for_remaking(excluded, |_, _| {})?)
         } else {
@@ -443,6 +452,35 @@ fn children_again(
         .filter(|c| !raw_deleted.contains(c))
         .map(|c| made.get(c).copied().unwrap_or(*c))
         .collect()
+}
+
+/// The events (not summaries) that the summaries `live` says stay hold, through their
+/// children and the summaries they replaced, forgotten ones on the way included, less every
+/// event one of them is without. A forgotten event none holds has no part in the graph any
+/// more: its summaries went with it, by forgetting or by a user's deletion (one before this
+/// session's did not list the forgotten events it named).
+fn held_by_summaries(chain: &[SummaryLink], live: impl Fn(u64) -> bool) -> BTreeSet<u64> {
+    let index: BTreeSet<u64> = chain.iter().map(|l| l.seq).collect();
+    let mut reached: BTreeSet<u64> = index.iter().copied().filter(|s| live(*s)).collect();
+    let mut held = BTreeSet::new();
+    let mut without = BTreeSet::new();
+    // A summary comes after its children and the summary it replaced: from the end of the
+    // log back, each is reached before what it holds.
+    for link in chain.iter().rev() {
+        if !reached.contains(&link.seq) {
+            continue;
+        }
+        without.extend(link.without.iter().copied());
+        for below in link.children.iter().chain(&link.supersedes) {
+            if index.contains(below) {
+                reached.insert(*below);
+            } else {
+                held.insert(*below);
+            }
+        }
+    }
+    held.retain(|s| !without.contains(s));
+    held
 }
 
 /// The events the summary `top` covers, through its children and the summaries it replaced
