@@ -2131,3 +2131,50 @@ fn a_summary_made_again_keeps_a_fact_whose_node_another_period_made() {
         assert_verifies(&store);
     }
 }
+
+/// helper-89 O: a node whose making event no staying summary holds (its week's summary was
+/// deleted by number, and it was forgotten) lives on in the later summaries restating it as an
+/// edge's end; a deletion that made those again read values from a graph without it, and its
+/// edges went. A node a summary made again restated that the events left do not make comes
+/// from the summary's own restatement, less what only deleted events gave, with its edges.
+#[test]
+fn a_summary_made_again_keeps_a_node_only_summaries_restated() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let mut secret = noted(720, 0.3, vec![]);
+        secret.payload = loci::Value::from("a secret");
+        store
+            .ingest(vec![
+                noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
+                noted(20, 0.3, vec![]),
+                noted(
+                    710,
+                    0.9,
+                    vec![
+                        node_named("n", Some("Person"), Some("Nell")),
+                        edge("bot", "KNOWS", "n", Some(0.9)),
+                    ],
+                ),
+                secret,
+                noted(1410, 0.3, vec![]),
+                noted(2110, 0.3, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        let week0 = consolidate::summaries(&store)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.level == Level::Week && s.start == 0)
+            .map(|s| s.seq);
+        let Some(week0) = week0 else {
+            panic!("{backend}: no live summary of week 0")
+        };
+        store.delete(&loci::DeleteRequest::events([week0])).unwrap();
+        let before = facts(&store);
+        assert!(before.contains_key(&("bot".into(), "KNOWS".into(), "n".into())));
+        let r = store.delete(&loci::DeleteRequest::events([4])).unwrap();
+        assert_eq!(facts(&store), before, "{backend}: {r:?}");
+        assert_verifies(&store);
+    }
+}

@@ -153,10 +153,9 @@ impl Store {
         let range = (plan.summary.start, plan.summary.end);
         let carriers = context.taken.carriers.as_ref();
         let seed_only = |value: &str| {
-            !complete
-                && carriers.is_some_and(|c: &Carriers| c.seed_only(value, range, plan.group.latest))
+            carriers.is_some_and(|c: &Carriers| c.seed_only(value, range, plan.group.latest))
         };
-        let assertions = self.restated_again(plan, graph, context.request, &seed_only)?;
+        let assertions = self.restated_again(plan, (graph, complete), context, &seed_only)?;
         let mut unnamed = context.request_names.clone();
         if let Some(c) = carriers {
             unnamed.extend(c.seed_only_names(range, plan.group.latest));
@@ -309,7 +308,7 @@ impl Store {
         let cut_off = plans
             .iter()
             .any(|p| p.cut_off || !p.covered.is_disjoint(&compacted));
-        let kept = if cut_off {
+        let kept = if cut_off || restates_a_node_not_in(self, plans, &left)? {
             excluded.retain(|s| !members.contains(s));
             Some(self.replay_for_remaking(excluded, |_, _| {})?)
         } else {
@@ -349,13 +348,18 @@ impl Store {
     }
 
     /// What the summary of `plan` made again restates: the nodes and edges its group
-    /// restated, as `graph` holds them, less every node the request names; from a graph with
-    /// the taken summaries kept, also less what `seed_only` says only deleted events gave.
+    /// restated, as `graph` holds them, less every node the request names; from the graph
+    /// with the taken summaries kept (not `complete`), also less what `seed_only` says only
+    /// deleted events gave. A node the events left do not make (its maker forgotten, and held
+    /// by no summary that stays but the taken ones) comes from the taken summaries' own
+    /// restatement, less that, with the edges that want it; an edge whose ends the events
+    /// left make and which they do not make (a retraction, an assertion on a node a deleted
+    /// event had made) is not brought back.
     fn restated_again(
         &self,
         plan: &Plan<'_>,
-        graph: &State,
-        request: &DeleteRequest,
+        (graph, complete): (&State, bool),
+        context: &Context<'_>,
         seed_only: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<Assertion>> {
         let mut asserted = Vec::new();
@@ -364,15 +368,61 @@ impl Store {
                 asserted.push(ev);
             }
         }
-        let restated = consolidate::restated(
-            asserted
-                .iter()
-                .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a))),
-            |key| Ok(graph.node_id(key).and_then(|id| graph.node(id))),
-            |from, relation, to| Ok(graph.edge_by_keys(from, relation, to)),
-        )?;
-        Ok(kept_of(restated, &request.nodes, seed_only))
+        let restate = |graph: &State, keep: &dyn Fn(&Assertion) -> bool| {
+            consolidate::restated(
+                (asserted.iter())
+                    .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a)))
+                    .filter(|(_, a)| keep(a)),
+                |key| Ok(graph.node_id(key).and_then(|id| graph.node(id))),
+                |from, relation, to| Ok(graph.edge_by_keys(from, relation, to)),
+            )
+        };
+        let nodes = &context.request.nodes;
+        let not_stripped = |_: &str| false;
+        let strip: &dyn Fn(&str) -> bool = if complete { &not_stripped } else { seed_only };
+        let mut out = kept_of(restate(graph, &|_| true)?, nodes, strip, &BTreeSet::new());
+        let (Some(kept), true) = (&context.sources.kept, complete) else {
+            return Ok(out);
+        };
+        let made = |key: &str| graph.node_id(key).is_some();
+        let missing = |a: &Assertion| match a {
+            Assertion::UpsertNode(up) => !made(&up.key),
+            Assertion::UpsertEdge(up) => !made(&up.from) || !made(&up.to),
+            _ => false,
+        };
+        let present: BTreeSet<String> = (out.iter())
+            .filter_map(|a| match a {
+                Assertion::UpsertNode(up) => Some(up.key.clone()),
+                _ => None,
+            })
+            .collect();
+        let fallback = restate(kept, &missing)?;
+        out.extend(kept_of(fallback, nodes, seed_only, &present));
+        Ok(out)
     }
+}
+
+/// Whether some node the summaries of `plans` restated is not in `graph`: then the graph with
+/// the taken summaries kept is read too ([`Store::restated_again`]).
+fn restates_a_node_not_in(store: &Store, plans: &[Plan<'_>], graph: &State) -> Result<bool> {
+    for plan in plans {
+        for seq in &plan.group.members {
+            let Some(ev) = store.raw_event(*seq)? else {
+                continue;
+            };
+            let missing = ev.assertions.iter().any(|a| match a {
+                Assertion::UpsertNode(up) => graph.node_id(&up.key).is_none(),
+                Assertion::UpsertEdge(up) => {
+                    graph.node_id(&up.from).is_none() || graph.node_id(&up.to).is_none()
+                }
+                _ => false,
+            });
+            if missing {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// The names and aliases of the nodes `request` names, which no text made again may keep,
@@ -580,15 +630,16 @@ fn groups_to_make_again(
 }
 
 /// What a summary made again restates of `restated`: no node `nodes` names, no node or edge
-/// only deleted events upserted (`seed_only` of its subject), no edge without both its ends,
-/// and no value only deleted events gave.
+/// only deleted events upserted (`seed_only` of its subject), no edge without both its ends
+/// (among `restated`'s nodes kept and `kept_before`), and no value only deleted events gave.
 fn kept_of(
     restated: Vec<Assertion>,
     nodes: &[String],
     seed_only: &dyn Fn(&str) -> bool,
+    kept_before: &BTreeSet<String>,
 ) -> Vec<Assertion> {
     let named = |key: &str| nodes.iter().any(|k| k == key);
-    let mut kept_nodes = BTreeSet::new();
+    let mut kept_nodes = kept_before.clone();
     let mut out = Vec::new();
     for a in restated {
         let keep = match &a {
