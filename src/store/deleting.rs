@@ -211,12 +211,12 @@ impl Carriers {
             }
         }
         // A name another node bears too is no trace of the seeds' in a text.
-        let state = store.read_state();
+        let names: BTreeSet<String> = carriers.names.iter().map(|(_, n, _)| n.clone()).collect();
+        let bearers = store.read_state().keys_named(&names);
         carriers.names.retain(|(_, name, key)| {
-            let one = BTreeSet::from([name.clone()]);
-            state
-                .names_borne_by_others(&one, &[key.as_str()])
-                .is_empty()
+            bearers
+                .get(name)
+                .is_none_or(|keys| keys.iter().all(|k| k == key))
         });
         carriers.names.sort();
         carriers.names.dedup();

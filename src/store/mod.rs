@@ -438,21 +438,24 @@ impl State {
         found
     }
 
-    /// Of `names`, those a live node whose key is not among `except` is named (its name, read
-    /// in place): a name another node bears too is no trace of a deleted one in a text.
-    fn names_borne_by_others(&self, names: &BTreeSet<String>, except: &[&str]) -> BTreeSet<String> {
-        let mut borne = BTreeSet::new();
+    /// The keys of the live nodes named each of `names` (their name, read in place), in one
+    /// pass over the nodes: a name another node bears too is no trace of a deleted one in a
+    /// text.
+    fn keys_named(&self, names: &BTreeSet<String>) -> BTreeMap<String, BTreeSet<String>> {
+        let mut keys: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         if names.is_empty() {
-            return borne;
+            return keys;
         }
         for id in self.nodes.ids() {
             if let (Some(name), Some(key)) = (self.nodes.name(id), self.nodes.key(id)) {
-                if names.contains(name) && !except.contains(&key) {
-                    borne.insert(name.to_string());
+                if names.contains(name) {
+                    keys.entry(name.to_string())
+                        .or_default()
+                        .insert(key.to_string());
                 }
             }
         }
-        borne
+        keys
     }
 
     /// The live edge `from -relation-> to`, by node keys.

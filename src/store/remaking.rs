@@ -432,9 +432,11 @@ fn request_names(before: &State, request: &DeleteRequest) -> Vec<String> {
         .filter_map(|key| before.node_id(key).and_then(|id| before.node(id)))
         .flat_map(|n| std::iter::once(n.name).chain(n.aliases))
         .collect();
-    let keys: Vec<&str> = request.nodes.iter().map(String::as_str).collect();
-    let borne = before.names_borne_by_others(&names, &keys);
-    names.into_iter().filter(|n| !borne.contains(n)).collect()
+    let bearers = before.keys_named(&names);
+    let only_theirs = |name: &String| {
+        (bearers.get(name)).is_none_or(|keys| keys.iter().all(|k| request.nodes.contains(k)))
+    };
+    names.into_iter().filter(only_theirs).collect()
 }
 
 /// The digest of the summary of `plan` made again: made from the records of the events it
