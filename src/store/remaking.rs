@@ -50,7 +50,10 @@ struct Group {
 struct Plan<'g> {
     group: &'g Group,
     summary: Summary,
-    event: Event,
+    /// The records of the group's summaries, read once: the latest's, and what each restated.
+    members: Vec<Event>,
+    /// Where the latest's record is among `members`.
+    latest_at: usize,
     /// The deleted events it was made from (and is made again without).
     removed: Vec<u64>,
     /// The events it covers (through its children and the summaries it replaced), less the
@@ -58,6 +61,15 @@ struct Plan<'g> {
     covered: BTreeSet<u64>,
     /// Whether a summary it covers has a child whose record a compaction replaced.
     cut_off: bool,
+}
+
+impl Plan<'_> {
+    /// The record of the group's latest summary.
+    fn latest_event(&self) -> &Event {
+        // In bounds: `latest_at` is the position `plans` found in this same vector, which
+        // nothing changes after.
+        &self.members[self.latest_at]
+    }
 }
 
 /// What every summary a deletion makes again is made with.
@@ -175,7 +187,7 @@ impl Store {
         let without: Vec<u64> = without.into_iter().collect();
         consolidate::made_again(
             &policy,
-            (&plan.summary, &plan.event),
+            (&plan.summary, plan.latest_event()),
             digest,
             (&children, &without),
             assertions,
@@ -221,10 +233,16 @@ impl Store {
                 Some(seqs) => self.summarised_of(seqs)?,
                 None => Some(Vec::new()),
             };
-            let event = self.raw_event(group.latest)?;
-            let summary = event.as_ref().and_then(Summary::of_event);
-            match (removed, event, summary) {
-                (Some(removed), Some(event), Some(summary))
+            let mut members = Vec::with_capacity(group.members.len());
+            for seq in &group.members {
+                members.extend(self.raw_event(*seq)?);
+            }
+            let latest_at = members.iter().position(|e| e.seq == group.latest);
+            let summary = latest_at
+                .and_then(|i| members.get(i))
+                .and_then(Summary::of_event);
+            match (removed, latest_at, summary) {
+                (Some(removed), Some(latest_at), Some(summary))
                     if !above_not_made && !from_named.contains_key(&group.latest) =>
                 {
                     let (covered, cut_off) = coverage(&index, group.latest);
@@ -232,7 +250,8 @@ impl Store {
                     plans.push(Plan {
                         group,
                         summary,
-                        event,
+                        members,
+                        latest_at,
                         removed,
                         covered: covered.into_iter().filter(|s| !deleted(s)).collect(),
                         cut_off,
@@ -308,7 +327,7 @@ impl Store {
         let cut_off = plans
             .iter()
             .any(|p| p.cut_off || !p.covered.is_disjoint(&compacted));
-        let kept = if cut_off || restates_a_node_not_in(self, plans, &left)? {
+        let kept = if cut_off || restates_a_node_not_in(plans, &left) {
             excluded.retain(|s| !members.contains(s));
             Some(self.replay_for_remaking(excluded, |_, _| {})?)
         } else {
@@ -362,15 +381,9 @@ impl Store {
         context: &Context<'_>,
         seed_only: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<Assertion>> {
-        let mut asserted = Vec::new();
-        for seq in &plan.group.members {
-            if let Some(ev) = self.raw_event(*seq)? {
-                asserted.push(ev);
-            }
-        }
         let restate = |graph: &State, keep: &dyn Fn(&Assertion) -> bool| {
             consolidate::restated(
-                (asserted.iter())
+                (plan.members.iter())
                     .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a)))
                     .filter(|(_, a)| keep(a)),
                 |key| Ok(graph.node_id(key).and_then(|id| graph.node(id))),
@@ -384,12 +397,7 @@ impl Store {
         let (Some(kept), true) = (&context.sources.kept, complete) else {
             return Ok(out);
         };
-        let made = |key: &str| graph.node_id(key).is_some();
-        let missing = |a: &Assertion| match a {
-            Assertion::UpsertNode(up) => !made(&up.key),
-            Assertion::UpsertEdge(up) => !made(&up.from) || !made(&up.to),
-            _ => false,
-        };
+        let missing = |a: &Assertion| wants_a_node_not_in(a, graph);
         let present: BTreeSet<String> = (out.iter())
             .filter_map(|a| match a {
                 Assertion::UpsertNode(up) => Some(up.key.clone()),
@@ -402,27 +410,23 @@ impl Store {
     }
 }
 
+/// Whether assertion `a` upserts a node, or an edge with an end, that `graph` does not hold.
+fn wants_a_node_not_in(a: &Assertion, graph: &State) -> bool {
+    let missing = |key: &str| graph.node_id(key).is_none();
+    match a {
+        Assertion::UpsertNode(up) => missing(&up.key),
+        Assertion::UpsertEdge(up) => missing(&up.from) || missing(&up.to),
+        _ => false,
+    }
+}
+
 /// Whether some node the summaries of `plans` restated is not in `graph`: then the graph with
 /// the taken summaries kept is read too ([`Store::restated_again`]).
-fn restates_a_node_not_in(store: &Store, plans: &[Plan<'_>], graph: &State) -> Result<bool> {
-    for plan in plans {
-        for seq in &plan.group.members {
-            let Some(ev) = store.raw_event(*seq)? else {
-                continue;
-            };
-            let missing = ev.assertions.iter().any(|a| match a {
-                Assertion::UpsertNode(up) => graph.node_id(&up.key).is_none(),
-                Assertion::UpsertEdge(up) => {
-                    graph.node_id(&up.from).is_none() || graph.node_id(&up.to).is_none()
-                }
-                _ => false,
-            });
-            if missing {
-                return Ok(true);
-            }
-        }
-    }
-    Ok(false)
+fn restates_a_node_not_in(plans: &[Plan<'_>], graph: &State) -> bool {
+    (plans.iter())
+        .flat_map(|p| &p.members)
+        .flat_map(|e| &e.assertions)
+        .any(|a| wants_a_node_not_in(a, graph))
 }
 
 /// The names and aliases of the nodes `request` names, which no text made again may keep,
