@@ -165,10 +165,7 @@ pub(crate) fn values_given(event: &Event) -> Vec<String> {
         match a {
             Assertion::UpsertNode(up) => {
                 out.extend(node_values(up).into_iter().map(|(_, v)| v));
-                // A node made without a name is named by its first alias.
-                if up.name.is_none() {
-                    out.extend(up.aliases.first().map(|a| node_value(&up.key, "name", a)));
-                }
+                out.extend(first_alias_naming(up).map(|(v, _)| v));
             }
             Assertion::UpsertEdge(up) => out.extend(edge_values(up).into_iter().map(|(_, v)| v)),
             _ => {}
@@ -193,12 +190,17 @@ pub(crate) fn names_given(event: &Event) -> Vec<(String, String, String)> {
             };
             out.extend(up.name.iter().map(|n| of("name", n)));
             out.extend(up.aliases.iter().map(|a| of("alias", a)));
-            if up.name.is_none() {
-                out.extend(up.aliases.first().map(|a| of("name", a)));
-            }
+            out.extend(first_alias_naming(up).map(|(v, a)| (up.key.clone(), v, a.clone())));
         }
     }
     out
+}
+
+/// A node made without a name is named by its first alias: that name's value text, and the
+/// alias.
+fn first_alias_naming(up: &crate::model::NodeUpsert) -> Option<(String, &String)> {
+    let alias = up.aliases.first().filter(|_| up.name.is_none())?;
+    Some((node_value(&up.key, "name", alias), alias))
 }
 
 /// The nodes and edges `event` upserts, each as one text (apart from any value's text): what a

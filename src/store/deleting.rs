@@ -277,10 +277,7 @@ impl Carriers {
         for &(summary, i) in &self.found {
             // A forgotten event a user did not delete, logged before the summary, gives the
             // value as a live one does: a summary made again restates it from there.
-            let forgotten_giver = self.given_by_deleted.get(&i).is_some_and(|by| {
-                by.iter()
-                    .any(|(seq, _)| *seq < summary && !self.user_deleted.contains(seq))
-            });
+            let forgotten_giver = self.forgotten_giver(i, summary, |_| true);
             if self.given_elsewhere.contains(&i) || self.values[i].subject || forgotten_giver {
                 continue;
             }
@@ -313,15 +310,19 @@ impl Carriers {
     }
 
     fn seed_only_at(&self, i: usize, range: (i64, i64), before: u64) -> bool {
+        let in_range = |ts: i64| (range.0..=range.1).contains(&ts);
         self.values[i].by_raw_seed
             && !self.given_elsewhere.contains(&i)
-            && !self.given_by_deleted.get(&i).is_some_and(|by| {
-                by.iter().any(|&(seq, ts)| {
-                    seq < before
-                        && (range.0..=range.1).contains(&ts)
-                        && !self.user_deleted.contains(&seq)
-                })
-            })
+            && !self.forgotten_giver(i, before, in_range)
+    }
+
+    /// Whether a forgotten event no user deleted, logged before `before` at a world time
+    /// `at` accepts, gives value `i`.
+    fn forgotten_giver(&self, i: usize, before: u64, at: impl Fn(i64) -> bool) -> bool {
+        self.given_by_deleted.get(&i).is_some_and(|by| {
+            by.iter()
+                .any(|&(seq, ts)| seq < before && at(ts) && !self.user_deleted.contains(&seq))
+        })
     }
 }
 
