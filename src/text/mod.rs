@@ -10,6 +10,7 @@ pub mod names;
 mod verified;
 mod words;
 
+use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -726,17 +727,56 @@ fn check_files(
     read_only: bool,
     every: bool,
 ) -> Result<Vec<PathBuf>> {
+    check_listed_files(&segment_files_of(index), dir, directory, read_only, every)
+}
+
+/// The files the index's segments name, as its committed list says now.
+fn segment_files_of(index: &Index) -> impl Fn() -> Result<HashSet<PathBuf>> + '_ {
+    || Ok(index.load_metas().map_err(terr)?.list_segment_files())
+}
+
+/// Every file of the segments `segment_files` lists checked whole ([`check_files`] with
+/// `every`, for `verify`), the list taken again while a file goes under the check. A merge
+/// the store's own writer started (a commit's, as the open's catching up with the log after
+/// a crash) or a writer beside a read-only handle removes the merged segments' files once it
+/// has listed the new one: verify failed on a store no other process had open.
+fn check_every_file(
+    segment_files: &dyn Fn() -> Result<HashSet<PathBuf>>,
+    dir: &Path,
+    directory: &verified::VerifiedDirectory,
+) -> Result<Vec<PathBuf>> {
+    const ATTEMPTS: u32 = 20;
+    let mut attempt = 0;
+    loop {
+        match check_listed_files(segment_files, dir, directory, true, true) {
+            Err(e @ Error::Text { .. }) if attempt + 1 < ATTEMPTS => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "text index changed while checked; again");
+                std::thread::sleep(std::time::Duration::from_millis(5 * u64::from(attempt)));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// [`check_files`] of the files `segment_files` lists.
+fn check_listed_files(
+    segment_files: &dyn Fn() -> Result<HashSet<PathBuf>>,
+    dir: &Path,
+    directory: &verified::VerifiedDirectory,
+    read_only: bool,
+    every: bool,
+) -> Result<Vec<PathBuf>> {
     let list = dir.join(CHECKED_FILES);
     let checked = if every {
         verified::Checked::default()
     } else {
         verified::Checked::read(&list)
     };
-    let metas = index.load_metas().map_err(terr)?;
     // Every file the segments name, not only those tantivy's list of managed files holds: a
     // damaged list would leave a segment unchecked. A component a segment does not have (no
     // deletes yet) is not there to check.
-    let mut files: Vec<PathBuf> = metas.list_segment_files().into_iter().collect();
+    let mut files: Vec<PathBuf> = segment_files()?.into_iter().collect();
     files.sort();
     let mut damaged = Vec::new();
     let mut now_checked = verified::Checked::default();
@@ -754,9 +794,7 @@ fn check_files(
                 // Gone from under a read-only open and no longer listed, a writer beside it
                 // merged it away: the open tries again. Still listed, it is damage, which a
                 // rebuild mends.
-                let listed = index
-                    .load_metas()
-                    .map_or(true, |m| m.list_segment_files().contains(&file));
+                let listed = segment_files().map_or(true, |files| files.contains(&file));
                 if read_only && !listed {
                     refuse_unless_damage(dir, &file, e)?;
                 }
@@ -866,7 +904,7 @@ fn refuse_unless_damage(dir: &Path, file: &Path, e: std::io::Error) -> Result<()
         Ok(())
     } else if !path.exists() {
         Err(Error::text(format!(
-            "{}: {} went away while the index was opened ({e}): a writer replaced it",
+            "{}: {} went away while the index's files were checked ({e}): a writer replaced it",
             dir.display(),
             file.display()
         )))
@@ -1061,7 +1099,7 @@ impl TextIndex {
     /// file and rebuilds the index.
     pub(crate) fn damaged_files(&self) -> Result<Vec<PathBuf>> {
         let damaged = catch_as_damage(&self.dir, "checksums", self.read_only, || {
-            check_files(&self.index, &self.dir, &self.directory, true, true)
+            check_every_file(&segment_files_of(&self.index), &self.dir, &self.directory)
         })?;
         if !damaged.is_empty() && !self.read_only {
             forget_checked_files(&self.dir);
@@ -1735,6 +1773,39 @@ mod tests {
         drop(index);
         let (index, seq) = TextIndex::open_read_only(dir.path()).unwrap();
         assert_eq!((seq, index.ids_floor()), (9, Some(7)));
+    }
+
+    /// `.ci/run` in session 39: `replay --verify` after a crash failed with "a writer
+    /// replaced it" on a store no other process had open: the open's catching up with the log
+    /// committed, the commit started a merge, and the merge removed the files of the segments
+    /// verify had listed before it read them. Verify takes the list again (here the first list
+    /// names a merged-away file, the next the index as it is) and checks what is there.
+    #[test]
+    fn verify_takes_the_segments_again_when_a_merge_removes_one_under_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _) = TextIndex::open(dir.path()).unwrap();
+        for seq in 1..=3 {
+            let mut draft = crate::model::EventDraft::new(0, "bot", "NOTE");
+            draft.payload = crate::model::Value::from(format!("note {seq} of alder and birch"));
+            let event = Event::from_draft(seq, 0, draft);
+            let docs: Vec<TextDoc> = TextDoc::for_event(&event).into_iter().collect();
+            index.apply(docs, &[], seq, None).unwrap();
+        }
+        let now = segment_files_of(&index.index)().unwrap();
+        assert!(!now.is_empty());
+        let merged_away = PathBuf::from("0123456789abcdef0123456789abcdef.fast");
+        let calls = std::cell::Cell::new(0);
+        let listed = || {
+            calls.set(calls.get() + 1);
+            let mut files = now.clone();
+            if calls.get() == 1 {
+                files.insert(merged_away.clone());
+            }
+            Ok(files)
+        };
+        let damaged = check_every_file(&listed, &index.dir, &index.directory).unwrap();
+        assert!(damaged.is_empty(), "{damaged:?}");
+        assert!(calls.get() > 2, "the list was taken again: {}", calls.get());
     }
 
     /// A segment file that a writer's merge deleted between the open's list of segments and
