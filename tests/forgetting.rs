@@ -2178,3 +2178,56 @@ fn a_summary_made_again_keeps_a_node_only_summaries_restated() {
         assert_verifies(&store);
     }
 }
+
+/// Fuzz seed 19 (session 39): a forgotten event's edge that a later node retraction ended came
+/// back in a store that never forgot when the user deleted the retraction, but not in the
+/// forgotten one: the summary taken with the retraction was made again from the values of the
+/// summaries left, and none restated an edge that was dead when they were written.
+#[test]
+fn deleting_a_retraction_brings_back_what_a_forgotten_event_asserted_before_it() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let events = || {
+            vec![
+                noted(
+                    1,
+                    0.9,
+                    vec![
+                        node_named("bot", Some("Bot"), Some("bot")),
+                        node_named("n2", Some("NPC"), Some("Ann")),
+                    ],
+                ),
+                noted(1500, 0.5, vec![edge("bot", "OFFERS", "n2", Some(1.0))]),
+                noted(1775, 0.3, vec![Assertion::RetractNode { key: "n2".into() }]),
+                noted(
+                    1828,
+                    0.9,
+                    vec![node_named("n2", Some("Smith"), Some("Annie"))],
+                ),
+                noted(2101, 0.1, vec![]),
+            ]
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store.ingest(events()).unwrap();
+        let reference_dir = tempfile::tempdir().unwrap();
+        let reference = Store::create(reference_dir.path(), backend).unwrap();
+        reference.ingest(events()).unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        assert!(
+            store.event(2).unwrap().is_none(),
+            "{backend}: event 2 is forgotten"
+        );
+        assert!(
+            store.event(3).unwrap().is_some(),
+            "{backend}: event 3 is kept"
+        );
+        assert_eq!(facts(&store), facts(&reference), "{backend}");
+        let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
+        reference.delete(&loci::DeleteRequest::events([3])).unwrap();
+        let offers = ("bot".to_string(), "OFFERS".to_string(), "n2".to_string());
+        assert_eq!(facts(&reference).get(&offers), Some(&1.0), "{backend}");
+        assert_eq!(facts(&store), facts(&reference), "{backend}: {r:?}");
+        assert_verifies(&store);
+    }
+}

@@ -11,9 +11,10 @@
 //! - its digest made from the events it covers that are left (forgotten ones too, while the
 //!   log holds their records), with the names the graph gives them once the deleted events are
 //!   gone, and no line holding a name only deleted events gave or a deleted node's name;
-//! - the nodes and edges it restated, with the values the events left give: the graph of the
-//!   log without the deleted events and with the forgotten events back (not those a user
-//!   deleted). Where a
+//! - the nodes and edges it restated and those the events it covers that are left asserted
+//!   (a value a deleted retraction had ended lives again), with the values the events left
+//!   give: the graph of the log without the deleted events and with the forgotten events back
+//!   (not those a user deleted). Where a
 //!   compaction has made some of those a tombstone, with the values the summary restated, less
 //!   each node, edge or value only deleted events gave ([`Carriers::seed_only`]).
 //!
@@ -367,7 +368,7 @@ impl Store {
     }
 
     /// What the summary of `plan` made again restates: the nodes and edges its group
-    /// restated, as `graph` holds them, less every node the request names; from the graph
+    /// restated or the events it covers that are left asserted, as `graph` holds them, less every node the request names; from the graph
     /// with the taken summaries kept (not `complete`), also less what `seed_only` says only
     /// deleted events gave. A node the events left do not make (its maker forgotten, and held
     /// by no summary that stays but the taken ones) comes from the taken summaries' own
@@ -381,9 +382,16 @@ impl Store {
         context: &Context<'_>,
         seed_only: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<Assertion>> {
+        // What the covered events left asserted counts as well as what the group restated:
+        // a value that was dead when the group was written (a forgotten event's edge a later
+        // retraction ended) lives again once the deletion takes what ended it.
+        let covered = (plan.covered.iter())
+            .filter(|s| **s < plan.group.latest)
+            .filter_map(|s| context.sources.records.get(s));
+        let asserted: Vec<&Event> = plan.members.iter().chain(covered).collect();
         let restate = |graph: &State, keep: &dyn Fn(&Assertion) -> bool| {
             consolidate::restated(
-                (plan.members.iter())
+                (asserted.iter())
                     .flat_map(|e| e.assertions.iter().map(move |a| (e.ts, a)))
                     .filter(|(_, a)| keep(a)),
                 |key| Ok(graph.node_id(key).and_then(|id| graph.node(id))),
