@@ -2231,3 +2231,37 @@ fn deleting_a_retraction_brings_back_what_a_forgotten_event_asserted_before_it()
         assert_verifies(&store);
     }
 }
+
+/// Fuzz seed 21 (session 39): a deletion naming a forgotten event of which nothing was left
+/// (its summaries deleted, its record compacted) was refused as "already deleted", which the
+/// user, who never deleted it, could not make sense of. The refusal says forgetting took it;
+/// one the user deleted is refused as before.
+#[test]
+fn deleting_a_forgotten_event_nothing_holds_says_forgetting_took_it() {
+    for backend in BackendKind::ALL {
+        let (_dir, store) = a_forgotten_week(backend, noted(110, 0.3, vec![]));
+        assert!(store.event(2).unwrap().is_none(), "{backend}");
+        let week0 = consolidate::summaries(&store)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.level == Level::Week && s.start == 0)
+            .map(|s| s.seq);
+        let Some(week0) = week0 else {
+            panic!("{backend}: no live summary of week 0")
+        };
+        store.delete(&loci::DeleteRequest::events([week0])).unwrap();
+        let events = store.stats().events;
+        let e = store.delete(&loci::DeleteRequest::events([2])).unwrap_err();
+        let said = e.to_string();
+        assert!(
+            said.contains("event 2 is already deleted"),
+            "{backend}: {said}"
+        );
+        assert!(said.contains("forgetting took it"), "{backend}: {said}");
+        assert_eq!(store.stats().events, events, "{backend}: nothing written");
+        let e = store
+            .delete(&loci::DeleteRequest::events([week0]))
+            .unwrap_err();
+        assert!(!e.to_string().contains("forgetting"), "{backend}: {e}");
+    }
+}

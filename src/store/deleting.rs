@@ -24,11 +24,18 @@ use super::remaking::MadeAgain;
 /// Operations per batch while copying into the new backend files.
 const COPY_BATCH: usize = 20_000;
 
-/// The refusal of a deletion of event `seq`, deleted before, of which nothing is left.
-fn already_deleted(seq: u64) -> Error {
+/// The refusal of a deletion of event `seq`, deleted before, of which nothing is left;
+/// `forgotten` when forgetting took it, not a user: the user never deleted it, and is told
+/// why nothing of it is left to delete.
+fn already_deleted(seq: u64, forgotten: bool) -> Error {
+    let why = if forgotten {
+        ": forgetting took it, and no live summary holds anything of it"
+    } else {
+        ""
+    };
     Error::InvalidArgument {
         name: "event".into(),
-        message: format!("event {seq} is already deleted"),
+        message: format!("event {seq} is already deleted{why}"),
     }
 }
 
@@ -671,7 +678,8 @@ impl Store {
             let made = made_from(&chain, &BTreeMap::from([(*seq, *ts)]));
             let carried = carrying.get(seq).is_some_and(|c| c.iter().any(live));
             if !made.iter().any(live) && !carried {
-                return Err(already_deleted(*seq));
+                let forgotten = !self.user_deleted()?.contains(seq);
+                return Err(already_deleted(*seq, forgotten));
             }
         }
         let mut carried: BTreeSet<u64> = carrying.into_values().flatten().collect();
@@ -767,7 +775,7 @@ impl Store {
         for &seq in &request.events {
             if state.deleted.contains(&seq) {
                 if reason != Reason::Delete {
-                    return Err(already_deleted(seq));
+                    return Err(already_deleted(seq, false));
                 }
                 if let Some(ev) = self.raw_event(seq)? {
                     gone.insert(seq, ev.ts);

@@ -358,7 +358,7 @@ impl Store {
     }
 
     /// The events users' deletions list (not forgetting's).
-    fn user_deleted(&self) -> Result<BTreeSet<u64>> {
+    pub(super) fn user_deleted(&self) -> Result<BTreeSet<u64>> {
         Ok(self
             .events_with(Facet::Kind, deletion::DELETE, i64::MIN, i64::MAX)?
             .iter()
