@@ -2265,3 +2265,44 @@ fn deleting_a_forgotten_event_nothing_holds_says_forgetting_took_it() {
         assert!(!e.to_string().contains("forgetting"), "{backend}: {e}");
     }
 }
+
+/// Fuzz seed 10 (session 39): a deletion of the event that made a node again after a kept
+/// event retracted it left the node, stripped of every value to a bare `n4` (`nodes_kept`):
+/// the summaries taken restated it, the events left do not make it, and the fallback for a
+/// node whose maker no staying summary holds brought it back from their restatement. A node
+/// the events left retracted last stays retracted, as in a store that never summarised.
+#[test]
+fn deleting_what_made_a_node_again_after_its_retraction_leaves_it_retracted() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let events = || {
+            vec![
+                noted(
+                    1,
+                    0.9,
+                    vec![
+                        node_named("bot", Some("Bot"), Some("bot")),
+                        node_named("n4", Some("Person"), Some("Dora")),
+                    ],
+                ),
+                noted(1484, 0.9, vec![Assertion::RetractNode { key: "n4".into() }]),
+                noted(
+                    1571,
+                    0.9,
+                    vec![node_named("n4", Some("Smith"), Some("Annie"))],
+                ),
+                noted(2101, 0.1, vec![]),
+            ]
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store.ingest(events()).unwrap();
+        let days_of_100 = ConsolidateOptions::default()
+            .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
+        consolidate::consolidate(&store, &RuleSummarizer, &days_of_100).unwrap();
+        let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
+        assert!(store.node_by_key("n4").is_none(), "{backend}: {r:?}");
+        assert!(r.nodes_kept_keys.is_empty(), "{backend}: {r:?}");
+        assert_verifies(&store);
+    }
+}

@@ -96,6 +96,10 @@ struct Sources {
     records: BTreeMap<u64, Event>,
     /// The events the plans cover that a compaction made tombstones.
     compacted: BTreeSet<u64>,
+    /// The nodes an event left retracted and none made again after it: the summaries taken
+    /// restated them only as a deleted event had made them again, so no fallback to their
+    /// restatement brings them back.
+    retracted: BTreeSet<String>,
 }
 
 impl Store {
@@ -315,7 +319,21 @@ impl Store {
         });
         let mut records = BTreeMap::new();
         let mut compacted = BTreeSet::new();
+        let mut retracted = BTreeSet::new();
         let left = self.replay_for_remaking(left_out, |ev, out| {
+            if !out {
+                for a in &ev.assertions {
+                    match a {
+                        Assertion::RetractNode { key } => {
+                            retracted.insert(key.clone());
+                        }
+                        Assertion::UpsertNode(up) => {
+                            retracted.remove(&up.key);
+                        }
+                        _ => {}
+                    }
+                }
+            }
             if !covered.contains(&ev.seq) {
                 return;
             }
@@ -339,6 +357,7 @@ impl Store {
             kept,
             records,
             compacted,
+            retracted,
         })
     }
 
@@ -368,13 +387,14 @@ impl Store {
     }
 
     /// What the summary of `plan` made again restates: the nodes and edges its group
-    /// restated or the events it covers that are left asserted, as `graph` holds them, less every node the request names; from the graph
-    /// with the taken summaries kept (not `complete`), also less what `seed_only` says only
-    /// deleted events gave. A node the events left do not make (its maker forgotten, and held
-    /// by no summary that stays but the taken ones) comes from the taken summaries' own
-    /// restatement, less that, with the edges that want it; an edge whose ends the events
-    /// left make and which they do not make (a retraction, an assertion on a node a deleted
-    /// event had made) is not brought back.
+    /// restated or the events it covers that are left asserted, as `graph` holds them, less
+    /// every node the request names; from the graph with the taken summaries kept (not
+    /// `complete`), also less what `seed_only` says only deleted events gave. A node the
+    /// events left do not make (its maker forgotten, and held by no summary that stays but
+    /// the taken ones; not one they retracted last) comes from the taken summaries' own
+    /// restatement, less that, with the edges that want it; an edge whose ends the events left
+    /// make and which they do not make (a retraction, an assertion on a node a deleted event
+    /// had made) is not brought back.
     fn restated_again(
         &self,
         plan: &Plan<'_>,
@@ -405,7 +425,11 @@ impl Store {
         let (Some(kept), true) = (&context.sources.kept, complete) else {
             return Ok(out);
         };
-        let missing = |a: &Assertion| wants_a_node_not_in(a, graph);
+        let retracted = |key: &str| context.sources.retracted.contains(key);
+        let missing = |a: &Assertion| {
+            wants_a_node_not_in(a, graph)
+                && !matches!(a, Assertion::UpsertNode(up) if retracted(&up.key))
+        };
         let present: BTreeSet<String> = (out.iter())
             .filter_map(|a| match a {
                 Assertion::UpsertNode(up) => Some(up.key.clone()),
