@@ -2306,3 +2306,73 @@ fn deleting_what_made_a_node_again_after_its_retraction_leaves_it_retracted() {
         assert_verifies(&store);
     }
 }
+
+/// Fuzz seed 15 (session 39): forgetting took a week's summary once later summaries restated
+/// all it supported, and the note that made a node (its label) had no summary left. A deletion
+/// that took those later summaries made them again from the log without that note, where a
+/// later note naming the node made it anew with no label: `NPC` became `Entity` (in a store
+/// that never forgot, the first note's label stays). A forgotten event whose summaries
+/// forgetting took, not a user, comes back into what summaries are made again from.
+#[test]
+fn a_summary_made_again_keeps_a_value_whose_summary_forgetting_took() {
+    use loci::model::{Assertion, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let events = || {
+            let mut secret = noted(1430, 0.3, vec![]);
+            secret.payload = loci::Value::from("a secret");
+            vec![
+                noted(
+                    10,
+                    0.3,
+                    vec![
+                        node_named("bot", Some("Bot"), Some("bot")),
+                        node_named("n2", Some("NPC"), Some("Nell")),
+                    ],
+                ),
+                noted(720, 0.3, vec![]),
+                noted(
+                    1420,
+                    0.3,
+                    vec![
+                        edge("bot", "KNOWS", "n2", Some(0.9)),
+                        node_named("n2", Some("NPC"), None),
+                    ],
+                ),
+                secret,
+                noted(
+                    2110,
+                    0.3,
+                    vec![Assertion::UpsertNode(NodeUpsert {
+                        key: "n2".into(),
+                        name: Some("Nell".into()),
+                        ..Default::default()
+                    })],
+                ),
+            ]
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store.ingest(events()).unwrap();
+        let reference_dir = tempfile::tempdir().unwrap();
+        let reference = Store::create(reference_dir.path(), backend).unwrap();
+        reference.ingest(events()).unwrap();
+        // Twice: a week's summary goes only once nothing else of its week is left.
+        for _ in 0..2 {
+            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+                .unwrap();
+        }
+        let weeks = consolidate::summaries(&store).unwrap();
+        assert!(
+            weeks.iter().all(|s| s.start == 1400),
+            "{backend}: only week 2's summary is left: {weeks:?}"
+        );
+        assert_eq!(store.node_by_key("n2").unwrap().label, "NPC", "{backend}");
+        let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
+        reference.delete(&loci::DeleteRequest::events([3])).unwrap();
+        let label = |s: &Store| s.node_by_key("n2").map(|n| n.label);
+        assert_eq!(label(&reference).as_deref(), Some("NPC"), "{backend}");
+        assert_eq!(label(&store), label(&reference), "{backend}: {r:?}");
+        assert_eq!(facts(&store), facts(&reference), "{backend}: {r:?}");
+        assert_verifies(&store);
+    }
+}

@@ -14,7 +14,7 @@
 //! - the nodes and edges it restated and those the events it covers that are left asserted
 //!   (a value a deleted retraction had ended lives again), with the values the events left
 //!   give: the graph of the log without the deleted events and with the forgotten events back
-//!   (not those a user deleted). Where a
+//!   (not those a user deleted, nor those only a summary a user deleted held). Where a
 //!   compaction has made some of those a tombstone, with the values the summary restated, less
 //!   each node, edge or value only deleted events gave ([`Carriers::seed_only`]).
 //!
@@ -287,9 +287,12 @@ impl Store {
     }
 
     /// The graphs and records the plans are made again from (see [`Sources`]). A forgotten
-    /// event comes back into `left` when a summary that stays holds it
-    /// ([`held_by_summaries`]) and no user's deletion lists it; forgotten summaries do not
-    /// (they restated values as they were, a deleted event's among them).
+    /// event comes back into `left` when no user's deletion lists it and a summary that stays
+    /// holds it ([`held_by_summaries`]), or forgetting took every summary that held it
+    /// ([`orphaned_by_forgetting`]: later summaries restated what it gave, and those may be
+    /// the ones taken); not when a user deleted a summary holding it and none that stays
+    /// does. Forgotten summaries do not come back (they restated values as they were, a
+    /// deleted event's among them).
     fn sources(
         &self,
         before: &State,
@@ -304,10 +307,16 @@ impl Store {
             .iter()
             .flat_map(|p| p.group.members.iter().copied())
             .collect();
-        let held = held_by_summaries(chain, |seq| {
+        let mut held = held_by_summaries(chain, |seq| {
             !before.deleted.contains(&seq)
                 && (!targets.contains_key(&seq) || members.contains(&seq))
         });
+        let replaced: BTreeSet<u64> = chain.iter().filter_map(|l| l.supersedes).collect();
+        let cut = held_by_summaries(chain, |seq| {
+            let by_user = user_deleted.contains(&seq) && !replaced.contains(&seq);
+            by_user || (targets.contains_key(&seq) && !members.contains(&seq))
+        });
+        held.extend(orphaned_by_forgetting(chain, &before.deleted, &held, &cut));
         let mut excluded = before.deleted.clone();
         excluded.extend(targets.keys().chain(gone.keys()));
         let mut left_out = excluded.clone();
@@ -542,11 +551,11 @@ fn children_again(
         .collect()
 }
 
-/// The events (not summaries) that the summaries `live` says stay hold, through their
+/// The events (not summaries) that the summaries `live` says count hold, through their
 /// children and the summaries they replaced, forgotten ones on the way included, less every
-/// event one of them is without. A forgotten event none holds has no part in the graph any
-/// more: its summaries went with it, by forgetting or by a user's deletion (one before this
-/// session's did not list the forgotten events it named).
+/// event one of them is without: those that stay ([`Store::sources`]), or those a user deleted
+/// (a forgotten event only such a summary held has no part in the graph any more; a
+/// deletion before session 38 did not list the forgotten events it named).
 fn held_by_summaries(chain: &[SummaryLink], live: impl Fn(u64) -> bool) -> BTreeSet<u64> {
     let index: BTreeSet<u64> = chain.iter().map(|l| l.seq).collect();
     let mut reached: BTreeSet<u64> = index.iter().copied().filter(|s| live(*s)).collect();
@@ -569,6 +578,26 @@ fn held_by_summaries(chain: &[SummaryLink], live: impl Fn(u64) -> bool) -> BTree
     }
     held.retain(|s| !without.contains(s));
     held
+}
+
+/// The events (not summaries) the summaries of `chain` were made from that are `deleted` and
+/// that neither summaries that stay hold (`held`) nor summaries a user deleted held (`cut`):
+/// forgetting took them and every summary over them, once later summaries restated what they
+/// gave (a node's label, with the node restated as an edge's end). Without them, a summary
+/// made again took the node from a later event that named it without a label.
+fn orphaned_by_forgetting(
+    chain: &[SummaryLink],
+    deleted: &BTreeSet<u64>,
+    held: &BTreeSet<u64>,
+    cut: &BTreeSet<u64>,
+) -> BTreeSet<u64> {
+    let summaries: BTreeSet<u64> = chain.iter().map(|l| l.seq).collect();
+    (chain.iter())
+        .flat_map(|l| &l.children)
+        .filter(|c| !summaries.contains(c) && deleted.contains(c))
+        .filter(|c| !held.contains(c) && !cut.contains(c))
+        .copied()
+        .collect()
 }
 
 /// The events the summary `top` covers, through its children and the summaries it replaced
