@@ -2376,3 +2376,63 @@ fn a_summary_made_again_keeps_a_value_whose_summary_forgetting_took() {
         assert_verifies(&store);
     }
 }
+
+/// Fuzz seed 10 (session 39), and helper-86 B for a node: a summary made again restates the
+/// values at the end of the log, so one made again after a node was retracted and made again
+/// restated it, and a later deletion of the event that made it again left it there (the
+/// summary was not made from that event, and a node, unlike a value, was never looked for in
+/// later summaries). A later summary restating a node or edge that, since its last retraction,
+/// only deleted events gave, is taken and made again with the rest.
+#[test]
+fn deleting_what_made_a_node_again_takes_it_from_a_summary_made_again_later() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let events = || {
+            let mut secret = noted(20, 0.3, vec![]);
+            secret.payload = loci::Value::from("a secret");
+            vec![
+                noted(
+                    10,
+                    0.9,
+                    vec![
+                        node_named("bot", Some("Bot"), Some("bot")),
+                        node_named("n4", Some("Person"), Some("Dora")),
+                    ],
+                ),
+                secret,
+                noted(720, 0.9, vec![]),
+                noted(1484, 0.9, vec![Assertion::RetractNode { key: "n4".into() }]),
+                noted(
+                    1571,
+                    0.9,
+                    vec![node_named("n4", Some("Person"), Some("Dora"))],
+                ),
+                noted(2110, 0.9, vec![]),
+            ]
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store.ingest(events()).unwrap();
+        let reference_dir = tempfile::tempdir().unwrap();
+        let reference = Store::create(reference_dir.path(), backend).unwrap();
+        reference.ingest(events()).unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        assert!(
+            store.event(2).unwrap().is_none(),
+            "{backend}: the secret is forgotten"
+        );
+        // The week's summary made again, after the node was made again: it restates it.
+        let first = store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        assert!(
+            !first.summaries_made_again.is_empty(),
+            "{backend}: {first:?}"
+        );
+        reference.delete(&loci::DeleteRequest::events([2])).unwrap();
+        let r = store.delete(&loci::DeleteRequest::events([5])).unwrap();
+        reference.delete(&loci::DeleteRequest::events([5])).unwrap();
+        assert!(reference.node_by_key("n4").is_none(), "{backend}");
+        assert!(store.node_by_key("n4").is_none(), "{backend}: {r:?}");
+        assert_eq!(facts(&store), facts(&reference), "{backend}: {r:?}");
+        assert_verifies(&store);
+    }
+}

@@ -131,7 +131,10 @@ type Carrying = BTreeMap<u64, BTreeSet<u64>>;
 /// searchable. A value is given elsewhere when a live event outside the seeds gives it, or a
 /// live summary written before the first seed giving it restates it (it had it from an
 /// earlier event, forgotten since): without that, deleting an event that repeated a place's
-/// name took every later summary naming the place.
+/// name took every later summary naming the place. A node or an edge is carried the same way
+/// counting only what gave it since its last retraction before the summary
+/// ([`Carriers::subject_seeds_carried`]): a summary made again after a node was retracted and
+/// a deleted event made it again restated the node, which the deletion left.
 ///
 /// The same reading finds, for the summaries made again without the seeds
 /// ([`Carriers::seed_only`]), which of the nodes and edges the seeds upsert
@@ -145,6 +148,13 @@ pub(super) struct Carriers {
     /// the log may turn out to give it too.
     found: Vec<(u64, usize)>,
     given_elsewhere: BTreeSet<usize>,
+    /// The live events outside the seeds giving a node or edge (by its index), raw ones and
+    /// summaries logged before the first seed: where a later summary restating it had it
+    /// from.
+    subject_given_at: BTreeMap<usize, Vec<u64>>,
+    /// The live events retracting a node or edge (by its index): what gave it before one no
+    /// longer does.
+    retracted_at: BTreeMap<usize, Vec<u64>>,
     /// Deleted events outside the seeds giving a value, by its index: their seq and world
     /// time.
     given_by_deleted: BTreeMap<usize, Vec<(u64, i64)>>,
@@ -175,6 +185,8 @@ impl Carriers {
             index: Default::default(),
             found: Vec::new(),
             given_elsewhere: BTreeSet::new(),
+            subject_given_at: BTreeMap::new(),
+            retracted_at: BTreeMap::new(),
             given_by_deleted: BTreeMap::new(),
             user_deleted: BTreeSet::new(),
             names: Vec::new(),
@@ -252,7 +264,13 @@ impl Carriers {
                 self.found.push((ev.seq, i));
             } else {
                 self.given_elsewhere.insert(i);
+                if self.values[i].subject {
+                    self.subject_given_at.entry(i).or_default().push(ev.seq);
+                }
             }
+        }
+        for i in self.retracted_by(ev) {
+            self.retracted_at.entry(i).or_default().push(ev.seq);
         }
         // A summary's text names a node as it was named when it was written, whether or not
         // it restates the node: one naming it by a name a seed gave carries that name.
@@ -278,10 +296,84 @@ impl Carriers {
         }
     }
 
+    /// The nodes and edges among the seeds' (by index) that `ev` retracts: a node's edges go
+    /// with it.
+    fn retracted_by(&self, ev: &Event) -> Vec<usize> {
+        let mut out = Vec::new();
+        for a in &ev.assertions {
+            match a {
+                Assertion::RetractNode { key } => {
+                    out.extend(self.index.get(&deletion::node_subject(key)));
+                    let ends_at = |subject: &str| {
+                        let mut parts = subject.split('\0');
+                        let (_, _, from, _, to) = (
+                            parts.next(),
+                            parts.next(),
+                            parts.next(),
+                            parts.next(),
+                            parts.next(),
+                        );
+                        from == Some(key.as_str()) || to == Some(key.as_str())
+                    };
+                    out.extend(
+                        (self.index.iter())
+                            .filter(|(v, i)| self.values[**i].subject && ends_at(v))
+                            .filter(|(v, _)| v.starts_with(deletion::EDGE_SUBJECT))
+                            .map(|(_, i)| *i),
+                    );
+                }
+                Assertion::RetractEdge { from, relation, to } => {
+                    out.extend(self.index.get(&deletion::edge_subject(from, relation, to)));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The seeds whose node or edge `i` summary `summary` carries: those giving it after its
+    /// last retraction before the summary, when nothing else did since (no live event, no
+    /// live summary before them, no forgotten event a user did not delete). A summary
+    /// restates the nodes and edges the graph holds as it is written, so one written after a
+    /// node was retracted and a deleted event made it again (a summary made again, at the end
+    /// of the log) kept the node after that event's deletion.
+    fn subject_seeds_carried(&self, i: usize, summary: u64) -> Vec<u64> {
+        let since = (self.retracted_at.get(&i).into_iter().flatten())
+            .filter(|r| **r < summary)
+            .max()
+            .copied()
+            .unwrap_or(0);
+        let within = |seq: u64| seq > since && seq < summary;
+        let seeds: Vec<u64> = self.values[i]
+            .by
+            .iter()
+            .copied()
+            .filter(|s| within(*s))
+            .collect();
+        let Some(&first) = seeds.first() else {
+            return Vec::new();
+        };
+        let live_giver = (self.subject_given_at.get(&i).into_iter().flatten()).any(|g| within(*g));
+        let summary_before = (self.found.iter()).any(|&(s, j)| j == i && within(s) && s < first);
+        let forgotten_giver = (self.given_by_deleted.get(&i).into_iter().flatten())
+            .any(|&(g, _)| within(g) && !self.user_deleted.contains(&g));
+        if live_giver || summary_before || forgotten_giver {
+            Vec::new()
+        } else {
+            seeds
+        }
+    }
+
     /// For each seed, the summaries carrying a value only the seeds give.
     fn carrying(&self) -> Carrying {
         let mut carrying = Carrying::new();
         for &(summary, i) in &self.found {
+            if self.values[i].subject {
+                for by in self.subject_seeds_carried(i, summary) {
+                    carrying.entry(by).or_default().insert(summary);
+                }
+                continue;
+            }
             // A forgotten event a user did not delete, logged before the summary, gives the
             // value as a live one does: a summary made again restates it from there.
             let forgotten_giver = self.forgotten_giver(i, summary, |_| true);
