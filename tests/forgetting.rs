@@ -2269,8 +2269,9 @@ fn deleting_a_forgotten_event_nothing_holds_says_forgetting_took_it() {
 /// Fuzz seed 10 (session 39): a deletion of the event that made a node again after a kept
 /// event retracted it left the node, stripped of every value to a bare `n4` (`nodes_kept`):
 /// the summaries taken restated it, the events left do not make it, and the fallback for a
-/// node whose maker no staying summary holds brought it back from their restatement. A node
-/// the events left retracted last stays retracted, as in a store that never summarised.
+/// node whose maker no staying summary holds brought it back from their restatement (and then
+/// as the end of an edge the summaries restated from before the retraction). A node the events
+/// left retracted last stays retracted, as in a store that never summarised.
 #[test]
 fn deleting_what_made_a_node_again_after_its_retraction_leaves_it_retracted() {
     use loci::model::Assertion;
@@ -2283,6 +2284,7 @@ fn deleting_what_made_a_node_again_after_its_retraction_leaves_it_retracted() {
                     vec![
                         node_named("bot", Some("Bot"), Some("bot")),
                         node_named("n4", Some("Person"), Some("Dora")),
+                        edge("bot", "KNOWS", "n4", Some(0.9)),
                     ],
                 ),
                 noted(1484, 0.9, vec![Assertion::RetractNode { key: "n4".into() }]),
@@ -2303,6 +2305,7 @@ fn deleting_what_made_a_node_again_after_its_retraction_leaves_it_retracted() {
         let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
         assert!(store.node_by_key("n4").is_none(), "{backend}: {r:?}");
         assert!(r.nodes_kept_keys.is_empty(), "{backend}: {r:?}");
+        assert!(edges(&store, false).is_empty(), "{backend}: {r:?}");
         assert_verifies(&store);
     }
 }

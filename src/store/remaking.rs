@@ -437,7 +437,12 @@ impl Store {
         let retracted = |key: &str| context.sources.retracted.contains(key);
         let missing = |a: &Assertion| {
             wants_a_node_not_in(a, graph)
-                && !matches!(a, Assertion::UpsertNode(up) if retracted(&up.key))
+                && match a {
+                    Assertion::UpsertNode(up) => !retracted(&up.key),
+                    // An edge's ends are restated with it.
+                    Assertion::UpsertEdge(up) => !retracted(&up.from) && !retracted(&up.to),
+                    _ => true,
+                }
         };
         let present: BTreeSet<String> = (out.iter())
             .filter_map(|a| match a {
