@@ -2439,3 +2439,87 @@ fn deleting_what_made_a_node_again_takes_it_from_a_summary_made_again_later() {
         assert_verifies(&store);
     }
 }
+
+/// Fuzz seed 15 (session 39): a node's deletion took week 1's two live summaries (the first,
+/// and the one a late event made) and made them again as one; forgetting then took that one
+/// and week 0's, leaving week 2's summary the only support of a belief week 1 gave. A
+/// deletion of week 2's last note took that summary and did not make it again (no event of
+/// its week was left), and the belief and both its nodes went. A summary with no event left
+/// that still restates what the events left give is made again.
+#[test]
+fn deleting_the_last_note_of_a_summary_keeps_what_it_alone_still_supports() {
+    for backend in BackendKind::ALL {
+        let events = || {
+            let mut secret = noted(1430, 0.3, vec![]);
+            secret.payload = loci::Value::from("a secret");
+            vec![
+                noted(
+                    10,
+                    0.9,
+                    vec![
+                        node_named("bot", Some("Bot"), Some("bot")),
+                        node_named("n2", Some("NPC"), Some("Nell")),
+                    ],
+                ),
+                noted(20, 0.9, vec![node_named("n4", Some("NPC"), Some("Dora"))]),
+                noted(720, 0.3, vec![edge("bot", "KNOWS", "n2", Some(1.0))]),
+                noted(730, 0.3, vec![edge("bot", "KNOWS", "n4", Some(0.9))]),
+                noted(
+                    1420,
+                    0.3,
+                    vec![
+                        edge("bot", "KNOWS", "n2", Some(1.0)),
+                        edge("bot", "OFFERS", "n4", Some(0.9)),
+                    ],
+                ),
+                secret,
+                noted(2110, 0.3, vec![]),
+            ]
+        };
+        let late = || vec![noted(740, 0.3, vec![edge("bot", "HOME", "n4", Some(0.9))])];
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let reference_dir = tempfile::tempdir().unwrap();
+        let reference = Store::create(reference_dir.path(), backend).unwrap();
+        store.ingest(events()).unwrap();
+        reference.ingest(events()).unwrap();
+        let days_of_100 = ConsolidateOptions::default()
+            .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
+        consolidate::consolidate(&store, &RuleSummarizer, &days_of_100).unwrap();
+        store.ingest(late()).unwrap();
+        reference.ingest(late()).unwrap();
+        consolidate::consolidate(&store, &RuleSummarizer, &days_of_100).unwrap();
+        let r = store.delete(&loci::DeleteRequest::nodes(["n4"])).unwrap();
+        reference
+            .delete(&loci::DeleteRequest::nodes(["n4"]))
+            .unwrap();
+        assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
+        for _ in 0..3 {
+            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+                .unwrap();
+        }
+        let live = consolidate::summaries(&store).unwrap();
+        assert!(
+            live.iter().all(|s| s.start == 1400),
+            "{backend}: only week 2's summary is left: {live:?}"
+        );
+        assert_eq!(facts(&store), facts(&reference), "{backend}");
+        assert!(
+            store.event(6).unwrap().is_none(),
+            "{backend}: the secret is forgotten"
+        );
+        let r = store.delete(&loci::DeleteRequest::events([6])).unwrap();
+        reference.delete(&loci::DeleteRequest::events([6])).unwrap();
+        let knows = ("bot".to_string(), "KNOWS".to_string(), "n2".to_string());
+        assert!(facts(&reference).contains_key(&knows), "{backend}");
+        assert_eq!(facts(&store), facts(&reference), "{backend}: {r:?}");
+        assert_eq!(
+            store.node_by_key("n2").map(|n| n.name).as_deref(),
+            Some("Nell")
+        );
+        for t in summary_texts(&store) {
+            assert!(!t.contains("secret"), "{backend}: {t}");
+        }
+        assert_verifies(&store);
+    }
+}

@@ -153,8 +153,8 @@ impl Store {
     }
 
     /// The draft of the summary of `plan` made again (`made`: the numbers of those made
-    /// before it in this deletion), or `None` when no event of its period is left: what it
-    /// restated, events of other periods give.
+    /// before it in this deletion), or `None` when no event of its period is left and it
+    /// restates nothing the events left give.
     fn made_again(
         &self,
         plan: &Plan<'_>,
@@ -179,7 +179,9 @@ impl Store {
         }
         let policy = policy_of(&plan.summary, &context.taken.chain);
         let digest = digest_again(plan, &sources.records, (graph, complete), &unnamed, &policy);
-        if digest.events == 0 {
+        // A summary forgetting left the only support of what other periods' events gave (their
+        // summaries went once it restated it) is made again for that, with no event of its own.
+        if digest.events == 0 && assertions.is_empty() {
             return Ok(None);
         }
         let children = children_again(&plan.summary, &context.raw_deleted, made);
