@@ -292,8 +292,9 @@ impl Store {
     /// event comes back into `left` when no user's deletion lists it and a summary that stays
     /// holds it ([`held_by_summaries`]), or forgetting took every summary that held it
     /// ([`orphaned_by_forgetting`]: later summaries restated what it gave, and those may be
-    /// the ones taken); not when a user deleted a summary holding it and none that stays
-    /// does. Forgotten summaries do not come back (they restated values as they were, a
+    /// the ones taken); not when a user's deletion took a summary holding it (one forgetting
+    /// had not taken before, and no other summary holds) and none that stays does. Forgotten
+    /// summaries do not come back (they restated values as they were, a
     /// deleted event's among them).
     fn sources(
         &self,
@@ -313,9 +314,18 @@ impl Store {
             !before.deleted.contains(&seq)
                 && (!targets.contains_key(&seq) || members.contains(&seq))
         });
-        let replaced: BTreeSet<u64> = chain.iter().filter_map(|l| l.supersedes).collect();
+        // The summaries whose events' gist a user's deletion took: not one forgetting had
+        // taken before a deletion listed it (the chain runs through forgotten summaries), nor
+        // one another holds (as a child, or as the one it replaced: one made again holds the
+        // one it replaces, and the taken ones not made again below it).
+        let forgotten = self.deleted_for(Reason::Forget)?;
+        let held_by_another: BTreeSet<u64> = (chain.iter())
+            .flat_map(|l| l.children.iter().copied().chain(l.supersedes))
+            .collect();
         let cut = held_by_summaries(chain, |seq| {
-            let by_user = user_deleted.contains(&seq) && !replaced.contains(&seq);
+            let by_user = user_deleted.contains(&seq)
+                && !forgotten.contains(&seq)
+                && !held_by_another.contains(&seq);
             by_user || (targets.contains_key(&seq) && !members.contains(&seq))
         });
         held.extend(orphaned_by_forgetting(chain, &before.deleted, &held, &cut));
@@ -389,10 +399,15 @@ impl Store {
 
     /// The events users' deletions list (not forgetting's).
     pub(super) fn user_deleted(&self) -> Result<BTreeSet<u64>> {
+        self.deleted_for(Reason::Delete)
+    }
+
+    /// The events the deletions of `reason` list (forgetting's latest lists all it took).
+    fn deleted_for(&self, reason: Reason) -> Result<BTreeSet<u64>> {
         Ok(self
             .events_with(Facet::Kind, deletion::DELETE, i64::MIN, i64::MAX)?
             .iter()
-            .filter(|e| deletion::reason_of(e) == Some(Reason::Delete))
+            .filter(|e| deletion::reason_of(e) == Some(reason))
             .flat_map(deletion::deleted_by)
             .collect())
     }
