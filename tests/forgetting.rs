@@ -2106,8 +2106,7 @@ fn a_summary_made_again_keeps_a_fact_whose_node_another_period_made() {
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
-        let mut secret = noted(720, 0.3, vec![]);
-        secret.payload = loci::Value::from("a secret");
+        let secret = secret_note(720);
         store
             .ingest(vec![
                 noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
@@ -2142,8 +2141,7 @@ fn a_summary_made_again_keeps_a_node_only_summaries_restated() {
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
-        let mut secret = noted(720, 0.3, vec![]);
-        secret.payload = loci::Value::from("a secret");
+        let secret = secret_note(720);
         store
             .ingest(vec![
                 noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
@@ -2179,6 +2177,46 @@ fn a_summary_made_again_keeps_a_node_only_summaries_restated() {
     }
 }
 
+/// A note of salience 0.3 at `ts` that asserts nothing and says "a secret".
+fn secret_note(ts: i64) -> loci::EventDraft {
+    let mut secret = noted(ts, 0.3, vec![]);
+    secret.payload = loci::Value::from("a secret");
+    secret
+}
+
+/// A store and a reference store given the same events and deletions; the reference is never
+/// consolidated, forgotten or compacted, so what a deletion leaves there is what the log without
+/// the deleted events says (the fuzz harness's oracle, session 38).
+struct Twins {
+    store: Store,
+    reference: Store,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Twins {
+    fn new(backend: BackendKind) -> Self {
+        let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        Twins {
+            store: Store::create(dirs.0.path(), backend).unwrap(),
+            reference: Store::create(dirs.1.path(), backend).unwrap(),
+            _dirs: dirs,
+        }
+    }
+
+    fn ingest(&self, events: Vec<loci::EventDraft>) {
+        self.store.ingest(events.clone()).unwrap();
+        self.reference.ingest(events).unwrap();
+    }
+
+    /// Deletes in both (the events' numbers are the same where the store has written no
+    /// summary before them), giving the store's report.
+    fn delete(&self, request: &loci::DeleteRequest) -> loci::DeleteReport {
+        let report = self.store.delete(request).unwrap();
+        self.reference.delete(request).unwrap();
+        report
+    }
+}
+
 /// Fuzz seed 19 (session 39): a forgotten event's edge that a later node retraction ended came
 /// back in a store that never forgot when the user deleted the retraction, but not in the
 /// forgotten one: the summary taken with the retraction was made again from the values of the
@@ -2207,13 +2245,10 @@ fn deleting_a_retraction_brings_back_what_a_forgotten_event_asserted_before_it()
                 noted(2101, 0.1, vec![]),
             ]
         };
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        store.ingest(events()).unwrap();
-        let reference_dir = tempfile::tempdir().unwrap();
-        let reference = Store::create(reference_dir.path(), backend).unwrap();
-        reference.ingest(events()).unwrap();
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        let twins = Twins::new(backend);
+        twins.ingest(events());
+        let (store, reference) = (&twins.store, &twins.reference);
+        forget::consolidate_then_forget(store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
         assert!(
             store.event(2).unwrap().is_none(),
             "{backend}: event 2 is forgotten"
@@ -2222,13 +2257,12 @@ fn deleting_a_retraction_brings_back_what_a_forgotten_event_asserted_before_it()
             store.event(3).unwrap().is_some(),
             "{backend}: event 3 is kept"
         );
-        assert_eq!(facts(&store), facts(&reference), "{backend}");
-        let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
-        reference.delete(&loci::DeleteRequest::events([3])).unwrap();
+        assert_eq!(facts(store), facts(reference), "{backend}");
+        let r = twins.delete(&loci::DeleteRequest::events([3]));
         let offers = ("bot".to_string(), "OFFERS".to_string(), "n2".to_string());
-        assert_eq!(facts(&reference).get(&offers), Some(&1.0), "{backend}");
-        assert_eq!(facts(&store), facts(&reference), "{backend}: {r:?}");
-        assert_verifies(&store);
+        assert_eq!(facts(reference).get(&offers), Some(&1.0), "{backend}");
+        assert_eq!(facts(store), facts(reference), "{backend}: {r:?}");
+        assert_verifies(store);
     }
 }
 
@@ -2321,8 +2355,7 @@ fn a_summary_made_again_keeps_a_value_whose_summary_forgetting_took() {
     use loci::model::{Assertion, NodeUpsert};
     for backend in BackendKind::ALL {
         let events = || {
-            let mut secret = noted(1430, 0.3, vec![]);
-            secret.payload = loci::Value::from("a secret");
+            let secret = secret_note(1430);
             vec![
                 noted(
                     10,
@@ -2353,30 +2386,26 @@ fn a_summary_made_again_keeps_a_value_whose_summary_forgetting_took() {
                 ),
             ]
         };
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        store.ingest(events()).unwrap();
-        let reference_dir = tempfile::tempdir().unwrap();
-        let reference = Store::create(reference_dir.path(), backend).unwrap();
-        reference.ingest(events()).unwrap();
+        let twins = Twins::new(backend);
+        twins.ingest(events());
+        let (store, reference) = (&twins.store, &twins.reference);
         // Twice: a week's summary goes only once nothing else of its week is left.
         for _ in 0..2 {
-            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+            forget::consolidate_then_forget(store, Some(100), &ForgetOptions::with_budget(2))
                 .unwrap();
         }
-        let weeks = consolidate::summaries(&store).unwrap();
+        let weeks = consolidate::summaries(store).unwrap();
         assert!(
             weeks.iter().all(|s| s.start == 1400),
             "{backend}: only week 2's summary is left: {weeks:?}"
         );
         assert_eq!(store.node_by_key("n2").unwrap().label, "NPC", "{backend}");
-        let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
-        reference.delete(&loci::DeleteRequest::events([3])).unwrap();
+        let r = twins.delete(&loci::DeleteRequest::events([3]));
         let label = |s: &Store| s.node_by_key("n2").map(|n| n.label);
-        assert_eq!(label(&reference).as_deref(), Some("NPC"), "{backend}");
-        assert_eq!(label(&store), label(&reference), "{backend}: {r:?}");
-        assert_eq!(facts(&store), facts(&reference), "{backend}: {r:?}");
-        assert_verifies(&store);
+        assert_eq!(label(reference).as_deref(), Some("NPC"), "{backend}");
+        assert_eq!(label(store), label(reference), "{backend}: {r:?}");
+        assert_eq!(facts(store), facts(reference), "{backend}: {r:?}");
+        assert_verifies(store);
     }
 }
 
@@ -2391,8 +2420,7 @@ fn deleting_what_made_a_node_again_takes_it_from_a_summary_made_again_later() {
     use loci::model::Assertion;
     for backend in BackendKind::ALL {
         let events = || {
-            let mut secret = noted(20, 0.3, vec![]);
-            secret.payload = loci::Value::from("a secret");
+            let secret = secret_note(20);
             vec![
                 noted(
                     10,
@@ -2413,30 +2441,25 @@ fn deleting_what_made_a_node_again_takes_it_from_a_summary_made_again_later() {
                 noted(2110, 0.9, vec![]),
             ]
         };
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        store.ingest(events()).unwrap();
-        let reference_dir = tempfile::tempdir().unwrap();
-        let reference = Store::create(reference_dir.path(), backend).unwrap();
-        reference.ingest(events()).unwrap();
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        let twins = Twins::new(backend);
+        twins.ingest(events());
+        let (store, reference) = (&twins.store, &twins.reference);
+        forget::consolidate_then_forget(store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
         assert!(
             store.event(2).unwrap().is_none(),
             "{backend}: the secret is forgotten"
         );
         // The week's summary made again, after the node was made again: it restates it.
-        let first = store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        let first = twins.delete(&loci::DeleteRequest::events([2]));
         assert!(
             !first.summaries_made_again.is_empty(),
             "{backend}: {first:?}"
         );
-        reference.delete(&loci::DeleteRequest::events([2])).unwrap();
-        let r = store.delete(&loci::DeleteRequest::events([5])).unwrap();
-        reference.delete(&loci::DeleteRequest::events([5])).unwrap();
+        let r = twins.delete(&loci::DeleteRequest::events([5]));
         assert!(reference.node_by_key("n4").is_none(), "{backend}");
         assert!(store.node_by_key("n4").is_none(), "{backend}: {r:?}");
-        assert_eq!(facts(&store), facts(&reference), "{backend}: {r:?}");
-        assert_verifies(&store);
+        assert_eq!(facts(store), facts(reference), "{backend}: {r:?}");
+        assert_verifies(store);
     }
 }
 
@@ -2450,8 +2473,7 @@ fn deleting_what_made_a_node_again_takes_it_from_a_summary_made_again_later() {
 fn deleting_the_last_note_of_a_summary_keeps_what_it_alone_still_supports() {
     for backend in BackendKind::ALL {
         let events = || {
-            let mut secret = noted(1430, 0.3, vec![]);
-            secret.payload = loci::Value::from("a secret");
+            let secret = secret_note(1430);
             vec![
                 noted(
                     10,
@@ -2477,50 +2499,42 @@ fn deleting_the_last_note_of_a_summary_keeps_what_it_alone_still_supports() {
             ]
         };
         let late = || vec![noted(740, 0.3, vec![edge("bot", "HOME", "n4", Some(0.9))])];
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        let reference_dir = tempfile::tempdir().unwrap();
-        let reference = Store::create(reference_dir.path(), backend).unwrap();
-        store.ingest(events()).unwrap();
-        reference.ingest(events()).unwrap();
+        let twins = Twins::new(backend);
+        twins.ingest(events());
+        let (store, reference) = (&twins.store, &twins.reference);
         let days_of_100 = ConsolidateOptions::default()
             .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
-        consolidate::consolidate(&store, &RuleSummarizer, &days_of_100).unwrap();
-        store.ingest(late()).unwrap();
-        reference.ingest(late()).unwrap();
-        consolidate::consolidate(&store, &RuleSummarizer, &days_of_100).unwrap();
-        let r = store.delete(&loci::DeleteRequest::nodes(["n4"])).unwrap();
-        reference
-            .delete(&loci::DeleteRequest::nodes(["n4"]))
-            .unwrap();
+        consolidate::consolidate(store, &RuleSummarizer, &days_of_100).unwrap();
+        twins.ingest(late());
+        consolidate::consolidate(store, &RuleSummarizer, &days_of_100).unwrap();
+        let r = twins.delete(&loci::DeleteRequest::nodes(["n4"]));
         assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
         for _ in 0..3 {
-            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+            forget::consolidate_then_forget(store, Some(100), &ForgetOptions::with_budget(2))
                 .unwrap();
         }
-        let live = consolidate::summaries(&store).unwrap();
+        let live = consolidate::summaries(store).unwrap();
         assert!(
             live.iter().all(|s| s.start == 1400),
             "{backend}: only week 2's summary is left: {live:?}"
         );
-        assert_eq!(facts(&store), facts(&reference), "{backend}");
+        assert_eq!(facts(store), facts(reference), "{backend}");
         assert!(
             store.event(6).unwrap().is_none(),
             "{backend}: the secret is forgotten"
         );
-        let r = store.delete(&loci::DeleteRequest::events([6])).unwrap();
-        reference.delete(&loci::DeleteRequest::events([6])).unwrap();
+        let r = twins.delete(&loci::DeleteRequest::events([6]));
         let knows = ("bot".to_string(), "KNOWS".to_string(), "n2".to_string());
-        assert!(facts(&reference).contains_key(&knows), "{backend}");
-        assert_eq!(facts(&store), facts(&reference), "{backend}: {r:?}");
+        assert!(facts(reference).contains_key(&knows), "{backend}");
+        assert_eq!(facts(store), facts(reference), "{backend}: {r:?}");
         assert_eq!(
             store.node_by_key("n2").map(|n| n.name).as_deref(),
             Some("Nell")
         );
-        for t in summary_texts(&store) {
+        for t in summary_texts(store) {
             assert!(!t.contains("secret"), "{backend}: {t}");
         }
-        assert_verifies(&store);
+        assert_verifies(store);
     }
 }
 
@@ -2536,8 +2550,7 @@ fn a_summary_forgetting_took_before_a_deletion_listed_it_keeps_its_events() {
     use loci::model::{Assertion, NodeUpsert};
     for backend in BackendKind::ALL {
         let events = || {
-            let mut secret = noted(730, 0.3, vec![]);
-            secret.payload = loci::Value::from("a secret");
+            let secret = secret_note(730);
             vec![
                 noted(
                     10,
@@ -2572,17 +2585,14 @@ fn a_summary_forgetting_took_before_a_deletion_listed_it_keeps_its_events() {
                 noted(2110, 0.9, vec![]),
             ]
         };
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        store.ingest(events()).unwrap();
-        let reference_dir = tempfile::tempdir().unwrap();
-        let reference = Store::create(reference_dir.path(), backend).unwrap();
-        reference.ingest(events()).unwrap();
+        let twins = Twins::new(backend);
+        twins.ingest(events());
+        let (store, reference) = (&twins.store, &twins.reference);
         for _ in 0..3 {
-            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+            forget::consolidate_then_forget(store, Some(100), &ForgetOptions::with_budget(2))
                 .unwrap();
         }
-        let weeks: Vec<i64> = (consolidate::summaries(&store).unwrap().iter())
+        let weeks: Vec<i64> = (consolidate::summaries(store).unwrap().iter())
             .map(|s| s.start)
             .collect();
         assert!(
@@ -2590,17 +2600,13 @@ fn a_summary_forgetting_took_before_a_deletion_listed_it_keeps_its_events() {
             "{backend}: week 0's summary is forgotten: {weeks:?}"
         );
         assert!(weeks.contains(&700), "{backend}: week 1's stays: {weeks:?}");
-        assert_eq!(facts(&store), facts(&reference), "{backend}");
-        store.delete(&loci::DeleteRequest::nodes(["n4"])).unwrap();
-        reference
-            .delete(&loci::DeleteRequest::nodes(["n4"]))
-            .unwrap();
-        assert_eq!(facts(&store), facts(&reference), "{backend}");
-        let r = store.delete(&loci::DeleteRequest::events([4])).unwrap();
-        reference.delete(&loci::DeleteRequest::events([4])).unwrap();
+        assert_eq!(facts(store), facts(reference), "{backend}");
+        twins.delete(&loci::DeleteRequest::nodes(["n4"]));
+        assert_eq!(facts(store), facts(reference), "{backend}");
+        let r = twins.delete(&loci::DeleteRequest::events([4]));
         let knows = ("bot".to_string(), "KNOWS".to_string(), "n2".to_string());
-        assert!(facts(&reference).contains_key(&knows), "{backend}");
-        assert_eq!(facts(&store), facts(&reference), "{backend}: {r:?}");
-        assert_verifies(&store);
+        assert!(facts(reference).contains_key(&knows), "{backend}");
+        assert_eq!(facts(store), facts(reference), "{backend}: {r:?}");
+        assert_verifies(store);
     }
 }
