@@ -134,7 +134,10 @@ type Carrying = BTreeMap<u64, BTreeSet<u64>>;
 /// name took every later summary naming the place. A node or an edge is carried the same way
 /// counting only what gave it since its last retraction before the summary
 /// ([`Carriers::subject_seeds_carried`]): a summary made again after a node was retracted and
-/// a deleted event made it again restated the node, which the deletion left.
+/// a deleted event made it again restated the node, which the deletion left. And an edge
+/// that is not the seeds' own but has an end a seed upserts is carried by a later summary
+/// restating it when every assertion of it met that end made only by seeds
+/// ([`Carriers::edges_carried`]): replay without them skips the assertion.
 ///
 /// The same reading finds, for the summaries made again without the seeds
 /// ([`Carriers::seed_only`]), which of the nodes and edges the seeds upsert
@@ -163,6 +166,23 @@ pub(super) struct Carriers {
     /// The names the events the user deletes give, by the index of their value's text, with
     /// the key of the node they name.
     names: Vec<(usize, String, String)>,
+    /// The edges outside the seeds' own with an end a seed upserts, by their subject text:
+    /// who asserted them and which live summaries restated them ([`Carriers::edges_carried`]).
+    end_edges: BTreeMap<String, EdgeTrace>,
+}
+
+/// What the log says of an edge that is not the seeds' own but has an end a seed upserts
+/// ([`Carriers::edges_carried`]).
+#[derive(Default)]
+struct EdgeTrace {
+    /// The indexes (in `values`) of the ends a seed upserts, as subjects.
+    ends: Vec<usize>,
+    /// The events outside the seeds asserting it (live, or forgotten), in log order.
+    givers: Vec<u64>,
+    /// The live summaries restating it, in log order.
+    restated_by: Vec<u64>,
+    /// The live events retracting it.
+    retracted: Vec<u64>,
 }
 
 /// A value (or subject) the seeds of a deletion give ([`Carriers`]).
@@ -190,6 +210,7 @@ impl Carriers {
             given_by_deleted: BTreeMap::new(),
             user_deleted: BTreeSet::new(),
             names: Vec::new(),
+            end_edges: BTreeMap::new(),
         };
         for seq in seeds.keys() {
             let Some(ev) = store.raw_event(*seq)? else {
@@ -272,6 +293,7 @@ impl Carriers {
         for i in self.retracted_by(ev) {
             self.retracted_at.entry(i).or_default().push(ev.seq);
         }
+        self.trace_end_edges(ev, summary);
         // A summary's text names a node as it was named when it was written, whether or not
         // it restates the node: one naming it by a name a seed gave carries that name.
         if summary && !self.names.is_empty() {
@@ -294,6 +316,87 @@ impl Carriers {
                     .push((ev.seq, ev.ts));
             }
         }
+        // A forgotten event a user did not delete asserts as a live one does (it comes back
+        // into what summaries are made again from); one a user deleted is left out later.
+        self.trace_end_edges(ev, false);
+    }
+
+    /// Records what `ev` (outside the seeds; a live `summary`, or not) says of the edges with
+    /// an end a seed upserts: it asserts, restates or retracts them.
+    fn trace_end_edges(&mut self, ev: &Event, summary: bool) {
+        for a in &ev.assertions {
+            let (from, relation, to, retracts) = match a {
+                Assertion::UpsertEdge(up) => (&up.from, &up.relation, &up.to, false),
+                Assertion::RetractEdge { from, relation, to } => (from, relation, to, true),
+                _ => continue,
+            };
+            let end = |key: &str| {
+                (self.index.get(&deletion::node_subject(key)))
+                    .copied()
+                    .filter(|i| self.values[*i].subject && self.values[*i].by_raw_seed)
+            };
+            let ends: Vec<usize> = [end(from), end(to)].into_iter().flatten().collect();
+            let subject = deletion::edge_subject(from, relation, to);
+            if ends.is_empty() || self.index.contains_key(&subject) {
+                continue;
+            }
+            let trace = self.end_edges.entry(subject).or_default();
+            trace.ends = ends;
+            match (retracts, summary) {
+                (true, _) => trace.retracted.push(ev.seq),
+                (false, true) => trace.restated_by.push(ev.seq),
+                (false, false) => trace.givers.push(ev.seq),
+            }
+        }
+    }
+
+    /// For each seed, the live summaries restating an edge (not the seeds' own) that every
+    /// assertion of it since its last retraction met with an end only seeds had made: replay
+    /// without the seeds skips those assertions (the end is not there yet), so what the
+    /// summary restated is the seeds' doing. A kept note's belief in a person only a deleted
+    /// note had made (a later note made them again) lived on in the week's summary.
+    fn edges_carried(&self, carrying: &mut Carrying) {
+        for trace in self.end_edges.values() {
+            for &summary in &trace.restated_by {
+                let retracted = (trace.retracted.iter())
+                    .chain(
+                        trace
+                            .ends
+                            .iter()
+                            .flat_map(|i| self.retracted_at.get(i).into_iter().flatten()),
+                    )
+                    .filter(|r| **r < summary)
+                    .max()
+                    .copied()
+                    .unwrap_or(0);
+                let effective = (trace.givers.iter())
+                    .filter(|g| **g > retracted && **g < summary && !self.user_deleted.contains(g))
+                    .any(|&g| trace.ends.iter().all(|&i| self.made_without_seeds(i, g)));
+                if effective {
+                    continue;
+                }
+                for &i in &trace.ends {
+                    for &by in self.values[i].by.iter().filter(|by| **by < summary) {
+                        carrying.entry(by).or_default().insert(summary);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether node `i` (a subject the seeds give) was there at `at` by an event outside the
+    /// seeds: a live one, or a forgotten one a user did not delete, since its last retraction
+    /// (`at` itself too: an event may make a node and then an edge to it).
+    fn made_without_seeds(&self, i: usize, at: u64) -> bool {
+        let since = (self.retracted_at.get(&i).into_iter().flatten())
+            .filter(|r| **r < at)
+            .max()
+            .copied()
+            .unwrap_or(0);
+        let within = |seq: u64| seq > since && seq <= at;
+        (self.subject_given_at.get(&i).into_iter().flatten()).any(|g| within(*g))
+            || (self.given_by_deleted.get(&i).into_iter().flatten())
+                .any(|&(g, _)| within(g) && !self.user_deleted.contains(&g))
     }
 
     /// The nodes and edges among the seeds' (by index) that `ev` retracts: a node's edges go
@@ -367,6 +470,7 @@ impl Carriers {
     /// For each seed, the summaries carrying a value only the seeds give.
     fn carrying(&self) -> Carrying {
         let mut carrying = Carrying::new();
+        self.edges_carried(&mut carrying);
         for &(summary, i) in &self.found {
             if self.values[i].subject {
                 for by in self.subject_seeds_carried(i, summary) {
