@@ -181,7 +181,8 @@ struct EdgeTrace {
     givers: Vec<u64>,
     /// The live summaries restating it, in log order.
     restated_by: Vec<u64>,
-    /// The live events retracting it.
+    /// The events outside the seeds retracting it (live, or deleted: one a user deleted is
+    /// left out later).
     retracted: Vec<u64>,
 }
 
@@ -365,7 +366,7 @@ impl Carriers {
                             .iter()
                             .flat_map(|i| self.retracted_at.get(i).into_iter().flatten()),
                     )
-                    .filter(|r| **r < summary)
+                    .filter(|r| **r < summary && !self.user_deleted.contains(r))
                     .max()
                     .copied()
                     .unwrap_or(0);

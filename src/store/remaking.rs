@@ -14,7 +14,7 @@
 //! - the nodes and edges it restated and those the events it covers that are left asserted
 //!   (a value a deleted retraction had ended lives again), with the values the events left
 //!   give: the graph of the log without the deleted events and with the forgotten events back
-//!   (not those a user deleted, nor those only a summary a user deleted held). Where a
+//!   (not those a user deleted, nor those only a summary a user's deletion took held). Where a
 //!   compaction has made some of those a tombstone, with the values the summary restated, less
 //!   each node, edge or value only deleted events gave ([`Carriers::seed_only`]).
 //!
@@ -294,8 +294,8 @@ impl Store {
     /// ([`orphaned_by_forgetting`]: later summaries restated what it gave, and those may be
     /// the ones taken); not when a user's deletion took a summary holding it (one forgetting
     /// had not taken before, and no other summary holds) and none that stays does. Forgotten
-    /// summaries do not come back (they restated values as they were, a
-    /// deleted event's among them).
+    /// summaries do not come back (they restated values as they were, a deleted event's
+    /// among them).
     fn sources(
         &self,
         before: &State,
