@@ -468,7 +468,7 @@ fn check_unit(at: At, field: &str, v: f32) -> Result<()> {
 
 /// The kinds of the events that pin and unpin nodes, which make none in a replay that skips
 /// what deleted events made ([`Missing::Skip`]).
-const PIN_KINDS: [&str; 3] = [
+pub(crate) const PIN_KINDS: [&str; 3] = [
     crate::model::kinds::PIN,
     crate::model::kinds::UNPIN,
     crate::journal::PROMOTE,

@@ -2656,3 +2656,44 @@ fn a_belief_asserted_while_its_end_existed_only_by_a_deleted_note_goes_with_it()
         assert_verifies(store);
     }
 }
+
+/// Fuzz seed 63 (session 39): a pinned node, retracted and made again by a note the user then
+/// deleted, stayed (pinned, with the deleted note's name): in a store that never summarised,
+/// replay without the note leaves it retracted, since a pin makes no node there. The pin
+/// counted as what made the node again, both for the summaries made again (which brought it
+/// back from the taken summaries' restatement) and for the later summaries restating it. A
+/// pin does not make a node again after its retraction.
+#[test]
+fn a_pin_does_not_keep_a_node_only_a_deleted_note_made_again() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let events = || {
+            vec![
+                noted(
+                    10,
+                    0.9,
+                    vec![
+                        node_named("bot", Some("Bot"), Some("bot")),
+                        node_named("n1", Some("Person"), Some("Bob")),
+                    ],
+                ),
+                noted(20, 0.9, vec![Assertion::RetractNode { key: "n1".into() }]),
+                noted(30, 0.9, vec![node_named("n1", Some("Smith"), Some("Bob"))]),
+            ]
+        };
+        let twins = Twins::new(backend);
+        twins.ingest(events());
+        for s in [&twins.store, &twins.reference] {
+            s.pin(&["n1"], true).unwrap();
+            s.ingest(vec![noted(720, 0.9, vec![])]).unwrap();
+        }
+        let (store, reference) = (&twins.store, &twins.reference);
+        let days_of_100 = ConsolidateOptions::default()
+            .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
+        consolidate::consolidate(store, &RuleSummarizer, &days_of_100).unwrap();
+        let r = twins.delete(&loci::DeleteRequest::events([3]));
+        assert!(reference.node_by_key("n1").is_none(), "{backend}");
+        assert!(store.node_by_key("n1").is_none(), "{backend}: {r:?}");
+        assert_verifies(store);
+    }
+}

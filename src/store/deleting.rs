@@ -277,10 +277,15 @@ impl Carriers {
             self.user_deleted.extend(deletion::deleted_by(ev));
         }
         let summary = ev.kind == crate::dynamics::consolidate::SUMMARY;
+        // A pin makes no node in a replay without the seeds: it gives no node of theirs.
+        let pin = crate::projection::PIN_KINDS.contains(&ev.kind.as_str());
         for value in Self::given(ev) {
             let Some(&i) = self.index.get(&value) else {
                 continue;
             };
+            if pin && self.values[i].subject {
+                continue;
+            }
             let first = self.values[i].by[0];
             if summary && ev.seq > first {
                 self.found.push((ev.seq, i));

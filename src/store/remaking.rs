@@ -342,7 +342,9 @@ impl Store {
         let mut compacted = BTreeSet::new();
         let mut retracted = BTreeSet::new();
         let left = self.replay_for_remaking(left_out, |ev, out| {
-            if !out {
+            // A pin makes no node in this replay (`Missing::Skip`): it does not undo a
+            // retraction.
+            if !out && !crate::projection::PIN_KINDS.contains(&ev.kind.as_str()) {
                 for a in &ev.assertions {
                     match a {
                         Assertion::RetractNode { key } => {
