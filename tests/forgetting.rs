@@ -2697,3 +2697,44 @@ fn a_pin_does_not_keep_a_node_only_a_deleted_note_made_again() {
         assert_verifies(store);
     }
 }
+
+/// Fuzz seed 66 (session 39): a forgotten note's line lived on in a week's summary that a late
+/// note had made again, folding the one before in; after a compaction made that one a
+/// tombstone, the deletion of the note found no summary made from it (the tombstone was the
+/// week's only way down to the note, and only a tombstone child, not a tombstone it replaced,
+/// let a summary be found by its range) and was refused, saying no live summary held anything
+/// of it while one held its text. A tombstone a summary replaced counts as one of its children.
+#[test]
+fn deleting_a_compacted_note_takes_the_summary_that_folded_its_line_in() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store
+            .ingest(vec![
+                noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
+                secret_note(701),
+                noted(1410, 0.3, vec![]),
+                noted(2110, 0.3, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        assert!(
+            store.event(2).unwrap().is_none(),
+            "{backend}: the secret is forgotten"
+        );
+        store.ingest(vec![noted(1150, 0.3, vec![])]).unwrap();
+        // Week 1 made again with the late note's day, folding the one before in; that one is
+        // forgotten, the late day's summary stays.
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(6)).unwrap();
+        assert!(
+            summary_texts(&store).iter().any(|t| t.contains("a secret")),
+            "{backend}: a summary holds the secret"
+        );
+        let (store, _) = store.compact().unwrap();
+        store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        for t in summary_texts(&store) {
+            assert!(!t.contains("a secret"), "{backend}: {t}");
+        }
+        assert_verifies(&store);
+    }
+}

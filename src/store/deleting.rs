@@ -51,7 +51,8 @@ pub(super) struct SummaryLink {
     /// folds that one's digest (and what it restated) in, so it is made from what that one
     /// was made from.
     pub(super) supersedes: Option<u64>,
-    /// Whether a child is a tombstone, whose own children no record says any more.
+    /// Whether a child (or the summary it replaced) is a tombstone, whose own children no
+    /// record says any more.
     pub(super) unknown_child: bool,
     /// The deleted events it was made again without ([`Summary::without`]).
     ///
@@ -62,9 +63,9 @@ pub(super) struct SummaryLink {
 /// The summaries of `chain` (in log order) made from any of `seeds` (seq to world time),
 /// directly or through other summaries (their children, or the summary they replaced), live
 /// or not: children come before their summaries in
-/// the log, so one pass reaches every level. Where a compaction has made a summary's child a
-/// tombstone, whose children no record says, the summary is taken when its range holds a
-/// seed's time and it was written after that seed.
+/// the log, so one pass reaches every level. Where a compaction has made a summary's child (or
+/// the summary it replaced) a tombstone, whose children no record says, the summary is taken
+/// when its range holds a seed's time and it was written after that seed.
 fn made_from(chain: &[SummaryLink], seeds: &BTreeMap<u64, i64>) -> BTreeSet<u64> {
     origins_of(chain, seeds).into_keys().collect()
 }
@@ -957,7 +958,10 @@ impl Store {
             Ok(true)
         })?;
         for link in &mut chain {
-            link.unknown_child = link.children.iter().any(|c| tombstones.contains(c));
+            // The summary it replaced, a tombstone, hid its events as a tombstone child does.
+            link.unknown_child = (link.children.iter())
+                .chain(&link.supersedes)
+                .any(|c| tombstones.contains(c));
         }
         Ok((chain, carriers))
     }
