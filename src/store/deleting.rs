@@ -395,15 +395,25 @@ impl Carriers {
     /// seeds: a live one, or a forgotten one a user did not delete, since its last retraction
     /// (`at` itself too: an event may make a node and then an edge to it).
     fn made_without_seeds(&self, i: usize, at: u64) -> bool {
-        let since = (self.retracted_at.get(&i).into_iter().flatten())
-            .filter(|r| **r < at)
+        let since = self.last_retraction(i, at);
+        self.given_outside_seeds(i, |seq| seq > since && seq <= at)
+    }
+
+    /// The last live retraction of node or edge `i` logged before `before` (0 when none).
+    fn last_retraction(&self, i: usize, before: u64) -> u64 {
+        (self.retracted_at.get(&i).into_iter().flatten())
+            .filter(|r| **r < before)
             .max()
             .copied()
-            .unwrap_or(0);
-        let within = |seq: u64| seq > since && seq <= at;
+            .unwrap_or(0)
+    }
+
+    /// Whether an event outside the seeds logged at a sequence `within` accepts gave node or
+    /// edge `i`: a live one (raw, or a summary logged before the first seed), or a forgotten
+    /// one no user deleted.
+    fn given_outside_seeds(&self, i: usize, within: impl Fn(u64) -> bool) -> bool {
         (self.subject_given_at.get(&i).into_iter().flatten()).any(|g| within(*g))
-            || (self.given_by_deleted.get(&i).into_iter().flatten())
-                .any(|&(g, _)| within(g) && !self.user_deleted.contains(&g))
+            || self.forgotten_giver(i, &within, |_| true)
     }
 
     /// The nodes and edges among the seeds' (by index) that `ev` retracts: a node's edges go
@@ -448,11 +458,7 @@ impl Carriers {
     /// node was retracted and a deleted event made it again (a summary made again, at the end
     /// of the log) kept the node after that event's deletion.
     fn subject_seeds_carried(&self, i: usize, summary: u64) -> Vec<u64> {
-        let since = (self.retracted_at.get(&i).into_iter().flatten())
-            .filter(|r| **r < summary)
-            .max()
-            .copied()
-            .unwrap_or(0);
+        let since = self.last_retraction(i, summary);
         let within = |seq: u64| seq > since && seq < summary;
         let seeds: Vec<u64> = self.values[i]
             .by
@@ -463,11 +469,8 @@ impl Carriers {
         let Some(&first) = seeds.first() else {
             return Vec::new();
         };
-        let live_giver = (self.subject_given_at.get(&i).into_iter().flatten()).any(|g| within(*g));
         let summary_before = (self.found.iter()).any(|&(s, j)| j == i && within(s) && s < first);
-        let forgotten_giver = (self.given_by_deleted.get(&i).into_iter().flatten())
-            .any(|&(g, _)| within(g) && !self.user_deleted.contains(&g));
-        if live_giver || summary_before || forgotten_giver {
+        if summary_before || self.given_outside_seeds(i, within) {
             Vec::new()
         } else {
             seeds
@@ -487,7 +490,7 @@ impl Carriers {
             }
             // A forgotten event a user did not delete, logged before the summary, gives the
             // value as a live one does: a summary made again restates it from there.
-            let forgotten_giver = self.forgotten_giver(i, summary, |_| true);
+            let forgotten_giver = self.forgotten_giver(i, |seq| seq < summary, |_| true);
             if self.given_elsewhere.contains(&i) || self.values[i].subject || forgotten_giver {
                 continue;
             }
@@ -523,15 +526,20 @@ impl Carriers {
         let in_range = |ts: i64| (range.0..=range.1).contains(&ts);
         self.values[i].by_raw_seed
             && !self.given_elsewhere.contains(&i)
-            && !self.forgotten_giver(i, before, in_range)
+            && !self.forgotten_giver(i, |seq| seq < before, in_range)
     }
 
-    /// Whether a forgotten event no user deleted, logged before `before` at a world time
-    /// `at` accepts, gives value `i`.
-    fn forgotten_giver(&self, i: usize, before: u64, at: impl Fn(i64) -> bool) -> bool {
+    /// Whether a forgotten event no user deleted, logged at a sequence `logged` accepts and at
+    /// a world time `at` accepts, gives value `i`.
+    fn forgotten_giver(
+        &self,
+        i: usize,
+        logged: impl Fn(u64) -> bool,
+        at: impl Fn(i64) -> bool,
+    ) -> bool {
         self.given_by_deleted.get(&i).is_some_and(|by| {
             by.iter()
-                .any(|&(seq, ts)| seq < before && at(ts) && !self.user_deleted.contains(&seq))
+                .any(|&(seq, ts)| logged(seq) && at(ts) && !self.user_deleted.contains(&seq))
         })
     }
 }
