@@ -305,7 +305,7 @@ impl Store {
         chain: &[SummaryLink],
     ) -> Result<Sources> {
         let covered: BTreeSet<u64> = plans.iter().flat_map(|p| p.covered.clone()).collect();
-        let user_deleted = self.user_deleted()?;
+        let (user_deleted, forgotten) = self.deleted_by_reason()?;
         let members: BTreeSet<u64> = plans
             .iter()
             .flat_map(|p| p.group.members.iter().copied())
@@ -318,7 +318,6 @@ impl Store {
         // taken before a deletion listed it (the chain runs through forgotten summaries), nor
         // one another holds (as a child, or as the one it replaced: one made again holds the
         // one it replaces, and the taken ones not made again below it).
-        let forgotten = self.deleted_for(Reason::Forget)?;
         let held_by_another: BTreeSet<u64> = (chain.iter())
             .flat_map(|l| l.children.iter().copied().chain(l.supersedes))
             .collect();
@@ -401,17 +400,21 @@ impl Store {
 
     /// The events users' deletions list (not forgetting's).
     pub(super) fn user_deleted(&self) -> Result<BTreeSet<u64>> {
-        self.deleted_for(Reason::Delete)
+        Ok(self.deleted_by_reason()?.0)
     }
 
-    /// The events the deletions of `reason` list (forgetting's latest lists all it took).
-    fn deleted_for(&self, reason: Reason) -> Result<BTreeSet<u64>> {
-        Ok(self
-            .events_with(Facet::Kind, deletion::DELETE, i64::MIN, i64::MAX)?
-            .iter()
-            .filter(|e| deletion::reason_of(e) == Some(reason))
-            .flat_map(deletion::deleted_by)
-            .collect())
+    /// The events users' deletions list, and those forgetting's list (its latest lists all it
+    /// took), from one read of the deletion events.
+    fn deleted_by_reason(&self) -> Result<(BTreeSet<u64>, BTreeSet<u64>)> {
+        let (mut by_user, mut forgotten) = (BTreeSet::new(), BTreeSet::new());
+        for e in self.events_with(Facet::Kind, deletion::DELETE, i64::MIN, i64::MAX)? {
+            match deletion::reason_of(&e) {
+                Some(Reason::Delete) => by_user.extend(deletion::deleted_by(&e)),
+                Some(Reason::Forget) => forgotten.extend(deletion::deleted_by(&e)),
+                _ => {}
+            }
+        }
+        Ok((by_user, forgotten))
     }
 
     /// What the summary of `plan` made again restates: the nodes and edges its group
