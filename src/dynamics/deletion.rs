@@ -222,12 +222,9 @@ pub(crate) fn node_subject(key: &str) -> String {
     format!("s\0n\0{key}")
 }
 
-/// How the text of an edge as a subject begins ([`edge_subject`]).
-pub(crate) const EDGE_SUBJECT: &str = "s\0e\0";
-
 /// The text of edge `from -relation-> to` as a subject ([`subjects_given`]).
 pub(crate) fn edge_subject(from: &str, relation: &str, to: &str) -> String {
-    format!("{EDGE_SUBJECT}{from}\0{relation}\0{to}")
+    format!("s\0e\0{from}\0{relation}\0{to}")
 }
 
 /// The text of one value of node `key` ([`values_given`]).

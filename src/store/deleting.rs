@@ -170,6 +170,12 @@ pub(super) struct Carriers {
     /// The edges outside the seeds' own with an end a seed upserts, by their subject text:
     /// who asserted them and which live summaries restated them ([`Carriers::edges_carried`]).
     end_edges: BTreeMap<String, EdgeTrace>,
+    /// The nodes the seeds upsert, by key: the index of each as a subject. The log's every
+    /// edge assertion and retraction is looked up here, by key, not by a subject's text.
+    node_at: std::collections::HashMap<String, usize>,
+    /// The edges the seeds upsert, by the key of each end: the indexes of their subjects,
+    /// which a retraction of that node retracts too.
+    edges_at: std::collections::HashMap<String, Vec<usize>>,
 }
 
 /// What the log says of an edge that is not the seeds' own but has an end a seed upserts
@@ -213,6 +219,8 @@ impl Carriers {
             user_deleted: BTreeSet::new(),
             names: Vec::new(),
             end_edges: BTreeMap::new(),
+            node_at: Default::default(),
+            edges_at: Default::default(),
         };
         for seq in seeds.keys() {
             let Some(ev) = store.raw_event(*seq)? else {
@@ -243,6 +251,7 @@ impl Carriers {
                 }
             }
             if raw {
+                carriers.index_subjects_by_key(&ev);
                 let names = deletion::names_given(&ev);
                 for (key, value, name) in names.into_iter().filter(|(_, _, n)| !n.trim().is_empty())
                 {
@@ -263,6 +272,32 @@ impl Carriers {
         carriers.names.sort();
         carriers.names.dedup();
         Ok((!carriers.values.is_empty()).then_some(carriers))
+    }
+
+    /// Files the nodes and edges seed `ev` upserts (their subjects indexed already) under
+    /// their keys ([`Carriers::node_at`], [`Carriers::edges_at`]).
+    fn index_subjects_by_key(&mut self, ev: &Event) {
+        for a in &ev.assertions {
+            match a {
+                Assertion::UpsertNode(up) => {
+                    if let Some(&i) = self.index.get(&deletion::node_subject(&up.key)) {
+                        self.node_at.insert(up.key.clone(), i);
+                    }
+                }
+                Assertion::UpsertEdge(up) => {
+                    let subject = deletion::edge_subject(&up.from, &up.relation, &up.to);
+                    if let Some(&i) = self.index.get(&subject) {
+                        for end in [&up.from, &up.to] {
+                            let at = self.edges_at.entry(end.clone()).or_default();
+                            if !at.contains(&i) {
+                                at.push(i);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// What of `ev` is looked for: the values it gives and the nodes and edges it upserts.
@@ -337,12 +372,10 @@ impl Carriers {
                 Assertion::RetractEdge { from, relation, to } => (from, relation, to, true),
                 _ => continue,
             };
-            let end = |key: &str| {
-                (self.index.get(&deletion::node_subject(key)))
-                    .copied()
-                    .filter(|i| self.values[*i].subject && self.values[*i].by_raw_seed)
-            };
-            let ends: Vec<usize> = [end(from), end(to)].into_iter().flatten().collect();
+            let ends: Vec<usize> = [from, to]
+                .into_iter()
+                .filter_map(|key| self.node_at.get(key).copied())
+                .collect();
             let subject = deletion::edge_subject(from, relation, to);
             if ends.is_empty() || self.index.contains_key(&subject) {
                 continue;
@@ -423,24 +456,8 @@ impl Carriers {
         for a in &ev.assertions {
             match a {
                 Assertion::RetractNode { key } => {
-                    out.extend(self.index.get(&deletion::node_subject(key)));
-                    let ends_at = |subject: &str| {
-                        let mut parts = subject.split('\0');
-                        let (_, _, from, _, to) = (
-                            parts.next(),
-                            parts.next(),
-                            parts.next(),
-                            parts.next(),
-                            parts.next(),
-                        );
-                        from == Some(key.as_str()) || to == Some(key.as_str())
-                    };
-                    out.extend(
-                        (self.index.iter())
-                            .filter(|(v, i)| self.values[**i].subject && ends_at(v))
-                            .filter(|(v, _)| v.starts_with(deletion::EDGE_SUBJECT))
-                            .map(|(_, i)| *i),
-                    );
+                    out.extend(self.node_at.get(key));
+                    out.extend(self.edges_at.get(key).into_iter().flatten());
                 }
                 Assertion::RetractEdge { from, relation, to } => {
                     out.extend(self.index.get(&deletion::edge_subject(from, relation, to)));
