@@ -12,8 +12,8 @@
 //!   [`HealthOptions`] (a hot tier that holds everything ranks nothing);
 //! - **summaries whose children are gone**: a live summary with a child that a user deletion
 //!   removed after the summary was written (deleting should have taken the summary too: its
-//!   text is made of the child's) or that the log never held. Children evicted by forgetting are not a finding: keeping the
-//!   gist when the detail goes is what forgetting is for.
+//!   text is made of the child's) or that the log never held. Children evicted by forgetting
+//!   are not a finding: keeping the gist when the detail goes is what forgetting is for.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
