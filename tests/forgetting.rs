@@ -2177,6 +2177,14 @@ fn a_summary_made_again_keeps_a_node_only_summaries_restated() {
     }
 }
 
+/// Consolidates `store` in days of 100 (weeks of 700), as `consolidate_then_forget(.., Some(100), ..)`
+/// does before it forgets.
+fn consolidate_in_days_of_100(store: &Store) {
+    let days_of_100 = ConsolidateOptions::default()
+        .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
+    consolidate::consolidate(store, &RuleSummarizer, &days_of_100).unwrap();
+}
+
 /// A note of salience 0.3 at `ts` that asserts nothing and says "a secret".
 fn secret_note(ts: i64) -> loci::EventDraft {
     let mut secret = noted(ts, 0.3, vec![]);
@@ -2333,9 +2341,7 @@ fn deleting_what_made_a_node_again_after_its_retraction_leaves_it_retracted() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
         store.ingest(events()).unwrap();
-        let days_of_100 = ConsolidateOptions::default()
-            .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
-        consolidate::consolidate(&store, &RuleSummarizer, &days_of_100).unwrap();
+        consolidate_in_days_of_100(&store);
         let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
         assert!(store.node_by_key("n4").is_none(), "{backend}: {r:?}");
         assert!(r.nodes_kept_keys.is_empty(), "{backend}: {r:?}");
@@ -2502,11 +2508,9 @@ fn deleting_the_last_note_of_a_summary_keeps_what_it_alone_still_supports() {
         let twins = Twins::new(backend);
         twins.ingest(events());
         let (store, reference) = (&twins.store, &twins.reference);
-        let days_of_100 = ConsolidateOptions::default()
-            .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
-        consolidate::consolidate(store, &RuleSummarizer, &days_of_100).unwrap();
+        consolidate_in_days_of_100(store);
         twins.ingest(late());
-        consolidate::consolidate(store, &RuleSummarizer, &days_of_100).unwrap();
+        consolidate_in_days_of_100(store);
         let r = twins.delete(&loci::DeleteRequest::nodes(["n4"]));
         assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
         for _ in 0..3 {
@@ -2639,9 +2643,7 @@ fn a_belief_asserted_while_its_end_existed_only_by_a_deleted_note_goes_with_it()
         let twins = Twins::new(backend);
         twins.ingest(events());
         let (store, reference) = (&twins.store, &twins.reference);
-        let days_of_100 = ConsolidateOptions::default()
-            .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
-        consolidate::consolidate(store, &RuleSummarizer, &days_of_100).unwrap();
+        consolidate_in_days_of_100(store);
         let r = twins.delete(&loci::DeleteRequest::events([2]));
         assert!(edges(reference, false).is_empty(), "{backend}");
         assert_eq!(
@@ -2688,9 +2690,7 @@ fn a_pin_does_not_keep_a_node_only_a_deleted_note_made_again() {
             s.ingest(vec![noted(720, 0.9, vec![])]).unwrap();
         }
         let (store, reference) = (&twins.store, &twins.reference);
-        let days_of_100 = ConsolidateOptions::default()
-            .with_policy(consolidate::ConsolidationPolicy::default().with_day(100));
-        consolidate::consolidate(store, &RuleSummarizer, &days_of_100).unwrap();
+        consolidate_in_days_of_100(store);
         let r = twins.delete(&loci::DeleteRequest::events([3]));
         assert!(reference.node_by_key("n1").is_none(), "{backend}");
         assert!(store.node_by_key("n1").is_none(), "{backend}: {r:?}");
