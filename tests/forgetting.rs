@@ -2738,3 +2738,57 @@ fn deleting_a_compacted_note_takes_the_summary_that_folded_its_line_in() {
         assert_verifies(&store);
     }
 }
+
+/// Fuzz seed 88 (session 40): a note that retracted a person and made them again in one event,
+/// and a later belief in them, read to a deletion of the note that had first made the person as
+/// a belief asserted while the person existed only by the deleted note: the person's
+/// retraction hid the making that followed it in the same event. So the deletion took every
+/// later summary restating the belief, and a second deletion of the same note, asked after it,
+/// took the summaries made again instead of being refused. An event's assertions count in
+/// their order: what it makes after a retraction is there after it.
+#[test]
+fn a_node_retracted_and_made_again_in_one_event_is_there_after_it() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store
+            .ingest(vec![
+                noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
+                noted(
+                    20,
+                    0.9,
+                    vec![node_named("n1", Some("Smith"), Some("Annie"))],
+                ),
+                noted(
+                    720,
+                    0.9,
+                    vec![
+                        Assertion::RetractNode { key: "n1".into() },
+                        node_named("n1", Some("Person"), Some("Bob")),
+                    ],
+                ),
+                noted(730, 0.9, vec![edge("bot", "OFFERS", "n1", Some(0.9))]),
+                noted(1410, 0.9, vec![]),
+            ])
+            .unwrap();
+        consolidate_in_days_of_100(&store);
+        // The log holds fewer than 40 events.
+        let times: BTreeMap<u64, i64> = (1..=40)
+            .filter_map(|s| store.event(s).unwrap().map(|e| (s, e.ts)))
+            .collect();
+        let r = store.delete(&loci::DeleteRequest::events([2])).unwrap();
+        let later: Vec<u64> = (r.deleted.iter())
+            .filter(|s| times.get(s).is_some_and(|ts| *ts >= 700))
+            .copied()
+            .collect();
+        assert!(later.is_empty(), "{backend}: took {later:?} of {r:?}");
+        let again = store.delete(&loci::DeleteRequest::events([2]));
+        assert!(
+            matches!(&again, Err(e) if e.to_string().contains("already deleted")),
+            "{backend}: {again:?}"
+        );
+        assert_eq!(facts(&store).len(), 1, "{backend}");
+        assert_verifies(&store);
+    }
+}

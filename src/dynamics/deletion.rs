@@ -209,12 +209,17 @@ pub(crate) fn subjects_given(event: &Event) -> Vec<String> {
     event
         .assertions
         .iter()
-        .filter_map(|a| match a {
-            Assertion::UpsertNode(up) => Some(node_subject(&up.key)),
-            Assertion::UpsertEdge(up) => Some(edge_subject(&up.from, &up.relation, &up.to)),
-            _ => None,
-        })
+        .filter_map(subject_upserted)
         .collect()
+}
+
+/// The text of the node or edge `assertion` upserts ([`subjects_given`]), if it upserts one.
+pub(crate) fn subject_upserted(assertion: &Assertion) -> Option<String> {
+    match assertion {
+        Assertion::UpsertNode(up) => Some(node_subject(&up.key)),
+        Assertion::UpsertEdge(up) => Some(edge_subject(&up.from, &up.relation, &up.to)),
+        _ => None,
+    }
 }
 
 /// The text of node `key` as a subject ([`subjects_given`]).

@@ -300,11 +300,15 @@ impl Carriers {
         }
     }
 
-    /// What of `ev` is looked for: the values it gives and the nodes and edges it upserts.
+    /// What of `ev` is looked for: the values it gives and the nodes and edges it upserts,
+    /// less those it retracts after upserting them ([`Undone`]).
     fn given(ev: &Event) -> impl Iterator<Item = String> {
-        deletion::values_given(ev)
-            .into_iter()
-            .chain(deletion::subjects_given(ev))
+        let undone = Undone::of(ev);
+        let subjects = (ev.assertions.iter().enumerate())
+            .filter(|(j, a)| !undone.later(*j, a))
+            .filter_map(|(_, a)| deletion::subject_upserted(a))
+            .collect::<Vec<_>>();
+        deletion::values_given(ev).into_iter().chain(subjects)
     }
 
     /// Takes the next live event of the log outside the seeds.
@@ -366,7 +370,8 @@ impl Carriers {
     /// Records what `ev` (outside the seeds; a live `summary`, or not) says of the edges with
     /// an end a seed upserts: it asserts, restates or retracts them.
     fn trace_end_edges(&mut self, ev: &Event, summary: bool) {
-        for a in &ev.assertions {
+        let undone = Undone::of(ev);
+        for (j, a) in ev.assertions.iter().enumerate() {
             let (from, relation, to, retracts) = match a {
                 Assertion::UpsertEdge(up) => (&up.from, &up.relation, &up.to, false),
                 Assertion::RetractEdge { from, relation, to } => (from, relation, to, true),
@@ -385,7 +390,8 @@ impl Carriers {
             match (retracts, summary) {
                 (true, _) => trace.retracted.push(ev.seq),
                 (false, true) => trace.restated_by.push(ev.seq),
-                (false, false) => trace.givers.push(ev.seq),
+                (false, false) if !undone.later(j, a) => trace.givers.push(ev.seq),
+                (false, false) => {}
             }
         }
     }
@@ -409,8 +415,10 @@ impl Carriers {
                     .max()
                     .copied()
                     .unwrap_or(0);
+                // A giver logged with the retraction came after it in that event (one before it
+                // is not a giver: `Undone`).
                 let effective = (trace.givers.iter())
-                    .filter(|g| **g > retracted && **g < summary && !self.user_deleted.contains(g))
+                    .filter(|g| **g >= retracted && **g < summary && !self.user_deleted.contains(g))
                     .any(|&g| trace.ends.iter().all(|&i| self.made_without_seeds(i, g)));
                 if effective {
                     continue;
@@ -426,10 +434,11 @@ impl Carriers {
 
     /// Whether node `i` (a subject the seeds give) was there at `at` by an event outside the
     /// seeds: a live one, or a forgotten one a user did not delete, since its last retraction
-    /// (`at` itself too: an event may make a node and then an edge to it).
+    /// (`at` itself too: an event may make a node and then an edge to it, or retract a node,
+    /// make it again and assert an edge to it).
     fn made_without_seeds(&self, i: usize, at: u64) -> bool {
-        let since = self.last_retraction(i, at);
-        self.given_outside_seeds(i, |seq| seq > since && seq <= at)
+        let since = self.last_retraction(i, at.saturating_add(1));
+        self.given_outside_seeds(i, |seq| seq >= since && seq <= at)
     }
 
     /// The last live retraction of node or edge `i` logged before `before` (0 when none).
@@ -476,7 +485,8 @@ impl Carriers {
     /// of the log) kept the node after that event's deletion.
     fn subject_seeds_carried(&self, i: usize, summary: u64) -> Vec<u64> {
         let since = self.last_retraction(i, summary);
-        let within = |seq: u64| seq > since && seq < summary;
+        // What the retracting event made after its retraction counts (`Undone`).
+        let within = |seq: u64| seq >= since && seq < summary;
         let seeds: Vec<u64> = self.values[i]
             .by
             .iter()
@@ -558,6 +568,56 @@ impl Carriers {
             by.iter()
                 .any(|&(seq, ts)| logged(seq) && at(ts) && !self.user_deleted.contains(&seq))
         })
+    }
+}
+
+/// Where the retractions of one event fall among its assertions. An event's assertions apply
+/// in their order, so a node or an edge it upserts and then retracts is not given by it, and
+/// one it retracts and then upserts is there after it: a note that retracted a person and made
+/// them again was read as leaving them retracted, and every later summary restating a belief
+/// in them was taken by the deletion of an earlier note that had made them too. A giver and a
+/// retraction of the same event therefore compare as the giver coming after (`>=`).
+struct Undone<'e> {
+    /// Each node key retracted, with the index of its last retraction.
+    nodes: std::collections::HashMap<&'e str, usize>,
+    /// Each edge retracted, by its keys, with the index of its last retraction.
+    edges: std::collections::HashMap<(&'e str, &'e str, &'e str), usize>,
+}
+
+impl<'e> Undone<'e> {
+    fn of(ev: &'e Event) -> Self {
+        let mut undone = Undone {
+            nodes: Default::default(),
+            edges: Default::default(),
+        };
+        for (j, a) in ev.assertions.iter().enumerate() {
+            match a {
+                Assertion::RetractNode { key } => {
+                    undone.nodes.insert(key, j);
+                }
+                Assertion::RetractEdge { from, relation, to } => {
+                    undone.edges.insert((from, relation, to), j);
+                }
+                _ => {}
+            }
+        }
+        undone
+    }
+
+    /// Whether an assertion after the `j`-th, `a`, retracts what `a` upserts (an edge goes
+    /// with either end).
+    fn later(&self, j: usize, a: &Assertion) -> bool {
+        let after = |at: Option<&usize>| at.is_some_and(|&r| r > j);
+        match a {
+            Assertion::UpsertNode(up) => after(self.nodes.get(up.key.as_str())),
+            Assertion::UpsertEdge(up) => {
+                let keys = (up.from.as_str(), up.relation.as_str(), up.to.as_str());
+                after(self.edges.get(&keys))
+                    || after(self.nodes.get(up.from.as_str()))
+                    || after(self.nodes.get(up.to.as_str()))
+            }
+            _ => false,
+        }
     }
 }
 
