@@ -960,17 +960,23 @@ impl Store {
             .as_ref()
             .map(Carriers::carrying)
             .unwrap_or_default();
+        let mut carried: BTreeSet<u64> = carrying.values().flatten().copied().collect();
+        let made = made_from(&chain, &seeds);
+        // What the seeds made other events give, which later summaries restated.
+        let summaries: BTreeSet<u64> = chain.iter().map(|link| link.seq).collect();
+        let taken_already: BTreeSet<u64> = made.union(&carried).copied().collect();
+        let restating = self.summaries_restating_otherwise(&seeds, &taken_already, &summaries)?;
         let state = self.read_state();
         let live = |seq: &u64| !state.deleted.contains(seq);
         for (seq, ts) in gone.iter().filter(|(seq, _)| named.contains(seq)) {
             let made = made_from(&chain, &BTreeMap::from([(*seq, *ts)]));
             let carried = carrying.get(seq).is_some_and(|c| c.iter().any(live));
-            if !made.iter().any(live) && !carried {
+            if !made.iter().any(live) && !carried && restating.is_empty() {
                 let forgotten = !self.user_deleted()?.contains(seq);
                 return Err(already_deleted(*seq, forgotten));
             }
         }
-        let mut carried: BTreeSet<u64> = carrying.into_values().flatten().collect();
+        carried.extend(restating);
         // A summary made from one that carried a value merged its digest (a week's of its
         // days'): it goes too.
         let carried_seeds: BTreeMap<u64, i64> = chain
@@ -979,7 +985,6 @@ impl Store {
             .map(|link| (link.seq, link.ts))
             .collect();
         carried.extend(made_from(&chain, &carried_seeds));
-        let made = made_from(&chain, &seeds);
         targets.extend(
             chain
                 .iter()

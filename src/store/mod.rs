@@ -42,6 +42,7 @@ mod node_table;
 mod records;
 mod remaking;
 mod repair;
+mod restating;
 mod snapshot;
 
 use edge_details::EdgeDetails;
@@ -2754,6 +2755,7 @@ impl Store {
             |_, _| {},
             Vec::new(),
             counters.last_seq,
+            &mut Straight,
         )?
         .map_err(unreplayable)?;
         let replayed = state.counters;
@@ -2851,6 +2853,7 @@ impl Store {
             |_, _| {},
             Vec::new(),
             now.last_seq,
+            &mut Straight,
         )? {
             Ok(done) => done,
             Err(why) => return Ok(Err(why)),
@@ -4871,12 +4874,68 @@ fn replay_excluding(
         graph_epoch: next_graph_epoch(),
         ..State::default()
     };
-    Ok(
-        replay_onto(backend, state, 0, &deleted, visit, extra, until)?.map(|(mut state, _)| {
-            state.deleted = deleted;
-            state
-        }),
-    )
+    Ok(replay_onto(
+        backend,
+        state,
+        0,
+        &deleted,
+        visit,
+        extra,
+        until,
+        &mut Straight,
+    )?
+    .map(|(mut state, _)| {
+        state.deleted = deleted;
+        state
+    }))
+}
+
+/// Replays the whole log into a fresh state with the events in `excluded` left out, showing
+/// `checkpoint` the state before each event it wants to see, which it may leave out too.
+fn replay_checked(
+    backend: &dyn Backend,
+    excluded: &BTreeSet<u64>,
+    checkpoint: &mut dyn Checkpoint,
+) -> Result<std::result::Result<State, String>> {
+    let state = State {
+        ids_epoch: next_graph_epoch(),
+        graph_epoch: next_graph_epoch(),
+        ..State::default()
+    };
+    let replayed = replay_onto(
+        backend,
+        state,
+        0,
+        excluded,
+        |_, _| {},
+        Vec::new(),
+        u64::MAX,
+        checkpoint,
+    )?;
+    Ok(replayed.map(|(state, _)| state))
+}
+
+/// A look at the state a replay has reached before an event applies ([`replay_onto`]): how a
+/// deletion finds the summaries that restate what the log without its events would not give
+/// (`restating`).
+trait Checkpoint {
+    /// Whether to look at the state before `ev` applies (every event before it applied).
+    fn wants(&self, ev: &Event) -> bool;
+    /// Whether `ev` applies, given the state before it.
+    fn admits(&mut self, ev: &Event, state: &State) -> bool;
+}
+
+/// No look: a plain replay.
+struct Straight;
+
+impl Checkpoint for Straight {
+    fn wants(&self, _: &Event) -> bool {
+        false
+    }
+
+    fn admits(&mut self, _: &Event, _: &State) -> bool {
+        true
+    }
 }
 
 /// What replay says of `e`, the projection's refusal of `chunk`, a chunk of the log: an event
@@ -4908,7 +4967,9 @@ fn refusal_in_the_log(e: Error, chunk: &[Event]) -> String {
 /// live ingest runs, a chunk of events at a time. An open replays onto its snapshot's state
 /// (or onto nothing, when it has none), verification and deletion onto nothing. Gives the
 /// state and the changes applied (ids and chunks), or why the log cannot be replayed (a gap,
-/// an event the projection refuses).
+/// an event the projection refuses). Before an event of the log `checkpoint` wants to see, the
+/// events before it are applied, and it applies only if `checkpoint` admits it.
+#[allow(clippy::too_many_arguments)]
 fn replay_onto(
     backend: &dyn Backend,
     mut state: State,
@@ -4917,6 +4978,7 @@ fn replay_onto(
     mut visit: impl FnMut(&Event, bool),
     extra: Vec<Event>,
     until: u64,
+    checkpoint: &mut dyn Checkpoint,
 ) -> Result<std::result::Result<(State, u64), String>> {
     let on_missing = if deleted.is_empty() {
         Missing::Refuse
@@ -4957,18 +5019,21 @@ fn replay_onto(
         Ok(())
     };
     let mut expected_seq = after + 1;
-    let mut take = |ev: Event, chunk: &mut Vec<Event>| -> std::result::Result<(), String> {
-        if ev.seq != expected_seq {
-            return Err(format!(
-                "log gap: expected seq {expected_seq}, found {}",
-                ev.seq
-            ));
-        }
-        expected_seq += 1;
-        visit(&ev, deleted.contains(&ev.seq));
-        chunk.push(ev);
-        Ok(())
-    };
+    let mut take =
+        |ev: Event, chunk: &mut Vec<Event>, admitted: bool| -> std::result::Result<(), String> {
+            if ev.seq != expected_seq {
+                return Err(format!(
+                    "log gap: expected seq {expected_seq}, found {}",
+                    ev.seq
+                ));
+            }
+            expected_seq += 1;
+            visit(&ev, !admitted || deleted.contains(&ev.seq));
+            if admitted {
+                chunk.push(ev);
+            }
+            Ok(())
+        };
     if after < until {
         log::scan(backend, after + 1, &mut |_, v| {
             let ev = decode_event(Table::Log.name(), v)?;
@@ -4976,7 +5041,16 @@ fn replay_onto(
                 return Ok(false);
             }
             assertions += ev.assertions.len();
-            if let Err(msg) = take(ev, &mut chunk) {
+            let mut admitted = true;
+            if !deleted.contains(&ev.seq) && checkpoint.wants(&ev) {
+                if let Err(e) = flush(&mut chunk, &mut state) {
+                    failure = Some(format!("replay failed: {e}"));
+                    return Ok(false);
+                }
+                assertions = ev.assertions.len();
+                admitted = checkpoint.admits(&ev, &state);
+            }
+            if let Err(msg) = take(ev, &mut chunk, admitted) {
                 failure = Some(msg);
                 return Ok(false);
             }
@@ -4992,7 +5066,7 @@ fn replay_onto(
     }
     if failure.is_none() {
         for ev in extra {
-            if let Err(msg) = take(ev, &mut chunk) {
+            if let Err(msg) = take(ev, &mut chunk, true) {
                 failure = Some(msg);
                 break;
             }
