@@ -440,6 +440,19 @@ fn list(items: &[String]) -> String {
 impl Summarizer for RuleSummarizer {
     fn summarize(&self, c: &Chunk<'_>) -> Result<String> {
         let d = c.digest;
+        // Only a summary a deletion made again can have no event left (it is kept for what it
+        // restates of other periods): "0 events in 1 episode" would read as an empty day.
+        if d.events == 0 {
+            let what = match c.level {
+                Level::Episode => "Episode of day",
+                Level::Day => "Day",
+                Level::Week => "Week",
+            };
+            return Ok(format!(
+                "{what} {} (t={} to {}): none of its events is left.",
+                c.number, c.start, c.end
+            ));
+        }
         let mut out = match c.level {
             Level::Episode => format!(
                 "Episode of day {} (t={} to {}): {}.",
