@@ -365,12 +365,17 @@ impl State {
                 None => self.remove_edge(id),
             }
         }
-        // The lists and the rows of edge details are apart: each takes the batch on a core.
+        // The lists and the rows of edge details are apart: each takes the batch on a core
+        // (a small batch on this one: a wake of the pool costs more than it saves).
         let (adj, details) = (&mut self.adj, &mut self.details);
-        rayon::join(
-            || adj.add_sides(&sides),
-            || details.apply(ov.edges.iter().map(|(id, e)| (id, e.as_ref()))),
-        );
+        let mut add_sides = || adj.add_sides(&sides);
+        let mut add_details = || details.apply(ov.edges.iter().map(|(id, e)| (id, e.as_ref())));
+        if ov.edges.len() < PARALLEL_FROM {
+            add_sides();
+            add_details();
+        } else {
+            rayon::join(add_sides, add_details);
+        }
         for (id, n) in ov.nodes.iter() {
             match n {
                 Some(n) => self.put_node(n),
@@ -580,31 +585,38 @@ fn key_hints(state: &State, drafts: &[EventDraft]) -> KeyHints {
 
 /// [`key_hints`] of each list of assertions (a draft's or a logged event's).
 fn key_hints_of(state: &State, lists: &[&[Assertion]]) -> KeyHints {
-    lists
-        .par_iter()
-        .map(|assertions| {
-            // Every key of the list looked up at once, so that the lookups' waits on memory
-            // overlap (`KeyIndex::get_many`); each assertion's ends are then its keys' ids.
-            let end_keys: Vec<[Option<&str>; 2]> = assertions
-                .iter()
-                .map(|a| match a {
-                    Assertion::UpsertNode(up) => [Some(up.key.as_str()), None],
-                    Assertion::UpsertEdge(e) => [Some(e.from.as_str()), Some(e.to.as_str())],
-                    Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => [None, None],
-                })
-                .collect();
-            let keys: Vec<&str> = end_keys.iter().flatten().flatten().copied().collect();
-            let mut ids = Vec::with_capacity(keys.len());
-            state.node_ids(&keys, &mut ids);
-            let mut ids = ids.into_iter();
-            let ends: Vec<[Option<NodeId>; 2]> = end_keys
-                .iter()
-                .map(|pair| pair.map(|key| key.and_then(|_| ids.next().flatten())))
-                .collect();
-            edge_hints(state, assertions, &ends)
-        })
-        .collect()
+    let hints_of = |assertions: &&[Assertion]| {
+        // Every key of the list looked up at once, so that the lookups' waits on memory
+        // overlap (`KeyIndex::get_many`); each assertion's ends are then its keys' ids.
+        let end_keys: Vec<[Option<&str>; 2]> = assertions
+            .iter()
+            .map(|a| match a {
+                Assertion::UpsertNode(up) => [Some(up.key.as_str()), None],
+                Assertion::UpsertEdge(e) => [Some(e.from.as_str()), Some(e.to.as_str())],
+                Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => [None, None],
+            })
+            .collect();
+        let keys: Vec<&str> = end_keys.iter().flatten().flatten().copied().collect();
+        let mut ids = Vec::with_capacity(keys.len());
+        state.node_ids(&keys, &mut ids);
+        let mut ids = ids.into_iter();
+        let ends: Vec<[Option<NodeId>; 2]> = end_keys
+            .iter()
+            .map(|pair| pair.map(|key| key.and_then(|_| ids.next().flatten())))
+            .collect();
+        edge_hints(state, assertions, &ends)
+    };
+    // A small batch on this core: a wake of the pool costs more than it saves (a replay that
+    // stops before each of many summaries applies many small chunks).
+    if lists.iter().map(|l| l.len()).sum::<usize>() < PARALLEL_FROM {
+        lists.iter().map(hints_of).collect()
+    } else {
+        lists.par_iter().map(hints_of).collect()
+    }
 }
+
+/// The fewest edges (or assertions) a batch has for its work to be shared among cores.
+const PARALLEL_FROM: usize = 256;
 
 /// The [`Hint`]s of `assertions`, whose ends `state` gives as `ends`. The edge between two
 /// known ends is looked up in the shorter of their lists, and those lookups would each wait
@@ -2755,7 +2767,7 @@ impl Store {
             |_, _| {},
             Vec::new(),
             counters.last_seq,
-            &mut Straight,
+            &mut NoLookout,
         )?
         .map_err(unreplayable)?;
         let replayed = state.counters;
@@ -2853,7 +2865,7 @@ impl Store {
             |_, _| {},
             Vec::new(),
             now.last_seq,
-            &mut Straight,
+            &mut NoLookout,
         )? {
             Ok(done) => done,
             Err(why) => return Ok(Err(why)),
@@ -4882,7 +4894,7 @@ fn replay_excluding(
         visit,
         extra,
         until,
-        &mut Straight,
+        &mut NoLookout,
     )?
     .map(|(mut state, _)| {
         state.deleted = deleted;
@@ -4891,11 +4903,11 @@ fn replay_excluding(
 }
 
 /// Replays the whole log into a fresh state with the events in `excluded` left out, showing
-/// `checkpoint` the state before each event it wants to see, which it may leave out too.
-fn replay_checked(
+/// `lookout` the state before each event it wants to look before, which it may leave out too.
+fn replay_watched(
     backend: &dyn Backend,
     excluded: &BTreeSet<u64>,
-    checkpoint: &mut dyn Checkpoint,
+    lookout: &mut dyn Lookout,
 ) -> Result<std::result::Result<State, String>> {
     let state = State {
         ids_epoch: next_graph_epoch(),
@@ -4910,32 +4922,52 @@ fn replay_checked(
         |_, _| {},
         Vec::new(),
         u64::MAX,
-        checkpoint,
+        lookout,
     )?;
     Ok(replayed.map(|(state, _)| state))
 }
 
-/// A look at the state a replay has reached before an event applies ([`replay_onto`]): how a
-/// deletion finds the summaries that restate what the log without its events would not give
-/// (`restating`).
-trait Checkpoint {
-    /// Whether to look at the state before `ev` applies (every event before it applied).
-    fn wants(&self, ev: &Event) -> bool;
+/// What looks at the state a replay has reached before an event applies ([`replay_onto`]):
+/// how a deletion finds the summaries that restate what the log without its events would not
+/// give (`restating`). Replay applies the log a chunk of events at a time; a look with events
+/// still queued sees the state without them.
+trait Lookout {
+    /// How to look at the state before `ev` applies.
+    fn wants(&self, ev: &Event) -> Look;
     /// Whether `ev` applies, given the state before it.
     fn admits(&mut self, ev: &Event, state: &State) -> bool;
+    /// `ev` (not deleted, admitted) is queued, to be applied with the events after it.
+    fn queued(&mut self, ev: &Event);
+    /// The events queued are applied.
+    fn applied(&mut self);
+}
+
+/// How a [`Lookout`] looks before an event.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// Not at all.
+    No,
+    /// At the state as it is: none of the events queued bears on what it looks at.
+    AsItIs,
+    /// Once the events queued are applied (applying a chunk costs more than its events do).
+    Applied,
 }
 
 /// No look: a plain replay.
-struct Straight;
+struct NoLookout;
 
-impl Checkpoint for Straight {
-    fn wants(&self, _: &Event) -> bool {
-        false
+impl Lookout for NoLookout {
+    fn wants(&self, _: &Event) -> Look {
+        Look::No
     }
 
     fn admits(&mut self, _: &Event, _: &State) -> bool {
         true
     }
+
+    fn queued(&mut self, _: &Event) {}
+
+    fn applied(&mut self) {}
 }
 
 /// What replay says of `e`, the projection's refusal of `chunk`, a chunk of the log: an event
@@ -4967,8 +4999,8 @@ fn refusal_in_the_log(e: Error, chunk: &[Event]) -> String {
 /// live ingest runs, a chunk of events at a time. An open replays onto its snapshot's state
 /// (or onto nothing, when it has none), verification and deletion onto nothing. Gives the
 /// state and the changes applied (ids and chunks), or why the log cannot be replayed (a gap,
-/// an event the projection refuses). Before an event of the log `checkpoint` wants to see, the
-/// events before it are applied, and it applies only if `checkpoint` admits it.
+/// an event the projection refuses). An event of the log `lookout` wants to look before
+/// applies only if it admits it.
 #[allow(clippy::too_many_arguments)]
 fn replay_onto(
     backend: &dyn Backend,
@@ -4978,7 +5010,7 @@ fn replay_onto(
     mut visit: impl FnMut(&Event, bool),
     extra: Vec<Event>,
     until: u64,
-    checkpoint: &mut dyn Checkpoint,
+    lookout: &mut dyn Lookout,
 ) -> Result<std::result::Result<(State, u64), String>> {
     let on_missing = if deleted.is_empty() {
         Missing::Refuse
@@ -5041,14 +5073,19 @@ fn replay_onto(
                 return Ok(false);
             }
             assertions += ev.assertions.len();
-            let mut admitted = true;
-            if !deleted.contains(&ev.seq) && checkpoint.wants(&ev) {
+            let live = !deleted.contains(&ev.seq);
+            let look = if live { lookout.wants(&ev) } else { Look::No };
+            if look == Look::Applied {
                 if let Err(e) = flush(&mut chunk, &mut state) {
                     failure = Some(format!("replay failed: {e}"));
                     return Ok(false);
                 }
+                lookout.applied();
                 assertions = ev.assertions.len();
-                admitted = checkpoint.admits(&ev, &state);
+            }
+            let admitted = look == Look::No || lookout.admits(&ev, &state);
+            if live && admitted {
+                lookout.queued(&ev);
             }
             if let Err(msg) = take(ev, &mut chunk, admitted) {
                 failure = Some(msg);
@@ -5060,6 +5097,7 @@ fn replay_onto(
                     failure = Some(format!("replay failed: {e}"));
                     return Ok(false);
                 }
+                lookout.applied();
             }
             Ok(true)
         })?;

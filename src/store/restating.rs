@@ -15,11 +15,19 @@
 //! values to the summaries alone, which change both). One that would is taken (and made again
 //! from the events left), and left out of the rest of the replay: what it restated is not
 //! what the log without the deleted events gives.
+//!
+//! Only what the deleted events touch can differ: the nodes they upsert or retract, with
+//! every edge at one of them, and the edges they upsert or retract (an edge's values follow
+//! its own assertions and whether its ends are there; a node's, its own). So only a summary
+//! restating one of those is looked at, and only those of its assertions: the replay stops
+//! before each such summary to apply the events before it, and a summary restating the agent
+//! alone, when the deleted events name other nodes, costs nothing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::{replay_checked, Checkpoint, State, Store};
+use super::{replay_watched, Look, Lookout, State, Store};
 use crate::dynamics::consolidate::SUMMARY;
+use crate::dynamics::deletion;
 use crate::error::{Error, Result};
 use crate::model::{Assertion, Props, Value};
 
@@ -32,8 +40,9 @@ impl Store {
     /// the summaries restated them, and a summary left out would otherwise take with it what it
     /// restated of them. Forgotten summaries do not.
     ///
-    /// The cost is two replays of the log, when a live summary not taken is logged after the
-    /// first seed.
+    /// The cost is a replay of the log, when a live summary not taken is logged after the first
+    /// seed, that finds whether any such summary changes the graph without the seeds at all
+    /// (none does, most often); and two more when one does.
     pub(super) fn summaries_restating_otherwise(
         &self,
         seeds: &BTreeMap<u64, i64>,
@@ -57,50 +66,124 @@ impl Store {
         };
         let mut without_seeds = with_seeds.clone();
         without_seeds.extend(seeds.keys().chain(taken));
+        let mut touched = Touched::default();
+        for seq in seeds.keys() {
+            if let Some(ev) = self.raw_event(*seq)? {
+                touched.add(&ev);
+            }
+        }
         let mut look = Restating {
+            touched,
+            queued: HashSet::new(),
             after: first,
+            pass: Pass::Probe,
             changing_anyway: BTreeMap::new(),
-            judging: false,
             found: BTreeSet::new(),
         };
-        for excluded in [with_seeds, without_seeds] {
-            replay_checked(&*self.backend, &excluded, &mut look)?.map_err(|msg| Error::Store {
+        let passes = [
+            (Pass::Probe, &without_seeds),
+            (Pass::Note, &with_seeds),
+            (Pass::Judge, &without_seeds),
+        ];
+        for (pass, excluded) in passes {
+            look.pass = pass;
+            look.queued.clear();
+            replay_watched(&*self.backend, excluded, &mut look)?.map_err(|msg| Error::Store {
                 path: self.dir.clone(),
                 message: format!("cannot find the summaries the deletion takes: {msg}"),
             })?;
-            look.judging = true;
+            if pass == Pass::Probe && look.found.is_empty() {
+                break;
+            }
+            if pass == Pass::Probe {
+                look.found.clear();
+            }
         }
         Ok(look.found)
     }
 }
 
-/// The [`Checkpoint`] that finds the summaries logged after `after` with an assertion that
-/// would change the graph without the seeds where they stand (`judging`), and not the graph
-/// with them (the first replay, which notes those that do in `changing_anyway`), and leaves
-/// them out.
+/// The replays of [`Store::summaries_restating_otherwise`], in their order.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Without the seeds, leaving nothing out: whether any summary would change the graph.
+    /// The first to would be found by [`Pass::Judge`] too, with no summary left out before
+    /// it; so none means nothing is found.
+    Probe,
+    /// With the seeds: which assertions change the graph anyway (`changing_anyway`).
+    Note,
+    /// Without the seeds: the summaries with an assertion that changes the graph and is not
+    /// one of those, left out.
+    Judge,
+}
+
+/// The [`Lookout`] that finds the summaries logged after `after` with an assertion that
+/// would change the graph without the seeds where they stand, and not the graph with them,
+/// and leaves them out ([`Pass`]).
 struct Restating {
+    touched: Touched,
+    /// The node keys the events queued name (as hashes: one shared by another key only costs
+    /// a chunk applied early).
+    queued: HashSet<u64>,
     after: u64,
     /// For each summary, the indexes of its assertions that change the graph with the seeds.
     changing_anyway: BTreeMap<u64, BTreeSet<usize>>,
-    judging: bool,
+    pass: Pass,
+    /// The summaries found ([`Pass::Probe`]: any would change the graph).
     found: BTreeSet<u64>,
 }
 
-impl Checkpoint for Restating {
-    fn wants(&self, ev: &crate::model::Event) -> bool {
-        ev.seq > self.after && ev.kind == SUMMARY
+impl Lookout for Restating {
+    fn wants(&self, ev: &crate::model::Event) -> Look {
+        if ev.seq <= self.after || ev.kind != SUMMARY {
+            return Look::No;
+        }
+        let mut concerned = (ev.assertions.iter())
+            .filter(|a| self.touched.concerns(a))
+            .peekable();
+        if concerned.peek().is_none() {
+            return Look::No;
+        }
+        // Whether a node or an edge looked at is there, and its values, follow only the
+        // events naming its nodes.
+        let waiting = concerned
+            .flat_map(node_keys)
+            .any(|k| self.queued.contains(&key_hash(k)));
+        if waiting {
+            Look::Applied
+        } else {
+            Look::AsItIs
+        }
+    }
+
+    fn queued(&mut self, ev: &crate::model::Event) {
+        let keys = ev.assertions.iter().flat_map(node_keys).map(key_hash);
+        self.queued.extend(keys);
+    }
+
+    fn applied(&mut self) {
+        self.queued.clear();
     }
 
     fn admits(&mut self, ev: &crate::model::Event, graph: &State) -> bool {
-        let changing = (ev.assertions.iter().enumerate())
-            .filter(|(_, a)| changes(a, graph))
+        let mut changing = (ev.assertions.iter().enumerate())
+            .filter(|(_, a)| self.touched.concerns(a) && changes(a, graph))
             .map(|(j, _)| j);
-        if !self.judging {
-            let changing: BTreeSet<usize> = changing.collect();
-            if !changing.is_empty() {
-                self.changing_anyway.insert(ev.seq, changing);
+        match self.pass {
+            Pass::Probe => {
+                if changing.next().is_some() {
+                    self.found.insert(ev.seq);
+                }
+                return true;
             }
-            return true;
+            Pass::Note => {
+                let changing: BTreeSet<usize> = changing.collect();
+                if !changing.is_empty() {
+                    self.changing_anyway.insert(ev.seq, changing);
+                }
+                return true;
+            }
+            Pass::Judge => {}
         }
         let anyway = self.changing_anyway.get(&ev.seq);
         let owed_to_seeds = changing
@@ -110,6 +193,71 @@ impl Checkpoint for Restating {
             self.found.insert(ev.seq);
         }
         !owed_to_seeds
+    }
+}
+
+/// The node keys assertion `a` names: its node's, or its edge's ends.
+fn node_keys(a: &Assertion) -> impl Iterator<Item = &str> {
+    let (first, second) = match a {
+        Assertion::UpsertNode(up) => (up.key.as_str(), None),
+        Assertion::RetractNode { key } => (key.as_str(), None),
+        Assertion::UpsertEdge(up) => (up.from.as_str(), Some(up.to.as_str())),
+        Assertion::RetractEdge { from, to, .. } => (from.as_str(), Some(to.as_str())),
+    };
+    std::iter::once(first).chain(second)
+}
+
+fn key_hash(key: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
+}
+
+/// The nodes and edges a deletion's events upsert or retract: all their absence can change.
+#[derive(Default)]
+struct Touched {
+    nodes: BTreeSet<String>,
+    /// By their subject text ([`deletion::edge_subject`]).
+    edges: BTreeSet<String>,
+}
+
+impl Touched {
+    fn add(&mut self, ev: &crate::model::Event) {
+        for a in &ev.assertions {
+            let (from, relation, to) = match a {
+                Assertion::UpsertNode(up) => {
+                    self.nodes.insert(up.key.clone());
+                    continue;
+                }
+                Assertion::RetractNode { key } => {
+                    self.nodes.insert(key.clone());
+                    continue;
+                }
+                Assertion::UpsertEdge(up) => (&up.from, &up.relation, &up.to),
+                Assertion::RetractEdge { from, relation, to } => (from, relation, to),
+            };
+            self.edges
+                .insert(deletion::edge_subject(from, relation, to));
+        }
+    }
+
+    /// Whether `a` upserts a node or an edge whose values the deletion can change: one of its
+    /// nodes, an edge at one of them, or one of its edges.
+    fn concerns(&self, a: &Assertion) -> bool {
+        match a {
+            Assertion::UpsertNode(up) => self.nodes.contains(&up.key),
+            Assertion::UpsertEdge(up) => {
+                self.nodes.contains(&up.from)
+                    || self.nodes.contains(&up.to)
+                    || (self.edges).contains(&deletion::edge_subject(
+                        &up.from,
+                        &up.relation,
+                        &up.to,
+                    ))
+            }
+            _ => false,
+        }
     }
 }
 
