@@ -107,8 +107,8 @@ impl Store {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pass {
     /// Without the seeds, leaving nothing out: whether any summary would change the graph.
-    /// The first to would be found by [`Pass::Judge`] too, with no summary left out before
-    /// it; so none means nothing is found.
+    /// Up to the first summary [`Pass::Judge`] leaves out, its replay is this one, and that
+    /// summary changes the graph there: so when none does, none is left out.
     Probe,
     /// With the seeds: which assertions change the graph anyway (`changing_anyway`).
     Note,
@@ -262,9 +262,9 @@ impl Touched {
 }
 
 /// Whether `a` would change what `graph` believes: make a node or an edge it lacks, or give
-/// one a label, name, alias, property, anchor, confidence or time it does not have. Salience,
-/// pins and when a fact was last seen are left aside: a summary restates them as the graph
-/// had them, and they move with use, not with what an event asserted.
+/// one a label, name, alias, property, anchor, pin, confidence or time it does not have (the
+/// values [`deletion::values_given`] follows). Salience and when a fact was last seen are left
+/// aside: they move with use and time, not with what an event asserted.
 fn changes(a: &Assertion, graph: &State) -> bool {
     match a {
         Assertion::UpsertNode(up) => {
@@ -280,6 +280,7 @@ fn changes(a: &Assertion, graph: &State) -> bool {
                 || up.aliases.iter().any(new_alias)
                 || props_change(&up.props, &n.props)
                 || up.anchor.is_some_and(|x| n.anchor != Some(x))
+                || up.pinned.is_some_and(|p| p != n.pinned)
         }
         Assertion::UpsertEdge(up) => {
             let Some(e) = graph.edge_by_keys(&up.from, &up.relation, &up.to) else {
