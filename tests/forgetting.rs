@@ -2211,6 +2211,14 @@ impl Twins {
         }
     }
 
+    /// Twins given `events`, the store then consolidated in days of 100.
+    fn consolidated(backend: BackendKind, events: Vec<loci::EventDraft>) -> Self {
+        let twins = Twins::new(backend);
+        twins.ingest(events);
+        consolidate_in_days_of_100(&twins.store);
+        twins
+    }
+
     fn ingest(&self, events: Vec<loci::EventDraft>) {
         self.store.ingest(events.clone()).unwrap();
         self.reference.ingest(events).unwrap();
@@ -2223,6 +2231,25 @@ impl Twins {
         self.reference.delete(request).unwrap();
         report
     }
+
+    /// [`Twins::delete`], then checks that the store believes what the reference does and
+    /// verifies; gives the reference's beliefs.
+    fn delete_and_compare(
+        &self,
+        request: &loci::DeleteRequest,
+        backend: BackendKind,
+    ) -> BTreeMap<EdgeKeys, f32> {
+        let r = self.delete(request);
+        let beliefs = facts(&self.reference);
+        assert_eq!(facts(&self.store), beliefs, "{backend}: {r:?}");
+        assert_verifies(&self.store);
+        beliefs
+    }
+}
+
+/// The keys of edge `from -relation-> to`.
+fn keys(from: &str, relation: &str, to: &str) -> EdgeKeys {
+    (from.into(), relation.into(), to.into())
 }
 
 /// Fuzz seed 19 (session 39): a forgotten event's edge that a later node retraction ended came
@@ -2266,11 +2293,12 @@ fn deleting_a_retraction_brings_back_what_a_forgotten_event_asserted_before_it()
             "{backend}: event 3 is kept"
         );
         assert_eq!(facts(store), facts(reference), "{backend}");
-        let r = twins.delete(&loci::DeleteRequest::events([3]));
-        let offers = ("bot".to_string(), "OFFERS".to_string(), "n2".to_string());
-        assert_eq!(facts(reference).get(&offers), Some(&1.0), "{backend}");
-        assert_eq!(facts(store), facts(reference), "{backend}: {r:?}");
-        assert_verifies(store);
+        let beliefs = twins.delete_and_compare(&loci::DeleteRequest::events([3]), backend);
+        assert_eq!(
+            beliefs.get(&keys("bot", "OFFERS", "n2")),
+            Some(&1.0),
+            "{backend}"
+        );
     }
 }
 
@@ -2505,10 +2533,8 @@ fn deleting_the_last_note_of_a_summary_keeps_what_it_alone_still_supports() {
             ]
         };
         let late = || vec![noted(740, 0.3, vec![edge("bot", "HOME", "n4", Some(0.9))])];
-        let twins = Twins::new(backend);
-        twins.ingest(events());
+        let twins = Twins::consolidated(backend, events());
         let (store, reference) = (&twins.store, &twins.reference);
-        consolidate_in_days_of_100(store);
         twins.ingest(late());
         consolidate_in_days_of_100(store);
         let r = twins.delete(&loci::DeleteRequest::nodes(["n4"]));
@@ -2609,11 +2635,11 @@ fn a_summary_forgetting_took_before_a_deletion_listed_it_keeps_its_events() {
         assert_eq!(facts(store), facts(reference), "{backend}");
         twins.delete(&loci::DeleteRequest::nodes(["n4"]));
         assert_eq!(facts(store), facts(reference), "{backend}");
-        let r = twins.delete(&loci::DeleteRequest::events([4]));
-        let knows = ("bot".to_string(), "KNOWS".to_string(), "n2".to_string());
-        assert!(facts(reference).contains_key(&knows), "{backend}");
-        assert_eq!(facts(store), facts(reference), "{backend}: {r:?}");
-        assert_verifies(store);
+        let beliefs = twins.delete_and_compare(&loci::DeleteRequest::events([4]), backend);
+        assert!(
+            beliefs.contains_key(&keys("bot", "KNOWS", "n2")),
+            "{backend}"
+        );
     }
 }
 
@@ -2642,10 +2668,8 @@ fn a_belief_asserted_while_its_end_existed_only_by_a_deleted_note_goes_with_it()
                 noted(1410, 0.9, vec![]),
             ]
         };
-        let twins = Twins::new(backend);
-        twins.ingest(events());
+        let twins = Twins::consolidated(backend, events());
         let (store, reference) = (&twins.store, &twins.reference);
-        consolidate_in_days_of_100(store);
         let r = twins.delete(&loci::DeleteRequest::events([2]));
         assert!(edges(reference, false).is_empty(), "{backend}");
         assert_eq!(
@@ -2850,16 +2874,15 @@ fn deleting_a_retraction_takes_a_later_summary_of_what_was_made_again_after_it()
                 noted(1410, 0.9, vec![]),
             ]
         };
-        let twins = Twins::new(backend);
-        twins.ingest(events());
+        let twins = Twins::consolidated(backend, events());
         let (store, reference) = (&twins.store, &twins.reference);
-        consolidate_in_days_of_100(store);
         assert_eq!(facts(store), facts(reference), "{backend}");
-        let r = twins.delete(&loci::DeleteRequest::events([2]));
-        let offers = ("bot".to_string(), "OFFERS".to_string(), "n1".to_string());
-        assert_eq!(facts(reference).get(&offers), Some(&0.9), "{backend}");
-        assert_eq!(facts(store), facts(reference), "{backend}: {r:?}");
-        assert_verifies(store);
+        let beliefs = twins.delete_and_compare(&loci::DeleteRequest::events([2]), backend);
+        assert_eq!(
+            beliefs.get(&keys("bot", "OFFERS", "n1")),
+            Some(&0.9),
+            "{backend}"
+        );
     }
 }
 
@@ -2890,20 +2913,12 @@ fn a_value_asserted_while_its_end_existed_only_by_a_deleted_note_goes_with_it() 
                 noted(1410, 0.9, vec![]),
             ]
         };
-        let twins = Twins::new(backend);
-        twins.ingest(events());
+        let twins = Twins::consolidated(backend, events());
         let (store, reference) = (&twins.store, &twins.reference);
-        consolidate_in_days_of_100(store);
         assert_eq!(edge_times(store), edge_times(reference), "{backend}");
-        let r = twins.delete(&loci::DeleteRequest::events([2]));
-        let knows = ("bot".to_string(), "KNOWS".to_string(), "n4".to_string());
-        assert_eq!(
-            edge_times(reference).get(&knows),
-            Some(&(None, None)),
-            "{backend}"
-        );
-        assert_eq!(facts(store), facts(reference), "{backend}: {r:?}");
-        assert_eq!(edge_times(store), edge_times(reference), "{backend}: {r:?}");
-        assert_verifies(store);
+        twins.delete_and_compare(&loci::DeleteRequest::events([2]), backend);
+        let times = edge_times(reference);
+        assert_eq!(times.get(&keys("bot", "KNOWS", "n4")), Some(&(None, None)));
+        assert_eq!(edge_times(store), times, "{backend}");
     }
 }
