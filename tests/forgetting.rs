@@ -2922,3 +2922,52 @@ fn a_value_asserted_while_its_end_existed_only_by_a_deleted_note_goes_with_it() 
         assert_eq!(edge_times(store), times, "{backend}");
     }
 }
+
+/// Found by `deletion_prop` (session 40): a forgotten note's belief, which a later note's
+/// retraction ended, was lost when the user deleted the retraction. The week's summary
+/// holding the forgotten note had been made again (by the deletion of another note of that
+/// week) after the retraction, so it restated no belief; a store that never summarised has
+/// the belief back. A summary written after a deleted retraction over the time of a
+/// forgotten event whose assertion it ended is taken and made again.
+#[test]
+fn deleting_a_retraction_brings_back_a_belief_whose_summary_was_made_again_after_it() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let events = || {
+            vec![
+                noted(
+                    10,
+                    0.9,
+                    vec![
+                        node_named("bot", Some("Bot"), Some("bot")),
+                        node_named("n3", Some("Person"), Some("Ann")),
+                    ],
+                ),
+                noted(720, 0.1, vec![edge("bot", "KNOWS", "n3", None)]),
+                secret_note(730),
+                noted(
+                    1420,
+                    0.1,
+                    vec![Assertion::RetractEdge {
+                        from: "bot".into(),
+                        relation: "KNOWS".into(),
+                        to: "n3".into(),
+                    }],
+                ),
+                noted(2110, 0.1, vec![]),
+            ]
+        };
+        let twins = Twins::new(backend);
+        twins.ingest(events());
+        let store = &twins.store;
+        forget::consolidate_then_forget(store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        assert!(store.event(2).unwrap().is_none(), "{backend}: forgotten");
+        twins.delete_and_compare(&loci::DeleteRequest::events([3]), backend);
+        let beliefs = twins.delete_and_compare(&loci::DeleteRequest::events([4]), backend);
+        assert_eq!(
+            beliefs.get(&keys("bot", "KNOWS", "n3")),
+            Some(&1.0),
+            "{backend}"
+        );
+    }
+}

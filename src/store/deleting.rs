@@ -176,6 +176,22 @@ pub(super) struct Carriers {
     /// The edges the seeds upsert, by the key of each end: the indexes of their subjects,
     /// which a retraction of that node retracts too.
     edges_at: std::collections::HashMap<String, Vec<usize>>,
+    /// What the seeds retract, each with the seeds retracting it: edges by subject text,
+    /// nodes (with every edge at them) by key.
+    retracted_edges: BTreeMap<String, Vec<u64>>,
+    retracted_nodes: BTreeMap<String, Vec<u64>>,
+    /// The forgotten events outside the seeds that asserted what a seed logged after them
+    /// retracts ([`Carriers::ended_by_seeds`]).
+    ended: Vec<Ended>,
+}
+
+/// A forgotten event's assertion that a seed's retraction ended.
+pub(super) struct Ended {
+    /// The forgotten event's number and world time.
+    pub(super) seq: u64,
+    pub(super) ts: i64,
+    /// The first seed after it retracting what it asserted.
+    pub(super) retraction: u64,
 }
 
 /// What the log says of an edge that is not the seeds' own but has an end a seed upserts
@@ -221,6 +237,9 @@ impl Carriers {
             end_edges: BTreeMap::new(),
             node_at: Default::default(),
             edges_at: Default::default(),
+            retracted_edges: BTreeMap::new(),
+            retracted_nodes: BTreeMap::new(),
+            ended: Vec::new(),
         };
         for seq in seeds.keys() {
             let Some(ev) = store.raw_event(*seq)? else {
@@ -251,6 +270,7 @@ impl Carriers {
                 }
             }
             if raw {
+                carriers.note_retractions(&ev);
                 carriers.index_subjects_by_key(&ev);
                 let names = deletion::names_given(&ev);
                 for (key, value, name) in names.into_iter().filter(|(_, _, n)| !n.trim().is_empty())
@@ -271,7 +291,61 @@ impl Carriers {
         });
         carriers.names.sort();
         carriers.names.dedup();
-        Ok((!carriers.values.is_empty()).then_some(carriers))
+        let retracts = !carriers.retracted_edges.is_empty() || !carriers.retracted_nodes.is_empty();
+        Ok((!carriers.values.is_empty() || retracts).then_some(carriers))
+    }
+
+    /// Files what seed `ev` retracts ([`Carriers::retracted_edges`], `retracted_nodes`).
+    fn note_retractions(&mut self, ev: &Event) {
+        for a in &ev.assertions {
+            let (map, subject) = match a {
+                Assertion::RetractEdge { from, relation, to } => (
+                    &mut self.retracted_edges,
+                    deletion::edge_subject(from, relation, to),
+                ),
+                Assertion::RetractNode { key } => (&mut self.retracted_nodes, key.clone()),
+                _ => continue,
+            };
+            let by = map.entry(subject).or_default();
+            if by.last() != Some(&ev.seq) {
+                by.push(ev.seq);
+            }
+        }
+    }
+
+    /// The first seed logged after forgotten event `ev` that retracts what assertion `a` of
+    /// it upserts, if any.
+    fn retraction_after(&self, ev: &Event, a: &Assertion) -> Option<u64> {
+        let after = |by: Option<&Vec<u64>>| {
+            by.into_iter()
+                .flatten()
+                .copied()
+                .filter(|r| *r > ev.seq)
+                .min()
+        };
+        match a {
+            Assertion::UpsertNode(up) => after(self.retracted_nodes.get(&up.key)),
+            Assertion::UpsertEdge(up) => {
+                let subject = deletion::edge_subject(&up.from, &up.relation, &up.to);
+                [
+                    after(self.retracted_edges.get(&subject)),
+                    after(self.retracted_nodes.get(&up.from)),
+                    after(self.retracted_nodes.get(&up.to)),
+                ]
+                .into_iter()
+                .flatten()
+                .min()
+            }
+            _ => None,
+        }
+    }
+
+    /// The forgotten events no user deleted that asserted what a seed logged after them
+    /// retracts. With the seed deleted, what they asserted lives again, and only summaries
+    /// hold it; a summary of their period written after the retraction (made again after it)
+    /// restated none of it, so it is taken and made again from the events it covers.
+    pub(super) fn ended_by_seeds(&self) -> impl Iterator<Item = &Ended> {
+        (self.ended.iter()).filter(|e| !self.user_deleted.contains(&e.seq))
     }
 
     /// Files the nodes and edges seed `ev` upserts (their subjects indexed already) under
@@ -365,6 +439,16 @@ impl Carriers {
         // A forgotten event a user did not delete asserts as a live one does (it comes back
         // into what summaries are made again from); one a user deleted is left out later.
         self.trace_end_edges(ev, false);
+        let retraction = (ev.assertions.iter())
+            .filter_map(|a| self.retraction_after(ev, a))
+            .min();
+        if let Some(retraction) = retraction {
+            self.ended.push(Ended {
+                seq: ev.seq,
+                ts: ev.ts,
+                retraction,
+            });
+        }
     }
 
     /// Records what `ev` (outside the seeds; a live `summary`, or not) says of the edges with
@@ -619,6 +703,28 @@ impl<'e> Undone<'e> {
             _ => false,
         }
     }
+}
+
+/// The summaries of `chain` written after a retraction among `targets` (not one deleted
+/// before) over the time of a forgotten event whose assertion it ended
+/// ([`Carriers::ended_by_seeds`]): the store lost a belief a forgotten note gave when the
+/// user deleted the retraction that had ended it, since the week's summary holding the note
+/// had been made again after the retraction, without the belief.
+fn summaries_after_retraction(
+    chain: &[SummaryLink],
+    carriers: &Carriers,
+    targets: &BTreeMap<u64, i64>,
+) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    for ended in carriers.ended_by_seeds() {
+        if !targets.contains_key(&ended.retraction) {
+            continue;
+        }
+        let over =
+            |l: &&SummaryLink| l.seq > ended.retraction && l.start <= ended.ts && ended.ts <= l.end;
+        out.extend(chain.iter().filter(over).map(|l| l.seq));
+    }
+    out
 }
 
 /// What [`Store::add_summaries_of`] read to find the summaries a deletion takes, which
@@ -962,6 +1068,9 @@ impl Store {
             .unwrap_or_default();
         let mut carried: BTreeSet<u64> = carrying.values().flatten().copied().collect();
         let made = made_from(&chain, &seeds);
+        if let Some(c) = &carriers {
+            carried.extend(summaries_after_retraction(&chain, c, targets));
+        }
         // What the seeds made other events give, which later summaries restated.
         let summaries: BTreeSet<u64> = chain.iter().map(|link| link.seq).collect();
         let taken_already: BTreeSet<u64> = made.union(&carried).copied().collect();
@@ -981,7 +1090,7 @@ impl Store {
         // days'): it goes too.
         let carried_seeds: BTreeMap<u64, i64> = chain
             .iter()
-            .filter(|link| carried.contains(&link.seq))
+            .filter(|link| carried.contains(&link.seq) && live(&link.seq))
             .map(|link| (link.seq, link.ts))
             .collect();
         carried.extend(made_from(&chain, &carried_seeds));
