@@ -1,0 +1,555 @@
+//! Property: a user's deletion leaves a store that consolidates and forgets believing what a
+//! store given the same events and deletions, and never consolidated or forgotten, believes:
+//! what the log without the deleted events says. The store's summaries restated the deleted
+//! events' facts, and forgetting left some facts to the summaries alone; the deletion takes
+//! the summaries that carry what it deletes and makes them again from what is left.
+//!
+//! Random notes on four people (made, named, aliased, given properties, retracted, made
+//! again) and the agent's beliefs in them (with confidences, times and properties, retracted),
+//! written week by week: the store consolidates each week in days of 100 and forgets down to
+//! a small budget, late notes arrive for a week already summarised, and the user deletes notes
+//! (kept or forgotten) and people. After each deletion both stores are compared: every belief
+//! (an edge at an effective confidence of at least 0.5, or at a pinned node) with its
+//! confidence, times and properties, and each of its nodes with its label, name, aliases,
+//! properties and pin; and no node or edge is in the store that the reference lacks. This is
+//! session 38's fuzz harness in the suite, without its compactions (once a forgotten note's
+//! record is a tombstone what it gave is unknown: the design's stated limit).
+//!
+//! `LOCI_PROP_CASES=200` runs more cases; `PROPTEST_RNG_SEED=N` repeats a run; with
+//! `LOCI_PROP_TRACE` set, each note, forgetting and deletion is written to stderr.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+use loci::dynamics::forget::{self, ForgetOptions};
+use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Value};
+use loci::{BackendKind, DeleteRequest, Store};
+use proptest::prelude::*;
+
+const KEYS: [&str; 4] = ["n1", "n2", "n3", "n4"];
+const LABELS: [&str; 3] = ["Person", "Smith", "NPC"];
+const NAMES: [&str; 3] = ["Ann", "Annie", "Bob"];
+const ALIASES: [&str; 3] = ["A1", "A2", "A3"];
+const RELATIONS: [&str; 3] = ["KNOWS", "HOME", "OFFERS"];
+const CONFIDENCES: [f32; 5] = [0.3, 0.55, 0.7, 0.9, 1.0];
+const SALIENCES: [f32; 4] = [0.1, 0.3, 0.5, 0.9];
+/// World time units in a day and a week of the store's consolidation.
+const DAY: i64 = 100;
+const WEEK: i64 = 7 * DAY;
+
+/// What one assertion of a note does, before it is made valid against the reference store
+/// (`Notes::assertions`): numbers index the tables above.
+#[derive(Clone, Debug)]
+enum Step {
+    Node {
+        key: u8,
+        label: Option<u8>,
+        name: Option<u8>,
+        alias: Option<u8>,
+        prop: Option<u8>,
+    },
+    Edge {
+        relation: u8,
+        to: u8,
+        confidence: Option<u8>,
+        from_time: Option<u16>,
+        price: Option<u8>,
+    },
+    RetractNode(u8),
+    RetractEdge(u8),
+}
+
+#[derive(Clone, Debug)]
+struct Note {
+    salience: u8,
+    steps: Vec<Step>,
+}
+
+#[derive(Clone, Debug)]
+enum Deletion {
+    /// The n-th note not deleted yet (modulo their number).
+    Event(u16),
+    Node(u8),
+}
+
+#[derive(Clone, Debug)]
+struct Week {
+    notes: Vec<Note>,
+    pin: Option<u8>,
+    /// Forget down to this many events held.
+    forget: Option<u8>,
+    /// A note for the week before, once it is summarised.
+    late: Option<Note>,
+    deletions: Vec<Deletion>,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let small = |n: u8| 0..n;
+    prop_oneof![
+        4 => (small(4), proptest::option::of(small(3)), proptest::option::of(small(3)),
+              proptest::option::weighted(0.3, small(3)), proptest::option::weighted(0.4, small(4)))
+            .prop_map(|(key, label, name, alias, prop)| Step::Node { key, label, name, alias, prop }),
+        4 => (small(3), small(4), proptest::option::weighted(0.7, small(5)),
+              proptest::option::weighted(0.2, 0u16..1200), proptest::option::weighted(0.25, small(3)))
+            .prop_map(|(relation, to, confidence, from_time, price)| Step::Edge {
+                relation, to, confidence, from_time, price,
+            }),
+        1 => small(4).prop_map(Step::RetractNode),
+        1 => small(12).prop_map(Step::RetractEdge),
+    ]
+}
+
+fn note() -> impl Strategy<Value = Note> {
+    (0u8..4, proptest::collection::vec(step(), 1..4))
+        .prop_map(|(salience, steps)| Note { salience, steps })
+}
+
+fn week() -> impl Strategy<Value = Week> {
+    (
+        proptest::collection::vec(note(), 3..7),
+        proptest::option::weighted(0.2, 0u8..4),
+        proptest::option::weighted(0.7, 2u8..9),
+        proptest::option::weighted(0.4, note()),
+        proptest::collection::vec(
+            prop_oneof![3 => any::<u16>().prop_map(Deletion::Event), 1 => (0u8..4).prop_map(Deletion::Node)],
+            0..3,
+        ),
+    )
+        .prop_map(|(notes, pin, forget, late, deletions)| Week {
+            notes,
+            pin,
+            forget,
+            late,
+            deletions,
+        })
+}
+
+/// The two stores, and the notes both took: each note's numbers in the store and in the
+/// reference (they part once the store writes summaries), its assertions, and whether a
+/// deletion took it.
+struct Notes {
+    store: Store,
+    reference: Store,
+    taken: Vec<Taken>,
+    latest: i64,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+struct Taken {
+    seqs: (u64, u64),
+    assertions: Vec<Assertion>,
+    deleted: bool,
+}
+
+impl Notes {
+    fn new(backend: BackendKind) -> Notes {
+        let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut notes = Notes {
+            store: Store::create(dirs.0.path(), backend).unwrap(),
+            reference: Store::create(dirs.1.path(), backend).unwrap(),
+            taken: Vec::new(),
+            latest: 0,
+            _dirs: dirs,
+        };
+        let bot = Assertion::UpsertNode(NodeUpsert {
+            key: "bot".into(),
+            label: Some("Bot".into()),
+            name: Some("bot".into()),
+            ..Default::default()
+        });
+        notes.ingest(1, 0.5, vec![bot]);
+        notes
+    }
+
+    /// Gives both stores the note, made valid against the reference (an edge to a person it
+    /// lacks makes them first; a retraction of what it lacks is left out); the store must take
+    /// whatever the reference takes.
+    fn note(&mut self, ts: i64, note: &Note) {
+        let assertions = self.assertions(note);
+        if !assertions.is_empty() {
+            let salience = SALIENCES[note.salience as usize % SALIENCES.len()];
+            self.ingest(ts, salience, assertions);
+        }
+    }
+
+    fn ingest(&mut self, ts: i64, salience: f32, assertions: Vec<Assertion>) {
+        let mut d = EventDraft::new(ts, "bot", "NOTE");
+        d.salience = Some(salience);
+        d.payload = Value::from(format!("note at {ts}"));
+        d.assertions = assertions;
+        let r = self.reference.ingest(vec![d.clone()]).unwrap();
+        let s = (self.store.ingest(vec![d.clone()]))
+            .unwrap_or_else(|e| panic!("the store refused what the reference took: {e}: {d:?}"));
+        self.latest = self.latest.max(ts);
+        if std::env::var("LOCI_PROP_TRACE").is_ok() {
+            eprintln!(
+                "ingest ts={ts} sal={salience} s={} r={} {:?}",
+                s.first_seq, r.first_seq, d.assertions
+            );
+        }
+        self.taken.push(Taken {
+            seqs: (s.first_seq, r.first_seq),
+            assertions: d.assertions,
+            deleted: false,
+        });
+    }
+
+    fn assertions(&self, note: &Note) -> Vec<Assertion> {
+        let mut exists: BTreeSet<String> = self.reference.graph().nodes().map(|n| n.key).collect();
+        let g = self.reference.graph();
+        let mut edges: BTreeSet<(String, String)> = g
+            .edges()
+            .map(|(_, c)| {
+                let to = g.node_key(c.to).unwrap().to_string();
+                (g.relation_name(c.relation).to_string(), to)
+            })
+            .collect();
+        drop(g);
+        let mut out = Vec::new();
+        for step in &note.steps {
+            match step {
+                Step::Node {
+                    key,
+                    label,
+                    name,
+                    alias,
+                    prop,
+                } => {
+                    let key = KEYS[*key as usize % 4];
+                    let new = exists.insert(key.to_string());
+                    let label = label.or(new.then_some(0));
+                    let name = name.or(new.then_some(*label.as_ref().unwrap_or(&0)));
+                    let mut props = loci::model::Props::new();
+                    if let Some(p) = prop {
+                        let v = match p {
+                            0 => Value::from("smith"),
+                            1 => Value::from("farmer"),
+                            2 => Value::from(3),
+                            _ if new => Value::from("smith"),
+                            _ => Value::Null,
+                        };
+                        props.insert(if p % 2 == 0 { "job" } else { "age" }.into(), v);
+                    }
+                    out.push(Assertion::UpsertNode(NodeUpsert {
+                        key: key.into(),
+                        label: label.map(|l| LABELS[l as usize % 3].into()),
+                        name: name.map(|n| format!("{}X{key}", NAMES[n as usize % 3])),
+                        aliases: alias
+                            .iter()
+                            .map(|a| ALIASES[*a as usize % 3].into())
+                            .collect(),
+                        props,
+                        ..Default::default()
+                    }));
+                }
+                Step::Edge {
+                    relation,
+                    to,
+                    confidence,
+                    from_time,
+                    price,
+                } => {
+                    let to = KEYS[*to as usize % 4];
+                    if exists.insert(to.to_string()) {
+                        out.push(Assertion::UpsertNode(NodeUpsert {
+                            key: to.into(),
+                            label: Some(LABELS[0].into()),
+                            name: Some(format!("AnnX{to}")),
+                            ..Default::default()
+                        }));
+                    }
+                    let relation = RELATIONS[*relation as usize % 3];
+                    let mut props = loci::model::Props::new();
+                    if let Some(p) = price {
+                        props.insert("price".into(), Value::from(*p as i64 + 1));
+                    }
+                    edges.insert((relation.to_string(), to.to_string()));
+                    out.push(Assertion::UpsertEdge(EdgeUpsert {
+                        from: "bot".into(),
+                        relation: relation.into(),
+                        to: to.into(),
+                        confidence: confidence.map(|c| CONFIDENCES[c as usize % 5]),
+                        valid_from: from_time.map(i64::from),
+                        props,
+                        ..Default::default()
+                    }));
+                }
+                Step::RetractNode(key) => {
+                    let key = KEYS[*key as usize % 4];
+                    if exists.remove(key) {
+                        edges.retain(|(_, to)| to != key);
+                        out.push(Assertion::RetractNode { key: key.into() });
+                    }
+                }
+                Step::RetractEdge(i) => {
+                    let Some((relation, to)) = edges.iter().nth(*i as usize % edges.len().max(1))
+                    else {
+                        continue;
+                    };
+                    let (relation, to) = (relation.clone(), to.clone());
+                    edges.remove(&(relation.clone(), to.clone()));
+                    out.push(Assertion::RetractEdge {
+                        from: "bot".into(),
+                        relation,
+                        to,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn consolidate(&self) {
+        let days = ConsolidateOptions::default()
+            .with_policy(consolidate::ConsolidationPolicy::default().with_day(DAY));
+        consolidate::consolidate(&self.store, &RuleSummarizer, &days).unwrap();
+    }
+
+    fn pin(&self, key: u8) {
+        let key = KEYS[key as usize % 4];
+        for s in [&self.store, &self.reference] {
+            // A key neither store holds is refused by both.
+            let _ = s.pin(&[key], true);
+        }
+    }
+
+    fn forget(&self, budget: u8) {
+        let opts = ForgetOptions::with_budget(u64::from(budget));
+        let (_, f) = forget::consolidate_then_forget(&self.store, Some(DAY), &opts).unwrap();
+        if std::env::var("LOCI_PROP_TRACE").is_ok() {
+            eprintln!("forget {budget}: {f:?}");
+        }
+    }
+
+    /// Deletes in both stores, or in neither when the store refuses (a forgotten note of which
+    /// nothing is left, or a person no note names), and compares them.
+    fn delete(&mut self, deletion: &Deletion, history: &str) {
+        let (request, reference_request, notes) = match deletion {
+            Deletion::Event(i) => {
+                let left: Vec<usize> = (0..self.taken.len())
+                    .filter(|t| !self.taken[*t].deleted && *t > 0)
+                    .collect();
+                if left.is_empty() {
+                    return;
+                }
+                let t = left[*i as usize % left.len()];
+                let (s, r) = self.taken[t].seqs;
+                (
+                    DeleteRequest::events([s]),
+                    DeleteRequest::events([r]),
+                    vec![t],
+                )
+            }
+            Deletion::Node(k) => {
+                let key = KEYS[*k as usize % 4];
+                let naming: Vec<usize> = (0..self.taken.len())
+                    .filter(|t| self.taken[*t].assertions.iter().any(|a| names(a, key)))
+                    .collect();
+                let request = DeleteRequest::nodes([key]);
+                (request.clone(), request, naming)
+            }
+        };
+        let done = match self.store.delete(&request) {
+            Ok(report) => report,
+            Err(e) => {
+                let refused = e.to_string();
+                assert!(
+                    refused.contains("already deleted") || refused.contains("not found"),
+                    "{history}: {deletion:?}: {refused}"
+                );
+                if refused.contains("not found") {
+                    assert!(
+                        self.reference.delete(&reference_request).is_err(),
+                        "{history}: {deletion:?}: the store found nothing, the reference did"
+                    );
+                }
+                return;
+            }
+        };
+        self.reference
+            .delete(&reference_request)
+            .unwrap_or_else(|e| {
+                panic!("{history}: {deletion:?}: the reference refused what the store took: {e}")
+            });
+        for t in notes {
+            self.taken[t].deleted = true;
+        }
+        if std::env::var("LOCI_PROP_TRACE").is_ok() {
+            eprintln!("delete {request:?} / {reference_request:?}: {done:?}");
+        }
+        let report = self.store.verify().unwrap();
+        assert!(report.ok(), "{history}: {:#?}", report.differences);
+        self.compare(&format!("{history}: {deletion:?}: {done:?}"));
+    }
+
+    /// Every belief of the reference the store holds alike, with its nodes; nothing the
+    /// reference lacks.
+    fn compare(&self, history: &str) {
+        let (store, reference) = (
+            beliefs(&self.store, self.latest),
+            beliefs(&self.reference, self.latest),
+        );
+        for (k, e) in &reference.edges {
+            if e.belief {
+                assert_eq!(store.edges.get(k), Some(e), "{history}: belief {k:?}");
+            }
+        }
+        for k in reference.belief_nodes() {
+            assert_eq!(
+                store.nodes.get(&k),
+                reference.nodes.get(&k),
+                "{history}: node {k}"
+            );
+        }
+        for k in store.nodes.keys() {
+            assert!(
+                reference.nodes.contains_key(k),
+                "{history}: node {k} only in the store"
+            );
+        }
+        for k in store.edges.keys() {
+            assert!(
+                reference.edges.contains_key(k),
+                "{history}: edge {k:?} only in the store"
+            );
+        }
+    }
+}
+
+/// Whether assertion `a` names node `key`.
+fn names(a: &Assertion, key: &str) -> bool {
+    match a {
+        Assertion::UpsertNode(up) => up.key == key,
+        Assertion::RetractNode { key: k } => k == key,
+        Assertion::UpsertEdge(up) => up.from == key || up.to == key,
+        Assertion::RetractEdge { from, to, .. } => from == key || to == key,
+    }
+}
+
+/// What a store believes: every edge by its keys, and every node by its key.
+struct Beliefs {
+    edges: BTreeMap<(String, String, String), EdgeSeen>,
+    nodes: BTreeMap<String, NodeSeen>,
+}
+
+#[derive(Debug, PartialEq)]
+struct EdgeSeen {
+    /// An effective confidence of at least 0.5 at the latest note's time, or a pinned end.
+    belief: bool,
+    confidence: f32,
+    valid: (Option<i64>, Option<i64>),
+    props: String,
+}
+
+#[derive(Debug, PartialEq)]
+struct NodeSeen {
+    label: String,
+    name: String,
+    aliases: BTreeSet<String>,
+    props: String,
+    pinned: bool,
+}
+
+impl Beliefs {
+    /// The nodes a belief has at an end, and the pinned ones.
+    fn belief_nodes(&self) -> BTreeSet<String> {
+        let ends = (self.edges.iter())
+            .filter(|(_, e)| e.belief)
+            .flat_map(|((from, _, to), _)| [from.clone(), to.clone()]);
+        let pinned = (self.nodes.iter())
+            .filter(|(_, n)| n.pinned)
+            .map(|(k, _)| k.clone());
+        ends.chain(pinned).collect()
+    }
+}
+
+fn beliefs(store: &Store, now: i64) -> Beliefs {
+    let g = store.graph();
+    let key = |id| g.node_key(id).unwrap().to_string();
+    let mut nodes = BTreeMap::new();
+    for n in g.nodes() {
+        let seen = NodeSeen {
+            label: n.label,
+            name: n.name,
+            aliases: n.aliases.into_iter().collect(),
+            props: format!("{:?}", n.props),
+            pinned: n.pinned,
+        };
+        nodes.insert(n.key, seen);
+    }
+    let mut edges = BTreeMap::new();
+    for (id, c) in g.edges() {
+        let e = store.edge(id).unwrap().unwrap();
+        let pinned = g.is_pinned(c.from) || g.is_pinned(c.to);
+        let effective = g.effective_confidence(id, Some(now)).unwrap();
+        let keys = (
+            key(c.from),
+            g.relation_name(c.relation).to_string(),
+            key(c.to),
+        );
+        edges.insert(
+            keys,
+            EdgeSeen {
+                belief: effective >= 0.5 || pinned,
+                confidence: e.confidence,
+                valid: (e.valid_from, e.valid_to),
+                props: format!("{:?}", e.props),
+            },
+        );
+    }
+    Beliefs { edges, nodes }
+}
+
+/// Runs `weeks` on a fresh pair of stores.
+fn run(weeks: &[Week], backend: BackendKind) {
+    let mut notes = Notes::new(backend);
+    let mut history = String::new();
+    for (w, week) in weeks.iter().enumerate() {
+        let start = w as i64 * WEEK;
+        let gap = (WEEK - 20) / week.notes.len() as i64;
+        for (i, note) in week.notes.iter().enumerate() {
+            notes.note(start + 5 + i as i64 * gap, note);
+        }
+        notes.ingest(start + WEEK + 1, 0.1, Vec::new());
+        notes.consolidate();
+        history.push_str(&format!(" week {w}"));
+        if let Some(k) = week.pin {
+            notes.pin(k);
+        }
+        if w == 0 {
+            continue;
+        }
+        if let Some(budget) = week.forget {
+            notes.forget(budget);
+            history.push_str(&format!(", forgot to {budget}"));
+        }
+        if let Some(late) = &week.late {
+            notes.note(start - WEEK + 50, late);
+            notes.consolidate();
+        }
+        for d in &week.deletions {
+            history.push_str(&format!(", {d:?}"));
+            notes.delete(d, &history);
+        }
+    }
+    notes.compare(&history);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        // About half a minute in the default suite; LOCI_PROP_CASES=200 for a longer run.
+        cases: std::env::var("LOCI_PROP_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(16),
+        max_shrink_iters: 100,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn a_deletion_leaves_what_the_log_without_its_events_says(
+        weeks in proptest::collection::vec(week(), 2..5),
+        sled in any::<bool>(),
+    ) {
+        let backend = if sled { BackendKind::Sled } else { BackendKind::Redb };
+        run(&weeks, backend);
+    }
+}
