@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::{
-    dir_size, encode, now_ms, read_manifest, replay_excluding, time_key, Store, TextCommits,
-    META_COUNTERS, META_DELETED, REBUILD_DOCS_PER_COMMIT,
+    dir_size, encode, now_ms, read_manifest, replay_appended, replay_excluding, time_key,
+    KeptReplay, Store, TextCommits, META_COUNTERS, META_DELETED, REBUILD_DOCS_PER_COMMIT,
 };
 use crate::codec::decode_event;
 use crate::dynamics::deletion::{
@@ -732,6 +732,8 @@ fn summaries_after_retraction(
 pub(super) struct Taken {
     pub(super) chain: Vec<SummaryLink>,
     pub(super) carriers: Option<Carriers>,
+    /// The last graph the deletion replayed, for its next replay without the same events.
+    pub(super) replay: KeptReplay,
 }
 
 impl Store {
@@ -808,13 +810,20 @@ impl Store {
             None => MadeAgain::default(),
         };
         written.extend(made_again.events.iter().cloned());
-        let replayed = replay_excluding(
-            &*self.backend,
-            deleted,
-            |_, _| {},
-            written.clone(),
-            u64::MAX,
-        )?
+        // The graph an earlier replay of the deletion left, when it left out the same events.
+        let kept = (taken.as_ref())
+            .and_then(|t| t.replay.take(&deleted))
+            .filter(|state| state.counters.last_seq == before.counters.last_seq);
+        let replayed = match kept {
+            Some(state) => replay_appended(&*self.backend, state, written.clone())?,
+            None => replay_excluding(
+                &*self.backend,
+                deleted,
+                |_, _| {},
+                written.clone(),
+                u64::MAX,
+            )?,
+        }
         .map_err(|msg| Error::Store {
             path: self.dir.clone(),
             message: format!("cannot apply the deletion: {msg}"),
@@ -1074,7 +1083,9 @@ impl Store {
         // What the seeds made other events give, which later summaries restated.
         let summaries: BTreeSet<u64> = chain.iter().map(|link| link.seq).collect();
         let taken_already: BTreeSet<u64> = made.union(&carried).copied().collect();
-        let restating = self.summaries_restating_otherwise(&seeds, &taken_already, &summaries)?;
+        let replay = KeptReplay::default();
+        let restating =
+            self.summaries_restating_otherwise(&seeds, &taken_already, &summaries, &replay)?;
         let state = self.read_state();
         let live = |seq: &u64| !state.deleted.contains(seq);
         for (seq, ts) in gone.iter().filter(|(seq, _)| named.contains(seq)) {
@@ -1102,7 +1113,11 @@ impl Store {
                 })
                 .map(|link| (link.seq, link.ts)),
         );
-        Ok(Taken { chain, carriers })
+        Ok(Taken {
+            chain,
+            carriers,
+            replay,
+        })
     }
 
     /// Every summary the log holds a record of, live or deleted, in log order, with whether a

@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::deleting::{origins_of, Carriers, SummaryLink, Taken};
-use super::{now_ms, replay_excluding, Facet, State, Store};
+use super::{now_ms, replay_excluding, visit_log, Facet, State, Store};
 use crate::dynamics::consolidate::{self, summarised, ConsolidationPolicy, Digest, Level, Summary};
 use crate::dynamics::deletion::{self, DeleteRequest, Reason};
 use crate::error::{Error, Result};
@@ -124,7 +124,7 @@ impl Store {
         if plans.is_empty() {
             return Ok(MadeAgain::default());
         }
-        let sources = self.sources(before, targets, gone, &plans, &taken.chain)?;
+        let sources = self.sources(before, targets, gone, &plans, taken)?;
         let summaries: BTreeSet<u64> = taken.chain.iter().map(|l| l.seq).collect();
         let context = Context {
             request,
@@ -149,6 +149,9 @@ impl Store {
             }
             out.events.push(Event::from_draft(seq, now_ms(), draft));
         }
+        // In a store nothing was forgotten from, the deletion's own replay leaves out what
+        // this one did.
+        taken.replay.keep(sources.left);
         Ok(out)
     }
 
@@ -302,8 +305,9 @@ impl Store {
         targets: &BTreeMap<u64, i64>,
         gone: &BTreeMap<u64, i64>,
         plans: &[Plan<'_>],
-        chain: &[SummaryLink],
+        taken: &Taken,
     ) -> Result<Sources> {
+        let chain = &taken.chain;
         let covered: BTreeSet<u64> = plans.iter().flat_map(|p| p.covered.clone()).collect();
         let (user_deleted, forgotten) = self.deleted_by_reason()?;
         let members: BTreeSet<u64> = plans
@@ -340,7 +344,7 @@ impl Store {
         let mut records = BTreeMap::new();
         let mut compacted = BTreeSet::new();
         let mut retracted = BTreeSet::new();
-        let left = self.replay_for_remaking(left_out, |ev, out| {
+        let visit = |ev: &Event, out: bool| {
             // A pin makes no node in this replay (`Missing::Skip`): it does not undo a
             // retraction.
             if !out && !crate::projection::PIN_KINDS.contains(&ev.kind.as_str()) {
@@ -364,7 +368,14 @@ impl Store {
             } else if !out {
                 records.insert(ev.seq, ev.clone());
             }
-        })?;
+        };
+        let left = match taken.replay.take(&left_out) {
+            Some(left) => {
+                visit_log(&*self.backend, &left_out, visit)?;
+                left
+            }
+            None => self.replay_for_remaking(left_out, visit)?,
+        };
         let cut_off = plans
             .iter()
             .any(|p| p.cut_off || !p.covered.is_disjoint(&compacted));

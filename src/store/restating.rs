@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::{replay_watched, Look, Lookout, State, Store};
+use super::{replay_watched, KeptReplay, Look, Lookout, State, Store};
 use crate::dynamics::consolidate::SUMMARY;
 use crate::dynamics::deletion;
 use crate::error::{Error, Result};
@@ -42,12 +42,15 @@ impl Store {
     ///
     /// The cost is a replay of the log, when a live summary not taken is logged after the first
     /// seed, that finds whether any such summary changes the graph without the seeds at all
-    /// (none does, most often); and two more when one does.
+    /// (none does, most often); and two more when one does. When none does, that replay's
+    /// graph is kept in `kept`: in a store nothing was forgotten from, it is the log without
+    /// the deletion's events, which the deletion replays again.
     pub(super) fn summaries_restating_otherwise(
         &self,
         seeds: &BTreeMap<u64, i64>,
         taken: &BTreeSet<u64>,
         summaries: &BTreeSet<u64>,
+        kept: &KeptReplay,
     ) -> Result<BTreeSet<u64>> {
         let Some(&first) = seeds.keys().next() else {
             return Ok(BTreeSet::new());
@@ -88,11 +91,17 @@ impl Store {
         for (pass, excluded) in passes {
             look.pass = pass;
             look.queued.clear();
-            replay_watched(&*self.backend, excluded, &mut look)?.map_err(|msg| Error::Store {
-                path: self.dir.clone(),
-                message: format!("cannot find the summaries the deletion takes: {msg}"),
-            })?;
+            let mut replayed =
+                replay_watched(&*self.backend, excluded, &mut look)?.map_err(|msg| {
+                    Error::Store {
+                        path: self.dir.clone(),
+                        message: format!("cannot find the summaries the deletion takes: {msg}"),
+                    }
+                })?;
             if pass == Pass::Probe && look.found.is_empty() {
+                // Every event but `excluded` applied: the log without them.
+                replayed.deleted = excluded.clone();
+                kept.keep(replayed);
                 break;
             }
             if pass == Pass::Probe {
