@@ -109,7 +109,9 @@ impl Store {
     /// deleted before that the request names. `before` is the state before the deletion.
     ///
     /// The cost is one more replay of the log (two after a compaction), when there is a
-    /// summary to make again.
+    /// summary to make again, and the graph `taken` kept ([`KeptReplay`](super::KeptReplay))
+    /// is not of the log without the same events; then a read of the log. The graph it made
+    /// them from is kept in turn.
     pub(super) fn summaries_made_again(
         &self,
         before: &State,
