@@ -553,3 +553,70 @@ proptest! {
         run(&weeks, backend);
     }
 }
+
+/// This property's case from seed 11, shrunk: a person the agent's beliefs alone made (n2,
+/// by two notes of `bot KNOWS n2`), both notes forgotten, and the person no longer in the
+/// graph. The user's deletion of n2 was refused as not found, although the week summaries
+/// made from those notes hold them; the reference, which forgets nothing, deleted the notes.
+#[test]
+fn a_person_only_forgotten_notes_named_is_deleted_from_the_summaries_made_from_them() {
+    let note = |steps| Note { salience: 0, steps };
+    let node = |key| Step::Node {
+        key,
+        label: None,
+        name: None,
+        alias: None,
+        prop: None,
+    };
+    let knows = |to| Step::Edge {
+        relation: 0,
+        to,
+        confidence: None,
+        from_time: None,
+        price: None,
+    };
+    let week = |notes, forget, deletions| Week {
+        notes,
+        pin: None,
+        forget,
+        late: None,
+        deletions,
+    };
+    let named = |label, name| Step::Node {
+        key: 2,
+        label,
+        name,
+        alias: None,
+        prop: Some(0),
+    };
+    let weeks = [
+        week(
+            vec![
+                note(vec![node(3)]),
+                note(vec![knows(1), node(0)]),
+                note(vec![knows(0)]),
+            ],
+            None,
+            vec![],
+        ),
+        week(
+            vec![
+                note(vec![knows(1)]),
+                note(vec![knows(0)]),
+                note(vec![node(0)]),
+            ],
+            None,
+            vec![],
+        ),
+        week(
+            vec![
+                note(vec![node(0)]),
+                note(vec![node(0)]),
+                note(vec![named(Some(0), None), named(None, Some(1))]),
+            ],
+            Some(3),
+            vec![Deletion::Node(0), Deletion::Node(1)],
+        ),
+    ];
+    run(&weeks, BackendKind::Redb);
+}

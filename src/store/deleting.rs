@@ -39,6 +39,20 @@ fn already_deleted(seq: u64, forgotten: bool) -> Error {
     }
 }
 
+/// The refusal of a deletion of nodes whose every event naming them was deleted before (by
+/// forgetting, else the graph would hold them or their key would be unknown), and that no live
+/// summary holds anything of: there is nothing of them left to delete.
+fn nothing_left_of(keys: &[String]) -> Error {
+    let keys: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+    Error::InvalidArgument {
+        name: "node".into(),
+        message: format!(
+            "node {} is already deleted: forgetting took every event naming it, and no live summary holds anything of them",
+            keys.join(", ")
+        ),
+    }
+}
+
 /// A summary in the chain a deletion follows ([`Store::add_summaries_of`]).
 pub(super) struct SummaryLink {
     pub(super) seq: u64,
@@ -794,6 +808,9 @@ impl Store {
             Reason::Delete => Some(self.add_summaries_of(&mut targets, &gone, &request.events)?),
             Reason::Forget => None,
         };
+        if targets.is_empty() {
+            return Err(nothing_left_of(&request.nodes));
+        }
         let before = self.read_state();
         let mut deleted = before.deleted.clone();
         deleted.extend(targets.keys().copied());
@@ -1227,6 +1244,14 @@ impl Store {
             .iter()
             .filter(|k| state.node_id_named(k).is_none())
             .collect();
+        // A forgotten event lives on in the summaries made from it: one naming a key the
+        // graph lacks makes the key a person's data to delete (a user-deleted one does not:
+        // nothing of it is left). Whether a summary holds it is found after
+        // ([`nothing_left_of`]).
+        let by_user = match reason {
+            Reason::Delete if !unnamed.is_empty() => self.user_deleted()?,
+            _ => BTreeSet::new(),
+        };
         if !request.nodes.is_empty() {
             super::log::scan(&*self.backend, 1, &mut |seq, v| {
                 let was_deleted = state.deleted.contains(&seq);
@@ -1241,6 +1266,9 @@ impl Store {
                 {
                     if was_deleted {
                         gone.insert(ev.seq, ev.ts);
+                        if !by_user.contains(&seq) {
+                            unnamed.retain(|key| !names_node(&ev, key));
+                        }
                     } else {
                         targets.insert(ev.seq, ev.ts);
                         unnamed.retain(|key| !names_node(&ev, key));
