@@ -458,3 +458,41 @@ fn a_pin_is_not_ingested_but_made_by_the_store() {
     }
     assert_eq!(store.stats().events, 0);
 }
+
+/// A person whose every note forgetting took, and then the week summary that held them (once
+/// nothing else of its week was left), has nothing left in the store: deleting them is refused
+/// as already deleted, saying forgetting took their notes, and nothing is written. (The key is
+/// not unknown: its notes are in the log. While a summary of them lived, it was taken and made
+/// again without them: `a_person_only_forgotten_notes_named_is_deleted_from_the_summaries_made_from_them`
+/// in `tests/deletion_prop.rs`.)
+#[test]
+fn deleting_a_node_forgetting_took_with_every_summary_of_it_is_refused_as_already_deleted() {
+    use loci::dynamics::forget::{self, ForgetOptions};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let first = event(5, "met ann", vec![node("ann", "Ann")]);
+        let later = (1..6).map(|w| event(w * 700 + 5, "a quiet week", vec![]));
+        store
+            .ingest(std::iter::once(first).chain(later).collect())
+            .unwrap();
+        // The first run takes the notes and days; the second the week, all that is left of it.
+        for _ in 0..2 {
+            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(1))
+                .unwrap();
+        }
+        assert!(store.node_by_key("ann").is_none(), "{backend}");
+        let hits = store.search("Ann", &SearchFilter::default(), 10).unwrap();
+        assert!(hits.is_empty(), "{backend}: {hits:?}");
+        let events = store.stats().events;
+        let refused = store.delete(&DeleteRequest::nodes(["ann"])).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("\"ann\" is already deleted: forgetting took every event naming it"),
+            "{backend}: {refused}"
+        );
+        assert_eq!(store.stats().events, events, "{backend}: nothing written");
+        assert_verifies(&store);
+    }
+}
