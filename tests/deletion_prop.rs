@@ -620,3 +620,77 @@ fn a_person_only_forgotten_notes_named_is_deleted_from_the_summaries_made_from_t
     ];
     run(&weeks, BackendKind::Redb);
 }
+
+/// This property's case from seed 13 (shrunk a hundred steps): a live note (s20) made n3 and
+/// the agent's belief `bot KNOWS n3`, where `bot` rested on the week-0 summary alone (its note
+/// forgotten); a later note (s33) retracted n3 and made it again. Deleting a forgotten week-0
+/// note made the week-0 summary again after s20, and deleting a week-1 note made the week-1
+/// summary again after s33, without the belief. Deleting s33 then left the belief out: in the
+/// log without s33 the note's belief falls away where it stands (no `bot` yet), and the
+/// week-1 summary written after the retraction did not restate it. That summary is taken and
+/// made again, as for a forgotten note whose belief a deleted retraction had ended.
+#[test]
+fn deleting_a_retraction_brings_back_a_live_notes_belief_whose_end_a_later_summary_holds() {
+    let note = |salience, steps| Note { salience, steps };
+    let node = |key, label, name, prop| Step::Node {
+        key,
+        label,
+        name,
+        alias: None,
+        prop,
+    };
+    let plain = |key| node(key, None, None, None);
+    let edge = |relation, to, price| Step::Edge {
+        relation,
+        to,
+        confidence: None,
+        from_time: None,
+        price,
+    };
+    let week = |notes, forget, deletions| Week {
+        notes,
+        pin: None,
+        forget,
+        late: None,
+        deletions,
+    };
+    let weeks = [
+        week(
+            (0..5).map(|_| note(0, vec![plain(0)])).collect(),
+            None,
+            vec![],
+        ),
+        week(
+            vec![
+                note(0, vec![plain(0)]),
+                note(0, vec![edge(0, 2, None), Step::RetractNode(0)]),
+                note(0, vec![plain(0)]),
+            ],
+            Some(2),
+            vec![Deletion::Event(7193)],
+        ),
+        week(
+            vec![
+                note(0, vec![Step::RetractNode(2), edge(2, 2, None)]),
+                note(
+                    3,
+                    vec![Step::RetractNode(1), node(2, Some(0), Some(2), None)],
+                ),
+                note(0, vec![node(1, Some(0), None, None)]),
+                note(
+                    0,
+                    vec![
+                        edge(1, 0, Some(0)),
+                        node(3, Some(0), None, Some(3)),
+                        edge(0, 3, None),
+                    ],
+                ),
+                note(0, vec![node(0, None, Some(0), None)]),
+                note(2, vec![node(0, None, None, Some(0)), Step::RetractEdge(6)]),
+            ],
+            None,
+            vec![Deletion::Event(35159), Deletion::Event(6323)],
+        ),
+    ];
+    run(&weeks, BackendKind::Redb);
+}

@@ -199,9 +199,10 @@ pub(super) struct Carriers {
     ended: Vec<Ended>,
 }
 
-/// A forgotten event's assertion that a seed's retraction ended.
+/// An assertion of an event outside the seeds (live, or forgotten) that a seed's retraction
+/// ended.
 pub(super) struct Ended {
-    /// The forgotten event's number and world time.
+    /// The event's number and world time.
     pub(super) seq: u64,
     pub(super) ts: i64,
     /// The first seed after it retracting what it asserted.
@@ -354,10 +355,12 @@ impl Carriers {
         }
     }
 
-    /// The forgotten events no user deleted that asserted what a seed logged after them
-    /// retracts. With the seed deleted, what they asserted lives again, and only summaries
-    /// hold it; a summary of their period written after the retraction (made again after it)
-    /// restated none of it, so it is taken and made again from the events it covers.
+    /// The events outside the seeds, live or forgotten (not by a user), that asserted what a
+    /// seed logged after them retracts. With the seed deleted, what they asserted lives again,
+    /// and a summary of their period written after the retraction (made again after it)
+    /// restated none of it, so it is taken and made again from the events it covers: a
+    /// forgotten event's assertion only summaries hold, and a live one's may not apply where
+    /// it stands (an end its forgotten note made, which a summary made again later restates).
     pub(super) fn ended_by_seeds(&self) -> impl Iterator<Item = &Ended> {
         (self.ended.iter()).filter(|e| !self.user_deleted.contains(&e.seq))
     }
@@ -427,6 +430,9 @@ impl Carriers {
         for i in self.retracted_by(ev) {
             self.retracted_at.entry(i).or_default().push(ev.seq);
         }
+        if !summary {
+            self.note_ended(ev);
+        }
         self.trace_end_edges(ev, summary);
         // A summary's text names a node as it was named when it was written, whether or not
         // it restates the node: one naming it by a name a seed gave carries that name.
@@ -453,6 +459,12 @@ impl Carriers {
         // A forgotten event a user did not delete asserts as a live one does (it comes back
         // into what summaries are made again from); one a user deleted is left out later.
         self.trace_end_edges(ev, false);
+        self.note_ended(ev);
+    }
+
+    /// Files what of event `ev` (outside the seeds, raw) a seed logged after it retracts
+    /// ([`Carriers::ended_by_seeds`]).
+    fn note_ended(&mut self, ev: &Event) {
         let retraction = (ev.assertions.iter())
             .filter_map(|a| self.retraction_after(ev, a))
             .min();
@@ -720,10 +732,11 @@ impl<'e> Undone<'e> {
 }
 
 /// The summaries of `chain` written after a retraction among `targets` (not one deleted
-/// before) over the time of a forgotten event whose assertion it ended
-/// ([`Carriers::ended_by_seeds`]): the store lost a belief a forgotten note gave when the
-/// user deleted the retraction that had ended it, since the week's summary holding the note
-/// had been made again after the retraction, without the belief.
+/// before) over the time of an event whose assertion it ended ([`Carriers::ended_by_seeds`]):
+/// the store lost a belief a forgotten note gave when the user deleted the retraction that
+/// had ended it, since the week's summary holding the note had been made again after the
+/// retraction, without the belief; and one a live note gave whose end rested on a summary
+/// made again after the note.
 fn summaries_after_retraction(
     chain: &[SummaryLink],
     carriers: &Carriers,
