@@ -554,65 +554,80 @@ proptest! {
     }
 }
 
+/// A note of the given salience (an index into `SALIENCES`).
+fn note_of(salience: u8, steps: Vec<Step>) -> Note {
+    Note { salience, steps }
+}
+
+/// A step upserting node `key`, with the given label, name and property (indexes).
+fn node_step(key: u8, label: Option<u8>, name: Option<u8>, prop: Option<u8>) -> Step {
+    Step::Node {
+        key,
+        label,
+        name,
+        alias: None,
+        prop,
+    }
+}
+
+/// A step upserting the agent's belief `relation` in `to` (indexes), with a price.
+fn belief_step(relation: u8, to: u8, price: Option<u8>) -> Step {
+    Step::Edge {
+        relation,
+        to,
+        confidence: None,
+        from_time: None,
+        price,
+    }
+}
+
+/// A week of `notes`, forgetting down to `forget` events, then `deletions`.
+fn week_of(notes: Vec<Note>, forget: Option<u8>, deletions: Vec<Deletion>) -> Week {
+    Week {
+        notes,
+        pin: None,
+        forget,
+        late: None,
+        deletions,
+    }
+}
+
 /// This property's case from seed 11, shrunk: a person the agent's beliefs alone made (n2,
 /// by two notes of `bot KNOWS n2`), both notes forgotten, and the person no longer in the
 /// graph. The user's deletion of n2 was refused as not found, although the week summaries
 /// made from those notes hold them; the reference, which forgets nothing, deleted the notes.
 #[test]
 fn a_person_only_forgotten_notes_named_is_deleted_from_the_summaries_made_from_them() {
-    let note = |steps| Note { salience: 0, steps };
-    let node = |key| Step::Node {
-        key,
-        label: None,
-        name: None,
-        alias: None,
-        prop: None,
-    };
-    let knows = |to| Step::Edge {
-        relation: 0,
-        to,
-        confidence: None,
-        from_time: None,
-        price: None,
-    };
-    let week = |notes, forget, deletions| Week {
-        notes,
-        pin: None,
-        forget,
-        late: None,
-        deletions,
-    };
-    let named = |label, name| Step::Node {
-        key: 2,
-        label,
-        name,
-        alias: None,
-        prop: Some(0),
-    };
+    let note = |steps| note_of(0, steps);
+    let plain = |key| node_step(key, None, None, None);
+    let knows = |to| belief_step(0, to, None);
     let weeks = [
-        week(
+        week_of(
             vec![
-                note(vec![node(3)]),
-                note(vec![knows(1), node(0)]),
+                note(vec![plain(3)]),
+                note(vec![knows(1), plain(0)]),
                 note(vec![knows(0)]),
             ],
             None,
             vec![],
         ),
-        week(
+        week_of(
             vec![
                 note(vec![knows(1)]),
                 note(vec![knows(0)]),
-                note(vec![node(0)]),
+                note(vec![plain(0)]),
             ],
             None,
             vec![],
         ),
-        week(
+        week_of(
             vec![
-                note(vec![node(0)]),
-                note(vec![node(0)]),
-                note(vec![named(Some(0), None), named(None, Some(1))]),
+                note(vec![plain(0)]),
+                note(vec![plain(0)]),
+                note(vec![
+                    node_step(2, Some(0), None, Some(0)),
+                    node_step(2, None, Some(1), Some(0)),
+                ]),
             ],
             Some(3),
             vec![Deletion::Node(0), Deletion::Node(1)],
@@ -631,62 +646,44 @@ fn a_person_only_forgotten_notes_named_is_deleted_from_the_summaries_made_from_t
 /// made again, as for a forgotten note whose belief a deleted retraction had ended.
 #[test]
 fn deleting_a_retraction_brings_back_a_live_notes_belief_whose_end_a_later_summary_holds() {
-    let note = |salience, steps| Note { salience, steps };
-    let node = |key, label, name, prop| Step::Node {
-        key,
-        label,
-        name,
-        alias: None,
-        prop,
-    };
-    let plain = |key| node(key, None, None, None);
-    let edge = |relation, to, price| Step::Edge {
-        relation,
-        to,
-        confidence: None,
-        from_time: None,
-        price,
-    };
-    let week = |notes, forget, deletions| Week {
-        notes,
-        pin: None,
-        forget,
-        late: None,
-        deletions,
-    };
+    let note = note_of;
+    let plain = |key| node_step(key, None, None, None);
     let weeks = [
-        week(
+        week_of(
             (0..5).map(|_| note(0, vec![plain(0)])).collect(),
             None,
             vec![],
         ),
-        week(
+        week_of(
             vec![
                 note(0, vec![plain(0)]),
-                note(0, vec![edge(0, 2, None), Step::RetractNode(0)]),
+                note(0, vec![belief_step(0, 2, None), Step::RetractNode(0)]),
                 note(0, vec![plain(0)]),
             ],
             Some(2),
             vec![Deletion::Event(7193)],
         ),
-        week(
+        week_of(
             vec![
-                note(0, vec![Step::RetractNode(2), edge(2, 2, None)]),
+                note(0, vec![Step::RetractNode(2), belief_step(2, 2, None)]),
                 note(
                     3,
-                    vec![Step::RetractNode(1), node(2, Some(0), Some(2), None)],
+                    vec![Step::RetractNode(1), node_step(2, Some(0), Some(2), None)],
                 ),
-                note(0, vec![node(1, Some(0), None, None)]),
+                note(0, vec![node_step(1, Some(0), None, None)]),
                 note(
                     0,
                     vec![
-                        edge(1, 0, Some(0)),
-                        node(3, Some(0), None, Some(3)),
-                        edge(0, 3, None),
+                        belief_step(1, 0, Some(0)),
+                        node_step(3, Some(0), None, Some(3)),
+                        belief_step(0, 3, None),
                     ],
                 ),
-                note(0, vec![node(0, None, Some(0), None)]),
-                note(2, vec![node(0, None, None, Some(0)), Step::RetractEdge(6)]),
+                note(0, vec![node_step(0, None, Some(0), None)]),
+                note(
+                    2,
+                    vec![node_step(0, None, None, Some(0)), Step::RetractEdge(6)],
+                ),
             ],
             None,
             vec![Deletion::Event(35159), Deletion::Event(6323)],
