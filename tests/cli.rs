@@ -4098,3 +4098,17 @@ fn tool_calls_kept_raw_are_reported_by_file_and_line() {
         "{said}"
     );
 }
+
+/// `loci delete` with neither `--event` nor `--node` is a usage error (exit 2, with the usage
+/// naming both), as a missing argument is for every command: it was refused after the store
+/// opened, as bad input (exit 3).
+#[test]
+fn a_delete_naming_nothing_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let out = loci(&["delete", "--store", p(&store)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--event") && err.contains("--node"), "{err}");
+    assert!(out.stdout.is_empty());
+}

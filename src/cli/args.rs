@@ -178,7 +178,10 @@ pub struct PinArgs {
     pub json: bool,
 }
 
+/// At least one of `--event` and `--node`: naming nothing is a usage error, not a request the
+/// store refuses after opening.
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["events", "nodes"])))]
 pub struct DeleteArgs {
     #[command(flatten)]
     pub store: StoreArg,
