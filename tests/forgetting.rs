@@ -1582,7 +1582,11 @@ fn deleting_a_forgotten_event_takes_the_summary_that_folded_its_gist() {
             "{backend}: the fold keeps the gist: {:?}",
             texts(&store)
         );
-        store.delete(&loci::DeleteRequest::events([1])).unwrap();
+        let report = store.delete(&loci::DeleteRequest::events([1])).unwrap();
+        // Event 1 was forgotten: the report says so, apart from what this deletion took.
+        assert_eq!(report.deleted_before, vec![1], "{backend}");
+        assert!(!report.deleted.contains(&1), "{backend}: {report:?}");
+        assert!(!report.deleted.is_empty(), "{backend}: {report:?}");
         for t in texts(&store) {
             assert!(!t.contains("quokka"), "{backend}: {t}");
         }

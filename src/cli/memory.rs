@@ -65,6 +65,19 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
                     .join(", ")
             );
         }
+        if !r.deleted_before.is_empty() {
+            outln!(
+                "{} the deletion reached {} deleted already (by forgetting, or an earlier deletion), and the summaries holding {} went: {}",
+                count(r.deleted_before.len() as u64, "event", "events"),
+                if r.deleted_before.len() == 1 { "was" } else { "were" },
+                if r.deleted_before.len() == 1 { "it" } else { "them" },
+                r.deleted_before
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         if !r.summaries_made_again.is_empty() {
             outln!(
                 "{} made again without what was deleted, keeping what {} restated of the events left: {}",

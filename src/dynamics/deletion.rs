@@ -120,6 +120,11 @@ pub struct DeleteReport {
     /// among them) rests on them still (`Store::summaries_made_again`).
     #[serde(default)]
     pub summaries_made_again: Vec<u64>,
+    /// The events the request named, or that name its nodes, that were deleted before it
+    /// (by forgetting, most often), ascending: not in `deleted`, since this deletion does not
+    /// delete them again; the summaries holding them are among what it took.
+    #[serde(default)]
+    pub deleted_before: Vec<u64>,
 }
 
 /// Keys of the nodes a deletion kept that its report lists, at most.

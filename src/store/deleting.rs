@@ -863,6 +863,7 @@ impl Store {
             seq,
             deleted: target_set.iter().copied().collect(),
             summaries_made_again: made_again.events.iter().map(|e| e.seq).collect(),
+            deleted_before: gone.keys().copied().collect(),
             ..DeleteReport::default()
         };
         let mut batch = WriteBatch::default();
