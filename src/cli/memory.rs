@@ -71,11 +71,7 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
                 count(r.deleted_before.len() as u64, "event", "events"),
                 if r.deleted_before.len() == 1 { "was" } else { "were" },
                 if r.deleted_before.len() == 1 { "it" } else { "them" },
-                r.deleted_before
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                seq_list(&r.deleted_before)
             );
         }
         if !r.summaries_made_again.is_empty() {
@@ -83,16 +79,18 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
                 "{} made again without what was deleted, keeping what {} restated of the events left: {}",
                 count(r.summaries_made_again.len() as u64, "summary", "summaries"),
                 if r.summaries_made_again.len() == 1 { "it" } else { "they" },
-                r.summaries_made_again
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                seq_list(&r.summaries_made_again)
             );
         }
         outln!("their text stays in the store's files until `loci compact`");
     }
     Ok(Code::Ok)
+}
+
+/// Event sequence numbers as a report line lists them: `3, 4, 9`.
+fn seq_list(seqs: &[u64]) -> String {
+    let listed: Vec<String> = seqs.iter().map(u64::to_string).collect();
+    listed.join(", ")
 }
 
 /// `compact`: rewrite the files without the text of deleted events.
