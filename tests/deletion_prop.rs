@@ -18,8 +18,9 @@
 //! `LOCI_PROP_CASES=200` runs more cases; `PROPTEST_RNG_SEED=N` repeats a run; with
 //! `LOCI_PROP_TRACE` set, each note, forgetting and deletion is written to stderr.
 //!
-//! A known gap fails `LOCI_PROP_CASES=120` with `PROPTEST_RNG_SEED=15` or 20 (where the
-//! retraction goes with a deleted node's events; 21, a node deletion too, likely the same): a note
+//! A known gap fails `LOCI_PROP_CASES=120` with `PROPTEST_RNG_SEED=15`, 20 (where the
+//! retraction goes with a deleted node's events) or 22 (21, a node deletion too, likely the
+//! same): a note
 //! believed `bot HOME n1`, a later note retracted it, and forgetting took the note and then,
 //! with nothing else of its week left, the week's summary (the retracted belief rested on
 //! nothing). Deleting the retraction brings the belief back in the log without it, but the
