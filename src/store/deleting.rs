@@ -194,8 +194,8 @@ pub(super) struct Carriers {
     /// nodes (with every edge at them) by key.
     retracted_edges: BTreeMap<String, Vec<u64>>,
     retracted_nodes: BTreeMap<String, Vec<u64>>,
-    /// The forgotten events outside the seeds that asserted what a seed logged after them
-    /// retracts ([`Carriers::ended_by_seeds`]).
+    /// The events outside the seeds (live, or forgotten) that asserted what a seed logged
+    /// after them retracts ([`Carriers::ended_by_seeds`]).
     ended: Vec<Ended>,
 }
 
@@ -328,22 +328,21 @@ impl Carriers {
         }
     }
 
-    /// The first seed logged after forgotten event `ev` that retracts what assertion `a` of
-    /// it upserts, if any.
+    /// The first seed logged after event `ev` (outside the seeds) that retracts what
+    /// assertion `a` of it upserts, if any.
     fn retraction_after(&self, ev: &Event, a: &Assertion) -> Option<u64> {
-        let after = |by: Option<&Vec<u64>>| {
-            by.into_iter()
-                .flatten()
-                .copied()
-                .filter(|r| *r > ev.seq)
-                .min()
-        };
+        // Each list is in log order (the seeds are read so).
+        let after = |by: Option<&Vec<u64>>| by.into_iter().flatten().copied().find(|r| *r > ev.seq);
         match a {
             Assertion::UpsertNode(up) => after(self.retracted_nodes.get(&up.key)),
             Assertion::UpsertEdge(up) => {
-                let subject = deletion::edge_subject(&up.from, &up.relation, &up.to);
+                // The subject text only when a seed retracts an edge: this runs for every
+                // event of the log.
+                let edge = (!self.retracted_edges.is_empty())
+                    .then(|| deletion::edge_subject(&up.from, &up.relation, &up.to))
+                    .and_then(|subject| after(self.retracted_edges.get(&subject)));
                 [
-                    after(self.retracted_edges.get(&subject)),
+                    edge,
                     after(self.retracted_nodes.get(&up.from)),
                     after(self.retracted_nodes.get(&up.to)),
                 ]
@@ -465,6 +464,10 @@ impl Carriers {
     /// Files what of event `ev` (outside the seeds, raw) a seed logged after it retracts
     /// ([`Carriers::ended_by_seeds`]).
     fn note_ended(&mut self, ev: &Event) {
+        // Most deletions retract nothing: then no event of the log is looked at.
+        if self.retracted_edges.is_empty() && self.retracted_nodes.is_empty() {
+            return;
+        }
         let retraction = (ev.assertions.iter())
             .filter_map(|a| self.retraction_after(ev, a))
             .min();

@@ -4951,23 +4951,6 @@ fn replay_appended(
     }))
 }
 
-/// Shows `visit` each event of the log with whether it is in `excluded`, as
-/// [`replay_excluding`] does, without replaying it: for a caller whose graph was kept
-/// ([`KeptReplay`]).
-fn visit_log(
-    backend: &dyn Backend,
-    excluded: &BTreeSet<u64>,
-    mut visit: impl FnMut(&Event, bool),
-) -> Result<()> {
-    log::scan(backend, 1, &mut |seq, v| {
-        visit(
-            &decode_event(Table::Log.name(), v)?,
-            excluded.contains(&seq),
-        );
-        Ok(true)
-    })
-}
-
 /// Replays the whole log into a fresh state with the events in `excluded` left out, showing
 /// `lookout` the state before each event it wants to look before, which it may leave out too.
 fn replay_watched(

@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::deleting::{origins_of, Carriers, SummaryLink, Taken};
-use super::{now_ms, replay_excluding, visit_log, Facet, State, Store};
+use super::{now_ms, replay_excluding, Facet, State, Store};
 use crate::dynamics::consolidate::{self, summarised, ConsolidationPolicy, Digest, Level, Summary};
 use crate::dynamics::deletion::{self, DeleteRequest, Reason};
 use crate::error::{Error, Result};
@@ -346,7 +346,7 @@ impl Store {
         let mut records = BTreeMap::new();
         let mut compacted = BTreeSet::new();
         let mut retracted = BTreeSet::new();
-        let visit = |ev: &Event, out: bool| {
+        let mut visit = |ev: &Event, out: bool| {
             // A pin makes no node in this replay (`Missing::Skip`): it does not undo a
             // retraction.
             if !out && !crate::projection::PIN_KINDS.contains(&ev.kind.as_str()) {
@@ -373,7 +373,11 @@ impl Store {
         };
         let left = match taken.replay.take(&left_out) {
             Some(left) => {
-                visit_log(&*self.backend, &left_out, visit)?;
+                // The graph is kept; what this notes of each event is read from the log.
+                self.scan_log_with_deleted(1, |ev| {
+                    visit(&ev, left_out.contains(&ev.seq));
+                    Ok(true)
+                })?;
                 left
             }
             None => self.replay_for_remaking(left_out, visit)?,
