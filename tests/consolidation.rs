@@ -457,10 +457,10 @@ fn retrieval_finds_the_summary_that_replaced_another_not_both() {
         .collect::<Vec<_>>()
         .join(" ");
     let filter = SearchFilter::default().with_kinds([SUMMARY]);
-    let hits = store.search(&question, &filter, 50).unwrap();
+    let hits = store.text_index().search(&question, &filter, 50).unwrap();
     assert!(
         hits.iter().any(|h| h.target == Target::Event(old.seq)),
-        "the old summary is still a text hit for {question:?}"
+        "the old summary is still in the full-text index for {question:?}"
     );
     let pack = Retriever::new(&store)
         .unwrap()
@@ -478,6 +478,87 @@ fn retrieval_finds_the_summary_that_replaced_another_not_both() {
         .collect();
     assert!(!seqs.contains(&old.seq), "{question:?}: {seqs:?}");
     assert!(seqs.contains(&new.seq), "{question:?}: {seqs:?}");
+}
+
+/// A search finds the summaries of a day summarised again, not those they replaced, whatever
+/// its filter, nor after the replaced ones' day is summarised a third time; the replaced
+/// ones stay in the log (a helper's finding: `loci search` listed both days' summaries).
+#[test]
+fn a_search_finds_the_summary_that_replaced_another_not_both() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = world_store(dir.path(), backend, 10);
+        run(&store);
+        let day2 = |store: &Store| {
+            consolidate::summaries(store)
+                .unwrap()
+                .into_iter()
+                .filter(|s| s.level == Level::Day && s.start == 2 * DAY)
+                .max_by_key(|s| s.seq)
+                .unwrap()
+        };
+        let mut replaced = vec![day2(&store).seq];
+        for (n, text) in ["a glowing obsidian shrine", "a second obsidian shrine"]
+            .into_iter()
+            .enumerate()
+        {
+            let mut late = EventDraft::new(2 * DAY + 500 + n as i64, "bot", "OBSERVATION");
+            late.payload = Value::from(text);
+            store.ingest(vec![late]).unwrap();
+            // Searched between the two: the store's reading of its live summaries is kept
+            // from one search to the next, and must follow the new summaries.
+            let filters = [
+                SearchFilter::default(),
+                SearchFilter::default().with_kinds([SUMMARY]),
+                SearchFilter::default().with_nodes_only(false),
+            ];
+            let found = |store: &Store, filter: &SearchFilter| -> BTreeSet<u64> {
+                store
+                    .search("obsidian shrine day", filter, 200)
+                    .unwrap()
+                    .iter()
+                    .filter_map(|h| match h.target {
+                        Target::Event(seq) => Some(seq),
+                        Target::Node(_) => None,
+                    })
+                    .collect()
+            };
+            let _ = found(&store, &filters[0]);
+            run(&store);
+            let new = day2(&store);
+            assert_eq!(new.supersedes, replaced.last().copied(), "{backend}");
+            for filter in &filters {
+                let seqs = found(&store, filter);
+                assert!(seqs.contains(&new.seq), "{backend} {filter:?}: {seqs:?}");
+                for old in &replaced {
+                    assert!(
+                        !seqs.contains(old),
+                        "{backend} {filter:?}: {old} in {seqs:?}"
+                    );
+                    assert!(store.event(*old).unwrap().is_some(), "{backend}: kept");
+                }
+            }
+            replaced.push(new.seq);
+        }
+        // Reopened, the store reads its live summaries anew and leaves out the same.
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        let hits = store
+            .search("obsidian shrine", &SearchFilter::default(), 200)
+            .unwrap();
+        let last = replaced.pop().unwrap();
+        assert!(
+            hits.iter().any(|h| h.target == Target::Event(last)),
+            "{backend}"
+        );
+        for old in &replaced {
+            assert!(
+                !hits.iter().any(|h| h.target == Target::Event(*old)),
+                "{backend}"
+            );
+        }
+        assert_verifies(&store);
+    }
 }
 
 /// A day so long that a week of it leaves the world's range, or an `until` past ±2^61, is

@@ -265,18 +265,9 @@ pub struct ContextBuilder<'s> {
 /// What a builder keeps between turns.
 #[derive(Default)]
 struct Caches {
-    summaries: std::sync::Mutex<SummaryCache>,
     moment: std::sync::Mutex<MomentCache>,
     /// Tokens of each summary's cover line, per tokenizer.
     cover_costs: std::sync::Mutex<std::collections::HashMap<(u64, Tokenizer), usize>>,
-}
-
-/// The live summaries as of a log position.
-#[derive(Default)]
-struct SummaryCache {
-    seq: u64,
-    deleted: usize,
-    live: Option<std::sync::Arc<Vec<Summary>>>,
 }
 
 impl<'s> ContextBuilder<'s> {
@@ -305,40 +296,14 @@ impl<'s> ContextBuilder<'s> {
         if let Some(text) = &opts.instructions {
             refuse_a_boundary_line(text)?;
         }
-        let live = self.live_summaries()?;
-        assemble(self.store, &self.retriever, &live, &self.caches, opts)
-    }
-
-    /// The live summaries: from the cache when the records logged since it was filled hold no
-    /// summary and nothing was deleted.
-    fn live_summaries(&self) -> Result<std::sync::Arc<Vec<Summary>>> {
-        let mut cache = self
-            .caches
-            .summaries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let (seq, deleted) = (self.store.last_seq(), self.store.deleted_count());
-        if let Some(live) = &cache.live {
-            if cache.deleted == deleted {
-                let mut changed = false;
-                self.store.scan_log(cache.seq + 1, |ev| {
-                    changed |= ev.kind == consolidate::SUMMARY;
-                    Ok(!changed)
-                })?;
-                if !changed {
-                    let live = live.clone();
-                    cache.seq = seq;
-                    return Ok(live);
-                }
-            }
-        }
-        let live = std::sync::Arc::new(live_summaries(self.store)?);
-        *cache = SummaryCache {
-            seq,
-            deleted,
-            live: Some(live.clone()),
-        };
-        Ok(live)
+        let live = consolidate::live_summaries(self.store)?;
+        assemble(
+            self.store,
+            &self.retriever,
+            &live.summaries,
+            &self.caches,
+            opts,
+        )
     }
 }
 
@@ -699,13 +664,6 @@ fn choose_cover(
         }
     }
     (now, false)
-}
-
-/// The live summaries, latest per range, from the episodic index.
-fn live_summaries(store: &Store) -> Result<Vec<Summary>> {
-    Ok(consolidate::latest_summaries_without_digests(store)?
-        .into_values()
-        .collect())
 }
 
 fn cover_text(s: &Summary) -> String {

@@ -768,21 +768,107 @@ pub(crate) fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), S
     read_live(store, Summary::of_event)
 }
 
-/// [`latest_summaries`] without their digests ([`Summary::of_event_without_digest`]), each
-/// summary event read up to its payload (not the facts it restates): what the memory cover
-/// reads.
-pub(crate) fn latest_summaries_without_digests(
-    store: &Store,
-) -> Result<BTreeMap<(Level, i64), Summary>> {
-    let all = store.events_with_up_to_payload_without_digest(
-        crate::store::Facet::Kind,
-        SUMMARY,
-        i64::MIN,
-        i64::MAX,
-    )?;
-    Ok(live(
-        all.iter().filter_map(Summary::of_event_without_digest),
-    ))
+/// The live summaries of a store ([`live`]), each read without its digest
+/// ([`Summary::of_event_without_digest`]: up to its payload, not the facts it restates), and
+/// the summary events they leave out: what the memory cover shows, and what retrieval and
+/// search leave out.
+#[derive(Debug, Default)]
+pub struct LiveSummaries {
+    /// The live summaries, by level and range start.
+    pub summaries: Vec<Summary>,
+    /// Their sequence numbers.
+    pub live: BTreeSet<u64>,
+    /// The summary events that are not live: a later summary of their period replaced them
+    /// (and repeats what they say).
+    pub replaced: BTreeSet<u64>,
+}
+
+/// The [`LiveSummaries`] a store last read, kept by the store ([`Store::live_summary_cache`])
+/// for every reader of it: a search, a retrieval or a context would otherwise read every
+/// summary of the store each time.
+#[derive(Default)]
+pub(crate) struct LiveSummaryCache(std::sync::Mutex<LiveSummaryCacheEntry>);
+
+#[derive(Default)]
+struct LiveSummaryCacheEntry {
+    /// The log position and the number of deleted events when `live` was read or last found
+    /// still true.
+    seq: u64,
+    deleted: usize,
+    live: Option<std::sync::Arc<LiveSummaries>>,
+}
+
+/// The store's [`LiveSummaries`]: from its cache when the events logged since it was filled
+/// hold no summary and nothing was deleted (forgetting deletes), read again otherwise.
+///
+/// The cache's lock is not held while the store is read: a reader holding the state (a
+/// retrieval) could wait for it behind a writer that waits for that reader.
+pub fn live_summaries(store: &Store) -> Result<std::sync::Arc<LiveSummaries>> {
+    let lock = || {
+        store
+            .live_summary_cache()
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    };
+    // Read first: what is read from the store after them holds at least as much.
+    let (seq, deleted) = (store.last_seq(), store.deleted_count());
+    let cached = {
+        let c = lock();
+        c.live.clone().map(|live| (c.seq, c.deleted, live))
+    };
+    if let Some((cached_seq, cached_deleted, live)) = cached {
+        // Past a few thousand events, reading the summaries again costs less than decoding
+        // every event to find whether one is a summary.
+        if cached_deleted == deleted && seq - cached_seq.min(seq) <= 4096 {
+            let mut changed = false;
+            if cached_seq < seq {
+                store.scan_log(cached_seq + 1, |ev| {
+                    changed |= ev.kind == SUMMARY;
+                    Ok(!changed)
+                })?;
+            }
+            if !changed {
+                let mut c = lock();
+                if c.live
+                    .as_ref()
+                    .is_some_and(|l| std::sync::Arc::ptr_eq(l, &live))
+                {
+                    c.seq = c.seq.max(seq);
+                }
+                return Ok(live);
+            }
+        }
+    }
+    let live = std::sync::Arc::new(read_live_summaries(store)?);
+    *lock() = LiveSummaryCacheEntry {
+        seq,
+        deleted,
+        live: Some(live.clone()),
+    };
+    Ok(live)
+}
+
+fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
+    let all: Vec<Summary> = store
+        .events_with_up_to_payload_without_digest(
+            crate::store::Facet::Kind,
+            SUMMARY,
+            i64::MIN,
+            i64::MAX,
+        )?
+        .iter()
+        .filter_map(Summary::of_event_without_digest)
+        .collect();
+    let every: BTreeSet<u64> = all.iter().map(|s| s.seq).collect();
+    let summaries: Vec<Summary> = live(all).into_values().collect();
+    let live: BTreeSet<u64> = summaries.iter().map(|s| s.seq).collect();
+    let replaced = every.difference(&live).copied().collect();
+    Ok(LiveSummaries {
+        summaries,
+        live,
+        replaced,
+    })
 }
 
 fn read_live(store: &Store, read: fn(&Event) -> Option<Summary>) -> Result<Latest> {

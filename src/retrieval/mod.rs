@@ -1123,7 +1123,7 @@ impl<'s> Retriever<'s> {
         self.pack(question, candidates, &seeds, &text, opts)
     }
 
-    /// Events the text search hit, within the time window; of the summaries, the live ones.
+    /// Events the text search hit, within the time window.
     fn event_candidates(
         &self,
         text: &TextEvidence,
@@ -1131,29 +1131,13 @@ impl<'s> Retriever<'s> {
         opts: &RetrieveOptions,
     ) -> Result<Vec<Candidate>> {
         let mut out = Vec::new();
-        // Read once, at the first summary hit: a summary replaced by a later one (its day
-        // summarised again) repeats what the later one says, and had come back beside it.
-        let mut live_summaries: Option<BTreeSet<u64>> = None;
+        // The text search left out the summaries a later one replaced (`Store::search`).
         for (seq, score) in &text.events {
             let Some(ev) = self.store.event(*seq)? else {
                 continue;
             };
             if !stages::in_window(ev.ts, opts) {
                 continue;
-            }
-            if ev.kind == crate::dynamics::consolidate::SUMMARY {
-                let live = match &mut live_summaries {
-                    Some(live) => live,
-                    empty => empty.insert(
-                        crate::dynamics::consolidate::latest_summaries_without_digests(self.store)?
-                            .into_values()
-                            .map(|s| s.seq)
-                            .collect(),
-                    ),
-                };
-                if !live.contains(seq) {
-                    continue;
-                }
             }
             let parts = ScoreParts {
                 text: *score,

@@ -1864,6 +1864,8 @@ pub struct Store {
     warn_of_node_hits_left_out: std::sync::atomic::AtomicBool,
     /// Set while a deletion writes every node's document again under the ids it gave.
     rewriting: Rewriting,
+    /// The live summaries last read ([`crate::dynamics::consolidate::live_summaries`]).
+    live_summaries: crate::dynamics::consolidate::LiveSummaryCache,
 }
 
 /// Whether a deletion in this process is writing every node's document again
@@ -2420,6 +2422,7 @@ impl Store {
             finished: false,
             warn_of_node_hits_left_out: false.into(),
             rewriting: Rewriting::default(),
+            live_summaries: Default::default(),
         };
         let from = indexed.unwrap_or(0);
         if loaded.fewer_ids && !read_only {
@@ -4038,6 +4041,11 @@ impl Store {
         self.read_state().counters.last_seq
     }
 
+    /// The live summaries last read, kept for every reader of this handle.
+    pub(crate) fn live_summary_cache(&self) -> &crate::dynamics::consolidate::LiveSummaryCache {
+        &self.live_summaries
+    }
+
     /// Deleted events (out of every view).
     pub fn deleted_count(&self) -> usize {
         self.read_state().deleted.len()
@@ -4217,9 +4225,23 @@ impl Store {
     }
 
     /// Full-text search over the nodes and events this handle's graph holds (the index can be
-    /// ahead of a reader opened beside a writer); a `text` with no word (a symbol that is not
+    /// ahead of a reader opened beside a writer), less the summaries a later summary of their
+    /// period replaced ([`crate::dynamics::consolidate::LiveSummaries::replaced`]); a `text` with no word (a symbol that is not
     /// a pictograph, stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
+        use crate::dynamics::consolidate::{live_summaries, SUMMARY};
+        // A summary a later one of its period replaced repeats what that one says: a search
+        // finds the later one alone, as retrieval does. Read before the graph is taken, as
+        // it reads the state itself.
+        let summaries = match filter.admits_event_kind(SUMMARY) {
+            true => Some(live_summaries(self)?),
+            false => None,
+        };
+        let replaced = |seq| {
+            summaries
+                .as_ref()
+                .is_some_and(|s| s.replaced.contains(&seq))
+        };
         let g = self.graph_for_search();
         let (last_seq, next_node) = (g.state.counters.last_seq, g.state.counters.next_node);
         // An index at the graph's position holds no node the graph does not: then the bounds
@@ -4237,7 +4259,7 @@ impl Store {
             crate::text::Target::Node(n) => {
                 !ids_apart && n.0 < next_node && (in_step || g.adjacency().contains_node(n))
             }
-            crate::text::Target::Event(seq) => seq <= last_seq,
+            crate::text::Target::Event(seq) => seq <= last_seq && !replaced(seq),
         };
         let bears = |n, form: &str| g.bears_name_form(n, form);
         let scope = crate::text::Scope {

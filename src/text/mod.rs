@@ -244,6 +244,16 @@ pub struct SearchFilter {
 }
 
 impl SearchFilter {
+    /// Whether the filter lets events of `kind` through (their time aside).
+    pub fn admits_event_kind(&self, kind: &str) -> bool {
+        self.nodes_only != Some(true)
+            && if self.kinds.is_empty() {
+                self.labels.is_empty()
+            } else {
+                self.kinds.iter().any(|k| k == kind)
+            }
+    }
+
     pub fn with_labels(mut self, labels: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.labels = labels.into_iter().map(Into::into).collect();
         self
