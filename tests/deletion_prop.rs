@@ -79,6 +79,10 @@ enum Deletion {
     /// The n-th note not deleted yet (modulo their number).
     Event(u16),
     Node(u8),
+    /// The n-th live summary of the store (modulo their number), by its number: the user
+    /// deletes the summary's text and what it alone held of forgotten events, so the
+    /// reference deletes those (`forgotten_under`); its events left are summarised again.
+    Summary(u16),
 }
 
 #[derive(Clone, Debug)]
@@ -114,15 +118,19 @@ fn note() -> impl Strategy<Value = Note> {
 }
 
 fn week() -> impl Strategy<Value = Week> {
+    week_with(
+        prop_oneof![3 => any::<u16>().prop_map(Deletion::Event), 1 => (0u8..4).prop_map(Deletion::Node)]
+            .boxed(),
+    )
+}
+
+fn week_with(deletion: BoxedStrategy<Deletion>) -> impl Strategy<Value = Week> {
     (
         proptest::collection::vec(note(), 3..7),
         proptest::option::weighted(0.2, 0u8..4),
         proptest::option::weighted(0.7, 2u8..9),
         proptest::option::weighted(0.4, note()),
-        proptest::collection::vec(
-            prop_oneof![3 => any::<u16>().prop_map(Deletion::Event), 1 => (0u8..4).prop_map(Deletion::Node)],
-            0..3,
-        ),
+        proptest::collection::vec(deletion, 0..3),
     )
         .prop_map(|(notes, pin, forget, late, deletions)| Week {
             notes,
@@ -357,6 +365,31 @@ impl Notes {
                 let request = DeleteRequest::nodes([key]);
                 (request.clone(), request, naming)
             }
+            Deletion::Summary(i) => {
+                let live = consolidate::summaries(&self.store).unwrap();
+                if live.is_empty() {
+                    return;
+                }
+                // Not one holding the agent's own node's note (the first), which later notes
+                // link from: the reference would refuse them.
+                let first = self.taken[0].seqs.0;
+                let Some((seq, held)) = (0..live.len())
+                    .map(|k| live[(*i as usize + k) % live.len()].seq)
+                    .map(|seq| (seq, forgotten_under(&self.store, seq)))
+                    .find(|(_, held)| !held.contains(&first))
+                else {
+                    return;
+                };
+                let notes: Vec<usize> = (0..self.taken.len())
+                    .filter(|t| !self.taken[*t].deleted && held.contains(&self.taken[*t].seqs.0))
+                    .collect();
+                let reference = notes.iter().map(|t| self.taken[*t].seqs.1);
+                (
+                    DeleteRequest::events([seq]),
+                    DeleteRequest::events(reference),
+                    notes,
+                )
+            }
         };
         let done = match self.store.delete(&request) {
             Ok(report) => report,
@@ -375,11 +408,15 @@ impl Notes {
                 return;
             }
         };
-        self.reference
-            .delete(&reference_request)
-            .unwrap_or_else(|e| {
-                panic!("{history}: {deletion:?}: the reference refused what the store took: {e}")
-            });
+        if !reference_request.events.is_empty() || !reference_request.nodes.is_empty() {
+            self.reference
+                .delete(&reference_request)
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{history}: {deletion:?}: the reference refused what the store took: {e}"
+                    )
+                });
+        }
         for t in notes {
             self.taken[t].deleted = true;
         }
@@ -561,6 +598,59 @@ proptest! {
         let backend = if sled { BackendKind::Sled } else { BackendKind::Redb };
         run(&weeks, backend);
     }
+
+    /// A summary the user deletes by its number takes its text, not its events: the store
+    /// still believes all the reference does, though forgetting left some of it to that
+    /// summary, or to one made from it, alone.
+    #[test]
+    fn a_deleted_summary_leaves_what_its_events_say(
+        weeks in proptest::collection::vec(
+            week_with(
+                prop_oneof![3 => any::<u16>().prop_map(Deletion::Summary), 1 => any::<u16>().prop_map(Deletion::Event)]
+                    .boxed(),
+            ),
+            2..5,
+        ),
+        sled in any::<bool>(),
+    ) {
+        let backend = if sled { BackendKind::Sled } else { BackendKind::Redb };
+        run(&weeks, backend);
+    }
+}
+
+/// The forgotten events the summary `top` alone holds: through its children and the
+/// summaries it replaced, forgotten summaries on the way included (not live ones, which hold
+/// theirs), less the events each is without.
+fn forgotten_under(store: &Store, top: u64) -> BTreeSet<u64> {
+    let mut records = BTreeMap::new();
+    store
+        .scan_log_with_deleted(1, |ev| {
+            records.insert(ev.seq, ev);
+            Ok(true)
+        })
+        .unwrap();
+    let (mut stack, mut seen) = (vec![top], BTreeSet::new());
+    let (mut held, mut without) = (BTreeSet::new(), BTreeSet::new());
+    while let Some(seq) = stack.pop() {
+        let Some(ev) = records.get(&seq).filter(|_| seen.insert(seq)) else {
+            continue;
+        };
+        match consolidate::Summary::of_event(ev).filter(|_| ev.kind == consolidate::SUMMARY) {
+            // A live summary below holds its events itself.
+            Some(_) if seq != top && store.event(seq).unwrap().is_some() => {}
+            Some(s) => {
+                without.extend(s.without);
+                stack.extend(s.children.into_iter().chain(s.supersedes));
+            }
+            None => {
+                if store.event(seq).unwrap().is_none() {
+                    held.insert(seq);
+                }
+            }
+        }
+    }
+    held.retain(|s| !without.contains(s));
+    held
 }
 
 /// A note of the given salience (an index into `SALIENCES`).

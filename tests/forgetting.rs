@@ -2135,13 +2135,14 @@ fn a_summary_made_again_keeps_a_fact_whose_node_another_period_made() {
     }
 }
 
-/// helper-89 O: a node whose making event no staying summary holds (its week's summary was
-/// deleted by number, and it was forgotten) lives on in the later summaries restating it as an
-/// edge's end; a deletion that made those again read values from a graph without it, and its
-/// edges went. A node a summary made again restated that the events left do not make comes
-/// from the summary's own restatement, less what only deleted events gave, with its edges.
+/// A week summary the user deletes by its number takes the forgotten events it alone held
+/// (session 42: it had taken only its text, and the later summaries kept restating what they
+/// gave; with a day's summary named, the week above went unmade, and every other day's facts
+/// with it). Here they made `bot`: it goes, with its edge, as in the log without them, and
+/// the later summaries restating it are made again without it; deleting another forgotten
+/// note after that changes no fact.
 #[test]
-fn a_summary_made_again_keeps_a_node_only_summaries_restated() {
+fn deleting_a_week_summary_takes_the_forgotten_events_only_it_held() {
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
@@ -2172,9 +2173,14 @@ fn a_summary_made_again_keeps_a_node_only_summaries_restated() {
         let Some(week0) = week0 else {
             panic!("{backend}: no live summary of week 0")
         };
-        store.delete(&loci::DeleteRequest::events([week0])).unwrap();
+        let r = store.delete(&loci::DeleteRequest::events([week0])).unwrap();
+        assert_eq!(r.deleted_before, vec![1, 2], "{backend}: {r:?}");
+        assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
         let before = facts(&store);
-        assert!(before.contains_key(&("bot".into(), "KNOWS".into(), "n".into())));
+        assert!(before.is_empty(), "{backend}: {before:?}");
+        assert!(store.node_by_key("bot").is_none(), "{backend}");
+        assert_eq!(store.node_by_key("n").unwrap().name, "Nell", "{backend}");
+        assert_verifies(&store);
         let r = store.delete(&loci::DeleteRequest::events([4])).unwrap();
         assert_eq!(facts(&store), before, "{backend}: {r:?}");
         assert_verifies(&store);
@@ -2307,11 +2313,12 @@ fn deleting_a_retraction_brings_back_what_a_forgotten_event_asserted_before_it()
 }
 
 /// Fuzz seed 21 (session 39): a deletion naming a forgotten event of which nothing was left
-/// (its summaries deleted, its record compacted) was refused as "already deleted", which the
-/// user, who never deleted it, could not make sense of. The refusal says forgetting took it;
-/// one the user deleted is refused as before.
+/// (its week's summary deleted) was refused as "already deleted", and the user, who never
+/// deleted it, could not make sense of it. Since session 42 deleting the week's summary takes
+/// the forgotten events it alone held, and says so (`deleted_before`): the event is refused as
+/// already deleted, as one the user names is.
 #[test]
-fn deleting_a_forgotten_event_nothing_holds_says_forgetting_took_it() {
+fn deleting_a_forgotten_event_a_deleted_summary_took_is_refused_as_already_deleted() {
     for backend in BackendKind::ALL {
         let (_dir, store) = a_forgotten_week(backend, noted(110, 0.3, vec![]));
         assert!(store.event(2).unwrap().is_none(), "{backend}");
@@ -2323,7 +2330,8 @@ fn deleting_a_forgotten_event_nothing_holds_says_forgetting_took_it() {
         let Some(week0) = week0 else {
             panic!("{backend}: no live summary of week 0")
         };
-        store.delete(&loci::DeleteRequest::events([week0])).unwrap();
+        let r = store.delete(&loci::DeleteRequest::events([week0])).unwrap();
+        assert!(r.deleted_before.contains(&2), "{backend}: {r:?}");
         let events = store.stats().events;
         let e = store.delete(&loci::DeleteRequest::events([2])).unwrap_err();
         let said = e.to_string();
@@ -2331,7 +2339,7 @@ fn deleting_a_forgotten_event_nothing_holds_says_forgetting_took_it() {
             said.contains("event 2 is already deleted"),
             "{backend}: {said}"
         );
-        assert!(said.contains("forgetting took it"), "{backend}: {said}");
+        assert!(!said.contains("forgetting"), "{backend}: {said}");
         assert_eq!(store.stats().events, events, "{backend}: nothing written");
         let e = store
             .delete(&loci::DeleteRequest::events([week0]))

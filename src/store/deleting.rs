@@ -810,6 +810,14 @@ impl Store {
             });
         }
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let widened;
+        let request = match reason {
+            Reason::Delete => {
+                widened = self.with_the_gist_of_named_summaries(request)?;
+                &widened
+            }
+            Reason::Forget => request,
+        };
         let (mut targets, gone) = match self.deletion_targets(request, reason) {
             // A key missed because a block of the snapshot changed after its first read (the
             // miss checked its blocks again and found it): asked again of the graph replayed
@@ -1086,6 +1094,56 @@ impl Store {
         }
         commits.push_nodes(&state)?;
         commits.finish(state.counters.last_seq)
+    }
+
+    /// `request` with the forgotten events that the live summaries it names alone hold: a
+    /// user deleting a summary deletes its text and the gist it kept of those, as deleting
+    /// them would (the summaries made from it are made again without them, a later summary
+    /// restating what only they gave is taken), and nothing else of its period. Its events
+    /// left stay, and the next consolidation summarises them again.
+    ///
+    /// They are reached through the summaries' children and the summaries they replaced,
+    /// forgotten summaries on the way included, not through a live summary (it holds its
+    /// own), less the events a summary on the way is without; not a user's deletion's events,
+    /// nor a tombstone (what it gave is no longer known).
+    fn with_the_gist_of_named_summaries(&self, request: &DeleteRequest) -> Result<DeleteRequest> {
+        use crate::dynamics::consolidate::{Summary, SUMMARY};
+        let deleted = self.read_state().deleted.clone();
+        let mut stack: Vec<(u64, bool)> = (request.events.iter())
+            .filter(|s| !deleted.contains(s))
+            .map(|s| (*s, true))
+            .collect();
+        let (mut seen, mut held, mut without) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+        while let Some((seq, named)) = stack.pop() {
+            if !seen.insert(seq) || (!named && !deleted.contains(&seq)) {
+                continue;
+            }
+            let Some(ev) = self.raw_event(seq)? else {
+                continue;
+            };
+            if ev.kind == SUMMARY {
+                if let Some(s) = Summary::of_event(&ev) {
+                    without.extend(s.without);
+                    stack.extend(
+                        s.children
+                            .into_iter()
+                            .chain(s.supersedes)
+                            .map(|c| (c, false)),
+                    );
+                }
+            } else if !named && ev.kind != deletion::TOMBSTONE {
+                held.insert(seq);
+            }
+        }
+        if held.is_empty() {
+            return Ok(request.clone());
+        }
+        let by_user = self.user_deleted()?;
+        let mut widened = request.clone();
+        widened.events.extend(held.into_iter().filter(|s| {
+            !without.contains(s) && !by_user.contains(s) && !request.events.contains(s)
+        }));
+        Ok(widened)
     }
 
     /// Adds to `targets` every live summary made from one of them or from one of `gone`

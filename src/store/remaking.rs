@@ -18,8 +18,10 @@
 //!   compaction has made some of those a tombstone, with the values the summary restated, less
 //!   each node, edge or value only deleted events gave ([`Carriers::seed_only`]).
 //!
-//! A summary made from one the user names, and the summaries above one not made again, are
-//! taken as before, and the next consolidation summarises their periods again.
+//! A summary made only from one the user names that holds no forgotten event, and the
+//! summaries above one not made again, are taken as before, and the next consolidation
+//! summarises their periods again. (The forgotten events a named summary alone held are
+//! deleted with it: [`Store::with_the_gist_of_named_summaries`].)
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -122,7 +124,12 @@ impl Store {
         first_seq: u64,
     ) -> Result<MadeAgain> {
         let groups = groups_to_make_again(before, targets, request, &taken.chain);
-        let plans = self.plans(&groups, targets, gone, request, &taken.chain)?;
+        let plans = self.plans(
+            &groups,
+            (targets, gone, &before.deleted),
+            request,
+            &taken.chain,
+        )?;
         if plans.is_empty() {
             return Ok(MadeAgain::default());
         }
@@ -207,16 +214,18 @@ impl Store {
         .map(Some)
     }
 
-    /// The groups to make again, each with what it is made from: not one made from a summary
-    /// the user names (the user deletes that summary's text, not its events), nor one made
-    /// from a deleted event whose record a compaction replaced (what it gave is no longer
-    /// known), nor one above a summary taken and not made again (it would cover that
-    /// summary's period, which the next consolidation summarises again).
+    /// The groups to make again, each with what it is made from: not one made only from a
+    /// summary the user names (the user deletes that summary's text, not its events) that
+    /// holds no forgotten event (the next consolidation summarises its period again from the
+    /// events; with some forgotten, it could not, and what only it held of other periods
+    /// would go), nor one made from a deleted event whose record a compaction replaced (what
+    /// it gave is no longer known), nor one above a summary taken and not made again (it
+    /// would cover that summary's period, which the next consolidation summarises again).
+    /// `deleted`: the events deleted before this deletion.
     fn plans<'g>(
         &self,
         groups: &'g [Group],
-        targets: &BTreeMap<u64, i64>,
-        gone: &BTreeMap<u64, i64>,
+        (targets, gone, deleted): (&BTreeMap<u64, i64>, &BTreeMap<u64, i64>, &BTreeSet<u64>),
         request: &DeleteRequest,
         chain: &[SummaryLink],
     ) -> Result<Vec<Plan<'g>>> {
@@ -253,11 +262,15 @@ impl Store {
             let summary = latest_at
                 .and_then(|i| members.get(i))
                 .and_then(Summary::of_event);
+            let (covered, cut_off) = coverage(&index, group.latest);
+            let only_from_named =
+                from_named.contains_key(&group.latest) && !origins.contains_key(&group.latest);
+            let left_to_consolidation =
+                only_from_named && !covered.iter().any(|s| deleted.contains(s));
             match (removed, latest_at, summary) {
                 (Some(removed), Some(latest_at), Some(summary))
-                    if !above_not_made && !from_named.contains_key(&group.latest) =>
+                    if !above_not_made && !left_to_consolidation =>
                 {
-                    let (covered, cut_off) = coverage(&index, group.latest);
                     let deleted = |s: &u64| raw_seeds.contains_key(s);
                     plans.push(Plan {
                         group,
