@@ -1274,3 +1274,84 @@ fn deleting_a_node_keeps_the_lines_of_another_node_of_the_same_name() {
         assert_verifies(&store);
     }
 }
+
+/// Each node's key, label and name, and each edge's keys, sorted.
+type Keyed = (Vec<(String, String, String)>, Vec<(String, String, String)>);
+
+/// The graph of `lines` (event JSON Lines) after `deletion`, in a store that consolidated
+/// before it and in one that never did.
+fn consolidated_and_plain(
+    lines: &str,
+    deletion: &DeleteRequest,
+    backend: BackendKind,
+) -> [Keyed; 2] {
+    [true, false].map(|consolidated| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let batch = loci::ingest::read_str("t.jsonl", lines, loci::ingest::Format::Events).unwrap();
+        store.ingest(batch.events).unwrap();
+        if consolidated {
+            run(&store);
+        }
+        store.delete(deletion).unwrap();
+        assert_verifies(&store);
+        let g = store.graph();
+        let mut nodes: Vec<_> = (g.nodes())
+            .map(|n| (n.key.clone(), n.label.clone(), n.name.clone()))
+            .collect();
+        let key = |id| g.node(id).unwrap().key.clone();
+        let mut edges: Vec<_> = (g.edges())
+            .map(|(_, c)| {
+                (
+                    key(c.from),
+                    g.relation_name(c.relation).to_string(),
+                    key(c.to),
+                )
+            })
+            .collect();
+        nodes.sort();
+        edges.sort();
+        (nodes, edges)
+    })
+}
+
+/// helper-91 (session 42): after consolidation, deleting events 2 and 4 named `n` "alpha",
+/// which event 3 had overridden with "beta": day 0's summary, written after event 4, restated
+/// event 4's "alpha", and event 1's "alpha" (overridden) was taken as a live event still
+/// giving it.
+#[test]
+fn a_deletion_brings_back_no_value_a_live_event_had_overridden() {
+    let lines = r#"{"ts":1000,"kind":"NOTE","payload":"one","assert":[{"op":"node","key":"n","label":"Thing","name":"alpha"}]}
+{"ts":30000,"kind":"NOTE","payload":"two","assert":[{"op":"node","key":"m"},{"op":"edge","from":"m","relation":"NEAR","to":"n"}]}
+{"ts":31000,"kind":"NOTE","payload":"three","assert":[{"op":"node","key":"n","name":"beta"}]}
+{"ts":50000,"kind":"NOTE","payload":"four","assert":[{"op":"node","key":"n","name":"alpha"}]}
+"#;
+    for backend in BackendKind::ALL {
+        let [consolidated, plain] =
+            consolidated_and_plain(lines, &DeleteRequest::events([2, 4]), backend);
+        assert_eq!(consolidated, plain, "{backend}");
+    }
+}
+
+/// helper-91 (session 42): after consolidation, deleting node `a` (events 2, 4 and 5, one of
+/// them the retraction of `n`) left `n` as event 5 made it again, bare, where the log without
+/// those events has it as event 3 made it, "ann", a Thing.
+#[test]
+fn deleting_a_node_with_a_retraction_among_its_events_brings_back_what_it_ended() {
+    let lines = r#"{"ts":12000,"kind":"NOTE","payload":"one","assert":[{"op":"node","key":"b"}]}
+{"ts":24500,"kind":"NOTE","payload":"two","assert":[{"op":"node","key":"a"}]}
+{"ts":42000,"kind":"NOTE","payload":"three","assert":[{"op":"node","key":"n","label":"Thing","name":"ann"}]}
+{"ts":78000,"kind":"NOTE","payload":"four","assert":[{"op":"edge","from":"a","relation":"LIKES","to":"b"},{"op":"retract_node","key":"n"}]}
+{"ts":107000,"kind":"NOTE","payload":"five","assert":[{"op":"node","key":"n"},{"op":"edge","from":"a","relation":"LIKES","to":"n"}]}
+{"ts":126000,"kind":"NOTE","payload":"six"}
+"#;
+    for backend in BackendKind::ALL {
+        for deletion in [
+            DeleteRequest::nodes(["a"]),
+            DeleteRequest::events([2, 4, 5]),
+        ] {
+            let [consolidated, plain] = consolidated_and_plain(lines, &deletion, backend);
+            assert_eq!(consolidated, plain, "{backend} {deletion:?}");
+        }
+    }
+}

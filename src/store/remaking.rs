@@ -502,7 +502,12 @@ impl Store {
                 _ => None,
             })
             .collect();
-        let fallback = restate(kept, &missing)?;
+        // A node of the graph above keeps that graph's values: an edge the fallback restates
+        // for want of its other end restates this end too, with the values of the graph with
+        // the taken summaries kept, which may be a deleted event's (a day summary written
+        // after it restated them).
+        let mut fallback = restate(kept, &missing)?;
+        fallback.retain(|a| !matches!(a, Assertion::UpsertNode(up) if present.contains(&up.key)));
         out.extend(kept_of(fallback, nodes, seed_only, &present));
         Ok(out)
     }
