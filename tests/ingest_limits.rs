@@ -133,3 +133,59 @@ fn a_blank_actor_is_refused_at_ingest_and_in_a_dry_run() {
     assert_eq!(store.stats().events, 0, "the batches wrote nothing");
     store.ingest(vec![EventDraft::new(1, "", "NOTE")]).unwrap();
 }
+
+/// helper-91 (session 42): a node key holding a NUL character was stored, and then no
+/// command line could name it: `loci delete --node` could never take that node. Refused at
+/// ingest wherever a key is given (node, edge end, actor, place), in a dry run too, naming the
+/// event, the assertion and the field; the store is left unchanged.
+#[test]
+fn a_key_holding_a_nul_character_is_refused_naming_where() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+    let edge = |from: &str, to: &str| {
+        let mut e = EventDraft::new(1, "bot", "OBSERVATION");
+        e.assertions = vec![Assertion::UpsertEdge(loci::model::EdgeUpsert {
+            from: from.into(),
+            relation: "NEAR".into(),
+            to: to.into(),
+            ..Default::default()
+        })];
+        e
+    };
+    let mut by_actor = node_event("n", None);
+    by_actor.actor = "b\0t".into();
+    let mut at_place = node_event("n", None);
+    at_place.place = Some("p\0".into());
+    let cases = [
+        (
+            vec![node_event("nul\0key", None)],
+            "event 1 of the batch, assertion 1: key",
+            "key",
+        ),
+        (
+            vec![node_event("ok", None), edge("ok", "\0")],
+            "event 2 of the batch, assertion 1: to",
+            "to",
+        ),
+        (vec![by_actor], "event 1 of the batch: actor", "actor"),
+        (vec![at_place], "event 1 of the batch: place", "place"),
+    ];
+    for (drafts, at, field) in cases {
+        for dry in [true, false] {
+            let err = if dry {
+                store.check(drafts.clone()).unwrap_err()
+            } else {
+                store.ingest(drafts.clone()).unwrap_err()
+            };
+            let said = err.to_string();
+            assert!(said.contains("NUL"), "{said}");
+            assert!(said.contains(field), "{field}: {said}");
+            assert!(said.contains(at), "{at}: {said}");
+        }
+    }
+    assert_eq!(store.stats().events, 0);
+    // Other characters a terminal shows oddly are keys as any.
+    store
+        .ingest(vec![node_event("tab\tkey é 🦙", None)])
+        .unwrap();
+}

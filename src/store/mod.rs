@@ -825,7 +825,45 @@ fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
 fn refuse_drafts(drafts: &[EventDraft]) -> Result<()> {
     refuse_reserved_kinds(drafts)?;
     refuse_times_out_of_range(drafts)?;
-    refuse_blank_actors(drafts)
+    refuse_blank_actors(drafts)?;
+    refuse_nul_in_keys(drafts)
+}
+
+/// Refuses drafts naming a node by a key that holds a NUL character (as an actor, a place,
+/// or in an assertion): no command line can carry one, so `loci delete --node`, the way to
+/// take a person's data, could never name that node. Checked here, not in the projection,
+/// so that a log written before the check still replays.
+fn refuse_nul_in_keys(drafts: &[EventDraft]) -> Result<()> {
+    for (i, d) in drafts.iter().enumerate() {
+        let mut keys: Vec<(Option<usize>, &str, &str)> = vec![(None, "actor", &d.actor)];
+        if let Some(place) = &d.place {
+            keys.push((None, "place", place));
+        }
+        for (j, a) in d.assertions.iter().enumerate() {
+            match a {
+                crate::model::Assertion::UpsertNode(up) => keys.push((Some(j), "key", &up.key)),
+                crate::model::Assertion::RetractNode { key } => keys.push((Some(j), "key", key)),
+                crate::model::Assertion::UpsertEdge(crate::model::EdgeUpsert {
+                    from, to, ..
+                })
+                | crate::model::Assertion::RetractEdge { from, to, .. } => {
+                    keys.push((Some(j), "from", from));
+                    keys.push((Some(j), "to", to));
+                }
+            }
+        }
+        if let Some((assertion, field, key)) = keys.into_iter().find(|(_, _, k)| k.contains('\0')) {
+            return Err(Error::InvalidEvent {
+                event: i,
+                assertion,
+                field: field.into(),
+                message: format!(
+                    "key {key:?} holds a NUL character, which no command line can carry: `loci delete --node` could never name it"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Refuses drafts whose actor is blank but not empty (only spaces, control or invisible
