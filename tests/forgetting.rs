@@ -2983,3 +2983,43 @@ fn deleting_a_retraction_brings_back_a_belief_whose_summary_was_made_again_after
         );
     }
 }
+
+/// An edge a live event of the open week asserts at a node only a week's summary made (its
+/// making note forgotten) stays when a deletion takes that summary and makes it again: the
+/// summary made again comes after the event in the log.
+#[test]
+fn an_edge_of_a_live_event_stays_when_the_summary_that_made_its_end_is_made_again() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store
+            .ingest(vec![
+                noted(10, 0.3, vec![node_named("n", Some("Person"), Some("Nell"))]),
+                noted(20, 0.3, vec![]),
+                secret_note(30),
+                noted(710, 0.3, vec![]),
+                noted(1410, 0.3, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        assert!(store.event(1).unwrap().is_none(), "{backend}: forgotten");
+        // The open week: not summarised.
+        store
+            .ingest(vec![noted(
+                1510,
+                0.3,
+                vec![
+                    node_named("bot", Some("Bot"), Some("bot")),
+                    edge("bot", "KNOWS", "n", Some(0.9)),
+                ],
+            )])
+            .unwrap();
+        let before = facts(&store);
+        assert!(before.contains_key(&("bot".into(), "KNOWS".into(), "n".into())));
+        let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
+        assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
+        assert_eq!(facts(&store), before, "{backend}: {r:?}");
+        assert_eq!(store.node_by_key("n").unwrap().name, "Nell", "{backend}");
+        assert_verifies(&store);
+    }
+}

@@ -855,20 +855,44 @@ impl Store {
         let kept = (taken.as_ref())
             .and_then(|t| t.replay.take(&deleted))
             .filter(|state| state.counters.last_seq == before.counters.last_seq);
-        let replayed = match kept {
+        let replay_failed = |msg| Error::Store {
+            path: self.dir.clone(),
+            message: format!("cannot apply the deletion: {msg}"),
+        };
+        let mut replayed = match kept {
             Some(state) => replay_appended(&*self.backend, state, written.clone())?,
             None => replay_excluding(
                 &*self.backend,
-                deleted,
+                deleted.clone(),
                 |_, _| {},
                 written.clone(),
                 u64::MAX,
             )?,
         }
-        .map_err(|msg| Error::Store {
-            path: self.dir.clone(),
-            message: format!("cannot apply the deletion: {msg}"),
-        })?;
+        .map_err(replay_failed)?;
+        // A live event's edge at a node only a taken summary made before it was skipped
+        // there: the last summary made again restates it (`remaking::live_edges_at`).
+        let skipped: Vec<Assertion> = (made_again.live_edges.iter())
+            .filter(|up| {
+                replayed
+                    .edge_by_keys(&up.from, &up.relation, &up.to)
+                    .is_none()
+                    && replayed.node_id(&up.from).is_some()
+                    && replayed.node_id(&up.to).is_some()
+            })
+            .map(|up| Assertion::UpsertEdge(up.clone()))
+            .collect();
+        if let (false, Some(last)) = (skipped.is_empty(), written.last_mut()) {
+            last.assertions.extend(skipped);
+            replayed = replay_excluding(
+                &*self.backend,
+                deleted,
+                |_, _| {},
+                written.clone(),
+                u64::MAX,
+            )?
+            .map_err(replay_failed)?;
+        }
 
         let mut report = DeleteReport {
             seq,

@@ -40,6 +40,10 @@ pub(super) struct MadeAgain {
     /// The summaries taken that one of them replaces: what those restated of events left,
     /// one made again restates still.
     pub(super) replaced: BTreeSet<u64>,
+    /// The edges an event left live supports at a node a summary made again restates, with
+    /// the values the events left give ([`live_edges_at`]): where the deletion's replay lacks
+    /// one, the last summary made again restates it too ([`Store::delete`]).
+    pub(super) live_edges: Vec<crate::model::EdgeUpsert>,
 }
 
 /// The summaries taken that share a level and a range, made again as one.
@@ -158,6 +162,12 @@ impl Store {
             }
             out.events.push(Event::from_draft(seq, now_ms(), draft));
         }
+        let live = |seq: u64| {
+            !before.deleted.contains(&seq)
+                && !targets.contains_key(&seq)
+                && !gone.contains_key(&seq)
+        };
+        out.live_edges = live_edges_at(&sources.left, &out.events, live);
         // In a store nothing was forgotten from, the deletion's own replay leaves out what
         // this one did.
         taken.replay.keep(sources.left);
@@ -511,6 +521,50 @@ impl Store {
         out.extend(kept_of(fallback, nodes, seed_only, &present));
         Ok(out)
     }
+}
+
+/// The edges of `left` (the graph of the events left) at a node one of `made` (the summaries
+/// made again) restates that an event `live` says is left supports, as upserts with their
+/// values in `left`.
+///
+/// A summary made again comes after every event of the log. A live event after the summary
+/// it replaces, asserting an edge at a node that only that summary made before it (the
+/// node's own events forgotten), is replayed where the node is not yet made again, and its
+/// edge is skipped: an agent's recent belief in a person whose first note was forgotten went
+/// with the deletion of another old note.
+fn live_edges_at(
+    left: &State,
+    made: &[Event],
+    live: impl Fn(u64) -> bool,
+) -> Vec<crate::model::EdgeUpsert> {
+    let restated: BTreeSet<&str> = (made.iter())
+        .flat_map(|e| &e.assertions)
+        .filter_map(|a| match a {
+            Assertion::UpsertNode(up) => Some(up.key.as_str()),
+            _ => None,
+        })
+        .collect();
+    let ids: BTreeSet<crate::model::EdgeId> = (restated.into_iter())
+        .filter_map(|key| left.node_id(key))
+        .flat_map(|n| left.adj.entries(n).map(|e| e.edge_id()))
+        .collect();
+    let key = |id| left.nodes.key(id).map(str::to_string);
+    (ids.into_iter())
+        .filter_map(|id| left.edge(id))
+        .filter(|e| e.evidence.iter().any(|s| live(*s)))
+        .filter_map(|e| {
+            Some(crate::model::EdgeUpsert {
+                from: key(e.from)?,
+                relation: e.relation,
+                to: key(e.to)?,
+                confidence: Some(e.confidence),
+                props: e.props,
+                valid_from: e.valid_from,
+                valid_to: e.valid_to,
+                last_seen: Some(e.last_seen),
+            })
+        })
+        .collect()
 }
 
 /// Whether assertion `a` upserts a node, or an edge with an end, that `graph` does not hold.
