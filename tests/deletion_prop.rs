@@ -801,3 +801,51 @@ fn deleting_a_retraction_brings_back_a_live_notes_belief_whose_end_a_later_summa
     ];
     run(&weeks, BackendKind::Redb);
 }
+
+/// This property's case from `PROPTEST_RNG_SEED=13` with 60 cases of the summary deletions
+/// (session 42): `bot` rested on the week-0 summary alone (its note forgotten), and live notes
+/// of week 1 (s25, s26: kept, after a retraction of n4) believed `bot HOME n4`. Deleting a
+/// forgotten week-0 note made the week-0 summary again at the end of the log: replayed before
+/// it, the notes' edges fell away, and the edge stood on the week-1 summary alone, so
+/// deleting that summary by its number took the belief the notes still give.
+#[test]
+fn a_live_notes_belief_keeps_its_support_when_the_summary_that_made_its_end_is_made_again() {
+    let note = note_of;
+    let plain = |key| node_step(key, None, None, None);
+    let edge = |relation, to, confidence, from_time| Step::Edge {
+        relation,
+        to,
+        confidence: Some(confidence),
+        from_time,
+        price: None,
+    };
+    let weeks = [
+        week_of(
+            [0, 2, 0, 0, 0, 0].map(|k| note(0, vec![plain(k)])).to_vec(),
+            None,
+            vec![],
+        ),
+        week_of(
+            vec![
+                note(0, vec![edge(0, 3, 4, None)]),
+                note(
+                    1,
+                    vec![node_step(3, Some(2), Some(0), None), edge(0, 0, 1, None)],
+                ),
+                note(3, vec![Step::RetractNode(3)]),
+                note(3, vec![edge(2, 3, 0, None)]),
+                note(
+                    3,
+                    vec![
+                        edge(1, 3, 4, Some(1111)),
+                        edge(0, 3, 3, None),
+                        Step::RetractNode(0),
+                    ],
+                ),
+            ],
+            Some(3),
+            vec![Deletion::Event(46139), Deletion::Summary(40839)],
+        ),
+    ];
+    run(&weeks, BackendKind::Redb);
+}

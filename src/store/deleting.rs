@@ -871,16 +871,18 @@ impl Store {
         }
         .map_err(replay_failed)?;
         // A live event's edge at a node only a taken summary made before it was skipped
-        // there: the last summary made again restates it (`remaking::live_edges_at`).
+        // there (a later summary may still make the edge, without that event's support): the
+        // last summary made again restates it (`remaking::live_edges_at`).
         let skipped: Vec<Assertion> = (made_again.live_edges.iter())
-            .filter(|up| {
-                replayed
-                    .edge_by_keys(&up.from, &up.relation, &up.to)
-                    .is_none()
-                    && replayed.node_id(&up.from).is_some()
-                    && replayed.node_id(&up.to).is_some()
-            })
-            .map(|up| Assertion::UpsertEdge(up.clone()))
+            .filter(
+                |(up, support)| match replayed.edge_by_keys(&up.from, &up.relation, &up.to) {
+                    Some(e) => !support.iter().all(|s| e.evidence.contains(s)),
+                    None => {
+                        replayed.node_id(&up.from).is_some() && replayed.node_id(&up.to).is_some()
+                    }
+                },
+            )
+            .map(|(up, _)| Assertion::UpsertEdge(up.clone()))
             .collect();
         if let (false, Some(last)) = (skipped.is_empty(), written.last_mut()) {
             last.assertions.extend(skipped);

@@ -41,9 +41,10 @@ pub(super) struct MadeAgain {
     /// one made again restates still.
     pub(super) replaced: BTreeSet<u64>,
     /// The edges an event left live supports at a node a summary made again restates, with
-    /// the values the events left give ([`live_edges_at`]): where the deletion's replay lacks
-    /// one, the last summary made again restates it too ([`Store::delete`]).
-    pub(super) live_edges: Vec<crate::model::EdgeUpsert>,
+    /// the values the events left give and those events ([`live_edges_at`]): where the
+    /// deletion's replay lacks one, or lacks one of those events' support of it, the last
+    /// summary made again restates it too ([`Store::delete`]).
+    pub(super) live_edges: Vec<(crate::model::EdgeUpsert, Vec<u64>)>,
 }
 
 /// The summaries taken that share a level and a range, made again as one.
@@ -525,7 +526,7 @@ impl Store {
 
 /// The edges of `left` (the graph of the events left) at a node one of `made` (the summaries
 /// made again) restates that an event `live` says is left supports, as upserts with their
-/// values in `left`.
+/// values in `left`, each with the live events supporting it.
 ///
 /// A summary made again comes after every event of the log. A live event after the summary
 /// it replaces, asserting an edge at a node that only that summary made before it (the
@@ -536,7 +537,7 @@ fn live_edges_at(
     left: &State,
     made: &[Event],
     live: impl Fn(u64) -> bool,
-) -> Vec<crate::model::EdgeUpsert> {
+) -> Vec<(crate::model::EdgeUpsert, Vec<u64>)> {
     let restated: BTreeSet<&str> = (made.iter())
         .flat_map(|e| &e.assertions)
         .filter_map(|a| match a {
@@ -551,9 +552,9 @@ fn live_edges_at(
     let key = |id| left.nodes.key(id).map(str::to_string);
     (ids.into_iter())
         .filter_map(|id| left.edge(id))
-        .filter(|e| e.evidence.iter().any(|s| live(*s)))
         .filter_map(|e| {
-            Some(crate::model::EdgeUpsert {
+            let support: Vec<u64> = e.evidence.iter().copied().filter(|s| live(*s)).collect();
+            let up = crate::model::EdgeUpsert {
                 from: key(e.from)?,
                 relation: e.relation,
                 to: key(e.to)?,
@@ -562,7 +563,8 @@ fn live_edges_at(
                 valid_from: e.valid_from,
                 valid_to: e.valid_to,
                 last_seen: Some(e.last_seen),
-            })
+            };
+            (!support.is_empty()).then_some((up, support))
         })
         .collect()
 }
