@@ -87,10 +87,37 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
     Ok(Code::Ok)
 }
 
-/// Event sequence numbers as a report line lists them: `3, 4, 9`.
+/// Most runs of numbers a report line lists; `--json` lists every number.
+const SEQ_RUNS_LISTED: usize = 20;
+
+/// Event sequence numbers (ascending) as a report line lists them: runs of consecutive ones as
+/// ranges, `3-5, 9`, at most [`SEQ_RUNS_LISTED`] runs, then how many numbers are left out. A
+/// deletion may make thousands of summaries again, numbered one after another in its commit:
+/// listed one by one, they had made a line of 20 kB (helper-91).
 fn seq_list(seqs: &[u64]) -> String {
-    let listed: Vec<String> = seqs.iter().map(u64::to_string).collect();
-    listed.join(", ")
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &s in seqs {
+        match runs.last_mut() {
+            Some((_, end)) if end.checked_add(1) == Some(s) => *end = s,
+            _ => runs.push((s, s)),
+        }
+    }
+    let shown = runs.len().min(SEQ_RUNS_LISTED);
+    let mut out: Vec<String> = runs[..shown]
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    let left: u64 = runs[shown..].iter().map(|(a, b)| b - a + 1).sum();
+    if left > 0 {
+        out.push(format!("and {left} more (`--json` lists them all)"));
+    }
+    out.join(", ")
 }
 
 /// `compact`: rewrite the files without the text of deleted events.
@@ -429,4 +456,28 @@ pub fn check(a: CheckArgs) -> Result<Code> {
     } else {
         Code::Mismatch
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seq_list;
+
+    #[test]
+    fn a_report_lists_runs_of_numbers_as_ranges_and_at_most_twenty_runs() {
+        assert_eq!(seq_list(&[3]), "3");
+        assert_eq!(seq_list(&[3, 4, 5, 9, 11, 12]), "3-5, 9, 11-12");
+        let thousands: Vec<u64> = (44_853..47_924).collect();
+        assert_eq!(seq_list(&thousands), "44853-47923");
+        let scattered: Vec<u64> = (0..25).map(|i| i * 10).collect();
+        let line = seq_list(&scattered);
+        assert!(line.starts_with("0, 10, 20"), "{line}");
+        assert!(
+            line.ends_with("190, and 5 more (`--json` lists them all)"),
+            "{line}"
+        );
+        assert_eq!(
+            seq_list(&[u64::MAX - 1, u64::MAX]),
+            format!("{}-{}", u64::MAX - 1, u64::MAX)
+        );
+    }
 }
