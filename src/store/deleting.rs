@@ -1134,6 +1134,9 @@ impl Store {
     /// nor a tombstone (what it gave is no longer known).
     fn with_the_gist_of_named_summaries(&self, request: &DeleteRequest) -> Result<DeleteRequest> {
         use crate::dynamics::consolidate::{Summary, SUMMARY};
+        if request.events.is_empty() {
+            return Ok(request.clone());
+        }
         let deleted = self.read_state().deleted.clone();
         let mut stack: Vec<(u64, bool)> = (request.events.iter())
             .filter(|s| !deleted.contains(s))
