@@ -4112,3 +4112,66 @@ fn a_delete_naming_nothing_is_a_usage_error() {
     assert!(err.contains("--event") && err.contains("--node"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+/// helper-91 (session 42): the CLI had no listing of the log's events; the timeline was the
+/// HTTP server's alone. `loci timeline` lists the latest `--limit` events of a range of world
+/// times, oldest first, says how many the range holds when it leaves some out, and gives the
+/// same rows as JSON; a range given backwards is refused.
+#[test]
+fn timeline_lists_the_latest_events_of_a_range_oldest_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    ingest_lines(
+        &store,
+        &[
+            r#"{"ts":300,"kind":"NOTE","payload":"third, with a\nline break"}"#,
+            r#"{"ts":100,"kind":"NOTE","payload":"first"}"#,
+            r#"{"ts":200,"kind":"SIGHTING","actor":"bot","payload":"second 🦙"}"#,
+        ],
+    );
+    let all = ok(&["timeline", "--store", p(&store)]);
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(lines.len(), 3, "{all}");
+    assert!(
+        lines[0].contains("t=100") && lines[0].contains("first"),
+        "{all}"
+    );
+    assert!(
+        lines[1].contains("SIGHTING") && lines[1].contains("🦙"),
+        "{all}"
+    );
+    assert!(
+        lines[2].contains("t=300") && lines[2].contains("third"),
+        "{all}"
+    );
+    let two = ok(&[
+        "timeline",
+        "--store",
+        p(&store),
+        "--limit",
+        "2",
+        "--from",
+        "150",
+    ]);
+    assert!(!two.contains("first"), "{two}");
+    assert!(
+        two.contains("the latest 2 of 2") || two.lines().count() == 2,
+        "{two}"
+    );
+    let one = ok(&["timeline", "--store", p(&store), "--limit", "1"]);
+    assert!(one.contains("third"), "{one}");
+    assert!(one.contains("the latest 1 of 3 events"), "{one}");
+    let rows = json(&["timeline", "--store", p(&store), "--to", "250", "--json"]);
+    assert_eq!(rows["total"], 2);
+    assert_eq!(
+        each(&rows["events"], |e| e["ts"].as_i64().unwrap()),
+        vec![100, 200]
+    );
+    assert!(ok(&["timeline", "--store", p(&store), "--from", "400"]).contains("no events"));
+    let err = fails(
+        &["timeline", "--store", p(&store), "--from", "5", "--to", "1"],
+        3,
+    );
+    assert!(err.contains("--from 5 is after --to 1"), "{err}");
+    fails(&["timeline", "--store", p(&store), "--limit", "0"], 2);
+}

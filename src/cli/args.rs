@@ -102,6 +102,8 @@ pub enum Command {
     Mcp(McpArgs),
     /// Full-text search over nodes and events.
     Search(SearchArgs),
+    /// The events between two world times, oldest first: the latest --limit of them.
+    Timeline(TimelineArgs),
     /// Nodes within N hops of a node (by key, or the best name match).
     Neighbors(NeighborsArgs),
     /// Retrieve a context pack for a question: ranked snippets with provenance, and why.
@@ -343,6 +345,24 @@ pub struct SearchArgs {
     /// Only documents with world time <= T.
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
     pub to: Option<i64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct TimelineArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Only events with world time >= T.
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub from: Option<i64>,
+    /// Only events with world time <= T.
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub to: Option<i64>,
+    /// Events at most, the latest ones (at least 1).
+    #[arg(long, default_value_t = 100,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub limit: usize,
     #[arg(long)]
     pub json: bool,
 }

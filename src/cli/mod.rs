@@ -275,6 +275,7 @@ fn run(cli: Cli) -> Result<Code> {
         Command::Serve(a) => serve::serve(a),
         Command::Mcp(a) => serve::mcp(a),
         Command::Search(a) => read::search(a),
+        Command::Timeline(a) => read::timeline(a),
         Command::Neighbors(a) => read::neighbors(a),
         Command::Query(a) => read::query(a),
         Command::Run(a) => read::run_query(a),

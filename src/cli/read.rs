@@ -12,7 +12,7 @@ use loci::{
 };
 
 use super::args::{
-    NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs,
+    NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs, TimelineArgs,
 };
 use super::exit::{fail, Code};
 use super::output::{count, errln, list, outln, print_json};
@@ -92,6 +92,57 @@ pub fn search(a: SearchArgs) -> Result<Code> {
                 i + 1,
                 r["score"].as_f64().unwrap_or(0.0),
                 r["text"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(Code::Ok)
+}
+
+/// `timeline`: the latest `--limit` events between two world times, oldest first, one line
+/// each (its number, time, kind, actor and text), then how many the range holds when some
+/// are left out.
+pub fn timeline(a: TimelineArgs) -> Result<Code> {
+    if let (Some(from), Some(to)) = (a.from, a.to) {
+        if from > to {
+            fail!(Code::BadInput, "--from {from} is after --to {to}");
+        }
+    }
+    let s = open_for_reading(&a.store)?;
+    let (from, to) = (a.from.unwrap_or(i64::MIN), a.to.unwrap_or(i64::MAX));
+    let (times, total) = s.latest_event_times(from, to, a.limit)?;
+    let mut events = Vec::with_capacity(times.len());
+    for (_, seq) in &times {
+        events.extend(s.event(*seq)?);
+    }
+    if a.json {
+        let rows: Vec<serde_json::Value> = (events.iter())
+            .map(|e| {
+                serde_json::json!({
+                    "seq": e.seq, "ts": e.ts, "kind": e.kind, "actor": e.actor,
+                    "place": e.place, "text": e.text(),
+                })
+            })
+            .collect();
+        print_json(&serde_json::json!({"events": rows, "total": total}))?;
+    } else if events.is_empty() {
+        outln!("no events");
+    } else {
+        for e in &events {
+            let full = e.text();
+            let text = loci::text::one_line(&full);
+            outln!(
+                "{:>7}  t={}  {}  {}",
+                e.seq,
+                e.ts,
+                e.kind,
+                loci::error::quoted_excerpt(&text)
+            );
+        }
+        if total > events.len() {
+            outln!(
+                "the latest {} of {} events in the range (--limit shows more)",
+                events.len(),
+                total
             );
         }
     }

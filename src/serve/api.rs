@@ -861,10 +861,10 @@ async fn timeline(State(st): State<Arc<AppState>>, Params(p): Params<TimelinePar
 pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<usize>) -> Answer {
     let limit = row_limit(limit, 100)?;
     check_time_range(from, to)?;
-    let times = s.event_times(from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX))?;
-    let start = times.len().saturating_sub(limit);
+    let (times, total) =
+        s.latest_event_times(from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX), limit)?;
     let mut events = Vec::new();
-    for (_, seq) in &times[start..] {
+    for (_, seq) in &times {
         if let Some(e) = s.event(*seq)? {
             events.push(json!({
                 "seq": e.seq, "ts": e.ts, "kind": e.kind, "actor": e.actor,
@@ -872,7 +872,7 @@ pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<
             }));
         }
     }
-    to_json(&json!({"events": events, "total": times.len()}))
+    to_json(&json!({"events": events, "total": total}))
 }
 
 /// A node by key, with its edges (each with the events that support it).

@@ -4117,6 +4117,37 @@ impl Store {
         Ok(out)
     }
 
+    /// The last `limit` of [`Store::event_times`] (the latest events of the range), and how
+    /// many the range holds: a timeline of a 100M-event store holds `limit` entries, not
+    /// every one of the range.
+    pub fn latest_event_times(
+        &self,
+        from: i64,
+        to: i64,
+        limit: usize,
+    ) -> Result<(Vec<(i64, u64)>, usize)> {
+        let mut last = std::collections::VecDeque::with_capacity(limit.min(1 << 16));
+        let mut total = 0usize;
+        let end = time_key(to, u64::MAX);
+        self.backend
+            .scan(Table::EventTime, &time_key(from, 0), None, &mut |k, _| {
+                if k > end.as_slice() {
+                    return Ok(false);
+                }
+                if let Some(entry) = time_entry(k) {
+                    total += 1;
+                    if limit > 0 {
+                        if last.len() == limit {
+                            last.pop_front();
+                        }
+                        last.push_back(entry);
+                    }
+                }
+                Ok(true)
+            })?;
+        Ok((last.into(), total))
+    }
+
     /// `(ts, seq)` of the events whose world time lies in `[from, to]`, in time order, from
     /// the time index alone (nothing decoded). Deleted events are not in it.
     pub fn event_times(&self, from: i64, to: i64) -> Result<Vec<(i64, u64)>> {
