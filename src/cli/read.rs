@@ -115,14 +115,8 @@ pub fn timeline(a: TimelineArgs) -> Result<Code> {
         events.extend(s.event(*seq)?);
     }
     if a.json {
-        let rows: Vec<serde_json::Value> = (events.iter())
-            .map(|e| {
-                serde_json::json!({
-                    "seq": e.seq, "ts": e.ts, "kind": e.kind, "actor": e.actor,
-                    "place": e.place, "text": e.text(),
-                })
-            })
-            .collect();
+        let rows: Vec<serde_json::Value> =
+            events.iter().map(loci::serve::api::timeline_row).collect();
         print_json(&serde_json::json!({"events": rows, "total": total}))?;
     } else if events.is_empty() {
         outln!("no events");

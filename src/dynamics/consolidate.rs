@@ -776,8 +776,6 @@ pub(crate) fn latest_summaries(store: &Store) -> Result<BTreeMap<(Level, i64), S
 pub struct LiveSummaries {
     /// The live summaries, by level and range start.
     pub summaries: Vec<Summary>,
-    /// Their sequence numbers.
-    pub live: BTreeSet<u64>,
     /// The summary events that are not live: a later summary of their period replaced them
     /// (and repeats what they say).
     pub replaced: BTreeSet<u64>,
@@ -820,7 +818,7 @@ pub fn live_summaries(store: &Store) -> Result<std::sync::Arc<LiveSummaries>> {
     if let Some((cached_seq, cached_deleted, live)) = cached {
         // Past a few thousand events, reading the summaries again costs less than decoding
         // every event to find whether one is a summary.
-        if cached_deleted == deleted && seq - cached_seq.min(seq) <= 4096 {
+        if cached_deleted == deleted && seq.saturating_sub(cached_seq) <= 4096 {
             let mut changed = false;
             if cached_seq < seq {
                 store.scan_log(cached_seq + 1, |ev| {
@@ -860,13 +858,13 @@ fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
         .iter()
         .filter_map(Summary::of_event_without_digest)
         .collect();
-    let every: BTreeSet<u64> = all.iter().map(|s| s.seq).collect();
+    let mut replaced: BTreeSet<u64> = all.iter().map(|s| s.seq).collect();
     let summaries: Vec<Summary> = live(all).into_values().collect();
-    let live: BTreeSet<u64> = summaries.iter().map(|s| s.seq).collect();
-    let replaced = every.difference(&live).copied().collect();
+    for s in &summaries {
+        replaced.remove(&s.seq);
+    }
     Ok(LiveSummaries {
         summaries,
-        live,
         replaced,
     })
 }

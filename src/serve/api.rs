@@ -866,13 +866,18 @@ pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<
     let mut events = Vec::new();
     for (_, seq) in &times {
         if let Some(e) = s.event(*seq)? {
-            events.push(json!({
-                "seq": e.seq, "ts": e.ts, "kind": e.kind, "actor": e.actor,
-                "place": e.place, "text": e.text(),
-            }));
+            events.push(timeline_row(&e));
         }
     }
     to_json(&json!({"events": events, "total": total}))
+}
+
+/// An event as a timeline lists it (here, in the MCP tool, and `loci timeline --json`).
+pub fn timeline_row(e: &crate::model::Event) -> serde_json::Value {
+    json!({
+        "seq": e.seq, "ts": e.ts, "kind": e.kind, "actor": e.actor,
+        "place": e.place, "text": e.text(),
+    })
 }
 
 /// A node by key, with its edges (each with the events that support it).

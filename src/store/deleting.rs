@@ -1137,7 +1137,10 @@ impl Store {
         if request.events.is_empty() {
             return Ok(request.clone());
         }
-        let deleted = self.read_state().deleted.clone();
+        // Held while the summaries are read: this thread holds the writer lock, so no commit
+        // waits on it; the set is not copied (a store that forgets holds many).
+        let state = self.read_state();
+        let deleted = &state.deleted;
         let mut stack: Vec<(u64, bool)> = (request.events.iter())
             .filter(|s| !deleted.contains(s))
             .map(|s| (*s, true))
@@ -1164,6 +1167,7 @@ impl Store {
                 held.insert(seq);
             }
         }
+        drop(state);
         if held.is_empty() {
             return Ok(request.clone());
         }
