@@ -429,20 +429,23 @@ fn a_summary_that_does_not_read_as_one_is_refused_at_ingest() {
 /// A summary a later one replaced (its day summarised again after a late event) is not
 /// retrieved beside the one that replaced it: both had come back, the old one with the text
 /// the new one repeats (a helper's probe: `query --kind event`).
+/// The latest summary of day `day`.
+fn latest_day_summary(store: &Store, day: i64) -> Summary {
+    consolidate::summaries(store)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.level == Level::Day && s.start == day * DAY)
+        .max_by_key(|s| s.seq)
+        .unwrap()
+}
+
 #[test]
 fn retrieval_finds_the_summary_that_replaced_another_not_both() {
     use loci::retrieval::{RetrieveOptions, Retriever, SnippetKind};
     let dir = tempfile::tempdir().unwrap();
     let store = world_store(dir.path(), BackendKind::Redb, 10);
     run(&store);
-    let day2 = |store: &Store| {
-        consolidate::summaries(store)
-            .unwrap()
-            .into_iter()
-            .filter(|s| s.level == Level::Day && s.start == 2 * DAY)
-            .max_by_key(|s| s.seq)
-            .unwrap()
-    };
+    let day2 = |store: &Store| latest_day_summary(store, 2);
     let old = day2(&store);
     let mut late = EventDraft::new(2 * DAY + 500, "bot", "OBSERVATION");
     late.payload = Value::from("a glowing obsidian shrine");
@@ -489,14 +492,7 @@ fn a_search_finds_the_summary_that_replaced_another_not_both() {
         let dir = tempfile::tempdir().unwrap();
         let store = world_store(dir.path(), backend, 10);
         run(&store);
-        let day2 = |store: &Store| {
-            consolidate::summaries(store)
-                .unwrap()
-                .into_iter()
-                .filter(|s| s.level == Level::Day && s.start == 2 * DAY)
-                .max_by_key(|s| s.seq)
-                .unwrap()
-        };
+        let day2 = |store: &Store| latest_day_summary(store, 2);
         let mut replaced = vec![day2(&store).seq];
         for (n, text) in ["a glowing obsidian shrine", "a second obsidian shrine"]
             .into_iter()
