@@ -3023,3 +3023,151 @@ fn an_edge_of_a_live_event_stays_when_the_summary_that_made_its_end_is_made_agai
         assert_verifies(&store);
     }
 }
+
+/// A store of notes over two weeks in days of 100, consolidated (and, with `forgets`,
+/// forgotten down to 3 events), and the user's deletion of its secret note (event 3): its
+/// report.
+fn with_its_secret_deleted(
+    backend: BackendKind,
+    forgets: bool,
+) -> (tempfile::TempDir, Store, loci::DeleteReport) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), backend).unwrap();
+    store
+        .ingest(vec![
+            noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
+            noted(
+                110,
+                0.9,
+                vec![
+                    node_named("n", Some("Person"), Some("Nell")),
+                    edge("bot", "KNOWS", "n", Some(0.9)),
+                ],
+            ),
+            secret_note(120),
+            noted(210, 0.3, vec![node_named("m", Some("Person"), Some("Mo"))]),
+            noted(810, 0.3, vec![edge("bot", "KNOWS", "m", Some(0.9))]),
+            noted(1510, 0.3, vec![]),
+        ])
+        .unwrap();
+    if forgets {
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(3)).unwrap();
+    } else {
+        consolidate_in_days_of_100(&store);
+    }
+    let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
+    assert_verifies(&store);
+    (dir, store, r)
+}
+
+/// helper-92's finding 1 (session 43): a summary a user's deletion took, named in a second
+/// deletion, was taken again through the summaries made again in its place (they replace it):
+/// they went, nothing was made again, and after forgetting every repeat was accepted and wrote
+/// another summary. It is refused as already deleted, and nothing is written.
+#[test]
+fn deleting_a_summary_a_deletion_took_is_refused_as_already_deleted() {
+    for backend in BackendKind::ALL {
+        for forgets in [false, true] {
+            let (_dir, store, first) = with_its_secret_deleted(backend, forgets);
+            let taken: Vec<u64> = first.deleted.iter().copied().filter(|s| *s != 3).collect();
+            assert!(!taken.is_empty(), "{backend} {forgets}: {first:?}");
+            let live = |store: &Store| {
+                consolidate::summaries(store)
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.seq)
+                    .collect::<Vec<_>>()
+            };
+            let (summaries, events, graph) = (live(&store), store.stats().events, facts(&store));
+            for seq in taken {
+                let refused = store
+                    .delete(&loci::DeleteRequest::events([seq]))
+                    .unwrap_err();
+                assert!(
+                    refused
+                        .to_string()
+                        .contains(&format!("event {seq} is already deleted")),
+                    "{backend} {forgets}: {refused}"
+                );
+                assert_eq!(live(&store), summaries, "{backend} {forgets}: {seq}");
+                assert_eq!(store.stats().events, events, "{backend} {forgets}: {seq}");
+                assert_eq!(facts(&store), graph, "{backend} {forgets}: {seq}");
+            }
+            assert_verifies(&store);
+        }
+    }
+}
+
+/// helper-92 (session 43): each deletion of a node listed, as deleted before it, the events
+/// and summaries earlier users' deletions had taken: nothing of them is left, and the report
+/// lists only the forgotten events the deletion takes the gist of.
+#[test]
+fn a_node_deletion_lists_nothing_a_user_deleted_before_as_deleted_before() {
+    for backend in BackendKind::ALL {
+        for forgets in [false, true] {
+            let (_dir, store, first) = with_its_secret_deleted(backend, forgets);
+            let r = store.delete(&loci::DeleteRequest::nodes(["n"])).unwrap();
+            let again: Vec<&u64> = (r.deleted_before.iter())
+                .filter(|s| first.deleted.contains(s) || first.deleted_before.contains(s))
+                .collect();
+            assert!(
+                again.is_empty(),
+                "{backend} {forgets}: {again:?}: {first:?} then {r:?}"
+            );
+            assert_verifies(&store);
+        }
+    }
+}
+
+/// helper-92's finding 2 (session 43): after forgetting, a day summary deleted by its number
+/// whose live episode still held forgotten events (their gist is the episode's, so the
+/// deletion leaves them) took the facts they gave: an episode restates none, the day summary
+/// was all that did, and no consolidation summarises a day again from forgotten events. The
+/// 8-day world lost `cave:last_night` and its paths. The store believes what a store that never
+/// consolidated believes once the same events are deleted.
+#[test]
+fn deleting_a_day_summary_keeps_what_the_forgotten_events_its_live_episodes_hold_gave() {
+    let backend = BackendKind::Redb;
+    let config = WorldConfig {
+        seed: 6,
+        scale: 1,
+        days: 8,
+    };
+    let (_d, probe) = world_store(backend, config.clone(), |_| true);
+    forget::consolidate_then_forget(&probe, None, &ForgetOptions::with_budget(42)).unwrap();
+    // Each live day summary with a live episode holding a forgotten event.
+    let days: Vec<u64> = consolidate::summaries(&probe)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.level == Level::Day)
+        .filter(|s| {
+            s.children.iter().any(|c| {
+                let episode = probe
+                    .event(*c)
+                    .unwrap()
+                    .as_ref()
+                    .and_then(consolidate::Summary::of_event);
+                episode.is_some_and(|e| {
+                    e.children
+                        .iter()
+                        .any(|r| probe.event(*r).unwrap().is_none())
+                })
+            })
+        })
+        .map(|s| s.seq)
+        .collect();
+    drop(probe);
+    assert!(!days.is_empty(), "no day of the world has such an episode");
+    for day in days {
+        let (_a, store) = world_store(backend, config.clone(), |_| true);
+        let (_b, reference) = world_store(backend, config.clone(), |_| true);
+        forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(42)).unwrap();
+        let r = store.delete(&loci::DeleteRequest::events([day])).unwrap();
+        if !r.deleted_before.is_empty() {
+            let raw = r.deleted_before.iter().copied();
+            reference.delete(&loci::DeleteRequest::events(raw)).unwrap();
+        }
+        assert_eq!(facts(&store), facts(&reference), "day {day}: {r:?}");
+        assert_verifies(&store);
+    }
+}

@@ -207,6 +207,9 @@ pub(super) struct Ended {
     pub(super) ts: i64,
     /// The first seed after it retracting what it asserted.
     pub(super) retraction: u64,
+    /// Each node or edge it upserted that a seed retracts after it
+    /// ([`deletion::subject_upserted`]), with the first such seed.
+    pub(super) subjects: Vec<(String, u64)>,
 }
 
 /// What the log says of an edge that is not the seeds' own but has an end a seed upserts
@@ -364,6 +367,11 @@ impl Carriers {
         (self.ended.iter()).filter(|e| !self.user_deleted.contains(&e.seq))
     }
 
+    /// Whether a user's deletion (not forgetting) listed event `seq`.
+    pub(super) fn deleted_by_user(&self, seq: u64) -> bool {
+        self.user_deleted.contains(&seq)
+    }
+
     /// Files the nodes and edges seed `ev` upserts (their subjects indexed already) under
     /// their keys ([`Carriers::node_at`], [`Carriers::edges_at`]).
     fn index_subjects_by_key(&mut self, ev: &Event) {
@@ -468,14 +476,20 @@ impl Carriers {
         if self.retracted_edges.is_empty() && self.retracted_nodes.is_empty() {
             return;
         }
-        let retraction = (ev.assertions.iter())
-            .filter_map(|a| self.retraction_after(ev, a))
-            .min();
-        if let Some(retraction) = retraction {
+        let subjects: Vec<(String, u64)> = (ev.assertions.iter())
+            .filter_map(|a| {
+                Some((
+                    deletion::subject_upserted(a)?,
+                    self.retraction_after(ev, a)?,
+                ))
+            })
+            .collect();
+        if let Some(retraction) = subjects.iter().map(|(_, r)| *r).min() {
             self.ended.push(Ended {
                 seq: ev.seq,
                 ts: ev.ts,
                 retraction,
+                subjects,
             });
         }
     }
@@ -1317,9 +1331,18 @@ impl Store {
         let state = self.read_state();
         let mut targets = BTreeMap::new();
         let mut gone = BTreeMap::new();
+        // What a user's deletion took is gone with its gist (a summary of it was made again
+        // without it, in its place): nothing of it is left to take, and a summary made again
+        // in place of one named again is not the one named (helper-92: naming a taken summary
+        // again took those made again in its place; after forgetting, each time anew).
+        let names_deleted = request.events.iter().any(|s| state.deleted.contains(s));
+        let by_user = match reason {
+            Reason::Delete if names_deleted || !request.nodes.is_empty() => self.user_deleted()?,
+            _ => BTreeSet::new(),
+        };
         for &seq in &request.events {
             if state.deleted.contains(&seq) {
-                if reason != Reason::Delete {
+                if reason != Reason::Delete || by_user.contains(&seq) {
                     return Err(already_deleted(seq, false));
                 }
                 if let Some(ev) = self.raw_event(seq)? {
@@ -1353,19 +1376,16 @@ impl Store {
             .filter(|k| state.node_id_named(k).is_none())
             .collect();
         // A forgotten event lives on in the summaries made from it: one naming a key the
-        // graph lacks makes the key a person's data to delete (a user-deleted one does not:
-        // nothing of it is left). Whether a summary holds it is found after
-        // ([`nothing_left_of`]).
-        let by_user = match reason {
-            Reason::Delete if !unnamed.is_empty() => self.user_deleted()?,
-            _ => BTreeSet::new(),
-        };
+        // graph lacks makes the key a person's data to delete, and the deletion takes its
+        // gist; a user-deleted one does not: nothing of it is left. Whether a summary holds
+        // it is found after ([`nothing_left_of`]).
         if !request.nodes.is_empty() {
             super::log::scan(&*self.backend, 1, &mut |seq, v| {
                 let was_deleted = state.deleted.contains(&seq);
                 // A forgotten event naming the node lives on in its summaries: a user's
-                // deletion takes them. (Another deletion passes deleted events by.)
-                if was_deleted && reason != Reason::Delete {
+                // deletion takes them. (Another deletion passes deleted events by, and every
+                // deletion those a user deleted.)
+                if was_deleted && (reason != Reason::Delete || by_user.contains(&seq)) {
                     return Ok(true);
                 }
                 let ev = decode_event(Table::Log.name(), v)?;
@@ -1374,13 +1394,10 @@ impl Store {
                 {
                     if was_deleted {
                         gone.insert(ev.seq, ev.ts);
-                        if !by_user.contains(&seq) {
-                            unnamed.retain(|key| !names_node(&ev, key));
-                        }
                     } else {
                         targets.insert(ev.seq, ev.ts);
-                        unnamed.retain(|key| !names_node(&ev, key));
                     }
+                    unnamed.retain(|key| !names_node(&ev, key));
                 }
                 Ok(true)
             })?;

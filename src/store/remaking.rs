@@ -18,10 +18,17 @@
 //!   compaction has made some of those a tombstone, with the values the summary restated, less
 //!   each node, edge or value only deleted events gave ([`Carriers::seed_only`]).
 //!
-//! A summary made only from one the user names that holds no forgotten event, and the
-//! summaries above one not made again, are taken as before, and the next consolidation
-//! summarises their periods again. (The forgotten events a named summary alone held are
-//! deleted with it: [`Store::with_the_gist_of_named_summaries`].)
+//! A summary the user names, and one made only from it, that holds no forgotten event its
+//! deletion leaves, and the summaries above one not made again (not above a named one), are
+//! taken as before, and the next consolidation summarises their periods again. (The
+//! forgotten events a named summary alone held are deleted with it:
+//! [`Store::with_the_gist_of_named_summaries`]; one a live summary under it holds stays, and
+//! the named summary is made again for it, since no consolidation summarises forgotten events
+//! again.)
+//!
+//! A fact a deleted retraction had ended lives again, and the summaries over the events that
+//! asserted it restate it. Where forgetting took such an event and every summary over it, a
+//! forgotten one is made again for it ([`revived_groups`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,6 +59,10 @@ struct Group {
     /// The latest of them, whose children, digest and salience the one made again takes.
     latest: u64,
     members: Vec<u64>,
+    /// For a forgotten summary made again for what a deleted retraction had ended
+    /// ([`revived_groups`]), those nodes and edges ([`deletion::subject_upserted`]): it is
+    /// made again only if it restates one of them. Empty for a summary the deletion took.
+    revives: Vec<String>,
 }
 
 /// A group to make again, with what it is made from.
@@ -128,13 +139,20 @@ impl Store {
         taken: &Taken,
         first_seq: u64,
     ) -> Result<MadeAgain> {
-        let groups = groups_to_make_again(before, targets, request, &taken.chain);
-        let plans = self.plans(
+        let groups = groups_to_make_again(before, targets, &taken.chain);
+        let mut plans = self.plans(
             &groups,
             (targets, gone, &before.deleted),
             request,
             &taken.chain,
         )?;
+        let revived = revived_groups(before, targets, taken, &plans);
+        plans.extend(self.plans(
+            &revived,
+            (targets, gone, &before.deleted),
+            request,
+            &taken.chain,
+        )?);
         if plans.is_empty() {
             return Ok(MadeAgain::default());
         }
@@ -207,6 +225,12 @@ impl Store {
         if digest.events == 0 && assertions.is_empty() {
             return Ok(None);
         }
+        let revives = |a: &Assertion| {
+            deletion::subject_upserted(a).is_some_and(|s| plan.group.revives.contains(&s))
+        };
+        if !plan.group.revives.is_empty() && !assertions.iter().any(revives) {
+            return Ok(None);
+        }
         let children = children_again(&plan.summary, &context.raw_deleted, made);
         // The events the summary it replaces was without, it is without too: its children
         // still hold them.
@@ -225,11 +249,13 @@ impl Store {
         .map(Some)
     }
 
-    /// The groups to make again, each with what it is made from: not one made only from a
-    /// summary the user names (the user deletes that summary's text, not its events) that
-    /// holds no forgotten event (the next consolidation summarises its period again from the
-    /// events; with some forgotten, it could not, and what only it held of other periods
-    /// would go), nor one made from a deleted event whose record a compaction replaced (what
+    /// The groups to make again, each with what it is made from: not a summary the user
+    /// names that covers no forgotten event its deletion leaves (one a live summary under it
+    /// holds: an episode restates nothing, so what such events gave rested on the named
+    /// summary), nor one made only from a summary the user names (the user deletes that
+    /// summary's text, not its events) that holds no forgotten event (the next consolidation
+    /// summarises its period again from the events; with some forgotten, it could not, and
+    /// what only it held of other periods would go), nor one made from a deleted event whose record a compaction replaced (what
     /// it gave is no longer known), nor one above a summary taken and not made again (it
     /// would cover that summary's period, which the next consolidation summarises again).
     /// `deleted`: the events deleted before this deletion.
@@ -276,8 +302,18 @@ impl Store {
             let (covered, cut_off) = coverage(&index, group.latest);
             let only_from_named =
                 from_named.contains_key(&group.latest) && !origins.contains_key(&group.latest);
-            let left_to_consolidation =
-                only_from_named && !covered.iter().any(|s| deleted.contains(s));
+            let is_named = group.members.iter().any(|m| named.contains_key(m));
+            let left_to_consolidation = if is_named {
+                // Its text goes, and the forgotten events only it held; one a live summary
+                // under it holds stays, and no consolidation summarises its period again from
+                // forgotten events: what they gave rested on this summary (an episode restates
+                // nothing), so it is made again for them.
+                !covered
+                    .iter()
+                    .any(|s| deleted.contains(s) && !raw_seeds.contains_key(s))
+            } else {
+                only_from_named && !covered.iter().any(|s| deleted.contains(s))
+            };
             match (removed, latest_at, summary) {
                 (Some(removed), Some(latest_at), Some(summary))
                     if !above_not_made && !left_to_consolidation =>
@@ -293,6 +329,10 @@ impl Store {
                         cut_off,
                     });
                 }
+                // A summary the user names and that is not made again is not one above which
+                // nothing is made again: a week above it holding forgotten events of other
+                // days is made again for those.
+                _ if is_named => {}
                 _ => not_made.extend(group.members.iter().copied()),
             }
         }
@@ -569,6 +609,84 @@ fn live_edges_at(
         .collect()
 }
 
+/// The forgotten summaries to make again for what a deleted retraction had ended, where no
+/// summary that stays or is made again holds the event that asserted it (`plans`): forgetting
+/// took the event and then, with nothing else of its period left, its summary (the fact, then
+/// retracted, rested on nothing). With the retraction deleted the fact lives again in the log
+/// without it, and the store has nothing else to restate it from.
+///
+/// For each such event, of the day and week summaries over its time that forgetting took (not
+/// a user) and that hold it, the one of the lowest level, the latest of that level, is made
+/// again (a range
+/// a live summary has is left: the two would both stand); each with the nodes and edges it
+/// revives, so that one restating none of them is not written.
+fn revived_groups(
+    before: &State,
+    targets: &BTreeMap<u64, i64>,
+    taken: &Taken,
+    plans: &[Plan<'_>],
+) -> Vec<Group> {
+    let Some(carriers) = &taken.carriers else {
+        return Vec::new();
+    };
+    let chain = &taken.chain;
+    let index: BTreeMap<u64, &SummaryLink> = chain.iter().map(|l| (l.seq, l)).collect();
+    let in_plans: BTreeSet<u64> = plans
+        .iter()
+        .flat_map(|p| p.covered.iter().copied())
+        .collect();
+    let staying = |seq: u64| !before.deleted.contains(&seq) && !targets.contains_key(&seq);
+    let live_ranges: BTreeSet<(Level, i64, i64)> = (chain.iter())
+        .filter(|l| staying(l.seq))
+        .map(|l| (l.level, l.start, l.end))
+        .collect();
+    let mut revives: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    for ended in carriers.ended_by_seeds() {
+        let forgotten = before.deleted.contains(&ended.seq) && !targets.contains_key(&ended.seq);
+        if !forgotten || in_plans.contains(&ended.seq) {
+            continue;
+        }
+        let subjects: BTreeSet<String> = (ended.subjects.iter())
+            .filter(|(_, retraction)| targets.contains_key(retraction))
+            .map(|(subject, _)| subject.clone())
+            .collect();
+        if subjects.is_empty() {
+            continue;
+        }
+        let over = |l: &&SummaryLink| l.start <= ended.ts && ended.ts <= l.end;
+        let holds = |l: &&SummaryLink| coverage(&index, l.seq).0.contains(&ended.seq);
+        if chain
+            .iter()
+            .filter(over)
+            .any(|l| staying(l.seq) && holds(&l))
+        {
+            continue;
+        }
+        // Not an episode: a day or a week restates its events' facts, an episode none.
+        let taken_by_forgetting = |l: &&SummaryLink| {
+            l.level != Level::Episode
+                && before.deleted.contains(&l.seq)
+                && !carriers.deleted_by_user(l.seq)
+                && !live_ranges.contains(&(l.level, l.start, l.end))
+        };
+        let best = (chain.iter())
+            .filter(over)
+            .filter(taken_by_forgetting)
+            .filter(holds)
+            .min_by_key(|l| (l.level, std::cmp::Reverse(l.seq)));
+        if let Some(link) = best {
+            revives.entry(link.seq).or_default().extend(subjects);
+        }
+    }
+    (revives.into_iter())
+        .map(|(seq, subjects)| Group {
+            latest: seq,
+            members: vec![seq],
+            revives: subjects.into_iter().collect(),
+        })
+        .collect()
+}
+
 /// Whether assertion `a` upserts a node, or an edge with an end, that `graph` does not hold.
 fn wants_a_node_not_in(a: &Assertion, graph: &State) -> bool {
     let missing = |key: &str| graph.node_id(key).is_none();
@@ -781,12 +899,12 @@ fn policy_of(summary: &Summary, chain: &[SummaryLink]) -> ConsolidationPolicy {
 
 /// The summaries of `targets` to make again, grouped by level and range, episodes first, then
 /// days, then weeks (so that a summary made again names its children made again), each level
-/// in log order of its latest. Not one the user named, nor one a newer live summary of its
-/// range outlives.
+/// in log order of its latest. Not one a newer live summary of its range outlives. (One the
+/// user named is among them: [`Store::plans`] makes it again only for the forgotten events it
+/// covers that the deletion leaves.)
 fn groups_to_make_again(
     before: &State,
     targets: &BTreeMap<u64, i64>,
-    request: &DeleteRequest,
     chain: &[SummaryLink],
 ) -> Vec<Group> {
     let live = |seq: u64| !before.deleted.contains(&seq) && !targets.contains_key(&seq);
@@ -801,13 +919,19 @@ fn groups_to_make_again(
             .iter()
             .map(|l| l.seq)
             .filter(|s| targets.contains_key(s) && !before.deleted.contains(s))
-            .filter(|s| !request.events.contains(s))
             .collect();
         let Some(&latest) = members.iter().max() else {
             continue;
         };
         if !links.iter().any(|l| l.seq > latest && live(l.seq)) {
-            groups.push((*level, Group { latest, members }));
+            groups.push((
+                *level,
+                Group {
+                    latest,
+                    members,
+                    revives: Vec::new(),
+                },
+            ));
         }
     }
     groups.sort_by_key(|(level, g)| (*level, g.latest));
