@@ -4175,3 +4175,62 @@ fn timeline_lists_the_latest_events_of_a_range_oldest_first() {
     assert!(err.contains("--from 5 is after --to 1"), "{err}");
     fails(&["timeline", "--store", p(&store), "--limit", "0"], 2);
 }
+
+/// helper-92 (session 43): a timeline listed a day's summary beside the later one that
+/// replaced it (a late event came in), where search lists the later alone, and showed a
+/// summary as the words of its payload ("SUMMARY loci Amberbrook chest ..."), not its sentence.
+#[test]
+fn a_timeline_leaves_out_replaced_summaries_and_shows_a_summarys_sentence() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let day = 24_000;
+    ingest_lines(
+        &store,
+        &[
+            &format!(
+                r#"{{"ts":{},"kind":"NOTE","payload":"a walk by the river"}}"#,
+                10
+            ),
+            &format!(
+                r#"{{"ts":{},"kind":"NOTE","payload":"a second day"}}"#,
+                day + 10
+            ),
+        ],
+    );
+    ok(&["consolidate", "--store", p(&store)]);
+    ingest_lines(
+        &store,
+        &[&format!(
+            r#"{{"ts":{},"kind":"NOTE","payload":"a late note"}}"#,
+            20
+        )],
+    );
+    ok(&["consolidate", "--store", p(&store)]);
+    let rows = json(&[
+        "timeline",
+        "--store",
+        p(&store),
+        "--to",
+        &(day - 1).to_string(),
+        "--json",
+    ]);
+    let days: Vec<&serde_json::Value> = (rows["events"].as_array().unwrap().iter())
+        .filter(|e| e["kind"] == "SUMMARY" && e["text"].as_str().unwrap().contains("Day"))
+        .collect();
+    assert_eq!(days.len(), 1, "{rows:#}");
+    assert_eq!(
+        rows["total"].as_u64().unwrap() as usize,
+        rows["events"].as_array().unwrap().len(),
+        "{rows:#}"
+    );
+    let text = days[0]["text"].as_str().unwrap();
+    assert!(!text.starts_with("SUMMARY"), "{text}");
+    let plain = ok(&[
+        "timeline",
+        "--store",
+        p(&store),
+        "--to",
+        &(day - 1).to_string(),
+    ]);
+    assert_eq!(plain.matches("Day").count(), 1, "{plain}");
+}

@@ -99,8 +99,8 @@ pub fn search(a: SearchArgs) -> Result<Code> {
 }
 
 /// `timeline`: the latest `--limit` events between two world times, oldest first, one line
-/// each (its number, time, kind, actor and text), then how many the range holds when some
-/// are left out.
+/// each (its number, time, kind and text: a summary's sentence), then how many the range
+/// holds when some are left out. A summary a later one of its period replaced is not listed.
 pub fn timeline(a: TimelineArgs) -> Result<Code> {
     if let (Some(from), Some(to)) = (a.from, a.to) {
         if from > to {
@@ -122,7 +122,7 @@ pub fn timeline(a: TimelineArgs) -> Result<Code> {
         outln!("no events");
     } else {
         for e in &events {
-            let full = e.text();
+            let full = loci::serve::api::timeline_text(e);
             let text = loci::text::one_line(&full);
             outln!(
                 "{:>7}  t={}  {}  {}",

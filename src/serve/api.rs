@@ -876,8 +876,19 @@ pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<
 pub fn timeline_row(e: &crate::model::Event) -> serde_json::Value {
     json!({
         "seq": e.seq, "ts": e.ts, "kind": e.kind, "actor": e.actor,
-        "place": e.place, "text": e.text(),
+        "place": e.place, "text": timeline_text(e),
     })
+}
+
+/// What a timeline shows of event `e`: a summary's sentence, or the event's text (the words
+/// it is indexed with: kind, actor, place and payload). A summary's indexed text puts its
+/// digest's words before its sentence.
+pub fn timeline_text(e: &crate::model::Event) -> String {
+    use crate::dynamics::consolidate::{Summary, SUMMARY};
+    match (e.kind == SUMMARY).then(|| Summary::of_event(e)).flatten() {
+        Some(summary) => summary.text,
+        None => e.text(),
+    }
 }
 
 /// A node by key, with its edges (each with the events that support it).

@@ -4123,16 +4123,21 @@ impl Store {
 
     /// The last `limit` of [`Store::event_times`] (the latest events of the range), and how
     /// many the range holds: a timeline of a 100M-event store holds `limit` entries, not
-    /// every one of the range.
+    /// every one of the range. A summary a later one of its period replaced is left out, as
+    /// a search leaves it ([`Store::search`]): the later one says all it says.
     pub fn latest_event_times(
         &self,
         from: i64,
         to: i64,
         limit: usize,
     ) -> Result<(Vec<(i64, u64)>, usize)> {
+        let summaries = crate::dynamics::consolidate::live_summaries(self)?;
         let mut last = std::collections::VecDeque::with_capacity(limit.min(1 << 16));
         let mut total = 0usize;
         self.visit_event_times(from, to, |entry| {
+            if summaries.replaced.contains(&entry.1) {
+                return;
+            }
             total += 1;
             if limit > 0 {
                 if last.len() == limit {
