@@ -4234,3 +4234,27 @@ fn a_timeline_leaves_out_replaced_summaries_and_shows_a_summarys_sentence() {
     ]);
     assert_eq!(plain.matches("Day").count(), 1, "{plain}");
 }
+
+/// helper-92 (session 43): `loci neighbors cave:last_night`, a key the store no longer had,
+/// answered with the neighbours of `cave:0:0` ("Mossyhollow cave", the best search hit for
+/// "cave") and exit 0; a planner reading the answer took it for the cave it asked about. A
+/// name match stands in for a key only when the node's name, aliases or key hold every word
+/// asked; otherwise it is not found, and the best hit is named as a suggestion.
+#[test]
+fn neighbors_of_a_missing_key_is_not_another_node_that_shares_a_word() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    ingest_lines(
+        &store,
+        &[
+            r#"{"ts":1,"actor":"bot","kind":"SIGHTING","assert":[{"op":"node","key":"cave:0:0","label":"Cave","name":"Mossyhollow cave"},{"op":"node","key":"bot","label":"Bot","name":"bot"},{"op":"edge","from":"bot","relation":"SAW","to":"cave:0:0"}]}"#,
+        ],
+    );
+    let err = fails(&["neighbors", "--store", p(&store), "cave:last_night"], 4);
+    assert!(err.contains("no node has key \"cave:last_night\""), "{err}");
+    assert!(err.contains("cave:0:0"), "the best hit is suggested: {err}");
+    let by_name = ok(&["neighbors", "--store", p(&store), "mossyhollow"]);
+    assert!(by_name.contains("bot"), "{by_name}");
+    let by_words = ok(&["neighbors", "--store", p(&store), "Mossyhollow Cave"]);
+    assert!(by_words.contains("bot"), "{by_words}");
+}

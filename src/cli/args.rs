@@ -104,7 +104,7 @@ pub enum Command {
     Search(SearchArgs),
     /// The events between two world times, oldest first: the latest --limit of them.
     Timeline(TimelineArgs),
-    /// Nodes within N hops of a node (by key, or the best name match).
+    /// Nodes within N hops of a node (by key, or the best name match holding every word given).
     Neighbors(NeighborsArgs),
     /// Retrieve a context pack for a question: ranked snippets with provenance, and why.
     Query(QueryArgs),
