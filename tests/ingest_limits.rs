@@ -189,3 +189,76 @@ fn a_key_holding_a_nul_character_is_refused_naming_where() {
         .ingest(vec![node_event("tab\tkey é 🦙", None)])
         .unwrap();
 }
+
+/// helper-92 (session 43): a NUL was refused in keys but taken in a label, a relation, an
+/// event kind and a property name, which `--label`, `--relation`, `--kind` and a query's
+/// `n.prop` cannot carry either. Each is refused naming where, in a dry run too.
+#[test]
+fn a_label_relation_kind_or_property_name_holding_a_nul_is_refused_naming_where() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+    let node = |up: NodeUpsert| {
+        let mut e = EventDraft::new(1, "bot", "OBSERVATION");
+        e.assertions = vec![Assertion::UpsertNode(up)];
+        e
+    };
+    let edge = |relation: &str, prop: &str| {
+        let mut e = node_event("a", None);
+        e.assertions.push(Assertion::UpsertNode(NodeUpsert {
+            key: "b".into(),
+            ..Default::default()
+        }));
+        e.assertions
+            .push(Assertion::UpsertEdge(loci::model::EdgeUpsert {
+                from: "a".into(),
+                relation: relation.into(),
+                to: "b".into(),
+                props: [(prop.to_string(), loci::Value::Int(1))]
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            }));
+        e
+    };
+    let mut kind = node_event("n", None);
+    kind.kind = "O\0BS".into();
+    let cases = [
+        (
+            node(NodeUpsert {
+                key: "n".into(),
+                label: Some("L\0".into()),
+                ..Default::default()
+            }),
+            "event 1 of the batch, assertion 1: label",
+        ),
+        (
+            node(NodeUpsert {
+                key: "n".into(),
+                props: [("p\0".to_string(), loci::Value::Int(1))]
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            }),
+            "event 1 of the batch, assertion 1: props",
+        ),
+        (
+            edge("R\0", "price"),
+            "event 1 of the batch, assertion 3: relation",
+        ),
+        (edge("R", "q\0"), "event 1 of the batch, assertion 3: props"),
+        (kind, "event 1 of the batch: kind"),
+    ];
+    for (draft, at) in cases {
+        for dry in [true, false] {
+            let err = if dry {
+                store.check(vec![draft.clone()]).unwrap_err()
+            } else {
+                store.ingest(vec![draft.clone()]).unwrap_err()
+            };
+            let said = err.to_string();
+            assert!(said.contains("NUL"), "{said}");
+            assert!(said.contains(at), "{at}: {said}");
+        }
+    }
+    assert_eq!(store.stats().events, 0);
+}

@@ -831,12 +831,14 @@ fn refuse_drafts(drafts: &[EventDraft]) -> Result<()> {
 
 /// Refuses drafts naming a node by a key that holds a NUL character (as an actor, a place,
 /// or in an assertion): no command line can carry one, so `loci delete --node`, the way to
-/// take a person's data, could never name that node. Checked here, not in the projection,
-/// so that a log written before the check still replays.
+/// take a person's data, could never name that node. The same for the names a command line or
+/// a query names things by: an event's kind (`--kind`), a label (`--label`), a relation
+/// (`--relation`) and a property's name (`n.prop`). Checked here, not in the projection, so
+/// that a log written before the check still replays.
 ///
 /// It runs on every ingested key, bulk loads included, so it allocates nothing.
 fn refuse_nul_in_keys(drafts: &[EventDraft]) -> Result<()> {
-    use crate::model::{Assertion, EdgeUpsert};
+    use crate::model::{Assertion, EdgeUpsert, NodeUpsert};
     for (i, d) in drafts.iter().enumerate() {
         let check = |assertion: Option<usize>, field: &str, key: &str| {
             match key.contains('\0') {
@@ -846,22 +848,51 @@ fn refuse_nul_in_keys(drafts: &[EventDraft]) -> Result<()> {
                 assertion,
                 field: field.into(),
                 message: format!(
-                    "key {key:?} holds a NUL character, which no command line can carry: `loci delete --node` could never name it"
+                    "{key:?} holds a NUL character, which no command line or query can carry (`loci delete --node`, `--label`, `--relation`, `--kind`, `n.prop` could never name it)"
                 ),
             }),
         }
         };
+        let props = |j: usize, props: &crate::model::Props| {
+            props
+                .keys()
+                .try_for_each(|name| check(Some(j), "props", name))
+        };
         check(None, "actor", &d.actor)?;
+        check(None, "kind", &d.kind)?;
         if let Some(place) = &d.place {
             check(None, "place", place)?;
         }
         for (j, a) in d.assertions.iter().enumerate() {
             match a {
-                Assertion::UpsertNode(up) => check(Some(j), "key", &up.key)?,
+                Assertion::UpsertNode(NodeUpsert {
+                    key,
+                    label,
+                    props: p,
+                    ..
+                }) => {
+                    check(Some(j), "key", key)?;
+                    if let Some(label) = label {
+                        check(Some(j), "label", label)?;
+                    }
+                    props(j, p)?;
+                }
                 Assertion::RetractNode { key } => check(Some(j), "key", key)?,
-                Assertion::UpsertEdge(EdgeUpsert { from, to, .. })
-                | Assertion::RetractEdge { from, to, .. } => {
+                Assertion::UpsertEdge(EdgeUpsert {
+                    from,
+                    relation,
+                    to,
+                    props: p,
+                    ..
+                }) => {
                     check(Some(j), "from", from)?;
+                    check(Some(j), "relation", relation)?;
+                    check(Some(j), "to", to)?;
+                    props(j, p)?;
+                }
+                Assertion::RetractEdge { from, relation, to } => {
+                    check(Some(j), "from", from)?;
+                    check(Some(j), "relation", relation)?;
                     check(Some(j), "to", to)?;
                 }
             }
