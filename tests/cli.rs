@@ -4258,3 +4258,25 @@ fn neighbors_of_a_missing_key_is_not_another_node_that_shares_a_word() {
     let by_words = ok(&["neighbors", "--store", p(&store), "Mossyhollow Cave"]);
     assert!(by_words.contains("bot"), "{by_words}");
 }
+
+/// helper-92 (session 43): a key holding a line break (or a tab) printed as it is split a
+/// line of `neighbors` and `search` in two, where a right-to-left override was escaped: each
+/// field of a line is one line, its breaks escaped as Rust writes them.
+#[test]
+fn a_key_holding_a_line_break_stays_on_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    ingest_lines(
+        &store,
+        &[
+            r#"{"ts":1,"actor":"bot","kind":"OBS","payload":"p","assert":[{"op":"node","key":"line\nbreak","label":"Thing","name":"thing"},{"op":"node","key":"tab\tkey","label":"Thing","name":"thing two"},{"op":"edge","from":"line\nbreak","relation":"NEAR","to":"tab\tkey"}]}"#,
+        ],
+    );
+    let hits = ok(&["search", "--store", p(&store), "thing"]);
+    assert_eq!(hits.lines().count(), 2, "{hits}");
+    assert!(hits.contains(r"line\nbreak"), "{hits}");
+    let near = ok(&["neighbors", "--store", p(&store), "line\nbreak"]);
+    assert_eq!(near.lines().count(), 2, "{near}");
+    assert!(near.starts_with(r"line\nbreak"), "{near}");
+    assert!(near.contains(r"tab\tkey"), "{near}");
+}

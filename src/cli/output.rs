@@ -71,6 +71,26 @@ pub(crate) fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// `text` as one field of a line: [`visible`], and a line break or a tab escaped too (`\n`,
+/// `\t`), so that a key holding one neither splits its line nor reads as a space.
+pub(crate) fn one_field(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = loci::text::breaks_a_line_or_its_order;
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if hidden(c) => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `eprintln!` that never panics: when stderr is a closed pipe (`2>&1 | head`), a note or an
 /// error message is lost, but the command still finishes and exits with its code.
 macro_rules! errln {

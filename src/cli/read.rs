@@ -15,7 +15,7 @@ use super::args::{
     NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs, TimelineArgs,
 };
 use super::exit::{fail, Code};
-use super::output::{count, errln, list, outln, print_json};
+use super::output::{count, errln, list, one_field, outln, print_json};
 use super::{open_for_reading, open_to_verify};
 
 /// `NAME=VALUE` flag values as pairs.
@@ -91,7 +91,7 @@ pub fn search(a: SearchArgs) -> Result<Code> {
                 "{:>3}. {:>7.3}  {}",
                 i + 1,
                 r["score"].as_f64().unwrap_or(0.0),
-                r["text"].as_str().unwrap_or("")
+                one_field(r["text"].as_str().unwrap_or(""))
             );
         }
     }
@@ -195,9 +195,9 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
     } else {
         outln!(
             "{} ({}, {}): {} within {}",
-            start.key,
-            start.name,
-            start.label,
+            one_field(&start.key),
+            one_field(&start.name),
+            one_field(&start.label),
             count(found.len() as u64, "node", "nodes"),
             count(a.depth, "hop", "hops")
         );
@@ -211,10 +211,10 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
             outln!(
                 "  hop {} {arrow}{}{arrow} {} ({}, {})  confidence {:.2}{stored}  edge {}",
                 n.hops,
-                n.relation,
-                n.key,
-                n.name,
-                n.label,
+                one_field(&n.relation),
+                one_field(&n.key),
+                one_field(&n.name),
+                one_field(&n.label),
                 n.confidence,
                 n.edge.0
             );
