@@ -4280,3 +4280,32 @@ fn a_key_holding_a_line_break_stays_on_its_line() {
     assert!(near.starts_with(r"line\nbreak"), "{near}");
     assert!(near.contains(r"tab\tkey"), "{near}");
 }
+
+/// helper-92 (session 43): `--limit 0` was told "0 is not in 1..18446744073709551615", and
+/// `--limit -1` "unexpected argument '-1' found". A count of 1 or more says so.
+#[test]
+fn a_count_flag_below_one_says_to_give_one_or_more() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    for (args, said) in [
+        (
+            vec!["timeline", "--limit", "0"],
+            "0 is too few: give 1 or more",
+        ),
+        (
+            vec!["timeline", "--limit", "-1"],
+            "-1 is negative: give 1 or more",
+        ),
+        (vec!["search", "x", "--limit", "0"], "0 is too few"),
+        (vec!["neighbors", "x", "--depth", "0"], "0 is too few"),
+        (
+            vec!["neighbors", "x", "--depth", "256"],
+            "256 is out of range",
+        ),
+    ] {
+        let mut full = vec![args[0], "--store", p(&store)];
+        full.extend(&args[1..]);
+        let err = fails(&full, 2);
+        assert!(err.contains(said), "{full:?}: {err}");
+    }
+}

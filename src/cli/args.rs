@@ -150,7 +150,7 @@ pub struct IngestArgs {
     /// Commit every N events (at least 1) as its own atomic batch (default: everything in one
     /// batch).
     #[arg(long, value_name = "N",
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
     pub commit_every: Option<usize>,
     /// Put passages (and the triples citing them) under NS: passage `p1` becomes `NS/p1`.
     #[arg(long, value_name = "NS")]
@@ -210,7 +210,7 @@ pub struct ConsolidateArgs {
     /// The length of a day in the store's world time: 24000 in the demo world (the default);
     /// 1440 for stores of journals or conversations, whose times are minutes since 1970. Without it, the length
     /// of the store's day summaries; another than theirs is refused.
-    #[arg(long, value_name = "T", value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = at_least_one::<i64>)]
     pub day: Option<i64>,
     #[arg(long)]
     pub json: bool,
@@ -221,14 +221,14 @@ pub struct ForgetArgs {
     #[command(flatten)]
     pub store: StoreArg,
     /// Events the store may hold (deleted ones not counted).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = at_least_one)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = at_least_one::<u64>)]
     pub budget: u64,
     /// "Now" for recency (default: the latest event's time).
     #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = world_time)]
     pub now: Option<i64>,
     /// The length of a day in world time of the consolidation that comes first (default: the length
     /// of the store's day summaries, or 24000 without any), as `consolidate --day`.
-    #[arg(long, value_name = "T", value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = at_least_one::<i64>)]
     pub day: Option<i64>,
     #[arg(long)]
     pub json: bool,
@@ -331,7 +331,7 @@ pub struct SearchArgs {
     pub text: String,
     /// Hits at most (at least 1).
     #[arg(long, default_value_t = 10,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
     pub limit: usize,
     /// Only nodes with this label (repeatable).
     #[arg(long)]
@@ -361,7 +361,7 @@ pub struct TimelineArgs {
     pub to: Option<i64>,
     /// Events at most, the latest ones (at least 1).
     #[arg(long, default_value_t = 100,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
     pub limit: usize,
     #[arg(long)]
     pub json: bool,
@@ -373,7 +373,7 @@ pub struct NeighborsArgs {
     pub store: StoreArg,
     pub node: String,
     /// Hops from the node (at least 1).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..))]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = at_least_one::<u8>)]
     pub depth: u8,
     /// In [0, 1].
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
@@ -401,7 +401,7 @@ pub struct QueryArgs {
     pub question: String,
     /// Snippets at most (at least 1).
     #[arg(long, alias = "k", default_value_t = 10,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
     pub limit: usize,
     /// Token budget of the rendered snippets.
     #[arg(long, allow_negative_numbers = true, value_parser = count)]
@@ -498,7 +498,7 @@ pub struct JournalPromoteArgs {
     pub keys: Vec<String>,
     /// Promote every consolidated entry written in at least N distinct sessions.
     #[arg(long, value_name = "N", conflicts_with = "keys",
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
     pub recurring: Option<usize>,
     #[arg(long)]
     pub json: bool,
@@ -794,11 +794,13 @@ fn count(text: &str) -> Result<usize, String> {
     }
 }
 
-/// A count of 1 or more (see [`count`]).
-fn at_least_one(text: &str) -> Result<u64, String> {
-    match count(text) {
+/// A count of 1 or more (see [`count`]): clap's own range check said "0 is not in
+/// 1..18446744073709551615", and a negative number read as an unknown flag.
+fn at_least_one<T: TryFrom<i128>>(text: &str) -> Result<T, String> {
+    match text.parse::<i128>() {
+        Ok(n) if n < 0 => Err(format!("{n} is negative: give 1 or more")),
         Ok(0) => Err("0 is too few: give 1 or more".into()),
-        Ok(n) => Ok(n as u64),
-        Err(e) => Err(e.replace("give 0 or more", "give 1 or more")),
+        Ok(n) => T::try_from(n).map_err(|_| format!("{n} is out of range: it is too large")),
+        Err(e) => Err(e.to_string()),
     }
 }
