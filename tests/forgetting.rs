@@ -3168,6 +3168,81 @@ fn deleting_a_day_summary_keeps_what_the_forgotten_events_its_live_episodes_hold
             reference.delete(&loci::DeleteRequest::events(raw)).unwrap();
         }
         assert_eq!(facts(&store), facts(&reference), "day {day}: {r:?}");
+        assert_eq!(named(&store), named(&reference), "day {day}: {r:?}");
         assert_verifies(&store);
+    }
+}
+
+/// Every node by its key, with its label, name, aliases and properties.
+fn named(store: &Store) -> BTreeMap<String, (String, String, Vec<String>, String)> {
+    (store.graph().nodes())
+        .map(|n| {
+            let props = format!("{:?}", n.props);
+            (n.key, (n.label, n.name, n.aliases, props))
+        })
+        .collect()
+}
+
+/// helper-93's review (session 43): a forgotten day summary written before the user deleted a
+/// secret it restated (the deletion took only the live week above it, and made that again
+/// without the secret) was the one made again when a later deletion of a retraction revived
+/// the belief it had ended, and it brought the secret back. A summary made again for a
+/// revived fact restates what the events left give, and nothing a user's deletion took.
+#[test]
+fn a_summary_made_again_for_a_revived_belief_brings_back_nothing_a_user_deleted() {
+    use loci::model::{Assertion, NodeUpsert, Props};
+    for backend in BackendKind::ALL {
+        let secret = Assertion::UpsertNode(NodeUpsert {
+            key: "s".into(),
+            label: Some("Secret".into()),
+            name: Some("safe".into()),
+            props: Props::from([("password".to_string(), loci::Value::from("hunter2"))]),
+            ..Default::default()
+        });
+        let twins = Twins::new(backend);
+        twins.ingest(vec![
+            noted(
+                10,
+                0.3,
+                vec![
+                    node_named("bot", Some("Bot"), Some("bot")),
+                    node_named("n", Some("Person"), Some("Nell")),
+                    edge("bot", "KNOWS", "n", Some(0.9)),
+                ],
+            ),
+            noted(20, 0.3, vec![secret]),
+            noted(
+                710,
+                0.3,
+                vec![Assertion::RetractEdge {
+                    from: "bot".into(),
+                    relation: "KNOWS".into(),
+                    to: "n".into(),
+                }],
+            ),
+            noted(1410, 0.3, vec![]),
+            noted(2110, 0.3, vec![]),
+        ]);
+        let forget = || {
+            forget::consolidate_then_forget(&twins.store, Some(100), &ForgetOptions::with_budget(3))
+                .unwrap()
+        };
+        forget();
+        twins.delete_and_compare(&loci::DeleteRequest::events([2]), backend);
+        forget();
+        let beliefs = twins.delete_and_compare(&loci::DeleteRequest::events([3]), backend);
+        assert!(
+            beliefs.contains_key(&keys("bot", "KNOWS", "n")),
+            "{backend}: {beliefs:?}"
+        );
+        assert!(
+            twins.store.node_by_key("s").is_none(),
+            "{backend}: the secret came back"
+        );
+        let hits = twins
+            .store
+            .search("hunter2", &loci::SearchFilter::default(), 10)
+            .unwrap();
+        assert!(hits.is_empty(), "{backend}: {hits:?}");
     }
 }

@@ -30,6 +30,7 @@
 //! asserted it restate it. Where forgetting took such an event and every summary over it, a
 //! forgotten one is made again for it ([`revived_groups`]).
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::deleting::{origins_of, Carriers, SummaryLink, Taken};
@@ -146,7 +147,7 @@ impl Store {
             request,
             &taken.chain,
         )?;
-        let revived = revived_groups(before, targets, taken, &plans);
+        let revived = revived_groups(before, targets, taken, (&groups, &plans));
         plans.extend(self.plans(
             &revived,
             (targets, gone, &before.deleted),
@@ -213,6 +214,13 @@ impl Store {
         let seed_only = |value: &str| {
             carriers.is_some_and(|c: &Carriers| c.seed_only(value, range, plan.group.latest))
         };
+        // A summary made again for a revived fact restates what the events left give, from
+        // their records alone: not the graph with the taken summaries kept, whose values may
+        // be a deleted event's.
+        let revived = !plan.group.revives.is_empty();
+        if revived && !complete {
+            return Ok(None);
+        }
         let assertions = self.restated_again(plan, (graph, complete), context, &seed_only)?;
         let mut unnamed = context.request_names.clone();
         if let Some(c) = carriers {
@@ -228,7 +236,7 @@ impl Store {
         let revives = |a: &Assertion| {
             deletion::subject_upserted(a).is_some_and(|s| plan.group.revives.contains(&s))
         };
-        if !plan.group.revives.is_empty() && !assertions.iter().any(revives) {
+        if revived && !assertions.iter().any(revives) {
             return Ok(None);
         }
         let children = children_again(&plan.summary, &context.raw_deleted, made);
@@ -376,8 +384,10 @@ impl Store {
         let chain = &taken.chain;
         let covered: BTreeSet<u64> = plans.iter().flat_map(|p| p.covered.clone()).collect();
         let (user_deleted, forgotten) = self.deleted_by_reason()?;
-        let members: BTreeSet<u64> = plans
-            .iter()
+        // The summaries made again in place of taken ones (not a forgotten one made again for
+        // a revived fact, which stays out of the graph with the taken summaries kept).
+        let members: BTreeSet<u64> = (plans.iter())
+            .filter(|p| p.group.revives.is_empty())
             .flat_map(|p| p.group.members.iter().copied())
             .collect();
         let mut held = held_by_summaries(chain, |seq| {
@@ -534,7 +544,11 @@ impl Store {
         let not_stripped = |_: &str| false;
         let strip: &dyn Fn(&str) -> bool = if complete { &not_stripped } else { seed_only };
         let mut out = kept_of(restate(graph, &|_| true)?, nodes, strip, &BTreeSet::new());
-        let (Some(kept), true) = (&context.sources.kept, complete) else {
+        let (Some(kept), true, true) = (
+            &context.sources.kept,
+            complete,
+            plan.group.revives.is_empty(),
+        ) else {
             return Ok(out);
         };
         let retracted = |key: &str| context.sources.retracted.contains(key);
@@ -617,68 +631,99 @@ fn live_edges_at(
 ///
 /// For each such event, of the day and week summaries over its time that forgetting took (not
 /// a user) and that hold it, the one of the lowest level, the latest of that level, is made
-/// again (a range
-/// a live summary has is left: the two would both stand); each with the nodes and edges it
-/// revives, so that one restating none of them is not written.
+/// again; each with the nodes and edges it revives, so that one restating none of them is not
+/// written. Not one of a range a live summary has, or a summary this deletion takes (`groups`,
+/// made again or left to consolidation): the two would both stand. Nor one holding an event a
+/// user deleted: written before that deletion, which takes only live summaries, it restated
+/// that event's values (a week made again after the deletion, without it, may be made again).
+///
+/// The cost, where the deletion revives nothing (most): one pass over what the seeds ended.
+/// Otherwise one reading of which events the summaries that stay hold, and the coverage of
+/// each forgotten summary over one of the revived events' times.
 fn revived_groups(
     before: &State,
     targets: &BTreeMap<u64, i64>,
     taken: &Taken,
-    plans: &[Plan<'_>],
+    (groups, plans): (&[Group], &[Plan<'_>]),
 ) -> Vec<Group> {
     let Some(carriers) = &taken.carriers else {
         return Vec::new();
     };
-    let chain = &taken.chain;
-    let index: BTreeMap<u64, &SummaryLink> = chain.iter().map(|l| (l.seq, l)).collect();
     let in_plans: BTreeSet<u64> = plans
         .iter()
         .flat_map(|p| p.covered.iter().copied())
         .collect();
-    let staying = |seq: u64| !before.deleted.contains(&seq) && !targets.contains_key(&seq);
-    let live_ranges: BTreeSet<(Level, i64, i64)> = (chain.iter())
-        .filter(|l| staying(l.seq))
-        .map(|l| (l.level, l.start, l.end))
-        .collect();
-    let mut revives: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    // Each forgotten event whose fact the deletion revives, with its time and those facts.
+    let mut revived: BTreeMap<u64, (i64, BTreeSet<String>)> = BTreeMap::new();
     for ended in carriers.ended_by_seeds() {
         let forgotten = before.deleted.contains(&ended.seq) && !targets.contains_key(&ended.seq);
         if !forgotten || in_plans.contains(&ended.seq) {
             continue;
         }
-        let subjects: BTreeSet<String> = (ended.subjects.iter())
+        let subjects = (ended.subjects.iter())
             .filter(|(_, retraction)| targets.contains_key(retraction))
-            .map(|(subject, _)| subject.clone())
-            .collect();
-        if subjects.is_empty() {
+            .map(|(subject, _)| subject.clone());
+        let entry = revived
+            .entry(ended.seq)
+            .or_insert((ended.ts, BTreeSet::new()));
+        entry.1.extend(subjects);
+    }
+    revived.retain(|_, (_, subjects)| !subjects.is_empty());
+    if revived.is_empty() {
+        return Vec::new();
+    }
+    let chain = &taken.chain;
+    let staying = |seq: u64| !before.deleted.contains(&seq) && !targets.contains_key(&seq);
+    // A summary that stays restates what the events it holds gave.
+    let held = held_by_summaries(chain, staying);
+    revived.retain(|seq, _| !held.contains(seq));
+    if revived.is_empty() {
+        return Vec::new();
+    }
+    let index: BTreeMap<u64, &SummaryLink> = chain.iter().map(|l| (l.seq, l)).collect();
+    let range = |l: &SummaryLink| (l.level, l.start, l.end);
+    let taken_ranges = (groups.iter())
+        .flat_map(|g| &g.members)
+        .filter_map(|m| index.get(m).map(|l| range(l)));
+    let ranges: BTreeSet<(Level, i64, i64)> = (chain.iter())
+        .filter(|l| staying(l.seq))
+        .map(range)
+        .chain(taken_ranges)
+        .collect();
+    let times: BTreeSet<i64> = revived.values().map(|(ts, _)| *ts).collect();
+    // Not an episode: a day or a week restates its events' facts, an episode none.
+    let candidate = |l: &&SummaryLink| {
+        l.level != Level::Episode
+            && before.deleted.contains(&l.seq)
+            && !carriers.deleted_by_user(l.seq)
+            && !ranges.contains(&range(l))
+            && l.start <= l.end
+            && times.range(l.start..=l.end).next().is_some()
+    };
+    let mut best: BTreeMap<u64, &SummaryLink> = BTreeMap::new();
+    for link in chain.iter().filter(candidate) {
+        let (covered, _) = coverage(&index, link.seq);
+        if covered.iter().any(|s| carriers.deleted_by_user(*s)) {
             continue;
         }
-        let over = |l: &&SummaryLink| l.start <= ended.ts && ended.ts <= l.end;
-        let holds = |l: &&SummaryLink| coverage(&index, l.seq).0.contains(&ended.seq);
-        if chain
-            .iter()
-            .filter(over)
-            .any(|l| staying(l.seq) && holds(&l))
-        {
-            continue;
-        }
-        // Not an episode: a day or a week restates its events' facts, an episode none.
-        let taken_by_forgetting = |l: &&SummaryLink| {
-            l.level != Level::Episode
-                && before.deleted.contains(&l.seq)
-                && !carriers.deleted_by_user(l.seq)
-                && !live_ranges.contains(&(l.level, l.start, l.end))
-        };
-        let best = (chain.iter())
-            .filter(over)
-            .filter(taken_by_forgetting)
-            .filter(holds)
-            .min_by_key(|l| (l.level, std::cmp::Reverse(l.seq)));
-        if let Some(link) = best {
-            revives.entry(link.seq).or_default().extend(subjects);
+        for seq in covered.iter().filter(|s| revived.contains_key(s)) {
+            let better =
+                |b: &&SummaryLink| (link.level, Reverse(link.seq)) < (b.level, Reverse(b.seq));
+            if best.get(seq).is_none_or(better) {
+                best.insert(*seq, link);
+            }
         }
     }
-    (revives.into_iter())
+    let mut by_summary: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    for (seq, link) in best {
+        if let Some((_, subjects)) = revived.get(&seq) {
+            by_summary
+                .entry(link.seq)
+                .or_default()
+                .extend(subjects.iter().cloned());
+        }
+    }
+    (by_summary.into_iter())
         .map(|(seq, subjects)| Group {
             latest: seq,
             members: vec![seq],
