@@ -4257,6 +4257,11 @@ fn neighbors_of_a_missing_key_is_not_another_node_that_shares_a_word() {
     assert!(by_name.contains("bot"), "{by_name}");
     let by_words = ok(&["neighbors", "--store", p(&store), "Mossyhollow Cave"]);
     assert!(by_words.contains("bot"), "{by_words}");
+    // Words as a search reads them: a stopword, a plural, an accent.
+    let as_searched = ok(&["neighbors", "--store", p(&store), "the mossyhollow caves"]);
+    assert!(as_searched.contains("bot"), "{as_searched}");
+    let accented = ok(&["neighbors", "--store", p(&store), "Mossyhöllow"]);
+    assert!(accented.contains("bot"), "{accented}");
 }
 
 /// helper-92 (session 43): a key holding a line break (or a tab) printed as it is split a
@@ -4277,8 +4282,8 @@ fn a_key_holding_a_line_break_stays_on_its_line() {
     assert!(hits.contains(r"line\nbreak"), "{hits}");
     let near = ok(&["neighbors", "--store", p(&store), "line\nbreak"]);
     assert_eq!(near.lines().count(), 2, "{near}");
-    assert!(near.starts_with(r"line\nbreak"), "{near}");
-    assert!(near.contains(r"tab\tkey"), "{near}");
+    assert!(near.starts_with(r#""line\nbreak""#), "{near}");
+    assert!(near.contains(r#""tab\tkey""#), "{near}");
 }
 
 /// helper-92 (session 43): `--limit 0` was told "0 is not in 1..18446744073709551615", and

@@ -71,23 +71,30 @@ pub(crate) fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// `text` as one field of a line: [`visible`], and a line break or a tab escaped too (`\n`,
-/// `\t`), so that a key holding one neither splits its line nor reads as a space.
+/// `text` as one field of a line: as it is, or, when it holds a line break, a tab or another
+/// character [`visible`] escapes, quoted as Rust writes a string (`"line\nbreak"`, a
+/// backslash or a quote in it escaped too), so that a key holding one neither splits its line
+/// nor reads as another key (one holding a backslash and an `n`).
 pub(crate) fn one_field(text: &str) -> std::borrow::Cow<'_, str> {
     let hidden = loci::text::breaks_a_line_or_its_order;
-    if !text.chars().any(hidden) {
+    // One that starts with a quote is quoted too: as it is, it could read as a quoted one.
+    if !text.chars().any(hidden) && !text.starts_with('"') {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
+    out.push('"');
     for c in text.chars() {
         match c {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
             c if hidden(c) => out.extend(c.escape_unicode()),
             c => out.push(c),
         }
     }
+    out.push('"');
     std::borrow::Cow::Owned(out)
 }
 
@@ -237,4 +244,32 @@ pub fn print_report(v: &serde_json::Value) -> Result<()> {
     walk(v, 0, &mut out)?;
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_field;
+
+    /// helper-93's review (session 43): a key holding a line break printed as one holding a
+    /// backslash and an `n`. Each key shows as no other does.
+    #[test]
+    fn one_field_shows_each_key_as_no_other() {
+        let keys = [
+            "plain",
+            "line\nbreak",
+            "line\\nbreak",
+            "\"line\\nbreak\"",
+            "\"quoted\"",
+            "tab\tkey",
+            "tab\\tkey",
+            "rt\u{202e}L",
+            "rt\\u{202e}L",
+        ];
+        let shown: std::collections::BTreeSet<String> =
+            keys.iter().map(|k| one_field(k).into_owned()).collect();
+        assert_eq!(shown.len(), keys.len(), "{shown:?}");
+        assert!(shown.iter().all(|s| !s.contains('\n') && !s.contains('\t')));
+        assert_eq!(one_field("plain"), "plain");
+        assert_eq!(one_field("line\nbreak"), r#""line\nbreak""#);
+    }
 }

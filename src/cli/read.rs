@@ -232,27 +232,34 @@ fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
         Err(e) => return Err(e.into()),
     }
     let filter = SearchFilter::default().with_nodes_only(true);
-    for h in s.search(key_or_name, &filter, 1)? {
-        if let Target::Node(id) = h.target {
-            if let Some(n) = s.node(id) {
-                // The best hit may share one word of several: `cave:last_night` found
-                // "Mossyhollow cave", another cave, which a planner took for the one asked.
-                if !names_every_word(&n, key_or_name) {
-                    fail!(
-                        Code::NotFound,
-                        "no node has key {key_or_name:?}, and no node's name holds all its words (the best match is {:?} ({}): give its key to use it)",
-                        n.key,
-                        n.name
-                    );
-                }
-                errln!(
-                    "note: no node has key {key_or_name:?}; using best name match {:?} ({})",
-                    n.key,
-                    n.name
-                );
-                return Ok(n);
-            }
+    // The best hit that holds every word asked: the best may share one word of several
+    // (`cave:last_night` found "Mossyhollow cave", another cave, which a planner took for the
+    // one asked), and a later one hold them all.
+    let mut best = None;
+    for h in s.search(key_or_name, &filter, NAME_MATCHES_TRIED)? {
+        let Some(n) = (match h.target {
+            Target::Node(id) => s.node(id),
+            _ => None,
+        }) else {
+            continue;
+        };
+        if names_every_word(s, &n, key_or_name)? {
+            errln!(
+                "note: no node has key {key_or_name:?}; using best name match {:?} ({})",
+                n.key,
+                n.name
+            );
+            return Ok(n);
         }
+        best.get_or_insert(n);
+    }
+    if let Some(n) = best {
+        fail!(
+            Code::NotFound,
+            "no node has key {key_or_name:?}, and no node's name holds all its words (the best match is {:?} ({}): give its key to use it)",
+            n.key,
+            n.name
+        );
     }
     if !s.searches_nodes() {
         fail!(
@@ -266,29 +273,25 @@ fn resolve_node(s: &Store, key_or_name: &str) -> Result<loci::Node> {
     )
 }
 
-/// Whether each word of `asked` (letters and digits, case aside) is a word of node `n`'s
-/// name, aliases or key, or the start of one (a word typed short, or a plural's stem: "cave"
-/// stands for "caves").
-fn names_every_word(n: &loci::Node, asked: &str) -> bool {
-    let words = |text: &str| -> Vec<String> {
-        text.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect()
-    };
-    let own: Vec<String> = std::iter::once(n.name.as_str())
-        .chain(n.aliases.iter().map(String::as_str))
-        .chain(std::iter::once(n.key.as_str()))
-        .flat_map(words)
-        .collect();
-    let plural_of = |w: &str, o: &str| {
-        w.strip_prefix(o)
-            .is_some_and(|rest| matches!(rest, "s" | "es"))
-    };
-    words(asked).iter().all(|w| {
-        own.iter()
-            .any(|o| o.starts_with(w.as_str()) || plural_of(w, o))
-    })
+/// Search hits `resolve_node` tries for one whose name holds every word asked.
+const NAME_MATCHES_TRIED: usize = 10;
+
+/// Whether each word of `asked`, as the full-text index analyses it (case, accents, stopwords
+/// and plurals aside, as a search sets them), is a word of node `n`'s name, aliases or key, or
+/// the start of one (a word typed short).
+fn names_every_word(s: &Store, n: &loci::Node, asked: &str) -> Result<bool> {
+    let index = s.text_index();
+    let mut own = Vec::new();
+    for text in std::iter::once(&n.name)
+        .chain(&n.aliases)
+        .chain(std::iter::once(&n.key))
+    {
+        own.extend(index.analyze(text)?);
+    }
+    Ok(index
+        .analyze(asked)?
+        .iter()
+        .all(|w| own.iter().any(|o| o.starts_with(w.as_str()))))
 }
 
 pub fn query(a: QueryArgs) -> Result<Code> {
