@@ -3246,3 +3246,68 @@ fn a_summary_made_again_for_a_revived_belief_brings_back_nothing_a_user_deleted(
         assert!(hits.is_empty(), "{backend}: {hits:?}");
     }
 }
+
+/// Session 43: a note whose every summary forgetting took, once what it asserted was retracted
+/// (it rested on nothing), is refused as already deleted, saying forgetting took it; deleting
+/// the retraction then brings its belief back, made again from the forgotten week's summary
+/// (the known gap of sessions 38 to 42, through the library's calls).
+#[test]
+fn a_note_forgetting_took_whole_is_refused_and_its_retracted_belief_comes_back() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let twins = Twins::new(backend);
+        twins.ingest(vec![
+            noted(
+                10,
+                0.3,
+                vec![
+                    node_named("bot", Some("Bot"), Some("bot")),
+                    node_named("n", Some("Person"), Some("Nell")),
+                ],
+            ),
+            noted(20, 0.3, vec![edge("bot", "HOME", "n", None)]),
+            noted(
+                710,
+                0.9,
+                vec![Assertion::RetractEdge {
+                    from: "bot".into(),
+                    relation: "HOME".into(),
+                    to: "n".into(),
+                }],
+            ),
+            noted(
+                720,
+                0.9,
+                vec![
+                    node_named("n", Some("Person"), Some("Nell")),
+                    edge("bot", "KNOWS", "n", Some(0.9)),
+                ],
+            ),
+            noted(1410, 0.3, vec![]),
+            noted(2110, 0.3, vec![]),
+        ]);
+        for _ in 0..2 {
+            forget::consolidate_then_forget(
+                &twins.store,
+                Some(100),
+                &ForgetOptions::with_budget(2),
+            )
+            .unwrap();
+        }
+        let refused = twins
+            .store
+            .delete(&loci::DeleteRequest::events([2]))
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains(
+                "event 2 is already deleted: forgetting took it, and no live summary holds anything of it"
+            ),
+            "{backend}: {refused}"
+        );
+        let beliefs = twins.delete_and_compare(&loci::DeleteRequest::events([3]), backend);
+        assert!(
+            beliefs.contains_key(&keys("bot", "HOME", "n")),
+            "{backend}: {beliefs:?}"
+        );
+    }
+}
