@@ -4262,6 +4262,9 @@ fn neighbors_of_a_missing_key_is_not_another_node_that_shares_a_word() {
     assert!(as_searched.contains("bot"), "{as_searched}");
     let accented = ok(&["neighbors", "--store", p(&store), "Mossyhöllow"]);
     assert!(accented.contains("bot"), "{accented}");
+    // helper-94: a possessive's `s` is no word the name must hold.
+    let possessive = ok(&["neighbors", "--store", p(&store), "Mossyhollow's cave"]);
+    assert!(possessive.contains("bot"), "{possessive}");
 }
 
 /// helper-92 (session 43): a key holding a line break (or a tab) printed as it is split a

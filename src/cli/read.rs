@@ -288,9 +288,11 @@ fn names_every_word(s: &Store, n: &loci::Node, asked: &str) -> Result<bool> {
     {
         own.extend(index.analyze(text)?);
     }
+    // A one-letter word is a possessive's `s` ("José's") or an initial: no word to hold.
     Ok(index
         .analyze(asked)?
         .iter()
+        .filter(|w| w.chars().nth(1).is_some())
         .all(|w| own.iter().any(|o| o.starts_with(w.as_str()))))
 }
 
