@@ -553,6 +553,23 @@ impl Overlay {
     }
 }
 
+/// Whether `assertion` retracts one of `faded` (a node, an edge, or an edge at a node).
+fn retracts_one_of(assertion: &Assertion, faded: &std::collections::HashSet<String>) -> bool {
+    use crate::dynamics::deletion::{edge_subject, node_subject};
+    if faded.is_empty() {
+        return false;
+    }
+    match assertion {
+        Assertion::RetractNode { key } => faded.contains(&node_subject(key)),
+        Assertion::RetractEdge { from, relation, to } => {
+            faded.contains(&edge_subject(from, relation, to))
+                || faded.contains(&node_subject(from))
+                || faded.contains(&node_subject(to))
+        }
+        _ => false,
+    }
+}
+
 /// What the base says the keys of a batch's assertions name, looked up before the batch (on
 /// every core) so that the projection, which must run in order on one thread, does not wait
 /// on a cache miss into the node records for every edge end: `[event][assertion]`. Empty, or
@@ -575,12 +592,19 @@ pub(crate) struct Hint {
 /// the caller's batch, for error messages. The overlay holds no events: the caller keeps
 /// them whatever the outcome (live ingest projects them again on a graph replayed from the
 /// log when the first base read as damaged).
+///
+/// `faded` are the nodes and edges ([`crate::dynamics::deletion::subject_upserted`]) that
+/// forgetting let fade (every event naming them taken): a retraction of one the graph no longer
+/// holds is done already, and skipped, where live ingest refuses a retraction of a node or an
+/// edge no event ever made (a typo). Replay skips it too: a store that forgot is replayed
+/// with [`Missing::Skip`].
 pub(crate) fn project_batch<B: ProjectionBase>(
     base: &B,
     events: &[Event],
     first_index: usize,
     on_missing: Missing,
     hints: &KeyHints,
+    faded: &std::collections::HashSet<String>,
 ) -> Result<Overlay> {
     let mut ov = Overlay::new(base.counters());
     for (i, ev) in events.iter().enumerate() {
@@ -606,7 +630,8 @@ pub(crate) fn project_batch<B: ProjectionBase>(
                 event,
                 assertion: Some(a),
             };
-            if on_missing == Missing::Skip && ov.names_missing(base, ev, assertion) {
+            let skips = on_missing == Missing::Skip || retracts_one_of(assertion, faded);
+            if skips && ov.names_missing(base, ev, assertion) {
                 continue;
             }
             match assertion {

@@ -3311,3 +3311,63 @@ fn a_note_forgetting_took_whole_is_refused_and_its_retracted_belief_comes_back()
         );
     }
 }
+
+/// Found by `tests/deletion_prop.rs` seeds 23 and 24 (session 43; older than it): forgetting
+/// let a node fade that nothing believed linked any more, as it is meant to, and a later note
+/// retracting that node, with another node's upsert beside it, was refused whole ("unknown
+/// node"). An agent cannot know what its memory let fade; the retraction is already done. A
+/// retraction of a key no event ever named is still refused (a typo).
+#[test]
+fn a_retraction_of_a_node_forgetting_let_fade_is_taken_as_done() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store
+            .ingest(vec![
+                noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
+                noted(20, 0.1, vec![node_named("n4", Some("Person"), Some("Ann"))]),
+                noted(25, 0.1, vec![edge("bot", "SAW", "n4", Some(0.3))]),
+                noted(
+                    710,
+                    0.9,
+                    vec![node_named("n3", Some("Person"), Some("Bob"))],
+                ),
+                noted(1410, 0.3, vec![]),
+                noted(2110, 0.3, vec![]),
+            ])
+            .unwrap();
+        for _ in 0..2 {
+            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+                .unwrap();
+        }
+        assert!(
+            store.node_by_key("n4").is_none(),
+            "{backend}: n4 has not faded"
+        );
+        let late = noted(
+            30,
+            0.3,
+            vec![
+                Assertion::RetractEdge {
+                    from: "bot".into(),
+                    relation: "SAW".into(),
+                    to: "n4".into(),
+                },
+                Assertion::RetractNode { key: "n4".into() },
+                node_named("n5", Some("Person"), Some("Cy")),
+            ],
+        );
+        store.check(vec![late.clone()]).unwrap();
+        store.ingest(vec![late]).unwrap();
+        assert!(store.node_by_key("n5").is_some(), "{backend}");
+        assert!(store.node_by_key("n4").is_none(), "{backend}");
+        assert_verifies(&store);
+        let typo = noted(40, 0.3, vec![Assertion::RetractNode { key: "n44".into() }]);
+        let refused = store.ingest(vec![typo]).unwrap_err();
+        assert!(
+            refused.to_string().contains("unknown node \"n44\""),
+            "{backend}: {refused}"
+        );
+    }
+}

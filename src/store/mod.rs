@@ -3439,6 +3439,7 @@ impl Store {
             unscored.iter().for_each(|&i| drafts[i].salience = None);
             self.replay_for_batch(&mut replayed)?;
         };
+        let faded = self.faded_of_retractions(&drafts)?;
         let now = now_ms();
         let mut events: Vec<Event> = drafts
             .into_iter()
@@ -3453,6 +3454,7 @@ impl Store {
                 0,
                 Missing::Refuse,
                 &hints,
+                &faded,
             );
             if !state.damage_found() {
                 let mut overlay = projected.map_err(|e| positions.original(e))?;
@@ -3468,6 +3470,62 @@ impl Store {
             let lists: Vec<&[Assertion]> = events.iter().map(|e| e.assertions.as_slice()).collect();
             hints = key_hints_of(&self.read_state(), &lists);
         }
+    }
+
+    /// The nodes and edges the retractions of `drafts` name that the graph no longer holds
+    /// because forgetting let them fade: every event upserting them is one forgetting took (a
+    /// stale offer, a person nothing linked any more). An agent cannot know what its memory let
+    /// fade, and such a retraction is done already ([`project_batch`] skips it). Empty, after
+    /// one pass over the drafts' assertions, unless a retraction names something the graph
+    /// lacks; then the forgotten events' records are read (session 43: a late note retracting
+    /// a faded person was refused whole, with the upsert beside it).
+    fn faded_of_retractions(&self, drafts: &[EventDraft]) -> Result<HashSet<String>> {
+        use crate::dynamics::deletion::{edge_subject, node_subject, subject_upserted};
+        let mut wanted = HashSet::new();
+        {
+            let state = self.read_state();
+            if state.deleted.is_empty() {
+                return Ok(wanted);
+            }
+            for a in drafts.iter().flat_map(|d| &d.assertions) {
+                match a {
+                    Assertion::RetractNode { key } if state.node_id(key).is_none() => {
+                        wanted.insert(node_subject(key));
+                    }
+                    Assertion::RetractEdge { from, relation, to }
+                        if state.edge_by_keys(from, relation, to).is_none() =>
+                    {
+                        wanted.insert(edge_subject(from, relation, to));
+                        for end in [from, to] {
+                            if state.node_id(end).is_none() {
+                                wanted.insert(node_subject(end));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(wanted);
+        }
+        let by_user = self.user_deleted()?;
+        let forgotten: Vec<u64> = (self.read_state().deleted.iter())
+            .filter(|s| !by_user.contains(s))
+            .copied()
+            .collect();
+        let mut faded = HashSet::new();
+        for seq in forgotten {
+            let Some(ev) = self.raw_event(seq)? else {
+                continue;
+            };
+            for subject in ev.assertions.iter().filter_map(subject_upserted) {
+                if wanted.contains(&subject) {
+                    faded.insert(subject);
+                }
+            }
+        }
+        Ok(faded)
     }
 
     /// [`Store::ingest`] under the writer lock.
@@ -5227,7 +5285,7 @@ fn replay_onto(
         let base = LiveBase { state };
         // The overlay holds the events it projected (replay keeps no other copy), once they
         // are known good: a refusal names the event by its seq.
-        let mut ov = project_batch(&base, &kept, 0, on_missing, &hints)
+        let mut ov = project_batch(&base, &kept, 0, on_missing, &hints, &Default::default())
             .map_err(|e| refusal_in_the_log(e, &kept))?;
         ov.events = kept;
         weight += ov.change_weight();
@@ -5719,8 +5777,9 @@ mod tests {
             let hints = key_hints_of(&state, &lists);
             let base = LiveBase { state: &state };
             for missing in [Missing::Refuse, Missing::Skip] {
-                let with = project_batch(&base, &events, 0, missing, &hints);
-                let without = project_batch(&base, &events, 0, missing, &KeyHints::new());
+                let none = Default::default();
+                let with = project_batch(&base, &events, 0, missing, &hints, &none);
+                let without = project_batch(&base, &events, 0, missing, &KeyHints::new(), &none);
                 match (with, without) {
                     (Ok(a), Ok(b)) => {
                         proptest::prop_assert_eq!(&a.nodes, &b.nodes);
