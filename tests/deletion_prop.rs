@@ -885,237 +885,86 @@ fn a_belief_a_deleted_retraction_had_ended_comes_back_when_forgetting_took_its_p
 /// forgotten note was taken or made again to restate it.
 #[test]
 fn a_forgotten_notes_belief_at_a_node_a_deleted_retraction_had_taken_before_it_comes_back() {
-    let weeks = vec![
-        Week {
-            notes: vec![
-                Note {
-                    salience: 0,
-                    steps: vec![Step::Node {
-                        key: 0,
-                        label: None,
-                        name: None,
-                        alias: None,
-                        prop: None,
-                    }],
-                },
-                Note {
-                    salience: 0,
-                    steps: vec![Step::Node {
-                        key: 3,
-                        label: None,
-                        name: None,
-                        alias: None,
-                        prop: None,
-                    }],
-                },
-                Note {
-                    salience: 0,
-                    steps: vec![Step::Node {
-                        key: 0,
-                        label: None,
-                        name: None,
-                        alias: None,
-                        prop: None,
-                    }],
-                },
-                Note {
-                    salience: 0,
-                    steps: vec![Step::Node {
-                        key: 0,
-                        label: None,
-                        name: None,
-                        alias: None,
-                        prop: None,
-                    }],
-                },
-                Note {
-                    salience: 0,
-                    steps: vec![Step::Node {
-                        key: 0,
-                        label: None,
-                        name: None,
-                        alias: None,
-                        prop: None,
-                    }],
-                },
-            ],
-            pin: None,
-            forget: None,
-            late: None,
-            deletions: vec![],
-        },
-        Week {
-            notes: vec![
-                Note {
-                    salience: 1,
-                    steps: vec![
+    let note = note_of;
+    let plain = |key| node_step(key, None, None, None);
+    // A belief with a confidence, a start and a price (indexes), as the generator makes one.
+    let edge = |relation, to, confidence, from_time, price| Step::Edge {
+        relation,
+        to,
+        confidence,
+        from_time,
+        price,
+    };
+    let weeks = [
+        week_of(
+            [0, 3, 0, 0, 0].map(|k| note(0, vec![plain(k)])).to_vec(),
+            None,
+            vec![],
+        ),
+        week_of(
+            vec![
+                note(
+                    1,
+                    vec![
                         Step::RetractEdge(6),
                         Step::RetractNode(1),
                         Step::RetractNode(3),
                     ],
-                },
-                Note {
-                    salience: 0,
-                    steps: vec![Step::Node {
-                        key: 1,
-                        label: Some(1),
-                        name: Some(1),
-                        alias: None,
-                        prop: Some(0),
-                    }],
-                },
-                Note {
-                    salience: 2,
-                    steps: vec![Step::Edge {
-                        relation: 1,
-                        to: 1,
-                        confidence: None,
-                        from_time: None,
-                        price: None,
-                    }],
-                },
-                Note {
-                    salience: 1,
-                    steps: vec![
-                        Step::Node {
-                            key: 2,
-                            label: None,
-                            name: Some(0),
-                            alias: None,
-                            prop: Some(0),
-                        },
-                        Step::Node {
-                            key: 0,
-                            label: Some(2),
-                            name: None,
-                            alias: None,
-                            prop: Some(3),
-                        },
+                ),
+                note(0, vec![node_step(1, Some(1), Some(1), Some(0))]),
+                note(2, vec![belief_step(1, 1, None)]),
+                note(
+                    1,
+                    vec![
+                        node_step(2, None, Some(0), Some(0)),
+                        node_step(0, Some(2), None, Some(3)),
                     ],
-                },
-                Note {
-                    salience: 3,
-                    steps: vec![
-                        Step::Edge {
-                            relation: 1,
-                            to: 1,
-                            confidence: Some(1),
-                            from_time: Some(872),
-                            price: None,
-                        },
-                        Step::Edge {
-                            relation: 2,
-                            to: 3,
-                            confidence: Some(0),
-                            from_time: Some(918),
-                            price: None,
-                        },
+                ),
+                note(
+                    3,
+                    vec![
+                        edge(1, 1, Some(1), Some(872), None),
+                        edge(2, 3, Some(0), Some(918), None),
                     ],
-                },
-                Note {
-                    salience: 0,
-                    steps: vec![
-                        Step::Edge {
-                            relation: 2,
-                            to: 3,
-                            confidence: Some(2),
-                            from_time: None,
-                            price: None,
-                        },
-                        Step::RetractEdge(10),
-                    ],
-                },
+                ),
+                note(
+                    0,
+                    vec![edge(2, 3, Some(2), None, None), Step::RetractEdge(10)],
+                ),
             ],
-            pin: None,
-            forget: Some(6),
-            late: None,
-            deletions: vec![],
-        },
+            Some(6),
+            vec![],
+        ),
         Week {
-            notes: vec![
-                Note {
-                    salience: 3,
-                    steps: vec![
-                        Step::Node {
-                            key: 1,
-                            label: None,
-                            name: Some(1),
-                            alias: None,
-                            prop: None,
-                        },
-                        Step::RetractEdge(4),
-                    ],
-                },
-                Note {
-                    salience: 1,
-                    steps: vec![
-                        Step::Node {
-                            key: 2,
-                            label: None,
-                            name: Some(0),
-                            alias: None,
-                            prop: None,
-                        },
-                        Step::Edge {
-                            relation: 0,
-                            to: 0,
-                            confidence: Some(4),
-                            from_time: None,
-                            price: None,
-                        },
-                        Step::Edge {
-                            relation: 0,
-                            to: 1,
-                            confidence: Some(2),
-                            from_time: None,
-                            price: Some(0),
-                        },
-                    ],
-                },
-                Note {
-                    salience: 1,
-                    steps: vec![Step::Edge {
-                        relation: 1,
-                        to: 3,
-                        confidence: None,
-                        from_time: None,
-                        price: Some(1),
-                    }],
-                },
-            ],
             pin: Some(1),
-            forget: Some(2),
-            late: Some(Note {
-                salience: 2,
-                steps: vec![Step::Node {
-                    key: 1,
-                    label: Some(1),
-                    name: None,
-                    alias: None,
-                    prop: None,
-                }],
-            }),
-            deletions: vec![Deletion::Event(58498), Deletion::Event(61992)],
+            late: Some(note(2, vec![node_step(1, Some(1), None, None)])),
+            ..week_of(
+                vec![
+                    note(
+                        3,
+                        vec![node_step(1, None, Some(1), None), Step::RetractEdge(4)],
+                    ),
+                    note(
+                        1,
+                        vec![
+                            node_step(2, None, Some(0), None),
+                            edge(0, 0, Some(4), None, None),
+                            edge(0, 1, Some(2), None, Some(0)),
+                        ],
+                    ),
+                    note(1, vec![belief_step(1, 3, Some(1))]),
+                ],
+                Some(2),
+                vec![Deletion::Event(58498), Deletion::Event(61992)],
+            )
         },
-        Week {
-            notes: vec![
-                Note {
-                    salience: 3,
-                    steps: vec![
-                        Step::Node {
-                            key: 3,
-                            label: None,
-                            name: None,
-                            alias: None,
-                            prop: Some(1),
-                        },
-                        Step::Edge {
-                            relation: 2,
-                            to: 1,
-                            confidence: Some(3),
-                            from_time: None,
-                            price: None,
-                        },
+        week_of(
+            vec![
+                note(
+                    3,
+                    vec![
+                        node_step(3, None, None, Some(1)),
+                        edge(2, 1, Some(3), None, None),
                         Step::Node {
                             key: 2,
                             label: None,
@@ -1124,36 +973,18 @@ fn a_forgotten_notes_belief_at_a_node_a_deleted_retraction_had_taken_before_it_c
                             prop: None,
                         },
                     ],
-                },
-                Note {
-                    salience: 0,
-                    steps: vec![
-                        Step::Edge {
-                            relation: 2,
-                            to: 2,
-                            confidence: Some(2),
-                            from_time: None,
-                            price: None,
-                        },
-                        Step::Node {
-                            key: 3,
-                            label: Some(1),
-                            name: None,
-                            alias: None,
-                            prop: None,
-                        },
+                ),
+                note(
+                    0,
+                    vec![
+                        edge(2, 2, Some(2), None, None),
+                        node_step(3, Some(1), None, None),
                     ],
-                },
-                Note {
-                    salience: 2,
-                    steps: vec![
-                        Step::Node {
-                            key: 3,
-                            label: None,
-                            name: Some(0),
-                            alias: None,
-                            prop: Some(3),
-                        },
+                ),
+                note(
+                    2,
+                    vec![
+                        node_step(3, None, Some(0), Some(3)),
                         Step::Node {
                             key: 0,
                             label: Some(1),
@@ -1162,13 +993,11 @@ fn a_forgotten_notes_belief_at_a_node_a_deleted_retraction_had_taken_before_it_c
                             prop: Some(2),
                         },
                     ],
-                },
+                ),
             ],
-            pin: None,
-            forget: Some(6),
-            late: None,
-            deletions: vec![Deletion::Event(11166), Deletion::Event(44800)],
-        },
+            Some(6),
+            vec![Deletion::Event(11166), Deletion::Event(44800)],
+        ),
     ];
     run(&weeks, BackendKind::Sled);
 }
