@@ -664,6 +664,15 @@ fn edge(from: &str, relation: &str, to: &str, confidence: Option<f32>) -> loci::
     })
 }
 
+/// The retraction of edge `from -relation-> to`.
+fn retract_edge(from: &str, relation: &str, to: &str) -> loci::model::Assertion {
+    loci::model::Assertion::RetractEdge {
+        from: from.into(),
+        relation: relation.into(),
+        to: to.into(),
+    }
+}
+
 /// Forgets down to 2 events twice (days of 100), checking that `read` gives `before` and the
 /// store verifies after each, and that the later week's events and summaries went: a rule
 /// holding everything would keep the values by evicting nothing.
@@ -714,11 +723,7 @@ fn forgetting_never_brings_back_what_a_retraction_withdrew() {
             to: "b".into(),
             ..Default::default()
         });
-        let retract = Assertion::RetractEdge {
-            from: "a".into(),
-            relation: "KNOWS".into(),
-            to: "b".into(),
-        };
+        let retract = retract_edge("a", "KNOWS", "b");
         store
             .ingest(vec![
                 noted(1000, 0.9, vec![node("a"), node("b"), knows]),
@@ -1382,15 +1387,7 @@ fn forgetting_keeps_a_belief_made_again_after_its_retraction() {
                 noted(701, 0.1, vec![]),
             ],
             vec![
-                noted(
-                    720,
-                    1.0,
-                    vec![Assertion::RetractEdge {
-                        from: "bot".into(),
-                        relation: "HOME".into(),
-                        to: "n".into(),
-                    }],
-                ),
+                noted(720, 1.0, vec![retract_edge("bot", "HOME", "n")]),
                 noted(1401, 0.1, vec![]),
             ],
             vec![
@@ -2943,7 +2940,6 @@ fn a_value_asserted_while_its_end_existed_only_by_a_deleted_note_goes_with_it() 
 /// forgotten event whose assertion it ended is taken and made again.
 #[test]
 fn deleting_a_retraction_brings_back_a_belief_whose_summary_was_made_again_after_it() {
-    use loci::model::Assertion;
     for backend in BackendKind::ALL {
         let events = || {
             vec![
@@ -2957,15 +2953,7 @@ fn deleting_a_retraction_brings_back_a_belief_whose_summary_was_made_again_after
                 ),
                 noted(720, 0.1, vec![edge("bot", "KNOWS", "n3", None)]),
                 secret_note(730),
-                noted(
-                    1420,
-                    0.1,
-                    vec![Assertion::RetractEdge {
-                        from: "bot".into(),
-                        relation: "KNOWS".into(),
-                        to: "n3".into(),
-                    }],
-                ),
+                noted(1420, 0.1, vec![retract_edge("bot", "KNOWS", "n3")]),
                 noted(2110, 0.1, vec![]),
             ]
         };
@@ -3211,15 +3199,7 @@ fn a_summary_made_again_for_a_revived_belief_brings_back_nothing_a_user_deleted(
                 ],
             ),
             noted(20, 0.3, vec![secret]),
-            noted(
-                710,
-                0.3,
-                vec![Assertion::RetractEdge {
-                    from: "bot".into(),
-                    relation: "KNOWS".into(),
-                    to: "n".into(),
-                }],
-            ),
+            noted(710, 0.3, vec![retract_edge("bot", "KNOWS", "n")]),
             noted(1410, 0.3, vec![]),
             noted(2110, 0.3, vec![]),
         ]);
@@ -3253,7 +3233,6 @@ fn a_summary_made_again_for_a_revived_belief_brings_back_nothing_a_user_deleted(
 /// (the known gap of sessions 38 to 42, through the library's calls).
 #[test]
 fn a_note_forgetting_took_whole_is_refused_and_its_retracted_belief_comes_back() {
-    use loci::model::Assertion;
     for backend in BackendKind::ALL {
         let twins = Twins::new(backend);
         twins.ingest(vec![
@@ -3266,15 +3245,7 @@ fn a_note_forgetting_took_whole_is_refused_and_its_retracted_belief_comes_back()
                 ],
             ),
             noted(20, 0.3, vec![edge("bot", "HOME", "n", None)]),
-            noted(
-                710,
-                0.9,
-                vec![Assertion::RetractEdge {
-                    from: "bot".into(),
-                    relation: "HOME".into(),
-                    to: "n".into(),
-                }],
-            ),
+            noted(710, 0.9, vec![retract_edge("bot", "HOME", "n")]),
             noted(
                 720,
                 0.9,
@@ -3349,11 +3320,7 @@ fn a_retraction_of_a_node_forgetting_let_fade_is_taken_as_done() {
             30,
             0.3,
             vec![
-                Assertion::RetractEdge {
-                    from: "bot".into(),
-                    relation: "SAW".into(),
-                    to: "n4".into(),
-                },
+                retract_edge("bot", "SAW", "n4"),
                 Assertion::RetractNode { key: "n4".into() },
                 node_named("n5", Some("Person"), Some("Cy")),
             ],
