@@ -426,9 +426,6 @@ fn a_summary_that_does_not_read_as_one_is_refused_at_ingest() {
     assert_verifies(&store);
 }
 
-/// A summary a later one replaced (its day summarised again after a late event) is not
-/// retrieved beside the one that replaced it: both had come back, the old one with the text
-/// the new one repeats (a helper's probe: `query --kind event`).
 /// The latest summary of day `day`.
 fn latest_day_summary(store: &Store, day: i64) -> Summary {
     consolidate::summaries(store)
@@ -439,6 +436,9 @@ fn latest_day_summary(store: &Store, day: i64) -> Summary {
         .unwrap()
 }
 
+/// A summary a later one replaced (its day summarised again after a late event) is not
+/// retrieved beside the one that replaced it: both had come back, the old one with the text
+/// the new one repeats (a helper's probe: `query --kind event`).
 #[test]
 fn retrieval_finds_the_summary_that_replaced_another_not_both() {
     use loci::retrieval::{RetrieveOptions, Retriever, SnippetKind};
