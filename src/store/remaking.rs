@@ -66,6 +66,14 @@ struct Group {
     revives: Vec<String>,
 }
 
+impl Group {
+    /// Whether it is a forgotten summary made again for revived facts ([`revived_groups`]),
+    /// not summaries the deletion took.
+    fn revives_facts(&self) -> bool {
+        !self.revives.is_empty()
+    }
+}
+
 /// A group to make again, with what it is made from.
 struct Plan<'g> {
     group: &'g Group,
@@ -148,12 +156,15 @@ impl Store {
             &taken.chain,
         )?;
         let revived = revived_groups(before, targets, taken, (&groups, &plans));
-        plans.extend(self.plans(
-            &revived,
-            (targets, gone, &before.deleted),
-            request,
-            &taken.chain,
-        )?);
+        // Most deletions revive nothing: no second reading of the chain's origins.
+        if !revived.is_empty() {
+            plans.extend(self.plans(
+                &revived,
+                (targets, gone, &before.deleted),
+                request,
+                &taken.chain,
+            )?);
+        }
         if plans.is_empty() {
             return Ok(MadeAgain::default());
         }
@@ -217,7 +228,7 @@ impl Store {
         // A summary made again for a revived fact restates what the events left give, from
         // their records alone: not the graph with the taken summaries kept, whose values may
         // be a deleted event's.
-        let revived = !plan.group.revives.is_empty();
+        let revived = plan.group.revives_facts();
         if revived && !complete {
             return Ok(None);
         }
@@ -387,7 +398,7 @@ impl Store {
         // The summaries made again in place of taken ones (not a forgotten one made again for
         // a revived fact, which stays out of the graph with the taken summaries kept).
         let members: BTreeSet<u64> = (plans.iter())
-            .filter(|p| p.group.revives.is_empty())
+            .filter(|p| !p.group.revives_facts())
             .flat_map(|p| p.group.members.iter().copied())
             .collect();
         let mut held = held_by_summaries(chain, |seq| {
@@ -544,11 +555,9 @@ impl Store {
         let not_stripped = |_: &str| false;
         let strip: &dyn Fn(&str) -> bool = if complete { &not_stripped } else { seed_only };
         let mut out = kept_of(restate(graph, &|_| true)?, nodes, strip, &BTreeSet::new());
-        let (Some(kept), true, true) = (
-            &context.sources.kept,
-            complete,
-            plan.group.revives.is_empty(),
-        ) else {
+        let (Some(kept), true, true) =
+            (&context.sources.kept, complete, !plan.group.revives_facts())
+        else {
             return Ok(out);
         };
         let retracted = |key: &str| context.sources.retracted.contains(key);
