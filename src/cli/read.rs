@@ -61,11 +61,7 @@ pub fn search(a: SearchArgs) -> Result<Code> {
         a.label.iter().map(String::as_str),
         a.kind.iter().map(String::as_str),
     )?;
-    if let (Some(from), Some(to)) = (a.from, a.to) {
-        if from > to {
-            fail!(Code::BadInput, "--from {from} is after --to {to}");
-        }
-    }
+    refuse_backward_range(a.from, a.to)?;
     let s = open_for_reading(&a.store)?;
     check_filter_names(&s, &[], &a.label)?;
     let time = match (a.from, a.to) {
@@ -98,15 +94,21 @@ pub fn search(a: SearchArgs) -> Result<Code> {
     Ok(Code::Ok)
 }
 
-/// `timeline`: the latest `--limit` events between two world times, oldest first, one line
-/// each (its number, time, kind and text: a summary's sentence), then how many the range
-/// holds when some are left out. A summary a later one of its period replaced is not listed.
-pub fn timeline(a: TimelineArgs) -> Result<Code> {
-    if let (Some(from), Some(to)) = (a.from, a.to) {
+/// Refuses a `--from` after `--to` (search and timeline), which would match nothing.
+fn refuse_backward_range(from: Option<i64>, to: Option<i64>) -> Result<()> {
+    if let (Some(from), Some(to)) = (from, to) {
         if from > to {
             fail!(Code::BadInput, "--from {from} is after --to {to}");
         }
     }
+    Ok(())
+}
+
+/// `timeline`: the latest `--limit` events between two world times, oldest first, one line
+/// each (its number, time, kind and text: a summary's sentence), then how many the range
+/// holds when some are left out. A summary a later one of its period replaced is not listed.
+pub fn timeline(a: TimelineArgs) -> Result<Code> {
+    refuse_backward_range(a.from, a.to)?;
     let s = open_for_reading(&a.store)?;
     let (from, to) = (a.from.unwrap_or(i64::MIN), a.to.unwrap_or(i64::MAX));
     let (times, total) = s.latest_event_times(from, to, a.limit)?;
