@@ -187,6 +187,14 @@ impl Notes {
         d.salience = Some(salience);
         d.payload = Value::from(format!("note at {ts}"));
         d.assertions = assertions;
+        if let Err(e) = self.store.check(vec![d.clone()]) {
+            let said = e.to_string();
+            assert!(
+                said.contains("forgetting let it fade"),
+                "the store refused what the reference takes: {said}: {d:?}"
+            );
+        }
+        d.assertions = self.with_faded_named_again(d.assertions);
         let r = self.reference.ingest(vec![d.clone()]).unwrap();
         let s = (self.store.ingest(vec![d.clone()]))
             .unwrap_or_else(|e| panic!("the store refused what the reference took: {e}: {d:?}"));
@@ -202,6 +210,47 @@ impl Notes {
             assertions: d.assertions,
             deleted: false,
         });
+    }
+
+    /// `assertions`, each node they name that the reference holds and forgetting let fade in
+    /// the store named again first, as the reference holds it: the agent, told a node faded
+    /// (an edge to it is refused, `Store::check` above), names it again; and a store cannot
+    /// know what an upsert of a faded key would have added to: the detail forgetting took is
+    /// gone (a store that never forgot is the wrong reference for such a node).
+    fn with_faded_named_again(&self, assertions: Vec<Assertion>) -> Vec<Assertion> {
+        let mut named: Vec<&str> = Vec::new();
+        for a in &assertions {
+            match a {
+                Assertion::UpsertNode(up) => named.push(&up.key),
+                Assertion::UpsertEdge(up) => named.extend([up.from.as_str(), up.to.as_str()]),
+                _ => {}
+            }
+        }
+        let mut again = Vec::new();
+        for key in named {
+            let Some(node) = self.reference.node_by_key(key) else {
+                continue;
+            };
+            let seen = again
+                .iter()
+                .any(|a| matches!(a, Assertion::UpsertNode(up) if up.key == key));
+            if seen || self.store.node_by_key(key).is_some() {
+                continue;
+            }
+            if std::env::var("LOCI_PROP_TRACE").is_ok() {
+                eprintln!("named again, faded in the store: {key}");
+            }
+            again.push(Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                label: Some(node.label),
+                name: Some(node.name),
+                aliases: node.aliases,
+                props: node.props,
+                ..Default::default()
+            }));
+        }
+        again.extend(assertions);
+        again
     }
 
     fn assertions(&self, note: &Note) -> Vec<Assertion> {

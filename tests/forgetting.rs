@@ -3292,30 +3292,7 @@ fn a_note_forgetting_took_whole_is_refused_and_its_retracted_belief_comes_back()
 fn a_retraction_of_a_node_forgetting_let_fade_is_taken_as_done() {
     use loci::model::Assertion;
     for backend in BackendKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        store
-            .ingest(vec![
-                noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
-                noted(20, 0.1, vec![node_named("n4", Some("Person"), Some("Ann"))]),
-                noted(25, 0.1, vec![edge("bot", "SAW", "n4", Some(0.3))]),
-                noted(
-                    710,
-                    0.9,
-                    vec![node_named("n3", Some("Person"), Some("Bob"))],
-                ),
-                noted(1410, 0.3, vec![]),
-                noted(2110, 0.3, vec![]),
-            ])
-            .unwrap();
-        for _ in 0..2 {
-            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
-                .unwrap();
-        }
-        assert!(
-            store.node_by_key("n4").is_none(),
-            "{backend}: n4 has not faded"
-        );
+        let (_dir, store) = store_where_n4_faded(backend);
         let late = noted(
             30,
             0.3,
@@ -3336,5 +3313,94 @@ fn a_retraction_of_a_node_forgetting_let_fade_is_taken_as_done() {
             refused.to_string().contains("unknown node \"n44\""),
             "{backend}: {refused}"
         );
+    }
+}
+
+/// A store where the person `n4` (named in a low-salience note, linked by a weak edge) has
+/// faded: forgetting took every event naming it.
+fn store_where_n4_faded(backend: BackendKind) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), backend).unwrap();
+    store
+        .ingest(vec![
+            noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
+            noted(20, 0.1, vec![node_named("n4", Some("Person"), Some("Ann"))]),
+            noted(25, 0.1, vec![edge("bot", "SAW", "n4", Some(0.3))]),
+            noted(
+                710,
+                0.9,
+                vec![node_named("n3", Some("Person"), Some("Bob"))],
+            ),
+            noted(1410, 0.3, vec![]),
+            noted(2110, 0.3, vec![]),
+        ])
+        .unwrap();
+    for _ in 0..2 {
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+    }
+    assert!(
+        store.node_by_key("n4").is_none(),
+        "{backend}: n4 has not faded"
+    );
+    (dir, store)
+}
+
+/// An agent cannot know what its memory let fade: an edge to a faded node is refused (the
+/// store never makes a node from a bare key), and the refusal says the node faded and how to
+/// name it again, where a key no event ever named is only unknown (deletion_prop seed 26: a
+/// late `bot HOME n1` to a faded person was refused as if `n1` were a typo).
+#[test]
+fn an_edge_to_a_node_forgetting_let_fade_is_refused_saying_it_faded() {
+    // The bot faded too (nothing believed linked it); each note names it again.
+    let noted = |ts, edge| {
+        noted(
+            ts,
+            0.9,
+            vec![node_named("bot", Some("Bot"), Some("bot")), edge],
+        )
+    };
+    for backend in BackendKind::ALL {
+        let (_dir, store) = store_where_n4_faded(backend);
+        let home = noted(2120, edge("bot", "HOME", "n4", None));
+        for refused in [
+            store.check(vec![home.clone()]).unwrap_err(),
+            store.ingest(vec![home]).unwrap_err(),
+        ] {
+            let said = refused.to_string();
+            assert!(
+                said.contains("to: unknown node \"n4\": forgetting let it fade"),
+                "{backend}: {said}"
+            );
+            assert!(said.contains("upsert it"), "{backend}: {said}");
+        }
+        let backwards = noted(2120, edge("n4", "VISITS", "bot", None));
+        let said = store.ingest(vec![backwards]).unwrap_err().to_string();
+        assert!(
+            said.contains("from: unknown node \"n4\": forgetting let it fade"),
+            "{backend}: {said}"
+        );
+        let mut there = noted(2120, edge("bot", "SAW", "bot", None));
+        there.place = Some("n4".into());
+        let said = store.ingest(vec![there]).unwrap_err().to_string();
+        assert!(
+            said.contains("place: unknown node \"n4\": forgetting let it fade"),
+            "{backend}: {said}"
+        );
+        let typo = noted(2120, edge("bot", "HOME", "n44", None));
+        let said = store.ingest(vec![typo]).unwrap_err().to_string();
+        assert!(
+            said.ends_with("to: unknown node \"n44\""),
+            "{backend}: {said}"
+        );
+        let ann = noted(2120, node_named("n4", Some("Person"), Some("Ann")));
+        store
+            .ingest(vec![ann, noted(2120, edge("bot", "HOME", "n4", None))])
+            .unwrap();
+        assert_eq!(
+            store.node_by_key("n4").map(|n| n.name),
+            Some("Ann".to_string()),
+            "{backend}"
+        );
+        assert_verifies(&store);
     }
 }

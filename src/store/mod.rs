@@ -3457,7 +3457,14 @@ impl Store {
                 &faded,
             );
             if !state.damage_found() {
-                let mut overlay = projected.map_err(|e| positions.original(e))?;
+                let mut overlay = match projected {
+                    Ok(overlay) => overlay,
+                    Err(refusal) => {
+                        // `why_unknown` reads the state again.
+                        drop(state);
+                        return Err(positions.original(self.why_unknown(&events, refusal)));
+                    }
+                };
                 overlay.events = std::mem::take(&mut events);
                 let finished = finish(&state, &overlay);
                 if !state.damage_found() {
@@ -3480,7 +3487,7 @@ impl Store {
     /// lacks; then the forgotten events' records are read (session 43: a late note retracting
     /// a faded person was refused whole, with the upsert beside it).
     fn faded_of_retractions(&self, drafts: &[EventDraft]) -> Result<HashSet<String>> {
-        use crate::dynamics::deletion::{edge_subject, node_subject, subject_upserted};
+        use crate::dynamics::deletion::{edge_subject, node_subject};
         let mut wanted = HashSet::new();
         {
             let state = self.read_state();
@@ -3506,6 +3513,14 @@ impl Store {
                 }
             }
         }
+        self.faded_among(wanted)
+    }
+
+    /// Of `wanted` (node and edge subjects, as [`crate::dynamics::deletion`] names them), those
+    /// that an event forgetting took upserted: read from the forgotten events' records, so
+    /// only on the way to a refusal or a retraction of something the graph lacks.
+    fn faded_among(&self, wanted: HashSet<String>) -> Result<HashSet<String>> {
+        use crate::dynamics::deletion::subject_upserted;
         if wanted.is_empty() {
             return Ok(wanted);
         }
@@ -3526,6 +3541,50 @@ impl Store {
             }
         }
         Ok(faded)
+    }
+
+    /// `refusal` of `events`, saying why when it is of a node forgetting let fade: the agent
+    /// used a key its memory once held and cannot know it faded, and is told how to name the
+    /// node again (the store makes no node from a bare key: that would take a typo).
+    #[cold]
+    fn why_unknown(&self, events: &[Event], refusal: Error) -> Error {
+        use crate::dynamics::deletion::node_subject;
+        let Error::InvalidEvent {
+            event,
+            assertion,
+            field,
+            message,
+        } = &refusal
+        else {
+            return refusal;
+        };
+        let Some(ev) = events.get(*event) else {
+            return refusal;
+        };
+        let key = match (assertion.and_then(|a| ev.assertions.get(a)), field.as_str()) {
+            (_, "place") => ev.place.as_deref(),
+            (Some(Assertion::UpsertEdge(up)), "from") => Some(up.from.as_str()),
+            (Some(Assertion::UpsertEdge(up)), "to") => Some(up.to.as_str()),
+            // A retraction of what faded is taken as done (`faded_of_retractions`).
+            _ => None,
+        };
+        let Some(key) = key.filter(|k| *message == format!("unknown node {k:?}")) else {
+            return refusal;
+        };
+        let subject = node_subject(key);
+        match self.faded_among(HashSet::from([subject.clone()])) {
+            Ok(faded) if faded.contains(&subject) => Error::InvalidEvent {
+                event: *event,
+                assertion: *assertion,
+                field: field.clone(),
+                message: format!(
+                    "{message}: forgetting let it fade (every event naming it was forgotten); \
+                     upsert it in this event or an earlier one of the batch to name it again"
+                ),
+            },
+            // The records could not be read: the refusal stands as it was.
+            _ => refusal,
+        }
     }
 
     /// [`Store::ingest`] under the writer lock.
