@@ -364,8 +364,19 @@ impl Notes {
         consolidate::consolidate(&self.store, &RuleSummarizer, &days).unwrap();
     }
 
-    fn pin(&self, key: u8) {
+    fn pin(&mut self, key: u8) {
         let key = KEYS[key as usize % 4];
+        if self.store.node_by_key(key).is_none() && self.reference.node_by_key(key).is_some() {
+            // The agent, told the node faded, names it again (`with_faded_named_again`).
+            let said = self.store.pin(&[key], true).unwrap_err().to_string();
+            assert!(said.contains("forgetting let it fade"), "{said}");
+            let ts = self.latest;
+            let again = vec![Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                ..Default::default()
+            })];
+            self.ingest(ts, 0.5, again);
+        }
         for s in [&self.store, &self.reference] {
             // A key neither store holds is refused by both.
             let _ = s.pin(&[key], true);

@@ -3386,6 +3386,13 @@ fn an_edge_to_a_node_forgetting_let_fade_is_refused_saying_it_faded() {
             said.contains("place: unknown node \"n4\": forgetting let it fade"),
             "{backend}: {said}"
         );
+        let said = store.pin(&["n4"], true).unwrap_err().to_string();
+        assert!(
+            said.contains("node \"n4\": forgetting let it fade"),
+            "{backend}: {said}"
+        );
+        let said = store.pin(&["n44"], true).unwrap_err().to_string();
+        assert!(!said.contains("fade"), "{backend}: {said}");
         let typo = noted(2120, edge("bot", "HOME", "n44", None));
         let said = store.ingest(vec![typo]).unwrap_err().to_string();
         assert!(

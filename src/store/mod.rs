@@ -3866,7 +3866,11 @@ impl Store {
             }
             // An unpin is an upsert, which would make the node again; a pin of a node
             // retracted since stays in the log until its events go.
-            let hint = if of.pinned {
+            let subject = crate::dynamics::deletion::node_subject(missing);
+            let faded = self.faded_among(HashSet::from([subject.clone()]))?;
+            let hint = if faded.contains(&subject) {
+                ": forgetting let it fade (every event naming it was forgotten); upsert it again first"
+            } else if of.pinned {
                 ""
             } else {
                 " (a node retracted since keeps its pin in the log until `loci delete --node` takes its events)"
