@@ -3411,3 +3411,53 @@ fn an_edge_to_a_node_forgetting_let_fade_is_refused_saying_it_faded() {
         assert_verifies(&store);
     }
 }
+
+/// A node a live event retracted is not one forgetting let fade, though forgetting took the
+/// event that made it (nothing of it counts after the retraction): an edge to it is refused as
+/// unknown, not said to have faded, and a second retraction is refused, as a store that never
+/// forgot refuses it.
+#[test]
+fn a_node_retracted_before_forgetting_took_its_making_is_not_said_to_have_faded() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let made = store
+            .ingest(vec![
+                noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
+                noted(20, 0.1, vec![node_named("n4", Some("Person"), Some("Ann"))]),
+                noted(30, 0.9, vec![Assertion::RetractNode { key: "n4".into() }]),
+                noted(710, 0.3, vec![]),
+                noted(1410, 0.3, vec![]),
+                noted(2110, 0.3, vec![]),
+            ])
+            .unwrap();
+        for _ in 0..2 {
+            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+                .unwrap();
+        }
+        let n4_made = made.first_seq + 1;
+        assert!(
+            store.event(n4_made).unwrap().is_none(),
+            "{backend}: forgetting kept the note that made n4"
+        );
+        let bot = node_named("bot", Some("Bot"), Some("bot"));
+        let home = noted(
+            2120,
+            0.9,
+            vec![bot.clone(), edge("bot", "HOME", "n4", None)],
+        );
+        let said = store.ingest(vec![home]).unwrap_err().to_string();
+        assert!(
+            said.ends_with("to: unknown node \"n4\""),
+            "{backend}: {said}"
+        );
+        let again = noted(2120, 0.9, vec![Assertion::RetractNode { key: "n4".into() }]);
+        let said = store.ingest(vec![again]).unwrap_err().to_string();
+        assert!(
+            said.ends_with("key: unknown node \"n4\""),
+            "{backend}: {said}"
+        );
+        assert_verifies(&store);
+    }
+}

@@ -3488,24 +3488,25 @@ impl Store {
     /// a faded person was refused whole, with the upsert beside it).
     fn faded_of_retractions(&self, drafts: &[EventDraft]) -> Result<HashSet<String>> {
         use crate::dynamics::deletion::{edge_subject, node_subject};
-        let mut wanted = HashSet::new();
+        let mut wanted = HashMap::new();
         {
             let state = self.read_state();
             if state.deleted.is_empty() {
-                return Ok(wanted);
+                return Ok(HashSet::new());
             }
             for a in drafts.iter().flat_map(|d| &d.assertions) {
                 match a {
                     Assertion::RetractNode { key } if state.node_id(key).is_none() => {
-                        wanted.insert(node_subject(key));
+                        wanted.insert(node_subject(key), vec![key.clone()]);
                     }
                     Assertion::RetractEdge { from, relation, to }
                         if state.edge_by_keys(from, relation, to).is_none() =>
                     {
-                        wanted.insert(edge_subject(from, relation, to));
+                        let ends = vec![from.clone(), to.clone()];
+                        wanted.insert(edge_subject(from, relation, to), ends);
                         for end in [from, to] {
                             if state.node_id(end).is_none() {
-                                wanted.insert(node_subject(end));
+                                wanted.insert(node_subject(end), vec![end.clone()]);
                             }
                         }
                     }
@@ -3516,31 +3517,53 @@ impl Store {
         self.faded_among(wanted)
     }
 
-    /// Of `wanted` (node and edge subjects, as [`crate::dynamics::deletion`] names them), those
-    /// that an event forgetting took upserted: read from the forgotten events' records, so
+    /// Of `wanted` (node and edge subjects, as [`crate::dynamics::deletion`] names them, each
+    /// with the keys of the nodes it rests on), those that forgetting let fade: an event
+    /// forgetting took upserted it, and no live event retracted it (or a node it rests on)
+    /// since, which would have ended it whatever forgetting did. Read from the log's records, so
     /// only on the way to a refusal or a retraction of something the graph lacks.
-    fn faded_among(&self, wanted: HashSet<String>) -> Result<HashSet<String>> {
+    fn faded_among(&self, mut wanted: HashMap<String, Vec<String>>) -> Result<HashSet<String>> {
         use crate::dynamics::deletion::subject_upserted;
         if wanted.is_empty() {
-            return Ok(wanted);
+            return Ok(HashSet::new());
         }
         let by_user = self.user_deleted()?;
-        let forgotten: Vec<u64> = (self.read_state().deleted.iter())
-            .filter(|s| !by_user.contains(s))
-            .copied()
-            .collect();
-        let mut faded = HashSet::new();
-        for seq in forgotten {
+        let deleted = self.read_state().deleted.clone();
+        let mut upserted: HashMap<String, u64> = HashMap::new();
+        for &seq in deleted.iter().filter(|s| !by_user.contains(s)) {
             let Some(ev) = self.raw_event(seq)? else {
                 continue;
             };
             for subject in ev.assertions.iter().filter_map(subject_upserted) {
-                if wanted.contains(&subject) {
-                    faded.insert(subject);
+                if wanted.contains_key(&subject) {
+                    upserted.insert(subject, seq);
                 }
             }
         }
-        Ok(faded)
+        wanted.retain(|subject, _| upserted.contains_key(subject));
+        let Some(from) = upserted.values().min() else {
+            return Ok(HashSet::new());
+        };
+        log::scan(&*self.backend, from.saturating_add(1), &mut |seq, v| {
+            if deleted.contains(&seq) {
+                return Ok(true);
+            }
+            let ev = decode_event(Table::Log.name(), v)?;
+            for a in &ev.assertions {
+                wanted.retain(|subject, ends| {
+                    let ended = match a {
+                        Assertion::RetractNode { key } => ends.contains(key),
+                        Assertion::RetractEdge { from, relation, to } => {
+                            *subject == crate::dynamics::deletion::edge_subject(from, relation, to)
+                        }
+                        _ => false,
+                    };
+                    !(ended && upserted.get(subject).is_some_and(|u| *u < seq))
+                });
+            }
+            Ok(!wanted.is_empty())
+        })?;
+        Ok(wanted.into_keys().collect())
     }
 
     /// `refusal` of `events`, saying why when it is of a node forgetting let fade: the agent
@@ -3572,7 +3595,7 @@ impl Store {
             return refusal;
         };
         let subject = node_subject(key);
-        match self.faded_among(HashSet::from([subject.clone()])) {
+        match self.faded_among(HashMap::from([(subject.clone(), vec![key.to_string()])])) {
             Ok(faded) if faded.contains(&subject) => Error::InvalidEvent {
                 event: *event,
                 assertion: *assertion,
@@ -3867,7 +3890,8 @@ impl Store {
             // An unpin is an upsert, which would make the node again; a pin of a node
             // retracted since stays in the log until its events go.
             let subject = crate::dynamics::deletion::node_subject(missing);
-            let faded = self.faded_among(HashSet::from([subject.clone()]))?;
+            let ends = vec![missing.to_string()];
+            let faded = self.faded_among(HashMap::from([(subject.clone(), ends)]))?;
             let hint = if faded.contains(&subject) {
                 ": forgetting let it fade (every event naming it was forgotten); upsert it again first"
             } else if of.pinned {
