@@ -1061,3 +1061,154 @@ fn a_forgotten_notes_belief_at_a_node_a_deleted_retraction_had_taken_before_it_c
     ];
     run(&weeks, BackendKind::Sled);
 }
+
+/// Seed 27 at 120 cases: `n3`, made again in week 2 by one note that the user then deleted,
+/// lived on only in a forgotten episode summary restating that note; deleting the node took
+/// the day summary made again without the note, where a store that never forgot finds no
+/// `n3` (`deleting::restates_a_naming`).
+#[test]
+fn a_node_only_a_deleted_note_named_is_not_found_though_a_forgotten_summary_restated_it() {
+    let weeks = vec![
+        Week {
+            notes: vec![
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+            ],
+            pin: None,
+            forget: None,
+            late: None,
+            deletions: vec![],
+        },
+        Week {
+            notes: vec![
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Edge {
+                        relation: 0,
+                        to: 0,
+                        confidence: None,
+                        from_time: None,
+                        price: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Edge {
+                        relation: 0,
+                        to: 2,
+                        confidence: None,
+                        from_time: None,
+                        price: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 2,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+            ],
+            pin: None,
+            forget: None,
+            late: None,
+            deletions: vec![Deletion::Node(2)],
+        },
+        Week {
+            notes: vec![
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 1,
+                        label: Some(0),
+                        name: Some(0),
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 2,
+                    steps: vec![
+                        Step::Node {
+                            key: 0,
+                            label: Some(0),
+                            name: Some(1),
+                            alias: Some(1),
+                            prop: Some(2),
+                        },
+                        Step::Node {
+                            key: 3,
+                            label: Some(0),
+                            name: Some(2),
+                            alias: None,
+                            prop: Some(0),
+                        },
+                        Step::Edge {
+                            relation: 0,
+                            to: 3,
+                            confidence: None,
+                            from_time: None,
+                            price: Some(0),
+                        },
+                    ],
+                },
+                Note {
+                    salience: 3,
+                    steps: vec![
+                        Step::RetractNode(0),
+                        Step::Edge {
+                            relation: 1,
+                            to: 2,
+                            confidence: Some(3),
+                            from_time: Some(168),
+                            price: Some(1),
+                        },
+                        Step::Edge {
+                            relation: 1,
+                            to: 2,
+                            confidence: None,
+                            from_time: None,
+                            price: None,
+                        },
+                    ],
+                },
+            ],
+            pin: None,
+            forget: Some(4),
+            late: None,
+            deletions: vec![Deletion::Event(42638), Deletion::Node(2)],
+        },
+    ];
+    run(&weeks, BackendKind::Sled);
+}

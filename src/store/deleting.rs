@@ -53,6 +53,21 @@ fn nothing_left_of(keys: &[String]) -> Error {
     }
 }
 
+/// Whether `ev`, a forgotten event naming a node a deletion requests, names it from an event
+/// that still counts (`naming`, or a tombstone in `unknown`, whose naming no record says):
+/// any event but a summary does; a summary only through a child, or the summary it replaced,
+/// that does. A forgotten summary restating a node only from the events a user deleted since
+/// holds nothing of it: the summary made again in its place was made without them (seed 27:
+/// a node's deletion after the deletion of the one event naming it took that summary again,
+/// where a store that never forgot refuses the node as not found).
+fn restates_a_naming(ev: &Event, naming: &BTreeSet<u64>, unknown: &BTreeSet<u64>) -> bool {
+    let Some(summary) = crate::dynamics::consolidate::Summary::of_event_without_digest(ev) else {
+        return true;
+    };
+    (summary.children.iter().chain(&summary.supersedes))
+        .any(|c| naming.contains(c) || unknown.contains(c))
+}
+
 /// A summary in the chain a deletion follows ([`Store::add_summaries_of`]).
 pub(super) struct SummaryLink {
     pub(super) seq: u64,
@@ -1390,6 +1405,9 @@ impl Store {
         // gist; a user-deleted one does not: nothing of it is left. Whether a summary holds
         // it is found after ([`nothing_left_of`]).
         if !request.nodes.is_empty() {
+            // The events naming a requested node whose naming counts, and the compaction's
+            // tombstones, which no record says the naming of.
+            let (mut naming, mut unknown) = (BTreeSet::new(), BTreeSet::new());
             super::log::scan(&*self.backend, 1, &mut |seq, v| {
                 let was_deleted = state.deleted.contains(&seq);
                 // A forgotten event naming the node lives on in its summaries: a user's
@@ -1399,9 +1417,14 @@ impl Store {
                     return Ok(true);
                 }
                 let ev = decode_event(Table::Log.name(), v)?;
+                if ev.kind == deletion::TOMBSTONE {
+                    unknown.insert(seq);
+                }
                 if !deletion::RESERVED_KINDS.contains(&ev.kind.as_str())
                     && request.nodes.iter().any(|key| names_node(&ev, key))
+                    && (!was_deleted || restates_a_naming(&ev, &naming, &unknown))
                 {
+                    naming.insert(seq);
                     if was_deleted {
                         gone.insert(ev.seq, ev.ts);
                     } else {
