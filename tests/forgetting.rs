@@ -3461,3 +3461,59 @@ fn a_node_retracted_before_forgetting_took_its_making_is_not_said_to_have_faded(
         assert_verifies(&store);
     }
 }
+
+/// A node a user deleted the one note of did not fade, though a forgotten summary restated it
+/// from that note: an edge to it is refused as unknown, not said to have faded, and its
+/// retraction is refused, as a store that never forgot refuses them.
+#[test]
+fn a_node_whose_note_a_user_deleted_is_not_said_to_have_faded() {
+    use loci::model::Assertion;
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let bot = || node_named("bot", Some("Bot"), Some("bot"));
+        let made = store
+            .ingest(vec![
+                noted(10, 0.9, vec![bot()]),
+                noted(15, 0.1, vec![node_named("n5", Some("Person"), Some("Cy"))]),
+                // Forgetting keeps a note that withdraws something.
+                noted(
+                    20,
+                    0.9,
+                    vec![
+                        node_named("n4", Some("Person"), Some("Ann")),
+                        edge("bot", "HOME", "n4", Some(0.9)),
+                        Assertion::RetractNode { key: "n5".into() },
+                    ],
+                ),
+                noted(710, 0.3, vec![]),
+                noted(1410, 0.3, vec![]),
+                noted(2110, 0.3, vec![]),
+            ])
+            .unwrap();
+        for _ in 0..2 {
+            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
+                .unwrap();
+        }
+        let note = made.first_seq + 2;
+        assert!(
+            store.event(note).unwrap().is_some(),
+            "{backend}: the belief's note went"
+        );
+        store.delete(&loci::DeleteRequest::events([note])).unwrap();
+        assert!(store.node_by_key("n4").is_none(), "{backend}");
+        let home = noted(2120, 0.9, vec![bot(), edge("bot", "HOME", "n4", None)]);
+        let said = store.ingest(vec![home]).unwrap_err().to_string();
+        assert!(
+            said.ends_with("to: unknown node \"n4\""),
+            "{backend}: {said}"
+        );
+        let retract = noted(2120, 0.9, vec![Assertion::RetractNode { key: "n4".into() }]);
+        let said = store.ingest(vec![retract]).unwrap_err().to_string();
+        assert!(
+            said.ends_with("key: unknown node \"n4\""),
+            "{backend}: {said}"
+        );
+        assert_verifies(&store);
+    }
+}

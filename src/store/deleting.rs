@@ -53,19 +53,18 @@ fn nothing_left_of(keys: &[String]) -> Error {
     }
 }
 
-/// Whether `ev`, a forgotten event naming a node a deletion requests, names it from an event
-/// that still counts (`naming`, or a tombstone in `unknown`, whose naming no record says):
-/// any event but a summary does; a summary only through a child, or the summary it replaced,
-/// that does. A forgotten summary restating a node only from the events a user deleted since
-/// holds nothing of it: the summary made again in its place was made without them (seed 27:
-/// a node's deletion after the deletion of the one event naming it took that summary again,
-/// where a store that never forgot refuses the node as not found).
-fn restates_a_naming(ev: &Event, naming: &BTreeSet<u64>, unknown: &BTreeSet<u64>) -> bool {
+/// Whether `ev`, a forgotten event that names or upserts something, holds it from an event
+/// that still `counts`: any event but a summary does; a summary only through a child, or the
+/// summary it replaced, that counts. A forgotten summary restating a node only from events a
+/// user deleted since holds nothing of it: the summary made again in its place was made
+/// without them (seed 27: a node's deletion after the deletion of the one event naming it took
+/// that summary again, where a store that never forgot refuses the node as not found; and
+/// the node read as one forgetting let fade, `Store::faded_among`).
+pub(super) fn restates_from(ev: &Event, counts: impl Fn(u64) -> bool) -> bool {
     let Some(summary) = crate::dynamics::consolidate::Summary::of_event_without_digest(ev) else {
         return true;
     };
-    (summary.children.iter().chain(&summary.supersedes))
-        .any(|c| naming.contains(c) || unknown.contains(c))
+    (summary.children.iter().chain(&summary.supersedes)).any(|c| counts(*c))
 }
 
 /// A summary in the chain a deletion follows ([`Store::add_summaries_of`]).
@@ -1422,7 +1421,8 @@ impl Store {
                 }
                 if !deletion::RESERVED_KINDS.contains(&ev.kind.as_str())
                     && request.nodes.iter().any(|key| names_node(&ev, key))
-                    && (!was_deleted || restates_a_naming(&ev, &naming, &unknown))
+                    && (!was_deleted
+                        || restates_from(&ev, |c| naming.contains(&c) || unknown.contains(&c)))
                 {
                     naming.insert(seq);
                     if was_deleted {

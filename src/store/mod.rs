@@ -3529,17 +3529,32 @@ impl Store {
         }
         let by_user = self.user_deleted()?;
         let deleted = self.read_state().deleted.clone();
-        let mut upserted: HashMap<String, u64> = HashMap::new();
+        // Of each subject, the forgotten events that upserted it, a summary only from those
+        // (`deleting::restates_from`); and the compaction's tombstones, which no record says
+        // the upserts of.
+        let mut given: HashMap<String, BTreeSet<u64>> = HashMap::new();
+        let mut tombstones = BTreeSet::new();
         for &seq in deleted.iter().filter(|s| !by_user.contains(s)) {
             let Some(ev) = self.raw_event(seq)? else {
                 continue;
             };
+            if ev.kind == deletion::TOMBSTONE {
+                tombstones.insert(seq);
+            }
             for subject in ev.assertions.iter().filter_map(subject_upserted) {
-                if wanted.contains_key(&subject) {
-                    upserted.insert(subject, seq);
+                if !wanted.contains_key(&subject) {
+                    continue;
+                }
+                let givers = given.entry(subject).or_default();
+                if deleting::restates_from(&ev, |c| givers.contains(&c) || tombstones.contains(&c))
+                {
+                    givers.insert(seq);
                 }
             }
         }
+        let upserted: HashMap<String, u64> = (given.into_iter())
+            .filter_map(|(subject, givers)| Some((subject, *givers.last()?)))
+            .collect();
         wanted.retain(|subject, _| upserted.contains_key(subject));
         let Some(from) = upserted.values().min() else {
             return Ok(HashSet::new());
