@@ -31,6 +31,16 @@ pub struct Metrics {
     inner: Mutex<Inner>,
 }
 
+/// The label a request's method is counted under: HTTP's own methods by name, any other as
+/// `other`. A client names the method, and each name had been a series of its own, kept for
+/// the server's life: made-up names grew the metrics and the memory without bound.
+pub fn method_label(method: &str) -> &str {
+    const KNOWN: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+    ];
+    KNOWN.into_iter().find(|m| *m == method).unwrap_or("other")
+}
+
 impl Metrics {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // Counters stay usable after a panic elsewhere: a lost increment is no reason to stop.

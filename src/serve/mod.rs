@@ -353,7 +353,9 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     let response = next.run(req).await;
     let took = started.elapsed();
     let status = response.status().as_u16();
-    state.metrics.record(&route, &method, status, took);
+    state
+        .metrics
+        .record(&route, metrics::method_label(&method), status, took);
     tracing::info!(
         target: "loci::serve",
         method = %method,
