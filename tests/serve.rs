@@ -1570,3 +1570,25 @@ async fn made_up_methods_are_counted_under_one_label() {
         "{text}"
     );
 }
+
+/// A POST route reads its parameters from the JSON body; a query string beside it is refused,
+/// naming what it held, as a GET route refuses a parameter it does not know: `?budget=5` on
+/// `/v1/query` had been dropped without a word, and the pack came back unbounded
+/// (helper-95).
+#[tokio::test]
+async fn a_post_route_refuses_parameters_in_its_query_string() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let body = Some(r#"{"question":"where is home"}"#);
+    let (s, v, _) = call(&st, "POST", "/v1/query?budget=5&limit=1", body, None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let said = v["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("budget") && said.contains("JSON body"),
+        "{said}"
+    );
+    let (s, v, _) = call(&st, "POST", "/v1/query", body, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _, _) = call(&st, "POST", "/v1/context?budget=5", Some("{}"), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}

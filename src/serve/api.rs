@@ -253,22 +253,59 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/metrics", get(metrics))
         .route("/v1/stats", get(stats))
         .route("/v1/events", post(append_events))
-        .route("/v1/query", post(query_pack))
-        .route("/v1/run", post(run_query))
+        .route("/v1/query", post_json(query_pack))
+        .route("/v1/run", post_json(run_query))
         .route("/v1/queries", get(list_queries))
         .route("/v1/search", get(search))
         .route("/v1/neighbors", get(neighbors))
         .route("/v1/timeline", get(timeline))
         .route("/v1/nodes/{key}", get(node))
         .route("/v1/edges/{id}", get(edge))
-        .route("/v1/context", post(build_context))
+        .route("/v1/context", post_json(build_context))
         .route("/v1/context/{turn}", get(saved_context))
-        .route("/v1/consolidate", post(consolidate_now))
-        .route("/v1/forget", post(forget_now))
-        .route("/v1/delete", post(delete))
-        .route("/v1/compact", post(compact))
-        .route("/v1/pin", post(pin))
-        .route("/v1/wm", get(working_memory).post(change_working_memory))
+        .route("/v1/consolidate", post_json(consolidate_now))
+        .route("/v1/forget", post_json(forget_now))
+        .route("/v1/delete", post_json(delete))
+        .route("/v1/compact", post_json(compact))
+        .route("/v1/pin", post_json(pin))
+        .route(
+            "/v1/wm",
+            get(working_memory).merge(post_json(change_working_memory)),
+        )
+}
+
+/// A POST route that reads its parameters from the JSON body alone (every one but
+/// `/v1/events`, whose body is the events and whose query string names their format): a query
+/// string beside the body is refused, naming (the first few of) what it held, as a GET route
+/// refuses a parameter it does not know. `?budget=5` on `/v1/query` had been dropped without
+/// a word, and the pack came back unbounded (helper-95).
+fn post_json<H, T>(handler: H) -> axum::routing::MethodRouter<Arc<AppState>>
+where
+    H: axum::handler::Handler<T, Arc<AppState>>,
+    T: 'static,
+{
+    post(handler).layer(axum::middleware::from_fn(refuse_query_string))
+}
+
+async fn refuse_query_string(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if let Some(query) = req.uri().query().filter(|q| !q.is_empty()) {
+        // A URI is ASCII, so a cut at a byte count is a cut between characters.
+        let names: Vec<&str> = (query.split('&'))
+            .filter_map(|pair| pair.split('=').next())
+            .filter(|name| !name.is_empty())
+            .map(|name| &name[..name.len().min(40)])
+            .take(5)
+            .collect();
+        return ApiError::bad_input(format!(
+            "the query string ({}) is not read here: give the parameters in the JSON body",
+            names.join(", ")
+        ))
+        .into_response();
+    }
+    next.run(req).await
 }
 
 #[derive(OpenApi)]
