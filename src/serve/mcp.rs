@@ -218,12 +218,17 @@ fn remember_draft(
     );
     // Typed like a tool-call observation (`observe`), so the context's observations block
     // shows it grouped with the others.
-    let subject: String = text.chars().take(300).collect();
+    // The text once: its subject the first 300 characters (cut between words where there
+    // is a space to cut at), its detail the rest. It had been both the subject and a `text`,
+    // so search and the timeline showed it twice and its words counted twice in scoring.
+    let (subject, detail) = split_subject(&text, 300);
     let mut payload = Props::from([
         ("type".to_string(), Value::from("noted")),
-        ("subject".to_string(), Value::from(subject.as_str())),
-        ("text".to_string(), Value::from(text.as_str())),
+        ("subject".to_string(), Value::from(subject)),
     ]);
+    if !detail.is_empty() {
+        payload.insert("detail".to_string(), Value::from(detail));
+    }
     if let Some(session) = a.session {
         payload.insert("session".to_string(), Value::from(session.as_str()));
     }
@@ -231,6 +236,18 @@ fn remember_draft(
     let mut batch = crate::ingest::SourceBatch::default();
     batch.events.push(d);
     Ok(batch)
+}
+
+/// `text` as a subject of at most `max` characters and the rest: cut at the last space
+/// within them, or at `max` where a first word is longer; the space cut at is in neither.
+fn split_subject(text: &str, max: usize) -> (&str, &str) {
+    let Some((end, _)) = text.char_indices().nth(max) else {
+        return (text, "");
+    };
+    match text[..end].rfind(' ') {
+        Some(space) if space > 0 => (&text[..space], &text[space + 1..]),
+        _ => (&text[..end], &text[end..]),
+    }
 }
 
 #[tool_router]
@@ -747,6 +764,40 @@ mod tests {
         );
         let neither = remember_draft(&store, args(None, None)).expect_err("nothing refused");
         assert!(neither.message.contains("give"), "{}", neither.message);
+    }
+
+    /// A remembered text is in its event once: it had been both the `subject` (its first 300
+    /// characters) and the `text`, so search and the timeline showed "hello world hello
+    /// world", and its words counted twice in full-text scoring (helper-95). A longer text is
+    /// cut between words: the subject, then the rest as the detail.
+    #[test]
+    fn a_remembered_text_is_in_its_event_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::create(dir.path(), crate::BackendKind::Redb).unwrap();
+        let args = |text: &str| RememberArgs {
+            text: Some(text.to_string()),
+            kind: None,
+            actor: None,
+            ts: None,
+            session: None,
+            event: None,
+        };
+        let short = remember_draft(&store, args("saw a creeper")).unwrap();
+        assert_eq!(short.events[0].text().matches("creeper").count(), 1);
+        let words: Vec<String> = (0..120).map(|i| format!("w{i}")).collect();
+        let long = words.join(" ");
+        let draft = &remember_draft(&store, args(&long)).unwrap().events[0];
+        let indexed = draft.text();
+        for w in &words {
+            let n = indexed.split_whitespace().filter(|t| t == w).count();
+            assert_eq!(n, 1, "{w} in {indexed}");
+        }
+        let field = |k: &str| match &draft.payload {
+            Value::Map(m) => m.get(k).and_then(Value::as_str).unwrap_or("").to_string(),
+            _ => String::new(),
+        };
+        assert!(field("subject").chars().count() <= 300);
+        assert_eq!(format!("{} {}", field("subject"), field("detail")), long);
     }
 
     /// What `remember` refuses in an event is named as the event's field (`assert[0].to`),
