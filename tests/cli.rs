@@ -2125,6 +2125,19 @@ fn misspelt_filters_are_noted_not_silent() {
         err.contains("no node of this store has label \"villager\""),
         "{err}"
     );
+    let out = loci(&[
+        "search",
+        "--store",
+        p(&store),
+        "fletcher",
+        "--kind",
+        "GOSSIP",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no event of this store has kind \"GOSSIP\""),
+        "{err}"
+    );
     // Known names say nothing.
     let out = loci(&[
         "neighbors",
@@ -2148,11 +2161,17 @@ fn misspelt_filters_are_noted_not_silent() {
 fn a_filter_one_slip_of_case_or_space_from_a_known_name_is_refused_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let store = world_store(tmp.path());
-    let cases: [(&[&str], &str, &str); 4] = [
+    let cases: [(&[&str], &str, &str); 5] = [
         (
             &["neighbors", "bot", "--relation", "home"],
             "--relation",
             "\"HOME\"",
+        ),
+        // An event kind too (helper-95: `--kind note` found nothing, without a word).
+        (
+            &["search", "fletcher", "--kind", "observation"],
+            "--kind",
+            "\"OBSERVATION\"",
         ),
         (
             &["search", "fletcher", "--label", " Item"],

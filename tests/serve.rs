@@ -1592,3 +1592,31 @@ async fn a_post_route_refuses_parameters_in_its_query_string() {
     let (s, _, _) = call(&st, "POST", "/v1/context?budget=5", Some("{}"), None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 }
+
+/// A search's event kind one slip of case from a kind of the store is refused naming it, as a
+/// label is: `kind=observation` had found nothing, without a word (helper-95).
+#[tokio::test]
+async fn a_search_kind_one_slip_from_a_known_kind_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let (s, v, _) = call(
+        &st,
+        "GET",
+        "/v1/search?q=fletcher&kind=observation",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let said = v["error"]["message"].as_str().unwrap();
+    assert!(said.contains("did you mean \"OBSERVATION\""), "{said}");
+    let (s, _, _) = call(
+        &st,
+        "GET",
+        "/v1/search?q=fletcher&kind=OBSERVATION",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+}

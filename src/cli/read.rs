@@ -64,6 +64,9 @@ pub fn search(a: SearchArgs) -> Result<Code> {
     refuse_backward_range(a.from, a.to)?;
     let s = open_for_reading(&a.store)?;
     check_filter_names(&s, &[], &a.label)?;
+    for k in s.refuse_kind_near_misses("--kind", a.kind.iter().map(String::as_str))? {
+        errln!("note: no event of this store has kind {k:?} (kinds are case-sensitive)");
+    }
     let time = match (a.from, a.to) {
         (None, None) => None,
         (f, t) => Some((f.unwrap_or(i64::MIN), t.unwrap_or(i64::MAX))),

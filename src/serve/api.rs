@@ -795,6 +795,7 @@ async fn search(State(st): State<Arc<AppState>>, Params(p): Params<SearchParams>
     st.blocking(move |s| {
         s.graph()
             .refuse_near_misses("label", NameOf::Label, p.label.as_deref())?;
+        s.refuse_kind_near_misses("kind", p.kind.as_deref())?;
         let mut filter = SearchFilter::default()
             .with_labels(p.label)
             .with_kinds(p.kind);

@@ -1102,6 +1102,10 @@ impl Facet {
     }
 }
 
+/// Event kinds [`Store::refuse_kind_near_misses`] reads at most: a log of more kinds than
+/// this is not one a person names them in.
+const MAX_KINDS_LISTED: usize = 10_000;
+
 /// The prefix of a facet value's keys in `event_facet`.
 fn facet_prefix(facet: Facet, value: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(3 + value.len() + 16);
@@ -4198,6 +4202,69 @@ impl Store {
                 Ok(true)
             })?;
         self.events_of_index(Table::EventFacet, entries, decode)
+    }
+
+    /// The event kinds of the log, in byte order, at most `limit` of them: from the episodic
+    /// index's keys, one seek per kind (a kind's keys are skipped past at once).
+    pub fn event_kinds(&self, limit: usize) -> Result<Vec<String>> {
+        let mut kinds = Vec::new();
+        let mut start = vec![Facet::Kind.byte()];
+        while kinds.len() < limit {
+            let mut next = None;
+            self.backend
+                .scan(Table::EventFacet, &start, None, &mut |k, _| {
+                    next = (k.first() == Some(&Facet::Kind.byte()))
+                        .then(|| {
+                            let len = u16::from_be_bytes([*k.get(1)?, *k.get(2)?]) as usize;
+                            k.get(3..3 + len)
+                        })
+                        .flatten()
+                        .map(|v| String::from_utf8_lossy(v).into_owned());
+                    Ok(false)
+                })?;
+            let Some(kind) = next else {
+                break;
+            };
+            // Past every time key of this kind: 16 bytes, none above all 0xFF.
+            start = facet_prefix(Facet::Kind, &kind);
+            start.extend_from_slice(&[0xFF; 17]);
+            kinds.push(kind);
+        }
+        Ok(kinds)
+    }
+
+    /// Refuses a filter's event kind that no event of the log has where one it has differs
+    /// only in case or surrounding whitespace (as [`GraphRead::refuse_near_misses`] does for
+    /// labels and relations): such a filter matches nothing, silently. Returns the kinds given
+    /// that no event has, for the caller to note. `field` is the name the caller gave the
+    /// filter under.
+    pub fn refuse_kind_near_misses<'k>(
+        &self,
+        field: &str,
+        given: impl IntoIterator<Item = &'k str>,
+    ) -> Result<Vec<&'k str>> {
+        let mut unknown = Vec::new();
+        let mut kinds: Option<Vec<String>> = None;
+        for kind in given {
+            let known = match &kinds {
+                Some(k) => k,
+                None => kinds.insert(self.event_kinds(MAX_KINDS_LISTED)?),
+            };
+            if known.iter().any(|k| k == kind) {
+                continue;
+            }
+            let folded = kind.trim().to_lowercase();
+            if let Some(meant) = known.iter().find(|k| k.trim().to_lowercase() == folded) {
+                return Err(Error::InvalidArgument {
+                    name: field.into(),
+                    message: format!(
+                        "no event has kind {kind:?}; did you mean {meant:?}? (kinds are matched exactly)"
+                    ),
+                });
+            }
+            unknown.push(kind);
+        }
+        Ok(unknown)
     }
 
     /// The sequence numbers of the events with the given place, actor or kind, ascending,
