@@ -4336,3 +4336,36 @@ fn a_count_flag_below_one_says_to_give_one_or_more() {
         assert!(err.contains(said), "{full:?}: {err}");
     }
 }
+
+/// The timeline shows a control character apart from its escape typed as text: both had read
+/// `a \\u{1} b`, the character escaped once to break no line and then again with the quoting
+/// (helper-95). A line break still reads as a space, and an override character as its escape.
+#[test]
+fn timeline_shows_a_control_character_apart_from_its_escape_typed_as_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let lines = concat!(
+        r#"{"ts":1,"actor":"bot","kind":"NOTE","payload":{"text":"a \\u{1} b"}}"#,
+        "\n",
+        r#"{"ts":2,"actor":"bot","kind":"NOTE","payload":{"text":"a \u0001 b"}}"#,
+        "\n",
+        r#"{"ts":3,"actor":"bot","kind":"NOTE","payload":{"text":"one\ntwo \u202e three"}}"#,
+        "\n",
+    );
+    let ingested = common::run_with_stdin(
+        BIN,
+        &["ingest", "--store", p(&store), "-"],
+        lines.as_bytes(),
+    );
+    assert!(ingested.status.success());
+    let shown = ok(&["timeline", "--store", p(&store)]);
+    let texts: Vec<&str> = shown
+        .lines()
+        .map(|l| l.split_once("NOTE").unwrap().1.trim())
+        .collect();
+    assert_eq!(texts.len(), 3, "{shown}");
+    assert_ne!(texts[0], texts[1], "{shown}");
+    assert!(texts[1].contains("a \\u{1} b"), "{shown}");
+    assert!(texts[0].contains("a \\\\u{1} b"), "{shown}");
+    assert!(texts[2].contains("one two \\u{202e} three"), "{shown}");
+}

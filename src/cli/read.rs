@@ -128,7 +128,8 @@ pub fn timeline(a: TimelineArgs) -> Result<Code> {
     } else {
         for e in &events {
             let full = loci::serve::api::timeline_text(e);
-            let text = loci::text::one_line(&full);
+            // The quoting escapes the rest.
+            let text = loci::text::lines_joined(&full);
             outln!(
                 "{:>7}  t={}  {}  {}",
                 e.seq,

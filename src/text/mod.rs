@@ -332,7 +332,24 @@ pub fn breaks_a_line_or_its_order(c: char) -> bool {
 /// what a terminal shows (the command line escapes what it prints), and no stored text starts
 /// a line of its own, such as a context's boundary line.
 pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    let hidden = |c: char| breaks_a_line_or_its_order(c) && c != '\t';
+    joined(text, true)
+}
+
+/// `text` with each line break a space, as [`one_line`] makes it, and nothing escaped: for
+/// a caller that quotes what it shows, escaping as it does so (the timeline). Escaped here
+/// first, a control character and the same escape typed as text had read alike once quoted.
+pub fn lines_joined(text: &str) -> std::borrow::Cow<'_, str> {
+    joined(text, false)
+}
+
+fn joined(text: &str, escape: bool) -> std::borrow::Cow<'_, str> {
+    let line_break = |c: char| {
+        matches!(
+            c,
+            '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+        )
+    };
+    let hidden = |c: char| breaks_a_line_or_its_order(c) && c != '\t' && (escape || line_break(c));
     if !text.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -341,7 +358,7 @@ pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
     while let Some(c) = chars.next() {
         match c {
             '\r' if chars.peek() == Some(&'\n') => {}
-            '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{85}' | '\u{2028}' | '\u{2029}' => out.push(' '),
+            c if line_break(c) => out.push(' '),
             c if hidden(c) => out.extend(c.escape_unicode()),
             c => out.push(c),
         }
