@@ -4325,9 +4325,10 @@ fn a_count_flag_below_one_says_to_give_one_or_more() {
         ),
         (vec!["search", "x", "--limit", "0"], "0 is too few"),
         (vec!["neighbors", "x", "--depth", "0"], "0 is too few"),
+        // Its largest named (helper-95: "out of range: it is too large").
         (
             vec!["neighbors", "x", "--depth", "256"],
-            "256 is out of range",
+            "256 is too large: give at most 255",
         ),
     ] {
         let mut full = vec![args[0], "--store", p(&store)];

@@ -796,11 +796,29 @@ fn count(text: &str) -> Result<usize, String> {
 
 /// A count of 1 or more (see [`count`]): clap's own range check said "0 is not in
 /// 1..18446744073709551615", and a negative number read as an unknown flag.
-fn at_least_one<T: TryFrom<i128>>(text: &str) -> Result<T, String> {
+fn at_least_one<T: TryFrom<i128> + Largest>(text: &str) -> Result<T, String> {
     match text.parse::<i128>() {
         Ok(n) if n < 0 => Err(format!("{n} is negative: give 1 or more")),
         Ok(0) => Err("0 is too few: give 1 or more".into()),
-        Ok(n) => T::try_from(n).map_err(|_| format!("{n} is out of range: it is too large")),
+        Ok(n) => {
+            T::try_from(n).map_err(|_| format!("{n} is too large: give at most {}", T::LARGEST))
+        }
         Err(e) => Err(e.to_string()),
     }
 }
+
+/// The largest value of a count flag's type, which its refusal names (`--depth 256` had
+/// been "out of range: it is too large", without saying what was not).
+trait Largest {
+    const LARGEST: i128;
+}
+
+macro_rules! largest {
+    ($($t:ty),*) => {
+        $(impl Largest for $t {
+            const LARGEST: i128 = <$t>::MAX as i128;
+        })*
+    };
+}
+
+largest!(u8, u64, usize, i64);
