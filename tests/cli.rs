@@ -4370,3 +4370,28 @@ fn timeline_shows_a_control_character_apart_from_its_escape_typed_as_text() {
     assert!(texts[0].contains("a \\\\u{1} b"), "{shown}");
     assert!(texts[2].contains("one two \\u{202e} three"), "{shown}");
 }
+
+/// A relation both asked for and denied is refused, naming it: `--relation OFFERS
+/// --deny-relation OFFERS` had run and found no fact, without a word (helper-95).
+#[test]
+fn a_relation_both_asked_for_and_denied_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let err = fails(
+        &[
+            "query",
+            "--store",
+            p(&store),
+            "who trades emeralds",
+            "--relation",
+            "OFFERS",
+            "--deny-relation",
+            "OFFERS",
+        ],
+        3,
+    );
+    assert!(
+        err.contains("--deny-relation") && err.contains("\"OFFERS\" is also asked for"),
+        "{err}"
+    );
+}

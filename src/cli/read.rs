@@ -310,6 +310,7 @@ pub fn query(a: QueryArgs) -> Result<Code> {
     ] {
         loci::text::refuse_any_blank(list.iter().map(String::as_str), flag)?;
     }
+    loci::retrieval::refuse_asked_and_denied(&a.relation, &a.deny_relation, "--deny-relation")?;
     let s = open_for_reading(&a.store)?;
     check_filter_names(&s, &a.relation, &[])?;
     let kinds: Vec<SnippetKind> = a

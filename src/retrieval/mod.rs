@@ -891,6 +891,19 @@ fn describe_props(props: &crate::model::Props) -> String {
 }
 
 /// Refuses options no retrieval can honour.
+/// Refuses a relation both asked for and `denied` (the filter named `field`): denied, it
+/// leaves nothing of what was asked, which is a slip, not a question (`--relation OFFERS
+/// --deny-relation OFFERS` had found no fact, without a word).
+pub fn refuse_asked_and_denied(asked: &[String], denied: &[String], field: &str) -> Result<()> {
+    match denied.iter().find(|r| asked.contains(r)) {
+        Some(both) => Err(Error::InvalidArgument {
+            name: field.into(),
+            message: format!("{both:?} is also asked for: a relation is asked for or denied"),
+        }),
+        None => Ok(()),
+    }
+}
+
 fn check_options(opts: &RetrieveOptions) -> Result<()> {
     if opts.k == 0 {
         return Err(Error::InvalidArgument {
@@ -905,6 +918,7 @@ fn check_options(opts: &RetrieveOptions) -> Result<()> {
     ] {
         crate::text::refuse_any_blank(list.iter().map(String::as_str), name)?;
     }
+    refuse_asked_and_denied(&opts.relations, &opts.deny_relations, "deny_relations")?;
     if !(0.0..=1.0).contains(&opts.min_confidence) {
         return Err(Error::InvalidArgument {
             name: "min_confidence".into(),
