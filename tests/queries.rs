@@ -1526,6 +1526,9 @@ fn untyped_parameters_keep_codes_and_quoted_values_as_strings() {
     assert_eq!(parse_param("-3", None).unwrap(), Val::Int(-3));
     assert_eq!(parse_param("0.5", None).unwrap(), Val::Float(0.5));
     assert_eq!(parse_param("true", None).unwrap(), Val::Bool(true));
+    // `null` is the null `true` is the boolean (helper-95: it had been the string "null").
+    assert_eq!(parse_param("null", None).unwrap(), Val::Null);
+    assert_eq!(parse_param("\"null\"", None).unwrap(), s("null"));
     // A typed number too large says so, not that it is no number (session 24 probe).
     use loci::query::ParamType;
     let e = parse_param("1e400", Some(ParamType::Float)).unwrap_err();

@@ -450,7 +450,8 @@ pub struct RunArgs {
     /// Query text instead of a saved query.
     #[arg(long)]
     pub query: Option<String>,
-    /// NAME=VALUE (repeatable).
+    /// NAME=VALUE (repeatable). A value of an untyped parameter is an integer, a number,
+    /// true, false or null as it reads, else a string ("in quotes" always a string).
     #[arg(long = "param", value_name = "NAME=VALUE", allow_hyphen_values = true)]
     pub params: Vec<String>,
     /// A directory of the user's own saved queries (`*.gq`), besides the built-in ones.

@@ -361,7 +361,7 @@ pub(crate) fn no_value(name: &str) -> String {
 }
 
 /// Reads a command-line parameter value by type; `None` guesses (integer, number, true/false,
-/// else string).
+/// null, else string: `"null"` in quotes is the string).
 pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
     match ty {
         Some(ParamType::String) => Ok(Val::Str(raw.to_string())),
@@ -420,6 +420,8 @@ fn untyped_non_integer(raw: &str) -> Val {
         Val::Float(f)
     } else if raw == "true" || raw == "false" {
         Val::Bool(raw == "true")
+    } else if raw == "null" {
+        Val::Null
     } else {
         Val::Str(raw.to_string())
     }
