@@ -467,6 +467,12 @@ fn errors_and_limits() {
     );
     let e = query::run(&store, "MATCH (a)-[*1..20]-(b) RETURN b", &none).unwrap_err();
     assert!(e.to_string().contains("at most 8 hops"), "{e}");
+    // A backward range is said as written, not as `{3,1}`; an unknown symbol is told every
+    // symbol there is, `%` among them (helper-95).
+    let e = query::run(&store, "MATCH (a)-[*3..1]-(b) RETURN b", &none).unwrap_err();
+    assert!(e.to_string().contains("found 3..1"), "{e}");
+    let e = query::run(&store, "RETURN 2 ^ 3", &none).unwrap_err();
+    assert!(e.to_string().contains("* / % <> <= >= .."), "{e}");
     // A refused LIMIT is said as written, not as Rust's Debug of the value ("Int(-1)"), and
     // not as a parameter's fault when it is a literal.
     let e = query::run(&store, "MATCH (n) RETURN n.key LIMIT -1", &none).unwrap_err();

@@ -199,6 +199,18 @@ const SYMBOLS: &[&str] = &[
     "+", "*", "/", "%",
 ];
 
+/// What a character no token starts with is told: every symbol, from the list the lexer
+/// matches (a list written out had left `%` out), the one-character ones first.
+#[cold]
+fn expected_symbol() -> String {
+    let mut symbols = SYMBOLS.to_vec();
+    symbols.sort_by_key(|s| s.len());
+    format!(
+        "a name, number, string, parameter or one of {}",
+        symbols.join(" ")
+    )
+}
+
 fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
@@ -383,9 +395,12 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
             None => {
                 let ch = text[i..].chars().next().unwrap_or(' ');
                 return Err(ParseError {
-                    span: Span { start, end: i + ch.len_utf8() },
+                    span: Span {
+                        start,
+                        end: i + ch.len_utf8(),
+                    },
                     found: format!("{ch:?}"),
-                    expected: "a name, number, string, parameter or one of ( ) [ ] { } : , . | - > < = + * /".into(),
+                    expected: expected_symbol(),
                 });
             }
         }
@@ -1018,7 +1033,7 @@ impl<'a> Parser<'a> {
                         start: start.start,
                         end: self.toks[self.pos - 1].1.end,
                     },
-                    found: format!("{{{},{}}}", rel.min, max),
+                    found: format!("{}..{}", rel.min, max),
                     expected: "a maximum no smaller than the minimum".into(),
                 });
             }
