@@ -3441,25 +3441,29 @@ fn a_node_retracted_before_forgetting_took_its_making_is_not_said_to_have_faded(
             store.event(n4_made).unwrap().is_none(),
             "{backend}: forgetting kept the note that made n4"
         );
-        let bot = node_named("bot", Some("Bot"), Some("bot"));
-        let home = noted(
-            2120,
-            0.9,
-            vec![bot.clone(), edge("bot", "HOME", "n4", None)],
-        );
-        let said = store.ingest(vec![home]).unwrap_err().to_string();
-        assert!(
-            said.ends_with("to: unknown node \"n4\""),
-            "{backend}: {said}"
-        );
-        let again = noted(2120, 0.9, vec![Assertion::RetractNode { key: "n4".into() }]);
-        let said = store.ingest(vec![again]).unwrap_err().to_string();
-        assert!(
-            said.ends_with("key: unknown node \"n4\""),
-            "{backend}: {said}"
-        );
-        assert_verifies(&store);
+        assert_unknown_not_faded(&store, backend, "n4");
     }
+}
+
+/// An edge to `key` is refused as unknown, not said to have faded, and so is its retraction,
+/// as a store that never forgot refuses them; and the store replays as it is.
+fn assert_unknown_not_faded(store: &Store, backend: BackendKind, key: &str) {
+    use loci::model::Assertion;
+    let bot = node_named("bot", Some("Bot"), Some("bot"));
+    let home = noted(2120, 0.9, vec![bot, edge("bot", "HOME", key, None)]);
+    let said = store.ingest(vec![home]).unwrap_err().to_string();
+    let unknown = format!("unknown node {key:?}");
+    assert!(
+        said.ends_with(&format!("to: {unknown}")),
+        "{backend}: {said}"
+    );
+    let again = noted(2120, 0.9, vec![Assertion::RetractNode { key: key.into() }]);
+    let said = store.ingest(vec![again]).unwrap_err().to_string();
+    assert!(
+        said.ends_with(&format!("key: {unknown}")),
+        "{backend}: {said}"
+    );
+    assert_verifies(store);
 }
 
 /// A node a user deleted the one note of did not fade, though a forgotten summary restated it
@@ -3502,18 +3506,6 @@ fn a_node_whose_note_a_user_deleted_is_not_said_to_have_faded() {
         );
         store.delete(&loci::DeleteRequest::events([note])).unwrap();
         assert!(store.node_by_key("n4").is_none(), "{backend}");
-        let home = noted(2120, 0.9, vec![bot(), edge("bot", "HOME", "n4", None)]);
-        let said = store.ingest(vec![home]).unwrap_err().to_string();
-        assert!(
-            said.ends_with("to: unknown node \"n4\""),
-            "{backend}: {said}"
-        );
-        let retract = noted(2120, 0.9, vec![Assertion::RetractNode { key: "n4".into() }]);
-        let said = store.ingest(vec![retract]).unwrap_err().to_string();
-        assert!(
-            said.ends_with("key: unknown node \"n4\""),
-            "{backend}: {said}"
-        );
-        assert_verifies(&store);
+        assert_unknown_not_faded(&store, backend, "n4");
     }
 }
