@@ -1620,3 +1620,23 @@ async fn a_search_kind_one_slip_from_a_known_kind_is_refused_naming_it() {
     .await;
     assert_eq!(s, StatusCode::OK);
 }
+
+/// A query string refused on a POST route is quoted cut between characters, and another
+/// method on the route is still "method not allowed": a name cut at its 40th byte inside an
+/// `é` had panicked the request's task (helper-96).
+#[tokio::test]
+async fn a_refused_query_string_is_cut_between_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let name = format!("{}é", "a".repeat(39));
+    let uri = format!("/v1/query?{name}=1");
+    let req = Request::builder()
+        .method("POST")
+        .uri(uri.as_bytes())
+        .body(Body::from(r#"{"question":"x"}"#))
+        .unwrap();
+    let resp = router(st.clone()).oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let (s, _, _) = call(&st, "GET", "/v1/query?x=1", None, None).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+}

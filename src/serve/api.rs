@@ -284,7 +284,9 @@ where
     H: axum::handler::Handler<T, Arc<AppState>>,
     T: 'static,
 {
-    post(handler).layer(axum::middleware::from_fn(refuse_query_string))
+    // A route layer: another method on the route is still answered 405 (`layer` had wrapped
+    // the fallback too, and a GET with a query string was told of the query string).
+    post(handler).route_layer(axum::middleware::from_fn(refuse_query_string))
 }
 
 async fn refuse_query_string(
@@ -292,13 +294,18 @@ async fn refuse_query_string(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     if let Some(query) = req.uri().query().filter(|q| !q.is_empty()) {
-        // A URI is ASCII, so a cut at a byte count is a cut between characters.
-        let names: Vec<&str> = (query.split('&'))
+        // The server takes UTF-8 in a query (`é` as two bytes): a name is cut after its 40th
+        // character, where a cut at a byte count had panicked inside one.
+        let shown = |text: &'_ str| -> String { text.chars().take(40).collect() };
+        let mut names: Vec<String> = (query.split('&'))
             .filter_map(|pair| pair.split('=').next())
             .filter(|name| !name.is_empty())
-            .map(|name| &name[..name.len().min(40)])
             .take(5)
+            .map(shown)
             .collect();
+        if names.is_empty() {
+            names.push(shown(query));
+        }
         return ApiError::bad_input(format!(
             "the query string ({}) is not read here: give the parameters in the JSON body",
             names.join(", ")
