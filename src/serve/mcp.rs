@@ -219,15 +219,17 @@ fn remember_draft(
     // Typed like a tool-call observation (`observe`), so the context's observations block
     // shows it grouped with the others.
     // The text once: its subject the first 300 characters (cut between words where there
-    // is a space to cut at), its detail the rest. It had been both the subject and a `text`,
-    // so search and the timeline showed it twice and its words counted twice in scoring.
-    let (subject, detail) = split_subject(&text, 300);
+    // is a space to cut at), and the rest apart. It had been both the subject and a `text`,
+    // so search and the timeline showed it twice and its words counted twice in scoring. The
+    // rest is not a `detail`, which the context's observations block shows whole: a long note
+    // would not fit the block's share of a budget, and would be left out of it.
+    let (subject, rest) = split_subject(&text, 300);
     let mut payload = Props::from([
         ("type".to_string(), Value::from("noted")),
         ("subject".to_string(), Value::from(subject)),
     ]);
-    if !detail.is_empty() {
-        payload.insert("detail".to_string(), Value::from(detail));
+    if !rest.is_empty() {
+        payload.insert("rest".to_string(), Value::from(rest));
     }
     if let Some(session) = a.session {
         payload.insert("session".to_string(), Value::from(session.as_str()));
@@ -769,7 +771,8 @@ mod tests {
     /// A remembered text is in its event once: it had been both the `subject` (its first 300
     /// characters) and the `text`, so search and the timeline showed "hello world hello
     /// world", and its words counted twice in full-text scoring (helper-95). A longer text is
-    /// cut between words: the subject, then the rest as the detail.
+    /// cut between words: the subject, then the rest apart from it (not as a `detail`, which
+    /// the context's observations block shows whole: helper-96).
     #[test]
     fn a_remembered_text_is_in_its_event_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -797,7 +800,12 @@ mod tests {
             _ => String::new(),
         };
         assert!(field("subject").chars().count() <= 300);
-        assert_eq!(format!("{} {}", field("subject"), field("detail")), long);
+        assert_eq!(format!("{} {}", field("subject"), field("rest")), long);
+        assert_eq!(
+            field("detail"),
+            "",
+            "the observations block shows a detail whole"
+        );
     }
 
     /// What `remember` refuses in an event is named as the event's field (`assert[0].to`),
