@@ -1063,9 +1063,9 @@ fn a_forgotten_notes_belief_at_a_node_a_deleted_retraction_had_taken_before_it_c
 }
 
 /// Seed 27 at 120 cases: `n3`, made again in week 2 by one note that the user then deleted,
-/// lived on only in a forgotten episode summary restating that note; deleting the node took
+/// lived on only in a forgotten summary restating that note; deleting the node took
 /// the day summary made again without the note, where a store that never forgot finds no
-/// `n3` (`deleting::restates_a_naming`).
+/// `n3` (`deleting::Chain`).
 #[test]
 fn a_node_only_a_deleted_note_named_is_not_found_though_a_forgotten_summary_restated_it() {
     let weeks = vec![

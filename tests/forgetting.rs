@@ -3393,6 +3393,17 @@ fn an_edge_to_a_node_forgetting_let_fade_is_refused_saying_it_faded() {
         );
         let said = store.pin(&["n44"], true).unwrap_err().to_string();
         assert!(!said.contains("fade"), "{backend}: {said}");
+        // A batch that retracts the node itself is not told it faded (helper-96).
+        let retract = noted(
+            2120,
+            loci::model::Assertion::RetractNode { key: "n4".into() },
+        );
+        let home = noted(2120, edge("bot", "HOME", "n4", None));
+        let said = store.ingest(vec![retract, home]).unwrap_err().to_string();
+        assert!(
+            said.ends_with("to: unknown node \"n4\""),
+            "{backend}: {said}"
+        );
         let typo = noted(2120, edge("bot", "HOME", "n44", None));
         let said = store.ingest(vec![typo]).unwrap_err().to_string();
         assert!(
@@ -3471,41 +3482,65 @@ fn assert_unknown_not_faded(store: &Store, backend: BackendKind, key: &str) {
 /// retraction is refused, as a store that never forgot refuses them.
 #[test]
 fn a_node_whose_note_a_user_deleted_is_not_said_to_have_faded() {
-    use loci::model::Assertion;
     for backend in BackendKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        let bot = || node_named("bot", Some("Bot"), Some("bot"));
-        let made = store
-            .ingest(vec![
-                noted(10, 0.9, vec![bot()]),
-                noted(15, 0.1, vec![node_named("n5", Some("Person"), Some("Cy"))]),
-                // Forgetting keeps a note that withdraws something.
-                noted(
-                    20,
-                    0.9,
-                    vec![
-                        node_named("n4", Some("Person"), Some("Ann")),
-                        edge("bot", "HOME", "n4", Some(0.9)),
-                        Assertion::RetractNode { key: "n5".into() },
-                    ],
-                ),
-                noted(710, 0.3, vec![]),
-                noted(1410, 0.3, vec![]),
-                noted(2110, 0.3, vec![]),
-            ])
-            .unwrap();
-        for _ in 0..2 {
-            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
-                .unwrap();
-        }
-        let note = made.first_seq + 2;
-        assert!(
-            store.event(note).unwrap().is_some(),
-            "{backend}: the belief's note went"
-        );
-        store.delete(&loci::DeleteRequest::events([note])).unwrap();
-        assert!(store.node_by_key("n4").is_none(), "{backend}");
+        let (_dir, store) = store_where_a_user_deleted_the_note_of_n4(backend);
         assert_unknown_not_faded(&store, backend, "n4");
     }
+}
+
+/// A deletion of two nodes is refused when one of them is named only by a forgotten summary
+/// that restated it from a note a user deleted, though the summary holds the other node's
+/// note too: each node is judged by what names it (helper-96: one set of the events naming
+/// any of them could let a summary count for both).
+#[test]
+fn a_deletion_of_two_nodes_judges_each_by_what_names_it() {
+    for backend in BackendKind::ALL {
+        let (_dir, store) = store_where_a_user_deleted_the_note_of_n4(backend);
+        let refused = store
+            .delete(&loci::DeleteRequest::nodes(["n4", "n6"]))
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("node \"n4\""), "{backend}: {refused}");
+        assert_verifies(&store);
+    }
+}
+
+/// A store where a user deleted the one note naming `n4` (kept by forgetting, since it
+/// retracts something), after forgetting took the summaries restating it, and the
+/// low-salience note of `n6` beside it.
+fn store_where_a_user_deleted_the_note_of_n4(backend: BackendKind) -> (tempfile::TempDir, Store) {
+    use loci::model::Assertion;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), backend).unwrap();
+    let made = store
+        .ingest(vec![
+            noted(10, 0.9, vec![node_named("bot", Some("Bot"), Some("bot"))]),
+            noted(15, 0.1, vec![node_named("n5", Some("Person"), Some("Cy"))]),
+            // Forgetting keeps a note that withdraws something.
+            noted(
+                20,
+                0.9,
+                vec![
+                    node_named("n4", Some("Person"), Some("Ann")),
+                    edge("bot", "HOME", "n4", Some(0.9)),
+                    Assertion::RetractNode { key: "n5".into() },
+                ],
+            ),
+            noted(25, 0.1, vec![node_named("n6", Some("Person"), Some("Di"))]),
+            noted(710, 0.3, vec![]),
+            noted(1410, 0.3, vec![]),
+            noted(2110, 0.3, vec![]),
+        ])
+        .unwrap();
+    for _ in 0..2 {
+        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+    }
+    let note = made.first_seq + 2;
+    assert!(
+        store.event(note).unwrap().is_some(),
+        "{backend}: the belief's note went"
+    );
+    store.delete(&loci::DeleteRequest::events([note])).unwrap();
+    assert!(store.node_by_key("n4").is_none(), "{backend}");
+    (dir, store)
 }

@@ -53,18 +53,55 @@ fn nothing_left_of(keys: &[String]) -> Error {
     }
 }
 
-/// Whether `ev`, a forgotten event that names or upserts something, holds it from an event
-/// that still `counts`: any event but a summary does; a summary only through a child, or the
-/// summary it replaced, that counts. A forgotten summary restating a node only from events a
-/// user deleted since holds nothing of it: the summary made again in its place was made
-/// without them (seed 27: a node's deletion after the deletion of the one event naming it took
-/// that summary again, where a store that never forgot refuses the node as not found; and
-/// the node read as one forgetting let fade, `Store::faded_among`).
-pub(super) fn restates_from(ev: &Event, counts: impl Fn(u64) -> bool) -> bool {
-    let Some(summary) = crate::dynamics::consolidate::Summary::of_event_without_digest(ev) else {
-        return true;
-    };
-    (summary.children.iter().chain(&summary.supersedes)).any(|c| counts(*c))
+/// What a summary was made from (its children, and the summary it replaced), or `None` for
+/// an event that is no summary.
+///
+/// A forgotten summary holds a node or edge it restates only through these: one that
+/// restated a node only from events a user deleted since holds nothing of it, since the
+/// summary made again in its place was made without them (seed 27: a node's deletion after
+/// the deletion of the one event naming it took that summary again, where a store that never
+/// forgot refuses the node as not found; and the node read as one forgetting let fade,
+/// `Store::faded_among`). A day summary is made from episode summaries, which restate
+/// nothing: what holds a node is followed through them ([`Chain`]).
+pub(super) fn made_from_events(ev: &Event) -> Option<Vec<u64>> {
+    let summary = crate::dynamics::consolidate::Summary::of_event_without_digest(ev)?;
+    Some(
+        summary
+            .children
+            .into_iter()
+            .chain(summary.supersedes)
+            .collect(),
+    )
+}
+
+/// The events that hold something (a node, an edge) that still counts, read in log order:
+/// those that give it themselves, and every summary made from one of them, or from a
+/// compaction's tombstone, which no record says the content of.
+#[derive(Default)]
+pub(super) struct Chain {
+    holding: BTreeSet<u64>,
+}
+
+impl Chain {
+    /// Takes `seq` (with what it was made from, as [`made_from_events`] says) and whether it
+    /// gives the thing itself; returns whether that giving counts: any event but a summary's
+    /// does, a summary's only when the chain reaches one of its sources.
+    pub(super) fn take(
+        &mut self,
+        seq: u64,
+        sources: Option<&[u64]>,
+        gives: bool,
+        tombstones: &BTreeSet<u64>,
+    ) -> bool {
+        let chained = sources.is_some_and(|s| {
+            (s.iter()).any(|c| self.holding.contains(c) || tombstones.contains(c))
+        });
+        let counts = gives && (sources.is_none() || chained);
+        if counts || chained {
+            self.holding.insert(seq);
+        }
+        counts
+    }
 }
 
 /// A summary in the chain a deletion follows ([`Store::add_summaries_of`]).
@@ -1404,9 +1441,10 @@ impl Store {
         // gist; a user-deleted one does not: nothing of it is left. Whether a summary holds
         // it is found after ([`nothing_left_of`]).
         if !request.nodes.is_empty() {
-            // The events naming a requested node whose naming counts, and the compaction's
-            // tombstones, which no record says the naming of.
-            let (mut naming, mut unknown) = (BTreeSet::new(), BTreeSet::new());
+            // Per requested node, the events holding it that count (`Chain`); and the
+            // compaction's tombstones, which no record says the naming of.
+            let mut chains: Vec<Chain> = request.nodes.iter().map(|_| Chain::default()).collect();
+            let mut tombstones = BTreeSet::new();
             super::log::scan(&*self.backend, 1, &mut |seq, v| {
                 let was_deleted = state.deleted.contains(&seq);
                 // A forgotten event naming the node lives on in its summaries: a user's
@@ -1417,20 +1455,27 @@ impl Store {
                 }
                 let ev = decode_event(Table::Log.name(), v)?;
                 if ev.kind == deletion::TOMBSTONE {
-                    unknown.insert(seq);
+                    tombstones.insert(seq);
                 }
-                if !deletion::RESERVED_KINDS.contains(&ev.kind.as_str())
-                    && request.nodes.iter().any(|key| names_node(&ev, key))
-                    && (!was_deleted
-                        || restates_from(&ev, |c| naming.contains(&c) || unknown.contains(&c)))
-                {
-                    naming.insert(seq);
+                if deletion::RESERVED_KINDS.contains(&ev.kind.as_str()) {
+                    return Ok(true);
+                }
+                // A live event naming the node counts whatever it was made from.
+                let sources = made_from_events(&ev).filter(|_| was_deleted);
+                let mut named = false;
+                for (key, chain) in request.nodes.iter().zip(&mut chains) {
+                    let names = names_node(&ev, key);
+                    if chain.take(seq, sources.as_deref(), names, &tombstones) {
+                        named = true;
+                        unnamed.retain(|k| *k != key);
+                    }
+                }
+                if named {
                     if was_deleted {
                         gone.insert(ev.seq, ev.ts);
                     } else {
                         targets.insert(ev.seq, ev.ts);
                     }
-                    unnamed.retain(|key| !names_node(&ev, key));
                 }
                 Ok(true)
             })?;

@@ -1102,6 +1102,9 @@ impl Facet {
     }
 }
 
+/// What a refusal of a node forgetting let fade says of it ([`Store::faded_among`]).
+const FADED: &str = "forgetting let it fade (the events that made it were forgotten)";
+
 /// Event kinds [`Store::refuse_kind_near_misses`] reads at most: a log of more kinds than
 /// this is not one a person names them in.
 const MAX_KINDS_LISTED: usize = 10_000;
@@ -3528,15 +3531,19 @@ impl Store {
     /// only on the way to a refusal or a retraction of something the graph lacks.
     fn faded_among(&self, mut wanted: HashMap<String, Vec<String>>) -> Result<HashSet<String>> {
         use crate::dynamics::deletion::subject_upserted;
-        if wanted.is_empty() {
+        // Nothing forgotten, nothing faded: a typo's refusal reads nothing more.
+        if wanted.is_empty() || self.read_state().deleted.is_empty() {
             return Ok(HashSet::new());
         }
         let by_user = self.user_deleted()?;
         let deleted = self.read_state().deleted.clone();
-        // Of each subject, the forgotten events that upserted it, a summary only from those
-        // (`deleting::restates_from`); and the compaction's tombstones, which no record says
-        // the upserts of.
-        let mut given: HashMap<String, BTreeSet<u64>> = HashMap::new();
+        // Of each subject, the last forgotten event that upserted it, a summary only as far
+        // as what it was made from holds the subject (`deleting::Chain`); and the
+        // compaction's tombstones, which no record says the upserts of.
+        let mut chains: HashMap<String, deleting::Chain> = (wanted.keys())
+            .map(|subject| (subject.clone(), deleting::Chain::default()))
+            .collect();
+        let mut upserted: HashMap<String, u64> = HashMap::new();
         let mut tombstones = BTreeSet::new();
         for &seq in deleted.iter().filter(|s| !by_user.contains(s)) {
             let Some(ev) = self.raw_event(seq)? else {
@@ -3544,21 +3551,22 @@ impl Store {
             };
             if ev.kind == deletion::TOMBSTONE {
                 tombstones.insert(seq);
+                continue;
             }
-            for subject in ev.assertions.iter().filter_map(subject_upserted) {
-                if !wanted.contains_key(&subject) {
-                    continue;
-                }
-                let givers = given.entry(subject).or_default();
-                if deleting::restates_from(&ev, |c| givers.contains(&c) || tombstones.contains(&c))
-                {
-                    givers.insert(seq);
+            let sources = deleting::made_from_events(&ev);
+            let gives: HashSet<String> =
+                ev.assertions.iter().filter_map(subject_upserted).collect();
+            for (subject, chain) in &mut chains {
+                if chain.take(
+                    seq,
+                    sources.as_deref(),
+                    gives.contains(subject),
+                    &tombstones,
+                ) {
+                    upserted.insert(subject.clone(), seq);
                 }
             }
         }
-        let upserted: HashMap<String, u64> = (given.into_iter())
-            .filter_map(|(subject, givers)| Some((subject, *givers.last()?)))
-            .collect();
         wanted.retain(|subject, _| upserted.contains_key(subject));
         let Some(from) = upserted.values().min() else {
             return Ok(HashSet::new());
@@ -3613,6 +3621,15 @@ impl Store {
         let Some(key) = key.filter(|k| *message == format!("unknown node {k:?}")) else {
             return refusal;
         };
+        // The batch itself retracted it (helper-96: that was said to have faded).
+        let before = (events[..*event].iter().flat_map(|e| e.assertions.iter()))
+            .chain(ev.assertions.iter().take(assertion.unwrap_or(usize::MAX)));
+        if before
+            .into_iter()
+            .any(|a| matches!(a, Assertion::RetractNode { key: k } if k == key))
+        {
+            return refusal;
+        }
         let subject = node_subject(key);
         match self.faded_among(HashMap::from([(subject.clone(), vec![key.to_string()])])) {
             Ok(faded) if faded.contains(&subject) => Error::InvalidEvent {
@@ -3620,8 +3637,8 @@ impl Store {
                 assertion: *assertion,
                 field: field.clone(),
                 message: format!(
-                    "{message}: forgetting let it fade (every event naming it was forgotten); \
-                     upsert it in this event or an earlier one of the batch to name it again"
+                    "{message}: {FADED}; upsert it in this event or an earlier one of the batch \
+                     to name it again"
                 ),
             },
             // The records could not be read: the refusal stands as it was.
@@ -3908,11 +3925,18 @@ impl Store {
             }
             // An unpin is an upsert, which would make the node again; a pin of a node
             // retracted since stays in the log until its events go.
+            // Of a node the graph lacks (one there that `of` does not admit did not fade).
             let subject = crate::dynamics::deletion::node_subject(missing);
-            let ends = vec![missing.to_string()];
-            let faded = self.faded_among(HashMap::from([(subject.clone(), ends)]))?;
+            let faded = match self.require_node(missing) {
+                Err(Error::NotFound(_)) => {
+                    let ends = vec![missing.to_string()];
+                    self.faded_among(HashMap::from([(subject.clone(), ends)]))?
+                }
+                _ => HashSet::new(),
+            };
+            let faded_hint = format!(": {FADED}; upsert it again first");
             let hint = if faded.contains(&subject) {
-                ": forgetting let it fade (every event naming it was forgotten); upsert it again first"
+                faded_hint.as_str()
             } else if of.pinned {
                 ""
             } else {
