@@ -890,7 +890,6 @@ fn describe_props(props: &crate::model::Props) -> String {
     }
 }
 
-/// Refuses options no retrieval can honour.
 /// Refuses a relation both asked for and `denied` (the filter named `field`): denied, it
 /// leaves nothing of what was asked, which is a slip, not a question (`--relation OFFERS
 /// --deny-relation OFFERS` had found no fact, without a word).
@@ -904,6 +903,7 @@ pub fn refuse_asked_and_denied(asked: &[String], denied: &[String], field: &str)
     }
 }
 
+/// Refuses options no retrieval can honour.
 fn check_options(opts: &RetrieveOptions) -> Result<()> {
     if opts.k == 0 {
         return Err(Error::InvalidArgument {

@@ -4228,8 +4228,21 @@ impl Store {
         self.events_of_index(Table::EventFacet, entries, decode)
     }
 
-    /// The event kinds of the log, in byte order, at most `limit` of them: from the episodic
-    /// index's keys, one seek per kind (a kind's keys are skipped past at once).
+    /// Whether an event of the log has kind `kind`: one seek in the episodic index.
+    fn has_event_kind(&self, kind: &str) -> Result<bool> {
+        let prefix = facet_prefix(Facet::Kind, kind);
+        let mut found = false;
+        self.backend
+            .scan(Table::EventFacet, &prefix, None, &mut |k, _| {
+                found = k.starts_with(&prefix);
+                Ok(false)
+            })?;
+        Ok(found)
+    }
+
+    /// The event kinds of the log, shorter first and then in byte order (as the episodic
+    /// index's keys are, whose kind comes after its length), at most `limit` of them: one
+    /// seek per kind (a kind's keys are skipped past at once).
     pub fn event_kinds(&self, limit: usize) -> Result<Vec<String>> {
         let mut kinds = Vec::new();
         let mut start = vec![Facet::Kind.byte()];
@@ -4270,13 +4283,14 @@ impl Store {
         let mut unknown = Vec::new();
         let mut kinds: Option<Vec<String>> = None;
         for kind in given {
+            // A kind the log has is one seek; the kinds are listed only on a miss.
+            if self.has_event_kind(kind)? {
+                continue;
+            }
             let known = match &kinds {
                 Some(k) => k,
                 None => kinds.insert(self.event_kinds(MAX_KINDS_LISTED)?),
             };
-            if known.iter().any(|k| k == kind) {
-                continue;
-            }
             let folded = kind.trim().to_lowercase();
             if let Some(meant) = known.iter().find(|k| k.trim().to_lowercase() == folded) {
                 return Err(Error::InvalidArgument {
