@@ -187,12 +187,18 @@ impl Notes {
         d.salience = Some(salience);
         d.payload = Value::from(format!("note at {ts}"));
         d.assertions = assertions;
-        if let Err(e) = self.store.check(vec![d.clone()]) {
-            let said = e.to_string();
-            assert!(
-                said.contains("forgetting let it fade"),
-                "the store refused what the reference takes: {said}: {d:?}"
-            );
+        match self.store.check(vec![d.clone()]) {
+            Err(e) => {
+                let said = e.to_string();
+                assert!(
+                    said.contains("forgetting let it fade"),
+                    "the store refused what the reference takes: {said}: {d:?}"
+                );
+            }
+            Ok(_) => assert!(
+                !self.links_a_faded_node(&d.assertions),
+                "the store took an edge to a node it let fade: {d:?}"
+            ),
         }
         d.assertions = self.with_faded_named_again(d.assertions);
         let r = self.reference.ingest(vec![d.clone()]).unwrap();
@@ -210,6 +216,24 @@ impl Notes {
             assertions: d.assertions,
             deleted: false,
         });
+    }
+
+    /// Whether an edge of `assertions` has an end the reference holds and the store lacks,
+    /// not upserted before it.
+    fn links_a_faded_node(&self, assertions: &[Assertion]) -> bool {
+        let mut upserted = BTreeSet::new();
+        assertions.iter().any(|a| match a {
+            Assertion::UpsertNode(up) => {
+                upserted.insert(up.key.as_str());
+                false
+            }
+            Assertion::UpsertEdge(up) => [&up.from, &up.to].into_iter().any(|end| {
+                !upserted.contains(end.as_str())
+                    && self.store.node_by_key(end).is_none()
+                    && self.reference.node_by_key(end).is_some()
+            }),
+            _ => false,
+        })
     }
 
     /// `assertions`, each node they name that the reference holds and forgetting let fade in
