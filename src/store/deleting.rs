@@ -83,20 +83,21 @@ pub(super) struct Chain {
 }
 
 impl Chain {
-    /// Takes `seq` (with what it was made from, as [`made_from_events`] says) and whether it
-    /// gives the thing itself; returns whether that giving counts: any event but a summary's
-    /// does, a summary's only when the chain reaches one of its sources.
+    /// Takes `seq` (with what it was made from, as [`made_from_events`] says, and whether it
+    /// is live) and whether it gives the thing itself; returns whether that giving counts: a
+    /// live event's does, and any forgotten event's but a summary's; a forgotten summary's
+    /// only when the chain reaches one of its sources.
     pub(super) fn take(
         &mut self,
         seq: u64,
-        sources: Option<&[u64]>,
+        (sources, live): (Option<&[u64]>, bool),
         gives: bool,
         tombstones: &BTreeSet<u64>,
     ) -> bool {
         let chained = sources.is_some_and(|s| {
             (s.iter()).any(|c| self.holding.contains(c) || tombstones.contains(c))
         });
-        let counts = gives && (sources.is_none() || chained);
+        let counts = gives && (live || sources.is_none() || chained);
         if counts || chained {
             self.holding.insert(seq);
         }
@@ -1460,12 +1461,12 @@ impl Store {
                 if deletion::RESERVED_KINDS.contains(&ev.kind.as_str()) {
                     return Ok(true);
                 }
-                // A live event naming the node counts whatever it was made from.
-                let sources = made_from_events(&ev).filter(|_| was_deleted);
+                let sources = made_from_events(&ev);
                 let mut named = false;
                 for (key, chain) in request.nodes.iter().zip(&mut chains) {
                     let names = names_node(&ev, key);
-                    if chain.take(seq, sources.as_deref(), names, &tombstones) {
+                    let made = (sources.as_deref(), !was_deleted);
+                    if chain.take(seq, made, names, &tombstones) {
                         named = true;
                         unnamed.retain(|k| *k != key);
                     }

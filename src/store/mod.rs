@@ -3557,12 +3557,8 @@ impl Store {
             let gives: HashSet<String> =
                 ev.assertions.iter().filter_map(subject_upserted).collect();
             for (subject, chain) in &mut chains {
-                if chain.take(
-                    seq,
-                    sources.as_deref(),
-                    gives.contains(subject),
-                    &tombstones,
-                ) {
+                let made = (sources.as_deref(), false);
+                if chain.take(seq, made, gives.contains(subject), &tombstones) {
                     upserted.insert(subject.clone(), seq);
                 }
             }
