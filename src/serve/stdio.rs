@@ -39,26 +39,28 @@ where
     let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
     let (refused, answers) = mpsc::channel(ANSWERS_QUEUED);
     let screening = tokio::spawn(screen(input, to_rmcp, refused, max_line));
-    let mut writing = tokio::spawn(write_out(from_rmcp, answers, output));
+    let (broke, output_broke) = tokio::sync::oneshot::channel();
+    let writing = tokio::spawn(write_out(from_rmcp, answers, output, broke));
     let session = session((rmcp_reads, rmcp_writes));
     tokio::pin!(session);
-    let (result, written) = tokio::select! {
-        result = &mut session => (result, writing.await.unwrap_or(Ok(()))),
-        written = &mut writing => {
-            let written = written.unwrap_or(Ok(()));
-            if matches!(&written, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe) {
+    let result = tokio::select! {
+        result = &mut session => result,
+        // Err: the writer ended without the output breaking (the session is ending).
+        gone = output_broke => {
+            if gone.is_ok() {
                 // The client closed our standard output: it has left, and no answer can reach
-                // it. The session ends here, where it had gone on until standard input ended,
-                // and rmcp logged a failed answer for every request still to come.
+                // it. Its input is closed to the session here, which then ends, where it had
+                // gone on until standard input ended and rmcp logged a failed answer for every
+                // request still to come (the writer takes its answers and drops them).
                 screening.abort();
-                return Ok(());
             }
-            (session.await, written)
+            session.await
         }
     };
     // A session that ended on its own (a client that never initialized) leaves the screen
     // waiting for a line that may never come; its refusals so far are queued.
     screening.abort();
+    let written = writing.await.unwrap_or(Ok(()));
     result?;
     match written {
         // The client closed its end: it has left, which ends a session quietly.
@@ -202,12 +204,17 @@ async fn write_out(
     from_rmcp: DuplexStream,
     mut refused: mpsc::Receiver<Vec<u8>>,
     mut output: impl AsyncWrite + Unpin,
+    broke: tokio::sync::oneshot::Sender<()>,
 ) -> std::io::Result<()> {
     let mut from_rmcp = BufReader::new(from_rmcp);
     let mut line = Vec::new();
     let (mut rmcp_open, mut screen_open) = (true, true);
+    // Once the output breaks, what is left to write is read and dropped, so that the session
+    // ends without a failed write per answer; `broke` tells the caller to end it.
+    let mut broke = Some(broke);
+    let mut failed: Option<std::io::Error> = None;
     while rmcp_open || screen_open {
-        tokio::select! {
+        let written = tokio::select! {
             // Cancel safe: a line read in part stays in `line` for the next turn.
             read = from_rmcp.read_until(b'\n', &mut line), if rmcp_open => {
                 if read? == 0 {
@@ -217,20 +224,42 @@ async fn write_out(
                         continue;
                     }
                 }
-                output.write_all(&line).await?;
-                output.flush().await?;
+                let written = write_line(&mut output, &line, failed.is_some()).await;
                 line.clear();
+                written
             }
             answer = refused.recv(), if screen_open => match answer {
-                Some(a) => {
-                    output.write_all(&a).await?;
-                    output.flush().await?;
+                Some(a) => write_line(&mut output, &a, failed.is_some()).await,
+                None => {
+                    screen_open = false;
+                    Ok(())
                 }
-                None => screen_open = false,
             },
+        };
+        if let Err(e) = written {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(e);
+            }
+            if let Some(b) = broke.take() {
+                let _ = b.send(());
+            }
+            failed = Some(e);
         }
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
+}
+
+/// Writes and flushes `bytes`, unless the output is `gone`.
+async fn write_line(
+    output: &mut (impl AsyncWrite + Unpin),
+    bytes: &[u8],
+    gone: bool,
+) -> std::io::Result<()> {
+    if gone {
+        return Ok(());
+    }
+    output.write_all(bytes).await?;
+    output.flush().await
 }
 
 #[cfg(test)]
@@ -268,10 +297,11 @@ mod tests {
         })
     }
 
-    /// A client that closed loci's standard output has left: the session ends, though its
-    /// standard input stays open, rather than go on answering into the closed pipe (rmcp
-    /// logged one broken-pipe error for each request still to answer: 198 lines for 200
-    /// requests piped through `head -c 100`, helper-95).
+    /// A client that closed loci's standard output has left: the session's input is closed,
+    /// though standard input stays open, and it ends with every answer taken (and dropped),
+    /// rather than go on answering into the closed pipe (rmcp logged one broken-pipe error for
+    /// each request still to answer: 198 lines for 200 requests piped through `head -c 100`,
+    /// helper-95).
     #[test]
     fn a_closed_output_ends_the_session() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -285,15 +315,21 @@ mod tests {
             // Standard output: closed by its reader.
             let (output, reader) = tokio::io::duplex(1 << 10);
             drop(reader);
+            // The session (rmcp in `loci mcp`) ends at the end of its input, each answer
+            // written: none fails, as none is logged.
+            let ended_well = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = ended_well.clone();
             let answered = serve(input, output, 1 << 10, |(reads, mut writes)| async move {
                 let mut lines = BufReader::new(reads).lines();
                 while let Some(l) = lines.next_line().await? {
                     writes.write_all(format!("{l}\n").as_bytes()).await?;
                 }
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
                 Ok(())
             });
             let ended = tokio::time::timeout(std::time::Duration::from_secs(10), answered).await;
             assert!(matches!(ended, Ok(Ok(()))), "{ended:?}");
+            assert!(ended_well.load(std::sync::atomic::Ordering::SeqCst));
             drop(client);
         });
     }
