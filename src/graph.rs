@@ -377,6 +377,20 @@ pub struct Interner {
     ids: HashMap<String, u32, foldhash::fast::RandomState>,
 }
 
+/// Of `names`, the one `name` (not among them) was most likely meant as: one that differs
+/// from it only in case or in whitespace around it, the least in byte order when several do
+/// ([`Interner::near_miss`]; the event kinds of `Store::refuse_kind_near_misses`).
+pub(crate) fn near_miss_among<'n>(
+    name: &str,
+    names: impl IntoIterator<Item = &'n str>,
+) -> Option<&'n str> {
+    let folded = name.trim().to_lowercase();
+    names
+        .into_iter()
+        .filter(|n| n.trim().to_lowercase() == folded)
+        .min()
+}
+
 impl Interner {
     /// An interner whose ids are the positions of `names`; `None` when a name repeats.
     pub fn from_names(names: Vec<String>) -> Option<Self> {
@@ -421,12 +435,7 @@ impl Interner {
         if self.ids.contains_key(name) {
             return None;
         }
-        let folded = name.trim().to_lowercase();
-        self.names
-            .iter()
-            .filter(|n| n.trim().to_lowercase() == folded)
-            .map(String::as_str)
-            .min()
+        near_miss_among(name, self.names.iter().map(String::as_str))
     }
     /// The set of the ids of `names`; names never interned match nothing.
     pub fn set_of<S: AsRef<str>>(&self, names: &[S]) -> IdSet {

@@ -4287,8 +4287,9 @@ impl Store {
                 Some(k) => k,
                 None => kinds.insert(self.event_kinds(MAX_KINDS_LISTED)?),
             };
-            let folded = kind.trim().to_lowercase();
-            if let Some(meant) = known.iter().find(|k| k.trim().to_lowercase() == folded) {
+            if let Some(meant) =
+                crate::graph::near_miss_among(kind, known.iter().map(String::as_str))
+            {
                 return Err(Error::InvalidArgument {
                     name: field.into(),
                     message: format!(
