@@ -173,7 +173,7 @@ impl Overlay {
     #[cold]
     fn unknown<B: ProjectionBase>(base: &B, at: At, field: &str, key: &str) -> Error {
         base.recheck_key(key);
-        at.err(field, format!("unknown node {key:?}"))
+        at.err(field, unknown_node(key))
     }
 
     /// [`Overlay::resolve`] with what the base says `key` names when that is known already
@@ -551,6 +551,12 @@ impl Overlay {
             }
         }
     }
+}
+
+/// What a refusal of a reference to `key`, which names no live node, says (the store reads it
+/// back to tell a faded node from a typo: `Store::why_unknown`).
+pub(crate) fn unknown_node(key: &str) -> String {
+    format!("unknown node {key:?}")
 }
 
 /// Whether `assertion` retracts one of `faded` (a node, an edge, or an edge at a node).

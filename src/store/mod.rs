@@ -3524,19 +3524,29 @@ impl Store {
         self.faded_among(wanted)
     }
 
+    /// Whether forgetting let the node `key` fade ([`Store::faded_among`]).
+    fn node_faded(&self, key: &str) -> Result<bool> {
+        let subject = crate::dynamics::deletion::node_subject(key);
+        let wanted = HashMap::from([(subject.clone(), vec![key.to_string()])]);
+        Ok(self.faded_among(wanted)?.contains(&subject))
+    }
+
     /// Of `wanted` (node and edge subjects, as [`crate::dynamics::deletion`] names them, each
     /// with the keys of the nodes it rests on), those that forgetting let fade: an event
     /// forgetting took upserted it, and no live event retracted it (or a node it rests on)
     /// since, which would have ended it whatever forgetting did. Read from the log's records, so
     /// only on the way to a refusal or a retraction of something the graph lacks.
     fn faded_among(&self, mut wanted: HashMap<String, Vec<String>>) -> Result<HashSet<String>> {
-        use crate::dynamics::deletion::subject_upserted;
+        use crate::dynamics::deletion::{edge_subject, subject_upserted};
+        if wanted.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let deleted = self.read_state().deleted.clone();
         // Nothing forgotten, nothing faded: a typo's refusal reads nothing more.
-        if wanted.is_empty() || self.read_state().deleted.is_empty() {
+        if deleted.is_empty() {
             return Ok(HashSet::new());
         }
         let by_user = self.user_deleted()?;
-        let deleted = self.read_state().deleted.clone();
         // Of each subject, the last forgotten event that upserted it, a summary only as far
         // as what it was made from holds the subject (`deleting::Chain`); and the
         // compaction's tombstones, which no record says the upserts of.
@@ -3577,7 +3587,7 @@ impl Store {
                     let ended = match a {
                         Assertion::RetractNode { key } => ends.contains(key),
                         Assertion::RetractEdge { from, relation, to } => {
-                            *subject == crate::dynamics::deletion::edge_subject(from, relation, to)
+                            *subject == edge_subject(from, relation, to)
                         }
                         _ => false,
                     };
@@ -3594,7 +3604,6 @@ impl Store {
     /// node again (the store makes no node from a bare key: that would take a typo).
     #[cold]
     fn why_unknown(&self, events: &[Event], refusal: Error) -> Error {
-        use crate::dynamics::deletion::node_subject;
         let Error::InvalidEvent {
             event,
             assertion,
@@ -3614,7 +3623,7 @@ impl Store {
             // A retraction of what faded is taken as done (`faded_of_retractions`).
             _ => None,
         };
-        let Some(key) = key.filter(|k| *message == format!("unknown node {k:?}")) else {
+        let Some(key) = key.filter(|k| *message == crate::projection::unknown_node(k)) else {
             return refusal;
         };
         // The batch itself retracted it (helper-96: that was said to have faded).
@@ -3626,9 +3635,8 @@ impl Store {
         {
             return refusal;
         }
-        let subject = node_subject(key);
-        match self.faded_among(HashMap::from([(subject.clone(), vec![key.to_string()])])) {
-            Ok(faded) if faded.contains(&subject) => Error::InvalidEvent {
+        match self.node_faded(key) {
+            Ok(true) => Error::InvalidEvent {
                 event: *event,
                 assertion: *assertion,
                 field: field.clone(),
@@ -3922,16 +3930,12 @@ impl Store {
             // An unpin is an upsert, which would make the node again; a pin of a node
             // retracted since stays in the log until its events go.
             // Of a node the graph lacks (one there that `of` does not admit did not fade).
-            let subject = crate::dynamics::deletion::node_subject(missing);
             let faded = match self.require_node(missing) {
-                Err(Error::NotFound(_)) => {
-                    let ends = vec![missing.to_string()];
-                    self.faded_among(HashMap::from([(subject.clone(), ends)]))?
-                }
-                _ => HashSet::new(),
+                Err(Error::NotFound(_)) => self.node_faded(missing)?,
+                _ => false,
             };
             let faded_hint = format!(": {FADED}; upsert it again first");
-            let hint = if faded.contains(&subject) {
+            let hint = if faded {
                 faded_hint.as_str()
             } else if of.pinned {
                 ""
