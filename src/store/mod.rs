@@ -1119,6 +1119,13 @@ fn facet_prefix(facet: Facet, value: &str) -> Vec<u8> {
     k
 }
 
+/// The facet byte and the value of an `event_facet` key, as [`facet_prefix`] lays them out;
+/// `None` for a key too short for what it says.
+fn facet_value(key: &[u8]) -> Option<(u8, &[u8])> {
+    let len = u16::from_be_bytes([*key.get(1)?, *key.get(2)?]) as usize;
+    Some((*key.first()?, key.get(3..3 + len)?))
+}
+
 /// The episodic index keys of an event: its place, actor and kind, each with its time key.
 fn facet_keys(ev: &Event) -> Vec<Vec<u8>> {
     let time = time_key(ev.ts, ev.seq);
@@ -4250,13 +4257,9 @@ impl Store {
             let mut next = None;
             self.backend
                 .scan(Table::EventFacet, &start, None, &mut |k, _| {
-                    next = (k.first() == Some(&Facet::Kind.byte()))
-                        .then(|| {
-                            let len = u16::from_be_bytes([*k.get(1)?, *k.get(2)?]) as usize;
-                            k.get(3..3 + len)
-                        })
-                        .flatten()
-                        .map(|v| String::from_utf8_lossy(v).into_owned());
+                    next = (facet_value(k))
+                        .filter(|(facet, _)| *facet == Facet::Kind.byte())
+                        .map(|(_, v)| String::from_utf8_lossy(v).into_owned());
                     Ok(false)
                 })?;
             let Some(kind) = next else {
