@@ -218,6 +218,13 @@ impl Notes {
         });
     }
 
+    /// Whether the reference holds node `key` and the store lacks it: forgetting let it fade
+    /// there (or a deletion took from the store what it left in the reference, which the
+    /// comparisons after each deletion would have found).
+    fn faded_in_store(&self, key: &str) -> bool {
+        self.store.node_by_key(key).is_none() && self.reference.node_by_key(key).is_some()
+    }
+
     /// Whether an edge of `assertions` has an end the reference holds and the store lacks,
     /// not upserted before it.
     fn links_a_faded_node(&self, assertions: &[Assertion]) -> bool {
@@ -227,11 +234,9 @@ impl Notes {
                 upserted.insert(up.key.as_str());
                 false
             }
-            Assertion::UpsertEdge(up) => [&up.from, &up.to].into_iter().any(|end| {
-                !upserted.contains(end.as_str())
-                    && self.store.node_by_key(end).is_none()
-                    && self.reference.node_by_key(end).is_some()
-            }),
+            Assertion::UpsertEdge(up) => [&up.from, &up.to]
+                .into_iter()
+                .any(|end| !upserted.contains(end.as_str()) && self.faded_in_store(end)),
             _ => false,
         })
     }
@@ -390,7 +395,7 @@ impl Notes {
 
     fn pin(&mut self, key: u8) {
         let key = KEYS[key as usize % 4];
-        if self.store.node_by_key(key).is_none() && self.reference.node_by_key(key).is_some() {
+        if self.faded_in_store(key) {
             // The agent, told the node faded, names it again (`with_faded_named_again`).
             let said = self.store.pin(&[key], true).unwrap_err().to_string();
             assert!(said.contains("forgetting let it fade"), "{said}");
