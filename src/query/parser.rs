@@ -178,6 +178,9 @@ impl Tok {
     }
 }
 
+/// What a query of nothing but blanks is said to be.
+pub(crate) const EMPTY_QUERY: &str = "an empty query";
+
 /// The magnitude of `i64::MIN`, as written.
 const MIN_MAGNITUDE: &str = "9223372036854775808";
 /// What a number too large for 64 bits is told.
@@ -628,9 +631,16 @@ impl<'a> Parser<'a> {
         t
     }
     fn err<T>(&self, expected: &str) -> Result<T, ParseError> {
+        // A blank query has only its end, and "found end of query" under a blank line read
+        // as if something had been cut off.
+        let found = if self.toks.len() == 1 {
+            EMPTY_QUERY.to_string()
+        } else {
+            self.peek().describe()
+        };
         Err(ParseError {
             span: self.span(),
-            found: self.peek().describe(),
+            found,
             expected: expected.to_string(),
         })
     }
