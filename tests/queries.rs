@@ -2717,3 +2717,76 @@ fn relation_uniqueness_holds_within_a_match_clause_not_across_clauses() {
         5
     );
 }
+
+#[test]
+fn a_blank_query_is_called_empty_and_shows_no_blank_excerpt() {
+    for q in ["", "   ", "\n\n", " \t\r\n "] {
+        let e = query::prepare(q, query::Limits::default()).err().unwrap();
+        let shown = e.render(q);
+        assert_eq!(
+            shown, "line 1, column 1: expected SEARCH or MATCH, found an empty query",
+            "{q:?}"
+        );
+    }
+    // A query with text still says where its text ends.
+    let q = "MATCH (n) RETURN";
+    let e = query::prepare(q, query::Limits::default()).err().unwrap();
+    assert!(e.to_string().contains("found end of query"), "{e}");
+    assert_eq!(e.render(q).lines().count(), 3, "{}", e.render(q));
+}
+
+/// helper-95 (session 44): `neighbors` matched at most four hops whatever depth it was given,
+/// and `--param depth=9` answered as depth 4 without a word.
+#[test]
+fn a_parameter_out_of_its_declared_range_is_refused_by_name() {
+    let all = saved();
+    let n = all.get("neighbors").unwrap();
+    let depth = n.params.iter().find(|p| p.name == "depth").unwrap();
+    assert_eq!((depth.min, depth.max), (Some(1), Some(4)));
+    for bad in ["9", "0", "-1"] {
+        let e = n
+            .bind(&[("node".into(), "bot".into()), ("depth".into(), bad.into())])
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("parameter: depth: {bad} is out of range: takes 1..4"),
+        );
+    }
+    let ok = n
+        .bind(&[("node".into(), "bot".into()), ("depth".into(), "4".into())])
+        .unwrap();
+    assert_eq!(ok["depth"], Val::Int(4));
+    // Over JSON the same.
+    let args = n
+        .args_from_json([(&"depth".to_string(), &serde_json::json!(5))])
+        .unwrap();
+    assert!(n.bind(&args).is_err());
+
+    // A header's range is checked where it is written.
+    let parse = |header: &str| {
+        loci::query::SavedQuery::parse(
+            Path::new("q.gq"),
+            &format!("// name: q\n// description: d\n{header}\nMATCH (n) WHERE n.x = $p RETURN n.key AS k\n"),
+        )
+        .map(|q| q.params[0].clone())
+        .map_err(|e| e.to_string())
+    };
+    let p = parse("// param: p: int in -2..3 = 0").unwrap();
+    assert_eq!(
+        (p.min, p.max, p.default.as_deref()),
+        (Some(-2), Some(3), Some("0"))
+    );
+    for (header, says) in [
+        ("// param: p: int in 3..1", "a range from 3 down to 1"),
+        (
+            "// param: p: int in 1..4 = 7",
+            "default of p: 7 is out of range: takes 1..4",
+        ),
+        ("// param: p: string in 1..4", "only an int takes a range"),
+        ("// param: p: int in 1-4", "expected `in MIN..MAX`"),
+        ("// param: p: int in 1..x", "expected `in MIN..MAX`"),
+    ] {
+        let e = parse(header).unwrap_err();
+        assert!(e.contains("q.gq:3") && e.contains(says), "{header}: {e}");
+    }
+}

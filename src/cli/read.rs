@@ -549,15 +549,9 @@ pub fn list_queries(a: QueriesArgs) -> Result<Code> {
             let params: Vec<String> = q
                 .params
                 .iter()
-                .map(|p| {
-                    let ty = serde_json::to_value(p.ty)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default();
-                    match &p.default {
-                        Some(d) => format!("{}: {ty} = {d}", p.name),
-                        None => format!("{}: {ty}", p.name),
-                    }
+                .map(|p| match &p.default {
+                    Some(d) => format!("{} = {d}", p.declared()),
+                    None => p.declared(),
                 })
                 .collect();
             outln!("{}({})\n    {}", q.name, params.join(", "), q.description);

@@ -8,6 +8,9 @@
 //! MATCH (b {key: $bot})-[h:HOME]->(p:Place) WHERE h.valid_to IS NULL RETURN p.name AS home
 //! ```
 //!
+//! An int parameter may declare the values it takes, `// param: depth: int in 1..4 = 1`; one
+//! outside them is refused by name.
+//!
 //! A router lists them (`SavedQueries::list`) and runs one by name with string arguments that
 //! the header's types check.
 
@@ -63,6 +66,41 @@ pub struct ParamSpec {
     pub ty: ParamType,
     /// The default, as written; `None` makes the parameter required.
     pub default: Option<String>,
+    /// The least and the greatest value an int parameter takes (`int in 1..4`), where the
+    /// header bounds it: the query's text may hold a bound of its own (a path of at most
+    /// four hops), and a value past it was answered as if it were the bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<i64>,
+}
+
+impl ParamSpec {
+    /// Whether `v` is in the parameter's range; the message says the range.
+    fn check_range(&self, v: &Val) -> Result<(), String> {
+        let (Some(min), Some(max), Val::Int(i)) = (self.min, self.max, v) else {
+            return Ok(());
+        };
+        if (min..=max).contains(i) {
+            Ok(())
+        } else {
+            Err(format!("{i} is out of range: takes {min}..{max}"))
+        }
+    }
+
+    /// The declaration as a header writes it, without its default: `depth: int in 1..4`.
+    pub fn declared(&self) -> String {
+        let ty = match self.ty {
+            ParamType::String => "string",
+            ParamType::Int => "int",
+            ParamType::Float => "float",
+            ParamType::Bool => "bool",
+        };
+        match (self.min, self.max) {
+            (Some(min), Some(max)) => format!("{}: {ty} in {min}..{max}", self.name),
+            _ => format!("{}: {ty}", self.name),
+        }
+    }
 }
 
 /// A saved query: its header and its prepared text.
@@ -173,14 +211,16 @@ impl SavedQuery {
         }
         for (spec, line) in params.iter().zip(&param_lines) {
             if let Some(d) = &spec.default {
-                parse_param(d, Some(spec.ty)).map_err(|m| {
-                    bad(
-                        path,
-                        *line,
-                        "param",
-                        format!("default of {}: {m}", spec.name),
-                    )
-                })?;
+                parse_param(d, Some(spec.ty))
+                    .and_then(|v| spec.check_range(&v))
+                    .map_err(|m| {
+                        bad(
+                            path,
+                            *line,
+                            "param",
+                            format!("default of {}: {m}", spec.name),
+                        )
+                    })?;
             }
         }
         Ok(SavedQuery {
@@ -208,6 +248,7 @@ impl SavedQuery {
                 ))
             })?;
             let val = parse_param(v, Some(spec.ty))
+                .and_then(|val| spec.check_range(&val).map(|()| val))
                 .map_err(|m| QueryError::Param(format!("{k}: {m}")))?;
             out.insert(k.clone(), val);
         }
@@ -279,7 +320,8 @@ impl SavedQuery {
     }
 }
 
-/// `name: type [= default]`, the type one of string, int, float, bool.
+/// `name: type [in MIN..MAX] [= default]`, the type one of string, int, float, bool, and a
+/// range only for an int.
 fn parse_param_spec(spec: &str) -> Result<ParamSpec, String> {
     let (decl, default) = match spec.split_once('=') {
         Some((d, v)) => {
@@ -295,7 +337,11 @@ fn parse_param_spec(spec: &str) -> Result<ParamSpec, String> {
     let (name, ty) = decl
         .split_once(':')
         .ok_or_else(|| format!("{spec:?}: expected `name: type [= default]`"))?;
-    let ty = match ty.trim() {
+    let (ty, range) = match ty.trim().split_once(char::is_whitespace) {
+        Some((ty, range)) => (ty, Some(range.trim())),
+        None => (ty.trim(), None),
+    };
+    let ty = match ty {
         "string" => ParamType::String,
         "int" => ParamType::Int,
         "float" => ParamType::Float,
@@ -310,7 +356,48 @@ fn parse_param_spec(spec: &str) -> Result<ParamSpec, String> {
     if name.is_empty() {
         return Err("empty parameter name".into());
     }
-    Ok(ParamSpec { name, ty, default })
+    let (min, max) = match range {
+        None => (None, None),
+        Some(range) => {
+            let (min, max) = parse_range(range)?;
+            if ty != ParamType::Int {
+                return Err(format!(
+                    "{name}: only an int takes a range, and this is {}",
+                    ty.described()
+                ));
+            }
+            (Some(min), Some(max))
+        }
+    };
+    Ok(ParamSpec {
+        name,
+        ty,
+        default,
+        min,
+        max,
+    })
+}
+
+/// `in MIN..MAX`, both ends taken.
+fn parse_range(text: &str) -> Result<(i64, i64), String> {
+    let expected = || format!("{text:?}: expected `in MIN..MAX` after the type, as `int in 1..4`");
+    let bounds = text
+        .strip_prefix("in")
+        .filter(|r| r.starts_with(char::is_whitespace))
+        .and_then(|r| r.trim().split_once(".."))
+        .ok_or_else(expected)?;
+    let (Ok(min), Ok(max)) = (
+        bounds.0.trim().parse::<i64>(),
+        bounds.1.trim().parse::<i64>(),
+    ) else {
+        return Err(expected());
+    };
+    if min > max {
+        return Err(format!(
+            "in {min}..{max}: a range from {min} down to {max} holds nothing; write MIN..MAX"
+        ));
+    }
+    Ok((min, max))
 }
 
 /// The saved queries that ship inside loci (the repository's `queries/` directory, compiled

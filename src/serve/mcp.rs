@@ -371,6 +371,10 @@ fn params_schema(q: &crate::query::SavedQuery) -> Json {
             ParamType::Bool => "boolean",
         };
         let mut prop = json!({"type": ty});
+        if let (Some(min), Some(max)) = (p.min, p.max) {
+            prop["minimum"] = Json::from(min);
+            prop["maximum"] = Json::from(max);
+        }
         match &p.default {
             // Given as a value of its type, which a client may send back as it is; a default
             // its type cannot read (none the loader takes) is left as its text.
@@ -859,6 +863,14 @@ mod tests {
             timeline["properties"]["from"]["default"],
             json!(i64::MIN),
             "{timeline}"
+        );
+        // A header's range is the schema's.
+        let neighbors = params_schema(queries.get("neighbors").unwrap());
+        let depth = &neighbors["properties"]["depth"];
+        assert_eq!(
+            (depth["minimum"].as_i64(), depth["maximum"].as_i64()),
+            (Some(1), Some(4)),
+            "{neighbors}"
         );
     }
 
