@@ -2790,3 +2790,42 @@ fn a_parameter_out_of_its_declared_range_is_refused_by_name() {
         assert!(e.contains("q.gq:3") && e.contains(says), "{header}: {e}");
     }
 }
+
+/// helper-95 (session 44): a parameter the query text never uses was taken without a word,
+/// where a saved query refuses one it does not declare; a typo in the text (`$wnat`) or a
+/// parameter meant for another query then answered as if it had been used.
+#[test]
+fn a_parameter_the_query_text_does_not_use_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let text = "MATCH (n {key: $k}) RETURN n.key AS k";
+    let given = |pairs: &[(&str, Val)]| -> HashMap<String, Val> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    };
+    let ok = query::run(&store, text, &given(&[("k", Val::Str("bot".into()))])).unwrap();
+    assert_eq!(ok.rows.len(), 1);
+    let e = query::run(
+        &store,
+        text,
+        &given(&[("k", Val::Str("bot".into())), ("want", Val::Int(3))]),
+    )
+    .unwrap_err();
+    assert!(matches!(e, QueryError::Param(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "parameter: $want is given, but the query does not use it; it uses $k"
+    );
+    let e = query::run(
+        &store,
+        "MATCH (n {key: 'bot'}) RETURN n.key AS k",
+        &given(&[("b", Val::Null), ("a", Val::Null)]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "parameter: $a is given, but the query does not use it; it uses no parameters"
+    );
+}

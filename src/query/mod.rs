@@ -343,13 +343,33 @@ impl Prepared {
     }
 }
 
-/// Parses, plans and runs `text` once.
+/// Parses, plans and runs `text` once; a parameter the text does not use is refused.
 pub fn run(
     store: &Store,
     text: &str,
     params: &HashMap<String, Val>,
 ) -> Result<QueryResult, QueryError> {
-    prepare(text, Limits::default())?.run(store, params)
+    let prepared = prepare(text, Limits::default())?;
+    // A saved query refuses a parameter it does not declare; text has no header, and what it
+    // uses is what it declares. One it does not use was a typo in the text (`$wnat`) or a
+    // value meant for another query, answered as if it had been read.
+    if let Some(p) = prepared.plan.unused_param(params) {
+        let uses: Vec<String> = prepared
+            .plan
+            .params
+            .iter()
+            .map(|p| format!("${p}"))
+            .collect();
+        let uses = if uses.is_empty() {
+            "no parameters".to_string()
+        } else {
+            uses.join(", ")
+        };
+        return Err(QueryError::Param(format!(
+            "${p} is given, but the query does not use it; it uses {uses}"
+        )));
+    }
+    prepared.run(store, params)
 }
 
 /// How a caller gives parameter `name` a value, in each interface (the message of a query

@@ -115,6 +115,15 @@ impl Plan {
             .find(|p| !given.contains_key(*p))
             .map(String::as_str)
     }
+
+    /// The first by name of the parameters `given` that the query does not use.
+    pub fn unused_param<'a, V>(&self, given: &'a HashMap<String, V>) -> Option<&'a str> {
+        given
+            .keys()
+            .filter(|k| !self.params.contains(k))
+            .min()
+            .map(String::as_str)
+    }
 }
 
 /// Most operators of one plan.
