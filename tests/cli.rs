@@ -4395,3 +4395,26 @@ fn a_relation_both_asked_for_and_denied_is_refused() {
         "{err}"
     );
 }
+
+/// helper-95 (session 44): a table cell showed the float 1.0 as `1`, the integer's cell, and a
+/// string as it is, so that `'-'` read as null, `''` as nothing, `'x | y'` as two cells, `'1'`
+/// as a number and a line break split its row.
+#[test]
+fn a_query_table_tells_each_value_from_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let out = ok(&[
+        "run",
+        "--store",
+        p(&store),
+        "--query",
+        "MATCH (n {key: 'bot'}) RETURN 1 AS i, 1.0 AS f, 2.5 AS g, null AS z, '-' AS dash, \
+         '' AS empty, 'x | y' AS bar, '1' AS one, 'a\\nb' AS br, ' lead' AS lead, 'plain' AS s",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(
+        lines[1], r#"1 | 1.0 | 2.5 | - | "-" | "" | "x | y" | "1" | "a\nb" | " lead" | plain"#,
+        "{out}"
+    );
+}

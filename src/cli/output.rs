@@ -81,6 +81,30 @@ pub(crate) fn one_field(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(hidden) && !text.starts_with('"') {
         return std::borrow::Cow::Borrowed(text);
     }
+    std::borrow::Cow::Owned(quoted(text))
+}
+
+/// A string as one cell of a `|`-separated table row whose null is `-`: as [`one_field`]
+/// shows it, and quoted too where it would read as another value or as more than one cell
+/// (`-`, nothing, `1`, `true`, `x | y`, a space at either end).
+pub(crate) fn table_cell(text: &str) -> std::borrow::Cow<'_, str> {
+    let reads_as_another = text.is_empty()
+        || text == "-"
+        || text.contains('|')
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+        || serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| !v.is_string());
+    if reads_as_another {
+        std::borrow::Cow::Owned(quoted(text))
+    } else {
+        one_field(text)
+    }
+}
+
+/// `text` quoted as Rust writes a string: a line break, a tab, a backslash, a quote and every
+/// character [`visible`] escapes, escaped.
+fn quoted(text: &str) -> String {
+    let hidden = loci::text::breaks_a_line_or_its_order;
     let mut out = String::with_capacity(text.len() + 16);
     out.push('"');
     for c in text.chars() {
@@ -95,7 +119,7 @@ pub(crate) fn one_field(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     out.push('"');
-    std::borrow::Cow::Owned(out)
+    out
 }
 
 /// `eprintln!` that never panics: when stderr is a closed pipe (`2>&1 | head`), a note or an

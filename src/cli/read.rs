@@ -510,11 +510,11 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
     Ok(Code::Ok)
 }
 
-/// A result cell for people: strings bare, lists and maps as JSON, null as `-`, numbers
-/// without binary noise.
+/// A result cell for people: strings bare where nothing else reads the same (else quoted),
+/// lists and maps as JSON, null as `-`, numbers without binary noise, a float with a point.
 fn cell(v: &serde_json::Value) -> String {
     match v {
-        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::String(s) => super::output::table_cell(s).into_owned(),
         serde_json::Value::Null => "-".into(),
         serde_json::Value::Number(n) if n.is_f64() => n.as_f64().map_or(n.to_string(), human_float),
         other => other.to_string(),
@@ -525,7 +525,8 @@ fn cell(v: &serde_json::Value) -> String {
 /// f64s like 2.7900002099999996, whose last digits are noise to a reader (`--json` keeps them).
 fn human_float(f: f64) -> String {
     if f == 0.0 || !f.is_finite() {
-        return f.to_string();
+        // Debug writes a whole float with its point: 0.0, -0.0.
+        return format!("{f:?}");
     }
     let magnitude = f.abs().log10().floor() as i32;
     if !(-6..15).contains(&magnitude) {
@@ -533,10 +534,16 @@ fn human_float(f: f64) -> String {
     }
     let decimals = (11 - magnitude).clamp(0, 17) as usize;
     let s = format!("{f:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    // A whole float keeps its point, as `--json` writes it: `1` is the integer's cell.
+    let s = if s.contains('.') {
+        s.trim_end_matches('0')
     } else {
-        s
+        &s
+    };
+    match s.strip_suffix('.') {
+        Some(whole) => format!("{whole}.0"),
+        None if !s.contains('.') => format!("{s}.0"),
+        None => s.to_string(),
     }
 }
 
@@ -712,7 +719,11 @@ mod tests {
     fn floats_for_people_drop_binary_noise() {
         assert_eq!(human_float(2.7900002099999996), "2.79000021");
         assert_eq!(human_float(0.95), "0.95");
-        assert_eq!(human_float(-3.0), "-3");
+        assert_eq!(human_float(-3.0), "-3.0");
+        assert_eq!(human_float(1.0), "1.0");
+        assert_eq!(human_float(0.0), "0.0");
+        assert_eq!(human_float(1e14), "100000000000000.0");
+        assert_eq!(human_float(2.0000000000001), "2.0");
         assert_eq!(human_float(1234.5), "1234.5");
         assert_eq!(human_float(1e-9), "1e-9");
         assert_eq!(human_float(0.1 + 0.2), "0.3");
