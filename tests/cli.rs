@@ -4418,3 +4418,53 @@ fn a_query_table_tells_each_value_from_the_others() {
         "{out}"
     );
 }
+
+/// helper-97 (session 45): deleting the only event that made a pinned node took the node and
+/// said nothing of its pin, which then pointed nowhere (`check` exit 1), where the README said
+/// a pin kept the node. A pin keeps a node from fading, not from its events' deletion: the
+/// report names the pinned nodes the deletion took.
+#[test]
+fn delete_names_the_pinned_nodes_it_took() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    ok(&["pin", "--store", p(&store), "npc:fletcher:1"]);
+    let out = ok(&["delete", "--store", p(&store), "--event", "15"]);
+    assert!(
+        out.contains("1 pinned node went with the events that made it")
+            && out.contains("\"npc:fletcher:1\""),
+        "{out}"
+    );
+    ok(&["pin", "--store", p(&store), "item:stick"]);
+    ok(&["pin", "--store", p(&store), "npc:fletcher:0"]);
+    let report = json(&[
+        "delete",
+        "--store",
+        p(&store),
+        "--event",
+        "7",
+        "49",
+        "--json",
+    ]);
+    assert_eq!(
+        report["pinned_nodes_removed"],
+        serde_json::json!(["npc:fletcher:0"]),
+        "{report}"
+    );
+    // A node the request names is taken with its pins, and not listed; a pinned node
+    // that went with the events naming it is ("bot", pinned by the world, made by event 1,
+    // which names the stick).
+    let report = json(&[
+        "delete",
+        "--store",
+        p(&store),
+        "--node",
+        "item:stick",
+        "--json",
+    ]);
+    assert_eq!(
+        report["pinned_nodes_removed"],
+        serde_json::json!(["bot"]),
+        "{report}"
+    );
+    ok(&["replay", "--store", p(&store), "--verify"]);
+}

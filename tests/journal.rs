@@ -429,3 +429,42 @@ fn an_entry_given_again_with_other_content_is_named_as_the_entry() {
     assert!(e.contains("the log's event 1"), "{e}");
     assert!(!e.contains("idempotency_key"), "{e}");
 }
+
+/// helper-97 (session 45): a pinned node retracted (or deleted) and then asserted again comes
+/// back unpinned, since a pin makes no node and the new one starts unpinned; `check`, which
+/// had said "asserting it again brings it back", then called the store healthy while the pin
+/// its log still holds pinned nothing.
+#[test]
+fn the_health_check_finds_a_pin_its_node_came_back_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut d = EventDraft::new(10, "bot", "DISCOVERY");
+    d.assertions = vec![pinned_node("chest:1", "Chest", "Place")];
+    store.ingest(vec![d]).unwrap();
+    store.pin(&["chest:1"], true).unwrap();
+    let mut retract = EventDraft::new(11, "bot", "BUILD");
+    retract.assertions = vec![Assertion::RetractNode {
+        key: "chest:1".into(),
+    }];
+    store.ingest(vec![retract]).unwrap();
+    let mut again = EventDraft::new(12, "bot", "DISCOVERY");
+    again.assertions = vec![pinned_node("chest:1", "Chest", "Place")];
+    store.ingest(vec![again]).unwrap();
+    assert!(!store.node_by_key("chest:1").unwrap().pinned);
+
+    let r = health::check(&store, &HealthOptions::default()).unwrap();
+    assert_eq!(
+        r.findings,
+        vec![Finding::PinLost {
+            key: "chest:1".into(),
+            pinned_by: 2
+        }]
+    );
+    let said = r.findings[0].describe();
+    assert!(said.contains("loci pin 'chest:1'"), "{said}");
+    // Pinned again, the store is healthy.
+    store.pin(&["chest:1"], true).unwrap();
+    assert!(health::check(&store, &HealthOptions::default())
+        .unwrap()
+        .healthy());
+}

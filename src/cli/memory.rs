@@ -38,7 +38,7 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
         if r.nodes_kept > 0 {
             let more = r.nodes_kept - r.nodes_kept_keys.len();
             outln!(
-                "{} the deleted events asserted {}, asserted by events that remain (a pin, a later event): {}{}; `loci delete --node KEY` takes a node with every event that names it",
+                "{} the deleted events asserted {}, asserted by events that remain: {}{}; `loci delete --node KEY` takes a node with every event that names it",
                 count(r.nodes_kept as u64, "node", "nodes"),
                 if r.nodes_kept == 1 { "stays" } else { "stay" },
                 r.nodes_kept_keys
@@ -63,6 +63,25 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
                     .map(|k| loci::error::quoted_excerpt(k))
                     .collect::<Vec<_>>()
                     .join(", ")
+            );
+        }
+        if !r.pinned_nodes_removed.is_empty() {
+            let n = r.pinned_nodes_removed.len();
+            outln!(
+                "{} went with the events that made {} (a pin keeps a node from fading, and makes none): {}{}; asserted again, {} `loci pin` again",
+                count(n as u64, "pinned node", "pinned nodes"),
+                if n == 1 { "it" } else { "them" },
+                r.pinned_nodes_removed
+                    .iter()
+                    .take(loci::dynamics::deletion::NODES_KEPT_LISTED)
+                    .map(|k| loci::error::quoted_excerpt(k))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                match n.saturating_sub(loci::dynamics::deletion::NODES_KEPT_LISTED) {
+                    0 => String::new(),
+                    more => format!(" and {more} more"),
+                },
+                if n == 1 { "it needs" } else { "they need" },
             );
         }
         if !r.deleted_before.is_empty() {

@@ -104,7 +104,7 @@ pub struct DeleteReport {
     /// Edges that lost some, not all, of their supporting events, and stay.
     pub edges_weakened: usize,
     /// Nodes a deleted event asserted that stay, asserted by events that remain (a later
-    /// event, a pin): a user deleting the event of a secret learns that its key is still a
+    /// event giving a value; a pin alone makes no node): a user deleting the event of a secret learns that its key is still a
     /// node, and that `--node` takes a node with every event naming it.
     #[serde(default)]
     pub nodes_kept: usize,
@@ -115,6 +115,12 @@ pub struct DeleteReport {
     /// every node it pins, and deleted for one of them it unpins the others.
     #[serde(default)]
     pub nodes_unpinned: Vec<String>,
+    /// Nodes pinned before that the deletion took, in key order, not counting those the
+    /// request names: a pin keeps a node from fading, not from the deletion of every event
+    /// that made it (a pin makes no node), and its pin event stays, pointing nowhere until
+    /// the node is asserted again.
+    #[serde(default)]
+    pub pinned_nodes_removed: Vec<String>,
     /// The summaries written again in the deletion's commit, in place of the summaries it
     /// took, without what it deleted: what they restated of the events left (forgotten ones
     /// among them) rests on them still (`Store::summaries_made_again`).

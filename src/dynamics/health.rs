@@ -68,6 +68,14 @@ pub enum Finding {
         /// The last event that pinned it.
         pinned_by: u64,
     },
+    /// A node whose last pinning event pins it and which the graph holds unpinned: it went
+    /// (retracted, or its events deleted) and was asserted again, and a pin makes no node,
+    /// so the node it pinned is not the one there now.
+    PinLost {
+        key: String,
+        /// The last event that pinned it.
+        pinned_by: u64,
+    },
     LikelyDuplicates {
         label: String,
         name: String,
@@ -94,7 +102,12 @@ impl Finding {
         match self {
             Finding::DanglingPin { key, pinned_by } => {
                 format!(
-                    "pin points nowhere: {key:?} (pinned by event {pinned_by}) is not in the graph; asserting it again brings it back, `loci delete --node={}` takes every event that names it, its pin too", shell_word(key)
+                    "pin points nowhere: {key:?} (pinned by event {pinned_by}) is not in the graph; asserted again, `loci pin {}` pins it again (a pin makes no node), and `loci delete --node={}` takes every event that names it, its pin too", shell_word(key), shell_word(key)
+                )
+            }
+            Finding::PinLost { key, pinned_by } => {
+                format!(
+                    "pin lost: {key:?} (pinned by event {pinned_by}) went and was asserted again, unpinned (a pin makes no node); `loci pin {}` pins it again", shell_word(key)
                 )
             }
             Finding::LikelyDuplicates { label, name, keys } => format!(
@@ -188,8 +201,12 @@ fn dangling_pins(store: &Store) -> Result<(Vec<Finding>, usize)> {
     let checked = last.values().filter(|(pinned, _)| *pinned).count();
     let found = last
         .into_iter()
-        .filter(|(key, (pinned, _))| *pinned && store.node_by_key(key).is_none())
-        .map(|(key, (_, pinned_by))| Finding::DanglingPin { key, pinned_by })
+        .filter(|(_, (pinned, _))| *pinned)
+        .filter_map(|(key, (_, pinned_by))| match store.node_by_key(&key) {
+            None => Some(Finding::DanglingPin { key, pinned_by }),
+            Some(n) if !n.pinned => Some(Finding::PinLost { key, pinned_by }),
+            Some(_) => None,
+        })
         .collect();
     Ok((found, checked))
 }

@@ -1009,6 +1009,15 @@ impl Store {
             })
             .cloned()
             .collect();
+        let mut pinned_removed: Vec<String> = (before.adj.pinned_nodes())
+            .filter_map(|id| before.nodes.key(id))
+            .filter(|key| {
+                replayed.node_id(key).is_none() && !request.nodes.iter().any(|k| k == key)
+            })
+            .map(str::to_string)
+            .collect();
+        pinned_removed.sort();
+        report.pinned_nodes_removed = pinned_removed;
         report.nodes_kept = kept.len();
         report.nodes_kept_keys = kept.into_iter().take(deletion::NODES_KEPT_LISTED).collect();
         report.edges_weakened = edges_weakened(&before, &replayed, &targets, &made_again);
