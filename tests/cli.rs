@@ -4468,3 +4468,25 @@ fn delete_names_the_pinned_nodes_it_took() {
     );
     ok(&["replay", "--store", p(&store), "--verify"]);
 }
+
+/// helper-97 (session 45): `loci wm mainline` with its text forgotten cleared the mainline,
+/// the one item that survives every clearing, and exited 0; clearing it takes a text given
+/// as empty.
+#[test]
+fn wm_mainline_without_a_text_is_refused_and_an_empty_one_clears_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    ok(&["wm", "--store", p(&store), "mainline", "find diamonds"]);
+    let out = loci(&["wm", "--store", p(&store), "mainline"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("wm mainline needs a text") && said.contains("\"\""),
+        "{said}"
+    );
+    let shown = json(&["wm", "--store", p(&store), "--json"]);
+    assert_eq!(shown["mainline"], "find diamonds");
+    ok(&["wm", "--store", p(&store), "mainline", ""]);
+    let shown = json(&["wm", "--store", p(&store), "--json"]);
+    assert_eq!(shown["mainline"], serde_json::Value::Null);
+}

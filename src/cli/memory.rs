@@ -348,6 +348,12 @@ pub fn working_memory(a: WmArgs) -> Result<Code> {
         "keep-promise" => Some(WmOp::KeepPromise {
             text: needs_text("keep-promise")?,
         }),
+        // A text left out is a slip, not a wish to clear the one item that survives every
+        // clearing: clearing takes one given empty.
+        "mainline" if a.text.is_empty() => fail!(
+            Code::Usage,
+            "wm mainline needs a text; `loci wm mainline \"\"` clears it"
+        ),
         "mainline" => Some(WmOp::Mainline { text: text.clone() }),
         "capacity" => match text.trim().parse::<i128>() {
             Ok(n) if (1..=MAX_CAPACITY as i128).contains(&n) => {
