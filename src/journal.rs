@@ -142,9 +142,13 @@ fn impossible_time(text: &str) -> Option<String> {
     }
 }
 
-/// The text an entry is known by: lower case, whitespace runs as one space.
+/// The text an entry is known by: composed (NFC: "Cafe" and a combining accent, as macOS
+/// writes it, is "Café"), lower case, whitespace runs as one space.
 fn normalised(text: &str) -> String {
-    text.split_whitespace()
+    use unicode_normalization::UnicodeNormalization;
+    let composed: String = text.nfc().collect();
+    composed
+        .split_whitespace()
         .map(str::to_lowercase)
         .collect::<Vec<_>>()
         .join(" ")

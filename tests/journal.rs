@@ -468,3 +468,27 @@ fn the_health_check_finds_a_pin_its_node_came_back_without() {
         .unwrap()
         .healthy());
 }
+
+/// helper-97 (session 45): one note written composed ("Café", as most systems write it) and
+/// decomposed ("Cafe" and a combining accent, as macOS file names and some editors write it)
+/// was two entries, shown alike, where the same note from two agents is one entry.
+#[test]
+fn one_note_in_composed_and_decomposed_form_is_one_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let lines = concat!(
+        r#"{"v":1,"time":"2026-11-21T09:00:00Z","harness":"codex","session":"a","kind":"note","text":"Cafe\u0301 opens at nine"}"#,
+        "\n",
+        r#"{"v":1,"time":"2026-11-21T10:00:00Z","harness":"codex","session":"b","kind":"note","text":"caf\u00e9  opens at NINE"}"#,
+        "\n",
+    );
+    let batch = ingest::read_str("j.jsonl", lines, Format::Journal).unwrap();
+    assert_eq!(batch.commit(&store).unwrap().events, 2);
+    let entries = journal::entries(&store).unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0].events.len(), 2);
+    assert_eq!(
+        journal::entry_key("Cafe\u{301} opens at nine"),
+        journal::entry_key("Caf\u{e9} opens at nine")
+    );
+}
