@@ -4490,3 +4490,25 @@ fn wm_mainline_without_a_text_is_refused_and_an_empty_one_clears_it() {
     let shown = json(&["wm", "--store", p(&store), "--json"]);
     assert_eq!(shown["mainline"], serde_json::Value::Null);
 }
+
+/// helper-97 (session 45): an instructions file saved with a byte-order mark (as Windows
+/// editors write one) put the mark at the head of the prompt, where ingest drops it.
+#[test]
+fn a_byte_order_mark_leaves_an_instructions_file_at_its_reading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let file = tmp.path().join("instructions.txt");
+    std::fs::write(&file, "\u{feff}Be brief.\n").unwrap();
+    let out = ok(&[
+        "context",
+        "--store",
+        p(&store),
+        "--budget",
+        "300",
+        "--no-record",
+        "--instructions",
+        p(&file),
+    ]);
+    assert!(!out.contains('\u{feff}'), "{out:?}");
+    assert!(out.lines().any(|l| l == "Be brief."), "{out}");
+}

@@ -311,7 +311,12 @@ pub(crate) fn read_flag_file(flag: &str, path: &std::path::Path) -> Result<Strin
     }
     match std::fs::read(path) {
         Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => Ok(text),
+            // A byte-order mark (Windows editors write one) is no part of the text, as ingest
+            // and saved queries take it; kept, it headed the prompt an instructions file began.
+            Ok(text) => Ok(match text.strip_prefix('\u{feff}') {
+                Some(rest) => rest.to_string(),
+                None => text,
+            }),
             Err(e) => exit::fail!(
                 Code::BadInput,
                 "{flag} {shown}: not UTF-8 text (at byte {})",
