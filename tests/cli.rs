@@ -4512,3 +4512,29 @@ fn a_byte_order_mark_leaves_an_instructions_file_at_its_reading() {
     assert!(!out.contains('\u{feff}'), "{out:?}");
     assert!(out.lines().any(|l| l == "Be brief."), "{out}");
 }
+
+/// helper-97 (session 45): `loci wm` printed a text as it is, so that an observation with a
+/// line break split its line, and a threat holding "; " read as two threats.
+#[test]
+fn wm_shows_each_text_as_one_item_of_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    ok(&["wm", "--store", p(&store), "observe", "line one\nline two"]);
+    ok(&[
+        "wm",
+        "--store",
+        p(&store),
+        "add-threat",
+        "creeper; skeleton",
+    ]);
+    ok(&["wm", "--store", p(&store), "add-threat", "-"]);
+    ok(&["wm", "--store", p(&store), "mainline", "find diamonds"]);
+    let out = ok(&["wm", "--store", p(&store)]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "mainline  find diamonds", "{out}");
+    assert_eq!(lines[3], r#"threats   "creeper; skeleton"; "-""#, "{out}");
+    assert!(
+        lines[6].ends_with(r#"] "line one\nline two""#) && lines.len() == 7,
+        "{out}"
+    );
+}

@@ -204,7 +204,8 @@ pub struct ConsolidateArgs {
     /// Consolidate periods that ended before this world time (default: the latest event's).
     #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = world_time)]
     pub until: Option<i64>,
-    /// Print every summary of the store (latest per period), not only the new ones.
+    /// Print every day and week summary of the store (latest per period), not only the new
+    /// ones; `--json` gives the episodes too.
     #[arg(long)]
     pub all: bool,
     /// The length of a day in the store's world time: 24000 in the demo world (the default);

@@ -16,7 +16,7 @@ use super::exit::fail;
 use super::exit::Code;
 use super::open;
 use super::open_for_reading;
-use super::output::{count, outln, print_json};
+use super::output::{count, item_among, one_field, outln, print_json};
 
 /// `delete`: one deletion event for the listed events and nodes.
 pub fn delete(a: DeleteArgs) -> Result<Code> {
@@ -252,7 +252,7 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
             x.start,
             x.end,
             x.seq,
-            x.text
+            one_field(&x.text)
         );
     }
     Ok(Code::Ok)
@@ -380,40 +380,29 @@ pub fn working_memory(a: WmArgs) -> Result<Code> {
         print_json(&wm)?;
         return Ok(Code::Ok);
     }
-    let or_none = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    outln!("mainline  {}", or_none(&wm.mainline));
-    outln!("intent    {}", or_none(&wm.intent));
-    outln!(
-        "subgoals  {}",
-        if wm.subgoals.is_empty() {
-            "-".into()
-        } else {
-            wm.subgoals.join(" > ")
+    // Each text on its line, quoted where it would break the line or read as more items
+    // (a threat holding "; ") or none ("-").
+    let listed = |items: &[String], separator: &str| -> String {
+        if items.is_empty() {
+            return "-".into();
         }
-    );
-    outln!(
-        "threats   {}",
-        if wm.threats.is_empty() {
-            "-".into()
-        } else {
-            wm.threats.join("; ")
-        }
-    );
-    outln!(
-        "promises  {}",
-        if wm.promises.is_empty() {
-            "-".into()
-        } else {
-            wm.promises.join("; ")
-        }
-    );
+        (items.iter())
+            .map(|t| item_among(t, separator).into_owned())
+            .collect::<Vec<_>>()
+            .join(separator)
+    };
+    outln!("mainline  {}", listed(wm.mainline.as_slice(), ""));
+    outln!("intent    {}", listed(wm.intent.as_slice(), ""));
+    outln!("subgoals  {}", listed(&wm.subgoals, " > "));
+    outln!("threats   {}", listed(&wm.threats, "; "));
+    outln!("promises  {}", listed(&wm.promises, "; "));
     outln!(
         "recent    ({} of at most {})",
         wm.observations.len(),
         wm.capacity
     );
     for h in &wm.observations {
-        outln!("  [event {} at t={}] {}", h.seq, h.ts, h.text);
+        outln!("  [event {} at t={}] {}", h.seq, h.ts, one_field(&h.text));
     }
     Ok(Code::Ok)
 }

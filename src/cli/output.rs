@@ -88,12 +88,22 @@ pub(crate) fn one_field(text: &str) -> std::borrow::Cow<'_, str> {
 /// shows it, and quoted too where it would read as another value or as more than one cell
 /// (`-`, nothing, `1`, `true`, `x | y`, a space at either end).
 pub(crate) fn table_cell(text: &str) -> std::borrow::Cow<'_, str> {
+    if serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| !v.is_string()) {
+        std::borrow::Cow::Owned(quoted(text))
+    } else {
+        item_among(text, "|")
+    }
+}
+
+/// A text as one item of a line that lists items with `separator` between them and `-` for
+/// none: as [`one_field`] shows it, and quoted too where it would read as none, as nothing, or
+/// as more than one item (it holds the separator, or a space at either end).
+pub(crate) fn item_among<'a>(text: &'a str, separator: &str) -> std::borrow::Cow<'a, str> {
     let reads_as_another = text.is_empty()
         || text == "-"
-        || text.contains('|')
+        || (!separator.trim().is_empty() && text.contains(separator.trim()))
         || text.starts_with(char::is_whitespace)
-        || text.ends_with(char::is_whitespace)
-        || serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| !v.is_string());
+        || text.ends_with(char::is_whitespace);
     if reads_as_another {
         std::borrow::Cow::Owned(quoted(text))
     } else {
