@@ -4538,3 +4538,36 @@ fn wm_shows_each_text_as_one_item_of_its_line() {
         "{out}"
     );
 }
+
+/// helper-97 (session 45): `context --turn` listed a fact by an edge id a deletion since had
+/// given to another fact, and a deleted event as if it were there.
+#[test]
+fn a_saved_turn_shows_its_facts_by_their_ends_and_says_which_events_went() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let shown = |args: &[&str]| {
+        let mut all = vec!["context", "--store", p(&store)];
+        all.extend_from_slice(args);
+        ok(&all)
+    };
+    shown(&[
+        "--budget",
+        "300",
+        "--question",
+        "who trades emeralds for sticks",
+        "--save",
+        "--no-record",
+    ]);
+    ok(&["delete", "--store", p(&store), "--event", "7"]);
+    let out = shown(&["--turn", "1"]);
+    assert!(
+        out.lines()
+            .any(|l| l.ends_with("  npc:fletcher:0 -OFFERS-> item:emerald")),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l == "  event:7  (deleted since)"),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l == "  event:49"), "{out}");
+}

@@ -953,3 +953,53 @@ fn an_instructions_line_that_is_the_boundary_is_refused_naming_the_line() {
     let c = context::build_context(&store, &o).unwrap();
     assert_eq!(c.text.split('\n').filter(|l| *l == BOUNDARY).count(), 1);
 }
+
+/// helper-97 (session 45): a saved context listed a fact by its edge id (`e28`), which a
+/// deletion or forgetting gives anew, so that after one `--turn` named another fact (edge 28
+/// had become a chest's CONTAINS); and a node deletion kept the turns that showed a fact of
+/// the node. A saved context records each fact by its keys and relation.
+#[test]
+fn a_saved_context_names_its_facts_by_what_outlasts_a_deletion() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path(), BackendKind::Redb).unwrap();
+    let w = world::generate(&WorldConfig::default());
+    store.ingest(w.events).unwrap();
+    let mut o = opts(300);
+    o.save = true;
+    o.record_usage = false;
+    let c = context::build_context(&store, &o).unwrap();
+    let snap = context::snapshot(&store, c.turn.unwrap()).unwrap().unwrap();
+    // Every fact id it lists is recorded with its ends and relation, as the store held them.
+    let fact_ids: Vec<&String> = snap
+        .ids
+        .iter()
+        .filter(|id| id.starts_with('e') && id[1..].parse::<u32>().is_ok())
+        .collect();
+    assert!(!fact_ids.is_empty(), "{:?}", snap.ids);
+    assert_eq!(snap.facts.len(), fact_ids.len(), "{:?}", snap.facts);
+    let offers = snap
+        .facts
+        .iter()
+        .find(|f| f.from == "npc:fletcher:0" && f.relation == "OFFERS")
+        .unwrap_or_else(|| panic!("{:?}", snap.facts));
+    assert_eq!(offers.to, "item:emerald");
+    let id: u32 = offers.id[1..].parse().unwrap();
+    let edge = store.edge(loci::EdgeId(id)).unwrap().unwrap();
+    assert_eq!(edge.relation, "OFFERS");
+
+    // A deletion of an event that shares nothing with the fact gives the ids anew, and the
+    // saved turn still names the fact it showed.
+    store.delete(&loci::DeleteRequest::events([15])).unwrap();
+    let again = context::snapshot(&store, snap.turn).unwrap().unwrap();
+    assert_eq!(again.facts, snap.facts);
+    assert!(store
+        .edge_between(&offers.from, &offers.relation, &offers.to)
+        .unwrap()
+        .is_some());
+
+    // Deleting a node takes the turns that showed a fact of it.
+    store
+        .delete(&loci::DeleteRequest::nodes(["npc:fletcher:0"]))
+        .unwrap();
+    assert!(context::snapshot(&store, snap.turn).unwrap().is_none());
+}

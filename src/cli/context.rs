@@ -6,7 +6,7 @@ use loci::context::{self, ContextMode, ContextOptions};
 
 use super::args::ContextArgs;
 use super::exit::{fail, Code};
-use super::output::{count, outln, print_json};
+use super::output::{count, one_field, outln, print_json};
 use super::{open, open_for_reading};
 
 pub fn context(a: ContextArgs) -> Result<Code> {
@@ -42,8 +42,27 @@ pub fn context(a: ContextArgs) -> Result<Code> {
             if let Some(q) = &snap.question {
                 outln!("question: {}", loci::text::one_line(q));
             }
+            // A fact by what it was, beside the id it was shown by (given anew by any
+            // deletion since); an event a deletion or forgetting took since, said so.
             for id in &snap.ids {
-                outln!("  {id}");
+                let fact = snap.facts.iter().find(|f| &f.id == id);
+                let gone = id
+                    .strip_prefix("event:")
+                    .and_then(|seq| seq.parse::<u64>().ok())
+                    .map(|seq| s.event(seq))
+                    .transpose()?
+                    .is_some_and(|ev| ev.is_none());
+                match (fact, gone) {
+                    (Some(f), _) => outln!(
+                        "  {}  {} -{}-> {}",
+                        one_field(id),
+                        one_field(&f.from),
+                        one_field(&f.relation),
+                        one_field(&f.to)
+                    ),
+                    (None, true) => outln!("  {}  (deleted since)", one_field(id)),
+                    (None, false) => outln!("  {}", one_field(id)),
+                }
             }
         }
         return Ok(Code::Ok);

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use crate::dynamics::consolidate::{self, Summary};
 use crate::error::{Error, Result};
 use crate::model::{kinds, EventDraft, Value};
-use crate::retrieval::{RetrieveOptions, Retriever, TokenCounter, Tokenizer};
+use crate::retrieval::{FactKey, RetrieveOptions, Retriever, TokenCounter, Tokenizer};
 use crate::store::{Facet, Store};
 
 pub use cover::cover;
@@ -183,6 +183,10 @@ pub struct Line {
     pub text: String,
     pub ids: Vec<String>,
     pub tokens: usize,
+    /// The fact a fact snippet's line shows, by its ends' keys and relation: its id (`e28`)
+    /// is one a deletion or forgetting gives anew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fact: Option<FactKey>,
 }
 
 /// A section as rendered.
@@ -223,6 +227,15 @@ pub struct Context {
     pub turn: Option<u64>,
 }
 
+/// A fact a saved context showed: the id it was shown by, and what outlasts that id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedFact {
+    pub id: String,
+    pub from: String,
+    pub relation: String,
+    pub to: String,
+}
+
 /// A saved context, as its `CONTEXT` event holds it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -237,6 +250,11 @@ pub struct Snapshot {
     pub cover_held_over: bool,
     /// The ids its lines rest on, each once, in the order the context shows them.
     pub ids: Vec<String>,
+    /// Each fact among `ids` (`e28`) by its ends' keys and relation, as the store held it
+    /// when the context was made: a deletion or forgetting gives every edge id anew, and the
+    /// id alone then names another fact. Empty in a context saved before they were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub facts: Vec<SavedFact>,
     /// What counted its tokens (`None` in a context saved before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<Tokenizer>,
@@ -444,6 +462,7 @@ fn assemble(
                 text: cover_text(s),
                 ids: vec![format!("event:{}", s.seq)],
                 tokens: cover_cost(s),
+                fact: None,
             })
             .collect(),
     });
@@ -556,7 +575,12 @@ fn line(text: String, ids: Vec<String>, count: &dyn Fn(&str) -> usize) -> Line {
         std::borrow::Cow::Owned(shown) => shown,
     };
     let tokens = count(&text);
-    Line { text, ids, tokens }
+    Line {
+        text,
+        ids,
+        tokens,
+        fact: None,
+    }
 }
 
 /// Keeps lines, in order, while they fit `cap`; the rest are left out.
@@ -786,6 +810,7 @@ fn snippet_lines(
                 text: s.text,
                 ids,
                 tokens: s.tokens,
+                fact: s.provenance.fact,
             }
         })
         .collect())
@@ -1174,6 +1199,7 @@ fn moment_lines(
                                 text: cut,
                                 ids,
                                 tokens,
+                                fact: None,
                             },
                         ));
                         break 'steps;
@@ -1196,6 +1222,7 @@ fn moment_lines(
                     text: text.clone(),
                     ids,
                     tokens,
+                    fact: None,
                 },
             ));
         }
@@ -1392,6 +1419,19 @@ fn save(
         .filter(|id| seen.insert(id.as_str()))
         .cloned()
         .collect();
+    let mut facts: Vec<SavedFact> = Vec::new();
+    for l in context.sections.iter().flat_map(|s| &s.lines) {
+        if let (Some(f), Some(id)) = (&l.fact, l.ids.first()) {
+            if !facts.iter().any(|s| &s.id == id) {
+                facts.push(SavedFact {
+                    id: id.clone(),
+                    from: f.from.clone(),
+                    relation: f.relation.clone(),
+                    to: f.to.clone(),
+                });
+            }
+        }
+    }
     let snapshot = Snapshot {
         turn,
         seq: 0,
@@ -1401,6 +1441,7 @@ fn save(
         cover: context.cover.clone(),
         cover_held_over: context.cover_held_over,
         ids,
+        facts,
         tokenizer: Some(context.tokenizer),
         mode: Some(made.mode),
         question: made.question.map(String::from),
@@ -1463,6 +1504,7 @@ mod tests {
             text: format!("event {seq}"),
             ids: vec![format!("event:{seq}")],
             tokens: 2,
+            fact: None,
         }
     }
 

@@ -154,14 +154,24 @@ pub fn names_node(event: &Event, key: &str) -> bool {
         })
 }
 
-/// Whether `event` is a saved context (`context::CONTEXT`) whose ids list `key`.
+/// Whether `event` is a saved context (`context::CONTEXT`) whose ids list `key`, or that
+/// showed a fact with `key` at an end (its `facts`), as a use of such an edge names it.
 fn saved_context_lists(event: &Event, key: &str) -> bool {
     // Read in place: a deletion asks this of every event of the log.
     let Value::Map(m) = &event.payload else {
         return false;
     };
+    let end_is_key = |fact: &Value| {
+        let Value::Map(f) = fact else {
+            return false;
+        };
+        ["from", "to"]
+            .iter()
+            .any(|end| f.get(*end).and_then(Value::as_str) == Some(key))
+    };
     event.kind == crate::model::kinds::CONTEXT
-        && matches!(m.get("ids"), Some(Value::List(ids)) if ids.iter().any(|id| id.as_str() == Some(key)))
+        && (matches!(m.get("ids"), Some(Value::List(ids)) if ids.iter().any(|id| id.as_str() == Some(key)))
+            || matches!(m.get("facts"), Some(Value::List(facts)) if facts.iter().any(end_is_key)))
 }
 
 /// The values `event` gives nodes and edges, each as one text naming what it is a value of

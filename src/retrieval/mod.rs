@@ -438,6 +438,18 @@ pub struct SnippetProvenance {
     pub events: Vec<u64>,
     /// Passage keys.
     pub passages: Vec<String>,
+    /// A fact's edge by what outlasts a deletion, read with it: a deletion or forgetting
+    /// gives every edge id anew, and a record of `e28` then named another fact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fact: Option<FactKey>,
+}
+
+/// An edge by its ends' keys and its relation, which no deletion gives anew.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FactKey {
+    pub from: String,
+    pub relation: String,
+    pub to: String,
 }
 
 /// One ranked piece of context.
@@ -1355,6 +1367,13 @@ impl<'s> Retriever<'s> {
             c.parts.confidence,
         );
         provenance.edges.push(e.id);
+        if let (Some(from), Some(to)) = (self.store.node(e.from), self.store.node(e.to)) {
+            provenance.fact = Some(FactKey {
+                from: from.key,
+                relation: e.relation.clone(),
+                to: to.key,
+            });
+        }
         for seq in e.evidence.iter().rev().take(3) {
             provenance.events.push(*seq);
             if let Some(ev) = self.store.event(*seq)? {
