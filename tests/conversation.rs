@@ -293,3 +293,29 @@ fn a_session_repeated_in_one_file_is_applied_once_and_a_reused_turn_id_refused()
         );
     }
 }
+
+/// helper-97 (session 45): the latest events of a conversation's context showed each turn as
+/// its speaker and id (`TURN person:Caroline D1:1`), never what was said, which lives in the
+/// turn's passage: without a question the context left the conversation out.
+#[test]
+fn a_contexts_latest_turns_show_what_was_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    ingest::read_str("s.jsonl", SESSIONS, Format::Conversation)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let mut o = loci::context::ContextOptions::with_budget(2000);
+    o.record_usage = false;
+    let c = loci::context::build_context(&store, &o).unwrap();
+    let moment = c.sections.iter().find(|s| s.name == "moment").unwrap();
+    assert!(
+        moment
+            .lines
+            .iter()
+            .any(|l| l.text.contains("TURN person:Caroline")
+                && l.text.contains("went to the LGBTQ support group")),
+        "{:?}",
+        moment.lines
+    );
+}

@@ -934,6 +934,28 @@ struct MomentCache {
     tokens: std::collections::HashMap<(u64, Tokenizer), usize>,
 }
 
+/// An event as the latest events show it: its text, and for a turn of a conversation, whose
+/// words are its passage's and not its payload's, what was said (shown as its speaker and
+/// id alone, the turn told the reader nothing).
+fn moment_text(ev: &crate::model::Event) -> String {
+    let mut text = ev.text();
+    if ev.kind == crate::conversation::TURN {
+        let said = ev.assertions.iter().find_map(|a| match a {
+            crate::model::Assertion::UpsertNode(up)
+                if up.label.as_deref() == Some(crate::model::labels::PASSAGE) =>
+            {
+                up.props.get("text").and_then(Value::as_str)
+            }
+            _ => None,
+        });
+        if let Some(said) = said {
+            text.push_str(": ");
+            text.push_str(said);
+        }
+    }
+    text
+}
+
 impl MomentCache {
     /// Forgets everything once an event was deleted since it was filled.
     fn sync(&mut self, store: &Store) {
@@ -958,7 +980,7 @@ impl MomentCache {
             }
             let line = (!NOT_MOMENT.contains(&ev.kind.as_str())).then(|| Cached {
                 ts: ev.ts,
-                text: format!("t={} {}", ev.ts, crate::text::one_line(&ev.text())),
+                text: format!("t={} {}", ev.ts, crate::text::one_line(&moment_text(&ev))),
                 observation: Observed::of(&ev),
                 raw_call: raw_call_session(&ev),
             });
