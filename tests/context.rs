@@ -219,6 +219,19 @@ fn a_newest_event_longer_than_the_room_is_shown_cut_not_left_out() {
                 "{}",
                 line.text
             );
+            // What did not fit is listed: the latest event before it the moment shows (49:
+            // the summaries and working memory after it are not latest events), the first of
+            // those older (helper-97, session 45: nothing was, "0 lines left out").
+            let moment_out: Vec<&Vec<String>> = (c.left_out.iter())
+                .filter(|l| l.section == "moment")
+                .map(|l| &l.ids)
+                .collect();
+            assert_eq!(
+                moment_out,
+                [&vec!["event:49".to_string()]],
+                "{tokenizer:?} {budget}: {:?}",
+                c.left_out
+            );
             assert!(
                 c.tokens <= budget && c.tokens > budget * 3 / 4,
                 "{tokenizer:?}: {} tokens of {budget}",

@@ -1224,7 +1224,9 @@ fn moment_lines(
                                 fact: None,
                             },
                         ));
-                        break 'steps;
+                        // Full: the next event shown, if any, is the first left out.
+                        used = cap;
+                        continue;
                     }
                 }
                 // The moment is a run of the latest events, without holes: once one does not
