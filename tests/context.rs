@@ -1016,3 +1016,45 @@ fn a_saved_context_names_its_facts_by_what_outlasts_a_deletion() {
         .unwrap();
     assert!(context::snapshot(&store, snap.turn).unwrap().is_none());
 }
+
+/// helper-97 (session 45): an event the question found was shown twice, as a snippet and
+/// among the latest events, and its tokens spent twice.
+#[test]
+fn an_event_among_the_latest_is_not_shown_again_as_a_snippet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path(), BackendKind::Redb).unwrap();
+    store
+        .ingest(world::generate(&WorldConfig::default()).events)
+        .unwrap();
+    for (question, budget) in [300, 600, 2000]
+        .into_iter()
+        .flat_map(|b| [("creeper", b), ("who trades emeralds for sticks", b)])
+    {
+        let mut o = ContextOptions::with_budget(budget);
+        o.question = Some(question.into());
+        o.record_usage = false;
+        let c = context::build_context(&store, &o).unwrap();
+        let firsts = |name: &str| -> Vec<String> {
+            section(&c, name)
+                .lines
+                .iter()
+                .filter_map(|l| l.ids.first().cloned())
+                .collect()
+        };
+        let moment = firsts("moment");
+        let snippets = firsts("snippets");
+        // "creeper" finds two events, 43 and 44, both among the latest at each budget: its
+        // snippets are empty, where they had held both again. The trade's facts stay.
+        assert!(!moment.is_empty(), "{budget}");
+        assert!(
+            question == "creeper"
+                || snippets
+                    .iter()
+                    .any(|id| id.starts_with('e') && !id.starts_with("event:")),
+            "{question} {budget}: {snippets:?}"
+        );
+        let twice: Vec<&String> = snippets.iter().filter(|id| moment.contains(id)).collect();
+        assert!(twice.is_empty(), "{question} {budget}: {twice:?} in both");
+        assert!(c.tokens <= budget);
+    }
+}

@@ -37,6 +37,8 @@
 
 mod cover;
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::dynamics::consolidate::{self, Summary};
@@ -536,15 +538,28 @@ fn assemble(
     } else {
         Vec::new()
     };
+    // An event the latest events show is not shown again as a snippet: its tokens were
+    // spent twice. The moment keeps it, in its run of time; the room freed widens the pack.
+    let in_moment: HashSet<String> = moment.iter().flat_map(|l| l.ids.first().cloned()).collect();
     sections.push(Section {
         name: "moment".into(),
         lines: moment,
     });
+    if let Some(snippets) = sections.iter_mut().find(|s| s.name == "snippets") {
+        snippets.lines.retain(|l| !shown_in(l, &in_moment));
+    }
     if let Some(q) = question {
         let room = opts
             .budget
             .saturating_sub(lines_tokens(&sections) + count_line(BOUNDARY));
-        widen_snippets(retriever, q, room, opts, &mut sections, &mut left_out)?;
+        widen_snippets(
+            retriever,
+            q,
+            room,
+            (opts, &in_moment),
+            &mut sections,
+            &mut left_out,
+        )?;
     }
     for (name, all) in [("working", all_working), ("observations", all_observations)] {
         let room = opts
@@ -718,7 +733,7 @@ fn widen_snippets(
     retriever: &Retriever<'_>,
     question: &str,
     room: usize,
-    opts: &ContextOptions,
+    (opts, in_moment): (&ContextOptions, &HashSet<String>),
     sections: &mut [Section],
     left_out: &mut Vec<LeftOut>,
 ) -> Result<()> {
@@ -738,13 +753,22 @@ fn widen_snippets(
     let mut wider = opts.clone();
     wider.record_usage = false;
     let mut cut_now = Vec::new();
-    let lines = snippet_lines(retriever, question, shown + room, &wider, &mut cut_now)?;
+    let mut lines = snippet_lines(retriever, question, shown + room, &wider, &mut cut_now)?;
+    lines.retain(|l| !shown_in(l, in_moment));
     if lines.iter().map(|l| l.tokens).sum::<usize>() > shown + room {
         return Ok(());
     }
     section.lines = lines;
     relist("snippets", cut_now, left_out);
     Ok(())
+}
+
+/// Whether snippet line `l` shows an event among `in_moment` (the first ids of the latest
+/// events' lines).
+fn shown_in(l: &Line, in_moment: &HashSet<String>) -> bool {
+    l.ids
+        .first()
+        .is_some_and(|id| id.starts_with("event:") && in_moment.contains(id))
 }
 
 /// Puts `now` in place of the lines of section `name` that `left_out` lists, where the first
