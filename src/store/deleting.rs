@@ -181,7 +181,10 @@ pub struct CompactReport {
     pub tombstones_written: usize,
     /// Deleted events in the log in all (tombstones, old and new).
     pub deleted_events: usize,
-    /// Size of the store directory before and after, in bytes.
+    /// Size of the store directory before and after, in bytes. After is measured on the
+    /// reopened store: redb writes its allocator state as the store closes, a few pages more
+    /// in a file compacted in place, which [`Store::files_bytes`] counts once it is closed
+    /// (`loci compact` reports that).
     pub bytes_before: u64,
     pub bytes_after: u64,
 }

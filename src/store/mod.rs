@@ -2225,6 +2225,14 @@ fn write_json_atomically(path: &Path, value: &impl Serialize) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
 
+impl Store {
+    /// The bytes of the store's files in `dir` (their lengths, as [`CompactReport`] counts
+    /// them), for a figure taken once a store is closed.
+    pub fn files_bytes(dir: &Path) -> u64 {
+        dir_size(dir)
+    }
+}
+
 /// The length of the file at `path`, or of every file under the directory, links not
 /// followed (a link back up the tree would loop until the stack ran out).
 fn dir_size(path: &Path) -> u64 {
