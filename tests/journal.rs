@@ -492,3 +492,45 @@ fn one_note_in_composed_and_decomposed_form_is_one_entry() {
         journal::entry_key("Caf\u{e9} opens at nine")
     );
 }
+
+/// helper-97 (session 45): a store of journal entries (timed in minutes) forgotten before it
+/// was ever consolidated was summarised in days of 24,000 (more than a fortnight of minutes
+/// each), and that day length then held for the store: `consolidate --day 1440` was refused.
+/// Without a day given or summarised, a store of journal entries or conversation turns takes
+/// days of minutes.
+#[test]
+fn a_store_of_minutes_takes_days_of_minutes_when_none_is_given() {
+    use loci::dynamics::consolidate::ConsolidationPolicy;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    assert_eq!(
+        ConsolidationPolicy::for_store(&store, None).unwrap().day,
+        24_000
+    );
+    ingest::read_str("j.jsonl", ENTRIES, Format::Journal)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    assert_eq!(
+        ConsolidationPolicy::for_store(&store, None).unwrap().day,
+        1440
+    );
+    // A day given is the day.
+    assert_eq!(
+        ConsolidationPolicy::for_store(&store, Some(60))
+            .unwrap()
+            .day,
+        60
+    );
+    // Forgetting consolidates with it, and a later `--day 1440` agrees.
+    loci::dynamics::forget::consolidate_then_forget(
+        &store,
+        None,
+        &loci::dynamics::forget::ForgetOptions::with_budget(2),
+    )
+    .unwrap();
+    let policy = ConsolidationPolicy::for_store(&store, Some(1440)).unwrap();
+    let mut opts = ConsolidateOptions::default();
+    opts.policy = policy;
+    consolidate::consolidate(&store, &RuleSummarizer, &opts).unwrap();
+}

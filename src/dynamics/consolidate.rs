@@ -94,6 +94,9 @@ pub struct ConsolidationPolicy {
     pub episode_gap: i64,
 }
 
+/// A day of world time kept in minutes (journal entries, conversation turns).
+pub const MINUTES_A_DAY: i64 = 1440;
+
 impl Default for ConsolidationPolicy {
     fn default() -> Self {
         ConsolidationPolicy {
@@ -106,12 +109,24 @@ impl Default for ConsolidationPolicy {
 
 impl ConsolidationPolicy {
     /// The policy to consolidate `store` with: days of `day` (world time) if given, else of the
-    /// length its day summaries have (1440 in a store of journals consolidated so), else the
-    /// default's. A day given that differs from the store's is refused by [`consolidate`].
+    /// length its day summaries have (1440 in a store of journals consolidated so), else of
+    /// minutes in a store of journal entries or conversation turns (both timed in minutes),
+    /// else the default's. A day given that differs from the store's is refused by
+    /// [`consolidate`].
     pub fn for_store(store: &Store, day: Option<i64>) -> Result<Self> {
         let day = match day {
             Some(d) => Some(d),
-            None => summarised_day(&latest_summaries(store)?),
+            None => match summarised_day(&latest_summaries(store)?) {
+                Some(d) => Some(d),
+                // Days of 24,000 had summarised more than a fortnight of minutes as one, and
+                // the first consolidation (a forgetting's too) fixes the store's day.
+                None if store.has_event_kind(crate::journal::JOURNAL)?
+                    || store.has_event_kind(crate::conversation::TURN)? =>
+                {
+                    Some(MINUTES_A_DAY)
+                }
+                None => None,
+            },
         };
         Ok(match day {
             Some(d) => ConsolidationPolicy::default().with_day(d),

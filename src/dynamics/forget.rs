@@ -133,7 +133,8 @@ pub struct ForgetReport {
 }
 
 /// What `loci forget` and `/v1/forget` do: consolidates the store in its days (`day` if
-/// given, else the length its day summaries have; see [`ConsolidationPolicy::for_store`](crate::dynamics::consolidate::ConsolidationPolicy::for_store)), so
+/// given, else the length its day summaries have, else minutes in a store of journal entries
+/// or conversation turns; see [`ConsolidationPolicy::for_store`](crate::dynamics::consolidate::ConsolidationPolicy::for_store)), so
 /// that every closed day has a summary to keep its gist, then forgets down to the budget.
 /// Two commits, each atomic: one cut short between them leaves summaries, which the next
 /// run finds made.
