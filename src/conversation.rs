@@ -99,6 +99,19 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// The day `months` calendar months before `day`, on the same day of the month, or the
+/// month's last where it is shorter (a month before 31 March is 28 February): months of 30
+/// days had made "last month" on 31 March the first of March, and "last year" on 31
+/// December of a leap year its first of January.
+fn months_back(day: i64, months: i64) -> i64 {
+    let (y, m, d) = civil_from_days(day);
+    let month = y * 12 + (m - 1) - months;
+    let (y, m) = (month.div_euclid(12), month.rem_euclid(12) + 1);
+    let next = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+    let length = days_from_civil(next.0, next.1, 1) - days_from_civil(y, m, 1);
+    days_from_civil(y, m, d.min(length))
+}
+
 fn date_text(day: i64) -> String {
     let (y, m, d) = civil_from_days(day);
     let month = MONTHS[(m - 1).clamp(0, 11) as usize];
@@ -177,7 +190,7 @@ fn number_word(w: &str) -> Option<i64> {
 
 /// The dates that relative expressions in `text` name, against the session day `today` (days
 /// since 1970): "yesterday", "last week(end)", "last month", "last year", `"last <weekday>"`,
-/// "N days/weeks/months/years ago". Months and years are taken as 30 and 365 days.
+/// "N days/weeks/months/years ago". Months and years are calendar ones ([`months_back`]).
 pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
     let lower = text.to_lowercase();
     let words: Vec<&str> = lower
@@ -208,8 +221,8 @@ pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
                     let back = (weekday - 5).rem_euclid(7);
                     add(today - if back == 0 { 7 } else { back });
                 }
-                "month" => add(today - 30),
-                "year" => add(today - 365),
+                "month" => add(months_back(today, 1)),
+                "year" => add(months_back(today, 12)),
                 day => {
                     if let Some(target) = WEEKDAYS.iter().position(|d| *d == day) {
                         let weekday = (today + 3).rem_euclid(7);
@@ -221,17 +234,16 @@ pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
             "ago" if i >= 2 => {
                 if let Some(n) = number_word(words[i - 2]) {
                     let unit = words[i - 1].trim_end_matches('s');
-                    let days = match unit {
-                        "day" => Some(1),
-                        "week" => Some(7),
-                        "month" => Some(30),
-                        "year" => Some(365),
-                        _ => None,
-                    };
                     // Beyond a few thousand years ago is not a date anyone means (and would
                     // overflow the calendar's arithmetic).
-                    if let (Some(d), true) = (days, (0..=10_000).contains(&n)) {
-                        add(today - n * d);
+                    if (0..=10_000).contains(&n) {
+                        match unit {
+                            "day" => add(today - n),
+                            "week" => add(today - n * 7),
+                            "month" => add(months_back(today, n)),
+                            "year" => add(months_back(today, n * 12)),
+                            _ => {}
+                        }
                     }
                 }
             }
@@ -307,6 +319,44 @@ pub fn session_events(s: &Session) -> Vec<EventDraft> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// helper-97 (session 45): months and years were counted as 30 and 365 days, so "last
+    /// year" said on 31 December 2024 was 1 January 2024, and "last month" on 31 March 2023
+    /// was 1 March 2023.
+    #[test]
+    fn months_and_years_back_are_calendar_months_and_years() {
+        let on = |date: &str| parse_session_time(date).unwrap().div_euclid(1440);
+        let at = on("1:00 pm on 31 December, 2024");
+        assert_eq!(
+            resolve_relative_dates("last year I moved", at),
+            ["31 December 2023"]
+        );
+        let at = on("1:00 pm on 31 March, 2023");
+        assert_eq!(
+            resolve_relative_dates("last month was rough", at),
+            ["28 February 2023"]
+        );
+        assert_eq!(
+            resolve_relative_dates("two months ago", at),
+            ["31 January 2023"]
+        );
+        let at = on("1:00 pm on 29 February, 2024");
+        assert_eq!(
+            resolve_relative_dates("a year ago", at),
+            ["28 February 2023"]
+        );
+        assert_eq!(
+            resolve_relative_dates("4 years ago", at),
+            ["29 February 2020"]
+        );
+        let at = on("1:00 pm on 15 January, 2023");
+        assert_eq!(
+            resolve_relative_dates("last month", at),
+            ["15 December 2022"]
+        );
+        // Far back is bounded as before, and the earliest date is year 1.
+        assert!(resolve_relative_dates("10000 years ago", at).is_empty());
+    }
 
     #[test]
     fn session_times_and_relative_dates_resolve() {
