@@ -1351,3 +1351,51 @@ fn deleting_a_node_with_a_retraction_among_its_events_brings_back_what_it_ended(
         }
     }
 }
+
+/// helper-97 (session 45): an episode made again without its last event, deleted, still read
+/// "t=110200 to 110300: 1 event", the deleted event's time its end; a store that never had
+/// the event reads "t=110200 to 110200". Its text spans the events it has left.
+#[test]
+fn an_episode_made_again_spans_the_events_it_has_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    store
+        .ingest(world::generate(&WorldConfig::default()).events)
+        .unwrap();
+    run(&store);
+    let episode_of = |store: &Store, seq: u64| {
+        consolidate::summaries(store)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.level == Level::Episode && s.children.contains(&seq))
+    };
+    // The episode of the death, which ends it, with an earlier event in it.
+    let death = store.events_of_kind("DEATH").unwrap()[0].clone();
+    let before = episode_of(&store, death.seq).unwrap();
+    assert_eq!(before.end, death.ts, "{}", before.text);
+    assert!(before.children.len() >= 2, "{}", before.text);
+    let r = store.delete(&DeleteRequest::events([death.seq])).unwrap();
+    let again = consolidate::summaries(&store)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.level == Level::Episode && r.summaries_made_again.contains(&s.seq))
+        .unwrap();
+    let left: Vec<i64> = again
+        .children
+        .iter()
+        .filter_map(|c| store.event(*c).unwrap())
+        .map(|e| e.ts)
+        .collect();
+    let (first, last) = (left.iter().min().unwrap(), left.iter().max().unwrap());
+    assert!(
+        again.text.contains(&format!("(t={first} to {last})")),
+        "{}",
+        again.text
+    );
+    assert!(
+        !again.text.contains(&death.ts.to_string()),
+        "{}",
+        again.text
+    );
+    assert_verifies(&store);
+}

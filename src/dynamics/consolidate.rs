@@ -1510,20 +1510,21 @@ pub(crate) fn restated<'a>(
 /// written by the [`RuleSummarizer`] (the store holds no other). It names `summary` as the one
 /// it supersedes, and lists the deleted events it is `without` (those that one was made from),
 /// so that a deletion of another event that one was made from still finds it and a second
-/// deletion of one of these finds nothing.
+/// deletion of one of these finds nothing. Its text says the times `span` (an episode's:
+/// those of the events it has left; else its range).
 pub(crate) fn made_again(
     policy: &ConsolidationPolicy,
     (summary, event): (&Summary, &Event),
     digest: Digest,
-    (children, without): (&[u64], &[u64]),
+    (children, without, span): (&[u64], &[u64], (i64, i64)),
     assertions: Vec<Assertion>,
 ) -> Result<EventDraft> {
     let range = (summary.start, summary.end);
     let day = policy.day_of(summary.start);
     let text = RuleSummarizer.summarize(&Chunk {
         level: summary.level,
-        start: summary.start,
-        end: summary.end,
+        start: span.0,
+        end: span.1,
         number: match summary.level {
             Level::Week => policy.week_of_day(day),
             Level::Day | Level::Episode => day,

@@ -258,11 +258,21 @@ impl Store {
             .copied()
             .collect();
         let without: Vec<u64> = without.into_iter().collect();
+        // An episode's text says when its events were: the span of those it has left, where
+        // all are known (it had kept a deleted last event's time as its end). Its range stays
+        // the period it was made for, by which the summaries of a period are found.
+        let span = (plan.summary.level == Level::Episode && complete)
+            .then(|| {
+                let times = || events_left(plan, &sources.records).map(|e| e.ts);
+                times().min().zip(times().max())
+            })
+            .flatten()
+            .unwrap_or((plan.summary.start, plan.summary.end));
         consolidate::made_again(
             &policy,
             (&plan.summary, plan.latest_event()),
             digest,
-            (&children, &without),
+            (&children, &without, span),
             assertions,
         )
         .map(Some)
@@ -786,14 +796,7 @@ fn digest_again(
     unnamed: &[String],
     policy: &ConsolidationPolicy,
 ) -> Digest {
-    let events: Vec<Event> = plan
-        .covered
-        .iter()
-        .filter(|s| **s < plan.group.latest)
-        .filter_map(|s| records.get(s))
-        .filter(|e| summarised(e))
-        .cloned()
-        .collect();
+    let events: Vec<Event> = events_left(plan, records).cloned().collect();
     let name = |key: &str| {
         graph
             .node_id(key)
@@ -820,6 +823,18 @@ fn digest_again(
         digest.days = days.into_iter().collect();
     }
     digest
+}
+
+/// The events of a summary's period it is made again from: those it covers, left (of a
+/// summarised kind, before it).
+fn events_left<'r>(
+    plan: &'r Plan<'_>,
+    records: &'r BTreeMap<u64, Event>,
+) -> impl Iterator<Item = &'r Event> {
+    (plan.covered.iter())
+        .filter(|s| **s < plan.group.latest)
+        .filter_map(|s| records.get(s))
+        .filter(|e| summarised(e))
 }
 
 /// The children of `summary` made again: those taken by their numbers made again, and none
