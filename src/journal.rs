@@ -35,6 +35,8 @@ use crate::store::{Commit, Store};
 pub const JOURNAL: &str = "JOURNAL";
 /// Kind of the event that promotes entries.
 pub const PROMOTE: &str = "PROMOTE";
+/// The payload flag of an entry whose time was given as text, read as minutes since 1970.
+pub const MINUTES: &str = "minutes";
 /// Label of a journal entry's node.
 pub const LABEL: &str = "Journal";
 /// The entry format version this build reads and writes.
@@ -262,6 +264,12 @@ pub fn entry_event(e: &Entry) -> std::result::Result<EventDraft, EntryError> {
     ]);
     if let Some(cwd) = &e.cwd {
         payload.insert("cwd".to_string(), Value::from(cwd.as_str()));
+    }
+    // A time given as text was read as minutes since 1970: a store of such entries keeps
+    // days of minutes (`ConsolidationPolicy::for_store`), where one given as an integer is in
+    // the store's own unit. (A flag, not text: an event's text values are indexed.)
+    if matches!(e.time, Time::Text(_)) {
+        payload.insert(MINUTES.to_string(), Value::Bool(true));
     }
     // The gist travels with the event, so that summaries and the context's latest events say
     // what was noted (the whole text is the node's).

@@ -522,6 +522,40 @@ fn a_store_of_minutes_takes_days_of_minutes_when_none_is_given() {
             .day,
         60
     );
+    // A world store (its days of 24,000 ticks) with an entry given in its world time stays
+    // in ticks, and so does one with an entry in RFC 3339 (helper-98: any journal entry had
+    // turned a world store's days into 1440 ticks).
+    for time in ["146500", "\"2026-11-21T09:00:00Z\""] {
+        let dir = tempfile::tempdir().unwrap();
+        let world = Store::create(dir.path(), BackendKind::Redb).unwrap();
+        world
+            .ingest(loci::world::generate(&loci::world::WorldConfig::default()).events)
+            .unwrap();
+        let line = format!(
+            r#"{{"v":1,"time":{time},"harness":"bot","session":"s1","kind":"note","text":"x"}}"#
+        );
+        ingest::read_str("j.jsonl", &line, Format::Journal)
+            .unwrap()
+            .commit(&world)
+            .unwrap();
+        assert_eq!(
+            ConsolidationPolicy::for_store(&world, None).unwrap().day,
+            24_000,
+            "{time}"
+        );
+    }
+    // Nor does a store of entries given in world time: their unit is the store's.
+    let dir = tempfile::tempdir().unwrap();
+    let ticks = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let line = r#"{"v":1,"time":5000,"harness":"bot","session":"s1","kind":"note","text":"x"}"#;
+    ingest::read_str("j.jsonl", line, Format::Journal)
+        .unwrap()
+        .commit(&ticks)
+        .unwrap();
+    assert_eq!(
+        ConsolidationPolicy::for_store(&ticks, None).unwrap().day,
+        24_000
+    );
     // Forgetting consolidates with it, and a later `--day 1440` agrees.
     loci::dynamics::forget::consolidate_then_forget(
         &store,

@@ -208,9 +208,10 @@ pub struct ConsolidateArgs {
     /// ones; `--json` gives the episodes too.
     #[arg(long)]
     pub all: bool,
-    /// The length of a day in the store's world time: 24000 in the demo world (the default);
-    /// 1440 for stores of journals or conversations, whose times are minutes since 1970. Without it, the length
-    /// of the store's day summaries; another than theirs is refused.
+    /// The length of a day in the store's world time: 24000 in the demo world; 1440 for
+    /// stores of journals or conversations, whose times are minutes since 1970. Without it,
+    /// the length of the store's day summaries (another than theirs is refused), else 1440 in
+    /// a store of conversation turns or journal entries timed by text, else 24000.
     #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = at_least_one::<i64>)]
     pub day: Option<i64>,
     #[arg(long)]
@@ -227,8 +228,9 @@ pub struct ForgetArgs {
     /// "Now" for recency (default: the latest event's time).
     #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = world_time)]
     pub now: Option<i64>,
-    /// The length of a day in world time of the consolidation that comes first (default: the length
-    /// of the store's day summaries, or 24000 without any), as `consolidate --day`.
+    /// The length of a day in world time of the consolidation that comes first (default: the
+    /// length of the store's day summaries, else as `consolidate` takes it), as
+    /// `consolidate --day`.
     #[arg(long, value_name = "T", allow_negative_numbers = true, value_parser = at_least_one::<i64>)]
     pub day: Option<i64>,
     #[arg(long)]

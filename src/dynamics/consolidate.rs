@@ -97,6 +97,45 @@ pub struct ConsolidationPolicy {
 /// A day of world time kept in minutes (journal entries, conversation turns).
 pub const MINUTES_A_DAY: i64 = 1440;
 
+/// Whether the store's clock is minutes since 1970: its events are conversation turns or
+/// journal entries timed by text (the store's own records aside), with one of either. A world
+/// store with an entry in it keeps its ticks, and so does a store of entries given in its
+/// own world time (an integer, whose unit is the store's).
+fn kept_in_minutes(store: &Store) -> Result<bool> {
+    use crate::conversation::TURN;
+    use crate::journal::{JOURNAL, MINUTES};
+    const CLOCKLESS: [&str; 10] = [
+        crate::model::kinds::USAGE,
+        crate::model::kinds::CONTEXT,
+        crate::model::kinds::PIN,
+        crate::model::kinds::UNPIN,
+        crate::journal::PROMOTE,
+        crate::dynamics::working::WM,
+        SUMMARY,
+        crate::dynamics::deletion::DELETE,
+        crate::dynamics::deletion::TOMBSTONE,
+        crate::dynamics::places::PLACES,
+    ];
+    // A store of more kinds than these holds something else.
+    let kinds = store.event_kinds(CLOCKLESS.len() + 3)?;
+    let timed = |k: &String| k == TURN || k == JOURNAL;
+    if !kinds
+        .iter()
+        .all(|k| timed(k) || CLOCKLESS.contains(&k.as_str()))
+    {
+        return Ok(false);
+    }
+    if kinds.iter().any(|k| k == TURN) {
+        return Ok(true);
+    }
+    let minutes = |ev: &crate::model::Event| matches!(&ev.payload, Value::Map(m) if m.get(MINUTES) == Some(&Value::Bool(true)));
+    Ok(kinds.iter().any(|k| k == JOURNAL)
+        && store
+            .events_with(crate::store::Facet::Kind, JOURNAL, i64::MIN, i64::MAX)?
+            .iter()
+            .all(minutes))
+}
+
 impl Default for ConsolidationPolicy {
     fn default() -> Self {
         ConsolidationPolicy {
@@ -120,11 +159,7 @@ impl ConsolidationPolicy {
                 Some(d) => Some(d),
                 // Days of 24,000 had summarised more than a fortnight of minutes as one, and
                 // the first consolidation (a forgetting's too) fixes the store's day.
-                None if store.has_event_kind(crate::journal::JOURNAL)?
-                    || store.has_event_kind(crate::conversation::TURN)? =>
-                {
-                    Some(MINUTES_A_DAY)
-                }
+                None if kept_in_minutes(store)? => Some(MINUTES_A_DAY),
                 None => None,
             },
         };

@@ -1067,7 +1067,8 @@ pub struct ForgetRequest {
     budget: u64,
     now: Option<i64>,
     /// The length of a day in world time of the consolidation that comes first (default: the
-    /// length of the store's day summaries, or 24000 without any), as `loci forget --day`.
+    /// length of the store's day summaries, else 1440 in a store of conversation turns or
+    /// journal entries timed by text, else 24000), as `loci forget --day`.
     #[schema(minimum = 1)]
     day: Option<i64>,
 }
