@@ -1058,3 +1058,72 @@ fn an_event_among_the_latest_is_not_shown_again_as_a_snippet() {
         assert!(c.tokens <= budget);
     }
 }
+
+/// helper-98 (session 45): the room a snippet shown among the latest events freed never
+/// reached the latest events, which still listed an older event as left out under an unused
+/// budget; and a newest event shown cut among them took the whole snippet of it away.
+#[test]
+fn the_room_a_repeated_snippet_frees_goes_to_the_latest_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path(), BackendKind::Redb).unwrap();
+    store
+        .ingest(world::generate(&WorldConfig::default()).events)
+        .unwrap();
+    let words: Vec<String> = (0..60).map(|i| format!("zebra{i} quagga")).collect();
+    let mut long = EventDraft::new(
+        store.latest_event_time().unwrap().unwrap_or(0) + 1,
+        "bot",
+        "OBSERVATION",
+    );
+    long.payload =
+        loci::model::Value::from(format!("zebra quagga report {}", words.join(" ")).as_str());
+    let seq = store.ingest(vec![long]).unwrap().last_seq;
+    let mut o = ContextOptions::with_budget(600);
+    o.question = Some("zebra quagga report".into());
+    o.record_usage = false;
+    let c = context::build_context(&store, &o).unwrap();
+    let moment_out: Vec<&context::LeftOut> = c
+        .left_out
+        .iter()
+        .filter(|l| l.section == "moment")
+        .collect();
+    let room = c.budget - c.tokens;
+    for l in &moment_out {
+        assert!(
+            l.tokens > room,
+            "{} left out with {room} tokens unused",
+            l.ids[0]
+        );
+    }
+    // No snippet is listed as left out for an event the latest events show.
+    let shown: Vec<&String> = section(&c, "moment")
+        .lines
+        .iter()
+        .map(|l| &l.ids[0])
+        .collect();
+    assert!(
+        !c.left_out
+            .iter()
+            .any(|l| l.section == "snippets" && shown.contains(&&l.ids[0])),
+        "{:?}",
+        c.left_out
+    );
+
+    // A newest event shown cut keeps its whole snippet.
+    let mut o = ContextOptions::with_budget(500);
+    o.shares.snippets = 0.6;
+    o.question = Some("zebra quagga report".into());
+    o.record_usage = false;
+    let c = context::build_context(&store, &o).unwrap();
+    let id = format!("event:{seq}");
+    let cut = section(&c, "moment")
+        .lines
+        .iter()
+        .any(|l| l.ids[0] == id && l.text.ends_with('…'));
+    assert!(cut, "{:?}", section(&c, "moment").lines);
+    assert!(
+        section(&c, "snippets").lines.iter().any(|l| l.ids[0] == id),
+        "{:?}",
+        c.sections
+    );
+}

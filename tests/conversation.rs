@@ -319,3 +319,39 @@ fn a_contexts_latest_turns_show_what_was_said() {
         moment.lines
     );
 }
+
+/// helper-98 (session 45): once the latest events showed a turn's words, a question that found
+/// the turn's passage showed it twice, as a snippet and among the latest events.
+#[test]
+fn a_turn_among_the_latest_is_not_shown_again_as_a_passage_snippet() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    ingest::read_str("s.jsonl", SESSIONS, Format::Conversation)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let mut o = loci::context::ContextOptions::with_budget(600);
+    o.question = Some("What did Melanie paint?".into());
+    o.record_usage = false;
+    let c = loci::context::build_context(&store, &o).unwrap();
+    let text_of = |name: &str| -> Vec<String> {
+        c.sections
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .lines
+            .iter()
+            .map(|l| l.text.clone())
+            .collect()
+    };
+    let moment = text_of("moment");
+    assert!(
+        moment.iter().any(|l| l.contains("painted a sunrise")),
+        "{moment:?}"
+    );
+    let snippets = text_of("snippets");
+    assert!(
+        !snippets.iter().any(|l| l.contains("painted a sunrise")),
+        "{snippets:?}"
+    );
+}

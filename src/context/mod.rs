@@ -519,35 +519,22 @@ fn assemble(
             &mut left_out,
         ),
     });
-    let used: usize = sections
-        .iter()
-        .flat_map(|s| &s.lines)
-        .map(|l| l.tokens)
-        .sum::<usize>()
-        + count_line(BOUNDARY);
-    let moment = if wants("moment") {
+    let in_moment = if wants("moment") {
         let mut cache = caches.moment.lock().unwrap_or_else(|e| e.into_inner());
-        moment_lines(
+        place_moment(
             store,
             &mut cache,
-            opts.budget.saturating_sub(used),
-            opts.tokenizer,
-            opts.session.as_deref(),
+            (opts, &count_line),
+            &mut sections,
             &mut left_out,
         )?
     } else {
-        Vec::new()
+        sections.push(Section {
+            name: "moment".into(),
+            lines: Vec::new(),
+        });
+        HashSet::new()
     };
-    // An event the latest events show is not shown again as a snippet: its tokens were
-    // spent twice. The moment keeps it, in its run of time; the room freed widens the pack.
-    let in_moment: HashSet<String> = moment.iter().flat_map(|l| l.ids.first().cloned()).collect();
-    sections.push(Section {
-        name: "moment".into(),
-        lines: moment,
-    });
-    if let Some(snippets) = sections.iter_mut().find(|s| s.name == "snippets") {
-        snippets.lines.retain(|l| !shown_in(l, &in_moment));
-    }
     if let Some(q) = question {
         let room = opts
             .budget
@@ -568,6 +555,10 @@ fn assemble(
         widen(name, all, room, &mut sections, &mut left_out);
     }
 
+    // A snippet retrieval cut is not left out where the latest events show it whole.
+    left_out.retain(|l| {
+        !(l.section == "snippets" && l.ids.first().is_some_and(|id| in_moment.contains(id)))
+    });
     let mut context = fit(sections, opts, counter, &mut left_out);
     context.left_out = left_out;
     context.cover = cover_ids;
@@ -763,12 +754,53 @@ fn widen_snippets(
     Ok(())
 }
 
-/// Whether snippet line `l` shows an event among `in_moment` (the first ids of the latest
-/// events' lines).
+/// Whether snippet line `l` shows an event or a turn's passage that the latest events show
+/// whole (`in_moment`, [`Moment::shown`]).
 fn shown_in(l: &Line, in_moment: &HashSet<String>) -> bool {
-    l.ids
-        .first()
-        .is_some_and(|id| id.starts_with("event:") && in_moment.contains(id))
+    l.ids.first().is_some_and(|id| in_moment.contains(id))
+}
+
+/// Adds the latest events after the sections before them, in the room those leave, and takes
+/// from the snippets what they show whole: its tokens were spent twice. The moment keeps it,
+/// in its run of time. Made a second time in the room the snippets taken freed (a longer run
+/// of the same latest events, so it shows what the first did); what that frees is the pack's
+/// ([`widen_snippets`]). Returns the ids it shows whole.
+fn place_moment(
+    store: &Store,
+    cache: &mut MomentCache,
+    (opts, count_line): (&ContextOptions, &dyn Fn(&str) -> usize),
+    sections: &mut Vec<Section>,
+    left_out: &mut Vec<LeftOut>,
+) -> Result<HashSet<String>> {
+    let mut moment = Moment {
+        lines: Vec::new(),
+        shown: HashSet::new(),
+    };
+    for _ in 0..2 {
+        left_out.retain(|l| l.section != "moment");
+        let used = lines_tokens(sections) + count_line(BOUNDARY);
+        moment = moment_lines(
+            store,
+            cache,
+            opts.budget.saturating_sub(used),
+            opts.tokenizer,
+            opts.session.as_deref(),
+            left_out,
+        )?;
+        let Some(snippets) = sections.iter_mut().find(|s| s.name == "snippets") else {
+            break;
+        };
+        let before = snippets.lines.len();
+        snippets.lines.retain(|l| !shown_in(l, &moment.shown));
+        if snippets.lines.len() == before {
+            break;
+        }
+    }
+    sections.push(Section {
+        name: "moment".into(),
+        lines: moment.lines,
+    });
+    Ok(moment.shown)
 }
 
 /// Puts `now` in place of the lines of section `name` that `left_out` lists, where the first
@@ -899,6 +931,9 @@ fn subgoals_line(subgoals: &[String], room: usize, count: &dyn Fn(&str) -> usize
 struct Cached {
     ts: i64,
     text: String,
+    /// The passage a conversation's turn shows the words of ([`moment_text`]): its line
+    /// rests on it too.
+    passage: Option<String>,
     /// A typed observation of a tool call (`observe`): shown grouped in its own block, not in
     /// the moment.
     observation: Option<Observed>,
@@ -963,21 +998,29 @@ struct MomentCache {
 /// id alone, the turn told the reader nothing).
 fn moment_text(ev: &crate::model::Event) -> String {
     let mut text = ev.text();
-    if ev.kind == crate::conversation::TURN {
-        let said = ev.assertions.iter().find_map(|a| match a {
-            crate::model::Assertion::UpsertNode(up)
-                if up.label.as_deref() == Some(crate::model::labels::PASSAGE) =>
-            {
-                up.props.get("text").and_then(Value::as_str)
-            }
-            _ => None,
-        });
-        if let Some(said) = said {
-            text.push_str(": ");
-            text.push_str(said);
-        }
+    if let Some((_, said)) = turn_passage(ev) {
+        text.push_str(": ");
+        text.push_str(said);
     }
     text
+}
+
+/// The passage a conversation's turn asserts: its key and what was said.
+fn turn_passage(ev: &crate::model::Event) -> Option<(&str, &str)> {
+    if ev.kind != crate::conversation::TURN {
+        return None;
+    }
+    ev.assertions.iter().find_map(|a| match a {
+        crate::model::Assertion::UpsertNode(up)
+            if up.label.as_deref() == Some(crate::model::labels::PASSAGE) =>
+        {
+            up.props
+                .get("text")
+                .and_then(Value::as_str)
+                .map(|said| (up.key.as_str(), said))
+        }
+        _ => None,
+    })
 }
 
 impl MomentCache {
@@ -1005,6 +1048,7 @@ impl MomentCache {
             let line = (!NOT_MOMENT.contains(&ev.kind.as_str())).then(|| Cached {
                 ts: ev.ts,
                 text: format!("t={} {}", ev.ts, crate::text::one_line(&moment_text(&ev))),
+                passage: turn_passage(&ev).map(|(key, _)| key.to_string()),
                 observation: Observed::of(&ev),
                 raw_call: raw_call_session(&ev),
             });
@@ -1202,10 +1246,11 @@ fn moment_lines(
     tokenizer: Tokenizer,
     session: Option<&str>,
     left_out: &mut Vec<LeftOut>,
-) -> Result<Vec<Line>> {
+) -> Result<Moment> {
     cache.sync(store);
     let counter = tokenizer.counter();
     let mut kept: Vec<(i64, u64, Line)> = Vec::new();
+    let mut cut_seq = None;
     let mut used = 0;
     let mut showable = 0;
     let mut scan = BackwardScan::new(store.last_seq());
@@ -1217,6 +1262,7 @@ fn moment_lines(
             let Some(Some(Cached {
                 ts,
                 text,
+                passage,
                 observation: None,
                 raw_call,
             })) = cache.lines.get(&seq)
@@ -1231,7 +1277,8 @@ fn moment_lines(
                 .tokens
                 .entry((seq, tokenizer))
                 .or_insert_with(|| counter.count(text));
-            let ids = vec![format!("event:{seq}")];
+            let mut ids = vec![format!("event:{seq}")];
+            ids.extend(passage.iter().cloned());
             if used + tokens > cap {
                 // The newest event alone longer than the room is shown cut to fit: left out,
                 // it would empty the section, and every older event with it.
@@ -1250,6 +1297,7 @@ fn moment_lines(
                         ));
                         // Full: the next event shown, if any, is the first left out.
                         used = cap;
+                        cut_seq = Some(seq);
                         continue;
                     }
                 }
@@ -1276,7 +1324,22 @@ fn moment_lines(
         }
     }
     kept.sort_by_key(|(ts, seq, _)| (*ts, *seq));
-    Ok(kept.into_iter().map(|(_, _, l)| l).collect())
+    // What the latest events show whole: each line's ids, but a line shown cut's.
+    let shown = (kept.iter())
+        .filter(|(_, seq, _)| Some(*seq) != cut_seq)
+        .flat_map(|(_, _, l)| l.ids.iter().cloned())
+        .collect();
+    Ok(Moment {
+        lines: kept.into_iter().map(|(_, _, l)| l).collect(),
+        shown,
+    })
+}
+
+/// The latest events as the context shows them.
+struct Moment {
+    lines: Vec<Line>,
+    /// The ids of the events shown whole, and of the passages the turns among them show.
+    shown: HashSet<String>,
 }
 
 /// Fewest characters of an event worth showing cut.
