@@ -4566,7 +4566,8 @@ fn a_saved_turn_shows_its_facts_by_their_ends_and_says_which_events_went() {
         "{out}"
     );
     assert!(
-        out.lines().any(|l| l == "  event:7  (deleted since)"),
+        out.lines()
+            .any(|l| l == "  event:7  (gone since: deleted or forgotten)"),
         "{out}"
     );
     assert!(out.lines().any(|l| l == "  event:49"), "{out}");

@@ -2829,3 +2829,16 @@ fn a_parameter_the_query_text_does_not_use_is_refused_by_name() {
         "parameter: $a is given, but the query does not use it; it uses no parameters"
     );
 }
+
+/// helper-98 (session 45): a query of comments alone was "an empty query" with a caret
+/// after its last comment.
+#[test]
+fn a_query_of_comments_alone_is_empty_and_shows_no_excerpt() {
+    let q = "// name: q\n// description: d\n";
+    let e = query::prepare(q, query::Limits::default()).err().unwrap();
+    let shown = e.render(q);
+    assert!(
+        shown.ends_with("found an empty query") && !shown.contains('^'),
+        "{shown}"
+    );
+}

@@ -60,7 +60,9 @@ pub fn context(a: ContextArgs) -> Result<Code> {
                         one_field(&f.relation),
                         one_field(&f.to)
                     ),
-                    (None, true) => outln!("  {}  (deleted since)", one_field(id)),
+                    (None, true) => {
+                        outln!("  {}  (gone since: deleted or forgotten)", one_field(id))
+                    }
                     (None, false) => outln!("  {}", one_field(id)),
                 }
             }

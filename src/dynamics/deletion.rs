@@ -104,8 +104,9 @@ pub struct DeleteReport {
     /// Edges that lost some, not all, of their supporting events, and stay.
     pub edges_weakened: usize,
     /// Nodes a deleted event asserted that stay, asserted by events that remain (a later
-    /// event giving a value; a pin alone makes no node): a user deleting the event of a secret learns that its key is still a
-    /// node, and that `--node` takes a node with every event naming it.
+    /// event giving a value; a pin alone makes no node): a user deleting the event of a
+    /// secret learns that its key is still a node, and that `--node` takes a node with every
+    /// event naming it.
     #[serde(default)]
     pub nodes_kept: usize,
     /// The first of those keys, in key order ([`NODES_KEPT_LISTED`] at most).

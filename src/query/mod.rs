@@ -108,9 +108,9 @@ impl QueryError {
     /// The error with the offending line of `text` and a caret under the span, for people.
     pub fn render(&self, text: &str) -> String {
         match self {
-            // A blank query has no line worth showing, and a caret under nothing points at
-            // nothing.
-            QueryError::Parse { .. } if text.trim().is_empty() => self.to_string(),
+            // A query of blanks or comments has no line worth showing, and a caret under
+            // nothing points at nothing.
+            QueryError::Parse { found, .. } if found == parser::EMPTY_QUERY => self.to_string(),
             QueryError::Parse { span, .. } | QueryError::PlanAt { span, .. } => {
                 // The line the span starts on, found from the span itself: counting lines by
                 // `str::lines` dropped each "\r" of CRLF ends, and the caret drifted a column
