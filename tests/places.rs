@@ -141,3 +141,178 @@ fn a_village_that_grows_stays_one_village() {
     assert_eq!((again.places, again.villages, again.seq), (0, 0, 0));
     assert!(store.verify().unwrap().ok());
 }
+
+/// The sightings of one emerged place that is in no village: the place, its key and the
+/// sequence numbers of its sightings.
+fn a_lone_place(store: &Store) -> (String, Vec<u64>) {
+    let g = store.graph();
+    let located = |key: &str| {
+        let id = g.node_id(key).unwrap();
+        g.edges_of(id).count() > 0
+    };
+    let mut by_key: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for ev in store
+        .events_of_kind(loci::dynamics::places::SIGHTING)
+        .unwrap()
+    {
+        let block = ev.anchor.and_then(|a| a.block).unwrap();
+        let loci::Value::Map(m) = &ev.payload else {
+            panic!("a sighting's payload is an object")
+        };
+        let object = m["object"].as_str().unwrap().to_string();
+        by_key
+            .entry(place_key(&object, block))
+            .or_default()
+            .push(ev.seq);
+    }
+    by_key
+        .into_iter()
+        .find(|(k, _)| store.node_by_key(k).is_some() && !located(k))
+        .expect("a place in no village")
+}
+
+fn places_of(store: &Store) -> std::collections::BTreeSet<String> {
+    store
+        .graph()
+        .nodes()
+        .filter(|n| n.key.starts_with("seen:"))
+        .map(|n| n.key)
+        .collect()
+}
+
+/// helper-97 (session 45): a place made only from deleted sightings stayed (the `PLACES`
+/// event that `emerge` wrote kept it), where a place of the log without them does not
+/// emerge; and `delete --node` of an emerged place took the whole `PLACES` event, every place
+/// and village with it (46 nodes), and left its sightings, so that `emerge` made it again.
+#[test]
+fn deleting_sightings_or_an_emerged_place_takes_only_that_place() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store.ingest(sighting_world(1, 4).events).unwrap();
+        emerge(&store, &EmergePolicy::default()).unwrap();
+        let all = places_of(&store);
+
+        // The sightings of a place: it goes, and nothing else.
+        let (key, sightings) = a_lone_place(&store);
+        let r = store
+            .delete(&loci::DeleteRequest::events(sightings.clone()))
+            .unwrap();
+        let mut left = all.clone();
+        left.remove(&key);
+        assert_eq!(places_of(&store), left, "{backend}: {r:?}");
+        assert!(r.places_made_again.is_some(), "{backend}: {r:?}");
+        // Support moved from the `PLACES` event taken to the one made again is not lost.
+        assert_eq!(r.edges_weakened, 0, "{backend}: {r:?}");
+        let again = emerge(&store, &EmergePolicy::default()).unwrap();
+        assert_eq!((again.places, again.villages), (0, 0), "{backend}");
+
+        // An emerged place by its key: it goes with its sightings, and nothing else.
+        let (key, sightings) = a_lone_place(&store);
+        let r = store
+            .delete(&loci::DeleteRequest::nodes([key.clone()]))
+            .unwrap();
+        for s in &sightings {
+            assert!(
+                r.deleted.contains(s),
+                "{backend}: {s} not in {:?}",
+                r.deleted
+            );
+        }
+        left.remove(&key);
+        assert_eq!(places_of(&store), left, "{backend}: {r:?}");
+        let again = emerge(&store, &EmergePolicy::default()).unwrap();
+        assert_eq!((again.places, again.villages), (0, 0), "{backend}");
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+    }
+}
+
+/// What later events gave an emerged place stays when a deletion makes the places again: an
+/// edge to it (which the replay without the `PLACES` event skipped, its end not made yet), a
+/// name given later, and a pin.
+#[test]
+fn the_places_made_again_keep_what_later_events_gave_them() {
+    use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store.ingest(sighting_world(1, 4).events).unwrap();
+        emerge(&store, &EmergePolicy::default()).unwrap();
+        let (gone, sightings) = a_lone_place(&store);
+        let kept = places_of(&store)
+            .into_iter()
+            .find(|k| k != &gone && !k.starts_with("seen:village:"))
+            .unwrap();
+        let ts = store.latest_event_time().unwrap().unwrap() + 1;
+        // The edge first, in an event of its own: replayed without the `PLACES` event, its
+        // end is not there yet, and it is skipped.
+        let mut home = EventDraft::new(ts, "bot", "NOTE");
+        home.assertions = vec![
+            Assertion::UpsertNode(NodeUpsert {
+                key: "bot".into(),
+                name: Some("Steve-bot".into()),
+                ..Default::default()
+            }),
+            Assertion::UpsertEdge(EdgeUpsert {
+                from: "bot".into(),
+                relation: "HOME".into(),
+                to: kept.clone(),
+                confidence: Some(0.9),
+                ..Default::default()
+            }),
+        ];
+        let mut named = EventDraft::new(ts + 1, "bot", "NOTE");
+        named.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+            key: kept.clone(),
+            name: Some("the old mill".into()),
+            ..Default::default()
+        })];
+        store.ingest(vec![home, named]).unwrap();
+        store.pin(&[&kept], true).unwrap();
+        // A place pinned with nothing else said of it: replayed without the `PLACES` event,
+        // its pin finds no node and makes none.
+        let pinned = places_of(&store)
+            .into_iter()
+            .find(|k| k != &gone && k != &kept && !k.starts_with("seen:village:"))
+            .unwrap();
+        store.pin(&[&pinned], true).unwrap();
+
+        store
+            .delete(&loci::DeleteRequest::events(sightings))
+            .unwrap();
+        assert!(store.node_by_key(&pinned).unwrap().pinned, "{backend}");
+        let n = store.node_by_key(&kept).unwrap();
+        assert_eq!(n.name, "the old mill", "{backend}");
+        assert!(n.pinned, "{backend}");
+        assert_eq!(n.label, "Place", "{backend}");
+        let e = store.edge_between("bot", "HOME", &kept).unwrap().unwrap();
+        assert!((e.confidence - 0.9).abs() < 1e-6, "{backend}: {e:?}");
+        assert!(store.node_by_key(&gone).is_none(), "{backend}");
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+
+        // The edge restated rests on its event still: deleted, the edge goes.
+        let home_seq = store
+            .events_of_kind("NOTE")
+            .unwrap()
+            .iter()
+            .find(|e| e.assertions.len() == 2)
+            .unwrap()
+            .seq;
+        store
+            .delete(&loci::DeleteRequest::events([home_seq]))
+            .unwrap();
+        assert!(
+            store.edge_between("bot", "HOME", &kept).unwrap().is_none(),
+            "{backend}"
+        );
+        assert_eq!(
+            store.node_by_key(&kept).unwrap().name,
+            "the old mill",
+            "{backend}"
+        );
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+    }
+}

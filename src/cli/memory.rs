@@ -101,6 +101,11 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
                 seq_list(&r.summaries_made_again)
             );
         }
+        if let Some(seq) = r.places_made_again {
+            outln!(
+                "the places and villages `emerge` made were made again from the events left, as event {seq} (a place only deleted sightings made is not)"
+            );
+        }
         outln!("their text stays in the store's files until `loci compact`");
     }
     Ok(Code::Ok)

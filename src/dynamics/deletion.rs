@@ -127,6 +127,11 @@ pub struct DeleteReport {
     /// among them) rests on them still (`Store::summaries_made_again`).
     #[serde(default)]
     pub summaries_made_again: Vec<u64>,
+    /// The `PLACES` event written again in the deletion's commit in place of those it took,
+    /// where it took sightings, events at blocks or a place: the places and villages that
+    /// emerge from the events left (`store::emerging`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub places_made_again: Option<u64>,
     /// The events the request named, or that name its nodes, that were deleted before it
     /// (by forgetting, most often), ascending: not in `deleted`, since this deletion does not
     /// delete them again; the summaries holding them are among what it took.
@@ -145,6 +150,10 @@ pub fn names_node(event: &Event, key: &str) -> bool {
         .iter()
         .any(|(item, _)| item.names_node(key))
         || saved_context_lists(event, key)
+        // A sighting names the place it sees: deleted by its key, a place goes with them, and
+        // `emerge` does not make it again.
+        || crate::dynamics::places::sighted(event)
+            .is_some_and(|(object, block)| crate::dynamics::places::place_key(object, block) == key)
         || event.actor == key
         || event.place.as_deref() == Some(key)
         || event.assertions.iter().any(|a| match a {

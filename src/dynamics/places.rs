@@ -66,7 +66,7 @@ pub struct EmergeReport {
 
 /// A place candidate: an object seen at one block.
 #[derive(Clone, Debug)]
-struct Candidate {
+pub(crate) struct Candidate {
     object: String,
     name: Option<String>,
     block: [i32; 3],
@@ -74,10 +74,23 @@ struct Candidate {
     interactions: usize,
 }
 
+impl Candidate {
+    /// The key of the node it becomes.
+    pub(crate) fn key(&self) -> String {
+        place_key(&self.object, self.block)
+    }
+}
+
 /// The key of the node a candidate becomes.
 pub fn place_key(object: &str, block: [i32; 3]) -> String {
-    format!("seen:{object}:{}:{}:{}", block[0], block[1], block[2])
+    format!(
+        "{PLACE_KEY_PREFIX}{object}:{}:{}:{}",
+        block[0], block[1], block[2]
+    )
 }
+
+/// How the key of every node `emerge` makes begins (villages too).
+pub const PLACE_KEY_PREFIX: &str = "seen:";
 
 fn anchor_of(block: [i32; 3]) -> Anchor {
     Anchor {
@@ -87,10 +100,24 @@ fn anchor_of(block: [i32; 3]) -> Anchor {
     }
 }
 
-/// Turns sightings into places and villages (see the module documentation).
-pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
+/// The place a `SIGHTING` event sees: its object and block, where it has both.
+pub(crate) fn sighted(ev: &crate::model::Event) -> Option<(&str, [i32; 3])> {
+    let block = ev.anchor.and_then(|a| a.block)?;
+    let Value::Map(m) = &ev.payload else {
+        return None;
+    };
+    let object = m.get("object").and_then(Value::as_str)?;
+    (ev.kind == SIGHTING).then_some((object, block))
+}
+
+/// The candidates of the log's sightings, with the interactions at their blocks, the events
+/// of `excluded` left out (a deletion's), in key order.
+pub(crate) fn candidates(store: &Store, excluded: &BTreeSet<u64>) -> Result<Vec<Candidate>> {
     let mut candidates: BTreeMap<(String, [i32; 3]), Candidate> = BTreeMap::new();
     for ev in store.events_of_kind(SIGHTING)? {
+        if excluded.contains(&ev.seq) {
+            continue;
+        }
         let Some(block) = ev.anchor.and_then(|a| a.block) else {
             continue;
         };
@@ -115,7 +142,7 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
     // Interactions: any other event anchored at a candidate's block.
     let blocks: BTreeSet<[i32; 3]> = candidates.keys().map(|k| k.1).collect();
     store.scan_log(1, |ev| {
-        if ev.kind != SIGHTING && ev.kind != PLACES {
+        if ev.kind != SIGHTING && ev.kind != PLACES && !excluded.contains(&ev.seq) {
             if let Some(b) = ev
                 .anchor
                 .and_then(|a| a.block)
@@ -128,40 +155,82 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
         }
         Ok(true)
     })?;
+    Ok(candidates.into_values().collect())
+}
+
+/// The candidates that become places under `policy`.
+pub(crate) fn emerged<'c>(
+    candidates: &'c [Candidate],
+    policy: &EmergePolicy,
+) -> Vec<&'c Candidate> {
+    candidates
+        .iter()
+        .filter(|c| c.sightings + c.interactions.min(1) >= policy.sightings)
+        .collect()
+}
+
+/// The upsert of the node a candidate becomes.
+pub(crate) fn place_upsert(c: &Candidate) -> NodeUpsert {
+    let label = if c.object == "villager" {
+        labels::NPC
+    } else {
+        labels::PLACE
+    };
+    let mut props = BTreeMap::new();
+    props.insert("type".to_string(), Value::from(c.object.as_str()));
+    NodeUpsert {
+        key: c.key(),
+        label: Some(label.to_string()),
+        name: Some(c.name.clone().unwrap_or_else(|| {
+            format!(
+                "{} at {} {} {}",
+                c.object, c.block[0], c.block[1], c.block[2]
+            )
+        })),
+        props,
+        anchor: Some(anchor_of(c.block)),
+        ..NodeUpsert::default()
+    }
+}
+
+/// The policy a `PLACES` event was written under, as its payload records it (the default's
+/// before it did).
+pub(crate) fn policy_of(ev: &crate::model::Event) -> EmergePolicy {
+    let Value::Map(m) = &ev.payload else {
+        return EmergePolicy::default();
+    };
+    m.get(POLICY)
+        .and_then(|v| serde_json::to_value(v).ok())
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+/// The payload key of the policy a `PLACES` event was written under.
+const POLICY: &str = "policy";
+
+/// A `PLACES` event's payload: the policy it was written under, for a deletion that makes it
+/// again.
+pub(crate) fn places_payload(policy: &EmergePolicy) -> Value {
+    let policy = serde_json::to_value(policy)
+        .and_then(serde_json::from_value::<Value>)
+        .unwrap_or(Value::Null);
+    Value::Map(crate::model::Props::from([(POLICY.to_string(), policy)]))
+}
+
+/// Turns sightings into places and villages (see the module documentation).
+pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
+    let candidates = candidates(store, &BTreeSet::new())?;
     let mut report = EmergeReport {
         candidates: candidates.len(),
         ..EmergeReport::default()
     };
-    let emerged: Vec<&Candidate> = candidates
-        .values()
-        .filter(|c| c.sightings + c.interactions.min(1) >= policy.sightings)
-        .collect();
+    let emerged = emerged(&candidates, policy);
     let mut assertions = Vec::new();
     for c in &emerged {
-        let key = place_key(&c.object, c.block);
-        if store.node_by_key(&key).is_some() {
+        if store.node_by_key(&c.key()).is_some() {
             continue;
         }
-        let label = if c.object == "villager" {
-            labels::NPC
-        } else {
-            labels::PLACE
-        };
-        let mut props = BTreeMap::new();
-        props.insert("type".to_string(), Value::from(c.object.as_str()));
-        assertions.push(Assertion::UpsertNode(NodeUpsert {
-            key,
-            label: Some(label.to_string()),
-            name: Some(c.name.clone().unwrap_or_else(|| {
-                format!(
-                    "{} at {} {} {}",
-                    c.object, c.block[0], c.block[1], c.block[2]
-                )
-            })),
-            props,
-            anchor: Some(anchor_of(c.block)),
-            ..NodeUpsert::default()
-        }));
+        assertions.push(Assertion::UpsertNode(place_upsert(c)));
         report.places += 1;
     }
     for village in villages(&emerged, policy) {
@@ -205,6 +274,7 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
     }
     let ts = store.latest_event_time()?.unwrap_or(0);
     let mut draft = EventDraft::new(ts, "loci", PLACES);
+    draft.payload = places_payload(policy);
     draft.assertions = assertions;
     draft.salience = Some(0.5);
     report.seq = store.ingest(vec![draft])?.last_seq;
@@ -248,14 +318,14 @@ fn village_of(store: &Store, members: &[String]) -> Option<(String, BTreeSet<Str
 }
 
 /// A village found by clustering.
-struct Village {
+pub(crate) struct Village {
     centre: [i32; 2],
     radius: f64,
-    members: Vec<String>,
+    pub(crate) members: Vec<String>,
 }
 
 /// Single-linkage clusters of emerged beds and workstations that hold enough of both.
-fn villages(emerged: &[&Candidate], policy: &EmergePolicy) -> Vec<Village> {
+pub(crate) fn villages(emerged: &[&Candidate], policy: &EmergePolicy) -> Vec<Village> {
     let parts: Vec<&&Candidate> = emerged
         .iter()
         .filter(|c| c.object == "bed" || c.object == "workstation")

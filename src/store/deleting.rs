@@ -19,6 +19,7 @@ use crate::model::{Assertion, Event};
 use crate::storage::{BackendKind, StoreLock, Table, WriteBatch, COMPACT_DIR, SLED_OLD};
 use crate::text::{event_doc_key, TextDoc};
 
+use super::emerging::PlacesTaken;
 use super::remaking::MadeAgain;
 
 /// Operations per batch while copying into the new backend files.
@@ -907,6 +908,11 @@ impl Store {
             }
             targets => targets?,
         };
+        // Before the summaries: one restating a place a `PLACES` event taken gave is taken too.
+        let places = match reason {
+            Reason::Delete => self.take_places_of(&mut targets)?,
+            Reason::Forget => None,
+        };
         let taken = match reason {
             Reason::Delete => Some(self.add_summaries_of(&mut targets, &gone, &request.events)?),
             Reason::Forget => None,
@@ -967,18 +973,31 @@ impl Store {
             last.assertions.extend(skipped);
             replayed = replay_excluding(
                 &*self.backend,
-                deleted,
+                deleted.clone(),
                 |_, _| {},
                 written.clone(),
                 u64::MAX,
             )?
             .map_err(replay_failed)?;
         }
+        // The places made again come last, onto what the rest left (`emerging`).
+        let mut places_made_again = None;
+        if let Some(p) = &places {
+            let at = (seq + written.len() as u64, event.ts);
+            let again = self.places_made_again(p, (&before, &replayed), &deleted, request, at)?;
+            if let Some(ev) = again {
+                places_made_again = Some(ev.seq);
+                replayed = replay_appended(&*self.backend, replayed, vec![ev.clone()])?
+                    .map_err(replay_failed)?;
+                written.push(ev);
+            }
+        }
 
         let mut report = DeleteReport {
             seq,
             deleted: target_set.iter().copied().collect(),
             summaries_made_again: made_again.events.iter().map(|e| e.seq).collect(),
+            places_made_again,
             deleted_before: gone.keys().copied().collect(),
             ..DeleteReport::default()
         };
@@ -993,8 +1012,10 @@ impl Store {
                 for k in super::facet_keys(&ev) {
                     batch.delete(Table::EventFacet, k);
                 }
-                // A summary made again restates what it kept: no news to the user.
-                if !made_again.replaced.contains(s) {
+                // A summary or the places made again restate what they kept: no news to the
+                // user.
+                if !made_again.replaced.contains(s) && !places.as_ref().is_some_and(|p| p.takes(*s))
+                {
                     kept.extend(nodes_still_asserted(&ev, &replayed));
                 }
             }
@@ -1023,7 +1044,12 @@ impl Store {
         report.pinned_nodes_removed = pinned_removed;
         report.nodes_kept = kept.len();
         report.nodes_kept_keys = kept.into_iter().take(deletion::NODES_KEPT_LISTED).collect();
-        report.edges_weakened = edges_weakened(&before, &replayed, &targets, &made_again);
+        report.edges_weakened = edges_weakened(
+            &before,
+            &replayed,
+            &targets,
+            (&made_again, (places.as_ref(), places_made_again)),
+        );
         batch.put(
             Table::Meta,
             META_COUNTERS.to_vec(),
@@ -1641,8 +1667,13 @@ fn edges_weakened(
     before: &super::State,
     after: &super::State,
     targets: &BTreeMap<u64, i64>,
-    made_again: &MadeAgain,
+    (made_again, places): (&MadeAgain, (Option<&PlacesTaken>, Option<u64>)),
 ) -> usize {
+    // Support moved from the `PLACES` events taken to the one made again is not lost either.
+    let (places_taken, places_again) = places;
+    let replaced =
+        |s: &u64| made_again.replaced.contains(s) || places_taken.is_some_and(|p| p.takes(*s));
+    let made = |s: &u64| made_again.events.iter().any(|m| m.seq == *s) || places_again == Some(*s);
     let mut weakened = 0;
     for id in before.edges.ids() {
         let Some(e) = before.edge(id) else { continue };
@@ -1667,11 +1698,8 @@ fn edges_weakened(
             .evidence
             .iter()
             .filter(|s| targets.contains_key(s))
-            .all(|s| made_again.replaced.contains(s));
-        let restated_again = still
-            .evidence
-            .iter()
-            .any(|s| made_again.events.iter().any(|m| m.seq == *s));
+            .all(replaced);
+        let restated_again = still.evidence.iter().any(made);
         if !(lost_only_replaced && restated_again) {
             weakened += 1;
         }

@@ -35,6 +35,7 @@ use crate::text::{node_doc_key, Hit, SearchFilter, TextDoc, TextIndex};
 mod deleting;
 mod edge_details;
 mod edge_table;
+mod emerging;
 mod folds;
 mod key_index;
 mod log;
