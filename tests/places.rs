@@ -292,6 +292,20 @@ fn the_places_made_again_keep_what_later_events_gave_them() {
         let report = store.verify().unwrap();
         assert!(report.ok(), "{backend}: {:#?}", report.differences);
 
+        // A second deletion of another place's sightings keeps them too (helper-99: it read
+        // later events only from the `PLACES` event made again by the first).
+        let (other, sightings) = a_lone_place(&store);
+        assert!(other != kept && other != pinned);
+        store
+            .delete(&loci::DeleteRequest::events(sightings))
+            .unwrap();
+        assert!(
+            store.edge_between("bot", "HOME", &kept).unwrap().is_some(),
+            "{backend}"
+        );
+        assert!(store.node_by_key(&pinned).unwrap().pinned, "{backend}");
+        assert!(store.node_by_key(&kept).unwrap().pinned, "{backend}");
+
         // The edge restated rests on its event still: deleted, the edge goes.
         let home_seq = store
             .events_of_kind("NOTE")
@@ -312,6 +326,146 @@ fn the_places_made_again_keep_what_later_events_gave_them() {
             "the old mill",
             "{backend}"
         );
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+    }
+}
+
+/// A sighting of `object` at `block` at time `ts`.
+fn sighting(ts: i64, object: &str, block: [i32; 3]) -> loci::model::EventDraft {
+    let mut d = loci::model::EventDraft::new(ts, "bot", loci::dynamics::places::SIGHTING);
+    d.anchor = Some(loci::model::Anchor {
+        cx: block[0].div_euclid(16),
+        cz: block[2].div_euclid(16),
+        block: Some(block),
+    });
+    d.payload = loci::Value::Map(loci::model::Props::from([(
+        "object".to_string(),
+        loci::Value::from(object),
+    )]));
+    d
+}
+
+/// The villages of the store, each with its members.
+fn villages_of(store: &Store) -> Vec<(String, std::collections::BTreeSet<String>)> {
+    let g = store.graph();
+    let mut out = Vec::new();
+    for v in g.nodes().filter(|n| n.key.starts_with("seen:village:")) {
+        let members = g
+            .edges_of(v.id)
+            .filter_map(|e| g.edge_core(e))
+            .filter(|c| c.to == v.id)
+            .filter_map(|c| g.node_key(c.from).map(str::to_string))
+            .collect();
+        out.push((v.key.clone(), members));
+    }
+    out
+}
+
+/// helper-99 (session 45): the places made again were those the live sightings made, so that
+/// after forgetting (which evicts sightings and keeps the places) a deletion of one unrelated
+/// sighting took every place whose sightings were forgotten; and a user's deletion of
+/// forgotten sightings made no place again, and left the place only they had made.
+#[test]
+fn forgetting_takes_no_place_from_a_later_deletion() {
+    use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+    use loci::dynamics::forget::{forget, ForgetOptions};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store.ingest(sighting_world(3, 4).events).unwrap();
+        emerge(&store, &EmergePolicy::default()).unwrap();
+        let (lone, sightings) = a_lone_place(&store);
+        let all = places_of(&store);
+        // Days later: the sightings' days are closed, summarised and forgotten.
+        let later = store.latest_event_time().unwrap().unwrap() + 10 * 24_000;
+        store
+            .ingest(vec![loci::model::EventDraft::new(later, "bot", "NOTE")])
+            .unwrap();
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        forget(&store, &ForgetOptions::with_budget(5)).unwrap();
+        assert_eq!(
+            places_of(&store),
+            all,
+            "{backend}: forgetting keeps the places"
+        );
+        assert!(
+            sightings.iter().all(|s| store.event(*s).unwrap().is_none()),
+            "{backend}: the sightings were forgotten"
+        );
+        // An unrelated sighting's deletion takes no other place (helper-99: it took every
+        // place whose sightings were forgotten).
+        let other = store
+            .events_of_kind(loci::dynamics::places::SIGHTING)
+            .unwrap()
+            .into_iter()
+            .find(|e| !sightings.contains(&e.seq));
+        if let Some(other) = other {
+            store
+                .delete(&loci::DeleteRequest::events([other.seq]))
+                .unwrap();
+        }
+        // The lone place's sightings, forgotten now: the user deletes them.
+        let r = store
+            .delete(&loci::DeleteRequest::events(sightings.clone()))
+            .unwrap();
+        let mut left = all.clone();
+        left.remove(&lone);
+        // (The unrelated sighting's place may have gone with it, if it was its last.)
+        let now = places_of(&store);
+        assert!(
+            now.is_subset(&left) && left.len() - now.len() <= 1,
+            "{backend}: {r:?}"
+        );
+        assert!(!now.contains(&lone), "{backend}");
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+    }
+}
+
+/// helper-99 (session 45): a village whose bridging bed went was kept whole, its two halves
+/// 40 blocks apart, where `emerge` finds two villages; and one whose beds a retraction had
+/// taken went with a deletion of an unrelated sighting.
+#[test]
+fn a_village_made_again_splits_where_its_members_no_longer_cluster() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let mut events = Vec::new();
+        let mut ts = 1;
+        for (object, x) in [
+            ("bed", 0),
+            ("bed", 10),
+            ("workstation", 5),
+            ("bed", 30),
+            ("bed", 50),
+            ("bed", 60),
+            ("workstation", 55),
+            ("chest", 500),
+        ] {
+            for _ in 0..2 {
+                events.push(sighting(ts, object, [x, 64, 0]));
+                ts += 1;
+            }
+        }
+        store.ingest(events).unwrap();
+        emerge(&store, &EmergePolicy::default()).unwrap();
+        assert_eq!(villages_of(&store).len(), 1, "{backend}");
+        // The chest's sightings: nothing of the village changes.
+        let before = villages_of(&store);
+        store
+            .delete(&loci::DeleteRequest::events([15, 16]))
+            .unwrap();
+        assert_eq!(villages_of(&store), before, "{backend}");
+        // The bridging bed's: two villages of three.
+        store.delete(&loci::DeleteRequest::events([7, 8])).unwrap();
+        let after = villages_of(&store);
+        assert_eq!(after.len(), 2, "{backend}: {after:?}");
+        assert!(
+            after.iter().all(|(_, m)| m.len() == 3),
+            "{backend}: {after:?}"
+        );
+        assert!(after[0].1.is_disjoint(&after[1].1), "{backend}: {after:?}");
         let report = store.verify().unwrap();
         assert!(report.ok(), "{backend}: {:#?}", report.differences);
     }

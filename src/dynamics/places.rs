@@ -79,6 +79,17 @@ impl Candidate {
     pub(crate) fn key(&self) -> String {
         place_key(&self.object, self.block)
     }
+
+    /// A place already made, as a candidate for clustering again.
+    pub(crate) fn made(object: &str, block: [i32; 3]) -> Candidate {
+        Candidate {
+            object: object.to_string(),
+            name: None,
+            block,
+            sightings: 0,
+            interactions: 0,
+        }
+    }
 }
 
 /// The key of the node a candidate becomes.
@@ -207,14 +218,30 @@ pub(crate) fn policy_of(ev: &crate::model::Event) -> EmergePolicy {
 
 /// The payload key of the policy a `PLACES` event was written under.
 const POLICY: &str = "policy";
+/// The payload key of the first `PLACES` event one made again stands for.
+const SINCE: &str = "since";
+
+/// The first `PLACES` event one made again by a deletion stands for.
+pub(crate) fn since_of(ev: &crate::model::Event) -> Option<u64> {
+    let Value::Map(m) = &ev.payload else {
+        return None;
+    };
+    m.get(SINCE)
+        .and_then(Value::as_i64)
+        .and_then(|s| u64::try_from(s).ok())
+}
 
 /// A `PLACES` event's payload: the policy it was written under, for a deletion that makes it
-/// again.
-pub(crate) fn places_payload(policy: &EmergePolicy) -> Value {
+/// again, and for one made again, the first `PLACES` event it stands for.
+pub(crate) fn places_payload(policy: &EmergePolicy, since: Option<u64>) -> Value {
     let policy = serde_json::to_value(policy)
         .and_then(serde_json::from_value::<Value>)
         .unwrap_or(Value::Null);
-    Value::Map(crate::model::Props::from([(POLICY.to_string(), policy)]))
+    let mut payload = crate::model::Props::from([(POLICY.to_string(), policy)]);
+    if let Some(since) = since.and_then(|s| i64::try_from(s).ok()) {
+        payload.insert(SINCE.to_string(), Value::Int(since));
+    }
+    Value::Map(payload)
 }
 
 /// Turns sightings into places and villages (see the module documentation).
@@ -242,28 +269,12 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
             }
             continue;
         }
-        let key = format!("seen:village:{}:{}", village.centre[0], village.centre[1]);
-        if store.node_by_key(&key).is_some() {
+        let up = village_upsert(&village);
+        if store.node_by_key(&up.key).is_some() {
             continue;
         }
-        let mut props = BTreeMap::new();
-        props.insert("type".to_string(), Value::from("village"));
-        props.insert("radius".to_string(), Value::Float(village.radius));
-        assertions.push(Assertion::UpsertNode(NodeUpsert {
-            key: key.clone(),
-            label: Some(labels::PLACE.to_string()),
-            name: Some(format!(
-                "village at {} {}",
-                village.centre[0], village.centre[1]
-            )),
-            props,
-            anchor: Some(Anchor {
-                cx: village.centre[0].div_euclid(16),
-                cz: village.centre[1].div_euclid(16),
-                block: None,
-            }),
-            ..NodeUpsert::default()
-        }));
+        let key = up.key.clone();
+        assertions.push(Assertion::UpsertNode(up));
         for member in &village.members {
             assertions.push(located_in(member, &key));
         }
@@ -274,14 +285,42 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
     }
     let ts = store.latest_event_time()?.unwrap_or(0);
     let mut draft = EventDraft::new(ts, "loci", PLACES);
-    draft.payload = places_payload(policy);
+    draft.payload = places_payload(policy, None);
     draft.assertions = assertions;
     draft.salience = Some(0.5);
     report.seq = store.ingest(vec![draft])?.last_seq;
     Ok(report)
 }
 
-fn located_in(member: &str, village: &str) -> Assertion {
+/// The upsert of the node a village found anew becomes, keyed by its centroid.
+pub(crate) fn village_upsert(village: &Village) -> NodeUpsert {
+    let mut props = BTreeMap::new();
+    props.insert("type".to_string(), Value::from("village"));
+    props.insert("radius".to_string(), Value::Float(village.radius));
+    NodeUpsert {
+        key: format!(
+            "{VILLAGE_KEY_PREFIX}{}:{}",
+            village.centre[0], village.centre[1]
+        ),
+        label: Some(labels::PLACE.to_string()),
+        name: Some(format!(
+            "village at {} {}",
+            village.centre[0], village.centre[1]
+        )),
+        props,
+        anchor: Some(Anchor {
+            cx: village.centre[0].div_euclid(16),
+            cz: village.centre[1].div_euclid(16),
+            block: None,
+        }),
+        ..NodeUpsert::default()
+    }
+}
+
+/// How a village's key begins.
+pub const VILLAGE_KEY_PREFIX: &str = "seen:village:";
+
+pub(crate) fn located_in(member: &str, village: &str) -> Assertion {
     Assertion::UpsertEdge(EdgeUpsert {
         from: member.to_string(),
         relation: relations::LOCATED_IN.to_string(),
@@ -295,7 +334,7 @@ fn located_in(member: &str, village: &str) -> Assertion {
 fn village_of(store: &Store, members: &[String]) -> Option<(String, BTreeSet<String>)> {
     let g = store.graph();
     let located_in = g.relation_id(relations::LOCATED_IN)?;
-    let is_village = |key: &str| key.starts_with("seen:village:");
+    let is_village = |key: &str| key.starts_with(VILLAGE_KEY_PREFIX);
     let village = members
         .iter()
         .filter_map(|m| g.node_id(m))

@@ -898,7 +898,7 @@ impl Store {
             }
             Reason::Forget => request,
         };
-        let (mut targets, gone) = match self.deletion_targets(request, reason) {
+        let (mut targets, mut gone) = match self.deletion_targets(request, reason) {
             // A key missed because a block of the snapshot changed after its first read (the
             // miss checked its blocks again and found it): asked again of the graph replayed
             // from the log, as a batch naming it would be.
@@ -910,7 +910,7 @@ impl Store {
         };
         // Before the summaries: one restating a place a `PLACES` event taken gave is taken too.
         let places = match reason {
-            Reason::Delete => self.take_places_of(&mut targets)?,
+            Reason::Delete => self.take_places_of(&mut targets, &mut gone)?,
             Reason::Forget => None,
         };
         let taken = match reason {
@@ -984,7 +984,8 @@ impl Store {
         let mut places_made_again = None;
         if let Some(p) = &places {
             let at = (seq + written.len() as u64, event.ts);
-            let again = self.places_made_again(p, (&before, &replayed), &deleted, request, at)?;
+            let now: BTreeSet<u64> = targets.keys().chain(gone.keys()).copied().collect();
+            let again = self.places_made_again(p, (&before, &replayed), &now, request, at)?;
             if let Some(ev) = again {
                 places_made_again = Some(ev.seq);
                 replayed = replay_appended(&*self.backend, replayed, vec![ev.clone()])?

@@ -19,15 +19,18 @@ use crate::DeleteRequest;
 
 /// The `PLACES` events a deletion takes, to be made again.
 pub(super) struct PlacesTaken {
-    /// Their sequence numbers.
-    seqs: BTreeSet<u64>,
+    /// Their records, in log order.
+    events: Vec<Event>,
     /// The policy the latest was written with.
     policy: EmergePolicy,
+    /// The first `PLACES` event these stand for (one made again records the first of those
+    /// it replaced): what later events gave the places is read from there on.
+    since: u64,
 }
 
 impl PlacesTaken {
     pub(super) fn takes(&self, seq: u64) -> bool {
-        self.seqs.contains(&seq)
+        self.events.iter().any(|e| e.seq == seq)
     }
 }
 
@@ -38,7 +41,7 @@ fn bears_on_places(ev: &Event) -> bool {
     let emerged = |key: &str| key.starts_with(places::PLACE_KEY_PREFIX);
     ev.kind == SIGHTING
         || ev.kind == PLACES
-        || ev.anchor.is_some_and(|a| a.block.is_some())
+        || block_of(ev).is_some()
         || ev.assertions.iter().any(|a| match a {
             Assertion::UpsertNode(up) => emerged(&up.key),
             Assertion::UpsertEdge(up) => emerged(&up.from) || emerged(&up.to),
@@ -47,15 +50,22 @@ fn bears_on_places(ev: &Event) -> bool {
         })
 }
 
+fn block_of(ev: &Event) -> Option<[i32; 3]> {
+    ev.anchor.and_then(|a| a.block)
+}
+
 impl Store {
-    /// Adds every live `PLACES` event to `targets` where one of them bears on places; `None`
-    /// where none does, or the log has no `PLACES` event.
+    /// Adds every live `PLACES` event to `targets`, and every one forgetting took to `gone`
+    /// (the summaries holding it, which restate its places, are taken with it), where one of
+    /// them, or of the forgotten events the deletion reaches (`gone`), bears on places; `None`
+    /// where none does, or the log has no `PLACES` event left.
     pub(super) fn take_places_of(
         &self,
         targets: &mut BTreeMap<u64, i64>,
+        gone: &mut BTreeMap<u64, i64>,
     ) -> Result<Option<PlacesTaken>> {
         let mut bears = false;
-        for seq in targets.keys() {
+        for seq in targets.keys().chain(gone.keys()) {
             if self.raw_event(*seq)?.is_some_and(|ev| bears_on_places(&ev)) {
                 bears = true;
                 break;
@@ -65,104 +75,187 @@ impl Store {
             return Ok(None);
         }
         let live = self.events_of_kind(PLACES)?;
-        let Some(latest) = live.iter().max_by_key(|e| e.seq) else {
+        let (by_user, forgotten) = self.deleted_by_reason()?;
+        let mut faded = Vec::new();
+        for seq in forgotten.difference(&by_user) {
+            faded.extend(self.raw_event(*seq)?.filter(|e| e.kind == PLACES));
+        }
+        targets.extend(live.iter().map(|e| (e.seq, e.ts)));
+        gone.extend(faded.iter().map(|e| (e.seq, e.ts)));
+        let mut events: Vec<Event> = live.into_iter().chain(faded).collect();
+        events.sort_by_key(|e| e.seq);
+        let Some(latest) = events.last() else {
             return Ok(None);
         };
         let policy = places::policy_of(latest);
-        targets.extend(live.iter().map(|e| (e.seq, e.ts)));
+        let since = (events.iter())
+            .map(|e| places::since_of(e).unwrap_or(e.seq))
+            .min()
+            .unwrap_or(0);
         Ok(Some(PlacesTaken {
-            seqs: live.iter().map(|e| e.seq).collect(),
+            events,
             policy,
+            since,
         }))
     }
 
     /// The `PLACES` event made again as event `seq` at world time `ts`, onto `replayed` (the
-    /// log without `deleted`, the deletion's events appended): `None` when nothing the store
-    /// held (`before`) emerges from the events left.
+    /// log without the deleted events, the deletion's appended), or `None` when it would
+    /// hold nothing. It holds what the events taken asserted and the store held (`before`):
+    /// not a place the request names, nor one at a block an event deleted now was at (a
+    /// sighting, an interaction) that the events left do not make under the policy; a village
+    /// as it was while no member went, else its members clustered again (the largest
+    /// cluster keeps its key, another is a village found anew, as `emerge` keys it).
+    /// Forgetting takes no place: a forgotten sighting still counts.
     pub(super) fn places_made_again(
         &self,
         taken: &PlacesTaken,
         (before, replayed): (&State, &State),
-        deleted: &BTreeSet<u64>,
+        deleted_now: &BTreeSet<u64>,
         request: &DeleteRequest,
         (seq, ts): (u64, i64),
     ) -> Result<Option<Event>> {
-        let candidates = places::candidates(self, deleted)?;
-        let named = |key: &str| request.nodes.iter().any(|k| k == key);
-        // Not one the store did not hold (retracted since, or not emerged yet: `emerge`'s to
-        // make), nor one the request names.
-        let emerged: Vec<&places::Candidate> = places::emerged(&candidates, &taken.policy)
-            .into_iter()
-            .filter(|c| !named(&c.key()) && before.node_id(&c.key()).is_some())
+        let (mut nodes, located) = asserted_by(&taken.events);
+        nodes.retain(|key, _| before.node_id(key).is_some());
+        let mut dropped: BTreeSet<String> = (request.nodes.iter())
+            .filter(|k| nodes.contains_key(*k))
+            .cloned()
             .collect();
-        let mut made: Vec<NodeUpsert> = emerged.iter().map(|c| places::place_upsert(c)).collect();
-        let mut located = Vec::new();
-        let villages_of = villages_of_members(before);
-        for village in places::villages(&emerged, &taken.policy) {
-            // The village as the store held it: the one its members were located in (the
-            // least key, should they be in two). A village not made before is `emerge`'s.
-            let Some(key) = (village.members.iter())
-                .filter_map(|m| villages_of.get(m))
-                .flatten()
-                .min()
-                .filter(|k| !named(k))
-            else {
+        dropped.extend(self.places_unmade(&nodes, deleted_now, taken)?);
+        let is_village = |key: &str| key.starts_with(places::VILLAGE_KEY_PREFIX);
+        let mut edges: Vec<(String, String)> = Vec::new();
+        let mut found: Vec<NodeUpsert> = Vec::new();
+        for village in nodes.keys().filter(|k| is_village(k)) {
+            let members: Vec<&String> = (located.iter())
+                .filter(|(_, v)| v == village)
+                .map(|(m, _)| m)
+                .collect();
+            if dropped.contains(village) || members.iter().all(|m| dropped.contains(*m)) {
+                dropped.insert(village.clone());
                 continue;
-            };
-            let Some(node) = before.node_id(key).and_then(|id| before.node(id)) else {
+            }
+            if !members.iter().any(|m| dropped.contains(*m)) {
+                edges.extend(members.iter().map(|m| ((*m).clone(), village.clone())));
                 continue;
-            };
-            made.push(NodeUpsert {
-                key: key.clone(),
-                label: Some(node.label.clone()),
-                name: Some(node.name.clone()),
-                props: node.props.clone(),
-                anchor: node.anchor,
-                ..NodeUpsert::default()
+            }
+            // Members went: those left clustered again.
+            let left: Vec<places::Candidate> = (members.iter())
+                .filter(|m| !dropped.contains(**m))
+                .filter_map(|m| nodes.get(*m))
+                .filter_map(candidate_of)
+                .collect();
+            let mut clusters = places::villages(&left.iter().collect::<Vec<_>>(), &taken.policy);
+            clusters.sort_by(|a, b| {
+                (b.members.len(), a.members.first()).cmp(&(a.members.len(), b.members.first()))
             });
-            for member in &village.members {
-                if villages_of.get(member).is_some_and(|v| v.contains(key)) {
-                    located.push(Assertion::UpsertEdge(EdgeUpsert {
-                        from: member.clone(),
-                        relation: relations::LOCATED_IN.to_string(),
-                        to: key.clone(),
-                        ..EdgeUpsert::default()
-                    }));
+            let mut clusters = clusters.into_iter();
+            match clusters.next() {
+                Some(kept) => {
+                    edges.extend(kept.members.iter().map(|m| (m.clone(), village.clone())))
+                }
+                None => {
+                    dropped.insert(village.clone());
                 }
             }
+            for other in clusters {
+                let up = places::village_upsert(&other);
+                if nodes.contains_key(&up.key) {
+                    continue;
+                }
+                edges.extend(other.members.iter().map(|m| (m.clone(), up.key.clone())));
+                found.push(up);
+            }
         }
-        if made.is_empty() {
+        nodes.retain(|key, _| !dropped.contains(key));
+        nodes.extend(found.into_iter().map(|up| (up.key.clone(), up)));
+        if nodes.is_empty() {
             return Ok(None);
         }
-        let keys: BTreeSet<String> = made.iter().map(|up| up.key.clone()).collect();
-        let later = self.later_facts(&keys, deleted, taken)?;
-        let mut assertions: Vec<Assertion> = made
-            .into_iter()
+        let keys: BTreeSet<String> = nodes.keys().cloned().collect();
+        let later = self.later_facts(&keys, deleted_now, taken)?;
+        let mut assertions: Vec<Assertion> = (nodes.into_values())
             .map(|up| Assertion::UpsertNode(restated(up, replayed, &later)))
             .collect();
-        assertions.extend(located);
+        assertions.extend(
+            (edges.iter())
+                .filter(|(m, v)| keys.contains(m) && keys.contains(v))
+                .map(|(m, v)| places::located_in(m, v)),
+        );
         assertions.extend(later.edges_lost(before, replayed));
         let mut draft = EventDraft::new(ts, "loci", PLACES);
-        draft.payload = places::places_payload(&taken.policy);
+        draft.payload = places::places_payload(&taken.policy, Some(taken.since));
         draft.salience = Some(0.5);
         draft.assertions = assertions;
         Ok(Some(Event::from_draft(seq, super::now_ms(), draft)))
     }
 
-    /// What the live events after the first `PLACES` event taken assert of the places `keys`:
-    /// the edges at them, and their pins.
+    /// The places of `nodes` at a block an event deleted now was at (a sighting, an
+    /// interaction) that the events left no longer make: sightings and interactions counted
+    /// over the log, forgotten ones too, less what users deleted (before and now).
+    fn places_unmade(
+        &self,
+        nodes: &BTreeMap<String, NodeUpsert>,
+        deleted_now: &BTreeSet<u64>,
+        taken: &PlacesTaken,
+    ) -> Result<BTreeSet<String>> {
+        let mut blocks: BTreeSet<[i32; 3]> = BTreeSet::new();
+        for seq in deleted_now.iter().filter(|s| !taken.takes(**s)) {
+            blocks.extend(self.raw_event(*seq)?.as_ref().and_then(block_of));
+        }
+        let at: Vec<(&String, [i32; 3], &str)> = (nodes.iter())
+            .filter_map(|(key, up)| {
+                let block = up.anchor.and_then(|a| a.block)?;
+                Some((key, block, object_of(up)?))
+            })
+            .filter(|(_, block, _)| blocks.contains(block))
+            .collect();
+        if at.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let mut by_user = self.user_deleted()?;
+        by_user.extend(deleted_now);
+        let mut sightings: BTreeMap<(String, [i32; 3]), usize> = BTreeMap::new();
+        let mut interactions: BTreeMap<[i32; 3], usize> = BTreeMap::new();
+        self.scan_log_with_deleted(1, |ev| {
+            if by_user.contains(&ev.seq) {
+                return Ok(true);
+            }
+            if let Some((object, block)) = places::sighted(&ev) {
+                if blocks.contains(&block) {
+                    *sightings.entry((object.to_string(), block)).or_default() += 1;
+                }
+            } else if let Some(block) = block_of(&ev).filter(|b| blocks.contains(b)) {
+                if ev.kind != PLACES {
+                    *interactions.entry(block).or_default() += 1;
+                }
+            }
+            Ok(true)
+        })?;
+        Ok(at
+            .into_iter()
+            .filter(|(_, block, object)| {
+                let seen = sightings
+                    .get(&(object.to_string(), *block))
+                    .copied()
+                    .unwrap_or(0);
+                let used = interactions.get(block).copied().unwrap_or(0).min(1);
+                seen == 0 || seen + used < taken.policy.sightings
+            })
+            .map(|(key, _, _)| key.clone())
+            .collect())
+    }
+
+    /// What the live events after the first `PLACES` event taken stands for assert of the
+    /// places `keys`: the edges at them, and their pins.
     fn later_facts(
         &self,
         keys: &BTreeSet<String>,
-        deleted: &BTreeSet<u64>,
+        deleted_now: &BTreeSet<u64>,
         taken: &PlacesTaken,
     ) -> Result<LaterFacts> {
         let mut later = LaterFacts::default();
-        let Some(&first) = taken.seqs.iter().next() else {
-            return Ok(later);
-        };
-        self.scan_log(first, |ev| {
-            if deleted.contains(&ev.seq) {
+        self.scan_log(taken.since, |ev| {
+            if deleted_now.contains(&ev.seq) || ev.kind == PLACES {
                 return Ok(true);
             }
             for a in &ev.assertions {
@@ -186,6 +279,45 @@ impl Store {
         })?;
         Ok(later)
     }
+}
+
+/// What `events` (`PLACES` events, in log order) asserted: each node's upsert, the later
+/// ones' values over the earlier's, and the `LOCATED_IN` edges (member, village).
+fn asserted_by(events: &[Event]) -> (BTreeMap<String, NodeUpsert>, BTreeSet<(String, String)>) {
+    let mut nodes: BTreeMap<String, NodeUpsert> = BTreeMap::new();
+    let mut located = BTreeSet::new();
+    for a in events.iter().flat_map(|e| &e.assertions) {
+        match a {
+            Assertion::UpsertNode(up) => match nodes.get_mut(&up.key) {
+                Some(was) => {
+                    was.label = up.label.clone().or(was.label.take());
+                    was.name = up.name.clone().or(was.name.take());
+                    was.anchor = up.anchor.or(was.anchor);
+                    was.pinned = up.pinned.or(was.pinned);
+                    was.props.extend(up.props.clone());
+                }
+                None => {
+                    nodes.insert(up.key.clone(), up.clone());
+                }
+            },
+            Assertion::UpsertEdge(up) if up.relation == relations::LOCATED_IN => {
+                located.insert((up.from.clone(), up.to.clone()));
+            }
+            _ => {}
+        }
+    }
+    (nodes, located)
+}
+
+/// The object a place's upsert says it is (its `type`).
+fn object_of(up: &NodeUpsert) -> Option<&str> {
+    up.props.get("type").and_then(crate::model::Value::as_str)
+}
+
+/// A place's upsert as a candidate to cluster into villages.
+fn candidate_of(up: &NodeUpsert) -> Option<places::Candidate> {
+    let block = up.anchor.and_then(|a| a.block)?;
+    Some(places::Candidate::made(object_of(up)?, block))
 }
 
 /// What live events after the `PLACES` events taken assert of the places made again.
@@ -244,23 +376,4 @@ fn restated(mut up: NodeUpsert, replayed: &State, later: &LaterFacts) -> NodeUps
         up.pinned = Some(true);
     }
     up
-}
-
-/// Each emerged place's villages in `state`: the `seen:village:` nodes it is located in.
-fn villages_of_members(state: &State) -> BTreeMap<String, BTreeSet<String>> {
-    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for e in state.all_edges() {
-        if e.relation != relations::LOCATED_IN {
-            continue;
-        }
-        let (Some(from), Some(to)) = (state.nodes.key(e.from), state.nodes.key(e.to)) else {
-            continue;
-        };
-        if to.starts_with("seen:village:") {
-            out.entry(from.to_string())
-                .or_default()
-                .insert(to.to_string());
-        }
-    }
-    out
 }

@@ -517,7 +517,7 @@ impl Store {
 
     /// The events users' deletions list, and those forgetting's list (its latest lists all it
     /// took), from one read of the deletion events.
-    fn deleted_by_reason(&self) -> Result<(BTreeSet<u64>, BTreeSet<u64>)> {
+    pub(super) fn deleted_by_reason(&self) -> Result<(BTreeSet<u64>, BTreeSet<u64>)> {
         let (mut by_user, mut forgotten) = (BTreeSet::new(), BTreeSet::new());
         for e in self.events_with(Facet::Kind, deletion::DELETE, i64::MIN, i64::MAX)? {
             match deletion::reason_of(&e) {
