@@ -568,3 +568,29 @@ fn a_store_of_minutes_takes_days_of_minutes_when_none_is_given() {
     opts.policy = policy;
     consolidate::consolidate(&store, &RuleSummarizer, &opts).unwrap();
 }
+
+/// helper-99 (session 45): two places at blocks that differ only in a coordinate's sign (`bed
+/// at 65645 64 -6`, `bed at 65645 64 6`) were called likely duplicates: the check's fold of
+/// names dropped the minus sign with the punctuation.
+#[test]
+fn names_that_differ_in_a_numbers_sign_are_not_likely_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut d = EventDraft::new(10, "bot", "DISCOVERY");
+    d.assertions = vec![
+        pinned_node("seen:bed:65645:64:-6", "bed at 65645 64 -6", "Place"),
+        pinned_node("seen:bed:65645:64:6", "bed at 65645 64 6", "Place"),
+        // A hyphen between words is still punctuation.
+        pinned_node("npc:iron-golem", "iron-golem", "NPC"),
+        pinned_node("npc:iron_golem", "iron golem", "NPC"),
+    ];
+    store.ingest(vec![d]).unwrap();
+    let dups: Vec<Finding> = health::check(&store, &HealthOptions::default())
+        .unwrap()
+        .findings
+        .into_iter()
+        .filter(|f| matches!(f, Finding::LikelyDuplicates { .. }))
+        .collect();
+    assert_eq!(dups.len(), 1, "{dups:?}");
+    assert!(matches!(&dups[0], Finding::LikelyDuplicates { label, .. } if label == "NPC"));
+}

@@ -223,11 +223,23 @@ fn name_folded(name: &str) -> String {
     use unicode_normalization::{char::is_combining_mark, UnicodeNormalization};
     // Composed, as `normalize_name` does: "Cafe\u{301}" and "Café" are one name.
     let lower = name.nfc().collect::<String>().to_lowercase();
-    let words: Vec<String> = lower
-        .split(|c: char| !c.is_alphanumeric() && !is_combining_mark(c))
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
-        .collect();
+    // A minus sign that starts a number is part of it: `bed at 5 64 -6` and `bed at 5 64 6`
+    // are two places (a hyphen between words is punctuation still).
+    let chars: Vec<char> = lower.chars().collect();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        let signs_a_number =
+            c == '-' && word.is_empty() && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+        if c.is_alphanumeric() || is_combining_mark(c) || signs_a_number {
+            word.push(c);
+        } else if !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
     let words = match words.first().map(String::as_str) {
         Some("the") | Some("a") | Some("an") if words.len() > 1 => &words[1..],
         _ => &words[..],
