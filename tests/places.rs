@@ -470,3 +470,47 @@ fn a_village_made_again_splits_where_its_members_no_longer_cluster() {
         assert!(report.ok(), "{backend}: {:#?}", report.differences);
     }
 }
+
+/// helper-99 (session 45): a village a retraction had left with one bed, clustered again, was
+/// no village, and went with the deletion of an unrelated sighting.
+#[test]
+fn a_village_no_member_of_which_a_deletion_took_stays_as_it_was() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let mut events = Vec::new();
+        for (i, (object, x)) in [
+            ("bed", 0),
+            ("bed", 10),
+            ("bed", 20),
+            ("workstation", 5),
+            ("chest", 500),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for j in 0..2 {
+                events.push(sighting(1 + 2 * i as i64 + j, object, [x, 64, 0]));
+            }
+        }
+        store.ingest(events).unwrap();
+        emerge(&store, &EmergePolicy::default()).unwrap();
+        let mut retract = loci::model::EventDraft::new(100, "bot", "NOTE");
+        retract.assertions = ["seen:bed:10:64:0", "seen:bed:20:64:0"]
+            .into_iter()
+            .map(|key| loci::model::Assertion::RetractNode { key: key.into() })
+            .collect();
+        store.ingest(vec![retract]).unwrap();
+        let before = villages_of(&store);
+        assert_eq!(before.len(), 1, "{backend}");
+        // The chest's sightings (events 9 and 10).
+        store.delete(&loci::DeleteRequest::events([9, 10])).unwrap();
+        assert_eq!(villages_of(&store), before, "{backend}");
+        assert!(
+            store.node_by_key("seen:chest:500:64:0").is_none(),
+            "{backend}"
+        );
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+    }
+}
