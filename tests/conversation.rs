@@ -294,17 +294,23 @@ fn a_session_repeated_in_one_file_is_applied_once_and_a_reused_turn_id_refused()
     }
 }
 
+/// A store holding [`SESSIONS`].
+fn sessions_store(dir: &std::path::Path) -> Store {
+    let store = Store::create(dir, BackendKind::Redb).unwrap();
+    ingest::read_str("s.jsonl", SESSIONS, Format::Conversation)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    store
+}
+
 /// helper-97 (session 45): the latest events of a conversation's context showed each turn as
 /// its speaker and id (`TURN person:Caroline D1:1`), never what was said, which lives in the
 /// turn's passage: without a question the context left the conversation out.
 #[test]
 fn a_contexts_latest_turns_show_what_was_said() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
-    ingest::read_str("s.jsonl", SESSIONS, Format::Conversation)
-        .unwrap()
-        .commit(&store)
-        .unwrap();
+    let store = sessions_store(dir.path());
     let mut o = loci::context::ContextOptions::with_budget(2000);
     o.record_usage = false;
     let c = loci::context::build_context(&store, &o).unwrap();
@@ -325,11 +331,7 @@ fn a_contexts_latest_turns_show_what_was_said() {
 #[test]
 fn a_turn_among_the_latest_is_not_shown_again_as_a_passage_snippet() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
-    ingest::read_str("s.jsonl", SESSIONS, Format::Conversation)
-        .unwrap()
-        .commit(&store)
-        .unwrap();
+    let store = sessions_store(dir.path());
     let mut o = loci::context::ContextOptions::with_budget(600);
     o.question = Some("What did Melanie paint?".into());
     o.record_usage = false;
