@@ -514,3 +514,45 @@ fn a_village_no_member_of_which_a_deletion_took_stays_as_it_was() {
         assert!(report.ok(), "{backend}: {:#?}", report.differences);
     }
 }
+
+/// An edge a later event asserts between a place that goes and one made again goes with the
+/// first, and the deletion goes through (the places made again read the edges of every
+/// place taken, and restate only those whose ends are there).
+#[test]
+fn an_edge_from_a_place_that_goes_is_not_made_again() {
+    use loci::model::{Assertion, EdgeUpsert, EventDraft};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store.ingest(sighting_world(1, 4).events).unwrap();
+        emerge(&store, &EmergePolicy::default()).unwrap();
+        let (gone, sightings) = a_lone_place(&store);
+        let kept = places_of(&store)
+            .into_iter()
+            .find(|k| k != &gone && !k.starts_with("seen:village:"))
+            .unwrap();
+        let mut path = EventDraft::new(
+            store.latest_event_time().unwrap().unwrap() + 1,
+            "bot",
+            "NOTE",
+        );
+        path.assertions = vec![Assertion::UpsertEdge(EdgeUpsert {
+            from: gone.clone(),
+            relation: "PATH".into(),
+            to: kept.clone(),
+            ..Default::default()
+        })];
+        store.ingest(vec![path]).unwrap();
+        store
+            .delete(&loci::DeleteRequest::events(sightings))
+            .unwrap();
+        assert!(store.node_by_key(&gone).is_none(), "{backend}");
+        assert!(store.node_by_key(&kept).is_some(), "{backend}");
+        assert!(
+            store.edge_between(&gone, "PATH", &kept).unwrap().is_none(),
+            "{backend}"
+        );
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+    }
+}

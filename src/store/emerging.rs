@@ -26,6 +26,8 @@ pub(super) struct PlacesTaken {
     /// The first `PLACES` event these stand for (one made again records the first of those
     /// it replaced): what later events gave the places is read from there on.
     since: u64,
+    /// The events users' deletions took before this one.
+    by_user: BTreeSet<u64>,
 }
 
 impl PlacesTaken {
@@ -96,6 +98,7 @@ impl Store {
             events,
             policy,
             since,
+            by_user,
         }))
     }
 
@@ -121,7 +124,8 @@ impl Store {
             .filter(|k| nodes.contains_key(*k))
             .cloned()
             .collect();
-        dropped.extend(self.places_unmade(&nodes, deleted_now, taken)?);
+        let read = self.read_for_places(&nodes, (&before.deleted, deleted_now), taken)?;
+        dropped.extend(read.unmade);
         let is_village = |key: &str| key.starts_with(places::VILLAGE_KEY_PREFIX);
         let mut edges: Vec<(String, String)> = Vec::new();
         let mut found: Vec<NodeUpsert> = Vec::new();
@@ -172,7 +176,7 @@ impl Store {
             return Ok(None);
         }
         let keys: BTreeSet<String> = nodes.keys().cloned().collect();
-        let later = self.later_facts(&keys, deleted_now, taken)?;
+        let later = read.later;
         let mut assertions: Vec<Assertion> = (nodes.into_values())
             .map(|up| Assertion::UpsertNode(restated(up, replayed, &later)))
             .collect();
@@ -181,7 +185,7 @@ impl Store {
                 .filter(|(m, v)| keys.contains(m) && keys.contains(v))
                 .map(|(m, v)| places::located_in(m, v)),
         );
-        assertions.extend(later.edges_lost(before, replayed));
+        assertions.extend(later.edges_lost(&keys, before, replayed));
         let mut draft = EventDraft::new(ts, "loci", PLACES);
         draft.payload = places::places_payload(&taken.policy, Some(taken.since));
         draft.salience = Some(0.5);
@@ -189,15 +193,19 @@ impl Store {
         Ok(Some(Event::from_draft(seq, super::now_ms(), draft)))
     }
 
-    /// The places of `nodes` at a block an event deleted now was at (a sighting, an
-    /// interaction) that the events left no longer make: sightings and interactions counted
-    /// over the log, forgotten ones too, less what users deleted (before and now).
-    fn places_unmade(
+    /// What one read of the log (deleted records too) says of the places of `nodes`:
+    ///
+    /// - those at a block an event deleted now was at (a sighting, an interaction) that the
+    ///   events left no longer make, sightings and interactions counted over the whole log,
+    ///   forgotten ones too, less what users deleted (before and now);
+    /// - what the events live after it (`deleted`: before the deletion, and now) assert of
+    ///   them from the first `PLACES` event taken stands for on: edges at them, and pins.
+    fn read_for_places(
         &self,
         nodes: &BTreeMap<String, NodeUpsert>,
-        deleted_now: &BTreeSet<u64>,
+        (deleted_before, deleted_now): (&BTreeSet<u64>, &BTreeSet<u64>),
         taken: &PlacesTaken,
-    ) -> Result<BTreeSet<String>> {
+    ) -> Result<PlacesRead> {
         let mut blocks: BTreeSet<[i32; 3]> = BTreeSet::new();
         for seq in deleted_now.iter().filter(|s| !taken.takes(**s)) {
             blocks.extend(self.raw_event(*seq)?.as_ref().and_then(block_of));
@@ -209,29 +217,31 @@ impl Store {
             })
             .filter(|(_, block, _)| blocks.contains(block))
             .collect();
-        if at.is_empty() {
-            return Ok(BTreeSet::new());
-        }
-        let mut by_user = self.user_deleted()?;
-        by_user.extend(deleted_now);
+        let by_user = |seq: u64| taken.by_user.contains(&seq) || deleted_now.contains(&seq);
+        let live = |seq: u64| !deleted_before.contains(&seq) && !deleted_now.contains(&seq);
         let mut sightings: BTreeMap<(String, [i32; 3]), usize> = BTreeMap::new();
         let mut interactions: BTreeMap<[i32; 3], usize> = BTreeMap::new();
-        self.scan_log_with_deleted(1, |ev| {
-            if by_user.contains(&ev.seq) {
-                return Ok(true);
+        let mut later = LaterFacts::default();
+        // From the first record when there are sightings to count, else from `since`.
+        let from = if at.is_empty() { taken.since } else { 1 };
+        self.scan_log_with_deleted(from, |ev| {
+            if !at.is_empty() && !by_user(ev.seq) {
+                if let Some((object, block)) = places::sighted(&ev) {
+                    if blocks.contains(&block) {
+                        *sightings.entry((object.to_string(), block)).or_default() += 1;
+                    }
+                } else if let Some(block) = block_of(&ev).filter(|b| blocks.contains(b)) {
+                    if ev.kind != PLACES {
+                        *interactions.entry(block).or_default() += 1;
+                    }
+                }
             }
-            if let Some((object, block)) = places::sighted(&ev) {
-                if blocks.contains(&block) {
-                    *sightings.entry((object.to_string(), block)).or_default() += 1;
-                }
-            } else if let Some(block) = block_of(&ev).filter(|b| blocks.contains(b)) {
-                if ev.kind != PLACES {
-                    *interactions.entry(block).or_default() += 1;
-                }
+            if ev.seq >= taken.since && live(ev.seq) && ev.kind != PLACES {
+                later.take(&ev, nodes);
             }
             Ok(true)
         })?;
-        Ok(at
+        let unmade = at
             .into_iter()
             .filter(|(_, block, object)| {
                 let seen = sightings
@@ -242,43 +252,16 @@ impl Store {
                 seen == 0 || seen + used < taken.policy.sightings
             })
             .map(|(key, _, _)| key.clone())
-            .collect())
+            .collect();
+        Ok(PlacesRead { unmade, later })
     }
+}
 
-    /// What the live events after the first `PLACES` event taken stands for assert of the
-    /// places `keys`: the edges at them, and their pins.
-    fn later_facts(
-        &self,
-        keys: &BTreeSet<String>,
-        deleted_now: &BTreeSet<u64>,
-        taken: &PlacesTaken,
-    ) -> Result<LaterFacts> {
-        let mut later = LaterFacts::default();
-        self.scan_log(taken.since, |ev| {
-            if deleted_now.contains(&ev.seq) || ev.kind == PLACES {
-                return Ok(true);
-            }
-            for a in &ev.assertions {
-                match a {
-                    Assertion::UpsertEdge(up)
-                        if keys.contains(&up.from) || keys.contains(&up.to) =>
-                    {
-                        later
-                            .edges
-                            .insert((up.from.clone(), up.relation.clone(), up.to.clone()));
-                    }
-                    Assertion::UpsertNode(up) if keys.contains(&up.key) => {
-                        if let Some(p) = up.pinned {
-                            later.pinned.insert(up.key.clone(), p);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            Ok(true)
-        })?;
-        Ok(later)
-    }
+/// What [`Store::read_for_places`] read.
+struct PlacesRead {
+    /// The places the events left no longer make.
+    unmade: BTreeSet<String>,
+    later: LaterFacts,
 }
 
 /// What `events` (`PLACES` events, in log order) asserted: each node's upsert, the later
@@ -330,11 +313,40 @@ struct LaterFacts {
 }
 
 impl LaterFacts {
-    /// The edges live events assert at the places that the store held and the replay
-    /// without the `PLACES` events lost (an edge to a place not made yet when its event came
-    /// is skipped), with the values the store held.
-    fn edges_lost(&self, before: &State, replayed: &State) -> Vec<Assertion> {
+    /// Takes in what live event `ev` asserts of the nodes of `nodes`.
+    fn take(&mut self, ev: &Event, nodes: &BTreeMap<String, NodeUpsert>) {
+        for a in &ev.assertions {
+            match a {
+                Assertion::UpsertEdge(up)
+                    if nodes.contains_key(&up.from) || nodes.contains_key(&up.to) =>
+                {
+                    self.edges
+                        .insert((up.from.clone(), up.relation.clone(), up.to.clone()));
+                }
+                Assertion::UpsertNode(up) if nodes.contains_key(&up.key) => {
+                    if let Some(p) = up.pinned {
+                        self.pinned.insert(up.key.clone(), p);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The edges live events assert at the places `made` again that the store held and the
+    /// replay without the `PLACES` events lost (an edge to a place not made yet when its
+    /// event came is skipped), with the values the store held.
+    fn edges_lost(
+        &self,
+        made: &BTreeSet<String>,
+        before: &State,
+        replayed: &State,
+    ) -> Vec<Assertion> {
+        // At a place made again, its other end one too or in the graph (not a place that
+        // went: an edge to a node not there is no edge).
+        let there = |key: &String| made.contains(key) || replayed.node_id(key).is_some();
         (self.edges.iter())
+            .filter(|(f, _, t)| (made.contains(f) || made.contains(t)) && there(f) && there(t))
             .filter(|(f, r, t)| replayed.edge_by_keys(f, r, t).is_none())
             .filter_map(|(f, r, t)| before.edge_by_keys(f, r, t).map(|e| (f, t, e)))
             .map(|(from, to, e)| {
