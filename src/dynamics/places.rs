@@ -44,6 +44,15 @@ pub struct EmergePolicy {
     pub min_beds: usize,
 }
 
+impl EmergePolicy {
+    /// Whether an object seen `sightings` times at a block, with `interactions` other events
+    /// there, becomes a place: an interaction stands in for one sighting, and a place is
+    /// seen at least once.
+    pub(crate) fn makes_place(&self, sightings: usize, interactions: usize) -> bool {
+        sightings > 0 && sightings + interactions.min(1) >= self.sightings
+    }
+}
+
 impl Default for EmergePolicy {
     fn default() -> Self {
         EmergePolicy {
@@ -121,19 +130,12 @@ pub(crate) fn sighted(ev: &crate::model::Event) -> Option<(&str, [i32; 3])> {
     (ev.kind == SIGHTING).then_some((object, block))
 }
 
-/// The candidates of the log's sightings, with the interactions at their blocks, the events
-/// of `excluded` left out (a deletion's), in key order.
-pub(crate) fn candidates(store: &Store, excluded: &BTreeSet<u64>) -> Result<Vec<Candidate>> {
+/// The candidates of the log's sightings, with the interactions at their blocks, in key
+/// order.
+fn candidates(store: &Store) -> Result<Vec<Candidate>> {
     let mut candidates: BTreeMap<(String, [i32; 3]), Candidate> = BTreeMap::new();
     for ev in store.events_of_kind(SIGHTING)? {
-        if excluded.contains(&ev.seq) {
-            continue;
-        }
-        let Some(block) = ev.anchor.and_then(|a| a.block) else {
-            continue;
-        };
-        let Value::Map(m) = &ev.payload else { continue };
-        let Some(object) = m.get("object").and_then(Value::as_str) else {
+        let Some((object, block)) = sighted(&ev) else {
             continue;
         };
         let c = candidates
@@ -147,13 +149,16 @@ pub(crate) fn candidates(store: &Store, excluded: &BTreeSet<u64>) -> Result<Vec<
             });
         c.sightings += 1;
         if c.name.is_none() {
-            c.name = m.get("name").and_then(Value::as_str).map(str::to_string);
+            c.name = match &ev.payload {
+                Value::Map(m) => m.get("name").and_then(Value::as_str).map(str::to_string),
+                _ => None,
+            };
         }
     }
     // Interactions: any other event anchored at a candidate's block.
     let blocks: BTreeSet<[i32; 3]> = candidates.keys().map(|k| k.1).collect();
     store.scan_log(1, |ev| {
-        if ev.kind != SIGHTING && ev.kind != PLACES && !excluded.contains(&ev.seq) {
+        if ev.kind != SIGHTING && ev.kind != PLACES {
             if let Some(b) = ev
                 .anchor
                 .and_then(|a| a.block)
@@ -169,19 +174,8 @@ pub(crate) fn candidates(store: &Store, excluded: &BTreeSet<u64>) -> Result<Vec<
     Ok(candidates.into_values().collect())
 }
 
-/// The candidates that become places under `policy`.
-pub(crate) fn emerged<'c>(
-    candidates: &'c [Candidate],
-    policy: &EmergePolicy,
-) -> Vec<&'c Candidate> {
-    candidates
-        .iter()
-        .filter(|c| c.sightings + c.interactions.min(1) >= policy.sightings)
-        .collect()
-}
-
 /// The upsert of the node a candidate becomes.
-pub(crate) fn place_upsert(c: &Candidate) -> NodeUpsert {
+fn place_upsert(c: &Candidate) -> NodeUpsert {
     let label = if c.object == "villager" {
         labels::NPC
     } else {
@@ -246,12 +240,14 @@ pub(crate) fn places_payload(policy: &EmergePolicy, since: Option<u64>) -> Value
 
 /// Turns sightings into places and villages (see the module documentation).
 pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
-    let candidates = candidates(store, &BTreeSet::new())?;
+    let candidates = candidates(store)?;
     let mut report = EmergeReport {
         candidates: candidates.len(),
         ..EmergeReport::default()
     };
-    let emerged = emerged(&candidates, policy);
+    let emerged: Vec<&Candidate> = (candidates.iter())
+        .filter(|c| policy.makes_place(c.sightings, c.interactions))
+        .collect();
     let mut assertions = Vec::new();
     for c in &emerged {
         if store.node_by_key(&c.key()).is_some() {

@@ -32,7 +32,8 @@ pub(super) struct PlacesTaken {
 
 impl PlacesTaken {
     pub(super) fn takes(&self, seq: u64) -> bool {
-        self.events.iter().any(|e| e.seq == seq)
+        // `events` is in log order.
+        self.events.binary_search_by_key(&seq, |e| e.seq).is_ok()
     }
 }
 
@@ -248,8 +249,8 @@ impl Store {
                     .get(&(object.to_string(), *block))
                     .copied()
                     .unwrap_or(0);
-                let used = interactions.get(block).copied().unwrap_or(0).min(1);
-                seen == 0 || seen + used < taken.policy.sightings
+                let used = interactions.get(block).copied().unwrap_or(0);
+                !taken.policy.makes_place(seen, used)
             })
             .map(|(key, _, _)| key.clone())
             .collect();
