@@ -993,9 +993,9 @@ fn a_saved_context_names_its_facts_by_what_outlasts_a_deletion() {
     let offers = snap
         .facts
         .iter()
-        .find(|f| f.from == "npc:fletcher:0" && f.relation == "OFFERS")
+        .find(|f| f.fact.from == "npc:fletcher:0" && f.fact.relation == "OFFERS")
         .unwrap_or_else(|| panic!("{:?}", snap.facts));
-    assert_eq!(offers.to, "item:emerald");
+    assert_eq!(offers.fact.to, "item:emerald");
     let id: u32 = offers.id[1..].parse().unwrap();
     let edge = store.edge(loci::EdgeId(id)).unwrap().unwrap();
     assert_eq!(edge.relation, "OFFERS");
@@ -1006,7 +1006,7 @@ fn a_saved_context_names_its_facts_by_what_outlasts_a_deletion() {
     let again = context::snapshot(&store, snap.turn).unwrap().unwrap();
     assert_eq!(again.facts, snap.facts);
     assert!(store
-        .edge_between(&offers.from, &offers.relation, &offers.to)
+        .edge_between(&offers.fact.from, &offers.fact.relation, &offers.fact.to)
         .unwrap()
         .is_some());
 

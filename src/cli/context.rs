@@ -45,7 +45,7 @@ pub fn context(a: ContextArgs) -> Result<Code> {
             // A fact by what it was, beside the id it was shown by (given anew by any
             // deletion since); an event a deletion or forgetting took since, said so.
             for id in &snap.ids {
-                let fact = snap.facts.iter().find(|f| &f.id == id);
+                let fact = snap.facts.iter().find(|f| &f.id == id).map(|f| &f.fact);
                 let gone = id
                     .strip_prefix("event:")
                     .and_then(|seq| seq.parse::<u64>().ok())

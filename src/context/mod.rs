@@ -229,13 +229,13 @@ pub struct Context {
     pub turn: Option<u64>,
 }
 
-/// A fact a saved context showed: the id it was shown by, and what outlasts that id.
+/// A fact a saved context showed: the id it was shown by, and what outlasts that id (written
+/// beside it: `{"id", "from", "relation", "to"}`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedFact {
     pub id: String,
-    pub from: String,
-    pub relation: String,
-    pub to: String,
+    #[serde(flatten)]
+    pub fact: FactKey,
 }
 
 /// A saved context, as its `CONTEXT` event holds it.
@@ -1536,9 +1536,7 @@ fn save(
             if !facts.iter().any(|s| &s.id == id) {
                 facts.push(SavedFact {
                     id: id.clone(),
-                    from: f.from.clone(),
-                    relation: f.relation.clone(),
-                    to: f.to.clone(),
+                    fact: f.clone(),
                 });
             }
         }
