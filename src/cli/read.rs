@@ -535,15 +535,12 @@ fn human_float(f: f64) -> String {
     let decimals = (11 - magnitude).clamp(0, 17) as usize;
     let s = format!("{f:.decimals$}");
     // A whole float keeps its point, as `--json` writes it: `1` is the integer's cell.
-    let s = if s.contains('.') {
-        s.trim_end_matches('0')
-    } else {
-        &s
-    };
-    match s.strip_suffix('.') {
-        Some(whole) => format!("{whole}.0"),
-        None if !s.contains('.') => format!("{s}.0"),
-        None => s.to_string(),
+    match s.split_once('.') {
+        Some((whole, fraction)) => match fraction.trim_end_matches('0') {
+            "" => format!("{whole}.0"),
+            fraction => format!("{whole}.{fraction}"),
+        },
+        None => format!("{s}.0"),
     }
 }
 
