@@ -34,6 +34,23 @@ pub enum ParamType {
 }
 
 impl ParamType {
+    const ALL: [ParamType; 4] = [
+        ParamType::String,
+        ParamType::Int,
+        ParamType::Float,
+        ParamType::Bool,
+    ];
+
+    /// The type as a header writes it (and as it serialises).
+    fn name(self) -> &'static str {
+        match self {
+            ParamType::String => "string",
+            ParamType::Int => "int",
+            ParamType::Float => "float",
+            ParamType::Bool => "bool",
+        }
+    }
+
     /// What a value of the type is, for messages.
     fn described(self) -> &'static str {
         match self {
@@ -90,12 +107,7 @@ impl ParamSpec {
 
     /// The declaration as a header writes it, without its default: `depth: int in 1..4`.
     pub fn declared(&self) -> String {
-        let ty = match self.ty {
-            ParamType::String => "string",
-            ParamType::Int => "int",
-            ParamType::Float => "float",
-            ParamType::Bool => "bool",
-        };
+        let ty = self.ty.name();
         match (self.min, self.max) {
             (Some(min), Some(max)) => format!("{}: {ty} in {min}..{max}", self.name),
             _ => format!("{}: {ty}", self.name),
@@ -341,16 +353,8 @@ fn parse_param_spec(spec: &str) -> Result<ParamSpec, String> {
         Some((ty, range)) => (ty, Some(range.trim())),
         None => (ty.trim(), None),
     };
-    let ty = match ty {
-        "string" => ParamType::String,
-        "int" => ParamType::Int,
-        "float" => ParamType::Float,
-        "bool" => ParamType::Bool,
-        other => {
-            return Err(format!(
-                "type {other:?}: expected string, int, float or bool"
-            ))
-        }
+    let Some(ty) = ParamType::ALL.into_iter().find(|t| t.name() == ty) else {
+        return Err(format!("type {ty:?}: expected string, int, float or bool"));
     };
     let name = name.trim().to_string();
     if name.is_empty() {
