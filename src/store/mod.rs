@@ -4245,7 +4245,7 @@ impl Store {
     }
 
     /// Whether an event of the log has kind `kind`: one seek in the episodic index.
-    pub(crate) fn has_event_kind(&self, kind: &str) -> Result<bool> {
+    fn has_event_kind(&self, kind: &str) -> Result<bool> {
         let prefix = facet_prefix(Facet::Kind, kind);
         let mut found = false;
         self.backend
