@@ -142,6 +142,28 @@ fn a_village_that_grows_stays_one_village() {
     assert!(store.verify().unwrap().ok());
 }
 
+/// A store of the sighting world of `seed` (4 villages) with its places emerged.
+fn emerged_world(dir: &std::path::Path, backend: BackendKind, seed: u64) -> Store {
+    let store = Store::create(dir, backend).unwrap();
+    store.ingest(sighting_world(seed, 4).events).unwrap();
+    emerge(&store, &EmergePolicy::default()).unwrap();
+    store
+}
+
+/// A place (not a village) of the store other than those of `but`.
+fn another_place(store: &Store, but: &[&String]) -> String {
+    places_of(store)
+        .into_iter()
+        .find(|k| !but.contains(&k) && !k.starts_with("seen:village:"))
+        .unwrap()
+}
+
+/// The store's live state is the replay of its log.
+fn assert_verifies(store: &Store, backend: BackendKind) {
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{backend}: {:#?}", report.differences);
+}
+
 /// The sightings of one emerged place that is in no village: the place, its key and the
 /// sequence numbers of its sightings.
 fn a_lone_place(store: &Store) -> (String, Vec<u64>) {
@@ -188,9 +210,7 @@ fn places_of(store: &Store) -> std::collections::BTreeSet<String> {
 fn deleting_sightings_or_an_emerged_place_takes_only_that_place() {
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        store.ingest(sighting_world(1, 4).events).unwrap();
-        emerge(&store, &EmergePolicy::default()).unwrap();
+        let store = emerged_world(dir.path(), backend, 1);
         let all = places_of(&store);
 
         // The sightings of a place: it goes, and nothing else.
@@ -223,8 +243,7 @@ fn deleting_sightings_or_an_emerged_place_takes_only_that_place() {
         assert_eq!(places_of(&store), left, "{backend}: {r:?}");
         let again = emerge(&store, &EmergePolicy::default()).unwrap();
         assert_eq!((again.places, again.villages), (0, 0), "{backend}");
-        let report = store.verify().unwrap();
-        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+        assert_verifies(&store, backend);
     }
 }
 
@@ -236,14 +255,9 @@ fn the_places_made_again_keep_what_later_events_gave_them() {
     use loci::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert};
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        store.ingest(sighting_world(1, 4).events).unwrap();
-        emerge(&store, &EmergePolicy::default()).unwrap();
+        let store = emerged_world(dir.path(), backend, 1);
         let (gone, sightings) = a_lone_place(&store);
-        let kept = places_of(&store)
-            .into_iter()
-            .find(|k| k != &gone && !k.starts_with("seen:village:"))
-            .unwrap();
+        let kept = another_place(&store, &[&gone]);
         let ts = store.latest_event_time().unwrap().unwrap() + 1;
         // The edge first, in an event of its own: replayed without the `PLACES` event, its
         // end is not there yet, and it is skipped.
@@ -272,10 +286,7 @@ fn the_places_made_again_keep_what_later_events_gave_them() {
         store.pin(&[&kept], true).unwrap();
         // A place pinned with nothing else said of it: replayed without the `PLACES` event,
         // its pin finds no node and makes none.
-        let pinned = places_of(&store)
-            .into_iter()
-            .find(|k| k != &gone && k != &kept && !k.starts_with("seen:village:"))
-            .unwrap();
+        let pinned = another_place(&store, &[&gone, &kept]);
         store.pin(&[&pinned], true).unwrap();
 
         store
@@ -289,8 +300,7 @@ fn the_places_made_again_keep_what_later_events_gave_them() {
         let e = store.edge_between("bot", "HOME", &kept).unwrap().unwrap();
         assert!((e.confidence - 0.9).abs() < 1e-6, "{backend}: {e:?}");
         assert!(store.node_by_key(&gone).is_none(), "{backend}");
-        let report = store.verify().unwrap();
-        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+        assert_verifies(&store, backend);
 
         // A second deletion of another place's sightings keeps them too (helper-99: it read
         // later events only from the `PLACES` event made again by the first).
@@ -326,8 +336,7 @@ fn the_places_made_again_keep_what_later_events_gave_them() {
             "the old mill",
             "{backend}"
         );
-        let report = store.verify().unwrap();
-        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+        assert_verifies(&store, backend);
     }
 }
 
@@ -372,9 +381,7 @@ fn forgetting_takes_no_place_from_a_later_deletion() {
     use loci::dynamics::forget::{forget, ForgetOptions};
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        store.ingest(sighting_world(3, 4).events).unwrap();
-        emerge(&store, &EmergePolicy::default()).unwrap();
+        let store = emerged_world(dir.path(), backend, 3);
         let (lone, sightings) = a_lone_place(&store);
         let all = places_of(&store);
         // Days later: the sightings' days are closed, summarised and forgotten.
@@ -418,8 +425,7 @@ fn forgetting_takes_no_place_from_a_later_deletion() {
             "{backend}: {r:?}"
         );
         assert!(!now.contains(&lone), "{backend}");
-        let report = store.verify().unwrap();
-        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+        assert_verifies(&store, backend);
     }
 }
 
@@ -466,8 +472,7 @@ fn a_village_made_again_splits_where_its_members_no_longer_cluster() {
             "{backend}: {after:?}"
         );
         assert!(after[0].1.is_disjoint(&after[1].1), "{backend}: {after:?}");
-        let report = store.verify().unwrap();
-        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+        assert_verifies(&store, backend);
     }
 }
 
@@ -510,8 +515,7 @@ fn a_village_no_member_of_which_a_deletion_took_stays_as_it_was() {
             store.node_by_key("seen:chest:500:64:0").is_none(),
             "{backend}"
         );
-        let report = store.verify().unwrap();
-        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+        assert_verifies(&store, backend);
     }
 }
 
@@ -523,14 +527,9 @@ fn an_edge_from_a_place_that_goes_is_not_made_again() {
     use loci::model::{Assertion, EdgeUpsert, EventDraft};
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), backend).unwrap();
-        store.ingest(sighting_world(1, 4).events).unwrap();
-        emerge(&store, &EmergePolicy::default()).unwrap();
+        let store = emerged_world(dir.path(), backend, 1);
         let (gone, sightings) = a_lone_place(&store);
-        let kept = places_of(&store)
-            .into_iter()
-            .find(|k| k != &gone && !k.starts_with("seen:village:"))
-            .unwrap();
+        let kept = another_place(&store, &[&gone]);
         let mut path = EventDraft::new(
             store.latest_event_time().unwrap().unwrap() + 1,
             "bot",
@@ -552,7 +551,6 @@ fn an_edge_from_a_place_that_goes_is_not_made_again() {
             store.edge_between(&gone, "PATH", &kept).unwrap().is_none(),
             "{backend}"
         );
-        let report = store.verify().unwrap();
-        assert!(report.ok(), "{backend}: {:#?}", report.differences);
+        assert_verifies(&store, backend);
     }
 }
