@@ -223,22 +223,24 @@ fn the_health_check_finds_what_a_memory_drifts_into() {
 /// Keys that differ only in their numbers ("npc:villager:6", "npc:villager:10") were counted
 /// out on purpose: two fletchers at two trading posts are two villagers, not one written
 /// twice. Names alike under keys of different shapes still are likely duplicates.
+/// The likely duplicates the health check finds in `store`.
+fn likely_duplicates(store: &Store) -> Vec<Finding> {
+    health::check(store, &HealthOptions::default())
+        .unwrap()
+        .findings
+        .into_iter()
+        .filter(|f| matches!(f, Finding::LikelyDuplicates { .. }))
+        .collect()
+}
+
 #[test]
 fn numbered_instances_of_one_kind_are_not_likely_duplicates() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
     let w = loci::world::generate(&loci::world::WorldConfig::default());
     store.ingest(w.events).unwrap();
-    let dups = |store: &Store| -> Vec<Finding> {
-        health::check(store, &HealthOptions::default())
-            .unwrap()
-            .findings
-            .into_iter()
-            .filter(|f| matches!(f, Finding::LikelyDuplicates { .. }))
-            .collect()
-    };
     assert_eq!(
-        dups(&store),
+        likely_duplicates(&store),
         vec![],
         "the world's villagers and chests are counted"
     );
@@ -251,7 +253,7 @@ fn numbered_instances_of_one_kind_are_not_likely_duplicates() {
     ];
     store.ingest(vec![d]).unwrap();
     assert_eq!(
-        dups(&store),
+        likely_duplicates(&store),
         vec![Finding::LikelyDuplicates {
             label: "NPC".into(),
             name: "irongolem".into(),
@@ -585,12 +587,7 @@ fn names_that_differ_in_a_numbers_sign_are_not_likely_duplicates() {
         pinned_node("npc:iron_golem", "iron golem", "NPC"),
     ];
     store.ingest(vec![d]).unwrap();
-    let dups: Vec<Finding> = health::check(&store, &HealthOptions::default())
-        .unwrap()
-        .findings
-        .into_iter()
-        .filter(|f| matches!(f, Finding::LikelyDuplicates { .. }))
-        .collect();
+    let dups = likely_duplicates(&store);
     assert_eq!(dups.len(), 1, "{dups:?}");
     assert!(matches!(&dups[0], Finding::LikelyDuplicates { label, .. } if label == "NPC"));
 }
