@@ -127,7 +127,7 @@ fn a_late_event_makes_its_day_and_week_summarised_again() {
     late.payload = Value::from("a glowing obsidian shrine");
     store.ingest(vec![late]).unwrap();
     let r = run(&store);
-    assert_eq!((r.days, r.weeks, r.superseded), (1, 1, 2));
+    assert_eq!((r.days, r.weeks), (1, 1));
     let now = consolidate::summaries(&store).unwrap();
     let day2 = now
         .iter()
@@ -142,6 +142,38 @@ fn a_late_event_makes_its_day_and_week_summarised_again() {
         .unwrap();
     assert!(week0.children.contains(&day2.seq));
     assert_verifies(&store);
+}
+
+#[test]
+fn the_replaced_count_takes_in_the_episodes_a_day_summarised_again_replaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = world_store(dir.path(), BackendKind::Redb, 10);
+    run(&store);
+    let live_before = consolidate::summaries(&store).unwrap().len();
+    let old_episodes_of_day2 = consolidate::summaries(&store)
+        .unwrap()
+        .iter()
+        .filter(|s| s.level == Level::Episode && (2 * DAY..3 * DAY).contains(&s.start))
+        .count();
+    assert!(old_episodes_of_day2 > 0);
+    let mut late = EventDraft::new(2 * DAY + 500, "bot", "OBSERVATION");
+    late.payload = Value::from("a glowing obsidian shrine");
+    store.ingest(vec![late]).unwrap();
+    let r = run(&store);
+    // The new day comes with episodes of its own: the earlier day, its week and every
+    // episode of the day are replaced.
+    assert_eq!(
+        (r.days, r.weeks, r.superseded),
+        (1, 1, 2 + old_episodes_of_day2),
+        "{r:?}"
+    );
+    // And the count is what went out of the live summaries.
+    let still_live = consolidate::summaries(&store)
+        .unwrap()
+        .iter()
+        .filter(|s| s.seq < r.first_seq)
+        .count();
+    assert_eq!(live_before - still_live, r.superseded);
 }
 
 #[test]

@@ -243,12 +243,12 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
         return Ok(Code::Ok);
     }
     outln!(
-        "consolidated {}: {} episode, {} day and {} week summaries ({} replace earlier ones)",
+        "consolidated {}: {} episode, {} day and {} week summaries ({} replaced)",
         count(r.events_consolidated as u64, "event", "events"),
         r.episodes,
         r.days,
         r.weeks,
-        r.superseded
+        count(r.superseded as u64, "earlier summary", "earlier summaries")
     );
     for x in shown
         .iter()

@@ -784,7 +784,8 @@ pub struct ConsolidateReport {
     pub weeks: usize,
     /// Raw events read into new day summaries.
     pub events_consolidated: usize,
-    /// Summaries that replace earlier ones (late events).
+    /// Earlier live summaries the new ones replace (late events): a day or week summarised
+    /// again, and the episodes of a day summarised again (the new day has episodes of its own).
     pub superseded: usize,
     pub first_seq: u64,
     pub last_seq: u64,
@@ -1121,7 +1122,13 @@ fn plan_days(
         let forgotten_from =
             previous_summary.filter(|p| last_user_deletion.is_none_or(|d| d < p.seq));
         if let Some(plan) = plan_day(store, summarizer, policy, day, previous, forgotten_from)? {
-            report.superseded += usize::from(previous.is_some());
+            // The new day comes with episodes of its own, and [`live`] reads the day's earlier
+            // episodes as replaced once it is written.
+            let (start, end) = policy.day_range(day);
+            let episodes_replaced = latest
+                .range((Level::Episode, start)..=(Level::Episode, end))
+                .count();
+            report.superseded += usize::from(previous.is_some()) + episodes_replaced;
             plans.push(plan);
         }
     }
