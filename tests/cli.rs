@@ -1368,6 +1368,34 @@ fn reingesting_keyed_events_reports_them_skipped() {
     );
 }
 
+/// helper-97 #17: a retry of a deleted event is skipped (its key outlives it, so the retry
+/// does not bring it back), and the skip said only that the store held the key, as if the
+/// event were there.
+#[test]
+fn a_retry_of_a_deleted_event_says_its_event_was_deleted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let file = tmp.path().join("events.jsonl");
+    std::fs::write(
+        &file,
+        "{\"ts\":1,\"kind\":\"NOTE\",\"idempotency_key\":\"a\"}\n{\"ts\":2,\"kind\":\"NOTE\",\"idempotency_key\":\"b\"}\n",
+    )
+    .unwrap();
+    ok(&["init", "--store", p(&store)]);
+    ok(&["ingest", "--store", p(&store), p(&file)]);
+    ok(&["delete", "--store", p(&store), "--event", "1"]);
+    assert_eq!(
+        ok(&["ingest", "--store", p(&store), p(&file)]).trim(),
+        "skipped 2 events whose idempotency key the store already holds \
+         (1 held by an event since deleted or forgotten: a retry does not bring it back)"
+    );
+    let c = json(&["ingest", "--store", p(&store), p(&file), "--json"]);
+    assert_eq!(
+        (c["skipped"].as_u64(), c["skipped_deleted"].as_u64()),
+        (Some(2), Some(1))
+    );
+}
+
 /// Found by the session 24 probe: a streamed ingest that met a bad line after some commits
 /// said what was wrong, but not that the commits before it stand, nor where to resume.
 #[test]

@@ -165,6 +165,8 @@ struct Tally {
     committed: usize,
     /// Events skipped as their idempotency key was applied before.
     already_applied: usize,
+    /// Of `already_applied`, those whose key an event since deleted or forgotten holds.
+    applied_then_deleted: usize,
     /// Events skipped as they repeated an earlier line of the input.
     repeated: usize,
     /// Passages skipped as the store holds them with the same title and text.
@@ -190,6 +192,7 @@ impl Tally {
     fn count(&mut self, c: &Commit) {
         self.committed += c.events;
         self.already_applied += c.skipped - c.repeated;
+        self.applied_then_deleted += c.skipped_deleted;
         self.repeated += c.repeated;
     }
 }
@@ -302,8 +305,18 @@ impl IngestRun<'_> {
             ))?;
         }
         if t.already_applied > 0 && report.stopped.is_none() {
+            let deleted = match t.applied_then_deleted {
+                0 => String::new(),
+                1 => " (1 held by an event since deleted or forgotten: a retry does not bring it \
+                       back)"
+                    .to_string(),
+                n => format!(
+                    " ({n} held by events since deleted or forgotten: a retry does not bring them \
+                     back)"
+                ),
+            };
             note(format!(
-                "skipped {} whose idempotency key the store already holds",
+                "skipped {} whose idempotency key the store already holds{deleted}",
                 count(t.already_applied as u64, "event", "events")
             ))?;
         }

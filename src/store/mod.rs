@@ -1318,6 +1318,10 @@ pub struct Commit {
     /// Of those skipped, the drafts that repeated an earlier draft of the same batch.
     #[serde(default)]
     pub repeated: usize,
+    /// Of those skipped, the drafts whose key an event since deleted or forgotten holds: a key
+    /// outlives its event, so a retry does not bring the event back.
+    #[serde(default)]
+    pub skipped_deleted: usize,
 }
 
 /// Where the drafts kept by [`Store::drop_applied`] stood in the caller's batch, so that an
@@ -1328,6 +1332,8 @@ struct Positions {
     skipped: usize,
     /// Of `skipped`, those that repeated an earlier draft of the batch.
     repeated: usize,
+    /// Of `skipped`, those whose key a deleted event holds.
+    deleted: usize,
 }
 
 impl Positions {
@@ -1351,7 +1357,7 @@ impl Positions {
 
 impl Commit {
     /// The report of a projected, non-empty batch.
-    fn of(overlay: &Overlay, skipped: usize, repeated: usize) -> Commit {
+    fn of(overlay: &Overlay, positions: &Positions) -> Commit {
         // One pass over each map, counting the removals: four passes over a bulk batch's
         // hundred thousand edges, a tree walk each, were 3% of its ingest.
         let nodes_removed = overlay.nodes.values().filter(|n| n.is_none()).count();
@@ -1364,8 +1370,17 @@ impl Commit {
             nodes_removed,
             edges_upserted: overlay.edges.len() - edges_removed,
             edges_removed,
-            skipped,
-            repeated,
+            ..Commit::skipped(positions)
+        }
+    }
+
+    /// The report of a batch every draft of which was skipped.
+    fn skipped(positions: &Positions) -> Commit {
+        Commit {
+            skipped: positions.skipped,
+            repeated: positions.repeated,
+            skipped_deleted: positions.deleted,
+            ..Commit::default()
         }
     }
 }
@@ -3669,13 +3684,8 @@ impl Store {
     /// [`Store::ingest`] under the writer lock.
     fn ingest_locked(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
         let (drafts, positions) = self.drop_applied(drafts)?;
-        let (skipped, repeated) = (positions.skipped, positions.repeated);
         if drafts.is_empty() {
-            return Ok(Commit {
-                skipped,
-                repeated,
-                ..Commit::default()
-            });
+            return Ok(Commit::skipped(&positions));
         }
         let (mut overlay, (batch, text_deletes, new_nodes_from)) =
             self.project_on_sound_graph(drafts, &positions, |state, overlay| {
@@ -3690,7 +3700,7 @@ impl Store {
             })?;
         overlay.shed_inputs();
         self.backend.commit(batch)?;
-        let commit = Commit::of(&overlay, skipped, repeated);
+        let commit = Commit::of(&overlay, &positions);
         // The write below runs on a pool thread, where the check in `write_state` cannot see
         // this one's reads.
         debug_assert_eq!(
@@ -3746,14 +3756,10 @@ impl Store {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (drafts, positions) = self.drop_applied(drafts)?;
         if drafts.is_empty() {
-            return Ok(Commit {
-                skipped: positions.skipped,
-                repeated: positions.repeated,
-                ..Commit::default()
-            });
+            return Ok(Commit::skipped(&positions));
         }
         let (overlay, ()) = self.project_on_sound_graph(drafts, &positions, |_, _| Ok(()))?;
-        Ok(Commit::of(&overlay, positions.skipped, positions.repeated))
+        Ok(Commit::of(&overlay, &positions))
     }
 
     /// Gives every draft without a salience the score of the store's policy
@@ -4034,6 +4040,7 @@ impl Store {
                 if self.read_state().deleted.contains(&seq) {
                     // Applied, then deleted: a retry must not bring it back.
                     positions.skipped += 1;
+                    positions.deleted += 1;
                     continue;
                 }
                 let stored = self.raw_event_decoded(reads, seq, decode_event)?;
