@@ -142,6 +142,67 @@ fn a_village_that_grows_stays_one_village() {
     assert!(store.verify().unwrap().ok());
 }
 
+/// The radius of the one village of `store`, and its key.
+fn the_village_radius(store: &Store) -> (String, f64) {
+    let villages = villages_of(store);
+    assert_eq!(villages.len(), 1, "{villages:?}");
+    let key = villages[0].0.clone();
+    let node = store.node_by_key(&key).unwrap();
+    let radius = node.props.get("radius").and_then(|v| v.as_f64()).unwrap();
+    (key, radius)
+}
+
+/// A village's radius is the distance from its centre (the point its key names) to its
+/// furthest member. It was the radius of the members first found, kept as the village grew,
+/// and kept when a deletion took its furthest member.
+#[test]
+fn a_village_radius_holds_its_members_as_they_come_and_go() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let mut ts = 1;
+        let mut seen_twice = |object: &str, x: i32| -> Vec<loci::model::EventDraft> {
+            ts += 2;
+            vec![
+                sighting(ts - 2, object, [x, 64, 0]),
+                sighting(ts - 1, object, [x, 64, 0]),
+            ]
+        };
+        let first: Vec<_> = [("bed", 0), ("bed", 10), ("workstation", 12)]
+            .into_iter()
+            .flat_map(|(o, x)| seen_twice(o, x))
+            .collect();
+        store.ingest(first).unwrap();
+        emerge(&store, &EmergePolicy::default()).unwrap();
+        // Centred at 7 (22 / 3, rounded): the bed at 0 is the furthest.
+        assert_eq!(
+            the_village_radius(&store),
+            ("seen:village:7:0".to_string(), 7.0),
+            "{backend}"
+        );
+        // A bed at 30 joins: 23 blocks from the centre.
+        let far_bed = store.ingest(seen_twice("bed", 30)).unwrap();
+        emerge(&store, &EmergePolicy::default()).unwrap();
+        assert_eq!(the_village_radius(&store).1, 23.0, "{backend}");
+        assert_eq!(villages_of(&store)[0].1.len(), 4, "{backend}");
+        let again = emerge(&store, &EmergePolicy::default()).unwrap();
+        assert_eq!(again.seq, 0, "{backend}: nothing new, nothing written");
+        // The far bed's sightings deleted: the bed at 0 is the furthest again.
+        store
+            .delete(&loci::DeleteRequest::events(
+                far_bed.first_seq..=far_bed.last_seq,
+            ))
+            .unwrap();
+        assert_eq!(
+            the_village_radius(&store),
+            ("seen:village:7:0".to_string(), 7.0),
+            "{backend}"
+        );
+        assert_eq!(villages_of(&store)[0].1.len(), 3, "{backend}");
+        assert_verifies(&store, backend);
+    }
+}
+
 /// A store of the sighting world of `seed` (4 villages) with its places emerged.
 fn emerged_world(dir: &std::path::Path, backend: BackendKind, seed: u64) -> Store {
     let store = Store::create(dir, backend).unwrap();

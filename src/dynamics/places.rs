@@ -10,9 +10,10 @@
 //! Villages are inferred: emerged beds and workstations closer than
 //! [`EmergePolicy::link_distance`] blocks (horizontally) to one another form clusters (single
 //! linkage), and a cluster with at least [`EmergePolicy::min_beds`] beds and one workstation
-//! becomes a Village node at its centroid, with its radius, and `LOCATED_IN` edges from its
-//! members. A cluster that holds a member of a village made before is that village (it grew,
-//! or its centroid moved): its new members are located in it, and no second village is made.
+//! becomes a Village node at its centroid, with its radius (from that point, the key's, to the
+//! furthest member), and `LOCATED_IN` edges from its members. A cluster that holds a member of
+//! a village made before is that village (it grew, or its centroid moved): its new members are
+//! located in it, its radius takes them in, and no second village is made.
 //!
 //! [`emerge`] writes what is new as one `PLACES` event, so it is replayed like everything
 //! else; running it again with no new sightings writes nothing.
@@ -260,8 +261,28 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
         if let Some((key, known)) = village_of(store, &village.members) {
             // The village as it was found before, keyed by its first centroid: what joined it
             // since is located in it.
-            for member in village.members.iter().filter(|m| !known.contains(*m)) {
+            let joined: Vec<&String> = (village.members.iter())
+                .filter(|m| !known.contains(*m))
+                .collect();
+            for member in &joined {
                 assertions.push(located_in(member, &key));
+            }
+            // Its radius takes in the members that joined it (with none, nothing is written).
+            let held = store
+                .node_by_key(&key)
+                .and_then(|n| n.props.get("radius").and_then(Value::as_f64));
+            if joined.is_empty() {
+                continue;
+            }
+            let radius = radius_of(&key, known.iter().chain(joined));
+            if let Some(radius) = radius.filter(|r| held != Some(*r)) {
+                let mut props = BTreeMap::new();
+                props.insert("radius".to_string(), Value::Float(radius));
+                assertions.push(Assertion::UpsertNode(NodeUpsert {
+                    key,
+                    props,
+                    ..NodeUpsert::default()
+                }));
             }
             continue;
         }
@@ -286,6 +307,49 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
     draft.salience = Some(0.5);
     report.seq = store.ingest(vec![draft])?.last_seq;
     Ok(report)
+}
+
+/// A village's radius: the horizontal distance from its centre to the furthest of its
+/// members' `blocks`, to a tenth of a block. The centre is the one its key names, so the
+/// radius holds the village as members join it and go (its centroid would move, its key does
+/// not).
+pub(crate) fn radius_around(centre: [i32; 2], blocks: impl IntoIterator<Item = [i32; 3]>) -> f64 {
+    let furthest = blocks
+        .into_iter()
+        .map(|b| {
+            // In f64: two blocks at the ends of the i32 range are further apart than an i32 holds.
+            let dx = b[0] as f64 - centre[0] as f64;
+            let dz = b[2] as f64 - centre[1] as f64;
+            (dx * dx + dz * dz).sqrt()
+        })
+        .fold(0.0, f64::max);
+    (furthest * 10.0).round() / 10.0
+}
+
+/// The centre a village's key names (`seen:village:{x}:{z}`).
+pub(crate) fn village_centre(key: &str) -> Option<[i32; 2]> {
+    let (x, z) = key.strip_prefix(VILLAGE_KEY_PREFIX)?.split_once(':')?;
+    Some([x.parse().ok()?, z.parse().ok()?])
+}
+
+/// The block a place's key names (`seen:{object}:{x}:{y}:{z}`; the object may hold a colon).
+pub(crate) fn place_block(key: &str) -> Option<[i32; 3]> {
+    let mut parts = key.strip_prefix(PLACE_KEY_PREFIX)?.rsplitn(4, ':');
+    let z = parts.next()?.parse().ok()?;
+    let y = parts.next()?.parse().ok()?;
+    let x = parts.next()?.parse().ok()?;
+    parts.next()?;
+    Some([x, y, z])
+}
+
+/// The radius of the village keyed `village` over its `members` (place keys; one whose key
+/// names no block is passed by), or `None` when its key names no centre.
+pub(crate) fn radius_of<'m>(
+    village: &str,
+    members: impl IntoIterator<Item = &'m String>,
+) -> Option<f64> {
+    let blocks = members.into_iter().filter_map(|m| place_block(m));
+    Some(radius_around(village_centre(village)?, blocks))
 }
 
 /// The upsert of the node a village found anew becomes, keyed by its centroid.
@@ -404,17 +468,10 @@ pub(crate) fn villages(emerged: &[&Candidate], policy: &EmergePolicy) -> Vec<Vil
             let k = members.len() as f64;
             let cx = members.iter().map(|c| c.block[0] as f64).sum::<f64>() / k;
             let cz = members.iter().map(|c| c.block[2] as f64).sum::<f64>() / k;
-            let radius = members
-                .iter()
-                .map(|c| {
-                    let dx = c.block[0] as f64 - cx;
-                    let dz = c.block[2] as f64 - cz;
-                    (dx * dx + dz * dz).sqrt()
-                })
-                .fold(0.0, f64::max);
+            let centre = [cx.round() as i32, cz.round() as i32];
             Village {
-                centre: [cx.round() as i32, cz.round() as i32],
-                radius: (radius * 10.0).round() / 10.0,
+                centre,
+                radius: radius_around(centre, members.iter().map(|c| c.block)),
                 members: members
                     .iter()
                     .map(|c| place_key(&c.object, c.block))
@@ -422,4 +479,25 @@ pub(crate) fn villages(emerged: &[&Candidate], policy: &EmergePolicy) -> Vec<Vil
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_name_the_blocks_and_centres_radii_are_measured_from() {
+        let odd = place_key("sign:left", [-3, 64, 2_000_000_000]);
+        assert_eq!(place_block(&odd), Some([-3, 64, 2_000_000_000]));
+        assert_eq!(place_block("seen:village:7:0"), None);
+        assert_eq!(place_block("seen:bed:1:2"), None);
+        assert_eq!(village_centre("seen:village:-7:12"), Some([-7, 12]));
+        assert_eq!(village_centre("seen:bed:1:2:3"), None);
+        // Blocks at the ends of the i32 range, measured without overflow.
+        let far = radius_around([i32::MIN, 0], [[i32::MAX, 0, 0]]);
+        assert_eq!(far, (u32::MAX as f64 * 10.0).round() / 10.0);
+        let members = [place_key("bed", [3, 64, 4]), "npc:x".to_string()];
+        assert_eq!(radius_of("seen:village:0:0", &members), Some(5.0));
+        assert_eq!(radius_of("home", &members), None);
+    }
 }

@@ -109,7 +109,8 @@ impl Store {
     /// not a place the request names, nor one at a block an event deleted now was at (a
     /// sighting, an interaction) that the events left do not make under the policy; a village
     /// as it was while no member went, else its members clustered again (the largest
-    /// cluster keeps its key, another is a village found anew, as `emerge` keys it).
+    /// cluster keeps its key, and its radius is measured over them; another is a village found
+    /// anew, as `emerge` keys it).
     /// Forgetting takes no place: a forgotten sighting still counts.
     pub(super) fn places_made_again(
         &self,
@@ -130,6 +131,7 @@ impl Store {
         let is_village = |key: &str| key.starts_with(places::VILLAGE_KEY_PREFIX);
         let mut edges: Vec<(String, String)> = Vec::new();
         let mut found: Vec<NodeUpsert> = Vec::new();
+        let mut radii: Vec<(String, f64)> = Vec::new();
         for village in nodes.keys().filter(|k| is_village(k)) {
             let members: Vec<&String> = (located.iter())
                 .filter(|(_, v)| v == village)
@@ -156,7 +158,11 @@ impl Store {
             let mut clusters = clusters.into_iter();
             match clusters.next() {
                 Some(kept) => {
-                    edges.extend(kept.members.iter().map(|m| (m.clone(), village.clone())))
+                    edges.extend(kept.members.iter().map(|m| (m.clone(), village.clone())));
+                    // Its radius holds the members left, around the centre its key names.
+                    radii.extend(
+                        places::radius_of(village, &kept.members).map(|r| (village.clone(), r)),
+                    );
                 }
                 None => {
                     dropped.insert(village.clone());
@@ -169,6 +175,11 @@ impl Store {
                 }
                 edges.extend(other.members.iter().map(|m| (m.clone(), up.key.clone())));
                 found.push(up);
+            }
+        }
+        for (village, radius) in radii {
+            if let Some(up) = nodes.get_mut(&village) {
+                (up.props).insert("radius".to_string(), crate::model::Value::Float(radius));
             }
         }
         nodes.retain(|key, _| !dropped.contains(key));
