@@ -3544,3 +3544,42 @@ fn store_where_a_user_deleted_the_note_of_n4(backend: BackendKind) -> (tempfile:
     assert!(store.node_by_key("n4").is_none(), "{backend}");
     (dir, store)
 }
+
+/// helper-100 (session 46): a deletion that committed while a forgetting chose its events made
+/// the forgetting refuse with "event N is already deleted", though it was given no event (over
+/// HTTP, a 400 blaming the caller).
+#[test]
+fn a_forgetting_beside_deletions_is_not_refused_for_what_they_deleted() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (_dir, store) = consolidated_month(BackendKind::Redb);
+    // The raw events, oldest first: those forgetting takes first (low retention), deleted
+    // one at a time while it runs.
+    let mut raw: Vec<u64> = Vec::new();
+    store
+        .scan_log(1, |e| {
+            if consolidate::summarised(&e) {
+                raw.push(e.seq);
+            }
+            Ok(true)
+        })
+        .unwrap();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for seq in &raw {
+                if done.load(Ordering::Relaxed) {
+                    break;
+                }
+                // Refused when forgetting took it first: that is the deleter's own business.
+                let _ = store.delete(&loci::DeleteRequest::events([*seq]));
+            }
+        });
+        for round in 0..15 {
+            let budget = held(&store).saturating_sub(5).max(1);
+            let r = forget::forget(&store, &ForgetOptions::with_budget(budget));
+            assert!(r.is_ok(), "round {round}: {r:?}");
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    assert!(store.verify().unwrap().ok());
+}

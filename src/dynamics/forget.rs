@@ -173,6 +173,9 @@ fn refuse_bad_options(opts: &ForgetOptions) -> Result<()> {
 /// events (the deletion event included), or nothing evictable is left.
 pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     refuse_bad_options(opts)?;
+    // No deletion commits between the choice of events, which reads the log, and their
+    // deletion.
+    let turn = store.deletion_turn();
     let mut report = ForgetReport {
         events_before: store.events_held(),
         bytes_before: store.disk_bytes(),
@@ -224,7 +227,7 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     report.evicted = chosen.len();
     report.replaced = earlier.len();
     chosen.extend(earlier);
-    let deletion = store.delete_for(&DeleteRequest::events(chosen), Reason::Forget)?;
+    let deletion = store.delete_in_turn(&turn, &DeleteRequest::events(chosen), Reason::Forget)?;
     report.seq = deletion.seq;
     report.events_after = store.events_held();
     report.bytes_after = store.disk_bytes();

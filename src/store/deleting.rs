@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use super::{
     dir_size, encode, now_ms, read_manifest, replay_appended, replay_excluding, time_key,
-    KeptReplay, Store, TextCommits, META_COUNTERS, META_DELETED, REBUILD_DOCS_PER_COMMIT,
+    DeletionTurn, KeptReplay, Store, TextCommits, META_COUNTERS, META_DELETED,
+    REBUILD_DOCS_PER_COMMIT,
 };
 use crate::codec::decode_event;
 use crate::dynamics::deletion::{
@@ -872,12 +873,25 @@ impl Store {
         request: &DeleteRequest,
         reason: Reason,
     ) -> Result<DeleteReport> {
-        self.delete_in_commits(request, reason, REBUILD_DOCS_PER_COMMIT)
+        self.delete_in_turn(&self.deletion_turn(), request, reason)
     }
 
-    /// [`Store::delete_for`], writing the nodes' text documents again `per_commit` at a time.
+    /// [`Store::delete_for`] in a turn at deleting the caller holds (a forgetting holds its
+    /// own from its choice of events).
+    pub(crate) fn delete_in_turn(
+        &self,
+        turn: &DeletionTurn<'_>,
+        request: &DeleteRequest,
+        reason: Reason,
+    ) -> Result<DeleteReport> {
+        self.delete_in_commits(turn, request, reason, REBUILD_DOCS_PER_COMMIT)
+    }
+
+    /// [`Store::delete_in_turn`], writing the nodes' text documents again `per_commit` at a
+    /// time.
     pub(super) fn delete_in_commits(
         &self,
+        _turn: &DeletionTurn<'_>,
         request: &DeleteRequest,
         reason: Reason,
         per_commit: usize,

@@ -1930,6 +1930,9 @@ pub(crate) struct Pinned {
     pub unchanged: Vec<String>,
 }
 
+/// A turn at deleting ([`Store::deletion_turn`]), held until dropped.
+pub(crate) struct DeletionTurn<'s>(#[allow(dead_code)] std::sync::MutexGuard<'s, ()>);
+
 /// An open loci store.
 pub struct Store {
     dir: PathBuf,
@@ -1940,6 +1943,9 @@ pub struct Store {
     /// Held by a context build that saves its turn, from its read of the last saved turn to
     /// its own save ([`Store::hold_context_saves`]).
     context_saves: Mutex<()>,
+    /// Held by a deletion, and by a forgetting from its choice of events to its deletion
+    /// ([`Store::deletion_turn`]).
+    deletions: Mutex<()>,
     text_rebuilt: bool,
     decay: RwLock<Arc<DecayPolicy>>,
     salience: RwLock<Arc<SaliencePolicy>>,
@@ -2515,6 +2521,7 @@ impl Store {
             text,
             writer: Mutex::new(()),
             context_saves: Mutex::new(()),
+            deletions: Mutex::new(()),
             text_rebuilt,
             decay: RwLock::new(Arc::new(decay)),
             salience: RwLock::new(Arc::new(salience)),
@@ -4579,6 +4586,15 @@ impl Store {
         self.context_saves.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A turn at deleting: deletions and forgettings take theirs one at a time. A forgetting
+    /// chooses its events from the log as it reads it, then deletes them: a deletion that
+    /// committed between the two had it name an event deleted since, and it was refused ("event
+    /// N is already deleted", to a caller who named none). Ingests do not wait for it: they
+    /// add events, and a forgetting deletes only events it read.
+    pub(crate) fn deletion_turn(&self) -> DeletionTurn<'_> {
+        DeletionTurn(self.deletions.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// Appends one record of the store's own (a saved context), which ingest would refuse.
     pub(crate) fn append_bookkeeping(&self, draft: EventDraft) -> Result<Commit> {
         self.writable()?;
@@ -5853,7 +5869,12 @@ mod tests {
             ..Default::default()
         };
         let report = store
-            .delete_in_commits(&request, crate::dynamics::deletion::Reason::Delete, 10)
+            .delete_in_commits(
+                &store.deletion_turn(),
+                &request,
+                crate::dynamics::deletion::Reason::Delete,
+                10,
+            )
             .unwrap();
         assert_eq!(report.nodes_removed, 5);
         assert_eq!(store.text.indexed_seq(), 24);
