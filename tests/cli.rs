@@ -516,6 +516,32 @@ fn extract_query_and_retrieval_bench() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("alpha"));
 }
 
+/// helper-101 (session 46): an `--out` that was a directory passed the check made before a
+/// bench runs, and the run was lost at its end: the report was written to the file first, and
+/// nothing reached standard output either.
+#[test]
+fn a_bench_refuses_an_out_it_cannot_write_before_it_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let small = ["bench", "graph", "--nodes", "100", "--edges", "300", "-q"];
+    for flag in ["--out", "--write-edges"] {
+        let mut args = small.to_vec();
+        args.extend([flag, p(tmp.path())]);
+        let out = loci(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{flag}: {err}");
+        assert!(err.contains("is a directory"), "{flag}: {err}");
+        assert!(out.stdout.is_empty(), "{flag}: it ran");
+    }
+    // A report written where it can be is written, and printed.
+    let file = tmp.path().join("r.json");
+    let mut args = small.to_vec();
+    args.extend(["--out", p(&file), "--json"]);
+    let printed: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(printed, written);
+}
+
 #[test]
 fn saved_queries_run_and_metaqa_bench() {
     let tmp = tempfile::tempdir().unwrap();

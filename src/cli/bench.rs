@@ -38,15 +38,17 @@ fn spinner(msg: &str) -> ProgressBar {
 /// Prints a report and, when asked, writes it as JSON to a file too.
 fn emit(report: &impl serde::Serialize, how: &ReportArgs) -> Result<()> {
     let v = serde_json::to_value(report)?;
+    // Printed first: a file that cannot be written after all does not take the run with it.
+    if how.json {
+        print_json(&v)?;
+    } else {
+        print_report(&v)?;
+    }
     if let Some(path) = &how.out {
         std::fs::write(path, serde_json::to_string_pretty(&v)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    if how.json {
-        print_json(&v)
-    } else {
-        print_report(&v)
-    }
+    Ok(())
 }
 
 /// Writes one JSON object per line.
@@ -97,6 +99,21 @@ fn check_outputs(b: &BenchCommand) -> Result<()> {
                 dir.display()
             );
         }
+        // A bench runs for minutes, and its report is written at the end: a path it cannot
+        // write is refused now, not once the run is done.
+        if path.is_dir() {
+            fail!(
+                Code::BadInput,
+                "cannot write {}: it is a directory, expected a file",
+                path.display()
+            );
+        }
+        let writable = if path.exists() {
+            std::fs::OpenOptions::new().append(true).open(path).map(drop)
+        } else {
+            tempfile::NamedTempFile::new_in(dir).map(drop)
+        };
+        writable.with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }
