@@ -640,10 +640,50 @@ fn saved_queries_run_and_metaqa_bench() {
     assert_eq!(r["n"], 2);
     assert_eq!(r["planner"]["hits@1"], 1.0);
     assert_eq!(r["planner"]["f1"], 1.0);
-    for key in ["hits@1_answerable", "p50_ms", "p95_ms"] {
+    for key in ["p50_ms", "p95_ms"] {
         assert!(r["planner"][key].is_number());
     }
     assert!(r["retrieval"]["answer_recall@10"].is_number() && r["load_s"].is_number());
+    metaqa_answerable_is_read_as_given(tmp.path(), [&kb, &qa, &qt]);
+}
+
+/// helper-101 (session 46): `--answerable` lines that were no question's number were dropped
+/// without a word (the qtype file given by mistake read as no question answerable), and the
+/// answerable figures read 0.0 when no such file was given, as if every question were missed.
+fn metaqa_answerable_is_read_as_given(tmp: &Path, [kb, qa, qt]: [&Path; 3]) {
+    let bench = |answerable: Option<&Path>| {
+        let mut args = vec!["bench", "metaqa", "--kb", p(kb), "--questions", p(qa)];
+        args.extend(["--qtypes", p(qt), "--json", "-q"]);
+        if let Some(a) = answerable {
+            args.extend(["--answerable", p(a)]);
+        }
+        loci(&args)
+    };
+    let r: serde_json::Value = serde_json::from_slice(&bench(None).stdout).unwrap();
+    for key in ["hits@1_answerable", "f1_answerable", "n_answerable"] {
+        assert!(r["planner"][key].is_null(), "{key}: {r}");
+    }
+    let mut args = vec!["bench", "metaqa", "--kb", p(kb), "--questions", p(qa)];
+    args.extend(["--qtypes", p(qt), "--json", "-q", "--retrieval-limit", "0"]);
+    let r: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+    assert!(r["retrieval"]["answer_recall@10"].is_null(), "{r}");
+    let answerable = tmp.join("answerable.txt");
+    std::fs::write(&answerable, "1\n").unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&bench(Some(&answerable)).stdout).unwrap();
+    assert_eq!(r["planner"]["n_answerable"], 1);
+    assert_eq!(r["planner"]["hits@1_answerable"], 1.0);
+    for (text, line, says) in [
+        ("0\nmovie_to_director\n", 2, "movie_to_director"),
+        ("0\n2\n", 2, "0 to 1"),
+        ("-1\n", 1, "-1"),
+    ] {
+        std::fs::write(&answerable, text).unwrap();
+        let out = bench(Some(&answerable));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{text:?}: {err}");
+        let at = format!("{}:{line}:", answerable.display());
+        assert!(err.contains(&at) && err.contains(says), "{text:?}: {err}");
+    }
 }
 
 /// A new, empty store under `tmp`, made by `loci init`.

@@ -1598,10 +1598,11 @@ pub struct PlannerMetrics {
     #[serde(rename = "hits@1")]
     pub hits_1: f64,
     pub f1: f64,
+    /// Over the questions `--answerable` names; `None` (null) without that file.
     #[serde(rename = "hits@1_answerable")]
-    pub hits_1_answerable: f64,
-    pub f1_answerable: f64,
-    pub n_answerable: usize,
+    pub hits_1_answerable: Option<f64>,
+    pub f1_answerable: Option<f64>,
+    pub n_answerable: Option<usize>,
     pub p50_ms: f64,
     pub p95_ms: f64,
 }
@@ -1609,8 +1610,9 @@ pub struct PlannerMetrics {
 /// Retrieval-mode figures.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MetaqaRetrievalMetrics {
+    /// `None` (null) when no question ran in retrieval mode (`--retrieval-limit 0`).
     #[serde(rename = "answer_recall@10")]
-    pub answer_recall_10: f64,
+    pub answer_recall_10: Option<f64>,
     pub p50_ms: f64,
     /// Questions run in retrieval mode (all, unless limited).
     pub n: usize,
@@ -1625,6 +1627,38 @@ pub struct MetaqaReport {
     pub load_s: f64,
     pub entities: usize,
     pub triples: usize,
+}
+
+/// The questions an `--answerable` file names: one 0-based line number of the questions file
+/// (of `questions` lines) a line, blank lines aside. Any other line is refused, naming it: one
+/// dropped unread had made a wrong file read as no question answerable.
+fn read_answerable(path: &Path, questions: usize) -> Result<HashSet<usize>> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    let mut out = HashSet::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim().trim_start_matches('\u{feff}');
+        if line.is_empty() {
+            continue;
+        }
+        match line.parse::<usize>() {
+            Ok(q) if q < questions => {
+                out.insert(q);
+            }
+            _ => {
+                return Err(crate::Error::Input {
+                    file: path.display().to_string(),
+                    line: i + 1,
+                    field: "answerable".into(),
+                    message: format!(
+                        "expected the 0-based line number of a question (0 to {}), found {}",
+                        questions.saturating_sub(1),
+                        crate::error::quoted_excerpt(line)
+                    ),
+                })
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Runs the MetaQA benchmark in a fresh store in `dir`. `retrieval_limit` caps the questions
@@ -1652,16 +1686,9 @@ pub fn run_metaqa_bench(
             message: format!("{} question types for {} questions", types.len(), qs.len()),
         });
     }
-    let answerable: Option<HashSet<usize>> = match answerable {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .map_err(|e| crate::Error::io(p, e))?
-                .lines()
-                .filter_map(|l| l.trim().parse().ok())
-                .collect(),
-        ),
-        None => None,
-    };
+    let answerable = answerable
+        .map(|p| read_answerable(p, qs.len()))
+        .transpose()?;
     let t = Instant::now();
     let store = Store::create(dir, BackendKind::Redb)?;
     let (entities, triples) = load_metaqa_kb(&store, kb)?;
@@ -1761,19 +1788,20 @@ pub fn run_metaqa_bench(
     }
     let na = n_a.max(1) as f64;
     let (p50_ms, p95_ms) = p50_p95(lat);
+    let of_answerable = |sum: f64| answerable.as_ref().map(|_| sum / na);
     Ok(MetaqaReport {
         n: qs.len(),
         planner: PlannerMetrics {
             hits_1: hits / n,
             f1: f1 / n,
-            hits_1_answerable: hits_a / na,
-            f1_answerable: f1_a / na,
-            n_answerable: n_a,
+            hits_1_answerable: of_answerable(hits_a),
+            f1_answerable: of_answerable(f1_a),
+            n_answerable: answerable.as_ref().map(|_| n_a),
             p50_ms,
             p95_ms,
         },
         retrieval: MetaqaRetrievalMetrics {
-            answer_recall_10: recall / retrieval_n.max(1) as f64,
+            answer_recall_10: (retrieval_n > 0).then(|| recall / retrieval_n as f64),
             p50_ms: p50_p95(rlat).0,
             n: retrieval_n,
         },

@@ -109,7 +109,10 @@ fn check_outputs(b: &BenchCommand) -> Result<()> {
             );
         }
         let writable = if path.exists() {
-            std::fs::OpenOptions::new().append(true).open(path).map(drop)
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map(drop)
         } else {
             tempfile::NamedTempFile::new_in(dir).map(drop)
         };
