@@ -191,6 +191,45 @@ fn the_cli_reads_during_a_write_and_exits_5_for_a_second_writer() {
     );
 }
 
+/// helper-102 (session 46): a reading command takes the writer lock when it is free (to
+/// repair the text index, flush recorded uses, write a snapshot), and a writer that came
+/// during its read waited half a second and exited 5, where the README says only a second
+/// writer is refused. A writer waits for a reader to finish.
+#[test]
+fn a_writer_waits_for_a_reading_command_that_holds_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s");
+    let file = tmp.path().join("e.jsonl");
+    std::fs::write(&file, "{\"ts\":5,\"kind\":\"NOTE\",\"payload\":\"ruby\"}\n").unwrap();
+    Store::create(&path, BackendKind::Redb)
+        .unwrap()
+        .ingest(vec![sighting(1, "emerald")])
+        .unwrap();
+    // A reader as a reading command opens: with the writer lock, the store being free.
+    let reader = Store::open_for_reading(&path).unwrap();
+    assert!(!reader.is_read_only());
+    // A writer of this process is refused at once: the reader may be waiting on it.
+    let at = std::time::Instant::now();
+    assert!(matches!(Store::open(&path), Err(Error::Locked { .. })));
+    assert!(at.elapsed() < std::time::Duration::from_secs(5));
+    let writer = Command::new(BIN)
+        .args(["ingest", "--store", p(&path), p(&file)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Longer than the half second a writer gives a writer's lock.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    drop(reader);
+    let out = writer.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(Store::open(&path).unwrap().stats().events, 2);
+}
+
 /// A read-only open during a stream of commits loads one commit's state, never a mix: in a
 /// chain grown one node and one edge per batch, every reader sees exactly one edge fewer than
 /// nodes, and every edge's endpoints.

@@ -5,6 +5,10 @@
 //! writing [`crate::Store`], with the holder's pid written inside for the message. The OS drops
 //! the lock when the process ends however it ends, so a file left behind by a killed process
 //! never blocks anyone: only the lock, not the file's existence, means "held".
+//!
+//! A reading command takes the lock too when it is free (to repair the text index, flush the
+//! uses it recorded, write a snapshot), and marks it so (`PID reading`): a writer waits for
+//! such a holder, which is done in a moment, where it gives a writer's lock half a second.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -14,6 +18,13 @@ use crate::error::{Error, Result};
 
 /// Name of the lock file inside a store directory.
 pub const LOCK_FILE: &str = "lock";
+
+/// How long a writer waits for a lock a reading command holds before it is refused: a read
+/// is over in a moment, unless it must first replay a large log without a snapshot.
+const READER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What the lock file says of a reading holder, after its pid.
+const READING_MARK: &str = "reading";
 
 /// A held writer lock; released when dropped.
 #[derive(Debug)]
@@ -64,17 +75,22 @@ pub(crate) fn locked(dir: &Path, holder: Option<u32>) -> Error {
 impl StoreLock {
     /// Takes the writer lock of the store in `dir`, waiting at most about half a second (see
     /// below): `Error::Locked` names the process that holds it.
+    ///
+    /// A lock a reading command of another process holds ([`StoreLock::acquire_if_free`]) is waited for up to a
+    /// minute.
     pub fn acquire(dir: &Path) -> Result<StoreLock> {
         Self::take(dir, 256)
     }
 
     /// Takes the writer lock only if it is free now: for a reader, which goes on read-only
-    /// beside a writer rather than wait the half second a writer would.
+    /// beside a writer rather than wait the half second a writer would. The lock is marked as
+    /// a reader's, which a writer waits for.
     pub fn acquire_if_free(dir: &Path) -> Result<StoreLock> {
         Self::take(dir, 0)
     }
 
-    /// Takes the lock, trying again after 2, 4, ... ms up to waits of `patience_ms`.
+    /// Takes the lock, trying again after 2, 4, ... ms up to waits of `patience_ms` (0: a
+    /// reader's, marked so), or for [`READER_PATIENCE`] while a reader holds it.
     fn take(dir: &Path, patience_ms: u64) -> Result<StoreLock> {
         let path = dir.join(LOCK_FILE);
         let mut file = OpenOptions::new()
@@ -87,7 +103,9 @@ impl StoreLock {
         // A lock can outlive its holder's release for a moment: a child process forked by any
         // thread of the holder shares the lock's file description until it execs. So a busy
         // lock is tried again for about half a second before it is reported.
+        let started = std::time::Instant::now();
         let mut wait_ms = 2;
+        let mut told = false;
         loop {
             match file.try_lock() {
                 Ok(()) => break,
@@ -95,12 +113,31 @@ impl StoreLock {
                     std::thread::sleep(std::time::Duration::from_millis(wait_ms));
                     wait_ms *= 2;
                 }
-                Err(TryLockError::WouldBlock) => return Err(locked(dir, read_pid(&mut file))),
+                Err(TryLockError::WouldBlock) => {
+                    let (holder, reading) = read_holder(&mut file);
+                    // A reader of this process may be waiting on this very call.
+                    let wait = reading && patience_ms > 0 && !held_here(dir);
+                    if !wait || started.elapsed() >= READER_PATIENCE {
+                        return Err(locked(dir, holder));
+                    }
+                    if !told {
+                        told = true;
+                        tracing::warn!(
+                            holder = holder.map_or_else(|| "?".to_string(), |p| p.to_string()),
+                            "waiting for a command reading the store to finish (up to {} s)",
+                            READER_PATIENCE.as_secs()
+                        );
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(patience_ms));
+                }
                 Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
             }
         }
         // The pid is only for messages: a failure to write it does not undo the lock.
-        let pid = std::process::id().to_string();
+        let pid = match patience_ms {
+            0 => format!("{} {READING_MARK}", std::process::id()),
+            _ => std::process::id().to_string(),
+        };
         let written = file
             .set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)))
@@ -130,7 +167,7 @@ impl StoreLock {
                 let _ = file.unlock();
                 None
             }
-            Err(_) => read_pid(&mut file),
+            Err(_) => read_holder(&mut file).0,
         }
     }
 
@@ -139,11 +176,18 @@ impl StoreLock {
     }
 }
 
-fn read_pid(file: &mut File) -> Option<u32> {
+/// The pid the lock file records, and whether it marks a reading holder.
+fn read_holder(file: &mut File) -> (Option<u32>, bool) {
     let mut text = String::new();
-    file.seek(SeekFrom::Start(0)).ok()?;
-    file.take(32).read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
+    let read = file
+        .seek(SeekFrom::Start(0))
+        .and_then(|_| file.take(32).read_to_string(&mut text));
+    if read.is_err() {
+        return (None, false);
+    }
+    let mut words = text.split_whitespace();
+    let pid = words.next().and_then(|w| w.parse().ok());
+    (pid, words.next() == Some(READING_MARK))
 }
 
 #[cfg(test)]
