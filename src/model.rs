@@ -350,6 +350,118 @@ impl Serialize for Value {
     }
 }
 
+/// What the refusal of an integer [`inexact_integer`] found says, after its place.
+pub fn inexact_integer_message(digits: &str) -> String {
+    format!(
+        "integer {} is beyond every integer kept exactly ({} to {}), and would be kept as \
+         another number; write it as a string",
+        crate::error::excerpt(digits),
+        i64::MIN,
+        u64::MAX
+    )
+}
+
+/// An integer of JSON text `json` that no integer type here holds (below `i64::MIN` or
+/// above `u64::MAX`), as `(path, digits)`: serde_json reads such a literal as the nearest
+/// float, so it would be kept as another number without a word. `path` names where it is as
+/// serde_path_to_error does (`payload.x`, `assert[0].props.n`; empty at the top). Integers
+/// between `i64::MAX` and `u64::MAX` are not named: a field of `u64` holds them, and a
+/// [`Value`] refuses them itself. Text that is not JSON gives whatever it finds; call it on
+/// text that parsed.
+pub fn inexact_integer(json: &str) -> Option<(String, String)> {
+    // No such integer has fewer than 19 digits: most text is passed by after one look.
+    let mut run = 0;
+    if !json.bytes().any(|b| {
+        run = if b.is_ascii_digit() { run + 1 } else { 0 };
+        run >= 19
+    }) {
+        return None;
+    }
+    enum Frame<'a> {
+        Object {
+            key: Option<&'a str>,
+            expect_key: bool,
+        },
+        Array(usize),
+    }
+    let path = |stack: &[Frame<'_>]| {
+        let mut out = String::new();
+        for f in stack {
+            match f {
+                Frame::Object { key: Some(k), .. } => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+                Frame::Object { key: None, .. } => {}
+                Frame::Array(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    };
+    let bytes = json.as_bytes();
+    let mut stack: Vec<Frame<'_>> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                let text = json.get(start..i.min(bytes.len())).unwrap_or("");
+                if let Some(Frame::Object { key, expect_key }) = stack.last_mut() {
+                    if *expect_key {
+                        *key = Some(text);
+                        *expect_key = false;
+                    }
+                }
+                i += 1;
+            }
+            b'{' => {
+                stack.push(Frame::Object {
+                    key: None,
+                    expect_key: true,
+                });
+                i += 1;
+            }
+            b'[' => {
+                stack.push(Frame::Array(0));
+                i += 1;
+            }
+            b'}' | b']' => {
+                stack.pop();
+                i += 1;
+            }
+            b',' => {
+                match stack.last_mut() {
+                    Some(Frame::Array(n)) => *n += 1,
+                    Some(Frame::Object { expect_key, .. }) => *expect_key = true,
+                    None => {}
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < bytes.len()
+                    && matches!(bytes[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let token = &json[start..i];
+                let whole = !token.contains(['.', 'e', 'E']);
+                if whole && token.parse::<i64>().is_err() && token.parse::<u64>().is_err() {
+                    return Some((path(&stack), token.to_string()));
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 impl<'de> Deserialize<'de> for Value {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if d.is_human_readable() {
@@ -844,6 +956,29 @@ pub mod kinds {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn integers_no_type_holds_are_found_with_their_path() {
+        let at = |json: &str| inexact_integer(json);
+        assert_eq!(at(r#"{"ts":1,"payload":{"x":1.5}}"#), None);
+        // i64 and u64 hold these; a float written as one is a float.
+        assert_eq!(at("[-9223372036854775808, 18446744073709551615]"), None);
+        assert_eq!(at("[1e30, 18446744073709551616.0, 2E+40]"), None);
+        assert_eq!(
+            at(r#"{"ts":5,"payload":{"x":18446744073709551616}}"#),
+            Some(("payload.x".into(), "18446744073709551616".into()))
+        );
+        assert_eq!(
+            at(r#"{"a":[1,{"b\"c":"}]{,","n":[0,-9223372036854775809]}]}"#),
+            Some(("a[1].n[1]".into(), "-9223372036854775809".into()))
+        );
+        assert_eq!(
+            at("123456789012345678901234"),
+            Some((String::new(), "123456789012345678901234".into()))
+        );
+        // Digits in a string are text.
+        assert_eq!(at(r#"{"k":"123456789012345678901234"}"#), None);
+    }
     use super::*;
 
     #[test]

@@ -1434,6 +1434,32 @@ fn reingesting_keyed_events_reports_them_skipped() {
     );
 }
 
+/// helper-100 (session 46): an integer past every integer type was read as the nearest float
+/// and kept so, without a word.
+#[test]
+fn an_ingested_integer_no_type_holds_is_refused_by_line_and_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let file = tmp.path().join("e.jsonl");
+    std::fs::write(
+        &file,
+        "{\"ts\":1,\"kind\":\"NOTE\"}\n{\"ts\":2,\"kind\":\"NOTE\",\"payload\":{\"n\":[1,99999999999999999999999]}}\n",
+    )
+    .unwrap();
+    let out = loci(&["ingest", "--store", p(&store), p(&file)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:2: payload.n[1]: integer 99999999999999999999999",
+            p(&file)
+        )),
+        "{err}"
+    );
+    let stats = json(&["stats", "--store", p(&store), "--json"]);
+    assert_eq!(stats["events"], 0, "a failed batch writes nothing");
+}
+
 /// helper-97 #17: a retry of a deleted event is skipped (its key outlives it, so the retry
 /// does not bring it back), and the skip said only that the store held the key, as if the
 /// event were there.

@@ -117,6 +117,44 @@ async fn the_server_writes_numbers_as_the_cli_does() {
     assert_eq!(widened, Vec::<String>::new());
 }
 
+/// helper-100 (session 46): an integer past every integer type (above u64, below i64) was
+/// read as the nearest float and kept so, as an event's payload or a query's parameter, where
+/// 2^63 to 2^64 - 1 were refused: "integers are exact 64-bit".
+#[tokio::test]
+async fn an_integer_no_type_holds_is_refused_not_kept_as_a_float() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for (uri, body, field) in [
+        (
+            "/v1/events",
+            r#"{"ts":5,"actor":"bot","kind":"NOTE","payload":{"x":18446744073709551616123}}"#,
+            "payload.x",
+        ),
+        (
+            "/v1/events",
+            r#"{"ts":5,"actor":"bot","kind":"NOTE","payload":{"x":-9223372036854775809}}"#,
+            "payload.x",
+        ),
+        (
+            "/v1/run",
+            r#"{"query": "MATCH (n) RETURN $p LIMIT 1", "params": {"p": 18446744073709551616}}"#,
+            "params.p",
+        ),
+    ] {
+        let (s, v, _) = call(&st, "POST", uri, Some(body), None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(field) && message.contains("write it as a string"),
+            "{body}: {message}"
+        );
+    }
+    // A float that large, written as one, is a float.
+    let body = r#"{"ts":5,"actor":"bot","kind":"NOTE","payload":{"x":1.8e22}}"#;
+    let (s, v, _) = call(&st, "POST", "/v1/events", Some(body), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
 /// `/v1/forget` takes the length of a day, as `loci forget --day` does, where it refused
 /// `day` as an unknown field (a helper's probe).
 #[tokio::test]

@@ -240,10 +240,15 @@ impl Store {
         params: &str,
     ) -> PyResult<String> {
         let s = self.store()?;
-        let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(params)
+        let text = params;
+        let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
             .map_err(|e| {
                 InputError::new_err(loci::error::shortened_message(&format!("params: {e}")))
             })?;
+        if let Some((path, digits)) = loci::model::inexact_integer(text) {
+            let said = loci::model::inexact_integer_message(&digits);
+            return Err(InputError::new_err(format!("params.{path}: {said}")));
+        }
         match (name, query) {
             (Some(name), None) => {
                 let Some(q) = self.queries.get(name) else {

@@ -93,6 +93,13 @@ fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
     })?;
     de.end()
         .map_err(|e| ApiError::bad_input(format!("body: {e}")))?;
+    if let Some((path, digits)) = std::str::from_utf8(bytes)
+        .ok()
+        .and_then(crate::model::inexact_integer)
+    {
+        let said = crate::model::inexact_integer_message(&digits);
+        return Err(refused_at_saying("body", &path, said));
+    }
     Ok(value)
 }
 

@@ -478,14 +478,25 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
         )),
         // Read once more as JSON (loci's own reading above keeps no JSON), for both checks.
         _ => {
-            let message: Json = serde_json::from_slice(message).ok()?;
-            match not_a_request(&message) {
+            let read: Json = serde_json::from_slice(message).ok()?;
+            match not_a_request(&read) {
                 Some((id, why)) => Some(error(id, -32600, format!("Invalid Request: {why}"))),
-                None => invalid_call(&message)
+                None => invalid_call(&read)
+                    .or_else(|| inexact_integer(message))
                     .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}"))),
             }
         }
     }
+}
+
+/// The id of a message holding an integer past every integer type ([`crate::model::inexact_integer`]),
+/// which rmcp would read as the nearest float, and what to say of it.
+fn inexact_integer(message: &[u8]) -> Option<(Json, String)> {
+    let (path, digits) = std::str::from_utf8(message)
+        .ok()
+        .and_then(crate::model::inexact_integer)?;
+    let said = crate::model::inexact_integer_message(&digits);
+    Some((readable_id(message), format!("{path}: {said}")))
 }
 
 /// Whether `id` can be a request's id as JSON-RPC has it: a string or an integer.
@@ -733,6 +744,23 @@ pub async fn serve_stdio(state: Arc<AppState>) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// helper-100 (session 46): an argument past every integer type reached the tools as the
+    /// nearest float.
+    #[test]
+    fn a_call_with_an_integer_no_type_holds_is_refused_with_its_id() {
+        let call = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"remember","arguments":{"event":{"ts":1,"kind":"NOTE","payload":{"n":-99999999999999999999}}}}}"#;
+        let answer = refusal(call).expect("refused");
+        assert_eq!(answer["id"], 7);
+        assert_eq!(answer["error"]["code"], -32602);
+        let said = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            said.contains("params.arguments.event.payload.n: integer -99999999999999999999"),
+            "{said}"
+        );
+        let fine = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"remember","arguments":{"text":"x","ts":1e30}}}"#;
+        assert!(refusal(fine).is_none_or(|a| !a.to_string().contains("beyond every integer")));
+    }
 
     /// `remember` with a whole event and a text had kept the event and dropped the text
     /// without a word (a helper's probe): one or the other is taken, both are refused.
