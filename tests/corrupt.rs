@@ -1152,3 +1152,41 @@ fn a_failed_compaction_leaves_no_work_directory() {
         assert_eq!(store.last_seq(), before, "{kind:?}");
     }
 }
+
+/// helper-102 (session 46): `loci init` killed while redb made its file left a file without
+/// redb's magic number (which redb writes last, once the rest is on disk) and no manifest;
+/// `init` again was refused ("Not a redb database"), and every other command said to restore
+/// a manifest from a backup of a store that never was. Such a file holds nothing: a creation
+/// takes it over. A file past the size of a new one is never taken: it may be a store's.
+#[test]
+fn a_creation_cut_short_before_redb_wrote_its_magic_number_is_made_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = dir.path().join("made");
+    drop(Store::create(&made, BackendKind::Redb).unwrap());
+    let new_size = std::fs::metadata(made.join("data.redb")).unwrap().len();
+    let cut = |size: u64| {
+        let store = dir.path().join(format!("cut-{size}"));
+        std::fs::create_dir(&store).unwrap();
+        std::fs::write(store.join("lock"), b"").unwrap();
+        let mut bytes = vec![0u8; size as usize];
+        // Some of the header written, the magic number not.
+        bytes[8..16].copy_from_slice(&[0, 4, 0, 0, 0, 16, 0, 0]);
+        std::fs::write(store.join("data.redb"), bytes).unwrap();
+        store
+    };
+    let store = cut(1_056_768);
+    // Opened, it is told to be made again, not restored from a backup.
+    let e = Store::open(&store).err().unwrap().to_string();
+    assert!(
+        e.contains("never finished") && e.contains("loci init"),
+        "{e}"
+    );
+    let s = Store::create(&store, BackendKind::Redb).unwrap();
+    assert_eq!(s.stats().events, 0);
+    drop(s);
+    assert!(Store::open(&store).is_ok());
+    // Larger than a new file: not taken over, and refused as before.
+    let store = cut(new_size.max(1_056_768) * 4);
+    let e = Store::create(&store, BackendKind::Redb).err().unwrap();
+    assert!(e.to_string().contains("magic number"), "{e}");
+}

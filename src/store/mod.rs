@@ -2074,6 +2074,13 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
         // A log without its manifest is a damaged store, not none: `loci init` there would
         // not help (it refuses to start a store over a log).
         match BackendKind::present_in(dir).next() {
+            Some((BackendKind::Redb, log)) if unfinished_redb(&log) => Error::NotAStore {
+                path: dir.to_path_buf(),
+                reason: format!(
+                    "no readable {MANIFEST} ({e}), and {} is a redb file redb never finished making (a creation cut short); create the store again with `loci init`",
+                    log.display()
+                ),
+            },
             Some((_, log)) => store_err(format!(
                 "no readable {MANIFEST} ({e}), but {} is a store's log: restore {MANIFEST} from a backup",
                 log.display()
@@ -2156,6 +2163,44 @@ fn refuse_other_files(dir: &Path) -> Result<()> {
             format!("is not empty and holds no loci store (it holds {held}); give an empty or new directory")
         },
     ))
+}
+
+/// The bytes of a redb file as redb makes it, at most, before it writes the magic number.
+const UNFINISHED_REDB_MAX_BYTES: u64 = 2 << 20;
+
+/// redb's magic number, the first bytes of its file ([`take_over_unfinished_redb`]).
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+/// Removes the redb file at `path` (of a store directory without a manifest) when redb never
+/// finished making it: redb writes its magic number last, once the rest of a new file is on
+/// disk, so a file without it holds no data. A creation killed before that (`loci init`
+/// killed) left such a file, which redb refuses to open ("Not a redb database"), and the
+/// directory could be used again only by hand. A file larger than a new one is left, whatever
+/// its first bytes: it may be a store's, damaged.
+fn take_over_unfinished_redb(path: &Path) -> Result<()> {
+    if !unfinished_redb(path) {
+        return Ok(());
+    }
+    tracing::warn!(
+        path = %path.display(),
+        "a redb file redb never finished making (no magic number), from a creation cut short: made again"
+    );
+    std::fs::remove_file(path).map_err(|e| Error::io(path, e))
+}
+
+/// Whether the file at `path` is one redb never finished making ([`take_over_unfinished_redb`]):
+/// no larger than a new one, and without redb's magic number.
+fn unfinished_redb(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if !meta.is_file() || meta.len() == 0 || meta.len() > UNFINISHED_REDB_MAX_BYTES {
+        return false;
+    }
+    let mut first = [0u8; REDB_MAGIC.len()];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut first));
+    !(read.is_ok() && first == REDB_MAGIC)
 }
 
 /// Writes the manifest atomically (a temporary file, then a rename over the old one).
@@ -2325,6 +2370,9 @@ impl Store {
         };
         if let Some((_, other)) = BackendKind::present_in(dir).find(|(k, _)| *k != backend) {
             return Err(log_is_here(&other));
+        }
+        if backend == BackendKind::Redb {
+            take_over_unfinished_redb(&backend.path_in(dir))?;
         }
         let b = backend.open(dir)?;
         if b.last(Table::Log)?.is_some() {
