@@ -1475,6 +1475,31 @@ fn a_read_command_that_met_damage_exits_as_corrupt(kind: BackendKind, dir: &Path
     assert!(stderr.contains("damaged"), "{stderr}");
 }
 
+/// helper-102 (session 46): `replay --verify` on a store whose snapshot held a damaged block
+/// compared what read as missing, and exited 1, "MISMATCH", with a hundred differences and
+/// the advice to repair: a script takes that for a divergence of the log's views. It exits 6,
+/// saying the differences are the damage's.
+fn a_verify_that_met_damage_says_so_and_exits_as_corrupt(kind: BackendKind, dir: &Path) {
+    drop(built_with_snapshot(kind, dir));
+    let path = dir.join(SNAPSHOT);
+    let good = std::fs::read(&path).unwrap();
+    let mut bytes = good.clone();
+    bytes[section_bytes(&good, EDGE_DETAILS).start + 3] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loci"))
+        .args(["replay", "--verify", "--store"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(6), "{stdout}");
+    assert!(!stdout.contains("MISMATCH"), "{stdout}");
+    assert!(
+        stdout.starts_with("replayed") && stdout.contains("DAMAGED"),
+        "{stdout}"
+    );
+}
+
 /// A lookup whose node read as missing because its record lies in a damaged block exits 6
 /// (corrupt store), not 4 (not found): "no node has key n2" was the damage speaking, and a
 /// script took it for an answer.
@@ -1606,6 +1631,7 @@ all_backends!(
     damage_met_while_a_batch_is_projected_has_it_projected_again,
     a_read_command_that_met_damage_exits_as_corrupt,
     a_lookup_that_met_damage_exits_as_corrupt_not_as_not_found,
+    a_verify_that_met_damage_says_so_and_exits_as_corrupt,
     a_store_opened_from_its_snapshot_moves_onto_each_new_one,
     understated_live_counts_in_the_body_break_nothing,
 );

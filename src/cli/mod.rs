@@ -41,8 +41,9 @@ pub fn main() -> ExitCode {
     quiet_caught_panics();
     let damage_met = || DAMAGE_MET.load(std::sync::atomic::Ordering::Relaxed);
     match run(cli) {
-        // A report of differences (`replay --verify`, `check`) names the damage itself.
-        Ok(Code::Mismatch) => Code::Mismatch.into(),
+        // A report of differences (`replay --verify`, `check`) names the damage itself, and so
+        // does a verify that found the snapshot damaged.
+        Ok(code @ (Code::Mismatch | Code::Corrupt)) => code.into(),
         // The answer went out, but part of it may have read as missing.
         Ok(_) if damage_met() => damage_met_exit(),
         Ok(code) => code.into(),

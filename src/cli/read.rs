@@ -665,12 +665,26 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
     let (s, read_only) = open_to_verify(&a.store)?;
     let t = Instant::now();
     let report = s.verify()?;
+    // What a damaged block of the snapshot held read as missing: the differences are the
+    // damage's, not a divergence of the log's views, which a script would take a mismatch for.
+    let damaged = s.snapshot_damage_found();
     if a.json {
         let mut v = serde_json::to_value(&report)?;
         if let Some(fields) = v.as_object_mut() {
             fields.insert("checked_read_only".into(), read_only.into());
+            fields.insert("snapshot_damaged".into(), damaged.into());
         }
         print_json(&v)?;
+    } else if damaged {
+        outln!(
+            "replayed {} in {:.2}s",
+            count(report.events_replayed, "event", "events"),
+            t.elapsed().as_secs_f64()
+        );
+        outln!(
+            "DAMAGED: a block of the state snapshot fails its checksum, and what it held read as missing ({} differences in all, which follow from it). The next write replays the state from the log, as `loci repair` does now; verify again after it",
+            report.differences.len() + report.more_differences
+        );
     } else {
         outln!(
             "replayed {} into {} nodes, {} edges, {} text documents in {:.2}s",
@@ -701,7 +715,9 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
             }
         );
     }
-    Ok(if report.ok() {
+    Ok(if damaged {
+        Code::Corrupt
+    } else if report.ok() {
         Code::Ok
     } else {
         Code::Mismatch
