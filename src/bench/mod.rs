@@ -540,7 +540,9 @@ pub struct Latency {
     pub p95_us: f64,
 }
 
-/// The median and 95th percentile of `samples` (nearest rank); zeros when there are none.
+/// The median and 95th percentile of `samples`: the sample at rank `round((n - 1) * q)` in
+/// sorted order (for an even count, the upper of the two middle samples; `bench serve` uses
+/// `ceil(n * q)`, which differs from this by at most one rank); zeros when there are none.
 fn p50_p95(mut samples: Vec<f64>) -> (f64, f64) {
     if samples.is_empty() {
         return (0.0, 0.0);
