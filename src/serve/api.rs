@@ -490,7 +490,8 @@ async fn append_events(
 #[serde(deny_unknown_fields)]
 pub struct QueryRequest {
     pub question: String,
-    /// Tokens the pack may take.
+    /// Tokens the pack may take (at most `MAX_BUDGET`).
+    #[schema(maximum = 200000)]
     budget: Option<usize>,
     /// Snippets at most (default 10).
     #[schema(minimum = 1, maximum = 10000)]
@@ -985,6 +986,9 @@ async fn edge(State(st): State<Arc<AppState>>, PathParam(id): PathParam<u32>) ->
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextRequest {
+    /// Tokens the context may take (at least what the pinned lines and instructions take, at
+    /// most `MAX_BUDGET`).
+    #[schema(minimum = 1, maximum = 200000)]
     budget: usize,
     question: Option<String>,
     /// all (default) | anchor | mainline.
@@ -1071,6 +1075,7 @@ async fn consolidate_now(
 #[serde(deny_unknown_fields)]
 pub struct ForgetRequest {
     /// Events the store may hold.
+    #[schema(minimum = 1)]
     budget: u64,
     now: Option<i64>,
     /// The length of a day in world time of the consolidation that comes first (default: the

@@ -61,8 +61,10 @@ pub struct RecallArgs {
     /// The question.
     pub question: String,
     /// Tokens the pack may take.
+    #[schemars(range(max = super::MAX_BUDGET))]
     pub budget: Option<usize>,
     /// Snippets at most (default 10).
+    #[schemars(range(min = 1, max = super::MAX_ROWS))]
     pub limit: Option<usize>,
     /// Record what is returned as used (default true): items used often and recently rank
     /// higher.
@@ -109,7 +111,8 @@ pub struct NeighboursArgs {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextArgs {
-    /// Tokens the context may take.
+    /// Tokens the context may take (at least what the pinned lines and instructions take).
+    #[schemars(range(min = 1, max = super::MAX_BUDGET))]
     pub budget: usize,
     pub question: Option<String>,
     /// all (default), anchor or mainline.
@@ -744,6 +747,56 @@ pub async fn serve_stdio(state: Arc<AppState>) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// helper-100 (session 46): the tools' schemas declared no maximum of a budget or a recall's
+    /// limit, and a limit's minimum as 0, where the server refuses 0 and more than its limits.
+    #[test]
+    fn the_tool_schemas_declare_the_limits_the_server_keeps() {
+        let recall = serde_json::to_value(schemars::schema_for!(RecallArgs)).unwrap();
+        let context = serde_json::to_value(schemars::schema_for!(ContextArgs)).unwrap();
+        let limit = &recall["properties"]["limit"];
+        assert_eq!(
+            (limit["minimum"].as_u64(), limit["maximum"].as_u64()),
+            (Some(1), Some(super::super::MAX_ROWS as u64)),
+            "{limit}"
+        );
+        for budget in [
+            &recall["properties"]["budget"],
+            &context["properties"]["budget"],
+        ] {
+            assert_eq!(
+                budget["maximum"].as_u64(),
+                Some(super::super::MAX_BUDGET as u64),
+                "{budget}"
+            );
+        }
+        let openapi =
+            serde_json::to_value(<super::super::api::ApiDoc as utoipa::OpenApi>::openapi())
+                .unwrap();
+        let schemas = &openapi["components"]["schemas"];
+        for (schema, field, min, max) in [
+            (
+                "QueryRequest",
+                "budget",
+                Some(0),
+                Some(super::super::MAX_BUDGET as u64),
+            ),
+            (
+                "ContextRequest",
+                "budget",
+                Some(1),
+                Some(super::super::MAX_BUDGET as u64),
+            ),
+            ("ForgetRequest", "budget", Some(1), None),
+        ] {
+            let f = &schemas[schema]["properties"][field];
+            assert_eq!(
+                (f["minimum"].as_u64(), f["maximum"].as_u64()),
+                (min, max),
+                "{schema}.{field}: {f}"
+            );
+        }
+    }
 
     /// helper-100 (session 46): an argument past every integer type reached the tools as the
     /// nearest float.
