@@ -485,21 +485,33 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
             match not_a_request(&read) {
                 Some((id, why)) => Some(error(id, -32600, format!("Invalid Request: {why}"))),
                 None => invalid_call(&read)
-                    .or_else(|| inexact_integer(message))
-                    .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}"))),
+                    .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}")))
+                    .or_else(|| inexact_integer(message, &read)),
             }
         }
     }
 }
 
-/// The id of a message holding an integer past every integer type ([`crate::model::inexact_integer`]),
-/// which rmcp would read as the nearest float, and what to say of it.
-fn inexact_integer(message: &[u8]) -> Option<(Json, String)> {
+/// The answer to a message holding an integer past every integer type
+/// ([`crate::model::inexact_integer`]), which rmcp would read as the nearest float: in a tool's
+/// arguments, the tool's `bad_input` result naming the argument, as a tool names any argument
+/// it refuses; elsewhere, invalid params.
+fn inexact_integer(message: &[u8], read: &Json) -> Option<Json> {
     let (path, digits) = std::str::from_utf8(message)
         .ok()
         .and_then(crate::model::inexact_integer)?;
     let said = crate::model::inexact_integer_message(&digits);
-    Some((readable_id(message), format!("{path}: {said}")))
+    let id = readable_id(message);
+    let argument = path.strip_prefix("params.arguments.");
+    match argument.filter(|_| read.get("method").and_then(Json::as_str) == Some("tools/call")) {
+        Some(argument) => Some(json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text": format!("bad_input: arguments: {argument}: {said}")}],
+            "isError": true,
+        }})),
+        None => Some(json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": -32602, "message": format!("Invalid params: {path}: {said}"),
+        }})),
+    }
 }
 
 /// Whether `id` can be a request's id as JSON-RPC has it: a string or an integer.
@@ -805,11 +817,19 @@ mod tests {
         let call = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"remember","arguments":{"event":{"ts":1,"kind":"NOTE","payload":{"n":-99999999999999999999}}}}}"#;
         let answer = refusal(call).expect("refused");
         assert_eq!(answer["id"], 7);
-        assert_eq!(answer["error"]["code"], -32602);
-        let said = answer["error"]["message"].as_str().unwrap();
+        assert_eq!(answer["result"]["isError"], true);
+        let said = answer["result"]["content"][0]["text"].as_str().unwrap();
         assert!(
-            said.contains("params.arguments.event.payload.n: integer -99999999999999999999"),
+            said.starts_with(
+                "bad_input: arguments: event.payload.n: integer -99999999999999999999"
+            ),
             "{said}"
+        );
+        let elsewhere = br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"recall","arguments":{"question":"x"},"_meta":{"n":99999999999999999999}}}"#;
+        let answer = refusal(elsewhere).expect("refused");
+        assert_eq!(
+            (answer["id"].as_i64(), answer["error"]["code"].as_i64()),
+            (Some(8), Some(-32602))
         );
         let fine = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"remember","arguments":{"text":"x","ts":1e30}}}"#;
         assert!(refusal(fine).is_none_or(|a| !a.to_string().contains("beyond every integer")));
