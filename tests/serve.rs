@@ -155,6 +155,35 @@ async fn an_integer_no_type_holds_is_refused_not_kept_as_a_float() {
     assert_eq!(s, StatusCode::OK, "{v}");
 }
 
+/// helper-100 (session 46): a gzip body was read as it was and refused as "not UTF-8 text",
+/// and a plain body labelled gzip was taken: the server does not decompress, and says so.
+#[tokio::test]
+async fn a_compressed_body_is_refused_as_an_encoding_the_server_does_not_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let send = |encoding: &'static str| {
+        let st = st.clone();
+        async move {
+            let req = Request::builder()
+                .method("POST")
+                .uri("/v1/events")
+                .header(header::CONTENT_ENCODING, encoding)
+                .body(Body::from(r#"{"ts":5,"actor":"bot","kind":"NOTE"}"#))
+                .unwrap();
+            router(st).oneshot(req).await.unwrap()
+        }
+    };
+    let refused = send("gzip").await;
+    assert_eq!(refused.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let bytes = axum::body::to_bytes(refused.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    let said = v["error"]["message"].as_str().unwrap();
+    assert!(said.contains("Content-Encoding \"gzip\""), "{said}");
+    assert_eq!(send("identity").await.status(), StatusCode::OK);
+}
+
 /// `/v1/forget` takes the length of a day, as `loci forget --day` does, where it refused
 /// `day` as an unknown field (a helper's probe).
 #[tokio::test]

@@ -390,6 +390,22 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
         return next.run(req).await;
     }
     let (mut parts, body) = req.into_parts();
+    // A compressed body read as it is was refused as "not UTF-8 text", and a plain one
+    // labelled compressed was taken: the server reads bodies as sent, and says so.
+    let encoding = (parts.headers.get(header::CONTENT_ENCODING))
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string())
+        .filter(|v| !v.eq_ignore_ascii_case("identity"));
+    if let Some(encoding) = encoding {
+        return ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!(
+                "Content-Encoding {}: this server takes bodies as sent, uncompressed",
+                crate::error::quoted_excerpt(&encoding)
+            ),
+        )
+        .into_response();
+    }
     let limit = state.config.max_body_bytes;
     // A body declared longer than the limit is refused before any of it is read: it had held
     // a reading slot until the body timeout, waiting for bytes it would refuse.
