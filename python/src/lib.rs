@@ -14,27 +14,27 @@ use loci::query::{QueryError, SavedQueries};
 use loci::retrieval::{RetrieverCache, Tokenizer};
 use loci::{BackendKind, RetrieveOptions, Retriever, SearchFilter, SnippetKind};
 
-create_exception!(_loci, LociError, PyException, "Any error of loci.");
+create_exception!(loci, LociError, PyException, "Any error of loci.");
 create_exception!(
-    _loci,
+    loci,
     InputError,
     LociError,
     "A bad line, field, argument or query text."
 );
 create_exception!(
-    _loci,
+    loci,
     NotFoundError,
     LociError,
     "A node, saved query or store that does not exist."
 );
 create_exception!(
-    _loci,
+    loci,
     QueryLimitError,
     LociError,
     "A planner query hit its row, hop or time limit."
 );
 create_exception!(
-    _loci,
+    loci,
     StoreError,
     LociError,
     "The store is locked, damaged, closed or failed."

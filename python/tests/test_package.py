@@ -58,6 +58,26 @@ def test_ingest_is_atomic_and_errors_are_exceptions(store):
         store.retrieve("x", kinds=["nonsense"])
     assert issubclass(loci.QueryLimitError, loci.LociError)
 
+    # helper-100 (session 46): an integer no 64-bit type holds was kept as the nearest float.
+    with pytest.raises(loci.InputError) as e:
+        store.ingest([{"ts": 1, "actor": "bot", "kind": "NOTE", "payload": {"x": 2**70}}])
+    assert "payload.x" in str(e.value), e.value
+    with pytest.raises(loci.InputError) as e:
+        store.run(query="MATCH (n) RETURN $p LIMIT 1", params={"p": 2**64})
+    assert "params.p" in str(e.value), e.value
+
+
+def test_errors_cross_processes_pickled(store):
+    # helper-100 (session 46): the errors named their module `_loci`, which pickle could not
+    # import back, so an error raised in a worker process could not reach its parent.
+    import pickle
+
+    with pytest.raises(loci.InputError) as e:
+        store.retrieve("x", kinds=["nonsense"])
+    assert type(e.value).__module__ == "loci"
+    again = pickle.loads(pickle.dumps(e.value))
+    assert type(again) is loci.InputError and str(again) == str(e.value)
+
 
 def test_a_closed_store_refuses_and_a_locked_one_says_so(tmp_path):
     path = str(tmp_path / "s")
