@@ -542,6 +542,26 @@ fn a_bench_refuses_an_out_it_cannot_write_before_it_runs() {
     assert_eq!(printed, written);
 }
 
+/// helper-101 (session 46): asked for more edges than its nodes hold, the generator made
+/// fewer and the report said nothing of it.
+#[test]
+fn a_generated_graph_smaller_than_asked_for_is_said_to_be() {
+    let out = loci(&[
+        "bench", "graph", "--nodes", "2", "--edges", "1000", "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let made = v["edges"].as_u64().unwrap();
+    assert!(made < 1000, "{v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "note: asked for 1000 edges; 2 nodes hold {made} distinct ones"
+        )),
+        "{err}"
+    );
+}
+
 #[test]
 fn saved_queries_run_and_metaqa_bench() {
     let tmp = tempfile::tempdir().unwrap();

@@ -1790,7 +1790,8 @@ pub fn run_metaqa_bench(
     }
     let na = n_a.max(1) as f64;
     let (p50_ms, p95_ms) = p50_p95(lat);
-    let of_answerable = |sum: f64| answerable.as_ref().map(|_| sum / na);
+    // Null where nothing was measured: no file, or a file naming no question.
+    let of_answerable = |sum: f64| answerable.as_ref().filter(|_| n_a > 0).map(|_| sum / na);
     Ok(MetaqaReport {
         n: qs.len(),
         planner: PlannerMetrics {

@@ -12,7 +12,7 @@ use loci::{BackendKind, RetrieveOptions, Store};
 use super::args::{BenchCommand, ReportArgs};
 use super::backend;
 use super::exit::{fail, Code};
-use super::output::{print_json, print_report};
+use super::output::{errln, print_json, print_report};
 use super::read::name_values;
 
 /// The progress bar of a benchmark over questions (hidden when stderr is not a terminal).
@@ -39,16 +39,17 @@ fn spinner(msg: &str) -> ProgressBar {
 fn emit(report: &impl serde::Serialize, how: &ReportArgs) -> Result<()> {
     let v = serde_json::to_value(report)?;
     // Printed first: a file that cannot be written after all does not take the run with it.
-    if how.json {
-        print_json(&v)?;
+    // Written whatever the printing met: a reader gone (`| head`) is no reason to lose it.
+    let printed = if how.json {
+        print_json(&v)
     } else {
-        print_report(&v)?;
-    }
+        print_report(&v)
+    };
     if let Some(path) = &how.out {
         std::fs::write(path, serde_json::to_string_pretty(&v)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(())
+    printed
 }
 
 /// Writes one JSON object per line.
@@ -108,15 +109,19 @@ fn check_outputs(b: &BenchCommand) -> Result<()> {
                 path.display()
             );
         }
-        let writable = if path.exists() {
-            std::fs::OpenOptions::new()
+        // A file that is there is opened to append (which changes nothing); a FIFO or a
+        // device is not, which would wait for a reader.
+        let writable = match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => std::fs::OpenOptions::new()
                 .append(true)
                 .open(path)
-                .map(drop)
-        } else {
-            tempfile::NamedTempFile::new_in(dir).map(drop)
+                .map(drop),
+            Ok(_) => Ok(()),
+            Err(_) => tempfile::NamedTempFile::new_in(dir).map(drop),
         };
-        writable.with_context(|| format!("cannot write {}", path.display()))?;
+        if let Err(e) = writable {
+            fail!(Code::BadInput, "cannot write {}: {e}", path.display());
+        }
     }
     Ok(())
 }
@@ -283,12 +288,21 @@ pub fn run(b: BenchCommand) -> Result<Code> {
             write_edges,
             report,
         } => {
+            let generated = edges_file.is_none();
             let source = match edges_file {
                 Some(path) => GraphSource::File(path),
                 None => GraphSource::Generated { write_edges },
             };
             let v = graph_bench(nodes, edges, &b, edges_per_batch, dir, source)?;
             emit(&v, &report)?;
+            // Distinct edges between few nodes run out: the figures are of the graph made,
+            // which is said, not of the one asked for.
+            let made = v["edges"].as_u64().unwrap_or(0);
+            if generated && made < u64::from(edges) {
+                errln!(
+                    "note: asked for {edges} edges; {nodes} nodes hold {made} distinct ones, and the figures are of those"
+                );
+            }
         }
     }
     Ok(Code::Ok)
