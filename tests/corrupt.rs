@@ -1189,4 +1189,17 @@ fn a_creation_cut_short_before_redb_wrote_its_magic_number_is_made_again() {
     let store = cut(new_size.max(1_056_768) * 4);
     let e = Store::create(&store, BackendKind::Redb).err().unwrap();
     assert!(e.to_string().contains("magic number"), "{e}");
+    // Beside a store's other files (its manifest lost, its log damaged at the start): a store,
+    // never taken over.
+    let store = cut(1_000_000);
+    std::fs::create_dir(store.join("text")).unwrap();
+    assert!(Store::create(&store, BackendKind::Redb).is_err());
+    assert!(store.join("data.redb").exists());
+    // First bytes not zero: not a file redb left unfinished.
+    let store = cut(1_000_001);
+    let mut bytes = std::fs::read(store.join("data.redb")).unwrap();
+    bytes[0] = b'x';
+    std::fs::write(store.join("data.redb"), bytes).unwrap();
+    assert!(Store::create(&store, BackendKind::Redb).is_err());
+    assert!(store.join("data.redb").exists());
 }

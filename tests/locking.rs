@@ -222,12 +222,51 @@ fn a_writer_waits_for_a_reading_command_that_holds_the_lock() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     drop(reader);
     let out = writer.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // It waited for the reader (not started after it was gone).
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        err.contains("waiting for a command reading the store"),
+        "{err}"
     );
     assert_eq!(Store::open(&path).unwrap().stats().events, 2);
+}
+
+/// helper-102 (session 46): a read command that opened while a compaction swapped the store's
+/// files met files of two moments and exited 8, saying the text index must be rebuilt. The
+/// store was busy, not damaged: it is told to be locked (exit 5), naming the holder.
+#[test]
+fn a_read_during_a_compaction_is_told_the_store_is_held() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s");
+    let store = Store::create(&path, BackendKind::Redb).unwrap();
+    store.ingest(vec![sighting(1, "emerald")]).unwrap();
+    drop(store);
+    // Mid-compaction, as a reader finds it: the work directory there, the text index gone
+    // (cleared before it is rebuilt), the lock held by the compacting process.
+    std::fs::create_dir(path.join("compact.tmp")).unwrap();
+    std::fs::remove_dir_all(path.join("text")).unwrap();
+    let lock = path.join("lock");
+    let mut holder = Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let held = std::time::Instant::now();
+    while loci::storage::StoreLock::holder(&path).is_none() {
+        std::fs::write(&lock, holder.id().to_string()).ok();
+        assert!(held.elapsed().as_secs() < 10, "flock never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = Command::new(BIN)
+        .args(["stats", "--store", p(&path)])
+        .output()
+        .unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("is locked by process"), "{err}");
 }
 
 /// A read-only open during a stream of commits loads one commit's state, never a mix: in a

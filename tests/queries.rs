@@ -2842,3 +2842,29 @@ fn a_query_of_comments_alone_is_empty_and_shows_no_excerpt() {
         "{shown}"
     );
 }
+
+/// helper-100 (session 46): a node labelled `Event` was taken, and `MATCH (e:Event)`, which
+/// matches the log's events, never found it. The label is refused at ingest, by its field.
+#[test]
+fn a_node_label_that_names_the_log_events_is_refused() {
+    use loci::model::{Assertion, EventDraft, NodeUpsert};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut d = EventDraft::new(1, "bot", "NOTE");
+    d.assertions = vec![Assertion::UpsertNode(NodeUpsert {
+        key: "lab9".into(),
+        label: Some("Event".into()),
+        ..NodeUpsert::default()
+    })];
+    let e = store.ingest(vec![d.clone()]).unwrap_err().to_string();
+    assert!(
+        e.contains("assertion 1: label:") && e.contains("MATCH (e:Event)"),
+        "{e}"
+    );
+    assert_eq!(store.stats().events, 0);
+    // Another spelling is a label like any other.
+    if let Assertion::UpsertNode(up) = &mut d.assertions[0] {
+        up.label = Some("event".into());
+    }
+    store.ingest(vec![d]).unwrap();
+}

@@ -830,6 +830,23 @@ fn refuse_drafts(drafts: &[EventDraft]) -> Result<()> {
     refuse_nul_in_keys(drafts)
 }
 
+/// Refuses a node label that is the planner's name for the log's events (`MATCH (e:Event)`
+/// matches events, never nodes): a node given it could never be matched by its label.
+/// Checked here, not in the projection, so that a log written before the check still replays.
+fn refuse_the_event_label(event: usize, assertion: usize, label: &str) -> Result<()> {
+    if label != crate::query::plan::EVENT_LABEL {
+        return Ok(());
+    }
+    Err(Error::InvalidEvent {
+        event,
+        assertion: Some(assertion),
+        field: "label".into(),
+        message: format!(
+            "{label:?} is the query language's label of the log's events (`MATCH (e:{label})` matches events, never nodes): give the node another label"
+        ),
+    })
+}
+
 /// Refuses drafts naming a node by a key that holds a NUL character (as an actor, a place,
 /// or in an assertion): no command line can carry one, so `loci delete --node`, the way to
 /// take a person's data, could never name that node. The same for the names a command line or
@@ -875,6 +892,7 @@ fn refuse_nul_in_keys(drafts: &[EventDraft]) -> Result<()> {
                     check(Some(j), "key", key)?;
                     if let Some(label) = label {
                         check(Some(j), "label", label)?;
+                        refuse_the_event_label(i, j, label)?;
                     }
                     props(j, p)?;
                 }
@@ -2074,7 +2092,7 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
         // A log without its manifest is a damaged store, not none: `loci init` there would
         // not help (it refuses to start a store over a log).
         match BackendKind::present_in(dir).next() {
-            Some((BackendKind::Redb, log)) if unfinished_redb(&log) => Error::NotAStore {
+            Some((BackendKind::Redb, log)) if unfinished_redb(dir, &log) => Error::NotAStore {
                 path: dir.to_path_buf(),
                 reason: format!(
                     "no readable {MANIFEST} ({e}), and {} is a redb file redb never finished making (a creation cut short); create the store again with `loci init`",
@@ -2165,20 +2183,22 @@ fn refuse_other_files(dir: &Path) -> Result<()> {
     ))
 }
 
-/// The bytes of a redb file as redb makes it, at most, before it writes the magic number.
+/// Whether a compaction (or a repair, which writes its fresh files alike) is under way or was
+/// cut short in `dir`: its work directory, or sled's old files, are there.
+fn compacting(dir: &Path) -> bool {
+    dir.join(crate::storage::COMPACT_DIR).exists() || dir.join(crate::storage::SLED_OLD).exists()
+}
+
+/// The bytes of a redb file as redb makes it, at most, before it writes the magic number (a
+/// new file is 1,056,768 bytes).
 const UNFINISHED_REDB_MAX_BYTES: u64 = 2 << 20;
 
-/// redb's magic number, the first bytes of its file ([`take_over_unfinished_redb`]).
-const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
-
 /// Removes the redb file at `path` (of a store directory without a manifest) when redb never
-/// finished making it: redb writes its magic number last, once the rest of a new file is on
-/// disk, so a file without it holds no data. A creation killed before that (`loci init`
-/// killed) left such a file, which redb refuses to open ("Not a redb database"), and the
-/// directory could be used again only by hand. A file larger than a new one is left, whatever
-/// its first bytes: it may be a store's, damaged.
-fn take_over_unfinished_redb(path: &Path) -> Result<()> {
-    if !unfinished_redb(path) {
+/// finished making it ([`unfinished_redb`]): a creation killed before it wrote its magic
+/// number (`loci init` killed) left such a file, which redb refuses to open ("Not a redb
+/// database"), and the directory could be used again only by hand.
+fn take_over_unfinished_redb(dir: &Path, path: &Path) -> Result<()> {
+    if !unfinished_redb(dir, path) {
         return Ok(());
     }
     tracing::warn!(
@@ -2188,20 +2208,42 @@ fn take_over_unfinished_redb(path: &Path) -> Result<()> {
     std::fs::remove_file(path).map_err(|e| Error::io(path, e))
 }
 
-/// Whether the file at `path` is one redb never finished making ([`take_over_unfinished_redb`]):
-/// no larger than a new one, and without redb's magic number.
-fn unfinished_redb(path: &Path) -> bool {
+/// Whether the redb file at `path` in store directory `dir` is one redb never finished making:
+/// redb writes a new file's header with its magic number zeroed, and the magic number last,
+/// once the rest is on disk, so a file whose first bytes are zeros holds no data. Only in a
+/// directory that holds nothing else but the lock (no manifest, no text index, no snapshot),
+/// and no larger than a new file: a store's file damaged at its start is never taken for one.
+fn unfinished_redb(dir: &Path, path: &Path) -> bool {
     use std::io::Read;
     let Ok(meta) = std::fs::metadata(path) else {
         return false;
     };
-    if !meta.is_file() || meta.len() == 0 || meta.len() > UNFINISHED_REDB_MAX_BYTES {
+    if !meta.is_file() || meta.len() > UNFINISHED_REDB_MAX_BYTES {
         return false;
     }
-    let mut first = [0u8; REDB_MAGIC.len()];
-    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut first));
-    !(read.is_ok() && first == REDB_MAGIC)
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let name = path.file_name();
+    let only_it = entries.filter_map(|e| e.ok()).all(|e| {
+        let n = e.file_name();
+        Some(n.as_os_str()) == name
+            || n == crate::storage::LOCK_FILE
+            || SYSTEM_LITTER.iter().any(|l| n == *l)
+    });
+    if !only_it {
+        return false;
+    }
+    // A file shorter than the magic number is all of it unwritten; a read that fails is not
+    // known to be.
+    let mut first = Vec::with_capacity(REDB_MAGIC_BYTES);
+    let read = std::fs::File::open(path)
+        .and_then(|f| f.take(REDB_MAGIC_BYTES as u64).read_to_end(&mut first));
+    read.is_ok() && first.iter().all(|b| *b == 0)
 }
+
+/// The length of redb's magic number, the first bytes of its file.
+const REDB_MAGIC_BYTES: usize = 9;
 
 /// Writes the manifest atomically (a temporary file, then a rename over the old one).
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
@@ -2372,7 +2414,7 @@ impl Store {
             return Err(log_is_here(&other));
         }
         if backend == BackendKind::Redb {
-            take_over_unfinished_redb(&backend.path_in(dir))?;
+            take_over_unfinished_redb(dir, &backend.path_in(dir))?;
         }
         let b = backend.open(dir)?;
         if b.last(Table::Log)?.is_some() {
@@ -2464,7 +2506,9 @@ impl Store {
 
     /// For readers: opens for writing when no other process holds the store (so that the
     /// text index can be repaired), read-only when one does, or when this user cannot take
-    /// the writer lock at all (a store on a read-only mount, or another user's).
+    /// the writer lock at all (a store on a read-only mount, or another user's). A writable
+    /// handle marks the lock as a reader's, which a writer of another process waits for up to
+    /// a minute ([`StoreLock::acquire`]): hold it for a read, not for a long-lived writer.
     pub fn open_for_reading(dir: impl AsRef<Path>) -> Result<Store> {
         // Beside a live writer the lock is busy for good: a reader does not wait the half
         // second `open` gives a lock about to be let go (it took 0.5 s beside a server), but
@@ -2475,6 +2519,13 @@ impl Store {
                 Err(Error::Locked { .. }) => match Self::open(dir) {
                     Err(Error::Locked { .. }) => Self::open_read_only(dir),
                     other => other,
+                },
+                // A compaction swaps the store's files under its writer lock: a read that
+                // opened in between met files of two moments, and was told the text index
+                // must be rebuilt, or is missing. The store is busy, not damaged.
+                Err(e) if compacting(dir) => match StoreLock::holder(dir) {
+                    Some(pid) => Err(crate::storage::locked(dir, Some(pid))),
+                    None => Err(e),
                 },
                 other => other,
             },
