@@ -875,14 +875,6 @@ fn parse_line<T: DeserializeOwned>(file: &str, (n, l): &Line) -> Result<(usize, 
         field: "json".into(),
         message: json_error_message(&e),
     };
-    if let Some((path, digits)) = crate::model::inexact_integer(l) {
-        return Err(Error::Input {
-            file: file.to_string(),
-            line: *n,
-            field: if path.is_empty() { "json".into() } else { path },
-            message: crate::model::inexact_integer_message(&digits),
-        });
-    }
     serde_path_to_error::deserialize::<_, T>(&mut de)
         .map(|v| (*n, v))
         .map_err(|e| {
@@ -902,6 +894,15 @@ fn parse_line<T: DeserializeOwned>(file: &str, (n, l): &Line) -> Result<(usize, 
             }
         })
         .and_then(|v| de.end().map(|()| v).map_err(trailing))
+        .and_then(|v| match crate::model::inexact_integer(l) {
+            None => Ok(v),
+            Some((path, digits)) => Err(Error::Input {
+                file: file.to_string(),
+                line: *n,
+                field: if path.is_empty() { "json".into() } else { path },
+                message: crate::model::inexact_integer_message(&digits),
+            }),
+        })
 }
 
 /// A serde_json error's message with its column, without its line: each line of a file is

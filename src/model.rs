@@ -353,8 +353,8 @@ impl Serialize for Value {
 /// What the refusal of an integer [`inexact_integer`] found says, after its place.
 pub fn inexact_integer_message(digits: &str) -> String {
     format!(
-        "integer {} is beyond every integer kept exactly ({} to {}), and would be kept as \
-         another number; write it as a string",
+        "integer {} is beyond 64 bits (below {} or above {}), and would be kept as another \
+         number; write it as a string",
         crate::error::excerpt(digits),
         i64::MIN,
         u64::MAX
@@ -364,7 +364,8 @@ pub fn inexact_integer_message(digits: &str) -> String {
 /// An integer of JSON text `json` that no integer type here holds (below `i64::MIN` or
 /// above `u64::MAX`), as `(path, digits)`: serde_json reads such a literal as the nearest
 /// float, so it would be kept as another number without a word. `path` names where it is as
-/// serde_path_to_error does (`payload.x`, `assert[0].props.n`; empty at the top). Integers
+/// serde_path_to_error does (`payload.x`, `assert[0].props.n`; empty at the top), each key as
+/// written, escapes and all. Integers
 /// between `i64::MAX` and `u64::MAX` are not named: a field of `u64` holds them, and a
 /// [`Value`] refuses them itself. Text that is not JSON gives whatever it finds; call it on
 /// text that parsed.
@@ -956,6 +957,7 @@ pub mod kinds {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn integers_no_type_holds_are_found_with_their_path() {
@@ -979,7 +981,6 @@ mod tests {
         // Digits in a string are text.
         assert_eq!(at(r#"{"k":"123456789012345678901234"}"#), None);
     }
-    use super::*;
 
     #[test]
     fn value_is_plain_json_and_tagged_postcard() {

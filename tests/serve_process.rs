@@ -325,7 +325,7 @@ fn mcp_tool_arguments_refused_are_bad_input_naming_the_argument() {
         // Past u64: its kind was blamed ("invalid type: floating point", session 35 probe).
         (
             5,
-            "bad_input: arguments: limit: integer 18446744073709551616 is beyond every integer",
+            "bad_input: arguments: limit: integer 18446744073709551616 is beyond 64 bits",
         ),
     ] {
         let a = answer_to(&answers, id);

@@ -96,7 +96,7 @@ fn exit_with_long_values_shortened(e: clap::Error) -> ! {
 /// The exit of a command whose reads met a damaged block of the state snapshot.
 fn damage_met_exit() -> ExitCode {
     errln!(
-        "error: a block of the store's state snapshot is damaged, and what it held read as missing: the output may be incomplete or wrong. The next write replays the state from the log; `loci replay --verify` says what differs"
+        "error: a block of the store's state snapshot is damaged, and what it held read as missing: the output may be incomplete or wrong. The next write replays the state from the log (`loci repair` does it now)"
     );
     Code::Corrupt.into()
 }

@@ -433,13 +433,17 @@ fn check(
         })?;
     } else {
         outln!(
-            "check passed; nothing written. Would commit {} ({} and {} upserted, {} and {} removed); {} skipped by idempotency key",
+            "check passed; nothing written. Would commit {} ({} and {} upserted, {} and {} removed); {} skipped by idempotency key{}",
             count(c.events as u64, "event", "events"),
             count(c.nodes_upserted as u64, "node", "nodes"),
             count(c.edges_upserted as u64, "edge", "edges"),
             count(c.nodes_removed as u64, "node", "nodes"),
             count(c.edges_removed as u64, "edge", "edges"),
-            count(c.skipped as u64, "event", "events")
+            count(c.skipped as u64, "event", "events"),
+            match c.skipped_deleted {
+                0 => String::new(),
+                n => format!(" ({n} held by events since deleted or forgotten)"),
+            }
         );
         if let Some(note) = kept_raw_note(&kept_raw) {
             outln!("{note}");

@@ -268,12 +268,12 @@ pub fn emerge(store: &Store, policy: &EmergePolicy) -> Result<EmergeReport> {
                 assertions.push(located_in(member, &key));
             }
             // Its radius takes in the members that joined it (with none, nothing is written).
-            let held = store
-                .node_by_key(&key)
-                .and_then(|n| n.props.get("radius").and_then(Value::as_f64));
             if joined.is_empty() {
                 continue;
             }
+            let held = store
+                .node_by_key(&key)
+                .and_then(|n| n.props.get("radius").and_then(Value::as_f64));
             let radius = radius_of(&key, known.iter().chain(joined));
             if let Some(radius) = radius.filter(|r| held != Some(*r)) {
                 let mut props = BTreeMap::new();

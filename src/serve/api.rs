@@ -490,7 +490,7 @@ async fn append_events(
 #[serde(deny_unknown_fields)]
 pub struct QueryRequest {
     pub question: String,
-    /// Tokens the pack may take (at most `MAX_BUDGET`).
+    /// Tokens the pack may take (at most 200000).
     #[schema(maximum = 200000)]
     budget: Option<usize>,
     /// Snippets at most (default 10).
@@ -987,7 +987,7 @@ async fn edge(State(st): State<Arc<AppState>>, PathParam(id): PathParam<u32>) ->
 #[serde(deny_unknown_fields)]
 pub struct ContextRequest {
     /// Tokens the context may take (at least what the pinned lines and instructions take, at
-    /// most `MAX_BUDGET`).
+    /// most 200000).
     #[schema(minimum = 1, maximum = 200000)]
     budget: usize,
     question: Option<String>,

@@ -463,8 +463,11 @@ impl ServerHandler for LociMcp {
 /// to read: text that is no JSON is a parse error (-32700, id null); JSON with a key given
 /// twice anywhere in it (a tool's argument, an event's payload), which would reach the tools
 /// as its last value where every other route refuses it, an invalid request (-32600); a
-/// `tools/call` whose params are not a call's, invalid params (-32602). The last two carry the
-/// request's id. Over HTTP and over stdio alike ([`super::stdio`]).
+/// `tools/call` whose params are not a call's, invalid params (-32602); a request holding an
+/// integer past every integer type, which rmcp would read as the nearest float, the tool's
+/// `bad_input` result when it is in a tool's arguments ([`inexact_integer`]), else invalid
+/// params. The last three carry the request's id. Over HTTP and over stdio alike
+/// ([`super::stdio`]).
 pub(super) fn refusal(message: &[u8]) -> Option<Json> {
     let error = |id: Json, code: i64, said: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": said}});
     // One reading tells text that is no JSON from JSON with a key given twice.
@@ -497,6 +500,8 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
 /// arguments, the tool's `bad_input` result naming the argument, as a tool names any argument
 /// it refuses; elsewhere, invalid params.
 fn inexact_integer(message: &[u8], read: &Json) -> Option<Json> {
+    // A notification is never answered.
+    read.get("id")?;
     let (path, digits) = std::str::from_utf8(message)
         .ok()
         .and_then(crate::model::inexact_integer)?;
@@ -508,8 +513,12 @@ fn inexact_integer(message: &[u8], read: &Json) -> Option<Json> {
             "content": [{"type": "text", "text": format!("bad_input: arguments: {argument}: {said}")}],
             "isError": true,
         }})),
-        None => Some(json!({"jsonrpc": "2.0", "id": id, "error": {
+        // In the params, invalid params; elsewhere (the id), an invalid request.
+        None if path.starts_with("params") => Some(json!({"jsonrpc": "2.0", "id": id, "error": {
             "code": -32602, "message": format!("Invalid params: {path}: {said}"),
+        }})),
+        None => Some(json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": -32600, "message": format!("Invalid Request: {path}: {said}"),
         }})),
     }
 }
@@ -613,7 +622,12 @@ pub(super) fn unparsable(
     }
     // The body is read as rmcp reads it, so what passes here passes there.
     let answer = refusal(body).or_else(|| no_message(body))?;
-    Some((axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response())
+    // A tool's result (its `bad_input`) is an answer, not a failed request.
+    let status = match answer.get("result") {
+        Some(_) => axum::http::StatusCode::OK,
+        None => axum::http::StatusCode::BAD_REQUEST,
+    };
+    Some((status, axum::Json(answer)).into_response())
 }
 
 /// The answer to JSON that is no JSON-RPC message rmcp reads (`{}`, `[]`, `5`, `null`, a
@@ -831,8 +845,8 @@ mod tests {
             (answer["id"].as_i64(), answer["error"]["code"].as_i64()),
             (Some(8), Some(-32602))
         );
-        let fine = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"remember","arguments":{"text":"x","ts":1e30}}}"#;
-        assert!(refusal(fine).is_none_or(|a| !a.to_string().contains("beyond every integer")));
+        let fine = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"remember","arguments":{"text":"x","n":12345678901234567890.5}}}"#;
+        assert!(refusal(fine).is_none_or(|a| !a.to_string().contains("beyond 64 bits")));
     }
 
     /// `remember` with a whole event and a text had kept the event and dropped the text

@@ -179,7 +179,8 @@ impl Store {
         }
         for (village, radius) in radii {
             if let Some(up) = nodes.get_mut(&village) {
-                (up.props).insert("radius".to_string(), crate::model::Value::Float(radius));
+                up.props
+                    .insert("radius".to_string(), crate::model::Value::Float(radius));
             }
         }
         nodes.retain(|key, _| !dropped.contains(key));
