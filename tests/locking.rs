@@ -141,14 +141,20 @@ fn a_lock_file_without_a_live_holder_does_not_block() {
     drop(s);
 }
 
+/// A redb store under `tmp` holding one sighting, open, and a file of one event line to ingest.
+fn a_store_and_a_line_to_ingest(tmp: &Path) -> (Store, std::path::PathBuf, std::path::PathBuf) {
+    let path = tmp.join("s");
+    let file = tmp.join("e.jsonl");
+    std::fs::write(&file, "{\"ts\":5,\"kind\":\"NOTE\",\"payload\":\"ruby\"}\n").unwrap();
+    let store = Store::create(&path, BackendKind::Redb).unwrap();
+    store.ingest(vec![sighting(1, "emerald")]).unwrap();
+    (store, path, file)
+}
+
 #[test]
 fn the_cli_reads_during_a_write_and_exits_5_for_a_second_writer() {
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("s");
-    let file = tmp.path().join("e.jsonl");
-    std::fs::write(&file, "{\"ts\":5,\"kind\":\"NOTE\",\"payload\":\"ruby\"}\n").unwrap();
-    let writer = Store::create(&path, BackendKind::Redb).unwrap();
-    writer.ingest(vec![sighting(1, "emerald")]).unwrap();
+    let (writer, path, file) = a_store_and_a_line_to_ingest(tmp.path());
     let out = Command::new(BIN)
         .args(["ingest", "--store", p(&path), p(&file)])
         .output()
@@ -198,13 +204,8 @@ fn the_cli_reads_during_a_write_and_exits_5_for_a_second_writer() {
 #[test]
 fn a_writer_waits_for_a_reading_command_that_holds_the_lock() {
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("s");
-    let file = tmp.path().join("e.jsonl");
-    std::fs::write(&file, "{\"ts\":5,\"kind\":\"NOTE\",\"payload\":\"ruby\"}\n").unwrap();
-    Store::create(&path, BackendKind::Redb)
-        .unwrap()
-        .ingest(vec![sighting(1, "emerald")])
-        .unwrap();
+    let (store, path, file) = a_store_and_a_line_to_ingest(tmp.path());
+    drop(store);
     // A reader as a reading command opens: with the writer lock, the store being free.
     let reader = Store::open_for_reading(&path).unwrap();
     assert!(!reader.is_read_only());
