@@ -1185,6 +1185,10 @@ fn a_creation_cut_short_before_redb_wrote_its_magic_number_is_made_again() {
     assert_eq!(s.stats().events, 0);
     drop(s);
     assert!(Store::open(&store).is_ok());
+    // A sled store made there takes it over too (helper-103: refused, "restore loci.json").
+    let store = cut(1_056_769);
+    drop(Store::create(&store, BackendKind::Sled).unwrap());
+    assert!(!store.join("data.redb").exists());
     // Larger than a new file: not taken over, and refused as before.
     let store = cut(new_size.max(1_056_768) * 4);
     let e = Store::create(&store, BackendKind::Redb).err().unwrap();

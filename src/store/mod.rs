@@ -2410,11 +2410,10 @@ impl Store {
             ),
         }
         };
+        // Whichever backend the new store takes: the file is no store's.
+        take_over_unfinished_redb(dir, &BackendKind::Redb.path_in(dir))?;
         if let Some((_, other)) = BackendKind::present_in(dir).find(|(k, _)| *k != backend) {
             return Err(log_is_here(&other));
-        }
-        if backend == BackendKind::Redb {
-            take_over_unfinished_redb(dir, &backend.path_in(dir))?;
         }
         let b = backend.open(dir)?;
         if b.last(Table::Log)?.is_some() {
