@@ -20,6 +20,12 @@ pub(crate) const COMPACT_DIR: &str = "compact.tmp";
 /// Where a sled compaction puts the live directory while it moves the new one in.
 pub(crate) const SLED_OLD: &str = "sled.old";
 
+/// Whether a compaction (or a repair, which writes its fresh files alike) is under way in
+/// `dir`, or was cut short there: its work directory, or sled's old files, are there.
+pub(crate) fn compacting(dir: &Path) -> bool {
+    dir.join(COMPACT_DIR).exists() || dir.join(SLED_OLD).exists()
+}
+
 pub use guard::{DamagedFile, Guarded};
 pub(crate) use lock::locked;
 pub use lock::{StoreLock, LOCK_FILE};
@@ -231,7 +237,7 @@ impl BackendKind {
             BackendKind::Sled => path.join("db"),
         };
         if !data.exists() {
-            let compacting = dir.join(COMPACT_DIR).exists() || dir.join(SLED_OLD).exists();
+            let compacting = compacting(dir);
             let other = Self::present_in(dir).find(|(k, _)| *k != self);
             return Err(Error::Store {
                 path: dir.to_path_buf(),

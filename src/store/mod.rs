@@ -2183,12 +2183,6 @@ fn refuse_other_files(dir: &Path) -> Result<()> {
     ))
 }
 
-/// Whether a compaction (or a repair, which writes its fresh files alike) is under way or was
-/// cut short in `dir`: its work directory, or sled's old files, are there.
-fn compacting(dir: &Path) -> bool {
-    dir.join(crate::storage::COMPACT_DIR).exists() || dir.join(crate::storage::SLED_OLD).exists()
-}
-
 /// The bytes of a redb file as redb makes it, at most, before it writes the magic number (a
 /// new file is 1,056,768 bytes).
 const UNFINISHED_REDB_MAX_BYTES: u64 = 2 << 20;
@@ -2522,7 +2516,7 @@ impl Store {
                 // A compaction swaps the store's files under its writer lock: a read that
                 // opened in between met files of two moments, and was told the text index
                 // must be rebuilt, or is missing. The store is busy, not damaged.
-                Err(e) if compacting(dir) => match StoreLock::holder(dir) {
+                Err(e) if crate::storage::compacting(dir) => match StoreLock::holder(dir) {
                     Some(pid) => Err(crate::storage::locked(dir, Some(pid))),
                     None => Err(e),
                 },
