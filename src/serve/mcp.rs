@@ -469,15 +469,14 @@ impl ServerHandler for LociMcp {
 /// params. The last three carry the request's id. Over HTTP and over stdio alike
 /// ([`super::stdio`]).
 pub(super) fn refusal(message: &[u8]) -> Option<Json> {
-    let error = |id: Json, code: i64, said: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": said}});
     // One reading tells text that is no JSON from JSON with a key given twice.
     match serde_json::from_slice::<crate::model::Value>(message) {
-        Err(e) if e.is_syntax() || e.is_eof() => Some(error(
+        Err(e) if e.is_syntax() || e.is_eof() => Some(rpc_error(
             readable_id(message),
             -32700,
             format!("Parse error: {e}"),
         )),
-        Err(e) if crate::model::is_repeated_key(&e) => Some(error(
+        Err(e) if crate::model::is_repeated_key(&e) => Some(rpc_error(
             readable_id(message),
             -32600,
             format!("Invalid Request: {e}"),
@@ -486,9 +485,9 @@ pub(super) fn refusal(message: &[u8]) -> Option<Json> {
         _ => {
             let read: Json = serde_json::from_slice(message).ok()?;
             match not_a_request(&read) {
-                Some((id, why)) => Some(error(id, -32600, format!("Invalid Request: {why}"))),
+                Some((id, why)) => Some(rpc_error(id, -32600, format!("Invalid Request: {why}"))),
                 None => invalid_call(&read)
-                    .map(|(id, why)| error(id, -32602, format!("Invalid params: {why}")))
+                    .map(|(id, why)| rpc_error(id, -32602, format!("Invalid params: {why}")))
                     .or_else(|| inexact_integer(message, &read)),
             }
         }
@@ -514,13 +513,22 @@ fn inexact_integer(message: &[u8], read: &Json) -> Option<Json> {
             "isError": true,
         }})),
         // In the params, invalid params; elsewhere (the id), an invalid request.
-        None if path.starts_with("params") => Some(json!({"jsonrpc": "2.0", "id": id, "error": {
-            "code": -32602, "message": format!("Invalid params: {path}: {said}"),
-        }})),
-        None => Some(json!({"jsonrpc": "2.0", "id": id, "error": {
-            "code": -32600, "message": format!("Invalid Request: {path}: {said}"),
-        }})),
+        None if path.starts_with("params") => Some(rpc_error(
+            id,
+            -32602,
+            format!("Invalid params: {path}: {said}"),
+        )),
+        None => Some(rpc_error(
+            id,
+            -32600,
+            format!("Invalid Request: {path}: {said}"),
+        )),
     }
+}
+
+/// A JSON-RPC error answer to request `id`.
+pub(super) fn rpc_error(id: Json, code: i64, message: String) -> Json {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
 /// Whether `id` can be a request's id as JSON-RPC has it: a string or an integer.
@@ -635,11 +643,11 @@ pub(super) fn unparsable(
 /// id at all. `None` for a message.
 pub(super) fn no_message(body: &[u8]) -> Option<Json> {
     let e = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body).err()?;
-    Some(json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32600, "message": format!("Invalid Request: {e}")},
-    }))
+    Some(rpc_error(
+        Json::Null,
+        -32600,
+        format!("Invalid Request: {e}"),
+    ))
 }
 
 /// Where in a request's params `e` found its fault: `params`, or `params.FIELD`.

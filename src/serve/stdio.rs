@@ -186,14 +186,11 @@ async fn skip_rest_of_line(input: &mut BufReader<impl AsyncRead + Unpin>) -> std
 /// The invalid-request answer to a line over `max_line` bytes, which no message may be (the
 /// same limit as a request body over HTTP).
 fn too_long(max_line: usize) -> Vec<u8> {
-    serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {
-            "code": -32600,
-            "message": format!("Invalid Request: a line of more than {max_line} bytes"),
-        },
-    })
+    super::mcp::rpc_error(
+        serde_json::Value::Null,
+        -32600,
+        format!("Invalid Request: a line of more than {max_line} bytes"),
+    )
     .to_string()
     .into_bytes()
 }
