@@ -239,9 +239,7 @@ fn a_writer_waits_for_a_reading_command_that_holds_the_lock() {
 #[test]
 fn a_read_during_a_compaction_is_told_the_store_is_held() {
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("s");
-    let store = Store::create(&path, BackendKind::Redb).unwrap();
-    store.ingest(vec![sighting(1, "emerald")]).unwrap();
+    let (store, path, _) = a_store_and_a_line_to_ingest(tmp.path());
     drop(store);
     // Mid-compaction, as a reader finds it: the work directory there, the text index gone
     // (cleared before it is rebuilt), the lock held by the compacting process.
