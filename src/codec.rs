@@ -165,9 +165,15 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     out
 }
 
-/// The record's body, checked (and expanded, for a compressed record), and the format of
-/// its shape.
-fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)> {
+/// Checks a record's format byte and checksum without decoding it: what a copy of records
+/// (a compaction's) needs to know that it copies no damage, at the cost of a CRC.
+pub fn check_record(table: &'static str, bytes: &[u8]) -> Result<()> {
+    checked_body(table, bytes).map(|_| ())
+}
+
+/// The record's format and its body under the checksum, checked; a record of format 1 has no
+/// checksum, so its body is taken as it is.
+fn checked_body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, &'a [u8])> {
     let corrupt = |message: String| Error::Corrupt { table, message };
     match bytes.split_first() {
         Some((
@@ -192,6 +198,23 @@ fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)>
                     "checksum mismatch (stored {stored:08x}, computed {actual:08x})"
                 )));
             }
+            Ok((v, body))
+        }
+        Some((&FORMAT_WITHOUT_CHECKSUM, rest)) => Ok((FORMAT_WITHOUT_CHECKSUM, rest)),
+        Some((v, _)) => Err(corrupt(format!(
+            "record format {v}, this build reads formats {FORMAT_WITHOUT_CHECKSUM} to {FORMAT_COMPRESSED}"
+        ))),
+        None => Err(corrupt("empty record".into())),
+    }
+}
+
+/// The record's body, checked (and expanded, for a compressed record), and the format of
+/// its shape.
+fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)> {
+    let corrupt = |message: String| Error::Corrupt { table, message };
+    match checked_body(table, bytes)? {
+        (FORMAT_WITHOUT_CHECKSUM, rest) => Ok((FORMAT_WITHOUT_CHECKSUM, Cow::Borrowed(rest))),
+        (v, body) => {
             let shape = match v {
                 FORMAT_COMPRESSED_3 => FORMAT_EDGES_WITH_SALIENCE,
                 FORMAT_COMPRESSED => FORMAT_EDGES_LAST_SEEN,
@@ -208,13 +231,6 @@ fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)>
             }
             Ok((shape, Cow::Owned(decompress(table, frame, len)?)))
         }
-        Some((&FORMAT_WITHOUT_CHECKSUM, rest)) => {
-            Ok((FORMAT_WITHOUT_CHECKSUM, Cow::Borrowed(rest)))
-        }
-        Some((v, _)) => Err(corrupt(format!(
-            "record format {v}, this build reads formats {FORMAT_WITHOUT_CHECKSUM} to {FORMAT_COMPRESSED}"
-        ))),
-        None => Err(corrupt("empty record".into())),
     }
 }
 

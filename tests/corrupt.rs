@@ -1207,3 +1207,54 @@ fn a_creation_cut_short_before_redb_wrote_its_magic_number_is_made_again() {
     assert!(Store::create(&store, BackendKind::Redb).is_err());
     assert!(store.join("data.redb").exists());
 }
+
+/// helper-102 (session 46): a log record whose checksum failed, of an event no deletion took,
+/// was copied into the compacted files as it was; the compaction then removed the state
+/// snapshot and swapped the files in, and the reopen, replaying the log, failed on the
+/// record: the compaction failed (exit 6), and every read of the store failed after it, where
+/// before it every read had been answered from the snapshot. The compaction checks each record
+/// it copies and fails before anything of the store is changed.
+#[test]
+fn a_compaction_over_a_damaged_log_record_fails_before_it_changes_the_store() {
+    use loci::DeleteRequest;
+    for kind in BackendKind::ALL {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s");
+        let store = Store::create(&path, kind).unwrap();
+        store.ingest(five_sightings()).unwrap();
+        // A deletion leaves text to strip, so both backends rewrite the log.
+        store.delete(&DeleteRequest::events([4])).unwrap();
+        store.checkpoint().unwrap();
+        drop(store);
+        flip_a_byte_of_log_record(kind, &path, 2);
+        let store = Store::open(&path).unwrap();
+        // Every read but the log's, which meets the damaged record.
+        let seen = |store: &Store| {
+            let s = store.stats();
+            let places = loci::query::run(
+                store,
+                "MATCH (p:Place) RETURN p.key AS k ORDER BY k",
+                &HashMap::new(),
+            )
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"))
+            .rows
+            .len();
+            (s.events, s.nodes, s.edges, s.text_docs, places)
+        };
+        let before = seen(&store);
+        let err = store
+            .compact()
+            .err()
+            .expect("the damaged record fails the compaction");
+        let file = kind.path_in(&path).display().to_string();
+        assert!(
+            err.to_string().contains("event 2") && err.to_string().contains(&file),
+            "{kind:?}: {err}"
+        );
+        assert!(typed(&err), "{kind:?}: {err:?}");
+        assert!(!path.join("compact.tmp").exists(), "{kind:?}");
+        // The store reads as it did: its snapshot is still there.
+        let store = Store::open(&path).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        assert_eq!(seen(&store), before, "{kind:?}");
+    }
+}
