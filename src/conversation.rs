@@ -253,6 +253,100 @@ pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
     out
 }
 
+/// The field of a session a [`Refusal`] is about; each reader names it in its own layout (a
+/// `--format conversation` line's fields, or a LoCoMo sample's keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SessionField {
+    Time,
+    Conversation,
+    /// A turn's field, by the turn's position in its session.
+    Turn(usize, &'static str),
+}
+
+/// Why a session cannot be taken in.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub field: SessionField,
+    pub message: String,
+}
+
+/// The checks a session passes before its turns become events, the same for an ingested file
+/// and a benchmark's data: a time that reads as one (taken as 1970, an unread time would put
+/// the turns before everything else), a conversation and speakers that say something, a
+/// speaker that makes an actor key, and turn ids that name one turn each.
+#[derive(Default)]
+pub(crate) struct SessionChecks {
+    /// Where each turn's passage key was given, and what the turn was: another turn under a
+    /// used key would make one passage of two, while the same turn again (a session repeated
+    /// word for word) is the input's own repeat, applied once.
+    turns: std::collections::HashMap<String, (String, String)>,
+}
+
+impl SessionChecks {
+    /// Checks `s`, found at `at` ("line 3", "session_2"), against itself and the sessions
+    /// checked before it.
+    pub fn check(&mut self, s: &Session, at: &str) -> Result<(), Refusal> {
+        let refuse = |field, message: String| Err(Refusal { field, message });
+        if parse_session_time(&s.time).is_none() {
+            return refuse(
+                SessionField::Time,
+                format!(
+                    "{:?} is not a session time like \"1:56 pm on 8 May, 2023\"",
+                    s.time
+                ),
+            );
+        }
+        if crate::text::is_blank(&s.conversation) {
+            return refuse(SessionField::Conversation, "is empty".into());
+        }
+        for (i, t) in s.turns.iter().enumerate() {
+            if crate::text::is_blank(&t.speaker) {
+                return refuse(SessionField::Turn(i, "speaker"), "is empty".into());
+            }
+            // The turn is written by `person:{speaker}`, an actor of at most MAX_KEY_BYTES:
+            // refused as the speaker, which the input has, not the actor, which it has not.
+            let most = crate::model::MAX_KEY_BYTES - "person:".len();
+            if t.speaker.len() > most {
+                return refuse(
+                    SessionField::Turn(i, "speaker"),
+                    format!(
+                        "{} bytes long; at most {most} bytes are allowed",
+                        t.speaker.len()
+                    ),
+                );
+            }
+            if crate::text::is_blank(&t.dia_id) {
+                return refuse(SessionField::Turn(i, "dia_id"), "is empty".into());
+            }
+            let key = format!("{}:{}", s.conversation, t.dia_id);
+            // And the turn before it, which its FOLLOWS edge names.
+            let before = i
+                .checked_sub(1)
+                .and_then(|p| s.turns.get(p))
+                .map_or("", |p| p.dia_id.as_str());
+            let turn = format!(
+                "{}\0{}\0{}\0{}\0{i}\0{before}",
+                t.speaker, t.text, s.time, s.session
+            );
+            let (first, was) = self
+                .turns
+                .entry(key)
+                .or_insert_with(|| (at.to_string(), turn.clone()));
+            if *was != turn {
+                return refuse(
+                    SessionField::Turn(i, "dia_id"),
+                    format!(
+                        "{} is already a turn of conversation {} ({first}): each turn needs its own id",
+                        crate::error::quoted_excerpt(&t.dia_id),
+                        crate::error::quoted_excerpt(&s.conversation)
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The salience of a turn: lower when it ends by asking (see [`ASKING_TURN_SALIENCE`]).
 fn turn_salience(text: &str) -> f32 {
     if text.trim_end().ends_with('?') {
@@ -263,8 +357,8 @@ fn turn_salience(text: &str) -> f32 {
 }
 
 /// The events of a session: one `TURN` per turn (see the module documentation). A session time
-/// that cannot be read counts as time 0 (the turns keep their order); an input file's is
-/// refused before this (`ingest`).
+/// that cannot be read counts as time 0 (the turns keep their order); readers refuse it before
+/// this ([`SessionChecks`]).
 pub fn session_events(s: &Session) -> Vec<EventDraft> {
     let start = parse_session_time(&s.time).unwrap_or(0);
     let today = start.div_euclid(1440);

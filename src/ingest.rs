@@ -1201,75 +1201,22 @@ fn read_graph(file: &str, content: &[Line]) -> Result<SourceBatch> {
 
 /// Conversation sessions: each turn an event at its session's time.
 fn read_conversations(file: &str, content: &[Line]) -> Result<SourceBatch> {
+    use crate::conversation::SessionField;
     let mut batch = SourceBatch::default();
-    // Where each turn's passage key was given, and what the turn was: another turn under a
-    // used key would make one passage of two, while the same turn again (a session repeated
-    // word for word) is the input's own repeat, applied once.
-    let mut turn_lines: HashMap<String, (usize, String)> = HashMap::new();
+    let mut checks = crate::conversation::SessionChecks::default();
     for (line, session) in parse_lines::<crate::conversation::Session>(file, content)? {
-        let refuse = |field: String, message: String| Error::Input {
-            file: file.to_string(),
-            line,
-            field,
-            message,
-        };
-        // Taken as 1970, an unread time would put the turns before everything else.
-        if crate::conversation::parse_session_time(&session.time).is_none() {
-            return Err(Error::Input {
+        checks
+            .check(&session, &format!("line {line}"))
+            .map_err(|r| Error::Input {
                 file: file.to_string(),
                 line,
-                field: "time".to_string(),
-                message: format!(
-                    "{:?} is not a session time like \"1:56 pm on 8 May, 2023\"",
-                    session.time
-                ),
-            });
-        }
-        if crate::text::is_blank(&session.conversation) {
-            return Err(refuse("conversation".into(), "is empty".into()));
-        }
-        for (i, t) in session.turns.iter().enumerate() {
-            if crate::text::is_blank(&t.speaker) {
-                return Err(refuse(format!("turns[{i}].speaker"), "is empty".into()));
-            }
-            // The turn is written by `person:{speaker}`, an actor of at most MAX_KEY_BYTES:
-            // refused as the speaker, which the line has, not the actor, which it has not.
-            let most = crate::model::MAX_KEY_BYTES - "person:".len();
-            if t.speaker.len() > most {
-                return Err(refuse(
-                    format!("turns[{i}].speaker"),
-                    format!(
-                        "{} bytes long; at most {most} bytes are allowed",
-                        t.speaker.len()
-                    ),
-                ));
-            }
-            if crate::text::is_blank(&t.dia_id) {
-                return Err(refuse(format!("turns[{i}].dia_id"), "is empty".into()));
-            }
-            let key = format!("{}:{}", session.conversation, t.dia_id);
-            // And the turn before it, which its FOLLOWS edge names.
-            let before = i
-                .checked_sub(1)
-                .and_then(|p| session.turns.get(p))
-                .map_or("", |p| p.dia_id.as_str());
-            let turn = format!(
-                "{}\0{}\0{}\0{}\0{i}\0{before}",
-                t.speaker, t.text, session.time, session.session
-            );
-            let (first, was) = turn_lines.entry(key).or_insert((line, turn.clone()));
-            if *was != turn {
-                let first = *first;
-                return Err(refuse(
-                    format!("turns[{i}].dia_id"),
-                    format!(
-                        "{} is already a turn of conversation {} (line {first}): each turn needs its own id",
-                        crate::error::quoted_excerpt(&t.dia_id),
-                        crate::error::quoted_excerpt(&session.conversation)
-                    ),
-                ));
-            }
-        }
+                field: match r.field {
+                    SessionField::Time => "time".to_string(),
+                    SessionField::Conversation => "conversation".to_string(),
+                    SessionField::Turn(i, field) => format!("turns[{i}].{field}"),
+                },
+                message: r.message,
+            })?;
         for d in crate::conversation::session_events(&session) {
             batch.push(d, origin(file, line));
         }

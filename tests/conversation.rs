@@ -95,6 +95,72 @@ fn the_locomo_benchmark_counts_evidence_among_the_first_turns() {
     assert!(json["bm25"]["by_category"]["4"]["recall@5"].is_number());
 }
 
+/// helper-101 (session 46): `bench locomo` built its sessions without the conversation
+/// format's checks: a session without its date was taken as 1970, a turn without a
+/// `dia_id` (or speaker, or text) was passed over, and a `dia_id` given twice made one passage
+/// of two turns, each without a word, so the figures were of another conversation than the
+/// file's. The benchmark refuses each as `ingest --format conversation` does, naming the file,
+/// the sample, the session and the field.
+#[test]
+fn the_locomo_benchmark_checks_its_sessions_as_ingest_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("locomo.json");
+    let sample = |date: &str, turns: &str| {
+        format!(
+            r#"[{{"sample_id":"x","conversation":{{{date}"session_1":[{turns}]}},
+                "qa":[{{"question":"Whose greyhound?","evidence":["D1:1"],"category":4}}]}}]"#
+        )
+    };
+    let date = r#""session_1_date_time":"9:00 am on 1 June, 2023","#;
+    let good = r#"{"speaker":"Ann","dia_id":"D1:1","text":"I adopted a greyhound."},
+                  {"speaker":"Bo","dia_id":"D1:2","text":"Nice."}"#;
+    std::fs::write(&data, sample(date, good)).unwrap();
+    let r = loci::bench::run_locomo_bench(&data, &Default::default(), None, &|_, _| {}).unwrap();
+    assert_eq!((r.n, r.turns), (1, 2));
+    let cases = [
+        ("", good, "session_1_date_time"),
+        (
+            r#""session_1_date_time":"sometime","#,
+            good,
+            "session_1_date_time",
+        ),
+        (
+            date,
+            r#"{"speaker":"Ann","text":"I adopted a greyhound."}"#,
+            "session_1[0].dia_id",
+        ),
+        (
+            date,
+            r#"{"speaker":"Ann","dia_id":"D1:1","text":7}"#,
+            "session_1[0].text",
+        ),
+        (
+            date,
+            r#"{"speaker":"Ann","dia_id":"D1:1","text":"I adopted a greyhound."},
+               {"speaker":"Bo","dia_id":"D1:1","text":"Nice."}"#,
+            "session_1[1].dia_id",
+        ),
+        (
+            date,
+            r#"{"speaker":" ","dia_id":"D1:1","text":"I adopted a greyhound."}"#,
+            "session_1[0].speaker",
+        ),
+    ];
+    for (date, turns, field) in cases {
+        std::fs::write(&data, sample(date, turns)).unwrap();
+        let err = loci::bench::run_locomo_bench(&data, &Default::default(), None, &|_, _| {})
+            .err()
+            .unwrap_or_else(|| panic!("{field}: {turns} was taken"));
+        let said = err.to_string();
+        assert!(
+            matches!(err, loci::Error::Input { .. })
+                && said.contains(&data.display().to_string())
+                && said.contains(&format!("sample x: conversation.{field}")),
+            "{field}: {said}"
+        );
+    }
+}
+
 #[test]
 fn turns_follow_one_another_within_a_session_and_asking_turns_weigh_less() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,7 +15,7 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::conversation::{session_events, Session, Turn};
+use crate::conversation::{session_events, Session, SessionChecks, SessionField, Turn};
 use crate::embed::SentenceEncoder;
 use crate::error::{Error, Result};
 use crate::retrieval::{RetrieveOptions, Retriever, SnippetKind};
@@ -119,39 +119,72 @@ impl Tally {
     }
 }
 
-/// The sessions of one LoCoMo sample, in order.
-fn sessions_of(sample: &Json, id: &str) -> Vec<Session> {
-    let Some(conv) = sample.get("conversation") else {
-        return Vec::new();
+/// The sessions of one LoCoMo sample, in order, each checked as `ingest --format
+/// conversation` checks a line ([`SessionChecks`]): figures over sessions taken in as 1970, or
+/// over turns passed over or merged, would be of another conversation than the file's. `data`
+/// names the file in a refusal.
+fn sessions_of(sample: &Json, id: &str, data: &Path) -> Result<Vec<Session>> {
+    let refuse = |field: String, message: String| Error::Input {
+        file: data.display().to_string(),
+        line: 0,
+        field: format!("sample {id}: conversation.{field}"),
+        message,
     };
+    let Some(conv) = sample.get("conversation") else {
+        return Ok(Vec::new());
+    };
+    let mut checks = SessionChecks::default();
     let mut out = Vec::new();
     for n in 1..=200u32 {
-        let Some(turns) = conv.get(format!("session_{n}")).and_then(Json::as_array) else {
+        let name = format!("session_{n}");
+        let Some(turns) = conv.get(&name) else {
             continue;
         };
-        let time = conv
-            .get(format!("session_{n}_date_time"))
-            .and_then(Json::as_str)
-            .unwrap_or("")
-            .to_string();
+        let Some(turns) = turns.as_array() else {
+            return Err(refuse(name, "expected a list of turns".into()));
+        };
+        let time_key = format!("{name}_date_time");
+        let time = match conv.get(&time_key) {
+            Some(Json::String(t)) => t.clone(),
+            Some(_) => return Err(refuse(time_key, "expected a string".into())),
+            None => return Err(refuse(time_key, "is missing".into())),
+        };
         let turns = turns
             .iter()
-            .filter_map(|t| {
-                Some(Turn {
-                    speaker: t.get("speaker")?.as_str()?.to_string(),
-                    dia_id: t.get("dia_id")?.as_str()?.to_string(),
-                    text: t.get("text")?.as_str()?.to_string(),
+            .enumerate()
+            .map(|(i, t)| {
+                let text = |field: &str| match t.get(field) {
+                    Some(Json::String(s)) => Ok(s.clone()),
+                    Some(_) => Err(refuse(
+                        format!("{name}[{i}].{field}"),
+                        "expected a string".into(),
+                    )),
+                    None => Err(refuse(format!("{name}[{i}].{field}"), "is missing".into())),
+                };
+                Ok(Turn {
+                    speaker: text("speaker")?,
+                    dia_id: text("dia_id")?,
+                    text: text("text")?,
                 })
             })
-            .collect();
-        out.push(Session {
+            .collect::<Result<Vec<_>>>()?;
+        let session = Session {
             conversation: id.to_string(),
             session: n,
             time,
             turns,
-        });
+        };
+        checks.check(&session, &name).map_err(|r| {
+            let field = match r.field {
+                SessionField::Time => time_key.clone(),
+                SessionField::Conversation => "sample_id".to_string(),
+                SessionField::Turn(i, field) => format!("{name}[{i}].{field}"),
+            };
+            refuse(field, r.message)
+        })?;
+        out.push(session);
     }
-    out
+    Ok(out)
 }
 
 /// Evidence turn ids of a question, as passage keys (an entry may hold several ids).
@@ -201,15 +234,13 @@ pub fn run_locomo_bench(
             .get("sample_id")
             .and_then(Json::as_str)
             .map_or_else(|| format!("conv-{i}"), str::to_string);
+        let sessions = sessions_of(sample, &id, data)?;
         let dir = tempfile::Builder::new()
             .prefix("loci-bench-locomo-")
             .tempdir()
             .map_err(|e| Error::io(std::env::temp_dir(), e))?;
         let store = Store::create(dir.path(), BackendKind::Redb)?;
-        let events: Vec<_> = sessions_of(sample, &id)
-            .iter()
-            .flat_map(session_events)
-            .collect();
+        let events: Vec<_> = sessions.iter().flat_map(session_events).collect();
         report.turns += events.len();
         store.ingest(events)?;
         store.ingest(crate::extract::extract_mentions(&store)?)?;
