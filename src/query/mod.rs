@@ -195,10 +195,39 @@ fn cells(src: &str) -> Vec<Cell<'_>> {
         .collect()
 }
 
+/// Bytes of the line each side of an error's start that are cut into graphemes: enough for
+/// [`EXCERPT_COLUMNS`] graphemes of [`MAX_SHOWN_GRAPHEME_BYTES`] each way and twice that after
+/// (a grapheme longer than that is one column shown as U+FFFD, so a window of them shows
+/// fewer columns, and is still marked as cut).
+const EXCERPT_WINDOW_BYTES: usize = 2 * (EXCERPT_COLUMNS + 1) * MAX_SHOWN_GRAPHEME_BYTES;
+
+/// The bytes of `src` an excerpt around `start` may show, on character boundaries: `start`
+/// is clamped into the line.
+fn excerpt_window(src: &str, start: usize) -> std::ops::Range<usize> {
+    let start = start.min(src.len());
+    let mut lo = start.saturating_sub(EXCERPT_WINDOW_BYTES);
+    while !src.is_char_boundary(lo) {
+        lo -= 1;
+    }
+    let mut hi = start
+        .saturating_add(2 * EXCERPT_WINDOW_BYTES)
+        .min(src.len());
+    while !src.is_char_boundary(hi) {
+        hi += 1;
+    }
+    lo..hi
+}
+
 /// The part of the line `src` around the bytes `start..end` (offsets into it, clamped), at most
 /// [`EXCERPT_COLUMNS`] each side and marked "..." where cut, and the line of carets under
 /// those bytes.
 fn excerpt_with_carets(src: &str, start: usize, end: usize) -> (String, String) {
+    // Only the bytes around the error are cut into graphemes: the whole line had been, one
+    // cell each, and a 16 MB query took 2 GB and 5 s to be told it was over 64 KiB.
+    let window = excerpt_window(src, start);
+    let (cut_before, cut_after) = (window.start > 0, window.end < src.len());
+    let (start, end) = (start - window.start, end.saturating_sub(window.start));
+    let src = &src[window];
     let cells = cells(src);
     // The grapheme the error starts in (or the end of the line), and the first after it.
     let first = if start >= src.len() {
@@ -222,8 +251,12 @@ fn excerpt_with_carets(src: &str, start: usize, end: usize) -> (String, String) 
         used += cells[to].columns;
         to += 1;
     }
-    let lead = if from > 0 { "..." } else { "" };
-    let tail = if to < cells.len() { "..." } else { "" };
+    let lead = if from > 0 || cut_before { "..." } else { "" };
+    let tail = if to < cells.len() || cut_after {
+        "..."
+    } else {
+        ""
+    };
     let shown: String = cells[from..to].iter().map(|c| c.shown).collect();
     let pad: String = cells[from..first].iter().map(|c| c.pad.as_ref()).collect();
     let carets = cells[first.min(to)..last.min(to)]
@@ -531,4 +564,40 @@ pub fn params_from_pairs(pairs: &[(String, String)]) -> Result<HashMap<String, V
                 .map_err(|m| QueryError::Param(format!("{k}: {m}")))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// helper-104 (session 47): every grapheme of an error's line was made a cell before the
+    /// 60 columns each side were chosen, so a 16 MB one-line query took 2 GB and 5 s to be
+    /// told it was over 64 KiB (and a server as much per request). Only a window of bytes
+    /// around the error is cut into graphemes, and the excerpt is the one it was.
+    #[test]
+    fn an_error_in_a_long_line_is_shown_from_a_window_of_it() {
+        let at = 8 << 20;
+        let line = format!("{}@{}", "a".repeat(at), "b".repeat(at));
+        assert!(excerpt_window(&line, at).len() <= 3 * EXCERPT_WINDOW_BYTES);
+        let (excerpt, carets) = excerpt_with_carets(&line, at, at + 1);
+        assert_eq!(
+            excerpt,
+            format!("...{}@{}...", "a".repeat(60), "b".repeat(59))
+        );
+        assert_eq!(carets, format!("{}^", " ".repeat(63)));
+        // Windows end on character boundaries, whatever byte the error starts at.
+        let wide = "é".repeat(at / 2);
+        for start in [0, 1, 2, 4097, at - 1, at, at + 5] {
+            let w = excerpt_window(&wide, start);
+            assert!(wide.is_char_boundary(w.start) && wide.is_char_boundary(w.end));
+            let (excerpt, _) = excerpt_with_carets(&wide, start, start + 1);
+            assert!(excerpt.chars().count() <= 2 * 60 + 6, "{start}: {excerpt}");
+        }
+        // A short line is shown whole, uncut.
+        let (excerpt, carets) = excerpt_with_carets("RETURN 1 +", 10, 11);
+        assert_eq!(
+            (excerpt.as_str(), carets.as_str()),
+            ("RETURN 1 +", "          ^")
+        );
+    }
 }
