@@ -1414,6 +1414,79 @@ fn large_results_hit_a_byte_limit_not_the_allocator() {
     assert_eq!(ok.rows[0][0].as_array().unwrap().len(), 20);
 }
 
+/// A store of one node with a 400 kB property and 40 small ones.
+fn one_fat_node_among_many(dir: &Path) -> Store {
+    let big = "abc ".repeat(100_000);
+    let mut lines = vec![format!(
+        r#"{{"op":"node","key":"big","label":"Fat","props":{{"t":"{big}","l":["{big}"]}}}}"#
+    )];
+    lines.extend((0..40).map(|i| format!(r#"{{"op":"node","key":"n{i}","label":"Thin"}}"#)));
+    let store = Store::create(dir.join("s"), BackendKind::Redb).unwrap();
+    loci::ingest::read_str("g.jsonl", &lines.join("\n"), loci::ingest::Format::Graph)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    store
+}
+
+/// helper-104 (session 47): the keys an ORDER BY sorts by and the keys rows are grouped by
+/// were held for every row and counted against no limit: one 4 MB property read as a key for
+/// each of 491 rows took 2 GB, where the byte limits are 128 and 256 MiB, and only the time
+/// limit stopped a grouping. They count against the intermediate bytes.
+#[test]
+fn sort_and_grouping_keys_count_against_the_intermediate_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = one_fat_node_among_many(dir.path());
+    let limits = Limits {
+        max_intermediate_bytes: 4 << 20,
+        ..Limits::default()
+    };
+    let none = HashMap::new();
+    for q in [
+        "MATCH (a {key: 'big'}), (b) RETURN size(a.t) AS x ORDER BY a.t LIMIT 1",
+        "MATCH (a {key: 'big'}), (b) RETURN a.t + b.key AS k, count(*) AS c",
+    ] {
+        let e = query::prepare(q, limits)
+            .unwrap()
+            .run(&store, &none)
+            .unwrap_err();
+        assert!(matches!(e, QueryError::LimitExceeded(_)), "{q}: {e}");
+        assert!(e.to_string().contains("bytes of intermediate"), "{q}: {e}");
+        // Over fewer rows the same query answers under the same limits.
+        let few = q.replace("(b)", "(b {key: 'n1'})");
+        let r = query::prepare(&few, limits)
+            .unwrap()
+            .run(&store, &none)
+            .unwrap_or_else(|e| panic!("{few}: {e}"));
+        assert_eq!(r.rows.len(), 1, "{few}");
+    }
+}
+
+/// helper-104 (session 47): DISTINCT counted every row's values against the result bytes
+/// before it dropped the repeats, so 41 rows of one 400 kB list were refused as results over
+/// the limit, where the answer is one row.
+#[test]
+fn distinct_counts_the_bytes_of_the_rows_it_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = one_fat_node_among_many(dir.path());
+    let limits = Limits {
+        max_result_bytes: 4 << 20,
+        ..Limits::default()
+    };
+    let q = "MATCH (a {key: 'big'}), (b) RETURN DISTINCT a.l AS x";
+    let r = query::prepare(q, limits)
+        .unwrap()
+        .run(&store, &HashMap::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.rows.len(), 1);
+    // Without DISTINCT the 41 rows are over the limit.
+    let e = query::prepare(&q.replace("DISTINCT ", ""), limits)
+        .unwrap()
+        .run(&store, &HashMap::new())
+        .unwrap_err();
+    assert!(e.to_string().contains("results larger than"), "{e}");
+}
+
 #[test]
 fn zero_hop_paths_cost_zero_and_nearest_place_excludes_the_start() {
     let dir = tempfile::tempdir().unwrap();

@@ -173,14 +173,20 @@ fn extreme_order(a: &Val, b: &Val) -> std::cmp::Ordering {
 }
 
 fn order_cmp(a: &[Val], b: &[Val], desc: &[bool]) -> std::cmp::Ordering {
-    for (i, d) in desc.iter().enumerate() {
-        let o = match (&a[i], &b[i]) {
+    order_cmp_pairs(desc.iter().enumerate().map(|(i, &d)| (&a[i], &b[i], d)))
+}
+
+/// ORDER BY's order over the keys of two rows, given as pairs with their directions: nulls
+/// last either way.
+fn order_cmp_pairs<'v>(keys: impl Iterator<Item = (&'v Val, &'v Val, bool)>) -> std::cmp::Ordering {
+    for (a, b, d) in keys {
+        let o = match (a, b) {
             (Val::Null, Val::Null) => std::cmp::Ordering::Equal,
             (Val::Null, _) => std::cmp::Ordering::Greater,
             (_, Val::Null) => std::cmp::Ordering::Less,
             (x, y) => {
                 let o = sort_order(x, y);
-                if *d {
+                if d {
                     o.reverse()
                 } else {
                     o
@@ -1106,6 +1112,9 @@ struct Guard {
     ticks: std::cell::Cell<u32>,
     /// Bytes of result values so far (see [`Limits::max_result_bytes`]).
     bytes: std::cell::Cell<usize>,
+    /// Bytes of the values held beside the rows: ORDER BY's keys and the grouping keys, each
+    /// a value per row or group (see [`Limits::max_intermediate_bytes`]).
+    held: std::cell::Cell<usize>,
     /// Bytes one intermediate row takes: a value for every variable (and the row's vector), so
     /// many rows of a wide pattern are bounded by [`Limits::max_intermediate_bytes`].
     row_bytes: usize,
@@ -1114,12 +1123,32 @@ struct Guard {
 impl Guard {
     /// Counts `v` against the result byte budget.
     fn spend(&self, v: &Val) -> Result<(), QueryError> {
-        let total = self.bytes.get().saturating_add(approx_bytes(v));
+        self.spend_bytes(approx_bytes(v))
+    }
+
+    /// Counts `n` bytes of results against their budget.
+    fn spend_bytes(&self, n: usize) -> Result<(), QueryError> {
+        let total = self.bytes.get().saturating_add(n);
         self.bytes.set(total);
         if total > self.limits.max_result_bytes {
             return Err(QueryError::LimitExceeded(format!(
                 "results larger than {} bytes; return fewer or smaller values",
                 self.limits.max_result_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Counts `n` bytes of values held beside the rows (sort and grouping keys) against the
+    /// intermediate byte bound: the rows are bounded, but a key read from a 4 MB property for
+    /// each of them had taken 2 GB.
+    fn hold(&self, n: usize) -> Result<(), QueryError> {
+        let total = self.held.get().saturating_add(n);
+        self.held.set(total);
+        if total > self.limits.max_intermediate_bytes {
+            return Err(QueryError::LimitExceeded(format!(
+                "more than {} bytes of intermediate values (the keys rows are sorted or grouped by); sort or group by smaller values, or narrow the pattern",
+                self.limits.max_intermediate_bytes
             )));
         }
         Ok(())
@@ -1785,11 +1814,13 @@ impl Run<'_, '_> {
                 break;
             }
             self.guard.tick()?;
-            let vals = project(&mut self.ctx, self.plan, row, self.guard)?;
-            if self.plan.distinct && !self.seen.insert(distinct_key(&vals)) {
-                continue;
-            }
-            self.out.push(vals);
+            keep_projected(
+                &mut self.ctx,
+                (self.plan, self.guard),
+                row,
+                &mut self.seen,
+                &mut self.out,
+            )?;
         }
         Ok(if self.out.len() >= limit {
             Flow::Stop
@@ -1799,19 +1830,35 @@ impl Run<'_, '_> {
     }
 }
 
-fn project(
+/// Projects `row` and keeps it in `out`, unless DISTINCT has kept it already: what is kept
+/// counts against the result bytes, and a repeat DISTINCT drops does not (41 rows of one
+/// 400 kB value had been refused as over the limit, for an answer of one row).
+fn keep_projected(
     ctx: &mut Ctx<'_>,
-    plan: &Plan,
+    (plan, guard): (&Plan, &Guard),
     row: &[Val],
-    guard: &Guard,
-) -> Result<Vec<serde_json::Value>, QueryError> {
+    seen: &mut HashSet<String>,
+    out: &mut Vec<Vec<serde_json::Value>>,
+) -> Result<(), QueryError> {
     let mut vals = Vec::with_capacity(plan.returns.len());
+    let mut bytes = 0usize;
     for (_, e) in &plan.returns {
         let v = ctx.eval(e, row)?;
-        guard.spend(&v)?;
+        bytes = bytes.saturating_add(approx_bytes(&v));
         vals.push(to_json(ctx, &v)?);
     }
-    Ok(vals)
+    if plan.distinct {
+        let key = distinct_key(&vals);
+        if seen.contains(&key) {
+            return Ok(());
+        }
+        // The key is kept too, about as large as the row.
+        bytes = bytes.saturating_add(key.len());
+        seen.insert(key);
+    }
+    guard.spend_bytes(bytes)?;
+    out.push(vals);
+    Ok(())
 }
 
 /// About how many bytes a value takes once returned (its strings, plus a little per value).
@@ -1858,6 +1905,7 @@ pub fn execute(
         limits,
         ticks: std::cell::Cell::new(0),
         bytes: std::cell::Cell::new(0),
+        held: std::cell::Cell::new(0),
         row_bytes: plan.slots.len() * std::mem::size_of::<Val>() + std::mem::size_of::<Vec<Val>>(),
     };
     let mut ctx = Ctx {
@@ -1937,6 +1985,7 @@ pub fn execute(
                 .iter()
                 .map(|(e, _)| ctx.eval(e, &row))
                 .collect::<Result<Vec<_>, _>>()?;
+            guard.hold(keys.iter().map(approx_bytes).sum())?;
             keyed.push((keys, row));
         }
         let desc: Vec<bool> = plan.order.iter().map(|(_, d)| *d).collect();
@@ -1953,11 +2002,7 @@ pub fn execute(
             break;
         }
         guard.tick()?;
-        let vals = project(&mut ctx, plan, row, &guard)?;
-        if plan.distinct && !seen.insert(distinct_key(&vals)) {
-            continue;
-        }
-        out.push(vals);
+        keep_projected(&mut ctx, (plan, &guard), row, &mut seen, &mut out)?;
     }
     Ok(QueryResult {
         columns: plan.returns.iter().map(|(a, _)| a.clone()).collect(),
@@ -1991,6 +2036,8 @@ fn aggregate(
         let g = match index.get(&id) {
             Some(g) => *g,
             None => {
+                // A group holds its key twice: as values, and as the text it is found by.
+                guard.hold(id.len().saturating_add(key.iter().map(approx_bytes).sum()))?;
                 let accs = plan
                     .returns
                     .iter()
@@ -2059,13 +2106,11 @@ fn aggregate(
         columns.push((i, *desc));
     }
     if !columns.is_empty() {
-        let desc: Vec<bool> = columns.iter().map(|(_, d)| *d).collect();
         guard.time()?;
-        out_rows.sort_by(|a, b| {
-            let ka: Vec<Val> = columns.iter().map(|(i, _)| a[*i].clone()).collect();
-            let kb: Vec<Val> = columns.iter().map(|(i, _)| b[*i].clone()).collect();
-            order_cmp(&ka, &kb, &desc)
-        });
+        // Compared in place: cloning the key columns for each comparison had copied a
+        // large key n log n times.
+        out_rows
+            .sort_by(|a, b| order_cmp_pairs(columns.iter().map(|&(i, desc)| (&a[i], &b[i], desc))));
         guard.time()?;
     }
     if let Some(l) = limit {
