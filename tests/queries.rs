@@ -2941,3 +2941,53 @@ fn a_node_label_that_names_the_log_events_is_refused() {
     }
     store.ingest(vec![d]).unwrap();
 }
+
+/// helper-104 (session 47): an unnamed node or relation was given the hidden name " anonN",
+/// which a name in backticks can also be, so `` (` anon2`:B) `` joined the user's node to
+/// an unnamed one (17 rows where 820 were right), `` RETURN ` anon2`.key `` read an unnamed
+/// node, and `` (` anon1`) `` was refused as a node and a relation at once. Unnamed variables
+/// have no name a query can write.
+#[test]
+fn a_name_in_backticks_never_meets_an_unnamed_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = graph_store(
+        dir.path(),
+        &[
+            r#"{"op":"node","key":"a1","label":"A"}"#,
+            r#"{"op":"node","key":"a2","label":"A"}"#,
+            r#"{"op":"node","key":"b1","label":"B"}"#,
+            r#"{"op":"node","key":"b2","label":"B"}"#,
+            r#"{"op":"node","key":"b3","label":"B"}"#,
+            r#"{"op":"edge","from":"a1","rel":"R","to":"b1"}"#,
+        ],
+    );
+    let none = HashMap::new();
+    let count = |q: &str| {
+        query::run(&store, q, &none)
+            .unwrap_or_else(|e| panic!("{q}: {e}"))
+            .rows[0][0]
+            .clone()
+    };
+    // One A->B edge, joined with each of the three B nodes.
+    for name in [" anon0", " anon1", " anon2", " anon3", "m"] {
+        assert_eq!(
+            count(&format!("MATCH (n:A)-->(), (`{name}`:B) RETURN count(*) AS c")),
+            serde_json::json!(3),
+            "{name:?}"
+        );
+        assert_eq!(
+            count(&format!("MATCH (n:A)-[]->(`{name}`) RETURN count(*) AS c")),
+            serde_json::json!(1),
+            "{name:?}"
+        );
+    }
+    for name in [" anon0", " anon1", " anon2"] {
+        let e = query::run(
+            &store,
+            &format!("MATCH (n:A)-->() RETURN `{name}`.key AS k"),
+            &none,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("unknown variable"), "{name:?}: {e}");
+    }
+}

@@ -195,12 +195,19 @@ pub(super) fn plan_err_at(place: Option<Span>, message: impl Into<String>) -> Qu
 }
 
 impl Planner {
-    /// The slot of variable `name` (a hidden one when unnamed), declared `at` in the text.
+    /// The slot of variable `name` (a slot of its own when unnamed), declared `at` in the text.
     fn slot(&mut self, name: Option<&str>, kind: Kind, at: Span) -> Result<usize, QueryError> {
-        let name = match name {
-            Some(n) => n.to_string(),
-            None => format!(" anon{}", self.slots.len()),
+        let Some(name) = name else {
+            // Named "`anonN`", which no query can write (a name in backticks can be any text
+            // but a backtick), and never indexed: the name had been " anonN", and a user's
+            // `` ` anon2` `` had met the unnamed node of slot 2.
+            let s = self.slots.len();
+            self.slots.push(format!("`anon{s}`"));
+            self.kinds.insert(s, kind);
+            self.bound.push(false);
+            return Ok(s);
         };
+        let name = name.to_string();
         if let Some(&s) = self.index.get(&name) {
             if self.kinds.get(&s) != Some(&kind) {
                 return Err(plan_err_at(
