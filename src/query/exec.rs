@@ -88,15 +88,19 @@ enum Acc {
     Min(Option<Val>),
     Max(Option<Val>),
     Sum(Sum),
-    Avg(f64, usize),
+    /// The total and count of the numbers so far, or `None` once a value was not a number.
+    Avg(Option<(f64, usize)>),
     Collect(Vec<Val>),
 }
 
-/// A running sum: exact while every value is an integer, a float once one is not.
+/// A running sum: exact while every value is an integer, a float once one is not, and null
+/// once a value is not a number (as `+` of a string and a number is: a column of text had
+/// summed to 0, a total that reads as real).
 #[derive(Clone, Copy)]
 enum Sum {
     Ints(i128),
     Floats(f64),
+    NotNumbers,
 }
 
 impl Acc {
@@ -106,7 +110,7 @@ impl Acc {
             "min" => Acc::Min(None),
             "max" => Acc::Max(None),
             "sum" => Acc::Sum(Sum::Ints(0)),
-            "avg" => Acc::Avg(0.0, 0),
+            "avg" => Acc::Avg(Some((0.0, 0))),
             _ => Acc::Collect(Vec::new()),
         }
     }
@@ -135,15 +139,19 @@ impl Acc {
                     // is null when the result does not fit an i64.
                     (Sum::Ints(t), Val::Int(i)) => Sum::Ints(t.saturating_add(*i as i128)),
                     (Sum::Ints(t), Val::Float(f)) => Sum::Floats(t as f64 + f),
-                    (Sum::Floats(t), _) => Sum::Floats(t + v.num().unwrap_or(0.0)),
-                    (t, _) => t,
+                    (Sum::Floats(t), Val::Int(_) | Val::Float(_)) => {
+                        Sum::Floats(t + v.num().unwrap_or(0.0))
+                    }
+                    _ => Sum::NotNumbers,
                 };
             }
-            Acc::Avg(total, n) => {
-                if let Some(x) = v.num() {
-                    *total += x;
-                    *n += 1;
-                }
+            Acc::Avg(sums) => {
+                *sums = match (*sums, &v) {
+                    (Some((total, n)), Val::Int(_) | Val::Float(_)) => {
+                        Some((total + v.num().unwrap_or(0.0), n + 1))
+                    }
+                    _ => None,
+                };
             }
             Acc::Collect(items) => items.push(v),
         }
@@ -154,8 +162,8 @@ impl Acc {
             Acc::Min(m) | Acc::Max(m) => m.unwrap_or(Val::Null),
             Acc::Sum(Sum::Ints(t)) => i64::try_from(t).map_or(Val::Null, Val::Int),
             Acc::Sum(Sum::Floats(t)) => Val::Float(t),
-            Acc::Avg(_, 0) => Val::Null,
-            Acc::Avg(t, n) => Val::Float(t / n as f64),
+            Acc::Sum(Sum::NotNumbers) | Acc::Avg(None | Some((_, 0))) => Val::Null,
+            Acc::Avg(Some((t, n))) => Val::Float(t / n as f64),
             Acc::Collect(items) => Val::List(items),
         }
     }
@@ -928,18 +936,31 @@ fn equal(a: &Val, b: &Val) -> Option<bool> {
             if x.len() != y.len() {
                 return Some(false);
             }
-            let mut known = true;
-            for (p, q) in x.iter().zip(y) {
-                match equal(p, q) {
-                    Some(false) => return Some(false),
-                    None => known = false,
-                    Some(true) => {}
-                }
+            equal_pairs(x.iter().zip(y))
+        }
+        // Entry by entry, as lists compare item by item: `{a: 1} = {a: 1.0}` was false.
+        (Val::Map(x), Val::Map(y)) => {
+            if x.len() != y.len() || x.keys().ne(y.keys()) {
+                return Some(false);
             }
-            known.then_some(true)
+            equal_pairs(x.values().zip(y.values()))
         }
         _ => Some(a == b),
     }
+}
+
+/// `=` over pairs of items: unequal if any pair is, else unknown if any pair is (a null),
+/// else equal.
+fn equal_pairs<'v>(pairs: impl Iterator<Item = (&'v Val, &'v Val)>) -> Option<bool> {
+    let mut known = true;
+    for (p, q) in pairs {
+        match equal(p, q) {
+            Some(false) => return Some(false),
+            None => known = false,
+            Some(true) => {}
+        }
+    }
+    known.then_some(true)
 }
 
 fn binary(op: BinOp, a: &Val, b: &Val) -> Val {
