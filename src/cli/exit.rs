@@ -76,8 +76,13 @@ pub fn code_of(e: &anyhow::Error) -> Code {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
             return io_code(io);
         }
-        if cause.downcast_ref::<serde_json::Error>().is_some() {
-            return Code::BadInput;
+        if let Some(json) = cause.downcast_ref::<serde_json::Error>() {
+            // A failed write of a JSON document (a full disk under a large `--json` answer)
+            // is the output's failure, not the input's: it had exited 3, as a bad input does.
+            return match json.io_error_kind() {
+                Some(kind) => io_code(&std::io::Error::from(kind)),
+                None => Code::BadInput,
+            };
         }
     }
     Code::Failure
@@ -157,4 +162,34 @@ fn reports_damage(e: &(dyn std::error::Error + 'static)) -> bool {
         e.downcast_ref::<tantivy::TantivyError>(),
         Some(tantivy::TantivyError::DataCorruption(_))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer that fails as a full disk does.
+    struct Full;
+
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// helper-104 (session 47): `loci run --json` of a large answer into `/dev/full` exited 3,
+    /// a bad input, where a small one exited 8: every JSON error was taken as the input's,
+    /// the writer's too. A JSON document that could not be written is a failure (8); one that
+    /// could not be read is still a bad input (3).
+    #[test]
+    fn a_json_answer_that_cannot_be_written_is_a_failure_not_a_bad_input() {
+        let big = vec!["x".repeat(100); 1000];
+        let written = serde_json::to_writer(Full, &big).unwrap_err();
+        assert_eq!(code_of(&anyhow::Error::from(written)), Code::Failure);
+        let read = serde_json::from_str::<Vec<String>>("[1,").unwrap_err();
+        assert_eq!(code_of(&anyhow::Error::from(read)), Code::BadInput);
+    }
 }
