@@ -347,6 +347,22 @@ impl SessionChecks {
     }
 }
 
+/// The passage a conversation's turn event asserts: its key, the speaker and what was said
+/// (the event's payload holds only the turn's id and session).
+pub(crate) fn turn_passage(ev: &crate::model::Event) -> Option<(&str, &str, &str)> {
+    if ev.kind != TURN {
+        return None;
+    }
+    ev.assertions.iter().find_map(|a| match a {
+        Assertion::UpsertNode(up) if up.label.as_deref() == Some(labels::PASSAGE) => up
+            .props
+            .get("text")
+            .and_then(Value::as_str)
+            .map(|said| (up.key.as_str(), up.name.as_deref().unwrap_or(""), said)),
+        _ => None,
+    })
+}
+
 /// The salience of a turn: lower when it ends by asking (see [`ASKING_TURN_SALIENCE`]).
 fn turn_salience(text: &str) -> f32 {
     if text.trim_end().ends_with('?') {

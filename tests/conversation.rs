@@ -423,3 +423,38 @@ fn a_turn_among_the_latest_is_not_shown_again_as_a_passage_snippet() {
         "{snippets:?}"
     );
 }
+
+/// helper-105 (session 47): a summary of a conversation noted each turn by its payload, which
+/// is only the turn's id: "Also 26 turn. Noted: D17:1; D17:2; ...", no speaker and nothing
+/// said, and the cover of a conversation store was lists of ids. A turn is noted by its
+/// speaker and the first words said, and its speaker is among the people met.
+#[test]
+fn a_conversations_summary_says_who_said_what() {
+    use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    ingest::read_str("s.jsonl", SESSIONS, Format::Conversation)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    let policy = consolidate::ConsolidationPolicy::for_store(&store, None).unwrap();
+    let options = ConsolidateOptions::default()
+        .with_policy(policy)
+        .with_until(1 << 40);
+    consolidate::consolidate(&store, &RuleSummarizer, &options).unwrap();
+    let texts: Vec<String> = consolidate::live_summaries(&store)
+        .unwrap()
+        .summaries
+        .iter()
+        .map(|s| s.text.clone())
+        .collect();
+    let all = texts.join("\n");
+    assert!(!texts.is_empty());
+    assert!(!all.contains("D1:1"), "{all}");
+    assert!(
+        all.contains("Caroline: Hey Mel! I went to the LGBTQ support…"),
+        "{all}"
+    );
+    assert!(all.contains("Melanie"), "{all}");
+    assert!(all.contains("Met "), "{all}");
+}

@@ -313,6 +313,12 @@ impl Digest {
                     }
                 }
                 kinds::DISCOVERY | kinds::BUILD => {}
+                crate::conversation::TURN => {
+                    if let Some((_, speaker, _)) = crate::conversation::turn_passage(ev) {
+                        push_capped(&mut d.people, speaker.to_string());
+                    }
+                    push_capped(&mut d.notes, event_note(ev, name));
+                }
                 _ => push_capped(&mut d.notes, readable_payload(ev, name)),
             }
             for a in &ev.assertions {
@@ -348,9 +354,32 @@ impl Digest {
         let mut by_salience: Vec<&Event> = events.iter().collect();
         by_salience.sort_by(|a, b| b.salience.total_cmp(&a.salience).then(a.seq.cmp(&b.seq)));
         for ev in by_salience.into_iter().take(NOTABLE_PER_CHUNK) {
-            push_capped(&mut d.notable, readable_payload(ev, name));
+            push_capped(&mut d.notable, event_note(ev, name));
         }
         d
+    }
+}
+
+/// Words a conversation's turn is noted by in a summary, at most.
+const TURN_NOTE_WORDS: usize = 8;
+
+/// What a summary notes of an event: a conversation's turn by its speaker and the first words
+/// said (its payload is only the turn's id, and summaries of a conversation had read "Noted:
+/// D17:1; D17:2; ..."), any other event by [`readable_payload`].
+fn event_note(ev: &Event, name: &dyn Fn(&str) -> String) -> String {
+    match crate::conversation::turn_passage(ev) {
+        Some((_, speaker, said)) => {
+            let words: Vec<&str> = said.split_whitespace().collect();
+            let mut note = format!(
+                "{speaker}: {}",
+                words[..words.len().min(TURN_NOTE_WORDS)].join(" ")
+            );
+            if words.len() > TURN_NOTE_WORDS {
+                note.push('…');
+            }
+            note
+        }
+        None => readable_payload(ev, name),
     }
 }
 
