@@ -1109,8 +1109,9 @@ fn the_room_a_repeated_snippet_frees_goes_to_the_latest_events() {
         c.left_out
     );
 
-    // A newest event shown cut keeps its whole snippet.
-    let mut o = ContextOptions::with_budget(500);
+    // A newest event shown cut keeps its whole snippet. (500 tokens until the approximate
+    // counter counted numbers as cl100k_base does: the snippet no longer fitted its share.)
+    let mut o = ContextOptions::with_budget(560);
     o.shares.snippets = 0.6;
     o.question = Some("zebra quagga report".into());
     o.record_usage = false;
@@ -1126,4 +1127,113 @@ fn the_room_a_repeated_snippet_frees_goes_to_the_latest_events() {
         "{:?}",
         c.sections
     );
+}
+
+/// helper-105 (session 47): empty lines of instructions counted no token, so the budget did
+/// not bound them, and every line became a line of the context: a 4 MB body of two million
+/// newlines took a server to 1.7 GB and gave a 68 MB answer. Instructions are bounded in
+/// lines and bytes, refused by name before they are split, and a line's end counts a token
+/// under `approx` as it does under cl100k_base.
+#[test]
+fn instructions_are_bounded_in_lines_and_bytes_before_they_are_split() {
+    use loci::retrieval::Tokenizer;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 1, 42);
+    for tokenizer in [Tokenizer::Approx, Tokenizer::Cl100kBase] {
+        for text in ["\n".repeat(2_000_000), "x".repeat(2 << 20)] {
+            let mut o = opts(200_000);
+            o.tokenizer = tokenizer;
+            o.instructions = Some(text);
+            let e = context::build_context(&store, &o).unwrap_err();
+            assert!(
+                matches!(e, loci::Error::InvalidArgument { ref name, .. } if name == "instructions"),
+                "{tokenizer:?}: {e}"
+            );
+            assert!(e.to_string().contains("at most"), "{e}");
+        }
+    }
+    // Blank lines take room under approx, as the real tokenizer counts them.
+    let mut o = opts(50);
+    o.tokenizer = Tokenizer::Approx;
+    o.instructions = Some("\n".repeat(200));
+    assert!(context::build_context(&store, &o).is_err());
+    // Instructions of a usual size are taken.
+    let mut o = opts(2000);
+    o.instructions = Some("Be brief.\n\nAnswer in French.\n".repeat(20));
+    assert!(context::build_context(&store, &o).is_ok());
+}
+
+/// helper-105 (session 47): a week over the cover's share went with all its days, which the
+/// context did not list as left out ("0 lines left out"), and the cover that was left held one
+/// episode. A dropped root's latest parts take the room it leaves, and the root is listed.
+#[test]
+fn a_cover_too_small_for_a_week_shows_its_last_days_and_lists_the_week() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = lived(tmp.path(), 9, 42);
+    let mut seen_partial = false;
+    for budget in (200..4000).step_by(50) {
+        let mut o = ContextOptions::with_budget(budget);
+        o.question = None;
+        let c = context::build_context(&store, &o).unwrap();
+        let cover = section(&c, "cover");
+        let dropped: Vec<&String> = c
+            .left_out
+            .iter()
+            .filter(|l| l.section == "cover")
+            .flat_map(|l| &l.ids)
+            .collect();
+        for id in &dropped {
+            assert!(
+                !cover.lines.iter().any(|l| l.ids.contains(id)),
+                "{budget}: {id} is shown and left out"
+            );
+        }
+        if !dropped.is_empty() && !cover.lines.is_empty() {
+            seen_partial = true;
+        }
+        assert!(c.tokens <= budget);
+    }
+    assert!(
+        seen_partial,
+        "no budget left a root out and showed part of the past"
+    );
+}
+
+/// helper-105 (session 47): the subgoal stack was one line cut to working memory's share of
+/// the budget, and filling the room the other sections left reused that line: with forty
+/// subgoals, a 400-token budget showed the top three with 336 tokens unused, and 150 showed
+/// none with 121 unused. The line is made again for the room there is.
+#[test]
+fn a_subgoal_stack_takes_the_room_the_other_sections_leave() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path(), BackendKind::Redb).unwrap();
+    let pushes = (0..40)
+        .map(|i| {
+            WmOp::PushSubgoal {
+                text: format!("step {i}"),
+            }
+            .draft(10, "bot")
+        })
+        .collect();
+    store.ingest(pushes).unwrap();
+    for budget in [150, 400, 1000] {
+        let mut o = ContextOptions::with_budget(budget);
+        o.mode = context::ContextMode::All;
+        let c = context::build_context(&store, &o).unwrap();
+        let line = section(&c, "working")
+            .lines
+            .iter()
+            .find(|l| l.ids == ["wm:subgoals"])
+            .map(|l| l.text.clone());
+        let whole = line
+            .as_deref()
+            .is_some_and(|l| !l.starts_with("Subgoals: …"));
+        // Where the stack is cut, another subgoal would not fit in what is unused.
+        let unused = budget - c.tokens;
+        assert!(
+            whole || unused < 12,
+            "{budget}: {line:?} shown, {unused} tokens unused"
+        );
+        assert!(c.tokens <= budget);
+    }
 }

@@ -3,8 +3,10 @@
 //!
 //! Start from the roots (live summaries that no live summary of a higher level contains: the
 //! weeks, and the days and episodes of periods not yet rolled up); while they are over the cap,
-//! drop the oldest; then, while there is room, split the widest chunk into its children (the
-//! live summaries one level down within its range) if they fit in its place. Containment is by
+//! drop the oldest; give the room the drops left to the newest dropped root's latest parts (its
+//! children, newest first, while they fit, then the next one's own children); then, while there
+//! is room, split the widest chunk into its children (the live summaries one level down within
+//! its range) if they fit in its place. Containment is by
 //! time range, not by the children lists, so a day summarised again (a late event) is still
 //! under its week. Deterministic: ties go to the older chunk, then the lower sequence number.
 
@@ -14,6 +16,16 @@ use crate::dynamics::consolidate::{Level, Summary};
 
 /// The cover of `live` (the latest summary of each range) within `cap` tokens, oldest first.
 pub fn cover(live: &[Summary], cap: usize, tokens: &dyn Fn(&Summary) -> usize) -> Vec<Summary> {
+    cover_and_dropped(live, cap, tokens).0
+}
+
+/// [`cover`], and the roots it dropped for want of room, oldest first (the newest of them may
+/// have its latest parts in the cover).
+pub fn cover_and_dropped(
+    live: &[Summary],
+    cap: usize,
+    tokens: &dyn Fn(&Summary) -> usize,
+) -> (Vec<Summary>, Vec<Summary>) {
     let cost: Vec<usize> = live.iter().map(tokens).collect();
     let contains = |outer: &Summary, inner: &Summary| {
         outer.level > inner.level && outer.start <= inner.start && inner.end <= outer.end
@@ -24,15 +36,14 @@ pub fn cover(live: &[Summary], cap: usize, tokens: &dyn Fn(&Summary) -> usize) -
         .filter(|&i| !above.contain(&live[i]))
         .collect();
     let mut total: usize = chosen.iter().map(|&i| cost[i]).sum();
+    let mut dropped = Vec::new();
     while total > cap {
         let Some(&oldest) = chosen.iter().min_by_key(|&&i| (live[i].start, live[i].seq)) else {
             break;
         };
         chosen.remove(&oldest);
         total -= cost[oldest];
-    }
-    if chosen.is_empty() {
-        return Vec::new();
+        dropped.push(oldest);
     }
     let children = |i: usize| -> Vec<usize> {
         let below = match live[i].level {
@@ -44,6 +55,28 @@ pub fn cover(live: &[Summary], cap: usize, tokens: &dyn Fn(&Summary) -> usize) -
             .filter(|&j| live[j].level == below && contains(&live[i], &live[j]))
             .collect()
     };
+    // A root over the cap had gone with all its parts (a week of 486 tokens under a share of
+    // 443 left one episode of the past, though its last days fitted): the newest dropped one
+    // gives its latest parts, newest first and without holes, as long as they fit.
+    let mut from = dropped.last().copied();
+    while let Some(parent) = from.take() {
+        let mut kids = children(parent);
+        kids.sort_by_key(|&j| std::cmp::Reverse((live[j].start, live[j].seq)));
+        for j in kids {
+            if total + cost[j] <= cap {
+                chosen.insert(j);
+                total += cost[j];
+            } else {
+                // The first that does not fit: its own latest parts may.
+                from = Some(j);
+                break;
+            }
+        }
+    }
+    let dropped: Vec<Summary> = dropped.into_iter().map(|i| live[i].clone()).collect();
+    if chosen.is_empty() {
+        return (Vec::new(), dropped);
+    }
     let mut unsplittable: BTreeSet<usize> = BTreeSet::new();
     // The widest chunk not yet found unsplittable, each time.
     while let Some(&widest) = chosen
@@ -68,7 +101,7 @@ pub fn cover(live: &[Summary], cap: usize, tokens: &dyn Fn(&Summary) -> usize) -
     }
     let mut out: Vec<Summary> = chosen.into_iter().map(|i| live[i].clone()).collect();
     out.sort_by_key(|s| (s.start, std::cmp::Reverse(s.level), s.seq));
-    out
+    (out, dropped)
 }
 
 /// The ranges of the day and week summaries, for finding whether a summary of a lower level
@@ -235,6 +268,53 @@ mod tests {
             "{contained} of {}",
             v.len()
         );
+    }
+
+    /// helper-105 (session 47): a root over the cap went with all its parts, so a week of
+    /// 486 tokens under a cover share of 443 left one 35-token episode of the past, though the
+    /// week's last days fitted, and the agent saw less of its past after consolidating more.
+    /// The newest dropped root gives the room to its latest parts, without holes.
+    #[test]
+    fn a_root_over_the_cap_gives_its_room_to_its_latest_parts() {
+        let mut v: Vec<Summary> = (0..7)
+            .map(|d| s(d as u64 + 1, Level::Day, d * 100, d * 100 + 99))
+            .collect();
+        v.push(s(20, Level::Week, 0, 699));
+        let cost = |x: &Summary| if x.level == Level::Week { 50 } else { 10 };
+        let (c, dropped) = cover_and_dropped(&v, 45, &cost);
+        assert_eq!(
+            levels(&c),
+            [
+                (Level::Day, 300),
+                (Level::Day, 400),
+                (Level::Day, 500),
+                (Level::Day, 600)
+            ]
+        );
+        assert_eq!(levels(&dropped), [(Level::Week, 0)]);
+        let (c, dropped) = cover_and_dropped(&v, 9, &cost);
+        assert!(c.is_empty());
+        assert_eq!(levels(&dropped), [(Level::Week, 0)]);
+        // A newer week that fits stays whole; the older one's last days take what is left.
+        v.push(s(21, Level::Week, 700, 1399));
+        let cost = |x: &Summary| match (x.level, x.start) {
+            (Level::Week, 0) => 50,
+            (Level::Week, _) => 30,
+            _ => 10,
+        };
+        let (c, dropped) = cover_and_dropped(&v, 55, &cost);
+        assert_eq!(
+            levels(&c),
+            [(Level::Day, 500), (Level::Day, 600), (Level::Week, 700)]
+        );
+        assert_eq!(levels(&dropped), [(Level::Week, 0)]);
+        // A day that does not fit gives its own latest episodes.
+        let mut h = hierarchy();
+        h.retain(|x| x.level != Level::Week || x.start == 200);
+        let cost = |x: &Summary| if x.level == Level::Episode { 5 } else { 10 };
+        // Roots: days 0 and 100 (no week over them), week 200 at 10.
+        let (c, _) = cover_and_dropped(&h, 16, &cost);
+        assert_eq!(levels(&c), [(Level::Episode, 150), (Level::Week, 200)]);
     }
 
     #[test]

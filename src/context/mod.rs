@@ -314,6 +314,7 @@ impl<'s> ContextBuilder<'s> {
             });
         }
         if let Some(text) = &opts.instructions {
+            refuse_oversized_instructions(text)?;
             refuse_a_boundary_line(text)?;
         }
         let live = consolidate::live_summaries(self.store)?;
@@ -325,6 +326,39 @@ impl<'s> ContextBuilder<'s> {
             opts,
         )
     }
+}
+
+/// Lines of instructions at most: each is a line of the context, and blank ones may cost
+/// next to nothing under a real tokenizer, so the budget alone does not bound them (two
+/// million had taken a server to 1.7 GB).
+pub const MAX_INSTRUCTION_LINES: usize = 10_000;
+
+/// Bytes of instructions at most: more than the server's largest budget (200,000 tokens,
+/// about 800 kB of English) holds.
+pub const MAX_INSTRUCTION_BYTES: usize = 1 << 20;
+
+/// Refuses instructions over [`MAX_INSTRUCTION_BYTES`] or [`MAX_INSTRUCTION_LINES`], before
+/// they are split into lines.
+fn refuse_oversized_instructions(instructions: &str) -> Result<()> {
+    let refuse = |message: String| {
+        Err(Error::InvalidArgument {
+            name: "instructions".into(),
+            message,
+        })
+    };
+    if instructions.len() > MAX_INSTRUCTION_BYTES {
+        return refuse(format!(
+            "{} bytes; at most {MAX_INSTRUCTION_BYTES} are taken",
+            instructions.len()
+        ));
+    }
+    let lines = instructions.lines().count();
+    if lines > MAX_INSTRUCTION_LINES {
+        return refuse(format!(
+            "{lines} lines; at most {MAX_INSTRUCTION_LINES} are taken"
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses instructions holding a line that is the boundary line, spaces aside: the boundary
@@ -446,12 +480,19 @@ fn assemble(
             .or_insert_with(|| count_line(&cover_text(s)))
     };
     let (cover_summaries, cover_held_over) = if wants("cover") {
-        choose_cover(
+        let (summaries, held_over, dropped) = choose_cover(
             live,
             previous.as_ref(),
             share(opts.shares.cover),
             &cover_cost,
-        )
+        );
+        // What did not fit is listed, the cover's roots too (none had been).
+        left_out.extend(dropped.iter().map(|s| LeftOut {
+            section: "cover".into(),
+            ids: vec![format!("event:{}", s.seq)],
+            tokens: cover_cost(s),
+        }));
+        (summaries, held_over)
     } else {
         (Vec::new(), false)
     };
@@ -548,11 +589,32 @@ fn assemble(
             &mut left_out,
         )?;
     }
-    for (name, all) in [("working", all_working), ("observations", all_observations)] {
+    // Working memory's lines are made again for the larger room: its subgoal stack is one
+    // line cut to the room it was made for, and forty subgoals had shown their top three
+    // with most of the budget unused.
+    let working_for = |cap: usize| {
+        if wants("working") {
+            working_lines(store, &count_line, cap)
+        } else {
+            Vec::new()
+        }
+    };
+    let subgoals_cut = all_working
+        .iter()
+        .any(|l| l.ids == ["wm:subgoals"] && l.text.starts_with("Subgoals: … >"));
+    let observations_for = |_: usize| all_observations.clone();
+    for (name, all, cut) in [
+        (
+            "working",
+            &working_for as &dyn Fn(usize) -> Vec<Line>,
+            subgoals_cut,
+        ),
+        ("observations", &observations_for, false),
+    ] {
         let room = opts
             .budget
             .saturating_sub(lines_tokens(&sections) + count_line(BOUNDARY));
-        widen(name, all, room, &mut sections, &mut left_out);
+        widen(name, all, cut, room, (&mut sections, &mut left_out));
     }
 
     // A snippet retrieval cut is not left out where the latest events show it whole.
@@ -608,25 +670,26 @@ fn fill(section: &str, lines: Vec<Line>, cap: usize, left_out: &mut Vec<LeftOut>
     kept
 }
 
-/// Fills section `name` again from `all` its lines, with the `room` the other sections left
-/// added to what it holds, when its share alone left lines out: below the boundary, as the
-/// snippets' ([`widen_snippets`]), so the prefix does not move.
+/// Fills section `name` again from `all` its lines (made for the larger cap), with the `room`
+/// the other sections left added to what it holds, when its share alone left lines out or
+/// `cut` one: below the boundary, as the snippets' ([`widen_snippets`]), so the prefix does
+/// not move.
 fn widen(
     name: &str,
-    all: Vec<Line>,
+    all: &dyn Fn(usize) -> Vec<Line>,
+    cut: bool,
     room: usize,
-    sections: &mut [Section],
-    left_out: &mut Vec<LeftOut>,
+    (sections, left_out): (&mut [Section], &mut Vec<LeftOut>),
 ) {
-    if room == 0 || !left_out.iter().any(|l| l.section == name) {
+    if room == 0 || !(cut || left_out.iter().any(|l| l.section == name)) {
         return;
     }
     let Some(section) = sections.iter_mut().find(|s| s.name == name) else {
         return;
     };
-    let shown: usize = section.lines.iter().map(|l| l.tokens).sum();
+    let cap = section.lines.iter().map(|l| l.tokens).sum::<usize>() + room;
     let mut still_out = Vec::new();
-    section.lines = fill(name, all, shown + room, &mut still_out);
+    section.lines = fill(name, all(cap), cap, &mut still_out);
     relist(name, still_out, left_out);
 }
 
@@ -662,14 +725,16 @@ fn pinned_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
 /// The cover for this turn: the previous turn's when a summary made since that turn changed
 /// it and it was not already held over (and all its summaries still live), else the one the
 /// summaries give now. A cover that differs for another reason (the previous turn's mode had
-/// none, its budget another size) is not held over: that would break the prefix twice.
+/// none, its budget another size) is not held over: that would break the prefix twice. Also
+/// the roots the cover given now dropped for want of room (none for a cover held over, which
+/// is the previous turn's).
 fn choose_cover(
     live: &[Summary],
     previous: Option<&Snapshot>,
     cap: usize,
     cost: &dyn Fn(&Summary) -> usize,
-) -> (Vec<Summary>, bool) {
-    let now = cover(live, cap, cost);
+) -> (Vec<Summary>, bool, Vec<Summary>) {
+    let (now, dropped) = cover::cover_and_dropped(live, cap, cost);
     let now_ids: Vec<u64> = now.iter().map(|s| s.seq).collect();
     if let Some(prev) = previous {
         let summary_made_since = now.iter().any(|s| s.seq > prev.seq);
@@ -688,12 +753,12 @@ fn choose_cover(
             if let Some(kept) = kept {
                 let tokens: usize = kept.iter().map(cost).sum();
                 if tokens <= cap {
-                    return (kept, true);
+                    return (kept, true, Vec::new());
                 }
             }
         }
     }
-    (now, false)
+    (now, false, dropped)
 }
 
 fn cover_text(s: &Summary) -> String {
@@ -1007,20 +1072,7 @@ fn moment_text(ev: &crate::model::Event) -> String {
 
 /// The passage a conversation's turn asserts: its key and what was said.
 fn turn_passage(ev: &crate::model::Event) -> Option<(&str, &str)> {
-    if ev.kind != crate::conversation::TURN {
-        return None;
-    }
-    ev.assertions.iter().find_map(|a| match a {
-        crate::model::Assertion::UpsertNode(up)
-            if up.label.as_deref() == Some(crate::model::labels::PASSAGE) =>
-        {
-            up.props
-                .get("text")
-                .and_then(Value::as_str)
-                .map(|said| (up.key.as_str(), said))
-        }
-        _ => None,
-    })
+    crate::conversation::turn_passage(ev).map(|(key, _, said)| (key, said))
 }
 
 impl MomentCache {
