@@ -405,6 +405,13 @@ async fn routes_answer_what_the_library_does() {
             r#"{"op": "capacity", "n": 18446744073709551616}"#,
             "body: n: an integer too large to read exactly",
         ),
+        // An op that is none, or no string, is the op's fault, not the field tried beside it
+        // (it had been "body: text: unknown variant `Observe`"; helper-105, session 47).
+        (
+            r#"{"op": "Observe", "text": "x"}"#,
+            "body: op: unknown variant",
+        ),
+        (r#"{"op": 5, "text": "x"}"#, "body: op: "),
     ] {
         let (s, v, _) = call(&st, "POST", "/v1/wm", Some(body), None).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");

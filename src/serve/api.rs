@@ -1193,6 +1193,14 @@ async fn pin(State(st): State<Arc<AppState>>, Body(r): Body<PinRequest>) -> Answ
 fn field_at_fault(body: &[u8]) -> Option<ApiError> {
     let given: serde_json::Map<String, Json_> = serde_json::from_slice(body).ok()?;
     let op = given.get("op")?.clone();
+    // The op first: one that is none (or no string) fails every field read with it, and had
+    // been blamed on the first field tried.
+    if let Err(e) = serde_json::from_value::<WmOp>(serde_json::json!({ "op": op })) {
+        let said = e.to_string();
+        if !said.starts_with("missing field") {
+            return Some(ApiError::bad_input(format!("body: op: {said}")));
+        }
+    }
     given.iter().filter(|(k, _)| *k != "op").find_map(|(k, v)| {
         let alone = serde_json::json!({ "op": op, k.as_str(): v });
         let e = serde_json::from_value::<WmOp>(alone).err()?;
