@@ -1873,8 +1873,9 @@ fn keep_projected(
         if seen.contains(&key) {
             return Ok(());
         }
-        // The key is kept too, about as large as the row.
-        bytes = bytes.saturating_add(key.len());
+        // The key is held beside the answer, about as large as the row: intermediate bytes,
+        // so a DISTINCT answer has the result bytes any answer has.
+        guard.hold(key.len())?;
         seen.insert(key);
     }
     guard.spend_bytes(bytes)?;
@@ -1897,6 +1898,25 @@ fn approx_bytes(v: &Val) -> usize {
         // Nodes, edges and events come out as small objects.
         Val::Node(_) | Val::Edge(_) | Val::Event(_) => 64,
         _ => 8,
+    }
+}
+
+/// About how many bytes a value takes held in memory (a sort or grouping key): the value
+/// itself and what it owns. [`approx_bytes`] estimates a returned value, whose node is an
+/// object of 64 bytes, where a held node is an id.
+fn held_bytes(v: &Val) -> usize {
+    let own = std::mem::size_of::<Val>();
+    match v {
+        Val::Str(s) => own + s.len(),
+        Val::List(items) => own + items.iter().map(held_bytes).sum::<usize>(),
+        Val::Map(m) => {
+            own + m
+                .iter()
+                .map(|(k, x)| k.len() + held_bytes(x))
+                .sum::<usize>()
+        }
+        Val::Path(ns, es) => own + 8 * (ns.len() + es.len()),
+        _ => own,
     }
 }
 
@@ -2006,7 +2026,7 @@ pub fn execute(
                 .iter()
                 .map(|(e, _)| ctx.eval(e, &row))
                 .collect::<Result<Vec<_>, _>>()?;
-            guard.hold(keys.iter().map(approx_bytes).sum())?;
+            guard.hold(keys.iter().map(held_bytes).sum())?;
             keyed.push((keys, row));
         }
         let desc: Vec<bool> = plan.order.iter().map(|(_, d)| *d).collect();
@@ -2058,7 +2078,7 @@ fn aggregate(
             Some(g) => *g,
             None => {
                 // A group holds its key twice: as values, and as the text it is found by.
-                guard.hold(id.len().saturating_add(key.iter().map(approx_bytes).sum()))?;
+                guard.hold(id.len().saturating_add(key.iter().map(held_bytes).sum()))?;
                 let accs = plan
                     .returns
                     .iter()

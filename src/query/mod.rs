@@ -278,7 +278,8 @@ pub struct Limits {
     pub max_rows: usize,
     /// Bytes of one operator's intermediate rows at most (each row holds a value for every
     /// variable of the query, so a pattern of many hops makes wide rows): `max_rows` rows of
-    /// 97 values, a 48-hop pattern's, took 5.8 GB.
+    /// 97 values, a 48-hop pattern's, took 5.8 GB. Also the bound, over the whole query, of
+    /// what is held beside the rows: ORDER BY's keys, the grouping keys and DISTINCT's.
     pub max_intermediate_bytes: usize,
     /// Wall-clock time at most.
     pub timeout: Duration,

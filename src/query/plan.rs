@@ -91,7 +91,7 @@ pub enum Op {
 /// A planned query.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Plan {
-    /// Variable name of each slot (hidden slots start with a space).
+    /// Variable name of each slot (an unnamed one's is "`anonN`", which no query can write).
     pub slots: Vec<String>,
     pub ops: Vec<Op>,
     pub distinct: bool,
