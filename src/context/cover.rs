@@ -19,13 +19,13 @@ pub fn cover(live: &[Summary], cap: usize, tokens: &dyn Fn(&Summary) -> usize) -
     cover_and_dropped(live, cap, tokens).0
 }
 
-/// [`cover`], and the roots it dropped for want of room, oldest first (the newest of them may
-/// have its latest parts in the cover).
-pub fn cover_and_dropped(
-    live: &[Summary],
+/// [`cover`], and the roots it dropped for want of room that its parts do not stand for whole,
+/// oldest first (the newest of them may have its latest parts in the cover).
+pub fn cover_and_dropped<'a>(
+    live: &'a [Summary],
     cap: usize,
     tokens: &dyn Fn(&Summary) -> usize,
-) -> (Vec<Summary>, Vec<Summary>) {
+) -> (Vec<Summary>, Vec<&'a Summary>) {
     let cost: Vec<usize> = live.iter().map(tokens).collect();
     let contains = |outer: &Summary, inner: &Summary| {
         outer.level > inner.level && outer.start <= inner.start && inner.end <= outer.end
@@ -56,24 +56,46 @@ pub fn cover_and_dropped(
             .collect()
     };
     // A root over the cap had gone with all its parts (a week of 486 tokens under a share of
-    // 443 left one episode of the past, though its last days fitted): the newest dropped one
-    // gives its latest parts, newest first and without holes, as long as they fit.
-    let mut from = dropped.last().copied();
-    while let Some(parent) = from.take() {
-        let mut kids = children(parent);
-        kids.sort_by_key(|&j| std::cmp::Reverse((live[j].start, live[j].seq)));
-        for j in kids {
-            if total + cost[j] <= cap {
+    // 443 left one episode of the past, though its last days fitted): the dropped ones give
+    // their latest parts, newest first and without holes, as long as they fit; a root whose
+    // parts all fit is stood for by them, and the next older one gives its parts too.
+    let mut whole: BTreeSet<usize> = BTreeSet::new();
+    for &root in dropped.iter().rev() {
+        // A root none of whose parts fit, or whose parts fit only in part, ends the walk:
+        // anything older would leave a hole.
+        let mut from = root;
+        let all_fit = loop {
+            let mut kids = children(from);
+            if kids.is_empty() {
+                break false;
+            }
+            kids.sort_by_key(|&j| std::cmp::Reverse((live[j].start, live[j].seq)));
+            let mut missed = None;
+            for j in kids {
+                if total + cost[j] > cap {
+                    missed = Some(j);
+                    break;
+                }
                 chosen.insert(j);
                 total += cost[j];
-            } else {
-                // The first that does not fit: its own latest parts may.
-                from = Some(j);
-                break;
             }
+            match missed {
+                // Every part of `from` fit: the root is stood for whole if `from` is it.
+                None => break from == root,
+                // The first that does not fit: its own latest parts may.
+                Some(j) => from = j,
+            }
+        };
+        if !all_fit {
+            break;
         }
+        whole.insert(root);
     }
-    let dropped: Vec<Summary> = dropped.into_iter().map(|i| live[i].clone()).collect();
+    let dropped: Vec<&Summary> = dropped
+        .into_iter()
+        .filter(|i| !whole.contains(i))
+        .map(|i| &live[i])
+        .collect();
     if chosen.is_empty() {
         return (Vec::new(), dropped);
     }
@@ -194,8 +216,10 @@ mod tests {
         v
     }
 
-    fn levels(c: &[Summary]) -> Vec<(Level, i64)> {
-        c.iter().map(|s| (s.level, s.start)).collect()
+    fn levels<S: std::borrow::Borrow<Summary>>(c: &[S]) -> Vec<(Level, i64)> {
+        c.iter()
+            .map(|s| (s.borrow().level, s.borrow().start))
+            .collect()
     }
 
     #[test]
@@ -307,6 +331,26 @@ mod tests {
             levels(&c),
             [(Level::Day, 500), (Level::Day, 600), (Level::Week, 700)]
         );
+        assert_eq!(levels(&dropped), [(Level::Week, 0)]);
+        // The newest dropped week's days all fit: it is stood for whole, not listed, and the
+        // older week gives its latest day too.
+        let mut two: Vec<Summary> = (0..14)
+            .map(|d| s(d as u64 + 1, Level::Day, d * 100, d * 100 + 99))
+            .collect();
+        two.push(s(20, Level::Week, 0, 699));
+        two.push(s(21, Level::Week, 700, 1399));
+        let cost = |x: &Summary| match (x.level, x.start) {
+            (Level::Week, 0) => 50,
+            (Level::Week, _) => 60,
+            (_, start) if start >= 700 => 5,
+            _ => 10,
+        };
+        let (c, dropped) = cover_and_dropped(&two, 50, &cost);
+        assert_eq!(c.len(), 8, "{:?}", levels(&c));
+        assert_eq!(c[0].start, 600);
+        assert!(c[1..]
+            .iter()
+            .all(|x| x.level == Level::Day && x.start >= 700));
         assert_eq!(levels(&dropped), [(Level::Week, 0)]);
         // A day that does not fit gives its own latest episodes.
         let mut h = hierarchy();

@@ -531,10 +531,12 @@ fn assemble(
         name: "snippets".into(),
         lines: snippets,
     });
-    let all_working = if wants("working") {
-        working_lines(store, &count_line, share(opts.shares.working))
+    // Read once: the widening below makes its lines again from the same memory.
+    let wm = store.working_memory();
+    let (all_working, subgoals_cut) = if wants("working") {
+        working_lines(&wm, &count_line, share(opts.shares.working))
     } else {
-        Vec::new()
+        (Vec::new(), false)
     };
     sections.push(Section {
         name: "working".into(),
@@ -594,14 +596,11 @@ fn assemble(
     // with most of the budget unused.
     let working_for = |cap: usize| {
         if wants("working") {
-            working_lines(store, &count_line, cap)
+            working_lines(&wm, &count_line, cap).0
         } else {
             Vec::new()
         }
     };
-    let subgoals_cut = all_working
-        .iter()
-        .any(|l| l.ids == ["wm:subgoals"] && l.text.starts_with("Subgoals: … >"));
     let observations_for = |_: usize| all_observations.clone();
     for (name, all, cut) in [
         (
@@ -728,12 +727,12 @@ fn pinned_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
 /// none, its budget another size) is not held over: that would break the prefix twice. Also
 /// the roots the cover given now dropped for want of room (none for a cover held over, which
 /// is the previous turn's).
-fn choose_cover(
-    live: &[Summary],
+fn choose_cover<'a>(
+    live: &'a [Summary],
     previous: Option<&Snapshot>,
     cap: usize,
     cost: &dyn Fn(&Summary) -> usize,
-) -> (Vec<Summary>, bool, Vec<Summary>) {
+) -> (Vec<Summary>, bool, Vec<&'a Summary>) {
     let (now, dropped) = cover::cover_and_dropped(live, cap, cost);
     let now_ids: Vec<u64> = now.iter().map(|s| s.seq).collect();
     if let Some(prev) = previous {
@@ -937,24 +936,46 @@ fn snippet_lines(
         .collect())
 }
 
-/// Intent, subgoals, threats, promises, then observations newest first.
-fn working_lines(store: &Store, count: &dyn Fn(&str) -> usize, room: usize) -> Vec<Line> {
-    let wm = store.working_memory();
-    let mut out = Vec::new();
+/// Intent, subgoals, threats, promises, then observations newest first; and whether the
+/// subgoal stack was shown by its top, cut to its room (the room the intent, threats and
+/// promises leave: sized to all of it, a stack made for a widened room had pushed the threats
+/// back out).
+fn working_lines(
+    wm: &crate::dynamics::working::WorkingMemory,
+    count: &dyn Fn(&str) -> usize,
+    room: usize,
+) -> (Vec<Line>, bool) {
     let wm_id = |what: &str| vec![format!("wm:{what}")];
-    if let Some(i) = &wm.intent {
-        out.push(line(format!("Intent: {i}"), wm_id("intent"), count));
-    }
-    if !wm.subgoals.is_empty() {
-        let left = room.saturating_sub(out.iter().map(|l| l.tokens).sum());
-        out.push(subgoals_line(&wm.subgoals, left, count));
-    }
-    for t in &wm.threats {
-        out.push(line(format!("Threat: {t}"), wm_id("threats"), count));
-    }
-    for p in &wm.promises {
-        out.push(line(format!("Promise: {p}"), wm_id("promises"), count));
-    }
+    let intent: Vec<Line> = wm
+        .intent
+        .iter()
+        .map(|i| line(format!("Intent: {i}"), wm_id("intent"), count))
+        .collect();
+    let threats: Vec<Line> = wm
+        .threats
+        .iter()
+        .map(|t| line(format!("Threat: {t}"), wm_id("threats"), count))
+        .collect();
+    let promises: Vec<Line> = wm
+        .promises
+        .iter()
+        .map(|p| line(format!("Promise: {p}"), wm_id("promises"), count))
+        .collect();
+    let others: usize = [&intent, &threats, &promises]
+        .iter()
+        .flat_map(|ls| ls.iter())
+        .map(|l| l.tokens)
+        .sum();
+    let (subgoals, cut) = if wm.subgoals.is_empty() {
+        (None, false)
+    } else {
+        let (l, cut) = subgoals_line(&wm.subgoals, room.saturating_sub(others), count);
+        (Some(l), cut)
+    };
+    let mut out = intent;
+    out.extend(subgoals);
+    out.extend(threats);
+    out.extend(promises);
     for o in wm.observations.iter().rev() {
         out.push(line(
             format!("Noticed (t={}): {}", o.ts, o.text),
@@ -962,17 +983,17 @@ fn working_lines(store: &Store, count: &dyn Fn(&str) -> usize, room: usize) -> V
             count,
         ));
     }
-    out
+    (out, cut)
 }
 
-/// The subgoal stack as one line, bottom to top. A whole stack over `room` is shown by its top
-/// that fits, after "…" (the current subgoal matters most); when not even the top one fits,
-/// the whole line (which is then left out, and listed).
-fn subgoals_line(subgoals: &[String], room: usize, count: &dyn Fn(&str) -> usize) -> Line {
+/// The subgoal stack as one line, bottom to top, and whether it is cut. A whole stack over
+/// `room` is shown by its top that fits, after "…" (the current subgoal matters most); when not
+/// even the top one fits, the whole line (which is then left out, and listed).
+fn subgoals_line(subgoals: &[String], room: usize, count: &dyn Fn(&str) -> usize) -> (Line, bool) {
     let ids = || vec!["wm:subgoals".to_string()];
     let whole = line(format!("Subgoals: {}", subgoals.join(" > ")), ids(), count);
     if whole.tokens <= room {
-        return whole;
+        return (whole, false);
     }
     let mut top = None;
     for k in 1..subgoals.len() {
@@ -986,7 +1007,10 @@ fn subgoals_line(subgoals: &[String], room: usize, count: &dyn Fn(&str) -> usize
         }
         top = Some(shown);
     }
-    top.unwrap_or(whole)
+    match top {
+        Some(top) => (top, true),
+        None => (whole, false),
+    }
 }
 
 /// The moment's lines of recent log records, kept between turns: consecutive turns show mostly
