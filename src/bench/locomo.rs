@@ -127,7 +127,12 @@ fn sessions_of(sample: &Json, id: &str, data: &Path) -> Result<Vec<Session>> {
     let refuse = |field: String, message: String| Error::Input {
         file: data.display().to_string(),
         line: 0,
-        field: format!("sample {id}: conversation.{field}"),
+        // `sample_id` is the sample's, beside its conversation.
+        field: if field == "sample_id" {
+            format!("sample {id}: sample_id")
+        } else {
+            format!("sample {id}: conversation.{field}")
+        },
         message,
     };
     let Some(conv) = sample.get("conversation") else {

@@ -369,7 +369,8 @@ const TURN_NOTE_WORDS: usize = 8;
 fn event_note(ev: &Event, name: &dyn Fn(&str) -> String) -> String {
     match crate::conversation::turn_passage(ev) {
         Some((_, speaker, said)) => {
-            let words: Vec<&str> = said.split_whitespace().collect();
+            // One word more than is noted, to know whether the note is cut.
+            let words: Vec<&str> = said.split_whitespace().take(TURN_NOTE_WORDS + 1).collect();
             let mut note = format!(
                 "{speaker}: {}",
                 words[..words.len().min(TURN_NOTE_WORDS)].join(" ")
