@@ -1121,21 +1121,27 @@ fn repair_rebuilds_a_damaged_time_index_leaf_in_one_run() {
     assert_eq!(again.entries_fixed(), 0, "{again:?}");
 }
 
+/// A closed store at `path` of [`five_sightings`], event `deleted` of them deleted and the
+/// state snapshot written.
+fn five_sightings_one_deleted(kind: BackendKind, path: &Path, deleted: u64) {
+    let store = Store::create(path, kind).unwrap();
+    store.ingest(five_sightings()).unwrap();
+    store
+        .delete(&loci::DeleteRequest::events([deleted]))
+        .unwrap();
+    store.checkpoint().unwrap();
+}
+
 /// A compaction that fails part way (here: a deleted event's record it must make a tombstone
 /// of is damaged) had left its half-written `compact.tmp` in the store directory until the next
 /// open. The failure is reported, the directory goes, and the store is as it was.
 #[test]
 fn a_failed_compaction_leaves_no_work_directory() {
-    use loci::DeleteRequest;
     // redb compacts in place when there is no text to strip; with some, both rewrite the log.
     for kind in BackendKind::ALL {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("s");
-        let store = Store::create(&path, kind).unwrap();
-        store.ingest(five_sightings()).unwrap();
-        store.delete(&DeleteRequest::events([3])).unwrap();
-        store.checkpoint().unwrap();
-        drop(store);
+        five_sightings_one_deleted(kind, &path, 3);
         flip_a_byte_of_log_record(kind, &path, 3);
         let store = Store::open(&path).unwrap();
         let before = store.last_seq();
@@ -1216,16 +1222,11 @@ fn a_creation_cut_short_before_redb_wrote_its_magic_number_is_made_again() {
 /// it copies and fails before anything of the store is changed.
 #[test]
 fn a_compaction_over_a_damaged_log_record_fails_before_it_changes_the_store() {
-    use loci::DeleteRequest;
     for kind in BackendKind::ALL {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("s");
-        let store = Store::create(&path, kind).unwrap();
-        store.ingest(five_sightings()).unwrap();
         // A deletion leaves text to strip, so both backends rewrite the log.
-        store.delete(&DeleteRequest::events([4])).unwrap();
-        store.checkpoint().unwrap();
-        drop(store);
+        five_sightings_one_deleted(kind, &path, 4);
         flip_a_byte_of_log_record(kind, &path, 2);
         let store = Store::open(&path).unwrap();
         // Every read but the log's, which meets the damaged record.

@@ -1414,6 +1414,11 @@ fn large_results_hit_a_byte_limit_not_the_allocator() {
     assert_eq!(ok.rows[0][0].as_array().unwrap().len(), 20);
 }
 
+/// Runs `q` on `store` under `limits`, with no parameters.
+fn run_limited(store: &Store, q: &str, limits: Limits) -> Result<query::QueryResult, QueryError> {
+    query::prepare(q, limits)?.run(store, &HashMap::new())
+}
+
 /// A store of one node with a 400 kB property and 40 small ones.
 fn one_fat_node_among_many(dir: &Path) -> Store {
     let big = "abc ".repeat(100_000);
@@ -1441,23 +1446,16 @@ fn sort_and_grouping_keys_count_against_the_intermediate_bytes() {
         max_intermediate_bytes: 4 << 20,
         ..Limits::default()
     };
-    let none = HashMap::new();
     for q in [
         "MATCH (a {key: 'big'}), (b) RETURN size(a.t) AS x ORDER BY a.t LIMIT 1",
         "MATCH (a {key: 'big'}), (b) RETURN a.t + b.key AS k, count(*) AS c",
     ] {
-        let e = query::prepare(q, limits)
-            .unwrap()
-            .run(&store, &none)
-            .unwrap_err();
+        let e = run_limited(&store, q, limits).unwrap_err();
         assert!(matches!(e, QueryError::LimitExceeded(_)), "{q}: {e}");
         assert!(e.to_string().contains("bytes of intermediate"), "{q}: {e}");
         // Over fewer rows the same query answers under the same limits.
         let few = q.replace("(b)", "(b {key: 'n1'})");
-        let r = query::prepare(&few, limits)
-            .unwrap()
-            .run(&store, &none)
-            .unwrap_or_else(|e| panic!("{few}: {e}"));
+        let r = run_limited(&store, &few, limits).unwrap_or_else(|e| panic!("{few}: {e}"));
         assert_eq!(r.rows.len(), 1, "{few}");
     }
 }
@@ -1474,16 +1472,10 @@ fn distinct_counts_the_bytes_of_the_rows_it_keeps() {
         ..Limits::default()
     };
     let q = "MATCH (a {key: 'big'}), (b) RETURN DISTINCT a.l AS x";
-    let r = query::prepare(q, limits)
-        .unwrap()
-        .run(&store, &HashMap::new())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let r = run_limited(&store, q, limits).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.rows.len(), 1);
     // Without DISTINCT the 41 rows are over the limit.
-    let e = query::prepare(&q.replace("DISTINCT ", ""), limits)
-        .unwrap()
-        .run(&store, &HashMap::new())
-        .unwrap_err();
+    let e = run_limited(&store, &q.replace("DISTINCT ", ""), limits).unwrap_err();
     assert!(e.to_string().contains("results larger than"), "{e}");
 }
 
