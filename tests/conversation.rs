@@ -457,4 +457,39 @@ fn a_conversations_summary_says_who_said_what() {
     );
     assert!(all.contains("Melanie"), "{all}");
     assert!(all.contains("Met "), "{all}");
+    // A long session is noted by its four longest turns, not turn by turn.
+    let turns: Vec<String> = (0..10)
+        .map(|i| {
+            format!(
+                r#"{{"speaker":"Ann","dia_id":"D3:{i}","text":"turn {i} {}"}}"#,
+                "word ".repeat(i + 1).trim_end()
+            )
+        })
+        .collect();
+    let line = format!(
+        r#"{{"conversation":"c2","session":1,"time":"9:00 am on 1 June, 2023","turns":[{}]}}"#,
+        turns.join(",")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    ingest::read_str("t.jsonl", &line, Format::Conversation)
+        .unwrap()
+        .commit(&store)
+        .unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &options).unwrap();
+    let live = consolidate::live_summaries(&store).unwrap();
+    let episode = live
+        .summaries
+        .iter()
+        .find(|s| s.level == consolidate::Level::Episode)
+        .expect("an episode summary");
+    let noted = episode.text.split("Noted: ").nth(1).unwrap_or_default();
+    let noted = noted.split(". Notable").next().unwrap_or_default();
+    assert_eq!(noted.matches("Ann: ").count(), 4, "{}", episode.text);
+    assert!(
+        noted.starts_with("Ann: turn 6 word")
+            && noted.contains("Ann: turn 9 word word word word word word…"),
+        "{}",
+        episode.text
+    );
 }

@@ -271,6 +271,8 @@ impl Digest {
             events: events.len(),
             ..Digest::default()
         };
+        // A conversation's turns, by how much each says: the longest are noted.
+        let mut turns: Vec<(usize, u64, &Event)> = Vec::new();
         for ev in events {
             *d.kinds.entry(ev.kind.clone()).or_default() += 1;
             let place = ev.place.as_deref().map(name);
@@ -314,10 +316,10 @@ impl Digest {
                 }
                 kinds::DISCOVERY | kinds::BUILD => {}
                 crate::conversation::TURN => {
-                    if let Some((_, speaker, _)) = crate::conversation::turn_passage(ev) {
+                    if let Some((_, speaker, said)) = crate::conversation::turn_passage(ev) {
                         push_capped(&mut d.people, speaker.to_string());
+                        turns.push((said.len(), ev.seq, ev));
                     }
-                    push_capped(&mut d.notes, event_note(ev, name));
                 }
                 _ => push_capped(&mut d.notes, readable_payload(ev, name)),
             }
@@ -351,6 +353,14 @@ impl Digest {
                 }
             }
         }
+        // The turns that say the most, in the order said: every turn's note had made a
+        // summary of a session a transcript of its openings, too long for the cover.
+        turns.sort_by_key(|&(len, seq, _)| (std::cmp::Reverse(len), seq));
+        turns.truncate(TURN_NOTES_PER_CHUNK);
+        turns.sort_by_key(|&(_, seq, _)| seq);
+        for (_, _, ev) in turns {
+            push_capped(&mut d.notes, event_note(ev, name));
+        }
         let mut by_salience: Vec<&Event> = events.iter().collect();
         by_salience.sort_by(|a, b| b.salience.total_cmp(&a.salience).then(a.seq.cmp(&b.seq)));
         for ev in by_salience.into_iter().take(NOTABLE_PER_CHUNK) {
@@ -362,6 +372,9 @@ impl Digest {
 
 /// Words a conversation's turn is noted by in a summary, at most.
 const TURN_NOTE_WORDS: usize = 8;
+
+/// Turns of a conversation an episode's summary notes, at most: the longest.
+const TURN_NOTES_PER_CHUNK: usize = 4;
 
 /// What a summary notes of an event: a conversation's turn by its speaker and the first words
 /// said (its payload is only the turn's id, and summaries of a conversation had read "Noted:
