@@ -1464,7 +1464,7 @@ fn fit(
         if tokens > opts.budget && cut_shorter(&mut sections, tokens - opts.budget, counter) {
             continue;
         }
-        if tokens <= opts.budget || !drop_one(&mut sections, left_out) {
+        if tokens <= opts.budget || !drop_enough(&mut sections, tokens - opts.budget, left_out) {
             return Context {
                 prefix_tokens: counter.count(&prefix),
                 prefix_digest: format!("{:016x}", crate::codec::fnv1a(prefix.as_bytes())),
@@ -1480,6 +1480,26 @@ fn fit(
             };
         }
     }
+}
+
+/// Drops lines ([`drop_one`]) until what they free, each its tokens and its line's end, covers
+/// `over`, so that the text is counted again once, not once a line: a line's end counts a token
+/// under `approx`, which its lines' counts leave out, and a context of a hundred lines had been
+/// counted again after each of the lines dropped for them. A line is taken to free its count
+/// and one token more, at least what it frees under either counter, so the drops stop early
+/// rather than late (and the loop in [`fit`] counts again). False when nothing could be
+/// dropped.
+fn drop_enough(sections: &mut [Section], over: usize, left_out: &mut Vec<LeftOut>) -> bool {
+    let mut freed = 0usize;
+    let mut dropped = false;
+    while freed < over {
+        if !drop_one(sections, left_out) {
+            break;
+        }
+        dropped = true;
+        freed += left_out.last().map_or(0, |l| l.tokens + 1);
+    }
+    dropped
 }
 
 /// Cuts the moment's only line (the newest event, whole or cut to fit its room counted alone)
