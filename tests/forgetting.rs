@@ -3583,3 +3583,57 @@ fn a_forgetting_beside_deletions_is_not_refused_for_what_they_deleted() {
     });
     assert!(store.verify().unwrap().ok());
 }
+
+/// helper-106 (session 47): a late event made week 0's summary again, and a fact that both the
+/// old and the new summary restated (the old one folded forgotten events' facts) named both in
+/// its snippet's provenance, though search, the timeline and retrieval leave the replaced one
+/// out. A snippet's provenance names no summary a later one replaced.
+#[test]
+fn a_facts_provenance_names_no_replaced_summary() {
+    use loci::retrieval::{RetrieveOptions, SnippetKind};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let mut w = world::generate(&WorldConfig {
+        seed: 100,
+        scale: 1,
+        days: 10_000,
+    });
+    w.events.truncate(3000);
+    store.ingest(w.events).unwrap();
+    forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(50)).unwrap();
+    let mut late = loci::EventDraft::new(75_000, "bot", "OBSERVATION");
+    late.payload = loci::model::Value::from("late note about quokkaberry");
+    store.ingest(vec![late]).unwrap();
+    let policy = consolidate::ConsolidationPolicy::for_store(&store, None).unwrap();
+    let report = consolidate::consolidate(
+        &store,
+        &RuleSummarizer,
+        &ConsolidateOptions::default().with_policy(policy),
+    )
+    .unwrap();
+    assert!(report.superseded > 0, "{report:?}");
+    let replaced = consolidate::live_summaries(&store)
+        .unwrap()
+        .replaced
+        .clone();
+    assert!(!replaced.is_empty());
+    let pack = loci::Retriever::new(&store)
+        .unwrap()
+        .retrieve(
+            "trade emerald fletcher",
+            &RetrieveOptions::default()
+                .with_kinds([SnippetKind::Fact])
+                .with_k(50),
+        )
+        .unwrap();
+    let named: Vec<u64> = pack
+        .snippets
+        .iter()
+        .flat_map(|s| s.provenance.events.iter().copied())
+        .collect();
+    assert!(!named.is_empty());
+    assert!(
+        !named.iter().any(|s| replaced.contains(s)),
+        "{named:?} names one of {replaced:?}"
+    );
+}

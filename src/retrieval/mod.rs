@@ -1196,11 +1196,20 @@ impl<'s> Retriever<'s> {
     ) -> Result<(ContextPack, Vec<Item>)> {
         let counter = opts.token_counter.counter();
         let seed_set = seeds.nodes();
+        // Read once for the pack: a fact's provenance leaves out the summaries a later one
+        // replaced.
+        let summaries = crate::dynamics::consolidate::live_summaries(self.store)?;
         let mut snippets = Vec::new();
         let mut cut = Vec::new();
         let mut used = 0usize;
         for c in candidates {
-            let mut s = self.render(&c, seeds, &text.nodes, &seed_set, opts)?;
+            let mut s = self.render(
+                &c,
+                seeds,
+                (&text.nodes, &seed_set),
+                &summaries.replaced,
+                opts,
+            )?;
             s.tokens = counter.count(&s.text);
             match opts.budget {
                 Some(b) if used + s.tokens > b => cut.push(Cut {
@@ -1280,14 +1289,14 @@ impl<'s> Retriever<'s> {
         &self,
         c: &Candidate,
         seeds: &Seeds,
-        text_node: &BTreeMap<NodeId, f32>,
-        seed_nodes: &BTreeSet<NodeId>,
+        (text_node, seed_nodes): (&BTreeMap<NodeId, f32>, &BTreeSet<NodeId>),
+        replaced: &BTreeSet<u64>,
         opts: &RetrieveOptions,
     ) -> Result<Snippet> {
         let mut provenance = SnippetProvenance::default();
         let (id, text, anchor) = match c.kind {
             SnippetKind::Passage | SnippetKind::Entity => self.render_node(c, &mut provenance)?,
-            SnippetKind::Fact => self.render_fact(c, &mut provenance)?,
+            SnippetKind::Fact => self.render_fact(c, replaced, &mut provenance)?,
             SnippetKind::Event => self.render_event(c, &mut provenance)?,
         };
         let why = self.why_chosen(c, anchor, seeds, text_node, seed_nodes, opts);
@@ -1324,7 +1333,12 @@ impl<'s> Retriever<'s> {
     /// A fact as a sentence with its confidence (and what it was when last seen, if it has
     /// decayed), when it was last seen and its validity; it rests on its edge, its latest three
     /// events and the passages they cite. Anchored at its source.
-    fn render_fact(&self, c: &Candidate, provenance: &mut SnippetProvenance) -> Result<Rendered> {
+    fn render_fact(
+        &self,
+        c: &Candidate,
+        replaced: &BTreeSet<u64>,
+        provenance: &mut SnippetProvenance,
+    ) -> Result<Rendered> {
         let e = c
             .edge
             .and_then(|e| self.store.edge(e).transpose())
@@ -1374,7 +1388,10 @@ impl<'s> Retriever<'s> {
                 to: to.key,
             });
         }
-        for seq in e.evidence.iter().rev().take(3) {
+        // A summary a later one of its period replaced is left out, as search and the
+        // timeline leave it: the later one restates what it did (a fact had named both).
+        let evidence = e.evidence.iter().rev();
+        for seq in evidence.filter(|s| !replaced.contains(s)).take(3) {
             provenance.events.push(*seq);
             if let Some(ev) = self.store.event(*seq)? {
                 for p in ev.evidence {
