@@ -92,6 +92,11 @@ fn journal_entries_move_from_captured_to_consolidated_to_promoted() {
     assert!(again.promoted.is_empty());
     assert_eq!(again.already_promoted, std::slice::from_ref(&redb.key));
     assert_eq!(store.last_seq(), before);
+    // A promotion is bookkeeping, as a pin is: not among the latest events of a context (it
+    // had shown as "t=... PROMOTE user"; helper-105, session 47).
+    let c = loci::context::build_context(&store, &loci::context::ContextOptions::with_budget(4000))
+        .unwrap();
+    assert!(!c.text.contains(journal::PROMOTE), "{}", c.text);
     // Promoting something that is not a journal entry writes nothing.
     let before = store.last_seq();
     assert!(journal::promote(&store, &["session:codex/b7".to_string()]).is_err());

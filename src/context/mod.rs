@@ -64,8 +64,10 @@ const MOMENT_WINDOW: u64 = 4096;
 /// out of its reach, as when the window counted them.
 const MOMENT_SCAN: u64 = 4 * MOMENT_WINDOW;
 
-/// Kinds that are bookkeeping, never part of the moment.
-const NOT_MOMENT: [&str; 8] = [
+/// Kinds that are bookkeeping, never part of the moment (a journal's promotion pins its
+/// entries, as a pin does).
+const NOT_MOMENT: [&str; 9] = [
+    crate::journal::PROMOTE,
     consolidate::SUMMARY,
     crate::dynamics::usage::USAGE,
     crate::dynamics::working::WM,
