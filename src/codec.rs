@@ -212,26 +212,23 @@ fn checked_body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, &'a [u8
 /// its shape.
 fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)> {
     let corrupt = |message: String| Error::Corrupt { table, message };
-    match checked_body(table, bytes)? {
-        (FORMAT_WITHOUT_CHECKSUM, rest) => Ok((FORMAT_WITHOUT_CHECKSUM, Cow::Borrowed(rest))),
-        (v, body) => {
-            let shape = match v {
-                FORMAT_COMPRESSED_3 => FORMAT_EDGES_WITH_SALIENCE,
-                FORMAT_COMPRESSED => FORMAT_EDGES_LAST_SEEN,
-                plain => return Ok((plain, Cow::Borrowed(body))),
-            };
-            let Some((len, frame)) = body.split_first_chunk::<4>() else {
-                return Err(corrupt("compressed record without its length".into()));
-            };
-            let len = u32::from_le_bytes(*len) as usize;
-            if !(COMPRESS_FROM..=COMPRESS_UP_TO).contains(&len) {
-                return Err(corrupt(format!(
-                    "compressed record claims {len} bytes, outside {COMPRESS_FROM} to {COMPRESS_UP_TO}"
-                )));
-            }
-            Ok((shape, Cow::Owned(decompress(table, frame, len)?)))
-        }
+    let (v, body) = checked_body(table, bytes)?;
+    // A plain record (format 1 among them) is its body; a compressed one is expanded.
+    let shape = match v {
+        FORMAT_COMPRESSED_3 => FORMAT_EDGES_WITH_SALIENCE,
+        FORMAT_COMPRESSED => FORMAT_EDGES_LAST_SEEN,
+        plain => return Ok((plain, Cow::Borrowed(body))),
+    };
+    let Some((len, frame)) = body.split_first_chunk::<4>() else {
+        return Err(corrupt("compressed record without its length".into()));
+    };
+    let len = u32::from_le_bytes(*len) as usize;
+    if !(COMPRESS_FROM..=COMPRESS_UP_TO).contains(&len) {
+        return Err(corrupt(format!(
+            "compressed record claims {len} bytes, outside {COMPRESS_FROM} to {COMPRESS_UP_TO}"
+        )));
     }
+    Ok((shape, Cow::Owned(decompress(table, frame, len)?)))
 }
 
 fn postcard_body<T: DeserializeOwned>(table: &'static str, body: &[u8]) -> Result<T> {
