@@ -1149,30 +1149,18 @@ impl Guard {
 
     /// Counts `n` bytes of results against their budget.
     fn spend_bytes(&self, n: usize) -> Result<(), QueryError> {
-        let total = self.bytes.get().saturating_add(n);
-        self.bytes.set(total);
-        if total > self.limits.max_result_bytes {
-            return Err(QueryError::LimitExceeded(format!(
-                "results larger than {} bytes; return fewer or smaller values",
-                self.limits.max_result_bytes
-            )));
-        }
-        Ok(())
+        add_within(&self.bytes, n, self.limits.max_result_bytes, |most| {
+            format!("results larger than {most} bytes; return fewer or smaller values")
+        })
     }
 
     /// Counts `n` bytes of values held beside the rows (sort and grouping keys) against the
     /// intermediate byte bound: the rows are bounded, but a key read from a 4 MB property for
     /// each of them had taken 2 GB.
     fn hold(&self, n: usize) -> Result<(), QueryError> {
-        let total = self.held.get().saturating_add(n);
-        self.held.set(total);
-        if total > self.limits.max_intermediate_bytes {
-            return Err(QueryError::LimitExceeded(format!(
-                "more than {} bytes of intermediate values (the keys rows are sorted or grouped by); sort or group by smaller values, or narrow the pattern",
-                self.limits.max_intermediate_bytes
-            )));
-        }
-        Ok(())
+        add_within(&self.held, n, self.limits.max_intermediate_bytes, |most| {
+            format!("more than {most} bytes of intermediate values (the keys rows are sorted or grouped by); sort or group by smaller values, or narrow the pattern")
+        })
     }
 
     /// Checks that `n` rows of one operator are within the row and byte limits.
@@ -1217,6 +1205,22 @@ impl Guard {
             Ok(())
         }
     }
+}
+
+/// Adds `n` to the running count `total`, and refuses a count over `most` with the limit
+/// error `over(most)` says.
+fn add_within(
+    total: &std::cell::Cell<usize>,
+    n: usize,
+    most: usize,
+    over: impl FnOnce(usize) -> String,
+) -> Result<(), QueryError> {
+    let sum = total.get().saturating_add(n);
+    total.set(sum);
+    if sum > most {
+        return Err(QueryError::LimitExceeded(over(most)));
+    }
+    Ok(())
 }
 
 fn contains_edge(v: &Val, e: EdgeId) -> bool {
