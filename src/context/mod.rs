@@ -596,13 +596,8 @@ fn assemble(
     // Working memory's lines are made again for the larger room: its subgoal stack is one
     // line cut to the room it was made for, and forty subgoals had shown their top three
     // with most of the budget unused.
-    let working_for = |cap: usize| {
-        if wants("working") {
-            working_lines(&wm, &count_line, cap).0
-        } else {
-            Vec::new()
-        }
-    };
+    // (A section not wanted has no lines, none left out and none cut: `widen` passes it by.)
+    let working_for = |cap: usize| working_lines(&wm, &count_line, cap).0;
     let observations_for = |_: usize| all_observations.clone();
     for (name, all, cut) in [
         (
@@ -1089,16 +1084,11 @@ struct MomentCache {
 /// id alone, the turn told the reader nothing).
 fn moment_text(ev: &crate::model::Event) -> String {
     let mut text = ev.text();
-    if let Some((_, said)) = turn_passage(ev) {
+    if let Some((_, _, said)) = crate::conversation::turn_passage(ev) {
         text.push_str(": ");
         text.push_str(said);
     }
     text
-}
-
-/// The passage a conversation's turn asserts: its key and what was said.
-fn turn_passage(ev: &crate::model::Event) -> Option<(&str, &str)> {
-    crate::conversation::turn_passage(ev).map(|(key, _, said)| (key, said))
 }
 
 impl MomentCache {
@@ -1126,7 +1116,7 @@ impl MomentCache {
             let line = (!NOT_MOMENT.contains(&ev.kind.as_str())).then(|| Cached {
                 ts: ev.ts,
                 text: format!("t={} {}", ev.ts, crate::text::one_line(&moment_text(&ev))),
-                passage: turn_passage(&ev).map(|(key, _)| key.to_string()),
+                passage: crate::conversation::turn_passage(&ev).map(|(key, ..)| key.to_string()),
                 observation: Observed::of(&ev),
                 raw_call: raw_call_session(&ev),
             });
