@@ -1196,20 +1196,20 @@ impl<'s> Retriever<'s> {
     ) -> Result<(ContextPack, Vec<Item>)> {
         let counter = opts.token_counter.counter();
         let seed_set = seeds.nodes();
-        // Read once for the pack: a fact's provenance leaves out the summaries a later one
-        // replaced.
-        let summaries = crate::dynamics::consolidate::live_summaries(self.store)?;
+        // Read once for the pack, and only for a pack with a fact: a fact's provenance leaves
+        // out the summaries a later one replaced, and a first reading in a process reads every
+        // summary of the store.
+        let summaries = match candidates.iter().any(|c| c.kind == SnippetKind::Fact) {
+            true => Some(crate::dynamics::consolidate::live_summaries(self.store)?),
+            false => None,
+        };
+        let none = BTreeSet::new();
+        let replaced = summaries.as_ref().map_or(&none, |s| &s.replaced);
         let mut snippets = Vec::new();
         let mut cut = Vec::new();
         let mut used = 0usize;
         for c in candidates {
-            let mut s = self.render(
-                &c,
-                seeds,
-                (&text.nodes, &seed_set),
-                &summaries.replaced,
-                opts,
-            )?;
+            let mut s = self.render(&c, seeds, (&text.nodes, &seed_set), replaced, opts)?;
             s.tokens = counter.count(&s.text);
             match opts.budget {
                 Some(b) if used + s.tokens > b => cut.push(Cut {
