@@ -124,17 +124,14 @@ impl Tally {
 /// over turns passed over or merged, would be of another conversation than the file's. `data`
 /// names the file in a refusal.
 fn sessions_of(sample: &Json, id: &str, data: &Path) -> Result<Vec<Session>> {
-    let refuse = |field: String, message: String| Error::Input {
+    // A field of the sample (its `sample_id`), or of its conversation.
+    let in_sample = |field: String, message: String| Error::Input {
         file: data.display().to_string(),
         line: 0,
-        // `sample_id` is the sample's, beside its conversation.
-        field: if field == "sample_id" {
-            format!("sample {id}: sample_id")
-        } else {
-            format!("sample {id}: conversation.{field}")
-        },
+        field: format!("sample {id}: {field}"),
         message,
     };
+    let refuse = |field: String, message| in_sample(format!("conversation.{field}"), message);
     let Some(conv) = sample.get("conversation") else {
         return Ok(Vec::new());
     };
@@ -179,13 +176,10 @@ fn sessions_of(sample: &Json, id: &str, data: &Path) -> Result<Vec<Session>> {
             time,
             turns,
         };
-        checks.check(&session, &name).map_err(|r| {
-            let field = match r.field {
-                SessionField::Time => time_key.clone(),
-                SessionField::Conversation => "sample_id".to_string(),
-                SessionField::Turn(i, field) => format!("{name}[{i}].{field}"),
-            };
-            refuse(field, r.message)
+        checks.check(&session, &name).map_err(|r| match r.field {
+            SessionField::Time => refuse(time_key.clone(), r.message),
+            SessionField::Conversation => in_sample("sample_id".into(), r.message),
+            SessionField::Turn(i, field) => refuse(format!("{name}[{i}].{field}"), r.message),
         })?;
         out.push(session);
     }
