@@ -1475,17 +1475,28 @@ fn a_read_command_that_met_damage_exits_as_corrupt(kind: BackendKind, dir: &Path
     assert!(stderr.contains("damaged"), "{stderr}");
 }
 
+/// A closed store in `dir` ([`built_with_snapshot`]) whose snapshot has byte `at` of `section`
+/// flipped: the block holding it fails its checksum.
+fn built_with_a_byte_of_a_section_flipped(
+    kind: BackendKind,
+    dir: &Path,
+    section: usize,
+    at: usize,
+) {
+    drop(built_with_snapshot(kind, dir));
+    let path = dir.join(SNAPSHOT);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let start = section_bytes(&bytes, section).start;
+    bytes[start + at] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+}
+
 /// helper-102 (session 46): `replay --verify` on a store whose snapshot held a damaged block
 /// compared what read as missing, and exited 1, "MISMATCH", with a hundred differences and
 /// the advice to repair: a script takes that for a divergence of the log's views. It exits 6,
 /// saying the differences are the damage's.
 fn a_verify_that_met_damage_says_so_and_exits_as_corrupt(kind: BackendKind, dir: &Path) {
-    drop(built_with_snapshot(kind, dir));
-    let path = dir.join(SNAPSHOT);
-    let good = std::fs::read(&path).unwrap();
-    let mut bytes = good.clone();
-    bytes[section_bytes(&good, EDGE_DETAILS).start + 3] ^= 0x5a;
-    std::fs::write(&path, &bytes).unwrap();
+    built_with_a_byte_of_a_section_flipped(kind, dir, EDGE_DETAILS, 3);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_loci"))
         .args(["replay", "--verify", "--store"])
         .arg(dir)
@@ -1504,12 +1515,7 @@ fn a_verify_that_met_damage_says_so_and_exits_as_corrupt(kind: BackendKind, dir:
 /// (corrupt store), not 4 (not found): "no node has key n2" was the damage speaking, and a
 /// script took it for an answer.
 fn a_lookup_that_met_damage_exits_as_corrupt_not_as_not_found(kind: BackendKind, dir: &Path) {
-    drop(built_with_snapshot(kind, dir));
-    let path = dir.join(SNAPSHOT);
-    let good = std::fs::read(&path).unwrap();
-    let mut bytes = good.clone();
-    bytes[section_bytes(&good, NODE_RECORDS).start + 5] ^= 0x5a;
-    std::fs::write(&path, &bytes).unwrap();
+    built_with_a_byte_of_a_section_flipped(kind, dir, NODE_RECORDS, 5);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_loci"))
         .args(["neighbors", "n2", "--depth", "1", "--store"])
         .arg(dir)
