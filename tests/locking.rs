@@ -61,11 +61,7 @@ fn a_lock_held_elsewhere_under_this_pid_is_not_said_to_be_held_here() {
     let lock = path.join("lock");
     std::fs::write(&lock, std::process::id().to_string()).unwrap();
     // Another process holds the lock; the file names this one's pid.
-    let mut holder = Command::new("flock")
-        .arg(&lock)
-        .args(["sleep", "30"])
-        .spawn()
-        .unwrap();
+    let mut holder = flock_holding(&lock);
     let held = std::time::Instant::now();
     let msg = loop {
         match Store::open(&path) {
@@ -246,11 +242,7 @@ fn a_read_during_a_compaction_is_told_the_store_is_held() {
     std::fs::create_dir(path.join("compact.tmp")).unwrap();
     std::fs::remove_dir_all(path.join("text")).unwrap();
     let lock = path.join("lock");
-    let mut holder = Command::new("flock")
-        .arg(&lock)
-        .args(["sleep", "30"])
-        .spawn()
-        .unwrap();
+    let mut holder = flock_holding(&lock);
     let held = std::time::Instant::now();
     while loci::storage::StoreLock::holder(&path).is_none() {
         std::fs::write(&lock, holder.id().to_string()).ok();
@@ -543,4 +535,13 @@ fn a_store_this_user_may_not_read_is_a_refusal_not_a_missing_store() {
         "{err}"
     );
     make_writable(&path);
+}
+
+/// A process that holds `lock` with flock(1) for 30 seconds, as another loci would.
+fn flock_holding(lock: &std::path::Path) -> std::process::Child {
+    Command::new("flock")
+        .arg(lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap()
 }
