@@ -234,10 +234,10 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
     opts.until = a.until;
     opts.policy = ConsolidationPolicy::for_store(&s, a.day)?;
     let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;
-    let shown: Vec<_> = consolidate::summaries(&s)?
-        .into_iter()
-        .filter(|x| a.all || (r.first_seq..=r.last_seq).contains(&x.seq))
-        .collect();
+    let shown = match a.all {
+        true => consolidate::summaries(&s)?,
+        false => consolidate::summaries_written(&s, &r)?,
+    };
     if a.json {
         print_json(&serde_json::json!({"report": r, "summaries": shown}))?;
         return Ok(Code::Ok);

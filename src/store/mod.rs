@@ -45,6 +45,7 @@ mod remaking;
 mod repair;
 mod restating;
 mod snapshot;
+mod summary_index;
 
 use edge_details::EdgeDetails;
 use edge_table::EdgeTable;
@@ -55,6 +56,7 @@ use node_table::NodeTable;
 pub use deleting::CompactReport;
 pub use repair::RepairReport;
 pub use snapshot::SNAPSHOT_FORMAT;
+pub use summary_index::SummaryEntry;
 
 /// Format of the store directory (manifest and table layout), written by this build.
 /// 2: the edges table holds rows of 16 edges, and log records may be compressed (record
@@ -121,7 +123,8 @@ const CHECKPOINT_ON_CLOSE: u64 = 4_096;
 /// 4: a summary raises no node's or edge's salience (it restates them).
 /// 5: a pin, unpin or promotion of a node not there makes none.
 /// 6: a summary moves no node's `updated` time.
-pub const PROJECTION_VERSION: u32 = 6;
+/// 7: the episodic index holds the summary index (`store/summary_index.rs`).
+pub const PROJECTION_VERSION: u32 = 7;
 /// Events per projection chunk when replaying the log.
 const REPLAY_CHUNK: usize = 4096;
 /// Assertions per projection chunk when replaying the log, at most (past one event's): a
@@ -1145,7 +1148,8 @@ fn facet_value(key: &[u8]) -> Option<(u8, &[u8])> {
     Some((*key.first()?, key.get(3..3 + len)?))
 }
 
-/// The episodic index keys of an event: its place, actor and kind, each with its time key.
+/// The episodic index keys of an event: its place, actor and kind, each with its time key,
+/// and a summary's entries in the summary index ([`summary_index`]).
 fn facet_keys(ev: &Event) -> Vec<Vec<u8>> {
     let time = time_key(ev.ts, ev.seq);
     let mut keys = Vec::with_capacity(3);
@@ -1159,6 +1163,7 @@ fn facet_keys(ev: &Event) -> Vec<Vec<u8>> {
     }
     add(Facet::Actor, &ev.actor);
     add(Facet::Kind, &ev.kind);
+    keys.extend(summary_index::keys(ev));
     keys
 }
 
@@ -4546,11 +4551,11 @@ impl Store {
         to: i64,
         limit: usize,
     ) -> Result<(Vec<(i64, u64)>, usize)> {
-        let summaries = crate::dynamics::consolidate::live_summaries(self)?;
+        let replaced = crate::dynamics::consolidate::replaced_summaries(self)?;
         let mut last = std::collections::VecDeque::with_capacity(limit.min(1 << 16));
         let mut total = 0usize;
         self.visit_event_times(from, to, |entry| {
-            if summaries.replaced.contains(&entry.1) {
+            if replaced.contains(&entry.1) {
                 return;
             }
             total += 1;
@@ -4733,19 +4738,15 @@ impl Store {
     /// period replaced ([`crate::dynamics::consolidate::LiveSummaries::replaced`]); a `text` with no word (a symbol that is not
     /// a pictograph, stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
-        use crate::dynamics::consolidate::{live_summaries, SUMMARY};
+        use crate::dynamics::consolidate::{replaced_summaries, SUMMARY};
         // A summary a later one of its period replaced repeats what that one says: a search
         // finds the later one alone, as retrieval does. Read before the graph is taken, as
         // it reads the state itself.
         let summaries = match filter.admits_event_kind(SUMMARY) {
-            true => Some(live_summaries(self)?),
+            true => Some(replaced_summaries(self)?),
             false => None,
         };
-        let replaced = |seq| {
-            summaries
-                .as_ref()
-                .is_some_and(|s| s.replaced.contains(&seq))
-        };
+        let replaced = |seq| summaries.as_ref().is_some_and(|s| s.contains(&seq));
         let g = self.graph_for_search();
         let (last_seq, next_node) = (g.state.counters.last_seq, g.state.counters.next_node);
         // An index at the graph's position holds no node the graph does not: then the bounds
