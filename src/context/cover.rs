@@ -12,22 +12,30 @@
 
 use std::collections::BTreeSet;
 
-use crate::dynamics::consolidate::{Level, Summary};
+use crate::dynamics::consolidate::{Level, Placement};
 
 /// The cover of `live` (the latest summary of each range) within `cap` tokens, oldest first.
-pub fn cover(live: &[Summary], cap: usize, tokens: &dyn Fn(&Summary) -> usize) -> Vec<Summary> {
+pub fn cover(
+    live: &[Placement],
+    cap: usize,
+    tokens: &dyn Fn(&Placement) -> usize,
+) -> Vec<Placement> {
     cover_and_dropped(live, cap, tokens).0
 }
 
 /// [`cover`], and the roots it dropped for want of room that its parts do not stand for whole,
 /// oldest first (the newest of them may have its latest parts in the cover).
 pub fn cover_and_dropped<'a>(
-    live: &'a [Summary],
+    live: &'a [Placement],
     cap: usize,
-    tokens: &dyn Fn(&Summary) -> usize,
-) -> (Vec<Summary>, Vec<&'a Summary>) {
-    let cost: Vec<usize> = live.iter().map(tokens).collect();
-    let contains = |outer: &Summary, inner: &Summary| {
+    tokens: &dyn Fn(&Placement) -> usize,
+) -> (Vec<Placement>, Vec<&'a Placement>) {
+    // Counted when first needed: a store's roots and the parts the walk below looks at are a
+    // few of its summaries, and a cost needs the summary's text, which the cover reads only
+    // for those (a store of 157k summaries had read all of theirs for each first context).
+    let costs: Vec<std::cell::OnceCell<usize>> = vec![std::cell::OnceCell::new(); live.len()];
+    let cost = |i: usize| *costs[i].get_or_init(|| tokens(&live[i]));
+    let contains = |outer: &Placement, inner: &Placement| {
         outer.level > inner.level && outer.start <= inner.start && inner.end <= outer.end
     };
     // Indexes into `live` of the chunks in the cover.
@@ -35,14 +43,14 @@ pub fn cover_and_dropped<'a>(
     let mut chosen: BTreeSet<usize> = (0..live.len())
         .filter(|&i| !above.contain(&live[i]))
         .collect();
-    let mut total: usize = chosen.iter().map(|&i| cost[i]).sum();
+    let mut total: usize = chosen.iter().map(|&i| cost(i)).sum();
     let mut dropped = Vec::new();
     while total > cap {
         let Some(&oldest) = chosen.iter().min_by_key(|&&i| (live[i].start, live[i].seq)) else {
             break;
         };
         chosen.remove(&oldest);
-        total -= cost[oldest];
+        total -= cost(oldest);
         dropped.push(oldest);
     }
     let children = |i: usize| -> Vec<usize> {
@@ -72,12 +80,12 @@ pub fn cover_and_dropped<'a>(
             kids.sort_by_key(|&j| std::cmp::Reverse((live[j].start, live[j].seq)));
             let mut missed = None;
             for j in kids {
-                if total + cost[j] > cap {
+                if total + cost(j) > cap {
                     missed = Some(j);
                     break;
                 }
                 chosen.insert(j);
-                total += cost[j];
+                total += cost(j);
             }
             match missed {
                 // Every part of `from` fit: the root is stood for whole if `from` is it.
@@ -91,7 +99,7 @@ pub fn cover_and_dropped<'a>(
         }
         whole.insert(root);
     }
-    let dropped: Vec<&Summary> = dropped
+    let dropped: Vec<&Placement> = dropped
         .into_iter()
         .filter(|i| !whole.contains(i))
         .map(|i| &live[i])
@@ -112,7 +120,7 @@ pub fn cover_and_dropped<'a>(
         })
     {
         let kids = children(widest);
-        let with_kids = total - cost[widest] + kids.iter().map(|&j| cost[j]).sum::<usize>();
+        let with_kids = total - cost(widest) + kids.iter().map(|&j| cost(j)).sum::<usize>();
         if kids.is_empty() || with_kids > cap {
             unsplittable.insert(widest);
             continue;
@@ -121,7 +129,7 @@ pub fn cover_and_dropped<'a>(
         chosen.extend(kids);
         total = with_kids;
     }
-    let mut out: Vec<Summary> = chosen.into_iter().map(|i| live[i].clone()).collect();
+    let mut out: Vec<Placement> = chosen.into_iter().map(|i| live[i].clone()).collect();
     out.sort_by_key(|s| (s.start, std::cmp::Reverse(s.level), s.seq));
     (out, dropped)
 }
@@ -138,7 +146,7 @@ struct Containers {
 }
 
 impl Containers {
-    fn of(live: &[Summary]) -> Containers {
+    fn of(live: &[Placement]) -> Containers {
         let ranges = |level: Level| {
             let mut r: Vec<(i64, i64)> = live
                 .iter()
@@ -162,7 +170,7 @@ impl Containers {
     }
 
     /// Whether a summary of a higher level than `inner`'s covers its range.
-    fn contain(&self, inner: &Summary) -> bool {
+    fn contain(&self, inner: &Placement) -> bool {
         self.levels
             .iter()
             .filter(|(level, _)| *level > inner.level)
@@ -177,22 +185,18 @@ impl Containers {
 mod tests {
     use super::*;
 
-    fn s(seq: u64, level: Level, start: i64, end: i64) -> Summary {
-        Summary {
+    fn s(seq: u64, level: Level, start: i64, end: i64) -> Placement {
+        Placement {
             seq,
             level,
             start,
             end,
             children: Vec::new(),
-            text: String::new(),
-            digest: Default::default(),
-            supersedes: None,
-            without: Vec::new(),
         }
     }
 
     /// Two weeks of two days each, each day of two episodes; every chunk costs 10 tokens.
-    fn hierarchy() -> Vec<Summary> {
+    fn hierarchy() -> Vec<Placement> {
         let mut v = Vec::new();
         let mut seq = 0;
         for w in 0..2i64 {
@@ -216,7 +220,7 @@ mod tests {
         v
     }
 
-    fn levels<S: std::borrow::Borrow<Summary>>(c: &[S]) -> Vec<(Level, i64)> {
+    fn levels<S: std::borrow::Borrow<Placement>>(c: &[S]) -> Vec<(Level, i64)> {
         c.iter()
             .map(|s| (s.borrow().level, s.borrow().start))
             .collect()
@@ -225,7 +229,7 @@ mod tests {
     #[test]
     fn roots_first_then_the_widest_split_while_it_fits() {
         let h = hierarchy();
-        let ten = |_: &Summary| 10;
+        let ten = |_: &Placement| 10;
         assert_eq!(
             levels(&cover(&h, 20, &ten)),
             [(Level::Week, 0), (Level::Week, 200)]
@@ -300,11 +304,11 @@ mod tests {
     /// The newest dropped root gives the room to its latest parts, without holes.
     #[test]
     fn a_root_over_the_cap_gives_its_room_to_its_latest_parts() {
-        let mut v: Vec<Summary> = (0..7)
+        let mut v: Vec<Placement> = (0..7)
             .map(|d| s(d as u64 + 1, Level::Day, d * 100, d * 100 + 99))
             .collect();
         v.push(s(20, Level::Week, 0, 699));
-        let cost = |x: &Summary| if x.level == Level::Week { 50 } else { 10 };
+        let cost = |x: &Placement| if x.level == Level::Week { 50 } else { 10 };
         let (c, dropped) = cover_and_dropped(&v, 45, &cost);
         assert_eq!(
             levels(&c),
@@ -321,7 +325,7 @@ mod tests {
         assert_eq!(levels(&dropped), [(Level::Week, 0)]);
         // A newer week that fits stays whole; the older one's last days take what is left.
         v.push(s(21, Level::Week, 700, 1399));
-        let cost = |x: &Summary| match (x.level, x.start) {
+        let cost = |x: &Placement| match (x.level, x.start) {
             (Level::Week, 0) => 50,
             (Level::Week, _) => 30,
             _ => 10,
@@ -334,12 +338,12 @@ mod tests {
         assert_eq!(levels(&dropped), [(Level::Week, 0)]);
         // The newest dropped week's days all fit: it is stood for whole, not listed, and the
         // older week gives its latest day too.
-        let mut two: Vec<Summary> = (0..14)
+        let mut two: Vec<Placement> = (0..14)
             .map(|d| s(d as u64 + 1, Level::Day, d * 100, d * 100 + 99))
             .collect();
         two.push(s(20, Level::Week, 0, 699));
         two.push(s(21, Level::Week, 700, 1399));
-        let cost = |x: &Summary| match (x.level, x.start) {
+        let cost = |x: &Placement| match (x.level, x.start) {
             (Level::Week, 0) => 50,
             (Level::Week, _) => 60,
             (_, start) if start >= 700 => 5,
@@ -355,7 +359,7 @@ mod tests {
         // A day that does not fit gives its own latest episodes.
         let mut h = hierarchy();
         h.retain(|x| x.level != Level::Week || x.start == 200);
-        let cost = |x: &Summary| if x.level == Level::Episode { 5 } else { 10 };
+        let cost = |x: &Placement| if x.level == Level::Episode { 5 } else { 10 };
         // Roots: days 0 and 100 (no week over them), week 200 at 10.
         let (c, _) = cover_and_dropped(&h, 16, &cost);
         assert_eq!(levels(&c), [(Level::Episode, 150), (Level::Week, 200)]);
@@ -366,7 +370,7 @@ mod tests {
         let mut h = hierarchy();
         h.push(s(100, Level::Day, 400, 499));
         h.push(s(101, Level::Episode, 500, 549));
-        let ten = |_: &Summary| 10;
+        let ten = |_: &Placement| 10;
         assert_eq!(
             levels(&cover(&h, 40, &ten)),
             [
@@ -375,6 +379,44 @@ mod tests {
                 (Level::Day, 400),
                 (Level::Episode, 500)
             ]
+        );
+    }
+
+    /// The cover weighs (reads the text of) only the summaries it looks at, each once: the
+    /// roots, and the parts it walks into. It had weighed every summary of the store, and a
+    /// store of 157k summaries read all their texts for each first context (4.2 s).
+    #[test]
+    fn the_cover_weighs_only_the_roots_and_the_parts_it_walks_into_each_once() {
+        let mut v = Vec::new();
+        let mut seq = 0;
+        for w in 0..100i64 {
+            for d in 0..7 {
+                let day = w * 7 + d;
+                for e in 0..2 {
+                    seq += 1;
+                    let start = day * 100 + e * 50;
+                    v.push(s(seq, Level::Episode, start, start + 40));
+                }
+                seq += 1;
+                v.push(s(seq, Level::Day, day * 100, day * 100 + 99));
+            }
+            seq += 1;
+            v.push(s(seq, Level::Week, w * 700, w * 700 + 699));
+        }
+        let weighed = std::cell::RefCell::new(std::collections::BTreeMap::<u64, usize>::new());
+        let cost = |x: &Placement| {
+            *weighed.borrow_mut().entry(x.seq).or_default() += 1;
+            10
+        };
+        let c = cover(&v, 100, &cost);
+        assert_eq!(c.len(), 10, "{c:?}");
+        let weighed = weighed.into_inner();
+        assert!(weighed.values().all(|n| *n == 1), "{weighed:?}");
+        assert!(
+            weighed.len() < 300,
+            "{} of {} weighed",
+            weighed.len(),
+            v.len()
         );
     }
 }

@@ -41,7 +41,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dynamics::consolidate::{self, Summary};
+use crate::dynamics::consolidate::{self, Placement};
 use crate::error::{Error, Result};
 use crate::model::{kinds, EventDraft, Value};
 use crate::retrieval::{FactKey, RetrieveOptions, Retriever, TokenCounter, Tokenizer};
@@ -290,6 +290,8 @@ struct Caches {
     moment: std::sync::Mutex<MomentCache>,
     /// Tokens of each summary's cover line, per tokenizer.
     cover_costs: std::sync::Mutex<std::collections::HashMap<(u64, Tokenizer), usize>>,
+    /// The cover line of each summary read for one: only those the cover weighs are read.
+    cover_lines: std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<str>>>,
 }
 
 impl<'s> ContextBuilder<'s> {
@@ -319,14 +321,8 @@ impl<'s> ContextBuilder<'s> {
             refuse_oversized_instructions(text)?;
             refuse_a_boundary_line(text)?;
         }
-        let live = consolidate::live_summaries(self.store)?;
-        assemble(
-            self.store,
-            &self.retriever,
-            &live.summaries,
-            &self.caches,
-            opts,
-        )
+        let live = consolidate::live_placements(self.store)?;
+        assemble(self.store, &self.retriever, &live, &self.caches, opts)
     }
 }
 
@@ -394,7 +390,7 @@ pub fn boundary_line(instructions: &str) -> Option<usize> {
 fn assemble(
     store: &Store,
     retriever: &Retriever<'_>,
-    live: &[Summary],
+    live: &[Placement],
     caches: &Caches,
     opts: &ContextOptions,
 ) -> Result<Context> {
@@ -474,12 +470,44 @@ fn assemble(
     } else {
         None
     };
+    // A summary's line is read when the cover first weighs it: the cover's cost function
+    // cannot fail, so the first failure is kept and returned once the cover is chosen.
+    let line_failed = std::cell::RefCell::new(None);
+    // The cache's lock is not held while the store is read (as `consolidate::cached`).
+    let lines = || caches.cover_lines.lock().unwrap_or_else(|e| e.into_inner());
+    let cover_line = |s: &Placement| -> std::sync::Arc<str> {
+        if let Some(line) = lines().get(&s.seq) {
+            return line.clone();
+        }
+        let text = match consolidate::summary_text(store, s.seq) {
+            Ok(text) => text.unwrap_or_default(),
+            Err(e) => {
+                line_failed.borrow_mut().get_or_insert(e);
+                return "".into();
+            }
+        };
+        let line: std::sync::Arc<str> = cover_text(s, &text).into();
+        lines().insert(s.seq, line.clone());
+        line
+    };
     // A summary's line costs the same every turn: counted once per tokenizer.
-    let cover_cost = |s: &Summary| -> usize {
-        let mut costs = caches.cover_costs.lock().unwrap_or_else(|e| e.into_inner());
-        *costs
-            .entry((s.seq, opts.tokenizer))
-            .or_insert_with(|| count_line(&cover_text(s)))
+    let cover_cost = |s: &Placement| -> usize {
+        let key = (s.seq, opts.tokenizer);
+        let known = caches
+            .cover_costs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied();
+        known.unwrap_or_else(|| {
+            let tokens = count_line(&cover_line(s));
+            caches
+                .cover_costs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, tokens);
+            tokens
+        })
     };
     let (cover_summaries, cover_held_over) = if wants("cover") {
         let (summaries, held_over, dropped) = choose_cover(
@@ -499,17 +527,21 @@ fn assemble(
         (Vec::new(), false)
     };
     let cover_ids: Vec<u64> = cover_summaries.iter().map(|s| s.seq).collect();
+    let cover_lines: Vec<Line> = cover_summaries
+        .iter()
+        .map(|s| Line {
+            text: cover_line(s).to_string(),
+            ids: vec![format!("event:{}", s.seq)],
+            tokens: cover_cost(s),
+            fact: None,
+        })
+        .collect();
+    if let Some(e) = line_failed.into_inner() {
+        return Err(e);
+    }
     sections.push(Section {
         name: "cover".into(),
-        lines: cover_summaries
-            .iter()
-            .map(|s| Line {
-                text: cover_text(s),
-                ids: vec![format!("event:{}", s.seq)],
-                tokens: cover_cost(s),
-                fact: None,
-            })
-            .collect(),
+        lines: cover_lines,
     });
 
     // A blank question is none: the question is optional, and tool callers fill optional
@@ -725,11 +757,11 @@ fn pinned_lines(store: &Store, count: &dyn Fn(&str) -> usize) -> Vec<Line> {
 /// the roots the cover given now dropped for want of room (none for a cover held over, which
 /// is the previous turn's).
 fn choose_cover<'a>(
-    live: &'a [Summary],
+    live: &'a [Placement],
     previous: Option<&Snapshot>,
     cap: usize,
-    cost: &dyn Fn(&Summary) -> usize,
-) -> (Vec<Summary>, bool, Vec<&'a Summary>) {
+    cost: &dyn Fn(&Placement) -> usize,
+) -> (Vec<Placement>, bool, Vec<&'a Placement>) {
     let (now, dropped) = cover::cover_and_dropped(live, cap, cost);
     let now_ids: Vec<u64> = now.iter().map(|s| s.seq).collect();
     if let Some(prev) = previous {
@@ -739,9 +771,9 @@ fn choose_cover<'a>(
             && !prev.cover.is_empty()
             && summary_made_since
         {
-            let by_seq: std::collections::BTreeMap<u64, &Summary> =
+            let by_seq: std::collections::BTreeMap<u64, &Placement> =
                 live.iter().map(|s| (s.seq, s)).collect();
-            let kept: Option<Vec<Summary>> = prev
+            let kept: Option<Vec<Placement>> = prev
                 .cover
                 .iter()
                 .map(|seq| by_seq.get(seq).map(|s| (*s).clone()))
@@ -757,13 +789,13 @@ fn choose_cover<'a>(
     (now, false, dropped)
 }
 
-fn cover_text(s: &Summary) -> String {
+fn cover_text(s: &Placement, text: &str) -> String {
     format!(
         "[{} {}..{}] {}",
         s.level.name(),
         s.start,
         s.end,
-        crate::text::one_line(s.text.trim())
+        crate::text::one_line(text.trim())
     )
 }
 

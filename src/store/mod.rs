@@ -4232,6 +4232,19 @@ impl Store {
         self.raw_event(seq)
     }
 
+    /// [`Store::event`] read up to its payload, and that without its `digest` entry (its
+    /// assertions and idempotency key left empty), for a reader of what a summary says.
+    pub fn event_up_to_payload_without_digest(&self, seq: u64) -> Result<Option<Event>> {
+        if self.read_state().deleted.contains(&seq) {
+            return Ok(None);
+        }
+        self.raw_event_decoded(
+            &*self.backend,
+            seq,
+            crate::codec::decode_event_up_to_payload_without_digest,
+        )
+    }
+
     /// The log record at `seq`, deleted or not. The log holds every sequence number up to its
     /// last (a deleted event's record stays, or its tombstone): one it lacks, or a record that
     /// names another event, is a damaged key, found here rather than read as no event.
