@@ -236,7 +236,8 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
     let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;
     let shown = match a.all {
         true => consolidate::summaries(&s)?,
-        false => consolidate::summaries_written(&s, &r)?,
+        // The lines below show texts alone.
+        false => consolidate::summaries_written(&s, &r, a.json)?,
     };
     if a.json {
         print_json(&serde_json::json!({"report": r, "summaries": shown}))?;

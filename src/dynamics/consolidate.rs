@@ -1968,8 +1968,18 @@ pub fn summaries(store: &Store) -> Result<Vec<Summary>> {
 
 /// The live summaries a consolidation wrote (its report's range of the log), ordered as
 /// [`summaries`] orders them: only that range is read, where [`summaries`] reads every
-/// summary of the store (seconds, for a consolidation that had nothing to do).
-pub fn summaries_written(store: &Store, report: &ConsolidateReport) -> Result<Vec<Summary>> {
+/// summary of the store (seconds, for a consolidation that had nothing to do). Without
+/// `digests` each is read as [`Summary::of_event_without_digest`] reads it: a tenth of the
+/// memory, for a reader of their texts.
+pub fn summaries_written(
+    store: &Store,
+    report: &ConsolidateReport,
+    digests: bool,
+) -> Result<Vec<Summary>> {
+    let read = match digests {
+        true => Summary::of_event,
+        false => Summary::of_event_without_digest,
+    };
     if report.first_seq == 0 {
         return Ok(Vec::new());
     }
@@ -1980,7 +1990,7 @@ pub fn summaries_written(store: &Store, report: &ConsolidateReport) -> Result<Ve
             return Ok(false);
         }
         if !replaced.contains(&ev.seq) {
-            written.extend(Summary::of_event(&ev));
+            written.extend(read(&ev));
         }
         Ok(true)
     })?;
