@@ -4749,3 +4749,47 @@ fn compact_reports_the_bytes_the_store_has_after_it() {
         }
     }
 }
+
+/// `consolidate --events-per-batch N` writes whole weeks N raw events at a time, and the
+/// summaries come out as one batch writes them (their event numbers aside); 0 is refused.
+#[test]
+fn consolidate_in_batches_of_a_few_events_writes_the_summaries_one_batch_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let days = tmp.path().join("w.jsonl");
+    ok(&["world", "--days", "30", "--out", p(&days)]);
+    let texts = |batch: &str| -> Vec<String> {
+        let store = tmp.path().join(format!("s{batch}"));
+        let s = p(&store);
+        ok(&["init", "--store", s]);
+        ok(&["ingest", "--store", s, p(&days)]);
+        let c = json(&[
+            "consolidate",
+            "--store",
+            s,
+            "--events-per-batch",
+            batch,
+            "--json",
+        ]);
+        assert!(c["report"]["weeks"].as_u64().unwrap() >= 4, "{c}");
+        let mut texts: Vec<String> = c["summaries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["text"].as_str().unwrap().to_string())
+            .collect();
+        texts.sort();
+        texts
+    };
+    assert_eq!(texts("3"), texts("20000"));
+    let refused = fails(
+        &[
+            "consolidate",
+            "--store",
+            "nowhere",
+            "--events-per-batch",
+            "0",
+        ],
+        2,
+    );
+    assert!(refused.contains("0 is too few"), "{refused}");
+}

@@ -1587,3 +1587,46 @@ fn consolidating_in_batches_writes_what_one_batch_writes_and_a_failed_run_keeps_
         assert_eq!(summary_texts(&whole), summary_texts(&failed), "{backend}");
     }
 }
+
+/// helper-108 (session 48): a run's batches are numbered apart, and another writer's events
+/// may lie between two; the summaries a run wrote (what `loci consolidate` lists) had been
+/// read from its first event to its last, another writer's summary among them.
+#[test]
+fn the_summaries_a_run_wrote_leave_out_another_writers_between_its_batches() {
+    struct Meddling<'a>(&'a Store, std::sync::atomic::AtomicUsize);
+    impl Summarizer for Meddling<'_> {
+        fn summarize(&self, chunk: &Chunk<'_>) -> loci::Result<String> {
+            if self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 40 {
+                let mut s = EventDraft::new(900 * DAY, "bot", SUMMARY);
+                s.payload = Value::Map(
+                    [
+                        ("level".to_string(), Value::from("day")),
+                        ("start".to_string(), Value::Int(900 * DAY)),
+                        ("end".to_string(), Value::Int(901 * DAY - 1)),
+                        ("text".to_string(), Value::from("another writer's day")),
+                    ]
+                    .into_iter()
+                    .collect(),
+                );
+                self.0.ingest(vec![s])?;
+            }
+            RuleSummarizer.summarize(chunk)
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = world_store(dir.path(), BackendKind::Redb, 40);
+    let meddling = Meddling(&store, std::sync::atomic::AtomicUsize::new(0));
+    let small = ConsolidateOptions::default().with_events_per_batch(10);
+    let r = consolidate::consolidate(&store, &meddling, &small).unwrap();
+    assert!(r.batches.len() >= 2, "{r:?}");
+    let other = consolidate::summaries(&store)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.text == "another writer's day")
+        .unwrap();
+    assert!(r.first_seq < other.seq && other.seq < r.last_seq, "{r:?}");
+    let written = consolidate::summaries_written(&store, &r, false).unwrap();
+    assert!(written.iter().all(|s| s.seq != other.seq));
+    assert_eq!(written.len(), r.episodes + r.days + r.weeks);
+    assert_verifies(&store);
+}

@@ -230,7 +230,7 @@ pub fn repair(a: RepairArgs) -> Result<Code> {
 /// `consolidate`: summaries of every closed day and week, with the rule-based summariser.
 pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
     let s = open(&a.store)?;
-    let mut opts = ConsolidateOptions::default();
+    let mut opts = ConsolidateOptions::default().with_events_per_batch(a.events_per_batch);
     opts.until = a.until;
     opts.policy = ConsolidationPolicy::for_store(&s, a.day)?;
     let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;

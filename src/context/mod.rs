@@ -294,6 +294,45 @@ struct Caches {
     cover_lines: std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<str>>>,
 }
 
+impl Caches {
+    /// The cover line of `s`, kept from its first reading by `read` (a summary's text never
+    /// changes). A failed read keeps nothing. The cache's lock is not held while `read` reads
+    /// the store (as `consolidate::cached`).
+    fn cover_line(
+        &self,
+        s: &Placement,
+        read: impl FnOnce() -> Result<Option<String>>,
+    ) -> Result<std::sync::Arc<str>> {
+        let lines = || self.cover_lines.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(line) = lines().get(&s.seq) {
+            return Ok(line.clone());
+        }
+        let line: std::sync::Arc<str> = cover_text(s, &read()?.unwrap_or_default()).into();
+        lines().insert(s.seq, line.clone());
+        Ok(line)
+    }
+
+    /// Tokens of `s`'s cover line under `tokenizer` (the same every turn: counted once), or
+    /// `None`, with nothing kept, when `line` could not read it: a cost kept for a line not
+    /// read had undercounted every later turn's cover.
+    fn cover_cost(
+        &self,
+        s: &Placement,
+        tokenizer: Tokenizer,
+        line: impl FnOnce() -> Option<std::sync::Arc<str>>,
+        count: &dyn Fn(&str) -> usize,
+    ) -> Option<usize> {
+        let costs = || self.cover_costs.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (s.seq, tokenizer);
+        if let Some(tokens) = costs().get(&key) {
+            return Some(*tokens);
+        }
+        let tokens = count(&line()?);
+        costs().insert(key, tokens);
+        Some(tokens)
+    }
+}
+
 impl<'s> ContextBuilder<'s> {
     pub fn new(store: &'s Store) -> Result<Self> {
         Ok(ContextBuilder {
@@ -473,41 +512,19 @@ fn assemble(
     // A summary's line is read when the cover first weighs it: the cover's cost function
     // cannot fail, so the first failure is kept and returned once the cover is chosen.
     let line_failed = std::cell::RefCell::new(None);
-    // The cache's lock is not held while the store is read (as `consolidate::cached`).
-    let lines = || caches.cover_lines.lock().unwrap_or_else(|e| e.into_inner());
-    let cover_line = |s: &Placement| -> std::sync::Arc<str> {
-        if let Some(line) = lines().get(&s.seq) {
-            return line.clone();
-        }
-        let text = match consolidate::summary_text(store, s.seq) {
-            Ok(text) => text.unwrap_or_default(),
+    let cover_line = |s: &Placement| -> Option<std::sync::Arc<str>> {
+        match caches.cover_line(s, || consolidate::summary_text(store, s.seq)) {
+            Ok(line) => Some(line),
             Err(e) => {
                 line_failed.borrow_mut().get_or_insert(e);
-                return "".into();
+                None
             }
-        };
-        let line: std::sync::Arc<str> = cover_text(s, &text).into();
-        lines().insert(s.seq, line.clone());
-        line
+        }
     };
-    // A summary's line costs the same every turn: counted once per tokenizer.
     let cover_cost = |s: &Placement| -> usize {
-        let key = (s.seq, opts.tokenizer);
-        let known = caches
-            .cover_costs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .copied();
-        known.unwrap_or_else(|| {
-            let tokens = count_line(&cover_line(s));
-            caches
-                .cover_costs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key, tokens);
-            tokens
-        })
+        caches
+            .cover_cost(s, opts.tokenizer, || cover_line(s), &count_line)
+            .unwrap_or(0)
     };
     let (cover_summaries, cover_held_over) = if wants("cover") {
         let (summaries, held_over, dropped) = choose_cover(
@@ -530,7 +547,7 @@ fn assemble(
     let cover_lines: Vec<Line> = cover_summaries
         .iter()
         .map(|s| Line {
-            text: cover_line(s).to_string(),
+            text: cover_line(s).as_deref().unwrap_or_default().to_string(),
             ids: vec![format!("event:{}", s.seq)],
             tokens: cover_cost(s),
             fact: None,
@@ -1757,5 +1774,43 @@ mod tests {
             .map(|l| l.ids[0].as_str())
             .collect();
         assert_eq!(kept, ["event:9", "event:6"]);
+    }
+
+    /// helper-108 (session 48): a summary whose text could not be read was weighed as an
+    /// empty line, and that cost was kept: every later turn of the builder chose its cover,
+    /// and reported the line's tokens, by it. A failed read keeps nothing; the next one counts
+    /// the line.
+    #[test]
+    fn a_cover_line_that_could_not_be_read_leaves_no_cost_behind() {
+        let caches = Caches::default();
+        let day = Placement {
+            seq: 7,
+            level: consolidate::Level::Day,
+            start: 0,
+            end: 99,
+            children: Vec::new(),
+        };
+        let count = |text: &str| text.len();
+        let failing = || {
+            Err(Error::InvalidArgument {
+                name: "read".into(),
+                message: "the disk went away".into(),
+            })
+        };
+        let weigh = |read: &dyn Fn() -> Result<Option<String>>| {
+            caches.cover_cost(
+                &day,
+                Tokenizer::Approx,
+                || caches.cover_line(&day, read).ok(),
+                &count,
+            )
+        };
+        assert_eq!(weigh(&failing), None);
+        let read = || Ok(Some("a day by the sea".to_string()));
+        let line = "[day 0..99] a day by the sea";
+        assert_eq!(weigh(&read), Some(line.len()));
+        // Kept once read: a later failing read is not made.
+        assert_eq!(weigh(&failing), Some(line.len()));
+        assert_eq!(&*caches.cover_line(&day, failing).unwrap(), line);
     }
 }

@@ -875,8 +875,13 @@ pub struct ConsolidateReport {
     /// Earlier live summaries the new ones replace (late events): a day or week summarised
     /// again, and the episodes of a day summarised again (the new day has episodes of its own).
     pub superseded: usize,
+    /// The first and the last event the run wrote: its batches span them, and another
+    /// writer's events may lie between two batches.
     pub first_seq: u64,
     pub last_seq: u64,
+    /// The first and the last event of each batch the run wrote, in order.
+    #[serde(default)]
+    pub batches: Vec<(u64, u64)>,
 }
 
 /// Whether an event is experience to be summarised (not bookkeeping: summaries, uses,
@@ -930,9 +935,10 @@ pub struct LiveSummaries {
 }
 
 /// What a store last read of its summaries, kept by the store ([`Store::live_summary_cache`])
-/// for every reader of it: its [`LiveSummaries`] (a context's memory cover reads every
-/// summary's text), and the summaries a later one replaced ([`replaced_summaries`], what a
-/// search, a timeline and retrieval leave out).
+/// for every reader of it: its [`LiveSummaries`] (every live summary's text, for a caller
+/// that reads them all), the live summaries' placements ([`live_placements`], what the
+/// memory cover chooses from), and the summaries a later one replaced
+/// ([`replaced_summaries`], what a search, a timeline and retrieval leave out).
 #[derive(Default)]
 pub(crate) struct LiveSummaryCache {
     live: std::sync::Mutex<CacheEntry<LiveSummaries>>,
@@ -1087,9 +1093,11 @@ placed_by_fields!(Placement);
 
 /// The summaries of the store as the summary index places them.
 fn indexed_summaries(store: &Store) -> Result<Vec<Placement>> {
+    // The entries first: a day summary written between the two scans is then not among them,
+    // where read after its children it would have none, and its episodes read as replaced.
+    let entries = store.summary_entries()?;
     let mut children = store.day_summary_children()?;
-    Ok(store
-        .summary_entries()?
+    Ok(entries
         .into_iter()
         .map(|e| Placement {
             seq: e.seq,
@@ -1249,7 +1257,7 @@ struct WeekPlan {
 /// Raw events a consolidation reads into one batch by default, about
 /// ([`ConsolidateOptions::events_per_batch`]). One batch for every period had held 2.3 GB to
 /// consolidate 115k events, and 8.2 GB for 415k.
-const EVENTS_PER_BATCH: usize = 20_000;
+pub const EVENTS_PER_BATCH: usize = 20_000;
 
 /// Consolidates every closed period not yet summarised (or with events that arrived after its
 /// summary): days with their episodes, then the weeks they complete. Whole weeks are written
@@ -1297,22 +1305,53 @@ pub fn consolidate(
         last_user_deletion: last_user_deletion(store)?,
     };
     let days = days_to_plan(store, policy, &past, now)?;
-    let mut batch = Batch::default();
-    for week in weeks_to_plan(policy, &latest, &days, now) {
-        for day in days.range(week_days(policy, week)) {
-            if let Some(plan) = plan_day_again(store, summarizer, policy, &past, day, &mut report)?
-            {
-                batch.events += plan.events.len();
-                batch.plans.push(plan);
+    let run = |report: &mut ConsolidateReport| -> Result<()> {
+        let mut batch = Batch::default();
+        for week in weeks_to_plan(policy, &latest, &days, now) {
+            for day in days.range(week_days(policy, week)) {
+                if let Some(plan) = plan_day_again(store, summarizer, policy, &past, day, report)? {
+                    batch.events += plan.events.len();
+                    batch.plans.push(plan);
+                }
+            }
+            batch.events += logged_days_weight(policy, &latest, &days, week);
+            batch.weeks.insert(week);
+            if batch.events >= opts.events_per_batch {
+                std::mem::take(&mut batch).write(store, summarizer, policy, &past, now, report)?;
             }
         }
-        batch.weeks.insert(week);
-        if batch.events >= opts.events_per_batch {
-            std::mem::take(&mut batch).write(store, summarizer, policy, &past, now, &mut report)?;
+        batch.write(store, summarizer, policy, &past, now, report)
+    };
+    if let Err(e) = run(&mut report) {
+        if let (Some(first), Some(last)) = (report.batches.first(), report.batches.last()) {
+            tracing::warn!(
+                batches = report.batches.len(),
+                "consolidation failed after writing whole weeks in batches (events {}..{}): they stay, and the next run goes on from them",
+                first.0,
+                last.1
+            );
         }
+        return Err(e);
     }
-    batch.write(store, summarizer, policy, &past, now, &mut report)?;
     Ok(report)
+}
+
+/// What the day summaries already logged of a week a batch rolls up weigh against
+/// [`ConsolidateOptions::events_per_batch`]: each is read whole (its digest and what it
+/// restates), as its episodes and one more. Closed weeks whose days were summarised while
+/// they were open weighed nothing, and any number of them had gone into one batch.
+fn logged_days_weight(
+    policy: &ConsolidationPolicy,
+    latest: &Latest,
+    days: &BTreeMap<i64, DayToPlan>,
+    week: i64,
+) -> usize {
+    let range = week_range(policy, week);
+    latest
+        .range((Level::Day, range.0)..=(Level::Day, range.1))
+        .filter(|(_, s)| !days.contains_key(&policy.day_of(s.start)))
+        .map(|(_, s)| s.children.len() + 1)
+        .sum()
 }
 
 /// Days planned in a consolidation, and the weeks they lie in, written as one batch.
@@ -1350,6 +1389,7 @@ impl Batch {
             report.first_seq = commit.first_seq;
         }
         report.last_seq = commit.last_seq;
+        report.batches.push((commit.first_seq, commit.last_seq));
         Ok(())
     }
 }
@@ -1980,20 +2020,20 @@ pub fn summaries_written(
         true => Summary::of_event,
         false => Summary::of_event_without_digest,
     };
-    if report.first_seq == 0 {
-        return Ok(Vec::new());
-    }
     let replaced = replaced_summaries(store)?;
     let mut written = Vec::new();
-    store.scan_log(report.first_seq, |ev| {
-        if ev.seq > report.last_seq {
-            return Ok(false);
-        }
-        if !replaced.contains(&ev.seq) {
-            written.extend(read(&ev));
-        }
-        Ok(true)
-    })?;
+    // Batch by batch: another writer's events may lie between two.
+    for &(first, last) in &report.batches {
+        store.scan_log(first, |ev| {
+            if ev.seq > last {
+                return Ok(false);
+            }
+            if !replaced.contains(&ev.seq) {
+                written.extend(read(&ev));
+            }
+            Ok(true)
+        })?;
+    }
     written.sort_by_key(|s| (s.end, s.level, s.seq));
     Ok(written)
 }

@@ -136,8 +136,8 @@ pub struct ForgetReport {
 /// given, else the length its day summaries have, else minutes in a store of journal entries
 /// or conversation turns; see [`ConsolidationPolicy::for_store`](crate::dynamics::consolidate::ConsolidationPolicy::for_store)), so
 /// that every closed day has a summary to keep its gist, then forgets down to the budget.
-/// Two commits, each atomic: one cut short between them leaves summaries, which the next
-/// run finds made.
+/// The consolidation's batches (whole weeks each), then the forgetting, each atomic: a run
+/// cut short between them leaves summaries, which the next run finds made.
 pub fn consolidate_then_forget(
     store: &Store,
     day: Option<i64>,

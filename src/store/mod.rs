@@ -1996,7 +1996,8 @@ pub struct Store {
     warn_of_node_hits_left_out: std::sync::atomic::AtomicBool,
     /// Set while a deletion writes every node's document again under the ids it gave.
     rewriting: Rewriting,
-    /// The live summaries last read ([`crate::dynamics::consolidate::live_summaries`]).
+    /// What was last read of the summaries ([`crate::dynamics::consolidate::live_summaries`],
+    /// `live_placements`, `replaced_summaries`).
     live_summaries: crate::dynamics::consolidate::LiveSummaryCache,
 }
 
@@ -4748,7 +4749,7 @@ impl Store {
 
     /// Full-text search over the nodes and events this handle's graph holds (the index can be
     /// ahead of a reader opened beside a writer), less the summaries a later summary of their
-    /// period replaced ([`crate::dynamics::consolidate::LiveSummaries::replaced`]); a `text` with no word (a symbol that is not
+    /// period replaced ([`crate::dynamics::consolidate::replaced_summaries`]); a `text` with no word (a symbol that is not
     /// a pictograph, stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
         use crate::dynamics::consolidate::{replaced_summaries, SUMMARY};
