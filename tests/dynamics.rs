@@ -478,3 +478,51 @@ fn novelty_counts_the_terms_of_earlier_events_whose_salience_was_given() {
         "terms already in the batch are not novel: {seen} vs {fresh}"
     );
 }
+
+/// helper-109 (session 48): a reader of a store whose derived records were made by other
+/// rules was told "derived by older rules (Some(6), this build uses 7)": Rust's `Option` in
+/// the message, and "older" for a newer build's rules too. It says which, in words, and
+/// what to do.
+#[test]
+fn a_reader_of_a_store_of_other_rules_is_told_whose_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    drop(Store::create(&path, BackendKind::Redb).unwrap());
+    let mark = |version: Option<u32>| {
+        let backend = BackendKind::Redb.open(&path).unwrap();
+        let mut w = loci::storage::WriteBatch::default();
+        match version {
+            Some(v) => w.put(
+                loci::storage::Table::Meta,
+                b"projection".to_vec(),
+                loci::codec::encode(&v),
+            ),
+            None => w.delete(loci::storage::Table::Meta, b"projection".to_vec()),
+        }
+        backend.commit(w).unwrap();
+    };
+    let now = loci::store::PROJECTION_VERSION;
+    let refusal = |version: Option<u32>| {
+        mark(version);
+        let e = Store::open_read_only(&path).err().unwrap().to_string();
+        assert!(!e.contains("Some("), "{e}");
+        assert!(e.contains(&format!("this build's are {now}")), "{e}");
+        e
+    };
+    let older = refusal(Some(now - 1));
+    assert!(
+        older.contains(&format!("older rules ({};", now - 1)),
+        "{older}"
+    );
+    assert!(older.contains("open it for writing once"), "{older}");
+    let unversioned = refusal(None);
+    assert!(
+        unversioned.contains("older rules (unversioned;"),
+        "{unversioned}"
+    );
+    let newer = refusal(Some(now + 1));
+    assert!(
+        newer.contains(&format!("a newer build's rules ({};", now + 1)),
+        "{newer}"
+    );
+}

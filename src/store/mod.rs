@@ -2780,9 +2780,15 @@ impl Store {
             .transpose()?;
         if projection != Some(PROJECTION_VERSION) {
             if read_only {
-                return Err(store_err(format!(
-                    "its nodes and edges were derived by older rules ({projection:?}, this build uses {PROJECTION_VERSION}); open it for writing once to rebuild them"
-                )));
+                return Err(store_err(match projection {
+                    Some(v) if v > PROJECTION_VERSION => format!(
+                        "its nodes and edges were derived by a newer build's rules ({v}; this build's are {PROJECTION_VERSION}): read it with that build, or open it for writing once with this one to rebuild them under its rules"
+                    ),
+                    _ => format!(
+                        "its nodes and edges were derived by older rules ({}; this build's are {PROJECTION_VERSION}): open it for writing once to rebuild them (if a writer holds it, the writer's build decides)",
+                        projection.map_or("unversioned".to_string(), |v| v.to_string())
+                    ),
+                }));
             }
             tracing::info!(
                 from = ?projection,
