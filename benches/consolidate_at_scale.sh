@@ -26,7 +26,7 @@ trap cleanup EXIT
 events="$scratch/worlds.jsonl"
 for ((w = 0; w < worlds; w++)); do
     "$loci" world --seed $((100 + w)) --scale 1 --days 10000 --out "$scratch/w$w.jsonl" \
-        --answers /dev/null >/dev/null
+        --answers /dev/null >/dev/null 2>&1
 done
 # World w lives after world w-1 (its times shifted past them), with its own places and
 # villagers (keys prefixed); the agent and the items are shared.
@@ -56,7 +56,8 @@ store="$scratch/store"
 measure() { # what, then the command
     local what=$1
     shift
-    /usr/bin/time -f "%e %M" -o "$scratch/time" "$@" >/dev/null
+    /usr/bin/time -f "%e %M" -o "$scratch/time" "$@" >/dev/null 2>"$scratch/stderr" ||
+        { cat "$scratch/stderr" >&2; exit 1; }
     read -r secs kb <"$scratch/time"
     printf '%-26s %8.2f s %8.0f MB\n' "$what" "$secs" "$((kb / 1024))"
 }
