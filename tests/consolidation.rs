@@ -1432,6 +1432,22 @@ fn an_episode_made_again_spans_the_events_it_has_left() {
     assert_verifies(&store);
 }
 
+/// A day summary given from outside (it names no children) for day `day`.
+fn day_told_by_hand(day: i64, text: &str) -> EventDraft {
+    let mut s = EventDraft::new(day * DAY, "bot", SUMMARY);
+    s.payload = Value::Map(
+        [
+            ("level".to_string(), Value::from("day")),
+            ("start".to_string(), Value::Int(day * DAY)),
+            ("end".to_string(), Value::Int((day + 1) * DAY - 1)),
+            ("text".to_string(), Value::from(text)),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    s
+}
+
 /// The summaries a later one replaced, as the summary index finds them (a scan of keys, what
 /// a search, a timeline and retrieval read), and as reading every summary finds them (what
 /// the memory cover reads): the two agree at each step of a store's life, opened afresh or
@@ -1478,18 +1494,9 @@ fn the_summary_index_finds_the_summaries_reading_every_summary_finds_replaced() 
         store.delete(&DeleteRequest::events([raw.seq])).unwrap();
         check(&store, "a raw event deleted");
         // A summary given from outside, over a day whose episodes it does not name.
-        let mut s = EventDraft::new(3 * DAY, "bot", SUMMARY);
-        s.payload = Value::Map(
-            [
-                ("level".to_string(), Value::from("day")),
-                ("start".to_string(), Value::Int(3 * DAY)),
-                ("end".to_string(), Value::Int(4 * DAY - 1)),
-                ("text".to_string(), Value::from("a day told by hand")),
-            ]
-            .into_iter()
-            .collect(),
-        );
-        store.ingest(vec![s]).unwrap();
+        store
+            .ingest(vec![day_told_by_hand(3, "a day told by hand")])
+            .unwrap();
         check(&store, "a day summary given from outside");
         loci::dynamics::forget::consolidate_then_forget(
             &store,
@@ -1597,18 +1604,8 @@ fn the_summaries_a_run_wrote_leave_out_another_writers_between_its_batches() {
     impl Summarizer for Meddling<'_> {
         fn summarize(&self, chunk: &Chunk<'_>) -> loci::Result<String> {
             if self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 40 {
-                let mut s = EventDraft::new(900 * DAY, "bot", SUMMARY);
-                s.payload = Value::Map(
-                    [
-                        ("level".to_string(), Value::from("day")),
-                        ("start".to_string(), Value::Int(900 * DAY)),
-                        ("end".to_string(), Value::Int(901 * DAY - 1)),
-                        ("text".to_string(), Value::from("another writer's day")),
-                    ]
-                    .into_iter()
-                    .collect(),
-                );
-                self.0.ingest(vec![s])?;
+                self.0
+                    .ingest(vec![day_told_by_hand(900, "another writer's day")])?;
             }
             RuleSummarizer.summarize(chunk)
         }

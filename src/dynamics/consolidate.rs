@@ -1121,8 +1121,10 @@ fn read_replaced(store: &Store) -> Result<BTreeSet<u64>> {
     Ok(replaced)
 }
 
-fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
-    let all: Vec<Summary> = store
+/// Every summary of the store (replaced ones too), each read without its digest
+/// ([`Summary::of_event_without_digest`]), in time order.
+pub(crate) fn summaries_without_digests(store: &Store) -> Result<Vec<Summary>> {
+    Ok(store
         .events_with_up_to_payload_without_digest(
             crate::store::Facet::Kind,
             SUMMARY,
@@ -1131,7 +1133,11 @@ fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
         )?
         .iter()
         .filter_map(Summary::of_event_without_digest)
-        .collect();
+        .collect())
+}
+
+fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
+    let all = summaries_without_digests(store)?;
     let mut replaced: BTreeSet<u64> = all.iter().map(|s| s.seq).collect();
     let summaries: Vec<Summary> = live(all).into_values().collect();
     for s in &summaries {

@@ -977,19 +977,9 @@ impl Support {
 /// events the working memory rests on, [`crate::dynamics::working::RestsOn`]: evicting a
 /// `SLEEP` that had cleared it brought a stale intent back into every context).
 fn evictable(store: &Store, kept: Vec<u64>) -> Result<Vec<(Event, Gist)>> {
-    // Read without their digests (what each restates is not needed here): with them, the
-    // summaries of 115k events had taken a gigabyte.
-    let mut all: Vec<Summary> = store
-        .events_with_up_to_payload_without_digest(
-            crate::store::Facet::Kind,
-            SUMMARY,
-            i64::MIN,
-            i64::MAX,
-        )?
-        .iter()
-        .filter_map(Summary::of_event_without_digest)
-        .collect();
-    // In log order, as the passes below have always taken them.
+    // Without their digests, which nothing here reads; in log order, as the passes below
+    // have always taken them.
+    let mut all = consolidate::summaries_without_digests(store)?;
     all.sort_by_key(|s| s.seq);
     let live: BTreeSet<u64> = consolidate::live(all.iter().cloned())
         .values()
