@@ -4792,4 +4792,15 @@ fn consolidate_in_batches_of_a_few_events_writes_the_summaries_one_batch_writes(
         2,
     );
     assert!(refused.contains("0 is too few"), "{refused}");
+    let negative = fails(
+        &[
+            "consolidate",
+            "--store",
+            "nowhere",
+            "--events-per-batch",
+            "-1",
+        ],
+        2,
+    );
+    assert!(negative.contains("-1 is negative"), "{negative}");
 }

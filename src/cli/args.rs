@@ -216,7 +216,7 @@ pub struct ConsolidateArgs {
     pub day: Option<i64>,
     /// Raw events read into one batch, about: whole weeks are written together until they
     /// hold this many, each batch atomic. Fewer hold less in memory.
-    #[arg(long, value_name = "N", default_value_t = loci::dynamics::consolidate::EVENTS_PER_BATCH, value_parser = at_least_one::<usize>)]
+    #[arg(long, value_name = "N", default_value_t = loci::dynamics::consolidate::EVENTS_PER_BATCH, allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
     pub events_per_batch: usize,
     #[arg(long)]
     pub json: bool,
