@@ -360,8 +360,14 @@ impl<'s> ContextBuilder<'s> {
             refuse_oversized_instructions(text)?;
             refuse_a_boundary_line(text)?;
         }
-        let live = consolidate::live_placements(self.store)?;
-        assemble(self.store, &self.retriever, &live, &self.caches, opts)
+        let placed = consolidate::placed_summaries(self.store)?;
+        assemble(
+            self.store,
+            &self.retriever,
+            &placed.live,
+            &self.caches,
+            opts,
+        )
     }
 }
 

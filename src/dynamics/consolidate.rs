@@ -936,14 +936,12 @@ pub struct LiveSummaries {
 
 /// What a store last read of its summaries, kept by the store ([`Store::live_summary_cache`])
 /// for every reader of it: its [`LiveSummaries`] (every live summary's text, for a caller
-/// that reads them all), the live summaries' placements ([`live_placements`], what the
-/// memory cover chooses from), and the summaries a later one replaced
-/// ([`replaced_summaries`], what a search, a timeline and retrieval leave out).
+/// that reads them all), and its [`PlacedSummaries`] (what the memory cover chooses from, and
+/// what a search, a timeline and retrieval leave out).
 #[derive(Default)]
 pub(crate) struct LiveSummaryCache {
     live: std::sync::Mutex<CacheEntry<LiveSummaries>>,
-    placements: std::sync::Mutex<CacheEntry<Vec<Placement>>>,
-    replaced: std::sync::Mutex<CacheEntry<BTreeSet<u64>>>,
+    placed: std::sync::Mutex<CacheEntry<PlacedSummaries>>,
 }
 
 struct CacheEntry<T> {
@@ -970,12 +968,24 @@ pub fn live_summaries(store: &Store) -> Result<std::sync::Arc<LiveSummaries>> {
     cached(store, &store.live_summary_cache().live, read_live_summaries)
 }
 
-/// The live summaries of the store ([`live`]) as the summary index places them, by level and
-/// range start: what the memory cover chooses from, reading the text of those it weighs
-/// alone ([`summary_text`]). Cached as [`live_summaries`] is.
-pub fn live_placements(store: &Store) -> Result<std::sync::Arc<Vec<Placement>>> {
-    cached(store, &store.live_summary_cache().placements, |store| {
-        Ok(live(indexed_summaries(store)?).into_values().collect())
+/// The summaries of a store as the summary index places them (`store/summary_index.rs`), no
+/// summary decoded: one read serves the memory cover and the readers that leave the replaced
+/// ones out.
+#[derive(Debug, Default)]
+pub struct PlacedSummaries {
+    /// The live summaries ([`live`]), by level and range start: what the memory cover chooses
+    /// from, reading the text of those it weighs alone ([`summary_text`]).
+    pub live: Vec<Placement>,
+    /// The summary events that are not live: a later summary of their period replaced them,
+    /// and says what they say.
+    pub replaced: BTreeSet<u64>,
+}
+
+/// The store's [`PlacedSummaries`], cached as [`live_summaries`] is.
+pub fn placed_summaries(store: &Store) -> Result<std::sync::Arc<PlacedSummaries>> {
+    cached(store, &store.live_summary_cache().placed, |store| {
+        let (live, replaced) = live_and_replaced(indexed_summaries(store)?);
+        Ok(PlacedSummaries { live, replaced })
     })
 }
 
@@ -987,13 +997,6 @@ pub fn summary_text(store: &Store, seq: u64) -> Result<Option<String>> {
         .as_ref()
         .and_then(Summary::of_event_without_digest)
         .map(|s| s.text))
-}
-
-/// The summary events of the store that are not live ([`live`]): a later summary of their
-/// period replaced them, and says what they say. Read from the summary index
-/// (`store/summary_index.rs`), no summary decoded, and cached as [`live_summaries`] is.
-pub fn replaced_summaries(store: &Store) -> Result<std::sync::Arc<BTreeSet<u64>>> {
-    cached(store, &store.live_summary_cache().replaced, read_replaced)
 }
 
 /// `entry`'s value while the log holds no summary past it and nothing was deleted since,
@@ -1112,13 +1115,15 @@ fn indexed_summaries(store: &Store) -> Result<Vec<Placement>> {
         .collect())
 }
 
-fn read_replaced(store: &Store) -> Result<BTreeSet<u64>> {
-    let all = indexed_summaries(store)?;
-    let mut replaced: BTreeSet<u64> = all.iter().map(|s| s.seq).collect();
-    for s in live(all).values() {
-        replaced.remove(&s.seq);
+/// The live ones among `all` ([`live`]), by level and range start, and the sequence numbers
+/// of the others.
+fn live_and_replaced<S: Placed>(all: Vec<S>) -> (Vec<S>, BTreeSet<u64>) {
+    let mut replaced: BTreeSet<u64> = all.iter().map(|s| s.seq()).collect();
+    let live: Vec<S> = live(all).into_values().collect();
+    for s in &live {
+        replaced.remove(&s.seq());
     }
-    Ok(replaced)
+    (live, replaced)
 }
 
 /// Every summary of the store (replaced ones too), each read without its digest
@@ -1137,12 +1142,7 @@ pub(crate) fn summaries_without_digests(store: &Store) -> Result<Vec<Summary>> {
 }
 
 fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
-    let all = summaries_without_digests(store)?;
-    let mut replaced: BTreeSet<u64> = all.iter().map(|s| s.seq).collect();
-    let summaries: Vec<Summary> = live(all).into_values().collect();
-    for s in &summaries {
-        replaced.remove(&s.seq);
-    }
+    let (summaries, replaced) = live_and_replaced(summaries_without_digests(store)?);
     Ok(LiveSummaries {
         summaries,
         replaced,
@@ -2028,7 +2028,7 @@ pub fn summaries_written(
         true => Summary::of_event,
         false => Summary::of_event_without_digest,
     };
-    let replaced = replaced_summaries(store)?;
+    let placed = placed_summaries(store)?;
     let mut written = Vec::new();
     // Batch by batch: another writer's events may lie between two.
     for &(first, last) in &report.batches {
@@ -2036,7 +2036,7 @@ pub fn summaries_written(
             if ev.seq > last {
                 return Ok(false);
             }
-            if !replaced.contains(&ev.seq) {
+            if !placed.replaced.contains(&ev.seq) {
                 written.extend(read(&ev));
             }
             Ok(true)

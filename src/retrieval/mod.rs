@@ -1199,13 +1199,11 @@ impl<'s> Retriever<'s> {
         // Read once for the pack, and only for a pack with a fact: a fact's provenance leaves
         // out the summaries a later one replaced.
         let summaries = match candidates.iter().any(|c| c.kind == SnippetKind::Fact) {
-            true => Some(crate::dynamics::consolidate::replaced_summaries(
-                self.store,
-            )?),
+            true => Some(crate::dynamics::consolidate::placed_summaries(self.store)?),
             false => None,
         };
         let none = BTreeSet::new();
-        let replaced = summaries.as_deref().unwrap_or(&none);
+        let replaced = summaries.as_ref().map_or(&none, |s| &s.replaced);
         let mut snippets = Vec::new();
         let mut cut = Vec::new();
         let mut used = 0usize;
