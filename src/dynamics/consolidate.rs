@@ -1149,15 +1149,6 @@ fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
     })
 }
 
-fn read_live(
-    store: &Store,
-    read: fn(&Event) -> Option<Summary>,
-) -> Result<BTreeMap<(Level, i64), Summary>> {
-    // The episodic index reads only the summaries (not the whole log).
-    let all = store.events_with(crate::store::Facet::Kind, SUMMARY, i64::MIN, i64::MAX)?;
-    Ok(live(all.iter().filter_map(read)))
-}
-
 /// The live summaries among `all` (summary events, in any order), by level and range start:
 /// the latest (highest sequence number) of each level and start, less the episodes that a
 /// newer live day summary over their range does not name as its children.
@@ -1330,13 +1321,17 @@ pub fn consolidate(
         }
         batch.write(store, summarizer, policy, &past, now, report)
     };
-    if let Err(e) = run(&mut report) {
-        if let (Some(first), Some(last)) = (report.batches.first(), report.batches.last()) {
+    let ran = run(&mut report);
+    if let (Some(first), Some(last)) = (report.batches.first(), report.batches.last()) {
+        (report.first_seq, report.last_seq) = (first.0, last.1);
+    }
+    if let Err(e) = ran {
+        if !report.batches.is_empty() {
             tracing::warn!(
                 batches = report.batches.len(),
                 "consolidation failed after writing whole weeks in batches (events {}..{}): they stay, and the next run goes on from them",
-                first.0,
-                last.1
+                report.first_seq,
+                report.last_seq
             );
         }
         return Err(e);
@@ -1393,10 +1388,6 @@ impl Batch {
         report.days += plans.len();
         report.weeks += weeks.len();
         report.events_consolidated += plans.iter().map(|p| p.events.len()).sum::<usize>();
-        if report.first_seq == 0 {
-            report.first_seq = commit.first_seq;
-        }
-        report.last_seq = commit.last_seq;
         report.batches.push((commit.first_seq, commit.last_seq));
         Ok(())
     }
@@ -2009,7 +2000,11 @@ pub(crate) fn made_again(
 /// The summaries of the store, latest per range, by the end of their range (a week after its
 /// last day), then level.
 pub fn summaries(store: &Store) -> Result<Vec<Summary>> {
-    let mut all: Vec<Summary> = read_live(store, Summary::of_event)?.into_values().collect();
+    // The episodic index reads only the summaries (not the whole log).
+    let every = store.events_with(crate::store::Facet::Kind, SUMMARY, i64::MIN, i64::MAX)?;
+    let mut all: Vec<Summary> = live(every.iter().filter_map(Summary::of_event))
+        .into_values()
+        .collect();
     all.sort_by_key(|s| (s.end, s.level, s.seq));
     Ok(all)
 }

@@ -4236,23 +4236,21 @@ impl Store {
 
     /// The event with sequence number `seq`; `None` when the log has none or it was deleted.
     pub fn event(&self, seq: u64) -> Result<Option<Event>> {
-        if self.read_state().deleted.contains(&seq) {
-            return Ok(None);
-        }
-        self.raw_event(seq)
+        self.event_decoded(seq, decode_event)
     }
 
     /// [`Store::event`] read up to its payload, and that without its `digest` entry (its
     /// assertions and idempotency key left empty), for a reader of what a summary says.
     pub fn event_up_to_payload_without_digest(&self, seq: u64) -> Result<Option<Event>> {
+        self.event_decoded(seq, crate::codec::decode_event_up_to_payload_without_digest)
+    }
+
+    /// The event `seq` read with `decode`; `None` when the log has none or it was deleted.
+    fn event_decoded(&self, seq: u64, decode: DecodeEvent) -> Result<Option<Event>> {
         if self.read_state().deleted.contains(&seq) {
             return Ok(None);
         }
-        self.raw_event_decoded(
-            &*self.backend,
-            seq,
-            crate::codec::decode_event_up_to_payload_without_digest,
-        )
+        self.raw_event_decoded(&*self.backend, seq, decode)
     }
 
     /// The log record at `seq`, deleted or not. The log holds every sequence number up to its
