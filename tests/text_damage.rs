@@ -209,7 +209,16 @@ fn damage_until_a_search_fails(dir: &Path) -> (Flip, &'static str) {
     let listed = std::fs::read(&checked).unwrap();
     let idx = segment_files(&dir.join("text"), &["idx"]).remove(0);
     let len = std::fs::metadata(&idx).unwrap().len() as usize;
-    for at in (0..len).step_by(13) {
+    // Coarse strides first: most of the file's bytes (its posting blocks) still decode when
+    // changed, and a scan of every 13th byte from the start opened the store 1,261 times
+    // before it met one that fails (30 s of a debug build's tests); this order, 20 times.
+    let strides = [13 * 64, 13 * 8, 13];
+    let offsets = strides.iter().enumerate().flat_map(|(i, &stride)| {
+        (0..len)
+            .step_by(stride)
+            .filter(move |at| i == 0 || at % strides[i - 1] != 0)
+    });
+    for at in offsets {
         let flip = Flip::new(&idx, at, 0xA5);
         let store = Store::open(dir).unwrap();
         let failed = WORDS
