@@ -16,7 +16,7 @@ use super::exit::fail;
 use super::exit::Code;
 use super::open;
 use super::open_for_reading;
-use super::output::{count, item_among, one_field, outln, print_json};
+use super::output::{count, item_among, one_field, outln, print_json, AsJsonValues};
 
 /// `delete`: one deletion event for the listed events and nodes.
 pub fn delete(a: DeleteArgs) -> Result<Code> {
@@ -240,7 +240,16 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
         false => consolidate::summaries_written(&s, &r, a.json)?,
     };
     if a.json {
-        print_json(&serde_json::json!({"report": r, "summaries": shown}))?;
+        // The keys in `json!`'s order, as before, with no `Value` of every summary at once.
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            report: serde_json::Value,
+            summaries: AsJsonValues<'a, consolidate::Summary>,
+        }
+        print_json(&Out {
+            report: serde_json::to_value(&r)?,
+            summaries: AsJsonValues(&shown),
+        })?;
         return Ok(Code::Ok);
     }
     outln!(

@@ -207,6 +207,23 @@ pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
+/// A list that serializes as `serde_json::json!` makes it (each object's keys in the sorted
+/// order of `serde_json::Map`), one element at a time: `json!` builds a `Value` of the whole
+/// list first, which for `consolidate --json` on a large store was a tree of every summary
+/// beside the summaries themselves.
+pub struct AsJsonValues<'a, T>(pub &'a [T]);
+
+impl<T: serde::Serialize> serde::Serialize for AsJsonValues<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for item in self.0 {
+            seq.serialize_element(&serde_json::to_value(item).map_err(S::Error::custom)?)?;
+        }
+        seq.end()
+    }
+}
+
 /// True when `e` (anywhere in its chain) is a write to a reader that went away.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -282,7 +299,50 @@ pub fn print_report(v: &serde_json::Value) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::one_field;
+    use super::{one_field, AsJsonValues};
+
+    /// `consolidate --json` prints the bytes it printed through `json!`: a list written one
+    /// element at a time has each object's keys in the same sorted order, nested ones too.
+    #[test]
+    fn a_list_written_one_value_at_a_time_is_the_list_json_makes() {
+        #[derive(serde::Serialize)]
+        struct Item {
+            zeta: u32,
+            alpha: Vec<u64>,
+            inner: Inner,
+            none: Option<u8>,
+        }
+        #[derive(serde::Serialize)]
+        struct Inner {
+            y: &'static str,
+            b: f32,
+        }
+        let items: Vec<Item> = (0..3)
+            .map(|i| Item {
+                zeta: i,
+                alpha: (0..u64::from(i)).collect(),
+                inner: Inner {
+                    y: "é 🙂", b: 0.5
+                },
+                none: None,
+            })
+            .collect();
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            report: u8,
+            summaries: AsJsonValues<'a, Item>,
+        }
+        let streamed = serde_json::to_string_pretty(&Out {
+            report: 1,
+            summaries: AsJsonValues(&items),
+        })
+        .unwrap();
+        let whole =
+            serde_json::to_string_pretty(&serde_json::json!({"report": 1, "summaries": items}))
+                .unwrap();
+        assert_eq!(streamed, whole);
+        assert!(streamed.find("alpha") < streamed.find("zeta"), "{streamed}");
+    }
 
     /// helper-93's review (session 43): a key holding a line break printed as one holding a
     /// backslash and an `n`. Each key shows as no other does.
