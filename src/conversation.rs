@@ -189,7 +189,7 @@ fn number_word(w: &str) -> Option<i64> {
 }
 
 /// The dates that relative expressions in `text` name, against the session day `today` (days
-/// since 1970): "yesterday", "last week(end)", "last month", "last year", `"last <weekday>"`,
+/// since 1970): "yesterday", "the day before yesterday", "last week(end)", "last month", "last year", `"last <weekday>"`,
 /// "N days/weeks/months/years ago". Months and years are calendar ones ([`months_back`]).
 pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
     let lower = text.to_lowercase();
@@ -210,6 +210,7 @@ pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
     for (i, w) in words.iter().enumerate() {
         let next = words.get(i + 1).copied().unwrap_or("");
         match *w {
+            "yesterday" if i >= 2 && words[i - 2..i] == ["day", "before"] => add(today - 2),
             "yesterday" => add(today - 1),
             "today" | "tonight" => add(today),
             "last" => match next {
@@ -466,6 +467,27 @@ mod tests {
         );
         // Far back is bounded as before, and the earliest date is year 1.
         assert!(resolve_relative_dates("10000 years ago", at).is_empty());
+    }
+
+    /// "The day before yesterday" is two days back, not yesterday (the helper-110 probe: "I
+    /// saw Bob the day before yesterday" on 31 March was dated 30 March).
+    #[test]
+    fn the_day_before_yesterday_is_two_days_back() {
+        let day = parse_session_time("10:00 am on 31 March, 2023")
+            .unwrap()
+            .div_euclid(1440);
+        assert_eq!(
+            resolve_relative_dates("I saw Bob the day before yesterday.", day),
+            ["29 March 2023"]
+        );
+        assert_eq!(
+            resolve_relative_dates("Day-before-yesterday, and yesterday too", day),
+            ["29 March 2023", "30 March 2023"]
+        );
+        assert_eq!(
+            resolve_relative_dates("the day before yesterday's", day),
+            ["29 March 2023"]
+        );
     }
 
     #[test]
