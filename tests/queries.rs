@@ -419,6 +419,41 @@ fn a_wrong_kind_of_limit_search_text_or_property_name_points_at_its_place() {
     assert!(e.to_string().contains("blank"), "{e}");
 }
 
+/// A SEARCH text over the length a search takes is refused at its place, as a blank one is,
+/// and as a parameter's when a parameter gave it (the helper-110 probe: no line or column).
+#[test]
+fn a_search_text_too_long_points_at_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let literal = format!("'{}'", "a".repeat(20_000));
+    let q = format!("SEARCH v FOR {literal} MATCH (v) RETURN v.key");
+    let e = query::prepare(&q, Limits::default())
+        .and_then(|p| p.run(&store, &HashMap::new()))
+        .unwrap_err();
+    assert_placed(&e, &q, "20000 bytes; at most 16384", &literal);
+    let computed = "SEARCH b FOR 'x' + $tail MATCH (b) RETURN b.key";
+    let tail = HashMap::from([("tail".to_string(), Val::Str("y".repeat(17_000)))]);
+    let e = query::run(&store, computed, &tail).unwrap_err();
+    assert!(
+        matches!(&e, QueryError::Param(m) if m.starts_with("$tail: ") && m.contains("17001 bytes")),
+        "{e:?}"
+    );
+}
+
+/// A pattern too long to plan is refused at its place (the helper-110 probe: 5,000 relations
+/// in one path were refused with no line or column).
+#[test]
+fn a_pattern_of_too_many_steps_points_at_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = world_store(dir.path());
+    let long_path = format!("(z){}", "-->()".repeat(400));
+    let q = format!("MATCH (a) MATCH {long_path} RETURN a.key LIMIT 1");
+    let e = query::prepare(&q, Limits::default())
+        .and_then(|p| p.run(&store, &HashMap::new()))
+        .unwrap_err();
+    assert_placed(&e, &q, "at most 128 are allowed", &long_path);
+}
+
 #[test]
 fn errors_and_limits() {
     let dir = tempfile::tempdir().unwrap();

@@ -1425,7 +1425,13 @@ impl Run<'_, '_> {
                     });
                 }
             };
-            crate::text::TextIndex::check_length(&t, "SEARCH ... FOR")?;
+            // At the text's place, or the parameter's, as a blank one is.
+            crate::text::TextIndex::check_length(&t, "SEARCH ... FOR").map_err(
+                |e| match param {
+                    Some(p) if !reads_a_row => QueryError::Param(format!("${p}: {e}")),
+                    _ => super::plan::plan_err_at(Some(text_at), e.to_string()),
+                },
+            )?;
             let filter = SearchFilter {
                 nodes_only: Some(true),
                 ..Default::default()

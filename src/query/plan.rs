@@ -176,6 +176,15 @@ enum Kind {
     Path,
 }
 
+/// A plan longer than [`MAX_OPS`]: the executor passes rows from operator to operator by
+/// recursion, one level each.
+fn too_many_steps(ops: usize) -> String {
+    format!(
+        "the query needs {ops} steps to match its patterns so far, at most {MAX_OPS} are \
+         allowed: split it or use fewer relations"
+    )
+}
+
 fn plan_err(message: impl Into<String>) -> QueryError {
     QueryError::Plan(message.into())
 }
@@ -669,17 +678,16 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
             trail.clear();
         }
         p.plan_path(path, q.filter.as_ref(), &mut trail)?;
+        // At the pattern that passes the bound, which had been said with no place.
+        if p.ops.len() > MAX_OPS {
+            return Err(plan_err_at(Some(path.span), too_many_steps(p.ops.len())));
+        }
     }
     // Every variable is bound now: no property check is left waiting.
     p.check_ready();
     debug_assert!(p.waiting.is_empty());
-    // The executor passes rows from operator to operator by recursion, one level each.
     if p.ops.len() > MAX_OPS {
-        return Err(plan_err(format!(
-            "the query needs {} steps to match its patterns, at most {MAX_OPS} are allowed: \
-             split it or use fewer relations",
-            p.ops.len()
-        )));
+        return Err(plan_err(too_many_steps(p.ops.len())));
     }
     if let Some(f) = &q.filter {
         check_vars(f, &p.index, &[], &q.places)?;
