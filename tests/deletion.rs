@@ -496,3 +496,43 @@ fn deleting_a_node_forgetting_took_with_every_summary_of_it_is_refused_as_alread
         assert_verifies(&store);
     }
 }
+
+/// One deletion of many events takes each of them out of the full-text index and no other:
+/// the index deletes them as one set of keys, where event 1's key must not take event 10's
+/// or 11's with it.
+#[test]
+fn a_deletion_of_many_events_takes_exactly_them_from_search() {
+    let word = |i: u64| format!("zq{}word", "x".repeat(i as usize));
+    let deleted: Vec<u64> = (1..=30).filter(|i| i % 3 == 1).collect();
+    let check = |store: &Store, when: &str| {
+        for i in 1..=30u64 {
+            let hits = store.search(&word(i), &SearchFilter::default(), 5).unwrap();
+            assert_eq!(
+                hits.is_empty(),
+                deleted.contains(&i),
+                "{when}: event {i}'s word, hits {hits:?}"
+            );
+        }
+        assert_verifies(store);
+    };
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store
+            .ingest(
+                (1..=30)
+                    .map(|i| event(i as i64, &word(i), vec![]))
+                    .collect(),
+            )
+            .unwrap();
+        store
+            .delete(&DeleteRequest::events(deleted.clone()))
+            .unwrap();
+        check(&store, &format!("{backend}"));
+        drop(store);
+        check(
+            &Store::open(dir.path()).unwrap(),
+            &format!("{backend}, reopened"),
+        );
+    }
+}

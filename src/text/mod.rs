@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
-use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
+use tantivy::query::{
+    BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery,
+};
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
 };
@@ -1217,8 +1219,16 @@ impl TextIndex {
     ) -> Result<()> {
         let floor = self.next_floor.load(std::sync::atomic::Ordering::SeqCst);
         self.with_writer(|w| {
-            for key in deletes {
-                w.delete_term(Term::from_field_text(self.fields.key, key));
+            if !deletes.is_empty() {
+                // One query for them all: the delete queue holds each query's weight until
+                // the commit, and a term query's is about a kilobyte (its scorer's
+                // explanation), 231 MB for a forgetting of 222,311 events. A term set's is
+                // an automaton of its keys.
+                let keys = deletes
+                    .iter()
+                    .map(|key| Term::from_field_text(self.fields.key, key));
+                w.delete_query(Box::new(TermSetQuery::new(keys)))
+                    .map_err(terr)?;
             }
             let mut upserts = upserts.into_iter();
             // The documents are loci's own code, made as they are taken (on every core):
