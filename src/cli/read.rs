@@ -114,11 +114,7 @@ pub fn timeline(a: TimelineArgs) -> Result<Code> {
     refuse_backward_range(a.from, a.to)?;
     let s = open_for_reading(&a.store)?;
     let (from, to) = (a.from.unwrap_or(i64::MIN), a.to.unwrap_or(i64::MAX));
-    let (times, total) = s.latest_event_times(from, to, a.limit)?;
-    let mut events = Vec::with_capacity(times.len());
-    for (_, seq) in &times {
-        events.extend(s.event(*seq)?);
-    }
+    let (events, total) = s.latest_events(from, to, a.limit)?;
     if a.json {
         let rows: Vec<serde_json::Value> =
             events.iter().map(loci::serve::api::timeline_row).collect();

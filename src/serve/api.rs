@@ -914,14 +914,9 @@ async fn timeline(State(st): State<Arc<AppState>>, Params(p): Params<TimelinePar
 pub fn timeline_of(s: &Store, from: Option<i64>, to: Option<i64>, limit: Option<usize>) -> Answer {
     let limit = row_limit(limit, 100)?;
     check_time_range(from, to)?;
-    let (times, total) =
-        s.latest_event_times(from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX), limit)?;
-    let mut events = Vec::new();
-    for (_, seq) in &times {
-        if let Some(e) = s.event(*seq)? {
-            events.push(timeline_row(&e));
-        }
-    }
+    let (events, total) =
+        s.latest_events(from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX), limit)?;
+    let events: Vec<serde_json::Value> = events.iter().map(timeline_row).collect();
     to_json(&json!({"events": events, "total": total}))
 }
 

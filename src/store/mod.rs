@@ -4499,8 +4499,18 @@ impl Store {
             if self.read_state().deleted.contains(&seq) {
                 continue;
             }
+            // The log holds every sequence number to its last: an entry naming none names a
+            // number a flipped bit made (one read as no event had left a timeline short).
             let Some(ev) = self.raw_event_decoded(backend, seq, decode)? else {
-                continue;
+                return Err(Error::Corrupt {
+                    table: table.name(),
+                    message: format!(
+                        "{}: its entry at world time {ts} names event {seq}, past the log's \
+                         last ({}): the index is damaged; `loci repair` rebuilds it from the log",
+                        self.backend.kind().path_in(&self.dir).display(),
+                        self.last_seq()
+                    ),
+                });
             };
             if ev.ts != ts {
                 return Err(Error::Corrupt {
@@ -4588,6 +4598,16 @@ impl Store {
             }
         })?;
         Ok((last.into(), total))
+    }
+
+    /// The events of [`Store::latest_event_times`], oldest first, with the count of the
+    /// range's events.
+    pub fn latest_events(&self, from: i64, to: i64, limit: usize) -> Result<(Vec<Event>, usize)> {
+        let (times, total) = self.latest_event_times(from, to, limit)?;
+        Ok((
+            self.events_of_index(Table::EventTime, times, decode_event)?,
+            total,
+        ))
     }
 
     /// `(ts, seq)` of the events whose world time lies in `[from, to]`, in time order, from
