@@ -713,6 +713,32 @@ fn a_manifest_naming_the_other_backend_says_so() {
     }
 }
 
+/// A FIFO in place of the manifest is refused, naming it, where the open of every command
+/// waited for a writer forever (helper-111 probe).
+#[test]
+fn a_fifo_in_place_of_the_manifest_is_refused_not_waited_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    small_store(BackendKind::Redb, &dir);
+    let manifest = dir.join("loci.json");
+    std::fs::remove_file(&manifest).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&manifest).status();
+    assert!(made.is_ok_and(|s| s.success()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let opened = dir.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(Store::open(&opened).err().map(|e| e.to_string()));
+    });
+    let e = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the open returned")
+        .expect("refused");
+    assert!(
+        e.contains("loci.json") && e.contains("not a regular file"),
+        "{e}"
+    );
+}
+
 /// A manifest with a key it does not have (a hand edit's typo, or a later build's field) was
 /// read without a word; it is refused, naming the file and the key, as other damage to it is.
 #[test]

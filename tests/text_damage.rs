@@ -342,6 +342,55 @@ fn a_fifo_in_place_of_the_checked_list_does_not_hang_the_open() {
     assert_eq!(hits.unwrap(), expected);
 }
 
+/// A `meta.json` that no longer reads as JSON is damage: the open rebuilds the index and says
+/// so (`text_rebuilt`, and a warning), where it had taken it for an index of another layout
+/// and rebuilt it unseen, at the INFO level (helper-111 probe). A read-only open refuses it.
+#[test]
+fn a_damaged_meta_json_is_rebuilt_as_damage_and_said() {
+    let (_tmp, dir) = built();
+    let expected = store_hits(&Store::open(&dir).unwrap()).unwrap();
+    let meta = dir.join("text").join("meta.json");
+    let mut bytes = std::fs::read(&meta).unwrap();
+    bytes[0] = b'#';
+    std::fs::write(&meta, &bytes).unwrap();
+    let e = Store::open_read_only(&dir)
+        .err()
+        .expect("a reader refuses it");
+    assert!(e.to_string().contains("damaged"), "{e}");
+    let store = Store::open(&dir).unwrap();
+    assert!(store.text_rebuilt());
+    assert_eq!(store_hits(&store).unwrap(), expected);
+}
+
+/// A FIFO in place of one of tantivy's files (its `meta.json`, its list of managed files, a
+/// segment file): the open returns and the index is rebuilt as for other damage, where each
+/// had made every command wait for a writer forever (helper-111 probe).
+#[test]
+fn a_fifo_in_place_of_an_index_file_does_not_hang_the_open() {
+    for name in ["meta.json", ".managed.json", "a segment"] {
+        let (_tmp, dir) = built();
+        let expected = store_hits(&Store::open(&dir).unwrap()).unwrap();
+        let text = dir.join("text");
+        let file = match name {
+            "a segment" => segment_files(&text, &["idx"]).remove(0),
+            _ => text.join(name),
+        };
+        std::fs::remove_file(&file).unwrap();
+        let made = Command::new("mkfifo").arg(&file).status().unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let opened = dir.clone();
+        std::thread::spawn(move || {
+            let hits = Store::open(&opened).map(|s| store_hits(&s).unwrap());
+            let _ = tx.send(hits);
+        });
+        let hits = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the open waited on a FIFO at {name}"));
+        assert_eq!(hits.unwrap(), expected, "{name}");
+    }
+}
+
 /// A segment the process itself wrote (its commits; in a long-running writer, its merges too)
 /// is checked block by block like one an open listed: its block checksums are taken as
 /// tantivy writes it, so damage made in place afterwards fails the read at the block check,

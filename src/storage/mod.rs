@@ -26,6 +26,26 @@ pub(crate) fn compacting(dir: &Path) -> bool {
     dir.join(COMPACT_DIR).exists() || dir.join(SLED_OLD).exists()
 }
 
+/// Opens a file of the store's own for reading, refusing anything but a regular file: a
+/// FIFO put in its place would make the open wait for a writer forever (the manifest, the
+/// snapshot and the full-text index's files had; helper-111 probe), and a device read on.
+/// `O_NONBLOCK` lets the open of a FIFO return, for the check to refuse it; it changes
+/// nothing for a regular file's reads.
+pub(crate) fn open_regular_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
 pub use guard::{DamagedFile, Guarded};
 pub(crate) use lock::locked;
 pub use lock::{StoreLock, LOCK_FILE};

@@ -2093,7 +2093,7 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
             reason: "it is a file, not a directory; a store is a directory".into(),
         });
     }
-    let raw = std::fs::read(&manifest_path).map_err(|e| {
+    let raw = manifest_bytes(&manifest_path).map_err(|e| {
         // A store this user may not read is not a missing one (whose advice is `loci init`).
         if crate::error::is_refusal(&e) {
             return Error::io(&manifest_path, e);
@@ -2133,6 +2133,14 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
         }
     }
     serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))
+}
+
+/// The manifest's bytes, from a regular file only ([`crate::storage::open_regular_file`]).
+fn manifest_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut raw = Vec::new();
+    crate::storage::open_regular_file(path)?.read_to_end(&mut raw)?;
+    Ok(raw)
 }
 
 /// What a file manager or a file system puts in a directory of its own accord: no file of the

@@ -816,18 +816,8 @@ fn read_head(
 ) -> std::io::Result<(std::fs::File, memmap2::MmapMut)> {
     use std::io::Read;
     let unusable = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    // Without O_NONBLOCK, opening a FIFO put where the snapshot goes waits for a writer to
-    // come, and so did the store's open; with it the open returns and the check below
-    // refuses anything but a regular file (no effect on a regular file's reads).
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let mut file = options.open(path)?;
+    let mut file = crate::storage::open_regular_file(path)?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(unusable("not a regular file".into()));
-    }
     let len = meta.len();
     let mut header = [0u8; HEADER_LEN];
     if len < HEADER_LEN as u64 {

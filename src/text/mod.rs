@@ -997,7 +997,13 @@ impl TextIndex {
                 Err(e) if crate::error::refuses_this_user(&e) => {
                     return Err(Error::text(format!("{}: {e}", dir.display())))
                 }
-                Err(_) => None,
+                // Another tantivy's layout is rebuilt as one of another schema is.
+                Err(tantivy::TantivyError::IncompatibleIndex(_)) => None,
+                // Anything else (a `meta.json` that does not read as JSON, a file that is not
+                // a regular file) is damage, said as such: a writer's open warns as it
+                // rebuilds, where this had been taken for another layout and rebuilt unseen
+                // (helper-111 probe), and a reader is refused.
+                Err(e) => return Err(damage_error(dir, &format!("open: {e}"), read_only)),
             }
         } else {
             None

@@ -196,8 +196,8 @@ impl VerifiedDirectory {
     /// it): `None` where the file is damaged.
     pub(crate) fn check_whole(&self, path: &Path) -> io::Result<Option<FileBlocks>> {
         let file = self
-            .inner
-            .get_file_handle(path)
+            .regular(path)
+            .and_then(|()| self.inner.get_file_handle(path))
             .map_err(|e| io::Error::other(e.to_string()))?;
         let bytes = file.read_bytes(0..file.len())?;
         let Ok((footer, body)) = Footer::extract_footer(FileSlice::new(file)) else {
@@ -217,6 +217,7 @@ impl VerifiedDirectory {
 
 impl Directory for VerifiedDirectory {
     fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
+        self.regular(path)?;
         let inner = self.inner.get_file_handle(path)?;
         let blocks = self
             .blocks
@@ -260,6 +261,7 @@ impl Directory for VerifiedDirectory {
         })))
     }
     fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
+        self.regular(path)?;
         self.inner.atomic_read(path)
     }
     fn atomic_write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
@@ -283,6 +285,20 @@ impl Directory for VerifiedDirectory {
 }
 
 impl VerifiedDirectory {
+    /// Refuses a file that is there but is not a regular file: tantivy's open of a FIFO put
+    /// in place of `meta.json` or a segment file waited for a writer forever (helper-111
+    /// probe). Refused, it is damage like any other, and the index is rebuilt. A file not
+    /// there is left to tantivy, which says so in its own terms.
+    fn regular(&self, path: &Path) -> Result<(), OpenReadError> {
+        match std::fs::metadata(self.root.join(path)) {
+            Ok(meta) if !meta.is_file() => Err(OpenReadError::wrap_io_error(
+                io::Error::new(io::ErrorKind::InvalidData, "not a regular file"),
+                path.to_path_buf(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Gives a file tantivy wrote whole (`meta.json`, `.managed.json`) the read permissions
     /// of the index's directory: tantivy writes it through a temporary file, which is made
     /// readable by its owner alone whatever the umask, so another user who may read the
