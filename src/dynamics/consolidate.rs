@@ -1129,16 +1129,15 @@ fn live_and_replaced<S: Placed>(all: Vec<S>) -> (Vec<S>, BTreeSet<u64>) {
 /// Every summary of the store (replaced ones too), each read without its digest
 /// ([`Summary::of_event_without_digest`]), in time order.
 pub(crate) fn summaries_without_digests(store: &Store) -> Result<Vec<Summary>> {
-    Ok(store
-        .events_with_up_to_payload_without_digest(
-            crate::store::Facet::Kind,
-            SUMMARY,
-            i64::MIN,
-            i64::MAX,
-        )?
-        .iter()
-        .filter_map(Summary::of_event_without_digest)
-        .collect())
+    let mut out = Vec::new();
+    store.each_event_with_up_to_payload_without_digest(
+        crate::store::Facet::Kind,
+        SUMMARY,
+        i64::MIN,
+        i64::MAX,
+        &mut |e| out.extend(Summary::of_event_without_digest(&e)),
+    )?;
+    Ok(out)
 }
 
 fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {

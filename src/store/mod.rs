@@ -4336,37 +4336,45 @@ impl Store {
     /// Events with the given place, actor or kind whose world time lies in `[from, to]`, in
     /// time order, from the episodic index (only those events are read).
     pub fn events_with(&self, facet: Facet, value: &str, from: i64, to: i64) -> Result<Vec<Event>> {
-        self.events_with_decoded(facet, value, from, to, decode_event)
+        let mut out = Vec::new();
+        self.visit_events_with(facet, value, from, to, decode_event, &mut |e| out.push(e))?;
+        Ok(out)
     }
 
     /// [`Store::events_with`], each event read up to its payload, and that without its
     /// `digest` entry: its assertions and idempotency key are left empty
     /// ([`crate::codec::decode_event_up_to_payload_without_digest`]), for a reader of what
     /// summaries say (their digests and assertions restate every fact of their period).
-    pub fn events_with_up_to_payload_without_digest(
+    /// Each is given to `each` as it is read, for a reader that keeps less than the event:
+    /// every summary's event held at once beside what was made of them had been the peak of
+    /// a forgetting (170 MB of 290 MB at 115k events).
+    pub fn each_event_with_up_to_payload_without_digest(
         &self,
         facet: Facet,
         value: &str,
         from: i64,
         to: i64,
-    ) -> Result<Vec<Event>> {
-        self.events_with_decoded(
+        each: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        self.visit_events_with(
             facet,
             value,
             from,
             to,
             crate::codec::decode_event_up_to_payload_without_digest,
+            each,
         )
     }
 
-    fn events_with_decoded(
+    fn visit_events_with(
         &self,
         facet: Facet,
         value: &str,
         from: i64,
         to: i64,
         decode: DecodeEvent,
-    ) -> Result<Vec<Event>> {
+        each: &mut dyn FnMut(Event),
+    ) -> Result<()> {
         let prefix = facet_prefix(facet, value);
         let mut start = prefix.clone();
         start.extend_from_slice(&time_key(from, 0));
@@ -4381,7 +4389,7 @@ impl Store {
                 entries.extend(k.get(k.len().saturating_sub(16)..).and_then(time_entry));
                 Ok(true)
             })?;
-        self.events_of_index(Table::EventFacet, entries, decode)
+        self.visit_events_of_index(Table::EventFacet, entries, decode, each)
     }
 
     /// Whether an event of the log has kind `kind`: one seek in the episodic index.
@@ -4496,6 +4504,18 @@ impl Store {
         decode: DecodeEvent,
     ) -> Result<Vec<Event>> {
         let mut out = Vec::with_capacity(entries.len());
+        self.visit_events_of_index(table, entries, decode, &mut |e| out.push(e))?;
+        Ok(out)
+    }
+
+    /// [`Store::events_of_index`], each event given to `each` as it is read.
+    fn visit_events_of_index(
+        &self,
+        table: Table,
+        entries: Vec<(i64, u64)>,
+        decode: DecodeEvent,
+        each: &mut dyn FnMut(Event),
+    ) -> Result<()> {
         // Every read in one transaction where the backend has a view: each read of its own
         // began and ended one, most of the time of reading a long store's summaries.
         let view = match entries.len() {
@@ -4531,9 +4551,9 @@ impl Store {
                     ),
                 });
             }
-            out.push(ev);
+            each(ev);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Events the store holds: log records not deleted (forgetting's budget counts these).
