@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Consolidation at scale: time and peak memory (each a process of its own, measured by
-# /usr/bin/time) of `consolidate`, of a `consolidate` with nothing to do, and of the first
-# search and context of a store after it, on N demo worlds of 10,000 days lived one after
-# another (about 23,000 events each; their node keys apart, so they do not merge).
+# /usr/bin/time) of `consolidate`, of a `consolidate` with nothing to do, of the first
+# search and context of a store after it, and of a `forget` down to a budget, on N demo
+# worlds of 10,000 days lived one after another (about 23,000 events each; their node keys
+# apart, so they do not merge).
 #
 #   benches/consolidate_at_scale.sh [LOCI] [WORLDS] [SCRATCH]
 #
@@ -69,4 +70,6 @@ measure "consolidate, nothing to do" "$loci" consolidate --store "$store"
 measure "search (first)" "$loci" search --store "$store" spider --limit 10
 measure "context (first)" "$loci" context --store "$store" --budget 2000 --no-record \
     --question "where did I die"
+# Down to about 10,000 events a world: most of the raw events and many summaries go.
+measure "forget" "$loci" forget --store "$store" --budget $((worlds * 10000))
 "$loci" replay --store "$store" --verify | tail -1

@@ -79,13 +79,18 @@ impl Default for RetentionPolicy {
 impl RetentionPolicy {
     /// The retention score of an event at world time `now`.
     pub fn score(&self, event: &Event, now: i64, uses: u32) -> f64 {
-        let age = now.saturating_sub(event.ts).max(0) as f64;
+        self.score_of(event.ts, event.salience, now, uses)
+    }
+
+    /// [`Self::score`] of an event at `ts` of salience `salience`.
+    fn score_of(&self, ts: i64, salience: f32, now: i64, uses: u32) -> f64 {
+        let age = now.saturating_sub(ts).max(0) as f64;
         let recency = if self.half_life > 0.0 {
             0.5f64.powf(age / self.half_life)
         } else {
             1.0
         };
-        event.salience as f64 * recency * (1.0 + uses as f64)
+        salience as f64 * recency * (1.0 + uses as f64)
     }
 }
 
@@ -186,6 +191,26 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     if report.events_before <= opts.budget {
         return Ok(report);
     }
+    // The choice's state (every evictable event, the support of every belief) is dropped
+    // before the deletion, which replays the log and indexes again: it had been held
+    // through both.
+    let Some(chosen) = choose_evictions(store, opts, &mut report)? else {
+        return Ok(report);
+    };
+    let deletion = store.delete_in_turn(&turn, &DeleteRequest::events(chosen), Reason::Forget)?;
+    report.seq = deletion.seq;
+    report.events_after = store.events_held();
+    report.bytes_after = store.disk_bytes();
+    Ok(report)
+}
+
+/// The events a forgetting evicts, with the earlier forgettings' deletion events it replaces
+/// (`None`: nothing to evict); fills in `report`'s counts.
+fn choose_evictions(
+    store: &Store,
+    opts: &ForgetOptions,
+    report: &mut ForgetReport,
+) -> Result<Option<BTreeSet<u64>>> {
     let now = match opts.now {
         Some(n) => n,
         None => store.latest_event_time()?.unwrap_or(0),
@@ -203,9 +228,10 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
         let g = store.graph();
         candidates
             .iter()
-            .map(|(e, gist)| {
-                let uses = g.usage(&Item::Event(e.seq)).map_or(0, |u| u.used);
-                (*gist, OrderedFloat(opts.policy.score(e, now, uses)), e.seq)
+            .map(|c| {
+                let uses = g.usage(&Item::Event(c.claims.seq)).map_or(0, |u| u.used);
+                let score = opts.policy.score_of(c.ts, c.salience, now, uses);
+                (c.gist, OrderedFloat(score), c.claims.seq)
             })
             .collect()
     };
@@ -218,20 +244,19 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
         .map(|e| e.seq)
         .collect();
     let take = excess.saturating_sub(earlier.len());
-    let by_seq: BTreeMap<u64, &Event> = candidates.iter().map(|(e, _)| (e.seq, e)).collect();
+    let by_seq: BTreeMap<u64, &Claims> = candidates
+        .iter()
+        .map(|c| (c.claims.seq, &c.claims))
+        .collect();
     let mut chosen = choose(&scored, &by_seq, &mut support, take);
     report.over_budget = chosen.len() + earlier.len() < excess;
     if chosen.is_empty() {
-        return Ok(report);
+        return Ok(None);
     }
     report.evicted = chosen.len();
     report.replaced = earlier.len();
     chosen.extend(earlier);
-    let deletion = store.delete_in_turn(&turn, &DeleteRequest::events(chosen), Reason::Forget)?;
-    report.seq = deletion.seq;
-    report.events_after = store.events_held();
-    report.bytes_after = store.disk_bytes();
-    Ok(report)
+    Ok(Some(chosen))
 }
 
 /// Up to `take` of the candidates `scored` (in the order they go) that can go, released from
@@ -245,7 +270,7 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
 /// each linked to the one before, freed one link a pass (41 s at 8,600 events).
 fn choose(
     scored: &[(Gist, OrderedFloat<f64>, u64)],
-    by_seq: &BTreeMap<u64, &Event>,
+    by_seq: &BTreeMap<u64, &Claims>,
     support: &mut Support,
     take: usize,
 ) -> BTreeSet<u64> {
@@ -263,7 +288,7 @@ fn choose(
             match support.release(ev) {
                 Release::Done => {
                     chosen.insert(ev.seq);
-                    let (upserts, needs) = node_roles(ev);
+                    let (upserts, needs) = ev.node_roles();
                     for key in upserts.iter().chain(needs.iter()) {
                         for j in held_by.remove(*key).into_iter().flatten() {
                             if j > i {
@@ -643,24 +668,75 @@ impl NodeOrder {
     }
 }
 
-/// The nodes `ev` upserts and those its assertions need: an edge's ends. A retraction needs
-/// nothing: replay skips one whose node is not there, which leaves it as retracted (counted as
-/// a need, a kept retraction held the node's maker forever).
-fn node_roles(ev: &Event) -> (BTreeSet<&str>, BTreeSet<&str>) {
-    let (mut upserts, mut needs) = (BTreeSet::new(), BTreeSet::new());
-    for a in &ev.assertions {
-        match a {
-            Assertion::UpsertNode(up) => {
-                upserts.insert(up.key.as_str());
+/// An evictable event as the choice reads it.
+struct Candidate {
+    claims: Claims,
+    gist: Gist,
+    ts: i64,
+    salience: f32,
+}
+
+/// What the choice reads of an event: its sequence number, the nodes it upserts
+/// with what decides whether it supports them ([`Support::supports`]), and the edges it
+/// upserts with when it saw them (a retraction names nothing here). Candidates are held as
+/// these, not as events: at 115,000 events a forgetting held 265,000 candidates whole, 445 MB
+/// of payloads (a summary's holds its digest) and 228 MB of the rest, of 1.4 GB of heap.
+struct Claims {
+    seq: u64,
+    nodes: Vec<NodeClaim>,
+    edges: Vec<EdgeClaim>,
+}
+
+struct NodeClaim {
+    key: String,
+    name: Option<String>,
+    first_alias: Option<String>,
+    gives_a_value: bool,
+}
+
+struct EdgeClaim {
+    key: EdgeKey,
+    /// When the upsert saw the edge (its event's time, or the `last_seen` it gives).
+    seen: i64,
+}
+
+impl Claims {
+    fn of(ev: &Event) -> Claims {
+        let mut claims = Claims {
+            seq: ev.seq,
+            nodes: Vec::new(),
+            edges: Vec::new(),
+        };
+        for a in &ev.assertions {
+            match a {
+                Assertion::UpsertNode(up) => claims.nodes.push(NodeClaim {
+                    key: up.key.clone(),
+                    name: up.name.clone(),
+                    first_alias: up.aliases.first().cloned(),
+                    gives_a_value: gives_a_value(up),
+                }),
+                Assertion::UpsertEdge(up) => claims.edges.push(EdgeClaim {
+                    key: (up.from.clone(), up.relation.clone(), up.to.clone()),
+                    seen: up.last_seen.unwrap_or(ev.ts),
+                }),
+                Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
             }
-            Assertion::UpsertEdge(up) => {
-                needs.insert(up.from.as_str());
-                needs.insert(up.to.as_str());
-            }
-            Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
         }
+        claims
     }
-    (upserts, needs)
+
+    /// The nodes the event upserts and those its assertions need: an edge's ends. A
+    /// retraction needs nothing: replay skips one whose node is not there, which leaves it as
+    /// retracted (counted as a need, a kept retraction held the node's maker forever).
+    fn node_roles(&self) -> (BTreeSet<&str>, BTreeSet<&str>) {
+        let upserts = self.nodes.iter().map(|n| n.key.as_str()).collect();
+        let needs = self
+            .edges
+            .iter()
+            .flat_map(|e| [e.key.0.as_str(), e.key.2.as_str()])
+            .collect();
+        (upserts, needs)
+    }
 }
 
 impl Support {
@@ -724,7 +800,7 @@ impl Support {
         store.scan_log(1, |ev| {
             also(&ev);
             support.note_retractions(&ev);
-            support.each_belief(&ev, |count| *count += 1);
+            support.each_belief(&Claims::of(&ev), |count| *count += 1);
             support.note_values(&ev, &now);
             support.note_order(&ev);
             Ok(true)
@@ -788,28 +864,24 @@ impl Support {
     /// Calls `f` once with the count of each belief `ev` supports (once, however often it
     /// asserts it): a node it gives a value, an edge it asserts as seen when it last was;
     /// either only after its last retraction.
-    fn each_belief(&mut self, ev: &Event, mut f: impl FnMut(&mut u32)) {
+    fn each_belief(&mut self, ev: &Claims, mut f: impl FnMut(&mut u32)) {
         let mut node_keys = BTreeSet::new();
         let mut edge_keys = BTreeSet::new();
-        for a in &ev.assertions {
-            match a {
-                Assertion::UpsertNode(up) if self.supports(up) => {
-                    let retracted = self.retracted_nodes.get(&up.key).copied().unwrap_or(0);
-                    if ev.seq > retracted {
-                        node_keys.insert(up.key.as_str());
-                    }
-                }
-                Assertion::UpsertEdge(up) => {
-                    let key = (up.from.clone(), up.relation.clone(), up.to.clone());
-                    let seen = up.last_seen.unwrap_or(ev.ts);
-                    let retracted = self.edge_retracted_at(&key);
-                    if ev.seq > retracted
-                        && self.last_seen.get(&key).is_some_and(|last| seen >= *last)
-                    {
-                        edge_keys.insert((key, retracted));
-                    }
-                }
-                _ => {}
+        for up in ev.nodes.iter().filter(|up| self.supports(up)) {
+            let retracted = self.retracted_nodes.get(&up.key).copied().unwrap_or(0);
+            if ev.seq > retracted {
+                node_keys.insert(up.key.as_str());
+            }
+        }
+        for up in &ev.edges {
+            let retracted = self.edge_retracted_at(&up.key);
+            if ev.seq > retracted
+                && self
+                    .last_seen
+                    .get(&up.key)
+                    .is_some_and(|last| up.seen >= *last)
+            {
+                edge_keys.insert((&up.key, retracted));
             }
         }
         for key in node_keys {
@@ -818,12 +890,12 @@ impl Support {
             }
         }
         for (key, retracted) in edge_keys {
-            if let Some(c) = self.edges.get_mut(&key) {
+            if let Some(c) = self.edges.get_mut(key) {
                 // The first count after a retraction starts afresh (the scan counts in log
                 // order; a release only ever sees events of the count's own life).
-                if self.counted_after.get(&key).copied().unwrap_or(0) != retracted {
+                if self.counted_after.get(key).copied().unwrap_or(0) != retracted {
                     *c = 0;
-                    self.counted_after.insert(key, retracted);
+                    self.counted_after.insert(key.clone(), retracted);
                 }
                 f(c);
             }
@@ -832,13 +904,13 @@ impl Support {
 
     /// Whether `up` supports its node: gives it the name it has (the name, or the first
     /// alias a node made without one takes), or, for a node named by its key, any value.
-    fn supports(&self, up: &crate::model::NodeUpsert) -> bool {
+    fn supports(&self, up: &NodeClaim) -> bool {
         match self.names.get(&up.key) {
             Some(name) => match &up.name {
                 Some(given) => given == name,
-                None => up.aliases.first() == Some(name),
+                None => up.first_alias.as_ref() == Some(name),
             },
-            None => gives_a_value(up),
+            None => up.gives_a_value,
         }
     }
 
@@ -879,56 +951,44 @@ impl Support {
 
     /// The nodes whose values, or those of an edge from them, would change without `ev`, or
     /// an edge from which would fold to a validity replay refuses.
-    fn values_held_by(&self, ev: &Event) -> Vec<String> {
+    fn values_held_by(&self, ev: &Claims) -> Vec<String> {
         let mut held: BTreeSet<&str> = BTreeSet::new();
-        for a in &ev.assertions {
-            match a {
-                Assertion::UpsertNode(up) => {
-                    if let Some(g) = self.node_values.get(&up.key) {
-                        if !g.hold_without(ev.seq) {
-                            held.insert(&up.key);
-                        }
-                    }
+        for up in &ev.nodes {
+            if let Some(g) = self.node_values.get(&up.key) {
+                if !g.hold_without(ev.seq) {
+                    held.insert(&up.key);
                 }
-                Assertion::UpsertEdge(up) => {
-                    let key = (up.from.clone(), up.relation.clone(), up.to.clone());
-                    let values = self
-                        .edge_values
-                        .get(&key)
-                        .is_none_or(|g| g.hold_without(ev.seq));
-                    let validity = self
-                        .validity
-                        .get(&key)
-                        .is_none_or(|v| v.holds_without(ev.seq));
-                    if !(values && validity) {
-                        held.insert(&up.from);
-                    }
-                }
-                _ => {}
+            }
+        }
+        for up in &ev.edges {
+            let values = self
+                .edge_values
+                .get(&up.key)
+                .is_none_or(|g| g.hold_without(ev.seq));
+            let validity = self
+                .validity
+                .get(&up.key)
+                .is_none_or(|v| v.holds_without(ev.seq));
+            if !(values && validity) {
+                held.insert(&up.key.0);
             }
         }
         held.into_iter().map(String::from).collect()
     }
 
     /// `ev` is gone: it gives no value, and changes no validity, any more.
-    fn drop_givers(&mut self, ev: &Event) {
-        for a in &ev.assertions {
-            match a {
-                Assertion::UpsertNode(up) => {
-                    if let Some(g) = self.node_values.get_mut(&up.key) {
-                        g.drop_giver(ev.seq);
-                    }
-                }
-                Assertion::UpsertEdge(up) => {
-                    let key = (up.from.clone(), up.relation.clone(), up.to.clone());
-                    if let Some(g) = self.edge_values.get_mut(&key) {
-                        g.drop_giver(ev.seq);
-                    }
-                    if let Some(v) = self.validity.get_mut(&key) {
-                        v.changes.remove(&ev.seq);
-                    }
-                }
-                Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
+    fn drop_givers(&mut self, ev: &Claims) {
+        for up in &ev.nodes {
+            if let Some(g) = self.node_values.get_mut(&up.key) {
+                g.drop_giver(ev.seq);
+            }
+        }
+        for up in &ev.edges {
+            if let Some(g) = self.edge_values.get_mut(&up.key) {
+                g.drop_giver(ev.seq);
+            }
+            if let Some(v) = self.validity.get_mut(&up.key) {
+                v.changes.remove(&ev.seq);
             }
         }
     }
@@ -936,7 +996,7 @@ impl Support {
     /// Takes `ev`'s support away if no belief would be left without any, every value of one
     /// would come out as it is, and every node it creates would still be there for the events
     /// that need it; says what it did.
-    fn release(&mut self, ev: &Event) -> Release {
+    fn release(&mut self, ev: &Claims) -> Release {
         let mut last = false;
         self.each_belief(ev, |count| last |= *count <= 1);
         if last {
@@ -948,7 +1008,7 @@ impl Support {
         if !values_held.is_empty() {
             return Release::HeldBy(values_held);
         }
-        let (upserts, needs) = node_roles(ev);
+        let (upserts, needs) = ev.node_roles();
         let held_by: Vec<String> = upserts
             .iter()
             .filter(|key| {
@@ -975,8 +1035,9 @@ impl Support {
 
 /// The events forgetting may evict (see the module documentation), none of `kept` (the
 /// events the working memory rests on, [`crate::dynamics::working::RestsOn`]: evicting a
-/// `SLEEP` that had cleared it brought a stale intent back into every context).
-fn evictable(store: &Store, kept: Vec<u64>) -> Result<Vec<(Event, Gist)>> {
+/// `SLEEP` that had cleared it brought a stale intent back into every context), as what the
+/// choice reads of them.
+fn evictable(store: &Store, kept: Vec<u64>) -> Result<Vec<Candidate>> {
     // Without their digests, which nothing here reads; in log order, as the passes below
     // have always taken them.
     let mut all = consolidate::summaries_without_digests(store)?;
@@ -1032,7 +1093,12 @@ fn evictable(store: &Store, kept: Vec<u64>) -> Result<Vec<(Event, Gist)>> {
         if !ev.assertions.iter().any(withdraws)
             && ![DELETE, TOMBSTONE, kinds::PIN, kinds::UNPIN].contains(&ev.kind.as_str())
         {
-            out.push((ev, gist));
+            out.push(Candidate {
+                claims: Claims::of(&ev),
+                gist,
+                ts: ev.ts,
+                salience: ev.salience,
+            });
         }
     }
     Ok(out)
@@ -1107,7 +1173,7 @@ mod tests {
     /// while a pass makes progress.
     fn choose_by_sweeps(
         scored: &[(Gist, OrderedFloat<f64>, u64)],
-        by_seq: &BTreeMap<u64, &Event>,
+        by_seq: &BTreeMap<u64, &Claims>,
         support: &mut Support,
         take: usize,
     ) -> BTreeSet<u64> {
@@ -1158,10 +1224,16 @@ mod tests {
         let candidates = evictable(&store, rests_on.events()).unwrap();
         let mut scored: Vec<(Gist, OrderedFloat<f64>, u64)> = candidates
             .iter()
-            .map(|(e, gist)| (*gist, OrderedFloat(policy.score(e, now, 0)), e.seq))
+            .map(|c| {
+                let score = policy.score_of(c.ts, c.salience, now, 0);
+                (c.gist, OrderedFloat(score), c.claims.seq)
+            })
             .collect();
         scored.sort_unstable();
-        let by_seq: BTreeMap<u64, &Event> = candidates.iter().map(|(e, _)| (e.seq, e)).collect();
+        let by_seq: BTreeMap<u64, &Claims> = candidates
+            .iter()
+            .map(|c| (c.claims.seq, &c.claims))
+            .collect();
         let mut held_somewhere = false;
         // Every limit: at 191 the first worklist chose another event.
         for take in 1..=scored.len() {
@@ -1196,7 +1268,10 @@ mod tests {
         store.pin(&["n"], true).unwrap();
         let noted = store.event(seq).unwrap().unwrap();
         let mut support = Support::of_beliefs(&store, 10, 0.5, |_| {}).unwrap();
-        assert!(matches!(support.release(&noted), Release::Never));
+        assert!(matches!(
+            support.release(&Claims::of(&noted)),
+            Release::Never
+        ));
     }
 
     /// Found by the session 35 re-probe (seed 641): any value had counted as a node's
@@ -1224,7 +1299,10 @@ mod tests {
             .last_seq;
         let named = store.event(seq).unwrap().unwrap();
         let mut support = Support::of_beliefs(&store, 10, 0.5, |_| {}).unwrap();
-        assert!(matches!(support.release(&named), Release::Never));
+        assert!(matches!(
+            support.release(&Claims::of(&named)),
+            Release::Never
+        ));
     }
 
     #[test]
