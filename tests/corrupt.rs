@@ -940,9 +940,9 @@ fn five_sightings() -> Vec<loci::EventDraft> {
         .collect()
 }
 
-/// Moves one entry of the time index to another time, as a flipped bit in its key would: the
-/// event it names drops out of the timeline of its own time.
-fn misplace_a_time_index_entry(kind: BackendKind, dir: &Path) -> (i64, u64) {
+/// Flips the bits `mask` of byte `at` in the key of the time index's middle entry, as damage
+/// would; gives the key it had.
+fn flip_in_a_time_index_key(kind: BackendKind, dir: &Path, at: usize, mask: u8) -> Vec<u8> {
     use loci::storage::{Table, WriteBatch};
     let backend = kind.open(dir).unwrap();
     let mut keys = Vec::new();
@@ -953,14 +953,21 @@ fn misplace_a_time_index_entry(kind: BackendKind, dir: &Path) -> (i64, u64) {
         })
         .unwrap();
     let key = keys[keys.len() / 2].clone();
-    let ts = (u64::from_be_bytes(key[..8].try_into().unwrap()) ^ (1 << 63)) as i64;
-    let seq = u64::from_be_bytes(key[8..16].try_into().unwrap());
     let mut moved = key.clone();
-    moved[5] ^= 0x41;
+    moved[at] ^= mask;
     let mut batch = WriteBatch::default();
-    batch.delete(Table::EventTime, key);
+    batch.delete(Table::EventTime, key.clone());
     batch.put(Table::EventTime, moved, Vec::new());
     backend.commit(batch).unwrap();
+    key
+}
+
+/// Moves one entry of the time index to another time, as a flipped bit in its key would: the
+/// event it names drops out of the timeline of its own time.
+fn misplace_a_time_index_entry(kind: BackendKind, dir: &Path) -> (i64, u64) {
+    let key = flip_in_a_time_index_key(kind, dir, 5, 0x41);
+    let ts = (u64::from_be_bytes(key[..8].try_into().unwrap()) ^ (1 << 63)) as i64;
+    let seq = u64::from_be_bytes(key[8..16].try_into().unwrap());
     (ts, seq)
 }
 
@@ -1017,27 +1024,11 @@ fn a_damaged_time_index_is_found_by_verify_and_rebuilt_from_the_log_by_repair() 
 /// of 49 events with exit 0 and nothing on stderr (helper-111 probe).
 #[test]
 fn a_time_index_entry_naming_no_event_is_corrupt_not_passed_over() {
-    use loci::storage::{Table, WriteBatch};
     for kind in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         small_store(kind, dir.path());
-        {
-            let backend = kind.open(dir.path()).unwrap();
-            let mut keys = Vec::new();
-            backend
-                .scan(Table::EventTime, &[], None, &mut |k, _| {
-                    keys.push(k.to_vec());
-                    Ok(true)
-                })
-                .unwrap();
-            let key = keys[keys.len() / 2].clone();
-            let mut moved = key.clone();
-            moved[8] ^= 0x80;
-            let mut batch = WriteBatch::default();
-            batch.delete(Table::EventTime, key);
-            batch.put(Table::EventTime, moved, Vec::new());
-            backend.commit(batch).unwrap();
-        }
+        // The sequence number's top byte.
+        flip_in_a_time_index_key(kind, dir.path(), 8, 0x80);
         let store = Store::open(dir.path()).unwrap();
         let corrupt_time_index = |e: &Error| {
             matches!(e, Error::Corrupt { table, .. } if *table == "event_time")

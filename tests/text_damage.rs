@@ -320,6 +320,22 @@ fn a_search_on_a_damaged_text_index_exits_6_and_prints_no_panic() {
     );
 }
 
+/// The hits of an open of the store at `dir` with a FIFO put in place of `file`, in a thread
+/// of its own: a minute without an answer is an open that waits on the FIFO for a writer.
+fn hits_with_a_fifo_at(dir: &Path, file: &Path) -> loci::Result<String> {
+    std::fs::remove_file(file).unwrap();
+    let made = Command::new("mkfifo").arg(file).status().unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let opened = dir.to_path_buf();
+    std::thread::spawn(move || {
+        let hits = Store::open(&opened).map(|s| store_hits(&s).unwrap());
+        let _ = tx.send(hits);
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("the open waited on a FIFO at {}", file.display()))
+}
+
 /// The list of checked files replaced by a FIFO (or anything not a regular file): an open
 /// reads it as empty and checks every file, where reading it waited for a writer forever.
 #[test]
@@ -327,19 +343,7 @@ fn a_fifo_in_place_of_the_checked_list_does_not_hang_the_open() {
     let (_tmp, dir) = built();
     let expected = store_hits(&Store::open(&dir).unwrap()).unwrap();
     let list = dir.join("text").join("loci-checked");
-    std::fs::remove_file(&list).unwrap();
-    let made = Command::new("mkfifo").arg(&list).status().unwrap();
-    assert!(made.success());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let opened = dir.clone();
-    std::thread::spawn(move || {
-        let hits = Store::open(&opened).map(|s| store_hits(&s).unwrap());
-        let _ = tx.send(hits);
-    });
-    let hits = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the open returned");
-    assert_eq!(hits.unwrap(), expected);
+    assert_eq!(hits_with_a_fifo_at(&dir, &list).unwrap(), expected);
 }
 
 /// A `meta.json` that no longer reads as JSON is damage: the open rebuilds the index and says
@@ -375,19 +379,11 @@ fn a_fifo_in_place_of_an_index_file_does_not_hang_the_open() {
             "a segment" => segment_files(&text, &["idx"]).remove(0),
             _ => text.join(name),
         };
-        std::fs::remove_file(&file).unwrap();
-        let made = Command::new("mkfifo").arg(&file).status().unwrap();
-        assert!(made.success());
-        let (tx, rx) = std::sync::mpsc::channel();
-        let opened = dir.clone();
-        std::thread::spawn(move || {
-            let hits = Store::open(&opened).map(|s| store_hits(&s).unwrap());
-            let _ = tx.send(hits);
-        });
-        let hits = rx
-            .recv_timeout(std::time::Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("the open waited on a FIFO at {name}"));
-        assert_eq!(hits.unwrap(), expected, "{name}");
+        assert_eq!(
+            hits_with_a_fifo_at(&dir, &file).unwrap(),
+            expected,
+            "{name}"
+        );
     }
 }
 
