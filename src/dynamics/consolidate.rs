@@ -1140,6 +1140,31 @@ pub(crate) fn summaries_without_digests(store: &Store) -> Result<Vec<Summary>> {
     Ok(out)
 }
 
+/// Every summary of the store (replaced ones too) as a [`Placement`], each with its children
+/// whatever its level (an episode's raw events too, where the summary index keeps a day's
+/// alone), in time order: for a reader of the hierarchy that needs no summary's text.
+/// [`summaries_without_digests`] held whole for 566k summaries had been 436 MB of a
+/// forgetting at 415k events.
+pub(crate) fn placements_with_children(store: &Store) -> Result<Vec<Placement>> {
+    let mut out = Vec::new();
+    store.each_event_with_up_to_payload_without_digest(
+        crate::store::Facet::Kind,
+        SUMMARY,
+        i64::MIN,
+        i64::MAX,
+        &mut |e| {
+            out.extend(Summary::of_event_without_digest(&e).map(|s| Placement {
+                seq: s.seq,
+                level: s.level,
+                start: s.start,
+                end: s.end,
+                children: s.children,
+            }))
+        },
+    )?;
+    Ok(out)
+}
+
 fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
     let (summaries, replaced) = live_and_replaced(summaries_without_digests(store)?);
     Ok(LiveSummaries {

@@ -49,7 +49,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ordered_float::OrderedFloat;
 use serde::{Deserialize, Serialize};
 
-use crate::dynamics::consolidate::{self, Level, Summary, SUMMARY};
+use crate::dynamics::consolidate::{self, Level, Placement, SUMMARY};
 use crate::dynamics::decay::DAY;
 use crate::dynamics::deletion::{reason_of, DeleteRequest, Reason, DELETE, TOMBSTONE};
 use crate::dynamics::usage::{entries, Item, USAGE};
@@ -1040,7 +1040,7 @@ impl Support {
 fn evictable(store: &Store, kept: Vec<u64>) -> Result<Vec<Candidate>> {
     // Without their digests, which nothing here reads; in log order, as the passes below
     // have always taken them.
-    let mut all = consolidate::summaries_without_digests(store)?;
+    let mut all = consolidate::placements_with_children(store)?;
     all.sort_by_key(|s| s.seq);
     let live: BTreeSet<u64> = consolidate::live(all.iter().cloned())
         .values()
@@ -1129,7 +1129,7 @@ fn withdraws(a: &Assertion) -> bool {
 }
 
 /// Whether `summary` is the only live event of its time range.
-fn only_event_of_its_range(store: &Store, summary: &Summary) -> Result<bool> {
+fn only_event_of_its_range(store: &Store, summary: &Placement) -> Result<bool> {
     Ok(store
         .event_times(summary.start, summary.end)?
         .iter()
