@@ -1130,13 +1130,7 @@ fn live_and_replaced<S: Placed>(all: Vec<S>) -> (Vec<S>, BTreeSet<u64>) {
 /// ([`Summary::of_event_without_digest`]), in time order.
 pub(crate) fn summaries_without_digests(store: &Store) -> Result<Vec<Summary>> {
     let mut out = Vec::new();
-    store.each_event_with_up_to_payload_without_digest(
-        crate::store::Facet::Kind,
-        SUMMARY,
-        i64::MIN,
-        i64::MAX,
-        &mut |e| out.extend(Summary::of_event_without_digest(&e)),
-    )?;
+    each_summary_without_digest(store, &mut |s| out.push(s))?;
     Ok(out)
 }
 
@@ -1147,22 +1141,32 @@ pub(crate) fn summaries_without_digests(store: &Store) -> Result<Vec<Summary>> {
 /// forgetting at 415k events.
 pub(crate) fn placements_with_children(store: &Store) -> Result<Vec<Placement>> {
     let mut out = Vec::new();
+    each_summary_without_digest(store, &mut |s| {
+        out.push(Placement {
+            seq: s.seq,
+            level: s.level,
+            start: s.start,
+            end: s.end,
+            children: s.children,
+        })
+    })?;
+    Ok(out)
+}
+
+/// Gives `each` every summary of the store, read without its digest, in time order, one at a
+/// time: the events are not held.
+fn each_summary_without_digest(store: &Store, each: &mut dyn FnMut(Summary)) -> Result<()> {
     store.each_event_with_up_to_payload_without_digest(
         crate::store::Facet::Kind,
         SUMMARY,
         i64::MIN,
         i64::MAX,
         &mut |e| {
-            out.extend(Summary::of_event_without_digest(&e).map(|s| Placement {
-                seq: s.seq,
-                level: s.level,
-                start: s.start,
-                end: s.end,
-                children: s.children,
-            }))
+            if let Some(s) = Summary::of_event_without_digest(&e) {
+                each(s)
+            }
         },
-    )?;
-    Ok(out)
+    )
 }
 
 fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
