@@ -1045,6 +1045,59 @@ fn a_time_index_entry_naming_no_event_is_corrupt_not_passed_over() {
     }
 }
 
+/// A flipped bit in a summary index key's level (a day placed as an episode) is `Corrupt`
+/// when the memory cover reads the summary it places, where the context had shown the day as
+/// an episode, dropped two episodes and exited 0 (helper-111 probe).
+#[test]
+fn a_summary_index_entry_at_another_level_than_its_summary_is_corrupt() {
+    use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+    use loci::storage::{Table, WriteBatch};
+    for kind in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        small_store(kind, dir.path());
+        {
+            let store = Store::open(dir.path()).unwrap();
+            consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default())
+                .unwrap();
+        }
+        {
+            let backend = kind.open(dir.path()).unwrap();
+            // The newest day summary's entry: `[b's', level, start, seq, end]`, 1 a day.
+            let mut days = Vec::new();
+            backend
+                .scan(Table::EventFacet, b"s", None, &mut |k, _| {
+                    if k.first() != Some(&b's') {
+                        return Ok(false);
+                    }
+                    if k.get(1) == Some(&1) {
+                        days.push(k.to_vec());
+                    }
+                    Ok(true)
+                })
+                .unwrap();
+            let key = days.pop().expect("a day summary");
+            let mut moved = key.clone();
+            moved[1] = 0;
+            let mut batch = WriteBatch::default();
+            batch.delete(Table::EventFacet, key);
+            batch.put(Table::EventFacet, moved, Vec::new());
+            backend.commit(batch).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let e =
+            loci::context::build_context(&store, &loci::context::ContextOptions::with_budget(4000))
+                .unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt { table, .. } if *table == "event_facet")
+                && e.to_string().contains("loci repair"),
+            "{kind}: {e:?}"
+        );
+        let (store, _) = store.repair().unwrap();
+        loci::context::build_context(&store, &loci::context::ContextOptions::with_budget(4000))
+            .unwrap();
+    }
+}
+
 /// Moves one log record to another key, as a flipped bit in its key would.
 fn misplace_a_log_record(kind: BackendKind, dir: &Path, seq: u64) {
     use loci::storage::{Table, WriteBatch};

@@ -519,7 +519,7 @@ fn assemble(
     // cannot fail, so the first failure is kept and returned once the cover is chosen.
     let line_failed = std::cell::RefCell::new(None);
     let cover_line = |s: &Placement| -> Option<std::sync::Arc<str>> {
-        match caches.cover_line(s, || consolidate::summary_text(store, s.seq)) {
+        match caches.cover_line(s, || consolidate::placed_summary_text(store, s)) {
             Ok(line) => Some(line),
             Err(e) => {
                 line_failed.borrow_mut().get_or_insert(e);

@@ -999,6 +999,28 @@ pub fn summary_text(store: &Store, seq: u64) -> Result<Option<String>> {
         .map(|s| s.text))
 }
 
+/// The text of the summary `placed` places, checked against the place: an entry of the
+/// summary index at another level or range than its summary's (a flipped bit in its key) is
+/// [`Error::Corrupt`](crate::Error::Corrupt), where the memory cover had shown a day as an
+/// episode with exit 0 (helper-111 probe). `None` as [`summary_text`].
+pub(crate) fn placed_summary_text(store: &Store, placed: &Placement) -> Result<Option<String>> {
+    let Some(s) = store
+        .event_up_to_payload_without_digest(placed.seq)?
+        .as_ref()
+        .and_then(Summary::of_event_without_digest)
+    else {
+        return Ok(None);
+    };
+    let (at, says) = (
+        (placed.level, placed.start, placed.end),
+        (s.level, s.start, s.end),
+    );
+    if at != says {
+        return Err(store.misplaced_summary(s.seq, at, says));
+    }
+    Ok(Some(s.text))
+}
+
 /// `entry`'s value while the log holds no summary past it and nothing was deleted since,
 /// else `read` again.
 ///

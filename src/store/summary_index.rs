@@ -112,6 +112,25 @@ fn corrupt(store: &Store, what: &str) -> crate::error::Error {
 }
 
 impl Store {
+    /// The error of a summary index entry that places summary `seq` otherwise than the
+    /// summary says it lies (`placed`, `says`: level, start and end).
+    pub(crate) fn misplaced_summary(
+        &self,
+        seq: u64,
+        placed: (Level, i64, i64),
+        says: (Level, i64, i64),
+    ) -> crate::error::Error {
+        corrupt(
+            self,
+            &format!(
+                "for summary {seq} at {placed:?} (level, start, end), and the summary says \
+                 {says:?}"
+            ),
+        )
+    }
+}
+
+impl Store {
     /// Every summary of the log (deleted ones left out), by level, then start, then sequence
     /// number: read from the summary index, no summary decoded.
     pub fn summary_entries(&self) -> Result<Vec<SummaryEntry>> {
