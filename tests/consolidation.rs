@@ -1631,6 +1631,12 @@ fn the_summaries_a_run_wrote_leave_out_another_writers_between_its_batches() {
     let written = consolidate::summaries_written(&store, &r, false).unwrap();
     assert!(written.iter().all(|s| s.seq != other.seq));
     assert_eq!(written.len(), r.episodes + r.days + r.weeks);
+    // Of some levels alone: the same summaries, in the same order, less the others.
+    let above = |l: consolidate::Level| l != consolidate::Level::Episode;
+    let days_and_weeks = consolidate::summaries_written_at(&store, &r, false, &above).unwrap();
+    let expected: Vec<_> = written.into_iter().filter(|s| above(s.level)).collect();
+    assert_eq!(days_and_weeks, expected);
+    assert_eq!(days_and_weeks.len(), r.days + r.weeks);
     assert_verifies(&store);
 }
 

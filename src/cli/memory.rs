@@ -236,8 +236,11 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
     let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;
     let shown = match a.all {
         true => consolidate::summaries(&s)?,
-        // The lines below show texts alone.
-        false => consolidate::summaries_written(&s, &r, a.json)?,
+        // The lines below show the texts of days and weeks alone; JSON shows every summary.
+        false if a.json => consolidate::summaries_written(&s, &r, true)?,
+        false => consolidate::summaries_written_at(&s, &r, false, &|level| {
+            level != consolidate::Level::Episode
+        })?,
     };
     if a.json {
         // The keys in `json!`'s order, as before, with no `Value` of every summary at once.
