@@ -189,8 +189,8 @@ fn number_word(w: &str) -> Option<i64> {
 }
 
 /// The dates that relative expressions in `text` name, against the session day `today` (days
-/// since 1970): "yesterday", "the day before yesterday", "last week(end)", "last month", "last year", `"last <weekday>"`,
-/// "N days/weeks/months/years ago". Months and years are calendar ones ([`months_back`]).
+/// since 1970): "yesterday", "the day before yesterday", "last week(end)", "last month",
+/// "last year", `"last <weekday>"`, "N days/weeks/months/years ago". Months and years are calendar ones ([`months_back`]).
 pub fn resolve_relative_dates(text: &str, today: i64) -> Vec<String> {
     let lower = text.to_lowercase();
     let words: Vec<&str> = lower

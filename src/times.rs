@@ -214,7 +214,11 @@ mod tests {
                 // Every id after every 16th set and the last (each set, all of them, was 20 s
                 // of a debug build's tests); the set id and its neighbours after each.
                 let every = step % 16 == 15 || step + 1 == steps;
-                let ids = if every { 0..want.len() } else { e.saturating_sub(1)..want.len().min(e + 2) };
+                let ids = if every {
+                    0..want.len()
+                } else {
+                    e.saturating_sub(1)..want.len().min(e + 2)
+                };
                 for i in ids {
                     prop_assert_eq!(t.get(i), Some(want[i]), "id {}", i);
                 }

@@ -992,11 +992,15 @@ pub fn placed_summaries(store: &Store) -> Result<std::sync::Arc<PlacedSummaries>
 /// The text of summary `seq` (read up to its payload, less its digest); `None` when the log
 /// holds no such event or it is not a summary.
 pub fn summary_text(store: &Store, seq: u64) -> Result<Option<String>> {
+    Ok(summary_without_digest(store, seq)?.map(|s| s.text))
+}
+
+/// Summary `seq` read up to its payload, less its digest; `None` as [`summary_text`].
+fn summary_without_digest(store: &Store, seq: u64) -> Result<Option<Summary>> {
     Ok(store
         .event_up_to_payload_without_digest(seq)?
         .as_ref()
-        .and_then(Summary::of_event_without_digest)
-        .map(|s| s.text))
+        .and_then(Summary::of_event_without_digest))
 }
 
 /// The text of the summary `placed` places, checked against the place: an entry of the
@@ -1004,11 +1008,7 @@ pub fn summary_text(store: &Store, seq: u64) -> Result<Option<String>> {
 /// [`Error::Corrupt`](crate::Error::Corrupt), where the memory cover had shown a day as an
 /// episode with exit 0 (helper-111 probe). `None` as [`summary_text`].
 pub(crate) fn placed_summary_text(store: &Store, placed: &Placement) -> Result<Option<String>> {
-    let Some(s) = store
-        .event_up_to_payload_without_digest(placed.seq)?
-        .as_ref()
-        .and_then(Summary::of_event_without_digest)
-    else {
+    let Some(s) = summary_without_digest(store, placed.seq)? else {
         return Ok(None);
     };
     let (at, says) = (

@@ -783,8 +783,9 @@ pub const MAX_ABS_TS: i64 = 1 << 61;
 /// Refuses a caller's drafts at a world time past [`MAX_ABS_TS`]: one event at `i64::MAX` had
 /// been taken, and as the store's "now" it aged every fact to nothing. (The store's own
 /// drafts may pass it: a summary's time is the start of its day or week, which for an event
-/// near the range's start lies before it, within ±2^62; `docs/design.md`.) An edge's `valid_from` and `valid_to` are held to the same range, but
-/// for `i64::MIN` as a start and `i64::MAX` as an end, the marks of an open bound.
+/// near the range's start lies before it, within ±2^62; `docs/design.md`.) An edge's
+/// `valid_from` and `valid_to` are held to the same range, but for `i64::MIN` as a start and
+/// `i64::MAX` as an end, the marks of an open bound.
 fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
     for (i, d) in drafts.iter().enumerate() {
         if let Some(message) = time_out_of_range(d.ts) {

@@ -128,9 +128,7 @@ impl Store {
             ),
         )
     }
-}
 
-impl Store {
     /// Every summary of the log (deleted ones left out), by level, then start, then sequence
     /// number: read from the summary index, no summary decoded.
     pub fn summary_entries(&self) -> Result<Vec<SummaryEntry>> {
