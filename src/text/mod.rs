@@ -6,6 +6,7 @@
 //! the panic boundary ([`crate::boundary`]): a damaged file fails a search, not the process
 //! (tantivy's own commit and merge threads are out of reach: see `docs/design.md`).
 
+mod held;
 pub mod names;
 mod verified;
 mod words;
@@ -684,6 +685,8 @@ pub struct TextIndex {
     /// What a read met, once one failed: every later read is refused with it (see
     /// [`TextIndex::read`]).
     damaged: std::sync::OnceLock<Failure>,
+    /// Each segment's total of document lengths, for BM25 ([`held`]).
+    held_lengths: held::HeldLengths,
 }
 
 /// How a read of the index failed.
@@ -1067,6 +1070,7 @@ impl TextIndex {
             directory,
             read_only,
             damaged: std::sync::OnceLock::new(),
+            held_lengths: Default::default(),
         };
         match seq {
             Some(s) => t.indexed_seq.store(s, std::sync::atomic::Ordering::SeqCst),
@@ -1321,11 +1325,22 @@ impl TextIndex {
     }
 
     /// How many indexed documents contain `term` (an analysed term, see [`Self::analyze`]).
+    /// Of the documents held: one deleted and not yet merged away is not counted.
     pub fn doc_freq(&self, term: &str) -> Result<u64> {
         let t = tantivy::Term::from_field_text(self.fields.text, term);
         self.read("document frequency", || {
-            self.reader.searcher().doc_freq(&t).map_err(terr)
+            self.held_statistics(&self.reader.searcher())
+                .doc_freq_held(&t)
+                .map_err(terr)
         })
+    }
+
+    /// BM25's statistics of the documents `searcher` holds ([`held`]).
+    fn held_statistics<'a>(&'a self, searcher: &'a tantivy::Searcher) -> held::HeldStatistics<'a> {
+        held::HeldStatistics {
+            searcher,
+            lengths: &self.held_lengths,
+        }
     }
 
     /// Most hits one [`TextIndex::search`] returns.
@@ -1491,8 +1506,14 @@ impl TextIndex {
         }
         let mut want = limit.saturating_mul(2).saturating_add(16).min(most);
         let hits = loop {
+            // Scored by the documents held, not by tantivy's statistics, which count deleted
+            // ones ([`held`]).
             let top = searcher
-                .search(query, &TopDocs::with_limit(want).order_by_score())
+                .search_with_statistics_provider(
+                    query,
+                    &TopDocs::with_limit(want).order_by_score(),
+                    &self.held_statistics(searcher),
+                )
                 .map_err(terr)?;
             let all_read = top.len() < want || want >= most;
             // No document left out scores above the last one read.
@@ -1963,5 +1984,100 @@ mod tests {
             index.lookup_name("renamed", 10, &every).unwrap(),
             [NodeId(2)]
         );
+    }
+
+    fn event_doc(seq: u64, text: &str) -> TextDoc {
+        let mut draft = crate::model::EventDraft::new(seq as i64, "bot", "NOTE");
+        draft.payload = crate::model::Value::from(text.to_string());
+        TextDoc::for_event(&Event::from_draft(seq, 0, draft)).unwrap()
+    }
+
+    /// The hits of `text` with the bits of their scores: equal only if scored alike.
+    fn scored(index: &TextIndex, text: &str) -> Vec<(Target, u32)> {
+        let hits = index.search(text, &SearchFilter::default(), 20).unwrap();
+        hits.iter().map(|h| (h.target, h.score.to_bits())).collect()
+    }
+
+    /// helper-111 #1, helper-109 #3: tantivy's BM25 counts the documents deleted but not yet
+    /// merged away, in the number of documents, in each term's document frequency and in the
+    /// field's tokens, and a merge of segments with deletes estimates the tokens it keeps. So
+    /// a store answered with other scores than the same store's index rebuilt (`replay`, a
+    /// repair), and than itself after a background merge. Scores are of the documents held.
+    #[test]
+    fn scores_are_of_the_documents_held_whatever_was_deleted_or_merged() {
+        // Long texts too: a document's length is kept exactly only up to 40 tokens.
+        let long = |lead: &str, n: usize| {
+            let mut t = lead.to_string();
+            for i in 0..n {
+                t.push_str(&format!(" filler{i}"));
+            }
+            t
+        };
+        let kept = [
+            event_doc(1, "copper widget"),
+            event_doc(2, &long("copper kettle", 57)),
+            event_doc(3, &long("birch widget", 90)),
+            event_doc(4, "copper copper birch"),
+            event_doc(7, &long("widget", 130)),
+        ];
+        let gone = [
+            event_doc(5, &long("copper widget copper", 71)),
+            event_doc(6, "widget onlygone"),
+        ];
+        let live_dir = tempfile::tempdir().unwrap();
+        let (live, _) = TextIndex::open(live_dir.path()).unwrap();
+        for (seq, d) in kept.iter().chain(&gone).enumerate() {
+            live.apply([d.clone()], &[], seq as u64 + 1, None).unwrap();
+        }
+        // A node renamed twice: each time its document is deleted and written again.
+        for (seq, name) in [
+            (8, "copper tower"),
+            (9, "widget works"),
+            (10, "copper mill"),
+        ] {
+            live.apply([node_doc_named(1, &[name])], &[], seq, None)
+                .unwrap();
+        }
+        let keys: Vec<String> = gone.iter().map(|d| d.key.clone()).collect();
+        live.apply(Vec::new(), &keys, 11, None).unwrap();
+
+        let fresh_dir = tempfile::tempdir().unwrap();
+        let (fresh, _) = TextIndex::open(fresh_dir.path()).unwrap();
+        let held: Vec<TextDoc> = kept
+            .iter()
+            .cloned()
+            .chain([node_doc_named(1, &["copper mill"])])
+            .collect();
+        fresh.apply(held, &[], 11, None).unwrap();
+
+        for question in ["copper widget", "widget", "birch kettle", "onlygone copper"] {
+            let want = scored(&fresh, question);
+            assert!(!want.is_empty(), "{question}");
+            assert_eq!(scored(&live, question), want, "{question}, deletes pending");
+        }
+        let only_gone = &live.analyze("onlygone").unwrap()[0];
+        assert_eq!(live.doc_freq(only_gone).unwrap(), 0);
+        assert_eq!(
+            live.doc_freq("copper").unwrap(),
+            fresh.doc_freq("copper").unwrap()
+        );
+
+        // Merged into one segment: tantivy records the tokens of what it kept as estimated
+        // from the lengths it keeps.
+        live.with_writer(|w| {
+            let ids = live.index.searchable_segment_ids().map_err(terr)?;
+            w.merge(&ids).wait().map_err(terr)?;
+            Ok(())
+        })
+        .unwrap();
+        live.reader.reload().unwrap();
+        assert_eq!(live.reader.searcher().segment_readers().len(), 1);
+        for question in ["copper widget", "widget", "birch kettle"] {
+            assert_eq!(
+                scored(&live, question),
+                scored(&fresh, question),
+                "{question}, merged"
+            );
+        }
     }
 }
