@@ -704,14 +704,16 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
         }
         outln!(
             "{}",
-            if report.ok() {
+            if report.log_events_not_found > 0 {
+                "DAMAGED: the log's own index (`loci repair` rebuilds what derives from the log, never the log; restore its file from a copy)"
+            } else if report.ok() {
                 "OK: live state equals replay"
             } else {
                 "MISMATCH (`loci repair` rebuilds every view derived from the log)"
             }
         );
     }
-    Ok(if damaged {
+    Ok(if damaged || report.log_events_not_found > 0 {
         Code::Corrupt
     } else if report.ok() {
         Code::Ok
