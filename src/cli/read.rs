@@ -705,7 +705,7 @@ pub fn replay(a: ReplayArgs) -> Result<Code> {
         outln!(
             "{}",
             if report.log_events_not_found > 0 {
-                "DAMAGED: the log's own index (`loci repair` rebuilds what derives from the log, never the log; restore its file from a copy)"
+                "DAMAGED: the log's own index (`loci repair` writes the store's files anew from a scan of the log, which mends it)"
             } else if report.ok() {
                 "OK: live state equals replay"
             } else {

@@ -189,35 +189,53 @@ pub(crate) fn get(backend: &dyn Backend, seq: u64) -> Result<Option<Vec<u8>>> {
 /// `most` of them. A scan walks the table's leaves in order while a lookup descends by the
 /// keys of its branch pages, so a damaged key there hides records from every read of an
 /// event by number (the timeline, provenance) while a scan, and so a replay, reads them
-/// all (helper-111: `replay --verify` said OK on such a store).
+/// all (helper-111: `replay --verify` said OK on such a store). On every core, each run of
+/// numbers in one read transaction: a transaction per lookup cost 2.8 µs an event.
 pub(crate) fn missing_from_lookups(
     backend: &dyn Backend,
     last: u64,
     most: usize,
 ) -> Result<(u64, Vec<u64>)> {
-    let mut missing = 0;
-    let mut first = Vec::new();
-    for seq in 1..=last {
-        let key = seq.to_be_bytes();
-        let mut found = false;
-        // The record's first key, whole or its first chunk: nothing is read past it.
-        backend.scan(
-            TABLE,
-            &key,
-            Some(&seq.saturating_add(1).to_be_bytes()),
-            &mut |k, _| {
-                found = k.starts_with(&key);
-                Ok(false)
-            },
-        )?;
-        if !found {
-            missing += 1;
-            if first.len() < most {
-                first.push(seq);
+    use rayon::prelude::*;
+    const RUN: u64 = 1 << 16;
+    let runs: Vec<(u64, Vec<u64>)> = (0..last.div_ceil(RUN))
+        .into_par_iter()
+        .map(|run| {
+            let view = backend.pinned_view()?;
+            let view = view.as_deref().unwrap_or(backend);
+            let mut missing = 0;
+            let mut first = Vec::new();
+            for seq in run * RUN + 1..=((run + 1) * RUN).min(last) {
+                if !found_by_lookup(view, seq)? {
+                    missing += 1;
+                    if first.len() < most {
+                        first.push(seq);
+                    }
+                }
             }
-        }
-    }
+            Ok((missing, first))
+        })
+        .collect::<Result<_>>()?;
+    let missing = runs.iter().map(|(n, _)| n).sum();
+    let first = runs.into_iter().flat_map(|(_, f)| f).take(most).collect();
     Ok((missing, first))
+}
+
+/// Whether a lookup of event `seq` finds its record's first key (whole, or its first chunk):
+/// nothing past it is read.
+fn found_by_lookup(backend: &dyn Backend, seq: u64) -> Result<bool> {
+    let key = seq.to_be_bytes();
+    let mut found = false;
+    backend.scan(
+        TABLE,
+        &key,
+        Some(&seq.saturating_add(1).to_be_bytes()),
+        &mut |k, _| {
+            found = k.starts_with(&key);
+            Ok(false)
+        },
+    )?;
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -1586,7 +1586,8 @@ pub struct VerifyReport {
     #[serde(default)]
     pub text_rebuilt_at_open: bool,
     /// Events of the log a scan reads but a lookup by number does not find: damage in the log's
-    /// own index, which no rebuild of a derived view mends (one of the differences says which).
+    /// own index (one of the differences says which), which `repair` mends by writing the
+    /// files anew from a scan.
     #[serde(default)]
     pub log_events_not_found: u64,
 }
@@ -5049,8 +5050,9 @@ impl Store {
         if missing > 0 {
             report.differ(format!(
                 "log: {missing} event{} a scan reads but a lookup by number does not find \
-                 (first {first:?}): a key of the log's index is damaged, and every read of \
-                 them fails; restore {} from a copy",
+                 (first {first:?}): a key of the log's index in {} is damaged, and \
+                 every read of them fails; `loci repair` writes the files anew from a scan of \
+                 the log, which reads them",
                 if missing == 1 { "" } else { "s" },
                 self.backend.kind().path_in(&self.dir).display()
             ));
