@@ -1637,6 +1637,26 @@ fn the_summaries_a_run_wrote_leave_out_another_writers_between_its_batches() {
     let expected: Vec<_> = written.into_iter().filter(|s| above(s.level)).collect();
     assert_eq!(days_and_weeks, expected);
     assert_eq!(days_and_weeks.len(), r.days + r.weeks);
+    // One at a time (`consolidate --json`): the same summaries with their digests, in the same
+    // order, and none after the visitor says to stop.
+    let mut streamed = Vec::new();
+    consolidate::each_summary_written(&store, &r, &mut |s| {
+        streamed.push(s);
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(
+        streamed,
+        consolidate::summaries_written(&store, &r, true).unwrap()
+    );
+    assert!(streamed.iter().any(|s| s.digest != Default::default()));
+    let mut taken = 0;
+    consolidate::each_summary_written(&store, &r, &mut |_| {
+        taken += 1;
+        Ok(taken < 3)
+    })
+    .unwrap();
+    assert_eq!(taken, 3);
     assert_verifies(&store);
 }
 

@@ -16,7 +16,9 @@ use super::exit::fail;
 use super::exit::Code;
 use super::open;
 use super::open_for_reading;
-use super::output::{count, item_among, one_field, outln, print_json, AsJsonValues};
+use super::output::{
+    count, item_among, one_field, outln, print_json, AsJsonValues, JsonValuesFrom,
+};
 
 /// `delete`: one deletion event for the listed events and nodes.
 pub fn delete(a: DeleteArgs) -> Result<Code> {
@@ -234,25 +236,26 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
     opts.until = a.until;
     opts.policy = ConsolidationPolicy::for_store(&s, a.day)?;
     let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;
+    if a.json && !a.all {
+        // Every summary written, each printed as it is read again.
+        let summaries = JsonValuesFrom::new(|visit: &mut dyn FnMut(_) -> loci::Result<bool>| {
+            consolidate::each_summary_written(&s, &r, visit)
+        });
+        print_consolidated_json(&r, &summaries).map_err(|e| match summaries.failure() {
+            Some(read) => read.into(),
+            None => e,
+        })?;
+        return Ok(Code::Ok);
+    }
     let shown = match a.all {
         true => consolidate::summaries(&s)?,
-        // The lines below show the texts of days and weeks alone; JSON shows every summary.
-        false if a.json => consolidate::summaries_written(&s, &r, true)?,
+        // The lines below show the texts of days and weeks alone.
         false => consolidate::summaries_written_at(&s, &r, false, &|level| {
             level != consolidate::Level::Episode
         })?,
     };
     if a.json {
-        // The keys in `json!`'s order, as before, with no `Value` of every summary at once.
-        #[derive(serde::Serialize)]
-        struct Out<'a> {
-            report: serde_json::Value,
-            summaries: AsJsonValues<'a, consolidate::Summary>,
-        }
-        print_json(&Out {
-            report: serde_json::to_value(&r)?,
-            summaries: AsJsonValues(&shown),
-        })?;
+        print_consolidated_json(&r, &AsJsonValues(&shown))?;
         return Ok(Code::Ok);
     }
     outln!(
@@ -277,6 +280,23 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
         );
     }
     Ok(Code::Ok)
+}
+
+/// `consolidate --json`: the report, then `summaries` (the keys in `json!`'s order, as before,
+/// with no `Value` of every summary at once).
+fn print_consolidated_json(
+    report: &consolidate::ConsolidateReport,
+    summaries: &impl serde::Serialize,
+) -> Result<()> {
+    #[derive(serde::Serialize)]
+    struct Out<'a, S> {
+        report: serde_json::Value,
+        summaries: &'a S,
+    }
+    print_json(&Out {
+        report: serde_json::to_value(report)?,
+        summaries,
+    })
 }
 
 /// `forget`: consolidate (so summaries keep the gist), then evict down to the budget.

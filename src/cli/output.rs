@@ -224,6 +224,60 @@ impl<T: serde::Serialize> serde::Serialize for AsJsonValues<'_, T> {
     }
 }
 
+/// A list serialized as [`AsJsonValues`] serializes one, its items given by `each` as they are
+/// read and none held after its turn. `each` calls its visitor with each item until it returns
+/// `false` (the output failed); an error of `each`'s own is kept for [`Self::failure`], so that
+/// the caller returns it as it is (a damaged record exits as damage, not as a failed write).
+pub struct JsonValuesFrom<T, F> {
+    each: std::cell::RefCell<F>,
+    failed: std::cell::RefCell<Option<loci::Error>>,
+    item: std::marker::PhantomData<fn(T)>,
+}
+
+impl<T, F> JsonValuesFrom<T, F>
+where
+    F: FnMut(&mut dyn FnMut(T) -> loci::Result<bool>) -> loci::Result<()>,
+{
+    pub fn new(each: F) -> Self {
+        JsonValuesFrom {
+            each: std::cell::RefCell::new(each),
+            failed: Default::default(),
+            item: std::marker::PhantomData,
+        }
+    }
+
+    /// What `each` failed with, if it did.
+    pub fn failure(&self) -> Option<loci::Error> {
+        self.failed.borrow_mut().take()
+    }
+}
+
+impl<T, F> serde::Serialize for JsonValuesFrom<T, F>
+where
+    T: serde::Serialize,
+    F: FnMut(&mut dyn FnMut(T) -> loci::Result<bool>) -> loci::Result<()>,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = s.serialize_seq(None)?;
+        let mut written = Ok(());
+        let read = (self.each.borrow_mut())(&mut |item| {
+            let element = serde_json::to_value(&item)
+                .map_err(S::Error::custom)
+                .and_then(|value| seq.serialize_element(&value));
+            written = element;
+            Ok(written.is_ok())
+        });
+        written?;
+        if let Err(e) = read {
+            let said = S::Error::custom(&e);
+            *self.failed.borrow_mut() = Some(e);
+            return Err(said);
+        }
+        seq.end()
+    }
+}
+
 /// True when `e` (anywhere in its chain) is a write to a reader that went away.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
