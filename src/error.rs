@@ -154,6 +154,24 @@ impl Error {
         }
     }
 
+    /// Whether this says that something the store read is damaged (rather than that reading it
+    /// failed): the store is then corrupt, not the machine out of something. The CLI exits 6
+    /// on it, the server answers `corrupt`.
+    pub fn reports_damage(&self) -> bool {
+        match self {
+            Error::Corrupt { .. } => true,
+            Error::Backend {
+                source: Some(source),
+                ..
+            }
+            | Error::Text {
+                source: Some(source),
+                ..
+            } => source_reports_damage(&**source),
+            _ => false,
+        }
+    }
+
     /// A backend error caused by `e` (the backend's own), kept as the source.
     pub(crate) fn backend_source(
         backend: &'static str,
@@ -165,6 +183,57 @@ impl Error {
             source: Some(Box::new(e)),
         }
     }
+}
+
+/// Whether a backend's or tantivy's own error says that what it read is damaged (rather than
+/// that reading it failed).
+fn source_reports_damage(e: &(dyn std::error::Error + 'static)) -> bool {
+    use redb::StorageError;
+    let redb_storage = e.downcast_ref::<StorageError>().or_else(|| {
+        match e.downcast_ref::<redb::DatabaseError>() {
+            Some(redb::DatabaseError::Storage(s)) => return Some(s),
+            Some(_) => return None,
+            None => {}
+        }
+        match e.downcast_ref::<redb::TransactionError>() {
+            Some(redb::TransactionError::Storage(s)) => return Some(s),
+            Some(_) => return None,
+            None => {}
+        }
+        match e.downcast_ref::<redb::TableError>() {
+            Some(redb::TableError::Storage(s)) => return Some(s),
+            Some(_) => return None,
+            None => {}
+        }
+        match e.downcast_ref::<redb::CommitError>() {
+            Some(redb::CommitError::Storage(s)) => Some(s),
+            _ => None,
+        }
+    });
+    match redb_storage {
+        Some(StorageError::Corrupted(_)) => return true,
+        // redb's word for a file that is not a redb database at all; and a read past the
+        // file's end, where a damaged page pointer sends it (helper-112).
+        Some(StorageError::Io(io)) => {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            )
+        }
+        Some(_) => return false,
+        None => {}
+    }
+    if let Some(redb::Error::Corrupted(_)) = e.downcast_ref::<redb::Error>() {
+        return true;
+    }
+    // A backend's panic on its file, or sled's corruption error.
+    if e.downcast_ref::<crate::storage::DamagedFile>().is_some() {
+        return true;
+    }
+    matches!(
+        e.downcast_ref::<tantivy::TantivyError>(),
+        Some(tantivy::TantivyError::DataCorruption(_))
+    )
 }
 
 /// Whether `e` is the system refusing this user a file: no permission, or a read-only file

@@ -108,62 +108,10 @@ fn library_code(e: &loci::Error) -> Code {
         E::Store { path, .. } if !path.exists() => Code::NotFound,
         E::Corrupt { .. } | E::Store { .. } => Code::Corrupt,
         E::Io { source, .. } => io_code(source),
-        E::Backend {
-            source: Some(source),
-            ..
-        }
-        | E::Text {
-            source: Some(source),
-            ..
-        } if reports_damage(&**source) => Code::Corrupt,
+        e if e.reports_damage() => Code::Corrupt,
         _ => Code::Failure,
     }
 }
-/// Whether a backend's or tantivy's own error says that what it read is damaged (rather than
-/// that reading it failed): the store is then corrupt, not the machine out of something.
-fn reports_damage(e: &(dyn std::error::Error + 'static)) -> bool {
-    use redb::StorageError;
-    let redb_storage = e.downcast_ref::<StorageError>().or_else(|| {
-        match e.downcast_ref::<redb::DatabaseError>() {
-            Some(redb::DatabaseError::Storage(s)) => return Some(s),
-            Some(_) => return None,
-            None => {}
-        }
-        match e.downcast_ref::<redb::TransactionError>() {
-            Some(redb::TransactionError::Storage(s)) => return Some(s),
-            Some(_) => return None,
-            None => {}
-        }
-        match e.downcast_ref::<redb::TableError>() {
-            Some(redb::TableError::Storage(s)) => return Some(s),
-            Some(_) => return None,
-            None => {}
-        }
-        match e.downcast_ref::<redb::CommitError>() {
-            Some(redb::CommitError::Storage(s)) => Some(s),
-            _ => None,
-        }
-    });
-    match redb_storage {
-        Some(StorageError::Corrupted(_)) => return true,
-        // redb's word for a file that is not a redb database at all.
-        Some(StorageError::Io(io)) => return io.kind() == std::io::ErrorKind::InvalidData,
-        Some(_) => return false,
-        None => {}
-    }
-    if let Some(redb::Error::Corrupted(_)) = e.downcast_ref::<redb::Error>() {
-        return true;
-    }
-    // A backend's panic on its file, or sled's corruption error.
-    if e.downcast_ref::<loci::storage::DamagedFile>().is_some() {
-        return true;
-    }
-    matches!(
-        e.downcast_ref::<tantivy::TantivyError>(),
-        Some(tantivy::TantivyError::DataCorruption(_))
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +139,29 @@ mod tests {
         assert_eq!(code_of(&anyhow::Error::from(written)), Code::Failure);
         let read = serde_json::from_str::<Vec<String>>("[1,").unwrap_err();
         assert_eq!(code_of(&anyhow::Error::from(read)), Code::BadInput);
+    }
+
+    /// helper-112: a flipped bit in a child pointer of a redb branch page sends a read past
+    /// the file's end, which redb reports as an I/O error ("failed to fill whole buffer"):
+    /// `replay --verify`, `timeline` and `repair` exited 8, an other failure, where the file is
+    /// damaged (6). An I/O error of another kind stays a failure.
+    #[test]
+    fn a_read_past_the_end_of_the_file_is_damage_not_an_io_failure() {
+        let past_end =
+            redb::StorageError::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        let e = loci::Error::Backend {
+            backend: "redb",
+            message: past_end.to_string(),
+            source: Some(Box::new(past_end)),
+        };
+        assert_eq!(code_of(&anyhow::Error::from(e)), Code::Corrupt);
+        let denied =
+            redb::StorageError::Io(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        let e = loci::Error::Backend {
+            backend: "redb",
+            message: denied.to_string(),
+            source: Some(Box::new(denied)),
+        };
+        assert_eq!(code_of(&anyhow::Error::from(e)), Code::Failure);
     }
 }

@@ -77,7 +77,9 @@ impl From<crate::Error> for ApiError {
             E::NotFound(_) => Self::not_found(message),
             E::Locked { .. } => Self::new(StatusCode::CONFLICT, "locked", message),
             E::ReadOnly { .. } => Self::new(StatusCode::CONFLICT, "read_only", message),
-            E::Corrupt { .. } | E::NotAStore { .. } => {
+            E::NotAStore { .. } => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt", message),
+            // A backend's or tantivy's own report of damage too, not an internal error.
+            e if e.reports_damage() => {
                 Self::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt", message)
             }
             _ => Self::internal(message),
@@ -149,5 +151,34 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// helper-112: the CLI took a backend's own report of damage (redb's "corrupted", a read
+    /// past the file's end) for damage, exit 6, while the server answered it as an internal
+    /// error: both now ask the error itself ([`crate::Error::reports_damage`]).
+    #[test]
+    fn a_backends_report_of_damage_is_answered_as_corrupt() {
+        let damaged = |source: redb::StorageError| crate::Error::Backend {
+            backend: "redb",
+            message: source.to_string(),
+            source: Some(Box::new(source)),
+        };
+        let corrupted = redb::StorageError::Corrupted("a page's checksum".into());
+        assert_eq!(ApiError::from(damaged(corrupted)).code, "corrupt");
+        let past_end = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        assert_eq!(
+            ApiError::from(damaged(redb::StorageError::Io(past_end))).code,
+            "corrupt"
+        );
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            ApiError::from(damaged(redb::StorageError::Io(denied))).code,
+            "internal"
+        );
     }
 }
