@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
+use tantivy::postings::Postings;
 use tantivy::query::{
     BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery,
 };
@@ -1476,8 +1477,16 @@ impl TextIndex {
                     .is_none_or(|(form, bears)| matches!(target, Target::Node(n) if bears(n, form)))
         };
         let searcher = self.reader.searcher();
+        // The question's terms, in its order: each hit's score is theirs added in it.
+        let scored_terms: Vec<Term> = match form {
+            Some(_) => Vec::new(),
+            None => terms
+                .iter()
+                .map(|t| Term::from_field_text(self.fields.text, t))
+                .collect(),
+        };
         let top = self.read("search", || {
-            self.top_by_score_then_target(&searcher, &*query, limit, &keep)
+            self.top_by_score_then_target(&searcher, &*query, &scored_terms, limit, &keep)
         })?;
         Ok(top
             .into_iter()
@@ -1492,10 +1501,15 @@ impl TextIndex {
     ///
     /// Only hits whose target `keep` takes count: more are collected until `limit` of them
     /// are, or none is left.
+    ///
+    /// Each hit's score is its `terms`' scores added in their order ([`Self::rescored`]), not
+    /// tantivy's, whose order of addition the segments' layout decides: a hit left out may
+    /// score up to [`sum_slack`] above what tantivy said, so the cut is read past by as much.
     fn top_by_score_then_target(
         &self,
         searcher: &tantivy::Searcher,
         query: &dyn Query,
+        terms: &[Term],
         limit: usize,
         keep: &dyn Fn(Target) -> bool,
     ) -> Result<Vec<(f32, Target)>> {
@@ -1516,15 +1530,17 @@ impl TextIndex {
                 )
                 .map_err(terr)?;
             let all_read = top.len() < want || want >= most;
-            // No document left out scores above the last one read.
+            // No document left out scores above the last one read (by tantivy's sum).
             let floor = top.last().map_or(f32::NEG_INFINITY, |(score, _)| *score);
+            let slack = |score: f32| sum_slack(score, terms.len());
             // A tie across the cut of the best `limit` is read past before any target is:
             // reading the targets opens each segment's column of them, which at 10M edges
             // made a search a third slower when done at every round.
-            if !all_read && top.len() > limit && floor >= top[limit - 1].0 {
+            if !all_read && top.len() > limit && floor + slack(floor) >= top[limit - 1].0 {
                 want = want.saturating_mul(4).min(most);
                 continue;
             }
+            let top = self.rescored(searcher, terms, top)?;
             let mut hits = self.targets(searcher, top)?;
             hits.sort_by(|a, b| {
                 b.0.total_cmp(&a.0)
@@ -1536,7 +1552,7 @@ impl TextIndex {
                 .filter(|(_, target)| keep(*target))
                 .take(limit)
                 .collect();
-            if all_read || (kept.len() == limit && floor < kept[limit - 1].0) {
+            if all_read || (kept.len() == limit && floor + slack(floor) < kept[limit - 1].0) {
                 break kept;
             }
             want = want.saturating_mul(4).min(most);
@@ -1617,6 +1633,63 @@ impl TextIndex {
         Ok(TermHits { of_form, nodes })
     }
 
+    /// `top` scored again: each document's score is its `terms`' BM25 scores (of the held
+    /// documents' statistics, as tantivy scored each) added in the order of `terms`. tantivy
+    /// adds them in the order its scorers stand in at the document, which block-WAND's pivot
+    /// and a union's scorers as they run out decide, so documents of the same words scored
+    /// 3.4970016 or 3.497002 by where their segments cut the index (helper-112). One term
+    /// has nothing to order.
+    fn rescored(
+        &self,
+        searcher: &tantivy::Searcher,
+        terms: &[Term],
+        top: Vec<(f32, tantivy::DocAddress)>,
+    ) -> Result<Vec<(f32, tantivy::DocAddress)>> {
+        if terms.len() < 2 {
+            return Ok(top);
+        }
+        let statistics = self.held_statistics(searcher);
+        let weights = terms
+            .iter()
+            .map(|t| tantivy::query::Bm25Weight::for_terms(&statistics, std::slice::from_ref(t)))
+            .collect::<tantivy::Result<Vec<_>>>()
+            .map_err(terr)?;
+        // Read segment by segment, each term's postings once, its documents in order.
+        let mut order: Vec<usize> = (0..top.len()).collect();
+        order.sort_unstable_by_key(|&i| (top[i].1.segment_ord, top[i].1.doc_id));
+        let mut scores = vec![0f32; top.len()];
+        for in_segment in order.chunk_by(|&a, &b| top[a].1.segment_ord == top[b].1.segment_ord) {
+            let segment = searcher.segment_reader(top[in_segment[0]].1.segment_ord);
+            let norms = segment
+                .get_fieldnorms_reader(self.fields.text)
+                .map_err(terr)?;
+            let inverted = segment.inverted_index(self.fields.text).map_err(terr)?;
+            // Term by term, so that each document's score is added to in the terms' order.
+            for (term, weight) in terms.iter().zip(&weights) {
+                let Some(mut postings) = inverted
+                    .read_postings(term, IndexRecordOption::WithFreqs)
+                    .map_err(terr)?
+                else {
+                    continue;
+                };
+                for &i in in_segment {
+                    let doc = top[i].1.doc_id;
+                    if postings.doc() < doc {
+                        postings.seek(doc);
+                    }
+                    if postings.doc() == doc {
+                        scores[i] += weight.score(norms.fieldnorm_id(doc), postings.term_freq());
+                    }
+                }
+            }
+        }
+        Ok(top
+            .into_iter()
+            .zip(scores)
+            .map(|((_, address), score)| (score, address))
+            .collect())
+    }
+
     /// What the top documents point at, read from the `ref` fast field (one column per
     /// segment, opened once).
     fn targets(
@@ -1674,6 +1747,13 @@ impl TextIndex {
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
     }
+}
+
+/// How far a sum of `terms` positive scores of about `score` can lie from the same scores
+/// added in another order: each addition rounds by at most half an epsilon of the sum, and two
+/// orders differ by at most both their roundings (doubled again, for room).
+fn sum_slack(score: f32, terms: usize) -> f32 {
+    score.abs() * (terms as f32 + 1.0) * 2.0 * f32::EPSILON
 }
 
 /// Runs `f`, which opens or checks the index's files, inside the panic boundary: a panic there
@@ -2077,6 +2157,72 @@ mod tests {
                 scored(&live, question),
                 scored(&fresh, question),
                 "{question}, merged"
+            );
+        }
+    }
+
+    /// helper-112: documents of the same words scored 3.4970016 in one index and 3.497002 in
+    /// another of the same documents, cut into other segments. tantivy adds a document's
+    /// term scores in an order its segment's layout decides (block-WAND's pivot, a union's
+    /// scorers as they run out), and float addition is not associative: which of the tied
+    /// documents came first, and the score's last digit, followed the commits. A score is
+    /// now its terms' scores added in the question's order.
+    #[test]
+    fn a_documents_score_does_not_follow_how_its_index_was_committed() {
+        let fill = [
+            "apple", "banana", "cherry", "dragon", "ember", "falcon", "granite",
+        ];
+        let words = ["alpha", "beta", "gamma", "delta", "epsilon"];
+        // A small generator of its own, so that the test needs no random crate's sequence.
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        // Events of some of the words, and nodes named again and again (each time, the
+        // node's document is deleted and written anew: segments with deletes).
+        let docs: Vec<TextDoc> = (1..=600u64)
+            .flat_map(|seq| {
+                let mut text: Vec<&str> =
+                    words.iter().copied().filter(|_| next() % 2 == 0).collect();
+                while text.len() < 8 {
+                    text.push(fill[next() % fill.len()]);
+                }
+                let k = next() % text.len();
+                text.rotate_left(k);
+                let name = [
+                    words[next() % words.len()],
+                    fill[next() % fill.len()],
+                    fill[next() % fill.len()],
+                ];
+                let node = node_doc_named((next() % 20) as u32, &[&name.join(" ")]);
+                [event_doc(seq, &text.join(" ")), node]
+            })
+            .collect();
+        let build = |per_commit: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let (index, _) = TextIndex::open(dir.path()).unwrap();
+            for (i, chunk) in docs.chunks(per_commit).enumerate() {
+                index
+                    .apply(chunk.to_vec(), &[], i as u64 + 1, None)
+                    .unwrap();
+            }
+            (dir, index)
+        };
+        let (_one, whole) = build(docs.len());
+        let (_many, in_threes) = build(3);
+        assert!(in_threes.reader.searcher().segment_readers().len() > 1);
+        for question in [
+            "alpha beta gamma delta epsilon",
+            "epsilon alpha",
+            "beta gamma apple",
+        ] {
+            assert_eq!(
+                scored(&in_threes, question),
+                scored(&whole, question),
+                "{question}"
             );
         }
     }
