@@ -137,6 +137,46 @@ impl WriteBatch {
     }
 }
 
+/// A backend that is `inner` but for scans `intercept` answers (damage made to order, for
+/// tests): `intercept(table, start)` gives a scan's result in place of `inner`'s, or `None` to
+/// let `inner` scan.
+#[cfg(test)]
+pub(crate) struct InterceptedScans<F> {
+    pub(crate) inner: Box<dyn Backend>,
+    pub(crate) intercept: F,
+}
+
+#[cfg(test)]
+impl<F> Backend for InterceptedScans<F>
+where
+    F: Fn(Table, &[u8]) -> Option<Result<()>> + Send + Sync,
+{
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(table, key)
+    }
+    fn scan(
+        &self,
+        table: Table,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        match (self.intercept)(table, start) {
+            Some(answer) => answer,
+            None => self.inner.scan(table, start, end, visit),
+        }
+    }
+    fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.inner.last(table)
+    }
+    fn commit(&self, batch: WriteBatch) -> Result<()> {
+        self.inner.commit(batch)
+    }
+}
+
 /// Visitor called by [`Backend::scan`] with each key and value; returning `false` stops.
 pub type ScanVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'a;
 
