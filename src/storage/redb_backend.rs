@@ -22,8 +22,19 @@ fn definition(table: Table) -> TableDefinition<'static, Bytes, Bytes> {
     TableDefinition::new(table.name())
 }
 
+/// redb's error as the source of a backend error. A read past the file's end is reported by
+/// redb as an I/O error, "failed to fill whole buffer": the message says what it means, a
+/// page pointer damaged (helper-112), since that is all a user sees of it.
 fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
-    Error::backend_source("redb", e)
+    let past_end = matches!(
+        (&e as &dyn std::error::Error).downcast_ref::<redb::StorageError>(),
+        Some(redb::StorageError::Io(io)) if io.kind() == std::io::ErrorKind::UnexpectedEof
+    );
+    let mut error = Error::backend_source("redb", e);
+    if let (true, Error::Backend { message, .. }) = (past_end, &mut error) {
+        message.push_str(" (a read past the end of the file: a page pointer in it is damaged)");
+    }
+    error
 }
 
 /// An error opening `table`, where one that says the table is of another type is damage:
@@ -308,5 +319,22 @@ impl Backend for RedbView {
     }
     fn commit(&self, _batch: WriteBatch) -> Result<()> {
         Err(Error::backend("redb", "a pinned view is read-only"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// helper-112: a damaged page pointer read past the file's end, and the error said only
+    /// "I/O error: failed to fill whole buffer".
+    #[test]
+    fn a_read_past_the_end_of_the_file_says_a_page_pointer_is_damaged() {
+        let past_end = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        let said = err(redb::StorageError::Io(past_end)).to_string();
+        assert!(said.contains("a page pointer in it is damaged"), "{said}");
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let said = err(redb::StorageError::Io(denied)).to_string();
+        assert!(!said.contains("damaged"), "{said}");
     }
 }
