@@ -45,6 +45,7 @@
 //! later one carries the running totals, so the ledger does not change when it goes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use ordered_float::OrderedFloat;
 use serde::{Deserialize, Serialize};
@@ -220,7 +221,7 @@ fn choose_evictions(
     let mut rests_on = crate::dynamics::working::RestsOn::default();
     let mut support =
         Support::of_beliefs(store, now, opts.policy.belief_floor, |ev| rests_on.see(ev))?;
-    let candidates = evictable(store, rests_on.events())?;
+    let candidates = evictable(store, rests_on.events(), &mut support.keys)?;
     report.evictable = candidates.len();
     // One more record comes in: the deletion event.
     let excess = (report.events_before + 1 - opts.budget) as usize;
@@ -368,11 +369,11 @@ enum Release {
 /// it); and, for every node, which live events create it and which name it.
 struct Support {
     nodes: HashMap<String, u32>,
-    edges: HashMap<(String, String, String), u32>,
+    edges: HashMap<EdgeKey, u32>,
     /// Each protected edge's `last_seen`: only an event asserting it as seen then supports it.
     /// Any assertion had counted, and a kept home moved back to an earlier sighting when the
     /// summary that restated its latest went (from 500 to 400; session 35 probe).
-    last_seen: HashMap<(String, String, String), i64>,
+    last_seen: HashMap<EdgeKey, i64>,
     /// Each protected node's name where it is not its key: only an event giving that name
     /// supports it. Any value had counted, and a pinned tag kept only the event that had
     /// made it (`Tag`, `ci`) lost the name, properties, alias and pin a later one gave, once
@@ -395,10 +396,34 @@ struct Support {
     node_values: HashMap<String, Givers>,
     /// Which live events give each protected edge's values.
     edge_values: HashMap<EdgeKey, Givers>,
+    /// The one copy of each key and name the maps and the candidates' claims share.
+    keys: Keys,
 }
 
-/// An edge by its ends' keys and its relation.
-type EdgeKey = (String, String, String);
+/// An edge by its ends' keys and its relation. Shared strings: the candidates' claims name
+/// the same edges again and again (each summary restates its period's), and as a `String`
+/// each was a copy of its own, most of a forgetting's peak at 415k events.
+type EdgeKey = (Arc<str>, Arc<str>, Arc<str>);
+
+/// The key of the edge `relation` from `from` to `to`.
+fn edge_key(keys: &mut Keys, from: &str, relation: &str, to: &str) -> EdgeKey {
+    (keys.of(from), keys.of(relation), keys.of(to))
+}
+
+/// One shared copy of each key and name the choice holds ([`EdgeKey`]).
+#[derive(Default)]
+struct Keys(std::collections::HashSet<Arc<str>>);
+
+impl Keys {
+    fn of(&mut self, s: &str) -> Arc<str> {
+        if let Some(shared) = self.0.get(s) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = s.into();
+        self.0.insert(shared.clone());
+        shared
+    }
+}
 
 /// Which live events give a protected node's or edge's values, value by value (an edge's
 /// validity aside: [`Validity`] folds it for every edge). Replay folds
@@ -688,9 +713,9 @@ struct Claims {
 }
 
 struct NodeClaim {
-    key: String,
-    name: Option<String>,
-    first_alias: Option<String>,
+    key: Arc<str>,
+    name: Option<Arc<str>>,
+    first_alias: Option<Arc<str>>,
     gives_a_value: bool,
 }
 
@@ -701,7 +726,7 @@ struct EdgeClaim {
 }
 
 impl Claims {
-    fn of(ev: &Event) -> Claims {
+    fn of(ev: &Event, keys: &mut Keys) -> Claims {
         let mut claims = Claims {
             seq: ev.seq,
             nodes: Vec::new(),
@@ -710,13 +735,13 @@ impl Claims {
         for a in &ev.assertions {
             match a {
                 Assertion::UpsertNode(up) => claims.nodes.push(NodeClaim {
-                    key: up.key.clone(),
-                    name: up.name.clone(),
-                    first_alias: up.aliases.first().cloned(),
+                    key: keys.of(&up.key),
+                    name: up.name.as_deref().map(|n| keys.of(n)),
+                    first_alias: up.aliases.first().map(|a| keys.of(a)),
                     gives_a_value: gives_a_value(up),
                 }),
                 Assertion::UpsertEdge(up) => claims.edges.push(EdgeClaim {
-                    key: (up.from.clone(), up.relation.clone(), up.to.clone()),
+                    key: edge_key(keys, &up.from, &up.relation, &up.to),
                     seen: up.last_seen.unwrap_or(ev.ts),
                 }),
                 Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
@@ -729,11 +754,11 @@ impl Claims {
     /// retraction needs nothing: replay skips one whose node is not there, which leaves it as
     /// retracted (counted as a need, a kept retraction held the node's maker forever).
     fn node_roles(&self) -> (BTreeSet<&str>, BTreeSet<&str>) {
-        let upserts = self.nodes.iter().map(|n| n.key.as_str()).collect();
+        let upserts = self.nodes.iter().map(|n| &*n.key).collect();
         let needs = self
             .edges
             .iter()
-            .flat_map(|e| [e.key.0.as_str(), e.key.2.as_str()])
+            .flat_map(|e| [&*e.key.0, &*e.key.2])
             .collect();
         (upserts, needs)
     }
@@ -752,6 +777,7 @@ impl Support {
         let mut nodes = HashMap::new();
         let mut edges = HashMap::new();
         let mut last_seen = HashMap::new();
+        let mut keys = Keys::default();
         {
             let g = store.graph();
             for id in g.pinned_ids() {
@@ -765,11 +791,7 @@ impl Support {
                     || g.is_pinned(core.from)
                     || g.is_pinned(core.to);
                 if believed {
-                    let key = (
-                        from.to_string(),
-                        g.relation_name(core.relation).to_string(),
-                        to.to_string(),
-                    );
+                    let key = edge_key(&mut keys, from, g.relation_name(core.relation), to);
                     last_seen.insert(key.clone(), core.last_seen);
                     edges.insert(key, 0);
                     nodes.insert(from.to_string(), 0);
@@ -796,11 +818,13 @@ impl Support {
             validity: HashMap::new(),
             node_values: HashMap::new(),
             edge_values: HashMap::new(),
+            keys,
         };
         store.scan_log(1, |ev| {
             also(&ev);
             support.note_retractions(&ev);
-            support.each_belief(&Claims::of(&ev), |count| *count += 1);
+            let claims = Claims::of(&ev, &mut support.keys);
+            support.each_belief(&claims, |count| *count += 1);
             support.note_values(&ev, &now);
             support.note_order(&ev);
             Ok(true)
@@ -821,7 +845,7 @@ impl Support {
                     }
                 }
                 Assertion::RetractEdge { from, relation, to } => {
-                    let key = (from.clone(), relation.clone(), to.clone());
+                    let key = edge_key(&mut self.keys, from, relation, to);
                     self.retracted_edges.insert(key, ev.seq);
                 }
                 _ => {}
@@ -831,7 +855,7 @@ impl Support {
 
     /// The last retraction of edge `key` or of one of its ends (0: none).
     fn edge_retracted_at(&self, key: &EdgeKey) -> u64 {
-        let node = |k: &String| self.retracted_nodes.get(k).copied().unwrap_or(0);
+        let node = |k: &str| self.retracted_nodes.get(k).copied().unwrap_or(0);
         let edge = self.retracted_edges.get(key).copied().unwrap_or(0);
         edge.max(node(&key.0)).max(node(&key.2))
     }
@@ -868,9 +892,9 @@ impl Support {
         let mut node_keys = BTreeSet::new();
         let mut edge_keys = BTreeSet::new();
         for up in ev.nodes.iter().filter(|up| self.supports(up)) {
-            let retracted = self.retracted_nodes.get(&up.key).copied().unwrap_or(0);
+            let retracted = self.retracted_nodes.get(&*up.key).copied().unwrap_or(0);
             if ev.seq > retracted {
-                node_keys.insert(up.key.as_str());
+                node_keys.insert(&*up.key);
             }
         }
         for up in &ev.edges {
@@ -905,10 +929,10 @@ impl Support {
     /// Whether `up` supports its node: gives it the name it has (the name, or the first
     /// alias a node made without one takes), or, for a node named by its key, any value.
     fn supports(&self, up: &NodeClaim) -> bool {
-        match self.names.get(&up.key) {
+        match self.names.get(&*up.key) {
             Some(name) => match &up.name {
-                Some(given) => given == name,
-                None => up.first_alias.as_ref() == Some(name),
+                Some(given) => **given == **name,
+                None => up.first_alias.as_deref() == Some(name.as_str()),
             },
             None => up.gives_a_value,
         }
@@ -929,7 +953,7 @@ impl Support {
                     }
                 }
                 Assertion::UpsertEdge(up) => {
-                    let key = (up.from.clone(), up.relation.clone(), up.to.clone());
+                    let key = edge_key(&mut self.keys, &up.from, &up.relation, &up.to);
                     let retracted = self.edge_retracted_at(&key);
                     let changes_validity = up.valid_from.is_some() || up.valid_to.is_some();
                     if changes_validity && ev.seq > retracted {
@@ -954,7 +978,7 @@ impl Support {
     fn values_held_by(&self, ev: &Claims) -> Vec<String> {
         let mut held: BTreeSet<&str> = BTreeSet::new();
         for up in &ev.nodes {
-            if let Some(g) = self.node_values.get(&up.key) {
+            if let Some(g) = self.node_values.get(&*up.key) {
                 if !g.hold_without(ev.seq) {
                     held.insert(&up.key);
                 }
@@ -979,7 +1003,7 @@ impl Support {
     /// `ev` is gone: it gives no value, and changes no validity, any more.
     fn drop_givers(&mut self, ev: &Claims) {
         for up in &ev.nodes {
-            if let Some(g) = self.node_values.get_mut(&up.key) {
+            if let Some(g) = self.node_values.get_mut(&*up.key) {
                 g.drop_giver(ev.seq);
             }
         }
@@ -1037,7 +1061,7 @@ impl Support {
 /// events the working memory rests on, [`crate::dynamics::working::RestsOn`]: evicting a
 /// `SLEEP` that had cleared it brought a stale intent back into every context), as what the
 /// choice reads of them.
-fn evictable(store: &Store, kept: Vec<u64>) -> Result<Vec<Candidate>> {
+fn evictable(store: &Store, kept: Vec<u64>, keys: &mut Keys) -> Result<Vec<Candidate>> {
     // Without their digests, which nothing here reads; in log order, as the passes below
     // have always taken them.
     let mut all = consolidate::placements_with_children(store)?;
@@ -1094,7 +1118,7 @@ fn evictable(store: &Store, kept: Vec<u64>) -> Result<Vec<Candidate>> {
             && ![DELETE, TOMBSTONE, kinds::PIN, kinds::UNPIN].contains(&ev.kind.as_str())
         {
             out.push(Candidate {
-                claims: Claims::of(&ev),
+                claims: Claims::of(&ev, keys),
                 gist,
                 ts: ev.ts,
                 salience: ev.salience,
@@ -1221,7 +1245,7 @@ mod tests {
         let policy = RetentionPolicy::default();
         let mut rests_on = crate::dynamics::working::RestsOn::default();
         Support::of_beliefs(&store, now, policy.belief_floor, |ev| rests_on.see(ev)).unwrap();
-        let candidates = evictable(&store, rests_on.events()).unwrap();
+        let candidates = evictable(&store, rests_on.events(), &mut Keys::default()).unwrap();
         let mut scored: Vec<(Gist, OrderedFloat<f64>, u64)> = candidates
             .iter()
             .map(|c| {
@@ -1269,7 +1293,7 @@ mod tests {
         let noted = store.event(seq).unwrap().unwrap();
         let mut support = Support::of_beliefs(&store, 10, 0.5, |_| {}).unwrap();
         assert!(matches!(
-            support.release(&Claims::of(&noted)),
+            support.release(&Claims::of(&noted, &mut Keys::default())),
             Release::Never
         ));
     }
@@ -1300,7 +1324,7 @@ mod tests {
         let named = store.event(seq).unwrap().unwrap();
         let mut support = Support::of_beliefs(&store, 10, 0.5, |_| {}).unwrap();
         assert!(matches!(
-            support.release(&Claims::of(&named)),
+            support.release(&Claims::of(&named, &mut Keys::default())),
             Release::Never
         ));
     }
