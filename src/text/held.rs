@@ -22,11 +22,20 @@ use tantivy::{DocSet, Searcher, SegmentReader, Term, TERMINATED};
 /// deletes as they were when it was counted: a segment never changes but by more deletes, so
 /// only a new segment, or one with new deletes, is counted again (a byte a document, the
 /// first search after an open counts the whole index once).
+///
+/// And each term's count of held documents in a segment with deletes, which reads the term's
+/// postings: a search asks for it twice (tantivy's weight, and the hits scored again), and an
+/// agent asks of the same words again and again.
 #[derive(Default)]
 pub(crate) struct HeldLengths {
     /// By segment and field: the deleted documents counted, and the total.
     totals: Mutex<HashMap<(SegmentId, Field), (u32, u64)>>,
+    /// By segment and term: the deleted documents counted, and the term's held documents.
+    doc_freqs: Mutex<HashMap<(SegmentId, Term), (u32, u64)>>,
 }
+
+/// Most term counts kept; past it they are all forgotten and counted again as asked.
+const MOST_DOC_FREQS: usize = 1 << 16;
 
 impl HeldLengths {
     /// The total length in `field` of the documents `segment` holds.
@@ -86,6 +95,31 @@ fn lengths_held(segment: &SegmentReader, field: Field) -> tantivy::Result<u64> {
         .sum())
 }
 
+impl HeldLengths {
+    /// [`doc_freq_held`], kept for the segment's deletes as they were when it was counted.
+    fn doc_freq(&self, segment: &SegmentReader, term: &Term) -> tantivy::Result<u64> {
+        if !segment.has_deletes() {
+            return doc_freq_held(segment, term);
+        }
+        let key = (segment.segment_id(), term.clone());
+        let deleted = segment.num_deleted_docs();
+        let known = (self.doc_freqs.lock().ok())
+            .and_then(|counts| counts.get(&key).copied())
+            .filter(|(counted, _)| *counted == deleted);
+        if let Some((_, held)) = known {
+            return Ok(held);
+        }
+        let held = doc_freq_held(segment, term)?;
+        if let Ok(mut counts) = self.doc_freqs.lock() {
+            if counts.len() >= MOST_DOC_FREQS {
+                counts.clear();
+            }
+            counts.insert(key, (deleted, held));
+        }
+        Ok(held)
+    }
+}
+
 /// How many of the documents `segment` holds contain `term`: its postings counted where the
 /// segment has deletes (they list deleted documents until a merge drops them).
 fn doc_freq_held(segment: &SegmentReader, term: &Term) -> tantivy::Result<u64> {
@@ -117,7 +151,7 @@ impl HeldStatistics<'_> {
         self.searcher
             .segment_readers()
             .iter()
-            .map(|segment| doc_freq_held(segment, term))
+            .map(|segment| self.lengths.doc_freq(segment, term))
             .sum()
     }
 }

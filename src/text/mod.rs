@@ -2118,8 +2118,11 @@ mod tests {
             live.apply([node_doc_named(1, &[name])], &[], seq, None)
                 .unwrap();
         }
+        // Counted (and kept) before the last deletes, counted again after them.
+        let copper_before = live.doc_freq("copper").unwrap();
         let keys: Vec<String> = gone.iter().map(|d| d.key.clone()).collect();
         live.apply(Vec::new(), &keys, 11, None).unwrap();
+        assert_eq!(live.doc_freq("copper").unwrap(), copper_before - 1);
 
         let fresh_dir = tempfile::tempdir().unwrap();
         let (fresh, _) = TextIndex::open(fresh_dir.path()).unwrap();
