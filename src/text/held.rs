@@ -27,7 +27,7 @@ use tantivy::{DocSet, Searcher, SegmentReader, Term, TERMINATED};
 /// postings: a search asks for it twice (tantivy's weight, and the hits scored again), and an
 /// agent asks of the same words again and again.
 #[derive(Default)]
-pub(crate) struct HeldLengths {
+pub(crate) struct HeldCounts {
     /// By segment and field: the deleted documents counted, and the total.
     totals: Mutex<HashMap<(SegmentId, Field), (u32, u64)>>,
     /// By segment and term: the deleted documents counted, and the term's held documents.
@@ -37,9 +37,9 @@ pub(crate) struct HeldLengths {
 /// Most term counts kept; past it they are all forgotten and counted again as asked.
 const MOST_DOC_FREQS: usize = 1 << 16;
 
-impl HeldLengths {
+impl HeldCounts {
     /// The total length in `field` of the documents `segment` holds.
-    fn of(
+    fn lengths(
         &self,
         searcher: &Searcher,
         segment: &SegmentReader,
@@ -69,6 +69,29 @@ impl HeldLengths {
         }
         Ok(total)
     }
+
+    /// [`doc_freq_held`], kept for the segment's deletes as they were when it was counted.
+    fn doc_freq(&self, segment: &SegmentReader, term: &Term) -> tantivy::Result<u64> {
+        if !segment.has_deletes() {
+            return doc_freq_held(segment, term);
+        }
+        let key = (segment.segment_id(), term.clone());
+        let deleted = segment.num_deleted_docs();
+        let known = (self.doc_freqs.lock().ok())
+            .and_then(|counts| counts.get(&key).copied())
+            .filter(|(counted, _)| *counted == deleted);
+        if let Some((_, held)) = known {
+            return Ok(held);
+        }
+        let held = doc_freq_held(segment, term)?;
+        if let Ok(mut counts) = self.doc_freqs.lock() {
+            if counts.len() >= MOST_DOC_FREQS {
+                counts.clear();
+            }
+            counts.insert(key, (deleted, held));
+        }
+        Ok(held)
+    }
 }
 
 /// The sum of the field norms of the documents `segment` holds in `field`. A field without
@@ -95,31 +118,6 @@ fn lengths_held(segment: &SegmentReader, field: Field) -> tantivy::Result<u64> {
         .sum())
 }
 
-impl HeldLengths {
-    /// [`doc_freq_held`], kept for the segment's deletes as they were when it was counted.
-    fn doc_freq(&self, segment: &SegmentReader, term: &Term) -> tantivy::Result<u64> {
-        if !segment.has_deletes() {
-            return doc_freq_held(segment, term);
-        }
-        let key = (segment.segment_id(), term.clone());
-        let deleted = segment.num_deleted_docs();
-        let known = (self.doc_freqs.lock().ok())
-            .and_then(|counts| counts.get(&key).copied())
-            .filter(|(counted, _)| *counted == deleted);
-        if let Some((_, held)) = known {
-            return Ok(held);
-        }
-        let held = doc_freq_held(segment, term)?;
-        if let Ok(mut counts) = self.doc_freqs.lock() {
-            if counts.len() >= MOST_DOC_FREQS {
-                counts.clear();
-            }
-            counts.insert(key, (deleted, held));
-        }
-        Ok(held)
-    }
-}
-
 /// How many of the documents `segment` holds contain `term`: its postings counted where the
 /// segment has deletes (they list deleted documents until a merge drops them).
 fn doc_freq_held(segment: &SegmentReader, term: &Term) -> tantivy::Result<u64> {
@@ -142,7 +140,7 @@ fn doc_freq_held(segment: &SegmentReader, term: &Term) -> tantivy::Result<u64> {
 /// The statistics of what `searcher` holds, for its scoring.
 pub(crate) struct HeldStatistics<'a> {
     pub(crate) searcher: &'a Searcher,
-    pub(crate) lengths: &'a HeldLengths,
+    pub(crate) counts: &'a HeldCounts,
 }
 
 impl HeldStatistics<'_> {
@@ -151,7 +149,7 @@ impl HeldStatistics<'_> {
         self.searcher
             .segment_readers()
             .iter()
-            .map(|segment| self.lengths.doc_freq(segment, term))
+            .map(|segment| self.counts.doc_freq(segment, term))
             .sum()
     }
 }
@@ -161,7 +159,7 @@ impl Bm25StatisticsProvider for HeldStatistics<'_> {
         self.searcher
             .segment_readers()
             .iter()
-            .map(|segment| self.lengths.of(self.searcher, segment, field))
+            .map(|segment| self.counts.lengths(self.searcher, segment, field))
             .sum()
     }
 

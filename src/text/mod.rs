@@ -686,8 +686,8 @@ pub struct TextIndex {
     /// What a read met, once one failed: every later read is refused with it (see
     /// [`TextIndex::read`]).
     damaged: std::sync::OnceLock<Failure>,
-    /// Each segment's total of document lengths, for BM25 ([`held`]).
-    held_lengths: held::HeldLengths,
+    /// Each segment's total of document lengths and terms' counts, for BM25 ([`held`]).
+    held_counts: held::HeldCounts,
 }
 
 /// How a read of the index failed.
@@ -1071,7 +1071,7 @@ impl TextIndex {
             directory,
             read_only,
             damaged: std::sync::OnceLock::new(),
-            held_lengths: Default::default(),
+            held_counts: Default::default(),
         };
         match seq {
             Some(s) => t.indexed_seq.store(s, std::sync::atomic::Ordering::SeqCst),
@@ -1340,7 +1340,7 @@ impl TextIndex {
     fn held_statistics<'a>(&'a self, searcher: &'a tantivy::Searcher) -> held::HeldStatistics<'a> {
         held::HeldStatistics {
             searcher,
-            lengths: &self.held_lengths,
+            counts: &self.held_counts,
         }
     }
 
