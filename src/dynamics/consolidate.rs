@@ -1148,19 +1148,11 @@ fn live_and_replaced<S: Placed>(all: Vec<S>) -> (Vec<S>, BTreeSet<u64>) {
     (live, replaced)
 }
 
-/// Every summary of the store (replaced ones too), each read without its digest
-/// ([`Summary::of_event_without_digest`]), in time order.
-pub(crate) fn summaries_without_digests(store: &Store) -> Result<Vec<Summary>> {
-    let mut out = Vec::new();
-    each_summary_without_digest(store, &mut |s| out.push(s))?;
-    Ok(out)
-}
-
 /// Every summary of the store (replaced ones too) as a [`Placement`], each with its children
 /// whatever its level (an episode's raw events too, where the summary index keeps a day's
 /// alone), in time order: for a reader of the hierarchy that needs no summary's text.
-/// [`summaries_without_digests`] held whole for 566k summaries had been 436 MB of a
-/// forgetting at 415k events.
+/// Every summary held whole as a [`Summary`] (566k of them) had been 436 MB of a forgetting
+/// at 415k events.
 pub(crate) fn placements_with_children(store: &Store) -> Result<Vec<Placement>> {
     let mut out = Vec::new();
     each_summary_without_digest(store, &mut |s| {
@@ -1191,8 +1183,23 @@ fn each_summary_without_digest(store: &Store, each: &mut dyn FnMut(Summary)) -> 
     )
 }
 
+/// The live summaries, read one at a time and only the latest of each level and start kept
+/// as they come ([`live`] keeps no other): the summaries a later one of their period replaced
+/// are not held beside the rest.
 fn read_live_summaries(store: &Store) -> Result<LiveSummaries> {
-    let (summaries, replaced) = live_and_replaced(summaries_without_digests(store)?);
+    let mut replaced = BTreeSet::new();
+    let mut latest: BTreeMap<(Level, i64), Summary> = BTreeMap::new();
+    each_summary_without_digest(store, &mut |s| {
+        replaced.insert(s.seq);
+        let key = (s.level, s.start);
+        if latest.get(&key).is_none_or(|l| l.seq < s.seq) {
+            latest.insert(key, s);
+        }
+    })?;
+    let summaries: Vec<Summary> = live(latest.into_values()).into_values().collect();
+    for s in &summaries {
+        replaced.remove(&s.seq);
+    }
     Ok(LiveSummaries {
         summaries,
         replaced,
