@@ -147,21 +147,19 @@ mod tests {
     /// damaged (6). An I/O error of another kind stays a failure.
     #[test]
     fn a_read_past_the_end_of_the_file_is_damage_not_an_io_failure() {
-        let past_end =
-            redb::StorageError::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
-        let e = loci::Error::Backend {
-            backend: "redb",
-            message: past_end.to_string(),
-            source: Some(Box::new(past_end)),
+        // The code of redb's I/O error of `kind`, as the backend wraps it.
+        let code_of_io = |kind: std::io::ErrorKind| {
+            let io = redb::StorageError::Io(std::io::Error::from(kind));
+            code_of(&anyhow::Error::from(loci::Error::Backend {
+                backend: "redb",
+                message: io.to_string(),
+                source: Some(Box::new(io)),
+            }))
         };
-        assert_eq!(code_of(&anyhow::Error::from(e)), Code::Corrupt);
-        let denied =
-            redb::StorageError::Io(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
-        let e = loci::Error::Backend {
-            backend: "redb",
-            message: denied.to_string(),
-            source: Some(Box::new(denied)),
-        };
-        assert_eq!(code_of(&anyhow::Error::from(e)), Code::Failure);
+        assert_eq!(code_of_io(std::io::ErrorKind::UnexpectedEof), Code::Corrupt);
+        assert_eq!(
+            code_of_io(std::io::ErrorKind::PermissionDenied),
+            Code::Failure
+        );
     }
 }

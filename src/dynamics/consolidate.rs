@@ -2092,22 +2092,34 @@ pub fn summaries_written_at(
         true => Summary::of_event,
         false => Summary::of_event_without_digest,
     };
-    let placed = placed_summaries(store)?;
     let mut written = Vec::new();
-    // Batch by batch: another writer's events may lie between two.
+    each_event_written(store, report, &mut |ev| {
+        written.extend(read(ev).filter(|s| keep(s.level)));
+    })?;
+    written.sort_by_key(|s| (s.end, s.level, s.seq));
+    Ok(written)
+}
+
+/// Gives `each` every event of `report`'s batches that no later summary replaced, in log
+/// order. Batch by batch: another writer's events may lie between two.
+fn each_event_written(
+    store: &Store,
+    report: &ConsolidateReport,
+    each: &mut dyn FnMut(&Event),
+) -> Result<()> {
+    let placed = placed_summaries(store)?;
     for &(first, last) in &report.batches {
         store.scan_log(first, |ev| {
             if ev.seq > last {
                 return Ok(false);
             }
             if !placed.replaced.contains(&ev.seq) {
-                written.extend(read(&ev).filter(|s| keep(s.level)));
+                each(&ev);
             }
             Ok(true)
         })?;
     }
-    written.sort_by_key(|s| (s.end, s.level, s.seq));
-    Ok(written)
+    Ok(())
 }
 
 /// The live summaries a consolidation wrote, each with its digest, given to `visit` one at a
@@ -2120,21 +2132,12 @@ pub fn each_summary_written(
     report: &ConsolidateReport,
     visit: &mut dyn FnMut(Summary) -> Result<bool>,
 ) -> Result<()> {
-    let placed = placed_summaries(store)?;
     let mut order = Vec::new();
-    for &(first, last) in &report.batches {
-        store.scan_log(first, |ev| {
-            if ev.seq > last {
-                return Ok(false);
-            }
-            if !placed.replaced.contains(&ev.seq) {
-                if let Some(s) = Summary::of_event_without_digest(&ev) {
-                    order.push((s.end, s.level, s.seq));
-                }
-            }
-            Ok(true)
-        })?;
-    }
+    each_event_written(store, report, &mut |ev| {
+        if let Some(s) = Summary::of_event_without_digest(ev) {
+            order.push((s.end, s.level, s.seq));
+        }
+    })?;
     order.sort_unstable();
     for (_, _, seq) in order {
         let summary = store.event(seq)?.as_ref().and_then(Summary::of_event);
