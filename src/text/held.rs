@@ -143,17 +143,6 @@ pub(crate) struct HeldStatistics<'a> {
     pub(crate) counts: &'a HeldCounts,
 }
 
-impl HeldStatistics<'_> {
-    /// How many held documents contain `term`.
-    pub(crate) fn doc_freq_held(&self, term: &Term) -> tantivy::Result<u64> {
-        self.searcher
-            .segment_readers()
-            .iter()
-            .map(|segment| self.counts.doc_freq(segment, term))
-            .sum()
-    }
-}
-
 impl Bm25StatisticsProvider for HeldStatistics<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
         self.searcher
@@ -167,7 +156,12 @@ impl Bm25StatisticsProvider for HeldStatistics<'_> {
         Ok(self.searcher.num_docs())
     }
 
+    /// How many held documents contain `term`.
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        self.doc_freq_held(term)
+        self.searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| self.counts.doc_freq(segment, term))
+            .sum()
     }
 }

@@ -1330,8 +1330,8 @@ impl TextIndex {
     pub fn doc_freq(&self, term: &str) -> Result<u64> {
         let t = tantivy::Term::from_field_text(self.fields.text, term);
         self.read("document frequency", || {
-            self.held_statistics(&self.reader.searcher())
-                .doc_freq_held(&t)
+            let searcher = self.reader.searcher();
+            tantivy::query::Bm25StatisticsProvider::doc_freq(&self.held_statistics(&searcher), &t)
                 .map_err(terr)
         })
     }
