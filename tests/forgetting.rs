@@ -3637,3 +3637,53 @@ fn a_facts_provenance_names_no_replaced_summary() {
         "{named:?} names one of {replaced:?}"
     );
 }
+
+/// helper-113: after a compaction, the deletion of a forgotten event takes the summaries that
+/// hold it and makes none of them again: its record is a tombstone, so what it gave them can no
+/// longer be told from what the other events gave (taking them is what keeps its text out; the
+/// store not compacted makes them again from the records). The report names the summaries that
+/// went for good, so a user sees that a day's gist went with the one event.
+#[test]
+fn a_deletion_reports_the_summaries_it_took_and_did_not_make_again() {
+    for backend in BackendKind::ALL {
+        let forgotten_day = |dir: &std::path::Path| {
+            let store = Store::create(dir, backend).unwrap();
+            let notes = (0..40).map(|i| {
+                let mut d = noted(i * 10, 0.3, vec![]);
+                d.payload = loci::Value::from(format!("note {i} about quasar"));
+                d
+            });
+            store.ingest(notes.collect()).unwrap();
+            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(10))
+                .unwrap();
+            assert!(store.event(3).unwrap().is_none(), "{backend}: forgotten");
+            store
+        };
+        let summary_seqs = |store: &Store| -> std::collections::BTreeSet<u64> {
+            let all = consolidate::summaries(store).unwrap();
+            all.iter().map(|s| s.seq).collect()
+        };
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = forgotten_day(dir.path());
+        let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
+        assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
+        assert!(r.summaries_not_made_again.is_empty(), "{backend}: {r:?}");
+        assert_verifies(&store);
+
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = forgotten_day(dir.path()).compact().unwrap();
+        let summaries = summary_seqs(&store);
+        let r = store.delete(&loci::DeleteRequest::events([3])).unwrap();
+        assert!(r.summaries_made_again.is_empty(), "{backend}: {r:?}");
+        let taken: Vec<u64> = (r.deleted.iter().copied())
+            .filter(|s| summaries.contains(s))
+            .collect();
+        assert!(!taken.is_empty(), "{backend}: {r:?}");
+        assert_eq!(r.summaries_not_made_again, taken, "{backend}");
+        for t in summary_texts(&store) {
+            assert!(!t.contains("note 3 about"), "{backend}: {t}");
+        }
+        assert_verifies(&store);
+    }
+}

@@ -103,6 +103,14 @@ pub fn delete(a: DeleteArgs) -> Result<Code> {
                 seq_list(&r.summaries_made_again)
             );
         }
+        if !r.summaries_not_made_again.is_empty() {
+            outln!(
+                "{} taken and not made again, {} gist gone (what forgotten or compacted events gave is not summarised again; the next `consolidate` summarises the live events of closed periods): {}",
+                count(r.summaries_not_made_again.len() as u64, "summary", "summaries"),
+                if r.summaries_not_made_again.len() == 1 { "its" } else { "their" },
+                seq_list(&r.summaries_not_made_again)
+            );
+        }
         if let Some(seq) = r.places_made_again {
             outln!(
                 "the places and villages `emerge` made were made again from the events left, as event {seq} (a place only deleted sightings made is not)"

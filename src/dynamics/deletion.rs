@@ -127,6 +127,13 @@ pub struct DeleteReport {
     /// among them) rests on them still (`Store::summaries_made_again`).
     #[serde(default)]
     pub summaries_made_again: Vec<u64>,
+    /// The summaries the deletion took that none made again replaces, ascending: their gist
+    /// is gone. The next consolidation summarises a closed period's events left again; what
+    /// forgotten events gave a summary is not summarised again, and where a compaction made a
+    /// deleted event a tombstone, its part in a summary can no longer be told from the other
+    /// events' (taking the summary is what keeps its text out).
+    #[serde(default)]
+    pub summaries_not_made_again: Vec<u64>,
     /// The `PLACES` event written again in the deletion's commit in place of those it took,
     /// where it took sightings, events at blocks or a place: the places and villages that
     /// emerge from the events left (`store::emerging`).

@@ -1012,6 +1012,12 @@ impl Store {
             seq,
             deleted: target_set.iter().copied().collect(),
             summaries_made_again: made_again.events.iter().map(|e| e.seq).collect(),
+            summaries_not_made_again: (taken.iter().flat_map(|t| &t.chain))
+                .map(|link| link.seq)
+                .filter(|s| target_set.contains(s) && !made_again.replaced.contains(s))
+                .collect::<BTreeSet<u64>>()
+                .into_iter()
+                .collect(),
             places_made_again,
             deleted_before: gone.keys().copied().collect(),
             ..DeleteReport::default()
