@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dynamics::consolidate::summaries;
+use crate::dynamics::consolidate::each_live_summary;
 use crate::error::Result;
 use crate::model::{Assertion, EdgeUpsert, EventDraft, NodeUpsert, Props, Value};
 use crate::store::{Commit, Store};
@@ -374,12 +374,10 @@ pub struct JournalEntry {
 /// and the node stays, resting on the day's summary. Its sessions and tags are read from its
 /// edges as well as from its events for the same reason.
 pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
-    let covered: BTreeSet<u64> = summaries(store)?
-        .into_iter()
-        .flat_map(|s| s.children)
-        .collect();
+    let journal = store.events_of_kind(JOURNAL)?;
+    let covered = covered_by_summaries(store, journal.iter().map(|ev| ev.seq).collect())?;
     let mut by_key: BTreeMap<String, JournalEntry> = BTreeMap::new();
-    for ev in store.events_of_kind(JOURNAL)? {
+    for ev in journal {
         let Some(key) = ev.evidence.first() else {
             continue;
         };
@@ -402,6 +400,25 @@ pub fn entries(store: &Store) -> Result<Vec<JournalEntry>> {
     add_forgotten_entries(store, &mut by_key);
     read_edges(store, &mut by_key);
     Ok(by_key.into_values().collect())
+}
+
+/// Of `seqs`, those a live summary holds as its children. The summaries are read one at a
+/// time, without their digests (held whole, every summary of 415k events consolidated was
+/// 5.2 GB).
+fn covered_by_summaries(store: &Store, mut seqs: BTreeSet<u64>) -> Result<BTreeSet<u64>> {
+    let mut covered = BTreeSet::new();
+    if seqs.is_empty() {
+        return Ok(covered);
+    }
+    each_live_summary(store, false, &mut |s| {
+        for child in &s.children {
+            if let Some(seq) = seqs.take(child) {
+                covered.insert(seq);
+            }
+        }
+        Ok(!seqs.is_empty())
+    })?;
+    Ok(covered)
 }
 
 /// Relation from an entry's node to each of its tags.

@@ -1462,6 +1462,28 @@ fn the_summary_index_finds_the_summaries_reading_every_summary_finds_replaced() 
             let by_index = consolidate::placed_summaries(store).unwrap();
             let by_reading = consolidate::live_summaries(store).unwrap();
             assert_eq!(by_index.replaced, by_reading.replaced, "{backend}, {step}");
+            // The live summaries read one at a time, in the index's order, are those reading
+            // every summary keeps, whole.
+            let mut every: Vec<_> = (by_reading.summaries.iter())
+                .map(|s| (s.end, s.level, s.seq))
+                .collect();
+            every.sort();
+            let one_at_a_time = consolidate::summaries(store).unwrap();
+            let order: Vec<_> = (one_at_a_time.iter())
+                .map(|s| (s.end, s.level, s.seq))
+                .collect();
+            assert_eq!(order, every, "{backend}, {step}");
+            for s in &one_at_a_time {
+                let read = store.event(s.seq).unwrap().unwrap();
+                assert_eq!(Some(s), Summary::of_event(&read).as_ref(), "{backend}");
+            }
+            let mut visited = 0;
+            consolidate::each_live_summary(store, false, &mut |_| {
+                visited += 1;
+                Ok(false)
+            })
+            .unwrap();
+            assert_eq!(visited, every.len().min(1), "{backend}, {step}");
             assert_verifies(store);
         };
         run(&store);

@@ -16,9 +16,7 @@ use super::exit::fail;
 use super::exit::Code;
 use super::open;
 use super::open_for_reading;
-use super::output::{
-    count, item_among, one_field, outln, print_json, AsJsonValues, JsonValuesFrom,
-};
+use super::output::{count, item_among, one_field, outln, print_json, JsonValuesFrom};
 
 /// `delete`: one deletion event for the listed events and nodes.
 pub fn delete(a: DeleteArgs) -> Result<Code> {
@@ -244,26 +242,18 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
     opts.until = a.until;
     opts.policy = ConsolidationPolicy::for_store(&s, a.day)?;
     let r = consolidate::consolidate(&s, &RuleSummarizer, &opts)?;
-    if a.json && !a.all {
-        // Every summary written, each printed as it is read again.
-        let summaries = JsonValuesFrom::new(|visit: &mut dyn FnMut(_) -> loci::Result<bool>| {
-            consolidate::each_summary_written(&s, &r, visit)
-        });
+    if a.json {
+        // Every summary written (or every live one), each printed as it is read again.
+        let summaries = JsonValuesFrom::new(
+            |visit: &mut dyn FnMut(_) -> loci::Result<bool>| match a.all {
+                true => consolidate::each_live_summary(&s, true, visit),
+                false => consolidate::each_summary_written(&s, &r, visit),
+            },
+        );
         print_consolidated_json(&r, &summaries).map_err(|e| match summaries.failure() {
             Some(read) => read.into(),
             None => e,
         })?;
-        return Ok(Code::Ok);
-    }
-    let shown = match a.all {
-        true => consolidate::summaries(&s)?,
-        // The lines below show the texts of days and weeks alone.
-        false => consolidate::summaries_written_at(&s, &r, false, &|level| {
-            level != consolidate::Level::Episode
-        })?,
-    };
-    if a.json {
-        print_consolidated_json(&r, &AsJsonValues(&shown))?;
         return Ok(Code::Ok);
     }
     outln!(
@@ -274,20 +264,36 @@ pub fn consolidate(a: ConsolidateArgs) -> Result<Code> {
         r.weeks,
         count(r.superseded as u64, "earlier summary", "earlier summaries")
     );
-    for x in shown
-        .iter()
-        .filter(|x| x.level != consolidate::Level::Episode)
-    {
-        outln!(
-            "[{} {}..{}, event {}] {}",
-            x.level.name(),
-            x.start,
-            x.end,
-            x.seq,
-            one_field(&x.text)
-        );
+    // The texts of days and weeks alone, each printed as it is read.
+    let shown = |level| level != consolidate::Level::Episode;
+    if !a.all {
+        for x in consolidate::summaries_written_at(&s, &r, false, &shown)? {
+            summary_line(&x)?;
+        }
+        return Ok(Code::Ok);
     }
+    let mut printed = Ok(());
+    consolidate::each_live_summary(&s, false, &mut |x| {
+        if shown(x.level) {
+            printed = summary_line(&x);
+        }
+        Ok(printed.is_ok())
+    })?;
+    printed?;
     Ok(Code::Ok)
+}
+
+/// One summary's line of `consolidate`'s listing.
+fn summary_line(x: &consolidate::Summary) -> std::io::Result<()> {
+    outln!(
+        "[{} {}..{}, event {}] {}",
+        x.level.name(),
+        x.start,
+        x.end,
+        x.seq,
+        one_field(&x.text)
+    );
+    Ok(())
 }
 
 /// `consolidate --json`: the report, then `summaries` (the keys in `json!`'s order, as before,

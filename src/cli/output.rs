@@ -208,24 +208,9 @@ pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
 }
 
 /// A list that serializes as `serde_json::json!` makes it (each object's keys in the sorted
-/// order of `serde_json::Map`), one element at a time: `json!` builds a `Value` of the whole
-/// list first, which for `consolidate --json` on a large store was a tree of every summary
-/// beside the summaries themselves.
-pub struct AsJsonValues<'a, T>(pub &'a [T]);
-
-impl<T: serde::Serialize> serde::Serialize for AsJsonValues<'_, T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::{Error, SerializeSeq};
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for item in self.0 {
-            seq.serialize_element(&serde_json::to_value(item).map_err(S::Error::custom)?)?;
-        }
-        seq.end()
-    }
-}
-
-/// A list serialized as [`AsJsonValues`] serializes one, its items given by `each` as they are
-/// read and none held after its turn. `each` calls its visitor with each item until it returns
+/// order of `serde_json::Map`), its items given by `each` as they are read and none held after
+/// its turn: `json!` builds a `Value` of the whole list first, which for `consolidate --json`
+/// on a large store was a tree of every summary beside the summaries themselves. `each` calls its visitor with each item until it returns
 /// `false` (the output failed); an error of `each`'s own is kept for [`Self::failure`], so that
 /// the caller returns it as it is (a damaged record exits as damage, not as a failed write).
 pub struct JsonValuesFrom<T, F> {
@@ -353,7 +338,7 @@ pub fn print_report(v: &serde_json::Value) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{one_field, AsJsonValues};
+    use super::{one_field, JsonValuesFrom};
 
     /// `consolidate --json` prints the bytes it printed through `json!`: a list written one
     /// element at a time has each object's keys in the same sorted order, nested ones too.
@@ -371,24 +356,31 @@ mod tests {
             y: &'static str,
             b: f32,
         }
-        let items: Vec<Item> = (0..3)
-            .map(|i| Item {
-                zeta: i,
-                alpha: (0..u64::from(i)).collect(),
-                inner: Inner {
-                    y: "é 🙂", b: 0.5
-                },
-                none: None,
-            })
-            .collect();
+        let item = |i: u32| Item {
+            zeta: i,
+            alpha: (0..u64::from(i)).collect(),
+            inner: Inner {
+                y: "é 🙂", b: 0.5
+            },
+            none: None,
+        };
+        let items: Vec<Item> = (0..3).map(item).collect();
         #[derive(serde::Serialize)]
-        struct Out<'a> {
+        struct Out<S> {
             report: u8,
-            summaries: AsJsonValues<'a, Item>,
+            summaries: S,
         }
+        let each = |visit: &mut dyn FnMut(Item) -> loci::Result<bool>| {
+            for i in 0..3 {
+                if !visit(item(i))? {
+                    break;
+                }
+            }
+            Ok(())
+        };
         let streamed = serde_json::to_string_pretty(&Out {
             report: 1,
-            summaries: AsJsonValues(&items),
+            summaries: JsonValuesFrom::new(each),
         })
         .unwrap();
         let whole =

@@ -1008,17 +1008,23 @@ fn summary_without_digest(store: &Store, seq: u64) -> Result<Option<Summary>> {
 /// [`Error::Corrupt`](crate::Error::Corrupt), where the memory cover had shown a day as an
 /// episode with exit 0 (helper-111 probe). `None` as [`summary_text`].
 pub(crate) fn placed_summary_text(store: &Store, placed: &Placement) -> Result<Option<String>> {
-    let Some(s) = summary_without_digest(store, placed.seq)? else {
-        return Ok(None);
-    };
+    match summary_without_digest(store, placed.seq)? {
+        Some(s) => Ok(Some(as_placed(store, placed, s)?.text)),
+        None => Ok(None),
+    }
+}
+
+/// `summary`, read by the number `placed` gives, if it is at the level and range `placed`
+/// says, else [`Error::Corrupt`](crate::Error::Corrupt) ([`placed_summary_text`]).
+fn as_placed(store: &Store, placed: &Placement, summary: Summary) -> Result<Summary> {
     let (at, says) = (
         (placed.level, placed.start, placed.end),
-        (s.level, s.start, s.end),
+        (summary.level, summary.start, summary.end),
     );
     if at != says {
-        return Err(store.misplaced_summary(s.seq, at, says));
+        return Err(store.misplaced_summary(summary.seq, at, says));
     }
-    Ok(Some(s.text))
+    Ok(summary)
 }
 
 /// `entry`'s value while the log holds no summary past it and nothing was deleted since,
@@ -2055,15 +2061,44 @@ pub(crate) fn made_again(
 }
 
 /// The summaries of the store, latest per range, by the end of their range (a week after its
-/// last day), then level.
+/// last day), then level. Every one is held with its digest: a reader that can take them one
+/// at a time takes [`each_live_summary`].
 pub fn summaries(store: &Store) -> Result<Vec<Summary>> {
-    // The episodic index reads only the summaries (not the whole log).
-    let every = store.events_with(crate::store::Facet::Kind, SUMMARY, i64::MIN, i64::MAX)?;
-    let mut all: Vec<Summary> = live(every.iter().filter_map(Summary::of_event))
-        .into_values()
-        .collect();
-    all.sort_by_key(|s| (s.end, s.level, s.seq));
+    let mut all = Vec::new();
+    each_live_summary(store, true, &mut |s| {
+        all.push(s);
+        Ok(true)
+    })?;
     Ok(all)
+}
+
+/// Gives `visit` every live summary in [`summaries`]' order, one at a time, until it returns
+/// `false`. The summary index says which are live and where each falls in the order, and each
+/// is read by its number when its turn comes. Without `digests` each is read as
+/// [`Summary::of_event_without_digest`] reads it. Every summary read whole and held at once,
+/// as `check`, `journal list` and `consolidate --all` had read them, was 5.2 GB at 566k
+/// summaries (415k events consolidated).
+pub fn each_live_summary(
+    store: &Store,
+    digests: bool,
+    visit: &mut dyn FnMut(Summary) -> Result<bool>,
+) -> Result<()> {
+    let placed = placed_summaries(store)?;
+    let mut order: Vec<&Placement> = placed.live.iter().collect();
+    order.sort_unstable_by_key(|p| (p.end, p.level, p.seq));
+    for at in order {
+        let summary = match digests {
+            true => store.event(at.seq)?.as_ref().and_then(Summary::of_event),
+            false => summary_without_digest(store, at.seq)?,
+        };
+        let Some(summary) = summary else {
+            continue;
+        };
+        if !visit(as_placed(store, at, summary)?)? {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The live summaries a consolidation wrote (its report's range of the log), ordered as

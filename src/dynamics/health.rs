@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dynamics::consolidate::summaries;
+use crate::dynamics::consolidate::each_live_summary;
 use crate::dynamics::deletion::{self, Reason};
 use crate::error::Result;
 use crate::graph::Adjacency;
@@ -369,13 +369,14 @@ fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> 
             }
         }
     }
-    let all = summaries(store)?;
-    let checked = all.len();
+    let mut checked = 0;
     let mut found = Vec::new();
-    for s in all {
+    // One summary at a time, without its digest: the children are all this reads of it.
+    each_live_summary(store, false, &mut |s| {
+        checked += 1;
         let mut gone = Vec::new();
         for &child in &s.children {
-            if store.event(child)?.is_some() {
+            if store.holds_event(child) {
                 continue;
             }
             match reasons.get(&child) {
@@ -395,7 +396,8 @@ fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> 
                 gone,
             });
         }
-    }
+        Ok(true)
+    })?;
     found.sort_by_key(|f| match f {
         Finding::SummaryChildrenGone { seq, .. } => *seq,
         _ => 0,

@@ -4259,6 +4259,14 @@ impl Store {
         self.event_decoded(seq, crate::codec::decode_event_up_to_payload_without_digest)
     }
 
+    /// Whether [`Store::event`] finds event `seq` (the log holds every number up to its last,
+    /// and it is not deleted), without reading its record: `check` asks it of every child of
+    /// every summary, and reading each had been most of its time.
+    pub fn holds_event(&self, seq: u64) -> bool {
+        let state = self.read_state();
+        (1..=state.counters.last_seq).contains(&seq) && !state.deleted.contains(&seq)
+    }
+
     /// The event `seq` read with `decode`; `None` when the log has none or it was deleted.
     fn event_decoded(&self, seq: u64, decode: DecodeEvent) -> Result<Option<Event>> {
         if self.read_state().deleted.contains(&seq) {
