@@ -94,6 +94,14 @@ pub enum Error {
     },
 }
 
+/// The source of the error of a read-only open that found the full-text index missing or of
+/// another layout: a writer rebuilds it as it opens. Beside a live writer, that is the writer at
+/// work (a compaction or a repair that swapped files in, a `text/` removed), and the store is
+/// busy rather than damaged ([`Error::asks_for_a_rebuilt_index`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the full-text index is missing or of another layout")]
+pub struct IndexToRebuild;
+
 /// Who holds a locked store, as its error says: this process is named as such when a handle
 /// of it holds the lock, since the caller then has the store open already.
 fn locked_by(holder: Option<u32>, here: bool) -> String {
@@ -130,6 +138,12 @@ impl Error {
     }
 
     /// A full-text error of loci's own (no underlying error).
+    /// Whether this is a read-only open's finding that the full-text index must be rebuilt
+    /// ([`IndexToRebuild`]).
+    pub(crate) fn asks_for_a_rebuilt_index(&self) -> bool {
+        matches!(self, Error::Text { source: Some(s), .. } if s.is::<IndexToRebuild>())
+    }
+
     pub(crate) fn text(message: impl std::fmt::Display) -> Self {
         Error::Text {
             message: message.to_string(),
@@ -248,6 +262,22 @@ pub(crate) fn is_refusal(e: &std::io::Error) -> bool {
 /// Whether `e`, or an error under it, is such a refusal ([`is_refusal`]): the system refused
 /// this user a file of the store (its permissions, or a read-only mount).
 pub fn refuses_this_user(e: &(dyn std::error::Error + 'static)) -> bool {
+    has_io_cause(e, is_refusal)
+}
+
+/// Whether `e`, or an error under it, is the disk being full (or the file too large for it).
+pub(crate) fn out_of_space(e: &(dyn std::error::Error + 'static)) -> bool {
+    has_io_cause(e, |io| {
+        io.kind() == std::io::ErrorKind::StorageFull
+            || io.kind() == std::io::ErrorKind::FileTooLarge
+    })
+}
+
+/// Whether `e`, or an error under it, is an I/O error `is`.
+fn has_io_cause(
+    e: &(dyn std::error::Error + 'static),
+    is: impl Fn(&std::io::Error) -> bool,
+) -> bool {
     let mut cause = Some(e);
     while let Some(c) = cause {
         let io = c.downcast_ref::<std::io::Error>().or_else(|| {
@@ -255,7 +285,7 @@ pub fn refuses_this_user(e: &(dyn std::error::Error + 'static)) -> bool {
             c.downcast_ref::<std::sync::Arc<std::io::Error>>()
                 .map(|a| &**a)
         });
-        if io.is_some_and(is_refusal) {
+        if io.is_some_and(&is) {
             return true;
         }
         cause = c.source();

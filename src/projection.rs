@@ -483,7 +483,7 @@ fn restates(ev: &Event) -> bool {
     ev.kind == crate::dynamics::consolidate::SUMMARY
 }
 
-fn add_aliases(aliases: &mut Vec<String>, name: &str, new: &[String]) {
+pub(crate) fn add_aliases(aliases: &mut Vec<String>, name: &str, new: &[String]) {
     for a in new {
         if a != name && !a.trim().is_empty() && !aliases.contains(a) {
             aliases.push(a.clone());
@@ -491,7 +491,7 @@ fn add_aliases(aliases: &mut Vec<String>, name: &str, new: &[String]) {
     }
 }
 
-fn merge_props(into: &mut Props, from: &Props) {
+pub(crate) fn merge_props(into: &mut Props, from: &Props) {
     for (k, v) in from {
         if *v == Value::Null {
             into.remove(k);

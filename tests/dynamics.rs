@@ -526,3 +526,75 @@ fn a_reader_of_a_store_of_other_rules_is_told_whose_in_plain_words() {
         "{newer}"
     );
 }
+
+/// helper-114: an event's novelty (its words no earlier document held) counted the names of
+/// nodes made earlier in its batch as unseen, where after a commit between the two they are
+/// in the index: the same file stored other saliences with `--commit-every 1` (or fed one event
+/// at a time, as MCP's `remember` does) than in one batch. Each split scores the same.
+#[test]
+fn salience_is_the_same_however_a_file_is_split_into_commits() {
+    use loci::model::{Props, Value};
+    let noted = |ts: i64, text: &str, assertions: Vec<Assertion>| {
+        let mut d = EventDraft::new(ts, "bot", "NOTE");
+        d.payload = Value::from(text);
+        d.assertions = assertions;
+        d
+    };
+    let upsert = |key: &str, name: Option<&str>, aliases: &[&str], props: &[(&str, &str)]| {
+        Assertion::UpsertNode(NodeUpsert {
+            key: key.into(),
+            name: name.map(str::to_string),
+            aliases: aliases.iter().map(|a| a.to_string()).collect(),
+            props: props
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::from(*v)))
+                .collect::<Props>(),
+            ..Default::default()
+        })
+    };
+    let drafts = vec![
+        noted(0, "hello", vec![upsert("p:1", Some("Zorblax"), &[], &[])]),
+        noted(1, "Zorblax again", vec![]),
+        // An alias, a property's text, a key as a name.
+        noted(
+            2,
+            "more",
+            vec![upsert("p:1", None, &["Vornish"], &[("motto", "Plimsoll")])],
+        ),
+        noted(3, "Vornish Plimsoll", vec![]),
+        noted(4, "nameless", vec![upsert("glarpkey", None, &[], &[])]),
+        noted(5, "glarpkey seen", vec![]),
+        // A name the node no longer bears, and a node retracted: their words leave the index.
+        noted(6, "named", vec![upsert("p:2", Some("Frimble"), &[], &[])]),
+        noted(7, "renamed", vec![upsert("p:2", Some("Grendt"), &[], &[])]),
+        noted(8, "Frimble Grendt", vec![]),
+        noted(9, "made", vec![upsert("p:3", Some("Droskle"), &[], &[])]),
+        noted(
+            10,
+            "gone",
+            vec![Assertion::RetractNode { key: "p:3".into() }],
+        ),
+        noted(11, "Droskle", vec![]),
+    ];
+    for backend in BackendKind::ALL {
+        let salience = |split: bool| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::create(dir.path(), backend).unwrap();
+            match split {
+                true => {
+                    for d in &drafts {
+                        store.ingest(vec![d.clone()]).unwrap();
+                    }
+                }
+                false => {
+                    store.ingest(drafts.clone()).unwrap();
+                }
+            }
+            (1..=drafts.len() as u64)
+                .map(|seq| store.event(seq).unwrap().unwrap().salience)
+                .collect::<Vec<f32>>()
+        };
+        let (one, each) = (salience(false), salience(true));
+        assert_eq!(one, each, "{backend}: one batch, then one commit an event");
+    }
+}

@@ -241,23 +241,22 @@ fn a_read_during_a_compaction_is_told_the_store_is_held() {
     // (cleared before it is rebuilt), the lock held by the compacting process.
     std::fs::create_dir(path.join("compact.tmp")).unwrap();
     std::fs::remove_dir_all(path.join("text")).unwrap();
-    let lock = path.join("lock");
-    let mut holder = flock_holding(&lock);
-    let held = std::time::Instant::now();
-    while loci::storage::StoreLock::holder(&path).is_none() {
-        std::fs::write(&lock, holder.id().to_string()).ok();
-        assert!(held.elapsed().as_secs() < 10, "flock never took the lock");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = Command::new(BIN)
-        .args(["stats", "--store", p(&path)])
-        .output()
-        .unwrap();
-    holder.kill().unwrap();
-    holder.wait().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{err}");
-    assert!(err.contains("is locked by process"), "{err}");
+    told_the_store_is_held(&path, &["stats"]);
+}
+
+/// helper-115: after the swap, a compaction (or a repair) removes its work directory and then
+/// reopens the store, rebuilding the text index for seconds: a read that opened then was told
+/// the index must be rebuilt and to open the store for writing (exit 8), while the writer was
+/// doing just that. It is told the store is held (exit 5).
+#[test]
+fn a_read_while_the_writer_rebuilds_the_text_index_is_told_the_store_is_held() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, path, _) = a_store_and_a_line_to_ingest(tmp.path());
+    drop(store);
+    // After the swap: no work directory, the text index cleared, the lock held.
+    std::fs::remove_dir_all(path.join("text")).unwrap();
+    std::fs::create_dir(path.join("text")).unwrap();
+    told_the_store_is_held(&path, &["search", "anything"]);
 }
 
 /// A read-only open during a stream of commits loads one commit's state, never a mix: in a
@@ -538,6 +537,29 @@ fn a_store_this_user_may_not_read_is_a_refusal_not_a_missing_store() {
 }
 
 /// A process that holds `lock` with flock(1) for 30 seconds, as another loci would.
+/// Runs `loci ARGS --store path` while another process holds the store's lock, and checks that
+/// the command is told the store is held (exit 5), naming the holder.
+fn told_the_store_is_held(path: &std::path::Path, args: &[&str]) {
+    let lock = path.join("lock");
+    let mut holder = flock_holding(&lock);
+    let held = std::time::Instant::now();
+    while loci::storage::StoreLock::holder(path).is_none() {
+        std::fs::write(&lock, holder.id().to_string()).ok();
+        assert!(held.elapsed().as_secs() < 10, "flock never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = Command::new(BIN)
+        .args(args)
+        .args(["--store", p(path)])
+        .output()
+        .unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("is locked by process"), "{err}");
+}
+
 fn flock_holding(lock: &std::path::Path) -> std::process::Child {
     Command::new("flock")
         .arg(lock)

@@ -389,3 +389,58 @@ fn tier_counts_equal_a_count_of_every_item() {
     assert_eq!((tiers.hot_nodes, tiers.hot_edges), (2, 4));
     assert_eq!(tiers.hot_events, 1);
 }
+
+/// helper-114: the server (and MCP) keeps uses in memory until a flush, and a read scored with
+/// the flushed uses alone: the same question asked three times over HTTP ranked as if never
+/// asked until 30 s of wall time had passed, where the CLI (a flush per process) ranked the
+/// used snippets hot the third time. Uses waiting count in the reads after them, and the
+/// totals a flush writes do not depend on when it runs (an event ingested before it moves no
+/// use's time).
+#[test]
+fn uses_waiting_count_as_flushed_ones_and_their_time_is_the_reads() {
+    for backend in BackendKind::ALL {
+        let asked = |flush_each: bool| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = villages(dir.path(), backend, 4);
+            let opts = RetrieveOptions::default()
+                .with_k(2)
+                .with_kinds([SnippetKind::Entity]);
+            let mut packs = Vec::new();
+            for _ in 0..3 {
+                let pack = Retriever::new(&store)
+                    .unwrap()
+                    .retrieve("bell tower village", &opts)
+                    .unwrap();
+                packs.push(
+                    (pack.snippets.iter())
+                        .map(|s| (s.id.clone(), s.score.to_bits(), s.parts.usage.to_bits()))
+                        .collect::<Vec<_>>(),
+                );
+                if flush_each {
+                    store.flush_usage().unwrap();
+                }
+            }
+            // The events held differ by the `USAGE` records each flush wrote.
+            let t = store.stats().tiers;
+            let tiers = (t.hot_nodes, t.warm_nodes, t.hot_edges, t.hot_events);
+            // A week of world time passes before the uses are flushed: they were made before.
+            let mut later = EventDraft::new(8 * 24_000, "bot", "SLEEP");
+            later.salience = Some(0.1);
+            store.ingest(vec![later]).unwrap();
+            store.flush_usage().unwrap();
+            let g = store.graph();
+            let used: Vec<_> = (0..4)
+                .map(|i| g.usage(&Item::Node(format!("village:{i}"))))
+                .collect();
+            drop(g);
+            assert_verifies(&store);
+            (packs, tiers, used)
+        };
+        let (flushed, waiting) = (asked(true), asked(false));
+        assert_ne!(
+            flushed.0[0], flushed.0[2],
+            "{backend}: the third asking ranks the used"
+        );
+        assert_eq!(waiting, flushed, "{backend}");
+    }
+}

@@ -23,11 +23,11 @@
 //! highest salience of the events that assert them, summaries aside (a summary restates them,
 //! and raises neither).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{kinds, labels, relations};
+use crate::model::{kinds, labels, relations, Assertion, Node, Props};
 
 /// The lowercase words of `text`, split on anything that is not a letter or digit.
 pub fn words_of(text: &str) -> Vec<String> {
@@ -233,6 +233,132 @@ impl SaliencePolicy {
                 * (1.0 - self.novelty_weight * f.novelty)
                 * (1.0 - self.social_weight * f.social);
         s.clamp(0.0, 1.0)
+    }
+}
+
+/// The words of the node documents a batch's earlier events make, change or take, for the
+/// novelty of its later events: what the full-text index holds of those nodes once the batch
+/// is committed. Without them a node's name was unseen by the events after it in its own batch
+/// and seen after a commit, so a file stored other saliences split into commits (helper-114:
+/// `--commit-every 1`, or events fed one at a time, as MCP's `remember` feeds them).
+#[derive(Default)]
+pub(crate) struct BatchNodeWords {
+    /// Each node the batch touched, as its document will be made; `None` when it has none (a
+    /// node retracted, or one a retraction named that was not there).
+    nodes: HashMap<String, Option<NodeText>>,
+    /// How many of those documents, as the batch leaves them, hold each word.
+    now: HashMap<String, u64>,
+    /// How many of those nodes' documents in the index before the batch hold each word: the
+    /// commit replaces or takes them.
+    before: HashMap<String, u64>,
+}
+
+/// What a node's document is made of ([`crate::text::node_text`]), and its words.
+#[derive(Clone)]
+struct NodeText {
+    name: String,
+    aliases: Vec<String>,
+    props: Props,
+    words: Vec<String>,
+}
+
+/// A text's distinct words, as the full-text index analyses them.
+pub(crate) type Analyze<'a> = &'a dyn Fn(&str) -> crate::error::Result<Vec<String>>;
+
+impl BatchNodeWords {
+    /// Whether a node document the batch leaves holds `word`.
+    pub(crate) fn holds(&self, word: &str) -> bool {
+        self.now.get(word).is_some_and(|n| *n > 0)
+    }
+
+    /// How many documents of the index before the batch hold `word` that the batch replaces
+    /// or takes: the index's count less these is what stays of them.
+    pub(crate) fn replaced(&self, word: &str) -> u64 {
+        self.before.get(word).copied().unwrap_or(0)
+    }
+
+    /// Takes in `assertion`, an assertion of an event of the batch, in log order: a node's
+    /// upsert or retraction changes its document as the projection will (`projection.rs`).
+    /// `before` gives a node as the store holds it before the batch.
+    pub(crate) fn take(
+        &mut self,
+        assertion: &Assertion,
+        before: &dyn Fn(&str) -> Option<Node>,
+        analyze: Analyze<'_>,
+    ) -> crate::error::Result<()> {
+        match assertion {
+            Assertion::UpsertNode(up) => {
+                let (name, mut aliases, mut props) = match self.current(&up.key, before, analyze)? {
+                    Some(n) => (up.name.clone().unwrap_or(n.name), n.aliases, n.props),
+                    None => {
+                        let name = (up.name.clone())
+                            .or_else(|| up.aliases.first().cloned())
+                            .unwrap_or_else(|| up.key.clone());
+                        (name, Vec::new(), Props::new())
+                    }
+                };
+                crate::projection::add_aliases(&mut aliases, &name, &up.aliases);
+                crate::projection::merge_props(&mut props, &up.props);
+                let words = analyze(&crate::text::node_text(&name, &aliases, &props))?;
+                let text = NodeText {
+                    name,
+                    aliases,
+                    props,
+                    words,
+                };
+                self.set(&up.key, Some(text));
+            }
+            Assertion::RetractNode { key } => {
+                self.current(key, before, analyze)?;
+                self.set(key, None);
+            }
+            Assertion::UpsertEdge(_) | Assertion::RetractEdge { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Node `key` as the batch has left it so far, read from `before` (and its words counted
+    /// as the index's) the first time the batch touches it.
+    fn current(
+        &mut self,
+        key: &str,
+        before: &dyn Fn(&str) -> Option<Node>,
+        analyze: Analyze<'_>,
+    ) -> crate::error::Result<Option<NodeText>> {
+        if let Some(n) = self.nodes.get(key) {
+            return Ok(n.clone());
+        }
+        let held = match before(key) {
+            Some(n) => {
+                let words = analyze(&crate::text::node_text(&n.name, &n.aliases, &n.props))?;
+                for w in &words {
+                    *self.before.entry(w.clone()).or_default() += 1;
+                    *self.now.entry(w.clone()).or_default() += 1;
+                }
+                Some(NodeText {
+                    name: n.name,
+                    aliases: n.aliases,
+                    props: n.props,
+                    words,
+                })
+            }
+            None => None,
+        };
+        self.nodes.insert(key.to_string(), held.clone());
+        Ok(held)
+    }
+
+    /// Node `key`'s document becomes `text`'s.
+    fn set(&mut self, key: &str, text: Option<NodeText>) {
+        let old = self.nodes.insert(key.to_string(), text.clone()).flatten();
+        for w in old.iter().flat_map(|t| &t.words) {
+            if let Some(n) = self.now.get_mut(w) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        for w in text.iter().flat_map(|t| &t.words) {
+            *self.now.entry(w.clone()).or_default() += 1;
+        }
     }
 }
 

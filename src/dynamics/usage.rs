@@ -120,19 +120,16 @@ impl UsageLedger {
         self.items.is_empty()
     }
 
-    /// The `USAGE` event that adds `pending` uses (at world time `now`) to the totals, or
-    /// `None` when nothing is pending.
+    /// The `USAGE` event, dated `now`, that adds `pending` uses to the totals, or `None` when
+    /// nothing is pending. Each use keeps the world time of its read, so the totals are the
+    /// same whenever the flush runs.
     pub fn flush_draft(&self, pending: &Pending, now: i64) -> Option<EventDraft> {
         if pending.counts.is_empty() {
             return None;
         }
-        let totals = pending.counts.iter().map(|(item, n)| {
-            let before = self.get(item).unwrap_or_default();
-            let total = Usage {
-                used: before.used.saturating_add(*n),
-                last_used: before.last_used.max(now),
-            };
-            (item.clone(), total)
+        let totals = (pending.counts.keys()).filter_map(|item| {
+            let total = pending.added_to(item, self.get(item))?;
+            Some((item.clone(), total))
         });
         Some(record_draft(totals, now))
     }
@@ -183,16 +180,18 @@ pub fn entries(ev: &Event) -> Vec<(Item, Usage)> {
         .collect()
 }
 
-/// Uses recorded in memory and not yet flushed.
-#[derive(Debug, Default)]
+/// Uses recorded in memory and not yet flushed: each item's count of them, and the world time
+/// of the latest.
+#[derive(Clone, Debug, Default)]
 pub struct Pending {
-    counts: BTreeMap<Item, u32>,
+    counts: BTreeMap<Item, Usage>,
     since: Option<std::time::Instant>,
 }
 
 impl Pending {
-    /// Counts one use of each item (an item named twice in one read counts once).
-    pub fn add(&mut self, items: impl IntoIterator<Item = Item>) {
+    /// Counts one use of each item by a read at world time `now` (an item named twice in one
+    /// read counts once).
+    pub fn add(&mut self, items: impl IntoIterator<Item = Item>, now: i64) {
         let items: std::collections::BTreeSet<Item> = items.into_iter().collect();
         if items.is_empty() {
             return;
@@ -200,8 +199,29 @@ impl Pending {
         self.since.get_or_insert_with(std::time::Instant::now);
         for item in items {
             let n = self.counts.entry(item).or_default();
-            *n = n.saturating_add(1);
+            n.used = n.used.saturating_add(1);
+            n.last_used = n.last_used.max(now);
         }
+    }
+
+    /// `item`'s usage `flushed` (the ledger's), with the uses waiting here added: what a read
+    /// counts, so that it ranks as it would once they are flushed, whenever that is.
+    pub fn added_to(&self, item: &Item, flushed: Option<Usage>) -> Option<Usage> {
+        let Some(waiting) = self.counts.get(item) else {
+            return flushed;
+        };
+        Some(match flushed {
+            Some(before) => Usage {
+                used: before.used.saturating_add(waiting.used),
+                last_used: before.last_used.max(waiting.last_used),
+            },
+            None => *waiting,
+        })
+    }
+
+    /// The items with uses waiting.
+    pub fn items(&self) -> impl Iterator<Item = &Item> {
+        self.counts.keys()
     }
 
     pub fn len(&self) -> usize {
@@ -212,7 +232,8 @@ impl Pending {
     pub fn merge(&mut self, other: Pending) {
         for (item, n) in other.counts {
             let c = self.counts.entry(item).or_default();
-            *c = c.saturating_add(n);
+            c.used = c.used.saturating_add(n.used);
+            c.last_used = c.last_used.max(n.last_used);
         }
         self.since = match (self.since, other.since) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -296,7 +317,10 @@ mod tests {
     fn flushes_carry_running_totals_so_the_last_one_wins() {
         let mut ledger = UsageLedger::default();
         let mut pending = Pending::default();
-        pending.add([Item::Node("home".into()), Item::Event(3), Item::Event(3)]);
+        pending.add(
+            [Item::Node("home".into()), Item::Event(3), Item::Event(3)],
+            100,
+        );
         let first = ledger.flush_draft(&pending, 100).unwrap();
         ledger.apply(&usage_event(10, first));
         assert_eq!(
@@ -307,9 +331,10 @@ mod tests {
             })
         );
         let mut pending = Pending::default();
-        pending.add([Item::Node("home".into())]);
-        pending.add([Item::Node("home".into())]);
-        let second = ledger.flush_draft(&pending, 250).unwrap();
+        pending.add([Item::Node("home".into())], 200);
+        pending.add([Item::Node("home".into())], 250);
+        // Flushed after a later event: the uses keep their reads' time.
+        let second = ledger.flush_draft(&pending, 900).unwrap();
         let second = usage_event(11, second);
         // Folding the second alone over an empty ledger gives the same totals for its items:
         // the first is superseded.
@@ -320,7 +345,13 @@ mod tests {
             ledger.get(&Item::Node("home".into())),
             only_second.get(&Item::Node("home".into()))
         );
-        assert_eq!(ledger.get(&Item::Node("home".into())).unwrap().used, 3);
+        assert_eq!(
+            ledger.get(&Item::Node("home".into())),
+            Some(Usage {
+                used: 3,
+                last_used: 250
+            })
+        );
         assert_eq!(ledger.uses_of_event(3), 1);
         assert!(Pending::default().is_empty());
         assert!(ledger.flush_draft(&Pending::default(), 5).is_none());

@@ -49,7 +49,7 @@ pub(crate) fn open_regular_file(path: &Path) -> std::io::Result<std::fs::File> {
 pub use guard::{DamagedFile, Guarded};
 pub(crate) use lock::locked;
 pub use lock::{StoreLock, LOCK_FILE};
-pub use redb_backend::RedbBackend;
+pub use redb_backend::{RedbBackend, READERS_WAIT};
 pub use sled_backend::SledBackend;
 
 /// The tables of a store. Keys are big-endian integers (so byte order is numeric order) except

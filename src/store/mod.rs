@@ -1631,6 +1631,8 @@ pub struct GraphRead<'a> {
     state: StateRead<'a>,
     decay: Arc<DecayPolicy>,
     tiers: &'a TierPolicy,
+    /// The store's uses not yet flushed, which count as flushed ones ([`GraphRead::usage`]).
+    pending: &'a Mutex<Pending>,
 }
 
 impl GraphRead<'_> {
@@ -1649,9 +1651,15 @@ impl GraphRead<'_> {
         ))
     }
 
-    /// An item's recorded usage (flushed uses only).
+    /// An item's recorded usage: the flushed uses, and those waiting in memory (a server
+    /// flushes them in batches; a read after them ranks as it would once they are flushed:
+    /// helper-114).
     pub fn usage(&self, item: &Item) -> Option<Usage> {
-        self.state.folds.usage.get(item)
+        let flushed = self.state.folds.usage.get(item);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .added_to(item, flushed)
     }
 
     /// Whether a node is hot at world time `now`: pinned, or used often and recently.
@@ -1692,8 +1700,17 @@ impl GraphRead<'_> {
             hot_nodes += 1;
             hot_edges.extend(self.state.adj.entries(id).map(|e| e.edge_id()));
         }
-        for (item, usage) in self.state.folds.usage.iter() {
-            let hot = self.tiers.tier(Some(*usage), now) == Tier::Hot;
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let recorded = self.state.folds.usage.iter().map(|(item, _)| item);
+        let waiting_only =
+            (pending.items()).filter(|item| self.state.folds.usage.get(item).is_none());
+        for item in recorded.chain(waiting_only) {
+            let usage = pending.added_to(item, self.state.folds.usage.get(item));
+            let hot = self.tiers.tier(usage, now) == Tier::Hot;
             match item {
                 Item::Node(key) => {
                     let live = self.node_id(key);
@@ -2538,17 +2555,33 @@ impl Store {
                 },
                 // A compaction swaps the store's files under its writer lock: a read that
                 // opened in between met files of two moments, and was told the text index
-                // must be rebuilt, or is missing. The store is busy, not damaged.
-                Err(e) if crate::storage::compacting(dir) => match StoreLock::holder(dir) {
-                    Some(pid) => Err(crate::storage::locked(dir, Some(pid))),
-                    None => Err(e),
-                },
+                // must be rebuilt, or is missing. The store is busy, not damaged. So is one
+                // whose writer is rebuilding the index after the swap (helper-115: that read
+                // was told to open the store for writing, exit 8).
+                Err(e) if crate::storage::compacting(dir) || e.asks_for_a_rebuilt_index() => {
+                    match StoreLock::holder(dir) {
+                        Some(pid) => Err(crate::storage::locked(dir, Some(pid))),
+                        None => Err(e),
+                    }
+                }
                 other => other,
             },
             // The system refused this user a write: on the writer lock's file, or, where the
             // lock file is writable but the rest is not, on the backend's. A reading command
             // writes nothing else, so a read-only open can still serve it.
             Err(e) if crate::error::refuses_this_user(&e) => Self::open_read_only(dir),
+            // A writable open brings the text index and the snapshot up to the log, which
+            // writes; where that fails (a full disk: helper-115, every read exited 8 until
+            // there was space), a read needs none of it, and the views as they are serve it.
+            Err(e) if matches!(e, Error::Text { .. }) || crate::error::out_of_space(&e) => {
+                match Self::open_read_only(dir) {
+                    Ok(store) => {
+                        tracing::warn!(error = %e, "the store could not be brought up to date for writing; reading it as it is");
+                        Ok(store)
+                    }
+                    Err(_) => Err(e),
+                }
+            }
             other => other,
         }
     }
@@ -3892,8 +3925,9 @@ impl Store {
 
     /// Gives every draft without a salience the score of the store's policy
     /// (`dynamics::salience`), judged against `state` and the text index as they are before
-    /// the batch plus the batch's earlier drafts, so a file scores the same however it is split
-    /// into batches (up to index terms of node names, which enter the index at commit).
+    /// the batch plus the batch's earlier drafts (their texts, and the node documents their
+    /// assertions make, change or take), so a file scores the same however it is split into
+    /// batches.
     fn score_salience(
         &self,
         state: &State,
@@ -3903,6 +3937,9 @@ impl Store {
         let policy = self.salience_policy();
         let mut created: HashMap<String, String> = HashMap::new();
         let mut seen_terms: BTreeSet<String> = BTreeSet::new();
+        let mut node_words = crate::dynamics::salience::BatchNodeWords::default();
+        let analyze = |text: &str| self.text.analyze(text);
+        let before = |key: &str| state.node_id(key).and_then(|id| state.node(id));
         // The policy asks only whether any touched label or relation is of a kind, so each is
         // kept once: an import event of a thousand edges touches a handful of labels, and a
         // copy of a label per endpoint was a tenth of the ingest.
@@ -3975,10 +4012,13 @@ impl Store {
             let terms = self.text.analyze(&text)?;
             if d.salience.is_none() {
                 let mut unseen = 0;
-                for t in terms.iter().filter(|t| !seen_terms.contains(*t)) {
+                let in_batch = |t: &&String| seen_terms.contains(*t) || node_words.holds(t);
+                for t in terms.iter().filter(|t| !in_batch(t)) {
                     match self.text.doc_freq(t) {
-                        Ok(0) => unseen += 1,
-                        Ok(_) => {}
+                        // What stays in the index of its count once the batch's node
+                        // documents replace their old ones.
+                        Ok(n) if n > node_words.replaced(t) => {}
+                        Ok(_) => unseen += 1,
                         // A failed full-text index (derived, rebuilt at the next open) must
                         // not stop the log, the source of truth, from being written: the
                         // words it cannot count count as seen, and the event keeps the
@@ -4005,6 +4045,11 @@ impl Store {
                 d.salience = Some(policy.score(&inputs));
             }
             seen_terms.extend(terms);
+            if scored_after[i] {
+                for a in &d.assertions {
+                    node_words.take(a, &before, &analyze)?;
+                }
+            }
         }
         Ok(())
     }
@@ -4206,6 +4251,7 @@ impl Store {
             state: self.read_state(),
             decay: self.decay_policy(),
             tiers: &self.tiers,
+            pending: &self.usage_pending,
         }
     }
 
@@ -4715,9 +4761,10 @@ impl Store {
         if self.is_read_only() {
             return;
         }
+        let now = self.read_state().latest_ts.unwrap_or(0);
         let due = {
             let mut pending = self.usage_pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending.add(items);
+            pending.add(items, now);
             pending.due()
         };
         if due {

@@ -476,14 +476,7 @@ pub fn bears_name_form(node: &Node, form: &str) -> bool {
 
 impl TextDoc {
     pub fn for_node(n: &Node) -> Self {
-        let mut text = n.name.clone();
-        for a in &n.aliases {
-            text.push(' ');
-            text.push_str(a);
-        }
-        for v in n.props.values() {
-            v.collect_text(&mut text);
-        }
+        let text = node_text(&n.name, &n.aliases, &n.props);
         let mut forms: Vec<String> = std::iter::once(&n.name)
             .chain(n.aliases.iter())
             .map(|a| name_form(a))
@@ -558,6 +551,19 @@ impl TextDoc {
         // shows but for one chance in four billion; a fault in the projection changes many.
         (h ^ (h >> 32)) & 0xFFFF_FFFF
     }
+}
+
+/// The text of a node's document: its name, its aliases and the text of its properties.
+pub(crate) fn node_text(name: &str, aliases: &[String], props: &crate::model::Props) -> String {
+    let mut text = name.to_string();
+    for a in aliases {
+        text.push(' ');
+        text.push_str(a);
+    }
+    for v in props.values() {
+        v.collect_text(&mut text);
+    }
+    text
 }
 
 pub(crate) fn node_doc_key(key: &str) -> String {
@@ -957,6 +963,18 @@ fn forget_checked_files(dir: &Path) {
     }
 }
 
+/// A read-only open's refusal of the index in `dir`, missing or of another layout: only a
+/// writer rebuilds it ([`Error::asks_for_a_rebuilt_index`](crate::Error)).
+fn index_to_rebuild(dir: &Path) -> Error {
+    Error::Text {
+        message: format!(
+            "{}: the index is missing or of another layout, and a read-only open cannot rebuild it; open the store for writing once",
+            dir.display()
+        ),
+        source: Some(Box::new(crate::error::IndexToRebuild)),
+    }
+}
+
 impl TextIndex {
     /// Opens the index in `dir`, creating it when missing. Returns the index and the last log
     /// sequence it has applied; `None` when it had to be created anew (or its layout is of
@@ -971,10 +989,7 @@ impl TextIndex {
     pub fn open_read_only(dir: &Path) -> Result<(Self, u64)> {
         match Self::open_guarded(dir, true)? {
             (t, Some(seq)) => Ok((t, seq)),
-            (_, None) => Err(Error::text(format!(
-                "{}: the index must be rebuilt, which a read-only open cannot do; open the store for writing once",
-                dir.display()
-            ))),
+            (_, None) => Err(index_to_rebuild(dir)),
         }
     }
 
@@ -1032,12 +1047,7 @@ impl TextIndex {
                 floor = payload.as_ref().and_then(|p| p.floor);
                 (index, payload.map(|p| p.seq), directory)
             }
-            None if read_only => {
-                return Err(Error::text(format!(
-                    "{}: missing or of another layout, and a read-only open cannot rebuild it; open the store for writing once",
-                    dir.display()
-                )))
-            }
+            None if read_only => return Err(index_to_rebuild(dir)),
             None => {
                 // Missing, or written by another layout: start over in place.
                 if existing {
