@@ -99,7 +99,7 @@ pub enum Error {
 /// work (a compaction or a repair that swapped files in, a `text/` removed), and the store is
 /// busy rather than damaged ([`Error::asks_for_a_rebuilt_index`]).
 #[derive(Debug, thiserror::Error)]
-#[error("the full-text index is missing or of another layout")]
+#[error("missing or of another layout")]
 pub struct IndexToRebuild;
 
 /// Who holds a locked store, as its error says: this process is named as such when a handle
@@ -137,13 +137,13 @@ impl Error {
         }
     }
 
-    /// A full-text error of loci's own (no underlying error).
     /// Whether this is a read-only open's finding that the full-text index must be rebuilt
     /// ([`IndexToRebuild`]).
     pub(crate) fn asks_for_a_rebuilt_index(&self) -> bool {
         matches!(self, Error::Text { source: Some(s), .. } if s.is::<IndexToRebuild>())
     }
 
+    /// A full-text error of loci's own (no underlying error).
     pub(crate) fn text(message: impl std::fmt::Display) -> Self {
         Error::Text {
             message: message.to_string(),

@@ -131,7 +131,11 @@ pub struct EventLine {
     pub anchor: Option<Anchor>,
     #[serde(default, skip_serializing_if = "is_null")]
     pub payload: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::model::unit_salience"
+    )]
     pub salience: Option<f32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
@@ -214,7 +218,7 @@ struct TripleLine {
     s: String,
     p: String,
     o: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::unit_confidence")]
     confidence: Option<f32>,
     /// A keyed triple becomes an event of its own, so that the key covers exactly its line.
     #[serde(default)]

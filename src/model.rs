@@ -556,6 +556,71 @@ pub(crate) fn key_given_twice<E: de::Error>(key: &str) -> E {
     ))
 }
 
+/// Reads an `Option<f32>` salience, meant to be in [0, 1]: a number too
+/// large for an `f32` is refused as it was written, where the cast had made it `inf` and the
+/// range check then named a value no one gave (helper-115: "inf is outside [0, 1]" for
+/// `1e308`). The range itself is checked where the value is applied
+/// (`projection::check_unit`). A binary encoding (the log's) gives the `f32` as it is.
+pub(crate) fn unit_salience<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
+    unit_value(d, "salience")
+}
+
+/// [`unit_salience`] for a confidence.
+pub(crate) fn unit_confidence<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
+    unit_value(d, "confidence")
+}
+
+/// [`unit_salience`] of the value `name` says (the message names it: within an assertion the
+/// error's path ends at the assertion).
+fn unit_value<'de, D: Deserializer<'de>>(
+    d: D,
+    name: &'static str,
+) -> Result<Option<f32>, D::Error> {
+    struct Unit(&'static str);
+    impl serde::de::Visitor<'_> for Unit {
+        type Value = f32;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a number in [0, 1]")
+        }
+        fn visit_f32<E: serde::de::Error>(self, v: f32) -> Result<f32, E> {
+            Ok(v)
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<f32, E> {
+            let narrowed = v as f32;
+            if v.is_finite() && !narrowed.is_finite() {
+                return Err(E::custom(format!(
+                    "a {} of {v:e} is outside [0, 1]",
+                    self.0
+                )));
+            }
+            Ok(narrowed)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<f32, E> {
+            Ok(v as f32)
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<f32, E> {
+            Ok(v as f32)
+        }
+    }
+    struct MaybeUnit(&'static str);
+    impl<'de> serde::de::Visitor<'de> for MaybeUnit {
+        type Value = Option<f32>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a number in [0, 1], or null")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Option<f32>, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<f32>, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<f32>, D::Error> {
+            d.deserialize_f32(Unit(self.0)).map(Some)
+        }
+    }
+    d.deserialize_option(MaybeUnit(name))
+}
+
 /// Reads an upsert's `props` as [`unique_entries`].
 fn unique_props<'de, D: Deserializer<'de>>(d: D) -> Result<Props, D::Error> {
     struct PropsVisitor;
@@ -665,6 +730,7 @@ pub struct NodeUpsert {
     #[serde(deserialize_with = "unique_props")]
     pub props: Props,
     pub anchor: Option<Anchor>,
+    #[serde(deserialize_with = "unit_salience")]
     pub salience: Option<f32>,
     pub pinned: Option<bool>,
 }
@@ -678,6 +744,7 @@ pub struct EdgeUpsert {
     #[serde(alias = "rel")]
     pub relation: String,
     pub to: String,
+    #[serde(deserialize_with = "unit_confidence")]
     pub confidence: Option<f32>,
     #[serde(deserialize_with = "unique_props")]
     pub props: Props,
@@ -720,6 +787,7 @@ pub struct EventDraft {
     pub payload: Value,
     /// How much the event matters, in [0, 1]; `None` lets the store score it
     /// (`dynamics::salience`) when it is ingested.
+    #[serde(default, deserialize_with = "unit_salience")]
     pub salience: Option<f32>,
     /// Ids of the observations (or source documents) the event rests on.
     pub evidence: Vec<String>,

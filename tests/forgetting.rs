@@ -3687,3 +3687,34 @@ fn a_deletion_reports_the_summaries_it_took_and_did_not_make_again() {
         assert_verifies(&store);
     }
 }
+
+/// helper-116's review: `summaries_not_made_again` listed every summary the deletion took that
+/// none made again replaced, and a deletion takes the summaries a newer one of their period had
+/// replaced before it, whose gist stands in that newer one. Only live summaries count. In the
+/// common case, a day summarised again after a late note, the replaced summaries are made
+/// again with their period's group, and no gist is reported gone.
+#[test]
+fn a_deletion_does_not_report_a_replaced_summarys_gist_as_gone() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        store
+            .ingest(vec![
+                secret_note(10),
+                noted(20, 0.3, vec![]),
+                noted(150, 0.3, vec![]),
+            ])
+            .unwrap();
+        consolidate_in_days_of_100(&store);
+        // A late note of day 0: the day is summarised again, its first summary replaced.
+        store.ingest(vec![noted(30, 0.3, vec![])]).unwrap();
+        consolidate_in_days_of_100(&store);
+        let r = store.delete(&loci::DeleteRequest::events([1])).unwrap();
+        assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
+        assert!(r.summaries_not_made_again.is_empty(), "{backend}: {r:?}");
+        for t in summary_texts(&store) {
+            assert!(!t.contains("a secret"), "{backend}: {t}");
+        }
+        assert_verifies(&store);
+    }
+}

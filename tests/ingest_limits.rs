@@ -262,3 +262,41 @@ fn a_label_relation_kind_or_property_name_holding_a_nul_is_refused_naming_where(
     }
     assert_eq!(store.stats().events, 0);
 }
+
+/// helper-115: a salience or confidence too large for an `f32` (`1e308`) was narrowed to `inf`
+/// before its range check, which then said "inf is outside [0, 1]": a value no one wrote. It is
+/// refused as written, naming its line and field; values that fit are read as before.
+#[test]
+fn a_unit_value_too_large_for_an_f32_is_refused_as_written() {
+    let cases = [
+        (r#"{"ts":1,"kind":"SEEN","salience":1e308}"#, "salience"),
+        (
+            r#"{"ts":1,"kind":"SEEN","assert":[{"op":"node","key":"k","salience":-1e300}]}"#,
+            "salience",
+        ),
+        (
+            r#"{"ts":1,"kind":"SEEN","assert":[{"op":"edge","from":"k","rel":"R","to":"k","confidence":1e39}]}"#,
+            "confidence",
+        ),
+    ];
+    for (line, field) in cases {
+        let text = format!("{{\"ts\":0,\"kind\":\"OK\"}}\n{line}\n");
+        let err = ingest::read_str("big.jsonl", &text, Format::Events).unwrap_err();
+        let said = err.to_string();
+        assert!(said.contains("big.jsonl:2"), "{said}");
+        assert!(said.contains(field), "{said}");
+        assert!(!said.contains("inf"), "{said}");
+        assert!(said.contains("e30") || said.contains("e39"), "{said}");
+    }
+    let triple = r#"{"doc":"d","s":"a","p":"R","o":"b","confidence":1e300}"#;
+    let said = ingest::read_str("t.jsonl", triple, Format::Triples)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        said.contains("a confidence of 1e300 is outside [0, 1]"),
+        "{said}"
+    );
+    let fine = r#"{"ts":1,"kind":"SEEN","salience":0.25,"assert":[{"op":"node","key":"k","salience":1},{"op":"edge","from":"k","rel":"R","to":"k","confidence":0}]}"#;
+    let read = ingest::read_str("ok.jsonl", fine, Format::Events).unwrap();
+    assert_eq!(read.events[0].salience, Some(0.25));
+}

@@ -444,3 +444,40 @@ fn uses_waiting_count_as_flushed_ones_and_their_time_is_the_reads() {
         assert_eq!(waiting, flushed, "{backend}");
     }
 }
+
+/// helper-116's review: uses waiting in memory for a node a user then deleted were flushed
+/// after the deletion, and reads now count waiting uses: the node made again under its key was
+/// hot at once, and a `USAGE` record named a node the deletion had taken. A user's deletion
+/// flushes the waiting uses first, so they go with the node's other records.
+#[test]
+fn a_deleted_nodes_waiting_uses_go_with_it() {
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = villages(dir.path(), backend, 3);
+        for _ in 0..2 {
+            store.record_use([
+                Item::Node("village:1".into()),
+                Item::Node("village:2".into()),
+            ]);
+        }
+        store.delete(&DeleteRequest::nodes(["village:1"])).unwrap();
+        let mut again = EventDraft::new(10, "bot", "DISCOVERY");
+        again.assertions.push(Assertion::UpsertNode(NodeUpsert {
+            key: "village:1".into(),
+            label: Some("Place".into()),
+            ..Default::default()
+        }));
+        store.ingest(vec![again]).unwrap();
+        let g = store.graph();
+        assert_eq!(g.usage(&Item::Node("village:1".into())), None, "{backend}");
+        assert_eq!(g.usage(&Item::Node("village:2".into())).unwrap().used, 2);
+        drop(g);
+        store.flush_usage().unwrap();
+        assert_eq!(
+            store.graph().usage(&Item::Node("village:1".into())),
+            None,
+            "{backend}: flushed after the deletion"
+        );
+        assert_verifies(&store);
+    }
+}

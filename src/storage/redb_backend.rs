@@ -22,12 +22,12 @@ fn definition(table: Table) -> TableDefinition<'static, Bytes, Bytes> {
     TableDefinition::new(table.name())
 }
 
-/// redb's error as the source of a backend error. A read past the file's end is reported by
-/// redb as an I/O error, "failed to fill whole buffer": the message says what it means, a
-/// page pointer damaged (helper-112), since that is all a user sees of it.
 /// How long an in-place compaction waits for readers in other processes to finish.
 pub const READERS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// redb's error as the source of a backend error. A read past the file's end is reported by
+/// redb as an I/O error, "failed to fill whole buffer": the message says what it means, a
+/// page pointer damaged (helper-112), since that is all a user sees of it.
 fn err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     let past_end = matches!(
         (&e as &dyn std::error::Error).downcast_ref::<redb::StorageError>(),
@@ -128,10 +128,11 @@ impl RedbBackend {
     /// "A transaction is still in progress").
     pub fn compact_file(path: &Path) -> Result<()> {
         let mut db = builder().create(path).map_err(err)?;
-        let waited = std::time::Instant::now();
+        let mut waited = std::time::Instant::now();
         loop {
             match db.compact() {
-                Ok(true) => {}
+                // Each pass that got on is a new start for the wait.
+                Ok(true) => waited = std::time::Instant::now(),
                 Ok(false) => return Ok(()),
                 Err(redb::CompactionError::TransactionInProgress)
                     if waited.elapsed() < READERS_WAIT =>

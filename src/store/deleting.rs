@@ -865,6 +865,12 @@ impl Store {
                 message: format!("{key:?} is blank, and no node has a blank key"),
             });
         }
+        // Uses waiting in memory go to the log first, where the deletion takes those naming
+        // what it deletes with the rest of their records: flushed after it, they named a node
+        // it had taken (helper-116's review).
+        if !self.is_read_only() {
+            self.flush_usage()?;
+        }
         self.delete_for(request, Reason::Delete)
     }
 
@@ -1012,12 +1018,7 @@ impl Store {
             seq,
             deleted: target_set.iter().copied().collect(),
             summaries_made_again: made_again.events.iter().map(|e| e.seq).collect(),
-            summaries_not_made_again: (taken.iter().flat_map(|t| &t.chain))
-                .map(|link| link.seq)
-                .filter(|s| target_set.contains(s) && !made_again.replaced.contains(s))
-                .collect::<BTreeSet<u64>>()
-                .into_iter()
-                .collect(),
+            summaries_not_made_again: self.gists_gone(&taken, &target_set, &made_again)?,
             places_made_again,
             deleted_before: gone.keys().copied().collect(),
             ..DeleteReport::default()
@@ -1312,6 +1313,28 @@ impl Store {
             !without.contains(s) && !by_user.contains(s) && !request.events.contains(s)
         }));
         Ok(widened)
+    }
+
+    /// Of the summaries a deletion takes (`targets`, along `taken`'s chain), the live ones no
+    /// summary made again replaces, ascending: their gist is gone. A summary a newer one of its
+    /// period had replaced before (it is taken too) is not: that one's gist stands, or is its
+    /// own entry (helper-116's review).
+    fn gists_gone(
+        &self,
+        taken: &Option<Taken>,
+        targets: &BTreeSet<u64>,
+        made_again: &MadeAgain,
+    ) -> Result<Vec<u64>> {
+        let not_replaced: BTreeSet<u64> = (taken.iter().flat_map(|t| &t.chain))
+            .map(|link| link.seq)
+            .filter(|s| targets.contains(s) && !made_again.replaced.contains(s))
+            .collect();
+        if not_replaced.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placed = crate::dynamics::consolidate::placed_summaries(self)?;
+        let live: BTreeSet<u64> = placed.live.iter().map(|p| p.seq).collect();
+        Ok(not_replaced.intersection(&live).copied().collect())
     }
 
     /// Adds to `targets` every live summary made from one of them or from one of `gone`

@@ -2558,7 +2558,7 @@ impl Store {
                 // must be rebuilt, or is missing. The store is busy, not damaged. So is one
                 // whose writer is rebuilding the index after the swap (helper-115: that read
                 // was told to open the store for writing, exit 8).
-                Err(e) if crate::storage::compacting(dir) || e.asks_for_a_rebuilt_index() => {
+                Err(e) if crate::storage::compacting(dir) || rebuilding_text(dir, &e) => {
                     match StoreLock::holder(dir) {
                         Some(pid) => Err(crate::storage::locked(dir, Some(pid))),
                         None => Err(e),
@@ -2572,11 +2572,13 @@ impl Store {
             Err(e) if crate::error::refuses_this_user(&e) => Self::open_read_only(dir),
             // A writable open brings the text index and the snapshot up to the log, which
             // writes; where that fails (a full disk: helper-115, every read exited 8 until
-            // there was space), a read needs none of it, and the views as they are serve it.
+            // there was space; tantivy's error for it names no cause), a read needs none of
+            // it, and the views as they are serve it: searches then miss the events past the
+            // index's position, which the warnings say.
             Err(e) if matches!(e, Error::Text { .. }) || crate::error::out_of_space(&e) => {
                 match Self::open_read_only(dir) {
                     Ok(store) => {
-                        tracing::warn!(error = %e, "the store could not be brought up to date for writing; reading it as it is");
+                        tracing::warn!(error = %e, "the store could not be brought up to date (its text index, or its snapshot); reading it as it is, read-only");
                         Ok(store)
                     }
                     Err(_) => Err(e),
@@ -2701,7 +2703,7 @@ impl Store {
                 tracing::warn!(
                     indexed = from,
                     log = counters.last_seq,
-                    "read-only open: the full-text index is at another log position than the graph this reader read (a writer is committing); searches see the index as it is"
+                    "read-only open: the full-text index is at another log position than the graph this reader read (a writer committing, or an index no open could bring up to the log); searches see the index as it is"
                 );
             }
         } else if store.text.ids_floor().is_some_and(|f| f != ids_floor) {
@@ -5853,6 +5855,14 @@ fn replay_onto(
         Some(msg) => Err(msg),
         None => Ok((state, weight)),
     })
+}
+
+/// Whether `e`, a read-only open's error beside a live writer, says the text index is to be
+/// rebuilt while the index's directory holds no index (a writer clears it, then rebuilds it as
+/// it opens): the writer at work, so the store is busy. An index of another layout is not
+/// (a newer build's reader beside an older server): that is the error it is.
+fn rebuilding_text(dir: &Path, e: &Error) -> bool {
+    e.asks_for_a_rebuilt_index() && !dir.join(TEXT_DIR).join("meta.json").exists()
 }
 
 #[cfg(test)]
