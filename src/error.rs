@@ -94,13 +94,17 @@ pub enum Error {
     },
 }
 
-/// The source of the error of a read-only open that found the full-text index missing or of
-/// another layout: a writer rebuilds it as it opens. Beside a live writer, that is the writer at
-/// work (a compaction or a repair that swapped files in, a `text/` removed), and the store is
-/// busy rather than damaged ([`Error::asks_for_a_rebuilt_index`]).
+/// The source of the error of a read-only open that found no full-text index it can read:
+/// a writer rebuilds it as it opens. `being_made`: there is none yet, or one with nothing
+/// committed (a writer clears the directory, then makes the index anew); beside a live writer
+/// that is the writer at work (a compaction's or a repair's swap, a `text/` removed), and the
+/// store is busy rather than damaged ([`Error::finds_the_index_being_made`]). Otherwise it is
+/// an index of another layout, which a writer of this build would rebuild.
 #[derive(Debug, thiserror::Error)]
 #[error("missing or of another layout")]
-pub struct IndexToRebuild;
+pub struct IndexToRebuild {
+    pub being_made: bool,
+}
 
 /// Who holds a locked store, as its error says: this process is named as such when a handle
 /// of it holds the lock, since the caller then has the store open already.
@@ -137,10 +141,14 @@ impl Error {
         }
     }
 
-    /// Whether this is a read-only open's finding that the full-text index must be rebuilt
+    /// Whether this is a read-only open's finding that the full-text index is being made
     /// ([`IndexToRebuild`]).
-    pub(crate) fn asks_for_a_rebuilt_index(&self) -> bool {
-        matches!(self, Error::Text { source: Some(s), .. } if s.is::<IndexToRebuild>())
+    pub(crate) fn finds_the_index_being_made(&self) -> bool {
+        matches!(
+            self,
+            Error::Text { source: Some(s), .. }
+                if s.downcast_ref::<IndexToRebuild>().is_some_and(|i| i.being_made)
+        )
     }
 
     /// A full-text error of loci's own (no underlying error).

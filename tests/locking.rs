@@ -259,6 +259,28 @@ fn a_read_while_the_writer_rebuilds_the_text_index_is_told_the_store_is_held() {
     told_the_store_is_held(&path, &["search", "anything"]);
 }
 
+/// helper-116's review: told "locked" for any index a read-only open could not take, a reader
+/// of a newer build beside an older server would be told to wait for good. An index of another
+/// layout is refused as such (exit 8), only one being made is the writer at work.
+#[test]
+fn a_read_beside_a_writer_of_another_index_layout_is_not_told_to_wait() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, path, _) = a_store_and_a_line_to_ingest(tmp.path());
+    drop(store);
+    let meta = path.join("text").join("meta.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    let mut payload: serde_json::Value =
+        serde_json::from_str(json["payload"].as_str().unwrap()).unwrap();
+    payload["format"] = serde_json::json!(999);
+    json["payload"] = serde_json::Value::String(payload.to_string());
+    std::fs::write(&meta, json.to_string()).unwrap();
+    let out = run_while_held(&path, &["search", "anything"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert!(err.contains("another layout"), "{err}");
+}
+
 /// A read-only open during a stream of commits loads one commit's state, never a mix: in a
 /// chain grown one node and one edge per batch, every reader sees exactly one edge fewer than
 /// nodes, and every edge's endpoints.
@@ -537,9 +559,17 @@ fn a_store_this_user_may_not_read_is_a_refusal_not_a_missing_store() {
 }
 
 /// A process that holds `lock` with flock(1) for 30 seconds, as another loci would.
-/// Runs `loci ARGS --store path` while another process holds the store's lock, and checks that
-/// the command is told the store is held (exit 5), naming the holder.
+/// Checks that `loci ARGS --store path`, run while another process holds the store's lock, is
+/// told the store is held (exit 5), naming the holder.
 fn told_the_store_is_held(path: &std::path::Path, args: &[&str]) {
+    let out = run_while_held(path, args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("is locked by process"), "{err}");
+}
+
+/// Runs `loci ARGS --store path` while another process holds the store's lock.
+fn run_while_held(path: &std::path::Path, args: &[&str]) -> std::process::Output {
     let lock = path.join("lock");
     let mut holder = flock_holding(&lock);
     let held = std::time::Instant::now();
@@ -555,9 +585,7 @@ fn told_the_store_is_held(path: &std::path::Path, args: &[&str]) {
         .unwrap();
     holder.kill().unwrap();
     holder.wait().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{err}");
-    assert!(err.contains("is locked by process"), "{err}");
+    out
 }
 
 fn flock_holding(lock: &std::path::Path) -> std::process::Child {

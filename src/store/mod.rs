@@ -2558,7 +2558,7 @@ impl Store {
                 // must be rebuilt, or is missing. The store is busy, not damaged. So is one
                 // whose writer is rebuilding the index after the swap (helper-115: that read
                 // was told to open the store for writing, exit 8).
-                Err(e) if crate::storage::compacting(dir) || rebuilding_text(dir, &e) => {
+                Err(e) if crate::storage::compacting(dir) || e.finds_the_index_being_made() => {
                     match StoreLock::holder(dir) {
                         Some(pid) => Err(crate::storage::locked(dir, Some(pid))),
                         None => Err(e),
@@ -5855,14 +5855,6 @@ fn replay_onto(
         Some(msg) => Err(msg),
         None => Ok((state, weight)),
     })
-}
-
-/// Whether `e`, a read-only open's error beside a live writer, says the text index is to be
-/// rebuilt while the index's directory holds no index (a writer clears it, then rebuilds it as
-/// it opens): the writer at work, so the store is busy. An index of another layout is not
-/// (a newer build's reader beside an older server): that is the error it is.
-fn rebuilding_text(dir: &Path, e: &Error) -> bool {
-    e.asks_for_a_rebuilt_index() && !dir.join(TEXT_DIR).join("meta.json").exists()
 }
 
 #[cfg(test)]

@@ -963,15 +963,15 @@ fn forget_checked_files(dir: &Path) {
     }
 }
 
-/// A read-only open's refusal of the index in `dir`, missing or of another layout: only a
-/// writer rebuilds it ([`Error::asks_for_a_rebuilt_index`](crate::Error)).
-fn index_to_rebuild(dir: &Path) -> Error {
+/// A read-only open's refusal of the index in `dir`, which only a writer can make again
+/// (`being_made`: see [`IndexToRebuild`](crate::error::IndexToRebuild)).
+fn index_to_rebuild(dir: &Path, being_made: bool) -> Error {
     Error::Text {
         message: format!(
             "{}: the index is missing or of another layout, and a read-only open cannot rebuild it; open the store for writing once",
             dir.display()
         ),
-        source: Some(Box::new(crate::error::IndexToRebuild)),
+        source: Some(Box::new(crate::error::IndexToRebuild { being_made })),
     }
 }
 
@@ -989,7 +989,7 @@ impl TextIndex {
     pub fn open_read_only(dir: &Path) -> Result<(Self, u64)> {
         match Self::open_guarded(dir, true)? {
             (t, Some(seq)) => Ok((t, seq)),
-            (_, None) => Err(index_to_rebuild(dir)),
+            (_, None) => Err(index_to_rebuild(dir, false)),
         }
     }
 
@@ -1041,13 +1041,20 @@ impl TextIndex {
                     )));
                 }
                 let payload = index.load_metas().map_err(terr)?.payload;
+                // No payload is an index made and nothing committed to it yet (a writer
+                // rebuilding it); a payload of another format is another layout.
+                if read_only && payload.is_none() {
+                    return Err(index_to_rebuild(dir, true));
+                }
                 let payload = payload
                     .and_then(|p| serde_json::from_str::<Payload>(&p).ok())
                     .filter(|p| p.format == TEXT_FORMAT);
                 floor = payload.as_ref().and_then(|p| p.floor);
                 (index, payload.map(|p| p.seq), directory)
             }
-            None if read_only => return Err(index_to_rebuild(dir)),
+            // None there yet is the writer about to make it; one of another schema or tantivy
+            // layout is not.
+            None if read_only => return Err(index_to_rebuild(dir, !existing)),
             None => {
                 // Missing, or written by another layout: start over in place.
                 if existing {
