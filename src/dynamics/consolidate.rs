@@ -2087,11 +2087,7 @@ pub fn each_live_summary(
     let mut order: Vec<&Placement> = placed.live.iter().collect();
     order.sort_unstable_by_key(|p| (p.end, p.level, p.seq));
     for at in order {
-        let summary = match digests {
-            true => store.event(at.seq)?.as_ref().and_then(Summary::of_event),
-            false => summary_without_digest(store, at.seq)?,
-        };
-        let Some(summary) = summary else {
+        let Some(summary) = summary_read(store, at.seq, digests)? else {
             continue;
         };
         if !visit(as_placed(store, at, summary)?)? {
@@ -2099,6 +2095,14 @@ pub fn each_live_summary(
         }
     }
     Ok(())
+}
+
+/// Summary `seq`, with its digest or not; `None` as [`summary_text`].
+fn summary_read(store: &Store, seq: u64, digests: bool) -> Result<Option<Summary>> {
+    match digests {
+        true => Ok(store.event(seq)?.as_ref().and_then(Summary::of_event)),
+        false => summary_without_digest(store, seq),
+    }
 }
 
 /// The live summaries a consolidation wrote (its report's range of the log), ordered as
@@ -2175,8 +2179,7 @@ pub fn each_summary_written(
     })?;
     order.sort_unstable();
     for (_, _, seq) in order {
-        let summary = store.event(seq)?.as_ref().and_then(Summary::of_event);
-        if let Some(summary) = summary {
+        if let Some(summary) = summary_read(store, seq, true)? {
             if !visit(summary)? {
                 break;
             }

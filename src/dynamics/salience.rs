@@ -254,7 +254,6 @@ pub(crate) struct BatchNodeWords {
 }
 
 /// What a node's document is made of ([`crate::text::node_text`]), and its words.
-#[derive(Clone)]
 struct NodeText {
     name: String,
     aliases: Vec<String>,
@@ -288,15 +287,21 @@ impl BatchNodeWords {
     ) -> crate::error::Result<()> {
         match assertion {
             Assertion::UpsertNode(up) => {
-                let (name, mut aliases, mut props) = match self.current(&up.key, before, analyze)? {
-                    Some(n) => (up.name.clone().unwrap_or(n.name), n.aliases, n.props),
-                    None => {
-                        let name = (up.name.clone())
-                            .or_else(|| up.aliases.first().cloned())
-                            .unwrap_or_else(|| up.key.clone());
-                        (name, Vec::new(), Props::new())
-                    }
-                };
+                let (name, mut aliases, mut props, old_words) =
+                    match self.current(&up.key, before, analyze)? {
+                        Some(n) => (
+                            up.name.clone().unwrap_or(n.name),
+                            n.aliases,
+                            n.props,
+                            n.words,
+                        ),
+                        None => {
+                            let name = (up.name.clone())
+                                .or_else(|| up.aliases.first().cloned())
+                                .unwrap_or_else(|| up.key.clone());
+                            (name, Vec::new(), Props::new(), Vec::new())
+                        }
+                    };
                 crate::projection::add_aliases(&mut aliases, &name, &up.aliases);
                 crate::projection::merge_props(&mut props, &up.props);
                 let words = analyze(&crate::text::node_text(&name, &aliases, &props))?;
@@ -306,52 +311,49 @@ impl BatchNodeWords {
                     props,
                     words,
                 };
-                self.set(&up.key, Some(text));
+                self.set(&up.key, &old_words, Some(text));
             }
             Assertion::RetractNode { key } => {
-                self.current(key, before, analyze)?;
-                self.set(key, None);
+                let old = self.current(key, before, analyze)?;
+                self.set(key, old.as_ref().map_or(&[], |n| &n.words), None);
             }
             Assertion::UpsertEdge(_) | Assertion::RetractEdge { .. } => {}
         }
         Ok(())
     }
 
-    /// Node `key` as the batch has left it so far, read from `before` (and its words counted
-    /// as the index's) the first time the batch touches it.
+    /// Node `key` as the batch has left it so far, taken out for [`Self::set`] to put back
+    /// changed (no copy of its properties an upsert); read from `before`, and its words counted
+    /// as the index's, the first time the batch touches it.
     fn current(
         &mut self,
         key: &str,
         before: &dyn Fn(&str) -> Option<Node>,
         analyze: Analyze<'_>,
     ) -> crate::error::Result<Option<NodeText>> {
-        if let Some(n) = self.nodes.get(key) {
-            return Ok(n.clone());
+        if let Some(n) = self.nodes.remove(key) {
+            return Ok(n);
         }
-        let held = match before(key) {
-            Some(n) => {
-                let words = analyze(&crate::text::node_text(&n.name, &n.aliases, &n.props))?;
-                for w in &words {
-                    *self.before.entry(w.clone()).or_default() += 1;
-                    *self.now.entry(w.clone()).or_default() += 1;
-                }
-                Some(NodeText {
-                    name: n.name,
-                    aliases: n.aliases,
-                    props: n.props,
-                    words,
-                })
-            }
-            None => None,
+        let Some(n) = before(key) else {
+            return Ok(None);
         };
-        self.nodes.insert(key.to_string(), held.clone());
-        Ok(held)
+        let words = analyze(&crate::text::node_text(&n.name, &n.aliases, &n.props))?;
+        for w in &words {
+            *self.before.entry(w.clone()).or_default() += 1;
+            *self.now.entry(w.clone()).or_default() += 1;
+        }
+        Ok(Some(NodeText {
+            name: n.name,
+            aliases: n.aliases,
+            props: n.props,
+            words,
+        }))
     }
 
-    /// Node `key`'s document becomes `text`'s.
-    fn set(&mut self, key: &str, text: Option<NodeText>) {
-        let old = self.nodes.insert(key.to_string(), text.clone()).flatten();
-        for w in old.iter().flat_map(|t| &t.words) {
+    /// Node `key`'s document, of `old_words` (taken out by [`Self::current`]), becomes
+    /// `text`'s.
+    fn set(&mut self, key: &str, old_words: &[String], text: Option<NodeText>) {
+        for w in old_words {
             if let Some(n) = self.now.get_mut(w) {
                 *n = n.saturating_sub(1);
             }
@@ -359,6 +361,7 @@ impl BatchNodeWords {
         for w in text.iter().flat_map(|t| &t.words) {
             *self.now.entry(w.clone()).or_default() += 1;
         }
+        self.nodes.insert(key.to_string(), text);
     }
 }
 

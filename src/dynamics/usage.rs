@@ -72,6 +72,16 @@ pub struct Usage {
     pub last_used: i64,
 }
 
+impl Usage {
+    /// These uses and `more`: their counts added, the later last use.
+    fn and(self, more: Usage) -> Usage {
+        Usage {
+            used: self.used.saturating_add(more.used),
+            last_used: self.last_used.max(more.last_used),
+        }
+    }
+}
+
 /// One entry of a `USAGE` event's payload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Entry {
@@ -197,10 +207,13 @@ impl Pending {
             return;
         }
         self.since.get_or_insert_with(std::time::Instant::now);
+        let one = Usage {
+            used: 1,
+            last_used: now,
+        };
         for item in items {
             let n = self.counts.entry(item).or_default();
-            n.used = n.used.saturating_add(1);
-            n.last_used = n.last_used.max(now);
+            *n = n.and(one);
         }
     }
 
@@ -210,13 +223,7 @@ impl Pending {
         let Some(waiting) = self.counts.get(item) else {
             return flushed;
         };
-        Some(match flushed {
-            Some(before) => Usage {
-                used: before.used.saturating_add(waiting.used),
-                last_used: before.last_used.max(waiting.last_used),
-            },
-            None => *waiting,
-        })
+        Some(flushed.map_or(*waiting, |before| before.and(*waiting)))
     }
 
     /// The items with uses waiting.
@@ -232,8 +239,7 @@ impl Pending {
     pub fn merge(&mut self, other: Pending) {
         for (item, n) in other.counts {
             let c = self.counts.entry(item).or_default();
-            c.used = c.used.saturating_add(n.used);
-            c.last_used = c.last_used.max(n.last_used);
+            *c = c.and(n);
         }
         self.since = match (self.since, other.since) {
             (Some(a), Some(b)) => Some(a.min(b)),

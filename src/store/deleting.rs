@@ -867,10 +867,8 @@ impl Store {
         }
         // Uses waiting in memory go to the log first, where the deletion takes those naming
         // what it deletes with the rest of their records: flushed after it, they named a node
-        // it had taken (helper-116's review).
-        if !self.is_read_only() {
-            self.flush_usage()?;
-        }
+        // it had taken (helper-116's review). A read-only handle has none.
+        self.flush_usage()?;
         self.delete_for(request, Reason::Delete)
     }
 
