@@ -295,34 +295,29 @@ pub fn timeline_where(
 ) -> Result<Vec<TimelineEntry>> {
     // The most selective facet given reads only its own events (the episodic index).
     let until = to.saturating_sub(1);
-    let events = if let Some(p) = &filter.place {
-        store.events_with(Facet::Place, p, from, until)?
-    } else if let Some(a) = &filter.actor {
-        store.events_with(Facet::Actor, a, from, until)?
-    } else if let Some(k) = &filter.kind {
-        store.events_with(Facet::Kind, k, from, until)?
-    } else {
-        store.events_between(from, until)?
-    };
-    Ok(events
-        .into_iter()
-        .filter(|ev| {
-            filter
-                .place
-                .as_ref()
-                .is_none_or(|p| ev.place.as_ref() == Some(p))
-                && filter.actor.as_ref().is_none_or(|a| &ev.actor == a)
-                && filter.kind.as_ref().is_none_or(|k| &ev.kind == k)
-        })
-        .map(|ev| TimelineEntry {
-            seq: ev.seq,
-            ts: ev.ts,
-            kind: ev.kind.clone(),
-            place: ev.place.clone(),
-            summary: summarize(&ev),
-            observations: ev.evidence,
-        })
-        .collect())
+    let facet = (filter.place.as_deref().map(|p| (Facet::Place, p)))
+        .or(filter.actor.as_deref().map(|a| (Facet::Actor, a)))
+        .or(filter.kind.as_deref().map(|k| (Facet::Kind, k)));
+    let mut entries = Vec::new();
+    store.each_event(facet, from, until, &mut |ev| {
+        let kept = filter
+            .place
+            .as_ref()
+            .is_none_or(|p| ev.place.as_ref() == Some(p))
+            && filter.actor.as_ref().is_none_or(|a| &ev.actor == a)
+            && filter.kind.as_ref().is_none_or(|k| &ev.kind == k);
+        if kept {
+            entries.push(TimelineEntry {
+                seq: ev.seq,
+                ts: ev.ts,
+                kind: ev.kind.clone(),
+                place: ev.place.clone(),
+                summary: summarize(&ev),
+                observations: ev.evidence,
+            });
+        }
+    })?;
+    Ok(entries)
 }
 
 /// What happened last night: the most recent night (dusk to dawn, in world ticks) that began

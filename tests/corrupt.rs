@@ -1038,6 +1038,18 @@ fn a_time_index_entry_naming_no_event_is_corrupt_not_passed_over() {
         assert!(corrupt_time_index(&e), "{kind}: {e:?}");
         let e = store.latest_events(i64::MIN, i64::MAX, 1000).unwrap_err();
         assert!(corrupt_time_index(&e), "{kind}: {e:?}");
+        // A planner query's scan of every event reads the index, not the records, and meets
+        // the entry without a read of its own.
+        let e = loci::query::run(
+            &store,
+            "MATCH (e:Event) RETURN count(e) AS n",
+            &HashMap::new(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, loci::query::QueryError::Store(e) if corrupt_time_index(e)),
+            "{kind}: {e:?}"
+        );
         let (store, _) = store.repair().unwrap();
         let (events, total) = store.latest_events(i64::MIN, i64::MAX, 1000).unwrap();
         assert_eq!(events.len(), total, "{kind}");

@@ -4,58 +4,11 @@
 //! whether verification fits the machine at all. This binary counts every heap byte through
 //! its own allocator, so it holds one test: another running beside it would be counted too.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use loci::bench::{build_generated, GraphSpec};
 use loci::{BackendKind, Store};
 
-/// The system allocator, counting the bytes live and the most live since the last reset.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(by: usize) {
-    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call goes to `System` unchanged; the counters only observe sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            if new_size >= layout.size() {
-                grew(new_size - layout.size());
-            } else {
-                LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
-            }
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
 /// The heap a verify adds at its peak, and the heap of the store's live state (which the
 /// replay rebuilds), for the benchmark graph of `edges` edges and a fifth as many nodes.
@@ -69,10 +22,7 @@ fn verify_peak_and_state(edges: u32) -> (usize, usize) {
     };
     build_generated(&store, &spec, 20_000, None).unwrap();
 
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    let report = store.verify().unwrap();
-    let added = PEAK.load(Ordering::Relaxed).saturating_sub(before);
+    let (added, report) = counting::peak_added(|| store.verify().unwrap());
     assert!(report.ok(), "{report:?}");
     assert_eq!(
         (report.nodes, report.edges),

@@ -1796,41 +1796,25 @@ impl Run<'_, '_> {
         };
         let lo = bound(from, i64::MIN)?;
         let hi = bound(to, i64::MAX)?;
-        if let Some((facet, value)) = facet {
-            // Kinds, actors and places are strings: any other value equals no event's.
-            let Val::Str(value) = self.ctx.eval(value, row)? else {
-                return Ok(Vec::new());
-            };
-            let mut seqs = Vec::new();
-            for ev in self.store.events_with(*facet, &value, lo, hi)? {
-                seqs.push(ev.seq);
-                if self.ctx.events.len() < EVENT_CACHE {
-                    self.ctx.events.insert(ev.seq, Some(ev));
-                }
-            }
-            return Ok(seqs);
-        }
-        if from.is_some() || to.is_some() {
-            // A time window is usually short: its records, read anyway, fill the cache.
-            let mut seqs = Vec::new();
-            for ev in self.store.events_between(lo, hi)? {
-                seqs.push(ev.seq);
-                if self.ctx.events.len() < EVENT_CACHE {
-                    self.ctx.events.insert(ev.seq, Some(ev));
-                }
-            }
-            return Ok(seqs);
-        }
-        // The whole log, one record decoded at a time, ordered as the time index orders.
-        let guard = self.guard;
-        let mut keyed: Vec<(i64, u64)> = Vec::new();
-        self.store.scan_log(0, |ev| {
-            keyed.push((ev.ts, ev.seq));
-            Ok(!(keyed.len().is_multiple_of(1024) && guard.timed_out()))
-        })?;
-        guard.time()?;
-        keyed.sort_unstable();
-        Ok(keyed.into_iter().map(|(_, s)| s).collect())
+        let facet = match facet {
+            Some((facet, value)) => match self.ctx.eval(value, row)? {
+                Val::Str(value) => Some((*facet, value)),
+                // Kinds, actors and places are strings: any other value equals no event's.
+                _ => return Ok(Vec::new()),
+            },
+            None => None,
+        };
+        let entries = self.store.event_entries(
+            facet
+                .as_ref()
+                .map(|(facet, value)| (*facet, value.as_str())),
+            lo,
+            hi,
+        )?;
+        // No record is read here: a row reads its event's when it asks for a field (a point
+        // read, as fast per row as a range's records read in one view were, 12 us each for
+        // 54k deaths of a 980k-event store), and many rows ask for none (`count(e)`).
+        Ok(entries.into_iter().map(|(_, seq)| seq).collect())
     }
 
     /// Rows that matched every operator: projected at once when streaming, else kept.
