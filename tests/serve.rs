@@ -1530,6 +1530,25 @@ async fn a_connection_that_never_finishes_its_headers_is_closed_and_frees_its_pl
     );
 }
 
+/// A request to the MCP service at `path`, in `session` when one is given.
+fn mcp_request(
+    method: &str,
+    path: &str,
+    session: Option<&str>,
+    body: &'static str,
+) -> Request<Body> {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::HOST, "localhost")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream");
+    if let Some(id) = session {
+        req = req.header("mcp-session-id", id);
+    }
+    req.body(Body::from(body)).unwrap()
+}
+
 /// Found by the session 35 probe: every `initialize` over HTTP opened a session (about 70 kB)
 /// that lived until it idled out, 5 minutes later: 3,000 of them in 2.4 s took the server
 /// from 47 to 255 MB, past every other bound.
@@ -1539,28 +1558,21 @@ async fn mcp_sessions_over_http_are_bounded_and_a_closed_one_frees_its_place() {
     let mut config = ServeConfig::default();
     config.max_mcp_sessions = 2;
     let st = AppState::new(world_store(dir.path()), config).unwrap();
-    let send = |method: &'static str, session: Option<String>, body: &'static str| {
-        let st = st.clone();
-        async move {
-            let mut req = Request::builder()
-                .method(method)
-                .uri("/mcp")
-                .header(header::HOST, "localhost")
-                .header(header::CONTENT_TYPE, "application/json")
-                .header(header::ACCEPT, "application/json, text/event-stream");
-            if let Some(id) = session {
-                req = req.header("mcp-session-id", id);
+    let send_to =
+        |method: &'static str, path: &'static str, session: Option<String>, body: &'static str| {
+            let st = st.clone();
+            async move {
+                let req = mcp_request(method, path, session.as_deref(), body);
+                let resp = router(st).oneshot(req).await.unwrap();
+                let id = resp
+                    .headers()
+                    .get("mcp-session-id")
+                    .map(|v| v.to_str().unwrap().to_string());
+                (resp.status(), id)
             }
-            let resp = router(st)
-                .oneshot(req.body(Body::from(body)).unwrap())
-                .await
-                .unwrap();
-            let id = resp
-                .headers()
-                .get("mcp-session-id")
-                .map(|v| v.to_str().unwrap().to_string());
-            (resp.status(), id)
-        }
+        };
+    let send = |method: &'static str, session: Option<String>, body: &'static str| {
+        send_to(method, "/mcp", session, body)
     };
     const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#;
     let mut sessions = Vec::new();
@@ -1571,6 +1583,16 @@ async fn mcp_sessions_over_http_are_bounded_and_a_closed_one_frees_its_place() {
     }
     let (status, _) = send("POST", None, INIT).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "a third session");
+    // Every path under `/mcp` reaches the MCP service: each is held to the same limit
+    // (helper-118: `/mcp/x` opened a session past it each time, 70 kB each, without end).
+    for path in ["/mcp/", "/mcp/x", "/mcp/x/y"] {
+        let (status, _) = send_to("POST", path, None, INIT).await;
+        assert_eq!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "a session at {path}"
+        );
+    }
     // A request inside an open session is no new session.
     let (status, _) = send(
         "POST",
@@ -1587,6 +1609,113 @@ async fn mcp_sessions_over_http_are_bounded_and_a_closed_one_frees_its_place() {
         (StatusCode::OK, true),
         "after a close"
     );
+}
+
+/// helper-118 (session 53): each `GET /mcp` stream held a connection's place for as long as
+/// its client kept it open, and a session could open any number: eight made a server of
+/// eight connections answer nothing, `/health` included, until the client let go. Streams
+/// are held to a quarter of the connections; one that ends frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_streams_are_held_to_a_quarter_of_the_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServeConfig::default();
+    config.max_connections = 8;
+    let st = AppState::new(world_store(dir.path()), config).unwrap();
+    let request = |method: &str, session: Option<&str>, body: &'static str| {
+        mcp_request(method, "/mcp", session, body)
+    };
+    const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#;
+    let resp = router(st.clone())
+        .oneshot(request("POST", None, INIT))
+        .await
+        .unwrap();
+    let session = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let resp = router(st.clone())
+        .oneshot(request(
+            "POST",
+            Some(&session),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ))
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    // Two streams are open (their bodies held, unread), a quarter of 8 connections.
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let resp = router(st.clone())
+            .oneshot(request("GET", Some(&session), ""))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        open.push(resp);
+    }
+    let resp = router(st.clone())
+        .oneshot(request("GET", Some(&session), ""))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a third stream"
+    );
+    let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("stream"),
+        "{body}"
+    );
+    // A stream that ends (its client gone) frees its place.
+    drop(open.pop());
+    let resp = router(st.clone())
+        .oneshot(request("GET", Some(&session), ""))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "after a stream ended");
+}
+
+/// helper-118 (session 53): a server left idle kept its recorded uses in memory (a store
+/// flushes them on the next recorded read once the first is 30 s old), so a CLI beside it
+/// ranked otherwise, and a kill lost them. The server writes them once they are that old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_server_writes_its_recorded_uses_once_they_are_old_enough() {
+    use loci::dynamics::usage::USAGE;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServeConfig::default();
+    config.uses_flush_after = std::time::Duration::from_millis(200);
+    let st = AppState::new(world_store(dir.path()), config).unwrap();
+    let usage_events =
+        |st: &Arc<AppState>| st.store().unwrap().events_of_kind(USAGE).unwrap().len();
+    let (s, v, _) = call(
+        &st,
+        "POST",
+        "/v1/query",
+        Some(r#"{"question": "where is home"}"#),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(usage_events(&st), 0, "uses wait in memory");
+    let flusher = tokio::spawn(loci::serve::flush_uses_while_serving(st.clone()));
+    let mut waited = 0;
+    while usage_events(&st) == 0 && waited < 100 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    assert_eq!(usage_events(&st), 1, "written with no other request");
+    // Stopped with the server.
+    st.shutdown.cancel();
+    tokio::time::timeout(std::time::Duration::from_secs(5), flusher)
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 /// Found by the session 35 probe: `Authorization: bearer KEY` was refused 401, where HTTP's

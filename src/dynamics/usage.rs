@@ -253,8 +253,12 @@ impl Pending {
 
     /// Whether enough is waiting, or it has waited long enough, to flush.
     pub fn due(&self) -> bool {
-        self.counts.len() >= FLUSH_ITEMS
-            || self.since.is_some_and(|t| t.elapsed() >= FLUSH_INTERVAL)
+        self.counts.len() >= FLUSH_ITEMS || self.waited(FLUSH_INTERVAL)
+    }
+
+    /// Whether the first waiting use is at least `age` old.
+    pub fn waited(&self, age: std::time::Duration) -> bool {
+        self.since.is_some_and(|t| t.elapsed() >= age)
     }
 }
 

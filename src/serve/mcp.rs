@@ -622,10 +622,7 @@ pub(super) fn unparsable(
             let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
             essence.trim().eq_ignore_ascii_case("application/json")
         });
-    if parts.method != axum::http::Method::POST
-        || !(path == "/mcp" || path.starts_with("/mcp/"))
-        || !json_typed
-    {
+    if parts.method != axum::http::Method::POST || !is_mcp_path(path) || !json_typed {
         return None;
     }
     // The body is read as rmcp reads it, so what passes here passes there.
@@ -725,12 +722,24 @@ const TOOLS: &[&str] = &[
 /// The MCP sessions open over HTTP (one set per server, whatever number of routers).
 pub(crate) type Sessions = LocalSessionManager;
 
-/// Whether `request` would open an MCP session: a POST to `/mcp` that names none (an
+/// Whether `path` reaches the MCP service: `/mcp`, and every path under it (the router
+/// nests the service there, and a client may write the address with a trailing slash).
+pub(crate) fn is_mcp_path(path: &str) -> bool {
+    path == "/mcp" || path.starts_with("/mcp/")
+}
+
+/// Whether `request` would open an MCP session: a POST to the MCP service that names none (an
 /// `initialize`), which [`super::admit`] refuses past `max_mcp_sessions`.
 pub(crate) fn opens_a_session(request: &axum::http::request::Parts) -> bool {
     request.method == axum::http::Method::POST
-        && request.uri.path() == "/mcp"
+        && is_mcp_path(request.uri.path())
         && !request.headers.contains_key("mcp-session-id")
+}
+
+/// Whether `request` opens a stream of the server's messages: a `GET` of the MCP service,
+/// which [`super::admit`] holds to [`super::mcp_streams_for`] at once.
+pub(crate) fn opens_a_stream(request: &axum::http::request::Parts) -> bool {
+    request.method == axum::http::Method::GET && is_mcp_path(request.uri.path())
 }
 
 pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, LocalSessionManager> {
@@ -754,6 +763,15 @@ pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, Loca
 /// lines [`super::stdio`] lets through and writes its answers through it.
 pub async fn serve_stdio(state: Arc<AppState>) -> std::io::Result<()> {
     let max_line = state.config.max_body_bytes;
+    let flusher = tokio::spawn(super::flush_uses_while_serving(state.clone()));
+    let served = serve_stdio_lines(state, max_line).await;
+    flusher.abort();
+    let _ = flusher.await;
+    served
+}
+
+/// [`serve_stdio`]'s session, over lines of at most `max_line` bytes.
+async fn serve_stdio_lines(state: Arc<AppState>, max_line: usize) -> std::io::Result<()> {
     super::stdio::serve(
         tokio::io::stdin(),
         tokio::io::stdout(),

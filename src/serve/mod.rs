@@ -67,6 +67,9 @@ pub struct ServeConfig {
     /// MCP sessions open at once over HTTP; an `initialize` beyond it is answered 503. A
     /// session holds about 70 kB until it is closed or idles out (5 minutes).
     pub max_mcp_sessions: usize,
+    /// How old the first waiting use may grow before the server writes the uses, idle or not
+    /// ([`flush_uses_while_serving`]).
+    pub uses_flush_after: Duration,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -83,6 +86,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("max_connections", &self.max_connections)
             .field("header_timeout", &self.header_timeout)
             .field("max_mcp_sessions", &self.max_mcp_sessions)
+            .field("uses_flush_after", &self.uses_flush_after)
             .finish()
     }
 }
@@ -112,6 +116,7 @@ impl Default for ServeConfig {
             max_connections: 512,
             header_timeout: Duration::from_secs(30),
             max_mcp_sessions: 256,
+            uses_flush_after: crate::dynamics::usage::FLUSH_INTERVAL,
         }
     }
 }
@@ -177,6 +182,17 @@ pub struct AppState {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// The MCP sessions open over HTTP, counted against `max_mcp_sessions` ([`admit`]).
     pub(crate) mcp_sessions: Arc<mcp::Sessions>,
+    /// Places of the `GET /mcp` streams open at once ([`mcp_streams_for`]); each is held by
+    /// its stream's body until the stream ends.
+    mcp_streams: Arc<Semaphore>,
+}
+
+/// How many `GET /mcp` streams may be open at once with `max_connections` connections: a
+/// quarter of them (at least one). A stream holds its connection for as long as its client
+/// keeps it, so without a bound of its own a client's streams took every connection and the
+/// server answered no one.
+pub fn mcp_streams_for(max_connections: usize) -> usize {
+    (max_connections / 4).max(1)
 }
 
 impl AppState {
@@ -196,6 +212,7 @@ impl AppState {
             metrics: metrics::Metrics::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             mcp_sessions: Arc::default(),
+            mcp_streams: Arc::new(Semaphore::new(mcp_streams_for(config.max_connections))),
             config,
         }))
     }
@@ -478,7 +495,32 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
             );
         }
     }
+    let stream = if mcp::opens_a_stream(&parts) {
+        match state.mcp_streams.clone().try_acquire_owned() {
+            Ok(place) => Some(place),
+            Err(_) => {
+                let n = mcp_streams_for(state.config.max_connections);
+                return busy(
+                    &state,
+                    format!("the server holds {n} MCP streams (GET /mcp), its limit (a quarter of --max-connections); close one or retry"),
+                );
+            }
+        }
+    } else {
+        None
+    };
     let req = Request::from_parts(parts, axum::body::Body::from(bytes));
+    if let Some(place) = stream {
+        // Outside the requests in flight, as before: a stream is answered at once and then
+        // lasts. Its place goes with its body, when the stream ends or its client leaves.
+        let answer = next.run(req).await;
+        return answer.map(|body| {
+            axum::body::Body::new(body.map_frame(move |frame| {
+                let _held = &place;
+                frame
+            }))
+        });
+    }
     match state.in_flight.clone().try_acquire_owned() {
         Ok(permit) => {
             let r = next.run(req).await;
@@ -572,6 +614,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<bool> {
     let app = router(state.clone());
+    let flusher = tokio::spawn(flush_uses_while_serving(state.clone()));
     let token = state.shutdown.clone();
     let server = accept(listener, app, state.config.clone(), async move {
         shutdown.await;
@@ -594,6 +637,8 @@ pub async fn serve(
         }
     }
     // Requests have drained; the blocking work they started has ended with them.
+    flusher.abort();
+    let _ = flusher.await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if state.close() {
@@ -607,6 +652,29 @@ pub async fn serve(
             return Ok(false);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Writes the recorded uses once the first waiting one is `config.uses_flush_after` old,
+/// until shutdown begins (the close writes what is left). A store flushes on the next
+/// recorded read after that time: a server left idle had kept its uses in memory, its
+/// rankings unlike a CLI's beside it, and lost them to a kill (helper-118).
+pub async fn flush_uses_while_serving(state: Arc<AppState>) {
+    let age = state.config.uses_flush_after;
+    // Often enough that a use waits little past its age; seldom enough to cost nothing.
+    let tick = (age / 4).max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(tick) => {}
+            () = state.shutdown.cancelled() => return,
+        }
+        let Ok(store) = state.store() else {
+            continue;
+        };
+        let flushed = tokio::task::spawn_blocking(move || store.flush_usage_older_than(age)).await;
+        if let Ok(Err(e)) = flushed {
+            tracing::warn!(target: "loci::serve", error = %e, "recorded uses could not be written; kept for later");
+        }
     }
 }
 

@@ -81,6 +81,7 @@ async fn screen(
     use tokio::io::AsyncReadExt;
     let mut input = BufReader::new(input);
     let mut line = Vec::new();
+    let mut initializing = Initializing::default();
     loop {
         line.clear();
         // One byte past the limit tells a line of exactly `max_line` bytes from a longer one.
@@ -91,21 +92,31 @@ async fn screen(
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        let answer = if line.len() > max_line && line.last() != Some(&b'\n') {
+        let screened = if line.len() > max_line && line.last() != Some(&b'\n') {
             if skip_rest_of_line(&mut input).await.is_err() {
                 return;
             }
-            Some(too_long(max_line))
+            Screened::Answer(too_long(max_line))
         } else {
             let message = message_of(&line);
             match serde_json::from_slice::<serde_json::Value>(message) {
                 // Not JSON: rmcp ignores it, as the other SDKs do.
-                Err(e) if (e.is_syntax() || e.is_eof()) && !is_json_beyond_the_reader(&e) => None,
-                _ if is_blank(&line) => None,
-                _ => super::mcp::refusal(message)
-                    .or_else(|| super::mcp::no_message(message))
-                    .map(|a| a.to_string().into_bytes()),
+                Err(e) if (e.is_syntax() || e.is_eof()) && !is_json_beyond_the_reader(&e) => {
+                    Screened::Pass
+                }
+                _ if is_blank(&line) => Screened::Pass,
+                read => {
+                    match super::mcp::refusal(message).or_else(|| super::mcp::no_message(message)) {
+                        Some(a) => Screened::Answer(a.to_string().into_bytes()),
+                        None => initializing.screen(read.ok()),
+                    }
+                }
             }
+        };
+        let answer = match screened {
+            Screened::Pass => None,
+            Screened::Answer(a) => Some(a),
+            Screened::Drop => continue,
         };
         let passed = match answer {
             Some(mut a) => {
@@ -127,9 +138,71 @@ async fn screen(
     }
 }
 
+/// Whether the session has been asked to initialize: rmcp takes no other message first. A
+/// notification before it (`notifications/initialized` sent early) ended `loci mcp` with exit
+/// 3 and a debug dump of the message, and a request had an answer about a missing protocol
+/// version (helper-118).
+#[derive(Default)]
+struct Initializing {
+    asked: bool,
+}
+
+/// What the screen does with a line.
+enum Screened {
+    /// On to rmcp whole.
+    Pass,
+    /// Answered here, and not passed on.
+    Answer(Vec<u8>),
+    /// Dropped: a notification before the session's `initialize`, which is never answered.
+    Drop,
+}
+
+impl Initializing {
+    /// What becomes of a message (`read` as JSON, when it is) that no other rule refused: a
+    /// request before `initialize` is refused, naming what comes first (a ping is answered,
+    /// as MCP has it); a notification before it is dropped; the rest, and the `initialize`
+    /// itself, pass.
+    fn screen(&mut self, read: Option<serde_json::Value>) -> Screened {
+        if self.asked {
+            return Screened::Pass;
+        }
+        let Some(serde_json::Value::Object(read)) = read else {
+            return Screened::Pass;
+        };
+        let method = read.get("method").and_then(serde_json::Value::as_str);
+        match (method, read.get("id")) {
+            (Some("initialize"), _) => {
+                self.asked = true;
+                Screened::Pass
+            }
+            (Some(_), None) => Screened::Drop,
+            // The one request MCP lets come first (a client's check that the server lives).
+            (Some("ping"), Some(id)) => Screened::Answer(
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            (Some(method), Some(id)) => Screened::Answer(
+                super::mcp::rpc_error(
+                    id.clone(),
+                    -32600,
+                    format!(
+                        "Invalid Request: {method} before the session is initialized; send \
+                         `initialize` first (then `notifications/initialized`)"
+                    ),
+                )
+                .to_string()
+                .into_bytes(),
+            ),
+            // An answer or a message without a method: rmcp's to judge.
+            (None, _) => Screened::Pass,
+        }
+    }
+}
+
 /// Whether `e` is serde_json's refusal of text that is JSON by its grammar but that its reader
-/// cannot hold: a number past f64's range, a lone surrogate escape. serde_json names these only
-/// in its message.
+/// cannot hold (a number past f64's range, a lone surrogate escape), or JSON but for bytes that
+/// are no UTF-8 in a string. serde_json names these only in its message.
 fn is_json_beyond_the_reader(e: &serde_json::Error) -> bool {
     let said = e.to_string();
     [
@@ -138,6 +211,9 @@ fn is_json_beyond_the_reader(e: &serde_json::Error) -> bool {
         "unexpected end of hex escape",
         // JSON nested deeper than the reader follows (128 levels): rmcp drops it too.
         "recursion limit exceeded",
+        // Bytes that are no UTF-8 in a string of a message otherwise JSON: its id is there to
+        // be read and answered (-32700), as `/mcp` over HTTP answers the same body.
+        "invalid unicode code point",
     ]
     .iter()
     .any(|m| said.starts_with(m))
@@ -334,7 +410,7 @@ mod tests {
     #[test]
     fn lines_rmcp_cannot_read_are_answered_and_the_rest_passed_on_whole() {
         let out = through(
-            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r\n{\"id\":\"a\",\"x\":[1e400]}\n{\"x\":\"\\ud800\",\"id\":3}\n{\"id\":1e400}\n{\"id\":4,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\
+            b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{\"x\":1e400}\n\nnot json\n{\"x\":\"\\udc00\"}\n{\"id\":7,\"id\":7}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r\n{\"id\":\"a\",\"x\":[1e400]}\n{\"x\":\"\\ud800\",\"id\":3}\n{\"id\":1e400}\n{\"id\":4,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\
               {\"jsonrpc\":\"2.0\",\"id\":5,\"method\":5}\n\
               {\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":5}\n\
               {\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"method\":\"ping\"}\n\
@@ -351,6 +427,7 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             match v.get("echo") {
                 Some(e) => passed.push(match e.as_str().unwrap() {
+                    "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}" => "initialize",
                     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}" => "1",
                     "" => "blank",
                     "not json" => "not json",
@@ -367,7 +444,7 @@ mod tests {
         // Text that is no JSON at all goes on to rmcp, which ignores it.
         assert_eq!(
             passed,
-            ["1", "blank", "not json", "2", "notification"],
+            ["initialize", "1", "blank", "not json", "2", "notification"],
             "{out:?}"
         );
         // A call of a tool there is not names it and the tools there are (a new user's
@@ -427,8 +504,75 @@ mod tests {
         assert!(out[6].contains("echo"), "a blank line goes on: {out:?}");
     }
 
+    /// helper-118 (session 53): a request with bytes that are no UTF-8 inside a string went
+    /// on to rmcp, which dropped it: the client waited for ever, where `/mcp` over HTTP
+    /// answers the same body -32700 with its id.
+    #[test]
+    fn a_line_with_bytes_that_are_no_utf8_is_answered_with_its_id() {
+        let out = through(
+            b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"recall\",\"arguments\":{\"question\":\"a\xff\xfe\"}}}\n",
+            1024,
+        );
+        assert_eq!(out.len(), 1, "{out:?}");
+        let v: serde_json::Value = serde_json::from_str(&out[0]).unwrap();
+        assert_eq!(
+            (v["id"].clone(), v["error"]["code"].clone()),
+            (serde_json::json!(9), serde_json::json!(-32700)),
+            "{v}"
+        );
+    }
+
+    /// helper-118 (session 53): a notification before `initialize` ended `loci mcp` (exit 3,
+    /// a debug dump of the message), and a request before it was answered about a missing
+    /// protocol version. Now the notification is dropped, a ping answered, any other request
+    /// refused naming what comes first, and the `initialize` after them goes on.
+    #[test]
+    fn messages_before_initialize_are_dropped_answered_or_refused() {
+        let out = through(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            1024,
+        );
+        let read: Vec<serde_json::Value> = out
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(read.len(), 4, "{out:?}");
+        assert_eq!(
+            read[0],
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}})
+        );
+        assert_eq!(
+            (read[1]["id"].clone(), read[1]["error"]["code"].clone()),
+            (serde_json::json!(2), serde_json::json!(-32600))
+        );
+        let said = read[1]["error"]["message"].as_str().unwrap();
+        assert!(
+            said.contains("tools/list before the session is initialized"),
+            "{said}"
+        );
+        // The rest reached the session: the `initialize`, and the notification after it.
+        assert!(
+            read[2]["echo"].as_str().unwrap().contains("\"initialize\""),
+            "{out:?}"
+        );
+        assert!(
+            read[3]["echo"]
+                .as_str()
+                .unwrap()
+                .contains("notifications/initialized"),
+            "{out:?}"
+        );
+    }
+
     #[test]
     fn a_line_over_the_limit_is_refused_whole_and_the_next_one_read() {
+        // The next line is a ping, which the screen answers itself before `initialize` (any
+        // message that would reach the session is longer than this limit).
         let out = through(
             b"{\"pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}\n{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n",
             48,
@@ -437,6 +581,8 @@ mod tests {
         assert!(out
             .iter()
             .any(|l| l.contains("-32600") && l.contains("more than 48 bytes")));
-        assert!(out.iter().any(|l| l.contains("echo")));
+        assert!(out
+            .iter()
+            .any(|l| l.contains("\"id\":3") && l.contains("\"result\":{}")));
     }
 }

@@ -4846,6 +4846,20 @@ impl Store {
         }
     }
 
+    /// [`Store::flush_usage`] when the first waiting use is at least `age` old: for a process
+    /// that holds the store through idle time (the server), whose uses would otherwise wait
+    /// for the next recorded read, and be lost to a kill meanwhile.
+    pub fn flush_usage_older_than(&self, age: std::time::Duration) -> Result<Option<Commit>> {
+        let waited = (self.usage_pending.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .waited(age);
+        if waited {
+            self.flush_usage()
+        } else {
+            Ok(None)
+        }
+    }
+
     /// Writes the waiting uses as one `USAGE` event carrying each item's new running totals,
     /// dated at the latest event time. Returns its commit, or `None` when nothing was waiting
     /// (or the handle is read-only). On failure the uses are kept for the next flush.
