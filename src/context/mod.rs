@@ -511,7 +511,7 @@ fn assemble(
     // Held to the save: two builds that read the same last turn saved the same next one.
     let _saving = opts.save.then(|| store.hold_context_saves());
     let previous = if opts.save {
-        snapshots(store)?.pop()
+        latest_snapshot(store)?
     } else {
         None
     };
@@ -1717,19 +1717,40 @@ pub fn snapshots(store: &Store) -> Result<Vec<Snapshot>> {
     let mut out: Vec<Snapshot> = store
         .events_with(Facet::Kind, CONTEXT, i64::MIN, i64::MAX)?
         .into_iter()
-        .filter_map(|ev| {
-            let json = serde_json::to_value(&ev.payload).ok()?;
-            let mut s: Snapshot = serde_json::from_value(json).ok()?;
-            s.seq = ev.seq;
-            Some(s)
-        })
+        .filter_map(snapshot_of)
         .collect();
     out.sort_by_key(|s| s.seq);
     Ok(out)
 }
 
-/// The saved context of turn `turn`, if there is one.
+/// The context `ev` saved, or `None` when its record holds none this build reads.
+fn snapshot_of(ev: crate::model::Event) -> Option<Snapshot> {
+    let json = serde_json::to_value(&ev.payload).ok()?;
+    let mut s: Snapshot = serde_json::from_value(json).ok()?;
+    s.seq = ev.seq;
+    Some(s)
+}
+
+/// The saved context read first from the newest: the one a saving build numbers its turn
+/// after. Each save had read every saved context to find it, so a turn cost more with every
+/// turn before it (0.8 s at the first, 1.0 s at the 400th, on a 272k-event store).
+fn latest_snapshot(store: &Store) -> Result<Option<Snapshot>> {
+    for seq in store.seqs_with(Facet::Kind, CONTEXT)?.into_iter().rev() {
+        if let Some(s) = store.event(seq)?.and_then(snapshot_of) {
+            return Ok(Some(s));
+        }
+    }
+    Ok(None)
+}
+
+/// The saved context of turn `turn`, if there is one: the event its turn's key names (a
+/// deleted one's key outlives it, and it is gone), else, for a store that saved contexts
+/// before they had keys, the one of that turn among them all.
 pub fn snapshot(store: &Store, turn: u64) -> Result<Option<Snapshot>> {
+    if let Some(seq) = store.applied_key(&turn_key(turn))? {
+        let saved = store.event(seq)?.filter(|ev| ev.kind == CONTEXT);
+        return Ok(saved.and_then(snapshot_of).filter(|s| s.turn == turn));
+    }
     Ok(snapshots(store)?.into_iter().find(|s| s.turn == turn))
 }
 
