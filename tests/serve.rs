@@ -1718,6 +1718,29 @@ async fn an_idle_server_writes_its_recorded_uses_once_they_are_old_enough() {
         .unwrap();
 }
 
+/// helper-118 (session 53): `min_confidence: 1e308` was refused as "inf is outside [0, 1]",
+/// naming a value no one gave.
+#[tokio::test]
+async fn a_min_confidence_past_f32_is_refused_as_written_not_as_infinity() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for (given, said) in [
+        ("1e308", "a number above 3.4e38"),
+        ("-1e308", "a number below -3.4e38"),
+    ] {
+        let body = format!(r#"{{"question": "where is home", "min_confidence": {given}}}"#);
+        let (s, v, _) = call(&st, "POST", "/v1/query", Some(&body), None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(said)
+                && message.contains("min_confidence")
+                && !message.contains("inf is"),
+            "{message}"
+        );
+    }
+}
+
 /// Found by the session 35 probe: `Authorization: bearer KEY` was refused 401, where HTTP's
 /// scheme names are case-insensitive (RFC 9110, 11.1).
 #[tokio::test]

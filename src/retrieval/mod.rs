@@ -934,7 +934,18 @@ fn check_options(opts: &RetrieveOptions) -> Result<()> {
     if !(0.0..=1.0).contains(&opts.min_confidence) {
         return Err(Error::InvalidArgument {
             name: "min_confidence".into(),
-            message: format!("{} is outside [0, 1]", opts.min_confidence),
+            // A number past f32's range reached here as infinity, which no one wrote.
+            message: match opts.min_confidence {
+                v if v.is_infinite() => format!(
+                    "a number {} (past f32's range) is outside [0, 1]",
+                    if v < 0.0 {
+                        "below -3.4e38"
+                    } else {
+                        "above 3.4e38"
+                    }
+                ),
+                v => format!("{v} is outside [0, 1]"),
+            },
         });
     }
     // World times are bounded as an event's `ts` is: `as_of` at i64::MIN had judged every
