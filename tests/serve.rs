@@ -1661,6 +1661,8 @@ async fn mcp_streams_are_held_to_a_quarter_of_the_connections() {
         StatusCode::SERVICE_UNAVAILABLE,
         "a third stream"
     );
+    // Its connection is closed with it, rather than held until it idles out.
+    assert_eq!(resp.headers()[header::CONNECTION], "close");
     let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
         .await
         .unwrap();

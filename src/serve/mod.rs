@@ -500,10 +500,17 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
             Ok(place) => Some(place),
             Err(_) => {
                 let n = mcp_streams_for(state.config.max_connections);
-                return busy(
+                let mut refused = busy(
                     &state,
                     format!("the server holds {n} MCP streams (GET /mcp), its limit (a quarter of --max-connections); close one or retry"),
                 );
+                // The connection is closed with the answer: a client opening streams keeps
+                // its connections, and each refused one had held a place until it idled out.
+                refused.headers_mut().insert(
+                    header::CONNECTION,
+                    axum::http::HeaderValue::from_static("close"),
+                );
+                return refused;
             }
         }
     } else {
