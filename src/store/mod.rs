@@ -4717,18 +4717,33 @@ impl Store {
         dir_size(&self.dir)
     }
 
-    /// The events of one kind, in log order, deleted ones left out. Only the kind of each
-    /// record is decoded until one matches, so a pass for a rare kind (summaries) is cheap.
+    /// The events of one kind, in log order, deleted ones left out: those the episodic index
+    /// lists under the kind, read in one view. (Each record's kind had been peeked at in a
+    /// pass over the whole log, which expands every compressed record: 4.8 s at 980k events
+    /// for `emerge` to find no sighting, 2 s of `journal list`'s.) A record of another kind
+    /// than its entry says is [`Error::Corrupt`], naming the index.
     pub fn events_of_kind(&self, kind: &str) -> Result<Vec<Event>> {
-        let deleted = self.read_state().deleted.clone();
-        let mut out = Vec::new();
-        log::scan(&*self.backend, 1, &mut |_, v| {
-            let (seq, k) = peek_event_kind(Table::Log.name(), v)?;
-            if k == kind && !deleted.contains(&seq) {
-                out.push(decode_event(Table::Log.name(), v)?);
+        let mut entries = self.facet_entries(Facet::Kind, kind, i64::MIN, i64::MAX)?;
+        entries.sort_unstable_by_key(|&(_, seq)| seq);
+        let mut out = Vec::with_capacity(entries.len());
+        let mut misplaced = None;
+        self.visit_events_of_index(Table::EventFacet, entries, decode_event, &mut |ev| {
+            if ev.kind == kind {
+                out.push(ev);
+            } else {
+                misplaced.get_or_insert((ev.seq, ev.kind));
             }
-            Ok(true)
         })?;
+        if let Some((seq, found)) = misplaced {
+            return Err(Error::Corrupt {
+                table: Table::EventFacet.name(),
+                message: format!(
+                    "{}: its entry for kind {kind:?} names event {seq}, of kind {found:?}: the \
+                     index is damaged; `loci repair` rebuilds it from the log",
+                    self.backend.kind().path_in(&self.dir).display(),
+                ),
+            });
+        }
         Ok(out)
     }
 
