@@ -2087,7 +2087,8 @@ pub fn each_live_summary(
 }
 
 /// [`each_live_summary`] of the summaries whose range holds one of `times` (ascending): the
-/// only ones that can hold an event at those times as a child. The others are not read
+/// only ones the store writes that can hold an event at those times as a child (an ingested
+/// summary's children are not checked against its range). The others are not read
 /// (`journal list` had read all 566k summaries of a long history to place four entries).
 pub fn each_live_summary_over(
     store: &Store,

@@ -934,7 +934,7 @@ fn check_options(opts: &RetrieveOptions) -> Result<()> {
     if !(0.0..=1.0).contains(&opts.min_confidence) {
         return Err(Error::InvalidArgument {
             name: "min_confidence".into(),
-            // A number past f32's range reached here as infinity, which no one wrote.
+            // A number past f32's range in a request reaches here as infinity.
             message: match opts.min_confidence {
                 v if v.is_infinite() => format!(
                     "a number {} (past f32's range) is outside [0, 1]",

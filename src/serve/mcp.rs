@@ -763,9 +763,11 @@ pub fn http_service(state: Arc<AppState>) -> StreamableHttpService<LociMcp, Loca
 /// lines [`super::stdio`] lets through and writes its answers through it.
 pub async fn serve_stdio(state: Arc<AppState>) -> std::io::Result<()> {
     let max_line = state.config.max_body_bytes;
-    let flusher = tokio::spawn(super::flush_uses_while_serving(state.clone()));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let flusher = tokio::spawn(super::flush_uses_until(state.clone(), stop.clone()));
     let served = serve_stdio_lines(state, max_line).await;
-    flusher.abort();
+    // A flush under way finishes before the caller closes the store.
+    stop.cancel();
     let _ = flusher.await;
     served
 }

@@ -518,8 +518,9 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
     };
     let req = Request::from_parts(parts, axum::body::Body::from(bytes));
     if let Some(place) = stream {
-        // Outside the requests in flight, as before: a stream is answered at once and then
-        // lasts. Its place goes with its body, when the stream ends or its client leaves.
+        // Outside the requests in flight: a stream is answered at once and then lasts, held
+        // to its own bound. Its place goes with its body, when the stream ends or its client
+        // leaves.
         let answer = next.run(req).await;
         return answer.map(|body| {
             axum::body::Body::new(body.map_frame(move |frame| {
@@ -644,7 +645,8 @@ pub async fn serve(
         }
     }
     // Requests have drained; the blocking work they started has ended with them.
-    flusher.abort();
+    // The shutdown token ends it; a flush under way finishes first, so that the close
+    // below finds the store free (an abort had left a running flush holding it).
     let _ = flusher.await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -667,13 +669,21 @@ pub async fn serve(
 /// recorded read after that time: a server left idle had kept its uses in memory, its
 /// rankings unlike a CLI's beside it, and lost them to a kill (helper-118).
 pub async fn flush_uses_while_serving(state: Arc<AppState>) {
+    flush_uses_until(state.clone(), state.shutdown.clone()).await;
+}
+
+/// [`flush_uses_while_serving`] until `stop` is cancelled.
+pub(crate) async fn flush_uses_until(
+    state: Arc<AppState>,
+    stop: tokio_util::sync::CancellationToken,
+) {
     let age = state.config.uses_flush_after;
     // Often enough that a use waits little past its age; seldom enough to cost nothing.
     let tick = (age / 4).max(Duration::from_millis(10));
     loop {
         tokio::select! {
             () = tokio::time::sleep(tick) => {}
-            () = state.shutdown.cancelled() => return,
+            () = stop.cancelled() => return,
         }
         let Ok(store) = state.store() else {
             continue;

@@ -153,7 +153,7 @@ enum Screened {
     Pass,
     /// Answered here, and not passed on.
     Answer(Vec<u8>),
-    /// Dropped: a notification before the session's `initialize`, which is never answered.
+    /// Dropped: a notification or an answer before the session's `initialize`.
     Drop,
 }
 
@@ -170,12 +170,29 @@ impl Initializing {
             return Screened::Pass;
         };
         let method = read.get("method").and_then(serde_json::Value::as_str);
+        // A request rmcp serves without an `initialize` (protocol 2026-07-28): discovery, or
+        // one whose `_meta` names the protocol version and the client's capabilities. Once
+        // one passes, rmcp is in its main loop, as after an `initialize`.
+        let meta = read.get("params").and_then(|p| p.get("_meta"));
+        let stateless = method == Some("server/discover")
+            || meta.is_some_and(|m| {
+                m.get("io.modelcontextprotocol/protocolVersion").is_some()
+                    && m.get("io.modelcontextprotocol/clientCapabilities")
+                        .is_some()
+            });
         match (method, read.get("id")) {
-            (Some("initialize"), _) => {
+            (Some("initialize"), Some(_)) => {
                 self.asked = true;
                 Screened::Pass
             }
-            (Some(_), None) => Screened::Drop,
+            (Some(_), Some(_)) if stateless => {
+                self.asked = true;
+                Screened::Pass
+            }
+            // A notification (an `initialize` without an id among them, which rmcp reads as
+            // one), or an answer, before `initialize`: nothing to answer, and rmcp ends the
+            // session on any first message but a request it can serve.
+            (Some(_), None) | (None, _) => Screened::Drop,
             // The one request MCP lets come first (a client's check that the server lives).
             (Some("ping"), Some(id)) => Screened::Answer(
                 serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}})
@@ -194,8 +211,6 @@ impl Initializing {
                 .to_string()
                 .into_bytes(),
             ),
-            // An answer or a message without a method: rmcp's to judge.
-            (None, _) => Screened::Pass,
         }
     }
 }
@@ -530,6 +545,8 @@ mod tests {
     fn messages_before_initialize_are_dropped_answered_or_refused() {
         let out = through(
             b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{}}\n\
               {\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}\n\
               {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\
               {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n\
@@ -567,6 +584,18 @@ mod tests {
                 .contains("notifications/initialized"),
             "{out:?}"
         );
+    }
+
+    /// helper-119: a request rmcp serves without an `initialize` (discovery, protocol
+    /// 2026-07-28) goes on to it, and what follows it too.
+    #[test]
+    fn a_request_served_without_initialize_goes_on() {
+        let out = through(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n",
+            1024,
+        );
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out.iter().all(|l| l.contains("echo")), "{out:?}");
     }
 
     #[test]

@@ -216,9 +216,19 @@ impl Carrying {
             return;
         }
         self.all.insert(summary);
-        for (seed, carried) in &mut self.of_watched {
-            if by.binary_search(seed).is_ok() {
-                carried.insert(summary);
+        // Whichever is shorter is walked, the other searched: a request may name thousands
+        // of events deleted before.
+        if self.of_watched.len() <= by.len() {
+            for (seed, carried) in &mut self.of_watched {
+                if by.binary_search(seed).is_ok() {
+                    carried.insert(summary);
+                }
+            }
+        } else {
+            for seed in by {
+                if let Some(carried) = self.of_watched.get_mut(seed) {
+                    carried.insert(summary);
+                }
             }
         }
     }
