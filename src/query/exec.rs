@@ -1804,13 +1804,17 @@ impl Run<'_, '_> {
             },
             None => None,
         };
+        let guard = self.guard;
         let entries = self.store.event_entries(
             facet
                 .as_ref()
                 .map(|(facet, value)| (*facet, value.as_str())),
             lo,
             hi,
+            &|| !guard.timed_out(),
         )?;
+        // A scan stopped by the time limit is no answer.
+        guard.time()?;
         // No record is read here: a row reads its event's when it asks for a field (a point
         // read, as fast per row as a range's records read in one view were, 12 us each for
         // 54k deaths of a 980k-event store), and many rows ask for none (`count(e)`).

@@ -4437,18 +4437,20 @@ impl Store {
         decode: DecodeEvent,
         each: &mut dyn FnMut(Event),
     ) -> Result<()> {
-        let entries = self.facet_entries(facet, value, from, to)?;
+        let entries = self.facet_entries(facet, value, from, to, &|| true)?;
         self.visit_events_of_index(Table::EventFacet, entries, decode, each)
     }
 
     /// The `(ts, seq)` entries of the episodic index for `facet` = `value` in `[from, to]`,
-    /// in time order, deleted events among them.
+    /// in time order, deleted events among them; read while `keep_going` says so (asked every
+    /// 1,024 entries).
     fn facet_entries(
         &self,
         facet: Facet,
         value: &str,
         from: i64,
         to: i64,
+        keep_going: &dyn Fn() -> bool,
     ) -> Result<Vec<(i64, u64)>> {
         let prefix = facet_prefix(facet, value);
         let mut start = prefix.clone();
@@ -4462,7 +4464,7 @@ impl Store {
                     return Ok(false);
                 }
                 entries.extend(k.get(k.len().saturating_sub(16)..).and_then(time_entry));
-                Ok(true)
+                Ok(!entries.len().is_multiple_of(1024) || keep_going())
             })?;
         Ok(entries)
     }
@@ -4472,15 +4474,25 @@ impl Store {
     /// sequence): the keys of the time or episodic index alone, nothing decoded. For a
     /// reader that needs the records of a few of them, or one at a time: a planner query
     /// over every summary of a long history had held each of them at once (3.8 GB at 566k).
+    /// They are read while `keep_going` says so (asked every 1,024 entries): a caller with a
+    /// time limit stops there, with the entries read so far.
     pub fn event_entries(
         &self,
         facet: Option<(Facet, &str)>,
         from: i64,
         to: i64,
+        keep_going: &dyn Fn() -> bool,
     ) -> Result<Vec<(i64, u64)>> {
         let mut entries = match facet {
-            Some((facet, value)) => self.facet_entries(facet, value, from, to)?,
-            None => self.event_times(from, to)?,
+            Some((facet, value)) => self.facet_entries(facet, value, from, to, keep_going)?,
+            None => {
+                let mut entries = Vec::new();
+                self.visit_event_times_while(from, to, &mut |entry| {
+                    entries.push(entry);
+                    !entries.len().is_multiple_of(1024) || keep_going()
+                })?;
+                entries
+            }
         };
         let state = self.read_state();
         entries.retain(|(_, seq)| !state.deleted.contains(seq));
@@ -4723,7 +4735,7 @@ impl Store {
     /// for `emerge` to find no sighting, 2 s of `journal list`'s.) A record of another kind
     /// than its entry says is [`Error::Corrupt`], naming the index.
     pub fn events_of_kind(&self, kind: &str) -> Result<Vec<Event>> {
-        let mut entries = self.facet_entries(Facet::Kind, kind, i64::MIN, i64::MAX)?;
+        let mut entries = self.facet_entries(Facet::Kind, kind, i64::MIN, i64::MAX, &|| true)?;
         entries.sort_unstable_by_key(|&(_, seq)| seq);
         let mut out = Vec::with_capacity(entries.len());
         let mut misplaced = None;
@@ -4800,14 +4812,26 @@ impl Store {
         to: i64,
         mut visit: impl FnMut((i64, u64)),
     ) -> Result<()> {
+        self.visit_event_times_while(from, to, &mut |entry| {
+            visit(entry);
+            true
+        })
+    }
+
+    /// [`Store::visit_event_times`] until `visit` returns `false`.
+    fn visit_event_times_while(
+        &self,
+        from: i64,
+        to: i64,
+        visit: &mut dyn FnMut((i64, u64)) -> bool,
+    ) -> Result<()> {
         let end = time_key(to, u64::MAX);
         self.backend
             .scan(Table::EventTime, &time_key(from, 0), None, &mut |k, _| {
                 if k > end.as_slice() {
                     return Ok(false);
                 }
-                time_entry(k).into_iter().for_each(&mut visit);
-                Ok(true)
+                Ok(time_entry(k).is_none_or(&mut *visit))
             })
     }
 
