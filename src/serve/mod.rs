@@ -678,8 +678,9 @@ pub(crate) async fn flush_uses_until(
     stop: tokio_util::sync::CancellationToken,
 ) {
     let age = state.config.uses_flush_after;
-    // Often enough that a use waits little past its age; seldom enough to cost nothing.
-    let tick = (age / 4).max(Duration::from_millis(10));
+    // Often enough that a use waits little past its age (a tenth of it: 33 s at most for
+    // 30 s); seldom enough to cost nothing.
+    let tick = (age / 10).max(Duration::from_millis(10));
     loop {
         tokio::select! {
             () = tokio::time::sleep(tick) => {}
