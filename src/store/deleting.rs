@@ -995,14 +995,16 @@ impl Store {
         let event = self.deletion_event(&before, &target_set, (reason, &gone), request)?;
         let mut written = vec![event.clone()];
         written.extend(self.usage_recorded_again(&before, &targets, request, seq + 1)?);
-        let made_again = match &taken {
+        let mut made_again = match &taken {
             Some(taken) => {
                 let next = seq + written.len() as u64;
                 self.summaries_made_again(&before, &targets, &gone, request, taken, next)?
             }
             None => MadeAgain::default(),
         };
-        written.extend(made_again.events.iter().cloned());
+        // Moved, not copied: the report keeps their numbers alone.
+        let summaries_made_again: Vec<u64> = made_again.events.iter().map(|e| e.seq).collect();
+        written.extend(std::mem::take(&mut made_again.events));
         // The graph an earlier replay of the deletion left, when it left out the same events.
         let kept = (taken.as_ref())
             .and_then(|t| t.replay.take(&deleted))
@@ -1012,12 +1014,12 @@ impl Store {
             message: format!("cannot apply the deletion: {msg}"),
         };
         let mut replayed = match kept {
-            Some(state) => replay_appended(&*self.backend, state, written.clone())?,
+            Some(state) => replay_appended(&*self.backend, state, written.iter().cloned())?,
             None => replay_excluding(
                 &*self.backend,
                 deleted.clone(),
                 |_, _| {},
-                written.clone(),
+                written.iter().cloned(),
                 u64::MAX,
             )?,
         }
@@ -1042,7 +1044,7 @@ impl Store {
                 &*self.backend,
                 deleted.clone(),
                 |_, _| {},
-                written.clone(),
+                written.iter().cloned(),
                 u64::MAX,
             )?
             .map_err(replay_failed)?;
@@ -1064,7 +1066,7 @@ impl Store {
         let mut report = DeleteReport {
             seq,
             deleted: target_set.iter().copied().collect(),
-            summaries_made_again: made_again.events.iter().map(|e| e.seq).collect(),
+            summaries_made_again,
             summaries_not_made_again: self.gists_gone(&taken, &target_set, &made_again)?,
             places_made_again,
             deleted_before: gone.keys().copied().collect(),
@@ -1117,7 +1119,9 @@ impl Store {
             &before,
             &replayed,
             &targets,
-            (&made_again, (places.as_ref(), places_made_again)),
+            &made_again,
+            &report.summaries_made_again,
+            (places.as_ref(), places_made_again),
         );
         batch.put(
             Table::Meta,
@@ -1761,19 +1765,23 @@ impl Store {
 
 /// The edges a deleted event (one of `targets`) supported in `before` that the rest of the
 /// log still asserts in `after`, less those that lost only summaries `made_again` replaced
-/// and that one made again supports. Ids are renumbered by the replay, so an edge is found
-/// again by its ends' keys and its relation.
+/// and that one made again (`made_seqs`) supports. Ids are renumbered by the replay, so an
+/// edge is found again by its ends' keys and its relation.
 fn edges_weakened(
     before: &super::State,
     after: &super::State,
     targets: &BTreeMap<u64, i64>,
-    (made_again, places): (&MadeAgain, (Option<&PlacesTaken>, Option<u64>)),
+    made_again: &MadeAgain,
+    made_seqs: &[u64],
+    places: (Option<&PlacesTaken>, Option<u64>),
 ) -> usize {
     // Support moved from the `PLACES` events taken to the one made again is not lost either.
     let (places_taken, places_again) = places;
     let replaced =
         |s: &u64| made_again.replaced.contains(s) || places_taken.is_some_and(|p| p.takes(*s));
-    let made = |s: &u64| made_again.events.iter().any(|m| m.seq == *s) || places_again == Some(*s);
+    // The summaries made again, by number (their events gone into the deletion's write).
+    let made_seqs: BTreeSet<u64> = made_seqs.iter().copied().collect();
+    let made = |s: &u64| made_seqs.contains(s) || places_again == Some(*s);
     let mut weakened = 0;
     for id in before.edges.ids() {
         let Some(e) = before.edge(id) else { continue };

@@ -5684,7 +5684,7 @@ fn replay_excluding(
     backend: &dyn Backend,
     deleted: BTreeSet<u64>,
     visit: impl FnMut(&Event, bool),
-    extra: Vec<Event>,
+    extra: impl IntoIterator<Item = Event>,
     until: u64,
 ) -> Result<std::result::Result<State, String>> {
     let state = State {
@@ -5733,11 +5733,13 @@ impl KeptReplay {
 
 /// `state` (the log replayed to its `counters.last_seq` without its `deleted`) with `extra`
 /// (events about to be appended) applied: what [`replay_excluding`] of the same events and
-/// `extra` gives, without replaying the log again.
+/// `extra` gives, without replaying the log again. `extra` is taken an event at a time, and
+/// each goes with its chunk: a caller keeping the events passes copies made as they are
+/// taken (a deletion making 96,755 summaries again had held a second copy of all of them).
 fn replay_appended(
     backend: &dyn Backend,
     mut state: State,
-    extra: Vec<Event>,
+    extra: impl IntoIterator<Item = Event>,
 ) -> Result<std::result::Result<State, String>> {
     let at = state.counters.last_seq;
     let deleted = std::mem::take(&mut state.deleted);
@@ -5863,7 +5865,7 @@ fn replay_onto(
     after: u64,
     deleted: &BTreeSet<u64>,
     mut visit: impl FnMut(&Event, bool),
-    extra: Vec<Event>,
+    extra: impl IntoIterator<Item = Event>,
     until: u64,
     lookout: &mut dyn Lookout,
 ) -> Result<std::result::Result<(State, u64), String>> {
