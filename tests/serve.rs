@@ -1743,6 +1743,25 @@ async fn a_min_confidence_past_f32_is_refused_as_written_not_as_infinity() {
     }
 }
 
+/// helper-118 (session 53): a path parameter that did not parse was refused as "Invalid URL:
+/// Cannot parse `abc` to a `u32`", naming no parameter.
+#[tokio::test]
+async fn a_path_parameter_that_does_not_parse_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for (uri, said) in [
+        ("/v1/edges/abc", "id: \"abc\" is not a u32"),
+        ("/v1/edges/-1", "id: \"-1\" is not a u32"),
+        ("/v1/context/x", "turn: \"x\" is not a u64"),
+    ] {
+        let (s, v, _) = call(&st, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
+        assert_eq!(v["error"]["code"], "bad_input", "{uri}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(said), "{uri}: {message}");
+    }
+}
+
 /// Found by the session 35 probe: `Authorization: bearer KEY` was refused 401, where HTTP's
 /// scheme names are case-insensitive (RFC 9110, 11.1).
 #[tokio::test]

@@ -210,6 +210,19 @@ fn check_query_is_utf8(query: &str) -> Result<(), ApiError> {
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
 pub struct PathParam<T>(pub T);
 
+/// `/v1/edges/{id}`'s parameter, by name: a value that does not parse is refused naming it
+/// (a bare `u32` is refused as "Cannot parse `abc` to a `u32`", naming nothing).
+#[derive(serde::Deserialize)]
+pub struct EdgeAt {
+    id: u32,
+}
+
+/// `/v1/context/{turn}`'s parameter, by name (as [`EdgeAt`]).
+#[derive(serde::Deserialize)]
+pub struct TurnAt {
+    turn: u64,
+}
+
 fn to_json(v: &impl serde::Serialize) -> Answer {
     value_of(v).map(Json)
 }
@@ -969,7 +982,10 @@ async fn node(State(st): State<Arc<AppState>>, PathParam(key): PathParam<String>
 /// An edge by id, with its provenance (the events that support it).
 #[utoipa::path(get, path = "/v1/edges/{id}", params(("id" = u32, Path)),
     responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
-async fn edge(State(st): State<Arc<AppState>>, PathParam(id): PathParam<u32>) -> Answer {
+async fn edge(
+    State(st): State<Arc<AppState>>,
+    PathParam(EdgeAt { id }): PathParam<EdgeAt>,
+) -> Answer {
     st.blocking(move |s| match s.edge(EdgeId(id))? {
         Some(e) => to_json(&e),
         None => Err(ApiError::not_found(format!("no edge has id {id}"))),
@@ -1022,7 +1038,10 @@ pub fn context_of(s: &Store, r: ContextRequest) -> Answer {
 /// What a saved context held at turn T.
 #[utoipa::path(get, path = "/v1/context/{turn}", params(("turn" = u64, Path)),
     responses((status = 200, body = Json_), (status = 404, body = super::error::ErrorBody)))]
-async fn saved_context(State(st): State<Arc<AppState>>, PathParam(turn): PathParam<u64>) -> Answer {
+async fn saved_context(
+    State(st): State<Arc<AppState>>,
+    PathParam(TurnAt { turn }): PathParam<TurnAt>,
+) -> Answer {
     st.blocking(move |s| match context::snapshot(s, turn)? {
         Some(snap) => to_json(&snap),
         None => Err(ApiError::not_found(format!(

@@ -120,10 +120,33 @@ macro_rules! from_rejection {
         }
     )*};
 }
-from_rejection!(
-    axum::extract::rejection::PathRejection,
-    axum::extract::rejection::BytesRejection
-);
+from_rejection!(axum::extract::rejection::BytesRejection);
+
+impl From<axum::extract::rejection::PathRejection> for ApiError {
+    /// A parameter that does not parse is named, with what it was and what it must be, as a
+    /// body's field is; anything else as axum says it.
+    fn from(r: axum::extract::rejection::PathRejection) -> Self {
+        use axum::extract::path::ErrorKind;
+        use axum::extract::rejection::PathRejection;
+        if let PathRejection::FailedToDeserializePathParams(e) = &r {
+            if let ErrorKind::ParseErrorAtKey {
+                key,
+                value,
+                expected_type,
+            } = e.kind()
+            {
+                return ApiError::bad_input(format!(
+                    "{key}: {} is not a {expected_type}",
+                    crate::error::quoted_excerpt(value)
+                ));
+            }
+        }
+        match r.status() {
+            StatusCode::INTERNAL_SERVER_ERROR => ApiError::internal(r.body_text()),
+            _ => ApiError::bad_input(r.body_text()),
+        }
+    }
+}
 
 impl From<axum::extract::rejection::QueryRejection> for ApiError {
     /// Said by where, as a body's errors are (`query string: lable: unknown field ...`), not
