@@ -1735,25 +1735,13 @@ fn snapshot_of(ev: crate::model::Event) -> Option<Snapshot> {
 /// after. Each save had read every saved context to find it, so a turn cost more with every
 /// turn before it (0.8 s at the first, 1.0 s at the 400th, on a 272k-event store).
 fn latest_snapshot(store: &Store) -> Result<Option<Snapshot>> {
-    let last = store.last_seq();
-    for seq in store.seqs_with(Facet::Kind, CONTEXT)?.into_iter().rev() {
-        let saved = store.event(seq)?;
-        // The log holds every number to its last: an entry past it, or naming an event of
-        // another kind, is a damaged index, as the scan of every saved context found.
-        if seq > last || saved.as_ref().is_some_and(|ev| ev.kind != CONTEXT) {
-            return Err(Error::Corrupt {
-                table: crate::storage::Table::EventFacet.name(),
-                message: format!(
-                    "its entry for kind {CONTEXT:?} names event {seq}, which is not one (the \
-                     log runs to {last}): the index is damaged; `loci repair` rebuilds it"
-                ),
-            });
-        }
-        if let Some(s) = saved.and_then(snapshot_of) {
-            return Ok(Some(s));
-        }
-    }
-    Ok(None)
+    // A damaged entry of the index (past the log, naming another kind) is `Corrupt`.
+    let mut latest = None;
+    store.each_event_of_kind_newest_first(CONTEXT, &mut |ev| {
+        latest = snapshot_of(ev);
+        latest.is_none()
+    })?;
+    Ok(latest)
 }
 
 /// The saved context of turn `turn`, if there is one: the event its turn's key names (a

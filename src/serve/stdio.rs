@@ -113,19 +113,15 @@ async fn screen(
                 }
             }
         };
-        let answer = match screened {
-            Screened::Pass => None,
-            Screened::Answer(a) => Some(a),
-            Screened::Drop => continue,
-        };
-        let passed = match answer {
-            Some(mut a) => {
+        let passed = match screened {
+            Screened::Answer(mut a) => {
                 a.push(b'\n');
                 refused.send(a).await.is_ok()
             }
+            Screened::Drop => continue,
             // A blank line goes on too: rmcp skips it, as it always has. The input's last
             // line may lack its line end, and rmcp drops a line without one.
-            None => {
+            Screened::Pass => {
                 if line.last() != Some(&b'\n') {
                     line.push(b'\n');
                 }

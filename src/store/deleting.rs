@@ -995,7 +995,11 @@ impl Store {
         let event = self.deletion_event(&before, &target_set, (reason, &gone), request)?;
         let mut written = vec![event.clone()];
         written.extend(self.usage_recorded_again(&before, &targets, request, seq + 1)?);
-        let mut made_again = match &taken {
+        let MadeAgain {
+            events: made_again,
+            replaced,
+            live_edges,
+        } = match &taken {
             Some(taken) => {
                 let next = seq + written.len() as u64;
                 self.summaries_made_again(&before, &targets, &gone, request, taken, next)?
@@ -1003,8 +1007,8 @@ impl Store {
             None => MadeAgain::default(),
         };
         // Moved, not copied: the report keeps their numbers alone.
-        let summaries_made_again: Vec<u64> = made_again.events.iter().map(|e| e.seq).collect();
-        written.extend(std::mem::take(&mut made_again.events));
+        let summaries_made_again: Vec<u64> = made_again.iter().map(|e| e.seq).collect();
+        written.extend(made_again);
         // The graph an earlier replay of the deletion left, when it left out the same events.
         let kept = (taken.as_ref())
             .and_then(|t| t.replay.take(&deleted))
@@ -1027,7 +1031,7 @@ impl Store {
         // A live event's edge at a node only a taken summary made before it was skipped
         // there (a later summary may still make the edge, without that event's support): the
         // last summary made again restates it (`remaking::live_edges_at`).
-        let skipped: Vec<Assertion> = (made_again.live_edges.iter())
+        let skipped: Vec<Assertion> = (live_edges.iter())
             .filter(
                 |(up, support)| match replayed.edge_by_keys(&up.from, &up.relation, &up.to) {
                     Some(e) => !support.iter().all(|s| e.evidence.contains(s)),
@@ -1067,7 +1071,7 @@ impl Store {
             seq,
             deleted: target_set.iter().copied().collect(),
             summaries_made_again,
-            summaries_not_made_again: self.gists_gone(&taken, &target_set, &made_again)?,
+            summaries_not_made_again: self.gists_gone(&taken, &target_set, &replaced)?,
             places_made_again,
             deleted_before: gone.keys().copied().collect(),
             ..DeleteReport::default()
@@ -1085,8 +1089,7 @@ impl Store {
                 }
                 // A summary or the places made again restate what they kept: no news to the
                 // user.
-                if !made_again.replaced.contains(s) && !places.as_ref().is_some_and(|p| p.takes(*s))
-                {
+                if !replaced.contains(s) && !places.as_ref().is_some_and(|p| p.takes(*s)) {
                     kept.extend(nodes_still_asserted(&ev, &replayed));
                 }
             }
@@ -1119,7 +1122,7 @@ impl Store {
             &before,
             &replayed,
             &targets,
-            &made_again,
+            &replaced,
             &report.summaries_made_again,
             (places.as_ref(), places_made_again),
         );
@@ -1374,11 +1377,11 @@ impl Store {
         &self,
         taken: &Option<Taken>,
         targets: &BTreeSet<u64>,
-        made_again: &MadeAgain,
+        replaced: &BTreeSet<u64>,
     ) -> Result<Vec<u64>> {
         let not_replaced: BTreeSet<u64> = (taken.iter().flat_map(|t| &t.chain))
             .map(|link| link.seq)
-            .filter(|s| targets.contains(s) && !made_again.replaced.contains(s))
+            .filter(|s| targets.contains(s) && !replaced.contains(s))
             .collect();
         if not_replaced.is_empty() {
             return Ok(Vec::new());
@@ -1412,7 +1415,10 @@ impl Store {
             .as_ref()
             .map(|c| c.carrying(watched))
             .unwrap_or_default();
-        let mut carried: BTreeSet<u64> = carrying.all.clone();
+        let Carrying {
+            all: mut carried,
+            of_watched,
+        } = carrying;
         let made = made_from(&chain, &seeds);
         if let Some(c) = &carriers {
             carried.extend(summaries_after_retraction(&chain, c, targets));
@@ -1427,7 +1433,7 @@ impl Store {
         let live = |seq: &u64| !state.deleted.contains(seq);
         for (seq, ts) in gone.iter().filter(|(seq, _)| named.contains(seq)) {
             let made = made_from(&chain, &BTreeMap::from([(*seq, *ts)]));
-            let carried = (carrying.of_watched.get(seq)).is_some_and(|c| c.iter().any(live));
+            let carried = (of_watched.get(seq)).is_some_and(|c| c.iter().any(live));
             if !made.iter().any(live) && !carried && restating.is_empty() {
                 let forgotten = !self.user_deleted()?.contains(seq);
                 return Err(already_deleted(*seq, forgotten));
@@ -1764,21 +1770,20 @@ impl Store {
 }
 
 /// The edges a deleted event (one of `targets`) supported in `before` that the rest of the
-/// log still asserts in `after`, less those that lost only summaries `made_again` replaced
-/// and that one made again (`made_seqs`) supports. Ids are renumbered by the replay, so an
+/// log still asserts in `after`, less those that lost only summaries the summaries made again
+/// (`made_seqs`) `replaced`, and that one of those supports. Ids are renumbered by the replay, so an
 /// edge is found again by its ends' keys and its relation.
 fn edges_weakened(
     before: &super::State,
     after: &super::State,
     targets: &BTreeMap<u64, i64>,
-    made_again: &MadeAgain,
+    replaced: &BTreeSet<u64>,
     made_seqs: &[u64],
     places: (Option<&PlacesTaken>, Option<u64>),
 ) -> usize {
     // Support moved from the `PLACES` events taken to the one made again is not lost either.
     let (places_taken, places_again) = places;
-    let replaced =
-        |s: &u64| made_again.replaced.contains(s) || places_taken.is_some_and(|p| p.takes(*s));
+    let replaced = |s: &u64| replaced.contains(s) || places_taken.is_some_and(|p| p.takes(*s));
     // The summaries made again, by number (their events gone into the deletion's write).
     let made_seqs: BTreeSet<u64> = made_seqs.iter().copied().collect();
     let made = |s: &u64| made_seqs.contains(s) || places_again == Some(*s);

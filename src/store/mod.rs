@@ -4437,36 +4437,51 @@ impl Store {
         decode: DecodeEvent,
         each: &mut dyn FnMut(Event),
     ) -> Result<()> {
-        let entries = self.facet_entries(facet, value, from, to, &|| true)?;
+        let entries = self.facet_entries(facet, value, from, to)?;
         self.visit_events_of_index(Table::EventFacet, entries, decode, each)
     }
 
     /// The `(ts, seq)` entries of the episodic index for `facet` = `value` in `[from, to]`,
-    /// in time order, deleted events among them; read while `keep_going` says so (asked every
-    /// 1,024 entries).
+    /// in time order, deleted events among them.
     fn facet_entries(
         &self,
         facet: Facet,
         value: &str,
         from: i64,
         to: i64,
-        keep_going: &dyn Fn() -> bool,
     ) -> Result<Vec<(i64, u64)>> {
+        let mut entries = Vec::new();
+        self.visit_facet_entries_while(facet, value, from, to, &mut |entry| {
+            entries.push(entry);
+            true
+        })?;
+        Ok(entries)
+    }
+
+    /// Each `(ts, seq)` entry of the episodic index for `facet` = `value` in `[from, to]`, in
+    /// time order, to `visit`, until it returns `false` (as [`Store::visit_event_times_while`]
+    /// does for the time index).
+    fn visit_facet_entries_while(
+        &self,
+        facet: Facet,
+        value: &str,
+        from: i64,
+        to: i64,
+        visit: &mut dyn FnMut((i64, u64)) -> bool,
+    ) -> Result<()> {
         let prefix = facet_prefix(facet, value);
         let mut start = prefix.clone();
         start.extend_from_slice(&time_key(from, 0));
         let mut end = prefix.clone();
         end.extend_from_slice(&time_key(to, u64::MAX));
-        let mut entries = Vec::new();
         self.backend
             .scan(Table::EventFacet, &start, None, &mut |k, _| {
                 if k > end.as_slice() || !k.starts_with(&prefix) {
                     return Ok(false);
                 }
-                entries.extend(k.get(k.len().saturating_sub(16)..).and_then(time_entry));
-                Ok(!entries.len().is_multiple_of(1024) || keep_going())
-            })?;
-        Ok(entries)
+                let entry = k.get(k.len().saturating_sub(16)..).and_then(time_entry);
+                Ok(entry.is_none_or(&mut *visit))
+            })
     }
 
     /// The `(ts, seq)` entries of the live events whose world time lies in `[from, to]`, and
@@ -4483,17 +4498,17 @@ impl Store {
         to: i64,
         keep_going: &dyn Fn() -> bool,
     ) -> Result<Vec<(i64, u64)>> {
-        let mut entries = match facet {
-            Some((facet, value)) => self.facet_entries(facet, value, from, to, keep_going)?,
-            None => {
-                let mut entries = Vec::new();
-                self.visit_event_times_while(from, to, &mut |entry| {
-                    entries.push(entry);
-                    !entries.len().is_multiple_of(1024) || keep_going()
-                })?;
-                entries
-            }
+        let mut entries = Vec::new();
+        let mut collect = |entry| {
+            entries.push(entry);
+            !entries.len().is_multiple_of(1024) || keep_going()
         };
+        match facet {
+            Some((facet, value)) => {
+                self.visit_facet_entries_while(facet, value, from, to, &mut collect)?
+            }
+            None => self.visit_event_times_while(from, to, &mut collect)?,
+        }
         let state = self.read_state();
         entries.retain(|(_, seq)| !state.deleted.contains(seq));
         // No record is read to find an entry naming none: its number is past the log's last.
@@ -4620,8 +4635,9 @@ impl Store {
 
     /// Events whose world time lies in `[from, to]`, in time order (ties by sequence).
     pub fn events_between(&self, from: i64, to: i64) -> Result<Vec<Event>> {
-        let entries = self.event_times(from, to)?;
-        self.events_of_index(Table::EventTime, entries, decode_event)
+        let mut out = Vec::new();
+        self.each_event(None, from, to, &mut |e| out.push(e))?;
+        Ok(out)
     }
 
     /// [`Store::events_between`], or [`Store::events_with`] when `facet` is given, each event
@@ -4735,7 +4751,7 @@ impl Store {
     /// for `emerge` to find no sighting, 2 s of `journal list`'s.) A record of another kind
     /// than its entry says is [`Error::Corrupt`], naming the index.
     pub fn events_of_kind(&self, kind: &str) -> Result<Vec<Event>> {
-        let mut entries = self.facet_entries(Facet::Kind, kind, i64::MIN, i64::MAX, &|| true)?;
+        let mut entries = self.facet_entries(Facet::Kind, kind, i64::MIN, i64::MAX)?;
         entries.sort_unstable_by_key(|&(_, seq)| seq);
         let mut out = Vec::with_capacity(entries.len());
         let mut misplaced = None;
@@ -4746,17 +4762,51 @@ impl Store {
                 misplaced.get_or_insert((ev.seq, ev.kind));
             }
         })?;
-        if let Some((seq, found)) = misplaced {
-            return Err(Error::Corrupt {
-                table: Table::EventFacet.name(),
-                message: format!(
-                    "{}: its entry for kind {kind:?} names event {seq}, of kind {found:?}: the \
-                     index is damaged; `loci repair` rebuilds it from the log",
-                    self.backend.kind().path_in(&self.dir).display(),
-                ),
-            });
+        match misplaced {
+            Some((seq, found)) => Err(self.entry_of_another_kind(kind, seq, &found)),
+            None => Ok(out),
         }
-        Ok(out)
+    }
+
+    /// [`Store::events_of_kind`] from the newest, read one at a time until `visit` returns
+    /// `false`: for a reader that wants the latest it can use (the newest saved context a
+    /// turn is numbered after), not every one.
+    pub fn each_event_of_kind_newest_first(
+        &self,
+        kind: &str,
+        visit: &mut dyn FnMut(Event) -> bool,
+    ) -> Result<()> {
+        let mut entries = self.facet_entries(Facet::Kind, kind, i64::MIN, i64::MAX)?;
+        entries.sort_unstable_by_key(|&(_, seq)| std::cmp::Reverse(seq));
+        for entry in entries {
+            let mut read = None;
+            self.visit_events_of_index(Table::EventFacet, vec![entry], decode_event, &mut |ev| {
+                read = Some(ev);
+            })?;
+            let Some(ev) = read else {
+                continue; // deleted
+            };
+            if ev.kind != kind {
+                return Err(self.entry_of_another_kind(kind, ev.seq, &ev.kind));
+            }
+            if !visit(ev) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The episodic index's entry for kind `kind` naming event `seq`, of kind `found`: a
+    /// damaged index.
+    fn entry_of_another_kind(&self, kind: &str, seq: u64, found: &str) -> Error {
+        Error::Corrupt {
+            table: Table::EventFacet.name(),
+            message: format!(
+                "{}: its entry for kind {kind:?} names event {seq}, of kind {found:?}: the \
+                 index is damaged; `loci repair` rebuilds it from the log",
+                self.backend.kind().path_in(&self.dir).display(),
+            ),
+        }
     }
 
     /// The last `limit` of [`Store::event_times`] (the latest events of the range), and how
