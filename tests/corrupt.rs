@@ -1057,6 +1057,47 @@ fn a_time_index_entry_naming_no_event_is_corrupt_not_passed_over() {
     }
 }
 
+/// A time index entry whose sequence number a flipped bit made another event's: a planner
+/// query's event scan reads the index's keys alone, and a row that reads the event's record
+/// finds it at another time than its entry says, which is `Corrupt`, where the row had been
+/// answered with the other event (helper-119's review: the scan no longer read records).
+#[test]
+fn a_planner_row_of_a_time_index_entry_naming_another_event_is_corrupt() {
+    for kind in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        small_store(kind, dir.path());
+        let store = Store::open(dir.path()).unwrap();
+        let times = |store: &Store| {
+            loci::query::run(
+                store,
+                "MATCH (e:Event) RETURN e.seq AS seq, e.ts AS ts",
+                &HashMap::new(),
+            )
+        };
+        let before = times(&store).unwrap();
+        drop(store);
+        // The sequence number's lowest bit: its neighbour's number, an event of the log.
+        let key = flip_in_a_time_index_key(kind, dir.path(), 15, 0x01);
+        let ts = (u64::from_be_bytes(key[..8].try_into().unwrap()) ^ (1 << 63)) as i64;
+        let seq = u64::from_be_bytes(key[8..16].try_into().unwrap());
+        let store = Store::open(dir.path()).unwrap();
+        let other = store
+            .event(seq ^ 1)
+            .unwrap()
+            .expect("the neighbour is an event");
+        assert_ne!(other.ts, ts, "{kind}: the neighbour is at another time");
+        let e = times(&store).unwrap_err();
+        assert!(
+            matches!(&e, loci::query::QueryError::Store(Error::Corrupt { table, .. })
+                if *table == "event_time"),
+            "{kind}: {e:?}"
+        );
+        assert!(e.to_string().contains("loci repair"), "{e}");
+        let (store, _) = store.repair().unwrap();
+        assert_eq!(times(&store).unwrap().rows, before.rows, "{kind}");
+    }
+}
+
 /// A flipped bit in a summary index key's level (a day placed as an episode) is `Corrupt`
 /// when the memory cover reads the summary it places, where the context had shown the day as
 /// an episode, dropped two episodes and exited 0 (helper-111 probe).

@@ -10,6 +10,7 @@ use super::plan::{Op, Plan};
 use super::{Limits, QueryError, QueryResult};
 use crate::dynamics::usage::Item;
 use crate::model::{same_name, Edge, EdgeId, Event, NodeId, Value};
+use crate::storage::Table;
 use crate::store::{GraphRead, Store};
 use crate::text::{SearchFilter, Target};
 
@@ -253,7 +254,7 @@ fn sort_order(a: &Val, b: &Val) -> std::cmp::Ordering {
             .unwrap_or_else(|| x.len().cmp(&y.len())),
         (Val::Node(x), Val::Node(y)) => x.cmp(y),
         (Val::Edge(x), Val::Edge(y)) => x.cmp(y),
-        (Val::Event(x), Val::Event(y)) => x.cmp(y),
+        (Val::Event(x), Val::Event(y)) => x.seq.cmp(&y.seq),
         (Val::Path(n1, e1), Val::Path(n2, e2)) => n1.cmp(n2).then_with(|| e1.cmp(e2)),
         _ => rank(a).cmp(&rank(b)),
     }
@@ -296,8 +297,19 @@ pub enum Val {
     Map(BTreeMap<String, Val>),
     Node(NodeId),
     Edge(EdgeId),
-    Event(u64),
+    Event(EventEntry),
     Path(Vec<NodeId>, Vec<EdgeId>),
+}
+
+/// An event row's value: the index entry its scan found. Its record is read when a field is
+/// asked for (its number is the entry's), and checked to be the entry's then.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EventEntry {
+    pub seq: u64,
+    /// The world time the entry gives.
+    pub ts: i64,
+    /// The index the entry is of: the time index, or the episodic one.
+    pub index: Table,
 }
 
 impl Val {
@@ -451,17 +463,22 @@ impl<'a> Ctx<'a> {
         }
         Ok(self.edges.get(&id).and_then(Option::as_ref))
     }
-    fn event(&mut self, seq: u64) -> Result<Option<&Event>, QueryError> {
-        if !self.events.contains_key(&seq) {
+    fn event(&mut self, at: EventEntry) -> Result<Option<&Event>, QueryError> {
+        // Checked against its entry: the scan trusted the index's keys, and an entry a
+        // flipped bit gave another event's number is found where its record is read (the
+        // other event's record, kept from its own row, is read again and found out).
+        let kept =
+            (self.events.get(&at.seq)).is_some_and(|e| e.as_ref().is_none_or(|e| e.ts == at.ts));
+        if !kept {
             // Rows of an event scan visit each event once or twice in a row; a bounded cache
             // keeps those hits without holding the whole log.
             if self.events.len() >= EVENT_CACHE {
                 self.events.clear();
             }
-            let e = self.store.event(seq)?;
-            self.events.insert(seq, e);
+            let e = self.store.event_of_entry(at.index, (at.ts, at.seq))?;
+            self.events.insert(at.seq, e);
         }
-        Ok(self.events.get(&seq).and_then(Option::as_ref))
+        Ok(self.events.get(&at.seq).and_then(Option::as_ref))
     }
 
     fn prop(&mut self, v: &Val, name: &str) -> Result<Val, QueryError> {
@@ -537,10 +554,10 @@ impl<'a> Ctx<'a> {
                 }
             }
             // Every event row comes from a scan of existing events: its number needs no record.
-            Val::Event(seq) if name == "seq" => Val::Int(*seq as i64),
+            Val::Event(at) if name == "seq" => Val::Int(at.seq as i64),
             // The label an event is matched by (it read as the payload's, mostly null).
             Val::Event(_) if name == "label" => Val::Str(super::plan::EVENT_LABEL.to_string()),
-            Val::Event(seq) => match self.event(*seq)? {
+            Val::Event(at) => match self.event(*at)? {
                 Some(e) => match name {
                     "seq" => Val::Int(e.seq as i64),
                     "ts" => Val::Int(e.ts),
@@ -744,7 +761,7 @@ impl<'a> Ctx<'a> {
                         .edge(*e)?
                         .and_then(|e| e.props.get(key))
                         .map_or(Val::Null, Val::from_value),
-                    Val::Event(s) => match self.event(*s)?.map(|e| &e.payload) {
+                    Val::Event(at) => match self.event(*at)?.map(|e| &e.payload) {
                         Some(Value::Map(m)) => m.get(key).map_or(Val::Null, Val::from_value),
                         _ => Val::Null,
                     },
@@ -847,7 +864,7 @@ impl<'a> Ctx<'a> {
                         .node_key(*n)
                         .map_or(Val::Null, |k| Val::Str(k.to_string())),
                     Val::Edge(e) => Val::Str(e.to_string()),
-                    Val::Event(s) => Val::Int(*s as i64),
+                    Val::Event(at) => Val::Int(at.seq as i64),
                     _ => Val::Null,
                 }
             }
@@ -1106,10 +1123,10 @@ fn to_json(ctx: &mut Ctx<'_>, v: &Val) -> Result<serde_json::Value, QueryError> 
             }
             None => serde_json::Value::Null,
         },
-        Val::Event(seq) => match ctx.event(*seq)? {
+        Val::Event(at) => match ctx.event(*at)? {
             Some(e) => {
                 let json = json!({"seq": e.seq, "ts": e.ts, "kind": e.kind, "place": e.place});
-                ctx.used.push(Item::Event(*seq));
+                ctx.used.push(Item::Event(at.seq));
                 json
             }
             None => serde_json::Value::Null,
@@ -1564,9 +1581,9 @@ impl Run<'_, '_> {
         (from, to, facet): EventRange<'_>,
     ) -> Result<Flow, QueryError> {
         for row in rows {
-            let seqs = self.event_seqs(from, to, facet, row)?;
-            for seq in seqs {
-                emit!(self, out, row, slot => Val::Event(seq));
+            let entries = self.event_entries(from, to, facet, row)?;
+            for at in entries {
+                emit!(self, out, row, slot => Val::Event(at));
             }
         }
         Ok(Flow::More)
@@ -1778,16 +1795,16 @@ impl Run<'_, '_> {
         Ok(Flow::More)
     }
 
-    /// Sequence numbers of the events with `from <= ts <= to`, in time order (ties by
-    /// sequence). Only numbers are kept: a row needs an event's record when it reads a field,
+    /// The index entries of the events with `from <= ts <= to`, in time order (ties by
+    /// sequence). Only entries are kept: a row needs an event's record when it reads a field,
     /// and holding every record of a long log at once is what made whole-log scans costly.
-    fn event_seqs(
+    fn event_entries(
         &mut self,
         from: Option<&Expr>,
         to: Option<&Expr>,
         facet: Option<&(crate::store::Facet, Expr)>,
         row: &[Val],
-    ) -> Result<Vec<u64>, QueryError> {
+    ) -> Result<Vec<EventEntry>, QueryError> {
         let mut bound = |e: Option<&Expr>, default: i64| -> Result<i64, QueryError> {
             match e {
                 Some(e) => Ok(self.ctx.eval(e, row)?.num().map_or(default, |x| x as i64)),
@@ -1818,7 +1835,13 @@ impl Run<'_, '_> {
         // No record is read here: a row reads its event's when it asks for a field (a point
         // read, as fast per row as a range's records read in one view were, 12 us each for
         // 54k deaths of a 980k-event store), and many rows ask for none (`count(e)`).
-        Ok(entries.into_iter().map(|(_, seq)| seq).collect())
+        let index = match facet {
+            Some(_) => Table::EventFacet,
+            None => Table::EventTime,
+        };
+        Ok((entries.into_iter())
+            .map(|(ts, seq)| EventEntry { seq, ts, index })
+            .collect())
     }
 
     /// Rows that matched every operator: projected at once when streaming, else kept.

@@ -4716,6 +4716,16 @@ impl Store {
         Ok(())
     }
 
+    /// The event an entry `(ts, seq)` of index `index` (the time index, or the episodic one)
+    /// names, checked as [`Store::events_of_index`] checks each: `None` when it was deleted,
+    /// [`Error::Corrupt`] when the log has no such event or holds it at another time. For a
+    /// reader of [`Store::event_entries`] that reads records one at a time, as it needs them.
+    pub fn event_of_entry(&self, index: Table, entry: (i64, u64)) -> Result<Option<Event>> {
+        let mut read = None;
+        self.visit_events_of_index(index, vec![entry], decode_event, &mut |ev| read = Some(ev))?;
+        Ok(read)
+    }
+
     /// Events the store holds: log records not deleted (forgetting's budget counts these).
     /// The sequence number of the log's last record (0 for an empty log).
     pub fn last_seq(&self) -> u64 {
@@ -4779,11 +4789,7 @@ impl Store {
         let mut entries = self.facet_entries(Facet::Kind, kind, i64::MIN, i64::MAX)?;
         entries.sort_unstable_by_key(|&(_, seq)| std::cmp::Reverse(seq));
         for entry in entries {
-            let mut read = None;
-            self.visit_events_of_index(Table::EventFacet, vec![entry], decode_event, &mut |ev| {
-                read = Some(ev);
-            })?;
-            let Some(ev) = read else {
+            let Some(ev) = self.event_of_entry(Table::EventFacet, entry)? else {
                 continue; // deleted
             };
             if ev.kind != kind {
