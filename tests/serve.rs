@@ -1840,6 +1840,48 @@ async fn a_post_route_refuses_parameters_in_its_query_string() {
     assert_eq!(s, StatusCode::BAD_REQUEST);
 }
 
+/// A GET route that takes no parameters refuses a query string, naming what it held, as the
+/// POST routes do: `/v1/nodes/bot?depth=2` had answered the node alone, the depth dropped
+/// without a word, and `/v1/context/1?budget=5` the whole saved context (helper-118). The
+/// server's own pages (health, metrics, the API's description) take any, as a monitor's
+/// cache-busting `?t=` is no parameter of theirs.
+#[tokio::test]
+async fn a_get_route_without_parameters_refuses_a_query_string() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    for uri in [
+        "/v1/nodes/bot?depth=2",
+        "/v1/edges/0?limit=1",
+        "/v1/context/1?budget=5",
+        "/v1/stats?verbose=1",
+        "/v1/queries?name=home",
+        "/v1/wm?namespace=a",
+    ] {
+        let (s, v, _) = call(&st, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
+        let said = v["error"]["message"].as_str().unwrap();
+        let name = uri.split(['?', '=']).nth(1).unwrap();
+        assert!(
+            said.contains(name) && said.contains("takes no parameters"),
+            "{uri}: {said}"
+        );
+        let plain = uri.split('?').next().unwrap();
+        let (s, v, _) = call(&st, "GET", plain, None, None).await;
+        assert_ne!(s, StatusCode::BAD_REQUEST, "{plain}: {v}");
+    }
+    for uri in ["/health?t=1", "/metrics?t=1", "/openapi.json?t=1"] {
+        let (s, v, _) = call(&st, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {v}");
+    }
+    // The route's POST is the JSON body's as before, and a GET with parameters reads them.
+    let (s, v, _) = call(&st, "POST", "/v1/wm?x=1", Some("{}"), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let said = v["error"]["message"].as_str().unwrap();
+    assert!(said.contains("JSON body"), "{said}");
+    let (s, v, _) = call(&st, "GET", "/v1/timeline?limit=1", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
 /// A search's event kind one slip of case from a kind of the store is refused naming it, as a
 /// label is: `kind=observation` had found nothing, without a word (helper-95).
 #[tokio::test]

@@ -271,18 +271,18 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
-        .route("/v1/stats", get(stats))
+        .route("/v1/stats", get_plain(stats))
         .route("/v1/events", post(append_events))
         .route("/v1/query", post_json(query_pack))
         .route("/v1/run", post_json(run_query))
-        .route("/v1/queries", get(list_queries))
+        .route("/v1/queries", get_plain(list_queries))
         .route("/v1/search", get(search))
         .route("/v1/neighbors", get(neighbors))
         .route("/v1/timeline", get(timeline))
-        .route("/v1/nodes/{key}", get(node))
-        .route("/v1/edges/{id}", get(edge))
+        .route("/v1/nodes/{key}", get_plain(node))
+        .route("/v1/edges/{id}", get_plain(edge))
         .route("/v1/context", post_json(build_context))
-        .route("/v1/context/{turn}", get(saved_context))
+        .route("/v1/context/{turn}", get_plain(saved_context))
         .route("/v1/consolidate", post_json(consolidate_now))
         .route("/v1/forget", post_json(forget_now))
         .route("/v1/delete", post_json(delete))
@@ -290,7 +290,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/v1/pin", post_json(pin))
         .route(
             "/v1/wm",
-            get(working_memory).merge(post_json(change_working_memory)),
+            get_plain(working_memory).merge(post_json(change_working_memory)),
         )
 }
 
@@ -307,6 +307,18 @@ where
     // A route layer: another method on the route is still answered 405 (`layer` had wrapped
     // the fallback too, and a GET with a query string was told of the query string).
     post(handler).route_layer(axum::middleware::from_fn(refuse_query_string))
+}
+
+/// A GET route of the API that takes no parameters: a query string is refused as on
+/// [`post_json`]'s routes (`/v1/nodes/bot?depth=2` had answered the node alone, the depth
+/// dropped without a word). The server's own pages (`/health`, `/metrics`, the API's
+/// description) are not these: a monitor's cache-busting `?t=` is no parameter of theirs.
+fn get_plain<H, T>(handler: H) -> axum::routing::MethodRouter<Arc<AppState>>
+where
+    H: axum::handler::Handler<T, Arc<AppState>>,
+    T: 'static,
+{
+    get(handler).route_layer(axum::middleware::from_fn(refuse_query_string))
 }
 
 async fn refuse_query_string(
@@ -326,8 +338,12 @@ async fn refuse_query_string(
         if names.is_empty() {
             names.push(shown(query));
         }
+        let instead = match *req.method() {
+            axum::http::Method::POST => "give the parameters in the JSON body",
+            _ => "this route takes no parameters",
+        };
         return ApiError::bad_input(format!(
-            "the query string ({}) is not read here: give the parameters in the JSON body",
+            "the query string ({}) is not read here: {instead}",
             names.join(", ")
         ))
         .into_response();
