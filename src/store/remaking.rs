@@ -38,7 +38,7 @@ use super::{now_ms, replay_excluding, Facet, State, Store};
 use crate::dynamics::consolidate::{self, summarised, ConsolidationPolicy, Digest, Level, Summary};
 use crate::dynamics::deletion::{self, DeleteRequest, Reason};
 use crate::error::{Error, Result};
-use crate::model::{Assertion, Event, EventDraft};
+use crate::model::{Assertion, Event, EventDraft, Value};
 
 /// What [`Store::summaries_made_again`] wrote.
 #[derive(Default)]
@@ -328,6 +328,13 @@ impl Store {
             let summary = latest_at
                 .and_then(|i| members.get(i))
                 .and_then(Summary::of_event);
+            // A plan reads of its members what they asserted and when (and the latest's
+            // salience): their texts and digests, the summary read above holding the
+            // latest's, had been most of a hub's deletion's memory, every plan's at once
+            // (171 of 404 MB for 21k summaries made again).
+            for member in &mut members {
+                member.payload = Value::Null;
+            }
             let (covered, cut_off) = coverage(&index, group.latest);
             let only_from_named =
                 from_named.contains_key(&group.latest) && !origins.contains_key(&group.latest);
