@@ -35,9 +35,6 @@ pub fn cover_and_dropped<'a>(
     // for those (a store of 157k summaries had read all of theirs for each first context).
     let costs: Vec<std::cell::OnceCell<usize>> = vec![std::cell::OnceCell::new(); live.len()];
     let cost = |i: usize| *costs[i].get_or_init(|| tokens(&live[i]));
-    let contains = |outer: &Placement, inner: &Placement| {
-        outer.level > inner.level && outer.start <= inner.start && inner.end <= outer.end
-    };
     // Indexes into `live` of the chunks in the cover.
     let above = Containers::of(live);
     let mut roots: Vec<usize> = (0..live.len())
@@ -59,16 +56,8 @@ pub fn cover_and_dropped<'a>(
     }
     let mut chosen: BTreeSet<usize> = roots[kept_from..].iter().copied().collect();
     let dropped: Vec<usize> = roots[..kept_from].to_vec();
-    let children = |i: usize| -> Vec<usize> {
-        let below = match live[i].level {
-            Level::Week => Level::Day,
-            Level::Day => Level::Episode,
-            Level::Episode => return Vec::new(),
-        };
-        (0..live.len())
-            .filter(|&j| live[j].level == below && contains(&live[i], &live[j]))
-            .collect()
-    };
+    let below = Below::of(live);
+    let children = |i: usize| below.children(live, i);
     // A root over the cap had gone with all its parts (a week of 486 tokens under a share of
     // 443 left one episode of the past, though its last days fitted): the dropped ones give
     // their latest parts, newest first and without holes, as long as they fit; a root whose
@@ -113,31 +102,89 @@ pub fn cover_and_dropped<'a>(
     if chosen.is_empty() {
         return (Vec::new(), dropped);
     }
-    let mut unsplittable: BTreeSet<usize> = BTreeSet::new();
-    // The widest chunk not yet found unsplittable, each time.
-    while let Some(&widest) = chosen
-        .iter()
-        .filter(|i| !unsplittable.contains(i))
-        .max_by_key(|&&i| {
-            (
-                live[i].end.saturating_sub(live[i].start),
-                std::cmp::Reverse((live[i].start, live[i].seq)),
-            )
-        })
-    {
-        let kids = children(widest);
-        let with_kids = total - cost(widest) + kids.iter().map(|&j| cost(j)).sum::<usize>();
-        if kids.is_empty() || with_kids > cap {
-            unsplittable.insert(widest);
-            continue;
-        }
-        chosen.remove(&widest);
-        chosen.extend(kids);
-        total = with_kids;
-    }
+    split_widest_while_room(live, (&mut chosen, &mut total), cap, &cost, &children);
     let mut out: Vec<Placement> = chosen.into_iter().map(|i| live[i].clone()).collect();
     out.sort_by_key(|s| (s.start, std::cmp::Reverse(s.level), s.seq));
     (out, dropped)
+}
+
+/// Splits the widest chunk of `chosen` (indexes into `live`, of `total` tokens) into its
+/// `children` while they fit in its place within `cap`; one that does not is tried no more.
+fn split_widest_while_room(
+    live: &[Placement],
+    (chosen, total): (&mut BTreeSet<usize>, &mut usize),
+    cap: usize,
+    cost: &dyn Fn(usize) -> usize,
+    children: &dyn Fn(usize) -> Vec<usize>,
+) {
+    // The widest chunk not yet found unsplittable, each time (the older, then the lower
+    // number, of two as wide): the top of a heap of those not tried yet, where a search of
+    // the cover for each split had made a context of a budget that holds every summary take
+    // splits x summaries (a budget of 8M tokens 23 s, of i64::MAX over 15 min at 980k
+    // events; helper-120).
+    let width = |i: usize| {
+        (
+            live[i].end.saturating_sub(live[i].start),
+            std::cmp::Reverse((live[i].start, live[i].seq)),
+            i,
+        )
+    };
+    let mut untried: std::collections::BinaryHeap<_> = chosen.iter().map(|&i| width(i)).collect();
+    while let Some((_, _, widest)) = untried.pop() {
+        let kids = children(widest);
+        let with_kids = *total - cost(widest) + kids.iter().map(|&j| cost(j)).sum::<usize>();
+        if kids.is_empty() || with_kids > cap {
+            continue;
+        }
+        chosen.remove(&widest);
+        untried.extend(kids.iter().map(|&j| width(j)));
+        chosen.extend(kids);
+        *total = with_kids;
+    }
+}
+
+/// The days and the episodes of `live` by start, for finding a summary's children (the live
+/// summaries one level down within its range) by a search, where a pass over every summary
+/// for each split had made a large cover take splits x summaries.
+struct Below {
+    /// Indexes into `live` of the days, then of the episodes, each by (start, index).
+    days: Vec<usize>,
+    episodes: Vec<usize>,
+}
+
+impl Below {
+    fn of(live: &[Placement]) -> Below {
+        let of_level = |level: Level| {
+            let mut at: Vec<usize> = (0..live.len())
+                .filter(|&i| live[i].level == level)
+                .collect();
+            at.sort_unstable_by_key(|&i| (live[i].start, i));
+            at
+        };
+        Below {
+            days: of_level(Level::Day),
+            episodes: of_level(Level::Episode),
+        }
+    }
+
+    /// The summaries one level below `live[i]` within its range, in the order of `live`.
+    fn children(&self, live: &[Placement], i: usize) -> Vec<usize> {
+        let outer = &live[i];
+        let level = match outer.level {
+            Level::Week => &self.days,
+            Level::Day => &self.episodes,
+            Level::Episode => return Vec::new(),
+        };
+        let from = level.partition_point(|&j| live[j].start < outer.start);
+        let mut kids: Vec<usize> = level[from..]
+            .iter()
+            .copied()
+            .take_while(|&j| live[j].start <= outer.end)
+            .filter(|&j| live[j].end <= outer.end)
+            .collect();
+        kids.sort_unstable();
+        kids
+    }
 }
 
 /// The ranges of the day and week summaries, for finding whether a summary of a lower level
@@ -198,6 +245,99 @@ mod tests {
             start,
             end,
             children: Vec::new(),
+        }
+    }
+
+    /// A summary's children by a pass over every summary, as the cover had found them.
+    fn children_by_a_pass(live: &[Placement], i: usize) -> Vec<usize> {
+        let below = match live[i].level {
+            Level::Week => Level::Day,
+            Level::Day => Level::Episode,
+            Level::Episode => return Vec::new(),
+        };
+        (0..live.len())
+            .filter(|&j| live[j].level == below)
+            .filter(|&j| live[i].start <= live[j].start && live[j].end <= live[i].end)
+            .collect()
+    }
+
+    /// The splits as the cover had made them: the widest by a pass over the cover each time.
+    fn split_by_passes(
+        live: &[Placement],
+        (chosen, total): (&mut BTreeSet<usize>, &mut usize),
+        cap: usize,
+        cost: &dyn Fn(usize) -> usize,
+    ) {
+        let mut unsplittable: BTreeSet<usize> = BTreeSet::new();
+        while let Some(&widest) = (chosen.iter())
+            .filter(|i| !unsplittable.contains(i))
+            .max_by_key(|&&i| {
+                let p = &live[i];
+                (p.end - p.start, std::cmp::Reverse((p.start, p.seq)))
+            })
+        {
+            let kids = children_by_a_pass(live, widest);
+            let with_kids = *total - cost(widest) + kids.iter().map(|&j| cost(j)).sum::<usize>();
+            if kids.is_empty() || with_kids > cap {
+                unsplittable.insert(widest);
+                continue;
+            }
+            chosen.remove(&widest);
+            chosen.extend(kids);
+            *total = with_kids;
+        }
+    }
+
+    proptest::proptest! {
+        /// The children found by a search of the summaries by start, and the splits made
+        /// from a heap of the chunks not tried, are those passes over every summary and over
+        /// the cover had found (helper-120: those passes made a cover of every summary of a
+        /// long store take hours), for hierarchies of any shape, costs and cap.
+        #[test]
+        fn splits_from_a_heap_and_a_search_are_those_of_passes_over_everything(
+            weeks in 1usize..5,
+            episodes in proptest::collection::vec(0usize..4, 35),
+            widths in proptest::collection::vec(1i64..300, 140),
+            costs in proptest::collection::vec(0usize..30, 200),
+            room in 0usize..500,
+            stride in 1usize..7,
+        ) {
+            let mut live = Vec::new();
+            let mut seq = 0u64;
+            let mut next = || { seq += 1; seq };
+            for w in 0..weeks {
+                let week = w as i64 * 7000;
+                live.push(s(next(), Level::Week, week, week + 6999));
+                for d in 0..7 {
+                    let day = week + d * 1000;
+                    live.push(s(next(), Level::Day, day, day + 999));
+                    for e in 0..episodes[w * 7 + d as usize] {
+                        let at = day + e as i64 * 250;
+                        let width = widths[live.len() % widths.len()].min(249);
+                        live.push(s(next(), Level::Episode, at, at + width));
+                    }
+                }
+            }
+            // Listed in another order than made: ties in `live`'s order must not decide.
+            let mut order: Vec<usize> = (0..live.len()).collect();
+            order.sort_by_key(|&i| ((i * stride + 3) % 7, std::cmp::Reverse(i)));
+            let live: Vec<Placement> = order.iter().map(|&i| live[i].clone()).collect();
+            let below = Below::of(&live);
+            for i in 0..live.len() {
+                proptest::prop_assert_eq!(below.children(&live, i), children_by_a_pass(&live, i));
+            }
+            let cost = |i: usize| costs[live[i].seq as usize % costs.len()];
+            let roots: BTreeSet<usize> =
+                (0..live.len()).filter(|&i| live[i].level == Level::Week).collect();
+            let total: usize = roots.iter().map(|&i| cost(i)).sum();
+            let cap = total + room;
+            let (mut heap, mut heap_total) = (roots.clone(), total);
+            let children = |i: usize| below.children(&live, i);
+            split_widest_while_room(&live, (&mut heap, &mut heap_total), cap, &cost, &children);
+            let (mut passes, mut passes_total) = (roots, total);
+            split_by_passes(&live, (&mut passes, &mut passes_total), cap, &cost);
+            proptest::prop_assert_eq!(heap, passes);
+            proptest::prop_assert_eq!(heap_total, passes_total);
         }
     }
 
