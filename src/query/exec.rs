@@ -1654,6 +1654,7 @@ impl Run<'_, '_> {
             props,
             distinct_from,
             backwards,
+            max_by,
         } = op
         else {
             return Ok(Flow::More);
@@ -1678,6 +1679,10 @@ impl Run<'_, '_> {
                     && !distinct_from
                         .iter()
                         .any(|s| contains_edge(&row[*s], e.edge_id()))
+            };
+            let max = &match max_by {
+                Some(e) => hops_at_most(&self.ctx.eval(e, row)?, *max),
+                None => *max,
             };
             // Depth-first over trails (no edge twice) of min..=max hops.
             let mut stack: Vec<(Vec<NodeId>, Vec<EdgeId>)> = vec![(vec![start], Vec::new())];
@@ -1869,6 +1874,18 @@ impl Run<'_, '_> {
         } else {
             Flow::More
         })
+    }
+}
+
+/// The most hops a trail needs under a bound `length(r) <= bound` of the WHERE filter: at most
+/// `max`, none past a negative one, and `max` for a bound that is no number (the filter
+/// decides those rows).
+fn hops_at_most(bound: &Val, max: u32) -> u32 {
+    match bound.num() {
+        Some(b) if b < 0.0 => 0,
+        // Saturating: a bound past u32 (or infinite) is `max`; NaN is no bound.
+        Some(b) if !b.is_nan() => (b.floor() as u64).min(u64::from(max)) as u32,
+        _ => max,
     }
 }
 

@@ -78,6 +78,12 @@ pub enum Op {
         /// several hops is bound to its path reversed, so that it reads in pattern order.
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         backwards: bool,
+        /// A bound the WHERE filter puts on the relation's length (`length(r) <= $depth`),
+        /// read per row: trails stop there rather than run to `max` and be filtered (a
+        /// saved query's `[r*1..4]` of a hub at depth 1 had enumerated 800k trails of 4 hops
+        /// and stopped at the row limit; helper-120).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_by: Option<Expr>,
     },
     /// Bind `slot` to the path through these node and relation slots, in pattern order.
     BindPath {
@@ -433,6 +439,10 @@ impl Planner {
                 .filter(|s| *s != rel_slot && self.bound[*s])
                 .collect(),
             backwards: flip,
+            max_by: (!single)
+                .then_some(rel.var.as_deref())
+                .flatten()
+                .and_then(|var| self.conditions.iter().find_map(|c| length_bound(c, var))),
         });
         self.bound[rel_slot] = true;
         self.bound[to] = true;
@@ -462,6 +472,26 @@ fn conjuncts(e: &Expr) -> Vec<Expr> {
 }
 
 /// `ts` bounds on `var` that `WHERE` states as top-level conjuncts with constant sides.
+/// The bound `condition` (a conjunct of the WHERE filter) puts on the length of the relation
+/// `var`, when it is `length(var) <= e` (or `<`, or the same turned round) and `e` names no
+/// variable: the most hops a trail of it needs. A strict bound is taken as an inclusive one;
+/// the filter still applies.
+fn length_bound(condition: &Expr, var: &str) -> Option<Expr> {
+    let is_length = |x: &Expr| {
+        matches!(x, Expr::Call(name, args, _) if name == "length"
+            && matches!(&args[..], [Expr::Var(v)] if v == var))
+    };
+    let Expr::Bin(op, a, b) = condition else {
+        return None;
+    };
+    let (at_most, bound) = match op {
+        BinOp::Le | BinOp::Lt if is_length(a) => (true, b),
+        BinOp::Ge | BinOp::Gt if is_length(b) => (true, a),
+        _ => (false, a),
+    };
+    (at_most && !mentions_vars(bound)).then(|| (**bound).clone())
+}
+
 fn ts_bounds(filter: Option<&Expr>, var: &str) -> (Option<Expr>, Option<Expr>) {
     let mut lower = None;
     let mut upper = None;
@@ -1049,9 +1079,14 @@ fn params_used(q: &Query, ops: &[Op], order: &[(Expr, bool)]) -> Vec<String> {
             Op::LookupKey { key: e, .. } | Op::LookupName { name: e, .. } | Op::Filter(e) => {
                 collect_params(e, &mut params)
             }
-            Op::CheckNode { props, .. } | Op::Expand { props, .. } => props
+            Op::CheckNode { props, .. } => props
                 .iter()
                 .for_each(|(_, e)| collect_params(e, &mut params)),
+            Op::Expand { props, max_by, .. } => props
+                .iter()
+                .map(|(_, e)| e)
+                .chain(max_by)
+                .for_each(|e| collect_params(e, &mut params)),
             Op::ScanEvents {
                 from, to, facet, ..
             } => from
