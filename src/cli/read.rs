@@ -1,5 +1,6 @@
 //! Commands that read: `search`, `neighbors`, `query`, `run`, `queries`, `stats`, `replay`.
 
+use std::io::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
@@ -15,7 +16,9 @@ use super::args::{
     NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs, TimelineArgs,
 };
 use super::exit::{fail, Code};
-use super::output::{count, errln, list, one_field, outln, print_json};
+use super::output::{
+    count, errln, list, one_field, outln, print_json, stdout, visible, JsonValuesFrom,
+};
 use super::{open_for_reading, open_to_verify};
 
 /// `NAME=VALUE` flag values as pairs.
@@ -114,33 +117,51 @@ pub fn timeline(a: TimelineArgs) -> Result<Code> {
     refuse_backward_range(a.from, a.to)?;
     let s = open_for_reading(&a.store)?;
     let (from, to) = (a.from.unwrap_or(i64::MIN), a.to.unwrap_or(i64::MAX));
-    let (events, total) = s.latest_events(from, to, a.limit)?;
+    // The entries alone first (16 bytes each), then each event written as it is read: a
+    // closed pipe stops the reading.
+    let (entries, total) = s.latest_event_times(from, to, a.limit)?;
     if a.json {
-        let rows: Vec<serde_json::Value> =
-            events.iter().map(loci::serve::api::timeline_row).collect();
-        print_json(&serde_json::json!({"events": rows, "total": total}))?;
-    } else if events.is_empty() {
+        #[derive(serde::Serialize)]
+        struct Timeline<E> {
+            events: E,
+            total: usize,
+        }
+        let events = JsonValuesFrom::new(|visit: &mut dyn FnMut(_) -> loci::Result<bool>| {
+            s.each_event_of_time_entries(entries.clone(), &mut |e| {
+                visit(loci::serve::api::timeline_row(&e))
+            })
+        });
+        return print_json(&Timeline {
+            events: &events,
+            total,
+        })
+        .map_err(|e| events.failure().map_or(e, Into::into))
+        .map(|()| Code::Ok);
+    }
+    let mut shown = 0usize;
+    let mut out = stdout();
+    let mut written = Ok(());
+    s.each_event_of_time_entries(entries, &mut |e| {
+        let full = loci::serve::api::timeline_text(&e);
+        // The quoting escapes the rest.
+        let text = loci::text::lines_joined(&full);
+        let line = format!(
+            "{:>7}  t={}  {}  {}",
+            e.seq,
+            e.ts,
+            e.kind,
+            loci::error::quoted_excerpt(&text)
+        );
+        written = writeln!(out, "{}", visible(&line));
+        shown += 1;
+        Ok(written.is_ok())
+    })?;
+    written?;
+    drop(out);
+    if shown == 0 {
         outln!("no events");
-    } else {
-        for e in &events {
-            let full = loci::serve::api::timeline_text(e);
-            // The quoting escapes the rest.
-            let text = loci::text::lines_joined(&full);
-            outln!(
-                "{:>7}  t={}  {}  {}",
-                e.seq,
-                e.ts,
-                e.kind,
-                loci::error::quoted_excerpt(&text)
-            );
-        }
-        if total > events.len() {
-            outln!(
-                "the latest {} of {} events in the range (--limit shows more)",
-                events.len(),
-                total
-            );
-        }
+    } else if total > shown {
+        outln!("the latest {shown} of {total} events in the range (--limit shows more)");
     }
     Ok(Code::Ok)
 }
