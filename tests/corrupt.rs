@@ -1058,8 +1058,9 @@ fn a_time_index_entry_naming_no_event_is_corrupt_not_passed_over() {
 }
 
 /// A time index entry whose sequence number a flipped bit made another event's: a planner
-/// query's event scan reads the index's keys alone, and a row that reads the event's record
-/// finds it at another time than its entry says, which is `Corrupt`, where the row had been
+/// query's event scan reads the index's keys alone (a row's number and time are its entry's),
+/// and a row that reads the event's record (its kind) finds it at another time than its
+/// entry says, which is `Corrupt`, where the row had been
 /// answered with the other event (helper-119's review: the scan no longer read records).
 #[test]
 fn a_planner_row_of_a_time_index_entry_naming_another_event_is_corrupt() {
@@ -1070,7 +1071,7 @@ fn a_planner_row_of_a_time_index_entry_naming_another_event_is_corrupt() {
         let times = |store: &Store| {
             loci::query::run(
                 store,
-                "MATCH (e:Event) RETURN e.seq AS seq, e.ts AS ts",
+                "MATCH (e:Event) RETURN e.seq AS seq, e.ts AS ts, e.kind AS kind",
                 &HashMap::new(),
             )
         };

@@ -555,6 +555,9 @@ impl<'a> Ctx<'a> {
             }
             // Every event row comes from a scan of existing events: its number needs no record.
             Val::Event(at) if name == "seq" => Val::Int(at.seq as i64),
+            // Nor its time, its index entry's (which a read of its record is checked against):
+            // `ORDER BY e.ts` of a long range had read every record to sort them.
+            Val::Event(at) if name == "ts" => Val::Int(at.ts),
             // The label an event is matched by (it read as the payload's, mostly null).
             Val::Event(_) if name == "label" => Val::Str(super::plan::EVENT_LABEL.to_string()),
             Val::Event(at) => match self.event(*at)? {

@@ -373,7 +373,24 @@ impl Prepared {
                 return Err(plan::plan_err_at(Some(span), no_value(p)).placed_in(&self.text));
             }
         }
-        exec::execute(store, &self.plan, params, self.limits).map_err(|e| e.placed_in(&self.text))
+        // Planned again with what the parameters decide of the filter (`$kind = ''`), when
+        // they decide something: an index may then be read for what is left of it.
+        let decided =
+            match (self.query.filter.as_ref()).and_then(|f| plan::decide_params(f, params)) {
+                Some(filter) => {
+                    let query = Query {
+                        filter: Some(filter),
+                        ..self.query.clone()
+                    };
+                    let limits = PlanLimits {
+                        max_hops: self.limits.max_hops,
+                    };
+                    Some(plan::plan(&query, limits).map_err(|e| e.placed_in(&self.text))?)
+                }
+                None => None,
+            };
+        let plan = decided.as_ref().unwrap_or(&self.plan);
+        exec::execute(store, plan, params, self.limits).map_err(|e| e.placed_in(&self.text))
     }
 }
 

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::parser::{
     BinOp, Dir, Expr, Literal, NodePat, PathPat, Places, Query, RelPat, ReturnItem, Search, Span,
 };
-use super::QueryError;
+use super::{QueryError, Val};
 
 /// The virtual label of events.
 pub const EVENT_LABEL: &str = "Event";
@@ -339,7 +339,13 @@ impl Planner {
                 ("place", crate::store::Facet::Place),
             ]
             .into_iter()
-            .find_map(|(name, facet)| Some((facet, take(&mut props, name, self)?)));
+            .find_map(|(name, facet)| Some((facet, take(&mut props, name, self)?)))
+            .or_else(|| {
+                // Or the first the WHERE filter fixes (`e.kind = $kind`), which still applies:
+                // a scan of every event for one kind had read every record.
+                let var = node.var.as_deref()?;
+                self.conditions.iter().find_map(|c| facet_fixed_by(c, var))
+            });
             self.ops.push(Op::ScanEvents {
                 slot,
                 from: ts_bounds.0.clone(),
@@ -472,6 +478,83 @@ fn conjuncts(e: &Expr) -> Vec<Expr> {
 }
 
 /// `ts` bounds on `var` that `WHERE` states as top-level conjuncts with constant sides.
+/// The index an event scan of `var` can read for `condition` (a conjunct of the WHERE
+/// filter), with the value it reads: when it is `var.kind = e` (or `actor`, `place`, or the
+/// same turned round) and `e` names no variable.
+fn facet_fixed_by(condition: &Expr, var: &str) -> Option<(crate::store::Facet, Expr)> {
+    let Expr::Bin(BinOp::Eq, a, b) = condition else {
+        return None;
+    };
+    let facet_of = |x: &Expr| match x {
+        Expr::Prop(v, name) if matches!(&**v, Expr::Var(n) if n == var) => match name.as_str() {
+            "kind" => Some(crate::store::Facet::Kind),
+            "actor" => Some(crate::store::Facet::Actor),
+            "place" => Some(crate::store::Facet::Place),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (facet, value) = match (facet_of(a), facet_of(b)) {
+        (Some(facet), _) => (facet, b),
+        (None, Some(facet)) => (facet, a),
+        (None, None) => return None,
+    };
+    (!mentions_vars(value)).then(|| (facet, (**value).clone()))
+}
+
+/// `filter` with each comparison of a parameter with a string decided by the value given
+/// (`$kind = ''`), and what that decides of the `AND`s and `OR`s above it: `None` when
+/// nothing was. A saved query's optional filter (`$kind = '' OR e.kind = $kind`) is no
+/// conjunct an index is read for until it is decided: the saved `timeline` had read every
+/// record of the log for its kind, and stopped at the time limit (helper-120).
+pub(super) fn decide_params(filter: &Expr, params: &HashMap<String, Val>) -> Option<Expr> {
+    fn fold(e: &Expr, params: &HashMap<String, Val>, changed: &mut bool) -> Expr {
+        let decided = |b: bool, changed: &mut bool| {
+            *changed = true;
+            Expr::Lit(Literal::Bool(b))
+        };
+        match e {
+            Expr::Bin(op @ (BinOp::Eq | BinOp::Ne), a, b) => {
+                let given = |x: &Expr, y: &Expr| match (x, y) {
+                    (Expr::Param(p), Expr::Lit(Literal::Str(lit))) => match params.get(p) {
+                        Some(Val::Str(v)) => Some(v == lit),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match given(a, b).or_else(|| given(b, a)) {
+                    Some(equal) => decided(equal == (*op == BinOp::Eq), changed),
+                    None => e.clone(),
+                }
+            }
+            Expr::Bin(op @ (BinOp::And | BinOp::Or), a, b) => {
+                let (a, b) = (fold(a, params, changed), fold(b, params, changed));
+                let lit = |x: &Expr| match x {
+                    Expr::Lit(Literal::Bool(v)) => Some(*v),
+                    _ => None,
+                };
+                // `true OR x` is true and `false AND x` false whatever x (null too); `false OR
+                // x` and `true AND x` are x.
+                match (op, lit(&a), lit(&b)) {
+                    (BinOp::Or, Some(true), _) | (BinOp::Or, _, Some(true)) => {
+                        Expr::Lit(Literal::Bool(true))
+                    }
+                    (BinOp::And, Some(false), _) | (BinOp::And, _, Some(false)) => {
+                        Expr::Lit(Literal::Bool(false))
+                    }
+                    (BinOp::Or, Some(false), _) | (BinOp::And, Some(true), _) => b,
+                    (BinOp::Or, _, Some(false)) | (BinOp::And, _, Some(true)) => a,
+                    _ => Expr::Bin(*op, Box::new(a), Box::new(b)),
+                }
+            }
+            _ => e.clone(),
+        }
+    }
+    let mut changed = false;
+    let folded = fold(filter, params, &mut changed);
+    changed.then_some(folded)
+}
+
 /// The bound `condition` (a conjunct of the WHERE filter) puts on the length of the relation
 /// `var`, when it is `length(var) <= e` (or `<`, or the same turned round) and `e` names no
 /// variable: the most hops a trail of it needs. A strict bound is taken as an inclusive one;
