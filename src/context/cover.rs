@@ -130,10 +130,17 @@ fn split_widest_while_room(
         )
     };
     let mut untried: std::collections::BinaryHeap<_> = chosen.iter().map(|&i| width(i)).collect();
+    // Where ranges of a level overlap (an odd store), a chunk may be pushed again: one split
+    // since, or found unsplittable, is not tried again, as the search had it.
+    let mut unsplittable: BTreeSet<usize> = BTreeSet::new();
     while let Some((_, _, widest)) = untried.pop() {
+        if !chosen.contains(&widest) || unsplittable.contains(&widest) {
+            continue;
+        }
         let kids = children(widest);
         let with_kids = *total - cost(widest) + kids.iter().map(|&j| cost(j)).sum::<usize>();
         if kids.is_empty() || with_kids > cap {
+            unsplittable.insert(widest);
             continue;
         }
         chosen.remove(&widest);
@@ -301,6 +308,7 @@ mod tests {
             costs in proptest::collection::vec(0usize..30, 200),
             room in 0usize..500,
             stride in 1usize..7,
+            overlapping in proptest::collection::vec(proptest::bool::ANY, 35),
         ) {
             let mut live = Vec::new();
             let mut seq = 0u64;
@@ -308,9 +316,18 @@ mod tests {
             for w in 0..weeks {
                 let week = w as i64 * 7000;
                 live.push(s(next(), Level::Week, week, week + 6999));
+                // And one over half of this week and half of the next.
+                if overlapping[w] && w + 1 < weeks {
+                    live.push(s(next(), Level::Week, week + 3500, week + 10499));
+                }
                 for d in 0..7 {
                     let day = week + d * 1000;
                     live.push(s(next(), Level::Day, day, day + 999));
+                    // A day over half of this one and half of the next (an odd store's), with
+                    // the episodes of both under it.
+                    if overlapping[w * 7 + d as usize] && d < 6 {
+                        live.push(s(next(), Level::Day, day + 500, day + 1499));
+                    }
                     for e in 0..episodes[w * 7 + d as usize] {
                         let at = day + e as i64 * 250;
                         let width = widths[live.len() % widths.len()].min(249);

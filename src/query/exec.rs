@@ -302,14 +302,21 @@ pub enum Val {
 }
 
 /// An event row's value: the index entry its scan found. Its record is read when a field is
-/// asked for (its number is the entry's), and checked to be the entry's then.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// asked for (its number and time are the entry's), and checked to be the entry's then. One
+/// event is one value whichever index found it: equal by number alone.
+#[derive(Clone, Copy, Debug)]
 pub struct EventEntry {
     pub seq: u64,
     /// The world time the entry gives.
     pub ts: i64,
     /// The index the entry is of: the time index, or the episodic one.
     pub index: Table,
+}
+
+impl PartialEq for EventEntry {
+    fn eq(&self, other: &EventEntry) -> bool {
+        self.seq == other.seq
+    }
 }
 
 impl Val {
@@ -1683,7 +1690,9 @@ impl Run<'_, '_> {
                         .iter()
                         .any(|s| contains_edge(&row[*s], e.edge_id()))
             };
-            let max = &match max_by {
+            // What a trail runs to for this row; whether the relation is one edge or a path
+            // is the pattern's (`[r*1..4]` bounded to 1 by WHERE is still a path).
+            let until = match max_by {
                 Some(e) => hops_at_most(&self.ctx.eval(e, row)?, *max),
                 None => *max,
             };
@@ -1726,7 +1735,7 @@ impl Run<'_, '_> {
                         emit!(self, out, r);
                     }
                 }
-                if edges.len() as u32 >= *max {
+                if edges.len() as u32 >= until {
                     continue;
                 }
                 // Pushed last first, so that trails are visited (and rows made) in the order of

@@ -477,7 +477,6 @@ fn conjuncts(e: &Expr) -> Vec<Expr> {
     }
 }
 
-/// `ts` bounds on `var` that `WHERE` states as top-level conjuncts with constant sides.
 /// The index an event scan of `var` can read for `condition` (a conjunct of the WHERE
 /// filter), with the value it reads: when it is `var.kind = e` (or `actor`, `place`, or the
 /// same turned round) and `e` names no variable.
@@ -533,15 +532,13 @@ pub(super) fn decide_params(filter: &Expr, params: &HashMap<String, Val>) -> Opt
                     Expr::Lit(Literal::Bool(v)) => Some(*v),
                     _ => None,
                 };
-                // `true OR x` is true and `false AND x` false whatever x (null too); `false OR
-                // x` and `true AND x` are x.
+                // `true OR x` is true and `false AND x` false whatever x (null too), as the
+                // executor, which reads left to right and stops there, has them; `false OR x`,
+                // `x OR false`, `true AND x` and `x AND true` are x. Not `x OR true` nor `x AND
+                // false`: the executor reads x first, and an error of x's is the answer.
                 match (op, lit(&a), lit(&b)) {
-                    (BinOp::Or, Some(true), _) | (BinOp::Or, _, Some(true)) => {
-                        Expr::Lit(Literal::Bool(true))
-                    }
-                    (BinOp::And, Some(false), _) | (BinOp::And, _, Some(false)) => {
-                        Expr::Lit(Literal::Bool(false))
-                    }
+                    (BinOp::Or, Some(true), _) => Expr::Lit(Literal::Bool(true)),
+                    (BinOp::And, Some(false), _) => Expr::Lit(Literal::Bool(false)),
                     (BinOp::Or, Some(false), _) | (BinOp::And, Some(true), _) => b,
                     (BinOp::Or, _, Some(false)) | (BinOp::And, _, Some(true)) => a,
                     _ => Expr::Bin(*op, Box::new(a), Box::new(b)),
@@ -575,6 +572,7 @@ fn length_bound(condition: &Expr, var: &str) -> Option<Expr> {
     (at_most && !mentions_vars(bound)).then(|| (**bound).clone())
 }
 
+/// `ts` bounds on `var` that `WHERE` states as top-level conjuncts with constant sides.
 fn ts_bounds(filter: Option<&Expr>, var: &str) -> (Option<Expr>, Option<Expr>) {
     let mut lower = None;
     let mut upper = None;
