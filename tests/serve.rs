@@ -1882,6 +1882,54 @@ async fn a_get_route_without_parameters_refuses_a_query_string() {
     assert_eq!(s, StatusCode::OK, "{v}");
 }
 
+/// A query-string number that does not parse is told with its value and what was wanted:
+/// `limit=-1` had been answered "limit: invalid digit found in string" (helper-118).
+#[tokio::test]
+async fn a_query_string_number_that_does_not_parse_is_named_with_its_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), None);
+    let digits = "9".repeat(5000);
+    for (uri, says) in [
+        (
+            "/v1/timeline?limit=-1",
+            r#"limit: "-1" is not a whole number of 0 or more"#,
+        ),
+        (
+            "/v1/timeline?limit=abc",
+            r#"limit: "abc" is not a whole number"#,
+        ),
+        ("/v1/timeline?from=x", r#"from: "x" is not a whole number"#),
+        ("/v1/timeline?limit=", r#"limit: "" is not a whole number"#),
+        (
+            "/v1/search?q=x&limit=1e3",
+            r#"limit: "1e3" is not a whole number"#,
+        ),
+        (
+            "/v1/neighbors?node=bot&depth=300",
+            r#"depth: "300" is out of range"#,
+        ),
+        (
+            "/v1/neighbors?node=bot&min_confidence=high",
+            r#"min_confidence: "high" is not a number"#,
+        ),
+    ] {
+        let (s, v, _) = call(&st, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
+        let said = v["error"]["message"].as_str().unwrap();
+        assert_eq!(said, says, "{uri}");
+    }
+    // A long value is shown cut short.
+    let uri = format!("/v1/timeline?limit={digits}");
+    let (s, v, _) = call(&st, "GET", &uri, None, None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let said = v["error"]["message"].as_str().unwrap();
+    assert!(
+        said.starts_with("limit: ") && said.ends_with("is out of range"),
+        "{said}"
+    );
+    assert!(said.len() < 400, "{said}");
+}
+
 /// A search's event kind one slip of case from a kind of the store is refused naming it, as a
 /// label is: `kind=observation` had found nothing, without a word (helper-95).
 #[tokio::test]

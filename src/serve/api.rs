@@ -178,11 +178,53 @@ where
         parts: &mut axum::http::request::Parts,
         state: &S,
     ) -> Result<Self, ApiError> {
-        check_query_is_utf8(parts.uri.query().unwrap_or(""))?;
-        let axum::extract::Query(params) =
-            axum::extract::Query::<T>::from_request_parts(parts, state).await?;
-        Ok(Params(params))
+        let query = parts.uri.query().unwrap_or("").to_string();
+        check_query_is_utf8(&query)?;
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(params)) => Ok(Params(params)),
+            Err(rejection) => Err(value_named(ApiError::from(rejection), &query)),
+        }
     }
+}
+
+/// `refused` (a query string's parameter that did not parse, as serde says it: `query
+/// string: limit: invalid digit found in string`) saying what value it was and what was
+/// wanted: `limit=-1` had been told of an "invalid digit" alone (helper-118).
+fn value_named(refused: ApiError, query: &str) -> ApiError {
+    let said = refused.message.clone();
+    let Some((name, why)) = said
+        .strip_prefix("query string: ")
+        .and_then(|rest| rest.split_once(": "))
+    else {
+        return refused;
+    };
+    let decode = |part: &str| {
+        percent_encoding::percent_decode_str(&part.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let Some(value) = (query.split('&'))
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(n, _)| decode(n) == name)
+        .map(|(_, v)| decode(v))
+    else {
+        return refused;
+    };
+    let shown = crate::error::quoted_excerpt(&value);
+    let negative = value
+        .strip_prefix('-')
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()));
+    let wanted = match why {
+        "invalid digit found in string" if negative => "a whole number of 0 or more",
+        "invalid digit found in string" => "a whole number",
+        "cannot parse integer from empty string" => "a whole number",
+        "invalid float literal" => "a number",
+        "number too large to fit in target type" | "number too small to fit in target type" => {
+            return ApiError::bad_input(format!("{name}: {shown} is out of range"));
+        }
+        _ => return refused,
+    };
+    ApiError::bad_input(format!("{name}: {shown} is not {wanted}"))
 }
 
 /// Refuses a query string with a parameter whose percent-escapes do not decode to UTF-8, naming
