@@ -119,7 +119,7 @@ pub fn timeline(a: TimelineArgs) -> Result<Code> {
     let (from, to) = (a.from.unwrap_or(i64::MIN), a.to.unwrap_or(i64::MAX));
     // The entries alone first (16 bytes each), then each event written as it is read: a
     // closed pipe stops the reading.
-    let (entries, total) = s.latest_event_times(from, to, a.limit)?;
+    let (mut entries, total) = s.latest_event_times(from, to, a.limit)?;
     if a.json {
         #[derive(serde::Serialize)]
         struct Timeline<E> {
@@ -127,7 +127,8 @@ pub fn timeline(a: TimelineArgs) -> Result<Code> {
             total: usize,
         }
         let events = JsonValuesFrom::new(|visit: &mut dyn FnMut(_) -> loci::Result<bool>| {
-            s.each_event_of_time_entries(entries.clone(), &mut |e| {
+            // Taken, not copied: the list is written once.
+            s.each_event_of_time_entries(std::mem::take(&mut entries), &mut |e| {
                 visit(loci::serve::api::timeline_row(&e))
             })
         });

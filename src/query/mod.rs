@@ -333,13 +333,7 @@ pub struct Prepared {
 /// Parses and plans `text`.
 pub fn prepare(text: &str, limits: Limits) -> Result<Prepared, QueryError> {
     let query = parse(text).map_err(|e| QueryError::from_parse(e, text))?;
-    let plan = plan::plan(
-        &query,
-        PlanLimits {
-            max_hops: limits.max_hops,
-        },
-    )
-    .map_err(|e| e.placed_in(text))?;
+    let plan = plan::plan(&query, limits.into()).map_err(|e| e.placed_in(text))?;
     Ok(Prepared {
         text: text.to_string(),
         query,
@@ -382,10 +376,8 @@ impl Prepared {
                         filter: Some(filter),
                         ..self.query.clone()
                     };
-                    let limits = PlanLimits {
-                        max_hops: self.limits.max_hops,
-                    };
-                    Some(plan::plan(&query, limits).map_err(|e| e.placed_in(&self.text))?)
+                    let planned = plan::plan(&query, self.limits.into());
+                    Some(planned.map_err(|e| e.placed_in(&self.text))?)
                 }
                 None => None,
             };

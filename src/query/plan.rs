@@ -148,6 +148,15 @@ impl Default for PlanLimits {
     }
 }
 
+impl From<super::Limits> for PlanLimits {
+    /// What of a query's limits binds its planning.
+    fn from(limits: super::Limits) -> Self {
+        PlanLimits {
+            max_hops: limits.max_hops,
+        }
+    }
+}
+
 /// One relation of a pattern to expand: from the node in `from` over `rel` to `to`, written
 /// right to left when `flip`.
 struct Step<'a> {
@@ -481,9 +490,6 @@ fn conjuncts(e: &Expr) -> Vec<Expr> {
 /// filter), with the value it reads: when it is `var.kind = e` (or `actor`, `place`, or the
 /// same turned round) and `e` names no variable.
 fn facet_fixed_by(condition: &Expr, var: &str) -> Option<(crate::store::Facet, Expr)> {
-    let Expr::Bin(BinOp::Eq, a, b) = condition else {
-        return None;
-    };
     let facet_of = |x: &Expr| match x {
         Expr::Prop(v, name) if matches!(&**v, Expr::Var(n) if n == var) => match name.as_str() {
             "kind" => Some(crate::store::Facet::Kind),
@@ -493,12 +499,38 @@ fn facet_fixed_by(condition: &Expr, var: &str) -> Option<(crate::store::Facet, E
         },
         _ => None,
     };
-    let (facet, value) = match (facet_of(a), facet_of(b)) {
-        (Some(facet), _) => (facet, b),
-        (None, Some(facet)) => (facet, a),
-        (None, None) => return None,
+    match compared_with_constant(condition, &|x| facet_of(x).is_some())? {
+        (subject, BinOp::Eq, value) => Some((facet_of(subject)?, value.clone())),
+        _ => None,
+    }
+}
+
+/// `condition` as `subject op value`, when it compares a subject (`is_subject` tells one)
+/// with a value that names no variable: turned round when written the other way (`5 >
+/// length(r)` is `length(r) < 5`). What the planner reads a bound or an index from.
+fn compared_with_constant<'e>(
+    condition: &'e Expr,
+    is_subject: &dyn Fn(&Expr) -> bool,
+) -> Option<(&'e Expr, BinOp, &'e Expr)> {
+    let Expr::Bin(op, a, b) = condition else {
+        return None;
     };
-    (!mentions_vars(value)).then(|| (facet, (**value).clone()))
+    let (subject, op, value) = if is_subject(a) {
+        (a, *op, b)
+    } else if is_subject(b) {
+        let turned = match op {
+            BinOp::Eq => BinOp::Eq,
+            BinOp::Lt => BinOp::Gt,
+            BinOp::Le => BinOp::Ge,
+            BinOp::Gt => BinOp::Lt,
+            BinOp::Ge => BinOp::Le,
+            _ => return None,
+        };
+        (b, turned, a)
+    } else {
+        return None;
+    };
+    (!mentions_vars(value)).then_some((&**subject, op, &**value))
 }
 
 /// `filter` with each comparison of a parameter with a string decided by the value given
@@ -561,15 +593,10 @@ fn length_bound(condition: &Expr, var: &str) -> Option<Expr> {
         matches!(x, Expr::Call(name, args, _) if name == "length"
             && matches!(&args[..], [Expr::Var(v)] if v == var))
     };
-    let Expr::Bin(op, a, b) = condition else {
-        return None;
-    };
-    let (at_most, bound) = match op {
-        BinOp::Le | BinOp::Lt if is_length(a) => (true, b),
-        BinOp::Ge | BinOp::Gt if is_length(b) => (true, a),
-        _ => (false, a),
-    };
-    (at_most && !mentions_vars(bound)).then(|| (**bound).clone())
+    match compared_with_constant(condition, &is_length)? {
+        (_, BinOp::Le | BinOp::Lt, bound) => Some(bound.clone()),
+        _ => None,
+    }
 }
 
 /// `ts` bounds on `var` that `WHERE` states as top-level conjuncts with constant sides.
@@ -582,23 +609,15 @@ fn ts_bounds(filter: Option<&Expr>, var: &str) -> (Option<Expr>, Option<Expr>) {
                 walk(a, var, lower, upper);
                 walk(b, var, lower, upper);
             }
-            Expr::Bin(op @ (BinOp::Ge | BinOp::Gt | BinOp::Le | BinOp::Lt), a, b) => {
+            _ => {
                 let is_ts = |x: &Expr| matches!(x, Expr::Prop(v, p) if p == "ts" && matches!(&**v, Expr::Var(n) if n == var));
-                let constant = |x: &Expr| !mentions_vars(x);
                 // Strict bounds are widened to inclusive ones; the WHERE filter still applies.
-                if is_ts(a) && constant(b) {
-                    match op {
-                        BinOp::Ge | BinOp::Gt => *lower = Some((**b).clone()),
-                        _ => *upper = Some((**b).clone()),
-                    }
-                } else if is_ts(b) && constant(a) {
-                    match op {
-                        BinOp::Le | BinOp::Lt => *lower = Some((**a).clone()),
-                        _ => *upper = Some((**a).clone()),
-                    }
+                match compared_with_constant(e, &is_ts) {
+                    Some((_, BinOp::Ge | BinOp::Gt, value)) => *lower = Some(value.clone()),
+                    Some((_, BinOp::Le | BinOp::Lt, value)) => *upper = Some(value.clone()),
+                    _ => {}
                 }
             }
-            _ => {}
         }
     }
     if let Some(f) = filter {

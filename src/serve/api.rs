@@ -182,34 +182,29 @@ where
         check_query_is_utf8(&query)?;
         match axum::extract::Query::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Query(params)) => Ok(Params(params)),
-            Err(rejection) => Err(value_named(ApiError::from(rejection), &query)),
+            Err(rejection) => Err(
+                value_named(&super::error::query_refusal(&rejection), &query)
+                    .unwrap_or_else(|| rejection.into()),
+            ),
         }
     }
 }
 
-/// `refused` (a query string's parameter that did not parse, as serde says it: `query
-/// string: limit: invalid digit found in string`) saying what value it was and what was
-/// wanted: `limit=-1` had been told of an "invalid digit" alone (helper-118).
-fn value_named(refused: ApiError, query: &str) -> ApiError {
-    let said = refused.message.clone();
-    let Some((name, why)) = said
-        .strip_prefix("query string: ")
-        .and_then(|rest| rest.split_once(": "))
-    else {
-        return refused;
-    };
+/// The refusal of a query string's parameter that did not parse (`said`, as serde says it:
+/// `limit: invalid digit found in string`) saying what value it was and what was wanted:
+/// `limit=-1` had been told of an "invalid digit" alone (helper-118). `None` for another
+/// refusal, or a parameter `query` does not hold.
+fn value_named(said: &str, query: &str) -> Option<ApiError> {
+    let (name, why) = said.split_once(": ")?;
     let decode = |part: &str| {
         percent_encoding::percent_decode_str(&part.replace('+', " "))
             .decode_utf8_lossy()
             .into_owned()
     };
-    let Some(value) = (query.split('&'))
+    let value = (query.split('&'))
         .filter_map(|pair| pair.split_once('='))
         .find(|(n, _)| decode(n) == name)
-        .map(|(_, v)| decode(v))
-    else {
-        return refused;
-    };
+        .map(|(_, v)| decode(v))?;
     let shown = crate::error::quoted_excerpt(&value);
     let negative = value
         .strip_prefix('-')
@@ -220,11 +215,15 @@ fn value_named(refused: ApiError, query: &str) -> ApiError {
         "cannot parse integer from empty string" => "a whole number",
         "invalid float literal" => "a number",
         "number too large to fit in target type" | "number too small to fit in target type" => {
-            return ApiError::bad_input(format!("{name}: {shown} is out of range"));
+            return Some(ApiError::bad_input(format!(
+                "{name}: {shown} is out of range"
+            )));
         }
-        _ => return refused,
+        _ => return None,
     };
-    ApiError::bad_input(format!("{name}: {shown} is not {wanted}"))
+    Some(ApiError::bad_input(format!(
+        "{name}: {shown} is not {wanted}"
+    )))
 }
 
 /// Refuses a query string with a parameter whose percent-escapes do not decode to UTF-8, naming

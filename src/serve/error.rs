@@ -152,11 +152,17 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
     /// Said by where, as a body's errors are (`query string: lable: unknown field ...`), not
     /// after axum's "Failed to deserialize query string".
     fn from(r: axum::extract::rejection::QueryRejection) -> Self {
-        let said = r.body_text();
-        let why = said
-            .strip_prefix("Failed to deserialize query string: ")
-            .unwrap_or(&said);
-        ApiError::bad_input(format!("query string: {why}"))
+        ApiError::bad_input(format!("query string: {}", query_refusal(&r)))
+    }
+}
+
+/// What serde said of a query string `r` refuses (`limit: invalid digit found in string`),
+/// without axum's "Failed to deserialize query string".
+pub(super) fn query_refusal(r: &axum::extract::rejection::QueryRejection) -> String {
+    let said = r.body_text();
+    match said.strip_prefix("Failed to deserialize query string: ") {
+        Some(why) => why.to_string(),
+        None => said,
     }
 }
 

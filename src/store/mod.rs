@@ -132,6 +132,12 @@ const REPLAY_CHUNK: usize = 4096;
 /// at a few hundred bytes each, where live ingest's batches hold 100k.
 const REPLAY_ASSERTIONS: usize = 100_000;
 
+/// Whether a replay's `chunk` of events, holding `assertions`, is projected now: the log's
+/// events and the extra ones alike.
+fn chunk_full(chunk: &[Event], assertions: usize) -> bool {
+    chunk.len() == REPLAY_CHUNK || assertions >= REPLAY_ASSERTIONS
+}
+
 /// The store directory's `loci.json`: its format and which backend holds its log. A key it
 /// does not have is refused: a typo would otherwise be read as nothing, and a later build
 /// that adds one raises `format`.
@@ -6037,7 +6043,7 @@ fn replay_onto(
                 failure = Some(msg);
                 return Ok(false);
             }
-            if chunk.len() == REPLAY_CHUNK || assertions >= REPLAY_ASSERTIONS {
+            if chunk_full(&chunk, assertions) {
                 assertions = 0;
                 if let Err(e) = flush(&mut chunk, &mut state) {
                     failure = Some(format!("replay failed: {e}"));
@@ -6057,7 +6063,7 @@ fn replay_onto(
                 failure = Some(msg);
                 break;
             }
-            if chunk.len() == REPLAY_CHUNK || assertions >= REPLAY_ASSERTIONS {
+            if chunk_full(&chunk, assertions) {
                 assertions = 0;
                 if let Err(e) = flush(&mut chunk, &mut state) {
                     failure = Some(format!("replay failed: {e}"));

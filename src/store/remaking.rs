@@ -269,7 +269,7 @@ impl Store {
         // the period it was made for, by which the summaries of a period are found.
         let span = (plan.summary.level == Level::Episode && complete)
             .then(|| {
-                let times = || events_left(plan, &records).map(|e| e.ts);
+                let times = || events_left(&records).map(|e| e.ts);
                 times().min().zip(times().max())
             })
             .flatten()
@@ -285,16 +285,14 @@ impl Store {
     }
 
     /// The records of the events `plan` covers before its latest summary that are left
-    /// (`left`), read in one view: plan by plan, where every plan's had been held at once
-    /// (150 MB of a hub's deletion at 96k summaries made again).
-    fn records_left(&self, plan: &Plan<'_>, left: &BTreeSet<u64>) -> Result<BTreeMap<u64, Event>> {
+    /// (`left`), in log order, read in one view: plan by plan, where every plan's had been
+    /// held at once (150 MB of a hub's deletion at 96k summaries made again).
+    fn records_left(&self, plan: &Plan<'_>, left: &BTreeSet<u64>) -> Result<Vec<Event>> {
         let view = self.backend.pinned_view()?;
         let backend = view.as_deref().unwrap_or(&*self.backend);
-        let mut out = BTreeMap::new();
+        let mut out = Vec::new();
         for seq in (plan.covered.iter()).filter(|s| **s < plan.group.latest && left.contains(s)) {
-            if let Some(ev) = self.raw_event_decoded(backend, *seq, super::decode_event)? {
-                out.insert(*seq, ev);
-            }
+            out.extend(self.raw_event_decoded(backend, *seq, super::decode_event)?);
         }
         Ok(out)
     }
@@ -570,16 +568,13 @@ impl Store {
         &self,
         plan: &Plan<'_>,
         (graph, complete): (&State, bool),
-        (context, records): (&Context<'_>, &BTreeMap<u64, Event>),
+        (context, records): (&Context<'_>, &[Event]),
         seed_only: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<Assertion>> {
         // What the covered events left asserted counts as well as what the group restated:
         // a value that was dead when the group was written (a forgotten event's edge a later
         // retraction ended) lives again once the deletion takes what ended it.
-        let covered = (plan.covered.iter())
-            .filter(|s| **s < plan.group.latest)
-            .filter_map(|s| records.get(s));
-        let asserted: Vec<&Event> = plan.members.iter().chain(covered).collect();
+        let asserted: Vec<&Event> = plan.members.iter().chain(records).collect();
         let restate = |graph: &State, keep: &dyn Fn(&Assertion) -> bool| {
             consolidate::restated(
                 (asserted.iter())
@@ -819,12 +814,12 @@ fn request_names(before: &State, request: &DeleteRequest) -> Vec<String> {
 /// summary covered; otherwise a week covers the days of the events left.
 fn digest_again(
     plan: &Plan<'_>,
-    records: &BTreeMap<u64, Event>,
+    records: &[Event],
     (graph, complete): (&State, bool),
     unnamed: &[String],
     policy: &ConsolidationPolicy,
 ) -> Digest {
-    let events: Vec<Event> = events_left(plan, records).cloned().collect();
+    let events: Vec<Event> = events_left(records).cloned().collect();
     let name = |key: &str| {
         graph
             .node_id(key)
@@ -853,16 +848,10 @@ fn digest_again(
     digest
 }
 
-/// The events of a summary's period it is made again from: those it covers, left (of a
-/// summarised kind, before it).
-fn events_left<'r>(
-    plan: &'r Plan<'_>,
-    records: &'r BTreeMap<u64, Event>,
-) -> impl Iterator<Item = &'r Event> {
-    (plan.covered.iter())
-        .filter(|s| **s < plan.group.latest)
-        .filter_map(|s| records.get(s))
-        .filter(|e| summarised(e))
+/// The events of a summary's period it is made again from: of `records` (those it covers
+/// before it that are left, [`Store::records_left`]), the ones of a summarised kind.
+fn events_left(records: &[Event]) -> impl Iterator<Item = &Event> {
+    records.iter().filter(|e| summarised(e))
 }
 
 /// The children of `summary` made again: those taken by their numbers made again, and none
