@@ -3592,26 +3592,7 @@ fn a_forgetting_beside_deletions_is_not_refused_for_what_they_deleted() {
 fn a_facts_provenance_names_no_replaced_summary() {
     use loci::retrieval::{RetrieveOptions, SnippetKind};
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
-    let mut w = world::generate(&WorldConfig {
-        seed: 100,
-        scale: 1,
-        days: 10_000,
-    });
-    w.events.truncate(3000);
-    store.ingest(w.events).unwrap();
-    forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(50)).unwrap();
-    let mut late = loci::EventDraft::new(75_000, "bot", "OBSERVATION");
-    late.payload = loci::model::Value::from("late note about quokkaberry");
-    store.ingest(vec![late]).unwrap();
-    let policy = consolidate::ConsolidationPolicy::for_store(&store, None).unwrap();
-    let report = consolidate::consolidate(
-        &store,
-        &RuleSummarizer,
-        &ConsolidateOptions::default().with_policy(policy),
-    )
-    .unwrap();
-    assert!(report.superseded > 0, "{report:?}");
+    let store = store_with_summaries_replaced(dir.path());
     let replaced = consolidate::live_summaries(&store)
         .unwrap()
         .replaced
@@ -3636,6 +3617,49 @@ fn a_facts_provenance_names_no_replaced_summary() {
         !named.iter().any(|s| replaced.contains(s)),
         "{named:?} names one of {replaced:?}"
     );
+}
+
+/// The summaries a search, a timeline and retrieval leave out, read from the summary index
+/// (entries, and the children of the days in question), are those the summaries themselves
+/// say a later one replaced, read whole.
+#[test]
+fn the_replaced_summaries_of_the_index_are_those_the_summaries_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_summaries_replaced(dir.path());
+    let said = consolidate::live_summaries(&store)
+        .unwrap()
+        .replaced
+        .clone();
+    let indexed = consolidate::replaced_summaries(&store).unwrap();
+    assert!(!said.is_empty());
+    assert_eq!(indexed.len(), said.len());
+    assert!(said.iter().all(|s| indexed.contains(*s)), "{said:?}");
+}
+
+/// A store consolidated, forgotten down to 50 events, given a late event and consolidated
+/// again: the day of the late event is summarised again, and its earlier summaries replaced.
+fn store_with_summaries_replaced(dir: &std::path::Path) -> Store {
+    let store = Store::create(dir, BackendKind::Redb).unwrap();
+    let mut w = world::generate(&WorldConfig {
+        seed: 100,
+        scale: 1,
+        days: 10_000,
+    });
+    w.events.truncate(3000);
+    store.ingest(w.events).unwrap();
+    forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(50)).unwrap();
+    let mut late = loci::EventDraft::new(75_000, "bot", "OBSERVATION");
+    late.payload = loci::model::Value::from("late note about quokkaberry");
+    store.ingest(vec![late]).unwrap();
+    let policy = consolidate::ConsolidationPolicy::for_store(&store, None).unwrap();
+    let report = consolidate::consolidate(
+        &store,
+        &RuleSummarizer,
+        &ConsolidateOptions::default().with_policy(policy),
+    )
+    .unwrap();
+    assert!(report.superseded > 0, "{report:?}");
+    store
 }
 
 /// helper-113: after a compaction, the deletion of a forgotten event takes the summaries that

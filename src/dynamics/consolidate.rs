@@ -31,7 +31,7 @@ use crate::dynamics::decay::DAY;
 use crate::dynamics::deletion;
 use crate::error::{Error, Result};
 use crate::model::{kinds, Assertion, EdgeUpsert, Event, EventDraft, NodeUpsert, Value};
-use crate::store::Store;
+use crate::store::{Store, SummaryEntry};
 
 /// Kind of a summary event.
 pub const SUMMARY: &str = "SUMMARY";
@@ -936,12 +936,13 @@ pub struct LiveSummaries {
 
 /// What a store last read of its summaries, kept by the store ([`Store::live_summary_cache`])
 /// for every reader of it: its [`LiveSummaries`] (every live summary's text, for a caller
-/// that reads them all), and its [`PlacedSummaries`] (what the memory cover chooses from, and
-/// what a search, a timeline and retrieval leave out).
+/// that reads them all), its [`PlacedSummaries`] (what the memory cover chooses from) and its
+/// [`ReplacedSummaries`] (what a search, a timeline and retrieval leave out).
 #[derive(Default)]
 pub(crate) struct LiveSummaryCache {
     live: std::sync::Mutex<CacheEntry<LiveSummaries>>,
     placed: std::sync::Mutex<CacheEntry<PlacedSummaries>>,
+    replaced: std::sync::Mutex<CacheEntry<ReplacedSummaries>>,
 }
 
 struct CacheEntry<T> {
@@ -969,24 +970,109 @@ pub fn live_summaries(store: &Store) -> Result<std::sync::Arc<LiveSummaries>> {
 }
 
 /// The summaries of a store as the summary index places them (`store/summary_index.rs`), no
-/// summary decoded: one read serves the memory cover and the readers that leave the replaced
-/// ones out.
+/// summary decoded: what the memory cover chooses from, and what a deletion finds live.
+/// A reader that only leaves the replaced ones out reads [`ReplacedSummaries`], less.
 #[derive(Debug, Default)]
 pub struct PlacedSummaries {
     /// The live summaries ([`live`]), by level and range start: what the memory cover chooses
     /// from, reading the text of those it weighs alone ([`summary_text`]).
     pub live: Vec<Placement>,
-    /// The summary events that are not live: a later summary of their period replaced them,
-    /// and says what they say.
-    pub replaced: BTreeSet<u64>,
 }
 
 /// The store's [`PlacedSummaries`], cached as [`live_summaries`] is.
 pub fn placed_summaries(store: &Store) -> Result<std::sync::Arc<PlacedSummaries>> {
     cached(store, &store.live_summary_cache().placed, |store| {
-        let (live, replaced) = live_and_replaced(indexed_summaries(store)?);
-        Ok(PlacedSummaries { live, replaced })
+        Ok(PlacedSummaries {
+            live: live(indexed_summaries(store)?).into_values().collect(),
+        })
     })
+}
+
+/// The summary events a later summary of their period replaced ([`live`] leaves them out):
+/// what a search, a timeline and retrieval leave out, as they say nothing the later one does
+/// not. Sorted, 8 bytes each.
+#[derive(Debug, Default, PartialEq)]
+pub struct ReplacedSummaries {
+    seqs: Vec<u64>,
+}
+
+impl ReplacedSummaries {
+    pub fn contains(&self, seq: u64) -> bool {
+        self.seqs.binary_search(&seq).is_ok()
+    }
+
+    pub fn len(&self) -> usize {
+        self.seqs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seqs.is_empty()
+    }
+}
+
+/// The store's [`ReplacedSummaries`], cached as [`live_summaries`] is.
+///
+/// Read from the summary index's entries alone, and the children of the days an episode is
+/// in question under: a reader that only leaves the replaced summaries out (every search,
+/// timeline and query of the CLI, each a process of its own) had built [`PlacedSummaries`]
+/// first, 0.45 s and 155 MB at 980k events and 566k summaries.
+pub fn replaced_summaries(store: &Store) -> Result<std::sync::Arc<ReplacedSummaries>> {
+    cached(store, &store.live_summary_cache().replaced, |store| {
+        let (mut replaced, in_question) = replaced_and_in_question(store.summary_entries()?);
+        let named = store.named_by_their_days(&in_question)?;
+        replaced.extend(
+            in_question
+                .iter()
+                .zip(named)
+                .filter(|(_, named)| !named)
+                .map(|((_, episode), _)| *episode),
+        );
+        replaced.sort_unstable();
+        Ok(ReplacedSummaries { seqs: replaced })
+    })
+}
+
+/// What [`live`] leaves out of `entries` (deleted ones left out already) that it can tell
+/// without a day's children: the summaries a later one of their level and start replaced.
+/// And the episodes in question (each with its day, sorted): those a newer latest day over
+/// their start replaced unless it names them as its children.
+fn replaced_and_in_question(mut entries: Vec<SummaryEntry>) -> (Vec<u64>, Vec<(u64, u64)>) {
+    // The index's own order already: the sort finds it sorted.
+    entries.sort_unstable_by_key(|e| (e.level, e.start, e.seq));
+    let mut replaced = Vec::new();
+    // The last of each level and start is its latest; the others are replaced.
+    let latest: Vec<&SummaryEntry> = entries
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| {
+            let later = entries
+                .get(i + 1)
+                .is_some_and(|n| (n.level, n.start) == (e.level, e.start));
+            if later {
+                replaced.push(e.seq);
+            }
+            !later
+        })
+        .map(|(_, e)| e)
+        .collect();
+    // Latest days by start: a store's days are of one length and do not overlap, so the day
+    // over an episode is the last one starting at or before it.
+    let days: Vec<&SummaryEntry> = latest
+        .iter()
+        .copied()
+        .filter(|e| e.level == Level::Day)
+        .collect();
+    let mut in_question = Vec::new();
+    for e in latest.iter().filter(|e| e.level == Level::Episode) {
+        let over = days.partition_point(|d| d.start <= e.start);
+        if let Some(day) = over.checked_sub(1).and_then(|i| days.get(i)) {
+            if e.start <= day.end && day.seq > e.seq {
+                in_question.push((day.seq, e.seq));
+            }
+        }
+    }
+    in_question.sort_unstable();
+    (replaced, in_question)
 }
 
 /// The text of summary `seq` (read up to its payload, less its digest); `None` when the log
@@ -1141,17 +1227,6 @@ fn indexed_summaries(store: &Store) -> Result<Vec<Placement>> {
             },
         })
         .collect())
-}
-
-/// The live ones among `all` ([`live`]), by level and range start, and the sequence numbers
-/// of the others.
-fn live_and_replaced<S: Placed>(all: Vec<S>) -> (Vec<S>, BTreeSet<u64>) {
-    let mut replaced: BTreeSet<u64> = all.iter().map(|s| s.seq()).collect();
-    let live: Vec<S> = live(all).into_values().collect();
-    for s in &live {
-        replaced.remove(&s.seq());
-    }
-    (live, replaced)
 }
 
 /// Every summary of the store (replaced ones too) as a [`Placement`], each with its children
@@ -2172,13 +2247,13 @@ fn each_event_written(
     report: &ConsolidateReport,
     each: &mut dyn FnMut(&Event),
 ) -> Result<()> {
-    let placed = placed_summaries(store)?;
+    let replaced = replaced_summaries(store)?;
     for &(first, last) in &report.batches {
         store.scan_log(first, |ev| {
             if ev.seq > last {
                 return Ok(false);
             }
-            if !placed.replaced.contains(&ev.seq) {
+            if !replaced.contains(ev.seq) {
                 each(&ev);
             }
             Ok(true)
@@ -2217,6 +2292,70 @@ pub fn each_summary_written(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Summaries of every level at a few starts and ends (days of several lengths, so they
+    /// may overlap), their sequence numbers a permutation, and each day's children a subset
+    /// of the episodes.
+    fn arbitrary_hierarchy() -> impl proptest::strategy::Strategy<Value = Vec<Placement>> {
+        use proptest::prelude::*;
+        proptest::collection::vec((0u8..3, 0i64..12, 0i64..6, any::<u64>()), 0..40)
+            .prop_flat_map(|specs| {
+                let seqs: Vec<u64> = (1..=specs.len() as u64).collect();
+                (Just(specs), Just(seqs).prop_shuffle())
+            })
+            .prop_map(|(specs, seqs)| {
+                let mut all: Vec<Placement> = specs
+                    .iter()
+                    .zip(&seqs)
+                    .map(|(&(level, start, len, _), &seq)| Placement {
+                        seq,
+                        level: [Level::Episode, Level::Day, Level::Week][level as usize],
+                        start,
+                        end: start + len,
+                        children: Vec::new(),
+                    })
+                    .collect();
+                let episodes: Vec<u64> = (all.iter())
+                    .filter(|p| p.level == Level::Episode)
+                    .map(|p| p.seq)
+                    .collect();
+                for (p, &(_, _, _, mask)) in all.iter_mut().zip(&specs) {
+                    if p.level == Level::Day {
+                        p.children = (episodes.iter().enumerate())
+                            .filter(|(i, _)| mask >> (i % 64) & 1 == 1)
+                            .map(|(_, s)| *s)
+                            .collect();
+                    }
+                }
+                all
+            })
+    }
+
+    proptest::proptest! {
+        /// The replaced summaries read from the index's entries and the children of the days
+        /// in question are those [`live`] leaves out of the same summaries.
+        #[test]
+        fn the_replaced_summaries_are_what_live_leaves_out(all in arbitrary_hierarchy()) {
+            let live_seqs: BTreeSet<u64> = live(all.clone()).values().map(|p| p.seq).collect();
+            let expected: Vec<u64> = (all.iter().map(|p| p.seq))
+                .filter(|s| !live_seqs.contains(s))
+                .collect::<BTreeSet<u64>>()
+                .into_iter()
+                .collect();
+            let entries = (all.iter())
+                .map(|p| SummaryEntry { seq: p.seq, level: p.level, start: p.start, end: p.end })
+                .collect();
+            let (mut replaced, in_question) = replaced_and_in_question(entries);
+            let named: BTreeSet<(u64, u64)> = (all.iter())
+                .flat_map(|p| p.children.iter().map(|c| (p.seq, *c)))
+                .collect();
+            replaced.extend(
+                (in_question.iter()).filter(|p| !named.contains(p)).map(|(_, e)| *e),
+            );
+            replaced.sort_unstable();
+            proptest::prop_assert_eq!(replaced, expected);
+        }
+    }
 
     fn ev(seq: u64, ts: i64, kind: &str) -> Event {
         Event::from_draft(seq, 0, EventDraft::new(ts, "bot", kind))

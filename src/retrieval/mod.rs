@@ -30,6 +30,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::dynamics::consolidate::ReplacedSummaries;
 use crate::dynamics::usage::{Item, Tier};
 use crate::error::{Error, Result};
 use crate::graph::{AdjEntry, TraversalFilter};
@@ -1210,11 +1211,13 @@ impl<'s> Retriever<'s> {
         // Read once for the pack, and only for a pack with a fact: a fact's provenance leaves
         // out the summaries a later one replaced.
         let summaries = match candidates.iter().any(|c| c.kind == SnippetKind::Fact) {
-            true => Some(crate::dynamics::consolidate::placed_summaries(self.store)?),
+            true => Some(crate::dynamics::consolidate::replaced_summaries(
+                self.store,
+            )?),
             false => None,
         };
-        let none = BTreeSet::new();
-        let replaced = summaries.as_ref().map_or(&none, |s| &s.replaced);
+        let none = ReplacedSummaries::default();
+        let replaced = summaries.as_deref().unwrap_or(&none);
         let mut snippets = Vec::new();
         let mut cut = Vec::new();
         let mut used = 0usize;
@@ -1300,7 +1303,7 @@ impl<'s> Retriever<'s> {
         c: &Candidate,
         seeds: &Seeds,
         (text_node, seed_nodes): (&BTreeMap<NodeId, f32>, &BTreeSet<NodeId>),
-        replaced: &BTreeSet<u64>,
+        replaced: &ReplacedSummaries,
         opts: &RetrieveOptions,
     ) -> Result<Snippet> {
         let mut provenance = SnippetProvenance::default();
@@ -1346,7 +1349,7 @@ impl<'s> Retriever<'s> {
     fn render_fact(
         &self,
         c: &Candidate,
-        replaced: &BTreeSet<u64>,
+        replaced: &ReplacedSummaries,
         provenance: &mut SnippetProvenance,
     ) -> Result<Rendered> {
         let e = c
@@ -1401,7 +1404,7 @@ impl<'s> Retriever<'s> {
         // A summary a later one of its period replaced is left out, as search and the
         // timeline leave it: the later one restates what it did (a fact had named both).
         let evidence = e.evidence.iter().rev();
-        for seq in evidence.filter(|s| !replaced.contains(s)).take(3) {
+        for seq in evidence.filter(|s| !replaced.contains(**s)).take(3) {
             provenance.events.push(*seq);
             if let Some(ev) = self.store.event(*seq)? {
                 for p in ev.evidence {

@@ -2029,7 +2029,8 @@ pub struct Store {
     /// Set while a deletion writes every node's document again under the ids it gave.
     rewriting: Rewriting,
     /// What was last read of the summaries ([`crate::dynamics::consolidate::live_summaries`],
-    /// [`crate::dynamics::consolidate::placed_summaries`]).
+    /// [`crate::dynamics::consolidate::placed_summaries`],
+    /// [`crate::dynamics::consolidate::replaced_summaries`]).
     live_summaries: crate::dynamics::consolidate::LiveSummaryCache,
 }
 
@@ -4860,11 +4861,11 @@ impl Store {
         to: i64,
         limit: usize,
     ) -> Result<(Vec<(i64, u64)>, usize)> {
-        let placed = crate::dynamics::consolidate::placed_summaries(self)?;
+        let replaced = crate::dynamics::consolidate::replaced_summaries(self)?;
         let mut last = std::collections::VecDeque::with_capacity(limit.min(1 << 16));
         let mut total = 0usize;
         self.visit_event_times(from, to, |entry| {
-            if placed.replaced.contains(&entry.1) {
+            if replaced.contains(entry.1) {
                 return;
             }
             total += 1;
@@ -5081,22 +5082,19 @@ impl Store {
 
     /// Full-text search over the nodes and events this handle's graph holds (the index can be
     /// ahead of a reader opened beside a writer), less the summaries a later summary of their
-    /// period replaced ([`crate::dynamics::consolidate::PlacedSummaries::replaced`]); a `text` with no word (a symbol that is not
-    /// a pictograph, stopwords only) finds the nodes of that name ([`TextIndex::search_within`]).
+    /// period replaced ([`crate::dynamics::consolidate::ReplacedSummaries`]); a `text` with no
+    /// word (a symbol that is not a pictograph, stopwords only) finds the nodes of that name
+    /// ([`TextIndex::search_within`]).
     pub fn search(&self, text: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Hit>> {
-        use crate::dynamics::consolidate::{placed_summaries, SUMMARY};
+        use crate::dynamics::consolidate::{replaced_summaries, SUMMARY};
         // A summary a later one of its period replaced repeats what that one says: a search
         // finds the later one alone, as retrieval does. Read before the graph is taken, as
         // it reads the state itself.
         let summaries = match filter.admits_event_kind(SUMMARY) {
-            true => Some(placed_summaries(self)?),
+            true => Some(replaced_summaries(self)?),
             false => None,
         };
-        let replaced = |seq| {
-            summaries
-                .as_ref()
-                .is_some_and(|s| s.replaced.contains(&seq))
-        };
+        let replaced = |seq| summaries.as_ref().is_some_and(|s| s.contains(seq));
         let g = self.graph_for_search();
         let (last_seq, next_node) = (g.state.counters.last_seq, g.state.counters.next_node);
         // An index at the graph's position holds no node the graph does not: then the bounds

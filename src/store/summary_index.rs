@@ -168,4 +168,43 @@ impl Store {
         )?;
         Ok(out)
     }
+
+    /// For each `(day, child)` of `pairs` (sorted), whether day summary `day` names `child`
+    /// as one of its children: one scan of the days' children, from the first day asked to
+    /// the last, not a lookup for each.
+    pub(crate) fn named_by_their_days(&self, pairs: &[(u64, u64)]) -> Result<Vec<bool>> {
+        let mut named = vec![false; pairs.len()];
+        let (Some(first), Some(last)) = (pairs.first(), pairs.last()) else {
+            return Ok(named);
+        };
+        let key_of = |day: u64| {
+            let mut k = vec![CHILD_BYTE];
+            k.extend_from_slice(&day.to_be_bytes());
+            k
+        };
+        let end = match last.0.checked_add(1) {
+            Some(after) => key_of(after),
+            None => vec![CHILD_BYTE + 1],
+        };
+        let mut at = 0usize;
+        self.backend.scan(
+            Table::EventFacet,
+            &key_of(first.0),
+            Some(&end),
+            &mut |k, _| {
+                let (Some(day), Some(child)) = (seq_at(k, 1), seq_at(k, 9)) else {
+                    return Err(corrupt(self, "too short for a day and its child"));
+                };
+                while pairs.get(at).is_some_and(|p| *p < (day, child)) {
+                    at += 1;
+                }
+                if pairs.get(at) == Some(&(day, child)) {
+                    named[at] = true;
+                    at += 1;
+                }
+                Ok(at < pairs.len())
+            },
+        )?;
+        Ok(named)
+    }
 }
