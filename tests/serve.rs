@@ -655,8 +655,13 @@ async fn with_a_key_every_route_but_health_needs_it() {
         "/mcp",
     ] {
         let (s, v, _) = call(&st, "GET", uri, None, None).await;
+        // At `/mcp` the refusal is a JSON-RPC error, the API's code in its data.
+        let code = match uri {
+            "/mcp" => &v["error"]["data"]["code"],
+            _ => &v["error"]["code"],
+        };
         assert_eq!(
-            (s, v["error"]["code"].as_str()),
+            (s, code.as_str()),
             (StatusCode::UNAUTHORIZED, Some("unauthorized")),
             "{uri}"
         );
@@ -1608,6 +1613,71 @@ async fn mcp_sessions_over_http_are_bounded_and_a_closed_one_frees_its_place() {
         (status, id.is_some()),
         (StatusCode::OK, true),
         "after a close"
+    );
+}
+
+/// helper-118: what refused a request at `/mcp` before a JSON-RPC message was read was plain
+/// text (rmcp's 406, 404 for an unknown session, 405) or the API's JSON (the server's 503 and
+/// 401), neither of which an MCP client reads. Each is a JSON-RPC error now, with its status
+/// and headers; the API's routes answer as they did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_at_mcp_are_json_rpc_errors_with_their_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServeConfig::default();
+    config.max_mcp_sessions = 1;
+    let st = AppState::new(world_store(dir.path()), config).unwrap();
+    let send = |req: Request<Body>| {
+        let st = st.clone();
+        async move {
+            let resp = router(st).oneshot(req).await.unwrap();
+            let (parts, body) = resp.into_parts();
+            let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let v: Value = serde_json::from_slice(&bytes)
+                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).to_string()));
+            (parts.status.as_u16(), parts.headers, v)
+        }
+    };
+    const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#;
+    let is_rpc_error = |v: &Value, status: u16, says: &str| {
+        v["jsonrpc"] == "2.0"
+            && v["id"].is_null()
+            && v["error"]["code"] == -32000
+            && v["error"]["data"]["status"] == status
+            && v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(says))
+    };
+    // No Accept that takes JSON and event streams: rmcp's 406.
+    let mut req = mcp_request("POST", "/mcp", None, INIT);
+    req.headers_mut().remove(header::ACCEPT);
+    let (status, headers, v) = send(req).await;
+    assert!(is_rpc_error(&v, 406, "Not Acceptable"), "{status} {v}");
+    assert_eq!(status, 406);
+    assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+    // A session the server does not hold: 404, as MCP has it.
+    let tools = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let (status, _, v) = send(mcp_request("POST", "/mcp", Some("bogus"), tools)).await;
+    assert!(is_rpc_error(&v, 404, "Session not found"), "{status} {v}");
+    // A method the transport does not take: 405, its Allow kept.
+    let (status, headers, v) = send(mcp_request("PUT", "/mcp", None, INIT)).await;
+    assert!(is_rpc_error(&v, 405, "Method Not Allowed"), "{status} {v}");
+    assert!(headers.contains_key(header::ALLOW), "{headers:?}");
+    // The server's own refusal: a session past its limit, 503 with Retry-After, its code.
+    let (status, _, v) = send(mcp_request("POST", "/mcp", None, INIT)).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, headers, v) = send(mcp_request("POST", "/mcp", None, INIT)).await;
+    assert!(is_rpc_error(&v, 503, "MCP sessions"), "{status} {v}");
+    assert_eq!(v["error"]["data"]["code"], "busy", "{v}");
+    assert_eq!(headers[header::RETRY_AFTER], "1");
+    // What rmcp answers as JSON-RPC itself, and the parse errors the server gives before it,
+    // pass as they are, with their ids.
+    let (status, _, v) = send(mcp_request("POST", "/mcp", None, "{garbage")).await;
+    assert_eq!((status, &v["error"]["code"]), (400, &Value::from(-32700)));
+    // The API's routes answer with the API's JSON.
+    let (status, _, v) = send(mcp_request("GET", "/v1/nodes/no-such-node", None, "")).await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (404, Some("not_found"))
     );
 }
 

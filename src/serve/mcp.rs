@@ -718,6 +718,79 @@ const TOOLS: &[&str] = &[
     "timeline",
 ];
 
+/// Error bodies this long at most are read to be answered as JSON-RPC (rmcp's are a line,
+/// the server's own a short JSON object); a longer one passes as it is.
+const MAX_REFUSAL_BYTES: usize = 64 * 1024;
+
+/// An answer at `/mcp` that refuses a request before any JSON-RPC message was read, as a
+/// JSON-RPC error (`-32000`, a null id: none was read), its status and headers kept: rmcp's
+/// refusals of the transport (406 without an `Accept` that takes JSON and event streams, 404
+/// for an unknown session, 405, 415, 400 for a bad header) are plain text, and the server's
+/// own (503 busy, 401, 413, a body that timed out) the API's JSON, neither of which an MCP
+/// client reads (helper-118). The API's code goes in `data`, with the status. JSON-RPC
+/// answers and successes pass as they are.
+pub(super) async fn refusals_as_json_rpc(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use http_body_util::BodyExt;
+    if !is_mcp_path(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let answer = next.run(req).await;
+    let status = answer.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return answer;
+    }
+    let (mut parts, body) = answer.into_parts();
+    let bytes = match http_body_util::Limited::new(body, MAX_REFUSAL_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        // Too long or broken: not a refusal of ours or rmcp's; its status stands alone.
+        Err(_) => axum::body::Bytes::new(),
+    };
+    let Some(rpc) = refusal_as_json_rpc(status, &bytes) else {
+        return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    let body = serde_json::to_vec(&rpc).unwrap_or_default();
+    parts.headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    parts
+        .headers
+        .insert(axum::http::header::CONTENT_LENGTH, body.len().into());
+    axum::response::Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// The JSON-RPC error an error answer `body` of `status` says ([`refusals_as_json_rpc`]);
+/// `None` for a JSON-RPC message already.
+fn refusal_as_json_rpc(status: axum::http::StatusCode, body: &[u8]) -> Option<Json> {
+    let read: Option<Json> = serde_json::from_slice(body).ok();
+    if read.as_ref().is_some_and(|v| v.get("jsonrpc").is_some()) {
+        return None;
+    }
+    let api = read.as_ref().and_then(|v| v.get("error"));
+    let (code, message) = match api {
+        Some(e) => (
+            e.get("code").and_then(Json::as_str).map(str::to_string),
+            e.get("message").and_then(Json::as_str).map(str::to_string),
+        ),
+        None => (None, Some(String::from_utf8_lossy(body).trim().to_string())),
+    };
+    let message = message
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("refused").to_string());
+    let mut rpc = rpc_error(Json::Null, -32000, message);
+    rpc["error"]["data"] = json!({"status": status.as_u16()});
+    if let Some(code) = code {
+        rpc["error"]["data"]["code"] = Json::from(code);
+    }
+    Some(rpc)
+}
+
 /// The MCP service mounted at `/mcp`: one server per session, ended at shutdown.
 /// The MCP sessions open over HTTP (one set per server, whatever number of routers).
 pub(crate) type Sessions = LocalSessionManager;

@@ -610,6 +610,7 @@ pub fn router(state: Arc<AppState>) -> axum::Router {
             state.clone(),
             authorize,
         ))
+        .layer(axum::middleware::from_fn(mcp::refusals_as_json_rpc))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
