@@ -311,6 +311,10 @@ pub struct EventEntry {
     pub ts: i64,
     /// The index the entry is of: the time index, or the episodic one.
     pub index: Table,
+    /// Its kind and actor where the scan read them from the episodic index (`Op::ScanEvents`
+    /// `covered`), by their place among the execution's facet values (`Ctx::facet_values`).
+    pub kind: Option<u32>,
+    pub actor: Option<u32>,
 }
 
 impl PartialEq for EventEntry {
@@ -357,6 +361,10 @@ struct Ctx<'a> {
     params: &'a HashMap<String, Val>,
     edges: HashMap<EdgeId, Option<Edge>>,
     events: HashMap<u64, Option<Event>>,
+    /// The kinds and actors event scans read from the episodic index, each once
+    /// ([`EventEntry::kind`]), and where each is.
+    facet_values: Vec<String>,
+    facet_value_at: HashMap<String, u32>,
     /// Large literal lists on the right of `IN`, as sets, by the address of the list's
     /// expression in the plan (which outlives the execution).
     in_sets: HashMap<usize, std::rc::Rc<InSet>>,
@@ -456,6 +464,10 @@ fn distinct_key(vals: &[serde_json::Value]) -> String {
     serde_json::to_string(&vals).unwrap_or_default()
 }
 
+/// Values of a facet past which an event scan reads its events' kinds or actors from their
+/// records, not the episodic index ([`Store::facet_of_events_between`] seeks once per value).
+const MAX_COVERED_VALUES: usize = 10_000;
+
 /// Event records kept at once by one execution.
 const EVENT_CACHE: usize = 4096;
 
@@ -470,6 +482,21 @@ impl<'a> Ctx<'a> {
         }
         Ok(self.edges.get(&id).and_then(Option::as_ref))
     }
+    fn facet_value(&self, at: u32) -> Val {
+        (self.facet_values.get(at as usize)).map_or(Val::Null, |v| Val::Str(v.clone()))
+    }
+
+    /// `value`'s place among the facet values, given one if it has none.
+    fn facet_value_at(&mut self, value: String) -> u32 {
+        if let Some(&at) = self.facet_value_at.get(&value) {
+            return at;
+        }
+        let at = u32::try_from(self.facet_values.len()).unwrap_or(u32::MAX);
+        self.facet_values.push(value.clone());
+        self.facet_value_at.insert(value, at);
+        at
+    }
+
     fn event(&mut self, at: EventEntry) -> Result<Option<&Event>, QueryError> {
         // Checked against its entry: the scan trusted the index's keys, and an entry a
         // flipped bit gave another event's number is found where its record is read (the
@@ -567,6 +594,13 @@ impl<'a> Ctx<'a> {
             Val::Event(at) if name == "ts" => Val::Int(at.ts),
             // The label an event is matched by (it read as the payload's, mostly null).
             Val::Event(_) if name == "label" => Val::Str(super::plan::EVENT_LABEL.to_string()),
+            // Its kind or actor, where its scan read them from the episodic index.
+            Val::Event(EventEntry { kind: Some(at), .. }) if name == "kind" => {
+                self.facet_value(*at)
+            }
+            Val::Event(EventEntry {
+                actor: Some(at), ..
+            }) if name == "actor" => self.facet_value(*at),
             Val::Event(at) => match self.event(*at)? {
                 Some(e) => match name {
                     "seq" => Val::Int(e.seq as i64),
@@ -1379,9 +1413,10 @@ impl Run<'_, '_> {
                 from,
                 to,
                 facet,
+                covered,
             } => {
                 let range = (from.as_ref(), to.as_ref(), facet.as_ref());
-                self.scan_events(&mut out, &rows, *slot, range)?
+                self.scan_events(&mut out, &rows, *slot, range, covered)?
             }
             Op::CheckNode {
                 slot,
@@ -1589,9 +1624,10 @@ impl Run<'_, '_> {
         rows: &[Vec<Val>],
         slot: usize,
         (from, to, facet): EventRange<'_>,
+        covered: &[crate::store::Facet],
     ) -> Result<Flow, QueryError> {
         for row in rows {
-            let entries = self.event_entries(from, to, facet, row)?;
+            let entries = self.event_entries(from, to, facet, row, covered)?;
             for at in entries {
                 emit!(self, out, row, slot => Val::Event(at));
             }
@@ -1821,6 +1857,7 @@ impl Run<'_, '_> {
         to: Option<&Expr>,
         facet: Option<&(crate::store::Facet, Expr)>,
         row: &[Val],
+        covered: &[crate::store::Facet],
     ) -> Result<Vec<EventEntry>, QueryError> {
         let mut bound = |e: Option<&Expr>, default: i64| -> Result<i64, QueryError> {
             match e {
@@ -1856,9 +1893,52 @@ impl Run<'_, '_> {
             Some(_) => Table::EventFacet,
             None => Table::EventTime,
         };
-        Ok((entries.into_iter())
-            .map(|(ts, seq)| EventEntry { seq, ts, index })
-            .collect())
+        let mut entries: Vec<EventEntry> = (entries.into_iter())
+            .map(|(ts, seq)| EventEntry {
+                seq,
+                ts,
+                index,
+                kind: None,
+                actor: None,
+            })
+            .collect();
+        for &f in covered {
+            self.cover(&mut entries, f, (lo, hi))?;
+        }
+        Ok(entries)
+    }
+
+    /// Gives each of `entries` its value of `facet` (kind or actor) from the episodic index,
+    /// read over the range `lo..=hi` the entries were found in; a log of more values than
+    /// [`MAX_COVERED_VALUES`] is left to the records.
+    fn cover(
+        &mut self,
+        entries: &mut [EventEntry],
+        facet: crate::store::Facet,
+        range: (i64, i64),
+    ) -> Result<(), QueryError> {
+        use crate::store::Facet;
+        let guard = self.guard;
+        let read =
+            (self.store).facet_of_events_between(facet, range, MAX_COVERED_VALUES, &|| {
+                !guard.timed_out()
+            })?;
+        guard.time()?;
+        let Some(read) = read else {
+            return Ok(());
+        };
+        let at: Vec<u32> = (read.values.into_iter())
+            .map(|v| self.ctx.facet_value_at(v))
+            .collect();
+        for e in entries {
+            let value = read.of_event.get(&e.seq).and_then(|i| at.get(*i as usize));
+            match facet {
+                Facet::Kind => e.kind = value.copied(),
+                Facet::Actor => e.actor = value.copied(),
+                Facet::Place => {}
+            }
+        }
+        Ok(())
     }
 
     /// Rows that matched every operator: projected at once when streaming, else kept.
@@ -2005,6 +2085,8 @@ pub fn execute(
         params,
         edges: HashMap::new(),
         events: HashMap::new(),
+        facet_values: Vec::new(),
+        facet_value_at: HashMap::new(),
         in_sets: HashMap::new(),
         slots: &plan.slots,
         used: Vec::new(),

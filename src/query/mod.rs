@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 pub use exec::Val;
 pub use parser::{parse, ParseError, Query, Span, MAX_DEPTH, MAX_QUERY_BYTES};
-pub use plan::{plan, Plan, PlanLimits};
+pub use plan::{plan, Op, Plan, PlanLimits};
 pub use saved::{ParamSpec, ParamType, SavedQueries, SavedQuery};
 
 use crate::store::Store;

@@ -4,7 +4,7 @@
 //! directions; node constraints become filters, `WHERE` a final filter. Events are queryable as
 //! nodes with the virtual label `Event`; `ts` bounds in `WHERE` are pushed into the time index.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 
@@ -53,6 +53,11 @@ pub enum Op {
         from: Option<Expr>,
         to: Option<Expr>,
         facet: Option<(crate::store::Facet, Expr)>,
+        /// The facets (kind, actor) each row gets from the episodic index with its entry,
+        /// where the query reads no more of the event than they, its number and its time
+        /// ([`covered_facets`]): no record is read.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        covered: Vec<crate::store::Facet>,
     },
     /// Keep rows whose node in `slot` has one of `labels` (when any) and these properties.
     CheckNode {
@@ -360,6 +365,7 @@ impl Planner {
                 from: ts_bounds.0.clone(),
                 to: ts_bounds.1.clone(),
                 facet,
+                covered: Vec::new(),
             });
         } else if let Some(key) = take(&mut props, "key", self) {
             self.ops.push(Op::LookupKey { slot, key });
@@ -648,6 +654,65 @@ fn for_each_var(e: &Expr, f: &mut impl FnMut(&str)) {
     }
 }
 
+/// The facets of event variable `var` an event scan can give each row from the episodic
+/// index (kind, actor), where all the query reads of it is among them, its number, its time
+/// and its label, or its count: none where it reads any other field, or the event itself,
+/// for which its record is read anyway.
+fn covered_facets(q: &Query, var: &str) -> Vec<crate::store::Facet> {
+    use crate::store::Facet;
+    let mut read = BTreeSet::new();
+    let mut exprs: Vec<&Expr> = Vec::new();
+    exprs.extend(&q.filter);
+    exprs.extend(q.items.iter().map(|i| &i.expr));
+    exprs.extend(q.order.iter().map(|(e, _)| e));
+    exprs.extend(&q.limit);
+    exprs.extend(q.searches.iter().map(|s| &s.text));
+    for path in &q.patterns {
+        for n in path.nodes() {
+            if n.var.as_deref() == Some(var) {
+                read.extend(n.props.iter().map(|(k, _)| k.as_str()));
+            }
+            exprs.extend(n.props.iter().map(|(_, e)| e));
+        }
+        for (r, _) in &path.steps {
+            exprs.extend(r.props.iter().map(|(_, e)| e));
+        }
+    }
+    if !exprs.into_iter().all(|e| fields_read_of(e, var, &mut read)) {
+        return Vec::new();
+    }
+    let given = ["kind", "actor", "seq", "ts", "label"];
+    if !read.iter().all(|f| given.contains(f)) {
+        return Vec::new();
+    }
+    [("kind", Facet::Kind), ("actor", Facet::Actor)]
+        .into_iter()
+        .filter(|(name, _)| read.contains(name))
+        .map(|(_, facet)| facet)
+        .collect()
+}
+
+/// Adds to `read` the fields `e` reads of variable `var` (`var.kind`); `false` where it reads
+/// `var` otherwise than through a field or in `count(var)`.
+fn fields_read_of<'e>(e: &'e Expr, var: &str, read: &mut BTreeSet<&'e str>) -> bool {
+    let is_var = |x: &Expr| matches!(x, Expr::Var(v) if v == var);
+    match e {
+        Expr::Prop(x, name) if is_var(x) => {
+            read.insert(name.as_str());
+            true
+        }
+        Expr::Var(v) => v != var,
+        Expr::Call(name, args, _) if name == "count" && args.len() == 1 && is_var(&args[0]) => true,
+        Expr::Lit(_) | Expr::Param(_) => true,
+        Expr::Prop(x, _) | Expr::Not(x) | Expr::Neg(x) | Expr::IsNull(x, _) => {
+            fields_read_of(x, var, read)
+        }
+        Expr::Call(_, args, _) => args.iter().all(|a| fields_read_of(a, var, read)),
+        Expr::List(args) => args.iter().all(|a| fields_read_of(a, var, read)),
+        Expr::Bin(_, a, b) => fields_read_of(a, var, read) && fields_read_of(b, var, read),
+    }
+}
+
 /// The expressions of patterns name only variables of the query and hold no aggregate:
 /// checked before planning, as a pattern may read a variable that a later one binds.
 fn check_pattern_expressions(q: &Query) -> Result<(), QueryError> {
@@ -845,6 +910,17 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
         }
     }
     let params = params_used(q, &p.ops, &order);
+    for op in &mut p.ops {
+        if let Op::ScanEvents {
+            slot,
+            facet: None,
+            covered,
+            ..
+        } = op
+        {
+            *covered = covered_facets(q, &p.slots[*slot]);
+        }
+    }
     Ok(Plan {
         slots: p.slots,
         ops: p.ops,
