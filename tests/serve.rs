@@ -1634,6 +1634,10 @@ async fn refusals_at_mcp_are_json_rpc_errors_with_their_status() {
             let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
             let v: Value = serde_json::from_slice(&bytes)
                 .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).to_string()));
+            // What the headers say of the body is true of the body sent.
+            if let Some(n) = parts.headers.get(header::CONTENT_LENGTH) {
+                assert_eq!(n.to_str().unwrap(), bytes.len().to_string(), "{v}");
+            }
             (parts.status.as_u16(), parts.headers, v)
         }
     };
@@ -1662,6 +1666,21 @@ async fn refusals_at_mcp_are_json_rpc_errors_with_their_status() {
     let (status, headers, v) = send(mcp_request("PUT", "/mcp", None, INIT)).await;
     assert!(is_rpc_error(&v, 405, "Method Not Allowed"), "{status} {v}");
     assert!(headers.contains_key(header::ALLOW), "{headers:?}");
+    // rmcp's own JSON-RPC refusal passes as it is, with the request's id: an initialize
+    // whose MCP-Protocol-Version header says another version than its body.
+    let mut req = mcp_request("POST", "/mcp", None, INIT);
+    req.headers_mut()
+        .insert("mcp-protocol-version", "2025-03-26".parse().unwrap());
+    let (status, _, v) = send(req).await;
+    assert_eq!(
+        (status, &v["id"], v.get("data")),
+        (400, &Value::from(1), None),
+        "{v}"
+    );
+    assert!(
+        v["error"]["code"].as_i64().is_some_and(|c| c != -32000),
+        "{v}"
+    );
     // The server's own refusal: a session past its limit, 503 with Retry-After, its code.
     let (status, _, v) = send(mcp_request("POST", "/mcp", None, INIT)).await;
     assert_eq!(status, 200, "{v}");
@@ -1669,8 +1688,7 @@ async fn refusals_at_mcp_are_json_rpc_errors_with_their_status() {
     assert!(is_rpc_error(&v, 503, "MCP sessions"), "{status} {v}");
     assert_eq!(v["error"]["data"]["code"], "busy", "{v}");
     assert_eq!(headers[header::RETRY_AFTER], "1");
-    // What rmcp answers as JSON-RPC itself, and the parse errors the server gives before it,
-    // pass as they are, with their ids.
+    // The parse errors the server gives before rmcp pass as they are.
     let (status, _, v) = send(mcp_request("POST", "/mcp", None, "{garbage")).await;
     assert_eq!((status, &v["error"]["code"]), (400, &Value::from(-32700)));
     // The API's routes answer with the API's JSON.

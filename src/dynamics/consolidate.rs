@@ -1045,9 +1045,11 @@ fn replaced_and_in_question(mut entries: Vec<SummaryEntry>) -> (Vec<u64>, Vec<(u
         .iter()
         .enumerate()
         .filter(|(i, e)| {
+            // The same number again (two keys of one summary, damage) is no later summary:
+            // `live` keeps the number live.
             let later = entries
                 .get(i + 1)
-                .is_some_and(|n| (n.level, n.start) == (e.level, e.start));
+                .is_some_and(|n| (n.level, n.start) == (e.level, e.start) && n.seq != e.seq);
             if later {
                 replaced.push(e.seq);
             }
@@ -1072,6 +1074,7 @@ fn replaced_and_in_question(mut entries: Vec<SummaryEntry>) -> (Vec<u64>, Vec<(u
         }
     }
     in_question.sort_unstable();
+    in_question.dedup();
     (replaced, in_question)
 }
 
@@ -2329,6 +2332,20 @@ mod tests {
                 }
                 all
             })
+    }
+
+    /// Two keys of one summary at one level and start (a flipped bit in the end of one):
+    /// the summary stays live, as [`live`] keeps it, where it had read as replaced by itself.
+    #[test]
+    fn a_summary_the_index_holds_twice_is_not_replaced_by_itself() {
+        let at = |seq, end| SummaryEntry {
+            seq,
+            level: Level::Week,
+            start: 0,
+            end,
+        };
+        let (replaced, in_question) = replaced_and_in_question(vec![at(4, 9), at(4, 7), at(2, 9)]);
+        assert_eq!((replaced, in_question), (vec![2], Vec::new()));
     }
 
     proptest::proptest! {

@@ -911,13 +911,7 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
     }
     let params = params_used(q, &p.ops, &order);
     for op in &mut p.ops {
-        if let Op::ScanEvents {
-            slot,
-            facet: None,
-            covered,
-            ..
-        } = op
-        {
+        if let Op::ScanEvents { slot, covered, .. } = op {
             *covered = covered_facets(q, &p.slots[*slot]);
         }
     }

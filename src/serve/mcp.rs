@@ -719,7 +719,8 @@ const TOOLS: &[&str] = &[
 ];
 
 /// Error bodies this long at most are read to be answered as JSON-RPC (rmcp's are a line,
-/// the server's own a short JSON object); a longer one passes as it is.
+/// the server's own a short JSON object); a longer one, or one of no known length, passes
+/// unread.
 const MAX_REFUSAL_BYTES: usize = 64 * 1024;
 
 /// An answer at `/mcp` that refuses a request before any JSON-RPC message was read, as a
@@ -742,13 +743,16 @@ pub(super) async fn refusals_as_json_rpc(
     if !(status.is_client_error() || status.is_server_error()) {
         return answer;
     }
+    // Only a body of a known length within the bound is read: a longer one, or one that
+    // streams, is no refusal of ours or rmcp's, and passes unread.
+    let size = axum::body::HttpBody::size_hint(answer.body()).upper();
+    if size.is_none_or(|n| n > MAX_REFUSAL_BYTES as u64) {
+        return answer;
+    }
     let (mut parts, body) = answer.into_parts();
-    let bytes = match http_body_util::Limited::new(body, MAX_REFUSAL_BYTES)
-        .collect()
-        .await
-    {
+    let bytes = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
-        // Too long or broken: not a refusal of ours or rmcp's; its status stands alone.
+        // A body that broke off says nothing; its status stands alone.
         Err(_) => axum::body::Bytes::new(),
     };
     let Some(rpc) = refusal_as_json_rpc(status, &bytes) else {

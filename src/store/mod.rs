@@ -1112,15 +1112,6 @@ fn put_event_records(batch: &mut WriteBatch, e: &Event, bytes: Vec<u8>) {
     }
 }
 
-/// Each event's value of a facet, as [`Store::facet_of_events_between`] reads them.
-#[derive(Debug, Default)]
-pub struct FacetOfEvents {
-    /// The values, each once.
-    pub values: Vec<String>,
-    /// Each event's value, by its place in `values`.
-    pub of_event: HashMap<u64, u32>,
-}
-
 /// A facet of events the episodic index keys them by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -4598,39 +4589,40 @@ impl Store {
         Ok(values)
     }
 
-    /// The kind or actor (`facet`: every event has one) of each event whose world time lies
-    /// in `[from, to]`, read from the episodic index alone, no record decoded: one seek per
-    /// value and the value's entries in the range. `None` where the log's events have more
-    /// than `max_values` values of it (one seek each would cost more than it saves).
-    ///
-    /// For a planner query that reads no more of its events than that: a count of the events
-    /// of each kind had read and decoded every record, 20 us each, past the query's time
-    /// limit at 980k events.
-    pub fn facet_of_events_between(
+    /// The values of `facet` the log's events have ([`Store::event_kinds`]' order), `None`
+    /// past `max_values` of them.
+    pub fn facet_values_at_most(
         &self,
         facet: Facet,
-        (from, to): (i64, i64),
         max_values: usize,
-        keep_going: &dyn Fn() -> bool,
-    ) -> Result<Option<FacetOfEvents>> {
+    ) -> Result<Option<Vec<String>>> {
         let values = self.facet_values(facet, max_values.saturating_add(1))?;
-        if values.len() > max_values {
-            return Ok(None);
-        }
-        let mut of_event = HashMap::new();
+        Ok((values.len() <= max_values).then_some(values))
+    }
+
+    /// Each `(ts, seq)` entry of the episodic index for each of `values` of `facet` in
+    /// `[from, to]`, with the value's place among `values`, to `visit` until it returns
+    /// `false`: one seek per value, no record decoded. For a planner scan that reads no more
+    /// of its events than their kind or actor: a count of the events of each kind had read
+    /// and decoded every record, 20 us each, past the query's time limit at 980k events.
+    pub fn visit_entries_of_values(
+        &self,
+        facet: Facet,
+        values: &[String],
+        (from, to): (i64, i64),
+        visit: &mut dyn FnMut(usize, (i64, u64)) -> bool,
+    ) -> Result<()> {
         let mut going = true;
         for (at, value) in values.iter().enumerate() {
-            let at = u32::try_from(at).unwrap_or(u32::MAX);
-            self.visit_facet_entries_while(facet, value, from, to, &mut |(_, seq)| {
-                of_event.insert(seq, at);
-                going = !of_event.len().is_multiple_of(1024) || keep_going();
+            self.visit_facet_entries_while(facet, value, from, to, &mut |entry| {
+                going = visit(at, entry);
                 going
             })?;
             if !going {
                 break;
             }
         }
-        Ok(Some(FacetOfEvents { values, of_event }))
+        Ok(())
     }
 
     /// Refuses a filter's event kind that no event of the log has where one it has differs
