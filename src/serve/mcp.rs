@@ -724,7 +724,8 @@ const TOOLS: &[&str] = &[
 const MAX_REFUSAL_BYTES: usize = 64 * 1024;
 
 /// An answer at `/mcp` that refuses a request before any JSON-RPC message was read, as a
-/// JSON-RPC error (`-32000`, a null id: none was read), its status and headers kept: rmcp's
+/// JSON-RPC error (`-32600` for a 4xx, `-32000` for a 5xx, a null id: none was read), its
+/// status and headers kept: rmcp's
 /// refusals of the transport (406 without an `Accept` that takes JSON and event streams, 404
 /// for an unknown session, 405, 415, 400 for a bad header) are plain text, and the server's
 /// own (503 busy, 401, 413, a body that timed out) the API's JSON, neither of which an MCP
@@ -777,7 +778,7 @@ fn refusal_as_json_rpc(status: axum::http::StatusCode, body: &[u8]) -> Option<Js
         return None;
     }
     let api = read.as_ref().and_then(|v| v.get("error"));
-    let (code, message) = match api {
+    let (api_code, message) = match api {
         Some(e) => (
             e.get("code").and_then(Json::as_str).map(str::to_string),
             e.get("message").and_then(Json::as_str).map(str::to_string),
@@ -787,9 +788,16 @@ fn refusal_as_json_rpc(status: axum::http::StatusCode, body: &[u8]) -> Option<Js
     let message = message
         .filter(|m| !m.is_empty())
         .unwrap_or_else(|| status.canonical_reason().unwrap_or("refused").to_string());
-    let mut rpc = rpc_error(Json::Null, -32000, message);
+    // A request refused as it stands is an invalid request (as the Python SDK's server and
+    // client have it: its client gave -32600 for a 404 of a session), the server's own
+    // state (busy, failing) a server error.
+    let rpc_code = match status.is_client_error() {
+        true => -32600,
+        false => -32000,
+    };
+    let mut rpc = rpc_error(Json::Null, rpc_code, message);
     rpc["error"]["data"] = json!({"status": status.as_u16()});
-    if let Some(code) = code {
+    if let Some(code) = api_code {
         rpc["error"]["data"]["code"] = Json::from(code);
     }
     Some(rpc)
