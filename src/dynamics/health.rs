@@ -8,6 +8,9 @@
 //!   "iron-golem"); passages and journal entries are texts, not entities, and are left out, and
 //!   so are keys that differ only in their numbers ("npc:villager:6", "npc:villager:10"):
 //!   numbered instances of a kind, counted apart on purpose;
+//! - **keys and kinds that read alike**: node keys equal once composed (NFC) and trimmed,
+//!   event kinds equal so in any case: loci keeps both as given, so "café" composed and
+//!   decomposed are two nodes whose keys print alike;
 //! - **tiers over their caps**: more pinned nodes, hot nodes or hot edges than the caps of
 //!   [`HealthOptions`] (a hot tier that holds everything ranks nothing);
 //! - **summaries whose children are gone**: a live summary with a child that a user deletion
@@ -81,6 +84,16 @@ pub enum Finding {
         name: String,
         keys: Vec<String>,
     },
+    /// Node keys that are one once composed (NFC) and with their surrounding whitespace set
+    /// aside: nodes apart whose keys print alike.
+    KeysAlike {
+        keys: Vec<String>,
+    },
+    /// Event kinds that are one once composed, without their surrounding whitespace, in any
+    /// case: a filter by one misses the events of the others.
+    KindsAlike {
+        kinds: Vec<String>,
+    },
     TierOverCap {
         tier: String,
         count: u64,
@@ -113,10 +126,15 @@ impl Finding {
             Finding::LikelyDuplicates { label, name, keys } => format!(
                 "likely duplicates: {} {label} nodes named like {name:?}: {}",
                 keys.len(),
-                keys.iter()
-                    .map(|k| format!("{k:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                quoted_list(keys)
+            ),
+            Finding::KeysAlike { keys } => format!(
+                "keys that read alike: {} (two nodes where a reader sees one; `loci delete --node=KEY` takes one's events, to ingest them again under the other)",
+                quoted_list(keys)
+            ),
+            Finding::KindsAlike { kinds } => format!(
+                "event kinds that read alike: {} (a filter by one misses the events of the others)",
+                quoted_list(kinds)
             ),
             Finding::TierOverCap { tier, count, cap } => {
                 format!("tier over its cap: {count} {tier} (cap {cap})")
@@ -141,6 +159,14 @@ impl Finding {
             }
         }
     }
+}
+
+/// `texts` quoted as Rust quotes them: a combining mark escaped (`"cafe\u{301}"`), spaces
+/// inside the quotes, so that texts that print alike show how they differ.
+fn quoted_list(texts: &[String]) -> String {
+    (texts.iter().map(|t| format!("{t:?}")))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What the health check found.
@@ -177,6 +203,8 @@ pub fn check(store: &Store, opts: &HealthOptions) -> Result<HealthReport> {
     let (dups, checked) = likely_duplicates(store);
     report.nodes_checked = checked;
     add(&mut report, dups);
+    add(&mut report, keys_alike(store));
+    add(&mut report, kinds_alike(store)?);
     add(&mut report, tiers_over_caps(store, opts)?);
     let (gone, checked) = summaries_with_children_gone(store)?;
     report.summaries_checked = checked;
@@ -290,6 +318,56 @@ fn likely_duplicates(store: &Store) -> (Vec<Finding>, usize) {
         })
         .collect();
     (found, checked)
+}
+
+/// `text` composed (NFC) and without its surrounding whitespace: what a reader sees of it.
+fn as_read(text: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    text.trim().nfc().collect()
+}
+
+/// The groups of two or more of `texts` that `fold` makes one, each sorted, in the order of
+/// their folded form.
+fn alike(texts: impl Iterator<Item = String>, fold: impl Fn(&str) -> String) -> Vec<Vec<String>> {
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in texts {
+        groups.entry(fold(&t)).or_default().push(t);
+    }
+    (groups.into_values())
+        .filter(|g| g.len() > 1)
+        .map(|mut g| {
+            g.sort();
+            g
+        })
+        .collect()
+}
+
+/// Node keys that read alike ([`Finding::KeysAlike`]).
+fn keys_alike(store: &Store) -> Vec<Finding> {
+    let g = store.graph();
+    // A key another key reads as is rare: only keys that change when read are grouped, with
+    // the keys they read as.
+    let changed: Vec<String> = (g.nodes())
+        .filter(|n| as_read(&n.key) != n.key)
+        .map(|n| n.key.clone())
+        .collect();
+    let read: HashSet<String> = changed.iter().map(|k| as_read(k)).collect();
+    let texts = changed
+        .into_iter()
+        .chain(read.into_iter().filter(|k| g.node_id(k).is_some()));
+    alike(texts, as_read)
+        .into_iter()
+        .map(|keys| Finding::KeysAlike { keys })
+        .collect()
+}
+
+/// Event kinds that read alike ([`Finding::KindsAlike`]), among the first 10,000 kinds.
+fn kinds_alike(store: &Store) -> Result<Vec<Finding>> {
+    let kinds = store.event_kinds(10_000)?;
+    Ok(alike(kinds.into_iter(), |k| as_read(k).to_uppercase())
+        .into_iter()
+        .map(|kinds| Finding::KindsAlike { kinds })
+        .collect())
 }
 
 /// Whether `SAME_AS` links (relation `rel`, either way) among `nodes` join them all into one:
