@@ -2168,6 +2168,11 @@ pub fn each_live_summary(
 /// [`each_live_summary`], the summaries read and kept a chunk at a time on every thread: for a
 /// reader that keeps little of each (`check`, 16 s for 566k summaries on one thread). An
 /// error is the first in that order.
+///
+/// On a pool of its own: a thread of the global one may hold the state's write lock while it
+/// waits in a `join` of the projection, and take a chunk whose reads wait for that lock. And
+/// on the caller's thread alone where it holds a read of the state: the workers' reads would
+/// queue behind a writer that waits for the caller, which waits for them.
 pub fn kept_of_live_summaries<T: Send>(
     store: &Store,
     keep: &(dyn Fn(Summary) -> Option<T> + Sync),
@@ -2176,18 +2181,23 @@ pub fn kept_of_live_summaries<T: Send>(
     let placed = placed_summaries(store)?;
     let mut order: Vec<&Placement> = placed.live.iter().collect();
     order.sort_unstable_by_key(|p| (p.end, p.level, p.seq));
-    let chunks: Vec<Result<Vec<T>>> = order
-        .par_chunks(1024)
-        .map(|chunk| {
-            let mut kept = Vec::new();
-            for at in chunk {
-                if let Some(summary) = summary_read(store, at.seq, false)? {
-                    kept.extend(keep(as_placed(store, at, summary)?));
-                }
+    let read_chunk = |chunk: &[&Placement]| -> Result<Vec<T>> {
+        let mut kept = Vec::new();
+        for at in chunk {
+            if let Some(summary) = summary_read(store, at.seq, false)? {
+                kept.extend(keep(as_placed(store, at, summary)?));
             }
-            Ok(kept)
-        })
-        .collect();
+        }
+        Ok(kept)
+    };
+    let pool = match crate::store::holds_a_read_here() {
+        true => None,
+        false => rayon::ThreadPoolBuilder::new().build().ok(),
+    };
+    let chunks: Vec<Result<Vec<T>>> = match pool {
+        Some(pool) => pool.install(|| order.par_chunks(1024).map(read_chunk).collect()),
+        None => order.chunks(1024).map(read_chunk).collect(),
+    };
     let mut kept = Vec::new();
     for chunk in chunks {
         kept.extend(chunk?);

@@ -129,7 +129,7 @@ impl Finding {
                 quoted_list(keys)
             ),
             Finding::KeysAlike { keys } => format!(
-                "keys that read alike: {} (two nodes where a reader sees one; `loci delete --node=KEY` takes one's events, to ingest them again under the other)",
+                "keys that read alike: {} (nodes apart where a reader sees one: assert the facts under one key; `loci delete --node=KEY` takes every event that names another)",
                 quoted_list(keys)
             ),
             Finding::KindsAlike { kinds } => format!(
@@ -308,6 +308,12 @@ fn likely_duplicates(store: &Store) -> (Vec<Finding>, usize) {
                 shapes.len() > 1
             }
         })
+        // Keys that read alike are that finding ([`keys_alike`]), not this one as well.
+        .filter(|(_, keys)| {
+            let read: std::collections::BTreeSet<String> =
+                keys.iter().map(|k| as_read(k)).collect();
+            read.len() > 1
+        })
         .filter(|(_, keys)| {
             let ids: Vec<NodeId> = keys.iter().filter_map(|k| g.node_id(k)).collect();
             !same_as.is_some_and(|rel| linked_as_one(g.adjacency(), rel, &ids))
@@ -364,10 +370,13 @@ fn keys_alike(store: &Store) -> Vec<Finding> {
 /// Event kinds that read alike ([`Finding::KindsAlike`]), among the first 10,000 kinds.
 fn kinds_alike(store: &Store) -> Result<Vec<Finding>> {
     let kinds = store.event_kinds(10_000)?;
-    Ok(alike(kinds.into_iter(), |k| as_read(k).to_uppercase())
-        .into_iter()
-        .map(|kinds| Finding::KindsAlike { kinds })
-        .collect())
+    // Composed again: an upper case may decompose ("ǰ" is "J" and a caron).
+    Ok(
+        alike(kinds.into_iter(), |k| as_read(&as_read(k).to_uppercase()))
+            .into_iter()
+            .map(|kinds| Finding::KindsAlike { kinds })
+            .collect(),
+    )
 }
 
 /// Whether `SAME_AS` links (relation `rel`, either way) among `nodes` join them all into one:

@@ -658,8 +658,12 @@ fn for_each_var(e: &Expr, f: &mut impl FnMut(&str)) {
 /// index (kind, actor), where all the query reads of it is among them, its number, its time
 /// and its label, or its count: none where it reads any other field, or the event itself,
 /// for which its record is read anyway. Nor where a condition may leave few rows without
-/// reading the facet.
-fn covered_facets(q: &Query, var: &str) -> Vec<crate::store::Facet> {
+/// reading the facet, but for the facet the scan is `fixed` by, which costs nothing.
+fn covered_facets(
+    q: &Query,
+    var: &str,
+    fixed: Option<crate::store::Facet>,
+) -> Vec<crate::store::Facet> {
     use crate::store::Facet;
     let mut read = BTreeSet::new();
     let mut exprs: Vec<&Expr> = Vec::new();
@@ -686,28 +690,52 @@ fn covered_facets(q: &Query, var: &str) -> Vec<crate::store::Facet> {
     if !read.iter().all(|f| given.contains(f)) {
         return Vec::new();
     }
-    // A condition on the event that reads neither (`e.seq = 5`) may leave a few rows of
-    // many, which then read their records: reading every row's value first costs more. One
-    // that reads only its time is the scan's range.
-    let mut filtered_by = BTreeSet::new();
+    // A condition on the event that reads neither (`e.seq = 5`, `{seq: 5}`) may leave a
+    // few rows of many, which then read their records: reading every row's value first costs
+    // more. A bound of its time is the scan's range.
+    let is_ts = |x: &Expr| matches!(x, Expr::Prop(v, f) if f == "ts" && matches!(&**v, Expr::Var(n) if n == var));
+    let name_of = |f: Facet| match f {
+        Facet::Kind => "kind",
+        Facet::Actor => "actor",
+        Facet::Place => "place",
+    };
+    let mut filtered_by: BTreeSet<String> = BTreeSet::new();
     let mut other_conditions = false;
+    let own_props = (q.patterns.iter())
+        .flat_map(|p| p.nodes())
+        .filter(|n| n.var.as_deref() == Some(var))
+        .flat_map(|n| n.props.iter())
+        .map(|(k, _)| k.as_str());
+    for k in own_props {
+        match k {
+            "kind" | "actor" => {
+                filtered_by.insert(k.to_string());
+            }
+            // The facet the scan is fixed by is its index, not a check of its rows.
+            k if fixed.is_some_and(|f| name_of(f) == k) => {}
+            _ => other_conditions = true,
+        }
+    }
     for c in q.filter.iter().flat_map(conjuncts) {
         let mut reads = BTreeSet::new();
         fields_read_of(&c, var, &mut reads);
-        match (
-            reads.contains("kind") || reads.contains("actor"),
-            reads.iter().all(|f| *f == "ts"),
-        ) {
-            (true, _) => filtered_by.extend(reads.into_iter().map(str::to_string)),
-            (false, true) => {}
-            (false, false) => other_conditions = true,
+        let a_time_bound = compared_with_constant(&c, &is_ts).is_some_and(|(_, op, _)| {
+            matches!(
+                op,
+                BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq
+            )
+        });
+        if reads.contains("kind") || reads.contains("actor") {
+            let facets = reads.into_iter().filter(|f| *f == "kind" || *f == "actor");
+            filtered_by.extend(facets.map(str::to_string));
+        } else if !reads.is_empty() && !a_time_bound {
+            other_conditions = true;
         }
     }
-    [("kind", Facet::Kind), ("actor", Facet::Actor)]
+    [Facet::Kind, Facet::Actor]
         .into_iter()
-        .filter(|(name, _)| read.contains(name))
-        .filter(|(name, _)| !other_conditions || filtered_by.contains(*name))
-        .map(|(_, facet)| facet)
+        .filter(|f| read.contains(name_of(*f)))
+        .filter(|f| !other_conditions || fixed == Some(*f) || filtered_by.contains(name_of(*f)))
         .collect()
 }
 
@@ -931,8 +959,15 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
     let params = params_used(q, &p.ops, &order);
     // The first operator alone, run once: a scan later in the plan runs once for each row
     // before it, and would read the index each time (a join of two scans: 0.1 s to 10 s).
-    if let Some(Op::ScanEvents { slot, covered, .. }) = p.ops.first_mut() {
-        *covered = covered_facets(q, &p.slots[*slot]);
+    if let Some(Op::ScanEvents {
+        slot,
+        covered,
+        facet,
+        ..
+    }) = p.ops.first_mut()
+    {
+        let fixed = facet.as_ref().map(|(f, _)| *f);
+        *covered = covered_facets(q, &p.slots[*slot], fixed);
     }
     Ok(Plan {
         slots: p.slots,

@@ -790,8 +790,13 @@ fn refusal_as_json_rpc(status: axum::http::StatusCode, body: &[u8]) -> Option<Js
         .unwrap_or_else(|| status.canonical_reason().unwrap_or("refused").to_string());
     // A request refused as it stands is an invalid request (as the Python SDK's server and
     // client have it: its client gave -32600 for a 404 of a session), the server's own
-    // state (busy, failing) a server error.
-    let rpc_code = match status.is_client_error() {
+    // state (busy, failing, a body that did not come in time) a server error.
+    // A body that timed out, or too many requests, is the moment's, not the request's.
+    let transient = [
+        axum::http::StatusCode::REQUEST_TIMEOUT,
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+    ];
+    let rpc_code = match status.is_client_error() && !transient.contains(&status) {
         true => -32600,
         false => -32000,
     };
