@@ -2164,47 +2164,6 @@ pub fn each_live_summary(
     each_live_summary_where(store, digests, &|_| true, visit)
 }
 
-/// What `keep` keeps of each live summary (read without its digest), in the order of
-/// [`each_live_summary`], the summaries read and kept a chunk at a time on every thread: for a
-/// reader that keeps little of each (`check`, 16 s for 566k summaries on one thread). An
-/// error is the first in that order.
-///
-/// On a pool of its own: a thread of the global one may hold the state's write lock while it
-/// waits in a `join` of the projection, and take a chunk whose reads wait for that lock. And
-/// on the caller's thread alone where it holds a read of the state: the workers' reads would
-/// queue behind a writer that waits for the caller, which waits for them.
-pub fn kept_of_live_summaries<T: Send>(
-    store: &Store,
-    keep: &(dyn Fn(Summary) -> Option<T> + Sync),
-) -> Result<Vec<T>> {
-    use rayon::prelude::*;
-    let placed = placed_summaries(store)?;
-    let mut order: Vec<&Placement> = placed.live.iter().collect();
-    order.sort_unstable_by_key(|p| (p.end, p.level, p.seq));
-    let read_chunk = |chunk: &[&Placement]| -> Result<Vec<T>> {
-        let mut kept = Vec::new();
-        for at in chunk {
-            if let Some(summary) = summary_read(store, at.seq, false)? {
-                kept.extend(keep(as_placed(store, at, summary)?));
-            }
-        }
-        Ok(kept)
-    };
-    let pool = match crate::store::holds_a_read_here() {
-        true => None,
-        false => rayon::ThreadPoolBuilder::new().build().ok(),
-    };
-    let chunks: Vec<Result<Vec<T>>> = match pool {
-        Some(pool) => pool.install(|| order.par_chunks(1024).map(read_chunk).collect()),
-        None => order.chunks(1024).map(read_chunk).collect(),
-    };
-    let mut kept = Vec::new();
-    for chunk in chunks {
-        kept.extend(chunk?);
-    }
-    Ok(kept)
-}
-
 /// [`each_live_summary`] of the summaries whose range holds one of `times` (ascending): the
 /// only ones the store writes that can hold an event at those times as a child (an ingested
 /// summary's children are not checked against its range). The others are not read

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dynamics::consolidate::kept_of_live_summaries;
+use crate::dynamics::consolidate::each_live_summary;
 use crate::dynamics::deletion::{self, Reason};
 use crate::error::Result;
 use crate::graph::Adjacency;
@@ -456,10 +456,11 @@ fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> 
             }
         }
     }
-    let checked = std::sync::atomic::AtomicUsize::new(0);
-    // Without its digest: the children are all this reads of a summary.
-    let mut found = kept_of_live_summaries(store, &|s| {
-        checked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut checked = 0;
+    let mut found = Vec::new();
+    // One summary at a time, without its digest: the children are all this reads of it.
+    each_live_summary(store, false, &mut |s| {
+        checked += 1;
         let mut gone = Vec::new();
         for &child in &s.children {
             if store.holds_event(child) {
@@ -472,20 +473,23 @@ fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> 
                 None => gone.push((child, Gone::NeverHeld)),
             }
         }
-        (!gone.is_empty()).then(|| Finding::SummaryChildrenGone {
-            seq: s.seq,
-            level: s.level.name().to_string(),
-            start: s.start,
-            end: s.end,
-            children: s.children.len(),
-            gone,
-        })
+        if !gone.is_empty() {
+            found.push(Finding::SummaryChildrenGone {
+                seq: s.seq,
+                level: s.level.name().to_string(),
+                start: s.start,
+                end: s.end,
+                children: s.children.len(),
+                gone,
+            });
+        }
+        Ok(true)
     })?;
     found.sort_by_key(|f| match f {
         Finding::SummaryChildrenGone { seq, .. } => *seq,
         _ => 0,
     });
-    Ok((found, checked.into_inner()))
+    Ok((found, checked))
 }
 
 #[cfg(test)]

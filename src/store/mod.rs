@@ -1616,12 +1616,6 @@ thread_local! {
     static READS_HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Whether this thread holds a read of a store's live state (a [`GraphRead`], say): work it
-/// hands to other threads must not read the state then ([`crate::dynamics::consolidate::kept_of_live_summaries`]).
-pub(crate) fn holds_a_read_here() -> bool {
-    READS_HELD.get() > 0
-}
-
 /// A held read of the live state; counts itself in `READS_HELD` while it lives.
 pub(crate) struct StateRead<'a>(parking_lot::RwLockReadGuard<'a, State>);
 
