@@ -1677,12 +1677,24 @@ async fn refusals_at_mcp_are_json_rpc_errors_with_their_status() {
     assert_eq!((status, &v["id"]), (400, &Value::from(1)), "{v}");
     assert!(v["error"]["data"]["status"].is_null(), "{v}");
     // The server's own refusal: a session past its limit, 503 with Retry-After, its code.
-    let (status, _, v) = send(mcp_request("POST", "/mcp", None, INIT)).await;
+    let (status, headers, v) = send(mcp_request("POST", "/mcp", None, INIT)).await;
     assert_eq!(status, 200, "{v}");
+    let session = headers["mcp-session-id"].to_str().unwrap().to_string();
     let (status, headers, v) = send(mcp_request("POST", "/mcp", None, INIT)).await;
     assert!(is_rpc_error(&v, 503, "MCP sessions"), "{status} {v}");
     assert_eq!(v["error"]["data"]["code"], "busy", "{v}");
     assert_eq!(headers[header::RETRY_AFTER], "1");
+    // A session closed is answered 200 (the Python SDK's client took rmcp's 202 for a
+    // failure); one the server does not hold, closed or never opened, 404 (helper-122: 202).
+    let (status, _, v) = send(mcp_request("DELETE", "/mcp", Some(&session), "")).await;
+    assert_eq!(status, 200, "{v}");
+    for id in [session.as_str(), "bogus"] {
+        let (status, _, v) = send(mcp_request("DELETE", "/mcp", Some(id), "")).await;
+        assert!(
+            is_rpc_error(&v, 404, "Session not found"),
+            "{id}: {status} {v}"
+        );
+    }
     // The parse errors the server gives before rmcp pass as they are.
     let (status, _, v) = send(mcp_request("POST", "/mcp", None, "{garbage")).await;
     assert_eq!((status, &v["error"]["code"]), (400, &Value::from(-32700)));

@@ -350,12 +350,16 @@ fn alike(texts: impl Iterator<Item = String>, fold: impl Fn(&str) -> String) -> 
 
 /// Node keys that read alike ([`Finding::KeysAlike`]).
 fn keys_alike(store: &Store) -> Vec<Finding> {
+    use unicode_normalization::{is_nfc_quick, IsNormalized};
     let g = store.graph();
     // A key another key reads as is rare: only keys that change when read are grouped, with
-    // the keys they read as.
-    let changed: Vec<String> = (g.nodes())
-        .filter(|n| as_read(&n.key) != n.key)
-        .map(|n| n.key.clone())
+    // the keys they read as. Keys read in place, not nodes decoded, and most found unchanged
+    // without a copy.
+    let unchanged = |k: &str| k.trim() == k && is_nfc_quick(k.chars()) == IsNormalized::Yes;
+    let changed: Vec<String> = (g.node_ids())
+        .filter_map(|id| g.node_key(id))
+        .filter(|k| !unchanged(k) && as_read(k) != *k)
+        .map(str::to_string)
         .collect();
     let read: HashSet<String> = changed.iter().map(|k| as_read(k)).collect();
     let texts = changed

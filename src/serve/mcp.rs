@@ -739,7 +739,14 @@ pub(super) async fn refusals_as_json_rpc(
     if !is_mcp_path(req.uri().path()) {
         return next.run(req).await;
     }
-    let answer = next.run(req).await;
+    let closing = req.method() == axum::http::Method::DELETE;
+    let mut answer = next.run(req).await;
+    // A session closed is answered 200, not rmcp's 202: the Python SDK's client takes
+    // anything but 200 or 204 as a failure, and said "Session termination failed: 202" at
+    // every close.
+    if closing && answer.status() == axum::http::StatusCode::ACCEPTED {
+        *answer.status_mut() = axum::http::StatusCode::OK;
+    }
     let status = answer.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return answer;
@@ -768,6 +775,23 @@ pub(super) async fn refusals_as_json_rpc(
         .headers
         .insert(axum::http::header::CONTENT_LENGTH, body.len().into());
     axum::response::Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// Whether `request` closes a session the server does not hold: a `DELETE` of the MCP
+/// service naming one. rmcp accepts the close of any session (202), so a client told its
+/// session was closed had not learned that it had none; MCP answers an unknown session with
+/// 404 ([`super::admit`]).
+pub(crate) async fn closes_a_session_not_held(
+    state: &AppState,
+    request: &axum::http::request::Parts,
+) -> bool {
+    if request.method != axum::http::Method::DELETE || !is_mcp_path(request.uri.path()) {
+        return false;
+    }
+    let Some(id) = (request.headers.get("mcp-session-id")).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    !state.mcp_sessions.sessions.read().await.contains_key(id)
 }
 
 /// The JSON-RPC error an error answer `body` of `status` says ([`refusals_as_json_rpc`]);

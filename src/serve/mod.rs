@@ -486,6 +486,9 @@ async fn admit(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
     if let Some(answer) = mcp::unparsable(&parts, &bytes) {
         return answer;
     }
+    if mcp::closes_a_session_not_held(&state, &parts).await {
+        return ApiError::not_found("Not Found: Session not found").into_response();
+    }
     if mcp::opens_a_session(&parts) {
         let open = state.mcp_sessions.sessions.read().await.len();
         if open >= state.config.max_mcp_sessions {
