@@ -323,6 +323,18 @@ impl PartialEq for EventEntry {
     }
 }
 
+impl EventEntry {
+    /// Gives the entry its value of `facet` (a place among the execution's facet values);
+    /// a place is never given (not every event has one).
+    fn set_facet(&mut self, facet: Facet, value: Option<std::num::NonZeroU32>) {
+        match facet {
+            Facet::Kind => self.kind = value,
+            Facet::Actor => self.actor = value,
+            Facet::Place => {}
+        }
+    }
+}
+
 impl Val {
     /// A parameter or property value as a query value.
     pub fn from_value(v: &Value) -> Val {
@@ -1328,7 +1340,7 @@ struct Produced {
 type EventRange<'e> = (
     Option<&'e Expr>,
     Option<&'e Expr>,
-    Option<&'e (crate::store::Facet, Expr)>,
+    Option<&'e (Facet, Expr)>,
 );
 
 /// Hands `$row` on through [`Run::emit`], and stops the operator when the answer is complete.
@@ -1364,14 +1376,14 @@ struct Run<'a, 'p> {
     seen: HashSet<String>,
     /// Not streaming: every matched row.
     matched: Vec<Vec<Val>>,
-    /// ORDER BY with LIMIT (no DISTINCT, no aggregate): the rows that sort first so far, in
-    /// place of every matched row.
+    /// ORDER BY (no aggregate): the rows that sort first so far with their keys, in place of
+    /// every matched row.
     first: Option<FirstRows>,
 }
 
-/// The first `keep` rows in ORDER BY's order of those given so far, each with its sort keys:
-/// rows are kept as they come, and once twice as many are held (or 4,096 more) they are
-/// sorted and the rest dropped. Stable, as the sort of every row is: a row kept stands before
+/// The first `keep` rows in ORDER BY's order of those given so far, each with its sort keys
+/// (every row, for a `keep` of `usize::MAX`): rows are kept as they come, and once twice as
+/// many are held (or 4,096 more) they are sorted and the rest dropped. Stable, as the sort of every row is: a row kept stands before
 /// any that comes later, so ties stay in the order they came. The saved timeline over all of
 /// a 980k-event store had held every row and its keys to return 1,000 (393 MB).
 struct FirstRows {
@@ -1667,7 +1679,7 @@ impl Run<'_, '_> {
         rows: &[Vec<Val>],
         slot: usize,
         (from, to, facet): EventRange<'_>,
-        covered: &[crate::store::Facet],
+        covered: &[Facet],
     ) -> Result<Flow, QueryError> {
         for row in rows {
             let entries = self.event_entries(from, to, facet, row, covered)?;
@@ -1898,9 +1910,9 @@ impl Run<'_, '_> {
         &mut self,
         from: Option<&Expr>,
         to: Option<&Expr>,
-        facet: Option<&(crate::store::Facet, Expr)>,
+        facet: Option<&(Facet, Expr)>,
         row: &[Val],
-        covered: &[crate::store::Facet],
+        covered: &[Facet],
     ) -> Result<Vec<EventEntry>, QueryError> {
         let mut bound = |e: Option<&Expr>, default: i64| -> Result<i64, QueryError> {
             match e {
@@ -1950,13 +1962,7 @@ impl Run<'_, '_> {
                 // The facet the scan fixed: every entry's value is the one given.
                 Some((fixed, value)) if *fixed == f => {
                     let at = self.ctx.facet_value_at(value.clone());
-                    for e in &mut entries {
-                        match f {
-                            Facet::Kind => e.kind = at,
-                            Facet::Actor => e.actor = at,
-                            Facet::Place => {}
-                        }
-                    }
+                    entries.iter_mut().for_each(|e| e.set_facet(f, at));
                 }
                 _ => self.cover(&mut entries, f, (lo, hi))?,
             }
@@ -1974,7 +1980,7 @@ impl Run<'_, '_> {
     fn cover(
         &mut self,
         entries: &mut [EventEntry],
-        facet: crate::store::Facet,
+        facet: Facet,
         range: (i64, i64),
     ) -> Result<(), QueryError> {
         if self.batch != usize::MAX || entries.is_empty() {
@@ -1999,11 +2005,7 @@ impl Run<'_, '_> {
             .visit_entries_of_values(facet, &values, range, &mut |value, (ts, seq)| {
                 let found = entries.binary_search_by_key(&(ts, seq), |e| (e.ts, e.seq));
                 if let (Ok(i), Some(&id)) = (found, at.get(value)) {
-                    match facet {
-                        Facet::Kind => entries[i].kind = id,
-                        Facet::Actor => entries[i].actor = id,
-                        Facet::Place => {}
-                    }
+                    entries[i].set_facet(facet, id);
                 }
                 seen += 1;
                 seen < most && (!seen.is_multiple_of(1024) || !guard.timed_out())
@@ -2203,14 +2205,16 @@ pub fn execute(
         out: Vec::new(),
         seen: HashSet::new(),
         matched: Vec::new(),
-        first: match (limit, plan.order.is_empty() || aggregates || plan.distinct) {
-            (Some(keep), false) => Some(FirstRows {
-                keep,
-                desc: plan.order.iter().map(|(_, d)| *d).collect(),
-                keyed: Vec::new(),
-            }),
-            _ => None,
-        },
+        // Every row sorted is kept where DISTINCT may drop some of the first (it applies to
+        // what they project) or where there is no limit.
+        first: (!plan.order.is_empty() && !aggregates).then(|| FirstRows {
+            keep: match plan.distinct {
+                true => usize::MAX,
+                false => limit.unwrap_or(usize::MAX),
+            },
+            desc: plan.order.iter().map(|(_, d)| *d).collect(),
+            keyed: Vec::new(),
+        }),
     };
     let width = plan.slots.len();
     run.feed(0, vec![vec![Val::Null; width]])?;
@@ -2240,22 +2244,10 @@ pub fn execute(
     // ORDER BY on the matched rows (nulls last), then projection, DISTINCT and LIMIT.
     if let Some(mut first) = first {
         guard.time()?;
-        first.cut(&guard);
-        rows = first.keyed.into_iter().map(|(_, r)| r).collect();
-    } else if !plan.order.is_empty() {
-        let mut keyed: Vec<(Vec<Val>, Vec<Val>)> = Vec::with_capacity(rows.len());
-        for row in rows {
-            guard.tick()?;
-            let keys = order_keys(&mut ctx, plan, &row)?;
-            guard.hold(keys.iter().map(held_bytes).sum())?;
-            keyed.push((keys, row));
-        }
-        let desc: Vec<bool> = plan.order.iter().map(|(_, d)| *d).collect();
-        guard.time()?;
         // At most `max_rows` rows of precomputed keys: bounded work, checked on either side.
-        keyed.sort_by(|(a, _), (b, _)| order_cmp(a, b, &desc));
+        first.cut(&guard);
         guard.time()?;
-        rows = keyed.into_iter().map(|(_, r)| r).collect();
+        rows = first.keyed.into_iter().map(|(_, r)| r).collect();
     }
     let mut out = Vec::new();
     let mut seen = HashSet::new();
