@@ -12,6 +12,7 @@ use super::parser::{
     BinOp, Dir, Expr, Literal, NodePat, PathPat, Places, Query, RelPat, ReturnItem, Search, Span,
 };
 use super::{QueryError, Val};
+use crate::store::Facet;
 
 /// The virtual label of events.
 pub const EVENT_LABEL: &str = "Event";
@@ -52,12 +53,12 @@ pub enum Op {
         slot: usize,
         from: Option<Expr>,
         to: Option<Expr>,
-        facet: Option<(crate::store::Facet, Expr)>,
+        facet: Option<(Facet, Expr)>,
         /// The facets (kind, actor) each row gets from the episodic index with its entry,
         /// where the query reads no more of the event than they, its number and its time
         /// ([`covered_facets`]): no record is read.
         #[serde(skip_serializing_if = "Vec::is_empty")]
-        covered: Vec<crate::store::Facet>,
+        covered: Vec<Facet>,
     },
     /// Keep rows whose node in `slot` has one of `labels` (when any) and these properties.
     CheckNode {
@@ -347,19 +348,14 @@ impl Planner {
             // Already bound (by SEARCH or an earlier pattern): only its constraints remain.
         } else if is_event {
             // The first of kind, actor and place the pattern fixes is read from its index.
-            let facet = [
-                ("kind", crate::store::Facet::Kind),
-                ("actor", crate::store::Facet::Actor),
-                ("place", crate::store::Facet::Place),
-            ]
-            .into_iter()
-            .find_map(|(name, facet)| Some((facet, take(&mut props, name, self)?)))
-            .or_else(|| {
-                // Or the first the WHERE filter fixes (`e.kind = $kind`), which still applies:
-                // a scan of every event for one kind had read every record.
-                let var = node.var.as_deref()?;
-                self.conditions.iter().find_map(|c| facet_fixed_by(c, var))
-            });
+            let facet = (FACET_FIELDS.into_iter())
+                .find_map(|(name, facet)| Some((facet, take(&mut props, name, self)?)))
+                .or_else(|| {
+                    // Or the first the WHERE filter fixes (`e.kind = $kind`), which still applies:
+                    // a scan of every event for one kind had read every record.
+                    let var = node.var.as_deref()?;
+                    self.conditions.iter().find_map(|c| facet_fixed_by(c, var))
+                });
             self.ops.push(Op::ScanEvents {
                 slot,
                 from: ts_bounds.0.clone(),
@@ -495,18 +491,47 @@ fn conjuncts(e: &Expr) -> Vec<Expr> {
 /// The index an event scan of `var` can read for `condition` (a conjunct of the WHERE
 /// filter), with the value it reads: when it is `var.kind = e` (or `actor`, `place`, or the
 /// same turned round) and `e` names no variable.
-fn facet_fixed_by(condition: &Expr, var: &str) -> Option<(crate::store::Facet, Expr)> {
-    let facet_of = |x: &Expr| match x {
-        Expr::Prop(v, name) if matches!(&**v, Expr::Var(n) if n == var) => match name.as_str() {
-            "kind" => Some(crate::store::Facet::Kind),
-            "actor" => Some(crate::store::Facet::Actor),
-            "place" => Some(crate::store::Facet::Place),
-            _ => None,
-        },
-        _ => None,
+fn facet_fixed_by(condition: &Expr, var: &str) -> Option<(Facet, Expr)> {
+    let facet_of = |x: &Expr| {
+        let field = field_of(x, var)?;
+        (FACET_FIELDS.into_iter()).find_map(|(name, facet)| (name == field).then_some(facet))
     };
     match compared_with_constant(condition, &|x| facet_of(x).is_some())? {
         (subject, BinOp::Eq, value) => Some((facet_of(subject)?, value.clone())),
+        _ => None,
+    }
+}
+
+/// The event fields the episodic index keys events by, in the order a pattern's are read
+/// from it (the first a pattern fixes is its scan's index).
+const FACET_FIELDS: [(&str, Facet); 3] = [
+    ("kind", Facet::Kind),
+    ("actor", Facet::Actor),
+    ("place", Facet::Place),
+];
+
+/// The field of `facet` ([`FACET_FIELDS`], which names every facet).
+fn facet_field(facet: Facet) -> &'static str {
+    (FACET_FIELDS.into_iter())
+        .find_map(|(name, f)| (f == facet).then_some(name))
+        .unwrap_or_default()
+}
+
+/// The field `x` reads of variable `var` (`var.kind`), when it is one.
+fn field_of<'e>(x: &'e Expr, var: &str) -> Option<&'e str> {
+    match x {
+        Expr::Prop(v, field) if matches!(&**v, Expr::Var(n) if n == var) => Some(field),
+        _ => None,
+    }
+}
+
+/// The bound `condition` puts on the time of event `var`, when it compares `var.ts` with a
+/// value that names no variable by `<`, `<=`, `>` or `>=`: whether it is a lower bound, and
+/// the value. A strict bound is taken as an inclusive one; the filter still applies.
+fn ts_bound_of<'e>(condition: &'e Expr, var: &str) -> Option<(bool, &'e Expr)> {
+    match compared_with_constant(condition, &|x| field_of(x, var) == Some("ts"))? {
+        (_, BinOp::Ge | BinOp::Gt, value) => Some((true, value)),
+        (_, BinOp::Le | BinOp::Lt, value) => Some((false, value)),
         _ => None,
     }
 }
@@ -615,15 +640,11 @@ fn ts_bounds(filter: Option<&Expr>, var: &str) -> (Option<Expr>, Option<Expr>) {
                 walk(a, var, lower, upper);
                 walk(b, var, lower, upper);
             }
-            _ => {
-                let is_ts = |x: &Expr| matches!(x, Expr::Prop(v, p) if p == "ts" && matches!(&**v, Expr::Var(n) if n == var));
-                // Strict bounds are widened to inclusive ones; the WHERE filter still applies.
-                match compared_with_constant(e, &is_ts) {
-                    Some((_, BinOp::Ge | BinOp::Gt, value)) => *lower = Some(value.clone()),
-                    Some((_, BinOp::Le | BinOp::Lt, value)) => *upper = Some(value.clone()),
-                    _ => {}
-                }
-            }
+            _ => match ts_bound_of(e, var) {
+                Some((true, value)) => *lower = Some(value.clone()),
+                Some((false, value)) => *upper = Some(value.clone()),
+                None => {}
+            },
         }
     }
     if let Some(f) = filter {
@@ -659,12 +680,7 @@ fn for_each_var(e: &Expr, f: &mut impl FnMut(&str)) {
 /// and its label, or its count: none where it reads any other field, or the event itself,
 /// for which its record is read anyway. Nor where a condition may leave few rows without
 /// reading the facet, but for the facet the scan is `fixed` by, which costs nothing.
-fn covered_facets(
-    q: &Query,
-    var: &str,
-    fixed: Option<crate::store::Facet>,
-) -> Vec<crate::store::Facet> {
-    use crate::store::Facet;
+fn covered_facets(q: &Query, var: &str, fixed: Option<Facet>) -> Vec<Facet> {
     let mut read = BTreeSet::new();
     let mut exprs: Vec<&Expr> = Vec::new();
     exprs.extend(&q.filter);
@@ -692,13 +708,7 @@ fn covered_facets(
     }
     // A condition on the event that reads neither (`e.seq = 5`, `{seq: 5}`) may leave a
     // few rows of many, which then read their records: reading every row's value first costs
-    // more. A bound of its time is the scan's range.
-    let is_ts = |x: &Expr| matches!(x, Expr::Prop(v, f) if f == "ts" && matches!(&**v, Expr::Var(n) if n == var));
-    let name_of = |f: Facet| match f {
-        Facet::Kind => "kind",
-        Facet::Actor => "actor",
-        Facet::Place => "place",
-    };
+    // more. A bound of its time is the scan's range (`ts_bounds`).
     let mut filtered_by: BTreeSet<String> = BTreeSet::new();
     let mut other_conditions = false;
     let own_props = (q.patterns.iter())
@@ -712,19 +722,14 @@ fn covered_facets(
                 filtered_by.insert(k.to_string());
             }
             // The facet the scan is fixed by is its index, not a check of its rows.
-            k if fixed.is_some_and(|f| name_of(f) == k) => {}
+            k if fixed.is_some_and(|f| facet_field(f) == k) => {}
             _ => other_conditions = true,
         }
     }
     for c in q.filter.iter().flat_map(conjuncts) {
         let mut reads = BTreeSet::new();
         fields_read_of(&c, var, &mut reads);
-        let a_time_bound = compared_with_constant(&c, &is_ts).is_some_and(|(_, op, _)| {
-            matches!(
-                op,
-                BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq
-            )
-        });
+        let a_time_bound = ts_bound_of(&c, var).is_some();
         if reads.contains("kind") || reads.contains("actor") {
             let facets = reads.into_iter().filter(|f| *f == "kind" || *f == "actor");
             filtered_by.extend(facets.map(str::to_string));
@@ -734,8 +739,8 @@ fn covered_facets(
     }
     [Facet::Kind, Facet::Actor]
         .into_iter()
-        .filter(|f| read.contains(name_of(*f)))
-        .filter(|f| !other_conditions || fixed == Some(*f) || filtered_by.contains(name_of(*f)))
+        .filter(|f| read.contains(facet_field(*f)))
+        .filter(|f| !other_conditions || fixed == Some(*f) || filtered_by.contains(facet_field(*f)))
         .collect()
 }
 
