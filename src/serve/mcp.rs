@@ -724,9 +724,8 @@ const TOOLS: &[&str] = &[
 const MAX_REFUSAL_BYTES: usize = 64 * 1024;
 
 /// An answer at `/mcp` that refuses a request before any JSON-RPC message was read, as a
-/// JSON-RPC error (`-32600` for a 4xx, `-32000` for a 5xx, a null id: none was read), its
-/// status and headers kept: rmcp's
-/// refusals of the transport (406 without an `Accept` that takes JSON and event streams, 404
+/// JSON-RPC error (`-32600` for a 4xx, `-32000` for a 5xx, a 408 or a 429; a null id: none
+/// was read), its status and headers kept: rmcp's refusals of the transport (406 without an `Accept` that takes JSON and event streams, 404
 /// for an unknown session, 405, 415, 400 for a bad header) are plain text, and the server's
 /// own (503 busy, 401, 413, a body that timed out) the API's JSON, neither of which an MCP
 /// client reads (helper-118). The API's code goes in `data`, with the status. JSON-RPC
@@ -813,9 +812,9 @@ fn refusal_as_json_rpc(status: axum::http::StatusCode, body: &[u8]) -> Option<Js
         .filter(|m| !m.is_empty())
         .unwrap_or_else(|| status.canonical_reason().unwrap_or("refused").to_string());
     // A request refused as it stands is an invalid request (as the Python SDK's server and
-    // client have it: its client gave -32600 for a 404 of a session), the server's own
-    // state (busy, failing, a body that did not come in time) a server error.
-    // A body that timed out, or too many requests, is the moment's, not the request's.
+    // client have it: its client gave -32600 for a 404 of a session); the server's state
+    // (busy, failing) and the moment's (a body that timed out, too many requests) are a
+    // server error.
     let transient = [
         axum::http::StatusCode::REQUEST_TIMEOUT,
         axum::http::StatusCode::TOO_MANY_REQUESTS,
