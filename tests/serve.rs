@@ -688,6 +688,51 @@ async fn with_a_key_every_route_but_health_needs_it() {
     assert_eq!(s, StatusCode::UNAUTHORIZED, "no write without the key");
 }
 
+/// The last note's open list: a 401 carried no `WWW-Authenticate`, which HTTP requires of it
+/// (RFC 9110, 15.5.2) and by which a client learns the scheme to answer with. Without a key
+/// it names the scheme only; with a wrong one it says the token is the trouble (RFC 6750,
+/// 3.1), at `/mcp` too, where the refusal is a JSON-RPC error.
+#[tokio::test]
+async fn a_refusal_for_the_key_says_how_to_authenticate() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), Some(KEY));
+    let challenge = |key: Option<&str>, uri: &str| {
+        let mut req = Request::builder().method("GET").uri(uri);
+        if let Some(k) = key {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {k}"));
+        }
+        let req = req.body(Body::empty()).unwrap();
+        let st = st.clone();
+        async move {
+            let resp = router(st).oneshot(req).await.unwrap();
+            let said = resp.headers().get(header::WWW_AUTHENTICATE);
+            (resp.status(), said.map(|v| v.to_str().unwrap().to_string()))
+        }
+    };
+    for uri in ["/v1/stats", "/mcp"] {
+        assert_eq!(
+            challenge(None, uri).await,
+            (
+                StatusCode::UNAUTHORIZED,
+                Some("Bearer realm=\"loci\"".to_string())
+            ),
+            "{uri} without a key"
+        );
+        assert_eq!(
+            challenge(Some("0123456789abcdef0123456789abcdeX"), uri).await,
+            (
+                StatusCode::UNAUTHORIZED,
+                Some("Bearer realm=\"loci\", error=\"invalid_token\"".to_string())
+            ),
+            "{uri} with a wrong key"
+        );
+    }
+    assert_eq!(
+        challenge(Some(KEY), "/v1/stats").await,
+        (StatusCode::OK, None)
+    );
+}
+
 #[tokio::test]
 async fn beyond_the_concurrency_limit_requests_get_503_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();

@@ -578,12 +578,22 @@ async fn authorize(State(state): State<Arc<AppState>>, req: Request, next: Next)
         .and_then(|v| v.split_once(' '))
         // A scheme's name is read in any case (RFC 9110, 11.1), and spaces may follow it.
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map_or("", |(_, key)| key.trim_start_matches(' '));
-    if constant_time_eq(given.as_bytes(), key.as_bytes()) {
-        next.run(req).await
-    } else {
-        ApiError::unauthorized().into_response()
+        .map(|(_, key)| key.trim_start_matches(' '));
+    if constant_time_eq(given.unwrap_or("").as_bytes(), key.as_bytes()) {
+        return next.run(req).await;
     }
+    // A 401 must say the scheme to answer with (RFC 9110, 15.5.2); a bearer token given and
+    // refused is said to be the trouble, and a request without one is not (RFC 6750, 3.1).
+    let challenge = match given {
+        None => "Bearer realm=\"loci\"",
+        Some(_) => "Bearer realm=\"loci\", error=\"invalid_token\"",
+    };
+    let mut refused = ApiError::unauthorized().into_response();
+    refused.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static(challenge),
+    );
+    refused
 }
 
 /// The whole router: the JSON API, MCP at `/mcp`, and the layers above.
