@@ -1103,6 +1103,21 @@ pub(crate) fn placed_summary_text(store: &Store, placed: &Placement) -> Result<O
     }
 }
 
+/// `ev` read as the summary `placed` places, checked against the place as
+/// [`placed_summary_text`] checks it, for a pass over the log that meets the live summaries
+/// in its order (the health check); `ev` read without its digest gives the summary without
+/// one. `None` when `ev` is no summary.
+pub(crate) fn summary_as_placed(
+    store: &Store,
+    placed: &Placement,
+    ev: &Event,
+) -> Result<Option<Summary>> {
+    match Summary::of_event_without_digest(ev) {
+        Some(s) => Ok(Some(as_placed(store, placed, s)?)),
+        None => Ok(None),
+    }
+}
+
 /// `summary`, read by the number `placed` gives, if it is at the level and range `placed`
 /// says, else [`Error::Corrupt`](crate::Error::Corrupt) ([`placed_summary_text`]).
 fn as_placed(store: &Store, placed: &Placement, summary: Summary) -> Result<Summary> {

@@ -22,11 +22,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dynamics::consolidate::each_live_summary;
+use crate::dynamics::consolidate::{placed_summaries, summary_as_placed, PlacedSummaries};
 use crate::dynamics::deletion::{self, Reason};
 use crate::error::Result;
 use crate::graph::Adjacency;
-use crate::model::{labels, relations, Assertion, NodeId};
+use crate::model::{labels, relations, Assertion, Event, NodeId};
 use crate::store::Store;
 
 /// Caps of the health check.
@@ -197,46 +197,69 @@ pub fn check(store: &Store, opts: &HealthOptions) -> Result<HealthReport> {
             .findings
             .extend(found.into_iter().take(opts.max_listed));
     };
-    let (pins, checked) = dangling_pins(store)?;
-    report.pins_checked = checked;
-    add(&mut report, pins);
+    let (pins, summaries) = read_the_log(store)?;
+    report.pins_checked = pins.pinned();
+    add(&mut report, pins.findings(store));
     let (dups, checked) = likely_duplicates(store);
     report.nodes_checked = checked;
     add(&mut report, dups);
     add(&mut report, keys_alike(store));
     add(&mut report, kinds_alike(store)?);
     add(&mut report, tiers_over_caps(store, opts)?);
-    let (gone, checked) = summaries_with_children_gone(store)?;
-    report.summaries_checked = checked;
-    add(&mut report, gone);
+    report.summaries_checked = summaries.checked;
+    add(&mut report, summaries.findings());
     Ok(report)
 }
 
-/// The keys whose latest pinning event pins them and that the graph does not hold.
-fn dangling_pins(store: &Store) -> Result<(Vec<Finding>, usize)> {
-    let mut last: BTreeMap<String, (bool, u64)> = BTreeMap::new();
-    store.scan_log(1, |ev| {
+/// The checks that read events, in one pass over the log: each event decoded once, without a
+/// summary's digest. The pins had been a pass of their own, decoding every event whole, and
+/// the summaries' children a read of each live summary by itself, a read transaction each:
+/// 8.8 s of `check` at 980k events, 566k of them summaries.
+fn read_the_log(store: &Store) -> Result<(Pins, ChildrenGone)> {
+    let mut pins = Pins::default();
+    let mut summaries = ChildrenGone::new(store)?;
+    store.scan_log_without_digests(1, |ev| {
+        pins.note(&ev);
+        summaries.note(store, &ev)?;
+        Ok(true)
+    })?;
+    Ok((pins, summaries))
+}
+
+/// Each key's latest pinning event: whether it pins the key, and its number.
+#[derive(Default)]
+struct Pins {
+    latest: BTreeMap<String, (bool, u64)>,
+}
+
+impl Pins {
+    fn note(&mut self, ev: &Event) {
         for a in &ev.assertions {
             if let Assertion::UpsertNode(up) = a {
                 if let Some(p) = up.pinned {
-                    last.insert(up.key.clone(), (p, ev.seq));
+                    self.latest.insert(up.key.clone(), (p, ev.seq));
                 }
             }
         }
-        Ok(true)
-    })?;
-    // The keys pinned now: one unpinned since is not a pin.
-    let checked = last.values().filter(|(pinned, _)| *pinned).count();
-    let found = last
-        .into_iter()
-        .filter(|(_, (pinned, _))| *pinned)
-        .filter_map(|(key, (_, pinned_by))| match store.node_by_key(&key) {
-            None => Some(Finding::DanglingPin { key, pinned_by }),
-            Some(n) if !n.pinned => Some(Finding::PinLost { key, pinned_by }),
-            Some(_) => None,
-        })
-        .collect();
-    Ok((found, checked))
+    }
+
+    /// The keys pinned now: one unpinned since is not a pin.
+    fn pinned(&self) -> usize {
+        self.latest.values().filter(|(pinned, _)| *pinned).count()
+    }
+
+    /// The keys whose latest pinning event pins them and that the graph does not hold, or
+    /// holds unpinned.
+    fn findings(self, store: &Store) -> Vec<Finding> {
+        (self.latest.into_iter())
+            .filter(|(_, (pinned, _))| *pinned)
+            .filter_map(|(key, (_, pinned_by))| match store.node_by_key(&key) {
+                None => Some(Finding::DanglingPin { key, pinned_by }),
+                Some(n) if !n.pinned => Some(Finding::PinLost { key, pinned_by }),
+                Some(_) => None,
+            })
+            .collect()
+    }
 }
 
 /// `text` as one word for a POSIX shell, in single quotes (a quote inside closes them, is
@@ -446,31 +469,77 @@ fn tiers_over_caps(store: &Store, opts: &HealthOptions) -> Result<Vec<Finding>> 
     Ok(found)
 }
 
-fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> {
-    // Each event's first deletion, with its reason: a child deleted before its summary was
-    // written (a summary a deletion made again names the summaries it took) is no finding.
-    let mut reasons: HashMap<u64, (Reason, u64)> = HashMap::new();
-    for ev in store.events_of_kind(deletion::DELETE)? {
-        if let Some(r) = deletion::reason_of(&ev) {
-            for seq in deletion::deleted_by(&ev) {
-                let first = reasons.entry(seq).or_insert((r, ev.seq));
-                if ev.seq < first.1 {
-                    *first = (r, ev.seq);
+/// The live summaries with a child gone ([`Finding::SummaryChildrenGone`]), each checked as
+/// the pass over the log meets it.
+struct ChildrenGone {
+    /// Each event's first deletion, with its reason: a child deleted before its summary was
+    /// written (a summary a deletion made again names the summaries it took) is no finding.
+    reasons: HashMap<u64, (Reason, u64)>,
+    /// The live summaries' places.
+    placed: std::sync::Arc<PlacedSummaries>,
+    /// Their numbers and indexes in `placed.live`, by number: the log's order.
+    by_seq: Vec<(u64, usize)>,
+    /// The first of `by_seq` the pass has not passed.
+    next: usize,
+    checked: usize,
+    found: Vec<Finding>,
+}
+
+impl ChildrenGone {
+    fn new(store: &Store) -> Result<Self> {
+        let mut reasons: HashMap<u64, (Reason, u64)> = HashMap::new();
+        for ev in store.events_of_kind(deletion::DELETE)? {
+            if let Some(r) = deletion::reason_of(&ev) {
+                for seq in deletion::deleted_by(&ev) {
+                    let first = reasons.entry(seq).or_insert((r, ev.seq));
+                    if ev.seq < first.1 {
+                        *first = (r, ev.seq);
+                    }
                 }
             }
         }
+        let placed = placed_summaries(store)?;
+        let mut by_seq: Vec<(u64, usize)> = (placed.live.iter().enumerate())
+            .map(|(i, p)| (p.seq, i))
+            .collect();
+        by_seq.sort_unstable();
+        Ok(ChildrenGone {
+            reasons,
+            placed,
+            by_seq,
+            next: 0,
+            checked: 0,
+            found: Vec::new(),
+        })
     }
-    let mut checked = 0;
-    let mut found = Vec::new();
-    // One summary at a time, without its digest: the children are all this reads of it.
-    each_live_summary(store, false, &mut |s| {
-        checked += 1;
+
+    /// Checks `ev` if it is a live summary. A placed summary the log does not hold (deleted
+    /// since the index was read) is passed over, as a read of it by number finds none.
+    fn note(&mut self, store: &Store, ev: &Event) -> Result<()> {
+        // The pass meets events in order: the summaries before `ev` are passed for good.
+        while self
+            .by_seq
+            .get(self.next)
+            .is_some_and(|&(seq, _)| seq < ev.seq)
+        {
+            self.next += 1;
+        }
+        let Some(placed) = (self.by_seq.get(self.next))
+            .filter(|&&(seq, _)| seq == ev.seq)
+            .map(|&(_, i)| &self.placed.live[i])
+        else {
+            return Ok(());
+        };
+        let Some(s) = summary_as_placed(store, placed, ev)? else {
+            return Ok(());
+        };
+        self.checked += 1;
         let mut gone = Vec::new();
         for &child in &s.children {
             if store.holds_event(child) {
                 continue;
             }
-            match reasons.get(&child) {
+            match self.reasons.get(&child) {
                 Some((_, by)) if *by < s.seq => {}
                 Some((Reason::Forget, _)) => {}
                 Some((Reason::Delete, _)) => gone.push((child, Gone::DeletedByUser)),
@@ -478,7 +547,7 @@ fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> 
             }
         }
         if !gone.is_empty() {
-            found.push(Finding::SummaryChildrenGone {
+            self.found.push(Finding::SummaryChildrenGone {
                 seq: s.seq,
                 level: s.level.name().to_string(),
                 start: s.start,
@@ -487,13 +556,13 @@ fn summaries_with_children_gone(store: &Store) -> Result<(Vec<Finding>, usize)> 
                 gone,
             });
         }
-        Ok(true)
-    })?;
-    found.sort_by_key(|f| match f {
-        Finding::SummaryChildrenGone { seq, .. } => *seq,
-        _ => 0,
-    });
-    Ok((found, checked))
+        Ok(())
+    }
+
+    /// The findings, by summary number (the log's order, as they were met).
+    fn findings(self) -> Vec<Finding> {
+        self.found
+    }
 }
 
 #[cfg(test)]

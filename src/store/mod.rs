@@ -4380,13 +4380,33 @@ impl Store {
 
     /// Calls `visit` with each event from sequence `from` on, in log order, until it returns
     /// `false`. Deleted events are left out.
-    pub fn scan_log(&self, from: u64, mut visit: impl FnMut(Event) -> Result<bool>) -> Result<()> {
+    pub fn scan_log(&self, from: u64, visit: impl FnMut(Event) -> Result<bool>) -> Result<()> {
+        self.scan_log_decoded(from, decode_event, visit)
+    }
+
+    /// [`Store::scan_log`], each event read whole but for its payload's digest entry
+    /// ([`crate::codec::decode_event_without_digest`]): for a pass that reads what events
+    /// assert and what summaries say, not what they restate.
+    pub fn scan_log_without_digests(
+        &self,
+        from: u64,
+        visit: impl FnMut(Event) -> Result<bool>,
+    ) -> Result<()> {
+        self.scan_log_decoded(from, crate::codec::decode_event_without_digest, visit)
+    }
+
+    fn scan_log_decoded(
+        &self,
+        from: u64,
+        decode: DecodeEvent,
+        mut visit: impl FnMut(Event) -> Result<bool>,
+    ) -> Result<()> {
         let deleted = self.read_state().deleted.clone();
         log::scan(&*self.backend, from, &mut |seq, v| {
             if deleted.contains(&seq) {
                 return Ok(true);
             }
-            visit(decode_event(Table::Log.name(), v)?)
+            visit(decode(Table::Log.name(), v)?)
         })
     }
 
