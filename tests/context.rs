@@ -1276,3 +1276,59 @@ fn a_subgoal_stack_takes_the_room_the_other_sections_leave() {
         assert!(c.tokens <= budget);
     }
 }
+
+/// The last note's open list: at 980k events a context of 8,000 tokens listed 25,715 of a long
+/// history's week roots as left out of the cover, each read to be counted: 2.8 MB of JSON.
+/// The newest [`context::COVER_ROOTS_LISTED`] are listed, the nearest to fitting, oldest
+/// first as before; the older ones are counted, and a history with fewer lists them all.
+#[test]
+fn a_long_historys_cover_lists_its_newest_roots_left_out_and_counts_the_rest() {
+    let roots_of = |store: &Store| -> Vec<String> {
+        let live = consolidate::live_summaries(store).unwrap();
+        let mut roots: Vec<&consolidate::Summary> = (live.summaries.iter())
+            .filter(|s| {
+                !(live.summaries.iter())
+                    .any(|o| o.level > s.level && o.start <= s.start && s.end <= o.end)
+            })
+            .collect();
+        roots.sort_by_key(|s| (s.start, s.seq));
+        roots.iter().map(|s| format!("event:{}", s.seq)).collect()
+    };
+    // No room for the cover: every root is left out.
+    let without_cover = |store: &Store| {
+        let mut o = ContextOptions::with_budget(4000);
+        o.question = None;
+        o.shares.cover = 0.0;
+        context::build_context(store, &o).unwrap()
+    };
+    let listed = |c: &context::Context| -> Vec<String> {
+        (c.left_out.iter())
+            .filter(|l| l.section == "cover")
+            .inspect(|l| assert!(l.tokens > 0, "{l:?}"))
+            .flat_map(|l| l.ids.clone())
+            .collect()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let long = lived(tmp.path(), 500, 42);
+    let roots = roots_of(&long);
+    assert!(roots.len() > context::COVER_ROOTS_LISTED, "{}", roots.len());
+    let c = without_cover(&long);
+    assert!(section(&c, "cover").lines.is_empty());
+    let newest = &roots[roots.len() - context::COVER_ROOTS_LISTED..];
+    assert_eq!(listed(&c), newest);
+    assert_eq!(
+        c.left_out_unlisted,
+        roots.len() - context::COVER_ROOTS_LISTED
+    );
+    // With room for the cover nothing of it is left out, listed or not.
+    let mut o = ContextOptions::with_budget(200_000);
+    o.question = None;
+    let roomy = context::build_context(&long, &o).unwrap();
+    assert_eq!((listed(&roomy).len(), roomy.left_out_unlisted), (0, 0));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let short = lived(tmp.path(), 9, 42);
+    let roots = roots_of(&short);
+    let c = without_cover(&short);
+    assert_eq!((listed(&c), c.left_out_unlisted), (roots, 0));
+}

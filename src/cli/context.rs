@@ -98,7 +98,11 @@ pub fn context(a: ContextArgs) -> Result<Code> {
             c.budget,
             c.tokenizer,
             c.prefix_tokens,
-            count(c.left_out.len() as u64, "line", "lines"),
+            count(
+                (c.left_out.len() + c.left_out_unlisted) as u64,
+                "line",
+                "lines"
+            ),
             c.turn
                 .map(|t| format!("; saved as turn {t}"))
                 .unwrap_or_default()

@@ -200,6 +200,9 @@ pub struct Section {
     pub lines: Vec<Line>,
 }
 
+/// The cover's roots that did not fit listed at most in [`Context::left_out`], the newest.
+pub const COVER_ROOTS_LISTED: usize = 50;
+
 /// A line that did not fit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LeftOut {
@@ -223,6 +226,12 @@ pub struct Context {
     pub prefix_digest: String,
     pub sections: Vec<Section>,
     pub left_out: Vec<LeftOut>,
+    /// Lines left out that `left_out` does not list: the cover's roots older than the newest
+    /// [`COVER_ROOTS_LISTED`] that did not fit, counted, not read. A long history's oldest
+    /// weeks had each been read and listed: 25,715 lines, 2.8 MB of JSON, for a context of
+    /// 8,000 tokens of a store of 980k events.
+    #[serde(default)]
+    pub left_out_unlisted: usize,
     /// The summaries of the cover, by sequence number.
     pub cover: Vec<u64>,
     /// The cover is the previous turn's, kept one more turn.
@@ -484,6 +493,7 @@ fn assemble(
     };
 
     let mut left_out = Vec::new();
+    let mut left_out_unlisted = 0;
     let mut sections: Vec<Section> = vec![Section {
         name: "instructions".into(),
         lines: instructions,
@@ -539,8 +549,11 @@ fn assemble(
             share(opts.shares.cover),
             &cover_cost,
         );
-        // What did not fit is listed, the cover's roots too (none had been).
-        left_out.extend(dropped.iter().map(|s| LeftOut {
+        // What did not fit is listed, the cover's roots too (none had been): the newest of
+        // them, the nearest to fitting; the older ones are counted.
+        let listed_from = dropped.len().saturating_sub(COVER_ROOTS_LISTED);
+        left_out_unlisted = listed_from;
+        left_out.extend(dropped[listed_from..].iter().map(|s| LeftOut {
             section: "cover".into(),
             ids: vec![format!("event:{}", s.seq)],
             tokens: cover_cost(s),
@@ -674,6 +687,7 @@ fn assemble(
     });
     let mut context = fit(sections, opts, counter, &mut left_out);
     context.left_out = left_out;
+    context.left_out_unlisted = left_out_unlisted;
     context.cover = cover_ids;
     context.cover_held_over = cover_held_over;
     if opts.save {
@@ -1521,6 +1535,7 @@ fn fit(
                 tokenizer: opts.tokenizer,
                 sections,
                 left_out: Vec::new(),
+                left_out_unlisted: 0,
                 cover: Vec::new(),
                 cover_held_over: false,
                 turn: None,
