@@ -398,6 +398,26 @@ struct EventUpToPayload<P> {
     evidence: Vec<String>,
 }
 
+impl<P: Into<Value>> EventUpToPayload<P> {
+    /// The event these fields begin, with what follows them.
+    fn into_event(self, assertions: Vec<Assertion>, idempotency_key: Option<String>) -> Event {
+        Event {
+            seq: self.seq,
+            recorded_at: self.recorded_at,
+            ts: self.ts,
+            actor: self.actor,
+            place: self.place,
+            anchor: self.anchor,
+            kind: self.kind,
+            payload: self.payload.into(),
+            salience: self.salience,
+            evidence: self.evidence,
+            assertions,
+            idempotency_key,
+        }
+    }
+}
+
 /// A log record of any readable format decoded up to its payload: its assertions and
 /// idempotency key are left empty. For a reader of what events say, not what they assert: a
 /// day summary restates every node and edge its day asserted, and decoding those was most of
@@ -426,20 +446,7 @@ fn up_to_payload<P: DeserializeOwned + Into<Value>>(
             table,
             message: e.to_string(),
         })?;
-    Ok(Event {
-        seq: e.seq,
-        recorded_at: e.recorded_at,
-        ts: e.ts,
-        actor: e.actor,
-        place: e.place,
-        anchor: e.anchor,
-        kind: e.kind,
-        payload: e.payload.into(),
-        salience: e.salience,
-        evidence: e.evidence,
-        assertions: Vec::new(),
-        idempotency_key: None,
-    })
+    Ok(e.into_event(Vec::new(), None))
 }
 
 /// A log record of any readable format decoded whole but for its payload's digest entry
@@ -472,20 +479,7 @@ pub fn decode_event_without_digest(table: &'static str, bytes: &[u8]) -> Result<
             message: format!("{} unexpected bytes after the record", rest.len()),
         });
     }
-    Ok(Event {
-        seq: e.seq,
-        recorded_at: e.recorded_at,
-        ts: e.ts,
-        actor: e.actor,
-        place: e.place,
-        anchor: e.anchor,
-        kind: e.kind,
-        payload: e.payload.into(),
-        salience: e.salience,
-        evidence: e.evidence,
-        assertions,
-        idempotency_key,
-    })
+    Ok(e.into_event(assertions, idempotency_key))
 }
 
 /// The leading fields of an event record, every format alike: enough to find the few events
