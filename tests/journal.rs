@@ -654,4 +654,18 @@ fn keys_and_kinds_that_read_alike_are_found() {
     let said: Vec<String> = found.iter().map(Finding::describe).collect();
     assert!(said[0].contains(r#""cafe\u{301}""#), "{}", said[0]);
     assert!(said[1].contains(r#"" lead""#), "{}", said[1]);
+
+    // The last note's open list: kinds past the first 10,000 were left out in silence. The
+    // report says how many it compared, and that there were more.
+    let r = health::check(&store, &HealthOptions::default()).unwrap();
+    assert_eq!((r.kinds_checked, r.more_kinds), (4, false), "{r:?}");
+    let mut capped = HealthOptions::default();
+    capped.max_kinds = 2;
+    let r = health::check(&store, &capped).unwrap();
+    assert_eq!((r.kinds_checked, r.more_kinds), (2, true), "{r:?}");
+    // The first two (shorter first: "note", "NOTE") read alike; nothing past them is compared.
+    assert!(
+        !(r.findings.iter()).any(|f| matches!(f, Finding::KindsAlike { kinds } if kinds.len() > 2)),
+        "{r:?}"
+    );
 }

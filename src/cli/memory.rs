@@ -504,8 +504,9 @@ pub fn check(a: CheckArgs) -> Result<Code> {
                 count(r.not_listed as u64, "finding", "findings")
             );
         }
+        let kinds = count(r.kinds_checked as u64, "event kind", "event kinds");
         outln!(
-            "{}: checked {}, {}, {}",
+            "{}: checked {}, {}, {}, {}",
             if r.healthy() {
                 "healthy".to_string()
             } else {
@@ -517,6 +518,10 @@ pub fn check(a: CheckArgs) -> Result<Code> {
             },
             count(r.pins_checked as u64, "pin", "pins"),
             count(r.nodes_checked as u64, "entity", "entities"),
+            match r.more_kinds {
+                true => format!("{kinds} (the first, shorter first; the others not compared)"),
+                false => kinds,
+            },
             count(r.summaries_checked as u64, "summary", "summaries")
         );
     }

@@ -29,8 +29,9 @@ use crate::graph::Adjacency;
 use crate::model::{labels, relations, Assertion, Event, NodeId};
 use crate::store::Store;
 
-/// Caps of the health check.
+/// Caps of the health check; a cap a serialized form leaves out is its default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 #[non_exhaustive]
 pub struct HealthOptions {
     pub max_pinned: u64,
@@ -38,6 +39,9 @@ pub struct HealthOptions {
     pub max_hot_edges: u64,
     /// Findings of one sort listed at most (the count is always whole).
     pub max_listed: usize,
+    /// Event kinds compared at most, shorter first and then in byte order (the episodic
+    /// index's order; a seek each): the report says when there were more.
+    pub max_kinds: usize,
 }
 
 impl Default for HealthOptions {
@@ -47,6 +51,7 @@ impl Default for HealthOptions {
             max_hot_nodes: 1024,
             max_hot_edges: 4096,
             max_listed: 50,
+            max_kinds: 10_000,
         }
     }
 }
@@ -179,6 +184,12 @@ pub struct HealthReport {
     pub nodes_checked: usize,
     pub summaries_checked: usize,
     pub pins_checked: usize,
+    /// Event kinds compared ([`HealthOptions::max_kinds`] at most).
+    #[serde(default)]
+    pub kinds_checked: usize,
+    /// The log has kinds past those compared: they were not.
+    #[serde(default)]
+    pub more_kinds: bool,
 }
 
 impl HealthReport {
@@ -204,7 +215,9 @@ pub fn check(store: &Store, opts: &HealthOptions) -> Result<HealthReport> {
     report.nodes_checked = checked;
     add(&mut report, dups);
     add(&mut report, keys_alike(store));
-    add(&mut report, kinds_alike(store)?);
+    let (kinds, checked, more) = kinds_alike(store, opts.max_kinds)?;
+    (report.kinds_checked, report.more_kinds) = (checked, more);
+    add(&mut report, kinds);
     add(&mut report, tiers_over_caps(store, opts)?);
     report.summaries_checked = summaries.checked;
     add(&mut report, summaries.findings());
@@ -394,16 +407,19 @@ fn keys_alike(store: &Store) -> Vec<Finding> {
         .collect()
 }
 
-/// Event kinds that read alike ([`Finding::KindsAlike`]), among the first 10,000 kinds.
-fn kinds_alike(store: &Store) -> Result<Vec<Finding>> {
-    let kinds = store.event_kinds(10_000)?;
+/// Event kinds that read alike ([`Finding::KindsAlike`]) among the first `max` kinds, how
+/// many were compared, and whether the log has more.
+fn kinds_alike(store: &Store, max: usize) -> Result<(Vec<Finding>, usize, bool)> {
+    let mut kinds = store.event_kinds(max.saturating_add(1))?;
+    let more = kinds.len() > max;
+    kinds.truncate(max);
+    let checked = kinds.len();
     // Composed again: an upper case may decompose ("ǰ" is "J" and a caron).
-    Ok(
-        alike(kinds.into_iter(), |k| as_read(&as_read(k).to_uppercase()))
-            .into_iter()
-            .map(|kinds| Finding::KindsAlike { kinds })
-            .collect(),
-    )
+    let found = alike(kinds.into_iter(), |k| as_read(&as_read(k).to_uppercase()))
+        .into_iter()
+        .map(|kinds| Finding::KindsAlike { kinds })
+        .collect();
+    Ok((found, checked, more))
 }
 
 /// Whether `SAME_AS` links (relation `rel`, either way) among `nodes` join them all into one:
