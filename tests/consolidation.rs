@@ -1707,3 +1707,47 @@ fn a_store_closed_after_consolidating_opens_from_a_snapshot_that_holds_its_summa
         other => panic!("opened from {other:?}"),
     }
 }
+
+/// The last note's open list: a context with a question read the summary index twice, once
+/// for the cover's placements and once for the summaries retrieval leaves out. The replaced
+/// ones are now kept from the placements' read when it comes first: two stores alike, one
+/// read each way, at each step of a life with summaries replaced and deleted.
+#[test]
+fn the_replaced_summaries_kept_from_the_placements_read_are_those_read_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores: Vec<Store> = (0..2)
+        .map(|i| world_store(&dir.path().join(i.to_string()), BackendKind::Redb, 16))
+        .collect();
+    let agree = |step: &str| {
+        let alone = consolidate::replaced_summaries(&stores[0]).unwrap();
+        let placed = consolidate::placed_summaries(&stores[1]).unwrap();
+        let kept = consolidate::replaced_summaries(&stores[1]).unwrap();
+        assert_eq!(kept.len(), alone.len(), "{step}");
+        let last = stores[0].last_seq();
+        assert!(
+            (1..=last).all(|s| kept.contains(s) == alone.contains(s)),
+            "{step}"
+        );
+        assert!(placed.live.iter().all(|p| !kept.contains(p.seq)), "{step}");
+        alone.len()
+    };
+    let gap = ConsolidationPolicy::default().episode_gap;
+    let at = |ts: i64| EventDraft::new(ts, "bot", "OBSERVATION");
+    for store in &stores {
+        run(store);
+    }
+    agree("consolidated");
+    for store in &stores {
+        store
+            .ingest((0..8).map(|i| at(2 * DAY + i * gap / 2)).collect())
+            .unwrap();
+        store.ingest(vec![at(9 * DAY + 7)]).unwrap();
+        run(store);
+    }
+    assert!(agree("late events summarised") >= 4);
+    for store in &stores {
+        let day5 = latest_day_summary(store, 5);
+        store.delete(&DeleteRequest::events([day5.seq])).unwrap();
+    }
+    agree("a day summary deleted");
+}

@@ -980,11 +980,27 @@ pub struct PlacedSummaries {
 }
 
 /// The store's [`PlacedSummaries`], cached as [`live_summaries`] is.
+///
+/// The summaries [`live`] leaves out are kept as the store's [`ReplacedSummaries`] too: a
+/// context with a question, whose retrieval leaves them out, had read the summary index again
+/// for them.
 pub fn placed_summaries(store: &Store) -> Result<std::sync::Arc<PlacedSummaries>> {
     cached(store, &store.live_summary_cache().placed, |store| {
-        Ok(PlacedSummaries {
-            live: live(indexed_summaries(store)?).into_values().collect(),
-        })
+        // Read before the index, as `cached` reads them: what is read holds at least as much.
+        let (seq, deleted) = (store.last_seq(), store.deleted_count());
+        let indexed = indexed_summaries(store)?;
+        let mut replaced: Vec<u64> = indexed.iter().map(|p| p.seq).collect();
+        let live: Vec<Placement> = live(indexed).into_values().collect();
+        let live_seqs: BTreeSet<u64> = live.iter().map(|p| p.seq).collect();
+        replaced.retain(|s| !live_seqs.contains(s));
+        replaced.sort_unstable();
+        replaced.dedup();
+        keep(
+            &store.live_summary_cache().replaced,
+            (seq, deleted),
+            ReplacedSummaries { seqs: replaced },
+        );
+        Ok(PlacedSummaries { live })
     })
 }
 
@@ -1178,6 +1194,20 @@ fn cached<T>(
         value: Some(value.clone()),
     };
     Ok(value)
+}
+
+/// Keeps `value`, read at log position and deletion count `at`, in `entry` unless it holds a
+/// value read at least as late (any value is true of the position it is kept with: [`cached`]
+/// reads again past it).
+fn keep<T>(entry: &std::sync::Mutex<CacheEntry<T>>, at: (u64, usize), value: T) {
+    let mut c = entry.lock().unwrap_or_else(|e| e.into_inner());
+    if c.value.is_none() || c.seq < at.0 || c.deleted < at.1 {
+        *c = CacheEntry {
+            seq: at.0,
+            deleted: at.1,
+            value: Some(std::sync::Arc::new(value)),
+        };
+    }
 }
 
 /// A summary as the summary index places it: its level, range and sequence number, and a
