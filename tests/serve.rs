@@ -696,10 +696,13 @@ async fn with_a_key_every_route_but_health_needs_it() {
 async fn a_refusal_for_the_key_says_how_to_authenticate() {
     let dir = tempfile::tempdir().unwrap();
     let st = state(dir.path(), Some(KEY));
-    let challenge = |key: Option<&str>, uri: &str| {
+    let challenge = |given: Vec<Vec<u8>>, uri: &str| {
         let mut req = Request::builder().method("GET").uri(uri);
-        if let Some(k) = key {
-            req = req.header(header::AUTHORIZATION, format!("Bearer {k}"));
+        for value in given {
+            req = req.header(
+                header::AUTHORIZATION,
+                header::HeaderValue::from_bytes(&value).unwrap(),
+            );
         }
         let req = req.body(Body::empty()).unwrap();
         let st = st.clone();
@@ -709,26 +712,49 @@ async fn a_refusal_for_the_key_says_how_to_authenticate() {
             (resp.status(), said.map(|v| v.to_str().unwrap().to_string()))
         }
     };
+    let bearer = |key: &[u8]| [b"Bearer ".as_slice(), key].concat();
+    let realm = Some("Bearer realm=\"loci\"".to_string());
+    let invalid = Some("Bearer realm=\"loci\", error=\"invalid_token\"".to_string());
+    let unauthorized = StatusCode::UNAUTHORIZED;
     for uri in ["/v1/stats", "/mcp"] {
-        assert_eq!(
-            challenge(None, uri).await,
+        for (given, expected, why) in [
+            (vec![], (unauthorized, realm.clone()), "without a key"),
+            // Another scheme is no bearer token: the scheme is what the client must learn.
             (
-                StatusCode::UNAUTHORIZED,
-                Some("Bearer realm=\"loci\"".to_string())
+                vec![b"Basic eDp5".to_vec()],
+                (unauthorized, realm.clone()),
+                "Basic",
             ),
-            "{uri} without a key"
-        );
-        assert_eq!(
-            challenge(Some("0123456789abcdef0123456789abcdeX"), uri).await,
             (
-                StatusCode::UNAUTHORIZED,
-                Some("Bearer realm=\"loci\", error=\"invalid_token\"".to_string())
+                vec![bearer(b"0123456789abcdef0123456789abcdeX")],
+                (unauthorized, invalid.clone()),
+                "a wrong key",
             ),
-            "{uri} with a wrong key"
-        );
+            // helper-125: a token of bytes that are not text had been taken for none.
+            (
+                vec![bearer(b"\xff\xfe0123456789abcdef")],
+                (unauthorized, invalid.clone()),
+                "a key not of text",
+            ),
+            // helper-125: the first of two was read alone, so a right key before a wrong
+            // one was let in. Credentials said twice are no request to guess at.
+            (
+                vec![
+                    bearer(KEY.as_bytes()),
+                    bearer(b"0123456789abcdef0123456789abcdeX"),
+                ],
+                (
+                    StatusCode::BAD_REQUEST,
+                    Some("Bearer realm=\"loci\", error=\"invalid_request\"".to_string()),
+                ),
+                "two keys",
+            ),
+        ] {
+            assert_eq!(challenge(given, uri).await, expected, "{uri}, {why}");
+        }
     }
     assert_eq!(
-        challenge(Some(KEY), "/v1/stats").await,
+        challenge(vec![bearer(KEY.as_bytes())], "/v1/stats").await,
         (StatusCode::OK, None)
     );
 }

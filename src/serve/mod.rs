@@ -571,24 +571,32 @@ async fn authorize(State(state): State<Arc<AppState>>, req: Request, next: Next)
     if req.uri().path() == "/health" {
         return next.run(req).await;
     }
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
+    let mut said = req.headers().get_all(header::AUTHORIZATION).iter();
+    let (first, again) = (said.next(), said.next().is_some());
+    // A token is bytes, compared as bytes: one that is not text is a token refused, not none.
+    let given = first
+        .and_then(|v| v.as_bytes().split_first_chunk::<7>())
         // A scheme's name is read in any case (RFC 9110, 11.1), and spaces may follow it.
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, key)| key.trim_start_matches(' '));
-    if constant_time_eq(given.unwrap_or("").as_bytes(), key.as_bytes()) {
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"bearer "))
+        .map(|(_, key)| key.trim_ascii_start());
+    if !again && constant_time_eq(given.unwrap_or(b""), key.as_bytes()) {
         return next.run(req).await;
     }
     // A 401 must say the scheme to answer with (RFC 9110, 15.5.2); a bearer token given and
     // refused is said to be the trouble, and a request without one is not (RFC 6750, 3.1).
-    let challenge = match given {
-        None => "Bearer realm=\"loci\"",
-        Some(_) => "Bearer realm=\"loci\", error=\"invalid_token\"",
+    // Credentials given twice are a bad request: which one was meant is not guessed.
+    let (refused, challenge) = match (again, given) {
+        (true, _) => (
+            ApiError::bad_input("the Authorization header is given more than once"),
+            "Bearer realm=\"loci\", error=\"invalid_request\"",
+        ),
+        (false, None) => (ApiError::unauthorized(), "Bearer realm=\"loci\""),
+        (false, Some(_)) => (
+            ApiError::unauthorized(),
+            "Bearer realm=\"loci\", error=\"invalid_token\"",
+        ),
     };
-    let mut refused = ApiError::unauthorized().into_response();
+    let mut refused = refused.into_response();
     refused.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         header::HeaderValue::from_static(challenge),
