@@ -988,6 +988,18 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// A breadth-first walk of [`Executor::walk_breadth_first`]: from `start`, rows at
+/// `min..=until` hops.
+struct Walk {
+    start: NodeId,
+    min: u32,
+    until: u32,
+    /// The relation is read either way (a self-loop is then listed twice).
+    either: bool,
+    /// The pattern runs from the row's `to` to its `from`: the path is bound reversed.
+    backwards: bool,
+}
+
 /// An f32 as the f64 with the same shortest decimal form (0.95f32 -> 0.95, not 0.949999988).
 fn widen(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(x as f64)
@@ -1756,6 +1768,7 @@ impl Run<'_, '_> {
             distinct_from,
             backwards,
             max_by,
+            reach,
         } = op
         else {
             return Ok(Flow::More);
@@ -1787,6 +1800,19 @@ impl Run<'_, '_> {
                 Some(e) => hops_at_most(&self.ctx.eval(e, row)?, *max),
                 None => *max,
             };
+            if *reach {
+                let walk = Walk {
+                    start,
+                    min: *min,
+                    until,
+                    either: *dir == Dir::Either,
+                    backwards: *backwards,
+                };
+                if self.walk_breadth_first(out, row, (*rel, *to), walk, &admits)? == Flow::Stop {
+                    return Ok(Flow::Stop);
+                }
+                continue;
+            }
             // Depth-first over trails (no edge twice) of min..=max hops.
             let mut stack: Vec<(Vec<NodeId>, Vec<EdgeId>)> = vec![(vec![start], Vec::new())];
             while let Some((nodes, edges)) = stack.pop() {
@@ -1845,6 +1871,59 @@ impl Run<'_, '_> {
                     }
                 }
                 stack[at..].reverse();
+            }
+        }
+        Ok(Flow::More)
+    }
+
+    /// [`Executor::expand`] of a relation read only for its least length to each node
+    /// ([`Op::Expand`]'s `reach`): one row for each node reached in `walk.min..=walk.until`
+    /// hops, the relation bound to the path a breadth-first walk first reached it by (in the
+    /// adjacency lists' order), one of its shortest trails. The start is a row only at no
+    /// hops: the plan leaves it out otherwise.
+    fn walk_breadth_first(
+        &mut self,
+        out: &mut Produced,
+        row: &[Val],
+        (rel, to): (usize, usize),
+        walk: Walk,
+        admits: &dyn Fn(&crate::graph::AdjEntry) -> bool,
+    ) -> Result<Flow, QueryError> {
+        let g = self.ctx.g;
+        // Each node reached: the node and edge it was reached from, and its hops.
+        let mut reached: HashMap<NodeId, Option<(NodeId, EdgeId)>> =
+            HashMap::from([(walk.start, None)]);
+        let mut frontier = std::collections::VecDeque::from([(walk.start, 0u32)]);
+        while let Some((here, hops)) = frontier.pop_front() {
+            self.examined += 1;
+            self.guard.tick()?;
+            if hops >= walk.min && (hops > 0 || walk.min == 0) {
+                let (mut nodes, mut edges) = (vec![here], Vec::new());
+                while let Some(Some((before, edge))) = reached.get(nodes.last().unwrap_or(&here)) {
+                    edges.push(*edge);
+                    nodes.push(*before);
+                }
+                // Walked back from `here`: reversed to read from the start, unless the
+                // pattern runs the other way.
+                if !walk.backwards {
+                    nodes.reverse();
+                    edges.reverse();
+                }
+                let mut r = row.to_vec();
+                r[rel] = Val::Path(nodes, edges);
+                r[to] = Val::Node(here);
+                emit!(self, out, r);
+            }
+            if hops >= walk.until {
+                continue;
+            }
+            for e in g.adjacency().entries(here) {
+                // A self-loop is in its node's list twice, out and in: either way, once.
+                let loop_twin = walk.either && e.is_incoming() && e.neighbor() == here;
+                if admits(&e) && !loop_twin && !reached.contains_key(&e.neighbor()) {
+                    reached.insert(e.neighbor(), Some((here, e.edge_id())));
+                    frontier.push_back((e.neighbor(), hops + 1));
+                }
             }
         }
         Ok(Flow::More)

@@ -90,6 +90,11 @@ pub enum Op {
         /// and stopped at the row limit; helper-120).
         #[serde(skip_serializing_if = "Option::is_none")]
         max_by: Option<Expr>,
+        /// All the query reads of the relation is its least length to each node it reaches
+        /// ([`least_lengths_alone`]): one row a node, by a breadth-first walk, not one a
+        /// trail. The saved `neighbors` at depth 4 had enumerated 799k trails from a hub.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        reach: bool,
     },
     /// Bind `slot` to the path through these node and relation slots, in pattern order.
     BindPath {
@@ -460,6 +465,7 @@ impl Planner {
                 .then_some(rel.var.as_deref())
                 .flatten()
                 .and_then(|var| self.conditions.iter().find_map(|c| length_bound(c, var))),
+            reach: false,
         });
         self.bound[rel_slot] = true;
         self.bound[to] = true;
@@ -628,6 +634,99 @@ fn length_bound(condition: &Expr, var: &str) -> Option<Expr> {
         (_, BinOp::Le | BinOp::Lt, bound) => Some(bound.clone()),
         _ => None,
     }
+}
+
+/// Sets [`Op::Expand`]'s `reach` on each relation of several hops that
+/// [`least_lengths_alone`] allows.
+fn mark_least_length_walks(ops: &mut [Op], q: &Query, slots: &[String]) {
+    let elsewhere: Vec<usize> = (ops.iter())
+        .flat_map(|op| match op {
+            Op::Expand { distinct_from, .. } => distinct_from.clone(),
+            Op::BindPath { rels, .. } => rels.clone(),
+            _ => Vec::new(),
+        })
+        .collect();
+    for op in ops.iter_mut() {
+        if let Op::Expand {
+            from,
+            rel,
+            to,
+            min,
+            max,
+            to_bound,
+            props,
+            reach,
+            ..
+        } = op
+        {
+            let several = !(*min == 1 && *max == 1);
+            *reach = several
+                && *min <= 1
+                && !*to_bound
+                && props.is_empty()
+                && !elsewhere.contains(rel)
+                && least_lengths_alone(q, &slots[*rel], (&slots[*from], &slots[*to]), *min);
+        }
+    }
+}
+
+/// Whether the query reads relation `var` of several hops, from node `ends.0` to `ends.1`,
+/// only for its least length to each node it reaches, so that one row a node stands for all
+/// its trails: the relation is read only as `min(length(var))` in RETURN and in upper bounds
+/// of WHERE (`length(var) <= $depth`: the least length passes whenever any does); no other
+/// aggregate counts rows (`min` and `max` of what is not the relation do not), or with none
+/// the rows are DISTINCT; and, where trails start at one hop, the filter leaves the start
+/// out (`b <> a`), whose least length back to itself a walk does not find. A breadth-first
+/// walk's path to a node is a trail of its least length.
+fn least_lengths_alone(q: &Query, var: &str, ends: (&str, &str), min: u32) -> bool {
+    let reads = |e: &Expr| {
+        let mut any = false;
+        for_each_var(e, &mut |v| any |= v == var);
+        any
+    };
+    let least_length = |e: &Expr| {
+        matches!(e, Expr::Call(name, args, _) if name == "min"
+            && matches!(&args[..], [Expr::Call(f, inner, _)] if f == "length"
+                && matches!(&inner[..], [Expr::Var(v)] if v == var)))
+    };
+    let conditions = q.filter.as_ref().map(conjuncts).unwrap_or_default();
+    let bounded_alone = (conditions.iter())
+        .filter(|c| reads(c))
+        .all(|c| length_bound(c, var).is_some());
+    let start_left_out = min == 0
+        || conditions.iter().any(|c| {
+            matches!(c, Expr::Bin(BinOp::Ne, a, b)
+                if matches!((&**a, &**b), (Expr::Var(x), Expr::Var(y))
+                    if (x == ends.0 && y == ends.1) || (x == ends.1 && y == ends.0)))
+        });
+    let mut aggregates = false;
+    let items_insensitive = q.items.iter().all(|item| match &item.expr {
+        e if least_length(e) => {
+            aggregates = true;
+            true
+        }
+        e @ Expr::Call(name, ..) if super::exec::is_aggregate(e) => {
+            aggregates = true;
+            matches!(name.as_str(), "min" | "max") && !reads(e)
+        }
+        e => first_aggregate(e).is_none() && !reads(e),
+    });
+    let read_elsewhere = (q.order.iter().map(|(e, _)| e))
+        .chain(&q.limit)
+        .chain(q.searches.iter().map(|s| &s.text))
+        .chain(q.patterns.iter().flat_map(|path| {
+            (path.nodes().flat_map(|n| n.props.iter().map(|(_, e)| e))).chain(
+                path.steps
+                    .iter()
+                    .flat_map(|(r, _)| r.props.iter().map(|(_, e)| e)),
+            )
+        }))
+        .any(reads);
+    bounded_alone
+        && start_left_out
+        && items_insensitive
+        && (aggregates || q.distinct)
+        && !read_elsewhere
 }
 
 /// `ts` bounds on `var` that `WHERE` states as top-level conjuncts with constant sides.
@@ -961,6 +1060,7 @@ pub fn plan(q: &Query, limits: PlanLimits) -> Result<Plan, QueryError> {
             ));
         }
     }
+    mark_least_length_walks(&mut p.ops, q, &p.slots);
     let params = params_used(q, &p.ops, &order);
     // The first operator alone, run once: a scan later in the plan runs once for each row
     // before it, and would read the index each time (a join of two scans: 0.1 s to 10 s).
