@@ -3105,44 +3105,54 @@ fn a_name_in_backticks_never_meets_an_unnamed_variable() {
     }
 }
 
+/// A store of 30 nodes `n00`..`n29`, each linked to every other (`NEAR`), and a chain of
+/// `tail` nodes from `n01`: 570k trails of 4 hops from each node of the clique.
+fn clique_of_30(dir: &Path, tail: &[&str]) -> Store {
+    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
+    let store = Store::create(dir.join("s"), BackendKind::Redb).unwrap();
+    let clique: Vec<String> = (0..30).map(|i| format!("n{i:02}")).collect();
+    let mut made = loci::EventDraft::new(1, "bot", "NOTE");
+    for k in clique
+        .iter()
+        .map(String::as_str)
+        .chain(tail.iter().copied())
+    {
+        made.assertions.push(Assertion::UpsertNode(NodeUpsert {
+            key: k.to_string(),
+            label: Some("Thing".into()),
+            ..Default::default()
+        }));
+    }
+    let edge = |from: &str, to: &str| {
+        Assertion::UpsertEdge(EdgeUpsert {
+            from: from.into(),
+            relation: "NEAR".into(),
+            to: to.into(),
+            ..Default::default()
+        })
+    };
+    for i in 0..30 {
+        for j in i + 1..30 {
+            made.assertions.push(edge(&clique[i], &clique[j]));
+        }
+    }
+    let mut before = clique[1].as_str();
+    for t in tail {
+        made.assertions.push(edge(before, t));
+        before = t;
+    }
+    store.ingest(vec![made]).unwrap();
+    store
+}
+
 /// A bound on a relation's length in WHERE stops its trails there: the saved `neighbors`
 /// matches `[r*1..4]` and filters `length(r) <= $depth`, and at depth 1 of a hub it had
 /// enumerated every trail of 4 hops (800k at the 980k-event store's `bot`, over the row
 /// limit: exit 7; helper-120). Here a clique of 30 has 570k such trails from each node.
 #[test]
 fn a_where_bound_on_a_relations_length_stops_its_trails() {
-    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
-    let key = |i: usize| format!("n{i:02}");
-    let mut made = loci::EventDraft::new(1, "bot", "NOTE");
-    for i in 0..30 {
-        made.assertions.push(Assertion::UpsertNode(NodeUpsert {
-            key: key(i),
-            label: Some("Thing".into()),
-            ..Default::default()
-        }));
-    }
-    made.assertions.push(Assertion::UpsertNode(NodeUpsert {
-        key: "tail".into(),
-        label: Some("Thing".into()),
-        ..Default::default()
-    }));
-    let edge = |from: String, to: String| {
-        Assertion::UpsertEdge(EdgeUpsert {
-            from,
-            relation: "NEAR".into(),
-            to,
-            ..Default::default()
-        })
-    };
-    for i in 0..30 {
-        for j in i + 1..30 {
-            made.assertions.push(edge(key(i), key(j)));
-        }
-    }
-    made.assertions.push(edge(key(1), "tail".into()));
-    store.ingest(vec![made]).unwrap();
+    let store = clique_of_30(dir.path(), &["tail"]);
     let all = saved();
     let run = |depth: &str| {
         (all.get("neighbors").unwrap())
@@ -3474,37 +3484,8 @@ fn order_by_with_limit_answers_the_first_rows_of_the_whole_order() {
 /// keeps them), on the demo world too.
 #[test]
 fn least_hops_to_each_node_are_found_without_enumerating_trails() {
-    use loci::model::{Assertion, EdgeUpsert, NodeUpsert};
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
-    let key = |i: usize| format!("n{i:02}");
-    let mut made = loci::EventDraft::new(1, "bot", "NOTE");
-    for k in (0..30)
-        .map(key)
-        .chain(["tail".to_string(), "far".to_string()])
-    {
-        made.assertions.push(Assertion::UpsertNode(NodeUpsert {
-            key: k,
-            label: Some("Thing".into()),
-            ..Default::default()
-        }));
-    }
-    let edge = |from: String, to: String| {
-        Assertion::UpsertEdge(EdgeUpsert {
-            from,
-            relation: "NEAR".into(),
-            to,
-            ..Default::default()
-        })
-    };
-    for i in 0..30 {
-        for j in i + 1..30 {
-            made.assertions.push(edge(key(i), key(j)));
-        }
-    }
-    made.assertions.push(edge(key(1), "tail".into()));
-    made.assertions.push(edge("tail".into(), "far".into()));
-    store.ingest(vec![made]).unwrap();
+    let store = clique_of_30(dir.path(), &["tail", "far"]);
     let all = saved();
     let near = (all.get("neighbors").unwrap())
         .run(&store, &args(&[("node", "n00"), ("depth", "4")]))
