@@ -1186,6 +1186,55 @@ fn a_summary_index_entry_at_another_level_than_its_summary_is_corrupt() {
     }
 }
 
+/// helper-127's review: `check` reads each live summary as its pass over the log meets it,
+/// and met a summary under two index keys (a damaged copy beside its own) once, by the key
+/// that sorted first: a day's copy placed as a week passed unseen where each placement had
+/// been read and the copy's found `Corrupt`. Every placement of the number is checked.
+#[test]
+fn a_summary_under_two_index_keys_is_corrupt_to_the_health_check() {
+    use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+    use loci::dynamics::health::{self, HealthOptions};
+    use loci::storage::{Table, WriteBatch};
+    for kind in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        small_store(kind, dir.path());
+        {
+            let store = Store::open(dir.path()).unwrap();
+            consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default())
+                .unwrap();
+            health::check(&store, &HealthOptions::default()).unwrap();
+        }
+        {
+            let backend = kind.open(dir.path()).unwrap();
+            // The newest day summary's entry: `[b's', level, start, seq, end]`, 1 a day.
+            let mut days = Vec::new();
+            backend
+                .scan(Table::EventFacet, b"s", None, &mut |k, _| {
+                    if k.first() != Some(&b's') {
+                        return Ok(false);
+                    }
+                    if k.get(1) == Some(&1) {
+                        days.push(k.to_vec());
+                    }
+                    Ok(true)
+                })
+                .unwrap();
+            let mut copy = days.pop().expect("a day summary");
+            // A week's level: it sorts after the day's own entry.
+            copy[1] = 2;
+            let mut batch = WriteBatch::default();
+            batch.put(Table::EventFacet, copy, Vec::new());
+            backend.commit(batch).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let e = health::check(&store, &HealthOptions::default()).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt { table, .. } if *table == "event_facet"),
+            "{kind}: {e:?}"
+        );
+    }
+}
+
 /// Moves one log record to another key, as a flipped bit in its key would.
 fn misplace_a_log_record(kind: BackendKind, dir: &Path, seq: u64) {
     use loci::storage::{Table, WriteBatch};

@@ -227,7 +227,7 @@ pub fn check(store: &Store, opts: &HealthOptions) -> Result<HealthReport> {
 /// The checks that read events, in one pass over the log: each event decoded once, without a
 /// summary's digest. The pins had been a pass of their own, decoding every event whole, and
 /// the summaries' children a read of each live summary by itself, a read transaction each:
-/// 8.8 s of `check` at 980k events, 566k of them summaries.
+/// 7.0-7.3 s of `check` at 980k events, 566k of them summaries.
 fn read_the_log(store: &Store) -> Result<(Pins, ChildrenGone)> {
     let mut pins = Pins::default();
     let mut summaries = ChildrenGone::new(store)?;
@@ -540,13 +540,17 @@ impl ChildrenGone {
         {
             self.next += 1;
         }
-        let Some(placed) = (self.by_seq.get(self.next))
-            .filter(|&&(seq, _)| seq == ev.seq)
-            .map(|&(_, i)| &self.placed.live[i])
-        else {
-            return Ok(());
-        };
-        let Some(s) = summary_as_placed(store, placed, ev)? else {
+        let at = self.next;
+        while (self.by_seq.get(self.next)).is_some_and(|&(seq, _)| seq == ev.seq) {
+            self.next += 1;
+        }
+        // Each place the index gives the number: under two keys (damage), one is misplaced,
+        // which [`summary_as_placed`] finds whichever sorts first (helper-127).
+        let mut read = None;
+        for &(_, i) in &self.by_seq[at..self.next] {
+            read = summary_as_placed(store, &self.placed.live[i], ev)?;
+        }
+        let Some(s) = read else {
             return Ok(());
         };
         self.checked += 1;
