@@ -3548,6 +3548,40 @@ fn least_hops_to_each_node_are_found_without_enumerating_trails() {
             "{q}"
         );
     }
+    // Rows come nearest first, the walk's order (the trails' had been depth first: x, z, y),
+    // which a query without ORDER BY sees, LIMIT too (helper-127).
+    let dir = tempfile::tempdir().unwrap();
+    let small = Store::create(dir.path().join("s"), BackendKind::Redb).unwrap();
+    let mut d = loci::EventDraft::new(1, "bot", "NOTE");
+    for key in ["a", "x", "y", "z"] {
+        d.assertions.push(loci::model::Assertion::UpsertNode(
+            loci::model::NodeUpsert {
+                key: key.into(),
+                ..Default::default()
+            },
+        ));
+    }
+    for (from, to) in [("a", "x"), ("a", "y"), ("x", "z")] {
+        d.assertions.push(loci::model::Assertion::UpsertEdge(
+            loci::model::EdgeUpsert {
+                from: from.into(),
+                relation: "NEAR".into(),
+                to: to.into(),
+                ..Default::default()
+            },
+        ));
+    }
+    small.ingest(vec![d]).unwrap();
+    let q = "MATCH (a {key: 'a'})-[r*1..3]->(b) WHERE b <> a RETURN DISTINCT b.key AS k";
+    let keys = |text: &str| -> Vec<serde_json::Value> {
+        let r = query::run(&small, text, &none).unwrap();
+        r.rows.iter().map(|row| row[0].clone()).collect()
+    };
+    assert_eq!(keys(q), ["x", "y", "z"]);
+    assert_eq!(keys(&format!("{q} LIMIT 2")), ["x", "y"]);
+    let trails = q.replace("b <> a", "b <> a AND length(r) >= 0");
+    assert_eq!(keys(&trails), ["x", "z", "y"]);
+
     // Without aggregates, DISTINCT of what is not the relation is as insensitive.
     let q =
         "MATCH (a {key: 'n00'})-[r*1..4]-(b) WHERE b <> a RETURN DISTINCT b.key AS k ORDER BY k";

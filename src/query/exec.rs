@@ -988,7 +988,7 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// A breadth-first walk of [`Executor::walk_breadth_first`]: from `start`, rows at
+/// A breadth-first walk of [`Run::walk_breadth_first`]: from `start`, rows at
 /// `min..=until` hops.
 struct Walk {
     start: NodeId,
@@ -1876,7 +1876,7 @@ impl Run<'_, '_> {
         Ok(Flow::More)
     }
 
-    /// [`Executor::expand`] of a relation read only for its least length to each node
+    /// [`Run::expand`] of a relation read only for its least length to each node
     /// ([`Op::Expand`]'s `reach`): one row for each node reached in `walk.min..=walk.until`
     /// hops, the relation bound to the path a breadth-first walk first reached it by (in the
     /// adjacency lists' order), one of its shortest trails. The start is a row only at no
