@@ -562,18 +562,20 @@ fn a_generated_graph_smaller_than_asked_for_is_said_to_be() {
     );
 }
 
+/// A store in `tmp` of the demo world's fixture (`datasets/world-seed42.jsonl`).
+fn seed42_store(tmp: &Path) -> std::path::PathBuf {
+    let store = tmp.join("store");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/world-seed42.jsonl");
+    ok(&["init", "--store", p(&store)]);
+    ok(&["ingest", "--store", p(&store), p(&fixture)]);
+    store
+}
+
 #[test]
 fn saved_queries_run_and_metaqa_bench() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
+    let store = seed42_store(tmp.path());
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    ok(&["init", "--store", p(&store)]);
-    ok(&[
-        "ingest",
-        "--store",
-        p(&store),
-        root.join("datasets/world-seed42.jsonl").to_str().unwrap(),
-    ]);
     let truth: serde_json::Value = serde_json::from_slice(
         &std::fs::read(root.join("datasets/world-seed42.answers.json")).unwrap(),
     )
@@ -665,6 +667,74 @@ fn saved_queries_run_and_metaqa_bench() {
     }
     assert!(r["retrieval"]["answer_recall@10"].is_number() && r["load_s"].is_number());
     metaqa_answerable_is_read_as_given(tmp.path(), [&kb, &qa, &qt]);
+}
+
+/// helper-126 found no way to see which plan a query runs (it told the breadth-first walk
+/// by `rows_examined`): `run --explain` prints the plan the query would run with the
+/// parameters given, as JSON, and runs nothing (no use is recorded); its errors are the run's.
+#[test]
+fn run_explain_prints_the_plan_the_parameters_decide() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = seed42_store(tmp.path());
+    let before = std::fs::read(store.join("data.redb")).unwrap();
+    let plan = json(&[
+        "run",
+        "--store",
+        p(&store),
+        "neighbors",
+        "--param",
+        "node=bot",
+        "--param",
+        "depth=4",
+        "--explain",
+    ]);
+    let expand = (plan["ops"].as_array().unwrap().iter())
+        .find_map(|op| op.get("Expand"))
+        .expect("an Expand");
+    assert_eq!(expand["reach"], true, "{plan}");
+    assert_eq!(
+        plan["params"],
+        serde_json::json!(["node", "depth"]),
+        "{plan}"
+    );
+    // Planned again with what the parameters decide: the saved timeline given a kind reads
+    // the kind's index, and given none the time index.
+    let scan = |given: &[&str]| {
+        let mut args = vec!["run", "--store", p(&store), "timeline", "--explain"];
+        args.extend(given);
+        json(&args)["ops"][0]["ScanEvents"]["facet"].clone()
+    };
+    assert_eq!(scan(&["--param", "kind=TRADE"])[0], "kind");
+    assert!(scan(&[]).is_null());
+    // Text too; a parameter the text does not use is refused as a run refuses it.
+    let plan = json(&[
+        "run",
+        "--store",
+        p(&store),
+        "--query",
+        "MATCH (a {key: 'bot'})-[r*1..2]-(b) WHERE b <> a RETURN count(*) AS n",
+        "--explain",
+    ]);
+    assert!(!plan.to_string().contains("reach"), "{plan}");
+    let err = fails(
+        &[
+            "run",
+            "--store",
+            p(&store),
+            "--query",
+            "MATCH (a) RETURN a.key",
+            "--param",
+            "x=1",
+            "--explain",
+        ],
+        3,
+    );
+    assert!(
+        err.contains("$x is given, but the query does not use it"),
+        "{err}"
+    );
+    // Nothing ran: no use was recorded.
+    assert_eq!(std::fs::read(store.join("data.redb")).unwrap(), before);
 }
 
 /// helper-101 (session 46): `--answerable` lines that were no question's number were dropped

@@ -464,6 +464,10 @@ pub struct RunArgs {
     /// A directory of the user's own saved queries (`*.gq`), besides the built-in ones.
     #[arg(long, value_name = "DIR")]
     pub queries: Option<PathBuf>,
+    /// Print the plan the query would run with these parameters (JSON: the operators in
+    /// order, the index each scan reads, a relation walked breadth-first), not its answer.
+    #[arg(long)]
+    pub explain: bool,
     #[arg(long)]
     pub json: bool,
 }

@@ -467,6 +467,12 @@ fn excerpted(e: loci::Error) -> anyhow::Error {
     }
 }
 
+/// What `run` prints: the answer, or with `--explain` the plan.
+enum Answer {
+    Rows(loci::query::QueryResult),
+    Plan(loci::query::Plan),
+}
+
 pub fn run_query(a: RunArgs) -> Result<Code> {
     let args = name_values("--param", &a.params)?;
     // The query's text, where it came from (a saved query's file), and its answer.
@@ -478,8 +484,13 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
         ),
         (None, Some(text)) => {
             let params = loci::query::params_from_pairs(&args)?;
-            let s = open_for_reading(&a.store)?;
-            let r = loci::query::run(&s, &text, &params);
+            let r = match a.explain {
+                true => loci::query::explain(&text, &params).map(Answer::Plan),
+                false => {
+                    let s = open_for_reading(&a.store)?;
+                    loci::query::run(&s, &text, &params).map(Answer::Rows)
+                }
+            };
             (text, None, r)
         }
         (Some(name), None) => {
@@ -493,8 +504,13 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
                 }
             };
             let args = loci::query::command_line_values(&args)?;
-            let s = open_for_reading(&a.store)?;
-            let r = q.run(&s, &args);
+            let r = match a.explain {
+                true => q.explain(&args).map(Answer::Plan),
+                false => {
+                    let s = open_for_reading(&a.store)?;
+                    q.run(&s, &args).map(Answer::Rows)
+                }
+            };
             (q.prepared.text.clone(), Some(q.path), r)
         }
     };
@@ -513,6 +529,14 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
         };
         anyhow::Error::new(e).context(super::output::Excerpted(shown))
     })?;
+    let result = match result {
+        // A plan has no table: JSON either way.
+        Answer::Plan(plan) => {
+            print_json(&plan)?;
+            return Ok(Code::Ok);
+        }
+        Answer::Rows(result) => result,
+    };
     if a.json {
         print_json(&result)?;
     } else {

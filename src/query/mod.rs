@@ -361,6 +361,16 @@ impl Prepared {
         store: &Store,
         params: &HashMap<String, Val>,
     ) -> Result<QueryResult, QueryError> {
+        let plan = self.plan_with(params)?;
+        exec::execute(store, &plan, params, self.limits).map_err(|e| e.placed_in(&self.text))
+    }
+
+    /// The plan the query runs with `params` (`loci run --explain`): planned again where
+    /// they decide part of the filter, so that it says which index or walk the run takes.
+    pub fn plan_with(
+        &self,
+        params: &HashMap<String, Val>,
+    ) -> Result<std::borrow::Cow<'_, Plan>, QueryError> {
         // A parameter given no value is named where the query first uses it.
         if let Some(p) = self.plan.missing_param(params) {
             if let Some(span) = self.query.places.of_param(p) {
@@ -381,8 +391,10 @@ impl Prepared {
                 }
                 None => None,
             };
-        let plan = decided.as_ref().unwrap_or(&self.plan);
-        exec::execute(store, plan, params, self.limits).map_err(|e| e.placed_in(&self.text))
+        Ok(match decided {
+            Some(plan) => std::borrow::Cow::Owned(plan),
+            None => std::borrow::Cow::Borrowed(&self.plan),
+        })
     }
 }
 
@@ -392,6 +404,18 @@ pub fn run(
     text: &str,
     params: &HashMap<String, Val>,
 ) -> Result<QueryResult, QueryError> {
+    prepared_for(text, params)?.run(store, params)
+}
+
+/// The plan [`run`] would run `text` with, given `params`, the query not run.
+pub fn explain(text: &str, params: &HashMap<String, Val>) -> Result<Plan, QueryError> {
+    let prepared = prepared_for(text, params)?;
+    let plan = prepared.plan_with(params)?;
+    Ok(plan.into_owned())
+}
+
+/// `text` prepared, a parameter it does not use refused.
+fn prepared_for(text: &str, params: &HashMap<String, Val>) -> Result<Prepared, QueryError> {
     let prepared = prepare(text, Limits::default())?;
     // A saved query refuses a parameter it does not declare; text has no header, and what it
     // uses is what it declares. One it does not use was a typo in the text (`$wnat`) or a
@@ -412,7 +436,7 @@ pub fn run(
             "${p} is given, but the query does not use it; it uses {uses}"
         )));
     }
-    prepared.run(store, params)
+    Ok(prepared)
 }
 
 /// How a caller gives parameter `name` a value, in each interface (the message of a query

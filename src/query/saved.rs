@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{parse_param, prepare, Limits, Prepared, QueryError, QueryResult, Val};
+use super::{parse_param, prepare, Limits, Plan, Prepared, QueryError, QueryResult, Val};
 use crate::error::Error;
 use crate::store::Store;
 
@@ -329,6 +329,12 @@ impl SavedQuery {
     /// Runs the query with string arguments.
     pub fn run(&self, store: &Store, args: &[(String, String)]) -> Result<QueryResult, QueryError> {
         self.prepared.run(store, &self.bind(args)?)
+    }
+
+    /// The plan [`SavedQuery::run`] would run with `args`, the query not run.
+    pub fn explain(&self, args: &[(String, String)]) -> Result<Plan, QueryError> {
+        let params = self.bind(args)?;
+        Ok(self.prepared.plan_with(&params)?.into_owned())
     }
 }
 
