@@ -314,6 +314,29 @@ async fn routes_answer_what_the_library_does() {
     .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["rows"].as_array().unwrap().len(), 1);
+    // `explain`: the plan the parameters decide, as `loci run --explain` prints it; a
+    // parameter out of its declared range is refused as a run refuses it.
+    let explain = |body: &'static str| call(&st, "POST", "/v1/run", Some(body), None);
+    let (s, v, _) =
+        explain(r#"{"name": "neighbors", "params": {"node": "bot", "depth": 4}, "explain": true}"#)
+            .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v["rows"].is_null(), "{v}");
+    assert!(
+        (v["ops"].as_array().unwrap().iter()).any(|op| op["Expand"]["reach"] == true),
+        "{v}"
+    );
+    let (s, v, _) =
+        explain(r#"{"name": "neighbors", "params": {"node": "bot", "depth": 5}, "explain": true}"#)
+            .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_input")),
+        "{v}"
+    );
+    let (s, v, _) = explain(r#"{"query": "MATCH (n:NPC) RETURN n.name", "explain": true}"#).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v["ops"].is_array() && v["rows"].is_null(), "{v}");
 
     let (s, v, _) = call(&st, "GET", "/v1/queries", None, None).await;
     assert_eq!(s, StatusCode::OK);

@@ -669,6 +669,7 @@ impl RunRequest {
             name,
             query,
             params,
+            explain: false,
         }
     }
 }
@@ -708,6 +709,10 @@ pub struct RunRequest {
     #[serde(default, deserialize_with = "params_by_unique_name")]
     #[schema(value_type = Object)]
     params: BTreeMap<String, Json_>,
+    /// The plan the query would run with these parameters, not its answer (`loci run
+    /// --explain`).
+    #[serde(default)]
+    explain: bool,
 }
 
 /// A JSON value read with every object's keys given once, at any depth: serde_json keeps the
@@ -825,26 +830,30 @@ pub fn run_request(s: &Store, state: &AppState, r: &RunRequest) -> Answer {
         }
         a
     };
-    let result = match (&r.name, &r.query) {
-        (Some(_), Some(_)) | (None, None) => {
-            return Err(ApiError::bad_input(
-                "give a saved query's \"name\" or \"query\" text, one of them",
-            ))
-        }
+    match (&r.name, &r.query) {
+        (Some(_), Some(_)) | (None, None) => Err(ApiError::bad_input(
+            "give a saved query's \"name\" or \"query\" text, one of them",
+        )),
         (Some(name), None) => {
             let Some(q) = state.queries.get(name) else {
                 return Err(ApiError::not_found(state.queries.unknown(name)));
             };
-            q.args_from_json(&r.params)
-                .and_then(|args| q.run(s, &args))
-                .map_err(|e| shown(&q.prepared.text, e))?
+            let args = q.args_from_json(&r.params);
+            let shown = |e| shown(&q.prepared.text, e);
+            match r.explain {
+                true => to_json(&args.and_then(|args| q.explain(&args)).map_err(shown)?),
+                false => to_json(&args.and_then(|args| q.run(s, &args)).map_err(shown)?),
+            }
         }
         (None, Some(text)) => {
             let params = query::params_from_json(&r.params)?;
-            query::run(s, text, &params).map_err(|e| shown(text, e))?
+            let shown = |e| shown(text, e);
+            match r.explain {
+                true => to_json(&query::explain(text, &params).map_err(shown)?),
+                false => to_json(&query::run(s, text, &params).map_err(shown)?),
+            }
         }
-    };
-    to_json(&result)
+    }
 }
 
 /// The saved queries with their parameters, as `loci queries --json`.
