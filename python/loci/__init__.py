@@ -123,9 +123,10 @@ class Store:
 
     query = retrieve
 
-    def run(self, name: Optional[str] = None, *, query: Optional[str] = None, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        """Runs a planner query: a saved one by `name`, or `query` text, with `params`."""
-        return _json.loads(self._inner.run(name, query, _dumps(params or {}, "params")))
+    def run(self, name: Optional[str] = None, *, query: Optional[str] = None, params: Optional[Dict[str, Any]] = None, explain: bool = False) -> Dict[str, Any]:
+        """Runs a planner query: a saved one by `name`, or `query` text, with `params`;
+        with `explain`, the plan it would run (`loci run --explain`), not its answer."""
+        return _json.loads(self._inner.run(name, query, _dumps(params or {}, "params"), explain))
 
     def queries(self) -> List[Dict[str, Any]]:
         """The saved queries with their parameters."""

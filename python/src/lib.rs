@@ -231,13 +231,14 @@ impl Store {
             .and_then(|p| json(&p))
     }
 
-    #[pyo3(signature = (name, query, params))]
+    #[pyo3(signature = (name, query, params, explain))]
     fn run(
         &self,
         py: Python<'_>,
         name: Option<&str>,
         query: Option<&str>,
         params: &str,
+        explain: bool,
     ) -> PyResult<String> {
         let s = self.store()?;
         let text = params;
@@ -260,16 +261,26 @@ impl Store {
                 let args = q
                     .args_from_json(&params)
                     .map_err(|e| query_to_py(e, &q.prepared.text))?;
-                py.detach(|| q.run(&s, &args))
-                    .map_err(|e| query_to_py(e, &q.prepared.text))
-                    .and_then(|r| json(&r))
+                let shown = |e| query_to_py(e, &q.prepared.text);
+                match explain {
+                    true => q.explain(&args).map_err(shown).and_then(|p| json(&p)),
+                    false => (py.detach(|| q.run(&s, &args)))
+                        .map_err(shown)
+                        .and_then(|r| json(&r)),
+                }
             }
             (None, Some(text)) => {
                 let params =
                     loci::query::params_from_json(&params).map_err(|e| query_to_py(e, text))?;
-                py.detach(|| loci::query::run(&s, text, &params))
-                    .map_err(|e| query_to_py(e, text))
-                    .and_then(|r| json(&r))
+                let shown = |e| query_to_py(e, text);
+                match explain {
+                    true => (loci::query::explain(text, &params))
+                        .map_err(shown)
+                        .and_then(|p| json(&p)),
+                    false => (py.detach(|| loci::query::run(&s, text, &params)))
+                        .map_err(shown)
+                        .and_then(|r| json(&r)),
+                }
             }
             _ => Err(InputError::new_err(
                 "give a saved query's name or query text, one of them",

@@ -30,6 +30,12 @@ def test_retrieve_run_search_context_and_stats(store):
     inline = store.run(query="MATCH (n:NPC) WHERE n.key = $k RETURN n.name", params={"k": "npc:fletcher:0"})
     assert inline["rows"] == [["fletcher villager"]]
     assert any(q["name"] == "find_trade" for q in store.queries())
+    # The plan, not the answer: the saved neighbors walks its relation breadth-first.
+    plan = store.run("neighbors", params={"node": "bot", "depth": 4}, explain=True)
+    assert "rows" not in plan
+    assert any(op.get("Expand", {}).get("reach") for op in plan["ops"]), plan
+    with pytest.raises(loci.InputError):
+        store.run("neighbors", params={"node": "bot", "depth": 5}, explain=True)
 
     hits = store.search("fletcher", label="NPC", limit=2)
     assert len(hits) == 2 and all(h["label"] == "NPC" for h in hits)
