@@ -735,6 +735,11 @@ fn run_explain_prints_the_plan_the_parameters_decide() {
     );
     // Nothing ran: no use was recorded.
     assert_eq!(std::fs::read(store.join("data.redb")).unwrap(), before);
+    // No store is read, so none need be given (helper-128); a run still needs one.
+    let plan = json(&["run", "neighbors", "--param", "node=bot", "--explain"]);
+    assert!(plan["ops"].is_array(), "{plan}");
+    let err = fails(&["run", "neighbors", "--param", "node=bot"], 2);
+    assert!(err.contains("--store"), "{err}");
 }
 
 /// helper-101 (session 46): `--answerable` lines that were no question's number were dropped

@@ -450,8 +450,14 @@ pub struct QueryArgs {
 
 #[derive(Args)]
 pub struct RunArgs {
-    #[command(flatten)]
-    pub store: StoreArg,
+    /// Store directory (not read with --explain, which needs none).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "LOCI_STORE",
+        required_unless_present = "explain"
+    )]
+    pub store: Option<PathBuf>,
     /// A saved query's name, or a `.gq` file.
     pub saved: Option<String>,
     /// Query text instead of a saved query.

@@ -13,7 +13,8 @@ use loci::{
 };
 
 use super::args::{
-    NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs, TimelineArgs,
+    NeighborsArgs, QueriesArgs, QueryArgs, ReplayArgs, RunArgs, SearchArgs, StatsArgs, StoreArg,
+    TimelineArgs,
 };
 use super::exit::{fail, Code};
 use super::output::{
@@ -475,6 +476,13 @@ enum Answer {
 
 pub fn run_query(a: RunArgs) -> Result<Code> {
     let args = name_values("--param", &a.params)?;
+    // Required by the flags unless --explain, which reads no store.
+    let store = || match &a.store {
+        Some(store) => open_for_reading(&StoreArg {
+            store: store.clone(),
+        }),
+        None => fail!(Code::Usage, "give --store DIR (or LOCI_STORE)"),
+    };
     // The query's text, where it came from (a saved query's file), and its answer.
     let (text, origin, result) = match (a.saved, a.query) {
         (Some(_), Some(_)) => fail!(Code::Usage, "give a saved query or --query, not both"),
@@ -487,7 +495,7 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
             let r = match a.explain {
                 true => loci::query::explain(&text, &params).map(Answer::Plan),
                 false => {
-                    let s = open_for_reading(&a.store)?;
+                    let s = store()?;
                     loci::query::run(&s, &text, &params).map(Answer::Rows)
                 }
             };
@@ -507,7 +515,7 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
             let r = match a.explain {
                 true => q.explain(&args).map(Answer::Plan),
                 false => {
-                    let s = open_for_reading(&a.store)?;
+                    let s = store()?;
                     q.run(&s, &args).map(Answer::Rows)
                 }
             };
