@@ -1133,37 +1133,45 @@ fn a_scan_of_kinds_and_actors_reads_no_record() {
     }
 }
 
+/// [`small_store`] in `dir`, consolidated; the store, closed once dropped.
+fn consolidated_small_store(kind: BackendKind, dir: &Path) -> Store {
+    use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
+    small_store(kind, dir);
+    let store = Store::open(dir).unwrap();
+    consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+    store
+}
+
+/// The summary index's entry of the newest day summary: `[b's', level, start, seq, end]`, 1
+/// a day.
+fn newest_day_summary_entry(backend: &dyn loci::storage::Backend) -> Vec<u8> {
+    let mut days = Vec::new();
+    backend
+        .scan(loci::storage::Table::EventFacet, b"s", None, &mut |k, _| {
+            if k.first() != Some(&b's') {
+                return Ok(false);
+            }
+            if k.get(1) == Some(&1) {
+                days.push(k.to_vec());
+            }
+            Ok(true)
+        })
+        .unwrap();
+    days.pop().expect("a day summary")
+}
+
 /// A flipped bit in a summary index key's level (a day placed as an episode) is `Corrupt`
 /// when the memory cover reads the summary it places, where the context had shown the day as
 /// an episode, dropped two episodes and exited 0 (helper-111 probe).
 #[test]
 fn a_summary_index_entry_at_another_level_than_its_summary_is_corrupt() {
-    use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
     use loci::storage::{Table, WriteBatch};
     for kind in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
-        small_store(kind, dir.path());
-        {
-            let store = Store::open(dir.path()).unwrap();
-            consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default())
-                .unwrap();
-        }
+        consolidated_small_store(kind, dir.path());
         {
             let backend = kind.open(dir.path()).unwrap();
-            // The newest day summary's entry: `[b's', level, start, seq, end]`, 1 a day.
-            let mut days = Vec::new();
-            backend
-                .scan(Table::EventFacet, b"s", None, &mut |k, _| {
-                    if k.first() != Some(&b's') {
-                        return Ok(false);
-                    }
-                    if k.get(1) == Some(&1) {
-                        days.push(k.to_vec());
-                    }
-                    Ok(true)
-                })
-                .unwrap();
-            let key = days.pop().expect("a day summary");
+            let key = newest_day_summary_entry(&*backend);
             let mut moved = key.clone();
             moved[1] = 0;
             let mut batch = WriteBatch::default();
@@ -1192,34 +1200,18 @@ fn a_summary_index_entry_at_another_level_than_its_summary_is_corrupt() {
 /// been read and the copy's found `Corrupt`. Every placement of the number is checked.
 #[test]
 fn a_summary_under_two_index_keys_is_corrupt_to_the_health_check() {
-    use loci::dynamics::consolidate::{self, ConsolidateOptions, RuleSummarizer};
     use loci::dynamics::health::{self, HealthOptions};
     use loci::storage::{Table, WriteBatch};
     for kind in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
-        small_store(kind, dir.path());
-        {
-            let store = Store::open(dir.path()).unwrap();
-            consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default())
-                .unwrap();
-            health::check(&store, &HealthOptions::default()).unwrap();
-        }
+        health::check(
+            &consolidated_small_store(kind, dir.path()),
+            &HealthOptions::default(),
+        )
+        .unwrap();
         {
             let backend = kind.open(dir.path()).unwrap();
-            // The newest day summary's entry: `[b's', level, start, seq, end]`, 1 a day.
-            let mut days = Vec::new();
-            backend
-                .scan(Table::EventFacet, b"s", None, &mut |k, _| {
-                    if k.first() != Some(&b's') {
-                        return Ok(false);
-                    }
-                    if k.get(1) == Some(&1) {
-                        days.push(k.to_vec());
-                    }
-                    Ok(true)
-                })
-                .unwrap();
-            let mut copy = days.pop().expect("a day summary");
+            let mut copy = newest_day_summary_entry(&*backend);
             // A week's level: it sorts after the day's own entry.
             copy[1] = 2;
             let mut batch = WriteBatch::default();
