@@ -780,6 +780,26 @@ async fn a_refusal_for_the_key_says_how_to_authenticate() {
         challenge(vec![bearer(KEY.as_bytes())], "/v1/stats").await,
         (StatusCode::OK, None)
     );
+    // helper-125: refused for want of the key, a route asked with a method it does not take
+    // said which methods it does take (`allow`), and so that it exists. With the key, a 405
+    // says them.
+    let allow = |key: Option<&str>| {
+        let mut req = Request::builder().method("POST").uri("/v1/stats");
+        if let Some(k) = key {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {k}"));
+        }
+        let req = req.body(Body::empty()).unwrap();
+        let st = st.clone();
+        async move {
+            let resp = router(st).oneshot(req).await.unwrap();
+            (resp.status(), resp.headers().contains_key(header::ALLOW))
+        }
+    };
+    assert_eq!(allow(None).await, (unauthorized, false));
+    assert_eq!(
+        allow(Some(KEY)).await,
+        (StatusCode::METHOD_NOT_ALLOWED, true)
+    );
 }
 
 #[tokio::test]

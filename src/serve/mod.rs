@@ -606,6 +606,23 @@ async fn authorize(State(state): State<Arc<AppState>>, req: Request, next: Next)
 
 /// The whole router: the JSON API, MCP at `/mcp`, and the layers above.
 pub fn router(state: Arc<AppState>) -> axum::Router {
+    // The layers below run inside each route's method router, which adds `allow` to what its
+    // fallback answers: to a 401 too, telling a client without the key that the route exists
+    // (helper-125). Said once routing is done, it is taken off a refusal for want of the key.
+    axum::Router::new()
+        .fallback_service(routed(state))
+        .layer(axum::middleware::map_response(
+            |mut r: axum::response::Response| async move {
+                if r.status() == StatusCode::UNAUTHORIZED {
+                    r.headers_mut().remove(header::ALLOW);
+                }
+                r
+            },
+        ))
+}
+
+/// The routes and the layers every request passes.
+fn routed(state: Arc<AppState>) -> axum::Router {
     let mcp = mcp::http_service(state.clone());
     api::routes()
         .nest_service("/mcp", mcp)
