@@ -3589,3 +3589,27 @@ fn least_hops_to_each_node_are_found_without_enumerating_trails() {
     assert_eq!(r.rows.len(), 31);
     assert!(r.rows_examined < 1_000, "{}", r.rows_examined);
 }
+
+/// helper-128: a misspelled saved query's name was answered with the list of every name,
+/// none singled out. The name it is a small edit from (two letters at most) is offered.
+#[test]
+fn a_misspelled_saved_query_is_answered_with_the_name_meant() {
+    let all = saved();
+    for (given, meant) in [
+        ("neighbours", Some("neighbors")),
+        ("Neighbors", Some("neighbors")),
+        ("find-trade", Some("find_trade")),
+        ("timelines", Some("timeline")),
+        ("zzz", None),
+        ("", None),
+    ] {
+        let said = all.unknown(given);
+        assert!(said.starts_with("no saved query"), "{said}");
+        match meant {
+            Some(m) => assert!(said.contains(&format!("did you mean \"{m}\"?")), "{said}"),
+            None => assert!(!said.contains("did you mean"), "{said}"),
+        }
+    }
+    // A long name is not compared letter by letter.
+    assert!(!all.unknown(&"n".repeat(100_000)).contains("did you mean"));
+}

@@ -338,6 +338,21 @@ impl SavedQuery {
     }
 }
 
+/// The least edits of a letter (insert, delete, replace) that make `a` into `b`.
+fn edits(a: &[char], b: &[char]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let replaced = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = replaced.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
 /// `name: type [in MIN..MAX] [= default]`, the type one of string, int, float, bool, and a
 /// range only for an int.
 fn parse_param_spec(spec: &str) -> Result<ParamSpec, String> {
@@ -522,8 +537,12 @@ impl SavedQueries {
     /// What a caller is told of a `name` there is no saved query of: the names there are, so
     /// that every interface (CLI, HTTP, MCP over stdio) says the same and needs no other call.
     pub fn unknown(&self, name: &str) -> String {
+        let meant = self
+            .likely_meant(name)
+            .map(|m| format!(" did you mean {m:?}?"))
+            .unwrap_or_default();
         format!(
-            "no saved query {}; saved: {}",
+            "no saved query {};{meant} saved: {}",
             crate::error::quoted_excerpt(name),
             self.queries
                 .iter()
@@ -531,6 +550,24 @@ impl SavedQueries {
                 .collect::<Vec<_>>()
                 .join(", ")
         )
+    }
+
+    /// The saved query `name` (not one of them) was most likely meant as: the nearest by
+    /// edits of a letter, case set aside, two at most and fewer than half its letters; the
+    /// first by name among equals. A name of more than 64 letters is no misspelling.
+    fn likely_meant(&self, name: &str) -> Option<&str> {
+        let given: Vec<char> = name.to_lowercase().chars().collect();
+        if given.is_empty() || given.len() > 64 {
+            return None;
+        }
+        (self.queries.iter())
+            .map(|q| {
+                let other: Vec<char> = q.name.to_lowercase().chars().collect();
+                (edits(&given, &other), q.name.as_str())
+            })
+            .filter(|(d, _)| *d <= 2 && d * 2 < given.len())
+            .min()
+            .map(|(_, n)| n)
     }
 
     /// Runs the saved query `name` with string arguments.
