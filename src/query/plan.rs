@@ -626,14 +626,34 @@ pub(super) fn decide_params(filter: &Expr, params: &HashMap<String, Val>) -> Opt
 /// variable: the most hops a trail of it needs. A strict bound is taken as an inclusive one;
 /// the filter still applies.
 fn length_bound(condition: &Expr, var: &str) -> Option<Expr> {
-    let is_length = |x: &Expr| {
-        matches!(x, Expr::Call(name, args, _) if name == "length"
-            && matches!(&args[..], [Expr::Var(v)] if v == var))
-    };
-    match compared_with_constant(condition, &is_length)? {
+    match compared_with_constant(condition, &|x| is_length_of(x, var))? {
         (_, BinOp::Le | BinOp::Lt, bound) => Some(bound.clone()),
         _ => None,
     }
+}
+
+/// Whether `x` is `length(var)`.
+fn is_length_of(x: &Expr, var: &str) -> bool {
+    matches!(x, Expr::Call(name, args, _) if name == "length"
+        && matches!(&args[..], [Expr::Var(v)] if v == var))
+}
+
+/// The expressions of `q` but WHERE's and RETURN's: ORDER BY's, LIMIT's, the SEARCH texts and
+/// the values of the patterns' property maps.
+fn other_expressions(q: &Query) -> Vec<&Expr> {
+    let mut exprs: Vec<&Expr> = Vec::new();
+    exprs.extend(q.order.iter().map(|(e, _)| e));
+    exprs.extend(&q.limit);
+    exprs.extend(q.searches.iter().map(|s| &s.text));
+    for path in &q.patterns {
+        exprs.extend(path.nodes().flat_map(|n| n.props.iter().map(|(_, e)| e)));
+        exprs.extend(
+            path.steps
+                .iter()
+                .flat_map(|(r, _)| r.props.iter().map(|(_, e)| e)),
+        );
+    }
+    exprs
 }
 
 /// Sets [`Op::Expand`]'s `reach` on each relation of several hops that
@@ -686,8 +706,7 @@ fn least_lengths_alone(q: &Query, var: &str, ends: (&str, &str), min: u32) -> bo
     };
     let least_length = |e: &Expr| {
         matches!(e, Expr::Call(name, args, _) if name == "min"
-            && matches!(&args[..], [Expr::Call(f, inner, _)] if f == "length"
-                && matches!(&inner[..], [Expr::Var(v)] if v == var)))
+            && matches!(&args[..], [arg] if is_length_of(arg, var)))
     };
     let conditions = q.filter.as_ref().map(conjuncts).unwrap_or_default();
     let bounded_alone = (conditions.iter())
@@ -711,17 +730,7 @@ fn least_lengths_alone(q: &Query, var: &str, ends: (&str, &str), min: u32) -> bo
         }
         e => first_aggregate(e).is_none() && !reads(e),
     });
-    let read_elsewhere = (q.order.iter().map(|(e, _)| e))
-        .chain(&q.limit)
-        .chain(q.searches.iter().map(|s| &s.text))
-        .chain(q.patterns.iter().flat_map(|path| {
-            (path.nodes().flat_map(|n| n.props.iter().map(|(_, e)| e))).chain(
-                path.steps
-                    .iter()
-                    .flat_map(|(r, _)| r.props.iter().map(|(_, e)| e)),
-            )
-        }))
-        .any(reads);
+    let read_elsewhere = other_expressions(q).into_iter().any(reads);
     bounded_alone
         && start_left_out
         && items_insensitive
@@ -781,23 +790,17 @@ fn for_each_var(e: &Expr, f: &mut impl FnMut(&str)) {
 /// reading the facet, but for the facet the scan is `fixed` by, which costs nothing.
 fn covered_facets(q: &Query, var: &str, fixed: Option<Facet>) -> Vec<Facet> {
     let mut read = BTreeSet::new();
-    let mut exprs: Vec<&Expr> = Vec::new();
-    exprs.extend(&q.filter);
-    exprs.extend(q.items.iter().map(|i| &i.expr));
-    exprs.extend(q.order.iter().map(|(e, _)| e));
-    exprs.extend(&q.limit);
-    exprs.extend(q.searches.iter().map(|s| &s.text));
-    for path in &q.patterns {
-        for n in path.nodes() {
-            if n.var.as_deref() == Some(var) {
-                read.extend(n.props.iter().map(|(k, _)| k.as_str()));
-            }
-            exprs.extend(n.props.iter().map(|(_, e)| e));
-        }
-        for (r, _) in &path.steps {
-            exprs.extend(r.props.iter().map(|(_, e)| e));
-        }
-    }
+    // The fields the event's own property maps give (`(e:Event {kind: 'TRADE'})`).
+    let own_props: Vec<&str> = (q.patterns.iter())
+        .flat_map(|p| p.nodes())
+        .filter(|n| n.var.as_deref() == Some(var))
+        .flat_map(|n| n.props.iter())
+        .map(|(k, _)| k.as_str())
+        .collect();
+    read.extend(own_props.iter().copied());
+    let exprs = (q.filter.iter())
+        .chain(q.items.iter().map(|i| &i.expr))
+        .chain(other_expressions(q));
     if !exprs.into_iter().all(|e| fields_read_of(e, var, &mut read)) {
         return Vec::new();
     }
@@ -810,11 +813,6 @@ fn covered_facets(q: &Query, var: &str, fixed: Option<Facet>) -> Vec<Facet> {
     // more. A bound of its time is the scan's range (`ts_bounds`).
     let mut filtered_by: BTreeSet<String> = BTreeSet::new();
     let mut other_conditions = false;
-    let own_props = (q.patterns.iter())
-        .flat_map(|p| p.nodes())
-        .filter(|n| n.var.as_deref() == Some(var))
-        .flat_map(|n| n.props.iter())
-        .map(|(k, _)| k.as_str());
     for k in own_props {
         match k {
             "kind" | "actor" => {
