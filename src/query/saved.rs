@@ -338,21 +338,6 @@ impl SavedQuery {
     }
 }
 
-/// The least edits of a letter (insert, delete, replace) that make `a` into `b`.
-fn edits(a: &[char], b: &[char]) -> usize {
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let replaced = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = replaced.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
-}
-
 /// `name: type [in MIN..MAX] [= default]`, the type one of string, int, float, bool, and a
 /// range only for an int.
 fn parse_param_spec(spec: &str) -> Result<ParamSpec, String> {
@@ -556,16 +541,19 @@ impl SavedQueries {
     /// edits of a letter, case set aside, two at most and fewer than half its letters; the
     /// first by name among equals. A name of more than 64 letters is no misspelling.
     fn likely_meant(&self, name: &str) -> Option<&str> {
-        let given: Vec<char> = name.to_lowercase().chars().collect();
-        if given.is_empty() || given.len() > 64 {
+        let given = name.to_lowercase();
+        let letters = given.chars().count();
+        if letters == 0 || letters > 64 {
             return None;
         }
         (self.queries.iter())
             .map(|q| {
-                let other: Vec<char> = q.name.to_lowercase().chars().collect();
-                (edits(&given, &other), q.name.as_str())
+                (
+                    strsim::levenshtein(&given, &q.name.to_lowercase()),
+                    q.name.as_str(),
+                )
             })
-            .filter(|(d, _)| *d <= 2 && d * 2 < given.len())
+            .filter(|(d, _)| *d <= 2 && d * 2 < letters)
             .min()
             .map(|(_, n)| n)
     }
