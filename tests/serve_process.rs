@@ -335,6 +335,38 @@ fn mcp_tool_arguments_refused_are_bad_input_naming_the_argument() {
     }
 }
 
+/// The MCP `query` tool takes `explain`, as `/v1/run` and `loci run --explain` do: the plan
+/// the parameters decide, not the rows (session 56 left it out of the tool).
+#[test]
+fn mcp_query_tool_explains_the_plan_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = init_world(tmp.path());
+    let answers = mcp_session_answers(
+        &s,
+        &[
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query","arguments":{"name":"neighbors","params":{"node":"bot","depth":4},"explain":true}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"query","arguments":{"name":"neighbors","params":{"node":"bot","depth":4}}}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"query","arguments":{"query":"MATCH (n:NPC) RETURN n.name","explain":true}}}"#,
+        ],
+    );
+    let body = |id| {
+        let a = answer_to(&answers, id);
+        assert_ne!(a["result"]["isError"], true, "{a}");
+        let text = a["result"]["content"][0]["text"].as_str().unwrap();
+        serde_json::from_str::<serde_json::Value>(text).unwrap()
+    };
+    let plan = body(2);
+    assert!(plan["rows"].is_null(), "{plan}");
+    assert!(
+        (plan["ops"].as_array().unwrap().iter()).any(|op| op["Expand"]["reach"] == true),
+        "{plan}"
+    );
+    let rows = body(3);
+    assert!(!rows["rows"].as_array().unwrap().is_empty(), "{rows}");
+    let plan = body(4);
+    assert!(plan["ops"].is_array() && plan["rows"].is_null(), "{plan}");
+}
+
 /// A request whose params are an array (JSON-RPC allows one; MCP's methods take objects), or a
 /// `resources/read` without a string uri, is answered invalid params with its id: rmcp
 /// answered the first with no id at all, so that its client waited forever, and the second

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 
 use loci::context::{ContextMode, ContextOptions};
 use loci::ingest::{self, Format};
-use loci::query::{QueryError, SavedQueries};
+use loci::query::{Asked, QueryError, SavedQueries};
 use loci::retrieval::{RetrieverCache, Tokenizer};
 use loci::{BackendKind, RetrieveOptions, Retriever, SearchFilter, SnippetKind};
 
@@ -250,7 +250,7 @@ impl Store {
             let said = loci::model::inexact_integer_message(&digits);
             return Err(InputError::new_err(format!("params.{path}: {said}")));
         }
-        match (name, query) {
+        let asked = match (name, query) {
             (Some(name), None) => {
                 let Some(q) = self.queries.get(name) else {
                     return Err(NotFoundError::new_err(format!(
@@ -261,31 +261,22 @@ impl Store {
                 let args = q
                     .args_from_json(&params)
                     .map_err(|e| query_to_py(e, &q.prepared.text))?;
-                let shown = |e| query_to_py(e, &q.prepared.text);
-                match explain {
-                    true => q.explain(&args).map_err(shown).and_then(|p| json(&p)),
-                    false => (py.detach(|| q.run(&s, &args)))
-                        .map_err(shown)
-                        .and_then(|r| json(&r)),
-                }
+                Asked::Saved(q, args)
             }
-            (None, Some(text)) => {
-                let params =
-                    loci::query::params_from_json(&params).map_err(|e| query_to_py(e, text))?;
-                let shown = |e| query_to_py(e, text);
-                match explain {
-                    true => (loci::query::explain(text, &params))
-                        .map_err(shown)
-                        .and_then(|p| json(&p)),
-                    false => (py.detach(|| loci::query::run(&s, text, &params)))
-                        .map_err(shown)
-                        .and_then(|r| json(&r)),
-                }
+            (None, Some(text)) => Asked::Text(
+                text,
+                loci::query::params_from_json(&params).map_err(|e| query_to_py(e, text))?,
+            ),
+            _ => {
+                return Err(InputError::new_err(
+                    "give a saved query's name or query text, one of them",
+                ))
             }
-            _ => Err(InputError::new_err(
-                "give a saved query's name or query text, one of them",
-            )),
-        }
+        };
+        let store = (!explain).then_some(&*s);
+        (py.detach(|| asked.answer(store)))
+            .map_err(|e| query_to_py(e, asked.text()))
+            .and_then(|a| json(&a))
     }
 
     fn queries(&self) -> PyResult<String> {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use loci::query::{SavedQueries, SavedQuery};
+use loci::query::{Answer, Asked, SavedQueries, SavedQuery};
 use loci::retrieval::RankingMode;
 use loci::{
     ExpandOptions, NameOf, RetrieveOptions, Retriever, SearchFilter, SnippetKind, Store, Target,
@@ -468,41 +468,22 @@ fn excerpted(e: loci::Error) -> anyhow::Error {
     }
 }
 
-/// What `run` prints: the answer, or with `--explain` the plan.
-enum Answer {
-    Rows(loci::query::QueryResult),
-    Plan(loci::query::Plan),
-}
-
 pub fn run_query(a: RunArgs) -> Result<Code> {
     let args = name_values("--param", &a.params)?;
-    // Required by the flags unless --explain, which reads no store.
-    let store = || match &a.store {
-        Some(store) => open_for_reading(&StoreArg {
-            store: store.clone(),
-        }),
-        None => fail!(Code::Usage, "give --store DIR (or LOCI_STORE)"),
-    };
-    // The query's text, where it came from (a saved query's file), and its answer.
-    let (text, origin, result) = match (a.saved, a.query) {
+    // The query as asked, and its file, where it has one (a saved query's).
+    let (text, loaded);
+    let asked = match (a.saved, a.query) {
         (Some(_), Some(_)) => fail!(Code::Usage, "give a saved query or --query, not both"),
         (None, None) => fail!(
             Code::Usage,
             "give a saved query (name or .gq file) or --query TEXT"
         ),
-        (None, Some(text)) => {
-            let params = loci::query::params_from_pairs(&args)?;
-            let r = match a.explain {
-                true => loci::query::explain(&text, &params).map(Answer::Plan),
-                false => {
-                    let s = store()?;
-                    loci::query::run(&s, &text, &params).map(Answer::Rows)
-                }
-            };
-            (text, None, r)
+        (None, Some(given)) => {
+            text = given;
+            Asked::Text(&text, loci::query::params_from_pairs(&args)?)
         }
         (Some(name), None) => {
-            let q = if name.ends_with(".gq") || Path::new(&name).is_file() {
+            loaded = if name.ends_with(".gq") || Path::new(&name).is_file() {
                 SavedQuery::load(Path::new(&name)).map_err(excerpted)?
             } else {
                 let all = saved_queries(a.queries.as_deref())?;
@@ -511,29 +492,33 @@ pub fn run_query(a: RunArgs) -> Result<Code> {
                     None => fail!(Code::NotFound, "{}", all.unknown(&name)),
                 }
             };
-            let args = loci::query::command_line_values(&args)?;
-            let r = match a.explain {
-                true => q.explain(&args).map(Answer::Plan),
-                false => {
-                    let s = store()?;
-                    q.run(&s, &args).map(Answer::Rows)
-                }
-            };
-            (q.prepared.text.clone(), Some(q.path), r)
+            Asked::Saved(&loaded, loci::query::command_line_values(&args)?)
         }
+    };
+    // With --explain no store is read, and none is needed.
+    let store = match (a.explain, &a.store) {
+        (true, _) => None,
+        (false, Some(store)) => Some(open_for_reading(&StoreArg {
+            store: store.clone(),
+        })?),
+        (false, None) => fail!(Code::Usage, "give --store DIR (or LOCI_STORE)"),
+    };
+    let origin = match &asked {
+        Asked::Saved(q, _) => Some(&q.path),
+        Asked::Text(..) => None,
     };
     // Shown against the query text, after the file it is in where it has a line there (a
     // saved query's lines are its file's); the exit code comes from the error's kind
     // (exit::code_of).
-    let result = result.map_err(|e| {
+    let result = asked.answer(store.as_deref()).map_err(|e| {
         // As an error found when the file was read is told (`f.gq:5: query: line 5, ...`).
-        let shown = match (&origin, e.line()) {
+        let shown = match (origin, e.line()) {
             (Some(path), Some(line)) => format!(
                 "{}:{line}: query: {}",
                 loci::error::shown_path(path),
-                e.render(&text)
+                e.render(asked.text())
             ),
-            _ => e.render(&text),
+            _ => e.render(asked.text()),
         };
         anyhow::Error::new(e).context(super::output::Excerpted(shown))
     })?;

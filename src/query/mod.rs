@@ -414,6 +414,43 @@ pub fn explain(text: &str, params: &HashMap<String, Val>) -> Result<Plan, QueryE
     Ok(plan.into_owned())
 }
 
+/// A query as a caller asks it: a saved one with its arguments as strings, or text with its
+/// parameters. The CLI, the server (HTTP and MCP) and Python each read theirs into this and
+/// answer through [`Asked::answer`], so that running and explaining are decided in one place.
+#[derive(Clone, Debug)]
+pub enum Asked<'a> {
+    Saved(&'a SavedQuery, Vec<(String, String)>),
+    Text(&'a str, HashMap<String, Val>),
+}
+
+/// What [`Asked::answer`] gives: the rows, or the plan the query would run with.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum Answer {
+    Rows(QueryResult),
+    Plan(Plan),
+}
+
+impl Asked<'_> {
+    /// The query's text, against which an error's span is shown.
+    pub fn text(&self) -> &str {
+        match self {
+            Asked::Saved(q, _) => &q.prepared.text,
+            Asked::Text(text, _) => text,
+        }
+    }
+
+    /// Runs the query on `store`, or without one explains it: gives the plan, reading no store.
+    pub fn answer(&self, store: Option<&Store>) -> Result<Answer, QueryError> {
+        match (self, store) {
+            (Asked::Saved(q, args), Some(s)) => q.run(s, args).map(Answer::Rows),
+            (Asked::Saved(q, args), None) => q.explain(args).map(Answer::Plan),
+            (Asked::Text(text, params), Some(s)) => run(s, text, params).map(Answer::Rows),
+            (Asked::Text(text, params), None) => explain(text, params).map(Answer::Plan),
+        }
+    }
+}
+
 /// `text` prepared, a parameter it does not use refused.
 fn prepared_for(text: &str, params: &HashMap<String, Val>) -> Result<Prepared, QueryError> {
     let prepared = prepare(text, Limits::default())?;

@@ -25,7 +25,7 @@ use crate::dynamics::consolidate::{self, ConsolidateOptions, ConsolidationPolicy
 use crate::dynamics::forget::{self, ForgetOptions};
 use crate::dynamics::working::WmOp;
 use crate::ingest::{self, Format};
-use crate::query::{self, QueryError};
+use crate::query::{self, Asked, QueryError};
 use crate::retrieval::{RankingMode, Tokenizer};
 use crate::{
     DeleteRequest, EdgeId, ExpandOptions, NameOf, RetrieveOptions, Retriever, SearchFilter,
@@ -664,12 +664,13 @@ impl RunRequest {
         name: Option<String>,
         query: Option<String>,
         params: BTreeMap<String, Json_>,
+        explain: bool,
     ) -> Self {
         RunRequest {
             name,
             query,
             params,
-            explain: false,
+            explain,
         }
     }
 }
@@ -830,30 +831,23 @@ pub fn run_request(s: &Store, state: &AppState, r: &RunRequest) -> Answer {
         }
         a
     };
-    match (&r.name, &r.query) {
-        (Some(_), Some(_)) | (None, None) => Err(ApiError::bad_input(
-            "give a saved query's \"name\" or \"query\" text, one of them",
-        )),
+    let asked = match (&r.name, &r.query) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(ApiError::bad_input(
+                "give a saved query's \"name\" or \"query\" text, one of them",
+            ))
+        }
         (Some(name), None) => {
             let Some(q) = state.queries.get(name) else {
                 return Err(ApiError::not_found(state.queries.unknown(name)));
             };
             let args = q.args_from_json(&r.params);
-            let shown = |e| shown(&q.prepared.text, e);
-            match r.explain {
-                true => to_json(&args.and_then(|args| q.explain(&args)).map_err(shown)?),
-                false => to_json(&args.and_then(|args| q.run(s, &args)).map_err(shown)?),
-            }
+            Asked::Saved(q, args.map_err(|e| shown(&q.prepared.text, e))?)
         }
-        (None, Some(text)) => {
-            let params = query::params_from_json(&r.params)?;
-            let shown = |e| shown(text, e);
-            match r.explain {
-                true => to_json(&query::explain(text, &params).map_err(shown)?),
-                false => to_json(&query::run(s, text, &params).map_err(shown)?),
-            }
-        }
-    }
+        (None, Some(text)) => Asked::Text(text, query::params_from_json(&r.params)?),
+    };
+    let store = (!r.explain).then_some(s);
+    to_json(&asked.answer(store).map_err(|e| shown(asked.text(), e))?)
 }
 
 /// The saved queries with their parameters, as `loci queries --json`.

@@ -82,6 +82,10 @@ pub struct QueryArgs {
     /// arguments into a map, which keeps the last, before they reach this type.)
     #[serde(default)]
     pub params: BTreeMap<String, Json>,
+    /// The plan the query would run with these parameters, not its answer: which index
+    /// or walk each step takes.
+    #[serde(default)]
+    pub explain: bool,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -300,7 +304,11 @@ impl LociMcp {
     async fn query(&self, Parameters(a): Parameters<QueryArgs>) -> CallToolResult {
         let state = self.state.clone();
         self.call(a, move |s, a| {
-            api::run_request(s, &state, &RunRequest::new(a.name, a.query, a.params))
+            api::run_request(
+                s,
+                &state,
+                &RunRequest::new(a.name, a.query, a.params, a.explain),
+            )
         })
         .await
     }
