@@ -315,16 +315,19 @@ pub fn quoted_excerpt(value: &str) -> String {
 }
 
 /// A path as a message shows it: as it is where it reads as itself, quoted (as
-/// [`quoted_excerpt`] quotes) where it would not: empty, blanks at an end, a control, line
-/// separator or bidirectional character, or bytes that are not UTF-8 (`store  x:` hid the
-/// space that made ` x` another directory).
+/// [`quoted_excerpt`] quotes) where it would not: empty, blanks at an end of the path or of
+/// any name in it, a control, line separator or bidirectional character, or bytes that are
+/// not UTF-8 (`store  x:` hid the space that made ` x` another directory, and `/tmp/  sp`
+/// the two in a directory's name).
 pub fn shown_path(path: &std::path::Path) -> String {
     let Some(text) = path.to_str() else {
         return quoted_excerpt(&path.to_string_lossy());
     };
+    let blank_at_an_end =
+        |name: &str| name.starts_with(char::is_whitespace) || name.ends_with(char::is_whitespace);
     let odd = text.is_empty()
-        || text.starts_with(char::is_whitespace)
-        || text.ends_with(char::is_whitespace)
+        || blank_at_an_end(text)
+        || text.split(std::path::is_separator).any(blank_at_an_end)
         || text.chars().any(crate::text::breaks_a_line_or_its_order);
     if odd {
         quoted_excerpt(text)

@@ -4266,6 +4266,15 @@ fn a_store_path_that_would_not_read_as_itself_is_quoted() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("store at \"trail \""), "{said}");
+    // A name with blanks at an end anywhere in the path, not only at its ends (helper-128:
+    // "store /tmp/  sp" read as "/tmp/ sp" or "/tmp/sp").
+    let inner = tmp.path().join("  sp").join("x");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loci"))
+        .args(["stats", "--store", p(&inner)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("store {:?}: ", p(&inner))), "{err}");
 }
 
 /// An error message is written with the characters that would move or reorder the terminal's

@@ -487,26 +487,51 @@ pub(crate) fn no_value(name: &str) -> String {
     format!("${name} has no value: give it ({})", how_to_give(name))
 }
 
+/// The refusal of `raw` as a value of `ty` (`what` it is not), naming the value meant when it
+/// is one in double quotes: quotes make an untyped parameter a string (`"007"`), so a user
+/// may well quote a typed one, which takes its value bare.
+fn not_a(raw: &str, ty: ParamType, what: &str) -> String {
+    let refused = format!("{} is not {what}", crate::error::quoted_excerpt(raw));
+    let inside = (raw.len() >= 2)
+        .then(|| raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')))
+        .flatten();
+    // Read without `parse_param`, whose refusal comes here: `""""…"` would recurse once
+    // for each pair of quotes.
+    let reads_as_ty = |meant: &str| match ty {
+        ParamType::Int => meant.parse::<i64>().is_ok(),
+        ParamType::Float => meant.parse::<f64>().is_ok_and(f64::is_finite),
+        ParamType::Bool => meant == "true" || meant == "false",
+        ParamType::String => true,
+    };
+    match inside {
+        Some(meant) if reads_as_ty(meant) => {
+            format!("{refused}: it is in quotes: give it bare, {meant}")
+        }
+        _ => refused,
+    }
+}
+
 /// Reads a command-line parameter value by type; `None` guesses (integer, number, true/false,
 /// null, else string: `"null"` in quotes is the string).
 pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
     match ty {
         Some(ParamType::String) => Ok(Val::Str(raw.to_string())),
         Some(ParamType::Int) => raw.parse().map(Val::Int).map_err(|e| {
-            past_64_bits(raw, &e).unwrap_or_else(|| format!("{raw:?} is not an integer"))
+            past_64_bits(raw, &e).unwrap_or_else(|| not_a(raw, ParamType::Int, "an integer"))
         }),
         Some(ParamType::Float) => match raw.parse::<f64>() {
             Ok(f) if f.is_finite() => Ok(Val::Float(f)),
             // "inf" and "NaN" parse, and are no number a query compares.
             Ok(_) if raw.chars().any(|c| c.is_ascii_digit()) => Err(format!(
-                "{raw:?} is out of range: a number is at most about 1.8e308"
+                "{} is out of range: a number is at most about 1.8e308",
+                crate::error::quoted_excerpt(raw)
             )),
-            _ => Err(format!("{raw:?} is not a number")),
+            _ => Err(not_a(raw, ParamType::Float, "a number")),
         },
         Some(ParamType::Bool) => match raw {
             "true" => Ok(Val::Bool(true)),
             "false" => Ok(Val::Bool(false)),
-            _ => Err(format!("{raw:?} is not true or false")),
+            _ => Err(not_a(raw, ParamType::Bool, "true or false")),
         },
         // A value in double quotes is a string whatever it looks like (`"007"`, `"true"`);
         // so is a number written with a leading zero or a plus sign, which no one writes for
@@ -640,6 +665,39 @@ pub fn params_from_pairs(pairs: &[(String, String)]) -> Result<HashMap<String, V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// helper-128 (session 56): `--param depth='"4"'` was refused as `"\"4\"" is not an
+    /// integer`, which read as escaped twice and said nothing of the quotes: a typed
+    /// parameter takes its value bare, and the refusal says so.
+    #[test]
+    fn a_typed_value_given_in_quotes_is_refused_with_the_value_meant() {
+        for (raw, ty, said) in [
+            (r#""4""#, ParamType::Int, "it is in quotes: give it bare, 4"),
+            (
+                r#""0.5""#,
+                ParamType::Float,
+                "it is in quotes: give it bare, 0.5",
+            ),
+            (
+                r#""true""#,
+                ParamType::Bool,
+                "it is in quotes: give it bare, true",
+            ),
+        ] {
+            let e = parse_param(raw, Some(ty)).unwrap_err();
+            assert!(e.ends_with(said), "{raw}: {e}");
+        }
+        // Quotes around what is no value of the type are not blamed.
+        let e = parse_param(r#""four""#, Some(ParamType::Int)).unwrap_err();
+        assert_eq!(e, r#""\"four\"" is not an integer"#);
+        // A long value is quoted by its start, as every refusal quotes one.
+        let long = "x".repeat(100_000);
+        let e = parse_param(&long, Some(ParamType::Int)).unwrap_err();
+        assert!(e.len() < 400, "{} bytes", e.len());
+        // Quotes within quotes are looked in once, not once a pair.
+        let quotes = "\"".repeat(1_000_000);
+        assert!(parse_param(&quotes, Some(ParamType::Int)).is_err());
+    }
 
     /// helper-104 (session 47): every grapheme of an error's line was made a cell before the
     /// 60 columns each side were chosen, so a 16 MB one-line query took 2 GB and 5 s to be
