@@ -80,6 +80,40 @@ fn later_ops_in_a_batch_win(kind: BackendKind, dir: &Path) {
     );
 }
 
+/// A batch holds its keys one after another in one buffer (`WriteBatch`): keys of every
+/// length, puts and deletes interleaved across tables, each reach its own table with its own
+/// value.
+fn keys_of_any_length_in_one_batch_stay_apart(kind: BackendKind, dir: &Path) {
+    let b = kind.open(dir).unwrap();
+    let key = |n: usize| -> Vec<u8> { (0..n).map(|i| (i * 7 + n) as u8).collect() };
+    let lengths = [1usize, 8, 300, 2, 65_536, 3];
+    let mut w = WriteBatch::default();
+    for (i, n) in lengths.iter().enumerate() {
+        let table = Table::ALL[i % Table::ALL.len()];
+        w.put(table, key(*n), vec![i as u8; i]);
+        w.delete(table, key(n + 1));
+    }
+    assert_eq!(w.len(), 2 * lengths.len());
+    b.commit(w).unwrap();
+    let mut w = WriteBatch::default();
+    w.delete(Table::ALL[0], key(1));
+    w.put(Table::ALL[1], key(4), b"four".to_vec());
+    b.commit(w).unwrap();
+    for (i, n) in lengths.iter().enumerate() {
+        let table = Table::ALL[i % Table::ALL.len()];
+        let want = (i != 0).then(|| vec![i as u8; i]);
+        assert_eq!(
+            b.get(table, &key(*n)).unwrap(),
+            want,
+            "{table:?} key of {n}"
+        );
+    }
+    assert_eq!(
+        b.get(Table::ALL[1], &key(4)).unwrap().as_deref(),
+        Some(&b"four"[..])
+    );
+}
+
 fn tables_are_separate(kind: BackendKind, dir: &Path) {
     let b = kind.open(dir).unwrap();
     let mut w = WriteBatch::default();
@@ -149,7 +183,7 @@ fn commits_survive_reopen(kind: BackendKind, dir: &Path) {
         for i in 0..10_000u64 {
             w.put(Table::Log, be(i), vec![(i % 251) as u8; 40]);
         }
-        w.put(Table::Meta, b"counters".to_vec(), b"x".to_vec());
+        w.put(Table::Meta, b"counters", b"x".to_vec());
         b.commit(w).unwrap();
     }
     let b = kind.open(dir).unwrap();
@@ -174,7 +208,7 @@ fn concurrent_readers_see_whole_values(kind: BackendKind, dir: &Path) {
     const LAST: u8 = 49;
     let b: std::sync::Arc<dyn Backend> = std::sync::Arc::from(kind.open(dir).unwrap());
     let mut w = WriteBatch::default();
-    w.put(Table::Nodes, b"big".to_vec(), vec![0; 64 * 1024]);
+    w.put(Table::Nodes, b"big", vec![0; 64 * 1024]);
     b.commit(w).unwrap();
     let started = std::sync::Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
@@ -212,7 +246,7 @@ fn concurrent_readers_see_whole_values(kind: BackendKind, dir: &Path) {
     }
     for round in 1..=LAST {
         let mut w = WriteBatch::default();
-        w.put(Table::Nodes, b"big".to_vec(), vec![round; 64 * 1024]);
+        w.put(Table::Nodes, b"big", vec![round; 64 * 1024]);
         b.commit(w).unwrap();
     }
     for r in readers {
@@ -264,6 +298,7 @@ all_backends!(
     empty_tables,
     put_get_overwrite_delete,
     later_ops_in_a_batch_win,
+    keys_of_any_length_in_one_batch_stay_apart,
     tables_are_separate,
     scans_are_ordered_and_bounded,
     scan_errors_propagate,

@@ -835,7 +835,7 @@ fn flip_a_byte_of_log_record(kind: BackendKind, path: &Path, seq: u64) {
     let last = record.len() - 1;
     record[last] ^= 0x55;
     let mut batch = WriteBatch::default();
-    batch.put(Table::Log, key.to_vec(), record);
+    batch.put(Table::Log, key, record);
     backend.commit(batch).unwrap();
 }
 

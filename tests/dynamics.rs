@@ -263,7 +263,7 @@ fn a_store_derived_by_older_rules_is_rebuilt_from_its_log_on_open() {
         // snapshot of the state its rules derived.
         let backend = BackendKind::Redb.open(&path).unwrap();
         let mut w = loci::storage::WriteBatch::default();
-        w.delete(loci::storage::Table::Meta, b"projection".to_vec());
+        w.delete(loci::storage::Table::Meta, b"projection");
         backend.commit(w).unwrap();
         let snapshot = path.join("state.snapshot");
         let mut bytes = std::fs::read(&snapshot).unwrap();
@@ -494,10 +494,10 @@ fn a_reader_of_a_store_of_other_rules_is_told_whose_in_plain_words() {
         match version {
             Some(v) => w.put(
                 loci::storage::Table::Meta,
-                b"projection".to_vec(),
+                b"projection",
                 loci::codec::encode(&v),
             ),
-            None => w.delete(loci::storage::Table::Meta, b"projection".to_vec()),
+            None => w.delete(loci::storage::Table::Meta, b"projection"),
         }
         backend.commit(w).unwrap();
     };

@@ -134,10 +134,10 @@ fn open(disk: &SimulatedDisk) -> RedbBackend {
 fn batch(tag: u8, n: u64) -> WriteBatch {
     let mut w = WriteBatch::default();
     for i in 0..n {
-        w.put(Table::Log, i.to_be_bytes().to_vec(), vec![tag; 300]);
-        w.put(Table::Edges, i.to_be_bytes().to_vec(), vec![tag; 40]);
+        w.put(Table::Log, i.to_be_bytes(), vec![tag; 300]);
+        w.put(Table::Edges, i.to_be_bytes(), vec![tag; 40]);
     }
-    w.put(Table::Meta, b"counters".to_vec(), vec![tag]);
+    w.put(Table::Meta, b"counters", vec![tag]);
     w
 }
 

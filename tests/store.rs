@@ -463,7 +463,7 @@ fn verify_detects_tampering(kind: BackendKind, dir: &Path) {
             other => panic!("{other:?}"),
         }
         let mut w = WriteBatch::default();
-        w.put(Table::Log, key.to_vec(), loci::codec::encode_event(&ev));
+        w.put(Table::Log, key, loci::codec::encode_event(&ev));
         backend.commit(w).unwrap();
     }
     let store = Store::open(dir).unwrap();
@@ -505,7 +505,7 @@ fn a_logged_event_replay_refuses_is_named_by_its_seq(kind: BackendKind, dir: &Pa
         assert_eq!(ev.seq, seq);
         ev.kind = String::new();
         let mut w = WriteBatch::default();
-        w.put(Table::Log, key.to_vec(), loci::codec::encode_event(&ev));
+        w.put(Table::Log, key, loci::codec::encode_event(&ev));
         backend.commit(w).unwrap();
     }
     // The open replays the log past the snapshot (seq 2), and so does verify from the start.
@@ -1152,12 +1152,8 @@ fn verify_detects_a_damaged_idempotency_table(kind: BackendKind, dir: &Path) {
     {
         let backend = kind.open(dir).unwrap();
         let mut w = WriteBatch::default();
-        w.delete(Table::Idempotency, b"a".to_vec());
-        w.put(
-            Table::Idempotency,
-            b"ghost".to_vec(),
-            7u64.to_be_bytes().to_vec(),
-        );
+        w.delete(Table::Idempotency, b"a");
+        w.put(Table::Idempotency, b"ghost", 7u64.to_be_bytes().to_vec());
         backend.commit(w).unwrap();
     }
     let store = Store::open(dir).unwrap();
@@ -1476,16 +1472,12 @@ fn a_store_of_an_older_format_is_replayed_and_its_tables_retired(kind: BackendKi
         {
             let backend = kind.open(dir).unwrap();
             let mut w = WriteBatch::default();
-            w.put(Table::Meta, b"format".to_vec(), loci::codec::encode(&old));
-            w.put(
-                Table::Meta,
-                b"changed/\0\0\0\0\0\0\0\x02".to_vec(),
-                vec![3, 0],
-            );
+            w.put(Table::Meta, b"format", loci::codec::encode(&old));
+            w.put(Table::Meta, b"changed/\0\0\0\0\0\0\0\x02", vec![3, 0]);
             for id in 0u32..3 {
-                w.put(Table::Nodes, id.to_be_bytes().to_vec(), vec![3, 1, 2]);
+                w.put(Table::Nodes, id.to_be_bytes(), vec![3, 1, 2]);
             }
-            w.put(Table::Edges, 0u32.to_be_bytes().to_vec(), vec![0x80, 0]);
+            w.put(Table::Edges, 0u32.to_be_bytes(), vec![0x80, 0]);
             backend.commit(w).unwrap();
         }
         let raw = std::fs::read(dir.join("loci.json")).unwrap();

@@ -109,31 +109,72 @@ impl Table {
     }
 }
 
-/// One change inside a [`WriteBatch`].
-#[derive(Clone, Debug, PartialEq)]
-pub enum Op {
-    Put(Table, Vec<u8>, Vec<u8>),
-    Delete(Table, Vec<u8>),
+/// One change inside a [`WriteBatch`], as [`WriteBatch::ops`] gives it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op<'a> {
+    Put(Table, &'a [u8], &'a [u8]),
+    Delete(Table, &'a [u8]),
 }
 
-/// Changes applied all together or not at all by [`Backend::commit`].
+/// Changes applied all together or not at all by [`Backend::commit`], in the order given.
+///
+/// The keys are held one after another in one buffer, each change by where its key ends;
+/// a put's value is held as given (moved in, not copied: an ingest's batch is mostly its
+/// events' records). A forgetting of 800,000 events deletes about 3.2 million index keys in
+/// one batch, and each had been an allocation of its own in a 56-byte entry, about 110
+/// bytes a key: 360 MB of the deletion's 494 MB peak.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WriteBatch {
-    pub ops: Vec<Op>,
+    keys: Vec<u8>,
+    ops: Vec<OpAt>,
+    /// The puts' values, in the order of the puts.
+    values: Vec<Vec<u8>>,
+}
+
+/// Where a change's key ends in [`WriteBatch::keys`] (it starts where the one before ends),
+/// its table, and whether it puts (its value the next of [`WriteBatch::values`]) or deletes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct OpAt {
+    key_end: usize,
+    table: Table,
+    put: bool,
 }
 
 impl WriteBatch {
-    pub fn put(&mut self, table: Table, key: impl Into<Vec<u8>>, value: Vec<u8>) {
-        self.ops.push(Op::Put(table, key.into(), value));
+    pub fn put(&mut self, table: Table, key: impl AsRef<[u8]>, value: Vec<u8>) {
+        self.push(table, key.as_ref(), true);
+        self.values.push(value);
     }
-    pub fn delete(&mut self, table: Table, key: impl Into<Vec<u8>>) {
-        self.ops.push(Op::Delete(table, key.into()));
+    pub fn delete(&mut self, table: Table, key: impl AsRef<[u8]>) {
+        self.push(table, key.as_ref(), false);
+    }
+    fn push(&mut self, table: Table, key: &[u8], put: bool) {
+        self.keys.extend_from_slice(key);
+        self.ops.push(OpAt {
+            key_end: self.keys.len(),
+            table,
+            put,
+        });
     }
     pub fn len(&self) -> usize {
         self.ops.len()
     }
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+    /// The changes, in the order they were given.
+    pub fn ops(&self) -> impl Iterator<Item = Op<'_>> + '_ {
+        let mut values = self.values.iter();
+        let mut key_start = 0;
+        self.ops.iter().map(move |op| {
+            let key = self.keys.get(key_start..op.key_end).unwrap_or_default();
+            key_start = op.key_end;
+            match op.put {
+                // Every put pushed its value (none is for a put that cannot be).
+                true => Op::Put(op.table, key, values.next().map_or(&[], Vec::as_slice)),
+                false => Op::Delete(op.table, key),
+            }
+        })
     }
 }
 

@@ -244,15 +244,13 @@ impl Backend for RedbBackend {
                 );
             }
             let index = |t: Table| Table::ALL.iter().position(|x| *x == t).unwrap_or(0);
-            for op in &batch.ops {
+            for op in batch.ops() {
                 match op {
                     Op::Put(t, k, v) => {
-                        tables[index(*t)]
-                            .insert(k.as_slice(), v.as_slice())
-                            .map_err(err)?;
+                        tables[index(t)].insert(k, v).map_err(err)?;
                     }
                     Op::Delete(t, k) => {
-                        tables[index(*t)].remove(k.as_slice()).map_err(err)?;
+                        tables[index(t)].remove(k).map_err(err)?;
                     }
                 }
             }

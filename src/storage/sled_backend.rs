@@ -238,10 +238,10 @@ impl Backend for SledBackend {
     fn commit(&self, batch: WriteBatch) -> Result<()> {
         self.usable()?;
         let mut b = sled::Batch::default();
-        for op in batch.ops {
+        for op in batch.ops() {
             match op {
-                Op::Put(t, k, v) => b.insert(full_key(t, &k), v),
-                Op::Delete(t, k) => b.remove(full_key(t, &k)),
+                Op::Put(t, k, v) => b.insert(full_key(t, k), v),
+                Op::Delete(t, k) => b.remove(full_key(t, k)),
             }
         }
         let result = self

@@ -40,8 +40,8 @@ impl Folds {
 
     /// Puts every record into `batch` (a rebuild).
     pub fn put_all(&self, batch: &mut WriteBatch) {
-        batch.put(Table::Meta, META_WM.to_vec(), encode(&self.wm));
-        batch.put(Table::Meta, META_USAGE.to_vec(), encode(&self.usage));
+        batch.put(Table::Meta, META_WM, encode(&self.wm));
+        batch.put(Table::Meta, META_USAGE, encode(&self.usage));
     }
 
     /// Puts into `batch` the records that `events`, appended after this state, change. The
@@ -53,14 +53,14 @@ impl Folds {
             wm.apply(ev);
         }
         if wm != self.wm {
-            batch.put(Table::Meta, META_WM.to_vec(), encode(&wm));
+            batch.put(Table::Meta, META_WM, encode(&wm));
         }
         if events.iter().any(|e| e.kind == USAGE) {
             let mut usage = self.usage.clone();
             for ev in events {
                 usage.apply(ev);
             }
-            batch.put(Table::Meta, META_USAGE.to_vec(), encode(&usage));
+            batch.put(Table::Meta, META_USAGE, encode(&usage));
         }
     }
 

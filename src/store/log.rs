@@ -54,7 +54,7 @@ fn chunk_key(seq: u64, chunk: u32) -> Vec<u8> {
 /// Puts the record `bytes` of event `seq` into `batch`.
 pub(crate) fn put(batch: &mut WriteBatch, seq: u64, bytes: Vec<u8>) {
     if bytes.len() <= CHUNK {
-        batch.put(TABLE, seq.to_be_bytes().to_vec(), bytes);
+        batch.put(TABLE, seq.to_be_bytes(), bytes);
         return;
     }
     for (i, part) in bytes.chunks(CHUNK).enumerate() {

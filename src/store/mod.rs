@@ -1099,14 +1099,14 @@ fn time_key(ts: i64, seq: u64) -> [u8; 16] {
 /// them through here, so the derived indexes cannot miss an event.
 fn put_event_records(batch: &mut WriteBatch, e: &Event, bytes: Vec<u8>) {
     log::put(batch, e.seq, bytes);
-    batch.put(Table::EventTime, time_key(e.ts, e.seq).to_vec(), Vec::new());
+    batch.put(Table::EventTime, time_key(e.ts, e.seq), Vec::new());
     for k in facet_keys(e) {
         batch.put(Table::EventFacet, k, Vec::new());
     }
     if let Some(key) = &e.idempotency_key {
         batch.put(
             Table::Idempotency,
-            key.as_bytes().to_vec(),
+            key.as_bytes(),
             e.seq.to_be_bytes().to_vec(),
         );
     }
@@ -1185,7 +1185,7 @@ impl Overlay {
         for (e, bytes) in self.events.iter().zip(encoded) {
             put_event_records(&mut batch, e, bytes);
         }
-        batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&self.counters));
+        batch.put(Table::Meta, META_COUNTERS, encode(&self.counters));
         batch
     }
 
@@ -2461,18 +2461,10 @@ impl Store {
             return Err(log_is_here(&backend.path_in(dir)));
         }
         let mut batch = WriteBatch::default();
-        batch.put(Table::Meta, META_FORMAT.to_vec(), encode(&STORE_FORMAT));
-        batch.put(Table::Meta, META_BACKEND.to_vec(), encode(&backend));
-        batch.put(
-            Table::Meta,
-            META_PROJECTION.to_vec(),
-            encode(&PROJECTION_VERSION),
-        );
-        batch.put(
-            Table::Meta,
-            META_COUNTERS.to_vec(),
-            encode(&Counters::default()),
-        );
+        batch.put(Table::Meta, META_FORMAT, encode(&STORE_FORMAT));
+        batch.put(Table::Meta, META_BACKEND, encode(&backend));
+        batch.put(Table::Meta, META_PROJECTION, encode(&PROJECTION_VERSION));
+        batch.put(Table::Meta, META_COUNTERS, encode(&Counters::default()));
         b.commit(batch)?;
         drop(b);
         // The manifest is written last and atomically (rename), so a directory with a manifest
@@ -2876,7 +2868,7 @@ impl Store {
     /// the next writable open marks it again.
     fn mark_current_format(backend: &dyn Backend, dir: &Path) -> Result<()> {
         let mut batch = WriteBatch::default();
-        batch.put(Table::Meta, META_FORMAT.to_vec(), encode(&STORE_FORMAT));
+        batch.put(Table::Meta, META_FORMAT, encode(&STORE_FORMAT));
         backend.commit(batch)?;
         let mut manifest = read_manifest(dir)?;
         manifest.format = STORE_FORMAT;
@@ -3356,7 +3348,7 @@ impl Store {
     /// [`Store::take_replayed_counters`]); under the writer lock.
     fn store_counters_and_rebuild_text(&self, counters: Counters) -> Result<()> {
         let mut batch = WriteBatch::default();
-        batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&counters));
+        batch.put(Table::Meta, META_COUNTERS, encode(&counters));
         self.backend.commit(batch)?;
         self.rebuild_text_locked(REBUILD_DOCS_PER_COMMIT)
     }

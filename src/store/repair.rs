@@ -112,9 +112,9 @@ fn differing_keys(
 /// Puts key `k` (with no value) into an index table, or deletes it, as `add` says.
 fn put_or_delete(batch: &mut WriteBatch, table: Table, k: &[u8], add: bool) {
     if add {
-        batch.put(table, k.to_vec(), Vec::new());
+        batch.put(table, k, Vec::new());
     } else {
-        batch.delete(table, k.to_vec());
+        batch.delete(table, k);
     }
 }
 
@@ -250,24 +250,16 @@ impl Derived {
     fn put_meta(&self, batch: &mut WriteBatch) {
         let state = &self.state;
         match self.records.last_deletion {
-            0 => batch.delete(Table::Meta, META_IDS_FLOOR.to_vec()),
-            seq => batch.put(Table::Meta, META_IDS_FLOOR.to_vec(), encode(&seq)),
+            0 => batch.delete(Table::Meta, META_IDS_FLOOR),
+            seq => batch.put(Table::Meta, META_IDS_FLOOR, encode(&seq)),
         }
-        batch.put(Table::Meta, META_COUNTERS.to_vec(), encode(&state.counters));
-        batch.put(
-            Table::Meta,
-            META_DELETED.to_vec(),
-            encode(&deleted_list(state)),
-        );
+        batch.put(Table::Meta, META_COUNTERS, encode(&state.counters));
+        batch.put(Table::Meta, META_DELETED, encode(&deleted_list(state)));
         state.folds.put_all(batch);
+        batch.put(Table::Meta, META_PROJECTION, encode(&PROJECTION_VERSION));
         batch.put(
             Table::Meta,
-            META_PROJECTION.to_vec(),
-            encode(&PROJECTION_VERSION),
-        );
-        batch.put(
-            Table::Meta,
-            META_SNAPSHOT_FLOOR.to_vec(),
+            META_SNAPSHOT_FLOOR,
             encode(&state.counters.last_seq),
         );
     }
@@ -298,8 +290,8 @@ impl Store {
             &table_entries(backend, Table::Idempotency)?,
             &records.keys,
             |k, seq| match seq {
-                Some(seq) => batch.put(Table::Idempotency, k.to_vec(), seq.to_be_bytes().to_vec()),
-                None => batch.delete(Table::Idempotency, k.to_vec()),
+                Some(seq) => batch.put(Table::Idempotency, k, seq.to_be_bytes().to_vec()),
+                None => batch.delete(Table::Idempotency, k),
             },
         );
         derived.put_meta(&mut batch);
@@ -382,7 +374,7 @@ fn write_repaired(old: &dyn Backend, fresh: &dyn Backend, dir: &Path) -> Result<
         // Raw entries, a long record's chunks as they are.
         let mut failed = None;
         old.scan(table, &[], None, &mut |k, v| {
-            batch.put(table, k.to_vec(), v.to_vec());
+            batch.put(table, k, v.to_vec());
             if let Err(e) = flush(&mut batch, false) {
                 failed = Some(e);
                 return Ok(false);
@@ -396,7 +388,7 @@ fn write_repaired(old: &dyn Backend, fresh: &dyn Backend, dir: &Path) -> Result<
     derived.put_meta(&mut batch);
     let records = &derived.records;
     for k in &records.times {
-        batch.put(Table::EventTime, k.to_vec(), Vec::new());
+        batch.put(Table::EventTime, k, Vec::new());
         flush(&mut batch, false)?;
     }
     for k in &records.facets {
@@ -404,11 +396,7 @@ fn write_repaired(old: &dyn Backend, fresh: &dyn Backend, dir: &Path) -> Result<
         flush(&mut batch, false)?;
     }
     for (k, seq) in &records.keys {
-        batch.put(
-            Table::Idempotency,
-            k.as_bytes().to_vec(),
-            seq.to_be_bytes().to_vec(),
-        );
+        batch.put(Table::Idempotency, k.as_bytes(), seq.to_be_bytes().to_vec());
         flush(&mut batch, false)?;
     }
     flush(&mut batch, true)?;
