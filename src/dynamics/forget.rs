@@ -706,10 +706,12 @@ struct Candidate {
 /// upserts with when it saw them (a retraction names nothing here). Candidates are held as
 /// these, not as events: at 115,000 events a forgetting held 265,000 candidates whole, 445 MB
 /// of payloads (a summary's holds its digest) and 228 MB of the rest, of 1.4 GB of heap.
+/// Each list is as long as it is: grown a push at a time, the edges' of 955,000 candidates
+/// had held room for four claims where most had one, 121 MB of 514.
 struct Claims {
     seq: u64,
-    nodes: Vec<NodeClaim>,
-    edges: Vec<EdgeClaim>,
+    nodes: Box<[NodeClaim]>,
+    edges: Box<[EdgeClaim]>,
 }
 
 struct NodeClaim {
@@ -727,27 +729,28 @@ struct EdgeClaim {
 
 impl Claims {
     fn of(ev: &Event, keys: &mut Keys) -> Claims {
-        let mut claims = Claims {
-            seq: ev.seq,
-            nodes: Vec::new(),
-            edges: Vec::new(),
-        };
+        let mut nodes = Vec::new();
+        let mut edges = Vec::new();
         for a in &ev.assertions {
             match a {
-                Assertion::UpsertNode(up) => claims.nodes.push(NodeClaim {
+                Assertion::UpsertNode(up) => nodes.push(NodeClaim {
                     key: keys.of(&up.key),
                     name: up.name.as_deref().map(|n| keys.of(n)),
                     first_alias: up.aliases.first().map(|a| keys.of(a)),
                     gives_a_value: gives_a_value(up),
                 }),
-                Assertion::UpsertEdge(up) => claims.edges.push(EdgeClaim {
+                Assertion::UpsertEdge(up) => edges.push(EdgeClaim {
                     key: edge_key(keys, &up.from, &up.relation, &up.to),
                     seen: up.last_seen.unwrap_or(ev.ts),
                 }),
                 Assertion::RetractNode { .. } | Assertion::RetractEdge { .. } => {}
             }
         }
-        claims
+        Claims {
+            seq: ev.seq,
+            nodes: nodes.into_boxed_slice(),
+            edges: edges.into_boxed_slice(),
+        }
     }
 
     /// The nodes the event upserts and those its assertions need: an edge's ends. A
