@@ -98,7 +98,23 @@ fn keys_of_any_length_in_one_batch_stay_apart(kind: BackendKind, dir: &Path) {
     let mut w = WriteBatch::default();
     w.delete(Table::ALL[0], key(1));
     w.put(Table::ALL[1], key(4), b"four".to_vec());
+    // Within one table (the first batch left it empty): an empty key and an empty value,
+    // between keys that share a start.
+    w.put(Table::EventFacet, b"ab", b"1".to_vec());
+    w.put(Table::EventFacet, b"", Vec::new());
+    w.put(Table::EventFacet, b"a", b"2".to_vec());
+    w.delete(Table::EventFacet, b"abc");
+    w.put(Table::EventFacet, b"abcd", b"3".to_vec());
     b.commit(w).unwrap();
+    assert_eq!(
+        collect(&*b, Table::EventFacet, &[], None),
+        vec![
+            (Vec::new(), Vec::new()),
+            (b"a".to_vec(), b"2".to_vec()),
+            (b"ab".to_vec(), b"1".to_vec()),
+            (b"abcd".to_vec(), b"3".to_vec()),
+        ]
+    );
     for (i, n) in lengths.iter().enumerate() {
         let table = Table::ALL[i % Table::ALL.len()];
         let want = (i != 0).then(|| vec![i as u8; i]);

@@ -1279,6 +1279,43 @@ fn a_log_record_under_a_damaged_key_is_found_not_passed_over() {
     }
 }
 
+/// helper-130's review (session 57): a forgetting reads its candidates in its one pass over
+/// the log, where it had read each by number, and a read by number refuses a record whose
+/// body is another event's, where the pass took it as the event its body names. The pass
+/// refuses it now, so a forgetting stops there as it did.
+#[test]
+fn a_pass_over_the_log_refuses_what_a_read_by_number_refuses() {
+    use loci::storage::{Table, WriteBatch};
+    for kind in BackendKind::ALL {
+        // Two records' bodies swapped: each key in its turn, each body another event's.
+        let dir = tempfile::tempdir().unwrap();
+        small_store(kind, dir.path());
+        Store::open(dir.path()).unwrap().checkpoint().unwrap();
+        {
+            let backend = kind.open(dir.path()).unwrap();
+            let get = |s: u64| backend.get(Table::Log, &s.to_be_bytes()).unwrap().unwrap();
+            let (twenty, twenty_one) = (get(20), get(21));
+            let mut batch = WriteBatch::default();
+            batch.put(Table::Log, 20u64.to_be_bytes(), twenty_one);
+            batch.put(Table::Log, 21u64.to_be_bytes(), twenty);
+            backend.commit(batch).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let e = store.scan_log(1, |_| Ok(true)).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt { table, .. } if *table == "log"),
+            "{kind}: {e:?}"
+        );
+        assert!(e.to_string().contains("event 20"), "{kind}: {e}");
+        let e = loci::dynamics::forget::forget(
+            &store,
+            &loci::dynamics::forget::ForgetOptions::with_budget(1),
+        )
+        .unwrap_err();
+        assert!(matches!(&e, Error::Corrupt { .. }), "{kind}: {e:?}");
+    }
+}
+
 #[test]
 fn a_flipped_bit_in_a_log_key_of_a_redb_leaf_is_found_by_every_read() {
     // The probe's own damage: the key flipped in place, its leaf left as it was, so a scan

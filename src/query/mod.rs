@@ -505,6 +505,7 @@ fn not_a(raw: &str, ty: ParamType, what: &str) -> String {
     };
     match inside {
         Some(meant) if reads_as_ty(meant) => {
+            let meant = crate::error::excerpt(meant);
             format!("{refused}: it is in quotes: give it bare, {meant}")
         }
         _ => refused,
@@ -549,6 +550,7 @@ pub fn parse_param(raw: &str, ty: Option<ParamType>) -> Result<Val, String> {
             // An integer past 64 bits would parse as a float of another value.
             Err(e) => {
                 if let Some(said) = past_64_bits(raw, &e) {
+                    let raw = crate::error::excerpt(raw);
                     return Err(format!("{said} (quote it, \"{raw}\", for a string)"));
                 }
                 untyped_non_integer(raw)
@@ -563,7 +565,10 @@ fn past_64_bits(raw: &str, e: &ParseIntError) -> Option<String> {
         e.kind(),
         IntErrorKind::PosOverflow | IntErrorKind::NegOverflow
     )
-    .then(|| format!("{raw:?} is out of range: an integer is 64 bits"))
+    .then(|| {
+        let raw = crate::error::quoted_excerpt(raw);
+        format!("{raw} is out of range: an integer is 64 bits")
+    })
 }
 
 /// An untyped parameter that is no integer: a float, a boolean, or else a string.
@@ -694,6 +699,23 @@ mod tests {
         let long = "x".repeat(100_000);
         let e = parse_param(&long, Some(ParamType::Int)).unwrap_err();
         assert!(e.len() < 400, "{} bytes", e.len());
+        // Nor a long number, in quotes or past 64 bits, typed or not (helper-130).
+        let digits = format!("4{}", "0".repeat(100_000));
+        for (raw, ty) in [
+            (
+                format!("\"{}\"", "0".repeat(100_000) + "4"),
+                Some(ParamType::Int),
+            ),
+            (
+                format!("\"0.{}1\"", "0".repeat(100_000)),
+                Some(ParamType::Float),
+            ),
+            (digits.clone(), Some(ParamType::Int)),
+            (digits, None),
+        ] {
+            let e = parse_param(&raw, ty).unwrap_err();
+            assert!(e.len() < 600, "{} bytes: {}", e.len(), &e[..600]);
+        }
         // Quotes within quotes are looked in once, not once a pair.
         let quotes = "\"".repeat(1_000_000);
         assert!(parse_param(&quotes, Some(ParamType::Int)).is_err());

@@ -2,7 +2,8 @@
 //! (`loci mcp`) and over streamable HTTP at `/mcp` on `loci serve`.
 //!
 //! Tools: `remember` (append an observation, or a whole event), `recall` (a context pack for a
-//! question), `query` (a saved or inline planner query with parameters), `timeline`,
+//! question), `query` (a saved or inline planner query with parameters, or with `explain` the
+//! plan it would run), `timeline`,
 //! `neighbours`, `context` (the prompt context of a turn). The saved queries are resources
 //! (`loci://queries/{name}`) whose contents give their parameters as a JSON schema. A tool that
 //! fails answers a tool error (`isError`) with the same message the HTTP route would give.
@@ -299,7 +300,7 @@ impl LociMcp {
     }
 
     #[tool(
-        description = "Run a planner query: a saved one by name (see the resources loci://queries/...) or query text, with parameters."
+        description = "Run a planner query: a saved one by name (see the resources loci://queries/...) or query text, with parameters; with explain, the plan it would run instead of its rows."
     )]
     async fn query(&self, Parameters(a): Parameters<QueryArgs>) -> CallToolResult {
         let state = self.state.clone();

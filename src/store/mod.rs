@@ -4387,6 +4387,10 @@ impl Store {
         self.scan_log_decoded(from, crate::codec::decode_event_without_digest, visit)
     }
 
+    /// Refuses a record whose body is another event's, as [`Store::event`] refuses it when
+    /// it reads one by number (a number missing is found by [`log::scan`], and one past the
+    /// last record by the open): a forgetting reads its candidates in such a pass, where it
+    /// had read each by number (helper-130).
     fn scan_log_decoded(
         &self,
         from: u64,
@@ -4398,7 +4402,17 @@ impl Store {
             if deleted.contains(&seq) {
                 return Ok(true);
             }
-            visit(decode(Table::Log.name(), v)?)
+            let ev = decode(Table::Log.name(), v)?;
+            if ev.seq != seq {
+                return Err(Error::Corrupt {
+                    table: Table::Log.name(),
+                    message: format!(
+                        "its record is event {}'s: a record's key is damaged",
+                        ev.seq
+                    ),
+                });
+            }
+            visit(ev)
         })
     }
 
