@@ -2419,25 +2419,35 @@ mod tests {
         assert_eq!(reading.replaced(|_| false), vec![2]);
     }
 
+    /// The summaries of `all` replaced as read from their index entries and the days'
+    /// children, and those [`live`] leaves out of them.
+    fn replaced_read_and_left_out_by_live(all: &[Placement]) -> (Vec<u64>, Vec<u64>) {
+        let live_seqs: BTreeSet<u64> = live(all.to_vec()).values().map(|p| p.seq).collect();
+        let left_out: BTreeSet<u64> = (all.iter().map(|p| p.seq))
+            .filter(|s| !live_seqs.contains(s))
+            .collect();
+        let entries = (all.iter())
+            .map(|p| SummaryEntry {
+                seq: p.seq,
+                level: p.level,
+                start: p.start,
+                end: p.end,
+            })
+            .collect();
+        let named: BTreeSet<(u64, u64)> = (all.iter())
+            .flat_map(|p| p.children.iter().map(|c| (p.seq, *c)))
+            .collect();
+        let read = IndexReading::of(entries).replaced(|p| named.contains(p));
+        (read, left_out.into_iter().collect())
+    }
+
     proptest::proptest! {
         /// The replaced summaries read from the index's entries and the children of the days
         /// in question are those [`live`] leaves out of the same summaries.
         #[test]
         fn the_replaced_summaries_are_what_live_leaves_out(all in arbitrary_hierarchy()) {
-            let live_seqs: BTreeSet<u64> = live(all.clone()).values().map(|p| p.seq).collect();
-            let expected: Vec<u64> = (all.iter().map(|p| p.seq))
-                .filter(|s| !live_seqs.contains(s))
-                .collect::<BTreeSet<u64>>()
-                .into_iter()
-                .collect();
-            let entries = (all.iter())
-                .map(|p| SummaryEntry { seq: p.seq, level: p.level, start: p.start, end: p.end })
-                .collect();
-            let named: BTreeSet<(u64, u64)> = (all.iter())
-                .flat_map(|p| p.children.iter().map(|c| (p.seq, *c)))
-                .collect();
-            let replaced = IndexReading::of(entries).replaced(|p| named.contains(p));
-            proptest::prop_assert_eq!(replaced, expected);
+            let (read, expected) = replaced_read_and_left_out_by_live(&all);
+            proptest::prop_assert_eq!(read, expected);
         }
 
         /// helper-127 (session 56): with a summary under a second key of the index too (a
@@ -2459,20 +2469,8 @@ mod tests {
                     all.push(copy);
                 }
             }
-            let live_seqs: BTreeSet<u64> = live(all.clone()).values().map(|p| p.seq).collect();
-            let expected: Vec<u64> = (all.iter().map(|p| p.seq))
-                .filter(|s| !live_seqs.contains(s))
-                .collect::<BTreeSet<u64>>()
-                .into_iter()
-                .collect();
-            let entries = (all.iter())
-                .map(|p| SummaryEntry { seq: p.seq, level: p.level, start: p.start, end: p.end })
-                .collect();
-            let named: BTreeSet<(u64, u64)> = (all.iter())
-                .flat_map(|p| p.children.iter().map(|c| (p.seq, *c)))
-                .collect();
-            let replaced = IndexReading::of(entries).replaced(|p| named.contains(p));
-            proptest::prop_assert_eq!(replaced, expected);
+            let (read, expected) = replaced_read_and_left_out_by_live(&all);
+            proptest::prop_assert_eq!(read, expected);
         }
     }
 
