@@ -338,14 +338,16 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
         n => format!(" and {n} earlier forgettings' records"),
     };
     outln!(
-        "forgot {} of {} evictable events{replaced}: {} -> {} events held (budget {}); the store's files {} -> {} bytes",
+        "forgot {} of {} evictable events{replaced}: {} -> {} events held (budget {}); the store's files {} -> {} bytes long, {} -> {} on disk",
         r.evicted,
         r.evictable,
         r.events_before,
         r.events_after,
         a.budget,
         r.bytes_before,
-        r.bytes_after
+        r.bytes_after,
+        r.allocated_before,
+        r.allocated_after
     );
     if r.over_budget {
         outln!(

@@ -132,6 +132,13 @@ pub struct ForgetReport {
     /// `loci compact`).
     pub bytes_before: u64,
     pub bytes_after: u64,
+    /// What the store directory's files take on disk before and after: redb grows its file
+    /// ahead of use, so a forgetting of 800,000 events took its length from 715 MB to 1.39
+    /// GB while its allocated bytes went from 696 to 719 MB.
+    #[serde(default)]
+    pub allocated_before: u64,
+    #[serde(default)]
+    pub allocated_after: u64,
     /// The budget could not be met: too little is evictable.
     pub over_budget: bool,
     /// Sequence number of the deletion event (0 when nothing was evicted).
@@ -185,10 +192,12 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     let mut report = ForgetReport {
         events_before: store.events_held(),
         bytes_before: store.disk_bytes(),
+        allocated_before: store.disk_bytes_allocated(),
         ..ForgetReport::default()
     };
     report.events_after = report.events_before;
     report.bytes_after = report.bytes_before;
+    report.allocated_after = report.allocated_before;
     if report.events_before <= opts.budget {
         return Ok(report);
     }
@@ -202,6 +211,7 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     report.seq = deletion.seq;
     report.events_after = store.events_held();
     report.bytes_after = store.disk_bytes();
+    report.allocated_after = store.disk_bytes_allocated();
     Ok(report)
 }
 
