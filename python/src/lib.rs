@@ -253,10 +253,7 @@ impl Store {
         let asked = match (name, query) {
             (Some(name), None) => {
                 let Some(q) = self.queries.get(name) else {
-                    return Err(NotFoundError::new_err(format!(
-                        "no saved query {}",
-                        loci::error::quoted_excerpt(name)
-                    )));
+                    return Err(NotFoundError::new_err(self.queries.unknown(name)));
                 };
                 let args = q
                     .args_from_json(&params)

@@ -58,6 +58,10 @@ def test_ingest_is_atomic_and_errors_are_exceptions(store):
 
     with pytest.raises(loci.NotFoundError):
         store.run("no_such_query")
+    # As the CLI and the server answer a misspelled name: with the name meant, and those saved.
+    with pytest.raises(loci.NotFoundError) as e:
+        store.run("neighbours", params={"node": "bot"})
+    assert 'did you mean "neighbors"?' in str(e.value) and "find_trade" in str(e.value), e.value
     with pytest.raises(loci.InputError):
         store.run(query="MATCH (n RETURN n")
     with pytest.raises(loci.InputError):
