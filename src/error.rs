@@ -12,7 +12,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum Error {
     /// A line of an input file could not be used. `line` is 1-based; 0 for a fault of the
     /// whole file (one without edges), which names no line.
-    #[error("{file}{}: {field}: {message}", if *line == 0 { String::new() } else { format!(":{line}") })]
+    #[error("{}{}: {field}: {message}", shown_path(std::path::Path::new(file)), if *line == 0 { String::new() } else { format!(":{line}") })]
     Input {
         file: String,
         line: usize,

@@ -733,6 +733,23 @@ fn run_explain_prints_the_plan_the_parameters_decide() {
         err.contains("$x is given, but the query does not use it"),
         "{err}"
     );
+    // A LIMIT the run refuses is refused by the plan too (helper-129: it showed a plan the
+    // run then refused): a parameter or a literal, which it can tell without the store.
+    for (query, given) in [
+        ("MATCH (a) RETURN a.key LIMIT $n", "n=\"3\""),
+        ("MATCH (a) RETURN a.key LIMIT $n", "n=-3"),
+        ("MATCH (a) RETURN a.key LIMIT -1", ""),
+    ] {
+        let mut args = vec!["run", "--query", query, "--explain"];
+        if !given.is_empty() {
+            args.extend(["--param", given]);
+        }
+        let err = fails(&args, 3);
+        assert!(
+            err.contains("LIMIT takes a non-negative integer"),
+            "{query} {given}: {err}"
+        );
+    }
     // Nothing ran: no use was recorded.
     assert_eq!(std::fs::read(store.join("data.redb")).unwrap(), before);
     // No store is read, so none need be given (helper-128); a run still needs one.
@@ -4275,6 +4292,16 @@ fn a_store_path_that_would_not_read_as_itself_is_quoted() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("store {:?}: ", p(&inner))), "{err}");
+    // So is an input file's, in a refusal of one of its lines, and a file `world` cannot
+    // write (helper-129: "error: bad.jsonl  :1: json: ...").
+    let store = empty_store(tmp.path());
+    let bad = tmp.path().join("bad.jsonl  ");
+    std::fs::write(&bad, "{not json\n").unwrap();
+    let err = fails(&["ingest", "--store", p(&store), p(&bad)], 3);
+    assert!(err.contains(&format!("{:?}:1: ", p(&bad))), "{err}");
+    let out = tmp.path().join("dir  ").join("none").join("x.jsonl");
+    let err = fails(&["world", "--out", p(&out)], 4);
+    assert!(err.contains(&format!("{:?}", p(&out))), "{err}");
 }
 
 /// An error message is written with the characters that would move or reorder the terminal's

@@ -47,7 +47,7 @@ fn emit(report: &impl serde::Serialize, how: &ReportArgs) -> Result<()> {
     };
     if let Some(path) = &how.out {
         std::fs::write(path, serde_json::to_string_pretty(&v)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+            .with_context(|| format!("writing {}", loci::error::shown_path(path)))?;
     }
     printed
 }
@@ -55,7 +55,8 @@ fn emit(report: &impl serde::Serialize, how: &ReportArgs) -> Result<()> {
 /// Writes one JSON object per line.
 fn write_json_lines<T: serde::Serialize>(path: &Path, rows: &[T]) -> Result<()> {
     use std::io::Write;
-    let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let f = std::fs::File::create(path)
+        .with_context(|| format!("creating {}", loci::error::shown_path(path)))?;
     let mut w = std::io::BufWriter::new(f);
     let written = rows
         .iter()
@@ -64,7 +65,7 @@ fn write_json_lines<T: serde::Serialize>(path: &Path, rows: &[T]) -> Result<()> 
             writeln!(w)
         })
         .and_then(|()| w.flush());
-    written.with_context(|| format!("writing {}", path.display()))
+    written.with_context(|| format!("writing {}", loci::error::shown_path(path)))
 }
 
 /// Refuses, before a benchmark runs for minutes, an output file whose directory does not exist
@@ -96,8 +97,8 @@ fn check_outputs(b: &BenchCommand) -> Result<()> {
             fail!(
                 Code::NotFound,
                 "cannot write {}: the directory {} does not exist",
-                path.display(),
-                dir.display()
+                loci::error::shown_path(path),
+                loci::error::shown_path(dir)
             );
         }
         // A bench runs for minutes, and its report is written at the end: a path it cannot
@@ -106,7 +107,7 @@ fn check_outputs(b: &BenchCommand) -> Result<()> {
             fail!(
                 Code::BadInput,
                 "cannot write {}: it is a directory, expected a file",
-                path.display()
+                loci::error::shown_path(path)
             );
         }
         // A file that is there is opened to append (which changes nothing); a FIFO or a
@@ -120,7 +121,8 @@ fn check_outputs(b: &BenchCommand) -> Result<()> {
             Err(_) => tempfile::NamedTempFile::new_in(dir).map(drop),
         };
         if let Err(e) = writable {
-            fail!(Code::BadInput, "cannot write {}: {e}", path.display());
+            let path = loci::error::shown_path(path);
+            fail!(Code::BadInput, "cannot write {path}: {e}");
         }
     }
     Ok(())

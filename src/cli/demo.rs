@@ -28,7 +28,7 @@ pub fn world(a: WorldArgs) -> Result<Code> {
                 "glimpses": w.glimpses,
             });
             std::fs::write(&path, serde_json::to_string_pretty(&truth)?)
-                .with_context(|| format!("writing {}", path.display()))?;
+                .with_context(|| format!("writing {}", loci::error::shown_path(&path)))?;
         }
         statusln!(
             "wrote {} (sightings) to {}",
@@ -45,7 +45,7 @@ pub fn world(a: WorldArgs) -> Result<Code> {
     write_events(&a.out, &w.events)?;
     if let Some(path) = a.answers {
         std::fs::write(&path, serde_json::to_string_pretty(&w.truth)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+            .with_context(|| format!("writing {}", loci::error::shown_path(&path)))?;
     }
     statusln!(
         "wrote {} to {}",
@@ -65,7 +65,7 @@ fn shown(path: &Path) -> String {
     if is_stdout(path) {
         "standard output".into()
     } else {
-        path.display().to_string()
+        loci::error::shown_path(path)
     }
 }
 
@@ -74,7 +74,8 @@ fn write_events(path: &Path, events: &[loci::EventDraft]) -> Result<()> {
         Box::new(super::output::stdout())
     } else {
         Box::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+            std::fs::File::create(path)
+                .with_context(|| format!("creating {}", loci::error::shown_path(path)))?,
         )
     };
     let mut w = std::io::BufWriter::new(out);
@@ -86,7 +87,7 @@ fn write_events(path: &Path, events: &[loci::EventDraft]) -> Result<()> {
     if is_stdout(path) {
         return Ok(written?);
     }
-    written.with_context(|| format!("writing {}", path.display()))
+    written.with_context(|| format!("writing {}", loci::error::shown_path(path)))
 }
 
 fn ok(good: bool) -> &'static str {

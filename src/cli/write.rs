@@ -43,7 +43,10 @@ fn kept_raw_note(kept_raw: &[ingest::Unextracted]) -> Option<String> {
     let first: Vec<String> = kept_raw
         .iter()
         .take(3)
-        .map(|u| format!("{}:{}: {}", u.file, u.line, u.why))
+        .map(|u| {
+            let file = loci::error::shown_path(std::path::Path::new(&u.file));
+            format!("{file}:{}: {}", u.line, u.why)
+        })
         .collect();
     let n = kept_raw.len() as u64;
     Some(format!(

@@ -1137,6 +1137,46 @@ fn num_op(a: &Val, b: &Val, f: impl Fn(f64, f64) -> f64) -> Val {
 
 /// A value refused (by LIMIT, by SEARCH), as its user wrote it (not as Rust's `Debug` prints
 /// it).
+/// LIMIT's value `v` as a count of rows, refused unless a non-negative integer.
+fn limit_of(v: Val, plan: &Plan) -> Result<usize, QueryError> {
+    match v {
+        Val::Int(n) if n >= 0 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+        other => Err(super::plan::plan_err_at(
+            plan.limit_at,
+            format!(
+                "LIMIT takes a non-negative integer, got {}",
+                as_written(&other)
+            ),
+        )),
+    }
+}
+
+/// Refuses the LIMIT a run would refuse where the plan tells it without a store (a literal
+/// or a parameter given): `--explain` had shown the plan of a query its run then refused.
+pub(crate) fn check_known_limit(
+    plan: &Plan,
+    params: &HashMap<String, Val>,
+) -> Result<(), QueryError> {
+    let known = match &plan.limit {
+        Some(Expr::Param(p)) => params.get(p).cloned(),
+        Some(Expr::Lit(Literal::Int(n))) => Some(Val::Int(*n)),
+        Some(Expr::Lit(Literal::Float(f))) => Some(Val::Float(*f)),
+        Some(Expr::Lit(Literal::Str(s))) => Some(Val::Str(s.clone())),
+        Some(Expr::Lit(Literal::Bool(b))) => Some(Val::Bool(*b)),
+        Some(Expr::Lit(Literal::Null)) => Some(Val::Null),
+        Some(Expr::Neg(e)) => match **e {
+            Expr::Lit(Literal::Int(n)) => Some(Val::Int(n.saturating_neg())),
+            Expr::Lit(Literal::Float(f)) => Some(Val::Float(-f)),
+            _ => None,
+        },
+        _ => None,
+    };
+    match known {
+        Some(v) => limit_of(v, plan).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
 fn as_written(v: &Val) -> String {
     match v {
         Val::Null => "null".into(),
@@ -2253,18 +2293,7 @@ pub fn execute(
         used: Vec::new(),
     };
     let limit = match &plan.limit {
-        Some(e) => match ctx.eval(e, &[])? {
-            Val::Int(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
-            other => {
-                return Err(super::plan::plan_err_at(
-                    plan.limit_at,
-                    format!(
-                        "LIMIT takes a non-negative integer, got {}",
-                        as_written(&other)
-                    ),
-                ))
-            }
-        },
+        Some(e) => Some(limit_of(ctx.eval(e, &[])?, plan)?),
         None => None,
     };
     let aggregates = plan.returns.iter().any(|(_, e)| is_aggregate(e));

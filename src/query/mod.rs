@@ -391,10 +391,12 @@ impl Prepared {
                 }
                 None => None,
             };
-        Ok(match decided {
+        let plan = match decided {
             Some(plan) => std::borrow::Cow::Owned(plan),
             None => std::borrow::Cow::Borrowed(&self.plan),
-        })
+        };
+        exec::check_known_limit(&plan, params).map_err(|e| e.placed_in(&self.text))?;
+        Ok(plan)
     }
 }
 
