@@ -351,7 +351,7 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
     );
     if r.over_budget {
         outln!(
-            "still over budget: the rest is pinned, not yet summarised, or summaries at the top"
+            "still over budget: the rest is pinned, not yet summarised, or summaries at the top (a week summary goes once the rest of its week has: another forget may go further)"
         );
     }
     if r.evicted > 0 {

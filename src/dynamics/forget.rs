@@ -96,7 +96,7 @@ impl RetentionPolicy {
 }
 
 /// Options of [`forget`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ForgetOptions {
     /// Events the store may hold (not counting deleted ones).
@@ -104,19 +104,6 @@ pub struct ForgetOptions {
     pub policy: RetentionPolicy,
     /// "Now" for recency (default: the latest event's time).
     pub now: Option<i64>,
-    /// Most rounds of choice and deletion (see [`forget`]; default [`MAX_ROUNDS`], at least 1).
-    pub max_rounds: usize,
-}
-
-impl Default for ForgetOptions {
-    fn default() -> Self {
-        ForgetOptions {
-            budget: 0,
-            policy: RetentionPolicy::default(),
-            now: None,
-            max_rounds: MAX_ROUNDS,
-        }
-    }
 }
 
 impl ForgetOptions {
@@ -124,15 +111,6 @@ impl ForgetOptions {
         ForgetOptions {
             budget,
             ..ForgetOptions::default()
-        }
-    }
-
-    /// At most `rounds` rounds: one leaves the week summaries whose other events it evicted,
-    /// holding the gist of what went (as a forgetting did before it took rounds).
-    pub fn in_rounds(self, rounds: usize) -> Self {
-        ForgetOptions {
-            max_rounds: rounds,
-            ..self
         }
     }
 }
@@ -206,13 +184,6 @@ fn refuse_bad_options(opts: &ForgetOptions) -> Result<()> {
 
 /// Evicts the lowest-retention evictable events until the store holds at most `budget`
 /// events (the deletion event included), or nothing evictable is left.
-///
-/// In rounds, each a choice and its deletion: a week summary may go only once nothing else of
-/// its week is left, which a choice reads before its deletion, so a round leaves the weeks
-/// whose other events it evicted (at 272k events, `--budget 1` ended at 7,165 events where a
-/// second run went on to 60). Another round is chosen while the last evicted something and
-/// the store is still over budget, at most [`ForgetOptions::max_rounds`]; each round's deletion event
-/// replaces the round's before, so the log keeps one.
 pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     refuse_bad_options(opts)?;
     // No deletion commits between the choice of events, which reads the log, and their
@@ -227,45 +198,22 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
     report.events_after = report.events_before;
     report.bytes_after = report.bytes_before;
     report.allocated_after = report.allocated_before;
-    for round in 0..opts.max_rounds.max(1) {
-        if report.events_after <= opts.budget {
-            break;
-        }
-        let mut this = ForgetReport {
-            events_before: report.events_after,
-            ..ForgetReport::default()
-        };
-        // The choice's state (every evictable event, the support of every belief) is
-        // dropped before the deletion, which replays the log and indexes again: it had been
-        // held through both.
-        let chosen = choose_evictions(store, opts, &mut this)?;
-        // What is evictable now: what earlier rounds evicted, and what this one could.
-        report.evictable = report.evicted + this.evictable;
-        report.over_budget = this.over_budget;
-        let Some(chosen) = chosen else {
-            break;
-        };
-        // An earlier forgetting's record is replaced in the first round; a later round's
-        // replaces the round's before, which is no earlier forgetting.
-        if round == 0 {
-            report.replaced = this.replaced;
-        }
-        report.evicted += this.evicted;
-        let request = DeleteRequest::events(chosen);
-        let deletion = store.delete_in_turn(&turn, &request, Reason::Forget)?;
-        report.seq = deletion.seq;
-        report.events_after = store.events_held();
+    if report.events_before <= opts.budget {
+        return Ok(report);
     }
-    report.over_budget = report.events_after > opts.budget;
+    // The choice's state (every evictable event, the support of every belief) is dropped
+    // before the deletion, which replays the log and indexes again: it had been held
+    // through both.
+    let Some(chosen) = choose_evictions(store, opts, &mut report)? else {
+        return Ok(report);
+    };
+    let deletion = store.delete_in_turn(&turn, &DeleteRequest::events(chosen), Reason::Forget)?;
+    report.seq = deletion.seq;
+    report.events_after = store.events_held();
     report.bytes_after = store.disk_bytes();
     report.allocated_after = store.disk_bytes_allocated();
     Ok(report)
 }
-
-/// Most rounds of choice and deletion one forgetting takes ([`forget`]): a round frees the
-/// weeks whose events the one before evicted, and the summaries of the levels above a week
-/// are none, so a second round is the last that finds much.
-pub const MAX_ROUNDS: usize = 4;
 
 /// The events a forgetting evicts, with the earlier forgettings' deletion events it replaces
 /// (`None`: nothing to evict); fills in `report`'s counts.
