@@ -12,7 +12,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum Error {
     /// A line of an input file could not be used. `line` is 1-based; 0 for a fault of the
     /// whole file (one without edges), which names no line.
-    #[error("{}{}: {field}: {message}", shown_path(std::path::Path::new(file)), if *line == 0 { String::new() } else { format!(":{line}") })]
+    #[error("{}{}: {field}: {message}", shown_file(file), if *line == 0 { String::new() } else { format!(":{line}") })]
     Input {
         file: String,
         line: usize,
@@ -333,6 +333,16 @@ pub fn shown_path(path: &std::path::Path) -> String {
         quoted_excerpt(text)
     } else {
         text.to_string()
+    }
+}
+
+/// An input's name (a file's, or a stand-in such as `<stdin>` or `request`) as a message shows
+/// it: as [`shown_path`] shows a path, and none at all as nothing, where an event came from
+/// no named input (an MCP `remember`), not as `""`.
+pub fn shown_file(file: &str) -> String {
+    match file {
+        "" => String::new(),
+        file => shown_path(std::path::Path::new(file)),
     }
 }
 

@@ -670,7 +670,7 @@ impl SourceBatch {
         at: Option<usize>,
     ) -> Error {
         let origin = self.origins.get(i);
-        let line_of = |o: &Origin| format!("{}:{}", o.file, o.line);
+        let line_of = |o: &Origin| format!("{}:{}", crate::error::shown_file(&o.file), o.line);
         let place = match at.and_then(|j| self.origins.get(j)) {
             Some(o) => format!("made at {}", line_of(o)),
             None => "in the store".to_string(),
@@ -748,7 +748,11 @@ impl SourceBatch {
                     let earlier = if earlier.file == at.file {
                         format!("line {}", earlier.line)
                     } else {
-                        format!("{}:{}", earlier.file, earlier.line)
+                        format!(
+                            "{}:{}",
+                            crate::error::shown_file(&earlier.file),
+                            earlier.line
+                        )
                     };
                     return Err(Error::Input {
                         file: at.file.clone(),

@@ -739,6 +739,9 @@ fn run_explain_prints_the_plan_the_parameters_decide() {
         ("MATCH (a) RETURN a.key LIMIT $n", "n=\"3\""),
         ("MATCH (a) RETURN a.key LIMIT $n", "n=-3"),
         ("MATCH (a) RETURN a.key LIMIT -1", ""),
+        ("MATCH (a) RETURN a.key LIMIT -$n", "n=3"),
+        // The negation of i64::MIN is null to a run, as to the plan (helper-131).
+        ("MATCH (a) RETURN a.key LIMIT --9223372036854775808", ""),
     ] {
         let mut args = vec!["run", "--query", query, "--explain"];
         if !given.is_empty() {

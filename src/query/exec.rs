@@ -1135,8 +1135,6 @@ fn num_op(a: &Val, b: &Val, f: impl Fn(f64, f64) -> f64) -> Val {
     }
 }
 
-/// A value refused (by LIMIT, by SEARCH), as its user wrote it (not as Rust's `Debug` prints
-/// it).
 /// LIMIT's value `v` as a count of rows, refused unless a non-negative integer.
 fn limit_of(v: Val, plan: &Plan) -> Result<usize, QueryError> {
     match v {
@@ -1164,9 +1162,15 @@ pub(crate) fn check_known_limit(
         Some(Expr::Lit(Literal::Str(s))) => Some(Val::Str(s.clone())),
         Some(Expr::Lit(Literal::Bool(b))) => Some(Val::Bool(*b)),
         Some(Expr::Lit(Literal::Null)) => Some(Val::Null),
-        Some(Expr::Neg(e)) => match **e {
-            Expr::Lit(Literal::Int(n)) => Some(Val::Int(n.saturating_neg())),
+        // As the run negates (`checked_neg`: the negation of i64::MIN is null).
+        Some(Expr::Neg(e)) => match &**e {
+            Expr::Lit(Literal::Int(n)) => Some(n.checked_neg().map_or(Val::Null, Val::Int)),
             Expr::Lit(Literal::Float(f)) => Some(Val::Float(-f)),
+            Expr::Param(p) => params.get(p).map(|v| match v {
+                Val::Int(n) => n.checked_neg().map_or(Val::Null, Val::Int),
+                Val::Float(f) => Val::Float(-f),
+                _ => Val::Null,
+            }),
             _ => None,
         },
         _ => None,
@@ -1177,6 +1181,8 @@ pub(crate) fn check_known_limit(
     }
 }
 
+/// A value refused (by LIMIT, by SEARCH), as its user wrote it (not as Rust's `Debug` prints
+/// it).
 fn as_written(v: &Val) -> String {
     match v {
         Val::Null => "null".into(),
