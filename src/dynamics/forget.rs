@@ -774,8 +774,12 @@ struct EdgeClaim {
 
 impl Claims {
     fn of(ev: &Event, keys: &mut Keys) -> Claims {
-        let mut nodes = Vec::new();
-        let mut edges = Vec::new();
+        // Made as long as they will be, so that boxing them moves nothing: the pass makes
+        // the claims of every event of the log, not only the candidates' (helper-130).
+        let count =
+            |upserts: fn(&Assertion) -> bool| ev.assertions.iter().filter(|a| upserts(a)).count();
+        let mut nodes = Vec::with_capacity(count(|a| matches!(a, Assertion::UpsertNode(_))));
+        let mut edges = Vec::with_capacity(count(|a| matches!(a, Assertion::UpsertEdge(_))));
         for a in &ev.assertions {
             match a {
                 Assertion::UpsertNode(up) => nodes.push(NodeClaim {
