@@ -17,6 +17,7 @@
 //! the next. Stores of format 2 and before hold whole records only, which read as they are.
 
 use crate::error::{Error, Result};
+use crate::model::Event;
 use crate::storage::{Backend, Table, WriteBatch};
 
 /// The longest record kept whole, and the length of each chunk of a longer one.
@@ -41,6 +42,18 @@ pub(crate) fn at_event(seq: u64) -> impl FnOnce(Error) -> Error {
         },
         e => e,
     }
+}
+
+/// Refuses `ev`, decoded from the record under `seq`, when it is another event: a record's
+/// key is damaged. Both a read by number and a pass over the log ask it.
+pub(crate) fn is_the_record_of(seq: u64, ev: Event) -> Result<Event> {
+    if ev.seq != seq {
+        return Err(corrupt(format!(
+            "its record is event {}'s: a record's key is damaged",
+            ev.seq
+        )));
+    }
+    Ok(ev)
 }
 
 /// The key of a chunk.

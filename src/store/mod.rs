@@ -4359,14 +4359,9 @@ impl Store {
             };
         };
         let ev = decode(Table::Log.name(), &v)
+            .and_then(|ev| log::is_the_record_of(seq, ev))
             .map_err(log::at_event(seq))
             .map_err(|e| crate::storage::corrupt_in_file(e, &file()))?;
-        if ev.seq != seq {
-            return Err(damaged(format!(
-                "event {seq}: its record is event {}'s: a record's key is damaged",
-                ev.seq
-            )));
-        }
         Ok(Some(ev))
     }
 
@@ -4402,17 +4397,7 @@ impl Store {
             if deleted.contains(&seq) {
                 return Ok(true);
             }
-            let ev = decode(Table::Log.name(), v)?;
-            if ev.seq != seq {
-                return Err(Error::Corrupt {
-                    table: Table::Log.name(),
-                    message: format!(
-                        "its record is event {}'s: a record's key is damaged",
-                        ev.seq
-                    ),
-                });
-            }
-            visit(ev)
+            visit(log::is_the_record_of(seq, decode(Table::Log.name(), v)?)?)
         })
     }
 
