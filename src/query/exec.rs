@@ -336,6 +336,17 @@ impl EventEntry {
 }
 
 impl Val {
+    /// A literal of the query text as a query value.
+    fn from_literal(l: &Literal) -> Val {
+        match l {
+            Literal::Null => Val::Null,
+            Literal::Bool(b) => Val::Bool(*b),
+            Literal::Int(i) => Val::Int(*i),
+            Literal::Float(f) => Val::Float(*f),
+            Literal::Str(s) => Val::Str(s.clone()),
+        }
+    }
+
     /// A parameter or property value as a query value.
     pub fn from_value(v: &Value) -> Val {
         match v {
@@ -644,13 +655,7 @@ impl<'a> Ctx<'a> {
 
     fn eval(&mut self, e: &Expr, row: &[Val]) -> Result<Val, QueryError> {
         Ok(match e {
-            Expr::Lit(l) => match l {
-                Literal::Null => Val::Null,
-                Literal::Bool(b) => Val::Bool(*b),
-                Literal::Int(i) => Val::Int(*i),
-                Literal::Float(f) => Val::Float(*f),
-                Literal::Str(s) => Val::Str(s.clone()),
-            },
+            Expr::Lit(l) => Val::from_literal(l),
             Expr::Param(p) => self
                 .params
                 .get(p)
@@ -674,11 +679,7 @@ impl<'a> Ctx<'a> {
                 Some(b) => Val::Bool(!b),
                 None => Val::Null,
             },
-            Expr::Neg(x) => match self.eval(x, row)? {
-                Val::Int(i) => i.checked_neg().map_or(Val::Null, Val::Int),
-                Val::Float(f) => Val::Float(-f),
-                _ => Val::Null,
-            },
+            Expr::Neg(x) => negated(self.eval(x, row)?),
             Expr::IsNull(x, negated) => Val::Bool((self.eval(x, row)? == Val::Null) != *negated),
             Expr::Bin(BinOp::In, a, b) if self.in_set(b).is_some() => {
                 let a = self.eval(a, row)?;
@@ -1135,6 +1136,15 @@ fn num_op(a: &Val, b: &Val, f: impl Fn(f64, f64) -> f64) -> Val {
     }
 }
 
+/// `-v`: null for what is no number, and for the negation of `i64::MIN`, which has none.
+fn negated(v: Val) -> Val {
+    match v {
+        Val::Int(i) => i.checked_neg().map_or(Val::Null, Val::Int),
+        Val::Float(f) => Val::Float(-f),
+        _ => Val::Null,
+    }
+}
+
 /// LIMIT's value `v` as a count of rows, refused unless a non-negative integer.
 fn limit_of(v: Val, plan: &Plan) -> Result<usize, QueryError> {
     match v {
@@ -1155,25 +1165,16 @@ pub(crate) fn check_known_limit(
     plan: &Plan,
     params: &HashMap<String, Val>,
 ) -> Result<(), QueryError> {
-    let known = match &plan.limit {
-        Some(Expr::Param(p)) => params.get(p).cloned(),
-        Some(Expr::Lit(Literal::Int(n))) => Some(Val::Int(*n)),
-        Some(Expr::Lit(Literal::Float(f))) => Some(Val::Float(*f)),
-        Some(Expr::Lit(Literal::Str(s))) => Some(Val::Str(s.clone())),
-        Some(Expr::Lit(Literal::Bool(b))) => Some(Val::Bool(*b)),
-        Some(Expr::Lit(Literal::Null)) => Some(Val::Null),
-        // As the run negates (`checked_neg`: the negation of i64::MIN is null).
-        Some(Expr::Neg(e)) => match &**e {
-            Expr::Lit(Literal::Int(n)) => Some(n.checked_neg().map_or(Val::Null, Val::Int)),
-            Expr::Lit(Literal::Float(f)) => Some(Val::Float(-f)),
-            Expr::Param(p) => params.get(p).map(|v| match v {
-                Val::Int(n) => n.checked_neg().map_or(Val::Null, Val::Int),
-                Val::Float(f) => Val::Float(-f),
-                _ => Val::Null,
-            }),
-            _ => None,
-        },
+    // Evaluated as the run evaluates them (`Val::from_literal`, `negated`).
+    let known = |e: &Expr| match e {
+        Expr::Param(p) => params.get(p).cloned(),
+        Expr::Lit(l) => Some(Val::from_literal(l)),
         _ => None,
+    };
+    let known = match &plan.limit {
+        Some(Expr::Neg(e)) => known(e).map(negated),
+        Some(e) => known(e),
+        None => None,
     };
     match known {
         Some(v) => limit_of(v, plan).map(|_| ()),
