@@ -325,8 +325,8 @@ pub fn shown_path(path: &std::path::Path) -> String {
     };
     let blank_at_an_end =
         |name: &str| name.starts_with(char::is_whitespace) || name.ends_with(char::is_whitespace);
+    // The first and last names hold the path's own ends.
     let odd = text.is_empty()
-        || blank_at_an_end(text)
         || text.split(std::path::is_separator).any(blank_at_an_end)
         || text.chars().any(crate::text::breaks_a_line_or_its_order);
     if odd {

@@ -43,10 +43,7 @@ fn kept_raw_note(kept_raw: &[ingest::Unextracted]) -> Option<String> {
     let first: Vec<String> = kept_raw
         .iter()
         .take(3)
-        .map(|u| {
-            let file = loci::error::shown_path(std::path::Path::new(&u.file));
-            format!("{file}:{}: {}", u.line, u.why)
-        })
+        .map(|u| format!("{}:{}: {}", loci::error::shown_file(&u.file), u.line, u.why))
         .collect();
     let n = kept_raw.len() as u64;
     Some(format!(
