@@ -742,6 +742,8 @@ fn run_explain_prints_the_plan_the_parameters_decide() {
         ("MATCH (a) RETURN a.key LIMIT -$n", "n=3"),
         // The negation of i64::MIN is null to a run, as to the plan (helper-131).
         ("MATCH (a) RETURN a.key LIMIT --9223372036854775808", ""),
+        // Any negated literal, as the run negates it: a string's negation is null.
+        ("MATCH (a) RETURN a.key LIMIT -'x'", ""),
     ] {
         let mut args = vec!["run", "--query", query, "--explain"];
         if !given.is_empty() {
