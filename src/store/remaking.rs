@@ -28,7 +28,10 @@
 //!
 //! A fact a deleted retraction had ended lives again, and the summaries over the events that
 //! asserted it restate it. Where forgetting took such an event and every summary over it, a
-//! forgotten one is made again for it ([`revived_groups`]).
+//! forgotten one is made again for it ([`revived_groups`]). So too for an edge whose last
+//! restatement the deletion takes without making it again (a summary the user names), where
+//! forgotten events still give it: forgetting took their summaries once that one restated it
+//! ([`Store::givers_of_orphaned_edges`]).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -156,7 +159,8 @@ impl Store {
             request,
             &taken.chain,
         )?;
-        let revived = revived_groups(before, targets, taken, (&groups, &plans));
+        let orphaned = self.givers_of_orphaned_edges(before, (targets, gone), taken, &plans)?;
+        let revived = revived_groups(before, targets, taken, (&groups, &plans), orphaned);
         // Most deletions revive nothing: no second reading of the chain's origins.
         if !revived.is_empty() {
             plans.extend(self.plans(
@@ -669,7 +673,9 @@ fn live_edges_at(
 /// summary that stays or is made again holds the event that asserted it (`plans`): forgetting
 /// took the event and then, with nothing else of its period left, its summary (the fact, then
 /// retracted, rested on nothing). With the retraction deleted the fact lives again in the log
-/// without it, and the store has nothing else to restate it from.
+/// without it, and the store has nothing else to restate it from. The same for each edge
+/// `orphaned` names (forgotten events asserting an edge whose last restatement the deletion
+/// takes: [`Store::givers_of_orphaned_edges`]).
 ///
 /// For each such event, of the day and week summaries over its time that forgetting took (not
 /// a user) and that hold it, the one of the lowest level, the latest of that level, is made
@@ -687,19 +693,17 @@ fn revived_groups(
     targets: &BTreeMap<u64, i64>,
     taken: &Taken,
     (groups, plans): (&[Group], &[Plan<'_>]),
+    orphaned: Orphaned,
 ) -> Vec<Group> {
-    let Some(carriers) = &taken.carriers else {
-        return Vec::new();
-    };
     let in_plans: BTreeSet<u64> = plans
         .iter()
         .flat_map(|p| p.covered.iter().copied())
         .collect();
     // Each forgotten event whose fact the deletion revives, with its time and those facts.
-    let mut revived: BTreeMap<u64, (i64, BTreeSet<String>)> = BTreeMap::new();
-    for ended in carriers.ended_by_seeds() {
+    let mut revived = orphaned.givers;
+    for ended in taken.carriers.iter().flat_map(|c| c.ended_by_seeds()) {
         let forgotten = before.deleted.contains(&ended.seq) && !targets.contains_key(&ended.seq);
-        if !forgotten || in_plans.contains(&ended.seq) {
+        if !forgotten {
             continue;
         }
         let subjects = (ended.subjects.iter())
@@ -710,10 +714,17 @@ fn revived_groups(
             .or_insert((ended.ts, BTreeSet::new()));
         entry.1.extend(subjects);
     }
-    revived.retain(|_, (_, subjects)| !subjects.is_empty());
+    revived.retain(|seq, (_, subjects)| !subjects.is_empty() && !in_plans.contains(seq));
     if revived.is_empty() {
         return Vec::new();
     }
+    let deleted_by_user = |seq: u64| {
+        orphaned.user_deleted.contains(&seq)
+            || taken
+                .carriers
+                .as_ref()
+                .is_some_and(|c| c.deleted_by_user(seq))
+    };
     let chain = &taken.chain;
     let staying = |seq: u64| !before.deleted.contains(&seq) && !targets.contains_key(&seq);
     // A summary that stays restates what the events it holds gave.
@@ -737,7 +748,7 @@ fn revived_groups(
     let candidate = |l: &&SummaryLink| {
         l.level != Level::Episode
             && before.deleted.contains(&l.seq)
-            && !carriers.deleted_by_user(l.seq)
+            && !deleted_by_user(l.seq)
             && !ranges.contains(&range(l))
             && l.start <= l.end
             && times.range(l.start..=l.end).next().is_some()
@@ -745,7 +756,7 @@ fn revived_groups(
     let mut best: BTreeMap<u64, &SummaryLink> = BTreeMap::new();
     for link in chain.iter().filter(candidate) {
         let (covered, _) = coverage(&index, link.seq);
-        if covered.iter().any(|s| carriers.deleted_by_user(*s)) {
+        if covered.iter().any(|s| deleted_by_user(*s)) {
             continue;
         }
         for seq in covered.iter().filter(|s| revived.contains_key(s)) {
@@ -772,6 +783,97 @@ fn revived_groups(
             revives: subjects.into_iter().collect(),
         })
         .collect()
+}
+
+/// The forgotten events asserting an edge whose last restatement a deletion takes
+/// ([`Store::givers_of_orphaned_edges`]), each with its world time and those edges (their
+/// subject texts); and the events users deleted, when any such event was looked for.
+#[derive(Default)]
+struct Orphaned {
+    givers: BTreeMap<u64, (i64, BTreeSet<String>)>,
+    user_deleted: BTreeSet<u64>,
+}
+
+impl Store {
+    /// The forgotten events (not those a user deleted, nor this deletion's) asserting an edge
+    /// that a summary this deletion takes and does not make again restated, where every event
+    /// supporting the edge before the deletion is one it takes and none is made again
+    /// (`plans`). Forgetting took those events, and then the summaries over them, once that
+    /// summary restated the edge from a later event: a user's deletion of it (made again only
+    /// for forgotten events it alone held, deleted with it) took the edge, which the events
+    /// left still give. A forgotten summary over one of them is made again for it
+    /// ([`revived_groups`]).
+    ///
+    /// The cost, where no edge is left so (most deletions): a read of each summary taken and
+    /// not made again, and a lookup of each edge it restated. Otherwise one reading of the
+    /// log's forgotten records.
+    fn givers_of_orphaned_edges(
+        &self,
+        before: &State,
+        (targets, gone): (&BTreeMap<u64, i64>, &BTreeMap<u64, i64>),
+        taken: &Taken,
+        plans: &[Plan<'_>],
+    ) -> Result<Orphaned> {
+        let made_again: BTreeSet<u64> = (plans.iter())
+            .flat_map(|p| p.group.members.iter().copied())
+            .collect();
+        let summaries: BTreeSet<u64> = taken.chain.iter().map(|l| l.seq).collect();
+        let taken_here = |seq: &u64| targets.contains_key(seq) || gone.contains_key(seq);
+        let mut orphans: BTreeSet<String> = BTreeSet::new();
+        for seq in (targets.keys()).filter(|s| summaries.contains(s) && !made_again.contains(s)) {
+            let Some(summary) = self.raw_event(*seq)? else {
+                continue;
+            };
+            for a in &summary.assertions {
+                let Assertion::UpsertEdge(up) = a else {
+                    continue;
+                };
+                let left_without = before
+                    .edge_by_keys(&up.from, &up.relation, &up.to)
+                    .is_some_and(|edge| {
+                        (edge.evidence.iter()).all(|e| taken_here(e) && !made_again.contains(e))
+                    });
+                if left_without {
+                    orphans.insert(deletion::edge_subject(&up.from, &up.relation, &up.to));
+                }
+            }
+        }
+        if orphans.is_empty() {
+            return Ok(Orphaned::default());
+        }
+        let user_deleted = self.user_deleted()?;
+        let forgotten = |seq: u64| {
+            before.deleted.contains(&seq) && !taken_here(&seq) && !user_deleted.contains(&seq)
+        };
+        let mut givers: BTreeMap<u64, (i64, BTreeSet<String>)> = BTreeMap::new();
+        let from = before.deleted.first().copied().unwrap_or(1);
+        super::log::scan(&*self.backend, from, &mut |seq, v| {
+            if !forgotten(seq) {
+                return Ok(true);
+            }
+            let (_, kind) = crate::codec::peek_event_kind(super::Table::Log.name(), v)?;
+            if kind == consolidate::SUMMARY || kind == deletion::TOMBSTONE {
+                return Ok(true);
+            }
+            let ev = super::decode_event(super::Table::Log.name(), v)?;
+            if !summarised(&ev) {
+                return Ok(true);
+            }
+            let edges: BTreeSet<String> = (ev.assertions.iter())
+                .filter(|a| matches!(a, Assertion::UpsertEdge(_)))
+                .filter_map(deletion::subject_upserted)
+                .filter(|s| orphans.contains(s))
+                .collect();
+            if !edges.is_empty() {
+                givers.insert(seq, (ev.ts, edges));
+            }
+            Ok(true)
+        })?;
+        Ok(Orphaned {
+            givers,
+            user_deleted,
+        })
+    }
 }
 
 /// Whether assertion `a` upserts a node, or an edge with an end, that `graph` does not hold.
