@@ -412,9 +412,9 @@ impl Notes {
         }
     }
 
-    /// Forgets down to `budget`, and again: the second run finds the week summaries the first
-    /// left alone in their weeks, and forgets them (deleting a summary then lost a belief that
-    /// only a forgotten week's records held).
+    /// Forgets down to `budget`, and again, as a user may: a run of one round left the week
+    /// summaries alone in their weeks, which a second forgot (deleting a summary then lost a
+    /// belief that only a forgotten week's records held); a forgetting now takes rounds.
     fn forget(&self, budget: u8) {
         let opts = ForgetOptions::with_budget(u64::from(budget));
         let (_, f) = forget::consolidate_then_forget(&self.store, Some(DAY), &opts).unwrap();

@@ -191,6 +191,41 @@ fn a_later_forgetting_counts_what_it_evicted_apart_from_what_it_replaced() {
     assert_verifies(&store);
 }
 
+/// helper-129 (session 57): a week summary may go only once nothing else of its week is left,
+/// which the choice reads before its deletion, so one forgetting left the weeks whose events
+/// it evicted: on the 272k-event store `--budget 1` ended at 7,165 events, "still over
+/// budget", and a second run went on to 60. A forgetting chooses again while the store is
+/// still over budget and its last round left a week summary alone in its week.
+#[test]
+fn one_forgetting_goes_as_far_as_forgetting_again_would() {
+    for backend in BackendKind::ALL {
+        let config = WorldConfig {
+            seed: 7,
+            scale: 1,
+            days: 100,
+        };
+        let (_dir, store) = world_store(backend, config, |_| true);
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        let first = forget::forget(&store, &ForgetOptions::with_budget(1)).unwrap();
+        assert!(
+            first.evicted > 0 && first.over_budget && first.rounds >= 2,
+            "{backend}: {first:?}"
+        );
+        assert_eq!(first.round_failed, None, "{backend}");
+        assert!(first.evicted <= first.evictable, "{backend}: {first:?}");
+        // One deletion record comes, and the rounds' own replace one another.
+        assert_eq!(
+            first.events_before - first.events_after,
+            (first.evicted + first.replaced) as u64 - 1,
+            "{backend}: {first:?}"
+        );
+        assert_eq!(first.events_after, held(&store), "{backend}");
+        let again = forget::forget(&store, &ForgetOptions::with_budget(1)).unwrap();
+        assert_eq!(again.evicted, 0, "{backend}: {first:?} then {again:?}");
+        assert_verifies(&store);
+    }
+}
+
 #[test]
 fn detail_goes_before_gist_then_the_lowest_retention_and_the_open_day_never() {
     let dir = tempfile::tempdir().unwrap();
@@ -1869,7 +1904,12 @@ fn a_week_summarised_again_after_forgetting_counts_every_day_it_covers() {
                 .unwrap()
                 .text
         };
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        forget::consolidate_then_forget(
+            &store,
+            Some(100),
+            &ForgetOptions::with_budget(2).in_rounds(1),
+        )
+        .unwrap();
         assert!(
             week0(&store).contains("2 events over 2 days"),
             "{backend}: {}",
@@ -1877,8 +1917,12 @@ fn a_week_summarised_again_after_forgetting_counts_every_day_it_covers() {
         );
         for (late, expected) in [(250, "3 events over 3 days"), (350, "4 events over 4 days")] {
             store.ingest(vec![noted(late, 0.3, vec![])]).unwrap();
-            forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2))
-                .unwrap();
+            forget::consolidate_then_forget(
+                &store,
+                Some(100),
+                &ForgetOptions::with_budget(2).in_rounds(1),
+            )
+            .unwrap();
             assert!(
                 week0(&store).contains(expected),
                 "{backend}: {}",
@@ -1922,7 +1966,12 @@ fn a_summary_made_again_keeps_no_line_of_the_deleted_event_after_a_rename() {
                 noted(1410, 0.3, vec![]),
             ])
             .unwrap();
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        forget::consolidate_then_forget(
+            &store,
+            Some(100),
+            &ForgetOptions::with_budget(2).in_rounds(1),
+        )
+        .unwrap();
         assert!(store.event(2).unwrap().is_none(), "{backend}");
         store.ingest(vec![named(1420, "Zed", None)]).unwrap();
         assert!(summary_texts(&store).iter().any(|t| t.contains("docks")));
@@ -2004,7 +2053,12 @@ fn a_summary_made_again_keeps_its_number_in_the_stores_days() {
                 noted(2810, 0.3, vec![]),
             ])
             .unwrap();
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        forget::consolidate_then_forget(
+            &store,
+            Some(100),
+            &ForgetOptions::with_budget(2).in_rounds(1),
+        )
+        .unwrap();
         let r = store.delete(&loci::DeleteRequest::events([2])).unwrap();
         assert!(!r.summaries_made_again.is_empty(), "{backend}: {r:?}");
         let week = consolidate::summaries(&store)
@@ -2045,7 +2099,12 @@ fn a_summary_made_again_keeps_its_forgotten_children() {
                 noted(1410, 0.3, vec![]),
             ])
             .unwrap();
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        forget::consolidate_then_forget(
+            &store,
+            Some(100),
+            &ForgetOptions::with_budget(2).in_rounds(1),
+        )
+        .unwrap();
         assert!(store.event(3).unwrap().is_none(), "{backend}");
         store.delete(&loci::DeleteRequest::events([2])).unwrap();
         let day0 = consolidate::summaries(&store)
@@ -2161,7 +2220,12 @@ fn deleting_a_week_summary_takes_the_forgotten_events_only_it_held() {
                 noted(2110, 0.3, vec![]),
             ])
             .unwrap();
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        forget::consolidate_then_forget(
+            &store,
+            Some(100),
+            &ForgetOptions::with_budget(2).in_rounds(1),
+        )
+        .unwrap();
         let week0 = consolidate::summaries(&store)
             .unwrap()
             .into_iter()
@@ -2487,7 +2551,12 @@ fn deleting_what_made_a_node_again_takes_it_from_a_summary_made_again_later() {
         let twins = Twins::new(backend);
         twins.ingest(events());
         let (store, reference) = (&twins.store, &twins.reference);
-        forget::consolidate_then_forget(store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        forget::consolidate_then_forget(
+            store,
+            Some(100),
+            &ForgetOptions::with_budget(2).in_rounds(1),
+        )
+        .unwrap();
         assert!(
             store.event(2).unwrap().is_none(),
             "{backend}: the secret is forgotten"
@@ -2752,7 +2821,12 @@ fn deleting_a_compacted_note_takes_the_summary_that_folded_its_line_in() {
                 noted(2110, 0.3, vec![]),
             ])
             .unwrap();
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        forget::consolidate_then_forget(
+            &store,
+            Some(100),
+            &ForgetOptions::with_budget(2).in_rounds(1),
+        )
+        .unwrap();
         assert!(
             store.event(2).unwrap().is_none(),
             "{backend}: the secret is forgotten"
@@ -2760,7 +2834,12 @@ fn deleting_a_compacted_note_takes_the_summary_that_folded_its_line_in() {
         store.ingest(vec![noted(1150, 0.3, vec![])]).unwrap();
         // Week 1 made again with the late note's day, folding the one before in; that one is
         // forgotten, the late day's summary stays.
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(6)).unwrap();
+        forget::consolidate_then_forget(
+            &store,
+            Some(100),
+            &ForgetOptions::with_budget(6).in_rounds(1),
+        )
+        .unwrap();
         assert!(
             summary_texts(&store).iter().any(|t| t.contains("a secret")),
             "{backend}: a summary holds the secret"
@@ -2960,7 +3039,12 @@ fn deleting_a_retraction_brings_back_a_belief_whose_summary_was_made_again_after
         let twins = Twins::new(backend);
         twins.ingest(events());
         let store = &twins.store;
-        forget::consolidate_then_forget(store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        forget::consolidate_then_forget(
+            store,
+            Some(100),
+            &ForgetOptions::with_budget(2).in_rounds(1),
+        )
+        .unwrap();
         assert!(store.event(2).unwrap().is_none(), "{backend}: forgotten");
         twins.delete_and_compare(&loci::DeleteRequest::events([3]), backend);
         let beliefs = twins.delete_and_compare(&loci::DeleteRequest::events([4]), backend);
@@ -2989,7 +3073,12 @@ fn an_edge_of_a_live_event_stays_when_the_summary_that_made_its_end_is_made_agai
                 noted(1410, 0.3, vec![]),
             ])
             .unwrap();
-        forget::consolidate_then_forget(&store, Some(100), &ForgetOptions::with_budget(2)).unwrap();
+        forget::consolidate_then_forget(
+            &store,
+            Some(100),
+            &ForgetOptions::with_budget(2).in_rounds(1),
+        )
+        .unwrap();
         assert!(store.event(1).unwrap().is_none(), "{backend}: forgotten");
         // The open week: not summarised.
         store
@@ -3204,8 +3293,12 @@ fn a_summary_made_again_for_a_revived_belief_brings_back_nothing_a_user_deleted(
             noted(2110, 0.3, vec![]),
         ]);
         let forget = || {
-            forget::consolidate_then_forget(&twins.store, Some(100), &ForgetOptions::with_budget(3))
-                .unwrap()
+            forget::consolidate_then_forget(
+                &twins.store,
+                Some(100),
+                &ForgetOptions::with_budget(3).in_rounds(1),
+            )
+            .unwrap()
         };
         forget();
         twins.delete_and_compare(&loci::DeleteRequest::events([2]), backend);

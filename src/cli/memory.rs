@@ -349,9 +349,22 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
         r.allocated_before,
         r.allocated_after
     );
+    if r.rounds > 1 {
+        // A week summary may go only once the rest of its week has: a round frees those the
+        // one before emptied.
+        outln!(
+            "in {} rounds: each frees the week summaries the one before left alone in their weeks",
+            r.rounds
+        );
+    }
+    if let Some(why) = &r.round_failed {
+        outln!(
+            "a later round failed, and the rounds before it stand: {why} (another forget may go further)"
+        );
+    }
     if r.over_budget {
         outln!(
-            "still over budget: the rest is pinned, not yet summarised, or summaries at the top (a week summary goes once the rest of its week has: another forget may go further)"
+            "still over budget: what is left is pinned, not yet summarised, the last support of a belief, what the working memory rests on, or a week summary beside such a remnant of its week"
         );
     }
     if r.evicted > 0 {

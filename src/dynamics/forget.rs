@@ -96,7 +96,7 @@ impl RetentionPolicy {
 }
 
 /// Options of [`forget`].
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct ForgetOptions {
     /// Events the store may hold (not counting deleted ones).
@@ -104,6 +104,19 @@ pub struct ForgetOptions {
     pub policy: RetentionPolicy,
     /// "Now" for recency (default: the latest event's time).
     pub now: Option<i64>,
+    /// Most rounds of choice and deletion (see [`forget`]; default [`MAX_ROUNDS`], at least 1).
+    pub max_rounds: usize,
+}
+
+impl Default for ForgetOptions {
+    fn default() -> Self {
+        ForgetOptions {
+            budget: 0,
+            policy: RetentionPolicy::default(),
+            now: None,
+            max_rounds: MAX_ROUNDS,
+        }
+    }
 }
 
 impl ForgetOptions {
@@ -111,6 +124,15 @@ impl ForgetOptions {
         ForgetOptions {
             budget,
             ..ForgetOptions::default()
+        }
+    }
+
+    /// At most `rounds` rounds: one leaves the week summaries whose other events it evicted,
+    /// holding the gist of what went (as a forgetting did before it took rounds).
+    pub fn in_rounds(self, rounds: usize) -> Self {
+        ForgetOptions {
+            max_rounds: rounds,
+            ..self
         }
     }
 }
@@ -141,6 +163,12 @@ pub struct ForgetReport {
     pub allocated_after: u64,
     /// The budget could not be met: too little is evictable.
     pub over_budget: bool,
+    /// Rounds of choice and deletion that evicted something ([`forget`]).
+    #[serde(default)]
+    pub rounds: usize,
+    /// Why a round after the first failed, ending the rounds: those before it stand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_failed: Option<String>,
     /// Sequence number of the deletion event (0 when nothing was evicted).
     pub seq: u64,
 }
@@ -184,7 +212,38 @@ fn refuse_bad_options(opts: &ForgetOptions) -> Result<()> {
 
 /// Evicts the lowest-retention evictable events until the store holds at most `budget`
 /// events (the deletion event included), or nothing evictable is left.
+///
+/// In rounds, each a choice and its deletion: a week summary may go only once nothing else of
+/// its week is left, which a choice reads before its deletion, so a round leaves the weeks
+/// whose other events it evicted (at 272k events, `--budget 1` ended at 7,165 events where a
+/// second run went on to 60). Another round is chosen while the store is still over budget
+/// and the last round left a week summary alone in its week that was not evictable before it
+/// (nothing else becomes evictable by a deletion: the choice already released what each
+/// eviction frees), at most [`ForgetOptions::max_rounds`]. Each round's deletion event
+/// replaces the round's before, so the log keeps one. A round after the first that fails
+/// ends the rounds, and the report says why ([`ForgetReport::round_failed`]): the rounds
+/// before it are committed, each deletion atomic, and the store is as a forgetting of fewer
+/// rounds would leave it.
 pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
+    forget_in_rounds(store, opts, forget_round)
+}
+
+/// What a round of [`forget`] is given: the store, the options, the turn at deleting it holds,
+/// the week summaries the last round found evictable, and the report so far.
+type Round<'a, 's> = (
+    &'a Store,
+    &'a ForgetOptions,
+    &'a crate::store::DeletionTurn<'s>,
+    &'a mut Option<BTreeSet<u64>>,
+    &'a mut ForgetReport,
+);
+
+/// [`forget`], each round by `round` ([`forget_round`]; a test's may fail one).
+fn forget_in_rounds(
+    store: &Store,
+    opts: &ForgetOptions,
+    mut round: impl FnMut(Round<'_, '_>) -> Result<bool>,
+) -> Result<ForgetReport> {
     refuse_bad_options(opts)?;
     // No deletion commits between the choice of events, which reads the log, and their
     // deletion.
@@ -196,37 +255,87 @@ pub fn forget(store: &Store, opts: &ForgetOptions) -> Result<ForgetReport> {
         ..ForgetReport::default()
     };
     report.events_after = report.events_before;
-    report.bytes_after = report.bytes_before;
-    report.allocated_after = report.allocated_before;
-    if report.events_before <= opts.budget {
-        return Ok(report);
+    let mut weeks_seen: Option<BTreeSet<u64>> = None;
+    while report.rounds < opts.max_rounds.max(1) && report.events_after > opts.budget {
+        let first = report.rounds == 0;
+        match round((store, opts, &turn, &mut weeks_seen, &mut report)) {
+            Ok(true) => report.rounds += 1,
+            Ok(false) => break,
+            Err(e) if first => return Err(e),
+            Err(e) => {
+                tracing::warn!(round = report.rounds + 1, error = %e, "a later round of forgetting failed; the rounds before it stand");
+                report.round_failed = Some(e.to_string());
+                break;
+            }
+        }
     }
-    // The choice's state (every evictable event, the support of every belief) is dropped
-    // before the deletion, which replays the log and indexes again: it had been held
-    // through both.
-    let Some(chosen) = choose_evictions(store, opts, &mut report)? else {
-        return Ok(report);
-    };
-    let deletion = store.delete_in_turn(&turn, &DeleteRequest::events(chosen), Reason::Forget)?;
-    report.seq = deletion.seq;
-    report.events_after = store.events_held();
+    report.over_budget = report.events_after > opts.budget;
     report.bytes_after = store.disk_bytes();
     report.allocated_after = store.disk_bytes_allocated();
     Ok(report)
 }
+
+/// One round of [`forget`]: chooses what to evict and deletes it, adding to `report`; `false`
+/// when it evicted nothing. A round after the first chooses only when the one before left a
+/// week summary evictable that `weeks_seen` (the evictable week summaries the last round
+/// found) lacks: else it would find what the last one could not evict.
+fn forget_round((store, opts, turn, weeks_seen, report): Round<'_, '_>) -> Result<bool> {
+    let gists = evictable_gists(store)?;
+    let weeks: BTreeSet<u64> = (gists.iter())
+        .filter(|(_, g)| **g == Gist::Week)
+        .map(|(seq, _)| *seq)
+        .collect();
+    if weeks_seen
+        .as_ref()
+        .is_some_and(|seen| weeks.is_subset(seen))
+    {
+        return Ok(false);
+    }
+    *weeks_seen = Some(weeks);
+    let mut this = ForgetReport {
+        events_before: report.events_after,
+        ..ForgetReport::default()
+    };
+    // The choice's state (every evictable event, the support of every belief) is dropped
+    // before the deletion, which replays the log and indexes again: it had been held
+    // through both.
+    let chosen = choose_evictions(store, opts, gists, &mut this)?;
+    // What is evictable now: what earlier rounds evicted, and what this one could.
+    report.evictable = report.evicted + this.evictable;
+    let Some(chosen) = chosen else {
+        return Ok(false);
+    };
+    // An earlier forgetting's record is replaced in the first round; a later round's
+    // replaces the round's before, which is no earlier forgetting.
+    if report.rounds == 0 {
+        report.replaced = this.replaced;
+    }
+    let deletion = store.delete_in_turn(turn, &DeleteRequest::events(chosen), Reason::Forget)?;
+    report.evicted += this.evicted;
+    report.seq = deletion.seq;
+    report.events_after = store.events_held();
+    Ok(true)
+}
+
+/// Most rounds of choice and deletion one forgetting takes ([`forget`]): a round frees the
+/// weeks whose events the one before evicted, and there is no level above a week, so a
+/// third round finds nothing new and stops before its choice.
+pub const MAX_ROUNDS: usize = 4;
 
 /// The events a forgetting evicts, with the earlier forgettings' deletion events it replaces
 /// (`None`: nothing to evict); fills in `report`'s counts.
 fn choose_evictions(
     store: &Store,
     opts: &ForgetOptions,
+    gists: BTreeMap<u64, Gist>,
     report: &mut ForgetReport,
 ) -> Result<Option<BTreeSet<u64>>> {
     let now = match opts.now {
         Some(n) => n,
         None => store.latest_event_time()?.unwrap_or(0),
     };
-    let (candidates, mut support) = candidates_and_support(store, now, opts.policy.belief_floor)?;
+    let (candidates, mut support) =
+        candidates_and_support(store, gists, now, opts.policy.belief_floor)?;
     report.evictable = candidates.len();
     // One more record comes in: the deletion event.
     let excess = (report.events_before + 1 - opts.budget) as usize;
@@ -272,10 +381,10 @@ fn choose_evictions(
 /// and no candidate is read again by number (955,000 point reads at 980k events).
 fn candidates_and_support(
     store: &Store,
+    gists: BTreeMap<u64, Gist>,
     now: i64,
     floor: f32,
 ) -> Result<(Vec<Candidate>, Support)> {
-    let gists = evictable_gists(store)?;
     let mut rests_on = crate::dynamics::working::RestsOn::default();
     let mut candidates = Vec::with_capacity(gists.len());
     let support = Support::of_beliefs(store, now, floor, |ev, claims| {
@@ -1284,7 +1393,9 @@ mod tests {
         .unwrap();
         let now = store.latest_event_time().unwrap().unwrap();
         let policy = RetentionPolicy::default();
-        let (candidates, _) = candidates_and_support(&store, now, policy.belief_floor).unwrap();
+        let gists = evictable_gists(&store).unwrap();
+        let (candidates, _) =
+            candidates_and_support(&store, gists, now, policy.belief_floor).unwrap();
         let mut scored: Vec<(Gist, OrderedFloat<f64>, u64)> = candidates
             .iter()
             .map(|c| {
@@ -1311,6 +1422,66 @@ mod tests {
             held_somewhere,
             "no limit left an event held: the test tests nothing"
         );
+    }
+
+    /// A store of 100 world days, consolidated: one forgetting of it to a budget of 1 takes
+    /// more than one round (the week summaries go once their weeks are empty).
+    fn consolidated_world() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), crate::storage::BackendKind::Redb).unwrap();
+        let w = crate::world::generate(&crate::world::WorldConfig {
+            seed: 7,
+            scale: 1,
+            days: 100,
+        });
+        store.ingest(w.events).unwrap();
+        let rules = crate::dynamics::consolidate::RuleSummarizer;
+        crate::dynamics::consolidate::consolidate(&store, &rules, &Default::default()).unwrap();
+        (dir, store)
+    }
+
+    /// A round after the first that fails ends the rounds, and the report says why: the first
+    /// round's deletion stands (the events it evicted are gone, and replay says the same),
+    /// where an error had hidden that anything was forgotten. A first round's failure is the
+    /// forgetting's.
+    #[test]
+    fn a_later_round_that_fails_leaves_the_rounds_before_it_and_says_why() {
+        let (_dir, store) = consolidated_world();
+        let opts = ForgetOptions::with_budget(1);
+        let before = store.events_held();
+        let report = forget_in_rounds(&store, &opts, |r| {
+            if r.4.rounds == 0 {
+                forget_round(r)
+            } else {
+                Err(Error::InvalidArgument {
+                    name: "round".into(),
+                    message: "injected".into(),
+                })
+            }
+        })
+        .unwrap();
+        assert_eq!(report.rounds, 1, "{report:?}");
+        assert!(
+            report
+                .round_failed
+                .as_deref()
+                .is_some_and(|w| w.contains("injected")),
+            "{report:?}"
+        );
+        assert!(report.evicted > 0 && report.over_budget, "{report:?}");
+        assert_eq!(report.events_after, store.events_held());
+        assert!(report.events_after < before, "{report:?}");
+        assert!(store.verify().unwrap().ok());
+
+        let (_dir, store) = consolidated_world();
+        let failed = forget_in_rounds(&store, &opts, |_| {
+            Err(Error::InvalidArgument {
+                name: "round".into(),
+                message: "injected".into(),
+            })
+        });
+        assert!(failed.is_err());
+        assert_eq!(store.events_held(), before);
     }
 
     /// Found by the session 35 probe: a pin's upsert counted as its node's support, so the
