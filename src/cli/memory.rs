@@ -16,7 +16,7 @@ use super::exit::fail;
 use super::exit::Code;
 use super::open;
 use super::open_for_reading;
-use super::output::{count, item_among, one_field, outln, print_json, JsonValuesFrom};
+use super::output::{count, errln, item_among, one_field, outln, print_json, JsonValuesFrom};
 
 /// `delete`: one deletion event for the listed events and nodes.
 pub fn delete(a: DeleteArgs) -> Result<Code> {
@@ -319,9 +319,20 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
     let mut opts = ForgetOptions::with_budget(a.budget);
     opts.now = a.now;
     let (c, r) = forgetting::consolidate_then_forget(&s, a.day, &opts)?;
+    // A later round that failed is a failure of the command, though the rounds before it
+    // stand: exit 8 after saying what they did.
+    let code = match &r.round_failed {
+        Some(_) => Code::Failure,
+        None => Code::Ok,
+    };
     if a.json {
         print_json(&serde_json::json!({"consolidated": c, "forget": r}))?;
-        return Ok(Code::Ok);
+        if let Some(why) = &r.round_failed {
+            errln!(
+                "error: a later round of forgetting failed, and the rounds before it stand: {why}"
+            );
+        }
+        return Ok(code);
     }
     if c.days + c.weeks > 0 {
         outln!(
@@ -357,14 +368,14 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
             r.rounds
         );
     }
-    if let Some(why) = &r.round_failed {
+    if r.over_budget && r.round_failed.is_none() {
+        let more = if r.rounds >= opts.max_rounds {
+            " (it stopped at its last round: another forget may go further)"
+        } else {
+            ""
+        };
         outln!(
-            "a later round failed, and the rounds before it stand: {why} (another forget may go further)"
-        );
-    }
-    if r.over_budget {
-        outln!(
-            "still over budget: what is left is pinned, not yet summarised, the last support of a belief, what the working memory rests on, or a week summary beside such a remnant of its week"
+            "still over budget: what is left is pinned, not yet summarised, the last support of a belief, what the working memory rests on, what withdraws something, bookkeeping, or a week summary beside such a remnant of its week{more}"
         );
     }
     if r.evicted > 0 {
@@ -374,7 +385,12 @@ pub fn forget(a: ForgetArgs) -> Result<Code> {
             "the evicted records stay in the store's files until `loci compact`, which gives their bytes back"
         );
     }
-    Ok(Code::Ok)
+    if let Some(why) = &r.round_failed {
+        errln!(
+            "error: a later round of forgetting failed, and the rounds before it stand (another forget may go further): {why}"
+        );
+    }
+    Ok(code)
 }
 
 /// `wm`: show working memory, or change it by one event.
