@@ -3835,3 +3835,46 @@ fn a_deletion_does_not_report_a_replaced_summarys_gist_as_gone() {
         assert_verifies(&store);
     }
 }
+
+/// helper-133 (session 58): a user's deletion of a summary after forgetting made forgotten day
+/// summaries again for the edges it had been the last to restate, and each restated all its
+/// day had held: 14 `DROPPED` edges forgetting had let fade came back for one deletion, and 7
+/// days were made again for an edge of effective confidence 3.7e-6. A deletion brings back no
+/// edge: the named summary is made again for the beliefs it was the last to restate, and it
+/// restated no faded edge.
+#[test]
+fn deleting_a_summary_after_forgetting_brings_back_no_edge_forgetting_let_fade() {
+    for backend in BackendKind::ALL {
+        // The smallest world tried where that build brought an edge back.
+        let config = WorldConfig {
+            seed: 7,
+            scale: 3,
+            days: 200,
+        };
+        let (_dir, store) = world_store(backend, config, |_| true);
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        forget::forget(&store, &ForgetOptions::with_budget(1)).unwrap();
+        let live: Vec<u64> = consolidate::summaries(&store)
+            .unwrap()
+            .iter()
+            .map(|s| s.seq)
+            .collect();
+        let mut deleted = 0;
+        for seq in live.into_iter().rev() {
+            let before = edges(&store, false);
+            // An earlier deletion may have taken it (a week above a day deleted).
+            if store.delete(&loci::DeleteRequest::events([seq])).is_err() {
+                continue;
+            }
+            deleted += 1;
+            let after = edges(&store, false);
+            let new: Vec<_> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+            assert!(
+                new.is_empty(),
+                "{backend}: deleting {seq} brought back {new:?}"
+            );
+        }
+        assert!(deleted > 3, "{backend}: {deleted} summaries deleted");
+        assert_verifies(&store);
+    }
+}

@@ -887,7 +887,12 @@ pub struct ConsolidateReport {
 /// Whether an event is experience to be summarised (not bookkeeping: summaries, uses,
 /// contexts, deletions, pins).
 pub fn summarised(ev: &Event) -> bool {
-    !NOT_SUMMARISED.contains(&ev.kind.as_str())
+    summarised_kind(&ev.kind)
+}
+
+/// [`summarised`] of an event of kind `kind` (read without decoding the event).
+pub fn summarised_kind(kind: &str) -> bool {
+    !NOT_SUMMARISED.contains(&kind)
 }
 
 /// Splits a day's events (in time order) into episodes.

@@ -28,10 +28,12 @@
 //!
 //! A fact a deleted retraction had ended lives again, and the summaries over the events that
 //! asserted it restate it. Where forgetting took such an event and every summary over it, a
-//! forgotten one is made again for it ([`revived_groups`]). So too for an edge whose last
-//! restatement the deletion takes without making it again (a summary the user names), where
-//! forgotten events still give it: forgetting took their summaries once that one restated it
-//! ([`Store::givers_of_orphaned_edges`]).
+//! forgotten one is made again for it ([`revived_groups`]).
+//!
+//! A summary the user names that was the last to restate a belief forgotten events still give
+//! (forgetting took their summaries once it restated it) is made again for it, as one the
+//! deletion takes is made again for what other periods gave
+//! ([`Store::named_keeping_beliefs`]).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -153,22 +155,18 @@ impl Store {
         first_seq: u64,
     ) -> Result<MadeAgain> {
         let groups = groups_to_make_again(before, targets, &taken.chain);
-        let mut plans = self.plans(
-            &groups,
-            (targets, gone, &before.deleted),
-            request,
-            &taken.chain,
-        )?;
-        let orphaned = self.givers_of_orphaned_edges(before, (targets, gone), taken, &plans)?;
-        let revived = revived_groups(before, targets, taken, (&groups, &plans), orphaned);
+        let seen = (targets, gone, &before.deleted);
+        let mut plans = self.plans(&groups, seen, request, &taken.chain, &BTreeSet::new())?;
+        let keep = self.named_keeping_beliefs(before, (targets, gone), request, taken, &plans)?;
+        // Most deletions keep no named summary: no second reading of the chain's origins.
+        if !keep.is_empty() {
+            plans = self.plans(&groups, seen, request, &taken.chain, &keep)?;
+        }
+        let revived = revived_groups(before, targets, taken, (&groups, &plans));
         // Most deletions revive nothing: no second reading of the chain's origins.
         if !revived.is_empty() {
-            plans.extend(self.plans(
-                &revived,
-                (targets, gone, &before.deleted),
-                request,
-                &taken.chain,
-            )?);
+            let none = BTreeSet::new();
+            plans.extend(self.plans(&revived, seen, request, &taken.chain, &none)?);
         }
         if plans.is_empty() {
             return Ok(MadeAgain::default());
@@ -310,13 +308,15 @@ impl Store {
     /// what only it held of other periods would go), nor one made from a deleted event whose record a compaction replaced (what
     /// it gave is no longer known), nor one above a summary taken and not made again (it
     /// would cover that summary's period, which the next consolidation summarises again).
-    /// `deleted`: the events deleted before this deletion.
+    /// `deleted`: the events deleted before this deletion. A named summary `keep` holds is made
+    /// again all the same ([`Store::named_keeping_beliefs`]).
     fn plans<'g>(
         &self,
         groups: &'g [Group],
         (targets, gone, deleted): (&BTreeMap<u64, i64>, &BTreeMap<u64, i64>, &BTreeSet<u64>),
         request: &DeleteRequest,
         chain: &[SummaryLink],
+        keep: &BTreeSet<u64>,
     ) -> Result<Vec<Plan<'g>>> {
         let index: BTreeMap<u64, &SummaryLink> = chain.iter().map(|l| (l.seq, l)).collect();
         let named: BTreeMap<u64, i64> = request
@@ -362,7 +362,11 @@ impl Store {
             let only_from_named =
                 from_named.contains_key(&group.latest) && !origins.contains_key(&group.latest);
             let is_named = group.members.iter().any(|m| named.contains_key(m));
-            let left_to_consolidation = if is_named {
+            let left_to_consolidation = if keep.contains(&group.latest) {
+                // The last to restate a belief forgotten events give
+                // ([`Store::named_keeping_beliefs`]).
+                false
+            } else if is_named {
                 // Its text goes, and the forgotten events only it held; one a live summary
                 // under it holds stays, and no consolidation summarises its period again from
                 // forgotten events: what they gave rested on this summary (an episode restates
@@ -673,9 +677,7 @@ fn live_edges_at(
 /// summary that stays or is made again holds the event that asserted it (`plans`): forgetting
 /// took the event and then, with nothing else of its period left, its summary (the fact, then
 /// retracted, rested on nothing). With the retraction deleted the fact lives again in the log
-/// without it, and the store has nothing else to restate it from. The same for each edge
-/// `orphaned` names (forgotten events asserting an edge whose last restatement the deletion
-/// takes: [`Store::givers_of_orphaned_edges`]).
+/// without it, and the store has nothing else to restate it from.
 ///
 /// For each such event, of the day and week summaries over its time that forgetting took (not
 /// a user) and that hold it, the one of the lowest level, the latest of that level, is made
@@ -693,17 +695,19 @@ fn revived_groups(
     targets: &BTreeMap<u64, i64>,
     taken: &Taken,
     (groups, plans): (&[Group], &[Plan<'_>]),
-    orphaned: Orphaned,
 ) -> Vec<Group> {
+    let Some(carriers) = &taken.carriers else {
+        return Vec::new();
+    };
     let in_plans: BTreeSet<u64> = plans
         .iter()
         .flat_map(|p| p.covered.iter().copied())
         .collect();
     // Each forgotten event whose fact the deletion revives, with its time and those facts.
-    let mut revived = orphaned.givers;
-    for ended in taken.carriers.iter().flat_map(|c| c.ended_by_seeds()) {
+    let mut revived: BTreeMap<u64, (i64, BTreeSet<String>)> = BTreeMap::new();
+    for ended in carriers.ended_by_seeds() {
         let forgotten = before.deleted.contains(&ended.seq) && !targets.contains_key(&ended.seq);
-        if !forgotten {
+        if !forgotten || in_plans.contains(&ended.seq) {
             continue;
         }
         let subjects = (ended.subjects.iter())
@@ -714,17 +718,10 @@ fn revived_groups(
             .or_insert((ended.ts, BTreeSet::new()));
         entry.1.extend(subjects);
     }
-    revived.retain(|seq, (_, subjects)| !subjects.is_empty() && !in_plans.contains(seq));
+    revived.retain(|_, (_, subjects)| !subjects.is_empty());
     if revived.is_empty() {
         return Vec::new();
     }
-    let deleted_by_user = |seq: u64| {
-        orphaned.user_deleted.contains(&seq)
-            || taken
-                .carriers
-                .as_ref()
-                .is_some_and(|c| c.deleted_by_user(seq))
-    };
     let chain = &taken.chain;
     let staying = |seq: u64| !before.deleted.contains(&seq) && !targets.contains_key(&seq);
     // A summary that stays restates what the events it holds gave.
@@ -748,7 +745,7 @@ fn revived_groups(
     let candidate = |l: &&SummaryLink| {
         l.level != Level::Episode
             && before.deleted.contains(&l.seq)
-            && !deleted_by_user(l.seq)
+            && !carriers.deleted_by_user(l.seq)
             && !ranges.contains(&range(l))
             && l.start <= l.end
             && times.range(l.start..=l.end).next().is_some()
@@ -756,7 +753,7 @@ fn revived_groups(
     let mut best: BTreeMap<u64, &SummaryLink> = BTreeMap::new();
     for link in chain.iter().filter(candidate) {
         let (covered, _) = coverage(&index, link.seq);
-        if covered.iter().any(|s| deleted_by_user(*s)) {
+        if covered.iter().any(|s| carriers.deleted_by_user(*s)) {
             continue;
         }
         for seq in covered.iter().filter(|s| revived.contains_key(s)) {
@@ -785,94 +782,162 @@ fn revived_groups(
         .collect()
 }
 
-/// The forgotten events asserting an edge whose last restatement a deletion takes
-/// ([`Store::givers_of_orphaned_edges`]), each with its world time and those edges (their
-/// subject texts); and the events users deleted, when any such event was looked for.
-#[derive(Default)]
-struct Orphaned {
-    givers: BTreeMap<u64, (i64, BTreeSet<String>)>,
-    user_deleted: BTreeSet<u64>,
-}
-
 impl Store {
-    /// The forgotten events (not those a user deleted, nor this deletion's) asserting an edge
-    /// that a summary this deletion takes and does not make again restated, where every event
-    /// supporting the edge before the deletion is one it takes and none is made again
-    /// (`plans`). Forgetting took those events, and then the summaries over them, once that
-    /// summary restated the edge from a later event: a user's deletion of it (made again only
-    /// for forgotten events it alone held, deleted with it) took the edge, which the events
-    /// left still give. A forgotten summary over one of them is made again for it
-    /// ([`revived_groups`]).
+    /// The summaries the request names that [`Store::plans`] left to consolidation (`plans`
+    /// lacks them) and that were the last to restate a belief (an edge of effective confidence
+    /// 0.5 or more, or at a pinned node) which a forgotten event still gives (not one a user
+    /// deleted, nor this deletion's): forgetting took that event, and the summaries over it,
+    /// once the named one restated the belief from a later event. Taken, the belief went,
+    /// though the log without the deleted events holds it (session 58: after two
+    /// forgettings, a week summary's deletion lost a belief the week before had given; a
+    /// price only a forgotten note gave went the same way). Each is made again, restating
+    /// what it restated and its events left give, as a summary the deletion takes is made
+    /// again for what other periods gave.
     ///
-    /// The cost, where no edge is left so (most deletions): a read of each summary taken and
-    /// not made again, and a lookup of each edge it restated. Otherwise one reading of the
-    /// log's forgotten records.
-    fn givers_of_orphaned_edges(
+    /// A belief is the last a summary restated when no event it leaves supports it, or those
+    /// that do give not every value the summaries restated ([`deletion::edge_values_folded`]).
+    /// Not one a summary made again supports: that one restates it as the events left give
+    /// it. Only beliefs: an edge gone stale fades with its last support, as forgetting lets it
+    /// (made again for such edges, forgotten days brought back 14 stale edges for one
+    /// deletion; helper-133).
+    ///
+    /// The cost, where no belief is left so (most deletions): a read of each named summary
+    /// left to consolidation, and a lookup of each edge it restated. Otherwise one reading of
+    /// the log's forgotten records.
+    fn named_keeping_beliefs(
         &self,
         before: &State,
         (targets, gone): (&BTreeMap<u64, i64>, &BTreeMap<u64, i64>),
+        request: &DeleteRequest,
         taken: &Taken,
         plans: &[Plan<'_>],
-    ) -> Result<Orphaned> {
+    ) -> Result<BTreeSet<u64>> {
         let made_again: BTreeSet<u64> = (plans.iter())
             .flat_map(|p| p.group.members.iter().copied())
             .collect();
-        let summaries: BTreeSet<u64> = taken.chain.iter().map(|l| l.seq).collect();
+        // The chain is in log order: a summary is found in it by a binary search.
+        let is_summary = |seq: &u64| taken.chain.binary_search_by_key(seq, |l| l.seq).is_ok();
         let taken_here = |seq: &u64| targets.contains_key(seq) || gone.contains_key(seq);
-        let mut orphans: BTreeSet<String> = BTreeSet::new();
-        for seq in (targets.keys()).filter(|s| summaries.contains(s) && !made_again.contains(s)) {
-            let Some(summary) = self.raw_event(*seq)? else {
-                continue;
-            };
-            for a in &summary.assertions {
+        // Each edge once, however many summaries restated it, with the values they restated
+        // of it, and those summaries.
+        let mut records = Vec::new();
+        for seq in (request.events.iter()).filter(|s| is_summary(s) && !made_again.contains(s)) {
+            records.extend(self.raw_event(*seq)?);
+        }
+        let mut restated: BTreeMap<(&str, &str, &str), BTreeSet<String>> = BTreeMap::new();
+        let mut restating: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+        for r in &records {
+            for a in &r.assertions {
+                // An edge at a node the request names goes with it: the forgotten events that
+                // asserted it name the node, and are deleted too.
                 let Assertion::UpsertEdge(up) = a else {
                     continue;
                 };
-                let left_without = before
-                    .edge_by_keys(&up.from, &up.relation, &up.to)
-                    .is_some_and(|edge| {
-                        (edge.evidence.iter()).all(|e| taken_here(e) && !made_again.contains(e))
-                    });
-                if left_without {
-                    orphans.insert(deletion::edge_subject(&up.from, &up.relation, &up.to));
+                if request.nodes.iter().any(|k| *k == up.from || *k == up.to) {
+                    continue;
                 }
+                let values = restated
+                    .entry((&up.from, &up.relation, &up.to))
+                    .or_default();
+                values.extend(deletion::edge_values_folded(up));
+                let subject = deletion::edge_subject(&up.from, &up.relation, &up.to);
+                restating.entry(subject).or_default().insert(r.seq);
+            }
+        }
+        let mut orphans: BTreeSet<String> = BTreeSet::new();
+        let decay = self.decay_policy();
+        let floor = crate::dynamics::forget::RetentionPolicy::default().belief_floor;
+        for ((from, relation, to), values) in restated {
+            let Some(edge) = before.edge_by_keys(from, relation, to) else {
+                continue;
+            };
+            // Only a belief, as forgetting keeps a belief's last support: an edge gone stale
+            // fades with its last support, and making summaries again for it brought back
+            // the stale edges their periods had (helper-133: 14 of them for one deletion).
+            let now = before.latest_ts.unwrap_or(edge.last_seen);
+            let pinned = before.adj.is_pinned(edge.from.0) || before.adj.is_pinned(edge.to.0);
+            let believed =
+                pinned || decay.effective(relation, edge.confidence, edge.last_seen, now) >= floor;
+            if !believed {
+                continue;
+            }
+            // A summary made again restates the edge as the events left give it. With no
+            // evidence (details a damaged snapshot lost) nothing says what the deletion
+            // leaves of it.
+            if edge.evidence.is_empty() || edge.evidence.iter().any(|e| made_again.contains(e)) {
+                continue;
+            }
+            let staying = (edge.evidence.iter()).filter(|e| !taken_here(e));
+            if !self.give_all_of(staying, (from, relation, to), values)? {
+                orphans.insert(deletion::edge_subject(from, relation, to));
             }
         }
         if orphans.is_empty() {
-            return Ok(Orphaned::default());
+            return Ok(BTreeSet::new());
         }
         let user_deleted = self.user_deleted()?;
         let forgotten = |seq: u64| {
             before.deleted.contains(&seq) && !taken_here(&seq) && !user_deleted.contains(&seq)
         };
-        let mut givers: BTreeMap<u64, (i64, BTreeSet<String>)> = BTreeMap::new();
+        // The orphans a forgotten event gives: else only deleted events did, and they go.
+        let mut given: BTreeSet<String> = BTreeSet::new();
         let from = before.deleted.first().copied().unwrap_or(1);
         super::log::scan(&*self.backend, from, &mut |seq, v| {
             if !forgotten(seq) {
                 return Ok(true);
             }
+            // Not a summary, nor a deletion record (a forgetting's, replaced by the next,
+            // lists every event it took): only raw events are read whole.
             let (_, kind) = crate::codec::peek_event_kind(super::Table::Log.name(), v)?;
-            if kind == consolidate::SUMMARY || kind == deletion::TOMBSTONE {
+            if !consolidate::summarised_kind(&kind) {
                 return Ok(true);
             }
             let ev = super::decode_event(super::Table::Log.name(), v)?;
-            if !summarised(&ev) {
-                return Ok(true);
-            }
-            let edges: BTreeSet<String> = (ev.assertions.iter())
+            let edges = (ev.assertions.iter())
                 .filter(|a| matches!(a, Assertion::UpsertEdge(_)))
                 .filter_map(deletion::subject_upserted)
-                .filter(|s| orphans.contains(s))
-                .collect();
-            if !edges.is_empty() {
-                givers.insert(seq, (ev.ts, edges));
-            }
-            Ok(true)
+                .filter(|s| orphans.contains(s));
+            given.extend(edges);
+            // Read on only while an orphan has no giver found yet.
+            Ok(given.len() < orphans.len())
         })?;
-        Ok(Orphaned {
-            givers,
-            user_deleted,
-        })
+        Ok((given.iter())
+            .filter_map(|edge| restating.get(edge))
+            .flatten()
+            .copied()
+            .collect())
+    }
+
+    /// Whether the events `seqs` (an edge's support that a deletion leaves) give every one of
+    /// `values` of edge `from -relation-> to` ([`deletion::edge_values_folded`]): none given
+    /// (no support left), the values a summary taken restated of it go, though forgotten
+    /// events may give them still. Reads the events until all are found.
+    fn give_all_of<'e>(
+        &self,
+        seqs: impl Iterator<Item = &'e u64>,
+        (from, relation, to): (&str, &str, &str),
+        mut values: BTreeSet<String>,
+    ) -> Result<bool> {
+        let mut any = false;
+        for seq in seqs {
+            let Some(ev) = self.raw_event(*seq)? else {
+                continue;
+            };
+            any = true;
+            for a in &ev.assertions {
+                if let Assertion::UpsertEdge(up) = a {
+                    if up.from == from && up.relation == relation && up.to == to {
+                        for v in deletion::edge_values_folded(up) {
+                            values.remove(&v);
+                        }
+                    }
+                }
+            }
+            if values.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(any && values.is_empty())
     }
 }
 
