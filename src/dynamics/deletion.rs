@@ -319,24 +319,6 @@ fn node_values(up: &crate::model::NodeUpsert) -> Vec<(Field, String)> {
 }
 
 /// Each value an edge upsert gives, with its field.
-/// The values an edge upsert gives ([`values_given`]), an upsert without a confidence giving
-/// the 1.0 the graph folds it to: what a summary restating the edge says is there once the
-/// edge is, so whether other events give all of it can be told.
-pub(crate) fn edge_values_folded(up: &crate::model::EdgeUpsert) -> Vec<String> {
-    let mut out: Vec<String> = edge_values(up).into_iter().map(|(_, v)| v).collect();
-    if up.confidence.is_none() {
-        let folded = crate::model::EdgeUpsert {
-            confidence: Some(1.0),
-            props: Default::default(),
-            valid_from: None,
-            valid_to: None,
-            ..up.clone()
-        };
-        out.extend(edge_values(&folded).into_iter().map(|(_, v)| v));
-    }
-    out
-}
-
 fn edge_values(up: &crate::model::EdgeUpsert) -> Vec<(Field, String)> {
     let of = |what: &str, value: &str| {
         format!(
