@@ -33,7 +33,7 @@
 //! A summary the user names that was the last to restate a belief forgotten events still give
 //! (forgetting took their summaries once it restated it) is made again for it, as one the
 //! deletion takes is made again for what other periods gave
-//! ([`Store::named_keeping_beliefs`]).
+//! ([`Store::keeping_beliefs`]).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
