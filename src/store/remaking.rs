@@ -806,15 +806,19 @@ impl Store {
     ///
     /// A summary is the last to restate a belief as it is when the events supporting it that
     /// the deletion leaves, folded in log order as replay folds them ([`Folded`]), give
-    /// another edge, or none. Not one a summary made again supports: that one restates it as
-    /// the events left give it. Only beliefs: an edge gone stale fades with its last
-    /// support, as forgetting lets it (made again for such edges, forgotten days brought back
-    /// 14 stale edges for one deletion; helper-133). The floor is forgetting's default.
+    /// another edge, or none, and the raw events the users' deletions and this one leave
+    /// (forgotten ones back) give yet another: else what went was only deleted events' doing.
+    /// Not one a summary made again supports: that one restates it as the events left give
+    /// it. Only beliefs: an edge gone stale fades with its last support, as forgetting lets it
+    /// (made again for such edges, forgotten days brought back 14 stale edges for one
+    /// deletion; helper-133). The floor is forgetting's default. Not the time it was last
+    /// seen, which the deletion of the latest summary restating it most often takes with the
+    /// events deleted; the belief may then fade sooner than the log without them says.
     ///
     /// The cost, where no belief is left so (most deletions): a read of each summary left to
     /// consolidation, and of the events each belief it restated rests on that the deletion
     /// leaves (through one view). Otherwise one reading of the log's raw records the users'
-    /// deletions leave, up to a giver of each such belief.
+    /// deletions leave.
     fn keeping_beliefs(
         &self,
         before: &State,
@@ -851,7 +855,9 @@ impl Store {
         }
         let decay = self.decay_policy();
         let floor = crate::dynamics::forget::RetentionPolicy::default().belief_floor;
-        let mut orphans: BTreeSet<String> = BTreeSet::new();
+        // Each belief the events supporting it that the deletion leaves give otherwise, with
+        // its ends and what those give.
+        let mut orphans: BTreeMap<String, ([String; 2], Folded)> = BTreeMap::new();
         for (from, relation, to) in restating.keys() {
             let Some(edge) = before.edge_by_keys(from, relation, to) else {
                 continue;
@@ -878,26 +884,35 @@ impl Store {
                         Assertion::UpsertEdge(up)
                             if up.from == *from && up.relation == *relation && up.to == *to =>
                         {
-                            folded.take(up, ev.ts)
+                            folded.take(up)
                         }
                         _ => {}
                     }
                 }
             }
             if !folded.gives(&edge) {
-                orphans.insert(deletion::edge_subject(from, relation, to));
+                let ends = [from.clone(), to.clone()];
+                orphans.insert(deletion::edge_subject(from, relation, to), (ends, folded));
             }
         }
         if orphans.is_empty() {
             return Ok(BTreeSet::new());
         }
-        // The orphans an event left gives: a forgotten one, or a live one whose assertion
-        // replay skipped for want of an end only forgotten events made (seed 23: `bot HOME
-        // n1` after a forgotten note had made `n1`). Else only deleted events gave them, and
-        // they go.
+        // The log the users' deletions and this one leave, forgotten events back, gives each
+        // such edge as its events folded in log order do (a retraction of it or of an end
+        // ends it): where that is not what the events supporting it give, the summary is
+        // made again. Live events count too: replay skipped a live note's assertion for want
+        // of an end only forgotten events made (seed 23: `bot HOME n1`). Where it is the
+        // same, what went was only deleted events' doing.
         let user_deleted = self.user_deleted()?;
         let left_by_users = |seq: u64| !taken_here(&seq) && !user_deleted.contains(&seq);
-        let mut given: BTreeSet<String> = BTreeSet::new();
+        let mut at_node: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (subject, (ends, _)) in &orphans {
+            for end in ends {
+                at_node.entry(end).or_default().push(subject);
+            }
+        }
+        let mut in_left: BTreeMap<&str, Folded> = BTreeMap::new();
         super::log::scan(&*self.backend, 1, &mut |seq, v| {
             if !left_by_users(seq) {
                 return Ok(true);
@@ -909,25 +924,43 @@ impl Store {
                 return Ok(true);
             }
             let ev = super::decode_event(super::Table::Log.name(), v)?;
-            let edges = (ev.assertions.iter())
-                .filter(|a| matches!(a, Assertion::UpsertEdge(_)))
-                .filter_map(deletion::subject_upserted)
-                .filter(|s| orphans.contains(s));
-            given.extend(edges);
-            // Read on only while an orphan has no giver found yet.
-            Ok(given.len() < orphans.len())
+            for a in &ev.assertions {
+                match a {
+                    Assertion::UpsertEdge(up) => {
+                        let subject = deletion::edge_subject(&up.from, &up.relation, &up.to);
+                        if let Some((key, _)) = orphans.get_key_value(&subject) {
+                            in_left.entry(key).or_default().take(up);
+                        }
+                    }
+                    Assertion::RetractEdge { from, relation, to } => {
+                        in_left.remove(deletion::edge_subject(from, relation, to).as_str());
+                    }
+                    Assertion::RetractNode { key } => {
+                        for subject in at_node.get(key.as_str()).into_iter().flatten() {
+                            in_left.remove(subject);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Ok(true)
         })?;
+        let lost = |subject: &String| match (orphans.get(subject), in_left.get(subject.as_str())) {
+            (Some((_, staying)), Some(left)) => !left.same_as(staying),
+            _ => false,
+        };
         Ok((restating.iter())
-            .filter(|((f, r, t), _)| given.contains(&deletion::edge_subject(f, r, t)))
+            .filter(|((f, r, t), _)| lost(&deletion::edge_subject(f, r, t)))
             .flat_map(|(_, summaries)| summaries.iter().copied())
             .collect())
     }
 }
 
-/// An edge as the upserts of it that a deletion leaves give it, folded in log order as replay
-/// folds them (`projection`): the first makes it (a confidence not given is 1.0), a later one
-/// sets what it gives (a property set to null removes it), and it was last seen when the
-/// latest says (its event's time, where it says none).
+/// An edge as upserts of it give it, folded in log order as replay folds them
+/// (`projection`): the first makes it (a confidence not given is 1.0), a later one sets what
+/// it gives (a property set to null removes it). Not when it was last seen: the deletion of
+/// the latest summary restating an edge most often takes its last sighting with the events
+/// deleted, which the log without them lacks too.
 #[derive(Default)]
 struct Folded {
     made: bool,
@@ -935,18 +968,11 @@ struct Folded {
     props: crate::model::Props,
     valid_from: Option<i64>,
     valid_to: Option<i64>,
-    last_seen: i64,
 }
 
 impl Folded {
-    /// Folds in `up`, of an event at world time `ts`.
-    fn take(&mut self, up: &crate::model::EdgeUpsert, ts: i64) {
-        let seen = up.last_seen.unwrap_or(ts);
-        self.last_seen = if self.made {
-            self.last_seen.max(seen)
-        } else {
-            seen
-        };
+    /// Folds in `up`.
+    fn take(&mut self, up: &crate::model::EdgeUpsert) {
         if !self.made {
             self.made = true;
             self.confidence = up.confidence.unwrap_or(1.0);
@@ -969,7 +995,16 @@ impl Folded {
             && self.props == edge.props
             && self.valid_from == edge.valid_from
             && self.valid_to == edge.valid_to
-            && self.last_seen == edge.last_seen
+    }
+
+    /// Whether it gives what `other` gives.
+    fn same_as(&self, other: &Folded) -> bool {
+        self.made == other.made
+            && (!self.made
+                || (self.confidence == other.confidence
+                    && self.props == other.props
+                    && self.valid_from == other.valid_from
+                    && self.valid_to == other.valid_to))
     }
 }
 
