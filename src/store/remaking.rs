@@ -840,16 +840,29 @@ impl Store {
         // a node the request names goes with it: the forgotten events that asserted it name
         // the node, and are deleted too.
         let mut restating: BTreeMap<(String, String, String), BTreeSet<u64>> = BTreeMap::new();
+        let mut pinned_nodes: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
         for seq in left {
             let Some(summary) = self.raw_event_decoded(backend, *seq, super::decode_event)? else {
                 continue;
             };
             for a in summary.assertions {
-                if let Assertion::UpsertEdge(up) = a {
-                    if !request.nodes.iter().any(|k| *k == up.from || *k == up.to) {
+                match a {
+                    Assertion::UpsertEdge(up)
+                        if !request.nodes.iter().any(|k| *k == up.from || *k == up.to) =>
+                    {
                         let key = (up.from, up.relation, up.to);
                         restating.entry(key).or_default().insert(*seq);
                     }
+                    // A pinned node keeps its last support as a belief does (seed 41: a
+                    // pinned person only a forgotten week's note had named).
+                    Assertion::UpsertNode(up) => {
+                        let pinned =
+                            (before.node_id(&up.key)).is_some_and(|id| before.adj.is_pinned(id.0));
+                        if pinned && !request.nodes.contains(&up.key) {
+                            pinned_nodes.entry(up.key).or_default().insert(*seq);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -895,7 +908,7 @@ impl Store {
                 orphans.insert(deletion::edge_subject(from, relation, to), (ends, folded));
             }
         }
-        if orphans.is_empty() {
+        if orphans.is_empty() && pinned_nodes.is_empty() {
             return Ok(BTreeSet::new());
         }
         // The log the users' deletions and this one leave, forgotten events back, gives each
@@ -913,17 +926,37 @@ impl Store {
             }
         }
         let mut in_left: BTreeMap<&str, Folded> = BTreeMap::new();
+        // Of the pinned nodes, those a live event left upserts (a summary too), and those an
+        // event the users' deletions leave does (a forgotten one too).
+        let (mut node_stays, mut node_left) = (BTreeSet::new(), BTreeSet::new());
         super::log::scan(&*self.backend, 1, &mut |seq, v| {
             if !left_by_users(seq) {
                 return Ok(true);
             }
-            // Not a summary, nor a deletion record (a forgetting's, replaced by the next,
-            // lists every event it took): only raw events are read whole.
+            // Not a deletion record (a forgetting's, replaced by the next, lists every event
+            // it took), nor a summary unless live and a pinned node is in question: only raw
+            // events are read whole.
             let (_, kind) = crate::codec::peek_event_kind(super::Table::Log.name(), v)?;
-            if !consolidate::summarised_kind(&kind) {
+            let live = !before.deleted.contains(&seq);
+            let summary = kind == consolidate::SUMMARY;
+            let nodes_read = live && summary && !pinned_nodes.is_empty();
+            if !consolidate::summarised_kind(&kind) && !nodes_read {
                 return Ok(true);
             }
             let ev = super::decode_event(super::Table::Log.name(), v)?;
+            for a in &ev.assertions {
+                if let Assertion::UpsertNode(up) = a {
+                    if let Some((key, _)) = pinned_nodes.get_key_value(&up.key) {
+                        if live {
+                            node_stays.insert(key.as_str());
+                        }
+                        node_left.insert(key.as_str());
+                    }
+                }
+            }
+            if summary {
+                return Ok(true);
+            }
             for a in &ev.assertions {
                 match a {
                     Assertion::UpsertEdge(up) => {
@@ -949,10 +982,14 @@ impl Store {
             (Some((_, staying)), Some(left)) => !left.same_as(staying),
             _ => false,
         };
-        Ok((restating.iter())
+        let node_lost = |key: &str| node_left.contains(key) && !node_stays.contains(key);
+        let for_edges = (restating.iter())
             .filter(|((f, r, t), _)| lost(&deletion::edge_subject(f, r, t)))
-            .flat_map(|(_, summaries)| summaries.iter().copied())
-            .collect())
+            .flat_map(|(_, summaries)| summaries.iter().copied());
+        let for_nodes = (pinned_nodes.iter())
+            .filter(|(key, _)| node_lost(key))
+            .flat_map(|(_, summaries)| summaries.iter().copied());
+        Ok(for_edges.chain(for_nodes).collect())
     }
 }
 
