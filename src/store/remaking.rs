@@ -813,12 +813,14 @@ impl Store {
     /// (made again for such edges, forgotten days brought back 14 stale edges for one
     /// deletion; helper-133). The floor is forgetting's default. Not the time it was last
     /// seen, which the deletion of the latest summary restating it most often takes with the
-    /// events deleted; the belief may then fade sooner than the log without them says.
+    /// events deleted; the belief may then fade sooner than the log without them says. A
+    /// pinned node the summary restated is kept so too, where no live event the deletion
+    /// leaves upserts it and one the users' deletions leave does (seed 41).
     ///
     /// The cost, where no belief is left so (most deletions): a read of each summary left to
     /// consolidation, and of the events each belief it restated rests on that the deletion
     /// leaves (through one view). Otherwise one reading of the log's raw records the users'
-    /// deletions leave.
+    /// deletions leave (and the live summaries, where a pinned node is in question).
     fn keeping_beliefs(
         &self,
         before: &State,
