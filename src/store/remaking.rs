@@ -308,7 +308,8 @@ impl Store {
     /// summarises its period again from the events; with some forgotten, it could not, and
     /// what only it held of other periods would go), nor one made from a deleted event whose record a compaction replaced (what
     /// it gave is no longer known), nor one above a summary taken and not made again (it
-    /// would cover that summary's period, which the next consolidation summarises again).
+    /// would cover that summary's period, which the next consolidation summarises again)
+    /// unless it holds forgotten events the deletion leaves: it alone restates what they gave.
     /// `deleted`: the events deleted before this deletion. With them, the groups left to the
     /// next consolidation for no other reason than that (by their latest summary); one `keep`
     /// holds is made again all the same ([`Store::keeping_beliefs`]).
@@ -365,6 +366,15 @@ impl Store {
             let only_from_named =
                 from_named.contains_key(&group.latest) && !origins.contains_key(&group.latest);
             let is_named = group.members.iter().any(|m| named.contains_key(m));
+            // Forgotten events the deletion leaves: no consolidation summarises them again.
+            let holds_forgotten =
+                (covered.iter()).any(|s| deleted.contains(s) && !raw_seeds.contains_key(s));
+            // Above a summary not made again, it is left to consolidation with that one's
+            // period, unless it holds forgotten events: then it is the last to say what they
+            // gave, and is made again for them, as a week above a named summary is (seed 23: a
+            // week made again after a late note, above the day the user named and the week
+            // made only from it, was the last to restate a forgotten note's belief).
+            let above_not_made = above_not_made && !holds_forgotten;
             let left_to_consolidation = if keep.contains(&group.latest) {
                 // The last to restate a belief forgotten events give
                 // ([`Store::keeping_beliefs`]).
@@ -374,9 +384,7 @@ impl Store {
                 // under it holds stays, and no consolidation summarises its period again from
                 // forgotten events: what they gave rested on this summary (an episode restates
                 // nothing), so it is made again for them.
-                !covered
-                    .iter()
-                    .any(|s| deleted.contains(s) && !raw_seeds.contains_key(s))
+                !holds_forgotten
             } else {
                 only_from_named && !covered.iter().any(|s| deleted.contains(s))
             };
