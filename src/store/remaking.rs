@@ -822,8 +822,9 @@ impl Store {
     /// deletion; helper-133). The floor is forgetting's default. Not the time it was last
     /// seen, which the deletion of the latest summary restating it most often takes with the
     /// events deleted; the belief may then fade sooner than the log without them says. A
-    /// pinned node the summary restated is kept so too, where no live event the deletion
-    /// leaves upserts it and one the users' deletions leave does (seed 41).
+    /// pinned node the summary restated is kept so too, where the live events the deletion
+    /// leaves give it otherwise (its label, name, properties), or not at all, than the raw
+    /// events the users' deletions leave do (seeds 41 and 23).
     ///
     /// The cost, where no belief is left so (most deletions): a read of each summary left to
     /// consolidation, and of the events each belief it restated rests on that the deletion
@@ -936,9 +937,10 @@ impl Store {
             }
         }
         let mut in_left: BTreeMap<&str, Folded> = BTreeMap::new();
-        // Of the pinned nodes, those a live event left upserts (a summary too), and those an
-        // event the users' deletions leave does (a forgotten one too).
-        let (mut node_stays, mut node_left) = (BTreeSet::new(), BTreeSet::new());
+        // Each pinned node as the live events left give it (summaries too), and as the raw
+        // events the users' deletions leave do (forgotten ones too).
+        let mut node_stays: BTreeMap<&str, NodeFolded> = BTreeMap::new();
+        let mut node_left: BTreeMap<&str, NodeFolded> = BTreeMap::new();
         super::log::scan(&*self.backend, 1, &mut |seq, v| {
             if !left_by_users(seq) {
                 return Ok(true);
@@ -955,13 +957,24 @@ impl Store {
             }
             let ev = super::decode_event(super::Table::Log.name(), v)?;
             for a in &ev.assertions {
-                if let Assertion::UpsertNode(up) = a {
-                    if let Some((key, _)) = pinned_nodes.get_key_value(&up.key) {
-                        if live {
-                            node_stays.insert(key.as_str());
+                match a {
+                    Assertion::UpsertNode(up) => {
+                        if let Some((key, _)) = pinned_nodes.get_key_value(&up.key) {
+                            if live {
+                                node_stays.entry(key).or_default().take(up);
+                            }
+                            if !summary {
+                                node_left.entry(key).or_default().take(up);
+                            }
                         }
-                        node_left.insert(key.as_str());
                     }
+                    Assertion::RetractNode { key } => {
+                        node_stays.remove(key.as_str());
+                        if !summary {
+                            node_left.remove(key.as_str());
+                        }
+                    }
+                    _ => {}
                 }
             }
             if summary {
@@ -992,7 +1005,11 @@ impl Store {
             (Some((_, staying)), Some(left)) => !left.same_as(staying),
             _ => false,
         };
-        let node_lost = |key: &str| node_left.contains(key) && !node_stays.contains(key);
+        let node_lost = |key: &str| match (node_left.get(key), node_stays.get(key)) {
+            (Some(left), Some(staying)) => left != staying,
+            (Some(_), None) => true,
+            _ => false,
+        };
         let for_edges = (restating.iter())
             .filter(|((f, r, t), _)| lost(&deletion::edge_subject(f, r, t)))
             .flat_map(|(_, summaries)| summaries.iter().copied());
@@ -1000,6 +1017,28 @@ impl Store {
             .filter(|(key, _)| node_lost(key))
             .flat_map(|(_, summaries)| summaries.iter().copied());
         Ok(for_edges.chain(for_nodes).collect())
+    }
+}
+
+/// A node as upserts of it give it, folded in log order as replay folds them: the label, name
+/// and properties the latest giving each gives (a property set to null removes it).
+#[derive(Default, PartialEq)]
+struct NodeFolded {
+    label: Option<String>,
+    name: Option<String>,
+    props: crate::model::Props,
+}
+
+impl NodeFolded {
+    /// Folds in `up`.
+    fn take(&mut self, up: &crate::model::NodeUpsert) {
+        if up.label.is_some() {
+            self.label.clone_from(&up.label);
+        }
+        if up.name.is_some() {
+            self.name.clone_from(&up.name);
+        }
+        crate::projection::merge_props(&mut self.props, &up.props);
     }
 }
 
