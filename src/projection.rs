@@ -225,14 +225,12 @@ impl Overlay {
             .and_then(|id| self.node(base, id));
         let node = match existing {
             Some(mut n) => {
-                if let Some(l) = &up.label {
-                    n.label.clone_from(l);
-                }
-                if let Some(name) = &up.name {
-                    n.name.clone_from(name);
-                }
-                add_aliases(&mut n.aliases, &n.name, &up.aliases);
-                merge_props(&mut n.props, &up.props);
+                fold_node_upsert(
+                    [&mut n.label, &mut n.name],
+                    &mut n.aliases,
+                    &mut n.props,
+                    up,
+                );
                 if up.anchor.is_some() {
                     n.anchor = up.anchor;
                 }
@@ -261,22 +259,16 @@ impl Overlay {
                     .checked_add(1)
                     .ok_or_else(|| at.err("key", "node id space exhausted"))?;
                 self.new_node_keys.insert(up.key.clone(), id);
-                let name = up
-                    .name
-                    .clone()
-                    .or_else(|| up.aliases.first().cloned())
-                    .unwrap_or_else(|| up.key.clone());
-                let mut aliases = Vec::new();
-                add_aliases(&mut aliases, &name, &up.aliases);
-                let mut props = Props::new();
-                merge_props(&mut props, &up.props);
+                let NodeValues {
+                    label,
+                    name,
+                    aliases,
+                    props,
+                } = NodeValues::made_by(up);
                 Node {
                     id,
                     key: up.key.clone(),
-                    label: up
-                        .label
-                        .clone()
-                        .unwrap_or_else(|| crate::model::labels::ENTITY.to_string()),
+                    label,
                     name,
                     aliases,
                     props,
@@ -323,16 +315,12 @@ impl Overlay {
         };
         let edge = match existing {
             Some(mut e) => {
-                if let Some(c) = up.confidence {
-                    e.confidence = c;
-                }
-                merge_props(&mut e.props, &up.props);
-                if up.valid_from.is_some() {
-                    e.valid_from = up.valid_from;
-                }
-                if up.valid_to.is_some() {
-                    e.valid_to = up.valid_to;
-                }
+                fold_edge_upsert(
+                    &mut e.confidence,
+                    &mut e.props,
+                    [&mut e.valid_from, &mut e.valid_to],
+                    up,
+                );
                 e.last_seen = e.last_seen.max(up.last_seen.unwrap_or(ev.ts));
                 if !restates(ev) {
                     e.salience = e.salience.max(ev.salience);
@@ -358,17 +346,21 @@ impl Overlay {
                         .or_insert(next),
                 };
                 self.new_edge_keys.insert((from, rel, to), id);
-                let mut props = Props::new();
-                merge_props(&mut props, &up.props);
+                let EdgeValues {
+                    confidence,
+                    props,
+                    valid_from,
+                    valid_to,
+                } = EdgeValues::made_by(up);
                 Edge {
                     id,
                     from,
                     relation: up.relation.clone(),
                     to,
                     props,
-                    confidence: up.confidence.unwrap_or(1.0),
-                    valid_from: up.valid_from,
-                    valid_to: up.valid_to,
+                    confidence,
+                    valid_from,
+                    valid_to,
                     recorded: ev.recorded_at,
                     last_seen: up.last_seen.unwrap_or(ev.ts),
                     evidence: vec![ev.seq],
@@ -481,6 +473,145 @@ pub(crate) const PIN_KINDS: [&str; 3] = [
 /// (summaries before projection rules 4 gave none: the summary's), an edge the summary's.
 fn restates(ev: &Event) -> bool {
     ev.kind == crate::dynamics::consolidate::SUMMARY
+}
+
+/// What upserts of a node give it, folded in log order: its label, name, aliases and
+/// properties. The one statement of those rules: replay folds a node's upserts by them
+/// ([`fold_node_upsert`]), and so do the salience index's text of a node
+/// ([`crate::dynamics::salience`]) and the remaking of summaries, which compares what two sets
+/// of events give a pinned node (`store::remaking`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct NodeValues {
+    pub label: String,
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub props: Props,
+}
+
+impl NodeValues {
+    /// As the upsert that makes a node gives them: an entity's label, and the first alias or
+    /// else the key for a name, where it gives none.
+    pub fn made_by(up: &NodeUpsert) -> NodeValues {
+        let name = (up.name.clone())
+            .or_else(|| up.aliases.first().cloned())
+            .unwrap_or_else(|| up.key.clone());
+        let mut aliases = Vec::new();
+        add_aliases(&mut aliases, &name, &up.aliases);
+        let mut props = Props::new();
+        merge_props(&mut props, &up.props);
+        NodeValues {
+            label: (up.label.clone()).unwrap_or_else(|| crate::model::labels::ENTITY.to_string()),
+            name,
+            aliases,
+            props,
+        }
+    }
+
+    /// Folds `up` into `slot`: made by it when `slot` holds none (never upserted, or retracted
+    /// since), else taking it as a later upsert.
+    pub fn fold(slot: &mut Option<NodeValues>, up: &NodeUpsert) {
+        match slot {
+            Some(values) => values.take(up),
+            None => *slot = Some(NodeValues::made_by(up)),
+        }
+    }
+
+    /// Takes `up` as a later upsert of the node ([`fold_node_upsert`]).
+    pub fn take(&mut self, up: &NodeUpsert) {
+        let NodeValues {
+            label,
+            name,
+            aliases,
+            props,
+        } = self;
+        fold_node_upsert([label, name], aliases, props, up);
+    }
+}
+
+/// What a later upsert of a node sets: the label and name it gives, the aliases it adds (not
+/// the name, nor one held), its properties merged in ([`merge_props`]).
+pub(crate) fn fold_node_upsert(
+    [label, name]: [&mut String; 2],
+    aliases: &mut Vec<String>,
+    props: &mut Props,
+    up: &NodeUpsert,
+) {
+    if let Some(l) = &up.label {
+        label.clone_from(l);
+    }
+    if let Some(n) = &up.name {
+        name.clone_from(n);
+    }
+    add_aliases(aliases, name, &up.aliases);
+    merge_props(props, &up.props);
+}
+
+/// What upserts of an edge give it, folded in log order: its confidence, properties and
+/// validity. Replay folds an edge's upserts by these rules ([`fold_edge_upsert`]), and so
+/// does the remaking of summaries, which compares what two sets of events give a belief
+/// (`store::remaking`). Not when it was last seen, nor its evidence or salience: those
+/// follow the events, not their assertions' values.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct EdgeValues {
+    pub confidence: f32,
+    pub props: Props,
+    pub valid_from: Option<i64>,
+    pub valid_to: Option<i64>,
+}
+
+impl EdgeValues {
+    /// As the upsert that makes an edge gives them: a confidence of 1 where it gives none.
+    pub fn made_by(up: &EdgeUpsert) -> EdgeValues {
+        let mut props = Props::new();
+        merge_props(&mut props, &up.props);
+        EdgeValues {
+            confidence: up.confidence.unwrap_or(1.0),
+            props,
+            valid_from: up.valid_from,
+            valid_to: up.valid_to,
+        }
+    }
+
+    /// Folds `up` into `slot`, as [`NodeValues::fold`] does.
+    pub fn fold(slot: &mut Option<EdgeValues>, up: &EdgeUpsert) {
+        match slot {
+            Some(v) => fold_edge_upsert(
+                &mut v.confidence,
+                &mut v.props,
+                [&mut v.valid_from, &mut v.valid_to],
+                up,
+            ),
+            None => *slot = Some(EdgeValues::made_by(up)),
+        }
+    }
+
+    /// Whether `edge` holds these values.
+    pub fn are_of(&self, edge: &Edge) -> bool {
+        self.confidence == edge.confidence
+            && self.props == edge.props
+            && self.valid_from == edge.valid_from
+            && self.valid_to == edge.valid_to
+    }
+}
+
+/// What a later upsert of an edge sets: the confidence and either end of validity it gives,
+/// its properties merged in ([`merge_props`]).
+pub(crate) fn fold_edge_upsert(
+    confidence: &mut f32,
+    props: &mut Props,
+    [valid_from, valid_to]: [&mut Option<i64>; 2],
+    up: &EdgeUpsert,
+) {
+    if let Some(c) = up.confidence {
+        *confidence = c;
+    }
+    merge_props(props, &up.props);
+    if up.valid_from.is_some() {
+        *valid_from = up.valid_from;
+    }
+    if up.valid_to.is_some() {
+        *valid_to = up.valid_to;
+    }
 }
 
 pub(crate) fn add_aliases(aliases: &mut Vec<String>, name: &str, new: &[String]) {

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{kinds, labels, relations, Assertion, Node, Props};
+use crate::projection::NodeValues;
 
 /// The lowercase words of `text`, split on anything that is not a letter or digit.
 pub fn words_of(text: &str) -> Vec<String> {
@@ -287,23 +288,28 @@ impl BatchNodeWords {
     ) -> crate::error::Result<()> {
         match assertion {
             Assertion::UpsertNode(up) => {
-                let (name, mut aliases, mut props, old_words) =
-                    match self.current(&up.key, before, analyze)? {
-                        Some(n) => (
-                            up.name.clone().unwrap_or(n.name),
-                            n.aliases,
-                            n.props,
-                            n.words,
-                        ),
-                        None => {
-                            let name = (up.name.clone())
-                                .or_else(|| up.aliases.first().cloned())
-                                .unwrap_or_else(|| up.key.clone());
-                            (name, Vec::new(), Props::new(), Vec::new())
-                        }
-                    };
-                crate::projection::add_aliases(&mut aliases, &name, &up.aliases);
-                crate::projection::merge_props(&mut props, &up.props);
+                // The text has no label: the fold's is the upsert's, or none.
+                let (
+                    NodeValues {
+                        name,
+                        aliases,
+                        props,
+                        ..
+                    },
+                    old_words,
+                ) = match self.current(&up.key, before, analyze)? {
+                    Some(n) => {
+                        let mut values = NodeValues {
+                            label: String::new(),
+                            name: n.name,
+                            aliases: n.aliases,
+                            props: n.props,
+                        };
+                        values.take(up);
+                        (values, n.words)
+                    }
+                    None => (NodeValues::made_by(up), Vec::new()),
+                };
                 let words = analyze(&crate::text::node_text(&name, &aliases, &props))?;
                 let text = NodeText {
                     name,

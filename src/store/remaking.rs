@@ -44,6 +44,7 @@ use crate::dynamics::consolidate::{self, summarised, ConsolidationPolicy, Digest
 use crate::dynamics::deletion::{self, DeleteRequest, Reason};
 use crate::error::{Error, Result};
 use crate::model::{Assertion, Event, EventDraft, Value};
+use crate::projection::{EdgeValues, NodeValues};
 
 /// What [`Store::summaries_made_again`] wrote.
 #[derive(Default)]
@@ -813,7 +814,7 @@ impl Store {
     /// give, as a summary the deletion takes is made again for what other periods gave.
     ///
     /// A summary is the last to restate a belief as it is when the events supporting it that
-    /// the deletion leaves, folded in log order as replay folds them ([`Folded`]), give
+    /// the deletion leaves, folded in log order as replay folds them ([`EdgeValues`]), give
     /// another edge, or none, and the raw events the users' deletions and this one leave
     /// (forgotten ones back) give yet another: else what went was only deleted events' doing.
     /// Not one a summary made again supports: that one restates it as the events left give
@@ -881,7 +882,7 @@ impl Store {
         let floor = crate::dynamics::forget::RetentionPolicy::default().belief_floor;
         // Each belief the events supporting it that the deletion leaves give otherwise, with
         // its ends and what those give.
-        let mut orphans: BTreeMap<String, ([String; 2], Folded)> = BTreeMap::new();
+        let mut orphans: BTreeMap<String, ([String; 2], Option<EdgeValues>)> = BTreeMap::new();
         for (from, relation, to) in restating.keys() {
             let Some(edge) = before.edge_by_keys(from, relation, to) else {
                 continue;
@@ -898,7 +899,7 @@ impl Store {
             if !believed || remade || edge.evidence.is_empty() {
                 continue;
             }
-            let mut folded = Folded::default();
+            let mut folded = None;
             for seq in edge.evidence.iter().filter(|e| !taken_here(e)) {
                 let Some(ev) = self.raw_event_decoded(backend, *seq, super::decode_event)? else {
                     continue;
@@ -908,13 +909,13 @@ impl Store {
                         Assertion::UpsertEdge(up)
                             if up.from == *from && up.relation == *relation && up.to == *to =>
                         {
-                            folded.take(up)
+                            EdgeValues::fold(&mut folded, up)
                         }
                         _ => {}
                     }
                 }
             }
-            if !folded.gives(&edge) {
+            if !folded.as_ref().is_some_and(|v| v.are_of(&edge)) {
                 let ends = [from.clone(), to.clone()];
                 orphans.insert(deletion::edge_subject(from, relation, to), (ends, folded));
             }
@@ -936,11 +937,11 @@ impl Store {
                 at_node.entry(end).or_default().push(subject);
             }
         }
-        let mut in_left: BTreeMap<&str, Folded> = BTreeMap::new();
+        let mut in_left: BTreeMap<&str, Option<EdgeValues>> = BTreeMap::new();
         // Each pinned node as the live events left give it (summaries too), and as the raw
         // events the users' deletions leave do (forgotten ones too).
-        let mut node_stays: BTreeMap<&str, NodeFolded> = BTreeMap::new();
-        let mut node_left: BTreeMap<&str, NodeFolded> = BTreeMap::new();
+        let mut node_stays: BTreeMap<&str, Option<NodeValues>> = BTreeMap::new();
+        let mut node_left: BTreeMap<&str, Option<NodeValues>> = BTreeMap::new();
         super::log::scan(&*self.backend, 1, &mut |seq, v| {
             if !left_by_users(seq) {
                 return Ok(true);
@@ -961,10 +962,10 @@ impl Store {
                     Assertion::UpsertNode(up) => {
                         if let Some((key, _)) = pinned_nodes.get_key_value(&up.key) {
                             if live {
-                                node_stays.entry(key).or_default().take(up);
+                                NodeValues::fold(node_stays.entry(key).or_default(), up);
                             }
                             if !summary {
-                                node_left.entry(key).or_default().take(up);
+                                NodeValues::fold(node_left.entry(key).or_default(), up);
                             }
                         }
                     }
@@ -985,7 +986,7 @@ impl Store {
                     Assertion::UpsertEdge(up) => {
                         let subject = deletion::edge_subject(&up.from, &up.relation, &up.to);
                         if let Some((key, _)) = orphans.get_key_value(&subject) {
-                            in_left.entry(key).or_default().take(up);
+                            EdgeValues::fold(in_left.entry(key).or_default(), up);
                         }
                     }
                     Assertion::RetractEdge { from, relation, to } => {
@@ -1002,7 +1003,7 @@ impl Store {
             Ok(true)
         })?;
         let lost = |subject: &String| match (orphans.get(subject), in_left.get(subject.as_str())) {
-            (Some((_, staying)), Some(left)) => !left.same_as(staying),
+            (Some((_, staying)), Some(left)) => left != staying,
             _ => false,
         };
         let node_lost = |key: &str| match (node_left.get(key), node_stays.get(key)) {
@@ -1017,80 +1018,6 @@ impl Store {
             .filter(|(key, _)| node_lost(key))
             .flat_map(|(_, summaries)| summaries.iter().copied());
         Ok(for_edges.chain(for_nodes).collect())
-    }
-}
-
-/// A node as upserts of it give it, folded in log order as replay folds them: the label, name
-/// and properties the latest giving each gives (a property set to null removes it).
-#[derive(Default, PartialEq)]
-struct NodeFolded {
-    label: Option<String>,
-    name: Option<String>,
-    props: crate::model::Props,
-}
-
-impl NodeFolded {
-    /// Folds in `up`.
-    fn take(&mut self, up: &crate::model::NodeUpsert) {
-        if up.label.is_some() {
-            self.label.clone_from(&up.label);
-        }
-        if up.name.is_some() {
-            self.name.clone_from(&up.name);
-        }
-        crate::projection::merge_props(&mut self.props, &up.props);
-    }
-}
-
-/// An edge as upserts of it give it, folded in log order as replay folds them
-/// (`projection`): the first makes it (a confidence not given is 1.0), a later one sets what
-/// it gives (a property set to null removes it). Not when it was last seen: the deletion of
-/// the latest summary restating an edge most often takes its last sighting with the events
-/// deleted, which the log without them lacks too.
-#[derive(Default)]
-struct Folded {
-    made: bool,
-    confidence: f32,
-    props: crate::model::Props,
-    valid_from: Option<i64>,
-    valid_to: Option<i64>,
-}
-
-impl Folded {
-    /// Folds in `up`.
-    fn take(&mut self, up: &crate::model::EdgeUpsert) {
-        if !self.made {
-            self.made = true;
-            self.confidence = up.confidence.unwrap_or(1.0);
-        } else if let Some(c) = up.confidence {
-            self.confidence = c;
-        }
-        crate::projection::merge_props(&mut self.props, &up.props);
-        if up.valid_from.is_some() {
-            self.valid_from = up.valid_from;
-        }
-        if up.valid_to.is_some() {
-            self.valid_to = up.valid_to;
-        }
-    }
-
-    /// Whether it is `edge`, as far as an upsert gives it.
-    fn gives(&self, edge: &crate::model::Edge) -> bool {
-        self.made
-            && self.confidence == edge.confidence
-            && self.props == edge.props
-            && self.valid_from == edge.valid_from
-            && self.valid_to == edge.valid_to
-    }
-
-    /// Whether it gives what `other` gives.
-    fn same_as(&self, other: &Folded) -> bool {
-        self.made == other.made
-            && (!self.made
-                || (self.confidence == other.confidence
-                    && self.props == other.props
-                    && self.valid_from == other.valid_from
-                    && self.valid_to == other.valid_to))
     }
 }
 
