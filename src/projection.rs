@@ -529,7 +529,11 @@ impl NodeValues {
 }
 
 /// What a later upsert of a node sets: the label and name it gives, the aliases it adds (not
-/// the name, nor one held), its properties merged in ([`merge_props`]).
+/// the name, nor one held), its properties merged in ([`merge_props`]). A name given that is
+/// an alias takes it out of the aliases: they never hold the name, whichever order the events
+/// giving them come in (a summary restates a node after the live events of its period that
+/// follow the forgotten ones it holds: an alias a live note added before the summary named
+/// the node by it had stayed, where the log in time order has none; rules 8).
 pub(crate) fn fold_node_upsert(
     [label, name]: [&mut String; 2],
     aliases: &mut Vec<String>,
@@ -541,6 +545,7 @@ pub(crate) fn fold_node_upsert(
     }
     if let Some(n) = &up.name {
         name.clone_from(n);
+        aliases.retain(|a| a != n);
     }
     add_aliases(aliases, name, &up.aliases);
     merge_props(props, &up.props);

@@ -71,6 +71,7 @@ impl Model {
                 }
                 if let Some(n) = &up.name {
                     entry.1.clone_from(n);
+                    entry.2.retain(|a| a != n);
                 }
                 for al in aliases_new {
                     if al != entry.1 && !entry.2.contains(&al) {

@@ -131,6 +131,27 @@ fn projection_rules(kind: BackendKind, dir: &Path) {
         ),
         ("toolsmith", vec!["Bob".to_string()], 10, 60)
     );
+    // A name given that is an alias takes it out of the aliases: a node's aliases never hold
+    // its name, whichever order the events that gave them come in (rules 8; the deletion of a
+    // summary after forgetting had left `A3` named `A3` with the alias `A3`, deletion_prop at
+    // seed 2).
+    store
+        .ingest(vec![event(
+            65,
+            "OBSERVATION",
+            vec![Assertion::UpsertNode(NodeUpsert {
+                key: "smith".into(),
+                name: Some("Bob".into()),
+                aliases: vec!["Bob".into()],
+                ..Default::default()
+            })],
+        )])
+        .unwrap();
+    let smith = store.node_by_key("smith").unwrap();
+    assert_eq!(
+        (smith.name.as_str(), smith.aliases.clone()),
+        ("Bob", Vec::<String>::new())
+    );
     // A node created from aliases alone is named by its first alias.
     store
         .ingest(vec![event(

@@ -9,7 +9,8 @@
 //! last). Never an event not yet consolidated
 //! (the open day: the agent's most recent experience), bookkeeping (deletions, pins), an event
 //! that withdraws something (a retraction, a property removed, an unpin: the replay without it
-//! would make again what it withdrew), the events the
+//! would make again what it withdrew; a belief's node named by an alias given before, which
+//! takes the alias out), the events the
 //! working memory rests on ([`crate::dynamics::working::RestsOn`]: without them it would be
 //! another), or **the last support of a belief**: an edge whose effective
 //! confidence is still at least [`RetentionPolicy::belief_floor`] (0.5), an edge or node of a
@@ -44,7 +45,7 @@
 //! A `USAGE` event whose every item appears in a later `USAGE` event is evictable too: the
 //! later one carries the running totals, so the ledger does not change when it goes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use ordered_float::OrderedFloat;
@@ -599,6 +600,13 @@ struct Givers {
     last_wins: HashMap<Field, LastWins>,
     /// Each alias the node has, with the events giving it.
     aliases: HashMap<String, BTreeSet<u64>>,
+    /// Every alias given so far, had or not now.
+    aliases_given: HashSet<String>,
+    /// The events naming the node by an alias given before, which takes it out of the
+    /// aliases (rules 8): without one, replay keeps the alias, which it does not have now. Each
+    /// stays, as a retraction does (a later event giving the alias again would do too; this
+    /// does not look for one).
+    unaliasing: BTreeSet<u64>,
     /// A node's salience now, the events giving one by sequence number, and those raising it
     /// (a raw event asserting the node without one raises it to its own salience).
     salience: Option<f32>,
@@ -673,6 +681,14 @@ impl Givers {
             self.give(Field::Pinned, seq, pinned == now.pinned, !now.pinned);
         }
         self.give_props(seq, &up.props, &now.props);
+        if up
+            .name
+            .as_ref()
+            .is_some_and(|n| self.aliases_given.contains(n))
+        {
+            self.unaliasing.insert(seq);
+        }
+        self.aliases_given.extend(up.aliases.iter().cloned());
         // Replay adds no alias that is the name the upsert gives (a summary restating a name
         // and an alias alike gives only the name; helper-84).
         let added = |a: &&String| now.aliases.contains(a) && up.name.as_ref() != Some(*a);
@@ -731,7 +747,7 @@ impl Givers {
             .aliases
             .values()
             .all(|by| by.len() > 1 || !by.contains(&seq));
-        last_wins && aliases && self.salience_holds_without(seq)
+        last_wins && aliases && !self.unaliasing.contains(&seq) && self.salience_holds_without(seq)
     }
 
     fn salience_holds_without(&self, seq: u64) -> bool {

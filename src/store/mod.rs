@@ -124,7 +124,8 @@ const CHECKPOINT_ON_CLOSE: u64 = 4_096;
 /// 5: a pin, unpin or promotion of a node not there makes none.
 /// 6: a summary moves no node's `updated` time.
 /// 7: the episodic index holds the summary index (`store/summary_index.rs`).
-pub const PROJECTION_VERSION: u32 = 7;
+/// 8: a name given that is one of the node's aliases takes it out of them.
+pub const PROJECTION_VERSION: u32 = 8;
 /// Events per projection chunk when replaying the log.
 const REPLAY_CHUNK: usize = 4096;
 /// Assertions per projection chunk when replaying the log, at most (past one event's): a
