@@ -3877,3 +3877,81 @@ fn deleting_a_summary_after_forgetting_brings_back_no_edge_forgetting_let_fade()
         assert_verifies(&store);
     }
 }
+
+/// A node a belief links keeps its values through the deletion of the last summary restating
+/// them, as a pinned node does: `p`, named "Ann" with the alias "Annie" only by a note of week
+/// 0, is restated by week 1's summary (a bare note of week 1 names it), which forgetting keeps
+/// as the last support of `me -KNOWS-> p` and its nodes, taking week 0's notes and summaries. A
+/// live note of the open week links `p` again, bare. The user deletes week 1's summary: week
+/// 0's note is no deletion of the user's, and no summary the deletion takes holds it, so `p`
+/// stays "Ann" with the alias, as the log without week 1's summary and what it alone held
+/// says (not `p`, named by its key, as the live note alone makes it).
+#[test]
+fn a_beliefs_node_keeps_the_values_only_a_forgotten_week_gave_through_a_later_summarys_deletion() {
+    use loci::model::{Assertion, NodeUpsert};
+    let week = 7 * DAY;
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let node = |key: &str, name: Option<&str>, aliases: &[&str]| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: key.into(),
+                name: name.map(str::to_string),
+                aliases: aliases.iter().map(|a| a.to_string()).collect(),
+                ..Default::default()
+            })
+        };
+        let knows = edge("me", "KNOWS", "p", Some(1.0));
+        store
+            .ingest(vec![
+                noted(
+                    10,
+                    0.1,
+                    vec![
+                        node("me", Some("me"), &[]),
+                        node("p", Some("Ann"), &["Annie"]),
+                        knows.clone(),
+                    ],
+                ),
+                noted(week + 10, 0.1, vec![node("p", None, &[]), knows.clone()]),
+                noted(2 * week + 10, 0.9, vec![]),
+            ])
+            .unwrap();
+        let r =
+            forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(1)).unwrap();
+        assert!(
+            store.event(1).unwrap().is_none(),
+            "{backend}: the note is forgotten: {r:?}"
+        );
+        store
+            .ingest(vec![noted(
+                2 * week + 20,
+                0.9,
+                vec![node("p", None, &[]), knows],
+            )])
+            .unwrap();
+        let values = |store: &Store| store.node_by_key("p").map(|n| (n.name, n.aliases));
+        let before = values(&store);
+        assert_eq!(
+            before,
+            Some(("Ann".to_string(), vec!["Annie".to_string()])),
+            "{backend}"
+        );
+        let live = consolidate::summaries(&store).unwrap();
+        eprintln!(
+            "{:?}",
+            live.iter()
+                .map(|s| (s.seq, s.level, s.start))
+                .collect::<Vec<_>>()
+        );
+        let week1 = live
+            .iter()
+            .find(|s| s.level == Level::Week && s.start >= week)
+            .unwrap_or_else(|| panic!("{backend}: week 1's summary lives: {r:?}"))
+            .seq;
+        let r = store.delete(&loci::DeleteRequest::events([week1])).unwrap();
+        assert_eq!(values(&store), before, "{backend}: {r:?}");
+        assert!(store.node_by_key("me").is_some(), "{backend}: {r:?}");
+        assert_verifies(&store);
+    }
+}

@@ -823,14 +823,16 @@ impl Store {
     /// deletion; helper-133). The floor is forgetting's default. Not the time it was last
     /// seen, which the deletion of the latest summary restating it most often takes with the
     /// events deleted; the belief may then fade sooner than the log without them says. A
-    /// pinned node the summary restated is kept so too, where the live events the deletion
-    /// leaves give it otherwise (its label, name, properties), or not at all, than the raw
-    /// events the users' deletions leave do (seeds 41 and 23).
+    /// node a belief holds (pinned, or an end of a belief: [`NodesBeliefsHold`]) that the
+    /// summary restated is kept so too, where the live events the deletion leaves give it
+    /// otherwise (its label, name, aliases, properties), or not at all, than the raw events
+    /// the users' deletions leave do (seeds 41 and 23; an end of a belief only a forgotten
+    /// week named had gone, and the belief with it).
     ///
     /// The cost, where no belief is left so (most deletions): a read of each summary left to
     /// consolidation, and of the events each belief it restated rests on that the deletion
     /// leaves (through one view). Otherwise one reading of the log's raw records the users'
-    /// deletions leave (and the live summaries, where a pinned node is in question).
+    /// deletions leave (and the live summaries, where a node a belief holds is in question).
     fn keeping_beliefs(
         &self,
         before: &State,
@@ -852,7 +854,12 @@ impl Store {
         // a node the request names goes with it: the forgotten events that asserted it name
         // the node, and are deleted too.
         let mut restating: BTreeMap<(String, String, String), BTreeSet<u64>> = BTreeMap::new();
-        let mut pinned_nodes: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+        // The nodes a belief holds (pinned, or an end of a belief), each with the summaries
+        // left that restated it.
+        let decay = self.decay_policy();
+        let floor = crate::dynamics::forget::RetentionPolicy::default().belief_floor;
+        let mut held = NodesBeliefsHold::new(before, &decay, floor);
+        let mut held_nodes: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
         for seq in left {
             let Some(summary) = self.raw_event_decoded(backend, *seq, super::decode_event)? else {
                 continue;
@@ -865,21 +872,18 @@ impl Store {
                         let key = (up.from, up.relation, up.to);
                         restating.entry(key).or_default().insert(*seq);
                     }
-                    // A pinned node keeps its last support as a belief does (seed 41: a
-                    // pinned person only a forgotten week's note had named).
-                    Assertion::UpsertNode(up) => {
-                        let pinned =
-                            (before.node_id(&up.key)).is_some_and(|id| before.adj.is_pinned(id.0));
-                        if pinned && !request.nodes.contains(&up.key) {
-                            pinned_nodes.entry(up.key).or_default().insert(*seq);
-                        }
+                    // A node a belief holds keeps its last support as a belief does (seed 41: a
+                    // pinned person only a forgotten week's note had named; a belief's end so
+                    // named went, and the belief with it).
+                    Assertion::UpsertNode(up)
+                        if !request.nodes.contains(&up.key) && held.holds(&up.key) =>
+                    {
+                        held_nodes.entry(up.key).or_default().insert(*seq);
                     }
                     _ => {}
                 }
             }
         }
-        let decay = self.decay_policy();
-        let floor = crate::dynamics::forget::RetentionPolicy::default().belief_floor;
         // Each belief the events supporting it that the deletion leaves give otherwise, with
         // its ends and what those give.
         let mut orphans: BTreeMap<String, ([String; 2], Option<EdgeValues>)> = BTreeMap::new();
@@ -920,7 +924,7 @@ impl Store {
                 orphans.insert(deletion::edge_subject(from, relation, to), (ends, folded));
             }
         }
-        if orphans.is_empty() && pinned_nodes.is_empty() {
+        if orphans.is_empty() && held_nodes.is_empty() {
             return Ok(BTreeSet::new());
         }
         // The log the users' deletions and this one leave, forgotten events back, gives each
@@ -938,8 +942,8 @@ impl Store {
             }
         }
         let mut in_left: BTreeMap<&str, Option<EdgeValues>> = BTreeMap::new();
-        // Each pinned node as the live events left give it (summaries too), and as the raw
-        // events the users' deletions leave do (forgotten ones too).
+        // Each node a belief holds as the live events left give it (summaries too), and as
+        // the raw events the users' deletions leave do (forgotten ones too).
         let mut node_stays: BTreeMap<&str, Option<NodeValues>> = BTreeMap::new();
         let mut node_left: BTreeMap<&str, Option<NodeValues>> = BTreeMap::new();
         super::log::scan(&*self.backend, 1, &mut |seq, v| {
@@ -947,12 +951,12 @@ impl Store {
                 return Ok(true);
             }
             // Not a deletion record (a forgetting's, replaced by the next, lists every event
-            // it took), nor a summary unless live and a pinned node is in question: only raw
-            // events are read whole.
+            // it took), nor a summary unless live and a node a belief holds is in question:
+            // only raw events are read whole.
             let (_, kind) = crate::codec::peek_event_kind(super::Table::Log.name(), v)?;
             let live = !before.deleted.contains(&seq);
             let summary = kind == consolidate::SUMMARY;
-            let nodes_read = live && summary && !pinned_nodes.is_empty();
+            let nodes_read = live && summary && !held_nodes.is_empty();
             if !consolidate::summarised_kind(&kind) && !nodes_read {
                 return Ok(true);
             }
@@ -960,7 +964,7 @@ impl Store {
             for a in &ev.assertions {
                 match a {
                     Assertion::UpsertNode(up) => {
-                        if let Some((key, _)) = pinned_nodes.get_key_value(&up.key) {
+                        if let Some((key, _)) = held_nodes.get_key_value(&up.key) {
                             if live {
                                 NodeValues::fold(node_stays.entry(key).or_default(), up);
                             }
@@ -1014,10 +1018,54 @@ impl Store {
         let for_edges = (restating.iter())
             .filter(|((f, r, t), _)| lost(&deletion::edge_subject(f, r, t)))
             .flat_map(|(_, summaries)| summaries.iter().copied());
-        let for_nodes = (pinned_nodes.iter())
+        let for_nodes = (held_nodes.iter())
             .filter(|(key, _)| node_lost(key))
             .flat_map(|(_, summaries)| summaries.iter().copied());
         Ok(for_edges.chain(for_nodes).collect())
+    }
+}
+
+/// Which nodes a belief holds in the state before a deletion: a pinned node, and an end of a
+/// belief (an edge with a pinned end, or of effective confidence at `floor` or more), as
+/// forgetting keeps their support (`forget::Support::of_beliefs`). Each key's answer is kept:
+/// a node's edges are read once, however many summaries restate it.
+struct NodesBeliefsHold<'a> {
+    before: &'a State,
+    decay: &'a crate::dynamics::decay::DecayPolicy,
+    floor: f32,
+    known: BTreeMap<String, bool>,
+}
+
+impl<'a> NodesBeliefsHold<'a> {
+    fn new(before: &'a State, decay: &'a crate::dynamics::decay::DecayPolicy, floor: f32) -> Self {
+        NodesBeliefsHold {
+            before,
+            decay,
+            floor,
+            known: BTreeMap::new(),
+        }
+    }
+
+    /// Whether a belief holds node `key`.
+    fn holds(&mut self, key: &str) -> bool {
+        if let Some(known) = self.known.get(key) {
+            return *known;
+        }
+        let before = self.before;
+        let holds = before.node_id(key).is_some_and(|id| {
+            let adj = &before.adj;
+            adj.is_pinned(id.0)
+                || adj.entries(id).any(|e| {
+                    let last_seen = adj.last_seen(e.edge_id());
+                    let now = before.latest_ts.unwrap_or(last_seen);
+                    let relation = before.relations.name(e.relation());
+                    adj.is_pinned(e.neighbor().0)
+                        || self.decay.effective(relation, e.confidence, last_seen, now)
+                            >= self.floor
+                })
+        });
+        self.known.insert(key.to_string(), holds);
+        holds
     }
 }
 
