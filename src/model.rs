@@ -718,8 +718,8 @@ impl Edge {
 
 /// Upsert of a node. Fields left `None` keep their current value (or the default on creation:
 /// label `Entity`, name the first alias or else the key, salience 0.5);
-/// aliases are added to the existing set; properties are merged key by key, a `null` value
-/// removing the key.
+/// aliases are added to the existing set (not the name: a name given that is an alias takes
+/// it out of them); properties are merged key by key, a `null` value removing the key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct NodeUpsert {

@@ -516,6 +516,22 @@ impl NodeValues {
         }
     }
 
+    /// Whether `other` gives the node the same values, its aliases taken as a set: a summary
+    /// restating them after a live note's gives them in another order than the log in time
+    /// order does, and nothing of the node is lost (helper-137).
+    pub fn same_as(&self, other: &NodeValues) -> bool {
+        let set = |v: &NodeValues| {
+            v.aliases
+                .iter()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        self.label == other.label
+            && self.name == other.name
+            && self.props == other.props
+            && set(self) == set(other)
+    }
+
     /// Takes `up` as a later upsert of the node ([`fold_node_upsert`]).
     pub fn take(&mut self, up: &NodeUpsert) {
         let NodeValues {

@@ -26,7 +26,8 @@
 //! it again from those alone. Nor does one go without which an edge's validity changes would
 //! fold to one that ends before it starts, which replay refuses. What goes
 //! with the last of its support is what has faded: stale edges (an offer not seen for weeks),
-//! and nodes that nothing believed links any more. Each forgetting's deletion event replaces the previous ones (it lists what they
+//! and nodes that nothing believed links any more. A node no belief holds keeps no value: it
+//! may come out as an older summary restated it, an alias a later rename took out included. Each forgetting's deletion event replaces the previous ones (it lists what they
 //! deleted), so forgetting often leaves one such record, not one per run. Since day and week summaries re-assert the nodes and edges of their events with the
 //! values they had, the facts stay when the raw events go; what decays away is the detail.
 //!
@@ -45,7 +46,7 @@
 //! A `USAGE` event whose every item appears in a later `USAGE` event is evictable too: the
 //! later one carries the running totals, so the ledger does not change when it goes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ordered_float::OrderedFloat;
@@ -57,6 +58,7 @@ use crate::dynamics::deletion::{reason_of, DeleteRequest, Reason, DELETE, TOMBST
 use crate::dynamics::usage::{entries, Item, USAGE};
 use crate::error::{Error, Result};
 use crate::model::{kinds, Assertion, Event, Value};
+use crate::projection::NodeValues;
 use crate::store::Store;
 
 /// How retention is scored (see the module documentation).
@@ -600,12 +602,13 @@ struct Givers {
     last_wins: HashMap<Field, LastWins>,
     /// Each alias the node has, with the events giving it.
     aliases: HashMap<String, BTreeSet<u64>>,
-    /// Every alias given so far, had or not now.
-    aliases_given: HashSet<String>,
-    /// The events naming the node by an alias given before, which takes it out of the
-    /// aliases (rules 8): without one, replay keeps the alias, which it does not have now. Each
-    /// stays, as a retraction does (a later event giving the alias again would do too; this
-    /// does not look for one).
+    /// The node as the events noted so far give it, folded as replay folds them.
+    folded: Option<NodeValues>,
+    /// The events naming the node by an alias it had then, which takes it out of the aliases
+    /// (rules 8): without one, replay keeps the alias. Each stays, as a retraction does (a
+    /// later event giving the alias again would do too; this does not look for one). Only an
+    /// alias the node had: "ever given as one" had held every summary restating a node named
+    /// by its first alias (helper-137).
     unaliasing: BTreeSet<u64>,
     /// A node's salience now, the events giving one by sequence number, and those raising it
     /// (a raw event asserting the node without one raises it to its own salience).
@@ -681,14 +684,16 @@ impl Givers {
             self.give(Field::Pinned, seq, pinned == now.pinned, !now.pinned);
         }
         self.give_props(seq, &up.props, &now.props);
-        if up
-            .name
-            .as_ref()
-            .is_some_and(|n| self.aliases_given.contains(n))
-        {
-            self.unaliasing.insert(seq);
+        if let Some(name) = &up.name {
+            if (self.folded.as_ref()).is_some_and(|v| v.aliases.contains(name)) {
+                self.unaliasing.insert(seq);
+            }
+            // Those that gave the alias before give it no more: this takes it out, and only
+            // a later giver adds it again (helper-137: one of two givers, the later, went, as
+            // if the earlier still gave it).
+            self.aliases.remove(name);
         }
-        self.aliases_given.extend(up.aliases.iter().cloned());
+        NodeValues::fold(&mut self.folded, up);
         // Replay adds no alias that is the name the upsert gives (a summary restating a name
         // and an alias alike gives only the name; helper-84).
         let added = |a: &&String| now.aliases.contains(a) && up.name.as_ref() != Some(*a);
@@ -1362,6 +1367,47 @@ fn superseded_usage(store: &Store) -> Result<Vec<u64>> {
 mod tests {
     use super::*;
     use crate::model::EventDraft;
+
+    /// helper-137: the givers of an alias that an event naming the node by it took out give
+    /// it no more. "Ann" given the alias "Annie", renamed "Annie", renamed "Ann", then given
+    /// "Annie" again: the first giver had still counted, so the last could go, and replay
+    /// without it has no alias. The rename itself stays (it takes the alias out).
+    #[test]
+    fn an_alias_a_rename_took_out_keeps_only_its_later_givers() {
+        let upsert = |name: Option<&str>, aliases: &[&str]| crate::model::NodeUpsert {
+            key: "p".into(),
+            name: name.map(str::to_string),
+            aliases: aliases.iter().map(|a| a.to_string()).collect(),
+            ..Default::default()
+        };
+        let now = crate::model::Node {
+            id: crate::model::NodeId(0),
+            key: "p".into(),
+            label: crate::model::labels::ENTITY.into(),
+            name: "Ann".into(),
+            aliases: vec!["Annie".into()],
+            props: Default::default(),
+            anchor: None,
+            salience: 0.5,
+            pinned: false,
+            created: 10,
+            updated: 40,
+        };
+        let mut givers = Givers::default();
+        let steps = [
+            (1, upsert(Some("Ann"), &["Annie"])),
+            (2, upsert(Some("Annie"), &[])),
+            (3, upsert(Some("Ann"), &[])),
+            (4, upsert(None, &["Annie"])),
+        ];
+        for (seq, up) in &steps {
+            let ev = Event::from_draft(*seq, 0, EventDraft::new(*seq as i64 * 10, "bot", "NOTE"));
+            givers.give_node(&ev, up, &now);
+        }
+        assert!(!givers.hold_without(4), "the alias's only giver left");
+        assert!(!givers.hold_without(2), "the rename takes the alias out");
+        assert!(givers.hold_without(1), "the rename cancelled what it gave");
+    }
 
     /// The passes [`choose`] stands for: every waiting event tried in order, again and again
     /// while a pass makes progress.
