@@ -2465,3 +2465,223 @@ fn a_node_a_summary_made_again_names_by_an_alias_a_live_note_gave_before_it_keep
     ];
     run(&weeks, BackendKind::Sled);
 }
+
+/// This property's case at `PROPTEST_RNG_SEED=1` (120 cases) on 225b6b0, still open: a
+/// note gave `n3` the alias `A1`; forgetting took the note and its day's summary. The alias
+/// lived on only in summaries that restated `n3` from the graph without holding the note: the
+/// week before it (43, written after the note) and the day and week made when a late note
+/// came into the note's day (69, 70; that note, `bot -KNOWS-> n3`, made `n3` a belief's end).
+/// The user deleted 43, then 69: 69 and 70 were made again from the late note alone, as the
+/// events left give `n3`, without the alias, though the forgotten note (no user's deletion,
+/// and held by no summary the deletions took) still gives it. A summary made again would
+/// need to restate a belief's node as the raw log left gives it where the events left lose a
+/// value, as `keeping_beliefs` finds for the summaries left to consolidation.
+#[test]
+#[ignore = "open: a value only summaries restating the graph carried goes with the last of them"]
+fn a_value_only_summaries_restating_the_graph_carried_outlives_the_deletion_of_the_last() {
+    let weeks = vec![
+        Week {
+            notes: vec![
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 2,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+            ],
+            pin: None,
+            forget: None,
+            late: None,
+            deletions: vec![],
+        },
+        Week {
+            notes: vec![
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Edge {
+                        relation: 0,
+                        to: 2,
+                        confidence: None,
+                        from_time: None,
+                        price: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+            ],
+            pin: None,
+            forget: Some(5),
+            late: Some(Note {
+                salience: 2,
+                steps: vec![Step::RetractNode(1), Step::RetractEdge(4)],
+            }),
+            deletions: vec![],
+        },
+        Week {
+            notes: vec![
+                Note {
+                    salience: 0,
+                    steps: vec![
+                        Step::Node {
+                            key: 2,
+                            label: None,
+                            name: None,
+                            alias: Some(0),
+                            prop: None,
+                        },
+                        Step::Node {
+                            key: 1,
+                            label: Some(1),
+                            name: None,
+                            alias: None,
+                            prop: None,
+                        },
+                    ],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 2,
+                    steps: vec![Step::Node {
+                        key: 1,
+                        label: None,
+                        name: Some(1),
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+            ],
+            pin: Some(3),
+            forget: None,
+            late: Some(Note {
+                salience: 1,
+                steps: vec![
+                    Step::Edge {
+                        relation: 1,
+                        to: 3,
+                        confidence: Some(0),
+                        from_time: None,
+                        price: None,
+                    },
+                    Step::RetractEdge(10),
+                ],
+            }),
+            deletions: vec![Deletion::Summary(44652), Deletion::Summary(54368)],
+        },
+        Week {
+            notes: vec![
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Edge {
+                        relation: 0,
+                        to: 3,
+                        confidence: Some(4),
+                        from_time: None,
+                        price: Some(0),
+                    }],
+                },
+                Note {
+                    salience: 2,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: Some(2),
+                        name: Some(0),
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 1,
+                    steps: vec![Step::RetractEdge(6)],
+                },
+                Note {
+                    salience: 3,
+                    steps: vec![
+                        Step::Node {
+                            key: 1,
+                            label: Some(1),
+                            name: Some(0),
+                            alias: Some(2),
+                            prop: None,
+                        },
+                        Step::RetractEdge(3),
+                        Step::RetractNode(0),
+                    ],
+                },
+            ],
+            pin: None,
+            forget: Some(7),
+            late: Some(Note {
+                salience: 0,
+                steps: vec![
+                    Step::Node {
+                        key: 3,
+                        label: Some(2),
+                        name: Some(2),
+                        alias: None,
+                        prop: None,
+                    },
+                    Step::Edge {
+                        relation: 0,
+                        to: 2,
+                        confidence: Some(1),
+                        from_time: None,
+                        price: None,
+                    },
+                ],
+            }),
+            deletions: vec![Deletion::Summary(12343), Deletion::Summary(34187)],
+        },
+    ];
+    run(&weeks, BackendKind::Redb);
+}
