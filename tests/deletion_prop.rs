@@ -2466,18 +2466,17 @@ fn a_node_a_summary_made_again_names_by_an_alias_a_live_note_gave_before_it_keep
     run(&weeks, BackendKind::Sled);
 }
 
-/// This property's case at `PROPTEST_RNG_SEED=1` (120 cases) on 225b6b0, still open: a
-/// note gave `n3` the alias `A1`; forgetting took the note and its day's summary. The alias
+/// This property's case at `PROPTEST_RNG_SEED=1` (120 cases) on 225b6b0: a note gave `n3`
+/// the alias `A1`; forgetting took the note and its day's summary. The alias
 /// lived on only in summaries that restated `n3` from the graph without holding the note: the
 /// week before it (43, written after the note) and the day and week made when a late note
 /// came into the note's day (69, 70; that note, `bot -KNOWS-> n3`, made `n3` a belief's end).
 /// The user deleted 43, then 69: 69 and 70 were made again from the late note alone, as the
 /// events left give `n3`, without the alias, though the forgotten note (no user's deletion,
-/// and held by no summary the deletions took) still gives it. A summary made again would
-/// need to restate a belief's node as the raw log left gives it where the events left lose a
-/// value, as `keeping_beliefs` finds for the summaries left to consolidation.
+/// and held by no summary the deletions took) still gives it. A summary made again now
+/// restates a belief's node as the raw log left gives it where the events left lose a value
+/// (`Store::values_kept`).
 #[test]
-#[ignore = "open: a value only summaries restating the graph carried goes with the last of them"]
 fn a_value_only_summaries_restating_the_graph_carried_outlives_the_deletion_of_the_last() {
     let weeks = vec![
         Week {

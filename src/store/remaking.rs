@@ -115,6 +115,9 @@ struct Context<'a> {
     request_names: Vec<String>,
     /// The events deleted that are not summaries.
     raw_deleted: BTreeSet<u64>,
+    /// The values a summary made again restates a node with, where the events left lose
+    /// them ([`Store::values_kept`]).
+    values_kept: BTreeMap<String, NodeValues>,
 }
 
 /// The graphs and records the summaries are made again from.
@@ -174,8 +177,11 @@ impl Store {
             return Ok(MadeAgain::default());
         }
         let sources = self.sources(before, targets, gone, &plans, taken)?;
+        let values_kept =
+            self.values_kept(before, &sources.left, (targets, gone), request, &plans)?;
         let summaries: BTreeSet<u64> = taken.chain.iter().map(|l| l.seq).collect();
         let context = Context {
+            values_kept,
             request,
             taken,
             sources: &sources,
@@ -241,8 +247,9 @@ impl Store {
             return Ok(None);
         }
         let records = self.records_left(plan, &sources.left_covered)?;
-        let assertions =
+        let mut assertions =
             self.restated_again(plan, (graph, complete), (context, &records), &seed_only)?;
+        restate_values_kept(&mut assertions, &context.values_kept, graph);
         let mut unnamed = context.request_names.clone();
         if let Some(c) = carriers {
             unnamed.extend(c.seed_only_names(range, plan.group.latest));
@@ -801,6 +808,94 @@ fn revived_groups(
 }
 
 impl Store {
+    /// The values of the nodes a belief holds that the summaries made again restate, where
+    /// the events the deletion leaves give a node otherwise than the state before it did, and
+    /// the raw events the users' deletions and this one leave (forgotten ones back) give it
+    /// otherwise still: a value a forgotten note gave, that only summaries restating the graph
+    /// carried (not holding the note), went with the last of them, though the log without the
+    /// deleted events holds it (seed 1: an alias of a belief's end). Each is restated so
+    /// ([`restate_values_kept`]), as the raw log left gives it now: the summary comes last.
+    ///
+    /// The cost, where no such node's values change (most deletions): a look at each node the
+    /// plans' records restate, in the graphs before and after. Otherwise a read of the
+    /// deletion records and one reading of the log's raw records.
+    fn values_kept(
+        &self,
+        before: &State,
+        left: &State,
+        (targets, gone): (&BTreeMap<u64, i64>, &BTreeMap<u64, i64>),
+        request: &DeleteRequest,
+        plans: &[Plan<'_>],
+    ) -> Result<BTreeMap<String, NodeValues>> {
+        let decay = self.decay_policy();
+        let mut beliefs = Beliefs::new(before, &decay);
+        let mut changed: BTreeMap<String, Option<NodeValues>> = BTreeMap::new();
+        // Each node once, however many records restate it (a hub's deletion makes tens of
+        // thousands of summaries again).
+        let mut looked: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let restated = (plans.iter())
+            .flat_map(|p| &p.members)
+            .flat_map(|e| &e.assertions);
+        for a in restated {
+            let Assertion::UpsertNode(up) = a else {
+                continue;
+            };
+            if !looked.insert(&up.key) || request.nodes.contains(&up.key) {
+                continue;
+            }
+            let (was, is) = (values_in(before, &up.key), values_in(left, &up.key));
+            let differs = match (&was, &is) {
+                (Some(was), Some(is)) => !was.same_as(is),
+                (Some(_), None) => true,
+                _ => false,
+            };
+            if differs && beliefs.hold(&up.key) {
+                changed.insert(up.key.clone(), None);
+            }
+        }
+        if changed.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let (user_deleted, forgotten) = self.deleted_by_reason()?;
+        let taken_here = |seq: &u64| targets.contains_key(seq) || gone.contains_key(seq);
+        if (forgotten.iter()).all(|s| taken_here(s) || user_deleted.contains(s)) {
+            return Ok(BTreeMap::new());
+        }
+        super::log::scan(&*self.backend, 1, &mut |seq, v| {
+            if taken_here(&seq) || user_deleted.contains(&seq) {
+                return Ok(true);
+            }
+            let (_, kind) = crate::codec::peek_event_kind(super::Table::Log.name(), v)?;
+            if !consolidate::summarised_kind(&kind) {
+                return Ok(true);
+            }
+            let ev = super::decode_event(super::Table::Log.name(), v)?;
+            for a in &ev.assertions {
+                match a {
+                    Assertion::UpsertNode(up) => {
+                        if let Some(slot) = changed.get_mut(&up.key) {
+                            NodeValues::fold(slot, up);
+                        }
+                    }
+                    Assertion::RetractNode { key } => {
+                        if let Some(slot) = changed.get_mut(key) {
+                            *slot = None;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Ok(true)
+        })?;
+        Ok((changed.into_iter())
+            .filter_map(|(key, raw)| {
+                let raw = raw?;
+                let lost = !values_in(left, &key).is_some_and(|is| is.same_as(&raw));
+                lost.then_some((key, raw))
+            })
+            .collect())
+    }
+
     /// The summaries among those [`Store::plans`] left to the next consolidation (`left`, by
     /// the latest of each group) that were the last to restate a belief (an edge of effective
     /// confidence 0.5 or more, or at a pinned node) as it is, which an event users' deletions
@@ -1037,6 +1132,48 @@ impl Store {
             .filter(|(key, _)| node_lost(key))
             .flat_map(|(_, summaries)| summaries.iter().copied());
         Ok(for_edges.chain(for_nodes).collect())
+    }
+}
+
+/// Node `key`'s values in `graph`.
+fn values_in(graph: &State, key: &str) -> Option<NodeValues> {
+    let n = graph.node_id(key).and_then(|id| graph.node(id))?;
+    Some(NodeValues {
+        label: n.label,
+        name: n.name,
+        aliases: n.aliases,
+        props: n.props,
+    })
+}
+
+/// Restates each node of `assertions` that `kept` holds with those values: the label, name,
+/// aliases and properties (a property the graph the summary was made from has and they lack
+/// set to null, so that the node comes out as they say).
+fn restate_values_kept(
+    assertions: &mut [Assertion],
+    kept: &BTreeMap<String, NodeValues>,
+    graph: &State,
+) {
+    if kept.is_empty() {
+        return;
+    }
+    for a in assertions {
+        let Assertion::UpsertNode(up) = a else {
+            continue;
+        };
+        let Some(values) = kept.get(&up.key) else {
+            continue;
+        };
+        up.label = Some(values.label.clone());
+        up.name = Some(values.name.clone());
+        up.aliases.clone_from(&values.aliases);
+        let mut props = values.props.clone();
+        if let Some(held) = values_in(graph, &up.key) {
+            for k in held.props.into_keys() {
+                props.entry(k).or_insert(Value::Null);
+            }
+        }
+        up.props = props;
     }
 }
 
