@@ -4008,3 +4008,77 @@ fn summaries_restating_a_node_named_by_its_first_alias_may_go() {
         assert_verifies(&store);
     }
 }
+
+/// helper-138: a summary made again restated a belief's node as the raw events left fold it,
+/// where the events left gave it otherwise than before, and compaction had made its maker a
+/// tombstone: `n`, made `Person`/"Bob" by a forgotten note, then given a property by a live
+/// one and an alias by another, came out `Entity`/"n" once the user deleted the alias's note
+/// (the raw events left begin at the property's). Only a node the raw log gives as it was is
+/// restated so.
+#[test]
+fn a_compacted_makers_values_stay_when_a_later_notes_deletion_makes_its_summary_again() {
+    use loci::model::{Assertion, NodeUpsert, Value};
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let n = |label: Option<&str>, name: Option<&str>, alias: Option<&str>, x: bool| {
+            Assertion::UpsertNode(NodeUpsert {
+                key: "n".into(),
+                label: label.map(str::to_string),
+                name: name.map(str::to_string),
+                aliases: alias.into_iter().map(str::to_string).collect(),
+                props: if x {
+                    [("x".to_string(), Value::Int(1))].into()
+                } else {
+                    Default::default()
+                },
+                ..Default::default()
+            })
+        };
+        let me = Assertion::UpsertNode(NodeUpsert {
+            key: "me".into(),
+            name: Some("me".into()),
+            ..Default::default()
+        });
+        let knows = edge("me", "KNOWS", "n", Some(1.0));
+        store
+            .ingest(vec![
+                noted(
+                    10,
+                    0.1,
+                    vec![me, n(Some("Person"), Some("Bob"), None, false), knows],
+                ),
+                noted(DAY + 10, 0.9, vec![]),
+            ])
+            .unwrap();
+        forget::consolidate_then_forget(&store, None, &ForgetOptions::with_budget(1)).unwrap();
+        assert!(
+            store.event(1).unwrap().is_none(),
+            "{backend}: the maker is forgotten"
+        );
+        let (store, _) = store.compact().unwrap();
+        let alias = store
+            .ingest(vec![
+                noted(2 * DAY + 10, 0.9, vec![n(None, None, None, true)]),
+                noted(2 * DAY + 20, 0.9, vec![n(None, None, Some("Bobby"), false)]),
+                noted(3 * DAY + 10, 0.9, vec![]),
+            ])
+            .unwrap()
+            .first_seq
+            + 1;
+        consolidate::consolidate(&store, &RuleSummarizer, &ConsolidateOptions::default()).unwrap();
+        let values = |store: &Store| store.node_by_key("n").map(|n| (n.label, n.name, n.aliases));
+        assert_eq!(
+            values(&store),
+            Some(("Person".into(), "Bob".into(), vec!["Bobby".to_string()])),
+            "{backend}"
+        );
+        let r = store.delete(&loci::DeleteRequest::events([alias])).unwrap();
+        assert_eq!(
+            values(&store),
+            Some(("Person".into(), "Bob".into(), vec![])),
+            "{backend}: {r:?}"
+        );
+        assert_verifies(&store);
+    }
+}

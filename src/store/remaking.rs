@@ -148,7 +148,9 @@ impl Store {
     /// The cost is one more replay of the log (two after a compaction), when there is a
     /// summary to make again, and the graph `taken` kept ([`KeptReplay`](super::KeptReplay))
     /// is not of the log without the same events; then a read of the log. The graph it made
-    /// them from is kept in turn.
+    /// them from is kept in turn. Where a belief's value is in question after forgetting, a
+    /// read of the deletion records and of the log's raw records each
+    /// ([`Store::keeping_beliefs`], [`Store::values_kept`]).
     pub(super) fn summaries_made_again(
         &self,
         before: &State,
@@ -249,7 +251,11 @@ impl Store {
         let records = self.records_left(plan, &sources.left_covered)?;
         let mut assertions =
             self.restated_again(plan, (graph, complete), (context, &records), &seed_only)?;
-        restate_values_kept(&mut assertions, &context.values_kept, graph);
+        restate_values_kept(
+            &mut assertions,
+            &context.values_kept,
+            [graph, &context.sources.left],
+        );
         let mut unnamed = context.request_names.clone();
         if let Some(c) = carriers {
             unnamed.extend(c.seed_only_names(range, plan.group.latest));
@@ -810,14 +816,18 @@ fn revived_groups(
 impl Store {
     /// The values of the nodes a belief holds that the summaries made again restate, where
     /// the events the deletion leaves give a node otherwise than the state before it did, and
-    /// the raw events the users' deletions and this one leave (forgotten ones back) give it
-    /// otherwise still: a value a forgotten note gave, that only summaries restating the graph
-    /// carried (not holding the note), went with the last of them, though the log without the
-    /// deleted events holds it (seed 1: an alias of a belief's end). Each is restated so
-    /// ([`restate_values_kept`]), as the raw log left gives it now: the summary comes last.
+    /// the raw events the users' deletions and this one leave (forgotten ones back) give it as
+    /// it was: a value a forgotten note gave, that only summaries restating the graph carried
+    /// (not holding the note), went with the last of them, though the log without the deleted
+    /// events holds it (seed 1: an alias of a belief's end). Each is restated as it was
+    /// ([`restate_values_kept`]): the summary comes last. Only as it was: not a value
+    /// forgetting had let fade while no belief held the node, which the raw log gives too,
+    /// nor where a compaction made a giver a tombstone, or only a summary gave a value, and
+    /// the raw log gives less (helper-138).
     ///
-    /// The cost, where no such node's values change (most deletions): a look at each node the
-    /// plans' records restate, in the graphs before and after. Otherwise a read of the
+    /// The cost: a look at each node the plans' member records restate, in the graphs before
+    /// and after. Where a belief's node changes and forgetting took events the deletion leaves
+    /// (a deletion of a note that set a value of one, on a store that forgot), a read of the
     /// deletion records and one reading of the log's raw records.
     fn values_kept(
         &self,
@@ -889,9 +899,9 @@ impl Store {
         })?;
         Ok((changed.into_iter())
             .filter_map(|(key, raw)| {
-                let raw = raw?;
-                let lost = !values_in(left, &key).is_some_and(|is| is.same_as(&raw));
-                lost.then_some((key, raw))
+                let was = values_in(before, &key)?;
+                let as_it_was = raw.is_some_and(|raw| raw.same_as(&was));
+                as_it_was.then_some((key, was))
             })
             .collect())
     }
@@ -1147,12 +1157,13 @@ fn values_in(graph: &State, key: &str) -> Option<NodeValues> {
 }
 
 /// Restates each node of `assertions` that `kept` holds with those values: the label, name,
-/// aliases and properties (a property the graph the summary was made from has and they lack
-/// set to null, so that the node comes out as they say).
+/// aliases and properties (a property either graph, the one the summary was made from and
+/// that of the events left, has and they lack set to null). The node comes out with them, and
+/// with any alias the events left give besides: no upsert takes one out.
 fn restate_values_kept(
     assertions: &mut [Assertion],
     kept: &BTreeMap<String, NodeValues>,
-    graph: &State,
+    graphs: [&State; 2],
 ) {
     if kept.is_empty() {
         return;
@@ -1168,7 +1179,7 @@ fn restate_values_kept(
         up.name = Some(values.name.clone());
         up.aliases.clone_from(&values.aliases);
         let mut props = values.props.clone();
-        if let Some(held) = values_in(graph, &up.key) {
+        for held in graphs.iter().filter_map(|g| values_in(g, &up.key)) {
             for k in held.props.into_keys() {
                 props.entry(k).or_insert(Value::Null);
             }
