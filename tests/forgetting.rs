@@ -728,6 +728,15 @@ fn forget_twice_keeping<T: PartialEq + std::fmt::Debug>(
     assert!(evicted >= 4, "{backend}: {evicted}");
 }
 
+/// The upsert of node `me`, named so: the agent, at one end of the beliefs these tests make.
+fn the_agent() -> loci::model::Assertion {
+    loci::model::Assertion::UpsertNode(loci::model::NodeUpsert {
+        key: "me".into(),
+        name: Some("me".into()),
+        ..Default::default()
+    })
+}
+
 /// An event with these assertions and this salience at `ts`.
 fn noted(ts: i64, salience: f32, assertions: Vec<loci::model::Assertion>) -> loci::EventDraft {
     let mut d = loci::EventDraft::new(ts, "bot", "NOTE");
@@ -1646,11 +1655,7 @@ fn an_event_naming_a_node_by_its_alias_stays_so_that_the_alias_does_not_come_bac
                 ..Default::default()
             })
         };
-        let me = Assertion::UpsertNode(NodeUpsert {
-            key: "me".into(),
-            name: Some("me".into()),
-            ..Default::default()
-        });
+        let me = the_agent();
         store
             .ingest(vec![
                 noted(
@@ -3967,11 +3972,7 @@ fn summaries_restating_a_node_named_by_its_first_alias_may_go() {
                 ..Default::default()
             })
         };
-        let me = Assertion::UpsertNode(NodeUpsert {
-            key: "me".into(),
-            name: Some("me".into()),
-            ..Default::default()
-        });
+        let me = the_agent();
         let mut notes = vec![noted(
             10,
             0.5,
@@ -4035,11 +4036,7 @@ fn a_compacted_makers_values_stay_when_a_later_notes_deletion_makes_its_summary_
                 ..Default::default()
             })
         };
-        let me = Assertion::UpsertNode(NodeUpsert {
-            key: "me".into(),
-            name: Some("me".into()),
-            ..Default::default()
-        });
+        let me = the_agent();
         let knows = edge("me", "KNOWS", "n", Some(1.0));
         store
             .ingest(vec![
