@@ -28,7 +28,8 @@
 //!
 //! A fact a deleted retraction had ended lives again, and the summaries over the events that
 //! asserted it restate it. Where forgetting took such an event and every summary over it, a
-//! forgotten one is made again for it ([`revived_groups`]).
+//! forgotten one is made again for it ([`revived_groups`]), or folded into a summary of its
+//! range the deletion makes again ([`Store::absorb`]).
 //!
 //! A summary the user names that was the last to restate a belief forgotten events still give
 //! (forgetting took their summaries once it restated it) is made again for it, as one the
@@ -170,10 +171,29 @@ impl Store {
             plans = self.plans(&groups, seen, request, &taken.chain, &keep)?.0;
         }
         let revived = revived_groups(before, targets, taken, (&groups, &plans));
+        if !revived.absorbed.is_empty() {
+            let index: BTreeMap<u64, &SummaryLink> =
+                taken.chain.iter().map(|l| (l.seq, l)).collect();
+            let raw_deleted = |s: &u64| targets.contains_key(s) || gone.contains_key(s);
+            for plan in &mut plans {
+                // A plan above one that absorbs (a week over its day) holds what it absorbs
+                // too, through the one made again: its digest and restatement count it.
+                let reached = reach(&index, plan.group.latest);
+                let forgotten: BTreeSet<u64> = (revived.absorbed.iter())
+                    .filter(|(into, _)| reached.contains(into))
+                    .flat_map(|(_, forgotten)| forgotten.iter().copied())
+                    .collect();
+                let into_this = revived.absorbed.get(&plan.group.latest);
+                self.absorb(plan, &forgotten, into_this, &index, &raw_deleted)?;
+            }
+        }
         // Most deletions revive nothing: no second reading of the chain's origins.
-        if !revived.is_empty() {
+        if !revived.groups.is_empty() {
             let none = BTreeSet::new();
-            plans.extend(self.plans(&revived, seen, request, &taken.chain, &none)?.0);
+            plans.extend(
+                self.plans(&revived.groups, seen, request, &taken.chain, &none)?
+                    .0,
+            );
         }
         if plans.is_empty() {
             return Ok(MadeAgain::default());
@@ -299,6 +319,46 @@ impl Store {
             assertions,
         )
         .map(Some)
+    }
+
+    /// Folds into `plan` the `forgotten` summaries of its range that hold an event whose fact
+    /// the deletion revives ([`revived_groups`]): the summary made again holds their children
+    /// too, and restates what they and the events they cover that are left give. Made again
+    /// apart, such a summary and `plan`'s would both stand for one range, and only the later
+    /// is read as the range's (seed 10: a late note's day, written after the retraction, was
+    /// made again beside the forgotten day of the note whose belief came back).
+    ///
+    /// `forgotten` are all those folded into `plan` or a plan under it, whose events it comes
+    /// to cover; `into_this` those folded into `plan` itself, whose children it takes.
+    fn absorb(
+        &self,
+        plan: &mut Plan<'_>,
+        forgotten: &BTreeSet<u64>,
+        into_this: Option<&BTreeSet<u64>>,
+        index: &BTreeMap<u64, &SummaryLink>,
+        raw_deleted: &dyn Fn(&u64) -> bool,
+    ) -> Result<()> {
+        for seq in forgotten {
+            let (covered, cut_off) = coverage(index, *seq);
+            plan.covered
+                .extend(covered.into_iter().filter(|s| !raw_deleted(s)));
+            plan.cut_off |= cut_off;
+        }
+        for seq in into_this.into_iter().flatten() {
+            let (Some(link), Some(mut record)) = (index.get(seq), self.raw_event(*seq)?) else {
+                continue;
+            };
+            plan.summary.children.extend(&link.children);
+            plan.summary.without.extend(&link.without);
+            // As `plans` reads a member: what it asserted, not its text.
+            record.payload = Value::Null;
+            plan.members.push(record);
+        }
+        plan.summary.children.sort_unstable();
+        plan.summary.children.dedup();
+        plan.summary.without.sort_unstable();
+        plan.summary.without.dedup();
+        Ok(())
     }
 
     /// The records of the events `plan` covers before its latest summary that are left
@@ -713,10 +773,12 @@ fn live_edges_at(
 /// For each such event, of the day and week summaries over its time that forgetting took (not
 /// a user) and that hold it, the one of the lowest level, the latest of that level, is made
 /// again; each with the nodes and edges it revives, so that one restating none of them is not
-/// written. Not one of a range a live summary has, or a summary this deletion takes (`groups`,
-/// made again or left to consolidation): the two would both stand. Nor one holding an event a
-/// user deleted: written before that deletion, which takes only live summaries, it restated
-/// that event's values (a week made again after the deletion, without it, may be made again).
+/// written. Not one of a range a live summary has, or a summary this deletion takes and leaves
+/// to consolidation (`groups`): the two would both stand. One of the range of a summary this
+/// deletion makes again (`plans`), older than it, is folded into that one
+/// ([`Revived::absorbed`]). Nor one holding an event a user deleted: written before that
+/// deletion, which takes only live summaries, it restated that event's values (a week made
+/// again after the deletion, without it, may be made again).
 ///
 /// The cost, where the deletion revives nothing (most): one pass over what the seeds ended.
 /// Otherwise one reading of which events the summaries that stay hold, and the coverage of
@@ -726,9 +788,9 @@ fn revived_groups(
     targets: &BTreeMap<u64, i64>,
     taken: &Taken,
     (groups, plans): (&[Group], &[Plan<'_>]),
-) -> Vec<Group> {
+) -> Revived {
     let Some(carriers) = &taken.carriers else {
-        return Vec::new();
+        return Revived::default();
     };
     let in_plans: BTreeSet<u64> = plans
         .iter()
@@ -751,7 +813,7 @@ fn revived_groups(
     }
     revived.retain(|_, (_, subjects)| !subjects.is_empty());
     if revived.is_empty() {
-        return Vec::new();
+        return Revived::default();
     }
     let chain = &taken.chain;
     let staying = |seq: u64| !before.deleted.contains(&seq) && !targets.contains_key(&seq);
@@ -759,18 +821,25 @@ fn revived_groups(
     let held = held_by_summaries(chain, staying);
     revived.retain(|seq, _| !held.contains(seq));
     if revived.is_empty() {
-        return Vec::new();
+        return Revived::default();
     }
     let index: BTreeMap<u64, &SummaryLink> = chain.iter().map(|l| (l.seq, l)).collect();
     let range = |l: &SummaryLink| (l.level, l.start, l.end);
+    // The range of each group made again, by it: a forgotten summary of one, older than it,
+    // is folded into it (`Revived::absorbed`).
+    let planned: BTreeMap<(Level, i64, i64), u64> = (plans.iter())
+        .filter_map(|p| index.get(&p.group.latest).map(|l| (range(l), l.seq)))
+        .collect();
     let taken_ranges = (groups.iter())
         .flat_map(|g| &g.members)
-        .filter_map(|m| index.get(m).map(|l| range(l)));
+        .filter_map(|m| index.get(m).map(|l| range(l)))
+        .filter(|r| !planned.contains_key(r));
     let ranges: BTreeSet<(Level, i64, i64)> = (chain.iter())
         .filter(|l| staying(l.seq))
         .map(range)
         .chain(taken_ranges)
         .collect();
+    let older_than_planned = |l: &SummaryLink| (planned.get(&range(l))).is_none_or(|p| l.seq < *p);
     let times: BTreeSet<i64> = revived.values().map(|(ts, _)| *ts).collect();
     // Not an episode: a day or a week restates its events' facts, an episode none.
     let candidate = |l: &&SummaryLink| {
@@ -778,6 +847,7 @@ fn revived_groups(
             && before.deleted.contains(&l.seq)
             && !carriers.deleted_by_user(l.seq)
             && !ranges.contains(&range(l))
+            && older_than_planned(l)
             && l.start <= l.end
             && times.range(l.start..=l.end).next().is_some()
     };
@@ -796,21 +866,35 @@ fn revived_groups(
         }
     }
     let mut by_summary: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    let mut out = Revived::default();
     for (seq, link) in best {
-        if let Some((_, subjects)) = revived.get(&seq) {
+        if let Some(&made_again) = planned.get(&range(link)) {
+            out.absorbed.entry(made_again).or_default().insert(link.seq);
+        } else if let Some((_, subjects)) = revived.get(&seq) {
             by_summary
                 .entry(link.seq)
                 .or_default()
                 .extend(subjects.iter().cloned());
         }
     }
-    (by_summary.into_iter())
+    out.groups = (by_summary.into_iter())
         .map(|(seq, subjects)| Group {
             latest: seq,
             members: vec![seq],
             revives: subjects.into_iter().collect(),
         })
-        .collect()
+        .collect();
+    out
+}
+
+/// What [`revived_groups`] found to make again for the facts a deleted retraction had ended.
+#[derive(Default)]
+struct Revived {
+    /// Forgotten summaries made again, each for the facts it revives.
+    groups: Vec<Group>,
+    /// Forgotten summaries of a range a group the deletion takes is made again for, by that
+    /// group's latest summary: folded into it ([`Store::absorb`]).
+    absorbed: BTreeMap<u64, BTreeSet<u64>>,
 }
 
 impl Store {
@@ -1387,11 +1471,9 @@ fn orphaned_by_forgetting(
         .collect()
 }
 
-/// The events the summary `top` covers, through its children and the summaries it replaced
-/// (less the events each made again on the way is without), and whether a summary on the way has a
-/// child whose record a compaction replaced. Children and replaced summaries come before
-/// their summary in the log, so the summaries reached are taken in log order.
-fn coverage(index: &BTreeMap<u64, &SummaryLink>, top: u64) -> (BTreeSet<u64>, bool) {
+/// The summaries `top` holds, itself included: through their children and the summaries
+/// they replaced.
+fn reach(index: &BTreeMap<u64, &SummaryLink>, top: u64) -> BTreeSet<u64> {
     let mut reached = BTreeSet::from([top]);
     let mut stack = vec![top];
     while let Some(seq) = stack.pop() {
@@ -1404,6 +1486,15 @@ fn coverage(index: &BTreeMap<u64, &SummaryLink>, top: u64) -> (BTreeSet<u64>, bo
             }
         }
     }
+    reached
+}
+
+/// The events the summary `top` covers, through its children and the summaries it replaced
+/// (less the events each made again on the way is without), and whether a summary on the way has a
+/// child whose record a compaction replaced. Children and replaced summaries come before
+/// their summary in the log, so the summaries reached are taken in log order.
+fn coverage(index: &BTreeMap<u64, &SummaryLink>, top: u64) -> (BTreeSet<u64>, bool) {
+    let reached = reach(index, top);
     let mut covers: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
     let mut cut_off = false;
     for seq in &reached {
