@@ -4596,6 +4596,26 @@ fn a_count_flag_below_one_says_to_give_one_or_more() {
     }
 }
 
+/// `delete --event -1` was told "unexpected argument '-1' found", as if `-1` were a flag, and
+/// `replay --until -1` the same (session 59's open list). A sequence number below 1 says that
+/// events are numbered from 1, and nothing is deleted.
+#[test]
+fn a_sequence_number_below_one_says_events_are_numbered_from_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    for args in [
+        vec!["delete", "--event", "-1"],
+        vec!["delete", "--event", "0"],
+        vec!["delete", "--event", "3", "-2"],
+        vec!["replay", "--until", "-1"],
+    ] {
+        let mut full = vec![args[0], "--store", p(&store)];
+        full.extend(&args[1..]);
+        let err = fails(&full, 2);
+        assert!(err.contains("events are numbered from 1"), "{full:?}: {err}");
+    }
+}
+
 /// The timeline shows a control character apart from its escape typed as text: both had read
 /// `a \\u{1} b`, the character escaped once to break no line and then again with the quoting
 /// (helper-95). A line break still reads as a space, and an override character as its escape.

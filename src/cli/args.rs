@@ -188,7 +188,7 @@ pub struct DeleteArgs {
     #[command(flatten)]
     pub store: StoreArg,
     /// Sequence numbers of events to delete (`--event 3 4`, or the flag again).
-    #[arg(long = "event", value_name = "SEQ", num_args = 1..)]
+    #[arg(long = "event", value_name = "SEQ", num_args = 1.., allow_negative_numbers = true, value_parser = sequence_number)]
     pub events: Vec<u64>,
     /// Keys of nodes to delete, with every event that names them (a key retracted since too).
     #[arg(long = "node", value_name = "KEY", num_args = 1..)]
@@ -594,7 +594,7 @@ pub struct ReplayArgs {
     pub verify: bool,
     /// Rebuild the graph as it was right after event SEQ and print it (counts; with --json,
     /// every node and edge).
-    #[arg(long, value_name = "SEQ")]
+    #[arg(long, value_name = "SEQ", allow_negative_numbers = true, value_parser = sequence_number)]
     pub until: Option<u64>,
     #[arg(long)]
     pub json: bool,
@@ -808,6 +808,18 @@ fn count(text: &str) -> Result<usize, String> {
         Ok(n) => {
             usize::try_from(n).map_err(|_| format!("{n} is out of range: at most {}", usize::MAX))
         }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// An event's sequence number: 1 or more. A negative one read as an unknown flag
+/// ("unexpected argument '-1'"), and 0 as a number no event has.
+fn sequence_number(text: &str) -> Result<u64, String> {
+    match text.parse::<i128>() {
+        Ok(n) if n < 1 => Err(format!(
+            "{n} is no event's number: events are numbered from 1"
+        )),
+        Ok(n) => u64::try_from(n).map_err(|_| format!("{n} is out of range: at most {}", u64::MAX)),
         Err(e) => Err(e.to_string()),
     }
 }
