@@ -4612,8 +4612,44 @@ fn a_sequence_number_below_one_says_events_are_numbered_from_one() {
         let mut full = vec![args[0], "--store", p(&store)];
         full.extend(&args[1..]);
         let err = fails(&full, 2);
-        assert!(err.contains("events are numbered from 1"), "{full:?}: {err}");
+        assert!(
+            err.contains("events are numbered from 1"),
+            "{full:?}: {err}"
+        );
     }
+}
+
+/// helper-136 (session 59): a reading command beside a writer of another build, whose store
+/// holds nodes and edges derived by other rules, exited 6, "corrupt store", though nothing is
+/// damaged: the writer's build decides the rules while it holds the store. It exits 5, as a
+/// locked store does, naming the rules and the holder; with no writer, the read rebuilds them,
+/// and says so where they were a newer build's (nothing had said so).
+#[test]
+fn a_reader_beside_a_writer_of_other_rules_is_told_the_store_is_held_not_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let now = loci::store::PROJECTION_VERSION;
+    let backend = loci::storage::BackendKind::Redb.open(&store).unwrap();
+    let mut w = loci::storage::WriteBatch::default();
+    w.put(
+        loci::storage::Table::Meta,
+        b"projection",
+        loci::codec::encode(&(now + 1)),
+    );
+    backend.commit(w).unwrap();
+    drop(backend);
+    let writer = loci::storage::StoreLock::acquire(&store).unwrap();
+    let err = fails(&["stats", "--store", p(&store)], 5);
+    assert!(err.contains("a newer build's rules"), "{err}");
+    assert!(err.contains("held by"), "{err}");
+    drop(writer);
+    // A writable open rebuilds them under this build's older rules, and says so: the newer
+    // build rebuilds them again at its next open.
+    let out = loci(&["stats", "--store", p(&store)]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("derived by a newer build's rules"), "{said}");
+    ok(&["stats", "--store", p(&store)]);
 }
 
 /// The timeline shows a control character apart from its escape typed as text: both had read

@@ -2832,21 +2832,27 @@ impl Store {
             .transpose()?;
         if projection != Some(PROJECTION_VERSION) {
             if read_only {
-                return Err(store_err(match projection {
-                    Some(v) if v > PROJECTION_VERSION => format!(
-                        "its nodes and edges were derived by a newer build's rules ({v}; this build's are {PROJECTION_VERSION}): read it with that build, or open it for writing once with this one to rebuild them under its rules"
-                    ),
-                    _ => format!(
-                        "its nodes and edges were derived by older rules ({}; this build's are {PROJECTION_VERSION}): open it for writing once to rebuild them (if a writer holds it, the writer's build decides)",
-                        projection.map_or("unversioned".to_string(), |v| v.to_string())
-                    ),
-                }));
+                return Err(Error::OtherRules {
+                    path: dir.to_path_buf(),
+                    found: projection,
+                    ours: PROJECTION_VERSION,
+                    holder: StoreLock::holder(dir),
+                });
             }
-            tracing::info!(
-                from = ?projection,
-                to = PROJECTION_VERSION,
-                "derivation rules changed: rebuilding nodes and edges from the log"
-            );
+            match projection {
+                // An older build on a newer build's store: said, since that build rebuilds
+                // them again at its next open (helper-136: nothing said so).
+                Some(v) if v > PROJECTION_VERSION => tracing::warn!(
+                    from = v,
+                    to = PROJECTION_VERSION,
+                    "the store's nodes and edges were derived by a newer build's rules: rebuilding them from the log under this build's older ones (the newer build rebuilds them again when it next opens the store)"
+                ),
+                _ => tracing::info!(
+                    from = ?projection,
+                    to = PROJECTION_VERSION,
+                    "derivation rules changed: rebuilding nodes and edges from the log"
+                ),
+            }
             Self::rebuild_derived(backend, dir)?;
         }
         Ok((counters, format))
