@@ -79,14 +79,16 @@ pub enum Error {
     Encoder { path: PathBuf, message: String },
     /// A read-only open found the store's nodes and edges derived by other rules than this
     /// build's (`found`: `None` for a store older than versioned rules), which only a writer
-    /// rebuilds; `holder` is the process that holds the store for writing, if one does, whose
-    /// build decides the rules while it holds it. Not damage: a writable open of this build
+    /// rebuilds; `held` when another process holds the store, whose build decides the rules
+    /// while it holds it. Not damage: a writable open of this build
     /// rebuilds them from the log.
-    #[error("store {}: {}", shown_path(path), other_rules(*found, *ours, *holder))]
+    #[error("store {}: {}", shown_path(path), other_rules(*found, *ours, (*held, *holder)))]
     OtherRules {
         path: PathBuf,
         found: Option<u32>,
         ours: u32,
+        /// Another process holds the store (its pid, `holder`, when the lock file says it).
+        held: bool,
         holder: Option<u32>,
     },
     /// The store was opened read-only ([`crate::Store::open_read_only`]) and cannot write.
@@ -133,7 +135,7 @@ fn locked_by(holder: Option<u32>, here: bool) -> String {
 }
 
 /// What [`Error::OtherRules`] says: whose rules, and what to do.
-fn other_rules(found: Option<u32>, ours: u32, holder: Option<u32>) -> String {
+fn other_rules(found: Option<u32>, ours: u32, (held, holder): (bool, Option<u32>)) -> String {
     let whose = match found {
         Some(v) if v > ours => format!(
             "its nodes and edges were derived by a newer build's rules ({v}; this build's are {ours})"
@@ -143,13 +145,16 @@ fn other_rules(found: Option<u32>, ours: u32, holder: Option<u32>) -> String {
             found.map_or("unversioned".to_string(), |v| v.to_string())
         ),
     };
-    let what_to_do = match (holder, found) {
-        (Some(p), _) => format!(
-            "it is held by process {p}, a writer whose build decides the rules while it holds              the store: read it with that build, or once the writer lets go (this build then              rebuilds them)"
+    let by = holder.map_or("another process".to_string(), |p| format!("process {p}"));
+    let what_to_do = match found {
+        _ if held => format!(
+            "it is held by {by}, whose build decides the rules while it holds the store: read it \
+             with that build, or once that process lets go (this build then rebuilds them)"
         ),
-        (None, Some(v)) if v > ours => "read it with that build, or open it for writing once              with this one to rebuild them under its rules"
+        Some(v) if v > ours => "read it with that build, or open it for writing once with this \
+             one to rebuild them under its rules"
             .to_string(),
-        (None, _) => "open it for writing once to rebuild them".to_string(),
+        _ => "open it for writing once to rebuild them".to_string(),
     };
     format!("{whose}: {what_to_do}")
 }

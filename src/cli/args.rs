@@ -594,7 +594,7 @@ pub struct ReplayArgs {
     pub verify: bool,
     /// Rebuild the graph as it was right after event SEQ and print it (counts; with --json,
     /// every node and edge).
-    #[arg(long, value_name = "SEQ", allow_negative_numbers = true, value_parser = sequence_number)]
+    #[arg(long, value_name = "SEQ", allow_negative_numbers = true, value_parser = sequence_number_or_zero)]
     pub until: Option<u64>,
     #[arg(long)]
     pub json: bool,
@@ -821,6 +821,14 @@ fn sequence_number(text: &str) -> Result<u64, String> {
         )),
         Ok(n) => u64::try_from(n).map_err(|_| format!("{n} is out of range: at most {}", u64::MAX)),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// [`sequence_number`], or 0: the state before the first event (`replay --until 0`).
+fn sequence_number_or_zero(text: &str) -> Result<u64, String> {
+    match text.parse::<i128>() {
+        Ok(0) => Ok(0),
+        _ => sequence_number(text),
     }
 }
 

@@ -104,11 +104,9 @@ fn library_code(e: &loci::Error) -> Code {
         E::AlreadyExists { .. } => Code::BadInput,
         E::Locked { .. } | E::ReadOnly { .. } => Code::Locked,
         // A writer of another build holds it: busy, not damaged (helper-136: it exited 6).
-        E::OtherRules {
-            holder: Some(_), ..
-        } => Code::Locked,
+        E::OtherRules { held: true, .. } => Code::Locked,
         // Of rules this build reads only once a writer rebuilds them.
-        E::OtherRules { holder: None, .. } => Code::Corrupt,
+        E::OtherRules { held: false, .. } => Code::Corrupt,
         // A store directory that is not there was named wrongly; one that is there but does
         // not read is damaged (or of another format).
         E::Store { path, .. } if !path.exists() => Code::NotFound,

@@ -75,7 +75,9 @@ impl From<crate::Error> for ApiError {
                 Self::bad_input(message)
             }
             E::NotFound(_) => Self::not_found(message),
-            E::Locked { .. } => Self::new(StatusCode::CONFLICT, "locked", message),
+            E::Locked { .. } | E::OtherRules { held: true, .. } => {
+                Self::new(StatusCode::CONFLICT, "locked", message)
+            }
             E::ReadOnly { .. } => Self::new(StatusCode::CONFLICT, "read_only", message),
             E::NotAStore { .. } => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt", message),
             // A backend's or tantivy's own report of damage too, not an internal error.

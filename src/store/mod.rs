@@ -2553,6 +2553,21 @@ impl Store {
                     Err(Error::Locked { .. }) => Self::open_read_only(dir),
                     other => other,
                 },
+                // Derived by other rules, which only a writer rebuilds: this one, once the
+                // holder let go (a writer may have just closed), else the holder's build
+                // decides, and the store is busy, not damaged (helper-136: it exited 6).
+                Err(Error::OtherRules {
+                    found, ours, path, ..
+                }) => match Self::open(dir) {
+                    Err(Error::Locked { holder, .. }) => Err(Error::OtherRules {
+                        path,
+                        found,
+                        ours,
+                        held: true,
+                        holder,
+                    }),
+                    other => other,
+                },
                 // A compaction swaps the store's files under its writer lock: a read that
                 // opened in between met files of two moments, and was told the text index
                 // must be rebuilt, or is missing. The store is busy, not damaged. So is one
@@ -2836,7 +2851,8 @@ impl Store {
                     path: dir.to_path_buf(),
                     found: projection,
                     ours: PROJECTION_VERSION,
-                    holder: StoreLock::holder(dir),
+                    held: false,
+                    holder: None,
                 });
             }
             match projection {
