@@ -170,7 +170,8 @@ impl Store {
         if !keep.is_empty() {
             plans = self.plans(&groups, seen, request, &taken.chain, &keep)?.0;
         }
-        let revived = revived_groups(before, targets, taken, (&groups, &plans));
+        let records_whole = |seqs: &BTreeSet<u64>| self.records_whole(seqs);
+        let revived = revived_groups(before, targets, taken, (&groups, &plans), &records_whole)?;
         if !revived.absorbed.is_empty() {
             let index: BTreeMap<u64, &SummaryLink> =
                 taken.chain.iter().map(|l| (l.seq, l)).collect();
@@ -184,7 +185,7 @@ impl Store {
                     .flat_map(|(_, forgotten)| forgotten.iter().copied())
                     .collect();
                 let into_this = revived.absorbed.get(&plan.group.latest);
-                self.absorb(plan, &forgotten, into_this, &index, &raw_deleted)?;
+                self.absorb(plan, (&forgotten, into_this), &index, &raw_deleted)?;
             }
         }
         // Most deletions revive nothing: no second reading of the chain's origins.
@@ -333,32 +334,60 @@ impl Store {
     fn absorb(
         &self,
         plan: &mut Plan<'_>,
-        forgotten: &BTreeSet<u64>,
-        into_this: Option<&BTreeSet<u64>>,
+        (forgotten, into_this): (&BTreeSet<u64>, Option<&BTreeSet<u64>>),
         index: &BTreeMap<u64, &SummaryLink>,
         raw_deleted: &dyn Fn(&u64) -> bool,
     ) -> Result<()> {
+        if forgotten.is_empty() {
+            return Ok(());
+        }
         for seq in forgotten {
             let (covered, cut_off) = coverage(index, *seq);
             plan.covered
-                .extend(covered.into_iter().filter(|s| !raw_deleted(s)));
+                .extend(covered.iter().copied().filter(|s| !raw_deleted(s)));
             plan.cut_off |= cut_off;
+            if into_this.is_some_and(|into| into.contains(seq)) {
+                // What this deletion takes that it covers, the one made again is without, as
+                // it is without its own events deleted (`Plan::removed`), since it holds the
+                // episodes that hold them (helper-140).
+                plan.summary
+                    .without
+                    .extend(covered.iter().copied().filter(|s| raw_deleted(s)));
+            }
         }
         for seq in into_this.into_iter().flatten() {
-            let (Some(link), Some(mut record)) = (index.get(seq), self.raw_event(*seq)?) else {
-                continue;
-            };
-            plan.summary.children.extend(&link.children);
-            plan.summary.without.extend(&link.without);
-            // As `plans` reads a member: what it asserted, not its text.
-            record.payload = Value::Null;
-            plan.members.push(record);
+            // Its children, and those of the summaries it replaced, whose coverage it folded
+            // in: the one made again replaces only the summary it is made again for
+            // (helper-140: an event only a replaced summary held was counted, not reached).
+            let mut next = Some(*seq);
+            while let Some(link) = next.and_then(|s| index.get(&s)) {
+                plan.summary.children.extend(&link.children);
+                plan.summary.without.extend(&link.without);
+                next = link.supersedes;
+            }
+            // As `plans` reads a member: what it asserted, not its text. Its coverage was
+            // found whole (`revived_groups`).
+            if let Some(mut record) = self.raw_event(*seq)? {
+                record.payload = Value::Null;
+                plan.members.push(record);
+            }
         }
         plan.summary.children.sort_unstable();
         plan.summary.children.dedup();
         plan.summary.without.sort_unstable();
         plan.summary.without.dedup();
         Ok(())
+    }
+
+    /// Whether every one of `seqs` has its record in the log, not a compaction's tombstone.
+    fn records_whole(&self, seqs: &BTreeSet<u64>) -> Result<bool> {
+        for seq in seqs {
+            match self.raw_event(*seq)? {
+                Some(ev) if ev.kind != deletion::TOMBSTONE => {}
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
     }
 
     /// The records of the events `plan` covers before its latest summary that are left
@@ -788,9 +817,10 @@ fn revived_groups(
     targets: &BTreeMap<u64, i64>,
     taken: &Taken,
     (groups, plans): (&[Group], &[Plan<'_>]),
-) -> Revived {
+    records_whole: &dyn Fn(&BTreeSet<u64>) -> Result<bool>,
+) -> Result<Revived> {
     let Some(carriers) = &taken.carriers else {
-        return Revived::default();
+        return Ok(Revived::default());
     };
     let in_plans: BTreeSet<u64> = plans
         .iter()
@@ -813,7 +843,7 @@ fn revived_groups(
     }
     revived.retain(|_, (_, subjects)| !subjects.is_empty());
     if revived.is_empty() {
-        return Revived::default();
+        return Ok(Revived::default());
     }
     let chain = &taken.chain;
     let staying = |seq: u64| !before.deleted.contains(&seq) && !targets.contains_key(&seq);
@@ -821,7 +851,7 @@ fn revived_groups(
     let held = held_by_summaries(chain, staying);
     revived.retain(|seq, _| !held.contains(seq));
     if revived.is_empty() {
-        return Revived::default();
+        return Ok(Revived::default());
     }
     let index: BTreeMap<u64, &SummaryLink> = chain.iter().map(|l| (l.seq, l)).collect();
     let range = |l: &SummaryLink| (l.level, l.start, l.end);
@@ -853,8 +883,16 @@ fn revived_groups(
     };
     let mut best: BTreeMap<u64, &SummaryLink> = BTreeMap::new();
     for link in chain.iter().filter(candidate) {
-        let (covered, _) = coverage(&index, link.seq);
+        let (covered, cut_off) = coverage(&index, link.seq);
         if covered.iter().any(|s| carriers.deleted_by_user(*s)) {
+            continue;
+        }
+        // One to fold into a summary made again must be whole: a compaction's tombstone under
+        // it would have the one made again restated from the graph with the taken summaries
+        // kept, whose values may be a deleted event's (as one made again apart is not written
+        // then: helper-140).
+        let folded = planned.contains_key(&range(link));
+        if folded && (cut_off || !records_whole(&covered)?) {
             continue;
         }
         for seq in covered.iter().filter(|s| revived.contains_key(s)) {
@@ -877,6 +915,13 @@ fn revived_groups(
                 .extend(subjects.iter().cloned());
         }
     }
+    // A summary folded into one made again holds what it reaches, which one made again apart
+    // would hold a second time (helper-140: a forgotten week folded into its week, and a
+    // forgotten day under it made again for another revived event).
+    let folded_reach: BTreeSet<u64> = (out.absorbed.values().flatten())
+        .flat_map(|f| reach(&index, *f))
+        .collect();
+    by_summary.retain(|seq, _| !folded_reach.contains(seq));
     out.groups = (by_summary.into_iter())
         .map(|(seq, subjects)| Group {
             latest: seq,
@@ -884,7 +929,7 @@ fn revived_groups(
             revives: subjects.into_iter().collect(),
         })
         .collect();
-    out
+    Ok(out)
 }
 
 /// What [`revived_groups`] found to make again for the facts a deleted retraction had ended.
