@@ -288,6 +288,13 @@ impl Notes {
                     if same || self.belief_nodes_of_the_reference().contains(key) {
                         continue;
                     }
+                    // Faded, or older: every value a note no deletion took gave it (helper-140:
+                    // naming it again would otherwise hide a deleted note's value left on it).
+                    let strays = self.values_no_live_note_gave(key, &held);
+                    assert!(
+                        strays.is_empty(),
+                        "the store's {key} holds what no live note gave it: {strays:?}: {held:?}"
+                    );
                     for k in held.props.into_keys() {
                         props.entry(k).or_insert(Value::Null);
                     }
@@ -307,6 +314,28 @@ impl Notes {
         }
         again.extend(assertions);
         again
+    }
+
+    /// The values of `held` (the store's node `key`) that no note the deletions left gave it
+    /// and that are not a node's defaults (an entity named by its key).
+    fn values_no_live_note_gave(&self, key: &str, held: &loci::model::Node) -> Vec<String> {
+        let mut given: BTreeSet<String> = BTreeSet::from(["Entity".to_string(), key.to_string()]);
+        let ups = (self.taken.iter().filter(|t| !t.deleted))
+            .flat_map(|t| &t.assertions)
+            .filter_map(|a| match a {
+                Assertion::UpsertNode(up) if up.key == key => Some(up),
+                _ => None,
+            });
+        for up in ups {
+            given.extend(up.label.iter().chain(&up.name).chain(&up.aliases).cloned());
+            given.extend((up.props.iter()).map(|(k, v)| format!("{k}={v:?}")));
+        }
+        let held_values = [&held.label, &held.name]
+            .into_iter()
+            .chain(&held.aliases)
+            .cloned()
+            .chain(held.props.iter().map(|(k, v)| format!("{k}={v:?}")));
+        held_values.filter(|v| !given.contains(v)).collect()
     }
 
     fn assertions(&self, note: &Note) -> Vec<Assertion> {
