@@ -3111,3 +3111,92 @@ fn a_summary_folded_into_one_made_again_is_without_what_the_same_deletion_takes(
         );
     }
 }
+
+/// helper-140's review of the fold: a forgotten day folded into one made again had replaced
+/// another (a late note came into the day after forgetting had thinned it), and the events
+/// only that other one held were counted by the one made again ("note at 5" in its digest)
+/// but not reached through its children, which is how a later deletion of the note finds the
+/// summaries made from it (here another path still found it, and the note's deletion below
+/// matches the reference either way).
+#[test]
+fn a_summary_folded_into_one_made_again_holds_what_the_summaries_it_replaced_held() {
+    for backend in [BackendKind::Redb, BackendKind::Sled] {
+        let mut notes = Notes::new(backend);
+        let mut week0 = vec![
+            note_of(0, vec![belief_step(0, 3, None)]),
+            note_of(0, vec![node_step(1, None, None, None)]),
+        ];
+        week0.extend((0..6).map(|_| note_of(0, vec![node_step(0, None, None, None)])));
+        let week1 = vec![
+            note_of(0, vec![Step::RetractEdge(0)]),
+            note_of(0, vec![node_step(0, None, None, None)]),
+            note_of(0, vec![node_step(0, None, None, None)]),
+        ];
+        for (w, week) in [week0, week1].iter().enumerate() {
+            let start = w as i64 * WEEK;
+            let gap = (WEEK - 20) / week.len() as i64;
+            for (i, note) in week.iter().enumerate() {
+                notes.note(start + 5 + i as i64 * gap, note);
+            }
+            notes.ingest(start + WEEK + 1, 0.1, Vec::new());
+            notes.consolidate();
+        }
+        let trace = std::env::var("LOCI_PROP_TRACE").is_ok();
+        // Thinned: raw notes go, summaries stay; a late note then replaces the first day.
+        notes.forget(14);
+        notes.note(50, &note_of(0, vec![node_step(0, None, None, None)]));
+        notes.consolidate();
+        if trace {
+            dump_log(&notes.store);
+        }
+        // All of it goes; another late note makes the day again.
+        notes.forget(2);
+        notes.note(60, &note_of(0, vec![node_step(0, None, None, None)]));
+        notes.consolidate();
+        if trace {
+            dump_log(&notes.store);
+        }
+        let at = |pred: &dyn Fn(&Assertion) -> bool| {
+            (notes.taken.iter())
+                .position(|t| t.assertions.iter().any(pred))
+                .unwrap()
+        };
+        let retraction = at(&|a| matches!(a, Assertion::RetractEdge { .. }));
+        let belief = at(&|a| matches!(a, Assertion::UpsertEdge(up) if up.to == "n4"));
+        for t in [retraction, belief] {
+            let (s, r) = notes.taken[t].seqs;
+            let done = notes.store.delete(&DeleteRequest::events([s])).unwrap();
+            notes.reference.delete(&DeleteRequest::events([r])).unwrap();
+            notes.taken[t].deleted = true;
+            if trace {
+                eprintln!("{done:?}");
+                dump_log(&notes.store);
+            }
+            assert!(notes.store.verify().unwrap().ok());
+            let history = format!("{backend:?}: {done:?}");
+            notes.compare(&history);
+            notes.no_summary_holds_a_deleted_note(&history);
+            if t == retraction {
+                // The belief's note, which the day made again counts, it reaches.
+                let mut records = BTreeMap::new();
+                (notes.store)
+                    .scan_log_with_deleted(1, |ev| {
+                        records.insert(ev.seq, ev);
+                        Ok(true)
+                    })
+                    .unwrap();
+                let note = notes.taken[belief].seqs.0;
+                let holding = consolidate::summaries(&notes.store)
+                    .unwrap()
+                    .into_iter()
+                    .find(|s| s.level == consolidate::Level::Day && s.start <= 5 && 5 <= s.end);
+                let holding = holding.expect("a live day over the belief's note");
+                assert!(
+                    held_under(&records, holding.seq).contains(&note),
+                    "{history}: day {} does not reach note {note}",
+                    holding.seq
+                );
+            }
+        }
+    }
+}
