@@ -711,8 +711,14 @@ pub(crate) fn unknown_node(key: &str) -> String {
     format!("unknown node {key:?}")
 }
 
-/// Whether `assertion` retracts one of `faded` (a node, an edge, or an edge at a node).
-fn retracts_one_of(assertion: &Assertion, faded: &std::collections::HashSet<String>) -> bool {
+/// Whether `assertion` retracts one of `faded` (a node, an edge, or an edge at a node whose
+/// other end is live or faded too: `exists` says which keys name a live node). An edge from a
+/// key no event ever made never was, faded end or not (helper-139: it was taken as done).
+fn retracts_one_of(
+    assertion: &Assertion,
+    faded: &std::collections::HashSet<String>,
+    exists: impl Fn(&str) -> bool,
+) -> bool {
     use crate::dynamics::deletion::{edge_subject, node_subject};
     if faded.is_empty() {
         return false;
@@ -720,9 +726,10 @@ fn retracts_one_of(assertion: &Assertion, faded: &std::collections::HashSet<Stri
     match assertion {
         Assertion::RetractNode { key } => faded.contains(&node_subject(key)),
         Assertion::RetractEdge { from, relation, to } => {
+            let end_faded = |key: &str| faded.contains(&node_subject(key));
+            let end_known = |key: &str| end_faded(key) || exists(key);
             faded.contains(&edge_subject(from, relation, to))
-                || faded.contains(&node_subject(from))
-                || faded.contains(&node_subject(to))
+                || ((end_faded(from) || end_faded(to)) && end_known(from) && end_known(to))
         }
         _ => false,
     }
@@ -788,7 +795,8 @@ pub(crate) fn project_batch<B: ProjectionBase>(
                 event,
                 assertion: Some(a),
             };
-            let skips = on_missing == Missing::Skip || retracts_one_of(assertion, faded);
+            let skips = on_missing == Missing::Skip
+                || retracts_one_of(assertion, faded, |key| ov.node_id(base, key).is_some());
             if skips && ov.names_missing(base, ev, assertion) {
                 continue;
             }

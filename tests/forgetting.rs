@@ -3413,6 +3413,26 @@ fn a_retraction_of_a_node_forgetting_let_fade_is_taken_as_done() {
     }
 }
 
+/// helper-139 (session 60): a retraction of an edge from a key no event ever made to a node
+/// forgetting let fade was taken as done, as if the edge could have been: one faded end was
+/// enough. An edge needs both ends; one never made is a typo, and refused, naming it.
+#[test]
+fn a_retraction_of_an_edge_from_a_key_never_made_to_a_faded_node_is_refused() {
+    for backend in BackendKind::ALL {
+        let (_dir, store) = store_where_n4_faded(backend);
+        let typo = noted(40, 0.3, vec![retract_edge("nobody", "SAW", "n4")]);
+        let refused = store.ingest(vec![typo]).unwrap_err().to_string();
+        assert!(
+            refused.contains("unknown node \"nobody\""),
+            "{backend}: {refused}"
+        );
+        // Both ends faded, or one faded and the other live: done already.
+        let done = noted(41, 0.3, vec![retract_edge("bot", "OWES", "n4")]);
+        store.ingest(vec![done]).unwrap();
+        assert_verifies(&store);
+    }
+}
+
 /// A store where the person `n4` (named in a low-salience note, linked by a weak edge) has
 /// faded: forgetting took every event naming it.
 fn store_where_n4_faded(backend: BackendKind) -> (tempfile::TempDir, Store) {
