@@ -3059,27 +3059,7 @@ fn a_node_whose_values_faded_is_named_again_before_a_pin_makes_it_a_belief() {
 #[test]
 fn a_summary_folded_into_one_made_again_is_without_what_the_same_deletion_takes() {
     for backend in [BackendKind::Redb, BackendKind::Sled] {
-        let mut notes = Notes::new(backend);
-        // Eight notes a week: the first two fall in its first day.
-        let mut week0 = vec![
-            note_of(0, vec![belief_step(0, 3, None)]),
-            note_of(0, vec![node_step(1, None, None, None)]),
-        ];
-        week0.extend((0..6).map(|_| note_of(0, vec![node_step(0, None, None, None)])));
-        let week1 = vec![
-            note_of(0, vec![Step::RetractEdge(0)]),
-            note_of(0, vec![node_step(0, None, None, None)]),
-            note_of(0, vec![node_step(0, None, None, None)]),
-        ];
-        for (w, week) in [week0, week1].iter().enumerate() {
-            let start = w as i64 * WEEK;
-            let gap = (WEEK - 20) / week.len() as i64;
-            for (i, note) in week.iter().enumerate() {
-                notes.note(start + 5 + i as i64 * gap, note);
-            }
-            notes.ingest(start + WEEK + 1, 0.1, Vec::new());
-            notes.consolidate();
-        }
+        let mut notes = a_belief_retracted_a_week_later(backend);
         notes.forget(2);
         notes.note(50, &note_of(0, vec![node_step(0, None, None, None)]));
         notes.consolidate();
@@ -3121,26 +3101,7 @@ fn a_summary_folded_into_one_made_again_is_without_what_the_same_deletion_takes(
 #[test]
 fn a_summary_folded_into_one_made_again_holds_what_the_summaries_it_replaced_held() {
     for backend in [BackendKind::Redb, BackendKind::Sled] {
-        let mut notes = Notes::new(backend);
-        let mut week0 = vec![
-            note_of(0, vec![belief_step(0, 3, None)]),
-            note_of(0, vec![node_step(1, None, None, None)]),
-        ];
-        week0.extend((0..6).map(|_| note_of(0, vec![node_step(0, None, None, None)])));
-        let week1 = vec![
-            note_of(0, vec![Step::RetractEdge(0)]),
-            note_of(0, vec![node_step(0, None, None, None)]),
-            note_of(0, vec![node_step(0, None, None, None)]),
-        ];
-        for (w, week) in [week0, week1].iter().enumerate() {
-            let start = w as i64 * WEEK;
-            let gap = (WEEK - 20) / week.len() as i64;
-            for (i, note) in week.iter().enumerate() {
-                notes.note(start + 5 + i as i64 * gap, note);
-            }
-            notes.ingest(start + WEEK + 1, 0.1, Vec::new());
-            notes.consolidate();
-        }
+        let mut notes = a_belief_retracted_a_week_later(backend);
         let trace = std::env::var("LOCI_PROP_TRACE").is_ok();
         // Thinned: raw notes go, summaries stay; a late note then replaces the first day.
         notes.forget(14);
@@ -3199,4 +3160,31 @@ fn a_summary_folded_into_one_made_again_holds_what_the_summaries_it_replaced_hel
             }
         }
     }
+}
+
+/// Two weeks, each consolidated: eight notes in the first, the first two in its first day
+/// (the agent's belief `bot -KNOWS-> n4`, then `n2` made), and the belief's retraction first
+/// in the second.
+fn a_belief_retracted_a_week_later(backend: BackendKind) -> Notes {
+    let mut notes = Notes::new(backend);
+    let mut week0 = vec![
+        note_of(0, vec![belief_step(0, 3, None)]),
+        note_of(0, vec![node_step(1, None, None, None)]),
+    ];
+    week0.extend((0..6).map(|_| note_of(0, vec![node_step(0, None, None, None)])));
+    let week1 = vec![
+        note_of(0, vec![Step::RetractEdge(0)]),
+        note_of(0, vec![node_step(0, None, None, None)]),
+        note_of(0, vec![node_step(0, None, None, None)]),
+    ];
+    for (w, week) in [week0, week1].iter().enumerate() {
+        let start = w as i64 * WEEK;
+        let gap = (WEEK - 20) / week.len() as i64;
+        for (i, note) in week.iter().enumerate() {
+            notes.note(start + 5 + i as i64 * gap, note);
+        }
+        notes.ingest(start + WEEK + 1, 0.1, Vec::new());
+        notes.consolidate();
+    }
+    notes
 }
