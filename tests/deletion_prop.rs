@@ -3188,3 +3188,317 @@ fn a_belief_retracted_a_week_later(backend: BackendKind) -> Notes {
     }
     notes
 }
+
+/// The second property's case at `PROPTEST_RNG_SEED=16` (120 cases), open and older than
+/// session 60 (b68b57b fails it the same): after four weeks, forgetting to 3 and the user's
+/// deletion of a summary, the store believes `bot -HOME-> n2` at confidence 1.0 where the log
+/// without the deleted events says 0.3. Not yet studied.
+#[test]
+#[ignore = "open: a summary's deletion after forgetting leaves a belief at another confidence"]
+fn a_summarys_deletion_after_forgetting_to_three_leaves_a_beliefs_confidence_as_its_events_give_it()
+{
+    let weeks = vec![
+        Week {
+            notes: vec![
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+            ],
+            pin: None,
+            forget: None,
+            late: None,
+            deletions: vec![],
+        },
+        Week {
+            notes: vec![
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 2,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Node {
+                        key: 0,
+                        label: None,
+                        name: None,
+                        alias: None,
+                        prop: None,
+                    }],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![Step::Edge {
+                        relation: 1,
+                        to: 1,
+                        confidence: Some(0),
+                        from_time: None,
+                        price: None,
+                    }],
+                },
+            ],
+            pin: None,
+            forget: None,
+            late: Some(Note {
+                salience: 0,
+                steps: vec![Step::Node {
+                    key: 0,
+                    label: None,
+                    name: None,
+                    alias: Some(0),
+                    prop: Some(1),
+                }],
+            }),
+            deletions: vec![Deletion::Summary(49812), Deletion::Event(65524)],
+        },
+        Week {
+            notes: vec![
+                Note {
+                    salience: 1,
+                    steps: vec![
+                        Step::Edge {
+                            relation: 2,
+                            to: 2,
+                            confidence: None,
+                            from_time: None,
+                            price: Some(0),
+                        },
+                        Step::Node {
+                            key: 0,
+                            label: None,
+                            name: Some(0),
+                            alias: None,
+                            prop: Some(1),
+                        },
+                        Step::Node {
+                            key: 1,
+                            label: Some(0),
+                            name: None,
+                            alias: None,
+                            prop: None,
+                        },
+                    ],
+                },
+                Note {
+                    salience: 0,
+                    steps: vec![
+                        Step::Node {
+                            key: 0,
+                            label: Some(0),
+                            name: Some(0),
+                            alias: Some(0),
+                            prop: None,
+                        },
+                        Step::Node {
+                            key: 0,
+                            label: None,
+                            name: Some(1),
+                            alias: None,
+                            prop: Some(2),
+                        },
+                        Step::Node {
+                            key: 1,
+                            label: Some(0),
+                            name: None,
+                            alias: Some(2),
+                            prop: None,
+                        },
+                    ],
+                },
+                Note {
+                    salience: 3,
+                    steps: vec![
+                        Step::Edge {
+                            relation: 0,
+                            to: 1,
+                            confidence: Some(3),
+                            from_time: None,
+                            price: None,
+                        },
+                        Step::RetractNode(0),
+                    ],
+                },
+                Note {
+                    salience: 1,
+                    steps: vec![
+                        Step::Node {
+                            key: 1,
+                            label: None,
+                            name: Some(1),
+                            alias: None,
+                            prop: Some(0),
+                        },
+                        Step::Node {
+                            key: 3,
+                            label: Some(0),
+                            name: Some(1),
+                            alias: Some(1),
+                            prop: None,
+                        },
+                    ],
+                },
+            ],
+            pin: Some(1),
+            forget: None,
+            late: None,
+            deletions: vec![],
+        },
+        Week {
+            notes: vec![
+                Note {
+                    salience: 3,
+                    steps: vec![
+                        Step::Edge {
+                            relation: 1,
+                            to: 0,
+                            confidence: Some(2),
+                            from_time: None,
+                            price: None,
+                        },
+                        Step::Edge {
+                            relation: 2,
+                            to: 2,
+                            confidence: Some(0),
+                            from_time: None,
+                            price: None,
+                        },
+                        Step::Edge {
+                            relation: 2,
+                            to: 1,
+                            confidence: Some(4),
+                            from_time: None,
+                            price: None,
+                        },
+                    ],
+                },
+                Note {
+                    salience: 3,
+                    steps: vec![
+                        Step::Edge {
+                            relation: 1,
+                            to: 3,
+                            confidence: Some(3),
+                            from_time: None,
+                            price: None,
+                        },
+                        Step::Edge {
+                            relation: 2,
+                            to: 2,
+                            confidence: None,
+                            from_time: None,
+                            price: None,
+                        },
+                    ],
+                },
+                Note {
+                    salience: 1,
+                    steps: vec![
+                        Step::Edge {
+                            relation: 2,
+                            to: 0,
+                            confidence: None,
+                            from_time: None,
+                            price: None,
+                        },
+                        Step::Edge {
+                            relation: 1,
+                            to: 2,
+                            confidence: Some(4),
+                            from_time: None,
+                            price: None,
+                        },
+                        Step::Edge {
+                            relation: 1,
+                            to: 2,
+                            confidence: Some(4),
+                            from_time: None,
+                            price: None,
+                        },
+                    ],
+                },
+                Note {
+                    salience: 1,
+                    steps: vec![
+                        Step::Node {
+                            key: 2,
+                            label: Some(2),
+                            name: None,
+                            alias: Some(2),
+                            prop: Some(3),
+                        },
+                        Step::Edge {
+                            relation: 1,
+                            to: 1,
+                            confidence: None,
+                            from_time: None,
+                            price: Some(2),
+                        },
+                        Step::Edge {
+                            relation: 1,
+                            to: 2,
+                            confidence: Some(3),
+                            from_time: None,
+                            price: None,
+                        },
+                    ],
+                },
+                Note {
+                    salience: 1,
+                    steps: vec![
+                        Step::Edge {
+                            relation: 2,
+                            to: 0,
+                            confidence: Some(2),
+                            from_time: None,
+                            price: None,
+                        },
+                        Step::Edge {
+                            relation: 1,
+                            to: 2,
+                            confidence: Some(3),
+                            from_time: None,
+                            price: None,
+                        },
+                    ],
+                },
+            ],
+            pin: None,
+            forget: Some(3),
+            late: None,
+            deletions: vec![Deletion::Summary(62615), Deletion::Event(65472)],
+        },
+    ];
+    run(&weeks, BackendKind::Redb);
+}
