@@ -170,7 +170,8 @@ impl Store {
         if !keep.is_empty() {
             plans = self.plans(&groups, seen, request, &taken.chain, &keep)?.0;
         }
-        let records_whole = |seqs: &BTreeSet<u64>| self.records_whole(seqs);
+        // Whole: no record a tombstone or missing (`summarised_of` says which are).
+        let records_whole = |seqs: &BTreeSet<u64>| Ok(self.summarised_of(seqs)?.is_some());
         let revived = revived_groups(before, targets, taken, (&groups, &plans), &records_whole)?;
         if !revived.absorbed.is_empty() {
             let index: BTreeMap<u64, &SummaryLink> =
@@ -377,17 +378,6 @@ impl Store {
         plan.summary.without.sort_unstable();
         plan.summary.without.dedup();
         Ok(())
-    }
-
-    /// Whether every one of `seqs` has its record in the log, not a compaction's tombstone.
-    fn records_whole(&self, seqs: &BTreeSet<u64>) -> Result<bool> {
-        for seq in seqs {
-            match self.raw_event(*seq)? {
-                Some(ev) if ev.kind != deletion::TOMBSTONE => {}
-                _ => return Ok(false),
-            }
-        }
-        Ok(true)
     }
 
     /// The records of the events `plan` covers before its latest summary that are left
