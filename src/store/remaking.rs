@@ -548,7 +548,7 @@ impl Store {
     ) -> Result<Sources> {
         let chain = &taken.chain;
         let covered: BTreeSet<u64> = plans.iter().flat_map(|p| p.covered.clone()).collect();
-        let (user_deleted, forgotten) = self.deleted_by_reason()?;
+        let (deleted_at, forgotten) = self.deletion_times()?;
         // The summaries made again in place of taken ones (not a forgotten one made again for
         // a revived fact, which stays out of the graph with the taken summaries kept).
         let members: BTreeSet<u64> = (plans.iter())
@@ -566,21 +566,20 @@ impl Store {
         let held_by_another: BTreeSet<u64> = (chain.iter())
             .flat_map(|l| l.children.iter().copied().chain(l.supersedes))
             .collect();
-        let cut = held_by_summaries(chain, |seq| {
-            let by_user = user_deleted.contains(&seq)
-                && !forgotten.contains(&seq)
-                && !held_by_another.contains(&seq);
-            by_user || (targets.contains_key(&seq) && !members.contains(&seq))
+        let cut = gist_taken(chain, |seq| {
+            if targets.contains_key(&seq) && !members.contains(&seq) {
+                return Some(u64::MAX);
+            }
+            let by_user = !forgotten.contains(&seq) && !held_by_another.contains(&seq);
+            deleted_at.get(&seq).copied().filter(|_| by_user)
         });
+        let user_deleted = |seq: &u64| deleted_at.contains_key(seq);
         held.extend(orphaned_by_forgetting(chain, &before.deleted, &held, &cut));
         let mut excluded = before.deleted.clone();
         excluded.extend(targets.keys().chain(gone.keys()));
         let mut left_out = excluded.clone();
         left_out.retain(|s| {
-            !held.contains(s)
-                || user_deleted.contains(s)
-                || targets.contains_key(s)
-                || gone.contains_key(s)
+            !held.contains(s) || user_deleted(s) || targets.contains_key(s) || gone.contains_key(s)
         });
         let mut left_covered = BTreeSet::new();
         let mut compacted = BTreeSet::new();
@@ -662,10 +661,22 @@ impl Store {
     /// The events users' deletions list, and those forgetting's list (its latest lists all it
     /// took), from one read of the deletion events.
     pub(super) fn deleted_by_reason(&self) -> Result<(BTreeSet<u64>, BTreeSet<u64>)> {
-        let (mut by_user, mut forgotten) = (BTreeSet::new(), BTreeSet::new());
+        let (by_user, forgotten) = self.deletion_times()?;
+        Ok((by_user.into_keys().collect(), forgotten))
+    }
+
+    /// The events users' deletions list, each with the number of the first deletion to list
+    /// it, and those forgetting's list, from one read of the deletion events.
+    fn deletion_times(&self) -> Result<(BTreeMap<u64, u64>, BTreeSet<u64>)> {
+        let (mut by_user, mut forgotten) = (BTreeMap::new(), BTreeSet::new());
         for e in self.events_with(Facet::Kind, deletion::DELETE, i64::MIN, i64::MAX)? {
             match deletion::reason_of(&e) {
-                Some(Reason::Delete) => by_user.extend(deletion::deleted_by(&e)),
+                Some(Reason::Delete) => {
+                    for seq in deletion::deleted_by(&e) {
+                        let first: &mut u64 = by_user.entry(seq).or_insert(e.seq);
+                        *first = (*first).min(e.seq);
+                    }
+                }
                 Some(Reason::Forget) => forgotten.extend(deletion::deleted_by(&e)),
                 _ => {}
             }
@@ -1459,9 +1470,8 @@ fn children_again(
 
 /// The events (not summaries) that the summaries `live` says count hold, through their
 /// children and the summaries they replaced, forgotten ones on the way included, less every
-/// event one of them is without: those that stay ([`Store::sources`]), or those a user deleted
-/// (a forgotten event only such a summary held has no part in the graph any more; a
-/// deletion before session 38 did not list the forgotten events it named).
+/// event one of them is without: those that stay ([`Store::sources`]). Those a user's
+/// deletion took with a summary, [`gist_taken`] finds.
 fn held_by_summaries(chain: &[SummaryLink], live: impl Fn(u64) -> bool) -> BTreeSet<u64> {
     let index: BTreeSet<u64> = chain.iter().map(|l| l.seq).collect();
     let mut reached: BTreeSet<u64> = index.iter().copied().filter(|s| live(*s)).collect();
@@ -1484,6 +1494,50 @@ fn held_by_summaries(chain: &[SummaryLink], live: impl Fn(u64) -> bool) -> BTree
     }
     held.retain(|s| !without.contains(s));
     held
+}
+
+/// The events (not summaries) whose gist a user's deletion took: those the summaries
+/// `taken_at` names held (through their children and the summaries they replaced, less what
+/// each on the way is without), where no summary made after the deletion that took them
+/// (`taken_at`'s number) has them as a child. An event live when a user deleted a summary
+/// of it stays, and the next consolidation summarises it again: once forgetting took it and
+/// those summaries, a summary over later events was what restated its facts (seed 16: a
+/// belief's confidence, which a later note re-asserting it without one kept), and a deletion
+/// of that summary must not lose them with it. The summaries say which, not the deletions'
+/// lists: a deletion before session 38 did not list the forgotten events it named.
+fn gist_taken(chain: &[SummaryLink], taken_at: impl Fn(u64) -> Option<u64>) -> BTreeSet<u64> {
+    let index: BTreeSet<u64> = chain.iter().map(|l| l.seq).collect();
+    let mut reached: BTreeMap<u64, u64> = (index.iter())
+        .filter_map(|s| taken_at(*s).map(|at| (*s, at)))
+        .collect();
+    let mut held: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut latest_holder: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut without = BTreeSet::new();
+    // As in `held_by_summaries`: from the end of the log back, each summary is reached before
+    // what it holds; an event holds the latest deletion of a summary that reached it.
+    for link in chain.iter().rev() {
+        for child in link.children.iter().filter(|c| !index.contains(c)) {
+            let latest = latest_holder.entry(*child).or_insert(link.seq);
+            *latest = (*latest).max(link.seq);
+        }
+        let Some(&at) = reached.get(&link.seq) else {
+            continue;
+        };
+        without.extend(link.without.iter().copied());
+        for below in link.children.iter().chain(&link.supersedes) {
+            let into = if index.contains(below) {
+                &mut reached
+            } else {
+                &mut held
+            };
+            let latest = into.entry(*below).or_insert(at);
+            *latest = (*latest).max(at);
+        }
+    }
+    (held.into_iter())
+        .filter(|(seq, at)| !without.contains(seq) && latest_holder.get(seq).is_none_or(|l| l < at))
+        .map(|(seq, _)| seq)
+        .collect()
 }
 
 /// The events (not summaries) the summaries of `chain` were made from that are `deleted` and
