@@ -4,7 +4,8 @@
 //!
 //! A failed commit must come back as an error and leave the previous state: in this process
 //! (sled has already applied the batch in memory, so the handle must refuse to serve it) and
-//! after reopening.
+//! after reopening (sled may write the batch when the handle is dropped with room again: the
+//! next open takes it back, from the record the failure left).
 
 use loci::model::{Assertion, EventDraft, NodeUpsert};
 use loci::world::{self, WorldConfig};
@@ -36,6 +37,16 @@ fn largest_file(dir: &std::path::Path) -> u64 {
         .map(|m| m.len())
         .max()
         .unwrap_or(0)
+}
+
+/// The names of the files recording a failed commit in the store's sled directory.
+fn failure_records(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir.join("sled"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("loci-failed-commit-"))
+        .collect()
 }
 
 #[test]
@@ -71,6 +82,19 @@ fn failed_sled_commit_is_an_error_and_leaves_the_previous_state() {
     let err = err.expect("a commit beyond the file size limit must fail");
     println!("failed commit after {} events: {err}", before.events);
     let failed_first = before.events + 1;
+    // The failure is recorded beside sled's files, for the next open to take back whatever of
+    // the batch sled writes when the handle is dropped with room on the disk again (it did,
+    // now and then: the reopened store served the failed batch).
+    let recorded = failure_records(&dir);
+    assert_eq!(
+        recorded.len(),
+        1,
+        "one record of the failed commit: {recorded:?}"
+    );
+    assert!(
+        recorded[0].starts_with(&format!("loci-failed-commit-v1-{}-", before.events)),
+        "{recorded:?}"
+    );
 
     // In this process: nothing of the failed batch is visible, through any read.
     let after = store.stats();
@@ -88,6 +112,10 @@ fn failed_sled_commit_is_an_error_and_leaves_the_previous_state() {
 
     // After reopening: exactly the previous state, and the store works again.
     let store = Store::open(&dir).unwrap();
+    assert!(
+        failure_records(&dir).is_empty(),
+        "taken back, the record goes"
+    );
     let reopened = store.stats();
     assert_eq!(
         (reopened.events, reopened.nodes, reopened.edges),

@@ -1,8 +1,13 @@
 //! The sled backend: all tables share one sled tree, each key prefixed by its table's byte, so
 //! that a whole multi-table batch is one `apply_batch` (atomic in sled) followed by a `flush`
 //! (durable once it returns).
+//!
+//! A commit whose flush fails is not undone in sled: the batch stays in its memory, and sled
+//! writes it when the database is dropped if the disk has room again. So the failure is
+//! recorded beside sled's files ([`FailedCommit`]), and the next writable open of the store
+//! takes the batch back (`Store::take_back_failed_commits`): a failed batch writes nothing.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Backend, BackendKind, Op, ScanVisitor, Table, WriteBatch};
 use crate::error::{Error, Result};
@@ -43,6 +48,77 @@ fn full_key(table: Table, key: &[u8]) -> Vec<u8> {
     k.push(prefix(table));
     k.extend_from_slice(key);
     k
+}
+
+/// What begins the name of the file that records a failed commit; the name goes on with the
+/// failure's two numbers, `{durable}-{failed_last}`. A name, not content: on a full disk an
+/// empty file is likelier to be made than one written to.
+const FAILED_COMMIT: &str = "loci-failed-commit-v1-";
+
+/// A commit that failed to reach disk, as the file made in the sled directory when it failed
+/// says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FailedCommit {
+    /// The log's last event before the failed batch (0 for an empty log).
+    pub durable: u64,
+    /// The last event the failed batch appended (`durable` when it appended none).
+    pub failed_last: u64,
+}
+
+impl FailedCommit {
+    fn file_name(self) -> String {
+        format!("{FAILED_COMMIT}{}-{}", self.durable, self.failed_last)
+    }
+
+    fn from_file_name(name: &str) -> Option<FailedCommit> {
+        let (durable, failed_last) = name.strip_prefix(FAILED_COMMIT)?.split_once('-')?;
+        Some(FailedCommit {
+            durable: durable.parse().ok()?,
+            failed_last: failed_last.parse().ok()?,
+        })
+    }
+
+    /// The failed commits recorded in the sled directory `path`, each with its file.
+    pub fn recorded_in(path: &Path) -> Result<Vec<(FailedCommit, PathBuf)>> {
+        let entries = match std::fs::read_dir(path) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let mut found = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(path, e))?;
+            let name = entry.file_name();
+            if let Some(failed) = name.to_str().and_then(FailedCommit::from_file_name) {
+                found.push((failed, entry.path()));
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
+    /// Records the failure in the sled directory `path`, durably where the system allows.
+    /// Best effort: a disk too full even for an empty file leaves the failure unrecorded, as
+    /// it was before this record existed.
+    fn record(self, path: &Path) {
+        let file = path.join(self.file_name());
+        let made = std::fs::File::create(&file)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| std::fs::File::open(path)?.sync_all());
+        if let Err(e) = made {
+            tracing::error!(
+                file = %file.display(),
+                error = %e,
+                "cannot record the failed commit: if sled writes it when the store is closed, \
+                 the next open will not take it back"
+            );
+        }
+    }
+}
+
+/// The sequence number a log key begins with.
+fn seq_of_log_key(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.get(..8)?.try_into().ok()?))
 }
 
 /// A store's sled database.
@@ -237,10 +313,21 @@ impl Backend for SledBackend {
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
         self.usable()?;
+        // Every earlier commit reached disk (a failed one closes the handle): the log's end
+        // now is durable.
+        let durable = (self.last(Table::Log)?)
+            .and_then(|(k, _)| seq_of_log_key(&k))
+            .unwrap_or(0);
+        let mut failed_last = durable;
         let mut b = sled::Batch::default();
         for op in batch.ops() {
             match op {
-                Op::Put(t, k, v) => b.insert(full_key(t, k), v),
+                Op::Put(t, k, v) => {
+                    if t == Table::Log {
+                        failed_last = failed_last.max(seq_of_log_key(k).unwrap_or(0));
+                    }
+                    b.insert(full_key(t, k), v)
+                }
                 Op::Delete(t, k) => b.remove(full_key(t, k)),
             }
         }
@@ -250,6 +337,11 @@ impl Backend for SledBackend {
             .and_then(|_| self.db.flush().map(|_| ()));
         if result.is_err() {
             self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
+            FailedCommit {
+                durable,
+                failed_last,
+            }
+            .record(&self.path);
         }
         result.map_err(err)
     }

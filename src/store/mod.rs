@@ -36,6 +36,7 @@ mod deleting;
 mod edge_details;
 mod edge_table;
 mod emerging;
+mod failed_commits;
 mod folds;
 mod key_index;
 mod log;
@@ -2624,6 +2625,9 @@ impl Store {
         let mut timings = OpenTimings::default();
         let read_only = lock.is_none();
         let backend = manifest.backend.open_existing(&dir, read_only)?;
+        if manifest.backend == BackendKind::Sled {
+            Self::take_back_failed_commits(&*backend, &dir, read_only)?;
+        }
         let (counters, format) = Self::check_meta(&*backend, &dir, read_only)?;
         timings.backend = ms_since(started);
         let t = std::time::Instant::now();

@@ -333,6 +333,9 @@ impl Store {
         let kind = manifest.backend;
         let report = {
             let old = kind.open_existing(dir, false)?;
+            if kind == BackendKind::Sled {
+                Store::take_back_failed_commits(&*old, dir, false)?;
+            }
             write_fresh_files(&*old, kind, dir)?
         };
         Ok((
