@@ -39,6 +39,29 @@ fn largest_file(dir: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// What a server on `store` answers at `/health`: the status and the body. The store goes
+/// with the server.
+fn health(store: Store) -> (u16, String) {
+    use tower::ServiceExt;
+    let state = loci::serve::AppState::new(store, loci::serve::ServeConfig::default()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let request = axum::http::Request::builder()
+            .uri("/health")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let response = loci::serve::router(state).oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    })
+}
+
 /// The names of the files recording a failed commit in the store's sled directory.
 fn failure_records(dir: &std::path::Path) -> Vec<String> {
     std::fs::read_dir(dir.join("sled"))
@@ -108,7 +131,14 @@ fn failed_sled_commit_is_an_error_and_leaves_the_previous_state() {
     );
     // The handle stays closed even with space again: sled would now persist the failed batch.
     assert!(store.ingest(w.events[..1].to_vec()).is_err());
-    drop(store);
+    assert!(store.usable().is_err());
+    // A server on it says so at /health, for a supervisor to restart it (helper-142: "ok").
+    let (status, body) = health(store);
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains(r#""status":"failed""#) && body.contains("this handle is closed"),
+        "{body}"
+    );
 
     // After reopening: exactly the previous state, and the store works again.
     let store = Store::open(&dir).unwrap();

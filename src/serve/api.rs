@@ -473,10 +473,24 @@ fn mcp_stream() {}
 #[allow(dead_code)]
 fn mcp_end() {}
 
-/// Liveness; needs no key.
-#[utoipa::path(get, path = "/health", responses((status = 200, body = Json_)))]
-async fn health() -> Json<Json_> {
-    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+/// Liveness; needs no key. 503 once the store's handle refuses every call (a sled commit
+/// that failed to reach disk, a panic inside the backend), which only a new open mends: a
+/// supervisor restarting on it gets a server that works (helper-142: it said "ok" while every
+/// write and log read was refused).
+#[utoipa::path(get, path = "/health", responses((status = 200, body = Json_),
+    (status = 503, body = Json_)))]
+async fn health(State(st): State<Arc<AppState>>) -> axum::response::Response {
+    let version = env!("CARGO_PKG_VERSION");
+    // Absent only while `compact` swaps it in, or after shutdown: neither is a failure.
+    let closed = st.store().ok().and_then(|store| store.usable().err());
+    match closed {
+        None => Json(json!({"status": "ok", "version": version})).into_response(),
+        Some(e) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "failed", "error": e.to_string(), "version": version})),
+        )
+            .into_response(),
+    }
 }
 
 /// This document.

@@ -174,6 +174,9 @@ impl Backend for Guarded {
     fn table_bytes(&self, table: Table) -> Result<super::TableBytes> {
         self.call("table_bytes", Some(table), |b| b.table_bytes(table))
     }
+    fn usable(&self) -> Result<()> {
+        self.call("usable", None, |b| b.usable())
+    }
     fn pinned_view(&self) -> Result<Option<Box<dyn Backend>>> {
         let view = self.call("pinned_view", None, |b| b.pinned_view())?;
         Ok(view.map(|v| Box::new(Guarded::new(v, self.path.clone())) as Box<dyn Backend>))

@@ -250,6 +250,12 @@ pub trait Backend: Send + Sync {
     fn pinned_view(&self) -> Result<Option<Box<dyn Backend>>> {
         Ok(None)
     }
+    /// Whether the handle still serves calls, and if not why: sled's after a failed commit,
+    /// and the guard's after a panic inside the backend, refuse every call until the store is
+    /// opened again (what a server's `/health` says).
+    fn usable(&self) -> Result<()> {
+        Ok(())
+    }
     /// What `table` takes: the bytes of its keys and values, and the backend's own bytes for
     /// it (pages' metadata and fragmentation) where the backend says. The default counts the
     /// entries by a scan (a full read of the table) and knows no overhead.

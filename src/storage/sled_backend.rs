@@ -27,6 +27,9 @@ fn err(e: sled::Error) -> Error {
                 message,
             }
         }
+        // sled says its I/O errors in Rust's debug form ("IO error: Os { code: 27, .. }"):
+        // the system's own words instead.
+        sled::Error::Io(e) => Error::backend_source("sled", e),
         e => Error::backend_source("sled", e),
     }
 }
@@ -50,9 +53,10 @@ fn full_key(table: Table, key: &[u8]) -> Vec<u8> {
     k
 }
 
-/// What begins the name of the file that records a failed commit; the name goes on with the
-/// failure's two numbers, `{durable}-{failed_last}`. A name, not content: on a full disk an
-/// empty file is likelier to be made than one written to.
+/// What begins the name of the file that records a failed commit; the name goes on with
+/// [`FailedCommit`]'s numbers, `{durable}-{failed_last}-{last_record}` (the last in hex, 8
+/// digits). A name, not content: on a full disk an empty file is likelier to be made than one
+/// written to.
 const FAILED_COMMIT: &str = "loci-failed-commit-v1-";
 
 /// A commit that failed to reach disk, as the file made in the sled directory when it failed
@@ -63,22 +67,44 @@ pub struct FailedCommit {
     pub durable: u64,
     /// The last event the failed batch appended (`durable` when it appended none).
     pub failed_last: u64,
+    /// The CRC-32 of the failed batch's last log entry (0 when it appended none): the same
+    /// events sent again after a take-back get the same numbers, never the same record (each
+    /// holds the time it was appended).
+    pub last_record: u32,
 }
 
 impl FailedCommit {
-    fn file_name(self) -> String {
-        format!("{FAILED_COMMIT}{}-{}", self.durable, self.failed_last)
+    /// Whether the log, whose last entry is `end` (key and value), ends with this failed
+    /// batch: sled wrote it after all.
+    pub fn ends(&self, end: Option<(&[u8], &[u8])>) -> bool {
+        let Some((key, value)) = end else {
+            return false;
+        };
+        self.failed_last > self.durable
+            && seq_of_log_key(key) == Some(self.failed_last)
+            && crc32fast::hash(value) == self.last_record
     }
 
-    fn from_file_name(name: &str) -> Option<FailedCommit> {
-        let (durable, failed_last) = name.strip_prefix(FAILED_COMMIT)?.split_once('-')?;
-        Some(FailedCommit {
-            durable: durable.parse().ok()?,
-            failed_last: failed_last.parse().ok()?,
-        })
+    pub(crate) fn file_name(self) -> String {
+        format!(
+            "{FAILED_COMMIT}{}-{}-{:08x}",
+            self.durable, self.failed_last, self.last_record
+        )
     }
 
-    /// The failed commits recorded in the sled directory `path`, each with its file.
+    /// The record a file name says; only the names [`FailedCommit::file_name`] makes.
+    pub(crate) fn from_file_name(name: &str) -> Option<FailedCommit> {
+        let mut numbers = name.strip_prefix(FAILED_COMMIT)?.split('-');
+        let failed = FailedCommit {
+            durable: numbers.next()?.parse().ok()?,
+            failed_last: numbers.next()?.parse().ok()?,
+            last_record: u32::from_str_radix(numbers.next()?, 16).ok()?,
+        };
+        (failed.file_name() == name).then_some(failed)
+    }
+
+    /// The failed commits recorded in the sled directory `path` (files only), each with its
+    /// file.
     pub fn recorded_in(path: &Path) -> Result<Vec<(FailedCommit, PathBuf)>> {
         let entries = match std::fs::read_dir(path) {
             Ok(entries) => entries,
@@ -89,7 +115,10 @@ impl FailedCommit {
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(path, e))?;
             let name = entry.file_name();
-            if let Some(failed) = name.to_str().and_then(FailedCommit::from_file_name) {
+            let Some(failed) = name.to_str().and_then(FailedCommit::from_file_name) else {
+                continue;
+            };
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
                 found.push((failed, entry.path()));
             }
         }
@@ -99,7 +128,7 @@ impl FailedCommit {
 
     /// Records the failure in the sled directory `path`, durably where the system allows.
     /// Best effort: a disk too full even for an empty file leaves the failure unrecorded, as
-    /// it was before this record existed.
+    /// it was before this record existed, and said in the log.
     fn record(self, path: &Path) {
         let file = path.join(self.file_name());
         let made = std::fs::File::create(&file)
@@ -246,7 +275,7 @@ impl SledBackend {
 }
 
 impl SledBackend {
-    fn usable(&self) -> Result<()> {
+    fn serving(&self) -> Result<()> {
         if self.failed.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::Backend {
                 backend: "sled",
@@ -268,7 +297,7 @@ impl Backend for SledBackend {
     }
 
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.usable()?;
+        self.serving()?;
         Ok(self
             .db
             .get(full_key(table, key))
@@ -283,7 +312,7 @@ impl Backend for SledBackend {
         end: Option<&[u8]>,
         visit: &mut ScanVisitor<'_>,
     ) -> Result<()> {
-        self.usable()?;
+        self.serving()?;
         let lo = full_key(table, start);
         let iter = match end {
             Some(end) => self.db.range(lo..full_key(table, end)),
@@ -300,7 +329,7 @@ impl Backend for SledBackend {
     }
 
     fn last(&self, table: Table) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        self.usable()?;
+        self.serving()?;
         let mut iter = self.db.range(vec![prefix(table)]..vec![prefix(table) + 1]);
         match iter.next_back() {
             Some(entry) => {
@@ -311,20 +340,25 @@ impl Backend for SledBackend {
         }
     }
 
+    fn usable(&self) -> Result<()> {
+        self.serving()
+    }
+
     fn commit(&self, batch: WriteBatch) -> Result<()> {
-        self.usable()?;
+        self.serving()?;
         // Every earlier commit reached disk (a failed one closes the handle): the log's end
         // now is durable.
         let durable = (self.last(Table::Log)?)
             .and_then(|(k, _)| seq_of_log_key(&k))
             .unwrap_or(0);
-        let mut failed_last = durable;
+        // The batch's last log entry, as the log would end with it.
+        let mut last_entry: Option<(&[u8], &[u8])> = None;
         let mut b = sled::Batch::default();
         for op in batch.ops() {
             match op {
                 Op::Put(t, k, v) => {
-                    if t == Table::Log {
-                        failed_last = failed_last.max(seq_of_log_key(k).unwrap_or(0));
+                    if t == Table::Log && last_entry.is_none_or(|(last, _)| k >= last) {
+                        last_entry = Some((k, v));
                     }
                     b.insert(full_key(t, k), v)
                 }
@@ -337,9 +371,14 @@ impl Backend for SledBackend {
             .and_then(|_| self.db.flush().map(|_| ()));
         if result.is_err() {
             self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
+            let (failed_last, last_record) = match last_entry {
+                Some((k, v)) => (seq_of_log_key(k).unwrap_or(0), crc32fast::hash(v)),
+                None => (durable, 0),
+            };
             FailedCommit {
                 durable,
                 failed_last,
+                last_record,
             }
             .record(&self.path);
         }

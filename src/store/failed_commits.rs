@@ -16,52 +16,85 @@ use crate::storage::{Backend, BackendKind, FailedCommit, Table, WriteBatch};
 
 impl Store {
     /// Takes back the failed commits recorded beside the sled files of the store at `dir`,
-    /// whose backend is `backend`: the events after the last one durable before the first
-    /// failure, where the log ends with a failed batch's last event (anything else means
-    /// the log moved on since, by a build that does not read these records: it is left as it
-    /// is, and said); then what the backend derives from the log is rebuilt, and the records
-    /// removed. A crash part way leaves the records, and the next open does it all again.
-    /// A reader is refused: it could serve the failed batch.
+    /// whose backend is `backend`, and says whether it changed the store: where the log ends
+    /// with a failed batch's last entry ([`FailedCommit::ends`]), the events after the last
+    /// one durable before it go, and what the backend derives from the log is rebuilt (also
+    /// where the counters say another end than the log: a crash after the removal); then the
+    /// records go. A log that ends anywhere else is left as it is: the failed batch never
+    /// reached disk (the common case), or the log moved on since, by a build that does not
+    /// read these records (the same events sent again are other records). A log that ends
+    /// before an event a failed commit found durable lost committed events: refused, nothing
+    /// changed. A crash part way leaves the records, and the next open goes on. A reader is
+    /// refused only where the log ends with a failed batch, which it would serve.
     pub(super) fn take_back_failed_commits(
         backend: &dyn Backend,
         dir: &Path,
         read_only: bool,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let sled = BackendKind::Sled.path_in(dir);
         let recorded = FailedCommit::recorded_in(&sled)?;
-        let Some(durable) = recorded.iter().map(|(f, _)| f.durable).min() else {
-            return Ok(());
-        };
-        if read_only {
-            return Err(Error::Store {
-                path: dir.to_path_buf(),
-                message: format!(
-                    "a commit after event {durable} failed to reach disk, and sled may have \
-                     written it since: the store must be opened for writing once (any write \
-                     command, or `loci repair`) to take it back before it is read"
-                ),
-            });
+        if recorded.is_empty() {
+            return Ok(false);
         }
-        let last = (backend.last(Table::Log)?)
+        let end = backend.last(Table::Log)?;
+        let end = end.as_ref().map(|(k, v)| (k.as_slice(), v.as_slice()));
+        let last = end
             .and_then(|(k, _)| k.get(..8).and_then(|b| b.try_into().ok()))
             .map(u64::from_be_bytes)
             .unwrap_or(0);
-        if last > durable && recorded.iter().any(|(f, _)| f.failed_last == last) {
-            tracing::warn!(
-                durable,
-                failed_last = last,
-                "taking back events of a commit that failed but that sled wrote afterwards"
-            );
-            remove_log_after(backend, durable)?;
-        } else if last > durable {
-            tracing::warn!(
-                durable,
-                last,
-                "a commit after event {durable} failed, but the log now ends at event {last}, \
-                 no failed batch's end: it is left as it is"
-            );
+        // Only a batch that appended says its `durable` was: a failed take-back's own removal
+        // records the failed batch's end as durable.
+        let lost = (recorded.iter())
+            .filter(|(f, _)| f.failed_last > f.durable && f.durable > last)
+            .map(|(f, _)| f.durable)
+            .max();
+        if let Some(durable) = lost {
+            return Err(Error::Corrupt {
+                table: Table::Log.name(),
+                message: format!(
+                    "{}: the log ends at event {last}, but a commit that failed later found \
+                     events through {durable} durable: the log has lost committed events (a \
+                     damaged file); loci changed nothing: restore the store from a backup",
+                    BackendKind::Sled.path_in(dir).display()
+                ),
+            });
         }
-        Self::rebuild_derived(backend, dir)?;
+        let failed = recorded.iter().find(|(f, _)| f.ends(end)).map(|(f, _)| *f);
+        if read_only {
+            return match failed {
+                Some(f) => Err(Error::Store {
+                    path: dir.to_path_buf(),
+                    message: format!(
+                        "the log ends with events {}..={} of a commit that failed to reach \
+                         disk, which sled wrote afterwards: the store must be opened for \
+                         writing once (any write command, or `loci repair`) to take them back \
+                         before it is read",
+                        f.durable + 1,
+                        f.failed_last
+                    ),
+                }),
+                // What is on disk is what was committed; the records are a writer's to clear.
+                None => Ok(false),
+            };
+        }
+        let mut end_now = last;
+        if let Some(f) = failed {
+            tracing::warn!(
+                durable = f.durable,
+                failed_last = f.failed_last,
+                "taking back the events of a commit that failed but that sled wrote afterwards"
+            );
+            remove_log_after(backend, f.durable)?;
+            end_now = f.durable;
+        }
+        let counted = (backend.get(Table::Meta, super::META_COUNTERS)?)
+            .map(|v| super::decode_meta::<crate::projection::Counters>(super::META_COUNTERS, &v))
+            .transpose()?
+            .map(|c| c.last_seq);
+        let rebuilt = failed.is_some() || counted.is_some_and(|c| c != end_now);
+        if rebuilt {
+            Self::rebuild_derived(backend, dir)?;
+        }
         for (_, file) in &recorded {
             match std::fs::remove_file(file) {
                 Ok(()) => {}
@@ -70,10 +103,11 @@ impl Store {
             }
         }
         if let Ok(d) = std::fs::File::open(&sled) {
-            // Best effort: a record that comes back after a crash is taken again, harmlessly.
+            // Best effort: a record back after a crash finds the log no longer ending with its
+            // batch (the same events sent again are other records), and goes again.
             let _ = d.sync_all();
         }
-        Ok(())
+        Ok(rebuilt)
     }
 }
 
@@ -121,13 +155,43 @@ mod tests {
         }
     }
 
-    /// sled wrote a batch whose flush had failed once the disk had room again, when the failed
-    /// handle was dropped: the next open served it as committed (the flaky `sled_failure`
-    /// test). Here the batch is committed for real, then the store is put back as a failed
-    /// commit leaves it: the full-text index and the snapshot as before the batch, and the
-    /// backend's record of the failure.
-    #[test]
-    fn a_failed_batch_sled_wrote_afterwards_is_taken_back_at_the_next_open() {
+    /// Opens the store at `dir` for writing, which must find its log ending at `last` and
+    /// consistent, and `record` gone.
+    fn opens_as_it_was(dir: &Path, last: u64, record: &Path) -> Store {
+        let store = Store::open(dir).unwrap();
+        assert_eq!(store.last_seq(), last);
+        assert!(store.verify().unwrap().ok());
+        assert!(!record.exists(), "the record stays");
+        store
+    }
+
+    /// The record a commit that failed after event `durable` would leave, had it appended what
+    /// the log of `store` now ends with.
+    fn record_of_the_log_end(store: &Store, durable: u64) -> std::path::PathBuf {
+        let (_, last_entry) = store.backend.last(Table::Log).unwrap().unwrap();
+        let failed = FailedCommit {
+            durable,
+            failed_last: store.last_seq(),
+            last_record: crc32fast::hash(&last_entry),
+        };
+        BackendKind::Sled
+            .path_in(&store.dir)
+            .join(failed.file_name())
+    }
+
+    /// A sled store with the first half of a small world committed, then the second half
+    /// committed for real and the store put back as a commit of it that failed, and that sled
+    /// wrote afterwards, leaves it: the full-text index and the snapshot as before the batch,
+    /// and the backend's record of the failure. Returns the directories, the two halves, the
+    /// counts before the batch and its record.
+    #[allow(clippy::type_complexity)]
+    fn a_failed_batch_on_disk() -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        (Vec<crate::model::EventDraft>, Vec<crate::model::EventDraft>),
+        crate::store::Stats,
+        std::path::PathBuf,
+    ) {
         let (tmp, dir, events) = a_small_world();
         let (kept, failed) = events.split_at(events.len() / 2);
         let store = Store::create(&dir, BackendKind::Sled).unwrap();
@@ -142,11 +206,10 @@ mod tests {
         if had_snapshot {
             std::fs::copy(&snapshot, aside.join("snapshot")).unwrap();
         }
-
         let store = Store::open(&dir).unwrap();
         store.ingest(failed.to_vec()).unwrap();
-        let failed_last = store.last_seq();
-        assert!(failed_last > durable);
+        assert!(store.last_seq() > durable);
+        let record = record_of_the_log_end(&store, durable);
         drop(store);
         std::fs::remove_dir_all(dir.join(super::super::TEXT_DIR)).unwrap();
         copy_dir(&aside.join("text"), &dir.join(super::super::TEXT_DIR));
@@ -154,16 +217,21 @@ mod tests {
         if had_snapshot {
             std::fs::copy(aside.join("snapshot"), &snapshot).unwrap();
         }
-        let sled = BackendKind::Sled.path_in(&dir);
-        let record = sled.join(format!("loci-failed-commit-v1-{durable}-{failed_last}"));
         std::fs::File::create(&record).unwrap();
+        (tmp, dir, (kept.to_vec(), failed.to_vec()), before, record)
+    }
 
+    /// sled wrote a batch whose flush had failed once the disk had room again, when the failed
+    /// handle was dropped: the next open served it as committed (the flaky `sled_failure`
+    /// test).
+    #[test]
+    fn a_failed_batch_sled_wrote_afterwards_is_taken_back_at_the_next_open() {
+        let (_tmp, dir, (_, failed), before, record) = a_failed_batch_on_disk();
         // A reader may not serve it, nor take it back.
         let refused = Store::open_read_only(&dir).err().map(|e| e.to_string());
+        let said = format!("the log ends with events {}..=", before.events + 1);
         assert!(
-            refused
-                .as_deref()
-                .is_some_and(|e| e.contains(&format!("a commit after event {durable} failed"))),
+            refused.as_deref().is_some_and(|e| e.contains(&said)),
             "{refused:?}"
         );
 
@@ -173,19 +241,36 @@ mod tests {
             (after.events, after.nodes, after.edges),
             (before.events, before.nodes, before.edges)
         );
-        assert_eq!(store.last_seq(), durable);
-        assert!(store.event(durable + 1).unwrap().is_none());
-        assert!(store.event(durable).unwrap().is_some());
+        assert_eq!(store.last_seq(), before.events);
+        assert!(store.event(before.events + 1).unwrap().is_none());
+        assert!(store.event(before.events).unwrap().is_some());
         assert!(store.verify().unwrap().ok());
         assert!(!record.exists(), "the record of the failure stays");
         // The batch sent again is taken as new: its idempotency keys went with it.
-        store.ingest(failed.to_vec()).unwrap();
-        assert_eq!(store.last_seq(), failed_last);
+        store.ingest(failed.clone()).unwrap();
+        assert_eq!(store.last_seq(), before.events + failed.len() as u64);
         assert!(store.verify().unwrap().ok());
     }
 
+    /// The same events sent again after a take-back get the same numbers: a record of the
+    /// failure left behind (its removal lost in a crash, or a build that does not read the
+    /// records took the events) must not take the acknowledged ones back (helper-143,
+    /// helper-142: the log was cut to the failed commit's `durable`).
+    #[test]
+    fn a_record_left_behind_does_not_take_back_the_same_events_sent_again() {
+        let (_tmp, dir, (_, failed), before, record) = a_failed_batch_on_disk();
+        let store = Store::open(&dir).unwrap();
+        store.ingest(failed.clone()).unwrap();
+        let acknowledged = store.last_seq();
+        assert_eq!(acknowledged, before.events + failed.len() as u64);
+        drop(store);
+        std::fs::File::create(&record).unwrap();
+        opens_as_it_was(&dir, acknowledged, &record);
+    }
+
     /// The record of a failed commit sled never wrote (the common case: the process ended
-    /// without the drop's flush, or the disk stayed full) leaves the log as it is, and goes.
+    /// without the drop's flush, or the disk stayed full) leaves the log as it is, and goes;
+    /// a reader reads the store meanwhile.
     #[test]
     fn a_failed_commit_sled_did_not_write_leaves_the_log_as_it_was() {
         let (_tmp, dir, events) = a_small_world();
@@ -193,13 +278,74 @@ mod tests {
         store.ingest(events).unwrap();
         let (before, last) = (store.stats(), store.last_seq());
         drop(store);
+        let never_written = FailedCommit {
+            durable: last,
+            failed_last: last + 40,
+            last_record: 7,
+        };
         let sled = BackendKind::Sled.path_in(&dir);
-        let record = sled.join(format!("loci-failed-commit-v1-{last}-{}", last + 40));
+        let record = sled.join(never_written.file_name());
         std::fs::File::create(&record).unwrap();
-        let store = Store::open(&dir).unwrap();
+        let reader = Store::open_read_only(&dir).unwrap();
+        assert_eq!(reader.last_seq(), last);
+        drop(reader);
+        assert!(record.exists(), "a reader clears no record");
+        let store = opens_as_it_was(&dir, last, &record);
         assert_eq!(store.stats().events, before.events);
+    }
+
+    /// A log that ends before an event a failed commit found durable lost committed events:
+    /// the open refuses, and changes nothing (the record stays for a look).
+    #[test]
+    fn a_log_shorter_than_a_failed_commit_found_durable_is_refused_unchanged() {
+        let (_tmp, dir, events) = a_small_world();
+        let store = Store::create(&dir, BackendKind::Sled).unwrap();
+        store.ingest(events).unwrap();
+        let last = store.last_seq();
+        drop(store);
+        let beyond = FailedCommit {
+            durable: last + 5,
+            failed_last: last + 9,
+            last_record: 1,
+        };
+        let record = BackendKind::Sled.path_in(&dir).join(beyond.file_name());
+        std::fs::File::create(&record).unwrap();
+        let refused = Store::open(&dir).err().map(|e| e.to_string());
+        let said = format!("the log ends at event {last}, but a commit that failed later");
+        assert!(
+            refused.as_deref().is_some_and(|e| e.contains(&said)),
+            "{refused:?}"
+        );
+        assert!(record.exists());
+        std::fs::remove_file(&record).unwrap();
+        let store = Store::open(&dir).unwrap();
         assert_eq!(store.last_seq(), last);
-        assert!(store.verify().unwrap().ok());
-        assert!(!record.exists());
+    }
+
+    /// Only the names the backend makes are records: another spelling of the numbers, or a
+    /// directory under a record's name, is not one (helper-142: `+49-50` acted as `49-50`,
+    /// and a directory stopped every open).
+    #[test]
+    fn only_the_names_the_backend_makes_are_records_of_failed_commits() {
+        let made = FailedCommit {
+            durable: 49,
+            failed_last: 50,
+            last_record: 0xab,
+        };
+        assert_eq!(made.file_name(), "loci-failed-commit-v1-49-50-000000ab");
+        assert_eq!(FailedCommit::from_file_name(&made.file_name()), Some(made));
+        for other in [
+            "loci-failed-commit-v1-+49-50-000000ab",
+            "loci-failed-commit-v1-049-50-000000ab",
+            "loci-failed-commit-v1-49-50-ab",
+            "loci-failed-commit-v1-49-50",
+            "loci-failed-commit-v1-49-50-000000ab-1",
+            "loci-failed-commit-v2-49-50-000000ab",
+        ] {
+            assert_eq!(FailedCommit::from_file_name(other), None, "{other}");
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join(made.file_name())).unwrap();
+        assert!(FailedCommit::recorded_in(tmp.path()).unwrap().is_empty());
     }
 }

@@ -2625,10 +2625,13 @@ impl Store {
         let mut timings = OpenTimings::default();
         let read_only = lock.is_none();
         let backend = manifest.backend.open_existing(&dir, read_only)?;
-        if manifest.backend == BackendKind::Sled {
-            Self::take_back_failed_commits(&*backend, &dir, read_only)?;
+        let (mut counters, mut format) = Self::check_meta(&*backend, &dir, read_only)?;
+        // After the checks: a store this build refuses is left as it is.
+        if manifest.backend == BackendKind::Sled
+            && Self::take_back_failed_commits(&*backend, &dir, read_only)?
+        {
+            (counters, format) = Self::check_meta(&*backend, &dir, read_only)?;
         }
-        let (counters, format) = Self::check_meta(&*backend, &dir, read_only)?;
         timings.backend = ms_since(started);
         let t = std::time::Instant::now();
         let (mut state, loaded) =
@@ -4843,6 +4846,12 @@ impl Store {
     }
 
     /// Events the store holds: log records not deleted (forgetting's budget counts these).
+    /// Whether the store's handle still serves, and if not why (see [`Backend::usable`]):
+    /// only a new open mends a handle that refuses.
+    pub fn usable(&self) -> Result<()> {
+        self.backend.usable()
+    }
+
     /// The sequence number of the log's last record (0 for an empty log).
     pub fn last_seq(&self) -> u64 {
         self.read_state().counters.last_seq

@@ -535,7 +535,8 @@ impl Store {
     /// holds it ([`held_by_summaries`]), or forgetting took every summary that held it
     /// ([`orphaned_by_forgetting`]: later summaries restated what it gave, and those may be
     /// the ones taken); not when a user's deletion took a summary holding it (one forgetting
-    /// had not taken before, and no other summary holds) and none that stays does. Forgotten
+    /// had not taken before, and no other summary holds) while it was forgotten, and none
+    /// that stays holds it ([`gist_taken`]). Forgotten
     /// summaries do not come back (they restated values as they were, a deleted event's
     /// among them).
     fn sources(
@@ -1498,28 +1499,27 @@ fn held_by_summaries(chain: &[SummaryLink], live: impl Fn(u64) -> bool) -> BTree
 
 /// The events (not summaries) whose gist a user's deletion took: those the summaries
 /// `taken_at` names held (through their children and the summaries they replaced, less what
-/// each on the way is without), where no summary made after the deletion that took them
-/// (`taken_at`'s number) has them as a child. An event live when a user deleted a summary
-/// of it stays, and the next consolidation summarises it again: once forgetting took it and
-/// those summaries, a summary over later events was what restated its facts (seed 16: a
-/// belief's confidence, which a later note re-asserting it without one kept), and a deletion
-/// of that summary must not lose them with it. The summaries say which, not the deletions'
-/// lists: a deletion before session 38 did not list the forgotten events it named.
+/// each on the way is without), where no summary written after the deletion that took them
+/// (`taken_at`'s number) holds them, directly or through older summaries. An event live when
+/// a user deleted a summary of it stays, and the next consolidation summarises it again (a
+/// week written afterwards lists the old day over it): once forgetting took it and those
+/// summaries, a summary over later events was what restated its facts (seed 16: a belief's
+/// confidence, which a later note re-asserting it without one kept), and a deletion of that
+/// summary must not lose them with it. The summaries say which, not the deletions' lists: a
+/// deletion before session 38 did not list the forgotten events it named.
+///
+/// One pass back over `chain`, and a second where a summary named was taken by an earlier
+/// deletion (none is in most deletions: the summaries this one takes are taken now).
 fn gist_taken(chain: &[SummaryLink], taken_at: impl Fn(u64) -> Option<u64>) -> BTreeSet<u64> {
     let index: BTreeSet<u64> = chain.iter().map(|l| l.seq).collect();
     let mut reached: BTreeMap<u64, u64> = (index.iter())
         .filter_map(|s| taken_at(*s).map(|at| (*s, at)))
         .collect();
     let mut held: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut latest_holder: BTreeMap<u64, u64> = BTreeMap::new();
     let mut without = BTreeSet::new();
     // As in `held_by_summaries`: from the end of the log back, each summary is reached before
     // what it holds; an event holds the latest deletion of a summary that reached it.
     for link in chain.iter().rev() {
-        for child in link.children.iter().filter(|c| !index.contains(c)) {
-            let latest = latest_holder.entry(*child).or_insert(link.seq);
-            *latest = (*latest).max(link.seq);
-        }
         let Some(&at) = reached.get(&link.seq) else {
             continue;
         };
@@ -1534,8 +1534,29 @@ fn gist_taken(chain: &[SummaryLink], taken_at: impl Fn(u64) -> Option<u64>) -> B
             *latest = (*latest).max(at);
         }
     }
+    held.retain(|seq, _| !without.contains(seq));
+    if held.values().all(|at| *at == u64::MAX) {
+        return held.into_keys().collect();
+    }
+    // The latest summary holding each summary, itself included, then each event held.
+    let mut holder: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut latest_holder: BTreeMap<u64, u64> = BTreeMap::new();
+    for link in chain.iter().rev() {
+        let latest = holder.get(&link.seq).copied().unwrap_or(0).max(link.seq);
+        for below in link.children.iter().chain(&link.supersedes) {
+            let into = if index.contains(below) {
+                &mut holder
+            } else if held.contains_key(below) {
+                &mut latest_holder
+            } else {
+                continue;
+            };
+            let slot = into.entry(*below).or_insert(latest);
+            *slot = (*slot).max(latest);
+        }
+    }
     (held.into_iter())
-        .filter(|(seq, at)| !without.contains(seq) && latest_holder.get(seq).is_none_or(|l| l < at))
+        .filter(|(seq, at)| latest_holder.get(seq).is_none_or(|l| l < at))
         .map(|(seq, _)| seq)
         .collect()
 }
