@@ -5,7 +5,9 @@
 //! A commit whose flush fails is not undone in sled: the batch stays in its memory, and sled
 //! writes it when the database is dropped if the disk has room again. So the failure is
 //! recorded beside sled's files ([`FailedCommit`]), and the next writable open of the store
-//! takes the batch back (`Store::take_back_failed_commits`): a failed batch writes nothing.
+//! takes the batch back (`Store::take_back_failed_commits`): a failed batch writes nothing,
+//! where the record could be made (a crash between the failed flush and the record, or a
+//! disk without room for an empty file, leaves it unrecorded, as before).
 
 use std::path::{Path, PathBuf};
 

@@ -128,6 +128,28 @@ pub(super) struct SummaryLink {
     pub(super) without: Vec<u64>,
 }
 
+#[cfg(test)]
+impl SummaryLink {
+    /// A summary `seq` of `children`, for tests of what reads the chain.
+    pub(super) fn of(
+        seq: u64,
+        level: crate::dynamics::consolidate::Level,
+        children: &[u64],
+    ) -> Self {
+        SummaryLink {
+            seq,
+            level,
+            ts: 0,
+            start: 0,
+            end: 0,
+            children: children.to_vec(),
+            supersedes: None,
+            unknown_child: false,
+            without: Vec::new(),
+        }
+    }
+}
+
 /// The summaries of `chain` (in log order) made from any of `seeds` (seq to world time),
 /// directly or through other summaries (their children, or the summary they replaced), live
 /// or not: children come before their summaries in

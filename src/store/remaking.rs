@@ -1724,3 +1724,37 @@ fn kept_of(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dynamics::consolidate::Level;
+
+    /// Note 1, its episode 2 and day 3, and week 4, which a user's deletion numbered 5 took;
+    /// then `later`, summaries written after it.
+    fn a_week_deleted_at_five(later: Vec<SummaryLink>) -> BTreeSet<u64> {
+        let mut chain = vec![
+            SummaryLink::of(2, Level::Episode, &[1]),
+            SummaryLink::of(3, Level::Day, &[2]),
+            SummaryLink::of(4, Level::Week, &[3]),
+        ];
+        chain.extend(
+            later
+                .iter()
+                .map(|l| SummaryLink::of(l.seq, l.level, &l.children)),
+        );
+        gist_taken(&chain, |seq| (seq == 4).then_some(5))
+    }
+
+    /// A note under a summary a user deleted is its gist, unless a summary written after the
+    /// deletion holds it: directly (an episode made again over it), or through the older
+    /// summaries it lists (the next consolidation's week lists the old day: helper-143).
+    #[test]
+    fn a_note_a_summary_written_after_the_deletion_holds_is_not_its_gist() {
+        assert_eq!(a_week_deleted_at_five(vec![]), BTreeSet::from([1]));
+        let episode_again = SummaryLink::of(6, Level::Episode, &[1]);
+        assert!(a_week_deleted_at_five(vec![episode_again]).is_empty());
+        let week_over_the_old_day = SummaryLink::of(6, Level::Week, &[3]);
+        assert!(a_week_deleted_at_five(vec![week_over_the_old_day]).is_empty());
+    }
+}
