@@ -29,10 +29,30 @@ fn err(e: sled::Error) -> Error {
                 message,
             }
         }
-        // sled says its I/O errors in Rust's debug form ("IO error: Os { code: 27, .. }"):
-        // the system's own words instead.
-        sled::Error::Io(e) => Error::backend_source("sled", e),
+        sled::Error::Io(e) => Error::backend_source("sled", in_the_systems_words(e)),
         e => Error::backend_source("sled", e),
+    }
+}
+
+/// sled keeps a failed write's error as the text of its debug form (`Os { code: 27, kind:
+/// FileTooLarge, message: "File too large" }`), which reached the user (helper-142,
+/// helper-144): the system's own words for its code instead, where the code can be told.
+fn in_the_systems_words(e: std::io::Error) -> std::io::Error {
+    if e.raw_os_error().is_some() {
+        return e;
+    }
+    let text = e.to_string();
+    let code = text
+        .split_once("code: ")
+        .map(|(_, rest)| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|digits| digits.parse::<i32>().ok());
+    match code {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => e,
     }
 }
 
@@ -282,11 +302,11 @@ impl SledBackend {
             return Err(Error::Backend {
                 backend: "sled",
                 source: None,
-                message: format!(
-                    "{}: an earlier commit failed to reach disk and sled cannot undo it in \
-                     memory, so this handle is closed; reopen the store to read what is durable",
-                    self.path.display()
-                ),
+                // The guard around every backend prefixes the path.
+                message: "an earlier commit failed to reach disk and sled cannot undo it in \
+                          memory, so this handle is closed; reopen the store to read what is \
+                          durable"
+                    .to_string(),
             });
         }
         Ok(())
@@ -391,6 +411,22 @@ impl Backend for SledBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A full disk's error read `commit: Os { code: 27, kind: FileTooLarge, message: "File
+    /// too large" }` (helper-144): sled keeps the debug form as the error's text.
+    #[test]
+    fn a_write_error_sled_keeps_as_text_is_said_in_the_systems_words() {
+        let kept = std::io::Error::other(
+            r#"Os { code: 27, kind: FileTooLarge, message: "File too large" }"#,
+        );
+        let text = err(sled::Error::Io(kept)).to_string();
+        assert!(text.contains("(os error 27)"), "{text}");
+        assert!(!text.contains("Os {"), "{text}");
+        let plain = std::io::Error::other("no code here");
+        assert!(err(sled::Error::Io(plain))
+            .to_string()
+            .contains("no code here"));
+    }
 
     /// sled's corruption error had been shown whole, ending in " backtrace ()", on a damaged
     /// store (a new user's finding).

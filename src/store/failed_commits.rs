@@ -59,7 +59,11 @@ impl Store {
                 ),
             });
         }
-        let failed = recorded.iter().find(|(f, _)| f.ends(end)).map(|(f, _)| *f);
+        // Two records of one batch cannot both be right: the later durable event cuts less.
+        let failed = (recorded.iter())
+            .filter(|(f, _)| f.ends(end))
+            .map(|(f, _)| *f)
+            .max_by_key(|f| f.durable);
         if read_only {
             return match failed {
                 Some(f) => Err(Error::Store {
@@ -95,6 +99,8 @@ impl Store {
         if rebuilt {
             Self::rebuild_derived(backend, dir)?;
         }
+        // Before the records go, so that a crash after a removal still comes here.
+        text_index_within(dir, end_now)?;
         for (_, file) in &recorded {
             match std::fs::remove_file(file) {
                 Ok(()) => {}
@@ -109,6 +115,28 @@ impl Store {
         }
         Ok(rebuilt)
     }
+}
+
+/// Empties the full-text index of the store at `dir` where it holds events after `end`, the
+/// log's end, for the open to make it again from the log: a build that does not read the
+/// records of failed commits, opening the store after sled wrote a failed batch, indexed the
+/// batch's text, and the open after the take-back refused the store as one whose log had lost
+/// committed events (helper-144). Where the index cannot be read, the open rebuilds it anyway.
+fn text_index_within(dir: &Path, end: u64) -> Result<()> {
+    let text_dir = dir.join(super::TEXT_DIR);
+    let indexed = match crate::text::TextIndex::open(&text_dir) {
+        Ok((_, indexed)) => indexed,
+        Err(_) => return Ok(()),
+    };
+    if indexed.is_some_and(|at| at > end) {
+        tracing::warn!(
+            indexed = indexed.unwrap_or_default(),
+            end,
+            "the full-text index holds a failed batch's events: made again from the log"
+        );
+        crate::text::clear_dir(&text_dir)?;
+    }
+    Ok(())
 }
 
 /// Removes from the log every record after event `durable`, chunks too, in one commit.
@@ -181,11 +209,14 @@ mod tests {
 
     /// A sled store with the first half of a small world committed, then the second half
     /// committed for real and the store put back as a commit of it that failed, and that sled
-    /// wrote afterwards, leaves it: the full-text index and the snapshot as before the batch,
-    /// and the backend's record of the failure. Returns the directories, the two halves, the
-    /// counts before the batch and its record.
+    /// wrote afterwards, leaves it: the full-text index (unless `indexed`: a build that does
+    /// not read the records opened it since) and the snapshot as before the batch, and the
+    /// backend's record of the failure. Returns the directories, the two halves, the counts
+    /// before the batch and its record.
     #[allow(clippy::type_complexity)]
-    fn a_failed_batch_on_disk() -> (
+    fn a_failed_batch_on_disk(
+        indexed: bool,
+    ) -> (
         tempfile::TempDir,
         std::path::PathBuf,
         (Vec<crate::model::EventDraft>, Vec<crate::model::EventDraft>),
@@ -211,8 +242,10 @@ mod tests {
         assert!(store.last_seq() > durable);
         let record = record_of_the_log_end(&store, durable);
         drop(store);
-        std::fs::remove_dir_all(dir.join(super::super::TEXT_DIR)).unwrap();
-        copy_dir(&aside.join("text"), &dir.join(super::super::TEXT_DIR));
+        if !indexed {
+            std::fs::remove_dir_all(dir.join(super::super::TEXT_DIR)).unwrap();
+            copy_dir(&aside.join("text"), &dir.join(super::super::TEXT_DIR));
+        }
         let _ = std::fs::remove_file(&snapshot);
         if had_snapshot {
             std::fs::copy(aside.join("snapshot"), &snapshot).unwrap();
@@ -226,7 +259,7 @@ mod tests {
     /// test).
     #[test]
     fn a_failed_batch_sled_wrote_afterwards_is_taken_back_at_the_next_open() {
-        let (_tmp, dir, (_, failed), before, record) = a_failed_batch_on_disk();
+        let (_tmp, dir, (_, failed), before, record) = a_failed_batch_on_disk(false);
         // A reader may not serve it, nor take it back.
         let refused = Store::open_read_only(&dir).err().map(|e| e.to_string());
         let said = format!("the log ends with events {}..=", before.events + 1);
@@ -252,13 +285,25 @@ mod tests {
         assert!(store.verify().unwrap().ok());
     }
 
+    /// An older build opened the store after sled wrote the failed batch and indexed its
+    /// text: the take-back left the index ahead of the log, and the open refused the store as
+    /// one whose log had lost committed events, "loci changed nothing" (helper-144).
+    #[test]
+    fn a_failed_batch_an_older_build_indexed_is_taken_back_with_its_text() {
+        let (_tmp, dir, (_, failed), before, record) = a_failed_batch_on_disk(true);
+        // `verify` compares the full-text index with the log too.
+        let store = opens_as_it_was(&dir, before.events, &record);
+        store.ingest(failed).unwrap();
+        assert!(store.verify().unwrap().ok());
+    }
+
     /// The same events sent again after a take-back get the same numbers: a record of the
     /// failure left behind (its removal lost in a crash, or a build that does not read the
     /// records took the events) must not take the acknowledged ones back (helper-143,
     /// helper-142: the log was cut to the failed commit's `durable`).
     #[test]
     fn a_record_left_behind_does_not_take_back_the_same_events_sent_again() {
-        let (_tmp, dir, (_, failed), before, record) = a_failed_batch_on_disk();
+        let (_tmp, dir, (_, failed), before, record) = a_failed_batch_on_disk(false);
         let store = Store::open(&dir).unwrap();
         store.ingest(failed.clone()).unwrap();
         let acknowledged = store.last_seq();
