@@ -99,8 +99,16 @@ impl Store {
         if rebuilt {
             Self::rebuild_derived(backend, dir)?;
         }
-        // Before the records go, so that a crash after a removal still comes here.
-        text_index_within(dir, end_now)?;
+        // Before the records go, so that a crash after a removal still comes here. Only as far
+        // as a failed batch after the log's end explains: an index further ahead is a log that
+        // lost committed events, which the open refuses.
+        let explained = (recorded.iter())
+            .filter(|(f, _)| f.failed_last > f.durable && f.durable == end_now)
+            .map(|(f, _)| f.failed_last)
+            .max();
+        if let Some(failed_last) = explained {
+            text_index_within(dir, end_now, failed_last)?;
+        }
         for (_, file) in &recorded {
             match std::fs::remove_file(file) {
                 Ok(()) => {}
@@ -118,17 +126,18 @@ impl Store {
 }
 
 /// Empties the full-text index of the store at `dir` where it holds events after `end`, the
-/// log's end, for the open to make it again from the log: a build that does not read the
+/// log's end, through `failed_last` at most, for the open to make it again from the log: a
+/// build that does not read the
 /// records of failed commits, opening the store after sled wrote a failed batch, indexed the
 /// batch's text, and the open after the take-back refused the store as one whose log had lost
 /// committed events (helper-144). Where the index cannot be read, the open rebuilds it anyway.
-fn text_index_within(dir: &Path, end: u64) -> Result<()> {
+fn text_index_within(dir: &Path, end: u64, failed_last: u64) -> Result<()> {
     let text_dir = dir.join(super::TEXT_DIR);
     let indexed = match crate::text::TextIndex::open(&text_dir) {
         Ok((_, indexed)) => indexed,
         Err(_) => return Ok(()),
     };
-    if indexed.is_some_and(|at| at > end) {
+    if indexed.is_some_and(|at| at > end && at <= failed_last) {
         tracing::warn!(
             indexed = indexed.unwrap_or_default(),
             end,
@@ -169,6 +178,33 @@ mod tests {
             days: 2,
         });
         (tmp, dir, w.events)
+    }
+
+    /// A sled store of a small world's events, closed: its directories, its log's last event
+    /// and its counts.
+    fn a_sled_store_of_a_small_world() -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        u64,
+        crate::store::Stats,
+    ) {
+        let (tmp, dir, events) = a_small_world();
+        let store = Store::create(&dir, BackendKind::Sled).unwrap();
+        store.ingest(events).unwrap();
+        (tmp, dir, store.last_seq(), store.stats())
+    }
+
+    /// Records `failed` in the store at `dir`, whose open must then refuse it, saying `said`.
+    /// Returns the record's path.
+    fn recorded_then_refused(dir: &Path, failed: FailedCommit, said: &str) -> std::path::PathBuf {
+        let record = BackendKind::Sled.path_in(dir).join(failed.file_name());
+        std::fs::File::create(&record).unwrap();
+        let refused = Store::open(dir).err().map(|e| e.to_string());
+        assert!(
+            refused.as_deref().is_some_and(|e| e.contains(said)),
+            "{refused:?}"
+        );
+        record
     }
 
     fn copy_dir(from: &Path, to: &Path) {
@@ -297,6 +333,25 @@ mod tests {
         assert!(store.verify().unwrap().ok());
     }
 
+    /// A full-text index further ahead than a failed batch explains is a log that lost
+    /// committed events: left for the open to refuse, not emptied.
+    #[test]
+    fn an_index_ahead_of_what_a_failed_batch_explains_is_still_refused() {
+        let (_tmp, dir, last, _) = a_sled_store_of_a_small_world();
+        let lost_from = last - 10;
+        {
+            let backend = BackendKind::Sled.open_existing(&dir, false).unwrap();
+            remove_log_after(&*backend, lost_from).unwrap();
+        }
+        let explains_two = FailedCommit {
+            durable: lost_from,
+            failed_last: lost_from + 2,
+            last_record: 0,
+        };
+        let said = format!("the full-text index holds events through {last}");
+        recorded_then_refused(&dir, explains_two, &said);
+    }
+
     /// The same events sent again after a take-back get the same numbers: a record of the
     /// failure left behind (its removal lost in a crash, or a build that does not read the
     /// records took the events) must not take the acknowledged ones back (helper-143,
@@ -318,11 +373,7 @@ mod tests {
     /// a reader reads the store meanwhile.
     #[test]
     fn a_failed_commit_sled_did_not_write_leaves_the_log_as_it_was() {
-        let (_tmp, dir, events) = a_small_world();
-        let store = Store::create(&dir, BackendKind::Sled).unwrap();
-        store.ingest(events).unwrap();
-        let (before, last) = (store.stats(), store.last_seq());
-        drop(store);
+        let (_tmp, dir, last, before) = a_sled_store_of_a_small_world();
         let never_written = FailedCommit {
             durable: last,
             failed_last: last + 40,
@@ -343,24 +394,14 @@ mod tests {
     /// the open refuses, and changes nothing (the record stays for a look).
     #[test]
     fn a_log_shorter_than_a_failed_commit_found_durable_is_refused_unchanged() {
-        let (_tmp, dir, events) = a_small_world();
-        let store = Store::create(&dir, BackendKind::Sled).unwrap();
-        store.ingest(events).unwrap();
-        let last = store.last_seq();
-        drop(store);
+        let (_tmp, dir, last, _) = a_sled_store_of_a_small_world();
         let beyond = FailedCommit {
             durable: last + 5,
             failed_last: last + 9,
             last_record: 1,
         };
-        let record = BackendKind::Sled.path_in(&dir).join(beyond.file_name());
-        std::fs::File::create(&record).unwrap();
-        let refused = Store::open(&dir).err().map(|e| e.to_string());
         let said = format!("the log ends at event {last}, but a commit that failed later");
-        assert!(
-            refused.as_deref().is_some_and(|e| e.contains(&said)),
-            "{refused:?}"
-        );
+        let record = recorded_then_refused(&dir, beyond, &said);
         assert!(record.exists());
         std::fs::remove_file(&record).unwrap();
         let store = Store::open(&dir).unwrap();
