@@ -39,26 +39,34 @@ fn largest_file(dir: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// What a server on `store` answers at `/health`: the status and the body. The store goes
-/// with the server.
-fn health(store: Store) -> (u16, String) {
+/// What a server on `store` answers to a GET of each of `uris`: the status and the body. The
+/// store goes with the server.
+fn server_answers(store: Store, uris: &[&str]) -> Vec<(u16, String)> {
     use tower::ServiceExt;
     let state = loci::serve::AppState::new(store, loci::serve::ServeConfig::default()).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let request = axum::http::Request::builder()
-            .uri("/health")
-            .body(axum::body::Body::empty())
-            .unwrap();
-        let response = loci::serve::router(state).oneshot(request).await.unwrap();
-        let status = response.status().as_u16();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        (status, String::from_utf8_lossy(&bytes).into_owned())
+        let mut answers = Vec::new();
+        for uri in uris {
+            let request = axum::http::Request::builder()
+                .uri(*uri)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let response = loci::serve::router(state.clone())
+                .oneshot(request)
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            answers.push((status, String::from_utf8_lossy(&bytes).into_owned()));
+        }
+        answers
     })
 }
 
@@ -132,13 +140,18 @@ fn failed_sled_commit_is_an_error_and_leaves_the_previous_state() {
     // The handle stays closed even with space again: sled would now persist the failed batch.
     assert!(store.ingest(w.events[..1].to_vec()).is_err());
     assert!(store.usable().is_err());
-    // A server on it says so at /health, for a supervisor to restart it (helper-142: "ok").
-    let (status, body) = health(store);
-    assert_eq!(status, 503, "{body}");
+    // A server on it says so at /health, for a supervisor to restart it (helper-142: "ok"),
+    // and answers a request the handle refuses 503 `closed`, not 500 `internal` (helper-144).
+    let answers = server_answers(store, &["/health", "/v1/timeline?from=0&to=10"]);
+    let (status, body) = &answers[0];
+    assert_eq!(*status, 503, "{body}");
     assert!(
         body.contains(r#""status":"failed""#) && body.contains("this handle is closed"),
         "{body}"
     );
+    let (status, body) = &answers[1];
+    assert_eq!(*status, 503, "{body}");
+    assert!(body.contains(r#""code":"closed""#), "{body}");
 
     // After reopening: exactly the previous state, and the store works again.
     let store = Store::open(&dir).unwrap();

@@ -12,8 +12,8 @@ pub struct ApiError {
     pub status: StatusCode,
     /// Stable, snake_case: `bad_input`, `not_found`, `method_not_allowed`, `unauthorized`,
     /// `payload_too_large`,
-    /// `timeout` (a body that did not arrive in time), `limit_exceeded`, `busy`, `locked`,
-    /// `read_only`, `corrupt`, `internal`.
+    /// `timeout` (a body that did not arrive in time), `limit_exceeded`, `busy`, `closed`,
+    /// `locked`, `read_only`, `corrupt`, `internal`.
     pub code: &'static str,
     pub message: String,
     /// Seconds a client should wait before retrying (`busy`).
@@ -50,6 +50,16 @@ impl ApiError {
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+    /// The store's handle refuses every call (see [`crate::Store::usable`]): an error that
+    /// said so is answered 503 `closed`, not 500, for no retry mends it; a restart does.
+    pub fn closed(self) -> Self {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "closed",
+            retry_after: None,
+            ..self
+        }
     }
     pub fn busy(message: impl Into<String>) -> Self {
         ApiError {

@@ -273,7 +273,17 @@ impl AppState {
         let store = self.store()?;
         let worker = Arc::clone(&store);
         let (answer, damaged) = match tokio::task::spawn_blocking(move || {
-            let answer = f(&worker);
+            let answer = match f(&worker) {
+                // An internal error of a handle that refuses every call is that refusal
+                // (helper-144: 500 `internal` after a failed sled commit).
+                Err(e)
+                    if e.status == StatusCode::INTERNAL_SERVER_ERROR
+                        && worker.usable().is_err() =>
+                {
+                    Err(e.closed())
+                }
+                other => other,
+            };
             (answer, worker.snapshot_damage_found())
         })
         .await
