@@ -150,13 +150,13 @@ impl FailedCommit {
 
     /// Records the failure in the sled directory `path`, durably where the system allows.
     /// Best effort: a disk too full even for an empty file leaves the failure unrecorded, as
-    /// it was before this record existed, and said in the log.
-    fn record(self, path: &Path) {
+    /// it was before this record existed; the error says why, for the commit's error to say.
+    fn record(self, path: &Path) -> std::io::Result<()> {
         let file = path.join(self.file_name());
         let made = std::fs::File::create(&file)
             .and_then(|f| f.sync_all())
             .and_then(|()| std::fs::File::open(path)?.sync_all());
-        if let Err(e) = made {
+        if let Err(e) = &made {
             tracing::error!(
                 file = %file.display(),
                 error = %e,
@@ -164,6 +164,30 @@ impl FailedCommit {
                  the next open will not take it back"
             );
         }
+        made
+    }
+}
+
+/// The error of a failed commit, `failed`, which could not be recorded (`unrecorded`): said to
+/// the caller too, where it had reached only the log (helper-142: a server's 500 did not say
+/// it), since only the caller can then check the store's last events once it reopens it.
+fn and_unrecorded(failed: Error, unrecorded: std::io::Error) -> Error {
+    match failed {
+        Error::Backend {
+            backend,
+            message,
+            source,
+        } => Error::Backend {
+            backend,
+            message: format!(
+                "{message}; and the failure could not be recorded beside sled's files \
+                 ({unrecorded}): if sled writes the batch when the store is closed, the next \
+                 open will not take it back, so check the store's last events when it is \
+                 opened again"
+            ),
+            source,
+        },
+        other => other,
     }
 }
 
@@ -391,26 +415,43 @@ impl Backend for SledBackend {
             .db
             .apply_batch(b)
             .and_then(|_| self.db.flush().map(|_| ()));
-        if result.is_err() {
-            self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
-            let (failed_last, last_record) = match last_entry {
-                Some((k, v)) => (seq_of_log_key(k).unwrap_or(0), crc32fast::hash(v)),
-                None => (durable, 0),
-            };
-            FailedCommit {
-                durable,
-                failed_last,
-                last_record,
-            }
-            .record(&self.path);
+        let Err(e) = result else {
+            return Ok(());
+        };
+        self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let (failed_last, last_record) = match last_entry {
+            Some((k, v)) => (seq_of_log_key(k).unwrap_or(0), crc32fast::hash(v)),
+            None => (durable, 0),
+        };
+        let recorded = FailedCommit {
+            durable,
+            failed_last,
+            last_record,
         }
-        result.map_err(err)
+        .record(&self.path);
+        Err(match recorded {
+            Ok(()) => err(e),
+            Err(unrecorded) => and_unrecorded(err(e), unrecorded),
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failed commit whose record could not be made says so to the caller, not only to the
+    /// log (helper-142).
+    #[test]
+    fn a_failed_commit_that_could_not_be_recorded_says_so() {
+        let failed = err(sled::Error::Io(std::io::Error::from_raw_os_error(28)));
+        let said = and_unrecorded(failed, std::io::Error::from_raw_os_error(28)).to_string();
+        assert!(
+            said.contains("could not be recorded beside sled's files (No space left on device")
+                && said.contains("will not take it back"),
+            "{said}"
+        );
+    }
 
     /// A full disk's error read `commit: Os { code: 27, kind: FileTooLarge, message: "File
     /// too large" }` (helper-144): sled keeps the debug form as the error's text.
