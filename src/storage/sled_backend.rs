@@ -191,8 +191,8 @@ fn and_unrecorded(failed: Error, unrecorded: std::io::Error) -> Error {
     }
 }
 
-/// The sequence number a log key begins with.
-fn seq_of_log_key(key: &[u8]) -> Option<u64> {
+/// The sequence number a log key begins with (`store::log` says the keys' layout).
+pub(crate) fn seq_of_log_key(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(key.get(..8)?.try_into().ok()?))
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::Store;
 use crate::error::{Error, Result};
-use crate::storage::{Backend, BackendKind, FailedCommit, Table, WriteBatch};
+use crate::storage::{seq_of_log_key, Backend, BackendKind, FailedCommit, Table, WriteBatch};
 
 impl Store {
     /// Takes back the failed commits recorded beside the sled files of the store at `dir`,
@@ -38,10 +38,7 @@ impl Store {
         }
         let end = backend.last(Table::Log)?;
         let end = end.as_ref().map(|(k, v)| (k.as_slice(), v.as_slice()));
-        let last = end
-            .and_then(|(k, _)| k.get(..8).and_then(|b| b.try_into().ok()))
-            .map(u64::from_be_bytes)
-            .unwrap_or(0);
+        let last = end.and_then(|(k, _)| seq_of_log_key(k)).unwrap_or(0);
         // Only a batch that appended says its `durable` was: a failed take-back's own removal
         // records the failed batch's end as durable.
         let lost = (recorded.iter())
@@ -55,7 +52,7 @@ impl Store {
                     "{}: the log ends at event {last}, but a commit that failed later found \
                      events through {durable} durable: the log has lost committed events (a \
                      damaged file); loci changed nothing: restore the store from a backup",
-                    BackendKind::Sled.path_in(dir).display()
+                    sled.display()
                 ),
             });
         }

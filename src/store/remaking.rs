@@ -1474,26 +1474,39 @@ fn children_again(
 /// event one of them is without: those that stay ([`Store::sources`]). Those a user's
 /// deletion took with a summary, [`gist_taken`] finds.
 fn held_by_summaries(chain: &[SummaryLink], live: impl Fn(u64) -> bool) -> BTreeSet<u64> {
+    held_from(chain, |seq| live(seq).then_some(0))
+        .into_keys()
+        .collect()
+}
+
+/// The events (not summaries) that the summaries `root` gives a number hold, through their
+/// children and the summaries they replaced, forgotten ones on the way included, less every
+/// event one of them is without; each with the largest number of a root that reaches it.
+fn held_from(chain: &[SummaryLink], root: impl Fn(u64) -> Option<u64>) -> BTreeMap<u64, u64> {
     let index: BTreeSet<u64> = chain.iter().map(|l| l.seq).collect();
-    let mut reached: BTreeSet<u64> = index.iter().copied().filter(|s| live(*s)).collect();
-    let mut held = BTreeSet::new();
+    let mut reached: BTreeMap<u64, u64> = (index.iter())
+        .filter_map(|s| root(*s).map(|at| (*s, at)))
+        .collect();
+    let mut held: BTreeMap<u64, u64> = BTreeMap::new();
     let mut without = BTreeSet::new();
     // A summary comes after its children and the summary it replaced: from the end of the
     // log back, each is reached before what it holds.
     for link in chain.iter().rev() {
-        if !reached.contains(&link.seq) {
+        let Some(&at) = reached.get(&link.seq) else {
             continue;
-        }
+        };
         without.extend(link.without.iter().copied());
         for below in link.children.iter().chain(&link.supersedes) {
-            if index.contains(below) {
-                reached.insert(*below);
+            let into = if index.contains(below) {
+                &mut reached
             } else {
-                held.insert(*below);
-            }
+                &mut held
+            };
+            let largest = into.entry(*below).or_insert(at);
+            *largest = (*largest).max(at);
         }
     }
-    held.retain(|s| !without.contains(s));
+    held.retain(|s, _| !without.contains(s));
     held
 }
 
@@ -1511,34 +1524,12 @@ fn held_by_summaries(chain: &[SummaryLink], live: impl Fn(u64) -> bool) -> BTree
 /// One pass back over `chain`, and a second where a summary named was taken by an earlier
 /// deletion (none is in most deletions: the summaries this one takes are taken now).
 fn gist_taken(chain: &[SummaryLink], taken_at: impl Fn(u64) -> Option<u64>) -> BTreeSet<u64> {
-    let index: BTreeSet<u64> = chain.iter().map(|l| l.seq).collect();
-    let mut reached: BTreeMap<u64, u64> = (index.iter())
-        .filter_map(|s| taken_at(*s).map(|at| (*s, at)))
-        .collect();
-    let mut held: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut without = BTreeSet::new();
-    // As in `held_by_summaries`: from the end of the log back, each summary is reached before
-    // what it holds; an event holds the latest deletion of a summary that reached it.
-    for link in chain.iter().rev() {
-        let Some(&at) = reached.get(&link.seq) else {
-            continue;
-        };
-        without.extend(link.without.iter().copied());
-        for below in link.children.iter().chain(&link.supersedes) {
-            let into = if index.contains(below) {
-                &mut reached
-            } else {
-                &mut held
-            };
-            let latest = into.entry(*below).or_insert(at);
-            *latest = (*latest).max(at);
-        }
-    }
-    held.retain(|seq, _| !without.contains(seq));
+    let held = held_from(chain, taken_at);
     if held.values().all(|at| *at == u64::MAX) {
         return held.into_keys().collect();
     }
     // The latest summary holding each summary, itself included, then each event held.
+    let index: BTreeSet<u64> = chain.iter().map(|l| l.seq).collect();
     let mut holder: BTreeMap<u64, u64> = BTreeMap::new();
     let mut latest_holder: BTreeMap<u64, u64> = BTreeMap::new();
     for link in chain.iter().rev() {
@@ -1738,11 +1729,7 @@ mod tests {
             SummaryLink::of(3, Level::Day, &[2]),
             SummaryLink::of(4, Level::Week, &[3]),
         ];
-        chain.extend(
-            later
-                .iter()
-                .map(|l| SummaryLink::of(l.seq, l.level, &l.children)),
-        );
+        chain.extend(later);
         gist_taken(&chain, |seq| (seq == 4).then_some(5))
     }
 
