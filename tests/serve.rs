@@ -274,6 +274,10 @@ async fn routes_answer_what_the_library_does() {
 
     let (s, v, _) = call(&st, "GET", "/v1/stats", None, None).await;
     assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (v["usable"].as_bool(), v["handle_error"].as_str()),
+        (Some(true), None)
+    );
     let events_before = v["events"].as_u64().unwrap();
     assert!(events_before > 0);
 
@@ -953,6 +957,7 @@ async fn the_openapi_document_lists_every_route() {
         text.contains("\nloci_store_snapshot_damage_found 0\n"),
         "{text}"
     );
+    assert!(text.contains("\nloci_store_usable 1\n"), "{text}");
 }
 
 /// A client that sends its body slowly, or never, held one of the server's places for as long

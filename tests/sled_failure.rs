@@ -142,7 +142,15 @@ fn failed_sled_commit_is_an_error_and_leaves_the_previous_state() {
     assert!(store.usable().is_err());
     // A server on it says so at /health, for a supervisor to restart it (helper-142: "ok"),
     // and answers a request the handle refuses 503 `closed`, not 500 `internal` (helper-144).
-    let answers = server_answers(store, &["/health", "/v1/timeline?from=0&to=10"]);
+    let answers = server_answers(
+        store,
+        &[
+            "/health",
+            "/v1/timeline?from=0&to=10",
+            "/v1/stats",
+            "/metrics",
+        ],
+    );
     let (status, body) = &answers[0];
     assert_eq!(*status, 503, "{body}");
     assert!(
@@ -152,6 +160,22 @@ fn failed_sled_commit_is_an_error_and_leaves_the_previous_state() {
     let (status, body) = &answers[1];
     assert_eq!(*status, 503, "{body}");
     assert!(body.contains(r#""code":"closed""#), "{body}");
+    // The reports still answer (the counts are what was committed), and say the handle is
+    // closed rather than passing for a working store (helper-144: 200 from memory, no word).
+    let (status, body) = &answers[2];
+    assert_eq!(*status, 200, "{body}");
+    let stats: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(stats["events"], before.events, "{body}");
+    assert_eq!(stats["usable"], false, "{body}");
+    assert!(
+        stats["handle_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("this handle is closed")),
+        "{body}"
+    );
+    let (status, body) = &answers[3];
+    assert_eq!(*status, 200, "{body}");
+    assert!(body.contains("\nloci_store_usable 0\n"), "{body}");
 
     // After reopening: exactly the previous state, and the store works again.
     let store = Store::open(&dir).unwrap();

@@ -507,17 +507,29 @@ async fn openapi() -> impl IntoResponse {
 async fn metrics(State(st): State<Arc<AppState>>) -> Result<impl IntoResponse, ApiError> {
     let state = st.clone();
     let text = st
-        .blocking_report(move |s| Ok(state.metrics.render(&s.stats(), s.usage_pending())))
+        .blocking_report(move |s| {
+            Ok(state
+                .metrics
+                .render(&s.stats(), s.usage_pending(), s.usable().is_ok()))
+        })
         .await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text))
 }
 
-/// Counts and sizes, as `loci stats --json`.
+/// Counts and sizes, as `loci stats --json`, with the process's `rss_bytes` and whether the
+/// store's handle still serves (`usable`; `handle_error` when not). A closed handle's counts
+/// are what was committed before it closed: the report still answers, for an operator to
+/// see the store, but says so (helper-144: 200 from memory and no word of it).
 #[utoipa::path(get, path = "/v1/stats", responses((status = 200, body = Json_)))]
 async fn stats(State(st): State<Arc<AppState>>) -> Answer {
     st.blocking_report(|s| {
         let mut v = value_of(&s.stats())?;
         v["rss_bytes"] = crate::bench::rss_bytes().into();
+        let usable = s.usable();
+        v["usable"] = usable.is_ok().into();
+        if let Err(e) = usable {
+            v["handle_error"] = e.to_string().into();
+        }
         Ok(Json(v))
     })
     .await

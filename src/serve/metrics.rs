@@ -70,7 +70,7 @@ impl Metrics {
     }
 
     /// The text exposition, with the store's counters.
-    pub fn render(&self, store: &crate::Stats, usage_pending: usize) -> String {
+    pub fn render(&self, store: &crate::Stats, usage_pending: usize, usable: bool) -> String {
         let m = self.lock();
         let mut out = String::new();
         let _ = writeln!(
@@ -145,6 +145,11 @@ impl Metrics {
                 "loci_store_usage_pending",
                 "Uses waiting to be flushed as a USAGE event.",
                 usage_pending as u64,
+            ),
+            (
+                "loci_store_usable",
+                "0 once the store's handle refuses every call (a failed sled commit, a panic inside the backend): only a restart mends it.",
+                u64::from(usable),
             ),
             (
                 "loci_store_snapshot_damage_found",
