@@ -1046,7 +1046,7 @@ impl Store {
             None => replay_excluding(
                 &*self.backend,
                 deleted.clone(),
-                |_, _| {},
+                super::UNVISITED,
                 written.iter().cloned(),
                 u64::MAX,
             )?,
@@ -1071,7 +1071,7 @@ impl Store {
             replayed = replay_excluding(
                 &*self.backend,
                 deleted.clone(),
-                |_, _| {},
+                super::UNVISITED,
                 written.iter().cloned(),
                 u64::MAX,
             )?

@@ -40,7 +40,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::deleting::{origins_of, Carriers, SummaryLink, Taken};
-use super::{now_ms, replay_excluding, Facet, State, Store};
+use super::{now_ms, replay_excluding, Facet, LeftOutShown, State, Store, UNVISITED};
 use crate::dynamics::consolidate::{self, summarised, ConsolidationPolicy, Digest, Level, Summary};
 use crate::dynamics::deletion::{self, DeleteRequest, Reason};
 use crate::error::{Error, Result};
@@ -610,23 +610,29 @@ impl Store {
                 left_covered.insert(ev.seq);
             }
         };
+        // An event left out is of note only where a plan covers it.
+        let of_note = |seq: u64| covered.contains(&seq);
         let left = match taken.replay.take(&left_out) {
             Some(left) => {
                 // The graph is kept; what this notes of each event is read from the log.
-                self.scan_log_with_deleted(1, |ev| {
-                    visit(&ev, left_out.contains(&ev.seq));
-                    Ok(true)
-                })?;
+                self.scan_log_where(
+                    1,
+                    |seq| !left_out.contains(&seq) || of_note(seq),
+                    |ev| {
+                        visit(&ev, left_out.contains(&ev.seq));
+                        Ok(true)
+                    },
+                )?;
                 left
             }
-            None => self.replay_for_remaking(left_out, visit)?,
+            None => self.replay_for_remaking(left_out, (visit, LeftOutShown::Those(&of_note)))?,
         };
         let cut_off = plans
             .iter()
             .any(|p| p.cut_off || !p.covered.is_disjoint(&compacted));
         let kept = if cut_off || restates_a_node_not_in(plans, &left) {
             excluded.retain(|s| !members.contains(s));
-            Some(self.replay_for_remaking(excluded, |_, _| {})?)
+            Some(self.replay_for_remaking(excluded, UNVISITED)?)
         } else {
             None
         };
@@ -639,12 +645,12 @@ impl Store {
         })
     }
 
-    /// The graph of the log without `excluded`, each event shown to `visit` with whether it
-    /// is left out.
+    /// The graph of the log without `excluded`, each event read shown to `visit` with whether
+    /// it is left out.
     fn replay_for_remaking(
         &self,
         excluded: BTreeSet<u64>,
-        visit: impl FnMut(&Event, bool),
+        visit: (impl FnMut(&Event, bool), LeftOutShown<'_>),
     ) -> Result<State> {
         replay_excluding(&*self.backend, excluded, visit, Vec::new(), u64::MAX)?.map_err(|msg| {
             Error::Store {
