@@ -30,7 +30,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Anchor, Assertion, EdgeUpsert, Event, NodeUpsert, PayloadWithoutDigest, Props, Value,
+    Anchor, Assertion, EdgeUpsert, Event, NodeUpsert, PayloadSkipped, PayloadWithoutDigest, Props,
+    Value,
 };
 
 /// Version byte of every record this build writes. Bump it (and keep a reader for the old one)
@@ -455,13 +456,27 @@ fn up_to_payload<P: DeserializeOwned + Into<Value>>(
 /// decoded every event whole and then read each live summary again (566k reads at 980k
 /// events, each a read transaction of its own).
 pub fn decode_event_without_digest(table: &'static str, bytes: &[u8]) -> Result<Event> {
+    decode_event_with_payload_as::<PayloadWithoutDigest>(table, bytes)
+}
+
+/// A log record of any readable format decoded whole but for its payload, walked past and
+/// read as null: for a reader of what an event asserts (a deletion's pass over forgotten
+/// events), where building each payload's maps was most of the decoding.
+pub fn decode_event_without_payload(table: &'static str, bytes: &[u8]) -> Result<Event> {
+    decode_event_with_payload_as::<PayloadSkipped>(table, bytes)
+}
+
+/// A log record decoded whole, its payload read as `P`.
+fn decode_event_with_payload_as<P: DeserializeOwned + Into<Value>>(
+    table: &'static str,
+    bytes: &[u8],
+) -> Result<Event> {
     let corrupt = |e: postcard::Error| Error::Corrupt {
         table,
         message: e.to_string(),
     };
     let (format, body) = body(table, bytes)?;
-    let (e, rest): (EventUpToPayload<PayloadWithoutDigest>, _) =
-        postcard::take_from_bytes(&body).map_err(corrupt)?;
+    let (e, rest): (EventUpToPayload<P>, _) = postcard::take_from_bytes(&body).map_err(corrupt)?;
     // What follows the evidence is each format's own (its module documentation).
     let (assertions, rest) = match format {
         FORMAT_EDGES_LAST_SEEN => postcard::take_from_bytes::<Vec<Assertion>>(rest),
@@ -671,7 +686,16 @@ mod tests {
                 expected
             );
             assert_eq!(decode_event_without_digest("log", &bytes).unwrap(), whole);
+            // Without the payload: every other field, what follows the payload too.
+            let mut without = event.clone();
+            without.payload = Value::Null;
+            assert_eq!(decode_event_without_payload("log", &bytes).unwrap(), without);
         }
+        // A payload nested past what a stored value may be is refused there too.
+        let mut deepest = event.clone();
+        deepest.payload = nested(300);
+        let err = decode_event_without_payload("log", &encode(&deepest)).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { table: "log", .. }), "{err}");
         // A payload that is not a map is read whole.
         let plain = Event::from_draft(4, 1000, EventDraft::new(7, "loci", "SAW"));
         assert_eq!(

@@ -206,6 +206,22 @@ impl From<PayloadWithoutDigest> for Value {
     }
 }
 
+/// A stored payload walked past ([`SkippedValue`]) and read as null: for a reader of what an
+/// event asserts, not what it says.
+pub(crate) struct PayloadSkipped;
+
+impl<'de> Deserialize<'de> for PayloadSkipped {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        SkippedValue::deserialize(d).map(|_| PayloadSkipped)
+    }
+}
+
+impl From<PayloadSkipped> for Value {
+    fn from(_: PayloadSkipped) -> Value {
+        Value::Null
+    }
+}
+
 /// A stored map without its [`SUMMARY_DIGEST`] entry.
 struct MapWithoutDigest(BTreeMap<String, Value>);
 

@@ -79,10 +79,7 @@ impl Store {
         }
         let live = self.events_of_kind(PLACES)?;
         let (by_user, forgotten) = self.deleted_by_reason()?;
-        let mut faded = Vec::new();
-        for seq in forgotten.difference(&by_user) {
-            faded.extend(self.raw_event(*seq)?.filter(|e| e.kind == PLACES));
-        }
+        let faded = self.forgotten_of_kind(forgotten.difference(&by_user).copied(), PLACES)?;
         targets.extend(live.iter().map(|e| (e.seq, e.ts)));
         gone.extend(faded.iter().map(|e| (e.seq, e.ts)));
         let mut events: Vec<Event> = live.into_iter().chain(faded).collect();
@@ -101,6 +98,30 @@ impl Store {
             since,
             by_user,
         }))
+    }
+
+    /// The events among `forgotten` (in log order) of kind `kind`, found in one pass over the
+    /// log that decodes only theirs: they are out of the kind's index, and a lookup and a
+    /// decoding of each had been a third of a deletion's time on a store forgetting had
+    /// thinned (272k records on `cx`, 2 s).
+    fn forgotten_of_kind(
+        &self,
+        forgotten: impl Iterator<Item = u64>,
+        kind: &str,
+    ) -> Result<Vec<Event>> {
+        let forgotten: BTreeSet<u64> = forgotten.collect();
+        let mut found = Vec::new();
+        let (Some(&first), Some(&last)) = (forgotten.first(), forgotten.last()) else {
+            return Ok(found);
+        };
+        let log = super::Table::Log.name();
+        super::log::scan(&*self.backend, first, &mut |seq, v| {
+            if forgotten.contains(&seq) && crate::codec::peek_event_kind(log, v)?.1 == kind {
+                found.push(crate::codec::decode_event(log, v)?);
+            }
+            Ok(seq < last)
+        })?;
+        Ok(found)
     }
 
     /// The `PLACES` event made again as event `seq` at world time `ts`, onto `replayed` (the
