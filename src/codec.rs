@@ -689,7 +689,10 @@ mod tests {
             // Without the payload: every other field, what follows the payload too.
             let mut without = event.clone();
             without.payload = Value::Null;
-            assert_eq!(decode_event_without_payload("log", &bytes).unwrap(), without);
+            assert_eq!(
+                decode_event_without_payload("log", &bytes).unwrap(),
+                without
+            );
         }
         // A payload nested past what a stored value may be is refused there too.
         let mut deepest = event.clone();

@@ -1178,6 +1178,48 @@ fn deleting_a_name_takes_it_from_a_later_summary_that_only_names_it() {
     }
 }
 
+/// A summary whose text names no one (a model's: "A quiet day.") still names people in its
+/// digest, which a search finds: a deletion of the event that alone gave a name takes it from
+/// there too (helper-146: the deletion's pass over the log read summaries without their
+/// digest, and found the name in the text only).
+#[test]
+fn deleting_a_name_takes_it_from_a_later_summary_whose_digest_alone_names_it() {
+    struct Quiet;
+    impl consolidate::Summarizer for Quiet {
+        fn summarize(&self, _: &consolidate::Chunk<'_>) -> loci::Result<String> {
+            Ok("A quiet day.".into())
+        }
+    }
+    for backend in BackendKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), backend).unwrap();
+        let mut met = EventDraft::new(100, "bot", "NOTE");
+        met.assertions = vec![
+            node("p", Some("Person"), "Ann"),
+            node("m", Some("Place"), "Market"),
+        ];
+        let mut renamed = EventDraft::new(200, "bot", "NOTE");
+        renamed.assertions = vec![node("p", None, "Agent Smith")];
+        let mut trade = EventDraft::new(2 * DAY + 100, "bot", "TRADE");
+        trade.place = Some("m".into());
+        trade.payload = Value::Map([("with".to_string(), Value::from("p"))].into());
+        let mut tick = EventDraft::new(3 * DAY + 100, "bot", "NOTE");
+        tick.payload = Value::from("tick");
+        let seq = store
+            .ingest(vec![met, renamed, trade, tick])
+            .unwrap()
+            .first_seq
+            + 1;
+        consolidate::consolidate(&store, &Quiet, &ConsolidateOptions::default()).unwrap();
+        let found = |store: &Store| store.search("Smith", &SearchFilter::default(), 5).unwrap();
+        assert!(!found(&store).is_empty(), "{backend}: the digests name him");
+        store.delete(&DeleteRequest::events([seq])).unwrap();
+        let hits = found(&store);
+        assert!(hits.is_empty(), "{backend}: {hits:?}");
+        assert_verifies(&store);
+    }
+}
+
 /// helper-87: a day summary a user deletes by its number was made again in its week, digest
 /// and all, and the week made again covered the day, so that the day was never summarised
 /// again. A summary made from one the user names is taken, not made again, as before.

@@ -1504,12 +1504,17 @@ impl Store {
             if kind != SUMMARY && !carrier && !forgotten {
                 return Ok(true);
             }
-            // What is read of an event is its assertions, a summary's links and a live
-            // deletion's list; building the rest of the payload was most of this pass.
-            let ev = if kind == SUMMARY || (carrier && kind == deletion::DELETE) {
-                crate::codec::decode_event_without_digest(Table::Log.name(), v)?
+            // What is read of an event is its assertions, a summary's links, and a live
+            // summary's text, digest and all (every string a search finds in it, which may
+            // name a node: helper-146) or a live deletion's list. Building the payloads of the
+            // forgotten events was most of this pass.
+            let log = Table::Log.name();
+            let ev = if carrier && (kind == SUMMARY || kind == deletion::DELETE) {
+                decode_event(log, v)?
+            } else if kind == SUMMARY {
+                crate::codec::decode_event_without_digest(log, v)?
             } else {
-                crate::codec::decode_event_without_payload(Table::Log.name(), v)?
+                crate::codec::decode_event_without_payload(log, v)?
             };
             if forgotten {
                 if let (true, Some(c)) = (summarised(&ev), carriers.as_mut()) {

@@ -614,7 +614,8 @@ impl Store {
         let of_note = |seq: u64| covered.contains(&seq);
         let left = match taken.replay.take(&left_out) {
             Some(left) => {
-                // The graph is kept; what this notes of each event is read from the log.
+                // The graph is kept; what this notes of each event it looks at is read from
+                // the log.
                 self.scan_log_where(
                     1,
                     |seq| !left_out.contains(&seq) || of_note(seq),
