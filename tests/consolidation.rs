@@ -1122,6 +1122,28 @@ fn a_summary_made_again_names_no_name_the_deletion_took() {
     }
 }
 
+/// Ann (`p`) met at the Market (`m`), renamed "Agent Smith" by the next event, traded with two
+/// days later, and a note the day after, which closes that day: the rename's number.
+fn a_rename_then_a_trade_two_days_later(store: &Store) -> u64 {
+    let mut met = EventDraft::new(100, "bot", "NOTE");
+    met.assertions = vec![
+        node("p", Some("Person"), "Ann"),
+        node("m", Some("Place"), "Market"),
+    ];
+    let mut renamed = EventDraft::new(200, "bot", "NOTE");
+    renamed.assertions = vec![node("p", None, "Agent Smith")];
+    let mut trade = EventDraft::new(2 * DAY + 100, "bot", "TRADE");
+    trade.place = Some("m".into());
+    trade.payload = Value::Map([("with".to_string(), Value::from("p"))].into());
+    let mut tick = EventDraft::new(3 * DAY + 100, "bot", "NOTE");
+    tick.payload = Value::from("tick");
+    store
+        .ingest(vec![met, renamed, trade, tick])
+        .unwrap()
+        .first_seq
+        + 1
+}
+
 /// A later day's summary that restates nothing of a node still names it in its text, by the
 /// name it had then: a trade with the person two days after the deleted event renamed them
 /// kept "Agent Smith" in that day's summary, searchable, since the deletion took only the
@@ -1132,23 +1154,7 @@ fn deleting_a_name_takes_it_from_a_later_summary_that_only_names_it() {
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
-        let mut met = EventDraft::new(100, "bot", "NOTE");
-        met.assertions = vec![
-            node("p", Some("Person"), "Ann"),
-            node("m", Some("Place"), "Market"),
-        ];
-        let mut renamed = EventDraft::new(200, "bot", "NOTE");
-        renamed.assertions = vec![node("p", None, "Agent Smith")];
-        let mut trade = EventDraft::new(2 * DAY + 100, "bot", "TRADE");
-        trade.place = Some("m".into());
-        trade.payload = Value::Map([("with".to_string(), Value::from("p"))].into());
-        let mut tick = EventDraft::new(3 * DAY + 100, "bot", "NOTE");
-        tick.payload = Value::from("tick");
-        let seq = store
-            .ingest(vec![met, renamed, trade, tick])
-            .unwrap()
-            .first_seq
-            + 1;
+        let seq = a_rename_then_a_trade_two_days_later(&store);
         run(&store);
         let day2 = |store: &Store| {
             consolidate::summaries(store)
@@ -1193,23 +1199,7 @@ fn deleting_a_name_takes_it_from_a_later_summary_whose_digest_alone_names_it() {
     for backend in BackendKind::ALL {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), backend).unwrap();
-        let mut met = EventDraft::new(100, "bot", "NOTE");
-        met.assertions = vec![
-            node("p", Some("Person"), "Ann"),
-            node("m", Some("Place"), "Market"),
-        ];
-        let mut renamed = EventDraft::new(200, "bot", "NOTE");
-        renamed.assertions = vec![node("p", None, "Agent Smith")];
-        let mut trade = EventDraft::new(2 * DAY + 100, "bot", "TRADE");
-        trade.place = Some("m".into());
-        trade.payload = Value::Map([("with".to_string(), Value::from("p"))].into());
-        let mut tick = EventDraft::new(3 * DAY + 100, "bot", "NOTE");
-        tick.payload = Value::from("tick");
-        let seq = store
-            .ingest(vec![met, renamed, trade, tick])
-            .unwrap()
-            .first_seq
-            + 1;
+        let seq = a_rename_then_a_trade_two_days_later(&store);
         consolidate::consolidate(&store, &Quiet, &ConsolidateOptions::default()).unwrap();
         let found = |store: &Store| store.search("Smith", &SearchFilter::default(), 5).unwrap();
         assert!(!found(&store).is_empty(), "{backend}: the digests name him");
