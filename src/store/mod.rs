@@ -5879,12 +5879,15 @@ pub(super) enum LeftOutShown<'a> {
 }
 
 impl LeftOutShown<'_> {
-    fn shows(self, seq: u64) -> bool {
-        match self {
-            LeftOutShown::All => true,
-            LeftOutShown::None => false,
-            LeftOutShown::Those(wanted) => wanted(seq),
-        }
+    /// Whether event `seq`'s record is read, where `left_out` are the events a replay leaves
+    /// out: every event replayed, and those left out it shows.
+    pub(super) fn reads(self, left_out: &BTreeSet<u64>, seq: u64) -> bool {
+        !left_out.contains(&seq)
+            || match self {
+                LeftOutShown::All => true,
+                LeftOutShown::None => false,
+                LeftOutShown::Those(wanted) => wanted(seq),
+            }
     }
 }
 
@@ -6166,7 +6169,7 @@ fn replay_onto(
             if seq > until {
                 return Ok(false);
             }
-            if deleted.contains(&seq) && !shown.shows(seq) {
+            if !shown.reads(deleted, seq) {
                 // `log::scan` gave the numbers in order, from `after + 1`: this one is due.
                 expected_seq.set(seq + 1);
                 return Ok(true);

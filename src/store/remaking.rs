@@ -612,13 +612,14 @@ impl Store {
         };
         // An event left out is of note only where a plan covers it.
         let of_note = |seq: u64| covered.contains(&seq);
+        let shown = LeftOutShown::Those(&of_note);
         let left = match taken.replay.take(&left_out) {
             Some(left) => {
                 // The graph is kept; what this notes of each event it looks at is read from
-                // the log.
+                // the log, as a replay would read it.
                 self.scan_log_where(
                     1,
-                    |seq| !left_out.contains(&seq) || of_note(seq),
+                    |seq| shown.reads(&left_out, seq),
                     |ev| {
                         visit(&ev, left_out.contains(&ev.seq));
                         Ok(true)
@@ -626,7 +627,7 @@ impl Store {
                 )?;
                 left
             }
-            None => self.replay_for_remaking(left_out, (visit, LeftOutShown::Those(&of_note)))?,
+            None => self.replay_for_remaking(left_out, (visit, shown))?,
         };
         let cut_off = plans
             .iter()
