@@ -158,6 +158,35 @@ pub fn extract(call: &Json) -> std::result::Result<Observation, String> {
     Err(format!("unknown tool {tool:?}"))
 }
 
+/// The session of a tool-call event this module made, a typed observation or a call kept
+/// raw: `Some` of its session (or `Some(None)`, a call without one), `None` for an event of
+/// any other kind (the world's `OBSERVATION`s among them: they have no type and subject).
+/// Each session's calls are its own: a context shows it only its own, and a summary, which
+/// every session reads, notes none of them.
+pub fn call_session(ev: &crate::model::Event) -> Option<Option<String>> {
+    let session =
+        |m: &crate::model::Props| m.get("session").and_then(Value::as_str).map(str::to_string);
+    match &ev.payload {
+        Value::Map(m)
+            if ev.kind == kinds::OBSERVATION
+                && ["type", "subject"]
+                    .iter()
+                    .all(|k| m.get(*k).and_then(Value::as_str).is_some()) =>
+        {
+            Some(session(m))
+        }
+        _ => raw_call_session(ev),
+    }
+}
+
+/// [`call_session`] of a call kept raw ([`TOOL_CALL`]); `None` for any other event.
+pub fn raw_call_session(ev: &crate::model::Event) -> Option<Option<String>> {
+    (ev.kind == TOOL_CALL).then(|| match &ev.payload {
+        Value::Map(m) => m.get("session").and_then(Value::as_str).map(str::to_string),
+        _ => None,
+    })
+}
+
 /// The event of a call at line `line`: a typed `OBSERVATION`, or the raw `TOOL_CALL` when no
 /// extractor takes it (then the reason is returned too).
 pub fn event_of_call(raw: &str, line: usize) -> (EventDraft, Option<String>) {

@@ -244,3 +244,52 @@ fn store_of_calls(dir: &std::path::Path, calls: &str) -> Store {
         .unwrap();
     store
 }
+
+/// Nor do the summaries a consolidation writes: a day's summary noted what each call said,
+/// whichever session made it, and every context shows the summaries (its cover, and its
+/// snippets when a question finds one), so after `consolidate` s1's context read s2's
+/// command and its raw call's arguments (helper-147). A summary counts the calls; their
+/// text stays with their session's own events.
+#[test]
+fn a_summary_brings_no_call_of_another_session_into_a_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = r#"{"tool":"Read","args":{"file_path":"src/a.rs"},"result":"x","ts":1,"session":"s1"}
+{"tool":"Bash","args":{"command":"echo s2-TOPSECRET"},"result":"ok","exit_code":0,"ts":2,"session":"s2"}
+{"tool":"Frobnicate","args":{"x":"s2-RAW-SECRET"},"ts":3,"session":"s2"}
+{"tool":"Frobnicate","args":{"x":"no-session-RAW"},"ts":4}
+{"tool":"Read","args":{"file_path":"src/b.rs"},"result":"x","ts":30000,"session":"s1"}"#;
+    let store = store_of_calls(dir.path(), calls);
+    let report = loci::dynamics::consolidate::consolidate(
+        &store,
+        &loci::dynamics::consolidate::RuleSummarizer,
+        &loci::dynamics::consolidate::ConsolidateOptions::default(),
+    )
+    .unwrap();
+    assert!(report.episodes > 0, "{report:?}");
+    let text = |session: Option<&str>, question: Option<&str>| {
+        let mut o = ContextOptions::with_budget(4000);
+        o.session = session.map(str::to_string);
+        o.record_usage = false;
+        o.question = question.map(str::to_string);
+        context::build_context(&store, &o).unwrap().text
+    };
+    for question in [
+        None,
+        Some("echo s2-TOPSECRET frobnicate s2-RAW-SECRET x no-session-RAW"),
+    ] {
+        let s1 = text(Some("s1"), question);
+        assert!(
+            !s1.contains("TOPSECRET") && !s1.contains("RAW"),
+            "{question:?}: {s1}"
+        );
+        let none = text(None, question);
+        assert!(
+            !none.contains("TOPSECRET") && !none.contains("s2-RAW"),
+            "{question:?}: {none}"
+        );
+        let s2 = text(Some("s2"), question);
+        assert!(!s2.contains("no-session-RAW"), "{question:?}: {s2}");
+    }
+    // Each session still sees its own calls, in the moment or its observations.
+    assert!(text(Some("s2"), None).contains("s2-RAW-SECRET"));
+}

@@ -978,7 +978,7 @@ fn snippet_lines(
         };
         Ok(store
             .event(seq)?
-            .and_then(|ev| call_session(&ev))
+            .and_then(|ev| crate::observe::call_session(&ev))
             .is_some_and(|of| of.as_deref() != opts.session.as_deref()))
     };
     let mut mine = Vec::with_capacity(pack.snippets.len());
@@ -1097,22 +1097,6 @@ struct Cached {
     raw_call: Option<Option<String>>,
 }
 
-/// The session of a tool-call event (`observe`), a typed observation or a call kept raw:
-/// `Some` of its session (or of none), `None` for an event of another kind.
-fn call_session(ev: &crate::model::Event) -> Option<Option<String>> {
-    Observed::of(ev)
-        .map(|o| o.session)
-        .or_else(|| raw_call_session(ev))
-}
-
-/// [`call_session`] of a call kept raw (`observe::TOOL_CALL`); `None` for any other event.
-fn raw_call_session(ev: &crate::model::Event) -> Option<Option<String>> {
-    (ev.kind == crate::observe::TOOL_CALL).then(|| match &ev.payload {
-        Value::Map(m) => m.get("session").and_then(Value::as_str).map(str::to_string),
-        _ => None,
-    })
-}
-
 #[derive(Clone)]
 struct Observed {
     kind: String,
@@ -1187,7 +1171,7 @@ impl MomentCache {
                 text: format!("t={} {}", ev.ts, crate::text::one_line(&moment_text(&ev))),
                 passage: crate::conversation::turn_passage(&ev).map(|(key, ..)| key.to_string()),
                 observation: Observed::of(&ev),
-                raw_call: raw_call_session(&ev),
+                raw_call: crate::observe::raw_call_session(&ev),
             });
             found.insert(ev.seq, line);
             Ok(true)

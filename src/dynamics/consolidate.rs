@@ -279,6 +279,12 @@ impl Digest {
             if let Some(p) = &place {
                 *d.places.entry(p.clone()).or_default() += 1;
             }
+            // A tool call's text is its session's alone, and every session reads a summary:
+            // counted, not noted (helper-147: a day's summary put one session's command and
+            // a raw call's arguments in another's context).
+            if crate::observe::call_session(ev).is_some() {
+                continue;
+            }
             let at = place
                 .as_ref()
                 .map(|p| format!(" at {p}"))
@@ -361,7 +367,9 @@ impl Digest {
         for (_, _, ev) in turns {
             push_capped(&mut d.notes, event_note(ev, name));
         }
-        let mut by_salience: Vec<&Event> = events.iter().collect();
+        let mut by_salience: Vec<&Event> = (events.iter())
+            .filter(|ev| crate::observe::call_session(ev).is_none())
+            .collect();
         by_salience.sort_by(|a, b| b.salience.total_cmp(&a.salience).then(a.seq.cmp(&b.seq)));
         for ev in by_salience.into_iter().take(NOTABLE_PER_CHUNK) {
             push_capped(&mut d.notable, event_note(ev, name));
