@@ -300,3 +300,64 @@ fn a_unit_value_too_large_for_an_f32_is_refused_as_written() {
     let read = ingest::read_str("ok.jsonl", fine, Format::Events).unwrap();
     assert_eq!(read.events[0].salience, Some(0.25));
 }
+
+/// A file whose bad lines fail different checks names its first bad line, whichever check
+/// refuses it: an empty key on line 7 and a key holding a NUL on line 12 named line 12 (the
+/// drafts' own checks ran over the whole file before the projection's, which refuses an
+/// empty key), and a file fixed there failed again at line 7 (helper-147). The same in the
+/// dry run, and for a blank actor after a reserved kind.
+#[test]
+fn a_file_names_its_first_bad_line_whichever_check_refuses_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+    let line = |i: usize, key: &str, actor: &str, kind: &str| {
+        serde_json::json!({
+            "ts": i, "actor": actor, "kind": kind,
+            "assert": [{"op": "node", "key": key, "label": "Thing"}],
+        })
+        .to_string()
+    };
+    let file = |bad: &[(usize, String)]| {
+        (1..=13)
+            .map(|i| match bad.iter().find(|(at, _)| *at == i) {
+                Some((_, l)) => l.clone(),
+                None => line(i, &format!("k{i}"), "bot", "NOTE"),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let cases = [
+        (
+            vec![
+                (7, line(7, "", "bot", "NOTE")),
+                (12, line(12, "nul\0key", "bot", "NOTE")),
+            ],
+            "f.jsonl:7: assert[0].key",
+        ),
+        (
+            vec![
+                (5, line(5, "k5", "bot", "DELETE")),
+                (3, line(3, "k3", " ", "NOTE")),
+            ],
+            "f.jsonl:3: actor",
+        ),
+        (
+            vec![
+                (4, line(4, "", "bot", "NOTE")),
+                (9, line(9, "k9", "bot", "DELETE")),
+            ],
+            "f.jsonl:4: assert[0].key",
+        ),
+    ];
+    for (bad, expected) in cases {
+        let batch = ingest::read_str("f.jsonl", &file(&bad), Format::Events).unwrap();
+        let dry = batch.check(&store).unwrap_err().to_string();
+        assert!(
+            dry.starts_with(expected),
+            "dry run: {dry}, expected {expected}"
+        );
+        let err = batch.commit(&store).unwrap_err().to_string();
+        assert!(err.starts_with(expected), "{err}, expected {expected}");
+    }
+    assert_eq!(store.stats().events, 0, "a failed batch writes nothing");
+}

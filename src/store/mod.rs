@@ -835,11 +835,33 @@ fn refuse_times_out_of_range(drafts: &[EventDraft]) -> Result<()> {
 /// store writes, world times past the bounds, blank actors. [`Store::ingest`] and its dry run
 /// [`Store::check`] both ask this first, so a file the dry run passes is not refused for its
 /// shape when ingested.
+///
+/// Each check stops at the first event it refuses; the batch's refusal is the earliest
+/// event's, whichever check refused it, so that a file's error names its first bad line.
 fn refuse_drafts(drafts: &[EventDraft]) -> Result<()> {
-    refuse_reserved_kinds(drafts)?;
-    refuse_times_out_of_range(drafts)?;
-    refuse_blank_actors(drafts)?;
-    refuse_nul_in_keys(drafts)
+    let refusals = [
+        refuse_reserved_kinds(drafts),
+        refuse_times_out_of_range(drafts),
+        refuse_blank_actors(drafts),
+        refuse_nul_in_keys(drafts),
+    ];
+    // `min_by_key` keeps the first of equals: one event's refusals in the order above.
+    match refusals
+        .into_iter()
+        .filter_map(Result::err)
+        .min_by_key(refused_event)
+    {
+        Some(refusal) => Err(refusal),
+        None => Ok(()),
+    }
+}
+
+/// The batch position of the event an error refuses (0 for an error of no one event).
+fn refused_event(e: &Error) -> usize {
+    match e {
+        Error::InvalidEvent { event, .. } => *event,
+        _ => 0,
+    }
 }
 
 /// Refuses a node label that is the planner's name for the log's events (`MATCH (e:Event)`
@@ -3501,7 +3523,9 @@ impl Store {
         if drafts.is_empty() {
             return Ok(Commit::default());
         }
-        refuse_drafts(&drafts)?;
+        if let Err(refusal) = refuse_drafts(&drafts) {
+            return Err(self.first_refusal(&drafts, refusal));
+        }
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         check()?;
         self.ingest_locked(drafts)
@@ -3938,13 +3962,31 @@ impl Store {
         Ok(commit)
     }
 
+    /// `refusal` of a draft by [`refuse_drafts`], or the refusal of an earlier draft by the
+    /// projection, which checks what the drafts assert against the graph (an empty key, an
+    /// edge to no node) and runs after them: a dry run of the drafts before the refused one
+    /// finds it. Its file's error then names the first bad line, where it had named a later
+    /// one and, once that was fixed, the earlier (helper-147). Only a refused batch pays it.
+    fn first_refusal(&self, drafts: &[EventDraft], refusal: Error) -> Error {
+        let before = refused_event(&refusal).min(drafts.len());
+        if before == 0 {
+            return refusal;
+        }
+        match self.check(drafts[..before].to_vec()) {
+            Err(earlier @ Error::InvalidEvent { .. }) => earlier,
+            _ => refusal,
+        }
+    }
+
     /// Checks `drafts` as [`Store::ingest`] would, and reports what it would commit, without
     /// writing anything: a dry run for an input file.
     pub fn check(&self, drafts: Vec<EventDraft>) -> Result<Commit> {
         if drafts.is_empty() {
             return Ok(Commit::default());
         }
-        refuse_drafts(&drafts)?;
+        if let Err(refusal) = refuse_drafts(&drafts) {
+            return Err(self.first_refusal(&drafts, refusal));
+        }
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (drafts, positions) = self.drop_applied(drafts)?;
         if drafts.is_empty() {
