@@ -167,6 +167,8 @@ struct Builder {
     place_index: std::collections::HashMap<String, usize>,
     /// Places discovered so far per region, for path building.
     known: Vec<Vec<usize>>,
+    /// How many places of each name were given it so far.
+    names_given: std::collections::HashMap<String, usize>,
 }
 
 fn node(key: &str, label: &str, name: &str) -> NodeUpsert {
@@ -265,11 +267,22 @@ impl Builder {
         ))];
     }
 
+    /// A name for a place of `kind`, unlike every name given so far: a hundred names per
+    /// kind, and a world of forty regions has more places of a kind than that, so a name
+    /// drawn again is numbered ("Amberridge ore vein 2"). Two places of one name had made
+    /// `loci check` report likely duplicates in loci's own world (helper-147). The number
+    /// draws nothing from the generator, so a world without a repeat is what it was.
     fn place_name(&mut self, kind: &str) -> String {
         let a = *self.rng.pick(NAME_A);
         let b = *self.rng.pick(NAME_B);
         let kind = kind.replace('_', " ");
-        format!("{a}{b} {kind}")
+        let name = format!("{a}{b} {kind}");
+        let given = self.names_given.entry(name.clone()).or_default();
+        *given += 1;
+        match *given {
+            1 => name,
+            n => format!("{name} {n}"),
+        }
     }
 
     /// Creates a place (not yet discovered).
@@ -445,6 +458,7 @@ pub fn generate(config: &WorldConfig) -> World {
         places: Vec::new(),
         place_index: Default::default(),
         known: vec![Vec::new(); regions],
+        names_given: Default::default(),
     };
     b.wake_at_spawn(regions);
     let (scripted, filler) = b.lay_out_places(regions);
