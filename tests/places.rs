@@ -142,6 +142,50 @@ fn a_village_that_grows_stays_one_village() {
     assert!(store.verify().unwrap().ok());
 }
 
+/// A village is a place at the centroid of its members, block and all: it had only its
+/// chunk, so the planner's `places_by_type`, which gives every place's block coordinates,
+/// gave a village none (helper-147). Its height is its members' mean, as its x and z are.
+#[test]
+fn a_village_has_the_block_of_its_members_centroid() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), BackendKind::Redb).unwrap();
+    let w = sighting_world(1, 4);
+    store.ingest(w.events.clone()).unwrap();
+    emerge(&store, &EmergePolicy::default()).unwrap();
+    let villages: Vec<loci::Node> = (store.graph().nodes())
+        .filter(|n| n.key.starts_with("seen:village:"))
+        .collect();
+    assert!(!villages.is_empty());
+    for v in &villages {
+        let members: Vec<[i32; 3]> = (store.neighbors(v.id, 1, &loci::ExpandOptions::default()))
+            .into_iter()
+            .filter_map(|n| {
+                store
+                    .node(n.node)
+                    .and_then(|m| m.anchor)
+                    .and_then(|a| a.block)
+            })
+            .collect();
+        let mean = |i: usize| {
+            (members.iter().map(|b| b[i] as f64).sum::<f64>() / members.len() as f64).round() as i32
+        };
+        let block = v.anchor.and_then(|a| a.block);
+        assert_eq!(block, Some([mean(0), mean(1), mean(2)]), "{}", v.key);
+        assert_eq!(v.key, format!("seen:village:{}:{}", mean(0), mean(2)));
+    }
+    let rows = loci::query::run(
+        &store,
+        "MATCH (p:Place {type: 'village'}) RETURN p.x AS x, p.y AS y, p.z AS z",
+        &Default::default(),
+    )
+    .unwrap();
+    assert!(!rows.rows.is_empty());
+    for row in &rows.rows {
+        assert!(row.iter().all(|v| v.as_i64().is_some()), "{row:?}");
+    }
+    assert!(store.verify().unwrap().ok());
+}
+
 /// The radius of the one village of `store`, and its key.
 fn the_village_radius(store: &Store) -> (String, f64) {
     let villages = villages_of(store);

@@ -372,10 +372,12 @@ pub(crate) fn village_upsert(village: &Village) -> NodeUpsert {
             village.centre[0], village.centre[1]
         )),
         props,
+        // At its centroid's block (it had only the chunk, and a query of places' block
+        // coordinates gave a village none: helper-147).
         anchor: Some(Anchor {
             cx: village.centre[0].div_euclid(16),
             cz: village.centre[1].div_euclid(16),
-            block: None,
+            block: Some([village.centre[0], village.height, village.centre[1]]),
         }),
         ..NodeUpsert::default()
     }
@@ -422,7 +424,10 @@ fn village_of(store: &Store, members: &[String]) -> Option<(String, BTreeSet<Str
 
 /// A village found by clustering.
 pub(crate) struct Village {
+    /// The members' centroid, x and z: what the village is keyed by.
     centre: [i32; 2],
+    /// The members' mean height: the y of the village's block.
+    height: i32,
     radius: f64,
     pub(crate) members: Vec<String>,
 }
@@ -472,9 +477,11 @@ pub(crate) fn villages(emerged: &[&Candidate], policy: &EmergePolicy) -> Vec<Vil
             let k = members.len() as f64;
             let cx = members.iter().map(|c| c.block[0] as f64).sum::<f64>() / k;
             let cz = members.iter().map(|c| c.block[2] as f64).sum::<f64>() / k;
+            let cy = members.iter().map(|c| c.block[1] as f64).sum::<f64>() / k;
             let centre = [cx.round() as i32, cz.round() as i32];
             Village {
                 centre,
+                height: cy.round() as i32,
                 radius: radius_around(centre, members.iter().map(|c| c.block)),
                 members: members
                     .iter()

@@ -244,7 +244,11 @@ impl Store {
         for seq in deleted_now.iter().filter(|s| !taken.takes(**s)) {
             blocks.extend(self.raw_event(*seq)?.as_ref().and_then(block_of));
         }
+        // Places sightings made, whose keys name their blocks: a village is at its members'
+        // centroid, which may be the block of a member a deletion takes, and is made from
+        // its members, not its block's sightings.
         let at: Vec<(&String, [i32; 3], &str)> = (nodes.iter())
+            .filter(|(key, _)| places::place_block(key).is_some())
             .filter_map(|(key, up)| {
                 let block = up.anchor.and_then(|a| a.block)?;
                 Some((key, block, object_of(up)?))
