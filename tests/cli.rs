@@ -5025,3 +5025,28 @@ fn consolidate_in_batches_of_a_few_events_writes_the_summaries_one_batch_writes(
     );
     assert!(negative.contains("-1 is negative"), "{negative}");
 }
+
+/// What the text output shows of a key, a name or a question reads as no other: `neighbors`
+/// showed a key of a leading space as ` lead (name  lead, Thing)`, its spaces lost to the
+/// eye, and `query` printed a question of two lines on two lines, the second as if a line of
+/// its own (helper-147).
+#[test]
+fn neighbors_and_query_show_a_key_or_question_as_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    ok(&["init", "--store", p(&store)]);
+    let events = dir.path().join("e.jsonl");
+    std::fs::write(
+        &events,
+        r#"{"ts":1,"actor":"bot","kind":"NOTE","assert":[{"op":"node","key":" lead","name":" lead","label":"Thing"},{"op":"node","key":"b, c","label":"Thing"},{"op":"edge","from":" lead","relation":"NEAR","to":"b, c"}]}"#,
+    )
+    .unwrap();
+    ok(&["ingest", "--store", p(&store), p(&events)]);
+    let out = ok(&["neighbors", "--store", p(&store), " lead"]);
+    assert!(out.starts_with("\" lead\" (\" lead\", Thing)"), "{out}");
+    assert!(out.contains("->NEAR-> \"b, c\" ("), "{out}");
+    // Quoted, as a key holding a line break is; the seed named as the key is.
+    let out = ok(&["query", "--store", p(&store), "lead\nnear"]);
+    assert!(out.starts_with("question: \"lead\\nnear\"\n"), "{out}");
+    assert!(out.contains("  seed \" lead\" (\" lead\"): "), "{out}");
+}

@@ -18,7 +18,7 @@ use super::args::{
 };
 use super::exit::{fail, Code};
 use super::output::{
-    count, errln, list, one_field, outln, print_json, stdout, visible, JsonValuesFrom,
+    count, errln, item_among, list, one_field, outln, print_json, stdout, visible, JsonValuesFrom,
 };
 use super::{open_for_reading, open_to_verify};
 
@@ -218,11 +218,16 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
             neighbors: &found,
         })?;
     } else {
+        // Quoted where a space at either end or a comma would read as the line's own
+        // (helper-147: ` lead ( lead, Thing)`).
+        fn item(text: &str) -> std::borrow::Cow<'_, str> {
+            item_among(text, ",")
+        }
         outln!(
             "{} ({}, {}): {} within {}",
-            one_field(&start.key),
-            one_field(&start.name),
-            one_field(&start.label),
+            item(&start.key),
+            item(&start.name),
+            item(&start.label),
             count(found.len() as u64, "node", "nodes"),
             count(a.depth, "hop", "hops")
         );
@@ -237,9 +242,9 @@ pub fn neighbors(a: NeighborsArgs) -> Result<Code> {
                 "  hop {} {arrow}{}{arrow} {} ({}, {})  confidence {:.2}{stored}  edge {}",
                 n.hops,
                 one_field(&n.relation),
-                one_field(&n.key),
-                one_field(&n.name),
-                one_field(&n.label),
+                item(&n.key),
+                item(&n.name),
+                item(&n.label),
                 n.confidence,
                 n.edge.0
             );
@@ -360,7 +365,8 @@ pub fn query(a: QueryArgs) -> Result<Code> {
 }
 
 fn print_pack(pack: &loci::ContextPack) -> Result<()> {
-    outln!("question: {}", pack.question);
+    // Quoted when it holds a line break: its second line had read as a line of the pack's.
+    outln!("question: {}", one_field(&pack.question));
     if pack.seeds.is_empty() {
         // Said, because a pack ranked by text alone reads as confidently as one the graph
         // ranked: a question with typos ("emerlads for stiks") listed facts about trading
@@ -374,8 +380,8 @@ fn print_pack(pack: &loci::ContextPack) -> Result<()> {
     for seed in &pack.seeds {
         outln!(
             "  seed {} ({}): {}, weight {:.3}",
-            seed.key,
-            seed.name,
+            item_among(&seed.key, ","),
+            item_among(&seed.name, ","),
             seed.source,
             seed.weight
         );
