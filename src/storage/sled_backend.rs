@@ -314,10 +314,45 @@ impl SledBackend {
                         source: Some(Box::new(e)),
                     });
                 }
+                // Said with what to do: sled can do without its own snapshot, not its log.
+                Err(e @ sled::Error::Corruption { .. }) => {
+                    return Err(match err(e) {
+                        Error::Backend {
+                            backend,
+                            message,
+                            source,
+                        } => Error::Backend {
+                            backend,
+                            message: format!("{message}: {DAMAGED_AT_OPEN}"),
+                            source,
+                        },
+                        other => other,
+                    });
+                }
                 Err(e) => return Err(err(e)),
             }
         }
     }
+}
+
+/// What to do about damage sled finds while opening.
+const DAMAGED_AT_OPEN: &str = "its files are damaged; where the damage is in sled's own \
+     snapshot (its `snap.*` files, which it can do without), `loci repair` sets it aside and \
+     reads sled's log whole; damage in the log itself (`db`) needs the store from a backup";
+
+/// The files of sled's own snapshot in its directory `path`: its page table as of a point of
+/// its log, from which an open reads on. sled reads its log whole without them.
+pub(crate) fn snapshot_files(path: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("snap."))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
 }
 
 impl SledBackend {

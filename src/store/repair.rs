@@ -332,7 +332,12 @@ impl Store {
         let (manifest, lock) = Store::take_for_writing(dir, StoreLock::acquire)?;
         let kind = manifest.backend;
         let report = {
-            let old = kind.open_existing(dir, false)?;
+            let old = match kind.open_existing(dir, false) {
+                Err(e) if kind == BackendKind::Sled && e.reports_damage() => {
+                    open_sled_without_its_snapshot(dir, e)?
+                }
+                opened => opened?,
+            };
             if kind == BackendKind::Sled {
                 Store::take_back_failed_commits(&*old, dir, false)?;
             }
@@ -342,6 +347,55 @@ impl Store {
             swap_in_and_reopen(dir, kind, Some(lock), "the repair")?,
             report,
         ))
+    }
+}
+
+/// The sled store at `dir`, which would not open (`damage`), opened with sled's own snapshot
+/// set aside: its `snap.*` files (its page table as of a point of its log) are moved out of its
+/// directory, and sled reads its log whole. A damaged snapshot had stopped every open, the
+/// repair's too, where the log was whole (helper-148). When sled still cannot open, the files
+/// go back and `damage` is the error; when it can, the repair writes fresh files, whose sled
+/// writes its own snapshot anew, and the damaged one is removed.
+fn open_sled_without_its_snapshot(dir: &Path, damage: Error) -> Result<Box<dyn Backend>> {
+    let sled_dir = BackendKind::Sled.path_in(dir);
+    let snapshots = crate::storage::sled_snapshot_files(&sled_dir);
+    if snapshots.is_empty() {
+        return Err(damage);
+    }
+    let aside = dir.join("sled-snapshot.damaged");
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    std::fs::create_dir_all(&aside).map_err(io(&aside))?;
+    let mut moved = Vec::new();
+    let put_back = |moved: &[(std::path::PathBuf, std::path::PathBuf)]| {
+        for (from, to) in moved {
+            let _ = std::fs::rename(to, from);
+        }
+        let _ = std::fs::remove_dir(&aside);
+    };
+    for file in &snapshots {
+        let to = aside.join(file.file_name().unwrap_or_default());
+        if let Err(e) = std::fs::rename(file, &to) {
+            put_back(&moved);
+            return Err(io(file)(e));
+        }
+        moved.push((file.clone(), to));
+    }
+    match BackendKind::Sled.open_existing(dir, false) {
+        Ok(backend) => {
+            tracing::warn!(
+                set_aside = %aside.display(),
+                "sled's own snapshot was damaged: set aside, and sled's log read whole"
+            );
+            let _ = std::fs::remove_dir_all(&aside);
+            Ok(backend)
+        }
+        Err(_) => {
+            put_back(&moved);
+            Err(damage)
+        }
     }
 }
 
