@@ -5050,3 +5050,31 @@ fn neighbors_and_query_show_a_key_or_question_as_no_other() {
     assert!(out.starts_with("question: \"lead\\nnear\"\n"), "{out}");
     assert!(out.contains("  seed \" lead\" (\" lead\"): "), "{out}");
 }
+
+/// An error that says a store's files are damaged says what to do: "DB corrupted: File
+/// truncated below stored layout", "Not a redb database: magic number mismatch" and a log
+/// record's checksum mismatch had said nothing more (helper-148).
+#[test]
+fn a_damaged_store_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    ok(&["init", "--store", p(&store)]);
+    ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "datasets/world-seed42.jsonl",
+    ]);
+    let file = store.join("data.redb");
+    let len = std::fs::metadata(&file).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len(len / 2).unwrap();
+    drop(f);
+    let out = loci(&["stats", "--store", p(&store)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains("loci repair") && err.contains("backup"),
+        "{err}"
+    );
+}

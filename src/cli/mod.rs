@@ -57,6 +57,9 @@ pub fn main() -> ExitCode {
                 None => loci::error::shortened_message(&render(&e)),
             };
             errln!("error: {said}");
+            if code == Code::Corrupt && !said.contains("loci repair") && !said.contains("backup") {
+                errln!("{DAMAGE_REMEDY}");
+            }
             // What failed may be the damage speaking ("no node has key ..." for a node whose
             // record read as missing), not an answer a script should act on.
             if damage_met() {
@@ -92,6 +95,14 @@ fn exit_with_long_values_shortened(e: clap::Error) -> ! {
     errln!("{}", text.trim_end());
     std::process::exit(e.exit_code())
 }
+
+/// What to do about damage whose error does not say: the backends' own words ("DB
+/// corrupted: File truncated below stored layout") and a log record's checksum had said
+/// nothing more (helper-148).
+const DAMAGE_REMEDY: &str = "what to do: `loci repair --store DIR` writes the store's files \
+     anew from its log where every record of the log can be read (where one cannot, it says \
+     so and changes nothing); the log is the one thing not derived from another, so a damaged \
+     log needs the store from a backup";
 
 /// The exit of a command whose reads met a damaged block of the state snapshot.
 fn damage_met_exit() -> ExitCode {
