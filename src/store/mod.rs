@@ -3337,20 +3337,20 @@ impl Store {
 
     /// Brings the full-text index from log position `from` to the end of the log.
     fn catch_up_text(&self, from: u64) -> Result<()> {
-        if from == 0 {
-            return self.rebuild_text(REBUILD_DOCS_PER_COMMIT);
-        }
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.catch_up_text_locked(from)
+    }
+
+    /// [`Store::catch_up_text`] under the writer lock.
+    fn catch_up_text_locked(&self, from: u64) -> Result<()> {
+        // A deletion renumbers nodes and takes events out: only a rebuild is sure to leave
+        // nothing of them behind.
+        if from == 0 || self.log_has_deletion_after(from)? {
+            return self.rebuild_text_locked(REBUILD_DOCS_PER_COMMIT);
+        }
         let state = self.read_state();
         let mut docs = Vec::new();
         let mut touched = BTreeSet::new();
-        if self.log_has_deletion_after(from)? {
-            // A deletion renumbers nodes and takes events out: only a rebuild is sure to
-            // leave nothing of them behind.
-            drop(state);
-            drop(_w);
-            return self.rebuild_text(REBUILD_DOCS_PER_COMMIT);
-        }
         self.scan_log(from + 1, |ev| {
             docs.extend(TextDoc::for_event(&ev));
             for a in &ev.assertions {
@@ -3928,25 +3928,44 @@ impl Store {
         // reads the other, and each was a fifth to a third of a bulk batch's time. A reader
         // may see the index a batch ahead of the graph for that while, as it could see it a
         // batch behind before; a hit on a node the graph does not hold yet reads as missing.
-        let ((), indexed) = rayon::join(
-            || self.write_state().apply(&overlay),
-            || {
-                self.text.apply(
-                    overlay.text_docs(),
-                    &text_deletes,
-                    commit.last_seq,
-                    new_nodes_from,
-                )
-            },
-        );
+        let text_from = self.text.indexed_seq();
+        let indexed = if text_from.saturating_add(1) < commit.first_seq {
+            // An earlier batch did not reach the index: read back from the log with this one.
+            // Its documents had been left out for good, the next batch recording a position
+            // past them (helper-148).
+            self.write_state().apply(&overlay);
+            self.catch_up_text_locked(text_from)
+        } else {
+            let ((), indexed) = rayon::join(
+                || self.write_state().apply(&overlay),
+                || {
+                    self.text.apply(
+                        overlay.text_docs(),
+                        &text_deletes,
+                        commit.last_seq,
+                        new_nodes_from,
+                    )
+                },
+            );
+            indexed
+        };
         let since = self
             .since_snapshot
             .fetch_add(overlay.change_weight(), Relaxed)
             + overlay.change_weight();
-        // The batch is durable whatever happens now; a failed index update is repaired from the
-        // log on the next open, so it is reported but does not fail the commit.
+        // The batch is durable whatever happens now; a failed index update is caught up from
+        // the log by the next commit (or the next open), so it is reported but does not fail
+        // this one. One refused for damage is rebuilt now: a server runs for months, and every
+        // update after would fail the same way.
         if let Err(e) = indexed {
-            tracing::warn!(error = %e, "full-text update failed; it will catch up on next open");
+            if e.reports_damage() {
+                tracing::warn!(error = %e, "the full-text index is damaged; rebuilding it from the log");
+                if let Err(e) = self.rebuild_text_locked(REBUILD_DOCS_PER_COMMIT) {
+                    tracing::warn!(error = %e, "the full-text index could not be rebuilt; the next commit tries again");
+                }
+            } else {
+                tracing::warn!(error = %e, "full-text update failed; the next commit catches it up from the log");
+            }
         }
         let grown_enough = CHECKPOINT_GROWTH.saturating_mul(self.snapshot_size.load(Relaxed));
         if since >= CHECKPOINT_AFTER.max(grown_enough) {

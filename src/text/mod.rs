@@ -748,6 +748,34 @@ fn terr(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::text_source(e)
 }
 
+/// Commits still to fail ([`fail_next_commits`]), and whether as damage.
+static FAILING_COMMITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static FAILING_AS_DAMAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Failure injection, for tests: the next `n` commits of any index of the process fail after
+/// the writer took their documents, as tantivy's would on a full disk, or (`damage`) as on a
+/// damaged segment.
+#[doc(hidden)]
+pub fn fail_next_commits(n: usize, damage: bool) {
+    use std::sync::atomic::Ordering::SeqCst;
+    FAILING_AS_DAMAGE.store(damage, SeqCst);
+    FAILING_COMMITS.store(n, SeqCst);
+}
+
+/// The failure [`fail_next_commits`] injects into this commit, if any.
+fn injected_failure() -> Option<Error> {
+    use std::sync::atomic::Ordering::SeqCst;
+    FAILING_COMMITS
+        .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+        .ok()?;
+    Some(match FAILING_AS_DAMAGE.load(SeqCst) {
+        true => terr(tantivy::TantivyError::DataCorruption(
+            tantivy::error::DataCorruption::comment_only("injected damage"),
+        )),
+        false => Error::text("injected failure: no space left on device"),
+    })
+}
+
 /// The file in the index's directory listing the files an open has checked whole, with the
 /// checksums of their blocks ([`verified::Checked`]).
 const CHECKED_FILES: &str = "loci-checked";
@@ -1233,6 +1261,13 @@ impl TextIndex {
                         self.dir.display()
                     )))
                 });
+        if committed.is_err() {
+            // The documents the writer took are not committed: dropped with it, so that the
+            // next commit does not take them (the log gives them again, as new ones).
+            if let Ok(mut writer) = self.writer.lock() {
+                drop(writer.take());
+            }
+        }
         committed?;
         self.indexed_seq
             .store(seq, std::sync::atomic::Ordering::SeqCst);
@@ -1284,6 +1319,9 @@ impl TextIndex {
                 }
                 doc.add_u64(self.fields.digest, d.digest());
                 w.add_document(doc).map_err(terr)?;
+            }
+            if let Some(injected) = injected_failure() {
+                return Err(injected);
             }
             let mut prepared = w.prepare_commit().map_err(terr)?;
             let payload = serde_json::to_string(&Payload {
