@@ -5078,3 +5078,30 @@ fn a_damaged_store_says_what_to_do() {
         "{err}"
     );
 }
+
+/// An empty key is a mistake in the command, whichever command is given it: `pin ""` said
+/// "not found" and exited 4, where `delete --node ""` and `neighbors ""` exit 3 (helper-147).
+#[test]
+fn an_empty_key_is_bad_input_to_pin_and_unpin_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    ok(&["init", "--store", p(&store)]);
+    ok(&[
+        "ingest",
+        "--store",
+        p(&store),
+        "datasets/world-seed42.jsonl",
+    ]);
+    for command in ["pin", "unpin"] {
+        let out = loci(&[command, "--store", p(&store), ""]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{command}: {err}");
+        assert!(err.contains("empty"), "{command}: {err}");
+    }
+    assert_eq!(
+        loci(&["delete", "--store", p(&store), "--node", ""])
+            .status
+            .code(),
+        Some(3)
+    );
+}

@@ -4198,6 +4198,15 @@ impl Store {
                 message: "no key given: name the nodes to pin or unpin".into(),
             });
         }
+        // Refused as a caller's argument, as `delete --node` and `neighbors` refuse one: an
+        // empty key had been "not found" (helper-147), another exit code for the same mistake.
+        // (Only empty: a store may hold a key of spaces, which no ingest refused.)
+        if keys.iter().any(|k| k.is_empty()) {
+            return Err(Error::InvalidArgument {
+                name: "key".into(),
+                message: "is empty: no node has an empty key".into(),
+            });
+        }
         // Under the writer lock from the check to the commit: a key retracted in between
         // would have the pin's upsert make a new node of it.
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
