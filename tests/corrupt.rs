@@ -1541,7 +1541,8 @@ fn a_compaction_over_a_damaged_log_record_fails_before_it_changes_the_store() {
 /// sled's own snapshot (`sled/snap.*`: its page table as of a point of its log) damaged:
 /// every open failed saying only "read corrupted data", and `loci repair` failed the same
 /// way, though sled reads its log whole without it (helper-148). The open says what to do,
-/// and `repair` sets the snapshot aside and reads the log whole: the store reads as it did.
+/// and `repair`, finding the snapshot's own checksum fails, reads the log whole from a copy
+/// of sled's files without it: the store reads as it did.
 #[test]
 fn a_damaged_sled_snapshot_is_set_aside_by_repair() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1566,6 +1567,10 @@ fn a_damaged_sled_snapshot_is_set_aside_by_repair() {
     assert!(e.to_string().contains("loci repair"), "{e}");
     let (store, _) = Store::repair_at(&dir).unwrap();
     assert_same(&reads(&store).unwrap(), &expected, "after the repair");
+    assert!(
+        !dir.join("sled-without-snapshot").exists(),
+        "the copy sled read its log from is removed"
+    );
     assert!(store.verify().unwrap().ok());
     drop(store);
     let store = Store::open(&dir).unwrap();

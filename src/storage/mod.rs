@@ -51,7 +51,7 @@ pub(crate) use lock::locked;
 pub use lock::{StoreLock, LOCK_FILE};
 pub use redb_backend::{RedbBackend, READERS_WAIT};
 pub(crate) use sled_backend::seq_of_log_key;
-pub(crate) use sled_backend::snapshot_files as sled_snapshot_files;
+pub(crate) use sled_backend::snapshot_checksum_fails as sled_snapshot_checksum_fails;
 pub use sled_backend::{FailedCommit, SledBackend};
 
 /// The tables of a store. Keys are big-endian integers (so byte order is numeric order) except

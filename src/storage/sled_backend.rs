@@ -336,9 +336,29 @@ impl SledBackend {
 }
 
 /// What to do about damage sled finds while opening.
-const DAMAGED_AT_OPEN: &str = "its files are damaged; where the damage is in sled's own \
-     snapshot (its `snap.*` files, which it can do without), `loci repair` sets it aside and \
-     reads sled's log whole; damage in the log itself (`db`) needs the store from a backup";
+const DAMAGED_AT_OPEN: &str = "its files are damaged; where sled's own snapshot (its `snap.*` \
+     files, which it can do without) fails its checksum, `loci repair` reads sled's log whole \
+     without it, from a copy; damage in the log itself (`db`) needs the store from a backup";
+
+/// Whether the snapshot sled would read (the last of its `snap.*` files by name, as sled
+/// picks it) fails its own checksum: sled ends each with the body's length (u64) and the
+/// CRC32 of the body, both little-endian. A snapshot that passes is not what is damaged.
+pub(crate) fn snapshot_checksum_fails(path: &Path) -> bool {
+    let Some(last) = (snapshot_files(path).into_iter())
+        .rfind(|p| !p.to_string_lossy().ends_with(".in___motion"))
+    else {
+        return false;
+    };
+    let Ok(bytes) = std::fs::read(&last) else {
+        return false;
+    };
+    if bytes.len() <= 12 {
+        return true;
+    }
+    let (body, footer) = bytes.split_at(bytes.len() - 12);
+    let stored = u32::from_le_bytes([footer[8], footer[9], footer[10], footer[11]]);
+    crc32fast::hash(body) != stored
+}
 
 /// The files of sled's own snapshot in its directory `path`: its page table as of a point of
 /// its log, from which an open reads on. sled reads its log whole without them.

@@ -331,72 +331,115 @@ impl Store {
         let dir = dir.as_ref();
         let (manifest, lock) = Store::take_for_writing(dir, StoreLock::acquire)?;
         let kind = manifest.backend;
+        let mut copy = None;
         let report = {
             let old = match kind.open_existing(dir, false) {
                 Err(e) if kind == BackendKind::Sled && e.reports_damage() => {
-                    open_sled_without_its_snapshot(dir, e)?
+                    let (old, made) = open_sled_without_its_snapshot(dir, e)?;
+                    copy = Some(made);
+                    old
                 }
                 opened => opened?,
             };
             if kind == BackendKind::Sled {
                 Store::take_back_failed_commits(&*old, dir, false)?;
             }
-            write_fresh_files(&*old, kind, dir)?
+            let written = write_fresh_files(&*old, kind, dir);
+            drop(old);
+            if let (Err(_), Some(copy)) = (&written, &copy) {
+                let _ = std::fs::remove_dir_all(copy);
+            }
+            written?
         };
-        Ok((
-            swap_in_and_reopen(dir, kind, Some(lock), "the repair")?,
-            report,
-        ))
+        let store = swap_in_and_reopen(dir, kind, Some(lock), "the repair")?;
+        if let Some(copy) = copy {
+            let _ = std::fs::remove_dir_all(copy);
+        }
+        Ok((store, report))
     }
 }
 
-/// The sled store at `dir`, which would not open (`damage`), opened with sled's own snapshot
-/// set aside: its `snap.*` files (its page table as of a point of its log) are moved out of its
-/// directory, and sled reads its log whole. A damaged snapshot had stopped every open, the
-/// repair's too, where the log was whole (helper-148). When sled still cannot open, the files
-/// go back and `damage` is the error; when it can, the repair writes fresh files, whose sled
-/// writes its own snapshot anew, and the damaged one is removed.
-fn open_sled_without_its_snapshot(dir: &Path, damage: Error) -> Result<Box<dyn Backend>> {
+/// The sled store at `dir`, which would not open (`damage`), read without sled's own
+/// snapshot, when that snapshot fails its own checksum (and only then: damage elsewhere is
+/// `damage`). A damaged `snap.*` (sled's page table as of a point of its log) had stopped
+/// every open, the repair's too, where the log was whole (helper-148). sled, opened without
+/// it, reads its log whole, and writes while it does (it mends the log's tail): so it opens
+/// a copy of its files, less the snapshot, in `sled-without-snapshot` beside them, and the
+/// store's own files are not touched before the repair's swap. The copy is refused when its
+/// log ends before the event the store's state snapshot reflects: sled's recovery passed
+/// over records. The copy's directory is returned, to be removed once the repair is done.
+fn open_sled_without_its_snapshot(
+    dir: &Path,
+    damage: Error,
+) -> Result<(Box<dyn Backend>, std::path::PathBuf)> {
     let sled_dir = BackendKind::Sled.path_in(dir);
-    let snapshots = crate::storage::sled_snapshot_files(&sled_dir);
-    if snapshots.is_empty() {
+    if !crate::storage::sled_snapshot_checksum_fails(&sled_dir) {
         return Err(damage);
     }
-    let aside = dir.join("sled-snapshot.damaged");
+    let copy = dir.join("sled-without-snapshot");
+    let opened = copy_without_snapshot(&sled_dir, &BackendKind::Sled.path_in(&copy))
+        .and_then(|()| BackendKind::Sled.open_existing(&copy, false))
+        .and_then(|backend| {
+            let counters: Option<Counters> = backend
+                .get(Table::Meta, META_COUNTERS)?
+                .map(|v| decode(Table::Meta.name(), &v))
+                .transpose()?;
+            let log_end = counters.map_or(0, |c| c.last_seq);
+            match super::snapshot::reflected_seq(dir) {
+                Some(reflected) if reflected > log_end => Err(Error::Store {
+                    path: dir.to_path_buf(),
+                    message: format!(
+                        "sled's own snapshot is damaged, and its log read without it ends at \
+                         event {log_end}, where the store's state snapshot reflects event \
+                         {reflected}: records went with it; the store needs its files from a \
+                         backup (nothing was changed)"
+                    ),
+                }),
+                _ => Ok(backend),
+            }
+        });
+    match opened {
+        Ok(backend) => {
+            tracing::warn!(
+                "sled's own snapshot is damaged (its checksum fails): its log is read whole, \
+                 from a copy of its files without it"
+            );
+            Ok((backend, copy))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&copy);
+            Err(match e {
+                e @ Error::Store { .. } => e,
+                _ => damage,
+            })
+        }
+    }
+}
+
+/// Copies the files of sled's directory `from` into `to`, less its snapshot (`snap.*`).
+fn copy_without_snapshot(from: &Path, to: &Path) -> Result<()> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
-    std::fs::create_dir_all(&aside).map_err(io(&aside))?;
-    let mut moved = Vec::new();
-    let put_back = |moved: &[(std::path::PathBuf, std::path::PathBuf)]| {
-        for (from, to) in moved {
-            let _ = std::fs::rename(to, from);
-        }
-        let _ = std::fs::remove_dir(&aside);
-    };
-    for file in &snapshots {
-        let to = aside.join(file.file_name().unwrap_or_default());
-        if let Err(e) = std::fs::rename(file, &to) {
-            put_back(&moved);
-            return Err(io(file)(e));
-        }
-        moved.push((file.clone(), to));
+    if to.exists() {
+        std::fs::remove_dir_all(to).map_err(io(to))?;
     }
-    match BackendKind::Sled.open_existing(dir, false) {
-        Ok(backend) => {
-            tracing::warn!(
-                set_aside = %aside.display(),
-                "sled's own snapshot was damaged: set aside, and sled's log read whole"
-            );
-            let _ = std::fs::remove_dir_all(&aside);
-            Ok(backend)
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    for entry in std::fs::read_dir(from).map_err(io(from))? {
+        let entry = entry.map_err(io(from))?;
+        let name = entry.file_name();
+        let path = entry.path();
+        if name.to_string_lossy().starts_with("snap.") {
+            continue;
         }
-        Err(_) => {
-            put_back(&moved);
-            Err(damage)
+        if entry.file_type().map_err(io(&path))?.is_dir() {
+            copy_without_snapshot(&path, &to.join(&name))?;
+        } else {
+            std::fs::copy(&path, to.join(&name)).map_err(io(&path))?;
         }
     }
+    Ok(())
 }
 
 /// Writes the repaired backend files into the compaction directory ([`write_repaired`]); on

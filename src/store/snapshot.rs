@@ -803,6 +803,18 @@ pub(super) fn read(
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// The log position the state snapshot of the store in `dir` reflects, from its header
+/// alone; `None` when there is none or its header cannot be read.
+pub(super) fn reflected_seq(dir: &Path) -> Option<u64> {
+    let mut seq = None;
+    // Refused from the header, so that the body is never read.
+    let _ = read_head(&path_in(dir), &mut |h: &Header| {
+        seq = Some(h.counters.last_seq);
+        Err("only the header is read".into())
+    });
+    seq
+}
+
 /// The open file at `path` and its header and body, read into an anonymous memory map
 /// rather than the heap: the body is dropped as soon as it is decoded, and memory unmapped
 /// goes back to the system at once, where an allocator may keep a freed block resident for a
