@@ -57,7 +57,10 @@ pub fn main() -> ExitCode {
                 None => loci::error::shortened_message(&render(&e)),
             };
             errln!("error: {said}");
-            if code == Code::Corrupt && !said.contains("loci repair") && !said.contains("backup") {
+            let damage = e
+                .downcast_ref::<loci::Error>()
+                .is_some_and(loci::Error::reports_damage);
+            if damage && !said.contains("loci repair") && !said.contains("backup") {
                 errln!("{DAMAGE_REMEDY}");
             }
             // What failed may be the damage speaking ("no node has key ..." for a node whose
