@@ -291,10 +291,19 @@ fn source_reports_damage(e: &(dyn std::error::Error + 'static)) -> bool {
     if e.downcast_ref::<crate::storage::DamagedFile>().is_some() {
         return true;
     }
-    matches!(
-        e.downcast_ref::<tantivy::TantivyError>(),
-        Some(tantivy::TantivyError::DataCorruption(_))
-    )
+    match e.downcast_ref::<tantivy::TantivyError>() {
+        Some(tantivy::TantivyError::DataCorruption(_)) => true,
+        // A segment file whose bytes do not read as what it must hold (helper-148: a
+        // flipped byte in a `.store` file under a running server, "invalid unicode code
+        // point"), as redb's reads are judged above.
+        Some(tantivy::TantivyError::OpenReadError(
+            tantivy::directory::error::OpenReadError::IoError { io_error, .. },
+        )) => matches!(
+            io_error.kind(),
+            std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+        ),
+        _ => false,
+    }
 }
 
 /// Whether `e` is the system refusing this user a file: no permission, or a read-only file

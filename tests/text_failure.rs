@@ -28,22 +28,25 @@ fn found(store: &Store, word: &str) -> Vec<u64> {
 /// helper-148: a server whose index could not take a batch answered every search after it
 /// without that batch, and the next batch that reached the index recorded its position past
 /// the one left out, so no open caught it up either. Now the next commit reads what the index
-/// missed back from the log; and an update refused for damage rebuilds the index at once.
+/// missed back from the log; an update refused for damage, or failing again, rebuilds the
+/// index at once.
 #[test]
 fn a_batch_the_index_could_not_take_is_found_after_the_next_commit() {
     for backend in BackendKind::ALL {
-        for damage in [false, true] {
+        // Once for want of space; once for damage; twice for want of space (the catch-up
+        // fails too, and the index is rebuilt).
+        for (failures, damage) in [(1, false), (1, true), (2, false)] {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::create(dir.path().join("s"), backend).unwrap();
             store.ingest(vec![note(1, "alpha")]).unwrap();
-            loci::text::fail_next_commits(1, damage);
+            loci::text::fail_next_commits(failures, damage);
             let b = store.ingest(vec![note(2, "bravo")]).unwrap();
             if damage {
                 // Rebuilt from the log at once.
                 assert_eq!(found(&store, "bravo"), [b.first_seq], "{backend}");
             }
             let c = store.ingest(vec![note(3, "charlie")]).unwrap();
-            let ctx = format!("{backend}, damage {damage}");
+            let ctx = format!("{backend}, {failures} failures, damage {damage}");
             assert_eq!(found(&store, "bravo"), [b.first_seq], "{ctx}");
             assert_eq!(found(&store, "charlie"), [c.first_seq], "{ctx}");
             assert_eq!(found(&store, "alpha"), [1], "{ctx}");
@@ -54,5 +57,21 @@ fn a_batch_the_index_could_not_take_is_found_after_the_next_commit() {
             let store = Store::open(dir.path().join("s")).unwrap();
             assert_eq!(found(&store, "bravo"), [b.first_seq], "{ctx}");
         }
+        // The commit after the failed one a deletion: it wrote its own documents and the
+        // nodes', and recorded the log's end past the batch left out (the review of helper-148's
+        // fix); it rebuilds the index instead.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().join("s"), backend).unwrap();
+        store.ingest(vec![note(1, "alpha")]).unwrap();
+        loci::text::fail_next_commits(1, false);
+        let b = store.ingest(vec![note(2, "bravo")]).unwrap();
+        store.delete(&loci::DeleteRequest::events([1])).unwrap();
+        assert_eq!(
+            found(&store, "bravo"),
+            [b.first_seq],
+            "{backend}, a deletion"
+        );
+        assert!(found(&store, "alpha").is_empty(), "{backend}");
+        assert!(store.verify().unwrap().ok(), "{backend}");
     }
 }

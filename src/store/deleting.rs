@@ -1318,6 +1318,16 @@ impl Store {
     ) -> Result<()> {
         let state = self.read_state();
         let position_before = self.text.indexed_seq();
+        // An index behind the log before the deletion (an update that failed) misses events
+        // this would not add: the caller rebuilds it from the log instead.
+        if let Some(first) = written.first() {
+            if position_before.saturating_add(1) < first.seq {
+                return Err(Error::text(format!(
+                    "the index is at event {position_before}, behind the log before the deletion (event {})",
+                    first.seq
+                )));
+            }
+        }
         // The index holds no node document after this: each is added as new.
         self.text.delete_node_documents()?;
         let mut commits = TextCommits::new(&self.text, per_commit, position_before, deletes);

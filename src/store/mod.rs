@@ -2052,6 +2052,10 @@ pub struct Store {
     warn_of_node_hits_left_out: std::sync::atomic::AtomicBool,
     /// Set while a deletion writes every node's document again under the ids it gave.
     rewriting: Rewriting,
+    /// The log position before which no commit tries to bring a full-text index that is
+    /// behind up to date again, and the rebuilds that failed in a row: each failure doubles
+    /// the wait, so a want of space that lasts does not make every commit a whole rebuild.
+    text_retry: std::sync::Mutex<(u64, u32)>,
     /// What was last read of the summaries ([`crate::dynamics::consolidate::live_summaries`],
     /// [`crate::dynamics::consolidate::placed_summaries`],
     /// [`crate::dynamics::consolidate::replaced_summaries`]).
@@ -2734,6 +2738,7 @@ impl Store {
             finished: false,
             warn_of_node_hits_left_out: false.into(),
             rewriting: Rewriting::default(),
+            text_retry: Default::default(),
             live_summaries: Default::default(),
         };
         let from = indexed.unwrap_or(0);
@@ -3929,7 +3934,13 @@ impl Store {
         // may see the index a batch ahead of the graph for that while, as it could see it a
         // batch behind before; a hit on a node the graph does not hold yet reads as missing.
         let text_from = self.text.indexed_seq();
-        let indexed = if text_from.saturating_add(1) < commit.first_seq {
+        let behind = text_from.saturating_add(1) < commit.first_seq;
+        let retry_from = self.text_retry.lock().map_or(0, |r| r.0);
+        let indexed = if behind && commit.first_seq < retry_from {
+            // A rebuild failed a short while ago: the index stays behind for now.
+            self.write_state().apply(&overlay);
+            Ok(())
+        } else if behind {
             // An earlier batch did not reach the index: read back from the log with this one.
             // Its documents had been left out for good, the next batch recording a position
             // past them (helper-148).
@@ -3958,10 +3969,25 @@ impl Store {
         // this one. One refused for damage is rebuilt now: a server runs for months, and every
         // update after would fail the same way.
         if let Err(e) = indexed {
-            if e.reports_damage() {
-                tracing::warn!(error = %e, "the full-text index is damaged; rebuilding it from the log");
-                if let Err(e) = self.rebuild_text_locked(REBUILD_DOCS_PER_COMMIT) {
-                    tracing::warn!(error = %e, "the full-text index could not be rebuilt; the next commit tries again");
+            // Refused for damage, or failed again where the last commit had failed: what
+            // fails at every commit is not a moment's want of space.
+            if e.reports_damage() || behind {
+                tracing::warn!(error = %e, "the full-text index failed again or is damaged; rebuilding it from the log");
+                // Searches meanwhile wait for it, or say they read an index being written.
+                let rebuilt = {
+                    let _rewrite = self.rewriting.begin();
+                    self.rebuild_text_locked(REBUILD_DOCS_PER_COMMIT)
+                };
+                if let Ok(mut retry) = self.text_retry.lock() {
+                    *retry = match &rebuilt {
+                        Ok(()) => (0, 0),
+                        Err(e) => {
+                            let failures = retry.1.saturating_add(1);
+                            let wait = 100u64 << failures.min(20);
+                            tracing::warn!(error = %e, "the full-text index could not be rebuilt; a commit tries again {wait} events on");
+                            (commit.last_seq.saturating_add(wait), failures)
+                        }
+                    };
                 }
             } else {
                 tracing::warn!(error = %e, "full-text update failed; the next commit catches it up from the log");

@@ -1214,10 +1214,14 @@ impl TextIndex {
 
     /// Runs `f` with the index writer, creating it on first use.
     fn with_writer<T>(&self, f: impl FnOnce(&mut IndexWriter) -> Result<T>) -> Result<T> {
-        let mut guard = self
-            .writer
-            .lock()
-            .map_err(|_| Error::text("writer lock poisoned"))?;
+        // A panic caught while the writer was held poisons the lock: the writer it left is
+        // dropped, and a new one made, where every later update had failed for good.
+        let mut guard = self.writer.lock().unwrap_or_else(|poisoned| {
+            let mut guard = poisoned.into_inner();
+            drop(guard.take());
+            self.writer.clear_poison();
+            guard
+        });
         let writer = match guard.take() {
             Some(w) => w,
             None => self
@@ -1262,9 +1266,13 @@ impl TextIndex {
                     )))
                 });
         if committed.is_err() {
-            // The documents the writer took are not committed: dropped with it, so that the
-            // next commit does not take them (the log gives them again, as new ones).
-            if let Ok(mut writer) = self.writer.lock() {
+            // The documents the writer took are not committed: rolled back, so that the next
+            // commit does not take them (the log gives them again, as new ones). A writer that
+            // cannot roll back is dropped; a poisoned lock is taken all the same.
+            let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let rolled_back = (writer.as_mut())
+                .is_none_or(|w| boundary::catch(|| w.rollback().is_ok()).unwrap_or(false));
+            if !rolled_back {
                 drop(writer.take());
             }
         }
