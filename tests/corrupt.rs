@@ -1576,3 +1576,48 @@ fn a_damaged_sled_snapshot_is_set_aside_by_repair() {
     let store = Store::open(&dir).unwrap();
     assert_same(&reads(&store).unwrap(), &expected, "opened again");
 }
+
+/// A text file damaged under an open store (a server's, which runs for months): every later
+/// update failed and every search met the damage, and nothing mended it before a restart
+/// (helper-148). The next commit now rebuilds the index from the log, and searches are
+/// answered again, the new batch's events among them.
+#[test]
+fn a_text_file_damaged_under_an_open_store_is_rebuilt_by_its_next_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    small_store(BackendKind::Redb, &dir);
+    let store = Store::open(&dir).unwrap();
+    let mut files = Vec::new();
+    backend_files(&dir.join("text"), &mut files);
+    for target in files.iter().filter(|p| {
+        p.extension()
+            .is_some_and(|e| e == "store" || e == "idx" || e == "term")
+    }) {
+        let mut bytes = std::fs::read(target).unwrap();
+        for at in (0..bytes.len()).step_by(97) {
+            bytes[at] ^= 0x55;
+        }
+        std::fs::write(target, bytes).unwrap();
+    }
+    // Met by a search (refused), or by the commit's update (refused for damage): either way
+    // the commit rebuilds the index.
+    assert!(store
+        .search("emerald", &SearchFilter::default(), 5)
+        .is_err());
+    let mut e = loci::EventDraft::new(10_000_000, "bot", "NOTE");
+    e.payload = loci::model::Value::from("zanzibar quokka");
+    let c = store.ingest(vec![e]).unwrap();
+    let hits = store
+        .search("zanzibar", &SearchFilter::default(), 5)
+        .unwrap();
+    assert!(
+        hits.iter()
+            .any(|h| h.target == loci::text::Target::Event(c.first_seq)),
+        "{hits:?}"
+    );
+    assert!(!store
+        .search("emerald", &SearchFilter::default(), 5)
+        .unwrap()
+        .is_empty());
+    assert!(store.verify().unwrap().ok());
+}

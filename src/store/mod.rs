@@ -3422,7 +3422,10 @@ impl Store {
             Ok(true)
         })?;
         commits.push_nodes(&state)?;
-        commits.finish(state.counters.last_seq)
+        commits.finish(state.counters.last_seq)?;
+        // Searches refused since one met damage are answered again.
+        self.text.clear_damage();
+        Ok(())
     }
 
     /// Whether a deletion event follows log position `from`.
@@ -3935,11 +3938,17 @@ impl Store {
         // batch behind before; a hit on a node the graph does not hold yet reads as missing.
         let text_from = self.text.indexed_seq();
         let behind = text_from.saturating_add(1) < commit.first_seq;
+        // A search that met damage in the index leaves it refusing every search: rebuilt by
+        // this commit, as an update refused for damage is.
+        let met_damage = self.text.is_damaged();
         let retry_from = self.text_retry.lock().map_or(0, |r| r.0);
-        let indexed = if behind && commit.first_seq < retry_from {
+        let indexed = if (behind || met_damage) && commit.first_seq < retry_from {
             // A rebuild failed a short while ago: the index stays behind for now.
             self.write_state().apply(&overlay);
             Ok(())
+        } else if met_damage {
+            self.write_state().apply(&overlay);
+            Err(Error::text("a search met damage in the index"))
         } else if behind {
             // An earlier batch did not reach the index: read back from the log with this one.
             // Its documents had been left out for good, the next batch recording a position
@@ -3971,7 +3980,7 @@ impl Store {
         if let Err(e) = indexed {
             // Refused for damage, or failed again where the last commit had failed: what
             // fails at every commit is not a moment's want of space.
-            if e.reports_damage() || behind {
+            if e.reports_damage() || behind || met_damage {
                 tracing::warn!(error = %e, "the full-text index failed again or is damaged; rebuilding it from the log");
                 // Searches meanwhile wait for it, or say they read an index being written.
                 let rebuilt = {

@@ -693,7 +693,8 @@ pub struct TextIndex {
     read_only: bool,
     /// What a read met, once one failed: every later read is refused with it (see
     /// [`TextIndex::read`]).
-    damaged: std::sync::OnceLock<Failure>,
+    /// Cleared by a rebuild ([`TextIndex::clear_damage`]).
+    damaged: std::sync::Mutex<Option<Failure>>,
     /// Each segment's total of document lengths and terms' counts, for BM25 ([`held`]).
     held_counts: held::HeldCounts,
 }
@@ -1117,7 +1118,7 @@ impl TextIndex {
             dir: dir.to_path_buf(),
             directory,
             read_only,
-            damaged: std::sync::OnceLock::new(),
+            damaged: Default::default(),
             held_counts: Default::default(),
         };
         match seq {
@@ -1147,7 +1148,8 @@ impl TextIndex {
             Err(panic) => format!("{what}: tantivy panicked: {panic}"),
         };
         let damaged = self.damaged_files();
-        let met = self.damaged.get_or_init(|| match &damaged {
+        let mut met = self.damaged.lock().unwrap_or_else(|e| e.into_inner());
+        let met = met.get_or_insert_with(|| match &damaged {
             Ok(files) if !files.is_empty() => {
                 Failure::Damage(format!("{detail}; damaged: {}", names_of(files)))
             }
@@ -1157,6 +1159,11 @@ impl TextIndex {
             Err(e) => Failure::Damage(format!("{detail}; checking the files: {e}")),
         });
         Err(self.failure_error(met))
+    }
+
+    /// Forgets what a read met: the index was rebuilt from the log since.
+    pub(crate) fn clear_damage(&self) {
+        *self.damaged.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     fn failure_error(&self, failure: &Failure) -> Error {
@@ -1169,7 +1176,7 @@ impl TextIndex {
     /// The error of a handle whose read met damage: even a search with nothing to read (an
     /// empty index, a question of stopwords) is refused, not answered as if all were well.
     fn refuse_if_damaged(&self) -> Result<()> {
-        match self.damaged.get() {
+        match &*self.damaged.lock().unwrap_or_else(|e| e.into_inner()) {
             Some(failure) => Err(self.failure_error(failure)),
             None => Ok(()),
         }
@@ -1178,7 +1185,10 @@ impl TextIndex {
     /// Whether a read of this handle met damage, a file that does not match its checksum
     /// (every later read is refused).
     pub fn is_damaged(&self) -> bool {
-        matches!(self.damaged.get(), Some(Failure::Damage(_)))
+        matches!(
+            &*self.damaged.lock().unwrap_or_else(|e| e.into_inner()),
+            Some(Failure::Damage(_))
+        )
     }
 
     /// The files of the index whose checksum does not match their contents, reading every
