@@ -57,6 +57,21 @@ fn a_batch_the_index_could_not_take_is_found_after_the_next_commit() {
             let store = Store::open(dir.path().join("s")).unwrap();
             assert_eq!(found(&store, "bravo"), [b.first_seq], "{ctx}");
         }
+        // A reload that fails after its commit went through: the position is the commit's,
+        // and the next commit does not index the committed batch again (helper-149).
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().join("s"), backend).unwrap();
+        store.ingest(vec![note(1, "alpha")]).unwrap();
+        loci::text::fail_next_reloads(1);
+        let b = store.ingest(vec![note(2, "bravo")]).unwrap();
+        let c = store.ingest(vec![note(3, "charlie")]).unwrap();
+        assert_eq!(found(&store, "bravo"), [b.first_seq], "{backend}, a reload");
+        assert_eq!(
+            found(&store, "charlie"),
+            [c.first_seq],
+            "{backend}, a reload"
+        );
+        assert!(store.verify().unwrap().ok(), "{backend}");
         // The commit after the failed one a deletion: it wrote its own documents and the
         // nodes', and recorded the log's end past the batch left out (the review of helper-148's
         // fix); it rebuilds the index instead.

@@ -763,6 +763,16 @@ pub fn fail_next_commits(n: usize, damage: bool) {
     FAILING_COMMITS.store(n, SeqCst);
 }
 
+/// Reloads still to fail ([`fail_next_reloads`]).
+static FAILING_RELOADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Failure injection, for tests: the next `n` reloads of any index of the process, each
+/// right after a commit that succeeded, fail.
+#[doc(hidden)]
+pub fn fail_next_reloads(n: usize) {
+    FAILING_RELOADS.store(n, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The failure [`fail_next_commits`] injects into this commit, if any.
 fn injected_failure() -> Option<Error> {
     use std::sync::atomic::Ordering::SeqCst;
@@ -1352,6 +1362,15 @@ impl TextIndex {
             prepared.commit().map_err(terr)?;
             Ok(())
         })?;
+        // Committed: the position is the commit's even if the reload fails, or a catch-up
+        // would take the committed events for new ones and index them twice (helper-149).
+        self.indexed_seq
+            .store(seq, std::sync::atomic::Ordering::SeqCst);
+        let once = |n: usize| n.checked_sub(1);
+        use std::sync::atomic::Ordering::SeqCst;
+        if FAILING_RELOADS.fetch_update(SeqCst, SeqCst, once).is_ok() {
+            return Err(Error::text("injected failure of a reload"));
+        }
         self.reader.reload().map_err(terr)?;
         // After the reload: a search that reads the new floor reads the new documents.
         self.ids_floor
