@@ -408,8 +408,10 @@ fn open_sled_without_its_snapshot(
         }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&copy);
+            // The copy's own failure (no room for it) is said as it is; sled's refusal of
+            // the copy is the damage found first.
             Err(match e {
-                e @ Error::Store { .. } => e,
+                e @ (Error::Store { .. } | Error::Io { .. }) => e,
                 _ => damage,
             })
         }
