@@ -5105,3 +5105,33 @@ fn an_empty_key_is_bad_input_to_pin_and_unpin_too() {
         Some(3)
     );
 }
+
+/// `LOCI_LOG` that is no filter is said to be one, not passed over in silence; and `-q` is
+/// quiet whatever `LOCI_LOG` asks (helper-147).
+#[test]
+fn a_log_filter_that_is_none_is_said_and_quiet_is_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    ok(&["init", "--store", p(&store)]);
+    let run = |env: &str, args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("LOCI_LOG", env)
+            .output()
+            .unwrap()
+    };
+    let out = run("loci=[nonsense", &["stats", "--store", p(&store)]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("LOCI_LOG") && err.contains("loci=[nonsense"),
+        "{err}"
+    );
+    let out = run("trace", &["stats", "-q", "--store", p(&store)]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "-q with LOCI_LOG=trace"
+    );
+}

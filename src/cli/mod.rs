@@ -158,10 +158,20 @@ fn init_logging(flags: &args::LogArgs) {
             _ => "trace",
         }
     };
-    let filter = std::env::var("LOCI_LOG")
-        .ok()
-        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level));
+    // `-q` is quiet whatever `LOCI_LOG` asks; a `LOCI_LOG` that is no filter is said to be
+    // one, where it had been passed over in silence (helper-147).
+    let asked = std::env::var("LOCI_LOG").ok().filter(|_| !flags.quiet);
+    let filter = match asked.map(|f| (tracing_subscriber::EnvFilter::try_new(&f), f)) {
+        Some((Ok(filter), _)) => filter,
+        Some((Err(e), f)) => {
+            errln!(
+                "warning: LOCI_LOG={} is not a log filter ({e}); logging at {level} (e.g. LOCI_LOG=loci=debug)",
+                loci::error::quoted_excerpt(&f)
+            );
+            tracing_subscriber::EnvFilter::new(level)
+        }
+        None => tracing_subscriber::EnvFilter::new(level),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
