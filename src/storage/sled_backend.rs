@@ -172,19 +172,27 @@ impl FailedCommit {
 /// the caller too, where it had reached only the log (helper-142: a server's 500 did not say
 /// it), since only the caller can then check the store's last events once it reopens it.
 fn and_unrecorded(failed: Error, unrecorded: std::io::Error) -> Error {
-    match failed {
+    said_further(failed, |message| {
+        format!(
+            "{message}; and the failure could not be recorded beside sled's files \
+             ({unrecorded}): if sled writes the batch when the store is closed, the next \
+             open will not take it back, so check the store's last events when it is \
+             opened again"
+        )
+    })
+}
+
+/// A backend error `e` with its message made anew by `more` from the old one, its source
+/// kept; any other error as it is.
+fn said_further(e: Error, more: impl FnOnce(&str) -> String) -> Error {
+    match e {
         Error::Backend {
             backend,
             message,
             source,
         } => Error::Backend {
             backend,
-            message: format!(
-                "{message}; and the failure could not be recorded beside sled's files \
-                 ({unrecorded}): if sled writes the batch when the store is closed, the next \
-                 open will not take it back, so check the store's last events when it is \
-                 opened again"
-            ),
+            message: more(&message),
             source,
         },
         other => other,
@@ -210,15 +218,10 @@ pub struct SledBackend {
 /// Bytes that must be free on the file system before sled is opened: a margin for the segment
 /// and header writes of recovery, plus twice the snapshot sled may rewrite.
 fn required_free_bytes(path: &Path) -> u64 {
-    let snapshots: u64 = std::fs::read_dir(path)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("snap."))
-                .filter_map(|e| e.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0);
+    let snapshots: u64 = (snapshot_files(path).iter())
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum();
     4 * 1024 * 1024 + 2 * snapshots
 }
 
@@ -316,18 +319,9 @@ impl SledBackend {
                 }
                 // Said with what to do: sled can do without its own snapshot, not its log.
                 Err(e @ sled::Error::Corruption { .. }) => {
-                    return Err(match err(e) {
-                        Error::Backend {
-                            backend,
-                            message,
-                            source,
-                        } => Error::Backend {
-                            backend,
-                            message: format!("{message}: {DAMAGED_AT_OPEN}"),
-                            source,
-                        },
-                        other => other,
-                    });
+                    return Err(said_further(err(e), |message| {
+                        format!("{message}: {DAMAGED_AT_OPEN}")
+                    }));
                 }
                 Err(e) => return Err(err(e)),
             }

@@ -3942,19 +3942,20 @@ impl Store {
         // this commit, as an update refused for damage is.
         let met_damage = self.text.is_damaged();
         let retry_from = self.text_retry.lock().map_or(0, |r| r.0);
-        let indexed = if (behind || met_damage) && commit.first_seq < retry_from {
-            // A rebuild failed a short while ago: the index stays behind for now.
+        let indexed = if behind || met_damage {
+            // The state first: what the index is brought to reads it.
             self.write_state().apply(&overlay);
-            Ok(())
-        } else if met_damage {
-            self.write_state().apply(&overlay);
-            Err(Error::text("a search met damage in the index"))
-        } else if behind {
-            // An earlier batch did not reach the index: read back from the log with this one.
-            // Its documents had been left out for good, the next batch recording a position
-            // past them (helper-148).
-            self.write_state().apply(&overlay);
-            self.catch_up_text_locked(text_from)
+            if commit.first_seq < retry_from {
+                // A rebuild failed a short while ago: the index stays behind for now.
+                Ok(())
+            } else if met_damage {
+                Err(Error::text("a search met damage in the index"))
+            } else {
+                // An earlier batch did not reach the index: read back from the log with this
+                // one. Its documents had been left out for good, the next batch recording a
+                // position past them (helper-148).
+                self.catch_up_text_locked(text_from)
+            }
         } else {
             let ((), indexed) = rayon::join(
                 || self.write_state().apply(&overlay),
