@@ -5033,15 +5033,13 @@ fn consolidate_in_batches_of_a_few_events_writes_the_summaries_one_batch_writes(
 #[test]
 fn neighbors_and_query_show_a_key_or_question_as_no_other() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s");
-    ok(&["init", "--store", p(&store)]);
-    let events = dir.path().join("e.jsonl");
-    std::fs::write(
-        &events,
-        r#"{"ts":1,"actor":"bot","kind":"NOTE","assert":[{"op":"node","key":" lead","name":" lead","label":"Thing"},{"op":"node","key":"b, c","label":"Thing"},{"op":"edge","from":" lead","relation":"NEAR","to":"b, c"}]}"#,
-    )
-    .unwrap();
-    ok(&["ingest", "--store", p(&store), p(&events)]);
+    let store = empty_store(dir.path());
+    ingest_lines(
+        &store,
+        &[
+            r#"{"ts":1,"actor":"bot","kind":"NOTE","assert":[{"op":"node","key":" lead","name":" lead","label":"Thing"},{"op":"node","key":"b, c","label":"Thing"},{"op":"edge","from":" lead","relation":"NEAR","to":"b, c"}]}"#,
+        ],
+    );
     let out = ok(&["neighbors", "--store", p(&store), " lead"]);
     assert!(out.starts_with("\" lead\" (\" lead\", Thing)"), "{out}");
     assert!(out.contains("->NEAR-> \"b, c\" ("), "{out}");
@@ -5057,22 +5055,13 @@ fn neighbors_and_query_show_a_key_or_question_as_no_other() {
 #[test]
 fn a_damaged_store_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s");
-    ok(&["init", "--store", p(&store)]);
-    ok(&[
-        "ingest",
-        "--store",
-        p(&store),
-        "datasets/world-seed42.jsonl",
-    ]);
+    let store = world_store(dir.path());
     let file = store.join("data.redb");
     let len = std::fs::metadata(&file).unwrap().len();
     let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
     f.set_len(len / 2).unwrap();
     drop(f);
-    let out = loci(&["stats", "--store", p(&store)]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(6), "{err}");
+    let err = fails(&["stats", "--store", p(&store)], 6);
     assert!(
         err.contains("loci repair") && err.contains("backup"),
         "{err}"
@@ -5084,26 +5073,12 @@ fn a_damaged_store_says_what_to_do() {
 #[test]
 fn an_empty_key_is_bad_input_to_pin_and_unpin_too() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s");
-    ok(&["init", "--store", p(&store)]);
-    ok(&[
-        "ingest",
-        "--store",
-        p(&store),
-        "datasets/world-seed42.jsonl",
-    ]);
+    let store = world_store(dir.path());
     for command in ["pin", "unpin"] {
-        let out = loci(&[command, "--store", p(&store), ""]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(3), "{command}: {err}");
+        let err = fails(&[command, "--store", p(&store), ""], 3);
         assert!(err.contains("empty"), "{command}: {err}");
     }
-    assert_eq!(
-        loci(&["delete", "--store", p(&store), "--node", ""])
-            .status
-            .code(),
-        Some(3)
-    );
+    fails(&["delete", "--store", p(&store), "--node", ""], 3);
 }
 
 /// `LOCI_LOG` that is no filter is said to be one, not passed over in silence; and `-q` is
