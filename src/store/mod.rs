@@ -2205,6 +2205,27 @@ fn manifest_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
 /// user's, and taken with the directory.
 const SYSTEM_LITTER: &[&str] = &[".DS_Store", "Thumbs.db", "desktop.ini", "lost+found"];
 
+/// Why no store is made in `dir`: a store is there ([`Error::AlreadyExists`]), it is a file,
+/// or it holds other files ([`refuse_other_files`]).
+fn refuse_to_create_in(dir: &Path) -> Result<()> {
+    if dir.join(MANIFEST).exists() {
+        return Err(Error::AlreadyExists {
+            path: dir.to_path_buf(),
+        });
+    }
+    // Said so: the system's word for it is "File exists".
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::InvalidArgument {
+            name: "store".into(),
+            message: format!(
+                "{}: is a file, not a directory; a store is a directory",
+                dir.display()
+            ),
+        });
+    }
+    refuse_other_files(dir)
+}
+
 /// Refuses to make a store in a directory of other files: `loci init --store ~` had put a
 /// store's files among a user's without a word. A directory with a backend's files is left to
 /// [`Store::create`]'s own checks (a store that lost its manifest, or a creation cut short),
@@ -2448,25 +2469,19 @@ impl Store {
     /// there, or other files, are [`Error::AlreadyExists`] and [`Error::InvalidArgument`].
     pub fn create(dir: impl AsRef<Path>, backend: BackendKind) -> Result<Store> {
         let dir = dir.as_ref();
-        let manifest_path = dir.join(MANIFEST);
-        if manifest_path.exists() {
-            return Err(Error::AlreadyExists {
-                path: dir.to_path_buf(),
-            });
-        }
-        // Said so: the system's word for it is "File exists".
-        if dir.exists() && !dir.is_dir() {
-            return Err(Error::InvalidArgument {
-                name: "store".into(),
-                message: format!(
-                    "{}: is a file, not a directory; a store is a directory",
-                    dir.display()
-                ),
-            });
-        }
-        refuse_other_files(dir)?;
+        // Before the lock too: taking it makes its file, which a directory of other files is
+        // not given.
+        refuse_to_create_in(dir)?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock = StoreLock::acquire(dir)?;
+        Self::create_locked(dir, backend, lock)
+    }
+
+    /// [`Store::create`] once its writer `lock` is held: the directory is checked again, as
+    /// another process may have made a store in it between the first check and the lock (two
+    /// `init`s racing: the second had called the first's log a store's without its manifest).
+    fn create_locked(dir: &Path, backend: BackendKind, lock: StoreLock) -> Result<Store> {
+        refuse_to_create_in(dir)?;
         // A log left without its manifest (lost, or deleted) is a store's: a new manifest
         // beside it would present its events as none, and the next ingest would write over
         // them. A log of no events (a creation cut short) is taken over.
@@ -6353,6 +6368,43 @@ mod tests {
             name: Some(format!("name {i:03}")),
             ..Default::default()
         })
+    }
+
+    /// Two `init`s racing on one new directory (helper-148): the second had checked the
+    /// directory before the first made its store, and took the lock after; it then called
+    /// the first's log a store's without its manifest ("restore loci.json from a backup",
+    /// exit 6), or, of the same backend, made the store again and said "created" too. It is
+    /// told the store already exists, and the first's store is left as it is.
+    #[test]
+    fn a_store_made_while_another_creation_waited_for_the_lock_already_exists() {
+        use crate::storage::StoreLock;
+        for (first, second) in [
+            (BackendKind::Redb, BackendKind::Sled),
+            (BackendKind::Sled, BackendKind::Redb),
+            (BackendKind::Redb, BackendKind::Redb),
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("s");
+            // The second's checks passed on the empty directory; the first makes its store,
+            // writes an event, and lets go of the lock.
+            std::fs::create_dir(&dir).unwrap();
+            let store = Store::create(&dir, first).unwrap();
+            let mut draft = EventDraft::new(1, "bot", "SEEN");
+            draft.assertions.push(named_node(1));
+            store.ingest(vec![draft]).unwrap();
+            drop(store);
+            let lock = StoreLock::acquire(&dir).unwrap();
+            let e = Store::create_locked(&dir, second, lock)
+                .err()
+                .expect("refused");
+            assert!(
+                matches!(e, Error::AlreadyExists { .. }),
+                "{first:?} then {second:?}: {e}"
+            );
+            let store = Store::open(&dir).unwrap();
+            assert_eq!(store.backend_kind(), first);
+            assert_eq!(store.stats().events, 1);
+        }
     }
 
     /// Mapped a chunk at a time on every core, items come out as a map of them in order
