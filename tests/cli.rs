@@ -1960,8 +1960,15 @@ fn a_log_without_its_manifest_is_not_taken_for_a_new_store() {
     let out = loci(&["init", "--store", p(&store), "--backend", "sled"]);
     assert_ne!(out.status.code(), Some(0));
     assert!(!store.join("loci.json").exists());
-    // With its manifest restored, the store is whole.
-    std::fs::write(store.join("loci.json"), manifest).unwrap();
+    // The refusal says what mends it: repair writes the manifest again from the log's meta
+    // table (helper-148: "restore loci.json from a backup").
+    assert!(err.contains("loci repair"), "{err}");
+    let out = ok(&["repair", "--store", p(&store)]);
+    assert!(
+        out.contains("loci.json, gone or damaged, was written again"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read(store.join("loci.json")).unwrap(), manifest);
     assert_eq!(events(&store), before);
     ok(&["replay", "--store", p(&store), "--verify"]);
 }

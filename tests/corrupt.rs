@@ -715,6 +715,69 @@ fn a_manifest_naming_the_other_backend_says_so() {
     }
 }
 
+/// A manifest damaged (one byte zeroed: helper-148) or gone says only the store's format and
+/// backend, which its log's meta table holds too: the refusal said to restore it from a
+/// backup, or gave serde's words alone. It says that `loci repair` writes it again, and repair
+/// does, from the meta table, where one backend's log is there; the store is then whole.
+#[test]
+fn a_damaged_or_missing_manifest_is_written_again_by_repair() {
+    for kind in BackendKind::ALL {
+        for gone in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("s");
+            let expected = small_store(kind, &dir);
+            let manifest = dir.join("loci.json");
+            let good = std::fs::read(&manifest).unwrap();
+            if gone {
+                std::fs::remove_file(&manifest).unwrap();
+            } else {
+                let mut bytes = good.clone();
+                bytes[4] = 0;
+                std::fs::write(&manifest, bytes).unwrap();
+            }
+            let what = format!("{kind:?}, gone {gone}");
+            let e = Store::open(&dir).err().expect("refused").to_string();
+            assert!(
+                e.contains("loci.json") && e.contains("loci repair"),
+                "{what}: {e}"
+            );
+            let (store, report) = Store::repair_at(&dir).unwrap();
+            assert!(report.manifest_written, "{what}");
+            assert_same(&reads(&store).unwrap(), &expected, &what);
+            assert!(store.verify().unwrap().ok(), "{what}");
+            drop(store);
+            assert_eq!(std::fs::read(&manifest).unwrap(), good, "{what}");
+            // A whole store's repair writes no manifest.
+            let (_, report) = Store::repair_at(&dir).unwrap();
+            assert!(!report.manifest_written, "{what}");
+        }
+    }
+}
+
+/// What repair does not write a manifest for: one of a later format (a later build's store),
+/// or a directory with both backends' logs (which is the store's is not known). It refuses,
+/// as the open does, and leaves the manifest as it was.
+#[test]
+fn repair_writes_no_manifest_it_cannot_read_from_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    small_store(BackendKind::Redb, &dir);
+    let manifest = dir.join("loci.json");
+    let later = serde_json::json!({"format": 999, "backend": "redb"}).to_string();
+    std::fs::write(&manifest, &later).unwrap();
+    let e = Store::repair_at(&dir).err().expect("refused").to_string();
+    assert!(e.contains("store format 999"), "{e}");
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), later);
+    // The other backend's log beside this one: which is the store's is not known.
+    std::fs::remove_file(&manifest).unwrap();
+    let other = tmp.path().join("other");
+    small_store(BackendKind::Sled, &other);
+    copy_dir(&other.join("sled"), &dir.join("sled"));
+    let e = Store::repair_at(&dir).err().expect("refused").to_string();
+    assert!(e.contains("loci.json"), "{e}");
+    assert!(!manifest.exists());
+}
+
 /// A FIFO in place of the manifest is refused, naming it, where the open of every command
 /// waited for a writer forever (helper-111 probe).
 #[test]
@@ -757,6 +820,11 @@ fn a_manifest_with_an_unknown_key_is_refused_naming_it() {
         e.contains("loci.json") && e.contains("unknown field `backened`"),
         "{odd}: {e}"
     );
+    // Not damage that repair mends: a hand's edit is not written over.
+    assert!(!e.contains("loci repair"), "{e}");
+    let e = Store::repair_at(&dir).err().expect("refused").to_string();
+    assert!(e.contains("unknown field `backened`"), "{e}");
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), odd);
     // A later build's manifest, with a key of its own, is told to be of a later format.
     let later = serde_json::json!({"format": 999, "backend": "redb", "shards": 4}).to_string();
     std::fs::write(&manifest, later).unwrap();

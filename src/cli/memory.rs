@@ -216,6 +216,9 @@ pub fn repair(a: RepairArgs) -> Result<Code> {
                 }
             );
         }
+        if r.manifest_written {
+            outln!("loci.json, gone or damaged, was written again from the log's meta table");
+        }
         for d in &verified.differences {
             outln!("DIFFERENCE: {d}");
         }

@@ -2167,7 +2167,7 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
                 ),
             },
             Some((_, log)) => store_err(format!(
-                "no readable {MANIFEST} ({e}), but {} is a store's log: restore {MANIFEST} from a backup",
+                "no readable {MANIFEST} ({e}), but {} is a store's log: {MANIFEST_REMEDY}",
                 log.display()
             )),
             None => Error::NotAStore {
@@ -2190,8 +2190,31 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
             )));
         }
     }
-    serde_json::from_slice(&raw).map_err(|e| store_err(format!("{MANIFEST}: {e}")))
+    serde_json::from_slice(&raw).map_err(|e| {
+        store_err(
+            if no_format_in(&raw) && BackendKind::present_in(dir).next().is_some() {
+                format!("{MANIFEST} is damaged ({e}): {MANIFEST_REMEDY}")
+            } else {
+                format!("{MANIFEST}: {e}")
+            },
+        )
+    })
 }
+
+/// Whether a manifest's bytes hold no format number at all (damage, not a manifest a hand or
+/// a later build wrote with a key this build does not know): such a one is written again by
+/// `loci repair` from the log's meta table.
+fn no_format_in(raw: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(raw)
+        .ok()
+        .and_then(|v| v.get("format").and_then(serde_json::Value::as_u64))
+        .is_none()
+}
+
+/// What to do about a manifest gone or damaged beside a log: it says only what the log's meta
+/// table says too (helper-148: the advice had been a backup, or serde's words alone).
+const MANIFEST_REMEDY: &str =
+    "`loci repair` writes it again from what the log's meta table records (its format and backend)";
 
 /// The manifest's bytes, from a regular file only ([`crate::storage::open_regular_file`]).
 fn manifest_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
@@ -2489,7 +2512,7 @@ impl Store {
             Error::Store {
             path: dir.to_path_buf(),
             message: format!(
-                "{} holds a store's log but there is no {MANIFEST}: a new store is not made over it (restore {MANIFEST} from a backup, or move the directory away)",
+                "{} holds a store's log but there is no {MANIFEST}: a new store is not made over it (`loci repair` writes {MANIFEST} again from the log; or move the directory away)",
                 path.display()
             ),
         }

@@ -47,6 +47,9 @@ pub struct RepairReport {
     /// What was not compared after it (a backend that panicked refuses every later read):
     /// rebuilt all the same.
     pub not_compared: Vec<String>,
+    /// Whether the store's manifest (`loci.json`), gone or damaged, was written again from
+    /// its log's meta table.
+    pub manifest_written: bool,
 }
 
 impl RepairReport {
@@ -329,6 +332,13 @@ impl Store {
     /// log. The writer lock is taken as an open takes it, and held throughout.
     pub fn repair_at(dir: impl AsRef<Path>) -> Result<(Store, RepairReport)> {
         let dir = dir.as_ref();
+        let manifest_written = match super::read_manifest(dir) {
+            Ok(_) => false,
+            Err(unread) => {
+                write_manifest_again(dir, unread)?;
+                true
+            }
+        };
         let (manifest, lock) = Store::take_for_writing(dir, StoreLock::acquire)?;
         let kind = manifest.backend;
         let mut copy = None;
@@ -351,12 +361,72 @@ impl Store {
             }
             written?
         };
+        let report = RepairReport {
+            manifest_written,
+            ..report
+        };
         let store = swap_in_and_reopen(dir, kind, Some(lock), "the repair")?;
         if let Some(copy) = copy {
             let _ = std::fs::remove_dir_all(copy);
         }
         Ok((store, report))
     }
+}
+
+/// Writes the manifest of the store at `dir` again, which did not read (`unread`): gone, or
+/// damaged so that it is no manifest. All it says is the store's format and backend, which
+/// the meta table of its log records too; so where one backend's log is there and its meta
+/// table names that backend and a format this build reads, the manifest is written from it.
+/// Otherwise (a manifest of a later format, a file not to be read, both backends' logs, a
+/// log that does not say) `unread` is returned, and nothing is written; a backend that does
+/// not open gives its own error.
+fn write_manifest_again(dir: &Path, unread: Error) -> Result<()> {
+    let readable = match super::manifest_bytes(&dir.join(super::MANIFEST)) {
+        // Only a manifest that is no manifest at all: a later format's is refused as it is.
+        Ok(raw) => super::no_format_in(&raw),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    };
+    let logs: Vec<_> = BackendKind::present_in(dir).collect();
+    let [(kind, log)] = logs.as_slice() else {
+        return Err(unread);
+    };
+    if !readable || super::unfinished_redb(dir, log) {
+        return Err(unread);
+    }
+    let lock = StoreLock::acquire(dir)?;
+    // Read under the lock: another process may have mended it meanwhile.
+    if super::read_manifest(dir).is_ok() {
+        return Ok(());
+    }
+    let recorded = kind.open_existing(dir, false).and_then(|backend| {
+        let read = |key: &[u8]| backend.get(Table::Meta, key);
+        let format: Option<u32> = read(super::META_FORMAT)?
+            .map(|v| decode(Table::Meta.name(), &v))
+            .transpose()?;
+        let backend: Option<BackendKind> = read(super::META_BACKEND)?
+            .map(|v| decode(Table::Meta.name(), &v))
+            .transpose()?;
+        Ok(format.zip(backend))
+    });
+    let (format, backend) = match recorded {
+        Ok(Some((format, backend)))
+            if backend == *kind
+                && (super::OLDEST_STORE_FORMAT..=super::STORE_FORMAT).contains(&format) =>
+        {
+            (format, backend)
+        }
+        // The backend's own damage is what stands in the way now.
+        Err(e) => return Err(e),
+        _ => return Err(unread),
+    };
+    super::write_manifest(dir, &super::Manifest { format, backend })?;
+    drop(lock);
+    tracing::warn!(
+        format,
+        backend = backend.name(),
+        "the store's manifest was gone or damaged: written again from its log's meta table"
+    );
+    Ok(())
 }
 
 /// The sled store at `dir`, which would not open (`damage`), read without sled's own
