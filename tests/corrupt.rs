@@ -1633,16 +1633,50 @@ fn a_damaged_sled_snapshot_is_set_aside_by_repair() {
         .err()
         .expect("the damaged snapshot is found");
     assert!(e.to_string().contains("loci repair"), "{e}");
-    let (store, _) = Store::repair_at(&dir).unwrap();
+    let (store, report) = Store::repair_at(&dir).unwrap();
+    assert_eq!(report.read_without, ["snap.*"], "{report:?}");
     assert_same(&reads(&store).unwrap(), &expected, "after the repair");
     assert!(
-        !dir.join("sled-without-snapshot").exists(),
+        !dir.join("sled-copy-for-repair").exists(),
         "the copy sled read its log from is removed"
     );
     assert!(store.verify().unwrap().ok());
     drop(store);
     let store = Store::open(&dir).unwrap();
     assert_same(&reads(&store).unwrap(), &expected, "opened again");
+}
+
+/// sled's `conf` (its fixed settings, which loci never changes from sled's defaults) damaged:
+/// every open failed, and `loci repair` failed the same way (helper-148), though sled opens
+/// without it and writes it anew. The open says what to do, and `repair`, finding the conf's
+/// own checksum fails, reads the store from a copy of sled's files without it; the conf is
+/// then sled's own again. Both ways it can be damaged: a byte of a key (sled's "corrupted
+/// data") and bytes that are not UTF-8 (sled's "a version earlier than 0.29").
+#[test]
+fn a_damaged_sled_conf_is_written_again_by_repair() {
+    let damages: [(usize, &[u8]); 2] = [(5, b"X"), (16, b"\xff\xfe")];
+    for (at, bytes) in damages {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let expected = small_store(BackendKind::Sled, &dir);
+        let conf = dir.join("sled").join("conf");
+        let good = std::fs::read(&conf).unwrap();
+        let mut damaged = good.clone();
+        damaged[at..at + bytes.len()].copy_from_slice(bytes);
+        std::fs::write(&conf, &damaged).unwrap();
+        let e = Store::open(&dir).err().expect("the damaged conf is found");
+        assert!(e.reports_damage(), "{e:?}");
+        assert!(e.to_string().contains("loci repair"), "{e}");
+        let (store, report) = Store::repair_at(&dir).unwrap();
+        assert_eq!(report.read_without, ["conf"], "{report:?}");
+        assert_same(&reads(&store).unwrap(), &expected, "after the repair");
+        assert!(store.verify().unwrap().ok());
+        drop(store);
+        assert_eq!(std::fs::read(&conf).unwrap(), good, "sled's own conf");
+        assert!(!dir.join("sled-copy-for-repair").exists());
+        let store = Store::open(&dir).unwrap();
+        assert_same(&reads(&store).unwrap(), &expected, "opened again");
+    }
 }
 
 /// A text file damaged under an open store (a server's, which runs for months): every later

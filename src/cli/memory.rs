@@ -216,6 +216,22 @@ pub fn repair(a: RepairArgs) -> Result<Code> {
                 }
             );
         }
+        if !r.read_without.is_empty() {
+            outln!(
+                "sled's own {}, failing {} checksum, read without: sled wrote {} anew",
+                r.read_without.join(" and "),
+                if r.read_without.len() == 1 {
+                    "its"
+                } else {
+                    "their"
+                },
+                if r.read_without.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            );
+        }
         if r.manifest_written {
             outln!("loci.json, gone or damaged, was written again from the log's meta table");
         }

@@ -298,7 +298,8 @@ impl SledBackend {
                     return Err(Error::Corrupt {
                         table: "sled/conf",
                         message: format!(
-                            "{}: sled cannot read its conf file ({why}): the file is damaged",
+                            "{}: sled cannot read its conf file ({why}): the file is damaged; \
+                             `loci repair` reads the store without it, and sled writes it anew",
                             path.display()
                         ),
                     })
@@ -331,8 +332,9 @@ impl SledBackend {
 
 /// What to do about damage sled finds while opening.
 const DAMAGED_AT_OPEN: &str = "its files are damaged; where sled's own snapshot (its `snap.*` \
-     files, which it can do without) fails its checksum, `loci repair` reads sled's log whole \
-     without it, from a copy; damage in the log itself (`db`) needs the store from a backup";
+     files) or its `conf` fails its checksum, `loci repair` reads sled's log whole without \
+     them, from a copy (sled can do without both); damage in the log itself (`db`) needs the \
+     store from a backup";
 
 /// Whether the snapshot sled would read (the last of its `snap.*` files by name, as sled
 /// picks it) fails its own checksum: sled ends each with the body's length (u64) and the
@@ -352,6 +354,21 @@ pub(crate) fn snapshot_checksum_fails(path: &Path) -> bool {
     let (body, footer) = bytes.split_at(bytes.len() - 12);
     let stored = u32::from_le_bytes([footer[8], footer[9], footer[10], footer[11]]);
     crc32fast::hash(body) != stored
+}
+
+/// Whether sled's `conf` in its directory `path` (its settings, which loci leaves at sled's
+/// defaults) fails its own checksum: sled ends it with the CRC32 of what comes before,
+/// little-endian. sled takes a conf of 8 bytes or fewer for none, and one not there is
+/// written anew, so neither fails.
+pub(crate) fn conf_checksum_fails(path: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(path.join("conf")) else {
+        return false;
+    };
+    if bytes.len() <= 8 {
+        return false;
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    crc32fast::hash(body) != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]])
 }
 
 /// The files of sled's own snapshot in its directory `path`: its page table as of a point of

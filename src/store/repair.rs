@@ -50,6 +50,10 @@ pub struct RepairReport {
     /// Whether the store's manifest (`loci.json`), gone or damaged, was written again from
     /// its log's meta table.
     pub manifest_written: bool,
+    /// The backend's own files that failed their checksums, which the old files were read
+    /// without (sled's `conf` and its snapshot, `snap.*`: it does without both, and writes
+    /// them anew).
+    pub read_without: Vec<String>,
 }
 
 impl RepairReport {
@@ -342,11 +346,13 @@ impl Store {
         let (manifest, lock) = Store::take_for_writing(dir, StoreLock::acquire)?;
         let kind = manifest.backend;
         let mut copy = None;
+        let mut read_without = Vec::new();
         let report = {
             let old = match kind.open_existing(dir, false) {
                 Err(e) if kind == BackendKind::Sled && e.reports_damage() => {
-                    let (old, made) = open_sled_without_its_snapshot(dir, e)?;
+                    let (old, left_out, made) = open_sled_without_damaged_files(dir, e)?;
                     copy = Some(made);
+                    read_without = left_out;
                     old
                 }
                 opened => opened?,
@@ -363,6 +369,7 @@ impl Store {
         };
         let report = RepairReport {
             manifest_written,
+            read_without,
             ..report
         };
         let store = swap_in_and_reopen(dir, kind, Some(lock), "the repair")?;
@@ -429,25 +436,31 @@ fn write_manifest_again(dir: &Path, unread: Error) -> Result<()> {
     Ok(())
 }
 
-/// The sled store at `dir`, which would not open (`damage`), read without sled's own
-/// snapshot, when that snapshot fails its own checksum (and only then: damage elsewhere is
-/// `damage`). A damaged `snap.*` (sled's page table as of a point of its log) had stopped
-/// every open, the repair's too, where the log was whole (helper-148). sled, opened without
-/// it, reads its log whole, and writes while it does (it mends the log's tail): so it opens
-/// a copy of its files, less the snapshot, in `sled-without-snapshot` beside them, and the
+/// The sled store at `dir`, which would not open (`damage`), read without the files of
+/// sled's own that fail their checksums, its snapshot and its `conf`, when one does (and only
+/// then: damage elsewhere is `damage`). A damaged `snap.*` (sled's page table as of a point of
+/// its log) or `conf` (its settings, loci's always sled's defaults) had stopped every open,
+/// the repair's too, where the log was whole (helper-148). sled, opened without them, reads
+/// its log whole and writes the conf anew, and writes while it does (it mends the log's
+/// tail): so it opens a copy of its files, less those, in [`SLED_COPY`] beside them, and the
 /// store's own files are not touched before the repair's swap. The copy is refused when its
 /// log ends before the event the store's state snapshot reflects: sled's recovery passed
-/// over records. The copy's directory is returned, to be removed once the repair is done.
-fn open_sled_without_its_snapshot(
+/// over records. Gives the files left out, as [`RepairReport::read_without`] says them, and
+/// the copy's directory, to be removed once the repair is done.
+fn open_sled_without_damaged_files(
     dir: &Path,
     damage: Error,
-) -> Result<(Box<dyn Backend>, std::path::PathBuf)> {
+) -> Result<(Box<dyn Backend>, Vec<String>, std::path::PathBuf)> {
     let sled_dir = BackendKind::Sled.path_in(dir);
-    if !crate::storage::sled_snapshot_checksum_fails(&sled_dir) {
+    let leave_out = LeftOut {
+        snapshot: crate::storage::sled_snapshot_checksum_fails(&sled_dir),
+        conf: crate::storage::sled_conf_checksum_fails(&sled_dir),
+    };
+    if !leave_out.snapshot && !leave_out.conf {
         return Err(damage);
     }
-    let copy = dir.join("sled-without-snapshot");
-    let opened = copy_without_snapshot(&sled_dir, &BackendKind::Sled.path_in(&copy))
+    let copy = dir.join(SLED_COPY);
+    let opened = copy_leaving_out(&sled_dir, &BackendKind::Sled.path_in(&copy), &leave_out)
         .and_then(|()| BackendKind::Sled.open_existing(&copy, false))
         .and_then(|backend| {
             let counters: Option<Counters> = backend
@@ -459,10 +472,10 @@ fn open_sled_without_its_snapshot(
                 Some(reflected) if reflected > log_end => Err(Error::Store {
                     path: dir.to_path_buf(),
                     message: format!(
-                        "sled's own snapshot is damaged, and its log read without it ends at \
+                        "sled's own files are damaged, and its log read without them ends at \
                          event {log_end}, where the store's state snapshot reflects event \
-                         {reflected}: records went with it; the store needs its files from a \
-                         backup (nothing was changed)"
+                         {reflected}: records went with them; the store needs its files from \
+                         a backup (nothing was changed)"
                     ),
                 }),
                 _ => Ok(backend),
@@ -470,11 +483,13 @@ fn open_sled_without_its_snapshot(
         });
     match opened {
         Ok(backend) => {
+            let names = leave_out.names();
             tracing::warn!(
-                "sled's own snapshot is damaged (its checksum fails): its log is read whole, \
-                 from a copy of its files without it"
+                files = names.join(", "),
+                "sled's own files fail their checksums: its log is read whole, from a copy of \
+                 its files without them"
             );
-            Ok((backend, copy))
+            Ok((backend, names, copy))
         }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&copy);
@@ -488,8 +503,30 @@ fn open_sled_without_its_snapshot(
     }
 }
 
-/// Copies the files of sled's directory `from` into `to`, less its snapshot (`snap.*`).
-fn copy_without_snapshot(from: &Path, to: &Path) -> Result<()> {
+/// Where [`open_sled_without_damaged_files`] copies sled's files to, in the store directory.
+const SLED_COPY: &str = "sled-copy-for-repair";
+
+/// Which of sled's own files a copy of them leaves out.
+struct LeftOut {
+    /// Its snapshot (`snap.*`).
+    snapshot: bool,
+    /// Its `conf`.
+    conf: bool,
+}
+
+impl LeftOut {
+    /// The files left out, as the repair's report names them.
+    fn names(&self) -> Vec<String> {
+        [(self.conf, "conf"), (self.snapshot, "snap.*")]
+            .into_iter()
+            .filter(|(left, _)| *left)
+            .map(|(_, name)| name.to_string())
+            .collect()
+    }
+}
+
+/// Copies sled's directory `from` to `to`, but for the files `leave_out` names.
+fn copy_leaving_out(from: &Path, to: &Path, leave_out: &LeftOut) -> Result<()> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
@@ -502,11 +539,17 @@ fn copy_without_snapshot(from: &Path, to: &Path) -> Result<()> {
         let entry = entry.map_err(io(from))?;
         let name = entry.file_name();
         let path = entry.path();
-        if name.to_string_lossy().starts_with("snap.") {
+        let named = name.to_string_lossy();
+        if leave_out.snapshot && named.starts_with("snap.") || leave_out.conf && named == "conf" {
             continue;
         }
         if entry.file_type().map_err(io(&path))?.is_dir() {
-            copy_without_snapshot(&path, &to.join(&name))?;
+            // sled's `blobs` directory holds neither.
+            let nothing = LeftOut {
+                snapshot: false,
+                conf: false,
+            };
+            copy_leaving_out(&path, &to.join(&name), &nothing)?;
         } else {
             std::fs::copy(&path, to.join(&name)).map_err(io(&path))?;
         }
