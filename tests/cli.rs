@@ -5117,3 +5117,27 @@ fn a_log_filter_that_is_none_is_said_and_quiet_is_quiet() {
         "-q with LOCI_LOG=trace"
     );
 }
+
+/// A store name longer than the file system takes (a 300-byte name) is the caller's mistake,
+/// said alike by every command: `init` exited 8, a failure of the machine, where the others
+/// exited 4 and told the user to `loci init` there, which could not (helper-147).
+#[test]
+fn a_store_name_the_file_system_cannot_take_is_a_bad_input_to_every_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let long = tmp.path().join("a".repeat(300));
+    let nested = tmp.path().join("a".repeat(300)).join("s");
+    let events = tmp.path().join("e.jsonl");
+    std::fs::write(&events, "").unwrap();
+    for store in [&long, &nested] {
+        for args in [
+            &["init", "--store", p(store)][..],
+            &["stats", "--store", p(store)],
+            &["ingest", "--store", p(store), p(&events)],
+            &["search", "--store", p(store), "emerald"],
+        ] {
+            let err = fails(args, 3);
+            assert!(err.contains("File name too long"), "{args:?}: {err}");
+            assert!(!err.contains("loci init"), "{args:?}: {err}");
+        }
+    }
+}

@@ -2152,8 +2152,9 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
         });
     }
     let raw = manifest_bytes(&manifest_path).map_err(|e| {
-        // A store this user may not read is not a missing one (whose advice is `loci init`).
-        if crate::error::is_refusal(&e) {
+        // A store this user may not read is not a missing one (whose advice is `loci init`),
+        // nor is a name the file system cannot take (which `init` cannot make either).
+        if crate::error::is_refusal(&e) || e.kind() == std::io::ErrorKind::InvalidFilename {
             return Error::io(&manifest_path, e);
         }
         // A log without its manifest is a damaged store, not none: `loci init` there would
