@@ -103,6 +103,18 @@ const IDS_FLOOR_CUT_SHORT: u64 = u64::MAX - 2;
 const REWRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Documents a full rebuild of the text index commits at a time (`Store::rebuild_text`).
 const REBUILD_DOCS_PER_COMMIT: usize = 100_000;
+/// Documents and node keys past which the full-text index is not caught up in one commit but
+/// rebuilt ([`Store::catch_up_text_locked`]): as many as a rebuild holds at a time.
+const CATCH_UP_MOST: usize = REBUILD_DOCS_PER_COMMIT;
+
+/// How [`Store::catch_up_text_locked`] brought the full-text index to the log's end.
+#[derive(Debug, PartialEq)]
+enum TextCaughtUp {
+    /// The documents of the events it missed, and of the nodes they touch, in one commit.
+    InOneCommit,
+    /// Built again from the whole log.
+    Rebuilt,
+}
 /// Changes (ids and events) since the snapshot after which a commit writes a new one, at
 /// least; the bar rises with the graph's size (see [`CHECKPOINT_GROWTH`]).
 const CHECKPOINT_AFTER: u64 = 65_536;
@@ -3382,19 +3394,24 @@ impl Store {
     /// Brings the full-text index from log position `from` to the end of the log.
     fn catch_up_text(&self, from: u64) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        self.catch_up_text_locked(from)
+        self.catch_up_text_locked(from, CATCH_UP_MOST).map(|_| ())
     }
 
-    /// [`Store::catch_up_text`] under the writer lock.
-    fn catch_up_text_locked(&self, from: u64) -> Result<()> {
+    /// [`Store::catch_up_text`] under the writer lock, in one commit where the events past
+    /// `from` give at most `most` documents and node keys; past that, by a rebuild, which
+    /// commits a bounded number at a time (the review of helper-148's fix: a long backlog's
+    /// documents had all been held for one commit).
+    fn catch_up_text_locked(&self, from: u64, most: usize) -> Result<TextCaughtUp> {
         // A deletion renumbers nodes and takes events out: only a rebuild is sure to leave
         // nothing of them behind.
         if from == 0 || self.log_has_deletion_after(from)? {
-            return self.rebuild_text_locked(REBUILD_DOCS_PER_COMMIT);
+            self.rebuild_text_locked(REBUILD_DOCS_PER_COMMIT)?;
+            return Ok(TextCaughtUp::Rebuilt);
         }
         let state = self.read_state();
         let mut docs = Vec::new();
         let mut touched = BTreeSet::new();
+        let mut too_many = false;
         self.scan_log(from + 1, |ev| {
             docs.extend(TextDoc::for_event(&ev));
             for a in &ev.assertions {
@@ -3404,8 +3421,14 @@ impl Store {
                     _ => false,
                 };
             }
-            Ok(true)
+            too_many = docs.len() + touched.len() > most;
+            Ok(!too_many)
         })?;
+        if too_many {
+            drop((docs, touched));
+            self.rebuild_text_locked(REBUILD_DOCS_PER_COMMIT)?;
+            return Ok(TextCaughtUp::Rebuilt);
+        }
         let mut deletes = Vec::new();
         for key in touched {
             match state.node_id(&key).and_then(|id| state.node(id)) {
@@ -3414,7 +3437,8 @@ impl Store {
             }
         }
         self.text
-            .apply(docs, &deletes, state.counters.last_seq, None)
+            .apply(docs, &deletes, state.counters.last_seq, None)?;
+        Ok(TextCaughtUp::InOneCommit)
     }
 
     /// Builds the full-text index again from the log and the live nodes: emptied (so callers
@@ -3452,6 +3476,12 @@ impl Store {
     /// [`Store::rebuild_text`] under the writer lock.
     fn rebuild_text_locked(&self, per_commit: usize) -> Result<()> {
         let state = self.read_state();
+        // Every node's document is written under the graph's ids: the floor the index records
+        // is the graph's, whatever a deletion cut short had left (`IDS_FLOOR_CUT_SHORT`,
+        // which kept node hits out until the next open rebuilt it all again).
+        if state.ids_floor != IDS_FLOOR_UNKNOWN {
+            self.text.set_next_floor(state.ids_floor);
+        }
         self.text.clear()?;
         let mut commits = TextCommits::new(&self.text, per_commit, 0, Vec::new());
         self.scan_log(1, |ev| {
@@ -3993,7 +4023,8 @@ impl Store {
                 // An earlier batch did not reach the index: read back from the log with this
                 // one. Its documents had been left out for good, the next batch recording a
                 // position past them (helper-148).
-                self.catch_up_text_locked(text_from)
+                self.catch_up_text_locked(text_from, CATCH_UP_MOST)
+                    .map(|_| ())
             }
         } else {
             let ((), indexed) = rayon::join(
@@ -6431,6 +6462,43 @@ mod tests {
         }
     }
 
+    /// The full-text index caught up from an earlier position (an update that failed): in one
+    /// commit where the events past it give few documents and node keys; by a rebuild, which
+    /// commits a bounded number at a time, where they give more (the review of helper-148's
+    /// fix: every document of a long backlog had been held for one commit). Either way each
+    /// event is found once, and the index matches the log.
+    #[test]
+    fn a_long_text_backlog_is_rebuilt_not_held_for_one_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::create(tmp.path().join("s"), BackendKind::Redb).unwrap();
+        let note = |ts: i64, word: &str| {
+            let mut e = EventDraft::new(ts, "bot", "NOTE");
+            e.payload = crate::model::Value::from(word);
+            e.assertions.push(named_node(ts as usize));
+            e
+        };
+        store.ingest(vec![note(1, "alpha")]).unwrap();
+        let words = ["bravo", "charlie", "delta", "echo"];
+        let c = store
+            .ingest(words.iter().zip(2..).map(|(w, ts)| note(ts, w)).collect())
+            .unwrap();
+        // Four events' documents and four node keys past event 1.
+        for (most, how) in [(8, TextCaughtUp::InOneCommit), (7, TextCaughtUp::Rebuilt)] {
+            assert_eq!(store.catch_up_text_locked(1, most).unwrap(), how, "{most}");
+            assert_eq!(store.text.indexed_seq(), c.last_seq);
+            for (word, seq) in words.iter().zip(c.first_seq..) {
+                let hits = store.search(word, &SearchFilter::default(), 10).unwrap();
+                let events: Vec<_> = hits
+                    .iter()
+                    .filter(|h| h.target == crate::text::Target::Event(seq))
+                    .collect();
+                assert_eq!(events.len(), 1, "{most}: {word}: {hits:?}");
+            }
+            let report = store.verify().unwrap();
+            assert!(report.ok(), "{most}: {:?}", report.differences);
+        }
+    }
+
     /// Mapped a chunk at a time on every core, items come out as a map of them in order
     /// would give them, those mapped to nothing left out, across chunk boundaries.
     #[test]
@@ -6526,6 +6594,28 @@ mod tests {
         }
         let store = Store::open(dir.path()).unwrap();
         assert!(store.text_rebuilt() || store.text.ids_floor() == Some(0));
+        assert!(store.searches_nodes());
+        let hits = store.search("name", &SearchFilter::default(), 10).unwrap();
+        assert!(hits
+            .iter()
+            .any(|h| matches!(h.target, crate::text::Target::Node(_))));
+    }
+
+    /// An index left of other ids by a deletion (`IDS_FLOOR_CUT_SHORT`) and then rebuilt by
+    /// the same process (a later commit that met damage, or caught up a missed batch): the
+    /// rebuild wrote every node's document under the graph's ids, but recorded the floor the
+    /// deletion had left, so node hits stayed out until the next open rebuilt it all again
+    /// (the review of helper-148's fix). It records the graph's floor.
+    #[test]
+    fn a_rebuild_in_the_process_records_the_graphs_floor_not_a_cut_short_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_an_index_of_other_ids(dir.path());
+        assert!(!store.searches_nodes());
+        store.rebuild_text(REBUILD_DOCS_PER_COMMIT).unwrap();
+        assert_eq!(store.text.ids_floor(), Some(store.read_state().ids_floor));
+        assert!(store.searches_nodes());
+        // And the commits after it.
+        ingest_one(&store, 2, vec![named_node(9)]);
         assert!(store.searches_nodes());
         let hits = store.search("name", &SearchFilter::default(), 10).unwrap();
         assert!(hits
