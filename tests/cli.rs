@@ -5141,3 +5141,31 @@ fn a_store_name_the_file_system_cannot_take_is_a_bad_input_to_every_command() {
         }
     }
 }
+
+/// The README speaks of `--as-of`/`--now` as one idea, but `query` took only `--as-of` and
+/// `neighbors` only `--now`: a user who wrote the other was refused (helper-147 #9). Each takes
+/// both, and they mean the same.
+#[test]
+fn as_of_and_now_are_one_flag_in_query_and_neighbors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = world_store(tmp.path());
+    let s = p(&store);
+    // A query records its use unless told not to: the second would read the first's.
+    for (command, subject, quiet) in [
+        ("query", "where is kalomi", "--no-record"),
+        ("neighbors", "npc:fletcher:0", "--json"),
+    ] {
+        // Less the time the query took, which its last line says.
+        let at = |flag: &str| {
+            let out = ok(&[command, "--store", s, subject, quiet, flag, "30000"]);
+            let timed = |l: &&str| l.ends_with(" us");
+            out.lines()
+                .filter(|l| !timed(l))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let (as_of, now) = (at("--as-of"), at("--now"));
+        assert_eq!(as_of, now, "{command}");
+        assert!(!as_of.is_empty(), "{command}");
+    }
+}

@@ -388,8 +388,9 @@ pub struct NeighborsArgs {
     /// Only these relations (repeatable).
     #[arg(long)]
     pub relation: Vec<String>,
-    /// Judge confidence decayed to this world time (default: the latest event).
-    #[arg(long, allow_negative_numbers = true, value_parser = world_time)]
+    /// Judge confidence decayed to this world time (default: the latest event). Also
+    /// `--as-of`, as `query` names it.
+    #[arg(long, alias = "as-of", allow_negative_numbers = true, value_parser = world_time)]
     pub now: Option<i64>,
     /// Filter by stored confidence, without decay.
     #[arg(long)]
@@ -429,8 +430,9 @@ pub struct QueryArgs {
     #[arg(long, value_parser = ["fact", "passage", "event", "entity"])]
     pub kind: Vec<String>,
     /// Judge validity, and decay confidence, at this world time (default: the latest event);
-    /// facts first seen later still count (the graph as it was: `replay --until`).
-    #[arg(long, allow_negative_numbers = true, value_parser = world_time)]
+    /// facts first seen later still count (the graph as it was: `replay --until`). Also
+    /// `--now`, as `neighbors` names it.
+    #[arg(long, alias = "now", allow_negative_numbers = true, value_parser = world_time)]
     pub as_of: Option<i64>,
     /// Also use facts whose validity has ended.
     #[arg(long)]
