@@ -1,10 +1,15 @@
 //! Versioned record encoding. Every stored value is one format byte followed by its encoding;
 //! a reader refuses a version it does not know instead of misreading it.
 //!
-//! - Format 6 (written by this build for log records of at least [`COMPRESS_FROM`] bytes when
-//!   compression saves an eighth): `[6][crc32 of the rest][body length u32][zstd frame of the
-//!   body]`, the body being format 5's. The log is the one table that cannot be rebuilt and
-//!   grows for ever; a bulk load's events of a thousand edges each shrink 2.7-fold.
+//! - Format 7 (written by this build for log records of at least [`COMPRESS_FROM`] bytes when
+//!   compression saves an eighth): `[7][crc32 of the rest][head length u32][head][tail length
+//!   u32][zstd frame of the tail]`, the body being format 5's, cut after the event's kind: the
+//!   head (sequence number to kind) is kept as it is, the rest compressed. The log is the one
+//!   table that cannot be rebuilt and grows for ever; a bulk load's events of a thousand edges
+//!   each shrink 2.7-fold. A pass that reads only each event's kind (a replay's first, looking
+//!   for deletions) reads the head, where format 6 had it expand every record whole.
+//! - Format 6: `[6][crc32 of the rest][body length u32][zstd frame of the body]` over a
+//!   format-5 body. Still read; never written.
 //! - Format 5 (written by this build): `[5][crc32 of the body, little-endian][postcard body]`;
 //!   an edge upsert may say when its fact was last seen (a summary restates each fact as of its
 //!   events, not as of its own time).
@@ -35,9 +40,9 @@ use crate::model::{
 };
 
 /// Version byte of every record this build writes. Bump it (and keep a reader for the old one)
-/// when a persisted type changes shape; 6 is taken ([`FORMAT_COMPRESSED`], a compressed
-/// format-5 body), so the next shape is 7, and a compressed form of it needs a number of its
-/// own.
+/// when a persisted type changes shape; 6 and 7 are taken (compressed format-5 bodies:
+/// [`FORMAT_COMPRESSED`]), so the next shape is 8, and a compressed form of it needs a number
+/// of its own.
 pub const RECORD_FORMAT: u8 = FORMAT_EDGES_LAST_SEEN;
 
 /// Checksummed records whose edges carry their salience, edge upserts without `last_seen`.
@@ -50,8 +55,12 @@ const FORMAT_COMPRESSED_3: u8 = 4;
 /// records.
 const FORMAT_EDGES_LAST_SEEN: u8 = 5;
 
-/// A format-5 body compressed with zstd (see the module's documentation).
-pub const FORMAT_COMPRESSED: u8 = 6;
+/// A format-5 body compressed with zstd whole. Still read; never written.
+const FORMAT_COMPRESSED_WHOLE: u8 = 6;
+
+/// A format-5 body compressed with zstd but for its head, kept apart (see the module's
+/// documentation): what this build writes for a large log record.
+pub const FORMAT_COMPRESSED: u8 = 7;
 
 /// The smallest body a log record is compressed from: below it, zstd's frame and the length
 /// take back most of what it saves, and reading one event would pay a decompression for little.
@@ -84,6 +93,17 @@ fn compress(body: &[u8]) -> Option<Vec<u8>> {
 
 /// A compressed body expanded to exactly `len` bytes.
 fn decompress(table: &'static str, frame: &[u8], len: usize) -> Result<Vec<u8>> {
+    decompress_after(table, Vec::with_capacity(len), frame, len)
+}
+
+/// `out` (its capacity reserved for `len` bytes more) followed by `frame` expanded to
+/// exactly `len` bytes.
+fn decompress_after(
+    table: &'static str,
+    mut out: Vec<u8>,
+    frame: &[u8],
+    len: usize,
+) -> Result<Vec<u8>> {
     let corrupt = |message: String| Error::Corrupt { table, message };
     DECOMPRESSOR.with(|d| {
         let mut d = d.borrow_mut();
@@ -104,11 +124,16 @@ fn decompress(table: &'static str, frame: &[u8], len: usize) -> Result<Vec<u8>> 
                 "compressed record's frame does not say it expands to its {len} bytes"
             )));
         }
-        let mut out = Vec::with_capacity(len);
+        // zstd writes into the spare capacity after the cursor: after what `out` holds.
+        let start = out.len();
+        out.reserve_exact(len);
+        let mut after = std::io::Cursor::new(out);
+        after.set_position(start as u64);
         let n = d
-            .decompress_to_buffer(frame, &mut out)
+            .decompress_to_buffer(frame, &mut after)
             .map_err(|e| corrupt(format!("compressed record: {e}")))?;
-        if n != len {
+        let out = after.into_inner();
+        if n != len || out.len() != start + len {
             return Err(corrupt(format!(
                 "compressed record expands to {n} bytes, its header says {len}"
             )));
@@ -117,19 +142,25 @@ fn decompress(table: &'static str, frame: &[u8], len: usize) -> Result<Vec<u8>> 
     })
 }
 
-/// Encodes a log record: [`encode`], compressed (format 6) when its body is large enough and
-/// compression saves at least an eighth of it.
+/// Encodes a log record: [`encode`], compressed (format 7: its head apart) when its body is
+/// large enough and compression saves at least an eighth of it.
 pub fn encode_event(event: &Event) -> Vec<u8> {
     let plain = encode(event);
     let body = &plain[5..];
     if !(COMPRESS_FROM..=COMPRESS_UP_TO).contains(&body.len()) {
         return plain;
     }
-    match compress(body) {
-        Some(frame) if frame.len() + 4 <= body.len() - body.len() / 8 => {
-            let mut out = Vec::with_capacity(9 + frame.len());
+    let Some(head_len) = head_length(body) else {
+        return plain;
+    };
+    let (head, tail) = body.split_at(head_len);
+    match compress(tail) {
+        Some(frame) if head.len() + frame.len() + 8 <= body.len() - body.len() / 8 => {
+            let mut out = Vec::with_capacity(13 + head.len() + frame.len());
             out.extend_from_slice(&[FORMAT_COMPRESSED, 0, 0, 0, 0]);
-            out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(head.len() as u32).to_le_bytes());
+            out.extend_from_slice(head);
+            out.extend_from_slice(&(tail.len() as u32).to_le_bytes());
             out.extend_from_slice(&frame);
             let crc = crc32fast::hash(&out[5..]);
             out[1..5].copy_from_slice(&crc.to_le_bytes());
@@ -137,6 +168,43 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
         }
         _ => plain,
     }
+}
+
+/// The length of an event body's head: its fields from the sequence number to its kind
+/// ([`EventHead`]), which format 7 keeps uncompressed.
+fn head_length(body: &[u8]) -> Option<usize> {
+    let (_, rest) = postcard::take_from_bytes::<EventHead<'_>>(body).ok()?;
+    Some(body.len() - rest.len())
+}
+
+/// A format-7 record's body under its checksum, cut into its head and its tail's length and
+/// frame; checked only for the lengths it says.
+fn head_and_frame<'a>(table: &'static str, body: &'a [u8]) -> Result<(&'a [u8], usize, &'a [u8])> {
+    let corrupt = |message: &str| Error::Corrupt {
+        table,
+        message: message.into(),
+    };
+    let Some((head_len, rest)) = body.split_first_chunk::<4>() else {
+        return Err(corrupt("compressed record without its head's length"));
+    };
+    let head_len = u32::from_le_bytes(*head_len) as usize;
+    let Some((head, rest)) = rest.split_at_checked(head_len) else {
+        return Err(corrupt("compressed record shorter than the head it says"));
+    };
+    let Some((tail_len, frame)) = rest.split_first_chunk::<4>() else {
+        return Err(corrupt("compressed record without its length"));
+    };
+    let tail_len = u32::from_le_bytes(*tail_len) as usize;
+    let whole = head_len.saturating_add(tail_len);
+    if !(COMPRESS_FROM..=COMPRESS_UP_TO).contains(&whole) {
+        return Err(Error::Corrupt {
+            table,
+            message: format!(
+                "compressed record claims {whole} bytes, outside {COMPRESS_FROM} to {COMPRESS_UP_TO}"
+            ),
+        });
+    }
+    Ok((head, tail_len, frame))
 }
 
 /// The oldest record format this build still reads.
@@ -182,6 +250,7 @@ fn checked_body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, &'a [u8
             | FORMAT_EDGES_WITH_SALIENCE
             | FORMAT_COMPRESSED_3
             | FORMAT_EDGES_LAST_SEEN
+            | FORMAT_COMPRESSED_WHOLE
             | FORMAT_COMPRESSED),
             rest,
         )) => {
@@ -212,12 +281,25 @@ fn checked_body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, &'a [u8
 /// The record's body, checked (and expanded, for a compressed record), and the format of
 /// its shape.
 fn body<'a>(table: &'static str, bytes: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)> {
-    let corrupt = |message: String| Error::Corrupt { table, message };
     let (v, body) = checked_body(table, bytes)?;
+    expanded(table, v, body)
+}
+
+/// The body of a record of format `v` whose checksum was checked ([`checked_body`]),
+/// expanded when compressed, and the format of its shape.
+fn expanded<'a>(table: &'static str, v: u8, body: &'a [u8]) -> Result<(u8, Cow<'a, [u8]>)> {
+    let corrupt = |message: String| Error::Corrupt { table, message };
     // A plain record (format 1 among them) is its body; a compressed one is expanded.
     let shape = match v {
         FORMAT_COMPRESSED_3 => FORMAT_EDGES_WITH_SALIENCE,
-        FORMAT_COMPRESSED => FORMAT_EDGES_LAST_SEEN,
+        FORMAT_COMPRESSED_WHOLE => FORMAT_EDGES_LAST_SEEN,
+        FORMAT_COMPRESSED => {
+            let (head, tail_len, frame) = head_and_frame(table, body)?;
+            let mut out = Vec::with_capacity(head.len() + tail_len);
+            out.extend_from_slice(head);
+            let out = decompress_after(table, out, frame, tail_len)?;
+            return Ok((FORMAT_EDGES_LAST_SEEN, Cow::Owned(out)));
+        }
         plain => return Ok((plain, Cow::Borrowed(body))),
     };
     let Some((len, frame)) = body.split_first_chunk::<4>() else {
@@ -511,16 +593,29 @@ struct EventHead<'a> {
     kind: &'a str,
 }
 
-/// The sequence number and kind of a log record, without decoding the rest of it (a
-/// compressed record is expanded first).
+/// The sequence number and kind of a log record, without decoding the rest of it: a record
+/// of format 7 is read from its head, and only one of formats 4 and 6 expanded first.
 pub fn peek_event_kind(table: &'static str, bytes: &[u8]) -> Result<(u64, String)> {
-    let (_, body) = body(table, bytes)?;
-    let (head, _): (EventHead<'_>, _) =
-        postcard::take_from_bytes(&body).map_err(|e| Error::Corrupt {
-            table,
-            message: e.to_string(),
-        })?;
-    Ok((head.seq, head.kind.to_string()))
+    let corrupt = |e: postcard::Error| Error::Corrupt {
+        table,
+        message: e.to_string(),
+    };
+    let (v, body) = checked_body(table, bytes)?;
+    if v == FORMAT_COMPRESSED {
+        let (head, _, _) = head_and_frame(table, body)?;
+        let (fields, rest): (EventHead<'_>, _) =
+            postcard::take_from_bytes(head).map_err(corrupt)?;
+        if !rest.is_empty() {
+            return Err(Error::Corrupt {
+                table,
+                message: format!("{} unexpected bytes after the record's head", rest.len()),
+            });
+        }
+        return Ok((fields.seq, fields.kind.to_string()));
+    }
+    let (_, body) = expanded(table, v, body)?;
+    let (fields, _): (EventHead<'_>, _) = postcard::take_from_bytes(&body).map_err(corrupt)?;
+    Ok((fields.seq, fields.kind.to_string()))
 }
 
 /// Appends `v` as a varint (seven bits a byte, low first, as postcard writes lengths).
@@ -803,19 +898,84 @@ mod tests {
         }
         assert!(decode_event("log", &bytes[..bytes.len() - 1]).is_err());
         assert!(decode_event("log", &bytes[..7]).is_err());
-        // A length that lies, under a checksum recomputed to match: too short, too long, and
-        // more than a record may expand to. Each is refused before or by the expansion.
-        let len = u32::from_le_bytes(bytes[5..9].try_into().unwrap());
-        for lie in [len - 1, len + 1, u32::MAX] {
-            let mut forged = bytes.clone();
-            forged[5..9].copy_from_slice(&lie.to_le_bytes());
-            let crc = crc32fast::hash(&forged[5..]);
-            forged[1..5].copy_from_slice(&crc.to_le_bytes());
-            assert!(
-                decode_event("log", &forged).is_err(),
-                "length {lie} was accepted"
-            );
+        // A length that lies, the head's or the tail's, under a checksum recomputed to match:
+        // too short, too long, and more than a record may expand to. Each is refused before
+        // or by the expansion, and a peek at the kind refuses the head's.
+        let head_len = u32::from_le_bytes(bytes[5..9].try_into().unwrap()) as usize;
+        for (at, peeked) in [(5, true), (9 + head_len, false)] {
+            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            for lie in [len - 1, len + 1, u32::MAX] {
+                let mut forged = bytes.clone();
+                forged[at..at + 4].copy_from_slice(&lie.to_le_bytes());
+                let crc = crc32fast::hash(&forged[5..]);
+                forged[1..5].copy_from_slice(&crc.to_le_bytes());
+                assert!(
+                    decode_event("log", &forged).is_err(),
+                    "length {lie} at {at} was accepted"
+                );
+                if peeked {
+                    assert!(
+                        peek_event_kind("log", &forged).is_err(),
+                        "head length {lie} was accepted by a peek"
+                    );
+                }
+            }
         }
+    }
+
+    /// A peek at a compressed record's kind reads its head, kept apart, and does not expand
+    /// its frame (a replay's first pass, looking for deletions, had expanded every record
+    /// whole: a quarter of a deletion's time on a forgotten store). Shown by a frame that
+    /// cannot expand, under a right checksum: the peek answers, the full read refuses.
+    #[test]
+    fn a_peek_at_a_compressed_records_kind_reads_its_head_not_its_frame() {
+        let bytes = encode_event(&import_event(300));
+        assert_eq!(bytes[0], FORMAT_COMPRESSED);
+        let head_len = u32::from_le_bytes(bytes[5..9].try_into().unwrap()) as usize;
+        let frame_at = 13 + head_len;
+        let mut forged = bytes.clone();
+        for b in &mut forged[frame_at..] {
+            *b = 0xa5;
+        }
+        let crc = crc32fast::hash(&forged[5..]);
+        forged[1..5].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            peek_event_kind("log", &forged).unwrap(),
+            (12, "IMPORT".to_string())
+        );
+        assert!(decode_event("log", &forged).is_err());
+    }
+
+    /// Format 6 (the whole body compressed, as builds before format 7 wrote a large record)
+    /// reads as it was written, whole and by a peek at its kind.
+    #[test]
+    fn reads_format_6_records_compressed_whole() {
+        let event = import_event(1000);
+        let body = postcard::to_stdvec(&event).unwrap();
+        let frame = compress(&body).unwrap();
+        let mut packed = vec![FORMAT_COMPRESSED_WHOLE, 0, 0, 0, 0];
+        packed.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        packed.extend_from_slice(&frame);
+        let crc = crc32fast::hash(&packed[5..]);
+        packed[1..5].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_event("log", &packed).unwrap(), event);
+        assert_eq!(decode_event_without_digest("log", &packed).unwrap(), event);
+        assert_eq!(
+            decode_event_up_to_payload("log", &packed).unwrap(),
+            up_to_payload(event.clone())
+        );
+        assert_eq!(
+            peek_event_kind("log", &packed).unwrap(),
+            (12, "IMPORT".to_string())
+        );
+        // And this build writes the same event as format 7, read back the same.
+        let written = encode_event(&event);
+        assert_eq!(written[0], FORMAT_COMPRESSED);
+        assert_eq!(decode_event("log", &written).unwrap(), event);
+        assert_eq!(
+            decode_event_up_to_payload("log", &written).unwrap(),
+            up_to_payload(event)
+        );
     }
 
     #[test]

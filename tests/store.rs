@@ -1467,8 +1467,9 @@ fn table_keys(kind: BackendKind, dir: &Path, table: Table) -> Vec<Vec<u8>> {
 
 /// A store of an older format (nodes and edges tables, a change record per commit) opens
 /// read-only as it is, its state replayed from its log, leaving its files alone; its first
-/// writable open marks it format 3 in the meta table and the manifest (so that an older build
-/// refuses it from then on) and empties what only older builds read.
+/// writable open marks it with this build's format (4) in the meta table and the manifest (so
+/// that an older build refuses it from then on) and empties what only older builds read. A
+/// store of format 3 (no such tables) is read from its snapshot, and marked alike.
 fn a_store_of_an_older_format_is_replayed_and_its_tables_retired(kind: BackendKind, dir: &Path) {
     let manifest_format = || -> u64 {
         let raw = std::fs::read(dir.join("loci.json")).unwrap();
@@ -1484,12 +1485,46 @@ fn a_store_of_an_older_format_is_replayed_and_its_tables_retired(kind: BackendKi
     let want = {
         let store = Store::create(dir, kind).unwrap();
         village(&store);
+        store.checkpoint().unwrap();
         full_edges(&store)
     };
+    assert_eq!((manifest_format(), meta_format()), (4, 4));
+    // Format 3 differs only in how its log compresses a record: its snapshot is read.
+    {
+        let backend = kind.open(dir).unwrap();
+        let mut w = WriteBatch::default();
+        w.put(Table::Meta, b"format", loci::codec::encode(&3u32));
+        backend.commit(w).unwrap();
+    }
+    let raw = std::fs::read(dir.join("loci.json")).unwrap();
+    let mut manifest: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    manifest["format"] = 3.into();
+    std::fs::write(
+        dir.join("loci.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    {
+        let store = Store::open_read_only(dir).unwrap();
+        assert!(
+            matches!(store.state_source(), loci::StateSource::Snapshot { .. }),
+            "{:?}",
+            store.state_source()
+        );
+        assert_eq!(full_edges(&store), want);
+    }
     assert_eq!((manifest_format(), meta_format()), (3, 3));
+    {
+        let store = Store::open(dir).unwrap();
+        assert_eq!(full_edges(&store), want);
+        assert_verified(&store);
+    }
+    assert_eq!((manifest_format(), meta_format()), (4, 4));
     for old in [2u32, 1] {
         // What an older build left: its format's markers, records in the tables it kept
-        // (their content is never read now), and change records.
+        // (their content is never read now), and change records; no snapshot, which no
+        // build before format 3 made.
+        let _ = std::fs::remove_file(dir.join("state.snapshot"));
         {
             let backend = kind.open(dir).unwrap();
             let mut w = WriteBatch::default();
@@ -1511,7 +1546,6 @@ fn a_store_of_an_older_format_is_replayed_and_its_tables_retired(kind: BackendKi
         .unwrap();
         {
             let store = Store::open_read_only(dir).unwrap();
-            // Its snapshot is of this build's format, made for format 3: not used.
             assert_eq!(store.state_source(), loci::StateSource::Log);
             assert_eq!(full_edges(&store), want);
         }
@@ -1522,7 +1556,7 @@ fn a_store_of_an_older_format_is_replayed_and_its_tables_retired(kind: BackendKi
             assert_eq!(full_edges(&store), want);
             assert_verified(&store);
         }
-        assert_eq!((manifest_format(), meta_format()), (3, 3));
+        assert_eq!((manifest_format(), meta_format()), (4, 4));
         for table in [Table::Nodes, Table::Edges] {
             assert_eq!(table_keys(kind, dir, table), Vec::<Vec<u8>>::new());
         }
@@ -1532,14 +1566,14 @@ fn a_store_of_an_older_format_is_replayed_and_its_tables_retired(kind: BackendKi
     // A format this build does not know is refused, naming it.
     let raw = std::fs::read(dir.join("loci.json")).unwrap();
     let mut manifest: serde_json::Value = serde_json::from_slice(&raw).unwrap();
-    manifest["format"] = 4.into();
+    manifest["format"] = 5.into();
     std::fs::write(
         dir.join("loci.json"),
         serde_json::to_vec(&manifest).unwrap(),
     )
     .unwrap();
-    let err = Store::open(dir).err().expect("format 4 opened").to_string();
-    assert!(err.contains("store format 4"), "{err}");
+    let err = Store::open(dir).err().expect("format 5 opened").to_string();
+    assert!(err.contains("store format 5"), "{err}");
 }
 
 /// Equal BM25 scores are cut and ordered by target, not by where the index happens to keep the

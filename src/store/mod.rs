@@ -66,7 +66,14 @@ pub use summary_index::SummaryEntry;
 /// 3: no table holds nodes or edges: the state is the log's projection, kept in the snapshot
 /// and replayed past it. A build of format 2 would load an empty graph from the empty tables,
 /// so it must refuse the store.
-pub const STORE_FORMAT: u32 = 3;
+/// 4: a large log record may keep its event's head apart from its compressed rest (record
+/// format 7), which a build of format 3 cannot read: it refuses the store, rather than find
+/// the first such record damaged. The derived state is as format 3's (its snapshot is read).
+pub const STORE_FORMAT: u32 = 4;
+/// The oldest store format whose state a snapshot of this build's holds as this build derives
+/// it: a snapshot made for a store of it is read (formats 3 and 4 differ only in how the log
+/// compresses a record).
+pub(crate) const OLDEST_SNAPSHOT_STORE_FORMAT: u32 = 3;
 /// The oldest store format this build opens. An older store is read as it is (its state is
 /// replayed from its log; its tables are not read), and marked with this build's format
 /// (meta table, then manifest) when it is first opened for writing, before its nodes and

@@ -71,7 +71,7 @@ use super::node_table::NodeTable;
 use super::records::{DetailOffset, MappedRecords, RecordOffset};
 use super::{
     ms_since, next_graph_epoch, EdgeCore, EdgeDetails, EdgeTable, KeyIndex, OpenTimings, State,
-    PROJECTION_VERSION, STORE_FORMAT,
+    OLDEST_SNAPSHOT_STORE_FORMAT, PROJECTION_VERSION, STORE_FORMAT,
 };
 use crate::error::{Error, Result};
 use crate::graph::{AdjEntry, Adjacency, IdSet, Interner};
@@ -876,7 +876,9 @@ fn read_header(r: &mut Reader<'_>) -> std::result::Result<(Header, u64, u32), Un
     }
     let store = r.u32()?;
     let projection = r.u32()?;
-    if store != STORE_FORMAT || projection != PROJECTION_VERSION {
+    if !(OLDEST_SNAPSHOT_STORE_FORMAT..=STORE_FORMAT).contains(&store)
+        || projection != PROJECTION_VERSION
+    {
         return Err(format!(
             "made for store format {store} and derivation rules {projection}, this build uses {STORE_FORMAT} and {PROJECTION_VERSION}"
         ));
