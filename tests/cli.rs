@@ -5118,9 +5118,10 @@ fn a_log_filter_that_is_none_is_said_and_quiet_is_quiet() {
     );
 }
 
-/// A store name longer than the file system takes (a 300-byte name) is the caller's mistake,
-/// said alike by every command: `init` exited 8, a failure of the machine, where the others
-/// exited 4 and told the user to `loci init` there, which could not (helper-147).
+/// A store name longer than the file system takes (a 300-byte name), or a path through a
+/// file, is the caller's mistake, said alike by every command: `init` exited 8, a failure of
+/// the machine, where the others exited 4 and told the user to `loci init` there, which could
+/// not (helper-147, helper-150).
 #[test]
 fn a_store_name_the_file_system_cannot_take_is_a_bad_input_to_every_command() {
     let tmp = tempfile::tempdir().unwrap();
@@ -5128,7 +5129,13 @@ fn a_store_name_the_file_system_cannot_take_is_a_bad_input_to_every_command() {
     let nested = tmp.path().join("a".repeat(300)).join("s");
     let events = tmp.path().join("e.jsonl");
     std::fs::write(&events, "").unwrap();
-    for store in [&long, &nested] {
+    // And a path through a file (ENOTDIR), said as a path that cannot be (helper-150).
+    let through_a_file = events.join("s");
+    for (store, said) in [
+        (&long, "File name too long"),
+        (&nested, "File name too long"),
+        (&through_a_file, "Not a directory"),
+    ] {
         for args in [
             &["init", "--store", p(store)][..],
             &["stats", "--store", p(store)],
@@ -5136,7 +5143,7 @@ fn a_store_name_the_file_system_cannot_take_is_a_bad_input_to_every_command() {
             &["search", "--store", p(store), "emerald"],
         ] {
             let err = fails(args, 3);
-            assert!(err.contains("File name too long"), "{args:?}: {err}");
+            assert!(err.contains(said), "{args:?}: {err}");
             assert!(!err.contains("loci init"), "{args:?}: {err}");
         }
     }

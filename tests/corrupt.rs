@@ -754,6 +754,48 @@ fn a_damaged_or_missing_manifest_is_written_again_by_repair() {
     }
 }
 
+/// A manifest that is no file, that is damaged under an `init`, or that lacks a key
+/// (helper-150): a directory in its place was told to be written again by repair, which then
+/// refused with the same advice; `init` over a damaged one said only "a loci store already
+/// exists here"; one of a right format without its backend named no remedy.
+#[test]
+fn every_manifest_refusal_names_what_mends_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    small_store(BackendKind::Redb, &dir);
+    let manifest = dir.join("loci.json");
+    let good = std::fs::read(&manifest).unwrap();
+    // A directory in its place: moved away first, then written again.
+    std::fs::remove_file(&manifest).unwrap();
+    std::fs::create_dir(&manifest).unwrap();
+    for e in [
+        Store::open(&dir).err().expect("refused").to_string(),
+        Store::repair_at(&dir).err().expect("refused").to_string(),
+    ] {
+        assert!(e.contains("move it away"), "{e}");
+    }
+    std::fs::remove_dir(&manifest).unwrap();
+    Store::repair_at(&dir).unwrap();
+    assert_eq!(std::fs::read(&manifest).unwrap(), good);
+    // Damaged, under an init: said as damage, not as a store there.
+    let mut damaged = good.clone();
+    damaged[4] = 0;
+    std::fs::write(&manifest, &damaged).unwrap();
+    let e = Store::create(&dir, BackendKind::Redb)
+        .err()
+        .expect("refused");
+    assert!(!matches!(e, Error::AlreadyExists { .. }), "{e}");
+    assert!(e.to_string().contains("loci repair"), "{e}");
+    assert_eq!(std::fs::read(&manifest).unwrap(), damaged);
+    // Of this build's format, without its backend.
+    std::fs::write(&manifest, r#"{"format": 4}"#).unwrap();
+    let e = Store::open(&dir).err().expect("refused").to_string();
+    assert!(e.contains("backend") && e.contains("loci repair"), "{e}");
+    let (_, report) = Store::repair_at(&dir).unwrap();
+    assert!(report.manifest_written);
+    assert_eq!(std::fs::read(&manifest).unwrap(), good);
+}
+
 /// What repair does not write a manifest for: one of a later format (a later build's store),
 /// or a directory with both backends' logs (which is the store's is not known). It refuses,
 /// as the open does, and leaves the manifest as it was.
@@ -820,11 +862,12 @@ fn a_manifest_with_an_unknown_key_is_refused_naming_it() {
         e.contains("loci.json") && e.contains("unknown field `backened`"),
         "{odd}: {e}"
     );
-    // Not damage that repair mends: a hand's edit is not written over.
-    assert!(!e.contains("loci repair"), "{e}");
-    let e = Store::repair_at(&dir).err().expect("refused").to_string();
-    assert!(e.contains("unknown field `backened`"), "{e}");
-    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), odd);
+    // What it holds is all the meta table's: repair writes it again (helper-150: the
+    // refusal had named no remedy).
+    assert!(e.contains("loci repair"), "{e}");
+    let (_, report) = Store::repair_at(&dir).unwrap();
+    assert!(report.manifest_written);
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), text);
     // A later build's manifest, with a key of its own, is told to be of a later format.
     let later = serde_json::json!({"format": 999, "backend": "redb", "shards": 4}).to_string();
     std::fs::write(&manifest, later).unwrap();

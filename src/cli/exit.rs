@@ -92,9 +92,10 @@ fn io_code(io: &std::io::Error) -> Code {
     match io.kind() {
         std::io::ErrorKind::NotFound => Code::NotFound,
         std::io::ErrorKind::InvalidData => Code::BadInput,
-        // A name longer than the file system takes (ENAMETOOLONG) is the caller's to change,
-        // as every command's: `init` had exited 8 on it where the others exited 4.
-        std::io::ErrorKind::InvalidFilename => Code::BadInput,
+        // A name longer than the file system takes (ENAMETOOLONG), or a path through a file
+        // (ENOTDIR), is the caller's to change, as every command's: `init` had exited 8 on
+        // it where the others exited 4.
+        std::io::ErrorKind::InvalidFilename | std::io::ErrorKind::NotADirectory => Code::BadInput,
         _ => Code::Failure,
     }
 }

@@ -2158,10 +2158,6 @@ impl Store {
 
 /// Reads and checks the manifest of the store in `dir`.
 fn read_manifest(dir: &Path) -> Result<Manifest> {
-    let store_err = |message: String| Error::Store {
-        path: dir.to_path_buf(),
-        message,
-    };
     let manifest_path = dir.join(MANIFEST);
     // Said as `init` says it, where reading the manifest said "Not a directory (os error 20)".
     if dir.is_file() {
@@ -2170,39 +2166,93 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
             reason: "it is a file, not a directory; a store is a directory".into(),
         });
     }
-    let raw = manifest_bytes(&manifest_path).map_err(|e| {
-        // A store this user may not read is not a missing one (whose advice is `loci init`),
-        // nor is a name the file system cannot take (which `init` cannot make either).
-        if crate::error::is_refusal(&e) || e.kind() == std::io::ErrorKind::InvalidFilename {
-            return Error::io(&manifest_path, e);
+    let raw = match manifest_bytes(&manifest_path) {
+        Ok(raw) => raw,
+        Err(e) => {
+            use std::io::ErrorKind;
+            // A store this user may not read is not a missing one (whose advice is `loci
+            // init`), nor is a name the file system cannot take (which `init` cannot make
+            // either).
+            if crate::error::is_refusal(&e)
+                || matches!(
+                    e.kind(),
+                    ErrorKind::InvalidFilename | ErrorKind::NotADirectory
+                )
+            {
+                return Err(Error::io(&manifest_path, e));
+            }
+            let log = BackendKind::present_in(dir).next();
+            // A store being made: `init` holds the writer lock while it makes the log, and
+            // writes the manifest last. A command that came between them waits for the
+            // lock as a writer does, and reads the manifest again; one the creation still
+            // holds is told the store is locked (helper-150: it was told the new store was
+            // damaged, and to repair it).
+            if e.kind() == ErrorKind::NotFound && log.is_some() {
+                match crate::storage::StoreLock::acquire(dir) {
+                    Ok(free) => {
+                        drop(free);
+                        if let Ok(raw) = manifest_bytes(&manifest_path) {
+                            return parse_manifest(dir, &raw);
+                        }
+                    }
+                    Err(locked @ Error::Locked { .. }) => return Err(locked),
+                    // A lock that cannot be taken here (a read-only mount) says nothing.
+                    Err(_) => {}
+                }
+            }
+            return Err(manifest_not_read(dir, &e, log));
         }
-        // A log without its manifest is a damaged store, not none: `loci init` there would
-        // not help (it refuses to start a store over a log).
-        match BackendKind::present_in(dir).next() {
-            Some((BackendKind::Redb, log)) if unfinished_redb(dir, &log) => Error::NotAStore {
-                path: dir.to_path_buf(),
-                reason: format!(
-                    "no readable {MANIFEST} ({e}), and {} is a redb file redb never finished making (a creation cut short); create the store again with `loci init`",
-                    log.display()
-                ),
-            },
-            Some((_, log)) => store_err(format!(
-                "no readable {MANIFEST} ({e}), but {} is a store's log: {MANIFEST_REMEDY}",
+    };
+    parse_manifest(dir, &raw)
+}
+
+/// Why the manifest of the store in `dir` was not read (`e`), where `log` is the backend
+/// file there, if any.
+fn manifest_not_read(dir: &Path, e: &std::io::Error, log: Option<(BackendKind, PathBuf)>) -> Error {
+    // A log without its manifest is a damaged store, not none: `loci init` there would not
+    // help (it refuses to start a store over a log).
+    match log {
+        Some((BackendKind::Redb, log)) if unfinished_redb(dir, &log) => Error::NotAStore {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "no readable {MANIFEST} ({e}), and {} is a redb file redb never finished making (a creation cut short); create the store again with `loci init`",
                 log.display()
-            )),
-            None => Error::NotAStore {
-                path: dir.to_path_buf(),
-                reason: format!("no readable {MANIFEST} ({e}); create one with `loci init`"),
-            },
-        }
-    })?;
+            ),
+        },
+        Some((_, log)) => Error::Store {
+            path: dir.to_path_buf(),
+            message: format!(
+                "no readable {MANIFEST} ({e}), but {} is a store's log: {}{MANIFEST_REMEDY}",
+                log.display(),
+                // A directory or a FIFO in its place is the user's to move: repair writes
+                // no file over another's.
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    ""
+                } else {
+                    "move it away; then "
+                }
+            ),
+        },
+        None => Error::NotAStore {
+            path: dir.to_path_buf(),
+            reason: format!("no readable {MANIFEST} ({e}); create one with `loci init`"),
+        },
+    }
+}
+
+/// The manifest of the store in `dir` from its bytes `raw`, checked.
+fn parse_manifest(dir: &Path, raw: &[u8]) -> Result<Manifest> {
+    let store_err = |message: String| Error::Store {
+        path: dir.to_path_buf(),
+        message,
+    };
     // The format first: a later build's manifest, with keys this one does not know, is told
     // to be of a later format, not to have an unknown key.
     #[derive(Deserialize)]
     struct Format {
         format: u32,
     }
-    let format = serde_json::from_slice::<Format>(&raw).map(|f| f.format);
+    let format = serde_json::from_slice::<Format>(raw).map(|f| f.format);
     if let Ok(format) = format.as_ref().copied() {
         if !(OLDEST_STORE_FORMAT..=STORE_FORMAT).contains(&format) {
             return Err(store_err(format!(
@@ -2210,9 +2260,9 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
             )));
         }
     }
-    serde_json::from_slice(&raw).map_err(|e| {
+    serde_json::from_slice(raw).map_err(|e| {
         store_err(
-            if no_format_in(&raw) && BackendKind::present_in(dir).next().is_some() {
+            if rewritable(raw) && BackendKind::present_in(dir).next().is_some() {
                 format!("{MANIFEST} is damaged ({e}): {MANIFEST_REMEDY}")
             } else {
                 format!("{MANIFEST}: {e}")
@@ -2221,14 +2271,14 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
     })
 }
 
-/// Whether a manifest's bytes hold no format number at all (damage, not a manifest a hand or
-/// a later build wrote with a key this build does not know): such a one is written again by
-/// `loci repair` from the log's meta table.
-fn no_format_in(raw: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(raw)
+/// Whether a manifest's bytes that do not read as one may be written again by `loci repair`
+/// from the log's meta table, which records all a manifest says: any but one of a format this
+/// build does not read (a later build's, which may say more than this build knows).
+fn rewritable(raw: &[u8]) -> bool {
+    let format = serde_json::from_slice::<serde_json::Value>(raw)
         .ok()
-        .and_then(|v| v.get("format").and_then(serde_json::Value::as_u64))
-        .is_none()
+        .and_then(|v| v.get("format").and_then(serde_json::Value::as_u64));
+    format.is_none_or(|f| (u64::from(OLDEST_STORE_FORMAT)..=u64::from(STORE_FORMAT)).contains(&f))
 }
 
 /// What to do about a manifest gone or damaged beside a log: it says only what the log's meta
@@ -2252,6 +2302,9 @@ const SYSTEM_LITTER: &[&str] = &[".DS_Store", "Thumbs.db", "desktop.ini", "lost+
 /// or it holds other files ([`refuse_other_files`]).
 fn refuse_to_create_in(dir: &Path) -> Result<()> {
     if dir.join(MANIFEST).exists() {
+        // One that does not read is said as the open says it (damage, with what mends it):
+        // "a loci store already exists here" had hidden it (helper-150).
+        read_manifest(dir)?;
         return Err(Error::AlreadyExists {
             path: dir.to_path_buf(),
         });
@@ -6503,6 +6556,46 @@ mod tests {
             }
             let report = store.verify().unwrap();
             assert!(report.ok(), "{most}: {:?}", report.differences);
+        }
+    }
+
+    /// A command that opens a store while `init` is making it (the log made, the manifest
+    /// not yet written, the writer lock held) was told the store was damaged and to repair it
+    /// (helper-150: exit 6 in 5 of 20 races). It waits for the lock as a writer does, and is
+    /// told the store is locked while the creation holds it; once the manifest is written, it
+    /// opens.
+    #[test]
+    fn a_store_being_made_is_locked_not_damaged() {
+        use crate::storage::StoreLock;
+        for kind in [BackendKind::Redb, BackendKind::Sled] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("s");
+            drop(Store::create(&dir, kind).unwrap());
+            let manifest = std::fs::read(dir.join(MANIFEST)).unwrap();
+            std::fs::remove_file(dir.join(MANIFEST)).unwrap();
+            let making = StoreLock::acquire(&dir).unwrap();
+            for e in [
+                Store::open(&dir).err().expect("refused"),
+                Store::open_read_only(&dir).err().expect("refused"),
+            ] {
+                assert!(matches!(e, Error::Locked { .. }), "{kind:?}: {e}");
+            }
+            // The creation writes its manifest and lets go while the open waits.
+            let creation = std::thread::spawn({
+                let dir = dir.clone();
+                move || {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    std::fs::write(dir.join(MANIFEST), manifest).unwrap();
+                    drop(making);
+                }
+            });
+            let opened = Store::open(&dir);
+            creation.join().unwrap();
+            drop(opened.unwrap());
+            // Without a lock held, a log without its manifest is damage, as it was.
+            std::fs::remove_file(dir.join(MANIFEST)).unwrap();
+            let e = Store::open(&dir).err().expect("refused");
+            assert!(matches!(e, Error::Store { .. }), "{kind:?}: {e}");
         }
     }
 

@@ -389,8 +389,8 @@ impl Store {
 /// not open gives its own error.
 fn write_manifest_again(dir: &Path, unread: Error) -> Result<()> {
     let readable = match super::manifest_bytes(&dir.join(super::MANIFEST)) {
-        // Only a manifest that is no manifest at all: a later format's is refused as it is.
-        Ok(raw) => super::no_format_in(&raw),
+        // Not a later format's, which is refused as it is.
+        Ok(raw) => super::rewritable(&raw),
         Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     };
     let logs: Vec<_> = BackendKind::present_in(dir).collect();
@@ -428,7 +428,8 @@ fn write_manifest_again(dir: &Path, unread: Error) -> Result<()> {
     };
     super::write_manifest(dir, &super::Manifest { format, backend })?;
     drop(lock);
-    tracing::warn!(
+    // Said by the report (`manifest_written`), which the CLI prints.
+    tracing::info!(
         format,
         backend = backend.name(),
         "the store's manifest was gone or damaged: written again from its log's meta table"
