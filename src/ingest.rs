@@ -1048,7 +1048,7 @@ impl<R: std::io::BufRead> Lines<R> {
 
 /// Opens `path` for line reading (`-` is standard input, named `<stdin>` in errors); the error
 /// names the file once.
-fn open_lines(path: &Path) -> Result<Lines<Box<dyn std::io::BufRead>>> {
+fn open_lines(path: &Path) -> Result<Lines<Box<dyn std::io::BufRead + Send>>> {
     if path == Path::new("-") {
         return Ok(Lines::new(
             "<stdin>",
@@ -1070,14 +1070,128 @@ fn open_lines(path: &Path) -> Result<Lines<Box<dyn std::io::BufRead>>> {
     ))
 }
 
+/// Whether `path` (`-`: standard input) is a regular file: one whose reads never wait for a
+/// writer, unlike a pipe, a FIFO or a terminal.
+fn is_regular_file(path: &Path) -> bool {
+    if path != Path::new("-") {
+        return std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(std::fs::File::from)
+            .and_then(|f| f.metadata())
+            .is_ok_and(|m| m.is_file())
+    }
+    #[cfg(not(unix))]
+    false
+}
+
 /// Reads one file into event drafts. `format` is detected when `None`.
 pub fn read_file(path: &Path, format: Option<Format>) -> Result<SourceBatch> {
     let mut all = SourceBatch::default();
-    read_file_in_rounds(path, format, usize::MAX, &mut |b| {
+    read_file_in_rounds(path, format, usize::MAX, None, &mut |b| {
         all.append(b);
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(all)
+}
+
+/// How [`read_file_in_rounds`] reads an input fed as events happen (a pipe, a FIFO, a
+/// terminal: not a regular file), which may pause for as long as its writer likes.
+pub struct Pacing<'a> {
+    /// A round ends when no line has come for this long, and what it holds is handed on: a
+    /// live feed's events are committed as they come, where a round had waited for 16k lines
+    /// or the input's end.
+    pub idle: std::time::Duration,
+    /// Asked while the input pauses: `true` ends the reading there, the round read since the
+    /// last one handed on left out (a signal: the read itself waits on).
+    pub stop: &'a dyn Fn() -> bool,
+}
+
+/// What [`read_file_in_rounds`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RoundsRead {
+    /// Input lines read (not blank).
+    pub lines: usize,
+    /// Whether the reading ended at the end of the input, not at the sink's word or
+    /// [`Pacing::stop`]'s.
+    pub to_the_end: bool,
+}
+
+/// Where [`read_file_in_rounds`] takes its lines from.
+enum LineSource {
+    /// Read here, as they are needed.
+    Direct(Lines<Box<dyn std::io::BufRead + Send>>),
+    /// Read by a thread of their own, which may wait on its input for ever: this one waits
+    /// for its lines no longer than [`Pacing::idle`] at a time.
+    Fed(std::sync::mpsc::Receiver<Result<Option<Line>>>),
+}
+
+/// What a [`LineSource`] gave.
+enum NextLine {
+    Line(Line),
+    End,
+    /// No line came for [`Pacing::idle`].
+    Pause,
+}
+
+impl LineSource {
+    /// `lines` read here, or, for an input that is no regular file read with `pacing`, by a
+    /// thread of their own.
+    fn new(
+        lines: Lines<Box<dyn std::io::BufRead + Send>>,
+        regular: bool,
+        pacing: Option<&Pacing>,
+    ) -> Result<Self> {
+        if regular || pacing.is_none() {
+            return Ok(LineSource::Direct(lines));
+        }
+        let file = lines.file.clone();
+        // Bounded, so that a reader far ahead of the commits holds no more than this.
+        let (tx, rx) = std::sync::mpsc::sync_channel(4096);
+        let mut lines = lines;
+        std::thread::Builder::new()
+            .name("loci-ingest-feed".into())
+            .spawn(move || loop {
+                let next = lines.next_line();
+                let last = !matches!(next, Ok(Some(_)));
+                if tx.send(next).is_err() || last {
+                    return;
+                }
+            })
+            .map_err(|e| Error::Input {
+                file,
+                line: 0,
+                field: "file".into(),
+                message: format!("no thread to read it with: {e}"),
+            })?;
+        Ok(LineSource::Fed(rx))
+    }
+
+    fn next(&mut self, pacing: Option<&Pacing>) -> Result<NextLine> {
+        match (self, pacing) {
+            (LineSource::Fed(rx), Some(pacing)) => {
+                use std::sync::mpsc::RecvTimeoutError;
+                match rx.recv_timeout(pacing.idle) {
+                    Ok(next) => Ok(next?.map_or(NextLine::End, NextLine::Line)),
+                    Err(RecvTimeoutError::Timeout) => Ok(NextLine::Pause),
+                    Err(RecvTimeoutError::Disconnected) => Ok(NextLine::End),
+                }
+            }
+            (LineSource::Fed(rx), None) => match rx.recv() {
+                Ok(next) => Ok(next?.map_or(NextLine::End, NextLine::Line)),
+                Err(_) => Ok(NextLine::End),
+            },
+            (LineSource::Direct(lines), _) => {
+                Ok(lines.next_line()?.map_or(NextLine::End, NextLine::Line))
+            }
+        }
+    }
 }
 
 /// Fewest lines parsed per round of [`read_file_in_rounds`].
@@ -1086,18 +1200,35 @@ pub const MIN_ROUND_LINES: usize = 16 * 1024;
 /// Reads one file in rounds of about `round_events` events, handing each round's drafts to
 /// `sink` before reading on, so memory is bounded by the round, not the file; `sink` stops the
 /// reading with [`ControlFlow::Break`]. Triples are the exception: a passage's triples may be
-/// anywhere in the file and form one event, so a triples file is read whole. Returns the
-/// number of input lines read.
+/// anywhere in the file and form one event, so a triples file is read whole. An input that is
+/// no regular file, read with `pacing`, also ends a round when it pauses, and is stopped by
+/// [`Pacing::stop`] while it does ([`Pacing`]).
 pub fn read_file_in_rounds(
     path: &Path,
     format: Option<Format>,
     round_events: usize,
+    pacing: Option<&Pacing>,
     sink: &mut dyn FnMut(SourceBatch) -> Result<ControlFlow<()>>,
-) -> Result<usize> {
-    let mut lines = open_lines(path)?.lossy(format == Some(Format::Toolcalls));
+) -> Result<RoundsRead> {
+    let lines = open_lines(path)?.lossy(format == Some(Format::Toolcalls));
     let file = lines.file.clone();
-    let Some(first) = lines.next_line()? else {
-        return Ok(0);
+    let mut source = LineSource::new(lines, is_regular_file(path), pacing)?;
+    let mut read = RoundsRead {
+        lines: 0,
+        to_the_end: false,
+    };
+    // The first line, which the format is told by: a pause before it is waited through
+    // (nothing is read to hand on), a stop is not.
+    let first = loop {
+        match source.next(pacing)? {
+            NextLine::Line(l) => break l,
+            NextLine::End => {
+                read.to_the_end = true;
+                return Ok(read);
+            }
+            NextLine::Pause if pacing.is_some_and(|p| (p.stop)()) => return Ok(read),
+            NextLine::Pause => {}
+        }
     };
     let format = match format {
         Some(f) => f,
@@ -1122,23 +1253,32 @@ pub fn read_file_in_rounds(
     } else {
         MIN_ROUND_LINES.div_ceil(unit).saturating_mul(unit)
     };
-    let mut total = 0;
+    // A triples file's passages may end anywhere in it: never handed on at a pause.
+    let hand_on_at_pause = format != Format::Triples;
     let mut round: Vec<Line> = vec![first];
     loop {
-        let next = lines.next_line()?;
-        let end = next.is_none();
-        if let Some(l) = next {
-            round.push(l);
-        }
-        if round.len() >= round_lines || (end && !round.is_empty()) {
-            total += round.len();
+        let (end, pause) = match source.next(pacing)? {
+            NextLine::Line(l) => {
+                round.push(l);
+                (false, false)
+            }
+            NextLine::End => (true, false),
+            NextLine::Pause => (false, true),
+        };
+        let full = round.len() >= round_lines;
+        if !round.is_empty() && (full || end || (pause && hand_on_at_pause)) {
+            read.lines += round.len();
             if sink(read_lines(&file, &round, format)?)?.is_break() {
-                return Ok(total);
+                return Ok(read);
             }
             round.clear();
         }
         if end {
-            return Ok(total);
+            read.to_the_end = true;
+            return Ok(read);
+        }
+        if pause && pacing.is_some_and(|p| (p.stop)()) {
+            return Ok(read);
         }
     }
 }

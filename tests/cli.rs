@@ -5176,3 +5176,88 @@ fn as_of_and_now_are_one_flag_in_query_and_neighbors() {
         assert!(!as_of.is_empty(), "{command}");
     }
 }
+
+/// `ingest --commit-every N -` fed by a live pipe (`tail -f events.jsonl | loci ingest ...`):
+/// it committed nothing until 16k lines or the input's end came, and a SIGTERM while it
+/// waited for input did not stop it (its read went on; helper-150). What it has read is
+/// committed once the input pauses, and a signal while it waits stops it at once, with exit
+/// 130 and the note of where the input is in the store.
+#[cfg(unix)]
+#[test]
+fn a_live_feed_is_committed_as_it_pauses_and_a_signal_stops_the_wait() {
+    use std::io::{BufRead, Write};
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = empty_store(tmp.path());
+    let input = std::fs::read_to_string(many_events(tmp.path(), 30)).unwrap();
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "ingest",
+            "--store",
+            p(&store),
+            "--commit-every",
+            "10",
+            "--json",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    // The feed stays open: what it sent is all there is for now.
+    let mut feed = child.stdin.take().unwrap();
+    feed.write_all(input.as_bytes()).unwrap();
+    feed.flush().unwrap();
+    // Read apart, so that a run that commits nothing fails here, not hangs.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, reported) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap());
+        }
+    });
+    let mut events = 0;
+    while events < 30 {
+        let Ok(line) = reported.recv_timeout(std::time::Duration::from_secs(30)) else {
+            let _ = child.kill();
+            panic!("{events} of the 30 events sent committed 30 s after the feed paused");
+        };
+        let commit: serde_json::Value = serde_json::from_str(&line).unwrap();
+        events += commit["events"].as_u64().unwrap();
+    }
+    assert_eq!(events, 30);
+    // SAFETY: a signal to the child this test spawned and has not waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the signal did not stop the ingest waiting for input");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(feed);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?} {err}");
+    assert!(
+        err.contains("interrupted") && err.contains("<stdin> line 30"),
+        "{err}"
+    );
+    assert_eq!(
+        json(&["stats", "--store", p(&store), "--json"])["events"],
+        30
+    );
+}

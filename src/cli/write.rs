@@ -197,6 +197,12 @@ impl Tally {
     }
 }
 
+/// How long a streamed ingest's input (a pipe fed as events happen) may pause before what it
+/// has read is committed: a live feed's events reach the store about this long after they
+/// come, where they had waited for 16k lines or the input's end. A signal is noticed within
+/// it too, while the read waits on.
+const FEED_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// An ingest under way.
 struct IngestRun<'a> {
     a: &'a IngestArgs,
@@ -237,20 +243,31 @@ impl IngestRun<'_> {
                 break;
             }
             self.bar.set_message(f.display().to_string());
-            ingest::read_file_in_rounds(f, self.format, n, &mut |round| {
-                for mut b in self.tally.prepare(round, self.a, self.s)?.chunks(n) {
-                    if Self::stop() {
-                        self.tally.cut_short = true;
-                        return Ok(ControlFlow::Break(()));
+            let stop = Self::stop;
+            let pacing = ingest::Pacing {
+                idle: FEED_PAUSE,
+                stop: &stop,
+            };
+            let read =
+                ingest::read_file_in_rounds(f, self.format, n, Some(&pacing), &mut |round| {
+                    for mut b in self.tally.prepare(round, self.a, self.s)?.chunks(n) {
+                        if Self::stop() {
+                            self.tally.cut_short = true;
+                            return Ok(ControlFlow::Break(()));
+                        }
+                        let kept_raw = std::mem::take(&mut b.unextracted);
+                        let c = self.last.commit(b, self.s)?;
+                        self.tally.count(&c);
+                        self.bar.inc(c.events as u64);
+                        self.report.line(&c, &kept_raw);
                     }
-                    let kept_raw = std::mem::take(&mut b.unextracted);
-                    let c = self.last.commit(b, self.s)?;
-                    self.tally.count(&c);
-                    self.bar.inc(c.events as u64);
-                    self.report.line(&c, &kept_raw);
-                }
-                Ok(ControlFlow::Continue(()))
-            })?;
+                    Ok(ControlFlow::Continue(()))
+                })?;
+            // Stopped while the input paused, what came after the last commit unread.
+            if !read.to_the_end && Self::stop() {
+                self.tally.cut_short = true;
+                break;
+            }
         }
         Ok(())
     }
@@ -263,7 +280,17 @@ impl IngestRun<'_> {
                 break;
             }
             self.bar.set_message(format!("reading {}", f.display()));
-            all.append(ingest::read_file(f, self.format)?);
+            // Paced too, so that a signal stops a read waiting on a pipe: what a pause hands
+            // on is kept with the rest, for the one commit.
+            let stop = Self::stop;
+            let pacing = ingest::Pacing {
+                idle: FEED_PAUSE,
+                stop: &stop,
+            };
+            ingest::read_file_in_rounds(f, self.format, usize::MAX, Some(&pacing), &mut |b| {
+                all.append(b);
+                Ok(ControlFlow::Continue(()))
+            })?;
         }
         self.tally.cut_short = Self::stop();
         // Stopped while reading: nothing is checked against the store or written.
