@@ -796,6 +796,43 @@ fn every_manifest_refusal_names_what_mends_it() {
     assert_eq!(std::fs::read(&manifest).unwrap(), good);
 }
 
+/// A manifest gone beside both backends' files (a stray empty `sled/` beside a redb store), or
+/// beside a sled directory a killed `init` left without a log (helper-151): each was told that
+/// repair writes the manifest again, and repair refused, with the same advice or that the
+/// log was gone. Each is said as it is: the other backend's files to move away, or a
+/// creation to make again.
+#[test]
+fn a_missing_manifest_beside_both_backends_or_no_log_says_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    small_store(BackendKind::Redb, &dir);
+    std::fs::remove_file(dir.join("loci.json")).unwrap();
+    std::fs::create_dir(dir.join("sled")).unwrap();
+    for e in [
+        Store::open(&dir).err().expect("refused").to_string(),
+        Store::repair_at(&dir).err().expect("refused").to_string(),
+    ] {
+        assert!(
+            e.contains("both backends") && e.contains("move away"),
+            "{e}"
+        );
+    }
+    std::fs::remove_dir(dir.join("sled")).unwrap();
+    assert!(Store::repair_at(&dir).unwrap().1.manifest_written);
+    // An init killed before sled wrote a log: made again by init.
+    let killed = tmp.path().join("k");
+    std::fs::create_dir_all(killed.join("sled")).unwrap();
+    let e = Store::open(&killed).err().expect("refused");
+    assert!(matches!(e, Error::NotAStore { .. }), "{e}");
+    assert!(e.to_string().contains("loci init"), "{e}");
+    let e = Store::repair_at(&killed)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("loci init"), "{e}");
+    Store::create(&killed, BackendKind::Sled).unwrap();
+}
+
 /// What repair does not write a manifest for: one of a later format (a later build's store),
 /// or a directory with both backends' logs (which is the store's is not known). It refuses,
 /// as the open does, and leaves the manifest as it was.
@@ -1720,6 +1757,125 @@ fn a_damaged_sled_conf_is_written_again_by_repair() {
         let store = Store::open(&dir).unwrap();
         assert_same(&reads(&store).unwrap(), &expected, "opened again");
     }
+}
+
+/// CRC-32 (IEEE), as sled ends its `conf` with it.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// sled's `conf` under a right checksum but with other settings (helper-151): every command
+/// exited 8 with sled's "please change it back to 1048576", which a loci user cannot act on,
+/// and repair failed the same way. It is damage (a loci store is never made with other
+/// settings), said with what mends it, and repair reads the store without it.
+#[test]
+fn a_sled_conf_of_other_settings_is_written_again_by_repair() {
+    for body in [
+        &b"segment_size: 1048576\nuse_compression: false\nversion: 0.34\n"[..],
+        b"segment_size: 524288\nuse_compression: true\nversion: 0.34\n",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let expected = small_store(BackendKind::Sled, &dir);
+        let conf = dir.join("sled").join("conf");
+        let good = std::fs::read(&conf).unwrap();
+        let mut other = body.to_vec();
+        other.extend_from_slice(&crc32(body).to_le_bytes());
+        std::fs::write(&conf, &other).unwrap();
+        let e = Store::open(&dir).err().expect("refused");
+        assert!(e.reports_damage(), "{e:?}");
+        assert!(e.to_string().contains("loci repair"), "{e}");
+        let (store, report) = Store::repair_at(&dir).unwrap();
+        assert_eq!(report.read_without, ["conf"], "{report:?}");
+        assert_same(&reads(&store).unwrap(), &expected, "after the repair");
+        drop(store);
+        assert_eq!(std::fs::read(&conf).unwrap(), good);
+    }
+}
+
+/// A FIFO where sled keeps a file of its own (helper-151): every command hung on one as
+/// `conf`, and repair hung on one as a snapshot file, holding the writer lock. The open
+/// refuses it at once, naming it, and repair reads the store without it (sled can do without
+/// its conf and its snapshot); a copy a repair killed part way left is removed by the next
+/// open for writing.
+#[cfg(unix)]
+#[test]
+fn a_fifo_among_sleds_files_is_refused_not_waited_on() {
+    for which in ["conf", "snap."] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let expected = small_store(BackendKind::Sled, &dir);
+        let sled = dir.join("sled");
+        let name = (std::fs::read_dir(&sled).unwrap().flatten())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with(which))
+            .expect("sled wrote it");
+        let name = name.as_str();
+        std::fs::remove_file(sled.join(name)).unwrap();
+        let made = Command::new("mkfifo").arg(sled.join(name)).status();
+        assert!(made.is_ok_and(|s| s.success()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let opened = dir.clone();
+        std::thread::spawn(move || {
+            let refused = Store::open(&opened).err().map(|e| e.to_string());
+            let repaired = Store::repair_at(&opened).map(|(_, r)| r.read_without);
+            let _ = tx.send((refused, repaired));
+        });
+        let (refused, repaired) = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("{name}: the open or the repair waited on the FIFO"));
+        let refused = refused.expect("refused");
+        assert!(
+            refused.contains("not a regular file") && refused.contains(name),
+            "{refused}"
+        );
+        let left_out = if name == "conf" { "conf" } else { "snap.*" };
+        assert_eq!(repaired.unwrap(), [left_out], "{name}");
+        let store = Store::open(&dir).unwrap();
+        assert_same(&reads(&store).unwrap(), &expected, name);
+    }
+    // What a repair killed part way left of its copy goes at the next open for writing.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    small_store(BackendKind::Sled, &dir);
+    let stray = dir.join("sled-copy-for-repair").join("sled");
+    std::fs::create_dir_all(&stray).unwrap();
+    std::fs::write(stray.join("db"), b"a copy of the log").unwrap();
+    drop(Store::open(&dir).unwrap());
+    assert!(!dir.join("sled-copy-for-repair").exists());
+}
+
+/// A sled store that lost its manifest and whose conf is damaged as well (helper-151): the
+/// refusal said `loci repair` writes the manifest again, and repair failed on the conf,
+/// every time. Repair reads the meta table from the copy it reads the log from.
+#[test]
+fn a_missing_manifest_beside_a_damaged_sled_conf_is_repaired_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let expected = small_store(BackendKind::Sled, &dir);
+    let manifest = std::fs::read(dir.join("loci.json")).unwrap();
+    std::fs::remove_file(dir.join("loci.json")).unwrap();
+    let conf = dir.join("sled").join("conf");
+    let mut damaged = std::fs::read(&conf).unwrap();
+    damaged[5] = b'X';
+    std::fs::write(&conf, damaged).unwrap();
+    let (store, report) = Store::repair_at(&dir).unwrap();
+    assert!(report.manifest_written);
+    assert_eq!(report.read_without, ["conf"]);
+    assert_same(&reads(&store).unwrap(), &expected, "after the repair");
+    drop(store);
+    assert_eq!(std::fs::read(dir.join("loci.json")).unwrap(), manifest);
 }
 
 /// A text file damaged under an open store (a server's, which runs for months): every later

@@ -50,7 +50,7 @@ pub use guard::{DamagedFile, Guarded};
 pub(crate) use lock::locked;
 pub use lock::{StoreLock, LOCK_FILE};
 pub use redb_backend::{RedbBackend, READERS_WAIT};
-pub(crate) use sled_backend::conf_checksum_fails as sled_conf_checksum_fails;
+pub(crate) use sled_backend::conf_is_not_locis as sled_conf_is_not_locis;
 pub(crate) use sled_backend::seq_of_log_key;
 pub(crate) use sled_backend::snapshot_checksum_fails as sled_snapshot_checksum_fails;
 pub use sled_backend::{FailedCommit, SledBackend};

@@ -253,6 +253,17 @@ impl SledBackend {
     /// ("Read corrupted data") for good. So this refuses to open with little free space, before
     /// sled touches anything: a full disk then costs a retry, not the store.
     pub fn open(path: &Path) -> Result<Self> {
+        if let Some(odd) = not_a_regular_file(path) {
+            return Err(Error::Corrupt {
+                table: "sled",
+                message: format!(
+                    "{}: not a regular file, where sled keeps one of its own (it would wait on \
+                     a FIFO for ever): move it away; `loci repair` then reads the store without \
+                     it where it is sled's conf or snapshot, which sled can do without",
+                    odd.display()
+                ),
+            });
+        }
         if let Some(free) = free_bytes(path) {
             let needed = required_free_bytes(path);
             if free < needed {
@@ -292,9 +303,12 @@ impl SledBackend {
                 {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
-                // sled takes a `conf` it cannot read for one of a version before 0.29; a loci
-                // store was never made by one, so it is damage.
-                Err(sled::Error::Unsupported(why)) if why.contains("earlier than 0.29") => {
+                // sled takes a `conf` it cannot read for one of a version before 0.29, and
+                // refuses one of other settings ("please change it back"); a loci store was
+                // never made by such a build, nor with other settings, so it is damage.
+                Err(sled::Error::Unsupported(why))
+                    if why.contains("earlier than 0.29") || conf_is_not_locis(path) =>
+                {
                     return Err(Error::Corrupt {
                         table: "sled/conf",
                         message: format!(
@@ -332,22 +346,31 @@ impl SledBackend {
 
 /// What to do about damage sled finds while opening.
 const DAMAGED_AT_OPEN: &str = "its files are damaged; where sled's own snapshot (its `snap.*` \
-     files) or its `conf` fails its checksum, `loci repair` reads sled's log whole without \
-     them, from a copy (sled can do without both); damage in the log itself (`db`) needs the \
-     store from a backup";
+     files) fails its checksum, or its `conf` is not the one loci's settings make, `loci \
+     repair` reads sled's log whole without them, from a copy (sled can do without both); \
+     damage in the log itself (`db`) needs the store from a backup";
 
 /// Whether the snapshot sled would read (the last of its `snap.*` files by name, as sled
 /// picks it) fails its own checksum: sled ends each with the body's length (u64) and the
 /// CRC32 of the body, both little-endian. A snapshot that passes is not what is damaged.
 pub(crate) fn snapshot_checksum_fails(path: &Path) -> bool {
+    // One that is no regular file is no snapshot sled can read (a FIFO had held the repair
+    // for ever: helper-151).
+    let odd = |p: &std::path::PathBuf| std::fs::symlink_metadata(p).is_ok_and(|m| !m.is_file());
+    if snapshot_files(path).iter().any(odd) {
+        return true;
+    }
     let Some(last) = (snapshot_files(path).into_iter())
         .rfind(|p| !p.to_string_lossy().ends_with(".in___motion"))
     else {
         return false;
     };
-    let Ok(bytes) = std::fs::read(&last) else {
-        return false;
-    };
+    let mut bytes = Vec::new();
+    if let Err(e) = super::open_regular_file(&last)
+        .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes))
+    {
+        return e.kind() == std::io::ErrorKind::InvalidData;
+    }
     if bytes.len() <= 12 {
         return true;
     }
@@ -356,19 +379,51 @@ pub(crate) fn snapshot_checksum_fails(path: &Path) -> bool {
     crc32fast::hash(body) != stored
 }
 
-/// Whether sled's `conf` in its directory `path` (its settings, which loci leaves at sled's
-/// defaults) fails its own checksum: sled ends it with the CRC32 of what comes before,
-/// little-endian. sled takes a conf of 8 bytes or fewer for none, and one not there is
-/// written anew, so neither fails.
-pub(crate) fn conf_checksum_fails(path: &Path) -> bool {
-    let Ok(bytes) = std::fs::read(path.join("conf")) else {
+/// What sled writes in its `conf` for loci's settings (sled's defaults, never changed), before
+/// the CRC-32 that ends it.
+const LOCI_CONF: &[u8] = b"segment_size: 524288\nuse_compression: false\nversion: 0.34\n";
+
+/// Whether sled's `conf` in its directory `path` is not the one loci's settings make: it
+/// fails its own checksum (sled ends it with the CRC-32 of what comes before, little-endian),
+/// says other settings (sled refuses to open with them), or is no regular file (sled would
+/// wait on a FIFO). sled takes a conf of 8 bytes or fewer for none, and writes one not there
+/// anew, so neither is.
+pub(crate) fn conf_is_not_locis(path: &Path) -> bool {
+    let path = path.join("conf");
+    if std::fs::symlink_metadata(&path).is_err() {
         return false;
-    };
+    }
+    let mut bytes = Vec::new();
+    let read = super::open_regular_file(&path)
+        .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes));
+    if read.is_err() {
+        return true;
+    }
     if bytes.len() <= 8 {
         return false;
     }
     let (body, crc) = bytes.split_at(bytes.len() - 4);
     crc32fast::hash(body) != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]])
+        || body != LOCI_CONF
+}
+
+/// The first of the files sled opens in its directory `path` (its `conf`, its log `db`, its
+/// snapshot's `snap.*`) that is there but is no regular file: sled would wait on a FIFO for
+/// ever (helper-151: every command hung on a `conf` that was one).
+fn not_a_regular_file(path: &Path) -> Option<std::path::PathBuf> {
+    let entries = std::fs::read_dir(path).ok()?;
+    let mut odd: Vec<std::path::PathBuf> = entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name == "conf" || name == "db" || name.starts_with("snap.")
+        })
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_file()))
+        .map(|e| e.path())
+        .collect();
+    odd.sort();
+    odd.into_iter().next()
 }
 
 /// The files of sled's own snapshot in its directory `path`: its page table as of a point of

@@ -2181,7 +2181,8 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
             {
                 return Err(Error::io(&manifest_path, e));
             }
-            let log = BackendKind::present_in(dir).next();
+            let logs: Vec<_> = BackendKind::present_in(dir).collect();
+            let log = logs.first().cloned();
             // A store being made: `init` holds the writer lock while it makes the log, and
             // writes the manifest last. A command that came between them waits for the
             // lock as a writer does, and reads the manifest again; one the creation still
@@ -2200,6 +2201,16 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
                     Err(_) => {}
                 }
             }
+            if let [(_, a), (_, b)] = logs.as_slice() {
+                return Err(Error::Store {
+                    path: dir.to_path_buf(),
+                    message: format!(
+                        "no readable {MANIFEST} ({e}), and both backends' files are here ({} and {}): which are the store's is not known; move away the others, then {MANIFEST_REMEDY}",
+                        a.display(),
+                        b.display()
+                    ),
+                });
+            }
             return Err(manifest_not_read(dir, &e, log));
         }
     };
@@ -2216,6 +2227,13 @@ fn manifest_not_read(dir: &Path, e: &std::io::Error, log: Option<(BackendKind, P
             path: dir.to_path_buf(),
             reason: format!(
                 "no readable {MANIFEST} ({e}), and {} is a redb file redb never finished making (a creation cut short); create the store again with `loci init`",
+                log.display()
+            ),
+        },
+        Some((BackendKind::Sled, log)) if unfinished_sled(&log) => Error::NotAStore {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "no readable {MANIFEST} ({e}), and {} holds no log (a creation cut short); create the store again with `loci init`",
                 log.display()
             ),
         },
@@ -2399,6 +2417,13 @@ fn take_over_unfinished_redb(dir: &Path, path: &Path) -> Result<()> {
 /// once the rest is on disk, so a file whose first bytes are zeros holds no data. Only in a
 /// directory that holds nothing else but the lock (no manifest, no text index, no snapshot),
 /// and no larger than a new file: a store's file damaged at its start is never taken for one.
+/// Whether sled's directory `path` holds no log, or an empty one: what an `init` killed
+/// before sled wrote anything leaves (helper-151: told that repair writes the manifest again,
+/// and then by repair that the log is gone).
+fn unfinished_sled(path: &Path) -> bool {
+    std::fs::metadata(path.join("db")).map_or(true, |m| m.is_file() && m.len() == 0)
+}
+
 fn unfinished_redb(dir: &Path, path: &Path) -> bool {
     use std::io::Read;
     let Ok(meta) = std::fs::metadata(path) else {
@@ -2643,6 +2668,7 @@ impl Store {
         let lock = take(dir)?;
         deleting::recover_compaction(dir, manifest.backend)?;
         snapshot::remove_unfinished(dir);
+        repair::remove_stray_copies(dir);
         Ok((manifest, lock))
     }
 

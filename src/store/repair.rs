@@ -333,63 +333,153 @@ impl Store {
     /// [`Store::repair`] of the store at `dir`, which it does not open first: an open reads
     /// records derived from the log (the counters, the deleted set, the folds), and one of
     /// them damaged stopped every open, though repair writes each of them afresh from the
-    /// log. The writer lock is taken as an open takes it, and held throughout.
+    /// log. The writer lock is taken as an open takes it, and held throughout. A manifest
+    /// gone or damaged is written again from the meta table of the files read
+    /// ([`RepairReport::manifest_written`]).
     pub fn repair_at(dir: impl AsRef<Path>) -> Result<(Store, RepairReport)> {
         let dir = dir.as_ref();
-        let manifest_written = match super::read_manifest(dir) {
-            Ok(_) => false,
+        let (kind, lock, unread) = match Store::take_for_writing(dir, StoreLock::acquire) {
+            Ok((manifest, lock)) => (manifest.backend, lock, None),
             Err(unread) => {
-                write_manifest_again(dir, unread)?;
-                true
+                let (kind, lock, unread) = take_without_manifest(dir, unread)?;
+                (kind, lock, Some(unread))
             }
         };
-        let (manifest, lock) = Store::take_for_writing(dir, StoreLock::acquire)?;
-        let kind = manifest.backend;
-        let mut copy = None;
-        let mut read_without = Vec::new();
-        let report = {
-            let old = match kind.open_existing(dir, false) {
-                Err(e) if kind == BackendKind::Sled && e.reports_damage() => {
-                    let (old, left_out, made) = open_sled_without_damaged_files(dir, e)?;
-                    copy = Some(made);
-                    read_without = left_out;
-                    old
+        let old = OldFiles::open(dir, kind)?;
+        // What the manifest says, from the meta table of the files read: where it does not
+        // say it, the manifest's own error stands.
+        let manifest = match unread {
+            Some(unread) => match recorded_manifest(old.backend(), kind)? {
+                Some(manifest) => Some(manifest),
+                // Files of no event and no format: a creation killed before it wrote them
+                // (helper-151: the manifest's advice, which led here, was given again).
+                None if old.backend().last(Table::Log)?.is_none() => {
+                    return Err(Error::NotAStore {
+                        path: dir.to_path_buf(),
+                        reason: format!(
+                            "no readable {} and its log holds no event and no format (a creation cut short); create the store again with `loci init`",
+                            super::MANIFEST
+                        ),
+                    })
                 }
-                opened => opened?,
-            };
-            if kind == BackendKind::Sled {
-                Store::take_back_failed_commits(&*old, dir, false)?;
-            }
-            let written = write_fresh_files(&*old, kind, dir);
-            drop(old);
-            if let (Err(_), Some(copy)) = (&written, &copy) {
-                let _ = std::fs::remove_dir_all(copy);
-            }
-            written?
+                None => return Err(unread),
+            },
+            None => None,
         };
+        let report = write_fresh_files(old.backend(), kind, dir)?;
+        // The copy goes before the swap: a kill during the reopen, which rebuilds the text
+        // index, had left a copy of the whole log behind for good (helper-151).
+        let read_without = old.close();
+        if let Some(manifest) = &manifest {
+            super::write_manifest(dir, manifest)?;
+            tracing::info!(
+                format = manifest.format,
+                backend = kind.name(),
+                "the store's manifest was gone or damaged: written again from its log's meta table"
+            );
+        }
         let report = RepairReport {
-            manifest_written,
+            manifest_written: manifest.is_some(),
             read_without,
             ..report
         };
         let store = swap_in_and_reopen(dir, kind, Some(lock), "the repair")?;
-        if let Some(copy) = copy {
-            let _ = std::fs::remove_dir_all(copy);
-        }
         Ok((store, report))
     }
 }
 
-/// Writes the manifest of the store at `dir` again, which did not read (`unread`): gone, or
-/// damaged so that it is no manifest. All it says is the store's format and backend, which
-/// the meta table of its log records too; so where one backend's log is there and its meta
-/// table names that backend and a format this build reads, the manifest is written from it.
-/// Otherwise (a manifest of a later format, a file not to be read, both backends' logs, a
-/// log that does not say) `unread` is returned, and nothing is written; a backend that does
-/// not open gives its own error.
-fn write_manifest_again(dir: &Path, unread: Error) -> Result<()> {
-    let readable = match super::manifest_bytes(&dir.join(super::MANIFEST)) {
-        // Not a later format's, which is refused as it is.
+/// The backend files a repair reads: the store's own, or, for a sled store whose own
+/// snapshot or conf stops every open, a copy of them without those
+/// ([`open_sled_without_damaged_files`]), removed when this is dropped. A failed commit sled
+/// wrote after all is taken back from them.
+struct OldFiles {
+    // Dropped in this order: sled holds the copy's files open until its handle goes.
+    backend: Box<dyn Backend>,
+    copy: ScratchCopy,
+    read_without: Vec<String>,
+}
+
+/// A directory of scratch files, removed when this is dropped (a kill leaves it: the next
+/// open for writing removes it, [`remove_stray_copies`]).
+struct ScratchCopy(Option<std::path::PathBuf>);
+
+impl Drop for ScratchCopy {
+    fn drop(&mut self) {
+        if let Some(copy) = self.0.take() {
+            let _ = std::fs::remove_dir_all(copy);
+        }
+    }
+}
+
+impl OldFiles {
+    fn open(dir: &Path, kind: BackendKind) -> Result<OldFiles> {
+        let old = match kind.open_existing(dir, false) {
+            Err(e) if kind == BackendKind::Sled && e.reports_damage() => {
+                let (backend, read_without, copy) = open_sled_without_damaged_files(dir, e)?;
+                OldFiles {
+                    backend,
+                    copy: ScratchCopy(Some(copy)),
+                    read_without,
+                }
+            }
+            opened => OldFiles {
+                backend: opened?,
+                copy: ScratchCopy(None),
+                read_without: Vec::new(),
+            },
+        };
+        if kind == BackendKind::Sled {
+            // From the copy's records when it is read: the store's own go with its files at
+            // the swap. Taken from the store's directory while the batch was taken back
+            // from the copy, a repair killed before the swap left the store's log ending
+            // with the failed batch and nothing that said so: it was served as committed
+            // (helper-151).
+            let records_in = old.copy.0.as_deref().unwrap_or(dir);
+            Store::take_back_failed_commits(&*old.backend, records_in, false)?;
+        }
+        Ok(old)
+    }
+
+    fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
+    /// Closes the files and removes the copy; gives the files the copy left out.
+    fn close(self) -> Vec<String> {
+        let OldFiles {
+            backend,
+            copy,
+            read_without,
+        } = self;
+        drop(backend);
+        drop(copy);
+        read_without
+    }
+}
+
+/// Removes what a repair killed part way left of its copy of sled's files: an open for
+/// writing, which a repair's swap is not under way beside, calls it. (`sled-without-snapshot`
+/// is the name a build of 7 Dec gave it.)
+pub(super) fn remove_stray_copies(dir: &Path) {
+    for name in [SLED_COPY, "sled-without-snapshot"] {
+        let stray = dir.join(name);
+        if stray.is_dir() {
+            tracing::warn!(path = %stray.display(), "removing the copy of sled's files a repair cut short left");
+            if let Err(e) = std::fs::remove_dir_all(&stray) {
+                tracing::warn!(error = %e, "the copy could not be removed");
+            }
+        }
+    }
+}
+
+/// The store at `dir` whose manifest did not read (`unread`), for a repair that writes it
+/// again: its backend, told by the one backend's log there, and its writer lock, with what
+/// an open for writing recovers first. `unread` is returned when the manifest is not one to
+/// write again: one of a later format (a later build's), or a directory with both backends'
+/// logs or the unfinished file of a creation cut short; and given back otherwise, for when
+/// the meta table does not say what the manifest would.
+fn take_without_manifest(dir: &Path, unread: Error) -> Result<(BackendKind, StoreLock, Error)> {
+    let rewritable = match super::manifest_bytes(&dir.join(super::MANIFEST)) {
         Ok(raw) => super::rewritable(&raw),
         Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     };
@@ -397,44 +487,38 @@ fn write_manifest_again(dir: &Path, unread: Error) -> Result<()> {
     let [(kind, log)] = logs.as_slice() else {
         return Err(unread);
     };
-    if !readable || super::unfinished_redb(dir, log) {
+    if !rewritable
+        || (*kind == BackendKind::Redb && super::unfinished_redb(dir, log))
+        || (*kind == BackendKind::Sled && super::unfinished_sled(log))
+    {
         return Err(unread);
     }
     let lock = StoreLock::acquire(dir)?;
-    // Read under the lock: another process may have mended it meanwhile.
-    if super::read_manifest(dir).is_ok() {
-        return Ok(());
-    }
-    let recorded = kind.open_existing(dir, false).and_then(|backend| {
-        let read = |key: &[u8]| backend.get(Table::Meta, key);
-        let format: Option<u32> = read(super::META_FORMAT)?
-            .map(|v| decode(Table::Meta.name(), &v))
-            .transpose()?;
-        let backend: Option<BackendKind> = read(super::META_BACKEND)?
-            .map(|v| decode(Table::Meta.name(), &v))
-            .transpose()?;
-        Ok(format.zip(backend))
-    });
-    let (format, backend) = match recorded {
-        Ok(Some((format, backend)))
-            if backend == *kind
+    super::deleting::recover_compaction(dir, *kind)?;
+    super::snapshot::remove_unfinished(dir);
+    remove_stray_copies(dir);
+    Ok((*kind, lock, unread))
+}
+
+/// The manifest the meta table of `backend`'s files records, when it names `kind` and a
+/// format this build reads.
+fn recorded_manifest(backend: &dyn Backend, kind: BackendKind) -> Result<Option<super::Manifest>> {
+    let read = |key: &[u8]| backend.get(Table::Meta, key);
+    let format: Option<u32> = read(super::META_FORMAT)?
+        .map(|v| decode(Table::Meta.name(), &v))
+        .transpose()?;
+    let recorded: Option<BackendKind> = read(super::META_BACKEND)?
+        .map(|v| decode(Table::Meta.name(), &v))
+        .transpose()?;
+    Ok(match (format, recorded) {
+        (Some(format), Some(backend))
+            if backend == kind
                 && (super::OLDEST_STORE_FORMAT..=super::STORE_FORMAT).contains(&format) =>
         {
-            (format, backend)
+            Some(super::Manifest { format, backend })
         }
-        // The backend's own damage is what stands in the way now.
-        Err(e) => return Err(e),
-        _ => return Err(unread),
-    };
-    super::write_manifest(dir, &super::Manifest { format, backend })?;
-    drop(lock);
-    // Said by the report (`manifest_written`), which the CLI prints.
-    tracing::info!(
-        format,
-        backend = backend.name(),
-        "the store's manifest was gone or damaged: written again from its log's meta table"
-    );
-    Ok(())
+        _ => None,
+    })
 }
 
 /// The sled store at `dir`, which would not open (`damage`), read without the files of
@@ -455,7 +539,7 @@ fn open_sled_without_damaged_files(
     let sled_dir = BackendKind::Sled.path_in(dir);
     let leave_out = LeftOut {
         snapshot: crate::storage::sled_snapshot_checksum_fails(&sled_dir),
-        conf: crate::storage::sled_conf_checksum_fails(&sled_dir),
+        conf: crate::storage::sled_conf_is_not_locis(&sled_dir),
     };
     if !leave_out.snapshot && !leave_out.conf {
         return Err(damage);
@@ -494,12 +578,9 @@ fn open_sled_without_damaged_files(
         }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&copy);
-            // The copy's own failure (no room for it) is said as it is; sled's refusal of
-            // the copy is the damage found first.
-            Err(match e {
-                e @ (Error::Store { .. } | Error::Io { .. }) => e,
-                _ => damage,
-            })
+            // The copy's own failure (no room for it, or to open it) is said as it is;
+            // sled's finding the copy damaged is the damage found first.
+            Err(if e.reports_damage() { damage } else { e })
         }
     }
 }
@@ -544,15 +625,24 @@ fn copy_leaving_out(from: &Path, to: &Path, leave_out: &LeftOut) -> Result<()> {
         if leave_out.snapshot && named.starts_with("snap.") || leave_out.conf && named == "conf" {
             continue;
         }
-        if entry.file_type().map_err(io(&path))?.is_dir() {
+        let file_type = entry.file_type().map_err(io(&path))?;
+        if file_type.is_dir() {
             // sled's `blobs` directory holds neither.
             let nothing = LeftOut {
                 snapshot: false,
                 conf: false,
             };
             copy_leaving_out(&path, &to.join(&name), &nothing)?;
+        } else if file_type.is_file() {
+            // The copy's path: it is the copy that a full disk stops.
+            let target = to.join(&name);
+            std::fs::copy(&path, &target).map_err(io(&target))?;
         } else {
-            std::fs::copy(&path, to.join(&name)).map_err(io(&path))?;
+            // A FIFO would hold the copy for ever (helper-151), a device read on.
+            return Err(Error::Store {
+                path: path.clone(),
+                message: "not a regular file, in sled's directory of files: move it away".into(),
+            });
         }
     }
     Ok(())
@@ -624,7 +714,8 @@ fn write_repaired(old: &dyn Backend, fresh: &dyn Backend, dir: &Path) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{BackendKind, Guarded};
+    use crate::model::EventDraft;
+    use crate::storage::{BackendKind, FailedCommit, Guarded};
 
     #[test]
     fn a_derived_table_that_panics_when_read_is_written_afresh_and_named_unreadable() {
@@ -668,5 +759,60 @@ mod tests {
         let times: Vec<Vec<u8>> = expected.times.iter().map(|t| t.to_vec()).collect();
         assert_eq!(table_keys(&*fresh, Table::EventTime).unwrap(), times);
         assert!(!expected.facets.is_empty());
+    }
+
+    /// A sled store whose conf fails its checksum and whose log ends with a failed commit
+    /// sled wrote after all (its record beside sled's files): the repair reads a copy of the
+    /// files, and took the batch back from the copy but the record from the store's own
+    /// directory, so a repair killed before its swap left the store's log ending with the
+    /// batch and nothing that said so: it was then served as committed (helper-151, 8 kills
+    /// in 10). The copy's record goes; the store's stays until the swap replaces its files.
+    #[test]
+    fn a_failed_commits_record_stays_with_the_store_until_the_swap() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let store = Store::create(&dir, BackendKind::Sled).unwrap();
+        store
+            .ingest(vec![EventDraft::new(1, "bot", "SEEN")])
+            .unwrap();
+        let failed = store
+            .ingest(vec![EventDraft::new(2, "bot", "SEEN")])
+            .unwrap();
+        drop(store);
+        let sled = BackendKind::Sled.path_in(&dir);
+        let last_record = {
+            let backend = BackendKind::Sled.open_existing(&dir, false).unwrap();
+            let (_, value) = backend.last(Table::Log).unwrap().unwrap();
+            crc32fast::hash(&value)
+        };
+        let record = FailedCommit {
+            durable: failed.first_seq - 1,
+            failed_last: failed.last_seq,
+            last_record,
+        };
+        std::fs::write(sled.join(record.file_name()), b"").unwrap();
+        let conf = sled.join("conf");
+        let mut damaged = std::fs::read(&conf).unwrap();
+        damaged[5] = b'X';
+        std::fs::write(&conf, damaged).unwrap();
+        // As a repair reads them, up to its swap.
+        let old = OldFiles::open(&dir, BackendKind::Sled).unwrap();
+        assert_eq!(old.read_without, ["conf"]);
+        let end = old.backend().last(Table::Log).unwrap().unwrap().0;
+        assert_eq!(crate::storage::seq_of_log_key(&end), Some(record.durable));
+        assert!(
+            sled.join(record.file_name()).exists(),
+            "the store's own record was taken before the swap"
+        );
+        let copy = old.copy.0.clone().unwrap();
+        assert!(FailedCommit::recorded_in(&BackendKind::Sled.path_in(&copy))
+            .unwrap()
+            .is_empty());
+        drop(old);
+        assert!(!copy.exists());
+        // The repair whole: the batch taken back, and the record gone with the old files.
+        let (store, _) = Store::repair_at(&dir).unwrap();
+        assert_eq!(store.stats().events, record.durable);
+        assert!(!sled.join(record.file_name()).exists());
     }
 }
