@@ -172,18 +172,7 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
 
 /// A format-7 record's head, which must end where its kind does.
 fn event_head<'a>(table: &'static str, head: &'a [u8]) -> Result<EventHead<'a>> {
-    let (fields, rest): (EventHead<'_>, _) =
-        postcard::take_from_bytes(head).map_err(|e| Error::Corrupt {
-            table,
-            message: e.to_string(),
-        })?;
-    if !rest.is_empty() {
-        return Err(Error::Corrupt {
-            table,
-            message: format!("{} unexpected bytes after the record's head", rest.len()),
-        });
-    }
-    Ok(fields)
+    postcard_body(table, head)
 }
 
 /// The length of an event body's head: its fields from the sequence number to its kind
@@ -332,7 +321,7 @@ fn expanded<'a>(table: &'static str, v: u8, body: &'a [u8]) -> Result<(u8, Cow<'
     Ok((shape, Cow::Owned(decompress(table, frame, len)?)))
 }
 
-fn postcard_body<T: DeserializeOwned>(table: &'static str, body: &[u8]) -> Result<T> {
+fn postcard_body<'a, T: Deserialize<'a>>(table: &'static str, body: &'a [u8]) -> Result<T> {
     // postcard ignores trailing bytes; a record with some is not one this build wrote.
     let (value, rest) = postcard::take_from_bytes(body).map_err(|e| Error::Corrupt {
         table,

@@ -3299,6 +3299,25 @@ fn a_parameter_given_twice_is_refused_naming_both_values() {
     assert!(String::from_utf8_lossy(&bench.stderr).contains("--set k"));
 }
 
+/// The binary, to be started with SIGINT and SIGTERM at their defaults. A shell without job
+/// control starts background commands with SIGINT ignored, and the child would inherit that
+/// (and rightly keep it): the child starts with both signals at their defaults, as from a
+/// terminal.
+#[cfg(unix)]
+fn loci_with_default_signals() -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(BIN);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    command
+}
+
 /// `loci ingest --json ARGS` started with SIGINT and SIGTERM at their defaults, sent `signal`
 /// once it has reported its first commit; the commits it reported, its standard error and
 /// its exit status.
@@ -3308,25 +3327,13 @@ fn ingest_interrupted(
     signal: i32,
 ) -> (Vec<serde_json::Value>, String, std::process::ExitStatus) {
     use std::io::BufRead;
-    use std::os::unix::process::CommandExt;
-    let mut command = Command::new(BIN);
+    let mut command = loci_with_default_signals();
     command
         .arg("ingest")
         .args(args)
         .arg("--json")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    // A shell without job control starts background commands with SIGINT ignored, and the
-    // child would inherit that (and rightly keep it): the child starts with both signals at
-    // their defaults, as from a terminal.
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGTERM, libc::SIG_DFL);
-            Ok(())
-        });
-    }
     let mut child = command.spawn().unwrap();
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
@@ -5186,11 +5193,10 @@ fn as_of_and_now_are_one_flag_in_query_and_neighbors() {
 #[test]
 fn a_live_feed_is_committed_as_it_pauses_and_a_signal_stops_the_wait() {
     use std::io::{BufRead, Write};
-    use std::os::unix::process::CommandExt;
     let tmp = tempfile::tempdir().unwrap();
     let store = empty_store(tmp.path());
     let input = std::fs::read_to_string(many_events(tmp.path(), 30)).unwrap();
-    let mut command = Command::new(BIN);
+    let mut command = loci_with_default_signals();
     command
         .args([
             "ingest",
@@ -5204,14 +5210,6 @@ fn a_live_feed_is_committed_as_it_pauses_and_a_signal_stops_the_wait() {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGTERM, libc::SIG_DFL);
-            Ok(())
-        });
-    }
     let mut child = command.spawn().unwrap();
     // The feed stays open: what it sent is all there is for now.
     let mut feed = child.stdin.take().unwrap();
