@@ -93,14 +93,13 @@ fn compress(body: &[u8]) -> Option<Vec<u8>> {
 
 /// A compressed body expanded to exactly `len` bytes.
 fn decompress(table: &'static str, frame: &[u8], len: usize) -> Result<Vec<u8>> {
-    decompress_after(table, Vec::with_capacity(len), frame, len)
+    decompress_after(table, &[], frame, len)
 }
 
-/// `out` (its capacity reserved for `len` bytes more) followed by `frame` expanded to
-/// exactly `len` bytes.
+/// `prefix` followed by `frame` expanded to exactly `len` bytes.
 fn decompress_after(
     table: &'static str,
-    mut out: Vec<u8>,
+    prefix: &[u8],
     frame: &[u8],
     len: usize,
 ) -> Result<Vec<u8>> {
@@ -124,9 +123,11 @@ fn decompress_after(
                 "compressed record's frame does not say it expands to its {len} bytes"
             )));
         }
-        // zstd writes into the spare capacity after the cursor: after what `out` holds.
-        let start = out.len();
-        out.reserve_exact(len);
+        // Allocated once the frame agrees with the length. zstd writes into the spare
+        // capacity after the cursor: after the prefix.
+        let start = prefix.len();
+        let mut out = Vec::with_capacity(start + len);
+        out.extend_from_slice(prefix);
         let mut after = std::io::Cursor::new(out);
         after.set_position(start as u64);
         let n = d
@@ -302,9 +303,7 @@ fn expanded<'a>(table: &'static str, v: u8, body: &'a [u8]) -> Result<(u8, Cow<'
             let (head, tail_len, frame) = head_and_frame(table, body)?;
             // The head read as a peek reads it: the two agree on every record.
             event_head(table, head)?;
-            let mut out = Vec::with_capacity(head.len() + tail_len);
-            out.extend_from_slice(head);
-            let out = decompress_after(table, out, frame, tail_len)?;
+            let out = decompress_after(table, head, frame, tail_len)?;
             return Ok((FORMAT_EDGES_LAST_SEEN, Cow::Owned(out)));
         }
         plain => return Ok((plain, Cow::Borrowed(body))),

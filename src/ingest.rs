@@ -1046,12 +1046,21 @@ impl<R: std::io::BufRead> Lines<R> {
     }
 }
 
+/// The name errors give the input at `path`: `-` is standard input, `<stdin>`.
+fn shown_name(path: &Path) -> String {
+    if path == Path::new("-") {
+        "<stdin>".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
 /// Opens `path` for line reading (`-` is standard input, named `<stdin>` in errors); the error
 /// names the file once.
 fn open_lines(path: &Path) -> Result<Lines<Box<dyn std::io::BufRead + Send>>> {
     if path == Path::new("-") {
         return Ok(Lines::new(
-            "<stdin>",
+            &shown_name(path),
             Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin())),
         ));
     }
@@ -1128,8 +1137,12 @@ enum LineSource {
     /// Read here, as they are needed.
     Direct(Lines<Box<dyn std::io::BufRead + Send>>),
     /// Read by a thread of their own, which may wait on its input for ever: this one waits
-    /// for its lines no longer than [`Pacing::idle`] at a time.
-    Fed(std::sync::mpsc::Receiver<Result<Option<Line>>>),
+    /// for its lines no longer than [`Pacing::idle`] at a time. The thread's last message is
+    /// the end or an error; the channel closed without either is a reader that stopped.
+    Fed {
+        rx: std::sync::mpsc::Receiver<Result<Option<Line>>>,
+        file: String,
+    },
 }
 
 /// What a [`LineSource`] gave.
@@ -1141,55 +1154,74 @@ enum NextLine {
 }
 
 impl LineSource {
-    /// `lines` read here, or, for an input that is no regular file read with `pacing`, by a
-    /// thread of their own.
-    fn new(
-        lines: Lines<Box<dyn std::io::BufRead + Send>>,
-        regular: bool,
-        pacing: Option<&Pacing>,
-    ) -> Result<Self> {
-        if regular || pacing.is_none() {
-            return Ok(LineSource::Direct(lines));
+    /// `path` read here, or, for an input that is no regular file read with `pacing`, by a
+    /// thread of its own, which opens it too (the open of a FIFO waits for its writer).
+    fn open(path: &Path, format: Option<Format>, pacing: Option<&Pacing>) -> Result<Self> {
+        let lossy = format == Some(Format::Toolcalls);
+        if pacing.is_none() || is_regular_file(path) {
+            return Ok(LineSource::Direct(open_lines(path)?.lossy(lossy)));
         }
-        let file = lines.file.clone();
+        let file = shown_name(path);
         // Bounded, so that a reader far ahead of the commits holds no more than this.
         let (tx, rx) = std::sync::mpsc::sync_channel(4096);
-        let mut lines = lines;
+        let path = path.to_path_buf();
         std::thread::Builder::new()
             .name("loci-ingest-feed".into())
-            .spawn(move || loop {
-                let next = lines.next_line();
-                let last = !matches!(next, Ok(Some(_)));
-                if tx.send(next).is_err() || last {
-                    return;
+            .spawn(move || {
+                let mut lines = match open_lines(&path) {
+                    Ok(lines) => lines.lossy(lossy),
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                loop {
+                    let next = lines.next_line();
+                    let last = !matches!(next, Ok(Some(_)));
+                    if tx.send(next).is_err() || last {
+                        return;
+                    }
                 }
             })
             .map_err(|e| Error::Input {
-                file,
+                file: file.clone(),
                 line: 0,
                 field: "file".into(),
                 message: format!("no thread to read it with: {e}"),
             })?;
-        Ok(LineSource::Fed(rx))
+        Ok(LineSource::Fed { rx, file })
+    }
+
+    /// The name errors give the input.
+    fn file(&self) -> &str {
+        match self {
+            LineSource::Direct(lines) => &lines.file,
+            LineSource::Fed { file, .. } => file,
+        }
     }
 
     fn next(&mut self, pacing: Option<&Pacing>) -> Result<NextLine> {
-        match (self, pacing) {
-            (LineSource::Fed(rx), Some(pacing)) => {
-                use std::sync::mpsc::RecvTimeoutError;
-                match rx.recv_timeout(pacing.idle) {
-                    Ok(next) => Ok(next?.map_or(NextLine::End, NextLine::Line)),
-                    Err(RecvTimeoutError::Timeout) => Ok(NextLine::Pause),
-                    Err(RecvTimeoutError::Disconnected) => Ok(NextLine::End),
-                }
+        use std::sync::mpsc::RecvTimeoutError;
+        let (rx, file) = match self {
+            LineSource::Direct(lines) => {
+                return Ok(lines.next_line()?.map_or(NextLine::End, NextLine::Line))
             }
-            (LineSource::Fed(rx), None) => match rx.recv() {
-                Ok(next) => Ok(next?.map_or(NextLine::End, NextLine::Line)),
-                Err(_) => Ok(NextLine::End),
-            },
-            (LineSource::Direct(lines), _) => {
-                Ok(lines.next_line()?.map_or(NextLine::End, NextLine::Line))
-            }
+            LineSource::Fed { rx, file } => (rx, file),
+        };
+        let received = match pacing {
+            Some(pacing) => rx.recv_timeout(pacing.idle),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match received {
+            Ok(next) => Ok(next?.map_or(NextLine::End, NextLine::Line)),
+            Err(RecvTimeoutError::Timeout) => Ok(NextLine::Pause),
+            // Not the end of the input: what came after is unread, and said so.
+            Err(RecvTimeoutError::Disconnected) => Err(Error::Input {
+                file: file.clone(),
+                line: 0,
+                field: "file".into(),
+                message: "its reader stopped before the end (a fault of loci's)".into(),
+            }),
         }
     }
 }
@@ -1210,9 +1242,8 @@ pub fn read_file_in_rounds(
     pacing: Option<&Pacing>,
     sink: &mut dyn FnMut(SourceBatch) -> Result<ControlFlow<()>>,
 ) -> Result<RoundsRead> {
-    let lines = open_lines(path)?.lossy(format == Some(Format::Toolcalls));
-    let file = lines.file.clone();
-    let mut source = LineSource::new(lines, is_regular_file(path), pacing)?;
+    let mut source = LineSource::open(path, format, pacing)?;
+    let file = source.file().to_string();
     let mut read = RoundsRead {
         lines: 0,
         to_the_end: false,
@@ -1253,8 +1284,15 @@ pub fn read_file_in_rounds(
     } else {
         MIN_ROUND_LINES.div_ceil(unit).saturating_mul(unit)
     };
-    // A triples file's passages may end anywhere in it: never handed on at a pause.
-    let hand_on_at_pause = format != Format::Triples;
+    // What a pause hands on: whole events, so that the events made are those of the input
+    // read at once. A graph event holds GRAPH_LINES_PER_EVENT lines; a triples file's
+    // passages may end anywhere in it, and a conversation's turns are checked across its
+    // lines (ids given twice): neither is handed on at a pause.
+    let lines_per_event = match format {
+        Format::Graph => Some(GRAPH_LINES_PER_EVENT),
+        Format::Triples | Format::Conversation => None,
+        Format::Events | Format::Passages | Format::Toolcalls | Format::Journal => Some(1),
+    };
     let mut round: Vec<Line> = vec![first];
     loop {
         let (end, pause) = match source.next(pacing)? {
@@ -1265,13 +1303,19 @@ pub fn read_file_in_rounds(
             NextLine::End => (true, false),
             NextLine::Pause => (false, true),
         };
-        let full = round.len() >= round_lines;
-        if !round.is_empty() && (full || end || (pause && hand_on_at_pause)) {
-            read.lines += round.len();
-            if sink(read_lines(&file, &round, format)?)?.is_break() {
+        let take = if round.len() >= round_lines || end {
+            round.len()
+        } else if pause {
+            lines_per_event.map_or(0, |k| round.len() / k * k)
+        } else {
+            0
+        };
+        if take > 0 {
+            read.lines += take;
+            if sink(read_lines(&file, &round[..take], format)?)?.is_break() {
                 return Ok(read);
             }
-            round.clear();
+            round.drain(..take);
         }
         if end {
             read.to_the_end = true;
@@ -1544,6 +1588,64 @@ mod tests {
     /// The error `read_str` gives `content`, as text.
     fn read_error(file: &str, content: &str, format: Format) -> String {
         read_str(file, content, format).unwrap_err().to_string()
+    }
+
+    /// A graph file fed through a FIFO that pauses in the middle of an event's lines makes
+    /// the events the same file read from disk makes: a pause hands on whole events only
+    /// (helper-152: a round handed on at any pause cut an `IMPORT` event's 1,024 lines short).
+    /// And the reader opens the FIFO on its own thread, so the open waits there.
+    #[cfg(unix)]
+    #[test]
+    fn a_paused_feed_makes_the_events_of_the_file_read_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lines: String = (0..2500)
+            .map(|i| {
+                format!("{{\"op\":\"edge\",\"from\":\"n{i}\",\"rel\":\"R\",\"to\":\"m{i}\"}}\n")
+            })
+            .collect();
+        let file = tmp.path().join("g.jsonl");
+        std::fs::write(&file, &lines).unwrap();
+        let events = |path: &Path, pacing: Option<&Pacing>| {
+            let mut made = Vec::new();
+            let read = read_file_in_rounds(path, Some(Format::Graph), 1, pacing, &mut |b| {
+                // Less the source's name, the one thing that differs.
+                made.extend(b.events.into_iter().map(|e| {
+                    let mut payload = serde_json::to_value(&e.payload).unwrap();
+                    payload.as_object_mut().unwrap().remove("source");
+                    (payload, e.assertions.len())
+                }));
+                Ok(ControlFlow::Continue(()))
+            })
+            .unwrap();
+            assert!(read.to_the_end);
+            made
+        };
+        let at_once = events(&file, None);
+        let fifo = tmp.path().join("feed");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let writer = std::thread::spawn({
+            let fifo = fifo.clone();
+            move || {
+                use std::io::Write;
+                let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+                let cut = lines.match_indices('\n').nth(1499).unwrap().0 + 1;
+                w.write_all(&lines.as_bytes()[..cut]).unwrap();
+                w.flush().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(600));
+                w.write_all(&lines.as_bytes()[cut..]).unwrap();
+            }
+        });
+        let stop = || false;
+        let pacing = Pacing {
+            idle: std::time::Duration::from_millis(100),
+            stop: &stop,
+        };
+        let fed = events(&fifo, Some(&pacing));
+        writer.join().unwrap();
+        assert_eq!(fed, at_once);
+        assert_eq!(fed.len(), 3);
     }
 
     #[test]

@@ -1845,6 +1845,17 @@ fn a_fifo_among_sleds_files_is_refused_not_waited_on() {
         let store = Store::open(&dir).unwrap();
         assert_same(&reads(&store).unwrap(), &expected, name);
     }
+    // A link to a file elsewhere is the file sled reads: not refused (helper-152).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let expected = small_store(BackendKind::Sled, &dir);
+    let conf = dir.join("sled").join("conf");
+    let elsewhere = tmp.path().join("conf-elsewhere");
+    std::fs::rename(&conf, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &conf).unwrap();
+    let store = Store::open(&dir).unwrap();
+    assert_same(&reads(&store).unwrap(), &expected, "a linked conf");
+    drop(store);
     // What a repair killed part way left of its copy goes at the next open for writing.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");

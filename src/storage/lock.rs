@@ -177,6 +177,31 @@ impl StoreLock {
 }
 
 /// The pid the lock file records, and whether it marks a reading holder.
+/// Waits, as a writer's [`StoreLock::acquire`] would (about half a second), while another
+/// holds the writer lock of `dir`, without taking it or writing anything (a read-only open
+/// must not): `Ok` once it is free or when there is no lock file (no writer ever made one),
+/// [`Error::Locked`] while it is still held.
+pub(crate) fn wait_while_held(dir: &Path) -> Result<()> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = match File::open(&path) {
+        Ok(file) => file,
+        Err(_) => return Ok(()),
+    };
+    let mut wait_ms = 2;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) if wait_ms <= 256 => {
+                std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+                wait_ms *= 2;
+            }
+            Err(TryLockError::WouldBlock) => return Err(locked(dir, read_holder(&mut file).0)),
+            // A lock this file system does not give says nothing of a writer.
+            Err(TryLockError::Error(_)) => return Ok(()),
+        }
+    }
+}
+
 fn read_holder(file: &mut File) -> (Option<u32>, bool) {
     let mut text = String::new();
     let read = file

@@ -48,6 +48,7 @@ pub(crate) fn open_regular_file(path: &Path) -> std::io::Result<std::fs::File> {
 
 pub use guard::{DamagedFile, Guarded};
 pub(crate) use lock::locked;
+pub(crate) use lock::wait_while_held;
 pub use lock::{StoreLock, LOCK_FILE};
 pub use redb_backend::{RedbBackend, READERS_WAIT};
 pub(crate) use sled_backend::conf_is_not_locis as sled_conf_is_not_locis;

@@ -356,7 +356,7 @@ const DAMAGED_AT_OPEN: &str = "its files are damaged; where sled's own snapshot 
 pub(crate) fn snapshot_checksum_fails(path: &Path) -> bool {
     // One that is no regular file is no snapshot sled can read (a FIFO had held the repair
     // for ever: helper-151).
-    let odd = |p: &std::path::PathBuf| std::fs::symlink_metadata(p).is_ok_and(|m| !m.is_file());
+    let odd = |p: &std::path::PathBuf| std::fs::metadata(p).is_ok_and(|m| !m.is_file());
     if snapshot_files(path).iter().any(odd) {
         return true;
     }
@@ -419,7 +419,8 @@ fn not_a_regular_file(path: &Path) -> Option<std::path::PathBuf> {
             let name = name.to_string_lossy();
             name == "conf" || name == "db" || name.starts_with("snap.")
         })
-        .filter(|e| e.file_type().is_ok_and(|t| !t.is_file()))
+        // Followed: a link to a file elsewhere is a file sled reads.
+        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| !m.is_file()))
         .map(|e| e.path())
         .collect();
     odd.sort();

@@ -2188,17 +2188,11 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
             // lock as a writer does, and reads the manifest again; one the creation still
             // holds is told the store is locked (helper-150: it was told the new store was
             // damaged, and to repair it).
+            // The lock is waited for, not taken: a read-only open writes nothing.
             if e.kind() == ErrorKind::NotFound && log.is_some() {
-                match crate::storage::StoreLock::acquire(dir) {
-                    Ok(free) => {
-                        drop(free);
-                        if let Ok(raw) = manifest_bytes(&manifest_path) {
-                            return parse_manifest(dir, &raw);
-                        }
-                    }
-                    Err(locked @ Error::Locked { .. }) => return Err(locked),
-                    // A lock that cannot be taken here (a read-only mount) says nothing.
-                    Err(_) => {}
+                crate::storage::wait_while_held(dir)?;
+                if let Ok(raw) = manifest_bytes(&manifest_path) {
+                    return parse_manifest(dir, &raw);
                 }
             }
             if let [(_, a), (_, b)] = logs.as_slice() {
@@ -2230,7 +2224,7 @@ fn manifest_not_read(dir: &Path, e: &std::io::Error, log: Option<(BackendKind, P
                 log.display()
             ),
         },
-        Some((BackendKind::Sled, log)) if unfinished_sled(&log) => Error::NotAStore {
+        Some((BackendKind::Sled, log)) if unfinished_sled(dir, &log) => Error::NotAStore {
             path: dir.to_path_buf(),
             reason: format!(
                 "no readable {MANIFEST} ({e}), and {} holds no log (a creation cut short); create the store again with `loci init`",
@@ -2279,13 +2273,13 @@ fn parse_manifest(dir: &Path, raw: &[u8]) -> Result<Manifest> {
         }
     }
     serde_json::from_slice(raw).map_err(|e| {
-        store_err(
-            if rewritable(raw) && BackendKind::present_in(dir).next().is_some() {
-                format!("{MANIFEST} is damaged ({e}): {MANIFEST_REMEDY}")
-            } else {
-                format!("{MANIFEST}: {e}")
-            },
-        )
+        store_err(match BackendKind::present_in(dir).count() {
+            1 if rewritable(raw) => format!("{MANIFEST} is damaged ({e}): {MANIFEST_REMEDY}"),
+            2 if rewritable(raw) => format!(
+                "{MANIFEST} is damaged ({e}), and both backends' files are here: which are the store's is not known; move away the others, then {MANIFEST_REMEDY}"
+            ),
+            _ => format!("{MANIFEST}: {e}"),
+        })
     })
 }
 
@@ -2412,18 +2406,33 @@ fn take_over_unfinished_redb(dir: &Path, path: &Path) -> Result<()> {
     std::fs::remove_file(path).map_err(|e| Error::io(path, e))
 }
 
+/// Whether the store directory `dir` holds only sled's directory `path` (beside the lock),
+/// with no log in it or an empty one: what an `init` killed before sled wrote anything
+/// leaves (helper-151: told that repair writes the manifest again, and then by repair that
+/// the log is gone). A store that has a snapshot or a text index beside it lost its log.
+fn unfinished_sled(dir: &Path, path: &Path) -> bool {
+    let no_log = match std::fs::metadata(path.join("db")) {
+        Ok(m) => m.is_file() && m.len() == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let name = path.file_name();
+    no_log
+        && entries.filter_map(|e| e.ok()).all(|e| {
+            let n = e.file_name();
+            Some(n.as_os_str()) == name
+                || n == crate::storage::LOCK_FILE
+                || SYSTEM_LITTER.iter().any(|l| n == *l)
+        })
+}
+
 /// Whether the redb file at `path` in store directory `dir` is one redb never finished making:
 /// redb writes a new file's header with its magic number zeroed, and the magic number last,
 /// once the rest is on disk, so a file whose first bytes are zeros holds no data. Only in a
 /// directory that holds nothing else but the lock (no manifest, no text index, no snapshot),
 /// and no larger than a new file: a store's file damaged at its start is never taken for one.
-/// Whether sled's directory `path` holds no log, or an empty one: what an `init` killed
-/// before sled wrote anything leaves (helper-151: told that repair writes the manifest again,
-/// and then by repair that the log is gone).
-fn unfinished_sled(path: &Path) -> bool {
-    std::fs::metadata(path.join("db")).map_or(true, |m| m.is_file() && m.len() == 0)
-}
-
 fn unfinished_redb(dir: &Path, path: &Path) -> bool {
     use std::io::Read;
     let Ok(meta) = std::fs::metadata(path) else {

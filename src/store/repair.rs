@@ -338,8 +338,13 @@ impl Store {
     /// ([`RepairReport::manifest_written`]).
     pub fn repair_at(dir: impl AsRef<Path>) -> Result<(Store, RepairReport)> {
         let dir = dir.as_ref();
-        let (kind, lock, unread) = match Store::take_for_writing(dir, StoreLock::acquire) {
-            Ok((manifest, lock)) => (manifest.backend, lock, None),
+        // Only a manifest that does not read is written again: any other failure to open
+        // (a lock held) is said as it is.
+        let (kind, lock, unread) = match super::read_manifest(dir) {
+            Ok(_) => {
+                let (manifest, lock) = Store::take_for_writing(dir, StoreLock::acquire)?;
+                (manifest.backend, lock, None)
+            }
             Err(unread) => {
                 let (kind, lock, unread) = take_without_manifest(dir, unread)?;
                 (kind, lock, Some(unread))
@@ -489,7 +494,7 @@ fn take_without_manifest(dir: &Path, unread: Error) -> Result<(BackendKind, Stor
     };
     if !rewritable
         || (*kind == BackendKind::Redb && super::unfinished_redb(dir, log))
-        || (*kind == BackendKind::Sled && super::unfinished_sled(log))
+        || (*kind == BackendKind::Sled && super::unfinished_sled(dir, log))
     {
         return Err(unread);
     }
@@ -625,7 +630,8 @@ fn copy_leaving_out(from: &Path, to: &Path, leave_out: &LeftOut) -> Result<()> {
         if leave_out.snapshot && named.starts_with("snap.") || leave_out.conf && named == "conf" {
             continue;
         }
-        let file_type = entry.file_type().map_err(io(&path))?;
+        // Followed: a link to a file elsewhere is copied as the file it names.
+        let file_type = std::fs::metadata(&path).map_err(io(&path))?.file_type();
         if file_type.is_dir() {
             // sled's `blobs` directory holds neither.
             let nothing = LeftOut {
