@@ -772,7 +772,7 @@ fn every_manifest_refusal_names_what_mends_it() {
         Store::open(&dir).err().expect("refused").to_string(),
         Store::repair_at(&dir).err().expect("refused").to_string(),
     ] {
-        assert!(e.contains("move it away"), "{e}");
+        assert!(e.contains("move loci.json away"), "{e}");
     }
     std::fs::remove_dir(&manifest).unwrap();
     Store::repair_at(&dir).unwrap();

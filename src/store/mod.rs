@@ -2241,7 +2241,7 @@ fn manifest_not_read(dir: &Path, e: &std::io::Error, log: Option<(BackendKind, P
                 if e.kind() == std::io::ErrorKind::NotFound {
                     ""
                 } else {
-                    "move it away; then "
+                    "move loci.json away (it is no file loci can write over); then "
                 }
             ),
         },
